@@ -1,0 +1,116 @@
+// The Kernels interface: every hot numerical operation of the model forward.
+// Backends: ref/ (plain TypeScript, the oracle) and wasm/ (AssemblyScript SIMD).
+// Conventions:
+//  - Activations are Float32Array views allocated through `alloc` (the wasm backend
+//    hands out views into WebAssembly memory; the ref backend plain arrays).
+//  - Weights are `Weight` values created through `uploadWeight`; shape [rows, cols]
+//    row-major, i.e. a linear layer [out, in]: y = x · Wᵀ.
+//  - Row-major activation shapes are given in comments as `// [T, D]`.
+//  - Batch invariance: every kernel computes each output row with a fixed reduction
+//    order that does not depend on how many rows are processed together.
+
+export type WeightDType = 'bf16' | 'f32';
+
+/** A 2-D weight matrix [rows, cols] (a 1-D vector has rows = 1). */
+export interface Weight {
+  readonly dtype: WeightDType;
+  readonly rows: number;
+  readonly cols: number;
+  /** bf16: raw bits (Uint16Array, length rows*cols); f32: Float32Array. */
+  readonly data: Uint16Array | Float32Array;
+}
+
+/** Gated DeltaNet shape of one layer. */
+export interface GdnDims {
+  readonly numKeyHeads: number; // HK
+  readonly numValueHeads: number; // HV (multiple of HK)
+  readonly keyDim: number; // dk
+  readonly valueDim: number; // dv
+}
+
+/** Paged KV cache of one full-attention layer. Token at position p of a sequence lives
+ * at row `pageTable[p / pageSize] * pageSize + p % pageSize` of k/v ([rows, nKV, hd]). */
+export interface KvLayerView {
+  readonly k: Float32Array; // [numPages * pageSize, nKV, hd]
+  readonly v: Float32Array; // [numPages * pageSize, nKV, hd]
+  readonly pageSize: number;
+}
+
+export interface AttentionDims {
+  readonly numHeads: number; // nH
+  readonly numKvHeads: number; // nKV
+  readonly headDim: number; // hd
+}
+
+export interface Kernels {
+  readonly name: string;
+
+  /** Allocate a zero-filled float32 activation buffer. */
+  alloc(n: number): Float32Array;
+  /** Allocate an int32 buffer. */
+  allocI32(n: number): Int32Array;
+  /** Allocate a weight [rows, cols] in backend memory. The caller fills `bytes`
+   * (little-endian, rows*cols elements of dtype) before first use — e.g. the checkpoint
+   * loader reads the tensor straight into it, with no second copy. */
+  allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
+
+  /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K], out: [M, N]. */
+  matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
+
+  /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
+  embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void;
+
+  /** RMSNorm over rows of length d: y = x·rsqrt(mean(x²)+eps)·(1+w) if `zeroCentered`,
+   * else ·w. x, out: [M, d] (may alias), w: [1, d]. */
+  rmsNorm(out: Float32Array, x: Float32Array, w: Weight, m: number, eps: number, zeroCentered: boolean): void;
+
+  /** Gated RMSNorm of Gated DeltaNet: out = o·rsqrt(mean(o²)+eps)·w·silu(z), per row of dv.
+   * o, z, out: [M, dv] (M = tokens·HV; out may alias o). */
+  gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number): void;
+
+  /** Partial NeoX RoPE in place on the first rotaryDim dims of every head.
+   * x: [T, heads, headDim] with row stride `stride` floats between tokens. */
+  rope(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
+    rotaryDim: number, theta: number, stride: number): void;
+
+  /** Causal depthwise conv with SiLU, one sequence. x: [T, C] pre-conv inputs;
+   * window: [K-1, C] previous inputs (oldest first); w: [C, K]; out: [T, C].
+   * Without scratch: window is updated in place to the last K-1 inputs.
+   * With scratch ([T, K-1, C]): window is read only and the window after step t is
+   * written to scratch[t]. */
+  causalConv(out: Float32Array, x: Float32Array, window: Float32Array, w: Weight, t: number,
+    scratch?: Float32Array): void;
+
+  /** Gates: g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b). a, b, g, beta: [T, HV]. */
+  gdnGates(g: Float32Array, beta: Float32Array, a: Float32Array, b: Float32Array,
+    aLog: Weight, dtBias: Weight, t: number): void;
+
+  /** Gated DeltaNet, token-by-token recurrence for one sequence.
+   * qkv: [T, 2·HK·dk + HV·dv] post-conv (q all heads | k all | v all), not normalised;
+   * g, beta: [T, HV]; state: [HV, dk, dv]; out: [T, HV, dv].
+   * Without scratch: state is updated in place. With scratch ([T, HV, dk, dv]): state is
+   * read only and the state after step t is written to scratch[t]. */
+  gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
+    state: Float32Array, dims: GdnDims, t: number, scratch?: Float32Array): void;
+
+  /** Same contract as gdnRecurrent (no scratch), computed in chunks of 64 tokens. */
+  gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
+    state: Float32Array, dims: GdnDims, t: number): void;
+
+  /** Write k, v ([T, nKV·hd]) of one sequence at positions start..start+T−1. */
+  kvWrite(kv: KvLayerView, pageTable: ArrayLike<number>, start: number, k: Float32Array,
+    v: Float32Array, t: number, kvDim: number): void;
+
+  /** Causal GQA attention for one sequence: query i (position start+i) attends to
+   * positions 0..start+i of the cache. q: [T, nH, hd] (row stride qStride floats);
+   * out: [T, nH, hd]. softmax in fp32 with scale 1/√hd. */
+  attention(out: Float32Array, q: Float32Array, qStride: number, kv: KvLayerView,
+    pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void;
+
+  /** out[i] = a[i] · silu(b[i]) for i < n (out may alias). */
+  mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  /** out[i] = a[i] · sigmoid(b[i]) for i < n (out may alias a). */
+  mulSigmoid(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  /** out[i] = a[i] + b[i] for i < n (out may alias). */
+  add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+}
