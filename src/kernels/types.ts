@@ -107,6 +107,11 @@ export interface Kernels {
   attention(out: Float32Array, q: Float32Array, qStride: number, kv: KvLayerView,
     pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void;
 
+  /** MoE router: per row, softmax over E logits (fp32), top-k (ties → lower expert id),
+   * optionally renormalised to sum 1. logits: [M, E]; ids, weights: [M, topK]. */
+  moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number,
+    topK: number, renormalize: boolean): void;
+
   /** out[i] = a[i] · silu(b[i]) for i < n (out may alias). */
   mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
   /** out[i] = a[i] · sigmoid(b[i]) for i < n (out may alias a). */

@@ -1,0 +1,33 @@
+// The reference backend: plain TypeScript, the oracle every fast kernel is tested against.
+import type { Kernels, Weight, WeightDType } from '../types.js';
+import * as dense from './dense.js';
+import * as gdn from './gdn.js';
+
+export function createRefKernels(): Kernels {
+  return {
+    name: 'ref',
+    alloc: (n) => new Float32Array(n),
+    allocI32: (n) => new Int32Array(n),
+    allocWeight(dtype: WeightDType, rows: number, cols: number) {
+      const n = rows * cols;
+      const data = dtype === 'bf16' ? new Uint16Array(n) : new Float32Array(n);
+      const weight: Weight = { dtype, rows, cols, data };
+      return { weight, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
+    },
+    matmul: dense.matmul,
+    embed: dense.embed,
+    rmsNorm: dense.rmsNorm,
+    gatedRmsNorm: dense.gatedRmsNorm,
+    rope: dense.rope,
+    causalConv: gdn.causalConv,
+    gdnGates: gdn.gdnGates,
+    gdnRecurrent: gdn.gdnRecurrent,
+    gdnChunked: gdn.gdnChunked,
+    kvWrite: dense.kvWrite,
+    attention: dense.attention,
+    moeRoute: dense.moeRoute,
+    mulSilu: dense.mulSilu,
+    mulSigmoid: dense.mulSigmoid,
+    add: dense.add,
+  };
+}

@@ -1,0 +1,85 @@
+// Load a model directory into a Model: config + weights on a kernel backend, and the
+// model's state layout (what the pools allocate per request).
+import { existsSync } from 'node:fs';
+import type { Kernels, KvLayerView } from '../kernels/types.js';
+import { type ModelConfig, convDim, loadModelConfig } from './config.js';
+import { loadModelWeights } from './loader.js';
+import { openCheckpoint } from './safetensors.js';
+import type { ModelWeights } from './weights.js';
+import type { LinearStateView } from './layers.js';
+import { progressBar } from '../util/progress.js';
+import { DeltaserveError } from '../util/errors.js';
+
+/** Per-request memory the model needs, in float32 elements. */
+export interface StateLayout {
+  readonly linearLayers: readonly number[]; // decoder-layer indices of Gated DeltaNet layers
+  readonly fullLayers: readonly number[]; // decoder-layer indices of full-attention layers
+  readonly convDim: number;
+  readonly convHist: number; // K − 1
+  readonly convSize: number; // (K−1)·convDim per linear layer
+  readonly ssmSize: number; // HV·dk·dv per linear layer
+  readonly kvDim: number; // nKV·hd per token per full-attention layer (K and V each)
+  readonly mtpLayers: number; // MTP full-attention layers (each with its own KV)
+}
+
+export interface Model {
+  readonly dir: string;
+  readonly config: ModelConfig;
+  readonly weights: ModelWeights;
+  readonly kernels: Kernels;
+  readonly layout: StateLayout;
+}
+
+export function stateLayout(cfg: ModelConfig): StateLayout {
+  const linearLayers: number[] = [];
+  const fullLayers: number[] = [];
+  cfg.layerKinds.forEach((kind, i) => (kind === 'linear' ? linearLayers : fullLayers).push(i));
+  const cd = convDim(cfg);
+  return {
+    linearLayers, fullLayers, convDim: cd, convHist: cfg.convKernel - 1,
+    convSize: (cfg.convKernel - 1) * cd,
+    ssmSize: cfg.linNumValueHeads * cfg.linKeyDim * cfg.linValueDim,
+    kvDim: cfg.numKvHeads * cfg.headDim,
+    mtpLayers: cfg.mtpLayers,
+  };
+}
+
+export function loadModel(dir: string, kernels: Kernels): Model {
+  if (!existsSync(dir)) throw new DeltaserveError('bad_config', `model directory not found: ${dir}`);
+  const config = loadModelConfig(dir);
+  const ckpt = openCheckpoint(dir);
+  try {
+    const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
+    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));
+    bar.done();
+    return { dir, config, weights, kernels, layout: stateLayout(config) };
+  } finally {
+    ckpt.close();
+  }
+}
+
+/** A single request's own KV cache and recurrent state (contiguous pages, identity page
+ * table). The engine replaces this with pooled, paged memory. */
+export interface SequenceMemory {
+  readonly capacity: number; // max tokens
+  readonly pageTable: Int32Array;
+  readonly kv: KvLayerView[]; // per full-attention layer
+  readonly mtpKv: KvLayerView[]; // per MTP layer
+  readonly state: LinearStateView[]; // per linear layer
+}
+
+export function allocSequenceMemory(model: Model, capacity: number, pageSize = 16): SequenceMemory {
+  const { kernels: k, layout } = model;
+  const pages = Math.ceil(capacity / pageSize);
+  const pageTable = new Int32Array(pages).map((_, i) => i);
+  const kvLayer = (): KvLayerView => ({
+    k: k.alloc(pages * pageSize * layout.kvDim), v: k.alloc(pages * pageSize * layout.kvDim), pageSize,
+  });
+  return {
+    capacity: pages * pageSize,
+    pageTable,
+    kv: layout.fullLayers.map(kvLayer),
+    mtpKv: Array.from({ length: layout.mtpLayers }, kvLayer),
+    state: layout.linearLayers.map(() => ({ conv: k.alloc(layout.convSize), ssm: k.alloc(layout.ssmSize) })),
+  };
+}

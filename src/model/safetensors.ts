@@ -1,0 +1,343 @@
+// Safetensors checkpoints: a single `model.safetensors`, a sharded checkpoint with
+// `model.safetensors.index.json`, or a directory of `*.safetensors` files (union of headers).
+//
+// Files may exceed 4 GiB and a model may exceed one Node Buffer, so a file is never read
+// whole: the header (u64 LE length + JSON) and every tensor are read with positioned reads on
+// a file descriptor, in pieces of at most READ_CHUNK bytes. Byte positions are plain numbers
+// (exact up to 2^53). Descriptors stay open until close().
+import { openSync, closeSync, fstatSync, readSync, existsSync, statSync, readFileSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
+import { DeltaserveError, assert } from '../util/errors.js';
+
+export type StDType = 'BF16' | 'F16' | 'F32';
+
+export interface TensorInfo {
+  readonly name: string;
+  readonly dtype: StDType;
+  readonly shape: readonly number[];
+  /** Absolute path of the file holding the tensor. */
+  readonly file: string;
+  /** Absolute byte offset of the tensor's first byte in `file`. */
+  readonly offset: number;
+  /** = prod(shape) · itemsize(dtype); offset + nbytes ≤ file size (checked at open). */
+  readonly nbytes: number;
+}
+
+export interface Checkpoint {
+  readonly dir: string;
+  readonly tensors: ReadonlyMap<string, TensorInfo>;
+  has(name: string): boolean;
+  /** Throws DeltaserveError('missing_tensor') naming the tensor and the file(s) searched. */
+  info(name: string): TensorInfo;
+  /** Read the tensor's raw little-endian bytes into dest (dest.byteLength must equal nbytes).
+   * `onBytes` is called after every piece read with the number of bytes in it. */
+  readInto(name: string, dest: Uint8Array, onBytes?: (n: number) => void): void;
+  /** Read the tensor's raw bytes into a fresh array. */
+  read(name: string): Uint8Array;
+  /** Sum of nbytes over all tensors. */
+  readonly totalBytes: number;
+  close(): void;
+}
+
+const ITEMSIZE: Readonly<Record<StDType, number>> = { BF16: 2, F16: 2, F32: 4 };
+const SUPPORTED_DTYPES = Object.keys(ITEMSIZE).join(', ');
+/** Upper bound on a header's JSON length; real headers are at most a few MiB. */
+const MAX_HEADER_BYTES = 256 * 1024 * 1024;
+/** Largest single readSync call. */
+const READ_CHUNK = 256 * 1024 * 1024;
+const SINGLE_FILE = 'model.safetensors';
+const INDEX_FILE = 'model.safetensors.index.json';
+
+function bad(message: string): never {
+  throw new DeltaserveError('bad_checkpoint', message);
+}
+
+// ---------------------------------------------------------------------------------------
+// Header parsing
+
+/** Read exactly dest.byteLength bytes at `position`, in pieces ≤ READ_CHUNK. */
+function readFully(fd: number, dest: Uint8Array, position: number, file: string, onBytes?: (n: number) => void): void {
+  let done = 0;
+  while (done < dest.byteLength) {
+    const len = Math.min(READ_CHUNK, dest.byteLength - done);
+    const got = readSync(fd, dest, done, len, position + done);
+    if (got <= 0) bad(`${file}: unexpected end of file at byte ${position + done} (truncated file?)`);
+    done += got;
+    onBytes?.(got);
+  }
+}
+
+function isNonNegInt(x: unknown): x is number {
+  return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+}
+
+/** Validate one header entry; returns its TensorInfo with an absolute offset. */
+function parseEntry(name: string, entry: unknown, file: string, dataStart: number, fileSize: number): TensorInfo {
+  const where = `tensor ${name} in ${file}`;
+  if (typeof entry !== 'object' || entry === null) bad(`${where}: header entry is not an object`);
+  const e = entry as Record<string, unknown>;
+  const dtype = e['dtype'];
+  if (typeof dtype !== 'string' || !(dtype in ITEMSIZE)) {
+    bad(`${where} has dtype ${String(dtype)}; supported: ${SUPPORTED_DTYPES}`);
+  }
+  const shape = e['shape'];
+  if (!Array.isArray(shape) || !shape.every(isNonNegInt)) bad(`${where}: "shape" must be a list of non-negative integers`);
+  const offs = e['data_offsets'];
+  if (!Array.isArray(offs) || offs.length !== 2 || !isNonNegInt(offs[0]) || !isNonNegInt(offs[1]) || offs[1] < offs[0]) {
+    bad(`${where}: "data_offsets" must be [begin, end] with 0 ≤ begin ≤ end`);
+  }
+  const [begin, end] = offs as [number, number];
+  const nbytes = (shape as number[]).reduce((a, b) => a * b, 1) * ITEMSIZE[dtype as StDType];
+  if (end - begin !== nbytes) {
+    bad(`${where}: data_offsets [${begin}, ${end}] span ${end - begin} bytes but shape [${shape.join(',')}] of ${dtype} needs ${nbytes}`);
+  }
+  if (dataStart + end > fileSize) {
+    bad(`${where}: data ends at byte ${dataStart + end} but the file has ${fileSize} bytes (truncated file)`);
+  }
+  return Object.freeze({ name, dtype: dtype as StDType, shape: Object.freeze([...(shape as number[])]), file, offset: dataStart + begin, nbytes });
+}
+
+/** Parse the header of an open file; every tensor is checked to lie inside the file. */
+function parseHeader(fd: number, file: string): TensorInfo[] {
+  const size = fstatSync(fd).size;
+  if (size < 8) bad(`${file}: file has ${size} bytes, too short for a safetensors header (truncated file)`);
+  const lenBuf = new Uint8Array(8);
+  readFully(fd, lenBuf, 0, file);
+  const len = Buffer.from(lenBuf.buffer).readBigUInt64LE(0);
+  if (len > BigInt(MAX_HEADER_BYTES)) bad(`${file}: header length ${len} is absurd (not a safetensors file or corrupted)`);
+  const n = Number(len);
+  if (8 + n > size) bad(`${file}: header length ${n} exceeds the file size ${size} (truncated file)`);
+  const jsonBytes = new Uint8Array(n);
+  readFully(fd, jsonBytes, 8, file);
+  let header: unknown;
+  try {
+    header = JSON.parse(Buffer.from(jsonBytes.buffer).toString('utf8'));
+  } catch (e) {
+    bad(`${file}: header is not valid JSON (${(e as Error).message})`);
+  }
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) bad(`${file}: header is not a JSON object`);
+  const dataStart = 8 + n;
+  return Object.entries(header as Record<string, unknown>)
+    .filter(([name]) => name !== '__metadata__')
+    .map(([name, entry]) => parseEntry(name, entry, file, dataStart, size));
+}
+
+// ---------------------------------------------------------------------------------------
+// Checkpoint
+
+/** Owns one open fd per file; `tensors` only references files in `fds`. */
+class SafetensorsCheckpoint implements Checkpoint {
+  readonly tensors = new Map<string, TensorInfo>();
+  private readonly fds = new Map<string, number>();
+  private closed = false;
+  /** Files searched for tensors, for error messages (an index file if sharded). */
+  private searched: string[] = [];
+
+  constructor(readonly dir: string) {}
+
+  get totalBytes(): number {
+    let sum = 0;
+    for (const t of this.tensors.values()) sum += t.nbytes;
+    return sum;
+  }
+
+  /** Open a file and parse its header (the fd is owned from here on). */
+  openFile(file: string): TensorInfo[] {
+    if (!existsSync(file)) bad(`safetensors file not found: ${file}`);
+    const fd = openSync(file, 'r');
+    this.fds.set(file, fd);
+    return parseHeader(fd, file);
+  }
+
+  add(t: TensorInfo): void {
+    const prev = this.tensors.get(t.name);
+    if (prev) bad(`tensor ${t.name} appears in both ${prev.file} and ${t.file}`);
+    this.tensors.set(t.name, t);
+  }
+
+  setSearched(files: string[]): void {
+    this.searched = files;
+  }
+
+  has(name: string): boolean {
+    return this.tensors.has(name);
+  }
+
+  info(name: string): TensorInfo {
+    const t = this.tensors.get(name);
+    if (t) return t;
+    const list = this.searched.length <= 4 ? this.searched.join(', ')
+      : `${this.searched.slice(0, 4).join(', ')} and ${this.searched.length - 4} more`;
+    throw new DeltaserveError('missing_tensor', `tensor ${name} not found in checkpoint (searched ${list})`);
+  }
+
+  readInto(name: string, dest: Uint8Array, onBytes?: (n: number) => void): void {
+    assert(!this.closed, `checkpoint ${this.dir} read after close()`);
+    const t = this.info(name);
+    assert(dest.byteLength === t.nbytes, `readInto(${name}): dest has ${dest.byteLength} bytes, tensor has ${t.nbytes}`);
+    const fd = this.fds.get(t.file);
+    assert(fd !== undefined, `no open fd for ${t.file}`);
+    readFully(fd, dest, t.offset, t.file, onBytes);
+  }
+
+  read(name: string): Uint8Array {
+    const out = new Uint8Array(this.info(name).nbytes);
+    this.readInto(name, out);
+    return out;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const fd of this.fds.values()) closeSync(fd);
+    this.fds.clear();
+  }
+}
+
+/** Sharded: every weight_map entry must exist in its shard's header. */
+function openSharded(ck: SafetensorsCheckpoint, dir: string, indexPath: string): void {
+  let index: unknown;
+  try {
+    index = JSON.parse(readFileSync(indexPath, 'utf8'));
+  } catch (e) {
+    bad(`${indexPath}: not valid JSON (${(e as Error).message})`);
+  }
+  const wm = (index as Record<string, unknown> | null)?.['weight_map'];
+  if (typeof wm !== 'object' || wm === null || Array.isArray(wm)) bad(`${indexPath}: missing "weight_map" object`);
+  const byShard = new Map<string, string[]>();
+  for (const [name, shard] of Object.entries(wm as Record<string, unknown>)) {
+    if (typeof shard !== 'string') bad(`${indexPath}: weight_map entry for ${name} is not a file name`);
+    const list = byShard.get(shard) ?? [];
+    list.push(name);
+    byShard.set(shard, list);
+  }
+  ck.setSearched([indexPath]);
+  for (const [shard, names] of byShard) {
+    const file = join(dir, shard);
+    if (!existsSync(file)) bad(`shard file ${file} listed in ${indexPath} is missing`);
+    const found = new Map(ck.openFile(file).map((t) => [t.name, t]));
+    for (const name of names) {
+      const t = found.get(name);
+      if (!t) bad(`${indexPath} maps tensor ${name} to ${file}, but that file has no such tensor`);
+      ck.add(t);
+    }
+  }
+}
+
+/** Open a checkpoint directory (see the file comment for the accepted layouts). */
+export function openCheckpoint(dir: string): Checkpoint {
+  const abs = resolve(dir);
+  if (!existsSync(abs) || !statSync(abs).isDirectory()) bad(`model directory not found: ${abs}`);
+  const ck = new SafetensorsCheckpoint(abs);
+  try {
+    const indexPath = join(abs, INDEX_FILE);
+    if (existsSync(indexPath)) {
+      openSharded(ck, abs, indexPath);
+      return ck;
+    }
+    const single = join(abs, SINGLE_FILE);
+    const files = existsSync(single) ? [single]
+      : readdirSync(abs).filter((f) => f.endsWith('.safetensors')).sort().map((f) => join(abs, f));
+    if (files.length === 0) bad(`no ${SINGLE_FILE}, ${INDEX_FILE} or *.safetensors file in ${abs}`);
+    ck.setSearched(files);
+    for (const f of files) for (const t of ck.openFile(f)) ck.add(t);
+    return ck;
+  } catch (e) {
+    ck.close();
+    throw e;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoding and loading into kernel weights
+
+const cvtU32 = new Uint32Array(1);
+const cvtF32 = new Float32Array(cvtU32.buffer);
+
+/** bfloat16 bits → number (exact). */
+export function bf16ToF32(bits: number): number {
+  cvtU32[0] = (bits & 0xffff) << 16;
+  return cvtF32[0]!;
+}
+
+/** IEEE half bits → number (exact; handles subnormals, ±inf, NaN). */
+export function f16ToF32(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >> 10) & 0x1f;
+  const mant = bits & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant === 0 ? sign * Infinity : NaN;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** Check the stored shape equals `shape` element-wise; returns the tensor's info. */
+function checkShape(ckpt: Checkpoint, name: string, shape: readonly number[]): TensorInfo {
+  const t = ckpt.info(name);
+  if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    bad(`tensor ${name} in ${t.file} has shape [${t.shape.join(',')}], expected [${shape.join(',')}]`);
+  }
+  return t;
+}
+
+/** [rows, cols] of the weight matrix for a tensor shape: 1-D [n] → [1, n]; else [s0, Π rest]. */
+function matrixDims(shape: readonly number[]): [number, number] {
+  if (shape.length === 0) return [1, 1];
+  if (shape.length === 1) return [1, shape[0]!];
+  return [shape[0]!, shape.slice(1).reduce((a, b) => a * b, 1)];
+}
+
+/** A Float32Array over `bytes` (which the caller of allocWeight must fill). */
+function f32View(bytes: Uint8Array): Float32Array {
+  assert(bytes.byteOffset % 4 === 0, 'f32 weight bytes must be 4-byte aligned');
+  return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+}
+
+/** Widen raw BF16/F16/F32 bytes (from read(), so 0-offset and aligned) into out. */
+function widenInto(out: Float32Array, raw: Uint8Array, dtype: StDType): void {
+  if (dtype === 'F32') {
+    out.set(new Float32Array(raw.buffer, raw.byteOffset, raw.byteLength / 4));
+    return;
+  }
+  const src = new Uint16Array(raw.buffer, raw.byteOffset, raw.byteLength / 2);
+  const u32 = new Uint32Array(out.buffer, out.byteOffset, out.length);
+  if (dtype === 'BF16') {
+    for (let i = 0; i < src.length; i++) u32[i] = src[i]! << 16;
+  } else {
+    for (let i = 0; i < src.length; i++) out[i] = f16ToF32(src[i]!);
+  }
+}
+
+/** Load a tensor as a kernel weight of shape `shape` (BF16 → bf16; F32, F16 → f32).
+ * BF16 and F32 are read straight into the backend's bytes with no intermediate copy. */
+export function loadWeight(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight'>, name: string,
+  shape: readonly number[], onBytes?: (n: number) => void): Weight {
+  const t = checkShape(ckpt, name, shape);
+  const [rows, cols] = matrixDims(shape);
+  const dtype: WeightDType = t.dtype === 'BF16' ? 'bf16' : 'f32';
+  const { weight, bytes } = kernels.allocWeight(dtype, rows, cols);
+  if (t.dtype === 'F16') {
+    widenInto(f32View(bytes), ckpt.read(name), 'F16');
+    onBytes?.(t.nbytes);
+  } else {
+    assert(bytes.byteLength === t.nbytes, `allocWeight(${dtype}, ${rows}, ${cols}) returned ${bytes.byteLength} bytes for ${name} (${t.nbytes})`);
+    ckpt.readInto(name, bytes, onBytes);
+  }
+  return weight;
+}
+
+/** Load a tensor as an f32 weight whatever its stored dtype (for small vectors: norms,
+ * A_log, dt_bias). */
+export function loadWeightF32(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight'>, name: string,
+  shape: readonly number[], onBytes?: (n: number) => void): Weight {
+  const t = checkShape(ckpt, name, shape);
+  const [rows, cols] = matrixDims(shape);
+  const { weight, bytes } = kernels.allocWeight('f32', rows, cols);
+  if (t.dtype === 'F32') {
+    ckpt.readInto(name, bytes, onBytes);
+  } else {
+    widenInto(f32View(bytes), ckpt.read(name), t.dtype);
+    onBytes?.(t.nbytes);
+  }
+  return weight;
+}

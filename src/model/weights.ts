@@ -1,0 +1,197 @@
+// Structured model weights and the architecture-independent loading helpers.
+// Checkpoint quirks (naming, interleaving, fused experts) live in one file per
+// architecture: qwen3_5.ts and qwen3_next.ts.
+import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
+import type { MlpConfig, ModelConfig } from './config.js';
+import { convDim } from './config.js';
+import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32 } from './safetensors.js';
+import { DeltaserveError } from '../util/errors.js';
+
+export interface AttnWeights {
+  readonly kind: 'full';
+  readonly qProj: Weight; // [nH·hd·2, H] per head: query (hd) then gate (hd)
+  readonly kProj: Weight; // [nKV·hd, H]
+  readonly vProj: Weight; // [nKV·hd, H]
+  readonly oProj: Weight; // [H, nH·hd]
+  readonly qNorm: Weight; // [1, hd]
+  readonly kNorm: Weight; // [1, hd]
+}
+
+export interface GdnWeights {
+  readonly kind: 'linear';
+  readonly inProjQkv: Weight; // [2·HK·dk + HV·dv, H] channel order: q all | k all | v all
+  readonly inProjZ: Weight; // [HV·dv, H]
+  readonly inProjB: Weight; // [HV, H]
+  readonly inProjA: Weight; // [HV, H]
+  readonly conv: Weight; // [convDim, K]
+  readonly aLog: Weight; // [1, HV] f32
+  readonly dtBias: Weight; // [1, HV] f32
+  readonly norm: Weight; // [1, dv] (plain w)
+  readonly outProj: Weight; // [H, HV·dv]
+}
+
+export interface DenseMlpWeights {
+  readonly kind: 'dense';
+  readonly gate: Weight; // [I, H]
+  readonly up: Weight; // [I, H]
+  readonly down: Weight; // [H, I]
+}
+
+export interface ExpertWeights {
+  readonly gate: Weight; // [Ie, H]
+  readonly up: Weight; // [Ie, H]
+  readonly down: Weight; // [H, Ie]
+}
+
+export interface MoeWeights {
+  readonly kind: 'moe';
+  readonly topK: number;
+  readonly normTopkProb: boolean;
+  readonly router: Weight; // [E, H]
+  readonly experts: readonly ExpertWeights[];
+  readonly shared: ExpertWeights | null;
+  readonly sharedGate: Weight | null; // [1, H]
+}
+
+export type MlpWeights = DenseMlpWeights | MoeWeights;
+
+export interface LayerWeights {
+  readonly inputNorm: Weight; // [1, H]
+  readonly postNorm: Weight; // [1, H]
+  readonly mixer: AttnWeights | GdnWeights;
+  readonly mlp: MlpWeights;
+}
+
+export interface MtpWeights {
+  readonly fc: Weight; // [H, 2H]
+  readonly normEmbedding: Weight; // [1, H]
+  readonly normHidden: Weight; // [1, H]
+  readonly norm: Weight; // [1, H]
+  readonly layer: LayerWeights; // a full-attention decoder layer
+}
+
+export interface ModelWeights {
+  readonly embed: Weight; // [V, H]
+  readonly lmHead: Weight; // [V, H] (the embedding when tied)
+  readonly finalNorm: Weight; // [1, H]
+  readonly layers: readonly LayerWeights[];
+  readonly mtp: readonly MtpWeights[];
+}
+
+/** Loads tensors by name with expected shapes; counts bytes for progress. */
+export class WeightReader {
+  constructor(
+    readonly ckpt: Checkpoint,
+    readonly kernels: Kernels,
+    private readonly onBytes: (n: number) => void = () => {},
+  ) {}
+
+  has(name: string): boolean {
+    return this.ckpt.has(name);
+  }
+  get(name: string, shape: readonly number[]): Weight {
+    return loadWeight(this.ckpt, this.kernels, name, shape, this.onBytes);
+  }
+  getF32(name: string, shape: readonly number[]): Weight {
+    return loadWeightF32(this.ckpt, this.kernels, name, shape);
+  }
+
+  /** Read a 2-D tensor and return its rows as raw bytes in a backend dtype
+   * (F16 is widened to f32), for checkpoints whose rows must be regrouped. */
+  rows(name: string, shape: readonly [number, number]): { dtype: WeightDType; bytes: Uint8Array; rowBytes: number } {
+    const info = this.ckpt.info(name);
+    if (info.shape.length !== 2 || info.shape[0] !== shape[0] || info.shape[1] !== shape[1]) {
+      throw new DeltaserveError('bad_checkpoint',
+        `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${shape.join(',')}]`);
+    }
+    const raw = this.ckpt.read(name);
+    this.onBytes(raw.byteLength);
+    if (info.dtype === 'BF16') return { dtype: 'bf16', bytes: raw, rowBytes: shape[1] * 2 };
+    if (info.dtype === 'F32') return { dtype: 'f32', bytes: raw, rowBytes: shape[1] * 4 };
+    const src = new Uint16Array(raw.buffer, raw.byteOffset, raw.byteLength / 2);
+    const dst = new Float32Array(src.length);
+    for (let i = 0; i < src.length; i++) dst[i] = f16ToF32(src[i]!);
+    return { dtype: 'f32', bytes: new Uint8Array(dst.buffer), rowBytes: shape[1] * 4 };
+  }
+
+  /** Build a weight from rows picked out of `src` (rowIndex[i] = source row of row i). */
+  gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number): Weight {
+    const { weight, bytes } = this.kernels.allocWeight(src.dtype, rowIndex.length, cols);
+    rowIndex.forEach((r, i) => bytes.set(src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes), i * src.rowBytes));
+    return weight;
+  }
+}
+
+/** Weight view of rows [r0, r0+n) of a weight (shares memory). */
+export function weightRows(w: Weight, r0: number, n: number): Weight {
+  const data = w.data.subarray(r0 * w.cols, (r0 + n) * w.cols);
+  return { dtype: w.dtype, rows: n, cols: w.cols, data };
+}
+
+export function loadAttention(r: WeightReader, cfg: ModelConfig, p: string): AttnWeights {
+  const { hiddenSize: h, numHeads, numKvHeads, headDim: hd } = cfg;
+  return {
+    kind: 'full',
+    qProj: r.get(`${p}q_proj.weight`, [numHeads * hd * 2, h]),
+    kProj: r.get(`${p}k_proj.weight`, [numKvHeads * hd, h]),
+    vProj: r.get(`${p}v_proj.weight`, [numKvHeads * hd, h]),
+    oProj: r.get(`${p}o_proj.weight`, [h, numHeads * hd]),
+    qNorm: r.getF32(`${p}q_norm.weight`, [hd]),
+    kNorm: r.getF32(`${p}k_norm.weight`, [hd]),
+  };
+}
+
+/** The Gated DeltaNet tensors both architectures share (conv, gates, norm, out_proj). */
+export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pick<GdnWeights, 'conv' | 'aLog' | 'dtBias' | 'norm' | 'outProj'> {
+  const hv = cfg.linNumValueHeads;
+  const conv = r.get(`${p}conv1d.weight`, [convDim(cfg), 1, cfg.convKernel]);
+  return {
+    conv: { ...conv, rows: convDim(cfg), cols: cfg.convKernel },
+    aLog: r.getF32(`${p}A_log`, [hv]),
+    dtBias: r.getF32(`${p}dt_bias`, [hv]),
+    norm: r.getF32(`${p}norm.weight`, [cfg.linValueDim]),
+    outProj: r.get(`${p}out_proj.weight`, [cfg.hiddenSize, hv * cfg.linValueDim]),
+  };
+}
+
+export function loadExpert(r: WeightReader, h: number, inter: number, p: string): ExpertWeights {
+  return {
+    gate: r.get(`${p}gate_proj.weight`, [inter, h]),
+    up: r.get(`${p}up_proj.weight`, [inter, h]),
+    down: r.get(`${p}down_proj.weight`, [h, inter]),
+  };
+}
+
+/** Dense MLP or MoE with per-expert tensors (Qwen3-Next layout); `fusedExperts` loads
+ * Qwen3.5-MoE's fused `experts.gate_up_proj [E, 2I, H]` / `experts.down_proj [E, H, I]`. */
+export function loadMlp(r: WeightReader, cfg: ModelConfig, mlp: MlpConfig, p: string): MlpWeights {
+  const h = cfg.hiddenSize;
+  if (mlp.kind === 'dense') return { kind: 'dense', ...loadExpert(r, h, mlp.intermediateSize, p) };
+  const ie = mlp.expertIntermediateSize;
+  const fused = r.has(`${p}experts.gate_up_proj`);
+  const experts = fused ? loadFusedExperts(r, h, mlp.numExperts, ie, p)
+    : Array.from({ length: mlp.numExperts }, (_, e) => loadExpert(r, h, ie, `${p}experts.${e}.`));
+  const hasShared = mlp.sharedIntermediateSize > 0;
+  return {
+    kind: 'moe',
+    topK: mlp.topK,
+    normTopkProb: mlp.normTopkProb,
+    router: r.get(`${p}gate.weight`, [mlp.numExperts, h]),
+    experts,
+    shared: hasShared ? loadExpert(r, h, mlp.sharedIntermediateSize, `${p}shared_expert.`) : null,
+    sharedGate: hasShared ? r.get(`${p}shared_expert_gate.weight`, [1, h]) : null,
+  };
+}
+
+function loadFusedExperts(r: WeightReader, h: number, e: number, ie: number, p: string): ExpertWeights[] {
+  // gate_up_proj [E, 2·Ie, H]: per expert the first Ie rows are gate, the next Ie up.
+  const gateUp = r.get(`${p}experts.gate_up_proj`, [e, 2 * ie, h]);
+  const down = r.get(`${p}experts.down_proj`, [e, h, ie]);
+  const gu: Weight = { ...gateUp, rows: e * 2 * ie, cols: h };
+  const dn: Weight = { ...down, rows: e * h, cols: ie };
+  return Array.from({ length: e }, (_, x) => ({
+    gate: weightRows(gu, x * 2 * ie, ie),
+    up: weightRows(gu, x * 2 * ie + ie, ie),
+    down: weightRows(dn, x * h, h),
+  }));
+}
