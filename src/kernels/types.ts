@@ -44,6 +44,10 @@ export interface AttentionDims {
 
 export interface Kernels {
   readonly name: string;
+  /** Threads the backend computes on (1 for ref). */
+  readonly threads: number;
+  /** Release workers and memory; the backend is unusable afterwards. */
+  dispose(): void;
 
   /** Allocate a zero-filled float32 activation buffer. */
   alloc(n: number): Float32Array;

@@ -6,6 +6,8 @@ import * as gdn from './gdn.js';
 export function createRefKernels(): Kernels {
   return {
     name: 'ref',
+    threads: 1,
+    dispose: () => {},
     alloc: (n) => new Float32Array(n),
     allocI32: (n) => new Int32Array(n),
     allocWeight(dtype: WeightDType, rows: number, cols: number) {
