@@ -1,0 +1,154 @@
+// Recurrent-state pool (DESIGN.md §3): per slot and Gated DeltaNet layer a conv window
+// and an fp32 SSM state; plus verify scratch indexed by BATCH ROW (never by slot), with
+// a private region for every row of the batch capacity.
+// Invariants: slot 0 is never allocated (it is the sink for dummy writes); the free
+// list starts at 1; a slot is free iff it is on the free list.
+import { DeltaserveError, assert } from '../util/errors.js';
+
+export interface StateView {
+  readonly conv: Float32Array; // [K−1, convDim]
+  readonly ssm: Float32Array; // [HV, dk, dv]
+}
+
+export interface ScratchView {
+  readonly conv: Float32Array; // [steps, K−1, convDim]
+  readonly ssm: Float32Array; // [steps, HV, dk, dv]
+}
+
+export interface StatePoolOptions {
+  readonly slots: number; // allocatable slots (the arena holds slots + 1)
+  readonly numLinear: number; // Gated DeltaNet layers
+  readonly convSize: number; // floats per layer: (K−1)·convDim
+  readonly ssmSize: number; // floats per layer: HV·dk·dv
+  readonly batchCapacity: number; // rows of a verify batch (0 ⇒ no scratch)
+  readonly maxSteps: number; // tokens per verify row (k + 1)
+  readonly alloc: (n: number) => Float32Array;
+}
+
+export class StatePool {
+  readonly slots: number;
+  readonly numLinear: number;
+  readonly batchCapacity: number;
+  readonly maxSteps: number;
+  private readonly o: StatePoolOptions;
+  /** conv[slot][layer][convSize] */
+  private readonly conv: Float32Array;
+  /** ssm[slot][layer][ssmSize] */
+  private readonly ssm: Float32Array;
+  /** scratchConv[row][layer][step][convSize], scratchSsm[row][layer][step][ssmSize] */
+  private readonly scratchConv: Float32Array;
+  private readonly scratchSsm: Float32Array;
+  private readonly views: StateView[][];
+  private readonly allocated: Uint8Array;
+  private readonly freeList: number[] = [];
+
+  constructor(o: StatePoolOptions) {
+    if (o.slots < 1) throw new DeltaserveError('bad_config', `state pool needs at least 1 slot (got ${o.slots})`);
+    this.o = o;
+    this.slots = o.slots;
+    this.numLinear = o.numLinear;
+    this.batchCapacity = o.batchCapacity;
+    this.maxSteps = o.maxSteps;
+    const n = o.slots + 1;
+    this.conv = o.alloc(n * o.numLinear * o.convSize);
+    this.ssm = o.alloc(n * o.numLinear * o.ssmSize);
+    this.scratchConv = o.alloc(o.batchCapacity * o.numLinear * o.maxSteps * o.convSize);
+    this.scratchSsm = o.alloc(o.batchCapacity * o.numLinear * o.maxSteps * o.ssmSize);
+    this.views = Array.from({ length: n }, (_, s) => this.makeViews(s));
+    this.allocated = new Uint8Array(n);
+    for (let s = o.slots; s >= 1; s--) this.freeList.push(s);
+  }
+
+  private makeViews(slot: number): StateView[] {
+    const { numLinear: L, convSize: cs, ssmSize: ss } = this.o;
+    return Array.from({ length: L }, (_, l) => ({
+      conv: this.conv.subarray((slot * L + l) * cs, (slot * L + l + 1) * cs),
+      ssm: this.ssm.subarray((slot * L + l) * ss, (slot * L + l + 1) * ss),
+    }));
+  }
+
+  get freeSlots(): number {
+    return this.freeList.length;
+  }
+
+  /** A zeroed slot, or null when none is free. */
+  alloc(): number | null {
+    const s = this.freeList.pop();
+    if (s === undefined) return null;
+    this.allocated[s] = 1;
+    this.zero(s);
+    return s;
+  }
+
+  free(slot: number): void {
+    assert(slot > 0 && this.allocated[slot] === 1, `free of slot ${slot} that is not allocated`);
+    this.allocated[slot] = 0;
+    this.freeList.push(slot);
+  }
+
+  /** Per-layer views of a slot (slot 0 is the dummy sink). */
+  view(slot: number): readonly StateView[] {
+    const v = this.views[slot];
+    assert(v !== undefined, `state slot ${slot} out of range`);
+    return v;
+  }
+
+  zero(slot: number): void {
+    for (const v of this.view(slot)) {
+      v.conv.fill(0);
+      v.ssm.fill(0);
+    }
+  }
+
+  /** dst ← src (every layer, conv window and SSM state). */
+  copy(dst: number, src: number): void {
+    const from = this.view(src);
+    this.view(dst).forEach((v, l) => {
+      v.conv.set(from[l]!.conv);
+      v.ssm.set(from[l]!.ssm);
+    });
+  }
+
+  /** Per-layer scratch of batch row `row` for `steps` verify steps. */
+  scratch(row: number, steps: number): readonly ScratchView[] {
+    assert(row >= 0 && row < this.batchCapacity, `scratch row ${row} outside batch capacity ${this.batchCapacity}`);
+    assert(steps <= this.maxSteps, `verify of ${steps} steps exceeds scratch depth ${this.maxSteps}`);
+    const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
+    return Array.from({ length: L }, (_, l) => {
+      const base = (row * L + l) * S;
+      return {
+        conv: this.scratchConv.subarray(base * cs, (base + steps) * cs),
+        ssm: this.scratchSsm.subarray(base * ss, (base + steps) * ss),
+      };
+    });
+  }
+
+  /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN (tests: padding must never
+   * reach a real request). */
+  poison(fromRow: number): void {
+    for (const v of this.view(0)) {
+      v.conv.fill(NaN);
+      v.ssm.fill(NaN);
+    }
+    const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
+    this.scratchConv.fill(NaN, fromRow * L * S * cs);
+    this.scratchSsm.fill(NaN, fromRow * L * S * ss);
+  }
+
+  /** `owners` lists every slot held outside the pool (requests, prefix-cache nodes). */
+  checkIntegrity(owners: Iterable<number>): void {
+    const owned = new Set<number>();
+    for (const s of owners) {
+      assert(s > 0 && s <= this.slots, `owned state slot ${s} out of range (slot 0 is reserved)`);
+      assert(!owned.has(s), `state slot ${s} owned twice`);
+      owned.add(s);
+    }
+    const free = new Set(this.freeList);
+    assert(free.size === this.freeList.length, 'duplicate slot on the state free list');
+    assert(!free.has(0) && this.allocated[0] === 0, 'slot 0 was handed out');
+    assert(free.size + owned.size === this.slots, `state slots: ${free.size} free + ${owned.size} owned != ${this.slots}`);
+    for (let s = 1; s <= this.slots; s++) {
+      assert((this.allocated[s] === 1) === owned.has(s), `slot ${s}: allocation flag disagrees with owners`);
+    }
+  }
+}
