@@ -97,7 +97,9 @@ export interface Kernels {
   gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
     state: Float32Array, dims: GdnDims, t: number, scratch?: Float32Array): void;
 
-  /** Same contract as gdnRecurrent (no scratch), computed in chunks of 64 tokens. */
+  /** Same contract as gdnRecurrent (no scratch), computed in chunks of 64 tokens.
+   * Invariant: bit-identical whether T tokens come in one call or in several calls split
+   * at multiples of 64 (the state is rounded to f32 at every chunk boundary). */
   gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
     state: Float32Array, dims: GdnDims, t: number): void;
 

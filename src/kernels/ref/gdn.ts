@@ -116,7 +116,8 @@ export function gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Arr
   }
 }
 
-/** Chunked form (C = 64) for one sequence; equals the recurrence up to rounding. */
+/** Chunked form (C = 64) for one sequence; equals the recurrence up to rounding.
+ * Bit-identical whether T tokens come in one call or in calls split at multiples of 64. */
 export function gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
   state: Float32Array, dims: GdnDims, t: number): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
@@ -186,7 +187,9 @@ export function gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array
         for (let c = 0; c < dv; c++) {
           let acc = s[d * dv + c]! * el;
           for (let j = 0; j < n; j++) acc += kh[j * dk + d]! * Math.exp(gl - gam[j]!) * vnew[j * dv + c]!;
-          s[d * dv + c] = acc;
+          // rounded to f32 at every chunk boundary: a prefill split at multiples of 64
+          // gives bit-identical results to one call
+          s[d * dv + c] = Math.fround(acc);
         }
       }
     }

@@ -1,0 +1,63 @@
+// Engine counters and the stats() snapshot.
+import type { KvPool } from '../cache/kv-pool.js';
+import type { StatePool } from '../cache/state-pool.js';
+import type { Batch } from './batch.js';
+import type { Request } from './request.js';
+import type { Scheduler } from './scheduler.js';
+
+export interface EngineStats {
+  readonly running: number;
+  readonly waiting: number;
+  readonly kvPages: { readonly used: number; readonly total: number };
+  readonly stateSlots: { readonly used: number; readonly total: number };
+  /** Generated tokens per second over the last ~10 s of steps. */
+  readonly tokensPerSecond: number;
+  readonly requests: { readonly started: number; readonly finished: number };
+  readonly tokens: { readonly prompt: number; readonly generated: number };
+  readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number };
+  readonly preemptions: number;
+}
+
+const WINDOW_MS = 10_000;
+
+export class EngineMetrics {
+  private started = 0;
+  private finished = 0;
+  private promptTokens = 0;
+  private generated = 0;
+  private readonly steps = { prefill: 0, decode: 0, verify: 0 };
+  private readonly recent: { at: number; tokens: number; ms: number }[] = [];
+
+  requestStarted(promptTokens: number): void {
+    this.started++;
+    this.promptTokens += promptTokens;
+  }
+
+  requestFinished(_req: Request): void {
+    this.finished++;
+  }
+
+  stepDone(batch: Batch, generated: number, ms: number): void {
+    if (batch.kind === 'prefill' || batch.kind === 'decode' || batch.kind === 'verify') this.steps[batch.kind]++;
+    this.generated += generated;
+    const now = performance.now();
+    this.recent.push({ at: now, tokens: generated, ms });
+    while (this.recent.length > 0 && this.recent[0]!.at < now - WINDOW_MS) this.recent.shift();
+  }
+
+  snapshot(s: Scheduler, kv: KvPool, state: StatePool): EngineStats {
+    const busyMs = this.recent.reduce((a, r) => a + r.ms, 0);
+    const tokens = this.recent.reduce((a, r) => a + r.tokens, 0);
+    return {
+      running: s.running.length,
+      waiting: s.waiting.length,
+      kvPages: { used: kv.usablePages - kv.freePages, total: kv.usablePages },
+      stateSlots: { used: state.slots - state.freeSlots, total: state.slots },
+      tokensPerSecond: busyMs > 0 ? (tokens * 1000) / busyMs : 0,
+      requests: { started: this.started, finished: this.finished },
+      tokens: { prompt: this.promptTokens, generated: this.generated },
+      steps: { ...this.steps },
+      preemptions: s.preemptions,
+    };
+  }
+}

@@ -1,0 +1,123 @@
+// Validate a GenerateRequest and turn it into an engine Request: render the chat
+// template, tokenize, resolve sampling defaults, stop ids and strings, length limits.
+import { randomInt } from 'node:crypto';
+import { renderChat, validateMessages, type ChatMessage } from '../tokenizer/chat.js';
+import type { TextTokenizer } from '../tokenizer/tokenizer.js';
+import type { Model } from '../model/model.js';
+import { DeltaserveError } from '../util/errors.js';
+import { Rng } from '../util/rng.js';
+import { OutputText } from './output.js';
+import { Request } from './request.js';
+import { type SamplingParams, TokenHistory, validateSampling } from './sampler.js';
+
+export interface GenerateRequest {
+  /** Exactly one of prompt (raw text, no template), messages (chat) or promptIds. */
+  readonly prompt?: string;
+  readonly messages?: readonly ChatMessage[];
+  readonly promptIds?: readonly number[];
+  /** Chat only: enable_thinking for the template (default true). */
+  readonly think?: boolean;
+  readonly chatTemplateKwargs?: Record<string, unknown>;
+  /** Default: up to the context length. */
+  readonly maxTokens?: number;
+  readonly temperature?: number;
+  readonly topP?: number;
+  readonly topK?: number;
+  readonly minP?: number;
+  readonly repetitionPenalty?: number;
+  readonly presencePenalty?: number;
+  readonly frequencyPenalty?: number;
+  /** Same seed ⇒ same output. Default: random. */
+  readonly seed?: number;
+  readonly stop?: string | readonly string[];
+  readonly stopTokenIds?: readonly number[];
+  readonly ignoreEos?: boolean;
+  readonly signal?: AbortSignal;
+  readonly captureLogits?: (logits: Float32Array) => void;
+}
+
+/** The parts of the engine a request is built against. */
+export interface RequestContext {
+  readonly model: Model;
+  readonly tokenizer: TextTokenizer;
+  readonly maxContext: number;
+}
+
+function bad(message: string): never {
+  throw new DeltaserveError('bad_request', message);
+}
+
+/** Token ids of the request's prompt. */
+export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[] {
+  const given = [req.prompt !== undefined, req.messages !== undefined, req.promptIds !== undefined].filter(Boolean).length;
+  if (given !== 1) bad('give exactly one of prompt, messages or prompt_ids');
+  if (req.promptIds !== undefined) {
+    if (!Array.isArray(req.promptIds)) bad('prompt_ids must be an array of token ids');
+    const v = ctx.model.config.vocabSize;
+    req.promptIds.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0 || id >= v) bad(`prompt_ids[${i}] = ${String(id)} is not a token id in [0, ${v})`);
+    });
+    return [...req.promptIds];
+  }
+  if (req.prompt !== undefined) {
+    if (typeof req.prompt !== 'string') bad('prompt must be a string');
+    return ctx.tokenizer.encode(req.prompt);
+  }
+  const messages = validateMessages(req.messages);
+  const template = ctx.tokenizer.chatTemplate;
+  if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
+  const text = renderChat(template, messages, {
+    addGenerationPrompt: true, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}),
+  });
+  return ctx.tokenizer.encode(text);
+}
+
+function num(v: number | undefined, fallback: number, field: string): number {
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v)) bad(`${field} must be a number (got ${JSON.stringify(v)})`);
+  return v;
+}
+
+export function samplingOf(req: GenerateRequest): SamplingParams {
+  const p: SamplingParams = {
+    temperature: num(req.temperature, 0, 'temperature'),
+    topK: num(req.topK, 0, 'top_k'),
+    topP: num(req.topP, 1, 'top_p'),
+    minP: num(req.minP, 0, 'min_p'),
+    repetitionPenalty: num(req.repetitionPenalty, 1, 'repetition_penalty'),
+    presencePenalty: num(req.presencePenalty, 0, 'presence_penalty'),
+    frequencyPenalty: num(req.frequencyPenalty, 0, 'frequency_penalty'),
+  };
+  validateSampling(p);
+  return p;
+}
+
+function stopStringsOf(stop: GenerateRequest['stop']): string[] {
+  if (stop === undefined || stop === null) return [];
+  const list = typeof stop === 'string' ? [stop] : stop;
+  if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) bad('stop must be a string or a list of strings');
+  if (list.length > 16) bad(`stop may hold at most 16 strings (got ${list.length})`);
+  return list.filter((s) => s.length > 0);
+}
+
+export function buildRequest(ctx: RequestContext, id: number, req: GenerateRequest): Request {
+  const promptIds = promptIdsOf(ctx, req);
+  if (promptIds.length === 0) bad('the prompt is empty');
+  if (promptIds.length >= ctx.maxContext) {
+    throw new DeltaserveError('prompt_too_long',
+      `prompt is ${promptIds.length} tokens; the context length is ${ctx.maxContext}, leaving no room to generate`);
+  }
+  const room = ctx.maxContext - promptIds.length;
+  const maxTokens = req.maxTokens ?? room;
+  if (!Number.isInteger(maxTokens) || maxTokens < 1) bad(`max_tokens must be a positive integer (got ${JSON.stringify(req.maxTokens)})`);
+  const sampling = samplingOf(req);
+  const seed = req.seed ?? randomInt(2 ** 47);
+  if (!Number.isInteger(seed)) bad(`seed must be an integer (got ${seed})`);
+  const stopIds = new Set<number>(req.ignoreEos ? [] : [...ctx.model.config.eosTokenIds, ...ctx.tokenizer.stopIds()]);
+  for (const s of req.stopTokenIds ?? []) stopIds.add(s);
+  const output = new OutputText((ids) => ctx.tokenizer.decode(ids), promptIds, stopIds, stopStringsOf(req.stop));
+  const r = new Request(id, id, promptIds, Math.min(maxTokens, room), promptIds.length + Math.min(maxTokens, room),
+    sampling, new Rng(seed), new TokenHistory(promptIds), output);
+  r.captureLogits = req.captureLogits ?? null;
+  return r;
+}

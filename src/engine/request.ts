@@ -1,0 +1,115 @@
+// A request inside the engine: its tokens, progress, memory and output stream.
+// Token bookkeeping (invariant): `tokens` = prompt + generated ids; positions < `computed`
+// are in the KV cache / recurrent state; tokens[computed..] are still to be processed.
+// Tokens below `prefillEnd` go through chunked prefill; later ones are decode steps.
+import type { Rng } from '../util/rng.js';
+import type { SamplingParams, TokenHistory } from './sampler.js';
+import type { FinishReason, OutputText } from './output.js';
+
+export type RequestStatus = 'waiting' | 'running' | 'finished';
+
+export interface Usage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly cachedTokens: number;
+}
+
+export interface SpecStats {
+  rounds: number;
+  drafted: number;
+  accepted: number;
+}
+
+export type GenerateEvent =
+  | { readonly type: 'delta'; readonly text: string; readonly ids: readonly number[] }
+  | {
+    readonly type: 'done';
+    readonly finishReason: FinishReason;
+    readonly text: string;
+    readonly outputIds: readonly number[];
+    readonly promptIds: readonly number[];
+    readonly usage: Usage;
+    readonly error?: string;
+    readonly spec?: SpecStats;
+  };
+
+/** Unbounded single-consumer event queue feeding an async iterator. */
+export class EventQueue<T> {
+  private readonly items: T[] = [];
+  private waiter: ((v: IteratorResult<T>) => void) | null = null;
+  private ended = false;
+
+  push(item: T): void {
+    if (this.ended) return;
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = null;
+      w({ value: item, done: false });
+    } else this.items.push(item);
+  }
+  end(): void {
+    this.ended = true;
+    if (this.waiter && this.items.length === 0) {
+      const w = this.waiter;
+      this.waiter = null;
+      w({ value: undefined, done: true });
+    }
+  }
+  next(): Promise<IteratorResult<T>> {
+    const item = this.items.shift();
+    if (item !== undefined) return Promise.resolve({ value: item, done: false });
+    if (this.ended) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve) => (this.waiter = resolve));
+  }
+}
+
+export class Request {
+  status: RequestStatus = 'waiting';
+  /** Prompt followed by generated ids. */
+  readonly tokens: number[];
+  computed = 0;
+  prefillEnd: number;
+  /** KV pages, in position order (page i holds positions i·pageSize …). */
+  pages: number[] = [];
+  /** Working state slot (0 = none). */
+  slot = 0;
+  aborted = false;
+  finishReason: FinishReason | null = null;
+  cachedTokens = 0;
+  preemptions = 0;
+  readonly spec: SpecStats = { rounds: 0, drafted: 0, accepted: 0 };
+  readonly events = new EventQueue<GenerateEvent>();
+  /** Debug/test hook: called with the logits of every sampled position. */
+  captureLogits: ((logits: Float32Array) => void) | null = null;
+
+  constructor(
+    readonly id: number,
+    readonly arrival: number,
+    readonly promptIds: readonly number[],
+    readonly maxTokens: number,
+    /** Total positions this request may reach (prompt + generated). */
+    readonly maxLength: number,
+    readonly sampling: SamplingParams,
+    readonly rng: Rng,
+    readonly history: TokenHistory,
+    readonly output: OutputText,
+  ) {
+    this.tokens = [...promptIds];
+    this.prefillEnd = promptIds.length;
+  }
+
+  get numGenerated(): number {
+    return this.tokens.length - this.promptIds.length;
+  }
+  get outputIds(): number[] {
+    return this.tokens.slice(this.promptIds.length);
+  }
+  /** Still in chunked prefill (including recompute after preemption). */
+  get prefilling(): boolean {
+    return this.computed < this.prefillEnd;
+  }
+  /** Tokens still to process in the next forward. */
+  get remaining(): number {
+    return this.tokens.length - this.computed;
+  }
+}

@@ -1,0 +1,166 @@
+// Continuous batching: every step, all running requests advance (decode rows, and
+// prefill chunks under a token budget), new requests are admitted FCFS when a state slot
+// and KV pages are free, and the newest request is preempted (freed, requeued for
+// recompute) when pages run out.
+// Chunk boundaries of a prefill are multiples of GDN_CHUNK in absolute position (except
+// the prompt's end), so a prompt's numerics never depend on the budget or on other rows.
+import type { KvPool } from '../cache/kv-pool.js';
+import type { StatePool } from '../cache/state-pool.js';
+import { type Batch, BatchSlots } from './batch.js';
+import type { Request } from './request.js';
+import { DeltaserveError } from '../util/errors.js';
+
+export const PREFILL_ALIGN = 64; // = the Gated DeltaNet chunk size
+
+export interface SchedulerOptions {
+  readonly maxRunning: number;
+  readonly maxPrefillTokens: number;
+}
+
+export class Scheduler {
+  readonly waiting: Request[] = [];
+  readonly running: Request[] = [];
+  private readonly slots: BatchSlots;
+  /** Requests preempted during the last schedule() (for stats/tests). */
+  preemptions = 0;
+
+  constructor(
+    readonly opts: SchedulerOptions,
+    private readonly kv: KvPool,
+    private readonly state: StatePool,
+  ) {
+    if (opts.maxRunning < 1) throw new DeltaserveError('bad_config', `--max-running must be ≥ 1 (got ${opts.maxRunning})`);
+    if (opts.maxPrefillTokens < PREFILL_ALIGN) {
+      throw new DeltaserveError('bad_config', `--max-prefill-tokens must be ≥ ${PREFILL_ALIGN} (got ${opts.maxPrefillTokens})`);
+    }
+    if (state.slots < opts.maxRunning) {
+      throw new DeltaserveError('bad_config', `state pool has ${state.slots} slots, fewer than --max-running ${opts.maxRunning}`);
+    }
+    this.slots = new BatchSlots(opts.maxRunning);
+  }
+
+  add(req: Request): void {
+    insertByArrival(this.waiting, req);
+  }
+
+  hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Remove aborted requests (waiting or running) and free their memory. */
+  reapAborted(): Request[] {
+    const gone = [...this.waiting, ...this.running].filter((r) => r.aborted);
+    for (const r of gone) this.finish(r);
+    return gone;
+  }
+
+  /** Release a request's memory and drop it from the queues. */
+  finish(req: Request): void {
+    this.release(req);
+    remove(this.running, req);
+    remove(this.waiting, req);
+    req.status = 'finished';
+  }
+
+  /** Build the next batch, or null when there is nothing to run. */
+  schedule(): Batch | null {
+    let budget = this.opts.maxPrefillTokens;
+    const plan: { req: Request; n: number; chunked: boolean }[] = [];
+    for (let i = 0; i < this.running.length; i++) {
+      const req = this.running[i]!;
+      const n = req.prefilling ? this.prefillChunk(req, budget) : 1;
+      if (n === 0) continue;
+      if (!this.ensurePages(req, req.computed + n)) {
+        // preempted itself (it was the newest); the loop index now points past it
+        i--;
+        continue;
+      }
+      if (req.prefilling) budget -= n;
+      plan.push({ req, n, chunked: req.prefilling });
+    }
+    this.admit(plan, budget);
+    if (plan.length === 0) return null;
+    const kind = plan.every((p) => !p.chunked) ? 'decode' : 'prefill';
+    const batch = this.slots.begin(kind);
+    // a preempted request may have been planned before it was chosen as a victim
+    for (const p of plan) if (p.req.status === 'running') this.slots.push(batch, p.req, p.n, p.chunked);
+    return batch.nReal > 0 ? batch : null;
+  }
+
+  /** Tokens of `req`'s prefill to process within `budget`, ending on an aligned
+   * position unless it reaches the end of the known tokens. */
+  private prefillChunk(req: Request, budget: number): number {
+    const c = req.computed;
+    let end = c + Math.min(req.tokens.length - c, budget);
+    if (end < req.tokens.length) end = Math.floor(end / PREFILL_ALIGN) * PREFILL_ALIGN;
+    return Math.max(0, end - c);
+  }
+
+  private admit(plan: { req: Request; n: number; chunked: boolean }[], budget: number): void {
+    while (this.waiting.length > 0 && this.running.length < this.opts.maxRunning) {
+      const req = this.waiting[0]!;
+      const n = this.prefillChunk(req, budget);
+      if (n === 0) return;
+      const pagesNeeded = this.kv.pagesFor(req.computed + n);
+      if (this.state.freeSlots === 0 || this.kv.freePages < pagesNeeded) return; // FCFS: no overtaking
+      const slot = this.state.alloc()!;
+      req.slot = slot;
+      req.pages = this.kv.alloc(pagesNeeded)!;
+      req.status = 'running';
+      this.waiting.shift();
+      this.running.push(req);
+      budget -= n;
+      plan.push({ req, n, chunked: true });
+    }
+  }
+
+  /** Grow req's page list to cover `tokens` positions, preempting the newest running
+   * requests while pages are short. False when `req` itself had to be preempted. */
+  private ensurePages(req: Request, tokens: number): boolean {
+    const need = this.kv.pagesFor(tokens) - req.pages.length;
+    if (need <= 0) return true;
+    while (this.kv.freePages < need) {
+      const victim = this.running[this.running.length - 1]!;
+      this.preempt(victim);
+      if (victim === req) return false;
+    }
+    req.pages.push(...this.kv.alloc(need)!);
+    return true;
+  }
+
+  /** Free a running request's memory and requeue it to recompute everything it has. */
+  preempt(req: Request): void {
+    this.release(req);
+    remove(this.running, req);
+    req.computed = 0;
+    req.prefillEnd = req.tokens.length;
+    req.status = 'waiting';
+    req.preemptions++;
+    this.preemptions++;
+    insertByArrival(this.waiting, req);
+  }
+
+  private release(req: Request): void {
+    if (req.pages.length > 0) this.kv.release(req.pages);
+    req.pages = [];
+    if (req.slot > 0) this.state.free(req.slot);
+    req.slot = 0;
+  }
+
+  /** Every page / slot reference held by requests (for pool integrity checks). */
+  owners(): { pages: number[]; slots: number[] } {
+    const all = [...this.running, ...this.waiting];
+    return { pages: all.flatMap((r) => r.pages), slots: all.filter((r) => r.slot > 0).map((r) => r.slot) };
+  }
+}
+
+function remove(list: Request[], req: Request): void {
+  const i = list.indexOf(req);
+  if (i >= 0) list.splice(i, 1);
+}
+
+function insertByArrival(list: Request[], req: Request): void {
+  let i = list.length;
+  while (i > 0 && list[i - 1]!.arrival > req.arrival) i--;
+  list.splice(i, 0, req);
+}
