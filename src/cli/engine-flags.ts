@@ -1,0 +1,56 @@
+// Flags every engine-driving command shares (generate, serve, eval, bench).
+import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import type { EngineOptions } from '../engine/engine.js';
+import type { KernelsChoice } from '../kernels/index.js';
+import { DeltaserveError } from '../util/errors.js';
+import { type ArgValues, int, str } from './args.js';
+
+/** The built-in default model, shipped in the repository. */
+export const DEFAULT_MODEL = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..', 'models', 'tiny-think');
+
+export const ENGINE_FLAGS = {
+  model: { type: 'string' },
+  kernels: { type: 'string' },
+  threads: { type: 'string' },
+  'max-running': { type: 'string' },
+  'max-prefill-tokens': { type: 'string' },
+  'page-size': { type: 'string' },
+  'kv-cache-tokens': { type: 'string' },
+  'max-context': { type: 'string' },
+} as const;
+
+export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
+  --kernels ref|wasm        kernel backend (default: wasm when built, else ref)
+  --threads N               compute threads (default: available cores)
+  --max-running N           max concurrent requests in a batch (default 16)
+  --max-prefill-tokens N    prefill token budget per step (default 512, ≥ 64)
+  --page-size N             KV page size in tokens (default 16)
+  --kv-cache-tokens N       KV pool capacity in tokens (default max(context, 16384))
+  --max-context N           context length cap (default: the model's)`;
+
+/** wasm when it is built (npm run build), else ref; DELTASERVE_KERNELS overrides. */
+export function defaultKernels(): 'ref' | 'wasm' {
+  const env = process.env['DELTASERVE_KERNELS'];
+  if (env === 'ref' || env === 'wasm') return env;
+  const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
+  const built = existsSync(resolve(root, 'build', 'kernels.wasm')) && existsSync(resolve(root, 'dist', 'src', 'kernels', 'wasm', 'index.js'));
+  return built ? 'wasm' : 'ref';
+}
+
+export function engineOptions(v: ArgValues): EngineOptions {
+  const kernels = str(v, 'kernels') ?? defaultKernels();
+  if (kernels !== 'ref' && kernels !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernels}")`);
+  const opt = <T>(x: T | undefined): T | undefined => x;
+  return {
+    model: resolve(str(v, 'model') ?? DEFAULT_MODEL),
+    kernels: kernels as KernelsChoice,
+    ...(opt(int(v, 'threads', 1)) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
+    ...(int(v, 'max-running', 1) !== undefined ? { maxRunning: int(v, 'max-running', 1)! } : {}),
+    ...(int(v, 'max-prefill-tokens', 1) !== undefined ? { maxPrefillTokens: int(v, 'max-prefill-tokens', 1)! } : {}),
+    ...(int(v, 'page-size', 1) !== undefined ? { pageSize: int(v, 'page-size', 1)! } : {}),
+    ...(int(v, 'kv-cache-tokens', 1) !== undefined ? { kvCacheTokens: int(v, 'kv-cache-tokens', 1)! } : {}),
+    ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
+  };
+}

@@ -1,0 +1,128 @@
+// `deltaserve generate`: one prompt (streamed, or --json), or many from --batch-file.
+import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
+import { Engine } from '../engine/engine.js';
+import type { GenerateRequest } from '../engine/request-builder.js';
+import { promptIdsOf } from '../engine/request-builder.js';
+import type { GenerateEvent } from '../engine/request.js';
+import { probePrompt, topLogits } from '../model/probe.js';
+import { DeltaserveError } from '../util/errors.js';
+import { type ArgValues, int, intList, json, num, str } from './args.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
+
+export const GENERATE_HELP = `deltaserve generate [options]
+  --prompt TEXT | --messages JSON | --prompt-ids 1,2,3 | --batch-file FILE.jsonl
+  --max-tokens N            (default 256)
+  --temperature T --top-p P --top-k K --min-p P --seed S
+  --repetition-penalty R --presence-penalty P --frequency-penalty F
+  --stop STRING             stop string (repeatable)
+  --no-think                chat: render the template with enable_thinking=false
+  --json                    print one JSON object {prompt_ids, output_ids, text, finish_reason, usage}
+  --dump-logits             with --json: add last_logits and mtp_top for the prompt
+${ENGINE_FLAGS_HELP}`;
+
+type Done = Extract<GenerateEvent, { type: 'done' }>;
+
+/** Request defaults from the flags; a batch-file line overrides them. */
+function requestDefaults(v: ArgValues): Partial<GenerateRequest> {
+  const d: Record<string, unknown> = {
+    maxTokens: int(v, 'max-tokens', 1) ?? 256,
+    temperature: num(v, 'temperature'),
+    topP: num(v, 'top-p'),
+    topK: int(v, 'top-k'),
+    minP: num(v, 'min-p'),
+    seed: int(v, 'seed'),
+    repetitionPenalty: num(v, 'repetition-penalty'),
+    presencePenalty: num(v, 'presence-penalty'),
+    frequencyPenalty: num(v, 'frequency-penalty'),
+    think: v['no-think'] ? false : undefined,
+    stop: Array.isArray(v['stop']) ? v['stop'] : undefined,
+  };
+  for (const k of Object.keys(d)) if (d[k] === undefined) delete d[k];
+  return d as Partial<GenerateRequest>;
+}
+
+/** One JSONL line (`prompt` | `messages` | `prompt_ids`, sampling keys; others ignored). */
+export function requestFromLine(line: Record<string, unknown>, defaults: Partial<GenerateRequest>): GenerateRequest {
+  const pick = (k: string): unknown => line[k];
+  const r: Record<string, unknown> = { ...defaults };
+  const map: [string, string][] = [['prompt', 'prompt'], ['messages', 'messages'], ['prompt_ids', 'promptIds'],
+    ['max_tokens', 'maxTokens'], ['temperature', 'temperature'], ['top_p', 'topP'], ['top_k', 'topK'], ['min_p', 'minP'],
+    ['seed', 'seed'], ['think', 'think'], ['stop', 'stop']];
+  for (const [from, to] of map) if (pick(from) !== undefined) r[to] = pick(from);
+  return r as GenerateRequest;
+}
+
+function jsonResult(done: Done): Record<string, unknown> {
+  return {
+    prompt_ids: done.promptIds, output_ids: done.outputIds, text: done.text, finish_reason: done.finishReason,
+    usage: { prompt_tokens: done.usage.promptTokens, completion_tokens: done.usage.completionTokens },
+    cached_tokens: done.usage.cachedTokens,
+    ...(done.error ? { error: done.error } : {}),
+  };
+}
+
+export async function runGenerate(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv, options: {
+      ...ENGINE_FLAGS, prompt: { type: 'string' }, messages: { type: 'string' }, 'prompt-ids': { type: 'string' },
+      'batch-file': { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
+      'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'min-p': { type: 'string' }, seed: { type: 'string' },
+      'repetition-penalty': { type: 'string' }, 'presence-penalty': { type: 'string' }, 'frequency-penalty': { type: 'string' },
+      stop: { type: 'string', multiple: true }, 'no-think': { type: 'boolean' }, json: { type: 'boolean' },
+      'dump-logits': { type: 'boolean' },
+    },
+  });
+  const defaults = requestDefaults(values);
+  const engine = await Engine.load(engineOptions(values));
+  try {
+    const batchFile = str(values, 'batch-file');
+    if (batchFile) await runBatchFile(engine, batchFile, defaults);
+    else await runSingle(engine, values, defaults);
+  } finally {
+    await engine.close();
+  }
+}
+
+async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<GenerateRequest>): Promise<void> {
+  const messages = json(v, 'messages');
+  const req: GenerateRequest = {
+    ...defaults,
+    ...(str(v, 'prompt') !== undefined ? { prompt: str(v, 'prompt')! } : {}),
+    ...(messages !== undefined ? { messages: messages as GenerateRequest['messages'] } : {}),
+    ...(intList(v, 'prompt-ids') !== undefined ? { promptIds: intList(v, 'prompt-ids')! } : {}),
+  };
+  if (req.prompt === undefined && req.messages === undefined && req.promptIds === undefined) {
+    throw new DeltaserveError('bad_request', 'give one of --prompt, --messages, --prompt-ids or --batch-file');
+  }
+  if (!v['json']) {
+    for await (const ev of engine.generate(req)) {
+      if (ev.type === 'delta') process.stdout.write(ev.text);
+      else process.stdout.write(ev.finishReason === 'error' ? `\n[error: ${ev.error}]\n` : '\n');
+    }
+    return;
+  }
+  const done = await engine.complete(req);
+  const out = jsonResult(done);
+  if (v['dump-logits']) {
+    const ids = promptIdsOf(engine, req);
+    const probe = probePrompt(engine.model, ids, done.outputIds[0]);
+    out['last_logits'] = Array.from(probe.lastLogits);
+    out['mtp_top'] = probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null;
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+async function runBatchFile(engine: Engine, file: string, defaults: Partial<GenerateRequest>): Promise<void> {
+  const lines = readFileSync(file, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+  const results = lines.map(async (line, i): Promise<Record<string, unknown>> => {
+    try {
+      const parsed = JSON.parse(line) as unknown;
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new DeltaserveError('bad_request', 'expected a JSON object');
+      return jsonResult(await engine.complete(requestFromLine(parsed as Record<string, unknown>, defaults)));
+    } catch (e) {
+      return { error: `${file} line ${i + 1}: ${(e as Error).message}` };
+    }
+  });
+  for (const r of results) process.stdout.write(JSON.stringify(await r) + '\n');
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// deltaserve <command> [options]
+import { DeltaserveError } from '../util/errors.js';
+import { GENERATE_HELP, runGenerate } from './generate.js';
+
+const HELP = `deltaserve — inference engine for Qwen3.5 / Qwen3-Next hybrid models
+
+Commands:
+  generate    generate text for a prompt, chat messages or a JSONL batch
+  help        show this help
+
+${GENERATE_HELP}
+`;
+
+async function main(argv: string[]): Promise<void> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'generate':
+      return runGenerate(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP);
+      return;
+    default:
+      throw new DeltaserveError('bad_request', `unknown command "${cmd}" (run "deltaserve help")`);
+  }
+}
+
+main(process.argv.slice(2)).catch((e: unknown) => {
+  // User-caused errors print their message only; anything else keeps its stack.
+  if (e instanceof DeltaserveError && e.code !== 'internal') process.stderr.write(`deltaserve: ${e.message}\n`);
+  else if (e instanceof Error && e.name === 'TypeError' && /parseArgs|ERR_PARSE_ARGS/.test(String((e as { code?: string }).code))) process.stderr.write(`deltaserve: ${e.message}\n`);
+  else process.stderr.write(`deltaserve: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,9 @@
+// Public library entry point.
+export { Engine, type EngineOptions } from './engine/engine.js';
+export type { GenerateRequest } from './engine/request-builder.js';
+export type { GenerateEvent, Usage } from './engine/request.js';
+export type { EngineStats } from './engine/metrics.js';
+export { DeltaserveError } from './util/errors.js';
+export { loadModel, type Model } from './model/model.js';
+export { loadModelConfig, type ModelConfig } from './model/config.js';
+export { TextTokenizer } from './tokenizer/tokenizer.js';
