@@ -1,0 +1,438 @@
+// `deltaserve make-model`: write a random-weight checkpoint of a named shape (config.json,
+// generation_config.json, safetensors, optional tokenizer) so benchmarks and tests run on
+// real sizes without downloads.
+//
+// Invariants:
+// - Every tensor name and shape is exactly what src/model/loader.ts loads for the written
+//   config (and nothing else is written).
+// - Deterministic: each tensor's values come from its own Rng seeded by (seed, tensor
+//   name), using integer arithmetic and V8's portable Math functions only, so equal
+//   options give byte-identical files; values do not depend on write order or sharding.
+// - Tensor data is generated piece by piece while writing (never held whole).
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Rng } from '../util/rng.js';
+import { DeltaserveError, assert } from '../util/errors.js';
+import { progressBar } from '../util/progress.js';
+import { type TensorSource, type WriteDType, INDEX_FILE, tensorBytes, writeSafetensors, writeShardedSafetensors } from './safetensors-writer.js';
+
+export type ShapeModelType = 'qwen3_5_text' | 'qwen3_5_moe_text' | 'qwen3_next';
+
+export interface MoeShape {
+  readonly experts: number; readonly topK: number;
+  readonly intermediate: number; // per routed expert
+  readonly sharedIntermediate: number; // 0: no shared expert
+}
+
+export interface ShapeSpec {
+  readonly description: string;
+  readonly modelType: ShapeModelType;
+  readonly hidden: number; readonly layers: number; readonly vocab: number;
+  /** Layer i is full attention iff (i+1) % fullAttentionInterval == 0. */
+  readonly fullAttentionInterval: number;
+  /** Dense MLP width (qwen3_5_text); for qwen3_next written to config but unused; 0 = absent. */
+  readonly intermediate: number;
+  readonly heads: number; readonly kvHeads: number; readonly headDim: number; // gated attention
+  readonly linKeyHeads: number; readonly linValueHeads: number; // Gated DeltaNet
+  readonly linKeyDim: number; readonly linValueDim: number; readonly convKernel: number;
+  /** Every decoder layer and the MTP layer is MoE iff set (MoE model types only). */
+  readonly moe: MoeShape | null;
+  readonly tied: boolean;
+  readonly ropeTheta: number; readonly partialRotary: number;
+  readonly mtpLayers: number; readonly maxPositions: number;
+}
+
+const QWEN35_GDN = { linKeyHeads: 16, linValueHeads: 16, linKeyDim: 128, linValueDim: 128, convKernel: 4 } as const;
+const QWEN35_ATTN = { heads: 8, kvHeads: 2, headDim: 256, ropeTheta: 1e7, partialRotary: 0.25 } as const;
+const TINY_ATTN = { kvHeads: 2, convKernel: 4, ropeTheta: 1e7, partialRotary: 0.25, mtpLayers: 1 } as const;
+
+/** Named shapes. The Qwen3.5 ones are approximations of the public models' text stacks
+ * (dims from MODEL-NOTES and the issue; not checked against released files). Sizes in
+ * BF16: 0.8b 1.55 GB, 2b 3.89 GB (3.62 GiB: fits one 4 GiB wasm memory; pass layers: 28
+ * or dtype f32 to exceed it). No vision tower is modelled. */
+export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
+  'qwen3.5-0.8b': {
+    description: 'approximation of Qwen3.5-0.8B (text): 24 layers (3 GDN + 1 attention), dense MLP, tied',
+    modelType: 'qwen3_5_text', hidden: 1024, layers: 24, fullAttentionInterval: 4, vocab: 248320, intermediate: 3584,
+    ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+  },
+  'qwen3.5-2b': {
+    description: 'approximation of Qwen3.5-2B (text): 24 layers (3 GDN + 1 attention), dense MLP, tied',
+    modelType: 'qwen3_5_text', hidden: 2048, layers: 24, fullAttentionInterval: 4, vocab: 248320, intermediate: 6144,
+    ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+  },
+  'qwen3-next-tiny': {
+    description: 'small Qwen3-Next (interleaved in_proj_qkvz/ba), 16 experts top-4 + shared expert, untied',
+    modelType: 'qwen3_next', hidden: 256, layers: 8, fullAttentionInterval: 4, vocab: 2048, intermediate: 512,
+    heads: 4, headDim: 64, linKeyHeads: 2, linValueHeads: 4, linKeyDim: 64, linValueDim: 64, ...TINY_ATTN,
+    moe: { experts: 16, topK: 4, intermediate: 128, sharedIntermediate: 128 }, tied: false, maxPositions: 8192,
+  },
+  'qwen3.5-moe-tiny': {
+    description: 'small Qwen3.5-MoE (fused experts.gate_up_proj/down_proj), 16 experts top-4 + shared expert, untied',
+    modelType: 'qwen3_5_moe_text', hidden: 256, layers: 8, fullAttentionInterval: 4, vocab: 2048, intermediate: 0,
+    heads: 4, headDim: 64, linKeyHeads: 2, linValueHeads: 4, linKeyDim: 64, linValueDim: 64, ...TINY_ATTN,
+    moe: { experts: 16, topK: 4, intermediate: 128, sharedIntermediate: 128 }, tied: false, maxPositions: 8192,
+  },
+  tiny: {
+    description: 'tiny Qwen3.5 (text) for tests: 4 layers, hidden 128, vocab 1024, tied',
+    modelType: 'qwen3_5_text', hidden: 128, layers: 4, fullAttentionInterval: 4, vocab: 1024, intermediate: 384,
+    heads: 4, headDim: 32, linKeyHeads: 2, linValueHeads: 4, linKeyDim: 32, linValueDim: 32, ...TINY_ATTN,
+    moe: null, tied: true, maxPositions: 4096,
+  },
+};
+
+export interface MakeModelOptions {
+  readonly shape: string;
+  readonly dtype: 'bf16' | 'f32';
+  readonly seed: number;
+  readonly out: string;
+  /** Directory to copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from. */
+  readonly tokenizer?: string;
+  /** Override the shape's vocab size (ids at or above the tokenizer's size are padding). */
+  readonly vocabSize?: number;
+  /** Override the number of decoder layers (the full-attention pattern continues). */
+  readonly layers?: number;
+  /** Shard size limit; by default a single file, sharded (2 GiB shards) above 2 GiB. */
+  readonly shardBytes?: number;
+}
+
+/** Token ids for config / generation_config (from the tokenizer when one is given). */
+export interface SpecialTokens {
+  readonly endOfText?: number; // <|endoftext|>: bos and pad
+  readonly imEnd?: number; // <|im_end|>: eos
+}
+
+export interface ModelPlan {
+  readonly spec: ShapeSpec;
+  readonly config: Record<string, unknown>;
+  readonly generationConfig: Record<string, unknown>;
+  /** Sorted by name. */
+  readonly tensors: readonly TensorSource[];
+  readonly params: number;
+  readonly bytes: number;
+}
+
+export const SHARD_THRESHOLD = 2 * 1024 ** 3;
+const MATRIX_STD = 0.02;
+const NORM_STD = 0.05; // zero-centred RMSNorm weights: the scale is 1 + w
+const CONV_STD = 0.3;
+
+/** How a tensor's values are drawn ('normal' is the Irwin–Hall approximation in generate()). */
+type Init =
+  | { readonly kind: 'normal'; readonly mean: number; readonly std: number }
+  | { readonly kind: 'alog' } // log(uniform(1, 16))
+  | { readonly kind: 'dtbias' }; // softplus⁻¹(dt), dt log-uniform in [1e-3, 1e-1]
+
+const MATRIX: Init = { kind: 'normal', mean: 0, std: MATRIX_STD };
+const ZC_NORM: Init = { kind: 'normal', mean: 0, std: NORM_STD };
+const PLAIN_NORM: Init = { kind: 'normal', mean: 1, std: NORM_STD };
+
+interface TensorDef { readonly name: string; readonly shape: number[]; readonly init: Init }
+
+function bad(message: string): never {
+  throw new DeltaserveError('bad_request', message);
+}
+
+function layerKinds(spec: ShapeSpec, layers: number): ('linear' | 'full')[] {
+  return Array.from({ length: layers }, (_, i) => ((i + 1) % spec.fullAttentionInterval === 0 ? 'full' : 'linear'));
+}
+
+/** The tensor list the loader expects for `spec` with `layers` layers and vocab `vocab`. */
+function tensorDefs(spec: ShapeSpec, layers: number, vocab: number): TensorDef[] {
+  const h = spec.hidden;
+  const defs: TensorDef[] = [];
+  const add = (name: string, shape: number[], init: Init = MATRIX): void => {
+    defs.push({ name, shape, init });
+  };
+  const qwen35 = spec.modelType !== 'qwen3_next';
+  const p = qwen35 ? 'model.language_model.' : 'model.';
+  const { linKeyHeads: hk, linValueHeads: hv, linKeyDim: dk, linValueDim: dv } = spec;
+  const convDim = 2 * hk * dk + hv * dv;
+
+  const mlp = (q: string): void => {
+    const expert = (e: string, inter: number): void => {
+      add(`${e}gate_proj.weight`, [inter, h]);
+      add(`${e}up_proj.weight`, [inter, h]);
+      add(`${e}down_proj.weight`, [h, inter]);
+    };
+    const m = spec.moe;
+    if (!m) return expert(`${q}mlp.`, spec.intermediate);
+    add(`${q}mlp.gate.weight`, [m.experts, h]);
+    if (qwen35) {
+      add(`${q}mlp.experts.gate_up_proj`, [m.experts, 2 * m.intermediate, h]);
+      add(`${q}mlp.experts.down_proj`, [m.experts, h, m.intermediate]);
+    } else {
+      for (let e = 0; e < m.experts; e++) expert(`${q}mlp.experts.${e}.`, m.intermediate);
+    }
+    if (m.sharedIntermediate > 0) {
+      expert(`${q}mlp.shared_expert.`, m.sharedIntermediate);
+      add(`${q}mlp.shared_expert_gate.weight`, [1, h]);
+    }
+  };
+  const attention = (q: string): void => {
+    const { heads, kvHeads, headDim: hd } = spec;
+    add(`${q}self_attn.q_proj.weight`, [heads * hd * 2, h]);
+    add(`${q}self_attn.k_proj.weight`, [kvHeads * hd, h]);
+    add(`${q}self_attn.v_proj.weight`, [kvHeads * hd, h]);
+    add(`${q}self_attn.o_proj.weight`, [h, heads * hd]);
+    add(`${q}self_attn.q_norm.weight`, [hd], ZC_NORM);
+    add(`${q}self_attn.k_norm.weight`, [hd], ZC_NORM);
+  };
+  const gdn = (q: string): void => {
+    const la = `${q}linear_attn.`;
+    if (qwen35) {
+      add(`${la}in_proj_qkv.weight`, [convDim, h]);
+      add(`${la}in_proj_z.weight`, [hv * dv, h]);
+      add(`${la}in_proj_b.weight`, [hv, h]);
+      add(`${la}in_proj_a.weight`, [hv, h]);
+    } else {
+      // interleaved per key-head group (see qwen3_next.ts); values are i.i.d., so only
+      // the shapes matter here
+      add(`${la}in_proj_qkvz.weight`, [hk * 2 * dk + 2 * hv * dv, h]);
+      add(`${la}in_proj_ba.weight`, [2 * hv, h]);
+    }
+    add(`${la}conv1d.weight`, [convDim, 1, spec.convKernel], { kind: 'normal', mean: 0, std: CONV_STD });
+    add(`${la}A_log`, [hv], { kind: 'alog' });
+    add(`${la}dt_bias`, [hv], { kind: 'dtbias' });
+    add(`${la}norm.weight`, [dv], PLAIN_NORM); // gated norm: plain w, so centred on 1
+    add(`${la}out_proj.weight`, [h, hv * dv]);
+  };
+  const layer = (q: string, kind: 'linear' | 'full'): void => {
+    add(`${q}input_layernorm.weight`, [h], ZC_NORM);
+    add(`${q}post_attention_layernorm.weight`, [h], ZC_NORM);
+    if (kind === 'full') attention(q);
+    else gdn(q);
+    mlp(q);
+  };
+
+  add(`${p}embed_tokens.weight`, [vocab, h]);
+  add(`${p}norm.weight`, [h], ZC_NORM);
+  if (!spec.tied) add('lm_head.weight', [vocab, h]);
+  layerKinds(spec, layers).forEach((kind, i) => layer(`${p}layers.${i}.`, kind));
+  if (spec.mtpLayers > 0) {
+    add('mtp.fc.weight', [h, 2 * h]);
+    add('mtp.pre_fc_norm_embedding.weight', [h], ZC_NORM);
+    add('mtp.pre_fc_norm_hidden.weight', [h], ZC_NORM);
+    add('mtp.norm.weight', [h], ZC_NORM);
+    for (let i = 0; i < spec.mtpLayers; i++) layer(`mtp.layers.${i}.`, 'full');
+  }
+  return defs;
+}
+
+/** config.json in the Hugging Face format of the shape's model_type. */
+function configJson(spec: ShapeSpec, layers: number, vocab: number, dtype: 'bf16' | 'f32', tok: SpecialTokens): Record<string, unknown> {
+  const eos = tok.imEnd ?? tok.endOfText;
+  const ids = { bos_token_id: tok.endOfText, eos_token_id: eos, pad_token_id: tok.endOfText };
+  const rotaryPairs = Math.floor((spec.headDim * spec.partialRotary) / 2);
+  const third = Math.ceil(rotaryPairs / 3);
+  const moe = spec.moe && {
+    num_experts: spec.moe.experts, num_experts_per_tok: spec.moe.topK, moe_intermediate_size: spec.moe.intermediate,
+    shared_expert_intermediate_size: spec.moe.sharedIntermediate, output_router_logits: false, router_aux_loss_coef: 0.001,
+  };
+  const common = {
+    vocab_size: vocab, hidden_size: spec.hidden,
+    ...(spec.intermediate > 0 ? { intermediate_size: spec.intermediate } : {}),
+    num_hidden_layers: layers, hidden_act: 'silu',
+    num_attention_heads: spec.heads, num_key_value_heads: spec.kvHeads, head_dim: spec.headDim,
+    attention_bias: false, attention_dropout: 0.0,
+    linear_num_key_heads: spec.linKeyHeads, linear_num_value_heads: spec.linValueHeads,
+    linear_key_head_dim: spec.linKeyDim, linear_value_head_dim: spec.linValueDim, linear_conv_kernel_dim: spec.convKernel,
+    ...moe,
+    rms_norm_eps: 1e-6, max_position_embeddings: spec.maxPositions, tie_word_embeddings: spec.tied,
+    initializer_range: MATRIX_STD, use_cache: true, torch_dtype: dtype === 'bf16' ? 'bfloat16' : 'float32',
+  };
+  if (spec.modelType === 'qwen3_next') {
+    return {
+      architectures: ['Qwen3NextForCausalLM'], model_type: 'qwen3_next', ...common,
+      full_attention_interval: spec.fullAttentionInterval,
+      rope_theta: spec.ropeTheta, partial_rotary_factor: spec.partialRotary, rope_scaling: null,
+      norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [],
+      num_nextn_predict_layers: spec.mtpLayers, ...ids,
+    };
+  }
+  return {
+    architectures: [spec.modelType === 'qwen3_5_text' ? 'Qwen3_5ForCausalLM' : 'Qwen3_5MoeForCausalLM'],
+    model_type: spec.modelType, ...common,
+    layer_types: layerKinds(spec, layers).map((k) => (k === 'full' ? 'full_attention' : 'linear_attention')),
+    full_attention_interval: spec.fullAttentionInterval, attn_output_gate: true,
+    // text-only: the three mrope position ids are equal, so this is plain partial RoPE
+    rope_parameters: {
+      rope_type: 'default', rope_theta: spec.ropeTheta, partial_rotary_factor: spec.partialRotary,
+      mrope_interleaved: true, mrope_section: [third, third, rotaryPairs - 2 * third],
+    },
+    mtp_num_hidden_layers: spec.mtpLayers, mamba_ssm_dtype: 'float32', ...ids,
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Value generation
+
+/** Irwin–Hall sum of the 4 bytes of one u32: mean 510, sd = sqrt(4·(256²−1)/12). Integer
+ * only (portable, fast); approximately normal, bounded at ±3.46 sd. */
+const IH_MEAN = 510;
+const IH_SD = Math.sqrt((4 * (256 * 256 - 1)) / 12);
+const LOG_DT_MIN = Math.log(1e-3);
+const LOG_DT_MAX = Math.log(1e-1);
+
+function generate(rng: Rng, init: Init, out: Float32Array): void {
+  const n = out.length;
+  if (init.kind === 'normal') {
+    const scale = init.std / IH_SD;
+    const mean = init.mean;
+    for (let i = 0; i < n; i++) {
+      const x = rng.nextU32();
+      const s = (x & 255) + ((x >>> 8) & 255) + ((x >>> 16) & 255) + (x >>> 24);
+      out[i] = mean + (s - IH_MEAN) * scale;
+    }
+  } else if (init.kind === 'alog') {
+    for (let i = 0; i < n; i++) out[i] = Math.log(1 + 15 * rng.next());
+  } else {
+    for (let i = 0; i < n; i++) {
+      const dt = Math.exp(LOG_DT_MIN + rng.next() * (LOG_DT_MAX - LOG_DT_MIN));
+      out[i] = dt + Math.log(-Math.expm1(-dt)); // softplus(out) = dt
+    }
+  }
+}
+
+const BLOCK = 1 << 16;
+const blockF32 = new Float32Array(BLOCK);
+const blockU32 = new Uint32Array(blockF32.buffer);
+
+/** FNV-1a 64 of the UTF-8 name. */
+function fnv1a64(s: string): bigint {
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(s, 'utf8')) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+  return h;
+}
+
+function tensorSource(def: TensorDef, dtype: WriteDType, seed: number): TensorSource {
+  const rngSeed = BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n) ^ fnv1a64(def.name);
+  let rng = new Rng(rngSeed);
+  let produced = 0;
+  return {
+    name: def.name, dtype, shape: def.shape,
+    fill(dest: Uint8Array, byteOffset: number): void {
+      if (byteOffset === 0) {
+        rng = new Rng(rngSeed); // a fresh pass (e.g. the plan written twice) repeats the values
+        produced = 0;
+      }
+      assert(byteOffset === produced, `tensor ${def.name}: pieces must be consecutive (${byteOffset} vs ${produced})`);
+      produced += dest.byteLength;
+      if (dtype === 'F32') {
+        generate(rng, def.init, new Float32Array(dest.buffer, dest.byteOffset, dest.byteLength / 4));
+        return;
+      }
+      assert(dtype === 'BF16', `make-model writes BF16 or F32, not ${dtype}`);
+      const out = new Uint16Array(dest.buffer, dest.byteOffset, dest.byteLength / 2);
+      for (let i0 = 0; i0 < out.length; i0 += BLOCK) {
+        const n = Math.min(BLOCK, out.length - i0);
+        generate(rng, def.init, blockF32.subarray(0, n));
+        for (let i = 0; i < n; i++) {
+          const u = blockU32[i]!;
+          out[i0 + i] = (u + 0x7fff + ((u >>> 16) & 1)) >>> 16; // round to nearest even (finite values)
+        }
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Plan and write
+
+function positiveInt(name: string, v: number | undefined): void {
+  if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`${name} must be a positive integer (got ${v})`);
+}
+
+/** Config and tensor list for the options (no file system access). */
+export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTokens = {}): ModelPlan {
+  const spec = Object.hasOwn(SHAPES, opts.shape) ? SHAPES[opts.shape] : undefined;
+  if (!spec) bad(`unknown model shape "${opts.shape}" (known shapes: ${Object.keys(SHAPES).join(', ')})`);
+  if (opts.dtype !== 'bf16' && opts.dtype !== 'f32') bad(`dtype must be bf16 or f32 (got ${String(opts.dtype)})`);
+  if (!Number.isSafeInteger(opts.seed)) bad(`seed must be an integer (got ${opts.seed})`);
+  positiveInt('vocabSize', opts.vocabSize);
+  positiveInt('layers', opts.layers);
+  positiveInt('shardBytes', opts.shardBytes);
+  const layers = opts.layers ?? spec.layers;
+  const vocab = opts.vocabSize ?? spec.vocab;
+  const dtype: WriteDType = opts.dtype === 'bf16' ? 'BF16' : 'F32';
+  const defs = tensorDefs(spec, layers, vocab);
+  const tensors = defs.map((d) => tensorSource(d, dtype, opts.seed)).sort((a, b) => (a.name < b.name ? -1 : 1));
+  const params = defs.reduce((n, d) => n + d.shape.reduce((a, b) => a * b, 1), 0);
+  const bytes = tensors.reduce((n, t) => n + tensorBytes(t), 0);
+  const eos = [tokens.imEnd, tokens.endOfText].filter((x): x is number => x !== undefined);
+  const generationConfig = {
+    bos_token_id: tokens.endOfText, eos_token_id: eos.length > 0 ? eos : undefined, pad_token_id: tokens.endOfText, do_sample: false,
+  };
+  return { spec, config: configJson(spec, layers, vocab, opts.dtype, tokens), generationConfig, tensors, params, bytes };
+}
+
+/** Number of ids the tokenizer defines and its special ids. */
+function readTokenizer(dir: string): { size: number; tokens: SpecialTokens } {
+  const path = join(dir, 'tokenizer.json');
+  if (!existsSync(path)) throw new DeltaserveError('bad_tokenizer', `no tokenizer.json in ${dir}`);
+  let json: { model?: { vocab?: unknown }; added_tokens?: { id: number; content: string }[] };
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8')) as typeof json;
+  } catch (e) {
+    throw new DeltaserveError('bad_tokenizer', `${path}: not valid JSON (${(e as Error).message})`);
+  }
+  const vocab = json.model?.vocab;
+  let size = Array.isArray(vocab) ? vocab.length : 0;
+  if (vocab && typeof vocab === 'object' && !Array.isArray(vocab)) {
+    for (const id of Object.values(vocab)) if (typeof id === 'number') size = Math.max(size, id + 1);
+  }
+  const tokens: { endOfText?: number; imEnd?: number } = {};
+  for (const t of json.added_tokens ?? []) {
+    size = Math.max(size, t.id + 1);
+    if (t.content === '<|endoftext|>') tokens.endOfText = t.id;
+    if (t.content === '<|im_end|>') tokens.imEnd = t.id;
+  }
+  return { size, tokens };
+}
+
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'];
+const isCheckpointFile = (f: string): boolean => f === INDEX_FILE || /^model(-\d{5}-of-\d{5})?\.safetensors(\.partial)?$/.test(f);
+
+export interface MakeModelResult {
+  readonly dir: string;
+  /** Safetensors files written (names relative to dir). */
+  readonly files: readonly string[];
+  readonly params: number;
+  readonly bytes: number;
+}
+
+/** Write the model directory `opts.out` (created if missing; an existing checkpoint there
+ * is replaced). */
+export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult> {
+  const tok = opts.tokenizer !== undefined ? readTokenizer(opts.tokenizer) : undefined;
+  const plan = planModel(opts, tok?.tokens);
+  const vocab = plan.config['vocab_size'] as number;
+  if (tok && tok.size > vocab) bad(`tokenizer in ${opts.tokenizer} has ${tok.size} ids but the model vocab is ${vocab}`);
+  mkdirSync(opts.out, { recursive: true });
+  for (const f of readdirSync(opts.out)) if (isCheckpointFile(f)) rmSync(join(opts.out, f));
+  writeFileSync(join(opts.out, 'config.json'), `${JSON.stringify(plan.config, null, 2)}\n`);
+  writeFileSync(join(opts.out, 'generation_config.json'), `${JSON.stringify(plan.generationConfig, null, 2)}\n`);
+  if (opts.tokenizer !== undefined) {
+    for (const f of TOKENIZER_FILES) {
+      const src = join(opts.tokenizer, f);
+      const dest = join(opts.out, f);
+      if (!existsSync(src)) continue;
+      // copy the bytes, not the mode: a read-only source must not make a rerun fail
+      rmSync(dest, { force: true });
+      writeFileSync(dest, readFileSync(src));
+    }
+  }
+  const metadata = { deltaserve_shape: opts.shape, deltaserve_seed: String(opts.seed) };
+  const bar = progressBar(`writing ${opts.out}`, plan.bytes);
+  const write = { metadata, onBytes: (n: number) => bar.tick(n) };
+  const shardBytes = opts.shardBytes ?? (plan.bytes > SHARD_THRESHOLD ? SHARD_THRESHOLD : undefined);
+  let files: string[];
+  if (shardBytes !== undefined) {
+    files = writeShardedSafetensors(opts.out, plan.tensors, shardBytes, write);
+  } else {
+    writeSafetensors(join(opts.out, 'model.safetensors'), plan.tensors, metadata, write);
+    files = ['model.safetensors'];
+  }
+  bar.done();
+  return { dir: opts.out, files, params: plan.params, bytes: plan.bytes };
+}

@@ -1,0 +1,49 @@
+// Shared helpers for engine tests: run a workload, capture every step's logits.
+import { readFileSync } from 'node:fs';
+import { Engine, type EngineOptions } from '../src/engine/engine.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { ChatMessage } from '../src/tokenizer/chat.js';
+import { sharedPath } from './paths.js';
+
+export interface RunResult {
+  ids: number[];
+  logits: Float32Array[];
+  finishReason: string;
+  text: string;
+}
+
+/** Chat prompts from ../shared/eval (mixed lengths: zero-shot and few-shot items). */
+export function evalPrompts(n: number): ChatMessage[][] {
+  const out: ChatMessage[][] = [];
+  for (const task of ['add', 'mcq', 'recall']) {
+    const lines = readFileSync(sharedPath('eval', `${task}.public.jsonl`), 'utf8').trim().split('\n');
+    for (const l of lines.slice(0, Math.ceil(n / 3))) out.push((JSON.parse(l) as { messages: ChatMessage[] }).messages);
+  }
+  return out.slice(0, n);
+}
+
+/** Submit all requests at once (the engine batches them) and collect results in order. */
+export async function runAll(engine: Engine, reqs: readonly GenerateRequest[], captureLogits = true): Promise<RunResult[]> {
+  return Promise.all(reqs.map(async (r) => {
+    const logits: Float32Array[] = [];
+    const done = await engine.complete({ ...r, ...(captureLogits ? { captureLogits: (l: Float32Array) => logits.push(l.slice()) } : {}) });
+    return { ids: [...done.outputIds], logits, finishReason: done.finishReason, text: done.text };
+  }));
+}
+
+export async function withEngine<T>(opts: EngineOptions, fn: (e: Engine) => Promise<T>): Promise<T> {
+  const engine = await Engine.load(opts);
+  try {
+    return await fn(engine);
+  } finally {
+    await engine.close();
+  }
+}
+
+export function sameBits(a: Float32Array, b: Float32Array): boolean {
+  if (a.length !== b.length) return false;
+  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  return true;
+}
