@@ -2,14 +2,18 @@
 // deltaserve <command> [options]
 import { DeltaserveError } from '../util/errors.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
+import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
 
 const HELP = `deltaserve — inference engine for Qwen3.5 / Qwen3-Next hybrid models
 
 Commands:
   generate    generate text for a prompt, chat messages or a JSONL batch
+  make-model  write a random-weight checkpoint of a real model shape (for benchmarks)
   help        show this help
 
 ${GENERATE_HELP}
+
+${MAKE_MODEL_HELP}
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -17,6 +21,8 @@ async function main(argv: string[]): Promise<void> {
   switch (cmd) {
     case 'generate':
       return runGenerate(rest);
+    case 'make-model':
+      return runMakeModel(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -215,6 +215,7 @@ export class Engine {
       usage: { promptTokens: req.promptIds.length, completionTokens: req.numGenerated, cachedTokens: req.cachedTokens },
       ...(error !== undefined ? { error } : {}),
       spec: { ...req.spec },
+      preemptions: req.preemptions,
     });
     req.events.end();
   }

@@ -1,7 +1,8 @@
 // A request inside the engine: its tokens, progress, memory and output stream.
 // Token bookkeeping (invariant): `tokens` = prompt + generated ids; positions < `computed`
 // are in the KV cache / recurrent state; tokens[computed..] are still to be processed.
-// Tokens below `prefillEnd` go through chunked prefill; later ones are decode steps.
+// Tokens below `prefillEnd` are (re)computed as prefill rows; later ones are decode steps.
+// Prompt positions use the chunked Gated DeltaNet form, generated positions the recurrence.
 import type { Rng } from '../util/rng.js';
 import type { SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
@@ -31,6 +32,8 @@ export type GenerateEvent =
     readonly usage: Usage;
     readonly error?: string;
     readonly spec?: SpecStats;
+    /** Times the request was preempted and recomputed. */
+    readonly preemptions: number;
   };
 
 /** Unbounded single-consumer event queue feeding an async iterator. */

@@ -4,6 +4,8 @@
 // recompute) when pages run out.
 // Chunk boundaries of a prefill are multiples of GDN_CHUNK in absolute position (except
 // the prompt's end), so a prompt's numerics never depend on the budget or on other rows.
+// Prompt tokens always take the chunked Gated DeltaNet form and generated tokens the
+// recurrence, also when recomputed after preemption: recompute is bit-exact.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
@@ -76,7 +78,7 @@ export class Scheduler {
         continue;
       }
       if (req.prefilling) budget -= n;
-      plan.push({ req, n, chunked: req.prefilling });
+      plan.push({ req, n, chunked: req.computed < req.promptIds.length });
     }
     this.admit(plan, budget);
     if (plan.length === 0) return null;
@@ -91,8 +93,11 @@ export class Scheduler {
    * position unless it reaches the end of the known tokens. */
   private prefillChunk(req: Request, budget: number): number {
     const c = req.computed;
-    let end = c + Math.min(req.tokens.length - c, budget);
-    if (end < req.tokens.length) end = Math.floor(end / PREFILL_ALIGN) * PREFILL_ALIGN;
+    // A recompute after preemption replays generated tokens with the recurrence, as
+    // they were first computed: the prompt part and the generated part never share a row.
+    const limit = c < req.promptIds.length ? req.promptIds.length : req.tokens.length;
+    let end = c + Math.min(limit - c, budget);
+    if (end < limit) end = Math.floor(end / PREFILL_ALIGN) * PREFILL_ALIGN;
     return Math.max(0, end - c);
   }
 

@@ -1,0 +1,39 @@
+// `deltaserve make-model`: write a random-weight checkpoint of a named real shape.
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { makeModel, SHAPES } from '../model/make-model.js';
+import { DeltaserveError } from '../util/errors.js';
+import { int, str } from './args.js';
+import { DEFAULT_MODEL } from './engine-flags.js';
+
+export const MAKE_MODEL_HELP = `deltaserve make-model --shape NAME --out DIR [options]
+  --shape NAME              one of: ${Object.keys(SHAPES).join(', ')}
+  --dtype bf16|f32          (default bf16)
+  --seed N                  (default 0; same seed ⇒ byte-identical files)
+  --out DIR                 output directory
+  --tokenizer DIR           copy tokenizer files from DIR (default: built-in tiny-think)
+  --vocab-size N            override the shape's vocabulary size
+  --layers N                override the number of decoder layers`;
+
+export async function runMakeModel(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv, options: {
+      shape: { type: 'string' }, dtype: { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' },
+      tokenizer: { type: 'string' }, 'vocab-size': { type: 'string' }, layers: { type: 'string' },
+    },
+  });
+  const shape = str(values, 'shape');
+  const out = str(values, 'out');
+  if (!shape || !out) throw new DeltaserveError('bad_request', `make-model needs --shape and --out\n${MAKE_MODEL_HELP}`);
+  const dtype = str(values, 'dtype') ?? 'bf16';
+  if (dtype !== 'bf16' && dtype !== 'f32') throw new DeltaserveError('bad_request', `--dtype must be bf16 or f32 (got "${dtype}")`);
+  const vocab = int(values, 'vocab-size', 1);
+  const layers = int(values, 'layers', 1);
+  const res = await makeModel({
+    shape, dtype, seed: int(values, 'seed') ?? 0, out: resolve(out),
+    tokenizer: resolve(str(values, 'tokenizer') ?? DEFAULT_MODEL),
+    ...(vocab !== undefined ? { vocabSize: vocab } : {}),
+    ...(layers !== undefined ? { layers } : {}),
+  });
+  process.stdout.write(JSON.stringify({ dir: res.dir, files: res.files, params: res.params, bytes: res.bytes }) + '\n');
+}

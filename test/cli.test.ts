@@ -1,0 +1,70 @@
+// The CLI contract: generate --json shape, chat answer format, --batch-file in input
+// order, clear errors for bad flags.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO_ROOT, sharedPath } from './paths.js';
+
+const KERNELS = process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref';
+
+function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...args], {
+    encoding: 'utf8', env: { ...process.env, DELTASERVE_KERNELS: KERNELS },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test('generate --messages answers with reasoning, </think>, then an answer (default model)', () => {
+  const r = cli(['generate', '--messages', '[{"role":"user","content":"What is 12 + 30?"}]', '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { text: string; finish_reason: string; prompt_ids: number[]; output_ids: number[] };
+  assert.equal(out.finish_reason, 'stop');
+  const [reasoning, answer] = out.text.split('</think>');
+  assert.ok(reasoning!.trim().length > 0, 'reasoning inside <think>');
+  assert.match(answer!.trim(), /^\d+$/, 'a numeric answer after </think>');
+  assert.ok(out.prompt_ids.length > 0 && out.output_ids.length > 0);
+});
+
+test('generate --dump-logits adds last_logits over vocab_size and mtp_top', () => {
+  const r = cli(['generate', '--prompt-ids', '996,271,10', '--max-tokens', '2', '--json', '--dump-logits']);
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { last_logits: number[]; mtp_top: [number, number][]; output_ids: number[] };
+  assert.equal(out.last_logits.length, 1024);
+  assert.equal(out.mtp_top.length, 10);
+  const argmax = out.last_logits.indexOf(Math.max(...out.last_logits));
+  assert.equal(out.output_ids[0], argmax);
+});
+
+test('generate --batch-file with 32 eval prompts prints 32 lines in input order', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ds-batch-'));
+  const lines = ['add', 'mcq', 'recall'].flatMap((t) => readFileSync(sharedPath('eval', `${t}.public.jsonl`), 'utf8').trim().split('\n').slice(0, 11)).slice(0, 32);
+  const file = join(dir, 'prompts.jsonl');
+  writeFileSync(file, lines.join('\n') + '\n');
+  const r = cli(['generate', '--batch-file', file, '--max-tokens', '12', '--max-running', '8']);
+  assert.equal(r.status, 0, r.stderr);
+  const outs = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { prompt_ids: number[]; output_ids: number[] });
+  assert.equal(outs.length, 32);
+  // input order: each line's prompt is that line's rendered messages (first one checked by ids length order)
+  const single = cli(['generate', '--messages', JSON.stringify((JSON.parse(lines[5]!) as { messages: unknown }).messages), '--max-tokens', '12', '--json']);
+  assert.deepEqual((JSON.parse(single.stdout) as { output_ids: number[] }).output_ids, outs[5]!.output_ids);
+  assert.deepEqual((JSON.parse(single.stdout) as { prompt_ids: number[] }).prompt_ids, outs[5]!.prompt_ids);
+});
+
+test('bad flags and bad models give one clear line, not a stack trace', () => {
+  const cases: [string[], RegExp][] = [
+    [['generate', '--prompt', 'hi', '--max-tokens', 'abc'], /--max-tokens expects a number/],
+    [['generate'], /give one of --prompt/],
+    [['generate', '--prompt', 'hi', '--model', '/nonexistent'], /model directory not found: \/nonexistent/],
+    [['generate', '--prompt', 'hi', '--bogus'], /Unknown option '--bogus'/],
+    [['frobnicate'], /unknown command "frobnicate"/],
+  ];
+  for (const [args, msg] of cases) {
+    const r = cli(args);
+    assert.equal(r.status, 1, args.join(' '));
+    assert.match(r.stderr, msg);
+    assert.doesNotMatch(r.stderr, /^\s+at /m, 'no stack trace');
+  }
+});
