@@ -123,6 +123,20 @@ export class StatePool {
     });
   }
 
+  /** slot ← the state after verify step `step` of batch row `row` (conv window and SSM
+   * state of every layer). */
+  copyFromScratch(slot: number, row: number, step: number): void {
+    assert(slot > 0 && this.allocated[slot] === 1, `copy into slot ${slot} that is not allocated`);
+    assert(step >= 0 && step < this.maxSteps, `scratch step ${step} outside depth ${this.maxSteps}`);
+    const { convSize: cs, ssmSize: ss } = this.o;
+    const scratch = this.scratch(row, step + 1);
+    this.view(slot).forEach((v, l) => {
+      const sc = scratch[l]!;
+      v.conv.set(sc.conv.subarray(step * cs, (step + 1) * cs));
+      v.ssm.set(sc.ssm.subarray(step * ss, (step + 1) * ss));
+    });
+  }
+
   /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN (tests: padding must never
    * reach a real request). */
   poison(fromRow: number): void {

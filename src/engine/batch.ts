@@ -13,6 +13,9 @@ export interface BatchRow {
   chunked: boolean;
   /** The step reaches the end of the known tokens: sample the next one. */
   sample: boolean;
+  /** Speculative verify of [bonus, d_1..d_k] (n = k + 1): per-step states go to this
+   * row's scratch, logits are needed at every position. */
+  verify: boolean;
 }
 
 interface BatchBase {
@@ -34,7 +37,7 @@ export type Batch = PrefillBatch | DecodeBatch | VerifyBatch | DraftBatch;
 export type BatchKind = Batch['kind'];
 
 function emptyRow(): BatchRow {
-  return { req: null, start: 0, n: 0, chunked: false, sample: false };
+  return { req: null, start: 0, n: 0, chunked: false, sample: false, verify: false };
 }
 
 /** Preallocated batches, one per kind, reused step after step. */
@@ -57,19 +60,21 @@ export class BatchSlots {
       r.start = 0;
       r.chunked = false;
       r.sample = false;
+      r.verify = false;
     }
     return b;
   }
 
   /** Append a real row; rows stay packed at the front (rows < nReal are real). */
-  push(b: Batch, req: Request, n: number, chunked: boolean): BatchRow {
+  push(b: Batch, req: Request, n: number, chunked: boolean, verify = false): BatchRow {
     const row = b.rows[b.nReal];
     if (!row) throw new Error(`batch capacity ${b.capacity} exceeded`);
     row.req = req;
     row.start = req.computed;
     row.n = n;
     row.chunked = chunked;
-    row.sample = req.computed + n === req.tokens.length;
+    row.verify = verify;
+    row.sample = verify || req.computed + n === req.tokens.length;
     b.nReal++;
     return row;
   }

@@ -14,6 +14,11 @@ import { buildRequest, type GenerateRequest } from './request-builder.js';
 import { sampleToken } from './sampler.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
+import type { BatchRow } from './batch.js';
+import { acceptDrafts } from './spec/accept.js';
+import { commit } from './spec/commit.js';
+import { type ExtendInput, MtpDrafter } from './spec/draft.js';
+import { AdaptiveK } from './spec/policy.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout). */
@@ -27,13 +32,31 @@ export interface EngineOptions {
   readonly kvCacheTokens?: number;
   /** Context length cap (default: the model's max_position_embeddings). */
   readonly maxContext?: number;
+  /** MTP draft tokens per round (default 3 when the checkpoint has an MTP head; 0 = off). */
+  readonly specTokens?: number;
+  /** Adapt k to measured throughput (default true). */
+  readonly specAdaptive?: boolean;
   /** Test hook: poison slot 0 and padding scratch with NaN before every step. */
   readonly poisonPadding?: boolean;
+  /** Test hook: replace a request's MTP drafts (same length or shorter). */
+  readonly draftOverride?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }, drafts: number[]) => number[];
+}
+
+/** Speculative-decoding settings resolved against the model. */
+function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
+  const k = opts.specTokens ?? (mtpLayers > 0 ? 3 : 0);
+  if (!Number.isInteger(k) || k < 0 || k > 16) throw new DeltaserveError('bad_config', `--spec-tokens must be an integer in 0..16 (got ${k})`);
+  if (k > 0 && mtpLayers === 0) throw new DeltaserveError('bad_config', '--spec-tokens > 0 needs a checkpoint with an MTP head (this one has none)');
+  return k;
 }
 
 export class Engine {
   private readonly scheduler: Scheduler;
   private readonly runner: Runner;
+  private readonly drafter: MtpDrafter | null;
+  private readonly policy: AdaptiveK;
+  /** k drafted for the step about to run (for the policy's measurement). */
+  private draftedK = 0;
   private readonly metrics = new EngineMetrics();
   private nextId = 1;
   private wake: (() => void) | null = null;
@@ -58,6 +81,9 @@ export class Engine {
       maxPrefillTokens: opts.maxPrefillTokens ?? 512,
     }, kv, state);
     this.runner = new Runner(model, kv, state);
+    const k = specTokensFor(opts, cfg.mtpLayers);
+    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab) : null;
+    this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
     this.loopDone = this.loop();
   }
 
@@ -75,9 +101,11 @@ export class Engine {
         numPages: Math.ceil(kvTokens / pageSize) + 1, pageSize, kvDim: model.layout.kvDim,
         numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => kernels.alloc(n),
       });
+      const k = specTokensFor(opts, model.config.mtpLayers);
       const state = new StatePool({
         slots: maxRunning, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
-        ssmSize: model.layout.ssmSize, batchCapacity: 0, maxSteps: 0, alloc: (n) => kernels.alloc(n),
+        ssmSize: model.layout.ssmSize, batchCapacity: k > 0 ? maxRunning : 0, maxSteps: k > 0 ? k + 1 : 0,
+        alloc: (n) => kernels.alloc(n),
       });
       return new Engine(model, tokenizer, kv, state, opts);
     } catch (e) {
@@ -159,39 +187,106 @@ export class Engine {
     }
   }
 
-  /** One scheduling step: reap aborts, run one batch, sample, emit, finish. */
+  /** One scheduling step: reap aborts, run one batch, sample or accept drafts, emit,
+   * finish, then extend the MTP head and draft for the next step. */
   private step(): void {
     for (const r of this.scheduler.reapAborted()) this.emitDone(r, 'abort');
     const batch = this.scheduler.schedule();
     if (!batch) return;
     if (this.opts.poisonPadding) this.state.poison(batch.nReal);
     const t0 = performance.now();
-    let result;
-    try {
-      result = this.runner.run(batch);
-    } catch (e) {
-      // A failing step must not take the engine down: fail this batch's requests only.
-      const msg = e instanceof Error ? e.message : String(e);
-      for (const row of batch.rows.slice(0, batch.nReal)) {
-        this.scheduler.finish(row.req!);
-        this.emitDone(row.req!, 'error', msg);
-      }
-      return;
-    }
+    const rows = batch.rows.slice(0, batch.nReal);
+    const result = this.guarded(rows.map((r) => r.req!), () => this.runner.run(batch));
+    if (!result) return;
+    const h = this.model.config.hiddenSize;
+    const extend: ExtendInput[] = [];
     let generated = 0;
-    for (const row of batch.rows.slice(0, batch.nReal)) row.req!.computed += row.n;
-    for (const { row, logits } of result.sampled) {
+    rows.forEach((row, i) => {
       const req = row.req!;
-      req.captureLogits?.(logits);
-      const id = sampleToken(logits, req.sampling, req.history, this.sampleVocab, req.rng);
-      generated++;
-      this.appendToken(req, id);
-    }
-    this.metrics.stepDone(batch, generated, performance.now() - t0);
+      const logits = result.logits[i]!;
+      const before = req.tokens.length;
+      let committed = row.n;
+      if (row.verify) committed = this.verifyRow(row, i, logits) + 1;
+      else {
+        req.computed += row.n;
+        if (row.sample) {
+          req.captureLogits?.(logits[0]!);
+          this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng));
+        }
+      }
+      generated += req.tokens.length - before;
+      if (this.drafter && req.status === 'running') {
+        const off = result.offsets[i]!;
+        extend.push({ req, start: row.start, n: committed, hidden: result.hidden.subarray(off * h, (off + committed) * h), drafts: 0 });
+      }
+    });
+    const observedK = this.draftedK;
+    this.draft(extend);
+    const ms = performance.now() - t0;
+    if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
+    this.metrics.stepDone(batch, generated, ms);
   }
 
-  /** Commit a sampled token: stream its text, then check the stop conditions. */
-  private appendToken(req: Request, id: number): void {
+  /** Run `fn`; if it throws, fail `reqs` (and only them) with the error. */
+  private guarded<T>(reqs: readonly Request[], fn: () => T): T | null {
+    try {
+      return fn();
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      for (const r of reqs) {
+        if (r.status === 'finished') continue;
+        this.scheduler.finish(r);
+        this.emitDone(r, 'error', msg);
+      }
+      return null;
+    }
+  }
+
+  /** Accept drafts of a verify row, commit the state, return the accepted count. */
+  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[]): number {
+    const req = row.req!;
+    const chain = { tokens: req.drafts, probs: req.draftProbs };
+    const k = chain.tokens.length;
+    let alive = true;
+    const j = acceptDrafts(chain, { sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng },
+      (s) => {
+        req.captureLogits?.(logits[s]!);
+        return logits[s]!;
+      },
+      (token) => (alive = this.appendToken(req, token)));
+    req.drafts = [];
+    req.draftProbs = null;
+    req.spec.rounds++;
+    req.spec.drafted += k;
+    req.spec.accepted += j;
+    this.metrics.specRound(k, j);
+    if (alive) {
+      commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot: 0, trackStep: -1 }]);
+      req.computed += j + 1;
+    }
+    return j;
+  }
+
+  /** MTP extend over what each request committed, then drafts for its next verify. */
+  private draft(extend: ExtendInput[]): void {
+    if (!this.drafter || extend.length === 0) return;
+    const decoding = extend.filter((e) => !e.req.prefilling).length;
+    const k = this.policy.choose(decoding);
+    this.draftedK = k;
+    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling ? 0 : this.draftRoom(e.req, k) }));
+    this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
+    const override = this.opts.draftOverride;
+    if (override) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = override(e.req, e.req.drafts).slice(0, e.req.drafts.length);
+  }
+
+  /** Drafts worth proposing: a round emits up to k+1 tokens, never past the limits. */
+  private draftRoom(req: Request, k: number): number {
+    return Math.max(0, Math.min(k, req.maxTokens - req.numGenerated - 1, req.maxLength - req.tokens.length - 1));
+  }
+
+  /** Commit a sampled token: stream its text, then check the stop conditions. Returns
+   * false when the request just finished. */
+  private appendToken(req: Request, id: number): boolean {
     req.tokens.push(id);
     req.history.push(id);
     const out = req.output.push(id);
@@ -201,7 +296,9 @@ export class Engine {
     if (reason) {
       this.scheduler.finish(req);
       this.emitDone(req, reason);
+      return false;
     }
+    return true;
   }
 
   private emitDone(req: Request, reason: FinishReason, error?: string): void {

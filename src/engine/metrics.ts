@@ -16,6 +16,19 @@ export interface EngineStats {
   readonly tokens: { readonly prompt: number; readonly generated: number };
   readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number };
   readonly preemptions: number;
+  readonly spec: SpecMetrics;
+}
+
+export interface SpecMetrics {
+  readonly rounds: number;
+  readonly drafted: number;
+  readonly accepted: number;
+  /** Mean tokens emitted per verify round (accepted drafts + 1). */
+  readonly acceptLenMean: number;
+  /** acceptLenHistogram[n] = rounds that emitted n tokens (n = 1..k+1). */
+  readonly acceptLenHistogram: readonly number[];
+  /** Per draft position i (0-based): accepted / drafted at that position. */
+  readonly acceptRateByPosition: readonly number[];
 }
 
 const WINDOW_MS = 10_000;
@@ -27,6 +40,24 @@ export class EngineMetrics {
   private generated = 0;
   private readonly steps = { prefill: 0, decode: 0, verify: 0 };
   private readonly recent: { at: number; tokens: number; ms: number }[] = [];
+  private specRounds = 0;
+  private specDrafted = 0;
+  private specAccepted = 0;
+  private readonly acceptHist: number[] = [];
+  private readonly draftedAt: number[] = [];
+  private readonly acceptedAt: number[] = [];
+
+  /** A verify round drafted k tokens and accepted j of them. */
+  specRound(k: number, j: number): void {
+    this.specRounds++;
+    this.specDrafted += k;
+    this.specAccepted += j;
+    this.acceptHist[j + 1] = (this.acceptHist[j + 1] ?? 0) + 1;
+    for (let i = 0; i < k; i++) {
+      this.draftedAt[i] = (this.draftedAt[i] ?? 0) + 1;
+      if (i < j) this.acceptedAt[i] = (this.acceptedAt[i] ?? 0) + 1;
+    }
+  }
 
   requestStarted(promptTokens: number): void {
     this.started++;
@@ -58,6 +89,14 @@ export class EngineMetrics {
       tokens: { prompt: this.promptTokens, generated: this.generated },
       steps: { ...this.steps },
       preemptions: s.preemptions,
+      spec: {
+        rounds: this.specRounds,
+        drafted: this.specDrafted,
+        accepted: this.specAccepted,
+        acceptLenMean: this.specRounds > 0 ? (this.specAccepted + this.specRounds) / this.specRounds : 0,
+        acceptLenHistogram: Array.from({ length: this.acceptHist.length }, (_, n) => this.acceptHist[n] ?? 0),
+        acceptRateByPosition: this.draftedAt.map((d, i) => (this.acceptedAt[i] ?? 0) / d),
+      },
     };
   }
 }

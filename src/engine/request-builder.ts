@@ -117,7 +117,7 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   for (const s of req.stopTokenIds ?? []) stopIds.add(s);
   const output = new OutputText((ids) => ctx.tokenizer.decode(ids), promptIds, stopIds, stopStringsOf(req.stop));
   const r = new Request(id, id, promptIds, Math.min(maxTokens, room), promptIds.length + Math.min(maxTokens, room),
-    sampling, new Rng(seed), new TokenHistory(promptIds), output);
+    sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.captureLogits = req.captureLogits ?? null;
   return r;
 }

@@ -82,6 +82,10 @@ export class Request {
   preemptions = 0;
   readonly spec: SpecStats = { rounds: 0, drafted: 0, accepted: 0 };
   readonly events = new EventQueue<GenerateEvent>();
+  /** Drafts d_1..d_k for the next verify (empty = plain decode). */
+  drafts: number[] = [];
+  /** q_i of each draft for sampling requests (null for greedy). */
+  draftProbs: Float64Array[] | null = null;
   /** Debug/test hook: called with the logits of every sampled position. */
   captureLogits: ((logits: Float32Array) => void) | null = null;
 
@@ -94,6 +98,8 @@ export class Request {
     readonly maxLength: number,
     readonly sampling: SamplingParams,
     readonly rng: Rng,
+    /** Draws of sampled drafts (separate from `rng`, which the target's picks use). */
+    readonly draftRng: Rng,
     readonly history: TokenHistory,
     readonly output: OutputText,
   ) {

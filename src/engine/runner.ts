@@ -5,12 +5,13 @@ import type { StatePool } from '../cache/state-pool.js';
 import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import type { Model } from '../model/model.js';
-import type { Batch, BatchRow } from './batch.js';
+import type { Batch } from './batch.js';
 
 export interface StepResult {
-  /** Rows that sample, in batch order, with their logits [V] (views valid until the
-   * next run). */
-  readonly sampled: { row: BatchRow; logits: Float32Array }[];
+  /** Per real row (batch order): logits [V] of every position that needs them — the
+   * last position of a sampling row, all n positions of a verify row, none otherwise.
+   * Views are valid until the next run. */
+  readonly logits: Float32Array[][];
   /** Post-norm hidden of every processed token, [M, H] (for the MTP head). */
   readonly hidden: Float32Array;
   readonly offsets: readonly number[];
@@ -33,34 +34,35 @@ export class Runner {
    * working state slots advanced in place. */
   run(batch: Batch): StepResult {
     const rows = batch.rows.slice(0, batch.nReal);
-    const seqs: SeqInput[] = rows.map((r) => {
+    const seqs: SeqInput[] = rows.map((r, i) => {
       const req = r.req!;
       return {
-        tokens: req.tokens.slice(r.start, r.start + r.n),
+        // a verify row feeds [bonus, d_1..d_k]; the drafts are not in req.tokens yet
+        tokens: r.verify ? [req.tokens[r.start]!, ...req.drafts] : req.tokens.slice(r.start, r.start + r.n),
         start: r.start,
         pageTable: req.pages,
         kv: this.kv.layers,
         state: this.state.view(req.slot),
-        scratch: null,
+        // scratch is indexed by batch row: row i owns region i, whatever its slot
+        scratch: r.verify ? this.state.scratch(i, r.n) : null,
         chunked: r.chunked,
       };
     });
     const fw = forwardHidden(this.model, this.ws, seqs);
-    const sampleRows: number[] = [];
-    const sampled: { row: BatchRow; logits: Float32Array }[] = [];
+    const want: number[] = [];
     rows.forEach((r, i) => {
-      if (r.sample) sampleRows.push(fw.offsets[i]! + r.n - 1);
+      const first = fw.offsets[i]! + (r.verify ? 0 : r.n - 1);
+      if (r.verify || r.sample) for (let p = first; p < fw.offsets[i]! + r.n; p++) want.push(p);
     });
-    if (sampleRows.length > 0) {
-      const logits = this.ws.buf('runner.logits', sampleRows.length * this.vocab);
-      lmHead(this.model, this.ws, fw.hidden, sampleRows, logits);
-      let j = 0;
-      for (const r of rows) {
-        if (!r.sample) continue;
-        sampled.push({ row: r, logits: logits.subarray(j * this.vocab, (j + 1) * this.vocab) });
-        j++;
-      }
-    }
-    return { sampled, hidden: fw.hidden, offsets: fw.offsets };
+    const all = this.ws.buf('runner.logits', want.length * this.vocab);
+    if (want.length > 0) lmHead(this.model, this.ws, fw.hidden, want, all);
+    let j = 0;
+    const logits = rows.map((r) => {
+      const count = r.verify ? r.n : r.sample ? 1 : 0;
+      const out = Array.from({ length: count }, (_, c) => all.subarray((j + c) * this.vocab, (j + c + 1) * this.vocab));
+      j += count;
+      return out;
+    });
+    return { logits, hidden: fw.hidden, offsets: fw.offsets };
   }
 }

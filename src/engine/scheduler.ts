@@ -19,6 +19,14 @@ export interface SchedulerOptions {
   readonly maxPrefillTokens: number;
 }
 
+interface Planned {
+  readonly req: Request;
+  readonly n: number;
+  readonly chunked: boolean;
+  readonly verify: boolean;
+  readonly prefilling: boolean;
+}
+
 export class Scheduler {
   readonly waiting: Request[] = [];
   readonly running: Request[] = [];
@@ -67,25 +75,26 @@ export class Scheduler {
   /** Build the next batch, or null when there is nothing to run. */
   schedule(): Batch | null {
     let budget = this.opts.maxPrefillTokens;
-    const plan: { req: Request; n: number; chunked: boolean }[] = [];
+    const plan: Planned[] = [];
     for (let i = 0; i < this.running.length; i++) {
       const req = this.running[i]!;
-      const n = req.prefilling ? this.prefillChunk(req, budget) : 1;
+      const n = req.prefilling ? this.prefillChunk(req, budget) : 1 + req.drafts.length;
       if (n === 0) continue;
       if (!this.ensurePages(req, req.computed + n)) {
         // preempted itself (it was the newest); the loop index now points past it
         i--;
         continue;
       }
-      if (req.prefilling) budget -= n;
-      plan.push({ req, n, chunked: req.computed < req.promptIds.length });
+      const prefilling = req.prefilling;
+      if (prefilling) budget -= n;
+      plan.push({ req, n, chunked: req.computed < req.promptIds.length, verify: !prefilling && req.drafts.length > 0, prefilling });
     }
     this.admit(plan, budget);
     if (plan.length === 0) return null;
-    const kind = plan.every((p) => !p.chunked) ? 'decode' : 'prefill';
+    const kind = plan.some((p) => p.verify) ? 'verify' : plan.some((p) => p.prefilling) ? 'prefill' : 'decode';
     const batch = this.slots.begin(kind);
     // a preempted request may have been planned before it was chosen as a victim
-    for (const p of plan) if (p.req.status === 'running') this.slots.push(batch, p.req, p.n, p.chunked);
+    for (const p of plan) if (p.req.status === 'running') this.slots.push(batch, p.req, p.n, p.chunked, p.verify);
     return batch.nReal > 0 ? batch : null;
   }
 
@@ -101,7 +110,7 @@ export class Scheduler {
     return Math.max(0, end - c);
   }
 
-  private admit(plan: { req: Request; n: number; chunked: boolean }[], budget: number): void {
+  private admit(plan: Planned[], budget: number): void {
     while (this.waiting.length > 0 && this.running.length < this.opts.maxRunning) {
       const req = this.waiting[0]!;
       const n = this.prefillChunk(req, budget);
@@ -115,7 +124,7 @@ export class Scheduler {
       this.waiting.shift();
       this.running.push(req);
       budget -= n;
-      plan.push({ req, n, chunked: true });
+      plan.push({ req, n, chunked: true, verify: false, prefilling: true });
     }
   }
 
@@ -139,6 +148,8 @@ export class Scheduler {
     remove(this.running, req);
     req.computed = 0;
     req.prefillEnd = req.tokens.length;
+    req.drafts = [];
+    req.draftProbs = null;
     req.status = 'waiting';
     req.preemptions++;
     this.preemptions++;

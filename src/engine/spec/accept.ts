@@ -1,0 +1,74 @@
+// Acceptance of a chain of k drafts against the target's k+1 verify logits.
+// Greedy: accept while draft == the target's pick (argmax after penalties); the first
+// mismatch (or position k) gives the bonus token. Sampling (lossless rejection sampling):
+// accept d_i with probability min(1, p_i(d_i)/q_i(d_i)); on rejection draw the bonus from
+// norm(max(0, p_i − q_i)); when all are accepted draw it from p_k. p_i is the request's
+// full sampling distribution (penalties, temperature, top-k/p, min-p) given every token
+// accepted before it, so the output distribution equals decoding without drafts.
+import type { Rng } from '../../util/rng.js';
+import { drawFrom, isGreedy, sampleToken, type SamplingParams, targetDistribution, type TokenHistory } from '../sampler.js';
+
+export interface DraftChain {
+  readonly tokens: readonly number[]; // d_1..d_k
+  /** q_i over the vocab for sampling requests; null for greedy drafts. */
+  readonly probs: readonly Float64Array[] | null;
+}
+
+export interface AcceptContext {
+  readonly sampling: SamplingParams;
+  readonly history: TokenHistory;
+  readonly vocab: number;
+  readonly rng: Rng;
+}
+
+/** Walk the chain. `logitsAt(i)` = target logits after verify input i (i = 0..k).
+ * `emit(token)` commits a token (accepted draft or bonus) and returns false when the
+ * request just finished (eos/stop/length) — the walk then stops right there.
+ * Returns the number of accepted drafts (the bonus is emitted after them). */
+export function acceptDrafts(chain: DraftChain, ctx: AcceptContext, logitsAt: (i: number) => Float32Array,
+  emit: (token: number) => boolean): number {
+  const k = chain.tokens.length;
+  const greedy = isGreedy(ctx.sampling);
+  for (let i = 0; i <= k; i++) {
+    const logits = logitsAt(i);
+    const draft = i < k ? chain.tokens[i]! : -1;
+    if (greedy) {
+      const pick = sampleToken(logits, ctx.sampling, ctx.history, ctx.vocab, ctx.rng);
+      const alive = emit(pick);
+      if (pick !== draft) return i; // pick was the bonus
+      if (!alive) return i + 1;
+      continue;
+    }
+    const p = targetDistribution(logits, ctx.sampling, ctx.history, ctx.vocab);
+    if (i === k) {
+      emit(drawFrom(p, ctx.rng));
+      return k;
+    }
+    const q = chain.probs![i]!;
+    const qd = q[draft]!;
+    const accept = qd > 0 && ctx.rng.next() * qd < p[draft]!;
+    if (!accept) {
+      emit(drawFrom(residual(p, q), ctx.rng));
+      return i;
+    }
+    if (!emit(draft)) return i + 1;
+  }
+  return k;
+}
+
+/** norm(max(0, p − q)); falls back to p if the residual is empty (p ≤ q everywhere,
+ * which rejection makes a probability-zero event). */
+export function residual(p: Float64Array, q: Float64Array): Float64Array {
+  const r = new Float64Array(p.length);
+  let sum = 0;
+  for (let i = 0; i < p.length; i++) {
+    const v = p[i]! - q[i]!;
+    if (v > 0) {
+      r[i] = v;
+      sum += v;
+    }
+  }
+  if (sum <= 0) return p;
+  for (let i = 0; i < r.length; i++) r[i] = r[i]! / sum;
+  return r;
+}

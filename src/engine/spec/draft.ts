@@ -1,0 +1,117 @@
+// MTP drafting (DESIGN.md §4). After every target step, for each request:
+//   extend — the MTP head runs over the positions the step committed, position t fed
+//            (target hidden h_t, token x_{t+1}), so the MTP KV always matches the
+//            committed tokens; its last output predicts d_1;
+//   draft  — k−1 more single-token MTP steps, each fed the previous MTP output and draft.
+// Batched across requests. Drafts of greedy requests are argmax picks; sampling requests
+// draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
+// rejection test.
+import type { KvPool } from '../../cache/kv-pool.js';
+import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
+import type { Workspace } from '../../model/layers.js';
+import type { Model } from '../../model/model.js';
+import { drawFrom, isGreedy, sampleToken, targetDistribution } from '../sampler.js';
+import type { Request } from '../request.js';
+
+export interface ExtendInput {
+  readonly req: Request;
+  /** MTP positions [start, start + n) are (re)computed from target hidden rows. */
+  readonly start: number;
+  readonly n: number;
+  readonly hidden: Float32Array; // [n, H]
+  /** Drafts to propose after the extend (0 = KV upkeep only). */
+  readonly drafts: number;
+}
+
+export class MtpDrafter {
+  private readonly h: number;
+  private readonly v: number;
+
+  constructor(
+    private readonly model: Model,
+    private readonly kv: KvPool,
+    private readonly ws: Workspace,
+    private readonly sampleVocab: number,
+  ) {
+    this.h = model.config.hiddenSize;
+    this.v = model.config.vocabSize;
+  }
+
+  run(inputs: readonly ExtendInput[]): void {
+    if (inputs.length === 0) return;
+    const mtpKv = this.kv.mtpLayers[0]!;
+    const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput => ({
+      tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, start: i.start,
+      pageTable: i.req.pages, kv: mtpKv,
+    })));
+    // chains that draft: the last extend row of each predicts d_1
+    let active: { req: Request; start: number; n: number; drafts: number }[] = [];
+    const rows: number[] = [];
+    let offset = 0;
+    for (const i of inputs) {
+      if (i.drafts > 0) {
+        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i) });
+        rows.push(offset + i.n - 1);
+      }
+      offset += i.n;
+    }
+    if (active.length === 0) return;
+    for (const a of active) {
+      a.req.drafts = [];
+      a.req.draftProbs = isGreedy(a.req.sampling) ? null : [];
+    }
+    let prevHidden = this.pick(out, rows);
+    this.propose(active.map((a) => a.req), prevHidden);
+    for (let step = 2; ; step++) {
+      const chains = active.filter((a) => a.drafts >= step);
+      if (chains.length === 0) break;
+      const idx = chains.map((c) => active.indexOf(c));
+      const hid = idx.map((j) => prevHidden.subarray(j * this.h, (j + 1) * this.h));
+      const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput => ({
+        tokens: [c.req.drafts[step - 2]!], hidden: hid[j]!, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: mtpKv,
+      })));
+      prevHidden = this.pick(stepOut, chains.map((_, j) => j));
+      this.propose(chains.map((c) => c.req), prevHidden);
+      active = chains;
+    }
+  }
+
+  /** Drafts that fit: each writes MTP KV at one more position, whose page must exist
+   * (extra pages are taken only when free — drafting never preempts). */
+  private draftRoom(i: ExtendInput): number {
+    const lastPos = (d: number): number => i.start + i.n + d - 2; // MTP position of draft step d
+    const ps = this.kv.pageSize;
+    let d = i.drafts;
+    const needPages = Math.floor(lastPos(d) / ps) + 1 - i.req.pages.length;
+    if (needPages > 0) {
+      const got = this.kv.alloc(Math.min(needPages, this.kv.freePages));
+      if (got) i.req.pages.push(...got);
+    }
+    while (d > 1 && lastPos(d) >= i.req.pages.length * ps) d--;
+    return d;
+  }
+
+  /** Copy rows of an MTP output (views are reused by the next forward). */
+  private pick(out: Float32Array, rows: readonly number[]): Float32Array {
+    const h = this.h;
+    const dst = new Float32Array(rows.length * h);
+    rows.forEach((r, j) => dst.set(out.subarray(r * h, (r + 1) * h), j * h));
+    return dst;
+  }
+
+  /** One draft token per request from MTP hidden rows [n, H]. */
+  private propose(reqs: readonly Request[], hidden: Float32Array): void {
+    const logits = this.ws.buf('draft.logits', reqs.length * this.v);
+    lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits);
+    reqs.forEach((req, j) => {
+      const l = logits.subarray(j * this.v, (j + 1) * this.v);
+      if (isGreedy(req.sampling)) {
+        req.drafts.push(sampleToken(l, req.sampling, req.history, this.sampleVocab, req.draftRng));
+        return;
+      }
+      const q = targetDistribution(l, req.sampling, req.history, this.sampleVocab);
+      req.drafts.push(drawFrom(q, req.draftRng));
+      req.draftProbs!.push(q);
+    });
+  }
+}
