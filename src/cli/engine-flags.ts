@@ -19,6 +19,8 @@ export const ENGINE_FLAGS = {
   'page-size': { type: 'string' },
   'kv-cache-tokens': { type: 'string' },
   'max-context': { type: 'string' },
+  'spec-tokens': { type: 'string' },
+  'spec-adaptive': { type: 'string' },
 } as const;
 
 export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
@@ -28,7 +30,9 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
   --max-prefill-tokens N    prefill token budget per step (default 512, ≥ 64)
   --page-size N             KV page size in tokens (default 16)
   --kv-cache-tokens N       KV pool capacity in tokens (default max(context, 16384))
-  --max-context N           context length cap (default: the model's)`;
+  --max-context N           context length cap (default: the model's)
+  --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
+  --spec-adaptive on|off    adapt k to measured throughput (default on)`;
 
 /** wasm when it is built (npm run build), else ref; DELTASERVE_KERNELS overrides. */
 export function defaultKernels(): 'ref' | 'wasm' {
@@ -42,15 +46,23 @@ export function defaultKernels(): 'ref' | 'wasm' {
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();
   if (kernels !== 'ref' && kernels !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernels}")`);
-  const opt = <T>(x: T | undefined): T | undefined => x;
   return {
     model: resolve(str(v, 'model') ?? DEFAULT_MODEL),
     kernels: kernels as KernelsChoice,
-    ...(opt(int(v, 'threads', 1)) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
+    ...(int(v, 'threads', 1) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
     ...(int(v, 'max-running', 1) !== undefined ? { maxRunning: int(v, 'max-running', 1)! } : {}),
     ...(int(v, 'max-prefill-tokens', 1) !== undefined ? { maxPrefillTokens: int(v, 'max-prefill-tokens', 1)! } : {}),
     ...(int(v, 'page-size', 1) !== undefined ? { pageSize: int(v, 'page-size', 1)! } : {}),
     ...(int(v, 'kv-cache-tokens', 1) !== undefined ? { kvCacheTokens: int(v, 'kv-cache-tokens', 1)! } : {}),
     ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
+    ...(int(v, 'spec-tokens', 0) !== undefined ? { specTokens: int(v, 'spec-tokens', 0)! } : {}),
+    ...(specAdaptive(v) !== undefined ? { specAdaptive: specAdaptive(v)! } : {}),
   };
+}
+
+function specAdaptive(v: ArgValues): boolean | undefined {
+  const s = str(v, 'spec-adaptive');
+  if (s === undefined) return undefined;
+  if (s === 'on' || s === 'off') return s === 'on';
+  throw new DeltaserveError('bad_request', `--spec-adaptive must be on or off (got "${s}")`);
 }

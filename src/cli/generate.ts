@@ -58,6 +58,10 @@ function jsonResult(done: Done): Record<string, unknown> {
     prompt_ids: done.promptIds, output_ids: done.outputIds, text: done.text, finish_reason: done.finishReason,
     usage: { prompt_tokens: done.usage.promptTokens, completion_tokens: done.usage.completionTokens },
     cached_tokens: done.usage.cachedTokens,
+    spec: {
+      rounds: done.spec?.rounds ?? 0, drafted: done.spec?.drafted ?? 0, accepted: done.spec?.accepted ?? 0,
+      accept_len_mean: done.spec && done.spec.rounds > 0 ? (done.spec.accepted + done.spec.rounds) / done.spec.rounds : null,
+    },
     ...(done.error ? { error: done.error } : {}),
   };
 }

@@ -3,15 +3,23 @@
 import { DeltaserveError } from '../util/errors.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
 import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
+import { SERVE_HELP, runServe } from './serve.js';
+import { EVAL_HELP, runEval } from './eval.js';
 
 const HELP = `deltaserve — inference engine for Qwen3.5 / Qwen3-Next hybrid models
 
 Commands:
+  serve       OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /metrics, ...)
   generate    generate text for a prompt, chat messages or a JSONL batch
+  eval        accuracy on chat JSONL eval sets (optionally MTP off vs on)
   make-model  write a random-weight checkpoint of a real model shape (for benchmarks)
   help        show this help
 
+${SERVE_HELP}
+
 ${GENERATE_HELP}
+
+${EVAL_HELP}
 
 ${MAKE_MODEL_HELP}
 `;
@@ -19,8 +27,12 @@ ${MAKE_MODEL_HELP}
 async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
+    case 'serve':
+      return runServe(rest);
     case 'generate':
       return runGenerate(rest);
+    case 'eval':
+      return runEval(rest);
     case 'make-model':
       return runMakeModel(rest);
     case undefined:
