@@ -100,3 +100,47 @@ test('causal conv with scratch: window untouched, scratch[t] == window after t+1
   assert.deepEqual(outS, outAll);
   assert.deepEqual(scratch.subarray((t - 1) * (kk - 1) * c), running);
 });
+
+test('chunked: a prefill split into calls (chunks aligned to absolute multiples of 64) == one call, bit for bit', () => {
+  const dims = shapes[0]!;
+  const t = 200;
+  const { qkv, g, beta, state } = randomInputs(dims, t, 99);
+  const hv = dims.numValueHeads;
+  const width = qkv.length / t;
+  const od = hv * dims.valueDim;
+  const whole = new Float32Array(t * od);
+  const sWhole = state.slice();
+  k.gdnChunked(whole, qkv, g, beta, sWhole, dims, t, 0);
+  for (const cuts of [[100, 128], [37, 64, 150], [64, 128, 192], [1, 2, 3, 199]]) {
+    const parts = new Float32Array(t * od);
+    const s = state.slice();
+    const bounds = [0, ...cuts, t];
+    for (let i = 0; i + 1 < bounds.length; i++) {
+      const [a, b] = [bounds[i]!, bounds[i + 1]!];
+      k.gdnChunked(parts.subarray(a * od, b * od), qkv.subarray(a * width, b * width), g.subarray(a * hv, b * hv),
+        beta.subarray(a * hv, b * hv), s, dims, b - a, a);
+    }
+    // splits at non-multiples of 64 (37, 150, 1, 2, 3, 199) cut a chunk: only splits at
+    // multiples of 64 are bit-exact with the one-call run
+    const aligned = cuts.every((c) => c % 64 === 0);
+    if (aligned) {
+      assert.deepEqual(parts, whole, `cuts ${cuts}`);
+      assert.deepEqual(s, sWhole, `cuts ${cuts}`);
+    } else {
+      assert.ok(maxRel(parts, whole) <= 1e-5, `cuts ${cuts}: ${maxRel(parts, whole)}`);
+    }
+  }
+  // two runs that share an unaligned split (100) but differ elsewhere agree bit for bit
+  const run = (cuts: number[]): Float32Array => {
+    const out = new Float32Array(t * od);
+    const s = state.slice();
+    const bounds = [0, ...cuts, t];
+    for (let i = 0; i + 1 < bounds.length; i++) {
+      const [a, b] = [bounds[i]!, bounds[i + 1]!];
+      k.gdnChunked(out.subarray(a * od, b * od), qkv.subarray(a * width, b * width), g.subarray(a * hv, b * hv),
+        beta.subarray(a * hv, b * hv), s, dims, b - a, a);
+    }
+    return out;
+  };
+  assert.deepEqual(run([64, 100, 128, 192]), run([100]));
+});

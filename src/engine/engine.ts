@@ -19,6 +19,8 @@ import { acceptDrafts } from './spec/accept.js';
 import { commit } from './spec/commit.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
+import { RadixCache } from '../cache/radix-cache.js';
+import { isSnapshotPoint, type PrefixContext, snapshotSlot, snapshotWorking } from './prefix.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout). */
@@ -36,6 +38,12 @@ export interface EngineOptions {
   readonly specTokens?: number;
   /** Adapt k to measured throughput (default true). */
   readonly specAdaptive?: boolean;
+  /** Prefix cache with recurrent-state snapshots (default true). */
+  readonly prefixCache?: boolean;
+  /** Snapshot interval in tokens (default 256; a multiple of 64 and of the page size, ≥ k+1). */
+  readonly stateTrackInterval?: number;
+  /** State slots reserved for cached snapshots (default 4 × max-running). */
+  readonly cacheStateSlots?: number;
   /** Test hook: poison slot 0 and padding scratch with NaN before every step. */
   readonly poisonPadding?: boolean;
   /** Test hook: replace a request's MTP drafts (same length or shorter). */
@@ -54,6 +62,7 @@ export class Engine {
   private readonly scheduler: Scheduler;
   private readonly runner: Runner;
   private readonly drafter: MtpDrafter | null;
+  private readonly prefix: PrefixContext | null;
   private readonly policy: AdaptiveK;
   /** k drafted for the step about to run (for the policy's measurement). */
   private draftedK = 0;
@@ -76,12 +85,22 @@ export class Engine {
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
+    const k = specTokensFor(opts, cfg.mtpLayers);
+    const interval = opts.stateTrackInterval ?? 256;
+    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval < k + 1) {
+      throw new DeltaserveError('bad_config',
+        `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of 64) and ≥ spec tokens + 1 (${k + 1})`);
+    }
+    this.prefix = opts.prefixCache === false ? null : {
+      cache: new RadixCache(kv, state, model.layout.kvDim), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0,
+    };
     this.scheduler = new Scheduler({
       maxRunning: opts.maxRunning ?? 16,
       maxPrefillTokens: opts.maxPrefillTokens ?? 512,
+      trackInterval: interval,
+      prefix: this.prefix,
     }, kv, state);
     this.runner = new Runner(model, kv, state);
-    const k = specTokensFor(opts, cfg.mtpLayers);
     this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
     this.loopDone = this.loop();
@@ -102,8 +121,9 @@ export class Engine {
         numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => kernels.alloc(n),
       });
       const k = specTokensFor(opts, model.config.mtpLayers);
+      const cacheSlots = opts.prefixCache === false ? 0 : opts.cacheStateSlots ?? 4 * maxRunning;
       const state = new StatePool({
-        slots: maxRunning, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
+        slots: maxRunning + cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
         ssmSize: model.layout.ssmSize, batchCapacity: k > 0 ? maxRunning : 0, maxSteps: k > 0 ? k + 1 : 0,
         alloc: (n) => kernels.alloc(n),
       });
@@ -153,7 +173,8 @@ export class Engine {
   }
 
   stats(): EngineStats {
-    return this.metrics.snapshot(this.scheduler, this.kv, this.state);
+    return this.metrics.snapshot(this.scheduler, this.kv, this.state, this.prefix?.cache.stats() ?? null,
+      this.prefix?.cache.owners() ?? null);
   }
 
   /** Stop the loop; in-flight requests finish with reason 'abort'. */
@@ -169,9 +190,11 @@ export class Engine {
 
   /** Pools and scheduler agree on who owns every page and slot. */
   checkIntegrity(): void {
-    const { pages, slots } = this.scheduler.owners();
-    this.kv.checkIntegrity(pages);
-    this.state.checkIntegrity(slots);
+    const { pages, slots, locks } = this.scheduler.owners();
+    const cached = this.prefix?.cache.owners() ?? { pages: [], slots: [] };
+    this.kv.checkIntegrity([...pages, ...cached.pages]);
+    this.state.checkIntegrity([...slots, ...cached.slots]);
+    this.prefix?.cache.checkIntegrity(locks);
   }
 
   private async loop(): Promise<void> {
@@ -205,26 +228,41 @@ export class Engine {
       const req = row.req!;
       const logits = result.logits[i]!;
       const before = req.tokens.length;
+      const off = result.offsets[i]!;
+      const rowHidden = (step: number): Float32Array => result.hidden.subarray((off + step) * h, (off + step + 1) * h);
       let committed = row.n;
-      if (row.verify) committed = this.verifyRow(row, i, logits) + 1;
+      if (row.verify) committed = this.verifyRow(row, i, logits, rowHidden) + 1;
       else {
         req.computed += row.n;
+        // snapshot before sampling: the state is exactly that of tokens[0, computed)
+        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample) {
           req.captureLogits?.(logits[0]!);
           this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng));
         }
       }
       generated += req.tokens.length - before;
-      if (this.drafter && req.status === 'running') {
-        const off = result.offsets[i]!;
-        extend.push({ req, start: row.start, n: committed, hidden: result.hidden.subarray(off * h, (off + committed) * h), drafts: 0 });
-      }
+      if (this.drafter && req.status === 'running') extend.push(this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)));
     });
     const observedK = this.draftedK;
     this.draft(extend);
     const ms = performance.now() - t0;
     if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
     this.metrics.stepDone(batch, generated, ms);
+  }
+
+  /** MTP positions to (re)compute after a step; the first chunk after a prefix hit also
+   * recomputes position hit−1 from the snapshot's hidden (its MTP KV depends on the token
+   * after the cached prefix). */
+  private extendInput(req: Request, start: number, n: number, hidden: Float32Array): ExtendInput {
+    const hit = req.hitHidden;
+    if (!hit || start === 0) return { req, start, n, hidden, drafts: 0 };
+    req.hitHidden = null;
+    const h = hit.length;
+    const joined = new Float32Array((n + 1) * h);
+    joined.set(hit);
+    joined.set(hidden.subarray(0, n * h), h);
+    return { req, start: start - 1, n: n + 1, hidden: joined, drafts: 0 };
   }
 
   /** Run `fn`; if it throws, fail `reqs` (and only them) with the error. */
@@ -243,7 +281,7 @@ export class Engine {
   }
 
   /** Accept drafts of a verify row, commit the state, return the accepted count. */
-  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[]): number {
+  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[], rowHidden: (step: number) => Float32Array): number {
     const req = row.req!;
     const chain = { tokens: req.drafts, probs: req.draftProbs };
     const k = chain.tokens.length;
@@ -261,10 +299,24 @@ export class Engine {
     req.spec.accepted += j;
     this.metrics.specRound(k, j);
     if (alive) {
-      commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot: 0, trackStep: -1 }]);
+      // a snapshot point inside the committed run [L+1, L+j+1] is taken through commit
+      const track = this.trackPoint(req, row.start, j);
+      const trackSlot = track >= 0 && this.prefix ? snapshotSlot(this.prefix) : 0;
+      commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot, trackStep: trackSlot > 0 ? track : -1 }]);
+      if (trackSlot > 0) {
+        this.prefix!.cache.insert(req.tokens.slice(0, row.start + track + 1), req.pages, { slot: trackSlot, hidden: rowHidden(track).slice() });
+      }
       req.computed += j + 1;
     }
     return j;
+  }
+
+  /** Verify step whose state is a snapshot point, or −1: committed lengths after steps
+   * 0..j are start+1..start+j+1 (the interval ≥ k+1 allows at most one). */
+  private trackPoint(req: Request, start: number, j: number): number {
+    if (!this.prefix) return -1;
+    for (let step = 0; step <= j; step++) if (isSnapshotPoint(this.prefix, req, start + step + 1)) return step;
+    return -1;
   }
 
   /** MTP extend over what each request committed, then drafts for its next verify. */

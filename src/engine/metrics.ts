@@ -4,12 +4,14 @@ import type { StatePool } from '../cache/state-pool.js';
 import type { Batch } from './batch.js';
 import type { Request } from './request.js';
 import type { Scheduler } from './scheduler.js';
+import type { RadixStats } from '../cache/radix-cache.js';
 
 export interface EngineStats {
   readonly running: number;
   readonly waiting: number;
-  readonly kvPages: { readonly used: number; readonly total: number };
-  readonly stateSlots: { readonly used: number; readonly total: number };
+  /** `cached`: held by the prefix cache (a page may also be used by a request). */
+  readonly kvPages: { readonly used: number; readonly cached: number; readonly total: number };
+  readonly stateSlots: { readonly used: number; readonly cached: number; readonly total: number };
   /** Generated tokens per second over the last ~10 s of steps. */
   readonly tokensPerSecond: number;
   readonly requests: { readonly started: number; readonly finished: number };
@@ -17,6 +19,8 @@ export interface EngineStats {
   readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number };
   readonly preemptions: number;
   readonly spec: SpecMetrics;
+  /** Prefix cache (null when off). */
+  readonly prefixCache: (RadixStats & { readonly hitRate: number }) | null;
 }
 
 export interface SpecMetrics {
@@ -76,19 +80,21 @@ export class EngineMetrics {
     while (this.recent.length > 0 && this.recent[0]!.at < now - WINDOW_MS) this.recent.shift();
   }
 
-  snapshot(s: Scheduler, kv: KvPool, state: StatePool): EngineStats {
+  snapshot(s: Scheduler, kv: KvPool, state: StatePool, cache: RadixStats | null,
+    cachedOwners: { pages: number[]; slots: number[] } | null): EngineStats {
     const busyMs = this.recent.reduce((a, r) => a + r.ms, 0);
     const tokens = this.recent.reduce((a, r) => a + r.tokens, 0);
     return {
       running: s.running.length,
       waiting: s.waiting.length,
-      kvPages: { used: kv.usablePages - kv.freePages, total: kv.usablePages },
-      stateSlots: { used: state.slots - state.freeSlots, total: state.slots },
+      kvPages: { used: kv.usablePages - kv.freePages, cached: new Set(cachedOwners?.pages ?? []).size, total: kv.usablePages },
+      stateSlots: { used: state.slots - state.freeSlots, cached: cachedOwners?.slots.length ?? 0, total: state.slots },
       tokensPerSecond: busyMs > 0 ? (tokens * 1000) / busyMs : 0,
       requests: { started: this.started, finished: this.finished },
       tokens: { prompt: this.promptTokens, generated: this.generated },
       steps: { ...this.steps },
       preemptions: s.preemptions,
+      prefixCache: cache ? { ...cache, hitRate: cache.lookups > 0 ? cache.hits / cache.lookups : 0 } : null,
       spec: {
         rounds: this.specRounds,
         drafted: this.specDrafted,

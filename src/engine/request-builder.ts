@@ -47,6 +47,20 @@ function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
 }
 
+/** Token ids of the request's prompt, and for chat the number of leading tokens that
+ * end the last message (the template rendered without the generation prompt) — a
+ * prefix-cache snapshot point the next turn of the conversation will share. */
+export function promptOf(ctx: RequestContext, req: GenerateRequest): { ids: number[]; lastMessageEnd: number } {
+  const ids = promptIdsOf(ctx, req);
+  if (req.messages === undefined || !ctx.tokenizer.chatTemplate) return { ids, lastMessageEnd: 0 };
+  const text = renderChat(ctx.tokenizer.chatTemplate, validateMessages(req.messages), {
+    addGenerationPrompt: false, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}),
+  });
+  const head = ctx.tokenizer.encode(text);
+  const isPrefix = head.length < ids.length && head.every((t, i) => ids[i] === t);
+  return { ids, lastMessageEnd: isPrefix ? head.length : 0 };
+}
+
 /** Token ids of the request's prompt. */
 export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[] {
   const given = [req.prompt !== undefined, req.messages !== undefined, req.promptIds !== undefined].filter(Boolean).length;
@@ -101,7 +115,7 @@ function stopStringsOf(stop: GenerateRequest['stop']): string[] {
 }
 
 export function buildRequest(ctx: RequestContext, id: number, req: GenerateRequest): Request {
-  const promptIds = promptIdsOf(ctx, req);
+  const { ids: promptIds, lastMessageEnd } = promptOf(ctx, req);
   if (promptIds.length === 0) bad('the prompt is empty');
   if (promptIds.length >= ctx.maxContext) {
     throw new DeltaserveError('prompt_too_long',
@@ -119,5 +133,6 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   const r = new Request(id, id, promptIds, Math.min(maxTokens, room), promptIds.length + Math.min(maxTokens, room),
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.captureLogits = req.captureLogits ?? null;
+  r.snapshotAt = lastMessageEnd;
   return r;
 }

@@ -86,6 +86,13 @@ export class Request {
   drafts: number[] = [];
   /** q_i of each draft for sampling requests (null for greedy). */
   draftProbs: Float64Array[] | null = null;
+  /** Chat: end of the last rendered message (before the generation prompt), where a
+   * snapshot lets the next turn hit; 0 = none. */
+  snapshotAt = 0;
+  /** Prefix-cache lock held while running (null = none). */
+  lockHandle: object | null = null;
+  /** After a prefix hit: target hidden at position hit−1 (MTP input), until used. */
+  hitHidden: Float32Array | null = null;
   /** Debug/test hook: called with the logits of every sampled position. */
   captureLogits: ((logits: Float32Array) => void) | null = null;
 

@@ -11,12 +11,17 @@ import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
 import type { Request } from './request.js';
 import { DeltaserveError } from '../util/errors.js';
+import { applyPrefixHit, type PrefixContext } from './prefix.js';
 
 export const PREFILL_ALIGN = 64; // = the Gated DeltaNet chunk size
 
 export interface SchedulerOptions {
   readonly maxRunning: number;
   readonly maxPrefillTokens: number;
+  /** Prefill chunks also end at multiples of this (snapshot points; multiple of 64). */
+  readonly trackInterval: number;
+  /** Prefix cache (null = off). */
+  readonly prefix: PrefixContext | null;
 }
 
 interface Planned {
@@ -42,6 +47,9 @@ export class Scheduler {
     if (opts.maxRunning < 1) throw new DeltaserveError('bad_config', `--max-running must be ≥ 1 (got ${opts.maxRunning})`);
     if (opts.maxPrefillTokens < PREFILL_ALIGN) {
       throw new DeltaserveError('bad_config', `--max-prefill-tokens must be ≥ ${PREFILL_ALIGN} (got ${opts.maxPrefillTokens})`);
+    }
+    if (opts.trackInterval % PREFILL_ALIGN !== 0 || opts.trackInterval < PREFILL_ALIGN) {
+      throw new DeltaserveError('bad_config', `--state-track-interval must be a positive multiple of ${PREFILL_ALIGN} (got ${opts.trackInterval})`);
     }
     if (state.slots < opts.maxRunning) {
       throw new DeltaserveError('bad_config', `state pool has ${state.slots} slots, fewer than --max-running ${opts.maxRunning}`);
@@ -104,28 +112,51 @@ export class Scheduler {
     const c = req.computed;
     // A recompute after preemption replays generated tokens with the recurrence, as
     // they were first computed: the prompt part and the generated part never share a row.
-    const limit = c < req.promptIds.length ? req.promptIds.length : req.tokens.length;
+    let limit = c < req.promptIds.length ? req.promptIds.length : req.tokens.length;
+    // fixed split points, the same with the cache on or off: snapshot positions
+    if (c < req.snapshotAt && req.snapshotAt < limit) limit = req.snapshotAt;
+    const nextTrack = (Math.floor(c / this.opts.trackInterval) + 1) * this.opts.trackInterval;
+    if (nextTrack < limit) limit = nextTrack;
     let end = c + Math.min(limit - c, budget);
     if (end < limit) end = Math.floor(end / PREFILL_ALIGN) * PREFILL_ALIGN;
     return Math.max(0, end - c);
   }
 
   private admit(plan: Planned[], budget: number): void {
+    const prefix = this.opts.prefix;
     while (this.waiting.length > 0 && this.running.length < this.opts.maxRunning) {
       const req = this.waiting[0]!;
-      const n = this.prefillChunk(req, budget);
-      if (n === 0) return;
-      const pagesNeeded = this.kv.pagesFor(req.computed + n);
-      if (this.state.freeSlots === 0 || this.kv.freePages < pagesNeeded) return; // FCFS: no overtaking
+      if (!this.reserveSlot()) return; // FCFS: no overtaking
       const slot = this.state.alloc()!;
       req.slot = slot;
-      req.pages = this.kv.alloc(pagesNeeded)!;
+      if (prefix && req.computed === 0) applyPrefixHit(prefix, req);
+      const n = this.prefillChunk(req, budget);
+      const pagesNeeded = this.kv.pagesFor(req.computed + n) - req.pages.length;
+      if (n === 0 || !this.reservePages(pagesNeeded)) {
+        this.release(req); // undo: the request waits at the head of the queue
+        req.computed = 0;
+        req.hitHidden = null;
+        return;
+      }
+      req.pages.push(...this.kv.alloc(pagesNeeded)!);
       req.status = 'running';
       this.waiting.shift();
       this.running.push(req);
       budget -= n;
-      plan.push({ req, n, chunked: true, verify: false, prefilling: true });
+      plan.push({ req, n, chunked: req.computed < req.promptIds.length, verify: false, prefilling: true });
     }
+  }
+
+  /** A free state slot, evicting cached snapshots if needed. */
+  private reserveSlot(): boolean {
+    if (this.state.freeSlots > 0) return true;
+    return this.opts.prefix?.cache.evictSlots(1) ?? false;
+  }
+
+  /** `n` free pages, evicting unused cache entries if needed. */
+  private reservePages(n: number): boolean {
+    if (this.kv.freePages >= n) return true;
+    return this.opts.prefix?.cache.evictPages(n) ?? false;
   }
 
   /** Grow req's page list to cover `tokens` positions, preempting the newest running
@@ -133,6 +164,7 @@ export class Scheduler {
   private ensurePages(req: Request, tokens: number): boolean {
     const need = this.kv.pagesFor(tokens) - req.pages.length;
     if (need <= 0) return true;
+    this.reservePages(need);
     while (this.kv.freePages < need) {
       const victim = this.running[this.running.length - 1]!;
       this.preempt(victim);
@@ -161,12 +193,18 @@ export class Scheduler {
     req.pages = [];
     if (req.slot > 0) this.state.free(req.slot);
     req.slot = 0;
+    if (req.lockHandle) this.opts.prefix?.cache.unlock(req.lockHandle);
+    req.lockHandle = null;
   }
 
   /** Every page / slot reference held by requests (for pool integrity checks). */
-  owners(): { pages: number[]; slots: number[] } {
+  owners(): { pages: number[]; slots: number[]; locks: object[] } {
     const all = [...this.running, ...this.waiting];
-    return { pages: all.flatMap((r) => r.pages), slots: all.filter((r) => r.slot > 0).map((r) => r.slot) };
+    return {
+      pages: all.flatMap((r) => r.pages),
+      slots: all.filter((r) => r.slot > 0).map((r) => r.slot),
+      locks: all.flatMap((r) => (r.lockHandle ? [r.lockHandle] : [])),
+    };
   }
 }
 

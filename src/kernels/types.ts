@@ -97,11 +97,13 @@ export interface Kernels {
   gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
     state: Float32Array, dims: GdnDims, t: number, scratch?: Float32Array): void;
 
-  /** Same contract as gdnRecurrent (no scratch), computed in chunks of 64 tokens.
-   * Invariant: bit-identical whether T tokens come in one call or in several calls split
-   * at multiples of 64 (the state is rounded to f32 at every chunk boundary). */
+  /** Same contract as gdnRecurrent (no scratch), computed in chunks of 64 tokens whose
+   * boundaries are at absolute positions multiple of 64 (`pos0` = position of token 0,
+   * so the first chunk may be shorter). Invariant: bit-identical whether the tokens come
+   * in one call or in several calls split anywhere the other run also splits (the state
+   * is rounded to f32 at every chunk boundary). */
   gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
-    state: Float32Array, dims: GdnDims, t: number): void;
+    state: Float32Array, dims: GdnDims, t: number, pos0?: number): void;
 
   /** Write k, v ([T, nKV·hd]) of one sequence at positions start..start+T−1. */
   kvWrite(kv: KvLayerView, pageTable: ArrayLike<number>, start: number, k: Float32Array,

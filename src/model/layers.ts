@@ -103,7 +103,7 @@ function gdnMixer(ctx: LayerCtx, w: GdnWeights, x: Float32Array, out: Float32Arr
     const sc = s.scratch?.[li];
     const rows = (buf: Float32Array, width: number): Float32Array => buf.subarray(s.offset * width, (s.offset + s.t) * width);
     k.causalConv(rows(conv, c), rows(qkv, c), st.conv, w.conv, s.t, sc?.conv);
-    if (s.chunked && !sc) k.gdnChunked(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t);
+    if (s.chunked && !sc) k.gdnChunked(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, s.start);
     else k.gdnRecurrent(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, sc?.ssm);
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);

@@ -116,10 +116,10 @@ export function gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Arr
   }
 }
 
-/** Chunked form (C = 64) for one sequence; equals the recurrence up to rounding.
- * Bit-identical whether T tokens come in one call or in calls split at multiples of 64. */
+/** Chunked form (C = 64, boundaries at absolute positions multiple of 64) for one
+ * sequence; equals the recurrence up to rounding. */
 export function gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
-  state: Float32Array, dims: GdnDims, t: number): void {
+  state: Float32Array, dims: GdnDims, t: number, pos0 = 0): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   const r = hv / hk;
   const width = 2 * hk * dk + hv * dv;
@@ -135,8 +135,9 @@ export function gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array
   for (let h = 0; h < hv; h++) {
     const so = h * dk * dv;
     for (let i = 0; i < dk * dv; i++) s[i] = state[so + i]!;
-    for (let c0 = 0; c0 < t; c0 += C) {
-      const n = Math.min(C, t - c0);
+    // chunk boundaries at absolute multiples of C: the first chunk ends at the next one
+    for (let c0 = 0, n = 0; c0 < t; c0 += n) {
+      n = Math.min(c0 === 0 ? C - (pos0 % C) : C, t - c0);
       loadChunk(qkv, g, c0, n, h, Math.floor(h / r), dims, qh, kh, gam);
       // A[i][j] = β_i (k̂_i·k̂_j) exp(Γ_i − Γ_j), j < i; forward substitution for U and W.
       for (let i = 0; i < n; i++) {

@@ -1,0 +1,87 @@
+// Invariant 7 (DESIGN §8): pools never hand out page 0 / slot 0, ref counts and free
+// lists agree, and verify scratch is a private region per batch row.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { KvPool } from '../src/cache/kv-pool.js';
+import { StatePool } from '../src/cache/state-pool.js';
+import { Rng } from '../src/util/rng.js';
+
+const alloc = (n: number): Float32Array => new Float32Array(n);
+
+test('KV pool: page 0 reserved, all-or-nothing alloc, ref counting, integrity', () => {
+  const kv = new KvPool({ numPages: 9, pageSize: 4, kvDim: 2, numLayers: 2, numMtpLayers: 1, alloc });
+  assert.equal(kv.usablePages, 8);
+  const a = kv.alloc(5)!;
+  assert.ok(!a.includes(0));
+  assert.equal(kv.alloc(4), null, 'all or nothing');
+  assert.equal(kv.freePages, 3);
+  kv.retain(a.slice(0, 2));
+  kv.checkIntegrity([...a, ...a.slice(0, 2)]);
+  assert.throws(() => kv.checkIntegrity(a), /ref count/);
+  kv.release(a);
+  assert.equal(kv.freePages, 6);
+  kv.release(a.slice(0, 2));
+  kv.checkIntegrity([]);
+  assert.throws(() => kv.release([a[0]!]), /not owned/);
+  assert.equal(kv.pagesFor(9), 3);
+});
+
+test('KV pool copyPage copies rows of every layer (incl. MTP)', () => {
+  const kv = new KvPool({ numPages: 4, pageSize: 2, kvDim: 3, numLayers: 1, numMtpLayers: 1, alloc });
+  const [p, q] = kv.alloc(2)!;
+  for (const l of [...kv.layers, ...kv.mtpLayers]) l.k.fill(7, p! * 6, p! * 6 + 6);
+  kv.copyPage(q!, p!, 1, 3);
+  for (const l of [...kv.layers, ...kv.mtpLayers]) {
+    assert.deepEqual([...l.k.subarray(q! * 6, q! * 6 + 6)], [7, 7, 7, 0, 0, 0]);
+  }
+});
+
+test('state pool: slot 0 never allocated, copy, scratch per batch row, integrity', () => {
+  const pool = new StatePool({ slots: 3, numLinear: 2, convSize: 3, ssmSize: 4, batchCapacity: 2, maxSteps: 3, alloc });
+  const got = [pool.alloc(), pool.alloc(), pool.alloc()];
+  assert.deepEqual([...got].sort(), [1, 2, 3]);
+  assert.equal(pool.alloc(), null);
+  pool.view(1)[1]!.ssm.set([1, 2, 3, 4]);
+  pool.copy(2, 1);
+  assert.deepEqual([...pool.view(2)[1]!.ssm], [1, 2, 3, 4]);
+  // scratch regions of different rows and layers never overlap
+  const r0 = pool.scratch(0, 3);
+  const r1 = pool.scratch(1, 3);
+  r0.forEach((s) => s.ssm.fill(1));
+  r1.forEach((s) => assert.ok(s.ssm.every((x) => x === 0)));
+  assert.throws(() => pool.scratch(2, 1), /outside batch capacity/);
+  assert.throws(() => pool.scratch(0, 4), /exceeds scratch depth/);
+  // poison hits slot 0 and rows ≥ nReal only
+  pool.poison(1);
+  assert.ok(pool.view(0)[0]!.ssm.every(Number.isNaN));
+  assert.ok(pool.scratch(1, 3).every((s) => s.ssm.every(Number.isNaN)));
+  assert.ok(pool.scratch(0, 3).every((s) => s.ssm.every((x) => x === 1)));
+  assert.ok(pool.view(1)[1]!.ssm.every((x) => !Number.isNaN(x)));
+  pool.checkIntegrity([1, 2, 3]);
+  pool.free(2);
+  assert.throws(() => pool.free(2), /not allocated/);
+  assert.throws(() => pool.checkIntegrity([1, 2, 3]), /state slot/);
+  pool.checkIntegrity([1, 3]);
+  assert.throws(() => pool.checkIntegrity([1, 1, 3]), /owned twice/);
+});
+
+test('randomized alloc/free keeps both pools consistent', () => {
+  const rng = new Rng(3);
+  const kv = new KvPool({ numPages: 33, pageSize: 4, kvDim: 1, numLayers: 1, numMtpLayers: 0, alloc });
+  const pool = new StatePool({ slots: 6, numLinear: 1, convSize: 1, ssmSize: 1, batchCapacity: 0, maxSteps: 0, alloc });
+  const owned: number[][] = [];
+  const slots: number[] = [];
+  for (let i = 0; i < 2000; i++) {
+    if (rng.next() < 0.55) {
+      const p = kv.alloc(1 + Math.floor(rng.next() * 5));
+      if (p) owned.push(p);
+      const s = pool.alloc();
+      if (s) slots.push(s);
+    } else {
+      if (owned.length > 0) kv.release(owned.splice(Math.floor(rng.next() * owned.length), 1)[0]!);
+      if (slots.length > 0) pool.free(slots.splice(Math.floor(rng.next() * slots.length), 1)[0]!);
+    }
+    kv.checkIntegrity(owned.flat());
+    pool.checkIntegrity(slots);
+  }
+});

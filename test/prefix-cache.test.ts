@@ -1,0 +1,123 @@
+// Invariant 6 (DESIGN §8): a prefix-cache hit gives the same greedy ids as a cold prefill
+// (logits within 1e-4), in any order of arrival; snapshots taken during chunked prefill,
+// decode and MTP verify equal a cold prefill of exactly that many tokens (1e-5); a second
+// chat turn reuses the first turn's prompt.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Engine } from '../src/engine/engine.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { ChatMessage } from '../src/tokenizer/chat.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
+import { forwardHidden } from '../src/model/forward.js';
+import { Workspace } from '../src/model/layers.js';
+import { evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+
+const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref') as 'ref' | 'wasm';
+
+function relErr(a: Float32Array, b: Float32Array): number {
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < a.length; i++) {
+    d = Math.max(d, Math.abs(a[i]! - b[i]!));
+    m = Math.max(m, Math.abs(b[i]!));
+  }
+  return d / m;
+}
+
+/** Multi-turn conversations from eval items: turn 2 re-sends turn 1 with its answer. */
+function conversations(n: number): { first: ChatMessage[]; second: ChatMessage[] }[] {
+  return evalPrompts(n).map((messages, i) => ({
+    first: messages,
+    second: [...messages, { role: 'assistant', content: String(17 * i + 3) }, { role: 'user', content: `What is ${i} + ${2 * i + 1}?` }],
+  }));
+}
+
+function assertSameOutputs(got: RunResult[], want: RunResult[], label: string): void {
+  got.forEach((g, i) => {
+    assert.deepEqual(g.ids, want[i]!.ids, `${label}: request ${i} ids`);
+    const err = relErr(g.logits[0]!, want[i]!.logits[0]!);
+    assert.ok(err <= 1e-4, `${label}: request ${i} last prompt logits rel err ${err}`);
+  });
+}
+
+async function sequential(e: Engine, reqs: GenerateRequest[]): Promise<RunResult[]> {
+  const out: RunResult[] = [];
+  for (const r of reqs) out.push(...(await runAll(e, [r])));
+  return out;
+}
+
+test('hit == cold: multi-turn chats and repeated / extended prompts, sequential and concurrent, both orders', async () => {
+  const convs = conversations(6);
+  const firsts = convs.map((c) => ({ messages: c.first, maxTokens: 12 }));
+  const seconds = convs.map((c) => ({ messages: c.second, maxTokens: 12 }));
+  const raw = { prompt: 'Here are some values:\n- ab=12\n- cd=34\nWhat is the value of ab?', maxTokens: 8 };
+  const rawLonger = { ...raw, prompt: raw.prompt + ' And of cd?' };
+  const all: GenerateRequest[] = [...firsts, ...seconds, raw, rawLonger, raw];
+  const cold = await withEngine({ model: TINY_THINK(), kernels: KERNELS, prefixCache: false }, (e) => sequential(e, all));
+  for (const order of ['forward', 'reverse'] as const) {
+    const reqs = order === 'forward' ? all : [...all].reverse();
+    const want = order === 'forward' ? cold : [...cold].reverse();
+    const seq = await withEngine({ model: TINY_THINK(), kernels: KERNELS }, async (e) => {
+      const r = await sequential(e, reqs);
+      const s = e.stats().prefixCache!;
+      if (order === 'forward') assert.ok(s.hits >= convs.length + 1, `expected hits, got ${JSON.stringify(s)}`);
+      e.checkIntegrity();
+      return r;
+    });
+    assertSameOutputs(seq, want, `sequential ${order}`);
+    const conc = await withEngine({ model: TINY_THINK(), kernels: KERNELS, maxRunning: 4 }, async (e) => {
+      await sequential(e, reqs.slice(0, 3)); // warm part of the cache, then a concurrent burst
+      return runAll(e, reqs);
+    });
+    assertSameOutputs(conc, want, `concurrent ${order}`);
+  }
+});
+
+test('a second chat turn reports cached_tokens ≥ the first turn prompt without its generation prompt', async () => {
+  await withEngine({ model: TINY_THINK(), kernels: KERNELS }, async (e) => {
+    for (const size of ['short', 'long'] as const) {
+      const filler = size === 'long' ? Array.from({ length: 215 }, (_, i) => `- k${i}=${(i * 37) % 1000}`).join('\n') : 'hello';
+      const first: ChatMessage[] = [{ role: 'user', content: `Here are some values:\n${filler}\nWhat is the value of k3?` }];
+      const withoutGen = e.tokenizer.encode(first.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('')).length;
+      const r1 = await e.complete({ messages: first, maxTokens: 16 });
+      if (size === 'long') assert.ok(r1.usage.promptTokens >= 1900, `long conversation has ${r1.usage.promptTokens} tokens`);
+      const reply = r1.text.split('</think>').pop()!.trim();
+      const r2 = await e.complete({ messages: [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'And of k5?' }], maxTokens: 4 });
+      assert.ok(r2.usage.cachedTokens >= withoutGen, `${size}: cached ${r2.usage.cachedTokens} < ${withoutGen}`);
+    }
+  });
+});
+
+/** Cold state after exactly `tokens` (chunked prefill, then the Gated DeltaNet states). */
+function coldState(model: Model, tokens: readonly number[]): Float32Array[] {
+  const ws = new Workspace(model.kernels);
+  const mem = allocSequenceMemory(model, tokens.length + 1);
+  forwardHidden(model, ws, [{ tokens, start: 0, pageTable: mem.pageTable, kv: mem.kv, state: mem.state, chunked: true }]);
+  return mem.state.flatMap((s) => [s.conv, s.ssm]);
+}
+
+test('snapshots from chunked prefill, decode and MTP verify (k = 1..4) equal a cold prefill of that length', async () => {
+  const ref = loadModel(TINY_THINK(), createRefKernels());
+  const prompt = { prompt: 'Here are some values:\n' + Array.from({ length: 30 }, (_, i) => `- v${i}=${i * 7}`).join('\n'), maxTokens: 150, ignoreEos: true };
+  for (const k of [0, 1, 2, 3, 4]) {
+    await withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens: k, specAdaptive: false, stateTrackInterval: 64 }, async (e) => {
+      const done = await e.complete(prompt);
+      const tokens = [...done.promptIds, ...done.outputIds];
+      const cache = (e as unknown as { prefix: { cache: import('../src/cache/radix-cache.js').RadixCache; state: import('../src/cache/state-pool.js').StatePool } }).prefix;
+      let checked = 0;
+      for (let p = 64; p < tokens.length; p += 64) {
+        const m = cache.cache.match(tokens, p);
+        assert.ok(m && m.length === p, `k=${k}: no snapshot at ${p}`);
+        const got = cache.state.view(m.snap.slot).flatMap((s) => [s.conv, s.ssm]);
+        const want = coldState(ref, tokens.slice(0, p));
+        got.forEach((g, i) => assert.ok(relErr(g, want[i]!) <= 1e-5, `k=${k} p=${p}: state part ${i} rel err ${relErr(g, want[i]!)}`));
+        cache.cache.unlock(m.handle);
+        checked++;
+      }
+      assert.ok(checked >= 3, 'snapshots in prefill and in generation');
+      e.checkIntegrity();
+    });
+  }
+});
