@@ -107,3 +107,24 @@ test('eviction: LRU leaves first, locked paths never, tombstones pruned, pools c
   assert.equal(kv.freePages, kv.usablePages);
   check([]);
 });
+
+test('inserting a tail on a full pool evicts other entries, never the node it hangs from', () => {
+  const { kv, cache, request, snap, check } = setup(6, 6); // 5 usable pages
+  const old = seq(4, 300);
+  const po = request(old);
+  cache.insert(old, po, snap(1)); // an evictable entry (1 page, owned by the tree)
+  kv.release(po);
+  const a = seq(6);
+  const pa = request(a); // 2 pages
+  const filler = kv.alloc(kv.freePages)!; // the pool is now full
+  cache.insert(a, pa, snap(2)); // aligned node [0,4) + tail [4,6) needs one page
+  const m = cache.match([...a, 9], 6);
+  assert.ok(m && m.length === 6, 'the new tail snapshot is reachable');
+  assert.equal(cache.match([...old, 9], 4), null, 'the old entry made room');
+  check([pa, filler], [m.handle]);
+  cache.unlock(m.handle);
+  // with nothing left to evict, the snapshot is dropped cleanly
+  const b = [...seq(4), 77, 78];
+  cache.insert(b, pa, snap(3));
+  check([pa, filler]);
+});

@@ -127,6 +127,14 @@ export class RadixCache {
   insert(prefix: readonly number[], pages: readonly number[], snap: Snapshot): void {
     const p = prefix.length;
     const aligned = Math.floor(p / this.ps) * this.ps;
+    const tailTokens = prefix.slice(aligned, p);
+    // Evict (for the tail's page) before walking: eviction must never remove the node
+    // this snapshot is about to hang from.
+    const page = p === aligned ? 0 : this.allocPage();
+    if (p !== aligned && page === 0) {
+      this.state.free(snap.slot);
+      return;
+    }
     const node = this.walkCreate(prefix, aligned, pages);
     const now = ++this.clock;
     node.lastUse = now;
@@ -135,16 +143,11 @@ export class RadixCache {
       else node.snap = snap;
       return;
     }
-    const tailTokens = prefix.slice(aligned, p);
     const same = node.tails.find((t) => t.tokens.length === tailTokens.length && t.tokens.every((x, i) => x === tailTokens[i]));
     if (same) {
       same.lastUse = now;
       this.state.free(snap.slot);
-      return;
-    }
-    const page = this.allocPage();
-    if (page === 0) {
-      this.state.free(snap.slot);
+      this.kv.release([page]);
       return;
     }
     this.kv.copyPage(page, pages[aligned / this.ps]!, p - aligned, this.kvDim);
