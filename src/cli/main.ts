@@ -3,6 +3,7 @@
 import { DeltaserveError } from '../util/errors.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
 import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
+import { BENCH_HELP, runBench } from './bench.js';
 import { SERVE_HELP, runServe } from './serve.js';
 import { EVAL_HELP, runEval } from './eval.js';
 
@@ -13,6 +14,7 @@ Commands:
   generate    generate text for a prompt, chat messages or a JSONL batch
   eval        accuracy on chat JSONL eval sets (optionally MTP off vs on)
   make-model  write a random-weight checkpoint of a real model shape (for benchmarks)
+  bench       time decode / verify / prefill steps against the memory-bandwidth roofline
   help        show this help
 
 ${SERVE_HELP}
@@ -22,6 +24,8 @@ ${GENERATE_HELP}
 ${EVAL_HELP}
 
 ${MAKE_MODEL_HELP}
+
+${BENCH_HELP}
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -35,6 +39,8 @@ async function main(argv: string[]): Promise<void> {
       return runEval(rest);
     case 'make-model':
       return runMakeModel(rest);
+    case 'bench':
+      return runBench(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -1,0 +1,157 @@
+// `deltaserve bench`: time decode / verify / prefill steps of the model forward directly
+// (no scheduler), and report them against the memory-bandwidth roofline as one JSON object.
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { createKernels } from '../kernels/index.js';
+import type { Kernels, Weight } from '../kernels/types.js';
+import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
+import { Workspace } from '../model/layers.js';
+import { allocSequenceMemory, loadModel, type Model, type SequenceMemory } from '../model/model.js';
+import type { ModelWeights, MlpWeights } from '../model/weights.js';
+import { DeltaserveError } from '../util/errors.js';
+import { Rng } from '../util/rng.js';
+import { int, str } from './args.js';
+import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
+
+export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
+  --model DIR               (default: built-in tiny-think)
+  --mode decode|verify|prefill
+  --batch B                 sequences per step (default 1)
+  --prompt-tokens P         prompt length before decoding / prefill length (default 128)
+  --gen-tokens N            timed steps (default 32)
+  --verify-tokens V         tokens per sequence of a verify step (default 4)
+  --threads T               (default: available cores)
+  --kernels ref|wasm        (default: wasm when built)
+  --repeat R                repetitions; median/min/max over them (default 3)`;
+
+const weightBytes = (w: Weight): number => w.rows * w.cols * (w.dtype === 'bf16' ? 2 : 4);
+
+function mlpBytesPerToken(m: MlpWeights): number {
+  if (m.kind === 'dense') return weightBytes(m.gate) + weightBytes(m.up) + weightBytes(m.down);
+  const e = m.experts[0]!;
+  const expert = weightBytes(e.gate) + weightBytes(e.up) + weightBytes(e.down);
+  const shared = m.shared ? weightBytes(m.shared.gate) + weightBytes(m.shared.up) + weightBytes(m.shared.down) : 0;
+  return weightBytes(m.router) + m.topK * expert + shared + (m.sharedGate ? weightBytes(m.sharedGate) : 0);
+}
+
+/** Bytes of weights one decode step reads for one token (active experts only; the
+ * embedding row is negligible; the LM head is read in full). */
+export function weightBytesPerToken(w: ModelWeights): number {
+  let total = weightBytes(w.lmHead) + weightBytes(w.finalNorm);
+  for (const l of w.layers) {
+    total += weightBytes(l.inputNorm) + weightBytes(l.postNorm) + mlpBytesPerToken(l.mlp);
+    const m = l.mixer;
+    total += m.kind === 'full'
+      ? weightBytes(m.qProj) + weightBytes(m.kProj) + weightBytes(m.vProj) + weightBytes(m.oProj)
+      : weightBytes(m.inProjQkv) + weightBytes(m.inProjZ) + weightBytes(m.inProjA) + weightBytes(m.inProjB)
+        + weightBytes(m.conv) + weightBytes(m.outProj);
+  }
+  return total;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+interface Run { tokens: number; ms: number; steps: number }
+
+function seqs(mems: SequenceMemory[], tokens: number[][], start: number[], chunked: boolean): SeqInput[] {
+  return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
+}
+
+function benchOnce(model: Model, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng): Run {
+  const ws = new Workspace(model.kernels);
+  const vocab = model.config.vocabSize;
+  const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
+  const steps = mode === 'prefill' ? 1 : gen;
+  const per = mode === 'verify' ? verify : 1;
+  const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + steps * per + 2));
+  const prompts = mems.map(() => randomIds(prompt));
+  if (mode === 'prefill') {
+    const t0 = performance.now();
+    const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+    lmHead(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1));
+    return { tokens: batch * prompt, ms: performance.now() - t0, steps: 1 };
+  }
+  forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+  const logits = ws.buf('bench.logits', batch * per * vocab);
+  let pos = prompt;
+  const t0 = performance.now();
+  for (let s = 0; s < steps; s++) {
+    const toks = mems.map(() => randomIds(per));
+    const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
+    lmHead(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
+    pos += per;
+  }
+  return { tokens: batch * steps * per, ms: performance.now() - t0, steps };
+}
+
+async function probe(kernels: Kernels): Promise<number | null> {
+  if (kernels.name !== 'wasm') return null;
+  const wasmModule = '../kernels/wasm/index.js';
+  const mod = (await import(wasmModule)) as { probeBandwidth(k: Kernels): number };
+  return mod.probeBandwidth(kernels);
+}
+
+export async function runBench(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv, options: {
+      model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
+      'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
+      repeat: { type: 'string' },
+    },
+  });
+  const mode = str(values, 'mode') ?? 'decode';
+  if (!['decode', 'verify', 'prefill'].includes(mode)) throw new DeltaserveError('bad_request', `--mode must be decode, verify or prefill (got "${mode}")`);
+  const batch = int(values, 'batch', 1) ?? 1;
+  const prompt = int(values, 'prompt-tokens', 1) ?? 128;
+  const gen = int(values, 'gen-tokens', 1) ?? 32;
+  const verify = int(values, 'verify-tokens', 1) ?? 4;
+  const repeat = int(values, 'repeat', 1) ?? 3;
+  const kernelName = str(values, 'kernels') ?? defaultKernels();
+  if (kernelName !== 'ref' && kernelName !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernelName}")`);
+  const threads = int(values, 'threads', 1);
+  const kernels = await createKernels(kernelName, threads);
+  try {
+    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels);
+    const bandwidth = await probe(kernels);
+    const rng = new Rng(1);
+    benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
+    const runs: Run[] = [];
+    for (let r = 0; r < repeat; r++) {
+      runs.push(benchOnce(model, mode, batch, prompt, gen, verify, rng));
+      if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
+    }
+    if (process.stderr.isTTY) process.stderr.write('\n');
+    process.stdout.write(JSON.stringify(report(model, kernels, mode, batch, prompt, verify, runs, bandwidth)) + '\n');
+  } finally {
+    kernels.dispose();
+  }
+}
+
+function report(model: Model, kernels: Kernels, mode: string, batch: number, prompt: number, verify: number, runs: Run[],
+  bandwidth: number | null): Record<string, unknown> {
+  const tokS = runs.map((r) => (r.tokens * 1000) / r.ms);
+  const msStep = runs.map((r) => r.ms / r.steps);
+  const perToken = weightBytesPerToken(model.weights);
+  const stepMs = median(msStep);
+  // a decode/verify step reads every weight once, whatever the batch
+  const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);
+  const params = perToken / (model.weights.embed.dtype === 'bf16' ? 2 : 4);
+  return {
+    mode, batch, threads: kernels.threads, kernels: kernels.name, model: model.dir,
+    prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
+    tok_s: { median: median(tokS), min: Math.min(...tokS), max: Math.max(...tokS) },
+    ms_per_step: { median: stepMs, min: Math.min(...msStep), max: Math.max(...msStep) },
+    weight_bytes_per_token: mode === 'prefill' ? perToken / (batch * prompt) : perToken / (mode === 'verify' ? batch * verify : batch),
+    weight_bytes_per_step: perToken,
+    achieved_gbs: achieved,
+    bandwidth_gbs: bandwidth,
+    roofline_fraction: achieved !== null && bandwidth ? achieved / bandwidth : null,
+    roofline_tok_s: bandwidth && mode !== 'prefill' ? (bandwidth * 1e9 * batch) / perToken : null,
+    ...(mode === 'prefill' ? { gflop_s: (2 * params * median(tokS)) / 1e9 } : {}),
+    peak_rss_mb: process.resourceUsage().maxRSS / 1024,
+    repeat: runs.length,
+  };
+}
