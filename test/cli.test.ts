@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT, sharedPath } from './paths.js';
 
-const KERNELS = process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref';
+const KERNELS = process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm';
 
 function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...args], {

@@ -7,7 +7,7 @@ import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { type RunResult, evalPrompts, runAll, sameBits, withEngine } from './engine-helpers.js';
 import { TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 
-const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref') as 'ref' | 'wasm';
+const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
 
 function requests(n: number): GenerateRequest[] {
   // 12 prompts of different lengths (20..~140 tokens), varied max_tokens

@@ -14,7 +14,7 @@ import { Workspace } from '../src/model/layers.js';
 import { evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 
-const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref') as 'ref' | 'wasm';
+const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
 
 function relErr(a: Float32Array, b: Float32Array): number {
   let d = 0;

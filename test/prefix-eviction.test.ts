@@ -12,7 +12,7 @@ import { Rng } from '../src/util/rng.js';
 import { evalPrompts, withEngine } from './engine-helpers.js';
 import { TINY_NEXT_MOE } from './paths.js';
 
-const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref') as 'ref' | 'wasm';
+const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
 const N = 500;
 
 /** Conversations grow turn by turn; later requests often extend earlier ones. */

@@ -8,7 +8,7 @@ import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 
-const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'ref') as 'ref' | 'wasm';
+const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
 
 function requests(n: number, maxTokens: number): GenerateRequest[] {
   return evalPrompts(n).map((messages, i) => ({ messages, maxTokens: maxTokens + (i % 3) * 4 }));

@@ -20,11 +20,11 @@ export const EVAL_HELP = `deltaserve eval --data FILE.jsonl [FILE2.jsonl ...] [o
                             (repeat --data or list several files after it; required)
   --limit N                 use the first N items of each task (default: all)
   --max-tokens N            generation budget per item (default 128)
-  --spec-tokens K           MTP speculative draft tokens (default 0 = off)
-  --compare-spec            run with MTP off, then on (K = --spec-tokens, default 2); report
+  --spec-tokens K           MTP speculative draft tokens (default 0 = off; unlike serve)
+  --compare-spec            run with MTP off, then on (K = --spec-tokens, default 3); report
                             both accuracies and the fraction of identical outputs
   --details FILE            also write one JSON line per item (task, answer, predictions)
-${ENGINE_FLAGS_HELP}
+${ENGINE_FLAGS_HELP.split('\n').filter((l) => !l.trimStart().startsWith('--spec-tokens')).join('\n')}
 Output (stdout): {"tasks": {"<task>": {"n", "accuracy", "accuracy_spec", "identical_fraction"}},
                   "spec": {"tokens", "accept_len_mean"}}`;
 
@@ -213,7 +213,7 @@ export async function runEval(argv: string[]): Promise<void> {
   if (data.length === 0) throw new DeltaserveError('bad_request', `eval needs --data FILE.jsonl\n${EVAL_HELP}`);
   if (!values['data'] && positionals.length > 0) throw new DeltaserveError('bad_request', `unexpected argument "${positionals[0]}" (eval sets go after --data)`);
   const compareSpec = values['compare-spec'] === true;
-  const specTokens = int(values, 'spec-tokens', compareSpec ? 1 : 0) ?? (compareSpec ? 2 : 0);
+  const specTokens = int(values, 'spec-tokens', compareSpec ? 1 : 0) ?? (compareSpec ? 3 : 0);
   const items = loadEvalItems(data, int(values, 'limit', 1));
   if (items.length === 0) throw new DeltaserveError('bad_request', `no eval items in ${data.join(', ')}`);
   const { result, base, spec } = await evaluate({

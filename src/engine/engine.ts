@@ -11,7 +11,7 @@ import { Runner } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
-import { sampleToken } from './sampler.js';
+import { isGreedy, sampleToken } from './sampler.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
@@ -325,7 +325,10 @@ export class Engine {
     const decoding = extend.filter((e) => !e.req.prefilling).length;
     const k = this.policy.choose(decoding);
     this.draftedK = k;
-    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling ? 0 : this.draftRoom(e.req, k) }));
+    // Seeded sampling must be reproducible, and which random draws a round consumes
+    // depends on k: sampling requests always draft the configured k, never the adaptive one.
+    const kFor = (r: Request): number => (isGreedy(r.sampling) ? k : this.policy.kMax);
+    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
     this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
     const override = this.opts.draftOverride;
     if (override) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = override(e.req, e.req.drafts).slice(0, e.req.drafts.length);

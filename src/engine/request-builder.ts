@@ -33,6 +33,9 @@ export interface GenerateRequest {
   readonly stopTokenIds?: readonly number[];
   readonly ignoreEos?: boolean;
   readonly signal?: AbortSignal;
+  /** Called with the raw logits (before any sampling transform) of every emitted token's
+   * position: exactly one call per generated token, in order — also when tokens come from
+   * accepted speculative drafts. */
   readonly captureLogits?: (logits: Float32Array) => void;
 }
 

@@ -1,0 +1,138 @@
+// Row-wise and elementwise kernels (run on the main thread: small, memory-light).
+// Every row is computed independently with a fixed order (batch invariance).
+import { sumSq, wAt, f32At, f32Set, siluf, sigmoidf } from './common';
+
+/** RMSNorm of rows [r0, r1): out = x·rsqrt(mean(x²)+eps)·(1+w) (zeroCentered) or ·w.
+ * x, out: [M, d] (may alias); w: [d] bf16 or f32. Σx² in the fixed `dot` order; the
+ * scale 1/√(ss/d + eps) is computed in f64 and rounded once. */
+export function rmsNorm(out: usize, x: usize, w: usize, wBf16: i32, r0: i32, r1: i32, d: i32, eps: f64,
+  zeroCentered: i32): void {
+  for (let r = r0; r < r1; r++) {
+    const xr = x + ((<usize>r * <usize>d) << 2);
+    const or = out + ((<usize>r * <usize>d) << 2);
+    const inv = <f32>(1.0 / Math.sqrt(<f64>sumSq(xr, d) / <f64>d + eps));
+    for (let p = 0; p < d; p++) {
+      const wv = wAt(w, p, wBf16);
+      const s: f32 = zeroCentered ? <f32>1 + wv : wv;
+      f32Set(or, p, f32At(xr, p) * inv * s);
+    }
+  }
+}
+
+/** Gated RMSNorm of rows [r0, r1): out = o·rsqrt(mean(o²)+eps)·w·silu(z).
+ * o, z, out: [M, d] (out may alias o); w: [d] (plain w). */
+export function gatedRmsNorm(out: usize, o: usize, z: usize, w: usize, wBf16: i32, r0: i32, r1: i32, d: i32,
+  eps: f64): void {
+  for (let r = r0; r < r1; r++) {
+    const base = (<usize>r * <usize>d) << 2;
+    const inv = <f32>(1.0 / Math.sqrt(<f64>sumSq(o + base, d) / <f64>d + eps));
+    for (let p = 0; p < d; p++) {
+      f32Set(out + base, p, f32At(o + base, p) * inv * wAt(w, p, wBf16) * siluf(f32At(z + base, p)));
+    }
+  }
+}
+
+/** Partial NeoX RoPE in place. x: [T, heads, headDim] with token stride `stride` floats;
+ * positions: i32 [T]. Angles, cos, sin and the rotation in f64, rounded once on store. */
+export function rope(x: usize, positions: usize, t: i32, heads: i32, headDim: i32, rotaryDim: i32,
+  theta: f64, stride: i32): void {
+  const half = rotaryDim >> 1;
+  for (let i = 0; i < t; i++) {
+    const pos = <f64>load<i32>(positions + (<usize>i << 2));
+    for (let f = 0; f < half; f++) {
+      const angle = pos * Math.pow(theta, <f64>(-2 * f) / <f64>rotaryDim);
+      const c = Math.cos(angle);
+      const s = Math.sin(angle);
+      for (let h = 0; h < heads; h++) {
+        const b = x + ((<usize>i * <usize>stride + <usize>h * <usize>headDim) << 2);
+        const x1 = <f64>f32At(b, f);
+        const x2 = <f64>f32At(b, f + half);
+        f32Set(b, f, <f32>(x1 * c - x2 * s));
+        f32Set(b, f + half, <f32>(x2 * c + x1 * s));
+      }
+    }
+  }
+}
+
+/** out[i] = a[i]·silu(b[i]). */
+export function mulSilu(out: usize, a: usize, b: usize, n: i32): void {
+  for (let i = 0; i < n; i++) f32Set(out, i, f32At(a, i) * siluf(f32At(b, i)));
+}
+
+/** out[i] = a[i]·sigmoid(b[i]). */
+export function mulSigmoid(out: usize, a: usize, b: usize, n: i32): void {
+  for (let i = 0; i < n; i++) f32Set(out, i, f32At(a, i) * sigmoidf(f32At(b, i)));
+}
+
+/** out[i] = a[i] + b[i] (SIMD; exact per element). */
+export function add(out: usize, a: usize, b: usize, n: i32): void {
+  const n4 = n & ~3;
+  let i = 0;
+  for (; i < n4; i += 4) {
+    const o = <usize>i << 2;
+    v128.store(out + o, f32x4.add(v128.load(a + o), v128.load(b + o)));
+  }
+  for (; i < n; i++) f32Set(out, i, f32At(a, i) + f32At(b, i));
+}
+
+// @ts-ignore: decorator
+@inline function softplus(x: f64): f64 {
+  return x > 20 ? x : Math.log1p(Math.exp(x));
+}
+
+/** g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b); a, b, g, beta: [T, HV].
+ * f64 math (as the reference), rounded once. */
+export function gdnGates(g: usize, beta: usize, a: usize, b: usize, aLog: usize, aLogBf16: i32, dtBias: usize,
+  dtBf16: i32, t: i32, hv: i32): void {
+  for (let i = 0; i < t; i++) {
+    for (let h = 0; h < hv; h++) {
+      const o = i * hv + h;
+      const al = <f64>wAt(aLog, h, aLogBf16);
+      const db = <f64>wAt(dtBias, h, dtBf16);
+      f32Set(g, o, <f32>(-Math.exp(al) * softplus(<f64>f32At(a, o) + db)));
+      f32Set(beta, o, <f32>(1.0 / (1.0 + Math.exp(-<f64>f32At(b, o)))));
+    }
+  }
+}
+
+/** MoE router, per row: softmax over E logits (f64), top-k (ties → lower id), optional
+ * renormalisation. logits: [M, E] f32; ids: i32 [M, topK]; weights: f32 [M, topK].
+ * tmp: f64 [E] + u8 [E] scratch. */
+export function moeRoute(ids: usize, weights: usize, logits: usize, m: i32, e: i32, topK: i32, renorm: i32,
+  tmp: usize): void {
+  const probs = tmp;
+  const taken = tmp + (<usize>e << 3);
+  for (let i = 0; i < m; i++) {
+    const lr = logits + ((<usize>i * <usize>e) << 2);
+    let mx = -Infinity;
+    for (let x = 0; x < e; x++) mx = Math.max(mx, <f64>f32At(lr, x));
+    let sum = 0.0;
+    for (let x = 0; x < e; x++) {
+      const p = Math.exp(<f64>f32At(lr, x) - mx);
+      store<f64>(probs + (<usize>x << 3), p);
+      sum += p;
+    }
+    memory.fill(taken, 0, <usize>e);
+    let picked = 0.0;
+    const io = ids + ((<usize>i * <usize>topK) << 2);
+    const wo = weights + ((<usize>i * <usize>topK) << 2);
+    const wsel = probs; // reuse: the selected probabilities are re-read below
+    for (let s = 0; s < topK; s++) {
+      let best = -1;
+      let bp = 0.0;
+      for (let x = 0; x < e; x++) {
+        if (load<u8>(taken + x)) continue;
+        const p = load<f64>(wsel + (<usize>x << 3));
+        if (best < 0 || p > bp) {
+          best = x;
+          bp = p;
+        }
+      }
+      store<u8>(taken + best, 1);
+      store<i32>(io + (<usize>s << 2), best);
+      f32Set(wo, s, <f32>(bp / sum));
+      picked += bp / sum;
+    }
+    if (renorm) for (let s = 0; s < topK; s++) f32Set(wo, s, <f32>(<f64>f32At(wo, s) / picked));
+  }
+}

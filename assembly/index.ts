@@ -1,0 +1,13 @@
+// Entry point of the kernel module (build/kernels.wasm). Memory is imported and shared:
+// every worker thread instantiates this module on the same WebAssembly.Memory. The JS side
+// (src/kernels/wasm) owns allocation; nothing here allocates. Static data (math tables)
+// ends at heapBase(); the JS allocator starts above it.
+export { prepBf16X, matmulBf16, matmulF32, streamRead } from './matmul';
+export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute } from './dense';
+export { attention } from './attention';
+export { causalConv, gdnRecurrent } from './gdn';
+export { gdnChunked, chunkedTmpBytes } from './chunked';
+
+export function heapBase(): usize {
+  return __heap_base;
+}

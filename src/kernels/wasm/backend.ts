@@ -1,0 +1,303 @@
+// The wasm Kernels backend: every hot op on AssemblyScript SIMD kernels (build/kernels.wasm),
+// the big ones (matmul, attention, Gated DeltaNet, conv) split over a worker pool by output
+// elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
+// ref twin; every output element has a fixed reduction order (batch- and split-invariant).
+import { performance } from 'node:perf_hooks';
+import type { AttentionDims, GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../types.js';
+import { Cmd, executeAll } from './exec.js';
+import type { Arena, MemorySet } from './memory.js';
+import { Operands } from './operands.js';
+import type { Pool } from './pool.js';
+
+// Work below these sizes runs on the main thread alone (a launch costs ~1–3 µs).
+const PAR_MATMUL = 1 << 15; // weight elements
+const PAR_ATTN = 1 << 15; // units · keys · hd
+const PAR_GDN = 1 << 14; // T · HV · dk · dv
+const PAR_CONV = 1 << 14; // T · C
+const CHUNK_BYTES = 512 << 10; // matmul weight bytes per pool chunk
+
+function isBf16(w: Weight): number {
+  return w.dtype === 'bf16' ? 1 : 0;
+}
+
+export class WasmKernels implements Kernels {
+  readonly name = 'wasm';
+  private readonly ops: Operands;
+  private disposed = false;
+
+  constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool) {
+    this.ops = new Operands(mem);
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.pool.dispose();
+  }
+
+  /** Run a command as `chunks` chunks: on the pool when `parallel` (and threads > 1),
+   * else all on the main thread. Results are identical either way. */
+  private run(cmd: number, arena: Arena, parallel: boolean, chunks: number): void {
+    if (this.disposed) throw new Error('wasm kernels used after dispose()');
+    if (parallel && this.threads > 1) this.pool.run(cmd, arena.index, arena.exports, chunks);
+    else executeAll(arena.exports, cmd, this.pool.args, 1);
+  }
+
+  alloc(n: number): Float32Array {
+    const { arena, ptr } = this.mem.alloc(n * 4);
+    return arena.f32(ptr, n);
+  }
+
+  allocI32(n: number): Int32Array {
+    const { arena, ptr } = this.mem.alloc(n * 4);
+    return arena.i32(ptr, n);
+  }
+
+  allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
+    const n = rows * cols;
+    const size = dtype === 'bf16' ? 2 : 4;
+    const { arena, ptr } = this.mem.alloc(n * size);
+    const buf = arena.buffer();
+    const data = dtype === 'bf16' ? new Uint16Array(buf, ptr, n) : new Float32Array(buf, ptr, n);
+    return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(buf, ptr, n * size) };
+  }
+
+  matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
+    if (m <= 0) return;
+    const n = w.rows;
+    const k = w.cols;
+    const c = this.ops.begin(this.ops.target(w.data, x, out));
+    const arena = c.arena;
+    const wp = c.weight(w);
+    let xp = c.in(x, m * k);
+    const op = c.out(out, m * n);
+    if (w.dtype === 'bf16') {
+      const prepped = arena.stage(m * k * 4);
+      arena.exports.prepBf16X(prepped, xp, m, k);
+      xp = prepped;
+    }
+    const a = this.pool.args;
+    a[0] = op; a[1] = xp; a[2] = wp; a[3] = m; a[4] = n; a[5] = k; a[6] = isBf16(w);
+    // ~512 KiB of weights per chunk (≥ 4 per thread): short tails when threads finish unevenly
+    const chunks = Math.min(Math.ceil(n / 4), Math.max(4 * this.threads, Math.ceil((n * k * (w.dtype === 'bf16' ? 2 : 4)) / CHUNK_BYTES)));
+    this.run(Cmd.MATMUL, arena, n * k >= PAR_MATMUL && n >= 8, Math.min(chunks, 0xffff));
+    c.end();
+  }
+
+  embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void {
+    const d = table.cols;
+    if (out.length < ids.length * d) throw new RangeError('embed: out too small');
+    const bits = new Uint32Array(out.buffer, out.byteOffset, ids.length * d);
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
+      if (table.dtype === 'f32') {
+        out.set((table.data as Float32Array).subarray(id * d, (id + 1) * d), i * d);
+      } else {
+        const src = table.data as Uint16Array;
+        const s = id * d;
+        const o = i * d;
+        for (let p = 0; p < d; p++) bits[o + p] = src[s + p]! << 16;
+      }
+    }
+  }
+
+  rmsNorm(out: Float32Array, x: Float32Array, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
+    if (m <= 0) return;
+    const d = w.cols;
+    const c = this.ops.begin(this.ops.target(x, out));
+    const xp = c.in(x, m * d);
+    const wp = c.weight(w);
+    const op = c.out(out, m * d);
+    c.arena.exports.rmsNorm(op, xp, wp, isBf16(w), 0, m, d, eps, zeroCentered ? 1 : 0);
+    c.end();
+  }
+
+  gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number): void {
+    if (m <= 0) return;
+    const d = w.cols;
+    const c = this.ops.begin(this.ops.target(o, out));
+    const opIn = c.in(o, m * d);
+    const zp = c.in(z, m * d);
+    const wp = c.weight(w);
+    const op = c.out(out, m * d);
+    c.arena.exports.gatedRmsNorm(op, opIn, zp, wp, isBf16(w), 0, m, d, eps);
+    c.end();
+  }
+
+  rope(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
+    rotaryDim: number, theta: number, stride: number): void {
+    if (t <= 0) return;
+    const c = this.ops.begin(this.ops.target(x));
+    const xp = c.inout(x, (t - 1) * stride + heads * headDim);
+    const pp = c.ints(positions, t);
+    c.arena.exports.rope(xp, pp, t, heads, headDim, rotaryDim, theta, stride);
+    c.end();
+  }
+
+  causalConv(out: Float32Array, x: Float32Array, window: Float32Array, w: Weight, t: number,
+    scratch?: Float32Array): void {
+    if (t <= 0) return;
+    const ch = w.rows;
+    const kw = w.cols;
+    const hist = (kw - 1) * ch;
+    const c = this.ops.begin(this.ops.target(x, window, out));
+    const a = this.pool.args;
+    a[0] = c.out(out, t * ch);
+    a[1] = c.in(x, t * ch);
+    a[2] = scratch ? c.in(window, hist) : c.inout(window, hist);
+    a[3] = c.weight(w);
+    a[4] = isBf16(w); a[5] = t; a[6] = ch; a[7] = kw;
+    a[8] = scratch ? c.out(scratch, t * hist) : 0;
+    this.run(Cmd.CONV, c.arena, t * ch >= PAR_CONV, Math.min(4 * this.threads, Math.ceil(ch / 16)));
+    c.end();
+  }
+
+  gdnGates(g: Float32Array, beta: Float32Array, a: Float32Array, b: Float32Array, aLog: Weight, dtBias: Weight,
+    t: number): void {
+    if (t <= 0) return;
+    const hv = aLog.cols;
+    const n = t * hv;
+    const c = this.ops.begin(this.ops.target(a, g));
+    const ap = c.in(a, n);
+    const bp = c.in(b, n);
+    const al = c.weight(aLog);
+    const db = c.weight(dtBias);
+    const gp = c.out(g, n);
+    const bt = c.out(beta, n);
+    c.arena.exports.gdnGates(gp, bt, ap, bp, al, isBf16(aLog), db, isBf16(dtBias), t, hv);
+    c.end();
+  }
+
+  gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, state: Float32Array,
+    dims: GdnDims, t: number, scratch?: Float32Array): void {
+    if (t <= 0) return;
+    const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+    const ss = hv * dk * dv;
+    const c = this.ops.begin(this.ops.target(state, qkv), (2 * dk + 2 * dv) * 4, this.threads);
+    const a = this.pool.args;
+    a[0] = c.out(out, t * hv * dv);
+    a[1] = c.in(qkv, t * (2 * hk * dk + hv * dv));
+    a[2] = c.in(g, t * hv);
+    a[3] = c.in(beta, t * hv);
+    a[4] = scratch ? c.in(state, ss) : c.inout(state, ss);
+    a[5] = scratch ? c.out(scratch, t * ss) : 0;
+    a[6] = t; a[7] = hk; a[8] = hv; a[9] = dk; a[10] = dv;
+    a[11] = c.tmp.base; a[12] = c.tmp.stride;
+    this.run(Cmd.GDN_RECURRENT, c.arena, hv > 1 && t * ss >= PAR_GDN, hv);
+    c.end();
+  }
+
+  gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, state: Float32Array,
+    dims: GdnDims, t: number, pos0 = 0): void {
+    if (t <= 0) return;
+    const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+    const ss = hv * dk * dv;
+    const arena = this.ops.target(state, qkv);
+    const c = this.ops.begin(arena, arena.exports.chunkedTmpBytes(dk, dv), this.threads);
+    const a = this.pool.args;
+    a[0] = c.out(out, t * hv * dv);
+    a[1] = c.in(qkv, t * (2 * hk * dk + hv * dv));
+    a[2] = c.in(g, t * hv);
+    a[3] = c.in(beta, t * hv);
+    a[4] = c.inout(state, ss);
+    a[5] = t; a[6] = hk; a[7] = hv; a[8] = dk; a[9] = dv;
+    a[10] = c.tmp.base; a[11] = c.tmp.stride; a[12] = pos0;
+    this.run(Cmd.GDN_CHUNKED, c.arena, hv > 1 && t * ss >= PAR_GDN, hv);
+    c.end();
+  }
+
+  kvWrite(kv: KvLayerView, pageTable: ArrayLike<number>, start: number, k: Float32Array, v: Float32Array, t: number,
+    kvDim: number): void {
+    const ps = kv.pageSize;
+    for (let i = 0; i < t; i++) {
+      const pos = start + i;
+      const row = pageTable[Math.floor(pos / ps)]! * ps + (pos % ps);
+      kv.k.set(k.subarray(i * kvDim, (i + 1) * kvDim), row * kvDim);
+      kv.v.set(v.subarray(i * kvDim, (i + 1) * kvDim), row * kvDim);
+    }
+  }
+
+  attention(out: Float32Array, q: Float32Array, qStride: number, kv: KvLayerView, pageTable: ArrayLike<number>,
+    start: number, t: number, dims: AttentionDims): void {
+    if (t <= 0) return;
+    const { numHeads: nH, numKvHeads: nKV, headDim: hd } = dims;
+    const n = start + t;
+    const c = this.ops.begin(this.ops.target(kv.k, q), n * 4, this.threads);
+    const a = this.pool.args;
+    a[0] = c.out(out, t * nH * hd);
+    a[1] = c.in(q, (t - 1) * qStride + nH * hd);
+    a[2] = qStride;
+    a[3] = c.in(kv.k, kv.k.length);
+    a[4] = c.in(kv.v, kv.v.length);
+    a[5] = c.ints(pageTable, Math.floor((n - 1) / kv.pageSize) + 1);
+    a[6] = kv.pageSize; a[7] = start; a[8] = nH; a[9] = nKV; a[10] = hd; a[11] = t * nH;
+    a[12] = c.tmp.base; a[13] = c.tmp.stride;
+    this.run(Cmd.ATTENTION, c.arena, t * nH > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(t * nH, 8 * this.threads));
+    c.end();
+  }
+
+  moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number, topK: number,
+    renormalize: boolean): void {
+    if (m <= 0) return;
+    const c = this.ops.begin(this.ops.target(logits), e * 9);
+    const lp = c.in(logits, m * e);
+    const ip = c.out(ids, m * topK);
+    const wp = c.out(weights, m * topK);
+    c.arena.exports.moeRoute(ip, wp, lp, m, e, topK, renormalize ? 1 : 0, c.tmp.base);
+    c.end();
+  }
+
+  mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
+    this.elementwise(out, a, b, n, 0);
+  }
+
+  mulSigmoid(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
+    this.elementwise(out, a, b, n, 1);
+  }
+
+  add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
+    this.elementwise(out, a, b, n, 2);
+  }
+
+  private elementwise(out: Float32Array, a: Float32Array, b: Float32Array, n: number, op: number): void {
+    if (n <= 0) return;
+    const c = this.ops.begin(this.ops.target(out, a));
+    const ap = c.in(a, n);
+    const bp = c.in(b, n);
+    const o = c.out(out, n);
+    const ex = c.arena.exports;
+    if (op === 0) ex.mulSilu(o, ap, bp, n);
+    else if (op === 1) ex.mulSigmoid(o, ap, bp, n);
+    else ex.add(o, ap, bp, n);
+    c.end();
+  }
+
+  /** Streaming-read bandwidth (GB/s) over `bytes` on all threads: best of `repeat`. */
+  probeBandwidth(bytes: number, repeat = 5): number {
+    const arena = this.mem.arenas[0]!;
+    const chunks = 4 * this.threads;
+    let per = Math.floor(bytes / chunks / 4096) * 4096;
+    let ptr = -1;
+    while (per >= 4096 && (ptr = arena.reserve(per * chunks)) < 0) per = Math.floor(per / 8192) * 4096;
+    if (ptr < 0) throw new Error('probeBandwidth: no memory for the probe buffer');
+    const total = per * chunks;
+    try {
+      arena.u8(ptr, total).fill(1); // touch every page (untouched pages read as the shared zero page)
+      const a = this.pool.args;
+      let best = Infinity;
+      for (let r = 0; r <= repeat; r++) {
+        a[0] = ptr; a[1] = per;
+        const t0 = performance.now();
+        if (this.threads > 1) this.pool.run(Cmd.PROBE, arena.index, arena.exports, chunks);
+        else executeAll(arena.exports, Cmd.PROBE, a, chunks);
+        const dt = performance.now() - t0;
+        if (r > 0) best = Math.min(best, dt); // r = 0 warms up
+      }
+      return total / (best * 1e6);
+    } finally {
+      arena.u8(ptr, total).fill(0); // alloc() hands out zeroed memory: restore before reuse
+      arena.release(ptr, total);
+    }
+  }
+}

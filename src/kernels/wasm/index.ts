@@ -1,0 +1,38 @@
+// The WebAssembly SIMD backend: createWasmKernels() and the bandwidth probe for bench.
+import os from 'node:os';
+import type { Kernels } from '../types.js';
+import { WasmKernels } from './backend.js';
+import { MemorySet, MAX_PAGES, PAGE } from './memory.js';
+import { compileKernels, type WasmMemory } from './module.js';
+import { Pool } from './pool.js';
+
+export interface WasmKernelOptions {
+  /** Threads computing kernels (the main thread + threads − 1 workers). Default: all cores. */
+  threads?: number;
+  /** Bytes of one WasmMemory (default and maximum: 4 GiB − 64 KiB). Models larger
+   * than this spill into further memories; small values exercise that path in tests. */
+  memoryBytes?: number;
+}
+
+export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<Kernels> {
+  const threads = Math.max(1, Math.floor(opts.threads ?? os.availableParallelism()));
+  const memoryBytes = Math.min(opts.memoryBytes ?? MAX_PAGES * PAGE, MAX_PAGES * PAGE);
+  const module = await compileKernels();
+  let pool: Pool | null = null;
+  const pending: WasmMemory[] = [];
+  const mem = new MemorySet(module, memoryBytes, (arena) => {
+    if (pool) pool.addMemory(arena.memory);
+    else pending.push(arena.memory);
+  });
+  pool = await Pool.start(threads, module, pending);
+  return new WasmKernels(threads, mem, pool);
+}
+
+/** Memory bandwidth in GB/s measured by a WebAssembly SIMD streaming read over `bytes`
+ * (default 256 MiB) on all of the backend's threads. */
+export function probeBandwidth(kernels: Kernels, bytes = 256 << 20): number {
+  if (!(kernels instanceof WasmKernels)) throw new Error(`probeBandwidth needs the wasm backend (got ${kernels.name})`);
+  return kernels.probeBandwidth(bytes);
+}
+
+export { WasmKernels };

@@ -1,0 +1,59 @@
+// HTTP API errors in OpenAI's JSON shape: {"error": {"message", "type", "param", "code"}}.
+// Every failure a request can cause becomes an ApiError; anything else is a 500 that never
+// leaks a stack trace to the client.
+import { DeltaserveError } from '../util/errors.js';
+
+export interface ErrorBody {
+  readonly error: { readonly message: string; readonly type: string; readonly param: string | null; readonly code: string | null };
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+    readonly type: string = status >= 500 ? 'server_error' : 'invalid_request_error',
+    /** Extra response headers (Retry-After, WWW-Authenticate, ...). */
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  body(): ErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** 400 invalid_request_error naming `param`. */
+export function invalid(param: string | null, message: string, code: string | null = null): ApiError {
+  return new ApiError(400, message, param, code);
+}
+
+/** The field an engine validation message starts with (`max_tokens must be …`, `messages[0].role …`). */
+function paramOf(message: string, fallback: string | null): string | null {
+  const m = /^([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+)?) (?:must|may|=|is)/.exec(message);
+  if (m?.[1]) return m[1].replace(/^prompt_ids/, 'prompt');
+  return fallback;
+}
+
+/** Map any thrown value to an ApiError. `promptParam` names the prompt field of the route
+ * ("messages" or "prompt") for prompt-level errors. */
+export function toApiError(e: unknown, promptParam: string): ApiError {
+  if (e instanceof ApiError) return e;
+  if (e instanceof DeltaserveError) {
+    switch (e.code) {
+      case 'prompt_too_long':
+        return new ApiError(400, e.message, promptParam, 'context_length_exceeded');
+      case 'bad_request':
+        if (/prompt is empty|exactly one of|no chat template/.test(e.message)) return invalid(promptParam, e.message);
+        if (/chat template failed/.test(e.message)) return invalid('messages', e.message);
+        return invalid(paramOf(e.message, null), e.message);
+      default:
+        break;
+    }
+  }
+  const msg = e instanceof Error ? e.message : String(e);
+  return new ApiError(500, `internal error: ${msg}`, null, 'internal_error');
+}

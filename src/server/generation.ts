@@ -1,0 +1,188 @@
+// Running a route's choices on the engine: admission (queue limit), one engine request per
+// choice (seed + i for n > 1), logprob capture, and the per-choice latency / token metrics.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Engine } from '../engine/engine.js';
+import type { GenerateRequest } from '../engine/request-builder.js';
+import type { GenerateEvent } from '../engine/request.js';
+import { ApiError } from './errors.js';
+import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
+import type { ServerMetrics } from './metrics.js';
+import type { CommonParams, SamplingDefaults } from './validate.js';
+
+export type Done = Extract<GenerateEvent, { type: 'done' }>;
+
+/** What every route sees of the server. */
+export interface ServerContext {
+  readonly engine: Engine;
+  readonly modelName: string;
+  readonly created: number;
+  readonly metrics: ServerMetrics;
+  readonly defaults: SamplingDefaults;
+  readonly maxQueue: number;
+  readonly texts: TokenTexts;
+}
+
+/** One HTTP request being handled. */
+export interface Call {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly body: unknown;
+  /** Aborted when the client goes away or the server stops waiting at shutdown. */
+  readonly signal: AbortSignal;
+  /** performance.now() at arrival. */
+  readonly arrival: number;
+}
+
+export interface Choice {
+  readonly index: number;
+  readonly promptIds: readonly number[];
+  readonly events: AsyncIterableIterator<GenerateEvent>;
+  readonly logprobs: LogprobCollector | null;
+  /** Abort the engine request (safe at any time, also before iterating `events`). */
+  readonly cancel: () => void;
+}
+
+/** 429 when `count` more requests would push the engine's waiting queue past the limit. */
+export function admit(ctx: ServerContext, count: number): void {
+  const waiting = ctx.engine.stats().waiting;
+  if (waiting + count > ctx.maxQueue) {
+    throw new ApiError(429, `the server is busy: ${waiting} requests are waiting (limit ${ctx.maxQueue}); retry later`,
+      null, 'rate_limit_exceeded', 'rate_limit_error', { 'retry-after': '1' });
+  }
+}
+
+/** Ids that end generation (their token is not reported in logprobs). */
+function stopIdsOf(engine: Engine, p: CommonParams): Set<number> {
+  const ids = new Set<number>(p.request.ignoreEos ? [] : [...engine.model.config.eosTokenIds, ...engine.tokenizer.stopIds()]);
+  for (const id of p.stopTokenIds) ids.add(id);
+  return ids;
+}
+
+/** Observe TTFT / inter-token latency while passing events through; count the finish. */
+async function* instrumented(events: AsyncIterableIterator<GenerateEvent>, m: ServerMetrics, arrival: number): AsyncIterableIterator<GenerateEvent> {
+  let last = -1;
+  try {
+    for await (const ev of events) {
+      if (ev.type === 'delta' && ev.ids.length > 0) {
+        const now = performance.now();
+        if (last < 0) m.ttft.observe((now - arrival) / 1000);
+        else m.itl.observe((now - last) / 1000);
+        last = now;
+      } else if (ev.type === 'done') {
+        m.finished.inc({ reason: ev.finishReason });
+        m.promptTokens.inc({}, ev.usage.promptTokens);
+        m.cachedTokens.inc({}, ev.usage.cachedTokens);
+        m.generationTokens.inc({}, ev.usage.completionTokens);
+        m.e2e.observe((performance.now() - arrival) / 1000);
+        const spec = ev.spec;
+        if (spec && spec.rounds > 0) {
+          m.specRounds.inc({}, spec.rounds);
+          m.specDrafted.inc({}, spec.drafted);
+          m.specAccepted.inc({}, spec.accepted);
+          m.acceptLen.observe((spec.accepted + spec.rounds) / spec.rounds);
+        }
+      }
+      yield ev;
+    }
+  } finally {
+    await events.return?.();
+  }
+}
+
+/**
+ * Start `n` choices for each prompt (choice index = prompt index · n + i). Invalid requests
+ * throw (before anything is sent); if a later choice fails to start, the earlier ones are
+ * aborted.
+ */
+export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (readonly number[])[], p: CommonParams,
+  topLogprobs: number | null): Choice[] {
+  const { engine } = ctx;
+  const skip = topLogprobs !== null ? stopIdsOf(engine, p) : new Set<number>();
+  const choices: Choice[] = [];
+  try {
+    prompts.forEach((promptIds, pi) => {
+      for (let i = 0; i < p.n; i++) {
+        const logprobs = topLogprobs !== null ? new LogprobCollector(engine.sampleVocab, topLogprobs, skip) : null;
+        const req: GenerateRequest = {
+          ...p.request,
+          promptIds,
+          signal: call.signal,
+          ...(p.seed !== undefined ? { seed: p.seed + i } : {}),
+          ...(logprobs ? { captureLogits: logprobs.capture } : {}),
+        };
+        const raw = engine.generate(req);
+        const events = instrumented(raw, ctx.metrics, call.arrival);
+        choices.push({ index: pi * p.n + i, promptIds, events, logprobs, cancel: () => void raw.return?.() });
+      }
+    });
+  } catch (e) {
+    for (const c of choices) c.cancel();
+    throw e;
+  }
+  return choices;
+}
+
+export interface Collected {
+  readonly text: string;
+  readonly done: Done;
+  readonly logprobs: TokenLogprob[];
+}
+
+/** Run a choice to its end (non-streaming responses). */
+export async function collect(c: Choice): Promise<Collected> {
+  const logprobs: TokenLogprob[] = [];
+  for await (const ev of c.events) {
+    if (ev.type === 'delta') {
+      if (c.logprobs) logprobs.push(...c.logprobs.take(ev.ids));
+    } else return { text: ev.text, done: ev, logprobs };
+  }
+  throw new ApiError(500, 'a request ended without a done event', null, 'internal_error');
+}
+
+/** OpenAI usage object over a request's finished choices (prompt tokens counted once per prompt). */
+export function usageOf(dones: readonly Done[], n: number): Record<string, unknown> {
+  let prompt = 0;
+  let cached = 0;
+  let completion = 0;
+  dones.forEach((d, i) => {
+    completion += d.usage.completionTokens;
+    if (i % n === 0) {
+      prompt += d.usage.promptTokens;
+      cached += d.usage.cachedTokens;
+    }
+  });
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
+}
+
+/** A short random id: `chatcmpl-…`, `cmpl-…`. */
+export function responseId(prefix: string): string {
+  return `${prefix}-${crypto.randomUUID().replace(/-/g, '')}`;
+}
+
+/** Raise the engine's error message of a failed choice as a 500. */
+export function failed(d: Done): ApiError {
+  return new ApiError(500, `generation failed: ${d.error ?? 'unknown error'}`, null, 'generation_failed');
+}
+
+/** `model`, when given, must name the served model (404 model_not_found otherwise). */
+export function checkModel(ctx: ServerContext, b: Record<string, unknown>): void {
+  const m = b['model'];
+  if (m === undefined || m === null) return;
+  if (typeof m !== 'string') throw new ApiError(400, `model must be a string (got ${JSON.stringify(m)})`, 'model');
+  if (m !== ctx.modelName) {
+    throw new ApiError(404, `The model "${m}" does not exist; this server serves "${ctx.modelName}"`, 'model', 'model_not_found');
+  }
+}
+
+/** 400 context_length_exceeded when a prompt leaves no room to generate. */
+export function checkPromptLength(ctx: ServerContext, ids: readonly number[], param: string): void {
+  if (ids.length >= ctx.engine.maxContext) {
+    throw new ApiError(400, `${param}: the prompt is ${ids.length} tokens; this model's context length is ${ctx.engine.maxContext}, leaving no room to generate`,
+      param, 'context_length_exceeded');
+  }
+}
+
+/** Cancel every choice once the handler is done with them (no-op for finished ones). */
+export function cancelAll(choices: readonly Choice[]): void {
+  for (const c of choices) c.cancel();
+}

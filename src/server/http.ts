@@ -1,0 +1,246 @@
+// The HTTP server (node:http): routing, Bearer auth, body limits, per-request abort on
+// client disconnect, error responses, graceful shutdown. startServer() is the programmatic
+// entry point (tests run it in-process); `deltaserve serve` wraps it.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { basename } from 'node:path';
+import type { Engine } from '../engine/engine.js';
+import { chatCompletions } from './chat.js';
+import { completions } from './completions.js';
+import { ApiError, toApiError } from './errors.js';
+import type { Call, ServerContext } from './generation.js';
+import { TokenTexts } from './logprobs.js';
+import { ServerMetrics } from './metrics.js';
+import { detokenize, getModel, listModels, metrics, tokenize } from './misc.js';
+import { sendError, sendJson } from './respond.js';
+import { loadSamplingDefaults } from './validate.js';
+
+export interface ServerOptions {
+  /** Interface to bind (default 127.0.0.1). */
+  readonly host?: string;
+  /** Port (default 8000; 0 = an ephemeral port, see RunningServer.port). */
+  readonly port?: number;
+  /** When set, every route but /health needs `Authorization: Bearer <apiKey>`. */
+  readonly apiKey?: string;
+  /** Model id in the API (default: the model directory's basename). */
+  readonly servedModelName?: string;
+  /** 429 when more than this many requests would wait in the engine queue (default 1024). */
+  readonly maxQueue?: number;
+  /** 413 for request bodies larger than this (default 8 MiB). */
+  readonly maxBodyBytes?: number;
+  /** close(): how long in-flight requests may run before they are aborted (default 10000). */
+  readonly shutdownGraceMs?: number;
+}
+
+export interface RunningServer {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly modelName: string;
+  /** Requests being handled right now. */
+  readonly inFlight: number;
+  /** Stop accepting, let in-flight requests finish for up to `graceMs` (default: the
+   * option), abort the rest (they end with finish_reason "abort"), close every connection.
+   * The engine is left open (the caller owns it). Idempotent; calling it again with
+   * graceMs 0 while closing cuts the grace period short. */
+  close(graceMs?: number): Promise<void>;
+}
+
+type Handler = (ctx: ServerContext, call: Call, arg: string) => Promise<void> | void;
+
+interface Route {
+  readonly name: string;
+  readonly method: 'GET' | 'POST';
+  readonly handler: Handler;
+  readonly promptParam: string;
+  readonly open?: boolean;
+}
+
+const ROUTES: Record<string, Route> = {
+  '/v1/chat/completions': { name: 'chat', method: 'POST', handler: chatCompletions, promptParam: 'messages' },
+  '/v1/completions': { name: 'completions', method: 'POST', handler: completions, promptParam: 'prompt' },
+  '/v1/models': { name: 'models', method: 'GET', handler: listModels, promptParam: 'model' },
+  '/tokenize': { name: 'tokenize', method: 'POST', handler: tokenize, promptParam: 'prompt' },
+  '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },
+  '/metrics': { name: 'metrics', method: 'GET', handler: () => undefined, promptParam: 'prompt' },
+  '/health': { name: 'health', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
+};
+const MODEL_ROUTE: Route = { name: 'model', method: 'GET', handler: getModel, promptParam: 'model' };
+
+function route(path: string): { r: Route; arg: string } | null {
+  const r = ROUTES[path];
+  if (r) return { r, arg: '' };
+  if (path.startsWith('/v1/models/') && path.length > '/v1/models/'.length) {
+    let arg: string;
+    try {
+      arg = decodeURIComponent(path.slice('/v1/models/'.length));
+    } catch {
+      throw new ApiError(400, 'malformed model id in the URL', 'model');
+    }
+    return { r: MODEL_ROUTE, arg };
+  }
+  return null;
+}
+
+const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
+
+function authorized(req: IncomingMessage, key: Buffer): boolean {
+  const h = req.headers.authorization ?? '';
+  const m = /^Bearer\s+(.+)$/i.exec(h.trim());
+  return m !== null && timingSafeEqual(digest(m[1]!), key);
+}
+
+/** Read the whole body, 413 past `limit` bytes. */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const tooLarge = (): ApiError => new ApiError(413, `the request body is larger than the limit of ${limit} bytes`, null, 'request_too_large');
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (b: Buffer) => {
+      size += b.length;
+      if (size > limit) {
+        req.removeAllListeners('data');
+        req.pause();
+        reject(tooLarge());
+      } else parts.push(b);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts)));
+    req.on('error', reject);
+    req.on('aborted', () => reject(new ApiError(400, 'the client closed the connection', null, 'client_closed')));
+  });
+}
+
+function parseJson(buf: Buffer): unknown {
+  if (buf.length === 0) throw new ApiError(400, 'the request body is empty; expected a JSON object');
+  try {
+    return JSON.parse(buf.toString('utf8'));
+  } catch (e) {
+    throw new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`, null, 'invalid_json');
+  }
+}
+
+export async function startServer(engine: Engine, opts: ServerOptions = {}): Promise<RunningServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const maxBody = opts.maxBodyBytes ?? 8 * 1024 * 1024;
+  const key = opts.apiKey ? digest(opts.apiKey) : null;
+  const ctx: ServerContext = {
+    engine,
+    modelName: opts.servedModelName ?? basename(engine.model.dir),
+    created: Math.floor(Date.now() / 1000),
+    metrics: new ServerMetrics(),
+    defaults: loadSamplingDefaults(engine.model.dir),
+    maxQueue: opts.maxQueue ?? 1024,
+    texts: new TokenTexts(engine.tokenizer),
+  };
+  const inflight = new Map<number, { ctl: AbortController; done: Promise<void> }>();
+  let nextId = 0;
+  let draining = false;
+  const started = Date.now();
+
+  async function serve(req: IncomingMessage, res: ServerResponse, ctl: AbortController, arrival: number): Promise<void> {
+    let path: string;
+    try {
+      path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
+    } catch {
+      throw new ApiError(400, 'malformed request URL');
+    }
+    const found = route(path);
+    res.once('finish', () => ctx.metrics.httpRequests.inc({ route: found?.r.name ?? 'unknown', status: String(res.statusCode) }));
+    if (draining) throw new ApiError(503, 'the server is shutting down', null, 'shutting_down', 'server_error', { connection: 'close' });
+    if (!found) throw new ApiError(404, `no route for ${req.method} ${path}`, null, 'not_found');
+    const { r, arg } = found;
+    if (req.method !== r.method && !(req.method === 'HEAD' && r.method === 'GET')) {
+      throw new ApiError(405, `${path} accepts ${r.method} only`, null, 'method_not_allowed', 'invalid_request_error', { allow: r.method });
+    }
+    if (!r.open && key && !authorized(req, key)) {
+      throw new ApiError(401, 'missing or incorrect API key: send "Authorization: Bearer <key>"', null, 'invalid_api_key',
+        'invalid_request_error', { 'www-authenticate': 'Bearer' });
+    }
+    if (r.name === 'health') return sendJson(res, 200, { status: 'ok' });
+    if (r.name === 'metrics') {
+      return metrics(ctx, { req, res, body: undefined, signal: ctl.signal, arrival }, {
+        uptime_seconds: [(Date.now() - started) / 1000, 'Seconds since the server started.'],
+      });
+    }
+    const body = r.method === 'POST' ? parseJson(await readBody(req, maxBody)) : undefined;
+    try {
+      await r.handler(ctx, { req, res, body, signal: ctl.signal, arrival }, arg);
+    } catch (e) {
+      throw toApiError(e, r.promptParam);
+    }
+  }
+
+  const server = createServer((req, res) => {
+    const arrival = performance.now();
+    const ctl = new AbortController();
+    // The client went away before the response ended: abort its engine requests.
+    res.once('close', () => {
+      if (!res.writableEnded) ctl.abort();
+    });
+    if (draining) res.setHeader('connection', 'close');
+    const id = nextId++;
+    ctx.metrics.inFlight++;
+    const done = serve(req, res, ctl, arrival).catch((e: unknown) => {
+      const err = toApiError(e, 'prompt');
+      if (err.status === 413) res.setHeader('connection', 'close');
+      if (!res.headersSent) sendError(res, err);
+      else if (!res.writableEnded) res.end();
+    }).finally(() => {
+      ctx.metrics.inFlight--;
+      inflight.delete(id);
+    });
+    inflight.set(id, { ctl, done });
+  });
+  // Keep idle connections longer than clients do (undici/fetch: 4 s, most others less), so
+  // a client never sends a request on a connection the server is just closing.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Unparsable HTTP: answer 400 and close; a reset connection is just dropped.
+    if (err.code !== 'ECONNRESET' && socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 8000, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+
+  let closing: Promise<void> | null = null;
+  let cutGrace = (): void => undefined;
+  const settled = (): Promise<unknown> => Promise.all([...inflight.values()].map((e) => e.done));
+  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
+  const close = (graceMs = opts.shutdownGraceMs ?? 10_000): Promise<void> => {
+    if (closing) {
+      if (graceMs <= 0) cutGrace();
+      return closing;
+    }
+    closing = (async () => {
+      draining = true;
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeIdleConnections();
+      await Promise.race([settled(), sleep(graceMs), new Promise<void>((r) => (cutGrace = r))]);
+      for (const e of inflight.values()) e.ctl.abort();
+      await Promise.race([settled(), sleep(5_000)]);
+      server.closeAllConnections();
+      await closed;
+    })();
+    return closing;
+  };
+
+  return {
+    url: `http://${urlHost}:${port}`, host, port, modelName: ctx.modelName,
+    get inFlight() {
+      return inflight.size;
+    },
+    close,
+  };
+}

@@ -1,0 +1,157 @@
+// Request-body validation for the OpenAI routes: typed field readers whose errors name the
+// field (400 invalid_request_error, `param` set), and the sampling/length parameters shared
+// by chat and completions. Unknown fields are ignored; `null` means "not given".
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { GenerateRequest } from '../engine/request-builder.js';
+import { invalid } from './errors.js';
+
+export type Body = Record<string, unknown>;
+
+/** The parsed JSON body must be an object. */
+export function requireObject(body: unknown): Body {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid(null, 'the request body must be a JSON object');
+  return body as Body;
+}
+
+function given(b: Body, key: string): boolean {
+  return b[key] !== undefined && b[key] !== null;
+}
+
+export function optBool(b: Body, key: string): boolean | undefined {
+  if (!given(b, key)) return undefined;
+  const v = b[key];
+  if (typeof v !== 'boolean') throw invalid(key, `${key} must be a boolean (got ${JSON.stringify(v)})`);
+  return v;
+}
+
+export function optString(b: Body, key: string): string | undefined {
+  if (!given(b, key)) return undefined;
+  const v = b[key];
+  if (typeof v !== 'string') throw invalid(key, `${key} must be a string (got ${JSON.stringify(v)})`);
+  return v;
+}
+
+/** A finite number in [min, max] (`minOpen`: min excluded). */
+export function optNumber(b: Body, key: string, min: number, max: number, minOpen = false): number | undefined {
+  if (!given(b, key)) return undefined;
+  const v = b[key];
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid(key, `${key} must be a number (got ${JSON.stringify(v)})`);
+  if (v > max || v < min || (minOpen && v === min)) {
+    throw invalid(key, `${key} must be in ${minOpen ? '(' : '['}${min}, ${max}] (got ${v})`);
+  }
+  return v;
+}
+
+/** An integer in [min, max]. */
+export function optInt(b: Body, key: string, min: number, max: number): number | undefined {
+  if (!given(b, key)) return undefined;
+  const v = b[key];
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw invalid(key, `${key} must be an integer (got ${JSON.stringify(v)})`);
+  if (v < min || v > max) throw invalid(key, `${key} must be between ${min} and ${max} (got ${v})`);
+  return v;
+}
+
+export function optObject(b: Body, key: string): Body | undefined {
+  if (!given(b, key)) return undefined;
+  const v = b[key];
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid(key, `${key} must be an object`);
+  return v as Body;
+}
+
+/** Token ids: a non-empty array of integers in [0, vocab). */
+export function tokenIds(v: unknown, param: string, vocab: number, allowEmpty = false): number[] {
+  if (!Array.isArray(v)) throw invalid(param, `${param} must be an array of token ids`);
+  if (v.length === 0 && !allowEmpty) throw invalid(param, `${param} must not be empty`);
+  v.forEach((id: unknown, i) => {
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= vocab) {
+      throw invalid(param, `${param}[${i}] = ${JSON.stringify(id)} is not a token id in [0, ${vocab})`);
+    }
+  });
+  return v as number[];
+}
+
+/** Server-wide defaults for fields a request leaves out (from the model's generation_config.json). */
+export interface SamplingDefaults {
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+}
+
+/** OpenAI's defaults (temperature 1, top_p 1), overridden by generation_config.json
+ * (`do_sample: false` ⇒ greedy; its temperature / top_p / top_k when present). */
+export function loadSamplingDefaults(modelDir: string): SamplingDefaults {
+  const d = { temperature: 1, topP: 1, topK: 0 };
+  const file = join(modelDir, 'generation_config.json');
+  if (!existsSync(file)) return d;
+  try {
+    const g = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    const n = (k: string): number | undefined => (typeof g[k] === 'number' && Number.isFinite(g[k]) ? g[k] : undefined);
+    if (g['do_sample'] === false) return { temperature: 0, topP: 1, topK: 0 };
+    return { temperature: n('temperature') ?? d.temperature, topP: n('top_p') ?? d.topP, topK: Math.max(0, Math.trunc(n('top_k') ?? 0)) };
+  } catch {
+    return d;
+  }
+}
+
+export const MAX_N = 16;
+export const MAX_STOP = 16;
+export const MAX_TOP_LOGPROBS = 20;
+
+export interface CommonParams {
+  /** Engine request fields (sampling, limits, stop); no prompt, seed or signal yet. */
+  readonly request: Omit<GenerateRequest, 'prompt' | 'messages' | 'promptIds' | 'signal' | 'seed'>;
+  readonly seed: number | undefined;
+  readonly n: number;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  /** Extra stop ids requested (besides the model's eos ids). */
+  readonly stopTokenIds: readonly number[];
+}
+
+/** Sampling, length, stop, n, stream: the fields chat and completions share. */
+export function commonParams(b: Body, maxContext: number, vocab: number, defaults: SamplingDefaults, maxTokensKeys: readonly string[]): CommonParams {
+  let maxTokens: number | undefined;
+  for (const key of maxTokensKeys) {
+    const v = optInt(b, key, 1, maxContext);
+    if (v !== undefined && maxTokens === undefined) maxTokens = v;
+  }
+  const topK = optInt(b, 'top_k', -1, 1 << 30);
+  const stop = b['stop'];
+  let stopList: string[] | undefined;
+  if (stop !== undefined && stop !== null) {
+    if (typeof stop === 'string') stopList = [stop];
+    else if (Array.isArray(stop) && stop.every((s) => typeof s === 'string')) stopList = stop as string[];
+    else throw invalid('stop', 'stop must be a string or an array of strings');
+    if (stopList.length > MAX_STOP) throw invalid('stop', `stop may hold at most ${MAX_STOP} strings (got ${stopList.length})`);
+  }
+  const stopTokenIds = given(b, 'stop_token_ids') ? tokenIds(b['stop_token_ids'], 'stop_token_ids', vocab, true) : [];
+  const streamOptions = optObject(b, 'stream_options');
+  const stream = optBool(b, 'stream') ?? false;
+  const iu = streamOptions?.['include_usage'];
+  if (iu !== undefined && iu !== null && typeof iu !== 'boolean') {
+    throw invalid('stream_options.include_usage', 'stream_options.include_usage must be a boolean');
+  }
+  const includeUsage = iu === true;
+  const request: CommonParams['request'] = {
+    temperature: optNumber(b, 'temperature', 0, 2) ?? defaults.temperature,
+    topP: optNumber(b, 'top_p', 0, 1, true) ?? defaults.topP,
+    topK: topK === undefined ? defaults.topK : Math.max(0, topK),
+    minP: optNumber(b, 'min_p', 0, 1) ?? 0,
+    presencePenalty: optNumber(b, 'presence_penalty', -2, 2) ?? 0,
+    frequencyPenalty: optNumber(b, 'frequency_penalty', -2, 2) ?? 0,
+    repetitionPenalty: optNumber(b, 'repetition_penalty', 0, 10, true) ?? 1,
+    ignoreEos: optBool(b, 'ignore_eos') ?? false,
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
+    ...(stopList ? { stop: stopList } : {}),
+    ...(stopTokenIds.length > 0 ? { stopTokenIds } : {}),
+  };
+  return {
+    request,
+    seed: optInt(b, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+    n: optInt(b, 'n', 1, MAX_N) ?? 1,
+    stream,
+    includeUsage: stream && includeUsage,
+    stopTokenIds,
+  };
+}

@@ -1,0 +1,364 @@
+// Conformance: every kernel of the fast backend(s) against the reference twin (f64
+// accumulation) on random shapes with odd sizes and tails. One suite, parameterised by
+// backend: wasm with 1 thread and with 2 threads (sizes marked "pool" exceed the backend's
+// parallel thresholds, so the worker-pool path runs). Error = max|Δ| / max|ref|.
+// Tolerances (and why):
+//   exact   embed, kvWrite, add, moeRoute ids      (copies / one correctly rounded op)
+//   1e-6    rope, gdnGates, moeRoute weights,      (f64 math as the ref, or one f32 exp
+//           mulSilu, mulSigmoid                     per element)
+//   1e-5    matmul, rmsNorm, gatedRmsNorm,         (f32 accumulation in a fixed order vs
+//           causalConv, attention                   the ref's f64: ~√K·2⁻²⁴ relative)
+//   1e-5    gdnRecurrent                           (f32 state through T steps)
+//   2e-5    gdnChunked                             (f32; forward substitution + chunk sums
+//                                                   reassociate the recurrence)
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { createWasmKernels, probeBandwidth } from '../src/kernels/wasm/index.js';
+
+const backends: { label: string; k: Kernels }[] = [
+  { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
+  { label: 'wasm threads=2', k: await createWasmKernels({ threads: 2 }) },
+];
+after(() => backends.forEach((b) => b.k.dispose()));
+const ref = createRefKernels();
+
+/** Deterministic uniform [0, 1) (mulberry32). */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function fill(k: Kernels, n: number, f: () => number): Float32Array {
+  const a = k.alloc(n);
+  for (let i = 0; i < n; i++) a[i] = f();
+  return a;
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+function weight(k: Kernels, dtype: WeightDType, rows: number, cols: number, f: () => number): Weight {
+  const { weight: w } = k.allocWeight(dtype, rows, cols);
+  for (let i = 0; i < rows * cols; i++) {
+    if (dtype === 'f32') (w.data as Float32Array)[i] = f();
+    else {
+      f32[0] = f();
+      (w.data as Uint16Array)[i] = u32[0]! >>> 16;
+    }
+  }
+  return w;
+}
+
+function relErr(got: ArrayLike<number>, want: ArrayLike<number>, n = want.length): number {
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < n; i++) {
+    d = Math.max(d, Math.abs(got[i]! - want[i]!));
+    m = Math.max(m, Math.abs(want[i]!));
+  }
+  if (!Number.isFinite(d)) return Infinity;
+  return m === 0 ? d : d / m;
+}
+
+function close(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, what: string, n?: number): void {
+  const e = relErr(got, want, n);
+  assert.ok(e <= tol, `${what}: rel err ${e} > ${tol}`);
+}
+
+function same(got: ArrayLike<number>, want: ArrayLike<number>, what: string, n = want.length): void {
+  for (let i = 0; i < n; i++) {
+    if (!Object.is(got[i], want[i])) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]}`);
+  }
+}
+
+const sym = (r: () => number) => () => 2 * r() - 1;
+
+for (const { label, k } of backends) {
+  describe(`kernel conformance [${label}]`, () => {
+    test('matmul: M 1..9 and 17, odd N, K with tails, bf16 and f32 weights', () => {
+      const r = rng(1);
+      const shapes = [[1, 1], [3, 7], [5, 8], [31, 9], [64, 15], [67, 16], [13, 33], [29, 100], [67, 513] /* pool */, [130, 257] /* pool */];
+      for (const dtype of ['bf16', 'f32'] as const) {
+        for (const [n, kk] of shapes) {
+          const w = weight(k, dtype, n!, kk!, sym(r));
+          for (const m of [1, 2, 3, 4, 5, 6, 7, 8, 9, 17]) {
+            const x = fill(k, m * kk!, sym(r));
+            const out = k.alloc(m * n!);
+            const want = new Float32Array(m * n!);
+            k.matmul(out, x, w, m);
+            ref.matmul(want, x, w, m);
+            close(out, want, 1e-5, `${dtype} M=${m} N=${n} K=${kk}`);
+          }
+        }
+      }
+    });
+
+    test('matmul with operands outside wasm memory (copy path) equals in-memory', () => {
+      const r = rng(2);
+      const w = weight(k, 'bf16', 70, 515, sym(r));
+      const x = fill(k, 3 * 515, sym(r));
+      const a = k.alloc(3 * 70);
+      k.matmul(a, x, w, 3);
+      const b = new Float32Array(3 * 70);
+      k.matmul(b, Float32Array.from(x), w, 3);
+      same(b, a, 'js-heap x/out');
+      const wf = ref.allocWeight('bf16', 70, 515).weight; // weight in the JS heap
+      (wf.data as Uint16Array).set(w.data as Uint16Array);
+      const c = new Float32Array(3 * 70);
+      k.matmul(c, x, wf, 3);
+      same(c, a, 'js-heap weight');
+    });
+
+    test('embed: exact widening, bf16 and f32 tables', () => {
+      const r = rng(3);
+      for (const dtype of ['bf16', 'f32'] as const) {
+        const table = weight(k, dtype, 50, 37, sym(r));
+        const ids = [0, 49, 7, 7, 23];
+        const out = k.alloc(ids.length * 37);
+        const want = new Float32Array(ids.length * 37);
+        k.embed(out, table, ids);
+        ref.embed(want, table, ids);
+        same(out, want, dtype);
+      }
+    });
+
+    test('rmsNorm (zero-centred and plain) and gatedRmsNorm, odd widths, in place', () => {
+      const r = rng(4);
+      for (const dtype of ['bf16', 'f32'] as const) {
+        for (const d of [1, 7, 64, 101]) {
+          const w = weight(k, dtype, 1, d, sym(r));
+          for (const zc of [true, false]) {
+            const m = 6;
+            const x = fill(k, m * d, () => 3 * (2 * r() - 1));
+            const want = new Float32Array(m * d);
+            ref.rmsNorm(want, x, w, m, 1e-6, zc);
+            const out = k.alloc(m * d);
+            k.rmsNorm(out, x, w, m, 1e-6, zc);
+            close(out, want, 1e-5, `rmsNorm ${dtype} d=${d} zc=${zc}`);
+            k.rmsNorm(x, x, w, m, 1e-6, zc); // aliasing
+            same(x, out, 'in place');
+          }
+          const m = 5;
+          const o = fill(k, m * d, sym(r));
+          const z = fill(k, m * d, () => 4 * (2 * r() - 1));
+          const want = new Float32Array(m * d);
+          ref.gatedRmsNorm(want, o, z, w, m, 1e-6);
+          const out = k.alloc(m * d);
+          k.gatedRmsNorm(out, o, z, w, m, 1e-6);
+          close(out, want, 1e-5, `gatedRmsNorm ${dtype} d=${d}`);
+        }
+      }
+    });
+
+    test('rope: partial rotary, strided rows, large positions', () => {
+      const r = rng(5);
+      for (const [heads, hd, rot] of [[4, 16, 4], [2, 64, 16], [3, 10, 10]] as const) {
+        const t = 5;
+        const stride = heads * hd + 6;
+        const pos = [0, 1, 17, 4095, 100000];
+        const x = fill(k, t * stride, sym(r));
+        const want = Float32Array.from(x);
+        ref.rope(want, pos, t, heads, hd, rot, 1e7, stride);
+        k.rope(x, Int32Array.from(pos), t, heads, hd, rot, 1e7, stride);
+        close(x, want, 1e-6, `rope h=${heads} hd=${hd} rot=${rot}`);
+      }
+    });
+
+    test('causalConv: with and without scratch, odd channels, K = 4 and 3 (pool at T·C ≥ 16K)', () => {
+      const r = rng(6);
+      for (const [t, c, kw] of [[1, 37, 4], [2, 5, 4], [5, 37, 3], [9, 64, 4], [64, 300, 4]] as const) {
+        for (const dtype of ['bf16', 'f32'] as const) {
+          const w = weight(k, dtype, c, kw, sym(r));
+          const x = fill(k, t * c, sym(r));
+          const win0 = fill(k, (kw - 1) * c, sym(r));
+          const win = k.alloc(win0.length);
+          win.set(win0);
+          const winRef = Float32Array.from(win0);
+          const out = k.alloc(t * c);
+          const want = new Float32Array(t * c);
+          k.causalConv(out, x, win, w, t);
+          ref.causalConv(want, x, winRef, w, t);
+          close(out, want, 1e-5, `conv out T=${t} C=${c} K=${kw} ${dtype}`);
+          same(win, winRef, 'window update');
+          const win2 = k.alloc(win0.length);
+          win2.set(win0);
+          const sc = k.alloc(t * (kw - 1) * c);
+          const scRef = new Float32Array(sc.length);
+          const out2 = k.alloc(t * c);
+          k.causalConv(out2, x, win2, w, t, sc);
+          ref.causalConv(want, x, Float32Array.from(win0), w, t, scRef);
+          same(out2, out, 'scratch vs no scratch outputs');
+          same(win2, win0, 'window read only with scratch');
+          same(sc, scRef, 'scratch windows');
+        }
+      }
+    });
+
+    test('gdnGates', () => {
+      const r = rng(7);
+      const hv = 5;
+      const t = 7;
+      const aLog = weight(k, 'f32', 1, hv, () => 2 * r() - 1);
+      const dt = weight(k, 'bf16', 1, hv, () => 2 * r() - 1);
+      const a = fill(k, t * hv, () => 30 * (2 * r() - 1)); // crosses softplus' x > 20 branch
+      const b = fill(k, t * hv, () => 8 * (2 * r() - 1));
+      const g = k.alloc(t * hv);
+      const beta = k.alloc(t * hv);
+      const gw = new Float32Array(t * hv);
+      const bw = new Float32Array(t * hv);
+      k.gdnGates(g, beta, a, b, aLog, dt, t);
+      ref.gdnGates(gw, bw, a, b, aLog, dt, t);
+      close(g, gw, 1e-6, 'g');
+      close(beta, bw, 1e-6, 'beta');
+    });
+
+    const gdnCases: [GdnDims, number[]][] = [
+      [{ numKeyHeads: 2, numValueHeads: 4, keyDim: 16, valueDim: 12 }, [1, 3, 7]],
+      [{ numKeyHeads: 1, numValueHeads: 3, keyDim: 7, valueDim: 5 }, [1, 4]],
+      [{ numKeyHeads: 2, numValueHeads: 4, keyDim: 32, valueDim: 32 }, [4] /* pool */],
+    ];
+
+    function gdnInputs(r: () => number, dims: GdnDims, t: number) {
+      const width = 2 * dims.numKeyHeads * dims.keyDim + dims.numValueHeads * dims.valueDim;
+      const hv = dims.numValueHeads;
+      return {
+        qkv: fill(k, t * width, sym(r)),
+        g: fill(k, t * hv, () => -0.01 - 2 * r()),
+        beta: fill(k, t * hv, () => 0.05 + 0.9 * r()),
+        state: fill(k, hv * dims.keyDim * dims.valueDim, () => 0.5 * (2 * r() - 1)),
+      };
+    }
+
+    test('gdnRecurrent: outputs, in-place state and per-step scratch vs ref', () => {
+      const r = rng(8);
+      for (const [dims, ts] of gdnCases) {
+        for (const t of ts) {
+          const { qkv, g, beta, state } = gdnInputs(r, dims, t);
+          const ss = state.length;
+          const ov = t * dims.numValueHeads * dims.valueDim;
+          const s0 = Float32Array.from(state);
+          const out = k.alloc(ov);
+          const want = new Float32Array(ov);
+          const sRef = Float32Array.from(s0);
+          k.gdnRecurrent(out, qkv, g, beta, state, dims, t);
+          ref.gdnRecurrent(want, qkv, g, beta, sRef, dims, t);
+          close(out, want, 1e-5, `out T=${t} dk=${dims.keyDim}`);
+          close(state, sRef, 1e-5, `state T=${t}`);
+          const st2 = k.alloc(ss);
+          st2.set(s0);
+          const sc = k.alloc(t * ss);
+          const scRef = new Float32Array(t * ss);
+          const out2 = k.alloc(ov);
+          k.gdnRecurrent(out2, qkv, g, beta, st2, dims, t, sc);
+          ref.gdnRecurrent(want, qkv, g, beta, Float32Array.from(s0), dims, t, scRef);
+          close(out2, want, 1e-5, 'out with scratch');
+          close(sc, scRef, 1e-5, 'scratch states');
+          same(st2, s0, 'committed state read only with scratch');
+        }
+      }
+    });
+
+    test('gdnChunked vs the ref chunked form (T across chunk boundaries, pos0 ≠ 0)', () => {
+      const r = rng(9);
+      const dims: GdnDims = { numKeyHeads: 2, numValueHeads: 4, keyDim: 16, valueDim: 12 };
+      for (const [t, pos0] of [[1, 0], [5, 0], [64, 0], [65, 0], [130, 0], [70, 37], [64, 127], [3, 200]] as const) {
+        const { qkv, g, beta, state } = gdnInputs(r, dims, t);
+        const sRef = Float32Array.from(state);
+        const out = k.alloc(t * 4 * 12);
+        const want = new Float32Array(out.length);
+        k.gdnChunked(out, qkv, g, beta, state, dims, t, pos0);
+        ref.gdnChunked(want, qkv, g, beta, sRef, dims, t, pos0);
+        close(out, want, 2e-5, `chunked out T=${t} pos0=${pos0}`);
+        close(state, sRef, 2e-5, `chunked state T=${t} pos0=${pos0}`);
+      }
+    });
+
+    function kvCase(r: () => number, pageSize: number, pages: number, kvDim: number) {
+      const kv: KvLayerView = { k: k.alloc(pages * pageSize * kvDim), v: k.alloc(pages * pageSize * kvDim), pageSize };
+      const pageTable = Int32Array.from({ length: pages }, (_, i) => i);
+      for (let i = pages - 1; i > 0; i--) {
+        const j = Math.floor(r() * (i + 1));
+        [pageTable[i], pageTable[j]] = [pageTable[j]!, pageTable[i]!];
+      }
+      return { kv, pageTable };
+    }
+
+    test('kvWrite + attention over a shuffled page table (GQA, odd head dims, pool case)', () => {
+      const r = rng(10);
+      for (const [nH, nKV, hd, start, t] of [[4, 2, 8, 0, 1], [4, 2, 13, 5, 3], [6, 3, 16, 13, 6], [4, 1, 16, 200, 4]] as const) {
+        const ps = 4;
+        const pages = Math.ceil((start + t) / ps) + 1;
+        const kvDim = nKV * hd;
+        const { kv, pageTable } = kvCase(r, ps, pages, kvDim);
+        const refKv: KvLayerView = { k: new Float32Array(kv.k.length), v: new Float32Array(kv.v.length), pageSize: ps };
+        // history 0..start-1 then the T new tokens, written by each backend's kvWrite
+        const hk = fill(k, (start + t) * kvDim, sym(r));
+        const hv = fill(k, (start + t) * kvDim, sym(r));
+        k.kvWrite(kv, pageTable, 0, hk, hv, start + t, kvDim);
+        ref.kvWrite(refKv, pageTable, 0, hk, hv, start + t, kvDim);
+        same(kv.k, refKv.k, 'kv k');
+        same(kv.v, refKv.v, 'kv v');
+        const qStride = nH * hd + 3;
+        const q = fill(k, t * qStride, () => 2 * (2 * r() - 1));
+        const out = k.alloc(t * nH * hd);
+        const want = new Float32Array(out.length);
+        const dims = { numHeads: nH, numKvHeads: nKV, headDim: hd };
+        k.attention(out, q, qStride, kv, pageTable, start, t, dims);
+        ref.attention(want, q, qStride, refKv, pageTable, start, t, dims);
+        close(out, want, 1e-5, `attention nH=${nH} hd=${hd} start=${start} T=${t}`);
+      }
+    });
+
+    test('moeRoute: exact ids (ties → lower id), weights, renormalised or not', () => {
+      const r = rng(11);
+      for (const [m, e, topK] of [[1, 8, 2], [5, 17, 3], [3, 64, 10]] as const) {
+        const logits = fill(k, m * e, () => Math.round(8 * r()) / 2); // many ties
+        for (const renorm of [true, false]) {
+          const ids = k.allocI32(m * topK);
+          const w = k.alloc(m * topK);
+          const idsRef = new Int32Array(m * topK);
+          const wRef = new Float32Array(m * topK);
+          k.moeRoute(ids, w, logits, m, e, topK, renorm);
+          ref.moeRoute(idsRef, wRef, logits, m, e, topK, renorm);
+          same(ids, idsRef, 'ids');
+          close(w, wRef, 1e-6, 'weights');
+        }
+      }
+    });
+
+    test('probeBandwidth: positive GB/s; allocations afterwards are still zero-filled', () => {
+      const gbs = probeBandwidth(k, 8 << 20);
+      assert.ok(Number.isFinite(gbs) && gbs > 0, `probe ${gbs}`);
+      const a = k.alloc(1 << 20);
+      for (let i = 0; i < a.length; i += 997) assert.equal(a[i], 0);
+    });
+
+    test('mulSilu, mulSigmoid, add (odd n, aliasing)', () => {
+      const r = rng(12);
+      const n = 1031;
+      const a = fill(k, n, () => 10 * (2 * r() - 1));
+      const b = fill(k, n, () => 10 * (2 * r() - 1));
+      for (const op of ['mulSilu', 'mulSigmoid', 'add'] as const) {
+        const out = k.alloc(n);
+        const want = new Float32Array(n);
+        k[op](out, a, b, n);
+        ref[op](want, a, b, n);
+        if (op === 'add') same(out, want, op);
+        else close(out, want, 1e-6, op);
+        const al = Float32Array.from(a);
+        const alw = k.alloc(n);
+        alw.set(a);
+        k[op](alw, alw, b, n);
+        same(alw, out, `${op} in place`);
+        void al;
+      }
+    });
+  });
+}
