@@ -1,8 +1,8 @@
 // `deltaserve eval --compare-spec` on the three public eval sets reproduces the reference
 // accuracy of ../shared/eval/baseline.json within ±1 item per task, with identical outputs
-// MTP off and on. Full sets (300 items, twice): runs on the wasm kernels (about 2 minutes
-// on 2 cores) and is skipped when they are not built, unless DELTASERVE_EVAL_BASELINE=ref
-// asks for the (much slower) reference kernels.
+// MTP off and on. Full sets (300 items, twice) on the wasm kernels (about 2 minutes on 2
+// cores; `npm run build` builds them — a missing build fails loudly);
+// DELTASERVE_EVAL_BASELINE=ref asks for the (much slower) reference kernels.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,16 +11,16 @@ import { join } from 'node:path';
 import type { EvalResult } from '../src/cli/eval.js';
 import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
 
-const wasmBuilt = existsSync(join(REPO_ROOT, 'build', 'kernels.wasm')) && existsSync(join(REPO_ROOT, 'dist', 'src', 'kernels', 'wasm', 'index.js'));
-const kernels = process.env['DELTASERVE_EVAL_BASELINE'] === 'ref' ? 'ref' : wasmBuilt ? 'wasm' : null;
+const kernels = process.env['DELTASERVE_EVAL_BASELINE'] === 'ref' ? 'ref' : 'wasm';
 
 test('eval --compare-spec reproduces baseline.json (±1 item per task), identical outputs MTP off/on',
-  { skip: kernels === null ? 'wasm kernels not built (npm run build); DELTASERVE_EVAL_BASELINE=ref runs it on ref' : false, timeout: 3_600_000 },
+  { timeout: 3_600_000 },
   () => {
+    assert.ok(kernels === 'ref' || existsSync(join(REPO_ROOT, 'build', 'kernels.wasm')), 'build/kernels.wasm is missing: run npm run build');
     const baseline = JSON.parse(readFileSync(sharedPath('eval', 'baseline.json'), 'utf8')) as { accuracy: Record<string, number>; n: Record<string, number> };
     const sets = Object.keys(baseline.accuracy).map((t) => sharedPath('eval', `${t}.public.jsonl`));
     const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'eval', '--data', ...sets,
-      '--compare-spec', '--spec-tokens', '3', '--max-tokens', '128', '--model', TINY_THINK(), '--kernels', kernels!], { encoding: 'utf8' });
+      '--compare-spec', '--spec-tokens', '3', '--max-tokens', '128', '--model', TINY_THINK(), '--kernels', kernels], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const out = JSON.parse(r.stdout) as EvalResult;
     for (const [task, acc] of Object.entries(baseline.accuracy)) {
