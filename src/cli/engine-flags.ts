@@ -21,6 +21,9 @@ export const ENGINE_FLAGS = {
   'max-context': { type: 'string' },
   'spec-tokens': { type: 'string' },
   'spec-adaptive': { type: 'string' },
+  'no-prefix-cache': { type: 'boolean' },
+  'state-track-interval': { type: 'string' },
+  'cache-state-slots': { type: 'string' },
 } as const;
 
 export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
@@ -32,7 +35,10 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
   --kv-cache-tokens N       KV pool capacity in tokens (default max(context, 16384))
   --max-context N           context length cap (default: the model's)
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
-  --spec-adaptive on|off    adapt k to measured throughput (default on)`;
+  --spec-adaptive on|off    adapt k to measured throughput (default on; sampled requests keep k)
+  --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)
+  --state-track-interval N  snapshot interval in tokens (default 256; multiple of 64 and of --page-size)
+  --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)`;
 
 /** wasm when it is built (npm run build), else ref; DELTASERVE_KERNELS overrides. */
 export function defaultKernels(): 'ref' | 'wasm' {
@@ -57,6 +63,9 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
     ...(int(v, 'spec-tokens', 0) !== undefined ? { specTokens: int(v, 'spec-tokens', 0)! } : {}),
     ...(specAdaptive(v) !== undefined ? { specAdaptive: specAdaptive(v)! } : {}),
+    ...(v['no-prefix-cache'] ? { prefixCache: false } : {}),
+    ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
+    ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),
   };
 }
 
