@@ -64,10 +64,11 @@ function same(got: ArrayLike<number>, want: ArrayLike<number>, what: string, n =
 
 const sym = (r: () => number) => () => 2 * r() - 1;
 
-const dims: GdnDims = { numKeyHeads: 2, numValueHeads: 4, keyDim: 32, valueDim: 32 };
-const width = 2 * 2 * 32 + 4 * 32;
-const ss = 4 * 32 * 32;
-const ov = 4 * 32;
+// T·HV·dk·dv ≥ 64K for T ≥ 4: multi-token calls on 2 threads use the pool
+const dims: GdnDims = { numKeyHeads: 2, numValueHeads: 4, keyDim: 64, valueDim: 64 };
+const width = 2 * 2 * 64 + 4 * 64;
+const ss = 4 * 64 * 64;
+const ov = 4 * 64;
 
 function gdnInputs(r: () => number, t: number) {
   return {
@@ -81,8 +82,8 @@ function gdnInputs(r: () => number, t: number) {
 describe('batch invariance (bit-exact)', () => {
   test('matmul: row alone == row in a batch of M (1..13), threads 1 == 2, bf16 and f32', () => {
     const r = rng(21);
-    // (N, K): tails of 1..7 in K; N·K ≥ 32K so 2 threads use the pool; 140 rows span tiles
-    for (const [n, kk] of [[67, 509], [140, 1030], [9, 4099]] as const) {
+    // (N, K): K tails of 3, 6, 3 mod 8; N·K ≥ 256K so 2 threads use the pool; M ≥ 4 spans tiles
+    for (const [n, kk] of [[67, 4099], [300, 1030], [33, 8195]] as const) {
       for (const dtype of ['bf16', 'f32'] as const) {
         const w1 = weight(k1, dtype, n, kk, sym(r));
         const w2 = cloneWeight(k2, w1);

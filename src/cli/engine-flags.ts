@@ -1,9 +1,9 @@
 // Flags every engine-driving command shares (generate, serve, eval, bench).
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
-import { existsSync } from 'node:fs';
 import type { EngineOptions } from '../engine/engine.js';
-import type { KernelsChoice } from '../kernels/index.js';
+import { defaultKernels, type KernelsChoice } from '../kernels/index.js';
+export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { type ArgValues, int, str } from './args.js';
 
@@ -39,15 +39,6 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)
   --state-track-interval N  snapshot interval in tokens (default 256; multiple of 64 and of --page-size)
   --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)`;
-
-/** wasm when it is built (npm run build), else ref; DELTASERVE_KERNELS overrides. */
-export function defaultKernels(): 'ref' | 'wasm' {
-  const env = process.env['DELTASERVE_KERNELS'];
-  if (env === 'ref' || env === 'wasm') return env;
-  const root = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
-  const built = existsSync(resolve(root, 'build', 'kernels.wasm')) && existsSync(resolve(root, 'dist', 'src', 'kernels', 'wasm', 'index.js'));
-  return built ? 'wasm' : 'ref';
-}
 
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();

@@ -107,7 +107,7 @@ export class Engine {
   }
 
   static async load(opts: EngineOptions): Promise<Engine> {
-    const kernels = await createKernels(opts.kernels ?? 'ref', opts.threads);
+    const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
       const model = loadModel(opts.model, kernels);
       const tokenizer = TextTokenizer.load(opts.model);

@@ -9,11 +9,12 @@ import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import type { Pool } from './pool.js';
 
-// Work below these sizes runs on the main thread alone (a launch costs ~1–3 µs).
-const PAR_MATMUL = 1 << 15; // weight elements
-const PAR_ATTN = 1 << 15; // units · keys · hd
-const PAR_GDN = 1 << 14; // T · HV · dk · dv
-const PAR_CONV = 1 << 14; // T · C
+// Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
+// launch costs a few µs and, on a busy machine, far more.
+const PAR_MATMUL = 1 << 18; // weight elements
+const PAR_ATTN = 1 << 16; // units · keys · hd
+const PAR_GDN = 1 << 16; // T · HV · dk · dv
+const PAR_CONV = 1 << 15; // T · C
 const CHUNK_BYTES = 512 << 10; // matmul weight bytes per pool chunk
 
 function isBf16(w: Weight): number {

@@ -1,5 +1,5 @@
-// Memory of the wasm backend: one or more Arenas, each a shared WasmMemory (at
-// most 4 GiB: 65536 pages) with a bump allocator. Allocations never move and are never
+// Memory of the wasm backend: one or more Arenas, each a shared WebAssembly memory (at
+// most 4 GiB − 64 KiB: 65535 pages) with a bump allocator. Allocations never move and are never
 // freed (the Kernels interface has no free); fresh pages are zero, so alloc() is zeroed.
 //
 // Locating a view: a view's `buffer` is one of the SharedArrayBuffers its memory has

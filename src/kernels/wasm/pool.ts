@@ -12,6 +12,9 @@ import type { KernelExports, WasmMemory, WasmModule } from './module.js';
 
 const SPIN_MS = 0.1; // workers' spin budget before sleeping on GEN
 const MAIN_SPIN_MS = 0.5; // main thread's spin budget before sleeping (it only waits for chunks in flight)
+// A worker that died holding a chunk cannot report it (its 'error' event needs the event
+// loop this synchronous wait blocks): give up after this long rather than hang forever.
+const WATCHDOG_MS = 120_000;
 
 export class Pool {
   readonly ctl: Int32Array;
@@ -104,6 +107,9 @@ export class Pool {
         Atomics.wait(ctl, slot, d, 20);
         Atomics.store(ctl, MAIN_WAITING, 0);
         if (this.failure) throw this.failure;
+        if (performance.now() - t0 > WATCHDOG_MS) {
+          throw new Error(`wasm kernels: workers unresponsive for ${WATCHDOG_MS / 1000} s (command ${Atomics.load(ctl, CMD)})`);
+        }
       }
     }
   }
