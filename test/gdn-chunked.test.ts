@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { GdnDims } from '../src/kernels/types.js';
+import { relErr } from './numeric.js';
 
 function lcg(seed: number): () => number {
   let s = seed >>> 0;
@@ -26,16 +27,6 @@ function randomInputs(dims: GdnDims, t: number, seed: number) {
   return { qkv, g, beta, state };
 }
 
-function maxRel(a: Float32Array, b: Float32Array): number {
-  let d = 0;
-  let m = 0;
-  for (let i = 0; i < a.length; i++) {
-    d = Math.max(d, Math.abs(a[i]! - b[i]!));
-    m = Math.max(m, Math.abs(b[i]!));
-  }
-  return d / m;
-}
-
 const k = createRefKernels();
 const shapes: GdnDims[] = [
   { numKeyHeads: 2, numValueHeads: 4, keyDim: 16, valueDim: 8 },
@@ -53,8 +44,8 @@ for (const dims of shapes) {
       const sC = state.slice();
       k.gdnRecurrent(outR, qkv, g, beta, sR, dims, t);
       k.gdnChunked(outC, qkv, g, beta, sC, dims, t);
-      assert.ok(maxRel(outC, outR) <= 1e-5, `outputs differ: ${maxRel(outC, outR)}`);
-      assert.ok(maxRel(sC, sR) <= 1e-5, `states differ: ${maxRel(sC, sR)}`);
+      assert.ok(relErr(outC, outR) <= 1e-5, `outputs differ: ${relErr(outC, outR)}`);
+      assert.ok(relErr(sC, sR) <= 1e-5, `states differ: ${relErr(sC, sR)}`);
     });
   }
 }
@@ -127,7 +118,7 @@ test('chunked: a prefill split into calls (chunks aligned to absolute multiples 
       assert.deepEqual(parts, whole, `cuts ${cuts}`);
       assert.deepEqual(s, sWhole, `cuts ${cuts}`);
     } else {
-      assert.ok(maxRel(parts, whole) <= 1e-5, `cuts ${cuts}: ${maxRel(parts, whole)}`);
+      assert.ok(relErr(parts, whole) <= 1e-5, `cuts ${cuts}: ${relErr(parts, whole)}`);
     }
   }
   // two runs that share an unaligned split (100) but differ elsewhere agree bit for bit

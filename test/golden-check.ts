@@ -9,6 +9,7 @@ import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.j
 import { forwardHidden, lmHead, mtpForward } from '../src/model/forward.js';
 import { Workspace } from '../src/model/layers.js';
 import type { Kernels } from '../src/kernels/types.js';
+import { relErr } from './numeric.js';
 
 interface GoldenPrompt {
   name: string;
@@ -23,16 +24,6 @@ function argmax(v: ArrayLike<number>): number {
   let best = 0;
   for (let i = 1; i < v.length; i++) if (v[i]! > v[best]!) best = i;
   return best;
-}
-
-function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  let maxDiff = 0;
-  let maxAbs = 0;
-  for (let i = 0; i < want.length; i++) {
-    maxDiff = Math.max(maxDiff, Math.abs(got[i]! - want[i]!));
-    maxAbs = Math.max(maxAbs, Math.abs(want[i]!));
-  }
-  return maxDiff / maxAbs;
 }
 
 export function checkGolden(modelName: string, kernels: () => Kernels): void {

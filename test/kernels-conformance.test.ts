@@ -16,6 +16,7 @@ import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels, probeBandwidth } from '../src/kernels/wasm/index.js';
+import { relErr, rng } from './numeric.js';
 
 const backends: { label: string; k: Kernels }[] = [
   { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
@@ -23,18 +24,6 @@ const backends: { label: string; k: Kernels }[] = [
 ];
 after(() => backends.forEach((b) => b.k.dispose()));
 const ref = createRefKernels();
-
-/** Deterministic uniform [0, 1) (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function fill(k: Kernels, n: number, f: () => number): Float32Array {
   const a = k.alloc(n);
@@ -54,17 +43,6 @@ function weight(k: Kernels, dtype: WeightDType, rows: number, cols: number, f: (
     }
   }
   return w;
-}
-
-function relErr(got: ArrayLike<number>, want: ArrayLike<number>, n = want.length): number {
-  let d = 0;
-  let m = 0;
-  for (let i = 0; i < n; i++) {
-    d = Math.max(d, Math.abs(got[i]! - want[i]!));
-    m = Math.max(m, Math.abs(want[i]!));
-  }
-  if (!Number.isFinite(d)) return Infinity;
-  return m === 0 ? d : d / m;
 }
 
 function close(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, what: string, n?: number): void {

@@ -6,6 +6,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { rng } from './numeric.js';
 
 const k1 = await createWasmKernels({ threads: 1 });
 const k2 = await createWasmKernels({ threads: 2 });
@@ -13,17 +14,6 @@ after(() => {
   k1.dispose();
   k2.dispose();
 });
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function fill(k: Kernels, n: number, f: () => number): Float32Array {
   const a = k.alloc(n);

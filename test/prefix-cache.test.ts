@@ -13,18 +13,9 @@ import { forwardHidden } from '../src/model/forward.js';
 import { Workspace } from '../src/model/layers.js';
 import { evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
+import { relErr } from './numeric.js';
 
 const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
-
-function relErr(a: Float32Array, b: Float32Array): number {
-  let d = 0;
-  let m = 0;
-  for (let i = 0; i < a.length; i++) {
-    d = Math.max(d, Math.abs(a[i]! - b[i]!));
-    m = Math.max(m, Math.abs(b[i]!));
-  }
-  return d / m;
-}
 
 /** Multi-turn conversations from eval items: turn 2 re-sends turn 1 with its answer. */
 function conversations(n: number): { first: ChatMessage[]; second: ChatMessage[] }[] {

@@ -9,6 +9,7 @@ import { IncrementalDetokenizer } from '../src/tokenizer/detokenizer.js';
 import { ReasoningSplitter, splitReasoning, extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { DeltaserveError } from '../src/util/errors.js';
 import { TINY_THINK, TINY_NEXT_MOE, sharedPath } from './paths.js';
+import { rng } from './numeric.js';
 
 interface GoldenPrompt {
   messages: ChatMessage[];
@@ -22,18 +23,6 @@ const FFFD = '\uFFFD';
 
 function golden(name: string): GoldenPrompt[] {
   return (JSON.parse(readFileSync(sharedPath('golden', `${name}.json`), 'utf8')) as { prompts: GoldenPrompt[] }).prompts;
-}
-
-/** Deterministic PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function isDeltaserveError(code: string, pattern: RegExp) {

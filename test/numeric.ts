@@ -1,0 +1,24 @@
+// Numeric helpers shared by the tests.
+
+/** Deterministic uniform [0, 1) generator (mulberry32). */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** max |got − want| / max |want| over the first n elements (0 when want is all zero). */
+export function relErr(got: ArrayLike<number>, want: ArrayLike<number>, n = want.length): number {
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < n; i++) {
+    d = Math.max(d, Math.abs(got[i]! - want[i]!));
+    m = Math.max(m, Math.abs(want[i]!));
+  }
+  return m === 0 ? d : d / m;
+}
