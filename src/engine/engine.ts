@@ -328,6 +328,10 @@ export class Engine {
     // Seeded sampling must be reproducible, and which random draws a round consumes
     // depends on k: sampling requests always draft the configured k, never the adaptive one.
     const kFor = (r: Request): number => (isGreedy(r.sampling) ? k : this.policy.kMax);
+    // When the policy has turned speculation off and no request needs drafts, the MTP
+    // head is skipped entirely: its KV for these positions goes stale, which can only
+    // lower the acceptance of later drafts (outputs are lossless either way).
+    if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return;
     const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
     this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
     const override = this.opts.draftOverride;

@@ -25,20 +25,21 @@ export class AdaptiveK {
     this.choice = new Int32Array(BUCKETS.length).fill(kMax);
   }
 
-  /** k to draft for a step whose decode batch has `batch` requests. */
+  /** k to draft for a step whose decode batch has `batch` requests. Exploration climbs
+   * from k = 1 (the head's strongest position) and 0, and tries k+1 only once k beat
+   * k−1, so expensive large k are measured only when they can pay; then periodic probes
+   * of the best k's neighbours follow changes in load. */
   choose(batch: number): number {
     if (!this.adaptive || this.kMax === 0) return this.kMax;
     const b = bucketOf(batch);
     const rates = this.rate[b]!;
     const n = ++this.steps[b]!;
-    let best = this.choice[b]!;
-    for (let k = 0; k <= this.kMax; k++) if (rates[k]! > (rates[best]! || 0)) best = k;
-    // explore: untried k from the top down first, then periodic neighbour probes
-    for (let k = this.kMax; k >= 0; k--) {
-      if (Number.isNaN(rates[k]!) && (k === this.kMax || !Number.isNaN(rates[k + 1]!))) {
-        if (k >= best - 1) return (this.choice[b] = k);
-      }
-    }
+    if (Number.isNaN(rates[1]!)) return (this.choice[b] = 1);
+    if (Number.isNaN(rates[0]!)) return (this.choice[b] = 0);
+    let best = 0;
+    for (let k = 1; k <= this.kMax; k++) if (rates[k]! > rates[best]!) best = k;
+    const next = best + 1;
+    if (next <= this.kMax && Number.isNaN(rates[next]!)) return (this.choice[b] = next);
     if (n % PROBE_EVERY === 0) return (this.choice[b] = Math.min(this.kMax, best + 1));
     if (n % PROBE_EVERY === PROBE_EVERY / 2) return (this.choice[b] = Math.max(0, best - 1));
     return (this.choice[b] = best);
