@@ -102,15 +102,20 @@ test('chunked: a prefill split into calls (chunks aligned to absolute multiples 
   const whole = new Float32Array(t * od);
   const sWhole = state.slice();
   k.gdnChunked(whole, qkv, g, beta, sWhole, dims, t, 0);
-  for (const cuts of [[100, 128], [37, 64, 150], [64, 128, 192], [1, 2, 3, 199]]) {
-    const parts = new Float32Array(t * od);
-    const s = state.slice();
+  /** Prefill split at `cuts` (each call's chunks aligned to absolute positions). */
+  const run = (cuts: number[], s = state.slice()): Float32Array => {
+    const out = new Float32Array(t * od);
     const bounds = [0, ...cuts, t];
     for (let i = 0; i + 1 < bounds.length; i++) {
       const [a, b] = [bounds[i]!, bounds[i + 1]!];
-      k.gdnChunked(parts.subarray(a * od, b * od), qkv.subarray(a * width, b * width), g.subarray(a * hv, b * hv),
+      k.gdnChunked(out.subarray(a * od, b * od), qkv.subarray(a * width, b * width), g.subarray(a * hv, b * hv),
         beta.subarray(a * hv, b * hv), s, dims, b - a, a);
     }
+    return out;
+  };
+  for (const cuts of [[100, 128], [37, 64, 150], [64, 128, 192], [1, 2, 3, 199]]) {
+    const s = state.slice();
+    const parts = run(cuts, s);
     // splits at non-multiples of 64 (37, 150, 1, 2, 3, 199) cut a chunk: only splits at
     // multiples of 64 are bit-exact with the one-call run
     const aligned = cuts.every((c) => c % 64 === 0);
@@ -122,16 +127,5 @@ test('chunked: a prefill split into calls (chunks aligned to absolute multiples 
     }
   }
   // two runs that share an unaligned split (100) but differ elsewhere agree bit for bit
-  const run = (cuts: number[]): Float32Array => {
-    const out = new Float32Array(t * od);
-    const s = state.slice();
-    const bounds = [0, ...cuts, t];
-    for (let i = 0; i + 1 < bounds.length; i++) {
-      const [a, b] = [bounds[i]!, bounds[i + 1]!];
-      k.gdnChunked(out.subarray(a * od, b * od), qkv.subarray(a * width, b * width), g.subarray(a * hv, b * hv),
-        beta.subarray(a * hv, b * hv), s, dims, b - a, a);
-    }
-    return out;
-  };
   assert.deepEqual(run([64, 100, 128, 192]), run([100]));
 });

@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels, probeBandwidth } from '../src/kernels/wasm/index.js';
-import { relErr, rng } from './numeric.js';
+import { randomWeight, relErr, rng } from './numeric.js';
 
 const backends: { label: string; k: Kernels }[] = [
   { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
@@ -31,19 +31,7 @@ function fill(k: Kernels, n: number, f: () => number): Float32Array {
   return a;
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function weight(k: Kernels, dtype: WeightDType, rows: number, cols: number, f: () => number): Weight {
-  const { weight: w } = k.allocWeight(dtype, rows, cols);
-  for (let i = 0; i < rows * cols; i++) {
-    if (dtype === 'f32') (w.data as Float32Array)[i] = f();
-    else {
-      f32[0] = f();
-      (w.data as Uint16Array)[i] = u32[0]! >>> 16;
-    }
-  }
-  return w;
-}
+const weight = randomWeight;
 
 function close(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, what: string, n?: number): void {
   const e = relErr(got, want, n);

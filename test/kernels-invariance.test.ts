@@ -6,7 +6,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
-import { rng } from './numeric.js';
+import { randomWeight, rng } from './numeric.js';
 
 const k1 = await createWasmKernels({ threads: 1 });
 const k2 = await createWasmKernels({ threads: 2 });
@@ -27,17 +27,7 @@ function copy(k: Kernels, src: ArrayLike<number>): Float32Array {
   return a;
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function weight(k: Kernels, dtype: WeightDType, rows: number, cols: number, f: () => number): Weight {
-  const { weight: w } = k.allocWeight(dtype, rows, cols);
-  for (let i = 0; i < rows * cols; i++) {
-    f32[0] = f();
-    if (dtype === 'f32') (w.data as Float32Array)[i] = f32[0];
-    else (w.data as Uint16Array)[i] = u32[0]! >>> 16;
-  }
-  return w;
-}
+const weight = randomWeight;
 
 /** Same weight contents in another backend's memory. */
 function cloneWeight(k: Kernels, w: Weight): Weight {

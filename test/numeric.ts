@@ -1,4 +1,5 @@
 // Numeric helpers shared by the tests.
+import type { Kernels, Weight, WeightDType } from '../src/kernels/types.js';
 
 /** Deterministic uniform [0, 1) generator (mulberry32). */
 export function rng(seed: number): () => number {
@@ -21,4 +22,18 @@ export function relErr(got: ArrayLike<number>, want: ArrayLike<number>, n = want
     m = Math.max(m, Math.abs(want[i]!));
   }
   return m === 0 ? d : d / m;
+}
+
+const f32Bits = new Float32Array(1);
+const u32Bits = new Uint32Array(f32Bits.buffer);
+
+/** A [rows, cols] weight in backend `k` filled from `f` (bf16: the top 16 bits of the f32). */
+export function randomWeight(k: Pick<Kernels, 'allocWeight'>, dtype: WeightDType, rows: number, cols: number, f: () => number): Weight {
+  const { weight: w } = k.allocWeight(dtype, rows, cols);
+  for (let i = 0; i < rows * cols; i++) {
+    f32Bits[0] = f();
+    if (dtype === 'f32') (w.data as Float32Array)[i] = f32Bits[0];
+    else (w.data as Uint16Array)[i] = u32Bits[0]! >>> 16;
+  }
+  return w;
 }
