@@ -4,7 +4,7 @@
 // on the other units, or on the thread — batch- and split-invariant.
 //   q: [T, nH, hd] with token stride qStride floats; kc, vc: [rows, nKV, hd];
 //   pageTable: i32; out: [T, nH, hd]; scores: f32 scratch [start + T] (this thread's).
-import { dot, axpy, f32At, f32Set, zero } from './common';
+import { dot, axpy, f32At, f32Set, zero, expf4, expf1 } from './common';
 
 export function attention(out: usize, q: usize, qStride: i32, kc: usize, vc: usize, pageTable: usize,
   pageSize: i32, start: i32, nH: i32, nKV: i32, hd: i32, u0: i32, u1: i32, scores: usize): void {
@@ -28,9 +28,21 @@ export function attention(out: usize, q: usize, qStride: i32, kc: usize, vc: usi
       if (s > mx) mx = s;
     }
     // exp and sum (f64 sum, in increasing p)
+    // (exp vectorised; lanes and tail are bit-identical, so only n fixes the result)
     let sum = 0.0;
-    for (let p = 0; p < n; p++) {
-      const e = Mathf.exp(f32At(scores, p) - mx);
+    const n4 = n & ~3;
+    const mv = f32x4.splat(mx);
+    for (let p = 0; p < n4; p += 4) {
+      const sp = scores + (<usize>p << 2);
+      const e = expf4(f32x4.sub(v128.load(sp), mv));
+      v128.store(sp, e);
+      sum += <f64>f32x4.extract_lane(e, 0);
+      sum += <f64>f32x4.extract_lane(e, 1);
+      sum += <f64>f32x4.extract_lane(e, 2);
+      sum += <f64>f32x4.extract_lane(e, 3);
+    }
+    for (let p = n4; p < n; p++) {
+      const e = expf1(f32At(scores, p) - mx);
       f32Set(scores, p, e);
       sum += <f64>e;
     }

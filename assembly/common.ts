@@ -84,13 +84,60 @@ export function zero(dst: usize, n: i32): void {
   memory.fill(dst, 0, <usize>n << 2);
 }
 
-/** f32 SiLU and sigmoid (Mathf.exp: correctly rounded-ish single precision). */
-// @ts-ignore: decorator
-@inline export function siluf(x: f32): f32 {
-  return x / (<f32>1 + Mathf.exp(-x));
-}
+// ---- exp, SiLU and sigmoid on f32x4 ------------------------------------------------
+// exp: Cody–Waite range reduction x = n·ln2 + r (|r| ≤ ln2/2, ln2 split in two constants),
+// a degree-5 polynomial for e^r (the classic single-precision coefficients, ~1 ulp), then
+// ·2ⁿ through the exponent bits. Plain mul/add only (never mac), so the scalar versions,
+// which run the same vector code on a splat, are bit-identical to every lane: an element's
+// value never depends on whether it falls in a vector body or a tail.
+const EXP_HI: f32 = 88.3762626647949; // above: +inf
+const EXP_LO: f32 = -87.3365447505531; // below: 0
 
 // @ts-ignore: decorator
-@inline export function sigmoidf(x: f32): f32 {
-  return <f32>1 / (<f32>1 + Mathf.exp(-x));
+@inline function sp(v: f32): v128 {
+  return f32x4.splat(v);
+}
+
+/** e^x per lane. */
+// @ts-ignore: decorator
+@inline export function expf4(x: v128): v128 {
+  const big = f32x4.gt(x, sp(EXP_HI));
+  const tiny = f32x4.lt(x, sp(EXP_LO));
+  const xc = f32x4.min(f32x4.max(x, sp(EXP_LO)), sp(EXP_HI));
+  const n = f32x4.floor(f32x4.add(f32x4.mul(xc, sp(1.44269504088896341)), sp(0.5)));
+  let r = f32x4.sub(xc, f32x4.mul(n, sp(0.693359375)));
+  r = f32x4.sub(r, f32x4.mul(n, sp(-2.12194440e-4)));
+  let p = sp(1.9875691500e-4);
+  p = f32x4.add(f32x4.mul(p, r), sp(1.3981999507e-3));
+  p = f32x4.add(f32x4.mul(p, r), sp(8.3334519073e-3));
+  p = f32x4.add(f32x4.mul(p, r), sp(4.1665795894e-2));
+  p = f32x4.add(f32x4.mul(p, r), sp(1.6666665459e-1));
+  p = f32x4.add(f32x4.mul(p, r), sp(5.0000001201e-1));
+  const y = f32x4.add(f32x4.add(f32x4.mul(p, f32x4.mul(r, r)), r), sp(1));
+  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  const e = f32x4.mul(y, scale);
+  return v128.bitselect(f32x4.splat(0), v128.bitselect(f32x4.splat(Infinity), e, big), tiny);
+}
+
+/** x·sigmoid(x) = x / (1 + e^−x) per lane. */
+// @ts-ignore: decorator
+@inline export function silu4(x: v128): v128 {
+  return f32x4.div(x, f32x4.add(sp(1), expf4(f32x4.neg(x))));
+}
+
+/** 1 / (1 + e^−x) per lane. */
+// @ts-ignore: decorator
+@inline export function sigmoid4(x: v128): v128 {
+  return f32x4.div(sp(1), f32x4.add(sp(1), expf4(f32x4.neg(x))));
+}
+
+/** Scalar twins (bit-identical to a lane of the vector versions). */
+export function expf1(x: f32): f32 {
+  return f32x4.extract_lane(expf4(f32x4.splat(x)), 0);
+}
+export function siluf(x: f32): f32 {
+  return f32x4.extract_lane(silu4(f32x4.splat(x)), 0);
+}
+export function sigmoidf(x: f32): f32 {
+  return f32x4.extract_lane(sigmoid4(f32x4.splat(x)), 0);
 }

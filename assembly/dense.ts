@@ -1,6 +1,6 @@
 // Row-wise and elementwise kernels (run on the main thread: small, memory-light).
 // Every row is computed independently with a fixed order (batch invariance).
-import { sumSq, wAt, f32At, f32Set, siluf, sigmoidf } from './common';
+import { sumSq, wAt, f32At, f32Set, siluf, sigmoidf, silu4, sigmoid4 } from './common';
 
 /** RMSNorm of rows [r0, r1): out = x·rsqrt(mean(x²)+eps)·(1+w) (zeroCentered) or ·w.
  * x, out: [M, d] (may alias); w: [d] bf16 or f32. Σx² in the fixed `dot` order; the
@@ -19,6 +19,13 @@ export function rmsNorm(out: usize, x: usize, w: usize, wBf16: i32, r0: i32, r1:
   }
 }
 
+/** Elements p..p+3 of a weight vector (bf16 widened, or f32). */
+// @ts-ignore: decorator
+@inline function wVec(w: usize, p: i32, wBf16: i32): v128 {
+  if (wBf16) return i32x4.shl(v128.load16x4_u(w + (<usize>p << 1)), 16);
+  return v128.load(w + (<usize>p << 2));
+}
+
 /** Gated RMSNorm of rows [r0, r1): out = o·rsqrt(mean(o²)+eps)·w·silu(z).
  * o, z, out: [M, d] (out may alias o); w: [d] (plain w). */
 export function gatedRmsNorm(out: usize, o: usize, z: usize, w: usize, wBf16: i32, r0: i32, r1: i32, d: i32,
@@ -26,7 +33,14 @@ export function gatedRmsNorm(out: usize, o: usize, z: usize, w: usize, wBf16: i3
   for (let r = r0; r < r1; r++) {
     const base = (<usize>r * <usize>d) << 2;
     const inv = <f32>(1.0 / Math.sqrt(<f64>sumSq(o + base, d) / <f64>d + eps));
-    for (let p = 0; p < d; p++) {
+    // silu(z) vectorised (bit-identical to the scalar twin), then the products in order
+    const d4 = d & ~3;
+    for (let p = 0; p < d4; p += 4) {
+      const zo = z + base + (<usize>p << 2);
+      v128.store(out + base + (<usize>p << 2), f32x4.mul(
+        f32x4.mul(f32x4.mul(v128.load(o + base + (<usize>p << 2)), f32x4.splat(inv)), wVec(w, p, wBf16)), silu4(v128.load(zo))));
+    }
+    for (let p = d4; p < d; p++) {
       f32Set(out + base, p, f32At(o + base, p) * inv * wAt(w, p, wBf16) * siluf(f32At(z + base, p)));
     }
   }
@@ -56,12 +70,22 @@ export function rope(x: usize, positions: usize, t: i32, heads: i32, headDim: i3
 
 /** out[i] = a[i]·silu(b[i]). */
 export function mulSilu(out: usize, a: usize, b: usize, n: i32): void {
-  for (let i = 0; i < n; i++) f32Set(out, i, f32At(a, i) * siluf(f32At(b, i)));
+  const n4 = n & ~3;
+  for (let i = 0; i < n4; i += 4) {
+    const o = <usize>i << 2;
+    v128.store(out + o, f32x4.mul(v128.load(a + o), silu4(v128.load(b + o))));
+  }
+  for (let i = n4; i < n; i++) f32Set(out, i, f32At(a, i) * siluf(f32At(b, i)));
 }
 
 /** out[i] = a[i]·sigmoid(b[i]). */
 export function mulSigmoid(out: usize, a: usize, b: usize, n: i32): void {
-  for (let i = 0; i < n; i++) f32Set(out, i, f32At(a, i) * sigmoidf(f32At(b, i)));
+  const n4 = n & ~3;
+  for (let i = 0; i < n4; i += 4) {
+    const o = <usize>i << 2;
+    v128.store(out + o, f32x4.mul(v128.load(a + o), sigmoid4(v128.load(b + o))));
+  }
+  for (let i = n4; i < n; i++) f32Set(out, i, f32At(a, i) * sigmoidf(f32At(b, i)));
 }
 
 /** out[i] = a[i] + b[i] (SIMD; exact per element). */

@@ -2,7 +2,7 @@
 // Math: ../../shared/MODEL-NOTES.md "Gated DeltaNet layer". f32 arithmetic; per element a
 // fixed order that depends only on the element's own inputs, so results are identical
 // whatever T, the head/channel split across threads, and with or without scratch.
-import { sumSq, scaleTo, zero, wAt, f32At, f32Set, siluf } from './common';
+import { sumSq, scaleTo, zero, wAt, f32At, f32Set, siluf, silu4 } from './common';
 
 /** Causal depthwise conv + SiLU over channels [c0, c1). Virtual input rows:
  * [window (K−1 rows) ; x (T rows)]; x: [T, C], window: [K−1, C], w: [C, K] (bf16|f32),
@@ -13,8 +13,20 @@ import { sumSq, scaleTo, zero, wAt, f32At, f32Set, siluf } from './common';
 export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16: i32, t: i32, c: i32, kw: i32,
   scratch: usize, c0: i32, c1: i32): void {
   const hist = kw - 1;
+  // 4 channels per vector while they fit in [c0, c1), then single channels; both compute
+  // acc = Σ_j w[ch, j]·v_j in increasing j with plain mul/add, so they agree bit for bit.
+  const c4 = c0 + ((c1 - c0) & ~3);
   for (let i = 0; i < t; i++) {
-    for (let ch = c0; ch < c1; ch++) {
+    for (let ch = c0; ch < c4; ch += 4) {
+      let acc = f32x4.splat(0);
+      for (let j = 0; j < kw; j++) {
+        const wv = f32x4(wAt(w, ch * kw + j, wBf16), wAt(w, (ch + 1) * kw + j, wBf16),
+          wAt(w, (ch + 2) * kw + j, wBf16), wAt(w, (ch + 3) * kw + j, wBf16));
+        acc = f32x4.add(acc, f32x4.mul(wv, virt4(window, x, c, hist, i + j, ch)));
+      }
+      v128.store(out + ((<usize>i * <usize>c + <usize>ch) << 2), silu4(acc));
+    }
+    for (let ch = c4; ch < c1; ch++) {
       let acc: f32 = 0;
       for (let j = 0; j < kw; j++) acc += wAt(w, ch * kw + j, wBf16) * virt(window, x, c, hist, i + j, ch);
       f32Set(out, i * c + ch, siluf(acc));
@@ -31,6 +43,12 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
       for (let ch = c0; ch < c1; ch++) f32Set(window, r * c + ch, virt(window, x, c, hist, t + r, ch));
     }
   }
+}
+
+/** Channels ch..ch+3 of virtual row r (window rows, then x rows). */
+// @ts-ignore: decorator
+@inline function virt4(window: usize, x: usize, c: i32, hist: i32, r: i32, ch: i32): v128 {
+  return r < hist ? v128.load(window + ((<usize>(r * c + ch)) << 2)) : v128.load(x + ((<usize>((r - hist) * c + ch)) << 2));
 }
 
 // @ts-ignore: decorator

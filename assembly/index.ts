@@ -2,7 +2,7 @@
 // every worker thread instantiates this module on the same WebAssembly.Memory. The JS side
 // (src/kernels/wasm) owns allocation; nothing here allocates. Static data (math tables)
 // ends at heapBase(); the JS allocator starts above it.
-export { prepBf16X, matmulBf16, matmulF32, streamRead } from './matmul';
+export { matmulBf16, matmulF32, packPanels, streamRead } from './matmul';
 export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute } from './dense';
 export { attention } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';

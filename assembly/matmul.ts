@@ -1,241 +1,211 @@
 // out[m, n] = Σ_k x[m, k] · W[n, k] for output columns n ∈ [n0, n1) (the thread's share).
-// x: [M, K] f32, W: [N, K] bf16 (u16 bits) or f32, out: [M, N] f32.
+// x: [M, K] f32 row-major; out: [M, N] f32.
 //
-// Canonical reduction order of EVERY output element (batch invariance): one f32x4
-// accumulator `acc` over the full 8-blocks of k in increasing order,
-//     acc = (acc + xe·we) + xo·wo
-// where (xe, xo) / (we, wo) are two 4-lane halves of the block; then a scalar tail
-// t = Σ_{k8 ≤ p < K} x[p]·w[p] in increasing p from t = 0; result = hsum(acc) + t.
-// For bf16 weights the halves are the even and odd elements of the block (widened with one
-// shift / one mask), so x must be "prepped" (prepBf16X) to the same even/odd layout.
-// For f32 weights the halves are elements 0..3 and 4..7 and x is used as is.
-// Every register-blocked variant below (4 rows × 2 cols, 1 row × 4 cols, 1 × 1) performs
-// exactly this sequence per element, so a row's result never depends on M, on the
-// blocking, or on the column range a thread owns.
-import { hsum, HI16, bf16At } from './common';
+// W is PACKED into 8-column panels (packPanels): panel g holds columns 8g..8g+7 as
+// [K, 8] — for every k one 8-element row, so a kernel streams one contiguous panel and
+// each load feeds 8 output columns. Lane order inside a panel row:
+//   bf16: [c0 c4 c1 c5 c2 c6 c3 c7] — one v128 of 8 bf16; `shl 16` widens c0..c3 (low
+//         halves of the i32 lanes) and `and 0xFFFF0000` widens c4..c7 (high halves).
+//   f32:  [c0 c1 c2 c3 | c4 c5 c6 c7] — two v128.
+// N is padded up to a multiple of 8 with zero columns (allocWeight reserves them).
+//
+// Canonical reduction order of EVERY output element (batch invariance): one f32 chain
+//     acc = 0; for k = 0 .. K-1: acc = mac(acc, x[k], w[k])
+// where mac is a fused multiply-add in the relaxed-SIMD build and mul-then-add otherwise
+// (fixed per build). Every blocking below (4 rows × 8 columns, 1 row × 32 columns,
+// 1 row × 8 columns) runs exactly this chain per lane, so a result never depends on M, on
+// the blocking, or on the column range a thread owns.
+import { hsum, HI16 } from './common';
 
-/** dst[M, K] = src with each full 8-block of a row permuted to
- * [x0 x2 x4 x6 | x1 x3 x5 x7]; the K % 8 tail is copied unchanged. */
-export function prepBf16X(dst: usize, src: usize, m: i32, k: i32): void {
-  const k8 = k & ~7;
-  for (let r = 0; r < m; r++) {
-    const s = src + ((<usize>r * <usize>k) << 2);
-    const d = dst + ((<usize>r * <usize>k) << 2);
-    let i = 0;
-    for (; i < k8; i += 8) {
-      const o = <usize>i << 2;
-      const a = v128.load(s + o);
-      const b = v128.load(s + o, 16);
-      v128.store(d + o, v128.shuffle<f32>(a, b, 0, 2, 4, 6));
-      v128.store(d + o, v128.shuffle<f32>(a, b, 1, 3, 5, 7), 16);
-    }
-    for (; i < k; i++) store<f32>(d + (<usize>i << 2), load<f32>(s + (<usize>i << 2)));
-  }
+/** acc + a·b (lane-wise), the one accumulation step. */
+// @ts-ignore: decorator
+@inline export function mac(acc: v128, a: v128, b: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, acc);
+  return f32x4.add(acc, f32x4.mul(a, b));
 }
 
+/** Columns c0..c3 of the panel row at p. */
 // @ts-ignore: decorator
-@inline function wScalar<W>(row: usize, i: i32): f32 {
-  if (sizeof<W>() == 2) return bf16At(row + (<usize>i << 1));
-  return load<f32>(row + (<usize>i << 2));
-}
-
-// @ts-ignore: decorator
-@inline function evenHalf<W>(p: usize): v128 {
+@inline function lo<W>(p: usize): v128 {
   if (sizeof<W>() == 2) return i32x4.shl(v128.load(p), 16);
   return v128.load(p);
 }
 
+/** Columns c4..c7 of the panel row at p. */
 // @ts-ignore: decorator
-@inline function oddHalf<W>(p: usize): v128 {
+@inline function hi<W>(p: usize): v128 {
   if (sizeof<W>() == 2) return v128.and(v128.load(p), i32x4.splat(HI16));
   return v128.load(p, 16);
 }
 
-/** acc = (acc + xe·we) + xo·wo — the one accumulation step of the canonical order. */
+/** Bytes of one panel row (8 weights). */
 // @ts-ignore: decorator
-@inline function step(acc: v128, xe: v128, xo: v128, we: v128, wo: v128): v128 {
-  return f32x4.add(f32x4.add(acc, f32x4.mul(xe, we)), f32x4.mul(xo, wo));
+@inline function rowBytes<W>(): usize {
+  return sizeof<W>() << 3;
 }
 
-/** One output element (row mi, column j). */
-function row1x1<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, j: i32): void {
-  const wr = w + <usize>j * <usize>k * sizeof<W>();
-  const xr = x + ((<usize>mi * <usize>k) << 2);
-  const k8 = k & ~7;
-  let a = f32x4.splat(0);
-  for (let i = 0; i < k8; i += 8) {
-    const xp = xr + (<usize>i << 2);
-    const wp = wr + <usize>i * sizeof<W>();
-    a = step(a, v128.load(xp), v128.load(xp, 16), evenHalf<W>(wp), oddHalf<W>(wp));
+/** Store the 8 results of panel g (lanes c0..3 in a, c4..7 in b) of output row `o`,
+ * keeping only columns < n1. */
+// @ts-ignore: decorator
+@inline function store8(o: usize, g: i32, n1: i32, a: v128, b: v128): void {
+  const c = g << 3;
+  const p = o + (<usize>c << 2);
+  if (c + 8 <= n1) {
+    v128.store(p, a);
+    v128.store(p, b, 16);
+    return;
   }
-  let t: f32 = 0;
-  for (let i = k8; i < k; i++) t += load<f32>(xr + (<usize>i << 2)) * wScalar<W>(wr, i);
-  store<f32>(out + ((<usize>mi * <usize>n + <usize>j) << 2), hsum(a) + t);
+  const r = n1 - c; // 1..7 valid columns
+  store<f32>(p, f32x4.extract_lane(a, 0));
+  if (r > 1) store<f32>(p, f32x4.extract_lane(a, 1), 4);
+  if (r > 2) store<f32>(p, f32x4.extract_lane(a, 2), 8);
+  if (r > 3) store<f32>(p, f32x4.extract_lane(a, 3), 12);
+  if (r > 4) store<f32>(p, f32x4.extract_lane(b, 0), 16);
+  if (r > 5) store<f32>(p, f32x4.extract_lane(b, 1), 20);
+  if (r > 6) store<f32>(p, f32x4.extract_lane(b, 2), 24);
 }
 
-/** Row mi, columns j, j+q, j+2q, j+3q: four weight rows streamed together (decode path).
- * The rows are q apart, not adjacent: interleaving adjacent rows defeats the hardware
- * prefetcher (measured ~14 vs ~25 GB/s per thread). */
-function row1x4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, j: i32, q: i32): void {
-  const rb = <usize>k * sizeof<W>();
-  const qb = <usize>q * rb;
-  const w0 = w + <usize>j * rb;
-  const w1 = w0 + qb;
-  const w2 = w1 + qb;
-  const w3 = w2 + qb;
-  const xr = x + ((<usize>mi * <usize>k) << 2);
-  const k8 = k & ~7;
-  let a0 = f32x4.splat(0);
-  let a1 = f32x4.splat(0);
-  let a2 = f32x4.splat(0);
-  let a3 = f32x4.splat(0);
-  for (let i = 0; i < k8; i += 8) {
-    const xp = xr + (<usize>i << 2);
-    const xe = v128.load(xp);
-    const xo = v128.load(xp, 16);
-    const wo = <usize>i * sizeof<W>();
-    a0 = step(a0, xe, xo, evenHalf<W>(w0 + wo), oddHalf<W>(w0 + wo));
-    a1 = step(a1, xe, xo, evenHalf<W>(w1 + wo), oddHalf<W>(w1 + wo));
-    a2 = step(a2, xe, xo, evenHalf<W>(w2 + wo), oddHalf<W>(w2 + wo));
-    a3 = step(a3, xe, xo, evenHalf<W>(w3 + wo), oddHalf<W>(w3 + wo));
-  }
-  let t0: f32 = 0;
-  let t1: f32 = 0;
-  let t2: f32 = 0;
-  let t3: f32 = 0;
-  for (let i = k8; i < k; i++) {
-    const xv = load<f32>(xr + (<usize>i << 2));
-    t0 += xv * wScalar<W>(w0, i);
-    t1 += xv * wScalar<W>(w1, i);
-    t2 += xv * wScalar<W>(w2, i);
-    t3 += xv * wScalar<W>(w3, i);
-  }
-  const o = out + ((<usize>mi * <usize>n + <usize>j) << 2);
-  const qs = <usize>q << 2;
-  store<f32>(o, hsum(a0) + t0);
-  store<f32>(o + qs, hsum(a1) + t1);
-  store<f32>(o + 2 * qs, hsum(a2) + t2);
-  store<f32>(o + 3 * qs, hsum(a3) + t3);
-}
-
-/** Rows m0..m0+3, columns j and j+h: each weight block is widened once and used 4 times
- * (the two weight rows are h apart, see row1x4). */
-function rows4x2<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, j: i32, h: i32): void {
-  const rb = <usize>k * sizeof<W>();
-  const wA = w + <usize>j * rb;
-  const wB = wA + <usize>h * rb;
+/** Rows m0..m0+3 × panel g (8 columns): each weight load feeds 32 multiply-adds. */
+function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, g: i32, n1: i32): void {
+  const wp = w + <usize>g * <usize>k * rowBytes<W>();
   const xs = <usize>k << 2;
   const x0 = x + <usize>m0 * xs;
   const x1 = x0 + xs;
   const x2 = x1 + xs;
   const x3 = x2 + xs;
-  const k8 = k & ~7;
-  let a0 = f32x4.splat(0);
-  let a1 = f32x4.splat(0);
-  let a2 = f32x4.splat(0);
-  let a3 = f32x4.splat(0);
-  let b0 = f32x4.splat(0);
-  let b1 = f32x4.splat(0);
-  let b2 = f32x4.splat(0);
-  let b3 = f32x4.splat(0);
-  for (let i = 0; i < k8; i += 8) {
-    const wo = <usize>i * sizeof<W>();
-    const ae = evenHalf<W>(wA + wo);
-    const ao = oddHalf<W>(wA + wo);
-    const be = evenHalf<W>(wB + wo);
-    const bo = oddHalf<W>(wB + wo);
+  let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
+  let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
+  for (let i = 0; i < k; i++) {
+    const p = wp + <usize>i * rowBytes<W>();
+    const wl = lo<W>(p);
+    const wh = hi<W>(p);
     const xo = <usize>i << 2;
-    let e = v128.load(x0 + xo);
-    let d = v128.load(x0 + xo, 16);
-    a0 = step(a0, e, d, ae, ao);
-    b0 = step(b0, e, d, be, bo);
-    e = v128.load(x1 + xo);
-    d = v128.load(x1 + xo, 16);
-    a1 = step(a1, e, d, ae, ao);
-    b1 = step(b1, e, d, be, bo);
-    e = v128.load(x2 + xo);
-    d = v128.load(x2 + xo, 16);
-    a2 = step(a2, e, d, ae, ao);
-    b2 = step(b2, e, d, be, bo);
-    e = v128.load(x3 + xo);
-    d = v128.load(x3 + xo, 16);
-    a3 = step(a3, e, d, ae, ao);
-    b3 = step(b3, e, d, be, bo);
-  }
-  // Scalar tails, each element in increasing k from 0 (same as row1x1).
-  let ta0: f32 = 0, ta1: f32 = 0, ta2: f32 = 0, ta3: f32 = 0;
-  let tb0: f32 = 0, tb1: f32 = 0, tb2: f32 = 0, tb3: f32 = 0;
-  for (let i = k8; i < k; i++) {
-    const wa = wScalar<W>(wA, i);
-    const wb = wScalar<W>(wB, i);
-    const xo = <usize>i << 2;
-    const v0 = load<f32>(x0 + xo);
-    const v1 = load<f32>(x1 + xo);
-    const v2 = load<f32>(x2 + xo);
-    const v3 = load<f32>(x3 + xo);
-    ta0 += v0 * wa; tb0 += v0 * wb;
-    ta1 += v1 * wa; tb1 += v1 * wb;
-    ta2 += v2 * wa; tb2 += v2 * wb;
-    ta3 += v3 * wa; tb3 += v3 * wb;
+    let s = v128.load32_splat(x0 + xo);
+    a0 = mac(a0, s, wl); b0 = mac(b0, s, wh);
+    s = v128.load32_splat(x1 + xo);
+    a1 = mac(a1, s, wl); b1 = mac(b1, s, wh);
+    s = v128.load32_splat(x2 + xo);
+    a2 = mac(a2, s, wl); b2 = mac(b2, s, wh);
+    s = v128.load32_splat(x3 + xo);
+    a3 = mac(a3, s, wl); b3 = mac(b3, s, wh);
   }
   const os = <usize>n << 2;
-  const o0 = out + ((<usize>m0 * <usize>n + <usize>j) << 2);
-  const o1 = o0 + (<usize>h << 2);
-  store<f32>(o0, hsum(a0) + ta0);
-  store<f32>(o1, hsum(b0) + tb0);
-  store<f32>(o0 + os, hsum(a1) + ta1);
-  store<f32>(o1 + os, hsum(b1) + tb1);
-  store<f32>(o0 + 2 * os, hsum(a2) + ta2);
-  store<f32>(o1 + 2 * os, hsum(b2) + tb2);
-  store<f32>(o0 + 3 * os, hsum(a3) + ta3);
-  store<f32>(o1 + 3 * os, hsum(b3) + tb3);
+  const o0 = out + <usize>m0 * os;
+  store8(o0, g, n1, a0, b0);
+  store8(o0 + os, g, n1, a1, b1);
+  store8(o0 + 2 * os, g, n1, a2, b2);
+  store8(o0 + 3 * os, g, n1, a3, b3);
 }
 
-/** Rows [0, m) × columns [c0, c1) with one pass over those weight rows: 4 columns at a time
- * (a quarter of the range apart) for every row, then the leftover columns one by one. */
-function fewRows<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, m: i32, c0: i32, c1: i32): void {
-  const q = (c1 - c0) >> 2;
-  for (let j = c0; j < c0 + q; j++) {
-    for (let mi = m0; mi < m; mi++) row1x4<W>(out, x, w, n, k, mi, j, q);
+/** Row mi × panels g, g+q, g+2q, g+3q (32 columns). Streaming four panels that are q
+ * apart, rather than adjacent ones, keeps four independent sequential streams for the
+ * hardware prefetcher (the decode path reads each weight once from memory). */
+function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, q: i32, n1: i32): void {
+  const pb = <usize>k * rowBytes<W>();
+  const w0 = w + <usize>g * pb;
+  const w1 = w0 + <usize>q * pb;
+  const w2 = w1 + <usize>q * pb;
+  const w3 = w2 + <usize>q * pb;
+  const xr = x + ((<usize>mi * <usize>k) << 2);
+  let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
+  let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
+  for (let i = 0; i < k; i++) {
+    const s = v128.load32_splat(xr + (<usize>i << 2));
+    const o = <usize>i * rowBytes<W>();
+    a0 = mac(a0, s, lo<W>(w0 + o)); b0 = mac(b0, s, hi<W>(w0 + o));
+    a1 = mac(a1, s, lo<W>(w1 + o)); b1 = mac(b1, s, hi<W>(w1 + o));
+    a2 = mac(a2, s, lo<W>(w2 + o)); b2 = mac(b2, s, hi<W>(w2 + o));
+    a3 = mac(a3, s, lo<W>(w3 + o)); b3 = mac(b3, s, hi<W>(w3 + o));
   }
-  for (let j = c0 + 4 * q; j < c1; j++) {
-    for (let mi = m0; mi < m; mi++) row1x1<W>(out, x, w, n, k, mi, j);
+  const or = out + ((<usize>mi * <usize>n) << 2);
+  store8(or, g, n1, a0, b0);
+  store8(or, g + q, n1, a1, b1);
+  store8(or, g + 2 * q, n1, a2, b2);
+  store8(or, g + 3 * q, n1, a3, b3);
+}
+
+/** Row mi × panel g (8 columns). */
+function row1panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, n1: i32): void {
+  const wp = w + <usize>g * <usize>k * rowBytes<W>();
+  const xr = x + ((<usize>mi * <usize>k) << 2);
+  let a = f32x4.splat(0), b = f32x4.splat(0);
+  for (let i = 0; i < k; i++) {
+    const s = v128.load32_splat(xr + (<usize>i << 2));
+    const p = wp + <usize>i * rowBytes<W>();
+    a = mac(a, s, lo<W>(p));
+    b = mac(b, s, hi<W>(p));
+  }
+  store8(out + ((<usize>mi * <usize>n) << 2), g, n1, a, b);
+}
+
+/** Rows [m0, m1) × panels [p0, p1): per row, four panels at a time (q apart), then the
+ * leftover panels one by one. */
+function rowsByRow<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, m1: i32, p0: i32, p1: i32, n1: i32): void {
+  const q = (p1 - p0) >> 2;
+  for (let mi = m0; mi < m1; mi++) {
+    for (let g = p0; g < p0 + q; g++) row1panels4<W>(out, x, w, n, k, mi, g, q, n1);
+    for (let g = p0 + 4 * q; g < p1; g++) row1panel<W>(out, x, w, n, k, mi, g, n1);
   }
 }
 
-/** Columns [n0, n1) of out = x · Wᵀ. M < 4: one streaming pass over the weights (decode,
- * small batches). M ≥ 4: cache-tiled over columns so a tile of weight rows (~128 KiB) stays
- * in L2 while every 4-row block of x passes over it. */
+/** Columns [n0, n1) of out = x · Wᵀ (n0 a multiple of 8). M = 1: one streaming pass over
+ * the weights (decode). M > 1: tiled over panels so a tile (~128 KiB of weights) stays in
+ * L2 while every 4-row block of x, then every leftover row, passes over it. */
 function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
-  if (m < 4) {
-    fewRows<W>(out, x, w, n, k, 0, m, n0, n1);
+  const g0 = n0 >> 3;
+  const g1 = (n1 + 7) >> 3;
+  if (m == 1) {
+    rowsByRow<W>(out, x, w, n, k, 0, 1, g0, g1, n1);
     return;
   }
-  const rowBytes = k * <i32>sizeof<W>();
-  let tile = (131072 / (rowBytes > 0 ? rowBytes : 1)) & ~3;
-  if (tile < 4) tile = 4;
+  const panelBytes = k * <i32>rowBytes<W>();
+  let tile = 131072 / (panelBytes > 0 ? panelBytes : 1);
+  if (tile < 1) tile = 1;
   const m4 = m & ~3;
-  for (let t0 = n0; t0 < n1; t0 += tile) {
-    const t1 = min(t0 + tile, n1);
-    const h = (t1 - t0) >> 1;
+  for (let t0 = g0; t0 < g1; t0 += tile) {
+    const t1 = min(t0 + tile, g1);
     for (let mb = 0; mb < m4; mb += 4) {
-      for (let j = t0; j < t0 + h; j++) rows4x2<W>(out, x, w, n, k, mb, j, h);
-      for (let j = t0 + 2 * h; j < t1; j++) {
-        for (let r = 0; r < 4; r++) row1x1<W>(out, x, w, n, k, mb + r, j);
-      }
+      for (let g = t0; g < t1; g++) rows4panel<W>(out, x, w, n, k, mb, g, n1);
     }
-    fewRows<W>(out, x, w, n, k, m4, m, t0, t1);
+    rowsByRow<W>(out, x, w, n, k, m4, m, t0, t1, n1);
   }
 }
 
-/** x must be prepped with prepBf16X. w: [N, K] bf16 bits. */
+/** w: [ceil(N/8), K, 8] bf16 panels. */
 export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   mm<u16>(out, x, w, m, n, k, n0, n1);
 }
 
-/** x as is. w: [N, K] f32. */
+/** w: [ceil(N/8), K, 8] f32 panels. */
 export function matmulF32(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   mm<f32>(out, x, w, m, n, k, n0, n1);
+}
+
+/** Slot of column c (0..7) inside a panel row. */
+// @ts-ignore: decorator
+@inline export function panelSlot(c: i32, bf16: bool): i32 {
+  return bf16 ? (c < 4 ? c << 1 : ((c - 4) << 1) + 1) : c;
+}
+
+/** Repack `panels` × 8 row-major rows of length k at w (elemBytes 2 = bf16, 4 = f32) into
+ * the panel layout above, in place; tmp: 8·k·elemBytes bytes of scratch. Rows beyond the
+ * weight's real row count must already be zero. */
+export function packPanels(w: usize, panels: i32, k: i32, elemBytes: i32, tmp: usize): void {
+  const bf16 = elemBytes == 2;
+  const pb = <usize>k * <usize>elemBytes * 8;
+  for (let g = 0; g < panels; g++) {
+    const p = w + <usize>g * pb;
+    memory.copy(tmp, p, pb);
+    for (let c = 0; c < 8; c++) {
+      const src = tmp + <usize>c * <usize>k * <usize>elemBytes;
+      const slot = <usize>panelSlot(c, bf16);
+      if (bf16) {
+        for (let i = 0; i < k; i++) store<u16>(p + ((<usize>i * 8 + slot) << 1), load<u16>(src + (<usize>i << 1)));
+      } else {
+        for (let i = 0; i < k; i++) store<f32>(p + ((<usize>i * 8 + slot) << 2), load<f32>(src + (<usize>i << 2)));
+      }
+    }
+  }
 }
 
 /** Streaming SIMD read of [p, p + bytes) (bytes a multiple of 256) as four concurrent

@@ -18,9 +18,12 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels, probeBandwidth } from '../src/kernels/wasm/index.js';
 import { randomWeight, relErr, rng } from './numeric.js';
 
+// The default build (fma where the runtime takes relaxed SIMD) on 1 and 2 threads, and the
+// plain SIMD128 build, which runtimes without relaxed SIMD fall back to.
 const backends: { label: string; k: Kernels }[] = [
   { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
   { label: 'wasm threads=2', k: await createWasmKernels({ threads: 2 }) },
+  { label: 'wasm plain threads=2', k: await createWasmKernels({ threads: 2, variant: 'plain' }) },
 ];
 after(() => backends.forEach((b) => b.k.dispose()));
 const ref = createRefKernels();
@@ -32,6 +35,13 @@ function fill(k: Kernels, n: number, f: () => number): Float32Array {
 }
 
 const weight = randomWeight;
+
+/** A random linear weight: row-major in the ref backend, packed in k (same values). */
+function linear(k: Kernels, dtype: WeightDType, rows: number, cols: number, f: () => number): { w: Weight; wr: Weight } {
+  const raw = weight(k, dtype, rows, cols, f);
+  const wr = cloneWeight(ref, raw);
+  return { w: k.packWeight(raw), wr };
+}
 
 function close(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, what: string, n?: number): void {
   const e = relErr(got, want, n);
@@ -53,13 +63,13 @@ for (const { label, k } of backends) {
       const shapes = [[1, 1], [3, 7], [5, 8], [31, 9], [64, 15], [67, 16], [13, 33], [29, 100], [67, 513], [130, 257], [260, 1031] /* pool */];
       for (const dtype of ['bf16', 'f32'] as const) {
         for (const [n, kk] of shapes) {
-          const w = weight(k, dtype, n!, kk!, sym(r));
+          const { w, wr } = linear(k, dtype, n!, kk!, sym(r));
           for (const m of [1, 2, 3, 4, 5, 6, 7, 8, 9, 17]) {
             const x = fill(k, m * kk!, sym(r));
             const out = k.alloc(m * n!);
             const want = new Float32Array(m * n!);
             k.matmul(out, x, w, m);
-            ref.matmul(want, x, w, m);
+            ref.matmul(want, x, wr, m);
             close(out, want, 1e-5, `${dtype} M=${m} N=${n} K=${kk}`);
           }
         }
@@ -68,30 +78,32 @@ for (const { label, k } of backends) {
 
     test('matmul with operands outside wasm memory (copy path) equals in-memory', () => {
       const r = rng(2);
-      const w = weight(k, 'bf16', 70, 515, sym(r));
+      const { w, wr } = linear(k, 'bf16', 70, 515, sym(r));
       const x = fill(k, 3 * 515, sym(r));
       const a = k.alloc(3 * 70);
       k.matmul(a, x, w, 3);
       const b = new Float32Array(3 * 70);
       k.matmul(b, Float32Array.from(x), w, 3);
       same(b, a, 'js-heap x/out');
-      const wf = ref.allocWeight('bf16', 70, 515).weight; // weight in the JS heap
-      (wf.data as Uint16Array).set(w.data as Uint16Array);
       const c = new Float32Array(3 * 70);
-      k.matmul(c, x, wf, 3);
+      k.matmul(c, x, k.packWeight(wr), 3); // a JS-heap weight is copied in, then packed
       same(c, a, 'js-heap weight');
+      assert.throws(() => k.matmul(c, x, wr, 3), /not packed/);
+      assert.throws(() => ref.matmul(c, x, w, 3), /packed for another backend|panel8/);
     });
 
-    test('embed: exact widening, bf16 and f32 tables', () => {
+    test('embed: exact widening, bf16 and f32 tables, row-major and packed (tied lm_head)', () => {
       const r = rng(3);
       for (const dtype of ['bf16', 'f32'] as const) {
-        const table = weight(k, dtype, 50, 37, sym(r));
-        const ids = [0, 49, 7, 7, 23];
-        const out = k.alloc(ids.length * 37);
+        const { w: packed, wr: table } = linear(k, dtype, 50, 37, sym(r));
+        const ids = [0, 49, 7, 7, 23, 44, 45, 46, 47];
         const want = new Float32Array(ids.length * 37);
-        k.embed(out, table, ids);
         ref.embed(want, table, ids);
-        same(out, want, dtype);
+        for (const [what, t] of [['row-major', cloneWeight(k, table)], ['packed', packed]] as const) {
+          const out = k.alloc(ids.length * 37);
+          k.embed(out, t, ids);
+          same(out, want, `${dtype} ${what}`);
+        }
       }
     });
 
@@ -327,4 +339,11 @@ for (const { label, k } of backends) {
       }
     });
   });
+}
+
+/** Same weight contents in another backend's memory (row-major). */
+function cloneWeight(k: Kernels, w: Weight): Weight {
+  const { weight: c, bytes } = k.allocWeight(w.dtype, w.rows, w.cols);
+  bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, w.rows * w.cols * w.data.BYTES_PER_ELEMENT));
+  return c;
 }

@@ -65,8 +65,9 @@ describe('batch invariance (bit-exact)', () => {
     // (N, K): K tails of 3, 6, 3 mod 8; N·K ≥ 256K so 2 threads use the pool; M ≥ 4 spans tiles
     for (const [n, kk] of [[67, 4099], [300, 1030], [33, 8195]] as const) {
       for (const dtype of ['bf16', 'f32'] as const) {
-        const w1 = weight(k1, dtype, n, kk, sym(r));
-        const w2 = cloneWeight(k2, w1);
+        const raw = weight(k1, dtype, n, kk, sym(r));
+        const w2 = k2.packWeight(cloneWeight(k2, raw));
+        const w1 = k1.packWeight(raw);
         const mMax = 13;
         const x = fill(k1, mMax * kk, sym(r));
         const x2 = copy(k2, x);

@@ -140,7 +140,8 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
   const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);
   const params = perToken / (model.weights.embed.dtype === 'bf16' ? 2 : 4);
   return {
-    mode, batch, threads: kernels.threads, kernels: kernels.name, model: model.dir,
+    mode, batch, threads: kernels.threads, kernels: kernels.name,
+    ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}), model: model.dir,
     prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
     tok_s: { median: median(tokS), min: Math.min(...tokS), max: Math.max(...tokS) },
     ms_per_step: { median: stepMs, min: Math.min(...msStep), max: Math.max(...msStep) },

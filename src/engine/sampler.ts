@@ -53,42 +53,78 @@ export function isGreedy(p: SamplingParams): boolean {
   return p.temperature === 0;
 }
 
-/** Copy logits[0..vocab) with penalties applied and ids ≥ vocab excluded. */
-function penalized(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): Float64Array {
-  const out = new Float64Array(vocab);
-  for (let i = 0; i < vocab; i++) out[i] = logits[i]!;
-  if (!hist) return out;
+function hasPenalties(p: SamplingParams, hist: TokenHistory | null): hist is TokenHistory {
+  return hist !== null && (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0);
+}
+
+/** The penalised logit of every id a penalty touches (ids < vocab), in f64. */
+function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number): Map<number, number> {
+  const adj = new Map<number, number>();
   if (p.repetitionPenalty !== 1) {
-    const seen = new Set<number>([...hist.promptIds, ...hist.outputCounts.keys()]);
-    for (const id of seen) {
-      if (id >= vocab) continue;
-      const l = out[id]!;
-      out[id] = l > 0 ? l / p.repetitionPenalty : l * p.repetitionPenalty;
+    for (const id of [...hist.promptIds, ...hist.outputCounts.keys()]) {
+      if (id >= vocab || adj.has(id)) continue;
+      const l = logits[id]!;
+      adj.set(id, l > 0 ? l / p.repetitionPenalty : l * p.repetitionPenalty);
     }
   }
   if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
     for (const [id, n] of hist.outputCounts) {
-      if (id < vocab) out[id] = out[id]! - p.presencePenalty - p.frequencyPenalty * n;
+      if (id < vocab) adj.set(id, (adj.get(id) ?? logits[id]!) - p.presencePenalty - p.frequencyPenalty * n);
     }
   }
+  return adj;
+}
+
+/** Copy logits[0..vocab) with penalties applied and ids ≥ vocab excluded. */
+function penalized(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): Float64Array {
+  const out = new Float64Array(vocab);
+  for (let i = 0; i < vocab; i++) out[i] = logits[i]!;
+  if (hasPenalties(p, hist)) for (const [id, l] of penaltyAdjustments(logits, p, hist, vocab)) out[id] = l;
   return out;
 }
 
+/** Lowest id holding the maximum of v[0..n) (NaN never wins over a number). */
 function argmax(v: ArrayLike<number>, n: number): number {
   let best = 0;
-  for (let i = 1; i < n; i++) if (v[i]! > v[best]!) best = i;
+  let bv = v[0]!;
+  for (let i = 1; i < n; i++) {
+    const x = v[i]!;
+    if (x > bv || (bv !== bv && x === x)) {
+      bv = x;
+      best = i;
+    }
+  }
+  return best;
+}
+
+/** argmax of the penalised logits without copying the vocabulary: the raw argmax, unless
+ * a penalised id beats it (or it is penalised itself, then the full copy decides). */
+function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): number {
+  const raw = argmax(logits, vocab);
+  if (!hasPenalties(p, hist)) return raw;
+  const adj = penaltyAdjustments(logits, p, hist, vocab);
+  if (adj.has(raw)) return argmax(penalized(logits, p, hist, vocab), vocab);
+  let best = raw;
+  let bv = logits[raw]!;
+  for (const [id, l] of adj) {
+    if (l > bv || (l === bv && id < best)) {
+      best = id;
+      bv = l;
+    }
+  }
   return best;
 }
 
 /** The distribution a request samples from, over ids [0, vocab): penalties, temperature,
  * then top-k, min-p and top-p truncation, renormalised. Greedy ⇒ one-hot on the argmax. */
 export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): Float64Array {
-  const l = penalized(logits, p, hist, vocab);
-  const probs = new Float64Array(vocab);
   if (isGreedy(p)) {
-    probs[argmax(l, vocab)] = 1;
+    const probs = new Float64Array(vocab);
+    probs[greedyPick(logits, p, hist, vocab)] = 1;
     return probs;
   }
+  const l = penalized(logits, p, hist, vocab);
+  const probs = new Float64Array(vocab);
   let max = -Infinity;
   for (let i = 0; i < vocab; i++) max = Math.max(max, l[i]!);
   let sum = 0;
@@ -114,26 +150,88 @@ function truncate(probs: Float64Array, p: SamplingParams): void {
     for (let i = 0; i < n; i++) if (probs[i]! < cut) probs[i] = 0;
   }
   if (needSort) {
-    const order = Array.from({ length: n }, (_, i) => i).filter((i) => probs[i]! > 0);
-    order.sort((a, b) => probs[b]! - probs[a]! || a - b);
-    let keep = p.topK > 0 ? Math.min(p.topK, order.length) : order.length;
-    if (p.topP < 1) {
-      let total = 0;
-      for (let i = 0; i < keep; i++) total += probs[order[i]!]!;
-      let cum = 0;
-      for (let i = 0; i < keep; i++) {
-        cum += probs[order[i]!]! / total;
-        if (cum >= p.topP) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    for (let i = keep; i < order.length; i++) probs[order[i]!] = 0;
+    const keepIds = topOrder(probs, p.topK, p.topP);
+    const kept = new Float64Array(n);
+    for (const id of keepIds) kept[id] = probs[id]!;
+    probs.set(kept);
   }
   let sum = 0;
   for (let i = 0; i < n; i++) sum += probs[i]!;
   for (let i = 0; i < n; i++) probs[i] = probs[i]! / sum;
+}
+
+/** The ids kept by top-k then top-p, in decreasing probability (ties: lower id first),
+ * among ids with probability > 0. Top-p's mass is relative to the top-k set (all ids when
+ * topK = 0). A heap pops only the ids it keeps: O(V + kept·log V), never a full sort. */
+function topOrder(probs: Float64Array, topK: number, topP: number): number[] {
+  const heap = new MaxHeap(probs);
+  const limit = topK > 0 ? Math.min(topK, heap.size) : heap.size;
+  const out: number[] = [];
+  if (topP >= 1) {
+    while (out.length < limit) out.push(heap.pop());
+    return out;
+  }
+  let total = 0;
+  if (topK > 0) {
+    while (out.length < limit) out.push(heap.pop());
+    for (const id of out) total += probs[id]!;
+    let cum = 0;
+    for (let i = 0; i < out.length; i++) {
+      cum += probs[out[i]!]! / total;
+      if (cum >= topP) return out.slice(0, i + 1);
+    }
+    return out;
+  }
+  for (let i = 0; i < probs.length; i++) if (probs[i]! > 0) total += probs[i]!;
+  let cum = 0;
+  while (out.length < limit) {
+    const id = heap.pop();
+    out.push(id);
+    cum += probs[id]! / total;
+    if (cum >= topP) break;
+  }
+  return out;
+}
+
+/** Binary max-heap of the ids with p > 0, ordered by (p desc, id asc). */
+class MaxHeap {
+  private readonly ids: Int32Array;
+  size = 0;
+
+  constructor(private readonly p: Float64Array) {
+    const ids = new Int32Array(p.length);
+    for (let i = 0; i < p.length; i++) if (p[i]! > 0) ids[this.size++] = i;
+    this.ids = ids;
+    for (let i = (this.size >> 1) - 1; i >= 0; i--) this.down(i);
+  }
+
+  pop(): number {
+    const top = this.ids[0]!;
+    this.ids[0] = this.ids[--this.size]!;
+    this.down(0);
+    return top;
+  }
+
+  private before(a: number, b: number): boolean {
+    const pa = this.p[a]!;
+    const pb = this.p[b]!;
+    return pa > pb || (pa === pb && a < b);
+  }
+
+  private down(i: number): void {
+    const ids = this.ids;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= this.size) return;
+      const r = l + 1;
+      const c = r < this.size && this.before(ids[r]!, ids[l]!) ? r : l;
+      if (!this.before(ids[c]!, ids[i]!)) return;
+      const t = ids[i]!;
+      ids[i] = ids[c]!;
+      ids[c] = t;
+      i = c;
+    }
+  }
 }
 
 /** Draw an id from a normalised distribution with one uniform from rng. */
@@ -153,6 +251,6 @@ export function drawFrom(probs: Float64Array, rng: Rng): number {
 
 /** Pick the next token: argmax of penalised logits when greedy, else a draw. */
 export function sampleToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, rng: Rng): number {
-  if (isGreedy(p)) return argmax(penalized(logits, p, hist, vocab), vocab);
+  if (isGreedy(p)) return greedyPick(logits, p, hist, vocab);
   return drawFrom(targetDistribution(logits, p, hist, vocab), rng);
 }

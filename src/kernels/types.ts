@@ -16,8 +16,12 @@ export interface Weight {
   readonly dtype: WeightDType;
   readonly rows: number;
   readonly cols: number;
-  /** bf16: raw bits (Uint16Array, length rows*cols); f32: Float32Array. */
+  /** bf16: raw bits (Uint16Array); f32: Float32Array. Row-major [rows, cols] unless
+   * `layout` says otherwise. */
   readonly data: Uint16Array | Float32Array;
+  /** A backend's matmul layout (set only by that backend's packWeight); 'panel8': the wasm
+   * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels. */
+  readonly layout?: 'panel8';
 }
 
 /** Gated DeltaNet shape of one layer. */
@@ -58,7 +62,13 @@ export interface Kernels {
    * loader reads the tensor straight into it, with no second copy. */
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
 
-  /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K], out: [M, N]. */
+  /** The weight in this backend's matmul layout, for a weight whose `bytes` are filled.
+   * Call it once on every weight used as a matmul operand, and use only the result from
+   * then on (it may repack the same memory in place; only matmul and embed read it).
+   * The ref backend returns the weight unchanged. */
+  packWeight(w: Weight): Weight;
+
+  /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K] (packed), out: [M, N]. */
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */

@@ -20,13 +20,16 @@ export function loadModelWeights(ckpt: Checkpoint, cfg: ModelConfig, kernels: Ke
   const loadGdn: GdnLoader = cfg.arch === 'qwen3_next' ? loadQwen3NextGdn : loadQwen35Gdn;
   const p = cfg.weightPrefix;
   const h = cfg.hiddenSize;
-  const embed = r.get(`${p}embed_tokens.weight`, [cfg.vocabSize, h]);
+  // Tied models have no lm_head tensor (some tied checkpoints still ship one); a tied
+  // table serves as lm_head too, so it is packed for matmul (embed reads both layouts).
+  const tied = cfg.tieWordEmbeddings && !r.has('lm_head.weight');
+  const table = r.get(`${p}embed_tokens.weight`, [cfg.vocabSize, h]);
+  const embed = tied ? kernels.packWeight(table) : table;
   const layers = cfg.layerKinds.map((kind, i) => {
     const mlp = cfg.layerMlp[i]!;
     return loadLayer(r, cfg, `${p}layers.${i}.`, kind, mlp, loadGdn);
   });
-  // Tied models have no lm_head tensor; some tied checkpoints still ship one.
-  const lmHead = !cfg.tieWordEmbeddings || r.has('lm_head.weight') ? r.get('lm_head.weight', [cfg.vocabSize, h]) : embed;
+  const lmHead = tied ? embed : r.linear('lm_head.weight', [cfg.vocabSize, h]);
   const mtp: MtpWeights[] = [];
   for (let i = 0; i < cfg.mtpLayers; i++) mtp.push(loadMtp(r, cfg, i, loadGdn));
   return { embed, lmHead, finalNorm: r.getF32(`${p}norm.weight`, [h]), layers, mtp };
@@ -47,7 +50,7 @@ function loadMtp(r: WeightReader, cfg: ModelConfig, i: number, loadGdn: GdnLoade
   const h = cfg.hiddenSize;
   // MTP layers are numbered from 0 under `mtp.layers.`; shared fc/norms for one layer.
   return {
-    fc: r.get('mtp.fc.weight', [h, 2 * h]),
+    fc: r.linear('mtp.fc.weight', [h, 2 * h]),
     normEmbedding: r.getF32('mtp.pre_fc_norm_embedding.weight', [h]),
     normHidden: r.getF32('mtp.pre_fc_norm_hidden.weight', [h]),
     norm: r.getF32('mtp.norm.weight', [h]),

@@ -9,10 +9,10 @@ export function loadQwen35Gdn(r: WeightReader, cfg: ModelConfig, p: string): Gdn
   const hv = cfg.linNumValueHeads;
   return {
     kind: 'linear',
-    inProjQkv: r.get(`${p}in_proj_qkv.weight`, [convDim(cfg), h]),
-    inProjZ: r.get(`${p}in_proj_z.weight`, [hv * cfg.linValueDim, h]),
-    inProjB: r.get(`${p}in_proj_b.weight`, [hv, h]),
-    inProjA: r.get(`${p}in_proj_a.weight`, [hv, h]),
+    inProjQkv: r.linear(`${p}in_proj_qkv.weight`, [convDim(cfg), h]),
+    inProjZ: r.linear(`${p}in_proj_z.weight`, [hv * cfg.linValueDim, h]),
+    inProjB: r.linear(`${p}in_proj_b.weight`, [hv, h]),
+    inProjA: r.linear(`${p}in_proj_a.weight`, [hv, h]),
     ...loadGdnCommon(r, cfg, p),
   };
 }

@@ -89,8 +89,13 @@ export class WeightReader {
   has(name: string): boolean {
     return this.ckpt.has(name);
   }
+  /** A tensor as stored (row-major), for weights that are not matmul operands. */
   get(name: string, shape: readonly number[]): Weight {
     return loadWeight(this.ckpt, this.kernels, name, shape, this.onBytes);
+  }
+  /** A linear layer's weight [out, in], packed for the backend's matmul. */
+  linear(name: string, shape: readonly number[]): Weight {
+    return this.kernels.packWeight(this.get(name, shape));
   }
   getF32(name: string, shape: readonly number[]): Weight {
     return loadWeightF32(this.ckpt, this.kernels, name, shape);
@@ -98,11 +103,11 @@ export class WeightReader {
 
   /** Read a 2-D tensor and return its rows as raw bytes in a backend dtype
    * (F16 is widened to f32), for checkpoints whose rows must be regrouped. */
-  rows(name: string, shape: readonly [number, number]): { dtype: WeightDType; bytes: Uint8Array; rowBytes: number } {
+  rows(name: string, shape: readonly [number, number], stored: readonly number[] = shape): { dtype: WeightDType; bytes: Uint8Array; rowBytes: number } {
     const info = this.ckpt.info(name);
-    if (info.shape.length !== 2 || info.shape[0] !== shape[0] || info.shape[1] !== shape[1]) {
+    if (info.shape.length !== stored.length || info.shape.some((d, i) => d !== stored[i])) {
       throw new DeltaserveError('bad_checkpoint',
-        `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${shape.join(',')}]`);
+        `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${stored.join(',')}]`);
     }
     const raw = this.ckpt.read(name);
     this.onBytes(raw.byteLength);
@@ -114,28 +119,23 @@ export class WeightReader {
     return { dtype: 'f32', bytes: new Uint8Array(dst.buffer), rowBytes: shape[1] * 4 };
   }
 
-  /** Build a weight from rows picked out of `src` (rowIndex[i] = source row of row i). */
+  /** A linear weight built from rows picked out of `src` (rowIndex[i] = source row of
+   * row i), packed for the backend's matmul. */
   gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number): Weight {
     const { weight, bytes } = this.kernels.allocWeight(src.dtype, rowIndex.length, cols);
     rowIndex.forEach((r, i) => bytes.set(src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes), i * src.rowBytes));
-    return weight;
+    return this.kernels.packWeight(weight);
   }
-}
-
-/** Weight view of rows [r0, r0+n) of a weight (shares memory). */
-export function weightRows(w: Weight, r0: number, n: number): Weight {
-  const data = w.data.subarray(r0 * w.cols, (r0 + n) * w.cols);
-  return { dtype: w.dtype, rows: n, cols: w.cols, data };
 }
 
 export function loadAttention(r: WeightReader, cfg: ModelConfig, p: string): AttnWeights {
   const { hiddenSize: h, numHeads, numKvHeads, headDim: hd } = cfg;
   return {
     kind: 'full',
-    qProj: r.get(`${p}q_proj.weight`, [numHeads * hd * 2, h]),
-    kProj: r.get(`${p}k_proj.weight`, [numKvHeads * hd, h]),
-    vProj: r.get(`${p}v_proj.weight`, [numKvHeads * hd, h]),
-    oProj: r.get(`${p}o_proj.weight`, [h, numHeads * hd]),
+    qProj: r.linear(`${p}q_proj.weight`, [numHeads * hd * 2, h]),
+    kProj: r.linear(`${p}k_proj.weight`, [numKvHeads * hd, h]),
+    vProj: r.linear(`${p}v_proj.weight`, [numKvHeads * hd, h]),
+    oProj: r.linear(`${p}o_proj.weight`, [h, numHeads * hd]),
     qNorm: r.getF32(`${p}q_norm.weight`, [hd]),
     kNorm: r.getF32(`${p}k_norm.weight`, [hd]),
   };
@@ -150,15 +150,15 @@ export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pic
     aLog: r.getF32(`${p}A_log`, [hv]),
     dtBias: r.getF32(`${p}dt_bias`, [hv]),
     norm: r.getF32(`${p}norm.weight`, [cfg.linValueDim]),
-    outProj: r.get(`${p}out_proj.weight`, [cfg.hiddenSize, hv * cfg.linValueDim]),
+    outProj: r.linear(`${p}out_proj.weight`, [cfg.hiddenSize, hv * cfg.linValueDim]),
   };
 }
 
 export function loadExpert(r: WeightReader, h: number, inter: number, p: string): ExpertWeights {
   return {
-    gate: r.get(`${p}gate_proj.weight`, [inter, h]),
-    up: r.get(`${p}up_proj.weight`, [inter, h]),
-    down: r.get(`${p}down_proj.weight`, [h, inter]),
+    gate: r.linear(`${p}gate_proj.weight`, [inter, h]),
+    up: r.linear(`${p}up_proj.weight`, [inter, h]),
+    down: r.linear(`${p}down_proj.weight`, [h, inter]),
   };
 }
 
@@ -176,22 +176,22 @@ export function loadMlp(r: WeightReader, cfg: ModelConfig, mlp: MlpConfig, p: st
     kind: 'moe',
     topK: mlp.topK,
     normTopkProb: mlp.normTopkProb,
-    router: r.get(`${p}gate.weight`, [mlp.numExperts, h]),
+    router: r.linear(`${p}gate.weight`, [mlp.numExperts, h]),
     experts,
     shared: hasShared ? loadExpert(r, h, mlp.sharedIntermediateSize, `${p}shared_expert.`) : null,
-    sharedGate: hasShared ? r.get(`${p}shared_expert_gate.weight`, [1, h]) : null,
+    sharedGate: hasShared ? r.linear(`${p}shared_expert_gate.weight`, [1, h]) : null,
   };
 }
 
 function loadFusedExperts(r: WeightReader, h: number, e: number, ie: number, p: string): ExpertWeights[] {
   // gate_up_proj [E, 2·Ie, H]: per expert the first Ie rows are gate, the next Ie up.
-  const gateUp = r.get(`${p}experts.gate_up_proj`, [e, 2 * ie, h]);
-  const down = r.get(`${p}experts.down_proj`, [e, h, ie]);
-  const gu: Weight = { ...gateUp, rows: e * 2 * ie, cols: h };
-  const dn: Weight = { ...down, rows: e * h, cols: ie };
+  // Each expert's matrices become weights of their own (packed separately).
+  const gateUp = r.rows(`${p}experts.gate_up_proj`, [e * 2 * ie, h], [e, 2 * ie, h]);
+  const down = r.rows(`${p}experts.down_proj`, [e * h, ie], [e, h, ie]);
+  const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
   return Array.from({ length: e }, (_, x) => ({
-    gate: weightRows(gu, x * 2 * ie, ie),
-    up: weightRows(gu, x * 2 * ie + ie, ie),
-    down: weightRows(dn, x * h, h),
+    gate: r.gather(gateUp, range(x * 2 * ie, ie), h),
+    up: r.gather(gateUp, range(x * 2 * ie + ie, ie), h),
+    down: r.gather(down, range(x * h, h), ie),
   }));
 }

@@ -12,6 +12,7 @@ export function bf16ToF32(bits: number): number {
 
 /** Widen row `r` of a weight into `dst` ([cols]). */
 export function weightRow(w: Weight, r: number, dst: Float32Array): Float32Array {
+  if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
   const n = w.cols;
   const base = r * n;
   if (w.dtype === 'f32') {

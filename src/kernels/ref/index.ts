@@ -16,6 +16,10 @@ export function createRefKernels(): Kernels {
       const weight: Weight = { dtype, rows, cols, data };
       return { weight, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
     },
+    packWeight: (w) => {
+      if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
+      return w;
+    },
     matmul: dense.matmul,
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,

@@ -1,7 +1,7 @@
 // The command protocol shared by the main thread and the workers: a control block of
 // Int32 slots plus Float64 arguments in one SharedArrayBuffer, and `executeChunk`, which
 // runs chunk c of n of a command. Work is split only along output elements (matmul: output
-// columns in blocks of 4; attention: (token, head) units; Gated DeltaNet: value heads;
+// columns in 8-column panels; attention: (token, head) units; Gated DeltaNet: value heads;
 // conv: channels), so every element is computed by exactly the same code whatever the
 // thread count or chunking (split invariance). Chunks are claimed dynamically, so a
 // descheduled worker delays nobody: the main thread takes its chunks.
@@ -74,7 +74,7 @@ export function claim(ctl: Int32Array, tag: number, n: number): number {
 export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, tid: number, c: number, nc: number): void {
   switch (cmd) {
     case Cmd.MATMUL: {
-      const [lo, hi] = share(a[4]!, c, nc, 4);
+      const [lo, hi] = share(a[4]!, c, nc, 8);
       if (lo >= hi) return;
       if (a[6]) ex.matmulBf16(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, lo, hi);
       else ex.matmulF32(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, lo, hi);

@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { Kernels } from '../types.js';
 import { WasmKernels } from './backend.js';
 import { MemorySet, MAX_PAGES, PAGE } from './memory.js';
-import { compileKernels, type WasmMemory } from './module.js';
+import { compileKernels, type KernelVariant, type WasmMemory } from './module.js';
 import { Pool } from './pool.js';
 
 export interface WasmKernelOptions {
@@ -12,12 +12,15 @@ export interface WasmKernelOptions {
   /** Bytes of one WasmMemory (default and maximum: 4 GiB − 64 KiB). Models larger
    * than this spill into further memories; small values exercise that path in tests. */
   memoryBytes?: number;
+  /** Kernel build: 'fma' (relaxed SIMD), 'plain' (SIMD128), or 'auto' (default: fma when
+   * the runtime accepts it; DELTASERVE_WASM_FMA=0|1 overrides). */
+  variant?: KernelVariant | 'auto';
 }
 
 export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<Kernels> {
   const threads = Math.max(1, Math.floor(opts.threads ?? os.availableParallelism()));
   const memoryBytes = Math.min(opts.memoryBytes ?? MAX_PAGES * PAGE, MAX_PAGES * PAGE);
-  const module = await compileKernels();
+  const { module, variant } = await compileKernels(opts.variant);
   let pool: Pool | null = null;
   const pending: WasmMemory[] = [];
   const mem = new MemorySet(module, memoryBytes, (arena) => {
@@ -25,7 +28,7 @@ export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<K
     else pending.push(arena.memory);
   });
   pool = await Pool.start(threads, module, pending);
-  return new WasmKernels(threads, mem, pool);
+  return new WasmKernels(threads, mem, pool, variant);
 }
 
 /** Memory bandwidth in GB/s measured by a WebAssembly SIMD streaming read over `bytes`

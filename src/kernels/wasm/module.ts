@@ -3,6 +3,7 @@
 // imported) memory; JS numbers ≥ 2³¹ pass through ToInt32 and arrive as the same u32 bits.
 import { readFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
 
 // The project's TS lib (ES2022, @types/node 20) has no WebAssembly typings: the few parts
 // used are typed here, locally, so nothing global is declared.
@@ -15,12 +16,13 @@ interface WasmApi {
   Memory: new (d: { initial: number; maximum: number; shared: boolean }) => WasmMemory;
   Instance: new (m: WasmModule, imports: object) => { exports: object };
   compile(bytes: Uint8Array): Promise<WasmModule>;
+  validate(bytes: Uint8Array): boolean;
 }
 export const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
 
 export interface KernelExports {
   heapBase(): number;
-  prepBf16X(dst: number, src: number, m: number, k: number): void;
+  packPanels(w: number, panels: number, k: number, elemBytes: number, tmp: number): void;
   matmulBf16(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number): void;
   matmulF32(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number): void;
   streamRead(p: number, bytes: number): number;
@@ -44,15 +46,51 @@ export interface KernelExports {
   chunkedTmpBytes(dk: number, dv: number): number;
 }
 
-/** build/kernels.wasm at the repository (package) root. */
-export function wasmPath(): string {
-  return fileURLToPath(new URL('../../../../build/kernels.wasm', import.meta.url));
+/** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused
+ * multiply-add on x86-64 with FMA3) and `plain` (SIMD128 only: multiply then add). Both have
+ * the same exports and the same reduction orders; they differ in the rounding of mac(). */
+export type KernelVariant = 'fma' | 'plain';
+
+/** build/kernels[-fma].wasm at the repository (package) root. */
+export function wasmPath(variant: KernelVariant = 'plain'): string {
+  const file = variant === 'fma' ? 'kernels-fma.wasm' : 'kernels.wasm';
+  return fileURLToPath(new URL(`../../../../build/${file}`, import.meta.url));
 }
 
-export async function compileKernels(): Promise<WasmModule> {
-  const path = wasmPath();
+function readBuild(variant: KernelVariant): Uint8Array {
+  const path = wasmPath(variant);
   if (!existsSync(path)) throw new Error(`${path} is missing: run \`npm run build\` (build:wasm compiles assembly/)`);
-  return WA.compile(readFileSync(path));
+  return readFileSync(path);
+}
+
+/** Whether this runtime accepts the relaxed-SIMD build. Node 20 (V8 11.3) ships relaxed
+ * SIMD behind --experimental-wasm-relaxed-simd; V8 flags are process-wide, so turning it on
+ * here, before any module using it is compiled, covers the worker threads too. */
+function relaxedSimdUsable(bytes: Uint8Array): boolean {
+  if (WA.validate(bytes)) return true;
+  v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
+  return WA.validate(bytes);
+}
+
+/** Pick the variant: `DELTASERVE_WASM_FMA=0|1` forces one; by default fma when the runtime
+ * validates it, else plain. */
+export function chooseVariant(requested: KernelVariant | 'auto' = 'auto'): { variant: KernelVariant; bytes: Uint8Array } {
+  const env = process.env['DELTASERVE_WASM_FMA'];
+  const want = requested !== 'auto' ? requested : env === '0' ? 'plain' : env === '1' ? 'fma' : 'auto';
+  if (want === 'plain') return { variant: 'plain', bytes: readBuild('plain') };
+  const fma = readBuild('fma');
+  if (relaxedSimdUsable(fma)) return { variant: 'fma', bytes: fma };
+  if (want === 'fma') throw new Error('this runtime rejects the relaxed-SIMD kernel build (kernels-fma.wasm)');
+  return { variant: 'plain', bytes: readBuild('plain') };
+}
+
+export async function compileKernels(requested: KernelVariant | 'auto' = 'auto'): Promise<{ module: WasmModule; variant: KernelVariant }> {
+  const { variant, bytes } = chooseVariant(requested);
+  // Compile straight to optimised code: the kernels are small, and the baseline tier
+  // (Liftoff) runs them several times slower until tier-up, which skews first requests
+  // and benchmarks.
+  v8.setFlagsFromString('--no-liftoff');
+  return { module: await WA.compile(bytes), variant };
 }
 
 /** Instantiate synchronously on a memory (used on the main thread and in workers). */

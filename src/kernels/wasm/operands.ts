@@ -76,7 +76,7 @@ export class Operands {
 
   /** A weight's data (bf16 bits or f32). */
   weight(w: Weight): number {
-    const n = w.rows * w.cols;
+    const n = (w.layout === 'panel8' ? Math.ceil(w.rows / 8) * 8 : w.rows) * w.cols;
     need(w.data, n);
     if (this.local(w.data)) return w.data.byteOffset;
     const bytes = n * w.data.BYTES_PER_ELEMENT;

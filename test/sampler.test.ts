@@ -1,0 +1,98 @@
+// The sampler's fast paths against a plain, sort-based statement of the same spec:
+// penalties → temperature → min-p → top-k → top-p (mass relative to the top-k set) →
+// renormalise; greedy = lowest id holding the maximum penalised logit.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sampleToken, targetDistribution, TokenHistory, type SamplingParams, GREEDY } from '../src/engine/sampler.js';
+import { Rng } from '../src/util/rng.js';
+
+function penalisedRef(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number): number[] {
+  const out = Array.from(logits.subarray(0, vocab), Number);
+  const rp = p.repetitionPenalty;
+  for (const id of new Set([...hist.promptIds, ...hist.outputCounts.keys()])) {
+    if (id < vocab && rp !== 1) out[id] = out[id]! > 0 ? out[id]! / rp : out[id]! * rp;
+  }
+  for (const [id, n] of hist.outputCounts) if (id < vocab) out[id] = out[id]! - p.presencePenalty - p.frequencyPenalty * n;
+  return out;
+}
+
+function distributionRef(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number): Float64Array {
+  const l = penalisedRef(logits, p, hist, vocab);
+  const max = Math.max(...l);
+  let probs = l.map((x) => Math.exp((x - max) / p.temperature));
+  const s0 = probs.reduce((a, b) => a + b, 0);
+  probs = probs.map((x) => x / s0);
+  const pmax = Math.max(...probs);
+  if (p.minP > 0) probs = probs.map((x) => (x < p.minP * pmax ? 0 : x));
+  const order = probs.map((_, i) => i).filter((i) => probs[i]! > 0).sort((a, b) => probs[b]! - probs[a]! || a - b);
+  let keep = p.topK > 0 ? Math.min(p.topK, order.length) : order.length;
+  const total = order.slice(0, keep).reduce((a, i) => a + probs[i]!, 0);
+  let cum = 0;
+  for (let i = 0; i < keep && p.topP < 1; i++) {
+    cum += probs[order[i]!]! / total;
+    if (cum >= p.topP) keep = i + 1;
+    if (cum >= p.topP) break;
+  }
+  const kept = new Set(order.slice(0, keep));
+  const out = new Float64Array(vocab);
+  let sum = 0;
+  kept.forEach((i) => (sum += probs[i]!));
+  kept.forEach((i) => (out[i] = probs[i]! / sum));
+  return out;
+}
+
+/** Random logits with many exact ties (values on a coarse grid). */
+function randomCase(rng: Rng, vocab: number): { logits: Float32Array; hist: TokenHistory } {
+  const logits = new Float32Array(vocab + 3).map(() => Math.round((rng.next() * 8 - 4) * 4) / 4);
+  const hist = new TokenHistory(Array.from({ length: 6 }, () => Math.floor(rng.next() * (vocab + 3))));
+  for (let i = 0; i < 8; i++) hist.push(Math.floor(rng.next() * vocab));
+  return { logits, hist };
+}
+
+const base: SamplingParams = { ...GREEDY, temperature: 0.8 };
+
+describe('sampler', () => {
+  test('truncation (heap selection) equals the sort-based reference, with ties and penalties', () => {
+    const rng = new Rng(5);
+    const settings: Partial<SamplingParams>[] = [
+      { topK: 1 }, { topK: 7 }, { topK: 500 }, { topP: 0.5 }, { topP: 0.9 }, { topP: 0.05 },
+      { topK: 20, topP: 0.6 }, { minP: 0.2, topP: 0.8 }, { minP: 0.05, topK: 9 },
+      { topP: 0.7, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.2 },
+      { topK: 12, repetitionPenalty: 0.8, temperature: 1.7 },
+    ];
+    for (let trial = 0; trial < 30; trial++) {
+      const vocab = 50 + Math.floor(rng.next() * 300);
+      const { logits, hist } = randomCase(rng, vocab);
+      for (const s of settings) {
+        const p = { ...base, ...s };
+        const got = targetDistribution(logits, p, hist, vocab);
+        const want = distributionRef(logits, p, hist, vocab);
+        for (let i = 0; i < vocab; i++) {
+          assert.ok(Math.abs(got[i]! - want[i]!) <= 1e-12, `${JSON.stringify(s)} vocab ${vocab} id ${i}: ${got[i]} vs ${want[i]}`);
+        }
+      }
+    }
+  });
+
+  test('greedy without copying the vocabulary equals argmax of the penalised logits', () => {
+    const rng = new Rng(6);
+    const penalties: Partial<SamplingParams>[] = [
+      {}, { repetitionPenalty: 1.5 }, { repetitionPenalty: 0.5 }, { presencePenalty: 2 }, { presencePenalty: -2 },
+      { frequencyPenalty: 1, repetitionPenalty: 1.2 },
+    ];
+    for (let trial = 0; trial < 200; trial++) {
+      const vocab = 20 + Math.floor(rng.next() * 100);
+      const { logits, hist } = randomCase(rng, vocab);
+      // half of the trials make a penalised id the raw argmax, which its penalty demotes
+      if (trial % 2) logits[[...hist.outputCounts.keys()][0]!] = 4.25;
+      for (const s of penalties) {
+        const p = { ...GREEDY, ...s };
+        const l = penalisedRef(logits, p, hist, vocab);
+        const want = l.indexOf(Math.max(...l));
+        assert.equal(sampleToken(logits, p, hist, vocab, new Rng(1)), want, `${JSON.stringify(s)} trial ${trial}`);
+        const d = targetDistribution(logits, p, hist, vocab);
+        assert.equal(d[want], 1);
+      }
+    }
+  });
+});
