@@ -7,6 +7,21 @@
 // @ts-ignore: decorator
 @inline export const HI16: u32 = 0xFFFF0000;
 
+/** acc + a·b per lane: a fused multiply-add in the relaxed-SIMD build (kernels-fma.wasm),
+ * multiply then add otherwise. Fixed per build, so every kernel using it is deterministic;
+ * results differ between the builds only in rounding. */
+// @ts-ignore: decorator
+@inline export function mac(acc: v128, a: v128, b: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, acc);
+  return f32x4.add(acc, f32x4.mul(a, b));
+}
+
+/** Scalar twin of one mac lane (bit-identical to it in either build). */
+// @ts-ignore: decorator
+@inline export function mac1(acc: f32, a: f32, b: f32): f32 {
+  return f32x4.extract_lane(mac(f32x4.splat(acc), f32x4.splat(a), f32x4.splat(b)), 0);
+}
+
 /** Horizontal sum in the fixed order (l0 + l1) + (l2 + l3). */
 // @ts-ignore: decorator
 @inline export function hsum(v: v128): f32 {

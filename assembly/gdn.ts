@@ -2,7 +2,7 @@
 // Math: ../../shared/MODEL-NOTES.md "Gated DeltaNet layer". f32 arithmetic; per element a
 // fixed order that depends only on the element's own inputs, so results are identical
 // whatever T, the head/channel split across threads, and with or without scratch.
-import { sumSq, scaleTo, zero, wAt, f32At, f32Set, siluf, silu4 } from './common';
+import { sumSq, scaleTo, wAt, f32At, f32Set, siluf, silu4, mac, mac1 } from './common';
 
 /** Causal depthwise conv + SiLU over channels [c0, c1). Virtual input rows:
  * [window (K−1 rows) ; x (T rows)]; x: [T, C], window: [K−1, C], w: [C, K] (bf16|f32),
@@ -19,10 +19,22 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
   for (let i = 0; i < t; i++) {
     for (let ch = c0; ch < c4; ch += 4) {
       let acc = f32x4.splat(0);
-      for (let j = 0; j < kw; j++) {
-        const wv = f32x4(wAt(w, ch * kw + j, wBf16), wAt(w, (ch + 1) * kw + j, wBf16),
-          wAt(w, (ch + 2) * kw + j, wBf16), wAt(w, (ch + 3) * kw + j, wBf16));
-        acc = f32x4.add(acc, f32x4.mul(wv, virt4(window, x, c, hist, i + j, ch)));
+      if (kw == 4) {
+        // taps of 4 channels: 4 row loads + a 4×4 transpose instead of 16 scalar loads
+        const r0 = wRow4(w, ch, wBf16), r1 = wRow4(w, ch + 1, wBf16);
+        const r2 = wRow4(w, ch + 2, wBf16), r3 = wRow4(w, ch + 3, wBf16);
+        const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+        const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 0, 1, 4, 5), virt4(window, x, c, hist, i, ch)));
+        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 2, 3, 6, 7), virt4(window, x, c, hist, i + 1, ch)));
+        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 0, 1, 4, 5), virt4(window, x, c, hist, i + 2, ch)));
+        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 2, 3, 6, 7), virt4(window, x, c, hist, i + 3, ch)));
+      } else {
+        for (let j = 0; j < kw; j++) {
+          const wv = f32x4(wAt(w, ch * kw + j, wBf16), wAt(w, (ch + 1) * kw + j, wBf16),
+            wAt(w, (ch + 2) * kw + j, wBf16), wAt(w, (ch + 3) * kw + j, wBf16));
+          acc = f32x4.add(acc, f32x4.mul(wv, virt4(window, x, c, hist, i + j, ch)));
+        }
       }
       v128.store(out + ((<usize>i * <usize>c + <usize>ch) << 2), silu4(acc));
     }
@@ -39,10 +51,22 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
     }
   }
   if (!scratch) {
+    // window row r ← virtual row t + r, in increasing r (a source row is read before
+    // anything overwrites it): slices [c0, c1) copied whole
+    const bytes = <usize>(c1 - c0) << 2;
     for (let r = 0; r < hist; r++) {
-      for (let ch = c0; ch < c1; ch++) f32Set(window, r * c + ch, virt(window, x, c, hist, t + r, ch));
+      const v = t + r;
+      const src = v < hist ? window + (<usize>(v * c + c0) << 2) : x + (<usize>((v - hist) * c + c0) << 2);
+      memory.copy(window + (<usize>(r * c + c0) << 2), src, bytes);
     }
   }
+}
+
+/** The 4 taps of channel ch (kw = 4) widened to f32. */
+// @ts-ignore: decorator
+@inline function wRow4(w: usize, ch: i32, wBf16: i32): v128 {
+  if (wBf16) return i32x4.shl(v128.load16x4_u(w + (<usize>ch << 3)), 16);
+  return v128.load(w + (<usize>ch << 4));
 }
 
 /** Channels ch..ch+3 of virtual row r (window rows, then x rows). */
@@ -67,36 +91,74 @@ export function normQK(qkv: usize, width: i32, i: i32, kh: i32, hk: i32, dk: i32
   scaleTo(kn, ks, kr, dk);
 }
 
-/** kv[c] += (s[c]·decay)·ka. */
-function kvAcc(kv: usize, s: usize, decay: f32, ka: f32, n: i32): void {
-  const dv = f32x4.splat(decay);
-  const kv4 = f32x4.splat(ka);
-  const n4 = n & ~3;
+// The two passes over one head's state S [dk, dv] (rows a, columns c). Every output column
+// accumulates over the rows a = 0..dk−1 in increasing order from 0 with mac(); column
+// blocks run outermost so accumulators stay in registers (16 columns = 4 chains). Vector
+// lanes and the scalar tail run the same ops (mac1 is a lane of mac), so a column's value
+// never depends on the dv split.
+
+/** kv[c] = Σ_a S[a, c]·(decay·k[a])  (= (S·e^g)ᵀ k̂). */
+function stateTk(kv: usize, s: usize, decay: f32, kn: usize, dk: i32, dv: i32): void {
+  const rb = <usize>dv << 2;
   let c = 0;
-  for (; c < n4; c += 4) {
-    const o = <usize>c << 2;
-    v128.store(kv + o, f32x4.add(v128.load(kv + o), f32x4.mul(f32x4.mul(v128.load(s + o), dv), kv4)));
+  for (; c + 16 <= dv; c += 16) {
+    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+    let p = s + (<usize>c << 2);
+    for (let a = 0; a < dk; a++) {
+      const kd = f32x4.splat(decay * f32At(kn, a));
+      a0 = mac(a0, v128.load(p), kd);
+      a1 = mac(a1, v128.load(p, 16), kd);
+      a2 = mac(a2, v128.load(p, 32), kd);
+      a3 = mac(a3, v128.load(p, 48), kd);
+      p += rb;
+    }
+    const o = kv + (<usize>c << 2);
+    v128.store(o, a0); v128.store(o, a1, 16); v128.store(o, a2, 32); v128.store(o, a3, 48);
   }
-  for (; c < n; c++) f32Set(kv, c, f32At(kv, c) + f32At(s, c) * decay * ka);
+  for (; c < dv; c++) {
+    let acc: f32 = 0;
+    for (let a = 0; a < dk; a++) acc = mac1(acc, f32At(s + <usize>a * rb, c), decay * f32At(kn, a));
+    f32Set(kv, c, acc);
+  }
 }
 
-/** s' = s[c]·decay + ka·delta[c] → d[c] (d may equal s); o[c] += s'·qa. */
-function rowUpdate(d: usize, s: usize, decay: f32, ka: f32, delta: usize, qa: f32, o: usize, n: i32): void {
-  const dv = f32x4.splat(decay);
-  const k4 = f32x4.splat(ka);
-  const q4 = f32x4.splat(qa);
-  const n4 = n & ~3;
+/** S'[a, c] = S[a, c]·decay + k[a]·δ[c] → d (may be s); o[c] = Σ_a S'[a, c]·q[a]. */
+function stateUpdate(d: usize, s: usize, decay: f32, kn: usize, delta: usize, qn: usize, o: usize, dk: i32, dv: i32): void {
+  const rb = <usize>dv << 2;
+  const d4 = f32x4.splat(decay);
   let c = 0;
-  for (; c < n4; c += 4) {
-    const p = <usize>c << 2;
-    const sn = f32x4.add(f32x4.mul(v128.load(s + p), dv), f32x4.mul(k4, v128.load(delta + p)));
-    v128.store(d + p, sn);
-    v128.store(o + p, f32x4.add(v128.load(o + p), f32x4.mul(sn, q4)));
+  for (; c + 16 <= dv; c += 16) {
+    const cb = <usize>c << 2;
+    const e0 = v128.load(delta + cb), e1 = v128.load(delta + cb, 16);
+    const e2 = v128.load(delta + cb, 32), e3 = v128.load(delta + cb, 48);
+    let o0 = f32x4.splat(0), o1 = f32x4.splat(0), o2 = f32x4.splat(0), o3 = f32x4.splat(0);
+    let p = s + cb;
+    let q = d + cb;
+    for (let a = 0; a < dk; a++) {
+      const ka = v128.load32_splat(kn + (<usize>a << 2));
+      const qa = v128.load32_splat(qn + (<usize>a << 2));
+      const n0 = mac(f32x4.mul(ka, e0), v128.load(p), d4);
+      const n1 = mac(f32x4.mul(ka, e1), v128.load(p, 16), d4);
+      const n2 = mac(f32x4.mul(ka, e2), v128.load(p, 32), d4);
+      const n3 = mac(f32x4.mul(ka, e3), v128.load(p, 48), d4);
+      v128.store(q, n0); v128.store(q, n1, 16); v128.store(q, n2, 32); v128.store(q, n3, 48);
+      o0 = mac(o0, n0, qa);
+      o1 = mac(o1, n1, qa);
+      o2 = mac(o2, n2, qa);
+      o3 = mac(o3, n3, qa);
+      p += rb;
+      q += rb;
+    }
+    v128.store(o + cb, o0); v128.store(o + cb, o1, 16); v128.store(o + cb, o2, 32); v128.store(o + cb, o3, 48);
   }
-  for (; c < n; c++) {
-    const sn = f32At(s, c) * decay + ka * f32At(delta, c);
-    f32Set(d, c, sn);
-    f32Set(o, c, f32At(o, c) + sn * qa);
+  for (; c < dv; c++) {
+    let acc: f32 = 0;
+    for (let a = 0; a < dk; a++) {
+      const sn = mac1(f32At(kn, a) * f32At(delta, c), f32At(s + <usize>a * rb, c), decay);
+      f32Set(d + <usize>a * rb, c, sn);
+      acc = mac1(acc, sn, f32At(qn, a));
+    }
+    f32Set(o, c, acc);
   }
 }
 
@@ -124,15 +186,11 @@ export function gdnRecurrent(out: usize, qkv: usize, g: usize, beta: usize, stat
       normQK(qkv, width, i, h / ratio, hk, dk, qn, kn);
       const decay = <f32>Math.exp(<f64>f32At(g, i * hv + h));
       const bt = f32At(beta, i * hv + h);
-      zero(kv, dv);
-      for (let a = 0; a < dk; a++) kvAcc(kv, src + <usize>a * rowBytes, decay, f32At(kn, a), dv);
+      stateTk(kv, src, decay, kn, dk, dv);
       const vr = qkv + ((<usize>i * <usize>width + <usize>(2 * hk * dk + h * dv)) << 2);
       for (let c = 0; c < dv; c++) f32Set(delta, c, bt * (f32At(vr, c) - f32At(kv, c)));
       const orow = out + ((<usize>(i * hv + h) * <usize>dv) << 2);
-      zero(orow, dv);
-      for (let a = 0; a < dk; a++) {
-        rowUpdate(dst + <usize>a * rowBytes, src + <usize>a * rowBytes, decay, f32At(kn, a), delta, f32At(qn, a), orow, dv);
-      }
+      stateUpdate(dst, src, decay, kn, delta, qn, orow, dk, dv);
     }
   }
 }

@@ -15,14 +15,7 @@
 // (fixed per build). Every blocking below (4 rows × 8 columns, 1 row × 32 columns,
 // 1 row × 8 columns) runs exactly this chain per lane, so a result never depends on M, on
 // the blocking, or on the column range a thread owns.
-import { hsum, HI16 } from './common';
-
-/** acc + a·b (lane-wise), the one accumulation step. */
-// @ts-ignore: decorator
-@inline export function mac(acc: v128, a: v128, b: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, acc);
-  return f32x4.add(acc, f32x4.mul(a, b));
-}
+import { hsum, HI16, mac } from './common';
 
 /** Columns c0..c3 of the panel row at p. */
 // @ts-ignore: decorator
