@@ -160,3 +160,40 @@ export function moeRoute(ids: usize, weights: usize, logits: usize, m: i32, e: i
     if (renorm) for (let s = 0; s < topK; s++) f32Set(wo, s, <f32>(<f64>f32At(wo, s) / picked));
   }
 }
+
+/** out[i] = lowest j with x[i·stride + j] = max of the row (NaN ignored; all-NaN → 0).
+ * Two SIMD passes: the maximum (pmax keeps the accumulator when a lane is NaN), then the
+ * first position equal to it. */
+export function argmax(out: usize, x: usize, m: i32, n: i32, stride: i32): void {
+  const n4 = n & ~3;
+  for (let i = 0; i < m; i++) {
+    const row = x + ((<usize>i * <usize>stride) << 2);
+    let acc = f32x4.splat(-Infinity);
+    for (let j = 0; j < n4; j += 4) acc = f32x4.pmax(acc, v128.load(row + (<usize>j << 2)));
+    let mx = max(max(f32x4.extract_lane(acc, 0), f32x4.extract_lane(acc, 1)),
+      max(f32x4.extract_lane(acc, 2), f32x4.extract_lane(acc, 3)));
+    for (let j = n4; j < n; j++) {
+      const v = f32At(row, j);
+      if (v > mx) mx = v;
+    }
+    let best = 0;
+    const mv = f32x4.splat(mx);
+    let j = 0;
+    for (; j < n4; j += 4) {
+      const mask = i32x4.bitmask(f32x4.eq(v128.load(row + (<usize>j << 2)), mv));
+      if (mask) {
+        best = j + ctz(mask);
+        break;
+      }
+    }
+    if (j >= n4) {
+      for (j = n4; j < n; j++) {
+        if (f32At(row, j) == mx) {
+          best = j;
+          break;
+        }
+      }
+    }
+    store<i32>(out + (<usize>i << 2), best);
+  }
+}

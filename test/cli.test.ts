@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT, sharedPath } from './paths.js';
@@ -38,8 +38,9 @@ test('generate --dump-logits adds last_logits over vocab_size and mtp_top', () =
   assert.equal(out.output_ids[0], argmax);
 });
 
-test('generate --batch-file with 32 eval prompts prints 32 lines in input order', () => {
+test('generate --batch-file with 32 eval prompts prints 32 lines in input order', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ds-batch-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const lines = ['add', 'mcq', 'recall'].flatMap((t) => readFileSync(sharedPath('eval', `${t}.public.jsonl`), 'utf8').trim().split('\n').slice(0, 11)).slice(0, 32);
   const file = join(dir, 'prompts.jsonl');
   writeFileSync(file, lines.join('\n') + '\n');

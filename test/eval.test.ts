@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evaluate, loadEvalItems, summarize, type EvalResult } from '../src/cli/eval.js';
@@ -32,12 +32,13 @@ function checkContract(r: EvalResult, tasks: Record<string, number>, compare: bo
   assert.deepEqual(Object.keys(r.spec).sort(), ['accept_len_mean', 'tokens']);
 }
 
-test('loadEvalItems: task from each line, --limit per task, errors name file:line', () => {
+test('loadEvalItems: task from each line, --limit per task, errors name file:line', (t) => {
   const items = loadEvalItems(SETS(), 3);
   assert.equal(items.length, 9);
   assert.deepEqual(items.map((i) => i.task), ['add', 'add', 'add', 'mcq', 'mcq', 'mcq', 'recall', 'recall', 'recall']);
   assert.equal(items[0]!.answer, '1336');
   const dir = mkdtempSync(join(tmpdir(), 'ds-eval-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const bad = join(dir, 'bad.jsonl');
   writeFileSync(bad, '{"task": "x", "messages": [{"role": "user", "content": "hi"}], "answer": "1"}\n{"task": "x", "messages": "oops", "answer": "1"}\n');
   assert.throws(() => loadEvalItems([bad]), /bad\.jsonl:2: messages must be an array/);

@@ -294,6 +294,27 @@ for (const { label, k } of backends) {
       }
     });
 
+    test('argmax: exact, ties → lowest index, NaN ignored, -inf rows, strided rows, tails', () => {
+      const r = rng(40);
+      for (const n of [1, 3, 4, 7, 64, 1001]) {
+        const m = 6;
+        const stride = n + 5;
+        const x = fill(k, m * stride, () => Math.round(8 * r()) / 4); // coarse grid: many ties
+        x[0] = NaN; // row 0 starts with NaN
+        for (let j = 0; j < n; j++) x[stride + j] = -Infinity; // row 1 all -inf
+        for (let j = 0; j < n; j++) x[2 * stride + j] = NaN; // row 2 all NaN
+        x[3 * stride + n - 1] = 9; // row 3: max in the last (tail) position
+        const got = k.allocI32(m);
+        const want = new Int32Array(m);
+        k.argmax(got, x, m, n, stride);
+        ref.argmax(want, x, m, n, stride);
+        same(got, want, `n=${n}`);
+        assert.equal(want[1], 0);
+        assert.equal(want[2], 0);
+        assert.equal(want[3], n - 1);
+      }
+    });
+
     test('moeRoute: exact ids (ties → lower id), weights, renormalised or not', () => {
       const r = rng(11);
       for (const [m, e, topK] of [[1, 8, 2], [5, 17, 3], [3, 64, 10]] as const) {

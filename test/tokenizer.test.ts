@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, copyFileSync, readFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, copyFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
@@ -65,8 +65,9 @@ test('tokenizer basics: size, special ids, stop ids, token lookups', () => {
   assert.equal(think.decode([]), '');
 });
 
-test('missing or invalid tokenizer files give errors naming the file', () => {
+test('missing or invalid tokenizer files give errors naming the file', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'dstok-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   assert.throws(() => TextTokenizer.load(dir), isDeltaserveError('bad_tokenizer', /tokenizer\.json: file is missing/));
   copyFileSync(join(TINY_THINK(), 'tokenizer.json'), join(dir, 'tokenizer.json'));
   assert.throws(() => TextTokenizer.load(dir), isDeltaserveError('bad_tokenizer', /tokenizer_config\.json: file is missing/));

@@ -115,15 +115,20 @@ export async function runBench(argv: string[]): Promise<void> {
   const kernels = await createKernels(kernelName, threads);
   try {
     const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels);
-    const bandwidth = await probe(kernels);
     const rng = new Rng(1);
     benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
     const runs: Run[] = [];
+    // The probe runs right before every run (the machine's load changes by the second);
+    // the roofline uses the median probe.
+    const probes: number[] = [];
     for (let r = 0; r < repeat; r++) {
+      const bw = await probe(kernels);
+      if (bw !== null) probes.push(bw);
       runs.push(benchOnce(model, mode, batch, prompt, gen, verify, rng));
       if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
+    const bandwidth = probes.length > 0 ? median(probes) : null;
     process.stdout.write(JSON.stringify(report(model, kernels, mode, batch, prompt, verify, runs, bandwidth)) + '\n');
   } finally {
     kernels.dispose();
@@ -138,7 +143,14 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
   const stepMs = median(msStep);
   // a decode/verify step reads every weight once, whatever the batch
   const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);
-  const params = perToken / (model.weights.embed.dtype === 'bf16' ? 2 : 4);
+  // Matmul FLOPs actually run (attention scores and the recurrence are not counted): every
+  // row passes every layer; lm_head runs for the last prompt position only in prefill.
+  const bytesPerParam = model.weights.lmHead.dtype === 'bf16' ? 2 : 4;
+  const headParams = model.weights.lmHead.rows * model.weights.lmHead.cols;
+  const bodyParams = perToken / bytesPerParam - headParams;
+  const rowsPerRun = mode === 'prefill' ? batch * prompt : batch * (mode === 'verify' ? verify : 1);
+  const headRows = mode === 'prefill' ? batch : rowsPerRun;
+  const flopsPerStep = 2 * (bodyParams * rowsPerRun + headParams * headRows);
   return {
     mode, batch, threads: kernels.threads, kernels: kernels.name,
     ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}), model: model.dir,
@@ -151,7 +163,7 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
     bandwidth_gbs: bandwidth,
     roofline_fraction: achieved !== null && bandwidth ? achieved / bandwidth : null,
     roofline_tok_s: bandwidth && mode !== 'prefill' ? (bandwidth * 1e9 * batch) / perToken : null,
-    ...(mode === 'prefill' ? { gflop_s: (2 * params * median(tokS)) / 1e9 } : {}),
+    matmul_gflop_s: flopsPerStep / (stepMs * 1e6),
     peak_rss_mb: process.resourceUsage().maxRSS / 1024,
     repeat: runs.length,
   };

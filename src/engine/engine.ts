@@ -4,6 +4,7 @@
 import { KvPool } from '../cache/kv-pool.js';
 import { StatePool } from '../cache/state-pool.js';
 import { createKernels, type KernelsChoice } from '../kernels/index.js';
+import type { Kernels } from '../kernels/types.js';
 import { loadModel, type Model } from '../model/model.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -11,7 +12,7 @@ import { Runner } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
-import { isGreedy, sampleToken } from './sampler.js';
+import { type Argmax, isGreedy, sampleToken } from './sampler.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
@@ -74,6 +75,8 @@ export class Engine {
   readonly maxContext: number;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
   readonly sampleVocab: number;
+  /** Greedy picks on the kernels (SIMD over the vocabulary, logits read in place). */
+  private readonly argmax: Argmax;
 
   private constructor(
     readonly model: Model,
@@ -85,6 +88,7 @@ export class Engine {
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
+    this.argmax = kernelArgmax(model.kernels);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
     if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval < k + 1) {
@@ -101,7 +105,7 @@ export class Engine {
       prefix: this.prefix,
     }, kv, state);
     this.runner = new Runner(model, kv, state);
-    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab) : null;
+    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab, this.argmax) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
     this.loopDone = this.loop();
   }
@@ -238,7 +242,7 @@ export class Engine {
         if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample) {
           req.captureLogits?.(logits[0]!);
-          this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng));
+          this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
         }
       }
       generated += req.tokens.length - before;
@@ -286,7 +290,7 @@ export class Engine {
     const chain = { tokens: req.drafts, probs: req.draftProbs };
     const k = chain.tokens.length;
     let alive = true;
-    const j = acceptDrafts(chain, { sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng },
+    const j = acceptDrafts(chain, { sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng, argmax: this.argmax },
       (s) => {
         req.captureLogits?.(logits[s]!);
         return logits[s]!;
@@ -375,4 +379,13 @@ export class Engine {
     });
     req.events.end();
   }
+}
+
+/** The kernels' argmax as the sampler's Argmax (one reusable output slot). */
+function kernelArgmax(kernels: Kernels): Argmax {
+  const slot = kernels.allocI32(1);
+  return (logits, n) => {
+    kernels.argmax(slot, logits, 1, n);
+    return slot[0]!;
+  };
 }

@@ -97,10 +97,14 @@ function argmax(v: ArrayLike<number>, n: number): number {
   return best;
 }
 
+/** A fast argmax over logits[0..n) with the same contract (lowest index of the maximum,
+ * NaN never wins): the engine passes the kernels' SIMD one. */
+export type Argmax = (logits: Float32Array, n: number) => number;
+
 /** argmax of the penalised logits without copying the vocabulary: the raw argmax, unless
  * a penalised id beats it (or it is penalised itself, then the full copy decides). */
-function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): number {
-  const raw = argmax(logits, vocab);
+function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
+  const raw = fast ? fast(logits, vocab) : argmax(logits, vocab);
   if (!hasPenalties(p, hist)) return raw;
   const adj = penaltyAdjustments(logits, p, hist, vocab);
   if (adj.has(raw)) return argmax(penalized(logits, p, hist, vocab), vocab);
@@ -117,10 +121,11 @@ function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory 
 
 /** The distribution a request samples from, over ids [0, vocab): penalties, temperature,
  * then top-k, min-p and top-p truncation, renormalised. Greedy ⇒ one-hot on the argmax. */
-export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): Float64Array {
+export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
+  fast?: Argmax): Float64Array {
   if (isGreedy(p)) {
     const probs = new Float64Array(vocab);
-    probs[greedyPick(logits, p, hist, vocab)] = 1;
+    probs[greedyPick(logits, p, hist, vocab, fast)] = 1;
     return probs;
   }
   const l = penalized(logits, p, hist, vocab);
@@ -250,7 +255,8 @@ export function drawFrom(probs: Float64Array, rng: Rng): number {
 }
 
 /** Pick the next token: argmax of penalised logits when greedy, else a draw. */
-export function sampleToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, rng: Rng): number {
-  if (isGreedy(p)) return greedyPick(logits, p, hist, vocab);
+export function sampleToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, rng: Rng,
+  fast?: Argmax): number {
+  if (isGreedy(p)) return greedyPick(logits, p, hist, vocab, fast);
   return drawFrom(targetDistribution(logits, p, hist, vocab), rng);
 }

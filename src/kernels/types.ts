@@ -127,6 +127,10 @@ export interface Kernels {
 
   /** MoE router: per row, softmax over E logits (fp32), top-k (ties → lower expert id),
    * optionally renormalised to sum 1. logits: [M, E]; ids, weights: [M, topK]. */
+  /** Greedy pick over logits rows: out[i] = the lowest index holding the maximum of row i
+   * (x[i·stride .. i·stride + n)); NaN never wins (an all-NaN row gives 0). */
+  argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void;
+
   moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number,
     topK: number, renormalize: boolean): void;
 

@@ -6,7 +6,7 @@
 // full sampling distribution (penalties, temperature, top-k/p, min-p) given every token
 // accepted before it, so the output distribution equals decoding without drafts.
 import type { Rng } from '../../util/rng.js';
-import { drawFrom, isGreedy, sampleToken, type SamplingParams, targetDistribution, type TokenHistory } from '../sampler.js';
+import { type Argmax, drawFrom, isGreedy, sampleToken, type SamplingParams, targetDistribution, type TokenHistory } from '../sampler.js';
 
 export interface DraftChain {
   readonly tokens: readonly number[]; // d_1..d_k
@@ -19,6 +19,8 @@ export interface AcceptContext {
   readonly history: TokenHistory;
   readonly vocab: number;
   readonly rng: Rng;
+  /** The kernels' argmax for greedy picks (optional: the sampler has its own). */
+  readonly argmax?: Argmax;
 }
 
 /** Walk the chain. `logitsAt(i)` = target logits after verify input i (i = 0..k).
@@ -33,7 +35,7 @@ export function acceptDrafts(chain: DraftChain, ctx: AcceptContext, logitsAt: (i
     const logits = logitsAt(i);
     const draft = i < k ? chain.tokens[i]! : -1;
     if (greedy) {
-      const pick = sampleToken(logits, ctx.sampling, ctx.history, ctx.vocab, ctx.rng);
+      const pick = sampleToken(logits, ctx.sampling, ctx.history, ctx.vocab, ctx.rng, ctx.argmax);
       const alive = emit(pick);
       if (pick !== draft) return i; // pick was the bonus
       if (!alive) return i + 1;

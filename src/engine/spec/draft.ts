@@ -10,7 +10,7 @@ import type { KvPool } from '../../cache/kv-pool.js';
 import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
 import type { Workspace } from '../../model/layers.js';
 import type { Model } from '../../model/model.js';
-import { drawFrom, isGreedy, sampleToken, targetDistribution } from '../sampler.js';
+import { type Argmax, drawFrom, isGreedy, sampleToken, targetDistribution } from '../sampler.js';
 import type { Request } from '../request.js';
 
 export interface ExtendInput {
@@ -32,6 +32,7 @@ export class MtpDrafter {
     private readonly kv: KvPool,
     private readonly ws: Workspace,
     private readonly sampleVocab: number,
+    private readonly argmax?: Argmax,
   ) {
     this.h = model.config.hiddenSize;
     this.v = model.config.vocabSize;
@@ -106,7 +107,7 @@ export class MtpDrafter {
     reqs.forEach((req, j) => {
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
       if (isGreedy(req.sampling)) {
-        req.drafts.push(sampleToken(l, req.sampling, req.history, this.sampleVocab, req.draftRng));
+        req.drafts.push(sampleToken(l, req.sampling, req.history, this.sampleVocab, req.draftRng, this.argmax));
         return;
       }
       const q = targetDistribution(l, req.sampling, req.history, this.sampleVocab);

@@ -202,3 +202,21 @@ export function mulSigmoid(out: Float32Array, a: Float32Array, b: Float32Array, 
 export function add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) out[i] = a[i]! + b[i]!;
 }
+
+export function argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride = n): void {
+  for (let i = 0; i < m; i++) {
+    const base = i * stride;
+    let best = 0;
+    let bv = -Infinity;
+    let found = false;
+    for (let j = 0; j < n; j++) {
+      const v = x[base + j]!;
+      if (v > bv || (!found && v === bv)) {
+        bv = v;
+        best = j;
+        found = true;
+      }
+    }
+    out[i] = best;
+  }
+}

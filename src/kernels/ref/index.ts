@@ -32,6 +32,7 @@ export function createRefKernels(): Kernels {
     kvWrite: dense.kvWrite,
     attention: dense.attention,
     moeRoute: dense.moeRoute,
+    argmax: dense.argmax,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,
     add: dense.add,

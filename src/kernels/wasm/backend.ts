@@ -282,6 +282,16 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
+  argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride = n): void {
+    if (m <= 0) return;
+    if (n <= 0) throw new RangeError('argmax: empty rows');
+    const c = this.ops.begin(this.ops.target(x));
+    const xp = c.in(x, (m - 1) * stride + n);
+    const op = c.out(out, m);
+    c.arena.exports.argmax(op, xp, m, n, stride);
+    c.end();
+  }
+
   mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
     this.elementwise(out, a, b, n, 0);
   }

@@ -34,6 +34,7 @@ export interface KernelExports {
   add(out: number, a: number, b: number, n: number): void;
   gdnGates(g: number, beta: number, a: number, b: number, aLog: number, aLogBf16: number, dtBias: number, dtBf16: number,
     t: number, hv: number): void;
+  argmax(out: number, x: number, m: number, n: number, stride: number): void;
   moeRoute(ids: number, weights: number, logits: number, m: number, e: number, topK: number, renorm: number, tmp: number): void;
   attention(out: number, q: number, qStride: number, kc: number, vc: number, pageTable: number, pageSize: number,
     start: number, nH: number, nKV: number, hd: number, u0: number, u1: number, scores: number): void;
