@@ -32,9 +32,13 @@ export class KvPool {
     if (o.numPages < 2) throw new DeltaserveError('bad_config', `KV pool needs at least 2 pages (got ${o.numPages})`);
     this.pageSize = o.pageSize;
     this.numPages = o.numPages;
-    const arena = (): KvArena => ({
-      k: o.alloc(o.numPages * o.pageSize * o.kvDim), v: o.alloc(o.numPages * o.pageSize * o.kvDim), pageSize: o.pageSize,
-    });
+    // K and V of a layer come from ONE allocation, so they always share a wasm memory
+    // (attention runs in one memory; a V elsewhere would be copied in whole per call).
+    const arena = (): KvArena => {
+      const n = o.numPages * o.pageSize * o.kvDim;
+      const kv = o.alloc(2 * n);
+      return { k: kv.subarray(0, n), v: kv.subarray(n, 2 * n), pageSize: o.pageSize };
+    };
     this.layers = Array.from({ length: o.numLayers }, arena);
     this.mtpLayers = Array.from({ length: o.numMtpLayers }, arena);
     this.refs = new Int32Array(o.numPages);

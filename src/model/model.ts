@@ -72,9 +72,11 @@ export function allocSequenceMemory(model: Model, capacity: number, pageSize = 1
   const { kernels: k, layout } = model;
   const pages = Math.ceil(capacity / pageSize);
   const pageTable = new Int32Array(pages).map((_, i) => i);
-  const kvLayer = (): KvLayerView => ({
-    k: k.alloc(pages * pageSize * layout.kvDim), v: k.alloc(pages * pageSize * layout.kvDim), pageSize,
-  });
+  const kvLayer = (): KvLayerView => { // K and V in one allocation: one wasm memory
+    const n = pages * pageSize * layout.kvDim;
+    const kv = k.alloc(2 * n);
+    return { k: kv.subarray(0, n), v: kv.subarray(n, 2 * n), pageSize };
+  };
   return {
     capacity: pages * pageSize,
     pageTable,

@@ -317,14 +317,21 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
-  /** Streaming-read bandwidth (GB/s) over `bytes` on all threads: best of `repeat`. */
+  /** Streaming-read bandwidth (GB/s) over `bytes` on all threads: best of `repeat`. The
+   * buffer is borrowed from the first memory with room (weights may fill memory 0), else
+   * a new memory; never shrunk, so it cannot end up cache-resident. */
   probeBandwidth(bytes: number, repeat = 5): number {
-    const arena = this.mem.arenas[0]!;
     const chunks = 4 * this.threads;
-    let per = Math.floor(bytes / chunks / 4096) * 4096;
-    let ptr = -1;
-    while (per >= 4096 && (ptr = arena.reserve(per * chunks)) < 0) per = Math.floor(per / 8192) * 4096;
-    if (ptr < 0) throw new Error('probeBandwidth: no memory for the probe buffer');
+    const per = Math.max(4096, Math.floor(bytes / chunks / 4096) * 4096);
+    let found: { arena: Arena; ptr: number } | null = null;
+    for (const a of this.mem.arenas) {
+      const p = a.reserve(per * chunks);
+      if (p >= 0) {
+        found = { arena: a, ptr: p };
+        break;
+      }
+    }
+    const { arena, ptr } = found ?? this.mem.alloc(per * chunks);
     const total = per * chunks;
     try {
       arena.u8(ptr, total).fill(1); // touch every page (untouched pages read as the shared zero page)
