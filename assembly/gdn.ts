@@ -43,10 +43,11 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
       for (let j = 0; j < kw; j++) acc += wAt(w, ch * kw + j, wBf16) * virt(window, x, c, hist, i + j, ch);
       f32Set(out, i * c + ch, siluf(acc));
     }
-    if (scratch) {
+    if (scratch) { // window after step i: virtual rows i+1 .. i+hist, slices [c0, c1)
+      const bytes = <usize>(c1 - c0) << 2;
       for (let r = 0; r < hist; r++) {
-        const so = scratch + ((<usize>(i * hist + r) * <usize>c) << 2);
-        for (let ch = c0; ch < c1; ch++) f32Set(so, ch, virt(window, x, c, hist, i + 1 + r, ch));
+        const so = scratch + ((<usize>(i * hist + r) * <usize>c + <usize>c0) << 2);
+        memory.copy(so, virtRow(window, x, c, hist, i + 1 + r, c0), bytes);
       }
     }
   }
@@ -54,11 +55,7 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
     // window row r ← virtual row t + r, in increasing r (a source row is read before
     // anything overwrites it): slices [c0, c1) copied whole
     const bytes = <usize>(c1 - c0) << 2;
-    for (let r = 0; r < hist; r++) {
-      const v = t + r;
-      const src = v < hist ? window + (<usize>(v * c + c0) << 2) : x + (<usize>((v - hist) * c + c0) << 2);
-      memory.copy(window + (<usize>(r * c + c0) << 2), src, bytes);
-    }
+    for (let r = 0; r < hist; r++) memory.copy(window + (<usize>(r * c + c0) << 2), virtRow(window, x, c, hist, t + r, c0), bytes);
   }
 }
 
@@ -67,6 +64,12 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
 @inline function wRow4(w: usize, ch: i32, wBf16: i32): v128 {
   if (wBf16) return i32x4.shl(v128.load16x4_u(w + (<usize>ch << 3)), 16);
   return v128.load(w + (<usize>ch << 4));
+}
+
+/** Address of channel ch of virtual row r (window rows, then x rows). */
+// @ts-ignore: decorator
+@inline function virtRow(window: usize, x: usize, c: i32, hist: i32, r: i32, ch: i32): usize {
+  return r < hist ? window + (<usize>(r * c + ch) << 2) : x + (<usize>((r - hist) * c + ch) << 2);
 }
 
 /** Channels ch..ch+3 of virtual row r (window rows, then x rows). */
