@@ -217,6 +217,34 @@ test('make-model: unknown shape and bad options are bad_request errors', async (
     (e: unknown) => e instanceof DeltaserveError && e.code === 'bad_request' && /tokenizer/.test(e.message));
 });
 
+/** Fused expert tensors split into per-expert weights: expert x's gate, up and down are
+ * exactly rows [2x·Ie, 2x·Ie + Ie), [2x·Ie + Ie, 2(x+1)·Ie) of gate_up_proj and rows
+ * [x·H, (x+1)·H) of down_proj (checked on the first layer, first, middle and last expert). */
+function checkFusedExperts(dir: string): void {
+  const ck = openCheckpoint(dir);
+  try {
+    const cfg = loadModelConfig(dir);
+    const w = loadModelWeights(ck, cfg, createRefKernels());
+    const mlp = w.layers[0]!.mlp;
+    if (mlp.kind !== 'moe') assert.fail('layer 0 is not MoE');
+    const p = `${cfg.weightPrefix}layers.0.mlp.experts.`;
+    const gu = new Uint16Array(ck.read(`${p}gate_up_proj`).buffer.slice(0));
+    const dn = new Uint16Array(ck.read(`${p}down_proj`).buffer.slice(0));
+    const h = cfg.hiddenSize;
+    const experts = mlp.experts;
+    const e = experts.length;
+    for (const x of [0, e >> 1, e - 1]) {
+      const ex = experts[x]!;
+      const ie: number = ex.gate.rows;
+      assert.deepEqual(Array.from(ex.gate.data as Uint16Array), Array.from(gu.subarray(2 * x * ie * h, (2 * x + 1) * ie * h)), `expert ${x} gate`);
+      assert.deepEqual(Array.from(ex.up.data as Uint16Array), Array.from(gu.subarray((2 * x + 1) * ie * h, (2 * x + 2) * ie * h)), `expert ${x} up`);
+      assert.deepEqual(Array.from(ex.down.data as Uint16Array), Array.from(dn.subarray(x * h * ie, (x + 1) * h * ie)), `expert ${x} down`);
+    }
+  } finally {
+    ck.close();
+  }
+}
+
 /** Every tensor in the checkpoint is requested by the loader (and loading succeeds). */
 function checkExactTensorSet(dir: string): void {
   const ck = openCheckpoint(dir);
@@ -226,6 +254,7 @@ function checkExactTensorSet(dir: string): void {
     has: (n) => ck.has(n),
     info: (n) => (used.add(n), ck.info(n)),
     readInto: (n, d, cb) => (used.add(n), ck.readInto(n, d, cb)),
+    readRangeInto: (n, o, d, cb) => (used.add(n), ck.readRangeInto(n, o, d, cb)),
     read: (n) => (used.add(n), ck.read(n)),
     close: () => ck.close(),
   };
@@ -282,6 +311,7 @@ for (const shape of ['tiny', 'qwen3-next-tiny', 'qwen3.5-moe-tiny']) {
     assert.equal(ck.totalBytes, res.bytes);
     ck.close();
     checkExactTensorSet(dir);
+    if (shape === 'qwen3.5-moe-tiny') checkFusedExperts(dir);
     const { logits, mtp, vocab } = forwardLogits(dir);
     assert.equal(logits.length, vocab);
     checkLogits(logits, shape);

@@ -33,6 +33,9 @@ export interface Checkpoint {
   /** Read the tensor's raw little-endian bytes into dest (dest.byteLength must equal nbytes).
    * `onBytes` is called after every piece read with the number of bytes in it. */
   readInto(name: string, dest: Uint8Array, onBytes?: (n: number) => void): void;
+  /** Read dest.byteLength raw bytes of the tensor starting `byteOffset` bytes into it (a
+   * slice of rows, e.g. one expert of a fused expert tensor) into dest. */
+  readRangeInto(name: string, byteOffset: number, dest: Uint8Array, onBytes?: (n: number) => void): void;
   /** Read the tensor's raw bytes into a fresh array. */
   read(name: string): Uint8Array;
   /** Sum of nbytes over all tensors. */
@@ -179,6 +182,16 @@ class SafetensorsCheckpoint implements Checkpoint {
     const fd = this.fds.get(t.file);
     assert(fd !== undefined, `no open fd for ${t.file}`);
     readFully(fd, dest, t.offset, t.file, onBytes);
+  }
+
+  readRangeInto(name: string, byteOffset: number, dest: Uint8Array, onBytes?: (n: number) => void): void {
+    assert(!this.closed, `checkpoint ${this.dir} read after close()`);
+    const t = this.info(name);
+    assert(byteOffset >= 0 && byteOffset + dest.byteLength <= t.nbytes,
+      `readRangeInto(${name}): bytes [${byteOffset}, ${byteOffset + dest.byteLength}) outside the tensor's ${t.nbytes}`);
+    const fd = this.fds.get(t.file);
+    assert(fd !== undefined, `no open fd for ${t.file}`);
+    readFully(fd, dest, t.offset + byteOffset, t.file, onBytes);
   }
 
   read(name: string): Uint8Array {

@@ -119,6 +119,26 @@ export class WeightReader {
     return { dtype: 'f32', bytes: new Uint8Array(dst.buffer), rowBytes: shape[1] * 4 };
   }
 
+  /** Rows [r0, r0 + n) of a stored tensor (shape `stored`, rows of `cols` elements) as a
+   * packed linear weight, read straight from the file into backend memory (BF16/F32;
+   * F16 goes through rows()). */
+  rowSlice(name: string, stored: readonly number[], r0: number, n: number, cols: number): Weight {
+    const info = this.ckpt.info(name);
+    if (info.shape.length !== stored.length || info.shape.some((d, i) => d !== stored[i])) {
+      throw new DeltaserveError('bad_checkpoint',
+        `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${stored.join(',')}]`);
+    }
+    if (info.dtype === 'F16') {
+      const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
+      return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);
+    }
+    const dtype: WeightDType = info.dtype === 'BF16' ? 'bf16' : 'f32';
+    const size = dtype === 'bf16' ? 2 : 4;
+    const { weight, bytes } = this.kernels.allocWeight(dtype, n, cols);
+    this.ckpt.readRangeInto(name, r0 * cols * size, bytes, this.onBytes);
+    return this.kernels.packWeight(weight);
+  }
+
   /** A linear weight built from rows picked out of `src` (rowIndex[i] = source row of
    * row i), packed for the backend's matmul. */
   gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number): Weight {
@@ -185,13 +205,13 @@ export function loadMlp(r: WeightReader, cfg: ModelConfig, mlp: MlpConfig, p: st
 
 function loadFusedExperts(r: WeightReader, h: number, e: number, ie: number, p: string): ExpertWeights[] {
   // gate_up_proj [E, 2·Ie, H]: per expert the first Ie rows are gate, the next Ie up.
-  // Each expert's matrices become weights of their own (packed separately).
-  const gateUp = r.rows(`${p}experts.gate_up_proj`, [e * 2 * ie, h], [e, 2 * ie, h]);
-  const down = r.rows(`${p}experts.down_proj`, [e * h, ie], [e, h, ie]);
-  const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
+  // Each expert's matrices become weights of their own (packed separately), read slice by
+  // slice from the file: the fused tensors never sit whole in the JS heap.
+  const gu = `${p}experts.gate_up_proj`;
+  const dn = `${p}experts.down_proj`;
   return Array.from({ length: e }, (_, x) => ({
-    gate: r.gather(gateUp, range(x * 2 * ie, ie), h),
-    up: r.gather(gateUp, range(x * 2 * ie + ie, ie), h),
-    down: r.gather(down, range(x * h, h), ie),
+    gate: r.rowSlice(gu, [e, 2 * ie, h], x * 2 * ie, ie, h),
+    up: r.rowSlice(gu, [e, 2 * ie, h], x * 2 * ie + ie, ie, h),
+    down: r.rowSlice(dn, [e, h, ie], x * h, h, ie),
   }));
 }
