@@ -44,6 +44,21 @@ for (const [name, dir, minAccept] of [['tiny-think', TINY_THINK, 1.5], ['tiny-ne
   });
 }
 
+test('a restricted draft vocabulary (--draft-vocab) keeps greedy parity, only lowering acceptance', async () => {
+  const reqs = requests(6, 16);
+  const { results: off } = await run(TINY_THINK(), 0, reqs);
+  const accept: number[] = [];
+  for (const draftVocab of [1000, 400, 64]) {
+    const { results, stats } = await withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens: 2, specAdaptive: false, maxRunning: 8,
+      poisonPadding: true, draftVocab }, async (e) => ({ results: await runAll(e, reqs), stats: e.stats() }));
+    assertParity(results, off, `draftVocab=${draftVocab}`);
+    assert.ok(stats.spec.rounds > 0);
+    accept.push(stats.spec.acceptLenMean);
+  }
+  assert.ok(accept[0]! >= accept[2]! && accept[2]! >= 1, `accept length by draft vocabulary 1000/400/64: ${accept}`);
+  assert.ok(accept[0]! > accept[2]!, `a 64-id draft vocabulary should accept less: ${accept}`);
+});
+
 test('forced drafters: oracle drafts accept k+1 per round, wrong drafts 1 per round, in one batch; parity holds', async () => {
   const reqs = requests(4, 20).map((r) => ({ ...r, ignoreEos: true, maxTokens: 21 }));
   const { results: off } = await run(TINY_THINK(), 0, reqs);

@@ -21,6 +21,7 @@ export const ENGINE_FLAGS = {
   'max-context': { type: 'string' },
   'spec-tokens': { type: 'string' },
   'spec-adaptive': { type: 'string' },
+  'draft-vocab': { type: 'string' },
   'no-prefix-cache': { type: 'boolean' },
   'state-track-interval': { type: 'string' },
   'cache-state-slots': { type: 'string' },
@@ -36,6 +37,8 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
   --max-context N           context length cap (default: the model's)
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
   --spec-adaptive on|off    adapt k to measured throughput (default on; sampled requests keep k)
+  --draft-vocab N           MTP drafts among token ids < N only: a cheaper draft lm_head,
+                            lossless for any N (default 32768)
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)
   --state-track-interval N  snapshot interval in tokens (default 256; multiple of 64 and of --page-size)
   --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)`;
@@ -54,6 +57,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
     ...(int(v, 'spec-tokens', 0) !== undefined ? { specTokens: int(v, 'spec-tokens', 0)! } : {}),
     ...(specAdaptive(v) !== undefined ? { specAdaptive: specAdaptive(v)! } : {}),
+    ...(int(v, 'draft-vocab', 1) !== undefined ? { draftVocab: int(v, 'draft-vocab', 1)! } : {}),
     ...(v['no-prefix-cache'] ? { prefixCache: false } : {}),
     ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
     ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),

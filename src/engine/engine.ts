@@ -47,11 +47,23 @@ export interface EngineOptions {
   readonly cacheStateSlots?: number;
   /** Test hook: poison slot 0 and padding scratch with NaN before every step. */
   readonly poisonPadding?: boolean;
+  /** MTP drafts are chosen among token ids [0, draftVocab) only: the draft lm_head reads
+   * that many rows instead of the whole vocabulary (BPE ids are roughly in frequency order,
+   * so the first ids carry most of the mass). Lossless for any value: verification uses the
+   * full vocabulary; a smaller draft vocabulary can only lower acceptance. Default 32768
+   * (the whole vocabulary when it is smaller). */
+  readonly draftVocab?: number;
   /** Test hook: replace a request's MTP drafts (same length or shorter). */
   readonly draftOverride?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }, drafts: number[]) => number[];
 }
 
 /** Speculative-decoding settings resolved against the model. */
+function draftVocabFor(opts: EngineOptions): number {
+  const n = opts.draftVocab ?? 32768;
+  if (!Number.isInteger(n) || n < 1) throw new DeltaserveError('bad_config', `--draft-vocab must be a positive integer (got ${n})`);
+  return n;
+}
+
 function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
   const k = opts.specTokens ?? (mtpLayers > 0 ? 3 : 0);
   if (!Number.isInteger(k) || k < 0 || k > 16) throw new DeltaserveError('bad_config', `--spec-tokens must be an integer in 0..16 (got ${k})`);
@@ -105,7 +117,7 @@ export class Engine {
       prefix: this.prefix,
     }, kv, state);
     this.runner = new Runner(model, kv, state);
-    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab, this.argmax) : null;
+    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab, this.argmax, draftVocabFor(opts)) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
     this.loopDone = this.loop();
   }

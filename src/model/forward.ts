@@ -1,7 +1,7 @@
 // Model forward over a batch of sequences, the LM head, and the MTP head.
 // The caller (runner/engine) passes views of KV pages and state slots as arguments:
 // there is no global mutable context.
-import type { KvLayerView } from '../kernels/types.js';
+import type { KvLayerView, Weight } from '../kernels/types.js';
 import { decoderLayer, type LayerCtx, type LinearScratchView, type LinearStateView, type SeqSpan, Workspace } from './layers.js';
 import type { Model } from './model.js';
 
@@ -63,15 +63,17 @@ export function forwardHidden(model: Model, ws: Workspace, seqs: readonly SeqInp
 }
 
 /** logits[i] = lm_head(hidden[rows[i]]) → [rows.length, V] (a fresh buffer per call
- * when `out` is not given). */
-export function lmHead(model: Model, ws: Workspace, hidden: Float32Array, rows: readonly number[], out?: Float32Array): Float32Array {
+ * when `out` is not given). `head`: a row prefix of the lm_head (MTP drafts over the first
+ * head.rows ids); then V = head.rows. */
+export function lmHead(model: Model, ws: Workspace, hidden: Float32Array, rows: readonly number[], out?: Float32Array,
+  head: Weight = model.weights.lmHead): Float32Array {
   const h = model.config.hiddenSize;
-  const v = model.config.vocabSize;
+  const v = head.rows;
   const picked = ws.buf('head.in', rows.length * h);
   rows.forEach((r, i) => picked.set(hidden.subarray(r * h, (r + 1) * h), i * h));
   const logits = out ?? new Float32Array(rows.length * v);
   const tmp = out ? out : ws.buf('head.out', rows.length * v);
-  model.kernels.matmul(tmp, picked, model.weights.lmHead, rows.length);
+  model.kernels.matmul(tmp, picked, head, rows.length);
   if (!out) logits.set(tmp);
   return logits;
 }

@@ -11,6 +11,8 @@ import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
 import type { Workspace } from '../../model/layers.js';
 import type { Model } from '../../model/model.js';
 import { type Argmax, drawFrom, isGreedy, sampleToken, targetDistribution } from '../sampler.js';
+import { rowPrefix } from '../../kernels/weight-view.js';
+import type { Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
 
 export interface ExtendInput {
@@ -25,7 +27,9 @@ export interface ExtendInput {
 
 export class MtpDrafter {
   private readonly h: number;
+  /** Ids a draft can be: the first v rows of the lm_head (the draft head). */
   private readonly v: number;
+  private readonly head: Weight;
 
   constructor(
     private readonly model: Model,
@@ -33,9 +37,12 @@ export class MtpDrafter {
     private readonly ws: Workspace,
     private readonly sampleVocab: number,
     private readonly argmax?: Argmax,
+    /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
+    draftVocab = sampleVocab,
   ) {
     this.h = model.config.hiddenSize;
-    this.v = model.config.vocabSize;
+    this.v = Math.min(draftVocab, sampleVocab);
+    this.head = this.v < model.weights.lmHead.rows ? rowPrefix(model.weights.lmHead, this.v) : model.weights.lmHead;
   }
 
   run(inputs: readonly ExtendInput[]): void {
@@ -100,17 +107,21 @@ export class MtpDrafter {
     return dst;
   }
 
-  /** One draft token per request from MTP hidden rows [n, H]. */
+  /** One draft token per request from MTP hidden rows [n, H], over the draft head's ids.
+   * A sampled request's proposal q is kept over the whole sampling vocabulary (zero beyond
+   * the draft head), as rejection sampling compares it with the target's p id by id. */
   private propose(reqs: readonly Request[], hidden: Float32Array): void {
     const logits = this.ws.buf('draft.logits', reqs.length * this.v);
-    lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits);
+    lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits, this.head);
     reqs.forEach((req, j) => {
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
       if (isGreedy(req.sampling)) {
-        req.drafts.push(sampleToken(l, req.sampling, req.history, this.sampleVocab, req.draftRng, this.argmax));
+        req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
         return;
       }
-      const q = targetDistribution(l, req.sampling, req.history, this.sampleVocab);
+      const sub = targetDistribution(l, req.sampling, req.history, this.v);
+      const q = sub.length === this.sampleVocab ? sub : new Float64Array(this.sampleVocab);
+      if (q !== sub) q.set(sub);
       req.drafts.push(drawFrom(q, req.draftRng));
       req.draftProbs!.push(q);
     });
