@@ -68,24 +68,29 @@ export function rope(x: usize, positions: usize, t: i32, heads: i32, headDim: i3
   }
 }
 
-/** out[i] = a[i]·silu(b[i]). */
-export function mulSilu(out: usize, a: usize, b: usize, n: i32): void {
+/** out[i] = a[i]·act(b[i]), act = SiLU or sigmoid (a constant per call site, folded). */
+// @ts-ignore: decorator
+@inline function mulAct(out: usize, a: usize, b: usize, n: i32, silu: bool): void {
   const n4 = n & ~3;
   for (let i = 0; i < n4; i += 4) {
     const o = <usize>i << 2;
-    v128.store(out + o, f32x4.mul(v128.load(a + o), silu4(v128.load(b + o))));
+    const x = v128.load(b + o);
+    v128.store(out + o, f32x4.mul(v128.load(a + o), silu ? silu4(x) : sigmoid4(x)));
   }
-  for (let i = n4; i < n; i++) f32Set(out, i, f32At(a, i) * siluf(f32At(b, i)));
+  for (let i = n4; i < n; i++) {
+    const x = f32At(b, i);
+    f32Set(out, i, f32At(a, i) * (silu ? siluf(x) : sigmoidf(x)));
+  }
+}
+
+/** out[i] = a[i]·silu(b[i]). */
+export function mulSilu(out: usize, a: usize, b: usize, n: i32): void {
+  mulAct(out, a, b, n, true);
 }
 
 /** out[i] = a[i]·sigmoid(b[i]). */
 export function mulSigmoid(out: usize, a: usize, b: usize, n: i32): void {
-  const n4 = n & ~3;
-  for (let i = 0; i < n4; i += 4) {
-    const o = <usize>i << 2;
-    v128.store(out + o, f32x4.mul(v128.load(a + o), sigmoid4(v128.load(b + o))));
-  }
-  for (let i = n4; i < n; i++) f32Set(out, i, f32At(a, i) * sigmoidf(f32At(b, i)));
+  mulAct(out, a, b, n, false);
 }
 
 /** out[i] = a[i] + b[i] (SIMD; exact per element). */
