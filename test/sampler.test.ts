@@ -59,6 +59,9 @@ describe('sampler', () => {
       { topK: 20, topP: 0.6 }, { minP: 0.2, topP: 0.8 }, { minP: 0.05, topK: 9 },
       { topP: 0.7, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.2 },
       { topK: 12, repetitionPenalty: 0.8, temperature: 1.7 },
+      // low temperature: most ids fall below the heap's floor (pmax·1e-7), so top-k beyond
+      // the ids above it and top-p near 1 take the fallback over all ids
+      { topK: 200, temperature: 0.05 }, { topP: 0.999999999999, temperature: 0.05 }, { topP: 0.6, temperature: 0.05 },
     ];
     for (let trial = 0; trial < 30; trial++) {
       const vocab = 50 + Math.floor(rng.next() * 300);

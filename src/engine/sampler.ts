@@ -169,7 +169,19 @@ function truncate(probs: Float64Array, p: SamplingParams): void {
  * among ids with probability > 0. Top-p's mass is relative to the top-k set (all ids when
  * topK = 0). A heap pops only the ids it keeps: O(V + kept·log V), never a full sort. */
 function topOrder(probs: Float64Array, topK: number, topP: number): number[] {
-  const heap = new MaxHeap(probs);
+  // Ids far below the maximum are almost never kept: try a heap of the ids ≥ pmax·1e-7
+  // first, and fall back to all ids when it runs out before the cut (same result).
+  let pmax = 0;
+  for (let i = 0; i < probs.length; i++) if (probs[i]! > pmax) pmax = probs[i]!;
+  return selectTop(probs, topK, topP, pmax * 1e-7) ?? selectTop(probs, topK, topP, 0)!;
+}
+
+/** topOrder over the heap of ids with p ≥ floor (and p > 0); null when that heap cannot
+ * decide (too few ids for top-k, or too little mass for top-p) and floor > 0. */
+function selectTop(probs: Float64Array, topK: number, topP: number, floor: number): number[] | null {
+  const heap = new MaxHeap(probs, floor);
+  const all = floor === 0;
+  if (!all && (topK > 0 ? heap.size < topK : topP >= 1)) return null;
   const limit = topK > 0 ? Math.min(topK, heap.size) : heap.size;
   const out: number[] = [];
   if (topP >= 1) {
@@ -193,19 +205,19 @@ function topOrder(probs: Float64Array, topK: number, topP: number): number[] {
     const id = heap.pop();
     out.push(id);
     cum += probs[id]! / total;
-    if (cum >= topP) break;
+    if (cum >= topP) return out;
   }
-  return out;
+  return all ? out : null;
 }
 
-/** Binary max-heap of the ids with p > 0, ordered by (p desc, id asc). */
+/** Binary max-heap of the ids with p > 0 and p ≥ floor, ordered by (p desc, id asc). */
 class MaxHeap {
   private readonly ids: Int32Array;
   size = 0;
 
-  constructor(private readonly p: Float64Array) {
+  constructor(private readonly p: Float64Array, floor: number) {
     const ids = new Int32Array(p.length);
-    for (let i = 0; i < p.length; i++) if (p[i]! > 0) ids[this.size++] = i;
+    for (let i = 0; i < p.length; i++) if (p[i]! > 0 && p[i]! >= floor) ids[this.size++] = i;
     this.ids = ids;
     for (let i = (this.size >> 1) - 1; i >= 0; i--) this.down(i);
   }
