@@ -75,10 +75,15 @@ function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: Token
   return adj;
 }
 
-/** Copy logits[0..vocab) with penalties applied and ids ≥ vocab excluded. */
+/** Reused by penalized(): a fresh 2 MB array per token (248K ids) costs page faults. */
+let penalizedScratch = new Float64Array(0);
+
+/** logits[0..vocab) with penalties applied and ids ≥ vocab excluded, in a scratch array
+ * that the next call overwrites (callers read it before sampling again). */
 function penalized(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): Float64Array {
-  const out = new Float64Array(vocab);
-  for (let i = 0; i < vocab; i++) out[i] = logits[i]!;
+  if (penalizedScratch.length < vocab) penalizedScratch = new Float64Array(vocab);
+  const out = penalizedScratch.subarray(0, vocab);
+  out.set(logits.subarray(0, vocab));
   if (hasPenalties(p, hist)) for (const [id, l] of penaltyAdjustments(logits, p, hist, vocab)) out[id] = l;
   return out;
 }
@@ -156,9 +161,9 @@ function truncate(probs: Float64Array, p: SamplingParams): void {
   }
   if (needSort) {
     const keepIds = topOrder(probs, p.topK, p.topP);
-    const kept = new Float64Array(n);
-    for (const id of keepIds) kept[id] = probs[id]!;
-    probs.set(kept);
+    const kept = keepIds.map((id) => probs[id]!);
+    probs.fill(0);
+    keepIds.forEach((id, j) => (probs[id] = kept[j]!));
   }
   let sum = 0;
   for (let i = 0; i < n; i++) sum += probs[i]!;
