@@ -3,8 +3,9 @@
 // Conventions:
 //  - Activations are Float32Array views allocated through `alloc` (the wasm backend
 //    hands out views into WebAssembly memory; the ref backend plain arrays).
-//  - Weights are `Weight` values created through `uploadWeight`; shape [rows, cols]
-//    row-major, i.e. a linear layer [out, in]: y = x · Wᵀ.
+//  - Weights are `Weight` values created through `allocWeight` (filled row-major, shape
+//    [rows, cols]; a linear layer is [out, in]: y = x · Wᵀ), then, for matmul operands,
+//    `packWeight` into the backend's layout.
 //  - Row-major activation shapes are given in comments as `// [T, D]`.
 //  - Batch invariance: every kernel computes each output row with a fixed reduction
 //    order that does not depend on how many rows are processed together.
