@@ -1,7 +1,7 @@
 // The command protocol shared by the main thread and the workers: a control block of
 // Int32 slots plus Float64 arguments in one SharedArrayBuffer, and `executeChunk`, which
 // runs chunk c of n of a command. Work is split only along output elements (matmul: output
-// columns in 8-column panels; attention: (token, head) units; Gated DeltaNet: value heads;
+// columns in 8-column panels; attention: (token, KV head) units; Gated DeltaNet: value heads;
 // conv: channels), so every element is computed by exactly the same code whatever the
 // thread count or chunking (split invariance). Chunks are claimed dynamically, so a
 // descheduled worker delays nobody: the main thread takes its chunks.
@@ -66,7 +66,7 @@ export function claim(ctl: Int32Array, tag: number, n: number): number {
 /** Run chunk c of n of command `cmd` with arguments `a` on thread tid (tid selects the
  * per-thread scratch). Argument layouts:
  *  MATMUL:        out x w m n k isBf16
- *  ATTENTION:     out q qStride kc vc pageTable pageSize start nH nKV hd units tmpBase tmpStride
+ *  ATTENTION:     out q qStride kc vc pageTable pageSize start nH nKV hd units tmpBase tmpStride per
  *  GDN_RECURRENT: out qkv g beta state scratch t hk hv dk dv tmpBase tmpStride
  *  GDN_CHUNKED:   out qkv g beta state t hk hv dk dv tmpBase tmpStride pos0
  *  CONV:          out x window w wBf16 t c kw scratch
@@ -84,7 +84,7 @@ export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, ti
       const [lo, hi] = share(a[11]!, c, nc, 1);
       if (lo >= hi) return;
       ex.attention(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, a[8]!, a[9]!, a[10]!, lo, hi,
-        a[12]! + tid * a[13]!);
+        a[12]! + tid * a[13]!, a[14]!);
       return;
     }
     case Cmd.GDN_RECURRENT: {
