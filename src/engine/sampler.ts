@@ -160,7 +160,7 @@ function truncate(probs: Float64Array, p: SamplingParams): void {
     for (let i = 0; i < n; i++) if (probs[i]! < cut) probs[i] = 0;
   }
   if (needSort) {
-    const keepIds = topOrder(probs, p.topK, p.topP);
+    const keepIds = topOrder(probs, p.topK, p.topP, pmax); // min-p never removes the max
     const kept = keepIds.map((id) => probs[id]!);
     probs.fill(0);
     keepIds.forEach((id, j) => (probs[id] = kept[j]!));
@@ -173,11 +173,9 @@ function truncate(probs: Float64Array, p: SamplingParams): void {
 /** The ids kept by top-k then top-p, in decreasing probability (ties: lower id first),
  * among ids with probability > 0. Top-p's mass is relative to the top-k set (all ids when
  * topK = 0). A heap pops only the ids it keeps: O(V + kept·log V), never a full sort. */
-function topOrder(probs: Float64Array, topK: number, topP: number): number[] {
-  // Ids far below the maximum are almost never kept: try a heap of the ids ≥ pmax·1e-7
-  // first, and fall back to all ids when it runs out before the cut (same result).
-  let pmax = 0;
-  for (let i = 0; i < probs.length; i++) if (probs[i]! > pmax) pmax = probs[i]!;
+function topOrder(probs: Float64Array, topK: number, topP: number, pmax: number): number[] {
+  // Ids far below the maximum (pmax) are almost never kept: try a heap of the ids
+  // ≥ pmax·1e-7 first, and fall back to all ids when it runs out before the cut (same result).
   return selectTop(probs, topK, topP, pmax * 1e-7) ?? selectTop(probs, topK, topP, 0)!;
 }
 

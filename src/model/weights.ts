@@ -101,14 +101,20 @@ export class WeightReader {
     return loadWeightF32(this.ckpt, this.kernels, name, shape);
   }
 
-  /** Read a 2-D tensor and return its rows as raw bytes in a backend dtype
-   * (F16 is widened to f32), for checkpoints whose rows must be regrouped. */
-  rows(name: string, shape: readonly [number, number], stored: readonly number[] = shape): { dtype: WeightDType; bytes: Uint8Array; rowBytes: number } {
+  /** The tensor's info, after checking it has exactly the shape `stored`. */
+  private infoWithShape(name: string, stored: readonly number[]): ReturnType<Checkpoint['info']> {
     const info = this.ckpt.info(name);
     if (info.shape.length !== stored.length || info.shape.some((d, i) => d !== stored[i])) {
       throw new DeltaserveError('bad_checkpoint',
         `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${stored.join(',')}]`);
     }
+    return info;
+  }
+
+  /** Read a 2-D tensor and return its rows as raw bytes in a backend dtype
+   * (F16 is widened to f32), for checkpoints whose rows must be regrouped. */
+  rows(name: string, shape: readonly [number, number], stored: readonly number[] = shape): { dtype: WeightDType; bytes: Uint8Array; rowBytes: number } {
+    const info = this.infoWithShape(name, stored);
     const raw = this.ckpt.read(name);
     this.onBytes(raw.byteLength);
     if (info.dtype === 'BF16') return { dtype: 'bf16', bytes: raw, rowBytes: shape[1] * 2 };
@@ -123,11 +129,7 @@ export class WeightReader {
    * packed linear weight, read straight from the file into backend memory (BF16/F32;
    * F16 goes through rows()). */
   rowSlice(name: string, stored: readonly number[], r0: number, n: number, cols: number): Weight {
-    const info = this.ckpt.info(name);
-    if (info.shape.length !== stored.length || info.shape.some((d, i) => d !== stored[i])) {
-      throw new DeltaserveError('bad_checkpoint',
-        `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${stored.join(',')}]`);
-    }
+    const info = this.infoWithShape(name, stored);
     if (info.dtype === 'F16') {
       const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
       return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);

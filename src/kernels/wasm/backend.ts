@@ -24,6 +24,10 @@ function isBf16(w: Weight): number {
   return w.dtype === 'bf16' ? 1 : 0;
 }
 
+function elemBytes(dtype: WeightDType): number {
+  return dtype === 'bf16' ? 2 : 4;
+}
+
 /** Rows rounded up to whole 8-row panels (the packed matmul layout, assembly/matmul.ts). */
 function panelRows(rows: number): number {
   return Math.ceil(rows / 8) * 8;
@@ -71,7 +75,7 @@ export class WasmKernels implements Kernels {
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
     const n = rows * cols;
-    const size = dtype === 'bf16' ? 2 : 4;
+    const size = elemBytes(dtype);
     // Room for whole 8-row panels (zero rows), so packWeight can repack in place.
     const { arena, ptr } = this.mem.alloc(panelRows(rows) * cols * size);
     const buf = arena.buffer();
@@ -87,7 +91,7 @@ export class WasmKernels implements Kernels {
       copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, w.rows * w.cols * w.data.BYTES_PER_ELEMENT));
       src = copy.weight;
     }
-    const size = src.dtype === 'bf16' ? 2 : 4;
+    const size = elemBytes(src.dtype);
     const n = panelRows(src.rows) * src.cols;
     const c = this.ops.begin(this.ops.target(src.data), 8 * src.cols * size);
     c.arena.exports.packPanels(src.data.byteOffset, n / (8 * src.cols), src.cols, size, c.tmp.base);
@@ -108,7 +112,7 @@ export class WasmKernels implements Kernels {
     a[3] = m; a[4] = n; a[5] = k; a[6] = isBf16(w);
     // ≥ 1 chunk per thread, ~2 MiB each; chunks are claimed dynamically
     const panels = Math.ceil(n / 8);
-    const chunks = Math.min(panels, Math.max(this.threads, Math.ceil((n * k * (w.dtype === 'bf16' ? 2 : 4)) / CHUNK_BYTES)));
+    const chunks = Math.min(panels, Math.max(this.threads, Math.ceil((n * k * elemBytes(w.dtype)) / CHUNK_BYTES)));
     this.run(Cmd.MATMUL, c.arena, n * k >= PAR_MATMUL && panels >= 2, Math.min(chunks, 0xffff));
     c.end();
   }
