@@ -34,6 +34,8 @@ export class KvPool {
     this.numPages = o.numPages;
     // K and V of a layer come from ONE allocation, so they always share a wasm memory
     // (attention runs in one memory; a V elsewhere would be copied in whole per call).
+    // Layers are separate allocations: the pool spans several memories when it must
+    // (the memory plan caps a layer's pages so one layer fits one memory).
     const arena = (): KvArena => {
       const n = o.numPages * o.pageSize * o.kvDim;
       const kv = o.alloc(2 * n);

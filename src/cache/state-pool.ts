@@ -3,6 +3,10 @@
 // a private region for every row of the batch capacity.
 // Invariants: slot 0 is never allocated (it is the sink for dummy writes); the free
 // list starts at 1; a slot is free iff it is on the free list.
+// Memory: never one arena. Every slot is ONE allocation [layer][conv | ssm] and every
+// scratch row is ONE allocation [layer][step][conv] + [layer][step][ssm], so the pool
+// may span several WebAssembly memories (each ≤ 4 GiB) while each view a kernel reads
+// stays inside one memory.
 import { DeltaserveError, assert } from '../util/errors.js';
 
 export interface StateView {
@@ -31,13 +35,10 @@ export class StatePool {
   readonly batchCapacity: number;
   readonly maxSteps: number;
   private readonly o: StatePoolOptions;
-  /** conv[slot][layer][convSize] */
-  private readonly conv: Float32Array;
-  /** ssm[slot][layer][ssmSize] */
-  private readonly ssm: Float32Array;
-  /** scratchConv[row][layer][step][convSize], scratchSsm[row][layer][step][ssmSize] */
-  private readonly scratchConv: Float32Array;
-  private readonly scratchSsm: Float32Array;
+  /** slotMem[slot] = [layer][convSize + ssmSize] (conv window, then SSM state) */
+  private readonly slotMem: Float32Array[];
+  /** scratchMem[row] = [layer][step][convSize] followed by [layer][step][ssmSize] */
+  private readonly scratchMem: Float32Array[];
   private readonly views: StateView[][];
   private readonly allocated: Uint8Array;
   private readonly freeList: number[] = [];
@@ -50,10 +51,9 @@ export class StatePool {
     this.batchCapacity = o.batchCapacity;
     this.maxSteps = o.maxSteps;
     const n = o.slots + 1;
-    this.conv = o.alloc(n * o.numLinear * o.convSize);
-    this.ssm = o.alloc(n * o.numLinear * o.ssmSize);
-    this.scratchConv = o.alloc(o.batchCapacity * o.numLinear * o.maxSteps * o.convSize);
-    this.scratchSsm = o.alloc(o.batchCapacity * o.numLinear * o.maxSteps * o.ssmSize);
+    const perSlot = o.numLinear * (o.convSize + o.ssmSize);
+    this.slotMem = Array.from({ length: n }, () => o.alloc(perSlot));
+    this.scratchMem = Array.from({ length: o.batchCapacity }, () => o.alloc(o.maxSteps * perSlot));
     this.views = Array.from({ length: n }, (_, s) => this.makeViews(s));
     this.allocated = new Uint8Array(n);
     for (let s = o.slots; s >= 1; s--) this.freeList.push(s);
@@ -61,9 +61,10 @@ export class StatePool {
 
   private makeViews(slot: number): StateView[] {
     const { numLinear: L, convSize: cs, ssmSize: ss } = this.o;
+    const mem = this.slotMem[slot]!;
     return Array.from({ length: L }, (_, l) => ({
-      conv: this.conv.subarray((slot * L + l) * cs, (slot * L + l + 1) * cs),
-      ssm: this.ssm.subarray((slot * L + l) * ss, (slot * L + l + 1) * ss),
+      conv: mem.subarray(l * (cs + ss), l * (cs + ss) + cs),
+      ssm: mem.subarray(l * (cs + ss) + cs, (l + 1) * (cs + ss)),
     }));
   }
 
@@ -114,13 +115,12 @@ export class StatePool {
     assert(row >= 0 && row < this.batchCapacity, `scratch row ${row} outside batch capacity ${this.batchCapacity}`);
     assert(steps <= this.maxSteps, `verify of ${steps} steps exceeds scratch depth ${this.maxSteps}`);
     const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
-    return Array.from({ length: L }, (_, l) => {
-      const base = (row * L + l) * S;
-      return {
-        conv: this.scratchConv.subarray(base * cs, (base + steps) * cs),
-        ssm: this.scratchSsm.subarray(base * ss, (base + steps) * ss),
-      };
-    });
+    const mem = this.scratchMem[row]!;
+    const ssmBase = L * S * cs;
+    return Array.from({ length: L }, (_, l) => ({
+      conv: mem.subarray(l * S * cs, (l * S + steps) * cs),
+      ssm: mem.subarray(ssmBase + l * S * ss, ssmBase + (l * S + steps) * ss),
+    }));
   }
 
   /** slot ← the state after verify step `step` of batch row `row` (conv window and SSM
@@ -144,9 +144,7 @@ export class StatePool {
       v.conv.fill(NaN);
       v.ssm.fill(NaN);
     }
-    const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
-    this.scratchConv.fill(NaN, fromRow * L * S * cs);
-    this.scratchSsm.fill(NaN, fromRow * L * S * ss);
+    for (let row = Math.max(0, fromRow); row < this.batchCapacity; row++) this.scratchMem[row]!.fill(NaN);
   }
 
   /** `owners` lists every slot held outside the pool (requests, prefix-cache nodes). */

@@ -25,6 +25,7 @@ export const ENGINE_FLAGS = {
   'no-prefix-cache': { type: 'boolean' },
   'state-track-interval': { type: 'string' },
   'cache-state-slots': { type: 'string' },
+  'memory-budget': { type: 'string' },
 } as const;
 
 export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
@@ -33,15 +34,18 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
   --max-running N           max concurrent requests in a batch (default 16)
   --max-prefill-tokens N    prefill token budget per step (default 512, ≥ 64)
   --page-size N             KV page size in tokens (default 16)
-  --kv-cache-tokens N       KV pool capacity in tokens (default max(context, 16384))
-  --max-context N           context length cap (default: the model's)
+  --kv-cache-tokens N       KV pool capacity in tokens (default: what the memory budget allows, up to max(context, 16384))
+  --max-context N           context length cap (default: the model's, lowered to what the memory budget allows)
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
   --spec-adaptive on|off    adapt k to measured throughput (default on; sampled requests keep k)
   --draft-vocab N           MTP drafts among token ids < N only: a cheaper draft lm_head,
                             lossless for any N (default 32768)
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)
   --state-track-interval N  snapshot interval in tokens (default 256; multiple of 64 and of --page-size)
-  --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)`;
+  --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)
+  --memory-budget BYTES|PCT memory for KV pages, state slots and verify scratch: bytes (8G, 6GiB)
+                            or a percentage of the memory available after the weights (default 80%);
+                            unset pool sizes and --max-context follow from it`;
 
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();
@@ -61,6 +65,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(v['no-prefix-cache'] ? { prefixCache: false } : {}),
     ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
     ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),
+    ...(str(v, 'memory-budget') !== undefined ? { memoryBudget: str(v, 'memory-budget')! } : {}),
   };
 }
 

@@ -1,4 +1,5 @@
 // `deltaserve generate`: one prompt (streamed, or --json), or many from --batch-file.
+import { formatPlan } from '../engine/memory-plan.js';
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { Engine } from '../engine/engine.js';
@@ -79,6 +80,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   });
   const defaults = requestDefaults(values);
   const engine = await Engine.load(engineOptions(values));
+  if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
     const batchFile = str(values, 'batch-file');
     if (batchFile) await runBatchFile(engine, batchFile, defaults);

@@ -3,6 +3,7 @@
 // in-flight requests at once).
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
+import { formatPlan } from '../engine/memory-plan.js';
 import { startServer } from '../server/http.js';
 import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';
@@ -57,6 +58,7 @@ export async function runServe(argv: string[]): Promise<void> {
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
+  if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
 
   let signals = 0;
   const stop = (sig: string): void => {

@@ -22,6 +22,7 @@ import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { isSnapshotPoint, type PrefixContext, snapshotSlot, snapshotWorking } from './prefix.js';
+import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout). */
@@ -53,6 +54,9 @@ export interface EngineOptions {
    * full vocabulary; a smaller draft vocabulary can only lower acceptance. Default 32768
    * (the whole vocabulary when it is smaller). */
   readonly draftVocab?: number;
+  /** Memory for the pools: bytes, or "60%" / "8G" style text (default: 80% of the memory
+   * available after the weights). Pool sizes and the default context follow from it. */
+  readonly memoryBudget?: number | string;
   /** Test hook: replace a request's MTP drafts (same length or shorter). */
   readonly draftOverride?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }, drafts: number[]) => number[];
 }
@@ -85,6 +89,8 @@ export class Engine {
   private closed = false;
   private loopDone: Promise<void>;
   readonly maxContext: number;
+  /** Pool sizes chosen at load (print with formatPlan). */
+  memoryPlan: MemoryPlan | null = null;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
   readonly sampleVocab: number;
   /** Greedy picks on the kernels (SIMD over the vocabulary, logits read in place). */
@@ -129,21 +135,23 @@ export class Engine {
       const tokenizer = TextTokenizer.load(opts.model);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
-      const maxRunning = opts.maxRunning ?? 16;
-      const ctx = Math.min(opts.maxContext ?? model.config.maxPositionEmbeddings, model.config.maxPositionEmbeddings);
-      const kvTokens = opts.kvCacheTokens ?? Math.max(ctx, 16 * 1024);
+      const k = specTokensFor(opts, model.config.mtpLayers);
+      const plan = planEngineMemory(opts, model, k, pageSize);
+      // pools are chunked (one allocation per KV layer, per state slot, per scratch row),
+      // so they may span several WebAssembly memories
       const kv = new KvPool({
-        numPages: Math.ceil(kvTokens / pageSize) + 1, pageSize, kvDim: model.layout.kvDim,
+        numPages: plan.kvPages, pageSize, kvDim: model.layout.kvDim,
         numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => kernels.alloc(n),
       });
-      const k = specTokensFor(opts, model.config.mtpLayers);
-      const cacheSlots = opts.prefixCache === false ? 0 : opts.cacheStateSlots ?? 4 * maxRunning;
       const state = new StatePool({
-        slots: maxRunning + cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
-        ssmSize: model.layout.ssmSize, batchCapacity: k > 0 ? maxRunning : 0, maxSteps: k > 0 ? k + 1 : 0,
+        slots: plan.maxRunning + plan.cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
+        ssmSize: model.layout.ssmSize, batchCapacity: plan.scratchRows, maxSteps: k > 0 ? k + 1 : 0,
         alloc: (n) => kernels.alloc(n),
       });
-      return new Engine(model, tokenizer, kv, state, opts);
+      const engine = new Engine(model, tokenizer, kv, state,
+        { ...opts, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots });
+      engine.memoryPlan = plan;
+      return engine;
     } catch (e) {
       kernels.dispose();
       throw e;
@@ -391,6 +399,20 @@ export class Engine {
     });
     req.events.end();
   }
+}
+
+/** Pool sizes for the options (memory-plan.ts), from the memory available now. */
+function planEngineMemory(opts: EngineOptions, model: Model, k: number, pageSize: number): MemoryPlan {
+  const b = opts.memoryBudget;
+  const budget = b === undefined ? undefined : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
+  return planMemory(memoryNeeds(model, k), {
+    ...(budget ? { budget } : {}),
+    ...(opts.maxRunning !== undefined ? { maxRunning: opts.maxRunning } : {}),
+    ...(opts.cacheStateSlots !== undefined ? { cacheSlots: opts.cacheStateSlots } : {}),
+    ...(opts.kvCacheTokens !== undefined ? { kvCacheTokens: opts.kvCacheTokens } : {}),
+    ...(opts.maxContext !== undefined ? { maxContext: opts.maxContext } : {}),
+    prefixCache: opts.prefixCache !== false, pageSize,
+  }, availableMemory());
 }
 
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */

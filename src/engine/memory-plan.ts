@@ -1,0 +1,238 @@
+// Memory planning (issue 13): turn a memory budget into pool sizes — KV tokens, state
+// slots for running requests and for prefix-cache snapshots, verify scratch rows — and
+// the context length those sizes allow. Pure arithmetic over byte counts (planMemory),
+// plus the machine probe (availableMemory) and the budget parser (parseMemoryBudget).
+//
+// Invariants of a plan:
+// - running + cached state + scratch + KV bytes ≤ budget (explicit flags that do not fit
+//   are an error naming the flag, never a silent overcommit);
+// - the default budget is a fraction of the memory available now (after the weights are
+//   resident), so defaults never exceed the machine's free memory;
+// - one layer's KV (K and V together) stays below `maxAllocBytes`, so each KV layer fits
+//   one WebAssembly memory; state slots and scratch rows are separate allocations;
+// - maxContext ≤ min(model max, KV tokens).
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import type { Model } from '../model/model.js';
+import { DeltaserveError } from '../util/errors.js';
+
+/** Largest single pool allocation: one wasm memory (4 GiB − 64 KiB) less its 256 MiB
+ * staging headroom, rounded down. */
+export const MAX_ALLOC_BYTES = 3.5 * 1024 ** 3;
+/** Share of the available memory a default budget takes (the rest: activations, JS heap,
+ * other processes' growth). */
+export const DEFAULT_BUDGET_FRACTION = 0.8;
+/** Default KV capacity floor (tokens) when the model's context is short. */
+const DEFAULT_KV_FLOOR = 16 * 1024;
+/** Cached snapshot slots may take at most this share of what running state leaves. */
+const CACHE_SHARE = 0.25;
+
+/** What the model needs per unit of each pool, in bytes. */
+export interface MemoryNeeds {
+  readonly weightBytes: number;
+  /** K and V of one token over every full-attention and MTP layer (f32). */
+  readonly kvBytesPerToken: number;
+  /** K and V of one token in ONE layer (the unit of a per-layer allocation). */
+  readonly kvLayerBytesPerToken: number;
+  /** Conv windows + SSM states of one request over all linear layers. */
+  readonly slotBytes: number;
+  /** Verify scratch of one batch row (k+1 steps of a slot); 0 without speculation. */
+  readonly scratchRowBytes: number;
+  readonly modelMaxContext: number;
+}
+
+/** The user's choices (undefined ⇒ the planner decides). */
+export interface MemoryChoices {
+  /** Bytes, or a fraction (0, 1] of the available memory. */
+  readonly budget?: { readonly bytes: number } | { readonly fraction: number };
+  readonly maxRunning?: number;
+  readonly cacheSlots?: number; // snapshot slots; 0 when the prefix cache is off
+  readonly prefixCache: boolean;
+  readonly kvCacheTokens?: number;
+  readonly maxContext?: number;
+  readonly pageSize: number;
+}
+
+export interface MemoryPlan {
+  readonly budgetBytes: number;
+  readonly budgetFrom: string; // how the budget was chosen (for the plan line)
+  readonly weightBytes: number;
+  readonly kvTokens: number; // usable tokens (page 0 excluded)
+  readonly kvPages: number; // including reserved page 0
+  readonly kvBytes: number;
+  readonly maxContext: number;
+  readonly maxRunning: number;
+  readonly runningStateBytes: number; // running slots (+ the reserved slot 0)
+  readonly cacheSlots: number;
+  readonly cacheStateBytes: number;
+  readonly scratchRows: number;
+  readonly scratchBytes: number;
+}
+
+function bad(message: string): never {
+  throw new DeltaserveError('bad_config', message);
+}
+
+/** Bytes of memory this process can use now: MemAvailable (Linux) or os.freemem(),
+ * lowered to the cgroup's remaining limit when there is one. */
+export function availableMemory(): number {
+  let avail = os.freemem();
+  try {
+    const m = /^MemAvailable:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'));
+    if (m) avail = Number(m[1]) * 1024;
+  } catch { /* not Linux: os.freemem() */ }
+  try {
+    const max = readFileSync('/sys/fs/cgroup/memory.max', 'utf8').trim();
+    if (max !== 'max') {
+      const used = Number(readFileSync('/sys/fs/cgroup/memory.current', 'utf8').trim());
+      const room = Number(max) - used;
+      if (Number.isFinite(room) && room > 0) avail = Math.min(avail, room);
+    }
+  } catch { /* no cgroup v2 limit */ }
+  return avail;
+}
+
+const UNITS: Readonly<Record<string, number>> = {
+  '': 1, b: 1, k: 1e3, kb: 1e3, m: 1e6, mb: 1e6, g: 1e9, gb: 1e9, t: 1e12, tb: 1e12,
+  kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4,
+};
+
+/** `--memory-budget`: BYTES with an optional unit (8G, 8GiB, 8000000000) or PCT (60%)
+ * of the available memory. */
+export function parseMemoryBudget(text: string): { bytes: number } | { fraction: number } {
+  const s = text.trim().toLowerCase();
+  const pct = /^(\d+(?:\.\d+)?)\s*%$/.exec(s);
+  if (pct) {
+    const p = Number(pct[1]);
+    if (!(p > 0 && p <= 100)) bad(`--memory-budget ${text}: a percentage must be in (0, 100]`);
+    return { fraction: p / 100 };
+  }
+  const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/.exec(s);
+  const unit = m ? UNITS[m[2]!] : undefined;
+  if (!m || unit === undefined) {
+    bad(`--memory-budget must be bytes (e.g. 8000000000, 8G, 6GiB) or a percentage of available memory (e.g. 60%); got "${text}"`);
+  }
+  const bytes = Math.floor(Number(m[1]) * unit);
+  if (!(bytes > 0)) bad(`--memory-budget must be positive (got "${text}")`);
+  return { bytes };
+}
+
+/** Human-readable bytes (GB = 1e9). */
+export function fmtBytes(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
+  return `${(n / 1e3).toFixed(1)} kB`;
+}
+
+function budgetOf(choices: MemoryChoices, available: number): { bytes: number; from: string } {
+  const b = choices.budget;
+  if (b && 'bytes' in b) return { bytes: b.bytes, from: '--memory-budget' };
+  const fraction = b ? b.fraction : DEFAULT_BUDGET_FRACTION;
+  const pct = Math.round(fraction * 100);
+  return { bytes: Math.floor(available * fraction), from: `${pct}% of ${fmtBytes(available)} available` };
+}
+
+/** Size every pool from the budget. `available` is the free memory now (weights loaded). */
+export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available: number): MemoryPlan {
+  const { bytes: budget, from } = budgetOf(choices, available);
+  const page = choices.pageSize;
+  const perRunning = needs.slotBytes + needs.scratchRowBytes;
+  // running requests first: each needs a working slot and its verify scratch row
+  let maxRunning = choices.maxRunning ?? 16;
+  const runningCost = (n: number): number => (n + 1) * needs.slotBytes + n * needs.scratchRowBytes;
+  const kvMin = page * 2 * needs.kvBytesPerToken; // at least a page beside page 0
+  if (choices.maxRunning === undefined) {
+    while (maxRunning > 1 && runningCost(maxRunning) > (budget - kvMin) / 2) maxRunning--;
+  }
+  if (runningCost(maxRunning) + kvMin > budget) {
+    bad(`memory budget ${fmtBytes(budget)} (${from}) cannot hold ${maxRunning} running request(s): ` +
+      `each needs ${fmtBytes(perRunning)} of recurrent state${needs.scratchRowBytes > 0 ? ' and verify scratch' : ''} ` +
+      `(raise --memory-budget${choices.maxRunning !== undefined ? ' or lower --max-running' : ''})`);
+  }
+  let left = budget - runningCost(maxRunning);
+  // snapshot slots for the prefix cache: the requested count, else up to a share of the rest
+  let cacheSlots = 0;
+  if (choices.prefixCache) {
+    const wanted = choices.cacheSlots ?? 4 * maxRunning;
+    if (choices.cacheSlots !== undefined) {
+      if (wanted * needs.slotBytes > left - kvMin) {
+        bad(`--cache-state-slots ${wanted} needs ${fmtBytes(wanted * needs.slotBytes)} but the memory budget ${fmtBytes(budget)} (${from}) ` +
+          `leaves ${fmtBytes(Math.max(0, left - kvMin))} after the running requests`);
+      }
+      cacheSlots = wanted;
+    } else {
+      cacheSlots = Math.min(wanted, needs.slotBytes > 0 ? Math.floor((left * CACHE_SHARE) / needs.slotBytes) : wanted);
+    }
+    left -= cacheSlots * needs.slotBytes;
+  }
+  // KV: what is left, capped by one memory per layer and by what the context can use
+  const kvCap = needs.kvLayerBytesPerToken > 0 ? Math.floor(MAX_ALLOC_BYTES / needs.kvLayerBytesPerToken / page) * page - page : Infinity;
+  const ctxCap = Math.min(choices.maxContext ?? needs.modelMaxContext, needs.modelMaxContext);
+  const affordable = needs.kvBytesPerToken > 0 ? Math.floor(left / needs.kvBytesPerToken / page) * page - page : Infinity;
+  let kvTokens: number;
+  if (choices.kvCacheTokens !== undefined) {
+    kvTokens = Math.ceil(choices.kvCacheTokens / page) * page;
+    if (kvTokens > kvCap) bad(`--kv-cache-tokens ${choices.kvCacheTokens} exceeds ${kvCap}: one layer's KV must fit one WebAssembly memory`);
+    if (kvTokens > affordable) {
+      bad(`--kv-cache-tokens ${choices.kvCacheTokens} needs ${fmtBytes(kvTokens * needs.kvBytesPerToken)} but the memory budget ` +
+        `${fmtBytes(budget)} (${from}) leaves ${fmtBytes(Math.max(0, left))} after the state slots`);
+    }
+  } else {
+    kvTokens = Math.min(affordable, kvCap, Math.ceil(Math.max(ctxCap, DEFAULT_KV_FLOOR) / page) * page);
+  }
+  if (kvTokens < page) bad(`memory budget ${fmtBytes(budget)} (${from}) leaves no room for the KV cache`);
+  const maxContext = Math.min(ctxCap, kvTokens);
+  if (choices.maxContext !== undefined && Math.min(choices.maxContext, needs.modelMaxContext) > maxContext) {
+    bad(`--max-context ${choices.maxContext} does not fit: the memory budget ` +
+      `${fmtBytes(budget)} (${from}) leaves room for ${kvTokens} KV tokens`);
+  }
+  const kvPages = kvTokens / page + 1;
+  return {
+    budgetBytes: budget, budgetFrom: from, weightBytes: needs.weightBytes,
+    kvTokens, kvPages, kvBytes: kvPages * page * needs.kvBytesPerToken, maxContext,
+    maxRunning, runningStateBytes: (maxRunning + 1) * needs.slotBytes,
+    cacheSlots, cacheStateBytes: cacheSlots * needs.slotBytes,
+    scratchRows: needs.scratchRowBytes > 0 ? maxRunning : 0, scratchBytes: needs.scratchRowBytes > 0 ? maxRunning * needs.scratchRowBytes : 0,
+  };
+}
+
+/** The plan on one line (printed by serve and generate at start). */
+export function formatPlan(p: MemoryPlan): string {
+  const pools = p.kvBytes + p.runningStateBytes + p.cacheStateBytes + p.scratchBytes;
+  return `memory plan: weights ${fmtBytes(p.weightBytes)}; budget ${fmtBytes(p.budgetBytes)} (${p.budgetFrom}), pools ${fmtBytes(pools)}: ` +
+    `KV ${p.kvTokens} tokens ${fmtBytes(p.kvBytes)} (context ${p.maxContext}), ` +
+    `state ${p.maxRunning} running ${fmtBytes(p.runningStateBytes)} + ${p.cacheSlots} cached ${fmtBytes(p.cacheStateBytes)}, ` +
+    `verify scratch ${p.scratchRows} rows ${fmtBytes(p.scratchBytes)}`;
+}
+
+/** Bytes of every distinct weight buffer reachable from `weights` (tied tables once). */
+export function weightBytes(weights: object): number {
+  const seen = new Set<ArrayBufferView>();
+  const visit = (v: unknown): void => {
+    if (typeof v !== 'object' || v === null) return;
+    if (ArrayBuffer.isView(v)) {
+      seen.add(v);
+      return;
+    }
+    for (const x of Array.isArray(v) ? v : Object.values(v)) visit(x);
+  };
+  visit(weights);
+  let n = 0;
+  for (const v of seen) n += v.byteLength;
+  return n;
+}
+
+/** Per-unit pool sizes of a model (f32 KV and state) with `specTokens` drafts per round. */
+export function memoryNeeds(model: Model, specTokens: number): MemoryNeeds {
+  const l = model.layout;
+  const kvLayer = 2 * l.kvDim * 4;
+  const slotBytes = l.linearLayers.length * (l.convSize + l.ssmSize) * 4;
+  return {
+    weightBytes: weightBytes(model.weights),
+    kvBytesPerToken: kvLayer * (l.fullLayers.length + l.mtpLayers),
+    kvLayerBytesPerToken: kvLayer,
+    slotBytes,
+    scratchRowBytes: specTokens > 0 ? (specTokens + 1) * slotBytes : 0,
+    modelMaxContext: model.config.maxPositionEmbeddings,
+  };
+}
