@@ -13,13 +13,19 @@ export const MAKE_MODEL_HELP = `deltaserve make-model --shape NAME --out DIR [op
   --out DIR                 output directory
   --tokenizer DIR           copy tokenizer files from DIR (default: built-in tiny-think)
   --vocab-size N            override the shape's vocabulary size
-  --layers N                override the number of decoder layers`;
+  --layers N                override the number of decoder layers (truncate a real shape)
+  --layout release|flat     release (default): the published Qwen3.5 layout (ConditionalGeneration
+                            config with text_config, a small model.visual.* tower, chat_template.jinja);
+                            flat: the text model only. Qwen3-Next shapes are flat either way
+  --shard-size BYTES        write shards of at most BYTES with model.safetensors.index.json
+                            (default: one file, 2 GiB shards above 2 GiB)`;
 
 export async function runMakeModel(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv, options: {
       shape: { type: 'string' }, dtype: { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' },
       tokenizer: { type: 'string' }, 'vocab-size': { type: 'string' }, layers: { type: 'string' },
+      layout: { type: 'string' }, 'shard-size': { type: 'string' },
     },
   });
   const shape = str(values, 'shape');
@@ -29,11 +35,16 @@ export async function runMakeModel(argv: string[]): Promise<void> {
   if (dtype !== 'bf16' && dtype !== 'f32') throw new DeltaserveError('bad_request', `--dtype must be bf16 or f32 (got "${dtype}")`);
   const vocab = int(values, 'vocab-size', 1);
   const layers = int(values, 'layers', 1);
+  const layout = str(values, 'layout') ?? 'release';
+  if (layout !== 'release' && layout !== 'flat') throw new DeltaserveError('bad_request', `--layout must be release or flat (got "${layout}")`);
+  const shardBytes = int(values, 'shard-size', 1);
   const res = await makeModel({
     shape, dtype, seed: int(values, 'seed') ?? 0, out: resolve(out),
     tokenizer: resolve(str(values, 'tokenizer') ?? DEFAULT_MODEL),
     ...(vocab !== undefined ? { vocabSize: vocab } : {}),
     ...(layers !== undefined ? { layers } : {}),
+    ...(shardBytes !== undefined ? { shardBytes } : {}),
+    layout,
   });
   process.stdout.write(JSON.stringify({ dir: res.dir, files: res.files, params: res.params, bytes: res.bytes }) + '\n');
 }

@@ -15,6 +15,7 @@ import { Rng } from '../util/rng.js';
 import { DeltaserveError, assert } from '../util/errors.js';
 import { progressBar } from '../util/progress.js';
 import { type TensorSource, type WriteDType, INDEX_FILE, tensorBytes, writeSafetensors, writeShardedSafetensors } from './safetensors-writer.js';
+import { releaseConfig, releaseWrapper, splitChatTemplate, visionTensorShapes } from './release-layout.js';
 
 export type ShapeModelType = 'qwen3_5_text' | 'qwen3_5_moe_text' | 'qwen3_next';
 
@@ -73,6 +74,34 @@ export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
     heads: 4, headDim: 64, linKeyHeads: 2, linValueHeads: 4, linKeyDim: 64, linValueDim: 64, ...TINY_ATTN,
     moe: { experts: 16, topK: 4, intermediate: 128, sharedIntermediate: 128 }, tied: false, maxPositions: 8192,
   },
+  // Dimensions of the published configs (Qwen/Qwen3.5-*, Qwen/Qwen3-Next-80B-A3B-*).
+  'qwen3.5-4b': {
+    description: 'Qwen3.5-4B (text): 32 layers (3 GDN + 1 attention), 16/32 GDN heads, dense MLP 9216, tied',
+    modelType: 'qwen3_5_text', hidden: 2560, layers: 32, fullAttentionInterval: 4, vocab: 248320, intermediate: 9216,
+    ...QWEN35_ATTN, heads: 16, kvHeads: 4, ...QWEN35_GDN, linValueHeads: 32, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+  },
+  'qwen3.5-9b': {
+    description: 'Qwen3.5-9B (text): 32 layers (3 GDN + 1 attention), 16/32 GDN heads, dense MLP 12288, untied',
+    modelType: 'qwen3_5_text', hidden: 4096, layers: 32, fullAttentionInterval: 4, vocab: 248320, intermediate: 12288,
+    ...QWEN35_ATTN, heads: 16, kvHeads: 4, ...QWEN35_GDN, linValueHeads: 32, moe: null, tied: false, mtpLayers: 1, maxPositions: 262144,
+  },
+  'qwen3.5-27b': {
+    description: 'Qwen3.5-27B (text): 64 layers (3 GDN + 1 attention), 16/48 GDN heads, 24/4 attention heads, dense MLP 17408, untied',
+    modelType: 'qwen3_5_text', hidden: 5120, layers: 64, fullAttentionInterval: 4, vocab: 248320, intermediate: 17408,
+    ...QWEN35_ATTN, heads: 24, kvHeads: 4, ...QWEN35_GDN, linValueHeads: 48, moe: null, tied: false, mtpLayers: 1, maxPositions: 262144,
+  },
+  'qwen3.5-35b-a3b': {
+    description: 'Qwen3.5-35B-A3B (text): 40 layers (3 GDN + 1 attention), 256 fused experts top-8 (512) + shared expert (512), untied',
+    modelType: 'qwen3_5_moe_text', hidden: 2048, layers: 40, fullAttentionInterval: 4, vocab: 248320, intermediate: 0,
+    ...QWEN35_ATTN, heads: 16, kvHeads: 2, ...QWEN35_GDN, linValueHeads: 32,
+    moe: { experts: 256, topK: 8, intermediate: 512, sharedIntermediate: 512 }, tied: false, mtpLayers: 1, maxPositions: 262144,
+  },
+  'qwen3-next-80b-a3b': {
+    description: 'Qwen3-Next-80B-A3B: 48 layers (3 GDN + 1 attention), 512 experts top-10 (512) + shared expert (512), untied; use --layers to truncate',
+    modelType: 'qwen3_next', hidden: 2048, layers: 48, fullAttentionInterval: 4, vocab: 151936, intermediate: 5120,
+    heads: 16, kvHeads: 2, headDim: 256, ropeTheta: 1e7, partialRotary: 0.25, ...QWEN35_GDN, linValueHeads: 32,
+    moe: { experts: 512, topK: 10, intermediate: 512, sharedIntermediate: 512 }, tied: false, mtpLayers: 1, maxPositions: 262144,
+  },
   tiny: {
     description: 'tiny Qwen3.5 (text) for tests: 4 layers, hidden 128, vocab 1024, tied',
     modelType: 'qwen3_5_text', hidden: 128, layers: 4, fullAttentionInterval: 4, vocab: 1024, intermediate: 384,
@@ -94,6 +123,10 @@ export interface MakeModelOptions {
   readonly layers?: number;
   /** Shard size limit; by default a single file, sharded (2 GiB shards) above 2 GiB. */
   readonly shardBytes?: number;
+  /** 'release' (Qwen3.5: ConditionalGeneration wrapper, nested text_config, a small
+   * model.visual.* tower, chat_template.jinja) or 'flat' (text model only; the default here,
+   * while the CLI defaults to 'release'). Qwen3-Next is flat either way. */
+  readonly layout?: 'release' | 'flat';
 }
 
 /** Token ids for config / generation_config (from the tokenizer when one is given). */
@@ -138,7 +171,7 @@ function layerKinds(spec: ShapeSpec, layers: number): ('linear' | 'full')[] {
 }
 
 /** The tensor list the loader expects for `spec` with `layers` layers and vocab `vocab`. */
-function tensorDefs(spec: ShapeSpec, layers: number, vocab: number): TensorDef[] {
+function tensorDefs(spec: ShapeSpec, layers: number, vocab: number, release: boolean): TensorDef[] {
   const h = spec.hidden;
   const defs: TensorDef[] = [];
   const add = (name: string, shape: number[], init: Init = MATRIX): void => {
@@ -216,6 +249,7 @@ function tensorDefs(spec: ShapeSpec, layers: number, vocab: number): TensorDef[]
     add('mtp.norm.weight', [h], ZC_NORM);
     for (let i = 0; i < spec.mtpLayers; i++) layer(`mtp.layers.${i}.`, 'full');
   }
+  if (release) for (const [name, shape] of visionTensorShapes(h)) add(name, shape);
   return defs;
 }
 
@@ -355,7 +389,9 @@ export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTo
   const layers = opts.layers ?? spec.layers;
   const vocab = opts.vocabSize ?? spec.vocab;
   const dtype: WriteDType = opts.dtype === 'bf16' ? 'BF16' : 'F32';
-  const defs = tensorDefs(spec, layers, vocab);
+  if (opts.layout !== undefined && opts.layout !== 'release' && opts.layout !== 'flat') bad(`layout must be release or flat (got ${String(opts.layout)})`);
+  const wrapper = opts.layout === 'release' ? releaseWrapper(spec.modelType) : null;
+  const defs = tensorDefs(spec, layers, vocab, wrapper !== null);
   const tensors = defs.map((d) => tensorSource(d, dtype, opts.seed)).sort((a, b) => (a.name < b.name ? -1 : 1));
   const params = defs.reduce((n, d) => n + d.shape.reduce((a, b) => a * b, 1), 0);
   const bytes = tensors.reduce((n, t) => n + tensorBytes(t), 0);
@@ -363,7 +399,8 @@ export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTo
   const generationConfig = {
     bos_token_id: tokens.endOfText, eos_token_id: eos.length > 0 ? eos : undefined, pad_token_id: tokens.endOfText, do_sample: false,
   };
-  return { spec, config: configJson(spec, layers, vocab, opts.dtype, tokens), generationConfig, tensors, params, bytes };
+  const text = configJson(spec, layers, vocab, opts.dtype, tokens);
+  return { spec, config: wrapper ? releaseConfig(wrapper, text) : text, generationConfig, tensors, params, bytes };
 }
 
 /** Number of ids the tokenizer defines and its special ids. */
@@ -406,7 +443,7 @@ export interface MakeModelResult {
 export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult> {
   const tok = opts.tokenizer !== undefined ? readTokenizer(opts.tokenizer) : undefined;
   const plan = planModel(opts, tok?.tokens);
-  const vocab = plan.config['vocab_size'] as number;
+  const vocab = opts.vocabSize ?? plan.spec.vocab;
   if (tok && tok.size > vocab) bad(`tokenizer in ${opts.tokenizer} has ${tok.size} ids but the model vocab is ${vocab}`);
   mkdirSync(opts.out, { recursive: true });
   for (const f of readdirSync(opts.out)) if (isCheckpointFile(f)) rmSync(join(opts.out, f));
@@ -421,6 +458,7 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
       rmSync(dest, { force: true });
       writeFileSync(dest, readFileSync(src));
     }
+    if (plan.config['text_config'] !== undefined) splitChatTemplate(opts.out);
   }
   const metadata = { deltaserve_shape: opts.shape, deltaserve_seed: String(opts.seed) };
   const bar = progressBar(`writing ${opts.out}`, plan.bytes);

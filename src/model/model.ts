@@ -8,6 +8,7 @@ import { openCheckpoint } from './safetensors.js';
 import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
 import { progressBar } from '../util/progress.js';
+import { VISION_PREFIX } from './release-layout.js';
 import { DeltaserveError } from '../util/errors.js';
 
 /** Per-request memory the model needs, in float32 elements. */
@@ -49,6 +50,7 @@ export function loadModel(dir: string, kernels: Kernels): Model {
   const config = loadModelConfig(dir);
   const ckpt = openCheckpoint(dir);
   try {
+    noteSkippedVision(ckpt);
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
     const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));
     bar.done();
@@ -56,6 +58,19 @@ export function loadModel(dir: string, kernels: Kernels): Model {
   } finally {
     ckpt.close();
   }
+}
+
+/** Release checkpoints carry a vision tower (model.visual.*): deltaserve is text-only and
+ * never reads it; say so once per load. */
+function noteSkippedVision(ckpt: { readonly tensors: ReadonlyMap<string, { readonly nbytes: number }> }): void {
+  let n = 0;
+  let bytes = 0;
+  for (const [name, t] of ckpt.tensors) {
+    if (!name.startsWith(VISION_PREFIX)) continue;
+    n++;
+    bytes += t.nbytes;
+  }
+  if (n > 0) process.stderr.write(`deltaserve: text-only: skipping the vision tower (${n} ${VISION_PREFIX}* tensors, ${(bytes / 1e6).toFixed(1)} MB)\n`);
 }
 
 /** A single request's own KV cache and recurrent state (contiguous pages, identity page
