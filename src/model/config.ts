@@ -3,6 +3,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeltaserveError } from '../util/errors.js';
+import { type RopeScaling, parseRopeScaling } from './rope-scaling.js';
 
 export type Architecture = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_next';
 export type LayerKind = 'linear' | 'full';
@@ -40,6 +41,10 @@ export interface ModelConfig {
   readonly headDim: number;
   readonly rotaryDim: number;
   readonly ropeTheta: number;
+  /** rope_scaling / rope_parameters beyond 'default' (linear, YaRN); null = plain RoPE. */
+  readonly ropeScaling?: RopeScaling | null;
+  /** q_proj carries a per-head output gate (attn_output_gate; absent ⇒ true). */
+  readonly attnOutputGate?: boolean;
   // Gated DeltaNet
   readonly linNumKeyHeads: number;
   readonly linNumValueHeads: number;
@@ -164,6 +169,8 @@ export function parseModelConfig(json: unknown, where = 'config.json', generatio
   }
   const headDim = f.int('head_dim', Math.floor(hiddenSize / numHeads));
   const rope = parseRope(f, text, headDim, where);
+  const maxPositions = f.int('max_position_embeddings', 32768);
+  const ropeScaling = parseRopeScaling(ropeScalingJson(text), { base: rope.theta, rotaryDim: rope.rotaryDim, maxPositions, where });
   const linNumKeyHeads = f.int('linear_num_key_heads');
   const linNumValueHeads = f.int('linear_num_value_heads');
   if (linNumValueHeads % linNumKeyHeads !== 0) {
@@ -181,14 +188,15 @@ export function parseModelConfig(json: unknown, where = 'config.json', generatio
   const cfg: ModelConfig = {
     modelType, arch, hiddenSize, numLayers, vocabSize, layerKinds, layerMlp, mtpMlp,
     rmsNormEps: f.num('rms_norm_eps', 1e-6),
-    numHeads, numKvHeads, headDim, rotaryDim: rope.rotaryDim, ropeTheta: rope.theta,
+    numHeads, numKvHeads, headDim, rotaryDim: rope.rotaryDim, ropeTheta: rope.theta, ropeScaling,
+    attnOutputGate: f.bool('attn_output_gate', true),
     linNumKeyHeads, linNumValueHeads,
     linKeyDim: f.int('linear_key_head_dim'),
     linValueDim: f.int('linear_value_head_dim'),
     convKernel: f.int('linear_conv_kernel_dim', 4, 2),
     tieWordEmbeddings: f.bool('tie_word_embeddings', new Fields(outer, where).bool('tie_word_embeddings', false)),
     mtpLayers,
-    maxPositionEmbeddings: f.int('max_position_embeddings', 32768),
+    maxPositionEmbeddings: Math.max(maxPositions, ropeScaling?.maxPositions ?? 0),
     eosTokenIds: [...eos].filter((id) => id < vocabSize),
     bosTokenId: bos,
     weightPrefix,
@@ -224,6 +232,17 @@ function parseRope(f: Fields, text: Json, headDim: number, where: string): { the
   const rotaryDim = Math.floor(headDim * factor);
   if (rotaryDim % 2 !== 0) throw new DeltaserveError('bad_config', `${where}: rotary dim head_dim·partial_rotary_factor = ${rotaryDim} must be even`);
   return { theta, rotaryDim };
+}
+
+/** The rope config object: `rope_scaling` (when set) over `rope_parameters`; null if neither. */
+function ropeScalingJson(text: Json): Json | null {
+  const obj = (v: unknown): Json | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Json : null);
+  const params = obj(text['rope_parameters']);
+  const scaling = obj(text['rope_scaling']);
+  if (!params && !scaling) return null;
+  // `type` is the older spelling of `rope_type`
+  const scalingType = scaling ? scaling['rope_type'] ?? scaling['type'] : undefined;
+  return { ...(params ?? {}), ...(scaling ?? {}), ...(scalingType !== undefined ? { rope_type: scalingType } : {}) };
 }
 
 function parseMlps(f: Fields, arch: Architecture, numLayers: number): { layerMlp: MlpConfig[]; mtpMlp: MlpConfig } {

@@ -3,6 +3,7 @@
 import type { Kernels, KvLayerView } from '../kernels/types.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
+import { ropeScaled } from './rope-scaling.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
 
 /** Named scratch buffers reused across calls; grown on demand, never shrunk. */
@@ -121,11 +122,14 @@ function attnMixer(ctx: LayerCtx, w: AttnWeights, x: Float32Array, out: Float32A
   k.matmul(qg, x, w.qProj, m);
   k.matmul(kk, x, w.kProj, m);
   k.matmul(vv, x, w.vProj, m);
-  const q = ws.buf('attn.q', m * qd); // [M, nH, hd]
-  const gate = ws.buf('attn.gate', m * qd); // [M, nH, hd]
-  for (let r = 0; r < m * nh; r++) {
-    q.set(qg.subarray(r * 2 * hd, r * 2 * hd + hd), r * hd);
-    gate.set(qg.subarray(r * 2 * hd + hd, (r + 1) * 2 * hd), r * hd);
+  const gated = cfg.attnOutputGate !== false;
+  const q = gated ? ws.buf('attn.q', m * qd) : qg; // [M, nH, hd]
+  const gate = gated ? ws.buf('attn.gate', m * qd) : null; // [M, nH, hd]
+  if (gate) {
+    for (let r = 0; r < m * nh; r++) {
+      q.set(qg.subarray(r * 2 * hd, r * 2 * hd + hd), r * hd);
+      gate.set(qg.subarray(r * 2 * hd + hd, (r + 1) * 2 * hd), r * hd);
+    }
   }
   k.rmsNorm(q, q, w.qNorm, m * nh, cfg.rmsNormEps, true);
   k.rmsNorm(kk, kk, w.kNorm, m * nkv, cfg.rmsNormEps, true);
@@ -134,14 +138,19 @@ function attnMixer(ctx: LayerCtx, w: AttnWeights, x: Float32Array, out: Float32A
     if (s.t === 0) continue;
     const qs = q.subarray(s.offset * qd, (s.offset + s.t) * qd);
     const ks = kk.subarray(s.offset * kvd, (s.offset + s.t) * kvd);
-    k.rope(qs, s.positions, s.t, nh, hd, cfg.rotaryDim, cfg.ropeTheta, qd);
-    k.rope(ks, s.positions, s.t, nkv, hd, cfg.rotaryDim, cfg.ropeTheta, kvd);
+    if (cfg.ropeScaling) {
+      ropeScaled(qs, s.positions, s.t, nh, hd, cfg.rotaryDim, cfg.ropeScaling, qd);
+      ropeScaled(ks, s.positions, s.t, nkv, hd, cfg.rotaryDim, cfg.ropeScaling, kvd);
+    } else {
+      k.rope(qs, s.positions, s.t, nh, hd, cfg.rotaryDim, cfg.ropeTheta, qd);
+      k.rope(ks, s.positions, s.t, nkv, hd, cfg.rotaryDim, cfg.ropeTheta, kvd);
+    }
     const kv = s.kv[fi]!;
     k.kvWrite(kv, s.pageTable, s.start, ks, vv.subarray(s.offset * kvd, (s.offset + s.t) * kvd), s.t, kvd);
     k.attention(o.subarray(s.offset * qd, (s.offset + s.t) * qd), qs, qd, kv, s.pageTable, s.start, s.t,
       { numHeads: nh, numKvHeads: nkv, headDim: hd });
   }
-  k.mulSigmoid(o, o, gate, m * qd);
+  if (gate) k.mulSigmoid(o, o, gate, m * qd);
   k.matmul(out, o, w.oProj, m);
 }
 

@@ -9,7 +9,7 @@ import { DeltaserveError } from '../util/errors.js';
 
 export interface AttnWeights {
   readonly kind: 'full';
-  readonly qProj: Weight; // [nH·hd·2, H] per head: query (hd) then gate (hd)
+  readonly qProj: Weight; // [nH·hd·2, H] per head: query (hd) then gate (hd); [nH·hd, H] without attn_output_gate
   readonly kProj: Weight; // [nKV·hd, H]
   readonly vProj: Weight; // [nKV·hd, H]
   readonly oProj: Weight; // [H, nH·hd]
@@ -154,7 +154,7 @@ export function loadAttention(r: WeightReader, cfg: ModelConfig, p: string): Att
   const { hiddenSize: h, numHeads, numKvHeads, headDim: hd } = cfg;
   return {
     kind: 'full',
-    qProj: r.linear(`${p}q_proj.weight`, [numHeads * hd * 2, h]),
+    qProj: r.linear(`${p}q_proj.weight`, [numHeads * hd * (cfg.attnOutputGate !== false ? 2 : 1), h]),
     kProj: r.linear(`${p}k_proj.weight`, [numKvHeads * hd, h]),
     vProj: r.linear(`${p}v_proj.weight`, [numKvHeads * hd, h]),
     oProj: r.linear(`${p}o_proj.weight`, [h, numHeads * hd]),
