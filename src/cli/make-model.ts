@@ -8,7 +8,8 @@ import { DEFAULT_MODEL } from './engine-flags.js';
 
 export const MAKE_MODEL_HELP = `deltaserve make-model --shape NAME --out DIR [options]
   --shape NAME              one of: ${Object.keys(SHAPES).join(', ')}
-  --dtype bf16|f32          (default bf16)
+  --dtype bf16|f32|fp8      (default bf16; fp8: block-wise e4m3 linear weights with 128×128
+                            weight_scale_inv, the same seed's BF16 values quantized)
   --seed N                  (default 0; same seed ⇒ byte-identical files)
   --out DIR                 output directory
   --tokenizer DIR           copy tokenizer files from DIR (default: built-in tiny-think)
@@ -32,7 +33,7 @@ export async function runMakeModel(argv: string[]): Promise<void> {
   const out = str(values, 'out');
   if (!shape || !out) throw new DeltaserveError('bad_request', `make-model needs --shape and --out\n${MAKE_MODEL_HELP}`);
   const dtype = str(values, 'dtype') ?? 'bf16';
-  if (dtype !== 'bf16' && dtype !== 'f32') throw new DeltaserveError('bad_request', `--dtype must be bf16 or f32 (got "${dtype}")`);
+  if (dtype !== 'bf16' && dtype !== 'f32' && dtype !== 'fp8') throw new DeltaserveError('bad_request', `--dtype must be bf16, f32 or fp8 (got "${dtype}")`);
   const vocab = int(values, 'vocab-size', 1);
   const layers = int(values, 'layers', 1);
   const layout = str(values, 'layout') ?? 'release';

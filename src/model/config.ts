@@ -4,6 +4,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeltaserveError } from '../util/errors.js';
 import { type RopeScaling, parseRopeScaling } from './rope-scaling.js';
+import { fp8BlockSize } from './fp8.js';
 
 export type Architecture = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_next';
 export type LayerKind = 'linear' | 'full';
@@ -45,6 +46,8 @@ export interface ModelConfig {
   readonly ropeScaling?: RopeScaling | null;
   /** q_proj carries a per-head output gate (attn_output_gate; absent ⇒ true). */
   readonly attnOutputGate?: boolean;
+  /** Block size of a block-wise FP8 checkpoint (quantization_config), else null/absent. */
+  readonly fp8Block?: readonly [number, number] | null;
   // Gated DeltaNet
   readonly linNumKeyHeads: number;
   readonly linNumValueHeads: number;
@@ -190,6 +193,7 @@ export function parseModelConfig(json: unknown, where = 'config.json', generatio
     rmsNormEps: f.num('rms_norm_eps', 1e-6),
     numHeads, numKvHeads, headDim, rotaryDim: rope.rotaryDim, ropeTheta: rope.theta, ropeScaling,
     attnOutputGate: f.bool('attn_output_gate', true),
+    fp8Block: fp8BlockSize(outer['quantization_config'] !== undefined ? outer : text, where),
     linNumKeyHeads, linNumValueHeads,
     linKeyDim: f.int('linear_key_head_dim'),
     linValueDim: f.int('linear_value_head_dim'),

@@ -16,6 +16,7 @@ import { DeltaserveError, assert } from '../util/errors.js';
 import { progressBar } from '../util/progress.js';
 import { type TensorSource, type WriteDType, INDEX_FILE, tensorBytes, writeSafetensors, writeShardedSafetensors } from './safetensors-writer.js';
 import { releaseConfig, releaseWrapper, splitChatTemplate, visionTensorShapes } from './release-layout.js';
+import { fp8Sources } from './fp8.js';
 
 export type ShapeModelType = 'qwen3_5_text' | 'qwen3_5_moe_text' | 'qwen3_next';
 
@@ -112,7 +113,9 @@ export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
 
 export interface MakeModelOptions {
   readonly shape: string;
-  readonly dtype: 'bf16' | 'f32';
+  /** fp8: block-wise e4m3 (128×128 scales) for every *_proj.weight matrix, the BF16
+   * checkpoint of the same seed quantized; other tensors BF16. */
+  readonly dtype: 'bf16' | 'f32' | 'fp8';
   readonly seed: number;
   readonly out: string;
   /** Directory to copy tokenizer.json (+ tokenizer_config.json, chat_template.jinja) from. */
@@ -254,7 +257,7 @@ function tensorDefs(spec: ShapeSpec, layers: number, vocab: number, release: boo
 }
 
 /** config.json in the Hugging Face format of the shape's model_type. */
-function configJson(spec: ShapeSpec, layers: number, vocab: number, dtype: 'bf16' | 'f32', tok: SpecialTokens): Record<string, unknown> {
+function configJson(spec: ShapeSpec, layers: number, vocab: number, dtype: 'bf16' | 'f32' | 'fp8', tok: SpecialTokens): Record<string, unknown> {
   const eos = tok.imEnd ?? tok.endOfText;
   const ids = { bos_token_id: tok.endOfText, eos_token_id: eos, pad_token_id: tok.endOfText };
   const rotaryPairs = Math.floor((spec.headDim * spec.partialRotary) / 2);
@@ -273,7 +276,7 @@ function configJson(spec: ShapeSpec, layers: number, vocab: number, dtype: 'bf16
     linear_key_head_dim: spec.linKeyDim, linear_value_head_dim: spec.linValueDim, linear_conv_kernel_dim: spec.convKernel,
     ...moe,
     rms_norm_eps: 1e-6, max_position_embeddings: spec.maxPositions, tie_word_embeddings: spec.tied,
-    initializer_range: MATRIX_STD, use_cache: true, torch_dtype: dtype === 'bf16' ? 'bfloat16' : 'float32',
+    initializer_range: MATRIX_STD, use_cache: true, torch_dtype: dtype === 'f32' ? 'float32' : 'bfloat16',
   };
   if (spec.modelType === 'qwen3_next') {
     return {
@@ -377,22 +380,31 @@ function positiveInt(name: string, v: number | undefined): void {
   if (v !== undefined && !(Number.isSafeInteger(v) && v >= 1)) bad(`${name} must be a positive integer (got ${v})`);
 }
 
+const FP8_BLOCK = [128, 128] as const;
+
+/** Linear-layer matrices of the text model (what FP8 releases store in e4m3). */
+function isFp8Weight(d: TensorDef): boolean {
+  return d.shape.length === 2 && d.name.endsWith('_proj.weight') && !d.name.startsWith('model.visual.');
+}
+
 /** Config and tensor list for the options (no file system access). */
 export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTokens = {}): ModelPlan {
   const spec = Object.hasOwn(SHAPES, opts.shape) ? SHAPES[opts.shape] : undefined;
   if (!spec) bad(`unknown model shape "${opts.shape}" (known shapes: ${Object.keys(SHAPES).join(', ')})`);
-  if (opts.dtype !== 'bf16' && opts.dtype !== 'f32') bad(`dtype must be bf16 or f32 (got ${String(opts.dtype)})`);
+  if (opts.dtype !== 'bf16' && opts.dtype !== 'f32' && opts.dtype !== 'fp8') bad(`dtype must be bf16, f32 or fp8 (got ${String(opts.dtype)})`);
   if (!Number.isSafeInteger(opts.seed)) bad(`seed must be an integer (got ${opts.seed})`);
   positiveInt('vocabSize', opts.vocabSize);
   positiveInt('layers', opts.layers);
   positiveInt('shardBytes', opts.shardBytes);
   const layers = opts.layers ?? spec.layers;
   const vocab = opts.vocabSize ?? spec.vocab;
-  const dtype: WriteDType = opts.dtype === 'bf16' ? 'BF16' : 'F32';
+  const dtype: WriteDType = opts.dtype === 'f32' ? 'F32' : 'BF16';
   if (opts.layout !== undefined && opts.layout !== 'release' && opts.layout !== 'flat') bad(`layout must be release or flat (got ${String(opts.layout)})`);
   const wrapper = opts.layout === 'release' ? releaseWrapper(spec.modelType) : null;
   const defs = tensorDefs(spec, layers, vocab, wrapper !== null);
-  const tensors = defs.map((d) => tensorSource(d, dtype, opts.seed)).sort((a, b) => (a.name < b.name ? -1 : 1));
+  const sources = (d: TensorDef): TensorSource[] => (opts.dtype === 'fp8' && isFp8Weight(d)
+    ? fp8Sources(() => tensorSource(d, 'BF16', opts.seed), FP8_BLOCK) : [tensorSource(d, dtype, opts.seed)]);
+  const tensors = defs.flatMap(sources).sort((a, b) => (a.name < b.name ? -1 : 1));
   const params = defs.reduce((n, d) => n + d.shape.reduce((a, b) => a * b, 1), 0);
   const bytes = tensors.reduce((n, t) => n + tensorBytes(t), 0);
   const eos = [tokens.imEnd, tokens.endOfText].filter((x): x is number => x !== undefined);
@@ -400,7 +412,11 @@ export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTo
     bos_token_id: tokens.endOfText, eos_token_id: eos.length > 0 ? eos : undefined, pad_token_id: tokens.endOfText, do_sample: false,
   };
   const text = configJson(spec, layers, vocab, opts.dtype, tokens);
-  return { spec, config: wrapper ? releaseConfig(wrapper, text) : text, generationConfig, tensors, params, bytes };
+  const config = wrapper ? releaseConfig(wrapper, text) : text;
+  if (opts.dtype === 'fp8') {
+    config['quantization_config'] = { quant_method: 'fp8', fmt: 'e4m3', activation_scheme: 'dynamic', weight_block_size: [...FP8_BLOCK] };
+  }
+  return { spec, config, generationConfig, tensors, params, bytes };
 }
 
 /** Number of ids the tokenizer defines and its special ids. */

@@ -9,6 +9,7 @@ import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
 import { progressBar } from '../util/progress.js';
 import { VISION_PREFIX } from './release-layout.js';
+import { withFp8Dequant } from './fp8.js';
 import { DeltaserveError } from '../util/errors.js';
 
 /** Per-request memory the model needs, in float32 elements. */
@@ -48,15 +49,17 @@ export function stateLayout(cfg: ModelConfig): StateLayout {
 export function loadModel(dir: string, kernels: Kernels): Model {
   if (!existsSync(dir)) throw new DeltaserveError('bad_config', `model directory not found: ${dir}`);
   const config = loadModelConfig(dir);
-  const ckpt = openCheckpoint(dir);
+  // FP8 weights are dequantized to BF16 tensor by tensor as they are read
+  const raw = openCheckpoint(dir);
   try {
+    const ckpt = withFp8Dequant(raw, config.fp8Block ?? [128, 128]);
     noteSkippedVision(ckpt);
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
     const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));
     bar.done();
     return { dir, config, weights, kernels, layout: stateLayout(config) };
   } finally {
-    ckpt.close();
+    raw.close(); // closes the FP8 view's files too
   }
 }
 

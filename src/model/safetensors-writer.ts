@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { endianness } from 'node:os';
 import { DeltaserveError, assert } from '../util/errors.js';
 
-export type WriteDType = 'BF16' | 'F32' | 'F16';
+export type WriteDType = 'BF16' | 'F32' | 'F16' | 'F8_E4M3';
 
 export interface TensorSource {
   readonly name: string;
@@ -31,7 +31,7 @@ export interface TensorSource {
 
 /** Largest piece generated at once (a multiple of 8, so of every element size). */
 export const WRITE_CHUNK = 64 * 1024 * 1024;
-export const ITEMSIZE: Readonly<Record<WriteDType, number>> = { BF16: 2, F16: 2, F32: 4 };
+export const ITEMSIZE: Readonly<Record<WriteDType, number>> = { BF16: 2, F16: 2, F32: 4, F8_E4M3: 1 };
 export const INDEX_FILE = 'model.safetensors.index.json';
 
 // Typed-array views write host byte order; safetensors is little-endian.

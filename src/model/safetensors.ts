@@ -10,7 +10,8 @@ import { join, resolve } from 'node:path';
 import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
 import { DeltaserveError, assert } from '../util/errors.js';
 
-export type StDType = 'BF16' | 'F16' | 'F32';
+/** F8_E4M3 tensors are read through model/fp8.ts (withFp8Dequant), which presents them as BF16. */
+export type StDType = 'BF16' | 'F16' | 'F32' | 'F8_E4M3';
 
 export interface TensorInfo {
   readonly name: string;
@@ -43,7 +44,7 @@ export interface Checkpoint {
   close(): void;
 }
 
-const ITEMSIZE: Readonly<Record<StDType, number>> = { BF16: 2, F16: 2, F32: 4 };
+const ITEMSIZE: Readonly<Record<StDType, number>> = { BF16: 2, F16: 2, F32: 4, F8_E4M3: 1 };
 const SUPPORTED_DTYPES = Object.keys(ITEMSIZE).join(', ');
 /** Upper bound on a header's JSON length; real headers are at most a few MiB. */
 const MAX_HEADER_BYTES = 256 * 1024 * 1024;
@@ -287,6 +288,7 @@ export function f16ToF32(bits: number): number {
 /** Check the stored shape equals `shape` element-wise; returns the tensor's info. */
 function checkShape(ckpt: Checkpoint, name: string, shape: readonly number[]): TensorInfo {
   const t = ckpt.info(name);
+  if (t.dtype === 'F8_E4M3') bad(`tensor ${name} in ${t.file} is F8_E4M3 without block scales (${name}_scale_inv) or quantization_config`);
   if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
     bad(`tensor ${name} in ${t.file} has shape [${t.shape.join(',')}], expected [${shape.join(',')}]`);
   }

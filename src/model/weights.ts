@@ -104,6 +104,7 @@ export class WeightReader {
   /** The tensor's info, after checking it has exactly the shape `stored`. */
   private infoWithShape(name: string, stored: readonly number[]): ReturnType<Checkpoint['info']> {
     const info = this.ckpt.info(name);
+    if (info.dtype === 'F8_E4M3') throw new DeltaserveError('bad_checkpoint', `tensor ${name} in ${info.file} is F8_E4M3 without block scales or quantization_config`);
     if (info.shape.length !== stored.length || info.shape.some((d, i) => d !== stored[i])) {
       throw new DeltaserveError('bad_checkpoint',
         `tensor ${name} in ${info.file} has shape [${info.shape.join(',')}], expected [${stored.join(',')}]`);
