@@ -5,6 +5,7 @@ import type { EngineOptions } from '../engine/engine.js';
 import { defaultKernels, type KernelsChoice } from '../kernels/index.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
+import { isHubReference } from '../hub/resolve.js';
 import { type ArgValues, int, str } from './args.js';
 
 /** The built-in default model, shipped in the repository. */
@@ -28,7 +29,9 @@ export const ENGINE_FLAGS = {
   'memory-budget': { type: 'string' },
 } as const;
 
-export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
+export const ENGINE_FLAGS_HELP = `  --model DIR|ORG/NAME[@REV] model directory, or a Hugging Face repo: from the HF cache (HF_HOME,
+                            HF_HUB_CACHE), else downloaded from HF_ENDPOINT (token HF_TOKEN);
+                            HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
   --kernels ref|wasm        kernel backend (default: wasm when built, else ref)
   --threads N               compute threads (default: available cores)
   --max-running N           max concurrent requests in a batch (default 16)
@@ -51,7 +54,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();
   if (kernels !== 'ref' && kernels !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernels}")`);
   return {
-    model: resolve(str(v, 'model') ?? DEFAULT_MODEL),
+    model: modelArg(str(v, 'model') ?? DEFAULT_MODEL),
     kernels: kernels as KernelsChoice,
     ...(int(v, 'threads', 1) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
     ...(int(v, 'max-running', 1) !== undefined ? { maxRunning: int(v, 'max-running', 1)! } : {}),
@@ -67,6 +70,11 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),
     ...(str(v, 'memory-budget') !== undefined ? { memoryBudget: str(v, 'memory-budget')! } : {}),
   };
+}
+
+/** A local path (made absolute), or a hub reference `org/name[@rev][:QUANT]` kept as is. */
+function modelArg(m: string): string {
+  return isHubReference(m) ? m : resolve(m);
 }
 
 function specAdaptive(v: ArgValues): boolean | undefined {

@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
 import { formatPlan } from '../engine/memory-plan.js';
+import { isHubReference } from '../hub/resolve.js';
 import { startServer } from '../server/http.js';
 import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';
@@ -21,6 +22,10 @@ export const SERVE_HELP = `deltaserve serve [options]
                             then abort them (finish_reason "abort") (default 10000)
 ${ENGINE_FLAGS_HELP}`;
 
+function hubName(model: string | undefined): string | undefined {
+  return model !== undefined && isHubReference(model) ? model : undefined;
+}
+
 export async function runServe(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv, options: {
@@ -32,7 +37,8 @@ export async function runServe(argv: string[]): Promise<void> {
   const port = int(values, 'port', 0);
   if (port !== undefined && port > 65535) throw new DeltaserveError('bad_request', `--port must be at most 65535 (got ${port})`);
   const apiKey = str(values, 'api-key') ?? process.env['DELTASERVE_API_KEY'];
-  const served = str(values, 'served-model-name');
+  // a model by name is served under that name (not its snapshot directory's)
+  const served = str(values, 'served-model-name') ?? hubName(str(values, 'model'));
   const maxQueue = int(values, 'max-queue', 0);
   const maxBody = int(values, 'max-body-bytes', 1);
   const grace = int(values, 'shutdown-grace-ms', 0);

@@ -22,10 +22,12 @@ import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { isSnapshotPoint, type PrefixContext, snapshotSlot, snapshotWorking } from './prefix.js';
+import { resolveModelPath } from '../hub/resolve.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
-  /** Model directory (HF layout). */
+  /** Model directory (HF layout), or a hub reference `org/name[@revision]` (HF cache, else
+   * downloaded from HF_ENDPOINT). */
   readonly model: string;
   readonly kernels?: KernelsChoice;
   readonly threads?: number;
@@ -131,8 +133,9 @@ export class Engine {
   static async load(opts: EngineOptions): Promise<Engine> {
     const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
-      const model = loadModel(opts.model, kernels);
-      const tokenizer = TextTokenizer.load(opts.model);
+      const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
+      const model = loadModel(dir, kernels);
+      const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
       const k = specTokensFor(opts, model.config.mtpLayers);
