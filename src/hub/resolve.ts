@@ -119,7 +119,13 @@ function listFiles(dir: string, prefix = ''): string[] {
   const out: string[] = [];
   for (const e of readdirSync(join(dir, prefix))) {
     const rel = prefix ? `${prefix}/${e}` : e;
-    if (statSync(join(dir, rel)).isDirectory()) out.push(...listFiles(dir, rel));
+    let isDir = false;
+    try {
+      isDir = statSync(join(dir, rel)).isDirectory();
+    } catch {
+      continue; // a dangling link (blob removed): not a usable file
+    }
+    if (isDir) out.push(...listFiles(dir, rel));
     else out.push(rel);
   }
   return out;
