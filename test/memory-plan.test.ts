@@ -7,7 +7,9 @@ import { type MemoryNeeds, MAX_ALLOC_BYTES, formatPlan, parseMemoryBudget, planM
 import { StatePool } from '../src/cache/state-pool.js';
 import { createWasmKernels, WasmKernels } from '../src/kernels/wasm/index.js';
 import { withEngine } from './engine-helpers.js';
-import { TINY_THINK } from './paths.js';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { REPO_ROOT, TINY_THINK } from './paths.js';
 
 const GB = 1e9;
 // a Qwen3-Next-80B-like model: 36 linear layers of 32×128×128 f32 states, 12+1 KV layers
@@ -105,4 +107,24 @@ test('engine: a budget sets the pools; prompts beyond the planned context are re
     const done = await e.complete({ promptIds: [5, 6, 7], maxTokens: 3 });
     assert.equal(done.outputIds.length, 3);
   });
+});
+
+function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8' });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test('generate prints the memory plan on one line; a bad or too small budget is a clear error', () => {
+  const ok = cli(['generate', '--prompt-ids', '5,6,7', '--max-tokens', '2', '--json', '--memory-budget', '64MiB', '--max-context', '1024']);
+  assert.equal(ok.status, 0, ok.stderr);
+  const lines = ok.stderr.split('\n').filter((l) => l.includes('memory plan'));
+  assert.equal(lines.length, 1);
+  assert.match(lines[0]!, /^deltaserve: memory plan: weights [\d.]+ [kMG]B; budget 67\.1 MB \(--memory-budget\), .*KV \d+ tokens .*\(context 1024\), state \d+ running .* \+ \d+ cached .*, verify scratch \d+ rows/);
+  const junk = cli(['generate', '--prompt-ids', '5', '--memory-budget', 'plenty']);
+  assert.notEqual(junk.status, 0);
+  assert.match(junk.stderr, /--memory-budget must be bytes/);
+  assert.doesNotMatch(junk.stderr, /^\s+at /m, 'no stack trace');
+  const tiny = cli(['generate', '--prompt-ids', '5', '--memory-budget', '1000', '--max-running', '4']);
+  assert.notEqual(tiny.status, 0);
+  assert.match(tiny.stderr, /cannot hold 4 running request\(s\).*--max-running/);
 });
