@@ -146,3 +146,35 @@ test('attn_output_gate: false — no gate rows in q_proj, no sigmoid gate (== a 
   const orig = probePrompt(loadModel(base, createRefKernels()), prompt);
   assert.notDeepEqual(Array.from(orig.lastLogits), Array.from(a.lastLogits));
 });
+
+test('a YaRN config runs through the model: factor 1 == plain RoPE (twin), factor 4 changes long-range logits', async () => {
+  const base = join(ROOT, 'yarn-base');
+  await makeModel({ shape: 'tiny', dtype: 'bf16', seed: 8, out: base, layout: 'release', tokenizer: TINY_THINK() });
+  const withRope = (name: string, rope: Record<string, unknown>): string => {
+    const dir = join(ROOT, name);
+    mkdirSync(dir, { recursive: true });
+    for (const f of ['generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'model.safetensors']) copyFileSync(join(base, f), join(dir, f));
+    const cfg = JSON.parse(readFileSync(join(base, 'config.json'), 'utf8')) as { text_config: { rope_parameters: Record<string, unknown> } };
+    cfg.text_config.rope_parameters = { ...cfg.text_config.rope_parameters, ...rope };
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg));
+    return dir;
+  };
+  const prompt = Array.from({ length: 300 }, (_, i) => (i * 37) % 900 + 3);
+  const plain = probePrompt(loadModel(base, createRefKernels()), prompt).lastLogits;
+  const y1 = loadModel(withRope('yarn1', { rope_type: 'yarn', factor: 1 }), createRefKernels());
+  assert.equal(y1.config.ropeScaling?.type, 'yarn');
+  const l1 = probePrompt(y1, prompt).lastLogits;
+  let maxAbs = 0;
+  let diff = 0;
+  for (let i = 0; i < plain.length; i++) {
+    maxAbs = Math.max(maxAbs, Math.abs(plain[i]!));
+    diff = Math.max(diff, Math.abs(plain[i]! - l1[i]!));
+  }
+  assert.ok(diff <= 1e-4 * maxAbs, `factor 1: max |Δ| ${diff} vs max |logit| ${maxAbs}`);
+  const y4 = loadModel(withRope('yarn4', { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 1024 }), createRefKernels());
+  assert.equal(y4.config.maxPositionEmbeddings, 4096);
+  const l4 = probePrompt(y4, prompt).lastLogits;
+  let d4 = 0;
+  for (let i = 0; i < plain.length; i++) d4 = Math.max(d4, Math.abs(plain[i]! - l4[i]!));
+  assert.ok(d4 > 1e-3 * maxAbs, 'YaRN factor 4 must change the logits');
+});
