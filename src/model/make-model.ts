@@ -48,10 +48,10 @@ const QWEN35_GDN = { linKeyHeads: 16, linValueHeads: 16, linKeyDim: 128, linValu
 const QWEN35_ATTN = { heads: 8, kvHeads: 2, headDim: 256, ropeTheta: 1e7, partialRotary: 0.25 } as const;
 const TINY_ATTN = { kvHeads: 2, convKernel: 4, ropeTheta: 1e7, partialRotary: 0.25, mtpLayers: 1 } as const;
 
-/** Named shapes. The Qwen3.5 ones are approximations of the public models' text stacks
- * (dims from MODEL-NOTES and the issue; not checked against released files). Sizes in
- * BF16: 0.8b 1.55 GB, 2b 3.89 GB (3.62 GiB: fits one 4 GiB wasm memory; pass layers: 28
- * or dtype f32 to exceed it). No vision tower is modelled. */
+/** Named shapes: the text stacks of the public models (4b…80b from their published
+ * config.json dimensions; 0.8b/2b from MODEL-NOTES). Sizes in BF16: 0.8b 1.55 GB, 2b
+ * 3.89 GB, 4b 8.65 GB, 9b 18.4 GB, 27b 54.6 GB, 35b-a3b 71.0 GB, 80b-a3b 162.7 GB
+ * (--layers truncates). The release layout adds only a tiny stand-in vision tower. */
 export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
   'qwen3.5-0.8b': {
     description: 'approximation of Qwen3.5-0.8B (text): 24 layers (3 GDN + 1 attention), dense MLP, tied',
