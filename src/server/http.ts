@@ -201,13 +201,19 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     // The access log's route: the raw path until routing names it.
     const seen: { route: string; body?: unknown } = { route: (req.url ?? '/').split('?')[0]!.slice(0, 200) };
     res.setHeader('x-request-id', requestId);
+    // The access line is written once the response has closed AND the handler is done (an
+    // aborted stream learns its finish reason after the close).
+    let pending = 2;
+    const settle = (): void => {
+      if (--pending === 0) logRequest(log, { id: requestId, method: req.method ?? '?', route: seen.route, res, arrival, record: rec, body: seen.body }, opts.logPrompts === true);
+    };
     // The client went away before the response ended: abort its engine requests.
     res.once('close', () => {
       if (!res.writableEnded) ctl.abort();
-      logRequest(log, { id: requestId, method: req.method ?? '?', route: seen.route, res, arrival, record: rec, body: seen.body }, opts.logPrompts === true);
+      settle();
     });
     if (draining) res.setHeader('connection', 'close');
-    if (applyCors(cors, req, res)) return;
+    if (applyCors(cors, req, res)) return settle();
     const id = nextId++;
     ctx.metrics.inFlight++;
     const done = serve(req, res, ctl, arrival, rec, seen).catch((e: unknown) => {
@@ -219,6 +225,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     }).finally(() => {
       ctx.metrics.inFlight--;
       inflight.delete(id);
+      settle();
     });
     inflight.set(id, { ctl, done });
   });
