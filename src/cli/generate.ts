@@ -7,7 +7,7 @@ import type { GenerateEvent } from '../engine/request.js';
 import { probePrompt, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-params.js';
-import { type ArgValues, intList, json, param, readFlagFile, str } from './args.js';
+import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
 
 export const GENERATE_HELP = `deltaserve generate [options]
@@ -26,7 +26,8 @@ type Done = Extract<GenerateEvent, { type: 'done' }>;
 /** Request defaults from the flags; a batch-file line overrides them. */
 function requestDefaults(v: ArgValues): Partial<GenerateRequest> {
   const d: Record<string, unknown> = {
-    maxTokens: param(v, 'maxTokens') ?? 256,
+    // range-checked once the context length is known (runGenerate)
+    maxTokens: num(v, 'max-tokens') ?? 256,
     temperature: param(v, 'temperature'),
     topP: param(v, 'topP'),
     topK: param(v, 'topK'),
