@@ -46,6 +46,8 @@ function promptOf(body: unknown): unknown {
   return b['messages'] ?? b['prompt'] ?? b['input'];
 }
 
+const PROBES = new Set(['/health', '/metrics']);
+
 export function logRequest(logger: Logger, e: AccessLogEntry, logPrompts: boolean): void {
   const r = e.record;
   const status = e.res.statusCode;
@@ -63,7 +65,10 @@ export function logRequest(logger: Logger, e: AccessLogEntry, logPrompts: boolea
     client_abort: !e.res.writableFinished,
     ...(logPrompts && promptOf(e.body) !== undefined ? { prompt: promptOf(e.body) } : {}),
   };
-  if (status >= 500) logger.error('request', fields);
+  // 503 is the draining server (or a busy one) doing its job: a warning, not an error.
+  // Successful probes (/health, /metrics) come every few seconds: debug.
+  if (status >= 500 && status !== 503) logger.error('request', fields);
   else if (status >= 400) logger.warn('request', fields);
+  else if (PROBES.has(e.route)) logger.debug('request', fields);
   else logger.info('request', fields);
 }
