@@ -45,7 +45,7 @@ Options: --help, -h (this help), --version (print the version)
 
 /** A command's help, plus any shared engine flag its text does not mention yet (so a flag
  * added to ENGINE_FLAGS always shows up). */
-export function commandHelp(name: string): string {
+function commandHelp(name: string): string {
   const c = COMMANDS[name];
   if (!c) throw new DeltaserveError('bad_request', `unknown command "${name}" (run "deltaserve help")`);
   const missing = c.engine ? Object.entries(ENGINE_FLAGS).filter(([flag]) => !new RegExp(`--${flag}\\b`).test(c.help)) : [];
