@@ -65,9 +65,10 @@ export function logRequest(logger: Logger, e: AccessLogEntry, logPrompts: boolea
     client_abort: !e.res.writableFinished,
     ...(logPrompts && promptOf(e.body) !== undefined ? { prompt: promptOf(e.body) } : {}),
   };
-  // 503 is the draining server (or a busy one) doing its job: a warning, not an error.
+  // A generation that failed mid-stream (status 200 already sent) is an error too.
+  // 503 is the draining server doing its job: a warning, not an error.
   // Successful probes (/health, /metrics) come every few seconds: debug.
-  if (status >= 500 && status !== 503) logger.error('request', fields);
+  if ((status >= 500 && status !== 503) || r.finishReasons.includes('error')) logger.error('request', fields);
   else if (status >= 400) logger.warn('request', fields);
   else if (PROBES.has(e.route)) logger.debug('request', fields);
   else logger.info('request', fields);
