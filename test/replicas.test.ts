@@ -92,8 +92,11 @@ test('nginx + 2 replicas: session affinity keeps hitting the prefix cache, sessi
   const nginx = findNginx();
   const dir = mkdtempSync(join(tmpdir(), 'ds-replicas-'));
   const procs: ChildProcess[] = [];
-  t.after(() => {
-    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+  t.after(async () => {
+    // nginx gets SIGTERM (fast shutdown: the master stops its workers); replicas SIGKILL.
+    const gone = procs.filter((p) => p.exitCode === null && p.signalCode === null).map((p) => new Promise((r) => p.once('exit', r)));
+    for (const p of procs) if (p.exitCode === null) p.kill(p.spawnfile === nginx ? 'SIGTERM' : 'SIGKILL');
+    await Promise.race([Promise.all(gone), new Promise((r) => setTimeout(r, 5_000))]);
     rmSync(dir, { recursive: true, force: true });
   });
   const replicas = await Promise.all([startReplica(), startReplica()]);
@@ -145,5 +148,4 @@ test('nginx + 2 replicas: session affinity keeps hitting the prefix cache, sessi
     assert.equal(r.status, 200);
     assert.ok(r.upstream.endsWith(`127.0.0.1:${alive.port}`), `served by the live replica (upstream "${r.upstream}")`);
   }
-  lb.kill('SIGQUIT');
 });
