@@ -71,6 +71,8 @@ export async function runServe(argv: string[]): Promise<void> {
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
+  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, kernels: opts.kernels ?? 'ref', cors: origins ?? null,
+    metrics_no_auth: values['metrics-no-auth'] === true, api_key: apiKey ? 'required' : 'none' });
 
   let signals = 0;
   const stop = (sig: string): void => {
