@@ -61,11 +61,17 @@ test('bad flags and bad models give one clear line, not a stack trace', () => {
     [['generate', '--prompt', 'hi', '--model', '/nonexistent'], /model directory not found: \/nonexistent/],
     [['generate', '--prompt', 'hi', '--bogus'], /Unknown option '--bogus'/],
     [['frobnicate'], /unknown command "frobnicate"/],
+    [['generate', '--batch-file', '/nonexistent/prompts.jsonl'], /--batch-file file \/nonexistent\/prompts\.jsonl does not exist/],
+    [['generate', '--prompt', 'hi', '--kernels', 'gpu'], /--kernels must be ref or wasm/],
+    [['serve', '--log-level', 'loud'], /--log-level must be one of debug, info, warn, error, silent/],
+    [['serve', '--allowed-origins', 'https://a.example/path'], /--allowed-origins: .*no path/],
+    [['make-model', '--shape', 'tiny'], /make-model needs --shape and --out/],
   ];
   for (const [args, msg] of cases) {
     const r = cli(args);
-    assert.equal(r.status, 1, args.join(' '));
+    assert.equal(r.status, 2, args.join(' '));
     assert.match(r.stderr, msg);
+    assert.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
     assert.doesNotMatch(r.stderr, /^\s+at /m, 'no stack trace');
   }
 });

@@ -90,6 +90,6 @@ test('CLI: deltaserve eval prints the JSON contract; --data is required', () => 
   assert.equal(out.spec.tokens, 0);
   assert.equal(out.spec.accept_len_mean, null);
   const none = cli(['eval']);
-  assert.equal(none.status, 1);
+  assert.equal(none.status, 2, 'a user error exits 2');
   assert.match(String(none.stderr), /eval needs --data/);
 });

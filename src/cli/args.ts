@@ -1,4 +1,6 @@
 // Small typed helpers over node:util parseArgs values, with errors naming the flag.
+import { readFileSync } from 'node:fs';
+import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-params.js';
 import { DeltaserveError } from '../util/errors.js';
 
 export type ArgValues = Record<string, string | boolean | (string | boolean)[] | undefined>;
@@ -45,4 +47,41 @@ export function json(v: ArgValues, flag: string): unknown {
   } catch (e) {
     return bad(flag, `expects JSON (${(e as Error).message})`);
   }
+}
+
+/** A request parameter flag (--temperature, --top-p, ...), checked by the same definition as
+ * the matching API field; `max` bounds an open maximum (the context for --max-tokens). */
+export function param(v: ArgValues, key: RequestParamKey, max?: number): number | undefined {
+  const def = REQUEST_PARAMS[key];
+  const n = num(v, def.flag);
+  if (n === undefined) return undefined;
+  const problem = paramProblem(def, n, `--${def.flag}`, max);
+  if (problem) throw new DeltaserveError('bad_request', problem);
+  return n;
+}
+
+/** The text of a file a flag names; a missing or unreadable file is the user's error. */
+export function readFlagFile(flag: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'does not exist' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'is not readable' : (e as Error).message;
+    return bad(flag, `file ${path} ${why}`);
+  }
+}
+
+/** A negative number after a value-taking flag (`--temperature -1`) would otherwise be
+ * read as an option by parseArgs ("argument is ambiguous"): glue it to its flag. */
+export function glueNegativeNumbers(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const next = argv[i + 1];
+    if (/^--[a-z][\w-]*$/.test(a) && next !== undefined && /^-(\d|\.\d)/.test(next) && Number.isFinite(Number(next))) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
 }

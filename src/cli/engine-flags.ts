@@ -52,6 +52,10 @@ export const ENGINE_FLAGS_HELP = `  --model DIR|ORG/NAME[@REV] model directory, 
 
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();
+  if (str(v, 'kernels') === undefined && kernels === 'ref' && process.env['DELTASERVE_KERNELS'] !== 'ref') {
+    process.stderr.write('deltaserve: warning: the WebAssembly kernels are not built (build/kernels.wasm): using the reference ' +
+      'kernels, several times slower; run `npm run build` in a checkout, or reinstall the package\n');
+  }
   if (kernels !== 'ref' && kernels !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernels}")`);
   return {
     model: modelArg(str(v, 'model') ?? DEFAULT_MODEL),

@@ -1,14 +1,14 @@
 // `deltaserve generate`: one prompt (streamed, or --json), or many from --batch-file.
 import { formatPlan } from '../engine/memory-plan.js';
 import { parseArgs } from 'node:util';
-import { readFileSync } from 'node:fs';
 import { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
 import { promptIdsOf } from '../engine/request-builder.js';
 import type { GenerateEvent } from '../engine/request.js';
 import { probePrompt, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
-import { type ArgValues, int, intList, json, num, str } from './args.js';
+import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-params.js';
+import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
 
 export const GENERATE_HELP = `deltaserve generate [options]
@@ -27,15 +27,16 @@ type Done = Extract<GenerateEvent, { type: 'done' }>;
 /** Request defaults from the flags; a batch-file line overrides them. */
 function requestDefaults(v: ArgValues): Partial<GenerateRequest> {
   const d: Record<string, unknown> = {
-    maxTokens: int(v, 'max-tokens', 1) ?? 256,
-    temperature: num(v, 'temperature'),
-    topP: num(v, 'top-p'),
-    topK: int(v, 'top-k'),
-    minP: num(v, 'min-p'),
-    seed: int(v, 'seed'),
-    repetitionPenalty: num(v, 'repetition-penalty'),
-    presencePenalty: num(v, 'presence-penalty'),
-    frequencyPenalty: num(v, 'frequency-penalty'),
+    // range-checked once the context length is known (runGenerate)
+    maxTokens: num(v, 'max-tokens') ?? 256,
+    temperature: param(v, 'temperature'),
+    topP: param(v, 'topP'),
+    topK: param(v, 'topK'),
+    minP: param(v, 'minP'),
+    seed: param(v, 'seed'),
+    repetitionPenalty: param(v, 'repetitionPenalty'),
+    presencePenalty: param(v, 'presencePenalty'),
+    frequencyPenalty: param(v, 'frequencyPenalty'),
     think: v['no-think'] ? false : undefined,
     stop: Array.isArray(v['stop']) ? v['stop'] : undefined,
   };
@@ -50,7 +51,13 @@ export function requestFromLine(line: Record<string, unknown>, defaults: Partial
   const map: [string, string][] = [['prompt', 'prompt'], ['messages', 'messages'], ['prompt_ids', 'promptIds'],
     ['max_tokens', 'maxTokens'], ['temperature', 'temperature'], ['top_p', 'topP'], ['top_k', 'topK'], ['min_p', 'minP'],
     ['seed', 'seed'], ['think', 'think'], ['stop', 'stop']];
-  for (const [from, to] of map) if (pick(from) !== undefined) r[to] = pick(from);
+  for (const [from, to] of map) {
+    if (pick(from) === undefined) continue;
+    const def = REQUEST_PARAMS[to as RequestParamKey] as (typeof REQUEST_PARAMS)[RequestParamKey] | undefined;
+    const problem = def ? paramProblem(def, pick(from), from) : null;
+    if (problem) throw new DeltaserveError('bad_request', problem);
+    r[to] = pick(from);
+  }
   return r as GenerateRequest;
 }
 
@@ -79,11 +86,14 @@ export async function runGenerate(argv: string[]): Promise<void> {
     },
   });
   const defaults = requestDefaults(values);
+  const batchText = str(values, 'batch-file') !== undefined ? readFlagFile('batch-file', str(values, 'batch-file')!) : undefined;
   const engine = await Engine.load(engineOptions(values));
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
+    // --max-tokens obeys the rule of the API's max_tokens: at most the context length.
+    param(values, 'maxTokens', engine.maxContext);
     const batchFile = str(values, 'batch-file');
-    if (batchFile) await runBatchFile(engine, batchFile, defaults);
+    if (batchFile) await runBatchFile(engine, batchFile, batchText!, defaults);
     else await runSingle(engine, values, defaults);
   } finally {
     await engine.close();
@@ -119,8 +129,8 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
   process.stdout.write(JSON.stringify(out) + '\n');
 }
 
-async function runBatchFile(engine: Engine, file: string, defaults: Partial<GenerateRequest>): Promise<void> {
-  const lines = readFileSync(file, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+async function runBatchFile(engine: Engine, file: string, text: string, defaults: Partial<GenerateRequest>): Promise<void> {
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
   const results = lines.map(async (line, i): Promise<Record<string, unknown>> => {
     try {
       const parsed = JSON.parse(line) as unknown;

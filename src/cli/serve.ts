@@ -5,9 +5,11 @@ import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
 import { formatPlan } from '../engine/memory-plan.js';
 import { isHubReference } from '../hub/resolve.js';
+import { originProblem } from '../server/cors.js';
 import { startServer } from '../server/http.js';
 import { DeltaserveError } from '../util/errors.js';
-import { int, str } from './args.js';
+import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
+import { type ArgValues, int, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
 
 export const SERVE_HELP = `deltaserve serve [options]
@@ -20,6 +22,12 @@ export const SERVE_HELP = `deltaserve serve [options]
   --max-body-bytes N        413 for larger request bodies (default 8388608)
   --shutdown-grace-ms N     on SIGINT/SIGTERM, let in-flight requests finish for up to N ms,
                             then abort them (finish_reason "abort") (default 10000)
+  --allowed-origins LIST    CORS: comma-separated browser origins allowed to call the API
+                            (https://app.example.com,...; "*" = any); preflights answered (default: off)
+  --metrics-no-auth         /metrics needs no API key (for Prometheus scrapers)
+  --log-level LEVEL         ${LOG_LEVELS.join('|')} (default info): one line per request, errors, shutdown
+  --log-format json|pretty  log lines on stderr (default: json unless stderr is a terminal)
+  --log-prompts             include prompts in the request log lines (default: never)
 ${ENGINE_FLAGS_HELP}`;
 
 function hubName(model: string | undefined): string | undefined {
@@ -31,9 +39,13 @@ export async function runServe(argv: string[]): Promise<void> {
     args: argv, options: {
       ...ENGINE_FLAGS, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' },
       'served-model-name': { type: 'string' }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
-      'shutdown-grace-ms': { type: 'string' },
+      'shutdown-grace-ms': { type: 'string' }, 'allowed-origins': { type: 'string', multiple: true },
+      'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
+      'log-prompts': { type: 'boolean' },
     },
   });
+  const log = loggerOf(values);
+  const origins = allowedOrigins(values);
   const port = int(values, 'port', 0);
   if (port !== undefined && port > 65535) throw new DeltaserveError('bad_request', `--port must be at most 65535 (got ${port})`);
   const apiKey = str(values, 'api-key') ?? process.env['DELTASERVE_API_KEY'];
@@ -51,6 +63,8 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(apiKey ? { apiKey } : {}), ...(served ? { servedModelName: served } : {}),
       ...(maxQueue !== undefined ? { maxQueue } : {}), ...(maxBody !== undefined ? { maxBodyBytes: maxBody } : {}),
       ...(grace !== undefined ? { shutdownGraceMs: grace } : {}),
+      ...(origins ? { allowedOrigins: origins } : {}),
+      metricsNoAuth: values['metrics-no-auth'] === true, logger: log, logPrompts: values['log-prompts'] === true,
     });
   } catch (e) {
     await engine.close();
@@ -65,21 +79,48 @@ export async function runServe(argv: string[]): Promise<void> {
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
+  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, kernels: opts.kernels ?? 'ref', cors: origins ?? null,
+    metrics_no_auth: values['metrics-no-auth'] === true, api_key: apiKey ? 'required' : 'none' });
 
   let signals = 0;
   const stop = (sig: string): void => {
     signals++;
     if (signals === 1) {
-      process.stderr.write(`deltaserve: ${sig}: shutting down (in-flight requests have ${grace ?? 10_000} ms)\n`);
-      void server.close().then(() => engine.close()).then(() => process.exit(0), (e: unknown) => {
-        process.stderr.write(`deltaserve: shutdown failed: ${String(e)}\n`);
+      log.info(`${sig}: shutting down (in-flight requests have ${grace ?? 10_000} ms)`, { signal: sig });
+      void server.close().then(() => engine.close()).then(() => {
+        log.info('shutdown: done', { signal: sig });
+        process.exit(0);
+      }, (e: unknown) => {
+        log.error('shutdown failed', { err: e });
         process.exit(1);
       });
     } else {
-      process.stderr.write(`deltaserve: ${sig} again: aborting in-flight requests\n`);
+      log.warn(`${sig} again: aborting in-flight requests`, { signal: sig });
       void server.close(0);
     }
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+function loggerOf(v: ArgValues): Logger {
+  const level = str(v, 'log-level') ?? 'info';
+  if (!isLogLevel(level)) throw new DeltaserveError('bad_request', `--log-level must be one of ${LOG_LEVELS.join(', ')} (got "${level}")`);
+  const format = str(v, 'log-format');
+  if (format !== undefined && format !== 'json' && format !== 'pretty') {
+    throw new DeltaserveError('bad_request', `--log-format must be json or pretty (got "${format}")`);
+  }
+  return createLogger({ level, ...(format ? { format } : {}) });
+}
+
+/** --allowed-origins a,b (repeatable): each must be "*" or scheme://host[:port]. */
+function allowedOrigins(v: ArgValues): string[] | undefined {
+  const raw = v['allowed-origins'];
+  if (!Array.isArray(raw)) return undefined;
+  const list = raw.flatMap((x) => String(x).split(',')).map((o) => o.trim()).filter((o) => o.length > 0);
+  for (const o of list) {
+    const problem = originProblem(o);
+    if (problem) throw new DeltaserveError('bad_request', `--allowed-origins: ${problem}`);
+  }
+  return list;
 }

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
 import type { GenerateEvent } from '../engine/request.js';
+import type { RequestRecord } from './access-log.js';
 import { ApiError } from './errors.js';
 import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
 import type { ServerMetrics } from './metrics.js';
@@ -31,6 +32,8 @@ export interface Call {
   readonly signal: AbortSignal;
   /** performance.now() at arrival. */
   readonly arrival: number;
+  /** Token counts / TTFT / finish reasons for the access log (filled by startChoices). */
+  readonly record?: RequestRecord;
 }
 
 export interface Choice {
@@ -59,13 +62,17 @@ function stopIdsOf(engine: Engine, p: CommonParams): Set<number> {
 }
 
 /** Observe TTFT / inter-token latency while passing events through; count the finish. */
-async function* instrumented(events: AsyncIterableIterator<GenerateEvent>, m: ServerMetrics, arrival: number): AsyncIterableIterator<GenerateEvent> {
+async function* instrumented(events: AsyncIterableIterator<GenerateEvent>, m: ServerMetrics, arrival: number,
+  rec: RequestRecord | undefined): AsyncIterableIterator<GenerateEvent> {
   let last = -1;
   try {
     for await (const ev of events) {
       if (ev.type === 'delta' && ev.ids.length > 0) {
         const now = performance.now();
-        if (last < 0) m.ttft.observe((now - arrival) / 1000);
+        if (last < 0) {
+          m.ttft.observe((now - arrival) / 1000);
+          if (rec && rec.ttftMs === null) rec.ttftMs = now - arrival;
+        }
         else m.itl.observe((now - last) / 1000);
         last = now;
       } else if (ev.type === 'done') {
@@ -74,6 +81,7 @@ async function* instrumented(events: AsyncIterableIterator<GenerateEvent>, m: Se
         m.cachedTokens.inc({}, ev.usage.cachedTokens);
         m.generationTokens.inc({}, ev.usage.completionTokens);
         m.e2e.observe((performance.now() - arrival) / 1000);
+        if (rec) recordDone(rec, ev);
         const spec = ev.spec;
         if (spec && spec.rounds > 0) {
           m.specRounds.inc({}, spec.rounds);
@@ -87,6 +95,15 @@ async function* instrumented(events: AsyncIterableIterator<GenerateEvent>, m: Se
   } finally {
     await events.return?.();
   }
+}
+
+/** Add a finished choice to the access-log record (prompt tokens: the largest, since the
+ * n choices of one prompt share it). */
+function recordDone(rec: RequestRecord, d: Done): void {
+  rec.promptTokens = Math.max(rec.promptTokens, d.usage.promptTokens);
+  rec.cachedTokens = Math.max(rec.cachedTokens, d.usage.cachedTokens);
+  rec.completionTokens += d.usage.completionTokens;
+  rec.finishReasons.push(d.finishReason);
 }
 
 /**
@@ -111,7 +128,7 @@ export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (
           ...(logprobs ? { captureLogits: logprobs.capture } : {}),
         };
         const raw = engine.generate(req);
-        const events = instrumented(raw, ctx.metrics, call.arrival);
+        const events = instrumented(raw, ctx.metrics, call.arrival, call.record);
         choices.push({ index: pi * p.n + i, promptIds, events, logprobs, cancel: () => void raw.return?.() });
       }
     });

@@ -6,13 +6,16 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import type { Engine } from '../engine/engine.js';
+import { type Logger, SILENT } from '../util/log.js';
+import { logRequest, newRecord, type RequestRecord, requestIdOf } from './access-log.js';
 import { chatCompletions } from './chat.js';
 import { completions } from './completions.js';
+import { applyCors, corsPolicy } from './cors.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
 import { TokenTexts } from './logprobs.js';
 import { ServerMetrics } from './metrics.js';
-import { detokenize, getModel, listModels, metrics, tokenize } from './misc.js';
+import { detokenize, getModel, listModels, metrics, tokenize, version } from './misc.js';
 import { sendError, sendJson } from './respond.js';
 import { loadSamplingDefaults } from './validate.js';
 
@@ -31,6 +34,14 @@ export interface ServerOptions {
   readonly maxBodyBytes?: number;
   /** close(): how long in-flight requests may run before they are aborted (default 10000). */
   readonly shutdownGraceMs?: number;
+  /** CORS: origins allowed to call the API from a browser ('*' = any); none = CORS off. */
+  readonly allowedOrigins?: readonly string[];
+  /** /metrics needs no API key (for Prometheus scrapers). */
+  readonly metricsNoAuth?: boolean;
+  /** Access log (one line per request), errors and shutdown steps (default: silent). */
+  readonly logger?: Logger;
+  /** Include prompts (messages / prompt) in the access log (default false). */
+  readonly logPrompts?: boolean;
 }
 
 export interface RunningServer {
@@ -65,6 +76,7 @@ const ROUTES: Record<string, Route> = {
   '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },
   '/metrics': { name: 'metrics', method: 'GET', handler: () => undefined, promptParam: 'prompt' },
   '/health': { name: 'health', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
+  '/version': { name: 'version', method: 'GET', handler: version, promptParam: 'prompt' },
 };
 const MODEL_ROUTE: Route = { name: 'model', method: 'GET', handler: getModel, promptParam: 'model' };
 
@@ -126,6 +138,8 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   const host = opts.host ?? '127.0.0.1';
   const maxBody = opts.maxBodyBytes ?? 8 * 1024 * 1024;
   const key = opts.apiKey ? digest(opts.apiKey) : null;
+  const cors = corsPolicy(opts.allowedOrigins);
+  const log = opts.logger ?? SILENT;
   const ctx: ServerContext = {
     engine,
     modelName: opts.servedModelName ?? basename(engine.model.dir),
@@ -140,7 +154,8 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   let draining = false;
   const started = Date.now();
 
-  async function serve(req: IncomingMessage, res: ServerResponse, ctl: AbortController, arrival: number): Promise<void> {
+  async function serve(req: IncomingMessage, res: ServerResponse, ctl: AbortController, arrival: number, rec: RequestRecord,
+    seen: { route: string; body?: unknown }): Promise<void> {
     let path: string;
     try {
       path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
@@ -148,6 +163,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
       throw new ApiError(400, 'malformed request URL');
     }
     const found = route(path);
+    seen.route = path;
     res.once('finish', () => ctx.metrics.httpRequests.inc({ route: found?.r.name ?? 'unknown', status: String(res.statusCode) }));
     if (draining) throw new ApiError(503, 'the server is shutting down', null, 'shutting_down', 'server_error', { connection: 'close' });
     if (!found) throw new ApiError(404, `no route for ${req.method} ${path}`, null, 'not_found');
@@ -155,7 +171,8 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     if (req.method !== r.method && !(req.method === 'HEAD' && r.method === 'GET')) {
       throw new ApiError(405, `${path} accepts ${r.method} only`, null, 'method_not_allowed', 'invalid_request_error', { allow: r.method });
     }
-    if (!r.open && key && !authorized(req, key)) {
+    const open = r.open === true || (r.name === 'metrics' && opts.metricsNoAuth === true);
+    if (!open && key && !authorized(req, key)) {
       throw new ApiError(401, 'missing or incorrect API key: send "Authorization: Bearer <key>"', null, 'invalid_api_key',
         'invalid_request_error', { 'www-authenticate': 'Bearer' });
     }
@@ -166,31 +183,49 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
       });
     }
     const body = r.method === 'POST' ? parseJson(await readBody(req, maxBody)) : undefined;
+    seen.body = body;
     try {
-      await r.handler(ctx, { req, res, body, signal: ctl.signal, arrival }, arg);
+      await r.handler(ctx, { req, res, body, signal: ctl.signal, arrival, record: rec }, arg);
     } catch (e) {
-      throw toApiError(e, r.promptParam);
+      const err = toApiError(e, r.promptParam);
+      if (err.status >= 500 && !(e instanceof ApiError)) log.error('request failed', { id: res.getHeader('x-request-id'), route: path, err: e });
+      throw err;
     }
   }
 
   const server = createServer((req, res) => {
     const arrival = performance.now();
     const ctl = new AbortController();
+    const requestId = requestIdOf(req);
+    const rec = newRecord();
+    // The access log's route: the raw path until routing names it.
+    const seen: { route: string; body?: unknown } = { route: (req.url ?? '/').split('?')[0]!.slice(0, 200) };
+    res.setHeader('x-request-id', requestId);
+    // The access line is written once the response has closed AND the handler is done (an
+    // aborted stream learns its finish reason after the close).
+    let pending = 2;
+    const settle = (): void => {
+      if (--pending === 0) logRequest(log, { id: requestId, method: req.method ?? '?', route: seen.route, res, arrival, record: rec, body: seen.body }, opts.logPrompts === true);
+    };
     // The client went away before the response ended: abort its engine requests.
     res.once('close', () => {
       if (!res.writableEnded) ctl.abort();
+      settle();
     });
     if (draining) res.setHeader('connection', 'close');
+    if (applyCors(cors, req, res)) return settle();
     const id = nextId++;
     ctx.metrics.inFlight++;
-    const done = serve(req, res, ctl, arrival).catch((e: unknown) => {
+    const done = serve(req, res, ctl, arrival, rec, seen).catch((e: unknown) => {
       const err = toApiError(e, 'prompt');
+      if (err.status >= 500 && !(e instanceof ApiError)) log.error('request failed', { id: requestId, route: seen.route, err: e });
       if (err.status === 413) res.setHeader('connection', 'close');
       if (!res.headersSent) sendError(res, err);
       else if (!res.writableEnded) res.end();
     }).finally(() => {
       ctx.metrics.inFlight--;
       inflight.delete(id);
+      settle();
     });
     inflight.set(id, { ctl, done });
   });
@@ -224,14 +259,20 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
       return closing;
     }
     closing = (async () => {
+      // Draining: keep listening so that /health (and every route) answers 503 and a load
+      // balancer moves traffic away, while in-flight requests finish.
       draining = true;
-      const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeIdleConnections();
-      await Promise.race([settled(), sleep(graceMs), new Promise<void>((r) => (cutGrace = r))]);
+      log.info('shutdown: draining', { in_flight: inflight.size, grace_ms: graceMs });
+      const graceOver = await Promise.race([settled().then(() => false), sleep(graceMs).then(() => true),
+        new Promise<boolean>((r) => (cutGrace = () => r(true)))]);
+      if (graceOver && inflight.size > 0) log.warn('shutdown: aborting in-flight requests', { in_flight: inflight.size });
       for (const e of inflight.values()) e.ctl.abort();
       await Promise.race([settled(), sleep(5_000)]);
+      const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeAllConnections();
       await closed;
+      log.info('shutdown: server closed');
     })();
     return closing;
   };

@@ -2,11 +2,13 @@
 import { renderChat, validateMessages } from '../tokenizer/chat.js';
 import { ApiError, invalid, toApiError } from './errors.js';
 import { type Call, checkModel, type ServerContext } from './generation.js';
+import { packageInfo } from '../util/version.js';
 import { sendJson, sendText } from './respond.js';
 import { optBool, optObject, requireObject, tokenIds } from './validate.js';
 
+/** The model card shows no local paths (the model directory stays private). */
 function modelCard(ctx: ServerContext): Record<string, unknown> {
-  return { id: ctx.modelName, object: 'model', created: ctx.created, owned_by: 'deltaserve', root: ctx.engine.model.dir, max_model_len: ctx.engine.maxContext };
+  return { id: ctx.modelName, object: 'model', created: ctx.created, owned_by: 'deltaserve', max_model_len: ctx.engine.maxContext };
 }
 
 export function listModels(ctx: ServerContext, call: Call): void {
@@ -16,6 +18,12 @@ export function listModels(ctx: ServerContext, call: Call): void {
 export function getModel(ctx: ServerContext, call: Call, id: string): void {
   if (id !== ctx.modelName) throw new ApiError(404, `The model "${id}" does not exist; this server serves "${ctx.modelName}"`, 'model', 'model_not_found');
   sendJson(call.res, 200, modelCard(ctx));
+}
+
+/** GET /version: the package name and version, the Node version and the kernel backend. */
+export function version(ctx: ServerContext, call: Call): void {
+  const { name, version: v } = packageInfo();
+  sendJson(call.res, 200, { name, version: v, node: process.versions.node, kernels: ctx.engine.model.kernels.name });
 }
 
 export function metrics(ctx: ServerContext, call: Call, extra: Readonly<Record<string, [number, string]>>): void {

@@ -4,6 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GenerateRequest } from '../engine/request-builder.js';
+import { type NumericParam, paramProblem, REQUEST_PARAMS as P } from '../engine/request-params.js';
 import { invalid } from './errors.js';
 
 export type Body = Record<string, unknown>;
@@ -50,6 +51,15 @@ export function optInt(b: Body, key: string, min: number, max: number): number |
   if (typeof v !== 'number' || !Number.isInteger(v)) throw invalid(key, `${key} must be an integer (got ${JSON.stringify(v)})`);
   if (v < min || v > max) throw invalid(key, `${key} must be between ${min} and ${max} (got ${v})`);
   return v;
+}
+
+/** A request parameter checked by its one definition (shared with the CLI flags);
+ * `key` is the field as sent (e.g. max_completion_tokens for max_tokens). */
+export function optParam(b: Body, key: string, param: NumericParam, max?: number): number | undefined {
+  if (!given(b, key)) return undefined;
+  const problem = paramProblem(param, b[key], key, max);
+  if (problem) throw invalid(key, problem);
+  return b[key] as number;
 }
 
 export function optObject(b: Body, key: string): Body | undefined {
@@ -113,10 +123,10 @@ export interface CommonParams {
 export function commonParams(b: Body, maxContext: number, vocab: number, defaults: SamplingDefaults, maxTokensKeys: readonly string[]): CommonParams {
   let maxTokens: number | undefined;
   for (const key of maxTokensKeys) {
-    const v = optInt(b, key, 1, maxContext);
+    const v = optParam(b, key, P.maxTokens, maxContext);
     if (v !== undefined && maxTokens === undefined) maxTokens = v;
   }
-  const topK = optInt(b, 'top_k', -1, 1 << 30);
+  const topK = optParam(b, 'top_k', P.topK);
   const stop = b['stop'];
   let stopList: string[] | undefined;
   if (stop !== undefined && stop !== null) {
@@ -134,13 +144,13 @@ export function commonParams(b: Body, maxContext: number, vocab: number, default
   }
   const includeUsage = iu === true;
   const request: CommonParams['request'] = {
-    temperature: optNumber(b, 'temperature', 0, 2) ?? defaults.temperature,
-    topP: optNumber(b, 'top_p', 0, 1, true) ?? defaults.topP,
+    temperature: optParam(b, 'temperature', P.temperature) ?? defaults.temperature,
+    topP: optParam(b, 'top_p', P.topP) ?? defaults.topP,
     topK: topK === undefined ? defaults.topK : Math.max(0, topK),
-    minP: optNumber(b, 'min_p', 0, 1) ?? 0,
-    presencePenalty: optNumber(b, 'presence_penalty', -2, 2) ?? 0,
-    frequencyPenalty: optNumber(b, 'frequency_penalty', -2, 2) ?? 0,
-    repetitionPenalty: optNumber(b, 'repetition_penalty', 0, 10, true) ?? 1,
+    minP: optParam(b, 'min_p', P.minP) ?? 0,
+    presencePenalty: optParam(b, 'presence_penalty', P.presencePenalty) ?? 0,
+    frequencyPenalty: optParam(b, 'frequency_penalty', P.frequencyPenalty) ?? 0,
+    repetitionPenalty: optParam(b, 'repetition_penalty', P.repetitionPenalty) ?? 1,
     ignoreEos: optBool(b, 'ignore_eos') ?? false,
     ...(maxTokens !== undefined ? { maxTokens } : {}),
     ...(stopList ? { stop: stopList } : {}),
@@ -148,7 +158,7 @@ export function commonParams(b: Body, maxContext: number, vocab: number, default
   };
   return {
     request,
-    seed: optInt(b, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+    seed: optParam(b, 'seed', P.seed),
     n: optInt(b, 'n', 1, MAX_N) ?? 1,
     stream,
     includeUsage: stream && includeUsage,

@@ -4,6 +4,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
+import { DeltaserveError } from '../../util/errors.js';
 
 // The project's TS lib (ES2022, @types/node 20) has no WebAssembly typings: the few parts
 // used are typed here, locally, so nothing global is declared.
@@ -60,7 +61,10 @@ export function wasmPath(variant: KernelVariant = 'plain'): string {
 
 function readBuild(variant: KernelVariant): Uint8Array {
   const path = wasmPath(variant);
-  if (!existsSync(path)) throw new Error(`${path} is missing: run \`npm run build\` (build:wasm compiles assembly/)`);
+  if (!existsSync(path)) {
+    throw new DeltaserveError('bad_config', `the WebAssembly kernels are missing: ${path} does not exist. In a source checkout ` +
+      'build them with `npm run build`; an installed package ships them (reinstall it); or run with --kernels ref (slower)');
+  }
   return readFileSync(path);
 }
 
