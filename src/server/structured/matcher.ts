@@ -1,0 +1,373 @@
+// A byte-level matcher for constrained output: a nondeterministic pushdown automaton whose
+// state is a small set of stacks of frames (immutable linked lists, so a step never mutates
+// the state it came from — the token trie walk and speculative drafts branch freely).
+//
+// Frames: `val` (a value of a schema, expanded on its first byte), `lit` (a fixed text),
+// `str` (a JSON string), `num` (a JSON number, ended by the byte after it), `obj` (an
+// object's properties, JSON `{"k":v,…}` or Qwen XML `<parameter=k>\nv\n</parameter>\n`),
+// `arr`, `until` (any text up to an end marker: XML string parameters), `ws` (up to n
+// whitespace bytes) and `think` (anything up to `</think>`: the unconstrained reasoning).
+// Output is compact JSON (no whitespace outside strings). Bytes ≥ 0x80 only occur inside
+// strings and free text, so multi-byte UTF-8 never breaks the structure.
+import { anyAlternatives, literalChoice, MAX_DIGITS, MAX_STRING, type Prop, rawLiteral, type Schema } from './schema.js';
+
+export type Frame =
+  | { readonly t: 'val'; readonly s: Schema }
+  | { readonly t: 'lit'; readonly text: string; readonly i: number }
+  | { readonly t: 'str'; readonly ph: number; readonly n: number; readonly min: number; readonly max: number }
+  | { readonly t: 'num'; readonly ph: number; readonly n: number; readonly integer: boolean }
+  | { readonly t: 'obj'; readonly props: readonly Prop[]; readonly extra: Schema | null; readonly xml: boolean; readonly ph: 'open' | 'first' | 'sep' | 'key'; readonly i: number; readonly id: number }
+  | { readonly t: 'arr'; readonly s: Extract<Schema, { k: 'array' }>; readonly ph: 'open' | 'first' | 'sep'; readonly n: number }
+  | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly max: number }
+  | { readonly t: 'ws'; readonly left: number }
+  | { readonly t: 'think'; readonly m: number };
+
+export interface Stack {
+  readonly f: Frame;
+  readonly next: Stack | null;
+}
+
+/** A matcher state: the stacks still alive (empty = dead). A null stack = done. */
+export type State = readonly (Stack | null)[];
+
+export const THINK_END = '</think>';
+
+const push = (f: Frame, next: Stack | null): Stack => ({ f, next });
+const lit = (text: string, next: Stack | null): Stack => push({ t: 'lit', text, i: 0 }, next);
+export const val = (s: Schema, next: Stack | null): Stack => push({ t: 'val', s }, next);
+
+const isDigit = (b: number): boolean => b >= 0x30 && b <= 0x39;
+const isWs = (b: number): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+
+/** Stacks for the value of schema `s` (alternatives of anyOf / any expanded). */
+function expand(s: Schema, next: Stack | null): Stack[] {
+  switch (s.k) {
+    case 'lit':
+      return [lit(s.text, next)];
+    case 'string':
+      return [push({ t: 'str', ph: 0, n: 0, min: s.min, max: s.max }, next)];
+    case 'number':
+      return [push({ t: 'num', ph: 0, n: 0, integer: s.integer }, next)];
+    case 'anyOf':
+      return s.alts.flatMap((a) => expand(a, next));
+    case 'any':
+      return anyAlternatives(s.depth).flatMap((a) => expand(a, next));
+    case 'object':
+      return [push({ t: 'obj', props: s.props, extra: s.extra, xml: false, ph: 'open', i: 0, id: s.id }, next)];
+    case 'array':
+      return [push({ t: 'arr', s, ph: 'open', n: 0 }, next)];
+  }
+}
+
+/** Stacks after consuming byte `b` from `st` (null = the matcher is done: nothing fits). */
+export function feed(st: Stack | null, b: number, out: Stack[]): void {
+  if (st === null) return;
+  const f = st.f;
+  const next = st.next;
+  switch (f.t) {
+    case 'val':
+      for (const e of expand(f.s, next)) feed(e, b, out);
+      return;
+    case 'lit':
+      if (f.text.charCodeAt(f.i) !== b) return;
+      if (f.i + 1 === f.text.length) {
+        if (next) out.push(next);
+        else out.push(DONE);
+      } else out.push(push({ ...f, i: f.i + 1 }, next));
+      return;
+    case 'str':
+      return feedString(f, next, b, out);
+    case 'num':
+      return feedNumber(f, next, b, out);
+    case 'obj':
+      return f.xml ? feedXmlProps(f, next, b, out) : feedObject(f, next, b, out);
+    case 'arr':
+      return feedArray(f, next, b, out);
+    case 'until': {
+      const m = advanceMatch(f.end, f.m, b);
+      if (m === f.end.length) {
+        out.push(next ?? DONE);
+        return;
+      }
+      if (f.n < f.max) out.push(push({ ...f, m, n: f.n + 1 }, next));
+      return;
+    }
+    case 'ws':
+      if (isWs(b) && f.left > 0) out.push(push({ t: 'ws', left: f.left - 1 }, next));
+      feed(next, b, out);
+      return;
+    case 'think': {
+      const m = advanceMatch(THINK_END, f.m, b);
+      out.push(m === THINK_END.length ? next ?? DONE : push({ t: 'think', m }, next));
+      return;
+    }
+  }
+}
+
+/** A sentinel stack meaning "matched completely; nothing more may follow". */
+export const DONE: Stack = { f: { t: 'ws', left: 0 }, next: null };
+
+/** Length of the longest suffix of (end[0..m) + b) that is a prefix of `end`. */
+function advanceMatch(end: string, m: number, b: number): number {
+  if (end.charCodeAt(m) === b) return m + 1;
+  // fall back over shorter prefixes (end markers are short: a direct search is enough)
+  const seen = end.slice(0, m) + String.fromCharCode(b);
+  for (let k = Math.min(m, end.length - 1); k > 0; k--) if (seen.endsWith(end.slice(0, k))) return k;
+  return 0;
+}
+
+function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: number, out: Stack[]): void {
+  const at = (ph: number, n: number): Stack => push({ ...f, ph, n }, next);
+  switch (f.ph) {
+    case 0: // opening quote
+      if (b === 0x22) out.push(at(1, 0));
+      return;
+    case 1: // inside
+      if (b === 0x22) {
+        if (f.n >= f.min) out.push(next ?? DONE);
+      } else if (f.n >= f.max || b < 0x20) return;
+      else if (b === 0x5c) out.push(at(2, f.n));
+      else out.push(at(1, f.n + 1));
+      return;
+    case 2: // after a backslash
+      if (b === 0x75) out.push(at(3, f.n)); // \u + 4 hex
+      else if ('"\\/bfnrt'.includes(String.fromCharCode(b))) out.push(at(1, f.n + 1));
+      return;
+    default: { // 3..6: hex digits of \uXXXX
+      const hex = isDigit(b) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46);
+      if (hex) out.push(f.ph === 6 ? at(1, f.n + 1) : at(f.ph + 1, f.n));
+    }
+  }
+}
+
+// number phases: 0 start, 1 after '-', 2 int digits*, 3 leading zero*, 4 after '.', 5 fraction*,
+// 6 after e, 7 after e sign, 8 exponent digits* (* = may end here)
+const NUM_END = new Set([2, 3, 5, 8]);
+
+function feedNumber(f: Extract<Frame, { t: 'num' }>, next: Stack | null, b: number, out: Stack[]): void {
+  const to = (ph: number): void => {
+    if (f.n < MAX_DIGITS) out.push(push({ ...f, ph, n: f.n + 1 }, next));
+  };
+  const d = isDigit(b);
+  switch (f.ph) {
+    case 0:
+      if (b === 0x2d) to(1);
+      else if (b === 0x30) to(3);
+      else if (d) to(2);
+      break;
+    case 1:
+      if (b === 0x30) to(3);
+      else if (d) to(2);
+      break;
+    case 2:
+      if (d) to(2);
+      else if (!f.integer && b === 0x2e) to(4);
+      else if (!f.integer && (b === 0x65 || b === 0x45)) to(6);
+      break;
+    case 3:
+      if (!f.integer && b === 0x2e) to(4);
+      else if (!f.integer && (b === 0x65 || b === 0x45)) to(6);
+      break;
+    case 4:
+    case 5:
+      if (d) to(5);
+      else if (f.ph === 5 && (b === 0x65 || b === 0x45)) to(6);
+      break;
+    case 6:
+      if (b === 0x2b || b === 0x2d) to(7);
+      else if (d) to(8);
+      break;
+    default:
+      if (d) to(8);
+  }
+  // the number may end here: the byte belongs to what follows
+  if (NUM_END.has(f.ph)) feed(next, b, out);
+}
+
+type ObjFrame = Extract<Frame, { t: 'obj' }>;
+
+/** Indices of the properties that may come next: from i up to the first required one. */
+function candidates(f: ObjFrame): number[] {
+  const out: number[] = [];
+  for (let j = f.i; j < f.props.length; j++) {
+    out.push(j);
+    if (f.props[j]!.required) break;
+  }
+  return out;
+}
+
+function requiredLeft(f: ObjFrame): boolean {
+  for (let j = f.i; j < f.props.length; j++) if (f.props[j]!.required) return true;
+  return false;
+}
+
+/** Stacks for "a key (and its value) comes next". */
+function keyStacks(f: ObjFrame, next: Stack | null): Stack[] {
+  if (f.extra) {
+    const after = push({ ...f, ph: 'sep' }, next);
+    return [push({ t: 'str', ph: 0, n: 0, min: 0, max: 256 }, lit(':', val(f.extra, after)))];
+  }
+  return candidates(f).map((j) => lit(`${JSON.stringify(f.props[j]!.name)}:`, val(f.props[j]!.schema, push({ ...f, ph: 'sep', i: j + 1 }, next))));
+}
+
+function feedObject(f: ObjFrame, next: Stack | null, b: number, out: Stack[]): void {
+  const close = (): void => {
+    if (b === 0x7d && !requiredLeft(f)) out.push(next ?? DONE);
+  };
+  switch (f.ph) {
+    case 'open':
+      if (b === 0x7b) out.push(push({ ...f, ph: 'first' }, next));
+      return;
+    case 'first':
+      close();
+      for (const s of keyStacks(f, next)) feed(s, b, out);
+      return;
+    case 'sep':
+      close();
+      if (b === 0x2c && (f.extra || candidates(f).length > 0)) out.push(push({ ...f, ph: 'key' }, next));
+      return;
+    case 'key':
+      for (const s of keyStacks(f, next)) feed(s, b, out);
+  }
+}
+
+/** Qwen XML parameters of a forced call: each `<parameter=NAME>\nVALUE\n</parameter>\n`;
+ * string values are free text, others compact JSON. The frame ends where the next frame
+ * (`</function>…`) begins, once no required parameter is left. */
+function feedXmlProps(f: ObjFrame, next: Stack | null, b: number, out: Stack[]): void {
+  for (const j of candidates(f)) {
+    const p = f.props[j]!;
+    feed(lit(`<parameter=${p.name}>\n`, xmlValue(p.schema, push({ ...f, i: j + 1 }, next))), b, out);
+  }
+  if (!requiredLeft(f)) feed(next, b, out);
+}
+
+/** The value of an XML parameter and its closing tag: string enums as raw text, schemas
+ * admitting any string as free text up to `</parameter>`, others as compact JSON. */
+function xmlValue(s: Schema, after: Stack): Stack {
+  const close = '\n</parameter>\n';
+  const lits = literalAlternatives(s);
+  if (lits && lits.every((t) => t.startsWith('"'))) {
+    return push({ t: 'val', s: rawTextChoice(lits) }, lit(close, after));
+  }
+  if (admitsString(s)) return push({ t: 'until', end: '</parameter>', m: 0, n: 0, max: stringCap(s) + 16 }, lit('\n', after));
+  return val(s, lit(close, after));
+}
+
+function literalAlternatives(s: Schema): string[] | null {
+  if (s.k === 'lit') return [s.text];
+  if (s.k !== 'anyOf') return null;
+  const out: string[] = [];
+  for (const a of s.alts) {
+    const l = literalAlternatives(a);
+    if (!l) return null;
+    out.push(...l);
+  }
+  return out;
+}
+
+function admitsString(s: Schema): boolean {
+  return s.k === 'string' || s.k === 'any' || (s.k === 'anyOf' && s.alts.some(admitsString));
+}
+
+function stringCap(s: Schema): number {
+  if (s.k === 'string') return s.max;
+  if (s.k === 'anyOf') return Math.max(...s.alts.map(stringCap));
+  return MAX_STRING;
+}
+
+/** The raw texts of JSON string literals as a choice of literals (cached per list). */
+const rawChoices = new Map<string, Schema>();
+function rawTextChoice(jsonTexts: readonly string[]): Schema {
+  const key = jsonTexts.join('\u0000');
+  let s = rawChoices.get(key);
+  if (!s) {
+    const alts = jsonTexts.map((t) => rawLiteral(JSON.parse(t) as string));
+    s = alts.length === 1 ? alts[0]! : literalChoice(alts);
+    rawChoices.set(key, s);
+  }
+  return s;
+}
+
+function feedArray(f: Extract<Frame, { t: 'arr' }>, next: Stack | null, b: number, out: Stack[]): void {
+  const item = (): void => feed(val(f.s.items, push({ ...f, ph: 'sep', n: f.n + 1 }, next)), b, out);
+  switch (f.ph) {
+    case 'open':
+      if (b === 0x5b) out.push(push({ ...f, ph: 'first' }, next));
+      return;
+    case 'first':
+      if (b === 0x5d && f.s.min === 0) out.push(next ?? DONE);
+      if (f.s.max > 0) item();
+      return;
+    case 'sep':
+      if (b === 0x5d && f.n >= f.s.min) out.push(next ?? DONE);
+      if (b === 0x2c && f.n < f.s.max) out.push(push({ ...f, ph: 'first', n: f.n }, next));
+  }
+}
+
+/** Can the stack end here (no more bytes needed)? */
+export function canEnd(st: Stack | null): boolean {
+  for (let s = st; s !== null; s = s.next) {
+    if (s === DONE) return true;
+    const f = s.f;
+    if (f.t === 'ws') continue;
+    if (f.t === 'num' && NUM_END.has(f.ph)) continue;
+    if (f.t === 'obj' && f.xml && !requiredLeft(f)) continue;
+    return false;
+  }
+  return true;
+}
+
+/** Advance every stack of a state by one byte. */
+export function step(state: State, b: number): State {
+  const out: Stack[] = [];
+  for (const st of state) feed(st, b, out);
+  return out.length > 1 ? dedupe(out) : out;
+}
+
+function dedupe(stacks: Stack[]): Stack[] {
+  const seen = new Set<string>();
+  return stacks.filter((s) => {
+    const k = stackKey(s);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
+/** Remaining-length counts above this are equal for the mask: no token is longer (the
+ * token trie leaves out longer tokens). */
+export const KEY_CAP = 1024;
+
+const textIds = new Map<string, number>();
+function textKey(t: string): number {
+  let id = textIds.get(t);
+  if (id === undefined) {
+    if (textIds.size > 100_000) textIds.clear();
+    textIds.set(t, (id = textIds.size + 1));
+  }
+  return id;
+}
+
+/** A key identifying what a stack accepts from here on (for dedupe and the mask cache). */
+export function stackKey(st: Stack | null): string {
+  let k = '';
+  for (let s = st; s !== null; s = s.next) {
+    if (s === DONE) return `${k}$`;
+    const f = s.f;
+    switch (f.t) {
+      case 'val': k += `v${f.s.id}`; break;
+      case 'lit': k += `l${textKey(f.text)},${f.i}`; break;
+      case 'str': k += `s${f.ph},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}`; break;
+      case 'num': k += `n${f.ph},${f.n},${f.integer ? 1 : 0}`; break;
+      case 'obj': k += `o${f.id},${f.xml ? 1 : 0},${f.ph},${f.i}`; break;
+      case 'arr': k += `a${f.s.id},${f.ph},${Math.min(f.n, f.s.min)},${f.s.max - f.n}`; break;
+      case 'until': k += `u${textKey(f.end)},${f.m},${Math.min(f.max - f.n, KEY_CAP)}`; break;
+      case 'ws': k += `w${f.left}`; break;
+      case 'think': k += `t${f.m}`; break;
+    }
+    k += '|';
+  }
+  return k;
+}
+
