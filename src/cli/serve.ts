@@ -18,6 +18,8 @@ export const SERVE_HELP = `deltaserve serve [options]
   --max-body-bytes N        413 for larger request bodies (default 8388608)
   --shutdown-grace-ms N     on SIGINT/SIGTERM, let in-flight requests finish for up to N ms,
                             then abort them (finish_reason "abort") (default 10000)
+  --lenient                 ignore request fields the server does not implement
+                            (default: a 400 naming the field)
 ${ENGINE_FLAGS_HELP}`;
 
 export async function runServe(argv: string[]): Promise<void> {
@@ -25,7 +27,7 @@ export async function runServe(argv: string[]): Promise<void> {
     args: argv, options: {
       ...ENGINE_FLAGS, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' },
       'served-model-name': { type: 'string' }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
-      'shutdown-grace-ms': { type: 'string' },
+      'shutdown-grace-ms': { type: 'string' }, lenient: { type: 'boolean' },
     },
   });
   const port = int(values, 'port', 0);
@@ -44,6 +46,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(apiKey ? { apiKey } : {}), ...(served ? { servedModelName: served } : {}),
       ...(maxQueue !== undefined ? { maxQueue } : {}), ...(maxBody !== undefined ? { maxBodyBytes: maxBody } : {}),
       ...(grace !== undefined ? { shutdownGraceMs: grace } : {}),
+      ...(values.lenient ? { lenient: true } : {}),
     });
   } catch (e) {
     await engine.close();

@@ -31,6 +31,8 @@ export interface ServerOptions {
   readonly maxBodyBytes?: number;
   /** close(): how long in-flight requests may run before they are aborted (default 10000). */
   readonly shutdownGraceMs?: number;
+  /** Ignore request fields the server does not implement (default: 400 naming the field). */
+  readonly lenient?: boolean;
 }
 
 export interface RunningServer {
@@ -85,10 +87,13 @@ function route(path: string): { r: Route; arg: string } | null {
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
+/** `Authorization: Bearer KEY`, or Anthropic's `x-api-key: KEY`. */
 function authorized(req: IncomingMessage, key: Buffer): boolean {
   const h = req.headers.authorization ?? '';
   const m = /^Bearer\s+(.+)$/i.exec(h.trim());
-  return m !== null && timingSafeEqual(digest(m[1]!), key);
+  if (m !== null && timingSafeEqual(digest(m[1]!), key)) return true;
+  const x = req.headers['x-api-key'];
+  return typeof x === 'string' && x.length > 0 && timingSafeEqual(digest(x.trim()), key);
 }
 
 /** Read the whole body, 413 past `limit` bytes. */
@@ -134,6 +139,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     defaults: loadSamplingDefaults(engine.model.dir),
     maxQueue: opts.maxQueue ?? 1024,
     texts: new TokenTexts(engine.tokenizer),
+    lenient: opts.lenient ?? false,
   };
   const inflight = new Map<number, { ctl: AbortController; done: Promise<void> }>();
   let nextId = 0;

@@ -28,6 +28,8 @@ export class ToolCallParser {
   private inCall = false;
   /** Whitespace not yet classified (dropped if a call or the end follows a call). */
   private heldWs = '';
+  /** Whitespace held before the open call: dropped if it parses, text if not. */
+  private callWs = '';
   private calls = 0;
   private readonly byName: ReadonlyMap<string, FunctionTool>;
 
@@ -52,6 +54,7 @@ export class ToolCallParser {
     const out: ToolEvent[] = [];
     this.step(out);
     const rest = this.inCall ? CALL_OPEN + this.buf : this.buf;
+    if (this.inCall) this.heldWs = this.callWs;
     this.buf = '';
     this.inCall = false;
     if (rest.length > 0) this.text(out, rest);
@@ -70,15 +73,19 @@ export class ToolCallParser {
         this.inCall = false;
         const call = parseCallBody(body, this.format, this.byName);
         if (call) {
-          this.heldWs = '';
           this.calls++;
           out.push({ type: 'call', call });
-        } else this.text(out, CALL_OPEN + body + CALL_CLOSE);
+        } else {
+          this.heldWs = this.callWs;
+          this.text(out, CALL_OPEN + body + CALL_CLOSE);
+        }
+        this.callWs = '';
         continue;
       }
       const start = this.buf.indexOf(CALL_OPEN);
       if (start >= 0) {
         this.text(out, this.buf.slice(0, start), true);
+        this.callWs = this.heldWs;
         this.heldWs = '';
         this.buf = this.buf.slice(start + CALL_OPEN.length);
         this.inCall = true;
