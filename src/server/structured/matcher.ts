@@ -14,11 +14,11 @@ import { anyAlternatives, literalChoice, MAX_DIGITS, MAX_STRING, type Prop, rawL
 export type Frame =
   | { readonly t: 'val'; readonly s: Schema }
   | { readonly t: 'lit'; readonly text: string; readonly i: number }
-  | { readonly t: 'str'; readonly ph: number; readonly n: number; readonly min: number; readonly max: number }
+  | { readonly t: 'str'; readonly ph: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number }
   | { readonly t: 'num'; readonly ph: number; readonly n: number; readonly integer: boolean }
   | { readonly t: 'obj'; readonly props: readonly Prop[]; readonly extra: Schema | null; readonly xml: boolean; readonly ph: 'open' | 'first' | 'sep' | 'key'; readonly i: number; readonly id: number }
   | { readonly t: 'arr'; readonly s: Extract<Schema, { k: 'array' }>; readonly ph: 'open' | 'first' | 'sep'; readonly n: number }
-  | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly max: number }
+  | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly max: number; readonly u: number }
   | { readonly t: 'ws'; readonly left: number }
   | { readonly t: 'think'; readonly m: number };
 
@@ -45,7 +45,7 @@ function expand(s: Schema, next: Stack | null): Stack[] {
     case 'lit':
       return [lit(s.text, next)];
     case 'string':
-      return [push({ t: 'str', ph: 0, n: 0, min: s.min, max: s.max }, next)];
+      return [push({ t: 'str', ph: 0, n: 0, min: s.min, max: s.max, u: 0 }, next)];
     case 'number':
       return [push({ t: 'num', ph: 0, n: 0, integer: s.integer }, next)];
     case 'anyOf':
@@ -84,12 +84,14 @@ export function feed(st: Stack | null, b: number, out: Stack[]): void {
     case 'arr':
       return feedArray(f, next, b, out);
     case 'until': {
+      const u = utf8Next(f.u, b);
+      if (u < 0) return;
       const m = advanceMatch(f.end, f.m, b);
       if (m === f.end.length) {
         out.push(next ?? DONE);
         return;
       }
-      if (f.n < f.max) out.push(push({ ...f, m, n: f.n + 1 }, next));
+      if (u > 0 || f.n < f.max) out.push(push({ ...f, m, n: u > 0 ? f.n : f.n + 1, u }, next));
       return;
     }
     case 'ws':
@@ -101,6 +103,37 @@ export function feed(st: Stack | null, b: number, out: Stack[]): void {
       out.push(m === THINK_END.length ? next ?? DONE : push({ t: 'think', m }, next));
       return;
     }
+  }
+}
+
+/** UTF-8 well-formedness, byte by byte: `u` is 0 between characters, 1..3 = continuation
+ * bytes still due (80..BF), 4..7 = the second byte of E0 / ED / F0 / F4 sequences (A0..BF,
+ * 80..9F, 90..BF, 80..8F). Returns the next u, or −1 for a byte that cannot come here. */
+export function utf8Next(u: number, b: number): number {
+  const cont = (b & 0xc0) === 0x80;
+  switch (u) {
+    case 0:
+      if (b < 0x80) return 0;
+      if (b >= 0xc2 && b <= 0xdf) return 1;
+      if (b === 0xe0) return 4;
+      if (b === 0xed) return 5;
+      if (b >= 0xe1 && b <= 0xef) return 2;
+      if (b === 0xf0) return 6;
+      if (b >= 0xf1 && b <= 0xf3) return 3;
+      if (b === 0xf4) return 7;
+      return -1;
+    case 1:
+    case 2:
+    case 3:
+      return cont ? u - 1 : -1;
+    case 4:
+      return b >= 0xa0 && b <= 0xbf ? 1 : -1;
+    case 5:
+      return b >= 0x80 && b <= 0x9f ? 1 : -1;
+    case 6:
+      return b >= 0x90 && b <= 0xbf ? 2 : -1;
+    default:
+      return b >= 0x80 && b <= 0x8f ? 2 : -1;
   }
 }
 
@@ -122,13 +155,18 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
     case 0: // opening quote
       if (b === 0x22) out.push(at(1, 0));
       return;
-    case 1: // inside
-      if (b === 0x22) {
+    case 1: { // inside; a multi-byte character counts once, when its last byte arrives
+      const u = utf8Next(f.u, b);
+      if (u < 0) return;
+      if (f.u > 0) out.push(push({ ...f, u, n: u > 0 ? f.n : f.n + 1 }, next));
+      else if (b === 0x22) {
         if (f.n >= f.min) out.push(next ?? DONE);
       } else if (f.n >= f.max || b < 0x20) return;
       else if (b === 0x5c) out.push(at(2, f.n));
+      else if (u > 0) out.push(push({ ...f, u }, next));
       else out.push(at(1, f.n + 1));
       return;
+    }
     case 2: // after a backslash
       if (b === 0x75) out.push(at(3, f.n)); // \u + 4 hex
       else if ('"\\/bfnrt'.includes(String.fromCharCode(b))) out.push(at(1, f.n + 1));
@@ -141,8 +179,9 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
 }
 
 // number phases: 0 start, 1 after '-', 2 int digits*, 3 leading zero*, 4 after '.', 5 fraction*,
-// 6 after e, 7 after e sign, 8 exponent digits* (* = may end here)
-const NUM_END = new Set([2, 3, 5, 8]);
+// 6 after e, 7 after e sign, 8 one exponent digit*, 9 two exponent digits* (* = may end here;
+// at most two exponent digits, so every number is finite as a double)
+const NUM_END = new Set([2, 3, 5, 8, 9]);
 
 function feedNumber(f: Extract<Frame, { t: 'num' }>, next: Stack | null, b: number, out: Stack[]): void {
   const to = (ph: number): void => {
@@ -177,8 +216,14 @@ function feedNumber(f: Extract<Frame, { t: 'num' }>, next: Stack | null, b: numb
       if (b === 0x2b || b === 0x2d) to(7);
       else if (d) to(8);
       break;
-    default:
+    case 7:
       if (d) to(8);
+      break;
+    case 8:
+      if (d) to(9);
+      break;
+    default:
+      break;
   }
   // the number may end here: the byte belongs to what follows
   if (NUM_END.has(f.ph)) feed(next, b, out);
@@ -205,7 +250,7 @@ function requiredLeft(f: ObjFrame): boolean {
 function keyStacks(f: ObjFrame, next: Stack | null): Stack[] {
   if (f.extra) {
     const after = push({ ...f, ph: 'sep' }, next);
-    return [push({ t: 'str', ph: 0, n: 0, min: 0, max: 256 }, lit(':', val(f.extra, after)))];
+    return [push({ t: 'str', ph: 0, n: 0, min: 0, max: 256, u: 0 }, lit(':', val(f.extra, after)))];
   }
   return candidates(f).map((j) => lit(`${JSON.stringify(f.props[j]!.name)}:`, val(f.props[j]!.schema, push({ ...f, ph: 'sep', i: j + 1 }, next))));
 }
@@ -250,7 +295,7 @@ function xmlValue(s: Schema, after: Stack): Stack {
   if (lits && lits.every((t) => t.startsWith('"'))) {
     return push({ t: 'val', s: rawTextChoice(lits) }, lit(close, after));
   }
-  if (admitsString(s)) return push({ t: 'until', end: '</parameter>', m: 0, n: 0, max: stringCap(s) + 16 }, lit('\n', after));
+  if (admitsString(s)) return push({ t: 'until', end: '</parameter>', m: 0, n: 0, max: stringCap(s) + 16, u: 0 }, lit('\n', after));
   return val(s, lit(close, after));
 }
 
@@ -358,11 +403,11 @@ export function stackKey(st: Stack | null): string {
     switch (f.t) {
       case 'val': k += `v${f.s.id}`; break;
       case 'lit': k += `l${textKey(f.text)},${f.i}`; break;
-      case 'str': k += `s${f.ph},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}`; break;
+      case 'str': k += `s${f.ph},${f.u},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}`; break;
       case 'num': k += `n${f.ph},${f.n},${f.integer ? 1 : 0}`; break;
       case 'obj': k += `o${f.id},${f.xml ? 1 : 0},${f.ph},${f.i}`; break;
       case 'arr': k += `a${f.s.id},${f.ph},${Math.min(f.n, f.s.min)},${f.s.max - f.n}`; break;
-      case 'until': k += `u${textKey(f.end)},${f.m},${Math.min(f.max - f.n, KEY_CAP)}`; break;
+      case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${Math.min(f.max - f.n, KEY_CAP)}`; break;
       case 'ws': k += `w${f.left}`; break;
       case 'think': k += `t${f.m}`; break;
     }
