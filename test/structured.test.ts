@@ -72,6 +72,13 @@ test('matcher: accepts documents that validate, rejects the rest (compact JSON)'
     '{"answer":1,"unit":"cm","tags":["abcde"],"ok":true}', '{"answer":1,"unit":"cm","tags":[""],"ok":true}', '{"answer":01,"unit":"cm","ok":true}',
     '{"answer":1,"unit":"cm","ok":true} ', '{ "answer":1,"unit":"cm","ok":true}'];
   for (const b of bad) assert.ok(!matches(SCHEMA, b), b);
+  // bounds the grammar enforces by shape: minimum 0, maximum 10^d - 1 (integers), safe-integer bounds
+  assert.ok(matches({ type: 'integer', minimum: 0, maximum: 99 }, '99') && !matches({ type: 'integer', minimum: 0, maximum: 99 }, '100'));
+  assert.ok(!matches({ type: 'integer', minimum: 0 }, '-1') && !matches({ type: 'number', minimum: 0 }, '-0.5'));
+  assert.ok(matches({ type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 }, '-123456789012345'));
+  assert.ok(!matches({ type: 'integer' }, '1234567890123456'), 'at most 15 digits: every integer is safe');
+  assert.throws(() => compileSchema({ type: 'integer', minimum: 1 }), /minimum 1 is not supported/);
+  assert.throws(() => compileSchema({ type: 'number', maximum: 5 }), /maximum 5 is not supported/);
   assert.ok(matches({}, '[1,{"a":"b"},null]'));
   assert.ok(matches({ type: 'object' }, '{"a":{"b":[true,{"c":-0.5}]}}'));
   assert.ok(!matches({ type: 'object' }, '[]'));

@@ -168,7 +168,10 @@ export class GrammarConstraint {
     const s = this.stateAfter(generated);
     if (s.length === 0) return this.stopMask; // off the grammar (cannot happen under the mask): end
     if (freeReasoning(s)) return this.v.allButStop;
-    return this.cache.get(this.v, s);
+    const m = this.cache.get(this.v, s);
+    // no token fits (the vocabulary cannot spell what must come next): end rather than
+    // sample from nothing
+    return m.some((w) => w !== 0) ? m : this.stopMask;
   };
 
   /** Has the output so far matched completely (the answer may end here)? */

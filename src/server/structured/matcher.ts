@@ -15,10 +15,10 @@ export type Frame =
   | { readonly t: 'val'; readonly s: Schema }
   | { readonly t: 'lit'; readonly text: string; readonly i: number }
   | { readonly t: 'str'; readonly ph: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number }
-  | { readonly t: 'num'; readonly ph: number; readonly n: number; readonly integer: boolean }
+  | { readonly t: 'num'; readonly ph: number; readonly n: number; readonly d: number; readonly s: Extract<Schema, { k: 'number' }> }
   | { readonly t: 'obj'; readonly props: readonly Prop[]; readonly extra: Schema | null; readonly xml: boolean; readonly ph: 'open' | 'first' | 'sep' | 'key'; readonly i: number; readonly id: number }
   | { readonly t: 'arr'; readonly s: Extract<Schema, { k: 'array' }>; readonly ph: 'open' | 'first' | 'sep'; readonly n: number }
-  | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly max: number; readonly u: number }
+  | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number }
   | { readonly t: 'ws'; readonly left: number }
   | { readonly t: 'think'; readonly m: number };
 
@@ -47,7 +47,7 @@ function expand(s: Schema, next: Stack | null): Stack[] {
     case 'string':
       return [push({ t: 'str', ph: 0, n: 0, min: s.min, max: s.max, u: 0 }, next)];
     case 'number':
-      return [push({ t: 'num', ph: 0, n: 0, integer: s.integer }, next)];
+      return [push({ t: 'num', ph: 0, n: 0, d: 0, s }, next)];
     case 'anyOf':
       return s.alts.flatMap((a) => expand(a, next));
     case 'any':
@@ -86,12 +86,15 @@ export function feed(st: Stack | null, b: number, out: Stack[]): void {
     case 'until': {
       const u = utf8Next(f.u, b);
       if (u < 0) return;
+      // past the length cap only the end marker may follow, straight on
+      if (f.n >= f.max && f.u === 0 && f.end.charCodeAt(f.m) !== b) return;
       const m = advanceMatch(f.end, f.m, b);
       if (m === f.end.length) {
-        out.push(next ?? DONE);
+        // n counts the marker's bytes before this one too
+        if (f.n - (f.end.length - 1) >= f.min) out.push(next ?? DONE);
         return;
       }
-      if (u > 0 || f.n < f.max) out.push(push({ ...f, m, n: u > 0 ? f.n : f.n + 1, u }, next));
+      if (f.u > 0 || f.n < f.max || m > 0) out.push(push({ ...f, m, n: u > 0 ? f.n : f.n + 1, u }, next));
       return;
     }
     case 'ws':
@@ -184,43 +187,46 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
 const NUM_END = new Set([2, 3, 5, 8, 9]);
 
 function feedNumber(f: Extract<Frame, { t: 'num' }>, next: Stack | null, b: number, out: Stack[]): void {
-  const to = (ph: number): void => {
-    if (f.n < MAX_DIGITS) out.push(push({ ...f, ph, n: f.n + 1 }, next));
+  const to = (ph: number, intDigit = false): void => {
+    const d = intDigit ? f.d + 1 : f.d;
+    if (f.n < MAX_DIGITS && d <= f.s.intDigits) out.push(push({ ...f, ph, n: f.n + 1, d }, next));
   };
-  const d = isDigit(b);
+  const digit = isDigit(b);
+  const int = f.s.integer;
+  const exp = b === 0x65 || b === 0x45;
   switch (f.ph) {
     case 0:
-      if (b === 0x2d) to(1);
-      else if (b === 0x30) to(3);
-      else if (d) to(2);
+      if (b === 0x2d && f.s.neg) to(1);
+      else if (b === 0x30) to(3, true);
+      else if (digit) to(2, true);
       break;
     case 1:
-      if (b === 0x30) to(3);
-      else if (d) to(2);
+      if (b === 0x30) to(3, true);
+      else if (digit) to(2, true);
       break;
     case 2:
-      if (d) to(2);
-      else if (!f.integer && b === 0x2e) to(4);
-      else if (!f.integer && (b === 0x65 || b === 0x45)) to(6);
+      if (digit) to(2, true);
+      else if (!int && b === 0x2e) to(4);
+      else if (!int && exp) to(6);
       break;
     case 3:
-      if (!f.integer && b === 0x2e) to(4);
-      else if (!f.integer && (b === 0x65 || b === 0x45)) to(6);
+      if (!int && b === 0x2e) to(4);
+      else if (!int && exp) to(6);
       break;
     case 4:
     case 5:
-      if (d) to(5);
-      else if (f.ph === 5 && (b === 0x65 || b === 0x45)) to(6);
+      if (digit) to(5);
+      else if (f.ph === 5 && exp) to(6);
       break;
     case 6:
       if (b === 0x2b || b === 0x2d) to(7);
-      else if (d) to(8);
+      else if (digit) to(8);
       break;
     case 7:
-      if (d) to(8);
+      if (digit) to(8);
       break;
     case 8:
-      if (d) to(9);
+      if (digit) to(9);
       break;
     default:
       break;
@@ -295,7 +301,10 @@ function xmlValue(s: Schema, after: Stack): Stack {
   if (lits && lits.every((t) => t.startsWith('"'))) {
     return push({ t: 'val', s: rawTextChoice(lits) }, lit(close, after));
   }
-  if (admitsString(s)) return push({ t: 'until', end: '</parameter>', m: 0, n: 0, max: stringCap(s) + 16, u: 0 }, lit('\n', after));
+  if (admitsString(s)) {
+    const [min, max] = stringBounds(s);
+    return push({ t: 'until', end: '\n</parameter>', m: 0, n: 0, min, max, u: 0 }, lit('\n', after));
+  }
   return val(s, lit(close, after));
 }
 
@@ -315,10 +324,14 @@ function admitsString(s: Schema): boolean {
   return s.k === 'string' || s.k === 'any' || (s.k === 'anyOf' && s.alts.some(admitsString));
 }
 
-function stringCap(s: Schema): number {
-  if (s.k === 'string') return s.max;
-  if (s.k === 'anyOf') return Math.max(...s.alts.map(stringCap));
-  return MAX_STRING;
+/** Length bounds of free text standing for a string of schema `s` (the loosest branch). */
+function stringBounds(s: Schema): [number, number] {
+  if (s.k === 'string') return [s.min, s.max];
+  if (s.k === 'anyOf') {
+    const b = s.alts.filter(admitsString).map(stringBounds);
+    return [Math.min(...b.map((x) => x[0])), Math.max(...b.map((x) => x[1]))];
+  }
+  return [0, MAX_STRING];
 }
 
 /** The raw texts of JSON string literals as a choice of literals (cached per list). */
@@ -404,10 +417,10 @@ export function stackKey(st: Stack | null): string {
       case 'val': k += `v${f.s.id}`; break;
       case 'lit': k += `l${textKey(f.text)},${f.i}`; break;
       case 'str': k += `s${f.ph},${f.u},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}`; break;
-      case 'num': k += `n${f.ph},${f.n},${f.integer ? 1 : 0}`; break;
+      case 'num': k += `n${f.s.id},${f.ph},${f.n},${f.d}`; break;
       case 'obj': k += `o${f.id},${f.xml ? 1 : 0},${f.ph},${f.i}`; break;
       case 'arr': k += `a${f.s.id},${f.ph},${Math.min(f.n, f.s.min)},${f.s.max - f.n}`; break;
-      case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${Math.min(f.max - f.n, KEY_CAP)}`; break;
+      case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}`; break;
       case 'ws': k += `w${f.left}`; break;
       case 'think': k += `t${f.m}`; break;
     }

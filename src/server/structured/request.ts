@@ -95,7 +95,7 @@ function callStack(tool: FunctionTool, format: ToolSetup['format']): Stack {
 /** The grammar's start: optional reasoning (up to `</think>`), a little whitespace, then the body. */
 function withPrefix(body: readonly Stack[], thinking: boolean): State {
   return body.map((b) => {
-    const afterThink = push({ t: 'ws', left: thinking ? 2 : 1 }, b);
+    const afterThink = push({ t: 'ws', left: thinking ? 2 : 0 }, b);
     return thinking ? push({ t: 'think', m: 0 }, afterThink) : afterThink;
   });
 }

@@ -23,7 +23,7 @@ export interface Prop {
 
 export type Schema =
   | { readonly k: 'string'; readonly id: number; readonly min: number; readonly max: number }
-  | { readonly k: 'number'; readonly id: number; readonly integer: boolean }
+  | { readonly k: 'number'; readonly id: number; readonly integer: boolean; readonly neg: boolean; readonly intDigits: number }
   | { readonly k: 'lit'; readonly id: number; readonly text: string }
   | { readonly k: 'anyOf'; readonly id: number; readonly alts: readonly Schema[] }
   | { readonly k: 'object'; readonly id: number; readonly props: readonly Prop[]; readonly extra: Schema | null }
@@ -33,7 +33,13 @@ export type Schema =
 const ANNOTATIONS = new Set(['title', 'description', '$schema', '$id', '$comment', 'examples', 'default', 'deprecated',
   'readOnly', 'writeOnly', '$defs', 'definitions', 'strict']);
 const KNOWN = new Set(['type', 'properties', 'required', 'additionalProperties', 'items', 'minItems', 'maxItems', 'minLength',
-  'maxLength', 'enum', 'const', 'anyOf', '$ref']);
+  'maxLength', 'enum', 'const', 'anyOf', '$ref', 'minimum', 'maximum']);
+
+/** Integer digits a generated number may have: every integer is then a safe integer. */
+export const MAX_INT_DIGITS = 15;
+const INT_LIMIT = 10 ** MAX_INT_DIGITS - 1;
+/** Numbers have ≤ 15 integer digits and a 2-digit exponent: |x| < 1e115. */
+const NUMBER_LIMIT = 1e115;
 
 let nextId = 1;
 const mk = <T extends Omit<Schema, 'id'>>(s: T): T & { id: number } => ({ ...s, id: nextId++ });
@@ -60,7 +66,7 @@ export function anyAlternatives(depth: number): readonly Schema[] {
   return alts;
 }
 const STRING: Schema = mk({ k: 'string' as const, min: 0, max: MAX_STRING });
-const NUMBER: Schema = mk({ k: 'number' as const, integer: false });
+const NUMBER: Schema = mk({ k: 'number' as const, integer: false, neg: true, intDigits: MAX_INT_DIGITS });
 const TRUE: Schema = mk({ k: 'lit' as const, text: 'true' });
 const FALSE: Schema = mk({ k: 'lit' as const, text: 'false' });
 const NULL: Schema = mk({ k: 'lit' as const, text: 'null' });
@@ -136,7 +142,7 @@ class Compiler {
       }
       case 'number':
       case 'integer':
-        return t === 'number' ? NUMBER : mk({ k: 'number' as const, integer: true });
+        return this.number(t === 'integer', s, path);
       case 'boolean':
         return mk({ k: 'anyOf' as const, alts: [TRUE, FALSE] });
       case 'null':
@@ -153,6 +159,29 @@ class Compiler {
       default:
         throw new SchemaError(`${path}.type "${t}" is not a JSON Schema type`);
     }
+  }
+
+  /** minimum / maximum are supported where the grammar can enforce them by its shape: a
+   * minimum of 0 (no minus sign) or below every generated value; a maximum of 10^d − 1 for
+   * integers (at most d digits) or above every generated value. */
+  private number(integer: boolean, s: Obj, path: string): Schema {
+    const min = s['minimum'];
+    const max = s['maximum'];
+    const limit = integer ? INT_LIMIT : NUMBER_LIMIT;
+    if (min !== undefined && (typeof min !== 'number' || !(min === 0 || min <= -limit))) {
+      throw new SchemaError(`${path}.minimum ${JSON.stringify(min)} is not supported (only 0, or at most ${-limit})`);
+    }
+    let intDigits = MAX_INT_DIGITS;
+    if (max !== undefined) {
+      if (typeof max !== 'number') throw new SchemaError(`${path}.maximum must be a number`);
+      const d = integer && max > 0 ? Math.log10(max + 1) : NaN;
+      if (Number.isInteger(d) && d <= MAX_INT_DIGITS) intDigits = d;
+      else if (!(max >= limit)) {
+        throw new SchemaError(`${path}.maximum ${max} is not supported (only ${integer ? '10^d - 1 (d ≤ 15), or ' : ''}at least ${limit})`);
+      }
+    }
+    if (min === undefined && max === undefined && !integer) return NUMBER;
+    return mk({ k: 'number' as const, integer, neg: min !== 0, intDigits });
   }
 
   private object(s: Obj, path: string, refs: readonly string[]): Schema {
