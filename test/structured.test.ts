@@ -9,8 +9,10 @@ import type { ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
 import { computeMask, GrammarConstraint, MaskCache, tokenVocab, type TokenVocab } from '../src/server/structured/mask.js';
-import { structuredConstraint } from '../src/server/structured/request.js';
+import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
 import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
+import { grownVocab } from '../src/cli/bench-grammar.js';
+import { vocabFromBytes } from '../src/server/structured/mask.js';
 import { parseAnswer } from '../src/server/answer.js';
 import { extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
@@ -112,15 +114,21 @@ test('token masks: the fast walk equals the per-token reference along documents 
       [{ type: 'object' }, '{"k":[1,{"z":null}],"s":"v"}'],
       [{ type: 'array', items: { type: 'number' }, minItems: 2 }, '[1e5,-0.0,3]'],
     ];
+    const tool = { name: 'f', parameters: { type: 'object', properties: { q: { type: 'string', maxLength: 9 }, n: { type: 'integer' } }, required: ['q'] } };
+    const calls: [State, string][] = [
+      [forcedCallState([tool], 'xml'), '<tool_call>\n<function=f>\n<parameter=q>\nab\n<c d\n</parameter>\n<parameter=n>\n12\n</parameter>\n</function>\n</tool_call>'],
+      [forcedCallState([tool], 'json'), '<tool_call>\n{"name":"f","arguments":{"q":"x y"}}\n</tool_call>'],
+    ];
     let checked = 0;
-    for (const [schema, doc] of docs) {
-      let st: State = [val(compileSchema(schema), null)];
+    for (const [schemaOrState, doc] of [...docs, ...calls]) {
+      let st: State = Array.isArray(schemaOrState) ? schemaOrState as State : [val(compileSchema(schemaOrState), null)];
       const bytes = Buffer.from(doc, 'utf8');
       for (let i = 0; i <= bytes.length; i++) {
         assert.deepEqual(computeMask(v, st), referenceMask(v, st, engine.sampleVocab), `${doc} after ${i} bytes`);
         checked++;
         if (i < bytes.length) st = step(st, bytes[i]!);
       }
+      assert.ok(st.some(canEnd), doc);
     }
     assert.ok(checked > 60);
     // the cache returns what computeMask gives
@@ -134,6 +142,32 @@ test('token masks: the fast walk equals the per-token reference along documents 
     const a = c.allowed(ids).slice();
     c.allowed(engine.tokenizer.encode('{"answer":2,'));
     assert.deepEqual(c.allowed(ids), a);
+  });
+});
+
+test('token masks: fast == reference on a grown vocabulary (multi-byte and partial UTF-8 tokens, escapes, bounded strings, XML text)', async () => {
+  await withEngine({ model: TINY_THINK(), kernels: 'ref', specTokens: 0 }, async (engine) => {
+    const texts = new TokenTexts(engine.tokenizer);
+    const base = Array.from({ length: engine.tokenizer.size }, (_, id) => (engine.tokenizer.specialIds.has(id) ? null : Uint8Array.from(texts.get(id).bytes)));
+    const grown = grownVocab(base, 5000, 3);
+    // a few tokens cut inside a character, as byte-level vocabularies have
+    const cut = grown.slice(1000, 1100).map((b) => Uint8Array.from([...b, 0xe4, 0xb8]));
+    const v = vocabFromBytes([...grown, ...cut].map((b) => (b.length > 0 ? b : null)), engine.tokenizer.stopIds());
+    const schema = { type: 'object', properties: { s: { type: 'string', minLength: 2, maxLength: 6 }, t: { type: 'string' }, k: { type: 'object' } }, required: ['s'] };
+    const tool = { name: 'f', parameters: { type: 'object', properties: { q: { type: 'string', maxLength: 5 } }, required: ['q'] } };
+    const docs: [State, string][] = [
+      [[val(compileSchema(schema), null)], '{"s":"日本語x","t":"a\\\"b\\n — ok","k":{"中文":"字"}}'],
+      [forcedCallState([tool], 'xml'), '<tool_call>\n<function=f>\n<parameter=q>\nañ\n\n</parameter>\n</function>\n</tool_call>'],
+    ];
+    for (const [start, doc] of docs) {
+      let st = start;
+      const bytes = Buffer.from(doc, 'utf8');
+      for (let i = 0; i <= bytes.length; i++) {
+        if (i % 2 === 0) assert.deepEqual(computeMask(v, st), referenceMask(v, st, grown.length + cut.length), `${doc} after ${i} bytes`);
+        if (i < bytes.length) st = step(st, bytes[i]!);
+      }
+      assert.ok(st.some(canEnd), doc);
+    }
   });
 });
 

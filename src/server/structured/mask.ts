@@ -8,17 +8,21 @@
 // the tokens that differ.
 import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
 import type { TokenTexts } from '../logprobs.js';
+import { freeTextMask } from './free-text.js';
 import { canEnd, KEY_CAP, type State, stackKey, step } from './matcher.js';
 
-/** The vocabulary as the mask walk needs it (built once per tokenizer and vocabulary size). */
-export interface TokenVocab {
-  /** Bitset words over [0, vocab). */
-  readonly words: number;
-  /** Token bytes in lexicographic order, their ids, and the common-prefix length with the
-   * previous token in that order. */
+/** Tokens in lexicographic byte order, their ids, and each one's common-prefix length with
+ * the previous token in that order. */
+export interface TokenList {
   readonly sorted: readonly Uint8Array[];
   readonly ids: Int32Array;
   readonly lcp: Int32Array;
+}
+
+/** The vocabulary as the mask walk needs it (built once per tokenizer and vocabulary size). */
+export interface TokenVocab extends TokenList {
+  /** Bitset words over [0, vocab). */
+  readonly words: number;
   /** Ids that end generation: allowed exactly when the matcher can end. */
   readonly stopIds: readonly number[];
   /** Every token but the stop ids (unconstrained reasoning). */
@@ -27,7 +31,7 @@ export interface TokenVocab {
   readonly bytesOf: readonly (Uint8Array | null)[];
 }
 
-const vocabs = new WeakMap<TextTokenizer, Map<number, TokenVocab>>();
+const vocabs = new WeakMap<TextTokenizer, Map<string, TokenVocab>>();
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
@@ -39,19 +43,26 @@ function compareBytes(a: Uint8Array, b: Uint8Array): number {
 export function tokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): TokenVocab {
   let byVocab = vocabs.get(tok);
   if (!byVocab) vocabs.set(tok, (byVocab = new Map()));
-  const key = vocab * 1000 + stopIds.length;
+  const key = `${vocab}:${stopIds.join(',')}`;
   const hit = byVocab.get(key);
   if (hit) return hit;
   const stops = new Set(stopIds);
-  const bytesOf: (Uint8Array | null)[] = new Array(vocab).fill(null);
-  const order: number[] = [];
+  const bytesOf: (Uint8Array | null)[] = new Array<Uint8Array | null>(vocab).fill(null);
   for (let id = 0; id < vocab; id++) {
     if (stops.has(id) || tok.specialIds.has(id)) continue;
-    const b = texts.get(id).bytes;
-    if (b.length === 0 || b.length > KEY_CAP) continue;
-    bytesOf[id] = Uint8Array.from(b);
-    order.push(id);
+    bytesOf[id] = Uint8Array.from(texts.get(id).bytes);
   }
+  const v = vocabFromBytes(bytesOf, stopIds);
+  byVocab.set(key, v);
+  return v;
+}
+
+/** A TokenVocab from each id's bytes (null = never generated as text, e.g. special ids). */
+export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): TokenVocab {
+  const vocab = bytes.length;
+  const bytesOf = bytes.map((b) => (b && b.length > 0 && b.length <= KEY_CAP ? b : null));
+  const order: number[] = [];
+  for (let id = 0; id < vocab; id++) if (bytesOf[id]) order.push(id);
   order.sort((a, b) => compareBytes(bytesOf[a]!, bytesOf[b]!) || a - b);
   const sorted = order.map((id) => bytesOf[id]!);
   const lcp = new Int32Array(order.length);
@@ -65,9 +76,7 @@ export function tokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number,
   const words = Math.ceil(vocab / 32);
   const allButStop = new Uint32Array(words);
   for (const id of order) allButStop[id >>> 5]! |= 1 << (id & 31);
-  const v: TokenVocab = { words, sorted, ids: Int32Array.from(order), lcp, stopIds: [...stops].filter((s) => s < vocab), allButStop, bytesOf };
-  byVocab.set(key, v);
-  return v;
+  return { words, sorted, ids: Int32Array.from(order), lcp, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
 }
 
 /** The key of a whole state (its stacks' keys, order-independent). */
@@ -76,16 +85,23 @@ export function stateKey(state: State): string {
 }
 
 /** Ids allowed after `state`: every token whose bytes the matcher accepts, plus the stop ids
- * when it can end. */
+ * when it can end. Inside free text (a JSON string, an XML parameter) the tokens that cannot
+ * leave it come from a precomputed set and only the others are walked (see free-text.ts). */
 export function computeMask(v: TokenVocab, state: State): Uint32Array {
   const mask = new Uint32Array(v.words);
   if (state.some((s) => canEnd(s))) for (const id of v.stopIds) mask[id >>> 5]! |= 1 << (id & 31);
+  if (!freeTextMask(v, state, mask)) walk(v, state, mask);
+  return mask;
+}
+
+/** Set the bit of every token of `list` the matcher accepts from `state`. */
+export function walk(list: TokenList, state: State, mask: Uint32Array): void {
   const states: State[] = [state];
   let valid = 0; // states[0..valid] hold the states after the current token's prefix bytes
-  const n = v.sorted.length;
+  const n = list.sorted.length;
   for (let i = 0; i < n; i++) {
-    const bytes = v.sorted[i]!;
-    let d = Math.min(v.lcp[i]!, valid);
+    const bytes = list.sorted[i]!;
+    let d = Math.min(list.lcp[i]!, valid);
     let dead = false;
     while (d < bytes.length) {
       const next = step(states[d]!, bytes[d]!);
@@ -98,14 +114,13 @@ export function computeMask(v: TokenVocab, state: State): Uint32Array {
     if (dead) {
       valid = d;
       // every following token sharing the dead prefix bytes[0..d] is dead too
-      while (i + 1 < n && v.lcp[i + 1]! > d) i++;
+      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
       continue;
     }
     valid = bytes.length;
-    const id = v.ids[i]!;
+    const id = list.ids[i]!;
     mask[id >>> 5]! |= 1 << (id & 31);
   }
-  return mask;
 }
 
 /** Masks by state key (per compiled grammar: keys name its schema nodes), least recently used out. */

@@ -81,6 +81,11 @@ function grammarFor(key: string, build: () => State): Compiled {
 const push = (f: Stack['f'], next: Stack | null): Stack => ({ f, next });
 const lit = (text: string, next: Stack | null): Stack => push({ t: 'lit', text, i: 0 }, next);
 
+/** A grammar forcing one call of one of `tools`, in the model's call format. */
+export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetup['format']): State {
+  return tools.map((t) => callStack(t, format));
+}
+
 /** The forced call of `tool` in the model's format. */
 function callStack(tool: FunctionTool, format: ToolSetup['format']): Stack {
   const params = compileOrThrow(tool.parameters, `tools.${tool.name}.parameters`);
@@ -109,7 +114,7 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
   if (tools && (choice?.kind === 'required' || choice?.kind === 'function')) {
     const forced = choice.kind === 'function' ? tools.tools.filter((t) => t.name === choice.name) : tools.tools;
     key = `tools:${tools.format}:${JSON.stringify(forced)}`;
-    body = () => forced.map((t) => callStack(t, tools.format));
+    body = () => [...forcedCallState(forced, tools.format)] as Stack[];
   } else if (format.kind === 'json_object') {
     key = 'json_object'; // any JSON object at the top
     body = () => [val(compileSchema({ type: 'object' }), null)];
