@@ -8,7 +8,7 @@ import { basename } from 'node:path';
 import type { Engine } from '../engine/engine.js';
 import { chatCompletions } from './chat.js';
 import { completions } from './completions.js';
-import { AnthropicError, messages } from './messages.js';
+import { inAnthropicShape, messages } from './messages.js';
 import { responses } from './responses.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
@@ -59,15 +59,13 @@ interface Route {
   readonly handler: Handler;
   readonly promptParam: string;
   readonly open?: boolean;
-  /** Errors in Anthropic's shape instead of OpenAI's. */
-  readonly anthropic?: boolean;
 }
 
 const ROUTES: Record<string, Route> = {
   '/v1/chat/completions': { name: 'chat', method: 'POST', handler: chatCompletions, promptParam: 'messages' },
   '/v1/completions': { name: 'completions', method: 'POST', handler: completions, promptParam: 'prompt' },
   '/v1/responses': { name: 'responses', method: 'POST', handler: responses, promptParam: 'input' },
-  '/v1/messages': { name: 'messages', method: 'POST', handler: messages, promptParam: 'messages', anthropic: true },
+  '/v1/messages': { name: 'messages', method: 'POST', handler: messages, promptParam: 'messages' },
   '/v1/models': { name: 'models', method: 'GET', handler: listModels, promptParam: 'model' },
   '/tokenize': { name: 'tokenize', method: 'POST', handler: tokenize, promptParam: 'prompt' },
   '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },
@@ -164,16 +162,6 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     if (draining) throw new ApiError(503, 'the server is shutting down', null, 'shutting_down', 'server_error', { connection: 'close' });
     if (!found) throw new ApiError(404, `no route for ${req.method} ${path}`, null, 'not_found');
     const { r, arg } = found;
-    if (!r.anthropic) return handle(req, res, ctl, arrival, path, r, arg);
-    try {
-      return await handle(req, res, ctl, arrival, path, r, arg);
-    } catch (e) {
-      throw new AnthropicError(toApiError(e, r.promptParam));
-    }
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse, ctl: AbortController, arrival: number, path: string, r: Route,
-    arg: string): Promise<void> {
     if (req.method !== r.method && !(req.method === 'HEAD' && r.method === 'GET')) {
       throw new ApiError(405, `${path} accepts ${r.method} only`, null, 'method_not_allowed', 'invalid_request_error', { allow: r.method });
     }
@@ -206,7 +194,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     const id = nextId++;
     ctx.metrics.inFlight++;
     const done = serve(req, res, ctl, arrival).catch((e: unknown) => {
-      const err = toApiError(e, 'prompt');
+      const err = inAnthropicShape(req, toApiError(e, 'prompt'));
       if (err.status === 413) res.setHeader('connection', 'close');
       if (!res.headersSent) sendError(res, err);
       else if (!res.writableEnded) res.end();

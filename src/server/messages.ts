@@ -5,6 +5,7 @@
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
 // default: off unless `thinking: {"type": "enabled"}` (budget_tokens is not enforced:
 // max_tokens bounds reasoning and answer together).
+import type { IncomingMessage } from 'node:http';
 import type { ChatMessage, ChatToolCall } from '../tokenizer/chat.js';
 import { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, BlockTracker } from './blocks.js';
@@ -38,6 +39,12 @@ export class AnthropicError extends ApiError {
   override body(): ErrorBody {
     return { type: 'error', error: { type: this.type, message: this.message } } as unknown as ErrorBody;
   }
+}
+
+/** Errors of /v1/messages (auth, body, validation) in Anthropic's shape; others unchanged. */
+export function inAnthropicShape(req: IncomingMessage, e: ApiError): ApiError {
+  const path = (req.url ?? '').split('?')[0]!.replace(/\/+$/, '');
+  return path === '/v1/messages' && !(e instanceof AnthropicError) ? new AnthropicError(e) : e;
 }
 
 const isObj = (v: unknown): v is Body => typeof v === 'object' && v !== null && !Array.isArray(v);
