@@ -125,6 +125,13 @@ test('messages.create: text answer; thinking blocks when enabled; stop_sequences
   });
   assert.equal(think.content[0]!.type, 'thinking');
   assert.ok((think.content[0] as Anthropic.ThinkingBlock).thinking.length > 0);
+  // budget_tokens: the reasoning is closed after that many tokens, then the answer follows
+  const budget = await anthropic.messages.create({
+    model: MODEL, max_tokens: 64, messages: [{ role: 'user', content: Q }], temperature: 0, thinking: { type: 'enabled', budget_tokens: 3 },
+  });
+  assert.equal(budget.content[0]!.type, 'thinking');
+  assert.ok(engine.tokenizer.encode((budget.content[0] as Anthropic.ThinkingBlock).thinking).length <= 3);
+  assert.ok(budget.content.length === 2 || budget.stop_reason === 'max_tokens');
   const text = (plain.content[0] as Anthropic.TextBlock).text;
   if (text.length >= 2) {
     const stop = text.slice(1, 2);
@@ -167,6 +174,13 @@ test('messages: tool_use round trip (forced), streaming tool_use input, tool_res
   });
   assert.ok(next.usage.input_tokens + (next.usage.cache_read_input_tokens ?? 0) > r.usage.input_tokens);
   await drained(engine);
+});
+
+test('messages.countTokens equals the prompt of messages.create', async () => {
+  const params = { model: MODEL, system: 'Be brief.', messages: [{ role: 'user' as const, content: Q }] };
+  const count = await anthropic.messages.countTokens(params);
+  const r = await anthropic.messages.create({ ...params, max_tokens: 2, temperature: 0 });
+  assert.equal(count.input_tokens, r.usage.input_tokens + (r.usage.cache_read_input_tokens ?? 0));
 });
 
 test('messages: errors in Anthropic shape; x-api-key and Bearer both authenticate', async () => {

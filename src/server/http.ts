@@ -8,7 +8,7 @@ import { basename } from 'node:path';
 import type { Engine } from '../engine/engine.js';
 import { chatCompletions } from './chat.js';
 import { completions } from './completions.js';
-import { inAnthropicShape, messages } from './messages.js';
+import { countTokens, inAnthropicShape, messages } from './messages.js';
 import { responses } from './responses.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
@@ -66,6 +66,7 @@ const ROUTES: Record<string, Route> = {
   '/v1/completions': { name: 'completions', method: 'POST', handler: completions, promptParam: 'prompt' },
   '/v1/responses': { name: 'responses', method: 'POST', handler: responses, promptParam: 'input' },
   '/v1/messages': { name: 'messages', method: 'POST', handler: messages, promptParam: 'messages' },
+  '/v1/messages/count_tokens': { name: 'count_tokens', method: 'POST', handler: countTokens, promptParam: 'messages' },
   '/v1/models': { name: 'models', method: 'GET', handler: listModels, promptParam: 'model' },
   '/tokenize': { name: 'tokenize', method: 'POST', handler: tokenize, promptParam: 'prompt' },
   '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },

@@ -3,8 +3,8 @@
 // `max_tokens`, `stop_sequences`, sampling fields, `tools` / `tool_choice`, `thinking`, and
 // `stream: true` with the message / content-block event sequence. Errors come in Anthropic's
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
-// default: off unless `thinking: {"type": "enabled"}` (budget_tokens is not enforced:
-// max_tokens bounds reasoning and answer together).
+// default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
+// (forces `</think>`) once that many tokens were generated in it.
 import type { IncomingMessage } from 'node:http';
 import type { ChatMessage, ChatToolCall } from '../tokenizer/chat.js';
 import { AnswerStream } from './answer.js';
@@ -15,7 +15,9 @@ import { checkFields, type FieldRules } from './fields.js';
 import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
+import { withReasoningBudget } from './structured/budget.js';
 import { structuredConstraint } from './structured/request.js';
+import { THINK_CLOSE } from '../tokenizer/reasoning.js';
 import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
 import { type Body, commonParams, optObject, requireObject } from './validate.js';
@@ -44,7 +46,7 @@ export class AnthropicError extends ApiError {
 /** Errors of /v1/messages (auth, body, validation) in Anthropic's shape; others unchanged. */
 export function inAnthropicShape(req: IncomingMessage, e: ApiError): ApiError {
   const path = (req.url ?? '').split('?')[0]!.replace(/\/+$/, '');
-  return path === '/v1/messages' && !(e instanceof AnthropicError) ? new AnthropicError(e) : e;
+  return path.startsWith('/v1/messages') && !(e instanceof AnthropicError) ? new AnthropicError(e) : e;
 }
 
 const isObj = (v: unknown): v is Body => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -138,12 +140,15 @@ function anthropicToolChoice(v: unknown, tools: readonly FunctionTool[]): { choi
   }
 }
 
-function thinkingOn(b: Body): boolean {
+/** `thinking`: {type: "enabled", budget_tokens} | {type: "disabled"}; null budget = none. */
+function thinkingOf(b: Body): { on: boolean; budget: number | null } {
   const t = optObject(b, 'thinking');
-  if (!t) return false;
-  if (t['type'] === 'enabled') return true;
-  if (t['type'] === 'disabled') return false;
-  throw invalid('thinking.type', 'thinking.type must be "enabled" or "disabled"');
+  if (!t || t['type'] === 'disabled') return { on: false, budget: null };
+  if (t['type'] !== 'enabled') throw invalid('thinking.type', 'thinking.type must be "enabled" or "disabled"');
+  const budget = t['budget_tokens'];
+  if (budget === undefined || budget === null) return { on: true, budget: null };
+  if (typeof budget !== 'number' || !Number.isInteger(budget) || budget < 1) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens must be a positive integer');
+  return { on: true, budget };
 }
 
 export async function messages(ctx: ServerContext, call: Call): Promise<void> {
@@ -160,8 +165,13 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   const tools = anthropicTools(b['tools']);
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, parallel);
-  const prompt = chatPrompt(ctx, msgs, thinkingOn(b), {}, setup);
-  const constraint = structuredConstraint(ctx, { kind: 'text' }, setup, prompt.thinking);
+  const thinking = thinkingOf(b);
+  const prompt = chatPrompt(ctx, msgs, thinking.on, {}, setup);
+  let constraint = structuredConstraint(ctx, { kind: 'text' }, setup, prompt.thinking);
+  if (prompt.thinking && thinking.budget !== null) {
+    constraint = withReasoningBudget(constraint, engine.tokenizer.tokenToId(THINK_CLOSE), thinking.budget, engine.sampleVocab);
+    if (!constraint) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');
+  }
   admit(ctx, 1);
   const [run] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1 }, null, constraint);
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
@@ -181,6 +191,16 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   } finally {
     cancelAll([run!]);
   }
+}
+
+/** POST /v1/messages/count_tokens: {system?, messages, tools?, thinking?} → {input_tokens}. */
+export function countTokens(ctx: ServerContext, call: Call): void {
+  const b = requireObject(call.body);
+  checkFields(b, { model: true, messages: true, system: true, tools: true, tool_choice: true, thinking: true }, ctx.lenient ?? false, '/v1/messages/count_tokens');
+  const tools = anthropicTools(b['tools']);
+  const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
+  const prompt = chatPrompt(ctx, anthropicMessages(b['system'], b['messages']), thinkingOf(b).on, {}, toolSetup(ctx, tools, choice, parallel));
+  sendJson(call.res, 200, { input_tokens: prompt.ids.length });
 }
 
 function contentBlock(b: Block): Record<string, unknown> {
