@@ -179,7 +179,9 @@ function constraintFor(engine: Engine, schema: unknown, thinking: boolean): () =
 
 test('constrained decoding: MTP on == MTP off bit-exact (greedy, thinking on); every answer validates', async () => {
   const prompts = evalPrompts(6);
-  const run = (k: number) => withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens: k, specAdaptive: false, maxRunning: 6 }, async (engine) => {
+  const run = (k: number, draftVocab?: number) => withEngine({
+    model: TINY_THINK(), kernels: KERNELS, specTokens: k, specAdaptive: false, maxRunning: 6, ...(draftVocab ? { draftVocab } : {}),
+  }, async (engine) => {
     const make = constraintFor(engine, SCHEMA, true);
     return Promise.all(prompts.map(async (messages) => {
       const logits: Float32Array[] = [];
@@ -192,6 +194,10 @@ test('constrained decoding: MTP on == MTP off bit-exact (greedy, thinking on); e
   });
   const off = await run(0);
   const on = await run(3);
+  // a draft head of 40 ids: where the constraint allows none of them the drafter proposes
+  // a sure-to-be-rejected draft; the output is still the same
+  const narrow = await run(2, 40);
+  narrow.forEach((r, i) => assert.deepEqual(r.ids, off[i]!.ids, `draft vocab 40: request ${i}`));
   let validated = 0;
   on.forEach((r, i) => {
     assert.deepEqual(r.ids, off[i]!.ids, `request ${i}`);
