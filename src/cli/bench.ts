@@ -12,10 +12,12 @@ import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
 import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
+import { runGrammarBench } from './bench-grammar.js';
 
 export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
   --model DIR               (default: built-in tiny-think)
-  --mode decode|verify|prefill
+  --mode decode|verify|prefill|grammar   (grammar: per-token structured-output mask cost)
+  --vocab N                 grammar: grow the tokenizer's vocabulary to N tokens (BPE-like merges)
   --batch B                 sequences per step (default 1)
   --prompt-tokens P         prompt length before decoding / prefill length (default 128)
   --gen-tokens N            timed steps (default 32)
@@ -99,10 +101,14 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' },
+      repeat: { type: 'string' }, vocab: { type: 'string' },
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
+  if (mode === 'grammar') {
+    process.stdout.write(`${JSON.stringify(runGrammarBench(str(values, 'model'), int(values, 'vocab', 1), DEFAULT_MODEL))}\n`);
+    return;
+  }
   if (!['decode', 'verify', 'prefill'].includes(mode)) throw new DeltaserveError('bad_request', `--mode must be decode, verify or prefill (got "${mode}")`);
   const batch = int(values, 'batch', 1) ?? 1;
   const prompt = int(values, 'prompt-tokens', 1) ?? 128;

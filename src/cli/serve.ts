@@ -28,6 +28,8 @@ export const SERVE_HELP = `deltaserve serve [options]
   --log-level LEVEL         ${LOG_LEVELS.join('|')} (default info): one line per request, errors, shutdown
   --log-format json|pretty  log lines on stderr (default: json unless stderr is a terminal)
   --log-prompts             include prompts in the request log lines (default: never)
+  --lenient                 ignore request fields the server does not implement
+                            (default: a 400 naming the field)
 ${ENGINE_FLAGS_HELP}`;
 
 function hubName(model: string | undefined): string | undefined {
@@ -42,6 +44,7 @@ export async function runServe(argv: string[]): Promise<void> {
       'shutdown-grace-ms': { type: 'string' }, 'allowed-origins': { type: 'string', multiple: true },
       'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
       'log-prompts': { type: 'boolean' },
+      lenient: { type: 'boolean' },
     },
   });
   const log = loggerOf(values);
@@ -65,6 +68,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(grace !== undefined ? { shutdownGraceMs: grace } : {}),
       ...(origins ? { allowedOrigins: origins } : {}),
       metricsNoAuth: values['metrics-no-auth'] === true, logger: log, logPrompts: values['log-prompts'] === true,
+      ...(values.lenient ? { lenient: true } : {}),
     });
   } catch (e) {
     await engine.close();

@@ -13,6 +13,7 @@ import { Scheduler } from './scheduler.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
 import { type Argmax, isGreedy, sampleToken } from './sampler.js';
+import { adjustLogits } from './logits-adjust.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
@@ -265,7 +266,8 @@ export class Engine {
         if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample) {
           req.captureLogits?.(logits[0]!);
-          this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
+          const l = adjustLogits(logits[0]!, this.sampleVocab, req.adjust, () => req.outputIds);
+          this.appendToken(req, sampleToken(l, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
         }
       }
       generated += req.tokens.length - before;
@@ -316,7 +318,7 @@ export class Engine {
     const j = acceptDrafts(chain, { sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng, argmax: this.argmax },
       (s) => {
         req.captureLogits?.(logits[s]!);
-        return logits[s]!;
+        return adjustLogits(logits[s]!, this.sampleVocab, req.adjust, () => req.outputIds);
       },
       (token) => (alive = this.appendToken(req, token)));
     req.drafts = [];

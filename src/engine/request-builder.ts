@@ -7,6 +7,7 @@ import type { Model } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { OutputText } from './output.js';
+import type { LogitsAdjust } from './logits-adjust.js';
 import { Request } from './request.js';
 import { type SamplingParams, TokenHistory, validateSampling } from './sampler.js';
 
@@ -37,6 +38,8 @@ export interface GenerateRequest {
    * position: exactly one call per generated token, in order — also when tokens come from
    * accepted speculative drafts. */
   readonly captureLogits?: (logits: Float32Array) => void;
+  /** Logit bias and/or a constraint on the generated ids (see logits-adjust.ts). */
+  readonly logitsAdjust?: LogitsAdjust;
 }
 
 /** The parts of the engine a request is built against. */
@@ -136,6 +139,7 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   const r = new Request(id, id, promptIds, Math.min(maxTokens, room), promptIds.length + Math.min(maxTokens, room),
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.captureLogits = req.captureLogits ?? null;
+  r.adjust = req.logitsAdjust ?? null;
   r.snapshotAt = lastMessageEnd;
   return r;
 }

@@ -6,6 +6,7 @@
 import type { Rng } from '../util/rng.js';
 import type { SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
+import type { LogitsAdjust } from './logits-adjust.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -95,6 +96,8 @@ export class Request {
   hitHidden: Float32Array | null = null;
   /** Debug/test hook: called with the logits of every sampled position. */
   captureLogits: ((logits: Float32Array) => void) | null = null;
+  /** Logit bias / constraint applied before sampling target and draft tokens (null = none). */
+  adjust: LogitsAdjust | null = null;
 
   constructor(
     readonly id: number,

@@ -1,52 +1,74 @@
 // POST /v1/chat/completions: chat template (thinking on unless
 // chat_template_kwargs.enable_thinking is false), n choices, `reasoning_content` split out
-// of <think>…</think>, logprobs / top_logprobs, SSE streaming with optional usage chunk.
+// of <think>…</think>, tool calls parsed out of the answer (`tools`, `tool_choice`,
+// `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
+// logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { promptIdsOf } from '../engine/request-builder.js';
-import { ReasoningSplitter, splitReasoning, THINK_OPEN } from '../tokenizer/reasoning.js';
-import { invalid, toApiError } from './errors.js';
+import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
+import { chatPrompt, toolSetup } from './chat-prompt.js';
+import { invalid } from './errors.js';
+import { checkFields, COMMON_FIELDS, type FieldRules } from './fields.js';
 import {
-  admit, type Call, cancelAll, checkModel, checkPromptLength, type Choice, collect, failed, type Done, responseId,
+  admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, responseId,
   type ServerContext, startChoices, usageOf,
 } from './generation.js';
 import { chatLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
+import { openAiResponseFormat, structuredConstraint } from './structured/request.js';
+import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
+import type { ToolSetup } from './tools/types.js';
 import { type Body, commonParams, MAX_TOP_LOGPROBS, optBool, optInt, optObject, requireObject } from './validate.js';
+export { promptOpensThinking } from './chat-prompt.js';
 
-/** Accept OpenAI content parts (`[{type: "text", text}]`) and the `developer` role. */
-function normalizeMessages(v: unknown): unknown {
+const CHAT_FIELDS: FieldRules = {
+  ...COMMON_FIELDS,
+  messages: true, max_tokens: true, max_completion_tokens: true, top_logprobs: true, chat_template_kwargs: true,
+  tools: true, tool_choice: true, parallel_tool_calls: true, response_format: true,
+};
+
+/** Text of a content field: a string or OpenAI text parts (`[{type: "text", text}]`). */
+function contentText(c: unknown, param: string): string {
+  if (typeof c === 'string') return c;
+  if (!Array.isArray(c)) throw invalid(param, `${param} must be a string or an array of text parts`);
+  return c.map((part: unknown, j) => {
+    const p = part as Body | null;
+    if (typeof p !== 'object' || p === null || p['type'] !== 'text' || typeof p['text'] !== 'string') {
+      throw invalid(`${param}[${j}]`, `${param}[${j}] must be a text part {"type": "text", "text": "..."} (only text is served)`);
+    }
+    return p['text'];
+  }).join('');
+}
+
+/** OpenAI messages → template messages: content parts joined, `developer` → `system`,
+ * assistant `tool_calls` (arguments parsed), `tool` results with their call id. */
+function normalizeMessages(v: unknown): ChatMessage[] {
   if (v === undefined || v === null) throw invalid('messages', 'messages is required');
   if (!Array.isArray(v)) throw invalid('messages', 'messages must be an array');
   if (v.length === 0) throw invalid('messages', 'messages must not be empty');
-  return v.map((m: unknown, i) => {
+  return v.map((m: unknown, i): ChatMessage => {
     if (typeof m !== 'object' || m === null || Array.isArray(m)) throw invalid(`messages[${i}]`, `messages[${i}] must be an object`);
-    const o = { ...(m as Body) };
-    if (typeof o['role'] !== 'string') throw invalid(`messages[${i}].role`, `messages[${i}].role must be a string`);
-    if (o['role'] === 'developer') o['role'] = 'system';
+    const o = m as Body;
+    const role = o['role'];
+    if (typeof role !== 'string') throw invalid(`messages[${i}].role`, `messages[${i}].role must be a string`);
+    const calls = role === 'assistant' && o['tool_calls'] !== undefined && o['tool_calls'] !== null ? openAiHistoryCalls(o['tool_calls'], i) : [];
     const c = o['content'];
-    if (Array.isArray(c)) {
-      o['content'] = c.map((part: unknown, j) => {
-        const p = part as Body | null;
-        if (typeof p !== 'object' || p === null || p['type'] !== 'text' || typeof p['text'] !== 'string') {
-          throw invalid(`messages[${i}].content[${j}]`, `messages[${i}].content[${j}] must be a text part {"type": "text", "text": "..."}`);
-        }
-        return p['text'];
-      }).join('');
-    } else if (c === null && o['role'] === 'assistant') o['content'] = '';
-    if (typeof o['content'] !== 'string') throw invalid(`messages[${i}].content`, `messages[${i}].content must be a string or an array of text parts`);
-    return o;
+    const content = (c === null || c === undefined) && role === 'assistant' ? '' : contentText(c, `messages[${i}].content`);
+    const out: ChatMessage = { role: role === 'developer' ? 'system' : role, content };
+    if (typeof o['reasoning_content'] === 'string') out.reasoning_content = o['reasoning_content'];
+    if (calls.length > 0) out.tool_calls = calls;
+    if (role === 'tool') {
+      if (typeof o['tool_call_id'] === 'string') out.tool_call_id = o['tool_call_id'];
+      if (typeof o['name'] === 'string') out.name = o['name'];
+    }
+    return out;
   });
-}
-
-/** The generated text starts inside a reasoning block when the prompt ends with `<think>\n`. */
-export function promptOpensThinking(decodeTail: string): boolean {
-  return decodeTail.trimEnd().endsWith(THINK_OPEN);
 }
 
 export async function chatCompletions(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
+  checkFields(b, CHAT_FIELDS, ctx.lenient ?? false, '/v1/chat/completions');
   checkModel(ctx, b);
   const messages = normalizeMessages(b['messages']);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_completion_tokens', 'max_tokens']);
@@ -59,59 +81,58 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
     throw invalid('chat_template_kwargs.enable_thinking', 'chat_template_kwargs.enable_thinking must be a boolean');
   }
   delete kwargs['enable_thinking'];
-  let promptIds: number[];
-  try {
-    promptIds = promptIdsOf(engine, { messages: messages as ChatMessage[], think: et !== false, chatTemplateKwargs: kwargs });
-  } catch (e) {
-    throw toApiError(e, 'messages');
-  }
-  if (promptIds.length === 0) throw invalid('messages', 'the rendered prompt is empty');
-  checkPromptLength(ctx, promptIds, 'messages');
-  const thinking = promptOpensThinking(engine.tokenizer.decode(promptIds.slice(-4)));
+  const tools = openAiTools(b['tools']);
+  const setup = toolSetup(ctx, tools, openAiToolChoice(b['tool_choice'], tools), optBool(b, 'parallel_tool_calls') ?? true);
+  const format = openAiResponseFormat(b['response_format'], 'response_format');
+  const prompt = chatPrompt(ctx, messages, et !== false, kwargs, setup);
+  const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
   admit(ctx, p.n);
-  let choices: Choice[];
-  try {
-    choices = startChoices(ctx, call, [promptIds], p, wantLogprobs ? top ?? 0 : null);
-  } catch (e) {
-    throw toApiError(e, 'messages');
-  }
+  const choices = startChoices(ctx, call, [prompt.ids], p, wantLogprobs ? top ?? 0 : null, constraint);
   const head = { id: responseId('chatcmpl'), created: Math.floor(Date.now() / 1000), model: ctx.modelName };
+  const turn: Turn = { thinking: prompt.thinking, tools: setup, wantLogprobs, n: p.n };
   try {
-    if (p.stream) await streamChat(ctx, call, choices, head, thinking, wantLogprobs, p.includeUsage, p.n);
-    else await respondChat(ctx, call, choices, head, thinking, wantLogprobs, p.n);
+    if (p.stream) await streamChat(ctx, call, choices, head, turn, p.includeUsage);
+    else await respondChat(ctx, call, choices, head, turn);
   } finally {
     cancelAll(choices);
   }
 }
 
 type Head = { id: string; created: number; model: string };
+type Turn = { thinking: boolean; tools: ToolSetup | null; wantLogprobs: boolean; n: number };
 
-async function respondChat(ctx: ServerContext, call: Call, choices: Choice[], head: Head, thinking: boolean,
-  wantLogprobs: boolean, n: number): Promise<void> {
+function openAiToolCall(id: string, name: string, args: string): Record<string, unknown> {
+  return { id, type: 'function', function: { name, arguments: args } };
+}
+
+async function respondChat(ctx: ServerContext, call: Call, choices: Choice[], head: Head, turn: Turn): Promise<void> {
   const results = await Promise.all(choices.map(collect));
   const err = results.find((r) => r.done.finishReason === 'error');
   if (err) throw failed(err.done);
   sendJson(call.res, 200, {
     ...head, object: 'chat.completion',
     choices: results.map((r, i) => {
-      const { reasoning, content } = splitReasoning(r.text, thinking);
+      const a = parseAnswer(r.text, turn.thinking, turn.tools);
+      const message: Record<string, unknown> = {
+        role: 'assistant', content: a.calls.length > 0 && a.content === '' ? null : a.content, reasoning_content: a.reasoning,
+      };
+      if (a.calls.length > 0) message['tool_calls'] = a.calls.map((c) => openAiToolCall(c.id, c.call.name, c.call.arguments));
       return {
         index: choices[i]!.index,
-        message: { role: 'assistant', content, reasoning_content: reasoning },
-        logprobs: wantLogprobs ? { content: chatLogprobs(r.logprobs, ctx.texts), refusal: null } : null,
-        finish_reason: r.done.finishReason,
+        message,
+        logprobs: turn.wantLogprobs ? { content: chatLogprobs(r.logprobs, ctx.texts), refusal: null } : null,
+        finish_reason: chatFinishReason(r.done.finishReason, a.calls.length),
       };
     }),
-    usage: usageOf(results.map((r) => r.done), n),
+    usage: usageOf(results.map((r) => r.done), turn.n),
   });
 }
 
-async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], head: Head, thinking: boolean,
-  wantLogprobs: boolean, includeUsage: boolean, n: number): Promise<void> {
+async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], head: Head, turn: Turn, includeUsage: boolean): Promise<void> {
   const sse = new SseStream(call.res);
   const base = { ...head, object: 'chat.completion.chunk' };
   const usageNull = includeUsage ? { usage: null } : {};
-  const chunk = (index: number, delta: Record<string, string>, lps: TokenLogprob[] | null, finish: string | null): void => {
+  const chunk = (index: number, delta: Record<string, unknown>, lps: TokenLogprob[] | null, finish: string | null): void => {
     sse.send({
       ...base,
       choices: [{ index, delta, logprobs: lps ? { content: chatLogprobs(lps, ctx.texts), refusal: null } : null, finish_reason: finish }],
@@ -120,25 +141,43 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
   };
   for (const c of choices) chunk(c.index, { role: 'assistant', content: '' }, null, null);
   const dones = await Promise.all(choices.map(async (c): Promise<Done | null> => {
-    const splitter = new ReasoningSplitter(thinking);
-    const emit = (part: { reasoning: string; content: string }, lps: TokenLogprob[]): void => {
-      const delta: Record<string, string> = {};
-      if (part.reasoning) delta['reasoning_content'] = part.reasoning;
-      if (part.content) delta['content'] = part.content;
-      if (part.reasoning || part.content || lps.length > 0) chunk(c.index, delta, wantLogprobs ? lps : null, null);
+    const answer = new AnswerStream(turn.thinking, turn.tools);
+    let calls = 0;
+    // parts in order; a chunk of text deltas before each call; OpenAI's call order: index, id
+    // and name first (empty arguments), then the argument fragments
+    const emit = (parts: AnswerPart[], lps: TokenLogprob[]): void => {
+      let delta: Record<string, string> = {};
+      let pendingLps = lps;
+      const flushText = (): void => {
+        if (Object.keys(delta).length === 0 && pendingLps.length === 0) return;
+        chunk(c.index, delta, turn.wantLogprobs ? pendingLps : null, null);
+        delta = {};
+        pendingLps = [];
+      };
+      for (const part of parts) {
+        if (part.type === 'reasoning') delta['reasoning_content'] = (delta['reasoning_content'] ?? '') + part.text;
+        else if (part.type === 'content') delta['content'] = (delta['content'] ?? '') + part.text;
+        else {
+          flushText();
+          const index = calls++;
+          chunk(c.index, { tool_calls: [{ index, ...openAiToolCall(part.id, part.call.name, '') }] }, null, null);
+          chunk(c.index, { tool_calls: [{ index, function: { arguments: part.call.arguments } }] }, null, null);
+        }
+      }
+      flushText();
     };
     for await (const ev of c.events) {
       if (ev.type === 'delta') {
-        emit(splitter.push(ev.text), c.logprobs ? c.logprobs.take(ev.ids) : []);
+        emit(answer.push(ev.text), c.logprobs ? c.logprobs.take(ev.ids) : []);
         continue;
       }
-      emit(splitter.flush(), []);
-      chunk(c.index, {}, null, ev.finishReason);
+      emit(answer.flush(), []);
+      chunk(c.index, {}, null, chatFinishReason(ev.finishReason, calls));
       if (ev.finishReason === 'error') sse.send(failed(ev).body());
       return ev;
     }
     return null;
   }));
-  if (includeUsage && dones.every((d) => d !== null)) sse.send({ ...base, choices: [], usage: usageOf(dones as Done[], n) });
+  if (includeUsage && dones.every((d) => d !== null)) sse.send({ ...base, choices: [], usage: usageOf(dones as Done[], turn.n) });
   sse.done();
 }

@@ -9,6 +9,7 @@ import {
 import { completionLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
+import { checkFields, COMMON_FIELDS } from './fields.js';
 import { commonParams, MAX_TOP_LOGPROBS, optBool, optInt, requireObject, tokenIds } from './validate.js';
 
 const MAX_PROMPTS = 32;
@@ -43,6 +44,7 @@ function promptsOf(ctx: ServerContext, v: unknown): { ids: number[]; text: strin
 export async function completions(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
+  checkFields(b, { ...COMMON_FIELDS, prompt: true, max_tokens: true, echo: true, best_of: (v) => v === 1 }, ctx.lenient ?? false, '/v1/completions');
   checkModel(ctx, b);
   const prompts = promptsOf(ctx, b['prompt']);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_tokens']);

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
+import type { LogitsAdjust } from '../engine/logits-adjust.js';
 import type { GenerateEvent } from '../engine/request.js';
 import type { RequestRecord } from './access-log.js';
 import { ApiError } from './errors.js';
@@ -21,7 +22,12 @@ export interface ServerContext {
   readonly defaults: SamplingDefaults;
   readonly maxQueue: number;
   readonly texts: TokenTexts;
+  /** --lenient: ignore unknown request fields instead of a 400. */
+  readonly lenient?: boolean;
 }
+
+/** A fresh constraint per choice (constraints keep per-request matcher state). */
+export type ConstraintFactory = () => LogitsAdjust['allowed'];
 
 /** One HTTP request being handled. */
 export interface Call {
@@ -112,7 +118,7 @@ function recordDone(rec: RequestRecord, d: Done): void {
  * aborted.
  */
 export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (readonly number[])[], p: CommonParams,
-  topLogprobs: number | null): Choice[] {
+  topLogprobs: number | null, constraint: ConstraintFactory | null = null): Choice[] {
   const { engine } = ctx;
   const skip = topLogprobs !== null ? stopIdsOf(engine, p) : new Set<number>();
   const choices: Choice[] = [];
@@ -120,12 +126,14 @@ export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (
     prompts.forEach((promptIds, pi) => {
       for (let i = 0; i < p.n; i++) {
         const logprobs = topLogprobs !== null ? new LogprobCollector(engine.sampleVocab, topLogprobs, skip) : null;
+        const allowed = constraint ? constraint() : null;
         const req: GenerateRequest = {
           ...p.request,
           promptIds,
           signal: call.signal,
           ...(p.seed !== undefined ? { seed: p.seed + i } : {}),
           ...(logprobs ? { captureLogits: logprobs.capture } : {}),
+          ...(allowed || p.logitBias ? { logitsAdjust: { bias: p.logitBias, allowed } } : {}),
         };
         const raw = engine.generate(req);
         const events = instrumented(raw, ctx.metrics, call.arrival, call.record);

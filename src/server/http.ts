@@ -11,6 +11,8 @@ import { logRequest, newRecord, type RequestRecord, requestIdOf } from './access
 import { chatCompletions } from './chat.js';
 import { completions } from './completions.js';
 import { applyCors, corsPolicy } from './cors.js';
+import { countTokens, inAnthropicShape, messages } from './messages.js';
+import { responses } from './responses.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
 import { TokenTexts } from './logprobs.js';
@@ -42,6 +44,8 @@ export interface ServerOptions {
   readonly logger?: Logger;
   /** Include prompts (messages / prompt) in the access log (default false). */
   readonly logPrompts?: boolean;
+  /** Ignore request fields the server does not implement (default: 400 naming the field). */
+  readonly lenient?: boolean;
 }
 
 export interface RunningServer {
@@ -71,6 +75,9 @@ interface Route {
 const ROUTES: Record<string, Route> = {
   '/v1/chat/completions': { name: 'chat', method: 'POST', handler: chatCompletions, promptParam: 'messages' },
   '/v1/completions': { name: 'completions', method: 'POST', handler: completions, promptParam: 'prompt' },
+  '/v1/responses': { name: 'responses', method: 'POST', handler: responses, promptParam: 'input' },
+  '/v1/messages': { name: 'messages', method: 'POST', handler: messages, promptParam: 'messages' },
+  '/v1/messages/count_tokens': { name: 'count_tokens', method: 'POST', handler: countTokens, promptParam: 'messages' },
   '/v1/models': { name: 'models', method: 'GET', handler: listModels, promptParam: 'model' },
   '/tokenize': { name: 'tokenize', method: 'POST', handler: tokenize, promptParam: 'prompt' },
   '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },
@@ -97,10 +104,13 @@ function route(path: string): { r: Route; arg: string } | null {
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
+/** `Authorization: Bearer KEY`, or `x-api-key: KEY` (Anthropic's clients). */
 function authorized(req: IncomingMessage, key: Buffer): boolean {
   const h = req.headers.authorization ?? '';
   const m = /^Bearer\s+(.+)$/i.exec(h.trim());
-  return m !== null && timingSafeEqual(digest(m[1]!), key);
+  if (m !== null && timingSafeEqual(digest(m[1]!), key)) return true;
+  const x = req.headers['x-api-key'];
+  return typeof x === 'string' && x.length > 0 && timingSafeEqual(digest(x.trim()), key);
 }
 
 /** Read the whole body, 413 past `limit` bytes. */
@@ -148,6 +158,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     defaults: loadSamplingDefaults(engine.model.dir),
     maxQueue: opts.maxQueue ?? 1024,
     texts: new TokenTexts(engine.tokenizer),
+    lenient: opts.lenient ?? false,
   };
   const inflight = new Map<number, { ctl: AbortController; done: Promise<void> }>();
   let nextId = 0;
@@ -217,7 +228,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     const id = nextId++;
     ctx.metrics.inFlight++;
     const done = serve(req, res, ctl, arrival, rec, seen).catch((e: unknown) => {
-      const err = toApiError(e, 'prompt');
+      const err = inAnthropicShape(req, toApiError(e, 'prompt'));
       if (err.status >= 500 && !(e instanceof ApiError)) log.error('request failed', { id: requestId, route: seen.route, err: e });
       if (err.status === 413) res.setHeader('connection', 'close');
       if (!res.headersSent) sendError(res, err);

@@ -22,6 +22,18 @@ export class SseStream {
     if (this.open) this.res.write(`data: ${JSON.stringify(data)}\n\n`);
   }
 
+  /** A named event (`event: TYPE` + data), as the Responses and Messages APIs stream. */
+  event(type: string, data: unknown): void {
+    if (this.open) this.res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+
+  /** End the response without `[DONE]` (named-event streams have no terminator). */
+  end(): void {
+    if (!this.open) return;
+    this.ended = true;
+    this.res.end();
+  }
+
   /** `data: [DONE]` and end the response. */
   done(): void {
     if (!this.open) return;

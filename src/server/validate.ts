@@ -1,6 +1,6 @@
 // Request-body validation for the OpenAI routes: typed field readers whose errors name the
 // field (400 invalid_request_error, `param` set), and the sampling/length parameters shared
-// by chat and completions. Unknown fields are ignored; `null` means "not given".
+// by chat and completions. `null` means "not given"; unknown fields are rejected in fields.ts.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GenerateRequest } from '../engine/request-builder.js';
@@ -117,6 +117,24 @@ export interface CommonParams {
   readonly includeUsage: boolean;
   /** Extra stop ids requested (besides the model's eos ids). */
   readonly stopTokenIds: readonly number[];
+  /** `logit_bias`: additive biases by token id (null = none). */
+  readonly logitBias: ReadonlyMap<number, number> | null;
+}
+
+/** OpenAI `logit_bias`: {"token id": bias in [-100, 100]}. */
+export function logitBias(b: Body, vocab: number): Map<number, number> | null {
+  const o = optObject(b, 'logit_bias');
+  if (!o) return null;
+  const out = new Map<number, number>();
+  for (const [k, v] of Object.entries(o)) {
+    const id = Number(k);
+    if (!/^\d+$/.test(k) || id >= vocab) throw invalid('logit_bias', `logit_bias: "${k}" is not a token id in [0, ${vocab})`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < -100 || v > 100) {
+      throw invalid('logit_bias', `logit_bias["${k}"] must be a number in [-100, 100] (got ${JSON.stringify(v)})`);
+    }
+    out.set(id, v);
+  }
+  return out.size > 0 ? out : null;
 }
 
 /** Sampling, length, stop, n, stream: the fields chat and completions share. */
@@ -163,5 +181,6 @@ export function commonParams(b: Body, maxContext: number, vocab: number, default
     stream,
     includeUsage: stream && includeUsage,
     stopTokenIds,
+    logitBias: logitBias(b, vocab),
   };
 }

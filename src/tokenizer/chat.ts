@@ -2,7 +2,8 @@
 //
 // Invariants:
 // - Messages are validated before rendering; a bad one is a 'bad_request' naming its index and field.
-// - The template sees only role, content and (when given) reasoning_content of each message, plus
+// - The template sees only role, content and (when given) reasoning_content, tool_calls, tool_call_id
+//   and name of each message, plus
 //   add_generation_prompt, enable_thinking (only when given: templates test `is defined`) and `extra`.
 // - A template that does not parse is the model's fault ('bad_tokenizer'); one that fails while
 //   rendering (e.g. raise_exception on a bad role order) is the request's ('bad_request').
@@ -13,6 +14,17 @@ export interface ChatMessage {
   role: string;
   content: string;
   reasoning_content?: string;
+  /** Assistant: earlier tool calls, arguments as an object (what Qwen templates iterate). */
+  tool_calls?: ChatToolCall[];
+  /** Tool results: the call answered, and the tool's name. */
+  tool_call_id?: string;
+  name?: string;
+}
+
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: Record<string, unknown> };
 }
 
 export interface RenderOptions {
@@ -59,7 +71,26 @@ export function validateMessages(messages: unknown): ChatMessage[] {
       if (typeof rc !== 'string') bad(`messages[${i}].reasoning_content must be a string`);
       out.reasoning_content = rc;
     }
+    for (const key of ['tool_call_id', 'name'] as const) {
+      const v = o[key];
+      if (v === undefined || v === null) continue;
+      if (typeof v !== 'string') bad(`messages[${i}].${key} must be a string`);
+      out[key] = v;
+    }
+    if (o['tool_calls'] !== undefined && o['tool_calls'] !== null) out.tool_calls = validateToolCalls(o['tool_calls'], i);
     return out;
+  });
+}
+
+function validateToolCalls(v: unknown, i: number): ChatToolCall[] {
+  if (!Array.isArray(v)) bad(`messages[${i}].tool_calls must be an array`);
+  return v.map((c: unknown, j): ChatToolCall => {
+    const f = (c as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
+    const id = (c as { id?: unknown } | null)?.id;
+    if (typeof f !== 'object' || f === null || typeof f.name !== 'string') bad(`messages[${i}].tool_calls[${j}].function.name must be a string`);
+    const args = f.arguments;
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) bad(`messages[${i}].tool_calls[${j}].function.arguments must be an object`);
+    return { id: typeof id === 'string' ? id : '', type: 'function', function: { name: f.name, arguments: args as Record<string, unknown> } };
   });
 }
 

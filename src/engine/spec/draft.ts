@@ -14,6 +14,7 @@ import { type Argmax, drawFrom, isGreedy, sampleToken, targetDistribution } from
 import { rowPrefix } from '../../kernels/weight-view.js';
 import type { Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
+import { adjustLogits } from '../logits-adjust.js';
 
 export interface ExtendInput {
   readonly req: Request;
@@ -114,9 +115,19 @@ export class MtpDrafter {
     const logits = this.ws.buf('draft.logits', reqs.length * this.v);
     lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits, this.head);
     reqs.forEach((req, j) => {
-      const l = logits.subarray(j * this.v, (j + 1) * this.v);
+      // drafts are proposed under the request's adjustment, given the drafts before them
+      const l = adjustLogits(logits.subarray(j * this.v, (j + 1) * this.v), this.v, req.adjust, () => [...req.outputIds, ...req.drafts]);
       if (isGreedy(req.sampling)) {
         req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
+        return;
+      }
+      if (req.adjust?.allowed && allMasked(l)) {
+        // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
+        // the chain shape (rejection then samples from the target's p, still lossless)
+        const q = new Float64Array(this.sampleVocab);
+        q[0] = 1;
+        req.drafts.push(0);
+        req.draftProbs!.push(q);
         return;
       }
       const sub = targetDistribution(l, req.sampling, req.history, this.v);
@@ -126,4 +137,9 @@ export class MtpDrafter {
       req.draftProbs!.push(q);
     });
   }
+}
+
+function allMasked(l: Float32Array): boolean {
+  for (let i = 0; i < l.length; i++) if (l[i] !== -Infinity) return false;
+  return true;
 }

@@ -1,0 +1,68 @@
+// An answer's parts as a sequence of output blocks — the shape the Responses API (output
+// items) and the Messages API (content blocks) stream: a reasoning block, a text block, one
+// block per tool call, each opened, filled by deltas and closed, in order. Consecutive parts
+// of the same kind extend the open block; a different kind closes it first.
+import type { AnswerPart } from './answer.js';
+import type { ParsedToolCall } from './tools/types.js';
+
+export type BlockKind = 'reasoning' | 'text' | 'tool_call';
+
+export interface Block {
+  readonly index: number;
+  readonly kind: BlockKind;
+  text: string;
+  /** tool_call blocks: the call (its arguments arrive in full). */
+  readonly call?: { readonly id: string } & ParsedToolCall;
+}
+
+export type BlockEvent =
+  | { readonly type: 'open'; readonly block: Block }
+  | { readonly type: 'delta'; readonly block: Block; readonly text: string }
+  | { readonly type: 'close'; readonly block: Block };
+
+export class BlockTracker {
+  private open: Block | null = null;
+  readonly blocks: Block[] = [];
+
+  push(parts: readonly AnswerPart[]): BlockEvent[] {
+    const out: BlockEvent[] = [];
+    for (const p of parts) {
+      if (p.type === 'tool_call') {
+        this.close(out);
+        const b = this.start('tool_call', out, { id: p.id, ...p.call });
+        out.push({ type: 'delta', block: b, text: p.call.arguments });
+        b.text = p.call.arguments;
+        this.close(out);
+        continue;
+      }
+      const kind: BlockKind = p.type === 'reasoning' ? 'reasoning' : 'text';
+      if (this.open?.kind !== kind) {
+        this.close(out);
+        this.start(kind, out);
+      }
+      this.open!.text += p.text;
+      out.push({ type: 'delta', block: this.open!, text: p.text });
+    }
+    return out;
+  }
+
+  /** Close the open block (end of the answer). */
+  finish(): BlockEvent[] {
+    const out: BlockEvent[] = [];
+    this.close(out);
+    return out;
+  }
+
+  private start(kind: BlockKind, out: BlockEvent[], call?: Block['call']): Block {
+    const b: Block = { index: this.blocks.length, kind, text: '', ...(call ? { call } : {}) };
+    this.blocks.push(b);
+    this.open = b;
+    out.push({ type: 'open', block: b });
+    return b;
+  }
+
+  private close(out: BlockEvent[]): void {
+    if (this.open) out.push({ type: 'close', block: this.open });
+    this.open = null;
+  }
+}

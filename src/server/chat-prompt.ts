@@ -1,0 +1,52 @@
+// The prompt of a chat turn, shared by every chat-style API: the chat template over the
+// messages, with tools either handed to the template (templates that render them) or written
+// into the messages (templates that do not; see tools/prompt.ts).
+import { promptIdsOf } from '../engine/request-builder.js';
+import type { ChatMessage } from '../tokenizer/chat.js';
+import { THINK_OPEN } from '../tokenizer/reasoning.js';
+import { invalid, toApiError } from './errors.js';
+import { checkPromptLength, type ServerContext } from './generation.js';
+import { inlineTools, templateHandlesTools, templateTools, toolFormatFor } from './tools/prompt.js';
+import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
+
+export interface ChatPrompt {
+  readonly ids: number[];
+  /** The generation prompt opened a reasoning block (`<think>\n`). */
+  readonly thinking: boolean;
+}
+
+/** The generated text starts inside a reasoning block when the prompt ends with `<think>\n`. */
+export function promptOpensThinking(decodeTail: string): boolean {
+  return decodeTail.trimEnd().endsWith(THINK_OPEN);
+}
+
+/** Tools of a request in the served model's call format (null when there are none). */
+export function toolSetup(ctx: ServerContext, tools: readonly FunctionTool[], choice: ToolChoice, parallel: boolean): ToolSetup | null {
+  if (tools.length === 0) return null;
+  return { tools, choice, parallel, format: toolFormatFor(ctx.engine.tokenizer.chatTemplate, ctx.engine.model.config.modelType) };
+}
+
+/** Render and tokenize; `param` names the messages field in errors. */
+export function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>,
+  tools: ToolSetup | null, param = 'messages'): ChatPrompt {
+  const { engine } = ctx;
+  const template = engine.tokenizer.chatTemplate;
+  const offered = tools && tools.choice.kind !== 'none' ? tools.tools : [];
+  let msgs = messages;
+  const extra = { ...kwargs };
+  if (templateHandlesTools(template)) {
+    if (offered.length > 0) extra['tools'] = templateTools(offered);
+    if (tools) extra['parallel_tool_calls'] = tools.parallel;
+  } else if (offered.length > 0 || messages.some((m) => m.role === 'tool' || (m.tool_calls?.length ?? 0) > 0)) {
+    msgs = inlineTools(messages, offered, tools?.format ?? toolFormatFor(template, engine.model.config.modelType));
+  }
+  let ids: number[];
+  try {
+    ids = promptIdsOf(engine, { messages: msgs, think, chatTemplateKwargs: extra });
+  } catch (e) {
+    throw toApiError(e, param);
+  }
+  if (ids.length === 0) throw invalid(param, 'the rendered prompt is empty');
+  checkPromptLength(ctx, ids, param);
+  return { ids, thinking: promptOpensThinking(engine.tokenizer.decode(ids.slice(-4))) };
+}

@@ -1,0 +1,129 @@
+// Free text inside a constraint (a JSON string's characters, an XML parameter's value) admits
+// almost every token, which would make the mask walk visit the whole vocabulary. Split the
+// vocabulary once per kind of free text: "plain" tokens — complete UTF-8, none of the bytes
+// that can end or escape the text — keep the matcher inside the text whatever it holds, so
+// they are allowed exactly when their character count fits the room left; only the other
+// tokens are walked. Same result as the full walk (a test compares them).
+import { type Frame, type State, utf8Next } from './matcher.js';
+import { type TokenList, type TokenVocab, walk } from './mask.js';
+
+interface FreeTextClass {
+  /** chars[id]: character count of a plain token, −1 for the others. */
+  readonly chars: Int16Array;
+  readonly maxChars: number;
+  /** Tokens valid UTF-8 up to a character cut at their end, by the complete characters
+   * before the cut (the lead byte then needs room for one more character). */
+  readonly partial: readonly { readonly id: number; readonly chars: number }[];
+  /** Tokens with a stop byte at a character boundary, grouped by the characters before it:
+   * their suffixes from the stop byte, sorted (shared prefixes are stepped once). */
+  readonly bySuffix: ReadonlyMap<number, TokenList>;
+  /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
+  readonly byRoom: Map<number, Uint32Array>;
+}
+
+const classes = new WeakMap<TokenVocab, Map<string, FreeTextClass>>();
+
+/** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
+ * first byte of their end marker. */
+function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
+  if (f.t === 'str' && f.ph === 1 && f.u === 0) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
+  if (f.t === 'until' && f.m === 0 && f.u === 0) {
+    const first = f.end.charCodeAt(0);
+    return { key: `until:${first}`, stops: (b) => b === first };
+  }
+  return null;
+}
+
+function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
+  const chars = new Int16Array(v.words * 32).fill(-1);
+  let maxChars = 0;
+  const partial: { id: number; chars: number }[] = [];
+  const suffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
+  v.sorted.forEach((bytes, i) => {
+    let u = 0;
+    let n = 0;
+    let at = -1;
+    for (let j = 0; j < bytes.length; j++) {
+      const b = bytes[j]!;
+      if (u === 0 && stops(b)) {
+        at = j;
+        break;
+      }
+      u = utf8Next(u, b);
+      if (u < 0) break;
+      if (u === 0) n++;
+    }
+    const id = v.ids[i]!;
+    if (at >= 0) {
+      let group = suffixes.get(n);
+      if (!group) suffixes.set(n, (group = []));
+      group.push({ bytes: bytes.subarray(at), id });
+    } else if (u === 0) {
+      chars[id] = n;
+      maxChars = Math.max(maxChars, n);
+    } else if (u > 0) partial.push({ id, chars: n });
+    // u < 0: not UTF-8 — never inside free text
+  });
+  const bySuffix = new Map<number, TokenList>();
+  for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
+  return { chars, maxChars, partial, bySuffix, byRoom: new Map() };
+}
+
+function compare(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
+  entries.sort((a, b) => compare(a.bytes, b.bytes) || a.id - b.id);
+  const lcp = new Int32Array(entries.length);
+  for (let j = 1; j < entries.length; j++) {
+    const a = entries[j - 1]!.bytes;
+    const b = entries[j]!.bytes;
+    let n = 0;
+    while (n < a.length && n < b.length && a[n] === b[n]) n++;
+    lcp[j] = n;
+  }
+  return { sorted: entries.map((e) => e.bytes), ids: Int32Array.from(entries.map((e) => e.id)), lcp };
+}
+
+function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
+  const r = Math.min(room, c.maxChars);
+  let bits = c.byRoom.get(r);
+  if (!bits) {
+    bits = new Uint32Array(v.words);
+    for (let id = 0; id < c.chars.length; id++) {
+      const n = c.chars[id]!;
+      if (n >= 0 && n <= r) bits[id >>> 5]! |= 1 << (id & 31);
+    }
+    c.byRoom.set(r, bits);
+  }
+  return bits;
+}
+
+/** For a state sitting in free text: set the allowed ids in `mask` and return true, or
+ * return false for any other state. Plain tokens that fit come from a bitset; a token with a
+ * stop byte jumps over its characters before it (they only move the character count) and the
+ * matcher steps its suffix — suffixes walked as one sorted list per character count. */
+export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): boolean {
+  if (state.length !== 1 || !state[0]) return false;
+  const top = state[0];
+  const f = top.f;
+  const kind = stopsFor(f);
+  if (!kind || (f.t !== 'str' && f.t !== 'until')) return false;
+  let byKind = classes.get(v);
+  if (!byKind) classes.set(v, (byKind = new Map()));
+  let c = byKind.get(kind.key);
+  if (!c) byKind.set(kind.key, (c = build(v, kind.stops)));
+  const room = Math.max(0, f.max - f.n);
+  const plain = plainBits(v, c, room);
+  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | plain[i]!;
+  // a character cut at the end: its lead byte needs room for one more character
+  for (const p of c.partial) if (p.chars + 1 <= room) mask[p.id >>> 5]! |= 1 << (p.id & 31);
+  for (const [k, list] of c.bySuffix) {
+    if (k > room) continue;
+    walk(list, k === 0 ? state : [{ f: { ...f, n: f.n + k }, next: top.next }], mask);
+  }
+  return true;
+}

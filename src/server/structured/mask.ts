@@ -1,0 +1,196 @@
+// Token masks from a byte-level matcher state: the vocabulary's token bytes sorted, so tokens
+// sharing a prefix share the matcher steps over it (a trie walk without building the trie),
+// and a dead prefix skips every token below it. Masks are cached by state key: inside a long
+// string or number the same key repeats, so most steps cost one map lookup.
+//
+// A constraint follows a request's generated ids (committed plus, for MTP drafts, the drafts
+// before the one being proposed) from its last known state, so drafts and rollbacks cost only
+// the tokens that differ.
+import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
+import type { TokenTexts } from '../logprobs.js';
+import { freeTextMask } from './free-text.js';
+import { canEnd, KEY_CAP, type State, stackKey, step } from './matcher.js';
+
+/** Tokens in lexicographic byte order, their ids, and each one's common-prefix length with
+ * the previous token in that order. */
+export interface TokenList {
+  readonly sorted: readonly Uint8Array[];
+  readonly ids: Int32Array;
+  readonly lcp: Int32Array;
+}
+
+/** The vocabulary as the mask walk needs it (built once per tokenizer and vocabulary size). */
+export interface TokenVocab extends TokenList {
+  /** Bitset words over [0, vocab). */
+  readonly words: number;
+  /** Ids that end generation: allowed exactly when the matcher can end. */
+  readonly stopIds: readonly number[];
+  /** Every token but the stop ids (unconstrained reasoning). */
+  readonly allButStop: Uint32Array;
+  /** Bytes of each id (null for ids outside the walk: special, stop, empty, overlong). */
+  readonly bytesOf: readonly (Uint8Array | null)[];
+}
+
+const vocabs = new WeakMap<TextTokenizer, Map<string, TokenVocab>>();
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+/** The walkable vocabulary of ids [0, vocab): special and stop ids are never part of the text. */
+export function tokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): TokenVocab {
+  let byVocab = vocabs.get(tok);
+  if (!byVocab) vocabs.set(tok, (byVocab = new Map()));
+  const key = `${vocab}:${stopIds.join(',')}`;
+  const hit = byVocab.get(key);
+  if (hit) return hit;
+  const stops = new Set(stopIds);
+  const bytesOf: (Uint8Array | null)[] = new Array<Uint8Array | null>(vocab).fill(null);
+  for (let id = 0; id < vocab; id++) {
+    if (stops.has(id) || tok.specialIds.has(id)) continue;
+    bytesOf[id] = Uint8Array.from(texts.get(id).bytes);
+  }
+  const v = vocabFromBytes(bytesOf, stopIds);
+  byVocab.set(key, v);
+  return v;
+}
+
+/** A TokenVocab from each id's bytes (null = never generated as text, e.g. special ids). */
+export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): TokenVocab {
+  const vocab = bytes.length;
+  const bytesOf = bytes.map((b) => (b && b.length > 0 && b.length <= KEY_CAP ? b : null));
+  const order: number[] = [];
+  for (let id = 0; id < vocab; id++) if (bytesOf[id]) order.push(id);
+  order.sort((a, b) => compareBytes(bytesOf[a]!, bytesOf[b]!) || a - b);
+  const sorted = order.map((id) => bytesOf[id]!);
+  const lcp = new Int32Array(order.length);
+  for (let i = 1; i < order.length; i++) {
+    const a = sorted[i - 1]!;
+    const b = sorted[i]!;
+    let n = 0;
+    while (n < a.length && n < b.length && a[n] === b[n]) n++;
+    lcp[i] = n;
+  }
+  const words = Math.ceil(vocab / 32);
+  const allButStop = new Uint32Array(words);
+  for (const id of order) allButStop[id >>> 5]! |= 1 << (id & 31);
+  return { words, sorted, ids: Int32Array.from(order), lcp, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
+}
+
+/** The key of a whole state (its stacks' keys, order-independent). */
+export function stateKey(state: State): string {
+  return state.length === 1 ? stackKey(state[0]!) : state.map(stackKey).sort().join('#');
+}
+
+/** Ids allowed after `state`: every token whose bytes the matcher accepts, plus the stop ids
+ * when it can end. Inside free text (a JSON string, an XML parameter) the tokens that cannot
+ * leave it come from a precomputed set and only the others are walked (see free-text.ts). */
+export function computeMask(v: TokenVocab, state: State): Uint32Array {
+  const mask = new Uint32Array(v.words);
+  if (state.some((s) => canEnd(s))) for (const id of v.stopIds) mask[id >>> 5]! |= 1 << (id & 31);
+  if (!freeTextMask(v, state, mask)) walk(v, state, mask);
+  return mask;
+}
+
+/** Set the bit of every token of `list` the matcher accepts from `state`. */
+export function walk(list: TokenList, state: State, mask: Uint32Array): void {
+  const states: State[] = [state];
+  let valid = 0; // states[0..valid] hold the states after the current token's prefix bytes
+  const n = list.sorted.length;
+  for (let i = 0; i < n; i++) {
+    const bytes = list.sorted[i]!;
+    let d = Math.min(list.lcp[i]!, valid);
+    let dead = false;
+    while (d < bytes.length) {
+      const next = step(states[d]!, bytes[d]!);
+      if (next.length === 0) {
+        dead = true;
+        break;
+      }
+      states[++d] = next;
+    }
+    if (dead) {
+      valid = d;
+      // every following token sharing the dead prefix bytes[0..d] is dead too
+      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
+      continue;
+    }
+    valid = bytes.length;
+    const id = list.ids[i]!;
+    mask[id >>> 5]! |= 1 << (id & 31);
+  }
+}
+
+/** Masks by state key (per compiled grammar: keys name its schema nodes), least recently used out. */
+export class MaskCache {
+  private readonly map = new Map<string, Uint32Array>();
+  constructor(private readonly cap = 256) {}
+
+  get(v: TokenVocab, state: State): Uint32Array {
+    const key = stateKey(state);
+    let m = this.map.get(key);
+    if (m) {
+      this.map.delete(key);
+      this.map.set(key, m);
+      return m;
+    }
+    m = computeMask(v, state);
+    if (this.map.size >= this.cap) this.map.delete(this.map.keys().next().value!);
+    this.map.set(key, m);
+    return m;
+  }
+}
+
+/** Does the state sit in unconstrained reasoning (every token but a stop id is fine)? */
+function freeReasoning(state: State): boolean {
+  const top = state.length === 1 ? state[0] : null;
+  return top !== null && top !== undefined && top.f.t === 'think' && top.f.m === 0;
+}
+
+/** One request's constraint: `allowed(generated)` for the engine's logits adjustment. */
+export class GrammarConstraint {
+  private ids: number[] = [];
+  private states: State[];
+  private readonly stopMask: Uint32Array;
+
+  constructor(private readonly v: TokenVocab, initial: State, private readonly cache: MaskCache) {
+    this.states = [initial];
+    this.stopMask = new Uint32Array(v.words);
+    for (const id of v.stopIds) this.stopMask[id >>> 5]! |= 1 << (id & 31);
+  }
+
+  /** The state after `generated` (dead = empty). */
+  stateAfter(generated: readonly number[]): State {
+    let k = 0;
+    while (k < this.ids.length && k < generated.length && this.ids[k] === generated[k]) k++;
+    this.ids.length = k;
+    this.states.length = k + 1;
+    for (let i = k; i < generated.length; i++) {
+      const id = generated[i]!;
+      let s = this.states[i]!;
+      const bytes = this.v.bytesOf[id];
+      if (!bytes) s = [];
+      else for (let j = 0; j < bytes.length && s.length > 0; j++) s = step(s, bytes[j]!);
+      this.ids.push(id);
+      this.states.push(s);
+    }
+    return this.states[generated.length]!;
+  }
+
+  allowed = (generated: readonly number[]): Uint32Array => {
+    const s = this.stateAfter(generated);
+    if (s.length === 0) return this.stopMask; // off the grammar (cannot happen under the mask): end
+    if (freeReasoning(s)) return this.v.allButStop;
+    const m = this.cache.get(this.v, s);
+    // no token fits (the vocabulary cannot spell what must come next): end rather than
+    // sample from nothing
+    return m.some((w) => w !== 0) ? m : this.stopMask;
+  };
+
+  /** Has the output so far matched completely (the answer may end here)? */
+  complete(generated: readonly number[]): boolean {
+    return this.stateAfter(generated).some((s) => canEnd(s));
+  }
+}
