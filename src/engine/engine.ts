@@ -12,7 +12,8 @@ import { Runner } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
-import { type Argmax, isGreedy, sampleToken } from './sampler.js';
+import { type Argmax, isGreedy } from './sampler.js';
+import { BatchSampler, type LogprobSummary, logprobOf, type SampleJob, type SampleOutcome, toProbs } from './sample-batch.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
@@ -89,6 +90,10 @@ export class Engine {
   readonly sampleVocab: number;
   /** Greedy picks on the kernels (SIMD over the vocabulary, logits read in place). */
   private readonly argmax: Argmax;
+  /** Every sampled / logprob / verify row of a step in one kernel call. */
+  private readonly sampler: BatchSampler;
+  /** p of verify positions 0..k in f64 (reused: one verify row is accepted at a time). */
+  private readonly verifyProbs: Float64Array[] = [];
 
   private constructor(
     readonly model: Model,
@@ -101,6 +106,7 @@ export class Engine {
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
     this.argmax = kernelArgmax(model.kernels);
+    this.sampler = new BatchSampler(model.kernels, this.argmax);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
     if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval < k + 1) {
@@ -240,6 +246,7 @@ export class Engine {
     const h = this.model.config.hiddenSize;
     const extend: ExtendInput[] = [];
     let generated = 0;
+    const picks = this.sampleRows(rows, result.logits);
     rows.forEach((row, i) => {
       const req = row.req!;
       const logits = result.logits[i]!;
@@ -247,14 +254,15 @@ export class Engine {
       const off = result.offsets[i]!;
       const rowHidden = (step: number): Float32Array => result.hidden.subarray((off + step) * h, (off + step + 1) * h);
       let committed = row.n;
-      if (row.verify) committed = this.verifyRow(row, i, logits, rowHidden) + 1;
+      if (row.verify) committed = this.verifyRow(row, i, logits, picks[i]!, rowHidden) + 1;
       else {
         req.computed += row.n;
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
         if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample) {
           req.captureLogits?.(logits[0]!);
-          this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
+          const pick = picks[i]![0]!;
+          this.appendToken(req, pick.token, pick.logprobs);
         }
       }
       generated += req.tokens.length - before;
@@ -296,18 +304,48 @@ export class Engine {
     }
   }
 
+  /** One batched sampler run over the step's rows: per row, the outcome of each position
+   * that samples (a decode row's last position; every verify position of a sampled
+   * request — its p given the drafts before it — or of a request wanting logprobs).
+   * (A per-request logits mask would be applied to `logits` here, before the kernels.) */
+  private sampleRows(rows: readonly BatchRow[], logits: readonly Float32Array[][]): SampleOutcome[][] {
+    const jobs: SampleJob[] = [];
+    const at: number[][] = rows.map((row, i) => {
+      const req = row.req!;
+      const base = { vocab: this.sampleVocab, sampling: req.sampling, history: req.history, logprobs: req.onLogprob ? req.topLogprobs : -1 };
+      const first = jobs.length;
+      if (row.verify) {
+        if (isGreedy(req.sampling) && !req.onLogprob) return [];
+        logits[i]!.forEach((l, s) => jobs.push({ ...base, logits: l, extra: req.drafts.slice(0, s), rng: null, dist: !isGreedy(req.sampling) }));
+      } else if (row.sample) jobs.push({ ...base, logits: logits[i]![0]!, rng: req.rng });
+      return Array.from({ length: jobs.length - first }, (_, s) => first + s);
+    });
+    const out = this.sampler.run(jobs);
+    return at.map((idx) => idx.map((j) => out[j]!));
+  }
+
   /** Accept drafts of a verify row, commit the state, return the accepted count. */
-  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[], rowHidden: (step: number) => Float32Array): number {
+  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[], picks: readonly SampleOutcome[],
+    rowHidden: (step: number) => Float32Array): number {
     const req = row.req!;
     const chain = { tokens: req.drafts, probs: req.draftProbs };
     const k = chain.tokens.length;
     let alive = true;
-    const j = acceptDrafts(chain, { sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng, argmax: this.argmax },
+    let emitted = 0;
+    const targetAt = (s: number): Float64Array => {
+      const o = picks[s]!;
+      this.verifyProbs[s] ??= new Float64Array(this.sampleVocab);
+      return toProbs(o.weights!, o.mass, this.sampleVocab, this.verifyProbs[s]!);
+    };
+    const j = acceptDrafts(chain, {
+      sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng, argmax: this.argmax,
+      ...(isGreedy(req.sampling) ? {} : { targetAt }),
+    },
       (s) => {
         req.captureLogits?.(logits[s]!);
         return logits[s]!;
       },
-      (token) => (alive = this.appendToken(req, token)));
+      (token) => (alive = this.appendToken(req, token, picks[emitted++]?.logprobs ?? null)));
     req.drafts = [];
     req.draftProbs = null;
     req.spec.rounds++;
@@ -361,7 +399,8 @@ export class Engine {
 
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns
    * false when the request just finished. */
-  private appendToken(req: Request, id: number): boolean {
+  private appendToken(req: Request, id: number, logprobs: LogprobSummary | null = null): boolean {
+    if (req.onLogprob && logprobs) req.onLogprob({ id, logprob: logprobOf(logprobs, id), top: logprobs.top });
     req.tokens.push(id);
     req.history.push(id);
     const out = req.output.push(id);

@@ -6,6 +6,7 @@ import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { Model } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
+import type { TokenLogprob } from './sample-batch.js';
 import { OutputText } from './output.js';
 import { Request } from './request.js';
 import { type SamplingParams, TokenHistory, validateSampling } from './sampler.js';
@@ -37,6 +38,10 @@ export interface GenerateRequest {
    * position: exactly one call per generated token, in order — also when tokens come from
    * accepted speculative drafts. */
   readonly captureLogits?: (logits: Float32Array) => void;
+  /** Log-probabilities of every emitted token (raw distribution, before temperature,
+   * penalties and cuts) with the `top` most likely ids (0..20), one onToken call per
+   * generated token, in order. */
+  readonly logprobs?: { readonly top: number; readonly onToken: (e: TokenLogprob) => void };
 }
 
 /** The parts of the engine a request is built against. */
@@ -136,6 +141,12 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   const r = new Request(id, id, promptIds, Math.min(maxTokens, room), promptIds.length + Math.min(maxTokens, room),
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.captureLogits = req.captureLogits ?? null;
+  if (req.logprobs) {
+    const top = req.logprobs.top;
+    if (!Number.isInteger(top) || top < 0 || top > 20) bad(`top_logprobs must be an integer in [0, 20] (got ${top})`);
+    r.topLogprobs = top;
+    r.onLogprob = req.logprobs.onToken;
+  }
   r.snapshotAt = lastMessageEnd;
   return r;
 }

@@ -6,6 +6,7 @@
 import type { Rng } from '../util/rng.js';
 import type { SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
+import type { TokenLogprob } from './sample-batch.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -95,6 +96,9 @@ export class Request {
   hitHidden: Float32Array | null = null;
   /** Debug/test hook: called with the logits of every sampled position. */
   captureLogits: ((logits: Float32Array) => void) | null = null;
+  /** top_logprobs count of every emitted token, or −1 for no logprobs. */
+  topLogprobs = -1;
+  onLogprob: ((e: TokenLogprob) => void) | null = null;
 
   constructor(
     readonly id: number,

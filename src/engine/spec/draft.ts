@@ -10,7 +10,8 @@ import type { KvPool } from '../../cache/kv-pool.js';
 import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
 import type { Workspace } from '../../model/layers.js';
 import type { Model } from '../../model/model.js';
-import { type Argmax, drawFrom, isGreedy, sampleToken, targetDistribution } from '../sampler.js';
+import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
+import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import { rowPrefix } from '../../kernels/weight-view.js';
 import type { Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
@@ -30,6 +31,11 @@ export class MtpDrafter {
   /** Ids a draft can be: the first v rows of the lm_head (the draft head). */
   private readonly v: number;
   private readonly head: Weight;
+  /** Sampled drafts: q and the draw on the kernels, one call per draft step. */
+  private readonly sampler: BatchSampler;
+  /** Per request, q buffers over the sampling vocabulary reused round after round (zero
+   * beyond the draft head; the engine drops req.draftProbs after each verify). */
+  private readonly qBuffers = new WeakMap<Request, Float64Array[]>();
 
   constructor(
     private readonly model: Model,
@@ -43,6 +49,7 @@ export class MtpDrafter {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
     this.head = this.v < model.weights.lmHead.rows ? rowPrefix(model.weights.lmHead, this.v) : model.weights.lmHead;
+    this.sampler = new BatchSampler(model.kernels, argmax);
   }
 
   run(inputs: readonly ExtendInput[]): void {
@@ -113,17 +120,28 @@ export class MtpDrafter {
   private propose(reqs: readonly Request[], hidden: Float32Array): void {
     const logits = this.ws.buf('draft.logits', reqs.length * this.v);
     lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits, this.head);
+    const sampled: { req: Request; job: SampleJob }[] = [];
     reqs.forEach((req, j) => {
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
-      if (isGreedy(req.sampling)) {
-        req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
-        return;
+      if (isGreedy(req.sampling)) req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
+      else {
+        sampled.push({ req, job: {
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: req.drafts, rng: req.draftRng, dist: true, logprobs: -1,
+        } });
       }
-      const sub = targetDistribution(l, req.sampling, req.history, this.v);
-      const q = sub.length === this.sampleVocab ? sub : new Float64Array(this.sampleVocab);
-      if (q !== sub) q.set(sub);
-      req.drafts.push(drawFrom(q, req.draftRng));
-      req.draftProbs!.push(q);
     });
+    const out = this.sampler.run(sampled.map((s) => s.job));
+    sampled.forEach(({ req }, j) => {
+      const o = out[j]!;
+      req.drafts.push(o.token);
+      req.draftProbs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(req, req.draftProbs!.length)));
+    });
+  }
+
+  /** The request's i-th reusable q buffer (zero beyond the draft vocabulary). */
+  private qBuffer(req: Request, i: number): Float64Array {
+    let list = this.qBuffers.get(req);
+    if (!list) this.qBuffers.set(req, (list = []));
+    return (list[i] ??= new Float64Array(this.sampleVocab));
   }
 }
