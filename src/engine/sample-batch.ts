@@ -68,7 +68,7 @@ export class BatchSampler {
   /** Per kernel row index: a weights buffer in backend memory (reused every run). */
   private readonly dists: Float32Array[] = [];
 
-  constructor(private readonly kernels: Kernels, private readonly argmax?: Argmax) {}
+  constructor(private readonly kernels: Kernels, readonly argmax?: Argmax) {}
 
   private distBuffer(i: number, vocab: number): Float32Array {
     let d = this.dists[i];
