@@ -1,13 +1,13 @@
 // Sampling over logits rows: temperature, max, exp-sum, min-p / top-k / top-p cuts, the
 // categorical draw, and the raw log-softmax normaliser + top-N for logprobs. One row per
 // call of sampleRows' inner loop; rows are independent (the pool splits a batch by rows).
-// The exact definition (every rounding) is stated in src/kernels/ref/sampling.ts, the
+// Cuts and draw: ./sampling-select.ts. The exact definition (every rounding) is stated in src/kernels/ref/sampling.ts, the
 // plain-TS twin; this file computes bit-identical results (f32 ops without FMA, f64 sums
 // in the orders stated there).
 //
 // Row descriptor: DESC f64 slots per row at desc + row·DESC·8 (slot names: D_*).
-// Per-thread scratch (tmp): s f32[n4] | cand i32[n4] | cnt i32[1024] | mass f64[1024] |
-// blocks f64[ceil(n/64)]  (sampleTmpBytes(n) bytes).
+// Per-thread scratch (tmp): sampleTmpBytes(n) bytes, laid out in sampleRow.
+import { drawDense, drawList, filterList, HIST_BYTES, inSet, keptDense, keptList, MODE_COUNT, MODE_MASS, select, selLim, selTau } from './sampling-select';
 
 const D_LOGITS = 0;
 const D_N = 1;
@@ -35,8 +35,6 @@ const F_LOGPROBS = 2;
 const F_DIST = 4;
 
 const BLOCK: i32 = 64;
-const MODE_COUNT = 0;
-const MODE_MASS = 1;
 
 // exp32 constants (Cephes expf): 2^k · p(r), r = y − k·ln2 (ln2 split in C1 + C2)
 const EXP_MIN: f32 = -87.0;
@@ -112,23 +110,34 @@ function rowMax(x: usize, n: i32): f32 {
   return m;
 }
 
-/** Σ exp32(x_i − m), f64: even ids summed in order, odd ids in order, then even + odd. */
+/** Σ exp32(x_i − m), f64: ids i ≡ j (mod 4) summed in order into lane j; then
+ * (l0 + l1) + (l2 + l3). */
 function sumExp(x: usize, n: i32, m: f32): f64 {
   const n4 = n & ~3;
   const mv = f32x4.splat(m);
-  let acc = f64x2.splat(0);
+  let a01 = f64x2.splat(0);
+  let a23 = f64x2.splat(0);
   for (let i = 0; i < n4; i += 4) {
     const e = exp32v(f32x4.sub(v128.load(x + (<usize>i << 2)), mv));
-    acc = f64x2.add(acc, f64x2.promote_low_f32x4(e));
-    acc = f64x2.add(acc, f64x2.promote_low_f32x4(v128.shuffle<f32>(e, e, 2, 3, 0, 1)));
+    a01 = f64x2.add(a01, f64x2.promote_low_f32x4(e));
+    a23 = f64x2.add(a23, f64x2.promote_low_f32x4(v128.shuffle<f32>(e, e, 2, 3, 0, 1)));
   }
-  let se = f64x2.extract_lane(acc, 0), so = f64x2.extract_lane(acc, 1);
+  return laneTotal(a01, a23, x, n4, n, m, true);
+}
+
+/** (l0 + l1) + (l2 + l3) of lane sums a01 = (l0, l1), a23 = (l2, l3), after adding the
+ * tail ids [n4, n) to their lanes (exp32(x − m) when isExp, else x itself). */
+function laneTotal(a01: v128, a23: v128, x: usize, n4: i32, n: i32, m: f32, isExp: bool): f64 {
+  let l0 = f64x2.extract_lane(a01, 0), l1 = f64x2.extract_lane(a01, 1);
+  let l2 = f64x2.extract_lane(a23, 0), l3 = f64x2.extract_lane(a23, 1);
   for (let i = n4; i < n; i++) {
-    const e = <f64>exp32(fAt(x, i) - m);
-    if (i & 1) so += e;
-    else se += e;
+    const e = <f64>(isExp ? exp32(fAt(x, i) - m) : fAt(x, i));
+    const j = i & 3;
+    if (j == 0) l0 += e;
+    else if (j == 1) l1 += e;
+    else l2 += e;
   }
-  return se + so;
+  return (l0 + l1) + (l2 + l3);
 }
 
 /** The topN largest raw logits (value desc, id asc; NaN skipped) into ids/vals. */
@@ -161,203 +170,78 @@ function topRaw(x: usize, n: i32, topN: i32, ids: usize, vals: usize): void {
   }
 }
 
-/** s[i] = exp32((s[i] − m)·invT), then 0 where below minP (f32 compares). */
-function weights(s: usize, n: i32, m: f32, invT: f32, minP: f32): void {
+/** s[i] = exp32((x[i] − m)·invT), then 0 where below minP (f32 compares); s may be x. */
+function weights(s: usize, x: usize, n: i32, m: f32, invT: f32, minP: f32): void {
   const n4 = n & ~3;
   const mv = f32x4.splat(m), tv = f32x4.splat(invT), pv = f32x4.splat(minP);
   for (let i = 0; i < n4; i += 4) {
-    const p = s + (<usize>i << 2);
-    const e = exp32v(f32x4.mul(f32x4.sub(v128.load(p), mv), tv));
-    v128.store(p, v128.andnot(e, f32x4.lt(e, pv)));
+    const o = <usize>i << 2;
+    const e = exp32v(f32x4.mul(f32x4.sub(v128.load(x + o), mv), tv));
+    v128.store(s + o, v128.andnot(e, f32x4.lt(e, pv)));
   }
-  for (let i = n4; i < n; i++) {
-    const e = exp32((fAt(s, i) - m) * invT);
-    store<f32>(s + (<usize>i << 2), e < minP ? 0 : e);
-  }
+  for (let i = n4; i < n; i++) store<f32>(s + (<usize>i << 2), weight1(fAt(x, i), m, invT, minP));
 }
-
-// Selection state (one row at a time per thread; globals are per instance = per thread)
-let selTau: u32 = 0;
-let selLim: i32 = -1;
 
 // @ts-ignore: decorator
-@inline function inSet(k: u32, i: i32, tau: u32, lim: i32): bool {
-  return k > tau || (k == tau && i <= lim);
-}
-
-/** The cut of the order (weight desc, id asc) among ids in the set (tau, lim): the shortest
- * prefix with count ≥ param (MODE_COUNT) or mass ≥ param·(mass of the set) (MODE_MASS),
- * by a 3-level radix walk over the weight bits (10 bits per level) and then over ties in
- * id order. Result in (selTau, selLim); the whole set when no prefix reaches it. */
-function select(s: usize, n: i32, mode: i32, param: f64, tau: u32, lim: i32, cand: usize, cnt: usize, mass: usize): void {
-  memory.fill(cnt, 0, 4096);
-  memory.fill(mass, 0, 8192);
-  for (let i = 0; i < n; i++) {
-    const k = load<u32>(s + (<usize>i << 2));
-    if (!inSet(k, i, tau, lim)) continue;
-    const b = <usize>(k >> 20);
-    store<i32>(cnt + (b << 2), load<i32>(cnt + (b << 2)) + 1);
-    store<f64>(mass + (b << 3), load<f64>(mass + (b << 3)) + <f64>reinterpret<f32>(k));
-  }
-  let target = param;
-  if (mode == MODE_MASS) {
-    let total: f64 = 0;
-    for (let b = 1023; b >= 0; b--) total += load<f64>(mass + (<usize>b << 3));
-    target = param * total;
-  }
-  let cumC: i32 = 0;
-  let cumM: f64 = 0;
-  let key: u32 = 0;
-  let nc = 0;
-  for (let level = 0; level < 3; level++) {
-    const shift: u32 = level == 0 ? 20 : level == 1 ? 10 : 0;
-    if (level > 0) {
-      // histogram of the next 10 bits over the candidates
-      memory.fill(cnt, 0, 4096);
-      memory.fill(mass, 0, 8192);
-      for (let j = 0; j < nc; j++) {
-        const k = load<u32>(s + (<usize>iAt(cand, j) << 2));
-        const b = <usize>((k >> shift) & 1023);
-        store<i32>(cnt + (b << 2), load<i32>(cnt + (b << 2)) + 1);
-        store<f64>(mass + (b << 3), load<f64>(mass + (b << 3)) + <f64>reinterpret<f32>(k));
-      }
-    }
-    let hit = -1;
-    let lowest = -1;
-    let beforeC: i32 = 0;
-    let beforeM: f64 = 0;
-    for (let b = 1023; b >= 0; b--) {
-      const c = load<i32>(cnt + (<usize>b << 2));
-      if (c == 0) continue;
-      lowest = b;
-      beforeC = cumC;
-      beforeM = cumM;
-      const m = load<f64>(mass + (<usize>b << 3));
-      if (mode == MODE_COUNT ? cumC + c >= <i32>param : cumM + m >= target) {
-        hit = b;
-        break;
-      }
-      cumC += c;
-      cumM += m;
-    }
-    if (level == 0 && hit < 0) {
-      selTau = tau;
-      selLim = lim;
-      return;
-    }
-    if (hit < 0) {
-      // rounding (the sub-buckets sum below the bucket): the cut is in the lowest sub-bucket
-      hit = lowest;
-      cumC = beforeC;
-      cumM = beforeM;
-    }
-    key |= (<u32>hit) << shift;
-    // candidates of the next level: ids in the crossing bucket, in id order
-    const hiMask: u32 = level == 0 ? 0xfff00000 : level == 1 ? 0xfffffc00 : 0xffffffff;
-    if (level == 0) {
-      for (let i = 0; i < n; i++) {
-        const k = load<u32>(s + (<usize>i << 2));
-        if ((k & hiMask) == key && inSet(k, i, tau, lim)) {
-          store<i32>(cand + (<usize>nc << 2), i);
-          nc++;
-        }
-      }
-    } else {
-      let w = 0;
-      for (let j = 0; j < nc; j++) {
-        const id = iAt(cand, j);
-        if ((load<u32>(s + (<usize>id << 2)) & hiMask) == key) {
-          store<i32>(cand + (<usize>w << 2), id);
-          w++;
-        }
-      }
-      nc = w;
-    }
-  }
-  // ties (weight bits == key), in id order
-  let last = -1;
-  for (let j = 0; j < nc; j++) {
-    const id = iAt(cand, j);
-    last = id;
-    cumC++;
-    cumM += <f64>fAt(s, id);
-    if (mode == MODE_COUNT ? cumC >= <i32>param : cumM >= target) break;
-  }
-  selTau = key;
-  selLim = last;
-}
-
-/** Per block of 64 ids: Σ of kept weights (even ids in order, odd ids in order, even + odd).
- * With dist != 0 also writes the kept weights (0 elsewhere) there. Returns Σ blocks in order. */
-function keptBlocks(s: usize, n: i32, tau: u32, lim: i32, blocks: usize, dist: usize): f64 {
-  const tv = i32x4.splat(<i32>tau), lv = i32x4.splat(lim);
-  let total: f64 = 0;
-  const nb = (n + BLOCK - 1) / BLOCK;
-  for (let b = 0; b < nb; b++) {
-    const lo = b * BLOCK;
-    const hi = min(n, lo + BLOCK);
-    const hi4 = lo + ((hi - lo) & ~3);
-    let acc = f64x2.splat(0);
-    let idv = i32x4.add(i32x4.splat(lo), i32x4(0, 1, 2, 3));
-    for (let i = lo; i < hi4; i += 4) {
-      const e = v128.load(s + (<usize>i << 2));
-      const keep = v128.or(i32x4.gt_s(e, tv), v128.and(i32x4.eq(e, tv), i32x4.le_s(idv, lv)));
-      const w = v128.and(e, keep);
-      if (dist) v128.store(dist + (<usize>i << 2), w);
-      acc = f64x2.add(acc, f64x2.promote_low_f32x4(w));
-      acc = f64x2.add(acc, f64x2.promote_low_f32x4(v128.shuffle<f32>(w, w, 2, 3, 0, 1)));
-      idv = i32x4.add(idv, i32x4.splat(4));
-    }
-    let se = f64x2.extract_lane(acc, 0), so = f64x2.extract_lane(acc, 1);
-    for (let i = hi4; i < hi; i++) {
-      const k = load<u32>(s + (<usize>i << 2));
-      const w: f32 = inSet(k, i, tau, lim) ? reinterpret<f32>(k) : 0;
-      if (dist) store<f32>(dist + (<usize>i << 2), w);
-      if (i & 1) so += <f64>w;
-      else se += <f64>w;
-    }
-    const bs = se + so;
-    store<f64>(blocks + (<usize>b << 3), bs);
-    total += bs;
-  }
-  return total;
-}
-
-/** First kept id whose running kept mass (blocks in order, then ids in order inside the
- * crossing block) exceeds target; the last kept id of that block (or of the row) when
- * rounding leaves none. */
-function drawKept(s: usize, n: i32, tau: u32, lim: i32, blocks: usize, target: f64): i32 {
-  const nb = (n + BLOCK - 1) / BLOCK;
-  let cum: f64 = 0;
-  for (let b = 0; b < nb; b++) {
-    const bs = load<f64>(blocks + (<usize>b << 3));
-    if (!(cum + bs > target)) {
-      cum += bs;
-      continue;
-    }
-    const lo = b * BLOCK;
-    const hi = min(n, lo + BLOCK);
-    let last = -1;
-    for (let i = lo; i < hi; i++) {
-      const k = load<u32>(s + (<usize>i << 2));
-      if (!inSet(k, i, tau, lim)) continue;
-      cum += <f64>reinterpret<f32>(k);
-      last = i;
-      if (cum > target) return i;
-    }
-    if (last >= 0) return last;
-  }
-  for (let i = n - 1; i >= 0; i--) if (inSet(load<u32>(s + (<usize>i << 2)), i, tau, lim)) return i;
-  return 0;
+@inline function weight1(x: f32, m: f32, invT: f32, minP: f32): f32 {
+  const e = exp32((x - m) * invT);
+  return e < minP ? 0 : e;
 }
 
 /** Bytes of per-thread scratch for rows of up to n ids. */
 export function sampleTmpBytes(n: i32): i32 {
   const n4 = (n + 3) & ~3;
-  return n4 * 8 + 4096 + 8192 + ((n + BLOCK - 1) / BLOCK) * 8 + 64;
+  return n4 * 12 + HIST_BYTES + ((n + BLOCK - 1) / BLOCK) * 8 + 64;
 }
 
-/** One row (descriptor d) with per-thread scratch tmp. */
+/** Largest top-k served from candidates (s ≥ the k-th largest logit − δ) instead of the
+ * whole row; results are the same bits either way. */
+const TOPK_FAST: i32 = 64;
+
+/** Top-k (then top-p) from a short candidate list: every id whose weight can reach the
+ * k-th largest weight has s ≥ s_k − δ (δ ≫ the f32 rounding of (s − m)·invT and exp32).
+ * Weights of the candidates are written to w at their ids. Returns the kept ids' count
+ * in list (increasing ids), or −1 when the row needs the whole-row path. */
+function topKList(w: usize, src: usize, n: i32, m: f32, invT: f32, minP: f32, topK: i32, topP: f64,
+  list: usize, cand: usize, hist: usize): i32 {
+  const ids = cand;
+  const vals = cand + (<usize>topK << 2);
+  topRaw(src, n, topK, ids, vals);
+  const sk = load<f32>(vals + (<usize>(topK - 1) << 2));
+  if (!(sk > -Infinity)) return -1;
+  const delta = <f32>(1e-3 / <f64>invT + 1e-5 * <f64>(m - sk));
+  const lo = f32x4.splat(sk - delta);
+  const n4 = n & ~3;
+  let nl = 0;
+  for (let i = 0; i < n4; i += 4) {
+    let mask = i32x4.bitmask(f32x4.ge(v128.load(src + (<usize>i << 2)), lo));
+    while (mask) {
+      store<i32>(list + (<usize>nl << 2), i + ctz(mask));
+      nl++;
+      mask &= mask - 1;
+    }
+  }
+  for (let i = n4; i < n; i++) {
+    if (fAt(src, i) >= sk - delta) {
+      store<i32>(list + (<usize>nl << 2), i);
+      nl++;
+    }
+  }
+  for (let j = 0; j < nl; j++) {
+    const id = load<i32>(list + (<usize>j << 2));
+    store<f32>(w + (<usize>id << 2), weight1(fAt(src, id), m, invT, minP));
+  }
+  select(w, n, MODE_COUNT, <f64>topK, 0, -1, list, nl, cand, hist);
+  nl = filterList(w, list, nl, selTau, selLim);
+  if (topP < 1) {
+    select(w, n, MODE_MASS, topP, 0, -1, list, nl, cand, hist);
+    nl = filterList(w, list, nl, selTau, selLim);
+  }
+  return nl;
+}
+
+/** One row (descriptor d) with per-thread scratch tmp:
+ * w f32[n4] | list i32[n4] | cand i32[n4] | histograms | blocks f64[⌈n/64⌉]. */
 function sampleRow(d: usize, tmp: usize): void {
   const x = <usize>dget(d, D_LOGITS);
   const n = <i32>dget(d, D_N);
@@ -371,45 +255,81 @@ function sampleRow(d: usize, tmp: usize): void {
   }
   if (!(flags & (F_DRAW | F_DIST))) return;
   const n4 = (n + 3) & ~3;
-  const s = tmp;
-  const cand = s + (<usize>n4 << 2);
-  const cnt = cand + (<usize>n4 << 2);
-  const mass = cnt + 4096;
-  const blocks = mass + 8192;
-  memory.copy(s, x, <usize>n << 2);
+  const w = tmp;
+  const list = w + (<usize>n4 << 2);
+  const cand = list + (<usize>n4 << 2);
+  const hist = cand + (<usize>n4 << 2);
+  const blocks = hist + HIST_BYTES;
+  const dist = flags & F_DIST ? <usize>dget(d, D_DIST) : 0;
+  // the penalised row: the logits themselves, or a patched copy in w
+  let src = x;
   const pn = <i32>dget(d, D_PATCH_N);
-  const pIds = <usize>dget(d, D_PATCH_IDS), pVals = <usize>dget(d, D_PATCH_VALS);
-  for (let j = 0; j < pn; j++) store<f32>(s + (<usize>iAt(pIds, j) << 2), fAt(pVals, j));
-  const m = rowMax(s, n);
-  let tau: u32 = 0;
-  let lim: i32 = -1;
-  if (!(m > -Infinity && m < Infinity)) {
-    // degenerate row (all −inf / NaN, or +inf present): one-hot on the first maximum
-    let t = 0;
-    for (let i = 0; i < n; i++) if (fAt(s, i) == m) {
-      t = i;
-      break;
-    }
-    memory.fill(s, 0, <usize>n << 2);
-    store<f32>(s + (<usize>t << 2), 1);
+  if (pn > 0) {
+    memory.copy(w, x, <usize>n << 2);
+    const pIds = <usize>dget(d, D_PATCH_IDS), pVals = <usize>dget(d, D_PATCH_VALS);
+    for (let j = 0; j < pn; j++) store<f32>(w + (<usize>load<i32>(pIds + (<usize>j << 2)) << 2), fAt(pVals, j));
+    src = w;
+  }
+  const m = rowMax(src, n);
+  const invT = <f32>dget(d, D_INV_T), minP = <f32>dget(d, D_MIN_P);
+  const topK = <i32>dget(d, D_TOP_K);
+  const topP = dget(d, D_TOP_P);
+  let total: f64;
+  let token = 0;
+  const finite = m > -Infinity && m < Infinity;
+  const nl = finite && topK > 0 && topK <= TOPK_FAST && topK < n
+    ? topKList(w, src, n, m, invT, minP, topK, topP, list, cand, hist) : -1;
+  if (nl >= 0) {
+    total = keptList(w, list, nl, blocks, dist, n);
+    if (flags & F_DRAW) token = drawList(w, list, nl, blocks, dget(d, D_U) * total);
   } else {
-    weights(s, n, m, <f32>dget(d, D_INV_T), <f32>dget(d, D_MIN_P));
-    const topK = <i32>dget(d, D_TOP_K);
-    const topP = dget(d, D_TOP_P);
-    if (topK > 0 && topK < n) {
-      select(s, n, MODE_COUNT, <f64>topK, tau, lim, cand, cnt, mass);
-      tau = selTau;
-      lim = selLim;
+    let tau: u32 = 0;
+    let lim: i32 = -1;
+    if (!finite) {
+      // degenerate row (all −inf / NaN, or +inf present): one-hot on the first maximum
+      let t = 0;
+      for (let i = 0; i < n; i++) if (fAt(src, i) == m) {
+        t = i;
+        break;
+      }
+      memory.fill(w, 0, <usize>n << 2);
+      store<f32>(w + (<usize>t << 2), 1);
+    } else {
+      weights(w, src, n, m, invT, minP);
+      if (topK > 0 && topK < n) {
+        select(w, n, MODE_COUNT, <f64>topK, 0, -1, 0, 0, cand, hist);
+        tau = selTau;
+        lim = selLim;
+        if (topP < 1) {
+          // top-p over the top-k set as a list (increasing ids)
+          const nk = gatherSet(w, n, tau, lim, list);
+          select(w, n, MODE_MASS, topP, tau, lim, list, nk, cand, hist);
+          tau = selTau;
+          lim = selLim;
+        }
+      } else if (topP < 1) {
+        select(w, n, MODE_MASS, topP, 0, -1, 0, 0, cand, hist);
+        tau = selTau;
+        lim = selLim;
+      }
     }
-    if (topP < 1) {
-      select(s, n, MODE_MASS, topP, tau, lim, cand, cnt, mass);
-      tau = selTau;
-      lim = selLim;
+    total = keptDense(w, n, tau, lim, blocks, dist);
+    if (flags & F_DRAW) token = drawDense(w, n, tau, lim, blocks, dget(d, D_U) * total);
+  }
+  dset(d, D_OUT_MASS, total);
+  if (flags & F_DRAW) dset(d, D_OUT_TOKEN, token);
+}
+
+/** Ids in (tau, lim), increasing, into list; their count. */
+function gatherSet(w: usize, n: i32, tau: u32, lim: i32, list: usize): i32 {
+  let nl = 0;
+  for (let i = 0; i < n; i++) {
+    if (inSet(load<u32>(w + (<usize>i << 2)), i, tau, lim)) {
+      store<i32>(list + (<usize>nl << 2), i);
+      nl++;
     }
   }
-  const total = keptBlocks(s, n, tau, lim, blocks, flags & F_DIST ? <usize>dget(d, D_DIST) : 0);
-  dset(d, D_OUT_MASS, total);
-  if (flags & F_DRAW) dset(d, D_OUT_TOKEN, drawKept(s, n, tau, lim, blocks, dget(d, D_U) * total));
+  return nl;
 }
 
 /** Rows [r0, r1) of the batch described at desc. */

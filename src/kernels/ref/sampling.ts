@@ -3,7 +3,8 @@
 //
 //  logprobs (raw row x, before penalties and temperature):
 //    rawMax  = max x (NaN ignored; 4 lane maxima over i mod 4, combined (l0,l1),(l2,l3)),
-//    rawSumExp = Σ exp32(f(x_i − rawMax)): even ids summed in order, odd ids in order, even+odd;
+//    rawSumExp = Σ exp32(f(x_i − rawMax)) as lanes: ids ≡ j (mod 4) summed in order into l_j,
+//      then (l0 + l1) + (l2 + l3);
 //    top-N raw logits (value desc, id asc; NaN skipped; missing entries id −1, −inf).
 //    (log-softmax: x_i − rawMax − ln rawSumExp, the log taken by the caller.)
 //  draw / dist:
@@ -14,9 +15,11 @@
 //    top-k (0 < k < n): keep the first k of the order; then top-p (p < 1): keep the
 //    shortest prefix of the kept order whose mass reaches p · (kept mass). Masses are summed
 //    by the radix walk of `select` (buckets of the weight bits 30..20, 19..10, 9..0, each
-//    level's bucket masses in id order, buckets descending; then single ties in id order).
-//    The kept set is always {w > τ} ∪ {w = τ, id ≤ lim} (bits compared as integers).
-//    Kept mass M: per block of 64 ids, (even ids + odd ids) kept weights; blocks in order.
+//    level's bucket masses in id order — at level 0 over the whole row (top-p alone) as
+//    four partial sums by id mod 4, (p0 + p1) + (p2 + p3); buckets descending; then single
+//    ties in id order). The kept set is always {w > τ} ∪ {w = τ, id ≤ lim} (bits compared
+//    as integers). Kept mass M: per block of 64 ids, the kept weights as lanes by id mod 4
+//    (as rawSumExp); blocks in order.
 //    Draw with u ∈ [0, 1): the first kept id whose running mass (whole blocks, then ids
 //    in order inside the crossing block) exceeds u·M; fallbacks: the last kept id of the
 //    crossing block, else of the row.
@@ -62,15 +65,15 @@ export function rowMax(x: Float32Array, n: number): number {
   return m;
 }
 
+/** Σ v(i) over ids [lo, hi) as lanes by id mod 4: (l0 + l1) + (l2 + l3). */
+function laneSum(lo: number, hi: number, v: (i: number) => number): number {
+  const l = [0, 0, 0, 0];
+  for (let i = lo; i < hi; i++) l[i & 3]! += v(i);
+  return (l[0]! + l[1]!) + (l[2]! + l[3]!);
+}
+
 function sumExp(x: Float32Array, n: number, m: number): number {
-  let se = 0;
-  let so = 0;
-  for (let i = 0; i < n; i++) {
-    const e = exp32(f(x[i]! - m));
-    if (i & 1) so += e;
-    else se += e;
-  }
-  return se + so;
+  return laneSum(0, n, (i) => exp32(f(x[i]! - m)));
 }
 
 function topRaw(x: Float32Array, n: number, topN: number, ids: Int32Array, vals: Float32Array): void {
@@ -99,14 +102,26 @@ function inSet(k: number, i: number, c: Cut): boolean {
 
 /** The shortest prefix of the order within `set` whose count reaches `param` (count mode)
  * or whose mass reaches param · (mass of the set) (mass mode); the set itself if none. */
-function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, param: number, set: Cut): Cut {
+function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, param: number, set: Cut,
+  list: number[] | null = null): Cut {
   const cnt = new Int32Array(1024);
   const mass = new Float64Array(1024);
-  for (let i = 0; i < n; i++) {
-    const k = bits[i]!;
-    if (!inSet(k, i, set)) continue;
-    cnt[k >>> 20]!++;
-    mass[k >>> 20]! += w[i]!;
+  const ids = list ?? Array.from({ length: n }, (_, i) => i);
+  if (list) {
+    for (const i of ids) {
+      if (!inSet(bits[i]!, i, set)) continue;
+      cnt[bits[i]! >>> 20]!++;
+      mass[bits[i]! >>> 20]! += w[i]!;
+    }
+  } else {
+    // four partial sums by id mod 4, combined (p0 + p1) + (p2 + p3)
+    const part = [0, 1, 2, 3].map(() => new Float64Array(1024));
+    for (let i = 0; i < n; i++) {
+      if (!inSet(bits[i]!, i, set)) continue;
+      cnt[bits[i]! >>> 20]!++;
+      part[i & 3]![bits[i]! >>> 20]! += w[i]!;
+    }
+    for (let b = 0; b < 1024; b++) mass[b] = (part[0]![b]! + part[1]![b]!) + (part[2]![b]! + part[3]![b]!);
   }
   let target = param;
   if (byMass) {
@@ -157,7 +172,7 @@ function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, 
     const hiMask = level === 0 ? 0xfff00000 : level === 1 ? 0xfffffc00 : 0xffffffff;
     if (level === 0) {
       cand = [];
-      for (let i = 0; i < n; i++) if (((bits[i]! & hiMask) >>> 0) === key && inSet(bits[i]!, i, set)) cand.push(i);
+      for (const i of ids) if (((bits[i]! & hiMask) >>> 0) === key && inSet(bits[i]!, i, set)) cand.push(i);
     } else cand = cand.filter((id) => ((bits[id]! & hiMask) >>> 0) === key);
   }
   let last = -1;
@@ -173,16 +188,13 @@ function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, 
 function keptBlocks(bits: Uint32Array, w: Float32Array, n: number, cut: Cut, blocks: Float64Array, dist: Float32Array | null): number {
   let total = 0;
   for (let b = 0; b * BLOCK < n; b++) {
-    let se = 0;
-    let so = 0;
-    for (let i = b * BLOCK; i < Math.min(n, (b + 1) * BLOCK); i++) {
+    const bs = laneSum(b * BLOCK, Math.min(n, (b + 1) * BLOCK), (i) => {
       const v = inSet(bits[i]!, i, cut) ? w[i]! : 0;
       if (dist) dist[i] = v;
-      if (i & 1) so += v;
-      else se += v;
-    }
-    blocks[b] = se + so;
-    total += se + so;
+      return v;
+    });
+    blocks[b] = bs;
+    total += bs;
   }
   return total;
 }
@@ -232,8 +244,14 @@ function sampleRow(row: SampleRow, out: SampleResult): void {
       const e = exp32(f(f(w[i]! - m) * invT));
       w[i] = e < minP ? 0 : e;
     }
-    if (row.topK > 0 && row.topK < n) cut = select(bits, w, n, false, row.topK, cut);
-    if (row.topP < 1) cut = select(bits, w, n, true, row.topP, cut);
+    if (row.topK > 0 && row.topK < n) {
+      cut = select(bits, w, n, false, row.topK, cut);
+      if (row.topP < 1) {
+        const kset: number[] = [];
+        for (let i = 0; i < n; i++) if (inSet(bits[i]!, i, cut)) kset.push(i);
+        cut = select(bits, w, n, true, row.topP, cut, kset); // over the top-k set as a list
+      }
+    } else if (row.topP < 1) cut = select(bits, w, n, true, row.topP, cut);
   }
   const blocks = new Float64Array(Math.ceil(n / BLOCK));
   const total = keptBlocks(bits, w, n, cut, blocks, row.dist);
