@@ -13,7 +13,8 @@ import { Scheduler } from './scheduler.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
 import { type Argmax, isGreedy } from './sampler.js';
-import { BatchSampler, type LogprobSummary, logprobOf, type SampleJob, type SampleOutcome, toProbs } from './sample-batch.js';
+import { BatchSampler, type LogprobSummary, logprobOf, type SampleOutcome, toProbs } from './sample-batch.js';
+import { sampleStep } from './step-sampling.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
@@ -246,7 +247,8 @@ export class Engine {
     const h = this.model.config.hiddenSize;
     const extend: ExtendInput[] = [];
     let generated = 0;
-    const picks = this.sampleRows(rows, result.logits);
+    const picks = this.guarded(rows.map((r) => r.req!), () => sampleStep(this.sampler, rows, result.logits, this.sampleVocab));
+    if (!picks) return;
     rows.forEach((row, i) => {
       const req = row.req!;
       const logits = result.logits[i]!;
@@ -302,26 +304,6 @@ export class Engine {
       }
       return null;
     }
-  }
-
-  /** One batched sampler run over the step's rows: per row, the outcome of each position
-   * that samples (a decode row's last position; every verify position of a sampled
-   * request — its p given the drafts before it — or of a request wanting logprobs).
-   * (A per-request logits mask would be applied to `logits` here, before the kernels.) */
-  private sampleRows(rows: readonly BatchRow[], logits: readonly Float32Array[][]): SampleOutcome[][] {
-    const jobs: SampleJob[] = [];
-    const at: number[][] = rows.map((row, i) => {
-      const req = row.req!;
-      const base = { vocab: this.sampleVocab, sampling: req.sampling, history: req.history, logprobs: req.onLogprob ? req.topLogprobs : -1 };
-      const first = jobs.length;
-      if (row.verify) {
-        if (isGreedy(req.sampling) && !req.onLogprob) return [];
-        logits[i]!.forEach((l, s) => jobs.push({ ...base, logits: l, extra: req.drafts.slice(0, s), rng: null, dist: !isGreedy(req.sampling) }));
-      } else if (row.sample) jobs.push({ ...base, logits: logits[i]![0]!, rng: req.rng });
-      return Array.from({ length: jobs.length - first }, (_, s) => first + s);
-    });
-    const out = this.sampler.run(jobs);
-    return at.map((idx) => idx.map((j) => out[j]!));
   }
 
   /** Accept drafts of a verify row, commit the state, return the accepted count. */
