@@ -179,7 +179,7 @@ export function sampleRowOf(logits: Float32Array, p: SamplingParams, hist: Token
   const patches = penaltyPatches(logits, p, hist, vocab, opts.extra);
   const topN = opts.topN ?? -1;
   return {
-    logits, n: vocab, invTemperature: 1 / p.temperature, topK: p.topK > 0 ? p.topK : 0, topP: p.topP, minP: p.minP,
+    logits, n: vocab, invTemperature: 1 / p.temperature, topK: p.topK > 0 && p.topK < vocab ? p.topK : 0, topP: p.topP, minP: p.minP,
     u: opts.u ?? 0, patchIds: patches?.ids ?? null, patchVals: patches?.vals ?? null, patchCount: patches?.ids.length ?? 0,
     draw: opts.u !== undefined, logprobs: topN >= 0, topN: Math.max(topN, 0), dist: opts.dist ?? null,
   };
