@@ -54,7 +54,20 @@ function level0(w: usize, n: i32, tau: u32, lim: i32, list: usize, nl: i32, hist
   }
   memory.fill(cnt, 0, 4 * 4096);
   memory.fill(mass, 0, 4 * 8192);
-  for (let i = 0; i < n; i++) {
+  const n4 = n & ~3;
+  if (tau == 0 && lim < 0) {
+    // every nonzero weight: four ids per step, one partial histogram each
+    for (let i = 0; i < n4; i += 4) {
+      const v = v128.load(w + (<usize>i << 2));
+      const k0 = i32x4.extract_lane(v, 0), k1 = i32x4.extract_lane(v, 1);
+      const k2 = i32x4.extract_lane(v, 2), k3 = i32x4.extract_lane(v, 3);
+      if (k0) bump(cnt, mass, <usize>(<u32>k0 >> 20), <u32>k0);
+      if (k1) bump(cnt, mass, 1024 + <usize>(<u32>k1 >> 20), <u32>k1);
+      if (k2) bump(cnt, mass, 2048 + <usize>(<u32>k2 >> 20), <u32>k2);
+      if (k3) bump(cnt, mass, 3072 + <usize>(<u32>k3 >> 20), <u32>k3);
+    }
+  }
+  for (let i = tau == 0 && lim < 0 ? n4 : 0; i < n; i++) {
     const k = bitsAt(w, i);
     if (!inSet(k, i, tau, lim)) continue;
     const part = <usize>(i & 3) << 10;

@@ -135,9 +135,10 @@ function argmax(v: ArrayLike<number>, n: number): number {
  * NaN never wins): the engine passes the kernels' SIMD one. */
 export type Argmax = (logits: Float32Array, n: number) => number;
 
-/** argmax of the penalised logits without copying the vocabulary: the raw argmax, unless
- * a penalised id beats it (or it is penalised itself, then the full copy decides). */
-function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
+/** argmax of the penalised logits (f64 penalties; lowest id among equal maxima) without
+ * copying the vocabulary: the raw argmax, unless a penalised id beats it (or it is
+ * penalised itself, then the full copy decides). */
+export function greedyToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
   const raw = fast ? fast(logits, vocab) : argmax(logits, vocab);
   if (!hasPenalties(p, hist)) return raw;
   const adj = penaltyAdjustments(logits, p, hist, vocab);
@@ -168,11 +169,6 @@ export function drawFrom(probs: Float64Array, rng: Rng): number {
   return last;
 }
 
-/** argmax of the penalised logits (f64 penalties; lowest id among equal maxima). */
-export function greedyToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
-  return greedyPick(logits, p, hist, vocab, fast);
-}
-
 /** The kernel row of a sampled request (temperature, cuts, penalties as patches). */
 export function sampleRowOf(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
   opts: { u?: number; extra?: readonly number[]; dist?: Float32Array | null; topN?: number } = {}): SampleRow {
@@ -199,7 +195,7 @@ export function targetDistribution(logits: Float32Array, p: SamplingParams, hist
   fast?: Argmax, sample: SampleFn = refSample): Float64Array {
   const probs = new Float64Array(vocab);
   if (isGreedy(p)) {
-    probs[greedyPick(logits, p, hist, vocab, fast)] = 1;
+    probs[greedyToken(logits, p, hist, vocab, fast)] = 1;
     return probs;
   }
   const w = new Float32Array(vocab);
@@ -213,7 +209,7 @@ export function targetDistribution(logits: Float32Array, p: SamplingParams, hist
  * from rng). */
 export function sampleToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, rng: Rng,
   fast?: Argmax, sample: SampleFn = refSample): number {
-  if (isGreedy(p)) return greedyPick(logits, p, hist, vocab, fast);
+  if (isGreedy(p)) return greedyToken(logits, p, hist, vocab, fast);
   const res = emptyResult();
   sample([sampleRowOf(logits, p, hist, vocab, { u: rng.next() })], [res]);
   return res.token;
