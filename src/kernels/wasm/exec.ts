@@ -35,7 +35,7 @@ export const Cmd = {
   GDN_CHUNKED: 6,
   CONV: 7,
   PROBE: 8,
-  SAMPLE: 9,
+  SAMPLE: 20, // sampling rows (assembly/sampling.ts); numbered apart from the model ops
 } as const;
 
 /** [lo, hi) of `total` items for thread tid of nt, boundaries multiples of `unit`. */
