@@ -11,3 +11,4 @@ export { gdnChunked, chunkedTmpBytes } from './chunked';
 export function heapBase(): usize {
   return __heap_base;
 }
+export { sampleRows, sampleTmpBytes } from './sampling';

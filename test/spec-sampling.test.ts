@@ -4,8 +4,9 @@
 // over 40,000 rounds matches p(x2|t)·p(x3|t,x2) (chi-square, p > 0.001). Target and draft
 // logits are computed once per candidate and cached, so the sampling loop is fast. A second
 // run uses a deliberately poor proposal (draft temperature 2.5) so that the rejection path
-// and the residual distribution carry real weight.
-import { test } from 'node:test';
+// and the residual distribution carry real weight. Every p and q comes from the wasm
+// sampling kernel (the engine's fast path), handed to acceptDrafts as the engine does.
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
@@ -16,6 +17,12 @@ import { drawFrom, targetDistribution, TokenHistory, type SamplingParams } from 
 import { Rng } from '../src/util/rng.js';
 import { readFileSync } from 'node:fs';
 import { sharedPath, TINY_THINK } from './paths.js';
+import { createWasmKernels } from '../src/kernels/wasm/index.js';
+
+const fast = await createWasmKernels({ threads: 1 });
+after(() => fast.dispose());
+const dist = (logits: Float32Array, p: SamplingParams): Float64Array =>
+  targetDistribution(logits, p, new TokenHistory([]), VOCAB, undefined, (r, o) => fast.sample(r, o));
 
 const PARAMS: SamplingParams = { temperature: 1, topK: 12, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0 };
 const VOCAB = 1000;
@@ -116,25 +123,27 @@ for (const [draftTemperature, restrict] of [[1, false], [2.5, false], [1, true]]
   const hist = new TokenHistory([]);
   // candidates: the support of p1 and of q1 (top-12 each)
   const probe = new Branches(model, prompt, t);
-  const p1 = targetDistribution(probe.p1, PARAMS, hist, VOCAB);
+  const p1 = dist(probe.p1, PARAMS);
   // draft temperature 2.5: a proposal far from p, so rejections and the residual matter
   const QPARAMS = { ...PARAMS, temperature: draftTemperature };
   const shape = (q: Float64Array): Float64Array => (restrict ? evenIdsOnly(q) : q);
-  const q1 = shape(targetDistribution(probe.q1, QPARAMS, hist, VOCAB));
+  const q1 = shape(dist(probe.q1, QPARAMS));
   const xs = [...p1.keys()].filter((i) => p1[i]! > 0 || q1[i]! > 0);
   const by = new Map(xs.map((x) => [x, probe.after(x)]));
-  const p2 = new Map(xs.map((x) => [x, targetDistribution(by.get(x)!.target, PARAMS, hist, VOCAB)]));
-  const q2 = new Map(xs.map((x) => [x, shape(targetDistribution(by.get(x)!.draft, QPARAMS, hist, VOCAB))]));
+  const p2 = new Map(xs.map((x) => [x, dist(by.get(x)!.target, PARAMS)]));
+  const q2 = new Map(xs.map((x) => [x, shape(dist(by.get(x)!.draft, QPARAMS))]));
   const rng = new Rng(11);
   const draftRng = new Rng(12);
   const counts = new Map<string, number>();
   const N = 40_000;
   const bonusLogits = probe.p1; // the bonus after 2 accepted drafts is not part of the test
+  const bonus = p1;
   for (let n = 0; n < N; n++) {
     const d1 = drawFrom(q1, draftRng);
     const d2 = drawFrom(q2.get(d1)!, draftRng);
     const out: number[] = [];
-    acceptDrafts({ tokens: [d1, d2], probs: [q1, q2.get(d1)!] }, { sampling: PARAMS, history: hist, vocab: VOCAB, rng },
+    const targetAt = (i: number): Float64Array => (i === 0 ? p1 : i === 1 ? p2.get(d1)! : bonus);
+    acceptDrafts({ tokens: [d1, d2], probs: [q1, q2.get(d1)!] }, { sampling: PARAMS, history: hist, vocab: VOCAB, rng, targetAt },
       (i) => (i === 0 ? probe.p1 : i === 1 ? by.get(d1)!.target : bonusLogits), (tok) => (out.push(tok), true));
     // a rejection at the first draft yields one token; the next one comes from the target
     if (out.length === 1) out.push(drawFrom(p2.get(out[0]!)!, rng));

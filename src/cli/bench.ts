@@ -13,6 +13,7 @@ import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
 import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
 import { runGrammarBench } from './bench-grammar.js';
+import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
 
 export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
   --model DIR               (default: built-in tiny-think)
@@ -24,7 +25,8 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
   --verify-tokens V         tokens per sequence of a verify step (default 4)
   --threads T               (default: available cores)
   --kernels ref|wasm        (default: wasm when built)
-  --repeat R                repetitions; median/min/max over them (default 3)`;
+  --repeat R                repetitions; median/min/max over them (default 3)
+${SAMPLE_HELP}`;
 
 const weightBytes = (w: Weight): number => w.rows * w.cols * (w.dtype === 'bf16' ? 2 : 4);
 
@@ -101,7 +103,7 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' }, vocab: { type: 'string' },
+      repeat: { type: 'string' }, vocab: { type: 'string' }, ...SAMPLE_OPTIONS,
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
@@ -118,9 +120,17 @@ export async function runBench(argv: string[]): Promise<void> {
   const kernelName = str(values, 'kernels') ?? defaultKernels();
   if (kernelName !== 'ref' && kernelName !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernelName}")`);
   const threads = int(values, 'threads', 1);
+  const sample = sampleSettings(values);
+  if (sample && mode !== 'decode') throw new DeltaserveError('bad_request', `--sample needs --mode decode (got "${mode}")`);
   const kernels = await createKernels(kernelName, threads);
   try {
     const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels);
+    if (sample) {
+      const slot = kernels.allocI32(1);
+      const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
+      process.stdout.write(JSON.stringify(benchSampling(model, batch, prompt, gen, repeat, sample, argmax)) + '\n');
+      return;
+    }
     const rng = new Rng(1);
     benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
     const runs: Run[] = [];

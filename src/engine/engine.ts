@@ -12,8 +12,10 @@ import { Runner } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
-import { type Argmax, isGreedy, sampleToken } from './sampler.js';
-import { adjustLogits } from './logits-adjust.js';
+import { type Argmax, isGreedy } from './sampler.js';
+import { BatchSampler, type LogprobSummary, logprobOf, type SampleOutcome, toProbs } from './sample-batch.js';
+import { sampleStep } from './step-sampling.js';
+import { adjustStepLogits } from './logits-adjust.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
@@ -98,6 +100,10 @@ export class Engine {
   readonly sampleVocab: number;
   /** Greedy picks on the kernels (SIMD over the vocabulary, logits read in place). */
   private readonly argmax: Argmax;
+  /** Every sampled / logprob / verify row of a step in one kernel call. */
+  private readonly sampler: BatchSampler;
+  /** p of verify positions 0..k in f64 (reused: one verify row is accepted at a time). */
+  private readonly verifyProbs: Float64Array[] = [];
 
   private constructor(
     readonly model: Model,
@@ -110,6 +116,7 @@ export class Engine {
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
     this.argmax = kernelArgmax(model.kernels);
+    this.sampler = new BatchSampler(model.kernels, this.argmax);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
     if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval < k + 1) {
@@ -252,6 +259,11 @@ export class Engine {
     const h = this.model.config.hiddenSize;
     const extend: ExtendInput[] = [];
     let generated = 0;
+    const picks = this.guarded(rows.map((r) => r.req!), () => {
+      adjustStepLogits(rows, result.logits, this.sampleVocab);
+      return sampleStep(this.sampler, rows, result.logits, this.sampleVocab);
+    });
+    if (!picks) return;
     rows.forEach((row, i) => {
       const req = row.req!;
       const logits = result.logits[i]!;
@@ -259,15 +271,15 @@ export class Engine {
       const off = result.offsets[i]!;
       const rowHidden = (step: number): Float32Array => result.hidden.subarray((off + step) * h, (off + step + 1) * h);
       let committed = row.n;
-      if (row.verify) committed = this.verifyRow(row, i, logits, rowHidden) + 1;
+      if (row.verify) committed = this.verifyRow(row, i, logits, picks[i]!, rowHidden) + 1;
       else {
         req.computed += row.n;
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
         if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample) {
           req.captureLogits?.(logits[0]!);
-          const l = adjustLogits(logits[0]!, this.sampleVocab, req.adjust, () => req.outputIds);
-          this.appendToken(req, sampleToken(l, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
+          const pick = picks[i]![0]!;
+          this.appendToken(req, pick.token, pick.logprobs);
         }
       }
       generated += req.tokens.length - before;
@@ -310,17 +322,27 @@ export class Engine {
   }
 
   /** Accept drafts of a verify row, commit the state, return the accepted count. */
-  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[], rowHidden: (step: number) => Float32Array): number {
+  private verifyRow(row: BatchRow, batchRow: number, logits: Float32Array[], picks: readonly SampleOutcome[],
+    rowHidden: (step: number) => Float32Array): number {
     const req = row.req!;
     const chain = { tokens: req.drafts, probs: req.draftProbs };
     const k = chain.tokens.length;
     let alive = true;
-    const j = acceptDrafts(chain, { sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng, argmax: this.argmax },
+    let emitted = 0;
+    const targetAt = (s: number): Float64Array => {
+      const o = picks[s]!;
+      this.verifyProbs[s] ??= new Float64Array(this.sampleVocab);
+      return toProbs(o.weights!, o.mass, this.sampleVocab, this.verifyProbs[s]!);
+    };
+    const j = acceptDrafts(chain, {
+      sampling: req.sampling, history: req.history, vocab: this.sampleVocab, rng: req.rng, argmax: this.argmax,
+      ...(isGreedy(req.sampling) ? {} : { targetAt }),
+    },
       (s) => {
         req.captureLogits?.(logits[s]!);
-        return adjustLogits(logits[s]!, this.sampleVocab, req.adjust, () => req.outputIds);
+        return logits[s]!;
       },
-      (token) => (alive = this.appendToken(req, token)));
+      (token) => (alive = this.appendToken(req, token, picks[emitted++]?.logprobs ?? null)));
     req.drafts = [];
     req.draftProbs = null;
     req.spec.rounds++;
@@ -374,7 +396,8 @@ export class Engine {
 
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns
    * false when the request just finished. */
-  private appendToken(req: Request, id: number): boolean {
+  private appendToken(req: Request, id: number, logprobs: LogprobSummary | null = null): boolean {
+    if (req.onLogprob && logprobs) req.onLogprob({ id, logprob: logprobOf(logprobs, id), top: logprobs.top });
     req.tokens.push(id);
     req.history.push(id);
     const out = req.output.push(id);

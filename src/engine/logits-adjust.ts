@@ -14,26 +14,38 @@ export interface LogitsAdjust {
   readonly allowed: ((generated: readonly number[]) => Uint32Array | null) | null;
 }
 
-/** Reused output buffer: the caller samples from the result before the next call. */
-let scratch = new Float32Array(0);
-
-/** logits[0..n) adjusted for a request that has generated `generated`; the input itself when
- * nothing applies. The result is only valid until the next call. */
-export function adjustLogits(logits: Float32Array, n: number, adj: LogitsAdjust | null, generated: () => readonly number[]): Float32Array {
-  if (!adj) return logits;
+/** Apply the adjustment to logits[0..n) in place, for a request that has generated
+ * `generated` (read only when the adjustment has a constraint). */
+export function adjustInPlace(logits: Float32Array, n: number, adj: LogitsAdjust | null, generated: () => readonly number[]): void {
+  if (!adj) return;
+  if (adj.bias) for (const [id, b] of adj.bias) if (id < n) logits[id] = logits[id]! + b;
   const mask = adj.allowed ? adj.allowed(generated()) : null;
-  if (!mask && (!adj.bias || adj.bias.size === 0)) return logits;
-  if (scratch.length < n) scratch = new Float32Array(n);
-  const out = scratch.subarray(0, n);
-  out.set(logits.subarray(0, n));
-  if (adj.bias) for (const [id, b] of adj.bias) if (id < n) out[id] = out[id]! + b;
-  if (mask) {
-    for (let w = 0; w * 32 < n; w++) {
-      const bits = mask[w] ?? 0;
-      if (bits === -1 >>> 0) continue;
-      const end = Math.min(n, w * 32 + 32);
-      for (let i = w * 32; i < end; i++) if (((bits >>> (i & 31)) & 1) === 0) out[i] = -Infinity;
-    }
+  if (!mask) return;
+  for (let w = 0; w * 32 < n; w++) {
+    const bits = mask[w] ?? 0;
+    if (bits === -1 >>> 0) continue;
+    const end = Math.min(n, w * 32 + 32);
+    for (let i = w * 32; i < end; i++) if (((bits >>> (i & 31)) & 1) === 0) logits[i] = -Infinity;
   }
-  return out;
+}
+
+/** Every position a step samples from (a decode row's last position, each verify position
+ * given the drafts before it) adjusted in place, before the batch sampler and the greedy
+ * verify read them. The step's logits rows are private to this step. */
+export function adjustStepLogits(rows: readonly { readonly req: AdjustedRequest | null; readonly verify?: boolean; readonly sample?: boolean }[],
+  logits: readonly Float32Array[][], vocab: number): void {
+  rows.forEach((row, i) => {
+    const req = row.req;
+    if (!req?.adjust) return;
+    const positions = logits[i]!;
+    if (row.verify) positions.forEach((l, s) => adjustInPlace(l, vocab, req.adjust, () => [...req.outputIds, ...req.drafts.slice(0, s)]));
+    else if (row.sample) adjustInPlace(positions[0]!, vocab, req.adjust, () => req.outputIds);
+  });
+}
+
+/** The parts of a request the adjustment reads. */
+export interface AdjustedRequest {
+  readonly adjust: LogitsAdjust | null;
+  readonly outputIds: readonly number[];
+  readonly drafts: readonly number[];
 }

@@ -6,6 +6,7 @@ import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { Model } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
+import type { TokenLogprob } from './sample-batch.js';
 import { OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import { Request } from './request.js';
@@ -40,6 +41,10 @@ export interface GenerateRequest {
   readonly captureLogits?: (logits: Float32Array) => void;
   /** Logit bias and/or a constraint on the generated ids (see logits-adjust.ts). */
   readonly logitsAdjust?: LogitsAdjust;
+  /** Log-probabilities of every emitted token (raw distribution, before temperature,
+   * penalties and cuts) with the `top` most likely ids (0..20), one onToken call per
+   * generated token, in order. */
+  readonly logprobs?: { readonly top: number; readonly onToken: (e: TokenLogprob) => void };
 }
 
 /** The parts of the engine a request is built against. */
@@ -140,6 +145,12 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.captureLogits = req.captureLogits ?? null;
   r.adjust = req.logitsAdjust ?? null;
+  if (req.logprobs) {
+    const top = req.logprobs.top;
+    if (!Number.isInteger(top) || top < 0 || top > 20) bad(`top_logprobs must be an integer in [0, 20] (got ${top})`);
+    r.topLogprobs = top;
+    r.onLogprob = req.logprobs.onToken;
+  }
   r.snapshotAt = lastMessageEnd;
   return r;
 }

@@ -7,6 +7,7 @@ import type { Rng } from '../util/rng.js';
 import type { SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
+import type { TokenLogprob } from './sample-batch.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -98,6 +99,9 @@ export class Request {
   captureLogits: ((logits: Float32Array) => void) | null = null;
   /** Logit bias / constraint applied before sampling target and draft tokens (null = none). */
   adjust: LogitsAdjust | null = null;
+  /** top_logprobs count of every emitted token, or −1 for no logprobs. */
+  topLogprobs = -1;
+  onLogprob: ((e: TokenLogprob) => void) | null = null;
 
   constructor(
     readonly id: number,

@@ -1,8 +1,13 @@
-// Token sampling: penalties → temperature → top-k / top-p / min-p → draw.
-// `targetDistribution` exposes the final distribution p (needed by lossless speculative
-// rejection sampling); `sampleToken` draws from it (or takes the argmax when greedy).
+// Token sampling: penalties → temperature → min-p → top-k → top-p → draw.
+// Greedy picks are argmax of the penalised logits (f64 penalties, as ever). Sampled rows run
+// on the kernels' `sample` (one batched call per step: ./sample-batch.ts); the exact
+// definition of the distribution and the draw is kernels/ref/sampling.ts, with the penalised
+// logits of the touched ids rounded to f32 (penaltyPatches). `targetDistribution` exposes
+// the final distribution p (lossless speculative rejection sampling needs it).
 import type { Rng } from '../util/rng.js';
 import { DeltaserveError } from '../util/errors.js';
+import type { Kernels, SampleResult, SampleRow } from '../kernels/types.js';
+import { sample as refSample } from '../kernels/ref/sampling.js';
 
 export interface SamplingParams {
   /** 0 ⇒ greedy (argmax). */
@@ -57,25 +62,49 @@ function hasPenalties(p: SamplingParams, hist: TokenHistory | null): hist is Tok
   return hist !== null && (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0);
 }
 
-/** The penalised logit of every id a penalty touches (ids < vocab), in f64. */
-function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number): Map<number, number> {
+/** The penalised logit of every id a penalty touches (ids < vocab), in f64. `extra`: ids
+ * generated after the history (counted as outputs; speculative verify positions). */
+function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number,
+  extra: readonly number[] = []): Map<number, number> {
   const adj = new Map<number, number>();
+  let counts: ReadonlyMap<number, number> = hist.outputCounts;
+  if (extra.length > 0) {
+    const c = new Map(hist.outputCounts);
+    for (const id of extra) c.set(id, (c.get(id) ?? 0) + 1);
+    counts = c;
+  }
   if (p.repetitionPenalty !== 1) {
-    for (const id of [...hist.promptIds, ...hist.outputCounts.keys()]) {
+    for (const id of [...hist.promptIds, ...counts.keys()]) {
       if (id >= vocab || adj.has(id)) continue;
       const l = logits[id]!;
       adj.set(id, l > 0 ? l / p.repetitionPenalty : l * p.repetitionPenalty);
     }
   }
   if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
-    for (const [id, n] of hist.outputCounts) {
+    for (const [id, n] of counts) {
       if (id < vocab) adj.set(id, (adj.get(id) ?? logits[id]!) - p.presencePenalty - p.frequencyPenalty * n);
     }
   }
   return adj;
 }
 
-/** Reused by penalized(): a fresh 2 MB array per token (248K ids) costs page faults. */
+/** Penalised logits of the touched ids as kernel patches (values rounded to f32), or
+ * null without penalties. Only the ids a penalty touches: never vocabulary-sized. */
+export function penaltyPatches(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
+  extra: readonly number[] = []): { ids: Int32Array; vals: Float32Array } | null {
+  if (!hasPenalties(p, hist)) return null;
+  const adj = penaltyAdjustments(logits, p, hist, vocab, extra);
+  const ids = new Int32Array(adj.size);
+  const vals = new Float32Array(adj.size);
+  let j = 0;
+  for (const [id, v] of adj) {
+    ids[j] = id;
+    vals[j++] = v;
+  }
+  return { ids, vals };
+}
+
+/** Reused by penalized() (the greedy fallback): a fresh 2 MB array per token costs page faults. */
 let penalizedScratch = new Float64Array(0);
 
 /** logits[0..vocab) with penalties applied and ids ≥ vocab excluded, in a scratch array
@@ -106,9 +135,10 @@ function argmax(v: ArrayLike<number>, n: number): number {
  * NaN never wins): the engine passes the kernels' SIMD one. */
 export type Argmax = (logits: Float32Array, n: number) => number;
 
-/** argmax of the penalised logits without copying the vocabulary: the raw argmax, unless
- * a penalised id beats it (or it is penalised itself, then the full copy decides). */
-function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
+/** argmax of the penalised logits (f64 penalties; lowest id among equal maxima) without
+ * copying the vocabulary: the raw argmax, unless a penalised id beats it (or it is
+ * penalised itself, then the full copy decides). */
+export function greedyToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
   const raw = fast ? fast(logits, vocab) : argmax(logits, vocab);
   if (!hasPenalties(p, hist)) return raw;
   const adj = penaltyAdjustments(logits, p, hist, vocab);
@@ -122,136 +152,6 @@ function greedyPick(logits: Float32Array, p: SamplingParams, hist: TokenHistory 
     }
   }
   return best;
-}
-
-/** The distribution a request samples from, over ids [0, vocab): penalties, temperature,
- * then top-k, min-p and top-p truncation, renormalised. Greedy ⇒ one-hot on the argmax. */
-export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
-  fast?: Argmax): Float64Array {
-  if (isGreedy(p)) {
-    const probs = new Float64Array(vocab);
-    probs[greedyPick(logits, p, hist, vocab, fast)] = 1;
-    return probs;
-  }
-  const l = penalized(logits, p, hist, vocab);
-  const probs = new Float64Array(vocab);
-  let max = -Infinity;
-  for (let i = 0; i < vocab; i++) max = Math.max(max, l[i]!);
-  let sum = 0;
-  for (let i = 0; i < vocab; i++) {
-    const e = Math.exp((l[i]! - max) / p.temperature);
-    probs[i] = e;
-    sum += e;
-  }
-  for (let i = 0; i < vocab; i++) probs[i] = probs[i]! / sum;
-  truncate(probs, p);
-  return probs;
-}
-
-/** Zero every id outside the top-k / min-p / top-p sets, then renormalise. The argmax
- * always survives. Ties are ordered by id. */
-function truncate(probs: Float64Array, p: SamplingParams): void {
-  const n = probs.length;
-  const needSort = (p.topK > 0 && p.topK < n) || p.topP < 1;
-  let pmax = 0;
-  for (let i = 0; i < n; i++) pmax = Math.max(pmax, probs[i]!);
-  if (p.minP > 0) {
-    const cut = p.minP * pmax;
-    for (let i = 0; i < n; i++) if (probs[i]! < cut) probs[i] = 0;
-  }
-  if (needSort) {
-    const keepIds = topOrder(probs, p.topK, p.topP, pmax); // min-p never removes the max
-    const kept = keepIds.map((id) => probs[id]!);
-    probs.fill(0);
-    keepIds.forEach((id, j) => (probs[id] = kept[j]!));
-  }
-  let sum = 0;
-  for (let i = 0; i < n; i++) sum += probs[i]!;
-  for (let i = 0; i < n; i++) probs[i] = probs[i]! / sum;
-}
-
-/** The ids kept by top-k then top-p, in decreasing probability (ties: lower id first),
- * among ids with probability > 0. Top-p's mass is relative to the top-k set (all ids when
- * topK = 0). A heap pops only the ids it keeps: O(V + kept·log V), never a full sort. */
-function topOrder(probs: Float64Array, topK: number, topP: number, pmax: number): number[] {
-  // Ids far below the maximum (pmax) are almost never kept: try a heap of the ids
-  // ≥ pmax·1e-7 first, and fall back to all ids when it runs out before the cut (same result).
-  return selectTop(probs, topK, topP, pmax * 1e-7) ?? selectTop(probs, topK, topP, 0)!;
-}
-
-/** topOrder over the heap of ids with p ≥ floor (and p > 0); null when that heap cannot
- * decide (too few ids for top-k, or too little mass for top-p) and floor > 0. */
-function selectTop(probs: Float64Array, topK: number, topP: number, floor: number): number[] | null {
-  const heap = new MaxHeap(probs, floor);
-  const all = floor === 0;
-  if (!all && (topK > 0 ? heap.size < topK : topP >= 1)) return null;
-  const limit = topK > 0 ? Math.min(topK, heap.size) : heap.size;
-  const out: number[] = [];
-  if (topP >= 1) {
-    while (out.length < limit) out.push(heap.pop());
-    return out;
-  }
-  let total = 0;
-  if (topK > 0) {
-    while (out.length < limit) out.push(heap.pop());
-    for (const id of out) total += probs[id]!;
-    let cum = 0;
-    for (let i = 0; i < out.length; i++) {
-      cum += probs[out[i]!]! / total;
-      if (cum >= topP) return out.slice(0, i + 1);
-    }
-    return out;
-  }
-  for (let i = 0; i < probs.length; i++) if (probs[i]! > 0) total += probs[i]!;
-  let cum = 0;
-  while (out.length < limit) {
-    const id = heap.pop();
-    out.push(id);
-    cum += probs[id]! / total;
-    if (cum >= topP) return out;
-  }
-  return all ? out : null;
-}
-
-/** Binary max-heap of the ids with p > 0 and p ≥ floor, ordered by (p desc, id asc). */
-class MaxHeap {
-  private readonly ids: Int32Array;
-  size = 0;
-
-  constructor(private readonly p: Float64Array, floor: number) {
-    const ids = new Int32Array(p.length);
-    for (let i = 0; i < p.length; i++) if (p[i]! > 0 && p[i]! >= floor) ids[this.size++] = i;
-    this.ids = ids;
-    for (let i = (this.size >> 1) - 1; i >= 0; i--) this.down(i);
-  }
-
-  pop(): number {
-    const top = this.ids[0]!;
-    this.ids[0] = this.ids[--this.size]!;
-    this.down(0);
-    return top;
-  }
-
-  private before(a: number, b: number): boolean {
-    const pa = this.p[a]!;
-    const pb = this.p[b]!;
-    return pa > pb || (pa === pb && a < b);
-  }
-
-  private down(i: number): void {
-    const ids = this.ids;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= this.size) return;
-      const r = l + 1;
-      const c = r < this.size && this.before(ids[r]!, ids[l]!) ? r : l;
-      if (!this.before(ids[c]!, ids[i]!)) return;
-      const t = ids[i]!;
-      ids[i] = ids[c]!;
-      ids[c] = t;
-      i = c;
-    }
-  }
 }
 
 /** Draw an id from a normalised distribution with one uniform from rng. */
@@ -269,9 +169,48 @@ export function drawFrom(probs: Float64Array, rng: Rng): number {
   return last;
 }
 
-/** Pick the next token: argmax of penalised logits when greedy, else a draw. */
+/** The kernel row of a sampled request (temperature, cuts, penalties as patches). */
+export function sampleRowOf(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
+  opts: { u?: number; extra?: readonly number[]; dist?: Float32Array | null; topN?: number } = {}): SampleRow {
+  const patches = penaltyPatches(logits, p, hist, vocab, opts.extra);
+  const topN = opts.topN ?? -1;
+  return {
+    logits, n: vocab, invTemperature: 1 / p.temperature, topK: p.topK > 0 && p.topK < vocab ? p.topK : 0, topP: p.topP, minP: p.minP,
+    u: opts.u ?? 0, patchIds: patches?.ids ?? null, patchVals: patches?.vals ?? null, patchCount: patches?.ids.length ?? 0,
+    draw: opts.u !== undefined, logprobs: topN >= 0, topN: Math.max(topN, 0), dist: opts.dist ?? null,
+  };
+}
+
+export function emptyResult(topN = 0): SampleResult {
+  return { token: -1, rawMax: 0, rawSumExp: 0, keptMass: 0, topIds: new Int32Array(topN), topVals: new Float32Array(topN) };
+}
+
+/** The kernels' sample function, or the reference twin (the definition) when none is given. */
+type SampleFn = Kernels['sample'];
+
+/** The distribution a request samples from, over ids [0, vocab), normalised in f64 (the
+ * kept weights / their sum). Greedy ⇒ one-hot on the argmax. Allocates the vocabulary:
+ * for tests and rare paths (the engine batches rows through BatchSampler). */
+export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
+  fast?: Argmax, sample: SampleFn = refSample): Float64Array {
+  const probs = new Float64Array(vocab);
+  if (isGreedy(p)) {
+    probs[greedyToken(logits, p, hist, vocab, fast)] = 1;
+    return probs;
+  }
+  const w = new Float32Array(vocab);
+  const res = emptyResult();
+  sample([sampleRowOf(logits, p, hist, vocab, { dist: w })], [res]);
+  for (let i = 0; i < vocab; i++) probs[i] = w[i]! / res.keptMass;
+  return probs;
+}
+
+/** Pick the next token: argmax of penalised logits when greedy, else a draw (one uniform
+ * from rng). */
 export function sampleToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, rng: Rng,
-  fast?: Argmax): number {
-  if (isGreedy(p)) return greedyPick(logits, p, hist, vocab, fast);
-  return drawFrom(targetDistribution(logits, p, hist, vocab), rng);
+  fast?: Argmax, sample: SampleFn = refSample): number {
+  if (isGreedy(p)) return greedyToken(logits, p, hist, vocab, fast);
+  const res = emptyResult();
+  sample([sampleRowOf(logits, p, hist, vocab, { u: rng.next() })], [res]);
+  return res.token;
 }

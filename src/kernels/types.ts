@@ -47,6 +47,46 @@ export interface AttentionDims {
   readonly headDim: number; // hd
 }
 
+/** One logits row of a `sample` call. The exact definition (every rounding, the order of
+ * every sum) is stated in kernels/ref/sampling.ts; every backend computes the same bits. */
+export interface SampleRow {
+  /** The raw logits row [n] (read only; backend memory avoids a copy). */
+  readonly logits: Float32Array;
+  readonly n: number;
+  /** 1/temperature (rounded to f32). */
+  readonly invTemperature: number;
+  /** 0 = off. */
+  readonly topK: number;
+  /** ≥ 1 = off. */
+  readonly topP: number;
+  /** 0 = off. */
+  readonly minP: number;
+  /** The uniform in [0, 1) of the draw. */
+  readonly u: number;
+  /** Penalised logits written over the row before the cuts: ids [patchCount], values. */
+  readonly patchIds: Int32Array | null;
+  readonly patchVals: Float32Array | null;
+  readonly patchCount: number;
+  /** Draw a token (result.token). */
+  readonly draw: boolean;
+  /** Raw log-softmax normaliser (result.rawMax, rawSumExp) and the top-N raw logits. */
+  readonly logprobs: boolean;
+  readonly topN: number;
+  /** Out [n]: the kept weights (0 elsewhere; Σ = result.keptMass), or null. */
+  readonly dist: Float32Array | null;
+}
+
+export interface SampleResult {
+  token: number;
+  rawMax: number;
+  rawSumExp: number;
+  /** Σ of the kept weights (the draw's normaliser). */
+  keptMass: number;
+  /** Out [≥ topN]: top raw logits' ids (−1 past the row) and values. */
+  readonly topIds: Int32Array;
+  readonly topVals: Float32Array;
+}
+
 export interface Kernels {
   readonly name: string;
   /** Threads the backend computes on (1 for ref). */
@@ -131,6 +171,10 @@ export interface Kernels {
   /** Greedy pick over logits rows: out[i] = the lowest index holding the maximum of row i
    * (x[i·stride .. i·stride + n)); NaN never wins (an all-NaN row gives 0). */
   argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void;
+
+  /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
+   * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */
+  sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void;
 
   moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number,
     topK: number, renormalize: boolean): void;

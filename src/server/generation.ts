@@ -125,14 +125,14 @@ export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (
   try {
     prompts.forEach((promptIds, pi) => {
       for (let i = 0; i < p.n; i++) {
-        const logprobs = topLogprobs !== null ? new LogprobCollector(engine.sampleVocab, topLogprobs, skip) : null;
+        const logprobs = topLogprobs !== null ? new LogprobCollector(topLogprobs, skip) : null;
         const allowed = constraint ? constraint() : null;
         const req: GenerateRequest = {
           ...p.request,
           promptIds,
           signal: call.signal,
           ...(p.seed !== undefined ? { seed: p.seed + i } : {}),
-          ...(logprobs ? { captureLogits: logprobs.capture } : {}),
+          ...(logprobs ? { logprobs: { top: logprobs.top, onToken: logprobs.push } } : {}),
           ...(allowed || p.logitBias ? { logitsAdjust: { bias: p.logitBias, allowed } } : {}),
         };
         const raw = engine.generate(req);

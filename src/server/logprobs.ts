@@ -1,8 +1,10 @@
-// Log-probabilities for `logprobs` / `top_logprobs`: the engine's captureLogits hook hands
-// over the raw logits of every sampled position, in order; each is reduced to a log-softmax
-// over the sampleable vocabulary when its token arrives in a delta. Logprobs are those of
-// the model's raw distribution (before temperature, penalties and truncation), as in vLLM.
+// Log-probabilities for `logprobs` / `top_logprobs`: the engine computes them on the
+// kernels from the same pass as sampling (log-softmax of the raw logits over the sampleable
+// vocabulary: the model's raw distribution, before temperature, penalties and truncation,
+// as in vLLM) and hands one entry per emitted token, in order, to `push`; `take` pairs them
+// with the ids of each delta.
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
+import type { TokenLogprob as EngineTokenLogprob } from '../engine/sample-batch.js';
 
 export interface TopEntry {
   readonly id: number;
@@ -15,52 +17,19 @@ export interface TokenLogprob {
   readonly top: readonly TopEntry[];
 }
 
-interface Captured {
-  readonly logits: Float32Array;
-  readonly lse: number;
-}
-
-/** log Σ exp(logits[0..vocab)), in float64. */
-export function logSumExp(logits: Float32Array, vocab: number): number {
-  let max = -Infinity;
-  for (let i = 0; i < vocab; i++) if (logits[i]! > max) max = logits[i]!;
-  if (max === -Infinity) return -Infinity;
-  let sum = 0;
-  for (let i = 0; i < vocab; i++) sum += Math.exp(logits[i]! - max);
-  return max + Math.log(sum);
-}
-
-/** The k largest logits (ids, descending value; ties by lower id). */
-export function topK(logits: Float32Array, vocab: number, k: number): number[] {
-  if (k <= 0) return [];
-  const ids: number[] = [];
-  for (let i = 0; i < vocab; i++) {
-    const v = logits[i]!;
-    if (ids.length === k && !(v > logits[ids[k - 1]!]!)) continue;
-    if (ids.length < k) ids.push(i);
-    else ids[k - 1] = i;
-    for (let j = ids.length - 1; j > 0 && logits[ids[j - 1]!]! < v; j--) {
-      ids[j] = ids[j - 1]!;
-      ids[j - 1] = i;
-    }
-  }
-  return ids;
-}
-
-/** Collects one request's logprobs: `capture` is the engine hook, `take` pairs them with
+/** Collects one request's logprobs: `push` is the engine hook, `take` pairs them with
  * the ids of each delta (ids in `skip`, i.e. stop tokens, are consumed but not reported). */
 export class LogprobCollector {
-  private readonly pending: Captured[] = [];
+  private readonly pending: EngineTokenLogprob[] = [];
 
   constructor(
-    private readonly vocab: number,
-    private readonly k: number,
+    /** top_logprobs count asked of the engine. */
+    readonly top: number,
     private readonly skip: ReadonlySet<number>,
   ) {}
 
-  readonly capture = (logits: Float32Array): void => {
-    const copy = logits.slice(0, this.vocab);
-    this.pending.push({ logits: copy, lse: logSumExp(copy, this.vocab) });
+  readonly push = (e: EngineTokenLogprob): void => {
+    this.pending.push(e);
   };
 
   take(ids: readonly number[]): TokenLogprob[] {
@@ -68,8 +37,7 @@ export class LogprobCollector {
     for (const id of ids) {
       const c = this.pending.shift();
       if (!c || this.skip.has(id)) continue;
-      const lp = (x: number): number => Math.max(c.logits[x]! - c.lse, -9999);
-      out.push({ id, logprob: lp(id), top: topK(c.logits, this.vocab, this.k).map((t) => ({ id: t, logprob: lp(t) })) });
+      out.push({ id, logprob: c.logprob, top: c.top });
     }
     return out;
   }

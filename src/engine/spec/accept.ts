@@ -21,6 +21,9 @@ export interface AcceptContext {
   readonly rng: Rng;
   /** The kernels' argmax for greedy picks (optional: the sampler has its own). */
   readonly argmax?: Argmax;
+  /** p_i computed ahead (batched on the kernels, history + d_1..d_i); default: computed
+   * here from logitsAt(i). */
+  readonly targetAt?: (i: number) => Float64Array;
 }
 
 /** Walk the chain. `logitsAt(i)` = target logits after verify input i (i = 0..k).
@@ -41,7 +44,7 @@ export function acceptDrafts(chain: DraftChain, ctx: AcceptContext, logitsAt: (i
       if (!alive) return i + 1;
       continue;
     }
-    const p = targetDistribution(logits, ctx.sampling, ctx.history, ctx.vocab);
+    const p = ctx.targetAt ? ctx.targetAt(i) : targetDistribution(logits, ctx.sampling, ctx.history, ctx.vocab);
     if (i === k) {
       emit(drawFrom(p, ctx.rng));
       return k;

@@ -10,11 +10,12 @@ import type { KvPool } from '../../cache/kv-pool.js';
 import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
 import type { Workspace } from '../../model/layers.js';
 import type { Model } from '../../model/model.js';
-import { type Argmax, drawFrom, isGreedy, sampleToken, targetDistribution } from '../sampler.js';
+import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
+import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import { rowPrefix } from '../../kernels/weight-view.js';
 import type { Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
-import { adjustLogits } from '../logits-adjust.js';
+import { adjustInPlace } from '../logits-adjust.js';
 
 export interface ExtendInput {
   readonly req: Request;
@@ -31,6 +32,11 @@ export class MtpDrafter {
   /** Ids a draft can be: the first v rows of the lm_head (the draft head). */
   private readonly v: number;
   private readonly head: Weight;
+  /** Sampled drafts: q and the draw on the kernels, one call per draft step. */
+  private readonly sampler: BatchSampler;
+  /** Per request, q buffers over the sampling vocabulary reused round after round (zero
+   * beyond the draft head; the engine drops req.draftProbs after each verify). */
+  private readonly qBuffers = new WeakMap<Request, Float64Array[]>();
 
   constructor(
     private readonly model: Model,
@@ -44,6 +50,7 @@ export class MtpDrafter {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
     this.head = this.v < model.weights.lmHead.rows ? rowPrefix(model.weights.lmHead, this.v) : model.weights.lmHead;
+    this.sampler = new BatchSampler(model.kernels, argmax);
   }
 
   run(inputs: readonly ExtendInput[]): void {
@@ -114,28 +121,39 @@ export class MtpDrafter {
   private propose(reqs: readonly Request[], hidden: Float32Array): void {
     const logits = this.ws.buf('draft.logits', reqs.length * this.v);
     lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits, this.head);
+    const sampled: { req: Request; job: SampleJob }[] = [];
     reqs.forEach((req, j) => {
       // drafts are proposed under the request's adjustment, given the drafts before them
-      const l = adjustLogits(logits.subarray(j * this.v, (j + 1) * this.v), this.v, req.adjust, () => [...req.outputIds, ...req.drafts]);
-      if (isGreedy(req.sampling)) {
-        req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
-        return;
-      }
-      if (req.adjust?.allowed && allMasked(l)) {
+      const l = logits.subarray(j * this.v, (j + 1) * this.v);
+      adjustInPlace(l, this.v, req.adjust, () => [...req.outputIds, ...req.drafts]);
+      if (isGreedy(req.sampling)) req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
+      else if (req.adjust?.allowed && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
-        const q = new Float64Array(this.sampleVocab);
+        const q = this.qBuffer(req, req.draftProbs!.length);
+        q.fill(0);
         q[0] = 1;
         req.drafts.push(0);
         req.draftProbs!.push(q);
-        return;
+      } else {
+        sampled.push({ req, job: {
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: req.drafts, rng: req.draftRng, dist: true, logprobs: -1,
+        } });
       }
-      const sub = targetDistribution(l, req.sampling, req.history, this.v);
-      const q = sub.length === this.sampleVocab ? sub : new Float64Array(this.sampleVocab);
-      if (q !== sub) q.set(sub);
-      req.drafts.push(drawFrom(q, req.draftRng));
-      req.draftProbs!.push(q);
     });
+    const out = this.sampler.run(sampled.map((s) => s.job));
+    sampled.forEach(({ req }, j) => {
+      const o = out[j]!;
+      req.drafts.push(o.token);
+      req.draftProbs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(req, req.draftProbs!.length)));
+    });
+  }
+
+  /** The request's i-th reusable q buffer (zero beyond the draft vocabulary). */
+  private qBuffer(req: Request, i: number): Float64Array {
+    let list = this.qBuffers.get(req);
+    if (!list) this.qBuffers.set(req, (list = []));
+    return (list[i] ??= new Float64Array(this.sampleVocab));
   }
 }
 

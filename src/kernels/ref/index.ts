@@ -2,6 +2,7 @@
 import type { Kernels, Weight, WeightDType } from '../types.js';
 import * as dense from './dense.js';
 import * as gdn from './gdn.js';
+import { sample } from './sampling.js';
 
 export function createRefKernels(): Kernels {
   return {
@@ -33,6 +34,7 @@ export function createRefKernels(): Kernels {
     attention: dense.attention,
     moeRoute: dense.moeRoute,
     argmax: dense.argmax,
+    sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,
     add: dense.add,

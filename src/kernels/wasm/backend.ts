@@ -3,10 +3,11 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../types.js';
+import type { AttentionDims, GdnDims, Kernels, KvLayerView, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
 import { Cmd, executeAll } from './exec.js';
 import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
+import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 
@@ -300,6 +301,20 @@ export class WasmKernels implements Kernels {
     const xp = c.in(x, (m - 1) * stride + n);
     const op = c.out(out, m);
     c.arena.exports.argmax(op, xp, m, n, stride);
+    c.end();
+  }
+
+  sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
+    const m = rows.length;
+    if (m === 0) return;
+    const maxN = rows.reduce((x, r) => Math.max(x, r.n), 0);
+    const arena = this.ops.target(rows[0]!.logits);
+    const c = this.ops.begin(arena, arena.exports.sampleTmpBytes(maxN), this.threads);
+    const desc = packSampleRows(c, rows);
+    const a = this.pool.args;
+    a[0] = desc.ptr; a[1] = m; a[2] = c.tmp.base; a[3] = c.tmp.stride;
+    this.run(Cmd.SAMPLE, c.arena, m > 1, m);
+    readSampleResults(c.arena, desc, rows, results);
     c.end();
   }
 

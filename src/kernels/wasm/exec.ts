@@ -35,6 +35,7 @@ export const Cmd = {
   GDN_CHUNKED: 6,
   CONV: 7,
   PROBE: 8,
+  SAMPLE: 20, // sampling rows (assembly/sampling.ts); numbered apart from the model ops
 } as const;
 
 /** [lo, hi) of `total` items for thread tid of nt, boundaries multiples of `unit`. */
@@ -70,7 +71,8 @@ export function claim(ctl: Int32Array, tag: number, n: number): number {
  *  GDN_RECURRENT: out qkv g beta state scratch t hk hv dk dv tmpBase tmpStride
  *  GDN_CHUNKED:   out qkv g beta state t hk hv dk dv tmpBase tmpStride pos0
  *  CONV:          out x window w wBf16 t c kw scratch
- *  PROBE:         base bytesPerChunk */
+ *  PROBE:         base bytesPerChunk
+ *  SAMPLE:        desc rows tmpBase tmpStride (one chunk per row) */
 export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, tid: number, c: number, nc: number): void {
   switch (cmd) {
     case Cmd.MATMUL: {
@@ -104,6 +106,11 @@ export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, ti
       const [lo, hi] = share(a[6]!, c, nc, 4);
       if (lo >= hi) return;
       ex.causalConv(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, a[8]!, lo, hi);
+      return;
+    }
+    case Cmd.SAMPLE: {
+      const [lo, hi] = share(a[1]!, c, nc, 1);
+      if (lo < hi) ex.sampleRows(a[0]!, lo, hi, a[2]! + tid * a[3]!);
       return;
     }
     case Cmd.PROBE: {

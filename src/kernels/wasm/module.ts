@@ -46,6 +46,8 @@ export interface KernelExports {
   gdnChunked(out: number, qkv: number, g: number, beta: number, state: number, t: number, hk: number, hv: number,
     dk: number, dv: number, h0: number, h1: number, tmp: number, pos0: number): void;
   chunkedTmpBytes(dk: number, dv: number): number;
+  sampleRows(desc: number, r0: number, r1: number, tmp: number): void;
+  sampleTmpBytes(n: number): number;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused

@@ -1,0 +1,265 @@
+// Sampling over logits rows: the reference definition (assembly/sampling.ts computes the
+// same bits, SIMD). Per row, with f = round to f32 and all sums in f64:
+//
+//  logprobs (raw row x, before penalties and temperature):
+//    rawMax  = max x (NaN ignored; 4 lane maxima over i mod 4, combined (l0,l1),(l2,l3)),
+//    rawSumExp = Σ exp32(f(x_i − rawMax)) as lanes: ids ≡ j (mod 4) summed in order into l_j,
+//      then (l0 + l1) + (l2 + l3);
+//    top-N raw logits (value desc, id asc; NaN skipped; missing entries id −1, −inf).
+//    (log-softmax: x_i − rawMax − ln rawSumExp, the log taken by the caller.)
+//  draw / dist:
+//    s = x with the penalty patches written over it (s[patchIds[j]] = patchVals[j]);
+//    m = max s; w_i = exp32(f(f(s_i − m)·invT)), then 0 where w_i < f(minP).
+//    exp32 is Cephes' expf polynomial in f32 (no fused multiply-add; 0 below −87).
+//    Order: weight desc, id asc; ids with w = 0 are never kept.
+//    top-k (0 < k < n): keep the first k of the order; then top-p (p < 1): keep the
+//    shortest prefix of the kept order whose mass reaches p · (kept mass). Masses are summed
+//    by the radix walk of `select` (buckets of the weight bits 30..20, 19..10, 9..0, each
+//    level's bucket masses in id order — at level 0 over the whole row (top-p alone) as
+//    four partial sums by id mod 4, (p0 + p1) + (p2 + p3); buckets descending; then single
+//    ties in id order). The kept set is always {w > τ} ∪ {w = τ, id ≤ lim} (bits compared
+//    as integers). Kept mass M: per block of 64 ids, the kept weights as lanes by id mod 4
+//    (as rawSumExp); blocks in order.
+//    Draw with u ∈ [0, 1): the first kept id whose running mass (whole blocks, then ids
+//    in order inside the crossing block) exceeds u·M; fallbacks: the last kept id of the
+//    crossing block, else of the row.
+//  A row whose max is not finite is one-hot on its first maximum.
+import type { SampleResult, SampleRow } from '../types.js';
+
+const f = Math.fround;
+const EXP_MIN = f(-87.0);
+const LOG2E = f(1.44269504088896341);
+const C1 = f(0.693359375);
+const C2 = f(-2.12194440e-4);
+const P = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1].map(f);
+const BLOCK = 64;
+
+/** Round half to even (f32x4.nearest) of an f32 value. */
+function nearestEven(v: number): number {
+  const r = Math.round(v);
+  return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** exp(y) for y ≤ 0 in f32 arithmetic; 0 where y < −87 or NaN. */
+export function exp32(y: number): number {
+  if (!(y >= EXP_MIN)) return 0;
+  const k = nearestEven(f(y * LOG2E));
+  let r = f(y - f(k * C1!));
+  r = f(r - f(k * C2!));
+  const z = f(r * r);
+  let p = f(f(P[0]! * r) + P[1]!);
+  for (let j = 2; j < 6; j++) p = f(f(p * r) + P[j]!);
+  p = f(f(p * z) + r);
+  p = f(p + 1);
+  return f(p * 2 ** k);
+}
+
+const pmax = (a: number, b: number): number => (a < b ? b : a);
+
+export function rowMax(x: Float32Array, n: number): number {
+  const n4 = n & ~3;
+  const acc = [-Infinity, -Infinity, -Infinity, -Infinity];
+  for (let i = 0; i < n4; i++) acc[i & 3] = pmax(acc[i & 3]!, x[i]!);
+  let m = pmax(pmax(acc[0]!, acc[1]!), pmax(acc[2]!, acc[3]!));
+  for (let i = n4; i < n; i++) m = pmax(m, x[i]!);
+  return m;
+}
+
+/** Σ v(i) over ids [lo, hi) as lanes by id mod 4: (l0 + l1) + (l2 + l3). */
+function laneSum(lo: number, hi: number, v: (i: number) => number): number {
+  const l = [0, 0, 0, 0];
+  for (let i = lo; i < hi; i++) l[i & 3]! += v(i);
+  return (l[0]! + l[1]!) + (l[2]! + l[3]!);
+}
+
+function sumExp(x: Float32Array, n: number, m: number): number {
+  return laneSum(0, n, (i) => exp32(f(x[i]! - m)));
+}
+
+function topRaw(x: Float32Array, n: number, topN: number, ids: Int32Array, vals: Float32Array): void {
+  const top: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const v = x[i]!;
+    if (v !== v) continue;
+    if (top.length === topN && !(v > x[top[topN - 1]!]!)) continue;
+    if (top.length === topN) top.pop();
+    let j = top.length;
+    while (j > 0 && x[top[j - 1]!]! < v) j--;
+    top.splice(j, 0, i);
+  }
+  for (let j = 0; j < topN; j++) {
+    ids[j] = j < top.length ? top[j]! : -1;
+    vals[j] = j < top.length ? x[top[j]!]! : -Infinity;
+  }
+}
+
+/** A kept set {bits > tau} ∪ {bits = tau, id ≤ lim}. */
+interface Cut { tau: number; lim: number }
+
+function inSet(k: number, i: number, c: Cut): boolean {
+  return k > c.tau || (k === c.tau && i <= c.lim);
+}
+
+/** The shortest prefix of the order within `set` whose count reaches `param` (count mode)
+ * or whose mass reaches param · (mass of the set) (mass mode); the set itself if none. */
+function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, param: number, set: Cut,
+  list: number[] | null = null): Cut {
+  const cnt = new Int32Array(1024);
+  const mass = new Float64Array(1024);
+  const ids = list ?? Array.from({ length: n }, (_, i) => i);
+  if (list) {
+    for (const i of ids) {
+      if (!inSet(bits[i]!, i, set)) continue;
+      cnt[bits[i]! >>> 20]!++;
+      mass[bits[i]! >>> 20]! += w[i]!;
+    }
+  } else {
+    // four partial sums by id mod 4, combined (p0 + p1) + (p2 + p3)
+    const part = [0, 1, 2, 3].map(() => new Float64Array(1024));
+    for (let i = 0; i < n; i++) {
+      if (!inSet(bits[i]!, i, set)) continue;
+      cnt[bits[i]! >>> 20]!++;
+      part[i & 3]![bits[i]! >>> 20]! += w[i]!;
+    }
+    for (let b = 0; b < 1024; b++) mass[b] = (part[0]![b]! + part[1]![b]!) + (part[2]![b]! + part[3]![b]!);
+  }
+  let target = param;
+  if (byMass) {
+    let total = 0;
+    for (let b = 1023; b >= 0; b--) total += mass[b]!;
+    target = param * total;
+  }
+  const reached = (c: number, m: number): boolean => (byMass ? m >= target : c >= param);
+  let cumC = 0;
+  let cumM = 0;
+  let key = 0;
+  let cand: number[] = [];
+  for (let level = 0; level < 3; level++) {
+    const shift = 20 - 10 * level;
+    if (level > 0) {
+      cnt.fill(0);
+      mass.fill(0);
+      for (const id of cand) {
+        const b = (bits[id]! >>> shift) & 1023;
+        cnt[b]!++;
+        mass[b]! += w[id]!;
+      }
+    }
+    let hit = -1;
+    let lowest = -1;
+    let beforeC = 0;
+    let beforeM = 0;
+    for (let b = 1023; b >= 0; b--) {
+      const c = cnt[b]!;
+      if (c === 0) continue;
+      lowest = b;
+      beforeC = cumC;
+      beforeM = cumM;
+      if (reached(cumC + c, cumM + mass[b]!)) {
+        hit = b;
+        break;
+      }
+      cumC += c;
+      cumM += mass[b]!;
+    }
+    if (level === 0 && hit < 0) return set;
+    if (hit < 0) {
+      hit = lowest;
+      cumC = beforeC;
+      cumM = beforeM;
+    }
+    key = (key | (hit << shift)) >>> 0;
+    const hiMask = level === 0 ? 0xfff00000 : level === 1 ? 0xfffffc00 : 0xffffffff;
+    if (level === 0) {
+      cand = [];
+      for (const i of ids) if (((bits[i]! & hiMask) >>> 0) === key && inSet(bits[i]!, i, set)) cand.push(i);
+    } else cand = cand.filter((id) => ((bits[id]! & hiMask) >>> 0) === key);
+  }
+  let last = -1;
+  for (const id of cand) {
+    last = id;
+    cumC++;
+    cumM += w[id]!;
+    if (reached(cumC, cumM)) break;
+  }
+  return { tau: key, lim: last };
+}
+
+function keptBlocks(bits: Uint32Array, w: Float32Array, n: number, cut: Cut, blocks: Float64Array, dist: Float32Array | null): number {
+  let total = 0;
+  for (let b = 0; b * BLOCK < n; b++) {
+    const bs = laneSum(b * BLOCK, Math.min(n, (b + 1) * BLOCK), (i) => {
+      const v = inSet(bits[i]!, i, cut) ? w[i]! : 0;
+      if (dist) dist[i] = v;
+      return v;
+    });
+    blocks[b] = bs;
+    total += bs;
+  }
+  return total;
+}
+
+function drawKept(bits: Uint32Array, w: Float32Array, n: number, cut: Cut, blocks: Float64Array, target: number): number {
+  let cum = 0;
+  for (let b = 0; b * BLOCK < n; b++) {
+    if (!(cum + blocks[b]! > target)) {
+      cum += blocks[b]!;
+      continue;
+    }
+    let last = -1;
+    for (let i = b * BLOCK; i < Math.min(n, (b + 1) * BLOCK); i++) {
+      if (!inSet(bits[i]!, i, cut)) continue;
+      cum += w[i]!;
+      last = i;
+      if (cum > target) return i;
+    }
+    if (last >= 0) return last;
+  }
+  for (let i = n - 1; i >= 0; i--) if (inSet(bits[i]!, i, cut)) return i;
+  return 0;
+}
+
+function sampleRow(row: SampleRow, out: SampleResult): void {
+  const { logits: x, n } = row;
+  if (row.logprobs) {
+    const m = rowMax(x, n);
+    out.rawMax = m;
+    out.rawSumExp = m > -Infinity && m < Infinity ? sumExp(x, n, m) : 0;
+    if (row.topN > 0) topRaw(x, n, row.topN, out.topIds, out.topVals);
+  }
+  if (!row.draw && !row.dist) return;
+  const w = Float32Array.from(x.subarray(0, n));
+  for (let j = 0; j < row.patchCount; j++) w[row.patchIds![j]!] = row.patchVals![j]!;
+  const bits = new Uint32Array(w.buffer);
+  const m = rowMax(w, n);
+  let cut: Cut = { tau: 0, lim: -1 };
+  if (!(m > -Infinity && m < Infinity)) {
+    const t = Math.max(0, w.indexOf(m));
+    w.fill(0);
+    w[t] = 1;
+  } else {
+    const invT = f(row.invTemperature);
+    const minP = f(row.minP);
+    for (let i = 0; i < n; i++) {
+      const e = exp32(f(f(w[i]! - m) * invT));
+      w[i] = e < minP ? 0 : e;
+    }
+    if (row.topK > 0 && row.topK < n) {
+      cut = select(bits, w, n, false, row.topK, cut);
+      if (row.topP < 1) {
+        const kset: number[] = [];
+        for (let i = 0; i < n; i++) if (inSet(bits[i]!, i, cut)) kset.push(i);
+        cut = select(bits, w, n, true, row.topP, cut, kset); // over the top-k set as a list
+      }
+    } else if (row.topP < 1) cut = select(bits, w, n, true, row.topP, cut);
+  }
+  const blocks = new Float64Array(Math.ceil(n / BLOCK));
+  const total = keptBlocks(bits, w, n, cut, blocks, row.dist);
+  out.keptMass = total;
+  if (row.draw) out.token = drawKept(bits, w, n, cut, blocks, row.u * total);
+}
+
+/** The Kernels.sample reference: every row independently. */
+export function sample(rows: readonly SampleRow[], out: readonly SampleResult[]): void {
+  rows.forEach((r, i) => sampleRow(r, out[i]!));
+}
