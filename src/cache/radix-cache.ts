@@ -6,8 +6,11 @@
 // Layout: edges are whole pages (their token count is a multiple of the page size) and
 // each node owns one page id per page of its edge. A snapshot at a page-aligned position
 // sits on the node ending there; a snapshot at an unaligned position p is a *tail*: the
-// (< pageSize) tokens after the aligned node, a private copy of the partial KV page and
-// the state. A snapshot also keeps the target's post-norm hidden at p−1 (the MTP head's
+// (< pageSize) tokens after the aligned node, a reference to the partial KV page and
+// the state (the tail shares the request's page holding those rows: rows at and after the
+// tail's end are never read through it, and rows before it are never rewritten, so the
+// MTP head's KV rows written there after the insert are seen by later hits). A snapshot
+// also keeps the target's post-norm hidden at p−1 (the MTP head's
 // input for position p−1, whose MTP KV depends on the token after the prefix).
 // Invariants: every page/slot is owned exactly once by the tree (node pages, tail pages,
 // snapshot slots) on top of request references; node locks = requests using the path.
@@ -18,7 +21,14 @@ import type { StatePool } from './state-pool.js';
 export interface Snapshot {
   readonly slot: number;
   readonly hidden: Float32Array; // [H] target hidden at position p−1
+  /** Positions [0, chunkedTo) were computed in the chunked Gated DeltaNet form, the rest
+   * (up to the snapshot's position) by the recurrence. The two round differently, so a
+   * snapshot is only bit-exact for a request that computes the same split. */
+  readonly chunkedTo: number;
 }
+
+/** Whether a snapshot at position `length` may serve the request being matched. */
+export type SnapshotFilter = (snap: Snapshot, length: number) => boolean;
 
 interface Tail {
   readonly tokens: readonly number[]; // 1..pageSize−1 tokens after the node
@@ -45,7 +55,8 @@ export interface PrefixMatch {
   readonly length: number;
   /** Shared pages covering [0, floor(length / pageSize) · pageSize), in order. */
   readonly pages: readonly number[];
-  /** Page holding rows of the partial last page (tail match), 0 when aligned. */
+  /** Page holding rows of the partial last page (tail match; shared, copy before
+   * writing), 0 when aligned. */
   readonly tailPage: number;
   readonly snap: Snapshot;
   /** Opaque lock handle; pass to unlock() when the request finishes. */
@@ -70,7 +81,7 @@ export class RadixCache {
   private evictions = 0;
   private readonly ps: number;
 
-  constructor(private readonly kv: KvPool, private readonly state: StatePool, private readonly kvDim: number) {
+  constructor(private readonly kv: KvPool, private readonly state: StatePool) {
     this.ps = kv.pageSize;
     this.root = { parent: null, tokens: [], pages: [], depth: 0, children: new Map(), snap: null, tails: [], lastUse: 0, lock: 0 };
   }
@@ -79,18 +90,18 @@ export class RadixCache {
     return tokens.slice(at, at + this.ps).join(',');
   }
 
-  /** Deepest snapshot at a position ≤ maxLen that prefixes `tokens`. */
-  match(tokens: readonly number[], maxLen: number): PrefixMatch | null {
+  /** Deepest snapshot at a position ≤ maxLen that prefixes `tokens` (and passes `usable`). */
+  match(tokens: readonly number[], maxLen: number, usable: SnapshotFilter = () => true): PrefixMatch | null {
     this.lookups++;
     const now = ++this.clock;
     let node = this.root;
     let best: { node: Node; tail: Tail | null; length: number } | null = null;
     for (;;) {
       node.lastUse = now;
-      if (node.snap && node.depth > 0 && node.depth <= maxLen) best = { node, tail: null, length: node.depth };
+      if (node.snap && node.depth > 0 && node.depth <= maxLen && usable(node.snap, node.depth)) best = { node, tail: null, length: node.depth };
       for (const t of node.tails) {
         const end = node.depth + t.tokens.length;
-        if (end <= maxLen && (!best || end > best.length) && t.tokens.every((x, i) => tokens[node.depth + i] === x)) {
+        if (end <= maxLen && (!best || end > best.length) && usable(t.snap, end) && t.tokens.every((x, i) => tokens[node.depth + i] === x)) {
           best = { node, tail: t, length: end };
         }
       }
@@ -123,35 +134,32 @@ export class RadixCache {
 
   /** Record a snapshot of a request at position p = prefix.length: `pages` is the
    * request's page table (covering [0, p)), `snap.slot` a slot whose ownership passes to
-   * the tree (freed here when an equal snapshot exists). */
-  insert(prefix: readonly number[], pages: readonly number[], snap: Snapshot): void {
+   * the tree (freed here when an equal snapshot exists). Returns whether it was kept. */
+  insert(prefix: readonly number[], pages: readonly number[], snap: Snapshot): boolean {
     const p = prefix.length;
     const aligned = Math.floor(p / this.ps) * this.ps;
     const tailTokens = prefix.slice(aligned, p);
-    // Evict (for the tail's page) before walking: eviction must never remove the node
-    // this snapshot is about to hang from.
-    const page = p === aligned ? 0 : this.allocPage();
-    if (p !== aligned && page === 0) {
-      this.state.free(snap.slot);
-      return;
-    }
     const node = this.walkCreate(prefix, aligned, pages);
     const now = ++this.clock;
     node.lastUse = now;
     if (p === aligned) {
-      if (node.snap || node === this.root) this.state.free(snap.slot);
-      else node.snap = snap;
-      return;
+      if (node.snap || node === this.root) {
+        this.state.free(snap.slot);
+        return false;
+      }
+      node.snap = snap;
+      return true;
     }
     const same = node.tails.find((t) => t.tokens.length === tailTokens.length && t.tokens.every((x, i) => x === tailTokens[i]));
     if (same) {
       same.lastUse = now;
       this.state.free(snap.slot);
-      this.kv.release([page]);
-      return;
+      return false;
     }
-    this.kv.copyPage(page, pages[aligned / this.ps]!, p - aligned, this.kvDim);
+    const page = pages[aligned / this.ps]!;
+    this.kv.retain([page]);
     node.tails.push({ tokens: tailTokens, page, snap, lastUse: now, lock: 0 });
+    return true;
   }
 
   /** Node ending at `end` (a page multiple) along `prefix`, creating or splitting nodes;
@@ -200,11 +208,6 @@ export class RadixCache {
     (child as { parent: Node }).parent = upper;
     upper.children.set(this.key(child.tokens, 0), child);
     return upper;
-  }
-
-  private allocPage(): number {
-    if (this.kv.freePages === 0) this.evictPages(1);
-    return this.kv.alloc(1)?.[0] ?? 0;
   }
 
   /** Evict LRU unlocked leaves and tails until `need` pages are free (or nothing is
@@ -257,6 +260,19 @@ export class RadixCache {
       this.kv.release(cur.pages);
       cur = parent;
     }
+  }
+
+  /** Every snapshot with the tokens and pages of its path ([0, p): whole pages, then the
+   * tail's page for an unaligned p), least recently used first (for persistence). */
+  list(): { tokens: number[]; pages: number[]; snap: Snapshot }[] {
+    const out: { tokens: number[]; pages: number[]; snap: Snapshot; lastUse: number }[] = [];
+    const visit = (n: Node, tokens: number[], pages: number[]): void => {
+      if (n.snap) out.push({ tokens, pages, snap: n.snap, lastUse: n.lastUse });
+      for (const t of n.tails) out.push({ tokens: [...tokens, ...t.tokens], pages: [...pages, t.page], snap: t.snap, lastUse: t.lastUse });
+      for (const c of n.children.values()) visit(c, [...tokens, ...c.tokens], [...pages, ...c.pages]);
+    };
+    visit(this.root, [], []);
+    return out.sort((a, b) => a.lastUse - b.lastUse).map(({ tokens, pages, snap }) => ({ tokens, pages, snap }));
   }
 
   /** Every page reference and slot the tree owns. */

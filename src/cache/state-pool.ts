@@ -100,8 +100,10 @@ export class StatePool {
     }
   }
 
-  /** dst ← src (every layer, conv window and SSM state). */
+  /** dst ← src (every layer, conv window and SSM state). dst is an allocated slot, never
+   * slot 0. */
   copy(dst: number, src: number): void {
+    assert(dst > 0 && this.allocated[dst] === 1, `copy into state slot ${dst} that is not allocated`);
     const from = this.view(src);
     this.view(dst).forEach((v, l) => {
       v.conv.set(from[l]!.conv);
@@ -137,9 +139,10 @@ export class StatePool {
     });
   }
 
-  /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN (tests: padding must never
-   * reach a real request). */
-  poison(fromRow: number): void {
+  /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN, and for a row r < fromRow
+   * its steps ≥ stepsOfRow[r] (default 0: all), which this step does not write (tests:
+   * padding and stale scratch must never reach a real request). */
+  poison(fromRow: number, stepsOfRow: readonly number[] = []): void {
     for (const v of this.view(0)) {
       v.conv.fill(NaN);
       v.ssm.fill(NaN);
@@ -147,6 +150,14 @@ export class StatePool {
     const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
     this.scratchConv.fill(NaN, fromRow * L * S * cs);
     this.scratchSsm.fill(NaN, fromRow * L * S * ss);
+    for (let row = 0; row < Math.min(fromRow, this.batchCapacity); row++) {
+      const from = stepsOfRow[row] ?? 0;
+      for (let l = 0; l < L; l++) {
+        const base = (row * L + l) * S;
+        this.scratchConv.fill(NaN, (base + from) * cs, (base + S) * cs);
+        this.scratchSsm.fill(NaN, (base + from) * ss, (base + S) * ss);
+      }
+    }
   }
 
   /** `owners` lists every slot held outside the pool (requests, prefix-cache nodes). */

@@ -21,7 +21,7 @@ import { commit } from './spec/commit.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
-import { isSnapshotPoint, type PrefixContext, snapshotSlot, snapshotWorking } from './prefix.js';
+import { isSnapshotPoint, type PrefixContext, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout). */
@@ -45,8 +45,12 @@ export interface EngineOptions {
   readonly stateTrackInterval?: number;
   /** State slots reserved for cached snapshots (default 4 × max-running). */
   readonly cacheStateSlots?: number;
-  /** Test hook: poison slot 0 and padding scratch with NaN before every step. */
+  /** Test hook: poison slot 0, padding rows' scratch and the stale scratch steps of real
+   * rows (steps a row does not write this step) with NaN before every step. */
   readonly poisonPadding?: boolean;
+  /** Test hook: called for every running request between steps; true preempts it (it
+   * frees its memory and recomputes, resuming from the prefix cache when it can). */
+  readonly preemptIf?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }) => boolean;
   /** MTP drafts are chosen among token ids [0, draftVocab) only: the draft lm_head reads
    * that many rows instead of the whole vocabulary (BPE ids are roughly in frequency order,
    * so the first ids carry most of the mass). Lossless for any value: verification uses the
@@ -108,7 +112,7 @@ export class Engine {
         `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of 64) and ≥ spec tokens + 1 (${k + 1})`);
     }
     this.prefix = opts.prefixCache === false ? null : {
-      cache: new RadixCache(kv, state, model.layout.kvDim), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0,
+      cache: new RadixCache(kv, state), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0, inserted: 0,
     };
     this.scheduler = new Scheduler({
       maxRunning: opts.maxRunning ?? 16,
@@ -230,9 +234,10 @@ export class Engine {
    * finish, then extend the MTP head and draft for the next step. */
   private step(): void {
     for (const r of this.scheduler.reapAborted()) this.emitDone(r, 'abort');
+    this.testPreempt();
     const batch = this.scheduler.schedule();
     if (!batch) return;
-    if (this.opts.poisonPadding) this.state.poison(batch.nReal);
+    if (this.opts.poisonPadding) this.state.poison(batch.nReal, batch.rows.slice(0, batch.nReal).map((r) => (r.verify ? r.n : 0)));
     const t0 = performance.now();
     const rows = batch.rows.slice(0, batch.nReal);
     const result = this.guarded(rows.map((r) => r.req!), () => this.runner.run(batch));
@@ -247,24 +252,39 @@ export class Engine {
       const off = result.offsets[i]!;
       const rowHidden = (step: number): Float32Array => result.hidden.subarray((off + step) * h, (off + step + 1) * h);
       let committed = row.n;
+      // the page table as of this step (finishing clears req.pages, see below)
+      const pages = req.pages;
+      let snapshotted = false;
       if (row.verify) committed = this.verifyRow(row, i, logits, rowHidden) + 1;
       else {
         req.computed += row.n;
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
-        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
+        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample) {
           req.captureLogits?.(logits[0]!);
           this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
         }
       }
       generated += req.tokens.length - before;
-      if (this.drafter && req.status === 'running') extend.push(this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)));
+      // A request that just finished still gets its MTP KV written when it snapshotted this
+      // step: the rows [start, computed) live in pages the snapshot keeps, and a hit reads them.
+      const extendFinished = snapshotted && req.status === 'finished' && !req.aborted;
+      if (this.drafter && (req.status === 'running' || extendFinished)) {
+        extend.push({ ...this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)), pages });
+      }
     });
     const observedK = this.draftedK;
     this.draft(extend);
     const ms = performance.now() - t0;
     if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
     this.metrics.stepDone(batch, generated, ms);
+  }
+
+  /** Test hook preemptIf: preempt the running requests it picks. */
+  private testPreempt(): void {
+    const pick = this.opts.preemptIf;
+    if (!pick) return;
+    for (const r of [...this.scheduler.running]) if (!r.prefilling && pick(r)) this.scheduler.preempt(r);
   }
 
   /** MTP positions to (re)compute after a step; the first chunk after a prefix hit also
@@ -319,9 +339,7 @@ export class Engine {
       const track = this.trackPoint(req, row.start, j);
       const trackSlot = track >= 0 && this.prefix ? snapshotSlot(this.prefix) : 0;
       commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot, trackStep: trackSlot > 0 ? track : -1 }]);
-      if (trackSlot > 0) {
-        this.prefix!.cache.insert(req.tokens.slice(0, row.start + track + 1), req.pages, { slot: trackSlot, hidden: rowHidden(track).slice() });
-      }
+      if (trackSlot > 0) recordSnapshot(this.prefix!, req, row.start + track + 1, trackSlot, rowHidden(track));
       req.computed += j + 1;
     }
     return j;
@@ -348,7 +366,7 @@ export class Engine {
     // head is skipped entirely: its KV for these positions goes stale, which can only
     // lower the acceptance of later drafts (outputs are lossless either way).
     if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return;
-    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
+    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling || e.req.status !== 'running' ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
     this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
     const override = this.opts.draftOverride;
     if (override) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = override(e.req, e.req.drafts).slice(0, e.req.drafts.length);

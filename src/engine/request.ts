@@ -86,9 +86,10 @@ export class Request {
   drafts: number[] = [];
   /** q_i of each draft for sampling requests (null for greedy). */
   draftProbs: Float64Array[] | null = null;
-  /** Chat: end of the last rendered message (before the generation prompt), where a
-   * snapshot lets the next turn hit; 0 = none. */
-  snapshotAt = 0;
+  /** Aligned prompt positions (multiples of 64) where the prefix cache snapshots besides
+   * the interval multiples: at or below the end of every chat message and the prompt's
+   * end (see prefix.ts promptSnapshotPoints). */
+  snapshotPoints: ReadonlySet<number> = new Set();
   /** Prefix-cache lock held while running (null = none). */
   lockHandle: object | null = null;
   /** After a prefix hit: target hidden at position hit−1 (MTP input), until used. */
@@ -123,9 +124,5 @@ export class Request {
   /** Still in chunked prefill (including recompute after preemption). */
   get prefilling(): boolean {
     return this.computed < this.prefillEnd;
-  }
-  /** Tokens still to process in the next forward. */
-  get remaining(): number {
-    return this.tokens.length - this.computed;
   }
 }
