@@ -90,10 +90,11 @@ function coldState(model: Model, tokens: readonly number[]): Float32Array[] {
   return mem.state.flatMap((s) => [s.conv, s.ssm]);
 }
 
-test('snapshots from chunked prefill, decode and MTP verify (k = 1..4) equal a cold prefill of that length', async () => {
+test('snapshots from chunked prefill, decode and MTP verify (k = 0, 3) equal a cold prefill of that length', async () => {
   const ref = loadModel(TINY_THINK(), createRefKernels());
   const prompt = { prompt: 'Here are some values:\n' + Array.from({ length: 30 }, (_, i) => `- v${i}=${i * 7}`).join('\n'), maxTokens: 150, ignoreEos: true };
-  for (const k of [0, 1, 2, 3, 4]) {
+  // (k = 1..3 verify-made snapshots are checked bit for bit in prefix-exact.test.ts)
+  for (const k of [0, 3]) {
     await withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens: k, specAdaptive: false, stateTrackInterval: 64 }, async (e) => {
       const done = await e.complete(prompt);
       const tokens = [...done.promptIds, ...done.outputIds];
