@@ -25,6 +25,8 @@ export const ENGINE_FLAGS = {
   'no-prefix-cache': { type: 'boolean' },
   'state-track-interval': { type: 'string' },
   'cache-state-slots': { type: 'string' },
+  'prefix-cache-dir': { type: 'string' },
+  'prefix-cache-disk-bytes': { type: 'string' },
 } as const;
 
 export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
@@ -41,7 +43,10 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
                             lossless for any N (default 32768)
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)
   --state-track-interval N  snapshot interval in tokens (default 256; multiple of 64 and of --page-size)
-  --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)`;
+  --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)
+  --prefix-cache-dir DIR    keep the prefix cache on disk: loaded at start, saved when idle
+                            (at most once a minute) and at shutdown
+  --prefix-cache-disk-bytes N  bound on the saved cache (LRU; default 4294967296)`;
 
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();
@@ -61,6 +66,8 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(v['no-prefix-cache'] ? { prefixCache: false } : {}),
     ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
     ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),
+    ...(str(v, 'prefix-cache-dir') !== undefined ? { prefixCacheDir: resolve(str(v, 'prefix-cache-dir')!) } : {}),
+    ...(int(v, 'prefix-cache-disk-bytes', 0) !== undefined ? { prefixCacheDiskBytes: int(v, 'prefix-cache-disk-bytes', 0)! } : {}),
   };
 }
 

@@ -21,6 +21,7 @@ import { commit } from './spec/commit.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
+import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 
 export interface EngineOptions {
@@ -45,6 +46,15 @@ export interface EngineOptions {
   readonly stateTrackInterval?: number;
   /** State slots reserved for cached snapshots (default 4 × max-running). */
   readonly cacheStateSlots?: number;
+  /** Persist the prefix cache in this directory: loaded at start, saved when idle (at most
+   * every prefixCacheSaveMs) and at close. */
+  readonly prefixCacheDir?: string;
+  /** Bound on the saved file (least recently used snapshots are left out; default 4 GiB). */
+  readonly prefixCacheDiskBytes?: number;
+  /** Minimum time between periodic saves (default 60000; 0 = only at close). */
+  readonly prefixCacheSaveMs?: number;
+  /** Operational messages (default: stderr, prefixed "deltaserve: "). */
+  readonly log?: (msg: string) => void;
   /** Test hook: poison slot 0, padding rows' scratch and the stale scratch steps of real
    * rows (steps a row does not write this step) with NaN before every step. */
   readonly poisonPadding?: boolean;
@@ -80,6 +90,7 @@ export class Engine {
   private readonly runner: Runner;
   private readonly drafter: MtpDrafter | null;
   private readonly prefix: PrefixContext | null;
+  private readonly persist: PrefixPersistence | null = null;
   private readonly policy: AdaptiveK;
   /** k drafted for the step about to run (for the policy's measurement). */
   private draftedK = 0;
@@ -123,6 +134,13 @@ export class Engine {
     this.runner = new Runner(model, kv, state);
     this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab, this.argmax, draftVocabFor(opts)) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
+    if (this.prefix && opts.prefixCacheDir !== undefined) {
+      const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
+      this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
+        dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 4 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
+      }, log);
+      this.persist.load();
+    }
     this.loopDone = this.loop();
   }
 
@@ -193,8 +211,18 @@ export class Engine {
   }
 
   stats(): EngineStats {
-    return this.metrics.snapshot(this.scheduler, this.kv, this.state, this.prefix?.cache.stats() ?? null,
-      this.prefix?.cache.owners() ?? null);
+    const p = this.prefix;
+    const cache = p ? {
+      ...p.cache.stats(), inserted: p.inserted,
+      snapshotBytes: p.cache.stats().snapshots * (this.stateSlotBytes() + 4 * this.model.config.hiddenSize),
+      disk: this.persist?.stats() ?? null,
+    } : null;
+    return this.metrics.snapshot(this.scheduler, this.kv, this.state, cache, p?.cache.owners() ?? null);
+  }
+
+  /** Bytes of one recurrent-state slot (every linear layer's conv window and SSM state). */
+  private stateSlotBytes(): number {
+    return this.state.view(0).reduce((n, v) => n + 4 * (v.conv.length + v.ssm.length), 0);
   }
 
   /** Stop the loop; in-flight requests finish with reason 'abort'. */
@@ -205,6 +233,7 @@ export class Engine {
     this.closed = true;
     this.wake?.();
     await this.loopDone;
+    this.persist?.save();
     this.model.kernels.dispose();
   }
 
@@ -221,7 +250,15 @@ export class Engine {
     while (!this.closed) {
       if (!this.scheduler.hasWork()) {
         this.checkIntegrity();
-        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.persist?.maybeSave();
+        // idle: wait for work, or until unsaved cache changes are due for saving
+        const due = this.persist?.dueInMs() ?? null;
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+          if (due !== null) timer = setTimeout(resolve, due + 1).unref();
+        });
+        clearTimeout(timer);
         this.wake = null;
         continue;
       }

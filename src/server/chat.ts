@@ -2,7 +2,7 @@
 // chat_template_kwargs.enable_thinking is false), n choices, `reasoning_content` split out
 // of <think>…</think>, logprobs / top_logprobs, SSE streaming with optional usage chunk.
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { promptIdsOf } from '../engine/request-builder.js';
+import { promptOf } from '../engine/request-builder.js';
 import { ReasoningSplitter, splitReasoning, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './errors.js';
 import {
@@ -60,8 +60,9 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   }
   delete kwargs['enable_thinking'];
   let promptIds: number[];
+  let boundaries: number[]; // where each message ends: prefix-cache snapshot points
   try {
-    promptIds = promptIdsOf(engine, { messages: messages as ChatMessage[], think: et !== false, chatTemplateKwargs: kwargs });
+    ({ ids: promptIds, boundaries } = promptOf(engine, { messages: messages as ChatMessage[], think: et !== false, chatTemplateKwargs: kwargs }));
   } catch (e) {
     throw toApiError(e, 'messages');
   }
@@ -71,7 +72,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   admit(ctx, p.n);
   let choices: Choice[];
   try {
-    choices = startChoices(ctx, call, [promptIds], p, wantLogprobs ? top ?? 0 : null);
+    choices = startChoices(ctx, call, [promptIds], { ...p, request: { ...p.request, messageBoundaries: boundaries } }, wantLogprobs ? top ?? 0 : null);
   } catch (e) {
     throw toApiError(e, 'messages');
   }
