@@ -140,7 +140,7 @@ export class StatePool {
   }
 
   /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN, and for a row r < fromRow
-   * its steps ≥ stepsOfRow[r] (default 0: all), which this step does not write (tests:
+   * its steps ≥ stepsOfRow[r] (default: none), which this step does not write (tests:
    * padding and stale scratch must never reach a real request). */
   poison(fromRow: number, stepsOfRow: readonly number[] = []): void {
     for (const v of this.view(0)) {
@@ -151,7 +151,7 @@ export class StatePool {
     this.scratchConv.fill(NaN, fromRow * L * S * cs);
     this.scratchSsm.fill(NaN, fromRow * L * S * ss);
     for (let row = 0; row < Math.min(fromRow, this.batchCapacity); row++) {
-      const from = stepsOfRow[row] ?? 0;
+      const from = stepsOfRow[row] ?? S;
       for (let l = 0; l < L; l++) {
         const base = (row * L + l) * S;
         this.scratchConv.fill(NaN, (base + from) * cs, (base + S) * cs);
