@@ -64,7 +64,8 @@ test('preempted mid-generation: the recompute resumes from a verify-made snapsho
       prompt: longPrompt(12, 'p'), maxTokens: 170, ignoreEos: true, ...(sampled ? { temperature: 0.8, seed: 3 } : {}),
     };
     const label = `k=${specTokens}${sampled ? ' sampled' : ''}`;
-    const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens, specAdaptive: false, stateTrackInterval: 64 };
+    // (no end-of-generation snapshot request: it would add its own hit to the counters)
+    const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens, specAdaptive: false, stateTrackInterval: 64, prefixCacheGenerationSnapshots: false };
     // cold: the same preemption, recomputing everything (a preemption redraws the pending
     // drafts, so a sampled request is compared with a preempted run, not an uninterrupted one)
     const coldPre = preemptOnce(140);
@@ -132,5 +133,24 @@ test('after a hit, the MTP-cache rows below the prompt end equal a cold run, and
     assert.ok(sameBits(hot.rows, cold.rows), 'MTP KV rows after the hit equal the cold run');
     assert.deepEqual(hot.ids, cold.ids);
     assert.deepEqual(hot.spec, cold.spec, 'acceptance on the hit equals cold');
+  });
+});
+
+test('end of generation: the next request extending prompt + answer hits at the answer\'s end (rounded down to 64), bit-identical to cold', async () => {
+  const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens: 2, specAdaptive: false };
+  const first = { prompt: longPrompt(6, 'g'), maxTokens: 150, ignoreEos: true };
+  await withEngine(opts, async (e) => {
+    const done = await e.complete(first);
+    const conversation = [...done.promptIds, ...done.outputIds];
+    for (let i = 0; i < 500 && e.stats().running + e.stats().waiting > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const next: GenerateRequest = { promptIds: [...conversation, ...e.tokenizer.encode('\nNow the next value?')], maxTokens: 12 };
+    const logits: Float32Array[] = [];
+    const hit = await e.complete({ ...next, captureLogits: (l) => logits.push(l.slice()) });
+    assert.ok(hit.usage.cachedTokens >= Math.floor(conversation.length / 64) * 64,
+      `cached ${hit.usage.cachedTokens} of a ${conversation.length}-token conversation (prompt ${done.promptIds.length})`);
+    const hot: RunResult = { ids: [...hit.outputIds], logits, finishReason: hit.finishReason, text: hit.text };
+    const [cold] = await withEngine({ ...opts, prefixCache: false }, (c) => runAll(c, [next]));
+    assertSameBits(hot, cold!, 'after an end-of-generation snapshot');
+    e.checkIntegrity();
   });
 });

@@ -53,6 +53,10 @@ export interface EngineOptions {
   readonly prefixCacheDiskBytes?: number;
   /** Minimum time between periodic saves (default 60000; 0 = only at close). */
   readonly prefixCacheSaveMs?: number;
+  /** At the end of a generation, snapshot the conversation (prompt + output) so the next
+   * turn that includes the answer hits: an internal prefill of the generated tokens in
+   * the chunked form (default true; see Engine.snapshotGeneration). */
+  readonly prefixCacheGenerationSnapshots?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
   /** Test hook: poison slot 0, padding rows' scratch and the stale scratch steps of real
@@ -297,7 +301,11 @@ export class Engine {
         req.computed += row.n;
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
         if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
-        if (row.sample) {
+        if (row.sample && req.snapshotOnly) {
+          this.scheduler.finish(req); // its snapshots are taken: nothing to sample
+          req.events.end();
+          committed = row.n - 1; // the MTP row of the last position needs a next token
+        } else if (row.sample) {
           req.captureLogits?.(logits[0]!);
           this.appendToken(req, sampleToken(logits[0]!, req.sampling, req.history, this.sampleVocab, req.rng, this.argmax));
         }
@@ -305,7 +313,7 @@ export class Engine {
       generated += req.tokens.length - before;
       // A request that just finished still gets its MTP KV written when it snapshotted this
       // step: the rows [start, computed) live in pages the snapshot keeps, and a hit reads them.
-      const extendFinished = snapshotted && req.status === 'finished' && !req.aborted;
+      const extendFinished = snapshotted && req.status === 'finished' && !req.aborted && committed > 0;
       if (this.drafter && (req.status === 'running' || extendFinished)) {
         extend.push({ ...this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)), pages });
       }
@@ -414,6 +422,23 @@ export class Engine {
     return Math.max(0, Math.min(k, req.maxTokens - req.numGenerated - 1, req.maxLength - req.tokens.length - 1));
   }
 
+  /** End of generation: the state after the generated tokens was made by the recurrence,
+   * which rounds differently from the chunked prefill that the next turn's cold run
+   * would use, so it is not reusable bit-exactly (prefix.ts). Instead the conversation so
+   * far (prompt + output) is queued as an internal snapshot-only request: it hits the
+   * prompt's snapshot, prefills the generated tokens in the chunked form, snapshots at
+   * its aligned points (interval multiples, the multiple of 64 at or below its end) and
+   * finishes without sampling or output. Costs a prefill of the generated tokens. */
+  private snapshotGeneration(req: Request): void {
+    if (!this.prefix || this.opts.prefixCacheGenerationSnapshots === false || this.closed) return;
+    const end = req.tokens.length;
+    const align = (n: number): number => Math.floor(n / 64) * 64;
+    if (align(end) <= align(req.promptIds.length) || end >= this.maxContext) return;
+    const r = buildRequest(this, this.nextId++, { promptIds: req.tokens, maxTokens: 1 });
+    r.snapshotOnly = true;
+    this.scheduler.add(r);
+  }
+
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns
    * false when the request just finished. */
   private appendToken(req: Request, id: number): boolean {
@@ -434,6 +459,11 @@ export class Engine {
   private emitDone(req: Request, reason: FinishReason, error?: string): void {
     if (req.finishReason) return;
     req.finishReason = reason;
+    if (req.snapshotOnly) {
+      req.events.end();
+      return;
+    }
+    if (reason === 'stop' || reason === 'length') this.snapshotGeneration(req);
     const tail = req.output.flush();
     if (tail) req.events.push({ type: 'delta', text: tail, ids: [] });
     this.metrics.requestFinished(req);

@@ -90,6 +90,9 @@ export class Request {
    * the interval multiples: at or below the end of every chat message and the prompt's
    * end (see prefix.ts promptSnapshotPoints). */
   snapshotPoints: ReadonlySet<number> = new Set();
+  /** Internal request that only prefills its prompt to take prefix-cache snapshots (end
+   * of a generation, see Engine.snapshotGeneration): it never samples or emits. */
+  snapshotOnly = false;
   /** Prefix-cache lock held while running (null = none). */
   lockHandle: object | null = null;
   /** After a prefix hit: target hidden at position hit−1 (MTP input), until used. */
