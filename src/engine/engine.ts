@@ -122,7 +122,7 @@ export class Engine {
     this.argmax = kernelArgmax(model.kernels);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
-    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval < k + 1) {
+    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval % 64 !== 0 || interval < k + 1) {
       throw new DeltaserveError('bad_config',
         `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of 64) and ≥ spec tokens + 1 (${k + 1})`);
     }
