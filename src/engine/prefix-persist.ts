@@ -20,8 +20,10 @@ export interface DiskStats {
   readonly rejected: number;
 }
 
-/** Options that never change a snapshot's bits (scheduling, sizes, test hooks, this). */
-const NUMERICS_FREE = new Set(['model', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive',
+/** Options that never change a snapshot's bits (scheduling, sizes, test hooks, this;
+ * the kernel backend actually used and whether the MTP head runs are hashed on their own).
+ * Any other option — including ones added later — is part of the identity. */
+const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'preemptIf', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive',
   'draftVocab', 'stateTrackInterval', 'cacheStateSlots', 'poisonPadding', 'prefixCache', 'prefixCacheDir', 'prefixCacheDiskBytes',
   'prefixCacheSaveMs', 'log']);
 
