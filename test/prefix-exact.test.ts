@@ -105,8 +105,12 @@ function mtpRows(e: Engine, req: Request, n: number): Float32Array {
   return out;
 }
 
-test('after a hit, the MTP-cache rows below the prompt end equal a cold run, and so does acceptance', async () => {
-  const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens: 3, specAdaptive: false };
+test('after a hit, the MTP-cache rows below the prompt end equal a cold run, and so does acceptance (aligned and tail snapshots)', async () => {
+  // page size 48: snapshots at multiples of 64 fall inside a page (tail snapshots)
+  for (const pageSize of [16, 48]) await mtpRowsCase({ model: TINY_THINK(), kernels: KERNELS, specTokens: 3, specAdaptive: false, pageSize, stateTrackInterval: 192 });
+});
+
+async function mtpRowsCase(opts: import('../src/engine/engine.js').EngineOptions): Promise<void> {
   const first = { prompt: longPrompt(30, 'm'), maxTokens: 8, ignoreEos: true };
   const second = { prompt: longPrompt(30, 'm') + ' Then the last one?', maxTokens: 40, ignoreEos: true };
   /** The second request's MTP rows once its prompt's MTP extend has run (2nd sampled token). */
@@ -134,7 +138,7 @@ test('after a hit, the MTP-cache rows below the prompt end equal a cold run, and
     assert.deepEqual(hot.ids, cold.ids);
     assert.deepEqual(hot.spec, cold.spec, 'acceptance on the hit equals cold');
   });
-});
+}
 
 test('end of generation: the next request extending prompt + answer hits at the answer\'s end (rounded down to 64), bit-identical to cold', async () => {
   const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens: 2, specAdaptive: false };
