@@ -32,7 +32,7 @@ export type SnapshotFilter = (snap: Snapshot, length: number) => boolean;
 
 interface Tail {
   readonly tokens: readonly number[]; // 1..pageSize−1 tokens after the node
-  readonly page: number; // private copy of the partial page: rows [0, tokens.length)
+  readonly page: number; // the partial page (shared with the request that made it): rows [0, tokens.length) are this prefix
   readonly snap: Snapshot;
   lastUse: number;
   lock: number;
