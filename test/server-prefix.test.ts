@@ -156,12 +156,14 @@ test('restart with --prefix-cache-dir: turn 2 hits on the new server and answers
   }
 });
 
-test('--prefix-cache-disk-bytes bounds the saved file (least recently used snapshots left out)', async () => {
+test('periodic save when idle; --prefix-cache-disk-bytes bounds the saved file (least recently used snapshots left out)', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ds-prefix-'));
   try {
-    const e = await Engine.load({ ...base(), prefixCacheDir: dir, prefixCacheDiskBytes: 3_000_000, log: () => {} });
+    const e = await Engine.load({ ...base(), prefixCacheDir: dir, prefixCacheDiskBytes: 3_000_000, prefixCacheSaveMs: 50, log: () => {} });
     for (const t of ['x', 'y', 'z']) await e.complete({ messages: [{ role: 'user', content: `${values(30, t)}\nWhat is ${t}1?` }], maxTokens: 4 });
     const inMemory = e.stats().prefixCache!.snapshots;
+    for (let i = 0; i < 300 && e.stats().prefixCache!.disk!.savedSnapshots === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(e.stats().prefixCache!.disk!.saves >= 1, 'saved while running, when idle');
     await e.close();
     const size = readFileSync(join(dir, STORE_FILE)).length;
     assert.ok(size <= 3_000_000, `file of ${size} bytes`);
