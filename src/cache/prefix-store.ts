@@ -108,7 +108,10 @@ export function saveStore(dir: string, identity: string, cache: RadixCache, kv: 
   const header: Header = {
     ...g, identity, pages: pageIndex.size, entries, bodyBytes: bodyBuf.length, bodySha256: checksum(entries, bodyBuf),
   };
-  const headerBuf = Buffer.from(JSON.stringify(header), 'utf8');
+  // padded with spaces to a multiple of 4 bytes: the body then loads as a Float32Array view
+  const json = Buffer.from(JSON.stringify(header), 'utf8');
+  const headerBuf = Buffer.alloc(Math.ceil(json.length / 4) * 4, ' ');
+  json.copy(headerBuf);
   const head = Buffer.alloc(16);
   head.write(MAGIC, 0, 'latin1');
   head.writeUInt32LE(STORE_VERSION, 8);
@@ -177,7 +180,8 @@ export function loadStore(dir: string, identity: string, cache: RadixCache, kv: 
   const g = geometry(kv, state, hidden);
   const h = parse(buf, identity, g);
   if (typeof h === 'string') return { rejected: `${file}: ${h}` };
-  const body = new Float32Array(buf.buffer.slice(buf.byteOffset + buf.length - h.bodyBytes, buf.byteOffset + buf.length));
+  const at0 = buf.byteOffset + buf.length - h.bodyBytes;
+  const body = at0 % 4 === 0 ? new Float32Array(buf.buffer, at0, h.bodyBytes / 4) : new Float32Array(buf.buffer.slice(at0, at0 + h.bodyBytes));
   const pages = kv.alloc(Math.min(h.pages, kv.freePages));
   if (!pages || pages.length < h.pages) {
     if (pages) kv.release(pages);

@@ -46,7 +46,7 @@ export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (d
   --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)
   --prefix-cache-dir DIR    keep the prefix cache on disk: loaded at start, saved when idle
                             (at most once a minute) and at shutdown
-  --prefix-cache-disk-bytes N  bound on the saved cache (LRU; default 4294967296)`;
+  --prefix-cache-disk-bytes N  bound on the saved cache (LRU; default 2147483648)`;
 
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();

@@ -49,7 +49,7 @@ export interface EngineOptions {
   /** Persist the prefix cache in this directory: loaded at start, saved when idle (at most
    * every prefixCacheSaveMs) and at close. */
   readonly prefixCacheDir?: string;
-  /** Bound on the saved file (least recently used snapshots are left out; default 4 GiB). */
+  /** Bound on the saved file (least recently used snapshots are left out; default 2 GiB). */
   readonly prefixCacheDiskBytes?: number;
   /** Minimum time between periodic saves (default 60000; 0 = only at close). */
   readonly prefixCacheSaveMs?: number;
@@ -141,7 +141,7 @@ export class Engine {
     if (this.prefix && opts.prefixCacheDir !== undefined) {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
-        dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 4 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
+        dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 2 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
       }, log);
       this.persist.load();
     }
