@@ -101,7 +101,7 @@ test('snapshots from chunked prefill, decode and MTP verify (k = 0, 3) equal a c
       const cache = (e as unknown as { prefix: { cache: import('../src/cache/radix-cache.js').RadixCache; state: import('../src/cache/state-pool.js').StatePool } }).prefix;
       let checked = 0;
       for (let p = 64; p < tokens.length; p += 64) {
-        const m = cache.cache.match(tokens, p);
+        const m = cache.cache.match(tokens, p, done.promptIds.length);
         assert.ok(m && m.length === p, `k=${k}: no snapshot at ${p}`);
         const got = cache.state.view(m.snap.slot).flatMap((s) => [s.conv, s.ssm]);
         const want = coldState(ref, tokens.slice(0, p));

@@ -141,7 +141,9 @@ async function mtpRowsCase(opts: import('../src/engine/engine.js').EngineOptions
 }
 
 test('end of generation: the next request extending prompt + answer hits at the answer\'s end (rounded down to 64), bit-identical to cold', async () => {
-  const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens: 2, specAdaptive: false };
+  // interval 64: verify-made snapshots (and their decode-made KV) sit at the same positions
+  // as the end-of-generation ones; they must not serve, or be mixed into, the prompt's path
+  const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens: 2, specAdaptive: false, stateTrackInterval: 64 };
   const first = { prompt: longPrompt(6, 'g'), maxTokens: 150, ignoreEos: true };
   await withEngine(opts, async (e) => {
     const done = await e.complete(first);

@@ -1,10 +1,10 @@
 // Where the prefix cache snapshots: prompt points are multiples of 64 (message ends and
 // the prompt end rounded down, interval multiples), generated points interval multiples;
-// a snapshot serves only requests computing the same chunked/recurrent split; every
+// every
 // message boundary of a chat prompt is found by rendering its message prefixes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isSnapshotPoint, nextSnapshotPoint, promptSnapshotPoints, usableFor, type PrefixContext } from '../src/engine/prefix.js';
+import { isSnapshotPoint, nextSnapshotPoint, promptSnapshotPoints, type PrefixContext } from '../src/engine/prefix.js';
 import { messageBoundaries } from '../src/engine/request-builder.js';
 import type { Request } from '../src/engine/request.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
@@ -24,17 +24,12 @@ test('snapshot points: aligned in the prompt, interval multiples after it; chunk
   assert.deepEqual(points, [64, 256, 320, 512, 576, 768, 1024], 'message ends 100 → 64, 330 → 320, prompt end 600 → 576');
 });
 
-test('next snapshot point and the usable filter', () => {
+test('next snapshot point', () => {
   const r = req(600, [100, 330]);
   assert.equal(nextSnapshotPoint(ctx, r, 0), 64);
   assert.equal(nextSnapshotPoint(ctx, r, 64), 256);
   assert.equal(nextSnapshotPoint(ctx, r, 256), 320);
   assert.equal(nextSnapshotPoint(ctx, r, 600), 768);
-  const usable = usableFor(r);
-  assert.ok(usable({ slot: 1, hidden: new Float32Array(), chunkedTo: 320 }, 320), 'a prompt snapshot');
-  assert.ok(!usable({ slot: 1, hidden: new Float32Array(), chunkedTo: 300 }, 320), 'made past another prompt\'s end');
-  assert.ok(usable({ slot: 1, hidden: new Float32Array(), chunkedTo: 600 }, 768), 'generated part of this very split');
-  assert.ok(!usable({ slot: 1, hidden: new Float32Array(), chunkedTo: 768 }, 768), 'a prompt snapshot cannot serve generated positions');
 });
 
 test('message boundaries: the end of every message whose rendering is a prefix of the prompt', () => {

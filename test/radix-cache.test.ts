@@ -136,3 +136,30 @@ test('inserting a tail on a full pool takes no page: it shares the request page,
   cache.unlock(mb.handle);
   check([filler]);
 });
+
+test('namespaces: snapshots made after a prompt of length P serve only requests with that prompt length', () => {
+  const { kv, state, cache, request, check } = setup();
+  const a = seq(12);
+  const pa = request(a);
+  const snapOf = (value: number, chunkedTo: number) => {
+    const slot = state.alloc()!;
+    state.view(slot)[0]!.ssm[0] = value;
+    return { slot, hidden: new Float32Array([value]), chunkedTo };
+  };
+  assert.ok(cache.insert(a.slice(0, 4), pa, snapOf(1, 4)), 'chunked (a prompt snapshot)');
+  assert.ok(cache.insert(a.slice(0, 8), pa, snapOf(2, 6)), 'made after a prompt of 6');
+  assert.ok(cache.insert(a.slice(0, 8), pa, snapOf(3, 8)), 'chunked at the same position: its own tree');
+  const found = (promptLength: number, maxLen = 11): number => {
+    const m = cache.match(a, maxLen, promptLength);
+    if (!m) return 0;
+    cache.unlock(m.handle);
+    return state.view(m.snap.slot)[0]!.ssm[0]!;
+  };
+  assert.equal(found(6), 2, 'prompt of 6: the snapshot of its own split');
+  assert.equal(found(12), 3, 'a longer prompt: the chunked one');
+  assert.equal(found(7), 1, 'prompt of 7: neither at 8 (chunked 8 would be computed past its prompt)');
+  assert.equal(found(5), 1, 'prompt of 5: only the chunked one below its end');
+  kv.release(pa);
+  check([]);
+  assert.equal(cache.stats().snapshots, 3);
+});

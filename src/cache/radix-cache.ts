@@ -12,6 +12,13 @@
 // MTP head's KV rows written there after the insert are seen by later hits). A snapshot
 // also keeps the target's post-norm hidden at p−1 (the MTP head's
 // input for position p−1, whose MTP KV depends on the token after the prefix).
+// Namespaces: prompt positions are computed in the chunked Gated DeltaNet form, generated
+// ones by the recurrence, which rounds differently — and not only the state: the KV rows
+// of later layers too. Snapshots (with the KV pages under them) computed wholly in the
+// chunked form live in the main tree (namespace 0) and serve any request whose prompt
+// reaches them; one made after a prompt of length P (decode, verify) lives in the tree of
+// namespace P and serves only a request with the same split (a recompute after preemption).
+// A tree never mixes KV of different splits.
 // Invariants: every page/slot is owned exactly once by the tree (node pages, tail pages,
 // snapshot slots) on top of request references; node locks = requests using the path.
 import { assert } from '../util/errors.js';
@@ -27,8 +34,6 @@ export interface Snapshot {
   readonly chunkedTo: number;
 }
 
-/** Whether a snapshot at position `length` may serve the request being matched. */
-export type SnapshotFilter = (snap: Snapshot, length: number) => boolean;
 
 interface Tail {
   readonly tokens: readonly number[]; // 1..pageSize−1 tokens after the node
@@ -72,8 +77,14 @@ export interface RadixStats {
   readonly snapshots: number;
 }
 
+const newRoot = (): Node => ({ parent: null, tokens: [], pages: [], depth: 0, children: new Map(), snap: null, tails: [], lastUse: 0, lock: 0 });
+
+/** The namespace of a snapshot at position p: 0 when computed wholly chunked. */
+const namespaceOf = (snap: Snapshot, p: number): number => (snap.chunkedTo >= p ? 0 : snap.chunkedTo);
+
 export class RadixCache {
-  private readonly root: Node;
+  /** Tree roots by namespace (see the file head); 0 always exists. */
+  private readonly roots = new Map<number, Node>([[0, newRoot()]]);
   private clock = 0;
   private lookups = 0;
   private hits = 0;
@@ -83,31 +94,23 @@ export class RadixCache {
 
   constructor(private readonly kv: KvPool, private readonly state: StatePool) {
     this.ps = kv.pageSize;
-    this.root = { parent: null, tokens: [], pages: [], depth: 0, children: new Map(), snap: null, tails: [], lastUse: 0, lock: 0 };
   }
 
   private key(tokens: readonly number[], at: number): string {
     return tokens.slice(at, at + this.ps).join(',');
   }
 
-  /** Deepest snapshot at a position ≤ maxLen that prefixes `tokens` (and passes `usable`). */
-  match(tokens: readonly number[], maxLen: number, usable: SnapshotFilter = () => true): PrefixMatch | null {
+  /** Deepest snapshot at a position ≤ maxLen that prefixes `tokens` and computes like a
+   * request whose prompt is `tokens[0, promptLength)`: chunked snapshots up to the prompt's
+   * end, and past it those made after a prompt of the same length. */
+  match(tokens: readonly number[], maxLen: number, promptLength = tokens.length): PrefixMatch | null {
     this.lookups++;
     const now = ++this.clock;
-    let node = this.root;
-    let best: { node: Node; tail: Tail | null; length: number } | null = null;
-    for (;;) {
-      node.lastUse = now;
-      if (node.snap && node.depth > 0 && node.depth <= maxLen && usable(node.snap, node.depth)) best = { node, tail: null, length: node.depth };
-      for (const t of node.tails) {
-        const end = node.depth + t.tokens.length;
-        if (end <= maxLen && (!best || end > best.length) && usable(t.snap, end) && t.tokens.every((x, i) => tokens[node.depth + i] === x)) {
-          best = { node, tail: t, length: end };
-        }
-      }
-      const child = node.children.get(this.key(tokens, node.depth));
-      if (!child || child.depth > tokens.length || !child.tokens.every((x, i) => tokens[node.depth + i] === x)) break;
-      node = child;
+    let best = this.deepest(this.roots.get(0)!, tokens, Math.min(maxLen, promptLength), now);
+    const own = this.roots.get(promptLength);
+    if (own && promptLength > 0) {
+      const past = this.deepest(own, tokens, maxLen, now);
+      if (past && past.length > promptLength && (!best || past.length > best.length)) best = past;
     }
     if (!best) return null;
     this.hits++;
@@ -118,6 +121,26 @@ export class RadixCache {
     this.setLock(handle, +1);
     if (best.tail) best.tail.lastUse = now;
     return { length: best.length, pages, tailPage: best.tail?.page ?? 0, snap: best.tail?.snap ?? best.node.snap!, handle };
+  }
+
+  /** Deepest snapshot ≤ maxLen along `tokens` in the tree under `root`. */
+  private deepest(root: Node, tokens: readonly number[], maxLen: number, now: number): { node: Node; tail: Tail | null; length: number } | null {
+    let node = root;
+    let best: { node: Node; tail: Tail | null; length: number } | null = null;
+    for (;;) {
+      node.lastUse = now;
+      if (node.snap && node.depth > 0 && node.depth <= maxLen) best = { node, tail: null, length: node.depth };
+      for (const t of node.tails) {
+        const end = node.depth + t.tokens.length;
+        if (end <= maxLen && (!best || end > best.length) && t.tokens.every((x, i) => tokens[node.depth + i] === x)) {
+          best = { node, tail: t, length: end };
+        }
+      }
+      const child = node.children.get(this.key(tokens, node.depth));
+      if (!child || child.depth > tokens.length || !child.tokens.every((x, i) => tokens[node.depth + i] === x)) break;
+      node = child;
+    }
+    return best;
   }
 
   unlock(handle: object): void {
@@ -139,11 +162,13 @@ export class RadixCache {
     const p = prefix.length;
     const aligned = Math.floor(p / this.ps) * this.ps;
     const tailTokens = prefix.slice(aligned, p);
-    const node = this.walkCreate(prefix, aligned, pages);
+    const ns = namespaceOf(snap, p);
+    if (!this.roots.has(ns)) this.roots.set(ns, newRoot());
+    const node = this.walkCreate(this.roots.get(ns)!, prefix, aligned, pages);
     const now = ++this.clock;
     node.lastUse = now;
     if (p === aligned) {
-      if (node.snap || node === this.root) {
+      if (node.snap || node.parent === null) {
         this.state.free(snap.slot);
         return false;
       }
@@ -164,8 +189,8 @@ export class RadixCache {
 
   /** Node ending at `end` (a page multiple) along `prefix`, creating or splitting nodes;
    * new nodes retain the request's pages. */
-  private walkCreate(prefix: readonly number[], end: number, pages: readonly number[]): Node {
-    let node = this.root;
+  private walkCreate(root: Node, prefix: readonly number[], end: number, pages: readonly number[]): Node {
+    let node = root;
     while (node.depth < end) {
       const k = this.key(prefix, node.depth);
       let child = node.children.get(k);
@@ -231,11 +256,11 @@ export class RadixCache {
     let age = Infinity;
     const visit = (n: Node): void => {
       for (const t of n.tails) if (t.lock === 0 && t.lastUse < age) [victim, age] = [{ node: n, tail: t }, t.lastUse];
-      const leaf = n.children.size === 0 && n.tails.length === 0 && n !== this.root;
+      const leaf = n.children.size === 0 && n.tails.length === 0 && n.parent !== null;
       if (n.lock === 0 && n.lastUse < age && (leaf || (snapshotsOnly && n.snap))) [victim, age] = [{ node: n, tail: null }, n.lastUse];
       for (const c of n.children.values()) visit(c);
     };
-    visit(this.root);
+    for (const r of this.roots.values()) visit(r);
     if (!victim) return false;
     this.evictions++;
     const { node, tail } = victim as { node: Node; tail: Tail | null };
@@ -254,7 +279,7 @@ export class RadixCache {
   /** Remove tombstone leaves (no snapshot, children or tails) upward from `n`. */
   private pruneUseless(n: Node): void {
     let cur: Node | null = n;
-    while (cur && cur !== this.root && cur.lock === 0 && !cur.snap && cur.children.size === 0 && cur.tails.length === 0) {
+    while (cur && cur.parent !== null && cur.lock === 0 && !cur.snap && cur.children.size === 0 && cur.tails.length === 0) {
       const parent: Node = cur.parent!;
       parent.children.delete(this.key(cur.tokens, 0));
       this.kv.release(cur.pages);
@@ -271,7 +296,7 @@ export class RadixCache {
       for (const t of n.tails) out.push({ tokens: [...tokens, ...t.tokens], pages: [...pages, t.page], snap: t.snap, lastUse: t.lastUse });
       for (const c of n.children.values()) visit(c, [...tokens, ...c.tokens], [...pages, ...c.pages]);
     };
-    visit(this.root, [], []);
+    for (const r of this.roots.values()) visit(r, [], []);
     return out.sort((a, b) => a.lastUse - b.lastUse).map(({ tokens, pages, snap }) => ({ tokens, pages, snap }));
   }
 
@@ -288,7 +313,7 @@ export class RadixCache {
       }
       for (const c of n.children.values()) visit(c);
     };
-    visit(this.root);
+    for (const r of this.roots.values()) visit(r);
     return { pages, slots };
   }
 
@@ -309,7 +334,7 @@ export class RadixCache {
         visit(c);
       }
     };
-    visit(this.root);
+    for (const r of this.roots.values()) visit(r);
   }
 
   stats(): RadixStats {
@@ -320,7 +345,7 @@ export class RadixCache {
       snapshots += (n.snap ? 1 : 0) + n.tails.length;
       for (const c of n.children.values()) visit(c);
     };
-    visit(this.root);
-    return { lookups: this.lookups, hits: this.hits, hitTokens: this.hitTokens, evictions: this.evictions, nodes: nodes - 1, snapshots };
+    for (const r of this.roots.values()) visit(r);
+    return { lookups: this.lookups, hits: this.hits, hitTokens: this.hitTokens, evictions: this.evictions, nodes: nodes - this.roots.size, snapshots };
   }
 }

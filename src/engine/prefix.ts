@@ -8,11 +8,12 @@
 //   at multiples of 64 — where every run of any prompt passing through them splits too.
 //   A hit resumes at the deepest such snapshot and re-prefills the (≤ 64) tokens after it.
 // - A snapshot inside generated tokens (decode / verify commit) mixes the two forms:
-//   positions [0, P) chunked, [P, p) recurrent (`Snapshot.chunkedTo` = P). It serves only a
-//   request that computes the same split: the same prompt length P and the same tokens up
-//   to p (a request recomputing after preemption).
+//   positions [0, P) chunked, [P, p) recurrent (`Snapshot.chunkedTo` = P), and so do the KV
+//   rows under it. The radix cache keeps it in a separate namespace (P) so it serves only
+//   a request that computes the same split: the same prompt length P and the same tokens
+//   up to p (a request recomputing after preemption).
 import type { KvPool } from '../cache/kv-pool.js';
-import type { RadixCache, SnapshotFilter } from '../cache/radix-cache.js';
+import type { RadixCache } from '../cache/radix-cache.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Request } from './request.js';
 
@@ -62,12 +63,6 @@ export function nextSnapshotPoint(ctx: PrefixContext, req: Request, c: number): 
   return next;
 }
 
-/** Snapshots that compute exactly like `req` up to their position (see the file head). */
-export function usableFor(req: Request): SnapshotFilter {
-  const promptLength = req.promptIds.length;
-  return (snap, length) => snap.chunkedTo === Math.min(length, promptLength);
-}
-
 /** Pages a hit of `length` tokens adds beyond the shared ones (copy-on-write pages). */
 export function cowPages(ctx: PrefixContext, length: number): number {
   const partial = length % ctx.kv.pageSize !== 0;
@@ -78,7 +73,7 @@ export function cowPages(ctx: PrefixContext, length: number): number {
  * shared pages, copy-on-write the last one, and copy the snapshot into its working slot
  * (already allocated). Returns the cached length. */
 export function applyPrefixHit(ctx: PrefixContext, req: Request): number {
-  const match = ctx.cache.match(req.tokens, req.tokens.length - 1, usableFor(req));
+  const match = ctx.cache.match(req.tokens, req.tokens.length - 1, req.promptIds.length);
   if (!match) return 0;
   const ps = ctx.kv.pageSize;
   const p = match.length;
