@@ -57,6 +57,10 @@ test('state pool: slot 0 never allocated, copy, scratch per batch row, integrity
   assert.ok(pool.scratch(1, 3).every((s) => s.ssm.every(Number.isNaN)));
   assert.ok(pool.scratch(0, 3).every((s) => s.ssm.every((x) => x === 1)));
   assert.ok(pool.view(1)[1]!.ssm.every((x) => !Number.isNaN(x)));
+  // stale steps of a real row (≥ the steps it runs this step) are poisoned too
+  pool.poison(1, [2]);
+  assert.ok(pool.scratch(0, 3).every((s) => s.ssm.subarray(0, 8).every((x) => x === 1) && s.ssm.subarray(8).every(Number.isNaN)));
+  assert.throws(() => pool.copy(0, 1), /slot 0/);
   pool.checkIntegrity([1, 2, 3]);
   pool.free(2);
   assert.throws(() => pool.free(2), /not allocated/);

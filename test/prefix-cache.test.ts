@@ -1,7 +1,7 @@
-// Invariant 6 (DESIGN §8): a prefix-cache hit gives the same greedy ids as a cold prefill
-// (logits within 1e-4), in any order of arrival; snapshots taken during chunked prefill,
-// decode and MTP verify equal a cold prefill of exactly that many tokens (1e-5); a second
-// chat turn reuses the first turn's prompt.
+// Invariant 6 (DESIGN §8): a prefix-cache hit gives bit-identical logits (every sampled
+// position) and ids to a cold run, in any order of arrival; snapshots taken during chunked
+// prefill, decode and MTP verify equal a cold prefill of exactly that many tokens (1e-5);
+// a second chat turn reuses the first turn's prompt.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
@@ -11,7 +11,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden } from '../src/model/forward.js';
 import { Workspace } from '../src/model/layers.js';
-import { evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
+import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { relErr } from './numeric.js';
 
@@ -28,8 +28,8 @@ function conversations(n: number): { first: ChatMessage[]; second: ChatMessage[]
 function assertSameOutputs(got: RunResult[], want: RunResult[], label: string): void {
   got.forEach((g, i) => {
     assert.deepEqual(g.ids, want[i]!.ids, `${label}: request ${i} ids`);
-    const err = relErr(g.logits[0]!, want[i]!.logits[0]!);
-    assert.ok(err <= 1e-4, `${label}: request ${i} last prompt logits rel err ${err}`);
+    assert.equal(g.logits.length, want[i]!.logits.length, `${label}: request ${i} logits count`);
+    g.logits.forEach((l, t) => assert.ok(sameBits(l, want[i]!.logits[t]!), `${label}: request ${i} token ${t} logits differ from cold`));
   });
 }
 
@@ -53,7 +53,7 @@ test('hit == cold: multi-turn chats and repeated / extended prompts, sequential 
     const seq = await withEngine({ model: TINY_THINK(), kernels: KERNELS }, async (e) => {
       const r = await sequential(e, reqs);
       const s = e.stats().prefixCache!;
-      if (order === 'forward') assert.ok(s.hits >= convs.length + 1, `expected hits, got ${JSON.stringify(s)}`);
+      if (order === 'forward') assert.ok(s.hits >= 4 && s.hitTokens >= 4 * 64, `expected hits, got ${JSON.stringify(s)}`);
       e.checkIntegrity();
       return r;
     });
@@ -66,7 +66,7 @@ test('hit == cold: multi-turn chats and repeated / extended prompts, sequential 
   }
 });
 
-test('a second chat turn reports cached_tokens ≥ the first turn prompt without its generation prompt', async () => {
+test('a second chat turn reports cached_tokens ≥ the first turn prompt without its generation prompt, rounded down to 64', async () => {
   await withEngine({ model: TINY_THINK(), kernels: KERNELS }, async (e) => {
     for (const size of ['short', 'long'] as const) {
       const filler = size === 'long' ? Array.from({ length: 215 }, (_, i) => `- k${i}=${(i * 37) % 1000}`).join('\n') : 'hello';
@@ -76,7 +76,8 @@ test('a second chat turn reports cached_tokens ≥ the first turn prompt without
       if (size === 'long') assert.ok(r1.usage.promptTokens >= 1900, `long conversation has ${r1.usage.promptTokens} tokens`);
       const reply = r1.text.split('</think>').pop()!.trim();
       const r2 = await e.complete({ messages: [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'And of k5?' }], maxTokens: 4 });
-      assert.ok(r2.usage.cachedTokens >= withoutGen, `${size}: cached ${r2.usage.cachedTokens} < ${withoutGen}`);
+      const want = Math.floor(withoutGen / 64) * 64;
+      assert.ok(r2.usage.cachedTokens >= want, `${size}: cached ${r2.usage.cachedTokens} < ${want}`);
     }
   });
 });
@@ -89,17 +90,18 @@ function coldState(model: Model, tokens: readonly number[]): Float32Array[] {
   return mem.state.flatMap((s) => [s.conv, s.ssm]);
 }
 
-test('snapshots from chunked prefill, decode and MTP verify (k = 1..4) equal a cold prefill of that length', async () => {
+test('snapshots from chunked prefill, decode and MTP verify (k = 0, 3) equal a cold prefill of that length', async () => {
   const ref = loadModel(TINY_THINK(), createRefKernels());
   const prompt = { prompt: 'Here are some values:\n' + Array.from({ length: 30 }, (_, i) => `- v${i}=${i * 7}`).join('\n'), maxTokens: 150, ignoreEos: true };
-  for (const k of [0, 1, 2, 3, 4]) {
+  // (k = 1..3 verify-made snapshots are checked bit for bit in prefix-exact.test.ts)
+  for (const k of [0, 3]) {
     await withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens: k, specAdaptive: false, stateTrackInterval: 64 }, async (e) => {
       const done = await e.complete(prompt);
       const tokens = [...done.promptIds, ...done.outputIds];
       const cache = (e as unknown as { prefix: { cache: import('../src/cache/radix-cache.js').RadixCache; state: import('../src/cache/state-pool.js').StatePool } }).prefix;
       let checked = 0;
       for (let p = 64; p < tokens.length; p += 64) {
-        const m = cache.cache.match(tokens, p);
+        const m = cache.cache.match(tokens, p, done.promptIds.length);
         assert.ok(m && m.length === p, `k=${k}: no snapshot at ${p}`);
         const got = cache.state.view(m.snap.slot).flatMap((s) => [s.conv, s.ssm]);
         const want = coldState(ref, tokens.slice(0, p));

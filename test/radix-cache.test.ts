@@ -10,7 +10,7 @@ function setup(pages = 40, slots = 10) {
   const alloc = (n: number): Float32Array => new Float32Array(n);
   const kv = new KvPool({ numPages: pages, pageSize: 4, kvDim: 1, numLayers: 1, numMtpLayers: 0, alloc });
   const state = new StatePool({ slots, numLinear: 1, convSize: 1, ssmSize: 1, batchCapacity: 0, maxSteps: 0, alloc });
-  const cache = new RadixCache(kv, state, 1);
+  const cache = new RadixCache(kv, state);
   /** A "request" that computed `tokens`: pages with their KV rows = token values. */
   const request = (tokens: number[]) => {
     const pg = kv.alloc(kv.pagesFor(tokens.length))!;
@@ -20,7 +20,7 @@ function setup(pages = 40, slots = 10) {
   const snap = (value: number) => {
     const slot = state.alloc()!;
     state.view(slot)[0]!.ssm[0] = value;
-    return { slot, hidden: new Float32Array([value]) };
+    return { slot, hidden: new Float32Array([value]), chunkedTo: 0 };
   };
   const check = (reqPages: number[][], locks: object[] = []) => {
     const o = cache.owners();
@@ -43,7 +43,7 @@ test('match returns the deepest snapshot ≤ maxLen, aligned or tail, with share
   const m = cache.match(query, 11)!;
   assert.equal(m.length, 10);
   assert.deepEqual(m.pages, pa.slice(0, 2));
-  assert.ok(m.tailPage > 0 && !pa.includes(m.tailPage), 'tail page is a private copy');
+  assert.equal(m.tailPage, pa[2], 'the tail shares the request page holding its rows');
   assert.deepEqual([...kv.layers[0]!.k.subarray(m.tailPage * 4, m.tailPage * 4 + 2)], [8, 9]);
   assert.equal(state.view(m.snap.slot)[0]!.ssm[0], 10);
   cache.unlock(m.handle);
@@ -108,7 +108,7 @@ test('eviction: LRU leaves first, locked paths never, tombstones pruned, pools c
   check([]);
 });
 
-test('inserting a tail on a full pool evicts other entries, never the node it hangs from', () => {
+test('inserting a tail on a full pool takes no page: it shares the request page, and keeps its rows after the request leaves', () => {
   const { kv, cache, request, snap, check } = setup(6, 6); // 5 usable pages
   const old = seq(4, 300);
   const po = request(old);
@@ -117,14 +117,49 @@ test('inserting a tail on a full pool evicts other entries, never the node it ha
   const a = seq(6);
   const pa = request(a); // 2 pages
   const filler = kv.alloc(kv.freePages)!; // the pool is now full
-  cache.insert(a, pa, snap(2)); // aligned node [0,4) + tail [4,6) needs one page
+  assert.ok(cache.insert(a, pa, snap(2))); // aligned node [0,4) + tail [4,6)
   const m = cache.match([...a, 9], 6);
   assert.ok(m && m.length === 6, 'the new tail snapshot is reachable');
-  assert.equal(cache.match([...old, 9], 4), null, 'the old entry made room');
+  const mo = cache.match([...old, 9], 4);
+  assert.ok(mo !== null, 'nothing was evicted');
+  cache.unlock(mo.handle);
   check([pa, filler], [m.handle]);
   cache.unlock(m.handle);
-  // with nothing left to evict, the snapshot is dropped cleanly
   const b = [...seq(4), 77, 78];
-  cache.insert(b, pa, snap(3));
-  check([pa, filler]);
+  const pb = [pa[0]!, filler.pop()!]; // the request's second page: a fresh one
+  kv.layers[0]!.k.set([77, 78], pb[1]! * 4);
+  assert.ok(cache.insert(b, pb, snap(3)), 'a second tail on the same node');
+  kv.release(pa); // the request leaves: the tails keep their pages
+  kv.release([pb[1]!]);
+  const mb = cache.match([...b, 1], 6)!;
+  assert.deepEqual([...kv.layers[0]!.k.subarray(mb.tailPage * 4, mb.tailPage * 4 + 2)], [77, 78]);
+  cache.unlock(mb.handle);
+  check([filler]);
+});
+
+test('namespaces: snapshots made after a prompt of length P serve only requests with that prompt length', () => {
+  const { kv, state, cache, request, check } = setup();
+  const a = seq(12);
+  const pa = request(a);
+  const snapOf = (value: number, chunkedTo: number) => {
+    const slot = state.alloc()!;
+    state.view(slot)[0]!.ssm[0] = value;
+    return { slot, hidden: new Float32Array([value]), chunkedTo };
+  };
+  assert.ok(cache.insert(a.slice(0, 4), pa, snapOf(1, 4)), 'chunked (a prompt snapshot)');
+  assert.ok(cache.insert(a.slice(0, 8), pa, snapOf(2, 6)), 'made after a prompt of 6');
+  assert.ok(cache.insert(a.slice(0, 8), pa, snapOf(3, 8)), 'chunked at the same position: its own tree');
+  const found = (promptLength: number, maxLen = 11): number => {
+    const m = cache.match(a, maxLen, promptLength);
+    if (!m) return 0;
+    cache.unlock(m.handle);
+    return state.view(m.snap.slot)[0]!.ssm[0]!;
+  };
+  assert.equal(found(6), 2, 'prompt of 6: the snapshot of its own split');
+  assert.equal(found(12), 3, 'a longer prompt: the chunked one');
+  assert.equal(found(7), 1, 'prompt of 7: neither at 8 (chunked 8 would be computed past its prompt)');
+  assert.equal(found(5), 1, 'prompt of 5: only the chunked one below its end');
+  kv.release(pa);
+  check([]);
+  assert.equal(cache.stats().snapshots, 3);
 });

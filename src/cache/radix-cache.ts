@@ -6,9 +6,19 @@
 // Layout: edges are whole pages (their token count is a multiple of the page size) and
 // each node owns one page id per page of its edge. A snapshot at a page-aligned position
 // sits on the node ending there; a snapshot at an unaligned position p is a *tail*: the
-// (< pageSize) tokens after the aligned node, a private copy of the partial KV page and
-// the state. A snapshot also keeps the target's post-norm hidden at p−1 (the MTP head's
+// (< pageSize) tokens after the aligned node, a reference to the partial KV page and
+// the state (the tail shares the request's page holding those rows: rows at and after the
+// tail's end are never read through it, and rows before it are never rewritten, so the
+// MTP head's KV rows written there after the insert are seen by later hits). A snapshot
+// also keeps the target's post-norm hidden at p−1 (the MTP head's
 // input for position p−1, whose MTP KV depends on the token after the prefix).
+// Namespaces: prompt positions are computed in the chunked Gated DeltaNet form, generated
+// ones by the recurrence, which rounds differently — and not only the state: the KV rows
+// of later layers too. Snapshots (with the KV pages under them) computed wholly in the
+// chunked form live in the main tree (namespace 0) and serve any request whose prompt
+// reaches them; one made after a prompt of length P (decode, verify) lives in the tree of
+// namespace P and serves only a request with the same split (a recompute after preemption).
+// A tree never mixes KV of different splits.
 // Invariants: every page/slot is owned exactly once by the tree (node pages, tail pages,
 // snapshot slots) on top of request references; node locks = requests using the path.
 import { assert } from '../util/errors.js';
@@ -18,11 +28,16 @@ import type { StatePool } from './state-pool.js';
 export interface Snapshot {
   readonly slot: number;
   readonly hidden: Float32Array; // [H] target hidden at position p−1
+  /** Positions [0, chunkedTo) were computed in the chunked Gated DeltaNet form, the rest
+   * (up to the snapshot's position) by the recurrence. The two round differently, so a
+   * snapshot is only bit-exact for a request that computes the same split. */
+  readonly chunkedTo: number;
 }
+
 
 interface Tail {
   readonly tokens: readonly number[]; // 1..pageSize−1 tokens after the node
-  readonly page: number; // private copy of the partial page: rows [0, tokens.length)
+  readonly page: number; // the partial page (shared with the request that made it): rows [0, tokens.length) are this prefix
   readonly snap: Snapshot;
   lastUse: number;
   lock: number;
@@ -45,7 +60,8 @@ export interface PrefixMatch {
   readonly length: number;
   /** Shared pages covering [0, floor(length / pageSize) · pageSize), in order. */
   readonly pages: readonly number[];
-  /** Page holding rows of the partial last page (tail match), 0 when aligned. */
+  /** Page holding rows of the partial last page (tail match; shared, copy before
+   * writing), 0 when aligned. */
   readonly tailPage: number;
   readonly snap: Snapshot;
   /** Opaque lock handle; pass to unlock() when the request finishes. */
@@ -61,8 +77,14 @@ export interface RadixStats {
   readonly snapshots: number;
 }
 
+const newRoot = (): Node => ({ parent: null, tokens: [], pages: [], depth: 0, children: new Map(), snap: null, tails: [], lastUse: 0, lock: 0 });
+
+/** The namespace of a snapshot at position p: 0 when computed wholly chunked. */
+const namespaceOf = (snap: Snapshot, p: number): number => (snap.chunkedTo >= p ? 0 : snap.chunkedTo);
+
 export class RadixCache {
-  private readonly root: Node;
+  /** Tree roots by namespace (see the file head); 0 always exists. */
+  private readonly roots = new Map<number, Node>([[0, newRoot()]]);
   private clock = 0;
   private lookups = 0;
   private hits = 0;
@@ -70,20 +92,40 @@ export class RadixCache {
   private evictions = 0;
   private readonly ps: number;
 
-  constructor(private readonly kv: KvPool, private readonly state: StatePool, private readonly kvDim: number) {
+  constructor(private readonly kv: KvPool, private readonly state: StatePool) {
     this.ps = kv.pageSize;
-    this.root = { parent: null, tokens: [], pages: [], depth: 0, children: new Map(), snap: null, tails: [], lastUse: 0, lock: 0 };
   }
 
   private key(tokens: readonly number[], at: number): string {
     return tokens.slice(at, at + this.ps).join(',');
   }
 
-  /** Deepest snapshot at a position ≤ maxLen that prefixes `tokens`. */
-  match(tokens: readonly number[], maxLen: number): PrefixMatch | null {
+  /** Deepest snapshot at a position ≤ maxLen that prefixes `tokens` and computes like a
+   * request whose prompt is `tokens[0, promptLength)`: chunked snapshots up to the prompt's
+   * end, and past it those made after a prompt of the same length. */
+  match(tokens: readonly number[], maxLen: number, promptLength = tokens.length): PrefixMatch | null {
     this.lookups++;
     const now = ++this.clock;
-    let node = this.root;
+    let best = this.deepest(this.roots.get(0)!, tokens, Math.min(maxLen, promptLength), now);
+    const own = this.roots.get(promptLength);
+    if (own && promptLength > 0) {
+      const past = this.deepest(own, tokens, maxLen, now);
+      if (past && past.length > promptLength && (!best || past.length > best.length)) best = past;
+    }
+    if (!best) return null;
+    this.hits++;
+    this.hitTokens += best.length;
+    const pages: number[] = [];
+    for (let n: Node | null = best.node; n; n = n.parent) pages.unshift(...n.pages);
+    const handle = { node: best.node, tail: best.tail };
+    this.setLock(handle, +1);
+    if (best.tail) best.tail.lastUse = now;
+    return { length: best.length, pages, tailPage: best.tail?.page ?? 0, snap: best.tail?.snap ?? best.node.snap!, handle };
+  }
+
+  /** Deepest snapshot ≤ maxLen along `tokens` in the tree under `root`. */
+  private deepest(root: Node, tokens: readonly number[], maxLen: number, now: number): { node: Node; tail: Tail | null; length: number } | null {
+    let node = root;
     let best: { node: Node; tail: Tail | null; length: number } | null = null;
     for (;;) {
       node.lastUse = now;
@@ -98,15 +140,7 @@ export class RadixCache {
       if (!child || child.depth > tokens.length || !child.tokens.every((x, i) => tokens[node.depth + i] === x)) break;
       node = child;
     }
-    if (!best) return null;
-    this.hits++;
-    this.hitTokens += best.length;
-    const pages: number[] = [];
-    for (let n: Node | null = best.node; n; n = n.parent) pages.unshift(...n.pages);
-    const handle = { node: best.node, tail: best.tail };
-    this.setLock(handle, +1);
-    if (best.tail) best.tail.lastUse = now;
-    return { length: best.length, pages, tailPage: best.tail?.page ?? 0, snap: best.tail?.snap ?? best.node.snap!, handle };
+    return best;
   }
 
   unlock(handle: object): void {
@@ -123,41 +157,40 @@ export class RadixCache {
 
   /** Record a snapshot of a request at position p = prefix.length: `pages` is the
    * request's page table (covering [0, p)), `snap.slot` a slot whose ownership passes to
-   * the tree (freed here when an equal snapshot exists). */
-  insert(prefix: readonly number[], pages: readonly number[], snap: Snapshot): void {
+   * the tree (freed here when an equal snapshot exists). Returns whether it was kept. */
+  insert(prefix: readonly number[], pages: readonly number[], snap: Snapshot): boolean {
     const p = prefix.length;
     const aligned = Math.floor(p / this.ps) * this.ps;
     const tailTokens = prefix.slice(aligned, p);
-    // Evict (for the tail's page) before walking: eviction must never remove the node
-    // this snapshot is about to hang from.
-    const page = p === aligned ? 0 : this.allocPage();
-    if (p !== aligned && page === 0) {
-      this.state.free(snap.slot);
-      return;
-    }
-    const node = this.walkCreate(prefix, aligned, pages);
+    const ns = namespaceOf(snap, p);
+    if (!this.roots.has(ns)) this.roots.set(ns, newRoot());
+    const node = this.walkCreate(this.roots.get(ns)!, prefix, aligned, pages);
     const now = ++this.clock;
     node.lastUse = now;
     if (p === aligned) {
-      if (node.snap || node === this.root) this.state.free(snap.slot);
-      else node.snap = snap;
-      return;
+      if (node.snap || node.parent === null) {
+        this.state.free(snap.slot);
+        return false;
+      }
+      node.snap = snap;
+      return true;
     }
     const same = node.tails.find((t) => t.tokens.length === tailTokens.length && t.tokens.every((x, i) => x === tailTokens[i]));
     if (same) {
       same.lastUse = now;
       this.state.free(snap.slot);
-      this.kv.release([page]);
-      return;
+      return false;
     }
-    this.kv.copyPage(page, pages[aligned / this.ps]!, p - aligned, this.kvDim);
+    const page = pages[aligned / this.ps]!;
+    this.kv.retain([page]);
     node.tails.push({ tokens: tailTokens, page, snap, lastUse: now, lock: 0 });
+    return true;
   }
 
   /** Node ending at `end` (a page multiple) along `prefix`, creating or splitting nodes;
    * new nodes retain the request's pages. */
-  private walkCreate(prefix: readonly number[], end: number, pages: readonly number[]): Node {
-    let node = this.root;
+  private walkCreate(root: Node, prefix: readonly number[], end: number, pages: readonly number[]): Node {
+    let node = root;
     while (node.depth < end) {
       const k = this.key(prefix, node.depth);
       let child = node.children.get(k);
@@ -202,11 +235,6 @@ export class RadixCache {
     return upper;
   }
 
-  private allocPage(): number {
-    if (this.kv.freePages === 0) this.evictPages(1);
-    return this.kv.alloc(1)?.[0] ?? 0;
-  }
-
   /** Evict LRU unlocked leaves and tails until `need` pages are free (or nothing is
    * left to evict). Returns whether enough pages are free. */
   evictPages(need: number): boolean {
@@ -228,11 +256,11 @@ export class RadixCache {
     let age = Infinity;
     const visit = (n: Node): void => {
       for (const t of n.tails) if (t.lock === 0 && t.lastUse < age) [victim, age] = [{ node: n, tail: t }, t.lastUse];
-      const leaf = n.children.size === 0 && n.tails.length === 0 && n !== this.root;
+      const leaf = n.children.size === 0 && n.tails.length === 0 && n.parent !== null;
       if (n.lock === 0 && n.lastUse < age && (leaf || (snapshotsOnly && n.snap))) [victim, age] = [{ node: n, tail: null }, n.lastUse];
       for (const c of n.children.values()) visit(c);
     };
-    visit(this.root);
+    for (const r of this.roots.values()) visit(r);
     if (!victim) return false;
     this.evictions++;
     const { node, tail } = victim as { node: Node; tail: Tail | null };
@@ -251,12 +279,25 @@ export class RadixCache {
   /** Remove tombstone leaves (no snapshot, children or tails) upward from `n`. */
   private pruneUseless(n: Node): void {
     let cur: Node | null = n;
-    while (cur && cur !== this.root && cur.lock === 0 && !cur.snap && cur.children.size === 0 && cur.tails.length === 0) {
+    while (cur && cur.parent !== null && cur.lock === 0 && !cur.snap && cur.children.size === 0 && cur.tails.length === 0) {
       const parent: Node = cur.parent!;
       parent.children.delete(this.key(cur.tokens, 0));
       this.kv.release(cur.pages);
       cur = parent;
     }
+  }
+
+  /** Every snapshot with the tokens and pages of its path ([0, p): whole pages, then the
+   * tail's page for an unaligned p), least recently used first (for persistence). */
+  list(): { tokens: number[]; pages: number[]; snap: Snapshot }[] {
+    const out: { tokens: number[]; pages: number[]; snap: Snapshot; lastUse: number }[] = [];
+    const visit = (n: Node, tokens: number[], pages: number[]): void => {
+      if (n.snap) out.push({ tokens, pages, snap: n.snap, lastUse: n.lastUse });
+      for (const t of n.tails) out.push({ tokens: [...tokens, ...t.tokens], pages: [...pages, t.page], snap: t.snap, lastUse: t.lastUse });
+      for (const c of n.children.values()) visit(c, [...tokens, ...c.tokens], [...pages, ...c.pages]);
+    };
+    for (const r of this.roots.values()) visit(r, [], []);
+    return out.sort((a, b) => a.lastUse - b.lastUse).map(({ tokens, pages, snap }) => ({ tokens, pages, snap }));
   }
 
   /** Every page reference and slot the tree owns. */
@@ -272,7 +313,7 @@ export class RadixCache {
       }
       for (const c of n.children.values()) visit(c);
     };
-    visit(this.root);
+    for (const r of this.roots.values()) visit(r);
     return { pages, slots };
   }
 
@@ -293,7 +334,7 @@ export class RadixCache {
         visit(c);
       }
     };
-    visit(this.root);
+    for (const r of this.roots.values()) visit(r);
   }
 
   stats(): RadixStats {
@@ -304,7 +345,7 @@ export class RadixCache {
       snapshots += (n.snap ? 1 : 0) + n.tails.length;
       for (const c of n.children.values()) visit(c);
     };
-    visit(this.root);
-    return { lookups: this.lookups, hits: this.hits, hitTokens: this.hitTokens, evictions: this.evictions, nodes: nodes - 1, snapshots };
+    for (const r of this.roots.values()) visit(r);
+    return { lookups: this.lookups, hits: this.hits, hitTokens: this.hitTokens, evictions: this.evictions, nodes: nodes - this.roots.size, snapshots };
   }
 }

@@ -101,8 +101,10 @@ export class StatePool {
     }
   }
 
-  /** dst ← src (every layer, conv window and SSM state). */
+  /** dst ← src (every layer, conv window and SSM state). dst is an allocated slot, never
+   * slot 0. */
   copy(dst: number, src: number): void {
+    assert(dst > 0 && this.allocated[dst] === 1, `copy into state slot ${dst} that is not allocated`);
     const from = this.view(src);
     this.view(dst).forEach((v, l) => {
       v.conv.set(from[l]!.conv);
@@ -137,14 +139,25 @@ export class StatePool {
     });
   }
 
-  /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN (tests: padding must never
-   * reach a real request). */
-  poison(fromRow: number): void {
+  /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN, and for a row r < fromRow
+   * its steps ≥ stepsOfRow[r] (default: none), which this step does not write (tests:
+   * padding and stale scratch must never reach a real request). */
+  poison(fromRow: number, stepsOfRow: readonly number[] = []): void {
     for (const v of this.view(0)) {
       v.conv.fill(NaN);
       v.ssm.fill(NaN);
     }
+    const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
     for (let row = Math.max(0, fromRow); row < this.batchCapacity; row++) this.scratchMem[row]!.fill(NaN);
+    const ssmBase = L * S * cs;
+    for (let row = 0; row < Math.min(fromRow, this.batchCapacity); row++) {
+      const from = stepsOfRow[row] ?? S;
+      const mem = this.scratchMem[row]!;
+      for (let l = 0; l < L; l++) {
+        mem.fill(NaN, (l * S + from) * cs, (l * S + S) * cs);
+        mem.fill(NaN, ssmBase + (l * S + from) * ss, ssmBase + (l * S + S) * ss);
+      }
+    }
   }
 
   /** `owners` lists every slot held outside the pool (requests, prefix-cache nodes). */

@@ -27,6 +27,8 @@ export const ENGINE_FLAGS = {
   'state-track-interval': { type: 'string' },
   'cache-state-slots': { type: 'string' },
   'memory-budget': { type: 'string' },
+  'prefix-cache-dir': { type: 'string' },
+  'prefix-cache-disk-bytes': { type: 'string' },
 } as const;
 
 export const ENGINE_FLAGS_HELP = `  --model DIR|ORG/NAME[@REV] model directory, or a Hugging Face repo: from the HF cache (HF_HOME,
@@ -48,7 +50,10 @@ export const ENGINE_FLAGS_HELP = `  --model DIR|ORG/NAME[@REV] model directory, 
   --cache-state-slots N     state slots for cached snapshots (default 4 × --max-running)
   --memory-budget BYTES|PCT memory for KV pages, state slots and verify scratch: bytes (8G, 6GiB)
                             or a percentage of the memory available after the weights (default 80%);
-                            unset pool sizes and --max-context follow from it`;
+                            unset pool sizes and --max-context follow from it
+  --prefix-cache-dir DIR    keep the prefix cache on disk: loaded at start, saved when idle
+                            (at most once a minute) and at shutdown
+  --prefix-cache-disk-bytes N  bound on the saved cache (LRU; default 2147483648)`;
 
 export function engineOptions(v: ArgValues): EngineOptions {
   const kernels = str(v, 'kernels') ?? defaultKernels();
@@ -73,6 +78,8 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
     ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),
     ...(str(v, 'memory-budget') !== undefined ? { memoryBudget: str(v, 'memory-budget')! } : {}),
+    ...(str(v, 'prefix-cache-dir') !== undefined ? { prefixCacheDir: resolve(str(v, 'prefix-cache-dir')!) } : {}),
+    ...(int(v, 'prefix-cache-disk-bytes', 0) !== undefined ? { prefixCacheDiskBytes: int(v, 'prefix-cache-disk-bytes', 0)! } : {}),
   };
 }
 

@@ -30,10 +30,7 @@ export interface PrefillBatch extends BatchBase { readonly kind: 'prefill' }
 export interface DecodeBatch extends BatchBase { readonly kind: 'decode' }
 /** Speculative verify: per row [bonus, d1..dk] through the target (n = k + 1). */
 export interface VerifyBatch extends BatchBase { readonly kind: 'verify' }
-/** Speculative draft: MTP head steps. */
-export interface DraftBatch extends BatchBase { readonly kind: 'draft' }
-
-export type Batch = PrefillBatch | DecodeBatch | VerifyBatch | DraftBatch;
+export type Batch = PrefillBatch | DecodeBatch | VerifyBatch;
 export type BatchKind = Batch['kind'];
 
 function emptyRow(): BatchRow {
@@ -47,7 +44,7 @@ export class BatchSlots {
   constructor(readonly capacity: number) {
     const make = <K extends BatchKind>(kind: K) =>
       ({ kind, capacity, nReal: 0, rows: Array.from({ length: capacity }, emptyRow) }) as unknown as Extract<Batch, { kind: K }>;
-    this.batches = { prefill: make('prefill'), decode: make('decode'), verify: make('verify'), draft: make('draft') };
+    this.batches = { prefill: make('prefill'), decode: make('decode'), verify: make('verify') };
   }
 
   /** The batch of `kind`, emptied: every row reset to padding. */

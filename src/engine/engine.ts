@@ -24,7 +24,8 @@ import { commit } from './spec/commit.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
-import { isSnapshotPoint, type PrefixContext, snapshotSlot, snapshotWorking } from './prefix.js';
+import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
+import { isSnapshotPoint, type PrefixContext, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
@@ -51,8 +52,25 @@ export interface EngineOptions {
   readonly stateTrackInterval?: number;
   /** State slots reserved for cached snapshots (default 4 × max-running). */
   readonly cacheStateSlots?: number;
-  /** Test hook: poison slot 0 and padding scratch with NaN before every step. */
+  /** Persist the prefix cache in this directory: loaded at start, saved when idle (at most
+   * every prefixCacheSaveMs) and at close. */
+  readonly prefixCacheDir?: string;
+  /** Bound on the saved file (least recently used snapshots are left out; default 2 GiB). */
+  readonly prefixCacheDiskBytes?: number;
+  /** Minimum time between periodic saves (default 60000; 0 = only at close). */
+  readonly prefixCacheSaveMs?: number;
+  /** At the end of a generation, snapshot the conversation (prompt + output) so the next
+   * turn that includes the answer hits: an internal prefill of the generated tokens in
+   * the chunked form (default true; see Engine.snapshotGeneration). */
+  readonly prefixCacheGenerationSnapshots?: boolean;
+  /** Operational messages (default: stderr, prefixed "deltaserve: "). */
+  readonly log?: (msg: string) => void;
+  /** Test hook: poison slot 0, padding rows' scratch and the stale scratch steps of real
+   * rows (steps a row does not write this step) with NaN before every step. */
   readonly poisonPadding?: boolean;
+  /** Test hook: called for every running request between steps; true preempts it (it
+   * frees its memory and recomputes, resuming from the prefix cache when it can). */
+  readonly preemptIf?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }) => boolean;
   /** MTP drafts are chosen among token ids [0, draftVocab) only: the draft lm_head reads
    * that many rows instead of the whole vocabulary (BPE ids are roughly in frequency order,
    * so the first ids carry most of the mass). Lossless for any value: verification uses the
@@ -85,6 +103,7 @@ export class Engine {
   private readonly runner: Runner;
   private readonly drafter: MtpDrafter | null;
   private readonly prefix: PrefixContext | null;
+  private readonly persist: PrefixPersistence | null = null;
   private readonly policy: AdaptiveK;
   /** k drafted for the step about to run (for the policy's measurement). */
   private draftedK = 0;
@@ -119,12 +138,12 @@ export class Engine {
     this.sampler = new BatchSampler(model.kernels, this.argmax);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
-    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval < k + 1) {
+    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval % 64 !== 0 || interval < k + 1) {
       throw new DeltaserveError('bad_config',
         `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of 64) and ≥ spec tokens + 1 (${k + 1})`);
     }
     this.prefix = opts.prefixCache === false ? null : {
-      cache: new RadixCache(kv, state, model.layout.kvDim), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0,
+      cache: new RadixCache(kv, state), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0, inserted: 0,
     };
     this.scheduler = new Scheduler({
       maxRunning: opts.maxRunning ?? 16,
@@ -135,6 +154,13 @@ export class Engine {
     this.runner = new Runner(model, kv, state);
     this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab, this.argmax, draftVocabFor(opts)) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
+    if (this.prefix && opts.prefixCacheDir !== undefined) {
+      const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
+      this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
+        dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 2 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
+      }, log);
+      this.persist.load();
+    }
     this.loopDone = this.loop();
   }
 
@@ -208,8 +234,18 @@ export class Engine {
   }
 
   stats(): EngineStats {
-    return this.metrics.snapshot(this.scheduler, this.kv, this.state, this.prefix?.cache.stats() ?? null,
-      this.prefix?.cache.owners() ?? null);
+    const p = this.prefix;
+    const cache = p ? {
+      ...p.cache.stats(), inserted: p.inserted,
+      snapshotBytes: p.cache.stats().snapshots * (this.stateSlotBytes() + 4 * this.model.config.hiddenSize),
+      disk: this.persist?.stats() ?? null,
+    } : null;
+    return this.metrics.snapshot(this.scheduler, this.kv, this.state, cache, p?.cache.owners() ?? null);
+  }
+
+  /** Bytes of one recurrent-state slot (every linear layer's conv window and SSM state). */
+  private stateSlotBytes(): number {
+    return this.state.view(0).reduce((n, v) => n + 4 * (v.conv.length + v.ssm.length), 0);
   }
 
   /** Stop the loop; in-flight requests finish with reason 'abort'. */
@@ -220,6 +256,7 @@ export class Engine {
     this.closed = true;
     this.wake?.();
     await this.loopDone;
+    this.persist?.save();
     this.model.kernels.dispose();
   }
 
@@ -236,7 +273,15 @@ export class Engine {
     while (!this.closed) {
       if (!this.scheduler.hasWork()) {
         this.checkIntegrity();
-        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.persist?.maybeSave();
+        // idle: wait for work, or until unsaved cache changes are due for saving
+        const due = this.persist?.dueInMs() ?? null;
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+          if (due !== null) timer = setTimeout(resolve, due + 1).unref();
+        });
+        clearTimeout(timer);
         this.wake = null;
         continue;
       }
@@ -249,9 +294,10 @@ export class Engine {
    * finish, then extend the MTP head and draft for the next step. */
   private step(): void {
     for (const r of this.scheduler.reapAborted()) this.emitDone(r, 'abort');
+    this.testPreempt();
     const batch = this.scheduler.schedule();
     if (!batch) return;
-    if (this.opts.poisonPadding) this.state.poison(batch.nReal);
+    if (this.opts.poisonPadding) this.state.poison(batch.nReal, batch.rows.slice(0, batch.nReal).map((r) => (r.verify ? r.n : 0)));
     const t0 = performance.now();
     const rows = batch.rows.slice(0, batch.nReal);
     const result = this.guarded(rows.map((r) => r.req!), () => this.runner.run(batch));
@@ -271,25 +317,44 @@ export class Engine {
       const off = result.offsets[i]!;
       const rowHidden = (step: number): Float32Array => result.hidden.subarray((off + step) * h, (off + step + 1) * h);
       let committed = row.n;
+      // the page table as of this step (finishing clears req.pages, see below)
+      const pages = req.pages;
+      let snapshotted = false;
       if (row.verify) committed = this.verifyRow(row, i, logits, picks[i]!, rowHidden) + 1;
       else {
         req.computed += row.n;
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
-        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
-        if (row.sample) {
+        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
+        if (row.sample && req.snapshotOnly) {
+          this.scheduler.finish(req); // its snapshots are taken: nothing to sample
+          req.events.end();
+          committed = row.n - 1; // the MTP row of the last position needs a next token
+        } else if (row.sample) {
           req.captureLogits?.(logits[0]!);
           const pick = picks[i]![0]!;
           this.appendToken(req, pick.token, pick.logprobs);
         }
       }
       generated += req.tokens.length - before;
-      if (this.drafter && req.status === 'running') extend.push(this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)));
+      // A request that just finished still gets its MTP KV written when it snapshotted this
+      // step: the rows [start, computed) live in pages the snapshot keeps, and a hit reads them.
+      const extendFinished = snapshotted && req.status === 'finished' && !req.aborted && committed > 0;
+      if (this.drafter && (req.status === 'running' || extendFinished)) {
+        extend.push({ ...this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)), pages });
+      }
     });
     const observedK = this.draftedK;
     this.draft(extend);
     const ms = performance.now() - t0;
     if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
     this.metrics.stepDone(batch, generated, ms);
+  }
+
+  /** Test hook preemptIf: preempt the running requests it picks. */
+  private testPreempt(): void {
+    const pick = this.opts.preemptIf;
+    if (!pick) return;
+    for (const r of [...this.scheduler.running]) if (!r.prefilling && pick(r)) this.scheduler.preempt(r);
   }
 
   /** MTP positions to (re)compute after a step; the first chunk after a prefix hit also
@@ -354,9 +419,7 @@ export class Engine {
       const track = this.trackPoint(req, row.start, j);
       const trackSlot = track >= 0 && this.prefix ? snapshotSlot(this.prefix) : 0;
       commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot, trackStep: trackSlot > 0 ? track : -1 }]);
-      if (trackSlot > 0) {
-        this.prefix!.cache.insert(req.tokens.slice(0, row.start + track + 1), req.pages, { slot: trackSlot, hidden: rowHidden(track).slice() });
-      }
+      if (trackSlot > 0) recordSnapshot(this.prefix!, req, row.start + track + 1, trackSlot, rowHidden(track));
       req.computed += j + 1;
     }
     return j;
@@ -383,7 +446,7 @@ export class Engine {
     // head is skipped entirely: its KV for these positions goes stale, which can only
     // lower the acceptance of later drafts (outputs are lossless either way).
     if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return;
-    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
+    const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling || e.req.status !== 'running' ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
     this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
     const override = this.opts.draftOverride;
     if (override) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = override(e.req, e.req.drafts).slice(0, e.req.drafts.length);
@@ -392,6 +455,23 @@ export class Engine {
   /** Drafts worth proposing: a round emits up to k+1 tokens, never past the limits. */
   private draftRoom(req: Request, k: number): number {
     return Math.max(0, Math.min(k, req.maxTokens - req.numGenerated - 1, req.maxLength - req.tokens.length - 1));
+  }
+
+  /** End of generation: the state after the generated tokens was made by the recurrence,
+   * which rounds differently from the chunked prefill that the next turn's cold run
+   * would use, so it is not reusable bit-exactly (prefix.ts). Instead the conversation so
+   * far (prompt + output) is queued as an internal snapshot-only request: it hits the
+   * prompt's snapshot, prefills the generated tokens in the chunked form, snapshots at
+   * its aligned points (interval multiples, the multiple of 64 at or below its end) and
+   * finishes without sampling or output. Costs a prefill of the generated tokens. */
+  private snapshotGeneration(req: Request): void {
+    if (!this.prefix || this.opts.prefixCacheGenerationSnapshots === false || this.closed) return;
+    const end = req.tokens.length;
+    const align = (n: number): number => Math.floor(n / 64) * 64;
+    if (align(end) <= align(req.promptIds.length) || end >= this.maxContext) return;
+    const r = buildRequest(this, this.nextId++, { promptIds: req.tokens, maxTokens: 1 });
+    r.snapshotOnly = true;
+    this.scheduler.add(r);
   }
 
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns
@@ -415,6 +495,11 @@ export class Engine {
   private emitDone(req: Request, reason: FinishReason, error?: string): void {
     if (req.finishReason) return;
     req.finishReason = reason;
+    if (req.snapshotOnly) {
+      req.events.end();
+      return;
+    }
+    if (reason === 'stop' || reason === 'length') this.snapshotGeneration(req);
     const tail = req.output.flush();
     if (tail) req.events.push({ type: 'delta', text: tail, ids: [] });
     this.metrics.requestFinished(req);

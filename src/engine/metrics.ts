@@ -5,6 +5,7 @@ import type { Batch } from './batch.js';
 import type { Request } from './request.js';
 import type { Scheduler } from './scheduler.js';
 import type { RadixStats } from '../cache/radix-cache.js';
+import type { DiskStats } from './prefix-persist.js';
 
 export interface EngineStats {
   readonly running: number;
@@ -20,7 +21,7 @@ export interface EngineStats {
   readonly preemptions: number;
   readonly spec: SpecMetrics;
   /** Prefix cache (null when off). */
-  readonly prefixCache: (RadixStats & { readonly hitRate: number }) | null;
+  readonly prefixCache: (PrefixCacheStats & { readonly hitRate: number }) | null;
 }
 
 export interface SpecMetrics {
@@ -33,6 +34,16 @@ export interface SpecMetrics {
   readonly acceptLenHistogram: readonly number[];
   /** Per draft position i (0-based): accepted / drafted at that position. */
   readonly acceptRateByPosition: readonly number[];
+}
+
+/** The radix tree's counters plus the engine's view of the cache. */
+export interface PrefixCacheStats extends RadixStats {
+  /** Snapshots inserted (duplicates of existing ones not counted). */
+  readonly inserted: number;
+  /** Memory of the cached snapshots (state slots + hidden rows; their KV pages are in kvPages.cached). */
+  readonly snapshotBytes: number;
+  /** --prefix-cache-dir persistence (null when off). */
+  readonly disk: DiskStats | null;
 }
 
 const WINDOW_MS = 10_000;
@@ -80,7 +91,7 @@ export class EngineMetrics {
     while (this.recent.length > 0 && this.recent[0]!.at < now - WINDOW_MS) this.recent.shift();
   }
 
-  snapshot(s: Scheduler, kv: KvPool, state: StatePool, cache: RadixStats | null,
+  snapshot(s: Scheduler, kv: KvPool, state: StatePool, cache: PrefixCacheStats | null,
     cachedOwners: { pages: number[]; slots: number[] } | null): EngineStats {
     const busyMs = this.recent.reduce((a, r) => a + r.ms, 0);
     const tokens = this.recent.reduce((a, r) => a + r.tokens, 0);

@@ -1,7 +1,7 @@
 // Validate a GenerateRequest and turn it into an engine Request: render the chat
 // template, tokenize, resolve sampling defaults, stop ids and strings, length limits.
 import { randomInt } from 'node:crypto';
-import { renderChat, validateMessages, type ChatMessage } from '../tokenizer/chat.js';
+import { renderChat, validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { Model } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -9,6 +9,7 @@ import { Rng } from '../util/rng.js';
 import type { TokenLogprob } from './sample-batch.js';
 import { OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
+import { promptSnapshotPoints } from './prefix.js';
 import { Request } from './request.js';
 import { type SamplingParams, TokenHistory, validateSampling } from './sampler.js';
 
@@ -17,6 +18,9 @@ export interface GenerateRequest {
   readonly prompt?: string;
   readonly messages?: readonly ChatMessage[];
   readonly promptIds?: readonly number[];
+  /** Token counts at which a message of the prompt ends (prefix-cache snapshot points;
+   * chat requests get them from the template, callers passing promptIds may give them). */
+  readonly messageBoundaries?: readonly number[];
   /** Chat only: enable_thinking for the template (default true). */
   readonly think?: boolean;
   readonly chatTemplateKwargs?: Record<string, unknown>;
@@ -58,18 +62,47 @@ function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
 }
 
-/** Token ids of the request's prompt, and for chat the number of leading tokens that
- * end the last message (the template rendered without the generation prompt) — a
- * prefix-cache snapshot point the next turn of the conversation will share. */
-export function promptOf(ctx: RequestContext, req: GenerateRequest): { ids: number[]; lastMessageEnd: number } {
+/** Token ids of the request's prompt, and where each message of a chat prompt ends
+ * (prefix-cache snapshot points the next turn of the conversation will share). */
+export function promptOf(ctx: RequestContext, req: GenerateRequest): { ids: number[]; boundaries: number[] } {
   const ids = promptIdsOf(ctx, req);
-  if (req.messages === undefined || !ctx.tokenizer.chatTemplate) return { ids, lastMessageEnd: 0 };
-  const text = renderChat(ctx.tokenizer.chatTemplate, validateMessages(req.messages), {
-    addGenerationPrompt: false, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}),
-  });
-  const head = ctx.tokenizer.encode(text);
-  const isPrefix = head.length < ids.length && head.every((t, i) => ids[i] === t);
-  return { ids, lastMessageEnd: isPrefix ? head.length : 0 };
+  const given = req.messageBoundaries ?? [];
+  if (!Array.isArray(given) || !given.every((b) => Number.isInteger(b))) bad('messageBoundaries must be a list of integers');
+  if (req.messages === undefined || !ctx.tokenizer.chatTemplate) return { ids, boundaries: [...given] };
+  return { ids, boundaries: [...given, ...messageBoundaries(ctx, validateMessages(req.messages), ids, renderOptions(req, false))] };
+}
+
+function renderOptions(req: GenerateRequest, addGenerationPrompt: boolean): RenderOptions {
+  return { addGenerationPrompt, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}) };
+}
+
+const BOUNDARY_HEAD = 2;
+const BOUNDARY_TAIL = 6;
+
+/** For each message prefix messages[0..i] whose rendering (no generation prompt)
+ * tokenizes to a prefix of `ids`, its token count. A template that renders a message
+ * differently depending on what follows it (e.g. dropping earlier turns' reasoning) gives
+ * no point for that prefix. Each candidate costs a render and a tokenization, so only
+ * the first and the last few messages are tried: the shared system prompt, and the turns
+ * the next request of the conversation extends (older turns were the last ones of earlier
+ * requests, which snapshotted them then). */
+export function messageBoundaries(ctx: RequestContext, messages: readonly ChatMessage[], ids: readonly number[],
+  opts: RenderOptions): number[] {
+  const template = ctx.tokenizer.chatTemplate;
+  if (!template) return [];
+  const out: number[] = [];
+  const n = messages.length;
+  for (let i = 1; i <= n; i++) {
+    if (i > BOUNDARY_HEAD && i <= n - BOUNDARY_TAIL) continue;
+    let head: number[];
+    try {
+      head = ctx.tokenizer.encode(renderChat(template, messages.slice(0, i), opts));
+    } catch {
+      continue; // e.g. a template that refuses a conversation not ending in a user turn
+    }
+    if (head.length > 0 && head.length <= ids.length && head.every((t, j) => ids[j] === t)) out.push(head.length);
+  }
+  return out;
 }
 
 /** Token ids of the request's prompt. */
@@ -91,10 +124,7 @@ export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[]
   const messages = validateMessages(req.messages);
   const template = ctx.tokenizer.chatTemplate;
   if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  const text = renderChat(template, messages, {
-    addGenerationPrompt: true, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}),
-  });
-  return ctx.tokenizer.encode(text);
+  return ctx.tokenizer.encode(renderChat(template, messages, renderOptions(req, true)));
 }
 
 function num(v: number | undefined, fallback: number, field: string): number {
@@ -126,7 +156,7 @@ function stopStringsOf(stop: GenerateRequest['stop']): string[] {
 }
 
 export function buildRequest(ctx: RequestContext, id: number, req: GenerateRequest): Request {
-  const { ids: promptIds, lastMessageEnd } = promptOf(ctx, req);
+  const { ids: promptIds, boundaries } = promptOf(ctx, req);
   if (promptIds.length === 0) bad('the prompt is empty');
   if (promptIds.length >= ctx.maxContext) {
     throw new DeltaserveError('prompt_too_long',
@@ -151,6 +181,6 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
     r.topLogprobs = top;
     r.onLogprob = req.logprobs.onToken;
   }
-  r.snapshotAt = lastMessageEnd;
+  r.snapshotPoints = promptSnapshotPoints(boundaries, promptIds.length);
   return r;
 }

@@ -88,9 +88,13 @@ export class Request {
   drafts: number[] = [];
   /** q_i of each draft for sampling requests (null for greedy). */
   draftProbs: Float64Array[] | null = null;
-  /** Chat: end of the last rendered message (before the generation prompt), where a
-   * snapshot lets the next turn hit; 0 = none. */
-  snapshotAt = 0;
+  /** Aligned prompt positions (multiples of 64) where the prefix cache snapshots besides
+   * the interval multiples: at or below the end of every chat message and the prompt's
+   * end (see prefix.ts promptSnapshotPoints). */
+  snapshotPoints: ReadonlySet<number> = new Set();
+  /** Internal request that only prefills its prompt to take prefix-cache snapshots (end
+   * of a generation, see Engine.snapshotGeneration): it never samples or emits. */
+  snapshotOnly = false;
   /** Prefix-cache lock held while running (null = none). */
   lockHandle: object | null = null;
   /** After a prefix hit: target hidden at position hit−1 (MTP input), until used. */
@@ -130,9 +134,5 @@ export class Request {
   /** Still in chunked prefill (including recompute after preemption). */
   get prefilling(): boolean {
     return this.computed < this.prefillEnd;
-  }
-  /** Tokens still to process in the next forward. */
-  get remaining(): number {
-    return this.tokens.length - this.computed;
   }
 }

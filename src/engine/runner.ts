@@ -6,6 +6,7 @@ import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import type { Model } from '../model/model.js';
 import type { Batch } from './batch.js';
+import { assert } from '../util/errors.js';
 
 export interface StepResult {
   /** Per real row (batch order): logits [V] of every position that needs them — the
@@ -36,6 +37,8 @@ export class Runner {
     const rows = batch.rows.slice(0, batch.nReal);
     const seqs: SeqInput[] = rows.map((r, i) => {
       const req = r.req!;
+      // slot 0 is the dummy sink: a real request never reads or writes through it
+      assert(req.slot > 0, `batch row ${i} (request ${req.id}) has no state slot`);
       return {
         // a verify row feeds [bonus, d_1..d_k]; the drafts are not in req.tokens yet
         tokens: r.verify ? [req.tokens[r.start]!, ...req.drafts] : req.tokens.slice(r.start, r.start + r.n),

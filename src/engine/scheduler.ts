@@ -3,7 +3,8 @@
 // and KV pages are free, and the newest request is preempted (freed, requeued for
 // recompute) when pages run out.
 // Chunk boundaries of a prefill are multiples of GDN_CHUNK in absolute position (except
-// the prompt's end), so a prompt's numerics never depend on the budget or on other rows.
+// the prompt's end), so a prompt's numerics never depend on the budget, on other rows, or
+// on where the prefix cache snapshots (snapshot points are multiples of 64 too).
 // Prompt tokens always take the chunked Gated DeltaNet form and generated tokens the
 // recurrence, also when recomputed after preemption: recompute is bit-exact.
 import type { KvPool } from '../cache/kv-pool.js';
@@ -11,14 +12,14 @@ import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
 import type { Request } from './request.js';
 import { DeltaserveError } from '../util/errors.js';
-import { applyPrefixHit, type PrefixContext } from './prefix.js';
+import { applyPrefixHit, nextSnapshotPoint, type PrefixContext } from './prefix.js';
 
 export const PREFILL_ALIGN = 64; // = the Gated DeltaNet chunk size
 
 export interface SchedulerOptions {
   readonly maxRunning: number;
   readonly maxPrefillTokens: number;
-  /** Prefill chunks also end at multiples of this (snapshot points; multiple of 64). */
+  /** Snapshot interval of the prefix cache (a multiple of 64). */
   readonly trackInterval: number;
   /** Prefix cache (null = off). */
   readonly prefix: PrefixContext | null;
@@ -113,10 +114,8 @@ export class Scheduler {
     // A recompute after preemption replays generated tokens with the recurrence, as
     // they were first computed: the prompt part and the generated part never share a row.
     let limit = c < req.promptIds.length ? req.promptIds.length : req.tokens.length;
-    // fixed split points, the same with the cache on or off: snapshot positions
-    if (c < req.snapshotAt && req.snapshotAt < limit) limit = req.snapshotAt;
-    const nextTrack = (Math.floor(c / this.opts.trackInterval) + 1) * this.opts.trackInterval;
-    if (nextTrack < limit) limit = nextTrack;
+    // a chunk ends where a snapshot is due (aligned: the numerics do not change)
+    if (this.opts.prefix) limit = Math.min(limit, nextSnapshotPoint(this.opts.prefix, req, c));
     let end = c + Math.min(limit - c, budget);
     if (end < limit) end = Math.floor(end / PREFILL_ALIGN) * PREFILL_ALIGN;
     return Math.max(0, end - c);

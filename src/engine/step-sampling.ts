@@ -20,7 +20,7 @@ export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], log
       if (!greedy || req.onLogprob) {
         logits[i]!.forEach((l, s) => jobs.push({ ...base, logits: l, extra: req.drafts.slice(0, s), rng: null, dist: !greedy }));
       }
-    } else if (row.sample) jobs.push({ ...base, logits: logits[i]![0]!, rng: req.rng });
+    } else if (row.sample && !req.snapshotOnly) jobs.push({ ...base, logits: logits[i]![0]!, rng: req.rng });
     return Array.from({ length: jobs.length - first }, (_, s) => first + s);
   });
   const out = sampler.run(jobs);

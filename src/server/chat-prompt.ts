@@ -1,7 +1,7 @@
 // The prompt of a chat turn, shared by every chat-style API: the chat template over the
 // messages, with tools either handed to the template (templates that render them) or written
 // into the messages (templates that do not; see tools/prompt.ts).
-import { promptIdsOf } from '../engine/request-builder.js';
+import { promptOf } from '../engine/request-builder.js';
 import type { ChatMessage } from '../tokenizer/chat.js';
 import { THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './errors.js';
@@ -13,6 +13,8 @@ export interface ChatPrompt {
   readonly ids: number[];
   /** The generation prompt opened a reasoning block (`<think>\n`). */
   readonly thinking: boolean;
+  /** Where each message ends: prefix-cache snapshot points the next turn will share. */
+  readonly boundaries: number[];
 }
 
 /** The generated text starts inside a reasoning block when the prompt ends with `<think>\n`. */
@@ -41,12 +43,13 @@ export function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[],
     msgs = inlineTools(messages, offered, tools?.format ?? toolFormatFor(template, engine.model.config.modelType));
   }
   let ids: number[];
+  let boundaries: number[];
   try {
-    ids = promptIdsOf(engine, { messages: msgs, think, chatTemplateKwargs: extra });
+    ({ ids, boundaries } = promptOf(engine, { messages: msgs, think, chatTemplateKwargs: extra }));
   } catch (e) {
     throw toApiError(e, param);
   }
   if (ids.length === 0) throw invalid(param, 'the rendered prompt is empty');
   checkPromptLength(ctx, ids, param);
-  return { ids, thinking: promptOpensThinking(engine.tokenizer.decode(ids.slice(-4))) };
+  return { ids, boundaries, thinking: promptOpensThinking(engine.tokenizer.decode(ids.slice(-4))) };
 }

@@ -87,7 +87,8 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const prompt = chatPrompt(ctx, messages, et !== false, kwargs, setup);
   const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
   admit(ctx, p.n);
-  const choices = startChoices(ctx, call, [prompt.ids], p, wantLogprobs ? top ?? 0 : null, constraint);
+  const choices = startChoices(ctx, call, [prompt.ids], { ...p, request: { ...p.request, messageBoundaries: prompt.boundaries } },
+    wantLogprobs ? top ?? 0 : null, constraint);
   const head = { id: responseId('chatcmpl'), created: Math.floor(Date.now() / 1000), model: ctx.modelName };
   const turn: Turn = { thinking: prompt.thinking, tools: setup, wantLogprobs, n: p.n };
   try {

@@ -136,7 +136,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const prompt = chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input');
   const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
   admit(ctx, 1);
-  const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1 }, null, constraint);
+  const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const shell = {
     id: toolCallId('resp_'), object: 'response', created_at: Math.floor(Date.now() / 1000), model: ctx.modelName,
     instructions: optString(b, 'instructions') ?? null, max_output_tokens: p.request.maxTokens ?? null,

@@ -25,6 +25,9 @@ export interface ExtendInput {
   readonly hidden: Float32Array; // [n, H]
   /** Drafts to propose after the extend (0 = KV upkeep only). */
   readonly drafts: number;
+  /** Page table to write through (default req.pages; a request that finished this step
+   * has released its own, and passes the one it ran with). */
+  readonly pages?: readonly number[];
 }
 
 export class MtpDrafter {
@@ -58,7 +61,7 @@ export class MtpDrafter {
     const mtpKv = this.kv.mtpLayers[0]!;
     const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput => ({
       tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, start: i.start,
-      pageTable: i.req.pages, kv: mtpKv,
+      pageTable: i.pages ?? i.req.pages, kv: mtpKv,
     })));
     // chains that draft: the last extend row of each predicts d_1
     let active: { req: Request; start: number; n: number; drafts: number }[] = [];
