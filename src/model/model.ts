@@ -4,7 +4,9 @@ import { existsSync } from 'node:fs';
 import type { Kernels, KvLayerView } from '../kernels/types.js';
 import { type ModelConfig, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
-import { openCheckpoint } from './safetensors.js';
+import { type Checkpoint, openCheckpoint } from './safetensors.js';
+import { resolveModelSource } from './source.js';
+import { openGgufModel } from './gguf-map.js';
 import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
 import { progressBar } from '../util/progress.js';
@@ -44,10 +46,16 @@ export function stateLayout(cfg: ModelConfig): StateLayout {
   };
 }
 
+/** Config and checkpoint of a model directory or GGUF file (see source.ts). */
+export function openModelFiles(path: string): { config: ModelConfig; ckpt: Checkpoint } {
+  if (!existsSync(path)) throw new DeltaserveError('bad_config', `model directory not found: ${path}`);
+  const src = resolveModelSource(path);
+  if (src.kind === 'gguf') return openGgufModel(src.file);
+  return { config: loadModelConfig(src.dir), ckpt: openCheckpoint(src.dir) };
+}
+
 export function loadModel(dir: string, kernels: Kernels): Model {
-  if (!existsSync(dir)) throw new DeltaserveError('bad_config', `model directory not found: ${dir}`);
-  const config = loadModelConfig(dir);
-  const ckpt = openCheckpoint(dir);
+  const { config, ckpt } = openModelFiles(dir);
   try {
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
     const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));

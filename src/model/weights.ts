@@ -4,7 +4,7 @@
 import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
 import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32 } from './safetensors.js';
+import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32, weightDTypeOf, storedRowBytes } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
 
 export interface AttnWeights {
@@ -117,8 +117,7 @@ export class WeightReader {
     const info = this.infoWithShape(name, stored);
     const raw = this.ckpt.read(name);
     this.onBytes(raw.byteLength);
-    if (info.dtype === 'BF16') return { dtype: 'bf16', bytes: raw, rowBytes: shape[1] * 2 };
-    if (info.dtype === 'F32') return { dtype: 'f32', bytes: raw, rowBytes: shape[1] * 4 };
+    if (info.dtype !== 'F16') return { dtype: weightDTypeOf(info), bytes: raw, rowBytes: storedRowBytes(info.dtype, shape[1]) };
     const src = new Uint16Array(raw.buffer, raw.byteOffset, raw.byteLength / 2);
     const dst = new Float32Array(src.length);
     for (let i = 0; i < src.length; i++) dst[i] = f16ToF32(src[i]!);
@@ -134,10 +133,9 @@ export class WeightReader {
       const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
       return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);
     }
-    const dtype: WeightDType = info.dtype === 'BF16' ? 'bf16' : 'f32';
-    const size = dtype === 'bf16' ? 2 : 4;
+    const dtype: WeightDType = weightDTypeOf(info);
     const { weight, bytes } = this.kernels.allocWeight(dtype, n, cols);
-    this.ckpt.readRangeInto(name, r0 * cols * size, bytes, this.onBytes);
+    this.ckpt.readRangeInto(name, r0 * storedRowBytes(info.dtype, cols), bytes, this.onBytes);
     return this.kernels.packWeight(weight);
   }
 
