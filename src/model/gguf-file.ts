@@ -7,7 +7,7 @@
 //   u64 ne[n_dims], u32 ggml_type, u64 offset) | padding to `general.alignment` (default 32) |
 //   tensor data (each tensor at data_start + offset, offsets aligned).
 // ne is reversed from PyTorch: ne[0] is the innermost (contiguous) dimension.
-import { readSync, fstatSync } from 'node:fs';
+import { readSync, fstatSync, openSync, closeSync, existsSync } from 'node:fs';
 import { DeltaserveError } from '../util/errors.js';
 import { QUANT_FORMATS, type QuantType } from '../kernels/quant/formats.js';
 
@@ -196,4 +196,15 @@ export function parseGguf(fd: number, path: string): GgufFile {
     return Object.freeze({ name: t.name, shape: Object.freeze(t.shape), type: t.type, offset, nbytes });
   });
   return { path, version, metadata, tensors, size };
+}
+
+/** The header of a GGUF file (metadata and tensor infos), the file closed again. */
+export function readGgufHeader(path: string): GgufFile {
+  if (!existsSync(path)) bad(`GGUF file not found: ${path}`);
+  const fd = openSync(path, 'r');
+  try {
+    return parseGguf(fd, path);
+  } finally {
+    closeSync(fd);
+  }
 }
