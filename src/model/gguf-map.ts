@@ -41,36 +41,39 @@ function nextF32(x: number, dir: 1 | -1): number {
   return f32[0]!;
 }
 
-/** A_log from a stored ssm_a = fround(−exp(A_log)). Checkpoints store A_log in bf16 (or
- * f32): prefer the bf16 value whose −exp rounds to within one f32 step of ssm_a (bf16 steps
- * are 2^16 f32 steps apart, so at most one does), else the closest f32 whose −exp rounds to
+/** A_log from a stored ssm_a = −exp(A_log) rounded to f32 (by the converter, whose f32 exp
+ * may be a few ulps off). Checkpoints store A_log in bf16 (or f32): prefer the bf16 value
+ * whose −exp lands within BF16_MATCH_ULPS f32 steps of ssm_a (neighbouring bf16 values are
+ * 2^16 f32 steps apart, so it is the original), else the f32 value whose −exp rounds to
  * ssm_a, else fround(log(−ssm_a)). The gate kernel then computes −exp(A_log) exactly as on
- * the original checkpoint. */
+ * the original checkpoint (checked on the fixtures' safetensors twins). */
 export function recoverALog(a: number): number {
   if (!(a < 0) || !Number.isFinite(a)) return Math.fround(Math.log(-a));
   const x0 = Math.log(-a);
-  const up = nextF32(a, 1);
-  const down = nextF32(a, -1);
   const value = (x: number): number => Math.fround(-Math.exp(x));
-  let b = roundBf16(x0);
-  for (let step = 0; step < 3; step++) {
-    for (const c of step === 0 ? [b] : [b + step * bf16Ulp(b), b - step * bf16Ulp(b)]) {
-      const v = value(c);
-      if (v === a || v === up || v === down) return c;
-    }
+  const tolerance = BF16_MATCH_ULPS * Math.abs(nextF32(a, 1) - a);
+  const b = roundBf16(x0);
+  const ulp = bf16Ulp(b);
+  let best: number | undefined;
+  for (let i = -2; i <= 2; i++) {
+    const c = roundBf16(b + i * ulp);
+    const err = Math.abs(value(c) - a);
+    if (err <= tolerance && (best === undefined || err < Math.abs(value(best) - a))) best = c;
   }
-  b = Math.fround(x0);
-  if (value(b) === a) return b;
-  let lo = b;
-  let hi = b;
-  for (let i = 0; i < 8; i++) {
-    lo = nextF32(lo, -1);
-    hi = nextF32(hi, 1);
+  if (best !== undefined) return best;
+  const f = Math.fround(x0);
+  let lo = f;
+  let hi = f;
+  for (let i = 0; i <= 8; i++) {
     if (value(hi) === a) return hi;
     if (value(lo) === a) return lo;
+    lo = nextF32(lo, -1);
+    hi = nextF32(hi, 1);
   }
-  return b;
+  return f;
 }
+/** How close (in f32 steps) −exp of a bf16 A_log must come to ssm_a to be taken as the original. */
+const BF16_MATCH_ULPS = 8;
 
 function bf16Ulp(x: number): number {
   const e = Math.floor(Math.log2(Math.abs(x) || 2 ** -126));
