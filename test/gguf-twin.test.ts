@@ -14,6 +14,8 @@ import { bf16ToF32 } from '../src/model/safetensors.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { sharedPath } from './paths.js';
+import { relErr } from './numeric.js';
+import { tiledValueHeads } from '../src/model/gguf-map.js';
 
 const wasm = await createWasmKernels({ threads: 2 });
 after(() => wasm.dispose());
@@ -94,4 +96,29 @@ test('engine on GGUF: same tokens and logits as the safetensors twin; MTP on == 
       assertSame(results, off, `${name} GGUF k=${k}`);
     }
   }
+});
+
+test('out_proj with input columns in tiled head order + the activation permuted = the grouped model', () => {
+  // The path quantized GGUF ssm_out takes (its columns cannot be regrouped at load).
+  const k = createRefKernels();
+  const model = loadModel(TWINS[1][1](), k);
+  const { linNumKeyHeads: hk, linNumValueHeads: hv, linValueDim: dv } = model.config;
+  const order = Int32Array.from(tiledValueHeads(hk, hv).map((_, t) => tiledValueHeads(hk, hv).indexOf(t)));
+  assert.notDeepEqual([...order], [...order.keys()], 'tiny-think has a non-trivial head order');
+  const layers = model.weights.layers.map((l) => {
+    if (l.mixer.kind !== 'linear') return l;
+    const w = l.mixer.outProj;
+    const { weight, bytes } = k.allocWeight(w.dtype, w.rows, w.cols);
+    const src = new Uint8Array(w.data.buffer, w.data.byteOffset, w.data.byteLength);
+    const esz = w.dtype === 'bf16' ? 2 : 4;
+    for (let r = 0; r < w.rows; r++) {
+      order.forEach((h, j) => bytes.set(src.subarray((r * w.cols + h * dv) * esz, (r * w.cols + (h + 1) * dv) * esz), (r * w.cols + j * dv) * esz));
+    }
+    return { ...l, mixer: { ...l.mixer, outProj: k.packWeight(weight), outProjHeadOrder: order } };
+  });
+  const permuted = { ...model, weights: { ...model.weights, layers } };
+  const ids = PROMPTS[0]!;
+  const want = probePrompt(model, ids).lastLogits;
+  const got = probePrompt(permuted, ids).lastLogits;
+  assert.ok(relErr(got, want) <= 1e-5, `rel err ${relErr(got, want)}`);
 });

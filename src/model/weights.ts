@@ -28,6 +28,10 @@ export interface GdnWeights {
   readonly dtBias: Weight; // [1, HV] f32
   readonly norm: Weight; // [1, dv] (plain w)
   readonly outProj: Weight; // [H, HV·dv]
+  /** Set when outProj's input columns are stored in another head order (quantized GGUF
+   * ssm_out, whose columns cannot be regrouped): its column block j (dv columns) takes the
+   * output of value head outProjHeadOrder[j], so the activation is permuted to match. */
+  readonly outProjHeadOrder?: Int32Array;
 }
 
 export interface DenseMlpWeights {
@@ -162,8 +166,9 @@ export function loadAttention(r: WeightReader, cfg: ModelConfig, p: string): Att
 }
 
 /** The Gated DeltaNet tensors both architectures share (conv, gates, norm, out_proj). */
-export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pick<GdnWeights, 'conv' | 'aLog' | 'dtBias' | 'norm' | 'outProj'> {
+export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pick<GdnWeights, 'conv' | 'aLog' | 'dtBias' | 'norm' | 'outProj' | 'outProjHeadOrder'> {
   const hv = cfg.linNumValueHeads;
+  const order = outProjHeadOrder(r, cfg, `${p}out_proj.weight`);
   const conv = r.get(`${p}conv1d.weight`, [convDim(cfg), 1, cfg.convKernel]);
   return {
     conv: { ...conv, rows: convDim(cfg), cols: cfg.convKernel },
@@ -171,7 +176,19 @@ export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pic
     dtBias: r.getF32(`${p}dt_bias`, [hv]),
     norm: r.getF32(`${p}norm.weight`, [cfg.linValueDim]),
     outProj: r.linear(`${p}out_proj.weight`, [cfg.hiddenSize, hv * cfg.linValueDim]),
+    ...(order ? { outProjHeadOrder: order } : {}),
   };
+}
+
+/** The head order of out_proj's stored input columns, when the checkpoint reports one. */
+function outProjHeadOrder(r: WeightReader, cfg: ModelConfig, name: string): Int32Array | undefined {
+  const blocks = r.has(name) ? r.ckpt.info(name).columnBlocks : undefined;
+  if (!blocks) return undefined;
+  const hv = cfg.linNumValueHeads;
+  if (blocks.size !== cfg.linValueDim || blocks.order.length !== hv || [...blocks.order].sort((a, b) => a - b).some((h, i) => h !== i)) {
+    throw new DeltaserveError('bad_checkpoint', `tensor ${name}: column order is not a permutation of ${hv} heads of ${cfg.linValueDim}`);
+  }
+  return Int32Array.from(blocks.order);
 }
 
 export function loadExpert(r: WeightReader, h: number, inter: number, p: string): ExpertWeights {
