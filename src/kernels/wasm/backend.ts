@@ -9,6 +9,9 @@ import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
+import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { dequantizeRow } from '../quant/dequant.js';
+import { matmulQuant } from '../ref/quant.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -25,6 +28,7 @@ function isBf16(w: Weight): number {
 }
 
 function elemBytes(dtype: WeightDType): number {
+  if (isQuantType(dtype)) throw new Error(`elemBytes: ${dtype} has no per-element size`);
   return dtype === 'bf16' ? 2 : 4;
 }
 
@@ -74,6 +78,12 @@ export class WasmKernels implements Kernels {
   }
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
+    if (isQuantType(dtype)) { // GGML blocks, row-major, never repacked
+      const size = rows * quantRowBytes(dtype, cols);
+      const { arena, ptr } = this.mem.alloc(size);
+      const bytes = arena.u8(ptr, size);
+      return { weight: { dtype, rows, cols, data: bytes }, bytes };
+    }
     const n = rows * cols;
     const size = elemBytes(dtype);
     // Room for whole 8-row panels (zero rows), so packWeight can repack in place.
@@ -85,6 +95,12 @@ export class WasmKernels implements Kernels {
 
   packWeight(w: Weight): Weight {
     if (w.layout === 'panel8') return w;
+    if (isQuantType(w.dtype)) {
+      if (this.mem.locate(w.data)) return w;
+      const copy = this.allocWeight(w.dtype, w.rows, w.cols);
+      copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, copy.bytes.byteLength));
+      return copy.weight;
+    }
     let src = w;
     if (!this.mem.locate(w.data)) { // not ours (e.g. the JS heap): copy into wasm memory first
       const copy = this.allocWeight(w.dtype, w.rows, w.cols);
@@ -103,6 +119,7 @@ export class WasmKernels implements Kernels {
 
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
     if (m <= 0) return;
+    if (isQuantType(w.dtype)) return matmulQuant(out, x, w, m);
     if (w.layout !== 'panel8') throw new Error(`wasm matmul: weight [${w.rows}, ${w.cols}] is not packed (call packWeight once after loading it)`);
     const n = w.rows;
     const k = w.cols;
@@ -120,6 +137,14 @@ export class WasmKernels implements Kernels {
   embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void {
     const d = table.cols;
     if (out.length < ids.length * d) throw new RangeError('embed: out too small');
+    if (isQuantType(table.dtype)) {
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i]!;
+        if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
+        dequantizeRow(table.dtype, table.data as Uint8Array, d, id, out.subarray(i * d, (i + 1) * d));
+      }
+      return;
+    }
     const bits = new Uint32Array(out.buffer, out.byteOffset, ids.length * d);
     const packed = table.layout === 'panel8';
     const bf16 = table.dtype === 'bf16';
