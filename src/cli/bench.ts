@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels } from '../kernels/index.js';
 import type { Kernels, Weight } from '../kernels/types.js';
+import { weightBytes } from '../kernels/weight-view.js';
 import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import { allocSequenceMemory, loadModel, type Model, type SequenceMemory } from '../model/model.js';
@@ -24,29 +25,39 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
   --kernels ref|wasm        (default: wasm when built)
   --repeat R                repetitions; median/min/max over them (default 3)`;
 
-const weightBytes = (w: Weight): number => w.rows * w.cols * (w.dtype === 'bf16' ? 2 : 4);
 
-function mlpBytesPerToken(m: MlpWeights): number {
-  if (m.kind === 'dense') return weightBytes(m.gate) + weightBytes(m.up) + weightBytes(m.down);
+type Size = (w: Weight) => number;
+
+function mlpPerToken(m: MlpWeights, size: Size): number {
+  if (m.kind === 'dense') return size(m.gate) + size(m.up) + size(m.down);
   const e = m.experts[0]!;
-  const expert = weightBytes(e.gate) + weightBytes(e.up) + weightBytes(e.down);
-  const shared = m.shared ? weightBytes(m.shared.gate) + weightBytes(m.shared.up) + weightBytes(m.shared.down) : 0;
-  return weightBytes(m.router) + m.topK * expert + shared + (m.sharedGate ? weightBytes(m.sharedGate) : 0);
+  const expert = size(e.gate) + size(e.up) + size(e.down);
+  const shared = m.shared ? size(m.shared.gate) + size(m.shared.up) + size(m.shared.down) : 0;
+  return size(m.router) + m.topK * expert + shared + (m.sharedGate ? size(m.sharedGate) : 0);
 }
 
-/** Bytes of weights one decode step reads for one token (active experts only; the
- * embedding row is negligible; the LM head is read in full). */
-export function weightBytesPerToken(w: ModelWeights): number {
-  let total = weightBytes(w.lmHead) + weightBytes(w.finalNorm);
+/** Σ size(w) over the weights one decode step reads for one token (active experts only;
+ * the embedding row is negligible; the LM head is read in full). */
+function weightsPerToken(w: ModelWeights, size: Size): number {
+  let total = size(w.lmHead) + size(w.finalNorm);
   for (const l of w.layers) {
-    total += weightBytes(l.inputNorm) + weightBytes(l.postNorm) + mlpBytesPerToken(l.mlp);
+    total += size(l.inputNorm) + size(l.postNorm) + mlpPerToken(l.mlp, size);
     const m = l.mixer;
     total += m.kind === 'full'
-      ? weightBytes(m.qProj) + weightBytes(m.kProj) + weightBytes(m.vProj) + weightBytes(m.oProj)
-      : weightBytes(m.inProjQkv) + weightBytes(m.inProjZ) + weightBytes(m.inProjA) + weightBytes(m.inProjB)
-        + weightBytes(m.conv) + weightBytes(m.outProj);
+      ? size(m.qProj) + size(m.kProj) + size(m.vProj) + size(m.oProj)
+      : size(m.inProjQkv) + size(m.inProjZ) + size(m.inProjA) + size(m.inProjB) + size(m.conv) + size(m.outProj);
   }
   return total;
+}
+
+/** Bytes of weights one decode step reads for one token, from their actual storage types. */
+export function weightBytesPerToken(w: ModelWeights): number {
+  return weightsPerToken(w, weightBytes);
+}
+
+/** Weight elements one decode step reads for one token (same walk as weightBytesPerToken). */
+function paramsPerToken(w: ModelWeights): number {
+  return weightsPerToken(w, (x) => x.rows * x.cols);
 }
 
 function median(xs: number[]): number {
@@ -145,9 +156,8 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
   const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);
   // Matmul FLOPs actually run (attention scores and the recurrence are not counted): every
   // row passes every layer; lm_head runs for the last prompt position only in prefill.
-  const bytesPerParam = model.weights.lmHead.dtype === 'bf16' ? 2 : 4;
   const headParams = model.weights.lmHead.rows * model.weights.lmHead.cols;
-  const bodyParams = perToken / bytesPerParam - headParams;
+  const bodyParams = paramsPerToken(model.weights) - headParams;
   const rowsPerRun = mode === 'prefill' ? batch * prompt : batch * (mode === 'verify' ? verify : 1);
   const headRows = mode === 'prefill' ? batch : rowsPerRun;
   const flopsPerStep = 2 * (bodyParams * rowsPerRun + headParams * headRows);

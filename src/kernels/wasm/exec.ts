@@ -35,6 +35,7 @@ export const Cmd = {
   GDN_CHUNKED: 6,
   CONV: 7,
   PROBE: 8,
+  QMATMUL: 9,
 } as const;
 
 /** [lo, hi) of `total` items for thread tid of nt, boundaries multiples of `unit`. */
@@ -70,7 +71,8 @@ export function claim(ctl: Int32Array, tag: number, n: number): number {
  *  GDN_RECURRENT: out qkv g beta state scratch t hk hv dk dv tmpBase tmpStride
  *  GDN_CHUNKED:   out qkv g beta state t hk hv dk dv tmpBase tmpStride pos0
  *  CONV:          out x window w wBf16 t c kw scratch
- *  PROBE:         base bytesPerChunk */
+ *  PROBE:         base bytesPerChunk
+ *  QMATMUL:       out q16 d s w m n k type tmpBase tmpStride (columns in units of 4) */
 export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, tid: number, c: number, nc: number): void {
   switch (cmd) {
     case Cmd.MATMUL: {
@@ -104,6 +106,12 @@ export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, ti
       const [lo, hi] = share(a[6]!, c, nc, 4);
       if (lo >= hi) return;
       ex.causalConv(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, a[8]!, lo, hi);
+      return;
+    }
+    case Cmd.QMATMUL: {
+      const [lo, hi] = share(a[6]!, c, nc, 4);
+      if (lo >= hi) return;
+      ex.qmatmul(a[8]!, a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, lo, hi, a[9]! + tid * a[10]!);
       return;
     }
     case Cmd.PROBE: {
