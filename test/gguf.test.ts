@@ -196,3 +196,21 @@ test('recoverALog: the bf16 A_log behind an ssm_a a few f32 steps off, else an f
   const a = Math.fround(-Math.exp(x));
   assert.equal(Math.fround(-Math.exp(recoverALog(a))), a);
 });
+
+test('MTP pre_fc norms are read right whether the converter stored w or 1 + w', () => {
+  const dir = fresh();
+  const path = join(dir, 'x.gguf');
+  const plusOne = (t: WTensor): WTensor => ({ ...t, data: new Uint8Array(new Float32Array(new Float32Array(t.data.slice().buffer).map((x) => x + 1)).buffer) });
+  writeGguf(path, edit(thinkBf16, (g) => { g.tensors = g.tensors.map((t) => (/nextn\.[eh]norm/.test(t.name) ? plusOne(t) : t)); }));
+  const a = openModelFiles(FIX('tiny-think-BF16.gguf')).ckpt;
+  const b = openModelFiles(path).ckpt;
+  try {
+    for (const name of ['mtp.pre_fc_norm_embedding.weight', 'mtp.pre_fc_norm_hidden.weight', 'mtp.norm.weight']) {
+      assert.deepEqual(b.read(name), a.read(name), name);
+    }
+    assert.notDeepEqual(b.read('mtp.pre_fc_norm_embedding.weight'), new Uint8Array(512), 'not all zero');
+  } finally {
+    a.close();
+    b.close();
+  }
+});

@@ -27,7 +27,8 @@ export const ENGINE_FLAGS = {
   'cache-state-slots': { type: 'string' },
 } as const;
 
-export const ENGINE_FLAGS_HELP = `  --model DIR               model directory (default: built-in tiny-think)
+export const ENGINE_FLAGS_HELP = `  --model PATH              model directory, .gguf file (or the first part of a split GGUF),
+                            or a directory holding one GGUF (default: built-in tiny-think)
   --kernels ref|wasm        kernel backend (default: wasm when built, else ref)
   --threads N               compute threads (default: available cores)
   --max-running N           max concurrent requests in a batch (default 16)

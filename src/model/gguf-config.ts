@@ -98,7 +98,7 @@ function mlpConfigs(k: GgufKeys, ga: GgufArch): MlpConfig {
     kind: 'moe', numExperts, topK,
     expertIntermediateSize: k.a('expert_feed_forward_length'),
     sharedIntermediateSize: k.int(`${ga}.expert_shared_feed_forward_length`, 0),
-    normTopkProb: true,
+    normTopkProb: ga === 'qwen35moe' || k.raw(`${ga}.expert_weights_norm`) !== false,
   };
 }
 

@@ -4,8 +4,8 @@
 //   presented as [C, 1, K].
 // - norms: converters store (1 + w) for every weight whose HF name ends in `norm.weight`
 //   (except linear_attn.norm); we present w = (1+w) − 1 in f32, exact for |w| < 1, so the
-//   kernel's 1 + w gives back the stored value bit for bit. MTP's pre_fc_norm_embedding /
-//   pre_fc_norm_hidden do not end in `norm.weight` and are stored as they are.
+//   kernel's 1 + w gives back the stored value bit for bit. MTP's enorm / hnorm
+//   (pre_fc_norm_embedding / _hidden) depend on the converter version: see mtpInputNorm.
 // - ssm_a = −exp(A_log): we present the A_log whose −exp rounds to ssm_a (see recoverALog).
 // - value heads in tiled order (when HV > HK): tiled head t = i·HK + g holds grouped head
 //   h = g·r + i. Rows are regrouped on read; ssm_out's input columns too for float types,
@@ -13,11 +13,13 @@
 //   permutes the activation instead.
 // - MoE: ffn_{gate,up,down}_exps [E, rows, cols] are presented as per-expert matrices, each
 //   a row range of the 3-D tensor read straight into backend memory.
+// - qwen3next: grouped value heads; attn_qkv / attn_gate (or ssm_in whole) and ssm_ba.
 import { DeltaserveError } from '../util/errors.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
 import { GgufCheckpoint, type GgufParts, type Located, type RowSegment, openGgufParts, rowMapped, vectorMapped } from './gguf.js';
 import { ggufModelConfig } from './gguf-config.js';
+import { baRowOrder } from './qwen3_next.js';
 
 function shapeStr(s: readonly number[]): string {
   return `[${s.join(', ')}]`;
@@ -80,6 +82,11 @@ function bf16Ulp(x: number): number {
   return 2 ** (e - 7);
 }
 
+/** w from stored 1 + w: exact in f32 for |w| < 1, so the kernel's 1 + w restores the stored value. */
+function minusOne(v: Float32Array): Float32Array {
+  return v.map((x) => Math.fround(x - 1));
+}
+
 /** True when the HF name is a zero-centred norm that converters store as 1 + w. */
 function storedPlusOne(hfName: string): boolean {
   return hfName.endsWith('norm.weight') && !hfName.endsWith('linear_attn.norm.weight');
@@ -122,14 +129,21 @@ class Mapper {
   }
 
   /** A float vector with an element permutation and/or a transform. */
-  vector(hf: string, gg: string, n: number, from: readonly number[] | null, fn: (x: number) => number): void {
+  vector(hf: string, gg: string, n: number, from: readonly number[] | null, transform: (v: Float32Array) => Float32Array): void {
     const s = this.src(hf, gg, [n]);
-    if (s) this.ck.add(vectorMapped(hf, [n], s, from, fn));
+    if (s) this.ck.add(vectorMapped(hf, [n], s, from, transform));
   }
 
   /** A norm weight [n]: minus one when the converter added one. */
   norm(hf: string, gg: string, n: number): void {
-    this.vector(hf, gg, n, null, storedPlusOne(hf) ? (x) => Math.fround(x - 1) : (x) => x);
+    this.vector(hf, gg, n, null, storedPlusOne(hf) ? minusOne : (v) => v);
+  }
+
+  /** MTP's pre_fc norms: converter versions differ (older ones store w, newer ones rename
+   * the tensors before their `norm.weight` rule and store 1 + w), so the values decide: a
+   * zero-centred w has mean near 0, a stored 1 + w near 1. */
+  mtpInputNorm(hf: string, gg: string, n: number): void {
+    this.vector(hf, gg, n, null, (v) => (v.reduce((a, x) => a + x, 0) / v.length > 0.5 ? minusOne(v) : v));
   }
 
   has(gg: string): boolean {
@@ -175,10 +189,35 @@ function mapGdn(m: Mapper, cfg: ModelConfig, L: string, b: string): void {
   m.blocks(`${p}in_proj_b.weight`, `${b}ssm_beta.weight`, [hv, h], [hv, h], 0, 1, from);
   m.blocks(`${p}in_proj_a.weight`, `${b}ssm_alpha.weight`, [hv, h], [hv, h], 0, 1, from);
   m.blocks(`${p}conv1d.weight`, `${b}ssm_conv1d.weight`, [c, kc], [c, 1, kc], qk, dv, from);
-  m.vector(`${p}A_log`, `${b}ssm_a`, hv, from, recoverALog);
-  m.vector(`${p}dt_bias`, `${b}ssm_dt.bias`, hv, from, (x) => x);
+  m.vector(`${p}A_log`, `${b}ssm_a`, hv, from, (v) => v.map(recoverALog));
+  m.vector(`${p}dt_bias`, `${b}ssm_dt.bias`, hv, from, (v) => v);
   m.norm(`${p}norm.weight`, `${b}ssm_norm.weight`, dv);
   m.column(`${p}out_proj.weight`, `${b}ssm_out.weight`, [h, hv * dv], dv, from);
+}
+
+/** qwen3next: llama.cpp's converter splits in_proj_qkvz into attn_qkv / attn_gate (older
+ * files keep it whole as ssm_in) and keeps in_proj_ba whole as ssm_ba; value heads stay in
+ * grouped order. */
+function mapGdnNext(m: Mapper, cfg: ModelConfig, L: string, b: string): void {
+  const h = cfg.hiddenSize;
+  const { linNumKeyHeads: hk, linNumValueHeads: hv, linKeyDim: dk, linValueDim: dv, convKernel: kc } = cfg;
+  const c = convDim(cfg);
+  const p = `${L}linear_attn.`;
+  if (m.has(`${b}ssm_in.weight`)) {
+    m.plain(`${p}in_proj_qkvz.weight`, `${b}ssm_in.weight`, [hk * 2 * dk + 2 * hv * dv, h]);
+    m.plain(`${p}in_proj_ba.weight`, `${b}ssm_ba.weight`, [2 * hv, h]);
+  } else {
+    m.plain(`${p}in_proj_qkv.weight`, `${b}attn_qkv.weight`, [c, h]);
+    m.plain(`${p}in_proj_z.weight`, `${b}attn_gate.weight`, [hv * dv, h]);
+    const order = baRowOrder(cfg);
+    m.blocks(`${p}in_proj_b.weight`, `${b}ssm_ba.weight`, [2 * hv, h], [hv, h], 0, 1, order.b);
+    m.blocks(`${p}in_proj_a.weight`, `${b}ssm_ba.weight`, [2 * hv, h], [hv, h], 0, 1, order.a);
+  }
+  m.plain(`${p}conv1d.weight`, `${b}ssm_conv1d.weight`, [c, kc], [c, 1, kc]);
+  m.vector(`${p}A_log`, `${b}ssm_a`, hv, null, (v) => v.map(recoverALog));
+  m.vector(`${p}dt_bias`, `${b}ssm_dt.bias`, hv, null, (v) => v);
+  m.norm(`${p}norm.weight`, `${b}ssm_norm.weight`, dv);
+  m.plain(`${p}out_proj.weight`, `${b}ssm_out.weight`, [h, hv * dv]);
 }
 
 function mapAttention(m: Mapper, cfg: ModelConfig, L: string, b: string): void {
@@ -223,12 +262,13 @@ function mapLayer(m: Mapper, cfg: ModelConfig, kind: 'linear' | 'full', mlp: Mod
   m.norm(`${L}input_layernorm.weight`, `${b}attn_norm.weight`, h);
   m.norm(`${L}post_attention_layernorm.weight`, `${b}post_attention_norm.weight`, h);
   if (kind === 'full') mapAttention(m, cfg, L, b);
+  else if (cfg.arch === 'qwen3_next') mapGdnNext(m, cfg, L, b);
   else mapGdn(m, cfg, L, b);
   mapMlp(m, cfg, mlp, L, b);
 }
 
-/** Register every tensor of a qwen35 / qwen35moe model under its Hugging Face name. */
-export function mapQwen35(ck: GgufCheckpoint, g: GgufParts, cfg: ModelConfig): void {
+/** Register every tensor of a qwen35 / qwen35moe / qwen3next model under its Hugging Face name. */
+export function mapModel(ck: GgufCheckpoint, g: GgufParts, cfg: ModelConfig): void {
   const m = new Mapper(ck, g);
   const P = cfg.weightPrefix;
   const h = cfg.hiddenSize;
@@ -241,8 +281,8 @@ export function mapQwen35(ck: GgufCheckpoint, g: GgufParts, cfg: ModelConfig): v
     const b = `blk.${cfg.numLayers + i}.`;
     if (i === 0) {
       m.plain('mtp.fc.weight', `${b}nextn.eh_proj.weight`, [h, 2 * h]);
-      m.norm('mtp.pre_fc_norm_embedding.weight', `${b}nextn.enorm.weight`, h);
-      m.norm('mtp.pre_fc_norm_hidden.weight', `${b}nextn.hnorm.weight`, h);
+      m.mtpInputNorm('mtp.pre_fc_norm_embedding.weight', `${b}nextn.enorm.weight`, h);
+      m.mtpInputNorm('mtp.pre_fc_norm_hidden.weight', `${b}nextn.hnorm.weight`, h);
       m.norm('mtp.norm.weight', `${b}nextn.shared_head_norm.weight`, h);
     }
     mapLayer(m, cfg, 'full', cfg.mtpMlp, `mtp.layers.${i}.`, b);
@@ -258,7 +298,7 @@ export function openGgufModel(path: string): { config: ModelConfig; ckpt: GgufCh
     const embd = g.tensors.get('token_embd.weight');
     if (!embd) throw new DeltaserveError('missing_tensor', `tensor token_embd.weight not found in GGUF ${path}`);
     const config = ggufModelConfig(g.first, embd.t.shape[0]!, new Set(g.tensors.keys()));
-    mapQwen35(ckpt, g, config);
+    mapModel(ckpt, g, config);
     return { config, ckpt };
   } catch (e) {
     ckpt.close();

@@ -114,10 +114,10 @@ export function readAsF32(src: Located): Float32Array {
   return bad(`${src.file}: tensor ${src.t.name} is ${src.t.type}; it must be stored as F32, F16 or BF16`);
 }
 
-/** A small float vector computed from a stored one: logical element i = fn(stored[from[i]]),
- * presented as F32. */
+/** A small float vector computed from a stored one: the stored elements in the order `from`
+ * (logical element i = stored[from[i]]), then `transform`; presented as F32. */
 export function vectorMapped(name: string, shape: readonly number[], src: Located,
-  from: readonly number[] | null, fn: (x: number) => number): VirtualTensor {
+  from: readonly number[] | null, transform: (values: Float32Array) => Float32Array): VirtualTensor {
   const n = shape.reduce((a, b) => a * b, 1);
   const info: TensorInfo = { name, dtype: 'F32', shape, file: src.file, offset: src.t.offset, nbytes: n * 4 };
   let values: Float32Array | undefined;
@@ -126,7 +126,7 @@ export function vectorMapped(name: string, shape: readonly number[], src: Locate
     read(byteOffset, dest, onBytes) {
       if (!values) {
         const stored = readAsF32(src);
-        values = Float32Array.from({ length: n }, (_, i) => fn(stored[from ? from[i]! : i]!));
+        values = transform(Float32Array.from({ length: n }, (_, i) => stored[from ? from[i]! : i]!));
         onBytes?.(src.t.nbytes);
       }
       dest.set(new Uint8Array(values.buffer, byteOffset, dest.byteLength));

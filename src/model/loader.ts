@@ -17,7 +17,9 @@ type GdnLoader = (r: WeightReader, cfg: ModelConfig, prefix: string) => GdnWeigh
 export function loadModelWeights(ckpt: Checkpoint, cfg: ModelConfig, kernels: Kernels,
   onBytes?: (n: number) => void): ModelWeights {
   const r = new WeightReader(ckpt, kernels, onBytes);
-  const loadGdn: GdnLoader = cfg.arch === 'qwen3_next' ? loadQwen3NextGdn : loadQwen35Gdn;
+  // Qwen3-Next checkpoints interleave in_proj_qkvz; its GGUF files may hold the Qwen3.5 split.
+  const loadGdn: GdnLoader = (rd, c, pre) => (rd.has(`${pre}in_proj_qkvz.weight`)
+    || (c.arch === 'qwen3_next' && !rd.has(`${pre}in_proj_qkv.weight`)) ? loadQwen3NextGdn : loadQwen35Gdn)(rd, c, pre);
   const p = cfg.weightPrefix;
   const h = cfg.hiddenSize;
   // Tied models have no lm_head tensor (some tied checkpoints still ship one); a tied
