@@ -149,9 +149,12 @@ class Mapper {
   has(gg: string): boolean {
     return this.g.tensors.has(gg);
   }
+  /** A matrix whose column blocks (blockCols wide) are permuted: logical block b is stored
+   * block from[b] (nothing to do for the identity). */
   column(hf: string, gg: string, stored: readonly number[], blockCols: number, from: readonly number[]): void {
     const s = this.src(hf, gg, stored);
-    if (s) this.ck.add(rowMapped(hf, stored, [{ src: s, row: 0, n: stored[0]! }], { size: blockCols, from }));
+    const identity = from.every((f, i) => f === i);
+    if (s) this.ck.add(rowMapped(hf, stored, [{ src: s, row: 0, n: stored[0]! }], identity ? undefined : { size: blockCols, from }));
   }
   expertRows(hf: string, gg: string, stored: readonly number[], e: number): void {
     const s = this.src(hf, gg, stored);
