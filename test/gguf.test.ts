@@ -12,8 +12,12 @@ import { resolveModelSource } from '../src/model/source.js';
 import { recoverALog } from '../src/model/gguf-map.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
+import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { DeltaserveError, type ErrorCode } from '../src/util/errors.js';
 import { sharedPath, TINY_THINK } from './paths.js';
+import { relErr } from './numeric.js';
+import { probePrompt } from '../src/model/probe.js';
+import { bf16ToF32 } from '../src/model/safetensors.js';
 import { type WFile, type WTensor, ggufTypeId, metadataEntries, writeGguf } from './gguf-writer.js';
 
 const ROOT = mkdtempSync(join(tmpdir(), 'deltaserve-gguf-'));
@@ -134,6 +138,8 @@ test('bad magic, bad version, truncated header or data', () => {
   throwsCode(() => openModelFiles(path), 'bad_checkpoint', path, 'bad magic', 'not a GGUF file');
   writeGguf(path, { version: 1, metadata: [], tensors: [] });
   throwsCode(() => openModelFiles(path), 'bad_checkpoint', path, 'version 1');
+  writeGguf(path, { version: 0x03000000, metadata: [], tensors: [] });
+  throwsCode(() => openModelFiles(path), 'bad_checkpoint', path, 'big-endian');
   writeFileSync(path, bytes.subarray(0, 5000));
   throwsCode(() => openModelFiles(path), 'bad_checkpoint', path, 'truncated');
   writeFileSync(path, bytes.subarray(0, bytes.length - 1000));
@@ -213,4 +219,42 @@ test('MTP pre_fc norms are read right whether the converter stored w or 1 + w', 
     a.close();
     b.close();
   }
+});
+
+/** IEEE half bits of a float32 value (round to nearest even; the values here are in range). */
+const f16Scratch = new Float32Array(1);
+const f16ScratchBits = new Uint32Array(f16Scratch.buffer);
+function f16Bits(x: number): number {
+  f16Scratch[0] = x;
+  const b = f16ScratchBits[0]!;
+  const sign = (b >>> 16) & 0x8000;
+  const exp = ((b >>> 23) & 0xff) - 127 + 15;
+  const mant = b & 0x7fffff;
+  if (exp <= 0) {
+    if (exp < -10) return sign;
+    const m = (mant | 0x800000) >>> (1 - exp);
+    return sign | ((m + 0x0fff + ((m >>> 13) & 1)) >>> 13);
+  }
+  if (exp >= 31) return sign | 0x7c00;
+  return (sign | (exp << 10) | (mant >>> 13)) + (((mant & 0x1fff) + ((mant >>> 13) & 1) > 0x1000) ? 1 : 0);
+}
+
+test('an F16 GGUF loads (widened to f32) and gives the BF16 file\'s logits', async () => {
+  const dir = fresh();
+  const path = join(dir, 'tiny-think-F16.gguf');
+  writeGguf(path, edit(thinkBf16, (g) => {
+    g.tensors = g.tensors.map((t) => {
+      if (t.type !== ggufTypeId('BF16')) return t;
+      const bits = new Uint16Array(t.data.slice().buffer);
+      return { ...t, type: ggufTypeId('F16'), data: new Uint8Array(Uint16Array.from(bits, (x) => f16Bits(bf16ToF32(x))).buffer) };
+    });
+  }));
+  const k = await createWasmKernels({ threads: 2 });
+  after(() => k.dispose());
+  const f16 = loadModel(path, k);
+  assert.equal(f16.weights.layers[0]!.mixer.kind === 'linear' && f16.weights.layers[0]!.mixer.inProjQkv.dtype, 'f32');
+  const ids = [996, 882, 198, 40, 300, 500, 700, 997, 198];
+  const want = probePrompt(loadModel(FIX('tiny-think-BF16.gguf'), k), ids).lastLogits;
+  const got = probePrompt(f16, ids).lastLogits;
+  assert.ok(relErr(got, want) < 1e-3, `rel err ${relErr(got, want)}`);
 });

@@ -161,6 +161,7 @@ export function parseGguf(fd: number, path: string): GgufFile {
   const magic = c.u32('magic');
   if (magic !== MAGIC) bad(`${path}: bad magic 0x${magic.toString(16).padStart(8, '0')} (expected "GGUF"): not a GGUF file`);
   const version = c.u32('version');
+  if (version === 0x02000000 || version === 0x03000000) bad(`${path}: big-endian GGUF files are not supported`);
   if (version !== 2 && version !== 3) bad(`${path}: GGUF version ${version} is not supported (supported: 2, 3)`);
   const nTensors = c.u64('tensor count', MAX_COUNT);
   const nKv = c.u64('metadata count', MAX_COUNT);

@@ -3,8 +3,8 @@
 // - dims: GGUF ne is reversed; gguf-file.ts already gives PyTorch order. conv1d [C, K] is
 //   presented as [C, 1, K].
 // - norms: converters store (1 + w) for every weight whose HF name ends in `norm.weight`
-//   (except linear_attn.norm); we present w = (1+w) − 1 in f32, exact for |w| < 1, so the
-//   kernel's 1 + w gives back the stored value bit for bit. MTP's enorm / hnorm
+//   (except linear_attn.norm); we present w = (1+w) − 1 in f32 (exact when 1 + w ≥ 0.5), so
+//   the kernel's 1 + w gives back the stored value bit for bit. MTP's enorm / hnorm
 //   (pre_fc_norm_embedding / _hidden) depend on the converter version: see mtpInputNorm.
 // - ssm_a = −exp(A_log): we present the A_log whose −exp rounds to ssm_a (see recoverALog).
 // - value heads in tiled order (when HV > HK): tiled head t = i·HK + g holds grouped head
@@ -82,7 +82,8 @@ function bf16Ulp(x: number): number {
   return 2 ** (e - 7);
 }
 
-/** w from stored 1 + w: exact in f32 for |w| < 1, so the kernel's 1 + w restores the stored value. */
+/** w from stored 1 + w: exact in f32 when 1 + w ≥ 0.5, so the kernel's 1 + w restores the
+ * stored value (below that, within one rounding). */
 function minusOne(v: Float32Array): Float32Array {
   return v.map((x) => Math.fround(x - 1));
 }
