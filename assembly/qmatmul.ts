@@ -14,11 +14,11 @@
 //    per-thread scratch as k-pair-interleaved i16 ([pair][column][2]); then rows pass over
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
-import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, qRowBytes, subOffset, subScale, wq } from './qdecode';
+import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, q6GroupScale, qRowBytes, scales4, wq, wq8 } from './qdecode';
 
-/** Quantize rows [0, m) of x [M, K] (K a multiple of 32): q16 [M, K] i16, d [M, K/32] f32,
- * s [M, K/32] i32. */
-export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: usize): void {
+/** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
+ * [M, K]) and i8 (q8 [M, K]), block scales d [M, K/32] f32 and sums s [M, K/32] i32. */
+export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d: usize, s: usize): void {
   const nb = (m * k) >> 5;
   for (let b = 0; b < nb; b++) {
     const xb = x + (<usize>b << 7);
@@ -29,11 +29,15 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
     const id = f32x4.splat(db != 0 ? <f32>1 / db : 0);
     let sum = i32x4.splat(0);
     const qb = q16 + (<usize>b << 6);
+    let prev = i16x8.splat(0);
     for (let i = 0; i < 8; i += 2) {
       const a = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>i << 4)), id)));
       const c = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>(i + 1) << 4)), id)));
       sum = i32x4.add(sum, i32x4.add(a, c));
-      v128.store(qb + (<usize>i << 3), i16x8.narrow_i32x4_s(a, c));
+      const h = i16x8.narrow_i32x4_s(a, c);
+      v128.store(qb + (<usize>i << 3), h);
+      if (i & 2) v128.store(q8 + (<usize>b << 5) + (<usize>(i >> 2) << 4), i8x16.narrow_i16x8_s(prev, h));
+      prev = h;
     }
     store<f32>(d + (<usize>b << 2), db);
     store<i32>(s + (<usize>b << 2), i32x4.extract_lane(sum, 0) + i32x4.extract_lane(sum, 1) + i32x4.extract_lane(sum, 2) + i32x4.extract_lane(sum, 3));
@@ -69,29 +73,34 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
   if (cnt > 2) store<f32>(p, f32x4.extract_lane(v, 2), 8);
 }
 
-/** Σ over one sub-block of column row rb · x (32 i16 at xq) as 4 partial lanes. */
+/** Σ over one sub-block of the column row at rb · x (x0, x1: its 32 i8 quants) as 4 partial
+ * lanes: i8 products (|p| ≤ 128·127) summed in pairs in i16 (≤ 32512: no overflow), then
+ * widened pairwise to i32. Q6_K multiplies each 16-group's sum by its int8 scale. */
 // @ts-ignore: decorator
-@inline function colPartial(T: i32, rb: usize, j: i32, xq: usize): v128 {
+@inline function colPartial(T: i32, rb: usize, j: i32, x0: v128, x1: v128): v128 {
   const blk = blockAt(T, rb, j);
-  let p = i32x4.dot_i16x8_s(wq(T, blk, j, 0), v128.load(xq));
-  p = i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 1), v128.load(xq, 16)));
-  p = i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 2), v128.load(xq, 32)));
-  return i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 3), v128.load(xq, 48)));
+  const w0 = wq8(T, blk, j, 0);
+  const w1 = wq8(T, blk, j, 1);
+  let p0 = i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extmul_low_i8x16_s(w0, x0), i16x8.extmul_high_i8x16_s(w0, x0)));
+  let p1 = i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extmul_low_i8x16_s(w1, x1), i16x8.extmul_high_i8x16_s(w1, x1)));
+  if (T == Q6_K) {
+    p0 = i32x4.mul(p0, i32x4.splat(q6GroupScale(blk, j, 0)));
+    p1 = i32x4.mul(p1, i32x4.splat(q6GroupScale(blk, j, 1)));
+  }
+  return i32x4.add(p0, p1);
 }
 
-/** f32x4 of a per-column sub-block value for columns at rows r0..r3 (r3 may repeat). */
+/** f32x4 of a per-column sub-block value (scale, or offset when min) for the columns at
+ * rows r0..r3. */
 // @ts-ignore: decorator
 @inline function colScales(T: i32, r0: usize, r1: usize, r2: usize, r3: usize, j: i32, min: bool): v128 {
-  let v = f32x4.splat(min ? subOffset(T, blockAt(T, r0, j), j) : subScale(T, blockAt(T, r0, j), j));
-  v = f32x4.replace_lane(v, 1, min ? subOffset(T, blockAt(T, r1, j), j) : subScale(T, blockAt(T, r1, j), j));
-  v = f32x4.replace_lane(v, 2, min ? subOffset(T, blockAt(T, r2, j), j) : subScale(T, blockAt(T, r2, j), j));
-  return f32x4.replace_lane(v, 3, min ? subOffset(T, blockAt(T, r3, j), j) : subScale(T, blockAt(T, r3, j), j));
+  return scales4(T, blockAt(T, r0, j), blockAt(T, r1, j), blockAt(T, r2, j), blockAt(T, r3, j), j, min);
 }
 
-/** Decode row: out[0, c0..c0+cnt) for one activation row (xq: its i16 quants, d/s its block
+/** Decode row: out[0, c0..c0+cnt) for one activation row (x8: its i8 quants, d/s its block
  * scales and sums). Columns beyond cnt repeat the last valid one (their results are dropped). */
 // @ts-ignore: decorator
-@inline function row1cols4(T: i32, out: usize, xq: usize, d: usize, s: usize, w: usize, k: i32, c0: i32, cnt: i32): void {
+@inline function row1cols4(T: i32, out: usize, x8: usize, d: usize, s: usize, w: usize, k: i32, c0: i32, cnt: i32): void {
   const rb = qRowBytes(T, k);
   const r0 = w + <usize>c0 * rb;
   const r1 = cnt > 1 ? r0 + rb : r0;
@@ -100,8 +109,9 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
   const nb = k >> 5;
   let acc = f32x4.splat(0);
   for (let j = 0; j < nb; j++) {
-    const xj = xq + (<usize>j << 6);
-    const sumi = reduce4(colPartial(T, r0, j, xj), colPartial(T, r1, j, xj), colPartial(T, r2, j, xj), colPartial(T, r3, j, xj));
+    const x0 = v128.load(x8 + (<usize>j << 5));
+    const x1 = v128.load(x8 + (<usize>j << 5), 16);
+    const sumi = reduce4(colPartial(T, r0, j, x0, x1), colPartial(T, r1, j, x0, x1), colPartial(T, r2, j, x0, x1), colPartial(T, r3, j, x0, x1));
     const sc = colScales(T, r0, r1, r2, r3, j, false);
     const off = hasMin(T) ? colScales(T, r0, r1, r2, r3, j, true) : sc;
     acc = chain(T, acc, sumi, sc, off, load<f32>(d + (<usize>j << 2)), hasMin(T) ? load<i32>(s + (<usize>j << 2)) : 0);
@@ -204,9 +214,9 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
 /** Columns [n0, n1) (n0 a multiple of 4) of the matmul, for format T. tmp: per-thread
  * scratch of qmatmulTmpBytes(k) bytes. */
 // @ts-ignore: decorator
-@inline function qmm(T: i32, out: usize, q16: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+@inline function qmm(T: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   if (m == 1) {
-    for (let c = n0; c < n1; c += 4) row1cols4(T, out, q16, d, s, w, k, c, min(4, n1 - c));
+    for (let c = n0; c < n1; c += 4) row1cols4(T, out, q8, d, s, w, k, c, min(4, n1 - c));
     return;
   }
   // Tiles of TILES×4 columns stay in L2 while every row block passes over them.
@@ -238,17 +248,17 @@ export function qmatmulTmpBytes(k: i32): i32 {
 }
 
 /** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids);
- * q16/d/s from quantizeActs. */
-export function qmatmul(type: i32, out: usize, q16: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+ * q16/q8/d/s from quantizeActs. */
+export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   switch (type) {
-    case Q8_0: qmm(Q8_0, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q4_0: qmm(Q4_0, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q4_1: qmm(Q4_1, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q5_0: qmm(Q5_0, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q5_1: qmm(Q5_1, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q4_K: qmm(Q4_K, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q5_K: qmm(Q5_K, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q6_K: qmm(Q6_K, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q8_0: qmm(Q8_0, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q4_0: qmm(Q4_0, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q4_1: qmm(Q4_1, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q5_0: qmm(Q5_0, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q5_1: qmm(Q5_1, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q4_K: qmm(Q4_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q5_K: qmm(Q5_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q6_K: qmm(Q6_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
     default: unreachable();
   }
 }

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import type { Kernels, KvLayerView } from '../kernels/types.js';
 import { type ModelConfig, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
+import type { QuantizeMode } from './quantize-load.js';
 import { openCheckpoint } from './safetensors.js';
 import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
@@ -44,13 +45,18 @@ export function stateLayout(cfg: ModelConfig): StateLayout {
   };
 }
 
-export function loadModel(dir: string, kernels: Kernels): Model {
+export interface LoadOptions {
+  /** Quantize matmul weights to GGML blocks as they load (see quantize-load.ts). */
+  readonly quantize?: QuantizeMode;
+}
+
+export function loadModel(dir: string, kernels: Kernels, opts: LoadOptions = {}): Model {
   if (!existsSync(dir)) throw new DeltaserveError('bad_config', `model directory not found: ${dir}`);
   const config = loadModelConfig(dir);
   const ckpt = openCheckpoint(dir);
   try {
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
-    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));
+    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize);
     bar.done();
     return { dir, config, weights, kernels, layout: stateLayout(config) };
   } finally {
