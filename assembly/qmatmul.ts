@@ -14,7 +14,7 @@
 //    per-thread scratch as k-pair-interleaved i16 ([pair][column][2]); then rows pass over
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
-import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, q6GroupScale, qRowBytes, scales4, wq, wq8 } from './qdecode';
+import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, qRowBytes, scales4, wq } from './qdecode';
 
 /** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
  * [M, K]) and i8 (q8 [M, K]), block scales d [M, K/32] f32 and sums s [M, K/32] i32. */
@@ -73,21 +73,15 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
   if (cnt > 2) store<f32>(p, f32x4.extract_lane(v, 2), 8);
 }
 
-/** Σ over one sub-block of the column row at rb · x (x0, x1: its 32 i8 quants) as 4 partial
- * lanes: i8 products (|p| ≤ 128·127) summed in pairs in i16 (≤ 32512: no overflow), then
- * widened pairwise to i32. Q6_K multiplies each 16-group's sum by its int8 scale. */
+/** Σ over one sub-block of the column row at rb · x (32 i16 quants at xq) as 4 partial
+ * lanes (dot_i16x8_s: i8 weights widened to i16; measured faster on x86 than i8 extmul). */
 // @ts-ignore: decorator
-@inline function colPartial(T: i32, rb: usize, j: i32, x0: v128, x1: v128): v128 {
+@inline function colPartial(T: i32, rb: usize, j: i32, xq: usize): v128 {
   const blk = blockAt(T, rb, j);
-  const w0 = wq8(T, blk, j, 0);
-  const w1 = wq8(T, blk, j, 1);
-  let p0 = i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extmul_low_i8x16_s(w0, x0), i16x8.extmul_high_i8x16_s(w0, x0)));
-  let p1 = i32x4.extadd_pairwise_i16x8_s(i16x8.add(i16x8.extmul_low_i8x16_s(w1, x1), i16x8.extmul_high_i8x16_s(w1, x1)));
-  if (T == Q6_K) {
-    p0 = i32x4.mul(p0, i32x4.splat(q6GroupScale(blk, j, 0)));
-    p1 = i32x4.mul(p1, i32x4.splat(q6GroupScale(blk, j, 1)));
-  }
-  return i32x4.add(p0, p1);
+  let p = i32x4.dot_i16x8_s(wq(T, blk, j, 0), v128.load(xq));
+  p = i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 1), v128.load(xq, 16)));
+  p = i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 2), v128.load(xq, 32)));
+  return i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 3), v128.load(xq, 48)));
 }
 
 /** f32x4 of a per-column sub-block value (scale, or offset when min) for the columns at
@@ -97,26 +91,31 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
   return scales4(T, blockAt(T, r0, j), blockAt(T, r1, j), blockAt(T, r2, j), blockAt(T, r3, j), j, min);
 }
 
-/** Decode row: out[0, c0..c0+cnt) for one activation row (x8: its i8 quants, d/s its block
- * scales and sums). Columns beyond cnt repeat the last valid one (their results are dropped). */
+/** Decode row: out[ca], out[cb], out[cc], out[cd] for one activation row (xq: its i16
+ * quants, d/s its block scales and sums). The four columns are a quarter of the thread's
+ * range apart, so the weights stream as four long sequential runs (the prefetchers lose
+ * track of four short adjacent rows: measured 2× slower out of cache). A column < 0 is
+ * absent (computed on column ca, not stored). */
 // @ts-ignore: decorator
-@inline function row1cols4(T: i32, out: usize, x8: usize, d: usize, s: usize, w: usize, k: i32, c0: i32, cnt: i32): void {
+@inline function row1cols4(T: i32, out: usize, xq: usize, d: usize, s: usize, w: usize, k: i32, ca: i32, cb: i32, cc: i32, cd: i32): void {
   const rb = qRowBytes(T, k);
-  const r0 = w + <usize>c0 * rb;
-  const r1 = cnt > 1 ? r0 + rb : r0;
-  const r2 = cnt > 2 ? r0 + 2 * rb : r1;
-  const r3 = cnt > 3 ? r0 + 3 * rb : r2;
+  const r0 = w + <usize>ca * rb;
+  const r1 = cb >= 0 ? w + <usize>cb * rb : r0;
+  const r2 = cc >= 0 ? w + <usize>cc * rb : r0;
+  const r3 = cd >= 0 ? w + <usize>cd * rb : r0;
   const nb = k >> 5;
   let acc = f32x4.splat(0);
   for (let j = 0; j < nb; j++) {
-    const x0 = v128.load(x8 + (<usize>j << 5));
-    const x1 = v128.load(x8 + (<usize>j << 5), 16);
-    const sumi = reduce4(colPartial(T, r0, j, x0, x1), colPartial(T, r1, j, x0, x1), colPartial(T, r2, j, x0, x1), colPartial(T, r3, j, x0, x1));
+    const xj = xq + (<usize>j << 6);
+    const sumi = reduce4(colPartial(T, r0, j, xj), colPartial(T, r1, j, xj), colPartial(T, r2, j, xj), colPartial(T, r3, j, xj));
     const sc = colScales(T, r0, r1, r2, r3, j, false);
     const off = hasMin(T) ? colScales(T, r0, r1, r2, r3, j, true) : sc;
     acc = chain(T, acc, sumi, sc, off, load<f32>(d + (<usize>j << 2)), hasMin(T) ? load<i32>(s + (<usize>j << 2)) : 0);
   }
-  storeCols(out + (<usize>c0 << 2), acc, cnt);
+  store<f32>(out + (<usize>ca << 2), f32x4.extract_lane(acc, 0));
+  if (cb >= 0) store<f32>(out + (<usize>cb << 2), f32x4.extract_lane(acc, 1));
+  if (cc >= 0) store<f32>(out + (<usize>cc << 2), f32x4.extract_lane(acc, 2));
+  if (cd >= 0) store<f32>(out + (<usize>cd << 2), f32x4.extract_lane(acc, 3));
 }
 
 /** Bytes of the tile of 4 columns × k: per sub-block 16 pair vectors + scale + offset. */
@@ -216,7 +215,11 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
 // @ts-ignore: decorator
 @inline function qmm(T: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   if (m == 1) {
-    for (let c = n0; c < n1; c += 4) row1cols4(T, out, q8, d, s, w, k, c, min(4, n1 - c));
+    const q = (n1 - n0 + 3) >> 2; // columns n0 + t + i·q, i = 0..3
+    for (let t = 0; t < q; t++) {
+      const c = n0 + t;
+      row1cols4(T, out, q16, d, s, w, k, c, c + q < n1 ? c + q : -1, c + 2 * q < n1 ? c + 2 * q : -1, c + 3 * q < n1 ? c + 3 * q : -1);
+    }
     return;
   }
   // Tiles of TILES×4 columns stay in L2 while every row block passes over them.
