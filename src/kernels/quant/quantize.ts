@@ -53,23 +53,26 @@ export function quantizeRows(type: QuantType, src: Float32Array, rows: number, c
   const { blockSize, blockBytes } = QUANT_FORMATS[type];
   const nb = (rows * cols) / blockSize;
   if (cols % blockSize !== 0) throw new RangeError(`${type}: ${cols} columns are not a whole number of ${blockSize}-element blocks`);
+  if (type !== 'q8_0' && type !== 'q4_k') throw new Error(`no quantizer for ${type} (available: q8_0, q4_k)`);
   for (let b = 0; b < nb; b++) {
-    const x = src.subarray(b * blockSize, (b + 1) * blockSize);
-    const out = dst.subarray(b * blockBytes, (b + 1) * blockBytes);
-    if (type === 'q8_0') quantizeQ8_0(x, out);
-    else if (type === 'q4_k') quantizeQ4K(x, out);
-    else throw new Error(`no quantizer for ${type} (available: q8_0, q4_k)`);
+    if (type === 'q8_0') quantizeQ8_0(src, b * 32, dst, b * 34);
+    else quantizeQ4K(src.subarray(b * blockSize, (b + 1) * blockSize), dst.subarray(b * blockBytes, (b + 1) * blockBytes));
   }
 }
 
-function quantizeQ8_0(x: Float32Array, out: Uint8Array): void {
+function quantizeQ8_0(x: Float32Array, xo: number, out: Uint8Array, o: number): void {
   let amax = 0;
-  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(x[i]!));
+  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(x[xo + i]!));
   const d = amax / 127;
   const id = d ? 1 / d : 0;
-  put16(out, 0, f32ToF16(d));
-  for (let i = 0; i < 32; i++) out[2 + i] = roundAway(x[i]! * id) & 0xff;
+  put16(out, o, f32ToF16(d));
+  for (let i = 0; i < 32; i++) out[o + 2 + i] = roundAway(x[xo + i]! * id) & 0xff;
 }
+
+// A coarser grid than GGML's 21 steps (quantizing at load must stay quick: measured ~4×
+// faster, with rms error within a few % of the full grid).
+const STEPS = [-1, 0, 4, 8, 12, 16, 20];
+const L_SCRATCH = new Uint8Array(32);
 
 /** Best (scale, min ≤ 0) with x ≈ scale·q + min, q ∈ 0..15, weighted by w. */
 function fitSubBlock(x: Float32Array, w: Float64Array, q: Uint8Array): { scale: number; min: number } {
@@ -86,8 +89,8 @@ function fitSubBlock(x: Float32Array, w: Float64Array, q: Uint8Array): { scale: 
     return { scale: 0, min: lo };
   }
   let best = { scale: (hi - lo) / 15, min: lo, err: Infinity };
-  const l = new Uint8Array(n);
-  for (let step = -1; step <= 20; step++) {
+  const l = L_SCRATCH;
+  for (const step of STEPS) {
     // step −1: the plain min/max grid; then inverse scales (15 + (−1 + 0.1·step)) / range
     const iscale = step < 0 ? 15 / (hi - lo) : (15 - 1 + 0.1 * step) / (hi - lo);
     let sw = 0, sx = 0, sl = 0, sl2 = 0, sxl = 0;
@@ -117,11 +120,20 @@ function fitSubBlock(x: Float32Array, w: Float64Array, q: Uint8Array): { scale: 
   return { scale: best.scale, min: best.min };
 }
 
+// Scratch of quantizeQ4K (single-threaded JS: reused across calls).
+const K_SCALES = new Float64Array(8);
+const K_MINS = new Float64Array(8); // stored positive: w = d·sc·q − dmin·m
+const K_W = new Float64Array(32);
+const K_Q = new Uint8Array(32);
+const K_LS = new Uint8Array(8);
+const K_LM = new Uint8Array(8);
+const K_ALL = new Uint8Array(256);
+
 function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
-  const scales = new Float64Array(8);
-  const mins = new Float64Array(8); // stored positive: w = d·sc·q − dmin·m
-  const w = new Float64Array(32);
-  const q = new Uint8Array(32);
+  const scales = K_SCALES;
+  const mins = K_MINS;
+  const w = K_W;
+  const q = K_Q;
   for (let j = 0; j < 8; j++) {
     const xs = x.subarray(j * 32, j * 32 + 32);
     let ss = 0;
@@ -132,10 +144,14 @@ function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
     scales[j] = Math.max(0, fit.scale);
     mins[j] = -fit.min;
   }
-  const maxScale = Math.max(...scales);
-  const maxMin = Math.max(...mins);
-  const ls = new Uint8Array(8);
-  const lm = new Uint8Array(8);
+  let maxScale = 0;
+  let maxMin = 0;
+  for (let j = 0; j < 8; j++) {
+    maxScale = Math.max(maxScale, scales[j]!);
+    maxMin = Math.max(maxMin, mins[j]!);
+  }
+  const ls = K_LS;
+  const lm = K_LM;
   for (let j = 0; j < 8; j++) {
     ls[j] = maxScale > 0 ? Math.min(63, Math.round((63 / maxScale) * scales[j]!)) : 0;
     lm[j] = maxMin > 0 ? Math.min(63, Math.round((63 / maxMin) * mins[j]!)) : 0;
@@ -152,7 +168,7 @@ function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
   // requantize with the coded scales and mins
   const d = f16ToF32(dBits);
   const dmin = f16ToF32(mBits);
-  const all = new Uint8Array(256);
+  const all = K_ALL;
   for (let j = 0; j < 8; j++) {
     const s = d * ls[j]!;
     const m = dmin * lm[j]!;
