@@ -145,3 +145,79 @@ export const Q6_K: i32 = 7;
   const sc = <i16>load<i8>(blk + 192 + <usize>(s << 1) + <usize>(v >> 1));
   return i16x8.mul(q, i16x8.splat(sc));
 }
+
+/** The 5th bits of 16 elements as i8x16 of 0 / 16: bit (lane) of the 16-bit `bits`. */
+// @ts-ignore: decorator
+@inline function highBits16(bits: u32): v128 {
+  const v = i16x8.splat(<i16>bits);
+  const b = i8x16.shuffle(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const m = v128.and(b, i8x16(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128));
+  return v128.and(i8x16.ne(m, i8x16.splat(0)), i8x16.splat(16));
+}
+
+/** q_k of elements 16h..16h+15 of sub-block j as i8x16 (Q6_K: q − 32, its int8 group
+ * scale not applied: see q6GroupScale). */
+// @ts-ignore: decorator
+@inline export function wq8(T: i32, blk: usize, j: i32, h: i32): v128 {
+  const o: usize = <usize>(h << 4);
+  if (T == Q8_0) return v128.load(blk + 2 + o);
+  if (T <= Q5_1) {
+    const qs: usize = T == Q4_0 ? 2 : T == Q4_1 ? 4 : T == Q5_0 ? 6 : 8;
+    let q = nibbles(blk + qs, h != 0);
+    if (T == Q5_0 || T == Q5_1) q = v128.or(q, highBits16((load<u32>(blk + (T == Q5_0 ? 2 : 4)) >> (<u32>h << 4)) & 0xffff));
+    if (T == Q4_0) q = i8x16.sub(q, i8x16.splat(8));
+    if (T == Q5_0) q = i8x16.sub(q, i8x16.splat(16));
+    return q;
+  }
+  const s = j & 7;
+  if (T == Q4_K || T == Q5_K) {
+    let b = nibbles(blk + (T == Q4_K ? 16 : 48) + <usize>((s >> 1) << 5) + o, (s & 1) != 0);
+    if (T == Q5_K) b = v128.or(b, i8x16.shl(v128.and(i8x16.shr_u(v128.load(blk + 16 + o), <u32>s), i8x16.splat(1)), 4));
+    return b;
+  }
+  const hh: usize = <usize>(s >> 2);
+  const r = s & 3;
+  const lo = nibbles(blk + hh * 64 + <usize>((r & 1) << 5) + o, r >= 2);
+  const hi = v128.and(i8x16.shr_u(v128.load(blk + 128 + hh * 32 + o), <u32>(r << 1)), i8x16.splat(3));
+  return i8x16.sub(v128.or(lo, i8x16.shl(hi, 4)), i8x16.splat(32));
+}
+
+/** Q6_K: the int8 scale of the 16-element group h of sub-block j. */
+// @ts-ignore: decorator
+@inline export function q6GroupScale(blk: usize, j: i32, h: i32): i32 {
+  return <i32>load<i8>(blk + 192 + <usize>((j & 7) << 1) + <usize>h);
+}
+
+/** f16 bits in the low halves of i32 lanes → f32x4 (exact for finite values, as f16At). */
+// @ts-ignore: decorator
+@inline function f16x4(h: v128): v128 {
+  const mag = f32x4.mul(i32x4.shl(v128.and(h, i32x4.splat(0x7fff)), 13), f32x4.splat(reinterpret<f32>(<u32>0x77800000)));
+  return v128.or(mag, i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16));
+}
+
+/** u16 at b0+o … b3+o in i32 lanes. */
+// @ts-ignore: decorator
+@inline function u16x4(b0: usize, b1: usize, b2: usize, b3: usize, o: usize): v128 {
+  let v = i32x4.splat(<i32>load<u16>(b0 + o));
+  v = i32x4.replace_lane(v, 1, <i32>load<u16>(b1 + o));
+  v = i32x4.replace_lane(v, 2, <i32>load<u16>(b2 + o));
+  return i32x4.replace_lane(v, 3, <i32>load<u16>(b3 + o));
+}
+
+/** Sub-block j's scale (min = false) or offset of four columns (blocks b0..b3) as f32x4:
+ * the same f32 values as subScale / subOffset. */
+// @ts-ignore: decorator
+@inline export function scales4(T: i32, b0: usize, b1: usize, b2: usize, b3: usize, j: i32, min: bool): v128 {
+  if (T == Q6_K) return f16x4(u16x4(b0, b1, b2, b3, 208));
+  if (T == Q4_K || T == Q5_K) {
+    const d = f16x4(u16x4(b0, b1, b2, b3, min ? 2 : 0));
+    const s = j & 7;
+    let c = i32x4.splat(<i32>k4(b0 + 4, s, min));
+    c = i32x4.replace_lane(c, 1, <i32>k4(b1 + 4, s, min));
+    c = i32x4.replace_lane(c, 2, <i32>k4(b2 + 4, s, min));
+    c = i32x4.replace_lane(c, 3, <i32>k4(b3 + 4, s, min));
+    const v = f32x4.mul(d, f32x4.convert_i32x4_s(c));
+    return min ? f32x4.neg(v) : v;
+  }
+  return f16x4(u16x4(b0, b1, b2, b3, min ? 2 : 0));
+}

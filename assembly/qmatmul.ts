@@ -14,11 +14,11 @@
 //    per-thread scratch as k-pair-interleaved i16 ([pair][column][2]); then rows pass over
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
-import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, qRowBytes, subOffset, subScale, wq } from './qdecode';
+import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, qRowBytes, scales4, wq } from './qdecode';
 
-/** Quantize rows [0, m) of x [M, K] (K a multiple of 32): q16 [M, K] i16, d [M, K/32] f32,
- * s [M, K/32] i32. */
-export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: usize): void {
+/** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
+ * [M, K]) and i8 (q8 [M, K]), block scales d [M, K/32] f32 and sums s [M, K/32] i32. */
+export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d: usize, s: usize): void {
   const nb = (m * k) >> 5;
   for (let b = 0; b < nb; b++) {
     const xb = x + (<usize>b << 7);
@@ -29,11 +29,15 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
     const id = f32x4.splat(db != 0 ? <f32>1 / db : 0);
     let sum = i32x4.splat(0);
     const qb = q16 + (<usize>b << 6);
+    let prev = i16x8.splat(0);
     for (let i = 0; i < 8; i += 2) {
       const a = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>i << 4)), id)));
       const c = i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v128.load(xb + (<usize>(i + 1) << 4)), id)));
       sum = i32x4.add(sum, i32x4.add(a, c));
-      v128.store(qb + (<usize>i << 3), i16x8.narrow_i32x4_s(a, c));
+      const h = i16x8.narrow_i32x4_s(a, c);
+      v128.store(qb + (<usize>i << 3), h);
+      if (i & 2) v128.store(q8 + (<usize>b << 5) + (<usize>(i >> 2) << 4), i8x16.narrow_i16x8_s(prev, h));
+      prev = h;
     }
     store<f32>(d + (<usize>b << 2), db);
     store<i32>(s + (<usize>b << 2), i32x4.extract_lane(sum, 0) + i32x4.extract_lane(sum, 1) + i32x4.extract_lane(sum, 2) + i32x4.extract_lane(sum, 3));
@@ -69,7 +73,8 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
   if (cnt > 2) store<f32>(p, f32x4.extract_lane(v, 2), 8);
 }
 
-/** Σ over one sub-block of column row rb · x (32 i16 at xq) as 4 partial lanes. */
+/** Σ over one sub-block of the column row at rb · x (32 i16 quants at xq) as 4 partial
+ * lanes (dot_i16x8_s: i8 weights widened to i16; measured faster on x86 than i8 extmul). */
 // @ts-ignore: decorator
 @inline function colPartial(T: i32, rb: usize, j: i32, xq: usize): v128 {
   const blk = blockAt(T, rb, j);
@@ -79,24 +84,25 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
   return i32x4.add(p, i32x4.dot_i16x8_s(wq(T, blk, j, 3), v128.load(xq, 48)));
 }
 
-/** f32x4 of a per-column sub-block value for columns at rows r0..r3 (r3 may repeat). */
+/** f32x4 of a per-column sub-block value (scale, or offset when min) for the columns at
+ * rows r0..r3. */
 // @ts-ignore: decorator
 @inline function colScales(T: i32, r0: usize, r1: usize, r2: usize, r3: usize, j: i32, min: bool): v128 {
-  let v = f32x4.splat(min ? subOffset(T, blockAt(T, r0, j), j) : subScale(T, blockAt(T, r0, j), j));
-  v = f32x4.replace_lane(v, 1, min ? subOffset(T, blockAt(T, r1, j), j) : subScale(T, blockAt(T, r1, j), j));
-  v = f32x4.replace_lane(v, 2, min ? subOffset(T, blockAt(T, r2, j), j) : subScale(T, blockAt(T, r2, j), j));
-  return f32x4.replace_lane(v, 3, min ? subOffset(T, blockAt(T, r3, j), j) : subScale(T, blockAt(T, r3, j), j));
+  return scales4(T, blockAt(T, r0, j), blockAt(T, r1, j), blockAt(T, r2, j), blockAt(T, r3, j), j, min);
 }
 
-/** Decode row: out[0, c0..c0+cnt) for one activation row (xq: its i16 quants, d/s its block
- * scales and sums). Columns beyond cnt repeat the last valid one (their results are dropped). */
+/** Decode row: out[ca], out[cb], out[cc], out[cd] for one activation row (xq: its i16
+ * quants, d/s its block scales and sums). The four columns are a quarter of the thread's
+ * range apart, so the weights stream as four long sequential runs (the prefetchers lose
+ * track of four short adjacent rows: measured 2× slower out of cache). A column < 0 is
+ * absent (computed on column ca, not stored). */
 // @ts-ignore: decorator
-@inline function row1cols4(T: i32, out: usize, xq: usize, d: usize, s: usize, w: usize, k: i32, c0: i32, cnt: i32): void {
+@inline function row1cols4(T: i32, out: usize, xq: usize, d: usize, s: usize, w: usize, k: i32, ca: i32, cb: i32, cc: i32, cd: i32): void {
   const rb = qRowBytes(T, k);
-  const r0 = w + <usize>c0 * rb;
-  const r1 = cnt > 1 ? r0 + rb : r0;
-  const r2 = cnt > 2 ? r0 + 2 * rb : r1;
-  const r3 = cnt > 3 ? r0 + 3 * rb : r2;
+  const r0 = w + <usize>ca * rb;
+  const r1 = cb >= 0 ? w + <usize>cb * rb : r0;
+  const r2 = cc >= 0 ? w + <usize>cc * rb : r0;
+  const r3 = cd >= 0 ? w + <usize>cd * rb : r0;
   const nb = k >> 5;
   let acc = f32x4.splat(0);
   for (let j = 0; j < nb; j++) {
@@ -106,7 +112,10 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
     const off = hasMin(T) ? colScales(T, r0, r1, r2, r3, j, true) : sc;
     acc = chain(T, acc, sumi, sc, off, load<f32>(d + (<usize>j << 2)), hasMin(T) ? load<i32>(s + (<usize>j << 2)) : 0);
   }
-  storeCols(out + (<usize>c0 << 2), acc, cnt);
+  store<f32>(out + (<usize>ca << 2), f32x4.extract_lane(acc, 0));
+  if (cb >= 0) store<f32>(out + (<usize>cb << 2), f32x4.extract_lane(acc, 1));
+  if (cc >= 0) store<f32>(out + (<usize>cc << 2), f32x4.extract_lane(acc, 2));
+  if (cd >= 0) store<f32>(out + (<usize>cd << 2), f32x4.extract_lane(acc, 3));
 }
 
 /** Bytes of the tile of 4 columns × k: per sub-block 16 pair vectors + scale + offset. */
@@ -204,9 +213,13 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, d: usize, s: 
 /** Columns [n0, n1) (n0 a multiple of 4) of the matmul, for format T. tmp: per-thread
  * scratch of qmatmulTmpBytes(k) bytes. */
 // @ts-ignore: decorator
-@inline function qmm(T: i32, out: usize, q16: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+@inline function qmm(T: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   if (m == 1) {
-    for (let c = n0; c < n1; c += 4) row1cols4(T, out, q16, d, s, w, k, c, min(4, n1 - c));
+    const q = (n1 - n0 + 3) >> 2; // columns n0 + t + i·q, i = 0..3
+    for (let t = 0; t < q; t++) {
+      const c = n0 + t;
+      row1cols4(T, out, q16, d, s, w, k, c, c + q < n1 ? c + q : -1, c + 2 * q < n1 ? c + 2 * q : -1, c + 3 * q < n1 ? c + 3 * q : -1);
+    }
     return;
   }
   // Tiles of TILES×4 columns stay in L2 while every row block passes over them.
@@ -238,17 +251,17 @@ export function qmatmulTmpBytes(k: i32): i32 {
 }
 
 /** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids);
- * q16/d/s from quantizeActs. */
-export function qmatmul(type: i32, out: usize, q16: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+ * q16/q8/d/s from quantizeActs. */
+export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   switch (type) {
-    case Q8_0: qmm(Q8_0, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q4_0: qmm(Q4_0, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q4_1: qmm(Q4_1, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q5_0: qmm(Q5_0, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q5_1: qmm(Q5_1, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q4_K: qmm(Q4_K, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q5_K: qmm(Q5_K, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
-    case Q6_K: qmm(Q6_K, out, q16, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q8_0: qmm(Q8_0, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q4_0: qmm(Q4_0, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q4_1: qmm(Q4_1, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q5_0: qmm(Q5_0, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q5_1: qmm(Q5_1, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q4_K: qmm(Q4_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q5_K: qmm(Q5_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
+    case Q6_K: qmm(Q6_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
     default: unreachable();
   }
 }

@@ -118,3 +118,16 @@ test('tiny-moe-Q4_K_M.gguf and tiny-think-Q8_0.gguf through the engine: MTP on =
     });
   }
 });
+
+test('--quantize on GGUF: a BF16 file quantizes exactly like its safetensors twin; quantized tensors stay as stored', () => {
+  const st = loadModel(sharedPath('models', 'tiny-moe'), wasm, { quantize: 'q8_0' });
+  const gg = loadModel(FIX('tiny-moe-BF16.gguf'), wasm, { quantize: 'q8_0' });
+  const ids = [996, 882, 198, 40, 300, 500, 700, 997, 198, 996, 77, 198];
+  const a = greedy(st, ids, 8);
+  assert.deepEqual(greedy(gg, ids, 8), a);
+  const q4 = loadModel(FIX('tiny-think-Q4_K_M.gguf'), createRefKernels(), { quantize: 'q8_0' });
+  const plain = loadModel(FIX('tiny-think-Q4_K_M.gguf'), createRefKernels());
+  const mlp = (m: Model) => m.weights.layers[0]!.mlp;
+  assert.equal(mlp(q4).kind === 'dense' && mlp(q4).kind === 'dense' && (mlp(q4) as { gate: Weight }).gate.dtype, 'q4_k');
+  assert.deepEqual((mlp(q4) as { gate: Weight }).gate.data, (mlp(plain) as { gate: Weight }).gate.data);
+});

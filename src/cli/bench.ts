@@ -12,6 +12,7 @@ import type { ModelWeights, MlpWeights } from '../model/weights.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
+import { parseQuantizeMode } from '../model/quantize-load.js';
 import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
 
 export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
@@ -22,6 +23,7 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
   --gen-tokens N            timed steps (default 32)
   --verify-tokens V         tokens per sequence of a verify step (default 4)
   --threads T               (default: available cores)
+  --quantize q8_0|q4_k      quantize matmul weights as they load
   --kernels ref|wasm        (default: wasm when built)
   --repeat R                repetitions; median/min/max over them (default 3)`;
 
@@ -58,6 +60,16 @@ export function weightBytesPerToken(w: ModelWeights): number {
 /** Weight elements one decode step reads for one token (same walk as weightBytesPerToken). */
 function paramsPerToken(w: ModelWeights): number {
   return weightsPerToken(w, (x) => x.rows * x.cols);
+}
+
+/** Storage types of the weights one decode step reads (e.g. { q8_0: 170, f32: 49 } weights). */
+function weightTypes(w: ModelWeights): Record<string, number> {
+  const count: Record<string, number> = {};
+  weightsPerToken(w, (x) => {
+    count[x.dtype] = (count[x.dtype] ?? 0) + 1;
+    return 0;
+  });
+  return count;
 }
 
 function median(xs: number[]): number {
@@ -110,7 +122,7 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' },
+      repeat: { type: 'string' }, quantize: { type: 'string' },
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
@@ -125,7 +137,8 @@ export async function runBench(argv: string[]): Promise<void> {
   const threads = int(values, 'threads', 1);
   const kernels = await createKernels(kernelName, threads);
   try {
-    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels);
+    const quantize = str(values, 'quantize');
+    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
     const rng = new Rng(1);
     benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
     const runs: Run[] = [];
@@ -165,6 +178,7 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
     mode, batch, threads: kernels.threads, kernels: kernels.name,
     ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}), model: model.dir,
     prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
+    weight_types: weightTypes(model.weights),
     tok_s: { median: median(tokS), min: Math.min(...tokS), max: Math.max(...tokS) },
     ms_per_step: { median: stepMs, min: Math.min(...msStep), max: Math.max(...msStep) },
     weight_bytes_per_token: mode === 'prefill' ? perToken / (batch * prompt) : perToken / (mode === 'verify' ? batch * verify : batch),

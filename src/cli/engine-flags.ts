@@ -6,6 +6,7 @@ import { defaultKernels, type KernelsChoice } from '../kernels/index.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { type ArgValues, int, str } from './args.js';
+import { parseQuantizeMode } from '../model/quantize-load.js';
 
 /** The built-in default model, shipped in the repository. */
 export const DEFAULT_MODEL = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..', 'models', 'tiny-think');
@@ -14,6 +15,7 @@ export const ENGINE_FLAGS = {
   model: { type: 'string' },
   kernels: { type: 'string' },
   threads: { type: 'string' },
+  quantize: { type: 'string' },
   'max-running': { type: 'string' },
   'max-prefill-tokens': { type: 'string' },
   'page-size': { type: 'string' },
@@ -31,6 +33,7 @@ export const ENGINE_FLAGS_HELP = `  --model PATH              model directory, .
                             or a directory holding one GGUF (default: built-in tiny-think)
   --kernels ref|wasm        kernel backend (default: wasm when built, else ref)
   --threads N               compute threads (default: available cores)
+  --quantize q8_0|q4_k      quantize BF16/F32 matmul weights to GGML blocks as they load
   --max-running N           max concurrent requests in a batch (default 16)
   --max-prefill-tokens N    prefill token budget per step (default 512, ≥ 64)
   --page-size N             KV page size in tokens (default 16)
@@ -51,6 +54,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     model: resolve(str(v, 'model') ?? DEFAULT_MODEL),
     kernels: kernels as KernelsChoice,
     ...(int(v, 'threads', 1) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
+    ...(str(v, 'quantize') !== undefined ? { quantize: parseQuantizeMode(str(v, 'quantize')!) } : {}),
     ...(int(v, 'max-running', 1) !== undefined ? { maxRunning: int(v, 'max-running', 1)! } : {}),
     ...(int(v, 'max-prefill-tokens', 1) !== undefined ? { maxPrefillTokens: int(v, 'max-prefill-tokens', 1)! } : {}),
     ...(int(v, 'page-size', 1) !== undefined ? { pageSize: int(v, 'page-size', 1)! } : {}),

@@ -6,6 +6,7 @@ import { StatePool } from '../cache/state-pool.js';
 import { createKernels, type KernelsChoice } from '../kernels/index.js';
 import type { Kernels } from '../kernels/types.js';
 import { loadModel, type Model } from '../model/model.js';
+import type { QuantizeMode } from '../model/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner } from './runner.js';
@@ -28,6 +29,8 @@ export interface EngineOptions {
   readonly model: string;
   readonly kernels?: KernelsChoice;
   readonly threads?: number;
+  /** Quantize matmul weights as they load (`--quantize q8_0|q4_k`). */
+  readonly quantize?: QuantizeMode;
   readonly maxRunning?: number;
   readonly maxPrefillTokens?: number;
   readonly pageSize?: number;
@@ -125,7 +128,7 @@ export class Engine {
   static async load(opts: EngineOptions): Promise<Engine> {
     const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
-      const model = loadModel(opts.model, kernels);
+      const model = loadModel(opts.model, kernels, opts.quantize ? { quantize: opts.quantize } : {});
       const tokenizer = TextTokenizer.load(opts.model);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import type { Kernels, KvLayerView } from '../kernels/types.js';
 import { type ModelConfig, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
+import type { QuantizeMode } from './quantize-load.js';
 import { type Checkpoint, openCheckpoint } from './safetensors.js';
 import { resolveModelSource } from './source.js';
 import { openGgufModel } from './gguf-map.js';
@@ -54,11 +55,17 @@ export function openModelFiles(path: string): { config: ModelConfig; ckpt: Check
   return { config: loadModelConfig(src.dir), ckpt: openCheckpoint(src.dir) };
 }
 
-export function loadModel(dir: string, kernels: Kernels): Model {
+export interface LoadOptions {
+  /** Quantize matmul weights to GGML blocks as they load (see quantize-load.ts); tensors
+   * already quantized in a GGUF stay as they are. */
+  readonly quantize?: QuantizeMode;
+}
+
+export function loadModel(dir: string, kernels: Kernels, opts: LoadOptions = {}): Model {
   const { config, ckpt } = openModelFiles(dir);
   try {
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
-    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));
+    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize);
     bar.done();
     return { dir, config, weights, kernels, layout: stateLayout(config) };
   } finally {

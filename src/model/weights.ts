@@ -6,6 +6,10 @@ import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
 import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32, weightDTypeOf, storedRowBytes } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
+import { isQuantType } from '../kernels/quant/formats.js';
+import { type QuantizeMode, loadQuantized, quantTypeFor } from './quantize-load.js';
+import { quantizeRows } from '../kernels/quant/quantize.js';
+import { quantRowBytes } from '../kernels/quant/formats.js';
 
 export interface AttnWeights {
   readonly kind: 'full';
@@ -88,7 +92,16 @@ export class WeightReader {
     readonly ckpt: Checkpoint,
     readonly kernels: Kernels,
     private readonly onBytes: (n: number) => void = () => {},
+    /** `--quantize`: matmul weights become GGML blocks as they load (quantize-load.ts). */
+    readonly quantize?: QuantizeMode,
   ) {}
+
+  /** The type tensor `name` is quantized to, or null (no --quantize, or a kept tensor). */
+  private quantType(name: string, cols: number): ReturnType<typeof quantTypeFor> {
+    // tensors a GGUF already stores quantized stay as they are
+    if (!this.quantize || (this.ckpt.has(name) && isQuantType(this.ckpt.info(name).dtype))) return null;
+    return quantTypeFor(this.quantize, name, cols);
+  }
 
   has(name: string): boolean {
     return this.ckpt.has(name);
@@ -99,7 +112,20 @@ export class WeightReader {
   }
   /** A linear layer's weight [out, in], packed for the backend's matmul. */
   linear(name: string, shape: readonly number[]): Weight {
+    const type = shape.length === 2 ? this.quantType(name, shape[1]!) : null;
+    if (type) {
+      this.infoWithShape(name, shape);
+      return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes));
+    }
     return this.kernels.packWeight(this.get(name, shape));
+  }
+
+  /** The embedding table [V, H]: as stored, or quantized under --quantize (embed reads
+   * every type). Packed for matmul when it also serves as the (tied) LM head. */
+  table(name: string, shape: readonly [number, number], packed: boolean): Weight {
+    if (this.quantType(name, shape[1])) return this.linear(name, shape);
+    const w = this.get(name, shape);
+    return packed ? this.kernels.packWeight(w) : w;
   }
   getF32(name: string, shape: readonly number[]): Weight {
     return loadWeightF32(this.ckpt, this.kernels, name, shape);
@@ -133,6 +159,8 @@ export class WeightReader {
    * F16 goes through rows()). */
   rowSlice(name: string, stored: readonly number[], r0: number, n: number, cols: number): Weight {
     const info = this.infoWithShape(name, stored);
+    const type = this.quantType(name, cols);
+    if (type) return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, r0, n, cols, this.onBytes));
     if (info.dtype === 'F16') {
       const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
       return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);
@@ -144,8 +172,24 @@ export class WeightReader {
   }
 
   /** A linear weight built from rows picked out of `src` (rowIndex[i] = source row of
-   * row i), packed for the backend's matmul. */
-  gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number): Weight {
+   * row i), packed for the backend's matmul; quantized under --quantize when `name` (the
+   * source tensor) is given and quantizable. */
+  gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number,
+    name?: string): Weight {
+    const type = name !== undefined ? this.quantType(name, cols) : null;
+    if (type) {
+      const { weight, bytes } = this.kernels.allocWeight(type, rowIndex.length, cols);
+      const out = quantRowBytes(type, cols);
+      const row = new Float32Array(cols);
+      const bits = new Uint32Array(row.buffer);
+      rowIndex.forEach((r, i) => {
+        const raw = src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes);
+        if (src.dtype === 'f32') row.set(new Float32Array(raw.slice().buffer));
+        else for (let c = 0; c < cols; c++) bits[c] = (raw[2 * c]! | (raw[2 * c + 1]! << 8)) << 16;
+        quantizeRows(type, row, 1, cols, bytes.subarray(i * out, (i + 1) * out));
+      });
+      return this.kernels.packWeight(weight);
+    }
     const { weight, bytes } = this.kernels.allocWeight(src.dtype, rowIndex.length, cols);
     rowIndex.forEach((r, i) => bytes.set(src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes), i * src.rowBytes));
     return this.kernels.packWeight(weight);

@@ -148,11 +148,12 @@ export class WasmKernels implements Kernels {
     const a = this.pool.args;
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
+    const q8 = c.arena.stage(m * k);
     const d = c.arena.stage(nb * 4);
     const s = c.arena.stage(nb * 4);
-    c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, d, s);
+    c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, q8, d, s);
     a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
-    a[5] = m; a[6] = n; a[7] = k; a[8] = QUANT_ID[type]; a[9] = c.tmp.base; a[10] = c.tmp.stride;
+    a[5] = m; a[6] = n; a[7] = k; a[8] = QUANT_ID[type]; a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(weightBytes(w) / CHUNK_BYTES)));
     this.run(Cmd.QMATMUL, c.arena, n * k >= PAR_MATMUL && groups >= 2, Math.min(chunks, 0xffff));

@@ -72,7 +72,7 @@ export function claim(ctl: Int32Array, tag: number, n: number): number {
  *  GDN_CHUNKED:   out qkv g beta state t hk hv dk dv tmpBase tmpStride pos0
  *  CONV:          out x window w wBf16 t c kw scratch
  *  PROBE:         base bytesPerChunk
- *  QMATMUL:       out q16 d s w m n k type tmpBase tmpStride (columns in units of 4) */
+ *  QMATMUL:       out q16 d s w m n k type tmpBase tmpStride q8 (columns in units of 4) */
 export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, tid: number, c: number, nc: number): void {
   switch (cmd) {
     case Cmd.MATMUL: {
@@ -111,7 +111,7 @@ export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, ti
     case Cmd.QMATMUL: {
       const [lo, hi] = share(a[6]!, c, nc, 4);
       if (lo >= hi) return;
-      ex.qmatmul(a[8]!, a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, lo, hi, a[9]! + tid * a[10]!);
+      ex.qmatmul(a[8]!, a[0]!, a[1]!, a[11]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, lo, hi, a[9]! + tid * a[10]!);
       return;
     }
     case Cmd.PROBE: {

@@ -45,8 +45,8 @@ export interface KernelExports {
   gdnChunked(out: number, qkv: number, g: number, beta: number, state: number, t: number, hk: number, hv: number,
     dk: number, dv: number, h0: number, h1: number, tmp: number, pos0: number): void;
   chunkedTmpBytes(dk: number, dv: number): number;
-  quantizeActs(x: number, m: number, k: number, q16: number, d: number, s: number): void;
-  qmatmul(type: number, out: number, q16: number, d: number, s: number, w: number, m: number, n: number, k: number,
+  quantizeActs(x: number, m: number, k: number, q16: number, q8: number, d: number, s: number): void;
+  qmatmul(type: number, out: number, q16: number, q8: number, d: number, s: number, w: number, m: number, n: number, k: number,
     n0: number, n1: number, tmp: number): void;
   qmatmulTmpBytes(k: number): number;
 }
