@@ -7,6 +7,7 @@ export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRou
 export { attention } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';
 export { gdnChunked, chunkedTmpBytes } from './chunked';
+export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
 
 export function heapBase(): usize {
   return __heap_base;

@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { sharedPath } from './paths.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden, lmHead, mtpForward } from '../src/model/forward.js';
@@ -26,12 +27,16 @@ function argmax(v: ArrayLike<number>): number {
   return best;
 }
 
-export function checkGolden(modelName: string, kernels: () => Kernels): void {
+/** `modelPath` (default ../shared/models/<modelName>) may be another file of the same
+ * model, e.g. its GGUF. */
+export function checkGolden(modelName: string, kernels: () => Kernels, modelPath?: () => string): void {
   const golden = JSON.parse(readFileSync(sharedPath('golden', `${modelName}.json`), 'utf8')) as { prompts: GoldenPrompt[] };
   let model: Model | undefined;
-  const getModel = (): Model => (model ??= loadModel(sharedPath('models', modelName), kernels()));
+  const path = modelPath ?? (() => sharedPath('models', modelName));
+  const getModel = (): Model => (model ??= loadModel(path(), kernels()));
+  const label = modelPath ? basename(path()) : modelName;
   for (const p of golden.prompts) {
-    test(`${modelName} [${kernels().name}] golden: ${p.name}`, () => {
+    test(`${label} [${kernels().name}] golden: ${p.name}`, () => {
       const m = getModel();
       const ws = new Workspace(m.kernels);
       const mem = allocSequenceMemory(m, p.prompt_ids.length + p.greedy_ids.length + 8);

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels } from '../kernels/index.js';
 import type { Kernels, Weight } from '../kernels/types.js';
+import { weightBytes } from '../kernels/weight-view.js';
 import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import { allocSequenceMemory, loadModel, type Model, type SequenceMemory } from '../model/model.js';
@@ -11,6 +12,7 @@ import type { ModelWeights, MlpWeights } from '../model/weights.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
+import { parseQuantizeMode } from '../model/quantize-load.js';
 import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
 import { runGrammarBench } from './bench-grammar.js';
 import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
@@ -24,33 +26,54 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
   --gen-tokens N            timed steps (default 32)
   --verify-tokens V         tokens per sequence of a verify step (default 4)
   --threads T               (default: available cores)
+  --quantize q8_0|q4_k      quantize matmul weights as they load
   --kernels ref|wasm        (default: wasm when built)
   --repeat R                repetitions; median/min/max over them (default 3)
 ${SAMPLE_HELP}`;
 
-const weightBytes = (w: Weight): number => w.rows * w.cols * (w.dtype === 'bf16' ? 2 : 4);
 
-function mlpBytesPerToken(m: MlpWeights): number {
-  if (m.kind === 'dense') return weightBytes(m.gate) + weightBytes(m.up) + weightBytes(m.down);
+type Size = (w: Weight) => number;
+
+function mlpPerToken(m: MlpWeights, size: Size): number {
+  if (m.kind === 'dense') return size(m.gate) + size(m.up) + size(m.down);
   const e = m.experts[0]!;
-  const expert = weightBytes(e.gate) + weightBytes(e.up) + weightBytes(e.down);
-  const shared = m.shared ? weightBytes(m.shared.gate) + weightBytes(m.shared.up) + weightBytes(m.shared.down) : 0;
-  return weightBytes(m.router) + m.topK * expert + shared + (m.sharedGate ? weightBytes(m.sharedGate) : 0);
+  const expert = size(e.gate) + size(e.up) + size(e.down);
+  const shared = m.shared ? size(m.shared.gate) + size(m.shared.up) + size(m.shared.down) : 0;
+  return size(m.router) + m.topK * expert + shared + (m.sharedGate ? size(m.sharedGate) : 0);
 }
 
-/** Bytes of weights one decode step reads for one token (active experts only; the
- * embedding row is negligible; the LM head is read in full). */
-export function weightBytesPerToken(w: ModelWeights): number {
-  let total = weightBytes(w.lmHead) + weightBytes(w.finalNorm);
+/** Σ size(w) over the weights one decode step reads for one token (active experts only;
+ * the embedding row is negligible; the LM head is read in full). */
+function weightsPerToken(w: ModelWeights, size: Size): number {
+  let total = size(w.lmHead) + size(w.finalNorm);
   for (const l of w.layers) {
-    total += weightBytes(l.inputNorm) + weightBytes(l.postNorm) + mlpBytesPerToken(l.mlp);
+    total += size(l.inputNorm) + size(l.postNorm) + mlpPerToken(l.mlp, size);
     const m = l.mixer;
     total += m.kind === 'full'
-      ? weightBytes(m.qProj) + weightBytes(m.kProj) + weightBytes(m.vProj) + weightBytes(m.oProj)
-      : weightBytes(m.inProjQkv) + weightBytes(m.inProjZ) + weightBytes(m.inProjA) + weightBytes(m.inProjB)
-        + weightBytes(m.conv) + weightBytes(m.outProj);
+      ? size(m.qProj) + size(m.kProj) + size(m.vProj) + size(m.oProj)
+      : size(m.inProjQkv) + size(m.inProjZ) + size(m.inProjA) + size(m.inProjB) + size(m.conv) + size(m.outProj);
   }
   return total;
+}
+
+/** Bytes of weights one decode step reads for one token, from their actual storage types. */
+export function weightBytesPerToken(w: ModelWeights): number {
+  return weightsPerToken(w, weightBytes);
+}
+
+/** Weight elements one decode step reads for one token (same walk as weightBytesPerToken). */
+function paramsPerToken(w: ModelWeights): number {
+  return weightsPerToken(w, (x) => x.rows * x.cols);
+}
+
+/** Storage types of the weights one decode step reads (e.g. { q8_0: 170, f32: 49 } weights). */
+function weightTypes(w: ModelWeights): Record<string, number> {
+  const count: Record<string, number> = {};
+  weightsPerToken(w, (x) => {
+    count[x.dtype] = (count[x.dtype] ?? 0) + 1;
+    return 0;
+  });
+  return count;
 }
 
 function median(xs: number[]): number {
@@ -103,7 +126,7 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' }, vocab: { type: 'string' }, ...SAMPLE_OPTIONS,
+      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, ...SAMPLE_OPTIONS,
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
@@ -124,7 +147,8 @@ export async function runBench(argv: string[]): Promise<void> {
   if (sample && mode !== 'decode') throw new DeltaserveError('bad_request', `--sample needs --mode decode (got "${mode}")`);
   const kernels = await createKernels(kernelName, threads);
   try {
-    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels);
+    const quantize = str(values, 'quantize');
+    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
     if (sample) {
       const slot = kernels.allocI32(1);
       const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
@@ -161,9 +185,8 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
   const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);
   // Matmul FLOPs actually run (attention scores and the recurrence are not counted): every
   // row passes every layer; lm_head runs for the last prompt position only in prefill.
-  const bytesPerParam = model.weights.lmHead.dtype === 'bf16' ? 2 : 4;
   const headParams = model.weights.lmHead.rows * model.weights.lmHead.cols;
-  const bodyParams = perToken / bytesPerParam - headParams;
+  const bodyParams = paramsPerToken(model.weights) - headParams;
   const rowsPerRun = mode === 'prefill' ? batch * prompt : batch * (mode === 'verify' ? verify : 1);
   const headRows = mode === 'prefill' ? batch : rowsPerRun;
   const flopsPerStep = 2 * (bodyParams * rowsPerRun + headParams * headRows);
@@ -171,6 +194,7 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
     mode, batch, threads: kernels.threads, kernels: kernels.name,
     ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}), model: model.dir,
     prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
+    weight_types: weightTypes(model.weights),
     tok_s: { median: median(tokS), min: Math.min(...tokS), max: Math.max(...tokS) },
     ms_per_step: { median: stepMs, min: Math.min(...msStep), max: Math.max(...msStep) },
     weight_bytes_per_token: mode === 'prefill' ? perToken / (batch * prompt) : perToken / (mode === 'verify' ? batch * verify : batch),

@@ -7,6 +7,7 @@ export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
 import { type ArgValues, int, str } from './args.js';
+import { parseQuantizeMode } from '../model/quantize-load.js';
 
 /** The built-in default model, shipped in the repository. */
 export const DEFAULT_MODEL = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..', 'models', 'tiny-think');
@@ -15,6 +16,7 @@ export const ENGINE_FLAGS = {
   model: { type: 'string' },
   kernels: { type: 'string' },
   threads: { type: 'string' },
+  quantize: { type: 'string' },
   'max-running': { type: 'string' },
   'max-prefill-tokens': { type: 'string' },
   'page-size': { type: 'string' },
@@ -31,11 +33,13 @@ export const ENGINE_FLAGS = {
   'prefix-cache-disk-bytes': { type: 'string' },
 } as const;
 
-export const ENGINE_FLAGS_HELP = `  --model DIR|ORG/NAME[@REV] model directory, or a Hugging Face repo: from the HF cache (HF_HOME,
-                            HF_HUB_CACHE), else downloaded from HF_ENDPOINT (token HF_TOKEN);
-                            HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
+export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV] model directory, .gguf file (or the first part of a split GGUF),
+                            a directory holding one GGUF, or a Hugging Face repo: from the HF
+                            cache (HF_HOME, HF_HUB_CACHE), else downloaded from HF_ENDPOINT (token
+                            HF_TOKEN); HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
   --kernels ref|wasm        kernel backend (default: wasm when built, else ref)
   --threads N               compute threads (default: available cores)
+  --quantize q8_0|q4_k      quantize BF16/F32 matmul weights to GGML blocks as they load
   --max-running N           max concurrent requests in a batch (default 16)
   --max-prefill-tokens N    prefill token budget per step (default 512, ≥ 64)
   --page-size N             KV page size in tokens (default 16)
@@ -66,6 +70,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     model: modelArg(str(v, 'model') ?? DEFAULT_MODEL),
     kernels: kernels as KernelsChoice,
     ...(int(v, 'threads', 1) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
+    ...(str(v, 'quantize') !== undefined ? { quantize: parseQuantizeMode(str(v, 'quantize')!) } : {}),
     ...(int(v, 'max-running', 1) !== undefined ? { maxRunning: int(v, 'max-running', 1)! } : {}),
     ...(int(v, 'max-prefill-tokens', 1) !== undefined ? { maxPrefillTokens: int(v, 'max-prefill-tokens', 1)! } : {}),
     ...(int(v, 'page-size', 1) !== undefined ? { pageSize: int(v, 'page-size', 1)! } : {}),

@@ -6,6 +6,7 @@ import { StatePool } from '../cache/state-pool.js';
 import { createKernels, type KernelsChoice } from '../kernels/index.js';
 import type { Kernels } from '../kernels/types.js';
 import { loadModel, type Model } from '../model/model.js';
+import type { QuantizeMode } from '../model/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner } from './runner.js';
@@ -35,6 +36,8 @@ export interface EngineOptions {
   readonly model: string;
   readonly kernels?: KernelsChoice;
   readonly threads?: number;
+  /** Quantize matmul weights as they load (`--quantize q8_0|q4_k`). */
+  readonly quantize?: QuantizeMode;
   readonly maxRunning?: number;
   readonly maxPrefillTokens?: number;
   readonly pageSize?: number;
@@ -168,7 +171,7 @@ export class Engine {
     const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
-      const model = loadModel(dir, kernels);
+      const model = loadModel(dir, kernels, opts.quantize ? { quantize: opts.quantize } : {});
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);

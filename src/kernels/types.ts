@@ -10,16 +10,21 @@
 //  - Batch invariance: every kernel computes each output row with a fixed reduction
 //    order that does not depend on how many rows are processed together.
 
-export type WeightDType = 'bf16' | 'f32';
+import type { QuantType } from './quant/formats.js';
+
+/** Storage type of a weight: bf16, f32, or a GGML block format (quant/formats.ts). */
+export type WeightDType = 'bf16' | 'f32' | QuantType;
 
 /** A 2-D weight matrix [rows, cols] (a 1-D vector has rows = 1). */
 export interface Weight {
   readonly dtype: WeightDType;
   readonly rows: number;
   readonly cols: number;
-  /** bf16: raw bits (Uint16Array); f32: Float32Array. Row-major [rows, cols] unless
-   * `layout` says otherwise. */
-  readonly data: Uint16Array | Float32Array;
+  /** bf16: raw bits (Uint16Array); f32: Float32Array; a QuantType: the raw GGML blocks
+   * (Uint8Array), each row cols/blockSize blocks — exactly a GGUF tensor with ne = {cols,
+   * rows}. Row-major [rows, cols] unless `layout` says otherwise (quantized weights are
+   * never repacked: matmul, embed and rowPrefix read the blocks as they are). */
+  readonly data: Uint16Array | Float32Array | Uint8Array;
   /** A backend's matmul layout (set only by that backend's packWeight); 'panel8': the wasm
    * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels. */
   readonly layout?: 'panel8';
@@ -99,7 +104,8 @@ export interface Kernels {
   /** Allocate an int32 buffer. */
   allocI32(n: number): Int32Array;
   /** Allocate a weight [rows, cols] in backend memory. The caller fills `bytes`
-   * (little-endian, rows*cols elements of dtype) before first use — e.g. the checkpoint
+   * (little-endian, rows*cols elements of dtype; for a QuantType exactly
+   * rows × quantRowBytes(dtype, cols) bytes of GGML blocks) before first use — e.g. the checkpoint
    * loader reads the tensor straight into it, with no second copy. */
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
 
@@ -109,7 +115,9 @@ export interface Kernels {
    * The ref backend returns the weight unchanged. */
   packWeight(w: Weight): Weight;
 
-  /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K] (packed), out: [M, N]. */
+  /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K] (packed), out: [M, N].
+   * Quantized W: x is quantized per 32-element block to int8 and the block dot products
+   * are exact integer sums (kernels/ref/quant.ts defines the arithmetic exactly). */
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */

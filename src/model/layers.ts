@@ -108,7 +108,21 @@ function gdnMixer(ctx: LayerCtx, w: GdnWeights, x: Float32Array, out: Float32Arr
     else k.gdnRecurrent(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, sc?.ssm);
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
-  k.matmul(out, o, w.outProj, m);
+  const order = w.outProjHeadOrder;
+  k.matmul(out, order ? permuteHeads(ws.buf('gdn.o.perm', m * vd), o, order, m, cfg.linValueDim) : o, w.outProj, m);
+}
+
+/** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
+ * o, out: [M, HV·dv]. */
+function permuteHeads(out: Float32Array, o: Float32Array, order: Int32Array, m: number, dv: number): Float32Array {
+  const width = order.length * dv;
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < order.length; j++) {
+      const src = i * width + order[j]! * dv;
+      out.set(o.subarray(src, src + dv), i * width + j * dv);
+    }
+  }
+  return out;
 }
 
 function attnMixer(ctx: LayerCtx, w: AttnWeights, x: Float32Array, out: Float32Array, fi: number): void {

@@ -11,20 +11,22 @@ import {
   WeightReader, loadAttention, loadMlp,
 } from './weights.js';
 import type { MlpConfig } from './config.js';
+import type { QuantizeMode } from './quantize-load.js';
 
 type GdnLoader = (r: WeightReader, cfg: ModelConfig, prefix: string) => GdnWeights;
 
 export function loadModelWeights(ckpt: Checkpoint, cfg: ModelConfig, kernels: Kernels,
-  onBytes?: (n: number) => void): ModelWeights {
-  const r = new WeightReader(ckpt, kernels, onBytes);
-  const loadGdn: GdnLoader = cfg.arch === 'qwen3_next' ? loadQwen3NextGdn : loadQwen35Gdn;
+  onBytes?: (n: number) => void, quantize?: QuantizeMode): ModelWeights {
+  const r = new WeightReader(ckpt, kernels, onBytes, quantize);
+  // Qwen3-Next checkpoints interleave in_proj_qkvz; its GGUF files may hold the Qwen3.5 split.
+  const loadGdn: GdnLoader = (rd, c, pre) => (rd.has(`${pre}in_proj_qkvz.weight`)
+    || (c.arch === 'qwen3_next' && !rd.has(`${pre}in_proj_qkv.weight`)) ? loadQwen3NextGdn : loadQwen35Gdn)(rd, c, pre);
   const p = cfg.weightPrefix;
   const h = cfg.hiddenSize;
   // Tied models have no lm_head tensor (some tied checkpoints still ship one); a tied
   // table serves as lm_head too, so it is packed for matmul (embed reads both layouts).
   const tied = cfg.tieWordEmbeddings && !r.has('lm_head.weight');
-  const table = r.get(`${p}embed_tokens.weight`, [cfg.vocabSize, h]);
-  const embed = tied ? kernels.packWeight(table) : table;
+  const embed = r.table(`${p}embed_tokens.weight`, [cfg.vocabSize, h], tied);
   const layers = cfg.layerKinds.map((kind, i) => {
     const mlp = cfg.layerMlp[i]!;
     return loadLayer(r, cfg, `${p}layers.${i}.`, kind, mlp, loadGdn);

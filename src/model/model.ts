@@ -4,7 +4,10 @@ import { existsSync } from 'node:fs';
 import type { Kernels, KvLayerView } from '../kernels/types.js';
 import { type ModelConfig, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
-import { openCheckpoint } from './safetensors.js';
+import type { QuantizeMode } from './quantize-load.js';
+import { type Checkpoint, openCheckpoint } from './safetensors.js';
+import { resolveModelSource } from './source.js';
+import { openGgufModel } from './gguf-map.js';
 import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
 import { progressBar } from '../util/progress.js';
@@ -46,20 +49,33 @@ export function stateLayout(cfg: ModelConfig): StateLayout {
   };
 }
 
-export function loadModel(dir: string, kernels: Kernels): Model {
-  if (!existsSync(dir)) throw new DeltaserveError('bad_config', `model directory not found: ${dir}`);
-  const config = loadModelConfig(dir);
+/** Config and checkpoint of a model directory or GGUF file (see source.ts). */
+export function openModelFiles(path: string): { config: ModelConfig; ckpt: Checkpoint } {
+  if (!existsSync(path)) throw new DeltaserveError('bad_config', `model directory not found: ${path}`);
+  const src = resolveModelSource(path);
+  if (src.kind === 'gguf') return openGgufModel(src.file);
+  const config = loadModelConfig(src.dir);
   // FP8 weights are dequantized to BF16 tensor by tensor as they are read
-  const raw = openCheckpoint(dir);
+  const ckpt = withFp8Dequant(openCheckpoint(src.dir), config.fp8Block ?? [128, 128]);
+  noteSkippedVision(ckpt);
+  return { config, ckpt };
+}
+
+export interface LoadOptions {
+  /** Quantize matmul weights to GGML blocks as they load (see quantize-load.ts); tensors
+   * already quantized in a GGUF stay as they are. */
+  readonly quantize?: QuantizeMode;
+}
+
+export function loadModel(dir: string, kernels: Kernels, opts: LoadOptions = {}): Model {
+  const { config, ckpt } = openModelFiles(dir);
   try {
-    const ckpt = withFp8Dequant(raw, config.fp8Block ?? [128, 128]);
-    noteSkippedVision(ckpt);
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
-    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n));
+    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize);
     bar.done();
     return { dir, config, weights, kernels, layout: stateLayout(config) };
   } finally {
-    raw.close(); // closes the FP8 view's files too
+    ckpt.close();
   }
 }
 

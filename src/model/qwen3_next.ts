@@ -48,8 +48,8 @@ export function loadQwen3NextGdn(r: WeightReader, cfg: ModelConfig, p: string): 
   const ba = r.rows(`${p}in_proj_ba.weight`, [2 * hv, h]);
   return {
     kind: 'linear',
-    inProjQkv: r.gather(qkvz, qkvzOrder.qkv, h),
-    inProjZ: r.gather(qkvz, qkvzOrder.z, h),
+    inProjQkv: r.gather(qkvz, qkvzOrder.qkv, h, `${p}in_proj_qkvz.weight`),
+    inProjZ: r.gather(qkvz, qkvzOrder.z, h, `${p}in_proj_qkvz.weight`),
     inProjB: r.gather(ba, baOrder.b, h),
     inProjA: r.gather(ba, baOrder.a, h),
     ...loadGdnCommon(r, cfg, p),

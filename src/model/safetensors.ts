@@ -9,20 +9,29 @@ import { openSync, closeSync, fstatSync, readSync, existsSync, statSync, readFil
 import { join, resolve } from 'node:path';
 import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
 import { DeltaserveError, assert } from '../util/errors.js';
+import { type QuantType, isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
+import { quantWeightDType } from './quant-weights.js';
 
 /** F8_E4M3 tensors are read through model/fp8.ts (withFp8Dequant), which presents them as BF16. */
 export type StDType = 'BF16' | 'F16' | 'F32' | 'F8_E4M3';
+/** Storage type of a checkpoint tensor: a float type, or a GGML block format (GGUF files). */
+export type TensorDType = StDType | QuantType;
 
 export interface TensorInfo {
   readonly name: string;
-  readonly dtype: StDType;
+  readonly dtype: TensorDType;
   readonly shape: readonly number[];
   /** Absolute path of the file holding the tensor. */
   readonly file: string;
   /** Absolute byte offset of the tensor's first byte in `file`. */
   readonly offset: number;
-  /** = prod(shape) · itemsize(dtype); offset + nbytes ≤ file size (checked at open). */
+  /** = prod(shape) · itemsize(dtype) (quantized: rows × row bytes); offset + nbytes ≤ file
+   * size (checked at open). */
   readonly nbytes: number;
+  /** Set when the stored columns of a matrix are permuted and could not be reordered at load
+   * (quantized rows): stored column block j holds logical column block columnBlocks.order[j]
+   * (blocks of columnBlocks.size columns). Float tensors are always reordered on read. */
+  readonly columnBlocks?: { readonly size: number; readonly order: readonly number[] };
 }
 
 export interface Checkpoint {
@@ -323,13 +332,14 @@ function widenInto(out: Float32Array, raw: Uint8Array, dtype: StDType): void {
   }
 }
 
-/** Load a tensor as a kernel weight of shape `shape` (BF16 → bf16; F32, F16 → f32).
- * BF16 and F32 are read straight into the backend's bytes with no intermediate copy. */
+/** Load a tensor as a kernel weight of shape `shape` (BF16 → bf16; F32, F16 → f32; a GGML
+ * block format stays quantized). BF16, F32 and quantized tensors are read straight into the
+ * backend's bytes with no intermediate copy. */
 export function loadWeight(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight'>, name: string,
   shape: readonly number[], onBytes?: (n: number) => void): Weight {
   const t = checkShape(ckpt, name, shape);
   const [rows, cols] = matrixDims(shape);
-  const dtype: WeightDType = t.dtype === 'BF16' ? 'bf16' : 'f32';
+  const dtype: WeightDType = weightDTypeOf(t);
   const { weight, bytes } = kernels.allocWeight(dtype, rows, cols);
   if (t.dtype === 'F16') {
     widenInto(f32View(bytes), ckpt.read(name), 'F16');
@@ -341,11 +351,24 @@ export function loadWeight(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight
   return weight;
 }
 
+/** The backend dtype a stored tensor loads as (BF16 → bf16, F32/F16 → f32, quantized as is). */
+export function weightDTypeOf(t: TensorInfo): WeightDType {
+  if (isQuantType(t.dtype)) return quantWeightDType(t.dtype, t.name, t.file);
+  return t.dtype === 'BF16' ? 'bf16' : 'f32';
+}
+
+/** Bytes of one stored row of `cols` elements. */
+export function storedRowBytes(dtype: TensorDType, cols: number): number {
+  if (isQuantType(dtype)) return quantRowBytes(dtype, cols);
+  return cols * (dtype === 'F32' ? 4 : 2);
+}
+
 /** Load a tensor as an f32 weight whatever its stored dtype (for small vectors: norms,
  * A_log, dt_bias). */
 export function loadWeightF32(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight'>, name: string,
   shape: readonly number[], onBytes?: (n: number) => void): Weight {
   const t = checkShape(ckpt, name, shape);
+  if (isQuantType(t.dtype)) bad(`tensor ${name} in ${t.file} is quantized (${t.dtype}); it must be stored as F32, F16 or BF16`);
   const [rows, cols] = matrixDims(shape);
   const { weight, bytes } = kernels.allocWeight('f32', rows, cols);
   if (t.dtype === 'F32') {

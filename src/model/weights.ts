@@ -4,8 +4,12 @@
 import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
 import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32 } from './safetensors.js';
+import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32, weightDTypeOf, storedRowBytes } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
+import { isQuantType } from '../kernels/quant/formats.js';
+import { type QuantizeMode, loadQuantized, quantTypeFor } from './quantize-load.js';
+import { quantizeRows } from '../kernels/quant/quantize.js';
+import { quantRowBytes } from '../kernels/quant/formats.js';
 
 export interface AttnWeights {
   readonly kind: 'full';
@@ -28,6 +32,10 @@ export interface GdnWeights {
   readonly dtBias: Weight; // [1, HV] f32
   readonly norm: Weight; // [1, dv] (plain w)
   readonly outProj: Weight; // [H, HV·dv]
+  /** Set when outProj's input columns are stored in another head order (quantized GGUF
+   * ssm_out, whose columns cannot be regrouped): its column block j (dv columns) takes the
+   * output of value head outProjHeadOrder[j], so the activation is permuted to match. */
+  readonly outProjHeadOrder?: Int32Array;
 }
 
 export interface DenseMlpWeights {
@@ -84,7 +92,16 @@ export class WeightReader {
     readonly ckpt: Checkpoint,
     readonly kernels: Kernels,
     private readonly onBytes: (n: number) => void = () => {},
+    /** `--quantize`: matmul weights become GGML blocks as they load (quantize-load.ts). */
+    readonly quantize?: QuantizeMode,
   ) {}
+
+  /** The type tensor `name` is quantized to, or null (no --quantize, or a kept tensor). */
+  private quantType(name: string, cols: number): ReturnType<typeof quantTypeFor> {
+    // tensors a GGUF already stores quantized stay as they are
+    if (!this.quantize || (this.ckpt.has(name) && isQuantType(this.ckpt.info(name).dtype))) return null;
+    return quantTypeFor(this.quantize, name, cols);
+  }
 
   has(name: string): boolean {
     return this.ckpt.has(name);
@@ -95,7 +112,20 @@ export class WeightReader {
   }
   /** A linear layer's weight [out, in], packed for the backend's matmul. */
   linear(name: string, shape: readonly number[]): Weight {
+    const type = shape.length === 2 ? this.quantType(name, shape[1]!) : null;
+    if (type) {
+      this.infoWithShape(name, shape);
+      return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes));
+    }
     return this.kernels.packWeight(this.get(name, shape));
+  }
+
+  /** The embedding table [V, H]: as stored, or quantized under --quantize (embed reads
+   * every type). Packed for matmul when it also serves as the (tied) LM head. */
+  table(name: string, shape: readonly [number, number], packed: boolean): Weight {
+    if (this.quantType(name, shape[1])) return this.linear(name, shape);
+    const w = this.get(name, shape);
+    return packed ? this.kernels.packWeight(w) : w;
   }
   getF32(name: string, shape: readonly number[]): Weight {
     return loadWeightF32(this.ckpt, this.kernels, name, shape);
@@ -118,8 +148,7 @@ export class WeightReader {
     const info = this.infoWithShape(name, stored);
     const raw = this.ckpt.read(name);
     this.onBytes(raw.byteLength);
-    if (info.dtype === 'BF16') return { dtype: 'bf16', bytes: raw, rowBytes: shape[1] * 2 };
-    if (info.dtype === 'F32') return { dtype: 'f32', bytes: raw, rowBytes: shape[1] * 4 };
+    if (info.dtype !== 'F16') return { dtype: weightDTypeOf(info), bytes: raw, rowBytes: storedRowBytes(info.dtype, shape[1]) };
     const src = new Uint16Array(raw.buffer, raw.byteOffset, raw.byteLength / 2);
     const dst = new Float32Array(src.length);
     for (let i = 0; i < src.length; i++) dst[i] = f16ToF32(src[i]!);
@@ -131,20 +160,37 @@ export class WeightReader {
    * F16 goes through rows()). */
   rowSlice(name: string, stored: readonly number[], r0: number, n: number, cols: number): Weight {
     const info = this.infoWithShape(name, stored);
+    const type = this.quantType(name, cols);
+    if (type) return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, r0, n, cols, this.onBytes));
     if (info.dtype === 'F16') {
       const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
       return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);
     }
-    const dtype: WeightDType = info.dtype === 'BF16' ? 'bf16' : 'f32';
-    const size = dtype === 'bf16' ? 2 : 4;
+    const dtype: WeightDType = weightDTypeOf(info);
     const { weight, bytes } = this.kernels.allocWeight(dtype, n, cols);
-    this.ckpt.readRangeInto(name, r0 * cols * size, bytes, this.onBytes);
+    this.ckpt.readRangeInto(name, r0 * storedRowBytes(info.dtype, cols), bytes, this.onBytes);
     return this.kernels.packWeight(weight);
   }
 
   /** A linear weight built from rows picked out of `src` (rowIndex[i] = source row of
-   * row i), packed for the backend's matmul. */
-  gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number): Weight {
+   * row i), packed for the backend's matmul; quantized under --quantize when `name` (the
+   * source tensor) is given and quantizable. */
+  gather(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[], cols: number,
+    name?: string): Weight {
+    const type = name !== undefined ? this.quantType(name, cols) : null;
+    if (type) {
+      const { weight, bytes } = this.kernels.allocWeight(type, rowIndex.length, cols);
+      const out = quantRowBytes(type, cols);
+      const row = new Float32Array(cols);
+      const bits = new Uint32Array(row.buffer);
+      rowIndex.forEach((r, i) => {
+        const raw = src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes);
+        if (src.dtype === 'f32') row.set(new Float32Array(raw.slice().buffer));
+        else for (let c = 0; c < cols; c++) bits[c] = (raw[2 * c]! | (raw[2 * c + 1]! << 8)) << 16;
+        quantizeRows(type, row, 1, cols, bytes.subarray(i * out, (i + 1) * out));
+      });
+      return this.kernels.packWeight(weight);
+    }
     const { weight, bytes } = this.kernels.allocWeight(src.dtype, rowIndex.length, cols);
     rowIndex.forEach((r, i) => bytes.set(src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes), i * src.rowBytes));
     return this.kernels.packWeight(weight);
@@ -165,8 +211,9 @@ export function loadAttention(r: WeightReader, cfg: ModelConfig, p: string): Att
 }
 
 /** The Gated DeltaNet tensors both architectures share (conv, gates, norm, out_proj). */
-export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pick<GdnWeights, 'conv' | 'aLog' | 'dtBias' | 'norm' | 'outProj'> {
+export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pick<GdnWeights, 'conv' | 'aLog' | 'dtBias' | 'norm' | 'outProj' | 'outProjHeadOrder'> {
   const hv = cfg.linNumValueHeads;
+  const order = outProjHeadOrder(r, cfg, `${p}out_proj.weight`);
   const conv = r.get(`${p}conv1d.weight`, [convDim(cfg), 1, cfg.convKernel]);
   return {
     conv: { ...conv, rows: convDim(cfg), cols: cfg.convKernel },
@@ -174,7 +221,19 @@ export function loadGdnCommon(r: WeightReader, cfg: ModelConfig, p: string): Pic
     dtBias: r.getF32(`${p}dt_bias`, [hv]),
     norm: r.getF32(`${p}norm.weight`, [cfg.linValueDim]),
     outProj: r.linear(`${p}out_proj.weight`, [cfg.hiddenSize, hv * cfg.linValueDim]),
+    ...(order ? { outProjHeadOrder: order } : {}),
   };
+}
+
+/** The head order of out_proj's stored input columns, when the checkpoint reports one. */
+function outProjHeadOrder(r: WeightReader, cfg: ModelConfig, name: string): Int32Array | undefined {
+  const blocks = r.has(name) ? r.ckpt.info(name).columnBlocks : undefined;
+  if (!blocks) return undefined;
+  const hv = cfg.linNumValueHeads;
+  if (blocks.size !== cfg.linValueDim || blocks.order.length !== hv || [...blocks.order].sort((a, b) => a - b).some((h, i) => h !== i)) {
+    throw new DeltaserveError('bad_checkpoint', `tensor ${name}: column order is not a permutation of ${hv} heads of ${cfg.linValueDim}`);
+  }
+  return Int32Array.from(blocks.order);
 }
 
 export function loadExpert(r: WeightReader, h: number, inter: number, p: string): ExpertWeights {

@@ -11,6 +11,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { DeltaserveError } from '../util/errors.js';
+import { resolveModelSource } from '../model/source.js';
+import { readGgufHeader } from '../model/gguf-file.js';
+import { ggufTokenizerParts } from './gguf-tokenizer.js';
 
 type Json = Record<string, unknown>;
 
@@ -82,13 +85,24 @@ export class TextTokenizer {
     this.specialIds = special;
   }
 
-  /** Load tokenizer.json and tokenizer_config.json from a model directory. */
+  /** Load tokenizer.json and tokenizer_config.json from a model directory, or the tokenizer
+   * of a GGUF model (a .gguf file or a directory holding one; see model/source.ts). */
   static load(dir: string): TextTokenizer {
+    if (existsSync(dir)) {
+      const src = resolveModelSource(dir);
+      if (src.kind === 'gguf') return TextTokenizer.fromGguf(src.file);
+    }
     const tokPath = join(dir, 'tokenizer.json');
     const cfgPath = join(dir, 'tokenizer_config.json');
     const tokJson = readJsonObject(tokPath);
     const cfgJson = readJsonObject(cfgPath);
     return TextTokenizer.fromJson(tokJson, cfgJson, tokPath, findChatTemplate(dir, cfgJson, cfgPath));
+  }
+
+  /** The tokenizer and chat template in a GGUF file's metadata. */
+  static fromGguf(file: string): TextTokenizer {
+    const parts = ggufTokenizerParts(readGgufHeader(file).metadata, file);
+    return TextTokenizer.fromJson(parts.tokenizerJson, parts.configJson, file, parts.chatTemplate);
   }
 
   /** Build from parsed JSON objects. `where` names the tokenizer file in error messages. */

@@ -1,6 +1,8 @@
 // Reference (plain TypeScript) dense kernels. Accumulation in float64, results rounded
 // to float32 on store; every output element has one fixed reduction order (batch-invariant).
 import type { AttentionDims, KvLayerView, Weight } from '../types.js';
+import { isQuantType } from '../quant/formats.js';
+import { dequantizeRow } from '../quant/dequant.js';
 
 const f32Bits = new Float32Array(1);
 const u32Bits = new Uint32Array(f32Bits.buffer);
@@ -15,7 +17,9 @@ export function weightRow(w: Weight, r: number, dst: Float32Array): Float32Array
   if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
   const n = w.cols;
   const base = r * n;
-  if (w.dtype === 'f32') {
+  if (isQuantType(w.dtype)) {
+    dequantizeRow(w.dtype, w.data as Uint8Array, n, r, dst);
+  } else if (w.dtype === 'f32') {
     dst.set((w.data as Float32Array).subarray(base, base + n));
   } else {
     const src = w.data as Uint16Array;
@@ -48,6 +52,8 @@ export function matmul(out: Float32Array, x: Float32Array, w: Weight, m: number)
 export function embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void {
   const d = table.cols;
   for (let i = 0; i < ids.length; i++) {
+    const id = ids[i]!;
+    if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
     weightRow(table, ids[i]!, out.subarray(i * d, (i + 1) * d));
   }
 }

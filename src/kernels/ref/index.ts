@@ -3,6 +3,8 @@ import type { Kernels, Weight, WeightDType } from '../types.js';
 import * as dense from './dense.js';
 import * as gdn from './gdn.js';
 import { sample } from './sampling.js';
+import { matmulQuant } from './quant.js';
+import { isQuantType, quantRowBytes } from '../quant/formats.js';
 
 export function createRefKernels(): Kernels {
   return {
@@ -12,6 +14,10 @@ export function createRefKernels(): Kernels {
     alloc: (n) => new Float32Array(n),
     allocI32: (n) => new Int32Array(n),
     allocWeight(dtype: WeightDType, rows: number, cols: number) {
+      if (isQuantType(dtype)) {
+        const data = new Uint8Array(rows * quantRowBytes(dtype, cols));
+        return { weight: { dtype, rows, cols, data }, bytes: data };
+      }
       const n = rows * cols;
       const data = dtype === 'bf16' ? new Uint16Array(n) : new Float32Array(n);
       const weight: Weight = { dtype, rows, cols, data };
@@ -21,7 +27,7 @@ export function createRefKernels(): Kernels {
       if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
       return w;
     },
-    matmul: dense.matmul,
+    matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,
     gatedRmsNorm: dense.gatedRmsNorm,

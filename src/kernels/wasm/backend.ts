@@ -10,6 +10,10 @@ import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
+import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { weightBytes } from '../weight-view.js';
+import { dequantizeRow } from '../quant/dequant.js';
+import type { QuantType } from '../quant/formats.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -21,11 +25,15 @@ const PAR_CONV = 1 << 15; // T · C
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
 
+/** Format ids of assembly/qdecode.ts. */
+const QUANT_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
+
 function isBf16(w: Weight): number {
   return w.dtype === 'bf16' ? 1 : 0;
 }
 
 function elemBytes(dtype: WeightDType): number {
+  if (isQuantType(dtype)) throw new Error(`elemBytes: ${dtype} has no per-element size`);
   return dtype === 'bf16' ? 2 : 4;
 }
 
@@ -75,6 +83,12 @@ export class WasmKernels implements Kernels {
   }
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
+    if (isQuantType(dtype)) { // GGML blocks, row-major, never repacked
+      const size = rows * quantRowBytes(dtype, cols);
+      const { arena, ptr } = this.mem.alloc(size);
+      const bytes = arena.u8(ptr, size);
+      return { weight: { dtype, rows, cols, data: bytes }, bytes };
+    }
     const n = rows * cols;
     const size = elemBytes(dtype);
     // Room for whole 8-row panels (zero rows), so packWeight can repack in place.
@@ -86,6 +100,12 @@ export class WasmKernels implements Kernels {
 
   packWeight(w: Weight): Weight {
     if (w.layout === 'panel8') return w;
+    if (isQuantType(w.dtype)) {
+      if (this.mem.locate(w.data)) return w;
+      const copy = this.allocWeight(w.dtype, w.rows, w.cols);
+      copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, copy.bytes.byteLength));
+      return copy.weight;
+    }
     let src = w;
     if (!this.mem.locate(w.data)) { // not ours (e.g. the JS heap): copy into wasm memory first
       const copy = this.allocWeight(w.dtype, w.rows, w.cols);
@@ -104,6 +124,7 @@ export class WasmKernels implements Kernels {
 
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
     if (m <= 0) return;
+    if (isQuantType(w.dtype)) return this.matmulQuant(out, x, w, w.dtype, m);
     if (w.layout !== 'panel8') throw new Error(`wasm matmul: weight [${w.rows}, ${w.cols}] is not packed (call packWeight once after loading it)`);
     const n = w.rows;
     const k = w.cols;
@@ -118,9 +139,39 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
+  /** Integer matmul (assembly/qmatmul.ts): x quantized to int8 blocks of 32 on this thread,
+   * then columns split over the pool in groups of 4. */
+  private matmulQuant(out: Float32Array, x: Float32Array, w: Weight, type: QuantType, m: number): void {
+    const n = w.rows;
+    const k = w.cols;
+    const arena = this.ops.target(w.data, x, out);
+    const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
+    const a = this.pool.args;
+    const nb = (m * k) / 32;
+    const q16 = c.arena.stage(m * k * 2);
+    const q8 = c.arena.stage(m * k);
+    const d = c.arena.stage(nb * 4);
+    const s = c.arena.stage(nb * 4);
+    c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, q8, d, s);
+    a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
+    a[5] = m; a[6] = n; a[7] = k; a[8] = QUANT_ID[type]; a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
+    const groups = Math.ceil(n / 4);
+    const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(weightBytes(w) / CHUNK_BYTES)));
+    this.run(Cmd.QMATMUL, c.arena, n * k >= PAR_MATMUL && groups >= 2, Math.min(chunks, 0xffff));
+    c.end();
+  }
+
   embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void {
     const d = table.cols;
     if (out.length < ids.length * d) throw new RangeError('embed: out too small');
+    if (isQuantType(table.dtype)) {
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i]!;
+        if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
+        dequantizeRow(table.dtype, table.data as Uint8Array, d, id, out.subarray(i * d, (i + 1) * d));
+      }
+      return;
+    }
     const bits = new Uint32Array(out.buffer, out.byteOffset, ids.length * d);
     const packed = table.layout === 'panel8';
     const bf16 = table.dtype === 'bf16';

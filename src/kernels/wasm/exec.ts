@@ -36,6 +36,7 @@ export const Cmd = {
   CONV: 7,
   PROBE: 8,
   SAMPLE: 20, // sampling rows (assembly/sampling.ts); numbered apart from the model ops
+  QMATMUL: 9,
 } as const;
 
 /** [lo, hi) of `total` items for thread tid of nt, boundaries multiples of `unit`. */
@@ -72,7 +73,8 @@ export function claim(ctl: Int32Array, tag: number, n: number): number {
  *  GDN_CHUNKED:   out qkv g beta state t hk hv dk dv tmpBase tmpStride pos0
  *  CONV:          out x window w wBf16 t c kw scratch
  *  PROBE:         base bytesPerChunk
- *  SAMPLE:        desc rows tmpBase tmpStride (one chunk per row) */
+ *  SAMPLE:        desc rows tmpBase tmpStride (one chunk per row)
+ *  QMATMUL:       out q16 d s w m n k type tmpBase tmpStride q8 (columns in units of 4) */
 export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, tid: number, c: number, nc: number): void {
   switch (cmd) {
     case Cmd.MATMUL: {
@@ -111,6 +113,12 @@ export function executeChunk(ex: KernelExports, cmd: number, a: Float64Array, ti
     case Cmd.SAMPLE: {
       const [lo, hi] = share(a[1]!, c, nc, 1);
       if (lo < hi) ex.sampleRows(a[0]!, lo, hi, a[2]! + tid * a[3]!);
+      return;
+    }
+    case Cmd.QMATMUL: {
+      const [lo, hi] = share(a[6]!, c, nc, 4);
+      if (lo >= hi) return;
+      ex.qmatmul(a[8]!, a[0]!, a[1]!, a[11]!, a[2]!, a[3]!, a[4]!, a[5]!, a[6]!, a[7]!, lo, hi, a[9]! + tid * a[10]!);
       return;
     }
     case Cmd.PROBE: {

@@ -48,6 +48,10 @@ export interface KernelExports {
   chunkedTmpBytes(dk: number, dv: number): number;
   sampleRows(desc: number, r0: number, r1: number, tmp: number): void;
   sampleTmpBytes(n: number): number;
+  quantizeActs(x: number, m: number, k: number, q16: number, q8: number, d: number, s: number): void;
+  qmatmul(type: number, out: number, q16: number, q8: number, d: number, s: number, w: number, m: number, n: number, k: number,
+    n0: number, n1: number, tmp: number): void;
+  qmatmulTmpBytes(k: number): number;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused

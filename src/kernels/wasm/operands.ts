@@ -3,6 +3,8 @@
 // or a view into another arena when a model spans several memories) is copied into the
 // arena's per-call staging area — inputs before the kernel, outputs back after it.
 import type { Weight } from '../types.js';
+import { isQuantType } from '../quant/formats.js';
+import { weightBytes } from '../weight-view.js';
 import type { Arena, MemorySet } from './memory.js';
 
 type OutView = Float32Array | Int32Array;
@@ -74,8 +76,16 @@ export class Operands {
     return p;
   }
 
-  /** A weight's data (bf16 bits or f32). */
+  /** A weight's data (bf16 bits, f32, or GGML blocks). */
   weight(w: Weight): number {
+    if (isQuantType(w.dtype)) {
+      const bytes = weightBytes(w);
+      if (w.data.byteLength < bytes) throw new RangeError(`wasm kernels: ${w.dtype} weight has ${w.data.byteLength} < ${bytes} bytes`);
+      if (this.local(w.data)) return w.data.byteOffset;
+      const p = this.arena.stage(bytes);
+      this.arena.u8(p, bytes).set(new Uint8Array(w.data.buffer, w.data.byteOffset, bytes));
+      return p;
+    }
     const n = (w.layout === 'panel8' ? Math.ceil(w.rows / 8) * 8 : w.rows) * w.cols;
     need(w.data, n);
     if (this.local(w.data)) return w.data.byteOffset;

@@ -1,0 +1,180 @@
+// Quantizers (f32 → GGML blocks) for `--quantize`: Q8_0, and Q4_K with a per-sub-block
+// scale/min search. Output bytes are exactly GGML's block layouts (dequant.ts decodes them).
+//  - Q8_0: d = amax/127 (stored f16), q = round(x/d) — GGML's reference quantizer.
+//  - Q4_K: per 32-element sub-block, a weighted least-squares fit x ≈ s·q + m (q ∈ 0..15,
+//    m ≤ 0) over a small grid of candidate inverse scales (the same search GGML's
+//    make_qkx2_quants performs; weights |x| + rms(x) favour large values); the 8 scales and
+//    8 mins of a super-block are then coded in 6 bits against their maxima (d, dmin f16),
+//    and q is recomputed with the coded values.
+import { QUANT_FORMATS, type QuantType } from './formats.js';
+import { f16ToF32 } from './dequant.js';
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** f32 → f16 bits, round to nearest even (overflow → ±inf, tiny → subnormal/0). */
+export function f32ToF16(v: number): number {
+  f32[0] = v;
+  const x = u32[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  const mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) { // subnormal half (or zero): value = m · 2⁻²⁴
+    if (e < -10) return sign;
+    const m = mant | 0x800000;
+    const shift = 14 - e; // 24-bit mantissa → (10 + e)-bit
+    let h = m >>> shift;
+    const rem = m & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && (h & 1))) h++;
+    return sign | h;
+  }
+  let h = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++; // may carry into the exponent: still right
+  return sign | h;
+}
+
+function put16(b: Uint8Array, p: number, v: number): void {
+  b[p] = v & 0xff;
+  b[p + 1] = v >>> 8;
+}
+
+/** Round half away from zero (C roundf / GGML nearest_int for our ranges). */
+function roundAway(v: number): number {
+  return Math.sign(v) * Math.round(Math.abs(v));
+}
+
+/** Quantize `rows` rows of `cols` floats (src, row-major) into dst (rows × rowBytes). */
+export function quantizeRows(type: QuantType, src: Float32Array, rows: number, cols: number, dst: Uint8Array): void {
+  const { blockSize, blockBytes } = QUANT_FORMATS[type];
+  const nb = (rows * cols) / blockSize;
+  if (cols % blockSize !== 0) throw new RangeError(`${type}: ${cols} columns are not a whole number of ${blockSize}-element blocks`);
+  if (type !== 'q8_0' && type !== 'q4_k') throw new Error(`no quantizer for ${type} (available: q8_0, q4_k)`);
+  for (let b = 0; b < nb; b++) {
+    if (type === 'q8_0') quantizeQ8_0(src, b * 32, dst, b * 34);
+    else quantizeQ4K(src.subarray(b * blockSize, (b + 1) * blockSize), dst.subarray(b * blockBytes, (b + 1) * blockBytes));
+  }
+}
+
+function quantizeQ8_0(x: Float32Array, xo: number, out: Uint8Array, o: number): void {
+  let amax = 0;
+  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(x[xo + i]!));
+  const d = amax / 127;
+  const id = d ? 1 / d : 0;
+  put16(out, o, f32ToF16(d));
+  for (let i = 0; i < 32; i++) out[o + 2 + i] = roundAway(x[xo + i]! * id) & 0xff;
+}
+
+// A coarser grid than GGML's 21 steps (quantizing at load must stay quick: measured ~4×
+// faster, with rms error within a few % of the full grid).
+const STEPS = [-1, 0, 4, 8, 12, 16, 20];
+const L_SCRATCH = new Uint8Array(32);
+
+/** Best (scale, min ≤ 0) with x ≈ scale·q + min, q ∈ 0..15, weighted by w. */
+function fitSubBlock(x: Float32Array, w: Float64Array, q: Uint8Array): { scale: number; min: number } {
+  const n = x.length;
+  let lo = x[0]!;
+  let hi = x[0]!;
+  for (let i = 1; i < n; i++) {
+    lo = Math.min(lo, x[i]!);
+    hi = Math.max(hi, x[i]!);
+  }
+  if (lo > 0) lo = 0;
+  if (hi === lo) {
+    q.fill(0);
+    return { scale: 0, min: lo };
+  }
+  let best = { scale: (hi - lo) / 15, min: lo, err: Infinity };
+  const l = L_SCRATCH;
+  for (const step of STEPS) {
+    // step −1: the plain min/max grid; then inverse scales (15 + (−1 + 0.1·step)) / range
+    const iscale = step < 0 ? 15 / (hi - lo) : (15 - 1 + 0.1 * step) / (hi - lo);
+    let sw = 0, sx = 0, sl = 0, sl2 = 0, sxl = 0;
+    for (let i = 0; i < n; i++) {
+      const li = Math.max(0, Math.min(15, Math.round(iscale * (x[i]! - lo))));
+      l[i] = li;
+      sw += w[i]!; sx += w[i]! * x[i]!; sl += w[i]! * li; sl2 += w[i]! * li * li; sxl += w[i]! * li * x[i]!;
+    }
+    const det = sw * sl2 - sl * sl;
+    if (det <= 0) continue;
+    let scale = (sw * sxl - sx * sl) / det;
+    let min = (sl2 * sx - sl * sxl) / det;
+    if (min > 0) {
+      min = 0;
+      scale = sxl / sl2;
+    }
+    let err = 0;
+    for (let i = 0; i < n; i++) {
+      const e = scale * l[i]! + min - x[i]!;
+      err += w[i]! * e * e;
+    }
+    if (err < best.err) {
+      best = { scale, min, err };
+      q.set(l);
+    }
+  }
+  return { scale: best.scale, min: best.min };
+}
+
+// Scratch of quantizeQ4K (single-threaded JS: reused across calls).
+const K_SCALES = new Float64Array(8);
+const K_MINS = new Float64Array(8); // stored positive: w = d·sc·q − dmin·m
+const K_W = new Float64Array(32);
+const K_Q = new Uint8Array(32);
+const K_LS = new Uint8Array(8);
+const K_LM = new Uint8Array(8);
+const K_ALL = new Uint8Array(256);
+
+function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
+  const scales = K_SCALES;
+  const mins = K_MINS;
+  const w = K_W;
+  const q = K_Q;
+  for (let j = 0; j < 8; j++) {
+    const xs = x.subarray(j * 32, j * 32 + 32);
+    let ss = 0;
+    for (let i = 0; i < 32; i++) ss += xs[i]! * xs[i]!;
+    const av = Math.sqrt(ss / 32);
+    for (let i = 0; i < 32; i++) w[i] = av + Math.abs(xs[i]!);
+    const fit = fitSubBlock(xs, w, q);
+    scales[j] = Math.max(0, fit.scale);
+    mins[j] = -fit.min;
+  }
+  let maxScale = 0;
+  let maxMin = 0;
+  for (let j = 0; j < 8; j++) {
+    maxScale = Math.max(maxScale, scales[j]!);
+    maxMin = Math.max(maxMin, mins[j]!);
+  }
+  const ls = K_LS;
+  const lm = K_LM;
+  for (let j = 0; j < 8; j++) {
+    ls[j] = maxScale > 0 ? Math.min(63, Math.round((63 / maxScale) * scales[j]!)) : 0;
+    lm[j] = maxMin > 0 ? Math.min(63, Math.round((63 / maxMin) * mins[j]!)) : 0;
+  }
+  const dBits = f32ToF16(maxScale / 63);
+  const mBits = f32ToF16(maxMin / 63);
+  put16(out, 0, dBits);
+  put16(out, 2, mBits);
+  for (let j = 0; j < 4; j++) {
+    out[4 + j] = (ls[j]! & 63) | ((ls[j + 4]! >> 4) << 6);
+    out[8 + j] = (lm[j]! & 63) | ((lm[j + 4]! >> 4) << 6);
+    out[12 + j] = (ls[j + 4]! & 15) | ((lm[j + 4]! & 15) << 4);
+  }
+  // requantize with the coded scales and mins
+  const d = f16ToF32(dBits);
+  const dmin = f16ToF32(mBits);
+  const all = K_ALL;
+  for (let j = 0; j < 8; j++) {
+    const s = d * ls[j]!;
+    const m = dmin * lm[j]!;
+    for (let i = 0; i < 32; i++) all[j * 32 + i] = s > 0 ? Math.max(0, Math.min(15, Math.round((x[j * 32 + i]! + m) / s))) : 0;
+  }
+  for (let p = 0; p < 4; p++) {
+    for (let l = 0; l < 32; l++) out[16 + p * 32 + l] = all[p * 64 + l]! | (all[p * 64 + 32 + l]! << 4);
+  }
+}
