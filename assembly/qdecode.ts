@@ -155,6 +155,22 @@ export const Q6_K: i32 = 7;
   return v128.and(i8x16.ne(m, i8x16.splat(0)), i8x16.splat(16));
 }
 
+/** Integer offset of the nibble formats' unsigned quants: q_k = u_k − intOffset (u from
+ * wq8u). */
+// @ts-ignore: decorator
+@inline export function intOffset(T: i32): i32 {
+  return T == Q4_0 ? 8 : T == Q5_0 ? 16 : 0;
+}
+
+/** Unsigned quants u_k (0..31) of elements 16h..16h+15 of sub-block j as u8x16, for the
+ * 4/5-bit formats (q_k = u_k − intOffset(T)). */
+// @ts-ignore: decorator
+@inline export function wq8u(T: i32, blk: usize, j: i32, h: i32): v128 {
+  if (T == Q4_0) return i8x16.add(wq8(T, blk, j, h), i8x16.splat(8));
+  if (T == Q5_0) return i8x16.add(wq8(T, blk, j, h), i8x16.splat(16));
+  return wq8(T, blk, j, h);
+}
+
 /** q_k of elements 16h..16h+15 of sub-block j as i8x16 (Q6_K: q − 32, its int8 group
  * scale not applied: see q6GroupScale). */
 // @ts-ignore: decorator

@@ -14,7 +14,7 @@
 //    per-thread scratch as k-pair-interleaved i16 ([pair][column][2]); then rows pass over
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
-import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, qRowBytes, scales4, wq } from './qdecode';
+import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
 
 /** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
  * [M, K]) and i8 (q8 [M, K]), block scales d [M, K/32] f32 and sums s [M, K/32] i32. */
@@ -210,6 +210,120 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
   storeCols(out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2), f0, cnt);
 }
 
+// ---- relaxed-SIMD tiles (kernels-fma.wasm) for the 4/5-bit formats --------------------
+// The weights' unsigned quants u (0..31) are the i7 operand of
+// i32x4.relaxed_dot_i8x16_i7x16_add_s and the int8 activations the signed one: 16
+// multiply-adds per instruction, exact (pair sums ≤ 2·127·31, no saturation), and
+// Σ q·x = Σ u·x − intOffset·Σ x: the same integer as the i16 tiles, so the same bits.
+// Tile per sub-block: 8 quad vectors [column][4 k] (128 bytes) + scale + offset.
+
+/** Whether format T uses the relaxed-SIMD tiles in this build. */
+// @ts-ignore: decorator
+@inline function relaxedTiles(T: i32): bool {
+  return ASC_FEATURE_RELAXED_SIMD && T != Q8_0 && T != Q6_K;
+}
+
+// @ts-ignore: decorator
+@inline function tile8Bytes(k: i32): usize {
+  return <usize>(k >> 5) * (128 + 32);
+}
+
+/** Decode columns (rows r0..r3 of W) into an i8 quad tile. */
+// @ts-ignore: decorator
+@inline function buildTile8(T: i32, tile: usize, w: usize, k: i32, c0: i32, cnt: i32): void {
+  const rb = qRowBytes(T, k);
+  const r0 = w + <usize>c0 * rb;
+  const r1 = cnt > 1 ? r0 + rb : r0;
+  const r2 = cnt > 2 ? r0 + 2 * rb : r1;
+  const r3 = cnt > 3 ? r0 + 3 * rb : r2;
+  const nb = k >> 5;
+  for (let j = 0; j < nb; j++) {
+    const t = tile + <usize>j * (128 + 32);
+    const b0 = blockAt(T, r0, j), b1 = blockAt(T, r1, j), b2 = blockAt(T, r2, j), b3 = blockAt(T, r3, j);
+    for (let h = 0; h < 2; h++) {
+      const a = wq8u(T, b0, j, h), b = wq8u(T, b1, j, h), c = wq8u(T, b2, j, h), e = wq8u(T, b3, j, h);
+      const t0 = i32x4.shuffle(a, b, 0, 4, 1, 5), t1 = i32x4.shuffle(a, b, 2, 6, 3, 7);
+      const t2 = i32x4.shuffle(c, e, 0, 4, 1, 5), t3 = i32x4.shuffle(c, e, 2, 6, 3, 7);
+      const tv = t + (<usize>h << 6);
+      v128.store(tv, i32x4.shuffle(t0, t2, 0, 1, 4, 5));
+      v128.store(tv, i32x4.shuffle(t0, t2, 2, 3, 6, 7), 16);
+      v128.store(tv, i32x4.shuffle(t1, t3, 0, 1, 4, 5), 32);
+      v128.store(tv, i32x4.shuffle(t1, t3, 2, 3, 6, 7), 48);
+    }
+    v128.store(t + 128, scales4(T, b0, b1, b2, b3, j, false));
+    if (hasMin(T)) v128.store(t + 144, scales4(T, b0, b1, b2, b3, j, true));
+  }
+}
+
+/** Σ u·x over one sub-block for one row (x: its 32 i8 quants) against a quad tile. */
+// @ts-ignore: decorator
+@inline function quadDot(t: usize, x: usize): v128 {
+  let a = i32x4.splat(0);
+  if (ASC_FEATURE_RELAXED_SIMD) { // (compiled only into the relaxed build; never reached in the plain one)
+    for (let q = 0; q < 8; q++) a = i32x4.relaxed_dot_i8x16_i7x16_add_s(v128.load32_splat(x + (<usize>q << 2)), v128.load(t + (<usize>q << 4)), a);
+  } else unreachable();
+  return a;
+}
+
+/** One row's chain step over sub-block tile t (x: the row's 32 i8 quants of it). */
+// @ts-ignore: decorator
+@inline function quadStep(T: i32, f: v128, t: usize, x: usize, sc: v128, mn: v128, dx: f32, sx: i32): v128 {
+  let a = quadDot(t, x);
+  if (intOffset(T) != 0) a = i32x4.sub(a, i32x4.splat(intOffset(T) * sx));
+  return chain(T, f, a, sc, mn, dx, sx);
+}
+
+/** Rows mi..mi+r-1 (r = 1 or 4) × the quad tile's 4 columns. */
+// @ts-ignore: decorator
+@inline function tile8Rows(T: i32, r: i32, out: usize, tile: usize, q8: usize, d: usize, s: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+  const nb = k >> 5;
+  const xs = <usize>k;
+  const x0 = q8 + <usize>mi * xs;
+  const bs0 = <usize>(mi * nb) << 2;
+  const bs = <usize>nb << 2;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  for (let j = 0; j < nb; j++) {
+    const t = tile + <usize>j * (128 + 32);
+    const xo = x0 + (<usize>j << 5);
+    const sc = v128.load(t + 128);
+    const mn = hasMin(T) ? v128.load(t + 144) : sc;
+    const jb = bs0 + (<usize>j << 2);
+    f0 = quadStep(T, f0, t, xo, sc, mn, load<f32>(d + jb), load<i32>(s + jb));
+    if (r > 1) {
+      f1 = quadStep(T, f1, t, xo + xs, sc, mn, load<f32>(d + jb + bs), load<i32>(s + jb + bs));
+      f2 = quadStep(T, f2, t, xo + 2 * xs, sc, mn, load<f32>(d + jb + 2 * bs), load<i32>(s + jb + 2 * bs));
+      f3 = quadStep(T, f3, t, xo + 3 * xs, sc, mn, load<f32>(d + jb + 3 * bs), load<i32>(s + jb + 3 * bs));
+    }
+  }
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  if (r > 1) {
+    storeCols(o + os, f1, cnt);
+    storeCols(o + 2 * os, f2, cnt);
+    storeCols(o + 3 * os, f3, cnt);
+  }
+}
+
+/** The M > 1 path on quad tiles (relaxed build, 4/5-bit formats). */
+// @ts-ignore: decorator
+@inline function qmmRelaxed(T: i32, out: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  const tb = tile8Bytes(k);
+  let tiles = <i32>(<usize>98304 / tb);
+  if (tiles < 1) tiles = 1;
+  for (let c = n0; c < n1; c += 4 * tiles) {
+    const nt = min(tiles, (n1 - c + 3) >> 2);
+    for (let t = 0; t < nt; t++) buildTile8(T, tmp + <usize>t * tb, w, k, c + 4 * t, min(4, n1 - c - 4 * t));
+    let mi = 0;
+    for (; mi + 4 <= m; mi += 4) {
+      for (let t = 0; t < nt; t++) tile8Rows(T, 4, out, tmp + <usize>t * tb, q8, d, s, n, k, mi, c + 4 * t, min(4, n1 - c - 4 * t));
+    }
+    for (; mi < m; mi++) {
+      for (let t = 0; t < nt; t++) tile8Rows(T, 1, out, tmp + <usize>t * tb, q8, d, s, n, k, mi, c + 4 * t, min(4, n1 - c - 4 * t));
+    }
+  }
+}
+
 /** Columns [n0, n1) (n0 a multiple of 4) of the matmul, for format T. tmp: per-thread
  * scratch of qmatmulTmpBytes(k) bytes. */
 // @ts-ignore: decorator
@@ -220,6 +334,10 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
       const c = n0 + t;
       row1cols4(T, out, q16, d, s, w, k, c, c + q < n1 ? c + q : -1, c + 2 * q < n1 ? c + 2 * q : -1, c + 3 * q < n1 ? c + 3 * q : -1);
     }
+    return;
+  }
+  if (relaxedTiles(T)) {
+    qmmRelaxed(T, out, q8, d, s, w, m, n, k, n0, n1, tmp);
     return;
   }
   // Tiles of TILES×4 columns stay in L2 while every row block passes over them.
@@ -245,9 +363,9 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
   return t < 1 ? 1 : t;
 }
 
-/** Per-thread scratch bytes the matmul of inner size k needs. */
+/** Per-thread scratch bytes the matmul of inner size k needs (either tile kind). */
 export function qmatmulTmpBytes(k: i32): i32 {
-  return qTiles(k) * <i32>tileBytes(k);
+  return max(98304, <i32>tileBytes(k));
 }
 
 /** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids);
