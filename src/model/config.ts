@@ -59,7 +59,6 @@ export interface ModelConfig {
   readonly mtpLayers: number;
   readonly maxPositionEmbeddings: number;
   readonly eosTokenIds: readonly number[];
-  readonly bosTokenId: number | null;
   /** Prefix of the text model's tensors ('model.language_model.' or 'model.'). */
   readonly weightPrefix: string;
 }
@@ -186,7 +185,6 @@ export function parseModelConfig(json: unknown, where = 'config.json', generatio
   const genFields = new Fields(generation, 'generation_config.json');
   const eos = new Set<number>([...(f.intList('eos_token_id') ?? []), ...(new Fields(outer, where).intList('eos_token_id') ?? []),
     ...(genFields.intList('eos_token_id') ?? [])]);
-  const bos = f.has('bos_token_id') ? f.int('bos_token_id', 0, 0) : null;
 
   const cfg: ModelConfig = {
     modelType, arch, hiddenSize, numLayers, vocabSize, layerKinds, layerMlp, mtpMlp,
@@ -202,7 +200,6 @@ export function parseModelConfig(json: unknown, where = 'config.json', generatio
     mtpLayers,
     maxPositionEmbeddings: Math.max(maxPositions, ropeScaling?.maxPositions ?? 0),
     eosTokenIds: [...eos].filter((id) => id < vocabSize),
-    bosTokenId: bos,
     weightPrefix,
   };
   return Object.freeze(cfg);

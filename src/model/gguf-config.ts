@@ -129,7 +129,6 @@ export function ggufModelConfig(file: GgufFile, vocabSize: number, tensorNames: 
   const mlp = mlpConfigs(k, ga);
   const eos = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id'].map((key) => file.metadata.get(key))
     .filter((id): id is number => typeof id === 'number' && id < vocabSize);
-  const bos = file.metadata.get('tokenizer.ggml.bos_token_id');
   const cfg: ModelConfig = {
     modelType: ARCH[ga].modelType,
     arch: ARCH[ga].arch,
@@ -148,7 +147,6 @@ export function ggufModelConfig(file: GgufFile, vocabSize: number, tensorNames: 
     mtpLayers,
     maxPositionEmbeddings: k.int(`${ga}.context_length`, 32768),
     eosTokenIds: [...new Set(eos)],
-    bosTokenId: typeof bos === 'number' ? bos : null,
     weightPrefix: GGUF_WEIGHT_PREFIX,
   };
   return Object.freeze(cfg);
