@@ -87,6 +87,10 @@ export async function runGenerate(argv: string[]): Promise<void> {
   });
   const defaults = requestDefaults(values);
   const batchText = str(values, 'batch-file') !== undefined ? readFlagFile('batch-file', str(values, 'batch-file')!) : undefined;
+  // a user error in the inputs is reported before the model loads
+  if ([values.prompt, values.messages, values['prompt-ids'], values['batch-file']].every((v) => v === undefined)) {
+    throw new DeltaserveError('bad_request', 'give one of --prompt, --messages, --prompt-ids or --batch-file');
+  }
   const engine = await Engine.load(engineOptions(values));
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
@@ -108,9 +112,6 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
     ...(messages !== undefined ? { messages: messages as GenerateRequest['messages'] } : {}),
     ...(intList(v, 'prompt-ids') !== undefined ? { promptIds: intList(v, 'prompt-ids')! } : {}),
   };
-  if (req.prompt === undefined && req.messages === undefined && req.promptIds === undefined) {
-    throw new DeltaserveError('bad_request', 'give one of --prompt, --messages, --prompt-ids or --batch-file');
-  }
   if (!v['json']) {
     for await (const ev of engine.generate(req)) {
       if (ev.type === 'delta') process.stdout.write(ev.text);

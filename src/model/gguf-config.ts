@@ -1,6 +1,7 @@
 // ModelConfig from GGUF metadata (architectures qwen35, qwen35moe, qwen3next): the same
 // readonly, validated config config.json gives, so nothing downstream knows the format.
 // Keys are `<arch>.<name>`; block_count counts the MTP block(s) too (they come last).
+import { parseRopeScaling } from './rope-scaling.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { Architecture, LayerKind, MlpConfig, ModelConfig } from './config.js';
 import type { GgufFile, GgufValue } from './gguf-file.js';
@@ -129,6 +130,9 @@ export function ggufModelConfig(file: GgufFile, vocabSize: number, tensorNames: 
   const mlp = mlpConfigs(k, ga);
   const eos = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id'].map((key) => file.metadata.get(key))
     .filter((id): id is number => typeof id === 'number' && id < vocabSize);
+  const ropeTheta = k.f32(`${ga}.rope.freq_base`, 10000);
+  const contextLength = k.int(`${ga}.context_length`, 32768);
+  const ropeScaling = parseRopeScaling(ggufRopeScaling(k, ga), { base: ropeTheta, rotaryDim, maxPositions: contextLength, where });
   const cfg: ModelConfig = {
     modelType: ARCH[ga].modelType,
     arch: ARCH[ga].arch,
@@ -138,16 +142,34 @@ export function ggufModelConfig(file: GgufFile, vocabSize: number, tensorNames: 
     mtpMlp: mlp,
     rmsNormEps: k.f32(`${ga}.attention.layer_norm_rms_epsilon`, 1e-6),
     numHeads, numKvHeads, headDim, rotaryDim,
-    ropeTheta: k.f32(`${ga}.rope.freq_base`, 10000),
+    ropeTheta,
+    ropeScaling,
+    attnOutputGate: true, // qwen35/qwen3next GGUFs always carry the attention output gate
+    fp8Block: null,
     linNumKeyHeads, linNumValueHeads,
     linKeyDim: k.a('ssm.state_size'),
     linValueDim: inner / linNumValueHeads,
     convKernel: k.a('ssm.conv_kernel'),
     tieWordEmbeddings: !tensorNames.has('output.weight'),
     mtpLayers,
-    maxPositionEmbeddings: k.int(`${ga}.context_length`, 32768),
+    maxPositionEmbeddings: Math.max(contextLength, ropeScaling?.maxPositions ?? 0),
     eosTokenIds: [...new Set(eos)],
     weightPrefix: GGUF_WEIGHT_PREFIX,
   };
   return Object.freeze(cfg);
+}
+
+/** `<arch>.rope.scaling.*` as the HF `rope_scaling` object parseRopeScaling reads (null when
+ * absent or "none"); unknown types are rejected there. */
+function ggufRopeScaling(k: GgufKeys, ga: string): Record<string, unknown> | null {
+  const type = k.raw(`${ga}.rope.scaling.type`);
+  if (type === undefined || type === 'none') return null;
+  const opt = (key: string, as: string): Record<string, number> => (k.has(key) ? { [as]: k.f32(key) } : {});
+  return {
+    rope_type: type,
+    ...opt(`${ga}.rope.scaling.factor`, 'factor'),
+    ...opt(`${ga}.rope.scaling.original_context_length`, 'original_max_position_embeddings'),
+    ...opt(`${ga}.rope.scaling.yarn_beta_fast`, 'beta_fast'),
+    ...opt(`${ga}.rope.scaling.yarn_beta_slow`, 'beta_slow'),
+  };
 }
