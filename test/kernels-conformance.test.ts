@@ -11,21 +11,15 @@
 //   1e-5    gdnRecurrent                           (f32 state through T steps)
 //   2e-5    gdnChunked                             (f32; forward substitution + chunk sums
 //                                                   reassociate the recurrence)
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { createWasmKernels, probeBandwidth } from '../src/kernels/wasm/index.js';
+import { probeBandwidth } from '../src/kernels/wasm/index.js';
+import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { randomWeight, relErr, rng } from './numeric.js';
 
-// The default build (fma where the runtime takes relaxed SIMD) on 1 and 2 threads, and the
-// plain SIMD128 build, which runtimes without relaxed SIMD fall back to.
-const backends: { label: string; k: Kernels }[] = [
-  { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
-  { label: 'wasm threads=2', k: await createWasmKernels({ threads: 2 }) },
-  { label: 'wasm plain threads=2', k: await createWasmKernels({ threads: 2, variant: 'plain' }) },
-];
-after(() => backends.forEach((b) => b.k.dispose()));
+const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
 
 function fill(k: Kernels, n: number, f: () => number): Float32Array {

@@ -3,22 +3,17 @@
 // (kernels/ref/quant.ts defines the arithmetic); batch invariance (a row alone == the same
 // row inside a batch of M); and the integer path against an f64 matmul of the dequantized
 // weights (error of the int8 activation blocks only).
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QUANT_FORMATS, QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import { dequantizeRow } from '../src/kernels/quant/dequant.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Kernels, Weight } from '../src/kernels/types.js';
 import { randomScaleMatrix } from './quant-blocks.js';
+import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { relErr, rng } from './numeric.js';
 
-const backends: { label: string; k: Kernels }[] = [
-  { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
-  { label: 'wasm threads=2', k: await createWasmKernels({ threads: 2 }) },
-  { label: 'wasm plain threads=2', k: await createWasmKernels({ threads: 2, variant: 'plain' }) },
-];
-after(() => backends.forEach((b) => b.k.dispose()));
+const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
 
 function quantWeight(k: Kernels, type: QuantType, rows: number, cols: number, seed: number): Weight {

@@ -4,20 +4,15 @@
 // penalty patches, −inf entries and odd lengths. Then the reference's meaning: the kept
 // weights equal the f64 softmax definition (min-p → top-k → top-p, ties by id) up to f32
 // rounding, and the draw is the inverse CDF of the kept weights in id order.
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Kernels, SampleResult, SampleRow } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { exp32 } from '../src/kernels/ref/sampling.js';
+import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { Rng } from '../src/util/rng.js';
 
-const backends: { label: string; k: Kernels }[] = [
-  { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
-  { label: 'wasm threads=2', k: await createWasmKernels({ threads: 2 }) },
-  { label: 'wasm plain threads=2', k: await createWasmKernels({ threads: 2, variant: 'plain' }) },
-];
-after(() => backends.forEach((b) => b.k.dispose()));
+const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
 
 interface Params { temperature: number; topK: number; topP: number; minP: number }

@@ -10,7 +10,7 @@
 // Writing (make-model --dtype fp8): `fp8Sources` turns a BF16 tensor source into the F8
 // weight and its scales (scale = block amax / 448, values rounded to nearest-even e4m3).
 import { DeltaserveError, assert } from '../util/errors.js';
-import type { Checkpoint, TensorInfo } from './safetensors.js';
+import { bf16ToF32, type Checkpoint, type TensorInfo } from './safetensors.js';
 import type { TensorSource } from './safetensors-writer.js';
 
 export const FP8_MAX = 448;
@@ -60,11 +60,6 @@ function toBf16(x: number): number {
   cvtF32[0] = x;
   const u = cvtU32[0]!;
   return (u + 0x7fff + ((u >>> 16) & 1)) >>> 16;
-}
-
-function bf16ToF32(bits: number): number {
-  cvtU32[0] = bits << 16;
-  return cvtF32[0]!;
 }
 
 /** [L, R, C] view of a shape (leading dims folded into L; 1-D is [1, 1, n]). */

@@ -10,6 +10,10 @@ import { join, resolve } from 'node:path';
 import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
 import { DeltaserveError, assert } from '../util/errors.js';
 import { type QuantType, isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
+import { f16ToF32 } from '../kernels/quant/dequant.js';
+
+/** IEEE half bits → number (exact), shared with the GGML block decoder. */
+export { f16ToF32 };
 import { quantWeightDType } from './quant-weights.js';
 
 /** F8_E4M3 tensors are read through model/fp8.ts (withFp8Dequant), which presents them as BF16. */
@@ -282,16 +286,6 @@ const cvtF32 = new Float32Array(cvtU32.buffer);
 export function bf16ToF32(bits: number): number {
   cvtU32[0] = (bits & 0xffff) << 16;
   return cvtF32[0]!;
-}
-
-/** IEEE half bits → number (exact; handles subnormals, ±inf, NaN). */
-export function f16ToF32(bits: number): number {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exp = (bits >> 10) & 0x1f;
-  const mant = bits & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24;
-  if (exp === 0x1f) return mant === 0 ? sign * Infinity : NaN;
-  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
 }
 
 /** Check the stored shape equals `shape` element-wise; returns the tensor's info. */
