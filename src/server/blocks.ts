@@ -2,7 +2,8 @@
 // items) and the Messages API (content blocks) stream: a reasoning block, a text block, one
 // block per tool call, each opened, filled by deltas and closed, in order. Consecutive parts
 // of the same kind extend the open block; a different kind closes it first.
-import type { AnswerPart } from './answer.js';
+import type { GenerateEvent } from '../engine/request.js';
+import type { AnswerPart, AnswerStream } from './answer.js';
 import type { ParsedToolCall } from './tools/types.js';
 
 export type BlockKind = 'reasoning' | 'text' | 'tool_call';
@@ -65,4 +66,21 @@ export class BlockTracker {
     if (this.open) out.push({ type: 'close', block: this.open });
     this.open = null;
   }
+}
+
+/** Feed a run's text through the answer parser and the tracker, handing every block event
+ * to `emit` as it forms; at the run's final event flush both and return that event (null
+ * when the run ends without one). The streaming loop of every block-shaped API. */
+export async function streamBlocks(events: AsyncIterable<GenerateEvent>, answer: AnswerStream, tracker: BlockTracker,
+  emit: (events: BlockEvent[]) => void): Promise<Extract<GenerateEvent, { type: 'done' }> | null> {
+  for await (const ev of events) {
+    if (ev.type === 'delta') {
+      emit(tracker.push(answer.push(ev.text)));
+      continue;
+    }
+    emit(tracker.push(answer.flush()));
+    emit(tracker.finish());
+    return ev;
+  }
+  return null;
 }

@@ -8,7 +8,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { ChatMessage, ChatToolCall } from '../tokenizer/chat.js';
 import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, BlockTracker } from './blocks.js';
+import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { ApiError, type ErrorBody, invalid } from './errors.js';
 import { checkFields, type FieldRules } from './fields.js';
@@ -251,13 +251,8 @@ async function streamMessage(ctx: ServerContext, call: Call, run: Choice, head: 
       } else send('content_block_stop', { index: b.index });
     }
   };
-  for await (const ev of run.events) {
-    if (ev.type === 'delta') {
-      emit(tracker.push(answer.push(ev.text)));
-      continue;
-    }
-    emit(tracker.push(answer.flush()));
-    emit(tracker.finish());
+  const ev = await streamBlocks(run.events, answer, tracker, emit);
+  if (ev) {
     if (ev.finishReason === 'error') {
       send('error', { error: { type: 'api_error', message: failed(ev).message } });
     } else {
@@ -265,7 +260,6 @@ async function streamMessage(ctx: ServerContext, call: Call, run: Choice, head: 
       send('message_delta', { delta: { stop_reason: reason, stop_sequence: sequence }, usage: { output_tokens: ev.usage.completionTokens } });
       send('message_stop');
     }
-    break;
   }
   sse.end();
 }

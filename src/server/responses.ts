@@ -6,7 +6,7 @@
 // not implemented (400).
 import type { ChatMessage } from '../tokenizer/chat.js';
 import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, BlockTracker } from './blocks.js';
+import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { invalid } from './errors.js';
 import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
@@ -244,13 +244,8 @@ async function streamResponse(call: Call, run: Choice,
       }
     }
   };
-  for await (const ev of run.events) {
-    if (ev.type === 'delta') {
-      emit(tracker.push(answer.push(ev.text)));
-      continue;
-    }
-    emit(tracker.push(answer.flush()));
-    emit(tracker.finish());
+  const ev = await streamBlocks(run.events, answer, tracker, emit);
+  if (ev) {
     if (ev.finishReason === 'error') {
       const err = failed(ev);
       send('error', { code: err.code, message: err.message, param: null });
@@ -259,7 +254,6 @@ async function streamResponse(call: Call, run: Choice,
       const final = finalResponse(shell, tracker.blocks, ev, ids);
       send(final['status'] === 'completed' ? 'response.completed' : 'response.incomplete', { response: final });
     }
-    break;
   }
   sse.end();
 }
