@@ -8,6 +8,7 @@ export { attention } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';
 export { gdnChunked, chunkedTmpBytes } from './chunked';
 export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
+export { repackQ8x4, interleaveActs4 } from './q8x4';
 
 export function heapBase(): usize {
   return __heap_base;

@@ -12,6 +12,7 @@ import type { Kernels, Weight } from '../src/kernels/types.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { relErr, rng } from './numeric.js';
+import { rowPrefix } from '../src/kernels/weight-view.js';
 
 const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
@@ -63,6 +64,25 @@ for (const { label, k } of backends) {
         }
       });
     }
+  });
+}
+
+for (const { label, k } of backends) {
+  test(`q8_0 (repacked q8x4 in wasm) [${label}]: M across L2 row blocks == ref; a rowPrefix view == the first columns`, () => {
+    const r = rng(23);
+    const [n, kk, m] = [11, 4096, 37]; // 32-row blocks at K = 4096: 37 = 32 + 4 + 1
+    const w = quantWeight(k, 'q8_0', n, kk, 5);
+    const wr = quantWeight(ref, 'q8_0', n, kk, 5);
+    const x = fill(k, m * kk, r);
+    const out = k.alloc(m * n);
+    const want = new Float32Array(m * n);
+    k.matmul(out, x, w, m);
+    ref.matmul(want, x, wr, m);
+    same(out, want, `q8_0 M=${m} K=${kk}`);
+    const pre = rowPrefix(w, 6);
+    const part = k.alloc(m * 6);
+    k.matmul(part, x, pre, m);
+    for (let i = 0; i < m; i++) same(part.subarray(i * 6, i * 6 + 6), out.subarray(i * n, i * n + 6), `rowPrefix(6) row ${i}`);
   });
 }
 

@@ -22,12 +22,12 @@ export interface Weight {
   readonly cols: number;
   /** bf16: raw bits (Uint16Array); f32: Float32Array; a QuantType: the raw GGML blocks
    * (Uint8Array), each row cols/blockSize blocks — exactly a GGUF tensor with ne = {cols,
-   * rows}. Row-major [rows, cols] unless `layout` says otherwise (quantized weights are
-   * never repacked: matmul, embed and rowPrefix read the blocks as they are). */
+   * rows}. Row-major [rows, cols] unless `layout` says otherwise. */
   readonly data: Uint16Array | Float32Array | Uint8Array;
   /** A backend's matmul layout (set only by that backend's packWeight); 'panel8': the wasm
-   * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels. */
-  readonly layout?: 'panel8';
+   * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels; 'q8x4': the
+   * wasm backend's Q8_0 regrouped by 4 rows with f32 scales (assembly/q8x4.ts). */
+  readonly layout?: 'panel8' | 'q8x4';
 }
 
 /** Gated DeltaNet shape of one layer. */

@@ -1,6 +1,7 @@
 // Views of weights that share memory, for either layout (see Weight.layout), and storage sizes.
 import type { Weight, WeightDType } from './types.js';
 import { isQuantType, quantRowBytes } from './quant/formats.js';
+import { q8x4Bytes } from './quant/q8x4.js';
 
 /** Bytes of one stored row of `cols` elements of `dtype` (row-major). */
 export function rowBytes(dtype: WeightDType, cols: number): number {
@@ -13,11 +14,17 @@ export function weightBytes(w: Weight): number {
   return w.rows * rowBytes(w.dtype, w.cols);
 }
 
+/** Bytes of a quantized weight's data as stored (its layout's size). */
+export function storedQuantBytes(w: Weight): number {
+  return w.layout === 'q8x4' ? q8x4Bytes(w.rows, w.cols) : weightBytes(w);
+}
+
 /** Rows [0, n) of a weight as a weight of its own (same memory, same layout). Row-major:
- * the first n rows (for quantized weights, n rows of blocks); 'panel8': the first ⌈n/8⌉
- * panels (a matmul against it writes only its n columns). */
+ * the first n rows (for quantized weights, n rows of blocks); 'panel8' / 'q8x4': the first
+ * ⌈n/8⌉ panels / ⌈n/4⌉ groups (a matmul against it writes only its n columns). */
 export function rowPrefix(w: Weight, n: number): Weight {
   if (!Number.isInteger(n) || n < 1 || n > w.rows) throw new RangeError(`rowPrefix: ${n} rows of a [${w.rows}, ${w.cols}] weight`);
+  if (w.layout === 'q8x4') return { ...w, rows: n, data: w.data.subarray(0, q8x4Bytes(n, w.cols)) };
   if (isQuantType(w.dtype)) return { ...w, rows: n, data: w.data.subarray(0, n * quantRowBytes(w.dtype, w.cols)) };
   const rows = w.layout === 'panel8' ? Math.ceil(n / 8) * 8 : n;
   return { ...w, rows: n, data: w.data.subarray(0, rows * w.cols) };

@@ -11,8 +11,9 @@ import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
-import { weightBytes } from '../weight-view.js';
+import { storedQuantBytes } from '../weight-view.js';
 import { dequantizeRow } from '../quant/dequant.js';
+import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
 import type { QuantType } from '../quant/formats.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -25,8 +26,9 @@ const PAR_CONV = 1 << 15; // T · C
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
 
-/** Format ids of assembly/qdecode.ts. */
+/** Format ids of assembly/qdecode.ts (and Q8_0 in the q8x4 layout, assembly/q8x4.ts). */
 const QUANT_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
+const Q8X4_ID = 8;
 
 function isBf16(w: Weight): number {
   return w.dtype === 'bf16' ? 1 : 0;
@@ -83,11 +85,11 @@ export class WasmKernels implements Kernels {
   }
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
-    if (isQuantType(dtype)) { // GGML blocks, row-major, never repacked
+    if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 with room to repack in place
       const size = rows * quantRowBytes(dtype, cols);
-      const { arena, ptr } = this.mem.alloc(size);
-      const bytes = arena.u8(ptr, size);
-      return { weight: { dtype, rows, cols, data: bytes }, bytes };
+      const room = dtype === 'q8_0' ? Math.max(size, q8x4Bytes(rows, cols)) : size;
+      const { arena, ptr } = this.mem.alloc(room);
+      return { weight: { dtype, rows, cols, data: arena.u8(ptr, room) }, bytes: arena.u8(ptr, size) };
     }
     const n = rows * cols;
     const size = elemBytes(dtype);
@@ -99,12 +101,16 @@ export class WasmKernels implements Kernels {
   }
 
   packWeight(w: Weight): Weight {
-    if (w.layout === 'panel8') return w;
+    if (w.layout !== undefined) return w;
     if (isQuantType(w.dtype)) {
-      if (this.mem.locate(w.data)) return w;
-      const copy = this.allocWeight(w.dtype, w.rows, w.cols);
-      copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, copy.bytes.byteLength));
-      return copy.weight;
+      let src = w;
+      const roomy = w.dtype !== 'q8_0' || w.data.byteLength >= q8x4Bytes(w.rows, w.cols);
+      if (!this.mem.locate(w.data) || !roomy) {
+        const copy = this.allocWeight(w.dtype, w.rows, w.cols);
+        copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, copy.bytes.byteLength));
+        src = copy.weight;
+      }
+      return src.dtype === 'q8_0' ? this.repackQ8x4(src) : src;
     }
     let src = w;
     if (!this.mem.locate(w.data)) { // not ours (e.g. the JS heap): copy into wasm memory first
@@ -120,6 +126,16 @@ export class WasmKernels implements Kernels {
     const buf = src.data.buffer;
     const data = src.dtype === 'bf16' ? new Uint16Array(buf, src.data.byteOffset, n) : new Float32Array(buf, src.data.byteOffset, n);
     return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' };
+  }
+
+  /** Q8_0 → the q8x4 layout, in place (the data has room: allocWeight). */
+  private repackQ8x4(w: Weight): Weight {
+    const nb = w.cols / 32;
+    const c = this.ops.begin(this.ops.target(w.data), 4 * nb * 34);
+    c.arena.exports.repackQ8x4(w.data.byteOffset, w.rows, w.cols, c.tmp.base);
+    c.end();
+    const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q8x4Bytes(w.rows, w.cols));
+    return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q8x4' };
   }
 
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
@@ -149,14 +165,18 @@ export class WasmKernels implements Kernels {
     const a = this.pool.args;
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
-    const q8 = c.arena.stage(m * k);
+    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : m * k);
+    const q8x4Acts = q8;
     const d = c.arena.stage(nb * 4);
     const s = c.arena.stage(nb * 4);
     c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, q8, d, s);
+    // q8x4 takes the rows' quants interleaved by 4 in place of the int8 copy
+    if (w.layout === 'q8x4' && m >= 4) c.arena.exports.interleaveActs4(q16, m, k, q8x4Acts);
     a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
-    a[5] = m; a[6] = n; a[7] = k; a[8] = QUANT_ID[type]; a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
+    a[5] = m; a[6] = n; a[7] = k; a[8] = w.layout === 'q8x4' ? Q8X4_ID : QUANT_ID[type];
+    a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
     const groups = Math.ceil(n / 4);
-    const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(weightBytes(w) / CHUNK_BYTES)));
+    const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
     this.run(Cmd.QMATMUL, c.arena, n * k >= PAR_MATMUL && groups >= 2, Math.min(chunks, 0xffff));
     c.end();
   }
@@ -168,7 +188,9 @@ export class WasmKernels implements Kernels {
       for (let i = 0; i < ids.length; i++) {
         const id = ids[i]!;
         if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
-        dequantizeRow(table.dtype, table.data as Uint8Array, d, id, out.subarray(i * d, (i + 1) * d));
+        const row = out.subarray(i * d, (i + 1) * d);
+        if (table.layout === 'q8x4') dequantizeQ8x4Row(table.data as Uint8Array, d, id, row);
+        else dequantizeRow(table.dtype, table.data as Uint8Array, d, id, row);
       }
       return;
     }

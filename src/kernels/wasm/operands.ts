@@ -4,7 +4,7 @@
 // arena's per-call staging area — inputs before the kernel, outputs back after it.
 import type { Weight } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
-import { weightBytes } from '../weight-view.js';
+import { storedQuantBytes } from '../weight-view.js';
 import type { Arena, MemorySet } from './memory.js';
 
 type OutView = Float32Array | Int32Array;
@@ -79,7 +79,7 @@ export class Operands {
   /** A weight's data (bf16 bits, f32, or GGML blocks). */
   weight(w: Weight): number {
     if (isQuantType(w.dtype)) {
-      const bytes = weightBytes(w);
+      const bytes = storedQuantBytes(w);
       if (w.data.byteLength < bytes) throw new RangeError(`wasm kernels: ${w.dtype} weight has ${w.data.byteLength} < ${bytes} bytes`);
       if (this.local(w.data)) return w.data.byteOffset;
       const p = this.arena.stage(bytes);

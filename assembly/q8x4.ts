@@ -1,0 +1,179 @@
+// Q8_0 repacked for the integer matmul ('q8x4' layout, set by the wasm backend's
+// packWeight): the same quants and scales as the GGML Q8_0 blocks, rearranged so that one
+// 16-byte load feeds 4 output columns with no horizontal sums and no f16 decoding.
+//
+// Layout: groups of 4 weight rows (= output columns; the last group zero-padded), group g
+// at g·nb·144 bytes (nb = K/32); sub-block j of a group at +j·144:
+//   [0, 16)    f32 scale of columns 0..3 (the f16 d of their Q8_0 block, exactly)
+//   [16, 144)  8 vectors; vector v holds elements 4v..4v+3 of the 4 columns as
+//              [c0 e0, c0 e1, c1 e0, c1 e1, c2 e0, c2 e1, c3 e0, c3 e1,  (pair 2v)
+//               c0 e2, c0 e3, c1 e2, c1 e3, c2 e2, c2 e3, c3 e2, c3 e3]  (pair 2v+1)
+// so i16x8.extend_low/high give the i16 weights of k-pair 2v / 2v+1 for 4 columns, and
+// dot_i16x8_s with a broadcast activation pair sums one pair per column lane.
+//
+// Arithmetic: exactly the twin's (src/kernels/ref/quant.ts): exact integer sub-block sums,
+// then per column one f32 chain  acc += (scale_j · d_j) · sumi  (mul, mul, add; unfused).
+import { f16At } from './qdecode';
+
+const SB: usize = 144; // bytes of one (group, sub-block)
+const QB: usize = 34; // bytes of one GGML Q8_0 block
+
+/** Repack a GGML Q8_0 weight [rows, k] at w in place (the buffer must hold
+ * ⌈rows/4⌉·(k/32)·144 bytes). tmp: 4·(k/32)·34 bytes of scratch. Groups run last to first:
+ * group g's destination starts at or after the end of group g−1's source. */
+export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
+  const nb = k >> 5;
+  const rb = <usize>nb * QB;
+  for (let g = ((rows + 3) >> 2) - 1; g >= 0; g--) {
+    const cnt = min(4, rows - 4 * g);
+    memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
+    if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+    const dst = w + <usize>g * <usize>nb * SB;
+    for (let j = 0; j < nb; j++) {
+      const o = dst + <usize>j * SB;
+      for (let c = 0; c < 4; c++) {
+        const src = tmp + <usize>c * rb + <usize>j * QB;
+        store<f32>(o + (<usize>c << 2), f16At(src));
+        for (let e = 0; e < 32; e++) {
+          const at = 16 + ((e >> 2) << 4) + (((e & 3) >> 1) << 3) + (c << 1) + (e & 1);
+          store<u8>(o + <usize>at, load<u8>(src + 2 + <usize>e));
+        }
+      }
+    }
+  }
+}
+
+/** acc + Σ over the two k-pairs of one weight vector (see the layout): wl / wh its low /
+ * high half as i16 (v128.load8x8_s: one sign-extending load each), xl / xh the broadcast
+ * activation pairs. */
+// @ts-ignore: decorator
+@inline function pairs(acc: v128, wl: v128, wh: v128, xl: v128, xh: v128): v128 {
+  return i32x4.add(acc, i32x4.add(i32x4.dot_i16x8_s(xl, wl), i32x4.dot_i16x8_s(xh, wh)));
+}
+
+/** Store lanes [0, cnt) of v at p (f32). */
+// @ts-ignore: decorator
+@inline function storeCols(p: usize, v: v128, cnt: i32): void {
+  if (cnt >= 4) {
+    v128.store(p, v);
+    return;
+  }
+  store<f32>(p, f32x4.extract_lane(v, 0));
+  if (cnt > 1) store<f32>(p, f32x4.extract_lane(v, 1), 4);
+  if (cnt > 2) store<f32>(p, f32x4.extract_lane(v, 2), 8);
+}
+
+/** One chain step: acc + (sc · dx) · sumi for 4 columns. */
+// @ts-ignore: decorator
+@inline function chain(acc: v128, sumi: v128, sc: v128, dx: f32): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.mul(sc, f32x4.splat(dx)), f32x4.convert_i32x4_s(sumi)));
+}
+
+// The loops below advance pointers and use constant load offsets (wasm offset immediates):
+// an i32 address sum cannot fold into an x64 addressing mode, an immediate can.
+
+/** Row mi (its i16 quants in q16 [M, K]) × the 4 columns of group wg. */
+// @ts-ignore: decorator
+@inline function groupRow1(out: usize, q16: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+  const nb = k >> 5;
+  let x = q16 + <usize>mi * (<usize>k << 1); // pair p of sub-block j at x + 64j + 4p
+  let dj = d + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f = f32x4.splat(0);
+  for (let j = 0; j < nb; j++) {
+    let a = i32x4.splat(0), c = i32x4.splat(0);
+    let wp = b;
+    for (let v = 0; v < 8; v += 2) { // two weight vectors (4 pairs) per pass
+      a = pairs(a, v128.load8x8_s(wp, 16), v128.load8x8_s(wp, 24), v128.load32_splat(x), v128.load32_splat(x, 4));
+      c = pairs(c, v128.load8x8_s(wp, 32), v128.load8x8_s(wp, 40), v128.load32_splat(x, 8), v128.load32_splat(x, 12));
+      wp += 32;
+      x += 16;
+    }
+    f = chain(f, i32x4.add(a, c), v128.load(b), load<f32>(dj));
+    b += SB;
+    dj += 4;
+  }
+  storeCols(out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2), f, cnt);
+}
+
+/** Rows mi..mi+3 × the 4 columns of group wg; x4: the quants of rows 4⌊·/4⌋.. interleaved
+ * by interleaveActs4 (pair p of row r of the block at 16p + 4r). */
+// @ts-ignore: decorator
+@inline function groupRows4(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * (<usize>k << 1);
+  const ds = <usize>nb << 2;
+  let dj = d + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  for (let j = 0; j < nb; j++) {
+    let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+    let wp = b;
+    for (let v = 0; v < 8; v++) { // one weight vector (2 pairs) × 4 rows per pass
+      const wl = v128.load8x8_s(wp, 16), wh = v128.load8x8_s(wp, 24);
+      a0 = pairs(a0, wl, wh, v128.load32_splat(x), v128.load32_splat(x, 16));
+      a1 = pairs(a1, wl, wh, v128.load32_splat(x, 4), v128.load32_splat(x, 20));
+      a2 = pairs(a2, wl, wh, v128.load32_splat(x, 8), v128.load32_splat(x, 24));
+      a3 = pairs(a3, wl, wh, v128.load32_splat(x, 12), v128.load32_splat(x, 28));
+      wp += 16;
+      x += 32;
+    }
+    const sc = v128.load(b);
+    f0 = chain(f0, a0, sc, load<f32>(dj));
+    f1 = chain(f1, a1, sc, load<f32>(dj + ds));
+    f2 = chain(f2, a2, sc, load<f32>(dj + 2 * ds));
+    f3 = chain(f3, a3, sc, load<f32>(dj + 3 * ds));
+    b += SB;
+    dj += 4;
+  }
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  storeCols(o + os, f1, cnt);
+  storeCols(o + 2 * os, f2, cnt);
+  storeCols(o + 3 * os, f3, cnt);
+}
+
+/** Interleave the i16 quants of whole blocks of 4 rows of q16 [M, K] into x4: pair p
+ * (elements 2p, 2p+1) of row 4i+r at x4 + 8K·i + 16p + 4r (a 4×4 transpose of i32 lanes). */
+export function interleaveActs4(q16: usize, m: i32, k: i32, x4: usize): void {
+  const rs = <usize>k << 1;
+  for (let i = 0; i + 4 <= m; i += 4) {
+    const r0 = q16 + <usize>i * rs;
+    const o = x4 + <usize>i * rs;
+    for (let p: usize = 0; p < rs; p += 16) { // 4 pairs of the 4 rows
+      const a = v128.load(r0 + p), b = v128.load(r0 + rs + p), c = v128.load(r0 + 2 * rs + p), e = v128.load(r0 + 3 * rs + p);
+      const t0 = i32x4.shuffle(a, b, 0, 4, 1, 5), t1 = i32x4.shuffle(a, b, 2, 6, 3, 7);
+      const t2 = i32x4.shuffle(c, e, 0, 4, 1, 5), t3 = i32x4.shuffle(c, e, 2, 6, 3, 7);
+      const q = o + (p << 2);
+      v128.store(q, i32x4.shuffle(t0, t2, 0, 1, 4, 5));
+      v128.store(q, i32x4.shuffle(t0, t2, 2, 3, 6, 7), 16);
+      v128.store(q, i32x4.shuffle(t1, t3, 0, 1, 4, 5), 32);
+      v128.store(q, i32x4.shuffle(t1, t3, 2, 3, 6, 7), 48);
+    }
+  }
+}
+
+/** Rows whose i16 quants fit in ~256 KiB (L2) pass over all of a thread's groups together. */
+// @ts-ignore: decorator
+@inline function rowBlock(k: i32): i32 {
+  return max(4, (<i32>(262144 / (k << 1))) & ~3);
+}
+
+/** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q8x4 layout at w;
+ * q16/d: quantizeActs of x (its i16 quants and block scales); x4: interleaveActs4 of q16
+ * (used when M ≥ 4). */
+export function qmatmulQ8x4(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+  const gb = <usize>(k >> 5) * SB;
+  const rb = rowBlock(k);
+  for (let r0 = 0; r0 < m; r0 += rb) {
+    const r1 = min(m, r0 + rb);
+    for (let c = n0; c < n1; c += 4) {
+      const wg = w + <usize>(c >> 2) * gb;
+      const cnt = min(4, n1 - c);
+      let mi = r0;
+      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, d, wg, n, k, mi, c, cnt);
+      for (; mi < r1; mi++) groupRow1(out, q16, d, wg, n, k, mi, c, cnt);
+    }
+  }
+}
