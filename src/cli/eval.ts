@@ -2,7 +2,7 @@
 // the engine — greedy, chat template with thinking on, many requests at once — extract the
 // final answer after `</think>` and report exact-match accuracy per task as one JSON object:
 //   {"tasks": {"<task>": {"n", "accuracy", "accuracy_spec", "identical_fraction"}},
-//    "spec": {"tokens", "accept_len_mean"}}
+//    "spec": {"tokens", "accept_len_mean"}, "timing": {"off", "on", "spec_speedup"}}
 // --compare-spec runs MTP off, then on, and reports both accuracies and the fraction of
 // items whose generated ids are identical.
 import { parseArgs } from 'node:util';
@@ -26,7 +26,9 @@ export const EVAL_HELP = `deltaserve eval --data FILE.jsonl [FILE2.jsonl ...] [o
   --details FILE            also write one JSON line per item (task, answer, predictions)
 ${ENGINE_FLAGS_HELP.split('\n').filter((l) => !l.trimStart().startsWith('--spec-tokens')).join('\n')}
 Output (stdout): {"tasks": {"<task>": {"n", "accuracy", "accuracy_spec", "identical_fraction"}},
-                  "spec": {"tokens", "accept_len_mean"}}`;
+                  "spec": {"tokens", "accept_len_mean"},
+                  "timing": {"off"|"on": {"seconds", "tokens", "tok_s"}, "spec_speedup"}}
+                  (generation wall time after the model loaded)`;
 
 export interface EvalItem {
   readonly task: string;
@@ -54,6 +56,25 @@ export interface TaskResult {
 export interface EvalResult {
   tasks: Record<string, TaskResult>;
   spec: { tokens: number; accept_len_mean: number | null };
+  /** Generation wall time after the model loaded: per run (MTP off; on with --compare-spec). */
+  timing?: { off?: RunTiming; on?: RunTiming; spec_speedup?: number };
+}
+
+export interface RunTiming {
+  seconds: number;
+  tokens: number;
+  tok_s: number;
+}
+
+/** Items run on one engine and the wall time they took (engine load excluded). */
+export interface ItemRun {
+  readonly outputs: ItemOutput[];
+  readonly seconds: number;
+}
+
+function timing(run: ItemRun): RunTiming {
+  const tokens = run.outputs.reduce((a, o) => a + o.outputIds.length, 0);
+  return { seconds: run.seconds, tokens, tok_s: tokens / Math.max(1e-9, run.seconds) };
 }
 
 /** Read eval JSONL files; `limit` keeps the first N items of each task (in file order). */
@@ -123,10 +144,11 @@ function itemProgress(label: string, total: number): { tick(): void; done(): voi
 }
 
 /** Run every item (greedy, thinking on) on a fresh engine; outputs in item order. */
-export async function runItems(opts: EngineOptions, items: readonly EvalItem[], maxTokens: number, label = 'eval'): Promise<ItemOutput[]> {
+export async function runItems(opts: EngineOptions, items: readonly EvalItem[], maxTokens: number, label = 'eval'): Promise<ItemRun> {
   const engine = await Engine.load(opts);
   const bar = itemProgress(label, items.length);
   const out: ItemOutput[] = new Array<ItemOutput>(items.length);
+  const start = performance.now();
   try {
     let next = 0;
     const worker = async (): Promise<void> => {
@@ -152,7 +174,7 @@ export async function runItems(opts: EngineOptions, items: readonly EvalItem[], 
     bar.done();
     await engine.close();
   }
-  return out;
+  return { outputs: out, seconds: (performance.now() - start) / 1000 };
 }
 
 const correct = (it: EvalItem, o: ItemOutput): boolean => !o.error && extractFinalAnswer(o.text) === it.answer;
@@ -194,12 +216,15 @@ export async function evaluate(o: EvaluateOptions): Promise<{ result: EvalResult
   // `specTokens` is passed through EngineOptions for the MTP engine (ignored by engines without it).
   const withSpec = (k: number): EngineOptions => ({ ...o.engine, specTokens: k }) as EngineOptions;
   if (!o.compareSpec) {
-    const base = await runItems(withSpec(o.specTokens), o.items, o.maxTokens, o.specTokens > 0 ? `eval (MTP ${o.specTokens})` : 'eval');
-    return { result: summarize(o.items, base, null, o.specTokens), base, spec: null };
+    const run = await runItems(withSpec(o.specTokens), o.items, o.maxTokens, o.specTokens > 0 ? `eval (MTP ${o.specTokens})` : 'eval');
+    const t = timing(run);
+    const result = { ...summarize(o.items, run.outputs, null, o.specTokens), timing: o.specTokens > 0 ? { on: t } : { off: t } };
+    return { result, base: run.outputs, spec: null };
   }
-  const base = await runItems(withSpec(0), o.items, o.maxTokens, 'eval (MTP off)');
-  const spec = await runItems(withSpec(o.specTokens), o.items, o.maxTokens, `eval (MTP ${o.specTokens})`);
-  return { result: summarize(o.items, base, spec, o.specTokens), base, spec };
+  const off = await runItems(withSpec(0), o.items, o.maxTokens, 'eval (MTP off)');
+  const on = await runItems(withSpec(o.specTokens), o.items, o.maxTokens, `eval (MTP ${o.specTokens})`);
+  const timed = { off: timing(off), on: timing(on), spec_speedup: off.seconds / Math.max(1e-9, on.seconds) };
+  return { result: { ...summarize(o.items, off.outputs, on.outputs, o.specTokens), timing: timed }, base: off.outputs, spec: on.outputs };
 }
 
 export async function runEval(argv: string[]): Promise<void> {
