@@ -13,8 +13,14 @@ import { KERNELS } from './server-helpers.js';
 
 const SETS = (): string[] => ['add', 'mcq', 'recall'].map((t) => sharedPath('eval', `${t}.public.jsonl`));
 
-function checkContract(r: EvalResult, tasks: Record<string, number>, compare: boolean): void {
-  assert.deepEqual(Object.keys(r).sort(), ['spec', 'tasks']);
+function checkContract(r: EvalResult, tasks: Record<string, number>, compare: boolean, timed = true): void {
+  assert.deepEqual(Object.keys(r).sort(), timed ? ['spec', 'tasks', 'timing'] : ['spec', 'tasks']);
+  const runs = !timed ? [] : compare ? ['off', 'on'] : [r.spec.tokens > 0 ? 'on' : 'off'];
+  for (const run of runs) {
+    const t = r.timing![run as 'off' | 'on']!;
+    assert.ok(t.seconds > 0 && t.tokens > 0 && Math.abs(t.tok_s - t.tokens / t.seconds) < 1e-6 * t.tok_s, `timing.${run}`);
+  }
+  if (timed && compare) assert.ok(Math.abs(r.timing!.spec_speedup! - r.timing!.off!.seconds / r.timing!.on!.seconds) < 1e-9);
   assert.deepEqual(Object.keys(r.tasks).sort(), Object.keys(tasks).sort());
   for (const [task, n] of Object.entries(tasks)) {
     const t = r.tasks[task]!;
@@ -56,7 +62,7 @@ test('summarize: exact match after the last </think>, identical outputs, accept 
     { text: `x</think>\n\n${items[1]!.answer}`, outputIds: [4], acceptLen: 3 },
   ];
   const r = summarize(items, base, spec, 2);
-  checkContract(r, { add: 1, mcq: 1 }, true);
+  checkContract(r, { add: 1, mcq: 1 }, true, false); // summarize alone: no timing
   assert.deepEqual(r.tasks['add'], { n: 1, accuracy: 1, accuracy_spec: 1, identical_fraction: 1 });
   assert.deepEqual(r.tasks['mcq'], { n: 1, accuracy: 0, accuracy_spec: 1, identical_fraction: 0 });
   assert.deepEqual(r.spec, { tokens: 2, accept_len_mean: 2.5 });
