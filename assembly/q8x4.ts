@@ -34,9 +34,9 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
       for (let c = 0; c < 4; c++) {
         const src = tmp + <usize>c * rb + <usize>j * QB;
         store<f32>(o + (<usize>c << 2), f16At(src));
-        for (let e = 0; e < 32; e++) {
-          const at = 16 + ((e >> 2) << 4) + (((e & 3) >> 1) << 3) + (c << 1) + (e & 1);
-          store<u8>(o + <usize>at, load<u8>(src + 2 + <usize>e));
+        for (let p = 0; p < 16; p++) { // element pair p (2p, 2p+1) moves as one u16
+          const at = 16 + ((p >> 1) << 4) + ((p & 1) << 3) + (c << 1);
+          store<u16>(o + <usize>at, load<u16>(src + 2 + (<usize>p << 1)));
         }
       }
     }
