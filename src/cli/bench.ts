@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels } from '../kernels/index.js';
 import type { Kernels, Weight } from '../kernels/types.js';
-import { weightBytes } from '../kernels/weight-view.js';
+import { storedBytes } from '../kernels/weight-view.js';
 import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import { allocSequenceMemory, loadModel, type Model, type SequenceMemory } from '../model/model.js';
@@ -56,9 +56,9 @@ function weightsPerToken(w: ModelWeights, size: Size): number {
   return total;
 }
 
-/** Bytes of weights one decode step reads for one token, from their actual storage types. */
+/** Bytes of weights one decode step reads for one token, as the backend stores them. */
 export function weightBytesPerToken(w: ModelWeights): number {
-  return weightsPerToken(w, weightBytes);
+  return weightsPerToken(w, storedBytes);
 }
 
 /** Weight elements one decode step reads for one token (same walk as weightBytesPerToken). */

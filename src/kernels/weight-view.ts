@@ -19,6 +19,12 @@ export function storedQuantBytes(w: Weight): number {
   return w.layout === 'q8x4' ? q8x4Bytes(w.rows, w.cols) : weightBytes(w);
 }
 
+/** Bytes a matmul streams for this weight as the backend stores it (a repacked layout's
+ * size; panel padding not counted). */
+export function storedBytes(w: Weight): number {
+  return isQuantType(w.dtype) ? storedQuantBytes(w) : weightBytes(w);
+}
+
 /** Rows [0, n) of a weight as a weight of its own (same memory, same layout). Row-major:
  * the first n rows (for quantized weights, n rows of blocks); 'panel8' / 'q8x4': the first
  * ⌈n/8⌉ panels / ⌈n/4⌉ groups (a matmul against it writes only its n columns). */
