@@ -17,20 +17,6 @@
 // the blocking, or on the column range a thread owns.
 import { hsum, HI16, mac } from './common';
 
-/** Columns c0..c3 of the panel row at p. */
-// @ts-ignore: decorator
-@inline function lo<W>(p: usize): v128 {
-  if (sizeof<W>() == 2) return i32x4.shl(v128.load(p), 16);
-  return v128.load(p);
-}
-
-/** Columns c4..c7 of the panel row at p. */
-// @ts-ignore: decorator
-@inline function hi<W>(p: usize): v128 {
-  if (sizeof<W>() == 2) return v128.and(v128.load(p), i32x4.splat(HI16));
-  return v128.load(p, 16);
-}
-
 /** Bytes of one panel row (8 weights). */
 // @ts-ignore: decorator
 @inline function rowBytes<W>(): usize {
@@ -58,29 +44,38 @@ import { hsum, HI16, mac } from './common';
   if (r > 6) store<f32>(p, f32x4.extract_lane(b, 2), 24);
 }
 
-/** Rows m0..m0+3 × panel g (8 columns): each weight load feeds 32 multiply-adds. */
+/** Rows m0..m0+3 × panel g (8 columns): each weight load feeds 32 multiply-adds. The loop
+ * advances pointers (an i32 address sum cannot fold into an x64 addressing mode) and takes
+ * the bf16 high-half mask as a value V8 cannot constant-fold (it would rebuild the constant
+ * every iteration). */
 function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, g: i32, n1: i32): void {
-  const wp = w + <usize>g * <usize>k * rowBytes<W>();
+  let p = w + <usize>g * <usize>k * rowBytes<W>();
   const xs = <usize>k << 2;
-  const x0 = x + <usize>m0 * xs;
-  const x1 = x0 + xs;
-  const x2 = x1 + xs;
-  const x3 = x2 + xs;
+  let x0 = x + <usize>m0 * xs;
+  let x1 = x0 + xs;
+  let x2 = x1 + xs;
+  let x3 = x2 + xs;
+  const end = x1;
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31)); // = HI16 (k ≥ 0)
   let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
   let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
-  for (let i = 0; i < k; i++) {
-    const p = wp + <usize>i * rowBytes<W>();
-    const wl = lo<W>(p);
-    const wh = hi<W>(p);
-    const xo = <usize>i << 2;
-    let s = v128.load32_splat(x0 + xo);
+  while (x0 < end) {
+    const raw = v128.load(p);
+    const wl = sizeof<W>() == 2 ? i32x4.shl(raw, 16) : raw;
+    const wh = sizeof<W>() == 2 ? v128.and(raw, hm) : v128.load(p, 16);
+    let s = v128.load32_splat(x0);
     a0 = mac(a0, s, wl); b0 = mac(b0, s, wh);
-    s = v128.load32_splat(x1 + xo);
+    s = v128.load32_splat(x1);
     a1 = mac(a1, s, wl); b1 = mac(b1, s, wh);
-    s = v128.load32_splat(x2 + xo);
+    s = v128.load32_splat(x2);
     a2 = mac(a2, s, wl); b2 = mac(b2, s, wh);
-    s = v128.load32_splat(x3 + xo);
+    s = v128.load32_splat(x3);
     a3 = mac(a3, s, wl); b3 = mac(b3, s, wh);
+    p += rowBytes<W>();
+    x0 += 4;
+    x1 += 4;
+    x2 += 4;
+    x3 += 4;
   }
   const os = <usize>n << 2;
   const o0 = out + <usize>m0 * os;
@@ -92,23 +87,41 @@ function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, 
 
 /** Row mi × panels g, g+q, g+2q, g+3q (32 columns). Streaming four panels that are q
  * apart, rather than adjacent ones, keeps four independent sequential streams for the
- * hardware prefetcher (the decode path reads each weight once from memory). */
+ * hardware prefetcher (the decode path reads each weight once from memory). Pointers
+ * advance as in rows4panel. */
 function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, q: i32, n1: i32): void {
   const pb = <usize>k * rowBytes<W>();
-  const w0 = w + <usize>g * pb;
-  const w1 = w0 + <usize>q * pb;
-  const w2 = w1 + <usize>q * pb;
-  const w3 = w2 + <usize>q * pb;
-  const xr = x + ((<usize>mi * <usize>k) << 2);
+  let w0 = w + <usize>g * pb;
+  let w1 = w0 + <usize>q * pb;
+  let w2 = w1 + <usize>q * pb;
+  let w3 = w2 + <usize>q * pb;
+  let xr = x + ((<usize>mi * <usize>k) << 2);
+  const end = xr + (<usize>k << 2);
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31)); // = HI16 (k ≥ 0), not a constant to V8
   let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
   let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
-  for (let i = 0; i < k; i++) {
-    const s = v128.load32_splat(xr + (<usize>i << 2));
-    const o = <usize>i * rowBytes<W>();
-    a0 = mac(a0, s, lo<W>(w0 + o)); b0 = mac(b0, s, hi<W>(w0 + o));
-    a1 = mac(a1, s, lo<W>(w1 + o)); b1 = mac(b1, s, hi<W>(w1 + o));
-    a2 = mac(a2, s, lo<W>(w2 + o)); b2 = mac(b2, s, hi<W>(w2 + o));
-    a3 = mac(a3, s, lo<W>(w3 + o)); b3 = mac(b3, s, hi<W>(w3 + o));
+  while (xr < end) {
+    const s = v128.load32_splat(xr);
+    if (sizeof<W>() == 2) {
+      let r = v128.load(w0);
+      a0 = mac(a0, s, i32x4.shl(r, 16)); b0 = mac(b0, s, v128.and(r, hm));
+      r = v128.load(w1);
+      a1 = mac(a1, s, i32x4.shl(r, 16)); b1 = mac(b1, s, v128.and(r, hm));
+      r = v128.load(w2);
+      a2 = mac(a2, s, i32x4.shl(r, 16)); b2 = mac(b2, s, v128.and(r, hm));
+      r = v128.load(w3);
+      a3 = mac(a3, s, i32x4.shl(r, 16)); b3 = mac(b3, s, v128.and(r, hm));
+    } else {
+      a0 = mac(a0, s, v128.load(w0)); b0 = mac(b0, s, v128.load(w0, 16));
+      a1 = mac(a1, s, v128.load(w1)); b1 = mac(b1, s, v128.load(w1, 16));
+      a2 = mac(a2, s, v128.load(w2)); b2 = mac(b2, s, v128.load(w2, 16));
+      a3 = mac(a3, s, v128.load(w3)); b3 = mac(b3, s, v128.load(w3, 16));
+    }
+    xr += 4;
+    w0 += rowBytes<W>();
+    w1 += rowBytes<W>();
+    w2 += rowBytes<W>();
+    w3 += rowBytes<W>();
   }
   const or = out + ((<usize>mi * <usize>n) << 2);
   store8(or, g, n1, a0, b0);
@@ -119,14 +132,18 @@ function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32,
 
 /** Row mi × panel g (8 columns). */
 function row1panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, n1: i32): void {
-  const wp = w + <usize>g * <usize>k * rowBytes<W>();
-  const xr = x + ((<usize>mi * <usize>k) << 2);
+  let p = w + <usize>g * <usize>k * rowBytes<W>();
+  let xr = x + ((<usize>mi * <usize>k) << 2);
+  const end = xr + (<usize>k << 2);
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
   let a = f32x4.splat(0), b = f32x4.splat(0);
-  for (let i = 0; i < k; i++) {
-    const s = v128.load32_splat(xr + (<usize>i << 2));
-    const p = wp + <usize>i * rowBytes<W>();
-    a = mac(a, s, lo<W>(p));
-    b = mac(b, s, hi<W>(p));
+  while (xr < end) {
+    const s = v128.load32_splat(xr);
+    const raw = v128.load(p);
+    a = mac(a, s, sizeof<W>() == 2 ? i32x4.shl(raw, 16) : raw);
+    b = mac(b, s, sizeof<W>() == 2 ? v128.and(raw, hm) : v128.load(p, 16));
+    xr += 4;
+    p += rowBytes<W>();
   }
   store8(out + ((<usize>mi * <usize>n) << 2), g, n1, a, b);
 }
