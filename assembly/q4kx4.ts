@@ -33,8 +33,8 @@ const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2; // bytes of one activation q
 
 /** Repack a GGML Q4_K weight [rows, k] at w in place (the buffer must hold
  * ⌈rows/4⌉·(k/256)·608 bytes). tmp: 4·(k/256)·144 bytes of scratch. Groups run last to
- * first: group g's destination starts at or after the start of its own source (copied to
- * tmp first) and ends before group g+1's destination. */
+ * first: group g's destination (608 bytes per column-super-block group vs 4·144 = 576 of
+ * source) starts at or after the end of group g−1's source; its own source is in tmp. */
 export function repackQ4kx4(w: usize, rows: i32, k: i32, tmp: usize): void {
   const ns = k >> 8;
   const rb = <usize>ns * QB;
