@@ -9,6 +9,7 @@ export { causalConv, gdnRecurrent } from './gdn';
 export { gdnChunked, chunkedTmpBytes } from './chunked';
 export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
 export { repackQ8x4, interleaveActs4 } from './q8x4';
+export { repackQ4kx4, interleaveQ4kx4Acts } from './q4kx4';
 
 export function heapBase(): usize {
   return __heap_base;

@@ -53,7 +53,7 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
 
 /** Store lanes [0, cnt) of v at p (f32). */
 // @ts-ignore: decorator
-@inline function storeCols(p: usize, v: v128, cnt: i32): void {
+@inline export function storeCols(p: usize, v: v128, cnt: i32): void {
   if (cnt >= 4) {
     v128.store(p, v);
     return;

@@ -64,7 +64,7 @@ export const Q6_K: i32 = 7;
 
 /** Six-bit scale (min = false) or min of sub-block s (0..7) from the 12 bytes at p. */
 // @ts-ignore: decorator
-@inline function k4(p: usize, s: i32, min: bool): u32 {
+@inline export function k4(p: usize, s: i32, min: bool): u32 {
   const o: usize = min ? 4 : 0;
   if (s < 4) return <u32>load<u8>(p + <usize>s + o) & 63;
   const b = <u32>load<u8>(p + <usize>s + 4);

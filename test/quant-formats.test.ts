@@ -55,6 +55,9 @@ describe('quantized weights in the backends', () => {
         bytes.set(src);
         const w = k.packWeight(weight);
         assert.equal(weightBytes(w), src.byteLength);
+        // the wasm backend repacks Q8_0 / Q4_K (embed and rowPrefix read its layouts)
+        const layout = k === wasm ? ({ q8_0: 'q8x4', q4_k: 'q4kx4' } as Record<string, string>)[type] : undefined;
+        assert.equal(w.layout, layout);
         const out = k.alloc(2 * cols);
         k.embed(out, w, [4, 1]);
         assert.deepEqual([...out], [...values.subarray(4 * cols, 5 * cols), ...values.subarray(cols, 2 * cols)]);
@@ -62,6 +65,8 @@ describe('quantized weights in the backends', () => {
         assert.equal(pre.rows, 2);
         assert.equal(weightBytes(pre), 2 * quantRowBytes(type, cols));
         assert.throws(() => k.embed(out, pre, [2]));
+        k.embed(out, pre, [1, 0]);
+        assert.deepEqual([...out], [...values.subarray(cols, 2 * cols), ...values.subarray(0, cols)]);
       }
     });
   }

@@ -14,6 +14,7 @@ import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { storedQuantBytes } from '../weight-view.js';
 import { dequantizeRow } from '../quant/dequant.js';
 import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
+import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
 import type { QuantType } from '../quant/formats.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -26,9 +27,17 @@ const PAR_CONV = 1 << 15; // T · C
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
 
-/** Format ids of assembly/qdecode.ts (and Q8_0 in the q8x4 layout, assembly/q8x4.ts). */
+/** Format ids of assembly/qdecode.ts (and Q8_0 / Q4_K in the q8x4 / q4kx4 layouts,
+ * assembly/q8x4.ts, q4kx4.ts). */
 const QUANT_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
 const Q8X4_ID = 8;
+const Q4KX4_ID = 9;
+
+/** Bytes of a quantized weight after packWeight's repack (0: kept as GGML blocks). */
+function repackedBytes(dtype: WeightDType, rows: number, cols: number): number {
+  if (dtype === 'q8_0') return q8x4Bytes(rows, cols);
+  return dtype === 'q4_k' ? q4kx4Bytes(rows, cols) : 0;
+}
 
 function isBf16(w: Weight): number {
   return w.dtype === 'bf16' ? 1 : 0;
@@ -85,9 +94,9 @@ export class WasmKernels implements Kernels {
   }
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
-    if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 with room to repack in place
+    if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 / Q4_K with room to repack in place
       const size = rows * quantRowBytes(dtype, cols);
-      const room = dtype === 'q8_0' ? Math.max(size, q8x4Bytes(rows, cols)) : size;
+      const room = Math.max(size, repackedBytes(dtype, rows, cols));
       const { arena, ptr } = this.mem.alloc(room);
       return { weight: { dtype, rows, cols, data: arena.u8(ptr, room) }, bytes: arena.u8(ptr, size) };
     }
@@ -104,12 +113,13 @@ export class WasmKernels implements Kernels {
     if (w.layout !== undefined) return w;
     if (isQuantType(w.dtype)) {
       let src = w;
-      const roomy = w.dtype !== 'q8_0' || w.data.byteLength >= q8x4Bytes(w.rows, w.cols);
+      const roomy = w.data.byteLength >= repackedBytes(w.dtype, w.rows, w.cols);
       if (!this.mem.locate(w.data) || !roomy) {
         const copy = this.allocWeight(w.dtype, w.rows, w.cols);
         copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, copy.bytes.byteLength));
         src = copy.weight;
       }
+      if (src.dtype === 'q4_k') return this.repackQ4kx4(src);
       return src.dtype === 'q8_0' ? this.repackQ8x4(src) : src;
     }
     let src = w;
@@ -136,6 +146,15 @@ export class WasmKernels implements Kernels {
     c.end();
     const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q8x4Bytes(w.rows, w.cols));
     return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q8x4' };
+  }
+
+  /** Q4_K → the q4kx4 layout, in place (the data has room: allocWeight). */
+  private repackQ4kx4(w: Weight): Weight {
+    const c = this.ops.begin(this.ops.target(w.data), 4 * (w.cols / 256) * 144);
+    c.arena.exports.repackQ4kx4(w.data.byteOffset, w.rows, w.cols, c.tmp.base);
+    c.end();
+    const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q4kx4Bytes(w.rows, w.cols));
+    return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q4kx4' };
   }
 
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
@@ -165,15 +184,17 @@ export class WasmKernels implements Kernels {
     const a = this.pool.args;
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
-    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : m * k);
+    // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build)
+    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : w.layout === 'q4kx4' ? 3 * m * k : m * k);
     const q8x4Acts = q8;
     const d = c.arena.stage(nb * 4);
     const s = c.arena.stage(nb * 4);
     c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, q8, d, s);
     // q8x4 takes the rows' quants interleaved by 4 in place of the int8 copy
     if (w.layout === 'q8x4' && m >= 4) c.arena.exports.interleaveActs4(q16, m, k, q8x4Acts);
+    if (w.layout === 'q4kx4' && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
     a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
-    a[5] = m; a[6] = n; a[7] = k; a[8] = w.layout === 'q8x4' ? Q8X4_ID : QUANT_ID[type];
+    a[5] = m; a[6] = n; a[7] = k; a[8] = w.layout === 'q8x4' ? Q8X4_ID : w.layout === 'q4kx4' ? Q4KX4_ID : QUANT_ID[type];
     a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
@@ -190,6 +211,7 @@ export class WasmKernels implements Kernels {
         if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
         const row = out.subarray(i * d, (i + 1) * d);
         if (table.layout === 'q8x4') dequantizeQ8x4Row(table.data as Uint8Array, d, id, row);
+        else if (table.layout === 'q4kx4') dequantizeQ4kx4Row(table.data as Uint8Array, d, id, row);
         else dequantizeRow(table.dtype, table.data as Uint8Array, d, id, row);
       }
       return;

@@ -54,6 +54,8 @@ export interface KernelExports {
   qmatmulTmpBytes(k: number): number;
   repackQ8x4(w: number, rows: number, k: number, tmp: number): void;
   interleaveActs4(q16: number, m: number, k: number, x4: number): void;
+  repackQ4kx4(w: number, rows: number, k: number, tmp: number): void;
+  interleaveQ4kx4Acts(q16: number, q8: number, m: number, k: number): void;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused

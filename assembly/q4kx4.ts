@@ -1,0 +1,285 @@
+// Q4_K repacked for the integer matmul ('q4kx4' layout, set by the wasm backend's
+// packWeight): the same nibbles, scales and mins as the GGML Q4_K blocks, rearranged so that
+// one 16-byte load feeds 4 output columns, with the 6-bit scales unpacked once at load.
+//
+// Layout: groups of 4 weight rows (= output columns; the last group zero-padded), group g
+// at g·ns·608 bytes (ns = K/256 super-blocks); super-block b of a group at +b·608:
+//   [0, 16)    f32 d of columns 0..3 (the f16 d of their Q4_K block, exactly)
+//   [16, 32)   f32 −dmin of columns 0..3
+//   [32, 64)   u8 six-bit scale sc of sub-block j (0..7), column c at 32 + 4j + c
+//   [64, 96)   u8 six-bit min m of sub-block j, column c at 64 + 4j + c
+//   [96, 608)  sub-block j at 96 + 64j: 4 vectors; byte 4c + i of vector v holds element
+//              8v + i of column c in its low nibble and element 8v + 4 + i in its high one,
+// so (vector & 15) is the quad tile [column][4 k] of elements 8v..8v+3 and (vector >> 4)
+// that of 8v+4..8v+7. 608 bytes per 1024 weights: 4.75 bits/weight (GGML Q4_K: 4.5).
+//
+// Arithmetic: exactly the twin's (src/kernels/ref/quant.ts): scale_j = d·sc and
+// offset_j = −dmin·m (exact in f32: 11-bit × 6-bit), an exact integer Σ u·x per sub-block,
+// then per column one f32 chain  acc += (scale_j·d_j)·sumi;  acc += (offset_j·d_j)·s_j
+// (mul, mul, add; unfused). Σ u·x: the relaxed build takes
+// i32x4.relaxed_dot_i8x16_i7x16_add_s (u ∈ 0..15 the i7 operand, the int8 quants the other);
+// the plain build widens u to i16 and dots it with a broadcast i16 quad (two partial lanes
+// per column, folded per sub-block). Same integers, so the same bits in both builds.
+//
+// Activations (see interleaveQ4kx4Acts): relaxed build: int8 rows (stride K), and for whole
+// blocks of 4 rows quad q of row 4i+r at x4 + 4K·i + 16q + 4r; plain build: i16 rows (stride
+// 2K), and quad q of row 4i+r at x4 + 8K·i + 32q + 8r.
+import { f16At, k4 } from './qdecode';
+import { interleaveActs4, storeCols } from './q8x4';
+
+const SB: usize = 608; // bytes of one (group, super-block)
+const QB: usize = 144; // bytes of one GGML Q4_K block
+const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2; // bytes of one activation quant
+
+/** Repack a GGML Q4_K weight [rows, k] at w in place (the buffer must hold
+ * ⌈rows/4⌉·(k/256)·608 bytes). tmp: 4·(k/256)·144 bytes of scratch. Groups run last to
+ * first: group g's destination (608 bytes per column-super-block group vs 4·144 = 576 of
+ * source) starts at or after the end of group g−1's source; its own source is in tmp. */
+export function repackQ4kx4(w: usize, rows: i32, k: i32, tmp: usize): void {
+  const ns = k >> 8;
+  const rb = <usize>ns * QB;
+  for (let g = ((rows + 3) >> 2) - 1; g >= 0; g--) {
+    const cnt = min(4, rows - 4 * g);
+    memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
+    if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+    const dst = w + <usize>g * <usize>ns * SB;
+    for (let b = 0; b < ns; b++) {
+      for (let c = 0; c < 4; c++) packColumn(dst + <usize>b * SB, tmp + <usize>c * rb + <usize>b * QB, c);
+    }
+  }
+}
+
+/** Column c's Q4_K block at src → its slots of the group's super-block at o. */
+function packColumn(o: usize, src: usize, c: i32): void {
+  const cc = <usize>c;
+  store<f32>(o + (cc << 2), f16At(src));
+  store<f32>(o + 16 + (cc << 2), -f16At(src + 2));
+  for (let j = 0; j < 8; j++) {
+    store<u8>(o + 32 + (<usize>j << 2) + cc, <u8>k4(src + 4, j, false));
+    store<u8>(o + 64 + (<usize>j << 2) + cc, <u8>k4(src + 4, j, true));
+    const qs = src + 16 + (<usize>(j >> 1) << 5); // GGML: sub-blocks 2i, 2i+1 share 32 bytes
+    const sh = <u32>(j & 1) << 2;
+    const vb = o + 96 + (<usize>j << 6) + (cc << 2);
+    for (let v = 0; v < 4; v++) {
+      for (let i = 0; i < 4; i++) {
+        const lo = (<u32>load<u8>(qs + <usize>(8 * v + i)) >> sh) & 15;
+        const hi = (<u32>load<u8>(qs + <usize>(8 * v + 4 + i)) >> sh) & 15;
+        store<u8>(vb + (<usize>v << 4) + <usize>i, <u8>(lo | (hi << 4)));
+      }
+    }
+  }
+}
+
+/** Interleave whole blocks of 4 rows of activations into x4 = q8 + M·K (the layouts above):
+ * the int8 quants (relaxed build) or the i16 ones (plain build). */
+export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void {
+  const x4 = q8 + <usize>m * <usize>k;
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    interleaveActs4(q8, m, k >> 1, x4); // 4-byte units of rows of K bytes
+    return;
+  }
+  const rs = <usize>k << 1;
+  for (let i = 0; i + 4 <= m; i += 4) {
+    const r0 = q16 + <usize>i * rs;
+    const o = x4 + <usize>i * rs;
+    for (let p: usize = 0; p < rs; p += 16) { // 2 quads of the 4 rows
+      const a = v128.load(r0 + p), b = v128.load(r0 + rs + p), c = v128.load(r0 + 2 * rs + p), e = v128.load(r0 + 3 * rs + p);
+      const q = o + (p << 2);
+      v128.store(q, i32x4.shuffle(a, b, 0, 1, 4, 5));
+      v128.store(q, i32x4.shuffle(c, e, 0, 1, 4, 5), 16);
+      v128.store(q, i32x4.shuffle(a, b, 2, 3, 6, 7), 32);
+      v128.store(q, i32x4.shuffle(c, e, 2, 3, 6, 7), 48);
+    }
+  }
+}
+
+/** The low / high nibbles of 16 bytes (u8 0..15). */
+// @ts-ignore: decorator
+@inline function lo(w: v128): v128 {
+  return v128.and(w, i8x16.splat(15));
+}
+// @ts-ignore: decorator
+@inline function hi(w: v128): v128 {
+  return i8x16.shr_u(w, 4);
+}
+
+/** acc + Σ u·x per column lane (relaxed build; x a broadcast int8 quad). */
+// @ts-ignore: decorator
+@inline function rdot(acc: v128, x: v128, u: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.relaxed_dot_i8x16_i7x16_add_s(x, u, acc);
+  unreachable();
+  return acc;
+}
+
+/** acc + the i16 pair sums of u16 (4 k of 2 columns) · x (a broadcast i16 quad) (plain). */
+// @ts-ignore: decorator
+@inline function pdot(acc: v128, u16: v128, x: v128): v128 {
+  return i32x4.add(acc, i32x4.dot_i16x8_s(u16, x));
+}
+
+/** Plain build: a = [c0 p0, c0 p1, c1 p0, c1 p1], b = the same for c2, c3 → Σ per column. */
+// @ts-ignore: decorator
+@inline function fold(a: v128, b: v128): v128 {
+  return i32x4.add(i32x4.shuffle(a, b, 0, 2, 4, 6), i32x4.shuffle(a, b, 1, 3, 5, 7));
+}
+
+/** Four u8 at the low bytes of v → f32x4 (exact). */
+// @ts-ignore: decorator
+@inline function bytes4(v: v128): v128 {
+  return f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_u(i16x8.extend_low_i8x16_u(v)));
+}
+
+/** One sub-block's chain steps for 4 columns: acc + (sc·dx)·sumi, then + (mn·dx)·sx. */
+// @ts-ignore: decorator
+@inline function step(acc: v128, sumi: v128, sc: v128, mn: v128, dx: f32, sx: i32): v128 {
+  const x = f32x4.splat(dx);
+  const f = f32x4.add(acc, f32x4.mul(f32x4.mul(sc, x), f32x4.convert_i32x4_s(sumi)));
+  return f32x4.add(f, f32x4.mul(f32x4.mul(mn, x), f32x4.splat(<f32>sx)));
+}
+
+// The loops below advance pointers and use constant load offsets (wasm offset immediates):
+// an i32 address sum cannot fold into an x64 addressing mode, an immediate can.
+
+/** Σ u·x over one sub-block for one row: wq its 4 weight vectors, x the row's 32 quants. */
+// @ts-ignore: decorator
+@inline function dotRow1(wq: usize, x: usize): v128 {
+  const w0 = v128.load(wq), w1 = v128.load(wq, 16), w2 = v128.load(wq, 32), w3 = v128.load(wq, 48);
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    let a = rdot(i32x4.splat(0), v128.load32_splat(x), lo(w0));
+    a = rdot(a, v128.load32_splat(x, 4), hi(w0));
+    a = rdot(a, v128.load32_splat(x, 8), lo(w1));
+    a = rdot(a, v128.load32_splat(x, 12), hi(w1));
+    a = rdot(a, v128.load32_splat(x, 16), lo(w2));
+    a = rdot(a, v128.load32_splat(x, 20), hi(w2));
+    a = rdot(a, v128.load32_splat(x, 24), lo(w3));
+    return rdot(a, v128.load32_splat(x, 28), hi(w3));
+  }
+  let a = i32x4.splat(0), b = i32x4.splat(0);
+  let u = lo(w0), y = v128.load64_splat(x);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = hi(w0); y = v128.load64_splat(x, 8);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = lo(w1); y = v128.load64_splat(x, 16);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = hi(w1); y = v128.load64_splat(x, 24);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = lo(w2); y = v128.load64_splat(x, 32);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = hi(w2); y = v128.load64_splat(x, 40);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = lo(w3); y = v128.load64_splat(x, 48);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  u = hi(w3); y = v128.load64_splat(x, 56);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u), y); b = pdot(b, i16x8.extend_high_i8x16_u(u), y);
+  return fold(a, b);
+}
+
+/** Row mi (its quants at xr: int8 or i16 rows, see above) × the 4 columns of group wg. */
+// @ts-ignore: decorator
+@inline function groupRow1(out: usize, xr: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+  const nb = k >> 5;
+  let x = xr + <usize>mi * <usize>k * XB;
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = s + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b), dm = v128.load(b, 16);
+    let cp = b, wq = b + 96;
+    for (let j = 0; j < 8; j++) {
+      const sumi = dotRow1(wq, x);
+      const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
+      const mn = f32x4.mul(dm, bytes4(v128.load32_zero(cp, 64)));
+      f = step(f, sumi, sc, mn, load<f32>(dj), load<i32>(sj));
+      wq += 64;
+      x += 32 * XB;
+      cp += 4;
+      dj += 4;
+      sj += 4;
+    }
+    b += SB;
+  }
+  storeCols(out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2), f, cnt);
+}
+
+/** Rows mi..mi+3 × the 4 columns of group wg; x4 the interleaved quants (see above). */
+// @ts-ignore: decorator
+@inline function groupRows4(out: usize, x4: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * <usize>k * XB;
+  const ds = <usize>nb << 2;
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = s + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b), dm = v128.load(b, 16);
+    let cp = b, wq = b + 96;
+    for (let j = 0; j < 8; j++) {
+      let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+      let b0 = i32x4.splat(0), b1 = i32x4.splat(0), b2 = i32x4.splat(0), b3 = i32x4.splat(0);
+      for (let v = 0; v < 4; v++) { // one weight vector (2 quads of 4 columns) × 4 rows per pass
+        const w = v128.load(wq);
+        const l = lo(w), h = hi(w);
+        if (ASC_FEATURE_RELAXED_SIMD) { // quad 2v of row r at x + 4r, quad 2v+1 at x + 16 + 4r
+          a0 = rdot(rdot(a0, v128.load32_splat(x), l), v128.load32_splat(x, 16), h);
+          a1 = rdot(rdot(a1, v128.load32_splat(x, 4), l), v128.load32_splat(x, 20), h);
+          a2 = rdot(rdot(a2, v128.load32_splat(x, 8), l), v128.load32_splat(x, 24), h);
+          a3 = rdot(rdot(a3, v128.load32_splat(x, 12), l), v128.load32_splat(x, 28), h);
+        } else { // quad 2v of row r at x + 8r, quad 2v+1 at x + 32 + 8r
+          const ll = i16x8.extend_low_i8x16_u(l), lh = i16x8.extend_high_i8x16_u(l);
+          const hl = i16x8.extend_low_i8x16_u(h), hh = i16x8.extend_high_i8x16_u(h);
+          let y = v128.load64_splat(x), z = v128.load64_splat(x, 32);
+          a0 = pdot(pdot(a0, ll, y), hl, z); b0 = pdot(pdot(b0, lh, y), hh, z);
+          y = v128.load64_splat(x, 8); z = v128.load64_splat(x, 40);
+          a1 = pdot(pdot(a1, ll, y), hl, z); b1 = pdot(pdot(b1, lh, y), hh, z);
+          y = v128.load64_splat(x, 16); z = v128.load64_splat(x, 48);
+          a2 = pdot(pdot(a2, ll, y), hl, z); b2 = pdot(pdot(b2, lh, y), hh, z);
+          y = v128.load64_splat(x, 24); z = v128.load64_splat(x, 56);
+          a3 = pdot(pdot(a3, ll, y), hl, z); b3 = pdot(pdot(b3, lh, y), hh, z);
+        }
+        wq += 16;
+        x += 32 * XB;
+      }
+      if (!ASC_FEATURE_RELAXED_SIMD) {
+        a0 = fold(a0, b0); a1 = fold(a1, b1); a2 = fold(a2, b2); a3 = fold(a3, b3);
+      }
+      const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
+      const mn = f32x4.mul(dm, bytes4(v128.load32_zero(cp, 64)));
+      f0 = step(f0, a0, sc, mn, load<f32>(dj), load<i32>(sj));
+      f1 = step(f1, a1, sc, mn, load<f32>(dj + ds), load<i32>(sj + ds));
+      f2 = step(f2, a2, sc, mn, load<f32>(dj + 2 * ds), load<i32>(sj + 2 * ds));
+      f3 = step(f3, a3, sc, mn, load<f32>(dj + 3 * ds), load<i32>(sj + 3 * ds));
+      cp += 4;
+      dj += 4;
+      sj += 4;
+    }
+    b += SB;
+  }
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  storeCols(o + os, f1, cnt);
+  storeCols(o + 2 * os, f2, cnt);
+  storeCols(o + 3 * os, f3, cnt);
+}
+
+/** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q4kx4 layout at
+ * w; q16/q8/d/s: quantizeActs of x, and (M ≥ 4) interleaveQ4kx4Acts at q8 + M·K. Rows whose
+ * quants fit in ~256 KiB (L2) pass over all of the thread's groups together. */
+export function qmatmulQ4kx4(out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+  const xr = ASC_FEATURE_RELAXED_SIMD ? q8 : q16;
+  const x4 = q8 + <usize>m * <usize>k;
+  const gb = <usize>(k >> 8) * SB;
+  const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
+  for (let r0 = 0; r0 < m; r0 += rb) {
+    const r1 = min(m, r0 + rb);
+    for (let c = n0; c < n1; c += 4) {
+      const wg = w + <usize>(c >> 2) * gb;
+      const cnt = min(4, n1 - c);
+      let mi = r0;
+      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, d, s, wg, n, k, mi, c, cnt);
+      for (; mi < r1; mi++) groupRow1(out, xr, d, s, wg, n, k, mi, c, cnt);
+    }
+  }
+}
