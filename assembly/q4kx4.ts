@@ -25,7 +25,7 @@
 // blocks of 4 rows quad q of row 4i+r at x4 + 4K·i + 16q + 4r; plain build: i16 rows (stride
 // 2K), and quad q of row 4i+r at x4 + 8K·i + 32q + 8r.
 import { f16At, k4 } from './qdecode';
-import { interleaveActs4, storeCols } from './q8x4';
+import { interleaveActs4, storeCols, storeRows4 } from './q8x4';
 
 const SB: usize = 608; // bytes of one (group, super-block)
 const QB: usize = 144; // bytes of one GGML Q4_K block
@@ -256,12 +256,7 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
     }
     b += SB;
   }
-  const os = <usize>n << 2;
-  const o = out + <usize>mi * os + (<usize>c0 << 2);
-  storeCols(o, f0, cnt);
-  storeCols(o + os, f1, cnt);
-  storeCols(o + 2 * os, f2, cnt);
-  storeCols(o + 3 * os, f3, cnt);
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q4kx4 layout at

@@ -63,6 +63,17 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
   if (cnt > 2) store<f32>(p, f32x4.extract_lane(v, 2), 8);
 }
 
+/** Store 4 output rows mi..mi+3 (lanes [0, cnt) each) of columns c0.. of out [M, N]. */
+// @ts-ignore: decorator
+@inline export function storeRows4(out: usize, n: i32, mi: i32, c0: i32, cnt: i32, f0: v128, f1: v128, f2: v128, f3: v128): void {
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  storeCols(o + os, f1, cnt);
+  storeCols(o + 2 * os, f2, cnt);
+  storeCols(o + 3 * os, f3, cnt);
+}
+
 /** One chain step: acc + (sc · dx) · sumi for 4 columns. */
 // @ts-ignore: decorator
 @inline function chain(acc: v128, sumi: v128, sc: v128, dx: f32): v128 {
@@ -126,12 +137,7 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
     b += SB;
     dj += 4;
   }
-  const os = <usize>n << 2;
-  const o = out + <usize>mi * os + (<usize>c0 << 2);
-  storeCols(o, f0, cnt);
-  storeCols(o + os, f1, cnt);
-  storeCols(o + 2 * os, f2, cnt);
-  storeCols(o + 3 * os, f3, cnt);
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
 /** Interleave the i16 quants of whole blocks of 4 rows of q16 [M, K] into x4: pair p

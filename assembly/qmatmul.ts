@@ -16,7 +16,7 @@
 //    per-thread scratch as k-pair-interleaved i16 ([pair][column][2]); then rows pass over
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
-import { qmatmulQ8x4 } from './q8x4';
+import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
 import { qmatmulQ4kx4 } from './q4kx4';
 import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
 
@@ -63,18 +63,6 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
   acc = f32x4.add(acc, f32x4.mul(f32x4.mul(sc, dv), f32x4.convert_i32x4_s(sumi)));
   if (hasMin(T)) acc = f32x4.add(acc, f32x4.mul(f32x4.mul(off, dv), f32x4.splat(<f32>sx)));
   return acc;
-}
-
-/** Store lanes [0, cnt) of v at p (f32). */
-// @ts-ignore: decorator
-@inline function storeCols(p: usize, v: v128, cnt: i32): void {
-  if (cnt >= 4) {
-    v128.store(p, v);
-    return;
-  }
-  store<f32>(p, f32x4.extract_lane(v, 0));
-  if (cnt > 1) store<f32>(p, f32x4.extract_lane(v, 1), 4);
-  if (cnt > 2) store<f32>(p, f32x4.extract_lane(v, 2), 8);
 }
 
 /** Σ over one sub-block of the column row at rb · x (32 i16 quants at xq) as 4 partial
@@ -185,12 +173,7 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
     f2 = chain(T, f2, a2, sc, off, load<f32>(d + jb + 2 * bs), hasMin(T) ? load<i32>(s + jb + 2 * bs) : 0);
     f3 = chain(T, f3, a3, sc, off, load<f32>(d + jb + 3 * bs), hasMin(T) ? load<i32>(s + jb + 3 * bs) : 0);
   }
-  const os = <usize>n << 2;
-  const o = out + <usize>mi * os + (<usize>c0 << 2);
-  storeCols(o, f0, cnt);
-  storeCols(o + os, f1, cnt);
-  storeCols(o + 2 * os, f2, cnt);
-  storeCols(o + 3 * os, f3, cnt);
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
 /** Row mi × the tile's 4 columns. */
