@@ -364,7 +364,8 @@ export class WasmKernels implements Kernels {
     // heads below, for parallelism. A head's result is the same either way.
     const per = n >= 1024 ? nH / nKV : 1;
     const units = (t * nH) / per;
-    const c = this.ops.begin(this.ops.target(kv.k, q), per * 8 + per * n * 4, this.threads);
+    // scratch: f64 sums [per], f32 scores [per, n], i32 cache rows [KEY_BLOCK = 32]
+    const c = this.ops.begin(this.ops.target(kv.k, q), per * 8 + per * n * 4 + 32 * 4, this.threads);
     const a = this.pool.args;
     a[0] = c.out(out, t * nH * hd);
     a[1] = c.in(q, (t - 1) * qStride + nH * hd);
