@@ -56,7 +56,7 @@ export function quantizeRows(type: QuantType, src: Float32Array, rows: number, c
   if (type !== 'q8_0' && type !== 'q4_k') throw new Error(`no quantizer for ${type} (available: q8_0, q4_k)`);
   for (let b = 0; b < nb; b++) {
     if (type === 'q8_0') quantizeQ8_0(src, b * 32, dst, b * 34);
-    else quantizeQ4K(src.subarray(b * blockSize, (b + 1) * blockSize), dst.subarray(b * blockBytes, (b + 1) * blockBytes));
+    else quantizeQ4K(src, b * blockSize, dst, b * blockBytes);
   }
 }
 
@@ -85,30 +85,48 @@ function quantizeQ8_0(x: Float32Array, xo: number, out: Uint8Array, o: number): 
 const STEPS = [-1, 0, 4, 8, 12, 16, 20];
 const L_SCRATCH = new Uint8Array(32);
 
-/** Best (scale, min ≤ 0) with x ≈ scale·q + min, q ∈ 0..15, weighted by w. */
-function fitSubBlock(x: Float32Array, w: Float64Array, q: Uint8Array): { scale: number; min: number } {
-  const n = x.length;
-  let lo = x[0]!;
-  let hi = x[0]!;
+/** Result of fitSubBlock: [scale, min]. */
+const FIT = new Float64Array(2);
+
+/** Math.round(v) for 0 ≤ v < 2³¹ without the call (the hot loop of --quantize q4_k): v + 0.5
+ * is exact there except just below 0.5, where it could round up to 1.0. */
+function roundNonNeg(v: number): number {
+  return v < 0.5 ? 0 : (v + 0.5) | 0;
+}
+
+/** Best (scale, min ≤ 0) with x ≈ scale·q + min, q ∈ 0..15, over x[xo, xo + 32) weighted by
+ * w; the result in FIT, the quants in q. */
+function fitSubBlock(x: Float32Array, xo: number, w: Float64Array, q: Uint8Array): void {
+  const n = 32;
+  let lo = x[xo]!;
+  let hi = x[xo]!;
   for (let i = 1; i < n; i++) {
-    lo = Math.min(lo, x[i]!);
-    hi = Math.max(hi, x[i]!);
+    lo = Math.min(lo, x[xo + i]!);
+    hi = Math.max(hi, x[xo + i]!);
   }
   if (lo > 0) lo = 0;
   if (hi === lo) {
     q.fill(0);
-    return { scale: 0, min: lo };
+    FIT[0] = 0;
+    FIT[1] = lo;
+    return;
   }
-  let best = { scale: (hi - lo) / 15, min: lo, err: Infinity };
+  let bestScale = (hi - lo) / 15;
+  let bestMin = lo;
+  let bestErr = Infinity;
   const l = L_SCRATCH;
-  for (const step of STEPS) {
+  for (let si = 0; si < STEPS.length; si++) {
+    const step = STEPS[si]!;
     // step −1: the plain min/max grid; then inverse scales (15 + (−1 + 0.1·step)) / range
     const iscale = step < 0 ? 15 / (hi - lo) : (15 - 1 + 0.1 * step) / (hi - lo);
     let sw = 0, sx = 0, sl = 0, sl2 = 0, sxl = 0;
     for (let i = 0; i < n; i++) {
-      const li = Math.max(0, Math.min(15, Math.round(iscale * (x[i]! - lo))));
+      const xi = x[xo + i]!;
+      const r = roundNonNeg(iscale * (xi - lo)); // ≥ 0: xi ≥ lo
+      const li = r > 15 ? 15 : r;
+      const wi = w[i]!;
       l[i] = li;
-      sw += w[i]!; sx += w[i]! * x[i]!; sl += w[i]! * li; sl2 += w[i]! * li * li; sxl += w[i]! * li * x[i]!;
+      sw += wi; sx += wi * xi; sl += wi * li; sl2 += wi * li * li; sxl += wi * li * xi;
     }
     const det = sw * sl2 - sl * sl;
     if (det <= 0) continue;
@@ -120,15 +138,18 @@ function fitSubBlock(x: Float32Array, w: Float64Array, q: Uint8Array): { scale: 
     }
     let err = 0;
     for (let i = 0; i < n; i++) {
-      const e = scale * l[i]! + min - x[i]!;
+      const e = scale * l[i]! + min - x[xo + i]!;
       err += w[i]! * e * e;
     }
-    if (err < best.err) {
-      best = { scale, min, err };
+    if (err < bestErr) {
+      bestScale = scale;
+      bestMin = min;
+      bestErr = err;
       q.set(l);
     }
   }
-  return { scale: best.scale, min: best.min };
+  FIT[0] = bestScale;
+  FIT[1] = bestMin;
 }
 
 // Scratch of quantizeQ4K (single-threaded JS: reused across calls).
@@ -140,20 +161,21 @@ const K_LS = new Uint8Array(8);
 const K_LM = new Uint8Array(8);
 const K_ALL = new Uint8Array(256);
 
-function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
+/** One 256-element super-block: x[xo, xo + 256) → out[o, o + 144). */
+function quantizeQ4K(x: Float32Array, xo0: number, out: Uint8Array, o: number): void {
   const scales = K_SCALES;
   const mins = K_MINS;
   const w = K_W;
   const q = K_Q;
   for (let j = 0; j < 8; j++) {
-    const xs = x.subarray(j * 32, j * 32 + 32);
+    const xo = xo0 + j * 32;
     let ss = 0;
-    for (let i = 0; i < 32; i++) ss += xs[i]! * xs[i]!;
+    for (let i = 0; i < 32; i++) ss += x[xo + i]! * x[xo + i]!;
     const av = Math.sqrt(ss / 32);
-    for (let i = 0; i < 32; i++) w[i] = av + Math.abs(xs[i]!);
-    const fit = fitSubBlock(xs, w, q);
-    scales[j] = Math.max(0, fit.scale);
-    mins[j] = -fit.min;
+    for (let i = 0; i < 32; i++) w[i] = av + Math.abs(x[xo + i]!);
+    fitSubBlock(x, xo, w, q);
+    scales[j] = Math.max(0, FIT[0]!);
+    mins[j] = -FIT[1]!;
   }
   let maxScale = 0;
   let maxMin = 0;
@@ -169,12 +191,12 @@ function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
   }
   const dBits = f32ToF16(maxScale / 63);
   const mBits = f32ToF16(maxMin / 63);
-  put16(out, 0, dBits);
-  put16(out, 2, mBits);
+  put16(out, o, dBits);
+  put16(out, o + 2, mBits);
   for (let j = 0; j < 4; j++) {
-    out[4 + j] = (ls[j]! & 63) | ((ls[j + 4]! >> 4) << 6);
-    out[8 + j] = (lm[j]! & 63) | ((lm[j + 4]! >> 4) << 6);
-    out[12 + j] = (ls[j + 4]! & 15) | ((lm[j + 4]! & 15) << 4);
+    out[o + 4 + j] = (ls[j]! & 63) | ((ls[j + 4]! >> 4) << 6);
+    out[o + 8 + j] = (lm[j]! & 63) | ((lm[j + 4]! >> 4) << 6);
+    out[o + 12 + j] = (ls[j + 4]! & 15) | ((lm[j + 4]! & 15) << 4);
   }
   // requantize with the coded scales and mins
   const d = f16ToF32(dBits);
@@ -183,9 +205,9 @@ function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
   for (let j = 0; j < 8; j++) {
     const s = d * ls[j]!;
     const m = dmin * lm[j]!;
-    for (let i = 0; i < 32; i++) all[j * 32 + i] = s > 0 ? Math.max(0, Math.min(15, Math.round((x[j * 32 + i]! + m) / s))) : 0;
+    for (let i = 0; i < 32; i++) all[j * 32 + i] = s > 0 ? Math.max(0, Math.min(15, Math.round((x[xo0 + j * 32 + i]! + m) / s))) : 0;
   }
   for (let p = 0; p < 4; p++) {
-    for (let l = 0; l < 32; l++) out[16 + p * 32 + l] = all[p * 64 + l]! | (all[p * 64 + 32 + l]! << 4);
+    for (let l = 0; l < 32; l++) out[o + 16 + p * 32 + l] = all[p * 64 + l]! | (all[p * 64 + 32 + l]! << 4);
   }
 }
