@@ -14,15 +14,19 @@
 // weights: 6.625 bits/weight (GGML Q6_K: 6.5625).
 //
 // Arithmetic: exactly the twin's (src/kernels/ref/quant.ts, decodeSubBlock): per sub-block
-// j (groups 2j, 2j+1) the exact integer  sumi = Σ_t sc_t · Σ (u − 32)·x
-// = Σ_t sc_t · (Σ u·x − 32·Σ x)  (|sumi| ≤ 2·16·32·127·128 < 2²⁴), then per column one f32
-// chain  acc += (d·d_j)·sumi  (mul, mul, add; unfused). Σ u·x: the relaxed build takes
-// i32x4.relaxed_dot_i8x16_i7x16_add_s (u ∈ 0..63 the i7 operand); the plain build widens u
-// to i16 and dots it with a broadcast i16 quad. Same integers, so the same bits.
+// j (groups t = 2j, 2j+1) the exact integer  sumi = Σ_t sc_t · Σ (u − 32)·x
+// = Σ_t sc_t · Σ u·x − 32 · Σ_t sc_t · X_t  (X_t = Σ x over group t; |sumi| ≤
+// 2·16·32·127·128 < 2²⁴), then per column one f32 chain  acc += (d·d_j)·sumi  (mul, mul,
+// add; unfused). Σ u·x, relaxed build: i16x8.relaxed_dot_i8x16_i7x16_s (u ∈ 0..63 the i7
+// operand) gives i16 pair sums ≤ 2·63·127; two quads added stay ≤ 32004 (exact in i16);
+// dot_i16x8_s with [sc_c, sc_c] lane pairs then scales and sums them per column in i32.
+// Plain build: u widened to i16, dotted with a broadcast i16 quad, folded per column, times
+// sc_t (i32). The correction: dot_i16x8_s of [sc_2j, sc_2j+1] per column with the
+// broadcast pair [X_2j, X_2j+1] (|X| ≤ 2032), shifted by 5. Same integers, same bits.
 //
 // Activations: as q4kx4 (interleaveQ4kx4Acts: int8 rows / i16 rows, and for whole blocks
-// of 4 rows the interleaved quads at q8 + M·K), plus q6kx4ActSums: 32·Σ x of every
-// 16-element group, i32 at q8 + 3·M·K (row mi, group t of the row at +4·(mi·K/16 + t)).
+// of 4 rows the interleaved quads at q8 + M·K), plus q6kx4ActSums: X of every 16-element
+// group, i16 at q8 + 3·M·K (row mi, group t of the row at +2·(mi·K/16 + t)).
 import { f16At } from './qdecode';
 import { storeCols } from './q8x4';
 
@@ -73,14 +77,14 @@ function packColumn(o: usize, src: usize, c: i32): void {
   }
 }
 
-/** 32·Σ x of every 16 int8 activation quants of q8 [M, K], i32 at q8 + 3·M·K. */
+/** X = Σ x of every 16 int8 activation quants of q8 [M, K], i16 at q8 + 3·M·K. */
 export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   const n = <usize>m * <usize>k;
   const dst = q8 + 3 * n;
   for (let g: usize = 0; g < n >> 4; g++) {
     const v = i32x4.extadd_pairwise_i16x8_s(i16x8.extadd_pairwise_i8x16_s(v128.load(q8 + (g << 4))));
     const t = i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);
-    store<i32>(dst + (g << 2), t << 5);
+    store<i16>(dst + (g << 1), <i16>t);
   }
 }
 
@@ -93,12 +97,21 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return v128.or(n, v128.and(h, m48));
 }
 
-/** acc + Σ u·x per column lane (relaxed build; x a broadcast int8 quad). */
+/** Relaxed build: i16 pair sums of quads a, b (x: broadcast int8 quads, u: weights) added:
+ * lanes 2c, 2c+1 belong to column c; exact (≤ 32004). */
 // @ts-ignore: decorator
-@inline function rdot(acc: v128, x: v128, u: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.relaxed_dot_i8x16_i7x16_add_s(x, u, acc);
+@inline function pair16(xa: v128, ua: v128, xb: v128, ub: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(xa, ua), i16x8.relaxed_dot_i8x16_i7x16_s(xb, ub));
   unreachable();
-  return acc;
+  return xa;
+}
+
+/** Relaxed build: Σ_c-lane sc·(Σ u·x) of one group for one row, quads p at x + st·p. */
+// @ts-ignore: decorator
+@inline function groupRelaxed(x: usize, st: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
+  const h0 = pair16(v128.load32_splat(x), u0, v128.load32_splat(x + st), u1);
+  const h1 = pair16(v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3);
+  return i32x4.add(i32x4.dot_i16x8_s(h0, sv), i32x4.dot_i16x8_s(h1, sv));
 }
 
 /** acc + the i16 pair sums of u16 (4 k of 2 columns) · x (a broadcast i16 quad) (plain). */
@@ -107,22 +120,34 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return i32x4.add(acc, i32x4.dot_i16x8_s(u16, x));
 }
 
-/** Plain build: a = [c0 p0, c0 p1, c1 p0, c1 p1], b = the same for c2, c3 → Σ per column. */
+/** Plain build: Σ u·x of one group for one row (quad p, i16, at x + st·p), per column. */
 // @ts-ignore: decorator
-@inline function fold(a: v128, b: v128): v128 {
+@inline function groupPlain(x: usize, st: usize, u0: v128, u1: v128, u2: v128, u3: v128): v128 {
+  let y = v128.load64_splat(x);
+  let a = pdot(i32x4.splat(0), i16x8.extend_low_i8x16_u(u0), y), b = pdot(i32x4.splat(0), i16x8.extend_high_i8x16_u(u0), y);
+  y = v128.load64_splat(x + st);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u1), y); b = pdot(b, i16x8.extend_high_i8x16_u(u1), y);
+  y = v128.load64_splat(x + 2 * st);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u2), y); b = pdot(b, i16x8.extend_high_i8x16_u(u2), y);
+  y = v128.load64_splat(x + 3 * st);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u3), y); b = pdot(b, i16x8.extend_high_i8x16_u(u3), y);
   return i32x4.add(i32x4.shuffle(a, b, 0, 2, 4, 6), i32x4.shuffle(a, b, 1, 3, 5, 7));
 }
 
-/** The int8 scales of 4 columns (the low 4 bytes of v) → i32x4. */
+/** Group t's scales as the kernel multiplies: relaxed: i16 [sc_c, sc_c] lane pairs (dup:
+ * the 8 scale bytes of the sub-block doubled); plain: i32 sc_c. raw: those 8 bytes. */
 // @ts-ignore: decorator
-@inline function scales(v: v128): v128 {
-  return i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v));
+@inline function groupScales(raw: v128, dup: v128, t: i32): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return t ? i16x8.extend_high_i8x16_s(dup) : i16x8.extend_low_i8x16_s(dup);
+  const w = i16x8.extend_low_i8x16_s(raw);
+  return t ? i32x4.extend_high_i16x8_s(w) : i32x4.extend_low_i16x8_s(w);
 }
 
-/** acc + sc · (a − xs) per column: one group's exact share of sumi (xs = 32·Σ x). */
+/** sumi − 32·(sc_2j·X_2j + sc_2j+1·X_2j+1) per column; sc2: [sc_2j, sc_2j+1] per column
+ * (i16), xp: the row's [X_2j, X_2j+1] broadcast. */
 // @ts-ignore: decorator
-@inline function part(acc: v128, a: v128, sc: v128, xs: i32): v128 {
-  return i32x4.add(acc, i32x4.mul(sc, i32x4.sub(a, i32x4.splat(xs))));
+@inline function corrected(sumi: v128, sc2: v128, xp: v128): v128 {
+  return i32x4.sub(sumi, i32x4.shl(i32x4.dot_i16x8_s(sc2, xp), 5));
 }
 
 /** One chain step for 4 columns: acc + (d · dx) · sumi. */
@@ -131,29 +156,17 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return f32x4.add(acc, f32x4.mul(f32x4.mul(d, f32x4.splat(dx)), f32x4.convert_i32x4_s(sumi)));
 }
 
-// The loops below advance pointers and use constant load offsets (wasm offset immediates):
-// an i32 address sum cannot fold into an x64 addressing mode, an immediate can.
+// The loops below advance pointers and use constant load offsets (wasm offset immediates)
+// where they can: an i32 address sum cannot fold into an x64 addressing mode.
 
-/** Σ u·x over one 16-element group (weights at wt) for one row (x: its 16 quants). */
+/** Σ over one group (weights at wt, scales sv) for one row (its quad p at x + st·p). */
 // @ts-ignore: decorator
-@inline function groupDot1(wt: usize, x: usize, m15: v128, m48: v128): v128 {
+@inline function group1(wt: usize, x: usize, st: usize, sv: v128, m15: v128, m48: v128): v128 {
   const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
   const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
   const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
-  if (ASC_FEATURE_RELAXED_SIMD) {
-    const a = rdot(rdot(i32x4.splat(0), v128.load32_splat(x), u0), v128.load32_splat(x, 4), u1);
-    return rdot(rdot(a, v128.load32_splat(x, 8), u2), v128.load32_splat(x, 12), u3);
-  }
-  let a = i32x4.splat(0), b = i32x4.splat(0);
-  let y = v128.load64_splat(x);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u0), y); b = pdot(b, i16x8.extend_high_i8x16_u(u0), y);
-  y = v128.load64_splat(x, 8);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u1), y); b = pdot(b, i16x8.extend_high_i8x16_u(u1), y);
-  y = v128.load64_splat(x, 16);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u2), y); b = pdot(b, i16x8.extend_high_i8x16_u(u2), y);
-  y = v128.load64_splat(x, 24);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u3), y); b = pdot(b, i16x8.extend_high_i8x16_u(u3), y);
-  return fold(a, b);
+  if (ASC_FEATURE_RELAXED_SIMD) return groupRelaxed(x, st, u0, u1, u2, u3, sv);
+  return i32x4.mul(groupPlain(x, st, u0, u1, u2, u3), sv);
 }
 
 /** Row mi (its quants at xr: int8 or i16 rows) × the 4 columns of group wg; xs the sums. */
@@ -162,21 +175,24 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   const nb = k >> 5;
   let x = xr + <usize>mi * <usize>k * XB;
   let dj = d + <usize>(mi * nb) * 4;
-  let sj = xs + <usize>(mi * nb) * 8;
+  let sj = xs + <usize>(mi * nb) * 4;
   let b = wg;
   let f = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
     const dd = v128.load(b);
     let sp = b, wt = b + 80;
     for (let j = 0; j < 8; j++) {
-      let sumi = part(i32x4.splat(0), groupDot1(wt, x, m15, m48), scales(v128.load32_zero(sp, 16)), load<i32>(sj));
-      sumi = part(sumi, groupDot1(wt + 48, x + 16 * XB, m15, m48), scales(v128.load32_zero(sp, 20)), load<i32>(sj, 4));
-      f = step(f, sumi, dd, load<f32>(dj));
+      const raw = v128.load64_zero(sp, 16);
+      const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+      const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
+      let sumi = group1(wt, x, 4 * XB, groupScales(raw, dup, 0), m15, m48);
+      sumi = i32x4.add(sumi, group1(wt + 48, x + 16 * XB, 4 * XB, groupScales(raw, dup, 1), m15, m48));
+      f = step(f, corrected(sumi, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
       wt += 96;
       x += 32 * XB;
       sp += 8;
       dj += 4;
-      sj += 8;
+      sj += 4;
     }
     b += SB;
   }
@@ -188,47 +204,46 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
 @inline function groupRows4(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * <usize>k * XB;
-  const ds = <usize>nb << 2; // row stride of d; of the sums: 2·ds
+  const ds = <usize>nb << 2; // row stride of d and of the sums
   let dj = d + <usize>(mi * nb) * 4;
-  let sj = xs + <usize>(mi * nb) * 8;
+  let sj = xs + <usize>(mi * nb) * 4;
   let b = wg;
   let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  const st: usize = 16 * XB; // quad p of row r of a group at x + st·p + r·st/4
   for (let sb = 0; sb < (k >> 8); sb++) {
     const dd = v128.load(b);
     let sp = b, wt = b + 80;
     for (let j = 0; j < 8; j++) {
+      const raw = v128.load64_zero(sp, 16);
+      const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
       let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
       for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const sv = groupScales(raw, dup, t);
         const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
         const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
         const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
-        let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
-        if (ASC_FEATURE_RELAXED_SIMD) { // quad p of row r at x + 16p + 4r
-          a0 = rdot(rdot(rdot(rdot(a0, v128.load32_splat(x), u0), v128.load32_splat(x, 16), u1), v128.load32_splat(x, 32), u2), v128.load32_splat(x, 48), u3);
-          a1 = rdot(rdot(rdot(rdot(a1, v128.load32_splat(x, 4), u0), v128.load32_splat(x, 20), u1), v128.load32_splat(x, 36), u2), v128.load32_splat(x, 52), u3);
-          a2 = rdot(rdot(rdot(rdot(a2, v128.load32_splat(x, 8), u0), v128.load32_splat(x, 24), u1), v128.load32_splat(x, 40), u2), v128.load32_splat(x, 56), u3);
-          a3 = rdot(rdot(rdot(rdot(a3, v128.load32_splat(x, 12), u0), v128.load32_splat(x, 28), u1), v128.load32_splat(x, 44), u2), v128.load32_splat(x, 60), u3);
-        } else { // quad p of row r at x + 32p + 8r
-          a0 = rows4Plain(x, 0, u0, u1, u2, u3);
-          a1 = rows4Plain(x, 8, u0, u1, u2, u3);
-          a2 = rows4Plain(x, 16, u0, u1, u2, u3);
-          a3 = rows4Plain(x, 24, u0, u1, u2, u3);
+        if (ASC_FEATURE_RELAXED_SIMD) {
+          s0 = i32x4.add(s0, groupRelaxed(x, st, u0, u1, u2, u3, sv));
+          s1 = i32x4.add(s1, groupRelaxed(x + 4, st, u0, u1, u2, u3, sv));
+          s2 = i32x4.add(s2, groupRelaxed(x + 8, st, u0, u1, u2, u3, sv));
+          s3 = i32x4.add(s3, groupRelaxed(x + 12, st, u0, u1, u2, u3, sv));
+        } else {
+          s0 = i32x4.add(s0, i32x4.mul(groupPlain(x, st, u0, u1, u2, u3), sv));
+          s1 = i32x4.add(s1, i32x4.mul(groupPlain(x + 8, st, u0, u1, u2, u3), sv));
+          s2 = i32x4.add(s2, i32x4.mul(groupPlain(x + 16, st, u0, u1, u2, u3), sv));
+          s3 = i32x4.add(s3, i32x4.mul(groupPlain(x + 24, st, u0, u1, u2, u3), sv));
         }
-        const sc = scales(v128.load32_zero(sp, 16));
-        s0 = part(s0, a0, sc, load<i32>(sj));
-        s1 = part(s1, a1, sc, load<i32>(sj + 2 * ds));
-        s2 = part(s2, a2, sc, load<i32>(sj + 4 * ds));
-        s3 = part(s3, a3, sc, load<i32>(sj + 6 * ds));
         wt += 48;
-        x += 64 * XB;
-        sp += 4;
-        sj += 4;
+        x += 4 * st;
       }
-      f0 = step(f0, s0, dd, load<f32>(dj));
-      f1 = step(f1, s1, dd, load<f32>(dj + ds));
-      f2 = step(f2, s2, dd, load<f32>(dj + 2 * ds));
-      f3 = step(f3, s3, dd, load<f32>(dj + 3 * ds));
+      const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
+      f0 = step(f0, corrected(s0, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
+      f1 = step(f1, corrected(s1, sc2, v128.load32_splat(sj + ds)), dd, load<f32>(dj + ds));
+      f2 = step(f2, corrected(s2, sc2, v128.load32_splat(sj + 2 * ds)), dd, load<f32>(dj + 2 * ds));
+      f3 = step(f3, corrected(s3, sc2, v128.load32_splat(sj + 3 * ds)), dd, load<f32>(dj + 3 * ds));
+      sp += 8;
       dj += 4;
+      sj += 4;
     }
     b += SB;
   }
@@ -238,21 +253,6 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   storeCols(o + os, f1, cnt);
   storeCols(o + 2 * os, f2, cnt);
   storeCols(o + 3 * os, f3, cnt);
-}
-
-/** Plain build: Σ u·x of one row (its quad p at x + r8 + 32p, i16) over a group's 4 quads. */
-// @ts-ignore: decorator
-@inline function rows4Plain(x: usize, r8: usize, u0: v128, u1: v128, u2: v128, u3: v128): v128 {
-  const xr = x + r8;
-  let y = v128.load64_splat(xr);
-  let a = pdot(i32x4.splat(0), i16x8.extend_low_i8x16_u(u0), y), b = pdot(i32x4.splat(0), i16x8.extend_high_i8x16_u(u0), y);
-  y = v128.load64_splat(xr, 32);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u1), y); b = pdot(b, i16x8.extend_high_i8x16_u(u1), y);
-  y = v128.load64_splat(xr, 64);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u2), y); b = pdot(b, i16x8.extend_high_i8x16_u(u2), y);
-  y = v128.load64_splat(xr, 96);
-  a = pdot(a, i16x8.extend_low_i8x16_u(u3), y); b = pdot(b, i16x8.extend_high_i8x16_u(u3), y);
-  return fold(a, b);
 }
 
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q6kx4 layout at

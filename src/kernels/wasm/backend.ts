@@ -199,9 +199,9 @@ export class WasmKernels implements Kernels {
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
     // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build);
-    // q6kx4: the same, then the i32 sums of 16 quants (m·k/16 of them) at 3·m·k
+    // q6kx4: the same, then the i16 sums of 16 quants (m·k/16 of them) at 3·m·k
     const kx4 = w.layout === 'q4kx4' || w.layout === 'q6kx4';
-    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : kx4 ? 3 * m * k + (w.layout === 'q6kx4' ? m * k / 4 : 0) : m * k);
+    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : kx4 ? 3 * m * k + (w.layout === 'q6kx4' ? m * k / 8 : 0) : m * k);
     const q8x4Acts = q8;
     const d = c.arena.stage(nb * 4);
     const s = c.arena.stage(nb * 4);
