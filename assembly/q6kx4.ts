@@ -184,12 +184,14 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
     for (let j = 0; j < 8; j++) {
       const raw = v128.load64_zero(sp, 16);
       const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+      let sumi = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        sumi = i32x4.add(sumi, group1(wt, x, 4 * XB, groupScales(raw, dup, t), m15, m48));
+        wt += 48;
+        x += 16 * XB;
+      }
       const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
-      let sumi = group1(wt, x, 4 * XB, groupScales(raw, dup, 0), m15, m48);
-      sumi = i32x4.add(sumi, group1(wt + 48, x + 16 * XB, 4 * XB, groupScales(raw, dup, 1), m15, m48));
       f = step(f, corrected(sumi, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
-      wt += 96;
-      x += 32 * XB;
       sp += 8;
       dj += 4;
       sj += 4;
