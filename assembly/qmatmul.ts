@@ -7,8 +7,8 @@
 //    grouping gives the same value), then one f32 chain over j:
 //      acc += (scale_j·d_j)·sumi  [+ (offset_j·d_j)·s_j]   (mul, then add; never fused)
 //    computed 4 output columns per f32x4 (lanes = columns), so every lane is that chain.
-// Q8_0 / Q4_K weights packed by the wasm backend take assembly/q8x4.ts / q4kx4.ts instead
-// (same arithmetic).
+// Q8_0 / Q4_K / Q6_K weights packed by the wasm backend take assembly/q8x4.ts / q4kx4.ts /
+// q6kx4.ts instead (same arithmetic).
 // Two ways to form the exact sums, chosen by M (results identical, so batch-invariant):
 //  - M = 1 (decode): per column, i16x8 weights · i16x8 x with dot_i16x8_s (lanes = partial
 //    sums over k), 4 columns reduced to one i32x4 by shuffles; 4 rows stream concurrently.
@@ -18,6 +18,7 @@
 //    with a broadcast x pair, no horizontal sums.
 import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
 import { qmatmulQ4kx4 } from './q4kx4';
+import { qmatmulQ6kx4 } from './q6kx4';
 import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
 
 /** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
@@ -355,11 +356,13 @@ export function qmatmulTmpBytes(k: i32): i32 {
   return max(98304, <i32>tileBytes(k));
 }
 
-/** Format ids of Q8_0 / Q4_K in the repacked q8x4 / q4kx4 layouts (assembly/q8x4.ts, q4kx4.ts). */
+/** Format ids of Q8_0 / Q4_K / Q6_K in the repacked q8x4 / q4kx4 / q6kx4 layouts
+ * (assembly/q8x4.ts, q4kx4.ts, q6kx4.ts). */
 const Q8X4: i32 = 8;
 const Q4KX4: i32 = 9;
+const Q6KX4: i32 = 10;
 
-/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4 or Q4KX4);
+/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q4KX4 or Q6KX4);
  * q16/q8/d/s from quantizeActs. */
 export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   switch (type) {
@@ -373,6 +376,7 @@ export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, 
     case Q6_K: qmm(Q6_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
     case Q8X4: qmatmulQ8x4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: interleaved acts
     case Q4KX4: qmatmulQ4kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
+    case Q6KX4: qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: + acts, sums
     default: unreachable();
   }
 }

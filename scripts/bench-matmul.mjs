@@ -5,10 +5,12 @@
 // per type the M=4 / M=1 time ratio (the compute cost of a 4-token verify step).
 // Usage: node scripts/bench-matmul.mjs [--threads T] [--types bf16,q8_0,q4_k]
 //        [--m 1,4,8,64] [--shapes 3584x1024,1024x3584] [--variant fma|plain]
-// Run `npm run build` first (it imports dist/).
+// Types without a quantizer (q6_k, …) use random valid blocks. Run `npm run build` first
+// (it imports dist/, test helpers included).
 import { parseArgs } from 'node:util';
 import { createWasmKernels } from '../dist/src/kernels/wasm/index.js';
 import { quantizeRows } from '../dist/src/kernels/quant/quantize.js';
+import { randomScaleMatrix } from '../dist/test/quant-blocks.js';
 
 const { values: v } = parseArgs({
   options: {
@@ -22,6 +24,9 @@ const { values: v } = parseArgs({
 const list = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
 const k = await createWasmKernels({ threads: Number(v.threads), ...(v.variant ? { variant: v.variant } : {}) });
 
+/** Types quantizeRows handles; the others get valid random blocks (test/quant-blocks.ts). */
+const QUANTIZED = new Set(['q8_0', 'q4_k']);
+
 /** A [n, kk] weight of `type` with smooth pseudo-random values (packed for this backend). */
 function weight(type, n, kk) {
   const src = new Float32Array(n * kk);
@@ -31,7 +36,8 @@ function weight(type, n, kk) {
     const u = new Uint16Array(bytes.buffer, bytes.byteOffset, n * kk);
     const bits = new Uint32Array(src.buffer);
     for (let i = 0; i < u.length; i++) u[i] = bits[i] >>> 16;
-  } else quantizeRows(type, src, n, kk, bytes);
+  } else if (QUANTIZED.has(type)) quantizeRows(type, src, n, kk, bytes);
+  else bytes.set(randomScaleMatrix(type, n, kk, 1));
   return k.packWeight(w);
 }
 

@@ -55,8 +55,8 @@ describe('quantized weights in the backends', () => {
         bytes.set(src);
         const w = k.packWeight(weight);
         assert.equal(weightBytes(w), src.byteLength);
-        // the wasm backend repacks Q8_0 / Q4_K (embed and rowPrefix read its layouts)
-        const layout = k === wasm ? ({ q8_0: 'q8x4', q4_k: 'q4kx4' } as Record<string, string>)[type] : undefined;
+        // the wasm backend repacks Q8_0 / Q4_K / Q6_K (embed and rowPrefix read its layouts)
+        const layout = k === wasm ? ({ q8_0: 'q8x4', q4_k: 'q4kx4', q6_k: 'q6kx4' } as Record<string, string>)[type] : undefined;
         assert.equal(w.layout, layout);
         const out = k.alloc(2 * cols);
         k.embed(out, w, [4, 1]);

@@ -86,19 +86,19 @@ for (const { label, k } of backends) {
   });
 }
 
-for (const { label, k } of backends) {
-  test(`q4_k (repacked q4kx4 in wasm) [${label}]: M across L2 row blocks == ref; rowPrefix; embed == dequantizeRow`, () => {
+for (const { label, k } of backends) for (const [type, layout] of [['q4_k', 'q4kx4'], ['q6_k', 'q6kx4']] as const) {
+  test(`${type} (repacked ${layout} in wasm) [${label}]: M across L2 row blocks == ref; rowPrefix; embed == dequantizeRow`, () => {
     const r = rng(29);
     const [n, kk, m] = [11, 4096, 69]; // row blocks of 64 (int8) / 32 (i16) rows at K = 4096: 69 = 64 + 4 + 1
-    const w = quantWeight(k, 'q4_k', n, kk, 7);
-    assert.equal(w.layout, 'q4kx4');
-    const wr = quantWeight(ref, 'q4_k', n, kk, 7);
+    const w = quantWeight(k, type, n, kk, 7);
+    assert.equal(w.layout, layout);
+    const wr = quantWeight(ref, type, n, kk, 7);
     const x = fill(k, m * kk, r);
     const out = k.alloc(m * n);
     const want = new Float32Array(m * n);
     k.matmul(out, x, w, m);
     ref.matmul(want, x, wr, m);
-    same(out, want, `q4_k M=${m} K=${kk}`);
+    same(out, want, `${type} M=${m} K=${kk}`);
     const pre = rowPrefix(w, 6);
     const part = k.alloc(m * 6);
     k.matmul(part, x, pre, m);
@@ -107,7 +107,7 @@ for (const { label, k } of backends) {
     k.embed(rows, w, Array.from({ length: n }, (_, i) => n - 1 - i));
     const one = new Float32Array(kk);
     for (let i = 0; i < n; i++) {
-      dequantizeRow('q4_k', wr.data as Uint8Array, kk, n - 1 - i, one);
+      dequantizeRow(type, wr.data as Uint8Array, kk, n - 1 - i, one);
       same(rows.subarray(i * kk, (i + 1) * kk), one, `embed row ${n - 1 - i}`);
     }
   });

@@ -27,8 +27,9 @@ export interface Weight {
   /** A backend's matmul layout (set only by that backend's packWeight); 'panel8': the wasm
    * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels; 'q8x4': the
    * wasm backend's Q8_0 regrouped by 4 rows with f32 scales (assembly/q8x4.ts); 'q4kx4':
-   * its Q4_K regrouped by 4 rows with unpacked scales (assembly/q4kx4.ts). */
-  readonly layout?: 'panel8' | 'q8x4' | 'q4kx4';
+   * its Q4_K regrouped by 4 rows with unpacked scales (assembly/q4kx4.ts); 'q6kx4': its
+   * Q6_K regrouped by 4 rows, group scales per [group][column] (assembly/q6kx4.ts). */
+  readonly layout?: 'panel8' | 'q8x4' | 'q4kx4' | 'q6kx4';
 }
 
 /** Gated DeltaNet shape of one layer. */

@@ -15,6 +15,7 @@ import { storedQuantBytes } from '../weight-view.js';
 import { dequantizeRow } from '../quant/dequant.js';
 import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
 import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
+import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
 import type { QuantType } from '../quant/formats.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -27,15 +28,18 @@ const PAR_CONV = 1 << 15; // T · C
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
 
-/** Format ids of assembly/qdecode.ts (and Q8_0 / Q4_K in the q8x4 / q4kx4 layouts,
- * assembly/q8x4.ts, q4kx4.ts). */
+/** Format ids of assembly/qdecode.ts (and Q8_0 / Q4_K / Q6_K in the q8x4 / q4kx4 / q6kx4
+ * layouts, assembly/q8x4.ts, q4kx4.ts, q6kx4.ts). */
 const QUANT_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
 const Q8X4_ID = 8;
 const Q4KX4_ID = 9;
+const Q6KX4_ID = 10;
+const LAYOUT_ID: Readonly<Record<string, number>> = { q8x4: Q8X4_ID, q4kx4: Q4KX4_ID, q6kx4: Q6KX4_ID };
 
 /** Bytes of a quantized weight after packWeight's repack (0: kept as GGML blocks). */
 function repackedBytes(dtype: WeightDType, rows: number, cols: number): number {
   if (dtype === 'q8_0') return q8x4Bytes(rows, cols);
+  if (dtype === 'q6_k') return q6kx4Bytes(rows, cols);
   return dtype === 'q4_k' ? q4kx4Bytes(rows, cols) : 0;
 }
 
@@ -94,7 +98,7 @@ export class WasmKernels implements Kernels {
   }
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
-    if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 / Q4_K with room to repack in place
+    if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 / Q4_K / Q6_K with room to repack in place
       const size = rows * quantRowBytes(dtype, cols);
       const room = Math.max(size, repackedBytes(dtype, rows, cols));
       const { arena, ptr } = this.mem.alloc(room);
@@ -120,6 +124,7 @@ export class WasmKernels implements Kernels {
         src = copy.weight;
       }
       if (src.dtype === 'q4_k') return this.repackQ4kx4(src);
+      if (src.dtype === 'q6_k') return this.repackQ6kx4(src);
       return src.dtype === 'q8_0' ? this.repackQ8x4(src) : src;
     }
     let src = w;
@@ -157,6 +162,15 @@ export class WasmKernels implements Kernels {
     return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q4kx4' };
   }
 
+  /** Q6_K → the q6kx4 layout, in place (the data has room: allocWeight). */
+  private repackQ6kx4(w: Weight): Weight {
+    const c = this.ops.begin(this.ops.target(w.data), 4 * (w.cols / 256) * 210);
+    c.arena.exports.repackQ6kx4(w.data.byteOffset, w.rows, w.cols, c.tmp.base);
+    c.end();
+    const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q6kx4Bytes(w.rows, w.cols));
+    return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q6kx4' };
+  }
+
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
     if (m <= 0) return;
     if (isQuantType(w.dtype)) return this.matmulQuant(out, x, w, w.dtype, m);
@@ -184,17 +198,20 @@ export class WasmKernels implements Kernels {
     const a = this.pool.args;
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
-    // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build)
-    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : w.layout === 'q4kx4' ? 3 * m * k : m * k);
+    // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build);
+    // q6kx4: the same, then the i16 sums of 16 quants (m·k/16 of them) at 3·m·k
+    const kx4 = w.layout === 'q4kx4' || w.layout === 'q6kx4';
+    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : kx4 ? 3 * m * k + (w.layout === 'q6kx4' ? m * k / 8 : 0) : m * k);
     const q8x4Acts = q8;
     const d = c.arena.stage(nb * 4);
     const s = c.arena.stage(nb * 4);
     c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, q8, d, s);
     // q8x4 takes the rows' quants interleaved by 4 in place of the int8 copy
     if (w.layout === 'q8x4' && m >= 4) c.arena.exports.interleaveActs4(q16, m, k, q8x4Acts);
-    if (w.layout === 'q4kx4' && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
+    if (kx4 && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
+    if (w.layout === 'q6kx4') c.arena.exports.q6kx4ActSums(q8, m, k);
     a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
-    a[5] = m; a[6] = n; a[7] = k; a[8] = w.layout === 'q8x4' ? Q8X4_ID : w.layout === 'q4kx4' ? Q4KX4_ID : QUANT_ID[type];
+    a[5] = m; a[6] = n; a[7] = k; a[8] = LAYOUT_ID[w.layout ?? ''] ?? QUANT_ID[type];
     a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
@@ -212,6 +229,7 @@ export class WasmKernels implements Kernels {
         const row = out.subarray(i * d, (i + 1) * d);
         if (table.layout === 'q8x4') dequantizeQ8x4Row(table.data as Uint8Array, d, id, row);
         else if (table.layout === 'q4kx4') dequantizeQ4kx4Row(table.data as Uint8Array, d, id, row);
+        else if (table.layout === 'q6kx4') dequantizeQ6kx4Row(table.data as Uint8Array, d, id, row);
         else dequantizeRow(table.dtype, table.data as Uint8Array, d, id, row);
       }
       return;

@@ -56,6 +56,8 @@ export interface KernelExports {
   interleaveActs4(q16: number, m: number, k: number, x4: number): void;
   repackQ4kx4(w: number, rows: number, k: number, tmp: number): void;
   interleaveQ4kx4Acts(q16: number, q8: number, m: number, k: number): void;
+  repackQ6kx4(w: number, rows: number, k: number, tmp: number): void;
+  q6kx4ActSums(q8: number, m: number, k: number): void;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused

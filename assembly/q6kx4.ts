@@ -1,0 +1,283 @@
+// Q6_K repacked for the integer matmul ('q6kx4' layout, set by the wasm backend's
+// packWeight): the same 6-bit quants, int8 group scales and d as the GGML Q6_K blocks,
+// rearranged so that one 16-byte load feeds 4 output columns × 4 elements.
+//
+// Layout: groups of 4 weight rows (= output columns; the last group zero-padded), group g
+// at g·ns·848 bytes (ns = K/256 super-blocks); super-block b of a group at +b·848:
+//   [0, 16)    f32 d of columns 0..3 (the f16 d of their Q6_K block, exactly)
+//   [16, 80)   i8 scale of 16-element group t (0..15), column c at 16 + 4t + c
+//   [80, 848)  group t at 80 + 48t, 3 vectors (u = q + 32 ∈ 0..63, element e = 4p + i):
+//              v0 byte 4c + i: low 4 bits of quad p = 0 (low nibble) and p = 1 (high one)
+//              v1 byte 4c + i: the same for quads 2 and 3
+//              v2 byte 4c + i: the top 2 bits of quad p's element in bits 2p, 2p+1
+// so each u vector is the quad tile [column][4 k] of 4 elements. 848 bytes per 1024
+// weights: 6.625 bits/weight (GGML Q6_K: 6.5625).
+//
+// Arithmetic: exactly the twin's (src/kernels/ref/quant.ts, decodeSubBlock): per sub-block
+// j (groups t = 2j, 2j+1) the exact integer  sumi = Σ_t sc_t · Σ (u − 32)·x
+// = Σ_t sc_t · Σ u·x − 32 · Σ_t sc_t · X_t  (X_t = Σ x over group t; |sumi| ≤
+// 2·16·32·127·128 < 2²⁴), then per column one f32 chain  acc += (d·d_j)·sumi  (mul, mul,
+// add; unfused). Σ u·x, relaxed build: i16x8.relaxed_dot_i8x16_i7x16_s (u ∈ 0..63 the i7
+// operand) gives i16 pair sums ≤ 2·63·127; two quads added stay ≤ 32004 (exact in i16);
+// dot_i16x8_s with [sc_c, sc_c] lane pairs then scales and sums them per column in i32.
+// Plain build: u widened to i16, dotted with a broadcast i16 quad, folded per column, times
+// sc_t (i32). The correction: dot_i16x8_s of [sc_2j, sc_2j+1] per column with the
+// broadcast pair [X_2j, X_2j+1] (|X| ≤ 2032), shifted by 5. Same integers, same bits.
+//
+// Activations: as q4kx4 (interleaveQ4kx4Acts: int8 rows / i16 rows, and for whole blocks
+// of 4 rows the interleaved quads at q8 + M·K), plus q6kx4ActSums: X of every 16-element
+// group, i16 at q8 + 3·M·K (row mi, group t of the row at +2·(mi·K/16 + t)).
+import { f16At } from './qdecode';
+import { storeCols } from './q8x4';
+
+const SB: usize = 848; // bytes of one (group, super-block)
+const QB: usize = 210; // bytes of one GGML Q6_K block
+const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2; // bytes of one activation quant
+
+/** u = q + 32 (0..63) of element e (0..255) of the GGML Q6_K block at src. */
+// @ts-ignore: decorator
+@inline function q6u(src: usize, e: i32): u32 {
+  const half = <usize>(e >> 7), run = (e >> 5) & 3, l = <usize>(e & 31);
+  const ql = <u32>load<u8>(src + half * 64 + l + <usize>((run & 1) << 5));
+  const qh = <u32>load<u8>(src + 128 + half * 32 + l);
+  return (run < 2 ? ql & 15 : ql >> 4) | (((qh >> (<u32>run << 1)) & 3) << 4);
+}
+
+/** Repack a GGML Q6_K weight [rows, k] at w in place (the buffer must hold
+ * ⌈rows/4⌉·(k/256)·848 bytes). tmp: 4·(k/256)·210 bytes of scratch. Groups run last to
+ * first: group g's destination (848 bytes per column-super-block group vs 4·210 = 840 of
+ * source) starts at or after the end of group g−1's source; its own source is in tmp. */
+export function repackQ6kx4(w: usize, rows: i32, k: i32, tmp: usize): void {
+  const ns = k >> 8;
+  const rb = <usize>ns * QB;
+  for (let g = ((rows + 3) >> 2) - 1; g >= 0; g--) {
+    const cnt = min(4, rows - 4 * g);
+    memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
+    if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+    const dst = w + <usize>g * <usize>ns * SB;
+    memory.fill(dst, 0, <usize>ns * SB); // the quants are OR-ed in
+    for (let b = 0; b < ns; b++) {
+      for (let c = 0; c < 4; c++) packColumn(dst + <usize>b * SB, tmp + <usize>c * rb + <usize>b * QB, c);
+    }
+  }
+}
+
+/** Column c's Q6_K block at src → its slots of the group's (zeroed) super-block at o. */
+function packColumn(o: usize, src: usize, c: i32): void {
+  const cc = <usize>c;
+  store<f32>(o + (cc << 2), f16At(src + 208));
+  for (let t = 0; t < 16; t++) store<u8>(o + 16 + (<usize>t << 2) + cc, load<u8>(src + 192 + <usize>t));
+  for (let e = 0; e < 256; e++) {
+    const u = q6u(src, e);
+    const p = (e >> 2) & 3, i = <usize>(e & 3);
+    const gt = o + 80 + <usize>(e >> 4) * 48 + (cc << 2) + i;
+    const nb = gt + <usize>((p >> 1) << 4);
+    store<u8>(nb, load<u8>(nb) | <u8>((u & 15) << (<u32>(p & 1) << 2)));
+    store<u8>(gt + 32, load<u8>(gt + 32) | <u8>((u >> 4) << (<u32>p << 1)));
+  }
+}
+
+/** X = Σ x of every 16 int8 activation quants of q8 [M, K], i16 at q8 + 3·M·K. */
+export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
+  const n = <usize>m * <usize>k;
+  const dst = q8 + 3 * n;
+  for (let g: usize = 0; g < n >> 4; g++) {
+    const v = i32x4.extadd_pairwise_i16x8_s(i16x8.extadd_pairwise_i8x16_s(v128.load(q8 + (g << 4))));
+    const t = i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);
+    store<i16>(dst + (g << 1), <i16>t);
+  }
+}
+
+/** u of quad p (0..3) of a group: its nibbles (nv = v0 or v1) and top bits (hb = v2);
+ * m15 / m48: splats of 15 / 0x30. i16 lane shifts: the bits crossing a byte are masked. */
+// @ts-ignore: decorator
+@inline function quadU(nv: v128, hb: v128, p: i32, m15: v128, m48: v128): v128 {
+  const n = p & 1 ? v128.and(i16x8.shr_u(nv, 4), m15) : v128.and(nv, m15);
+  const h = p == 0 ? i16x8.shl(hb, 4) : p == 1 ? i16x8.shl(hb, 2) : p == 2 ? hb : i16x8.shr_u(hb, 2);
+  return v128.or(n, v128.and(h, m48));
+}
+
+/** Relaxed build: i16 pair sums of quads a, b (x: broadcast int8 quads, u: weights) added:
+ * lanes 2c, 2c+1 belong to column c; exact (≤ 32004). */
+// @ts-ignore: decorator
+@inline function pair16(xa: v128, ua: v128, xb: v128, ub: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(xa, ua), i16x8.relaxed_dot_i8x16_i7x16_s(xb, ub));
+  unreachable();
+  return xa;
+}
+
+/** Relaxed build: Σ_c-lane sc·(Σ u·x) of one group for one row, quads p at x + st·p. */
+// @ts-ignore: decorator
+@inline function groupRelaxed(x: usize, st: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
+  const h0 = pair16(v128.load32_splat(x), u0, v128.load32_splat(x + st), u1);
+  const h1 = pair16(v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3);
+  return i32x4.add(i32x4.dot_i16x8_s(h0, sv), i32x4.dot_i16x8_s(h1, sv));
+}
+
+/** acc + the i16 pair sums of u16 (4 k of 2 columns) · x (a broadcast i16 quad) (plain). */
+// @ts-ignore: decorator
+@inline function pdot(acc: v128, u16: v128, x: v128): v128 {
+  return i32x4.add(acc, i32x4.dot_i16x8_s(u16, x));
+}
+
+/** Plain build: Σ u·x of one group for one row (quad p, i16, at x + st·p), per column. */
+// @ts-ignore: decorator
+@inline function groupPlain(x: usize, st: usize, u0: v128, u1: v128, u2: v128, u3: v128): v128 {
+  let y = v128.load64_splat(x);
+  let a = pdot(i32x4.splat(0), i16x8.extend_low_i8x16_u(u0), y), b = pdot(i32x4.splat(0), i16x8.extend_high_i8x16_u(u0), y);
+  y = v128.load64_splat(x + st);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u1), y); b = pdot(b, i16x8.extend_high_i8x16_u(u1), y);
+  y = v128.load64_splat(x + 2 * st);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u2), y); b = pdot(b, i16x8.extend_high_i8x16_u(u2), y);
+  y = v128.load64_splat(x + 3 * st);
+  a = pdot(a, i16x8.extend_low_i8x16_u(u3), y); b = pdot(b, i16x8.extend_high_i8x16_u(u3), y);
+  return i32x4.add(i32x4.shuffle(a, b, 0, 2, 4, 6), i32x4.shuffle(a, b, 1, 3, 5, 7));
+}
+
+/** Group t's scales as the kernel multiplies: relaxed: i16 [sc_c, sc_c] lane pairs (dup:
+ * the 8 scale bytes of the sub-block doubled); plain: i32 sc_c. raw: those 8 bytes. */
+// @ts-ignore: decorator
+@inline function groupScales(raw: v128, dup: v128, t: i32): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return t ? i16x8.extend_high_i8x16_s(dup) : i16x8.extend_low_i8x16_s(dup);
+  const w = i16x8.extend_low_i8x16_s(raw);
+  return t ? i32x4.extend_high_i16x8_s(w) : i32x4.extend_low_i16x8_s(w);
+}
+
+/** sumi − 32·(sc_2j·X_2j + sc_2j+1·X_2j+1) per column; sc2: [sc_2j, sc_2j+1] per column
+ * (i16), xp: the row's [X_2j, X_2j+1] broadcast. */
+// @ts-ignore: decorator
+@inline function corrected(sumi: v128, sc2: v128, xp: v128): v128 {
+  return i32x4.sub(sumi, i32x4.shl(i32x4.dot_i16x8_s(sc2, xp), 5));
+}
+
+/** One chain step for 4 columns: acc + (d · dx) · sumi. */
+// @ts-ignore: decorator
+@inline function step(acc: v128, sumi: v128, d: v128, dx: f32): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.mul(d, f32x4.splat(dx)), f32x4.convert_i32x4_s(sumi)));
+}
+
+// The loops below advance pointers and use constant load offsets (wasm offset immediates)
+// where they can: an i32 address sum cannot fold into an x64 addressing mode.
+
+/** Σ over one group (weights at wt, scales sv) for one row (its quad p at x + st·p). */
+// @ts-ignore: decorator
+@inline function group1(wt: usize, x: usize, st: usize, sv: v128, m15: v128, m48: v128): v128 {
+  const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
+  const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
+  const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
+  if (ASC_FEATURE_RELAXED_SIMD) return groupRelaxed(x, st, u0, u1, u2, u3, sv);
+  return i32x4.mul(groupPlain(x, st, u0, u1, u2, u3), sv);
+}
+
+/** Row mi (its quants at xr: int8 or i16 rows) × the 4 columns of group wg; xs the sums. */
+// @ts-ignore: decorator
+@inline function groupRow1(out: usize, xr: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
+  const nb = k >> 5;
+  let x = xr + <usize>mi * <usize>k * XB;
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = xs + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b);
+    let sp = b, wt = b + 80;
+    for (let j = 0; j < 8; j++) {
+      const raw = v128.load64_zero(sp, 16);
+      const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+      let sumi = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        sumi = i32x4.add(sumi, group1(wt, x, 4 * XB, groupScales(raw, dup, t), m15, m48));
+        wt += 48;
+        x += 16 * XB;
+      }
+      const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
+      f = step(f, corrected(sumi, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
+      sp += 8;
+      dj += 4;
+      sj += 4;
+    }
+    b += SB;
+  }
+  storeCols(out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2), f, cnt);
+}
+
+/** Rows mi..mi+3 × the 4 columns of group wg; x4 the interleaved quants (see above). */
+// @ts-ignore: decorator
+@inline function groupRows4(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * <usize>k * XB;
+  const ds = <usize>nb << 2; // row stride of d and of the sums
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = xs + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  const st: usize = 16 * XB; // quad p of row r of a group at x + st·p + r·st/4
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b);
+    let sp = b, wt = b + 80;
+    for (let j = 0; j < 8; j++) {
+      const raw = v128.load64_zero(sp, 16);
+      const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+      let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const sv = groupScales(raw, dup, t);
+        const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
+        const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
+        const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
+        if (ASC_FEATURE_RELAXED_SIMD) {
+          s0 = i32x4.add(s0, groupRelaxed(x, st, u0, u1, u2, u3, sv));
+          s1 = i32x4.add(s1, groupRelaxed(x + 4, st, u0, u1, u2, u3, sv));
+          s2 = i32x4.add(s2, groupRelaxed(x + 8, st, u0, u1, u2, u3, sv));
+          s3 = i32x4.add(s3, groupRelaxed(x + 12, st, u0, u1, u2, u3, sv));
+        } else {
+          s0 = i32x4.add(s0, i32x4.mul(groupPlain(x, st, u0, u1, u2, u3), sv));
+          s1 = i32x4.add(s1, i32x4.mul(groupPlain(x + 8, st, u0, u1, u2, u3), sv));
+          s2 = i32x4.add(s2, i32x4.mul(groupPlain(x + 16, st, u0, u1, u2, u3), sv));
+          s3 = i32x4.add(s3, i32x4.mul(groupPlain(x + 24, st, u0, u1, u2, u3), sv));
+        }
+        wt += 48;
+        x += 4 * st;
+      }
+      const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
+      f0 = step(f0, corrected(s0, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
+      f1 = step(f1, corrected(s1, sc2, v128.load32_splat(sj + ds)), dd, load<f32>(dj + ds));
+      f2 = step(f2, corrected(s2, sc2, v128.load32_splat(sj + 2 * ds)), dd, load<f32>(dj + 2 * ds));
+      f3 = step(f3, corrected(s3, sc2, v128.load32_splat(sj + 3 * ds)), dd, load<f32>(dj + 3 * ds));
+      sp += 8;
+      dj += 4;
+      sj += 4;
+    }
+    b += SB;
+  }
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  storeCols(o + os, f1, cnt);
+  storeCols(o + 2 * os, f2, cnt);
+  storeCols(o + 3 * os, f3, cnt);
+}
+
+/** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q6kx4 layout at
+ * w; q16/q8/d: quantizeActs of x, q6kx4ActSums, and (M ≥ 4) interleaveQ4kx4Acts at
+ * q8 + M·K. Rows whose quants fit in ~256 KiB (L2) pass over all of the thread's groups
+ * together. */
+export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+  const xr = ASC_FEATURE_RELAXED_SIMD ? q8 : q16;
+  const mk = <usize>m * <usize>k;
+  const x4 = q8 + mk;
+  const xs = q8 + 3 * mk;
+  // masks built from a run-time value: V8 would rematerialise a constant inside the loops
+  const m15 = i8x16.splat(<i8>((k >> 31) + 15)), m48 = i8x16.splat(<i8>((k >> 31) + 48)); // k ≥ 0
+  const gb = <usize>(k >> 8) * SB;
+  const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
+  for (let r0 = 0; r0 < m; r0 += rb) {
+    const r1 = min(m, r0 + rb);
+    for (let c = n0; c < n1; c += 4) {
+      const wg = w + <usize>(c >> 2) * gb;
+      const cnt = min(4, n1 - c);
+      let mi = r0;
+      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+      for (; mi < r1; mi++) groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+    }
+  }
+}
