@@ -12,11 +12,7 @@ import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { storedQuantBytes } from '../weight-view.js';
-import { dequantizeRow } from '../quant/dequant.js';
-import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
-import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
-import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
-import type { QuantType } from '../quant/formats.js';
+import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -27,21 +23,6 @@ const PAR_CONV = 1 << 15; // T · C
 // Matmul weight bytes per pool chunk: long sequential streams keep the prefetchers busy
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
-
-/** Format ids of assembly/qdecode.ts (and Q8_0 / Q4_K / Q6_K in the q8x4 / q4kx4 / q6kx4
- * layouts, assembly/q8x4.ts, q4kx4.ts, q6kx4.ts). */
-const QUANT_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
-const Q8X4_ID = 8;
-const Q4KX4_ID = 9;
-const Q6KX4_ID = 10;
-const LAYOUT_ID: Readonly<Record<string, number>> = { q8x4: Q8X4_ID, q4kx4: Q4KX4_ID, q6kx4: Q6KX4_ID };
-
-/** Bytes of a quantized weight after packWeight's repack (0: kept as GGML blocks). */
-function repackedBytes(dtype: WeightDType, rows: number, cols: number): number {
-  if (dtype === 'q8_0') return q8x4Bytes(rows, cols);
-  if (dtype === 'q6_k') return q6kx4Bytes(rows, cols);
-  return dtype === 'q4_k' ? q4kx4Bytes(rows, cols) : 0;
-}
 
 function isBf16(w: Weight): number {
   return w.dtype === 'bf16' ? 1 : 0;
@@ -123,9 +104,7 @@ export class WasmKernels implements Kernels {
         copy.bytes.set(new Uint8Array(w.data.buffer, w.data.byteOffset, copy.bytes.byteLength));
         src = copy.weight;
       }
-      if (src.dtype === 'q4_k') return this.repackQ4kx4(src);
-      if (src.dtype === 'q6_k') return this.repackQ6kx4(src);
-      return src.dtype === 'q8_0' ? this.repackQ8x4(src) : src;
+      return this.repack(src);
     }
     let src = w;
     if (!this.mem.locate(w.data)) { // not ours (e.g. the JS heap): copy into wasm memory first
@@ -143,37 +122,20 @@ export class WasmKernels implements Kernels {
     return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' };
   }
 
-  /** Q8_0 → the q8x4 layout, in place (the data has room: allocWeight). */
-  private repackQ8x4(w: Weight): Weight {
-    const nb = w.cols / 32;
-    const c = this.ops.begin(this.ops.target(w.data), 4 * nb * 34);
-    c.arena.exports.repackQ8x4(w.data.byteOffset, w.rows, w.cols, c.tmp.base);
+  /** A quantized weight in its repacked layout (quant-layouts.ts), in place: allocWeight
+   * reserved the room. Types without one stay as GGML blocks. */
+  private repack(w: Weight): Weight {
+    const spec = repackSpec(w.dtype);
+    if (!spec) return w;
+    const c = this.ops.begin(this.ops.target(w.data), repackTmpBytes(spec, w.cols));
+    spec.repack(c.arena.exports, w.data.byteOffset, w.rows, w.cols, c.tmp.base);
     c.end();
-    const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q8x4Bytes(w.rows, w.cols));
-    return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q8x4' };
-  }
-
-  /** Q4_K → the q4kx4 layout, in place (the data has room: allocWeight). */
-  private repackQ4kx4(w: Weight): Weight {
-    const c = this.ops.begin(this.ops.target(w.data), 4 * (w.cols / 256) * 144);
-    c.arena.exports.repackQ4kx4(w.data.byteOffset, w.rows, w.cols, c.tmp.base);
-    c.end();
-    const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q4kx4Bytes(w.rows, w.cols));
-    return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q4kx4' };
-  }
-
-  /** Q6_K → the q6kx4 layout, in place (the data has room: allocWeight). */
-  private repackQ6kx4(w: Weight): Weight {
-    const c = this.ops.begin(this.ops.target(w.data), 4 * (w.cols / 256) * 210);
-    c.arena.exports.repackQ6kx4(w.data.byteOffset, w.rows, w.cols, c.tmp.base);
-    c.end();
-    const data = new Uint8Array(w.data.buffer, w.data.byteOffset, q6kx4Bytes(w.rows, w.cols));
-    return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: 'q6kx4' };
+    return repackedView(w, spec);
   }
 
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
     if (m <= 0) return;
-    if (isQuantType(w.dtype)) return this.matmulQuant(out, x, w, w.dtype, m);
+    if (isQuantType(w.dtype)) return this.matmulQuant(out, x, w, m);
     if (w.layout !== 'panel8') throw new Error(`wasm matmul: weight [${w.rows}, ${w.cols}] is not packed (call packWeight once after loading it)`);
     const n = w.rows;
     const k = w.cols;
@@ -190,7 +152,7 @@ export class WasmKernels implements Kernels {
 
   /** Integer matmul (assembly/qmatmul.ts): x quantized to int8 blocks of 32 on this thread,
    * then columns split over the pool in groups of 4. */
-  private matmulQuant(out: Float32Array, x: Float32Array, w: Weight, type: QuantType, m: number): void {
+  private matmulQuant(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
     const n = w.rows;
     const k = w.cols;
     const arena = this.ops.target(w.data, x, out);
@@ -211,7 +173,7 @@ export class WasmKernels implements Kernels {
     if (kx4 && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
     if (w.layout === 'q6kx4') c.arena.exports.q6kx4ActSums(q8, m, k);
     a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
-    a[5] = m; a[6] = n; a[7] = k; a[8] = LAYOUT_ID[w.layout ?? ''] ?? QUANT_ID[type];
+    a[5] = m; a[6] = n; a[7] = k; a[8] = quantFormatId(w);
     a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
@@ -226,11 +188,7 @@ export class WasmKernels implements Kernels {
       for (let i = 0; i < ids.length; i++) {
         const id = ids[i]!;
         if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
-        const row = out.subarray(i * d, (i + 1) * d);
-        if (table.layout === 'q8x4') dequantizeQ8x4Row(table.data as Uint8Array, d, id, row);
-        else if (table.layout === 'q4kx4') dequantizeQ4kx4Row(table.data as Uint8Array, d, id, row);
-        else if (table.layout === 'q6kx4') dequantizeQ6kx4Row(table.data as Uint8Array, d, id, row);
-        else dequantizeRow(table.dtype, table.data as Uint8Array, d, id, row);
+        dequantizeStoredRow(table, id, out.subarray(i * d, (i + 1) * d));
       }
       return;
     }

@@ -1,0 +1,69 @@
+// The wasm backend's repacked layouts of quantized weights (q8x4, q4kx4, q6kx4:
+// assembly/q8x4.ts, q4kx4.ts, q6kx4.ts): which GGML type packWeight repacks into which
+// layout, its size, the kernel's format id, the repack export and the row dequantizer
+// (embed). Every other quantized type stays in its GGML blocks (assembly/qdecode.ts ids).
+import type { Weight, WeightDType } from '../types.js';
+import type { QuantType } from '../quant/formats.js';
+import { dequantizeRow } from '../quant/dequant.js';
+import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
+import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
+import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
+import type { KernelExports } from './module.js';
+
+export type RepackedLayout = 'q8x4' | 'q4kx4' | 'q6kx4';
+
+interface LayoutSpec {
+  readonly layout: RepackedLayout;
+  /** Format id of assembly/qmatmul.ts's dispatcher. */
+  readonly id: number;
+  /** GGML bytes of one block (the repack's per-thread scratch holds 4 rows of them). */
+  readonly blockBytes: number;
+  readonly blockSize: number;
+  bytes(rows: number, cols: number): number;
+  repack(ex: KernelExports, w: number, rows: number, k: number, tmp: number): void;
+  dequantizeRow(data: Uint8Array, cols: number, r: number, dst: Float32Array): Float32Array;
+}
+
+const REPACKED: Partial<Record<WeightDType, LayoutSpec>> = {
+  q8_0: { layout: 'q8x4', id: 8, blockBytes: 34, blockSize: 32, bytes: q8x4Bytes, repack: (ex, ...a) => ex.repackQ8x4(...a), dequantizeRow: dequantizeQ8x4Row },
+  q4_k: { layout: 'q4kx4', id: 9, blockBytes: 144, blockSize: 256, bytes: q4kx4Bytes, repack: (ex, ...a) => ex.repackQ4kx4(...a), dequantizeRow: dequantizeQ4kx4Row },
+  q6_k: { layout: 'q6kx4', id: 10, blockBytes: 210, blockSize: 256, bytes: q6kx4Bytes, repack: (ex, ...a) => ex.repackQ6kx4(...a), dequantizeRow: dequantizeQ6kx4Row },
+};
+
+/** Format ids of assembly/qdecode.ts for weights kept as GGML blocks. */
+const GGML_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
+
+/** The repacked layout packWeight gives `dtype`, or undefined (kept as GGML blocks). */
+export function repackSpec(dtype: WeightDType): LayoutSpec | undefined {
+  return REPACKED[dtype];
+}
+
+/** Bytes of a quantized weight after packWeight's repack (0: kept as GGML blocks). */
+export function repackedBytes(dtype: WeightDType, rows: number, cols: number): number {
+  return REPACKED[dtype]?.bytes(rows, cols) ?? 0;
+}
+
+/** Repack scratch bytes (4 rows of GGML blocks). */
+export function repackTmpBytes(spec: LayoutSpec, cols: number): number {
+  return 4 * (cols / spec.blockSize) * spec.blockBytes;
+}
+
+/** The weight after an in-place repack: the same memory, viewed at the layout's size. */
+export function repackedView(w: Weight, spec: LayoutSpec): Weight {
+  const data = new Uint8Array(w.data.buffer, w.data.byteOffset, spec.bytes(w.rows, w.cols));
+  return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: spec.layout };
+}
+
+/** assembly/qmatmul.ts format id of a quantized weight (its layout's, else its type's). */
+export function quantFormatId(w: Weight): number {
+  const spec = REPACKED[w.dtype];
+  return spec && w.layout === spec.layout ? spec.id : GGML_ID[w.dtype as QuantType];
+}
+
+/** Row r of a quantized weight as f32, in whichever layout it is stored. */
+export function dequantizeStoredRow(w: Weight, r: number, dst: Float32Array): Float32Array {
+  const spec = REPACKED[w.dtype];
+  const data = w.data as Uint8Array;
+  if (spec && w.layout === spec.layout) return spec.dequantizeRow(data, w.cols, r, dst);
+  return dequantizeRow(w.dtype as QuantType, data, w.cols, r, dst);
+}
