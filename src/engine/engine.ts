@@ -11,6 +11,7 @@ import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner } from './runner.js';
 import { Scheduler } from './scheduler.js';
+import { type Admission, estimateStart, type NewRequest } from './admission.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
 import { type Argmax, isGreedy } from './sampler.js';
@@ -244,6 +245,11 @@ export class Engine {
       disk: this.persist?.stats() ?? null,
     } : null;
     return this.metrics.snapshot(this.scheduler, this.kv, this.state, cache, p?.cache.owners() ?? null);
+  }
+
+  /** When requests would start if queued now (the server's admission check, admission.ts). */
+  admission(reqs: readonly NewRequest[]): Admission {
+    return estimateStart(this.scheduler, this.kv, reqs, this.metrics.secondsPerStep());
   }
 
   /** Bytes of one recurrent-state slot (every linear layer's conv window and SSM state). */

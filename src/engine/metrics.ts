@@ -91,6 +91,13 @@ export class EngineMetrics {
     while (this.recent.length > 0 && this.recent[0]!.at < now - WINDOW_MS) this.recent.shift();
   }
 
+  /** Mean duration of the steps of the last ~10 s, in seconds (null: none). */
+  secondsPerStep(): number | null {
+    const since = performance.now() - WINDOW_MS;
+    const recent = this.recent.filter((r) => r.at >= since);
+    return recent.length > 0 ? recent.reduce((a, r) => a + r.ms, 0) / recent.length / 1000 : null;
+  }
+
   snapshot(s: Scheduler, kv: KvPool, state: StatePool, cache: PrefixCacheStats | null,
     cachedOwners: { pages: number[]; slots: number[] } | null): EngineStats {
     const busyMs = this.recent.reduce((a, r) => a + r.ms, 0);
