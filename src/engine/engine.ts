@@ -172,7 +172,7 @@ export class Engine {
     const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
-      const model = loadModel(dir, kernels, opts.quantize ? { quantize: opts.quantize } : {});
+      const model = loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), available: availableMemory() });
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
