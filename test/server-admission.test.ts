@@ -5,7 +5,7 @@
 // requests succeed. The start estimate itself is checked on hand-worked loads.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { type Demand, type PoolLoad, startSteps } from '../src/engine/admission.js';
+import { type Demand, expectedLeft, type PoolLoad, startSteps } from '../src/engine/admission.js';
 import { Engine } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
 import { TINY_THINK } from './paths.js';
@@ -132,4 +132,11 @@ test('start estimate: pages, not slots, hold a request back; a demand larger tha
   assert.deepEqual(startSteps(l, [d(2, 5)]), { steps: [3], blockedBy: 'kv' });
   assert.deepEqual(startSteps(l, [d(1, 5)]), { steps: [0], blockedBy: null });
   assert.deepEqual(startSteps(l, [d(5, 1), d(1, 1)]), { steps: [Infinity, Infinity], blockedBy: 'kv' });
+});
+
+test('expected output: the typical length minus what was generated, at least 1, at most what max_tokens leaves', () => {
+  assert.equal(expectedLeft(100, 0, null), 100, 'no history: all of max_tokens');
+  assert.equal(expectedLeft(100, 10, 30), 20);
+  assert.equal(expectedLeft(100, 50, 30), 1, 'past the typical length: about to finish');
+  assert.equal(expectedLeft(5, 0, 30), 5, 'max_tokens caps it');
 });

@@ -20,8 +20,8 @@ export const SERVE_HELP = `deltaserve serve [options]
   --served-model-name NAME  model id in the API (default: the model directory's name)
   --max-queue N             503 + Retry-After when more than N requests would wait (default 1024)
   --max-queue-wait SECONDS  503 + Retry-After when a request would wait longer than this for
-                            memory (a state slot and KV pages for its prompt), by an estimate
-                            from the running requests' max_tokens and the recent step time
+                            memory (a state slot and KV pages for its prompt), estimated from
+                            the recent output lengths (capped by max_tokens) and step time
                             (default 60; 0 = answer 503 unless it can start at once)
   --max-body-bytes N        413 for larger request bodies (default 8388608)
   --shutdown-grace-ms N     on SIGINT/SIGTERM, let in-flight requests finish for up to N ms,

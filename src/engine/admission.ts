@@ -3,9 +3,11 @@
 // The estimate replays the scheduler's FCFS admission against the running requests'
 // finishing order: every step advances each running request by one token, a request
 // that finishes frees its state slot and its KV pages, and each waiting request (then
-// each new one) starts once a slot and the pages for its whole prompt are free. Output
-// lengths are taken at max_tokens, so the estimate errs on the long side; pages a
-// running request grows into before it finishes are ignored (they come back with it).
+// each new one) starts once a slot and the pages for its whole prompt are free. A request
+// is taken to generate the typical output length of recently finished requests (what it
+// has left of that, at least one token), never more than its max_tokens allows, and all
+// of max_tokens before any request has finished. Pages a running request grows into
+// before it finishes are ignored (they come back with it).
 import type { KvPool } from '../cache/kv-pool.js';
 import type { Request } from './request.js';
 
@@ -68,24 +70,30 @@ export function startSteps(load: PoolLoad, demands: readonly Demand[]): StartEst
   return { steps, blockedBy };
 }
 
+/** Tokens a request is expected to generate after `generated`, of at most `bound` more. */
+export function expectedLeft(bound: number, generated: number, typical: number | null): number {
+  const left = typical === null ? bound : Math.min(bound, typical - generated);
+  return Math.max(1, left);
+}
+
 /** Steps a request still needs: its prefill chunks, then one per token left to generate. */
-function stepsLeft(r: Request, maxPrefillTokens: number): number {
+function stepsLeft(r: Request, maxPrefillTokens: number, typical: number | null): number {
   const prefill = Math.ceil(Math.max(0, r.prefillEnd - r.computed) / maxPrefillTokens);
   if (r.snapshotOnly) return Math.max(1, prefill);
-  return prefill + Math.max(1, Math.min(r.maxTokens - r.numGenerated, r.maxLength - r.tokens.length));
+  return prefill + expectedLeft(Math.min(r.maxTokens - r.numGenerated, r.maxLength - r.tokens.length), r.numGenerated, typical);
 }
 
 /** The scheduler's queues as a PoolLoad. Pages held only by the prefix cache count as
  * free (the scheduler evicts them on demand); so do cache-held state slots. */
 export function poolLoad(running: readonly Request[], waiting: readonly Request[], kv: KvPool, maxRunning: number,
-  maxPrefillTokens: number): PoolLoad {
+  maxPrefillTokens: number, typical: number | null): PoolLoad {
   const held = new Set<number>();
   for (const r of running) for (const p of r.pages) held.add(p);
   return {
     freeSlots: Math.max(0, maxRunning - running.length),
     freePages: kv.usablePages - held.size,
-    running: running.map((r) => ({ steps: stepsLeft(r, maxPrefillTokens), pages: r.pages.length })),
-    waiting: waiting.map((r) => ({ pages: kv.pagesFor(r.tokens.length), steps: stepsLeft(r, maxPrefillTokens) })),
+    running: running.map((r) => ({ steps: stepsLeft(r, maxPrefillTokens, typical), pages: r.pages.length })),
+    waiting: waiting.map((r) => ({ pages: kv.pagesFor(r.tokens.length), steps: stepsLeft(r, maxPrefillTokens, typical) })),
   };
 }
 
@@ -111,11 +119,13 @@ export interface Admission extends StartEstimate {
 /** The start estimate of `reqs` if they were queued behind the scheduler's queues now. */
 export function estimateStart(sched: { readonly running: readonly Request[]; readonly waiting: readonly Request[];
   readonly opts: { readonly maxRunning: number; readonly maxPrefillTokens: number } }, kv: KvPool,
-reqs: readonly NewRequest[], secondsPerStep: number | null): Admission {
+reqs: readonly NewRequest[], recent: { readonly secondsPerStep: number | null; readonly typicalOutput: number | null }): Admission {
   const { maxRunning, maxPrefillTokens } = sched.opts;
-  const load = poolLoad(sched.running, sched.waiting, kv, maxRunning, maxPrefillTokens);
+  const { secondsPerStep, typicalOutput } = recent;
+  const load = poolLoad(sched.running, sched.waiting, kv, maxRunning, maxPrefillTokens, typicalOutput);
   const demands = reqs.map((r) => ({
-    pages: kv.pagesFor(r.promptTokens), steps: Math.ceil(r.promptTokens / maxPrefillTokens) + Math.max(1, r.maxTokens),
+    pages: kv.pagesFor(r.promptTokens),
+    steps: Math.ceil(r.promptTokens / maxPrefillTokens) + expectedLeft(r.maxTokens, 0, typicalOutput),
   }));
   return {
     ...startSteps(load, demands), waiting: sched.waiting.length, running: sched.running.length, maxRunning,

@@ -249,7 +249,8 @@ export class Engine {
 
   /** When requests would start if queued now (the server's admission check, admission.ts). */
   admission(reqs: readonly NewRequest[]): Admission {
-    return estimateStart(this.scheduler, this.kv, reqs, this.metrics.secondsPerStep());
+    return estimateStart(this.scheduler, this.kv, reqs,
+      { secondsPerStep: this.metrics.secondsPerStep(), typicalOutput: this.metrics.typicalOutputTokens() });
   }
 
   /** Bytes of one recurrent-state slot (every linear layer's conv window and SSM state). */
