@@ -58,6 +58,9 @@ export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
     modelType: 'qwen3_5_text', hidden: 1024, layers: 24, fullAttentionInterval: 4, vocab: 248320, intermediate: 3584,
     ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
   },
+  // qwen3.5-2b: the model card's table agrees (hidden 2048, 24 layers = 6 × (3 GDN + 1
+  //   attention), FFN 6144, GDN 16 V / 16 QK heads × 128, attention 8 Q / 2 KV × 256, vocab
+  //   248320, MTP); tie_word_embeddings not confirmed from a public copy of its config.json.
   'qwen3.5-2b': {
     description: 'approximation of Qwen3.5-2B (text): 24 layers (3 GDN + 1 attention), dense MLP, tied',
     modelType: 'qwen3_5_text', hidden: 2048, layers: 24, fullAttentionInterval: 4, vocab: 248320, intermediate: 6144,
