@@ -3,16 +3,17 @@
 // model it came from on greedy output over 32 tokens.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { E4M3_VALUES, encodeE4M3, fp8CopySources, withFp8Dequant, SCALE_SUFFIX } from '../src/model/fp8.js';
+import { E4M3_VALUES, encodeE4M3, withFp8Dequant, SCALE_SUFFIX } from '../src/model/fp8.js';
 import { makeModel } from '../src/model/make-model.js';
 import { openCheckpoint } from '../src/model/safetensors.js';
 import { writeSafetensors } from '../src/model/safetensors-writer.js';
 import { loadModelConfig } from '../src/model/config.js';
 import { DeltaserveError } from '../src/util/errors.js';
 import { evalPrompts, withEngine } from './engine-helpers.js';
+import { writeFp8Copy } from './fp8-helpers.js';
 import { TINY_THINK } from './paths.js';
 
 const cvt = new Uint32Array(1);
@@ -104,16 +105,7 @@ test('FP8 errors: missing scales, unsupported quantization methods', async () =>
 test('an FP8 copy of a trained BF16 model agrees on greedy output over 32 tokens (MTP on)', async () => {
   const src = TINY_THINK();
   const dest = join(ROOT, 'tiny-think-fp8');
-  mkdirSync(dest);
-  for (const f of ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja']) {
-    if (existsSync(join(src, f))) copyFileSync(join(src, f), join(dest, f));
-  }
-  const ck = openCheckpoint(src);
-  writeSafetensors(join(dest, 'model.safetensors'), fp8CopySources(ck));
-  ck.close();
-  const cfgPath = join(dest, 'config.json');
-  const cfg = JSON.parse(readFileSync(cfgPath, 'utf8')) as Record<string, unknown>;
-  writeFileSync(cfgPath, JSON.stringify({ ...cfg, quantization_config: { quant_method: 'fp8', fmt: 'e4m3', weight_block_size: [128, 128] } }));
+  writeFp8Copy(src, dest);
   const reqs = evalPrompts(3).map((messages) => ({ messages, maxTokens: 32, ignoreEos: true }));
   const run = (model: string): Promise<(readonly number[])[]> => withEngine({ model, specTokens: 2 },
     async (e) => Promise.all(reqs.map(async (r) => (await e.complete(r)).outputIds)));

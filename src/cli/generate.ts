@@ -113,9 +113,16 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
     ...(intList(v, 'prompt-ids') !== undefined ? { promptIds: intList(v, 'prompt-ids')! } : {}),
   };
   if (!v['json']) {
+    const t0 = performance.now();
+    let first = 0;
     for await (const ev of engine.generate(req)) {
-      if (ev.type === 'delta') process.stdout.write(ev.text);
-      else process.stdout.write(ev.finishReason === 'error' ? `\n[error: ${ev.error}]\n` : '\n');
+      if (ev.type === 'delta') {
+        if (first === 0 && ev.ids.length > 0) first = performance.now();
+        process.stdout.write(ev.text);
+      } else {
+        process.stdout.write(ev.finishReason === 'error' ? `\n[error: ${ev.error}]\n` : '\n');
+        process.stderr.write(`deltaserve: ${speedLine(ev.usage.promptTokens, ev.usage.completionTokens, t0, first, performance.now())}\n`);
+      }
     }
     return;
   }
@@ -128,6 +135,15 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
     out['mtp_top'] = probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null;
   }
   process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+/** Prompt and generated token counts with the prefill (to the first token) and decode rates. */
+function speedLine(prompt: number, generated: number, t0: number, first: number, end: number): string {
+  const s = (ms: number): string => (ms / 1000).toFixed(2);
+  const head = `${prompt} prompt tokens, ${generated} generated in ${s(end - t0)} s`;
+  if (first === 0) return head;
+  const decode = generated > 1 ? `, decode ${((generated - 1) * 1000 / (end - first)).toFixed(2)} tok/s` : '';
+  return `${head}: first token after ${s(first - t0)} s (prefill ${(prompt * 1000 / (first - t0)).toFixed(1)} tok/s)${decode}`;
 }
 
 async function runBatchFile(engine: Engine, file: string, text: string, defaults: Partial<GenerateRequest>): Promise<void> {

@@ -9,7 +9,7 @@ import { originProblem } from '../server/cors.js';
 import { startServer } from '../server/http.js';
 import { DeltaserveError } from '../util/errors.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
-import { type ArgValues, int, str } from './args.js';
+import { type ArgValues, int, num, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
 
 export const SERVE_HELP = `deltaserve serve [options]
@@ -18,7 +18,11 @@ export const SERVE_HELP = `deltaserve serve [options]
   --api-key KEY             require "Authorization: Bearer KEY" on every route but /health
                             (default: $DELTASERVE_API_KEY; none = no auth)
   --served-model-name NAME  model id in the API (default: the model directory's name)
-  --max-queue N             429 + Retry-After when more than N requests would wait (default 1024)
+  --max-queue N             503 + Retry-After when more than N requests would wait (default 1024)
+  --max-queue-wait SECONDS  503 + Retry-After when a request would wait longer than this for
+                            memory (a state slot and KV pages for its prompt), estimated from
+                            the recent output lengths (capped by max_tokens) and step time
+                            (default 60; 0 = answer 503 unless it can start at once)
   --max-body-bytes N        413 for larger request bodies (default 8388608)
   --shutdown-grace-ms N     on SIGINT/SIGTERM, let in-flight requests finish for up to N ms,
                             then abort them (finish_reason "abort") (default 10000)
@@ -40,7 +44,8 @@ export async function runServe(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv, options: {
       ...ENGINE_FLAGS, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' },
-      'served-model-name': { type: 'string' }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
+      'served-model-name': { type: 'string' }, 'max-queue': { type: 'string' },
+      'max-queue-wait': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       'shutdown-grace-ms': { type: 'string' }, 'allowed-origins': { type: 'string', multiple: true },
       'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
       'log-prompts': { type: 'boolean' },
@@ -55,6 +60,7 @@ export async function runServe(argv: string[]): Promise<void> {
   // a model by name is served under that name (not its snapshot directory's)
   const served = str(values, 'served-model-name') ?? hubName(str(values, 'model'));
   const maxQueue = int(values, 'max-queue', 0);
+  const maxQueueWait = num(values, 'max-queue-wait');
   const maxBody = int(values, 'max-body-bytes', 1);
   const grace = int(values, 'shutdown-grace-ms', 0);
   const opts = engineOptions(values);
@@ -64,7 +70,8 @@ export async function runServe(argv: string[]): Promise<void> {
     server = await startServer(engine, {
       host: str(values, 'host') ?? '127.0.0.1', port: port ?? 8000,
       ...(apiKey ? { apiKey } : {}), ...(served ? { servedModelName: served } : {}),
-      ...(maxQueue !== undefined ? { maxQueue } : {}), ...(maxBody !== undefined ? { maxBodyBytes: maxBody } : {}),
+      ...(maxQueue !== undefined ? { maxQueue } : {}), ...(maxQueueWait !== undefined ? { maxQueueWait } : {}),
+      ...(maxBody !== undefined ? { maxBodyBytes: maxBody } : {}),
       ...(grace !== undefined ? { shutdownGraceMs: grace } : {}),
       ...(origins ? { allowedOrigins: origins } : {}),
       metricsNoAuth: values['metrics-no-auth'] === true, logger: log, logPrompts: values['log-prompts'] === true,

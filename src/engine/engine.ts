@@ -11,6 +11,7 @@ import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner } from './runner.js';
 import { Scheduler } from './scheduler.js';
+import { type Admission, estimateStart, type NewRequest } from './admission.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
 import { type Argmax, isGreedy } from './sampler.js';
@@ -171,7 +172,7 @@ export class Engine {
     const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
-      const model = loadModel(dir, kernels, opts.quantize ? { quantize: opts.quantize } : {});
+      const model = loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), available: availableMemory() });
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
@@ -244,6 +245,12 @@ export class Engine {
       disk: this.persist?.stats() ?? null,
     } : null;
     return this.metrics.snapshot(this.scheduler, this.kv, this.state, cache, p?.cache.owners() ?? null);
+  }
+
+  /** When requests would start if queued now (the server's admission check, admission.ts). */
+  admission(reqs: readonly NewRequest[]): Admission {
+    return estimateStart(this.scheduler, this.kv, reqs,
+      { secondsPerStep: this.metrics.secondsPerStep(), typicalOutput: this.metrics.typicalOutputTokens() });
   }
 
   /** Bytes of one recurrent-state slot (every linear layer's conv window and SSM state). */

@@ -47,6 +47,8 @@ export interface PrefixCacheStats extends RadixStats {
 }
 
 const WINDOW_MS = 10_000;
+/** Finished requests whose output lengths make the typical output length. */
+const OUTPUT_HISTORY = 64;
 
 export class EngineMetrics {
   private started = 0;
@@ -55,6 +57,7 @@ export class EngineMetrics {
   private generated = 0;
   private readonly steps = { prefill: 0, decode: 0, verify: 0 };
   private readonly recent: { at: number; tokens: number; ms: number }[] = [];
+  private readonly outputs: number[] = [];
   private specRounds = 0;
   private specDrafted = 0;
   private specAccepted = 0;
@@ -79,8 +82,18 @@ export class EngineMetrics {
     this.promptTokens += promptTokens;
   }
 
-  requestFinished(_req: Request): void {
+  requestFinished(req: Request): void {
     this.finished++;
+    // output lengths of requests that ended on their own (aborts say nothing about length)
+    if (req.finishReason === 'stop' || req.finishReason === 'length') {
+      this.outputs.push(req.numGenerated);
+      if (this.outputs.length > OUTPUT_HISTORY) this.outputs.shift();
+    }
+  }
+
+  /** Mean generated tokens of the last finished requests (null: none yet). */
+  typicalOutputTokens(): number | null {
+    return this.outputs.length > 0 ? Math.ceil(this.outputs.reduce((a, n) => a + n, 0) / this.outputs.length) : null;
   }
 
   stepDone(batch: Batch, generated: number, ms: number): void {
@@ -89,6 +102,13 @@ export class EngineMetrics {
     const now = performance.now();
     this.recent.push({ at: now, tokens: generated, ms });
     while (this.recent.length > 0 && this.recent[0]!.at < now - WINDOW_MS) this.recent.shift();
+  }
+
+  /** Mean duration of the steps of the last ~10 s, in seconds (null: none). */
+  secondsPerStep(): number | null {
+    const since = performance.now() - WINDOW_MS;
+    const recent = this.recent.filter((r) => r.at >= since);
+    return recent.length > 0 ? recent.reduce((a, r) => a + r.ms, 0) / recent.length / 1000 : null;
   }
 
   snapshot(s: Scheduler, kv: KvPool, state: StatePool, cache: PrefixCacheStats | null,

@@ -14,6 +14,7 @@ import { progressBar } from '../util/progress.js';
 import { VISION_PREFIX } from './release-layout.js';
 import { withFp8Dequant } from './fp8.js';
 import { DeltaserveError } from '../util/errors.js';
+import { checkWeightsFit } from './weights-fit.js';
 
 /** Per-request memory the model needs, in float32 elements. */
 export interface StateLayout {
@@ -65,11 +66,15 @@ export interface LoadOptions {
   /** Quantize matmul weights to GGML blocks as they load (see quantize-load.ts); tensors
    * already quantized in a GGUF stay as they are. */
   readonly quantize?: QuantizeMode;
+  /** Memory available for the weights (bytes): a clear error before loading when they
+   * would not fit (see weights-fit.ts). Unset: no check. */
+  readonly available?: number;
 }
 
 export function loadModel(dir: string, kernels: Kernels, opts: LoadOptions = {}): Model {
   const { config, ckpt } = openModelFiles(dir);
   try {
+    if (opts.available !== undefined) checkWeightsFit([...ckpt.tensors.values()], opts.quantize, opts.available);
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
     const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize);
     bar.done();

@@ -86,7 +86,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const format = openAiResponseFormat(b['response_format'], 'response_format');
   const prompt = chatPrompt(ctx, messages, et !== false, kwargs, setup);
   const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
-  admit(ctx, p.n);
+  admit(ctx, [prompt.ids], p.n, p.request.maxTokens);
   const choices = startChoices(ctx, call, [prompt.ids], { ...p, request: { ...p.request, messageBoundaries: prompt.boundaries } },
     wantLogprobs ? top ?? 0 : null, constraint);
   const head = { id: responseId('chatcmpl'), created: Math.floor(Date.now() / 1000), model: ctx.modelName };

@@ -53,7 +53,7 @@ export async function completions(ctx: ServerContext, call: Call): Promise<void>
   const echo = optBool(b, 'echo') ?? false;
   const logprobs = optInt(b, 'logprobs', 0, MAX_TOP_LOGPROBS) ?? null;
   prompts.forEach((pr, i) => checkPromptLength(ctx, pr.ids, prompts.length > 1 ? `prompt[${i}]` : 'prompt'));
-  admit(ctx, prompts.length * p.n);
+  admit(ctx, prompts.map((pr) => pr.ids), p.n, params.request.maxTokens);
   let choices: Choice[];
   try {
     choices = startChoices(ctx, call, prompts.map((pr) => pr.ids), params, logprobs);

@@ -1,4 +1,4 @@
-// Running a route's choices on the engine: admission (queue limit), one engine request per
+// Running a route's choices on the engine: admission (queue limit, expected wait), one engine request per
 // choice (seed + i for n > 1), logprob capture, and the per-choice latency / token metrics.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/engine.js';
@@ -21,6 +21,8 @@ export interface ServerContext {
   readonly metrics: ServerMetrics;
   readonly defaults: SamplingDefaults;
   readonly maxQueue: number;
+  /** Seconds a request may be expected to wait for memory before it gets a 503 instead. */
+  readonly maxQueueWait: number;
   readonly texts: TokenTexts;
   /** --lenient: ignore unknown request fields instead of a 400. */
   readonly lenient?: boolean;
@@ -51,14 +53,42 @@ export interface Choice {
   readonly cancel: () => void;
 }
 
-/** 429 when `count` more requests would push the engine's waiting queue past the limit. */
-export function admit(ctx: ServerContext, count: number): void {
-  const waiting = ctx.engine.stats().waiting;
-  if (waiting + count > ctx.maxQueue) {
-    throw new ApiError(429, `the server is busy: ${waiting} requests are waiting (limit ${ctx.maxQueue}); retry later`,
-      null, 'rate_limit_exceeded', 'rate_limit_error', { 'retry-after': '1' });
+/**
+ * Admission of a request's choices (`n` per prompt; `maxTokens` as asked, undefined = up
+ * to the context). They are queued when they can start within --max-queue-wait seconds
+ * by the engine's estimate (admission.ts); otherwise, or when the queue holds
+ * --max-queue requests, 503 with Retry-After (the estimated wait, at least 1 s) and an
+ * error code naming the reason: `queue_full` or `pool_full`.
+ */
+export function admit(ctx: ServerContext, prompts: readonly (readonly number[])[], n: number, maxTokens: number | undefined): void {
+  const { engine } = ctx;
+  const reqs = prompts.flatMap((ids) => Array.from({ length: n }, () => ({
+    promptTokens: ids.length, maxTokens: Math.min(maxTokens ?? Infinity, engine.maxContext - ids.length),
+  })));
+  const a = engine.admission(reqs);
+  const seconds = (steps: number | undefined): number | null =>
+    a.secondsPerStep === null || steps === undefined || !Number.isFinite(steps) ? null : steps * a.secondsPerStep;
+  const retry = (s: number | null): Record<string, string> => ({ 'retry-after': String(Math.max(1, Math.ceil(s ?? 1))) });
+  const excess = a.waiting + reqs.length - ctx.maxQueue;
+  if (excess > 0) {
+    // there is room once `excess` of the queued requests have started
+    const wait = seconds(a.steps[Math.min(excess, a.steps.length) - 1]);
+    throw new ApiError(503, `the server is busy: ${a.waiting} requests are waiting (limit --max-queue ${ctx.maxQueue})${about(wait)}`,
+      null, 'queue_full', 'server_error', retry(wait));
   }
+  const start = Math.max(0, ...a.steps.slice(a.waiting));
+  if (start === 0) return;
+  const wait = seconds(start);
+  if (ctx.maxQueueWait > 0 && (wait === null || wait <= ctx.maxQueueWait)) return;
+  const why = a.blockedBy === 'slots'
+    ? `all ${a.maxRunning} request slots are in use (--max-running)`
+    : `the KV cache has ${a.freePages} of ${a.totalPages} pages free and ${a.waiting > 0 ? `${a.waiting} queued requests come first` : `the prompt needs ${a.pagesNeeded}`}`;
+  const estimate = wait === null ? 'an unknown time' : `about ${Math.ceil(wait)} s`;
+  throw new ApiError(503, `the server is momentarily full: ${why}; this request would wait ${estimate}, ` +
+    `longer than --max-queue-wait ${ctx.maxQueueWait} s${about(wait)}`, null, 'pool_full', 'server_error', retry(wait));
 }
+
+const about = (wait: number | null): string => `; retry in ${Math.max(1, Math.ceil(wait ?? 1))} s`;
 
 /** Ids that end generation (their token is not reported in logprobs). */
 function stopIdsOf(engine: Engine, p: CommonParams): Set<number> {

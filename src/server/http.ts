@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import type { Engine } from '../engine/engine.js';
+import { DeltaserveError } from '../util/errors.js';
 import { type Logger, SILENT } from '../util/log.js';
 import { logRequest, newRecord, type RequestRecord, requestIdOf } from './access-log.js';
 import { chatCompletions } from './chat.js';
@@ -30,8 +31,11 @@ export interface ServerOptions {
   readonly apiKey?: string;
   /** Model id in the API (default: the model directory's basename). */
   readonly servedModelName?: string;
-  /** 429 when more than this many requests would wait in the engine queue (default 1024). */
+  /** 503 + Retry-After when more than this many requests would wait in the engine queue (default 1024). */
   readonly maxQueue?: number;
+  /** 503 + Retry-After when a request would wait longer than this many seconds for a state
+   * slot and KV pages, by the engine's estimate (default 60; 0 = only start at once). */
+  readonly maxQueueWait?: number;
   /** 413 for request bodies larger than this (default 8 MiB). */
   readonly maxBodyBytes?: number;
   /** close(): how long in-flight requests may run before they are aborted (default 10000). */
@@ -147,6 +151,10 @@ function parseJson(buf: Buffer): unknown {
 export async function startServer(engine: Engine, opts: ServerOptions = {}): Promise<RunningServer> {
   const host = opts.host ?? '127.0.0.1';
   const maxBody = opts.maxBodyBytes ?? 8 * 1024 * 1024;
+  const maxQueueWait = opts.maxQueueWait ?? 60;
+  if (!(maxQueueWait >= 0) || !Number.isFinite(maxQueueWait)) {
+    throw new DeltaserveError('bad_config', `--max-queue-wait must be a number of seconds ≥ 0 (got ${maxQueueWait})`);
+  }
   const key = opts.apiKey ? digest(opts.apiKey) : null;
   const cors = corsPolicy(opts.allowedOrigins);
   const log = opts.logger ?? SILENT;
@@ -157,6 +165,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     metrics: new ServerMetrics(),
     defaults: loadSamplingDefaults(engine.model.dir),
     maxQueue: opts.maxQueue ?? 1024,
+    maxQueueWait,
     texts: new TokenTexts(engine.tokenizer),
     lenient: opts.lenient ?? false,
   };

@@ -172,7 +172,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
     constraint = withReasoningBudget(constraint, engine.tokenizer.tokenToId(THINK_CLOSE), thinking.budget, engine.sampleVocab);
     if (!constraint) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');
   }
-  admit(ctx, 1);
+  admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [run] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
   const stops = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop as string[] : [];

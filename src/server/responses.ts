@@ -135,7 +135,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const format = textFormat(optObject(b, 'text'));
   const prompt = chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input');
   const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
-  admit(ctx, 1);
+  admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const shell = {
     id: toolCallId('resp_'), object: 'response', created_at: Math.floor(Date.now() / 1000), model: ctx.modelName,
