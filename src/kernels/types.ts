@@ -110,6 +110,9 @@ export interface Kernels {
    * rows × quantRowBytes(dtype, cols) bytes of GGML blocks) before first use — e.g. the checkpoint
    * loader reads the tensor straight into it, with no second copy. */
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
+  /** Bytes a quantized [rows, cols] weight of `dtype` occupies once packWeight has run
+   * (a backend's repacked layout may be larger than the GGML blocks). Absent: the blocks. */
+  quantWeightBytes?(dtype: WeightDType, rows: number, cols: number): number;
 
   /** The weight in this backend's matmul layout, for a weight whose `bytes` are filled.
    * Call it once on every weight used as a matmul operand, and use only the result from

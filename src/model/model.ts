@@ -74,7 +74,10 @@ export interface LoadOptions {
 export function loadModel(dir: string, kernels: Kernels, opts: LoadOptions = {}): Model {
   const { config, ckpt } = openModelFiles(dir);
   try {
-    if (opts.available !== undefined) checkWeightsFit([...ckpt.tensors.values()], opts.quantize, opts.available);
+    if (opts.available !== undefined) {
+      const sized = kernels.quantWeightBytes?.bind(kernels);
+      checkWeightsFit([...ckpt.tensors.values()], opts.quantize, opts.available, sized);
+    }
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
     const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize);
     bar.done();

@@ -10,7 +10,7 @@ import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
-import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { storedQuantBytes } from '../weight-view.js';
 import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
 
@@ -92,6 +92,10 @@ export class WasmKernels implements Kernels {
     const buf = arena.buffer();
     const data = dtype === 'bf16' ? new Uint16Array(buf, ptr, n) : new Float32Array(buf, ptr, n);
     return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(buf, ptr, n * size) };
+  }
+
+  quantWeightBytes(dtype: WeightDType, rows: number, cols: number): number {
+    return repackedBytes(dtype, rows, cols) || rows * quantRowBytes(dtype as QuantType, cols);
   }
 
   packWeight(w: Weight): Weight {
