@@ -25,7 +25,7 @@
 // blocks of 4 rows quad q of row 4i+r at x4 + 4K·i + 16q + 4r; plain build: i16 rows (stride
 // 2K), and quad q of row 4i+r at x4 + 8K·i + 32q + 8r.
 import { f16At, k4 } from './qdecode';
-import { interleaveActs4, storeCols, storeRows4 } from './q8x4';
+import { groupSource, interleaveActs4, storeCols, storeRows4 } from './q8x4';
 
 const SB: usize = 608; // bytes of one (group, super-block)
 const QB: usize = 144; // bytes of one GGML Q4_K block
@@ -39,9 +39,7 @@ export function repackQ4kx4(w: usize, rows: i32, k: i32, tmp: usize): void {
   const ns = k >> 8;
   const rb = <usize>ns * QB;
   for (let g = ((rows + 3) >> 2) - 1; g >= 0; g--) {
-    const cnt = min(4, rows - 4 * g);
-    memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
-    if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+    groupSource(w, g, rows, rb, tmp);
     const dst = w + <usize>g * <usize>ns * SB;
     for (let b = 0; b < ns; b++) {
       for (let c = 0; c < 4; c++) packColumn(dst + <usize>b * SB, tmp + <usize>c * rb + <usize>b * QB, c);

@@ -28,7 +28,7 @@
 // of 4 rows the interleaved quads at q8 + M·K), plus q6kx4ActSums: X of every 16-element
 // group, i16 at q8 + 3·M·K (row mi, group t of the row at +2·(mi·K/16 + t)).
 import { f16At } from './qdecode';
-import { storeCols } from './q8x4';
+import { groupSource, storeCols } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
 const QB: usize = 210; // bytes of one GGML Q6_K block
@@ -51,9 +51,7 @@ export function repackQ6kx4(w: usize, rows: i32, k: i32, tmp: usize): void {
   const ns = k >> 8;
   const rb = <usize>ns * QB;
   for (let g = ((rows + 3) >> 2) - 1; g >= 0; g--) {
-    const cnt = min(4, rows - 4 * g);
-    memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
-    if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+    groupSource(w, g, rows, rb, tmp);
     const dst = w + <usize>g * <usize>ns * SB;
     memory.fill(dst, 0, <usize>ns * SB); // the quants are OR-ed in
     for (let b = 0; b < ns; b++) {

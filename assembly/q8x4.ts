@@ -18,6 +18,16 @@ import { f16At } from './qdecode';
 const SB: usize = 144; // bytes of one (group, sub-block)
 const QB: usize = 34; // bytes of one GGML Q8_0 block
 
+/** Copy the GGML rows 4g..4g+3 (rb bytes each) of the weight at w to tmp, zero rows past
+ * `rows` (the last group's padding): the source of one group of an in-place repack that
+ * runs last group first (a group's destination may overlap its own source). */
+// @ts-ignore: decorator
+@inline export function groupSource(w: usize, g: i32, rows: i32, rb: usize, tmp: usize): void {
+  const cnt = min(4, rows - 4 * g);
+  memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
+  if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+}
+
 /** Repack a GGML Q8_0 weight [rows, k] at w in place (the buffer must hold
  * ⌈rows/4⌉·(k/32)·144 bytes). tmp: 4·(k/32)·34 bytes of scratch. Groups run last to first:
  * group g's destination starts at or after the end of group g−1's source. */
@@ -25,9 +35,7 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
   const nb = k >> 5;
   const rb = <usize>nb * QB;
   for (let g = ((rows + 3) >> 2) - 1; g >= 0; g--) {
-    const cnt = min(4, rows - 4 * g);
-    memory.copy(tmp, w + <usize>g * 4 * rb, <usize>cnt * rb);
-    if (cnt < 4) memory.fill(tmp + <usize>cnt * rb, 0, <usize>(4 - cnt) * rb);
+    groupSource(w, g, rows, rb, tmp);
     const dst = w + <usize>g * <usize>nb * SB;
     for (let j = 0; j < nb; j++) {
       const o = dst + <usize>j * SB;
