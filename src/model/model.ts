@@ -2,7 +2,7 @@
 // model's state layout (what the pools allocate per request).
 import { existsSync } from 'node:fs';
 import type { Kernels, KvLayerView } from '../kernels/types.js';
-import { type ModelConfig, convDim, loadModelConfig } from './config.js';
+import { type ModelConfig, VISION_PREFIX, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
 import type { QuantizeMode } from './quantize-load.js';
 import { type Checkpoint, openCheckpoint } from './safetensors.js';
@@ -11,7 +11,6 @@ import { openGgufModel } from './gguf-map.js';
 import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
 import { progressBar } from '../util/progress.js';
-import { VISION_PREFIX } from './release-layout.js';
 import { withFp8Dequant } from './fp8.js';
 import { DeltaserveError } from '../util/errors.js';
 import { checkWeightsFit } from './weights-fit.js';
