@@ -81,16 +81,16 @@ test('quantize --type bf16 (CLI) writes llama.cpp\'s tiny-think-BF16.gguf: same 
 });
 
 for (const [type, fixture] of [['q8_0', 'tiny-think-Q8_0.gguf'], ['q4_k_m', 'tiny-think-Q4_K_M.gguf'], ['q4_0', 'tiny-think-Q4_0.gguf']] as const) {
-  test(`quantize --type ${type}: tensor types and blocks identical to llama-quantize's ${fixture}`, () => {
+  test(`quantize --type ${type}: tensor types and blocks identical to llama-quantize's ${fixture}`, async () => {
     const out = join(dir, `tt-${type}.gguf`);
-    quantizeToGguf({ model: TINY_THINK(), out, type });
+    await quantizeToGguf({ model: TINY_THINK(), out, type });
     assertSameTensors(readGgufHeader(out), readGgufHeader(FIX(fixture)));
   });
 }
 
-test('quantize tiny-moe --type q4_k_m: experts split gate/up, shared expert, Q5_0/Q8_0 fallbacks, untied head — identical to llama-quantize\'s', () => {
+test('quantize tiny-moe --type q4_k_m: experts split gate/up, shared expert, Q5_0/Q8_0 fallbacks, untied head — identical to llama-quantize\'s', async () => {
   const out = join(dir, 'moe-q4_k_m.gguf');
-  const res = quantizeToGguf({ model: TINY_MOE(), out, type: 'q4_k_m' });
+  const res = await quantizeToGguf({ model: TINY_MOE(), out, type: 'q4_k_m' });
   assert.ok((res.types['q5_0'] ?? 0) > 0 && (res.types['q8_0'] ?? 0) > 0, `fallback types used: ${json(res.types)}`);
   assertSameTensors(readGgufHeader(out), readGgufHeader(FIX('tiny-moe-Q4_K_M.gguf')));
 });

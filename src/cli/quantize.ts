@@ -5,9 +5,9 @@ import { resolve } from 'node:path';
 import { FILE_TYPES, parseFileType } from '../tools/quant-mix.js';
 import { quantizeToGguf } from '../tools/quantize-gguf.js';
 import { DeltaserveError } from '../util/errors.js';
-import { str } from './args.js';
+import { int, str } from './args.js';
 
-export const QUANTIZE_HELP = `deltaserve quantize --model DIR --out FILE.gguf --type TYPE [--name NAME]
+export const QUANTIZE_HELP = `deltaserve quantize --model DIR --out FILE.gguf --type TYPE [--name NAME] [--threads N]
   --model DIR      a Hugging Face Qwen3.5 / Qwen3.5-MoE model directory (config.json,
                    safetensors in BF16, F16, F32 or block-wise FP8, tokenizer.json)
   --out FILE.gguf  the GGUF file to write (qwen35 / qwen35moe, MTP block and tokenizer
@@ -15,11 +15,12 @@ export const QUANTIZE_HELP = `deltaserve quantize --model DIR --out FILE.gguf --
   --type TYPE      one of: ${FILE_TYPES.join(', ')} — llama.cpp's file types with its
                    per-tensor rules (q4_k_m: Q6_K for the head, some attn_v/attn_qkv and
                    ffn_down layers, Q4_K elsewhere); blocks are byte-identical to llama-quantize's
-  --name NAME      general.name (default: the model directory's name)`;
+  --name NAME      general.name (default: the model directory's name)
+  --threads N      worker threads for the block quantizers (default: one per core)`;
 
 export async function runQuantize(argv: string[]): Promise<void> {
   const { values } = parseArgs({
-    args: argv, options: { model: { type: 'string' }, out: { type: 'string' }, type: { type: 'string' }, name: { type: 'string' } },
+    args: argv, options: { model: { type: 'string' }, out: { type: 'string' }, type: { type: 'string' }, name: { type: 'string' }, threads: { type: 'string' } },
   });
   const model = str(values, 'model');
   const out = str(values, 'out');
@@ -29,7 +30,9 @@ export async function runQuantize(argv: string[]): Promise<void> {
   const name = str(values, 'name');
   const t0 = performance.now();
   let lastReport = 0;
-  const res = quantizeToGguf({
+  const threads = int(values, 'threads', 1);
+  const res = await quantizeToGguf({
+    ...(threads !== undefined ? { threads } : {}),
     model: resolve(model), out: resolve(out), type: parseFileType(type), ...(name !== undefined ? { name } : {}),
     onTensor: (done, total, t) => {
       const now = performance.now();

@@ -1,5 +1,5 @@
 // A streaming GGUF (v3) writer: typed metadata, tensor infos, then each tensor's data,
-// produced one tensor at a time (no whole-model copy), written to `<out>.tmp-<pid>` and
+// produced one tensor at a time (a producer may be async) (no whole-model copy), written to `<out>.tmp-<pid>` and
 // renamed into place once complete and fsynced.
 //
 // Layout (little-endian): "GGUF" | u32 3 | u64 n_tensors | u64 n_kv | n_kv × (string key,
@@ -28,7 +28,7 @@ export interface TensorOut {
   readonly name: string;
   readonly shape: readonly number[];
   readonly type: GgufTensorType;
-  readonly produce: (emit: (bytes: Uint8Array) => void) => void;
+  readonly produce: (emit: (bytes: Uint8Array) => void) => void | Promise<void>;
 }
 
 const FLOAT_IDS: Readonly<Record<string, number>> = { F32: 0, F16: 1, BF16: 30 };
@@ -111,8 +111,8 @@ function alignUp(n: number): number {
 /** Write a GGUF file: header, then every tensor's data as its producer emits it. A producer
  * that emits a different number of bytes than type × shape is an error, and a failed write
  * leaves no file at `path` (nor a temp file). `onTensor` reports progress. */
-export function writeGgufFile(path: string, meta: readonly MetaEntry[], tensors: readonly TensorOut[],
-  onTensor?: (i: number, t: TensorOut) => void): void {
+export async function writeGgufFile(path: string, meta: readonly MetaEntry[], tensors: readonly TensorOut[],
+  onTensor?: (i: number, t: TensorOut) => void): Promise<void> {
   const { header, offsets } = ggufHeader(meta, tensors);
   const tmp = `${path}.tmp-${process.pid}`;
   const fd = openSync(tmp, 'w');
@@ -125,14 +125,14 @@ export function writeGgufFile(path: string, meta: readonly MetaEntry[], tensors:
   try {
     put(header);
     const dataStart = header.length;
-    tensors.forEach((t, i) => {
+    for (const [i, t] of tensors.entries()) {
       const want = tensorBytes(t.type, t.shape, t.name);
       const start = dataStart + offsets[i]!;
       if (pos < start) put(new Uint8Array(start - pos));
-      t.produce(put);
+      await t.produce(put);
       if (pos - start !== want) throw new Error(`gguf writer: ${t.name} produced ${pos - start} bytes, expected ${want} (${t.type} ${JSON.stringify(t.shape)})`);
       onTensor?.(i, t);
-    });
+    }
     const end = alignUp(pos);
     if (end > pos) put(new Uint8Array(end - pos));
     fsyncSync(fd);

@@ -9,14 +9,14 @@ import type { ModelConfig } from '../model/config.js';
 import { openModelFiles } from '../model/model.js';
 import { resolveModelSource } from '../model/source.js';
 import type { GgufTensorType } from '../model/gguf-file.js';
-import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
+import { isQuantType } from '../kernels/quant/formats.js';
 import { f32ToF16 } from '../kernels/quant/quantize.js';
-import { quantizeRowsGgml } from '../kernels/quant/quantize-ggml.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
 import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
+import { EncodePool } from './encode-pool.js';
 
 export interface QuantizeOptions {
   readonly model: string;
@@ -24,6 +24,8 @@ export interface QuantizeOptions {
   readonly type: FileType;
   /** general.name (default: the model directory's name). */
   readonly name?: string;
+  /** Worker threads for the block quantizers (default: one per core). */
+  readonly threads?: number;
   readonly onTensor?: (done: number, total: number, t: { name: string; type: GgufTensorType }) => void;
 }
 
@@ -36,51 +38,52 @@ export interface QuantizeResult {
 /** Rows per band: ~4 MiB of f32. */
 const BAND_FLOATS = 1 << 20;
 
-export function quantizeToGguf(opts: QuantizeOptions): QuantizeResult {
+export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeResult> {
   const src = resolveModelSource(opts.model);
   if (src.kind !== 'hf') {
     throw new DeltaserveError('bad_config', `quantize: --model must be a Hugging Face model directory (config.json + safetensors); ${opts.model} is a GGUF file (llama.cpp's llama-quantize re-quantizes GGUF files)`);
   }
   const { config, ckpt } = openModelFiles(src.dir);
+  const pool = new EncodePool(opts.threads);
   try {
     const converted = convertTensors(ckpt, config);
     const blockCount = config.numLayers + config.mtpLayers;
     const types = tensorTypes(opts.type, converted, blockCount);
     const meta = metadata(src.dir, config, opts);
-    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit) }));
-    writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
+    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, pool) }));
+    await writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
     const count: Record<string, number> = {};
     for (const t of types) count[t] = (count[t] ?? 0) + 1;
     return { tensors: tensors.length, bytes: statSync(opts.out).size, types: count };
   } finally {
     ckpt.close();
+    await pool.close();
   }
 }
 
-/** Emit tensor t stored as `type`, band by band. */
-function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void): void {
+/** Emit tensor t stored as `type`, band by band; quantized bands are encoded by the pool's
+ * workers, up to two per worker in flight, and emitted in order. */
+async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, pool: EncodePool): Promise<void> {
   const per = Math.max(1, Math.floor(BAND_FLOATS / t.cols));
-  const x = new Float32Array(Math.min(per, t.rows) * t.cols);
+  const inFlight: Promise<Uint8Array>[] = [];
   for (let r = 0; r < t.rows; r += per) {
     const n = Math.min(per, t.rows - r);
-    const band = x.subarray(0, n * t.cols);
+    const band = new Float32Array(n * t.cols); // transferred to a worker: one per band
     t.readRows(r, n, band);
-    emit(encode(band, n, t.cols, type));
+    if (isQuantType(type)) inFlight.push(pool.encode(type, band, n, t.cols));
+    else emit(encodeFloat(band, type));
+    if (inFlight.length >= 2 * pool.size) emit(await inFlight.shift()!);
   }
+  for (const p of inFlight) emit(await p);
 }
 
-function encode(x: Float32Array, rows: number, cols: number, type: GgufTensorType): Uint8Array {
-  if (type === 'F32') return new Uint8Array(x.buffer, x.byteOffset, x.byteLength).slice();
-  if (type === 'F16' || type === 'BF16') {
-    const out = new Uint16Array(x.length);
-    const u32 = new Uint32Array(x.buffer, x.byteOffset, x.length);
-    for (let i = 0; i < x.length; i++) out[i] = type === 'F16' ? f32ToF16(x[i]!) : bf16Rne(u32[i]!);
-    return new Uint8Array(out.buffer);
-  }
-  if (!isQuantType(type)) throw new Error(`quantize: no encoder for ${type}`);
-  const out = new Uint8Array(rows * quantRowBytes(type, cols));
-  quantizeRowsGgml(type, x, rows, cols, out);
-  return out;
+function encodeFloat(x: Float32Array, type: GgufTensorType): Uint8Array {
+  if (type === 'F32') return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  if (type !== 'F16' && type !== 'BF16') throw new Error(`quantize: no encoder for ${type}`);
+  const out = new Uint16Array(x.length);
+  const u32 = new Uint32Array(x.buffer, x.byteOffset, x.length);
+  for (let i = 0; i < x.length; i++) out[i] = type === 'F16' ? f32ToF16(x[i]!) : bf16Rne(u32[i]!);
+  return new Uint8Array(out.buffer);
 }
 
 /** f32 bits → bf16 bits, round to nearest even (NaN stays NaN). */
