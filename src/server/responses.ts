@@ -14,6 +14,7 @@ import { admit, type Call, cancelAll, checkModel, type Choice, collect, failed, 
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
 import { jsonSchemaFormat, type OutputFormat, structuredConstraint } from './structured/request.js';
+import { answerConstraint } from './thinking.js';
 import { callArguments, checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
 import { type Body, commonParams, optBool, optObject, optString, requireObject } from './validate.js';
@@ -134,7 +135,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);
   const format = textFormat(optObject(b, 'text'));
   const prompt = chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input');
-  const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
+  const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const shell = {
