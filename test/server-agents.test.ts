@@ -102,9 +102,9 @@ test('responses: function tool round trip (forced call → function_call_output 
   await drained(engine);
 });
 
-test('responses: store / previous_response_id / unknown fields are 400s naming them', async () => {
+test('responses: an unknown previous_response_id, unserved include values and unknown fields are 400s naming them', async () => {
   const h = { authorization: `Bearer ${KEY}` };
-  for (const [k, v] of [['store', true], ['previous_response_id', 'resp_1'], ['include', ['reasoning.encrypted_content']], ['junk', 1]] as const) {
+  for (const [k, v] of [['store', 'yes'], ['previous_response_id', 'resp_1'], ['include', ['file_search_call.results']], ['junk', 1]] as const) {
     const r = await post(`${server.url}/v1/responses`, { model: MODEL, input: 'hi', [k]: v }, h);
     assert.equal(r.status, 400, k);
     assert.equal((r.json['error'] as { param: string }).param, k);
