@@ -160,10 +160,11 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
   };
   for (const c of choices) chunk(c.index, { role: 'assistant', content: '' }, null, null);
   const dones = await Promise.all(choices.map(async (c): Promise<Done | null> => {
-    const answer = new AnswerStream(turn.thinking, turn.tools);
-    let calls = 0;
+    const answer = new AnswerStream(turn.thinking, turn.tools, 'call_', true);
+    // tool call index by call id, in the order the calls started
+    const callIndex = new Map<string, number>();
     // parts in order; a chunk of text deltas before each call; OpenAI's call order: index, id
-    // and name first (empty arguments), then the argument fragments
+    // and name first (empty arguments), then the argument fragments as they are generated
     const emit = (parts: AnswerPart[], lps: TokenLogprob[]): void => {
       let delta: Record<string, string> = {};
       let pendingLps = lps;
@@ -176,12 +177,15 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
       for (const part of parts) {
         if (part.type === 'reasoning') delta['reasoning_content'] = (delta['reasoning_content'] ?? '') + part.text;
         else if (part.type === 'content') delta['content'] = (delta['content'] ?? '') + part.text;
-        else {
+        else if (part.type === 'tool_call_start') {
           flushText();
-          const index = calls++;
-          chunk(c.index, { tool_calls: [{ index, ...openAiToolCall(part.id, part.call.name, '') }] }, null, null);
-          chunk(c.index, { tool_calls: [{ index, function: { arguments: part.call.arguments } }] }, null, null);
+          callIndex.set(part.id, callIndex.size);
+          chunk(c.index, { tool_calls: [{ index: callIndex.get(part.id), ...openAiToolCall(part.id, part.name, '') }] }, null, null);
+        } else if (part.type === 'tool_call_delta') {
+          flushText();
+          chunk(c.index, { tool_calls: [{ index: callIndex.get(part.id), function: { arguments: part.text } }] }, null, null);
         }
+        // tool_call: its arguments were all sent; tool_call_fail: what was sent stays
       }
       flushText();
     };
@@ -191,7 +195,7 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
         continue;
       }
       emit(answer.flush(), []);
-      chunk(c.index, {}, null, chatFinishReason(ev.finishReason, calls));
+      chunk(c.index, {}, null, chatFinishReason(ev.finishReason, answer.callCount));
       if (ev.finishReason === 'error') sse.send(failed(ev).body());
       return ev;
     }

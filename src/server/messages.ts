@@ -181,7 +181,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
   const stops = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop as string[] : [];
   try {
-    const answer = new AnswerStream(prompt.thinking, setup, 'toolu_');
+    const answer = new AnswerStream(prompt.thinking, setup, 'toolu_', p.stream);
     if (p.stream) await streamMessage(ctx, call, run!, head, answer, stops);
     else {
       const r = await collect(run!);
@@ -225,7 +225,7 @@ function usage(d: Done): Record<string, number> {
 /** end_turn, max_tokens, tool_use, or stop_sequence with the sequence that matched. */
 function stopReason(ctx: ServerContext, d: Done, blocks: readonly Block[], stops: readonly string[]): { reason: string; sequence: string | null } {
   if (d.finishReason === 'length') return { reason: 'max_tokens', sequence: null };
-  if (blocks.some((b) => b.kind === 'tool_call')) return { reason: 'tool_use', sequence: null };
+  if (blocks.some((b) => b.kind === 'tool_call' && !b.failed)) return { reason: 'tool_use', sequence: null };
   if (stops.length > 0) {
     const rest = ctx.engine.tokenizer.decode(d.outputIds).slice(d.text.length);
     const hit = stops.find((s) => s.length > 0 && rest.startsWith(s));

@@ -133,7 +133,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
     if (store) rs.store.put({ id: shell.id, response: final, conversation: [...items, ...(final['output'] as Item[])], storedAt: Date.now() });
   };
   try {
-    const answer = new AnswerStream(prompt.thinking, setup);
+    const answer = new AnswerStream(prompt.thinking, setup, 'call_', p.stream);
     if (p.stream) await streamResponse(call, choiceRun!, shell, answer, shape, keep);
     else {
       const r = await collect(choiceRun!);
@@ -188,7 +188,7 @@ function outputItem(b: Block, ids: string[], done: boolean, shape: Shape): Recor
     case 'text':
       return { type: 'message', id, status, role: 'assistant', content: done ? [textPart(b.text)] : [] };
     case 'tool_call':
-      return { type: 'function_call', id, call_id: b.call!.id, name: b.call!.name, arguments: done ? b.call!.arguments : '', status };
+      return { type: 'function_call', id, call_id: b.call!.id, name: b.call!.name, arguments: done ? b.call!.arguments : '', status: b.failed ? 'incomplete' : status };
   }
 }
 
