@@ -6,16 +6,17 @@
 // whole, and a continuation must resume from the prefix cache (cached tokens in usage).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Engine } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
-import { openReasoning, responsesKey, sealReasoning } from '../src/server/responses-crypto.js';
+import { KEY_FILE, openReasoning, responsesKey, sealReasoning } from '../src/server/responses-crypto.js';
 import { responsesMessages } from '../src/server/responses-input.js';
 import { type Item, ResponseStore } from '../src/server/responses-store.js';
-import { TINY_THINK } from './paths.js';
+import { REPO_ROOT, TINY_THINK } from './paths.js';
 import { drained, KERNELS, post } from './server-helpers.js';
 
 const MODEL = 'tiny-think';
@@ -254,4 +255,48 @@ test('sealed reasoning: opens under its key only; a key file is made once and re
   assert.equal(openReasoning(responsesKey('pass', undefined), blob), null);
   assert.equal(openReasoning(k1, blob.slice(0, -4)), null);
   assert.equal(openReasoning(k1, 'not a blob'), null);
+});
+
+/** `deltaserve serve` with the given flags; resolves its URL once ready. */
+async function serve(args: string[]): Promise<{ url: string; stop: () => Promise<number | null> }> {
+  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', TINY_THINK(),
+    '--served-model-name', MODEL, ...args], { env: { ...process.env, DELTASERVE_KERNELS: KERNELS }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    proc.stdout.on('data', (b: Buffer) => {
+      stdout += b.toString();
+      const m = /serving \S+ at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
+      if (m) resolve(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
+  });
+  return { url, stop: () => (proc.kill('SIGTERM'), exited) };
+}
+
+test('serve --prefix-cache-dir keeps the responses store and its key beside the prefix cache, across a restart', { timeout: 120_000 }, async () => {
+  const dir = tmp();
+  const a = await serve(['--prefix-cache-dir', dir, '--responses-ttl', '600']);
+  let id: string;
+  try {
+    const c = new OpenAI({ baseURL: `${a.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    id = (await c.responses.create({ model: MODEL, input: 'Hi', max_output_tokens: 4, temperature: 0 })).id;
+    assert.ok(existsSync(join(dir, 'responses', `${id}.json`)));
+    assert.ok(existsSync(join(dir, 'responses', KEY_FILE)));
+  } finally {
+    assert.equal(await a.stop(), 0);
+  }
+  const b = await serve(['--prefix-cache-dir', dir]);
+  try {
+    const got = await fetch(`${b.url}/v1/responses/${id}`);
+    assert.equal(got.status, 200);
+    assert.equal(((await got.json()) as { id: string }).id, id);
+  } finally {
+    assert.equal(await b.stop(), 0);
+  }
+  const bad = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--model', TINY_THINK(), '--responses-ttl', '0'], { encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--responses-ttl must be a number of seconds > 0 \(got 0\)/);
 });
