@@ -122,6 +122,17 @@ test('messages: thinking.budget_tokens below 1024 is a 400; reasoning_effort val
   assert.equal(minimal.reasoning, null);
   const low = await chatBoth({ max_tokens: 4, reasoning_effort: 'low' });
   assert.equal(typeof low.reasoning, 'string');
+  // fields agents send: accepted when they ask for what is served, else a 400 naming them
+  const ok = await post(`${url}/v1/chat/completions`, {
+    model: MODEL, messages: ASK, max_completion_tokens: 2, modalities: ['text'], verbosity: 'medium', prompt_cache_key: 'k', store: true,
+    metadata: { a: 'b' }, service_tier: 'auto', user: 'u', safety_identifier: 's', parallel_tool_calls: false, stream_options: { include_usage: false },
+  });
+  assert.equal(ok.status, 200, JSON.stringify(ok.json));
+  for (const [k, v] of [['verbosity', 'high'], ['modalities', ['text', 'audio']], ['service_tier', 'flex'], ['prompt_cache_retention', '24h']] as const) {
+    const r = await post(`${url}/v1/chat/completions`, { model: MODEL, messages: ASK, max_tokens: 2, [k]: v });
+    assert.equal(r.status, 400, k);
+    assert.equal((r.json['error'] as { param: string }).param, k);
+  }
   // the template kwarg wins over reasoning_effort
   const kw = await chatBoth({ max_tokens: 4, reasoning_effort: 'high', chat_template_kwargs: { enable_thinking: false } });
   assert.equal(kw.reasoning, null);

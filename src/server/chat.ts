@@ -29,6 +29,8 @@ const CHAT_FIELDS: FieldRules = {
   // accepted and ignored: nothing is kept (store) and nothing reads tags (metadata); the
   // prefix cache is automatic (prompt_cache_key)
   store: (v) => typeof v === 'boolean', metadata: (v) => typeof v === 'object' && !Array.isArray(v), prompt_cache_key: (v) => typeof v === 'string',
+  // the values that ask for what is served anyway: text out, the one verbosity
+  modalities: (v) => Array.isArray(v) && v.every((m) => m === 'text'), verbosity: (v) => v === 'medium',
 };
 
 const EFFORTS = ['none', 'minimal', 'low', 'medium', 'high'];

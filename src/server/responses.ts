@@ -34,6 +34,8 @@ const FIELDS: FieldRules = {
   store: (v) => typeof v === 'boolean', previous_response_id: true,
   // metadata is kept with the response and returned; the prefix cache is automatic
   metadata: (v) => typeof v === 'object' && !Array.isArray(v), prompt_cache_key: (v) => typeof v === 'string',
+  // stream_options.include_obfuscation: no padding is added (nothing to obfuscate on loopback)
+  stream_options: (v) => typeof v === 'object' && !Array.isArray(v),
 };
 
 const isObj = (v: unknown): v is Body => typeof v === 'object' && v !== null && !Array.isArray(v);
