@@ -154,7 +154,7 @@ test('reasoning.encrypted_content: sealed reasoning handed back by a stateless c
   assert.equal(viaBlob.output_text, viaText.output_text);
   // the opened blob is the assistant turn's reasoning (tiny-think's template does not render
   // reasoning; Qwen templates render it in a tool loop)
-  const msgs = responsesMessages([ask, sealed as unknown as Item, fc as unknown as Item, result], undefined, KEY());
+  const msgs = responsesMessages([ask, sealed, fc, result].map((item, i) => ({ item: item as unknown as Item, param: `input[${i}]` })), undefined, KEY());
   assert.equal(msgs[1]!.reasoning_content, rs.content![0]!.text);
   assert.equal(msgs[1]!.tool_calls?.[0]?.id, fc.call_id);
   const blob = rs.encrypted_content!;

@@ -28,19 +28,25 @@ function isReference(item: Item): boolean {
   return item['type'] === 'item_reference' || (item['type'] === undefined && item['role'] === undefined && typeof item['id'] === 'string');
 }
 
+/** An item of the conversation and the field it came from (named in errors). */
+export interface Sourced {
+  readonly item: Item;
+  readonly param: string;
+}
+
 /** The items of `input` with references resolved (stored items copied in). */
-export function resolveInput(input: unknown, ctx: InputContext): Item[] {
-  if (typeof input === 'string') return [{ type: 'message', role: 'user', content: input }];
+export function resolveInput(input: unknown, ctx: InputContext): Sourced[] {
+  if (typeof input === 'string') return [{ item: { type: 'message', role: 'user', content: input }, param: 'input' }];
   if (!Array.isArray(input) || input.length === 0) throw invalid('input', 'input must be a string or a non-empty array of items');
-  const out: Item[] = [];
+  const out: Sourced[] = [];
   input.forEach((item: unknown, i) => {
     const param = `input[${i}]`;
     if (!isObj(item)) throw invalid(param, `${param} must be an object`);
-    if (!isReference(item)) return void out.push(item);
+    if (!isReference(item)) return void out.push({ item, param });
     const id = item['id'];
     if (typeof id !== 'string') throw invalid(`${param}.id`, `${param}.id must be a string`);
     const found = ctx.store?.item(id) ?? null;
-    if (found) out.push(found);
+    if (found) out.push({ item: found, param });
     else if (!id.startsWith('rs_')) {
       throw new ApiError(400, `${param}: item_reference "${id}" is not in the response store (never stored, expired, deleted, or sent with store: false)`,
         `${param}.id`, 'item_not_found');
@@ -50,7 +56,7 @@ export function resolveInput(input: unknown, ctx: InputContext): Item[] {
 }
 
 /** The conversation of `previous_response_id` (400 when it is not stored). */
-export function previousConversation(id: unknown, store: ResponseStore | null): Item[] {
+export function previousConversation(id: unknown, store: ResponseStore | null): Sourced[] {
   if (id === undefined || id === null) return [];
   if (typeof id !== 'string') throw invalid('previous_response_id', 'previous_response_id must be a string');
   const prev = store?.get(id) ?? null;
@@ -58,7 +64,7 @@ export function previousConversation(id: unknown, store: ResponseStore | null): 
     throw new ApiError(400, `previous_response_id: response "${id}" is not in the response store (never stored, expired, deleted, or sent with store: false)`,
       'previous_response_id', 'previous_response_not_found');
   }
-  return [...prev.conversation];
+  return prev.conversation.map((item, i) => ({ item, param: `previous_response_id (item ${i})` }));
 }
 
 /** Text of a message's content: a string or input_text / output_text parts. */
@@ -91,7 +97,7 @@ function reasoningText(item: Item, param: string, key: Buffer): string | null {
 }
 
 /** `instructions` + items → template messages. */
-export function responsesMessages(items: readonly Item[], instructions: string | undefined, key: Buffer): ChatMessage[] {
+export function responsesMessages(items: readonly Sourced[], instructions: string | undefined, key: Buffer): ChatMessage[] {
   const out: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
   let reasoning: string | null = null;
   const assistant = (m: ChatMessage): ChatMessage => {
@@ -99,8 +105,7 @@ export function responsesMessages(items: readonly Item[], instructions: string |
     reasoning = null;
     return m;
   };
-  items.forEach((item, i) => {
-    const param = `input[${i}]`;
+  items.forEach(({ item, param }) => {
     const type = item['type'] ?? 'message';
     if (type === 'message') {
       const role = item['role'];

@@ -132,7 +132,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const shape: Shape = { summary: summary !== null, sealKey: include.includes('reasoning.encrypted_content') ? rs.key : null, model: ctx.modelName };
   // a finished response is kept with its whole conversation (only when it did not fail)
   const keep = (final: Item): void => {
-    if (store) rs.store.put({ id: shell.id, response: final, conversation: [...items, ...(final['output'] as Item[])], storedAt: Date.now() });
+    if (store) rs.store.put({ id: shell.id, response: final, conversation: [...items.map((s) => s.item), ...(final['output'] as Item[])], storedAt: Date.now() });
   };
   try {
     const answer = new AnswerStream(prompt.thinking, setup, 'call_', p.stream);
