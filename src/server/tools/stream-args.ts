@@ -53,7 +53,19 @@ function previewJson(body: string, tools: ReadonlyMap<string, FunctionTool>): Ca
   if (typeof name !== 'string' || !tools.has(name)) return null;
   const rest = body.slice(m[0].length);
   if (!rest.startsWith('{')) return { name, args: '' };
-  return { name, args: rest.replace(/\s*\}?\s*$/, '') };
+  return { name, args: rest.slice(0, heldTail(rest)) };
+}
+
+const isWs = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/** Where the certain part of a streaming arguments object ends: before its trailing
+ * whitespace and a `}` that may close the outer object (scans only the tail). */
+function heldTail(s: string): number {
+  let end = s.length;
+  while (end > 0 && isWs(s.charCodeAt(end - 1))) end--;
+  if (end > 0 && s.charCodeAt(end - 1) === 0x7d) end--;
+  while (end > 0 && isWs(s.charCodeAt(end - 1))) end--;
+  return end;
 }
 
 /** The arguments text of a complete JSON-style body when its header streams (name first, then
