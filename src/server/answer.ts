@@ -12,7 +12,7 @@
 // started (unknown tool, unparsable header) is text in both forms.
 import { ReasoningSplitter } from '../tokenizer/reasoning.js';
 import { CALL_CLOSE, ToolCallParser, type ToolEvent } from './tools/parser.js';
-import { previewCall } from './tools/stream-args.js';
+import { CallPreviewer } from './tools/stream-args.js';
 import { type ParsedToolCall, type ToolSetup, toolCallId } from './tools/types.js';
 
 export type AnswerPart =
@@ -26,8 +26,8 @@ export type AnswerPart =
 /** The call being streamed (incremental mode). */
 interface OpenCall {
   readonly id: string;
-  /** Argument text sent so far. */
-  sent: string;
+  /** Characters of argument text sent so far. */
+  sent: number;
 }
 
 export class AnswerStream {
@@ -39,6 +39,8 @@ export class AnswerStream {
   private begun = 0;
   private reported = 0;
   private open: OpenCall | null = null;
+  /** The preview of the parser's open call (incremental mode; null outside a call). */
+  private previewer: CallPreviewer | null = null;
 
   /** `thinking`: the prompt opened a reasoning block; `tools`: parse calls (null = off, or
    * tool_choice none); `incremental`: stream calls while they are generated. */
@@ -90,13 +92,16 @@ export class AnswerStream {
     }
     const open = this.open;
     this.open = null;
+    this.previewer = null;
     if (e.type === 'fail') {
       out.push(open ? { type: 'tool_call_fail', id: open.id } : { type: 'content', text: e.text });
       return;
     }
     const call = open ?? this.begin(e.call.name, out);
     if (!call) return; // a dropped call (parallel_tool_calls false)
-    this.send(call, e.call.arguments, out);
+    // the rest of the arguments (all of them for a call that never streamed): the preview
+    // was a prefix of them (stream-args.ts)
+    this.send(call, e.call.arguments.slice(call.sent), out);
     this.reported++;
     out.push({ type: 'tool_call', id: call.id, call: e.call });
   }
@@ -105,25 +110,26 @@ export class AnswerStream {
   private preview(out: AnswerPart[]): void {
     const body = this.tools!.openBody;
     if (body === null) return;
-    const p = previewCall(body, this.tools!.format, this.tools!.tools, CALL_CLOSE);
+    this.previewer ??= new CallPreviewer(this.tools!.format, this.tools!.tools, CALL_CLOSE);
+    const p = this.previewer.update(body);
     if (!p) return;
     this.open ??= this.begin(p.name, out);
-    if (this.open) this.send(this.open, p.args, out);
+    if (this.open) this.send(this.open, p.delta, out);
   }
 
   private begin(name: string, out: AnswerPart[]): OpenCall | null {
     if (this.begun++ > 0 && !this.parallel) return null;
-    const call: OpenCall = { id: toolCallId(this.idPrefix), sent: '' };
+    const call: OpenCall = { id: toolCallId(this.idPrefix), sent: 0 };
     out.push({ type: 'tool_call_start', id: call.id, name });
     return call;
   }
 
-  /** Send what `args` adds to the text sent (args always extends it: stream-args.ts). */
-  private send(call: OpenCall, args: string, out: AnswerPart[]): void {
-    if (args.length <= call.sent.length || !args.startsWith(call.sent)) return;
-    out.push({ type: 'tool_call_delta', id: call.id, text: args.slice(call.sent.length) });
-    call.sent = args;
+  private send(call: OpenCall, delta: string, out: AnswerPart[]): void {
+    if (delta.length === 0) return;
+    out.push({ type: 'tool_call_delta', id: call.id, text: delta });
+    call.sent += delta.length;
   }
+
 }
 
 /** A whole answer at once. reasoning is null without a reasoning block. */

@@ -1,7 +1,8 @@
 // A tool call's arguments while the call is being generated, for streaming them as they come.
 //
-// previewCall(body) reads the text after `<tool_call>` so far and returns the call's name (once
-// the header names a declared tool) and the arguments' JSON text as far as it is certain.
+// CallPreviewer.update(body) reads the text after `<tool_call>` so far and returns the call's
+// name (once the header names a declared tool) and the arguments' JSON text as far as it is
+// certain.
 // Invariants (the tests check them at every split of recorded calls):
 // - monotone: while a call stays well-formed, the preview of a longer body extends the preview
 //   of a shorter one, so the difference can be sent as the next fragment;
@@ -34,26 +35,147 @@ export interface CallPreview {
   readonly args: string;
 }
 
-/** The preview of a call whose body so far is `body` (a partial `</tool_call>` at its end is
- * ignored); null until the body names a declared tool. */
+/** The preview of a call whose body so far is `body` (stateless form of CallPreviewer). */
 export function previewCall(body: string, format: ToolFormat, tools: ReadonlyMap<string, FunctionTool>, closeTag: string): CallPreview | null {
-  const text = body.slice(0, body.length - partialTag(body, closeTag));
-  return format === 'xml' ? previewXml(text, tools) : previewJson(text, tools);
+  const p = new CallPreviewer(format, tools, closeTag).update(body);
+  return p && { name: p.name, args: p.delta };
 }
 
-function previewJson(body: string, tools: ReadonlyMap<string, FunctionTool>): CallPreview | null {
-  const m = JSON_HEAD.exec(body);
-  if (!m) return null;
-  let name: unknown;
-  try {
-    name = JSON.parse(m[1]!);
-  } catch {
-    return null;
+/** An XML parameter whose value is being generated. */
+interface OpenValue {
+  readonly key: string;
+  /** `"K":` (with `{` or `,` before it). */
+  readonly head: string;
+  readonly start: number;
+  readonly asString: boolean;
+  /** Where to look for the end tag next (it cannot end before). */
+  searchFrom: number;
+  /** String values: raw text consumed (escaped and sent) up to here. */
+  rawDone: number;
+  /** Characters of this member sent so far. */
+  sent: number;
+}
+
+/**
+ * The preview of one call, updated as its body grows: each update returns the arguments text
+ * that became certain since the last one, reading only what is new since the last stable
+ * point (completed members, the sent part of an open string), so a long call costs time
+ * linear in its length. `update(body)` must get the same body extended each time.
+ */
+export class CallPreviewer {
+  private name: string | null = null;
+  /** Body index where the arguments start (JSON) or the next member starts (XML). */
+  private pos = 0;
+  /** JSON: characters of the arguments object sent. */
+  private sent = 0;
+  private readonly seen = new Set<string>();
+  private open: OpenValue | null = null;
+  /** XML: `</function>` seen (the arguments are complete) or the call broke. */
+  private ended = false;
+  private props: Record<string, JsonSchema> = {};
+
+  constructor(private readonly format: ToolFormat, private readonly tools: ReadonlyMap<string, FunctionTool>, private readonly closeTag: string) {}
+
+  /** The call's name and the new certain arguments text; null until the header names a tool. */
+  update(fullBody: string): { readonly name: string; readonly delta: string } | null {
+    // a partial `</tool_call>` at the end may still become the close
+    const body = fullBody.slice(0, fullBody.length - partialTag(fullBody.slice(-this.closeTag.length), this.closeTag));
+    if (this.name === null && !this.header(body)) return null;
+    return { name: this.name!, delta: this.format === 'json' ? this.jsonDelta(body) : this.xmlDelta(body) };
   }
-  if (typeof name !== 'string' || !tools.has(name)) return null;
-  const rest = body.slice(m[0].length);
-  if (!rest.startsWith('{')) return { name, args: '' };
-  return { name, args: rest.slice(0, heldTail(rest)) };
+
+  private header(body: string): boolean {
+    if (this.format === 'json') {
+      const m = JSON_HEAD.exec(body);
+      if (!m) return false;
+      let name: unknown;
+      try {
+        name = JSON.parse(m[1]!);
+      } catch {
+        return false;
+      }
+      if (typeof name !== 'string' || !this.tools.has(name)) return false;
+      this.name = name;
+      this.pos = m[0].length;
+      return true;
+    }
+    const m = FUNCTION_HEAD.exec(body);
+    const tool = m ? this.tools.get(m[1]!.trim()) : undefined;
+    if (!m || !tool) return false;
+    this.name = tool.name;
+    this.props = (tool.parameters['properties'] ?? {}) as Record<string, JsonSchema>;
+    this.pos = m[0].length;
+    return true;
+  }
+
+  /** The arguments object as written, less its held tail; a string is sent whole at the close. */
+  private jsonDelta(body: string): string {
+    if (this.sent === 0) while (isWs(body.charCodeAt(this.pos))) this.pos++;
+    if (body.charCodeAt(this.pos) !== 0x7b) return '';
+    const end = heldTail(body);
+    if (end <= this.pos + this.sent) return '';
+    const delta = body.slice(this.pos + this.sent, end);
+    this.sent = end - this.pos;
+    return delta;
+  }
+
+  private xmlDelta(body: string): string {
+    let out = '';
+    while (!this.ended) {
+      if (!this.open) {
+        const rest = body.slice(this.pos);
+        const p = PARAM_HEAD.exec(rest);
+        if (p) {
+          const key = p[1]!.trim();
+          if (this.seen.has(key)) this.ended = true; // malformed: nothing more is certain
+          else {
+            const start = this.pos + p[0].length;
+            const asString = streamsAsString(this.props[key]);
+            this.open = { key, head: memberHead(key, this.seen.size === 0), start, asString, searchFrom: start, rawDone: start, sent: 0 };
+          }
+          continue;
+        }
+        if (FUNCTION_END.test(rest)) {
+          out += this.seen.size === 0 ? '{}' : '}';
+          this.ended = true;
+        }
+        break;
+      }
+      const o = this.open;
+      const end = body.indexOf(PARAM_CLOSE, o.searchFrom);
+      if (end < 0) {
+        o.searchFrom = Math.max(o.start, body.length - PARAM_CLOSE.length + 1);
+        return out + this.openDelta(o, body);
+      }
+      const member = o.head + JSON.stringify(xmlValue(stripOneNewline(body.slice(o.start, end)), this.props[o.key]));
+      out += member.slice(o.sent);
+      this.seen.add(o.key);
+      this.pos = end + PARAM_CLOSE.length;
+      this.open = null;
+    }
+    return out;
+  }
+
+  /** What became certain of an open member: its head, then for a string its opening quote and
+   * escaped text, less one leading newline, a possible end tag, the newline the template
+   * writes before it, and a lone high surrogate. */
+  private openDelta(o: OpenValue, body: string): string {
+    let out = '';
+    if (o.sent === 0) out = o.head + (o.asString ? '"' : '');
+    if (o.asString) {
+      if (o.rawDone === o.start && body.length > o.start && body.charCodeAt(o.start) === 0x0a) o.rawDone++;
+      let end = body.length - partialTag(body.slice(-PARAM_CLOSE.length), PARAM_CLOSE);
+      if (end > o.rawDone && body.charCodeAt(end - 1) === 0x0a) end--;
+      const last = body.charCodeAt(end - 1);
+      if (end > o.rawDone && last >= 0xd800 && last <= 0xdbff) end--;
+      if (end > o.rawDone && (o.rawDone > o.start || body.length > o.start)) {
+        out += JSON.stringify(body.slice(o.rawDone, end)).slice(1, -1);
+        o.rawDone = end;
+      }
+    }
+    o.sent += out.length;
+    return out;
+  }
 }
 
 const isWs = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
@@ -107,48 +229,6 @@ function streamsAsString(schema: JsonSchema | undefined): boolean {
 
 /** One `"K":` member head; `first` opens the object. */
 export const memberHead = (key: string, first: boolean): string => `${first ? '{' : ','}${JSON.stringify(key)}:`;
-
-/** The certain part of a string value being generated (`raw`: the text after `<parameter=K>`). */
-function openStringValue(raw: string): string {
-  let v = raw.slice(0, raw.length - partialTag(raw, PARAM_CLOSE));
-  if (v.startsWith('\n')) v = v.slice(1);
-  if (v.endsWith('\n')) v = v.slice(0, -1); // maybe the template's newline before the end tag
-  const last = v.charCodeAt(v.length - 1);
-  if (last >= 0xd800 && last <= 0xdbff) v = v.slice(0, -1);
-  return JSON.stringify(v).slice(0, -1);
-}
-
-function previewXml(body: string, tools: ReadonlyMap<string, FunctionTool>): CallPreview | null {
-  const m = FUNCTION_HEAD.exec(body);
-  if (!m) return null;
-  const name = m[1]!.trim();
-  const tool = tools.get(name);
-  if (!tool) return null;
-  const props = (tool.parameters['properties'] ?? {}) as Record<string, JsonSchema>;
-  const convert = xmlConverter(props);
-  let rest = body.slice(m[0].length);
-  let args = '';
-  const seen = new Set<string>();
-  for (;;) {
-    const p = PARAM_HEAD.exec(rest);
-    if (!p) break;
-    const key = p[1]!.trim();
-    if (seen.has(key)) return { name, args }; // malformed: nothing more is certain
-    const value = rest.slice(p[0].length);
-    const head = memberHead(key, seen.size === 0);
-    const end = value.indexOf(PARAM_CLOSE);
-    if (end < 0) return { name, args: args + head + (streamsAsString(props[key]) ? openStringValue(value) : '') };
-    args += head + JSON.stringify(convert(key, value.slice(0, end)));
-    seen.add(key);
-    rest = value.slice(end + PARAM_CLOSE.length);
-  }
-  if (FUNCTION_END.test(rest)) args += seen.size === 0 ? '{}' : '}';
-  return { name, args };
-}
-
-function xmlConverter(props: Record<string, JsonSchema>): (key: string, raw: string) => unknown {
-  return (key, raw) => xmlValue(stripOneNewline(raw), props[key]);
-}
 
 /** An XML parameter value as the JSON type its schema declares; text when it does not
  * convert (or the schema says string / declares nothing). */
