@@ -131,6 +131,9 @@ test('GET and DELETE /v1/responses/{id}; store: false keeps nothing', async () =
   await assert.rejects(client.responses.delete(r.id), (e: unknown) => e instanceof OpenAI.NotFoundError);
   const prev = await post(`${server.url}/v1/responses`, { model: MODEL, input: 'x', previous_response_id: r.id });
   assert.equal(prev.status, 400);
+  const wrong = await post(`${server.url}/v1/responses/${r.id}`, {});
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get('allow'), 'GET, DELETE');
   const off = await client.responses.create({ model: MODEL, input: 'Hi', max_output_tokens: 2, store: false });
   assert.equal(stored(off), false);
   await assert.rejects(client.responses.retrieve(off.id), (e: unknown) => e instanceof OpenAI.NotFoundError);

@@ -117,6 +117,9 @@ function route(path: string, method: string | undefined): { r: Route; arg: strin
     } catch {
       throw new ApiError(400, 'malformed response id in the URL', 'response_id');
     }
+    if (method !== 'GET' && method !== 'HEAD' && method !== 'DELETE') {
+      throw new ApiError(405, '/v1/responses/{id} accepts GET and DELETE only', null, 'method_not_allowed', 'invalid_request_error', { allow: 'GET, DELETE' });
+    }
     return { r: method === 'DELETE' ? RESPONSE_ROUTES['DELETE']! : RESPONSE_ROUTES['GET']!, arg };
   }
   if (path.startsWith('/v1/models/') && path.length > '/v1/models/'.length) {
