@@ -6,6 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { Request } from '../src/engine/request.js';
+import { prefixKey } from '../src/engine/prefix.js';
 import type { ChatMessage } from '../src/tokenizer/chat.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
@@ -101,7 +103,8 @@ test('snapshots from chunked prefill, decode and MTP verify (k = 0, 3) equal a c
       const cache = (e as unknown as { prefix: { cache: import('../src/cache/radix-cache.js').RadixCache; state: import('../src/cache/state-pool.js').StatePool } }).prefix;
       let checked = 0;
       for (let p = 64; p < tokens.length; p += 64) {
-        const m = cache.cache.match(tokens, p, done.promptIds.length);
+        const key = prefixKey({ tokens, splits: [done.promptIds.length] } as unknown as Request, tokens.length, 64);
+        const m = cache.cache.match(key, p, done.promptIds.length);
         assert.ok(m && m.length === p, `k=${k}: no snapshot at ${p}`);
         const got = cache.state.view(m.snap.slot).flatMap((s) => [s.conv, s.ssm]);
         const want = coldState(ref, tokens.slice(0, p));

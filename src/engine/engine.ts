@@ -29,6 +29,7 @@ import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
+import { markerRest, messageEnds } from './message-ends.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
@@ -142,16 +143,18 @@ export class Engine {
     this.sampler = new BatchSampler(model.kernels, this.argmax);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
-    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval % 64 !== 0 || interval < k + 1) {
+    const chunk = model.layout.chunk;
+    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval % chunk !== 0 || interval < k + 1) {
       throw new DeltaserveError('bad_config',
-        `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of 64) and ≥ spec tokens + 1 (${k + 1})`);
+        `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of ${chunk}) and ≥ spec tokens + 1 (${k + 1})`);
     }
     this.prefix = opts.prefixCache === false ? null : {
-      cache: new RadixCache(kv, state), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0, inserted: 0,
+      cache: new RadixCache(kv, state), kv, state, kvDim: model.layout.kvDim, chunk, interval, mtp: k > 0, inserted: 0,
     };
     this.scheduler = new Scheduler({
       maxRunning: opts.maxRunning ?? 16,
       maxPrefillTokens: opts.maxPrefillTokens ?? 512,
+      chunk,
       trackInterval: interval,
       prefix: this.prefix,
     }, kv, state);
@@ -334,7 +337,8 @@ export class Engine {
       else {
         req.computed += row.n;
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
-        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
+        // (a row of n = 0 is a whole-prompt hit: its state is that snapshot)
+        if (this.prefix && row.n > 0 && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample && req.snapshotOnly) {
           this.scheduler.finish(req); // its snapshots are taken: nothing to sample
           req.events.end();
@@ -471,15 +475,25 @@ export class Engine {
    * which rounds differently from the chunked prefill that the next turn's cold run
    * would use, so it is not reusable bit-exactly (prefix.ts). Instead the conversation so
    * far (prompt + output) is queued as an internal snapshot-only request: it hits the
-   * prompt's snapshot, prefills the generated tokens in the chunked form, snapshots at
-   * its aligned points (interval multiples, the multiple of 64 at or below its end) and
-   * finishes without sampling or output. Costs a prefill of the generated tokens. */
+   * prompt's snapshot, prefills the generated tokens in the chunked form, snapshots at its
+   * points (interval multiples, its end) and finishes without sampling or output. Costs a
+   * prefill of the generated tokens. For a chat prompt, an output ending inside the
+   * template's message-end marker (`<|im_end|>`) gets the rest of it (`\n`) and the prompt's
+   * message ends: the snapshot then sits at the end of the assistant message as the next
+   * turn renders it, with the same splits before it (message-ends.ts). */
   private snapshotGeneration(req: Request): void {
     if (!this.prefix || this.opts.prefixCacheGenerationSnapshots === false || this.closed) return;
-    const end = req.tokens.length;
-    const align = (n: number): number => Math.floor(n / 64) * 64;
-    if (align(end) <= align(req.promptIds.length) || end >= this.maxContext) return;
-    const r = buildRequest(this, this.nextId++, { promptIds: req.tokens, maxTokens: 1 });
+    const chat = req.messageEnds.length > 0;
+    const rest = chat ? markerRest(this.tokenizer, req.tokens) : [];
+    // a chat answer not closed by the marker (cut by a length limit) is rendered closed in
+    // the next turn: nothing after the prompt would match. A raw prompt snapshots when the
+    // output passes a multiple of the chunk (the next prompt may extend this one).
+    const chunk = this.model.layout.chunk;
+    if (rest === null || (!chat && Math.floor(req.tokens.length / chunk) <= Math.floor(req.promptIds.length / chunk))) return;
+    const ids = [...req.tokens, ...rest];
+    if (req.numGenerated === 0 || ids.length >= this.maxContext) return;
+    const ends = chat ? [...req.messageEnds, ...messageEnds(this.tokenizer, ids).filter((b) => b > req.promptIds.length)] : [];
+    const r = buildRequest(this, this.nextId++, { promptIds: ids, maxTokens: 1, messageBoundaries: ends });
     r.snapshotOnly = true;
     this.scheduler.add(r);
   }
