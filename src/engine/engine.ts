@@ -245,7 +245,7 @@ export class Engine {
     const cache = p ? {
       ...p.cache.stats(), inserted: p.inserted,
       snapshotBytes: p.cache.stats().snapshots * (this.stateSlotBytes() + 4 * this.model.config.hiddenSize),
-      disk: this.persist?.stats() ?? null,
+      disk: this.persist?.stats() ?? null, ...this.metrics.prefixReuse(),
     } : null;
     return this.metrics.snapshot(this.scheduler, this.kv, this.state, cache, p?.cache.owners() ?? null);
   }
