@@ -17,7 +17,7 @@ import { TINY_THINK } from './paths.js';
 const ctx = { interval: 256, chunk: 64 } as PrefixContext;
 const req = (promptLength: number, ends: number[]): Request => {
   const promptIds = Array.from({ length: promptLength }, (_, i) => i % 50);
-  return { promptIds, tokens: [...promptIds], splits: promptSplits(ends, promptLength), snapshotPoints: promptSnapshotPoints(ends, promptLength) } as unknown as Request;
+  return { promptIds, tokens: [...promptIds], splits: promptSplits(ends, promptLength), snapshotPoints: promptSnapshotPoints(ends, promptLength, 64) } as unknown as Request;
 };
 
 test('the chunk size comes from the model layout (one definition)', () => {
@@ -26,14 +26,17 @@ test('the chunk size comes from the model layout (one definition)', () => {
 
 test('split and snapshot points: message ends exactly, the prompt end, interval multiples', () => {
   assert.deepEqual(promptSplits([70, 130, 0, 700, 130, 200], 300), [70, 130, 200, 300], 'inside the prompt, sorted, unique, with the end');
-  assert.deepEqual([...promptSnapshotPoints([70, 130, 200], 300)].sort((a, b) => a - b), [70, 200, 300], 'first and last message ends, prompt end');
-  assert.deepEqual([...promptSnapshotPoints([], 128)], [128]);
+  assert.deepEqual([...promptSnapshotPoints([70, 130, 200], 300, 64)].sort((a, b) => a - b), [70, 200, 256, 300],
+    'first and last message ends, the prompt end and the multiple of 64 below it');
+  assert.deepEqual([...promptSnapshotPoints([], 128, 64)].sort((a, b) => a - b), [64, 128]);
+  assert.deepEqual([...promptSnapshotPoints([], 40, 64)], [40]);
   const r = req(600, [100, 330, 450]);
   const points = Array.from({ length: 1200 }, (_, p) => p).filter((p) => isSnapshotPoint(ctx, r, p));
-  assert.deepEqual(points, [100, 256, 450, 512, 600, 768, 1024]);
+  assert.deepEqual(points, [100, 256, 450, 512, 576, 600, 768, 1024]);
   assert.equal(nextSnapshotPoint(ctx, r, 0), 100);
   assert.equal(nextSnapshotPoint(ctx, r, 100), 256);
-  assert.equal(nextSnapshotPoint(ctx, r, 512), 600);
+  assert.equal(nextSnapshotPoint(ctx, r, 512), 576);
+  assert.equal(nextSnapshotPoint(ctx, r, 576), 600);
   assert.equal(nextSnapshotPoint(ctx, r, 600), 768);
 });
 

@@ -49,11 +49,14 @@ export function promptSplits(messageEnds: readonly number[], promptLength: numbe
 
 /** Prompt positions to snapshot besides the interval multiples: the end of the first
  * message (system + tools preamble, shared across conversations), of the last message
- * (where the next turn of the conversation resumes), and the prompt's end (the same
- * prompt again prefills nothing). */
-export function promptSnapshotPoints(messageEnds: readonly number[], promptLength: number): Set<number> {
+ * (where the next turn of the conversation resumes), the prompt's end (the same prompt
+ * again prefills nothing) and the multiple of the chunk below it (a longer prompt that
+ * extends this one, without a split at its end, resumes there). */
+export function promptSnapshotPoints(messageEnds: readonly number[], promptLength: number, chunk: number): Set<number> {
   const ends = promptSplits(messageEnds, promptLength).filter((b) => b < promptLength);
   const points = new Set<number>([promptLength]);
+  const below = Math.floor((promptLength - 1) / chunk) * chunk;
+  if (below > 0) points.add(below);
   if (ends.length > 0) {
     points.add(ends[0]!);
     points.add(ends[ends.length - 1]!);

@@ -155,6 +155,6 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   }
   r.splits = promptSplits(boundaries, promptIds.length);
   r.messageEnds = r.splits.filter((b) => b < promptIds.length || boundaries.includes(b));
-  r.snapshotPoints = promptSnapshotPoints(boundaries, promptIds.length);
+  r.snapshotPoints = promptSnapshotPoints(boundaries, promptIds.length, ctx.model.layout.chunk);
   return r;
 }
