@@ -22,14 +22,12 @@ import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
 import { acceptDrafts } from './spec/accept.js';
-import { commit } from './spec/commit.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
-import { isSnapshotPoint, type PrefixContext, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
+import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
-import { markerRest, messageEnds } from './message-ends.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
@@ -66,7 +64,7 @@ export interface EngineOptions {
   readonly prefixCacheSaveMs?: number;
   /** At the end of a generation, snapshot the conversation (prompt + output) so the next
    * turn that includes the answer hits: an internal prefill of the generated tokens in
-   * the chunked form (default true; see Engine.snapshotGeneration). */
+   * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
   readonly prefixCacheGenerationSnapshots?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
@@ -335,7 +333,7 @@ export class Engine {
       let snapshotted = false;
       if (row.verify) committed = this.verifyRow(row, i, logits, picks[i]!, rowHidden) + 1;
       else {
-        req.computed += row.n;
+        this.scheduler.advance(req, row.n);
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
         // (a row of n = 0 is a whole-prompt hit: its state is that snapshot)
         if (this.prefix && row.n > 0 && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
@@ -432,9 +430,8 @@ export class Engine {
       // a snapshot point inside the committed run [L+1, L+j+1] is taken through commit
       const track = this.trackPoint(req, row.start, j);
       const trackSlot = track >= 0 && this.prefix ? snapshotSlot(this.prefix) : 0;
-      commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot, trackStep: trackSlot > 0 ? track : -1 }]);
+      this.scheduler.commitVerify(req, batchRow, j, { slot: trackSlot, step: track });
       if (trackSlot > 0) recordSnapshot(this.prefix!, req, row.start + track + 1, trackSlot, rowHidden(track));
-      req.computed += j + 1;
     }
     return j;
   }
@@ -471,31 +468,10 @@ export class Engine {
     return Math.max(0, Math.min(k, req.maxTokens - req.numGenerated - 1, req.maxLength - req.tokens.length - 1));
   }
 
-  /** End of generation: the state after the generated tokens was made by the recurrence,
-   * which rounds differently from the chunked prefill that the next turn's cold run
-   * would use, so it is not reusable bit-exactly (prefix.ts). Instead the conversation so
-   * far (prompt + output) is queued as an internal snapshot-only request: it hits the
-   * prompt's snapshot, prefills the generated tokens in the chunked form, snapshots at its
-   * points (interval multiples, its end) and finishes without sampling or output. Costs a
-   * prefill of the generated tokens. For a chat prompt, an output ending inside the
-   * template's message-end marker (`<|im_end|>`) gets the rest of it (`\n`) and the prompt's
-   * message ends: the snapshot then sits at the end of the assistant message as the next
-   * turn renders it, with the same splits before it (message-ends.ts). */
+  /** End of generation: snapshot the conversation for its next turn (prefix.ts). */
   private snapshotGeneration(req: Request): void {
     if (!this.prefix || this.opts.prefixCacheGenerationSnapshots === false || this.closed) return;
-    const chat = req.messageEnds.length > 0;
-    const rest = chat ? markerRest(this.tokenizer, req.tokens) : [];
-    // a chat answer not closed by the marker (cut by a length limit) is rendered closed in
-    // the next turn: nothing after the prompt would match. A raw prompt snapshots when the
-    // output passes a multiple of the chunk (the next prompt may extend this one).
-    const chunk = this.model.layout.chunk;
-    if (rest === null || (!chat && Math.floor(req.tokens.length / chunk) <= Math.floor(req.promptIds.length / chunk))) return;
-    const ids = [...req.tokens, ...rest];
-    if (req.numGenerated === 0 || ids.length >= this.maxContext) return;
-    const ends = chat ? [...req.messageEnds, ...messageEnds(this.tokenizer, ids).filter((b) => b > req.promptIds.length)] : [];
-    const r = buildRequest(this, this.nextId++, { promptIds: ids, maxTokens: 1, messageBoundaries: ends });
-    r.snapshotOnly = true;
-    this.scheduler.add(r);
+    queueGenerationSnapshot(this.prefix, req, this.tokenizer, this.nextId++, this.maxContext, (r) => this.scheduler.add(r));
   }
 
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns

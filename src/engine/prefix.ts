@@ -23,7 +23,12 @@
 import type { KvPool } from '../cache/kv-pool.js';
 import type { RadixCache } from '../cache/radix-cache.js';
 import type { StatePool } from '../cache/state-pool.js';
-import type { Request } from './request.js';
+import type { TextTokenizer } from '../tokenizer/tokenizer.js';
+import { Rng } from '../util/rng.js';
+import { markerRest, messageEnds } from './message-ends.js';
+import { OutputText } from './output.js';
+import { Request } from './request.js';
+import { TokenHistory } from './sampler.js';
 
 export interface PrefixContext {
   readonly cache: RadixCache;
@@ -105,35 +110,41 @@ export function cowPages(ctx: PrefixContext, length: number): number {
   return partial || ctx.mtp ? 1 : 0;
 }
 
-/** Look up `req` (fresh or preempted, nothing computed) and, on a hit, give it the
- * shared pages, copy-on-write the last one, and copy the snapshot into its working slot
- * (already allocated). Returns the cached length. */
-export function applyPrefixHit(ctx: PrefixContext, req: Request): number {
+/** A usable cached prefix of a request: its first `length` positions. */
+export interface PrefixHit {
+  readonly length: number;
+  /** The request's page table covering [0, length): shared pages (retained for it), then
+   * its own copy of the last one when that is partial or holds the MTP row length−1. */
+  readonly pages: number[];
+  /** The radix lock the request holds while it runs. */
+  readonly handle: object;
+  /** Target hidden at length−1 (MTP input; the lm_head input of a whole-prompt hit). */
+  readonly hidden: Float32Array;
+}
+
+/** Look up `req` (fresh or preempted, nothing computed) and, on a hit, retain the shared
+ * pages, copy-on-write the last one, and copy the snapshot into its working slot (already
+ * allocated). The scheduler applies the result to the request (it alone writes progress). */
+export function findPrefixHit(ctx: PrefixContext, req: Request): PrefixHit | null {
   const n = req.tokens.length;
   // a fresh prompt may hit whole (its first token then comes from the stored hidden); a
   // recompute after preemption must process its last token, whose successor is unknown
   const maxLen = n === req.promptIds.length ? n : n - 1;
   const match = ctx.cache.match(prefixKey(req, n, ctx.chunk), maxLen, req.promptIds.length);
-  if (!match) return 0;
+  if (!match) return null;
   const ps = ctx.kv.pageSize;
   const p = match.length;
   const shared = [...match.pages];
   const cow = ctx.kv.alloc(cowPages(ctx, p));
   if (!cow) {
     ctx.cache.unlock(match.handle);
-    return 0;
+    return null;
   }
   if (match.tailPage > 0) ctx.kv.copyPage(cow[0]!, match.tailPage, p % ps, ctx.kvDim);
   else if (cow.length > 0) ctx.kv.copyPage(cow[0]!, shared.pop()!, ps, ctx.kvDim);
   ctx.kv.retain(shared);
-  req.pages = [...shared, ...cow];
   ctx.state.copy(req.slot, match.snap.slot);
-  req.computed = p;
-  // usage counts prompt tokens only (a recompute after preemption may hit generated ones)
-  req.cachedTokens = Math.max(req.cachedTokens, Math.min(p, req.promptIds.length));
-  req.lockHandle = match.handle;
-  req.hitHidden = match.snap.hidden;
-  return p;
+  return { length: p, pages: [...shared, ...cow], handle: match.handle, hidden: match.snap.hidden };
 }
 
 /** A free slot for a new snapshot, evicting old snapshots if needed (0 = none to be had).
@@ -161,4 +172,41 @@ export function snapshotWorking(ctx: PrefixContext, req: Request, hidden: Float3
   if (slot === 0) return false;
   ctx.state.copy(slot, req.slot);
   return recordSnapshot(ctx, req, req.computed, slot, hidden);
+}
+
+/** Give `req` its split and snapshot points from the message ends of its prompt. */
+export function setPromptPoints(req: Request, ends: readonly number[], chunk: number): void {
+  const n = req.promptIds.length;
+  req.splits = promptSplits(ends, n);
+  req.messageEnds = req.splits.filter((b) => b < n || ends.includes(b));
+  req.snapshotPoints = promptSnapshotPoints(ends, n, chunk);
+}
+
+/** End of a generation (Engine.emitDone): queue, through `queue`, the internal request that
+ * snapshots the conversation so far in the chunked form — the state the generation left was
+ * made by the recurrence, which rounds differently from the chunked prefill the next turn's
+ * cold run uses, so it is not reusable bit-exactly. The request hits the prompt's snapshot,
+ * prefills the generated tokens, snapshots at its points (interval multiples, its end) and
+ * finishes without sampling or output: a prefill of the generated tokens. For a chat prompt,
+ * an answer ending inside the template's message-end marker (`<|im_end|>`) gets the rest of
+ * it (`\n`) and the prompt's message ends: the snapshot then sits at the end of the assistant
+ * message as the next turn renders it, with the same splits before it (message-ends.ts).
+ * An answer cut by a length limit is rendered closed by the next turn, so nothing after
+ * the prompt would match; a raw prompt is snapshotted when the output passes a multiple of
+ * the chunk (a next prompt may extend this one). */
+export function queueGenerationSnapshot(ctx: PrefixContext, req: Request, tok: TextTokenizer, id: number, maxContext: number,
+  queue: (r: Request) => void): void {
+  const chat = req.messageEnds.length > 0;
+  const rest = chat ? markerRest(tok, req.tokens) : [];
+  const c = ctx.chunk;
+  if (rest === null || (!chat && Math.floor(req.tokens.length / c) <= Math.floor(req.promptIds.length / c))) return;
+  const ids = [...req.tokens, ...rest];
+  if (req.numGenerated === 0 || ids.length >= maxContext) return;
+  const ends = chat ? [...req.messageEnds, ...messageEnds(tok, ids).filter((b) => b > req.promptIds.length)] : [];
+  const r = new Request(id, id, ids, 1, ids.length + 1, {
+    temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0,
+  }, new Rng(0), new Rng(1), new TokenHistory([]), new OutputText(() => '', [], new Set(), []));
+  r.snapshotOnly = true;
+  setPromptPoints(r, ends, c);
+  queue(r);
 }

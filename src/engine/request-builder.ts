@@ -10,7 +10,7 @@ import { Rng } from '../util/rng.js';
 import type { TokenLogprob } from './sample-batch.js';
 import { OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
-import { promptSnapshotPoints, promptSplits } from './prefix.js';
+import { setPromptPoints } from './prefix.js';
 import { Request } from './request.js';
 import { type SamplingParams, TokenHistory, validateSampling } from './sampler.js';
 
@@ -153,8 +153,6 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
     r.topLogprobs = top;
     r.onLogprob = req.logprobs.onToken;
   }
-  r.splits = promptSplits(boundaries, promptIds.length);
-  r.messageEnds = r.splits.filter((b) => b < promptIds.length || boundaries.includes(b));
-  r.snapshotPoints = promptSnapshotPoints(boundaries, promptIds.length, ctx.model.layout.chunk);
+  setPromptPoints(r, boundaries, ctx.model.layout.chunk);
   return r;
 }

@@ -100,7 +100,7 @@ export class Request {
    * and the prompt's end (see prefix.ts promptSnapshotPoints). */
   snapshotPoints: ReadonlySet<number> = new Set();
   /** Internal request that only prefills its prompt to take prefix-cache snapshots (end
-   * of a generation, see Engine.snapshotGeneration): it never samples or emits. */
+   * of a generation, see prefix.ts queueGenerationSnapshot): it never samples or emits. */
   snapshotOnly = false;
   /** Prefix-cache lock held while running (null = none). */
   lockHandle: object | null = null;

@@ -12,8 +12,9 @@ import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
 import type { Request } from './request.js';
-import { DeltaserveError } from '../util/errors.js';
-import { applyPrefixHit, lastSplitBy, nextSnapshotPoint, type PrefixContext } from './prefix.js';
+import { assert, DeltaserveError } from '../util/errors.js';
+import { findPrefixHit, lastSplitBy, nextSnapshotPoint, type PrefixContext, type PrefixHit } from './prefix.js';
+import { commit } from './spec/commit.js';
 
 export interface SchedulerOptions {
   readonly maxRunning: number;
@@ -130,7 +131,10 @@ export class Scheduler {
       if (!this.reserveSlot()) return; // FCFS: no overtaking
       const slot = this.state.alloc()!;
       req.slot = slot;
-      if (prefix && req.computed === 0) applyPrefixHit(prefix, req);
+      if (prefix && req.computed === 0) {
+        const hit = findPrefixHit(prefix, req);
+        if (hit) this.applyHit(req, hit);
+      }
       // a hit covering the whole prompt runs a row of n = 0 that only samples (runner.ts)
       const whole = req.computed > 0 && req.computed === req.tokens.length;
       const n = whole ? 0 : this.prefillChunk(req, budget);
@@ -148,6 +152,31 @@ export class Scheduler {
       budget -= n;
       plan.push({ req, n, chunked: req.computed < req.promptIds.length, verify: false, prefilling: true });
     }
+  }
+
+  /** Start `req` (nothing computed yet) from a cached prefix. */
+  private applyHit(req: Request, hit: PrefixHit): void {
+    req.pages = hit.pages;
+    req.computed = hit.length;
+    // usage counts prompt tokens only (a recompute after preemption may hit generated ones)
+    req.cachedTokens = Math.max(req.cachedTokens, Math.min(hit.length, req.promptIds.length));
+    req.lockHandle = hit.handle;
+    req.hitHidden = hit.hidden;
+  }
+
+  /** `req` processed its `n` scheduled tokens (a prefill chunk or a decode step). With
+   * admission, preemption and commitVerify, the only writer of req.computed. */
+  advance(req: Request, n: number): void {
+    assert(n >= 0 && req.computed + n <= req.tokens.length, `request ${req.id}: advancing ${n} from ${req.computed} past its ${req.tokens.length} tokens`);
+    req.computed += n;
+  }
+
+  /** Commit a verify round of `req` (batch row `row`): its working state becomes the state
+   * after `accepted` drafts (spec/commit.ts; the tracking snapshot, if any, is copied into
+   * `track.slot` first) and the bonus token plus the accepted drafts become computed. */
+  commitVerify(req: Request, row: number, accepted: number, track: { readonly slot: number; readonly step: number }): void {
+    commit(this.state, [{ row, slot: req.slot, lastAcceptedStep: accepted, trackSlot: track.slot, trackStep: track.slot > 0 ? track.step : -1 }]);
+    this.advance(req, accepted + 1);
   }
 
   /** A free state slot, evicting cached snapshots if needed. */
