@@ -69,11 +69,6 @@ export function promptSnapshotPoints(messageEnds: readonly number[], promptLengt
   return points;
 }
 
-/** Does `req`'s chunked prefill end a chunk at prompt position `pos`? */
-export function splitsAt(req: Request, pos: number, chunk: number): boolean {
-  return pos % chunk === 0 || req.splits.includes(pos);
-}
-
 /** The last split point of `req` in (c, end], or c when there is none (a chunk that must
  * stop by `end` ends there). */
 export function lastSplitBy(req: Request, c: number, end: number, chunk: number): number {
