@@ -5,7 +5,8 @@
 // - three requests sharing a system prompt → the 2nd and 3rd reuse it through its end;
 // each answer (message and logprobs) identical to a server with the prefix cache off;
 // - a restart with --prefix-cache-dir serves turn 2 from the cache, answering like a cold
-//   server; a corrupt, truncated or mismatched cache file is reported and ignored.
+//   server, and turn 1 again with nothing to prefill; a corrupt, truncated or mismatched
+//   cache file is reported and ignored.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -128,6 +129,9 @@ test('restart with --prefix-cache-dir: turn 2 hits on the new server and answers
     const end = await renderedLength(b, first);
     assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= end, `after restart: cached ${t2.usage.prompt_tokens_details.cached_tokens} < ${end}`);
     assert.deepEqual(t2.answer, want.answer, 'turn 2 after restart differs from cold');
+    const again = await chat(b, first); // the stored hidden row came back too: nothing to prefill
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens, 'turn 1 again after restart');
+    assert.deepEqual(again.answer, t1.answer, 'turn 1 again after restart differs from its first answer');
     assert.match(await (await fetch(`${b.server.url}/metrics`)).text(), /^deltaserve_engine_prefix_cache_disk_loads 1/m);
     await stop(b);
 
