@@ -28,7 +28,8 @@ export const SERVE_HELP = `deltaserve serve [options]
                             then abort them (finish_reason "abort") (default 10000)
   --allowed-origins LIST    CORS: comma-separated browser origins allowed to call the API
                             (https://app.example.com,...; "*" = any); preflights answered (default: off)
-  --metrics-no-auth         /metrics needs no API key (for Prometheus scrapers)
+  --metrics-no-auth         /metrics and /metrics.json need no API key (for Prometheus scrapers)
+  --no-webui                do not serve the web UI (chat page at /, dashboard at /dashboard)
   --log-level LEVEL         ${LOG_LEVELS.join('|')} (default info): one line per request, errors, shutdown
   --log-format json|pretty  log lines on stderr (default: json unless stderr is a terminal)
   --log-prompts             include prompts in the request log lines (default: never)
@@ -49,7 +50,7 @@ export async function runServe(argv: string[]): Promise<void> {
       'shutdown-grace-ms': { type: 'string' }, 'allowed-origins': { type: 'string', multiple: true },
       'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
       'log-prompts': { type: 'boolean' },
-      lenient: { type: 'boolean' },
+      lenient: { type: 'boolean' }, 'no-webui': { type: 'boolean' },
     },
   });
   const log = loggerOf(values);
@@ -76,6 +77,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(origins ? { allowedOrigins: origins } : {}),
       metricsNoAuth: values['metrics-no-auth'] === true, logger: log, logPrompts: values['log-prompts'] === true,
       ...(values.lenient ? { lenient: true } : {}),
+      webui: values['no-webui'] !== true,
     });
   } catch (e) {
     await engine.close();
@@ -87,6 +89,7 @@ export async function runServe(argv: string[]): Promise<void> {
   }
   const cfg = engine.model.config;
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
+  if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
