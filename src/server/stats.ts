@@ -85,7 +85,8 @@ export class StatsSampler {
   sample(now = Date.now()): StatsSample {
     const s = this.engine.stats();
     const c = countersOf(this.metrics);
-    const d = (k: keyof Counters): number => c[k] - this.last[k];
+    const prev = this.last;
+    const d = (k: keyof Counters): number => c[k] - prev[k];
     this.last = c;
     const rounds = d('rounds');
     const sample: StatsSample = {

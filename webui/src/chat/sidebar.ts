@@ -24,7 +24,7 @@ export function renderSidebar(list: readonly Conversation[], current: string | n
       replaceChildren(item, input);
       input.select();
     });
-    const del = h('button', { type: 'button', class: 'icon conv-delete', title: 'Delete', 'aria-label': 'Delete' }, '🗑');
+    const del = h('button', { type: 'button', class: 'icon conv-delete', title: 'Delete', 'aria-label': 'Delete' }, '×');
     del.addEventListener('click', () => {
       if (confirm(`Delete "${c.title}"?`)) actions.remove(c.id);
     });

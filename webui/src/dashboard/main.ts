@@ -69,7 +69,11 @@ class Chart {
       width: 400, height: 180, legend: { show: true },
       scales: Object.fromEntries(scales.map((k) => [k, { range: (_u: uPlot, _min: number, max: number): [number, number] => [0, max > 0 ? max * 1.1 : 1] }])),
       axes: [{}, ...scales.map((k, i) => ({ scale: k, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
-      series: [{}, ...spec.series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, scale: s.scale ?? 'y', spanGaps: false }))],
+      // points on: a value between two empty seconds (one request's TTFT) has no line to draw
+      series: [{}, ...spec.series.map((s) => ({
+        label: s.label, stroke: s.color, width: 1.5, scale: s.scale ?? 'y', spanGaps: false,
+        points: { show: true, size: 4, fill: s.color },
+      }))],
     }, [[], ...spec.series.map(() => [])], plotEl);
   }
 
