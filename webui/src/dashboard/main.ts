@@ -91,9 +91,15 @@ class Chart {
     this.box.setAttribute('data-points', String(samples.length));
     const first = ys[0]!;
     let last: number | null = null;
-    for (let i = first.length - 1; i >= 0 && last === null; i--) last = first[i] ?? null;
+    let at = -1;
+    for (let i = first.length - 1; i >= 0 && last === null; i--) {
+      last = first[i] ?? null;
+      at = i;
+    }
     this.readout.textContent = last === null ? '—' : `${last.toFixed(this.spec.digits)}${this.spec.unit}`;
+    // the last measured value and its sample time (ms), for tests and tooltips
     this.box.setAttribute('data-last', last === null ? '' : String(last));
+    this.box.setAttribute('data-last-t', last === null ? '' : String(samples[at]!.t));
   }
 }
 
