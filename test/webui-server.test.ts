@@ -4,6 +4,7 @@
 // and the chat completion's `speculative` field against the same counters.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -177,4 +178,46 @@ test('/metrics.json: a sample per second with the model card; since filters; a b
   const bad = await fetch(`${server.url}/metrics.json?since=yesterday`);
   assert.equal(bad.status, 400);
   assert.match(((await bad.json()) as { error: { message: string } }).error.message, /since must be a sample time/);
+});
+
+/** Start `deltaserve serve` with `flags`; resolves with its URL and stdout once it is ready. */
+async function serveProcess(flags: string[]): Promise<{ url: string; stdout: () => string; stop: () => Promise<void> }> {
+  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', TINY, ...flags], {
+    env: { ...process.env, DELTASERVE_KERNELS: KERNELS }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    proc.stdout.on('data', (b: Buffer) => {
+      stdout += b.toString();
+      const m = /serving tiny-think at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
+      if (m && /memory plan/.test(stdout)) resolve(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
+  });
+  return { url, stdout: () => stdout, stop: async () => {
+    proc.kill('SIGTERM');
+    await exited;
+  } };
+}
+
+test('deltaserve serve prints the chat and dashboard URLs; --no-webui turns the pages off', { timeout: 60_000 }, async () => {
+  const on = await serveProcess([]);
+  try {
+    for (let i = 0; i < 50 && !on.stdout().includes('chat at'); i++) await new Promise((r) => setTimeout(r, 40));
+    assert.match(on.stdout(), new RegExp(`chat at ${on.url}/, dashboard at ${on.url}/dashboard\n`));
+    assert.equal((await fetch(`${on.url}/`)).status, 200);
+  } finally {
+    await on.stop();
+  }
+  const off = await serveProcess(['--no-webui']);
+  try {
+    assert.doesNotMatch(off.stdout(), /chat at/);
+    assert.equal((await fetch(`${off.url}/`)).status, 404);
+    assert.equal((await fetch(`${off.url}/dashboard`)).status, 404);
+  } finally {
+    await off.stop();
+  }
 });

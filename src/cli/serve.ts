@@ -89,10 +89,10 @@ export async function runServe(argv: string[]): Promise<void> {
   }
   const cfg = engine.model.config;
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
-  if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
+  if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
   log.info('ready', { url: `${server.url}/v1`, model: server.modelName, kernels: opts.kernels ?? 'ref', cors: origins ?? null,
     metrics_no_auth: values['metrics-no-auth'] === true, api_key: apiKey ? 'required' : 'none' });
 
