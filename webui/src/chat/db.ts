@@ -1,6 +1,6 @@
 // Conversations in IndexedDB (database "deltaserve", store "conversations", key id), and
 // the JSON export / import format {format: "deltaserve-conversations", version: 1, conversations}.
-import type { Conversation, Message } from './types.js';
+import type { AssistantMessage, Conversation, Message, MessageStats } from './types.js';
 
 const DB = 'deltaserve';
 const STORE = 'conversations';
@@ -57,12 +57,41 @@ function checkMessage(m: unknown, where: string): Message {
   if (!isObj(m) || typeof m['role'] !== 'string' || typeof m['content'] !== 'string') {
     throw new Error(`${where} must be an object with a role and a text content`);
   }
-  if (m['role'] === 'assistant') return { reasoning: '', ...m } as Message;
+  if (m['role'] === 'assistant') return assistantOf(m, where);
   if (m['role'] === 'user') return { role: 'user', content: m['content'] };
   if (m['role'] === 'tool' && typeof m['tool_call_id'] === 'string') {
     return { role: 'tool', tool_call_id: m['tool_call_id'], name: String(m['name'] ?? ''), content: m['content'] };
   }
   throw new Error(`${where}.role must be user, assistant or tool (with tool_call_id)`);
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
+/** An assistant message of a file, keeping only fields of the right types (the page
+ * renders them: a stats value that is not a number would not format). */
+function assistantOf(m: Record<string, unknown>, where: string): Message {
+  const out: AssistantMessage = { role: 'assistant', content: m['content'] as string, reasoning: str(m['reasoning']) ?? '' };
+  if (Array.isArray(m['tool_calls'])) {
+    out.tool_calls = m['tool_calls'].map((c: unknown, i) => {
+      const o = isObj(c) ? c : {};
+      if (typeof o['id'] !== 'string' || typeof o['name'] !== 'string' || typeof o['arguments'] !== 'string') {
+        throw new Error(`${where}.tool_calls[${i}] must have string id, name and arguments`);
+      }
+      return { id: o['id'], name: o['name'], arguments: o['arguments'] };
+    });
+  }
+  if (isObj(m['stats'])) {
+    const stats: Record<string, number | string> = {};
+    for (const [k, v] of Object.entries(m['stats'])) {
+      if (k === 'finish_reason' ? typeof v === 'string' : typeof v === 'number' && Number.isFinite(v)) stats[k] = v as number | string;
+    }
+    out.stats = stats as MessageStats;
+  }
+  const error = str(m['error']);
+  if (error !== undefined) out.error = error;
+  const schema = str(m['schema']);
+  if (schema !== undefined) out.schema = schema;
+  return out;
 }
 
 /** Conversations of an export file (or a bare list of them); each gets a fresh id so an

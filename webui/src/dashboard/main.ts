@@ -55,6 +55,9 @@ const CHARTS: ChartSpec[] = [
   { id: 'ttft', title: 'Time to first token', unit: ' ms', digits: 0, series: [{ field: 'ttft_seconds', label: 'TTFT ms', color: '#cf222e', scaleBy: 1000 }] },
 ];
 
+/** Axis labels: local wall-clock time of a sample (seconds since the epoch). */
+const clock = (t: number): string => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
 class Chart {
   readonly readout = h('span', { class: 'readout' }, '—');
   readonly box: HTMLElement;
@@ -68,7 +71,7 @@ class Chart {
     this.plot = new uPlot({
       width: 400, height: 180, legend: { show: true },
       scales: Object.fromEntries(scales.map((k) => [k, { range: (_u: uPlot, _min: number, max: number): [number, number] => [0, max > 0 ? max * 1.1 : 1] }])),
-      axes: [{}, ...scales.map((k, i) => ({ scale: k, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
+      axes: [{ values: (_u: uPlot, splits: number[]) => splits.map(clock), space: 70 }, ...scales.map((k, i) => ({ scale: k, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
       // points on: a value between two empty seconds (one request's TTFT) has no line to draw
       series: [{}, ...spec.series.map((s) => ({
         label: s.label, stroke: s.color, width: 1.5, scale: s.scale ?? 'y', spanGaps: false,
