@@ -56,7 +56,7 @@ const CHARTS: ChartSpec[] = [
 ];
 
 /** Axis labels: local wall-clock time of a sample (seconds since the epoch). */
-const clock = (t: number): string => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+const clock = (t: number): string => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
 
 class Chart {
   readonly readout = h('span', { class: 'readout' }, '—');
@@ -71,7 +71,7 @@ class Chart {
     this.plot = new uPlot({
       width: 400, height: 180, legend: { show: true },
       scales: Object.fromEntries(scales.map((k) => [k, { range: (_u: uPlot, _min: number, max: number): [number, number] => [0, max > 0 ? max * 1.1 : 1] }])),
-      axes: [{ values: (_u: uPlot, splits: number[]) => splits.map(clock), space: 70 }, ...scales.map((k, i) => ({ scale: k, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
+      axes: [{ values: (_u: uPlot, splits: number[]) => splits.map(clock), space: 100, size: 30 }, ...scales.map((k, i) => ({ scale: k, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
       // points on: a value between two empty seconds (one request's TTFT) has no line to draw
       series: [{}, ...spec.series.map((s) => ({
         label: s.label, stroke: s.color, width: 1.5, scale: s.scale ?? 'y', spanGaps: false,
