@@ -29,6 +29,8 @@ const NO_EOS = JSON.stringify({ logit_bias: { 995: -100, 996: -100, 997: -100 } 
 let engine: Engine;
 let server: RunningServer;
 let keyed: RunningServer;
+/** API key required, but /metrics.json open: the page learns of the key at its first chat request. */
+let keyedOpenMetrics: RunningServer;
 let browser: Browser;
 let page: Page;
 let userData: string;
@@ -51,6 +53,7 @@ before(async () => {
   engine = await Engine.load({ model: join(REPO_ROOT, 'models', 'tiny-think'), kernels: KERNELS, maxRunning: 4, specAdaptive: false });
   server = await startServer(engine, { port: 0 });
   keyed = await startServer(engine, { port: 0, apiKey: KEY });
+  keyedOpenMetrics = await startServer(engine, { port: 0, apiKey: KEY, metricsNoAuth: true });
   userData = mkdtempSync(join(tmpdir(), 'deltaserve-chromium-'));
   browser = await puppeteer.launch({
     executablePath: CHROMIUM, headless: true, userDataDir: userData,
@@ -65,6 +68,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await keyed?.close();
+  await keyedOpenMetrics?.close();
   await server?.close();
   await engine?.close();
   if (userData) rmSync(userData, { recursive: true, force: true });
@@ -226,6 +230,18 @@ test('chat: a JSON-schema answer is parsed and validated', async () => {
   await setField('set-max-tokens', '');
 });
 
+test('settings: a field that does not parse is named, and nothing is sent until it is fixed', async () => {
+  const before = (await page.$$('.msg')).length;
+  await setField('set-temperature', 'warm');
+  assert.match((await page.$eval('#notice', (e) => e.textContent)) ?? '', /Temperature must be a number \(got "warm"\)/);
+  await send('What is 1 + 2?');
+  assert.equal((await page.$$('.msg')).length, before, 'the message was not added');
+  assert.equal(await page.$eval('#input', (e) => (e as HTMLTextAreaElement).value), 'What is 1 + 2?', 'the draft is kept');
+  await setField('set-temperature', '');
+  assert.equal(await page.$eval('#notice', (e) => (e as HTMLElement).hidden), true);
+  await page.$eval('#input', (e) => ((e as HTMLTextAreaElement).value = ''));
+});
+
 test('chat: model HTML in an imported conversation is shown as text, never run; export → import round trip', async () => {
   const evil = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script> [click](javascript:window.pwned=3) **bold** `<b>code</b>`';
   const file = join(ARTIFACTS, 'import.json');
@@ -310,6 +326,26 @@ test('api key: the page asks for it, keeps it in sessionStorage, and then works'
     await p.keyboard.press('Enter');
     await p.waitForSelector('.msg.assistant .s-finish', { timeout: 60_000 });
     assert.match((await p.$eval('.msg.assistant .s-finish', (e) => e.textContent)) ?? '', /stop/);
+  } finally {
+    await p.close();
+  }
+});
+
+test('api key: a chat request refused with 401 asks for the key and is sent again', async () => {
+  const p = await browser.newPage();
+  watch(p, (m) => /401/.test(m.text()) && (m.location().url ?? '').startsWith(keyedOpenMetrics.url));
+  try {
+    await p.goto(`${keyedOpenMetrics.url}/`);
+    await p.waitForFunction(() => document.getElementById('model-name')?.textContent === 'tiny-think');
+    assert.equal(await p.$('#key-dialog[open]'), null, 'no key asked for while nothing needed one');
+    await p.type('#input', ASK);
+    await p.keyboard.press('Enter');
+    await p.waitForSelector('#key-dialog[open]');
+    await p.type('#key-input', KEY);
+    await p.click('#key-dialog button[type=submit]');
+    await p.waitForSelector('.msg.assistant .s-finish', { timeout: 60_000 });
+    assert.match((await p.$eval('.msg.assistant .s-finish', (e) => e.textContent)) ?? '', /stop/);
+    assert.equal((await p.$$('.msg.assistant .error:not([hidden])')).length, 0);
   } finally {
     await p.close();
   }

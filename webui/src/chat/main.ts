@@ -27,7 +27,7 @@ class ChatApp {
   async start(): Promise<void> {
     this.list = await this.store.list();
     this.current = this.list[0] ?? newConversation();
-    bindSettings(this.settings, () => this.showSettingsProblem());
+    bindSettings(this.settings, () => void this.showSettingsProblem());
     this.bindComposer();
     this.bindSidebar();
     this.render();
@@ -98,29 +98,36 @@ class ChatApp {
     el.hidden = text === '';
   }
 
-  /** A settings field that does not parse is named before anything is sent. */
-  private showSettingsProblem(): void {
+  /** A settings field that does not parse is named before anything is sent (false then). */
+  private showSettingsProblem(): boolean {
     try {
       requestBody(this.settings, []);
       this.notice('');
+      return true;
     } catch (e) {
       this.notice((e as Error).message, true);
+      return false;
     }
+  }
+
+  /** Nothing runs and the settings parse: the conversation may change and be answered. */
+  private canSend(): boolean {
+    return this.running === null && this.showSettingsProblem();
   }
 
   private readonly actions: MessageActions = {
     edit: (index, text) => {
-      if (this.running || text.trim() === '') return;
+      if (text.trim() === '' || !this.canSend()) return;
       this.current.messages = [...this.current.messages.slice(0, index), { role: 'user', content: text }];
       void this.answer();
     },
     regenerate: (index) => {
-      if (this.running) return;
+      if (!this.canSend()) return;
       this.current.messages = this.current.messages.slice(0, index);
       void this.answer();
     },
     toolResult: (call: ToolCall, text: string) => {
-      if (this.running) return;
+      if (!this.canSend()) return;
       this.current.messages.push({ role: 'tool', tool_call_id: call.id, name: call.name, content: text });
       if (this.unansweredCalls() === 0) void this.answer();
       else void this.save().then(() => this.render());
@@ -187,7 +194,7 @@ class ChatApp {
 
   private sendInput(): void {
     const text = this.input.value;
-    if (this.running || text.trim() === '') return;
+    if (text.trim() === '' || !this.canSend()) return;
     this.input.value = '';
     this.current.messages.push({ role: 'user', content: text });
     void this.answer();

@@ -2,7 +2,7 @@
 // reasoning_content, content and tool_calls go to the callbacks as they arrive; the usage
 // chunk (stream_options.include_usage) and its `speculative` field (MTP accept length)
 // end up in the result with the times measured here.
-import { authHeaders, errorOf } from '../shared/api.js';
+import { apiKey, askForKey, authHeaders, errorOf } from '../shared/api.js';
 import type { MessageStats, ToolCall } from './types.js';
 
 export interface StreamCallbacks {
@@ -62,10 +62,17 @@ export async function streamChat(body: Record<string, unknown>, signal: AbortSig
     if (c.speculative) stats.accept_length = c.speculative.accept_length;
   };
   try {
-    const res = await fetch('/v1/chat/completions', {
-      method: 'POST', signal, headers: { 'content-type': 'application/json', ...authHeaders() },
-      body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
-    });
+    let res: Response;
+    // a 401 (no key yet, or a wrong one) asks for the API key and sends again
+    for (;;) {
+      res = await fetch('/v1/chat/completions', {
+        method: 'POST', signal, headers: { 'content-type': 'application/json', ...authHeaders() },
+        body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+      });
+      if (res.status !== 401) break;
+      await res.body?.cancel();
+      await askForKey(apiKey() ? 'That key was not accepted.' : 'This server needs an API key.');
+    }
     if (!res.ok || !res.body) throw await errorOf(res);
     await readEvents(res.body, (data) => handle(JSON.parse(data) as Chunk));
   } catch (e) {
