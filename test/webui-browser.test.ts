@@ -4,8 +4,8 @@
 // scripts/install-test-deps.sh) driven by puppeteer-core, against a live server on
 // tiny-think. Chat: reasoning block and answer stream in and equal the API's answer; stop
 // a long answer; reload and find the conversation; a forced tool call answered by hand;
-// structured output validated; model HTML in an imported conversation shown as text;
-// export → import; the API-key prompt. Dashboard: plots update after a few requests.
+// structured output validated; a settings field that does not parse; model HTML in an
+// imported conversation shown as text; export → import; rename / delete; the API-key prompt. Dashboard: plots update after a few requests.
 // Screenshots go to test-artifacts/webui/. Any console error on a page fails the test.
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
@@ -282,6 +282,24 @@ test('chat: model HTML in an imported conversation is shown as text, never run; 
   await (input as unknown as { uploadFile(p: string): Promise<void> }).uploadFile(join(downloads, exported));
   await page.waitForFunction((n) => document.querySelectorAll('.conv').length === n, {}, 2 * count);
   rmSync(downloads, { recursive: true, force: true });
+});
+
+test('conversations: rename and delete are kept across a reload', async () => {
+  const titles = await texts(page, '#conversations .conv-title');
+  await page.click('#conversations .conv.active .conv-rename');
+  await page.$eval('.conv-input', (e) => ((e as HTMLInputElement).value = ''));
+  await page.type('.conv-input', 'Renamed chat');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('#title')?.textContent === 'Renamed chat');
+  page.once('dialog', (d) => void d.accept());
+  const doomed = (await page.$$('#conversations .conv'))[titles.length - 1]!;
+  await (await doomed.$('.conv-delete'))!.click();
+  await page.waitForFunction((n) => document.querySelectorAll('#conversations .conv').length === n, {}, titles.length - 1);
+  const after = await texts(page, '#conversations .conv-title');
+  await page.reload();
+  await page.waitForSelector('body.ready');
+  assert.deepEqual((await texts(page, '#conversations .conv-title')).sort(), [...after].sort());
+  assert.ok(after.includes('Renamed chat'));
 });
 
 test('dashboard: the plots update after a few requests; model card shown', async () => {

@@ -84,6 +84,8 @@ class ChatApp {
       const convs = parseImport(await f.text());
       for (const c of convs) await this.store.put(c);
       this.list = await this.store.list();
+      // the open conversation is the list's object again (renames and saves go to one copy)
+      this.current = this.list.find((c) => c.id === this.current.id) ?? this.current;
       this.notice(`Imported ${convs.length} conversation${convs.length === 1 ? '' : 's'}.`);
       this.render();
     } catch (e) {
@@ -168,6 +170,7 @@ class ChatApp {
     const c = this.list.find((x) => x.id === id);
     if (c) {
       c.title = title;
+      if (this.current.id === id) this.current.title = title;
       await this.store.put(c);
     }
     this.render();
