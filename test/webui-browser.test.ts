@@ -246,7 +246,10 @@ test('chat: model HTML in an imported conversation is shown as text, never run; 
   const evil = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script> [click](javascript:window.pwned=3) **bold** `<b>code</b>`';
   const file = join(ARTIFACTS, 'import.json');
   writeFileSync(file, JSON.stringify({ conversations: [{ title: 'Imported', messages: [
-    { role: 'user', content: 'hi' }, { role: 'assistant', content: evil, reasoning: '<b>think</b>' }] }] }));
+    { role: 'user', content: 'hi' }, { role: 'assistant', content: evil, reasoning: '<b>think</b>' },
+    { role: 'user', content: 'json' },
+    { role: 'assistant', content: '{"answer": "x"}', reasoning: '', schema: '{"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}' },
+  ] }] }));
   const input = await page.$('#import-file');
   await (input as unknown as { uploadFile(p: string): Promise<void> }).uploadFile(file);
   await page.waitForFunction(() => [...document.querySelectorAll('.conv-title')].some((e) => e.textContent === 'Imported'));
@@ -266,6 +269,8 @@ test('chat: model HTML in an imported conversation is shown as text, never run; 
   assert.equal(answer.code, '<b>code</b>');
   assert.equal(await page.$eval('.msg.assistant .reasoning-text', (e) => e.textContent), '<b>think</b>');
   assert.equal(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned), undefined);
+  assert.deepEqual(await texts(page, '.verdict'), ['✗ Does not follow the schema: $.answer: expected integer, got string'],
+    'an answer that breaks its schema is named as such');
 
   const downloads = mkdtempSync(join(tmpdir(), 'deltaserve-dl-'));
   const cdp = await page.createCDPSession();
