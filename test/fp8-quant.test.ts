@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import { makeModel } from '../src/model/make-model.js';
+import { makeModel } from '../src/tools/make-model.js';
 import { evalPrompts, runAll, type RunResult, sameBits, withEngine } from './engine-helpers.js';
 import { writeDequantizedCopy, writeFp8Copy } from './fp8-helpers.js';
 import { TINY_THINK } from './paths.js';

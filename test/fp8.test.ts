@@ -7,9 +7,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { E4M3_VALUES, encodeE4M3, withFp8Dequant, SCALE_SUFFIX } from '../src/model/fp8.js';
-import { makeModel } from '../src/model/make-model.js';
+import { makeModel } from '../src/tools/make-model.js';
 import { openCheckpoint } from '../src/model/safetensors.js';
-import { writeSafetensors } from '../src/model/safetensors-writer.js';
+import { writeSafetensors } from '../src/tools/safetensors-writer.js';
 import { loadModelConfig } from '../src/model/config.js';
 import { DeltaserveError } from '../src/util/errors.js';
 import { evalPrompts, withEngine } from './engine-helpers.js';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { resolveModelPath, parseRepoRef } from '../src/hub/resolve.js';
-import { makeModel } from '../src/model/make-model.js';
+import { makeModel } from '../src/tools/make-model.js';
 import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 

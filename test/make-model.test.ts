@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng } from '../src/util/rng.js';
 import { DeltaserveError } from '../src/util/errors.js';
-import { makeModel, planModel, SHAPES } from '../src/model/make-model.js';
+import { makeModel, planModel, SHAPES } from '../src/tools/make-model.js';
 import {
   writeSafetensors, writeShardedSafetensors, type TensorSource, INDEX_FILE, WRITE_CHUNK,
-} from '../src/model/safetensors-writer.js';
+} from '../src/tools/safetensors-writer.js';
 import { openCheckpoint, type Checkpoint } from '../src/model/safetensors.js';
 import { loadModelConfig, parseModelConfig } from '../src/model/config.js';
 import { loadModelWeights } from '../src/model/loader.js';

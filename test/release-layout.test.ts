@@ -7,13 +7,13 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeModel, planModel } from '../src/model/make-model.js';
+import { makeModel, planModel } from '../src/tools/make-model.js';
 import { loadModelConfig } from '../src/model/config.js';
 import { probePrompt } from '../src/model/probe.js';
 import { loadModel } from '../src/model/model.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
-import { VISION_PREFIX } from '../src/model/release-layout.js';
+import { VISION_PREFIX } from '../src/model/config.js';
 import { TINY_THINK } from './paths.js';
 
 const ROOT = mkdtempSync(join(tmpdir(), 'deltaserve-release-'));

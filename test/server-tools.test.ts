@@ -141,7 +141,7 @@ test('errors: invalid schema, unknown tool name, unimplemented fields (400 namin
   const tool = await post(url, { ...base, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } });
   assert.equal(tool.status, 400);
   assert.match((tool.json['error'] as { message: string }).message, /"nope", which is not among the tools/);
-  for (const [field, value] of [['audio', { voice: 'x' }], ['prediction', { type: 'content', content: 'x' }], ['store', true], ['bogus_field', 1]] as const) {
+  for (const [field, value] of [['audio', { voice: 'x' }], ['prediction', { type: 'content', content: 'x' }], ['web_search_options', {}], ['bogus_field', 1]] as const) {
     const r = await post(url, { ...base, [field]: value });
     assert.equal(r.status, 400, field);
     assert.equal((r.json['error'] as { param: string }).param, field);
@@ -149,6 +149,8 @@ test('errors: invalid schema, unknown tool name, unimplemented fields (400 namin
     assert.equal(l.status, 200, `lenient ${field}`);
   }
   assert.equal((await post(url, { ...base, store: false, user: 'u1', service_tier: 'auto' })).status, 200);
+  // store / metadata are accepted and ignored (nothing is kept for chat completions)
+  assert.equal((await post(url, { ...base, store: true, metadata: { tag: 'x' }, service_tier: 'default', max_completion_tokens: 2 })).status, 200);
   assert.equal((await post(`${server.url}/v1/completions`, { model: MODEL, prompt: 'Hi', max_tokens: 2, suffix: 'x' })).status, 400);
   assert.equal((await post(url, { ...base, logit_bias: { '5000000': 1 } })).status, 400);
 });

@@ -93,7 +93,8 @@ function summarize(parts: AnswerPart[], hasReasoning: boolean): { reasoning: str
   for (const p of parts) {
     if (p.type === 'reasoning') reasoning += p.text;
     else if (p.type === 'content') content += p.text;
-    else calls.push({ name: p.call.name, args: JSON.parse(p.call.arguments) });
+    else if (p.type === 'tool_call') calls.push({ name: p.call.name, args: JSON.parse(p.call.arguments) });
+    else assert.fail(`an at-once stream gives no ${p.type} part`);
   }
   return { reasoning: hasReasoning ? reasoning : null, content, calls };
 }

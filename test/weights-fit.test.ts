@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeModel } from '../src/model/make-model.js';
+import { makeModel } from '../src/tools/make-model.js';
 import { openModelFiles } from '../src/model/model.js';
 import type { QuantizeMode } from '../src/model/quantize-load.js';
 import type { TensorInfo } from '../src/model/safetensors.js';

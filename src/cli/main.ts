@@ -10,6 +10,7 @@ import { ENGINE_FLAGS } from './engine-flags.js';
 import { EVAL_HELP, runEval } from './eval.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
 import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
+import { QUANTIZE_HELP, runQuantize } from './quantize.js';
 import { SERVE_HELP, runServe } from './serve.js';
 
 interface Command {
@@ -25,6 +26,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   generate: { summary: 'generate text for a prompt, chat messages or a JSONL batch', help: GENERATE_HELP, run: runGenerate, engine: true },
   eval: { summary: 'accuracy on chat JSONL eval sets (optionally MTP off vs on)', help: EVAL_HELP, run: runEval, engine: true },
   'make-model': { summary: 'write a random-weight checkpoint of a real model shape (for benchmarks)', help: MAKE_MODEL_HELP, run: runMakeModel, engine: false },
+  quantize: { summary: 'quantize a Hugging Face checkpoint once into a GGUF file (q8_0, q6_k, q4_k_m, ...)', help: QUANTIZE_HELP, run: runQuantize, engine: false },
   bench: { summary: 'time decode / verify / prefill steps against the memory-bandwidth roofline', help: BENCH_HELP, run: runBench, engine: false },
 };
 

@@ -1,7 +1,7 @@
 // `deltaserve make-model`: write a random-weight checkpoint of a named real shape.
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
-import { makeModel, SHAPES } from '../model/make-model.js';
+import { makeModel, SHAPES } from '../tools/make-model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';
 import { DEFAULT_MODEL } from './engine-flags.js';

@@ -1,6 +1,7 @@
 // `deltaserve serve`: the OpenAI-compatible HTTP server. Prints the URL and a one-line
 // model summary when ready; SIGINT/SIGTERM shut down gracefully (a second signal aborts
 // in-flight requests at once).
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
 import { formatPlan } from '../engine/memory-plan.js';
@@ -35,6 +36,13 @@ export const SERVE_HELP = `deltaserve serve [options]
   --log-prompts             include prompts in the request log lines (default: never)
   --lenient                 ignore request fields the server does not implement
                             (default: a 400 naming the field)
+  --responses-ttl SECONDS   /v1/responses store: keep stored responses this long (default 86400)
+  --responses-store-bytes N /v1/responses store: at most N bytes of responses, least recently
+                            used dropped first (default 67108864); kept on disk in
+                            <--prefix-cache-dir>/responses when that flag is given
+  --responses-key KEY       passphrase of the key sealing reasoning.encrypted_content
+                            (default: a key made once and kept in <--prefix-cache-dir>, else a
+                            new key per process: blobs do not survive a restart)
 ${ENGINE_FLAGS_HELP}`;
 
 function hubName(model: string | undefined): string | undefined {
@@ -50,7 +58,8 @@ export async function runServe(argv: string[]): Promise<void> {
       'shutdown-grace-ms': { type: 'string' }, 'allowed-origins': { type: 'string', multiple: true },
       'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
       'log-prompts': { type: 'boolean' },
-      lenient: { type: 'boolean' }, 'no-webui': { type: 'boolean' },
+      lenient: { type: 'boolean' }, 'responses-ttl': { type: 'string' }, 'responses-store-bytes': { type: 'string' },
+      'responses-key': { type: 'string' }, 'no-webui': { type: 'boolean' },
     },
   });
   const log = loggerOf(values);
@@ -65,6 +74,10 @@ export async function runServe(argv: string[]): Promise<void> {
   const maxBody = int(values, 'max-body-bytes', 1);
   const grace = int(values, 'shutdown-grace-ms', 0);
   const opts = engineOptions(values);
+  const responsesTtl = num(values, 'responses-ttl');
+  if (responsesTtl !== undefined && !(responsesTtl > 0)) throw new DeltaserveError('bad_request', `--responses-ttl must be a number of seconds > 0 (got ${responsesTtl})`);
+  const responsesBytes = int(values, 'responses-store-bytes', 0);
+  const responsesKey = str(values, 'responses-key');
   const engine = await Engine.load(opts);
   let server;
   try {
@@ -77,6 +90,9 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(origins ? { allowedOrigins: origins } : {}),
       metricsNoAuth: values['metrics-no-auth'] === true, logger: log, logPrompts: values['log-prompts'] === true,
       ...(values.lenient ? { lenient: true } : {}),
+      ...(responsesTtl !== undefined ? { responsesTtl } : {}), ...(responsesBytes !== undefined ? { responsesMaxBytes: responsesBytes } : {}),
+      ...(responsesKey !== undefined ? { responsesKey } : {}),
+      ...(opts.prefixCacheDir !== undefined ? { responsesDir: join(opts.prefixCacheDir, 'responses') } : {}),
       webui: values['no-webui'] !== true,
     });
   } catch (e) {

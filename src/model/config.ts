@@ -6,6 +6,9 @@ import { DeltaserveError } from '../util/errors.js';
 import { type RopeScaling, parseRopeScaling } from './rope-scaling.js';
 import { fp8BlockSize } from './fp8.js';
 
+/** Tensor-name prefix of a release checkpoint's vision tower (skipped: text-only). */
+export const VISION_PREFIX = 'model.visual.';
+
 export type Architecture = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_next';
 export type LayerKind = 'linear' | 'full';
 

@@ -5,7 +5,7 @@
 import { quantRowBytes, type QuantType } from '../kernels/quant/formats.js';
 import { DeltaserveError } from '../util/errors.js';
 import { QUANTIZE_MODES, type QuantizeMode, quantTypeFor } from './quantize-load.js';
-import { VISION_PREFIX } from './release-layout.js';
+import { VISION_PREFIX } from './config.js';
 import type { TensorInfo } from './safetensors.js';
 
 /** Bytes of a quantized [rows, cols] weight in a backend (Kernels.quantWeightBytes). */

@@ -1,7 +1,8 @@
 // An answer's parts as a sequence of output blocks — the shape the Responses API (output
 // items) and the Messages API (content blocks) stream: a reasoning block, a text block, one
 // block per tool call, each opened, filled by deltas and closed, in order. Consecutive parts
-// of the same kind extend the open block; a different kind closes it first.
+// of the same kind extend the open block; a different kind closes it first. A call streamed
+// incrementally opens at its start, grows by its argument fragments and closes at its end.
 import type { GenerateEvent } from '../engine/request.js';
 import type { AnswerPart, AnswerStream } from './answer.js';
 import type { ParsedToolCall } from './tools/types.js';
@@ -12,8 +13,11 @@ export interface Block {
   readonly index: number;
   readonly kind: BlockKind;
   text: string;
-  /** tool_call blocks: the call (its arguments arrive in full). */
-  readonly call?: { readonly id: string } & ParsedToolCall;
+  /** tool_call blocks: the call; its arguments grow as they stream (AnswerStream's
+   * incremental mode) or arrive in full. */
+  readonly call?: { readonly id: string; readonly name: string; arguments: string };
+  /** A streamed call that turned out malformed or was cut short (its arguments are what was sent). */
+  failed?: boolean;
 }
 
 export type BlockEvent =
@@ -28,7 +32,30 @@ export class BlockTracker {
   push(parts: readonly AnswerPart[]): BlockEvent[] {
     const out: BlockEvent[] = [];
     for (const p of parts) {
+      const streamed = this.open?.kind === 'tool_call' && 'id' in p && this.open.call!.id === p.id ? this.open : null;
+      if (p.type === 'tool_call_start') {
+        this.close(out);
+        this.start('tool_call', out, { id: p.id, name: p.name, arguments: '' });
+        continue;
+      }
+      if (p.type === 'tool_call_delta' || p.type === 'tool_call_fail') {
+        if (!streamed) continue; // a fragment of no open call: nothing to attach it to
+        if (p.type === 'tool_call_delta') {
+          streamed.text += p.text;
+          streamed.call!.arguments = streamed.text;
+          out.push({ type: 'delta', block: streamed, text: p.text });
+        } else {
+          streamed.failed = true;
+          this.close(out);
+        }
+        continue;
+      }
       if (p.type === 'tool_call') {
+        if (streamed) {
+          streamed.call!.arguments = p.call.arguments;
+          this.close(out);
+          continue;
+        }
         this.close(out);
         const b = this.start('tool_call', out, { id: p.id, ...p.call });
         out.push({ type: 'delta', block: b, text: p.call.arguments });

@@ -3,10 +3,11 @@
 // into the messages (templates that do not; see tools/prompt.ts).
 import { promptOf } from '../engine/request-builder.js';
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { THINK_OPEN } from '../tokenizer/reasoning.js';
+import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './errors.js';
 import { checkPromptLength, type ServerContext } from './generation.js';
 import { inlineTools, templateHandlesTools, templateTools, toolFormatFor } from './tools/prompt.js';
+import type { ThinkStart } from './thinking.js';
 import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
 
 export interface ChatPrompt {
@@ -15,11 +16,20 @@ export interface ChatPrompt {
   readonly thinking: boolean;
   /** Where each message ends: prefix-cache snapshot points the next turn will share. */
   readonly boundaries: number[];
+  /** Where the prompt leaves the reasoning block (see thinking.ts). */
+  readonly thinkStart: ThinkStart;
 }
 
 /** The generated text starts inside a reasoning block when the prompt ends with `<think>\n`. */
 export function promptOpensThinking(decodeTail: string): boolean {
   return decodeTail.trimEnd().endsWith(THINK_OPEN);
+}
+
+/** `open` when the prompt ends inside a reasoning block, `closed` when it ends right after
+ * one (a template's thinking-off form), `none` otherwise. */
+export function thinkStartOf(decodeTail: string): ThinkStart {
+  const t = decodeTail.trimEnd();
+  return t.endsWith(THINK_OPEN) ? 'open' : t.endsWith(THINK_CLOSE) ? 'closed' : 'none';
 }
 
 /** Tools of a request in the served model's call format (null when there are none). */
@@ -51,5 +61,6 @@ export function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[],
   }
   if (ids.length === 0) throw invalid(param, 'the rendered prompt is empty');
   checkPromptLength(ctx, ids, param);
-  return { ids, boundaries, thinking: promptOpensThinking(engine.tokenizer.decode(ids.slice(-4))) };
+  const tail = engine.tokenizer.decode(ids.slice(-8));
+  return { ids, boundaries, thinking: promptOpensThinking(tail), thinkStart: thinkStartOf(tail) };
 }

@@ -1,5 +1,5 @@
 // POST /v1/chat/completions: chat template (thinking on unless
-// chat_template_kwargs.enable_thinking is false), n choices, `reasoning_content` split out
+// chat_template_kwargs.enable_thinking is false or reasoning_effort is none / minimal), n choices, `reasoning_content` split out
 // of <think>…</think>, tool calls parsed out of the answer (`tools`, `tool_choice`,
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
@@ -18,6 +18,7 @@ import { SseStream } from './sse.js';
 import { speculativeOf } from './stats.js';
 import { openAiResponseFormat, structuredConstraint } from './structured/request.js';
 import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
+import { answerConstraint } from './thinking.js';
 import type { ToolSetup } from './tools/types.js';
 import { type Body, commonParams, MAX_TOP_LOGPROBS, optBool, optInt, optObject, requireObject } from './validate.js';
 export { promptOpensThinking } from './chat-prompt.js';
@@ -25,8 +26,30 @@ export { promptOpensThinking } from './chat-prompt.js';
 const CHAT_FIELDS: FieldRules = {
   ...COMMON_FIELDS,
   messages: true, max_tokens: true, max_completion_tokens: true, top_logprobs: true, chat_template_kwargs: true,
-  tools: true, tool_choice: true, parallel_tool_calls: true, response_format: true,
+  tools: true, tool_choice: true, parallel_tool_calls: true, response_format: true, reasoning_effort: true,
+  // accepted and ignored: nothing is kept (store) and nothing reads tags (metadata); the
+  // prefix cache is automatic (prompt_cache_key)
+  store: (v) => typeof v === 'boolean', metadata: (v) => typeof v === 'object' && !Array.isArray(v), prompt_cache_key: (v) => typeof v === 'string',
+  // the values that ask for what is served anyway: text out, the one verbosity
+  modalities: (v) => Array.isArray(v) && v.every((m) => m === 'text'), verbosity: (v) => v === 'medium',
 };
+
+const EFFORTS = ['none', 'minimal', 'low', 'medium', 'high'];
+
+/** Thinking of a chat request: chat_template_kwargs.enable_thinking when given, else
+ * reasoning_effort (none / minimal → off; low / medium / high → on), else on. */
+function chatThinking(b: Body, kwargs: Body): boolean {
+  const et = kwargs['enable_thinking'];
+  if (et !== undefined && et !== null && typeof et !== 'boolean') {
+    throw invalid('chat_template_kwargs.enable_thinking', 'chat_template_kwargs.enable_thinking must be a boolean');
+  }
+  const effort = b['reasoning_effort'];
+  if (effort !== undefined && effort !== null && !EFFORTS.includes(effort as string)) {
+    throw invalid('reasoning_effort', `reasoning_effort must be one of ${EFFORTS.map((e) => `"${e}"`).join(', ')} (got ${JSON.stringify(effort)})`);
+  }
+  if (typeof et === 'boolean') return et;
+  return effort !== 'none' && effort !== 'minimal';
+}
 
 /** Text of a content field: a string or OpenAI text parts (`[{type: "text", text}]`). */
 function contentText(c: unknown, param: string): string {
@@ -77,16 +100,13 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const top = optInt(b, 'top_logprobs', 0, MAX_TOP_LOGPROBS);
   if (top !== undefined && !wantLogprobs) throw invalid('top_logprobs', 'top_logprobs requires logprobs to be true');
   const kwargs = { ...(optObject(b, 'chat_template_kwargs') ?? {}) };
-  const et = kwargs['enable_thinking'];
-  if (et !== undefined && et !== null && typeof et !== 'boolean') {
-    throw invalid('chat_template_kwargs.enable_thinking', 'chat_template_kwargs.enable_thinking must be a boolean');
-  }
+  const think = chatThinking(b, kwargs);
   delete kwargs['enable_thinking'];
   const tools = openAiTools(b['tools']);
   const setup = toolSetup(ctx, tools, openAiToolChoice(b['tool_choice'], tools), optBool(b, 'parallel_tool_calls') ?? true);
   const format = openAiResponseFormat(b['response_format'], 'response_format');
-  const prompt = chatPrompt(ctx, messages, et !== false, kwargs, setup);
-  const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
+  const prompt = chatPrompt(ctx, messages, think, kwargs, setup);
+  const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], p.n, p.request.maxTokens);
   const choices = startChoices(ctx, call, [prompt.ids], { ...p, request: { ...p.request, messageBoundaries: prompt.boundaries } },
     wantLogprobs ? top ?? 0 : null, constraint);
@@ -150,10 +170,11 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
   };
   for (const c of choices) chunk(c.index, { role: 'assistant', content: '' }, null, null);
   const dones = await Promise.all(choices.map(async (c): Promise<Done | null> => {
-    const answer = new AnswerStream(turn.thinking, turn.tools);
-    let calls = 0;
+    const answer = new AnswerStream(turn.thinking, turn.tools, 'call_', true);
+    // tool call index by call id, in the order the calls started
+    const callIndex = new Map<string, number>();
     // parts in order; a chunk of text deltas before each call; OpenAI's call order: index, id
-    // and name first (empty arguments), then the argument fragments
+    // and name first (empty arguments), then the argument fragments as they are generated
     const emit = (parts: AnswerPart[], lps: TokenLogprob[]): void => {
       let delta: Record<string, string> = {};
       let pendingLps = lps;
@@ -166,12 +187,15 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
       for (const part of parts) {
         if (part.type === 'reasoning') delta['reasoning_content'] = (delta['reasoning_content'] ?? '') + part.text;
         else if (part.type === 'content') delta['content'] = (delta['content'] ?? '') + part.text;
-        else {
+        else if (part.type === 'tool_call_start') {
           flushText();
-          const index = calls++;
-          chunk(c.index, { tool_calls: [{ index, ...openAiToolCall(part.id, part.call.name, '') }] }, null, null);
-          chunk(c.index, { tool_calls: [{ index, function: { arguments: part.call.arguments } }] }, null, null);
+          callIndex.set(part.id, callIndex.size);
+          chunk(c.index, { tool_calls: [{ index: callIndex.get(part.id), ...openAiToolCall(part.id, part.name, '') }] }, null, null);
+        } else if (part.type === 'tool_call_delta') {
+          flushText();
+          chunk(c.index, { tool_calls: [{ index: callIndex.get(part.id), function: { arguments: part.text } }] }, null, null);
         }
+        // tool_call: its arguments were all sent; tool_call_fail: what was sent stays
       }
       flushText();
     };
@@ -181,7 +205,7 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
         continue;
       }
       emit(answer.flush(), []);
-      chunk(c.index, {}, null, chatFinishReason(ev.finishReason, calls));
+      chunk(c.index, {}, null, chatFinishReason(ev.finishReason, answer.callCount));
       if (ev.finishReason === 'error') sse.send(failed(ev).body());
       return ev;
     }

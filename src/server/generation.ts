@@ -9,6 +9,7 @@ import type { RequestRecord } from './access-log.js';
 import { ApiError } from './errors.js';
 import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
 import type { ServerMetrics } from './metrics.js';
+import type { ResponsesConfig } from './responses-store.js';
 import type { CommonParams, SamplingDefaults } from './validate.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;
@@ -26,6 +27,8 @@ export interface ServerContext {
   readonly texts: TokenTexts;
   /** --lenient: ignore unknown request fields instead of a 400. */
   readonly lenient?: boolean;
+  /** The Responses store and reasoning key (absent: responses are not kept). */
+  readonly responses?: ResponsesConfig;
 }
 
 /** A fresh constraint per choice (constraints keep per-request matcher state). */

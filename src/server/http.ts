@@ -13,7 +13,9 @@ import { chatCompletions } from './chat.js';
 import { completions } from './completions.js';
 import { applyCors, corsPolicy } from './cors.js';
 import { countTokens, inAnthropicShape, messages } from './messages.js';
-import { responses } from './responses.js';
+import { deleteResponse, getResponse, responses } from './responses.js';
+import { responsesKey } from './responses-crypto.js';
+import { ResponseStore } from './responses-store.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
 import { TokenTexts } from './logprobs.js';
@@ -52,6 +54,16 @@ export interface ServerOptions {
   readonly logPrompts?: boolean;
   /** Ignore request fields the server does not implement (default: 400 naming the field). */
   readonly lenient?: boolean;
+  /** Responses store: keep stored responses this many seconds (default 86400). */
+  readonly responsesTtl?: number;
+  /** Responses store: at most this many bytes of JSON in memory (default 64 MiB). */
+  readonly responsesMaxBytes?: number;
+  /** Keep stored responses (and the generated reasoning key) on disk in this directory
+   * (`deltaserve serve` uses `<--prefix-cache-dir>/responses`); default: memory only. */
+  readonly responsesDir?: string;
+  /** Passphrase of the key sealing reasoning (`include: ["reasoning.encrypted_content"]`);
+   * default: a key kept in responsesDir, else a random one per process. */
+  readonly responsesKey?: string;
   /** Serve the web UI: chat at `/`, dashboard at `/dashboard` (default true; `--no-webui`). */
   readonly webui?: boolean;
 }
@@ -74,7 +86,7 @@ type Handler = (ctx: ServerContext, call: Call, arg: string) => Promise<void> | 
 
 interface Route {
   readonly name: string;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'DELETE';
   readonly handler: Handler;
   readonly promptParam: string;
   readonly open?: boolean;
@@ -98,12 +110,28 @@ const ROUTES: Record<string, Route> = {
 };
 const MODEL_ROUTE: Route = { name: 'model', method: 'GET', handler: getModel, promptParam: 'model' };
 const WEBUI_ASSET: Route = { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true };
+const RESPONSE_ROUTES: Record<string, Route> = {
+  GET: { name: 'response_get', method: 'GET', handler: getResponse, promptParam: 'response_id' },
+  DELETE: { name: 'response_delete', method: 'DELETE', handler: deleteResponse, promptParam: 'response_id' },
+};
 
-function route(path: string, webui: boolean): { r: Route; arg: string } | null {
+function route(path: string, method: string | undefined, webui: boolean): { r: Route; arg: string } | null {
   if (!webui && (path === '/' || path === '/dashboard' || path.startsWith('/webui/'))) return null;
   if (webui && path.startsWith('/webui/')) return { r: WEBUI_ASSET, arg: '' };
   const r = ROUTES[path];
   if (r) return { r, arg: '' };
+  if (path.startsWith('/v1/responses/') && path.length > '/v1/responses/'.length && !path.slice('/v1/responses/'.length).includes('/')) {
+    let arg: string;
+    try {
+      arg = decodeURIComponent(path.slice('/v1/responses/'.length));
+    } catch {
+      throw new ApiError(400, 'malformed response id in the URL', 'response_id');
+    }
+    if (method !== 'GET' && method !== 'HEAD' && method !== 'DELETE') {
+      throw new ApiError(405, '/v1/responses/{id} accepts GET and DELETE only', null, 'method_not_allowed', 'invalid_request_error', { allow: 'GET, DELETE' });
+    }
+    return { r: method === 'DELETE' ? RESPONSE_ROUTES['DELETE']! : RESPONSE_ROUTES['GET']!, arg };
+  }
   if (path.startsWith('/v1/models/') && path.length > '/v1/models/'.length) {
     let arg: string;
     try {
@@ -158,6 +186,20 @@ function parseJson(buf: Buffer): unknown {
   }
 }
 
+/** The Responses store and reasoning key of a server's options. */
+function responsesConfig(opts: ServerOptions, log: Logger): ServerContext['responses'] {
+  const ttl = opts.responsesTtl ?? 86_400;
+  const maxBytes = opts.responsesMaxBytes ?? 64 * 1024 * 1024;
+  if (!(ttl > 0) || !Number.isFinite(ttl)) throw new DeltaserveError('bad_config', `--responses-ttl must be a number of seconds > 0 (got ${ttl})`);
+  if (!(maxBytes >= 0) || !Number.isFinite(maxBytes)) throw new DeltaserveError('bad_config', `responses store size must be ≥ 0 bytes (got ${maxBytes})`);
+  const dir = opts.responsesDir;
+  try {
+    return { store: new ResponseStore({ maxBytes, ttlSeconds: ttl, ...(dir !== undefined ? { dir } : {}), log }), key: responsesKey(opts.responsesKey, dir) };
+  } catch (e) {
+    throw new DeltaserveError('bad_config', `responses store ${dir ?? ''}: ${(e as Error).message}`);
+  }
+}
+
 export async function startServer(engine: Engine, opts: ServerOptions = {}): Promise<RunningServer> {
   const host = opts.host ?? '127.0.0.1';
   const maxBody = opts.maxBodyBytes ?? 8 * 1024 * 1024;
@@ -178,6 +220,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     maxQueueWait,
     texts: new TokenTexts(engine.tokenizer),
     lenient: opts.lenient ?? false,
+    responses: responsesConfig(opts, log),
   };
   const webui = opts.webui === false ? null : new WebUi();
   const sampler = new StatsSampler(engine, ctx.metrics);
@@ -195,7 +238,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     } catch {
       throw new ApiError(400, 'malformed request URL');
     }
-    const found = route(path, webui !== null);
+    const found = route(path, req.method, webui !== null);
     seen.route = path;
     res.once('finish', () => ctx.metrics.httpRequests.inc({ route: found?.r.name ?? 'unknown', status: String(res.statusCode) }));
     if (draining) throw new ApiError(503, 'the server is shutting down', null, 'shutting_down', 'server_error', { connection: 'close' });

@@ -15,9 +15,9 @@ import { checkFields, type FieldRules } from './fields.js';
 import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
-import { withReasoningBudget } from './structured/budget.js';
 import { structuredConstraint } from './structured/request.js';
 import { THINK_CLOSE } from '../tokenizer/reasoning.js';
+import { answerConstraint } from './thinking.js';
 import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
 import { type Body, commonParams, optObject, requireObject } from './validate.js';
@@ -140,6 +140,9 @@ function anthropicToolChoice(v: unknown, tools: readonly FunctionTool[]): { choi
   }
 }
 
+/** Anthropic's smallest thinking budget. */
+export const MIN_BUDGET = 1024;
+
 /** `thinking`: {type: "enabled", budget_tokens} | {type: "disabled"}; null budget = none. */
 function thinkingOf(b: Body): { on: boolean; budget: number | null } {
   const t = optObject(b, 'thinking');
@@ -147,7 +150,9 @@ function thinkingOf(b: Body): { on: boolean; budget: number | null } {
   if (t['type'] !== 'enabled') throw invalid('thinking.type', 'thinking.type must be "enabled" or "disabled"');
   const budget = t['budget_tokens'];
   if (budget === undefined || budget === null) return { on: true, budget: null };
-  if (typeof budget !== 'number' || !Number.isInteger(budget) || budget < 1) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens must be a positive integer');
+  if (typeof budget !== 'number' || !Number.isInteger(budget)) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens must be an integer');
+  // Anthropic's API refuses smaller budgets; so does this one, so clients tested here work there
+  if (budget < MIN_BUDGET) throw invalid('thinking.budget_tokens', `thinking.budget_tokens must be at least ${MIN_BUDGET} (got ${budget})`);
   return { on: true, budget };
 }
 
@@ -167,17 +172,16 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   const setup = toolSetup(ctx, tools, choice, parallel);
   const thinking = thinkingOf(b);
   const prompt = chatPrompt(ctx, msgs, thinking.on, {}, setup);
-  let constraint = structuredConstraint(ctx, { kind: 'text' }, setup, prompt.thinking);
-  if (prompt.thinking && thinking.budget !== null) {
-    constraint = withReasoningBudget(constraint, engine.tokenizer.tokenToId(THINK_CLOSE), thinking.budget, engine.sampleVocab);
-    if (!constraint) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');
+  if (prompt.thinking && thinking.budget !== null && engine.tokenizer.tokenToId(THINK_CLOSE) === undefined) {
+    throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');
   }
+  const constraint = answerConstraint(ctx, structuredConstraint(ctx, { kind: 'text' }, setup, prompt.thinking), prompt.thinkStart, thinking.budget);
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [run] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
   const stops = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop as string[] : [];
   try {
-    const answer = new AnswerStream(prompt.thinking, setup, 'toolu_');
+    const answer = new AnswerStream(prompt.thinking, setup, 'toolu_', p.stream);
     if (p.stream) await streamMessage(ctx, call, run!, head, answer, stops);
     else {
       const r = await collect(run!);
@@ -221,7 +225,7 @@ function usage(d: Done): Record<string, number> {
 /** end_turn, max_tokens, tool_use, or stop_sequence with the sequence that matched. */
 function stopReason(ctx: ServerContext, d: Done, blocks: readonly Block[], stops: readonly string[]): { reason: string; sequence: string | null } {
   if (d.finishReason === 'length') return { reason: 'max_tokens', sequence: null };
-  if (blocks.some((b) => b.kind === 'tool_call')) return { reason: 'tool_use', sequence: null };
+  if (blocks.some((b) => b.kind === 'tool_call' && !b.failed)) return { reason: 'tool_use', sequence: null };
   if (stops.length > 0) {
     const rest = ctx.engine.tokenizer.decode(d.outputIds).slice(d.text.length);
     const hit = stops.find((s) => s.length > 0 && rest.startsWith(s));

@@ -1,79 +1,44 @@
 // POST /v1/responses (OpenAI Responses API): `input` as a string or items (messages,
-// function_call, function_call_output; reasoning items are accepted and dropped, as the
-// template drops earlier reasoning), `instructions`, `max_output_tokens`, sampling fields,
-// function `tools` / `tool_choice`, `text.format` (json_schema / json_object), `reasoning`,
-// and `stream: true` with the typed event sequence. `store` and `previous_response_id` are
-// not implemented (400).
-import type { ChatMessage } from '../tokenizer/chat.js';
+// function_call, function_call_output, reasoning, item_reference; see responses-input.ts),
+// `instructions`, `max_output_tokens`, sampling fields, function `tools` / `tool_choice`,
+// `text.format` (json_schema / json_object), `reasoning` (effort; summary: the reasoning sent as
+// one summary part), `include: ["reasoning.encrypted_content"]` (the reasoning sealed for a
+// stateless client), `stream: true` with the typed event sequence, and state: `store` (default
+// true) keeps the finished response and its conversation, `previous_response_id` continues one;
+// GET / DELETE /v1/responses/{id} read and remove stored responses.
 import { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
-import { invalid } from './errors.js';
+import { ApiError, invalid } from './errors.js';
 import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
 import { admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
+import { sealReasoning } from './responses-crypto.js';
+import { previousConversation, resolveInput, responsesMessages } from './responses-input.js';
+import type { Item, ResponsesConfig } from './responses-store.js';
 import { SseStream } from './sse.js';
 import { jsonSchemaFormat, type OutputFormat, structuredConstraint } from './structured/request.js';
-import { callArguments, checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
+import { answerConstraint } from './thinking.js';
+import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
 import { type Body, commonParams, optBool, optObject, optString, requireObject } from './validate.js';
+
+const INCLUDABLE = ['reasoning.encrypted_content'];
 
 const FIELDS: FieldRules = {
   ...DEFAULT_VALUED,
   model: true, input: true, instructions: true, max_output_tokens: true, temperature: true, top_p: true, top_k: true, min_p: true,
   seed: true, tools: true, tool_choice: true, parallel_tool_calls: true, text: true, reasoning: true, stream: true,
-  chat_template_kwargs: true, truncation: (v) => v === 'disabled', include: (v) => Array.isArray(v) && v.length === 0,
-  previous_response_id: () => false, metadata: () => false,
+  chat_template_kwargs: true, truncation: (v) => v === 'disabled',
+  include: (v) => Array.isArray(v) && v.every((x) => INCLUDABLE.includes(x as string)),
+  store: (v) => typeof v === 'boolean', previous_response_id: true,
+  // metadata is kept with the response and returned; the prefix cache is automatic
+  metadata: (v) => typeof v === 'object' && !Array.isArray(v), prompt_cache_key: (v) => typeof v === 'string',
+  // stream_options.include_obfuscation: no padding is added (nothing to obfuscate on loopback)
+  stream_options: (v) => typeof v === 'object' && !Array.isArray(v),
 };
 
 const isObj = (v: unknown): v is Body => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** Text of a message's content: a string or input_text / output_text parts. */
-function itemText(c: unknown, param: string): string {
-  if (typeof c === 'string') return c;
-  if (!Array.isArray(c)) throw invalid(param, `${param} must be a string or an array of text parts`);
-  return c.map((p: unknown, j) => {
-    if (!isObj(p) || !['input_text', 'output_text', 'text'].includes(p['type'] as string) || typeof p['text'] !== 'string') {
-      throw invalid(`${param}[${j}]`, `${param}[${j}] must be {"type": "input_text", "text": ...} (only text is served)`);
-    }
-    return p['text'];
-  }).join('');
-}
-
-/** `instructions` + `input` → template messages. */
-export function responsesMessages(input: unknown, instructions: string | undefined): ChatMessage[] {
-  const out: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
-  if (typeof input === 'string') return [...out, { role: 'user', content: input }];
-  if (!Array.isArray(input) || input.length === 0) throw invalid('input', 'input must be a string or a non-empty array of items');
-  input.forEach((item: unknown, i) => {
-    const param = `input[${i}]`;
-    if (!isObj(item)) throw invalid(param, `${param} must be an object`);
-    const type = item['type'] ?? 'message';
-    if (type === 'message') {
-      const role = item['role'];
-      if (!['user', 'assistant', 'system', 'developer'].includes(role as string)) {
-        throw invalid(`${param}.role`, `${param}.role must be "user", "assistant", "system" or "developer"`);
-      }
-      out.push({ role: role === 'developer' ? 'system' : role as string, content: itemText(item['content'], `${param}.content`) });
-    } else if (type === 'function_call') {
-      if (typeof item['name'] !== 'string' || typeof item['call_id'] !== 'string') {
-        throw invalid(param, `${param}: a function_call needs "call_id" and "name" strings`);
-      }
-      const tc = { id: item['call_id'], type: 'function' as const, function: { name: item['name'], arguments: callArguments(item['arguments'], `${param}.arguments`) } };
-      const prev = out[out.length - 1];
-      if (prev?.role === 'assistant' && (prev.tool_calls || prev.content === '')) (prev.tool_calls ??= []).push(tc);
-      else out.push({ role: 'assistant', content: '', tool_calls: [tc] });
-    } else if (type === 'function_call_output') {
-      const output = item['output'];
-      if (typeof item['call_id'] !== 'string') throw invalid(`${param}.call_id`, `${param}.call_id must be a string`);
-      out.push({ role: 'tool', tool_call_id: item['call_id'], content: typeof output === 'string' ? output : itemText(output, `${param}.output`) });
-    } else if (type !== 'reasoning') {
-      throw invalid(`${param}.type`, `${param}.type "${String(type)}" is not supported (message, function_call, function_call_output, reasoning)`);
-    }
-  });
-  if (out.length === 0) throw invalid('input', 'input has no messages');
-  return out;
-}
 
 function responsesTools(v: unknown): FunctionTool[] {
   if (v === undefined || v === null) return [];
@@ -118,23 +83,41 @@ function thinkingOf(b: Body): boolean {
   return effort !== 'none' && effort !== 'minimal';
 }
 
+/** reasoning.summary: "auto" / "concise" / "detailed" (all send the reasoning itself as the
+ * one summary part: there is no separate summarizer), or null for none. */
+function summaryOf(b: Body): string | null {
+  const s = optObject(b, 'reasoning')?.['summary'];
+  if (s === undefined || s === null) return null;
+  if (s !== 'auto' && s !== 'concise' && s !== 'detailed') throw invalid('reasoning.summary', 'reasoning.summary must be "auto", "concise" or "detailed"');
+  return s;
+}
+
+/** How this response's output items are written. */
+interface Shape {
+  readonly summary: boolean;
+  /** Seal the reasoning into encrypted_content with this key (null: not asked). */
+  readonly sealKey: Buffer | null;
+  readonly model: string;
+}
+
 export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
-  if (b['store'] === true) throw invalid('store', 'store is not supported yet (responses are not kept); send store: false', 'unsupported_parameter');
-  if (b['previous_response_id'] !== undefined && b['previous_response_id'] !== null) {
-    throw invalid('previous_response_id', 'previous_response_id is not supported yet (responses are not stored); send the whole conversation in input', 'unsupported_parameter');
-  }
   checkFields(b, FIELDS, ctx.lenient ?? false, '/v1/responses');
   checkModel(ctx, b);
-  const messages = responsesMessages(b['input'], optString(b, 'instructions'));
+  const rs = responsesState(ctx);
+  const store = optBool(b, 'store') ?? true;
+  const include = Array.isArray(b['include']) ? b['include'] as string[] : [];
+  const items = [...previousConversation(b['previous_response_id'], rs.store), ...resolveInput(b['input'], rs)];
+  const messages = responsesMessages(items, optString(b, 'instructions'), rs.key);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_output_tokens']);
   const tools = responsesTools(b['tools']);
   const choice = responsesToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);
   const format = textFormat(optObject(b, 'text'));
+  const summary = summaryOf(b);
   const prompt = chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input');
-  const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
+  const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const shell = {
@@ -142,40 +125,77 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
     instructions: optString(b, 'instructions') ?? null, max_output_tokens: p.request.maxTokens ?? null,
     temperature: p.request.temperature ?? null, top_p: p.request.topP ?? null, tools: b['tools'] ?? [], tool_choice: b['tool_choice'] ?? 'auto',
     parallel_tool_calls: setup?.parallel ?? true, text: { format: b['text'] && isObj(b['text']) ? b['text']['format'] ?? { type: 'text' } : { type: 'text' } },
-    reasoning: { effort: (optObject(b, 'reasoning')?.['effort'] as string | undefined) ?? null, summary: null },
-    store: false, metadata: {}, error: null, incomplete_details: null, truncation: 'disabled', previous_response_id: null, user: b['user'] ?? null,
+    reasoning: { effort: (optObject(b, 'reasoning')?.['effort'] as string | undefined) ?? null, summary },
+    store, metadata: optObject(b, 'metadata') ?? {}, error: null, incomplete_details: null, truncation: 'disabled',
+    previous_response_id: b['previous_response_id'] ?? null, user: b['user'] ?? null,
+  };
+  const shape: Shape = { summary: summary !== null, sealKey: include.includes('reasoning.encrypted_content') ? rs.key : null, model: ctx.modelName };
+  // a finished response is kept with its whole conversation (only when it did not fail)
+  const keep = (final: Item): void => {
+    if (store) rs.store.put({ id: shell.id, response: final, conversation: [...items.map((s) => s.item), ...(final['output'] as Item[])], storedAt: Date.now() });
   };
   try {
-    const answer = new AnswerStream(prompt.thinking, setup);
-    if (p.stream) await streamResponse(call, choiceRun!, shell, answer);
+    const answer = new AnswerStream(prompt.thinking, setup, 'call_', p.stream);
+    if (p.stream) await streamResponse(call, choiceRun!, shell, answer, shape, keep);
     else {
       const r = await collect(choiceRun!);
       if (r.done.finishReason === 'error') throw failed(r.done);
       const t = new BlockTracker();
       t.push([...answer.push(r.text), ...answer.flush()]);
       t.finish();
-      sendJson(call.res, 200, finalResponse(shell, t.blocks, r.done));
+      const final = finalResponse(shell, t.blocks, r.done, shape);
+      keep(final);
+      sendJson(call.res, 200, final);
     }
   } finally {
     cancelAll([choiceRun!]);
   }
 }
 
+/** The server's Responses state (startServer always sets it). */
+function responsesState(ctx: ServerContext): ResponsesConfig {
+  if (!ctx.responses) throw new ApiError(500, 'the responses store is not configured', null, 'internal_error');
+  return ctx.responses;
+}
+
+/** GET /v1/responses/{id}: a stored response; 404 when unknown or expired. */
+export function getResponse(ctx: ServerContext, call: Call, id: string): void {
+  const r = responsesState(ctx).store.get(id);
+  if (!r) throw notStored(id);
+  sendJson(call.res, 200, r.response);
+}
+
+/** DELETE /v1/responses/{id}: forget a stored response (its items can no longer be referenced). */
+export function deleteResponse(ctx: ServerContext, call: Call, id: string): void {
+  if (!responsesState(ctx).store.delete(id)) throw notStored(id);
+  sendJson(call.res, 200, { id, object: 'response', deleted: true });
+}
+
+const notStored = (id: string): ApiError =>
+  new ApiError(404, `no stored response "${id}" (never stored, expired, deleted, or sent with store: false)`, 'response_id', 'not_found');
+
 /** An output item of a block; `done` marks it completed. */
-function outputItem(b: Block, ids: string[], done: boolean): Record<string, unknown> {
+function outputItem(b: Block, ids: string[], done: boolean, shape: Shape): Record<string, unknown> {
   const id = ids[b.index]!;
   const status = done ? 'completed' : 'in_progress';
   switch (b.kind) {
-    case 'reasoning':
-      return { type: 'reasoning', id, summary: [], content: done ? [{ type: 'reasoning_text', text: b.text }] : [], status };
+    case 'reasoning': {
+      const item: Record<string, unknown> = {
+        type: 'reasoning', id, summary: done && shape.summary ? [summaryPart(b.text)] : [],
+        content: done ? [{ type: 'reasoning_text', text: b.text }] : [], status,
+      };
+      if (done && shape.sealKey) item['encrypted_content'] = sealReasoning(shape.sealKey, { text: b.text, model: shape.model });
+      return item;
+    }
     case 'text':
       return { type: 'message', id, status, role: 'assistant', content: done ? [textPart(b.text)] : [] };
     case 'tool_call':
-      return { type: 'function_call', id, call_id: b.call!.id, name: b.call!.name, arguments: done ? b.call!.arguments : '', status };
+      return { type: 'function_call', id, call_id: b.call!.id, name: b.call!.name, arguments: done ? b.call!.arguments : '', status: b.failed ? 'incomplete' : status };
   }
 }
 
 const textPart = (text: string): Record<string, unknown> => ({ type: 'output_text', text, annotations: [], logprobs: [] });
+const summaryPart = (text: string): Record<string, unknown> => ({ type: 'summary_text', text });
 
 function itemIds(blocks: readonly Block[], ids: string[]): string[] {
   for (const b of blocks) ids[b.index] ??= toolCallId(b.kind === 'reasoning' ? 'rs_' : b.kind === 'text' ? 'msg_' : 'fc_');
@@ -194,23 +214,24 @@ function usage(d: Done, blocks: readonly Block[]): Record<string, unknown> {
   };
 }
 
-function finalResponse(shell: Record<string, unknown>, blocks: readonly Block[], d: Done, ids: string[] = []): Record<string, unknown> {
+function finalResponse(shell: Record<string, unknown>, blocks: readonly Block[], d: Done, shape: Shape, ids: string[] = []): Record<string, unknown> {
   itemIds(blocks, ids);
   const incomplete = d.finishReason === 'length';
   return {
     ...shell, status: incomplete ? 'incomplete' : d.finishReason === 'stop' ? 'completed' : 'incomplete',
     incomplete_details: incomplete ? { reason: 'max_output_tokens' } : d.finishReason === 'abort' ? { reason: 'interrupted' } : null,
-    output: blocks.map((b) => outputItem(b, ids, true)),
+    output: blocks.map((b) => outputItem(b, ids, true, shape)),
     output_text: blocks.filter((b) => b.kind === 'text').map((b) => b.text).join(''),
     usage: usage(d, blocks),
   };
 }
 
 /** The typed event sequence: response.created, in_progress, per block output_item.added /
- * content_part.added / *.delta / *.done / output_item.done, then response.completed (or
- * response.incomplete). Every event carries its `type` and a `sequence_number`. */
-async function streamResponse(call: Call, run: Choice,
-  shell: Record<string, unknown>, answer: AnswerStream): Promise<void> {
+ * content_part.added (and reasoning_summary_part.added) / *.delta / *.done / output_item.done,
+ * then response.completed (or response.incomplete). Every event carries its `type` and a
+ * `sequence_number`. `keep` stores the final response (not a failed one). */
+async function streamResponse(call: Call, run: Choice, shell: Record<string, unknown>, answer: AnswerStream, shape: Shape,
+  keep: (final: Item) => void): Promise<void> {
   const sse = new SseStream(call.res);
   let seq = 0;
   const send = (type: string, body: Record<string, unknown>): void => sse.event(type, { type, sequence_number: seq++, ...body });
@@ -220,18 +241,24 @@ async function streamResponse(call: Call, run: Choice,
   const ids: string[] = [];
   const emit = (events: BlockEvent[]): void => {
     for (const e of events) {
-      const b = e.block;
       itemIds(tracker.blocks, ids);
+      const b = e.block;
       const at = { output_index: b.index };
       const item = { item_id: ids[b.index]!, ...at };
+      const summary = { ...item, summary_index: 0 };
       if (e.type === 'open') {
-        send('response.output_item.added', { ...at, item: outputItem(b, ids, false) });
+        send('response.output_item.added', { ...at, item: outputItem(b, ids, false, shape) });
         if (b.kind === 'text') send('response.content_part.added', { ...item, content_index: 0, part: textPart('') });
-        if (b.kind === 'reasoning') send('response.content_part.added', { ...item, content_index: 0, part: { type: 'reasoning_text', text: '' } });
+        if (b.kind === 'reasoning') {
+          send('response.content_part.added', { ...item, content_index: 0, part: { type: 'reasoning_text', text: '' } });
+          if (shape.summary) send('response.reasoning_summary_part.added', { ...summary, part: summaryPart('') });
+        }
       } else if (e.type === 'delta') {
         if (b.kind === 'text') send('response.output_text.delta', { ...item, content_index: 0, delta: e.text, logprobs: [] });
-        else if (b.kind === 'reasoning') send('response.reasoning_text.delta', { ...item, content_index: 0, delta: e.text });
-        else send('response.function_call_arguments.delta', { ...item, delta: e.text });
+        else if (b.kind === 'reasoning') {
+          send('response.reasoning_text.delta', { ...item, content_index: 0, delta: e.text });
+          if (shape.summary) send('response.reasoning_summary_text.delta', { ...summary, delta: e.text });
+        } else send('response.function_call_arguments.delta', { ...item, delta: e.text });
       } else {
         if (b.kind === 'text') {
           send('response.output_text.done', { ...item, content_index: 0, text: b.text, logprobs: [] });
@@ -239,8 +266,12 @@ async function streamResponse(call: Call, run: Choice,
         } else if (b.kind === 'reasoning') {
           send('response.reasoning_text.done', { ...item, content_index: 0, text: b.text });
           send('response.content_part.done', { ...item, content_index: 0, part: { type: 'reasoning_text', text: b.text } });
+          if (shape.summary) {
+            send('response.reasoning_summary_text.done', { ...summary, text: b.text });
+            send('response.reasoning_summary_part.done', { ...summary, part: summaryPart(b.text) });
+          }
         } else send('response.function_call_arguments.done', { ...item, name: b.call!.name, arguments: b.call!.arguments });
-        send('response.output_item.done', { ...at, item: outputItem(b, ids, true) });
+        send('response.output_item.done', { ...at, item: outputItem(b, ids, true, shape) });
       }
     }
   };
@@ -249,9 +280,10 @@ async function streamResponse(call: Call, run: Choice,
     if (ev.finishReason === 'error') {
       const err = failed(ev);
       send('error', { code: err.code, message: err.message, param: null });
-      send('response.failed', { response: { ...finalResponse(shell, tracker.blocks, ev, ids), status: 'failed', error: { code: 'server_error', message: err.message } } });
+      send('response.failed', { response: { ...finalResponse(shell, tracker.blocks, ev, shape, ids), status: 'failed', error: { code: 'server_error', message: err.message } } });
     } else {
-      const final = finalResponse(shell, tracker.blocks, ev, ids);
+      const final = finalResponse(shell, tracker.blocks, ev, shape, ids);
+      keep(final);
       send(final['status'] === 'completed' ? 'response.completed' : 'response.incomplete', { response: final });
     }
   }

@@ -2,8 +2,10 @@
 // little more than a decode step and drafts are accepted; at large batch sizes or low
 // acceptance it is a net loss. The policy measures, per batch-size bucket, the throughput
 // (tokens emitted per ms of step time) achieved with each k and picks the best, probing a
-// neighbouring k now and then. It never changes greedy outputs (speculation is lossless),
-// and it is deterministic (no randomness), so runs are reproducible.
+// neighbouring k now and then. It never changes outputs (speculation is lossless, greedy
+// and seeded sampling alike). Its choices are a pure function of the observations it is
+// given (no randomness, no clock of its own): the engine feeds it wall-clock step times,
+// so which k a run uses varies with machine load, while the tokens it emits do not.
 
 const BUCKETS = [1, 2, 4, 8, 16, 32, 64, Infinity];
 const ALPHA = 0.2; // EMA weight of a new measurement

@@ -10,18 +10,20 @@
 //   a call, between calls and after the last call is dropped; otherwise it is text.
 // - Text is never delayed longer than needed: only a possible partial `<tool_call>` tag and
 //   held whitespace wait for the next push.
+import { jsonArgumentsText, memberHead, partialTag, stripOneNewline, xmlValue } from './stream-args.js';
 import { type FunctionTool, type JsonSchema, type ParsedToolCall, type ToolFormat } from './types.js';
+
+export { xmlValue } from './stream-args.js';
 
 export const CALL_OPEN = '<tool_call>';
 export const CALL_CLOSE = '</tool_call>';
 
-export type ToolEvent = { readonly type: 'text'; readonly text: string } | { readonly type: 'call'; readonly call: ParsedToolCall };
-
-/** Length of the longest suffix of `s` that is a proper prefix of `tag`. */
-function partialTag(s: string, tag: string): number {
-  for (let n = Math.min(s.length, tag.length - 1); n > 0; n--) if (s.endsWith(tag.slice(0, n))) return n;
-  return 0;
-}
+export type ToolEvent =
+  | { readonly type: 'text'; readonly text: string }
+  | { readonly type: 'call'; readonly call: ParsedToolCall }
+  /** (marks mode only) the open call turned out malformed or was cut short; `text` is what
+   * the at-once form reports as text for it (whitespace before it included). */
+  | { readonly type: 'fail'; readonly text: string };
 
 export class ToolCallParser {
   private buf = '';
@@ -33,8 +35,20 @@ export class ToolCallParser {
   private calls = 0;
   private readonly byName: ReadonlyMap<string, FunctionTool>;
 
-  constructor(private readonly format: ToolFormat, tools: readonly FunctionTool[]) {
+  /** `marks`: report a failed call as a `fail` event instead of text (for callers that
+   * streamed the call while it was open). */
+  constructor(readonly format: ToolFormat, tools: readonly FunctionTool[], private readonly marks = false) {
     this.byName = new Map(tools.map((t) => [t.name, t]));
+  }
+
+  /** The declared tools by name. */
+  get tools(): ReadonlyMap<string, FunctionTool> {
+    return this.byName;
+  }
+
+  /** The text after the open call's `<tool_call>` so far, or null outside a call. */
+  get openBody(): string | null {
+    return this.inCall ? this.buf : null;
   }
 
   /** Calls parsed so far. */
@@ -53,6 +67,12 @@ export class ToolCallParser {
   flush(): ToolEvent[] {
     const out: ToolEvent[] = [];
     this.step(out);
+    if (this.inCall && this.marks) {
+      out.push({ type: 'fail', text: this.callWs + CALL_OPEN + this.buf });
+      this.buf = '';
+      this.callWs = '';
+      this.inCall = false;
+    }
     const rest = this.inCall ? CALL_OPEN + this.buf : this.buf;
     if (this.inCall) this.heldWs = this.callWs;
     this.buf = '';
@@ -75,7 +95,8 @@ export class ToolCallParser {
         if (call) {
           this.calls++;
           out.push({ type: 'call', call });
-        } else {
+        } else if (this.marks) out.push({ type: 'fail', text: this.callWs + CALL_OPEN + body + CALL_CLOSE });
+        else {
           this.heldWs = this.callWs;
           this.text(out, CALL_OPEN + body + CALL_CLOSE);
         }
@@ -125,7 +146,7 @@ export function parseToolCalls(text: string, format: ToolFormat, tools: readonly
   const calls: ParsedToolCall[] = [];
   for (const e of events) {
     if (e.type === 'text') content += e.text;
-    else calls.push(e.call);
+    else if (e.type === 'call') calls.push(e.call);
   }
   return { content, calls };
 }
@@ -155,7 +176,8 @@ function parseJsonCall(body: string, tools: ReadonlyMap<string, FunctionTool>): 
     }
   }
   if (typeof args !== 'object' || args === null || Array.isArray(args)) return null;
-  return { name, arguments: JSON.stringify(args) };
+  // the object's text as written when it streamed so (stream-args.ts), else re-serialized
+  return { name, arguments: jsonArgumentsText(body) ?? JSON.stringify(args) };
 }
 
 const FUNCTION_RE = /^\s*<function=([^>\n]+)>([\s\S]*)<\/function>\s*$/;
@@ -168,69 +190,19 @@ function parseXmlCall(body: string, tools: ReadonlyMap<string, FunctionTool>): P
   const tool = tools.get(name);
   if (!tool) return null;
   const props = (tool.parameters['properties'] ?? {}) as Record<string, JsonSchema>;
-  const args: Record<string, unknown> = {};
+  // the JSON text is built member by member, as it streams (stream-args.ts)
+  let args = '';
+  const seen = new Set<string>();
   let rest = m[2]!;
   for (;;) {
     const p = PARAM_RE.exec(rest);
     if (!p) break;
     const key = p[1]!.trim();
-    if (Object.prototype.hasOwnProperty.call(args, key)) return null;
-    args[key] = xmlValue(stripOneNewline(p[2]!), props[key]);
+    if (seen.has(key)) return null;
+    args += memberHead(key, seen.size === 0) + JSON.stringify(xmlValue(stripOneNewline(p[2]!), props[key]));
+    seen.add(key);
     rest = rest.slice(p[0].length);
   }
   if (rest.trim().length > 0) return null;
-  return { name, arguments: JSON.stringify(args) };
-}
-
-/** The template writes `<parameter=ARG>\nVALUE\n</parameter>`: drop exactly those newlines. */
-function stripOneNewline(s: string): string {
-  let v = s.startsWith('\n') ? s.slice(1) : s;
-  if (v.endsWith('\n')) v = v.slice(0, -1);
-  return v;
-}
-
-function schemaTypes(schema: JsonSchema | undefined): string[] {
-  if (!schema) return [];
-  const t = schema['type'];
-  if (typeof t === 'string') return [t];
-  if (Array.isArray(t)) return t.filter((x): x is string => typeof x === 'string');
-  for (const key of ['anyOf', 'oneOf']) {
-    const alts = schema[key];
-    if (Array.isArray(alts)) return alts.flatMap((a) => schemaTypes(a as JsonSchema));
-  }
-  if (Array.isArray(schema['enum'])) return [...new Set((schema['enum'] as unknown[]).map(jsonTypeOf))];
-  return [];
-}
-
-function jsonTypeOf(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
-  return typeof v;
-}
-
-/** An XML parameter value as the JSON type its schema declares; text when it does not
- * convert (or the schema says string / declares nothing). */
-export function xmlValue(raw: string, schema: JsonSchema | undefined): unknown {
-  const types = schemaTypes(schema);
-  if (types.length === 0 || types.includes('string')) {
-    if (types.includes('null') && raw.trim() === 'null') return null;
-    return raw;
-  }
-  const s = raw.trim();
-  if (types.includes('null') && s === 'null') return null;
-  if (types.includes('boolean') && (s === 'true' || s === 'false')) return s === 'true';
-  if ((types.includes('integer') || types.includes('number')) && /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/.test(s)) {
-    const n = Number(s);
-    if (types.includes('number') || Number.isInteger(n)) return n;
-  }
-  if (types.includes('object') || types.includes('array')) {
-    try {
-      const v: unknown = JSON.parse(s);
-      if (types.includes(jsonTypeOf(v))) return v;
-    } catch {
-      // not JSON: keep the text
-    }
-  }
-  return raw;
+  return { name, arguments: seen.size === 0 ? '{}' : `${args}}` };
 }

@@ -16,7 +16,7 @@ import { DeltaserveError, assert } from '../util/errors.js';
 import { progressBar } from '../util/progress.js';
 import { type TensorSource, type WriteDType, INDEX_FILE, tensorBytes, writeSafetensors, writeShardedSafetensors } from './safetensors-writer.js';
 import { releaseConfig, releaseWrapper, splitChatTemplate, visionTensorShapes } from './release-layout.js';
-import { fp8Sources } from './fp8.js';
+import { fp8Sources } from './fp8-write.js';
 
 export type ShapeModelType = 'qwen3_5_text' | 'qwen3_5_moe_text' | 'qwen3_next';
 

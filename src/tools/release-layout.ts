@@ -7,7 +7,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** Prefix of vision-tower tensors in Qwen3.5 release checkpoints (skipped, text-only). */
-export const VISION_PREFIX = 'model.visual.';
+import { VISION_PREFIX } from '../model/config.js';
 
 export type ReleaseWrapper = 'qwen3_5' | 'qwen3_5_moe';
 

@@ -1,0 +1,47 @@
+// `deltaserve quantize`: quantize a Hugging Face Qwen3.5 checkpoint once, offline, into a
+// standard GGUF file (see tools/quantize-gguf.ts), as llama.cpp users do with llama-quantize.
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { FILE_TYPES, parseFileType } from '../tools/quant-mix.js';
+import { quantizeToGguf } from '../tools/quantize-gguf.js';
+import { DeltaserveError } from '../util/errors.js';
+import { int, str } from './args.js';
+
+export const QUANTIZE_HELP = `deltaserve quantize --model DIR --out FILE.gguf --type TYPE [--name NAME] [--threads N]
+  --model DIR      a Hugging Face Qwen3.5 / Qwen3.5-MoE model directory (config.json,
+                   safetensors in BF16, F16, F32 or block-wise FP8, tokenizer.json)
+  --out FILE.gguf  the GGUF file to write (qwen35 / qwen35moe, MTP block and tokenizer
+                   included; llama.cpp loads it too). Written to a temp file, then renamed
+  --type TYPE      one of: ${FILE_TYPES.join(', ')} — llama.cpp's file types with its
+                   per-tensor rules (q4_k_m: Q6_K for the head, some attn_v/attn_qkv and
+                   ffn_down layers, Q4_K elsewhere); blocks are byte-identical to llama-quantize's
+  --name NAME      general.name (default: the model directory's name)
+  --threads N      worker threads for the block quantizers (default: one per core)`;
+
+export async function runQuantize(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv, options: { model: { type: 'string' }, out: { type: 'string' }, type: { type: 'string' }, name: { type: 'string' }, threads: { type: 'string' } },
+  });
+  const model = str(values, 'model');
+  const out = str(values, 'out');
+  const type = str(values, 'type');
+  if (!model || !out || !type) throw new DeltaserveError('bad_request', `quantize needs --model, --out and --type\n${QUANTIZE_HELP}`);
+  if (!out.endsWith('.gguf')) throw new DeltaserveError('bad_request', `--out must name a .gguf file (got "${out}")`);
+  const name = str(values, 'name');
+  const t0 = performance.now();
+  let lastReport = 0;
+  const threads = int(values, 'threads', 1);
+  const res = await quantizeToGguf({
+    ...(threads !== undefined ? { threads } : {}),
+    model: resolve(model), out: resolve(out), type: parseFileType(type), ...(name !== undefined ? { name } : {}),
+    onTensor: (done, total, t) => {
+      const now = performance.now();
+      if (process.stderr.isTTY && (now - lastReport > 200 || done === total)) {
+        lastReport = now;
+        process.stderr.write(`\rquantize: ${done}/${total} tensors (${t.name} ${t.type})\x1b[K${done === total ? '\n' : ''}`);
+      }
+    },
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  process.stdout.write(JSON.stringify({ out: resolve(out), type, tensors: res.tensors, bytes: res.bytes, tensorTypes: res.types, seconds: Number(seconds.toFixed(2)) }) + '\n');
+}

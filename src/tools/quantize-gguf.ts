@@ -1,0 +1,190 @@
+// `deltaserve quantize`: a Hugging Face Qwen3.5 checkpoint → one standard GGUF file
+// (qwen35 / qwen35moe, MTP block and tokenizer included) that deltaserve and llama.cpp both
+// load. Tensors are converted (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
+// GGML's reference algorithms (kernels/quant/quantize-ggml.ts) a band of rows at a time,
+// and streamed into the file (gguf-writer.ts): memory stays at a few MiB per tensor band.
+import { readFileSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { ModelConfig } from '../model/config.js';
+import { openModelFiles } from '../model/model.js';
+import { resolveModelSource } from '../model/source.js';
+import type { GgufTensorType } from '../model/gguf-file.js';
+import { isQuantType } from '../kernels/quant/formats.js';
+import { f32ToF16 } from '../kernels/quant/quantize.js';
+import { TextTokenizer } from '../tokenizer/tokenizer.js';
+import { DeltaserveError } from '../util/errors.js';
+import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
+import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
+import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
+import { EncodePool } from './encode-pool.js';
+
+export interface QuantizeOptions {
+  readonly model: string;
+  readonly out: string;
+  readonly type: FileType;
+  /** general.name (default: the model directory's name). */
+  readonly name?: string;
+  /** Worker threads for the block quantizers (default: one per core). */
+  readonly threads?: number;
+  readonly onTensor?: (done: number, total: number, t: { name: string; type: GgufTensorType }) => void;
+}
+
+export interface QuantizeResult {
+  readonly tensors: number;
+  readonly bytes: number;
+  readonly types: Readonly<Record<string, number>>;
+}
+
+/** Rows per band: ~4 MiB of f32. */
+const BAND_FLOATS = 1 << 20;
+
+export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeResult> {
+  const src = resolveModelSource(opts.model);
+  if (src.kind !== 'hf') {
+    throw new DeltaserveError('bad_config', `quantize: --model must be a Hugging Face model directory (config.json + safetensors); ${opts.model} is a GGUF file (llama.cpp's llama-quantize re-quantizes GGUF files)`);
+  }
+  const { config, ckpt } = openModelFiles(src.dir);
+  const pool = new EncodePool(opts.threads);
+  try {
+    const converted = convertTensors(ckpt, config);
+    const blockCount = config.numLayers + config.mtpLayers;
+    const types = tensorTypes(opts.type, converted, blockCount);
+    const meta = metadata(src.dir, config, opts);
+    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, pool) }));
+    await writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
+    const count: Record<string, number> = {};
+    for (const t of types) count[t] = (count[t] ?? 0) + 1;
+    return { tensors: tensors.length, bytes: statSync(opts.out).size, types: count };
+  } finally {
+    ckpt.close();
+    await pool.close();
+  }
+}
+
+/** Emit tensor t stored as `type`, band by band; quantized bands are encoded by the pool's
+ * workers, up to two per worker in flight, and emitted in order. */
+async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, pool: EncodePool): Promise<void> {
+  const per = Math.max(1, Math.floor(BAND_FLOATS / t.cols));
+  const inFlight: Promise<Uint8Array>[] = [];
+  for (let r = 0; r < t.rows; r += per) {
+    const n = Math.min(per, t.rows - r);
+    const band = new Float32Array(n * t.cols); // transferred to a worker: one per band
+    t.readRows(r, n, band);
+    if (isQuantType(type)) inFlight.push(pool.encode(type, band, n, t.cols));
+    else emit(encodeFloat(band, type));
+    if (inFlight.length >= 2 * pool.size) emit(await inFlight.shift()!);
+  }
+  for (const p of inFlight) emit(await p);
+}
+
+function encodeFloat(x: Float32Array, type: GgufTensorType): Uint8Array {
+  if (type === 'F32') return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  if (type !== 'F16' && type !== 'BF16') throw new Error(`quantize: no encoder for ${type}`);
+  const out = new Uint16Array(x.length);
+  const u32 = new Uint32Array(x.buffer, x.byteOffset, x.length);
+  for (let i = 0; i < x.length; i++) out[i] = type === 'F16' ? f32ToF16(x[i]!) : bf16Rne(u32[i]!);
+  return new Uint8Array(out.buffer);
+}
+
+/** f32 bits → bf16 bits, round to nearest even (NaN stays NaN). */
+function bf16Rne(u: number): number {
+  if ((u & 0x7fffffff) > 0x7f800000) return ((u >>> 16) | 0x40) & 0xffff;
+  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+type Json = Record<string, unknown>;
+
+function readJson(path: string): Json {
+  return JSON.parse(readFileSync(path, 'utf8')) as Json;
+}
+
+/** The GGUF metadata: architecture hyper-parameters, file type, tokenizer, chat template. */
+function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEntry[] {
+  const raw = readJson(join(dir, 'config.json'));
+  const text = { ...raw, ...((raw['text_config'] as Json | undefined) ?? {}) };
+  const rope = ((text['rope_parameters'] ?? text['rope_scaling']) as Json | undefined) ?? {};
+  const sections = Array.isArray(rope['mrope_section']) ? (rope['mrope_section'] as number[]) : [11, 11, 10];
+  const moe = cfg.arch === 'qwen3_5_moe';
+  const a = moe ? 'qwen35moe' : 'qwen35';
+  const u32 = (key: string, value: number): MetaEntry => ({ key: `${a}.${key}`, type: 'u32', value });
+  const mlp = cfg.layerMlp[0]!;
+  const meta: MetaEntry[] = [
+    { key: 'general.architecture', type: 'string', value: a },
+    { key: 'general.name', type: 'string', value: opts.name ?? basename(dir) },
+    u32('block_count', cfg.numLayers + cfg.mtpLayers),
+    u32('context_length', cfg.maxPositionEmbeddings),
+    u32('embedding_length', cfg.hiddenSize),
+    u32('feed_forward_length', mlp.kind === 'dense' ? mlp.intermediateSize : mlp.expertIntermediateSize),
+  ];
+  if (mlp.kind === 'moe') {
+    meta.push(u32('expert_count', mlp.numExperts), u32('expert_used_count', mlp.topK),
+      u32('expert_feed_forward_length', mlp.expertIntermediateSize),
+      u32('expert_shared_feed_forward_length', mlp.sharedIntermediateSize));
+  }
+  meta.push(
+    u32('attention.head_count', cfg.numHeads), u32('attention.head_count_kv', cfg.numKvHeads),
+    u32('attention.key_length', cfg.headDim), u32('attention.value_length', cfg.headDim),
+    { key: `${a}.rope.freq_base`, type: 'f32', value: cfg.ropeTheta },
+    { key: `${a}.attention.layer_norm_rms_epsilon`, type: 'f32', value: cfg.rmsNormEps },
+    u32('rope.dimension_count', cfg.rotaryDim),
+    { key: `${a}.rope.dimension_sections`, type: 'i32', array: [...sections, 0].slice(0, 4) },
+    u32('ssm.conv_kernel', cfg.convKernel), u32('ssm.state_size', cfg.linKeyDim),
+    u32('ssm.group_count', cfg.linNumKeyHeads), u32('ssm.time_step_rank', cfg.linNumValueHeads),
+    u32('ssm.inner_size', cfg.linValueDim * cfg.linNumValueHeads),
+    u32('full_attention_interval', fullAttentionInterval(cfg)),
+  );
+  if (cfg.mtpLayers > 0) meta.push(u32('nextn_predict_layers', cfg.mtpLayers));
+  meta.push({ key: 'general.file_type', type: 'u32', value: FTYPE_ID[opts.type] });
+  return [...meta, ...tokenizerMetadata(dir, cfg, text)];
+}
+
+function fullAttentionInterval(cfg: ModelConfig): number {
+  const first = cfg.layerKinds.indexOf('full');
+  return first < 0 ? cfg.numLayers : first + 1;
+}
+
+/** tokenizer.ggml.* from tokenizer.json: byte-level BPE tokens padded to vocab_size
+ * (`[PAD{i}]`, type unused), merges, types (normal; added tokens control when special, else
+ * user-defined), bos/eos ids, and the chat template. */
+function tokenizerMetadata(dir: string, cfg: ModelConfig, text: Json): MetaEntry[] {
+  const tj = readJson(join(dir, 'tokenizer.json'));
+  const model = (tj['model'] as Json | undefined) ?? {};
+  if (model['type'] !== 'BPE') throw new DeltaserveError('bad_tokenizer', `quantize: ${dir}/tokenizer.json is not a BPE tokenizer (model.type ${String(model['type'])})`);
+  const vocab = (model['vocab'] as Record<string, number> | undefined) ?? {};
+  const tokens: string[] = Array<string>(cfg.vocabSize).fill('');
+  const types: number[] = Array<number>(cfg.vocabSize).fill(5);
+  for (const [t, id] of Object.entries(vocab)) if (id < cfg.vocabSize) { tokens[id] = t; types[id] = 1; }
+  for (const added of (tj['added_tokens'] as Json[] | undefined) ?? []) {
+    const id = added['id'] as number;
+    if (id >= cfg.vocabSize) continue;
+    tokens[id] = String(added['content']);
+    types[id] = added['special'] ? 3 : 4;
+  }
+  tokens.forEach((t, i) => { if (t === '') tokens[i] = `[PAD${i}]`; });
+  const merges = ((model['merges'] as (string | string[])[] | undefined) ?? []).map((m) => (typeof m === 'string' ? m : m.join(' ')));
+  const template = TextTokenizer.load(dir).chatTemplate;
+  const id = (key: string): number => {
+    const v = text[key];
+    const first = Array.isArray(v) ? (v[0] as unknown) : v;
+    return typeof first === 'number' ? first : (cfg.eosTokenIds[0] ?? 0);
+  };
+  return [
+    { key: 'tokenizer.ggml.model', type: 'string', value: 'gpt2' },
+    { key: 'tokenizer.ggml.pre', type: 'string', value: preTokenizerName(tj) },
+    { key: 'tokenizer.ggml.tokens', type: 'string', array: tokens },
+    { key: 'tokenizer.ggml.token_type', type: 'i32', array: types },
+    { key: 'tokenizer.ggml.merges', type: 'string', array: merges },
+    { key: 'tokenizer.ggml.eos_token_id', type: 'u32', value: id('eos_token_id') },
+    { key: 'tokenizer.ggml.bos_token_id', type: 'u32', value: id('bos_token_id') },
+    { key: 'tokenizer.ggml.add_bos_token', type: 'bool', value: false },
+    ...(template !== undefined ? [{ key: 'tokenizer.chat_template', type: 'string', value: template } as const] : []),
+  ];
+}
+
+/** llama.cpp's pre-tokenizer name for the tokenizer's split regex: qwen35 (letters with
+ * combining marks), qwen2, or gpt2 (ByteLevel's own regex). */
+function preTokenizerName(tj: Json): string {
+  const pre = JSON.stringify(tj['pre_tokenizer'] ?? {});
+  if (!pre.includes('"Split"')) return 'gpt2';
+  return pre.includes('\\\\p{M}') ? 'qwen35' : 'qwen2';
+}

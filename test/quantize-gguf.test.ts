@@ -1,0 +1,142 @@
+// `deltaserve quantize` against llama.cpp's own files: the GGUF fixtures in
+// ../shared/models/gguf were written by llama.cpp's converter and quantized by its
+// llama-quantize from the same checkpoints. Our files must have the same tensors (names,
+// shapes, per-tensor types of each file type's mix) with byte-identical data — except
+// ssm_a = −exp(A_log), where numpy's float32 exp (a few ulp) and our correctly rounded one
+// differ in the last bits — and the same metadata except three documented choices. And a file we write
+// must reproduce the golden greedy ids.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { readGgufHeader, type GgufFile, type GgufTensorInfo } from '../src/model/gguf-file.js';
+import { quantizeToGguf } from '../src/tools/quantize-gguf.js';
+import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
+import { forwardHidden, lmHead } from '../src/model/forward.js';
+import { Workspace } from '../src/model/layers.js';
+import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'ds-quantize-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+const FIX = (name: string): string => sharedPath('models', 'gguf', name);
+const TINY_MOE = (): string => sharedPath('models', 'tiny-moe');
+
+function tensorData(f: GgufFile, t: GgufTensorInfo): Buffer {
+  const fd = openSync(f.path, 'r');
+  try {
+    const b = Buffer.alloc(t.nbytes);
+    readSync(fd, b, 0, t.nbytes, t.offset);
+    return b;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** f32 values equal within 4 units in the last place. */
+function withinFewUlp(a: Buffer, b: Buffer): boolean {
+  const x = new Int32Array(a.buffer, a.byteOffset, a.length / 4);
+  const y = new Int32Array(b.buffer, b.byteOffset, b.length / 4);
+  return x.every((v, i) => Math.abs(v - y[i]!) <= 4);
+}
+
+/** Every tensor of `ref` is in `ours` with the same shape, type and bytes. */
+function assertSameTensors(ours: GgufFile, ref: GgufFile): void {
+  assert.deepEqual(ours.tensors.map((t) => t.name).sort(), ref.tensors.map((t) => t.name).sort(), 'tensor names');
+  for (const r of ref.tensors) {
+    const o = ours.tensors.find((t) => t.name === r.name)!;
+    assert.deepEqual(o.shape, r.shape, `${r.name} shape`);
+    assert.equal(o.type, r.type, `${r.name} type`);
+    const [a, b] = [tensorData(ours, o), tensorData(ref, r)];
+    if (r.name.endsWith('.ssm_a')) assert.ok(withinFewUlp(a, b), `${r.name} within 4 ulp`);
+    else assert.ok(a.equals(b), `${r.name} (${r.type}) bytes identical to llama-quantize's`);
+  }
+}
+
+const json = (v: unknown): string => JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? String(x) : x));
+
+test('quantize --type bf16 (CLI) writes llama.cpp\'s tiny-think-BF16.gguf: same tensors, bytes and metadata', () => {
+  const out = join(dir, 'tt-bf16.gguf');
+  const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist/src/cli/main.js'), 'quantize', '--model', TINY_THINK(), '--out', out, '--type', 'bf16'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as { tensors: number; tensorTypes: Record<string, number> };
+  assert.deepEqual(report.tensorTypes, { BF16: 71, F32: 52 });
+  const ours = readGgufHeader(out);
+  const ref = readGgufHeader(FIX('tiny-think-BF16.gguf'));
+  assertSameTensors(ours, ref);
+  // Metadata: the same keys and values, but for three choices of ours. general.name is the
+  // model's; tokenizer.ggml.pre names tiny-think's real split regex (ByteLevel's own, gpt2;
+  // the fixture's converter always writes qwen35); and added tokens that are not special
+  // (<think>, </think>) are user-defined (4), as llama.cpp's converter marks them, not control.
+  assert.deepEqual([...ours.metadata.keys()].sort(), [...ref.metadata.keys()].sort());
+  const differ = [...ref.metadata.keys()].filter((k) => json(ours.metadata.get(k)) !== json(ref.metadata.get(k)));
+  assert.deepEqual(differ.sort(), ['general.name', 'tokenizer.ggml.pre', 'tokenizer.ggml.token_type']);
+  assert.equal(ours.metadata.get('tokenizer.ggml.pre'), 'gpt2');
+  const types = ours.metadata.get('tokenizer.ggml.token_type') as number[];
+  const refTypes = ref.metadata.get('tokenizer.ggml.token_type') as number[];
+  const changed = types.flatMap((t, i) => (t !== refTypes[i] ? [[i, refTypes[i], t]] : []));
+  assert.deepEqual(changed, [[998, 3, 4], [999, 3, 4]]);
+});
+
+for (const [type, fixture] of [['q8_0', 'tiny-think-Q8_0.gguf'], ['q4_k_m', 'tiny-think-Q4_K_M.gguf'], ['q4_0', 'tiny-think-Q4_0.gguf']] as const) {
+  test(`quantize --type ${type}: tensor types and blocks identical to llama-quantize's ${fixture}`, async () => {
+    const out = join(dir, `tt-${type}.gguf`);
+    await quantizeToGguf({ model: TINY_THINK(), out, type });
+    assertSameTensors(readGgufHeader(out), readGgufHeader(FIX(fixture)));
+  });
+}
+
+test('quantize tiny-moe --type q4_k_m: experts split gate/up, shared expert, Q5_0/Q8_0 fallbacks, untied head — identical to llama-quantize\'s', async () => {
+  const out = join(dir, 'moe-q4_k_m.gguf');
+  const res = await quantizeToGguf({ model: TINY_MOE(), out, type: 'q4_k_m' });
+  assert.ok((res.types['q5_0'] ?? 0) > 0 && (res.types['q8_0'] ?? 0) > 0, `fallback types used: ${json(res.types)}`);
+  assertSameTensors(readGgufHeader(out), readGgufHeader(FIX('tiny-moe-Q4_K_M.gguf')));
+});
+
+test('a q4_k_m file written by quantize reproduces the golden greedy ids (6 prompts)', async () => {
+  const out = join(dir, 'tt-q4_k_m.gguf'); // written by the q4_k_m test above
+  const wasm = await createWasmKernels({ threads: 2 });
+  try {
+    const m = loadModel(out, wasm);
+    const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as
+      { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] };
+    for (const p of golden.prompts) assert.deepEqual(greedy(m, p.prompt_ids, p.greedy_ids.length), p.greedy_ids, p.name);
+  } finally {
+    wasm.dispose();
+  }
+});
+
+function greedy(m: Model, promptIds: number[], n: number): number[] {
+  const ws = new Workspace(m.kernels);
+  const mem = allocSequenceMemory(m, promptIds.length + n + 8);
+  const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };
+  const argmax = (v: Float32Array): number => v.reduce((best, x, i) => (x > v[best]! ? i : best), 0);
+  const fw = forwardHidden(m, ws, [{ ...seq, tokens: promptIds, start: 0, chunked: true }]);
+  const out = [argmax(lmHead(m, ws, fw.hidden.slice(), [promptIds.length - 1]))];
+  while (out.length < n) {
+    const step = forwardHidden(m, ws, [{ ...seq, tokens: [out[out.length - 1]!], start: promptIds.length + out.length - 1, chunked: false }]);
+    out.push(argmax(lmHead(m, ws, step.hidden, [0])));
+  }
+  return out;
+}
+
+test('quantize: user errors are one line and exit 2, and leave no file behind', () => {
+  const cli = (...args: string[]) => spawnSync(process.execPath, [join(REPO_ROOT, 'dist/src/cli/main.js'), 'quantize', ...args], { encoding: 'utf8' });
+  const out = join(dir, 'never.gguf');
+  const cases: [string[], RegExp][] = [
+    [['--model', TINY_THINK(), '--out', out], /needs --model, --out and --type/],
+    [['--model', TINY_THINK(), '--out', out, '--type', 'q9_k'], /--type must be one of .*q4_k_m/],
+    [['--model', FIX('tiny-think-BF16.gguf'), '--out', out, '--type', 'q8_0'], /is a GGUF file/],
+    [['--model', join(dir, 'absent'), '--out', out, '--type', 'q8_0'], /model not found/],
+    [['--model', TINY_THINK(), '--out', join(dir, 'x.bin'), '--type', 'q8_0'], /--out must name a \.gguf file/],
+  ];
+  for (const [args, message] of cases) {
+    const r = cli(...args);
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.ok(!r.stderr.includes('    at '), `no stack: ${r.stderr}`);
+  }
+  assert.throws(() => readFileSync(out));
+});
