@@ -116,6 +116,10 @@ export class Engine {
   private closed = false;
   private loopDone: Promise<void>;
   readonly maxContext: number;
+  /** MTP draft tokens per verify round at most (0 = speculation off). */
+  get specTokens(): number {
+    return this.policy.kMax;
+  }
   /** Pool sizes chosen at load (print with formatPlan). */
   memoryPlan: MemoryPlan | null = null;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
