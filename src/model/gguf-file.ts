@@ -195,13 +195,14 @@ export function parseGguf(fd: number, path: string): GgufFile {
     const where = `${path}: tensor ${t.name}`;
     if (t.rel % alignment !== 0) bad(`${where}: data offset ${t.rel} is not a multiple of the alignment ${alignment}`);
     const nbytes = tensorBytes(t.type, t.shape, where);
-    const offset = dataStart + t.rel;
-    if (offset + nbytes > size) {
-      bad(`${where}: data ends at byte ${offset + nbytes} but the file has ${size} bytes (truncated file)`);
-    }
-    return Object.freeze({ name: t.name, shape: Object.freeze(t.shape), type: t.type, offset, nbytes });
+    return Object.freeze({ name: t.name, shape: Object.freeze(t.shape), type: t.type, offset: dataStart + t.rel, nbytes });
   });
   checkDataLayout(tensors, dataStart, alignment, path);
+  for (const t of tensors) {
+    if (t.offset + t.nbytes > size) {
+      bad(`${path}: tensor ${t.name}: data ends at byte ${t.offset + t.nbytes} but the file has ${size} bytes (truncated file)`);
+    }
+  }
   return { path, version, metadata, tensors, size };
 }
 
