@@ -18,8 +18,9 @@ export interface SaveSpec {
  * of that save, the temporary file removed and the old file kept. */
 export interface StoreWriter {
   begin(spec: SaveSpec): Promise<void>;
-  /** The writer takes ownership of `bytes` (its buffer is transferred to the worker). */
-  append(bytes: Uint8Array): Promise<void>;
+  /** The writer takes ownership of `bytes` (its buffer is transferred to the worker) and
+   * hands the buffer back once written, for the next piece. */
+  append(bytes: Uint8Array): Promise<ArrayBuffer>;
   /** Moves the file into place; resolves to its size in bytes. */
   finish(): Promise<number>;
   abort(): Promise<void>;
@@ -71,7 +72,10 @@ export class DirectStoreWriter implements StoreWriter {
     this.ops = new StoreOps(io);
   }
   async begin(spec: SaveSpec): Promise<void> { run(this.ops, () => this.ops.begin(spec)); }
-  async append(bytes: Uint8Array): Promise<void> { run(this.ops, () => this.ops.append(bytes)); }
+  async append(bytes: Uint8Array): Promise<ArrayBuffer> {
+    run(this.ops, () => this.ops.append(bytes));
+    return bytes.buffer as ArrayBuffer;
+  }
   async finish(): Promise<number> { return run(this.ops, () => this.ops.finish()); }
   async abort(): Promise<void> { this.ops.abort(); }
   async close(): Promise<void> { this.ops.abort(); }
@@ -81,14 +85,16 @@ export type StoreRequest =
   | { readonly seq: number; readonly op: 'begin'; readonly spec: SaveSpec }
   | { readonly seq: number; readonly op: 'append'; readonly bytes: Uint8Array }
   | { readonly seq: number; readonly op: 'finish' | 'abort' };
-export type StoreReply = { readonly seq: number; readonly ok: true; readonly value?: number } | { readonly seq: number; readonly ok: false; readonly message: string };
+export type StoreReply =
+  | { readonly seq: number; readonly ok: true; readonly value?: number; readonly buffer?: ArrayBuffer }
+  | { readonly seq: number; readonly ok: false; readonly message: string };
 
 /** Runs a request on `ops` (in the worker). */
 export function handleStoreRequest(ops: StoreOps, m: StoreRequest): StoreReply {
   try {
     switch (m.op) {
       case 'begin': run(ops, () => ops.begin(m.spec)); return { seq: m.seq, ok: true };
-      case 'append': run(ops, () => ops.append(m.bytes)); return { seq: m.seq, ok: true };
+      case 'append': run(ops, () => ops.append(m.bytes)); return { seq: m.seq, ok: true, buffer: m.bytes.buffer as ArrayBuffer };
       case 'finish': return { seq: m.seq, ok: true, value: run(ops, () => ops.finish()) };
       case 'abort': ops.abort(); return { seq: m.seq, ok: true };
     }
@@ -98,7 +104,7 @@ export function handleStoreRequest(ops: StoreOps, m: StoreRequest): StoreReply {
 }
 
 interface Pending {
-  resolve(v: number | undefined): void;
+  resolve(r: { value?: number; buffer?: ArrayBuffer }): void;
   reject(e: Error): void;
 }
 
@@ -107,14 +113,19 @@ export class WorkerStoreWriter implements StoreWriter {
   private seq = 0;
   private readonly pending = new Map<number, Pending>();
 
+  /** Starts the thread now (at engine start), so a save does not wait for it. */
+  constructor() {
+    this.worker = this.start();
+  }
+
   begin(spec: SaveSpec): Promise<void> {
     return this.send({ seq: 0, op: 'begin', spec }).then(() => undefined);
   }
-  append(bytes: Uint8Array): Promise<void> {
-    return this.send({ seq: 0, op: 'append', bytes }, [bytes.buffer as ArrayBuffer]).then(() => undefined);
+  append(bytes: Uint8Array): Promise<ArrayBuffer> {
+    return this.send({ seq: 0, op: 'append', bytes }, [bytes.buffer as ArrayBuffer]).then((r) => r.buffer!);
   }
   finish(): Promise<number> {
-    return this.send({ seq: 0, op: 'finish' }).then((v) => v ?? 0);
+    return this.send({ seq: 0, op: 'finish' }).then((r) => r.value ?? 0);
   }
   abort(): Promise<void> {
     return this.worker ? this.send({ seq: 0, op: 'abort' }).then(() => undefined) : Promise.resolve();
@@ -127,12 +138,11 @@ export class WorkerStoreWriter implements StoreWriter {
 
   private start(): Worker {
     const w = new Worker(new URL('./store-worker.js', import.meta.url));
-    w.unref(); // referenced only while a request is pending (see send): an idle writer never keeps the process alive
     w.on('message', (r: StoreReply) => {
       const p = this.pending.get(r.seq);
       this.pending.delete(r.seq);
       if (this.pending.size === 0) w.unref();
-      if (r.ok) p?.resolve(r.value);
+      if (r.ok) p?.resolve(r);
       else p?.reject(new Error(r.message));
     });
     const fail = (e: Error): void => {
@@ -142,10 +152,13 @@ export class WorkerStoreWriter implements StoreWriter {
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
+    // after the listeners (adding a 'message' listener refs it): referenced only while a
+    // request is pending (see send), so an idle writer never keeps the process alive
+    w.unref();
     return w;
   }
 
-  private send(m: StoreRequest, transfer: ArrayBuffer[] = []): Promise<number | undefined> {
+  private send(m: StoreRequest, transfer: ArrayBuffer[] = []): Promise<{ value?: number; buffer?: ArrayBuffer }> {
     this.worker ??= this.start();
     const seq = ++this.seq;
     if (this.pending.size === 0) this.worker.ref();
