@@ -7,7 +7,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KvPool } from '../src/cache/kv-pool.js';
@@ -150,7 +150,7 @@ for (const fault of ['enospc', 'zero-write', 'fsync', 'rename', 'open'] as const
     await bad.save();
     assert.equal(bad.stats().saveErrors, 1);
     assert.equal(bad.stats().saves, 0);
-    assert.match(logs.join('\n'), /saving to .* failed, the previous file is kept: .*prefix-cache\.bin\.tmp-\d+/);
+    assert.match(logs.join('\n'), /saving to .* failed: .*prefix-cache\.bin\.tmp-\d+: .*\(the previous file is kept\)/);
     assert.ok(readFileSync(join(dir, STORE_FILE)).equals(before), 'the old file is untouched');
     assert.deepEqual(tmpFiles(dir), []);
     await bad.close();
@@ -161,6 +161,27 @@ for (const fault of ['enospc', 'zero-write', 'fsync', 'rename', 'open'] as const
     await q.close();
   });
 }
+
+test('a failure in the writer thread (the temporary name is taken by a directory) keeps the old file and logs', async () => {
+  const dir = freshDir();
+  const ctx = filled(6, 4);
+  const first = persistence(ctx, dir, []);
+  await first.save();
+  const before = readFileSync(join(dir, STORE_FILE));
+  addSnapshot(ctx, new Rng(7), 90);
+  mkdirSync(join(dir, `${STORE_FILE}.tmp-${process.pid}`));
+  const logs: string[] = [];
+  const p = new PrefixPersistence(ctx, 'test-identity', G.hidden, { dir, maxBytes: 1 << 30, saveMs: 0 }, (m) => logs.push(m));
+  await p.save();
+  assert.equal(p.stats().saveErrors, 1);
+  assert.match(logs.join('\n'), /saving to .* failed: creating .*prefix-cache\.bin\.tmp-\d+: EISDIR.*\(the previous file is kept\)/);
+  assert.ok(readFileSync(join(dir, STORE_FILE)).equals(before));
+  rmdirSync(join(dir, `${STORE_FILE}.tmp-${process.pid}`));
+  await p.save(); // the next save succeeds
+  assert.equal(p.stats().saves, 1);
+  await first.close();
+  await p.close();
+});
 
 test('short writes are continued: a disk that writes half of every request still gets the whole file', async () => {
   const dir = freshDir();

@@ -102,7 +102,11 @@ export class StoreFileWriter {
       this.io.renameSync(this.tmp, this.file);
     });
     // the new file is in place; only its durability is left to settle
-    fsyncDir(this.io, dirname(this.file));
+    try {
+      fsyncDir(this.io, dirname(this.file));
+    } catch (e) {
+      throw new Error(`${this.file} is in place, but fsync of its directory failed, so it may not survive a power loss (${(e as Error).message})`);
+    }
     return this.pos;
   }
 
@@ -125,7 +129,7 @@ export class StoreFileWriter {
       fn();
     } catch (e) {
       this.abort();
-      throw new Error(`${what} ${this.tmp}: ${(e as Error).message}`);
+      throw new Error(`${what} ${this.tmp}: ${(e as Error).message} (the previous file is kept)`);
     }
   }
 }

@@ -218,7 +218,7 @@ export class PrefixPersistence {
         return;
       }
       this.saveErrors++;
-      this.log(`prefix cache: saving to ${this.o.dir} failed, the previous file is kept: ${(e as Error).message}`);
+      this.log(`prefix cache: saving to ${this.o.dir} failed: ${(e as Error).message}`);
     }
   }
 
