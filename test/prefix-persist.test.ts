@@ -6,7 +6,7 @@
 // (it is copied in slices and written by a worker thread) and still round-trips.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -213,6 +213,47 @@ test('stale temporary files (a save killed mid-write) are removed at start; a li
   assert.equal(logs.filter((l) => /removed prefix-cache\.bin\.tmp-\d+, left by a save that never finished/.test(l)).length, 2, logs.join('\n'));
   p.load();
   assert.equal(p.stats().loadedSnapshots, 2);
+  await p.close();
+});
+
+test('SIGKILL during a save: the previous file survives whole and the next start removes the temporary file', async () => {
+  const dir = freshDir();
+  const ctx = filled(8, 3);
+  await persistence(ctx, dir, []).close();
+  const before = readFileSync(join(dir, STORE_FILE));
+  // a child process saving a 128 MiB cache into the same directory, killed mid-save
+  const dist = (f: string): string => JSON.stringify(join(REPO_ROOT, 'dist', 'src', f));
+  const script = `
+    import { KvPool } from ${dist('cache/kv-pool.js')};
+    import { StatePool } from ${dist('cache/state-pool.js')};
+    import { RadixCache } from ${dist('cache/radix-cache.js')};
+    import { PrefixPersistence } from ${dist('engine/prefix-persist.js')};
+    const alloc = (n) => new Float32Array(n).fill(1);
+    const kv = new KvPool({ numPages: 8, pageSize: 16, kvDim: 8, numLayers: 1, numMtpLayers: 0, alloc });
+    const state = new StatePool({ slots: 4, numLinear: 8, convSize: 8, ssmSize: 1 << 20, batchCapacity: 0, maxSteps: 0, alloc });
+    const cache = new RadixCache(kv, state);
+    const ctx = { cache, kv, state, kvDim: 8, interval: 64, mtp: false, inserted: 0 };
+    for (let i = 0; i < 4; i++) {
+      const pages = kv.alloc(1);
+      cache.insert([i, 1, 2], pages, { slot: state.alloc(), hidden: new Float32Array(4), chunkedTo: 3 });
+      ctx.inserted++;
+      kv.release(pages);
+    }
+    const p = new PrefixPersistence(ctx, 'child', 4, { dir: ${JSON.stringify(dir)}, maxBytes: 1 << 30, saveMs: 0 }, () => {});
+    for (;;) { ctx.inserted++; await p.save(); }`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'ignore' });
+  const tmp = join(dir, `${STORE_FILE}.tmp-${child.pid}`);
+  for (let i = 0; i < 6000 && !existsSync(tmp); i++) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(existsSync(tmp), 'the child started a save');
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  assert.ok(existsSync(tmp), 'the killed save left its temporary file');
+  const onDisk = readFileSync(join(dir, STORE_FILE));
+  assert.ok(onDisk.equals(before) || onDisk.length > before.length, 'the file is the old one or a complete new one');
+  const logs: string[] = [];
+  const p = persistence(context(), dir, logs);
+  assert.ok(!existsSync(tmp), 'removed at start');
+  assert.match(logs.join('\n'), /removed prefix-cache\.bin\.tmp-\d+, left by a save that never finished/);
   await p.close();
 });
 

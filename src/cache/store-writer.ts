@@ -137,7 +137,8 @@ export class WorkerStoreWriter implements StoreWriter {
   }
 
   private start(): Worker {
-    const w = new Worker(new URL('./store-worker.js', import.meta.url));
+    // no inherited node flags: some (--input-type, --eval's) are invalid for a worker file
+    const w = new Worker(new URL('./store-worker.js', import.meta.url), { execArgv: [] });
     w.on('message', (r: StoreReply) => {
       const p = this.pending.get(r.seq);
       this.pending.delete(r.seq);
