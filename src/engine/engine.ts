@@ -26,6 +26,7 @@ import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
+import type { FileIo } from '../cache/store-io.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
@@ -62,6 +63,9 @@ export interface EngineOptions {
   readonly prefixCacheDiskBytes?: number;
   /** Minimum time between periodic saves (default 60000; 0 = only at close). */
   readonly prefixCacheSaveMs?: number;
+  /** Test hook: the prefix cache is saved on the engine's thread through this file system
+   * (to inject short writes and failures) instead of a writer thread. */
+  readonly prefixCacheIo?: FileIo;
   /** At the end of a generation, snapshot the conversation (prompt + output) so the next
    * turn that includes the answer hits: an internal prefill of the generated tokens in
    * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
@@ -167,6 +171,7 @@ export class Engine {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
         dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 2 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
+        ...(opts.prefixCacheIo ? { io: opts.prefixCacheIo } : {}), onSaveEnd: () => this.wake?.(),
       }, log);
       this.persist.load();
     }
@@ -194,8 +199,9 @@ export class Engine {
         ssmSize: model.layout.ssmSize, batchCapacity: plan.scratchRows, maxSteps: k > 0 ? k + 1 : 0,
         alloc: (n) => kernels.alloc(n),
       });
+      // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       const engine = new Engine(model, tokenizer, kv, state,
-        { ...opts, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots });
+        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots });
       engine.memoryPlan = plan;
       return engine;
     } catch (e) {
@@ -271,7 +277,7 @@ export class Engine {
     this.closed = true;
     this.wake?.();
     await this.loopDone;
-    this.persist?.save();
+    await this.persist?.close();
     this.model.kernels.dispose();
   }
 
