@@ -4,8 +4,8 @@
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, type State, utf8Next } from './matcher.js';
-import { type TokenList, type TokenVocab, walk } from './mask.js';
+import { type Frame, type State, utf8Next } from './frames.js';
+import { type TokenList, type TokenVocab, walk } from './walk.js';
 
 interface FreeTextClass {
   /** chars[id]: character count of a plain token, −1 for the others. */
@@ -26,8 +26,8 @@ const classes = new WeakMap<TokenVocab, Map<string, FreeTextClass>>();
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if (f.t === 'str' && f.ph === 1 && f.u === 0) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
-  if (f.t === 'until' && f.m === 0 && f.u === 0) {
+  if (f.t === 'str' && f.ph === 1 && f.u === 0 && f.res.length === 0) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
+  if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
   }
