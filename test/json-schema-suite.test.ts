@@ -96,7 +96,7 @@ test('JSON-Schema-Test-Suite: every case of a compiled schema is decided as the 
   assert.deepEqual(failures, []);
   // the keywords this grammar supports compile in the suite
   for (const kw of ['pattern', 'patternProperties', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'allOf', 'anyOf', 'oneOf',
-    'additionalProperties', 'dependentRequired', 'ref', 'defs', 'definitions', 'const', 'enum', 'prefixItems', 'type', 'properties', 'required']) {
+    'additionalProperties', 'dependentRequired', 'dependencies', 'ref', 'anchor', 'items', 'additionalItems', 'propertyNames', 'const', 'enum', 'prefixItems', 'type', 'properties', 'required']) {
     const t = tallies.get(kw);
     assert.ok(t && t.cases - t.refused > 0, `${kw} compiles`);
   }
