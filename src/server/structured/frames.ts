@@ -24,7 +24,7 @@ export type Frame =
   | { readonly t: 'obj'; readonly o: ObjectNode; readonly xml: boolean; readonly ph: 'open' | 'first' | 'sep' | 'key'; readonly i: number;
       readonly seen: readonly string[]; readonly count: number }
   | { readonly t: 'key'; readonly o: ObjectNode; readonly seen: readonly string[]; readonly count: number; readonly ph: number; readonly u: number;
-      readonly cp: number; readonly txt: string; readonly n: number; readonly rs: readonly number[] }
+      readonly cp: number; readonly txt: string; readonly raw: string; readonly n: number; readonly rs: readonly number[] }
   | { readonly t: 'arr'; readonly s: ArrayNode; readonly ph: 'open' | 'first' | 'sep'; readonly n: number }
   | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number;
       readonly cp: number; readonly res: readonly Regex[]; readonly rs: readonly number[] }
@@ -127,6 +127,24 @@ export function stepRegexes(res: readonly Regex[], rs: readonly number[], cp: nu
     outRs.push(s);
   }
   return { res: outRes ?? res, rs: outRs };
+}
+
+/** The code points a character in progress can still become ([lo, hi]; after a backslash,
+ * null: any escape). `u`/`cp` as jsonCharStep keeps them, `ph` 3..6 = \u digits read. */
+export function pendingRange(ph: number, u: number, cp: number): [number, number] | null {
+  if (ph === 2) return null;
+  if (ph >= 3) {
+    const rem = 4 * (7 - ph);
+    return [cp * 2 ** rem, (cp + 1) * 2 ** rem - 1];
+  }
+  const r = u <= 3 ? u : u <= 5 ? 2 : 3;
+  return [cp * 2 ** (6 * r), (cp + 1) * 2 ** (6 * r) - 1];
+}
+
+/** Can every regex still step over the character in progress? */
+export function regexesCanContinue(res: readonly Regex[], rs: readonly number[], range: [number, number] | null): boolean {
+  const [lo, hi] = range ?? [0, 0xffff];
+  return res.every((r, i) => r.canStep(rs[i]!, lo, hi) || (range === null && Object.values(SIMPLE_ESCAPES).some((c) => r.canStep(rs[i]!, c, c))));
 }
 
 export const regexesAccept = (res: readonly Regex[], rs: readonly number[]): boolean => res.every((r, i) => r.accepts(rs[i]!));

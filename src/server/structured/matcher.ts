@@ -2,7 +2,7 @@
 // frames of frames.ts. Output is compact JSON (no whitespace outside strings). Bytes ≥ 0x80
 // only occur inside strings and free text, so multi-byte UTF-8 never breaks the structure.
 import {
-  advanceMatch, DONE, type Frame, jsonCharStep, lit, push, regexesAccept, type Stack, type State, stepRegexes, stringFrame, THINK_END,
+  advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, type Stack, type State, stepRegexes, stringFrame, THINK_END,
   utf8Accumulate, utf8Next, val,
 } from './frames.js';
 import { anyAlternatives, deref, MAX_DIGITS, type NumberNode, type Schema } from './nodes.js';
@@ -89,7 +89,8 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
     return;
   }
   if (r.ch < 0) {
-    out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp }, next));
+    // a character in progress: the regexes must still have room for it
+    if (f.res.length === 0 || regexesCanContinue(f.res, f.rs, pendingRange(r.ph, r.u, r.cp))) out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp }, next));
     return;
   }
   if (f.res.length === 0) {
@@ -128,6 +129,7 @@ function feedUntil(f: Extract<Frame, { t: 'until' }>, next: Stack | null, b: num
     }
     if (b >= 0x80) {
       cp = utf8Accumulate(f.u, f.cp, b);
+      if (u > 0 && !regexesCanContinue(res, rs, pendingRange(1, u, cp))) return;
       if (u === 0) {
         const r = stepRegexes(res, rs, cp);
         if (!r) return;
@@ -292,7 +294,7 @@ export function stackKey(st: Stack | null): string {
       case 'str': k += `s${f.ph},${f.u},${f.ph >= 3 || f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}`; break;
       case 'num': k += `n${f.s.id},${f.ph},${f.n},${f.d}${f.s.range ? `,${f.txt}` : ''}`; break;
       case 'obj': k += `o${f.o.id},${f.xml ? 1 : 0},${f.ph},${f.i},${f.count},${textKey(f.seen.join('\u0000'))}`; break;
-      case 'key': k += `k${f.o.id},${f.ph},${f.u},${f.cp},${f.count},${textKey(f.seen.join('\u0000'))},${textKey(f.txt)},${f.rs.join(',')}`; break;
+      case 'key': k += `k${f.o.id},${f.ph},${f.u},${f.cp},${f.count},${textKey(f.seen.join('\u0000'))},${textKey(f.raw)},${f.rs.join(',')}`; break;
       case 'arr': k += `a${f.s.id},${f.ph},${f.n < f.s.prefix.length ? `p${f.n}` : Math.min(f.n, f.s.min)},${f.s.max - f.n}`; break;
       case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}`; break;
       case 'ws': k += `w${f.left}`; break;

@@ -142,7 +142,7 @@ export function literalChoice(alts: readonly Schema[]): Schema {
 export function deref(s: Schema): Schema {
   let x = s;
   for (let i = 0; x.k === 'ref'; i++) {
-    if (i > 1000) throw new SchemaError('a $ref chain does not end in a schema');
+    if (i > 1000) throw new SchemaError('a $ref is recursive without a value in between');
     x = x.get();
   }
   return x;

@@ -5,7 +5,7 @@
 // Objects whose keys are all free (no named properties, no patterns) write keys as plain
 // strings. Qwen XML parameters (forced tool calls) follow declaration order.
 import {
-  DONE, type Frame, jsonCharStep, lit, push, regexesAccept, type Stack, stringFrame, val,
+  DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, type Stack, stringFrame, utf8Binary, val,
 } from './frames.js';
 import { deref, isNever, literalChoice, MAX_STRING, type ObjectNode, rawLiteral, type Schema, type StringNode } from './nodes.js';
 import type { Regex } from './regex.js';
@@ -55,7 +55,7 @@ function startKey(f: ObjFrame, next: Stack | null, b: number, out: Stack[], feed
   }
   if (b !== 0x22) return;
   const rs = [...o.keys.res, ...o.patternRes].map(() => 0);
-  out.push(push({ t: 'key', o, seen: f.seen, count: f.count, ph: 1, u: 0, cp: 0, txt: '', n: 0, rs }, next));
+  out.push(push({ t: 'key', o, seen: f.seen, count: f.count, ph: 1, u: 0, cp: 0, txt: '', raw: '', n: 0, rs }, next));
 }
 
 export function feedObject(f: ObjFrame, next: Stack | null, b: number, out: Stack[], feed: Feed): void {
@@ -104,6 +104,40 @@ function valueFor(f: KeyFrame): Schema | null {
   return o.extraFor(o.patternRes.map((r: Regex, i) => r.accepts(f.rs[k + i]!)));
 }
 
+/** Named keys as written canonically (JSON.stringify, UTF-8 bytes as a binary string, with
+ * the closing quote), by object. */
+const encodedNames = new WeakMap<ObjectNode, readonly string[]>();
+function encoded(o: ObjectNode): readonly string[] {
+  let e = encodedNames.get(o);
+  if (!e) encodedNames.set(o, (e = o.props.map((p) => utf8Binary(JSON.stringify(p.name).slice(1)))));
+  return e;
+}
+
+/** Is `raw` the start of a named key still open, written canonically? */
+function namedPrefix(f: KeyFrame, raw: string): boolean {
+  const names = encoded(f.o);
+  return f.o.props.some((p, i) => names[i]!.startsWith(raw) && open(f)(p));
+}
+
+/** Can a key beyond the named ones go on with a character in progress? */
+function extraCanContinue(o: ObjectNode, rs: readonly number[], range: [number, number] | null): boolean {
+  const k = o.keys.res.length;
+  if (!regexesCanContinue(o.keys.res, rs.slice(0, k), range)) return false;
+  let at = k;
+  for (const c of o.clauses) {
+    if (c.extra === null && !regexesCanContinueAny(c.patterns.map((p) => p.re), rs.slice(at, at + c.patterns.length), range)) return false;
+    at += c.patterns.length;
+  }
+  return true;
+}
+
+function regexesCanContinueAny(res: readonly Regex[], rs: readonly number[], range: [number, number] | null): boolean {
+  return res.some((r, i) => regexesCanContinue([r], [rs[i]!], range));
+}
+
+/** A key's bytes: a prefix of a named key (byte for byte), or a key the object admits
+ * beyond them (decoded, its regexes stepped per character, characters in progress checked
+ * against the regexes' room). */
 export function feedKey(f: KeyFrame, next: Stack | null, b: number, out: Stack[]): void {
   const r = jsonCharStep(f.ph, f.u, f.cp, b);
   if (r === null) return;
@@ -112,17 +146,20 @@ export function feedKey(f: KeyFrame, next: Stack | null, b: number, out: Stack[]
     if (v !== null) out.push(lit(':', val(v, after(f, f.txt, next))));
     return;
   }
+  const raw = f.raw + String.fromCharCode(b);
+  const o = f.o;
+  const extras = extrasPossible(o);
   if (r.ch < 0) {
-    out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp }, next));
+    if (namedPrefix(f, raw) || (extras && extraCanContinue(o, f.rs, pendingRange(r.ph, r.u, r.cp)))) {
+      out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp, raw }, next));
+    }
     return;
   }
   const txt = f.txt + String.fromCodePoint(r.ch);
-  const o = f.o;
   const res = [...o.keys.res, ...o.patternRes];
   const rs = res.length === 0 ? f.rs : res.map((re, i) => re.step(f.rs[i]!, r.ch));
-  const named = o.props.some((p) => p.name.startsWith(txt) && open(f)(p));
-  if (named || (extrasPossible(o) && extraFeasible(o, rs, f.n + 1))) {
-    out.push(push({ ...f, ph: 1, u: 0, cp: 0, txt, n: f.n + 1, rs }, next));
+  if (namedPrefix(f, raw) || (extras && extraFeasible(o, rs, f.n + 1))) {
+    out.push(push({ ...f, ph: 1, u: 0, cp: 0, txt, raw, n: f.n + 1, rs }, next));
   }
 }
 

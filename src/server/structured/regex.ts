@@ -310,6 +310,18 @@ export class Regex {
     return to;
   }
 
+  /** Can some code point in [lo, hi] follow from state `s` (a character still being written)? */
+  canStep(s: number, lo: number, hi: number): boolean {
+    if (s < 0) return false;
+    for (const q of this.sets[s]!) {
+      for (const e of this.nfa[q]!.edges) {
+        if (!this.live[e.to]) continue;
+        for (const [a, b] of e.r) if (a <= hi && b >= lo) return true;
+      }
+    }
+    return false;
+  }
+
   /** Does the text so far match (the string may end here)? */
   accepts(s: number): boolean {
     return s >= 0 && this.accepting[s]!;

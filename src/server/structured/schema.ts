@@ -363,7 +363,7 @@ class Compiler {
       if (seen.has(x.id)) continue;
       seen.add(x.id);
       switch (x.k) {
-        case 'ref': todo.push(x.get()); break;
+        case 'ref': todo.push(deref(x)); break;
         case 'anyOf': todo.push(...x.alts); break;
         case 'object':
           todo.push(...x.props.map((p) => p.schema));
