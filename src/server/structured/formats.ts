@@ -20,19 +20,19 @@ const pad = (n: number): string => String(n).padStart(2, '0');
  * whole string (after `prefix`), one relating the minutes, one the hours; any other second
  * passes both. Z is +00:00. */
 function leapRelations(prefix: string): string[] {
-  const other = `${prefix}${HOUR}:[0-5][0-9]:[0-5][0-9][\\s\\S]*`;
+  const other = '[0-5][0-9]:[0-5][0-9][\\s\\S]*';
   const minutes: string[] = [];
   for (let m = 0; m < 60; m++) {
     const plus = `\\+${HOUR}:${pad((m + 1) % 60)}${m === 59 ? '|[Zz]' : ''}`;
-    minutes.push(`${prefix}${HOUR}:${pad(m)}:60${FRAC}(?:${plus}|-${HOUR}:${pad(59 - m)})`);
+    minutes.push(`${pad(m)}:60${FRAC}(?:${plus}|-${HOUR}:${pad(59 - m)})`);
   }
   const hours: string[] = [];
   for (let h = 0; h < 24; h++) {
     const sameHour = `\\+${pad(h)}:(?:0[1-9]|[1-5][0-9])`; // local minute < 59: no carry
     const carry = `\\+${pad((h + 1) % 24)}:00${h === 23 ? '|[Zz]' : ''}`;
-    hours.push(`${prefix}${pad(h)}:(?:(?:[0-4][0-9]|5[0-8]):60${FRAC}${sameHour}|59:60${FRAC}(?:${carry})|[0-5][0-9]:60${FRAC}-${pad(23 - h)}:[0-5][0-9])`);
+    hours.push(`${pad(h)}:(?:(?:[0-4][0-9]|5[0-8]):60${FRAC}${sameHour}|59:60${FRAC}(?:${carry})|[0-5][0-9]:60${FRAC}-${pad(23 - h)}:[0-5][0-9])`);
   }
-  return [`^(?:${other}|${minutes.join('|')})$`, `^(?:${other}|${hours.join('|')})$`];
+  return [`^${prefix}${HOUR}:(?:${other}|${minutes.join('|')})$`, `^${prefix}(?:${HOUR}:${other}|${hours.join('|')})$`];
 }
 const DUR_TIME = 'T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)';
 const DUR_DATE = `(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:${DUR_TIME})?`;

@@ -1,10 +1,12 @@
-// Free text inside a constraint (a JSON string's characters, an XML parameter's value) admits
+// Free text inside a constraint (a JSON string's characters, an XML parameter's value, an
+// object key where any key is admitted) admits
 // almost every token, which would make the mask walk visit the whole vocabulary. Split the
 // vocabulary once per kind of free text: "plain" tokens — complete UTF-8, none of the bytes
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
 import { type Frame, type State, utf8Next } from './frames.js';
+import type { ObjectNode } from './nodes.js';
 import { type TokenList, type TokenVocab, walk } from './walk.js';
 
 interface FreeTextClass {
@@ -17,16 +19,23 @@ interface FreeTextClass {
   /** Tokens with a stop byte at a character boundary, grouped by the characters before it:
    * their suffixes from the stop byte, sorted (shared prefixes are stepped once). */
   readonly bySuffix: ReadonlyMap<number, TokenList>;
+  /** Every token with a stop byte at a character boundary, whole (object keys step them
+   * from the state itself: what follows a key depends on its text). */
+  readonly stopTokens: TokenList;
   /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
   readonly byRoom: Map<number, Uint32Array>;
 }
 
 const classes = new WeakMap<TokenVocab, Map<string, FreeTextClass>>();
 
+/** Keys beyond the named properties are free text (no regexes, every clause admits them):
+ * a key being written then stays alive whatever plain text comes, while it fits. */
+const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patternRes.length === 0 && o.clauses.length > 0 && o.clauses.every((c) => c.extra !== null);
+
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if (f.t === 'str' && f.ph === 1 && f.u === 0 && f.res.length === 0) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
+  if ((f.t === 'str' && f.ph === 1 && f.u === 0 && f.res.length === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
   if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
@@ -39,6 +48,7 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   let maxChars = 0;
   const partial: { id: number; chars: number }[] = [];
   const suffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
+  const whole: { bytes: Uint8Array; id: number }[] = [];
   v.sorted.forEach((bytes, i) => {
     let u = 0;
     let n = 0;
@@ -58,6 +68,7 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       let group = suffixes.get(n);
       if (!group) suffixes.set(n, (group = []));
       group.push({ bytes: bytes.subarray(at), id });
+      whole.push({ bytes, id });
     } else if (u === 0) {
       chars[id] = n;
       maxChars = Math.max(maxChars, n);
@@ -66,7 +77,7 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   });
   const bySuffix = new Map<number, TokenList>();
   for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
-  return { chars, maxChars, partial, bySuffix, byRoom: new Map() };
+  return { chars, maxChars, partial, bySuffix, stopTokens: sortedList(whole), byRoom: new Map() };
 }
 
 function compare(a: Uint8Array, b: Uint8Array): number {
@@ -111,16 +122,20 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   const top = state[0];
   const f = top.f;
   const kind = stopsFor(f);
-  if (!kind || (f.t !== 'str' && f.t !== 'until')) return false;
+  if (!kind || (f.t !== 'str' && f.t !== 'until' && f.t !== 'key')) return false;
   let byKind = classes.get(v);
   if (!byKind) classes.set(v, (byKind = new Map()));
   let c = byKind.get(kind.key);
   if (!c) byKind.set(kind.key, (c = build(v, kind.stops)));
-  const room = Math.max(0, f.max - f.n);
+  const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
   const plain = plainBits(v, c, room);
   for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | plain[i]!;
   // a character cut at the end: its lead byte needs room for one more character
   for (const p of c.partial) if (p.chars + 1 <= room) mask[p.id >>> 5]! |= 1 << (p.id & 31);
+  if (f.t === 'key') {
+    walk(c.stopTokens, state, mask);
+    return true;
+  }
   for (const [k, list] of c.bySuffix) {
     if (k > room) continue;
     walk(list, k === 0 ? state : [{ f: { ...f, n: f.n + k }, next: top.next }], mask);

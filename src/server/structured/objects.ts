@@ -54,7 +54,7 @@ function startKey(f: ObjFrame, next: Stack | null, b: number, out: Stack[], feed
     return;
   }
   if (b !== 0x22) return;
-  const rs = [...o.keys.res, ...o.patternRes].map(() => 0);
+  const rs = keyRegexes(o).map(() => 0);
   out.push(push({ t: 'key', o, seen: f.seen, count: f.count, ph: 1, u: 0, cp: 0, txt: '', raw: '', n: 0, rs }, next));
 }
 
@@ -104,6 +104,14 @@ function valueFor(f: KeyFrame): Schema | null {
   return o.extraFor(o.patternRes.map((r: Regex, i) => r.accepts(f.rs[k + i]!)));
 }
 
+const allKeyRes = new WeakMap<ObjectNode, readonly Regex[]>();
+/** propertyNames regexes, then the pattern regexes: the DFA states a key frame keeps. */
+function keyRegexes(o: ObjectNode): readonly Regex[] {
+  let r = allKeyRes.get(o);
+  if (!r) allKeyRes.set(o, (r = [...o.keys.res, ...o.patternRes]));
+  return r;
+}
+
 /** Named keys as written canonically (JSON.stringify, UTF-8 bytes as a binary string, with
  * the closing quote), by object. */
 const encodedNames = new WeakMap<ObjectNode, readonly string[]>();
@@ -150,13 +158,13 @@ export function feedKey(f: KeyFrame, next: Stack | null, b: number, out: Stack[]
   const o = f.o;
   const extras = extrasPossible(o);
   if (r.ch < 0) {
-    if (namedPrefix(f, raw) || (extras && extraCanContinue(o, f.rs, pendingRange(r.ph, r.u, r.cp)))) {
+    if (namedPrefix(f, raw) || (extras && f.n < o.keys.max && extraCanContinue(o, f.rs, pendingRange(r.ph, r.u, r.cp)))) {
       out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp, raw }, next));
     }
     return;
   }
   const txt = f.txt + String.fromCodePoint(r.ch);
-  const res = [...o.keys.res, ...o.patternRes];
+  const res = keyRegexes(o);
   const rs = res.length === 0 ? f.rs : res.map((re, i) => re.step(f.rs[i]!, r.ch));
   if (namedPrefix(f, raw) || (extras && extraFeasible(o, rs, f.n + 1))) {
     out.push(push({ ...f, ph: 1, u: 0, cp: 0, txt, raw, n: f.n + 1, rs }, next));

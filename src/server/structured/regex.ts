@@ -397,17 +397,23 @@ export class Regex {
   /** live[q]: the end is reachable from q (start-of-input edges excluded: they only apply
    * in the start state's closure, which has followed them already). */
   private computeLive(): void {
+    // backwards from the end over ε, end-of-input and character edges
+    const back: number[][] = this.nfa.map(() => []);
+    this.nfa.forEach((q, i) => {
+      for (const t of q.eps) back[t]!.push(i);
+      for (const t of q.eol) back[t]!.push(i);
+      for (const e of q.edges) back[e.to]!.push(i);
+    });
     const live = new Array<boolean>(this.nfa.length).fill(false);
+    const todo = [this.final];
     live[this.final] = true;
-    for (let changed = true; changed;) {
-      changed = false;
-      this.nfa.forEach((q, i) => {
-        if (live[i]) return;
-        if (q.eps.some((t) => live[t]) || q.eol.some((t) => live[t]) || q.edges.some((e) => live[e.to])) {
-          live[i] = true;
-          changed = true;
+    while (todo.length > 0) {
+      for (const p of back[todo.pop()!]!) {
+        if (!live[p]) {
+          live[p] = true;
+          todo.push(p);
         }
-      });
+      }
     }
     this.live = live;
   }

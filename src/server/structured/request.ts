@@ -2,6 +2,7 @@
 // tool calls (`tool_choice` required or a named function), turned into a per-choice grammar
 // constraint for the engine. With thinking on, the reasoning is free and the constraint
 // starts after `</think>`.
+import { createHash } from 'node:crypto';
 import { invalid } from '../errors.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
@@ -18,11 +19,14 @@ export type OutputFormat =
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** A short key for a schema's text (compiled grammars are cached by it). */
+export const schemaHash = (text: string): string => createHash('sha256').update(text).digest('base64url');
+
 /** Compile, mapping schema errors to a 400 naming `param`. Compiled trees are cached by
- * the schema's text (compiling is pure: the same text gives an equivalent tree). */
+ * the hash of the schema's text (compiling is pure: the same text gives an equivalent tree). */
 const compiledSchemas = new Map<string, Schema>();
 export function compileOrThrow(schema: unknown, param: string, lenient = false): Schema {
-  const key = `${lenient ? 'l' : 's'}:${param}:${JSON.stringify(schema)}`;
+  const key = `${lenient ? 'l' : 's'}:${param}:${schemaHash(JSON.stringify(schema))}`;
   const hit = compiledSchemas.get(key);
   if (hit) return hit;
   try {
@@ -134,13 +138,13 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
   const choice = tools?.choice;
   if (tools && (choice?.kind === 'required' || choice?.kind === 'function')) {
     const forced = choice.kind === 'function' ? tools.tools.filter((t) => t.name === choice.name) : tools.tools;
-    key = `tools:${tools.format}:${JSON.stringify(forced)}`;
+    key = `tools:${tools.format}:${schemaHash(JSON.stringify(forced))}`;
     body = () => [...forcedCallState(forced, tools.format, lenient)] as Stack[];
   } else if (format.kind === 'json_object') {
     key = 'json_object'; // any JSON object at the top
     body = () => [val(compileSchema({ type: 'object' }), null)];
   } else if (format.kind === 'json_schema') {
-    key = `schema:${JSON.stringify(format.schema)}`;
+    key = `schema:${schemaHash(JSON.stringify(format.schema))}`;
     body = () => [val(compileOrThrow(format.schema, 'response_format.json_schema.schema', lenient), null)];
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
