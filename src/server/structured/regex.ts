@@ -4,8 +4,9 @@
 // as JSON Schema says. Supported: alternation, groups (capturing, non-capturing, named),
 // greedy and lazy quantifiers (* + ? {n} {n,} {n,m}), classes ([…], [^…], ranges, \d \w \s
 // and their negations), `.`, escapes (\n \t \xHH \uHHHH \u{…} \cX \0, identity escapes).
-// Lookaround, backreferences, word boundaries and Unicode property escapes cannot be
-// expressed by an automaton (or not by this one): a RegexError naming them.
+// Unicode property escapes (\p{…}) take their code points from the engine's tables.
+// Lookaround, backreferences and word boundaries cannot be expressed by an automaton (or not
+// by this one): a RegexError naming them.
 //
 // DFA states are sets of *live* NFA states (from which the end can still be reached), so the
 // empty set — state −1 — means no continuation can match: the matcher prunes it at once.
@@ -59,6 +60,30 @@ const inRanges = (rs: Ranges, cp: number): boolean => {
   }
   return false;
 };
+
+/** A Unicode property's code points, from the JavaScript engine's own tables (one scan of
+ * the code space per property, cached). Null for a name the engine does not know. */
+const propertyCache = new Map<string, Ranges | null>();
+function propertyRanges(name: string): Ranges | null {
+  if (propertyCache.has(name)) return propertyCache.get(name)!;
+  let re: RegExp;
+  try {
+    re = new RegExp(`^\\p{${name}}$`, 'u');
+  } catch {
+    propertyCache.set(name, null);
+    return null;
+  }
+  const out: [number, number][] = [];
+  for (let cp = 0; cp <= MAX_CP; cp++) {
+    if (cp === 0xd800) cp = 0xe000; // surrogates are not characters of a UTF-8 string
+    if (!re.test(String.fromCodePoint(cp))) continue;
+    const last = out[out.length - 1];
+    if (last && last[1] === cp - 1) last[1] = cp;
+    else out.push([cp, cp]);
+  }
+  propertyCache.set(name, out);
+  return out;
+}
 
 type Node =
   | { readonly t: 'chr'; readonly r: Ranges }
@@ -167,17 +192,24 @@ class Parser {
     const ch = String.fromCodePoint(c);
     if (ch === 'b' || ch === 'B') this.fail('word boundary assertions (\\b, \\B) are not supported');
     if (/[1-9]/.test(ch) || ch === 'k') this.fail('backreferences are not supported');
-    if (ch === 'p' || ch === 'P') this.fail('Unicode property escapes (\\p{…}) are not supported');
     const set = this.classEscape();
     if (set) return { t: 'chr', r: set };
     const cp = this.charEscape();
     return { t: 'chr', r: [[cp, cp]] };
   }
 
-  /** \d \D \w \W \s \S at the cursor (consumed), or null. */
+  /** \d \D \w \W \s \S \p{…} \P{…} at the cursor (consumed), or null. */
   private classEscape(): Ranges | null {
     const table: Record<string, Ranges> = { d: DIGIT, w: WORD, s: SPACE };
     const ch = String.fromCodePoint(this.cps[this.i]!);
+    if (ch === 'p' || ch === 'P') {
+      const m = /^\{([A-Za-z_=]+)\}/.exec(String.fromCodePoint(...this.cps.slice(this.i + 1, this.i + 64)));
+      if (!m) this.fail('a bad \\p{…} escape');
+      this.i += 1 + m[0].length;
+      const r = propertyRanges(m[1]!);
+      if (!r) this.fail(`unknown Unicode property \\p{${m[1]}}`);
+      return ch === 'p' ? r : complement(r);
+    }
     const base = table[ch.toLowerCase()];
     if (!base) return null;
     this.i++;
@@ -258,7 +290,6 @@ class Parser {
     if (this.peek() === 0x62) { this.i++; return 8; } // [\b] = backspace
     if (this.peek() === 0x2d) { this.i++; return 0x2d; }
     const ch = String.fromCodePoint(this.peek() ?? 0);
-    if (ch === 'p' || ch === 'P') this.fail('Unicode property escapes (\\p{…}) are not supported');
     return this.classEscape() ?? this.charEscape();
   }
 }

@@ -248,7 +248,7 @@ class Compiler {
     const probe = objectNode([], [clause], KEY_STRING, 0, Infinity, []);
     const names = [...new Set([...Object.keys(props), ...(req as string[])])];
     const list: Prop[] = names.map((name) => {
-      const own = props[name] === undefined ? null : this.compile(props[name], `${path}.properties.${name}`);
+      const own = Object.hasOwn(props, name) ? this.compile(props[name], `${path}.properties.${name}`) : null;
       const view = probe.k === 'object' ? viewOf({ ...probe, props: [] }, name) : NEVER;
       // patternProperties apply to named properties too; additionalProperties does not
       const matched = patterns.filter((p) => p.re.test(name)).reduce<Schema>((x, p) => intersect(x, p.schema), anySchema());
@@ -348,7 +348,7 @@ class Compiler {
     let at: unknown = doc;
     for (const raw of frag === '' ? [] : frag.slice(1).split('/')) {
       const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-      at = Array.isArray(at) ? at[Number(key)] : isObj(at) ? at[key] : undefined;
+      at = Array.isArray(at) ? at[Number(key)] : isObj(at) && Object.hasOwn(at, key) ? at[key] : undefined;
       if (at === undefined) throw new SchemaError(`${path}.$ref "${r}" does not resolve in ${this.rootPath}`);
     }
     return at;
