@@ -35,13 +35,16 @@ const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patt
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if ((f.t === 'str' && f.ph === 1 && f.u === 0 && f.res.length === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
+  if ((f.t === 'str' && f.ph === 1 && f.u === 0 && f.res.length === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: JSON_STOPS };
   if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
   }
   return null;
 }
+
+const JSON_STOPS = (b: number): boolean => b === 0x22 || b === 0x5c || b < 0x20;
+const kindIsJson = (stops: (b: number) => boolean): boolean => stops === JSON_STOPS;
 
 function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const chars = new Int16Array(v.words * 32).fill(-1);
@@ -68,7 +71,8 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       let group = suffixes.get(n);
       if (!group) suffixes.set(n, (group = []));
       group.push({ bytes: bytes.subarray(at), id });
-      whole.push({ bytes, id });
+      // a stop byte that cannot come inside the text (a JSON control character) ends any walk
+      if (stops(bytes[at]!) && !(bytes[at]! < 0x20 && kindIsJson(stops))) whole.push({ bytes, id });
     } else if (u === 0) {
       chars[id] = n;
       maxChars = Math.max(maxChars, n);
