@@ -5,7 +5,7 @@
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, type State, utf8Next } from './frames.js';
+import { type Frame, type Stack, type State, utf8Binary, utf8Next } from './frames.js';
 import type { ObjectNode } from './nodes.js';
 import { type TokenList, type TokenVocab, walk } from './walk.js';
 
@@ -19,9 +19,14 @@ interface FreeTextClass {
   /** Tokens with a stop byte at a character boundary, grouped by the characters before it:
    * their suffixes from the stop byte, sorted (shared prefixes are stepped once). */
   readonly bySuffix: ReadonlyMap<number, TokenList>;
-  /** Every token with a stop byte at a character boundary, whole (object keys step them
-   * from the state itself: what follows a key depends on its text). */
-  readonly stopTokens: TokenList;
+  /** Object keys: tokens that close the key with their first stop byte (a quote) and hold
+   * no other quote — what follows depends on the key's text only through which schema its
+   * value takes — as suffixes from the quote by characters before it, and by their prefix
+   * (binary UTF-8) to find those closing on a named or seen key. */
+  readonly keySuffix: ReadonlyMap<number, TokenList>;
+  readonly keyByPrefix: ReadonlyMap<string, readonly number[]>;
+  /** The other tokens with a stop byte, whole (stepped from the key's own state). */
+  readonly keyWhole: TokenList;
   /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
   readonly byRoom: Map<number, Uint32Array>;
 }
@@ -52,6 +57,8 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const partial: { id: number; chars: number }[] = [];
   const suffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
   const whole: { bytes: Uint8Array; id: number }[] = [];
+  const keySuffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
+  const keyByPrefix = new Map<string, number[]>();
   v.sorted.forEach((bytes, i) => {
     let u = 0;
     let n = 0;
@@ -71,8 +78,15 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       let group = suffixes.get(n);
       if (!group) suffixes.set(n, (group = []));
       group.push({ bytes: bytes.subarray(at), id });
-      // a stop byte that cannot come inside the text (a JSON control character) ends any walk
-      if (stops(bytes[at]!) && !(bytes[at]! < 0x20 && kindIsJson(stops))) whole.push({ bytes, id });
+      if (kindIsJson(stops) && bytes[at] === 0x22 && !bytes.subarray(at + 1).includes(0x22)) {
+        let g = keySuffixes.get(n);
+        if (!g) keySuffixes.set(n, (g = []));
+        g.push({ bytes: bytes.subarray(at), id });
+        const pre = Buffer.from(bytes.subarray(0, at)).toString('latin1');
+        let ids = keyByPrefix.get(pre);
+        if (!ids) keyByPrefix.set(pre, (ids = []));
+        ids.push(id);
+      } else if (!(bytes[at]! < 0x20 && kindIsJson(stops))) whole.push({ bytes, id }); // a control character ends any walk
     } else if (u === 0) {
       chars[id] = n;
       maxChars = Math.max(maxChars, n);
@@ -81,7 +95,9 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   });
   const bySuffix = new Map<number, TokenList>();
   for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
-  return { chars, maxChars, partial, bySuffix, stopTokens: sortedList(whole), byRoom: new Map() };
+  const keySuffix = new Map<number, TokenList>();
+  for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
+  return { chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), byRoom: new Map() };
 }
 
 function compare(a: Uint8Array, b: Uint8Array): number {
@@ -101,6 +117,34 @@ function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
     lcp[j] = n;
   }
   return { sorted: entries.map((e) => e.bytes), ids: Int32Array.from(entries.map((e) => e.id)), lcp };
+}
+
+/** A key text no key can have (a lone surrogate): stands for the characters a token adds. */
+const PLACEHOLDER = '\udfff';
+
+/** Tokens with a stop byte inside a free key: the quote-closing ones walked as suffixes from
+ * a stand-in key of their length (its text is neither named nor seen, so its value takes the
+ * extra schema), except those whose text closes the key on a named or seen name — found by
+ * prefix and stepped from the real state, like every other token with a stop byte. */
+function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' }>, next: Stack | null, room: number, mask: Uint32Array): void {
+  const state: State = [{ f, next }];
+  const grouped = new Uint32Array(v.words);
+  for (const [k, list] of c.keySuffix) {
+    if (k > room) continue;
+    const stand: Frame = { ...f, txt: f.txt + PLACEHOLDER.repeat(k), raw: `${f.raw}${'\u0000'.repeat(k)}`, n: f.n + k };
+    walk(list, [{ f: stand, next }], grouped);
+  }
+  const special: { bytes: Uint8Array; id: number }[] = [];
+  for (const name of [...f.o.props.map((p) => p.name), ...f.seen]) {
+    if (!name.startsWith(f.txt)) continue;
+    for (const id of c.keyByPrefix.get(utf8Binary(name.slice(f.txt.length))) ?? []) {
+      grouped[id >>> 5]! &= ~(1 << (id & 31));
+      special.push({ bytes: v.bytesOf[id]!, id });
+    }
+  }
+  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | grouped[i]!;
+  if (special.length > 0) walk(sortedList(special), state, mask);
+  walk(c.keyWhole, state, mask);
 }
 
 function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
@@ -137,7 +181,7 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   // a character cut at the end: its lead byte needs room for one more character
   for (const p of c.partial) if (p.chars + 1 <= room) mask[p.id >>> 5]! |= 1 << (p.id & 31);
   if (f.t === 'key') {
-    walk(c.stopTokens, state, mask);
+    keyStops(v, c, f, top.next, room, mask);
     return true;
   }
   for (const [k, list] of c.bySuffix) {
