@@ -5,7 +5,8 @@
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, type Stack, type State, utf8Binary, utf8Next } from './frames.js';
+import { type Frame, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
+import type { Regex } from './regex.js';
 import type { ObjectNode } from './nodes.js';
 import { type TokenList, type TokenVocab, walk } from './walk.js';
 
@@ -27,6 +28,13 @@ interface FreeTextClass {
   readonly keyByPrefix: ReadonlyMap<string, readonly number[]>;
   /** The other tokens with a stop byte, whole (stepped from the key's own state). */
   readonly keyWhole: TokenList;
+  /** Strings with regexes: the plain tokens (stepped through the regex DFAs alone), the
+   * partial ones and those with a quote or backslash (stepped whole through the matcher). */
+  readonly plainList: TokenList;
+  readonly partialList: TokenList;
+  readonly stopWhole: TokenList;
+  /** Plain-token bitsets of regex strings, by regexes, DFA states and room. */
+  readonly byRegexState: Map<string, Uint32Array>;
   /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
   readonly byRoom: Map<number, Uint32Array>;
 }
@@ -40,7 +48,7 @@ const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patt
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if ((f.t === 'str' && f.ph === 1 && f.u === 0 && f.res.length === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: JSON_STOPS };
+  if ((f.t === 'str' && f.ph === 1 && f.u === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: JSON_STOPS };
   if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
@@ -59,6 +67,9 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const whole: { bytes: Uint8Array; id: number }[] = [];
   const keySuffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
   const keyByPrefix = new Map<string, number[]>();
+  const plainTokens: { bytes: Uint8Array; id: number }[] = [];
+  const partialTokens: { bytes: Uint8Array; id: number }[] = [];
+  const stopWhole: { bytes: Uint8Array; id: number }[] = [];
   v.sorted.forEach((bytes, i) => {
     let u = 0;
     let n = 0;
@@ -78,6 +89,7 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       let group = suffixes.get(n);
       if (!group) suffixes.set(n, (group = []));
       group.push({ bytes: bytes.subarray(at), id });
+      if (!(bytes[at]! < 0x20 && kindIsJson(stops))) stopWhole.push({ bytes, id });
       if (kindIsJson(stops) && bytes[at] === 0x22 && !bytes.subarray(at + 1).includes(0x22)) {
         let g = keySuffixes.get(n);
         if (!g) keySuffixes.set(n, (g = []));
@@ -90,14 +102,21 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
     } else if (u === 0) {
       chars[id] = n;
       maxChars = Math.max(maxChars, n);
-    } else if (u > 0) partial.push({ id, chars: n });
+      plainTokens.push({ bytes, id });
+    } else if (u > 0) {
+      partial.push({ id, chars: n });
+      partialTokens.push({ bytes, id });
+    }
     // u < 0: not UTF-8 — never inside free text
   });
   const bySuffix = new Map<number, TokenList>();
   for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
   const keySuffix = new Map<number, TokenList>();
   for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
-  return { chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), byRoom: new Map() };
+  return {
+    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), byRoom: new Map(),
+    plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(),
+  };
 }
 
 function compare(a: Uint8Array, b: Uint8Array): number {
@@ -117,6 +136,79 @@ function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
     lcp[j] = n;
   }
   return { sorted: entries.map((e) => e.bytes), ids: Int32Array.from(entries.map((e) => e.id)), lcp };
+}
+
+/** A string with regexes: plain tokens through the DFAs alone (cached by DFA states and
+ * room), every other token stepped whole. */
+function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
+  const r = Math.min(room, c.maxChars);
+  const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}`;
+  let bits = c.byRegexState.get(key);
+  if (!bits) {
+    bits = new Uint32Array(v.words);
+    walkRegex(c.plainList, f.res, f.rs, r, bits);
+    if (c.byRegexState.size >= 4096) c.byRegexState.clear();
+    c.byRegexState.set(key, bits);
+  }
+  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
+  walk(c.partialList, state, mask);
+  walk(c.stopWhole, state, mask);
+}
+
+/** The sorted walk of plain tokens (complete UTF-8, no stop byte) through regex DFAs: a
+ * token is allowed when every regex survives its characters and they fit the room. */
+function walkRegex(list: TokenList, res: readonly Regex[], rs0: readonly number[], room: number, out: Uint32Array): void {
+  const states: (readonly number[])[] = [rs0];
+  const us = [0];
+  const cps = [0];
+  const counts = [0];
+  let valid = 0;
+  const n = list.sorted.length;
+  for (let i = 0; i < n; i++) {
+    const bytes = list.sorted[i]!;
+    let d = Math.min(list.lcp[i]!, valid);
+    let dead = false;
+    while (d < bytes.length) {
+      const b = bytes[d]!;
+      const u = us[d]!;
+      const u2 = utf8Next(u, b);
+      const cp = utf8Accumulate(u, cps[d]!, b);
+      let st = states[d]!;
+      let count = counts[d]!;
+      if (u2 === 0) {
+        count++;
+        const next = count > room ? null : stepAll(res, st, cp);
+        if (!next) {
+          dead = true;
+          break;
+        }
+        st = next;
+      }
+      d++;
+      states[d] = st;
+      us[d] = u2;
+      cps[d] = u2 === 0 ? 0 : cp;
+      counts[d] = count;
+    }
+    if (dead) {
+      valid = d;
+      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
+      continue;
+    }
+    valid = bytes.length;
+    const id = list.ids[i]!;
+    out[id >>> 5]! |= 1 << (id & 31);
+  }
+}
+
+function stepAll(res: readonly Regex[], st: readonly number[], cp: number): number[] | null {
+  const out = new Array<number>(res.length);
+  for (let k = 0; k < res.length; k++) {
+    const s = res[k]!.step(st[k]!, cp);
+    if (s < 0) return null;
+    out[k] = s;
+  }
+  return out;
 }
 
 /** A key text no key can have (a lone surrogate): stands for the characters a token adds. */
@@ -176,6 +268,10 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   let c = byKind.get(kind.key);
   if (!c) byKind.set(kind.key, (c = build(v, kind.stops)));
   const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
+  if (f.t === 'str' && f.res.length > 0) {
+    regexText(v, c, f, room, state, mask);
+    return true;
+  }
   const plain = plainBits(v, c, room);
   for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | plain[i]!;
   // a character cut at the end: its lead byte needs room for one more character

@@ -302,7 +302,11 @@ interface NState {
 }
 
 /** A compiled pattern: step(state, codePoint) over lazily built DFA states (0 = start). */
+let nextRegexId = 1;
+
 export class Regex {
+  /** Unique per compiled pattern (keys of caches over DFA states). */
+  readonly id = nextRegexId++;
   private readonly nfa: NState[] = [];
   private final = 0;
   private live: boolean[] = [];
