@@ -57,6 +57,15 @@ test('matcher: pattern, format, numeric ranges, lengths', () => {
   check({ type: 'string', format: 'duration' }, ['"P1Y2M3DT4H5M6S"', '"PT36H"', '"P4W"'], ['"P"', '"PT"', '"P1S"']);
   check({ type: 'string', format: 'time' }, ['"12:30:00Z"', '"15:59:60-08:00"'], ['"12:30:00"', '"15:58:60-08:00"']);
   check({ type: 'string', minLength: 2, maxLength: 3 }, ['"ab"', '"日本語"'], ['"a"', '"abcd"']);
+  // a regex must still fit in the room maxLength leaves: no prefix that cannot be finished
+  const prefixAlive = (schema: unknown, text: string): boolean => {
+    let st: State = [val(compileSchema(schema), null)];
+    for (const b of Buffer.from(text, 'utf8')) st = step(st, b);
+    return st.length > 0;
+  };
+  assert.ok(prefixAlive({ type: 'string', format: 'email', maxLength: 8 }, '"abcdef'));
+  assert.ok(!prefixAlive({ type: 'string', format: 'email', maxLength: 8 }, '"abcdefg'), 'no room left for "@" and a host');
+  assert.ok(!prefixAlive({ type: 'string', pattern: '^a{5}$', maxLength: 4 }, '"'), 'an unsatisfiable regex dies at once');
   // zod .int().min(1).max(5), .positive(), and decimals
   check({ type: 'integer', minimum: 1, maximum: 5 }, ['1', '5'], ['0', '6', '1.5', '-1']);
   check({ type: 'number', exclusiveMinimum: 0 }, ['0.5', '7'], ['0', '-1', '0.0', '1e3']); // ranged numbers are written without exponents

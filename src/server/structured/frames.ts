@@ -147,6 +147,13 @@ export function regexesCanContinue(res: readonly Regex[], rs: readonly number[],
   return res.every((r, i) => r.canStep(rs[i]!, lo, hi) || (range === null && Object.values(SIMPLE_ESCAPES).some((c) => r.canStep(rs[i]!, c, c))));
 }
 
+/** The fewest characters the regexes still need (the longest of their shortest matches). */
+export function regexRoomNeeded(res: readonly Regex[], rs: readonly number[]): number {
+  let need = 0;
+  for (let i = 0; i < res.length; i++) need = Math.max(need, res[i]!.minRemaining(rs[i]!));
+  return need;
+}
+
 export const regexesAccept = (res: readonly Regex[], rs: readonly number[]): boolean => res.every((r, i) => r.accepts(rs[i]!));
 
 /** JSON escapes after a backslash (the character each stands for). */

@@ -5,7 +5,7 @@
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
+import { type Frame, regexRoomNeeded, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
 import type { Regex } from './regex.js';
 import type { ObjectNode } from './nodes.js';
 import { type TokenList, type TokenVocab, walk } from './walk.js';
@@ -141,7 +141,8 @@ function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
 /** A string with regexes: plain tokens through the DFAs alone (cached by DFA states and
  * room), every other token stepped whole. */
 function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
-  const r = Math.min(room, c.maxChars);
+  // room matters beyond the longest token too: the regexes' shortest completion must fit
+  const r = Math.min(room, 1024);
   const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}`;
   let bits = c.byRegexState.get(key);
   if (!bits) {
@@ -178,7 +179,7 @@ function walkRegex(list: TokenList, res: readonly Regex[], rs0: readonly number[
       if (u2 === 0) {
         count++;
         const next = count > room ? null : stepAll(res, st, cp);
-        if (!next) {
+        if (!next || count + regexRoomNeeded(res, next) > room) {
           dead = true;
           break;
         }

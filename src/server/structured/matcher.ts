@@ -2,7 +2,7 @@
 // frames of frames.ts. Output is compact JSON (no whitespace outside strings). Bytes ≥ 0x80
 // only occur inside strings and free text, so multi-byte UTF-8 never breaks the structure.
 import {
-  advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, type Stack, type State, stepRegexes, stringFrame, THINK_END,
+  advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, regexRoomNeeded, type Stack, type State, stepRegexes, stringFrame, THINK_END,
   utf8Accumulate, utf8Next, val,
 } from './frames.js';
 import { anyAlternatives, deref, MAX_DIGITS, type NumberNode, type Schema } from './nodes.js';
@@ -77,7 +77,7 @@ export function feed(st: Stack | null, b: number, out: Stack[]): void {
 
 function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: number, out: Stack[]): void {
   if (f.ph === 0) {
-    if (b === 0x22) out.push(push({ ...f, ph: 1 }, next));
+    if (b === 0x22 && (f.res.length === 0 || regexRoomNeeded(f.res, f.rs) <= f.max)) out.push(push({ ...f, ph: 1 }, next));
     return;
   }
   // a character starts: there must be room for it (a multi-byte one counts when it completes)
@@ -98,7 +98,8 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
     return;
   }
   const re = stepRegexes(f.res, f.rs, r.ch);
-  if (re) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs }, next));
+  // the regexes must still fit in the room left (no dead end at maxLength)
+  if (re && f.n + 1 + regexRoomNeeded(re.res, re.rs) <= f.max) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs }, next));
 }
 
 /** Free text up to an end marker. Bytes that may begin the marker are held (`m`) and given

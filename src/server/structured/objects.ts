@@ -124,7 +124,11 @@ function encoded(o: ObjectNode): readonly string[] {
 /** Is `raw` the start of a named key still open, written canonically? */
 function namedPrefix(f: KeyFrame, raw: string): boolean {
   const names = encoded(f.o);
-  return f.o.props.some((p, i) => names[i]!.startsWith(raw) && open(f)(p));
+  const props = f.o.props;
+  for (let i = 0; i < props.length; i++) {
+    if (names[i]!.startsWith(raw) && !f.seen.includes(props[i]!.name) && !isNever(props[i]!.schema)) return true;
+  }
+  return false;
 }
 
 /** Can a key beyond the named ones go on with a character in progress? */
@@ -147,7 +151,8 @@ function regexesCanContinueAny(res: readonly Regex[], rs: readonly number[], ran
  * beyond them (decoded, its regexes stepped per character, characters in progress checked
  * against the regexes' room). */
 export function feedKey(f: KeyFrame, next: Stack | null, b: number, out: Stack[]): void {
-  const r = jsonCharStep(f.ph, f.u, f.cp, b);
+  // the common case, a plain ASCII character
+  const r = f.ph === 1 && f.u === 0 && b >= 0x20 && b < 0x80 && b !== 0x22 && b !== 0x5c ? { ph: 1, u: 0, cp: 0, ch: b } : jsonCharStep(f.ph, f.u, f.cp, b);
   if (r === null) return;
   if (r === 'close') {
     const v = valueFor(f);

@@ -315,6 +315,7 @@ export class Regex {
   private readonly trans: Map<number, number>[] = [];
   private readonly accepting: boolean[] = [];
   private readonly universal: boolean[] = [];
+  private readonly remaining: number[] = [];
 
   constructor(readonly source: string) {
     const ast = new Parser(source).parse();
@@ -355,6 +356,51 @@ export class Regex {
       }
     }
     return false;
+  }
+
+  /** The fewest characters still needed to match from state `s` (0 when it accepts). */
+  minRemaining(s: number): number {
+    if (s < 0) return Infinity;
+    let d = this.remaining[s];
+    if (d === undefined) {
+      d = this.shortestToEnd(this.sets[s]!);
+      this.remaining[s] = d;
+    }
+    return d;
+  }
+
+  /** 0-1 breadth-first search: ε and end-of-input edges cost nothing, characters one. */
+  private shortestToEnd(set: readonly number[]): number {
+    const dist = new Map<number, number>();
+    const deque: number[] = [];
+    for (const q of set) {
+      dist.set(q, 0);
+      deque.push(q);
+    }
+    let head = 0;
+    const layer: number[] = [];
+    let level = 0;
+    for (;;) {
+      while (head < deque.length) {
+        const q = deque[head++]!;
+        if (q === this.final) return level;
+        for (const t of [...this.nfa[q]!.eps, ...this.nfa[q]!.eol]) {
+          if (!dist.has(t)) {
+            dist.set(t, level);
+            deque.push(t);
+          }
+        }
+        for (const e of this.nfa[q]!.edges) if (this.live[e.to] && !dist.has(e.to)) layer.push(e.to);
+      }
+      if (layer.length === 0) return Infinity;
+      level++;
+      for (const t of layer.splice(0)) {
+        if (!dist.has(t)) {
+          dist.set(t, level);
+          deque.push(t);
+        }
+      }
+    }
   }
 
   /** Does the text so far match (the string may end here)? */
