@@ -83,6 +83,7 @@ test('matcher: combinators with siblings, objects in any order, refs', () => {
   check({ type: 'object', propertyNames: { maxLength: 2 } }, ['{"ab":1}'], ['{"abc":1}']);
   check({ type: 'object', dependentRequired: { a: ['b'] } }, ['{"b":1}', '{"a":1,"b":2}'], ['{"a":1}']);
   check({ type: 'object', minProperties: 1, maxProperties: 2 }, ['{"a":1}', '{"a":1,"b":2}'], ['{}', '{"a":1,"b":2,"c":3}']);
+  check({ type: 'object', minProperties: 2 }, ['{"a":1,"b":2}'], ['{"a":1,"a":2}']); // distinct keys counted
   const tree = {
     $defs: { node: { type: 'object', properties: { v: { type: 'integer' }, kids: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['v'], additionalProperties: false } },
     $ref: '#/$defs/node',

@@ -224,12 +224,16 @@ function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' 
   const grouped = new Uint32Array(v.words);
   for (const [k, list] of c.keySuffix) {
     if (k > room) continue;
+    if (k === 0) { // nothing before the quote: the real state, exactly
+      walk(list, state, mask);
+      continue;
+    }
     const stand: Frame = { ...f, txt: f.txt + PLACEHOLDER.repeat(k), raw: `${f.raw}${'\u0000'.repeat(k)}`, n: f.n + k };
     walk(list, [{ f: stand, next }], grouped);
   }
   const special: { bytes: Uint8Array; id: number }[] = [];
   for (const name of [...f.o.props.map((p) => p.name), ...f.seen]) {
-    if (!name.startsWith(f.txt)) continue;
+    if (!name.startsWith(f.txt) || name.length === f.txt.length) continue;
     for (const id of c.keyByPrefix.get(utf8Binary(name.slice(f.txt.length))) ?? []) {
       grouped[id >>> 5]! &= ~(1 << (id & 31));
       special.push({ bytes: v.bytesOf[id]!, id });

@@ -15,11 +15,12 @@ type KeyFrame = Extract<Frame, { t: 'key' }>;
 export type Feed = (st: Stack | null, b: number, out: Stack[]) => void;
 
 const freeKeys = new WeakMap<ObjectNode, boolean>();
-/** Keys are unconstrained strings and no property is named: plain string keys. */
+/** Keys are unconstrained strings and no property is named: plain string keys (a repeated
+ * key is not refused — nothing counts distinct keys here: no minProperties, no dependencies). */
 function hasFreeKeys(o: ObjectNode): boolean {
   let v = freeKeys.get(o);
   if (v === undefined) {
-    v = o.props.length === 0 && o.deps.length === 0 && o.keys.res.length === 0 && o.clauses.every((c) => c.patterns.length === 0 && c.extra !== null);
+    v = o.props.length === 0 && o.deps.length === 0 && o.minProps === 0 && o.keys.res.length === 0 && o.clauses.every((c) => c.patterns.length === 0 && c.extra !== null);
     freeKeys.set(o, v);
   }
   return v;
