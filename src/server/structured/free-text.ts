@@ -7,6 +7,7 @@
 // tokens are walked. Same result as the full walk (a test compares them).
 import { type Frame, regexRoomNeeded, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
 import type { Regex } from './regex.js';
+import { stackKey } from './matcher.js';
 import type { ObjectNode } from './nodes.js';
 import { type TokenList, type TokenVocab, walk } from './walk.js';
 
@@ -28,6 +29,8 @@ interface FreeTextClass {
   readonly keyByPrefix: ReadonlyMap<string, readonly number[]>;
   /** The other tokens with a stop byte, whole (stepped from the key's own state). */
   readonly keyWhole: TokenList;
+  /** Stand-in walks by object progress and continuation (see keyStops). */
+  readonly keyGrouped: Map<string, Uint32Array>;
   /** Strings with regexes: the plain tokens (stepped through the regex DFAs alone), the
    * partial ones and those with a quote or backslash (stepped whole through the matcher). */
   readonly plainList: TokenList;
@@ -114,7 +117,7 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const keySuffix = new Map<number, TokenList>();
   for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
   return {
-    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), byRoom: new Map(),
+    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), keyGrouped: new Map(), byRoom: new Map(),
     plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(),
   };
 }
@@ -221,16 +224,23 @@ const PLACEHOLDER = '\udfff';
  * prefix and stepped from the real state, like every other token with a stop byte. */
 function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' }>, next: Stack | null, room: number, mask: Uint32Array): void {
   const state: State = [{ f, next }];
-  const grouped = new Uint32Array(v.words);
-  for (const [k, list] of c.keySuffix) {
-    if (k > room) continue;
-    if (k === 0) { // nothing before the quote: the real state, exactly
-      walk(list, state, mask);
-      continue;
+  // the stand-in walks depend on the object's progress and what follows it, not on the key
+  // text: shared by every position of the keys written at that point
+  const cacheKey = `${f.o.id}|${f.count}|${f.seen.join('\u0000')}|${Math.min(room, c.maxChars)}|${stackKey(next)}`;
+  let cached = c.keyGrouped.get(cacheKey);
+  if (!cached) {
+    cached = new Uint32Array(v.words);
+    for (const [k, list] of c.keySuffix) {
+      if (k === 0 || k > room) continue;
+      const stand: Frame = { ...f, txt: f.txt + PLACEHOLDER.repeat(k), raw: `${f.raw}${'\u0000'.repeat(k)}`, n: f.n + k };
+      walk(list, [{ f: stand, next }], cached);
     }
-    const stand: Frame = { ...f, txt: f.txt + PLACEHOLDER.repeat(k), raw: `${f.raw}${'\u0000'.repeat(k)}`, n: f.n + k };
-    walk(list, [{ f: stand, next }], grouped);
+    if (c.keyGrouped.size >= 1024) c.keyGrouped.clear();
+    c.keyGrouped.set(cacheKey, cached);
   }
+  const grouped = cached.slice();
+  const first = c.keySuffix.get(0);
+  if (first) walk(first, state, mask); // nothing before the quote: the real state, exactly
   const special: { bytes: Uint8Array; id: number }[] = [];
   for (const name of [...f.o.props.map((p) => p.name), ...f.seen]) {
     if (!name.startsWith(f.txt) || name.length === f.txt.length) continue;
