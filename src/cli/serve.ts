@@ -34,8 +34,9 @@ export const SERVE_HELP = `deltaserve serve [options]
   --log-level LEVEL         ${LOG_LEVELS.join('|')} (default info): one line per request, errors, shutdown
   --log-format json|pretty  log lines on stderr (default: json unless stderr is a terminal)
   --log-prompts             include prompts in the request log lines (default: never)
-  --lenient                 ignore request fields the server does not implement
-                            (default: a 400 naming the field)
+  --lenient                 ignore request fields the server does not implement, and
+                            JSON Schema assertions the grammar cannot enforce
+                            (default: a 400 naming the field or keyword)
   --responses-ttl SECONDS   /v1/responses store: keep stored responses this long (default 86400)
   --responses-store-bytes N /v1/responses store: at most N bytes of responses, least recently
                             used dropped first (default 67108864); kept on disk in
