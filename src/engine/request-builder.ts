@@ -1,7 +1,8 @@
 // Validate a GenerateRequest and turn it into an engine Request: render the chat
 // template, tokenize, resolve sampling defaults, stop ids and strings, length limits.
 import { randomInt } from 'node:crypto';
-import { renderChat, validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { encodeChat } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { Model } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -96,7 +97,7 @@ export function messageBoundaries(ctx: RequestContext, messages: readonly ChatMe
     if (i > BOUNDARY_HEAD && i <= n - BOUNDARY_TAIL) continue;
     let head: number[];
     try {
-      head = ctx.tokenizer.encode(renderChat(template, messages.slice(0, i), opts));
+      head = encodeChat(ctx.tokenizer, template, messages.slice(0, i), opts);
     } catch {
       continue; // e.g. a template that refuses a conversation not ending in a user turn
     }
@@ -124,7 +125,7 @@ export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[]
   const messages = validateMessages(req.messages);
   const template = ctx.tokenizer.chatTemplate;
   if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  return ctx.tokenizer.encode(renderChat(template, messages, renderOptions(req, true)));
+  return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true));
 }
 
 function num(v: number | undefined, fallback: number, field: string): number {

@@ -40,6 +40,9 @@ function contentText(c: unknown, param: string): string {
   }).join('');
 }
 
+/** Roles of OpenAI chat messages (`developer` is rendered as `system`). */
+const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
+
 /** OpenAI messages → template messages: content parts joined, `developer` → `system`,
  * assistant `tool_calls` (arguments parsed), `tool` results with their call id. */
 function normalizeMessages(v: unknown): ChatMessage[] {
@@ -51,6 +54,9 @@ function normalizeMessages(v: unknown): ChatMessage[] {
     const o = m as Body;
     const role = o['role'];
     if (typeof role !== 'string') throw invalid(`messages[${i}].role`, `messages[${i}].role must be a string`);
+    if (!CHAT_ROLES.has(role)) {
+      throw invalid(`messages[${i}].role`, `messages[${i}].role must be one of ${[...CHAT_ROLES].join(', ')} (got ${JSON.stringify(role.slice(0, 64))})`);
+    }
     const calls = role === 'assistant' && o['tool_calls'] !== undefined && o['tool_calls'] !== null ? openAiHistoryCalls(o['tool_calls'], i) : [];
     const c = o['content'];
     const content = (c === null || c === undefined) && role === 'assistant' ? '' : contentText(c, `messages[${i}].content`);
@@ -84,7 +90,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const tools = openAiTools(b['tools']);
   const setup = toolSetup(ctx, tools, openAiToolChoice(b['tool_choice'], tools), optBool(b, 'parallel_tool_calls') ?? true);
   const format = openAiResponseFormat(b['response_format'], 'response_format');
-  const prompt = chatPrompt(ctx, messages, et !== false, kwargs, setup);
+  const prompt = await chatPrompt(ctx, messages, et !== false, kwargs, setup, 'messages', call.signal);
   const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
   admit(ctx, [prompt.ids], p.n, p.request.maxTokens);
   const choices = startChoices(ctx, call, [prompt.ids], { ...p, request: { ...p.request, messageBoundaries: prompt.boundaries } },

@@ -8,7 +8,9 @@ import type { GenerateEvent } from '../engine/request.js';
 import type { RequestRecord } from './access-log.js';
 import { ApiError } from './errors.js';
 import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
+import type { RequestLimits } from './limits.js';
 import type { ServerMetrics } from './metrics.js';
+import type { PreparePool } from './prepare-pool.js';
 import type { CommonParams, SamplingDefaults } from './validate.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;
@@ -26,6 +28,10 @@ export interface ServerContext {
   readonly texts: TokenTexts;
   /** --lenient: ignore unknown request fields instead of a 400. */
   readonly lenient?: boolean;
+  /** Request size limits (default: DEFAULT_LIMITS). */
+  readonly limits?: RequestLimits;
+  /** Worker threads that render and tokenize prompts (none: on the event loop). */
+  readonly prepare?: PreparePool;
 }
 
 /** A fresh constraint per choice (constraints keep per-request matcher state). */

@@ -133,7 +133,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const choice = responsesToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);
   const format = textFormat(optObject(b, 'text'));
-  const prompt = chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input');
+  const prompt = await chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input', call.signal);
   const constraint = structuredConstraint(ctx, format, setup, prompt.thinking);
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
