@@ -98,15 +98,15 @@ const jsonBytes = (v: unknown): number => Buffer.byteLength(JSON.stringify(v) ??
 
 function checkSchema(schema: unknown, param: string, limits: RequestLimits): void {
   if (schema === undefined || schema === null) return;
-  const bytes = jsonBytes(schema);
-  if (bytes > limits.schemaBytes) {
-    throw new ApiError(413, `${param} is ${bytes} bytes of JSON, more than the limit of ${limits.schemaBytes} (--max-schema-bytes)`,
-      param, 'schema_too_large');
-  }
   const n = largestEnum(schema);
   if (n > limits.enumValues) {
     throw new ApiError(400, `${param} has an enum of ${n} values, more than the limit of ${limits.enumValues} (--max-enum)`,
       param, 'enum_too_large');
+  }
+  const bytes = jsonBytes(schema);
+  if (bytes > limits.schemaBytes) {
+    throw new ApiError(413, `${param} is ${bytes} bytes of JSON, more than the limit of ${limits.schemaBytes} (--max-schema-bytes)`,
+      param, 'schema_too_large');
   }
 }
 

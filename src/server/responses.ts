@@ -10,6 +10,7 @@ import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './block
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { invalid } from './errors.js';
 import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import { admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
@@ -41,7 +42,7 @@ function itemText(c: unknown, param: string): string {
 }
 
 /** `instructions` + `input` → template messages. */
-export function responsesMessages(input: unknown, instructions: string | undefined): ChatMessage[] {
+export function responsesMessages(input: unknown, instructions: string | undefined, maxDepth = DEFAULT_LIMITS.jsonDepth): ChatMessage[] {
   const out: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
   if (typeof input === 'string') return [...out, { role: 'user', content: input }];
   if (!Array.isArray(input) || input.length === 0) throw invalid('input', 'input must be a string or a non-empty array of items');
@@ -59,7 +60,7 @@ export function responsesMessages(input: unknown, instructions: string | undefin
       if (typeof item['name'] !== 'string' || typeof item['call_id'] !== 'string') {
         throw invalid(param, `${param}: a function_call needs "call_id" and "name" strings`);
       }
-      const tc = { id: item['call_id'], type: 'function' as const, function: { name: item['name'], arguments: callArguments(item['arguments'], `${param}.arguments`) } };
+      const tc = { id: item['call_id'], type: 'function' as const, function: { name: item['name'], arguments: callArguments(item['arguments'], `${param}.arguments`, maxDepth) } };
       const prev = out[out.length - 1];
       if (prev?.role === 'assistant' && (prev.tool_calls || prev.content === '')) (prev.tool_calls ??= []).push(tc);
       else out.push({ role: 'assistant', content: '', tool_calls: [tc] });
@@ -127,7 +128,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   }
   checkFields(b, FIELDS, ctx.lenient ?? false, '/v1/responses');
   checkModel(ctx, b);
-  const messages = responsesMessages(b['input'], optString(b, 'instructions'));
+  const messages = responsesMessages(b['input'], optString(b, 'instructions'), ctx.limits?.jsonDepth);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_output_tokens']);
   const tools = responsesTools(b['tools']);
   const choice = responsesToolChoice(b['tool_choice'], tools);
