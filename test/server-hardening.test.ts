@@ -2,12 +2,17 @@
 // naming their flag; the issue's four hostile payloads no longer stall /health or a normal
 // stream; JSON nesting bounded while parsing; `__proto__` / `constructor` fields are 400s;
 // forged roles refused and forged special tokens kept as text over HTTP; the prompt time
-// budget; slow request bodies cut off; an empty API key refused.
+// budget; slow request bodies cut off; an empty API key refused; an interrupted
+// /v1/messages answer ends with an error, not end_turn.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
+import { join } from 'node:path';
 import { Engine } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
-import { TINY_THINK } from './paths.js';
+import { DeltaserveError } from '../src/util/errors.js';
+import { REPO_ROOT, TINY_THINK } from './paths.js';
 import { drained, joinChat, KERNELS, post, postStream } from './server-helpers.js';
 
 let engine: Engine;
@@ -27,6 +32,15 @@ after(async () => {
 type ErrorJson = { error: { message: string; code: string | null; param: string | null; type: string } };
 const errorOf = (json: Record<string, unknown>): ErrorJson['error'] => (json as unknown as ErrorJson).error;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Poll until `cond` holds; fail after `ms`. */
+async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
 
 /** The issue's four payloads. */
 const HUGE_TEXT = 'hello world '.repeat(600_000); // 7.2 MB
@@ -254,5 +268,73 @@ test('a prompt past --prepare-timeout-ms is a 413 naming the flag; the pool reco
     assert.equal(ok.status, 200, JSON.stringify(ok.json));
   } finally {
     await s.close();
+  }
+});
+
+test('slow clients: half-sent bodies and headers are cut off after --request-timeout-ms', async () => {
+  const s = await startServer(engine, { port: 0, requestTimeoutMs: 1000 });
+  try {
+    const head = 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n';
+    const partial = [...Array.from({ length: 20 }, () => `${head}{"messages": [`), ...Array.from({ length: 5 }, () => 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n')];
+    const t0 = performance.now();
+    const closed = await Promise.all(partial.map((text) => new Promise<{ ms: number; reply: string }>((resolve) => {
+      const sock = connect(s.port, '127.0.0.1', () => sock.write(text));
+      let reply = '';
+      sock.on('data', (d: Buffer) => (reply += d.toString()));
+      sock.on('error', () => undefined);
+      sock.on('close', () => resolve({ ms: performance.now() - t0, reply }));
+      setTimeout(() => sock.destroy(), 20_000).unref();
+    })));
+    for (const c of closed) {
+      assert.ok(c.ms < 10_000, `closed by the server after ${c.ms.toFixed(0)} ms`);
+      assert.match(c.reply, /^HTTP\/1\.1 (408|400)/);
+    }
+    await until(() => s.inFlight === 0, 'the cut requests to end');
+    assert.equal((await fetch(`${s.url}/health`)).status, 200);
+  } finally {
+    await s.close();
+  }
+});
+
+test('an empty API key is refused: startServer throws, `serve --api-key ""` exits 2 before loading a model', async () => {
+  for (const apiKey of ['', '   ']) {
+    await assert.rejects(startServer(engine, { port: 0, apiKey }),
+      (e: unknown) => e instanceof DeltaserveError && e.code === 'bad_config' && /--api-key is empty/.test(e.message));
+  }
+  const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--api-key', '', '--port', '0'], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /^deltaserve: --api-key is empty/);
+  assert.equal(r.stderr.trim().split('\n').length, 1);
+});
+
+test('a /v1/messages stream cut by shutdown ends with an error event, never end_turn; non-streaming gets 503', async () => {
+  // one request slot, held by a long chat: the two /v1/messages requests wait in the queue
+  // and are cut by the shutdown (tiny-think ends its own answers after a few tokens)
+  const one = await Engine.load({ model: TINY_THINK(), kernels: KERNELS, maxRunning: 1, prefixCache: false });
+  const s = await startServer(one, { port: 0, maxQueueWait: 1_000_000 });
+  try {
+    const hold = postStream(`${s.url}${C}`, { messages: ASK, max_tokens: 3000, ignore_eos: true, stream: true });
+    await until(() => one.stats().running >= 1, 'the long chat to run');
+    const body = { max_tokens: 3000, messages: ASK };
+    const streamed = postStream(`${s.url}/v1/messages`, { ...body, stream: true });
+    const whole = post(`${s.url}/v1/messages`, body);
+    await until(() => one.stats().waiting >= 2, 'the two messages requests to queue');
+    await s.close(0);
+    assert.equal(joinChat((await hold).events)[0]!.finish, 'abort');
+    const ev = (await streamed).events;
+    assert.equal(ev[0]!['type'], 'message_start');
+    const last = ev[ev.length - 1]!;
+    assert.equal(last['type'], 'error', JSON.stringify(ev.slice(-3)));
+    assert.equal((last['error'] as { type: string }).type, 'overloaded_error');
+    assert.ok(!ev.some((e) => e['type'] === 'message_delta' || e['type'] === 'message_stop'), 'no stop_reason for a cut message');
+    const w = await whole;
+    assert.equal(w.status, 503, JSON.stringify(w.json));
+    assert.equal(w.json['type'], 'error');
+    assert.equal((w.json['error'] as { type: string }).type, 'overloaded_error');
+    assert.match((w.json['error'] as { message: string }).message, /interrupted/);
+    await drained(one);
+  } finally {
+    await s.close(0);
+    await one.close();
   }
 });
