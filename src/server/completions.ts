@@ -39,14 +39,20 @@ function promptInputs(vocab: number, v: unknown): PromptInput[] {
 
 /** Token ids and text of every prompt in the request (texts tokenized in the prepare pool). */
 async function promptsOf(ctx: ServerContext, v: unknown, signal: AbortSignal): Promise<{ ids: number[]; text: string }[]> {
-  const { tokenizer, model } = ctx.engine;
-  const inputs = promptInputs(model.config.vocabSize, v);
+  const inputs = promptInputs(ctx.engine.model.config.vocabSize, v);
   const texts = inputs.flatMap((p) => ('text' in p ? [p.text] : []));
-  const encoded = texts.length > 0 ? (await prepare(ctx, { op: 'encode', texts }, signal)).ids : [];
-  let k = 0;
+  const idLists = inputs.flatMap((p) => ('ids' in p ? [p.ids] : []));
+  // a token-id prompt longer than the context is refused before decoding it
+  for (const p of inputs) if ('ids' in p) checkPromptLength(ctx, p.ids, p.param);
+  const [encoded, decoded] = await Promise.all([
+    texts.length > 0 ? prepare(ctx, { op: 'encode', texts }, signal).then((r) => r.ids) : [],
+    idLists.length > 0 ? prepare(ctx, { op: 'decode', ids: idLists }, signal).then((r) => r.texts) : [],
+  ]);
+  let t = 0;
+  let d = 0;
   return inputs.map((p) => {
-    if (!('text' in p)) return { ids: p.ids, text: tokenizer.decode(p.ids) };
-    const ids = encoded[k++]!;
+    if ('ids' in p) return { ids: p.ids, text: decoded[d++]! };
+    const ids = encoded[t++]!;
     if (ids.length === 0) throw invalid(p.param, `${p.param} encodes to no tokens`);
     return { ids, text: p.text };
   });

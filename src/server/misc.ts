@@ -57,9 +57,10 @@ export async function tokenize(ctx: ServerContext, call: Call): Promise<void> {
 }
 
 /** {tokens: [ids]} → {prompt: text}. */
-export function detokenize(ctx: ServerContext, call: Call): void {
+export async function detokenize(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkModel(ctx, b);
   const ids = tokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize, true);
-  sendJson(call.res, 200, { prompt: ctx.engine.tokenizer.decode(ids) });
+  const { texts } = await prepare(ctx, { op: 'decode', ids: [ids] }, call.signal);
+  sendJson(call.res, 200, { prompt: texts[0] });
 }

@@ -16,12 +16,15 @@ export type PrepareJob =
   /** The template's rendering of `messages` (POST /tokenize: generation prompt optional). */
   | { readonly op: 'render'; readonly messages: unknown; readonly opts: RenderOptions }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
-  | { readonly op: 'encode'; readonly texts: readonly string[] };
+  | { readonly op: 'encode'; readonly texts: readonly string[] }
+  /** Texts of token-id lists (special tokens kept). */
+  | { readonly op: 'decode'; readonly ids: readonly (readonly number[])[] };
 
 export type PrepareResult =
   | { readonly op: 'chat'; readonly ids: number[]; readonly boundaries: number[] }
   | { readonly op: 'render'; readonly ids: number[] }
-  | { readonly op: 'encode'; readonly ids: number[][] };
+  | { readonly op: 'encode'; readonly ids: number[][] }
+  | { readonly op: 'decode'; readonly texts: string[] };
 
 /** What a job needs of the engine: the tokenizer, the vocabulary size, the context length. */
 export interface PrepareContext {
@@ -45,6 +48,8 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     }
     case 'encode':
       return { op: 'encode', ids: job.texts.map((t) => ctx.tokenizer.encode(t)) };
+    case 'decode':
+      return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids)) };
   }
 }
 
