@@ -75,7 +75,10 @@ export function admit(ctx: ServerContext, prompts: readonly (readonly number[])[
   const seconds = (steps: number | undefined): number | null =>
     a.secondsPerStep === null || steps === undefined || !Number.isFinite(steps) ? null : steps * a.secondsPerStep;
   const retry = (s: number | null): Record<string, string> => ({ 'retry-after': String(Math.max(1, Math.ceil(s ?? 1))) });
-  const excess = a.waiting + reqs.length - ctx.maxQueue;
+  // queued requests that free slots take at the next step do not wait (requests now reach
+  // admission one by one as the prepare pool finishes their prompts, between steps)
+  const freeSlots = Math.max(0, a.maxRunning - a.running);
+  const excess = Math.max(0, a.waiting + reqs.length - freeSlots) - ctx.maxQueue;
   if (excess > 0) {
     // there is room once `excess` of the queued requests have started
     const wait = seconds(a.steps[Math.min(excess, a.steps.length) - 1]);
