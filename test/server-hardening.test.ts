@@ -277,7 +277,8 @@ test('slow clients: half-sent bodies and headers are cut off after --request-tim
   const s = await startServer(engine, { port: 0, requestTimeoutMs: 1000 });
   try {
     const head = 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n';
-    const partial = [...Array.from({ length: 20 }, () => `${head}{"messages": [`), ...Array.from({ length: 5 }, () => 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n')];
+    // the issue's 100 half-sent bodies, and 10 half-sent header blocks
+    const partial = [...Array.from({ length: 100 }, () => `${head}{"messages": [`), ...Array.from({ length: 10 }, () => 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n')];
     const t0 = performance.now();
     const closed = await Promise.all(partial.map((text) => new Promise<{ ms: number; reply: string }>((resolve) => {
       const sock = connect(s.port, '127.0.0.1', () => sock.write(text));
@@ -293,6 +294,26 @@ test('slow clients: half-sent bodies and headers are cut off after --request-tim
     }
     await until(() => s.inFlight === 0, 'the cut requests to end');
     assert.equal((await fetch(`${s.url}/health`)).status, 200);
+  } finally {
+    await s.close();
+  }
+});
+
+test('idle keep-alive connections are closed after --keep-alive-timeout-ms', async () => {
+  const s = await startServer(engine, { port: 0, keepAliveTimeoutMs: 300 });
+  try {
+    const t0 = performance.now();
+    const { reply, ms } = await new Promise<{ reply: string; ms: number }>((resolve) => {
+      const sock = connect(s.port, '127.0.0.1', () => sock.write('GET /health HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\n\r\n'));
+      let text = '';
+      sock.on('data', (d: Buffer) => (text += d.toString()));
+      sock.on('error', () => undefined);
+      sock.on('close', () => resolve({ reply: text, ms: performance.now() - t0 }));
+      setTimeout(() => sock.destroy(), 20_000).unref();
+    });
+    assert.match(reply, /^HTTP\/1\.1 200/);
+    assert.match(reply, /keep-alive/i);
+    assert.ok(ms >= 250 && ms < 10_000, `the idle connection closed after ${ms.toFixed(0)} ms`);
   } finally {
     await s.close();
   }
