@@ -107,7 +107,7 @@ test('a system prompt with tools is cached through the end of the preamble, iden
     for (const [i, q] of ['What is t2?', 'What is t9?', 'Look up t14.'].entries()) {
       const messages = [system, { role: 'user', content: q }];
       const r = await chat(hot, messages, { tools });
-      const preamble = messageEnds(hot.engine.tokenizer, chatPrompt(ctx, messages, true, {}, setup).ids)[0]!;
+      const preamble = messageEnds(hot.engine.tokenizer, (await chatPrompt(ctx, messages, true, {}, setup)).ids)[0]!;
       assert.ok(preamble > 64, `preamble of ${preamble} tokens`);
       if (i > 0) assert.ok(r.cached >= preamble, `k=${spec} request ${i}: cached ${r.cached} < preamble ${preamble}`);
       assert.deepEqual(r.answer, (await chat(at(spec, false), messages, { tools })).answer, `k=${spec} request ${i} differs from cold`);

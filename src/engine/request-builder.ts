@@ -1,7 +1,8 @@
 // Validate a GenerateRequest and turn it into an engine Request: render the chat
 // template, tokenize, resolve sampling defaults, stop ids and strings, length limits.
 import { randomInt } from 'node:crypto';
-import { renderChat, validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { encodeChat } from '../tokenizer/safe-chat.js';
 import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { Model } from '../model/model.js';
@@ -96,7 +97,7 @@ export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[]
   const messages = validateMessages(req.messages);
   const template = ctx.tokenizer.chatTemplate;
   if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  return ctx.tokenizer.encode(renderChat(template, messages, renderOptions(req, true)));
+  return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true));
 }
 
 function num(v: number | undefined, fallback: number, field: string): number {
