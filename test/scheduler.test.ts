@@ -315,7 +315,7 @@ test('preempt() frees everything and requeues by arrival; a request that cannot 
     assert.deepEqual(a.tokens, before, 'nothing is sampled twice while it waits');
     assert.ok(a.computed <= 8);
   }
-  assert.ok(a.preemptions >= 3);
+  assert.ok(a.preemptions >= 1, 'it gave its pages back rather than wait holding them');
   s.kv.release(taken);
   drain(s);
   assert.equal(a.numGenerated, 6);
