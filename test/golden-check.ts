@@ -1,4 +1,4 @@
-// Invariant 1 (DESIGN §8): logits, greedy ids, MTP top-10 and the layer-0 state norm
+// Invariant 1 (docs/ARCHITECTURE.md "Invariants"): logits, greedy ids, MTP top-10 and the layer-0 state norm
 // match ../shared/golden (float64 reference) on every kernel backend. The shared check;
 // golden.test.ts runs it on the ref backend, golden-wasm.test.ts on the wasm backend.
 import { test } from 'node:test';

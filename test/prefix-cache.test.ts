@@ -1,4 +1,4 @@
-// Invariant 6 (DESIGN §8): a prefix-cache hit gives bit-identical logits (every sampled
+// Invariant 6 (docs/ARCHITECTURE.md "Invariants"): a prefix-cache hit gives bit-identical logits (every sampled
 // position) and ids to a cold run, in any order of arrival; snapshots taken during chunked
 // prefill, decode and MTP verify equal a cold prefill of exactly that many tokens (1e-5);
 // a second chat turn reuses the first turn's prompt.

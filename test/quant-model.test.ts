@@ -1,6 +1,6 @@
 // --quantize at load: quantize → dequantize error bounds of the two quantizers; tiny-think
 // with --quantize q8_0 against the golden greedy ids; and MTP on == MTP off, bit for bit,
-// through the engine on quantized weights (DESIGN §8.4 holds for the integer kernels).
+// through the engine on quantized weights (invariant 4 of docs/ARCHITECTURE.md holds for the integer kernels).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';

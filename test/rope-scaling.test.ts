@@ -1,4 +1,4 @@
-// Long context (issue 13): YaRN / linear rope scaling on known values, unknown rope types
+// Long context: YaRN / linear rope scaling on known values, unknown rope types
 // rejected at load, and attn_output_gate: false honoured (checked against a gated twin
 // that computes exactly the same thing).
 import { test, after } from 'node:test';

@@ -1,4 +1,4 @@
-// Issue 24 through HTTP, on tiny-think (thinking on), greedy, MTP on (k = 3) and off, each
+// Prefix-cache reuse across chat turns through HTTP, on tiny-think (thinking on), greedy, MTP on (k = 3) and off, each
 // against a cache-off server of the same MTP setting:
 // - chat turns 2 and 3 cache through the end of the previous turn's last message, and the
 //   same prompt twice prefills nothing (message and logprobs bit-identical to cold);

@@ -1,4 +1,4 @@
-// Commit semantics (DESIGN §3): after every verify + commit, the working slot equals
+// Commit semantics (docs/ARCHITECTURE.md "Recurrent state"): after every verify + commit, the working slot equals
 // (bit for bit) the state of the same request decoded one accepted token at a time — conv
 // window ending at the last accepted input — and trackSlot holds exactly the state after
 // the tracked step. Verify writes only the row's scratch, never the working slot.

@@ -1,4 +1,4 @@
-// Invariant 5 (DESIGN §8): speculative sampling has the same output distribution as plain
+// Invariant 5 (docs/ARCHITECTURE.md "Invariants"): speculative sampling has the same output distribution as plain
 // sampling. From a fixed prompt and first token t at temperature 1 (top-k 12), the joint
 // distribution of the next 2 tokens produced by acceptDrafts with real MTP drafts (k = 2)
 // over 40,000 rounds matches p(x2|t)·p(x3|t,x2) (chi-square, p > 0.001). Target and draft

@@ -1,4 +1,4 @@
-// Memory planning (issue 13): turn a memory budget into pool sizes — KV tokens, state
+// Memory planning: turn a memory budget into pool sizes — KV tokens, state
 // slots for running requests and for prefix-cache snapshots, verify scratch rows — and
 // the context length those sizes allow. Pure arithmetic over byte counts (planMemory),
 // plus the machine probe (availableMemory) and the budget parser (parseMemoryBudget).

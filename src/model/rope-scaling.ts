@@ -1,4 +1,4 @@
-// RoPE scaling from `rope_scaling` / `rope_parameters` (issue 13): 'default' (none),
+// RoPE scaling from `rope_scaling` / `rope_parameters`: 'default' (none),
 // 'linear' (positions interpolated by `factor`) and 'yarn' (NTK-by-parts interpolation plus
 // an attention factor on cos/sin), with the formulas of the YaRN paper as implemented by
 // the reference stacks (HF `_compute_yarn_parameters`, vLLM YaRNScalingRotaryEmbedding).

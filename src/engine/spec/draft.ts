@@ -1,4 +1,4 @@
-// MTP drafting (DESIGN.md §4). After every target step, for each request:
+// MTP drafting (docs/ARCHITECTURE.md "Speculative decoding (MTP)"). After every target step, for each request:
 //   extend — the MTP head runs over the positions the step committed, position t fed
 //            (target hidden h_t, token x_{t+1}), so the MTP KV always matches the
 //            committed tokens; its last output predicts d_1;
