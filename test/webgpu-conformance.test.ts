@@ -296,6 +296,25 @@ describe('webgpu kernel conformance', () => {
       const [o, s] = await run(g, (e) => g.gdnChunked(e, out, g.alloc.upload(qkv), g.alloc.upload(gate), g.alloc.upload(beta), st, dims, t), out, st);
       close(o, want, 2e-5, `chunked out T=${t} pos0=${pos0}`);
       close(s, sRef, 2e-5, `chunked state T=${t} pos0=${pos0}`);
+      // the same tokens in two calls split at the next 64-multiple: the same bits
+      const cut = 64 - (pos0 % 64);
+      if (cut >= t) continue;
+      const width = qkv.length / t;
+      const st2 = g.alloc.upload(state);
+      const out2 = g.alloc.tensor([want.length]);
+      const [gq, gg, gb] = [g.alloc.upload(qkv), g.alloc.upload(gate), g.alloc.upload(beta)];
+      const hv = dims.numValueHeads;
+      const ov = hv * dims.valueDim;
+      const [o2, s2] = await run(g, (e) => {
+        g.gdnChunked(e, out2, gq, gg, gb, st2, dims, cut);
+        const rest = t - cut;
+        const sub = (x: typeof gq, w: number) => ({ ...x, offset: cut * w, length: rest * w });
+        const g2 = g.alloc.upload(gate.subarray(cut * hv));
+        const b2 = g.alloc.upload(beta.subarray(cut * hv));
+        g.gdnChunked(e, sub(out2, ov), sub(gq, width), g2, b2, st2, dims, rest);
+      }, out2, st2);
+      same(o2, o, `split at ${cut}: outputs`);
+      same(s2, s, `split at ${cut}: state`);
     }
   });
 
