@@ -54,6 +54,12 @@ export class WebGpuKernels {
     this.device.destroy();
   }
 
+  /** A grow-only scratch tensor for `purpose` (contents undefined; shared by every
+   * dispatch of that purpose, which run in order). */
+  scratchTensor(purpose: string, length: number, elem: 'f32' | 'i32' = 'f32'): GpuTensor {
+    return this.scratch.get(purpose, length, elem);
+  }
+
   /** A new encoder for one step (profile: per-dispatch timestamps). */
   encoder(profile = false): StepEncoder {
     return new StepEncoder(this.device, profile);
@@ -212,7 +218,7 @@ export class WebGpuKernels {
   }
 
   /** Record one dispatch of the pipeline `key` (alias-folded for shared buffers). */
-  private run(enc: StepEncoder, key: string, source: () => string, params: readonly number[], paramsF32: readonly number[] | null,
+  run(enc: StepEncoder, key: string, source: () => string, params: readonly number[], paramsF32: readonly number[] | null,
     buffers: readonly GPUBuffer[], groups: readonly [number, number, number], label: string): void {
     const bound = this.pipelines.bind(key, source, buffers);
     enc.dispatch(bound.pipeline, params, paramsF32, bound.buffers, groups, label);
