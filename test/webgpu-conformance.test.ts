@@ -14,7 +14,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { quantizeRows } from '../src/kernels/quant/quantize.js';
+import { f32ToF16, quantizeRows } from '../src/kernels/quant/quantize.js';
+import { f16ToF32 } from '../src/kernels/quant/dequant.js';
 import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import { ropeTable, type WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { randomWeight, relErr, rng } from './numeric.js';
@@ -73,6 +74,29 @@ describe('webgpu kernel conformance', () => {
         }
       }
     }
+  });
+
+  test('f16 weights (GGUF F16): matmul and embed vs the ref on the same values as f32', async () => {
+    const r = rng(16);
+    const [n, k] = [21, 67];
+    const bits = Uint16Array.from({ length: n * k }, () => f32ToF16(2 * r() - 1));
+    const wr = ref.allocWeight('f32', n, k).weight;
+    (wr.data as Float32Array).set(Array.from(bits, f16ToF32));
+    const gw = g.uploadWeightBytes('f16', n, k, new Uint8Array(bits.buffer));
+    for (const m of [1, 5]) {
+      const x = fill(m * k, sym(r));
+      const want = new Float32Array(m * n);
+      ref.matmul(want, x, wr, m);
+      const out = g.alloc.tensor([m, n]);
+      const [got] = await run(g, (e) => g.matmul(e, out, g.alloc.upload(x), gw, m), out);
+      close(got, want, 1e-5, `f16 M=${m}`);
+    }
+    const ids = Int32Array.from([3, 0, 20]);
+    const want = new Float32Array(ids.length * k);
+    ref.embed(want, wr, ids);
+    const out = g.alloc.tensor([ids.length, k]);
+    const [got] = await run(g, (e) => g.embed(e, out, gw, g.alloc.upload(ids), ids.length), out);
+    same(got, want, 'f16 embed');
   });
 
   test('matmul: every quantized type equals the ref integer arithmetic', async () => {
