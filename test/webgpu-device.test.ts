@@ -9,7 +9,9 @@ import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
 import { floatMatmulShader, quantMatmulShader, QUANT_ACTS } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
-import { ATTENTION, CAUSAL_CONV, GDN_GATES, GDN_RECURRENT, KV_WRITE } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS } from '../src/kernels/webgpu/wgsl/rows.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
@@ -69,6 +71,7 @@ describe('webgpu device layer', () => {
       ['quant_acts', QUANT_ACTS], ['norm', NORM], ['elementwise', ELEMENTWISE], ['rope', ROPE], ['argmax', ARGMAX],
       ['moe_route', MOE_ROUTE], ['causal_conv', CAUSAL_CONV], ['gdn_gates', GDN_GATES], ['gdn_recurrent', GDN_RECURRENT],
       ['kv_write', KV_WRITE], ['attention', ATTENTION], ['sample', SAMPLE],
+      ['copy_rows', COPY_ROWS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulShader(d)], [`embed_${d}`, embedFloatShader(d)]]),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q)], [`embed_${q}`, embedQuantShader(q)]]),
     ];

@@ -14,7 +14,9 @@ import { uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type Gpu
 import { grid } from './wgsl/common.js';
 import { QUANT_ACTS, TM, floatMatmulShader, quantMatmulShader } from './wgsl/matmul.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
-import { ATTENTION, CAUSAL_CONV, GDN_GATES, GDN_RECURRENT, KV_WRITE } from './wgsl/gdn.js';
+import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
+import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS } from './wgsl/rows.js';
 
 /** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
 export interface GpuKvLayer {
@@ -108,21 +110,21 @@ export class WebGpuKernels {
   /** out[i, :] = table row ids[i] (widened; quantized: GGML's dequantisation). ids: i32 [T]. */
   embed(enc: StepEncoder, out: GpuTensor, table: GpuWeight, ids: GpuTensor, t: number): void {
     if (table.parts.length !== 1) throw new RangeError(`embed: a table split in ${table.parts.length} parts is not supported yet`);
-    if (ids.offset !== 0) throw new RangeError('embed: ids must start their buffer');
     const d = table.cols;
     need(out, t * d, 'embed out');
     const buf = table.parts[0]!.buffer;
     if (isQuantType(table.dtype)) {
-      this.run(enc, `embed_${table.dtype}`, () => embedQuantShader(table.dtype as QuantType), [t, d, out.offset, table.rowBytes], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 32 / 64)), 'embed');
+      this.run(enc, `embed_${table.dtype}`, () => embedQuantShader(table.dtype as QuantType), [t, d, out.offset, table.rowBytes, ids.offset], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 32 / 64)), 'embed');
       return;
     }
     const dtype = table.dtype as 'f32' | 'bf16' | 'f16';
-    this.run(enc, `embed_${dtype}`, () => embedFloatShader(dtype), [t, d, out.offset, table.rows], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 64)), 'embed');
+    this.run(enc, `embed_${dtype}`, () => embedFloatShader(dtype), [t, d, out.offset, table.rows, ids.offset], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 64)), 'embed');
   }
 
   /** RMSNorm per row of d = wv.length. x, out: [M, d]; wv: f32 [d]. */
   rmsNorm(enc: StepEncoder, out: GpuTensor, x: GpuTensor, wv: GpuTensor, m: number, eps: number, zeroCentered: boolean): void {
     const d = wv.length;
+    vectorAtStart(wv, 'rmsNorm weight');
     this.run(enc, 'norm', () => NORM, [d, m, out.offset, x.offset, 0, zeroCentered ? 1 : 0, 0, f32(eps)], null,
       [out.buffer, x.buffer, this.dummy, wv.buffer], grid(m), 'rms_norm');
   }
@@ -130,6 +132,7 @@ export class WebGpuKernels {
   /** out = o·rsqrt(mean(o²)+eps)·w·silu(z) per row of dv = wv.length. */
   gatedRmsNorm(enc: StepEncoder, out: GpuTensor, o: GpuTensor, z: GpuTensor, wv: GpuTensor, m: number, eps: number): void {
     const d = wv.length;
+    vectorAtStart(wv, 'gatedRmsNorm weight');
     this.run(enc, 'norm', () => NORM, [d, m, out.offset, o.offset, z.offset, 0, 1, f32(eps)], null,
       [out.buffer, o.buffer, z.buffer, wv.buffer], grid(m), 'gated_rms_norm');
   }
@@ -138,34 +141,34 @@ export class WebGpuKernels {
   rope(enc: StepEncoder, x: GpuTensor, cs: GpuTensor, t: number, heads: number, headDim: number, rotaryDim: number, stride: number): void {
     const half = rotaryDim / 2;
     need(cs, t * half * 2, 'rope table');
-    this.run(enc, 'rope', () => ROPE, [t, heads, headDim, half, stride, x.offset], null,
+    this.run(enc, 'rope', () => ROPE, [t, heads, headDim, half, stride, x.offset, cs.offset], null,
       [x.buffer, cs.buffer], grid(Math.ceil((t * heads * half) / 64)), 'rope');
   }
 
   /** Causal conv + SiLU; window [K−1, C] updated in place unless scratch [T, K−1, C] is given. */
   causalConv(enc: StepEncoder, out: GpuTensor, x: GpuTensor, window: GpuTensor, wc: GpuTensor, c: number, t: number, scratch?: GpuTensor): void {
     const k = wc.length / c;
+    vectorAtStart(wc, 'causalConv weight');
     this.run(enc, 'causal_conv', () => CAUSAL_CONV,
       [t, c, k, out.offset, x.offset, window.offset, scratch?.offset ?? 0, scratch ? 1 : 0], null,
       [out.buffer, x.buffer, window.buffer, wc.buffer, scratch?.buffer ?? this.dummy], grid(Math.ceil(c / 64)), 'causal_conv');
   }
 
-  /** g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b); all [T, HV] (whole buffers). */
+  /** g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b); all [T, HV]. */
   gdnGates(enc: StepEncoder, g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: GpuTensor, dtBias: GpuTensor, t: number): void {
-    for (const v of [g, beta, a, b]) if (v.offset !== 0) throw new RangeError('gdnGates: operands must start their buffers');
+    if (aLog.offset !== 0 || dtBias.offset !== 0) throw new RangeError('gdnGates: A_log and dt_bias must start their buffers');
     const hv = aLog.length;
-    this.run(enc, 'gdn_gates', () => GDN_GATES, [t * hv, hv], null,
+    this.run(enc, 'gdn_gates', () => GDN_GATES, [t * hv, hv, g.offset, beta.offset, a.offset, b.offset], null,
       [g.buffer, beta.buffer, a.buffer, b.buffer, aLog.buffer, dtBias.buffer], grid(Math.ceil((t * hv) / 64)), 'gdn_gates');
   }
 
-  /** The Gated DeltaNet recurrence (kernels/types.ts gdnRecurrent). g, beta whole buffers. */
+  /** The Gated DeltaNet recurrence (kernels/types.ts gdnRecurrent). */
   gdnRecurrent(enc: StepEncoder, out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor,
     dims: GdnDims, t: number, scratch?: GpuTensor): void {
     const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
     if (dk > 256) throw new RangeError(`gdnRecurrent: key dim ${dk} > 256`);
-    if (g.offset !== beta.offset) throw new RangeError('gdnRecurrent: g and beta views must share their offset');
     this.run(enc, 'gdn_recurrent', () => GDN_RECURRENT,
-      [t, hk, hv, dk, dv, qkv.offset, g.offset, out.offset, state.offset, scratch?.offset ?? 0, scratch ? 1 : 0], null,
+      [t, hk, hv, dk, dv, qkv.offset, g.offset, out.offset, state.offset, scratch?.offset ?? 0, scratch ? 1 : 0, beta.offset], null,
       [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, scratch?.buffer ?? this.dummy], [hv, Math.ceil(dv / 64), 1], 'gdn_recurrent');
   }
 
@@ -194,10 +197,10 @@ export class WebGpuKernels {
       [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer, sc.buffer], [nh, t, 1], 'attention');
   }
 
-  /** MoE router (whole buffers): ids i32 [M, topK], weights [M, topK], logits [M, E]. */
+  /** MoE router: ids i32 [M, topK], weights [M, topK], logits [M, E]. */
   moeRoute(enc: StepEncoder, ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     if (e > 1024) throw new RangeError(`moeRoute: ${e} experts > 1024`);
-    this.run(enc, 'moe_route', () => MOE_ROUTE, [m, e, topK, renormalize ? 1 : 0], null,
+    this.run(enc, 'moe_route', () => MOE_ROUTE, [m, e, topK, renormalize ? 1 : 0, ids.offset, weights.offset, logits.offset], null,
       [ids.buffer, weights.buffer, logits.buffer], grid(Math.ceil(m / 64)), 'moe_route');
   }
 
@@ -205,6 +208,33 @@ export class WebGpuKernels {
   argmax(enc: StepEncoder, out: GpuTensor, x: GpuTensor, m: number, n: number, stride = n): void {
     if (out.offset !== 0) throw new RangeError('argmax: out must start its buffer');
     this.run(enc, 'argmax', () => ARGMAX, [m, n, stride, x.offset], null, [out.buffer, x.buffer], grid(m), 'argmax');
+  }
+
+  /** Strided row copy (elements): dst[dstOffset + r·dstStride + j] = src[srcOffset + r·srcStride + j]. */
+  copyRows(enc: StepEncoder, dst: GpuTensor, dstOffset: number, dstStride: number, src: GpuTensor, srcOffset: number, srcStride: number,
+    rows: number, width: number): void {
+    if (rows <= 0 || width <= 0) return;
+    if (srcOffset + (rows - 1) * srcStride + width > src.length || dstOffset + (rows - 1) * dstStride + width > dst.length) {
+      throw new RangeError(`copyRows: ${rows} rows of ${width} past a tensor's end`);
+    }
+    if (srcStride === width && dstStride === width && src.buffer !== dst.buffer) {
+      enc.copy({ ...src, offset: src.offset + srcOffset, length: rows * width }, { ...dst, offset: dst.offset + dstOffset, length: rows * width });
+      return;
+    }
+    this.run(enc, 'copy_rows', () => COPY_ROWS, [rows, width, dst.offset + dstOffset, dstStride, src.offset + srcOffset, srcStride], null,
+      [dst.buffer, src.buffer], grid(Math.ceil((rows * width) / 64)), 'copy_rows');
+  }
+
+  /** dst[i, :] = src[rows[i], :]; rows: i32 [n] on the GPU. */
+  gatherRows(enc: StepEncoder, dst: GpuTensor, src: GpuTensor, rows: GpuTensor, n: number, width: number): void {
+    this.run(enc, 'gather_rows', () => GATHER_ROWS, [n, width, dst.offset, src.offset, rows.offset], null,
+      [dst.buffer, src.buffer, rows.buffer], grid(Math.ceil((n * width) / 64)), 'gather_rows');
+  }
+
+  /** out[i, :] += sigmoid(g[i])·y[i, :] for i < m; out, y: [M, d]; g: [M]. */
+  addSigmoidScaled(enc: StepEncoder, out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
+    this.run(enc, 'add_sigmoid_scaled', () => ADD_SIGMOID_SCALED, [m, d, out.offset, y.offset, g.offset], null,
+      [out.buffer, y.buffer, g.buffer], grid(Math.ceil((m * d) / 64)), 'add_sigmoid_scaled');
   }
 
   add(enc: StepEncoder, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
@@ -228,6 +258,11 @@ export class WebGpuKernels {
     this.run(enc, 'elementwise', () => ELEMENTWISE, [n, op, out.offset, a.offset, b.offset], null,
       [out.buffer, a.buffer, b.buffer], grid(Math.ceil(n / 64)), label);
   }
+}
+
+/** Small weight vectors are bound whole (uploadVector gives each its own buffer). */
+function vectorAtStart(t: GpuTensor, what: string): void {
+  if (t.offset !== 0) throw new RangeError(`${what}: a weight vector must start its buffer (uploadVector)`);
 }
 
 function need(t: GpuTensor, n: number, what: string): void {

@@ -73,7 +73,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 // Partial NeoX RoPE in place with a host-computed cos/sin table CS [T, rotaryDim/2, 2]
 // (f64 angles rounded once, any inverse-frequency table / YaRN attention factor folded in).
-// params: 0 T, 1 heads, 2 headDim, 3 half, 4 stride, 5 x offset. Thread per (token, head, f).
+// params: 0 T, 1 heads, 2 headDim, 3 half, 4 stride, 5 x offset, 6 table offset. Thread per (token, head, f).
 export const ROPE = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> CS: array<f32>;
@@ -87,15 +87,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let h = (g / half) % heads;
   let i = g / (half * heads);
   let b = pu(5u) + i * pu(4u) + h * pu(2u);
-  let c = CS[(i * half + f) * 2u];
-  let s = CS[(i * half + f) * 2u + 1u];
+  let c = CS[pu(6u) + (i * half + f) * 2u];
+  let s = CS[pu(6u) + (i * half + f) * 2u + 1u];
   let x1 = X[b + f];
   let x2 = X[b + f + half];
   X[b + f] = x1 * c - x2 * s;
   X[b + f + half] = x2 * c + x1 * s;
 }`;
 
-// Embedding of float tables: out[i, e] = W[ids[i], e]. params: 0 T, 1 D, 2 out off, 3 rows.
+// Embedding of float tables: out[i, e] = W[ids[i], e]. params: 0 T, 1 D, 2 out off, 3 rows, 4 ids off.
 export function embedFloatShader(dtype: 'f32' | 'bf16' | 'f16'): string {
   return `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
@@ -108,13 +108,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (g >= pu(0u) * D) { return; }
   let i = g / D;
   let e = g % D;
-  let id = u32(IDS[i]);
+  let id = u32(IDS[pu(4u) + i]);
   OUT[pu(2u) + g] = wf(id * D + e);
 }`;
 }
 
 // Embedding of quantized tables, GGML's dequantisation: thread per (token, sub-block).
-// params: 0 T, 1 D, 2 out off, 3 row bytes.
+// params: 0 T, 1 D, 2 out off, 3 row bytes, 4 ids off.
 export function embedQuantShader(type: QuantType): string {
   const value = type === 'q6_k' ? '(sb.scale * f32(select(sb.q6a, sb.q6b, l >= 16u))) * f32(Q[l])'
     : hasOffsetType(type) ? 'sb.scale * f32(Q[l]) + sb.offset' : 'sb.scale * f32(Q[l])';
@@ -132,7 +132,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (g >= pu(0u) * nsb) { return; }
   let i = g / nsb;
   let j = g % nsb;
-  let sb = sub_block(u32(IDS[i]) * pu(3u), j);
+  let sb = sub_block(u32(IDS[pu(4u) + i]) * pu(3u), j);
   let o = pu(2u) + i * D + j * 32u;
   for (var l = 0u; l < 32u; l++) { OUT[o + l] = ${value}; }
 }`;
@@ -175,7 +175,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 
 // MoE router, thread per row: softmax over E (f32), top-k by logit (ties → lower id),
-// optional renormalisation. params: 0 M, 1 E, 2 topK, 3 renormalize. E ≤ 1024.
+// optional renormalisation. params: 0 M, 1 E, 2 topK, 3 renormalize, 4 ids, 5 weights,
+// 6 logits offsets. E ≤ 1024.
 export const MOE_ROUTE = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> IDS: array<i32>;
 @group(0) @binding(2) var<storage, read_write> WTS: array<f32>;
@@ -186,7 +187,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (i >= pu(0u)) { return; }
   let E = pu(1u);
   let K = pu(2u);
-  let lo = i * E;
+  let lo = pu(6u) + i * E;
   var mx = L[lo];
   for (var x = 1u; x < E; x++) { mx = max(mx, L[lo + x]); }
   var sum = 0.0;
@@ -203,9 +204,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     taken[best / 32u] |= 1u << (best % 32u);
     let p = exp(L[lo + best] - mx) / sum;
-    IDS[i * K + s] = i32(best);
-    WTS[i * K + s] = p;
+    IDS[pu(4u) + i * K + s] = i32(best);
+    WTS[pu(5u) + i * K + s] = p;
     picked = picked + p;
   }
-  if (pu(3u) == 1u) { for (var s = 0u; s < K; s++) { WTS[i * K + s] = WTS[i * K + s] / picked; } }
+  if (pu(3u) == 1u) { for (var s = 0u; s < K; s++) { WTS[pu(5u) + i * K + s] = WTS[pu(5u) + i * K + s] / picked; } }
 }`;

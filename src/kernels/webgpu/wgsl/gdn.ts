@@ -39,7 +39,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 
 // Gates, thread per (token, value head): g = −exp(A_log)·softplus(a + dt_bias), β = σ(b).
-// params: 0 T·HV, 1 HV. Bindings: 1 G, 2 BETA, 3 A, 4 B, 5 AL (f32 [HV]), 6 DB (f32 [HV]).
+// params: 0 T·HV, 1 HV, 2 g off, 3 beta off, 4 a off, 5 b off.
+// Bindings: 1 G, 2 BETA, 3 A, 4 B, 5 AL (f32 [HV]), 6 DB (f32 [HV]).
 export const GDN_GATES = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> G: array<f32>;
 @group(0) @binding(2) var<storage, read_write> BETA: array<f32>;
@@ -59,8 +60,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let o = group_id(wid, nwg) * 64u + t;
   if (o >= pu(0u)) { return; }
   let h = o % pu(1u);
-  G[o] = -exp(AL[h]) * softplus(A[o] + DB[h]);
-  BETA[o] = sigmoid(B[o]);
+  G[pu(2u) + o] = -exp(AL[h]) * softplus(A[pu(4u) + o] + DB[h]);
+  BETA[pu(3u) + o] = sigmoid(B[pu(5u) + o]);
 }`;
 
 // Recurrence for one sequence. Workgroup (value head h, block of 64 state columns);
@@ -71,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // Without scratch (mode 0) S is the state, updated per token. With scratch (mode 1) the
 // state is read only and the state after token i is written to SCR[i].
 // params: 0 T, 1 HK, 2 HV, 3 dk, 4 dv, 5 qkv off, 6 g/beta off, 7 out off, 8 state off,
-//         9 scratch off, 10 mode. Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR.
+//         9 scratch off, 10 mode, 11 beta off. Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR.
 export const GDN_RECURRENT = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
@@ -111,7 +112,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     if (c < dv) {
       let decay = exp(G[pu(6u) + i * hv + h]);
-      let bt = BETA[pu(6u) + i * hv + h];
+      let bt = BETA[pu(11u) + i * hv + h];
       var kv = 0.0;
       for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss) * decay * kn[a]; }
       let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
@@ -124,80 +125,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       OUT[pu(7u) + (i * hv + h) * dv + c] = acc;
     }
     workgroupBarrier();
-  }
-}`;
-
-// KV write, thread per (token, element). params: 0 T, 1 kvDim, 2 start, 3 pageSize,
-// 4 k off, 5 v off, 6 page-table off. Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
-export const KV_WRITE = /* wgsl */ `${HEADER}
-@group(0) @binding(1) var<storage, read_write> KC: array<f32>;
-@group(0) @binding(2) var<storage, read_write> VC: array<f32>;
-@group(0) @binding(3) var<storage, read_write> K: array<f32>;
-@group(0) @binding(4) var<storage, read_write> V: array<f32>;
-@group(0) @binding(5) var<storage, read_write> PT: array<i32>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let g = group_id(wid, nwg) * 64u + t;
-  let kvDim = pu(1u);
-  if (g >= pu(0u) * kvDim) { return; }
-  let i = g / kvDim;
-  let e = g % kvDim;
-  let pos = pu(2u) + i;
-  let ps = pu(3u);
-  let row = u32(PT[pu(6u) + pos / ps]) * ps + pos % ps;
-  KC[row * kvDim + e] = K[pu(4u) + g];
-  VC[row * kvDim + e] = V[pu(5u) + g];
-}`;
-
-// Causal GQA attention over the paged cache, one sequence; workgroup per (head, query).
-// Scores go to SC ([T, nH, start+T]); max and Σ exp by the fixed tree; the output element
-// d sums over positions in order. A query's result depends only on its position.
-// params: 0 T, 1 nH, 2 nKV, 3 hd, 4 start, 5 pageSize, 6 q off, 7 qStride, 8 out off,
-//         9 page-table off, 10 scale (f32). Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
-export const ATTENTION = /* wgsl */ `${HEADER}
-@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
-@group(0) @binding(3) var<storage, read_write> KC: array<f32>;
-@group(0) @binding(4) var<storage, read_write> VC: array<f32>;
-@group(0) @binding(5) var<storage, read_write> PT: array<i32>;
-@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
-var<workgroup> red: array<f32, 64>;
-fn kv_row(p: u32) -> u32 { let ps = pu(5u); return u32(PT[pu(9u) + p / ps]) * ps + p % ps; }
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let h = wid.x;
-  let i = wid.y;
-  let nH = pu(1u); let nKV = pu(2u); let hd = pu(3u); let T = pu(0u);
-  let n = pu(4u) + i + 1u;
-  let kvDim = nKV * hd;
-  let ko = (h / (nH / nKV)) * hd;
-  let qo = pu(6u) + i * pu(7u) + h * hd;
-  let sb = (i * nH + h) * (pu(4u) + T);
-  var mx = -3.40282346e38;
-  for (var p = t; p < n; p += 64u) {
-    let kb = kv_row(p) * kvDim + ko;
-    var s = 0.0;
-    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
-    s = s * pf(10u);
-    SC[sb + p] = s;
-    mx = max(mx, s);
-  }
-  red[t] = mx;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
-  let m = red[0];
-  workgroupBarrier();
-  var sum = 0.0;
-  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
-  red[t] = sum;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
-  let total = red[0];
-  storageBarrier();
-  workgroupBarrier();
-  for (var d = t; d < hd; d += 64u) {
-    var acc = 0.0;
-    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[kv_row(p) * kvDim + ko + d]; }
-    OUT[pu(8u) + (i * nH + h) * hd + d] = acc;
   }
 }`;
