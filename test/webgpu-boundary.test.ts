@@ -99,6 +99,51 @@ describe('webgpu kernels behind the typed boundary', () => {
     assert.deepEqual([...bb!], [0.5 + 0.5 * 1, 0.5 + 0.5 * 10, 0.5 + 20, 0.5 + 4]);
   });
 
+  test('moeExperts: the expert MLPs of each (row, slot), summed in slot order; a row alone == in the batch', async () => {
+    const r = rng(22);
+    const [E, H, I, m, topK] = [4, 32, 16, 3, 2];
+    const experts = Array.from({ length: E }, () => ({
+      gate: randomWeight(ref, 'bf16', I, H, sym(r)), up: randomWeight(ref, 'bf16', I, H, sym(r)), down: randomWeight(ref, 'bf16', H, I, sym(r)),
+    }));
+    const ids = [2, 0, 2, 3, 1, 2];
+    const wts = [0.7, 0.3, 0.5, 0.5, 0.9, 0.1];
+    const x = Float32Array.from({ length: m * H }, sym(r));
+    // reference: each (row, slot) through its expert, slots summed in order
+    const want = new Float32Array(m * H);
+    const g1 = new Float32Array(I);
+    const u1 = new Float32Array(I);
+    const y1 = new Float32Array(H);
+    for (let i = 0; i < m; i++) {
+      for (let s = 0; s < topK; s++) {
+        const e = experts[ids[i * topK + s]!]!;
+        const xi = x.subarray(i * H, (i + 1) * H);
+        ref.matmul(g1, xi, e.gate, 1);
+        ref.matmul(u1, xi, e.up, 1);
+        ref.mulSilu(u1, u1, g1, I);
+        ref.matmul(y1, u1, e.down, 1);
+        for (let d = 0; d < H; d++) want[i * H + d] = Math.fround(want[i * H + d]! + wts[i * topK + s]! * y1[d]!);
+      }
+    }
+    const packed = experts.map((e) => ({ gate: k.packWeight(e.gate), up: k.packWeight(e.up), down: k.packWeight(e.down) }));
+    const run = async (rows: number[]) => {
+      const n = rows.length;
+      const gx = k.alloc(n * H);
+      rows.forEach((row, j) => k.write(gx, j * H, x.subarray(row * H, (row + 1) * H)));
+      const gi = k.allocI32(n * topK);
+      k.write(gi, 0, rows.flatMap((row) => ids.slice(row * topK, (row + 1) * topK)));
+      const gw = k.alloc(n * topK);
+      k.write(gw, 0, rows.flatMap((row) => wts.slice(row * topK, (row + 1) * topK)));
+      const out = k.alloc(n * H);
+      const scratch = { slot: k.alloc(n * topK * H), rowsIn: k.alloc(n * H), rowsOut: k.alloc(n * H), gate: k.alloc(n * I), up: k.alloc(n * I) };
+      k.moeExperts(out, gx, gi, gw, n, topK, packed, scratch);
+      return (await k.readBack([{ t: out, offset: 0, length: n * H }]))[0]!;
+    };
+    const all = await run([0, 1, 2]);
+    assert.ok(relErr(all, want) <= 1e-5, `moe ${relErr(all, want)}`);
+    const alone = await run([1]);
+    assert.deepEqual([...alone], [...all.subarray(H, 2 * H)]);
+  });
+
   test('an unpacked matmul weight is refused with a message naming it', () => {
     const w = randomWeight(ref, 'f32', 3, 4, () => 0);
     assert.throws(() => k.matmul(k.alloc(3), k.alloc(4), w, 1), /weight \[3, 4\] was not packed/);

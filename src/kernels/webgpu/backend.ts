@@ -16,7 +16,7 @@ import { QUANT_ACTS, TM, floatMatmulShader, quantMatmulShader } from './wgsl/mat
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
-import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS } from './wgsl/rows.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
 
 /** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
 export interface GpuKvLayer {
@@ -202,6 +202,30 @@ export class WebGpuKernels {
     if (e > 1024) throw new RangeError(`moeRoute: ${e} experts > 1024`);
     this.run(enc, 'moe_route', () => MOE_ROUTE, [m, e, topK, renormalize ? 1 : 0, ids.offset, weights.offset, logits.offset], null,
       [ids.buffer, weights.buffer, logits.buffer], grid(Math.ceil(m / 64)), 'moe_route');
+  }
+
+  /** The routed experts of a MoE layer (the boundary's moeExperts): out[i] =
+   * Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order. The expert routing stays on
+   * the GPU, so every expert runs over all M rows and its outputs are parked only at the
+   * (row, slot)s routed to it: exact per row (the matmuls are row-invariant), at the cost
+   * of reading every expert's weights each step — a grouped, indirect-dispatch GEMM that
+   * skips unrouted experts is future work. ids: i32 [M, topK]; scratch: slot [M·topK, H],
+   * gate/up [M, Ie], y [M, H]. */
+  moeExperts(enc: StepEncoder, out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
+    experts: readonly { gate: GpuWeight; up: GpuWeight; down: GpuWeight }[],
+    scratch: { slot: GpuTensor; gate: GpuTensor; up: GpuTensor; y: GpuTensor }): void {
+    if (m <= 0 || experts.length === 0) return;
+    const h = experts[0]!.gate.cols;
+    experts.forEach((e, ex) => {
+      this.matmul(enc, scratch.gate, x, e.gate, m);
+      this.matmul(enc, scratch.up, x, e.up, m);
+      this.mulSilu(enc, scratch.up, scratch.up, scratch.gate, m * e.gate.rows);
+      this.matmul(enc, scratch.y, scratch.up, e.down, m);
+      this.run(enc, 'moe_scatter', () => MOE_SCATTER, [m, topK, h, ex, scratch.slot.offset, scratch.y.offset, ids.offset], null,
+        [scratch.slot.buffer, scratch.y.buffer, ids.buffer], grid(Math.ceil((m * topK * h) / 64)), 'moe_scatter');
+    });
+    this.run(enc, 'moe_combine', () => MOE_COMBINE, [m, topK, h, out.offset, scratch.slot.offset, weights.offset], null,
+      [out.buffer, scratch.slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
   }
 
   /** out[i] = the lowest index of the maximum of row i (NaN never wins). out: i32 [M]. */

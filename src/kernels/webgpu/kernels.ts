@@ -177,6 +177,13 @@ export class WebGpuBoundaryKernels {
   moeRoute(ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     this.g.moeRoute(this.step, ids, weights, logits, m, e, topK, renormalize);
   }
+  /** The boundary's moeExperts (see WebGpuKernels.moeExperts for the GPU strategy). */
+  moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
+    experts: readonly { gate: Weight; up: Weight; down: Weight }[],
+    scratch: { slot: GpuTensor; rowsIn: GpuTensor; rowsOut: GpuTensor; gate: GpuTensor; up: GpuTensor }): void {
+    const gpu = experts.map((e) => ({ gate: this.gpuWeight(e.gate), up: this.gpuWeight(e.up), down: this.gpuWeight(e.down) }));
+    this.g.moeExperts(this.step, out, x, ids, weights, m, topK, gpu, { slot: scratch.slot, gate: scratch.gate, up: scratch.up, y: scratch.rowsOut });
+  }
   addSigmoidScaled(out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
     this.g.addSigmoidScaled(this.step, out, y, g, m, d);
   }

@@ -43,3 +43,41 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let i = g / d;
   OUT[pu(2u) + g] = OUT[pu(2u) + g] + sigmoid(GT[pu(4u) + i]) * Y[pu(3u) + g];
 }`;
+
+// MoE experts. MOE_SCATTER parks expert e's outputs Y [M, H] at the (row, slot)s routed to
+// it: SLOT[(i·topK + s), :] = Y[i, :] where IDS[i, s] = e. params: 0 M, 1 topK, 2 H, 3 e,
+// 4 slot off, 5 y off, 6 ids off. MOE_COMBINE sums a row's slots in slot order:
+// OUT[i, d] = Σ_s W[i, s]·SLOT[(i·topK + s), d] (f32, from 0). params: 0 M, 1 topK, 2 H,
+// 3 out off, 4 slot off, 5 weights off.
+export const MOE_SCATTER = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> SLOT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> IDS: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let h = pu(2u);
+  let k = pu(1u);
+  if (g >= pu(0u) * k * h) { return; }
+  let is = g / h;
+  let d = g % h;
+  if (IDS[pu(6u) + is] != i32(pu(3u))) { return; }
+  SLOT[pu(4u) + is * h + d] = Y[pu(5u) + (is / k) * h + d];
+}`;
+
+export const MOE_COMBINE = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> SLOT: array<f32>;
+@group(0) @binding(3) var<storage, read_write> WTS: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let h = pu(2u);
+  let k = pu(1u);
+  if (g >= pu(0u) * h) { return; }
+  let i = g / h;
+  let d = g % h;
+  var acc = 0.0;
+  for (var s = 0u; s < k; s++) { acc = acc + WTS[pu(5u) + i * k + s] * SLOT[pu(4u) + (i * k + s) * h + d]; }
+  OUT[pu(3u) + g] = acc;
+}`;
