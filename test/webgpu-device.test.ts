@@ -7,7 +7,7 @@ import { describeAdapter, isCpuEmulation } from '../src/kernels/webgpu/device.js
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
-import { floatMatmulShader, quantMatmulShader, QUANT_ACTS } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { floatMatmulShader, quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
@@ -68,12 +68,12 @@ describe('webgpu device layer', () => {
 
   test('every WGSL variant compiles', async () => {
     const sources: [string, string][] = [
-      ['quant_acts', QUANT_ACTS], ['norm', NORM], ['elementwise', ELEMENTWISE], ['rope', ROPE], ['argmax', ARGMAX],
+      ['quant_acts', quantActsShader(true)], ['quant_acts_nodot4', quantActsShader(false)], ['norm', NORM], ['elementwise', ELEMENTWISE], ['rope', ROPE], ['argmax', ARGMAX],
       ['moe_route', MOE_ROUTE], ['causal_conv', CAUSAL_CONV], ['gdn_gates', GDN_GATES], ['gdn_recurrent', GDN_RECURRENT],
       ['kv_write', KV_WRITE], ['attention', ATTENTION], ['sample', SAMPLE],
       ['copy_rows', COPY_ROWS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulShader(d)], [`embed_${d}`, embedFloatShader(d)]]),
-      ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q)], [`embed_${q}`, embedQuantShader(q)]]),
+      ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),
     ];
     const errors = (await Promise.all(sources.map(([k, s]) => g.pipelines.errors(k, s)))).flat();
     assert.deepEqual(errors, []);

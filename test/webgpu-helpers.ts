@@ -3,11 +3,11 @@
 // No adapter is a failure with the reason, never a skip.
 import { nodeGpu } from '../src/kernels/webgpu-node.js';
 import { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
-import { takeUncapturedError } from '../src/kernels/webgpu/device.js';
+import { takeUncapturedError, type AcquireOptions } from '../src/kernels/webgpu/device.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 
-export async function gpuUnderTest(opts: { maxBindingOverride?: number } = {}): Promise<WebGpuKernels> {
+export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable'] } = {}): Promise<WebGpuKernels> {
   try {
     return await WebGpuKernels.create(await nodeGpu(), { allowCpuEmulation: true, ...opts });
   } catch (e) {

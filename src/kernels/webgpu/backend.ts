@@ -12,7 +12,7 @@ import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
-import { QUANT_ACTS, TM, floatMatmulShader, quantMatmulShader } from './wgsl/matmul.js';
+import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
@@ -87,14 +87,15 @@ export class WebGpuKernels {
     const tiles = Math.ceil(m / TM);
     if (isQuantType(w.dtype)) {
       const nb = k / 32;
-      const qx = this.scratch.get('qx', m * k, 'i32');
+      const dot4 = this.adapter.features.dot4I8;
+      const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
       const dx = this.scratch.get('dx', m * nb);
       const sx = this.scratch.get('sx', m * nb, 'i32');
-      this.run(enc, 'quant_acts', () => QUANT_ACTS, [m, k, x.offset], null,
+      this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
         [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
-      const src = () => quantMatmulShader(w.dtype as QuantType);
+      const src = () => quantMatmulShader(w.dtype as QuantType, dot4);
       for (const part of w.parts) {
-        this.run(enc, `qmatmul_${w.dtype}`, src, [part.rows, k, m, out.offset, n, part.row0, w.rowBytes], null,
+        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}`, src, [part.rows, k, m, out.offset, n, part.row0, w.rowBytes], null,
           [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
       }
       return;

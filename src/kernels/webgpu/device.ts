@@ -15,7 +15,9 @@ export interface GpuAdapterSummary {
   readonly description: string;
   /** A CPU emulation (lavapipe / llvmpipe, SwiftShader, WARP, a fallback adapter). */
   readonly cpuEmulation: boolean;
-  readonly features: { readonly shaderF16: boolean; readonly subgroups: boolean; readonly timestamps: boolean };
+  readonly features: { readonly shaderF16: boolean; readonly subgroups: boolean; readonly timestamps: boolean;
+    /** WGSL dot4I8Packed / pack4xI8 (language feature packed_4x8_integer_dot_product). */
+    readonly dot4I8: boolean };
   readonly limits: {
     readonly maxStorageBufferBindingSize: number;
     readonly maxBufferSize: number;
@@ -48,7 +50,7 @@ const LIMITS_TO_RAISE = [
   'maxStorageBuffersPerShaderStage',
 ] as const;
 
-function summarize(adapter: GPUAdapter, device: GPUDevice): GpuAdapterSummary {
+function summarize(gpu: GPU, adapter: GPUAdapter, device: GPUDevice): GpuAdapterSummary {
   const info = adapter.info;
   const l = device.limits;
   return {
@@ -61,6 +63,7 @@ function summarize(adapter: GPUAdapter, device: GPUDevice): GpuAdapterSummary {
       shaderF16: device.features.has('shader-f16'),
       subgroups: device.features.has('subgroups'),
       timestamps: device.features.has('timestamp-query'),
+      dot4I8: gpu.wgslLanguageFeatures?.has('packed_4x8_integer_dot_product') ?? false,
     },
     limits: {
       maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
@@ -79,7 +82,7 @@ export interface AcquireOptions {
   /** Accept a CPU emulation (tests, explicit `--kernels webgpu`). `auto` passes false. */
   readonly allowCpuEmulation: boolean;
   /** Disable optional features (to test the fallback shaders). */
-  readonly disable?: readonly ('shader-f16' | 'subgroups' | 'timestamp-query')[];
+  readonly disable?: readonly ('shader-f16' | 'subgroups' | 'timestamp-query' | 'dot4I8')[];
   readonly powerPreference?: GPUPowerPreference;
 }
 
@@ -105,7 +108,9 @@ export async function acquireGpu(gpu: GPU, opts: AcquireOptions): Promise<GpuCon
     const err = (e as GPUUncapturedErrorEvent).error;
     lastUncaptured = err.message;
   });
-  return { device, adapter: summarize(adapter, device) };
+  const summary = summarize(gpu, adapter, device);
+  if ((opts.disable ?? []).includes('dot4I8')) return { device, adapter: { ...summary, features: { ...summary.features, dot4I8: false } } };
+  return { device, adapter: summary };
 }
 
 let lastUncaptured: string | null = null;

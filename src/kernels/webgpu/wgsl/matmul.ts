@@ -9,7 +9,7 @@
 // j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
 import type { QuantType } from '../../quant/formats.js';
 import { BYTES, HEADER, floatWeightReader } from './common.js';
-import { hasOffsetType, subBlockDecoder } from './quant.js';
+import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
 export const TM = 16;
 
@@ -45,9 +45,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 }
 
-// params: 0 M, 1 K, 2 x offset. Bindings: 1 QX i32 [M, K], 2 DX f32 [M, K/32], 3 SX i32, 4 X.
-export const QUANT_ACTS = /* wgsl */ `${HEADER}
-@group(0) @binding(1) var<storage, read_write> QX: array<i32>;
+// params: 0 M, 1 K, 2 x offset. Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
+// 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X.
+export function quantActsShader(packedBuiltin: boolean): string {
+  const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
+    : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
+  return `${HEADER}
+@group(0) @binding(1) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(2) var<storage, read_write> DX: array<f32>;
 @group(0) @binding(3) var<storage, read_write> SX: array<i32>;
 @group(0) @binding(4) var<storage, read_write> X: array<f32>;
@@ -57,35 +61,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let K = pu(1u);
   let nb = K / 32u;
   if (b >= pu(0u) * nb) { return; }
-  let o = b * 32u;
-  let xo = pu(2u) + o;
+  let xo = pu(2u) + b * 32u;
   var amax = 0.0;
   for (var l = 0u; l < 32u; l++) { amax = max(amax, abs(X[xo + l])); }
   let d = amax / 127.0;
   let id = select(0.0, 1.0 / d, d != 0.0);
   var s = 0;
-  for (var l = 0u; l < 32u; l++) {
-    let q = i32(round(X[xo + l] * id));
-    QX[o + l] = q;
-    s += q;
+  for (var w = 0u; w < 8u; w++) {
+    var q: array<i32, 4>;
+    for (var i = 0u; i < 4u; i++) { q[i] = i32(round(X[xo + 4u * w + i] * id)); s += q[i]; }
+    QX[b * 8u + w] = ${pack};
   }
   DX[b] = d;
   SX[b] = s;
 }`;
+}
 
 // params: 0 rows in part, 1 K, 2 M, 3 out offset, 4 out row stride (N), 5 col0, 6 row bytes.
-// Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks).
-export function quantMatmulShader(type: QuantType): string {
+// Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
+// integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
+// exact integer the ref forms; the f32 terms are then chained in sub-block order.
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean): string {
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
+  const sumi = q6
+    ? `var s0 = 0;
+        for (var w = 0u; w < 4u; w++) { s0 += dot4(0x01010101u, QX[xo + w]); }
+        let s1 = SX[(m0 + r) * nb + j] - s0;
+        let sumi = sb.q6a * (d0 - 32 * s0) + sb.q6b * (d1 - 32 * s1);`
+    : 'let sumi = d0 + d1 - sb.bias * SX[(m0 + r) * nb + j];';
   return `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> QX: array<i32>;
+@group(0) @binding(2) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(3) var<storage, read_write> DX: array<f32>;
 @group(0) @binding(4) var<storage, read_write> SX: array<i32>;
 @group(0) @binding(5) var<storage, read_write> W: array<u32>;
 ${BYTES}
-${subBlockDecoder(type)}
+${packedBlockDecoder(type)}
+${dot4Source(packedBuiltin)}
 const TM = ${TM}u;
 var<workgroup> term: array<f32, ${TM * 64}>;
 var<workgroup> offt: array<f32, ${TM * 64}>;
@@ -102,12 +115,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
     let j = c0 + t;
     if (j < nb) {
-      let sb = sub_block(row, j);
-      ${q6 ? 'for (var l = 0u; l < 32u; l++) { Q[l] = Q[l] * select(sb.q6a, sb.q6b, l >= 16u); }' : ''}
+      let sb = packed_block(row, j);
       for (var r = 0u; r < rows; r++) {
-        let xo = (m0 + r) * K + j * 32u;
-        var sumi = 0;
-        for (var l = 0u; l < 32u; l++) { sumi += Q[l] * QX[xo + l]; }
+        let xo = ((m0 + r) * K + j * 32u) / 4u;
+        var d0 = 0;
+        var d1 = 0;
+        for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
+        ${sumi}
         let dx = DX[(m0 + r) * nb + j];
         term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(m0 + r) * nb + j]);' : ''}
