@@ -9,8 +9,8 @@
 //           moeRoute weights (f32 exp vs f64)
 //   1e-5    float matmul, norms, causalConv, attention, gdnRecurrent (f32 accumulation
 //           in a fixed order vs the ref's f64)
-//   2e-5    gdnChunked vs the ref chunked form (the GPU runs the recurrence, the ref the
-//           chunked algebra: both within rounding of the exact result)
+//   2e-5    gdnChunked vs the ref chunked form (f32 chunked algebra — T = (I+A)⁻¹ by rows —
+//           vs the ref's f64 forward substitution)
 // Batch invariance: a row alone == the same row inside a batch of 16, bit for bit.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -323,15 +323,16 @@ describe('webgpu kernel conformance', () => {
 
   test('gdnChunked: vs the ref chunked form; split at a 64-multiple == one call (bit-exact)', async () => {
     const r = rng(11);
-    const dims: GdnDims = { numKeyHeads: 2, numValueHeads: 4, keyDim: 16, valueDim: 12 };
-    for (const [t, pos0] of [[5, 0], [70, 37], [130, 0]] as const) {
+    const small: GdnDims = { numKeyHeads: 2, numValueHeads: 4, keyDim: 16, valueDim: 12 };
+    const wide: GdnDims = { numKeyHeads: 1, numValueHeads: 2, keyDim: 32, valueDim: 70 }; // 2 column blocks
+    for (const [dims, t, pos0] of [[small, 5, 0], [small, 70, 37], [small, 130, 0], [wide, 70, 10]] as const) {
       const { qkv, gate, beta, state } = gdnInputs(r, dims, t);
       const sRef = Float32Array.from(state);
-      const want = new Float32Array(t * 4 * 12);
+      const want = new Float32Array(t * dims.numValueHeads * dims.valueDim);
       ref.gdnChunked(want, qkv, gate, beta, sRef, dims, t, pos0);
       const st = g.alloc.upload(state);
       const out = g.alloc.tensor([want.length]);
-      const [o, s] = await run(g, (e) => g.gdnChunked(e, out, g.alloc.upload(qkv), g.alloc.upload(gate), g.alloc.upload(beta), st, dims, t), out, st);
+      const [o, s] = await run(g, (e) => g.gdnChunked(e, out, g.alloc.upload(qkv), g.alloc.upload(gate), g.alloc.upload(beta), st, dims, t, pos0), out, st);
       close(o, want, 2e-5, `chunked out T=${t} pos0=${pos0}`);
       close(s, sRef, 2e-5, `chunked state T=${t} pos0=${pos0}`);
       // the same tokens in two calls split at the next 64-multiple: the same bits
@@ -344,12 +345,12 @@ describe('webgpu kernel conformance', () => {
       const hv = dims.numValueHeads;
       const ov = hv * dims.valueDim;
       const [o2, s2] = await run(g, (e) => {
-        g.gdnChunked(e, out2, gq, gg, gb, st2, dims, cut);
+        g.gdnChunked(e, out2, gq, gg, gb, st2, dims, cut, pos0);
         const rest = t - cut;
         const sub = (x: typeof gq, w: number) => ({ ...x, offset: cut * w, length: rest * w });
         const g2 = g.alloc.upload(gate.subarray(cut * hv));
         const b2 = g.alloc.upload(beta.subarray(cut * hv));
-        g.gdnChunked(e, sub(out2, ov), sub(gq, width), g2, b2, st2, dims, rest);
+        g.gdnChunked(e, sub(out2, ov), sub(gq, width), g2, b2, st2, dims, rest, pos0 + cut);
       }, out2, st2);
       same(o2, o, `split at ${cut}: outputs`);
       same(s2, s, `split at ${cut}: state`);

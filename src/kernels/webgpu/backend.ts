@@ -14,7 +14,7 @@ import { uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type Gpu
 import { grid } from './wgsl/common.js';
 import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
-import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
+import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
 
@@ -173,11 +173,15 @@ export class WebGpuKernels {
       [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, scratch?.buffer ?? this.dummy], [hv, Math.ceil(dv / 64), 1], 'gdn_recurrent');
   }
 
-  /** gdnChunked's contract (prefill). The GPU evaluates it token by token with the f32
-   * state of gdnRecurrent: bit-identical whatever the split, so the 64-multiple chunk
-   * boundaries (pos0) need no special handling; within the chunked form's bound of the ref. */
-  gdnChunked(enc: StepEncoder, out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number): void {
-    this.gdnRecurrent(enc, out, qkv, g, beta, state, dims, t);
+  /** gdnChunked (prefill): chunks of 64 at absolute multiples of 64 (pos0 = position of
+   * token 0), the chunked algebra of ref/gdn.ts on the GPU (wgsl/gdn.ts GDN_CHUNKED). */
+  gdnChunked(enc: StepEncoder, out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0 = 0): void {
+    const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+    const blocks = Math.ceil(dv / 64);
+    const per = 3 * 64 * dk + 4 * 4096;
+    const sc = this.scratch.get('gdn_chunked', per * hv * blocks);
+    this.run(enc, 'gdn_chunked', () => GDN_CHUNKED, [t, hk, hv, dk, dv, qkv.offset, g.offset, beta.offset, out.offset, state.offset, pos0, per], null,
+      [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, sc.buffer], [hv, blocks, 1], 'gdn_chunked');
   }
 
   /** Write k, v ([T, kvDim]) at positions start..start+T−1 through the page table (i32). */

@@ -165,8 +165,8 @@ export class WebGpuBoundaryKernels {
   gdnRecurrent(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, scratch?: GpuTensor): void {
     this.g.gdnRecurrent(this.step, out, qkv, g, beta, state, dims, t, scratch);
   }
-  gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number): void {
-    this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t);
+  gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
+    this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
   }
   kvWrite(kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
     this.g.kvWrite(this.step, kv, this.uploads.put(pageTable, 'i32'), start, k, v, t, kvDim);
