@@ -148,6 +148,28 @@ describe('webgpu kernel conformance', () => {
     }
   });
 
+  test('float matmul: the subgroup reduction and the shared-memory fallback agree; both batch-invariant', async () => {
+    const r = rng(17);
+    const plain = await gpuUnderTest({ disable: ['subgroups'] });
+    try {
+      const [n, k] = [29, 300];
+      const w = randomWeight(ref, 'bf16', n, k, sym(r));
+      const [gw, pw] = [g.uploadWeight(w), plain.uploadWeight(w)];
+      const x = fill(16 * k, sym(r));
+      const want = new Float32Array(16 * n);
+      ref.matmul(want, x, w, 16);
+      for (const [kk, ww] of [[g, gw], [plain, pw]] as const) {
+        const out = kk.alloc.tensor([16, n]);
+        const one = kk.alloc.tensor([1, n]);
+        const [all, alone] = await run(kk, (e) => { kk.matmul(e, out, kk.alloc.upload(x), ww, 16); kk.matmul(e, one, kk.alloc.upload(x.subarray(5 * k, 6 * k)), ww, 1); }, out, one);
+        close(all, want, 1e-5, `subgroups=${kk.adapter.features.subgroups}`);
+        same(alone, all.subarray(5 * n, 6 * n), `row 5 alone, subgroups=${kk.adapter.features.subgroups}`);
+      }
+    } finally {
+      plain.dispose();
+    }
+  });
+
   test('weights larger than the binding limit are split by rows: same bits as unsplit', async () => {
     const r = rng(4);
     const small = await gpuUnderTest({ maxBindingOverride: 4096 });

@@ -73,6 +73,7 @@ describe('webgpu device layer', () => {
       ['kv_write', KV_WRITE], ['attention', ATTENTION], ['sample', SAMPLE],
       ['copy_rows', COPY_ROWS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulShader(d)], [`embed_${d}`, embedFloatShader(d)]]),
+      ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulShader(d, true)]) : []),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),
     ];
     const errors = (await Promise.all(sources.map(([k, s]) => g.pipelines.errors(k, s)))).flat();

@@ -36,6 +36,8 @@ export class WebGpuKernels {
   private readonly scratch: ScratchBuffers;
   private readonly dummy: GPUBuffer;
   private readonly maxBinding: number;
+  /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
+  private readonly subgroupSizeDivides64: boolean;
 
   constructor(ctx: GpuContext, maxBindingOverride?: number) {
     this.device = ctx.device;
@@ -45,6 +47,8 @@ export class WebGpuKernels {
     this.pipelines = new PipelineCache(this.device);
     this.scratch = new ScratchBuffers(this.alloc);
     this.dummy = this.alloc.buffer(4, 'dummy');
+    const { subgroupMinSize: lo, subgroupMaxSize: hi } = ctx.adapter;
+    this.subgroupSizeDivides64 = lo >= 1 && hi <= 64 && 64 % lo === 0 && 64 % hi === 0;
   }
 
   static async create(gpu: GPU, opts: AcquireOptions & { maxBindingOverride?: number }): Promise<WebGpuKernels> {
@@ -101,9 +105,12 @@ export class WebGpuKernels {
       return;
     }
     const dtype = w.dtype as 'f32' | 'bf16' | 'f16';
-    const src = () => floatMatmulShader(dtype);
+    // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
+    // sizes that divide 64 (every adapter reports 4..64 or 128)
+    const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
+    const src = () => floatMatmulShader(dtype, sg);
     for (const part of w.parts) {
-      this.run(enc, `matmul_${dtype}`, src, [part.rows, k, m, x.offset, out.offset, n, part.row0], null,
+      this.run(enc, `matmul_${dtype}${sg ? '_sg' : ''}`, src, [part.rows, k, m, x.offset, out.offset, n, part.row0], null,
         [out.buffer, x.buffer, part.buffer], grid(part.rows, tiles), `matmul_${dtype}`);
     }
   }

@@ -13,6 +13,9 @@ export interface GpuAdapterSummary {
   readonly architecture: string;
   readonly device: string;
   readonly description: string;
+  /** Subgroup sizes the adapter may use (0 when unknown). */
+  readonly subgroupMinSize: number;
+  readonly subgroupMaxSize: number;
   /** A CPU emulation (lavapipe / llvmpipe, SwiftShader, WARP, a fallback adapter). */
   readonly cpuEmulation: boolean;
   readonly features: { readonly shaderF16: boolean; readonly subgroups: boolean; readonly timestamps: boolean;
@@ -58,6 +61,8 @@ function summarize(gpu: GPU, adapter: GPUAdapter, device: GPUDevice): GpuAdapter
     architecture: info.architecture,
     device: info.device,
     description: info.description,
+    subgroupMinSize: (info as GPUAdapterInfo & { subgroupMinSize?: number }).subgroupMinSize ?? 0,
+    subgroupMaxSize: (info as GPUAdapterInfo & { subgroupMaxSize?: number }).subgroupMaxSize ?? 0,
     cpuEmulation: isCpuEmulation(info as GPUAdapterInfo & { isFallbackAdapter?: boolean }),
     features: {
       shaderF16: device.features.has('shader-f16'),
