@@ -103,7 +103,6 @@ export interface StepTraffic {
 export function encodeStep(model: BenchModel, enc: StepEncoder, m: number, ctx: number, out: GpuTensor): StepTraffic {
   const { g, s } = model;
   const H = s.hidden;
-  const a = g.alloc;
   const scratch = stepScratch(model, m, ctx);
   let read = 0;
   let ideal = 0;
@@ -113,7 +112,7 @@ export function encodeStep(model: BenchModel, enc: StepEncoder, m: number, ctx: 
     read += gpuWeightBytes(w) * Math.ceil(m / TM);
     ideal += gpuWeightBytes(w);
   };
-  const { x, h, t1, t2, t3, t4, g1, g2, ids, pt, cs } = scratch;
+  const { x, h, t1, t2, t3, t4, g1, g2, pt, cs } = scratch;
   for (const L of model.layers) {
     g.rmsNorm(enc, h, x, L.norm, m, 1e-6, true);
     if (L.full && L.kv) {
@@ -160,7 +159,6 @@ export function encodeStep(model: BenchModel, enc: StepEncoder, m: number, ctx: 
   g.rmsNorm(enc, h, x, model.finalNorm, m, 1e-6, true);
   mm(scratch.logits, h, model.lmHead);
   g.argmax(enc, out, scratch.logits, m, s.vocab);
-  void a; void ids;
   return { weightBytesRead: read, weightBytesIdeal: ideal, kvBytesRead: kvRead };
 }
 
@@ -190,7 +188,6 @@ function makeScratch(model: BenchModel, m: number) {
     conv: a.tensor([m, 3, qkvW]),
     state: a.tensor([m * stateLen]), stateLen,
     normV: a.upload(new Float32Array(s.linValueDim).fill(1)),
-    ids: a.tensor([m], 'i32'),
     pt: a.upload(Int32Array.from({ length: m * pagesPerSeq }, (_, i) => i % pagesPerSeq)),
     cs: a.tensor([m * s.headDim * s.partialRotary]),
     logits: a.tensor([m, s.vocab]),
