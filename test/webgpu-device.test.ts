@@ -3,7 +3,8 @@
 // encoder's copies and read-backs, and every WGSL variant compiling without error.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { describeAdapter, isCpuEmulation } from '../src/kernels/webgpu/device.js';
+import { describeAdapter, isCpuEmulation, probeAuto } from '../src/kernels/webgpu/device.js';
+import { nodeGpu } from '../src/kernels/webgpu-node.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
@@ -31,6 +32,18 @@ describe('webgpu device layer', () => {
     assert.ok(!isCpuEmulation(info('apple', 'metal-3', 'Apple M2', '')));
     assert.ok(!isCpuEmulation(info('amd', 'rdna-3', 'AMD Radeon RX 7900 XTX (RADV NAVI31)', '')));
     assert.ok(!isCpuEmulation(info('intel', 'xe-lpg', 'Intel(R) Arc(tm) Graphics (MTL)', '')));
+  });
+
+  test('auto: a CPU emulation is refused with the reason, a real GPU is picked', async () => {
+    const auto = await probeAuto(await nodeGpu());
+    if (g.adapter.cpuEmulation) {
+      assert.equal(auto.pick, 'cpu');
+      assert.match(auto.reason, /CPU emulation/);
+    } else {
+      assert.equal(auto.pick, 'webgpu');
+      assert.equal(auto.adapter?.description, g.adapter.description);
+    }
+    assert.deepEqual(await probeAuto(null), { pick: 'cpu', reason: 'no WebGPU implementation', adapter: null });
   });
 
   test('the device carries the adapter limits, and the adapter line names it', () => {

@@ -134,3 +134,17 @@ export function describeAdapter(a: GpuAdapterSummary): string {
   return `${a.vendor || '?'} ${a.architecture || '?'} "${a.description || a.device}"${a.cpuEmulation ? ' (CPU emulation)' : ''}` +
     ` binding ${mib(a.limits.maxStorageBufferBindingSize)}, buffer ${mib(a.limits.maxBufferSize)}, features ${feats}`;
 }
+
+/** What `--kernels auto` decides: webgpu on a real GPU adapter, else the CPU kernels, with
+ * the reason (printed by `ready` / `bench`). Acquires and releases a device to check. */
+export async function probeAuto(gpu: GPU | null): Promise<{ readonly pick: 'webgpu' | 'cpu'; readonly reason: string; readonly adapter: GpuAdapterSummary | null }> {
+  if (!gpu) return { pick: 'cpu', reason: 'no WebGPU implementation', adapter: null };
+  try {
+    const ctx = await acquireGpu(gpu, { allowCpuEmulation: false });
+    ctx.device.destroy();
+    return { pick: 'webgpu', reason: describeAdapter(ctx.adapter), adapter: ctx.adapter };
+  } catch (e) {
+    if (e instanceof NoGpuError) return { pick: 'cpu', reason: e.message, adapter: null };
+    throw e;
+  }
+}
