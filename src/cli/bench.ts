@@ -4,7 +4,6 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels } from '../kernels/index.js';
 import type { Kernels, Weight } from '../kernels/types.js';
-import { storedBytes } from '../kernels/weight-view.js';
 import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import { allocSequenceMemory, loadModel, type Model, type SequenceMemory } from '../model/model.js';
@@ -57,8 +56,8 @@ function weightsPerToken(w: ModelWeights, size: Size): number {
 }
 
 /** Bytes of weights one decode step reads for one token, as the backend stores them. */
-export function weightBytesPerToken(w: ModelWeights): number {
-  return weightsPerToken(w, storedBytes);
+export function weightBytesPerToken(w: ModelWeights, kernels: Pick<Kernels, 'storedWeightBytes'>): number {
+  return weightsPerToken(w, (x) => kernels.storedWeightBytes(x));
 }
 
 /** Weight elements one decode step reads for one token (same walk as weightBytesPerToken). */
@@ -179,7 +178,7 @@ function report(model: Model, kernels: Kernels, mode: string, batch: number, pro
   bandwidth: number | null): Record<string, unknown> {
   const tokS = runs.map((r) => (r.tokens * 1000) / r.ms);
   const msStep = runs.map((r) => r.ms / r.steps);
-  const perToken = weightBytesPerToken(model.weights);
+  const perToken = weightBytesPerToken(model.weights, model.kernels);
   const stepMs = median(msStep);
   // a decode/verify step reads every weight once, whatever the batch
   const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);

@@ -24,12 +24,11 @@ export interface Weight {
    * (Uint8Array), each row cols/blockSize blocks — exactly a GGUF tensor with ne = {cols,
    * rows}. Row-major [rows, cols] unless `layout` says otherwise. */
   readonly data: Uint16Array | Float32Array | Uint8Array;
-  /** A backend's matmul layout (set only by that backend's packWeight); 'panel8': the wasm
-   * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels; 'q8x4': the
-   * wasm backend's Q8_0 regrouped by 4 rows with f32 scales (assembly/q8x4.ts); 'q4kx4':
-   * its Q4_K regrouped by 4 rows with unpacked scales (assembly/q4kx4.ts); 'q6kx4': its
-   * Q6_K regrouped by 4 rows, group scales per [group][column] (assembly/q6kx4.ts). */
-  readonly layout?: 'panel8' | 'q8x4' | 'q4kx4' | 'q6kx4';
+  /** A backend's packed layout, an opaque tag set only by that backend's packWeight (the
+   * backend defines the names, e.g. kernels/wasm/layouts.ts); undefined: as loaded. Code
+   * outside the backend never interprets it: views and sizes go through Kernels.weightRows
+   * and Kernels.storedWeightBytes. */
+  readonly layout?: string;
 }
 
 /** Gated DeltaNet shape of one layer. */
@@ -119,6 +118,13 @@ export interface Kernels {
    * then on (it may repack the same memory in place; only matmul and embed read it).
    * The ref backend returns the weight unchanged. */
   packWeight(w: Weight): Weight;
+
+  /** Rows [0, n) of a weight (packed or not) as a weight of its own, sharing memory: a
+   * matmul against it computes the first n output columns. */
+  weightRows(w: Weight, n: number): Weight;
+
+  /** Bytes a matmul streams for this weight as the backend stores it. */
+  storedWeightBytes(w: Weight): number;
 
   /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K] (packed), out: [M, N].
    * Quantized W: x is quantized per 32-element block to int8 and the block dot products

@@ -12,7 +12,6 @@ import type { Workspace } from '../../model/layers.js';
 import type { Model } from '../../model/model.js';
 import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
 import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
-import { rowPrefix } from '../../kernels/weight-view.js';
 import type { Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
 import { adjustInPlace } from '../logits-adjust.js';
@@ -52,7 +51,7 @@ export class MtpDrafter {
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
-    this.head = this.v < model.weights.lmHead.rows ? rowPrefix(model.weights.lmHead, this.v) : model.weights.lmHead;
+    this.head = this.v < model.weights.lmHead.rows ? model.kernels.weightRows(model.weights.lmHead, this.v) : model.weights.lmHead;
     this.sampler = new BatchSampler(model.kernels, argmax);
   }
 

@@ -5,6 +5,7 @@ import * as gdn from './gdn.js';
 import { sample } from './sampling.js';
 import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 
 export function createRefKernels(): Kernels {
   return {
@@ -27,6 +28,8 @@ export function createRefKernels(): Kernels {
       if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
       return w;
     },
+    weightRows: rowMajorPrefix,
+    storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,

@@ -12,7 +12,7 @@ import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
-import { storedQuantBytes } from '../weight-view.js';
+import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
 import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -124,7 +124,15 @@ export class WasmKernels implements Kernels {
     c.end();
     const buf = src.data.buffer;
     const data = src.dtype === 'bf16' ? new Uint16Array(buf, src.data.byteOffset, n) : new Float32Array(buf, src.data.byteOffset, n);
-    return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' };
+    return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' satisfies WasmLayout };
+  }
+
+  weightRows(w: Weight, n: number): Weight {
+    return rowPrefix(w, n);
+  }
+
+  storedWeightBytes(w: Weight): number {
+    return storedBytes(w);
   }
 
   /** A quantized weight in its repacked layout (quant-layouts.ts), in place: allocWeight

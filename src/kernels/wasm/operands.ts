@@ -4,7 +4,7 @@
 // arena's per-call staging area — inputs before the kernel, outputs back after it.
 import type { Weight } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
-import { storedQuantBytes } from '../weight-view.js';
+import { storedQuantBytes } from './layouts.js';
 import type { Arena, MemorySet } from './memory.js';
 
 type OutView = Float32Array | Int32Array;
