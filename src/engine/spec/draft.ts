@@ -7,12 +7,12 @@
 // draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
 // rejection test.
 import type { KvPool } from '../../cache/kv-pool.js';
-import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
-import type { Workspace } from '../../model/layers.js';
-import type { Model } from '../../model/model.js';
+import { lmHeadInto, mtpForward, readNow, type MtpSeqInput } from '../../model/forward.js';
+import type { StepArena } from '../../model/arena.js';
+import type { AnyModel } from '../../model/model.js';
 import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
 import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
-import type { Weight } from '../../kernels/types.js';
+import type { Tensor, Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
 import { adjustInPlace } from '../logits-adjust.js';
 
@@ -21,7 +21,11 @@ export interface ExtendInput {
   /** MTP positions [start, start + n) are (re)computed from target hidden rows. */
   readonly start: number;
   readonly n: number;
-  readonly hidden: Float32Array; // [n, H]
+  /** Target hidden rows [hiddenRow, hiddenRow + n) of `hidden` ([*, H], a kernel tensor);
+   * with `hiddenFirst`, that host row is the first and `hidden` gives the other n − 1. */
+  readonly hidden: Tensor;
+  readonly hiddenRow: number;
+  readonly hiddenFirst?: Float32Array | null;
   /** Drafts to propose after the extend (0 = KV upkeep only). */
   readonly drafts: number;
   /** Page table to write through (default req.pages; a request that finished this step
@@ -41,9 +45,9 @@ export class MtpDrafter {
   private readonly qBuffers = new WeakMap<Request, Float64Array[]>();
 
   constructor(
-    private readonly model: Model,
+    private readonly model: AnyModel,
     private readonly kv: KvPool,
-    private readonly ws: Workspace,
+    private readonly ws: StepArena<Tensor, Tensor>,
     private readonly sampleVocab: number,
     private readonly argmax?: Argmax,
     /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
@@ -58,9 +62,9 @@ export class MtpDrafter {
   run(inputs: readonly ExtendInput[]): void {
     if (inputs.length === 0) return;
     const mtpKv = this.kv.mtpLayers[0]!;
-    const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput => ({
-      tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, start: i.start,
-      pageTable: i.pages ?? i.req.pages, kv: mtpKv,
+    const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput<Tensor> => ({
+      tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, hiddenRow: i.hiddenRow,
+      hiddenFirst: i.hiddenFirst ?? null, start: i.start, pageTable: i.pages ?? i.req.pages, kv: mtpKv,
     })));
     // chains that draft: the last extend row of each predicts d_1
     let active: { req: Request; start: number; n: number; drafts: number }[] = [];
@@ -84,9 +88,8 @@ export class MtpDrafter {
       const chains = active.filter((a) => a.drafts >= step);
       if (chains.length === 0) break;
       const idx = chains.map((c) => active.indexOf(c));
-      const hid = idx.map((j) => prevHidden.subarray(j * this.h, (j + 1) * this.h));
-      const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput => ({
-        tokens: [c.req.drafts[step - 2]!], hidden: hid[j]!, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: mtpKv,
+      const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
+        tokens: [c.req.drafts[step - 2]!], hidden: prevHidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: mtpKv,
       })));
       prevHidden = this.pick(stepOut, chains.map((_, j) => j));
       this.propose(chains.map((c) => c.req), prevHidden);
@@ -109,20 +112,21 @@ export class MtpDrafter {
     return d;
   }
 
-  /** Copy rows of an MTP output (views are reused by the next forward). */
-  private pick(out: Float32Array, rows: readonly number[]): Float32Array {
-    const h = this.h;
-    const dst = new Float32Array(rows.length * h);
-    rows.forEach((r, j) => dst.set(out.subarray(r * h, (r + 1) * h), j * h));
+  /** Copy rows of an MTP output to the arena's draft-hidden rows (the next MTP forward
+   * reads them into its own input before it overwrites its output). */
+  private pick(out: Tensor, rows: readonly number[]): Tensor {
+    const dst = this.ws.draftHidden.rows(rows.length);
+    this.model.kernels.gatherRows(dst, out, rows, this.h);
     return dst;
   }
 
   /** One draft token per request from MTP hidden rows [n, H], over the draft head's ids.
    * A sampled request's proposal q is kept over the whole sampling vocabulary (zero beyond
    * the draft head), as rejection sampling compares it with the target's p id by id. */
-  private propose(reqs: readonly Request[], hidden: Float32Array): void {
-    const logits = this.ws.buf('draft.logits', reqs.length * this.v);
-    lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits, this.head);
+  private propose(reqs: readonly Request[], hidden: Tensor): void {
+    const t = lmHeadInto(this.model, this.ws, hidden, reqs.map((_, j) => j), this.ws.draftLogits.rows(reqs.length), this.head);
+    // the draft chain needs each step's picks before the next step: a read-back per step
+    const logits = readNow(this.model, t, reqs.length * this.v);
     const sampled: { req: Request; job: SampleJob }[] = [];
     reqs.forEach((req, j) => {
       // drafts are proposed under the request's adjustment, given the drafts before them

@@ -3,9 +3,10 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, GdnDims, Kernels, KvLayerView, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
+import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
 import { Cmd, executeAll } from './exec.js';
 import { packArgs } from './commands.js';
+import * as cpu from '../cpu-ops.js';
 import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
@@ -77,6 +78,28 @@ export class WasmKernels implements Kernels {
   allocI32(n: number): Int32Array {
     const { arena, ptr } = this.mem.alloc(n * 4);
     return arena.i32(ptr, n);
+  }
+
+  // Data movement on the views themselves (cpu-ops.ts, shared with the ref backend).
+  view(t: Float32Array, offset: number, length: number): Float32Array {
+    return cpu.view(t, offset, length);
+  }
+
+  copyRows(dst: Float32Array, dstOffset: number, dstStride: number, src: Float32Array, srcOffset: number, srcStride: number,
+    rows: number, width: number): void {
+    cpu.copyRows(dst, dstOffset, dstStride, src, srcOffset, srcStride, rows, width);
+  }
+
+  gatherRows(dst: Float32Array, src: Float32Array, rows: ArrayLike<number>, width: number): void {
+    cpu.gatherRows(dst, src, rows, width);
+  }
+
+  write(dst: Float32Array, offset: number, src: ArrayLike<number>): void {
+    cpu.write(dst, offset, src);
+  }
+
+  readBack(ranges: readonly ReadRange<Float32Array>[]): Float32Array[] {
+    return cpu.readBack(ranges);
   }
 
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
@@ -246,12 +269,13 @@ export class WasmKernels implements Kernels {
   }
 
   rope(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
-    rotaryDim: number, theta: number, stride: number): void {
+    table: RopeTable, stride: number): void {
     if (t <= 0) return;
     const c = this.ops.begin(this.ops.target(x));
     const xp = c.inout(x, (t - 1) * stride + heads * headDim);
     const pp = c.ints(positions, t);
-    c.arena.exports.rope(xp, pp, t, heads, headDim, rotaryDim, theta, stride);
+    const fp = c.f64(table.invFreq);
+    c.arena.exports.rope(xp, pp, t, heads, headDim, fp, table.invFreq.length, table.scale, stride);
     c.end();
   }
 
@@ -382,6 +406,15 @@ export class WasmKernels implements Kernels {
     this.run(Cmd.SAMPLE, c.arena, m > 1, m);
     readSampleResults(c.arena, desc, rows, results);
     c.end();
+  }
+
+  moeExperts(out: Float32Array, x: Float32Array, ids: Int32Array, weights: Float32Array, m: number, topK: number,
+    experts: readonly ExpertMats[], scratch: MoeScratch): void {
+    cpu.moeExperts(this, out, x, ids, weights, m, topK, experts, scratch);
+  }
+
+  addSigmoidScaled(out: Float32Array, y: Float32Array, g: Float32Array, m: number, d: number): void {
+    cpu.addSigmoidScaled(out, y, g, m, d);
   }
 
   mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {

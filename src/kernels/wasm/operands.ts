@@ -76,6 +76,13 @@ export class Operands {
     return p;
   }
 
+  /** Read-only f64 operand (small tables), always staged. */
+  f64(a: Float64Array): number {
+    const p = this.arena.stage(a.length * 8);
+    new Float64Array(this.arena.buffer(), p, a.length).set(a);
+    return p;
+  }
+
   /** A weight's data (bf16 bits, f32, or GGML blocks). */
   weight(w: Weight): number {
     if (isQuantType(w.dtype)) {
