@@ -106,7 +106,7 @@ for (const name of ['tiny-think', 'tiny-moe', 'tiny-next-moe']) {
   });
 }
 
-test('engine: an asynchronous step read-back gives the same tokens and logits as a synchronous one', async () => {
+for (const specTokens of [0, 2]) test(`engine (spec tokens ${specTokens}): asynchronous read-backs give the same tokens and logits as synchronous ones`, async () => {
   const wasm = backends[1]!.k;
   const reqs = [
     { prompt: 'The capital of France is', maxTokens: 12 },
@@ -114,9 +114,10 @@ test('engine: an asynchronous step read-back gives the same tokens and logits as
     { messages: [{ role: 'user' as const, content: 'What is 2+3?' }], maxTokens: 10 },
   ];
   const run = (kernels: Kernels | ReturnType<typeof asyncReadBack>) =>
-    withEngine({ model: TINY_THINK(), kernels, specTokens: 0, maxRunning: 4 }, (e) => runAll(e, reqs));
+    withEngine({ model: TINY_THINK(), kernels, specTokens, specAdaptive: false, maxRunning: 4 }, (e) => runAll(e, reqs));
   const sync = await run(loadShared(wasm));
   const async = await run(asyncReadBack(loadShared(wasm)));
+  assert.ok(sync.some((s) => s.ids.length > 3));
   sync.forEach((s, i) => {
     assert.deepEqual(async[i]!.ids, s.ids, `request ${i}`);
     s.logits.forEach((l, j) => assert.ok(sameBits(l, async[i]!.logits[j]!), `request ${i} step ${j}`));

@@ -116,6 +116,8 @@ export class Engine {
   private wake: (() => void) | null = null;
   private closed = false;
   private loopDone: Promise<void>;
+  /** The step awaiting its read-back (asynchronous backends only). */
+  private inFlight: Promise<void> | null = null;
   readonly maxContext: number;
   /** Pool sizes chosen at load (print with formatPlan). */
   memoryPlan: MemoryPlan | null = null;
@@ -262,7 +264,7 @@ export class Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     for (const r of [...this.scheduler.running, ...this.scheduler.waiting]) r.aborted = true;
-    this.step(); // reaps the aborted requests
+    await this.runStep(); // reaps the aborted requests
     this.closed = true;
     this.wake?.();
     await this.loopDone;
@@ -295,10 +297,22 @@ export class Engine {
         this.wake = null;
         continue;
       }
-      const pending = this.step();
+      const pending = this.runStep();
       if (pending) await pending;
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
+  }
+
+  /** Steps one at a time: a step awaiting its read-back (asynchronous backends) finishes
+   * before the next starts. Synchronous backends never get a promise here. */
+  private runStep(): void | Promise<void> {
+    if (this.inFlight) return this.inFlight.then(() => this.runStep());
+    const pending = this.step();
+    if (!pending) return;
+    this.inFlight = pending.finally(() => {
+      this.inFlight = null;
+    });
+    return this.inFlight;
   }
 
   /** One scheduling step: reap aborts, run one batch, sample or accept drafts, emit,
@@ -314,15 +328,12 @@ export class Engine {
     const result = this.guarded(rows.map((r) => r.req!), () => this.runner.run(batch));
     if (!result) return;
     // a backend with an asynchronous read-back: the one await of the step
-    if (result instanceof Promise) {
-      return result.then((r) => this.afterRun(batch, rows, r, t0),
-        (e: unknown) => void this.guarded(rows.map((r) => r.req!), () => { throw e; }));
-    }
-    this.afterRun(batch, rows, result, t0);
+    if (result instanceof Promise) return result.then((r) => this.afterRun(batch, rows, r, t0), (e: unknown) => this.fail(rows.map((r) => r.req!), e));
+    return this.afterRun(batch, rows, result, t0);
   }
 
   /** The host half of a step: sample or accept drafts, emit, finish, snapshot, draft. */
-  private afterRun(batch: Batch, rows: readonly BatchRow[], result: StepResult, t0: number): void {
+  private afterRun(batch: Batch, rows: readonly BatchRow[], result: StepResult, t0: number): void | Promise<void> {
     const h = this.model.config.hiddenSize;
     const extend: ExtendInput[] = [];
     let generated = 0;
@@ -365,10 +376,14 @@ export class Engine {
       }
     });
     const observedK = this.draftedK;
-    this.draft(extend);
-    const ms = performance.now() - t0;
-    if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
-    this.metrics.stepDone(batch, generated, ms);
+    const finish = (): void => {
+      const ms = performance.now() - t0;
+      if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
+      this.metrics.stepDone(batch, generated, ms);
+    };
+    const drafting = this.draft(extend);
+    if (drafting) return drafting.then(finish);
+    finish();
   }
 
   /** Test hook preemptIf: preempt the running requests it picks. */
@@ -394,13 +409,18 @@ export class Engine {
     try {
       return fn();
     } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      for (const r of reqs) {
-        if (r.status === 'finished') continue;
-        this.scheduler.finish(r);
-        this.emitDone(r, 'error', msg);
-      }
+      this.fail(reqs, e);
       return null;
+    }
+  }
+
+  /** Finish `reqs` (and only them) with error `e`. */
+  private fail(reqs: readonly Request[], e: unknown): void {
+    const msg = e instanceof Error ? e.message : String(e);
+    for (const r of reqs) {
+      if (r.status === 'finished') continue;
+      this.scheduler.finish(r);
+      this.emitDone(r, 'error', msg);
     }
   }
 
@@ -452,7 +472,7 @@ export class Engine {
   }
 
   /** MTP extend over what each request committed, then drafts for its next verify. */
-  private draft(extend: ExtendInput[]): void {
+  private draft(extend: ExtendInput[]): void | Promise<void> {
     if (!this.drafter || extend.length === 0) return;
     const decoding = extend.filter((e) => !e.req.prefilling).length;
     const k = this.policy.choose(decoding);
@@ -465,9 +485,14 @@ export class Engine {
     // lower the acceptance of later drafts (outputs are lossless either way).
     if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return;
     const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling || e.req.status !== 'running' ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
-    this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
-    const override = this.opts.draftOverride;
-    if (override) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = override(e.req, e.req.drafts).slice(0, e.req.drafts.length);
+    const override = (): void => {
+      const o = this.opts.draftOverride;
+      if (o) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = o(e.req, e.req.drafts).slice(0, e.req.drafts.length);
+    };
+    const reqs = inputs.map((e) => e.req);
+    const drafting = this.guarded(reqs, () => this.drafter!.run(inputs));
+    if (drafting) return drafting.then(override, (e: unknown) => this.fail(reqs, e));
+    override();
   }
 
   /** Drafts worth proposing: a round emits up to k+1 tokens, never past the limits. */

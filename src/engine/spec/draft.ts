@@ -7,7 +7,7 @@
 // draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
 // rejection test.
 import type { KvPool } from '../../cache/kv-pool.js';
-import { lmHeadInto, mtpForward, readNow, type MtpSeqInput } from '../../model/forward.js';
+import { lmHeadInto, mtpForward, type MtpSeqInput } from '../../model/forward.js';
 import type { StepArena } from '../../model/arena.js';
 import type { AnyModel } from '../../model/model.js';
 import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
@@ -31,6 +31,21 @@ export interface ExtendInput {
   /** Page table to write through (default req.pages; a request that finished this step
    * has released its own, and passes the one it ran with). */
   readonly pages?: readonly number[];
+}
+
+/** A request that drafts this round: its extend [start, start + n) and draft count. */
+interface Chain {
+  readonly req: Request;
+  readonly start: number;
+  readonly n: number;
+  readonly drafts: number;
+}
+
+/** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
+interface DraftStep {
+  readonly active: readonly Chain[];
+  readonly hidden: Tensor;
+  readonly step: number;
 }
 
 export class MtpDrafter {
@@ -59,7 +74,9 @@ export class MtpDrafter {
     this.sampler = new BatchSampler(model.kernels, argmax);
   }
 
-  run(inputs: readonly ExtendInput[]): void {
+  /** Extend, then draft. Synchronous unless the backend's read-back is asynchronous (one
+   * read-back per draft step: each step's picks feed the next). */
+  run(inputs: readonly ExtendInput[]): void | Promise<void> {
     if (inputs.length === 0) return;
     const mtpKv = this.kv.mtpLayers[0]!;
     const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput<Tensor> => ({
@@ -67,7 +84,7 @@ export class MtpDrafter {
       hiddenFirst: i.hiddenFirst ?? null, start: i.start, pageTable: i.pages ?? i.req.pages, kv: mtpKv,
     })));
     // chains that draft: the last extend row of each predicts d_1
-    let active: { req: Request; start: number; n: number; drafts: number }[] = [];
+    const active: Chain[] = [];
     const rows: number[] = [];
     let offset = 0;
     for (const i of inputs) {
@@ -82,19 +99,35 @@ export class MtpDrafter {
       a.req.drafts = [];
       a.req.draftProbs = isGreedy(a.req.sampling) ? null : [];
     }
-    let prevHidden = this.pick(out, rows);
-    this.propose(active.map((a) => a.req), prevHidden);
-    for (let step = 2; ; step++) {
-      const chains = active.filter((a) => a.drafts >= step);
-      if (chains.length === 0) break;
-      const idx = chains.map((c) => active.indexOf(c));
-      const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
-        tokens: [c.req.drafts[step - 2]!], hidden: prevHidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: mtpKv,
-      })));
-      prevHidden = this.pick(stepOut, chains.map((_, j) => j));
-      this.propose(chains.map((c) => c.req), prevHidden);
-      active = chains;
+    return this.steps({ active, hidden: this.pick(out, rows), step: 1 });
+  }
+
+  /** Propose draft `at.step` of every active chain from its MTP hidden row, then the
+   * following steps. */
+  private steps(at: DraftStep): void | Promise<void> {
+    for (let s: DraftStep | null = at; s; s = this.nextStep(s)) {
+      const proposed = this.propose(s.active.map((a) => a.req), s.hidden);
+      if (proposed) {
+        const here = s;
+        return proposed.then(() => {
+          const next = this.nextStep(here);
+          return next ? this.steps(next) : undefined;
+        });
+      }
     }
+  }
+
+  /** The MTP forward of the chains that draft one more step, or null when none does. */
+  private nextStep(prev: DraftStep): DraftStep | null {
+    const step = prev.step + 1;
+    const chains = prev.active.filter((a) => a.drafts >= step);
+    if (chains.length === 0) return null;
+    const idx = chains.map((c) => prev.active.indexOf(c));
+    const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
+      tokens: [c.req.drafts[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
+      pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
+    })));
+    return { active: chains, hidden: this.pick(stepOut, chains.map((_, j) => j)), step };
   }
 
   /** Drafts that fit: each writes MTP KV at one more position, whose page must exist
@@ -123,10 +156,16 @@ export class MtpDrafter {
   /** One draft token per request from MTP hidden rows [n, H], over the draft head's ids.
    * A sampled request's proposal q is kept over the whole sampling vocabulary (zero beyond
    * the draft head), as rejection sampling compares it with the target's p id by id. */
-  private propose(reqs: readonly Request[], hidden: Tensor): void {
+  private propose(reqs: readonly Request[], hidden: Tensor): void | Promise<void> {
     const t = lmHeadInto(this.model, this.ws, hidden, reqs.map((_, j) => j), this.ws.draftLogits.rows(reqs.length), this.head);
     // the draft chain needs each step's picks before the next step: a read-back per step
-    const logits = readNow(this.model, t, reqs.length * this.v);
+    const back = this.model.kernels.readBack([{ t, offset: 0, length: reqs.length * this.v }]);
+    if (back instanceof Promise) return back.then(([logits]) => this.pickDrafts(reqs, logits!));
+    this.pickDrafts(reqs, back[0]!);
+  }
+
+  /** Each request's next draft from its host logits row of `logits` ([n, V_draft]). */
+  private pickDrafts(reqs: readonly Request[], logits: Float32Array): void {
     const sampled: { req: Request; job: SampleJob }[] = [];
     reqs.forEach((req, j) => {
       // drafts are proposed under the request's adjustment, given the drafts before them
