@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { COMMANDS, type CommandSpec, invokeChunk, packArgs, share } from '../src/kernels/wasm/commands.js';
 import { ARGS, Cmd } from '../src/kernels/wasm/exec.js';
 import type { KernelExports } from '../src/kernels/wasm/module.js';
+import { D, DESC, FLAGS } from '../src/kernels/wasm/sample-desc.js';
 import { REPO_ROOT } from './paths.js';
 
 /** Parameter names of every `export function` in assembly/*.ts. */
@@ -77,4 +78,14 @@ test('command table: packArgs then invokeChunk hands every export the packed val
     invokeChunk(ex, s.id, a, 0, 150, 200);
     assert.equal(calls.length, 0, `${name}: empty chunk ran`);
   }
+});
+
+test('sampling row descriptor: slots, size and flags == the D_* / DESC / F_* constants of assembly/sampling.ts', () => {
+  const src = readFileSync(join(REPO_ROOT, 'assembly', 'sampling.ts'), 'utf8');
+  const consts = new Map([...src.matchAll(/^(?:export )?const (\w+)(?:: i32)? = (\d+);/gm)].map((m) => [m[1]!, Number(m[2])]));
+  const slots = [...consts.keys()].filter((k) => k.startsWith('D_'));
+  assert.equal(slots.length, Object.keys(D).length, `assembly has ${slots.join(', ')}`);
+  for (const [name, slot] of Object.entries(D)) assert.equal(consts.get(`D_${name}`), slot, `D_${name}`);
+  assert.equal(consts.get('DESC'), DESC);
+  for (const [name, bit] of Object.entries(FLAGS)) assert.equal(consts.get(`F_${name}`), bit, `F_${name}`);
 });
