@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Kernels, Tensor } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { StepArena } from '../src/model/arena.js';
+import { ScratchRows, StepArena } from '../src/model/arena.js';
 import { forwardHidden, lmHead, mtpForward, readNow } from '../src/model/forward.js';
 import { allocSequenceMemory, loadModel, type Model } from '../src/model/model.js';
 import { withEngine, runAll, sameBits } from './engine-helpers.js';
@@ -69,6 +69,32 @@ for (const { label, k } of backends) {
     assert.ok(err <= 1e-5, `moeExperts rel err ${err}`); // its matmuls: f32 vs the ref's f64 accumulation
   });
 }
+
+test('step arena: every scratch field is its own allocation (no two overlap), rows(n) grows and keeps its width', () => {
+  const model = loadModel(sharedPath('models', 'tiny-next-moe'), backends[0]!.k);
+  const ws = new StepArena(model);
+  const fields: { name: string; f: ScratchRows<Float32Array> }[] = [];
+  const walk = (o: object, path: string): void => {
+    for (const [key, v] of Object.entries(o)) {
+      if (v instanceof ScratchRows) fields.push({ name: `${path}${key}`, f: v as ScratchRows<Float32Array> });
+      else if (typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === Object.prototype) walk(v as object, `${path}${key}.`);
+    }
+  };
+  walk(ws, '');
+  assert.ok(fields.length >= 40, `${fields.length} fields`);
+  for (const n of [3, 40]) {
+    const spans = fields.map(({ name, f }) => {
+      const t = f.rows(n);
+      assert.equal(t.length, n * f.width, name);
+      return { name, buffer: t.buffer, lo: t.byteOffset, hi: t.byteOffset + t.byteLength };
+    });
+    for (const a of spans) {
+      for (const b of spans) {
+        if (a !== b && a.buffer === b.buffer) assert.ok(a.hi <= b.lo || b.hi <= a.lo, `${a.name} overlaps ${b.name} at ${n} rows`);
+      }
+    }
+  }
+});
 
 /** Greedy decode of `prompt` for `n` tokens on `model` straight through the model layer
  * (prefill chunked, then one token per step), with the MTP logits after the prompt:
