@@ -264,7 +264,8 @@ export class Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     for (const r of [...this.scheduler.running, ...this.scheduler.waiting]) r.aborted = true;
-    await this.runStep(); // reaps the aborted requests
+    const reaping = this.runStep(); // reaps the aborted requests
+    if (reaping) await reaping;
     this.closed = true;
     this.wake?.();
     await this.loopDone;
