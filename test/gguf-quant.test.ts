@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden, lmHead } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Weight } from '../src/kernels/types.js';
@@ -32,7 +32,7 @@ function argmax(v: Float32Array): number {
 
 /** Greedy decode: chunked prefill, then one token per step. */
 function greedy(m: Model, promptIds: number[], n: number): number[] {
-  const ws = new Workspace(m.kernels);
+  const ws = new StepArena(m);
   const mem = allocSequenceMemory(m, promptIds.length + n + 8);
   const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };
   const p = promptIds.length;

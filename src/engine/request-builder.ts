@@ -3,7 +3,7 @@
 import { randomInt } from 'node:crypto';
 import { renderChat, validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
-import type { Model } from '../model/model.js';
+import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import type { TokenLogprob } from './sample-batch.js';
@@ -53,7 +53,7 @@ export interface GenerateRequest {
 
 /** The parts of the engine a request is built against. */
 export interface RequestContext {
-  readonly model: Model;
+  readonly model: AnyModel;
   readonly tokenizer: TextTokenizer;
   readonly maxContext: number;
 }
