@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
+import { plainRopeTable } from '../src/kernels/rope-table.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import { randomWeight, relErr, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
@@ -39,8 +40,8 @@ describe('webgpu kernels behind the typed boundary', () => {
     const kv = new Float32Array(t * 2 * nKV * hd);
     ref.matmul(q, x, wq, t);
     ref.matmul(kv, x, wk, t);
-    ref.rope(q, positions, t, nH, hd, rot, theta, nH * hd);
-    ref.rope(kv, positions, t, nKV, hd, rot, theta, 2 * nKV * hd);
+    ref.rope(q, positions, t, nH, hd, plainRopeTable(theta, rot), nH * hd);
+    ref.rope(kv, positions, t, nKV, hd, plainRopeTable(theta, rot), 2 * nKV * hd);
     const kOnly = new Float32Array(t * nKV * hd);
     const vOnly = new Float32Array(t * nKV * hd);
     for (let i = 0; i < t; i++) {

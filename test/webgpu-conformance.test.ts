@@ -16,6 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
+import { plainRopeTable } from '../src/kernels/rope-table.js';
 import { f32ToF16, quantizeRows } from '../src/kernels/quant/quantize.js';
 import { f16ToF32 } from '../src/kernels/quant/dequant.js';
 import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
@@ -241,7 +242,7 @@ describe('webgpu kernel conformance', () => {
       const pos = [0, 1, 17, 4095, 100000];
       const x = fill(t * stride, sym(r));
       const want = Float32Array.from(x);
-      ref.rope(want, pos, t, heads, hd, rot, 1e7, stride);
+      ref.rope(want, pos, t, heads, hd, plainRopeTable(1e7, rot), stride);
       const gx = g.alloc.upload(x);
       const cs = g.alloc.upload(ropeTable(pos, t, rot, 1e7));
       const [got] = await run(g, (e) => g.rope(e, gx, cs, t, heads, hd, rot, stride), gx);

@@ -7,7 +7,9 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, GdnDims, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
+import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+  Weight, WeightDType } from '../types.js';
+import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
 import { sample as refSample } from '../ref/sampling.js';
@@ -15,12 +17,9 @@ import { ropeTable, WebGpuKernels } from './backend.js';
 import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
-import type { GpuWeight } from './weights.js';
+import { gpuWeightBytes, type GpuWeight } from './weights.js';
 
-/** RoPE as the boundary states it: angle p·invFreq[f] (f64), cos/sin times `scale`. */
-export interface GpuRopeTable { readonly invFreq: Float64Array; readonly scale: number }
-export interface GpuKvLayerView { readonly k: GpuTensor; readonly v: GpuTensor; readonly pageSize: number }
-export interface GpuReadRange { readonly t: GpuTensor; readonly offset: number; readonly length: number }
+type GpuKvLayerView = KvLayerView<GpuTensor>;
 
 const UPLOAD_CHUNK = 1 << 16; // elements per upload-arena buffer (grows for larger inputs)
 
@@ -57,7 +56,8 @@ class UploadArena {
   }
 }
 
-export class WebGpuBoundaryKernels {
+/** Kernels<GpuTensor, GpuTensor>: f32 and int32 tensors are both GpuTensor views. */
+export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   readonly name = 'webgpu';
   readonly threads = 1;
   private enc: StepEncoder | null = null;
@@ -106,7 +106,7 @@ export class WebGpuBoundaryKernels {
     this.step.copy(staged, { ...dst, offset: dst.offset + offset, length: src.length }, src.length);
   }
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
-  async readBack(ranges: readonly GpuReadRange[]): Promise<Float32Array[]> {
+  async readBack(ranges: readonly ReadRange<GpuTensor>[]): Promise<Float32Array[]> {
     const enc = this.step;
     this.enc = null;
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
@@ -125,11 +125,25 @@ export class WebGpuBoundaryKernels {
   }
   /** Upload once; the returned weight is a handle (its host bytes are released). */
   packWeight(w: Weight): Weight {
-    if ((w.layout as string | undefined) === 'webgpu') return w;
+    if (this.packed.has(w)) return w;
     const gw = this.g.uploadWeight(w);
-    const handle: Weight = { dtype: w.dtype, rows: w.rows, cols: w.cols, data: new Uint8Array(0), layout: 'webgpu' as unknown as Weight['layout'] };
+    const handle: Weight = { dtype: w.dtype, rows: w.rows, cols: w.cols, data: new Uint8Array(0), layout: 'webgpu' };
     this.packed.set(handle, gw);
     return handle;
+  }
+  /** Rows [0, n): a packed weight's handle over the first parts (same GPU memory). */
+  weightRows(w: Weight, n: number): Weight {
+    const gw = this.packed.get(w);
+    if (!gw) return rowMajorPrefix(w, n);
+    if (!Number.isInteger(n) || n < 1 || n > w.rows) throw new RangeError(`weightRows: ${n} rows of a [${w.rows}, ${w.cols}] weight`);
+    const parts = gw.parts.filter((p) => p.row0 < n).map((p) => ({ ...p, rows: Math.min(p.rows, n - p.row0) }));
+    const handle: Weight = { ...w, rows: n };
+    this.packed.set(handle, { ...gw, rows: n, parts });
+    return handle;
+  }
+  storedWeightBytes(w: Weight): number {
+    const gw = this.packed.get(w);
+    return gw ? gpuWeightBytes(gw) : weightBytes(w);
   }
   private gpuWeight(w: Weight): GpuWeight {
     const gw = this.packed.get(w);
@@ -158,7 +172,7 @@ export class WebGpuBoundaryKernels {
   gatedRmsNorm(out: GpuTensor, o: GpuTensor, z: GpuTensor, w: Weight, m: number, eps: number): void {
     this.g.gatedRmsNorm(this.step, out, o, z, this.vector(w), m, eps);
   }
-  rope(x: GpuTensor, positions: ArrayLike<number>, t: number, heads: number, headDim: number, table: GpuRopeTable, stride: number): void {
+  rope(x: GpuTensor, positions: ArrayLike<number>, t: number, heads: number, headDim: number, table: RopeTable, stride: number): void {
     const rot = 2 * table.invFreq.length;
     const cs = this.uploads.put(ropeTable(positions, t, rot, 0, table.invFreq, table.scale), 'f32');
     this.g.rope(this.step, x, cs, t, heads, headDim, rot, stride);
@@ -186,8 +200,7 @@ export class WebGpuBoundaryKernels {
   }
   /** The boundary's moeExperts (see WebGpuKernels.moeExperts for the GPU strategy). */
   moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
-    experts: readonly { gate: Weight; up: Weight; down: Weight }[],
-    scratch: { slot: GpuTensor; rowsIn: GpuTensor; rowsOut: GpuTensor; gate: GpuTensor; up: GpuTensor }): void {
+    experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>): void {
     const gpu = experts.map((e) => ({ gate: this.gpuWeight(e.gate), up: this.gpuWeight(e.up), down: this.gpuWeight(e.down) }));
     this.g.moeExperts(this.step, out, x, ids, weights, m, topK, gpu, { slot: scratch.slot, gate: scratch.gate, up: scratch.up, y: scratch.rowsOut });
   }
