@@ -5,7 +5,7 @@ import { validateMessages, type ChatMessage, type RenderOptions } from '../token
 import { encodeChat } from '../tokenizer/safe-chat.js';
 import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
-import type { Model } from '../model/model.js';
+import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import type { TokenLogprob } from './sample-batch.js';
@@ -55,7 +55,7 @@ export interface GenerateRequest {
 
 /** The parts of the engine a request is built against. */
 export interface RequestContext {
-  readonly model: Model;
+  readonly model: AnyModel;
   readonly tokenizer: TextTokenizer;
   readonly maxContext: number;
 }
