@@ -167,7 +167,8 @@ export class Engine {
       prefix: this.prefix,
     }, kv, state);
     this.runner = new Runner(model, kv, state);
-    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab, this.argmax, draftVocabFor(opts)) : null;
+    this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab,
+      (req, n) => this.scheduler.takeFreePages(req, n), this.argmax, draftVocabFor(opts)) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
     if (this.prefix && opts.prefixCacheDir !== undefined) {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));

@@ -185,6 +185,13 @@ export class Scheduler {
     return this.opts.prefix?.cache.evictSlots(1) ?? false;
   }
 
+  /** Grow req's page list by up to `n` pages that are free right now (no eviction, no
+   * preemption): room for MTP draft positions, which drafting never preempts for. */
+  takeFreePages(req: Request, n: number): void {
+    const got = n > 0 ? this.kv.alloc(Math.min(n, this.kv.freePages)) : null;
+    if (got) req.pages.push(...got);
+  }
+
   /** `n` free pages, evicting unused cache entries if needed. */
   private reservePages(n: number): boolean {
     if (this.kv.freePages >= n) return true;

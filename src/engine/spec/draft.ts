@@ -64,6 +64,9 @@ export class MtpDrafter {
     private readonly kv: KvPool,
     private readonly ws: StepArena<Tensor, Tensor>,
     private readonly sampleVocab: number,
+    /** Grows a request's page list by up to n free pages (the scheduler's: it is the only
+     * writer of request progress). */
+    private readonly takeFreePages: (req: Request, n: number) => void,
     private readonly argmax?: Argmax,
     /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
     draftVocab = sampleVocab,
@@ -136,11 +139,7 @@ export class MtpDrafter {
     const lastPos = (d: number): number => i.start + i.n + d - 2; // MTP position of draft step d
     const ps = this.kv.pageSize;
     let d = i.drafts;
-    const needPages = Math.floor(lastPos(d) / ps) + 1 - i.req.pages.length;
-    if (needPages > 0) {
-      const got = this.kv.alloc(Math.min(needPages, this.kv.freePages));
-      if (got) i.req.pages.push(...got);
-    }
+    this.takeFreePages(i.req, Math.floor(lastPos(d) / ps) + 1 - i.req.pages.length);
     while (d > 1 && lastPos(d) >= i.req.pages.length * ps) d--;
     return d;
   }
