@@ -2,6 +2,7 @@
 // tool calls (`tool_choice` required or a named function), turned into a per-choice grammar
 // constraint for the engine. With thinking on, the reasoning is free and the constraint
 // starts after `</think>`.
+import { modelStopIds } from '../../engine/request-rules.js';
 import { invalid } from '../errors.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
@@ -124,7 +125,7 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${key}`, () => withPrefix(body(), thinking));
   const { engine } = ctx;
-  const stops = [...new Set([...engine.model.config.eosTokenIds, ...engine.tokenizer.stopIds()])];
+  const stops = modelStopIds(engine);
   const vocab = tokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, stops);
   return () => new GrammarConstraint(vocab, g.start, g.cache).allowed;
 }
