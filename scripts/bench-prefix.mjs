@@ -1,5 +1,6 @@
-// Prefix-cache benchmark (issue 12): time to first token of turn 2 of a multi-turn chat
-// whose turn 1 is ~N tokens, with the prefix cache on vs off. Prints one JSON object.
+// Prefix-cache benchmark (issues 12, 24): time to first token of turn 2 of a multi-turn chat
+// whose turn 1 is ~N tokens, and of turn 2 sent again, with the prefix cache on vs off; the
+// prompt tokens re-prefilled at each hit (prompt − cached). Prints one JSON object.
 // Usage: node scripts/bench-prefix.mjs [--model DIR] [--kernels ref|wasm] [--tokens N]
 //        [--threads T] [--repeat R]
 // Run `npm run build` first (it imports dist/).
@@ -64,7 +65,11 @@ async function measure(prefixCache) {
       const reply = t1.done.text.split('</think>').pop().trim();
       const second = [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'And which item has tag t6?' }];
       const t2 = await timeToFirstToken(engine, second);
-      runs.push({ turn1Ms: t1.ttft, turn2Ms: t2.ttft, prompt: t2.done.usage.promptTokens, cached: t2.done.usage.cachedTokens, ids: t2.done.outputIds });
+      const again = await timeToFirstToken(engine, second);
+      runs.push({
+        turn1Ms: t1.ttft, turn2Ms: t2.ttft, againMs: again.ttft, prompt: t2.done.usage.promptTokens, cached: t2.done.usage.cachedTokens,
+        againCached: again.done.usage.cachedTokens, ids: t2.done.outputIds, againIds: again.done.outputIds,
+      });
     }
     return runs;
   } finally {
@@ -82,5 +87,8 @@ process.stdout.write(JSON.stringify({
   turn2_prompt_tokens: on[0].prompt, turn2_cached_tokens: on.map((r) => r.cached),
   turn1_ttft_ms_cold: median(off.map((r) => r.turn1Ms)),
   turn2_ttft_ms_cache_off: offMs, turn2_ttft_ms_cache_on: onMs, ratio_on_over_off: onMs / offMs,
-  same_output: on.every((r, i) => JSON.stringify(r.ids) === JSON.stringify(off[i].ids)),
+  turn2_reprefill_tokens: on.map((r) => r.prompt - r.cached),
+  same_prompt_ttft_ms_cache_on: median(on.map((r) => r.againMs)), same_prompt_ttft_ms_cache_off: median(off.map((r) => r.againMs)),
+  same_prompt_reprefill_tokens: on.map((r) => r.prompt - r.againCached),
+  same_output: on.every((r, i) => JSON.stringify(r.ids) === JSON.stringify(off[i].ids) && JSON.stringify(r.againIds) === JSON.stringify(off[i].againIds)),
 }) + '\n');

@@ -49,10 +49,11 @@ test('npm pack → npm install (offline) → npx deltaserve serves the built-in 
   const [info] = JSON.parse(pack.stdout) as { filename: string; files: PackedFile[] }[];
   const files = info!.files.map((f) => f.path);
   for (const want of ['build/kernels.wasm', 'build/kernels-fma.wasm', 'models/tiny-think/model.safetensors', 'models/tiny-think/tokenizer.json',
-    'LICENSE', 'README.md', 'package.json', 'dist/src/cli/main.js', 'dist/src/index.d.ts']) {
+    'LICENSE', 'README.md', 'package.json', 'dist/src/cli/main.js', 'dist/src/index.d.ts', 'build/webui/index.html',
+    'build/webui/dashboard.html', 'build/webui/assets/favicon.svg']) {
     assert.ok(files.includes(want), `the tarball has ${want}`);
   }
-  const stray = files.filter((f) => !/^(dist\/src\/|build\/kernels(-fma)?\.wasm$|models\/tiny-think\/|LICENSE$|README\.md$|package\.json$)/.test(f) || f.endsWith('.map'));
+  const stray = files.filter((f) => !/^(dist\/src\/|build\/kernels(-fma)?\.wasm$|build\/webui\/|models\/tiny-think\/|LICENSE$|README\.md$|package\.json$)/.test(f) || f.endsWith('.map'));
   assert.deepEqual(stray, [], 'only whitelisted files (no tests, sources, .ci, maps)');
 
   const app = join(dir, 'app');
@@ -94,6 +95,13 @@ test('npm pack → npm install (offline) → npx deltaserve serves the built-in 
   assert.equal(res.status, 200);
   const body = (await res.json()) as { choices: { message: { content: string; reasoning_content: string | null } }[] };
   assert.ok(body.choices[0]!.message.reasoning_content!.length > 0, 'the built-in tiny-think model reasons');
+  // the web UI ships in the tarball: the chat page and the bundles it names are served
+  const page = await fetch(`${url}/`);
+  assert.equal(page.status, 200);
+  const html = await page.text();
+  const bundles = [...html.matchAll(/(?:src|href)="(\/webui\/[^"]+)"/g)].map((m) => m[1]!);
+  assert.ok(bundles.length >= 3, `the page names its script, stylesheet and icon (${bundles.join(', ')})`);
+  for (const b of bundles) assert.equal((await fetch(`${url}${b}`)).status, 200, b);
   signalGroup('SIGTERM');
   await exited;
   for (let i = 0; i < 100 && (await fetch(`${url}/health`).then(() => true, () => false)); i++) await new Promise((r) => setTimeout(r, 100));

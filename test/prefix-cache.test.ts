@@ -6,6 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { Request } from '../src/engine/request.js';
+import { prefixKey } from '../src/engine/prefix.js';
+import { messageEnds } from '../src/engine/message-ends.js';
 import type { ChatMessage } from '../src/tokenizer/chat.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
@@ -101,7 +104,8 @@ test('snapshots from chunked prefill, decode and MTP verify (k = 0, 3) equal a c
       const cache = (e as unknown as { prefix: { cache: import('../src/cache/radix-cache.js').RadixCache; state: import('../src/cache/state-pool.js').StatePool } }).prefix;
       let checked = 0;
       for (let p = 64; p < tokens.length; p += 64) {
-        const m = cache.cache.match(tokens, p, done.promptIds.length);
+        const key = prefixKey({ tokens, splits: [done.promptIds.length] } as unknown as Request, tokens.length, 64);
+        const m = cache.cache.match(key, p, done.promptIds.length);
         assert.ok(m && m.length === p, `k=${k}: no snapshot at ${p}`);
         const got = cache.state.view(m.snap.slot).flatMap((s) => [s.conv, s.ssm]);
         const want = coldState(ref, tokens.slice(0, p));
@@ -110,6 +114,40 @@ test('snapshots from chunked prefill, decode and MTP verify (k = 0, 3) equal a c
         checked++;
       }
       assert.ok(checked >= 3, 'snapshots in prefill and in generation');
+      e.checkIntegrity();
+    });
+  }
+});
+
+test('an answer that stops on <|im_end|> is snapshotted at the end of its message: turn 2 resumes there, bit-exact (MTP on and off)', async () => {
+  for (const specTokens of [3, 0]) {
+    const opts = { model: TINY_THINK(), kernels: KERNELS, specTokens, specAdaptive: false };
+    await withEngine(opts, async (e) => {
+      const tok = e.tokenizer;
+      const imEnd = tok.tokenToId('<|im_end|>')!;
+      // four free tokens, then <|im_end|>: the answer closes its message
+      const stopAfter4 = (generated: readonly number[]): Uint32Array | null => {
+        if (generated.length < 4) return null;
+        const mask = new Uint32Array(Math.ceil(e.model.config.vocabSize / 32));
+        mask[imEnd >> 5] = 1 << (imEnd & 31);
+        return mask;
+      };
+      const turn1: ChatMessage[] = [{ role: 'user', content: `Values:\n${Array.from({ length: 20 }, (_, i) => `- k${i}=${i * 13}`).join('\n')}\nWhat is k4?` }];
+      const t1 = await e.complete({ messages: turn1, maxTokens: 8, logitsAdjust: { bias: null, allowed: stopAfter4 } });
+      assert.equal(t1.outputIds.at(-1), imEnd, 'the answer ends with <|im_end|>');
+      for (let i = 0; i < 500 && (e.stats().running + e.stats().waiting > 0); i++) await new Promise((r) => setTimeout(r, 5));
+      // turn 2 as a template renders it when the client sends the answer back as generated
+      const answerEnd = t1.promptIds.length + t1.outputIds.length + 1;
+      const ids = [...t1.promptIds, ...t1.outputIds, ...tok.encode('\n<|im_start|>user\nAnd k7?<|im_end|>\n<|im_start|>assistant\n<think>\n')];
+      const turn2 = { promptIds: ids, messageBoundaries: messageEnds(tok, ids), maxTokens: 8 };
+      assert.ok(turn2.messageBoundaries.includes(answerEnd), 'the answer ends a message of turn 2');
+      const [hot] = await runAll(e, [turn2]);
+      const usage = (await e.complete(turn2)).usage; // the same prompt again: whole
+      assert.equal(usage.cachedTokens, ids.length, `k=${specTokens}: the same turn 2 again cached ${usage.cachedTokens} of ${ids.length}`);
+      const reuse = e.stats().prefixCache!;
+      assert.ok(reuse.reprefillTokens <= ids.length - answerEnd, `k=${specTokens}: turn 2 re-prefilled ${reuse.reprefillTokens}, the new message is ${ids.length - answerEnd} tokens`);
+      const [cold] = await withEngine({ ...opts, prefixCache: false }, (c) => runAll(c, [turn2]));
+      assertSameOutputs([hot!], [cold!], `k=${specTokens}: turn 2`);
       e.checkIntegrity();
     });
   }

@@ -67,13 +67,13 @@ test('quantize --type bf16 (CLI) writes llama.cpp\'s tiny-think-BF16.gguf: same 
   const ref = readGgufHeader(FIX('tiny-think-BF16.gguf'));
   assertSameTensors(ours, ref);
   // Metadata: the same keys and values, but for three choices of ours. general.name is the
-  // model's; tokenizer.ggml.pre names tiny-think's real split regex (ByteLevel's own, gpt2;
+  // model's; tokenizer.ggml.pre names tiny-think's real split regex (ByteLevel's own, llama.cpp's gpt-2;
   // the fixture's converter always writes qwen35); and added tokens that are not special
   // (<think>, </think>) are user-defined (4), as llama.cpp's converter marks them, not control.
   assert.deepEqual([...ours.metadata.keys()].sort(), [...ref.metadata.keys()].sort());
   const differ = [...ref.metadata.keys()].filter((k) => json(ours.metadata.get(k)) !== json(ref.metadata.get(k)));
   assert.deepEqual(differ.sort(), ['general.name', 'tokenizer.ggml.pre', 'tokenizer.ggml.token_type']);
-  assert.equal(ours.metadata.get('tokenizer.ggml.pre'), 'gpt2');
+  assert.equal(ours.metadata.get('tokenizer.ggml.pre'), 'gpt-2');
   const types = ours.metadata.get('tokenizer.ggml.token_type') as number[];
   const refTypes = ref.metadata.get('tokenizer.ggml.token_type') as number[];
   const changed = types.flatMap((t, i) => (t !== refTypes[i] ? [[i, refTypes[i], t]] : []));

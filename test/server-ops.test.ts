@@ -137,7 +137,7 @@ test('access log: one line per request with tokens, TTFT, total time, finish rea
   const usage = ok.json['usage'] as { prompt_tokens: number; completion_tokens: number };
   assert.deepEqual({ ...a, time: 0, total_ms: 0, ttft_ms: 0 }, {
     time: 0, level: 'info', msg: 'request', id: 'trace-1', method: 'POST', route: C, status: 200, prompt_tokens: usage.prompt_tokens,
-    completion_tokens: 4, cached_tokens: 0, ttft_ms: 0, total_ms: 0, finish_reason: 'length', client_abort: false,
+    completion_tokens: 4, cached_tokens: 0, reprefill_tokens: null, ttft_ms: 0, total_ms: 0, finish_reason: 'length', client_abort: false,
   });
   assert.ok((a!['ttft_ms'] as number) > 0 && (a!['total_ms'] as number) >= (a!['ttft_ms'] as number));
   assert.equal(c!['status'], 400);

@@ -1,10 +1,12 @@
-// The prefix cache through the HTTP server (issue 12 acceptance), on tiny-think, greedy:
-// - the same request twice → cached_tokens ≥ prompt − 64 (chat and completions with ids);
-// - a second turn → cached_tokens ≥ the end of turn 1's last message, rounded down to 64;
-// - three requests sharing a system prompt → the 2nd and 3rd reuse it;
+// The prefix cache through the HTTP server (issues 12 and 24 acceptance), on tiny-think, greedy:
+// - the same request twice → cached_tokens = prompt_tokens: nothing prefilled (chat and
+//   completions with ids);
+// - a second turn → cached_tokens ≥ the end of turn 1's last message;
+// - three requests sharing a system prompt → the 2nd and 3rd reuse it through its end;
 // each answer (message and logprobs) identical to a server with the prefix cache off;
 // - a restart with --prefix-cache-dir serves turn 2 from the cache, answering like a cold
-//   server; a corrupt, truncated or mismatched cache file is reported and ignored.
+//   server, and turn 1 again with nothing to prefill; a corrupt, truncated or mismatched
+//   cache file is reported and ignored.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -55,16 +57,14 @@ async function renderedLength(s: Served, messages: Msg[]): Promise<number> {
   return r.json['count'] as number;
 }
 
-const floor64 = (n: number): number => Math.floor(n / 64) * 64;
-
-test('the same request twice: cached ≥ prompt − 64, answer identical to a cache-off server (chat and completions)', async () => {
+test('the same request twice: everything cached, answer identical to a cache-off server (chat and completions)', async () => {
   for (const n of [8, 14, 40]) { // ≈ 68 … 220+ token prompts
     const messages = [{ role: 'user', content: `Values:\n${values(n, 'a')}\nWhat is a1?` }];
     const want = await chat(cold, messages);
     await chat(hot, messages);
     const again = await chat(hot, messages);
     const p = again.usage.prompt_tokens;
-    assert.ok(again.usage.prompt_tokens_details.cached_tokens >= p - 64, `n=${n}: cached ${again.usage.prompt_tokens_details.cached_tokens} of ${p}`);
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, p, `n=${n}: cached ${again.usage.prompt_tokens_details.cached_tokens} of ${p}`);
     assert.deepEqual(again.answer, want.answer, `n=${n}: answer differs from cold`);
   }
   const ids = Array.from({ length: 150 }, (_, i) => 100 + ((i * 7) % 500));
@@ -73,19 +73,19 @@ test('the same request twice: cached ≥ prompt − 64, answer identical to a ca
   await post(`${hot.server.url}/v1/completions`, body);
   const again = await post(`${hot.server.url}/v1/completions`, body);
   const usage = again.json['usage'] as { prompt_tokens_details: { cached_tokens: number } };
-  assert.ok(usage.prompt_tokens_details.cached_tokens >= 150 - 64, `completions: cached ${usage.prompt_tokens_details.cached_tokens}`);
+  assert.equal(usage.prompt_tokens_details.cached_tokens, 150, `completions: cached ${usage.prompt_tokens_details.cached_tokens}`);
   const strip = (j: Record<string, unknown>): unknown => (j['choices'] as { text: string; logprobs: unknown }[]).map((c) => [c.text, c.logprobs]);
   assert.deepEqual(strip(again.json), strip(want.json));
 });
 
-test('a second turn: cached ≥ the end of turn 1\'s last message rounded down to 64, identical to cold', async () => {
+test('a second turn: cached ≥ the end of turn 1\'s last message, identical to cold', async () => {
   for (const n of [8, 14, 40]) {
     const first = [{ role: 'user', content: `Remember:\n${values(n, 'b')}\nWhat is b2?` }];
     const t1 = await chat(hot, first);
     const reply = (t1.answer as { message: { content: string } }).message.content ?? '';
     const second = [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'And b3?' }];
     const t2 = await chat(hot, second);
-    const want = floor64(await renderedLength(hot, first));
+    const want = await renderedLength(hot, first);
     assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= want, `n=${n}: cached ${t2.usage.prompt_tokens_details.cached_tokens} < ${want}`);
     assert.deepEqual(t2.answer, (await chat(cold, second)).answer, `n=${n}: turn 2 differs from cold`);
   }
@@ -93,7 +93,7 @@ test('a second turn: cached ≥ the end of turn 1\'s last message rounded down t
 
 test('three requests sharing a system prompt: the 2nd and 3rd reuse it, identical to cold', async () => {
   const system = { role: 'system', content: `You are a lookup table.\n${values(30, 's')}` };
-  const sysEnd = floor64(await renderedLength(hot, [system]));
+  const sysEnd = await renderedLength(hot, [system]);
   assert.ok(sysEnd >= 128, `system prompt of ${sysEnd} tokens`);
   for (const [i, q] of ['What is s4?', 'What is s9?', 'What is s17?'].entries()) {
     const messages = [system, { role: 'user', content: q }];
@@ -126,9 +126,12 @@ test('restart with --prefix-cache-dir: turn 2 hits on the new server and answers
     const disk = b.engine.stats().prefixCache!.disk!;
     assert.ok(disk.loads === 1 && disk.loadedSnapshots > 0, `loaded: ${JSON.stringify(disk)} ${logs.join('; ')}`);
     const t2 = await chat(b, second);
-    const end = floor64(await renderedLength(b, first));
+    const end = await renderedLength(b, first);
     assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= end, `after restart: cached ${t2.usage.prompt_tokens_details.cached_tokens} < ${end}`);
     assert.deepEqual(t2.answer, want.answer, 'turn 2 after restart differs from cold');
+    const again = await chat(b, first); // the stored hidden row came back too: nothing to prefill
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens, 'turn 1 again after restart');
+    assert.deepEqual(again.answer, t1.answer, 'turn 1 again after restart differs from its first answer');
     assert.match(await (await fetch(`${b.server.url}/metrics`)).text(), /^deltaserve_engine_prefix_cache_disk_loads 1/m);
     await stop(b);
 

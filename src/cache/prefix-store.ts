@@ -18,7 +18,8 @@ import type { KvPool } from './kv-pool.js';
 import type { RadixCache } from './radix-cache.js';
 import type { StatePool } from './state-pool.js';
 
-export const STORE_VERSION = 1;
+// 2: entry tokens are cache keys (id·2 + 1 where the request's prefill ends a chunk, engine/prefix.ts)
+export const STORE_VERSION = 2;
 const MAGIC = 'DSPREFIX';
 export const STORE_FILE = 'prefix-cache.bin';
 

@@ -29,7 +29,8 @@ export const SERVE_HELP = `deltaserve serve [options]
                             then abort them (finish_reason "abort") (default 10000)
   --allowed-origins LIST    CORS: comma-separated browser origins allowed to call the API
                             (https://app.example.com,...; "*" = any); preflights answered (default: off)
-  --metrics-no-auth         /metrics needs no API key (for Prometheus scrapers)
+  --metrics-no-auth         /metrics and /metrics.json need no API key (for Prometheus scrapers)
+  --no-webui                do not serve the web UI (chat page at /, dashboard at /dashboard)
   --log-level LEVEL         ${LOG_LEVELS.join('|')} (default info): one line per request, errors, shutdown
   --log-format json|pretty  log lines on stderr (default: json unless stderr is a terminal)
   --log-prompts             include prompts in the request log lines (default: never)
@@ -58,7 +59,7 @@ export async function runServe(argv: string[]): Promise<void> {
       'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
       'log-prompts': { type: 'boolean' },
       lenient: { type: 'boolean' }, 'responses-ttl': { type: 'string' }, 'responses-store-bytes': { type: 'string' },
-      'responses-key': { type: 'string' },
+      'responses-key': { type: 'string' }, 'no-webui': { type: 'boolean' },
     },
   });
   const log = loggerOf(values);
@@ -92,6 +93,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(responsesTtl !== undefined ? { responsesTtl } : {}), ...(responsesBytes !== undefined ? { responsesMaxBytes: responsesBytes } : {}),
       ...(responsesKey !== undefined ? { responsesKey } : {}),
       ...(opts.prefixCacheDir !== undefined ? { responsesDir: join(opts.prefixCacheDir, 'responses') } : {}),
+      webui: values['no-webui'] !== true,
     });
   } catch (e) {
     await engine.close();
@@ -106,6 +108,7 @@ export async function runServe(argv: string[]): Promise<void> {
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
+  if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
   log.info('ready', { url: `${server.url}/v1`, model: server.modelName, kernels: opts.kernels ?? 'ref', cors: origins ?? null,
     metrics_no_auth: values['metrics-no-auth'] === true, api_key: apiKey ? 'required' : 'none' });
 

@@ -22,12 +22,11 @@ import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { BatchRow } from './batch.js';
 import { acceptDrafts } from './spec/accept.js';
-import { commit } from './spec/commit.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
-import { isSnapshotPoint, type PrefixContext, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
+import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
@@ -66,7 +65,7 @@ export interface EngineOptions {
   readonly prefixCacheSaveMs?: number;
   /** At the end of a generation, snapshot the conversation (prompt + output) so the next
    * turn that includes the answer hits: an internal prefill of the generated tokens in
-   * the chunked form (default true; see Engine.snapshotGeneration). */
+   * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
   readonly prefixCacheGenerationSnapshots?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
@@ -110,6 +109,10 @@ export class Engine {
   private closed = false;
   private loopDone: Promise<void>;
   readonly maxContext: number;
+  /** MTP draft tokens per verify round at most (0 = speculation off). */
+  get specTokens(): number {
+    return this.policy.kMax;
+  }
   /** Pool sizes chosen at load (print with formatPlan). */
   memoryPlan: MemoryPlan | null = null;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
@@ -136,16 +139,18 @@ export class Engine {
     this.sampler = new BatchSampler(model.kernels, this.argmax);
     const k = specTokensFor(opts, cfg.mtpLayers);
     const interval = opts.stateTrackInterval ?? 256;
-    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval % 64 !== 0 || interval < k + 1) {
+    const chunk = model.layout.chunk;
+    if (!Number.isInteger(interval) || interval % kv.pageSize !== 0 || interval % chunk !== 0 || interval < k + 1) {
       throw new DeltaserveError('bad_config',
-        `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of 64) and ≥ spec tokens + 1 (${k + 1})`);
+        `--state-track-interval ${interval} must be a multiple of --page-size ${kv.pageSize} (and of ${chunk}) and ≥ spec tokens + 1 (${k + 1})`);
     }
     this.prefix = opts.prefixCache === false ? null : {
-      cache: new RadixCache(kv, state), kv, state, kvDim: model.layout.kvDim, interval, mtp: k > 0, inserted: 0,
+      cache: new RadixCache(kv, state), kv, state, kvDim: model.layout.kvDim, chunk, interval, mtp: k > 0, inserted: 0,
     };
     this.scheduler = new Scheduler({
       maxRunning: opts.maxRunning ?? 16,
       maxPrefillTokens: opts.maxPrefillTokens ?? 512,
+      chunk,
       trackInterval: interval,
       prefix: this.prefix,
     }, kv, state);
@@ -237,7 +242,7 @@ export class Engine {
     const cache = p ? {
       ...p.cache.stats(), inserted: p.inserted,
       snapshotBytes: p.cache.stats().snapshots * (this.stateSlotBytes() + 4 * this.model.config.hiddenSize),
-      disk: this.persist?.stats() ?? null,
+      disk: this.persist?.stats() ?? null, ...this.metrics.prefixReuse(),
     } : null;
     return this.metrics.snapshot(this.scheduler, this.kv, this.state, cache, p?.cache.owners() ?? null);
   }
@@ -327,9 +332,10 @@ export class Engine {
       let snapshotted = false;
       if (row.verify) committed = this.verifyRow(row, i, logits, picks[i]!, rowHidden) + 1;
       else {
-        req.computed += row.n;
+        this.scheduler.advance(req, row.n);
         // snapshot before sampling: the state is exactly that of tokens[0, computed)
-        if (this.prefix && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
+        // (a row of n = 0 is a whole-prompt hit: its state is that snapshot)
+        if (this.prefix && row.n > 0 && isSnapshotPoint(this.prefix, req, req.computed)) snapshotted = snapshotWorking(this.prefix, req, rowHidden(row.n - 1));
         if (row.sample && req.snapshotOnly) {
           this.scheduler.finish(req); // its snapshots are taken: nothing to sample
           req.events.end();
@@ -423,9 +429,8 @@ export class Engine {
       // a snapshot point inside the committed run [L+1, L+j+1] is taken through commit
       const track = this.trackPoint(req, row.start, j);
       const trackSlot = track >= 0 && this.prefix ? snapshotSlot(this.prefix) : 0;
-      commit(this.state, [{ row: batchRow, slot: req.slot, lastAcceptedStep: j, trackSlot, trackStep: trackSlot > 0 ? track : -1 }]);
+      this.scheduler.commitVerify(req, batchRow, j, { slot: trackSlot, step: track });
       if (trackSlot > 0) recordSnapshot(this.prefix!, req, row.start + track + 1, trackSlot, rowHidden(track));
-      req.computed += j + 1;
     }
     return j;
   }
@@ -462,21 +467,10 @@ export class Engine {
     return Math.max(0, Math.min(k, req.maxTokens - req.numGenerated - 1, req.maxLength - req.tokens.length - 1));
   }
 
-  /** End of generation: the state after the generated tokens was made by the recurrence,
-   * which rounds differently from the chunked prefill that the next turn's cold run
-   * would use, so it is not reusable bit-exactly (prefix.ts). Instead the conversation so
-   * far (prompt + output) is queued as an internal snapshot-only request: it hits the
-   * prompt's snapshot, prefills the generated tokens in the chunked form, snapshots at
-   * its aligned points (interval multiples, the multiple of 64 at or below its end) and
-   * finishes without sampling or output. Costs a prefill of the generated tokens. */
+  /** End of generation: snapshot the conversation for its next turn (prefix.ts). */
   private snapshotGeneration(req: Request): void {
     if (!this.prefix || this.opts.prefixCacheGenerationSnapshots === false || this.closed) return;
-    const end = req.tokens.length;
-    const align = (n: number): number => Math.floor(n / 64) * 64;
-    if (align(end) <= align(req.promptIds.length) || end >= this.maxContext) return;
-    const r = buildRequest(this, this.nextId++, { promptIds: req.tokens, maxTokens: 1 });
-    r.snapshotOnly = true;
-    this.scheduler.add(r);
+    queueGenerationSnapshot(this.prefix, req, this.tokenizer, this.nextId++, this.maxContext, (r) => this.scheduler.add(r));
   }
 
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns

@@ -44,6 +44,18 @@ export interface PrefixCacheStats extends RadixStats {
   readonly snapshotBytes: number;
   /** --prefix-cache-dir persistence (null when off). */
   readonly disk: DiskStats | null;
+  /** Finished requests whose prompt hit the cache, and the prompt tokens they still
+   * prefilled (prompt − cached, summed); per hit = their ratio. */
+  readonly hitRequests: number;
+  readonly reprefillTokens: number;
+  readonly reprefillTokensPerHit: number;
+}
+
+/** Prompt reuse of finished requests (EngineMetrics.prefixReuse). */
+export interface PrefixReuse {
+  readonly hitRequests: number;
+  readonly reprefillTokens: number;
+  readonly reprefillTokensPerHit: number;
 }
 
 const WINDOW_MS = 10_000;
@@ -64,6 +76,8 @@ export class EngineMetrics {
   private readonly acceptHist: number[] = [];
   private readonly draftedAt: number[] = [];
   private readonly acceptedAt: number[] = [];
+  private hitRequests = 0;
+  private reprefillTokens = 0;
 
   /** A verify round drafted k tokens and accepted j of them. */
   specRound(k: number, j: number): void {
@@ -84,11 +98,22 @@ export class EngineMetrics {
 
   requestFinished(req: Request): void {
     this.finished++;
+    if (req.cachedTokens > 0) {
+      this.hitRequests++;
+      this.reprefillTokens += req.promptIds.length - req.cachedTokens;
+    }
     // output lengths of requests that ended on their own (aborts say nothing about length)
     if (req.finishReason === 'stop' || req.finishReason === 'length') {
       this.outputs.push(req.numGenerated);
       if (this.outputs.length > OUTPUT_HISTORY) this.outputs.shift();
     }
+  }
+
+  prefixReuse(): PrefixReuse {
+    return {
+      hitRequests: this.hitRequests, reprefillTokens: this.reprefillTokens,
+      reprefillTokensPerHit: this.hitRequests > 0 ? this.reprefillTokens / this.hitRequests : 0,
+    };
   }
 
   /** Mean generated tokens of the last finished requests (null: none yet). */

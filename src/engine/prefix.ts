@@ -2,11 +2,19 @@
 // a hit at admission, and the one path through which every snapshot enters the tree.
 //
 // Bit-exactness (a hit gives the same bits as a cold run of the same request):
-// - Prompt tokens are computed in the chunked Gated DeltaNet form with chunk boundaries at
-//   absolute multiples of 64 (GDN_CHUNK), generated tokens by the recurrence. The state
-//   after a position depends on where the chunks split, so prompt snapshots are taken only
-//   at multiples of 64 — where every run of any prompt passing through them splits too.
-//   A hit resumes at the deepest such snapshot and re-prefills the (≤ 64) tokens after it.
+// - Prompt tokens are computed in the chunked Gated DeltaNet form, generated tokens by the
+//   recurrence. The state (and the KV of later layers) after a position depends on where
+//   the chunks split. A prompt splits at every absolute multiple of the chunk (the model's
+//   `layout.chunk`, 64), and at the request's own split points (`Request.splits`): the end
+//   of every message of a chat prompt and the prompt's end. Whether a position splits
+//   depends only on tokens at or before it, so turn 1's chunking is a prefix of turn 2's.
+// - The cache key of a prompt token is (id, "a chunk ends right after it"), the second part
+//   set for the request's own splits (multiples of the chunk split in every run). Two
+//   requests share a cached node only when they computed it with the same splits, and a
+//   snapshot at p matches only a request that splits at p (the flag of token p−1) — so a
+//   hit resumes exactly where a cold run of the request has a chunk boundary.
+// - A hit covering the whole prompt prefills nothing: the first token is sampled from the
+//   lm_head over the snapshot's stored hidden (runner.ts), as bit-exact as the state.
 // - A snapshot inside generated tokens (decode / verify commit) mixes the two forms:
 //   positions [0, P) chunked, [P, p) recurrent (`Snapshot.chunkedTo` = P), and so do the KV
 //   rows under it. The radix cache keeps it in a separate namespace (P) so it serves only
@@ -15,17 +23,21 @@
 import type { KvPool } from '../cache/kv-pool.js';
 import type { RadixCache } from '../cache/radix-cache.js';
 import type { StatePool } from '../cache/state-pool.js';
-import type { Request } from './request.js';
-
-/** Prompt snapshot positions are multiples of this (= the Gated DeltaNet chunk). */
-export const SNAPSHOT_ALIGN = 64;
+import type { TextTokenizer } from '../tokenizer/tokenizer.js';
+import { Rng } from '../util/rng.js';
+import { markerRest, messageEnds } from './message-ends.js';
+import { OutputText } from './output.js';
+import { Request } from './request.js';
+import { TokenHistory } from './sampler.js';
 
 export interface PrefixContext {
   readonly cache: RadixCache;
   readonly kv: KvPool;
   readonly state: StatePool;
   readonly kvDim: number;
-  /** Snapshot every multiple of this many positions (a multiple of 64). */
+  /** The Gated DeltaNet chunk (model layout): its multiples split every prefill. */
+  readonly chunk: number;
+  /** Snapshot every multiple of this many positions (a multiple of the chunk). */
   readonly interval: number;
   /** The MTP head is on: the page holding position p−1 is copied on a hit, because its
    * MTP KV row depends on the token after the prefix and is recomputed. */
@@ -34,26 +46,50 @@ export interface PrefixContext {
   inserted: number;
 }
 
-const floorAlign = (n: number): number => Math.floor(n / SNAPSHOT_ALIGN) * SNAPSHOT_ALIGN;
+/** A request's own split points: the message ends within the prompt and its end. */
+export function promptSplits(messageEnds: readonly number[], promptLength: number): number[] {
+  const inside = messageEnds.filter((b) => Number.isInteger(b) && b > 0 && b < promptLength);
+  return [...new Set([...inside, promptLength])].sort((a, b) => a - b);
+}
 
-/** The aligned prompt positions where a request snapshots besides the interval multiples:
- * the multiple of 64 at or below each boundary (end of every chat message, the prompt's
- * end) and below the prompt's last token (so the same prompt sent again hits, re-prefilling
- * at least its last token to produce the first one). */
-export function promptSnapshotPoints(boundaries: readonly number[], promptLength: number): Set<number> {
-  const points = new Set<number>();
-  for (const b of [...boundaries, promptLength, promptLength - 1]) {
-    const p = floorAlign(Math.min(b, promptLength));
-    if (p > 0) points.add(p);
+/** Prompt positions to snapshot besides the interval multiples: the end of the first
+ * message (system + tools preamble, shared across conversations), of the last message
+ * (where the next turn of the conversation resumes), the prompt's end (the same prompt
+ * again prefills nothing) and the multiple of the chunk below it (a longer prompt that
+ * extends this one, without a split at its end, resumes there). */
+export function promptSnapshotPoints(messageEnds: readonly number[], promptLength: number, chunk: number): Set<number> {
+  const ends = promptSplits(messageEnds, promptLength).filter((b) => b < promptLength);
+  const points = new Set<number>([promptLength]);
+  const below = Math.floor((promptLength - 1) / chunk) * chunk;
+  if (below > 0) points.add(below);
+  if (ends.length > 0) {
+    points.add(ends[0]!);
+    points.add(ends[ends.length - 1]!);
   }
   return points;
+}
+
+/** The last split point of `req` in (c, end], or c when there is none (a chunk that must
+ * stop by `end` ends there). */
+export function lastSplitBy(req: Request, c: number, end: number, chunk: number): number {
+  let best = Math.floor(end / chunk) * chunk;
+  for (const p of req.splits) if (p <= end && p > best) best = p;
+  return Math.max(best, c);
+}
+
+/** The radix key of `req`'s first `end` tokens: id·2 + 1 when a chunk ends right after
+ * the token at one of the request's own splits (see the file head). */
+export function prefixKey(req: Request, end: number, chunk: number): number[] {
+  const key = req.tokens.slice(0, end).map((t) => t * 2);
+  for (const p of req.splits) if (p <= end && p % chunk !== 0) key[p - 1] = key[p - 1]! + 1;
+  return key;
 }
 
 /** Should the state at committed length `pos` be snapshotted? */
 export function isSnapshotPoint(ctx: PrefixContext, req: Request, pos: number): boolean {
   if (pos <= 0) return false;
   if (pos > req.promptIds.length) return pos % ctx.interval === 0;
-  return pos % SNAPSHOT_ALIGN === 0 && (pos % ctx.interval === 0 || req.snapshotPoints.has(pos));
+  return pos % ctx.interval === 0 || req.snapshotPoints.has(pos);
 }
 
 /** The first snapshot point after position `c` (a prefill chunk must end there). */
@@ -69,31 +105,41 @@ export function cowPages(ctx: PrefixContext, length: number): number {
   return partial || ctx.mtp ? 1 : 0;
 }
 
-/** Look up `req` (fresh or preempted, nothing computed) and, on a hit, give it the
- * shared pages, copy-on-write the last one, and copy the snapshot into its working slot
- * (already allocated). Returns the cached length. */
-export function applyPrefixHit(ctx: PrefixContext, req: Request): number {
-  const match = ctx.cache.match(req.tokens, req.tokens.length - 1, req.promptIds.length);
-  if (!match) return 0;
+/** A usable cached prefix of a request: its first `length` positions. */
+export interface PrefixHit {
+  readonly length: number;
+  /** The request's page table covering [0, length): shared pages (retained for it), then
+   * its own copy of the last one when that is partial or holds the MTP row length−1. */
+  readonly pages: number[];
+  /** The radix lock the request holds while it runs. */
+  readonly handle: object;
+  /** Target hidden at length−1 (MTP input; the lm_head input of a whole-prompt hit). */
+  readonly hidden: Float32Array;
+}
+
+/** Look up `req` (fresh or preempted, nothing computed) and, on a hit, retain the shared
+ * pages, copy-on-write the last one, and copy the snapshot into its working slot (already
+ * allocated). The scheduler applies the result to the request (it alone writes progress). */
+export function findPrefixHit(ctx: PrefixContext, req: Request): PrefixHit | null {
+  const n = req.tokens.length;
+  // a fresh prompt may hit whole (its first token then comes from the stored hidden); a
+  // recompute after preemption must process its last token, whose successor is unknown
+  const maxLen = n === req.promptIds.length ? n : n - 1;
+  const match = ctx.cache.match(prefixKey(req, n, ctx.chunk), maxLen, req.promptIds.length);
+  if (!match) return null;
   const ps = ctx.kv.pageSize;
   const p = match.length;
   const shared = [...match.pages];
   const cow = ctx.kv.alloc(cowPages(ctx, p));
   if (!cow) {
     ctx.cache.unlock(match.handle);
-    return 0;
+    return null;
   }
   if (match.tailPage > 0) ctx.kv.copyPage(cow[0]!, match.tailPage, p % ps, ctx.kvDim);
   else if (cow.length > 0) ctx.kv.copyPage(cow[0]!, shared.pop()!, ps, ctx.kvDim);
   ctx.kv.retain(shared);
-  req.pages = [...shared, ...cow];
   ctx.state.copy(req.slot, match.snap.slot);
-  req.computed = p;
-  // usage counts prompt tokens only (a recompute after preemption may hit generated ones)
-  req.cachedTokens = Math.max(req.cachedTokens, Math.min(p, req.promptIds.length));
-  req.lockHandle = match.handle;
-  req.hitHidden = match.snap.hidden;
-  return p;
+  return { length: p, pages: [...shared, ...cow], handle: match.handle, hidden: match.snap.hidden };
 }
 
 /** A free slot for a new snapshot, evicting old snapshots if needed (0 = none to be had).
@@ -107,7 +153,7 @@ export function snapshotSlot(ctx: PrefixContext): number {
  * `req`'s state at committed length `pos`, `hidden` the target's post-norm hidden at
  * pos−1. The slot passes to the tree, which shares req's pages covering [0, pos). */
 export function recordSnapshot(ctx: PrefixContext, req: Request, pos: number, slot: number, hidden: Float32Array): boolean {
-  const kept = ctx.cache.insert(req.tokens.slice(0, pos), req.pages, {
+  const kept = ctx.cache.insert(prefixKey(req, pos, ctx.chunk), req.pages, {
     slot, hidden: hidden.slice(), chunkedTo: Math.min(pos, req.promptIds.length),
   });
   if (kept) ctx.inserted++;
@@ -121,4 +167,41 @@ export function snapshotWorking(ctx: PrefixContext, req: Request, hidden: Float3
   if (slot === 0) return false;
   ctx.state.copy(slot, req.slot);
   return recordSnapshot(ctx, req, req.computed, slot, hidden);
+}
+
+/** Give `req` its split and snapshot points from the message ends of its prompt. */
+export function setPromptPoints(req: Request, ends: readonly number[], chunk: number): void {
+  const n = req.promptIds.length;
+  req.splits = promptSplits(ends, n);
+  req.messageEnds = req.splits.filter((b) => b < n || ends.includes(b));
+  req.snapshotPoints = promptSnapshotPoints(ends, n, chunk);
+}
+
+/** End of a generation (Engine.emitDone): queue, through `queue`, the internal request that
+ * snapshots the conversation so far in the chunked form — the state the generation left was
+ * made by the recurrence, which rounds differently from the chunked prefill the next turn's
+ * cold run uses, so it is not reusable bit-exactly. The request hits the prompt's snapshot,
+ * prefills the generated tokens, snapshots at its points (interval multiples, its end) and
+ * finishes without sampling or output: a prefill of the generated tokens. For a chat prompt,
+ * an answer ending inside the template's message-end marker (`<|im_end|>`) gets the rest of
+ * it (`\n`) and the prompt's message ends: the snapshot then sits at the end of the assistant
+ * message as the next turn renders it, with the same splits before it (message-ends.ts).
+ * An answer cut by a length limit is rendered closed by the next turn, so nothing after
+ * the prompt would match; a raw prompt is snapshotted when the output passes a multiple of
+ * the chunk (a next prompt may extend this one). */
+export function queueGenerationSnapshot(ctx: PrefixContext, req: Request, tok: TextTokenizer, id: number, maxContext: number,
+  queue: (r: Request) => void): void {
+  const chat = req.messageEnds.length > 0;
+  const rest = chat ? markerRest(tok, req.tokens) : [];
+  const c = ctx.chunk;
+  if (rest === null || (!chat && Math.floor(req.tokens.length / c) <= Math.floor(req.promptIds.length / c))) return;
+  const ids = [...req.tokens, ...rest];
+  if (req.numGenerated === 0 || ids.length >= maxContext) return;
+  const ends = chat ? [...req.messageEnds, ...messageEnds(tok, ids).filter((b) => b > req.promptIds.length)] : [];
+  const r = new Request(id, id, ids, 1, ids.length + 1, {
+    temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0,
+  }, new Rng(0), new Rng(1), new TokenHistory([]), new OutputText(() => '', [], new Set(), []));
+  r.snapshotOnly = true;
+  setPromptPoints(r, ends, c);
+  queue(r);
 }

@@ -3,6 +3,7 @@
 // clamp are the request rules' (request-rules.ts).
 import { randomInt } from 'node:crypto';
 import { renderChat, validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { Model } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -10,7 +11,7 @@ import { Rng } from '../util/rng.js';
 import type { TokenLogprob } from './sample-batch.js';
 import { OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
-import { promptSnapshotPoints } from './prefix.js';
+import { setPromptPoints } from './prefix.js';
 import { Request } from './request.js';
 import { checkParam, generationBudget, leavesRoom, REQUEST_PARAMS as P, requestStopIds, stopStrings, validateSampling } from './request-rules.js';
 import { type SamplingParams, TokenHistory } from './sampler.js';
@@ -65,46 +66,17 @@ function bad(message: string): never {
 }
 
 /** Token ids of the request's prompt, and where each message of a chat prompt ends
- * (prefix-cache snapshot points the next turn of the conversation will share). */
+ * (prefix-cache split points the next turn of the conversation shares; message-ends.ts). */
 export function promptOf(ctx: RequestContext, req: GenerateRequest): { ids: number[]; boundaries: number[] } {
   const ids = promptIdsOf(ctx, req);
   const given = req.messageBoundaries ?? [];
   if (!Array.isArray(given) || !given.every((b) => Number.isInteger(b))) bad('messageBoundaries must be a list of integers');
-  if (req.messages === undefined || !ctx.tokenizer.chatTemplate) return { ids, boundaries: [...given] };
-  return { ids, boundaries: [...given, ...messageBoundaries(ctx, validateMessages(req.messages), ids, renderOptions(req, false))] };
+  if (req.messages === undefined) return { ids, boundaries: [...given] };
+  return { ids, boundaries: [...new Set([...given, ...messageEnds(ctx.tokenizer, ids)])].sort((x, y) => x - y) };
 }
 
 function renderOptions(req: GenerateRequest, addGenerationPrompt: boolean): RenderOptions {
   return { addGenerationPrompt, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}) };
-}
-
-const BOUNDARY_HEAD = 2;
-const BOUNDARY_TAIL = 6;
-
-/** For each message prefix messages[0..i] whose rendering (no generation prompt)
- * tokenizes to a prefix of `ids`, its token count. A template that renders a message
- * differently depending on what follows it (e.g. dropping earlier turns' reasoning) gives
- * no point for that prefix. Each candidate costs a render and a tokenization, so only
- * the first and the last few messages are tried: the shared system prompt, and the turns
- * the next request of the conversation extends (older turns were the last ones of earlier
- * requests, which snapshotted them then). */
-export function messageBoundaries(ctx: RequestContext, messages: readonly ChatMessage[], ids: readonly number[],
-  opts: RenderOptions): number[] {
-  const template = ctx.tokenizer.chatTemplate;
-  if (!template) return [];
-  const out: number[] = [];
-  const n = messages.length;
-  for (let i = 1; i <= n; i++) {
-    if (i > BOUNDARY_HEAD && i <= n - BOUNDARY_TAIL) continue;
-    let head: number[];
-    try {
-      head = ctx.tokenizer.encode(renderChat(template, messages.slice(0, i), opts));
-    } catch {
-      continue; // e.g. a template that refuses a conversation not ending in a user turn
-    }
-    if (head.length > 0 && head.length <= ids.length && head.every((t, j) => ids[j] === t)) out.push(head.length);
-  }
-  return out;
 }
 
 /** Token ids of the request's prompt. */
@@ -169,6 +141,6 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
     r.topLogprobs = top;
     r.onLogprob = req.logprobs.onToken;
   }
-  r.snapshotPoints = promptSnapshotPoints(boundaries, promptIds.length);
+  setPromptPoints(r, boundaries, ctx.model.layout.chunk);
   return r;
 }

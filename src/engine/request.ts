@@ -88,12 +88,19 @@ export class Request {
   drafts: number[] = [];
   /** q_i of each draft for sampling requests (null for greedy). */
   draftProbs: Float64Array[] | null = null;
-  /** Aligned prompt positions (multiples of 64) where the prefix cache snapshots besides
-   * the interval multiples: at or below the end of every chat message and the prompt's
-   * end (see prefix.ts promptSnapshotPoints). */
+  /** Prompt positions in (0, promptLength] where the chunked prefill ends a chunk besides
+   * the multiples of the Gated DeltaNet chunk: the end of every message of a chat prompt,
+   * and the prompt's end (ascending; see prefix.ts). They are part of the request's
+   * prefix-cache key: a cached prefix was computed with exactly the same splits. */
+  splits: readonly number[] = [];
+  /** Message ends of a chat prompt (⊆ splits; empty for raw prompts). */
+  messageEnds: readonly number[] = [];
+  /** Prompt positions (all in splits) where the prefix cache snapshots besides the interval
+   * multiples: the end of the first message (the system/tools preamble), of the last one,
+   * and the prompt's end (see prefix.ts promptSnapshotPoints). */
   snapshotPoints: ReadonlySet<number> = new Set();
   /** Internal request that only prefills its prompt to take prefix-cache snapshots (end
-   * of a generation, see Engine.snapshotGeneration): it never samples or emits. */
+   * of a generation, see prefix.ts queueGenerationSnapshot): it never samples or emits. */
   snapshotOnly = false;
   /** Prefix-cache lock held while running (null = none). */
   lockHandle: object | null = null;

@@ -5,7 +5,7 @@ import type { StatePool } from '../cache/state-pool.js';
 import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
 import { Workspace } from '../model/layers.js';
 import type { Model } from '../model/model.js';
-import type { Batch } from './batch.js';
+import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
 
 export interface StepResult {
@@ -32,13 +32,16 @@ export class Runner {
   }
 
   /** Forward of a prefill or decode batch: KV written for every processed position,
-   * working state slots advanced in place. */
+   * working state slots advanced in place. A row with n = 0 (a prefix hit that covers the
+   * whole prompt) runs no model layer: its logits come from the lm_head over the hit's
+   * stored hidden (post-norm, position hit−1), the same bits a cold run computes there. */
   run(batch: Batch): StepResult {
     const rows = batch.rows.slice(0, batch.nReal);
-    const seqs: SeqInput[] = rows.map((r, i) => {
+    const live = rows.filter((r) => r.n > 0);
+    const seqs: SeqInput[] = live.map((r) => {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it
-      assert(req.slot > 0, `batch row ${i} (request ${req.id}) has no state slot`);
+      assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
       return {
         // a verify row feeds [bonus, d_1..d_k]; the drafts are not in req.tokens yet
         tokens: r.verify ? [req.tokens[r.start]!, ...req.drafts] : req.tokens.slice(r.start, r.start + r.n),
@@ -47,25 +50,48 @@ export class Runner {
         kv: this.kv.layers,
         state: this.state.view(req.slot),
         // scratch is indexed by batch row: row i owns region i, whatever its slot
-        scratch: r.verify ? this.state.scratch(i, r.n) : null,
+        scratch: r.verify ? this.state.scratch(rows.indexOf(r), r.n) : null,
         chunked: r.chunked,
+        splits: r.chunked ? req.splits.filter((p) => p > r.start && p < r.start + r.n) : [],
       };
     });
-    const fw = forwardHidden(this.model, this.ws, seqs);
+    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs) : { hidden: new Float32Array(0), offsets: [] };
+    const offsets = rows.map((r) => (r.n > 0 ? fw.offsets[live.indexOf(r)]! : 0));
     const want: number[] = [];
     rows.forEach((r, i) => {
-      const first = fw.offsets[i]! + (r.verify ? 0 : r.n - 1);
-      if (r.verify || r.sample) for (let p = first; p < fw.offsets[i]! + r.n; p++) want.push(p);
+      if (r.n === 0) return;
+      const first = offsets[i]! + (r.verify ? 0 : r.n - 1);
+      if (r.verify || r.sample) for (let p = first; p < offsets[i]! + r.n; p++) want.push(p);
     });
     const all = this.ws.buf('runner.logits', want.length * this.vocab);
     if (want.length > 0) lmHead(this.model, this.ws, fw.hidden, want, all);
+    const whole = this.wholePromptHits(rows);
     let j = 0;
+    let z = 0;
     const logits = rows.map((r) => {
+      if (r.n === 0) return r.sample ? [whole.subarray(z * this.vocab, ++z * this.vocab)] : [];
       const count = r.verify ? r.n : r.sample ? 1 : 0;
       const out = Array.from({ length: count }, (_, c) => all.subarray((j + c) * this.vocab, (j + c + 1) * this.vocab));
       j += count;
       return out;
     });
-    return { logits, hidden: fw.hidden, offsets: fw.offsets };
+    return { logits, hidden: fw.hidden, offsets };
+  }
+
+  /** Logits [Z, V] of the sampling rows with n = 0, in row order: lm_head over each
+   * request's hit hidden. */
+  private wholePromptHits(rows: readonly BatchRow[]): Float32Array {
+    const hits = rows.filter((r) => r.n === 0 && r.sample);
+    if (hits.length === 0) return new Float32Array(0);
+    const h = this.model.config.hiddenSize;
+    const hidden = this.ws.buf('runner.hitHidden', hits.length * h);
+    hits.forEach((r, i) => {
+      const hh = r.req!.hitHidden;
+      assert(hh !== null && hh.length === h, `request ${r.req!.id}: a whole-prompt hit without its hidden row`);
+      hidden.set(hh, i * h);
+    });
+    const out = this.ws.buf('runner.hitLogits', hits.length * this.vocab);
+    lmHead(this.model, this.ws, hidden, hits.map((_, i) => i), out);
+    return out;
   }
 }

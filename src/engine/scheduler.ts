@@ -2,24 +2,26 @@
 // prefill chunks under a token budget), new requests are admitted FCFS when a state slot
 // and KV pages are free, and the newest request is preempted (freed, requeued for
 // recompute) when pages run out.
-// Chunk boundaries of a prefill are multiples of GDN_CHUNK in absolute position (except
-// the prompt's end), so a prompt's numerics never depend on the budget, on other rows, or
-// on where the prefix cache snapshots (snapshot points are multiples of 64 too).
+// A prefill step ends on one of the request's split points (multiples of the Gated DeltaNet
+// chunk in absolute position, its message ends, the prompt's end; prefix.ts), so a prompt's
+// numerics never depend on the budget, on other rows, or on where the prefix cache
+// snapshots (snapshot points are split points too).
 // Prompt tokens always take the chunked Gated DeltaNet form and generated tokens the
 // recurrence, also when recomputed after preemption: recompute is bit-exact.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
 import type { Request } from './request.js';
-import { DeltaserveError } from '../util/errors.js';
-import { applyPrefixHit, nextSnapshotPoint, type PrefixContext } from './prefix.js';
-
-export const PREFILL_ALIGN = 64; // = the Gated DeltaNet chunk size
+import { assert, DeltaserveError } from '../util/errors.js';
+import { findPrefixHit, lastSplitBy, nextSnapshotPoint, type PrefixContext, type PrefixHit } from './prefix.js';
+import { commit } from './spec/commit.js';
 
 export interface SchedulerOptions {
   readonly maxRunning: number;
   readonly maxPrefillTokens: number;
-  /** Snapshot interval of the prefix cache (a multiple of 64). */
+  /** The Gated DeltaNet chunk (the model's layout.chunk): its multiples split every prefill. */
+  readonly chunk: number;
+  /** Snapshot interval of the prefix cache (a multiple of the chunk). */
   readonly trackInterval: number;
   /** Prefix cache (null = off). */
   readonly prefix: PrefixContext | null;
@@ -46,11 +48,12 @@ export class Scheduler {
     private readonly state: StatePool,
   ) {
     if (opts.maxRunning < 1) throw new DeltaserveError('bad_config', `--max-running must be ≥ 1 (got ${opts.maxRunning})`);
-    if (opts.maxPrefillTokens < PREFILL_ALIGN) {
-      throw new DeltaserveError('bad_config', `--max-prefill-tokens must be ≥ ${PREFILL_ALIGN} (got ${opts.maxPrefillTokens})`);
+    const chunk = opts.chunk;
+    if (opts.maxPrefillTokens < chunk) {
+      throw new DeltaserveError('bad_config', `--max-prefill-tokens must be ≥ ${chunk} (got ${opts.maxPrefillTokens})`);
     }
-    if (opts.trackInterval % PREFILL_ALIGN !== 0 || opts.trackInterval < PREFILL_ALIGN) {
-      throw new DeltaserveError('bad_config', `--state-track-interval must be a positive multiple of ${PREFILL_ALIGN} (got ${opts.trackInterval})`);
+    if (opts.trackInterval % chunk !== 0 || opts.trackInterval < chunk) {
+      throw new DeltaserveError('bad_config', `--state-track-interval must be a positive multiple of ${chunk} (got ${opts.trackInterval})`);
     }
     if (state.slots < opts.maxRunning) {
       throw new DeltaserveError('bad_config', `state pool has ${state.slots} slots, fewer than --max-running ${opts.maxRunning}`);
@@ -107,8 +110,8 @@ export class Scheduler {
     return batch.nReal > 0 ? batch : null;
   }
 
-  /** Tokens of `req`'s prefill to process within `budget`, ending on an aligned
-   * position unless it reaches the end of the known tokens. */
+  /** Tokens of `req`'s prefill to process within `budget`, ending on one of its split
+   * points unless it reaches the end of the known tokens. */
   private prefillChunk(req: Request, budget: number): number {
     const c = req.computed;
     // A recompute after preemption replays generated tokens with the recurrence, as
@@ -117,7 +120,7 @@ export class Scheduler {
     // a chunk ends where a snapshot is due (aligned: the numerics do not change)
     if (this.opts.prefix) limit = Math.min(limit, nextSnapshotPoint(this.opts.prefix, req, c));
     let end = c + Math.min(limit - c, budget);
-    if (end < limit) end = Math.floor(end / PREFILL_ALIGN) * PREFILL_ALIGN;
+    if (end < limit) end = c < req.promptIds.length ? lastSplitBy(req, c, end, this.opts.chunk) : Math.floor(end / this.opts.chunk) * this.opts.chunk;
     return Math.max(0, end - c);
   }
 
@@ -128,10 +131,15 @@ export class Scheduler {
       if (!this.reserveSlot()) return; // FCFS: no overtaking
       const slot = this.state.alloc()!;
       req.slot = slot;
-      if (prefix && req.computed === 0) applyPrefixHit(prefix, req);
-      const n = this.prefillChunk(req, budget);
+      if (prefix && req.computed === 0) {
+        const hit = findPrefixHit(prefix, req);
+        if (hit) this.applyHit(req, hit);
+      }
+      // a hit covering the whole prompt runs a row of n = 0 that only samples (runner.ts)
+      const whole = req.computed > 0 && req.computed === req.tokens.length;
+      const n = whole ? 0 : this.prefillChunk(req, budget);
       const pagesNeeded = this.kv.pagesFor(req.computed + n) - req.pages.length;
-      if (n === 0 || !this.reservePages(pagesNeeded)) {
+      if ((n === 0 && !whole) || !this.reservePages(pagesNeeded)) {
         this.release(req); // undo: the request waits at the head of the queue
         req.computed = 0;
         req.hitHidden = null;
@@ -144,6 +152,31 @@ export class Scheduler {
       budget -= n;
       plan.push({ req, n, chunked: req.computed < req.promptIds.length, verify: false, prefilling: true });
     }
+  }
+
+  /** Start `req` (nothing computed yet) from a cached prefix. */
+  private applyHit(req: Request, hit: PrefixHit): void {
+    req.pages = hit.pages;
+    req.computed = hit.length;
+    // usage counts prompt tokens only (a recompute after preemption may hit generated ones)
+    req.cachedTokens = Math.max(req.cachedTokens, Math.min(hit.length, req.promptIds.length));
+    req.lockHandle = hit.handle;
+    req.hitHidden = hit.hidden;
+  }
+
+  /** `req` processed its `n` scheduled tokens (a prefill chunk or a decode step). With
+   * admission, preemption and commitVerify, the only writer of req.computed. */
+  advance(req: Request, n: number): void {
+    assert(n >= 0 && req.computed + n <= req.tokens.length, `request ${req.id}: advancing ${n} from ${req.computed} past its ${req.tokens.length} tokens`);
+    req.computed += n;
+  }
+
+  /** Commit a verify round of `req` (batch row `row`): its working state becomes the state
+   * after `accepted` drafts (spec/commit.ts; the tracking snapshot, if any, is copied into
+   * `track.slot` first) and the bonus token plus the accepted drafts become computed. */
+  commitVerify(req: Request, row: number, accepted: number, track: { readonly slot: number; readonly step: number }): void {
+    commit(this.state, [{ row, slot: req.slot, lastAcceptedStep: accepted, trackSlot: track.slot, trackStep: track.slot > 0 ? track.step : -1 }]);
+    this.advance(req, accepted + 1);
   }
 
   /** A free state slot, evicting cached snapshots if needed. */

@@ -12,6 +12,13 @@
 
 import type { QuantType } from './quant/formats.js';
 
+/** Tokens per chunk of the chunked Gated DeltaNet form (`gdnChunked`), every backend
+ * (assembly/chunked.ts CHUNK must equal it; the conformance suite checks bit-equality).
+ * Chunks end at absolute multiples of it and where a call ends, so the state after a
+ * prefill is bit-exact only at positions where every run splits: the model publishes it
+ * in its state layout (model.ts StateLayout.chunk), which the scheduler and prefix cache read. */
+export const GDN_CHUNK = 64;
+
 /** Storage type of a weight: bf16, f32, or a GGML block format (quant/formats.ts). */
 export type WeightDType = 'bf16' | 'f32' | QuantType;
 
@@ -161,8 +168,8 @@ export interface Kernels {
   gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
     state: Float32Array, dims: GdnDims, t: number, scratch?: Float32Array): void;
 
-  /** Same contract as gdnRecurrent (no scratch), computed in chunks of 64 tokens whose
-   * boundaries are at absolute positions multiple of 64 (`pos0` = position of token 0,
+  /** Same contract as gdnRecurrent (no scratch), computed in chunks of GDN_CHUNK tokens whose
+   * boundaries are at absolute positions multiple of GDN_CHUNK (`pos0` = position of token 0,
    * so the first chunk may be shorter). Invariant: bit-identical whether the tokens come
    * in one call or in several calls split anywhere the other run also splits (the state
    * is rounded to f32 at every chunk boundary). */

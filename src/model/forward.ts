@@ -17,6 +17,9 @@ export interface SeqInput {
   readonly scratch?: readonly LinearScratchView[] | null;
   /** Gated DeltaNet chunked form (prefill) rather than step-by-step recurrence. */
   readonly chunked: boolean;
+  /** Chunked form: absolute positions in (start, start+T) where a chunk must end besides
+   * the multiples of GDN_CHUNK (message ends; ascending). */
+  readonly splits?: readonly number[];
 }
 
 export interface ForwardResult {
@@ -34,7 +37,7 @@ function spans(ws: Workspace, seqs: readonly SeqInput[], kvOf: (s: SeqInput) => 
     for (let i = 0; i < t; i++) pos[i] = s.start + i;
     const span: SeqSpan = {
       offset, t, start: s.start, positions: pos, pageTable: s.pageTable, kv: kvOf(s),
-      state: s.state, scratch: s.scratch ?? null, chunked: s.chunked,
+      state: s.state, scratch: s.scratch ?? null, chunked: s.chunked, splits: s.splits ?? [],
     };
     offset += t;
     return span;

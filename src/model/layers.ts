@@ -53,6 +53,7 @@ export interface SeqSpan {
   readonly state: readonly LinearStateView[]; // per linear layer (in linear-layer order)
   readonly scratch: readonly LinearScratchView[] | null; // verify: per-step states
   readonly chunked: boolean; // Gated DeltaNet: chunked prefill vs step-by-step recurrence
+  readonly splits: readonly number[]; // chunked: positions in (start, start+T) where a chunk also ends
 }
 
 export interface LayerCtx {
@@ -104,8 +105,15 @@ function gdnMixer(ctx: LayerCtx, w: GdnWeights, x: Float32Array, out: Float32Arr
     const sc = s.scratch?.[li];
     const rows = (buf: Float32Array, width: number): Float32Array => buf.subarray(s.offset * width, (s.offset + s.t) * width);
     k.causalConv(rows(conv, c), rows(qkv, c), st.conv, w.conv, s.t, sc?.conv);
-    if (s.chunked && !sc) k.gdnChunked(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, s.start);
-    else k.gdnRecurrent(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, sc?.ssm);
+    if (s.chunked && !sc) {
+      // one call per segment between split points: a call's end is a chunk boundary
+      let from = 0;
+      for (const end of [...s.splits.map((p) => p - s.start), s.t]) {
+        const seg = (buf: Float32Array, width: number): Float32Array => buf.subarray((s.offset + from) * width, (s.offset + end) * width);
+        k.gdnChunked(seg(o, vd), seg(conv, c), seg(g, hv), seg(beta, hv), st.ssm, dims, end - from, s.start + from);
+        from = end;
+      }
+    } else k.gdnRecurrent(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, sc?.ssm);
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
   const order = w.outProjHeadOrder;

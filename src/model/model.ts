@@ -1,7 +1,7 @@
 // Load a model directory into a Model: config + weights on a kernel backend, and the
 // model's state layout (what the pools allocate per request).
 import { existsSync } from 'node:fs';
-import type { Kernels, KvLayerView } from '../kernels/types.js';
+import { GDN_CHUNK, type Kernels, type KvLayerView } from '../kernels/types.js';
 import { type ModelConfig, VISION_PREFIX, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
 import type { QuantizeMode } from './quantize-load.js';
@@ -25,6 +25,11 @@ export interface StateLayout {
   readonly ssmSize: number; // HV·dk·dv per linear layer
   readonly kvDim: number; // nKV·hd per token per full-attention layer (K and V each)
   readonly mtpLayers: number; // MTP full-attention layers (each with its own KV)
+  /** Chunk of the Gated DeltaNet prefill (GDN_CHUNK): every absolute multiple of it is a
+   * chunk boundary of every prefill, so it is the alignment of scheduler chunks and of
+   * prefix-cache snapshots that any request can share (other split points are per request:
+   * message ends and the prompt end, see engine/prefix.ts). */
+  readonly chunk: number;
 }
 
 export interface Model {
@@ -46,6 +51,7 @@ export function stateLayout(cfg: ModelConfig): StateLayout {
     ssmSize: cfg.linNumValueHeads * cfg.linKeyDim * cfg.linValueDim,
     kvDim: cfg.numKvHeads * cfg.headDim,
     mtpLayers: cfg.mtpLayers,
+    chunk: GDN_CHUNK,
   };
 }
 

@@ -59,6 +59,8 @@ export function logRequest(logger: Logger, e: AccessLogEntry, logPrompts: boolea
     prompt_tokens: r.promptTokens,
     completion_tokens: r.completionTokens,
     cached_tokens: r.cachedTokens,
+    // prompt tokens prefilled again despite a prefix-cache hit (null: no hit)
+    reprefill_tokens: r.cachedTokens > 0 ? r.promptTokens - r.cachedTokens : null,
     ttft_ms: r.ttftMs === null ? null : Math.round(r.ttftMs * 10) / 10,
     total_ms: Math.round((performance.now() - e.arrival) * 10) / 10,
     finish_reason: r.finishReasons.length === 0 ? null : r.finishReasons.length === 1 ? r.finishReasons[0] : r.finishReasons,

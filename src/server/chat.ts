@@ -15,6 +15,7 @@ import {
 import { chatLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
+import { speculativeOf } from './stats.js';
 import { openAiResponseFormat, structuredConstraint } from './structured/request.js';
 import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
 import { answerConstraint } from './thinking.js';
@@ -120,6 +121,12 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   }
 }
 
+/** `speculative` (MTP rounds / accept length, see stats.ts) when any verify round ran. */
+function withSpeculative(dones: readonly Done[]): Record<string, unknown> {
+  const spec = speculativeOf(dones);
+  return spec ? { speculative: spec } : {};
+}
+
 type Head = { id: string; created: number; model: string };
 type Turn = { thinking: boolean; tools: ToolSetup | null; wantLogprobs: boolean; n: number };
 
@@ -147,6 +154,7 @@ async function respondChat(ctx: ServerContext, call: Call, choices: Choice[], he
       };
     }),
     usage: usageOf(results.map((r) => r.done), turn.n),
+    ...withSpeculative(results.map((r) => r.done)),
   });
 }
 
@@ -204,6 +212,8 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
     }
     return null;
   }));
-  if (includeUsage && dones.every((d) => d !== null)) sse.send({ ...base, choices: [], usage: usageOf(dones as Done[], turn.n) });
+  if (includeUsage && dones.every((d) => d !== null)) {
+    sse.send({ ...base, choices: [], usage: usageOf(dones as Done[], turn.n), ...withSpeculative(dones as Done[]) });
+  }
   sse.done();
 }

@@ -22,7 +22,9 @@ import { TokenTexts } from './logprobs.js';
 import { ServerMetrics } from './metrics.js';
 import { detokenize, getModel, listModels, metrics, tokenize, version } from './misc.js';
 import { sendError, sendJson } from './respond.js';
+import { StatsSampler, statsJson } from './stats.js';
 import { loadSamplingDefaults } from './validate.js';
+import { WebUi } from './webui.js';
 
 export interface ServerOptions {
   /** Interface to bind (default 127.0.0.1). */
@@ -62,6 +64,8 @@ export interface ServerOptions {
   /** Passphrase of the key sealing reasoning (`include: ["reasoning.encrypted_content"]`);
    * default: a key kept in responsesDir, else a random one per process. */
   readonly responsesKey?: string;
+  /** Serve the web UI: chat at `/`, dashboard at `/dashboard` (default true; `--no-webui`). */
+  readonly webui?: boolean;
 }
 
 export interface RunningServer {
@@ -98,16 +102,22 @@ const ROUTES: Record<string, Route> = {
   '/tokenize': { name: 'tokenize', method: 'POST', handler: tokenize, promptParam: 'prompt' },
   '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },
   '/metrics': { name: 'metrics', method: 'GET', handler: () => undefined, promptParam: 'prompt' },
+  '/metrics.json': { name: 'metrics_json', method: 'GET', handler: () => undefined, promptParam: 'prompt' },
+  '/': { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
+  '/dashboard': { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
   '/health': { name: 'health', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
   '/version': { name: 'version', method: 'GET', handler: version, promptParam: 'prompt' },
 };
 const MODEL_ROUTE: Route = { name: 'model', method: 'GET', handler: getModel, promptParam: 'model' };
+const WEBUI_ASSET: Route = { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true };
 const RESPONSE_ROUTES: Record<string, Route> = {
   GET: { name: 'response_get', method: 'GET', handler: getResponse, promptParam: 'response_id' },
   DELETE: { name: 'response_delete', method: 'DELETE', handler: deleteResponse, promptParam: 'response_id' },
 };
 
-function route(path: string, method: string | undefined): { r: Route; arg: string } | null {
+function route(path: string, method: string | undefined, webui: boolean): { r: Route; arg: string } | null {
+  if (!webui && (path === '/' || path === '/dashboard' || path.startsWith('/webui/'))) return null;
+  if (webui && path.startsWith('/webui/')) return { r: WEBUI_ASSET, arg: '' };
   const r = ROUTES[path];
   if (r) return { r, arg: '' };
   if (path.startsWith('/v1/responses/') && path.length > '/v1/responses/'.length && !path.slice('/v1/responses/'.length).includes('/')) {
@@ -212,6 +222,9 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     lenient: opts.lenient ?? false,
     responses: responsesConfig(opts, log),
   };
+  const webui = opts.webui === false ? null : new WebUi();
+  const sampler = new StatsSampler(engine, ctx.metrics);
+  sampler.start();
   const inflight = new Map<number, { ctl: AbortController; done: Promise<void> }>();
   let nextId = 0;
   let draining = false;
@@ -225,7 +238,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     } catch {
       throw new ApiError(400, 'malformed request URL');
     }
-    const found = route(path, req.method);
+    const found = route(path, req.method, webui !== null);
     seen.route = path;
     res.once('finish', () => ctx.metrics.httpRequests.inc({ route: found?.r.name ?? 'unknown', status: String(res.statusCode) }));
     if (draining) throw new ApiError(503, 'the server is shutting down', null, 'shutting_down', 'server_error', { connection: 'close' });
@@ -234,12 +247,14 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     if (req.method !== r.method && !(req.method === 'HEAD' && r.method === 'GET')) {
       throw new ApiError(405, `${path} accepts ${r.method} only`, null, 'method_not_allowed', 'invalid_request_error', { allow: r.method });
     }
-    const open = r.open === true || (r.name === 'metrics' && opts.metricsNoAuth === true);
+    const open = r.open === true || ((r.name === 'metrics' || r.name === 'metrics_json') && opts.metricsNoAuth === true);
     if (!open && key && !authorized(req, key)) {
       throw new ApiError(401, 'missing or incorrect API key: send "Authorization: Bearer <key>"', null, 'invalid_api_key',
         'invalid_request_error', { 'www-authenticate': 'Bearer' });
     }
     if (r.name === 'health') return sendJson(res, 200, { status: 'ok' });
+    if (r.name === 'webui') return webui!.serve(req, res, path);
+    if (r.name === 'metrics_json') return statsJson(ctx, sampler, { req, res, body: undefined, signal: ctl.signal, arrival });
     if (r.name === 'metrics') {
       return metrics(ctx, { req, res, body: undefined, signal: ctl.signal, arrival }, {
         uptime_seconds: [(Date.now() - started) / 1000, 'Seconds since the server started.'],
@@ -303,9 +318,13 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   });
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (e: Error): void => {
+      sampler.stop();
+      reject(e);
+    };
+    server.once('error', failed);
     server.listen(opts.port ?? 8000, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
@@ -325,6 +344,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
       // Draining: keep listening so that /health (and every route) answers 503 and a load
       // balancer moves traffic away, while in-flight requests finish.
       draining = true;
+      sampler.stop();
       server.closeIdleConnections();
       log.info('shutdown: draining', { in_flight: inflight.size, grace_ms: graceMs });
       const graceOver = await Promise.race([settled().then(() => false), sleep(graceMs).then(() => true),

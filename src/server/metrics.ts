@@ -52,6 +52,10 @@ export class Histogram {
   constructor(readonly name: string, readonly help: string, readonly buckets: readonly number[]) {
     this.counts = buckets.map(() => 0);
   }
+  /** Sum and count of the observations so far (the JSON stats take deltas of them). */
+  get total(): { readonly sum: number; readonly count: number } {
+    return { sum: this.sum, count: this.count };
+  }
   observe(v: number): void {
     this.sum += v;
     this.count++;

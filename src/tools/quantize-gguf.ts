@@ -182,9 +182,9 @@ function tokenizerMetadata(dir: string, cfg: ModelConfig, text: Json): MetaEntry
 }
 
 /** llama.cpp's pre-tokenizer name for the tokenizer's split regex: qwen35 (letters with
- * combining marks), qwen2, or gpt2 (ByteLevel's own regex). */
+ * combining marks), qwen2, or gpt-2 (ByteLevel's own regex; llama.cpp knows no "gpt2"). */
 function preTokenizerName(tj: Json): string {
   const pre = JSON.stringify(tj['pre_tokenizer'] ?? {});
-  if (!pre.includes('"Split"')) return 'gpt2';
+  if (!pre.includes('"Split"')) return 'gpt-2';
   return pre.includes('\\\\p{M}') ? 'qwen35' : 'qwen2';
 }

@@ -1,10 +1,8 @@
 // Reference Gated DeltaNet kernels: causal conv, gates, recurrence and the chunked form.
 // Math: ../shared/MODEL-NOTES.md "Gated DeltaNet layer". The recurrent state is float32
 // on store; per-step arithmetic is float64.
-import type { GdnDims, Weight } from '../types.js';
+import { GDN_CHUNK, type GdnDims, type Weight } from '../types.js';
 import { silu, sigmoid, weightRow, weightVector } from './dense.js';
-
-export const GDN_CHUNK = 64;
 
 /** Causal depthwise conv + SiLU. Virtual input = [window (K−1 rows) ; x (T rows)].
  * x: [T, C], window: [K−1, C], w: [C, K], out: [T, C], scratch: [T, K−1, C]. */
@@ -116,7 +114,7 @@ export function gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Arr
   }
 }
 
-/** Chunked form (C = 64, boundaries at absolute positions multiple of 64) for one
+/** Chunked form (C = GDN_CHUNK, boundaries at absolute positions multiple of C) for one
  * sequence; equals the recurrence up to rounding. */
 export function gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
   state: Float32Array, dims: GdnDims, t: number, pos0 = 0): void {

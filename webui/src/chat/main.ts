@@ -1,0 +1,260 @@
+// The chat page (`/`): conversations kept in IndexedDB, answers streamed from
+// /v1/chat/completions with reasoning, tool calls, structured output and per-answer stats.
+import '../../styles/chat.css';
+import { getJson } from '../shared/api.js';
+import { byId, h } from '../shared/dom.js';
+import { ConversationStore, exportJson, newConversation, parseImport } from './db.js';
+import { bindSettings, loadSettings, requestBody } from './settings.js';
+import { download, renderSidebar } from './sidebar.js';
+import { streamChat } from './stream.js';
+import type { AssistantMessage, Conversation, Message, ToolCall } from './types.js';
+import { LiveAnswer, type MessageActions, renderMessages } from './view.js';
+
+interface ModelInfo {
+  model: { id: string; spec_tokens: number; context: number };
+}
+
+class ChatApp {
+  private list: Conversation[] = [];
+  private current!: Conversation;
+  private running: AbortController | null = null;
+  private readonly settings = loadSettings();
+  private readonly messagesEl = byId('messages');
+  private readonly input = byId<HTMLTextAreaElement>('input');
+
+  constructor(private readonly store: ConversationStore) {}
+
+  async start(): Promise<void> {
+    this.list = await this.store.list();
+    this.current = this.list[0] ?? newConversation();
+    bindSettings(this.settings, () => void this.showSettingsProblem());
+    this.bindComposer();
+    this.bindSidebar();
+    this.render();
+    this.showSettingsProblem();
+    await this.loadModelInfo();
+  }
+
+  private async loadModelInfo(): Promise<void> {
+    try {
+      const info = await getJson<ModelInfo>('/metrics.json?since=' + Date.now());
+      byId('model-name').textContent = info.model.id;
+      byId('mtp-info').textContent = info.model.spec_tokens > 0
+        ? `${info.model.spec_tokens} per round (server flag --spec-tokens; adapted to measured speed; not settable per request)`
+        : 'off on this server (start with --spec-tokens N on a checkpoint with an MTP head)';
+      byId('context-info').textContent = `${info.model.context} tokens`;
+    } catch (e) {
+      byId('model-name').textContent = `(server unreachable: ${(e as Error).message})`;
+    }
+  }
+
+  private bindComposer(): void {
+    byId('composer').addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.sendInput();
+    });
+    this.input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        this.sendInput();
+      }
+    });
+    byId('stop').addEventListener('click', () => this.running?.abort());
+    byId('toggle-settings').addEventListener('click', () => document.body.classList.toggle('settings-open'));
+  }
+
+  private bindSidebar(): void {
+    byId('new-chat').addEventListener('click', () => {
+      if (this.running) return;
+      this.current = newConversation();
+      this.render();
+      this.input.focus();
+    });
+    byId('export').addEventListener('click', () => download(`deltaserve-chats-${new Date().toISOString().slice(0, 10)}.json`, exportJson(this.list)));
+    const file = byId<HTMLInputElement>('import-file');
+    byId('import').addEventListener('click', () => file.click());
+    file.addEventListener('change', () => void this.importFile(file));
+  }
+
+  private async importFile(file: HTMLInputElement): Promise<void> {
+    const f = file.files?.[0];
+    file.value = '';
+    if (!f) return;
+    try {
+      const convs = parseImport(await f.text());
+      for (const c of convs) await this.store.put(c);
+      this.list = await this.store.list();
+      // the open conversation is the list's object again (renames and saves go to one copy)
+      this.current = this.list.find((c) => c.id === this.current.id) ?? this.current;
+      this.notice(`Imported ${convs.length} conversation${convs.length === 1 ? '' : 's'}.`);
+      this.render();
+    } catch (e) {
+      this.notice(`Import failed: ${(e as Error).message}`, true);
+    }
+  }
+
+  private notice(text: string, bad = false): void {
+    const el = byId('notice');
+    el.textContent = text;
+    el.className = bad ? 'notice bad' : 'notice';
+    el.hidden = text === '';
+  }
+
+  /** A settings field that does not parse is named before anything is sent (false then). */
+  private showSettingsProblem(): boolean {
+    try {
+      requestBody(this.settings, []);
+      this.notice('');
+      return true;
+    } catch (e) {
+      this.notice((e as Error).message, true);
+      return false;
+    }
+  }
+
+  /** Nothing runs and the settings parse: the conversation may change and be answered. */
+  private canSend(): boolean {
+    return this.running === null && this.showSettingsProblem();
+  }
+
+  private readonly actions: MessageActions = {
+    edit: (index, text) => {
+      if (text.trim() === '' || !this.canSend()) return;
+      this.current.messages = [...this.current.messages.slice(0, index), { role: 'user', content: text }];
+      void this.answer();
+    },
+    regenerate: (index) => {
+      if (!this.canSend()) return;
+      this.current.messages = this.current.messages.slice(0, index);
+      void this.answer();
+    },
+    toolResult: (call: ToolCall, text: string) => {
+      if (!this.canSend()) return;
+      this.current.messages.push({ role: 'tool', tool_call_id: call.id, name: call.name, content: text });
+      if (this.unansweredCalls() === 0) void this.answer();
+      else void this.save().then(() => this.render());
+    },
+  };
+
+  private unansweredCalls(): number {
+    const msgs = this.current.messages;
+    const last = msgs.map((m) => m.role).lastIndexOf('assistant');
+    const a = msgs[last] as AssistantMessage | undefined;
+    const answered = new Set(msgs.slice(last + 1).flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
+    return (a?.tool_calls ?? []).filter((c) => !answered.has(c.id)).length;
+  }
+
+  private render(): void {
+    renderSidebar(this.list, this.current.id, {
+      select: (id) => {
+        if (this.running) return;
+        this.current = this.list.find((c) => c.id === id) ?? this.current;
+        this.render();
+      },
+      rename: (id, title) => void this.rename(id, title),
+      remove: (id) => void this.remove(id),
+    });
+    byId('title').textContent = this.current.title;
+    renderMessages(this.messagesEl, this.current.messages, this.actions, this.running !== null);
+    byId('empty').hidden = this.current.messages.length > 0;
+    document.body.classList.toggle('busy', this.running !== null);
+    this.scrollDown();
+  }
+
+  private scrollDown(): void {
+    const box = byId('scroll');
+    box.scrollTop = box.scrollHeight;
+  }
+
+  private async rename(id: string, title: string): Promise<void> {
+    const c = this.list.find((x) => x.id === id);
+    if (c) {
+      c.title = title;
+      if (this.current.id === id) this.current.title = title;
+      await this.store.put(c);
+    }
+    this.render();
+  }
+
+  private async remove(id: string): Promise<void> {
+    await this.store.delete(id);
+    this.list = this.list.filter((c) => c.id !== id);
+    if (this.current.id === id) this.current = this.list[0] ?? newConversation();
+    this.render();
+  }
+
+  private async save(): Promise<void> {
+    const c = this.current;
+    c.updated = Date.now();
+    if (c.title === 'New chat') {
+      const first = c.messages.find((m) => m.role === 'user');
+      if (first) c.title = first.content.replace(/\s+/g, ' ').trim().slice(0, 48) || 'New chat';
+    }
+    await this.store.put(c);
+    if (!this.list.includes(c)) this.list.unshift(c);
+    this.list.sort((a, b) => b.updated - a.updated);
+  }
+
+  private sendInput(): void {
+    const text = this.input.value;
+    if (text.trim() === '' || !this.canSend()) return;
+    this.input.value = '';
+    this.current.messages.push({ role: 'user', content: text });
+    void this.answer();
+  }
+
+  /** Stream the model's answer to the conversation so far. */
+  private async answer(): Promise<void> {
+    const conv = this.current;
+    let body: Record<string, unknown>;
+    try {
+      body = requestBody(this.settings, conv.messages);
+    } catch (e) {
+      this.notice((e as Error).message, true);
+      this.render();
+      return;
+    }
+    const m: AssistantMessage = { role: 'assistant', content: '', reasoning: '' };
+    if (body['response_format']) m.schema = this.settings.schema;
+    this.running = new AbortController();
+    await this.save();
+    this.render();
+    const live = new LiveAnswer(m, () => this.scrollDown());
+    this.messagesEl.appendChild(live.el);
+    this.scrollDown();
+    try {
+      m.stats = await streamChat(body, this.running.signal, {
+        onReasoning: (t) => {
+          m.reasoning += t;
+          live.update();
+        },
+        onContent: (t) => {
+          m.content += t;
+          live.update();
+        },
+        onToolCalls: (calls) => {
+          m.tool_calls = calls;
+          live.update();
+        },
+      });
+    } catch (e) {
+      m.error = (e as Error).message;
+    }
+    if (m.tool_calls?.length === 0) delete m.tool_calls;
+    conv.messages.push(m as Message);
+    this.running = null;
+    live.finish();
+    await this.save();
+    if (this.current === conv) this.render();
+  }
+}
+
+async function main(): Promise<void> {
+  const app = new ChatApp(await ConversationStore.open());
+  await app.start();
+  document.body.classList.add('ready');
+}
+
+main().catch((e: unknown) => {
+  document.body.appendChild(h('div', { class: 'notice bad fatal' }, `The chat page failed to start: ${(e as Error).message}`));
+});

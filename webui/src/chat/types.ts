@@ -1,0 +1,70 @@
+// The conversation model kept in IndexedDB and exported as JSON.
+
+export interface ToolCall {
+  readonly id: string;
+  readonly name: string;
+  /** The JSON text the model wrote. */
+  readonly arguments: string;
+}
+
+/** Per-answer measurements: token counts from the server's usage, times measured here. */
+export interface MessageStats {
+  prompt_tokens?: number;
+  cached_tokens?: number;
+  completion_tokens?: number;
+  /** ms from sending the request to the first streamed token. */
+  ttft_ms?: number;
+  /** completion tokens / seconds from the first to the last token. */
+  tokens_per_second?: number;
+  /** MTP: tokens per verify round (absent when no speculation ran). */
+  accept_length?: number;
+  finish_reason?: string;
+}
+
+export type Message =
+  | { role: 'user'; content: string }
+  | {
+    role: 'assistant';
+    content: string;
+    reasoning: string;
+    tool_calls?: ToolCall[];
+    stats?: MessageStats;
+    error?: string;
+    /** The JSON schema the answer was asked to follow (structured output), as text. */
+    schema?: string;
+  }
+  | { role: 'tool'; tool_call_id: string; name: string; content: string };
+
+export type AssistantMessage = Extract<Message, { role: 'assistant' }>;
+
+export interface Conversation {
+  id: string;
+  title: string;
+  created: number;
+  updated: number;
+  messages: Message[];
+}
+
+export interface Settings {
+  systemPrompt: string;
+  temperature: string;
+  topP: string;
+  topK: string;
+  minP: string;
+  maxTokens: string;
+  seed: string;
+  thinking: boolean;
+  /** A JSON list of OpenAI function tools (empty: none). */
+  tools: string;
+  /** auto | none | required | the name of one tool. */
+  toolChoice: string;
+  /** A JSON schema for the answer (empty: free text). */
+  schema: string;
+  /** A JSON object of further request fields (logit_bias, stop, …) merged into the request. */
+  extra: string;
+}
+
+export const DEFAULT_SETTINGS: Settings = {
+  systemPrompt: '', temperature: '', topP: '', topK: '', minP: '', maxTokens: '', seed: '',
+  thinking: true, tools: '', toolChoice: 'auto', schema: '', extra: '',
+};

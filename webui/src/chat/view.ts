@@ -1,0 +1,184 @@
+// Rendering one conversation message as DOM (text nodes only, Markdown through
+// markdown.ts), and the live view of an answer being streamed.
+import { h, replaceChildren } from '../shared/dom.js';
+import { renderMarkdown } from './markdown.js';
+import { type Schema, validate } from './schema.js';
+import type { AssistantMessage, Message, MessageStats, ToolCall } from './types.js';
+
+export interface MessageActions {
+  /** Replace user message `index` with `text`, drop what follows, answer again. */
+  edit(index: number, text: string): void;
+  /** Drop assistant message `index` (and anything after it) and answer again. */
+  regenerate(index: number): void;
+  /** The user typed the result of a tool call. */
+  toolResult(call: ToolCall, text: string): void;
+}
+
+/** The messages of a conversation; `busy` hides the actions that would start a request. */
+export function renderMessages(list: HTMLElement, messages: readonly Message[], actions: MessageActions, busy: boolean): void {
+  const answered = new Set(messages.flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
+  const lastAssistant = messages.map((m) => m.role).lastIndexOf('assistant');
+  replaceChildren(list, ...messages.map((m, i) => {
+    if (m.role === 'user') return userMessage(m.content, i, actions, busy);
+    if (m.role === 'tool') return toolResultCard(m.name, m.content);
+    const el = assistantShell();
+    fillAssistant(el, m, false);
+    el.appendChild(toolCards(m.tool_calls ?? [], answered, actions, busy));
+    if (!busy && i === lastAssistant) {
+      el.appendChild(h('div', { class: 'actions' }, h('button', { type: 'button', class: 'regenerate', onclick: () => actions.regenerate(i) }, '↻ Regenerate')));
+    }
+    return el;
+  }));
+}
+
+function userMessage(text: string, index: number, actions: MessageActions, busy: boolean): HTMLElement {
+  const body = h('div', { class: 'text' }, text);
+  const el = h('div', { class: 'msg user' }, body);
+  if (busy) return el;
+  const editButton = h('button', { type: 'button', class: 'edit' }, '✎ Edit');
+  editButton.addEventListener('click', () => {
+    const area = h('textarea', { class: 'edit-box', rows: Math.min(12, text.split('\n').length + 1) });
+    area.value = text;
+    const save = h('button', { type: 'button', class: 'primary save', onclick: () => actions.edit(index, area.value) }, 'Save & send');
+    const cancel = h('button', { type: 'button', onclick: () => replaceChildren(el, body, actionsRow) }, 'Cancel');
+    replaceChildren(el, area, h('div', { class: 'actions' }, save, cancel));
+    area.focus();
+  });
+  const actionsRow = h('div', { class: 'actions' }, editButton);
+  el.appendChild(actionsRow);
+  return el;
+}
+
+function toolResultCard(name: string, content: string): HTMLElement {
+  return h('div', { class: 'msg tool-result' }, h('div', { class: 'card-head' }, `Tool result · ${name}`), h('pre', {}, content));
+}
+
+function toolCards(calls: readonly ToolCall[], answered: ReadonlySet<string>, actions: MessageActions, busy: boolean): DocumentFragment {
+  const frag = document.createDocumentFragment();
+  for (const c of calls) {
+    const card = h('div', { class: 'tool-call' }, h('div', { class: 'card-head' }, 'Tool call · ', h('code', {}, c.name)),
+      h('pre', { class: 'args' }, prettyJson(c.arguments)));
+    if (!answered.has(c.id) && !busy) {
+      const area = h('textarea', { class: 'tool-input', rows: 3, placeholder: `Result of ${c.name} (text or JSON)` });
+      const send = h('button', { type: 'button', class: 'primary tool-send', onclick: () => actions.toolResult(c, area.value) }, 'Send result');
+      card.append(area, h('div', { class: 'actions' }, send));
+    }
+    frag.appendChild(card);
+  }
+  return frag;
+}
+
+function prettyJson(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/** An empty assistant message: reasoning block, answer, structured view, stats. */
+export function assistantShell(): HTMLElement {
+  const reasoning = h('details', { class: 'reasoning', hidden: true }, h('summary', {}, 'Reasoning'), h('div', { class: 'reasoning-text' }));
+  return h('div', { class: 'msg assistant' }, reasoning, h('div', { class: 'answer' }), h('div', { class: 'structured' }),
+    h('div', { class: 'error', hidden: true }), h('div', { class: 'stats' }));
+}
+
+const part = (el: HTMLElement, cls: string): HTMLElement => el.querySelector<HTMLElement>(`.${cls}`)!;
+
+/** Show `m` in a shell (`streaming`: the answer is still coming). */
+export function fillAssistant(el: HTMLElement, m: AssistantMessage, streaming: boolean): void {
+  const details = part(el, 'reasoning') as HTMLDetailsElement;
+  details.hidden = m.reasoning === '';
+  part(details, 'reasoning-text').textContent = m.reasoning;
+  details.querySelector('summary')!.textContent = streaming && m.content === '' && (m.tool_calls?.length ?? 0) === 0 ? 'Reasoning…' : 'Reasoning';
+  replaceChildren(part(el, 'answer'), renderMarkdown(m.content));
+  const err = part(el, 'error');
+  err.hidden = m.error === undefined;
+  err.textContent = m.error ?? '';
+  replaceChildren(part(el, 'structured'), !streaming && m.schema !== undefined && m.content !== '' ? structuredView(m.content, m.schema) : null);
+  replaceChildren(part(el, 'stats'), ...(m.stats ? statsLine(m.stats) : []));
+}
+
+/** The parsed answer as a tree and whether it follows the schema. */
+function structuredView(content: string, schemaText: string): HTMLElement {
+  let value: unknown;
+  try {
+    value = JSON.parse(content);
+  } catch (e) {
+    return h('div', { class: 'verdict bad' }, `✗ The answer is not valid JSON: ${(e as Error).message}`);
+  }
+  let problems: string[];
+  try {
+    problems = validate(value, JSON.parse(schemaText) as Schema);
+  } catch {
+    problems = ['the schema itself does not parse'];
+  }
+  const verdict = problems.length === 0
+    ? h('div', { class: 'verdict ok' }, '✓ Valid JSON that follows the schema')
+    : h('div', { class: 'verdict bad' }, `✗ Does not follow the schema: ${problems.slice(0, 5).join('; ')}`);
+  return h('div', {}, verdict, jsonTree(value));
+}
+
+function jsonTree(v: unknown): HTMLElement {
+  if (Array.isArray(v)) return h('ol', { class: 'json', start: 0 }, ...v.map((x) => h('li', {}, jsonTree(x))));
+  if (typeof v === 'object' && v !== null) {
+    return h('ul', { class: 'json' }, ...Object.entries(v).map(([k, x]) => h('li', {}, h('span', { class: 'key' }, k), ': ', jsonTree(x))));
+  }
+  return h('span', { class: `json-${v === null ? 'null' : typeof v}` }, JSON.stringify(v));
+}
+
+function statsLine(s: MessageStats): HTMLElement[] {
+  const item = (label: string, value: string | undefined, cls: string): HTMLElement | null =>
+    value === undefined ? null : h('span', { class: `stat ${cls}`, title: label }, h('b', {}, label), ' ', value);
+  const fmt = (v: number | undefined, digits: number, unit = ''): string | undefined => (v === undefined ? undefined : `${v.toFixed(digits)}${unit}`);
+  return [
+    item('prompt', fmt(s.prompt_tokens, 0), 's-prompt'),
+    item('cached', fmt(s.cached_tokens, 0), 's-cached'),
+    item('TTFT', fmt(s.ttft_ms, 0, ' ms'), 's-ttft'),
+    item('speed', fmt(s.tokens_per_second, 1, ' tok/s'), 's-speed'),
+    item('MTP accept', s.accept_length !== undefined ? fmt(s.accept_length, 2) : s.finish_reason ? '—' : undefined, 's-mtp'),
+    item('finish', s.finish_reason, 's-finish'),
+  ].filter((x): x is HTMLElement => x !== null);
+}
+
+/**
+ * The message being streamed: text is appended as it arrives and the answer's Markdown is
+ * redrawn at most once per frame. The reasoning block is open while the model thinks and
+ * folds once the answer starts, unless the user opened or closed it themselves.
+ */
+export class LiveAnswer {
+  private pending = false;
+  private userToggled = false;
+  readonly el = assistantShell();
+
+  constructor(private readonly m: AssistantMessage, private readonly onDraw: () => void) {
+    const details = part(this.el, 'reasoning') as HTMLDetailsElement;
+    details.open = true;
+    details.querySelector('summary')!.addEventListener('click', () => (this.userToggled = true));
+    this.el.classList.add('streaming');
+  }
+
+  update(): void {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.draw(true);
+    });
+  }
+
+  private draw(streaming: boolean): void {
+    fillAssistant(this.el, this.m, streaming);
+    const details = part(this.el, 'reasoning') as HTMLDetailsElement;
+    if (!this.userToggled && (this.m.content !== '' || (this.m.tool_calls?.length ?? 0) > 0)) details.open = false;
+    const calls = this.m.tool_calls ?? [];
+    this.el.querySelectorAll('.tool-call').forEach((c) => c.remove());
+    this.el.appendChild(toolCards(calls, new Set(), { edit() {}, regenerate() {}, toolResult() {} }, true));
+    this.onDraw();
+  }
+
+  finish(): void {
+    this.el.classList.remove('streaming');
+    this.draw(false);
+  }
+}
