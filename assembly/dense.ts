@@ -47,16 +47,17 @@ export function gatedRmsNorm(out: usize, o: usize, z: usize, w: usize, wBf16: i3
 }
 
 /** Partial NeoX RoPE in place. x: [T, heads, headDim] with token stride `stride` floats;
- * positions: i32 [T]. Angles, cos, sin and the rotation in f64, rounded once on store. */
-export function rope(x: usize, positions: usize, t: i32, heads: i32, headDim: i32, rotaryDim: i32,
-  theta: f64, stride: i32): void {
-  const half = rotaryDim >> 1;
+ * positions: i32 [T]; invFreq: f64 [half] (the first 2·half dims rotate as pairs
+ * (f, f + half) by pos·invFreq[f]); cos and sin multiplied by `scale`. Angles, cos, sin and
+ * the rotation in f64, rounded once on store. */
+export function rope(x: usize, positions: usize, t: i32, heads: i32, headDim: i32, invFreq: usize, half: i32,
+  scale: f64, stride: i32): void {
   for (let i = 0; i < t; i++) {
     const pos = <f64>load<i32>(positions + (<usize>i << 2));
     for (let f = 0; f < half; f++) {
-      const angle = pos * Math.pow(theta, <f64>(-2 * f) / <f64>rotaryDim);
-      const c = Math.cos(angle);
-      const s = Math.sin(angle);
+      const angle = pos * load<f64>(invFreq + (<usize>f << 3));
+      const c = Math.cos(angle) * scale;
+      const s = Math.sin(angle) * scale;
       for (let h = 0; h < heads; h++) {
         const b = x + ((<usize>i * <usize>stride + <usize>h * <usize>headDim) << 2);
         const x1 = <f64>f32At(b, f);

@@ -1,4 +1,4 @@
-// Matmul kernel benchmark (issue 11): one wasm matmul, weights of a given storage type,
+// Matmul kernel benchmark: one wasm matmul, weights of a given storage type,
 // M activation rows, on the qwen3.5-0.8b MLP shapes by default. Weights are L3-resident
 // after the first call, so this measures compute throughput (GMAC/s), not memory. Prints
 // one JSON object: per (type, N, K, M) the fastest of 7 timed batches (ms) and GMAC/s, and

@@ -1,4 +1,4 @@
-// Prefix-cache benchmark (issues 12, 24): time to first token of turn 2 of a multi-turn chat
+// Prefix-cache benchmark: time to first token of turn 2 of a multi-turn chat
 // whose turn 1 is ~N tokens, and of turn 2 sent again, with the prefix cache on vs off; the
 // prompt tokens re-prefilled at each hit (prompt − cached). Prints one JSON object.
 // Usage: node scripts/bench-prefix.mjs [--model DIR] [--kernels ref|wasm] [--tokens N]

@@ -1,4 +1,4 @@
-// Invariant 3 (DESIGN §8): a request's greedy ids and every step's logits are
+// Invariant 3 (docs/ARCHITECTURE.md "Invariants"): a request's greedy ids and every step's logits are
 // bit-identical whether it runs alone or batched with others, whatever --max-running and
 // the chunked-prefill budget; padding never reaches a real request.
 import { test } from 'node:test';

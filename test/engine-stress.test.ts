@@ -1,4 +1,4 @@
-// Invariants 3 and 7 (DESIGN §8) under load: 1,000 requests with random lengths, random
+// Invariants 3 and 7 (docs/ARCHITECTURE.md "Invariants") under load: 1,000 requests with random lengths, random
 // aborts and a pool small enough to force preemption. Every request that is not aborted
 // produces exactly the output it produces in a roomy pool (recompute is bit-exact);
 // afterwards checkIntegrity() holds and no page or slot leaks.

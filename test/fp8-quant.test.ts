@@ -1,4 +1,4 @@
-// FP8 checkpoints under --quantize q8_0 (issue 13). The FP8 weights are read through the
+// FP8 checkpoints under --quantize q8_0. The FP8 weights are read through the
 // BF16 view of model/fp8.ts (w = e4m3 · scale_inv, per read, tensor by tensor) and
 // re-quantized to Q8_0 as they load. What must agree:
 //  - bit for bit: FP8 → Q8_0 at load, and the same FP8 checkpoint first written out as the

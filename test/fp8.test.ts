@@ -1,4 +1,4 @@
-// FP8 checkpoints (issue 13): e4m3 encoding on known values, block-wise dequantization at
+// FP8 checkpoints: e4m3 encoding on known values, block-wise dequantization at
 // load (tensor by tensor, presented as BF16), and an FP8 checkpoint agreeing with the BF16
 // model it came from on greedy output over 32 tokens.
 import { test, after } from 'node:test';

@@ -1,4 +1,4 @@
-// Invariant 2 (DESIGN §8): chunked Gated DeltaNet prefill == step-by-step recurrence
+// Invariant 2 (docs/ARCHITECTURE.md "Invariants"): chunked Gated DeltaNet prefill == step-by-step recurrence
 // (≤ 1e-5 in float32), on lengths that are not multiples of 64, from a non-zero state;
 // and the verify-scratch path (state read only, per-step states) equals in-place steps.
 import { test } from 'node:test';

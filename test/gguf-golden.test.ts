@@ -1,4 +1,4 @@
-// Invariant 1 (DESIGN §8) on GGUF files: tiny-think-BF16.gguf (llama.cpp's converter, same
+// Invariant 1 (docs/ARCHITECTURE.md "Invariants") on GGUF files: tiny-think-BF16.gguf (llama.cpp's converter, same
 // BF16 weights as ../shared/models/tiny-think) matches the golden logits, state norm, MTP
 // top-10 and greedy ids as tightly as the safetensors checkpoint does (gguf-twin.test.ts
 // shows it gives bit-identical logits to it, so the ref backend needs no second golden run).

@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden, lmHead } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Weight } from '../src/kernels/types.js';
@@ -17,33 +16,13 @@ import { bf16ToF32 } from '../src/model/safetensors.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine } from './engine-helpers.js';
 import { sharedPath } from './paths.js';
+import { greedy } from './greedy.js';
 
 const wasm = await createWasmKernels({ threads: 2 });
 after(() => wasm.dispose());
 const FIX = (name: string): string => sharedPath('models', 'gguf', name);
 const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as
   { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] };
-
-function argmax(v: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < v.length; i++) if (v[i]! > v[best]!) best = i;
-  return best;
-}
-
-/** Greedy decode: chunked prefill, then one token per step. */
-function greedy(m: Model, promptIds: number[], n: number): number[] {
-  const ws = new Workspace(m.kernels);
-  const mem = allocSequenceMemory(m, promptIds.length + n + 8);
-  const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };
-  const p = promptIds.length;
-  const fw = forwardHidden(m, ws, [{ ...seq, tokens: promptIds, start: 0, chunked: true }]);
-  const out = [argmax(lmHead(m, ws, fw.hidden.slice(), [p - 1]))];
-  while (out.length < n) {
-    const step = forwardHidden(m, ws, [{ ...seq, tokens: [out[out.length - 1]!], start: p + out.length - 1, chunked: false }]);
-    out.push(argmax(lmHead(m, ws, step.hidden, [0])));
-  }
-  return out;
-}
 
 for (const q of ['Q8_0', 'Q6_K', 'Q5_K_M', 'Q4_K_M', 'Q4_0']) {
   test(`tiny-think-${q}.gguf reproduces the golden greedy ids (6 prompts)`, () => {

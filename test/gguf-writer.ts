@@ -1,7 +1,7 @@
 // A test-only GGUF writer, for crafting bad and split files (never the fixtures). Metadata
 // value types are given explicitly or inferred (string, bool, integer → u32 / i32, float → f32).
-import { writeFileSync } from 'node:fs';
-import type { GgufMetadata, GgufValue } from '../src/model/gguf-file.js';
+import { closeSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { readGgufHeader, type GgufMetadata, type GgufValue } from '../src/model/gguf-file.js';
 
 export interface WTensor {
   name: string;
@@ -19,6 +19,9 @@ export interface WFile {
   /** Entries [key, value] or [key, value, ggufTypeId]. */
   metadata: [string, GgufValue, number?][];
   tensors: WTensor[];
+  /** Data offsets written in the header instead of the real ones (the data stays where the
+   * real offsets put it): for files whose header lies about the layout. */
+  offsets?: number[];
 }
 
 class Bytes {
@@ -85,7 +88,7 @@ export function ggufBytes(f: WFile): Buffer {
     out.u32(t.type);
     offset = Math.ceil(offset / align) * align;
     offsets.push(offset);
-    out.u64(offset);
+    out.u64(f.offsets?.[offsets.length - 1] ?? offset);
     offset += t.data.byteLength;
   }
   const header = out.concat();
@@ -112,4 +115,20 @@ export function ggufTypeId(type: string): number {
  * stay f32, integers become u32/i32). */
 export function metadataEntries(meta: GgufMetadata): [string, GgufValue][] {
   return [...meta.entries()].filter(([k]) => k !== 'general.alignment');
+}
+
+/** A GGUF file as writer input: its metadata and every tensor's bytes. */
+export function readWFile(path: string): WFile {
+  const h = readGgufHeader(path);
+  const fd = openSync(path, 'r');
+  try {
+    const tensors = h.tensors.map((t): WTensor => {
+      const data = new Uint8Array(t.nbytes);
+      readSync(fd, data, 0, t.nbytes, t.offset);
+      return { name: t.name, shape: [...t.shape], type: ggufTypeId(t.type), data };
+    });
+    return { metadata: metadataEntries(h.metadata), tensors };
+  } finally {
+    closeSync(fd);
+  }
 }

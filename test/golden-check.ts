@@ -1,4 +1,4 @@
-// Invariant 1 (DESIGN §8): logits, greedy ids, MTP top-10 and the layer-0 state norm
+// Invariant 1 (docs/ARCHITECTURE.md "Invariants"): logits, greedy ids, MTP top-10 and the layer-0 state norm
 // match ../shared/golden (float64 reference) on every kernel backend. The shared check;
 // golden.test.ts runs it on the ref backend, golden-wasm.test.ts on the wasm backend.
 import { test } from 'node:test';
@@ -8,7 +8,7 @@ import { basename } from 'node:path';
 import { sharedPath } from './paths.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden, lmHead, mtpForward } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import type { Kernels } from '../src/kernels/types.js';
 import { relErr } from './numeric.js';
 
@@ -38,7 +38,7 @@ export function checkGolden(modelName: string, kernels: () => Kernels, modelPath
   for (const p of golden.prompts) {
     test(`${label} [${kernels().name}] golden: ${p.name}`, () => {
       const m = getModel();
-      const ws = new Workspace(m.kernels);
+      const ws = new StepArena(m);
       const mem = allocSequenceMemory(m, p.prompt_ids.length + p.greedy_ids.length + 8);
       const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };
       const P = p.prompt_ids.length;

@@ -1,4 +1,4 @@
-// Invariant 1 (DESIGN §8) on the wasm backend: two threads (the worker pool path), and
+// Invariant 1 (docs/ARCHITECTURE.md "Invariants") on the wasm backend: two threads (the worker pool path), and
 // two threads with small memories, so the tiny models' weights, KV and state are sharded
 // across several WebAssembly memories (the > 4 GiB path, exercised at small scale); and
 // the plain SIMD128 build (what runtimes without relaxed SIMD run).

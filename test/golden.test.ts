@@ -1,4 +1,4 @@
-// Invariant 1 (DESIGN §8) on the reference backend (the check lives in golden-check.ts).
+// Invariant 1 (docs/ARCHITECTURE.md "Invariants") on the reference backend (the check lives in golden-check.ts).
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { checkGolden } from './golden-check.js';
 

@@ -1,4 +1,4 @@
-// Models by name (issue 13), against a loopback test double of the hub's HTTP interface
+// Models by name, against a loopback test double of the hub's HTTP interface
 // (revision API + resolve URLs with Range): download into the HF cache layout, second run
 // from the cache without the server, resume of a partial download, sha256 checks, GGUF
 // quant selection, and offline errors naming the missing file and where they looked.

@@ -1,6 +1,6 @@
 // A small JSON Schema validator for the tests (independent of the grammar code): type,
 // properties, required, additionalProperties, items, minItems/maxItems, minLength/maxLength,
-// enum, const, anyOf. Returns the first violation as a path, or null.
+// minimum/maximum (and exclusive), enum, const, anyOf. Returns the first violation as a path, or null.
 type S = Record<string, unknown>;
 
 function typeOk(t: string, v: unknown): boolean {
@@ -22,6 +22,13 @@ export function violation(schema: S, v: unknown, path = '$'): string | null {
   if (Array.isArray(schema['anyOf']) && !schema['anyOf'].some((a) => violation(a as S, v, path) === null)) return `${path}: no anyOf branch`;
   const t = schema['type'];
   if (t !== undefined && !(Array.isArray(t) ? t : [t]).some((x) => typeOk(x as string, v))) return `${path}: not of type ${JSON.stringify(t)}`;
+  if (typeof v === 'number') {
+    const n = (k: string): number | null => (typeof schema[k] === 'number' ? schema[k] : null);
+    if (n('minimum') !== null && v < n('minimum')!) return `${path}: below the minimum`;
+    if (n('maximum') !== null && v > n('maximum')!) return `${path}: above the maximum`;
+    if (n('exclusiveMinimum') !== null && v <= n('exclusiveMinimum')!) return `${path}: not above the exclusiveMinimum`;
+    if (n('exclusiveMaximum') !== null && v >= n('exclusiveMaximum')!) return `${path}: not below the exclusiveMaximum`;
+  }
   if (typeof v === 'string') {
     const n = [...v].length;
     if (typeof schema['minLength'] === 'number' && n < schema['minLength']) return `${path}: too short`;

@@ -15,6 +15,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
+import { plainRopeTable } from '../src/kernels/rope-table.js';
 import { probeBandwidth } from '../src/kernels/wasm/index.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { randomWeight, relErr, rng } from './numeric.js';
@@ -137,8 +138,8 @@ for (const { label, k } of backends) {
         const pos = [0, 1, 17, 4095, 100000];
         const x = fill(k, t * stride, sym(r));
         const want = Float32Array.from(x);
-        ref.rope(want, pos, t, heads, hd, rot, 1e7, stride);
-        k.rope(x, Int32Array.from(pos), t, heads, hd, rot, 1e7, stride);
+        ref.rope(want, pos, t, heads, hd, plainRopeTable(1e7, rot), stride);
+        k.rope(x, Int32Array.from(pos), t, heads, hd, plainRopeTable(1e7, rot), stride);
         close(x, want, 1e-6, `rope h=${heads} hd=${hd} rot=${rot}`);
       }
     });

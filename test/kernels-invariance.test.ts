@@ -1,4 +1,4 @@
-// Batch invariance (DESIGN §8.3, the ground of MTP's exact losslessness), bit for bit:
+// Batch invariance (invariant 3 of docs/ARCHITECTURE.md, the ground of MTP's exact losslessness), bit for bit:
 // a row's result is the same alone or in a batch of M, with 1 or 2 threads; the Gated
 // DeltaNet recurrence over T tokens in one call equals T one-token calls, and with
 // per-step scratch equals without; conv likewise. Plus chunked ≈ recurrent (≤ 1e-5).

@@ -16,7 +16,7 @@ import { loadModelConfig, parseModelConfig } from '../src/model/config.js';
 import { loadModelWeights } from '../src/model/loader.js';
 import { loadModel, allocSequenceMemory } from '../src/model/model.js';
 import { forwardHidden, lmHead, mtpForward } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { TINY_THINK } from './paths.js';
 
@@ -269,7 +269,7 @@ function checkExactTensorSet(dir: string): void {
 
 function forwardLogits(dir: string): { logits: Float32Array; mtp: Float32Array; vocab: number } {
   const m = loadModel(dir, createRefKernels());
-  const ws = new Workspace(m.kernels);
+  const ws = new StepArena(m);
   const prompt = [1, 17, 300, 5, 998, 42, 7, 600];
   const mem = allocSequenceMemory(m, 32);
   const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };

@@ -1,4 +1,4 @@
-// Memory planning (issue 13): a budget sizes KV, state slots and verify scratch; pools
+// Memory planning: a budget sizes KV, state slots and verify scratch; pools
 // are chunked so they span several WebAssembly memories; explicit flags that do not fit
 // are errors naming the flag; requests longer than the planned context get a 4xx.
 import { test } from 'node:test';

@@ -1,4 +1,4 @@
-// Invariant 7 (DESIGN §8): pools never hand out page 0 / slot 0, ref counts and free
+// Invariant 7 (docs/ARCHITECTURE.md "Invariants"): pools never hand out page 0 / slot 0, ref counts and free
 // lists agree, and verify scratch is a private region per batch row.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Invariant 6 (DESIGN §8): a prefix-cache hit gives bit-identical logits (every sampled
+// Invariant 6 (docs/ARCHITECTURE.md "Invariants"): a prefix-cache hit gives bit-identical logits (every sampled
 // position) and ids to a cold run, in any order of arrival; snapshots taken during chunked
 // prefill, decode and MTP verify equal a cold prefill of exactly that many tokens (1e-5);
 // a second chat turn reuses the first turn's prompt.
@@ -13,7 +13,7 @@ import type { ChatMessage } from '../src/tokenizer/chat.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { relErr } from './numeric.js';
@@ -87,7 +87,7 @@ test('a second chat turn reports cached_tokens ≥ the first turn prompt without
 
 /** Cold state after exactly `tokens` (chunked prefill, then the Gated DeltaNet states). */
 function coldState(model: Model, tokens: readonly number[]): Float32Array[] {
-  const ws = new Workspace(model.kernels);
+  const ws = new StepArena(model);
   const mem = allocSequenceMemory(model, tokens.length + 1);
   forwardHidden(model, ws, [{ tokens, start: 0, pageTable: mem.pageTable, kv: mem.kv, state: mem.state, chunked: true }]);
   return mem.state.flatMap((s) => [s.conv, s.ssm]);

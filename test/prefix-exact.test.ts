@@ -1,4 +1,4 @@
-// Prefix-cache hits are bit-exact (DESIGN §8.6, issue 12):
+// Prefix-cache hits are bit-exact (invariant 6, docs/ARCHITECTURE.md "Invariants"):
 // - seeded sampling on a hit gives the bits of a cold run (logits of every token, ids);
 // - a request preempted mid-generation resumes from a snapshot made by the MTP verify
 //   commit and finishes with the bits of an uninterrupted cold run — this fails if the

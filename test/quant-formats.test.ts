@@ -8,7 +8,7 @@ import { QUANT_FORMATS, QUANT_TYPES, quantRowBytes } from '../src/kernels/quant/
 import { decodeSubBlock, dequantizeRow, f16ToF32 } from '../src/kernels/quant/dequant.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
-import { rowPrefix, weightBytes } from '../src/kernels/weight-view.js';
+import { weightBytes } from '../src/kernels/weight-view.js';
 import { builtMatrix } from './quant-blocks.js';
 
 const wasm = await createWasmKernels({ threads: 1 });
@@ -61,7 +61,7 @@ describe('quantized weights in the backends', () => {
         const out = k.alloc(2 * cols);
         k.embed(out, w, [4, 1]);
         assert.deepEqual([...out], [...values.subarray(4 * cols, 5 * cols), ...values.subarray(cols, 2 * cols)]);
-        const pre = rowPrefix(w, 2);
+        const pre = k.weightRows(w, 2);
         assert.equal(pre.rows, 2);
         assert.equal(weightBytes(pre), 2 * quantRowBytes(type, cols));
         assert.throws(() => k.embed(out, pre, [2]));

@@ -12,7 +12,6 @@ import type { Kernels, Weight } from '../src/kernels/types.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { relErr, rng } from './numeric.js';
-import { rowPrefix } from '../src/kernels/weight-view.js';
 
 const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
@@ -79,7 +78,7 @@ for (const { label, k } of backends) {
     k.matmul(out, x, w, m);
     ref.matmul(want, x, wr, m);
     same(out, want, `q8_0 M=${m} K=${kk}`);
-    const pre = rowPrefix(w, 6);
+    const pre = k.weightRows(w, 6);
     const part = k.alloc(m * 6);
     k.matmul(part, x, pre, m);
     for (let i = 0; i < m; i++) same(part.subarray(i * 6, i * 6 + 6), out.subarray(i * n, i * n + 6), `rowPrefix(6) row ${i}`);
@@ -99,7 +98,7 @@ for (const { label, k } of backends) for (const [type, layout] of [['q4_k', 'q4k
     k.matmul(out, x, w, m);
     ref.matmul(want, x, wr, m);
     same(out, want, `${type} M=${m} K=${kk}`);
-    const pre = rowPrefix(w, 6);
+    const pre = k.weightRows(w, 6);
     const part = k.alloc(m * 6);
     k.matmul(part, x, pre, m);
     for (let i = 0; i < m; i++) same(part.subarray(i * 6, i * 6 + 6), out.subarray(i * n, i * n + 6), `rowPrefix(6) row ${i}`);

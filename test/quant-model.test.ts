@@ -1,6 +1,6 @@
 // --quantize at load: quantize → dequantize error bounds of the two quantizers; tiny-think
 // with --quantize q8_0 against the golden greedy ids; and MTP on == MTP off, bit for bit,
-// through the engine on quantized weights (DESIGN §8.4 holds for the integer kernels).
+// through the engine on quantized weights (invariant 4 of docs/ARCHITECTURE.md holds for the integer kernels).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { quantTypeFor } from '../src/model/quantize-load.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { loadModel, allocSequenceMemory } from '../src/model/model.js';
 import { forwardHidden, lmHead } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import { evalPrompts, runAll, sameBits, withEngine } from './engine-helpers.js';
 import { TINY_THINK, sharedPath } from './paths.js';
 import { rng } from './numeric.js';
@@ -70,7 +70,7 @@ test('tiny-think --quantize q8_0 reproduces the golden greedy ids', async () => 
   try {
     const m = loadModel(TINY_THINK(), k, { quantize: 'q8_0' });
     assert.ok(m.weights.layers.some((l) => l.mlp.kind === 'dense' && l.mlp.up.dtype === 'q8_0'), 'MLP weights are q8_0');
-    const ws = new Workspace(k);
+    const ws = new StepArena(m);
     for (const p of golden.prompts) {
       const mem = allocSequenceMemory(m, p.prompt_ids.length + p.greedy_ids.length + 8);
       const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };

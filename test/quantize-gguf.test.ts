@@ -13,9 +13,8 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { readGgufHeader, type GgufFile, type GgufTensorInfo } from '../src/model/gguf-file.js';
 import { quantizeToGguf } from '../src/tools/quantize-gguf.js';
-import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
-import { forwardHidden, lmHead } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { loadModel } from '../src/model/model.js';
+import { greedy } from './greedy.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
 
@@ -107,20 +106,6 @@ test('a q4_k_m file written by quantize reproduces the golden greedy ids (6 prom
     wasm.dispose();
   }
 });
-
-function greedy(m: Model, promptIds: number[], n: number): number[] {
-  const ws = new Workspace(m.kernels);
-  const mem = allocSequenceMemory(m, promptIds.length + n + 8);
-  const seq = { pageTable: mem.pageTable, kv: mem.kv, state: mem.state };
-  const argmax = (v: Float32Array): number => v.reduce((best, x, i) => (x > v[best]! ? i : best), 0);
-  const fw = forwardHidden(m, ws, [{ ...seq, tokens: promptIds, start: 0, chunked: true }]);
-  const out = [argmax(lmHead(m, ws, fw.hidden.slice(), [promptIds.length - 1]))];
-  while (out.length < n) {
-    const step = forwardHidden(m, ws, [{ ...seq, tokens: [out[out.length - 1]!], start: promptIds.length + out.length - 1, chunked: false }]);
-    out.push(argmax(lmHead(m, ws, step.hidden, [0])));
-  }
-  return out;
-}
 
 test('quantize: user errors are one line and exit 2, and leave no file behind', () => {
   const cli = (...args: string[]) => spawnSync(process.execPath, [join(REPO_ROOT, 'dist/src/cli/main.js'), 'quantize', ...args], { encoding: 'utf8' });

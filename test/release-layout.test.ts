@@ -1,4 +1,4 @@
-// Release layouts (issue 13): a Qwen3.5 ConditionalGeneration checkpoint — nested
+// Release layouts: a Qwen3.5 ConditionalGeneration checkpoint — nested
 // text_config, a vision tower under model.visual.*, sharded safetensors with an index,
 // chat_template.jinja, generation_config eos list — loads text-only and computes exactly
 // what the flat text-only checkpoint of the same seed computes.

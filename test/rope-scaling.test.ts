@@ -1,4 +1,4 @@
-// Long context (issue 13): YaRN / linear rope scaling on known values, unknown rope types
+// Long context: YaRN / linear rope scaling on known values, unknown rope types
 // rejected at load, and attn_output_gate: false honoured (checked against a gated twin
 // that computes exactly the same thing).
 import { test, after } from 'node:test';
@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseRopeScaling, ropeScaled, yarnMscale, yarnParameters } from '../src/model/rope-scaling.js';
+import { parseRopeScaling, ropeTableOf, yarnMscale, yarnParameters } from '../src/model/rope-scaling.js';
+import { plainRopeTable } from '../src/kernels/rope-table.js';
 import { parseModelConfig } from '../src/model/config.js';
 import { rope } from '../src/kernels/ref/dense.js';
 import { makeModel } from '../src/tools/make-model.js';
@@ -62,7 +63,7 @@ test('rope config: yarn extends the context, unknown types are load errors, defa
   assert.throws(() => parseModelConfig(text({ rope_type: 'yarn' })), /"factor" is missing/);
 });
 
-test('ropeScaled with unit linear scaling equals the plain RoPE kernel (twin)', () => {
+test('RoPE with a unit linear scaling table equals the plain RoPE table (twin)', () => {
   const s = parseRopeScaling({ rope_type: 'linear', factor: 1 }, { base: 1e4, rotaryDim: 16, maxPositions: 100, where: 't' })!;
   const heads = 3;
   const hd = 32;
@@ -70,15 +71,16 @@ test('ropeScaled with unit linear scaling equals the plain RoPE kernel (twin)', 
   const a = x.slice();
   const b = x.slice();
   const pos = [0, 1, 7, 50, 99];
-  rope(a, pos, 5, heads, hd, 16, 1e4, heads * hd);
-  ropeScaled(b, pos, 5, heads, hd, 16, s, heads * hd);
+  const scaled = (sc: typeof s) => ropeTableOf({ ropeTheta: 1e4, rotaryDim: 16, ropeScaling: sc });
+  rope(a, pos, 5, heads, hd, plainRopeTable(1e4, 16), heads * hd);
+  rope(b, pos, 5, heads, hd, scaled(s), heads * hd);
   for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i]! - b[i]!) <= 1e-6, `${i}: ${a[i]} vs ${b[i]}`);
   // linear factor 2 at position 2p equals factor 1 at position p
   const s2 = parseRopeScaling({ rope_type: 'linear', factor: 2 }, { base: 1e4, rotaryDim: 16, maxPositions: 100, where: 't' })!;
   const c = x.slice(0, heads * hd);
   const d = x.slice(0, heads * hd);
-  ropeScaled(c, [14], 1, heads, hd, 16, s2, heads * hd);
-  ropeScaled(d, [7], 1, heads, hd, 16, s, heads * hd);
+  rope(c, [14], 1, heads, hd, scaled(s2), heads * hd);
+  rope(d, [7], 1, heads, hd, scaled(s), heads * hd);
   for (let i = 0; i < c.length; i++) assert.ok(Math.abs(c[i]! - d[i]!) <= 1e-6);
 });
 

@@ -267,14 +267,20 @@ test('tensor at a byte offset beyond 4 GiB (sparse file)', () => {
   const file = join(dir, 'model.safetensors');
   const payload = new Float32Array([1.5, -2.25, 3, 4e9]);
   const nb = payload.byteLength;
+  // The data must tile the file (as the reference reader requires), so a 1-byte-element
+  // tensor `pad` fills [0, begin) (a hole in the sparse file) and `far` ends the file.
+  const tensors = (begin: number): SynTensor[] => [
+    { name: 'pad', dtype: 'F8_E4M3', shape: [begin], data: new Uint8Array(0), offsets: [0, begin] },
+    { name: 'far', dtype: 'F32', shape: [4], data: new Uint8Array(nb), offsets: [begin, begin + nb] },
+  ];
   // The header length must be known before the offsets are: offsets are printed with a fixed width.
-  const probe = headerBytes([{ name: 'far', dtype: 'F32', shape: [4], data: new Uint8Array(nb), offsets: [4_500_000_000, 4_500_000_016] }]);
+  const probe = headerBytes(tensors(4_500_000_000));
   const begin = 4 * 2 ** 30 + 12345 - probe.length; // absolute position 4 GiB + 12345
-  const header = headerBytes([{ name: 'far', dtype: 'F32', shape: [4], data: new Uint8Array(nb), offsets: [begin, begin + nb] }]);
+  const header = headerBytes(tensors(begin));
   assert.equal(header.length, probe.length);
   const fd = openSync(file, 'w');
   try {
-    ftruncateSync(fd, 4.5 * 2 ** 30);
+    ftruncateSync(fd, 4 * 2 ** 30 + 12345 + nb);
     writeSync(fd, header, 0, header.length, 0);
     writeSync(fd, bytesOf(payload), 0, nb, 4 * 2 ** 30 + 12345);
   } finally {

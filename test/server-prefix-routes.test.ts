@@ -1,4 +1,4 @@
-// Issue 24 through HTTP, on tiny-think (thinking on), greedy, MTP on (k = 3) and off, each
+// Prefix-cache reuse across chat turns through HTTP, on tiny-think (thinking on), greedy, MTP on (k = 3) and off, each
 // against a cache-off server of the same MTP setting:
 // - chat turns 2 and 3 cache through the end of the previous turn's last message, and the
 //   same prompt twice prefills nothing (message and logprobs bit-identical to cold);
@@ -107,7 +107,7 @@ test('a system prompt with tools is cached through the end of the preamble, iden
     for (const [i, q] of ['What is t2?', 'What is t9?', 'Look up t14.'].entries()) {
       const messages = [system, { role: 'user', content: q }];
       const r = await chat(hot, messages, { tools });
-      const preamble = messageEnds(hot.engine.tokenizer, chatPrompt(ctx, messages, true, {}, setup).ids)[0]!;
+      const preamble = messageEnds(hot.engine.tokenizer, (await chatPrompt(ctx, messages, true, {}, setup)).ids)[0]!;
       assert.ok(preamble > 64, `preamble of ${preamble} tokens`);
       if (i > 0) assert.ok(r.cached >= preamble, `k=${spec} request ${i}: cached ${r.cached} < preamble ${preamble}`);
       assert.deepEqual(r.answer, (await chat(at(spec, false), messages, { tools })).answer, `k=${spec} request ${i} differs from cold`);

@@ -1,4 +1,4 @@
-// The prefix cache through the HTTP server (issues 12 and 24 acceptance), on tiny-think, greedy:
+// The prefix cache through the HTTP server, on tiny-think, greedy:
 // - the same request twice → cached_tokens = prompt_tokens: nothing prefilled (chat and
 //   completions with ids);
 // - a second turn → cached_tokens ≥ the end of turn 1's last message;

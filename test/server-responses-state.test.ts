@@ -1,4 +1,4 @@
-// Stateful Responses (issue 22 item 2) through the official `openai` client on tiny-think:
+// Stateful Responses through the official `openai` client on tiny-think:
 // store (default true), previous_response_id (two turns, and a tool loop), item_reference inputs,
 // GET / DELETE /v1/responses/{id}, reasoning.encrypted_content handed back by a stateless
 // client, reasoning.summary (plain and streamed), the store's TTL / LRU bound, and the store

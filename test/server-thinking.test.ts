@@ -1,4 +1,4 @@
-// Closed reasoning masks the think tags (issue 22 item 4): the mask as a function, then on a live
+// Closed reasoning masks the think tags: the mask as a function, then on a live
 // server where logit_bias pushes `</think>` / `<think>` to the top — after the reasoning closed
 // (by the model, by the prompt with thinking off, or by an Anthropic budget) no tag comes out,
 // in free text and under a JSON schema alike; MTP on and off give the same tokens; the Anthropic

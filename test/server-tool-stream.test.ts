@@ -1,4 +1,4 @@
-// Tool-call arguments stream as they are generated (issue 22 item 5), on the live server with
+// Tool-call arguments stream as they are generated, on the live server with
 // tiny-think (calls forced by tool_choice, so the grammar guarantees valid JSON): chat chunks
 // (id + name first, then argument fragments), Responses `function_call_arguments.delta` and
 // Messages `input_json_delta` events. The fragments join to exactly the arguments of the

@@ -134,10 +134,16 @@ test('chat.completions.parse with a zod schema returns a parsed object (thinking
 test('errors: invalid schema, unknown tool name, unimplemented fields (400 naming them; --lenient ignores them)', async () => {
   const url = `${server.url}/v1/chat/completions`;
   const base = { model: MODEL, messages: ASK, max_tokens: 4 };
-  const bad = await post(url, { ...base, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } });
+  const unenforceable = { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } } };
+  const bad = await post(url, { ...base, ...unenforceable });
   assert.equal(bad.status, 400);
   assert.deepEqual([(bad.json['error'] as { param: string }).param, (bad.json['error'] as { code: string }).code], ['response_format.json_schema.schema', 'invalid_schema']);
-  assert.match((bad.json['error'] as { message: string }).message, /"pattern" is not supported/);
+  assert.match((bad.json['error'] as { message: string }).message, /"uniqueItems" \(item uniqueness\) cannot be enforced/);
+  // --lenient enforces the rest; a malformed schema stays a 400
+  assert.equal((await post(`${lenient.url}/v1/chat/completions`, { ...base, ...unenforceable })).status, 200);
+  const malformed = await post(`${lenient.url}/v1/chat/completions`, { ...base, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'strin' } } } });
+  assert.equal(malformed.status, 400);
+  assert.match((malformed.json['error'] as { message: string }).message, /type "strin" is not a JSON Schema type/);
   const tool = await post(url, { ...base, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } });
   assert.equal(tool.status, 400);
   assert.match((tool.json['error'] as { message: string }).message, /"nope", which is not among the tools/);

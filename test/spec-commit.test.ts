@@ -1,4 +1,4 @@
-// Commit semantics (DESIGN §3): after every verify + commit, the working slot equals
+// Commit semantics (docs/ARCHITECTURE.md "Recurrent state"): after every verify + commit, the working slot equals
 // (bit for bit) the state of the same request decoded one accepted token at a time — conv
 // window ending at the last accepted input — and trackSlot holds exactly the state after
 // the tracked step. Verify writes only the row's scratch, never the working slot.
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel } from '../src/model/model.js';
 import { forwardHidden } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import { KvPool } from '../src/cache/kv-pool.js';
 import { StatePool } from '../src/cache/state-pool.js';
 import { commit } from '../src/engine/spec/commit.js';
@@ -22,7 +22,7 @@ function snapshot(pool: StatePool, slot: number): Float32Array[] {
 test('commit == one-by-one decode of the accepted tokens; trackSlot == state after trackStep', () => {
   const k = createRefKernels();
   const model = loadModel(TINY_THINK(), k);
-  const ws = new Workspace(k);
+  const ws = new StepArena(model);
   const layout = model.layout;
   const kv = new KvPool({ numPages: 40, pageSize: 16, kvDim: layout.kvDim, numLayers: layout.fullLayers.length, numMtpLayers: 0, alloc: (n) => k.alloc(n) });
   const kMax = 4;

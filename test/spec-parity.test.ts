@@ -1,4 +1,4 @@
-// Invariant 4 (DESIGN §8): greedy output with MTP on is token-for-token identical to MTP
+// Invariant 4 (docs/ARCHITECTURE.md "Invariants"): greedy output with MTP on is token-for-token identical to MTP
 // off, for every k in 1..4, alone and batched with padding rows, with real acceptance
 // (tiny-think) and near-zero acceptance (tiny-next-moe), with forced all-accept and
 // all-reject drafters, and when eos / stop strings / max-tokens land inside a round.

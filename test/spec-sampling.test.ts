@@ -1,4 +1,4 @@
-// Invariant 5 (DESIGN §8): speculative sampling has the same output distribution as plain
+// Invariant 5 (docs/ARCHITECTURE.md "Invariants"): speculative sampling has the same output distribution as plain
 // sampling. From a fixed prompt and first token t at temperature 1 (top-k 12), the joint
 // distribution of the next 2 tokens produced by acceptDrafts with real MTP drafts (k = 2)
 // over 40,000 rounds matches p(x2|t)·p(x3|t,x2) (chi-square, p > 0.001). Target and draft
@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden, lmHead, mtpForward } from '../src/model/forward.js';
-import { Workspace } from '../src/model/layers.js';
+import { StepArena } from '../src/model/arena.js';
 import { acceptDrafts } from '../src/engine/spec/accept.js';
 import { drawFrom, targetDistribution, TokenHistory, type SamplingParams } from '../src/engine/sampler.js';
 import { Rng } from '../src/util/rng.js';
@@ -69,13 +69,13 @@ interface Branch { target: Float32Array; draft: Float32Array }
 class Branches {
   readonly p1: Float32Array;
   readonly q1: Float32Array;
-  private readonly ws: Workspace;
+  private readonly ws: StepArena;
   private readonly mem: ReturnType<typeof allocSequenceMemory>;
   private readonly hP: Float32Array;
   private readonly saved: { conv: Float32Array; ssm: Float32Array }[];
 
   constructor(private readonly model: Model, private readonly prompt: number[], t: number) {
-    this.ws = new Workspace(model.kernels);
+    this.ws = new StepArena(model);
     this.mem = allocSequenceMemory(model, prompt.length + 4);
     const P = prompt.length;
     const h = model.config.hiddenSize;

@@ -1,4 +1,4 @@
-// Tool-call arguments streamed while generated (issue 22 item 5): AnswerStream's incremental
+// Tool-call arguments streamed while generated: AnswerStream's incremental
 // mode over recorded-style outputs, split at every UTF-8 byte and fed char by char. Each
 // started call's fragments join to exactly the arguments it ends with, which parse to the
 // at-once call; fragments arrive before the call closes; a call that breaks after it started

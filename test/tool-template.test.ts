@@ -80,7 +80,7 @@ test('a template without tool support gets tools, calls and results inlined as t
   assert.deepEqual(msgs.slice(3), [{ role: 'user', content: '<tool_response>\ncold\n</tool_response>\n<tool_response>\nwarm\n</tool_response>' }]);
 });
 
-test('chatPrompt hands tools to a tool-aware template and inlines them otherwise', () => {
+test('chatPrompt hands tools to a tool-aware template and inlines them otherwise', async () => {
   const tok = TextTokenizer.load(TINY_THINK());
   const ctxWith = (template: string | undefined, modelType: string): ServerContext => ({
     engine: {
@@ -91,14 +91,14 @@ test('chatPrompt hands tools to a tool-aware template and inlines them otherwise
   const xmlCtx = ctxWith(XML, 'qwen3_5_text');
   const setup = toolSetup(xmlCtx, TOOLS, { kind: 'auto' }, true);
   assert.equal(setup?.format, 'xml');
-  const p = chatPrompt(xmlCtx, HISTORY, true, {}, setup);
+  const p = await chatPrompt(xmlCtx, HISTORY, true, {}, setup);
   assert.equal(tok.decode(p.ids), renderChat(XML, HISTORY, { addGenerationPrompt: true, enableThinking: true, extra: { tools: templateTools, parallel_tool_calls: true } }));
   assert.ok(p.thinking);
   // tool_choice none: the tools are not offered
-  const none = chatPrompt(xmlCtx, HISTORY.slice(0, 2), true, {}, toolSetup(xmlCtx, TOOLS, { kind: 'none' }, true));
+  const none = await chatPrompt(xmlCtx, HISTORY.slice(0, 2), true, {}, toolSetup(xmlCtx, TOOLS, { kind: 'none' }, true));
   assert.ok(!tok.decode(none.ids).includes('# Tools'));
   const tiny = ctxWith(readTinyTemplate(), 'qwen3_5_text');
-  const q = chatPrompt(tiny, HISTORY, false, {}, toolSetup(tiny, TOOLS, { kind: 'auto' }, true));
+  const q = await chatPrompt(tiny, HISTORY, false, {}, toolSetup(tiny, TOOLS, { kind: 'auto' }, true));
   assert.equal(tok.decode(q.ids), renderChat(readTinyTemplate(), inlineTools(HISTORY, TOOLS, 'xml'), { addGenerationPrompt: true, enableThinking: false }));
   assert.ok(!q.thinking);
 });

@@ -9,10 +9,11 @@
 //           and ssm [ssmSize] f32, then hidden [H] f32.
 // `identity` names the model and everything that changes its numerics (the caller hashes
 // it); a file whose identity, version, geometry, length or checksum differs is rejected
-// whole and nothing is loaded. Writes go to a temporary file renamed into place, so a
-// crash mid-write leaves the previous file.
+// whole and nothing is loaded. A save is planned here (planStore) and streamed to disk by
+// store-writer.ts: a temporary file, fsynced and renamed into place, so a crash or a full
+// disk mid-write leaves the previous file.
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KvPool } from './kv-pool.js';
 import type { RadixCache } from './radix-cache.js';
@@ -66,10 +67,26 @@ function geometry(kv: KvPool, state: StatePool, hidden: number): Geometry {
 const pageFloats = (g: Geometry): number => 2 * (g.kvLayers + g.mtpLayers) * g.pageSize * g.kvDim;
 const entryFloats = (g: Geometry): number => g.numLinear * (g.convSize + g.ssmSize) + g.hidden;
 
-/** Write the cache's snapshots, most recently used first while they fit in `maxBytes`
- * (LRU bound), to DIR/prefix-cache.bin. */
-export function saveStore(dir: string, identity: string, cache: RadixCache, kv: KvPool, state: StatePool, hidden: number,
-  maxBytes: number): StoreResult {
+/** A save, planned: the file's head (magic, version, header JSON whose bodySha256 is a
+ * placeholder of 64 characters at byte `digestAt`), the checksum's prefix (the entries as
+ * JSON) and the body as views into the pools, in file order. The views are valid while the
+ * cache evicts nothing (evicted pages and slots are reused): copy them before that. */
+export interface StorePlan {
+  readonly file: string;
+  readonly head: Buffer;
+  readonly digestAt: number;
+  readonly hashPrefix: string;
+  readonly bodyBytes: number;
+  readonly snapshots: number;
+  pieces(): Generator<Float32Array>;
+}
+
+const DIGEST_PLACEHOLDER = '0'.repeat(64);
+
+/** Plan writing the cache's snapshots, most recently used first while they fit in
+ * `maxBytes` (LRU bound), to DIR/prefix-cache.bin. Copies nothing. */
+export function planStore(dir: string, identity: string, cache: RadixCache, kv: KvPool, state: StatePool, hidden: number,
+  maxBytes: number): StorePlan {
   const g = geometry(kv, state, hidden);
   const pageBytes = pageFloats(g) * 4;
   const entryBytes = entryFloats(g) * 4;
@@ -85,53 +102,44 @@ export function saveStore(dir: string, identity: string, cache: RadixCache, kv: 
     chosen.push({ entry: { tokens: s.tokens, pages: s.pages.map((p) => pageIndex.get(p)!), chunkedTo: s.snap.chunkedTo }, slot: s.snap.slot, hidden: s.snap.hidden });
   }
   chosen.reverse(); // least recently used first: loading in file order restores the LRU order
-  const body = new Float32Array(pageIndex.size * pageFloats(g) + chosen.length * entryFloats(g));
-  let at = 0;
-  const rows = g.pageSize * g.kvDim;
-  for (const page of pageIndex.keys()) {
-    for (const l of [...kv.layers, ...kv.mtpLayers]) {
-      body.set(l.k.subarray(page * rows, (page + 1) * rows), at);
-      body.set(l.v.subarray(page * rows, (page + 1) * rows), at + rows);
-      at += 2 * rows;
-    }
-  }
-  for (const c of chosen) {
-    for (const v of state.view(c.slot)) {
-      body.set(v.conv, at);
-      body.set(v.ssm, at + g.convSize);
-      at += g.convSize + g.ssmSize;
-    }
-    body.set(c.hidden, at);
-    at += g.hidden;
-  }
-  const bodyBuf = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const pages = [...pageIndex.keys()];
   const entries = chosen.map((c) => c.entry);
+  const bodyBytes = 4 * (pages.length * pageFloats(g) + chosen.length * entryFloats(g));
   const header: Header = {
-    ...g, identity, pages: pageIndex.size, entries, bodyBytes: bodyBuf.length, bodySha256: checksum(entries, bodyBuf),
+    ...g, identity, pages: pages.length, entries, bodyBytes, bodySha256: DIGEST_PLACEHOLDER,
   };
   // padded with spaces to a multiple of 4 bytes: the body then loads as a Float32Array view
   const json = Buffer.from(JSON.stringify(header), 'utf8');
-  const headerBuf = Buffer.alloc(Math.ceil(json.length / 4) * 4, ' ');
-  json.copy(headerBuf);
-  const head = Buffer.alloc(16);
+  const head = Buffer.alloc(16 + Math.ceil(json.length / 4) * 4, ' ');
   head.write(MAGIC, 0, 'latin1');
   head.writeUInt32LE(STORE_VERSION, 8);
-  head.writeUInt32LE(headerBuf.length, 12);
-  const file = join(dir, STORE_FILE);
-  const tmp = `${file}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w');
-  try {
-    for (const b of [head, headerBuf, bodyBuf]) writeSync(fd, b);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, file);
-  return { snapshots: chosen.length, bytes: head.length + headerBuf.length + bodyBuf.length };
+  head.writeUInt32LE(head.length - 16, 12);
+  json.copy(head, 16);
+  const rows = g.pageSize * g.kvDim;
+  return {
+    file: join(dir, STORE_FILE), head, digestAt: head.indexOf(`"bodySha256":"${DIGEST_PLACEHOLDER}"`) + '"bodySha256":"'.length,
+    hashPrefix: JSON.stringify(entries), bodyBytes, snapshots: chosen.length,
+    *pieces() {
+      for (const page of pages) {
+        for (const l of [...kv.layers, ...kv.mtpLayers]) {
+          yield l.k.subarray(page * rows, (page + 1) * rows);
+          yield l.v.subarray(page * rows, (page + 1) * rows);
+        }
+      }
+      for (const c of chosen) {
+        for (const v of state.view(c.slot)) {
+          yield v.conv;
+          yield v.ssm;
+        }
+        yield c.hidden;
+      }
+    },
+  };
 }
 
 /** sha256 over the entries (as JSON) and the body: a flipped bit anywhere but the
- * geometry fields (checked on their own) is caught. */
+ * geometry fields (checked on their own) is caught. (A save computes the same digest as
+ * it streams: StorePlan.hashPrefix, then the body.) */
 function checksum(entries: readonly Entry[], body: Buffer): string {
   return createHash('sha256').update(JSON.stringify(entries)).update(body).digest('hex');
 }

@@ -1,4 +1,4 @@
-// Prefix cache for hybrid models (DESIGN.md §5): a radix tree over token ids whose
+// Prefix cache for hybrid models (docs/ARCHITECTURE.md "Prefix cache"): a radix tree over token ids whose
 // nodes own KV pages (ref-counted, shared with requests) and optional recurrent-state
 // snapshots. The Gated DeltaNet state cannot be rebuilt from KV, so a match is usable
 // only up to the deepest snapshot.

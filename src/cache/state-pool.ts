@@ -1,4 +1,4 @@
-// Recurrent-state pool (DESIGN.md §3): per slot and Gated DeltaNet layer a conv window
+// Recurrent-state pool (docs/ARCHITECTURE.md "Recurrent state"): per slot and Gated DeltaNet layer a conv window
 // and an fp32 SSM state; plus verify scratch indexed by BATCH ROW (never by slot), with
 // a private region for every row of the batch capacity.
 // Invariants: slot 0 is never allocated (it is the sink for dummy writes); the free

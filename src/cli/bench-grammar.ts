@@ -26,6 +26,28 @@ const DOCS = [
   '{"name":"A very long name that keeps going for a while to exercise the string state of the matcher over many tokens","age":7,"active":false,"tags":["a","b"],"address":{"city":"Oslo","zip":"0150"}}',
 ];
 
+/** A schema of the wider language: formats, patterns, ranges, anyOf with siblings, pattern keys. */
+const RICH = {
+  type: 'object', additionalProperties: false, required: ['id', 'email', 'created', 'rating', 'kind'],
+  properties: {
+    id: { type: 'string', pattern: '^[A-Z]{3}-[0-9]{4,6}$' }, email: { type: 'string', format: 'email' },
+    created: { type: 'string', format: 'date-time' }, rating: { type: 'integer', minimum: 1, maximum: 5 },
+    price: { type: 'number', exclusiveMinimum: 0, maximum: 10000 }, site: { type: 'string', format: 'uri' },
+    kind: { anyOf: [{ const: 'person' }, { const: 'org' }], maxLength: 6 },
+    meta: { type: 'object', patternProperties: { '^x-[a-z]+$': { type: 'string', maxLength: 32 } }, additionalProperties: false },
+  },
+};
+const RICH_DOCS = [
+  '{"kind":"person","id":"ABC-12345","email":"ada.lovelace@example.org","created":"2024-02-29T12:30:00.5+01:00","rating":5,"price":129.99,"site":"https://example.org/ada?x=1","meta":{"x-team":"engines","x-note":"first programmer"}}',
+  '{"id":"ZZZ-0001","email":"o@x.io","created":"1999-12-31T23:59:60Z","rating":1,"kind":"org"}',
+];
+/** Typical schemas for the compile time: the two above, a recursive one, a wide one. */
+const COMPILE_SET: Record<string, unknown> = {
+  plain: SCHEMA, rich: RICH,
+  recursive: { $defs: { node: { type: 'object', properties: { name: { type: 'string' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['name'] } }, $ref: '#/$defs/node' },
+  wide: { type: 'object', properties: Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`field_${i}`, i % 3 === 0 ? { type: 'string', format: 'date' } : i % 3 === 1 ? { type: 'integer', minimum: i } : { enum: ['a', 'b', i] }])), required: ['field_0', 'field_1'] },
+};
+
 /** Characters beyond ASCII that real vocabularies spell as whole tokens. */
 const EXTRA = 'éèàöüäñçøåßœ’“”—–…€中文字日本語한국어русскийالعربية'.split('');
 
@@ -106,8 +128,22 @@ export function runGrammarBench(modelDir: string | undefined, vocabSize: number 
     if (!index.has(k)) index.set(k, id);
     maxLen = Math.max(maxLen, b.length);
   });
-  const docs = DOCS.map((d) => tokenize(d, index, maxLen));
-  const start: State = [val(compileSchema(SCHEMA), null)];
+  const compileMs: Record<string, number> = {};
+  for (const [name, schema] of Object.entries(COMPILE_SET)) {
+    const t = performance.now();
+    compileSchema(schema);
+    compileMs[name] = +(performance.now() - t).toFixed(2);
+  }
+  return {
+    mode: 'grammar', vocab: all.length, walkable_tokens: v.sorted.length, vocab_build_ms: +buildMs.toFixed(1), compile_ms_first: compileMs,
+    plain: maskTimes(v, SCHEMA, DOCS.map((d) => tokenize(d, index, maxLen))),
+    rich: maskTimes(v, RICH, RICH_DOCS.map((d) => tokenize(d, index, maxLen))),
+  };
+}
+
+/** Per-token mask times of a schema's documents: cold, warm and uncached (see the top). */
+function maskTimes(v: TokenVocab, schema: unknown, docs: number[][]): Record<string, unknown> {
+  const start: State = [val(compileSchema(schema), null)];
   const cache = new MaskCache();
   const cold = timeMasks(v, start, docs, cache);
   const warm = timeMasks(v, start, docs, cache);
@@ -119,9 +155,5 @@ export function runGrammarBench(modelDir: string | undefined, vocabSize: number 
     computeMask(v, s);
     uncached.push(performance.now() - t);
   }
-  return {
-    mode: 'grammar', vocab: all.length, walkable_tokens: v.sorted.length, vocab_build_ms: +buildMs.toFixed(1),
-    tokens: docs.reduce((n, d) => n + d.length, 0),
-    mask_ms_cold: stats(cold), mask_ms_warm: stats(warm), mask_ms_uncached: stats(uncached),
-  };
+  return { tokens: docs.reduce((n, d) => n + d.length, 0), mask_ms_cold: stats(cold), mask_ms_warm: stats(warm), mask_ms_uncached: stats(uncached) };
 }

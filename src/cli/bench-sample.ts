@@ -8,9 +8,10 @@
 // On a busy machine the most robust figure is `step_overhead_pct`: inside the sampled run,
 // every step also times the greedy pick on the same logits, so each step gives
 // (sample pick − greedy pick) / (forward + greedy pick) measured within milliseconds.
-import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
-import { Workspace } from '../model/layers.js';
-import { allocSequenceMemory, type Model, type SequenceMemory } from '../model/model.js';
+import { forwardHidden, lmHeadInto, readNow, type SeqInput } from '../model/forward.js';
+import { StepArena } from '../model/arena.js';
+import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
+import type { Tensor } from '../kernels/types.js';
 import { BatchSampler, type SampleJob } from '../engine/sample-batch.js';
 import { REQUEST_PARAMS, validateSampling } from '../engine/request-rules.js';
 import { GREEDY, greedyToken, type SamplingParams, TokenHistory } from '../engine/sampler.js';
@@ -66,16 +67,17 @@ const stats = (xs: readonly number[]): { median: number; min: number; max: numbe
   ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs) });
 
 /** Decode `gen` steps of `batch` streams from the same prompts, feeding back each pick. */
-function decodeRun(model: Model, ws: Workspace, sampler: BatchSampler, prompts: number[][], gen: number,
+function decodeRun(model: AnyModel, ws: StepArena<Tensor, Tensor>, sampler: BatchSampler, prompts: number[][], gen: number,
   s: SampleBenchSettings, seed: number): DecodeRun {
   const vocab = model.config.vocabSize;
   const batch = prompts.length;
-  const mems: SequenceMemory[] = prompts.map((p) => allocSequenceMemory(model, p.length + gen + 2));
-  const seqs = (tokens: number[][], start: number[], chunked: boolean): SeqInput[] =>
+  const mems: SequenceMemory<Tensor>[] = prompts.map((p) => allocSequenceMemory(model, p.length + gen + 2));
+  const seqs = (tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] =>
     mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
   const fw0 = forwardHidden(model, ws, seqs(prompts, prompts.map(() => 0), true));
-  const logits = ws.buf('bench.logits', batch * vocab);
-  lmHead(model, ws, fw0.hidden, fw0.offsets.map((o, i) => o + prompts[i]!.length - 1), logits);
+  const logitsT = ws.logits.rows(batch);
+  lmHeadInto(model, ws, fw0.hidden, fw0.offsets.map((o, i) => o + prompts[i]!.length - 1), logitsT);
+  let logits = readNow(model, logitsT, batch * vocab); // the step's read-back (CPU: a view)
   const hist = prompts.map((p) => new TokenHistory(p));
   const rngs = prompts.map((_, i) => new Rng(seed + i));
   const row = (i: number): Float32Array => logits.subarray(i * vocab, (i + 1) * vocab);
@@ -99,7 +101,8 @@ function decodeRun(model: Model, ws: Workspace, sampler: BatchSampler, prompts: 
     next.forEach((t, i) => hist[i]!.push(t));
     const f0 = performance.now();
     const fw = forwardHidden(model, ws, seqs(next.map((t) => [t]), prompts.map(() => pos), false));
-    lmHead(model, ws, fw.hidden, next.map((_, i) => i), logits);
+    lmHeadInto(model, ws, fw.hidden, next.map((_, i) => i), logitsT);
+    logits = readNow(model, logitsT, batch * vocab);
     const fwdMs = performance.now() - f0;
     if (s.sampling !== GREEDY) stepOverheads.push((p1 - p0 - g) / (fwdMs + g));
     pos++;
@@ -109,9 +112,9 @@ function decodeRun(model: Model, ws: Workspace, sampler: BatchSampler, prompts: 
 }
 
 /** The sampled-vs-greedy decode report (one JSON object). */
-export function benchSampling(model: Model, batch: number, promptTokens: number, gen: number, repeat: number,
+export function benchSampling(model: AnyModel, batch: number, promptTokens: number, gen: number, repeat: number,
   s: SampleBenchSettings, argmax: (row: Float32Array, n: number) => number): Record<string, unknown> {
-  const ws = new Workspace(model.kernels);
+  const ws = new StepArena(model);
   const sampler = new BatchSampler(model.kernels, argmax);
   const rng = new Rng(7);
   const vocab = model.config.vocabSize;

@@ -3,11 +3,10 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels } from '../kernels/index.js';
-import type { Kernels, Weight } from '../kernels/types.js';
-import { storedBytes } from '../kernels/weight-view.js';
-import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
-import { Workspace } from '../model/layers.js';
-import { allocSequenceMemory, loadModel, type Model, type SequenceMemory } from '../model/model.js';
+import type { AnyKernels, Tensor, Weight } from '../kernels/types.js';
+import { forwardHidden, lmHead, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { StepArena } from '../model/arena.js';
+import { type AnyModel, allocSequenceMemory, loadModel, type SequenceMemory } from '../model/model.js';
 import type { ModelWeights, MlpWeights } from '../model/weights.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
@@ -57,8 +56,8 @@ function weightsPerToken(w: ModelWeights, size: Size): number {
 }
 
 /** Bytes of weights one decode step reads for one token, as the backend stores them. */
-export function weightBytesPerToken(w: ModelWeights): number {
-  return weightsPerToken(w, storedBytes);
+export function weightBytesPerToken(w: ModelWeights, kernels: Pick<AnyKernels, 'storedWeightBytes'>): number {
+  return weightsPerToken(w, (x) => kernels.storedWeightBytes(x));
 }
 
 /** Weight elements one decode step reads for one token (same walk as weightBytesPerToken). */
@@ -83,12 +82,12 @@ function median(xs: number[]): number {
 
 interface Run { tokens: number; ms: number; steps: number }
 
-function seqs(mems: SequenceMemory[], tokens: number[][], start: number[], chunked: boolean): SeqInput[] {
+function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
 }
 
-function benchOnce(model: Model, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng): Run {
-  const ws = new Workspace(model.kernels);
+function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng): Run {
+  const ws = new StepArena(model);
   const vocab = model.config.vocabSize;
   const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
   const steps = mode === 'prefill' ? 1 : gen;
@@ -102,22 +101,22 @@ function benchOnce(model: Model, mode: string, batch: number, prompt: number, ge
     return { tokens: batch * prompt, ms: performance.now() - t0, steps: 1 };
   }
   forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
-  const logits = ws.buf('bench.logits', batch * per * vocab);
+  const logits = ws.logits.rows(batch * per);
   let pos = prompt;
   const t0 = performance.now();
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
     const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
-    lmHead(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
+    lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
     pos += per;
   }
   return { tokens: batch * steps * per, ms: performance.now() - t0, steps };
 }
 
-async function probe(kernels: Kernels): Promise<number | null> {
+async function probe(kernels: AnyKernels): Promise<number | null> {
   if (kernels.name !== 'wasm') return null;
   const wasmModule = '../kernels/wasm/index.js';
-  const mod = (await import(wasmModule)) as { probeBandwidth(k: Kernels): number };
+  const mod = (await import(wasmModule)) as { probeBandwidth(k: AnyKernels): number };
   return mod.probeBandwidth(kernels);
 }
 
@@ -150,7 +149,7 @@ export async function runBench(argv: string[]): Promise<void> {
     const quantize = str(values, 'quantize');
     const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
     if (sample) {
-      const slot = kernels.allocI32(1);
+      const slot = new Int32Array(1);
       const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
       process.stdout.write(JSON.stringify(benchSampling(model, batch, prompt, gen, repeat, sample, argmax)) + '\n');
       return;
@@ -175,11 +174,11 @@ export async function runBench(argv: string[]): Promise<void> {
   }
 }
 
-function report(model: Model, kernels: Kernels, mode: string, batch: number, prompt: number, verify: number, runs: Run[],
+function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: number, prompt: number, verify: number, runs: Run[],
   bandwidth: number | null): Record<string, unknown> {
   const tokS = runs.map((r) => (r.tokens * 1000) / r.ms);
   const msStep = runs.map((r) => r.ms / r.steps);
-  const perToken = weightBytesPerToken(model.weights);
+  const perToken = weightBytesPerToken(model.weights, model.kernels);
   const stepMs = median(msStep);
   // a decode/verify step reads every weight once, whatever the batch
   const achieved = mode === 'prefill' ? null : perToken / (stepMs * 1e6);

@@ -8,6 +8,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
 import { type ArgValues, int, str } from './args.js';
 import { parseQuantizeMode } from '../model/quantize-load.js';
+import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
 
 /** The built-in default model, shipped in the repository. */
 export const DEFAULT_MODEL = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..', 'models', 'tiny-think');
@@ -83,9 +84,17 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
     ...(int(v, 'cache-state-slots', 0) !== undefined ? { cacheStateSlots: int(v, 'cache-state-slots', 0)! } : {}),
     ...(str(v, 'memory-budget') !== undefined ? { memoryBudget: str(v, 'memory-budget')! } : {}),
-    ...(str(v, 'prefix-cache-dir') !== undefined ? { prefixCacheDir: resolve(str(v, 'prefix-cache-dir')!) } : {}),
+    ...(str(v, 'prefix-cache-dir') !== undefined ? { prefixCacheDir: prefixCacheDirArg(str(v, 'prefix-cache-dir')!) } : {}),
     ...(int(v, 'prefix-cache-disk-bytes', 0) !== undefined ? { prefixCacheDiskBytes: int(v, 'prefix-cache-disk-bytes', 0)! } : {}),
   };
+}
+
+/** The directory made absolute, created and proven writable now: an unusable one fails
+ * at start, before the model loads. */
+function prefixCacheDirArg(dir: string): string {
+  const abs = resolve(dir);
+  checkPrefixCacheDir(abs);
+  return abs;
 }
 
 /** A local path (made absolute), or a hub reference `org/name[@rev][:QUANT]` kept as is. */

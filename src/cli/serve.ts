@@ -8,10 +8,24 @@ import { formatPlan } from '../engine/memory-plan.js';
 import { isHubReference } from '../hub/resolve.js';
 import { originProblem } from '../server/cors.js';
 import { startServer } from '../server/http.js';
+import { LIMIT_FLAGS, type RequestLimits, resolveLimits } from '../server/limits.js';
 import { DeltaserveError } from '../util/errors.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
 import { type ArgValues, int, num, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
+
+const LIMIT_HELP_TEXT: Readonly<Record<keyof RequestLimits, string>> = {
+  promptChars: '413 for prompt text (messages, prompt, input, system, instructions) longer than N characters',
+  messages: '400 for more than N messages (or Responses input items)',
+  tools: '400 for more than N tools',
+  toolsBytes: '413 for a tools array larger than N bytes of JSON',
+  schemaBytes: '413 for a JSON schema (response format, tool parameters) larger than N bytes',
+  enumValues: '400 for a schema enum of more than N values',
+  jsonDepth: '400 for request JSON nested deeper than N arrays/objects (at most 1000)',
+  prepareMs: '413 when rendering and tokenizing a prompt takes longer than N ms',
+};
+const LIMITS_HELP = Object.entries(LIMIT_FLAGS).map(([k, v]) =>
+  `  --${`${v.flag} N`.padEnd(24)}${LIMIT_HELP_TEXT[k as keyof RequestLimits]} (default ${v.def})`).join('\n');
 
 export const SERVE_HELP = `deltaserve serve [options]
   --host HOST               interface to bind (default 127.0.0.1)
@@ -34,8 +48,9 @@ export const SERVE_HELP = `deltaserve serve [options]
   --log-level LEVEL         ${LOG_LEVELS.join('|')} (default info): one line per request, errors, shutdown
   --log-format json|pretty  log lines on stderr (default: json unless stderr is a terminal)
   --log-prompts             include prompts in the request log lines (default: never)
-  --lenient                 ignore request fields the server does not implement
-                            (default: a 400 naming the field)
+  --lenient                 ignore request fields the server does not implement, and
+                            JSON Schema assertions the grammar cannot enforce
+                            (default: a 400 naming the field or keyword)
   --responses-ttl SECONDS   /v1/responses store: keep stored responses this long (default 86400)
   --responses-store-bytes N /v1/responses store: at most N bytes of responses, least recently
                             used dropped first (default 67108864); kept on disk in
@@ -43,6 +58,12 @@ export const SERVE_HELP = `deltaserve serve [options]
   --responses-key KEY       passphrase of the key sealing reasoning.encrypted_content
                             (default: a key made once and kept in <--prefix-cache-dir>, else a
                             new key per process: blobs do not survive a restart)
+  --request-timeout-ms N    a client must send a request's headers and body within N ms,
+                            else 408 and the connection closes (default 60000; 0 = no limit)
+  --keep-alive-timeout-ms N close keep-alive connections idle for N ms (default 65000)
+  --prepare-workers N       worker threads rendering chat templates and tokenizing prompts
+                            off the event loop (default 2; 0 = on the event loop)
+${LIMITS_HELP}
 ${ENGINE_FLAGS_HELP}`;
 
 function hubName(model: string | undefined): string | undefined {
@@ -60,13 +81,26 @@ export async function runServe(argv: string[]): Promise<void> {
       'log-prompts': { type: 'boolean' },
       lenient: { type: 'boolean' }, 'responses-ttl': { type: 'string' }, 'responses-store-bytes': { type: 'string' },
       'responses-key': { type: 'string' }, 'no-webui': { type: 'boolean' },
+      'request-timeout-ms': { type: 'string' }, 'keep-alive-timeout-ms': { type: 'string' },
+      'prepare-workers': { type: 'string' },
+      ...Object.fromEntries(Object.values(LIMIT_FLAGS).map((v) => [v.flag, { type: 'string' as const }])),
     },
   });
   const log = loggerOf(values);
   const origins = allowedOrigins(values);
   const port = int(values, 'port', 0);
   if (port !== undefined && port > 65535) throw new DeltaserveError('bad_request', `--port must be at most 65535 (got ${port})`);
-  const apiKey = str(values, 'api-key') ?? process.env['DELTASERVE_API_KEY'];
+  const keyFlag = str(values, 'api-key');
+  if (keyFlag !== undefined && keyFlag.trim() === '') {
+    throw new DeltaserveError('bad_request', '--api-key is empty: give a key, or leave the flag out to serve without authentication');
+  }
+  // an empty DELTASERVE_API_KEY (compose passes "${DELTASERVE_API_KEY:-}") means none
+  const apiKey = keyFlag ?? (process.env['DELTASERVE_API_KEY'] || undefined);
+  const limits = limitFlags(values);
+  resolveLimits(limits); // range errors before the model loads
+  const requestTimeout = int(values, 'request-timeout-ms', 0);
+  const keepAlive = int(values, 'keep-alive-timeout-ms', 1);
+  const prepareWorkers = int(values, 'prepare-workers', 0);
   // a model by name is served under that name (not its snapshot directory's)
   const served = str(values, 'served-model-name') ?? hubName(str(values, 'model'));
   const maxQueue = int(values, 'max-queue', 0);
@@ -89,11 +123,14 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(grace !== undefined ? { shutdownGraceMs: grace } : {}),
       ...(origins ? { allowedOrigins: origins } : {}),
       metricsNoAuth: values['metrics-no-auth'] === true, logger: log, logPrompts: values['log-prompts'] === true,
-      ...(values.lenient ? { lenient: true } : {}),
+      ...(values.lenient ? { lenient: true } : {}), limits,
       ...(responsesTtl !== undefined ? { responsesTtl } : {}), ...(responsesBytes !== undefined ? { responsesMaxBytes: responsesBytes } : {}),
       ...(responsesKey !== undefined ? { responsesKey } : {}),
       ...(opts.prefixCacheDir !== undefined ? { responsesDir: join(opts.prefixCacheDir, 'responses') } : {}),
       webui: values['no-webui'] !== true,
+      ...(requestTimeout !== undefined ? { requestTimeoutMs: requestTimeout } : {}),
+      ...(keepAlive !== undefined ? { keepAliveTimeoutMs: keepAlive } : {}),
+      ...(prepareWorkers !== undefined ? { prepareWorkers } : {}),
     });
   } catch (e) {
     await engine.close();
@@ -131,6 +168,16 @@ export async function runServe(argv: string[]): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+/** The request-limit flags given (checked again, with their ranges, by the server). */
+function limitFlags(v: ArgValues): Partial<RequestLimits> {
+  const out: Partial<Record<keyof RequestLimits, number>> = {};
+  for (const [k, spec] of Object.entries(LIMIT_FLAGS)) {
+    const n = int(v, spec.flag, 1);
+    if (n !== undefined) out[k as keyof RequestLimits] = n;
+  }
+  return out;
 }
 
 function loggerOf(v: ArgValues): Logger {

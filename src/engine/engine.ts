@@ -4,12 +4,12 @@
 import { KvPool } from '../cache/kv-pool.js';
 import { StatePool } from '../cache/state-pool.js';
 import { createKernels, type KernelsChoice } from '../kernels/index.js';
-import type { Kernels } from '../kernels/types.js';
-import { loadModel, type Model } from '../model/model.js';
+import type { AnyKernels, Tensor } from '../kernels/types.js';
+import { type AnyModel, loadModel } from '../model/model.js';
 import type { QuantizeMode } from '../model/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
-import { Runner } from './runner.js';
+import { Runner, type StepResult } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { type Admission, estimateStart, type NewRequest } from './admission.js';
 import { type GenerateEvent, Request } from './request.js';
@@ -20,12 +20,13 @@ import { sampleStep } from './step-sampling.js';
 import { adjustStepLogits } from './logits-adjust.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
-import type { BatchRow } from './batch.js';
+import type { Batch, BatchRow } from './batch.js';
 import { acceptDrafts } from './spec/accept.js';
 import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
+import type { FileIo } from '../cache/store-io.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import type { EngineTestHooks } from './test-hooks.js';
@@ -63,6 +64,9 @@ export interface EngineOptions {
   readonly prefixCacheDiskBytes?: number;
   /** Minimum time between periodic saves (default 60000; 0 = only at close). */
   readonly prefixCacheSaveMs?: number;
+  /** Test hook: the prefix cache is saved on the engine's thread through this file system
+   * (to inject short writes and failures) instead of a writer thread. */
+  readonly prefixCacheIo?: FileIo;
   /** At the end of a generation, snapshot the conversation (prompt + output) so the next
    * turn that includes the answer hits: an internal prefill of the generated tokens in
    * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
@@ -108,6 +112,8 @@ export class Engine {
   private wake: (() => void) | null = null;
   private closed = false;
   private loopDone: Promise<void>;
+  /** The step awaiting its read-back (asynchronous backends only). */
+  private inFlight: Promise<void> | null = null;
   readonly maxContext: number;
   /** MTP draft tokens per verify round at most (0 = speculation off). */
   get specTokens(): number {
@@ -125,7 +131,7 @@ export class Engine {
   private readonly verifyProbs: Float64Array[] = [];
 
   private constructor(
-    readonly model: Model,
+    readonly model: AnyModel,
     readonly tokenizer: TextTokenizer,
     readonly kv: KvPool,
     readonly state: StatePool,
@@ -161,6 +167,7 @@ export class Engine {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
         dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 2 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
+        ...(opts.prefixCacheIo ? { io: opts.prefixCacheIo } : {}), onSaveEnd: () => this.wake?.(),
       }, log);
       this.persist.load();
     }
@@ -182,15 +189,16 @@ export class Engine {
       // so they may span several WebAssembly memories
       const kv = new KvPool({
         numPages: plan.kvPages, pageSize, kvDim: model.layout.kvDim,
-        numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => kernels.alloc(n),
+        numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => hostTensor(kernels, n),
       });
       const state = new StatePool({
         slots: plan.maxRunning + plan.cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
         ssmSize: model.layout.ssmSize, batchCapacity: plan.scratchRows, maxSteps: k > 0 ? k + 1 : 0,
-        alloc: (n) => kernels.alloc(n),
+        alloc: (n) => hostTensor(kernels, n),
       });
+      // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       const engine = new Engine(model, tokenizer, kv, state,
-        { ...opts, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks);
+        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks);
       engine.memoryPlan = plan;
       return engine;
     } catch (e) {
@@ -262,11 +270,12 @@ export class Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     for (const r of [...this.scheduler.running, ...this.scheduler.waiting]) r.aborted = true;
-    this.step(); // reaps the aborted requests
+    const reaping = this.runStep(); // reaps the aborted requests
+    if (reaping) await reaping;
     this.closed = true;
     this.wake?.();
     await this.loopDone;
-    this.persist?.save();
+    await this.persist?.close();
     this.model.kernels.dispose();
   }
 
@@ -295,14 +304,27 @@ export class Engine {
         this.wake = null;
         continue;
       }
-      this.step();
+      const pending = this.runStep();
+      if (pending) await pending;
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
+  /** Steps one at a time: a step awaiting its read-back (asynchronous backends) finishes
+   * before the next starts. Synchronous backends never get a promise here. */
+  private runStep(): void | Promise<void> {
+    if (this.inFlight) return this.inFlight.then(() => this.runStep());
+    const pending = this.step();
+    if (!pending) return;
+    this.inFlight = pending.finally(() => {
+      this.inFlight = null;
+    });
+    return this.inFlight;
+  }
+
   /** One scheduling step: reap aborts, run one batch, sample or accept drafts, emit,
    * finish, then extend the MTP head and draft for the next step. */
-  private step(): void {
+  private step(): void | Promise<void> {
     for (const r of this.scheduler.reapAborted()) this.emitDone(r, 'abort');
     this.testPreempt();
     const batch = this.scheduler.schedule();
@@ -312,6 +334,13 @@ export class Engine {
     const rows = batch.rows.slice(0, batch.nReal);
     const result = this.guarded(rows.map((r) => r.req!), () => this.runner.run(batch));
     if (!result) return;
+    // a backend with an asynchronous read-back: the one await of the step
+    if (result instanceof Promise) return result.then((r) => this.afterRun(batch, rows, r, t0), (e: unknown) => this.fail(rows.map((r) => r.req!), e));
+    return this.afterRun(batch, rows, result, t0);
+  }
+
+  /** The host half of a step: sample or accept drafts, emit, finish, snapshot, draft. */
+  private afterRun(batch: Batch, rows: readonly BatchRow[], result: StepResult, t0: number): void | Promise<void> {
     const h = this.model.config.hiddenSize;
     const extend: ExtendInput[] = [];
     let generated = 0;
@@ -325,7 +354,7 @@ export class Engine {
       const logits = result.logits[i]!;
       const before = req.tokens.length;
       const off = result.offsets[i]!;
-      const rowHidden = (step: number): Float32Array => result.hidden.subarray((off + step) * h, (off + step + 1) * h);
+      const rowHidden = (step: number): Float32Array => result.hostHidden.subarray((off + step) * h, (off + step + 1) * h);
       let committed = row.n;
       // the page table as of this step (finishing clears req.pages, see below)
       const pages = req.pages;
@@ -351,14 +380,18 @@ export class Engine {
       // step: the rows [start, computed) live in pages the snapshot keeps, and a hit reads them.
       const extendFinished = snapshotted && req.status === 'finished' && !req.aborted && committed > 0;
       if (this.drafter && (req.status === 'running' || extendFinished)) {
-        extend.push({ ...this.extendInput(req, row.start, committed, result.hidden.subarray(off * h, (off + committed) * h)), pages });
+        extend.push({ ...this.extendInput(req, row.start, committed, result.hidden, off), pages });
       }
     });
     const observedK = this.draftedK;
-    this.draft(extend);
-    const ms = performance.now() - t0;
-    if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
-    this.metrics.stepDone(batch, generated, ms);
+    const finish = (): void => {
+      const ms = performance.now() - t0;
+      if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, observedK, generated, ms);
+      this.metrics.stepDone(batch, generated, ms);
+    };
+    const drafting = this.draft(extend);
+    if (drafting) return drafting.then(finish);
+    finish();
   }
 
   /** Test hook preemptIf: preempt the running requests it picks. */
@@ -371,15 +404,12 @@ export class Engine {
   /** MTP positions to (re)compute after a step; the first chunk after a prefix hit also
    * recomputes position hit−1 from the snapshot's hidden (its MTP KV depends on the token
    * after the cached prefix). */
-  private extendInput(req: Request, start: number, n: number, hidden: Float32Array): ExtendInput {
+  private extendInput(req: Request, start: number, n: number, hidden: Tensor, hiddenRow: number): ExtendInput {
     const hit = req.hitHidden;
-    if (!hit || start === 0) return { req, start, n, hidden, drafts: 0 };
+    if (!hit || start === 0) return { req, start, n, hidden, hiddenRow, drafts: 0 };
     req.hitHidden = null;
-    const h = hit.length;
-    const joined = new Float32Array((n + 1) * h);
-    joined.set(hit);
-    joined.set(hidden.subarray(0, n * h), h);
-    return { req, start: start - 1, n: n + 1, hidden: joined, drafts: 0 };
+    // the snapshot's hidden (host) is the first row, then the step's rows
+    return { req, start: start - 1, n: n + 1, hidden, hiddenRow, hiddenFirst: hit, drafts: 0 };
   }
 
   /** Run `fn`; if it throws, fail `reqs` (and only them) with the error. */
@@ -387,13 +417,18 @@ export class Engine {
     try {
       return fn();
     } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      for (const r of reqs) {
-        if (r.status === 'finished') continue;
-        this.scheduler.finish(r);
-        this.emitDone(r, 'error', msg);
-      }
+      this.fail(reqs, e);
       return null;
+    }
+  }
+
+  /** Finish `reqs` (and only them) with error `e`. */
+  private fail(reqs: readonly Request[], e: unknown): void {
+    const msg = e instanceof Error ? e.message : String(e);
+    for (const r of reqs) {
+      if (r.status === 'finished') continue;
+      this.scheduler.finish(r);
+      this.emitDone(r, 'error', msg);
     }
   }
 
@@ -444,7 +479,7 @@ export class Engine {
   }
 
   /** MTP extend over what each request committed, then drafts for its next verify. */
-  private draft(extend: ExtendInput[]): void {
+  private draft(extend: ExtendInput[]): void | Promise<void> {
     if (!this.drafter || extend.length === 0) return;
     const decoding = extend.filter((e) => !e.req.prefilling).length;
     const k = this.policy.choose(decoding);
@@ -457,9 +492,14 @@ export class Engine {
     // lower the acceptance of later drafts (outputs are lossless either way).
     if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return;
     const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling || e.req.status !== 'running' ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
-    this.guarded(inputs.map((e) => e.req), () => this.drafter!.run(inputs));
-    const override = this.hooks.draftOverride;
-    if (override) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = override(e.req, e.req.drafts).slice(0, e.req.drafts.length);
+    const override = (): void => {
+      const o = this.hooks.draftOverride;
+      if (o) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = o(e.req, e.req.drafts).slice(0, e.req.drafts.length);
+    };
+    const reqs = inputs.map((e) => e.req);
+    const drafting = this.guarded(reqs, () => this.drafter!.run(inputs));
+    if (drafting) return drafting.then(override, (e: unknown) => this.fail(reqs, e));
+    override();
   }
 
   /** Drafts worth proposing: a round emits up to k+1 tokens, never past the limits. */
@@ -514,7 +554,7 @@ export class Engine {
 }
 
 /** Pool sizes for the options (memory-plan.ts), from the memory available now. */
-function planEngineMemory(opts: EngineOptions, model: Model, k: number, pageSize: number): MemoryPlan {
+function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number): MemoryPlan {
   const b = opts.memoryBudget;
   const budget = b === undefined ? undefined : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
   return planMemory(memoryNeeds(model, k), {
@@ -527,9 +567,19 @@ function planEngineMemory(opts: EngineOptions, model: Model, k: number, pageSize
   }, availableMemory());
 }
 
+/** A pool allocation: the pools (cache/) copy state slots and KV rows on the host, so
+ * they need kernel tensors that are host-visible views. */
+function hostTensor(kernels: AnyKernels, n: number): Float32Array {
+  const t = kernels.alloc(n);
+  if (!(t instanceof Float32Array)) {
+    throw new DeltaserveError('bad_config', `kernels ${kernels.name}: the KV and state pools need host-visible tensors on this backend`);
+  }
+  return t;
+}
+
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */
-function kernelArgmax(kernels: Kernels): Argmax {
-  const slot = kernels.allocI32(1);
+function kernelArgmax(kernels: AnyKernels): Argmax {
+  const slot = new Int32Array(1); // host: argmax reads and writes host rows
   return (logits, n) => {
     kernels.argmax(slot, logits, 1, n);
     return slot[0]!;

@@ -1,4 +1,4 @@
-// Memory planning (issue 13): turn a memory budget into pool sizes — KV tokens, state
+// Memory planning: turn a memory budget into pool sizes — KV tokens, state
 // slots for running requests and for prefix-cache snapshots, verify scratch rows — and
 // the context length those sizes allow. Pure arithmetic over byte counts (planMemory),
 // plus the machine probe (availableMemory) and the budget parser (parseMemoryBudget).
@@ -13,7 +13,7 @@
 // - maxContext ≤ min(model max, KV tokens).
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import type { Model } from '../model/model.js';
+import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 
 /** Largest single pool allocation: one wasm memory (4 GiB − 64 KiB) less its 256 MiB
@@ -223,7 +223,7 @@ export function weightBytes(weights: object): number {
 }
 
 /** Per-unit pool sizes of a model (f32 KV and state) with `specTokens` drafts per round. */
-export function memoryNeeds(model: Model, specTokens: number): MemoryNeeds {
+export function memoryNeeds(model: AnyModel, specTokens: number): MemoryNeeds {
   const l = model.layout;
   const kvLayer = 2 * l.kvDim * 4;
   const slotBytes = l.linearLayers.length * (l.convSize + l.ssmSize) * 4;

@@ -2,10 +2,17 @@
 // changed and the engine is idle) and at close. The file is tied to a hash of the model's
 // files and of every engine option that can change numerics (see prefix-store.ts for the
 // format and the checks).
+//
+// A save never stalls the engine: this thread copies the body out of the pools in slices
+// of at most SLICE_MS between engine steps and hands each piece to a writer thread, which
+// hashes and writes it (store-writer.ts). A save whose snapshots are evicted while it is
+// being copied is dropped (the next one starts over); a failed save keeps the old file.
 import { createHash } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { loadStore, saveStore, STORE_VERSION } from '../cache/prefix-store.js';
+import { closeSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { loadStore, planStore, STORE_FILE, STORE_VERSION, type StorePlan } from '../cache/prefix-store.js';
+import { removeStaleTemps, unusableDirReason, type FileIo } from '../cache/store-io.js';
+import { DirectStoreWriter, WorkerStoreWriter, type StoreWriter } from '../cache/store-writer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { PrefixContext } from './prefix.js';
 
@@ -18,6 +25,10 @@ export interface DiskStats {
   readonly bytes: number;
   /** Files found but rejected (mismatched, truncated, corrupt). */
   readonly rejected: number;
+  /** Saves that failed (the previous file was kept). */
+  readonly saveErrors: number;
+  /** Saves dropped because snapshots were evicted while being copied. */
+  readonly savesOutdated: number;
 }
 
 /** Options that never change a snapshot's bits (scheduling, sizes, this;
@@ -25,7 +36,31 @@ export interface DiskStats {
  * Any other option — including ones added later — is part of the identity. */
 const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive',
   'draftVocab', 'stateTrackInterval', 'cacheStateSlots', 'prefixCache', 'prefixCacheDir', 'prefixCacheDiskBytes',
-  'prefixCacheSaveMs', 'log']);
+  'prefixCacheSaveMs', 'prefixCacheIo', 'memoryBudget', 'log']);
+
+/** Longest a save holds the event loop at a time (then it yields to engine steps). */
+const SLICE_MS = 4;
+/** Body bytes per piece handed to the writer. */
+const CHUNK_BYTES = 4 << 20;
+/** Floats copied between two looks at the clock (~0.1 ms). */
+const COPY_STEP = 1 << 16;
+/** Body bytes handed to the writer and not yet written (memory bound of a save). */
+const MAX_IN_FLIGHT = 64 << 20;
+
+/** A usable --prefix-cache-dir, created if missing; anything else is a clear error now
+ * (never a hang, never a failure at the first save). */
+export function checkPrefixCacheDir(dir: string, io?: FileIo): void {
+  const reason = unusableDirReason(dir, io);
+  if (reason !== null) throw new DeltaserveError('bad_config', `--prefix-cache-dir ${dir} cannot be used: ${reason}`);
+}
+
+function readAt(fd: number, buf: Buffer, position: number, path: string): void {
+  for (let done = 0; done < buf.length;) {
+    const n = readSync(fd, buf, done, buf.length - done, position + done);
+    if (n <= 0) throw new DeltaserveError('bad_config', `${path}: unexpected end of file while hashing it for the prefix cache`);
+    done += n;
+  }
+}
 
 /** First and last MiB of a file, with its name and size: cheap, and any regenerated or
  * re-quantized weights change it. */
@@ -34,11 +69,10 @@ function fileIdentity(path: string): string {
   const h = createHash('sha256').update(`${size}:`);
   const fd = openSync(path, 'r');
   try {
-    const n = Math.min(size, 1 << 20);
-    const buf = Buffer.alloc(n);
-    readSync(fd, buf, 0, n, 0);
+    const buf = Buffer.alloc(Math.min(size, 1 << 20));
+    readAt(fd, buf, 0, path);
     h.update(buf);
-    readSync(fd, buf, 0, n, size - n);
+    readAt(fd, buf, size - buf.length, path);
     h.update(buf);
   } finally {
     closeSync(fd);
@@ -46,11 +80,25 @@ function fileIdentity(path: string): string {
   return h.digest('hex');
 }
 
-/** Hash naming the model files and the numerics configuration. */
-export function modelIdentity(modelDir: string, kernels: string, mtp: boolean, opts: object): string {
+const SPLIT_PART = /^(.*)-\d{5}-of-(\d{5})\.gguf$/;
+
+/** The files a model is read from: a directory's config, tokenizer and weight files; a
+ * GGUF file (every part of a split GGUF). */
+function modelFiles(modelPath: string): string[] {
+  if (statSync(modelPath).isDirectory()) {
+    return readdirSync(modelPath).filter((f) => /\.(json|safetensors|gguf)$/.test(f)).sort().map((f) => join(modelPath, f));
+  }
+  const m = SPLIT_PART.exec(basename(modelPath));
+  if (!m) return [modelPath];
+  const dir = dirname(modelPath);
+  return readdirSync(dir).filter((f) => f.startsWith(`${m[1]}-`) && f.endsWith(`-of-${m[2]}.gguf`)).sort().map((f) => join(dir, f));
+}
+
+/** Hash naming the model files and the numerics configuration; `modelPath` is the resolved
+ * model (a directory or a GGUF file; a hub name is resolved to its snapshot first). */
+export function modelIdentity(modelPath: string, kernels: string, mtp: boolean, opts: object): string {
   const h = createHash('sha256').update(`deltaserve-prefix-v${STORE_VERSION}\nkernels=${kernels}\nmtp=${mtp}\n`);
-  const files = readdirSync(modelDir).filter((f) => /\.(json|safetensors|gguf)$/.test(f)).sort();
-  for (const f of files) h.update(`${f}=${fileIdentity(join(modelDir, f))}\n`);
+  for (const f of modelFiles(modelPath)) h.update(`${basename(f)}=${fileIdentity(f)}\n`);
   const numeric = Object.entries(opts).filter(([k, v]) => !NUMERICS_FREE.has(k) && typeof v !== 'function').sort(([a], [b]) => (a < b ? -1 : 1));
   h.update(JSON.stringify(numeric));
   return h.digest('hex');
@@ -62,7 +110,16 @@ export interface PersistOptions {
   readonly maxBytes: number;
   /** Save at most this often while running (0 = only at close). */
   readonly saveMs: number;
+  /** Test hook: write on this thread through this file system instead of a worker. */
+  readonly io?: FileIo;
+  /** Called when a save ends (the engine re-checks whether another one is due). */
+  readonly onSaveEnd?: () => void;
 }
+
+/** The cache evicted snapshots while a save was copying them. */
+class SaveOutdated extends Error {}
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 export class PrefixPersistence {
   private loads = 0;
@@ -71,8 +128,12 @@ export class PrefixPersistence {
   private savedSnapshots = 0;
   private bytes = 0;
   private rejected = 0;
+  private saveErrors = 0;
+  private savesOutdated = 0;
   private savedVersion = -1;
   private lastSave = performance.now();
+  private saving: Promise<void> | null = null;
+  private readonly writer: StoreWriter;
 
   constructor(
     private readonly ctx: PrefixContext,
@@ -81,14 +142,12 @@ export class PrefixPersistence {
     private readonly o: PersistOptions,
     private readonly log: (msg: string) => void,
   ) {
-    try {
-      mkdirSync(o.dir, { recursive: true });
-    } catch (e) {
-      throw new DeltaserveError('bad_config', `--prefix-cache-dir ${o.dir}: cannot create the directory (${(e as Error).message})`);
-    }
     if (!Number.isInteger(o.maxBytes) || o.maxBytes < 0) {
       throw new DeltaserveError('bad_config', `--prefix-cache-disk-bytes must be a non-negative integer (got ${o.maxBytes})`);
     }
+    checkPrefixCacheDir(o.dir, o.io);
+    for (const name of removeStaleTemps(join(o.dir, STORE_FILE), o.io)) this.log(`prefix cache: removed ${name}, left by a save that never finished`);
+    this.writer = o.io ? new DirectStoreWriter(o.io) : new WorkerStoreWriter();
   }
 
   /** Cache contents changed since the last save? (snapshots in and out). */
@@ -112,39 +171,109 @@ export class PrefixPersistence {
     this.log(`prefix cache: loaded ${r.snapshots} snapshots (${r.bytes} bytes) from ${this.o.dir}`);
   }
 
-  /** Milliseconds until unsaved changes are due for saving, or null when all is saved
-   * (or periodic saving is off). */
+  /** Milliseconds until unsaved changes are due for saving, or null when all is saved, a
+   * save is under way (or periodic saving is off). */
   dueInMs(): number | null {
-    if (this.o.saveMs <= 0 || this.version() === this.savedVersion) return null;
+    if (this.o.saveMs <= 0 || this.saving || this.version() === this.savedVersion) return null;
     return Math.max(0, this.o.saveMs - (performance.now() - this.lastSave));
   }
 
-  /** Save if the cache changed and the interval passed (call when idle). */
+  /** Start a save if the cache changed and the interval passed (call when idle); it runs
+   * in the background, between engine steps. */
   maybeSave(): void {
-    if (this.o.saveMs <= 0 || performance.now() - this.lastSave < this.o.saveMs) return;
-    this.save();
+    if (this.o.saveMs <= 0 || this.saving || performance.now() - this.lastSave < this.o.saveMs) return;
+    this.saving = this.save().finally(() => {
+      this.saving = null;
+      this.o.onSaveEnd?.();
+    });
   }
 
-  save(): void {
+  /** Finish any save under way, save what changed since, stop the writer. The pools must
+   * stay alive until this resolves. */
+  async close(): Promise<void> {
+    await this.saving;
+    await this.save();
+    await this.writer.close();
+  }
+
+  /** Save now if anything changed; failures are logged (the previous file stays). */
+  async save(): Promise<void> {
     this.lastSave = performance.now();
     const v = this.version();
     if (v === this.savedVersion) return;
+    const { cache, kv, state } = this.ctx;
+    const plan = planStore(this.o.dir, this.identity, cache, kv, state, this.hidden, this.o.maxBytes);
+    const evictions = cache.stats().evictions;
     try {
-      const { cache, kv, state } = this.ctx;
-      const r = saveStore(this.o.dir, this.identity, cache, kv, state, this.hidden, this.o.maxBytes);
+      await this.writer.begin({ file: plan.file, head: plan.head, digestAt: plan.digestAt, hashPrefix: plan.hashPrefix });
+      await this.copyBody(plan, () => cache.stats().evictions === evictions);
+      this.bytes = await this.writer.finish();
       this.saves++;
-      this.savedSnapshots = r.snapshots;
-      this.bytes = r.bytes;
+      this.savedSnapshots = plan.snapshots;
       this.savedVersion = v;
     } catch (e) {
+      await this.writer.abort().catch(() => {});
+      if (e instanceof SaveOutdated) {
+        this.savesOutdated++;
+        return;
+      }
+      this.saveErrors++;
       this.log(`prefix cache: saving to ${this.o.dir} failed: ${(e as Error).message}`);
     }
+  }
+
+  /** Copy the plan's body into pieces for the writer, yielding to the event loop every
+   * SLICE_MS; throws SaveOutdated when `valid()` turns false after any wait (the views may
+   * then point at reused pages and slots), or the writer's first error. */
+  private async copyBody(plan: StorePlan, valid: () => boolean): Promise<void> {
+    let failure: unknown = null;
+    const inFlight: Promise<void>[] = [];
+    const resume = (): void => {
+      if (failure !== null) throw failure;
+      if (!valid()) throw new SaveOutdated();
+    };
+    // buffers the writer handed back (reused: a fresh 4 MiB buffer costs page faults)
+    const spare: ArrayBuffer[] = [];
+    const nextChunk = (): Float32Array => new Float32Array(spare.pop() ?? new ArrayBuffer(CHUNK_BYTES));
+    let chunk = nextChunk();
+    let fill = 0;
+    let copied = 0;
+    const send = async (): Promise<void> => {
+      // handled at once (never an unhandled rejection); reported by resume()
+      inFlight.push(this.writer.append(new Uint8Array(chunk.buffer, 0, fill * 4))
+        .then((b) => { if (b.byteLength === CHUNK_BYTES) spare.push(b); }, (e: unknown) => { failure ??= e; }));
+      copied += fill * 4;
+      chunk = nextChunk();
+      fill = 0;
+      while (inFlight.length * CHUNK_BYTES > MAX_IN_FLIGHT) await inFlight.shift();
+      resume();
+    };
+    resume();
+    let sliceStart = performance.now();
+    for (const view of plan.pieces()) {
+      for (let at = 0; at < view.length;) {
+        const n = Math.min(view.length - at, chunk.length - fill, COPY_STEP);
+        chunk.set(view.subarray(at, at + n), fill);
+        fill += n;
+        at += n;
+        if (fill === chunk.length) await send();
+        if (performance.now() - sliceStart >= SLICE_MS) {
+          await nextTurn();
+          resume();
+          sliceStart = performance.now();
+        }
+      }
+    }
+    if (fill > 0) await send();
+    await Promise.all(inFlight);
+    if (failure !== null) throw failure;
+    if (copied !== plan.bodyBytes) throw new Error(`copied ${copied} body bytes, the header says ${plan.bodyBytes}`);
   }
 
   stats(): DiskStats {
     return {
       loads: this.loads, loadedSnapshots: this.loadedSnapshots, saves: this.saves, savedSnapshots: this.savedSnapshots,
-      bytes: this.bytes, rejected: this.rejected,
+      bytes: this.bytes, rejected: this.rejected, saveErrors: this.saveErrors, savesOutdated: this.savesOutdated,
     };
   }
 }

@@ -2,10 +2,11 @@
 // template, tokenize, resolve sampling defaults; ranges, limits, stop ids and the length
 // clamp are the request rules' (request-rules.ts).
 import { randomInt } from 'node:crypto';
-import { renderChat, validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
+import { encodeChat } from '../tokenizer/safe-chat.js';
 import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
-import type { Model } from '../model/model.js';
+import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import type { TokenLogprob } from './sample-batch.js';
@@ -56,7 +57,7 @@ export interface GenerateRequest {
 
 /** The parts of the engine a request is built against. */
 export interface RequestContext {
-  readonly model: Model;
+  readonly model: AnyModel;
   readonly tokenizer: TextTokenizer;
   readonly maxContext: number;
 }
@@ -98,7 +99,7 @@ export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[]
   const messages = validateMessages(req.messages);
   const template = ctx.tokenizer.chatTemplate;
   if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  return ctx.tokenizer.encode(renderChat(template, messages, renderOptions(req, true)));
+  return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true));
 }
 
 /** The request's sampling parameters, defaults filled in (temperature 0: greedy), each

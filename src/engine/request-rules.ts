@@ -6,8 +6,6 @@
 // (`temperature`, `--temperature`, `max_completion_tokens`): the same value is accepted or
 // refused the same way everywhere, with the message naming what the user wrote. The engine
 // (request-builder.ts) applies the same rules once more to what reaches it directly.
-import type { Model } from '../model/model.js';
-import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { SamplingParams } from './sampler.js';
 
@@ -123,10 +121,10 @@ export function stopStrings(stop: unknown, name = 'stop'): string[] {
   return (list as string[]).filter((s) => s.length > 0);
 }
 
-/** What stop ids are derived from: the model and its tokenizer. */
+/** What stop ids are derived from: the model's config and its tokenizer. */
 export interface StopSource {
-  readonly model: Model;
-  readonly tokenizer: TextTokenizer;
+  readonly model: { readonly config: { readonly eosTokenIds: readonly number[] } };
+  readonly tokenizer: { stopIds(): readonly number[] };
 }
 
 /** The ids that end generation for this model (eos ids of the config and the tokenizer). */

@@ -1,44 +1,50 @@
 // Executes a batch on the model: passes views of the request's KV pages and state slot
-// into the forward (no global context) and returns logits for the rows that sample.
+// into the forward (no global context), computes the logits rows that sample on the
+// kernels, and reads back what the engine needs in ONE read-back call per step (logits
+// rows and the hidden rows; on CPU backends these are views, returned at once).
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
-import { forwardHidden, lmHead, type SeqInput } from '../model/forward.js';
-import { Workspace } from '../model/layers.js';
-import type { Model } from '../model/model.js';
+import type { Tensor } from '../kernels/types.js';
+import { StepArena } from '../model/arena.js';
+import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
+import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
 
 export interface StepResult {
-  /** Per real row (batch order): logits [V] of every position that needs them — the
+  /** Per real row (batch order): host logits [V] of every position that needs them — the
    * last position of a sampling row, all n positions of a verify row, none otherwise.
    * Views are valid until the next run. */
   readonly logits: Float32Array[][];
-  /** Post-norm hidden of every processed token, [M, H] (for the MTP head). */
-  readonly hidden: Float32Array;
+  /** Post-norm hidden of every processed token, [M, H], as a kernel tensor (for the MTP
+   * head) and on the host (for prefix snapshots; on CPU backends the same memory). */
+  readonly hidden: Tensor;
+  readonly hostHidden: Float32Array;
   readonly offsets: readonly number[];
 }
 
 export class Runner {
-  readonly ws: Workspace;
+  readonly ws: StepArena<Tensor, Tensor>;
   private readonly vocab: number;
 
   constructor(
-    readonly model: Model,
+    readonly model: AnyModel,
     readonly kv: KvPool,
     readonly state: StatePool,
   ) {
-    this.ws = new Workspace(model.kernels);
+    this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
   }
 
-  /** Forward of a prefill or decode batch: KV written for every processed position,
-   * working state slots advanced in place. A row with n = 0 (a prefix hit that covers the
-   * whole prompt) runs no model layer: its logits come from the lm_head over the hit's
-   * stored hidden (post-norm, position hit−1), the same bits a cold run computes there. */
-  run(batch: Batch): StepResult {
+  /** Forward of a batch: KV written for every processed position, working state slots
+   * advanced in place (verify: per-step states to the rows' scratch). A row with n = 0 (a
+   * prefix hit that covers the whole prompt) runs no model layer: its logits come from the
+   * lm_head over the hit's stored hidden (post-norm, position hit−1), the same bits a cold
+   * run computes there. A promise only when the backend's read-back is asynchronous. */
+  run(batch: Batch): StepResult | Promise<StepResult> {
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
-    const seqs: SeqInput[] = live.map((r) => {
+    const seqs: SeqInput<Tensor>[] = live.map((r) => {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it
       assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
@@ -55,7 +61,7 @@ export class Runner {
         splits: r.chunked ? req.splits.filter((p) => p > r.start && p < r.start + r.n) : [],
       };
     });
-    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs) : { hidden: new Float32Array(0), offsets: [] };
+    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs) : { hidden: this.ws.hidden.rows(0), offsets: [] };
     const offsets = rows.map((r) => (r.n > 0 ? fw.offsets[live.indexOf(r)]! : 0));
     const want: number[] = [];
     rows.forEach((r, i) => {
@@ -63,9 +69,21 @@ export class Runner {
       const first = offsets[i]! + (r.verify ? 0 : r.n - 1);
       if (r.verify || r.sample) for (let p = first; p < offsets[i]! + r.n; p++) want.push(p);
     });
-    const all = this.ws.buf('runner.logits', want.length * this.vocab);
-    if (want.length > 0) lmHead(this.model, this.ws, fw.hidden, want, all);
+    const all = this.ws.logits.rows(want.length);
+    if (want.length > 0) lmHeadInto(this.model, this.ws, fw.hidden, want, all);
     const whole = this.wholePromptHits(rows);
+    const m = seqs.reduce((k, s) => k + s.tokens.length, 0);
+    const h = this.model.config.hiddenSize;
+    const back = this.model.kernels.readBack([
+      { t: all, offset: 0, length: want.length * this.vocab }, { t: fw.hidden, offset: 0, length: m * h },
+      { t: whole.logits, offset: 0, length: whole.count * this.vocab },
+    ]);
+    const done = ([logits, hidden, hits]: Float32Array[]): StepResult => this.result(rows, logits!, hidden!, hits!, fw.hidden, offsets);
+    return back instanceof Promise ? back.then(done) : done(back);
+  }
+
+  private result(rows: Batch['rows'], all: Float32Array, hostHidden: Float32Array, whole: Float32Array, hidden: Tensor,
+    offsets: readonly number[]): StepResult {
     let j = 0;
     let z = 0;
     const logits = rows.map((r) => {
@@ -75,23 +93,23 @@ export class Runner {
       j += count;
       return out;
     });
-    return { logits, hidden: fw.hidden, offsets };
+    return { logits, hidden, hostHidden, offsets };
   }
 
   /** Logits [Z, V] of the sampling rows with n = 0, in row order: lm_head over each
-   * request's hit hidden. */
-  private wholePromptHits(rows: readonly BatchRow[]): Float32Array {
+   * request's hit hidden (written into the arena). */
+  private wholePromptHits(rows: readonly BatchRow[]): { logits: Tensor; count: number } {
     const hits = rows.filter((r) => r.n === 0 && r.sample);
-    if (hits.length === 0) return new Float32Array(0);
+    const out = this.ws.hit.logits.rows(hits.length);
+    if (hits.length === 0) return { logits: out, count: 0 };
     const h = this.model.config.hiddenSize;
-    const hidden = this.ws.buf('runner.hitHidden', hits.length * h);
+    const hidden = this.ws.hit.hidden.rows(hits.length);
     hits.forEach((r, i) => {
       const hh = r.req!.hitHidden;
       assert(hh !== null && hh.length === h, `request ${r.req!.id}: a whole-prompt hit without its hidden row`);
-      hidden.set(hh, i * h);
+      this.model.kernels.write(hidden, i * h, hh);
     });
-    const out = this.ws.buf('runner.hitLogits', hits.length * this.vocab);
-    lmHead(this.model, this.ws, hidden, hits.map((_, i) => i), out);
-    return out;
+    lmHeadInto(this.model, this.ws, hidden, hits.map((_, i) => i), out);
+    return { logits: out, count: hits.length };
   }
 }

@@ -3,7 +3,7 @@
 // in place from backend memory; the only per-row JS data are the penalty patches (the ids
 // a penalty touches) and the top-N logprobs. A logits mask (e.g. grammar-constrained
 // decoding) is applied to the rows before `run` — the kernels see the masked rows.
-import type { Kernels, SampleResult, SampleRow } from '../kernels/types.js';
+import type { AnyKernels, SampleResult, SampleRow } from '../kernels/types.js';
 import type { Rng } from '../util/rng.js';
 import { type Argmax, emptyResult, greedyToken, isGreedy, sampleRowOf, type SamplingParams, type TokenHistory } from './sampler.js';
 
@@ -68,11 +68,14 @@ export class BatchSampler {
   /** Per kernel row index: a weights buffer in backend memory (reused every run). */
   private readonly dists: Float32Array[] = [];
 
-  constructor(private readonly kernels: Kernels, readonly argmax?: Argmax) {}
+  constructor(private readonly kernels: AnyKernels, readonly argmax?: Argmax) {}
 
   private distBuffer(i: number, vocab: number): Float32Array {
     let d = this.dists[i];
-    if (!d || d.length < vocab) this.dists[i] = d = this.kernels.alloc(vocab);
+    if (!d || d.length < vocab) {
+      const t = this.kernels.alloc(vocab); // in the kernels' memory when it is host-visible (no staging copy)
+      this.dists[i] = d = t instanceof Float32Array ? t : new Float32Array(vocab);
+    }
     return d;
   }
 

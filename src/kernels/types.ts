@@ -1,8 +1,14 @@
 // The Kernels interface: every hot numerical operation of the model forward.
-// Backends: ref/ (plain TypeScript, the oracle) and wasm/ (AssemblyScript SIMD).
+// Backends: ref/ (plain TypeScript, the oracle) and wasm/ (AssemblyScript SIMD); a GPU
+// backend implements the same interface over device buffers (docs/ARCHITECTURE.md).
 // Conventions:
-//  - Activations are Float32Array views allocated through `alloc` (the wasm backend
-//    hands out views into WebAssembly memory; the ref backend plain arrays).
+//  - Activations are backend-owned tensors T allocated through `alloc`: the model passes
+//    them between kernels and never reads or writes their elements. CPU backends use
+//    Float32Array views (T = Float32Array: zero cost; wasm: views into WebAssembly memory);
+//    a GPU backend a region of a device buffer. Sub-ranges come from `view`, row moves from
+//    `copyRows` / `gatherRows`, host data goes in through `write` and out through
+//    `readBack` (the one transfer per step, possibly async).
+//  - Host inputs (token ids, positions, page tables) are plain ArrayLike<number>.
 //  - Weights are `Weight` values created through `allocWeight` (filled row-major, shape
 //    [rows, cols]; a linear layer is [out, in]: y = x · Wᵀ), then, for matmul operands,
 //    `packWeight` into the backend's layout.
@@ -31,12 +37,26 @@ export interface Weight {
    * (Uint8Array), each row cols/blockSize blocks — exactly a GGUF tensor with ne = {cols,
    * rows}. Row-major [rows, cols] unless `layout` says otherwise. */
   readonly data: Uint16Array | Float32Array | Uint8Array;
-  /** A backend's matmul layout (set only by that backend's packWeight); 'panel8': the wasm
-   * backend's 8-row panels (assembly/matmul.ts), data padded to whole panels; 'q8x4': the
-   * wasm backend's Q8_0 regrouped by 4 rows with f32 scales (assembly/q8x4.ts); 'q4kx4':
-   * its Q4_K regrouped by 4 rows with unpacked scales (assembly/q4kx4.ts); 'q6kx4': its
-   * Q6_K regrouped by 4 rows, group scales per [group][column] (assembly/q6kx4.ts). */
-  readonly layout?: 'panel8' | 'q8x4' | 'q4kx4' | 'q6kx4';
+  /** A backend's packed layout, an opaque tag set only by that backend's packWeight (the
+   * backend defines the names, e.g. kernels/wasm/layouts.ts); undefined: as loaded. Code
+   * outside the backend never interprets it: views and sizes go through Kernels.weightRows
+   * and Kernels.storedWeightBytes. */
+  readonly layout?: string;
+}
+
+/** Rotation of partial NeoX RoPE: pair (f, f + R/2) of the first R = 2·invFreq.length dims
+ * of a head at position p rotates by the angle p·invFreq[f] (f64), with cos and sin
+ * multiplied by `scale` (YaRN's attention factor; 1 otherwise). Built once per model
+ * (kernels/rope-table.ts, model/rope-scaling.ts). */
+export interface RopeTable {
+  readonly invFreq: Float64Array; // [R/2]
+  readonly scale: number;
+}
+
+/** A backend-owned tensor handle (f32 or int32 elements). Backend-neutral code may read
+ * only `length` (elements); CPU backends' handles are typed-array views. */
+export interface Tensor {
+  readonly length: number;
 }
 
 /** Gated DeltaNet shape of one layer. */
@@ -49,9 +69,9 @@ export interface GdnDims {
 
 /** Paged KV cache of one full-attention layer. Token at position p of a sequence lives
  * at row `pageTable[p / pageSize] * pageSize + p % pageSize` of k/v ([rows, nKV, hd]). */
-export interface KvLayerView {
-  readonly k: Float32Array; // [numPages * pageSize, nKV, hd]
-  readonly v: Float32Array; // [numPages * pageSize, nKV, hd]
+export interface KvLayerView<T extends Tensor = Float32Array> {
+  readonly k: T; // [numPages * pageSize, nKV, hd]
+  readonly v: T; // [numPages * pageSize, nKV, hd]
   readonly pageSize: number;
 }
 
@@ -101,17 +121,57 @@ export interface SampleResult {
   readonly topVals: Float32Array;
 }
 
-export interface Kernels {
+/** One expert MLP of a MoE layer: down(up(x) ⊙ silu(gate(x))). */
+export interface ExpertMats {
+  readonly gate: Weight; // [Ie, H]
+  readonly up: Weight; // [Ie, H]
+  readonly down: Weight; // [H, Ie]
+}
+
+/** Scratch of one moeExperts call (from the caller's step arena; no two alias). */
+export interface MoeScratch<T extends Tensor = Float32Array> {
+  readonly slot: T; // [M·topK, H] each (row, slot)'s expert output
+  readonly rowsIn: T; // [M, H] the rows routed to one expert
+  readonly rowsOut: T; // [M, H]
+  readonly gate: T; // [M, Ie]
+  readonly up: T; // [M, Ie]
+}
+
+/** One range of a read-back: `length` elements of `t` from element `offset`. */
+export interface ReadRange<T extends Tensor = Float32Array> {
+  readonly t: T;
+  readonly offset: number;
+  readonly length: number;
+}
+
+/** The kernel backend. T: its f32 tensor handle, I: its int32 tensor handle. Backend-
+ * neutral code (model/, engine/) holds a Kernels<Tensor, Tensor> (see AnyKernels). */
+export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int32Array> {
   readonly name: string;
   /** Threads the backend computes on (1 for ref). */
   readonly threads: number;
   /** Release workers and memory; the backend is unusable afterwards. */
   dispose(): void;
 
-  /** Allocate a zero-filled float32 activation buffer. */
-  alloc(n: number): Float32Array;
-  /** Allocate an int32 buffer. */
-  allocI32(n: number): Int32Array;
+  /** Allocate a zero-filled float32 tensor of n elements. */
+  alloc(n: number): T;
+  /** Allocate a zero-filled int32 tensor. */
+  allocI32(n: number): I;
+  /** Elements [offset, offset + length) of t, sharing its memory. */
+  view(t: T, offset: number, length: number): T;
+
+  /** Strided row copy: for r < rows, dst[dstOffset + r·dstStride + j] =
+   * src[srcOffset + r·srcStride + j], j < width (elements; src and dst do not overlap). */
+  copyRows(dst: T, dstOffset: number, dstStride: number, src: T, srcOffset: number, srcStride: number,
+    rows: number, width: number): void;
+  /** dst[i, :] = src[rows[i], :] for i < rows.length; rows of `width` elements. */
+  gatherRows(dst: T, src: T, rows: ArrayLike<number>, width: number): void;
+  /** Host data into a tensor: dst[offset + i] = src[i] (rounded to f32). */
+  write(dst: T, offset: number, src: ArrayLike<number>): void;
+  /** Host copies of tensor ranges, in one transfer. CPU backends return views of their
+   * own memory at once (valid until the tensors are next written); a GPU backend returns a
+   * promise that settles when the copies have landed. The engine calls it once per step. */
+  readBack(ranges: readonly ReadRange<T>[]): Float32Array[] | Promise<Float32Array[]>;
   /** Allocate a weight [rows, cols] in backend memory. The caller fills `bytes`
    * (little-endian, rows*cols elements of dtype; for a QuantType exactly
    * rows × quantRowBytes(dtype, cols) bytes of GGML blocks) before first use — e.g. the checkpoint
@@ -127,37 +187,45 @@ export interface Kernels {
    * The ref backend returns the weight unchanged. */
   packWeight(w: Weight): Weight;
 
+  /** Rows [0, n) of a weight (packed or not) as a weight of its own, sharing memory: a
+   * matmul against it computes the first n output columns. */
+  weightRows(w: Weight, n: number): Weight;
+
+  /** Bytes a matmul streams for this weight as the backend stores it. */
+  storedWeightBytes(w: Weight): number;
+
   /** out[m, n] = Σ_k x[m, k] · W[n, k]   x: [M, K], W: [N, K] (packed), out: [M, N].
    * Quantized W: x is quantized per 32-element block to int8 and the block dot products
    * are exact integer sums (kernels/ref/quant.ts defines the arithmetic exactly). */
-  matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
+  matmul(out: T, x: T, w: Weight, m: number): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
-  embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void;
+  embed(out: T, table: Weight, ids: ArrayLike<number>): void;
 
   /** RMSNorm over rows of length d: y = x·rsqrt(mean(x²)+eps)·(1+w) if `zeroCentered`,
    * else ·w. x, out: [M, d] (may alias), w: [1, d]. */
-  rmsNorm(out: Float32Array, x: Float32Array, w: Weight, m: number, eps: number, zeroCentered: boolean): void;
+  rmsNorm(out: T, x: T, w: Weight, m: number, eps: number, zeroCentered: boolean): void;
 
   /** Gated RMSNorm of Gated DeltaNet: out = o·rsqrt(mean(o²)+eps)·w·silu(z), per row of dv.
    * o, z, out: [M, dv] (M = tokens·HV; out may alias o). */
-  gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number): void;
+  gatedRmsNorm(out: T, o: T, z: T, w: Weight, m: number, eps: number): void;
 
-  /** Partial NeoX RoPE in place on the first rotaryDim dims of every head.
-   * x: [T, heads, headDim] with row stride `stride` floats between tokens. */
-  rope(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
-    rotaryDim: number, theta: number, stride: number): void;
+  /** Partial NeoX RoPE in place on the first 2·table.invFreq.length dims of every head
+   * (plain, linear-scaled and YaRN alike: see RopeTable). x: [T, heads, headDim] with row
+   * stride `stride` floats between tokens; positions [T]. */
+  rope(x: T, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
+    table: RopeTable, stride: number): void;
 
   /** Causal depthwise conv with SiLU, one sequence. x: [T, C] pre-conv inputs;
    * window: [K-1, C] previous inputs (oldest first); w: [C, K]; out: [T, C].
    * Without scratch: window is updated in place to the last K-1 inputs.
    * With scratch ([T, K-1, C]): window is read only and the window after step t is
    * written to scratch[t]. */
-  causalConv(out: Float32Array, x: Float32Array, window: Float32Array, w: Weight, t: number,
-    scratch?: Float32Array): void;
+  causalConv(out: T, x: T, window: T, w: Weight, t: number,
+    scratch?: T): void;
 
   /** Gates: g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b). a, b, g, beta: [T, HV]. */
-  gdnGates(g: Float32Array, beta: Float32Array, a: Float32Array, b: Float32Array,
+  gdnGates(g: T, beta: T, a: T, b: T,
     aLog: Weight, dtBias: Weight, t: number): void;
 
   /** Gated DeltaNet, token-by-token recurrence for one sequence.
@@ -165,29 +233,30 @@ export interface Kernels {
    * g, beta: [T, HV]; state: [HV, dk, dv]; out: [T, HV, dv].
    * Without scratch: state is updated in place. With scratch ([T, HV, dk, dv]): state is
    * read only and the state after step t is written to scratch[t]. */
-  gdnRecurrent(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
-    state: Float32Array, dims: GdnDims, t: number, scratch?: Float32Array): void;
+  gdnRecurrent(out: T, qkv: T, g: T, beta: T,
+    state: T, dims: GdnDims, t: number, scratch?: T): void;
 
   /** Same contract as gdnRecurrent (no scratch), computed in chunks of GDN_CHUNK tokens whose
    * boundaries are at absolute positions multiple of GDN_CHUNK (`pos0` = position of token 0,
    * so the first chunk may be shorter). Invariant: bit-identical whether the tokens come
    * in one call or in several calls split anywhere the other run also splits (the state
    * is rounded to f32 at every chunk boundary). */
-  gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array,
-    state: Float32Array, dims: GdnDims, t: number, pos0?: number): void;
+  gdnChunked(out: T, qkv: T, g: T, beta: T,
+    state: T, dims: GdnDims, t: number, pos0?: number): void;
 
   /** Write k, v ([T, nKV·hd]) of one sequence at positions start..start+T−1. */
-  kvWrite(kv: KvLayerView, pageTable: ArrayLike<number>, start: number, k: Float32Array,
-    v: Float32Array, t: number, kvDim: number): void;
+  kvWrite(kv: KvLayerView<T>, pageTable: ArrayLike<number>, start: number, k: T,
+    v: T, t: number, kvDim: number): void;
 
   /** Causal GQA attention for one sequence: query i (position start+i) attends to
    * positions 0..start+i of the cache. q: [T, nH, hd] (row stride qStride floats);
    * out: [T, nH, hd]. softmax in fp32 with scale 1/√hd. */
-  attention(out: Float32Array, q: Float32Array, qStride: number, kv: KvLayerView,
+  attention(out: T, q: T, qStride: number, kv: KvLayerView<T>,
     pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void;
 
-  /** MoE router: per row, softmax over E logits (fp32), top-k (ties → lower expert id),
-   * optionally renormalised to sum 1. logits: [M, E]; ids, weights: [M, topK]. */
+  // argmax and sample work on host rows: the logits the engine has read back (on CPU
+  // backends those are views of the kernels' own memory, so nothing is copied).
+
   /** Greedy pick over logits rows: out[i] = the lowest index holding the maximum of row i
    * (x[i·stride .. i·stride + n)); NaN never wins (an all-NaN row gives 0). */
   argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void;
@@ -196,13 +265,28 @@ export interface Kernels {
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void;
 
-  moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number,
-    topK: number, renormalize: boolean): void;
+  /** MoE router: per row, softmax over E logits (fp32), top-k (ties → lower expert id),
+   * optionally renormalised to sum 1. logits: [M, E]; ids, weights: [M, topK]. */
+  moeRoute(ids: I, weights: T, logits: T, m: number, e: number, topK: number, renormalize: boolean): void;
+
+  /** The routed experts of a MoE layer: out[i] = Σ_s weights[i, s] · expert_{ids[i, s]}(x[i]),
+   * summed in slot order s = 0..topK−1 (f64 products, f32 accumulator: kernels/cpu-ops.ts
+   * states the exact arithmetic). Each expert runs once over the rows routed to it, in
+   * ascending (row, slot) order. x, out: [M, H]; ids, weights: [M, topK]. */
+  moeExperts(out: T, x: T, ids: I, weights: T, m: number, topK: number, experts: readonly ExpertMats[],
+    scratch: MoeScratch<T>): void;
+
+  /** out[i, :] += sigmoid(g[i]) · y[i, :] for i < m (sigmoid and product in f64, one
+   * rounding per element). out, y: [M, d]; g: [M]. */
+  addSigmoidScaled(out: T, y: T, g: T, m: number, d: number): void;
 
   /** out[i] = a[i] · silu(b[i]) for i < n (out may alias). */
-  mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  mulSilu(out: T, a: T, b: T, n: number): void;
   /** out[i] = a[i] · sigmoid(b[i]) for i < n (out may alias a). */
-  mulSigmoid(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  mulSigmoid(out: T, a: T, b: T, n: number): void;
   /** out[i] = a[i] + b[i] for i < n (out may alias). */
-  add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  add(out: T, a: T, b: T, n: number): void;
 }
+
+/** The kernels as backend-neutral code sees them: opaque tensors. */
+export type AnyKernels = Kernels<Tensor, Tensor>;

@@ -1,20 +1,21 @@
 // Model forward over a batch of sequences, the LM head, and the MTP head.
 // The caller (runner/engine) passes views of KV pages and state slots as arguments:
-// there is no global mutable context.
-import type { KvLayerView, Weight } from '../kernels/types.js';
-import { decoderLayer, type LayerCtx, type LinearScratchView, type LinearStateView, type SeqSpan, Workspace } from './layers.js';
+// there is no global mutable context. Tensors are backend handles (see layers.ts).
+import type { KvLayerView, Tensor, Weight } from '../kernels/types.js';
+import type { StepArena } from './arena.js';
+import { decoderLayer, type LayerCtx, type LinearScratchView, type LinearStateView, type SeqSpan } from './layers.js';
 import type { Model } from './model.js';
 
 /** One sequence's part of a forward call. */
-export interface SeqInput {
+export interface SeqInput<T extends Tensor = Float32Array> {
   readonly tokens: ArrayLike<number>; // [T] token ids at positions start..start+T−1
   readonly start: number; // tokens before `start` are already in KV/state
   readonly pageTable: ArrayLike<number>;
-  readonly kv: readonly KvLayerView[]; // per full-attention layer
-  readonly state: readonly LinearStateView[]; // per linear layer: the working slot
+  readonly kv: readonly KvLayerView<T>[]; // per full-attention layer
+  readonly state: readonly LinearStateView<T>[]; // per linear layer: the working slot
   /** Verify: per linear layer, per-step states are written here and `state` stays the
    * committed state (read only). */
-  readonly scratch?: readonly LinearScratchView[] | null;
+  readonly scratch?: readonly LinearScratchView<T>[] | null;
   /** Gated DeltaNet chunked form (prefill) rather than step-by-step recurrence. */
   readonly chunked: boolean;
   /** Chunked form: absolute positions in (start, start+T) where a chunk must end besides
@@ -22,21 +23,21 @@ export interface SeqInput {
   readonly splits?: readonly number[];
 }
 
-export interface ForwardResult {
-  readonly hidden: Float32Array; // [M, H] after the final norm
+export interface ForwardResult<T extends Tensor = Float32Array> {
+  readonly hidden: T; // [M, H] after the final norm
   readonly offsets: readonly number[]; // first row of each sequence
 }
 
-function spans(ws: Workspace, seqs: readonly SeqInput[], kvOf: (s: SeqInput) => readonly KvLayerView[]): SeqSpan[] {
-  const m = seqs.reduce((n, s) => n + s.tokens.length, 0);
-  const positions = ws.ints('positions', m);
+type SpanInput<T extends Tensor> = Omit<SeqInput<T>, 'kv' | 'chunked'> & { readonly chunked: boolean };
+
+function spans<T extends Tensor>(positions: Int32Array, seqs: readonly SpanInput<T>[], kvOf: (i: number) => readonly KvLayerView<T>[]): SeqSpan<T>[] {
   let offset = 0;
-  return seqs.map((s) => {
+  return seqs.map((s, i) => {
     const t = s.tokens.length;
     const pos = positions.subarray(offset, offset + t);
-    for (let i = 0; i < t; i++) pos[i] = s.start + i;
-    const span: SeqSpan = {
-      offset, t, start: s.start, positions: pos, pageTable: s.pageTable, kv: kvOf(s),
+    for (let j = 0; j < t; j++) pos[j] = s.start + j;
+    const span: SeqSpan<T> = {
+      offset, t, start: s.start, positions: pos, pageTable: s.pageTable, kv: kvOf(i),
       state: s.state, scratch: s.scratch ?? null, chunked: s.chunked, splits: s.splits ?? [],
     };
     offset += t;
@@ -44,84 +45,105 @@ function spans(ws: Workspace, seqs: readonly SeqInput[], kvOf: (s: SeqInput) => 
   });
 }
 
+/** The token ids of all sequences, stacked (host). */
+function stackIds(out: Int32Array, seqs: readonly { readonly tokens: ArrayLike<number> }[]): Int32Array {
+  let o = 0;
+  for (const s of seqs) for (let i = 0; i < s.tokens.length; i++) out[o++] = s.tokens[i]!;
+  return out;
+}
+
+function rowsOf(seqs: readonly { readonly tokens: ArrayLike<number> }[]): number {
+  return seqs.reduce((n, s) => n + s.tokens.length, 0);
+}
+
 /** Run every decoder layer over the stacked tokens of all sequences. */
-export function forwardHidden(model: Model, ws: Workspace, seqs: readonly SeqInput[]): ForwardResult {
+export function forwardHidden<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>,
+  seqs: readonly SeqInput<T>[]): ForwardResult<T> {
   const { config: cfg, weights: w, kernels: k } = model;
-  const seqSpans = spans(ws, seqs, (s) => s.kv);
-  const m = seqSpans.reduce((n, s) => n + s.t, 0);
-  const h = cfg.hiddenSize;
-  const x = ws.buf('x', m * h); // [M, H] residual stream
-  const ids = ws.ints('ids', m);
-  seqs.forEach((s, i) => ids.set(Array.from(s.tokens), seqSpans[i]!.offset));
-  k.embed(x, w.embed, ids);
-  const ctx: LayerCtx = { k, cfg, ws, m, seqs: seqSpans };
+  const m = rowsOf(seqs);
+  const seqSpans = spans(ws.host.positions.rows(m), seqs, (i) => seqs[i]!.kv);
+  const x = ws.x.rows(m); // [M, H] residual stream
+  k.embed(x, w.embed, stackIds(ws.host.ids.rows(m), seqs));
+  const ctx: LayerCtx<T, I> = { k, cfg, ws, m, seqs: seqSpans };
   let linear = 0;
   let full = 0;
   w.layers.forEach((layer) => {
     decoderLayer(ctx, layer, x, layer.mixer.kind === 'linear' ? linear++ : full++);
   });
-  const hidden = ws.buf('hidden', m * h);
+  const hidden = ws.hidden.rows(m);
   k.rmsNorm(hidden, x, w.finalNorm, m, cfg.rmsNormEps, true);
   return { hidden, offsets: seqSpans.map((s) => s.offset) };
 }
 
-/** logits[i] = lm_head(hidden[rows[i]]) → [rows.length, V] (a fresh buffer per call
- * when `out` is not given). `head`: a row prefix of the lm_head (MTP drafts over the first
- * head.rows ids); then V = head.rows. */
-export function lmHead(model: Model, ws: Workspace, hidden: Float32Array, rows: readonly number[], out?: Float32Array,
-  head: Weight = model.weights.lmHead): Float32Array {
-  const h = model.config.hiddenSize;
-  const v = head.rows;
-  const picked = ws.buf('head.in', rows.length * h);
-  rows.forEach((r, i) => picked.set(hidden.subarray(r * h, (r + 1) * h), i * h));
-  const logits = out ?? new Float32Array(rows.length * v);
-  const tmp = out ? out : ws.buf('head.out', rows.length * v);
-  model.kernels.matmul(tmp, picked, head, rows.length);
-  if (!out) logits.set(tmp);
-  return logits;
+/** logits[i] = lm_head(hidden[rows[i]]) → [rows.length, V] written to `out`. `head`: a
+ * row prefix of the lm_head (MTP drafts over the first head.rows ids); then V = head.rows. */
+export function lmHeadInto<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>, hidden: T,
+  rows: readonly number[], out: T, head: Weight = model.weights.lmHead): T {
+  const picked = ws.head.in.rows(rows.length);
+  model.kernels.gatherRows(picked, hidden, rows, model.config.hiddenSize);
+  model.kernels.matmul(out, picked, head, rows.length);
+  return out;
+}
+
+/** lmHeadInto, read back into a fresh host array [rows.length, V] (inspection and tests:
+ * needs a backend whose read-back is synchronous). */
+export function lmHead<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>, hidden: T,
+  rows: readonly number[], head: Weight = model.weights.lmHead): Float32Array {
+  const out = lmHeadInto(model, ws, hidden, rows, ws.head.out.rows(rows.length), head);
+  return readNow(model, out, rows.length * head.rows).slice();
+}
+
+/** The first n elements of t on the host, from a backend that reads back synchronously. */
+export function readNow<T extends Tensor>(model: Model<T, Tensor>, t: T, n: number): Float32Array {
+  const r = model.kernels.readBack([{ t, offset: 0, length: n }]);
+  if (r instanceof Promise) throw new Error(`kernels ${model.kernels.name}: this path needs a synchronous read-back`);
+  return r[0]!;
 }
 
 /** One sequence's part of an MTP forward: MTP position t is built from (hidden h_t,
  * token x_{t+1}) and predicts x_{t+2}; positions start..start+T−1. */
-export interface MtpSeqInput {
+export interface MtpSeqInput<T extends Tensor = Float32Array> {
   readonly tokens: ArrayLike<number>; // [T] x_{t+1}
-  readonly hidden: Float32Array; // [T, H] main post-norm hidden h_t (or the MTP's own output)
+  /** Main post-norm hidden h_t (or the MTP's own output): rows [hiddenRow, hiddenRow + T)
+   * of `hidden` ([*, H]); with `hiddenFirst`, that host row is h for the first position
+   * and `hidden` gives the other T − 1 rows. */
+  readonly hidden: T;
+  readonly hiddenRow?: number;
+  readonly hiddenFirst?: Float32Array | null;
   readonly start: number;
   readonly pageTable: ArrayLike<number>;
-  readonly kv: KvLayerView; // the MTP layer's own cache
+  readonly kv: KvLayerView<T>; // the MTP layer's own cache
 }
 
 /** MTP head: z = fc([norm_e(embed(x_{t+1})) ; norm_h(h_t)]), one full-attention decoder
  * layer, then mtp.norm. Returns [M, H] (feed to lmHead for draft logits). */
-export function mtpForward(model: Model, ws: Workspace, seqs: readonly MtpSeqInput[], layer = 0): Float32Array {
+export function mtpForward<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>,
+  seqs: readonly MtpSeqInput<T>[], layer = 0): T {
   const { config: cfg, weights: w, kernels: k } = model;
   const mtp = w.mtp[layer];
   if (!mtp) throw new Error(`model has no MTP layer ${layer}`);
   const h = cfg.hiddenSize;
-  const seqInputs: SeqInput[] = seqs.map((s) => ({
-    tokens: s.tokens, start: s.start, pageTable: s.pageTable, kv: [s.kv], state: [], chunked: false,
-  }));
-  const seqSpans = spans(ws, seqInputs, (s) => s.kv);
-  const m = seqSpans.reduce((n, s) => n + s.t, 0);
-  const ids = ws.ints('mtp.ids', m);
-  const cat = ws.buf('mtp.cat', m * 2 * h); // [M, 2H]: normed embedding | normed hidden
-  const e = ws.buf('mtp.e', m * h);
-  const hid = ws.buf('mtp.h', m * h);
+  const m = rowsOf(seqs);
+  const seqSpans = spans(ws.host.positions.rows(m), seqs.map((s) => ({ ...s, state: [], chunked: false })), (i) => [seqs[i]!.kv]);
+  const cat = ws.mtp.cat.rows(m); // [M, 2H]: normed embedding | normed hidden
+  const e = ws.mtp.e.rows(m);
+  const hid = ws.mtp.h.rows(m);
   seqs.forEach((s, i) => {
-    ids.set(Array.from(s.tokens), seqSpans[i]!.offset);
-    hid.set(s.hidden.subarray(0, s.tokens.length * h), seqSpans[i]!.offset * h);
+    const first = seqSpans[i]!.offset;
+    const t = s.tokens.length;
+    const head = s.hiddenFirst ? 1 : 0;
+    if (s.hiddenFirst) k.write(hid, first * h, s.hiddenFirst);
+    k.copyRows(hid, (first + head) * h, h, s.hidden, (s.hiddenRow ?? 0) * h, h, t - head, h);
   });
-  k.embed(e, w.embed, ids);
+  k.embed(e, w.embed, stackIds(ws.host.mtpIds.rows(m), seqs));
   k.rmsNorm(e, e, mtp.normEmbedding, m, cfg.rmsNormEps, true);
   k.rmsNorm(hid, hid, mtp.normHidden, m, cfg.rmsNormEps, true);
-  for (let i = 0; i < m; i++) {
-    cat.set(e.subarray(i * h, (i + 1) * h), i * 2 * h);
-    cat.set(hid.subarray(i * h, (i + 1) * h), i * 2 * h + h);
-  }
-  const x = ws.buf('mtp.x', m * h);
+  k.copyRows(cat, 0, 2 * h, e, 0, h, m, h);
+  k.copyRows(cat, h, 2 * h, hid, 0, h, m, h);
+  const x = ws.mtp.x.rows(m);
   k.matmul(x, cat, mtp.fc, m);
   decoderLayer({ k, cfg, ws, m, seqs: seqSpans }, mtp.layer, x, 0);
-  const out = ws.buf('mtp.out', m * h);
+  const out = ws.mtp.out.rows(m);
   k.rmsNorm(out, x, mtp.norm, m, cfg.rmsNormEps, true);
   return out;
 }

@@ -1,4 +1,4 @@
-// Block-wise FP8 checkpoints (issue 13): weights stored as float8 e4m3 (`F8_E4M3`, the
+// Block-wise FP8 checkpoints: weights stored as float8 e4m3 (`F8_E4M3`, the
 // "fn" variant: bias 7, no infinities, ±448 max, S.1111.111 = NaN) with one f32 multiplier
 // per block of 128×128 in `<name>_scale_inv` (shape [⌈R/128⌉, ⌈C/128⌉] over the last two
 // dims), and `quantization_config: {quant_method: "fp8", weight_block_size: [128, 128]}`.

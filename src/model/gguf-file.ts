@@ -65,6 +65,7 @@ function bad(message: string): never {
 export function tensorBytes(type: GgufTensorType, shape: readonly number[], where: string): number {
   const cols = shape.length === 0 ? 1 : shape[shape.length - 1]!;
   const rows = shape.slice(0, -1).reduce((a, b) => a * b, 1);
+  if (!Number.isSafeInteger(rows * cols)) bad(`${where}: shape [${shape.join(',')}] has too many elements`);
   const float = [...FLOAT_TYPES.values()].find((f) => f.type === type);
   if (float) return rows * cols * float.size;
   const f = QUANT_FORMATS[type as QuantType];
@@ -168,6 +169,7 @@ export function parseGguf(fd: number, path: string): GgufFile {
   const metadata = new Map<string, GgufValue>();
   for (let i = 0; i < nKv; i++) {
     const key = c.str(`metadata key #${i}`);
+    if (metadata.has(key)) bad(`${path}: metadata key ${key} appears twice`);
     const type = c.u32(`type of ${key}`);
     metadata.set(key, readValue(c, type, key, path));
   }
@@ -176,6 +178,7 @@ export function parseGguf(fd: number, path: string): GgufFile {
     bad(`${path}: general.alignment must be a positive multiple of 8 (got ${String(alignment)})`);
   }
   const raw: { name: string; shape: number[]; type: GgufTensorType; rel: number }[] = [];
+  const names = new Set<string>();
   for (let i = 0; i < nTensors; i++) {
     const name = c.str(`tensor name #${i}`);
     const nDims = c.u32(`dimension count of ${name}`);
@@ -183,6 +186,8 @@ export function parseGguf(fd: number, path: string): GgufFile {
     const ne: number[] = [];
     for (let d = 0; d < nDims; d++) ne.push(c.u64(`dimension ${d} of ${name}`, 2 ** 40));
     const type = tensorType(c.u32(`type of ${name}`), name, path);
+    if (names.has(name)) bad(`${path}: tensor ${name} is listed twice in the header`);
+    names.add(name);
     raw.push({ name, shape: ne.reverse(), type, rel: c.u64(`offset of ${name}`) });
   }
   const dataStart = Math.ceil(c.pos / alignment) * alignment;
@@ -190,13 +195,36 @@ export function parseGguf(fd: number, path: string): GgufFile {
     const where = `${path}: tensor ${t.name}`;
     if (t.rel % alignment !== 0) bad(`${where}: data offset ${t.rel} is not a multiple of the alignment ${alignment}`);
     const nbytes = tensorBytes(t.type, t.shape, where);
-    const offset = dataStart + t.rel;
-    if (offset + nbytes > size) {
-      bad(`${where}: data ends at byte ${offset + nbytes} but the file has ${size} bytes (truncated file)`);
-    }
-    return Object.freeze({ name: t.name, shape: Object.freeze(t.shape), type: t.type, offset, nbytes });
+    return Object.freeze({ name: t.name, shape: Object.freeze(t.shape), type: t.type, offset: dataStart + t.rel, nbytes });
   });
+  checkDataLayout(tensors, dataStart, alignment, path);
+  for (const t of tensors) {
+    if (t.offset + t.nbytes > size) {
+      bad(`${path}: tensor ${t.name}: data ends at byte ${t.offset + t.nbytes} but the file has ${size} bytes (truncated file)`);
+    }
+  }
   return { path, version, metadata, tensors, size };
+}
+
+/** The data section holds the tensors back to back in header order, each padded to the
+ * alignment (as llama.cpp's reader requires): tensor i starts where tensor i−1's padded
+ * data ends, so no two tensors overlap and no bytes lie between them. */
+function checkDataLayout(tensors: readonly GgufTensorInfo[], dataStart: number, alignment: number, path: string): void {
+  let expected = 0;
+  let prev: GgufTensorInfo | null = null;
+  for (const t of tensors) {
+    const rel = t.offset - dataStart;
+    if (rel !== expected) {
+      const where = `${path}: tensor ${t.name}: data offset ${rel}`;
+      if (prev === null) bad(`${where} should be 0: the first tensor's data starts the data section`);
+      const prevRange = `[${prev.offset - dataStart}, ${prev.offset - dataStart + prev.nbytes})`;
+      bad(rel < expected
+        ? `${where} overlaps the data of tensor ${prev.name} ${prevRange} (${prev.type} [${prev.shape.join(',')}]) before it`
+        : `${where} leaves a gap of ${rel - expected} bytes after tensor ${prev.name} ${prevRange}; expected ${expected} (tensors are stored back to back, padded to ${alignment})`);
+    }
+    expected += Math.ceil(t.nbytes / alignment) * alignment;
+    prev = t;
+  }
 }
 
 /** The header of a GGUF file (metadata and tensor infos), the file closed again. */

@@ -102,22 +102,31 @@ function permuteColumnBlocks(bytes: Uint8Array, rowBytes: number, blockBytes: nu
   }
 }
 
+/** Refuses a tensor that is read as float32 values (norms, A_log, dt_bias) but stored in a
+ * block format. */
+function checkFloatStored(src: Located): void {
+  const type = src.t.type;
+  if (type !== 'F32' && type !== 'F16' && type !== 'BF16') {
+    bad(`${src.file}: tensor ${src.t.name} is ${type}; it must be stored as F32, F16 or BF16 (it is read as float values)`);
+  }
+}
+
 /** The stored values of a tensor as float32 (F32, F16 or BF16). */
 export function readAsF32(src: Located): Float32Array {
+  checkFloatStored(src);
   const raw = new Uint8Array(src.t.nbytes);
   readFully(src, src.t.offset, raw);
   const n = src.t.shape.reduce((a, b) => a * b, 1);
   if (src.t.type === 'F32') return new Float32Array(raw.buffer, 0, n);
   const u16 = new Uint16Array(raw.buffer, 0, n);
-  if (src.t.type === 'BF16') return Float32Array.from(u16, bf16ToF32);
-  if (src.t.type === 'F16') return Float32Array.from(u16, f16ToF32);
-  return bad(`${src.file}: tensor ${src.t.name} is ${src.t.type}; it must be stored as F32, F16 or BF16`);
+  return Float32Array.from(u16, src.t.type === 'BF16' ? bf16ToF32 : f16ToF32);
 }
 
 /** A small float vector computed from a stored one: the stored elements in the order `from`
  * (logical element i = stored[from[i]]), then `transform`; presented as F32. */
 export function vectorMapped(name: string, shape: readonly number[], src: Located,
   from: readonly number[] | null, transform: (values: Float32Array) => Float32Array): VirtualTensor {
+  checkFloatStored(src);
   const n = shape.reduce((a, b) => a * b, 1);
   const info: TensorInfo = { name, dtype: 'F32', shape, file: src.file, offset: src.t.offset, nbytes: n * 4 };
   let values: Float32Array | undefined;

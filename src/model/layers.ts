@@ -1,77 +1,63 @@
 // Decoder layers as functions over a batch of sequences (rows of all sequences stacked:
-// M = Σ T_i). Activations come from a Workspace so the hot path does not allocate.
-import type { Kernels, KvLayerView } from '../kernels/types.js';
+// M = Σ T_i). Every tensor is a backend handle passed between kernels: nothing here reads
+// or writes tensor elements (sub-ranges through Kernels.view, row moves through copyRows),
+// so a backend whose memory is not JS-visible runs the same code. Scratch comes from the
+// step arena (arena.ts).
+import type { Kernels, KvLayerView, Tensor } from '../kernels/types.js';
+import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { ropeScaled } from './rope-scaling.js';
+import { ropeTableOf } from './rope-scaling.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
 
-/** Named scratch buffers reused across calls; grown on demand, never shrunk. */
-export class Workspace {
-  private readonly f32 = new Map<string, Float32Array>();
-  private readonly i32 = new Map<string, Int32Array>();
-  constructor(private readonly kernels: Kernels) {}
-  buf(name: string, n: number): Float32Array {
-    let b = this.f32.get(name);
-    if (!b || b.length < n) {
-      b = this.kernels.alloc(Math.max(n, 16));
-      this.f32.set(name, b);
-    }
-    return b.subarray(0, n);
-  }
-  ints(name: string, n: number): Int32Array {
-    let b = this.i32.get(name);
-    if (!b || b.length < n) {
-      b = this.kernels.allocI32(Math.max(n, 16));
-      this.i32.set(name, b);
-    }
-    return b.subarray(0, n);
-  }
-}
-
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
-export interface LinearStateView {
-  readonly conv: Float32Array; // [K−1, convDim]
-  readonly ssm: Float32Array; // [HV, dk, dv] float32
+export interface LinearStateView<T extends Tensor = Float32Array> {
+  readonly conv: T; // [K−1, convDim]
+  readonly ssm: T; // [HV, dk, dv] float32
 }
 
 /** Per-step verify scratch of one linear layer for one sequence (a view into the
  * sequence's batch-row scratch): the state after each step. */
-export interface LinearScratchView {
-  readonly conv: Float32Array; // [T, K−1, convDim]
-  readonly ssm: Float32Array; // [T, HV, dk, dv]
+export interface LinearScratchView<T extends Tensor = Float32Array> {
+  readonly conv: T; // [T, K−1, convDim]
+  readonly ssm: T; // [T, HV, dk, dv]
 }
 
 /** One sequence of a batch: T tokens at positions start..start+T−1. */
-export interface SeqSpan {
+export interface SeqSpan<T extends Tensor = Float32Array> {
   readonly offset: number; // first row in the stacked batch
   readonly t: number;
   readonly start: number;
-  readonly positions: Int32Array; // [T]
+  readonly positions: Int32Array; // [T] (host)
   readonly pageTable: ArrayLike<number>;
-  readonly kv: readonly KvLayerView[]; // per full-attention layer (in full-layer order)
-  readonly state: readonly LinearStateView[]; // per linear layer (in linear-layer order)
-  readonly scratch: readonly LinearScratchView[] | null; // verify: per-step states
+  readonly kv: readonly KvLayerView<T>[]; // per full-attention layer (in full-layer order)
+  readonly state: readonly LinearStateView<T>[]; // per linear layer (in linear-layer order)
+  readonly scratch: readonly LinearScratchView<T>[] | null; // verify: per-step states
   readonly chunked: boolean; // Gated DeltaNet: chunked prefill vs step-by-step recurrence
   readonly splits: readonly number[]; // chunked: positions in (start, start+T) where a chunk also ends
 }
 
-export interface LayerCtx {
-  readonly k: Kernels;
+export interface LayerCtx<T extends Tensor = Float32Array, I extends Tensor = Int32Array> {
+  readonly k: Kernels<T, I>;
   readonly cfg: ModelConfig;
-  readonly ws: Workspace;
+  readonly ws: StepArena<T, I>;
   readonly m: number; // rows in the batch
-  readonly seqs: readonly SeqSpan[];
+  readonly seqs: readonly SeqSpan<T>[];
+}
+
+/** Rows [s.offset, s.offset + s.t) of a [M, width] tensor. */
+function seqRows<T extends Tensor>(k: Kernels<T, Tensor>, buf: T, s: SeqSpan<T>, width: number): T {
+  return k.view(buf, s.offset * width, s.t * width);
 }
 
 /** x ← x + mixer(norm1(x)); x ← x + mlp(norm2(x)). `index` is the layer's position among
  * layers of its kind (linear-layer index or full-layer index). x: [M, H]. */
-export function decoderLayer(ctx: LayerCtx, w: LayerWeights, x: Float32Array, index: number): void {
+export function decoderLayer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: LayerWeights, x: T, index: number): void {
   const { k, cfg, ws, m } = ctx;
   const h = cfg.hiddenSize;
-  const normed = ws.buf('normed', m * h);
+  const normed = ws.normed.rows(m);
   k.rmsNorm(normed, x, w.inputNorm, m, cfg.rmsNormEps, true);
-  const mixed = ws.buf('mixed', m * h);
+  const mixed = ws.mixed.rows(m);
   if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, normed, mixed, index);
   else attnMixer(ctx, w.mixer, normed, mixed, index);
   k.add(x, x, mixed, m * h);
@@ -80,113 +66,97 @@ export function decoderLayer(ctx: LayerCtx, w: LayerWeights, x: Float32Array, in
   k.add(x, x, mixed, m * h);
 }
 
-function gdnMixer(ctx: LayerCtx, w: GdnWeights, x: Float32Array, out: Float32Array, li: number): void {
+function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, out: T, li: number): void {
   const { k, cfg, ws, m } = ctx;
   const c = convDim(cfg);
   const hv = cfg.linNumValueHeads;
   const vd = hv * cfg.linValueDim;
   const dims = { numKeyHeads: cfg.linNumKeyHeads, numValueHeads: hv, keyDim: cfg.linKeyDim, valueDim: cfg.linValueDim };
-  const qkv = ws.buf('gdn.qkv', m * c); // [M, convDim] pre-conv
-  const z = ws.buf('gdn.z', m * vd); // [M, HV·dv]
-  const b = ws.buf('gdn.b', m * hv); // [M, HV]
-  const a = ws.buf('gdn.a', m * hv);
+  const qkv = ws.gdn.qkv.rows(m); // [M, convDim] pre-conv
+  const z = ws.gdn.z.rows(m); // [M, HV·dv]
+  const b = ws.gdn.b.rows(m); // [M, HV]
+  const a = ws.gdn.a.rows(m);
   k.matmul(qkv, x, w.inProjQkv, m);
   k.matmul(z, x, w.inProjZ, m);
   k.matmul(b, x, w.inProjB, m);
   k.matmul(a, x, w.inProjA, m);
-  const conv = ws.buf('gdn.conv', m * c); // [M, convDim] post-conv
-  const g = ws.buf('gdn.g', m * hv);
-  const beta = ws.buf('gdn.beta', m * hv);
+  const conv = ws.gdn.conv.rows(m); // [M, convDim] post-conv
+  const g = ws.gdn.g.rows(m);
+  const beta = ws.gdn.beta.rows(m);
   k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
-  const o = ws.buf('gdn.o', m * vd); // [M, HV, dv]
+  const o = ws.gdn.o.rows(m); // [M, HV, dv]
   for (const s of ctx.seqs) {
     if (s.t === 0) continue;
     const st = s.state[li]!;
     const sc = s.scratch?.[li];
-    const rows = (buf: Float32Array, width: number): Float32Array => buf.subarray(s.offset * width, (s.offset + s.t) * width);
-    k.causalConv(rows(conv, c), rows(qkv, c), st.conv, w.conv, s.t, sc?.conv);
+    k.causalConv(seqRows(k, conv, s, c), seqRows(k, qkv, s, c), st.conv, w.conv, s.t, sc?.conv);
     if (s.chunked && !sc) {
       // one call per segment between split points: a call's end is a chunk boundary
       let from = 0;
       for (const end of [...s.splits.map((p) => p - s.start), s.t]) {
-        const seg = (buf: Float32Array, width: number): Float32Array => buf.subarray((s.offset + from) * width, (s.offset + end) * width);
+        const seg = (buf: T, width: number): T => k.view(buf, (s.offset + from) * width, (end - from) * width);
         k.gdnChunked(seg(o, vd), seg(conv, c), seg(g, hv), seg(beta, hv), st.ssm, dims, end - from, s.start + from);
         from = end;
       }
-    } else k.gdnRecurrent(rows(o, vd), rows(conv, c), rows(g, hv), rows(beta, hv), st.ssm, dims, s.t, sc?.ssm);
+    } else k.gdnRecurrent(seqRows(k, o, s, vd), seqRows(k, conv, s, c), seqRows(k, g, s, hv), seqRows(k, beta, s, hv), st.ssm, dims, s.t, sc?.ssm);
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
   const order = w.outProjHeadOrder;
-  k.matmul(out, order ? permuteHeads(ws.buf('gdn.o.perm', m * vd), o, order, m, cfg.linValueDim) : o, w.outProj, m);
+  k.matmul(out, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m);
 }
 
 /** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
  * o, out: [M, HV·dv]. */
-function permuteHeads(out: Float32Array, o: Float32Array, order: Int32Array, m: number, dv: number): Float32Array {
+function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, order: Int32Array, m: number, dv: number): T {
   const width = order.length * dv;
-  for (let i = 0; i < m; i++) {
-    for (let j = 0; j < order.length; j++) {
-      const src = i * width + order[j]! * dv;
-      out.set(o.subarray(src, src + dv), i * width + j * dv);
-    }
-  }
+  for (let j = 0; j < order.length; j++) k.copyRows(out, j * dv, width, o, order[j]! * dv, width, m, dv);
   return out;
 }
 
-function attnMixer(ctx: LayerCtx, w: AttnWeights, x: Float32Array, out: Float32Array, fi: number): void {
+function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, out: T, fi: number): void {
   const { k, cfg, ws, m } = ctx;
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = cfg;
   const qd = nh * hd;
   const kvd = nkv * hd;
-  const qg = ws.buf('attn.qg', m * 2 * qd); // [M, nH, 2·hd]: query then gate per head
-  const kk = ws.buf('attn.k', m * kvd); // [M, nKV, hd]
-  const vv = ws.buf('attn.v', m * kvd);
+  const gated = cfg.attnOutputGate !== false;
+  const qg = ws.attn.qg.rows(m); // [M, nH, 2·hd]: query then gate per head
+  const kk = ws.attn.k.rows(m); // [M, nKV, hd]
+  const vv = ws.attn.v.rows(m);
   k.matmul(qg, x, w.qProj, m);
   k.matmul(kk, x, w.kProj, m);
   k.matmul(vv, x, w.vProj, m);
-  const gated = cfg.attnOutputGate !== false;
-  const q = gated ? ws.buf('attn.q', m * qd) : qg; // [M, nH, hd]
-  const gate = gated ? ws.buf('attn.gate', m * qd) : null; // [M, nH, hd]
-  if (gate) {
-    for (let r = 0; r < m * nh; r++) {
-      q.set(qg.subarray(r * 2 * hd, r * 2 * hd + hd), r * hd);
-      gate.set(qg.subarray(r * 2 * hd + hd, (r + 1) * 2 * hd), r * hd);
-    }
+  const q = gated ? ws.attn.q.rows(m) : qg; // [M, nH, hd]
+  const gate = gated ? ws.attn.gate.rows(m) : null; // [M, nH, hd]
+  if (gate) { // split every (row, head) of qg into its query and gate halves
+    k.copyRows(q, 0, hd, qg, 0, 2 * hd, m * nh, hd);
+    k.copyRows(gate, 0, hd, qg, hd, 2 * hd, m * nh, hd);
   }
   k.rmsNorm(q, q, w.qNorm, m * nh, cfg.rmsNormEps, true);
   k.rmsNorm(kk, kk, w.kNorm, m * nkv, cfg.rmsNormEps, true);
-  const o = ws.buf('attn.o', m * qd);
+  const o = ws.attn.o.rows(m);
+  const rope = ropeTableOf(cfg);
   for (const s of ctx.seqs) {
     if (s.t === 0) continue;
-    const qs = q.subarray(s.offset * qd, (s.offset + s.t) * qd);
-    const ks = kk.subarray(s.offset * kvd, (s.offset + s.t) * kvd);
-    if (cfg.ropeScaling) {
-      ropeScaled(qs, s.positions, s.t, nh, hd, cfg.rotaryDim, cfg.ropeScaling, qd);
-      ropeScaled(ks, s.positions, s.t, nkv, hd, cfg.rotaryDim, cfg.ropeScaling, kvd);
-    } else {
-      k.rope(qs, s.positions, s.t, nh, hd, cfg.rotaryDim, cfg.ropeTheta, qd);
-      k.rope(ks, s.positions, s.t, nkv, hd, cfg.rotaryDim, cfg.ropeTheta, kvd);
-    }
+    const qs = seqRows(k, q, s, qd);
+    const ks = seqRows(k, kk, s, kvd);
+    k.rope(qs, s.positions, s.t, nh, hd, rope, qd);
+    k.rope(ks, s.positions, s.t, nkv, hd, rope, kvd);
     const kv = s.kv[fi]!;
-    k.kvWrite(kv, s.pageTable, s.start, ks, vv.subarray(s.offset * kvd, (s.offset + s.t) * kvd), s.t, kvd);
-    k.attention(o.subarray(s.offset * qd, (s.offset + s.t) * qd), qs, qd, kv, s.pageTable, s.start, s.t,
-      { numHeads: nh, numKvHeads: nkv, headDim: hd });
+    k.kvWrite(kv, s.pageTable, s.start, ks, seqRows(k, vv, s, kvd), s.t, kvd);
+    k.attention(seqRows(k, o, s, qd), qs, qd, kv, s.pageTable, s.start, s.t, { numHeads: nh, numKvHeads: nkv, headDim: hd });
   }
   if (gate) k.mulSigmoid(o, o, gate, m * qd);
   k.matmul(out, o, w.oProj, m);
 }
 
-function mlp(ctx: LayerCtx, w: MlpWeights, x: Float32Array, out: Float32Array): void {
-  if (w.kind === 'dense') expertMlp(ctx, w, x, out, ctx.m, 'mlp');
+function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, out: T): void {
+  if (w.kind === 'dense') expertMlp(ctx.k, w, x, out, ctx.m, ctx.ws.mlp.gate.rows(ctx.m), ctx.ws.mlp.up.rows(ctx.m));
   else moe(ctx, w, x, out);
 }
 
-/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]. */
-function expertMlp(ctx: LayerCtx, w: ExpertWeights, x: Float32Array, out: Float32Array, n: number, tag: string): void {
-  const { k, ws } = ctx;
+/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. */
+function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T): void {
   const inter = w.gate.rows;
-  const gate = ws.buf(`${tag}.gate`, n * inter);
-  const up = ws.buf(`${tag}.up`, n * inter);
   k.matmul(gate, x, w.gate, n);
   k.matmul(up, x, w.up, n);
   k.mulSilu(up, up, gate, n * inter);
@@ -196,47 +166,24 @@ function expertMlp(ctx: LayerCtx, w: ExpertWeights, x: Float32Array, out: Float3
 /** Routed experts (softmax → top-k → renormalise) plus the sigmoid-gated shared expert.
  * Each row sums its experts in top-k slot order, then the shared expert: the result of a
  * row never depends on which other rows share the batch. */
-function moe(ctx: LayerCtx, w: MoeWeights, x: Float32Array, out: Float32Array): void {
+function moe<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MoeWeights, x: T, out: T): void {
   const { k, ws, m, cfg } = ctx;
   const h = cfg.hiddenSize;
   const e = w.router.rows;
   const topK = w.topK;
-  const logits = ws.buf('moe.logits', m * e);
+  const logits = ws.moe.logits.rows(m);
   k.matmul(logits, x, w.router, m);
-  const ids = ws.ints('moe.ids', m * topK);
-  const wts = ws.buf('moe.w', m * topK);
+  const ids = ws.moe.ids.atLeast(m * topK);
+  const wts = ws.moe.weights.rows(m);
   k.moeRoute(ids, wts, logits, m, e, topK, w.normTopkProb);
-  const slotOut = ws.buf('moe.slot', m * topK * h); // [M, topK, H]
-  const rowsIn = ws.buf('moe.in', m * h);
-  const rowsOut = ws.buf('moe.out', m * h);
-  const sel = ws.ints('moe.sel', m * topK);
-  for (let ex = 0; ex < e; ex++) {
-    let n = 0;
-    for (let i = 0; i < m * topK; i++) if (ids[i] === ex) sel[n++] = i;
-    if (n === 0) continue;
-    for (let j = 0; j < n; j++) {
-      const row = Math.floor(sel[j]! / topK);
-      rowsIn.set(x.subarray(row * h, (row + 1) * h), j * h);
-    }
-    expertMlp(ctx, w.experts[ex]!, rowsIn, rowsOut, n, 'moe.expert');
-    for (let j = 0; j < n; j++) slotOut.set(rowsOut.subarray(j * h, (j + 1) * h), sel[j]! * h);
-  }
-  out.fill(0);
-  for (let i = 0; i < m; i++) {
-    const o = out.subarray(i * h, (i + 1) * h);
-    for (let s = 0; s < topK; s++) {
-      const wgt = wts[i * topK + s]!;
-      const src = slotOut.subarray((i * topK + s) * h, (i * topK + s + 1) * h);
-      for (let d = 0; d < h; d++) o[d] = o[d]! + wgt * src[d]!;
-    }
-  }
+  k.moeExperts(out, x, ids, wts, m, topK, w.experts, {
+    slot: ws.moe.slot.rows(m), rowsIn: ws.moe.rowsIn.rows(m), rowsOut: ws.moe.rowsOut.rows(m), gate: ws.moe.gate.rows(m), up: ws.moe.up.rows(m),
+  });
   if (w.shared && w.sharedGate) {
-    expertMlp(ctx, w.shared, x, rowsOut, m, 'moe.shared');
-    const sg = ws.buf('moe.sg', m);
+    const shared = ws.moe.sharedOut.rows(m);
+    expertMlp(k, w.shared, x, shared, m, ws.moe.sharedGate.rows(m), ws.moe.sharedUp.rows(m));
+    const sg = ws.moe.sharedLogit.rows(m);
     k.matmul(sg, x, w.sharedGate, m);
-    for (let i = 0; i < m; i++) {
-      const gate = 1 / (1 + Math.exp(-sg[i]!));
-      for (let d = 0; d < h; d++) out[i * h + d] = out[i * h + d]! + gate * rowsOut[i * h + d]!;
-    }
+    k.addSigmoidScaled(out, shared, sg, m, h);
   }
 }

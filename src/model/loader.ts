@@ -1,7 +1,7 @@
 // Assemble ModelWeights from a checkpoint: the parts shared by every architecture
 // (embedding, layers, final norm, head, MTP), with the Gated DeltaNet tensors loaded by
 // the architecture's own function.
-import type { Kernels } from '../kernels/types.js';
+import type { AnyKernels } from '../kernels/types.js';
 import type { ModelConfig } from './config.js';
 import { type Checkpoint } from './safetensors.js';
 import { loadQwen35Gdn } from './qwen3_5.js';
@@ -15,7 +15,7 @@ import type { QuantizeMode } from './quantize-load.js';
 
 type GdnLoader = (r: WeightReader, cfg: ModelConfig, prefix: string) => GdnWeights;
 
-export function loadModelWeights(ckpt: Checkpoint, cfg: ModelConfig, kernels: Kernels,
+export function loadModelWeights(ckpt: Checkpoint, cfg: ModelConfig, kernels: AnyKernels,
   onBytes?: (n: number) => void, quantize?: QuantizeMode): ModelWeights {
   const r = new WeightReader(ckpt, kernels, onBytes, quantize);
   // Qwen3-Next checkpoints interleave in_proj_qkvz; its GGUF files may hold the Qwen3.5 split.

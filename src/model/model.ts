@@ -1,7 +1,7 @@
 // Load a model directory into a Model: config + weights on a kernel backend, and the
 // model's state layout (what the pools allocate per request).
 import { existsSync } from 'node:fs';
-import { GDN_CHUNK, type Kernels, type KvLayerView } from '../kernels/types.js';
+import { GDN_CHUNK, type Kernels, type KvLayerView, type Tensor } from '../kernels/types.js';
 import { type ModelConfig, VISION_PREFIX, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
 import type { QuantizeMode } from './quantize-load.js';
@@ -32,13 +32,17 @@ export interface StateLayout {
   readonly chunk: number;
 }
 
-export interface Model {
+/** A loaded model on a kernel backend (T, I: the backend's tensor handles; backend-
+ * neutral code holds a Model<Tensor, Tensor>, see AnyModel). */
+export interface Model<T extends Tensor = Float32Array, I extends Tensor = Int32Array> {
   readonly dir: string;
   readonly config: ModelConfig;
   readonly weights: ModelWeights;
-  readonly kernels: Kernels;
+  readonly kernels: Kernels<T, I>;
   readonly layout: StateLayout;
 }
+
+export type AnyModel = Model<Tensor, Tensor>;
 
 export function stateLayout(cfg: ModelConfig): StateLayout {
   const linearLayers: number[] = [];
@@ -76,7 +80,7 @@ export interface LoadOptions {
   readonly available?: number;
 }
 
-export function loadModel(dir: string, kernels: Kernels, opts: LoadOptions = {}): Model {
+export function loadModel<T extends Tensor, I extends Tensor>(dir: string, kernels: Kernels<T, I>, opts: LoadOptions = {}): Model<T, I> {
   const { config, ckpt } = openModelFiles(dir);
   try {
     if (opts.available !== undefined) {
@@ -107,22 +111,25 @@ function noteSkippedVision(ckpt: { readonly tensors: ReadonlyMap<string, { reado
 
 /** A single request's own KV cache and recurrent state (contiguous pages, identity page
  * table). The engine replaces this with pooled, paged memory. */
-export interface SequenceMemory {
+export interface SequenceMemory<T extends Tensor = Float32Array> {
   readonly capacity: number; // max tokens
   readonly pageTable: Int32Array;
-  readonly kv: KvLayerView[]; // per full-attention layer
-  readonly mtpKv: KvLayerView[]; // per MTP layer
-  readonly state: LinearStateView[]; // per linear layer
+  readonly kv: KvLayerView<T>[]; // per full-attention layer
+  readonly mtpKv: KvLayerView<T>[]; // per MTP layer
+  readonly state: LinearStateView<T>[]; // per linear layer
 }
 
-export function allocSequenceMemory(model: Model, capacity: number, pageSize = 16): SequenceMemory {
+export function allocSequenceMemory<T extends Tensor, I extends Tensor>(model: Model<T, I>, capacity: number, pageSize?: number): SequenceMemory<T>;
+/** (Listed last: ReturnType<typeof allocSequenceMemory> is the CPU form.) */
+export function allocSequenceMemory(model: Model, capacity: number, pageSize?: number): SequenceMemory;
+export function allocSequenceMemory<T extends Tensor, I extends Tensor>(model: Model<T, I>, capacity: number, pageSize = 16): SequenceMemory<T> {
   const { kernels: k, layout } = model;
   const pages = Math.ceil(capacity / pageSize);
   const pageTable = new Int32Array(pages).map((_, i) => i);
-  const kvLayer = (): KvLayerView => { // K and V in one allocation: one wasm memory
+  const kvLayer = (): KvLayerView<T> => { // K and V in one allocation: one wasm memory
     const n = pages * pageSize * layout.kvDim;
     const kv = k.alloc(2 * n);
-    return { k: kv.subarray(0, n), v: kv.subarray(n, 2 * n), pageSize };
+    return { k: k.view(kv, 0, n), v: k.view(kv, n, n), pageSize };
   };
   return {
     capacity: pages * pageSize,

@@ -1,9 +1,9 @@
 // Inspect a prompt directly on the model (no engine): raw last-position logits, the MTP
 // head's logits at the last prompt position, and the layer-0 recurrent state norm.
 // Used by `generate --dump-logits` and the golden tests.
-import { forwardHidden, lmHead, mtpForward } from './forward.js';
-import { Workspace } from './layers.js';
-import { allocSequenceMemory, type Model } from './model.js';
+import { forwardHidden, lmHead, mtpForward, readNow } from './forward.js';
+import { StepArena } from './arena.js';
+import { type AnyModel, allocSequenceMemory } from './model.js';
 
 export interface PromptProbe {
   /** [vocab_size] raw logits at the last prompt position. */
@@ -22,12 +22,12 @@ function argmax(v: Float32Array): number {
 }
 
 /** `firstToken` is the token generated after the prompt (default: the argmax). */
-export function probePrompt(model: Model, promptIds: readonly number[], firstToken?: number): PromptProbe {
-  const ws = new Workspace(model.kernels);
+export function probePrompt(model: AnyModel, promptIds: readonly number[], firstToken?: number): PromptProbe {
+  const ws = new StepArena(model);
   const p = promptIds.length;
   const mem = allocSequenceMemory(model, p + 1);
   const fw = forwardHidden(model, ws, [{ tokens: promptIds, start: 0, pageTable: mem.pageTable, kv: mem.kv, state: mem.state, chunked: true }]);
-  const hidden = fw.hidden.slice();
+  const hidden = fw.hidden; // the MTP head below writes only its own arena fields
   const lastLogits = lmHead(model, ws, hidden, [p - 1]);
   let mtpLogits: Float32Array | null = null;
   const mtpKv = mem.mtpKv[0];
@@ -40,7 +40,7 @@ export function probePrompt(model: Model, promptIds: readonly number[], firstTok
   let norm: number | null = null;
   if (s0) {
     let ss = 0;
-    for (const x of s0.ssm) ss += x * x;
+    for (const x of readNow(model, s0.ssm, s0.ssm.length)) ss += x * x;
     norm = Math.sqrt(ss);
   }
   return { lastLogits, mtpLogits, layer0StateNorm: norm };

@@ -1,4 +1,4 @@
-// RoPE scaling from `rope_scaling` / `rope_parameters` (issue 13): 'default' (none),
+// RoPE scaling from `rope_scaling` / `rope_parameters`: 'default' (none),
 // 'linear' (positions interpolated by `factor`) and 'yarn' (NTK-by-parts interpolation plus
 // an attention factor on cos/sin), with the formulas of the YaRN paper as implemented by
 // the reference stacks (HF `_compute_yarn_parameters`, vLLM YaRNScalingRotaryEmbedding).
@@ -6,8 +6,10 @@
 //
 // Context: YaRN extends the context to original_max_position_embeddings · factor (vLLM's
 // rule; Qwen documents `factor` 4 over 262,144 for ~1M tokens). Inverse frequencies are
-// computed in f64 once at load.
+// computed in f64 once at load; Kernels.rope applies them (ropeTableOf).
 import { DeltaserveError } from '../util/errors.js';
+import type { RopeTable } from '../kernels/types.js';
+import { plainRopeTable } from '../kernels/rope-table.js';
 
 export interface RopeScaling {
   readonly type: 'linear' | 'yarn';
@@ -103,29 +105,16 @@ export function parseRopeScaling(rope: Json | null, o: { base: number; rotaryDim
   return { type: 'yarn', factor, invFreq: p.invFreq, attentionFactor: p.attentionFactor, maxPositions: Math.floor(originalMax * factor) };
 }
 
-/** Partial NeoX RoPE with scaled frequencies, in place (same layout as Kernels.rope:
- * x [T, heads, headDim], token stride `stride`; the first rotaryDim dims rotate, as pairs
- * (f, f + rotaryDim/2)). Angles, cos and sin in f64; per-row, so batch-invariant. */
-export function ropeScaled(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
-  rotaryDim: number, s: RopeScaling, stride: number): void {
-  const half = rotaryDim / 2;
-  const cos = new Float64Array(half);
-  const sin = new Float64Array(half);
-  for (let i = 0; i < t; i++) {
-    const pos = positions[i]!;
-    for (let f = 0; f < half; f++) {
-      const angle = pos * s.invFreq[f]!;
-      cos[f] = Math.cos(angle) * s.attentionFactor;
-      sin[f] = Math.sin(angle) * s.attentionFactor;
-    }
-    for (let h = 0; h < heads; h++) {
-      const b = i * stride + h * headDim;
-      for (let f = 0; f < half; f++) {
-        const x1 = x[b + f]!;
-        const x2 = x[b + f + half]!;
-        x[b + f] = x1 * cos[f]! - x2 * sin[f]!;
-        x[b + f + half] = x2 * cos[f]! + x1 * sin[f]!;
-      }
-    }
+/** The RoPE table of a model: its scaling's inverse frequencies and attention factor, or
+ * the plain θ^(−2f/R) table. Built once per config (Kernels.rope runs every form). */
+export function ropeTableOf(cfg: { readonly ropeTheta: number; readonly rotaryDim: number; readonly ropeScaling?: RopeScaling | null }): RopeTable {
+  let t = TABLES.get(cfg);
+  if (!t) {
+    const s = cfg.ropeScaling;
+    t = s ? { invFreq: s.invFreq, scale: s.attentionFactor } : plainRopeTable(cfg.ropeTheta, cfg.rotaryDim);
+    TABLES.set(cfg, t);
   }
+  return t;
 }
+
+const TABLES = new WeakMap<object, RopeTable>();

@@ -135,9 +135,35 @@ function parseHeader(fd: number, file: string): TensorInfo[] {
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) bad(`${file}: header is not a JSON object`);
   const dataStart = 8 + n;
-  return Object.entries(header as Record<string, unknown>)
+  const tensors = Object.entries(header as Record<string, unknown>)
     .filter(([name]) => name !== '__metadata__')
     .map(([name, entry]) => parseEntry(name, entry, file, dataStart, size));
+  checkDataLayout(tensors, dataStart, size, file);
+  return tensors;
+}
+
+/** As the reference safetensors reader requires: sorted by offset, the tensors' data
+ * ranges tile the data section exactly — no overlap, no bytes between two tensors or after
+ * the last one. */
+function checkDataLayout(tensors: readonly TensorInfo[], dataStart: number, fileSize: number, file: string): void {
+  const byOffset = [...tensors].sort((a, b) => a.offset - b.offset || a.nbytes - b.nbytes);
+  const range = (t: TensorInfo): string => `[${t.offset - dataStart}, ${t.offset - dataStart + t.nbytes}]`;
+  let expected = dataStart;
+  let prev: TensorInfo | null = null;
+  for (const t of byOffset) {
+    if (t.offset < expected) {
+      bad(`tensor ${t.name} in ${file}: data_offsets ${range(t)} overlap tensor ${prev!.name}'s ${range(prev!)}`);
+    }
+    if (t.offset > expected) {
+      bad(`tensor ${t.name} in ${file}: data_offsets ${range(t)} leave ${t.offset - expected} bytes unused before it` +
+        ` (after ${prev ? `tensor ${prev.name}'s ${range(prev)}` : 'the header'}); tensor data must be contiguous`);
+    }
+    expected = t.offset + t.nbytes;
+    prev = t;
+  }
+  if (expected !== fileSize) {
+    bad(`${file}: ${fileSize - expected} bytes after the last tensor's data${prev ? ` (${prev.name})` : ''} belong to no tensor`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Structured model weights and the architecture-independent loading helpers.
 // Checkpoint quirks (naming, interleaving, fused experts) live in one file per
 // architecture: qwen3_5.ts and qwen3_next.ts.
-import type { Kernels, Weight, WeightDType } from '../kernels/types.js';
+import type { AnyKernels, Weight, WeightDType } from '../kernels/types.js';
 import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
 import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32, weightDTypeOf, storedRowBytes } from './safetensors.js';
@@ -90,7 +90,7 @@ export interface ModelWeights {
 export class WeightReader {
   constructor(
     readonly ckpt: Checkpoint,
-    readonly kernels: Kernels,
+    readonly kernels: AnyKernels,
     private readonly onBytes: (n: number) => void = () => {},
     /** `--quantize`: matmul weights become GGML blocks as they load (quantize-load.ts). */
     readonly quantize?: QuantizeMode,

@@ -1,11 +1,11 @@
 // The prompt of a chat turn, shared by every chat-style API: the chat template over the
 // messages, with tools either handed to the template (templates that render them) or written
 // into the messages (templates that do not; see tools/prompt.ts).
-import { promptOf } from '../engine/request-builder.js';
 import type { ChatMessage } from '../tokenizer/chat.js';
 import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './errors.js';
 import { checkPromptLength, type ServerContext } from './generation.js';
+import { prepare } from './prepare-jobs.js';
 import { inlineTools, templateHandlesTools, templateTools, toolFormatFor } from './tools/prompt.js';
 import type { ThinkStart } from './thinking.js';
 import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
@@ -38,9 +38,10 @@ export function toolSetup(ctx: ServerContext, tools: readonly FunctionTool[], ch
   return { tools, choice, parallel, format: toolFormatFor(ctx.engine.tokenizer.chatTemplate, ctx.engine.model.config.modelType) };
 }
 
-/** Render and tokenize; `param` names the messages field in errors. */
-export function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>,
-  tools: ToolSetup | null, param = 'messages'): ChatPrompt {
+/** Render and tokenize (in the prepare pool: `signal` abandons the work when the client goes
+ * away); `param` names the messages field in errors. */
+export async function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>,
+  tools: ToolSetup | null, param = 'messages', signal?: AbortSignal): Promise<ChatPrompt> {
   const { engine } = ctx;
   const template = engine.tokenizer.chatTemplate;
   const offered = tools && tools.choice.kind !== 'none' ? tools.tools : [];
@@ -55,7 +56,7 @@ export function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[],
   let ids: number[];
   let boundaries: number[];
   try {
-    ({ ids, boundaries } = promptOf(engine, { messages: msgs, think, chatTemplateKwargs: extra }));
+    ({ ids, boundaries } = await prepare(ctx, { op: 'chat', messages: msgs, think, kwargs: extra }, signal));
   } catch (e) {
     throw toApiError(e, param);
   }

@@ -8,6 +8,7 @@ import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { invalid } from './errors.js';
 import { checkFields, COMMON_FIELDS, type FieldRules } from './fields.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import {
   admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, responseId,
   type ServerContext, startChoices, usageOf,
@@ -65,9 +66,12 @@ function contentText(c: unknown, param: string): string {
   }).join('');
 }
 
+/** Roles of OpenAI chat messages (`developer` is rendered as `system`). */
+const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
+
 /** OpenAI messages → template messages: content parts joined, `developer` → `system`,
  * assistant `tool_calls` (arguments parsed), `tool` results with their call id. */
-function normalizeMessages(v: unknown): ChatMessage[] {
+function normalizeMessages(v: unknown, maxDepth: number): ChatMessage[] {
   if (v === undefined || v === null) throw invalid('messages', 'messages is required');
   if (!Array.isArray(v)) throw invalid('messages', 'messages must be an array');
   if (v.length === 0) throw invalid('messages', 'messages must not be empty');
@@ -76,7 +80,10 @@ function normalizeMessages(v: unknown): ChatMessage[] {
     const o = m as Body;
     const role = o['role'];
     if (typeof role !== 'string') throw invalid(`messages[${i}].role`, `messages[${i}].role must be a string`);
-    const calls = role === 'assistant' && o['tool_calls'] !== undefined && o['tool_calls'] !== null ? openAiHistoryCalls(o['tool_calls'], i) : [];
+    if (!CHAT_ROLES.has(role)) {
+      throw invalid(`messages[${i}].role`, `messages[${i}].role must be one of ${[...CHAT_ROLES].join(', ')} (got ${JSON.stringify(role.slice(0, 64))})`);
+    }
+    const calls = role === 'assistant' && o['tool_calls'] !== undefined && o['tool_calls'] !== null ? openAiHistoryCalls(o['tool_calls'], i, maxDepth) : [];
     const c = o['content'];
     const content = (c === null || c === undefined) && role === 'assistant' ? '' : contentText(c, `messages[${i}].content`);
     const out: ChatMessage = { role: role === 'developer' ? 'system' : role, content };
@@ -95,7 +102,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const b = requireObject(call.body);
   checkFields(b, CHAT_FIELDS, ctx.lenient ?? false, '/v1/chat/completions');
   checkModel(ctx, b);
-  const messages = normalizeMessages(b['messages']);
+  const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_completion_tokens', 'max_tokens']);
   const wantLogprobs = optBool(b, 'logprobs') ?? false;
   const top = optParam(b, 'top_logprobs', REQUEST_PARAMS.topLogprobs);
@@ -106,7 +113,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const tools = openAiTools(b['tools']);
   const setup = toolSetup(ctx, tools, openAiToolChoice(b['tool_choice'], tools), optBool(b, 'parallel_tool_calls') ?? true);
   const format = openAiResponseFormat(b['response_format'], 'response_format');
-  const prompt = chatPrompt(ctx, messages, think, kwargs, setup);
+  const prompt = await chatPrompt(ctx, messages, think, kwargs, setup, 'messages', call.signal);
   const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], p.n, p.request.maxTokens);
   const choices = startChoices(ctx, call, [prompt.ids], { ...p, request: { ...p.request, messageBoundaries: prompt.boundaries } },

@@ -10,25 +10,21 @@ import { completionLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
 import { checkFields, COMMON_FIELDS } from './fields.js';
+import { prepare } from './prepare-jobs.js';
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
 import { commonParams, optBool, optParam, requireObject, tokenIds } from './validate.js';
 
 
-/** Token ids and text of every prompt in the request. */
-function promptsOf(ctx: ServerContext, v: unknown): { ids: number[]; text: string }[] {
-  const { tokenizer, model } = ctx.engine;
-  const vocab = model.config.vocabSize;
+type PromptInput = { readonly text: string; readonly param: string } | { readonly ids: number[]; readonly param: string };
+
+/** The prompts of a request, validated: texts (to tokenize) or token ids. */
+function promptInputs(vocab: number, v: unknown): PromptInput[] {
   if (v === undefined || v === null) throw invalid('prompt', 'prompt is required');
-  const fromText = (s: string, param: string): { ids: number[]; text: string } => {
+  const fromText = (s: string, param: string): PromptInput => {
     if (s.length === 0) throw invalid(param, `${param} must not be empty`);
-    const ids = tokenizer.encode(s);
-    if (ids.length === 0) throw invalid(param, `${param} encodes to no tokens`);
-    return { ids, text: s };
+    return { text: s, param };
   };
-  const fromIds = (x: unknown, param: string): { ids: number[]; text: string } => {
-    const ids = tokenIds(x, param, vocab);
-    return { ids: [...ids], text: tokenizer.decode(ids) };
-  };
+  const fromIds = (x: unknown, param: string): PromptInput => ({ ids: [...tokenIds(x, param, vocab)], param });
   if (typeof v === 'string') return [fromText(v, 'prompt')];
   if (!Array.isArray(v)) throw invalid('prompt', 'prompt must be a string, an array of strings, an array of token ids or an array of token-id arrays');
   if (v.length === 0) throw invalid('prompt', 'prompt must not be empty');
@@ -42,12 +38,33 @@ function promptsOf(ctx: ServerContext, v: unknown): { ids: number[]; text: strin
   });
 }
 
+/** Token ids and text of every prompt in the request (texts tokenized in the prepare pool). */
+async function promptsOf(ctx: ServerContext, v: unknown, signal: AbortSignal): Promise<{ ids: number[]; text: string }[]> {
+  const inputs = promptInputs(ctx.engine.model.config.vocabSize, v);
+  const texts = inputs.flatMap((p) => ('text' in p ? [p.text] : []));
+  const idLists = inputs.flatMap((p) => ('ids' in p ? [p.ids] : []));
+  // a token-id prompt longer than the context is refused before decoding it
+  for (const p of inputs) if ('ids' in p) checkPromptLength(ctx, p.ids, p.param);
+  const [encoded, decoded] = await Promise.all([
+    texts.length > 0 ? prepare(ctx, { op: 'encode', texts }, signal).then((r) => r.ids) : [],
+    idLists.length > 0 ? prepare(ctx, { op: 'decode', ids: idLists }, signal).then((r) => r.texts) : [],
+  ]);
+  let t = 0;
+  let d = 0;
+  return inputs.map((p) => {
+    if ('ids' in p) return { ids: p.ids, text: decoded[d++]! };
+    const ids = encoded[t++]!;
+    if (ids.length === 0) throw invalid(p.param, `${p.param} encodes to no tokens`);
+    return { ids, text: p.text };
+  });
+}
+
 export async function completions(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
   checkFields(b, { ...COMMON_FIELDS, prompt: true, max_tokens: true, echo: true, best_of: (v) => v === 1 }, ctx.lenient ?? false, '/v1/completions');
   checkModel(ctx, b);
-  const prompts = promptsOf(ctx, b['prompt']);
+  const prompts = await promptsOf(ctx, b['prompt'], call.signal);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_tokens']);
   const params = p.request.maxTokens === undefined ? { ...p, request: { ...p.request, maxTokens: REQUEST_LIMITS.completionsDefaultMaxTokens } } : p;
   const echo = optBool(b, 'echo') ?? false;

@@ -15,12 +15,27 @@ export const DEFAULT_VALUED: FieldRules = {
   safety_identifier: true,
 };
 
+type Rule = true | ((v: unknown) => boolean);
+
+/** The rules as a Map, built once per rule object: a field named `__proto__` or
+ * `constructor` must find nothing, not Object.prototype's members. */
+const asMaps = new WeakMap<FieldRules, ReadonlyMap<string, Rule>>();
+function ruleMap(known: FieldRules): ReadonlyMap<string, Rule> {
+  let m = asMaps.get(known);
+  if (!m) {
+    m = new Map(Object.entries(known));
+    asMaps.set(known, m);
+  }
+  return m;
+}
+
 /** 400 for the first field of `b` that `known` does not accept (null values count as absent). */
 export function checkFields(b: Body, known: FieldRules, lenient: boolean, route: string): void {
   if (lenient) return;
+  const rules = ruleMap(known);
   for (const [key, v] of Object.entries(b)) {
     if (v === undefined || v === null) continue;
-    const rule = known[key];
+    const rule = rules.get(key);
     if (rule === true || (rule && rule(v))) continue;
     if (rule) throw invalid(key, `${key} = ${JSON.stringify(v)} is not supported by ${route} (start the server with --lenient to ignore it)`, 'unsupported_parameter');
     throw invalid(key, `${key} is not supported by ${route} (start the server with --lenient to ignore unknown fields)`, 'unsupported_parameter');

@@ -9,8 +9,10 @@ import type { GenerateEvent } from '../engine/request.js';
 import type { RequestRecord } from './access-log.js';
 import { ApiError } from './errors.js';
 import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
+import type { RequestLimits } from './limits.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponsesConfig } from './responses-store.js';
+import type { PreparePool } from './prepare-pool.js';
 import type { CommonParams, SamplingDefaults } from './validate.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;
@@ -30,6 +32,10 @@ export interface ServerContext {
   readonly lenient?: boolean;
   /** The Responses store and reasoning key (absent: responses are not kept). */
   readonly responses?: ResponsesConfig;
+  /** Request size limits (default: DEFAULT_LIMITS). */
+  readonly limits?: RequestLimits;
+  /** Worker threads that render and tokenize prompts (none: on the event loop). */
+  readonly prepare?: PreparePool;
 }
 
 /** A fresh constraint per choice (constraints keep per-request matcher state). */
@@ -73,7 +79,10 @@ export function admit(ctx: ServerContext, prompts: readonly (readonly number[])[
   const seconds = (steps: number | undefined): number | null =>
     a.secondsPerStep === null || steps === undefined || !Number.isFinite(steps) ? null : steps * a.secondsPerStep;
   const retry = (s: number | null): Record<string, string> => ({ 'retry-after': String(Math.max(1, Math.ceil(s ?? 1))) });
-  const excess = a.waiting + reqs.length - ctx.maxQueue;
+  // queued requests that free slots take at the next step do not wait (requests now reach
+  // admission one by one as the prepare pool finishes their prompts, between steps)
+  const freeSlots = Math.max(0, a.maxRunning - a.running);
+  const excess = Math.max(0, a.waiting + reqs.length - freeSlots) - ctx.maxQueue;
   if (excess > 0) {
     // there is room once `excess` of the queued requests have started
     const wait = seconds(a.steps[Math.min(excess, a.steps.length) - 1]);

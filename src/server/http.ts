@@ -1,5 +1,7 @@
-// The HTTP server (node:http): routing, Bearer auth, body limits, per-request abort on
-// client disconnect, error responses, graceful shutdown. startServer() is the programmatic
+// The HTTP server (node:http): routing, Bearer auth, body and request-size limits (limits.ts),
+// time limits on receiving a request, per-request abort on client disconnect, error
+// responses, graceful shutdown. The event loop only routes: prompts are rendered and
+// tokenized in the prepare pool (prepare-pool.ts). startServer() is the programmatic
 // entry point (tests run it in-process); `deltaserve serve` wraps it.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -18,6 +20,9 @@ import { responsesKey } from './responses-crypto.js';
 import { ResponseStore } from './responses-store.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
+import { parseJsonBody } from './json-parse.js';
+import { checkRequestLimits, type RequestLimits, resolveLimits } from './limits.js';
+import { PreparePool } from './prepare-pool.js';
 import { TokenTexts } from './logprobs.js';
 import { ServerMetrics } from './metrics.js';
 import { detokenize, getModel, listModels, metrics, tokenize, version } from './misc.js';
@@ -66,6 +71,15 @@ export interface ServerOptions {
   readonly responsesKey?: string;
   /** Serve the web UI: chat at `/`, dashboard at `/dashboard` (default true; `--no-webui`). */
   readonly webui?: boolean;
+  /** Request size limits and the prompt-preparation time budget (default: DEFAULT_LIMITS). */
+  readonly limits?: Partial<RequestLimits>;
+  /** Worker threads rendering and tokenizing prompts (default 2; 0 = on the event loop). */
+  readonly prepareWorkers?: number;
+  /** A client must send a request's headers and body within this many ms, else 408 and the
+   * connection closes (default 60000, as nginx; 0 = no limit). */
+  readonly requestTimeoutMs?: number;
+  /** An idle keep-alive connection is closed after this many ms (default 65000). */
+  readonly keepAliveTimeoutMs?: number;
 }
 
 export interface RunningServer {
@@ -177,13 +191,33 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-function parseJson(buf: Buffer): unknown {
-  if (buf.length === 0) throw new ApiError(400, 'the request body is empty; expected a JSON object');
-  try {
-    return JSON.parse(buf.toString('utf8'));
-  } catch (e) {
-    throw new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`, null, 'invalid_json');
+/** The time limits of the HTTP server, checked. */
+function timeLimits(opts: ServerOptions): { requestTimeout: number; keepAliveTimeout: number } {
+  const requestTimeout = opts.requestTimeoutMs ?? 60_000;
+  const keepAliveTimeout = opts.keepAliveTimeoutMs ?? 65_000;
+  if (!Number.isInteger(requestTimeout) || requestTimeout < 0) {
+    throw new DeltaserveError('bad_config', `--request-timeout-ms must be an integer ≥ 0 (got ${requestTimeout})`);
   }
+  if (!Number.isInteger(keepAliveTimeout) || keepAliveTimeout < 1) {
+    throw new DeltaserveError('bad_config', `--keep-alive-timeout-ms must be an integer ≥ 1 (got ${keepAliveTimeout})`);
+  }
+  return { requestTimeout, keepAliveTimeout };
+}
+
+/** The prepare pool (null: prepare on the event loop), its workers ready. */
+async function startPreparePool(engine: Engine, opts: ServerOptions, limits: RequestLimits, log: Logger): Promise<PreparePool | null> {
+  const n = opts.prepareWorkers ?? 2;
+  if (!Number.isInteger(n) || n < 0 || n > 64) throw new DeltaserveError('bad_config', `--prepare-workers must be an integer in [0, 64] (got ${n})`);
+  const source = engine.tokenizer.source;
+  if (n === 0 || source === undefined) return null;
+  const pool = new PreparePool({ source, vocabSize: engine.model.config.vocabSize, maxContext: engine.maxContext }, n, limits.prepareMs, log);
+  try {
+    await pool.ready();
+  } catch (e) {
+    await pool.close();
+    throw e;
+  }
+  return pool;
 }
 
 /** The Responses store and reasoning key of a server's options. */
@@ -207,9 +241,15 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   if (!(maxQueueWait >= 0) || !Number.isFinite(maxQueueWait)) {
     throw new DeltaserveError('bad_config', `--max-queue-wait must be a number of seconds ≥ 0 (got ${maxQueueWait})`);
   }
-  const key = opts.apiKey ? digest(opts.apiKey) : null;
+  if (opts.apiKey !== undefined && opts.apiKey.trim() === '') {
+    throw new DeltaserveError('bad_config', '--api-key is empty: give a key, or leave the flag out to serve without authentication');
+  }
+  const key = opts.apiKey !== undefined ? digest(opts.apiKey) : null;
   const cors = corsPolicy(opts.allowedOrigins);
   const log = opts.logger ?? SILENT;
+  const limits = resolveLimits(opts.limits);
+  const times = timeLimits(opts);
+  const pool = await startPreparePool(engine, opts, limits, log);
   const ctx: ServerContext = {
     engine,
     modelName: opts.servedModelName ?? basename(engine.model.dir),
@@ -221,6 +261,8 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     texts: new TokenTexts(engine.tokenizer),
     lenient: opts.lenient ?? false,
     responses: responsesConfig(opts, log),
+    limits,
+    ...(pool ? { prepare: pool } : {}),
   };
   const webui = opts.webui === false ? null : new WebUi();
   const sampler = new StatsSampler(engine, ctx.metrics);
@@ -260,8 +302,9 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
         uptime_seconds: [(Date.now() - started) / 1000, 'Seconds since the server started.'],
       });
     }
-    const body = r.method === 'POST' ? parseJson(await readBody(req, maxBody)) : undefined;
+    const body = r.method === 'POST' ? parseJsonBody(await readBody(req, maxBody), limits.jsonDepth) : undefined;
     seen.body = body;
+    if (r.method === 'POST') checkRequestLimits(body, limits);
     try {
       await r.handler(ctx, { req, res, body, signal: ctl.signal, arrival, record: rec }, arg);
     } catch (e) {
@@ -271,7 +314,14 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     }
   }
 
-  const server = createServer((req, res) => {
+  const server = createServer({
+    // headers and body within requestTimeout (408 and close otherwise), checked every
+    // connectionsCheckingInterval; a slow-body client cannot hold a connection open
+    requestTimeout: times.requestTimeout,
+    headersTimeout: times.requestTimeout,
+    keepAliveTimeout: times.keepAliveTimeout,
+    connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(times.requestTimeout / 4) || 1000)),
+  }, (req, res) => {
     const arrival = performance.now();
     const ctl = new AbortController();
     const requestId = requestIdOf(req);
@@ -307,27 +357,27 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     });
     inflight.set(id, { ctl, done });
   });
-  // Keep idle connections longer than clients do (undici/fetch: 4 s, most others less), so
-  // a client never sends a request on a connection the server is just closing.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
+  // Idle connections stay open longer than clients keep them (undici/fetch: 4 s, most others
+  // less) by default, so a client never sends a request on a connection being closed.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Unparsable HTTP: answer 400 and close; a reset connection is just dropped.
     if (err.code !== 'ECONNRESET' && socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     else socket.destroy();
   });
 
-  await new Promise<void>((resolve, reject) => {
-    const failed = (e: Error): void => {
-      sampler.stop();
-      reject(e);
-    };
-    server.once('error', failed);
-    server.listen(opts.port ?? 8000, host, () => {
-      server.off('error', failed);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 8000, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (e) {
+    sampler.stop();
+    await pool?.close();
+    throw e;
+  }
   const port = (server.address() as AddressInfo).port;
   const urlHost = host.includes(':') ? `[${host}]` : host;
 
@@ -355,6 +405,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeAllConnections();
       await closed;
+      await pool?.close();
       log.info('shutdown: server closed');
     })();
     return closing;

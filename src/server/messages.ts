@@ -171,7 +171,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, parallel);
   const thinking = thinkingOf(b);
-  const prompt = chatPrompt(ctx, msgs, thinking.on, {}, setup);
+  const prompt = await chatPrompt(ctx, msgs, thinking.on, {}, setup, 'messages', call.signal);
   if (prompt.thinking && thinking.budget !== null && engine.tokenizer.tokenToId(THINK_CLOSE) === undefined) {
     throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');
   }
@@ -186,6 +186,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
     else {
       const r = await collect(run!);
       if (r.done.finishReason === 'error') throw failed(r.done);
+      if (r.done.finishReason === 'abort') throw interrupted();
       const t = new BlockTracker();
       t.push([...answer.push(r.text), ...answer.flush()]);
       t.finish();
@@ -198,13 +199,20 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
 }
 
 /** POST /v1/messages/count_tokens: {system?, messages, tools?, thinking?} → {input_tokens}. */
-export function countTokens(ctx: ServerContext, call: Call): void {
+export async function countTokens(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkFields(b, { model: true, messages: true, system: true, tools: true, tool_choice: true, thinking: true }, ctx.lenient ?? false, '/v1/messages/count_tokens');
   const tools = anthropicTools(b['tools']);
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
-  const prompt = chatPrompt(ctx, anthropicMessages(b['system'], b['messages']), thinkingOf(b).on, {}, toolSetup(ctx, tools, choice, parallel));
+  const prompt = await chatPrompt(ctx, anthropicMessages(b['system'], b['messages']), thinkingOf(b).on, {}, toolSetup(ctx, tools, choice, parallel), 'messages', call.signal);
   sendJson(call.res, 200, { input_tokens: prompt.ids.length });
+}
+
+/** A message cut short before the model ended it (server shutdown, request cancelled):
+ * Anthropic's overloaded_error, which clients retry. */
+function interrupted(): ApiError {
+  return new ApiError(503, 'generation was interrupted before the message ended (the server is shutting down or the request was cancelled); retry',
+    null, 'interrupted', 'server_error', { 'retry-after': '1' });
 }
 
 function contentBlock(b: Block): Record<string, unknown> {
@@ -259,6 +267,9 @@ async function streamMessage(ctx: ServerContext, call: Call, run: Choice, head: 
   if (ev) {
     if (ev.finishReason === 'error') {
       send('error', { error: { type: 'api_error', message: failed(ev).message } });
+    } else if (ev.finishReason === 'abort') {
+      // cut short (shutdown, cancelled): an end_turn would pass a truncated message as whole
+      send('error', { error: { type: 'overloaded_error', message: interrupted().message } });
     } else {
       const { reason, sequence } = stopReason(ctx, ev, tracker.blocks, stops);
       send('message_delta', { delta: { stop_reason: reason, stop_sequence: sequence }, usage: { output_tokens: ev.usage.completionTokens } });

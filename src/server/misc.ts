@@ -1,7 +1,7 @@
 // GET /v1/models, GET /v1/models/{id}, GET /metrics, POST /tokenize, POST /detokenize.
-import { renderChat, validateMessages } from '../tokenizer/chat.js';
 import { ApiError, invalid, toApiError } from './errors.js';
 import { type Call, checkModel, type ServerContext } from './generation.js';
+import { prepare } from './prepare-jobs.js';
 import { packageInfo } from '../util/version.js';
 import { sendJson, sendText } from './respond.js';
 import { optBool, optObject, requireObject, tokenIds } from './validate.js';
@@ -30,27 +30,25 @@ export function metrics(ctx: ServerContext, call: Call, extra: Readonly<Record<s
   sendText(call.res, 200, ctx.metrics.render(ctx.engine.stats(), extra), 'text/plain; version=0.0.4; charset=utf-8');
 }
 
-/** {prompt} (raw text) or {messages, add_generation_prompt?, chat_template_kwargs?} → {count, max_model_len, tokens}. */
-export function tokenize(ctx: ServerContext, call: Call): void {
+/** {prompt} (raw text) or {messages, add_generation_prompt?, chat_template_kwargs?} → {count, max_model_len, tokens}.
+ * Rendering and tokenizing run in the prepare pool. */
+export async function tokenize(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
   checkModel(ctx, b);
   let tokens: number[];
   if (b['prompt'] !== undefined && b['prompt'] !== null) {
     if (typeof b['prompt'] !== 'string') throw invalid('prompt', 'prompt must be a string');
-    tokens = engine.tokenizer.encode(b['prompt']);
+    tokens = (await prepare(ctx, { op: 'encode', texts: [b['prompt']] }, call.signal)).ids[0]!;
   } else if (b['messages'] !== undefined && b['messages'] !== null) {
-    const template = engine.tokenizer.chatTemplate;
-    if (!template) throw invalid('messages', 'this model has no chat template');
+    if (!engine.tokenizer.chatTemplate) throw invalid('messages', 'this model has no chat template');
     const kwargs = { ...(optObject(b, 'chat_template_kwargs') ?? {}) };
     const think = kwargs['enable_thinking'];
     if (think !== undefined && typeof think !== 'boolean') throw invalid('chat_template_kwargs.enable_thinking', 'chat_template_kwargs.enable_thinking must be a boolean');
     delete kwargs['enable_thinking'];
+    const opts = { addGenerationPrompt: optBool(b, 'add_generation_prompt') ?? true, enableThinking: think !== false, extra: kwargs };
     try {
-      const text = renderChat(template, validateMessages(b['messages']), {
-        addGenerationPrompt: optBool(b, 'add_generation_prompt') ?? true, enableThinking: think !== false, extra: kwargs,
-      });
-      tokens = engine.tokenizer.encode(text);
+      tokens = (await prepare(ctx, { op: 'render', messages: b['messages'], opts }, call.signal)).ids;
     } catch (e) {
       throw toApiError(e, 'messages');
     }
@@ -59,9 +57,10 @@ export function tokenize(ctx: ServerContext, call: Call): void {
 }
 
 /** {tokens: [ids]} → {prompt: text}. */
-export function detokenize(ctx: ServerContext, call: Call): void {
+export async function detokenize(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkModel(ctx, b);
   const ids = tokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize, true);
-  sendJson(call.res, 200, { prompt: ctx.engine.tokenizer.decode(ids) });
+  const { texts } = await prepare(ctx, { op: 'decode', ids: [ids] }, call.signal);
+  sendJson(call.res, 200, { prompt: texts[0] });
 }

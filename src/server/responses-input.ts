@@ -14,6 +14,7 @@ import { ApiError, invalid } from './errors.js';
 import { openReasoning } from './responses-crypto.js';
 import type { Item, ResponseStore } from './responses-store.js';
 import { callArguments } from './tools/openai.js';
+import { DEFAULT_LIMITS } from './limits.js';
 
 const isObj = (v: unknown): v is Item => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -97,7 +98,8 @@ function reasoningText(item: Item, param: string, key: Buffer): string | null {
 }
 
 /** `instructions` + items → template messages. */
-export function responsesMessages(items: readonly Sourced[], instructions: string | undefined, key: Buffer): ChatMessage[] {
+export function responsesMessages(items: readonly Sourced[], instructions: string | undefined, key: Buffer,
+  maxDepth = DEFAULT_LIMITS.jsonDepth): ChatMessage[] {
   const out: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
   let reasoning: string | null = null;
   const assistant = (m: ChatMessage): ChatMessage => {
@@ -118,7 +120,7 @@ export function responsesMessages(items: readonly Sourced[], instructions: strin
       if (typeof item['name'] !== 'string' || typeof item['call_id'] !== 'string') {
         throw invalid(param, `${param}: a function_call needs "call_id" and "name" strings`);
       }
-      const tc = { id: item['call_id'], type: 'function' as const, function: { name: item['name'], arguments: callArguments(item['arguments'], `${param}.arguments`) } };
+      const tc = { id: item['call_id'], type: 'function' as const, function: { name: item['name'], arguments: callArguments(item['arguments'], `${param}.arguments`, maxDepth) } };
       const prev = out[out.length - 1];
       if (reasoning === null && prev?.role === 'assistant' && (prev.tool_calls || prev.content === '')) (prev.tool_calls ??= []).push(tc);
       else out.push(assistant({ role: 'assistant', content: '', tool_calls: [tc] }));

@@ -11,6 +11,7 @@ import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './block
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { ApiError, invalid } from './errors.js';
 import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import { admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
 import { sealReasoning } from './responses-crypto.js';
@@ -109,14 +110,14 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const store = optBool(b, 'store') ?? true;
   const include = Array.isArray(b['include']) ? b['include'] as string[] : [];
   const items = [...previousConversation(b['previous_response_id'], rs.store), ...resolveInput(b['input'], rs)];
-  const messages = responsesMessages(items, optString(b, 'instructions'), rs.key);
+  const messages = responsesMessages(items, optString(b, 'instructions'), rs.key, ctx.limits?.jsonDepth);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_output_tokens']);
   const tools = responsesTools(b['tools']);
   const choice = responsesToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);
   const format = textFormat(optObject(b, 'text'));
   const summary = summaryOf(b);
-  const prompt = chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input');
+  const prompt = await chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input', call.signal);
   const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);

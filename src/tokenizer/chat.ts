@@ -56,6 +56,10 @@ function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
 }
 
+/** The roles a template is given: anything else (a role carrying `<|im_start|>`, an empty
+ * one) could be rendered verbatim into the prompt's turn headers. */
+export const TEMPLATE_ROLES: ReadonlySet<string> = new Set(['system', 'user', 'assistant', 'tool']);
+
 /** Check that `messages` is a non-empty array of {role: string, content: string, reasoning_content?: string}. */
 export function validateMessages(messages: unknown): ChatMessage[] {
   if (!Array.isArray(messages)) bad('messages must be an array');
@@ -64,6 +68,7 @@ export function validateMessages(messages: unknown): ChatMessage[] {
     if (typeof m !== 'object' || m === null || Array.isArray(m)) bad(`messages[${i}] must be an object`);
     const o = m as Record<string, unknown>;
     if (typeof o['role'] !== 'string') bad(`messages[${i}].role must be a string`);
+    if (!TEMPLATE_ROLES.has(o['role'])) bad(`messages[${i}].role must be one of ${[...TEMPLATE_ROLES].join(', ')} (got ${JSON.stringify(o['role'].slice(0, 64))})`);
     if (typeof o['content'] !== 'string') bad(`messages[${i}].content must be a string`);
     const out: ChatMessage = { role: o['role'], content: o['content'] };
     const rc = o['reasoning_content'];

@@ -4,6 +4,8 @@
 // Invariants:
 // - encode() never adds special tokens, but added tokens written in the text (`<|im_start|>`,
 //   `<think>`, ...) are matched as their ids, exactly like HF's tokenizer.
+// - encodeText() never matches added tokens: the text is split and merged by the BPE model
+//   alone, so client text can never become a special id (see safe-chat.ts).
 // - decode() keeps special tokens and never cleans up spaces, so decoding is prefix-stable
 //   (what IncrementalDetokenizer relies on). Ids the tokenizer does not know decode to ''.
 // - size = max known id + 1; ids in [size, vocab_size) are untrained padding rows.
@@ -26,6 +28,19 @@ interface HfTokenizer {
   get_added_tokens_decoder(): Map<number, { content: string; special: boolean }>;
   get_vocab(withAddedTokens: boolean): Map<string, number>;
 }
+
+/** The pipeline stages of @huggingface/tokenizers' Tokenizer (public fields, callable objects). */
+interface HfStages {
+  normalizer: ((text: string) => string) | null;
+  pre_tokenizer: ((text: string, opts: { section_index: number }) => string[]) | null;
+  model: ((pieces: string[]) => string[]) & { tokens_to_ids: Map<string, number>; unk_token_id?: number };
+}
+
+/** Where a tokenizer came from, so that a worker thread can build the same one. */
+export type TokenizerSource =
+  | { readonly kind: 'dir'; readonly dir: string }
+  | { readonly kind: 'gguf'; readonly file: string }
+  | { readonly kind: 'json'; readonly tokenizerJson: Json; readonly configJson: Json; readonly where: string; readonly chatTemplate?: string };
 
 /** Token texts that end a turn when present in the vocabulary. */
 const STOP_TOKENS = ['<|im_end|>', '<|endoftext|>'];
@@ -69,6 +84,10 @@ export class TextTokenizer {
   /** Ids of added tokens marked special (`<|im_start|>`, `<|im_end|>`, ...). */
   readonly specialIds: ReadonlySet<number>;
   readonly chatTemplate: string | undefined;
+  /** Texts of the special added tokens (`<|im_start|>`, ...). */
+  readonly specialTexts: readonly string[];
+  /** How to build this tokenizer again (in a worker thread). */
+  source: TokenizerSource | undefined;
   private readonly tok: HfTokenizer;
 
   private constructor(tok: HfTokenizer, chatTemplate: string | undefined) {
@@ -77,12 +96,17 @@ export class TextTokenizer {
     let maxId = -1;
     for (const id of tok.get_vocab(true).values()) maxId = Math.max(maxId, id);
     const special = new Set<number>();
+    const texts: string[] = [];
     for (const [id, t] of tok.get_added_tokens_decoder()) {
       maxId = Math.max(maxId, id);
-      if (t.special) special.add(id);
+      if (t.special) {
+        special.add(id);
+        if (t.content.length > 0) texts.push(t.content);
+      }
     }
     this.size = maxId + 1;
     this.specialIds = special;
+    this.specialTexts = texts;
   }
 
   /** Load tokenizer.json and tokenizer_config.json from a model directory, or the tokenizer
@@ -96,13 +120,29 @@ export class TextTokenizer {
     const cfgPath = join(dir, 'tokenizer_config.json');
     const tokJson = readJsonObject(tokPath);
     const cfgJson = readJsonObject(cfgPath);
-    return TextTokenizer.fromJson(tokJson, cfgJson, tokPath, findChatTemplate(dir, cfgJson, cfgPath));
+    const t = TextTokenizer.fromJson(tokJson, cfgJson, tokPath, findChatTemplate(dir, cfgJson, cfgPath));
+    t.source = { kind: 'dir', dir };
+    return t;
+  }
+
+  /** Build the tokenizer a source describes (TextTokenizer.source of another thread's). */
+  static fromSource(src: TokenizerSource): TextTokenizer {
+    switch (src.kind) {
+      case 'dir':
+        return TextTokenizer.load(src.dir);
+      case 'gguf':
+        return TextTokenizer.fromGguf(src.file);
+      case 'json':
+        return TextTokenizer.fromJson(src.tokenizerJson, src.configJson, src.where, src.chatTemplate);
+    }
   }
 
   /** The tokenizer and chat template in a GGUF file's metadata. */
   static fromGguf(file: string): TextTokenizer {
     const parts = ggufTokenizerParts(readGgufHeader(file).metadata, file);
-    return TextTokenizer.fromJson(parts.tokenizerJson, parts.configJson, file, parts.chatTemplate);
+    const t = TextTokenizer.fromJson(parts.tokenizerJson, parts.configJson, file, parts.chatTemplate);
+    t.source = { kind: 'gguf', file };
+    return t;
   }
 
   /** Build from parsed JSON objects. `where` names the tokenizer file in error messages. */
@@ -122,6 +162,7 @@ export class TextTokenizer {
       ? configJson['chat_template'] : undefined);
     const t = new TextTokenizer(tok, template);
     if (t.size === 0) throw new DeltaserveError('bad_tokenizer', `${where}: empty vocabulary`);
+    t.source = { kind: 'json', tokenizerJson, configJson, where, ...(template !== undefined ? { chatTemplate: template } : {}) };
     return t;
   }
 
@@ -130,6 +171,22 @@ export class TextTokenizer {
     if (typeof text !== 'string') throw new DeltaserveError('bad_request', 'text to encode must be a string');
     if (text.length === 0) return [];
     return this.tok.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /** Token ids of `text` as plain text: added tokens written in it (`<|im_start|>`) are NOT
+   * matched, the BPE model splits them like any other characters. */
+  encodeText(text: string): number[] {
+    if (text.length === 0) return [];
+    const st = this.tok as unknown as HfStages;
+    const normalized = st.normalizer ? st.normalizer(text) : text;
+    const pieces = st.pre_tokenizer ? st.pre_tokenizer(normalized, { section_index: 0 }) : [normalized];
+    const ids = st.model(pieces).map((t) => st.model.tokens_to_ids.get(t) ?? st.model.unk_token_id ?? -1);
+    for (const id of ids) {
+      if (id < 0 || this.specialIds.has(id)) {
+        throw new DeltaserveError('bad_request', `text ${JSON.stringify(text.slice(0, 40))} cannot be tokenized as plain text by this tokenizer`);
+      }
+    }
+    return ids;
   }
 
   /** Text of `ids`, special tokens kept; ids outside [0, size) decode to ''. */

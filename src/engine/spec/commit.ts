@@ -1,4 +1,4 @@
-// The commit of a speculative verify round (DESIGN.md §3) — one backend-independent
+// The commit of a speculative verify round (docs/ARCHITECTURE.md "Recurrent state") — one backend-independent
 // function. Verify never touches a working slot: every step's state went to the row's
 // scratch. For every real row, in this order:
 //   1. tracking snapshot: trackSlot ← scratch[row][trackStep] (before anything else);

@@ -1,4 +1,4 @@
-// MTP drafting (DESIGN.md §4). After every target step, for each request:
+// MTP drafting (docs/ARCHITECTURE.md "Speculative decoding (MTP)"). After every target step, for each request:
 //   extend — the MTP head runs over the positions the step committed, position t fed
 //            (target hidden h_t, token x_{t+1}), so the MTP KV always matches the
 //            committed tokens; its last output predicts d_1;
@@ -7,13 +7,12 @@
 // draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
 // rejection test.
 import type { KvPool } from '../../cache/kv-pool.js';
-import { lmHead, mtpForward, type MtpSeqInput } from '../../model/forward.js';
-import type { Workspace } from '../../model/layers.js';
-import type { Model } from '../../model/model.js';
+import { lmHeadInto, mtpForward, type MtpSeqInput } from '../../model/forward.js';
+import type { StepArena } from '../../model/arena.js';
+import type { AnyModel } from '../../model/model.js';
 import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
 import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
-import { rowPrefix } from '../../kernels/weight-view.js';
-import type { Weight } from '../../kernels/types.js';
+import type { Tensor, Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
 import { adjustInPlace } from '../logits-adjust.js';
 
@@ -22,12 +21,31 @@ export interface ExtendInput {
   /** MTP positions [start, start + n) are (re)computed from target hidden rows. */
   readonly start: number;
   readonly n: number;
-  readonly hidden: Float32Array; // [n, H]
+  /** Target hidden rows [hiddenRow, hiddenRow + n) of `hidden` ([*, H], a kernel tensor);
+   * with `hiddenFirst`, that host row is the first and `hidden` gives the other n − 1. */
+  readonly hidden: Tensor;
+  readonly hiddenRow: number;
+  readonly hiddenFirst?: Float32Array | null;
   /** Drafts to propose after the extend (0 = KV upkeep only). */
   readonly drafts: number;
   /** Page table to write through (default req.pages; a request that finished this step
    * has released its own, and passes the one it ran with). */
   readonly pages?: readonly number[];
+}
+
+/** A request that drafts this round: its extend [start, start + n) and draft count. */
+interface Chain {
+  readonly req: Request;
+  readonly start: number;
+  readonly n: number;
+  readonly drafts: number;
+}
+
+/** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
+interface DraftStep {
+  readonly active: readonly Chain[];
+  readonly hidden: Tensor;
+  readonly step: number;
 }
 
 export class MtpDrafter {
@@ -42,9 +60,9 @@ export class MtpDrafter {
   private readonly qBuffers = new WeakMap<Request, Float64Array[]>();
 
   constructor(
-    private readonly model: Model,
+    private readonly model: AnyModel,
     private readonly kv: KvPool,
-    private readonly ws: Workspace,
+    private readonly ws: StepArena<Tensor, Tensor>,
     private readonly sampleVocab: number,
     private readonly argmax?: Argmax,
     /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
@@ -52,19 +70,21 @@ export class MtpDrafter {
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
-    this.head = this.v < model.weights.lmHead.rows ? rowPrefix(model.weights.lmHead, this.v) : model.weights.lmHead;
+    this.head = this.v < model.weights.lmHead.rows ? model.kernels.weightRows(model.weights.lmHead, this.v) : model.weights.lmHead;
     this.sampler = new BatchSampler(model.kernels, argmax);
   }
 
-  run(inputs: readonly ExtendInput[]): void {
+  /** Extend, then draft. Synchronous unless the backend's read-back is asynchronous (one
+   * read-back per draft step: each step's picks feed the next). */
+  run(inputs: readonly ExtendInput[]): void | Promise<void> {
     if (inputs.length === 0) return;
     const mtpKv = this.kv.mtpLayers[0]!;
-    const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput => ({
-      tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, start: i.start,
-      pageTable: i.pages ?? i.req.pages, kv: mtpKv,
+    const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput<Tensor> => ({
+      tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, hiddenRow: i.hiddenRow,
+      hiddenFirst: i.hiddenFirst ?? null, start: i.start, pageTable: i.pages ?? i.req.pages, kv: mtpKv,
     })));
     // chains that draft: the last extend row of each predicts d_1
-    let active: { req: Request; start: number; n: number; drafts: number }[] = [];
+    const active: Chain[] = [];
     const rows: number[] = [];
     let offset = 0;
     for (const i of inputs) {
@@ -79,20 +99,35 @@ export class MtpDrafter {
       a.req.drafts = [];
       a.req.draftProbs = isGreedy(a.req.sampling) ? null : [];
     }
-    let prevHidden = this.pick(out, rows);
-    this.propose(active.map((a) => a.req), prevHidden);
-    for (let step = 2; ; step++) {
-      const chains = active.filter((a) => a.drafts >= step);
-      if (chains.length === 0) break;
-      const idx = chains.map((c) => active.indexOf(c));
-      const hid = idx.map((j) => prevHidden.subarray(j * this.h, (j + 1) * this.h));
-      const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput => ({
-        tokens: [c.req.drafts[step - 2]!], hidden: hid[j]!, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: mtpKv,
-      })));
-      prevHidden = this.pick(stepOut, chains.map((_, j) => j));
-      this.propose(chains.map((c) => c.req), prevHidden);
-      active = chains;
+    return this.steps({ active, hidden: this.pick(out, rows), step: 1 });
+  }
+
+  /** Propose draft `at.step` of every active chain from its MTP hidden row, then the
+   * following steps. */
+  private steps(at: DraftStep): void | Promise<void> {
+    for (let s: DraftStep | null = at; s; s = this.nextStep(s)) {
+      const proposed = this.propose(s.active.map((a) => a.req), s.hidden);
+      if (proposed) {
+        const here = s;
+        return proposed.then(() => {
+          const next = this.nextStep(here);
+          return next ? this.steps(next) : undefined;
+        });
+      }
     }
+  }
+
+  /** The MTP forward of the chains that draft one more step, or null when none does. */
+  private nextStep(prev: DraftStep): DraftStep | null {
+    const step = prev.step + 1;
+    const chains = prev.active.filter((a) => a.drafts >= step);
+    if (chains.length === 0) return null;
+    const idx = chains.map((c) => prev.active.indexOf(c));
+    const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
+      tokens: [c.req.drafts[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
+      pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
+    })));
+    return { active: chains, hidden: this.pick(stepOut, chains.map((_, j) => j)), step };
   }
 
   /** Drafts that fit: each writes MTP KV at one more position, whose page must exist
@@ -110,20 +145,27 @@ export class MtpDrafter {
     return d;
   }
 
-  /** Copy rows of an MTP output (views are reused by the next forward). */
-  private pick(out: Float32Array, rows: readonly number[]): Float32Array {
-    const h = this.h;
-    const dst = new Float32Array(rows.length * h);
-    rows.forEach((r, j) => dst.set(out.subarray(r * h, (r + 1) * h), j * h));
+  /** Copy rows of an MTP output to the arena's draft-hidden rows (the next MTP forward
+   * reads them into its own input before it overwrites its output). */
+  private pick(out: Tensor, rows: readonly number[]): Tensor {
+    const dst = this.ws.draftHidden.rows(rows.length);
+    this.model.kernels.gatherRows(dst, out, rows, this.h);
     return dst;
   }
 
   /** One draft token per request from MTP hidden rows [n, H], over the draft head's ids.
    * A sampled request's proposal q is kept over the whole sampling vocabulary (zero beyond
    * the draft head), as rejection sampling compares it with the target's p id by id. */
-  private propose(reqs: readonly Request[], hidden: Float32Array): void {
-    const logits = this.ws.buf('draft.logits', reqs.length * this.v);
-    lmHead(this.model, this.ws, hidden, reqs.map((_, j) => j), logits, this.head);
+  private propose(reqs: readonly Request[], hidden: Tensor): void | Promise<void> {
+    const t = lmHeadInto(this.model, this.ws, hidden, reqs.map((_, j) => j), this.ws.draftLogits.rows(reqs.length), this.head);
+    // the draft chain needs each step's picks before the next step: a read-back per step
+    const back = this.model.kernels.readBack([{ t, offset: 0, length: reqs.length * this.v }]);
+    if (back instanceof Promise) return back.then(([logits]) => this.pickDrafts(reqs, logits!));
+    this.pickDrafts(reqs, back[0]!);
+  }
+
+  /** Each request's next draft from its host logits row of `logits` ([n, V_draft]). */
+  private pickDrafts(reqs: readonly Request[], logits: Float32Array): void {
     const sampled: { req: Request; job: SampleJob }[] = [];
     reqs.forEach((req, j) => {
       // drafts are proposed under the request's adjustment, given the drafts before them

@@ -1,6 +1,6 @@
 // Reference (plain TypeScript) dense kernels. Accumulation in float64, results rounded
 // to float32 on store; every output element has one fixed reduction order (batch-invariant).
-import type { AttentionDims, KvLayerView, Weight } from '../types.js';
+import type { AttentionDims, KvLayerView, RopeTable, Weight } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
 import { dequantizeRow } from '../quant/dequant.js';
 
@@ -94,16 +94,17 @@ export function gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array
 }
 
 export function rope(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
-  rotaryDim: number, theta: number, stride: number): void {
-  const half = rotaryDim / 2;
+  table: RopeTable, stride: number): void {
+  const { invFreq, scale } = table;
+  const half = invFreq.length;
   const cos = new Float64Array(half);
   const sin = new Float64Array(half);
   for (let i = 0; i < t; i++) {
     const pos = positions[i]!;
     for (let f = 0; f < half; f++) {
-      const angle = pos * Math.pow(theta, (-2 * f) / rotaryDim);
-      cos[f] = Math.cos(angle);
-      sin[f] = Math.sin(angle);
+      const angle = pos * invFreq[f]!;
+      cos[f] = Math.cos(angle) * scale;
+      sin[f] = Math.sin(angle) * scale;
     }
     for (let h = 0; h < heads; h++) {
       const b = i * stride + h * headDim;

@@ -5,14 +5,21 @@ import * as gdn from './gdn.js';
 import { sample } from './sampling.js';
 import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { rowMajorPrefix, weightBytes } from '../weight-view.js';
+import * as cpu from '../cpu-ops.js';
 
 export function createRefKernels(): Kernels {
-  return {
+  const k: Kernels = {
     name: 'ref',
     threads: 1,
     dispose: () => {},
     alloc: (n) => new Float32Array(n),
     allocI32: (n) => new Int32Array(n),
+    view: cpu.view,
+    copyRows: cpu.copyRows,
+    gatherRows: cpu.gatherRows,
+    write: cpu.write,
+    readBack: cpu.readBack,
     allocWeight(dtype: WeightDType, rows: number, cols: number) {
       if (isQuantType(dtype)) {
         const data = new Uint8Array(rows * quantRowBytes(dtype, cols));
@@ -27,6 +34,8 @@ export function createRefKernels(): Kernels {
       if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
       return w;
     },
+    weightRows: rowMajorPrefix,
+    storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,
@@ -39,10 +48,13 @@ export function createRefKernels(): Kernels {
     kvWrite: dense.kvWrite,
     attention: dense.attention,
     moeRoute: dense.moeRoute,
+    moeExperts: (out, x, ids, weights, m, topK, experts, scratch) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch),
+    addSigmoidScaled: cpu.addSigmoidScaled,
     argmax: dense.argmax,
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,
     add: dense.add,
   };
+  return k;
 }

@@ -3,15 +3,17 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, GdnDims, Kernels, KvLayerView, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
+import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
 import { Cmd, executeAll } from './exec.js';
+import { packArgs } from './commands.js';
+import * as cpu from '../cpu-ops.js';
 import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
-import { storedQuantBytes } from '../weight-view.js';
+import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
 import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -78,6 +80,28 @@ export class WasmKernels implements Kernels {
     return arena.i32(ptr, n);
   }
 
+  // Data movement on the views themselves (cpu-ops.ts, shared with the ref backend).
+  view(t: Float32Array, offset: number, length: number): Float32Array {
+    return cpu.view(t, offset, length);
+  }
+
+  copyRows(dst: Float32Array, dstOffset: number, dstStride: number, src: Float32Array, srcOffset: number, srcStride: number,
+    rows: number, width: number): void {
+    cpu.copyRows(dst, dstOffset, dstStride, src, srcOffset, srcStride, rows, width);
+  }
+
+  gatherRows(dst: Float32Array, src: Float32Array, rows: ArrayLike<number>, width: number): void {
+    cpu.gatherRows(dst, src, rows, width);
+  }
+
+  write(dst: Float32Array, offset: number, src: ArrayLike<number>): void {
+    cpu.write(dst, offset, src);
+  }
+
+  readBack(ranges: readonly ReadRange<Float32Array>[]): Float32Array[] {
+    return cpu.readBack(ranges);
+  }
+
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
     if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 / Q4_K / Q6_K with room to repack in place
       const size = rows * quantRowBytes(dtype, cols);
@@ -123,7 +147,15 @@ export class WasmKernels implements Kernels {
     c.end();
     const buf = src.data.buffer;
     const data = src.dtype === 'bf16' ? new Uint16Array(buf, src.data.byteOffset, n) : new Float32Array(buf, src.data.byteOffset, n);
-    return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' };
+    return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' satisfies WasmLayout };
+  }
+
+  weightRows(w: Weight, n: number): Weight {
+    return rowPrefix(w, n);
+  }
+
+  storedWeightBytes(w: Weight): number {
+    return storedBytes(w);
   }
 
   /** A quantized weight in its repacked layout (quant-layouts.ts), in place: allocWeight
@@ -144,9 +176,7 @@ export class WasmKernels implements Kernels {
     const n = w.rows;
     const k = w.cols;
     const c = this.ops.begin(this.ops.target(w.data, x, out));
-    const a = this.pool.args;
-    a[0] = c.out(out, m * n); a[1] = c.in(x, m * k); a[2] = c.weight(w);
-    a[3] = m; a[4] = n; a[5] = k; a[6] = isBf16(w);
+    packArgs(this.pool.args, 'MATMUL', { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k, bf16: isBf16(w) });
     // ≥ 1 chunk per thread, ~2 MiB each; chunks are claimed dynamically
     const panels = Math.ceil(n / 8);
     const chunks = Math.min(panels, Math.max(this.threads, Math.ceil((n * k * elemBytes(w.dtype)) / CHUNK_BYTES)));
@@ -161,7 +191,6 @@ export class WasmKernels implements Kernels {
     const k = w.cols;
     const arena = this.ops.target(w.data, x, out);
     const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
-    const a = this.pool.args;
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
     // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build);
@@ -176,9 +205,9 @@ export class WasmKernels implements Kernels {
     if (w.layout === 'q8x4' && m >= 4) c.arena.exports.interleaveActs4(q16, m, k, q8x4Acts);
     if (kx4 && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
     if (w.layout === 'q6kx4') c.arena.exports.q6kx4ActSums(q8, m, k);
-    a[0] = c.out(out, m * n); a[1] = q16; a[2] = d; a[3] = s; a[4] = c.weight(w);
-    a[5] = m; a[6] = n; a[7] = k; a[8] = quantFormatId(w);
-    a[9] = c.tmp.base; a[10] = c.tmp.stride; a[11] = q8;
+    packArgs(this.pool.args, 'QMATMUL', {
+      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8,
+    });
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
     this.run(Cmd.QMATMUL, c.arena, n * k >= PAR_MATMUL && groups >= 2, Math.min(chunks, 0xffff));
@@ -240,12 +269,13 @@ export class WasmKernels implements Kernels {
   }
 
   rope(x: Float32Array, positions: ArrayLike<number>, t: number, heads: number, headDim: number,
-    rotaryDim: number, theta: number, stride: number): void {
+    table: RopeTable, stride: number): void {
     if (t <= 0) return;
     const c = this.ops.begin(this.ops.target(x));
     const xp = c.inout(x, (t - 1) * stride + heads * headDim);
     const pp = c.ints(positions, t);
-    c.arena.exports.rope(xp, pp, t, heads, headDim, rotaryDim, theta, stride);
+    const fp = c.f64(table.invFreq);
+    c.arena.exports.rope(xp, pp, t, heads, headDim, fp, table.invFreq.length, table.scale, stride);
     c.end();
   }
 
@@ -256,13 +286,10 @@ export class WasmKernels implements Kernels {
     const kw = w.cols;
     const hist = (kw - 1) * ch;
     const c = this.ops.begin(this.ops.target(x, window, out));
-    const a = this.pool.args;
-    a[0] = c.out(out, t * ch);
-    a[1] = c.in(x, t * ch);
-    a[2] = scratch ? c.in(window, hist) : c.inout(window, hist);
-    a[3] = c.weight(w);
-    a[4] = isBf16(w); a[5] = t; a[6] = ch; a[7] = kw;
-    a[8] = scratch ? c.out(scratch, t * hist) : 0;
+    packArgs(this.pool.args, 'CONV', {
+      out: c.out(out, t * ch), x: c.in(x, t * ch), window: scratch ? c.in(window, hist) : c.inout(window, hist), w: c.weight(w),
+      wBf16: isBf16(w), t, c: ch, kw, scratch: scratch ? c.out(scratch, t * hist) : 0,
+    });
     this.run(Cmd.CONV, c.arena, t * ch >= PAR_CONV, Math.min(4 * this.threads, Math.ceil(ch / 16)));
     c.end();
   }
@@ -289,15 +316,11 @@ export class WasmKernels implements Kernels {
     const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
     const ss = hv * dk * dv;
     const c = this.ops.begin(this.ops.target(state, qkv), (2 * dk + 2 * dv) * 4, this.threads);
-    const a = this.pool.args;
-    a[0] = c.out(out, t * hv * dv);
-    a[1] = c.in(qkv, t * (2 * hk * dk + hv * dv));
-    a[2] = c.in(g, t * hv);
-    a[3] = c.in(beta, t * hv);
-    a[4] = scratch ? c.in(state, ss) : c.inout(state, ss);
-    a[5] = scratch ? c.out(scratch, t * ss) : 0;
-    a[6] = t; a[7] = hk; a[8] = hv; a[9] = dk; a[10] = dv;
-    a[11] = c.tmp.base; a[12] = c.tmp.stride;
+    packArgs(this.pool.args, 'GDN_RECURRENT', {
+      out: c.out(out, t * hv * dv), qkv: c.in(qkv, t * (2 * hk * dk + hv * dv)), g: c.in(g, t * hv), beta: c.in(beta, t * hv),
+      state: scratch ? c.in(state, ss) : c.inout(state, ss), scratch: scratch ? c.out(scratch, t * ss) : 0,
+      t, hk, hv, dk, dv, tmpBase: c.tmp.base, tmpStride: c.tmp.stride,
+    });
     // contiguous runs of heads per chunk: one head per chunk, alternating between threads,
     // measured ~1.9× slower (T = 1, 16 heads of 128×128) than two runs per thread
     this.run(Cmd.GDN_RECURRENT, c.arena, hv > 1 && t * ss >= PAR_GDN, Math.min(hv, 2 * this.threads));
@@ -311,14 +334,10 @@ export class WasmKernels implements Kernels {
     const ss = hv * dk * dv;
     const arena = this.ops.target(state, qkv);
     const c = this.ops.begin(arena, arena.exports.chunkedTmpBytes(dk, dv), this.threads);
-    const a = this.pool.args;
-    a[0] = c.out(out, t * hv * dv);
-    a[1] = c.in(qkv, t * (2 * hk * dk + hv * dv));
-    a[2] = c.in(g, t * hv);
-    a[3] = c.in(beta, t * hv);
-    a[4] = c.inout(state, ss);
-    a[5] = t; a[6] = hk; a[7] = hv; a[8] = dk; a[9] = dv;
-    a[10] = c.tmp.base; a[11] = c.tmp.stride; a[12] = pos0;
+    packArgs(this.pool.args, 'GDN_CHUNKED', {
+      out: c.out(out, t * hv * dv), qkv: c.in(qkv, t * (2 * hk * dk + hv * dv)), g: c.in(g, t * hv), beta: c.in(beta, t * hv),
+      state: c.inout(state, ss), t, hk, hv, dk, dv, tmpBase: c.tmp.base, tmpStride: c.tmp.stride, pos0,
+    });
     this.run(Cmd.GDN_CHUNKED, c.arena, hv > 1 && t * ss >= PAR_GDN, hv);
     c.end();
   }
@@ -346,15 +365,11 @@ export class WasmKernels implements Kernels {
     const units = (t * nH) / per;
     // scratch: f64 sums [per], f32 scores [per, n], i32 cache rows [KEY_BLOCK = 32]
     const c = this.ops.begin(this.ops.target(kv.k, q), per * 8 + per * n * 4 + 32 * 4, this.threads);
-    const a = this.pool.args;
-    a[0] = c.out(out, t * nH * hd);
-    a[1] = c.in(q, (t - 1) * qStride + nH * hd);
-    a[2] = qStride;
-    a[3] = c.in(kv.k, kv.k.length);
-    a[4] = c.in(kv.v, kv.v.length);
-    a[5] = c.ints(pageTable, Math.floor((n - 1) / kv.pageSize) + 1);
-    a[6] = kv.pageSize; a[7] = start; a[8] = nH; a[9] = nKV; a[10] = hd; a[11] = units;
-    a[12] = c.tmp.base; a[13] = c.tmp.stride; a[14] = per;
+    packArgs(this.pool.args, 'ATTENTION', {
+      out: c.out(out, t * nH * hd), q: c.in(q, (t - 1) * qStride + nH * hd), qStride, kc: c.in(kv.k, kv.k.length),
+      vc: c.in(kv.v, kv.v.length), pageTable: c.ints(pageTable, Math.floor((n - 1) / kv.pageSize) + 1), pageSize: kv.pageSize,
+      start, nH, nKV, hd, units, tmpBase: c.tmp.base, tmpStride: c.tmp.stride, per,
+    });
     this.run(Cmd.ATTENTION, c.arena, units > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(units, 8 * this.threads));
     c.end();
   }
@@ -387,11 +402,19 @@ export class WasmKernels implements Kernels {
     const arena = this.ops.target(rows[0]!.logits);
     const c = this.ops.begin(arena, arena.exports.sampleTmpBytes(maxN), this.threads);
     const desc = packSampleRows(c, rows);
-    const a = this.pool.args;
-    a[0] = desc.ptr; a[1] = m; a[2] = c.tmp.base; a[3] = c.tmp.stride;
+    packArgs(this.pool.args, 'SAMPLE', { desc: desc.ptr, rows: m, tmpBase: c.tmp.base, tmpStride: c.tmp.stride });
     this.run(Cmd.SAMPLE, c.arena, m > 1, m);
     readSampleResults(c.arena, desc, rows, results);
     c.end();
+  }
+
+  moeExperts(out: Float32Array, x: Float32Array, ids: Int32Array, weights: Float32Array, m: number, topK: number,
+    experts: readonly ExpertMats[], scratch: MoeScratch): void {
+    cpu.moeExperts(this, out, x, ids, weights, m, topK, experts, scratch);
+  }
+
+  addSigmoidScaled(out: Float32Array, y: Float32Array, g: Float32Array, m: number, d: number): void {
+    cpu.addSigmoidScaled(out, y, g, m, d);
   }
 
   mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
@@ -437,13 +460,12 @@ export class WasmKernels implements Kernels {
     const total = per * chunks;
     try {
       arena.u8(ptr, total).fill(1); // touch every page (untouched pages read as the shared zero page)
-      const a = this.pool.args;
       let best = Infinity;
       for (let r = 0; r <= repeat; r++) {
-        a[0] = ptr; a[1] = per;
+        packArgs(this.pool.args, 'PROBE', { base: ptr, bytes: per, chunks });
         const t0 = performance.now();
         if (this.threads > 1) this.pool.run(Cmd.PROBE, arena.index, arena.exports, chunks);
-        else executeAll(arena.exports, Cmd.PROBE, a, chunks);
+        else executeAll(arena.exports, Cmd.PROBE, this.pool.args, chunks);
         const dt = performance.now() - t0;
         if (r > 0) best = Math.min(best, dt); // r = 0 warms up
       }

@@ -29,7 +29,7 @@ export interface KernelExports {
   streamRead(p: number, bytes: number): number;
   rmsNorm(out: number, x: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number, zc: number): void;
   gatedRmsNorm(out: number, o: number, z: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number): void;
-  rope(x: number, positions: number, t: number, heads: number, headDim: number, rotaryDim: number, theta: number, stride: number): void;
+  rope(x: number, positions: number, t: number, heads: number, headDim: number, invFreq: number, half: number, scale: number, stride: number): void;
   mulSilu(out: number, a: number, b: number, n: number): void;
   mulSigmoid(out: number, a: number, b: number, n: number): void;
   add(out: number, a: number, b: number, n: number): void;

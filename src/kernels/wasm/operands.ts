@@ -4,7 +4,7 @@
 // arena's per-call staging area — inputs before the kernel, outputs back after it.
 import type { Weight } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
-import { storedQuantBytes } from '../weight-view.js';
+import { storedQuantBytes } from './layouts.js';
 import type { Arena, MemorySet } from './memory.js';
 
 type OutView = Float32Array | Int32Array;
@@ -73,6 +73,13 @@ export class Operands {
     const dst = this.arena.i32(p, n);
     if (a instanceof Int32Array) dst.set(a.subarray(0, n));
     else for (let i = 0; i < n; i++) dst[i] = a[i]!;
+    return p;
+  }
+
+  /** Read-only f64 operand (small tables), always staged. */
+  f64(a: Float64Array): number {
+    const p = this.arena.stage(a.length * 8);
+    new Float64Array(this.arena.buffer(), p, a.length).set(a);
     return p;
   }
 

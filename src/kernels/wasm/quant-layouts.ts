@@ -9,8 +9,9 @@ import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
 import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
 import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
 import type { KernelExports } from './module.js';
+import type { WasmLayout } from './layouts.js';
 
-export type RepackedLayout = 'q8x4' | 'q4kx4' | 'q6kx4';
+export type RepackedLayout = Exclude<WasmLayout, 'panel8'>;
 
 interface LayoutSpec {
   readonly layout: RepackedLayout;

@@ -4,15 +4,17 @@ import type { SampleResult, SampleRow } from '../types.js';
 import type { Arena } from './memory.js';
 import type { Operands } from './operands.js';
 
-/** Slots of one row descriptor (same numbering as the D_* constants of assembly/sampling.ts). */
-const D = {
+/** Slots of one row descriptor (same numbering as the D_* constants of assembly/sampling.ts;
+ * test/kernel-commands.test.ts checks them against it, and DESC and the F_* flags). */
+export const D = {
   LOGITS: 0, N: 1, INV_T: 2, TOP_K: 3, TOP_P: 4, MIN_P: 5, U: 6, PATCH_IDS: 7, PATCH_VALS: 8, PATCH_N: 9,
   TOP_N: 10, FLAGS: 11, TOP_IDS: 12, TOP_VALS: 13, DIST: 14, OUT_TOKEN: 15, OUT_RAW_MAX: 16, OUT_RAW_SUM: 17, OUT_MASS: 18,
 } as const;
-const DESC = 20;
-const F_DRAW = 1;
-const F_LOGPROBS = 2;
-const F_DIST = 4;
+export const DESC = 20;
+export const FLAGS = { DRAW: 1, LOGPROBS: 2, DIST: 4 } as const;
+const F_DRAW = FLAGS.DRAW;
+const F_LOGPROBS = FLAGS.LOGPROBS;
+const F_DIST = FLAGS.DIST;
 
 export interface StagedRows {
   readonly ptr: number;

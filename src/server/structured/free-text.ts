@@ -1,11 +1,15 @@
-// Free text inside a constraint (a JSON string's characters, an XML parameter's value) admits
+// Free text inside a constraint (a JSON string's characters, an XML parameter's value, an
+// object key where any key is admitted) admits
 // almost every token, which would make the mask walk visit the whole vocabulary. Split the
 // vocabulary once per kind of free text: "plain" tokens — complete UTF-8, none of the bytes
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, type State, utf8Next } from './matcher.js';
-import { type TokenList, type TokenVocab, walk } from './mask.js';
+import { type Frame, regexRoomNeeded, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
+import type { Regex } from './regex.js';
+import { stackKey } from './matcher.js';
+import type { ObjectNode } from './nodes.js';
+import { type TokenList, type TokenVocab, walk } from './walk.js';
 
 interface FreeTextClass {
   /** chars[id]: character count of a plain token, −1 for the others. */
@@ -17,28 +21,58 @@ interface FreeTextClass {
   /** Tokens with a stop byte at a character boundary, grouped by the characters before it:
    * their suffixes from the stop byte, sorted (shared prefixes are stepped once). */
   readonly bySuffix: ReadonlyMap<number, TokenList>;
+  /** Object keys: tokens that close the key with their first stop byte (a quote) and hold
+   * no other quote — what follows depends on the key's text only through which schema its
+   * value takes — as suffixes from the quote by characters before it, and by their prefix
+   * (binary UTF-8) to find those closing on a named or seen key. */
+  readonly keySuffix: ReadonlyMap<number, TokenList>;
+  readonly keyByPrefix: ReadonlyMap<string, readonly number[]>;
+  /** The other tokens with a stop byte, whole (stepped from the key's own state). */
+  readonly keyWhole: TokenList;
+  /** Stand-in walks by object progress and continuation (see keyStops). */
+  readonly keyGrouped: Map<string, Uint32Array>;
+  /** Strings with regexes: the plain tokens (stepped through the regex DFAs alone), the
+   * partial ones and those with a quote or backslash (stepped whole through the matcher). */
+  readonly plainList: TokenList;
+  readonly partialList: TokenList;
+  readonly stopWhole: TokenList;
+  /** Plain-token bitsets of regex strings, by regexes, DFA states and room. */
+  readonly byRegexState: Map<string, Uint32Array>;
   /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
   readonly byRoom: Map<number, Uint32Array>;
 }
 
 const classes = new WeakMap<TokenVocab, Map<string, FreeTextClass>>();
 
+/** Keys beyond the named properties are free text (no regexes, every clause admits them):
+ * a key being written then stays alive whatever plain text comes, while it fits. */
+const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patternRes.length === 0 && o.clauses.length > 0 && o.clauses.every((c) => c.extra !== null);
+
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if (f.t === 'str' && f.ph === 1 && f.u === 0) return { key: 'json', stops: (b) => b === 0x22 || b === 0x5c || b < 0x20 };
-  if (f.t === 'until' && f.m === 0 && f.u === 0) {
+  if ((f.t === 'str' && f.ph === 1 && f.u === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: JSON_STOPS };
+  if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
   }
   return null;
 }
 
+const JSON_STOPS = (b: number): boolean => b === 0x22 || b === 0x5c || b < 0x20;
+const kindIsJson = (stops: (b: number) => boolean): boolean => stops === JSON_STOPS;
+
 function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const chars = new Int16Array(v.words * 32).fill(-1);
   let maxChars = 0;
   const partial: { id: number; chars: number }[] = [];
   const suffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
+  const whole: { bytes: Uint8Array; id: number }[] = [];
+  const keySuffixes = new Map<number, { bytes: Uint8Array; id: number }[]>();
+  const keyByPrefix = new Map<string, number[]>();
+  const plainTokens: { bytes: Uint8Array; id: number }[] = [];
+  const partialTokens: { bytes: Uint8Array; id: number }[] = [];
+  const stopWhole: { bytes: Uint8Array; id: number }[] = [];
   v.sorted.forEach((bytes, i) => {
     let u = 0;
     let n = 0;
@@ -58,15 +92,34 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       let group = suffixes.get(n);
       if (!group) suffixes.set(n, (group = []));
       group.push({ bytes: bytes.subarray(at), id });
+      if (!(bytes[at]! < 0x20 && kindIsJson(stops))) stopWhole.push({ bytes, id });
+      if (kindIsJson(stops) && bytes[at] === 0x22 && !bytes.subarray(at + 1).includes(0x22)) {
+        let g = keySuffixes.get(n);
+        if (!g) keySuffixes.set(n, (g = []));
+        g.push({ bytes: bytes.subarray(at), id });
+        const pre = Buffer.from(bytes.subarray(0, at)).toString('latin1');
+        let ids = keyByPrefix.get(pre);
+        if (!ids) keyByPrefix.set(pre, (ids = []));
+        ids.push(id);
+      } else if (!(bytes[at]! < 0x20 && kindIsJson(stops))) whole.push({ bytes, id }); // a control character ends any walk
     } else if (u === 0) {
       chars[id] = n;
       maxChars = Math.max(maxChars, n);
-    } else if (u > 0) partial.push({ id, chars: n });
+      plainTokens.push({ bytes, id });
+    } else if (u > 0) {
+      partial.push({ id, chars: n });
+      partialTokens.push({ bytes, id });
+    }
     // u < 0: not UTF-8 — never inside free text
   });
   const bySuffix = new Map<number, TokenList>();
   for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
-  return { chars, maxChars, partial, bySuffix, byRoom: new Map() };
+  const keySuffix = new Map<number, TokenList>();
+  for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
+  return {
+    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), keyGrouped: new Map(), byRoom: new Map(),
+    plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(),
+  };
 }
 
 function compare(a: Uint8Array, b: Uint8Array): number {
@@ -86,6 +139,119 @@ function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
     lcp[j] = n;
   }
   return { sorted: entries.map((e) => e.bytes), ids: Int32Array.from(entries.map((e) => e.id)), lcp };
+}
+
+/** A string with regexes: plain tokens through the DFAs alone (cached by DFA states and
+ * room), every other token stepped whole. */
+function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
+  // room matters beyond the longest token too: the regexes' shortest completion must fit
+  const r = Math.min(room, 1024);
+  const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}`;
+  let bits = c.byRegexState.get(key);
+  if (!bits) {
+    bits = new Uint32Array(v.words);
+    walkRegex(c.plainList, f.res, f.rs, r, bits);
+    if (c.byRegexState.size >= 4096) c.byRegexState.clear();
+    c.byRegexState.set(key, bits);
+  }
+  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
+  walk(c.partialList, state, mask);
+  walk(c.stopWhole, state, mask);
+}
+
+/** The sorted walk of plain tokens (complete UTF-8, no stop byte) through regex DFAs: a
+ * token is allowed when every regex survives its characters and they fit the room. */
+function walkRegex(list: TokenList, res: readonly Regex[], rs0: readonly number[], room: number, out: Uint32Array): void {
+  const states: (readonly number[])[] = [rs0];
+  const us = [0];
+  const cps = [0];
+  const counts = [0];
+  let valid = 0;
+  const n = list.sorted.length;
+  for (let i = 0; i < n; i++) {
+    const bytes = list.sorted[i]!;
+    let d = Math.min(list.lcp[i]!, valid);
+    let dead = false;
+    while (d < bytes.length) {
+      const b = bytes[d]!;
+      const u = us[d]!;
+      const u2 = utf8Next(u, b);
+      const cp = utf8Accumulate(u, cps[d]!, b);
+      let st = states[d]!;
+      let count = counts[d]!;
+      if (u2 === 0) {
+        count++;
+        const next = count > room ? null : stepAll(res, st, cp);
+        if (!next || count + regexRoomNeeded(res, next) > room) {
+          dead = true;
+          break;
+        }
+        st = next;
+      }
+      d++;
+      states[d] = st;
+      us[d] = u2;
+      cps[d] = u2 === 0 ? 0 : cp;
+      counts[d] = count;
+    }
+    if (dead) {
+      valid = d;
+      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
+      continue;
+    }
+    valid = bytes.length;
+    const id = list.ids[i]!;
+    out[id >>> 5]! |= 1 << (id & 31);
+  }
+}
+
+function stepAll(res: readonly Regex[], st: readonly number[], cp: number): number[] | null {
+  const out = new Array<number>(res.length);
+  for (let k = 0; k < res.length; k++) {
+    const s = res[k]!.step(st[k]!, cp);
+    if (s < 0) return null;
+    out[k] = s;
+  }
+  return out;
+}
+
+/** A key text no key can have (a lone surrogate): stands for the characters a token adds. */
+const PLACEHOLDER = '\udfff';
+
+/** Tokens with a stop byte inside a free key: the quote-closing ones walked as suffixes from
+ * a stand-in key of their length (its text is neither named nor seen, so its value takes the
+ * extra schema), except those whose text closes the key on a named or seen name — found by
+ * prefix and stepped from the real state, like every other token with a stop byte. */
+function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' }>, next: Stack | null, room: number, mask: Uint32Array): void {
+  const state: State = [{ f, next }];
+  // the stand-in walks depend on the object's progress and what follows it, not on the key
+  // text: shared by every position of the keys written at that point
+  const cacheKey = `${f.o.id}|${f.count}|${f.seen.join('\u0000')}|${Math.min(room, c.maxChars)}|${stackKey(next)}`;
+  let cached = c.keyGrouped.get(cacheKey);
+  if (!cached) {
+    cached = new Uint32Array(v.words);
+    for (const [k, list] of c.keySuffix) {
+      if (k === 0 || k > room) continue;
+      const stand: Frame = { ...f, txt: f.txt + PLACEHOLDER.repeat(k), raw: `${f.raw}${'\u0000'.repeat(k)}`, n: f.n + k };
+      walk(list, [{ f: stand, next }], cached);
+    }
+    if (c.keyGrouped.size >= 1024) c.keyGrouped.clear();
+    c.keyGrouped.set(cacheKey, cached);
+  }
+  const grouped = cached.slice();
+  const first = c.keySuffix.get(0);
+  if (first) walk(first, state, mask); // nothing before the quote: the real state, exactly
+  const special: { bytes: Uint8Array; id: number }[] = [];
+  for (const name of [...f.o.props.map((p) => p.name), ...f.seen]) {
+    if (!name.startsWith(f.txt) || name.length === f.txt.length) continue;
+    for (const id of c.keyByPrefix.get(utf8Binary(name.slice(f.txt.length))) ?? []) {
+      grouped[id >>> 5]! &= ~(1 << (id & 31));
+      special.push({ bytes: v.bytesOf[id]!, id });
+    }
+  }
+  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | grouped[i]!;
+  if (special.length > 0) walk(sortedList(special), state, mask);
+  walk(c.keyWhole, state, mask);
 }
 
 function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
@@ -111,16 +277,24 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   const top = state[0];
   const f = top.f;
   const kind = stopsFor(f);
-  if (!kind || (f.t !== 'str' && f.t !== 'until')) return false;
+  if (!kind || (f.t !== 'str' && f.t !== 'until' && f.t !== 'key')) return false;
   let byKind = classes.get(v);
   if (!byKind) classes.set(v, (byKind = new Map()));
   let c = byKind.get(kind.key);
   if (!c) byKind.set(kind.key, (c = build(v, kind.stops)));
-  const room = Math.max(0, f.max - f.n);
+  const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
+  if (f.t === 'str' && f.res.length > 0) {
+    regexText(v, c, f, room, state, mask);
+    return true;
+  }
   const plain = plainBits(v, c, room);
   for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | plain[i]!;
   // a character cut at the end: its lead byte needs room for one more character
   for (const p of c.partial) if (p.chars + 1 <= room) mask[p.id >>> 5]! |= 1 << (p.id & 31);
+  if (f.t === 'key') {
+    keyStops(v, c, f, top.next, room, mask);
+    return true;
+  }
   for (const [k, list] of c.bySuffix) {
     if (k > room) continue;
     walk(list, k === 0 ? state : [{ f: { ...f, n: f.n + k }, next: top.next }], mask);

@@ -9,27 +9,10 @@
 import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
 import type { TokenTexts } from '../logprobs.js';
 import { freeTextMask } from './free-text.js';
-import { canEnd, KEY_CAP, type State, stackKey, step } from './matcher.js';
+import { canEnd, KEY_CAP, type State, stateKey, step } from './matcher.js';
+import { type TokenList, type TokenVocab, walk } from './walk.js';
 
-/** Tokens in lexicographic byte order, their ids, and each one's common-prefix length with
- * the previous token in that order. */
-export interface TokenList {
-  readonly sorted: readonly Uint8Array[];
-  readonly ids: Int32Array;
-  readonly lcp: Int32Array;
-}
-
-/** The vocabulary as the mask walk needs it (built once per tokenizer and vocabulary size). */
-export interface TokenVocab extends TokenList {
-  /** Bitset words over [0, vocab). */
-  readonly words: number;
-  /** Ids that end generation: allowed exactly when the matcher can end. */
-  readonly stopIds: readonly number[];
-  /** Every token but the stop ids (unconstrained reasoning). */
-  readonly allButStop: Uint32Array;
-  /** Bytes of each id (null for ids outside the walk: special, stop, empty, overlong). */
-  readonly bytesOf: readonly (Uint8Array | null)[];
-}
+export { stateKey, type TokenList, type TokenVocab, walk };
 
 const vocabs = new WeakMap<TextTokenizer, Map<string, TokenVocab>>();
 
@@ -79,11 +62,6 @@ export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: r
   return { words, sorted, ids: Int32Array.from(order), lcp, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
 }
 
-/** The key of a whole state (its stacks' keys, order-independent). */
-export function stateKey(state: State): string {
-  return state.length === 1 ? stackKey(state[0]!) : state.map(stackKey).sort().join('#');
-}
-
 /** Ids allowed after `state`: every token whose bytes the matcher accepts, plus the stop ids
  * when it can end. Inside free text (a JSON string, an XML parameter) the tokens that cannot
  * leave it come from a precomputed set and only the others are walked (see free-text.ts). */
@@ -92,35 +70,6 @@ export function computeMask(v: TokenVocab, state: State): Uint32Array {
   if (state.some((s) => canEnd(s))) for (const id of v.stopIds) mask[id >>> 5]! |= 1 << (id & 31);
   if (!freeTextMask(v, state, mask)) walk(v, state, mask);
   return mask;
-}
-
-/** Set the bit of every token of `list` the matcher accepts from `state`. */
-export function walk(list: TokenList, state: State, mask: Uint32Array): void {
-  const states: State[] = [state];
-  let valid = 0; // states[0..valid] hold the states after the current token's prefix bytes
-  const n = list.sorted.length;
-  for (let i = 0; i < n; i++) {
-    const bytes = list.sorted[i]!;
-    let d = Math.min(list.lcp[i]!, valid);
-    let dead = false;
-    while (d < bytes.length) {
-      const next = step(states[d]!, bytes[d]!);
-      if (next.length === 0) {
-        dead = true;
-        break;
-      }
-      states[++d] = next;
-    }
-    if (dead) {
-      valid = d;
-      // every following token sharing the dead prefix bytes[0..d] is dead too
-      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
-      continue;
-    }
-    valid = bytes.length;
-    const id = list.ids[i]!;
-    mask[id >>> 5]! |= 1 << (id & 31);
-  }
 }
 
 /** Masks by state key (per compiled grammar: keys name its schema nodes), least recently used out. */

@@ -2,12 +2,15 @@
 // tool calls (`tool_choice` required or a named function), turned into a per-choice grammar
 // constraint for the engine. With thinking on, the reasoning is free and the constraint
 // starts after `</think>`.
+import { createHash } from 'node:crypto';
 import { modelStopIds } from '../../engine/request-rules.js';
 import { invalid } from '../errors.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
+import { lit, push } from './frames.js';
 import { type Stack, type State, val } from './matcher.js';
 import { GrammarConstraint, MaskCache, tokenVocab } from './mask.js';
+import { deref, type ObjectNode } from './nodes.js';
 import { compileSchema, type Schema, SchemaError } from './schema.js';
 
 export type OutputFormat =
@@ -17,10 +20,21 @@ export type OutputFormat =
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Compile, mapping schema errors to a 400 naming `param`. */
-export function compileOrThrow(schema: unknown, param: string): Schema {
+/** A short key for a schema's text (compiled grammars are cached by it). */
+export const schemaHash = (text: string): string => createHash('sha256').update(text).digest('base64url');
+
+/** Compile, mapping schema errors to a 400 naming `param`. Compiled trees are cached by
+ * the hash of the schema's text (compiling is pure: the same text gives an equivalent tree). */
+const compiledSchemas = new Map<string, Schema>();
+export function compileOrThrow(schema: unknown, param: string, lenient = false): Schema {
+  const key = `${lenient ? 'l' : 's'}:${param}:${schemaHash(JSON.stringify(schema))}`;
+  const hit = compiledSchemas.get(key);
+  if (hit) return hit;
   try {
-    return compileSchema(schema, param);
+    const s = compileSchema(schema, param, { lenient });
+    if (compiledSchemas.size >= 64) compiledSchemas.delete(compiledSchemas.keys().next().value!);
+    compiledSchemas.set(key, s);
+    return s;
   } catch (e) {
     if (e instanceof SchemaError) throw invalid(param, `invalid JSON schema: ${e.message}`, 'invalid_schema');
     throw e;
@@ -36,7 +50,9 @@ export function jsonSchemaFormat(o: Record<string, unknown>, param: string): Out
   const strict = o['strict'];
   if (strict !== undefined && strict !== null && typeof strict !== 'boolean') throw invalid(`${param}.strict`, `${param}.strict must be a boolean`);
   const schema = o['schema'] ?? {};
-  compileOrThrow(schema, `${param}.schema`);
+  // structure only here; assertions the grammar cannot enforce are refused (or, with
+  // --lenient, dropped) when the constraint is built
+  compileOrThrow(schema, `${param}.schema`, true);
   return { kind: 'json_schema', name, schema };
 }
 
@@ -79,24 +95,32 @@ function grammarFor(key: string, build: () => State): Compiled {
   return g;
 }
 
-const push = (f: Stack['f'], next: Stack | null): Stack => ({ f, next });
-const lit = (text: string, next: Stack | null): Stack => push({ t: 'lit', text, i: 0 }, next);
 
 /** A grammar forcing one call of one of `tools`, in the model's call format. */
-export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetup['format']): State {
-  return tools.map((t) => callStack(t, format));
+export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetup['format'], lenient = false): State {
+  return tools.flatMap((t) => callStacks(t, format, lenient));
 }
 
-/** The forced call of `tool` in the model's format. */
-function callStack(tool: FunctionTool, format: ToolSetup['format']): Stack {
-  const params = compileOrThrow(tool.parameters, `tools.${tool.name}.parameters`);
+/** The forced call of `tool` in the model's format (XML: one stack per object alternative
+ * of its parameters). */
+function callStacks(tool: FunctionTool, format: ToolSetup['format'], lenient: boolean): Stack[] {
+  const params = compileOrThrow(tool.parameters, `tools.${tool.name}.parameters`, lenient);
   if (format === 'json') {
-    return lit(`<tool_call>\n{"name":${JSON.stringify(tool.name)},"arguments":`, val(params, lit('}\n</tool_call>', null)));
+    return [lit(`<tool_call>\n{"name":${JSON.stringify(tool.name)},"arguments":`, val(params, lit('}\n</tool_call>', null)))];
   }
-  const props = params.k === 'object' ? params.props : [];
-  return lit(`<tool_call>\n<function=${tool.name}>\n`,
-    push({ t: 'obj', props, extra: null, xml: true, ph: 'key', i: 0, id: params.id }, lit('</function>\n</tool_call>', null)));
+  return objectAlternatives(params).map((o) => lit(`<tool_call>\n<function=${tool.name}>\n`,
+    push({ t: 'obj', o, xml: true, ph: 'key', i: 0, seen: [], count: 0 }, lit('</function>\n</tool_call>', null))));
 }
+
+/** The object alternatives of a parameters schema (XML calls write named parameters only). */
+function objectAlternatives(s0: Schema): ObjectNode[] {
+  const s = deref(s0);
+  if (s.k === 'object') return [s];
+  if (s.k === 'anyOf') return s.alts.flatMap(objectAlternatives);
+  if (s.k === 'any') return [EMPTY_PARAMS];
+  return [];
+}
+const EMPTY_PARAMS = compileSchema({ type: 'object', properties: {} }) as ObjectNode;
 
 /** The grammar's start: optional reasoning (up to `</think>`), a little whitespace, then the body. */
 function withPrefix(body: readonly Stack[], thinking: boolean): State {
@@ -111,19 +135,20 @@ function withPrefix(body: readonly Stack[], thinking: boolean): State {
 export function structuredConstraint(ctx: ServerContext, format: OutputFormat, tools: ToolSetup | null, thinking: boolean): ConstraintFactory | null {
   let key: string;
   let body: () => Stack[];
+  const lenient = ctx.lenient ?? false;
   const choice = tools?.choice;
   if (tools && (choice?.kind === 'required' || choice?.kind === 'function')) {
     const forced = choice.kind === 'function' ? tools.tools.filter((t) => t.name === choice.name) : tools.tools;
-    key = `tools:${tools.format}:${JSON.stringify(forced)}`;
-    body = () => [...forcedCallState(forced, tools.format)] as Stack[];
+    key = `tools:${tools.format}:${schemaHash(JSON.stringify(forced))}`;
+    body = () => [...forcedCallState(forced, tools.format, lenient)] as Stack[];
   } else if (format.kind === 'json_object') {
     key = 'json_object'; // any JSON object at the top
     body = () => [val(compileSchema({ type: 'object' }), null)];
   } else if (format.kind === 'json_schema') {
-    key = `schema:${JSON.stringify(format.schema)}`;
-    body = () => [val(compileOrThrow(format.schema, 'response_format.json_schema.schema'), null)];
+    key = `schema:${schemaHash(JSON.stringify(format.schema))}`;
+    body = () => [val(compileOrThrow(format.schema, 'response_format.json_schema.schema', lenient), null)];
   } else return null;
-  const g = grammarFor(`${thinking ? 'think' : 'plain'}:${key}`, () => withPrefix(body(), thinking));
+  const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
   const { engine } = ctx;
   const stops = modelStopIds(engine);
   const vocab = tokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, stops);

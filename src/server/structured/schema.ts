@@ -1,78 +1,47 @@
-// JSON Schema → the compact schema tree the grammar matcher walks. Supported: type (one or a
-// list), properties / required / additionalProperties (false, or a schema when there are no
-// properties), items / minItems / maxItems, minLength / maxLength, enum, const, anyOf, local
-// $ref (#/$defs/…, #/definitions/…; not recursive). Annotations (title, description, …) are
-// ignored. Any other keyword is a SchemaError naming it and its path: the output could
-// otherwise violate the schema, and nothing is silently ignored.
+// JSON Schema → the schema tree the grammar matcher walks (nodes.ts). The practical language
+// of drafts 4 to 2020-12: type (one or a list), properties / required / additionalProperties
+// (a schema too) / patternProperties / propertyNames / min- and maxProperties /
+// dependentRequired (and draft-7 `dependencies` lists), items / prefixItems / additionalItems /
+// minItems / maxItems, minLength / maxLength / pattern / format, minimum / maximum /
+// exclusiveMinimum / exclusiveMaximum / integer multipleOf, enum / const of any JSON values,
+// allOf / anyOf / oneOf together with their sibling keywords, $ref to local JSON pointers and
+// anchors (recursive ones included), boolean schemas.
 //
-// Generation order: an object's properties come in declaration order; optional ones may be
-// left out. Strings without maxLength are capped at MAX_STRING bytes and numbers at MAX_DIGITS
-// characters, so every constrained answer ends.
+// Keywords apply to their own type only: {"minimum": 0} admits any string. oneOf is enforced
+// as anyOf (its branches' exclusivity is not checked). Annotations and unknown keywords are
+// ignored, as the spec says. Assertions the grammar cannot enforce (UNSUPPORTED) are a
+// SchemaError naming them — unless `lenient`, which drops them and enforces the rest.
+//
+// compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
+import { FORMATS } from './formats.js';
+import { arrayNode, intersect, intersectStrings, objectNode, union, viewOf } from './merge.js';
+import {
+  anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_KEY, MAX_STRING, mk, NEVER,
+  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode,
+} from './nodes.js';
+import { NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
+import { compileRegex, type Regex, RegexError } from './regex.js';
 
-export class SchemaError extends Error {}
+export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
+export type { Prop, Schema } from './nodes.js';
 
-export const MAX_STRING = 2048;
-export const MAX_DIGITS = 24;
-const MAX_ANY_DEPTH = 6;
-
-export interface Prop {
-  readonly name: string;
-  readonly required: boolean;
-  readonly schema: Schema;
+export interface CompileOptions {
+  /** Drop assertions that cannot be enforced instead of refusing the schema. */
+  readonly lenient?: boolean;
+  /** Draft 4–7 semantics ($ref overrides its siblings); default from `$schema`, else 2020-12. */
+  readonly draft?: 7 | 2020;
 }
 
-export type Schema =
-  | { readonly k: 'string'; readonly id: number; readonly min: number; readonly max: number }
-  | { readonly k: 'number'; readonly id: number; readonly integer: boolean; readonly neg: boolean; readonly intDigits: number }
-  | { readonly k: 'lit'; readonly id: number; readonly text: string }
-  | { readonly k: 'anyOf'; readonly id: number; readonly alts: readonly Schema[] }
-  | { readonly k: 'object'; readonly id: number; readonly props: readonly Prop[]; readonly extra: Schema | null }
-  | { readonly k: 'array'; readonly id: number; readonly items: Schema; readonly min: number; readonly max: number }
-  | { readonly k: 'any'; readonly id: number; readonly depth: number };
-
-const ANNOTATIONS = new Set(['title', 'description', '$schema', '$id', '$comment', 'examples', 'default', 'deprecated',
-  'readOnly', 'writeOnly', '$defs', 'definitions', 'strict']);
-const KNOWN = new Set(['type', 'properties', 'required', 'additionalProperties', 'items', 'minItems', 'maxItems', 'minLength',
-  'maxLength', 'enum', 'const', 'anyOf', '$ref', 'minimum', 'maximum']);
-
-/** Integer digits a generated number may have: every integer is then a safe integer. */
-export const MAX_INT_DIGITS = 15;
-const INT_LIMIT = 10 ** MAX_INT_DIGITS - 1;
-/** Numbers have ≤ 15 integer digits and a 2-digit exponent: |x| < 1e115. */
-const NUMBER_LIMIT = 1e115;
-
-let nextId = 1;
-const mk = <T extends Omit<Schema, 'id'>>(s: T): T & { id: number } => ({ ...s, id: nextId++ });
-
-/** Any JSON value (json_object mode, or a schema without constraints), nesting ≤ depth. */
-const anyCache = new Map<number, Schema>();
-export function anySchema(depth = MAX_ANY_DEPTH): Schema {
-  let s = anyCache.get(depth);
-  if (!s) anyCache.set(depth, (s = mk({ k: 'any' as const, depth })));
-  return s;
-}
-
-/** The alternatives a value of `any` schema can take. */
-const anyAltCache = new Map<number, readonly Schema[]>();
-export function anyAlternatives(depth: number): readonly Schema[] {
-  let alts = anyAltCache.get(depth);
-  if (alts) return alts;
-  alts = [STRING, NUMBER, TRUE, FALSE, NULL];
-  if (depth > 0) {
-    const inner = anySchema(depth - 1);
-    alts = [...alts, mk({ k: 'object' as const, props: [], extra: inner }), mk({ k: 'array' as const, items: inner, min: 0, max: Infinity })];
-  }
-  anyAltCache.set(depth, alts);
-  return alts;
-}
-const STRING: Schema = mk({ k: 'string' as const, min: 0, max: MAX_STRING });
-const NUMBER: Schema = mk({ k: 'number' as const, integer: false, neg: true, intDigits: MAX_INT_DIGITS });
-const TRUE: Schema = mk({ k: 'lit' as const, text: 'true' });
-const FALSE: Schema = mk({ k: 'lit' as const, text: 'false' });
-const NULL: Schema = mk({ k: 'lit' as const, text: 'null' });
+/** Assertions the grammar cannot enforce, with why. */
+const UNSUPPORTED: Readonly<Record<string, string>> = {
+  not: 'negation', contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
+  uniqueItems: 'item uniqueness', dependentSchemas: 'conditional schemas', unevaluatedProperties: 'evaluation tracking',
+  unevaluatedItems: 'evaluation tracking', $dynamicRef: 'dynamic references', $recursiveRef: 'dynamic references',
+};
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const NESTED_ANY = anySchema(MAX_ANY_DEPTH - 1);
 
 function count(v: unknown, path: string, key: string): number | undefined {
   if (v === undefined) return undefined;
@@ -80,136 +49,353 @@ function count(v: unknown, path: string, key: string): number | undefined {
   return v;
 }
 
-/** Compile a JSON Schema (the root of `root` resolves $ref). `path` names it in errors. */
-export function compileSchema(schema: unknown, path = 'schema'): Schema {
-  return new Compiler(schema, path).compile(schema, path, []);
+/** Compile a JSON Schema (the root of `schema` resolves $ref). `path` names it in errors. */
+export function compileSchema(schema: unknown, path = 'schema', opts: CompileOptions = {}): Schema {
+  const c = new Compiler(schema, path, opts);
+  const s = c.compile(schema, path);
+  c.forceRefs(s);
+  return s;
 }
 
-class Compiler {
-  constructor(private readonly root: unknown, private readonly rootPath: string) {}
+const TYPES = ['string', 'number', 'integer', 'boolean', 'null', 'object', 'array'] as const;
+const TYPE_KEYWORDS: Readonly<Record<string, readonly string[]>> = {
+  string: ['minLength', 'maxLength', 'pattern', 'format'],
+  number: ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'],
+  object: ['properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
+    'dependentRequired', 'dependencies'],
+  array: ['items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems'],
+};
 
-  compile(s: unknown, path: string, refs: readonly string[]): Schema {
-    if (s === true) return anySchema();
-    if (!isObj(s)) throw new SchemaError(`${path} must be a JSON Schema object`);
-    for (const key of Object.keys(s)) {
-      if (!KNOWN.has(key) && !ANNOTATIONS.has(key)) throw new SchemaError(`${path}: the keyword "${key}" is not supported`);
+class Compiler {
+  private readonly refs = new Map<string, Schema>();
+  /** Resources and anchors by absolute URI; each subschema's base URI. */
+  private readonly ids = new Map<string, unknown>();
+  private readonly bases = new WeakMap<object, string>();
+  private readonly draft: 7 | 2020;
+
+  constructor(private readonly root: unknown, private readonly rootPath: string, private readonly opts: CompileOptions) {
+    const declared = isObj(root) && typeof root['$schema'] === 'string' ? root['$schema'] : '';
+    this.draft = opts.draft ?? (/draft-0[4-7]/.test(declared) ? 7 : 2020);
+    // a custom meta-schema may switch vocabularies off: its meaning is unknown here
+    if (declared !== '' && !/^https?:\/\/json-schema\.org\//.test(declared) && !opts.lenient) {
+      throw new SchemaError(`${rootPath}.$schema "${declared}" is not a JSON Schema meta-schema this server knows (json-schema.org drafts)`);
     }
-    if (s['$ref'] !== undefined) return this.ref(s['$ref'], path, refs);
-    if (s['const'] !== undefined) return mk({ k: 'lit' as const, text: JSON.stringify(s['const']) });
+    this.ids.set(DEFAULT_BASE, root);
+    this.collectIds(root, DEFAULT_BASE, 0);
+  }
+
+  /** Index the schema's resources: every subschema's base URI, and the URIs of its $id
+   * resources and anchors ($anchor, or a draft-7 `$id: "#name"`). */
+  private collectIds(s: unknown, base: string, depth: number): void {
+    if (depth > 64 || typeof s !== 'object' || s === null) return;
+    if (Array.isArray(s)) {
+      for (const x of s) this.collectIds(x, base, depth + 1);
+      return;
+    }
+    const o = s as Obj;
+    let here = base;
+    // drafts ≤ 7: $ref overrides its siblings, $id included
+    const ignored = this.draft === 7 && o['$ref'] !== undefined;
+    const id = ignored ? null : typeof o['$id'] === 'string' ? o['$id'] : this.draft === 7 && typeof o['id'] === 'string' ? o['id'] : null;
+    if (id !== null && id.startsWith('#')) this.ids.set(`${stripFragment(base)}${id}`, o);
+    else if (id !== null) {
+      here = resolveUri(id, base);
+      this.ids.set(stripFragment(here), o);
+    }
+    if (typeof o['$anchor'] === 'string') this.ids.set(`${stripFragment(here)}#${o['$anchor']}`, o);
+    this.bases.set(o, here);
+    for (const [k, v] of Object.entries(o)) if (k !== 'enum' && k !== 'const' && k !== 'examples' && k !== 'default') this.collectIds(v, here, depth + 1);
+  }
+
+  private refuse(path: string, key: string, why: string): void {
+    if (!this.opts.lenient) throw new SchemaError(`${path}: the keyword "${key}" (${why}) cannot be enforced by the grammar`);
+  }
+
+  compile(s: unknown, path: string): Schema {
+    if (s === true) return anySchema();
+    if (s === false) return NEVER;
+    if (!isObj(s)) throw new SchemaError(`${path} must be a JSON Schema object`);
+    for (const [key, why] of Object.entries(UNSUPPORTED)) {
+      if (s[key] === undefined || (key === 'uniqueItems' && s[key] === false)) continue;
+      this.refuse(path, key, why);
+    }
+    if (s['if'] !== undefined && (s['then'] !== undefined || s['else'] !== undefined)) this.refuse(path, 'if', 'conditional schemas');
+    const parts: Schema[] = [];
+    if (s['$ref'] !== undefined) {
+      const target = this.ref(s['$ref'], path, this.bases.get(s) ?? DEFAULT_BASE);
+      if (this.draft === 7) return target; // drafts ≤ 7: $ref overrides its siblings
+      parts.push(target);
+    }
+    parts.push(this.typed(s, path));
+    if (s['const'] !== undefined) parts.push(constSchema(s['const']));
     if (s['enum'] !== undefined) {
       const e = s['enum'];
       if (!Array.isArray(e) || e.length === 0) throw new SchemaError(`${path}.enum must be a non-empty array`);
-      const alts = e.map((v: unknown) => mk({ k: 'lit' as const, text: JSON.stringify(v) }));
-      return alts.length === 1 ? alts[0]! : mk({ k: 'anyOf' as const, alts });
+      parts.push(union(e.map(constSchema)));
     }
-    if (s['anyOf'] !== undefined) {
-      const a = s['anyOf'];
-      if (!Array.isArray(a) || a.length === 0) throw new SchemaError(`${path}.anyOf must be a non-empty array`);
-      return mk({ k: 'anyOf' as const, alts: a.map((x: unknown, i) => this.compile(x, `${path}.anyOf[${i}]`, refs)) });
+    for (const comb of ['allOf', 'anyOf', 'oneOf'] as const) {
+      const a = s[comb];
+      if (a === undefined) continue;
+      if (!Array.isArray(a) || a.length === 0) throw new SchemaError(`${path}.${comb} must be a non-empty array`);
+      const branches = a.map((x: unknown, i) => this.compile(x, `${path}.${comb}[${i}]`));
+      parts.push(comb === 'allOf' ? branches.reduce((x, y) => intersect(x, y)) : union(branches));
     }
+    return parts.reduce((x, y) => intersect(x, y));
+  }
+
+  /** The type-specific keywords: an alternative per allowed type. */
+  private typed(s: Obj, path: string): Schema {
     const t = s['type'];
-    if (t === undefined) {
-      if (s['properties'] !== undefined) return this.typed('object', s, path, refs);
-      return anySchema();
-    }
-    const types = Array.isArray(t) ? t : [t];
-    if (types.length === 0) throw new SchemaError(`${path}.type must not be empty`);
-    const alts = types.map((x: unknown) => {
-      if (typeof x !== 'string') throw new SchemaError(`${path}.type must be a string or a list of strings`);
-      return this.typed(x, s, path, refs);
-    });
-    return alts.length === 1 ? alts[0]! : mk({ k: 'anyOf' as const, alts });
-  }
-
-  private ref(r: unknown, path: string, refs: readonly string[]): Schema {
-    if (typeof r !== 'string') throw new SchemaError(`${path}.$ref must be a string`);
-    const m = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(r);
-    if (!m) throw new SchemaError(`${path}.$ref "${r}" is not supported (only #/$defs/NAME and #/definitions/NAME)`);
-    if (refs.includes(r)) throw new SchemaError(`${path}.$ref "${r}" is recursive, which is not supported`);
-    const defs = isObj(this.root) ? this.root[m[1]!] : undefined;
-    const target = isObj(defs) ? defs[m[2]!] : undefined;
-    if (target === undefined) throw new SchemaError(`${path}.$ref "${r}" does not resolve in ${this.rootPath}`);
-    return this.compile(target, `${this.rootPath}.${m[1]}.${m[2]}`, [...refs, r]);
-  }
-
-  private typed(t: string, s: Obj, path: string, refs: readonly string[]): Schema {
-    switch (t) {
-      case 'string': {
-        const min = count(s['minLength'], path, 'minLength') ?? 0;
-        const max = Math.min(count(s['maxLength'], path, 'maxLength') ?? MAX_STRING, MAX_STRING);
-        if (min > max) throw new SchemaError(`${path}: minLength ${min} is above maxLength ${max}`);
-        return min === 0 && max === MAX_STRING ? STRING : mk({ k: 'string' as const, min, max });
-      }
-      case 'number':
-      case 'integer':
-        return this.number(t === 'integer', s, path);
-      case 'boolean':
-        return mk({ k: 'anyOf' as const, alts: [TRUE, FALSE] });
-      case 'null':
-        return NULL;
-      case 'array': {
-        const items = s['items'] === undefined ? anySchema(MAX_ANY_DEPTH - 1) : this.compile(s['items'], `${path}.items`, refs);
-        const min = count(s['minItems'], path, 'minItems') ?? 0;
-        const max = count(s['maxItems'], path, 'maxItems') ?? Infinity;
-        if (min > max) throw new SchemaError(`${path}: minItems ${min} is above maxItems ${max}`);
-        return mk({ k: 'array' as const, items, min, max });
-      }
-      case 'object':
-        return this.object(s, path, refs);
-      default:
-        throw new SchemaError(`${path}.type "${t}" is not a JSON Schema type`);
-    }
-  }
-
-  /** minimum / maximum are supported where the grammar can enforce them by its shape: a
-   * minimum of 0 (no minus sign) or below every generated value; a maximum of 10^d − 1 for
-   * integers (at most d digits) or above every generated value. */
-  private number(integer: boolean, s: Obj, path: string): Schema {
-    const min = s['minimum'];
-    const max = s['maximum'];
-    const limit = integer ? INT_LIMIT : NUMBER_LIMIT;
-    if (min !== undefined && (typeof min !== 'number' || !(min === 0 || min <= -limit))) {
-      throw new SchemaError(`${path}.minimum ${JSON.stringify(min)} is not supported (only 0, or at most ${-limit})`);
-    }
-    let intDigits = MAX_INT_DIGITS;
-    if (max !== undefined) {
-      if (typeof max !== 'number') throw new SchemaError(`${path}.maximum must be a number`);
-      const d = integer && max > 0 ? Math.log10(max + 1) : NaN;
-      if (Number.isInteger(d) && d <= MAX_INT_DIGITS) intDigits = d;
-      else if (!(max >= limit)) {
-        throw new SchemaError(`${path}.maximum ${max} is not supported (only ${integer ? '10^d - 1 (d ≤ 15), or ' : ''}at least ${limit})`);
+    const list = t === undefined ? null : Array.isArray(t) ? t : [t];
+    if (list) {
+      if (list.length === 0) throw new SchemaError(`${path}.type must not be empty`);
+      for (const x of list) {
+        if (typeof x !== 'string') throw new SchemaError(`${path}.type must be a string or a list of strings`);
+        if (!(TYPES as readonly string[]).includes(x)) throw new SchemaError(`${path}.type "${x}" is not a JSON Schema type`);
       }
     }
-    if (min === undefined && max === undefined && !integer) return NUMBER;
-    return mk({ k: 'number' as const, integer, neg: min !== 0, intDigits });
+    const has = (kind: string): boolean => TYPE_KEYWORDS[kind]!.some((k) => s[k] !== undefined);
+    if (!list && !['string', 'number', 'object', 'array'].some(has)) return anySchema();
+    const allowed = (x: string): boolean => !list || list.includes(x);
+    const alts: Schema[] = [];
+    if (allowed('string')) alts.push(has('string') ? this.string(s, path) : STRING);
+    if (allowed('number') || allowed('integer')) {
+      const integer = !allowed('number');
+      alts.push(has('number') ? this.number(integer, s, path) : integer ? INTEGER : NUMBER);
+    }
+    if (allowed('boolean')) alts.push(BOOLEAN);
+    if (allowed('null')) alts.push(NULL);
+    if (allowed('object')) alts.push(has('object') ? this.object(s, path) : freeObject(NESTED_ANY));
+    if (allowed('array')) alts.push(has('array') ? this.array(s, path) : listArray(NESTED_ANY));
+    return union(alts);
   }
 
-  private object(s: Obj, path: string, refs: readonly string[]): Schema {
+  private regex(source: unknown, path: string): Regex | null {
+    if (typeof source !== 'string') throw new SchemaError(`${path} must be a string`);
+    try {
+      return compileRegex(source);
+    } catch (e) {
+      if (!(e instanceof RegexError)) throw e;
+      if (this.opts.lenient) return null;
+      throw new SchemaError(`${path}: ${e.message}`);
+    }
+  }
+
+  private string(s: Obj, path: string): Schema {
+    const min = count(s['minLength'], path, 'minLength') ?? 0;
+    let max = Math.min(count(s['maxLength'], path, 'maxLength') ?? MAX_STRING, MAX_STRING);
+    if (min > max) throw new SchemaError(`${path}: minLength ${min} is above maxLength ${Math.min(max, MAX_STRING)}${max === MAX_STRING ? ' (the cap on generated strings)' : ''}`);
+    const res: Regex[] = [];
+    if (s['pattern'] !== undefined) {
+      const r = this.regex(s['pattern'], `${path}.pattern`);
+      if (r) res.push(r);
+    }
+    const format = typeof s['format'] === 'string' ? FORMATS[s['format']] : undefined;
+    if (format) {
+      res.push(...format.patterns.map(compileRegex));
+      max = Math.min(max, format.maxLength ?? max);
+    }
+    if (min > max) return NEVER;
+    return mk({ k: 'string' as const, min, max, res });
+  }
+
+  private number(integer0: boolean, s: Obj, path: string): Schema {
+    const num = (key: string): number | null => {
+      const v = s[key];
+      if (v === undefined || typeof v === 'boolean') return null;
+      if (typeof v !== 'number' || !Number.isFinite(v)) throw new SchemaError(`${path}.${key} must be a number`);
+      return v;
+    };
+    let lo = num('minimum');
+    let hi = num('maximum');
+    let loEx = s['exclusiveMinimum'] === true;
+    let hiEx = s['exclusiveMaximum'] === true;
+    const exLo = num('exclusiveMinimum');
+    const exHi = num('exclusiveMaximum');
+    if (exLo !== null && (lo === null || exLo >= lo)) [lo, loEx] = [exLo, true];
+    if (exHi !== null && (hi === null || exHi <= hi)) [hi, hiEx] = [exHi, true];
+    let integer = integer0;
+    let mult = 1n;
+    const m = s['multipleOf'];
+    if (m !== undefined) {
+      if (typeof m !== 'number' || !(m > 0)) throw new SchemaError(`${path}.multipleOf must be a positive number`);
+      if (Number.isInteger(m) && Number.isSafeInteger(m)) {
+        mult = BigInt(m);
+        integer = true; // a multiple of an integer is an integer
+      } else if (!(integer && Number.isInteger(1 / m))) this.refuse(path, 'multipleOf', `${m} is not an integer`);
+    }
+    const range: NumRange = { ...NO_RANGE, lo, loEx, hi, hiEx, mult };
+    const bounded = lo !== null || hi !== null || mult !== 1n;
+    if (bounded && !rangeFeasible('', range, integer, 15)) return NEVER;
+    return mk({ k: 'number' as const, integer, neg: !(lo !== null && lo >= 0), intDigits: 15, range: bounded ? range : null });
+  }
+
+  private object(s: Obj, path: string): Schema {
     const props = s['properties'] ?? {};
     if (!isObj(props)) throw new SchemaError(`${path}.properties must be an object`);
     const req = s['required'] ?? [];
     if (!Array.isArray(req) || !req.every((r) => typeof r === 'string')) throw new SchemaError(`${path}.required must be a list of names`);
-    for (const r of req as string[]) {
-      if (!(r in props)) throw new SchemaError(`${path}.required names "${r}", which is not among the properties`);
+    const pp = s['patternProperties'] ?? {};
+    if (!isObj(pp)) throw new SchemaError(`${path}.patternProperties must be an object`);
+    const patterns: Clause['patterns'][number][] = [];
+    for (const [src, ps] of Object.entries(pp)) {
+      const re = this.regex(src, `${path}.patternProperties`);
+      if (re) patterns.push({ re, schema: this.compile(ps, `${path}.patternProperties[${JSON.stringify(src)}]`) });
     }
-    const list: Prop[] = Object.entries(props).map(([name, ps]) => ({
-      name, required: (req as string[]).includes(name), schema: this.compile(ps, `${path}.properties.${name}`, refs),
-    }));
     const ap = s['additionalProperties'];
-    let extra: Schema | null = null;
-    if (list.length === 0 && ap !== false) extra = ap === undefined || ap === true ? anySchema(MAX_ANY_DEPTH - 1) : this.compile(ap, `${path}.additionalProperties`, refs);
-    else if (ap !== undefined && ap !== false && ap !== true && list.length > 0) {
-      throw new SchemaError(`${path}.additionalProperties as a schema is supported only for objects without properties`);
+    const extra = ap === false ? null : ap === undefined || ap === true ? NESTED_ANY : this.compile(ap, `${path}.additionalProperties`);
+    const clause: Clause = { patterns, extra: extra && isNever(extra) ? null : extra };
+    const probe = objectNode([], [clause], KEY_STRING, 0, Infinity, []);
+    const names = [...new Set([...Object.keys(props), ...(req as string[])])];
+    const list: Prop[] = names.map((name) => {
+      const own = Object.hasOwn(props, name) ? this.compile(props[name], `${path}.properties.${name}`) : null;
+      const view = probe.k === 'object' ? viewOf({ ...probe, props: [] }, name) : NEVER;
+      // patternProperties apply to named properties too; additionalProperties does not
+      const matched = patterns.filter((p) => p.re.test(name)).reduce<Schema>((x, p) => intersect(x, p.schema), anySchema());
+      return { name, required: (req as string[]).includes(name), schema: own ? intersect(own, matched) : view };
+    });
+    const deps: [string, string[]][] = [];
+    for (const key of ['dependentRequired', 'dependencies']) {
+      const d = s[key];
+      if (d === undefined) continue;
+      if (!isObj(d)) throw new SchemaError(`${path}.${key} must be an object`);
+      for (const [k, v] of Object.entries(d)) {
+        if (Array.isArray(v) && v.every((x) => typeof x === 'string')) deps.push([k, v as string[]]);
+        else if (key === 'dependencies') this.refuse(`${path}.dependencies.${k}`, 'dependencies', 'a schema dependency: conditional schemas');
+        else throw new SchemaError(`${path}.dependentRequired.${k} must be a list of names`);
+      }
     }
-    return mk({ k: 'object' as const, props: list, extra });
+    const minProps = count(s['minProperties'], path, 'minProperties') ?? 0;
+    const maxProps = count(s['maxProperties'], path, 'maxProperties') ?? Infinity;
+    return objectNode(list, [clause], this.keys(s['propertyNames'], `${path}.propertyNames`), minProps, maxProps, deps);
+  }
+
+  /** propertyNames as a string node (strings, string literals, or anything). */
+  private keys(v: unknown, path: string): StringNode {
+    if (v === undefined || v === true) return KEY_STRING;
+    const s = deref(this.compile(v, path));
+    const alts = s.k === 'anyOf' ? s.alts.map(deref) : [s];
+    if (alts.some((a) => a.k === 'any')) return KEY_STRING;
+    const strings = alts.filter((a): a is StringNode => a.k === 'string');
+    const lits = alts.filter((a) => a.k === 'lit' && a.text.startsWith('"')).map((a) => (a.k === 'lit' ? (JSON.parse(a.text) as string) : ''));
+    const capped = (x: StringNode): StringNode => {
+      const r = intersectStrings(x, KEY_STRING);
+      return r.k === 'string' ? r : NEVER_KEY;
+    };
+    if (strings.length === 1 && lits.length === 0) return capped(strings[0]!);
+    if (strings.length === 0) {
+      if (lits.length === 0) return NEVER_KEY;
+      const escape = (t: string): string => [...t].map((c) => `\\u{${c.codePointAt(0)!.toString(16)}}`).join('');
+      return mk({ k: 'string' as const, min: 0, max: MAX_KEY, res: [compileRegex(`^(?:${lits.map(escape).join('|')})$`)] });
+    }
+    this.refuse(path, 'propertyNames', 'a union of string schemas');
+    return KEY_STRING;
+  }
+
+  private array(s: Obj, path: string): Schema {
+    const items = s['items'];
+    let prefix: Schema[] = [];
+    let rest: Schema | null;
+    const restOf = (v: unknown, p: string): Schema | null => (v === undefined || v === true ? NESTED_ANY : v === false ? null : this.compile(v, p));
+    if (Array.isArray(items)) {
+      prefix = items.map((x: unknown, i) => this.compile(x, `${path}.items[${i}]`));
+      rest = restOf(s['additionalItems'], `${path}.additionalItems`);
+    } else {
+      const pi = s['prefixItems'];
+      if (pi !== undefined && !Array.isArray(pi)) throw new SchemaError(`${path}.prefixItems must be an array`);
+      prefix = (pi ?? []).map((x: unknown, i: number) => this.compile(x, `${path}.prefixItems[${i}]`));
+      rest = restOf(items, `${path}.items`);
+    }
+    const min = count(s['minItems'], path, 'minItems') ?? 0;
+    const max = count(s['maxItems'], path, 'maxItems') ?? Infinity;
+    if (min > max) throw new SchemaError(`${path}: minItems ${min} is above maxItems ${max}`);
+    return arrayNode(prefix, rest, min, max);
+  }
+
+  /** A lazily compiled $ref (memoized by its absolute URI, so recursion ends). */
+  private ref(r: unknown, path: string, base: string): Schema {
+    if (typeof r !== 'string') throw new SchemaError(`${path}.$ref must be a string`);
+    const uri = resolveUri(r, base);
+    const hit = this.refs.get(uri);
+    if (hit) return hit;
+    const target = this.resolve(uri, r, path);
+    let done: Schema | null = null;
+    let busy = false;
+    const where = r.startsWith('#/') ? `${this.rootPath}${r.slice(1).replace(/\//g, '.')}` : `${path}.$ref`;
+    const node = mk({
+      k: 'ref' as const,
+      get: (): Schema => {
+        if (done) return done;
+        if (busy) throw new SchemaError(`${path}.$ref "${r}" refers to itself without a value in between`);
+        busy = true;
+        done = this.compile(target, where);
+        busy = false;
+        return done;
+      },
+    });
+    this.refs.set(uri, node);
+    return node;
+  }
+
+  private resolve(uri: string, r: string, path: string): unknown {
+    const direct = this.ids.get(uri);
+    if (direct !== undefined) return direct;
+    const hash = uri.indexOf('#');
+    const doc = this.ids.get(hash < 0 ? uri : uri.slice(0, hash));
+    if (doc === undefined) throw new SchemaError(`${path}.$ref "${r}" is not supported (only references inside the schema: #, #/json/pointer, #anchor, $id)`);
+    const frag = hash < 0 ? '' : decodeURIComponent(uri.slice(hash + 1));
+    if (frag !== '' && !frag.startsWith('/')) throw new SchemaError(`${path}.$ref "${r}" does not resolve in ${this.rootPath}`);
+    let at: unknown = doc;
+    for (const raw of frag === '' ? [] : frag.slice(1).split('/')) {
+      const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+      at = Array.isArray(at) ? at[Number(key)] : isObj(at) && Object.hasOwn(at, key) ? at[key] : undefined;
+      if (at === undefined) throw new SchemaError(`${path}.$ref "${r}" does not resolve in ${this.rootPath}`);
+    }
+    return at;
+  }
+
+  /** Resolve every $ref now, so errors in referenced schemas surface at compile time. */
+  forceRefs(s: Schema): void {
+    const seen = new Set<number>();
+    const todo: Schema[] = [s];
+    while (todo.length > 0) {
+      const x = todo.pop()!;
+      if (seen.has(x.id)) continue;
+      seen.add(x.id);
+      switch (x.k) {
+        case 'ref': todo.push(deref(x)); break;
+        case 'anyOf': todo.push(...x.alts); break;
+        case 'object':
+          todo.push(...x.props.map((p) => p.schema));
+          for (const c of x.clauses) todo.push(...c.patterns.map((p) => p.schema), ...(c.extra ? [c.extra] : []));
+          break;
+        case 'array': todo.push(...x.prefix, ...(x.items ? [x.items] : [])); break;
+        default: break;
+      }
+    }
   }
 }
 
-/** A schema matching exactly `text` (raw text, not JSON-encoded). */
-export function rawLiteral(text: string): Schema {
-  return mk({ k: 'lit' as const, text });
+/** Exactly the JSON value `v`: objects in any key order, numbers as JSON.stringify writes them. */
+function constSchema(v: unknown): Schema {
+  if (Array.isArray(v)) return arrayNode(v.map(constSchema), null, v.length, v.length);
+  if (isObj(v)) {
+    const props = Object.entries(v).map(([name, x]) => ({ name, required: true, schema: constSchema(x) }));
+    return objectNode(props, [{ patterns: [], extra: null }], KEY_STRING, 0, Infinity, []);
+  }
+  return mk({ k: 'lit' as const, text: JSON.stringify(v) });
 }
 
-export function literalChoice(alts: readonly Schema[]): Schema {
-  return mk({ k: 'anyOf' as const, alts });
+/** The base URI of a schema without an $id of its own. */
+const DEFAULT_BASE = 'https://schema.deltaserve.invalid/root.json';
+const stripFragment = (u: string): string => u.replace(/#.*$/, '');
+function resolveUri(ref: string, base: string): string {
+  try {
+    const u = new URL(ref, base).href;
+    return u.endsWith('#') ? u.slice(0, -1) : u;
+  } catch {
+    return ref;
+  }
 }
+
+const NEVER_KEY: StringNode = mk({ k: 'string' as const, min: 0, max: MAX_KEY, res: [compileRegex('[]')] });

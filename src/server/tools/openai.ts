@@ -2,6 +2,8 @@
 // tool parts of `messages` (assistant `tool_calls`, `tool` role). Errors name the field.
 import type { ChatToolCall } from '../../tokenizer/chat.js';
 import { invalid } from '../errors.js';
+import { checkJsonDepth } from '../json-parse.js';
+import { DEFAULT_LIMITS } from '../limits.js';
 import type { FunctionTool, JsonSchema, ToolChoice } from './types.js';
 
 const NAME_RE = /^[a-zA-Z0-9_.:-]{1,64}$/;
@@ -67,10 +69,12 @@ export function namedChoice(name: string, tools: readonly FunctionTool[], param:
   return { kind: 'function', name };
 }
 
-/** `function.arguments` of an earlier call: a JSON object text (or an object). */
-export function callArguments(v: unknown, param: string): Record<string, unknown> {
+/** `function.arguments` of an earlier call: a JSON object text (or an object); the text
+ * nests at most `maxDepth` levels (--max-json-depth, like the request body). */
+export function callArguments(v: unknown, param: string, maxDepth = DEFAULT_LIMITS.jsonDepth): Record<string, unknown> {
   let args = v ?? {};
   if (typeof args === 'string') {
+    checkJsonDepth(args, maxDepth, param, param);
     try {
       args = args.trim() === '' ? {} : JSON.parse(args);
     } catch {
@@ -82,7 +86,7 @@ export function callArguments(v: unknown, param: string): Record<string, unknown
 }
 
 /** An assistant message's `tool_calls` in the template's shape (arguments parsed). */
-export function openAiHistoryCalls(v: unknown, i: number): ChatToolCall[] {
+export function openAiHistoryCalls(v: unknown, i: number, maxDepth = DEFAULT_LIMITS.jsonDepth): ChatToolCall[] {
   if (!Array.isArray(v)) throw invalid(`messages[${i}].tool_calls`, `messages[${i}].tool_calls must be an array`);
   return v.map((c: unknown, j): ChatToolCall => {
     const param = `messages[${i}].tool_calls[${j}]`;
@@ -90,6 +94,6 @@ export function openAiHistoryCalls(v: unknown, i: number): ChatToolCall[] {
     const f = c['function'];
     if (typeof f['name'] !== 'string') throw invalid(`${param}.function.name`, `${param}.function.name must be a string`);
     const id = c['id'];
-    return { id: typeof id === 'string' ? id : '', type: 'function', function: { name: f['name'], arguments: callArguments(f['arguments'], `${param}.function.arguments`) } };
+    return { id: typeof id === 'string' ? id : '', type: 'function', function: { name: f['name'], arguments: callArguments(f['arguments'], `${param}.function.arguments`, maxDepth) } };
   });
 }

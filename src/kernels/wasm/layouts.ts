@@ -1,0 +1,40 @@
+// The wasm backend's weight layouts (the `Weight.layout` tags its packWeight sets) and the
+// views and sizes that depend on them. 'panel8': bf16 / f32 in 8-row panels (assembly/
+// matmul.ts), data padded to whole panels; 'q8x4': Q8_0 regrouped by 4 rows with f32
+// scales (assembly/q8x4.ts); 'q4kx4': Q4_K regrouped by 4 rows with unpacked scales
+// (assembly/q4kx4.ts); 'q6kx4': Q6_K regrouped by 4 rows, group scales per [group][column]
+// (assembly/q6kx4.ts). Nothing outside kernels/wasm/ reads these names.
+import type { Weight } from '../types.js';
+import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { q8x4Bytes } from '../quant/q8x4.js';
+import { q4kx4Bytes } from '../quant/q4kx4.js';
+import { q6kx4Bytes } from '../quant/q6kx4.js';
+import { weightBytes } from '../weight-view.js';
+
+export type WasmLayout = 'panel8' | 'q8x4' | 'q4kx4' | 'q6kx4';
+
+/** Bytes of a quantized weight's data as stored (its layout's size). */
+export function storedQuantBytes(w: Weight): number {
+  if (w.layout === 'q8x4') return q8x4Bytes(w.rows, w.cols);
+  if (w.layout === 'q6kx4') return q6kx4Bytes(w.rows, w.cols);
+  return w.layout === 'q4kx4' ? q4kx4Bytes(w.rows, w.cols) : weightBytes(w);
+}
+
+/** Bytes a matmul streams for this weight as stored (panel padding not counted). */
+export function storedBytes(w: Weight): number {
+  return isQuantType(w.dtype) ? storedQuantBytes(w) : weightBytes(w);
+}
+
+/** Rows [0, n) of a weight as a weight of its own (same memory, same layout). Row-major:
+ * the first n rows (for quantized weights, n rows of blocks); 'panel8' / 'q8x4' and
+ * 'q4kx4' / 'q6kx4': the first ⌈n/8⌉ panels / ⌈n/4⌉ groups (a matmul against it writes
+ * only its n columns). */
+export function rowPrefix(w: Weight, n: number): Weight {
+  if (!Number.isInteger(n) || n < 1 || n > w.rows) throw new RangeError(`rowPrefix: ${n} rows of a [${w.rows}, ${w.cols}] weight`);
+  if (w.layout === 'q8x4') return { ...w, rows: n, data: w.data.subarray(0, q8x4Bytes(n, w.cols)) };
+  if (w.layout === 'q4kx4') return { ...w, rows: n, data: w.data.subarray(0, q4kx4Bytes(n, w.cols)) };
+  if (w.layout === 'q6kx4') return { ...w, rows: n, data: w.data.subarray(0, q6kx4Bytes(n, w.cols)) };
+  if (isQuantType(w.dtype)) return { ...w, rows: n, data: w.data.subarray(0, n * quantRowBytes(w.dtype, w.cols)) };
+  const rows = w.layout === 'panel8' ? Math.ceil(n / 8) * 8 : n;
+  return { ...w, rows: n, data: w.data.subarray(0, rows * w.cols) };
+}

@@ -1,0 +1,323 @@
+/// <reference types="@webgpu/types" />
+// The webgpu kernel backend: every op of the Kernels interface (kernels/types.ts) over GPU
+// tensors, recorded into a StepEncoder (nothing runs until the encoder's submit; the only
+// host↔device traffic of a step is the parameter upload and the awaited read-back).
+// Operands are GpuTensor views (element offsets are passed to the shaders, so views need
+// no alignment); weights are GpuWeight (storage type kept, split in row parts).
+import type { AttentionDims, GdnDims, Weight } from '../types.js';
+import { isQuantType, type QuantType } from '../quant/formats.js';
+import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContext } from './device.js';
+import { StepEncoder } from './encoder.js';
+import { PipelineCache, ScratchBuffers } from './pipelines.js';
+import { GpuAllocator, type GpuTensor } from './tensor.js';
+import { uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
+import { grid } from './wgsl/common.js';
+import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
+import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
+import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
+
+/** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
+export interface GpuKvLayer {
+  readonly k: GpuTensor;
+  readonly v: GpuTensor;
+  readonly pageSize: number;
+}
+
+const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+
+export class WebGpuKernels {
+  readonly name = 'webgpu';
+  readonly device: GPUDevice;
+  readonly adapter: GpuAdapterSummary;
+  readonly alloc: GpuAllocator;
+  readonly pipelines: PipelineCache;
+  private readonly scratch: ScratchBuffers;
+  private readonly dummy: GPUBuffer;
+  private readonly maxBinding: number;
+  /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
+  private readonly subgroupSizeDivides64: boolean;
+
+  constructor(ctx: GpuContext, maxBindingOverride?: number) {
+    this.device = ctx.device;
+    this.adapter = ctx.adapter;
+    this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
+    this.alloc = new GpuAllocator(this.device, ctx.adapter.limits.maxStorageBufferBindingSize);
+    this.pipelines = new PipelineCache(this.device);
+    this.scratch = new ScratchBuffers(this.alloc);
+    this.dummy = this.alloc.buffer(4, 'dummy');
+    const { subgroupMinSize: lo, subgroupMaxSize: hi } = ctx.adapter;
+    this.subgroupSizeDivides64 = lo >= 1 && hi <= 64 && 64 % lo === 0 && 64 % hi === 0;
+  }
+
+  static async create(gpu: GPU, opts: AcquireOptions & { maxBindingOverride?: number }): Promise<WebGpuKernels> {
+    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride);
+  }
+
+  dispose(): void {
+    this.alloc.destroy();
+    this.device.destroy();
+  }
+
+  /** A grow-only scratch tensor for `purpose` (contents undefined; shared by every
+   * dispatch of that purpose, which run in order). */
+  scratchTensor(purpose: string, length: number, elem: 'f32' | 'i32' = 'f32'): GpuTensor {
+    return this.scratch.get(purpose, length, elem);
+  }
+
+  /** A new encoder for one step (profile: per-dispatch timestamps). */
+  encoder(profile = false): StepEncoder {
+    return new StepEncoder(this.device, profile);
+  }
+
+  uploadWeight(w: Weight, label?: string): GpuWeight {
+    return uploadWeight(this.alloc, this.device, w, this.maxBinding, label);
+  }
+
+  uploadWeightBytes(dtype: GpuWeightDType, rows: number, cols: number, bytes: Uint8Array, label?: string): GpuWeight {
+    return uploadWeightBytes(this.alloc, this.device, dtype, rows, cols, bytes, this.maxBinding, label);
+  }
+
+  uploadVector(w: Weight, label?: string): GpuTensor {
+    return uploadVector(this.alloc, w, label);
+  }
+
+  /** out[m, n] = Σ_k x[m, k]·W[n, k]. x: [M, K], out: [M, N]. */
+  matmul(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number): void {
+    const { rows: n, cols: k } = w;
+    need(x, m * k, 'matmul x');
+    need(out, m * n, 'matmul out');
+    const tiles = Math.ceil(m / TM);
+    if (isQuantType(w.dtype)) {
+      const nb = k / 32;
+      const dot4 = this.adapter.features.dot4I8;
+      const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
+      const dx = this.scratch.get('dx', m * nb);
+      const sx = this.scratch.get('sx', m * nb, 'i32');
+      this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
+        [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
+      const src = () => quantMatmulShader(w.dtype as QuantType, dot4);
+      for (const part of w.parts) {
+        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}`, src, [part.rows, k, m, out.offset, n, part.row0, w.rowBytes], null,
+          [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
+      }
+      return;
+    }
+    const dtype = w.dtype as 'f32' | 'bf16' | 'f16';
+    // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
+    // sizes that divide 64 (every adapter reports 4..64 or 128)
+    const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
+    const src = () => floatMatmulShader(dtype, sg);
+    for (const part of w.parts) {
+      this.run(enc, `matmul_${dtype}${sg ? '_sg' : ''}`, src, [part.rows, k, m, x.offset, out.offset, n, part.row0], null,
+        [out.buffer, x.buffer, part.buffer], grid(part.rows, tiles), `matmul_${dtype}`);
+    }
+  }
+
+  /** out[i, :] = table row ids[i] (widened; quantized: GGML's dequantisation). ids: i32 [T]. */
+  embed(enc: StepEncoder, out: GpuTensor, table: GpuWeight, ids: GpuTensor, t: number): void {
+    if (table.parts.length !== 1) throw new RangeError(`embed: a table split in ${table.parts.length} parts is not supported yet`);
+    const d = table.cols;
+    need(out, t * d, 'embed out');
+    const buf = table.parts[0]!.buffer;
+    if (isQuantType(table.dtype)) {
+      this.run(enc, `embed_${table.dtype}`, () => embedQuantShader(table.dtype as QuantType), [t, d, out.offset, table.rowBytes, ids.offset], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 32 / 64)), 'embed');
+      return;
+    }
+    const dtype = table.dtype as 'f32' | 'bf16' | 'f16';
+    this.run(enc, `embed_${dtype}`, () => embedFloatShader(dtype), [t, d, out.offset, table.rows, ids.offset], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 64)), 'embed');
+  }
+
+  /** RMSNorm per row of d = wv.length. x, out: [M, d]; wv: f32 [d]. */
+  rmsNorm(enc: StepEncoder, out: GpuTensor, x: GpuTensor, wv: GpuTensor, m: number, eps: number, zeroCentered: boolean): void {
+    const d = wv.length;
+    vectorAtStart(wv, 'rmsNorm weight');
+    this.run(enc, 'norm', () => NORM, [d, m, out.offset, x.offset, 0, zeroCentered ? 1 : 0, 0, f32(eps)], null,
+      [out.buffer, x.buffer, this.dummy, wv.buffer], grid(m), 'rms_norm');
+  }
+
+  /** out = o·rsqrt(mean(o²)+eps)·w·silu(z) per row of dv = wv.length. */
+  gatedRmsNorm(enc: StepEncoder, out: GpuTensor, o: GpuTensor, z: GpuTensor, wv: GpuTensor, m: number, eps: number): void {
+    const d = wv.length;
+    vectorAtStart(wv, 'gatedRmsNorm weight');
+    this.run(enc, 'norm', () => NORM, [d, m, out.offset, o.offset, z.offset, 0, 1, f32(eps)], null,
+      [out.buffer, o.buffer, z.buffer, wv.buffer], grid(m), 'gated_rms_norm');
+  }
+
+  /** Partial NeoX RoPE in place; cs = ropeTable(...) for the same T tokens. */
+  rope(enc: StepEncoder, x: GpuTensor, cs: GpuTensor, t: number, heads: number, headDim: number, rotaryDim: number, stride: number): void {
+    const half = rotaryDim / 2;
+    need(cs, t * half * 2, 'rope table');
+    this.run(enc, 'rope', () => ROPE, [t, heads, headDim, half, stride, x.offset, cs.offset], null,
+      [x.buffer, cs.buffer], grid(Math.ceil((t * heads * half) / 64)), 'rope');
+  }
+
+  /** Causal conv + SiLU; window [K−1, C] updated in place unless scratch [T, K−1, C] is given. */
+  causalConv(enc: StepEncoder, out: GpuTensor, x: GpuTensor, window: GpuTensor, wc: GpuTensor, c: number, t: number, scratch?: GpuTensor): void {
+    const k = wc.length / c;
+    vectorAtStart(wc, 'causalConv weight');
+    this.run(enc, 'causal_conv', () => CAUSAL_CONV,
+      [t, c, k, out.offset, x.offset, window.offset, scratch?.offset ?? 0, scratch ? 1 : 0], null,
+      [out.buffer, x.buffer, window.buffer, wc.buffer, scratch?.buffer ?? this.dummy], grid(Math.ceil(c / 64)), 'causal_conv');
+  }
+
+  /** g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b); all [T, HV]. */
+  gdnGates(enc: StepEncoder, g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: GpuTensor, dtBias: GpuTensor, t: number): void {
+    if (aLog.offset !== 0 || dtBias.offset !== 0) throw new RangeError('gdnGates: A_log and dt_bias must start their buffers');
+    const hv = aLog.length;
+    this.run(enc, 'gdn_gates', () => GDN_GATES, [t * hv, hv, g.offset, beta.offset, a.offset, b.offset], null,
+      [g.buffer, beta.buffer, a.buffer, b.buffer, aLog.buffer, dtBias.buffer], grid(Math.ceil((t * hv) / 64)), 'gdn_gates');
+  }
+
+  /** The Gated DeltaNet recurrence (kernels/types.ts gdnRecurrent). */
+  gdnRecurrent(enc: StepEncoder, out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor,
+    dims: GdnDims, t: number, scratch?: GpuTensor): void {
+    const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+    if (dk > 256) throw new RangeError(`gdnRecurrent: key dim ${dk} > 256`);
+    this.run(enc, 'gdn_recurrent', () => GDN_RECURRENT,
+      [t, hk, hv, dk, dv, qkv.offset, g.offset, out.offset, state.offset, scratch?.offset ?? 0, scratch ? 1 : 0, beta.offset], null,
+      [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, scratch?.buffer ?? this.dummy], [hv, Math.ceil(dv / 64), 1], 'gdn_recurrent');
+  }
+
+  /** gdnChunked (prefill): chunks of 64 at absolute multiples of 64 (pos0 = position of
+   * token 0), the chunked algebra of ref/gdn.ts on the GPU (wgsl/gdn.ts GDN_CHUNKED). */
+  gdnChunked(enc: StepEncoder, out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0 = 0): void {
+    const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+    const blocks = Math.ceil(dv / 64);
+    const per = 3 * 64 * dk + 4 * 4096;
+    const sc = this.scratch.get('gdn_chunked', per * hv * blocks);
+    this.run(enc, 'gdn_chunked', () => GDN_CHUNKED, [t, hk, hv, dk, dv, qkv.offset, g.offset, beta.offset, out.offset, state.offset, pos0, per], null,
+      [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, sc.buffer], [hv, blocks, 1], 'gdn_chunked');
+  }
+
+  /** Write k, v ([T, kvDim]) at positions start..start+T−1 through the page table (i32). */
+  kvWrite(enc: StepEncoder, kv: GpuKvLayer, pageTable: GpuTensor, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
+    if (kv.k.offset !== 0 || kv.v.offset !== 0) throw new RangeError('kvWrite: cache tensors must start their buffers');
+    this.run(enc, 'kv_write', () => KV_WRITE, [t, kvDim, start, kv.pageSize, k.offset, v.offset, pageTable.offset], null,
+      [kv.k.buffer, kv.v.buffer, k.buffer, v.buffer, pageTable.buffer], grid(Math.ceil((t * kvDim) / 64)), 'kv_write');
+  }
+
+  /** Causal GQA attention of one sequence over the paged cache. */
+  attention(enc: StepEncoder, out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayer, pageTable: GpuTensor,
+    start: number, t: number, dims: AttentionDims): void {
+    const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
+    if (kv.k.offset !== 0 || kv.v.offset !== 0) throw new RangeError('attention: cache tensors must start their buffers');
+    const sc = this.scratch.get('scores', t * nh * (start + t));
+    this.run(enc, 'attention', () => ATTENTION,
+      [t, nh, nkv, hd, start, kv.pageSize, q.offset, qStride, out.offset, pageTable.offset, f32(1 / Math.sqrt(hd))], null,
+      [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer, sc.buffer], [nh, t, 1], 'attention');
+  }
+
+  /** MoE router: ids i32 [M, topK], weights [M, topK], logits [M, E]. */
+  moeRoute(enc: StepEncoder, ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
+    if (e > 1024) throw new RangeError(`moeRoute: ${e} experts > 1024`);
+    this.run(enc, 'moe_route', () => MOE_ROUTE, [m, e, topK, renormalize ? 1 : 0, ids.offset, weights.offset, logits.offset], null,
+      [ids.buffer, weights.buffer, logits.buffer], grid(Math.ceil(m / 64)), 'moe_route');
+  }
+
+  /** The routed experts of a MoE layer (the boundary's moeExperts): out[i] =
+   * Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order. The expert routing stays on
+   * the GPU, so every expert runs over all M rows and its outputs are parked only at the
+   * (row, slot)s routed to it: exact per row (the matmuls are row-invariant), at the cost
+   * of reading every expert's weights each step — a grouped, indirect-dispatch GEMM that
+   * skips unrouted experts is future work. ids: i32 [M, topK]; scratch: slot [M·topK, H],
+   * gate/up [M, Ie], y [M, H]. */
+  moeExperts(enc: StepEncoder, out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
+    experts: readonly { gate: GpuWeight; up: GpuWeight; down: GpuWeight }[],
+    scratch: { slot: GpuTensor; gate: GpuTensor; up: GpuTensor; y: GpuTensor }): void {
+    if (m <= 0 || experts.length === 0) return;
+    const h = experts[0]!.gate.cols;
+    experts.forEach((e, ex) => {
+      this.matmul(enc, scratch.gate, x, e.gate, m);
+      this.matmul(enc, scratch.up, x, e.up, m);
+      this.mulSilu(enc, scratch.up, scratch.up, scratch.gate, m * e.gate.rows);
+      this.matmul(enc, scratch.y, scratch.up, e.down, m);
+      this.run(enc, 'moe_scatter', () => MOE_SCATTER, [m, topK, h, ex, scratch.slot.offset, scratch.y.offset, ids.offset], null,
+        [scratch.slot.buffer, scratch.y.buffer, ids.buffer], grid(Math.ceil((m * topK * h) / 64)), 'moe_scatter');
+    });
+    this.run(enc, 'moe_combine', () => MOE_COMBINE, [m, topK, h, out.offset, scratch.slot.offset, weights.offset], null,
+      [out.buffer, scratch.slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
+  }
+
+  /** out[i] = the lowest index of the maximum of row i (NaN never wins). out: i32 [M]. */
+  argmax(enc: StepEncoder, out: GpuTensor, x: GpuTensor, m: number, n: number, stride = n): void {
+    if (out.offset !== 0) throw new RangeError('argmax: out must start its buffer');
+    this.run(enc, 'argmax', () => ARGMAX, [m, n, stride, x.offset], null, [out.buffer, x.buffer], grid(m), 'argmax');
+  }
+
+  /** Strided row copy (elements): dst[dstOffset + r·dstStride + j] = src[srcOffset + r·srcStride + j]. */
+  copyRows(enc: StepEncoder, dst: GpuTensor, dstOffset: number, dstStride: number, src: GpuTensor, srcOffset: number, srcStride: number,
+    rows: number, width: number): void {
+    if (rows <= 0 || width <= 0) return;
+    if (srcOffset + (rows - 1) * srcStride + width > src.length || dstOffset + (rows - 1) * dstStride + width > dst.length) {
+      throw new RangeError(`copyRows: ${rows} rows of ${width} past a tensor's end`);
+    }
+    if (srcStride === width && dstStride === width && src.buffer !== dst.buffer) {
+      enc.copy({ ...src, offset: src.offset + srcOffset, length: rows * width }, { ...dst, offset: dst.offset + dstOffset, length: rows * width });
+      return;
+    }
+    this.run(enc, 'copy_rows', () => COPY_ROWS, [rows, width, dst.offset + dstOffset, dstStride, src.offset + srcOffset, srcStride], null,
+      [dst.buffer, src.buffer], grid(Math.ceil((rows * width) / 64)), 'copy_rows');
+  }
+
+  /** dst[i, :] = src[rows[i], :]; rows: i32 [n] on the GPU. */
+  gatherRows(enc: StepEncoder, dst: GpuTensor, src: GpuTensor, rows: GpuTensor, n: number, width: number): void {
+    this.run(enc, 'gather_rows', () => GATHER_ROWS, [n, width, dst.offset, src.offset, rows.offset], null,
+      [dst.buffer, src.buffer, rows.buffer], grid(Math.ceil((n * width) / 64)), 'gather_rows');
+  }
+
+  /** out[i, :] += sigmoid(g[i])·y[i, :] for i < m; out, y: [M, d]; g: [M]. */
+  addSigmoidScaled(enc: StepEncoder, out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
+    this.run(enc, 'add_sigmoid_scaled', () => ADD_SIGMOID_SCALED, [m, d, out.offset, y.offset, g.offset], null,
+      [out.buffer, y.buffer, g.buffer], grid(Math.ceil((m * d) / 64)), 'add_sigmoid_scaled');
+  }
+
+  add(enc: StepEncoder, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
+    this.elementwise(enc, 0, out, a, b, n, 'add');
+  }
+  mulSilu(enc: StepEncoder, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
+    this.elementwise(enc, 1, out, a, b, n, 'mul_silu');
+  }
+  mulSigmoid(enc: StepEncoder, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
+    this.elementwise(enc, 2, out, a, b, n, 'mul_sigmoid');
+  }
+
+  /** Record one dispatch of the pipeline `key` (alias-folded for shared buffers). */
+  run(enc: StepEncoder, key: string, source: () => string, params: readonly number[], paramsF32: readonly number[] | null,
+    buffers: readonly GPUBuffer[], groups: readonly [number, number, number], label: string): void {
+    const bound = this.pipelines.bind(key, source, buffers);
+    enc.dispatch(bound.pipeline, params, paramsF32, bound.buffers, groups, label);
+  }
+
+  private elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {
+    this.run(enc, 'elementwise', () => ELEMENTWISE, [n, op, out.offset, a.offset, b.offset], null,
+      [out.buffer, a.buffer, b.buffer], grid(Math.ceil(n / 64)), label);
+  }
+}
+
+/** Small weight vectors are bound whole (uploadVector gives each its own buffer). */
+function vectorAtStart(t: GpuTensor, what: string): void {
+  if (t.offset !== 0) throw new RangeError(`${what}: a weight vector must start its buffer (uploadVector)`);
+}
+
+function need(t: GpuTensor, n: number, what: string): void {
+  if (t.length < n) throw new RangeError(`${what}: tensor of ${t.length} elements, need ${n}`);
+}
+
+/** cos/sin table [T, rotaryDim/2, 2] for RoPE at `positions`: angle = pos·invFreq[f] in f64
+ * (invFreq: θ^(−2f/rotaryDim) by default, or a scaled table such as YaRN's), times the
+ * attention factor, rounded once to f32. */
+export function ropeTable(positions: ArrayLike<number>, t: number, rotaryDim: number, theta: number,
+  invFreq?: ArrayLike<number>, attentionFactor = 1): Float32Array {
+  const half = rotaryDim / 2;
+  const out = new Float32Array(t * half * 2);
+  for (let i = 0; i < t; i++) {
+    for (let f = 0; f < half; f++) {
+      const angle = positions[i]! * (invFreq ? invFreq[f]! : Math.pow(theta, (-2 * f) / rotaryDim));
+      out[(i * half + f) * 2] = Math.cos(angle) * attentionFactor;
+      out[(i * half + f) * 2 + 1] = Math.sin(angle) * attentionFactor;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,226 @@
+/// <reference types="@webgpu/types" />
+// The webgpu backend in the shape of the typed kernel boundary (issue 26, branch
+// gpu-boundary: Kernels<T, I> with backend-owned tensors, host inputs as ArrayLike, one
+// async readBack per step). Every op is recorded into the current step's encoder; host
+// inputs (token ids, positions, page tables, RoPE cos/sin, writes) go into a per-step
+// upload arena at distinct offsets, and reach their destination by recorded copies, so
+// they keep program order with the ops; `readBack` submits the step and resolves once.
+// argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
+// for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
+import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+  Weight, WeightDType } from '../types.js';
+import { rowMajorPrefix, weightBytes } from '../weight-view.js';
+import { isQuantType, quantRowBytes } from '../quant/formats.js';
+import { argmax as refArgmax } from '../ref/dense.js';
+import { sample as refSample } from '../ref/sampling.js';
+import { ropeTable, WebGpuKernels } from './backend.js';
+import type { AcquireOptions } from './device.js';
+import type { StepEncoder } from './encoder.js';
+import type { GpuTensor } from './tensor.js';
+import { gpuWeightBytes, type GpuWeight } from './weights.js';
+
+type GpuKvLayerView = KvLayerView<GpuTensor>;
+
+const UPLOAD_CHUNK = 1 << 16; // elements per upload-arena buffer (grows for larger inputs)
+
+/** Per-step host inputs: appended at distinct offsets, written with queue.writeBuffer
+ * (which lands before the step's submit), reset when the step has completed. A full arena
+ * is replaced by one twice as large; the old one is freed at the reset (the step that
+ * reads it has finished by then), so the arena settles at a step's largest need. */
+class UploadArena {
+  private buf: GpuTensor | null = null;
+  private used = 0;
+  private retired: GpuTensor[] = [];
+
+  constructor(private readonly g: WebGpuKernels) {}
+
+  put(data: ArrayLike<number>, elem: 'f32' | 'i32'): GpuTensor {
+    const n = Math.max(1, data.length);
+    if (!this.buf || this.used + n > this.buf.length) {
+      if (this.buf) this.retired.push(this.buf);
+      this.buf = this.g.alloc.tensor([Math.max(UPLOAD_CHUNK, 2 * (this.buf?.length ?? 0), n)], 'f32', 'upload arena');
+      this.used = 0;
+    }
+    const typed = elem === 'i32' ? Int32Array.from(data) : Float32Array.from(data);
+    const t: GpuTensor = { buffer: this.buf.buffer, offset: this.used, length: data.length, shape: [data.length], elem };
+    if (data.length > 0) this.g.alloc.write(this.buf, typed, this.used);
+    this.used += n;
+    return t;
+  }
+
+  /** After the step's work has completed. */
+  reset(): void {
+    for (const t of this.retired) this.g.alloc.free(t.buffer);
+    this.retired = [];
+    this.used = 0;
+  }
+}
+
+/** Kernels<GpuTensor, GpuTensor>: f32 and int32 tensors are both GpuTensor views. */
+export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
+  readonly name = 'webgpu';
+  readonly threads = 1;
+  private enc: StepEncoder | null = null;
+  private readonly uploads: UploadArena;
+  private readonly packed = new WeakMap<Weight, GpuWeight>();
+  private readonly vectors = new WeakMap<Weight, GpuTensor>();
+
+  constructor(readonly g: WebGpuKernels) {
+    this.uploads = new UploadArena(g);
+  }
+
+  static async create(gpu: GPU, opts: AcquireOptions): Promise<WebGpuBoundaryKernels> {
+    return new WebGpuBoundaryKernels(await WebGpuKernels.create(gpu, opts));
+  }
+
+  dispose(): void {
+    this.g.dispose();
+  }
+
+  private get step(): StepEncoder {
+    return (this.enc ??= this.g.encoder());
+  }
+
+  alloc(n: number): GpuTensor {
+    return this.g.alloc.tensor([n], 'f32');
+  }
+  allocI32(n: number): GpuTensor {
+    return this.g.alloc.tensor([n], 'i32');
+  }
+  view(t: GpuTensor, offset: number, length: number): GpuTensor {
+    if (!(offset >= 0 && length >= 0 && offset + length <= t.length)) throw new RangeError(`view [${offset}, ${offset + length}) of ${t.length}`);
+    return { ...t, offset: t.offset + offset, length, shape: [length] };
+  }
+  copyRows(dst: GpuTensor, dstOffset: number, dstStride: number, src: GpuTensor, srcOffset: number, srcStride: number, rows: number, width: number): void {
+    this.g.copyRows(this.step, dst, dstOffset, dstStride, src, srcOffset, srcStride, rows, width);
+  }
+  gatherRows(dst: GpuTensor, src: GpuTensor, rows: ArrayLike<number>, width: number): void {
+    for (let i = 0; i < rows.length; i++) {
+      if (!(rows[i]! >= 0 && (rows[i]! + 1) * width <= src.length)) throw new RangeError(`gatherRows: row ${rows[i]} out of range`);
+    }
+    this.g.gatherRows(this.step, dst, src, this.uploads.put(rows, 'i32'), rows.length, width);
+  }
+  write(dst: GpuTensor, offset: number, src: ArrayLike<number>): void {
+    if (offset + src.length > dst.length) throw new RangeError(`write: ${src.length} elements at ${offset} past ${dst.length}`);
+    const staged = this.uploads.put(src, dst.elem === 'i32' ? 'i32' : 'f32');
+    this.step.copy(staged, { ...dst, offset: dst.offset + offset, length: src.length }, src.length);
+  }
+  /** Submit the step; resolves with host copies of the ranges (the step's one await). */
+  async readBack(ranges: readonly ReadRange<GpuTensor>[]): Promise<Float32Array[]> {
+    const enc = this.step;
+    this.enc = null;
+    const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
+    await enc.submit();
+    this.uploads.reset();
+    return reads.map((r) => r.data!);
+  }
+
+  allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
+    if (isQuantType(dtype)) {
+      const data = new Uint8Array(rows * quantRowBytes(dtype, cols));
+      return { weight: { dtype, rows, cols, data }, bytes: data };
+    }
+    const data = dtype === 'bf16' ? new Uint16Array(rows * cols) : new Float32Array(rows * cols);
+    return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
+  }
+  /** Upload once; the returned weight is a handle (its host bytes are released). */
+  packWeight(w: Weight): Weight {
+    if (this.packed.has(w)) return w;
+    const gw = this.g.uploadWeight(w);
+    const handle: Weight = { dtype: w.dtype, rows: w.rows, cols: w.cols, data: new Uint8Array(0), layout: 'webgpu' };
+    this.packed.set(handle, gw);
+    return handle;
+  }
+  /** Rows [0, n): a packed weight's handle over the first parts (same GPU memory). */
+  weightRows(w: Weight, n: number): Weight {
+    const gw = this.packed.get(w);
+    if (!gw) return rowMajorPrefix(w, n);
+    if (!Number.isInteger(n) || n < 1 || n > w.rows) throw new RangeError(`weightRows: ${n} rows of a [${w.rows}, ${w.cols}] weight`);
+    const parts = gw.parts.filter((p) => p.row0 < n).map((p) => ({ ...p, rows: Math.min(p.rows, n - p.row0) }));
+    const handle: Weight = { ...w, rows: n };
+    this.packed.set(handle, { ...gw, rows: n, parts });
+    return handle;
+  }
+  storedWeightBytes(w: Weight): number {
+    const gw = this.packed.get(w);
+    return gw ? gpuWeightBytes(gw) : weightBytes(w);
+  }
+  private gpuWeight(w: Weight): GpuWeight {
+    const gw = this.packed.get(w);
+    if (!gw) throw new Error(`webgpu kernels: weight [${w.rows}, ${w.cols}] was not packed (packWeight) for this backend`);
+    return gw;
+  }
+  /** A small weight (norm, conv taps, gates) widened to f32 on the GPU, once. */
+  private vector(w: Weight): GpuTensor {
+    let v = this.vectors.get(w);
+    if (!v) this.vectors.set(w, (v = this.g.uploadVector(w)));
+    return v;
+  }
+
+  matmul(out: GpuTensor, x: GpuTensor, w: Weight, m: number): void {
+    this.g.matmul(this.step, out, x, this.gpuWeight(w), m);
+  }
+  embed(out: GpuTensor, table: Weight, ids: ArrayLike<number>): void {
+    for (let i = 0; i < ids.length; i++) {
+      if (!(ids[i]! >= 0 && ids[i]! < table.rows)) throw new RangeError(`embed: token id ${ids[i]} out of range [0, ${table.rows})`);
+    }
+    this.g.embed(this.step, out, this.gpuWeight(table), this.uploads.put(ids, 'i32'), ids.length);
+  }
+  rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
+    this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);
+  }
+  gatedRmsNorm(out: GpuTensor, o: GpuTensor, z: GpuTensor, w: Weight, m: number, eps: number): void {
+    this.g.gatedRmsNorm(this.step, out, o, z, this.vector(w), m, eps);
+  }
+  rope(x: GpuTensor, positions: ArrayLike<number>, t: number, heads: number, headDim: number, table: RopeTable, stride: number): void {
+    const rot = 2 * table.invFreq.length;
+    const cs = this.uploads.put(ropeTable(positions, t, rot, 0, table.invFreq, table.scale), 'f32');
+    this.g.rope(this.step, x, cs, t, heads, headDim, rot, stride);
+  }
+  causalConv(out: GpuTensor, x: GpuTensor, window: GpuTensor, w: Weight, t: number, scratch?: GpuTensor): void {
+    this.g.causalConv(this.step, out, x, window, this.vector(w), w.rows, t, scratch);
+  }
+  gdnGates(g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: Weight, dtBias: Weight, t: number): void {
+    this.g.gdnGates(this.step, g, beta, a, b, this.vector(aLog), this.vector(dtBias), t);
+  }
+  gdnRecurrent(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, scratch?: GpuTensor): void {
+    this.g.gdnRecurrent(this.step, out, qkv, g, beta, state, dims, t, scratch);
+  }
+  gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
+    this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
+  }
+  kvWrite(kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
+    this.g.kvWrite(this.step, kv, this.uploads.put(pageTable, 'i32'), start, k, v, t, kvDim);
+  }
+  attention(out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void {
+    this.g.attention(this.step, out, q, qStride, kv, this.uploads.put(pageTable, 'i32'), start, t, dims);
+  }
+  moeRoute(ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
+    this.g.moeRoute(this.step, ids, weights, logits, m, e, topK, renormalize);
+  }
+  /** The boundary's moeExperts (see WebGpuKernels.moeExperts for the GPU strategy). */
+  moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
+    experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>): void {
+    const gpu = experts.map((e) => ({ gate: this.gpuWeight(e.gate), up: this.gpuWeight(e.up), down: this.gpuWeight(e.down) }));
+    this.g.moeExperts(this.step, out, x, ids, weights, m, topK, gpu, { slot: scratch.slot, gate: scratch.gate, up: scratch.up, y: scratch.rowsOut });
+  }
+  addSigmoidScaled(out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
+    this.g.addSigmoidScaled(this.step, out, y, g, m, d);
+  }
+  mulSilu(out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
+    this.g.mulSilu(this.step, out, a, b, n);
+  }
+  mulSigmoid(out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
+    this.g.mulSigmoid(this.step, out, a, b, n);
+  }
+  add(out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
+    this.g.add(this.step, out, a, b, n);
+  }
+  /** Host rows (read back): the reference pick. */
+  argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void {
+    refArgmax(out, x, m, n, stride);
+  }
+  sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
+    refSample(rows, results);
+  }
+}

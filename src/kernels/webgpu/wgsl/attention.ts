@@ -1,0 +1,77 @@
+// Paged KV cache shaders: the KV write and causal GQA attention over the page table.
+import { HEADER } from './common.js';
+
+// KV write, thread per (token, element). params: 0 T, 1 kvDim, 2 start, 3 pageSize,
+// 4 k off, 5 v off, 6 page-table off. Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
+export const KV_WRITE = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(2) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(3) var<storage, read_write> K: array<f32>;
+@group(0) @binding(4) var<storage, read_write> V: array<f32>;
+@group(0) @binding(5) var<storage, read_write> PT: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let kvDim = pu(1u);
+  if (g >= pu(0u) * kvDim) { return; }
+  let i = g / kvDim;
+  let e = g % kvDim;
+  let pos = pu(2u) + i;
+  let ps = pu(3u);
+  let row = u32(PT[pu(6u) + pos / ps]) * ps + pos % ps;
+  KC[row * kvDim + e] = K[pu(4u) + g];
+  VC[row * kvDim + e] = V[pu(5u) + g];
+}`;
+
+// Causal GQA attention over the paged cache, one sequence; workgroup per (head, query).
+// Scores go to SC ([T, nH, start+T]); max and Σ exp by the fixed tree; the output element
+// d sums over positions in order. A query's result depends only on its position.
+// params: 0 T, 1 nH, 2 nKV, 3 hd, 4 start, 5 pageSize, 6 q off, 7 qStride, 8 out off,
+//         9 page-table off, 10 scale (f32). Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
+export const ATTENTION = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(3) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(4) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> PT: array<i32>;
+@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
+var<workgroup> red: array<f32, 64>;
+fn kv_row(p: u32) -> u32 { let ps = pu(5u); return u32(PT[pu(9u) + p / ps]) * ps + p % ps; }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let h = wid.x;
+  let i = wid.y;
+  let nH = pu(1u); let nKV = pu(2u); let hd = pu(3u); let T = pu(0u);
+  let n = pu(4u) + i + 1u;
+  let kvDim = nKV * hd;
+  let ko = (h / (nH / nKV)) * hd;
+  let qo = pu(6u) + i * pu(7u) + h * hd;
+  let sb = (i * nH + h) * (pu(4u) + T);
+  var mx = -3.40282346e38;
+  for (var p = t; p < n; p += 64u) {
+    let kb = kv_row(p) * kvDim + ko;
+    var s = 0.0;
+    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
+    s = s * pf(10u);
+    SC[sb + p] = s;
+    mx = max(mx, s);
+  }
+  red[t] = mx;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
+  let m = red[0];
+  workgroupBarrier();
+  var sum = 0.0;
+  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
+  red[t] = sum;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
+  let total = red[0];
+  storageBarrier();
+  workgroupBarrier();
+  for (var d = t; d < hd; d += 64u) {
+    var acc = 0.0;
+    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[kv_row(p) * kvDim + ko + d]; }
+    OUT[pu(8u) + (i * nH + h) * hd + d] = acc;
+  }
+}`;

@@ -1,0 +1,39 @@
+// WGSL shared by every kernel: the parameter block (binding 0, 64 words; kernels read
+// u32 word i with pu(i) and f32 with pf(i)), the 2-D workgroup grid (a large 1-D
+// dispatch is folded into x·y groups), and the weight element readers.
+
+/** Parameter block and the linear workgroup id. */
+export const HEADER = /* wgsl */ `
+struct Params { w: array<vec4<u32>, 16> }
+@group(0) @binding(0) var<uniform> P: Params;
+fn pu(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
+fn pi(i: u32) -> i32 { return bitcast<i32>(pu(i)); }
+fn pf(i: u32) -> f32 { return bitcast<f32>(pu(i)); }
+fn group_id(wid: vec3<u32>, nwg: vec3<u32>) -> u32 { return wid.x + wid.y * nwg.x; }
+fn silu(x: f32) -> f32 { return x / (1.0 + exp(-x)); }
+fn sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+`;
+
+/** `W` (binding given) as u32 words, and `wf(i)`: element i of a float weight of `dtype`. */
+export function floatWeightReader(dtype: 'f32' | 'bf16' | 'f16', binding: number): string {
+  const body = dtype === 'f32' ? 'return bitcast<f32>(W[i]);'
+    : dtype === 'bf16' ? 'let word = W[i >> 1u]; return bitcast<f32>(select(word << 16u, word & 0xffff0000u, (i & 1u) == 1u));'
+    : 'let h = unpack2x16float(W[i >> 1u]); return select(h.x, h.y, (i & 1u) == 1u);';
+  return `@group(0) @binding(${binding}) var<storage, read_write> W: array<u32>;
+fn wf(i: u32) -> f32 { ${body} }
+`;
+}
+
+/** Byte reader over `W` (GGML blocks are not 4-byte aligned). */
+export const BYTES = /* wgsl */ `
+fn b8(i: u32) -> u32 { return (W[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu; }
+fn s8(i: u32) -> i32 { return (bitcast<i32>(b8(i)) << 24u) >> 24u; }
+fn f16at(i: u32) -> f32 { return unpack2x16float(b8(i) | (b8(i + 1u) << 8u)).x; }
+fn u32at(i: u32) -> u32 { return b8(i) | (b8(i + 1u) << 8u) | (b8(i + 2u) << 16u) | (b8(i + 3u) << 24u); }
+`;
+
+/** Grid of workgroups for `n` groups: x ≤ 65535 (the portable limit), y as needed. */
+export function grid(n: number, z = 1): [number, number, number] {
+  const x = Math.min(Math.max(n, 1), 32768);
+  return [x, Math.ceil(Math.max(n, 1) / x), z];
+}

@@ -1,0 +1,212 @@
+// Row-wise and element-wise shaders: norms, activations, RoPE, embedding, argmax, MoE
+// routing. Reductions over a row use one workgroup of 64 threads: thread t sums indices
+// ≡ t (mod 64) in order, then a fixed tree — the same order for a row whatever the batch.
+import type { QuantType } from '../../quant/formats.js';
+import { BYTES, HEADER, floatWeightReader } from './common.js';
+import { hasOffsetType, subBlockDecoder } from './quant.js';
+
+const TREE_SUM = /* wgsl */ `
+var<workgroup> red: array<f32, 64>;
+fn tree_sum(t: u32, v: f32) -> f32 {
+  red[t] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { red[t] = red[t] + red[t + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}`;
+
+// RMSNorm (gated = 0) and gated RMSNorm (gated = 1), one workgroup per row.
+// params: 0 d, 1 rows, 2 out off, 3 x off, 4 z off, 5 zeroCentered, 6 gated, 7 eps (f32).
+// Bindings: 1 OUT, 2 X, 3 Z (gated: the gate; else unused but bound), 4 WV (f32 [d]).
+export const NORM = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@group(0) @binding(3) var<storage, read_write> Z: array<f32>;
+@group(0) @binding(4) var<storage, read_write> WV: array<f32>;
+${TREE_SUM}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let row = group_id(wid, nwg);
+  if (row >= pu(1u)) { return; }
+  let d = pu(0u);
+  let xo = pu(3u) + row * d;
+  var ss = 0.0;
+  for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
+  let total = tree_sum(t, ss);
+  let inv = 1.0 / sqrt(total / f32(d) + pf(7u));
+  let oo = pu(2u) + row * d;
+  let zo = pu(4u) + row * d;
+  for (var p = t; p < d; p += 64u) {
+    var y: f32;
+    if (pu(6u) == 1u) {
+      y = X[xo + p] * inv * WV[p] * silu(Z[zo + p]);
+    } else {
+      y = X[xo + p] * inv * select(WV[p], 1.0 + WV[p], pu(5u) == 1u);
+    }
+    OUT[oo + p] = y;
+  }
+}`;
+
+// Element-wise: op 0 add, 1 a·silu(b), 2 a·sigmoid(b). params: 0 n, 1 op, 2 out, 3 a, 4 b offsets.
+export const ELEMENTWISE = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> A: array<f32>;
+@group(0) @binding(3) var<storage, read_write> B: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let i = group_id(wid, nwg) * 64u + t;
+  if (i >= pu(0u)) { return; }
+  let a = A[pu(3u) + i];
+  let b = B[pu(4u) + i];
+  var y: f32;
+  switch (pu(1u)) {
+    case 0u: { y = a + b; }
+    case 1u: { y = a * silu(b); }
+    default: { y = a * sigmoid(b); }
+  }
+  OUT[pu(2u) + i] = y;
+}`;
+
+// Partial NeoX RoPE in place with a host-computed cos/sin table CS [T, rotaryDim/2, 2]
+// (f64 angles rounded once, any inverse-frequency table / YaRN attention factor folded in).
+// params: 0 T, 1 heads, 2 headDim, 3 half, 4 stride, 5 x offset, 6 table offset. Thread per (token, head, f).
+export const ROPE = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> X: array<f32>;
+@group(0) @binding(2) var<storage, read_write> CS: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let half = pu(3u);
+  let heads = pu(1u);
+  if (g >= pu(0u) * heads * half) { return; }
+  let f = g % half;
+  let h = (g / half) % heads;
+  let i = g / (half * heads);
+  let b = pu(5u) + i * pu(4u) + h * pu(2u);
+  let c = CS[pu(6u) + (i * half + f) * 2u];
+  let s = CS[pu(6u) + (i * half + f) * 2u + 1u];
+  let x1 = X[b + f];
+  let x2 = X[b + f + half];
+  X[b + f] = x1 * c - x2 * s;
+  X[b + f + half] = x2 * c + x1 * s;
+}`;
+
+// Embedding of float tables: out[i, e] = W[ids[i], e]. params: 0 T, 1 D, 2 out off, 3 rows, 4 ids off.
+export function embedFloatShader(dtype: 'f32' | 'bf16' | 'f16'): string {
+  return `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
+${floatWeightReader(dtype, 3)}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let D = pu(1u);
+  if (g >= pu(0u) * D) { return; }
+  let i = g / D;
+  let e = g % D;
+  let id = u32(IDS[pu(4u) + i]);
+  OUT[pu(2u) + g] = wf(id * D + e);
+}`;
+}
+
+// Embedding of quantized tables, GGML's dequantisation: thread per (token, sub-block).
+// params: 0 T, 1 D, 2 out off, 3 row bytes, 4 ids off.
+export function embedQuantShader(type: QuantType): string {
+  const value = type === 'q6_k' ? '(sb.scale * f32(select(sb.q6a, sb.q6b, l >= 16u))) * f32(Q[l])'
+    : hasOffsetType(type) ? 'sb.scale * f32(Q[l]) + sb.offset' : 'sb.scale * f32(Q[l])';
+  return `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
+@group(0) @binding(3) var<storage, read_write> W: array<u32>;
+${BYTES}
+${subBlockDecoder(type)}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let D = pu(1u);
+  let nsb = D / 32u;
+  if (g >= pu(0u) * nsb) { return; }
+  let i = g / nsb;
+  let j = g % nsb;
+  let sb = sub_block(u32(IDS[pu(4u) + i]) * pu(3u), j);
+  let o = pu(2u) + i * D + j * 32u;
+  for (var l = 0u; l < 32u; l++) { OUT[o + l] = ${value}; }
+}`;
+}
+
+// Greedy pick per row: the lowest index of the maximum; NaN never wins; all-NaN → 0.
+// params: 0 M, 1 n, 2 stride, 3 x offset. One workgroup of 64 per row; (value, index)
+// pairs combined by a fixed tree.
+export const ARGMAX = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<i32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+var<workgroup> bv: array<f32, 64>;
+var<workgroup> bi: array<i32, 64>;
+fn better(v: f32, i: i32, w: f32, j: i32) -> bool {
+  // does (w, j) beat (v, i)?  index −1 = nothing yet
+  if (j < 0) { return false; }
+  if (i < 0) { return true; }
+  return w > v || (w == v && j < i);
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let row = group_id(wid, nwg);
+  if (row >= pu(0u)) { return; }
+  let n = pu(1u);
+  let base = pu(3u) + row * pu(2u);
+  var v = 0.0;
+  var i = -1;
+  for (var p = t; p < n; p += 64u) {
+    let x = X[base + p];
+    if (x == x && better(v, i, x, i32(p))) { v = x; i = i32(p); }
+  }
+  bv[t] = v;
+  bi[t] = i;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
+    workgroupBarrier();
+  }
+  if (t == 0u) { OUT[row] = max(bi[0], 0); }
+}`;
+
+// MoE router, thread per row: softmax over E (f32), top-k by logit (ties → lower id),
+// optional renormalisation. params: 0 M, 1 E, 2 topK, 3 renormalize, 4 ids, 5 weights,
+// 6 logits offsets. E ≤ 1024.
+export const MOE_ROUTE = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> IDS: array<i32>;
+@group(0) @binding(2) var<storage, read_write> WTS: array<f32>;
+@group(0) @binding(3) var<storage, read_write> L: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let i = group_id(wid, nwg) * 64u + t;
+  if (i >= pu(0u)) { return; }
+  let E = pu(1u);
+  let K = pu(2u);
+  let lo = pu(6u) + i * E;
+  var mx = L[lo];
+  for (var x = 1u; x < E; x++) { mx = max(mx, L[lo + x]); }
+  var sum = 0.0;
+  for (var x = 0u; x < E; x++) { sum = sum + exp(L[lo + x] - mx); }
+  var taken: array<u32, 32>;
+  for (var w = 0u; w < 32u; w++) { taken[w] = 0u; }
+  var picked = 0.0;
+  for (var s = 0u; s < K; s++) {
+    var best = 0u;
+    var found = false;
+    for (var x = 0u; x < E; x++) {
+      if ((taken[x / 32u] & (1u << (x % 32u))) != 0u) { continue; }
+      if (!found || L[lo + x] > L[lo + best]) { best = x; found = true; }
+    }
+    taken[best / 32u] |= 1u << (best % 32u);
+    let p = exp(L[lo + best] - mx) / sum;
+    IDS[pu(4u) + i * K + s] = i32(best);
+    WTS[pu(5u) + i * K + s] = p;
+    picked = picked + p;
+  }
+  if (pu(3u) == 1u) { for (var s = 0u; s < K; s++) { WTS[pu(5u) + i * K + s] = WTS[pu(5u) + i * K + s] / picked; } }
+}`;

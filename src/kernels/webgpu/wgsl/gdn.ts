@@ -1,0 +1,263 @@
+// Gated DeltaNet shaders: causal conv (+SiLU, window update or per-step scratch), the
+// gates, and the recurrence. Math: kernels/ref/gdn.ts (the oracle).
+import { HEADER } from './common.js';
+
+// Causal depthwise conv, thread per channel, one sequence.
+// params: 0 T, 1 C, 2 K (taps), 3 out off, 4 x off, 5 window off, 6 scratch off, 7 use scratch.
+// Bindings: 1 OUT [T, C], 2 X [T, C], 3 WIN [K-1, C], 4 WC (f32 [C, K]), 5 SCR [T, K-1, C].
+export const CAUSAL_CONV = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@group(0) @binding(3) var<storage, read_write> WIN: array<f32>;
+@group(0) @binding(4) var<storage, read_write> WC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> SCR: array<f32>;
+fn at(r: u32, ch: u32, C: u32, hist: u32) -> f32 {
+  if (r < hist) { return WIN[pu(5u) + r * C + ch]; }
+  return X[pu(4u) + (r - hist) * C + ch];
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let ch = group_id(wid, nwg) * 64u + t;
+  let C = pu(1u);
+  if (ch >= C) { return; }
+  let T = pu(0u);
+  let K = pu(2u);
+  let hist = K - 1u;
+  for (var i = 0u; i < T; i++) {
+    var acc = 0.0;
+    for (var j = 0u; j < K; j++) { acc = acc + WC[ch * K + j] * at(i + j, ch, C, hist); }
+    OUT[pu(3u) + i * C + ch] = silu(acc);
+    if (pu(7u) == 1u) {
+      for (var r = 0u; r < hist; r++) { SCR[pu(6u) + (i * hist + r) * C + ch] = at(i + 1u + r, ch, C, hist); }
+    }
+  }
+  if (pu(7u) == 0u) {
+    // row r of the new window is virtual row T + r ≥ r: rows are overwritten in order,
+    // each read before any write can reach it.
+    for (var r = 0u; r < hist; r++) { WIN[pu(5u) + r * C + ch] = at(T + r, ch, C, hist); }
+  }
+}`;
+
+// Gates, thread per (token, value head): g = −exp(A_log)·softplus(a + dt_bias), β = σ(b).
+// params: 0 T·HV, 1 HV, 2 g off, 3 beta off, 4 a off, 5 b off.
+// Bindings: 1 G, 2 BETA, 3 A, 4 B, 5 AL (f32 [HV]), 6 DB (f32 [HV]).
+export const GDN_GATES = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> G: array<f32>;
+@group(0) @binding(2) var<storage, read_write> BETA: array<f32>;
+@group(0) @binding(3) var<storage, read_write> A: array<f32>;
+@group(0) @binding(4) var<storage, read_write> B: array<f32>;
+@group(0) @binding(5) var<storage, read_write> AL: array<f32>;
+@group(0) @binding(6) var<storage, read_write> DB: array<f32>;
+fn softplus(x: f32) -> f32 {
+  if (x > 20.0) { return x; }
+  let e = exp(x);
+  // log1p without cancellation for small e
+  if (e < 1e-4) { return e - 0.5 * e * e; }
+  return log(1.0 + e);
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let o = group_id(wid, nwg) * 64u + t;
+  if (o >= pu(0u)) { return; }
+  let h = o % pu(1u);
+  G[pu(2u) + o] = -exp(AL[h]) * softplus(A[pu(4u) + o] + DB[h]);
+  BETA[pu(3u) + o] = sigmoid(B[pu(5u) + o]);
+}`;
+
+// Recurrence for one sequence. Workgroup (value head h, block of 64 state columns);
+// thread = state column c, owning S[:, c] (no other thread touches it, so the update is
+// in place). Per token: q̂, k̂ of the key head (L2 norms summed in index order by every
+// thread alike) go to workgroup memory, then
+//   kv = Σ_a S[a,c]·decay·k̂[a];  δ = β(v_c − kv);  S' = S·decay + k̂ δ;  o_c = Σ_a S'[a,c] q̂[a].
+// Without scratch (mode 0) S is the state, updated per token. With scratch (mode 1) the
+// state is read only and the state after token i is written to SCR[i].
+// params: 0 T, 1 HK, 2 HV, 3 dk, 4 dv, 5 qkv off, 6 g/beta off, 7 out off, 8 state off,
+//         9 scratch off, 10 mode, 11 beta off. Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR.
+export const GDN_RECURRENT = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
+@group(0) @binding(3) var<storage, read_write> G: array<f32>;
+@group(0) @binding(4) var<storage, read_write> BETA: array<f32>;
+@group(0) @binding(5) var<storage, read_write> S: array<f32>;
+@group(0) @binding(6) var<storage, read_write> SCR: array<f32>;
+var<workgroup> qn: array<f32, 256>;
+var<workgroup> kn: array<f32, 256>;
+fn sget(mode: u32, i: u32, idx: u32, ss: u32) -> f32 {
+  if (mode == 0u || i == 0u) { return S[pu(8u) + idx]; }
+  return SCR[pu(9u) + (i - 1u) * ss + idx];
+}
+fn sset(mode: u32, i: u32, idx: u32, ss: u32, v: f32) {
+  if (mode == 0u) { S[pu(8u) + idx] = v; } else { SCR[pu(9u) + i * ss + idx] = v; }
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let T = pu(0u); let hk = pu(1u); let hv = pu(2u); let dk = pu(3u); let dv = pu(4u);
+  let mode = pu(10u);
+  let h = wid.x;
+  let c = wid.y * 64u + t;
+  let kh = h / (hv / hk);
+  let width = 2u * hk * dk + hv * dv;
+  let ss = hv * dk * dv;
+  let so = h * dk * dv;
+  for (var i = 0u; i < T; i++) {
+    let row = pu(5u) + i * width;
+    let qo = row + kh * dk;
+    let ko = row + hk * dk + kh * dk;
+    var sq = 0.0;
+    var sk = 0.0;
+    for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
+    let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
+    let ks = 1.0 / sqrt(sk + 1e-6);
+    for (var d = t; d < dk; d += 64u) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
+    workgroupBarrier();
+    if (c < dv) {
+      let decay = exp(G[pu(6u) + i * hv + h]);
+      let bt = BETA[pu(11u) + i * hv + h];
+      var kv = 0.0;
+      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss) * decay * kn[a]; }
+      let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
+      var acc = 0.0;
+      for (var a = 0u; a < dk; a++) {
+        let s = sget(mode, i, so + a * dv + c, ss) * decay + kn[a] * delta;
+        sset(mode, i, so + a * dv + c, ss, s);
+        acc = acc + s * qn[a];
+      }
+      OUT[pu(7u) + (i * hv + h) * dv + c] = acc;
+    }
+    workgroupBarrier();
+  }
+}`;
+
+// Chunked Gated DeltaNet (prefill): chunks of 64 tokens with boundaries at absolute
+// positions multiple of 64 (pos0 = position of token 0). Workgroup of 256 per (value head,
+// block of 64 state columns); per chunk, with Γ the cumulative log decay:
+//   A[i][j] = β_i (k̂_i·k̂_j) e^{Γ_i−Γ_j} (j < i);  T = (I + A)⁻¹ (forward substitution, by rows)
+//   U = T·(β⊙V);  W = T·(β⊙e^Γ⊙K̂);  Vnew = U − W·S
+//   O = (Q̂⊙e^Γ)·S + (Q̂K̂ᵀ ⊙ e^{Γ_i−Γ_j}, j ≤ i)·Vnew;  S ← S·e^{Γ_last} + (K̂⊙e^{Γ_last−Γ})ᵀ·Vnew
+// (the algebra of ref/gdn.ts gdnChunked), every product a fixed-order sum, matrices in the
+// workgroup's scratch region. A chunk depends only on its tokens and the incoming f32 state,
+// so any split at the same 64-multiples gives the same bits.
+// params: 0 T, 1 HK, 2 HV, 3 dk, 4 dv, 5 qkv off, 6 g off, 7 beta off, 8 out off,
+//         9 state off, 10 pos0, 11 floats of scratch per workgroup.
+// Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SC (scratch).
+export const GDN_CHUNKED = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
+@group(0) @binding(3) var<storage, read_write> G: array<f32>;
+@group(0) @binding(4) var<storage, read_write> BETA: array<f32>;
+@group(0) @binding(5) var<storage, read_write> S: array<f32>;
+@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
+const NT = 256u;
+var<workgroup> gam: array<f32, 64>;
+var<workgroup> bet: array<f32, 64>;
+fn sync() { storageBarrier(); workgroupBarrier(); }
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let T = pu(0u); let hk = pu(1u); let hv = pu(2u); let dk = pu(3u); let dv = pu(4u);
+  let h = wid.x;
+  let c0col = wid.y * 64u;
+  let ncol = min(64u, dv - c0col);
+  let kh = h / (hv / hk);
+  let width = 2u * hk * dk + hv * dv;
+  let so = pu(9u) + h * dk * dv;
+  // scratch regions of this workgroup
+  let base = (wid.y * nwg.x + wid.x) * pu(11u);
+  let QN = base;
+  let KN = QN + 64u * dk;
+  let WW = KN + 64u * dk;
+  let TT = WW + 64u * dk;
+  let QK = TT + 4096u;
+  let UU = QK + 4096u;
+  let VN = UU + 4096u;
+  var c0 = 0u;
+  loop {
+    if (c0 >= T) { break; }
+    let n = min(select(64u, 64u - pu(10u) % 64u, c0 == 0u), T - c0);
+    // q̂, k̂ of the chunk's tokens; Γ and β
+    for (var i = t; i < n; i += NT) {
+      let row = pu(5u) + (c0 + i) * width;
+      let qo = row + kh * dk;
+      let ko = row + hk * dk + kh * dk;
+      var sq = 0.0;
+      var sk = 0.0;
+      for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
+      let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
+      let ks = 1.0 / sqrt(sk + 1e-6);
+      for (var d = 0u; d < dk; d++) { SC[QN + i * dk + d] = QKV[qo + d] * qs; SC[KN + i * dk + d] = QKV[ko + d] * ks; }
+    }
+    if (t == 0u) {
+      var cum = 0.0;
+      for (var i = 0u; i < n; i++) { cum = cum + G[pu(6u) + (c0 + i) * hv + h]; gam[i] = cum; bet[i] = BETA[pu(7u) + (c0 + i) * hv + h]; }
+    }
+    sync();
+    // A (strictly lower, into TT temporarily as a source) and the masked Q̂K̂ᵀ
+    for (var p = t; p < n * n; p += NT) {
+      let i = p / n;
+      let j = p % n;
+      var kk = 0.0;
+      var qk = 0.0;
+      for (var d = 0u; d < dk; d++) { kk = kk + SC[KN + i * dk + d] * SC[KN + j * dk + d]; qk = qk + SC[QN + i * dk + d] * SC[KN + j * dk + d]; }
+      let e = exp(gam[i] - gam[j]);
+      SC[UU + i * 64u + j] = select(0.0, bet[i] * kk * e, j < i); // A
+      SC[QK + i * 64u + j] = select(0.0, qk * e, j <= i);
+    }
+    sync();
+    // T = (I + A)⁻¹ by rows: T_i = e_i − Σ_{l<i} A_il T_l
+    for (var i = 0u; i < n; i++) {
+      for (var j = t; j < n; j += NT) {
+        var v = select(0.0, 1.0, i == j);
+        for (var l = 0u; l < i; l++) { v = v - SC[UU + i * 64u + l] * SC[TT + l * 64u + j]; }
+        SC[TT + i * 64u + j] = v;
+      }
+      sync();
+    }
+    // W = T·(β e^Γ K̂)  [n, dk];  U = T·(β V)  [n, ncol] (U overwrites A, no longer needed)
+    for (var p = t; p < n * dk; p += NT) {
+      let i = p / dk;
+      let d = p % dk;
+      var w = 0.0;
+      for (var l = 0u; l <= i; l++) { w = w + SC[TT + i * 64u + l] * (bet[l] * exp(gam[l]) * SC[KN + l * dk + d]); }
+      SC[WW + i * dk + d] = w;
+    }
+    sync();
+    for (var p = t; p < n * ncol; p += NT) {
+      let i = p / ncol;
+      let c = p % ncol;
+      var u = 0.0;
+      for (var l = 0u; l <= i; l++) { u = u + SC[TT + i * 64u + l] * (bet[l] * QKV[pu(5u) + (c0 + l) * width + 2u * hk * dk + h * dv + c0col + c]); }
+      SC[UU + i * 64u + c] = u;
+    }
+    sync();
+    // Vnew = U − W·S
+    for (var p = t; p < n * ncol; p += NT) {
+      let i = p / ncol;
+      let c = p % ncol;
+      var acc = SC[UU + i * 64u + c];
+      for (var d = 0u; d < dk; d++) { acc = acc - SC[WW + i * dk + d] * S[so + d * dv + c0col + c]; }
+      SC[VN + i * 64u + c] = acc;
+    }
+    sync();
+    // O = (Q̂ e^Γ)·S + QK·Vnew
+    for (var p = t; p < n * ncol; p += NT) {
+      let i = p / ncol;
+      let c = p % ncol;
+      var a = 0.0;
+      for (var d = 0u; d < dk; d++) { a = a + SC[QN + i * dk + d] * S[so + d * dv + c0col + c]; }
+      a = a * exp(gam[i]);
+      for (var j = 0u; j <= i; j++) { a = a + SC[QK + i * 64u + j] * SC[VN + j * 64u + c]; }
+      OUT[pu(8u) + ((c0 + i) * hv + h) * dv + c0col + c] = a;
+    }
+    sync();
+    // S ← S e^{Γ_last} + (K̂ e^{Γ_last − Γ})ᵀ·Vnew
+    let gl = gam[n - 1u];
+    for (var p = t; p < dk * ncol; p += NT) {
+      let d = p / ncol;
+      let c = p % ncol;
+      var acc = S[so + d * dv + c0col + c] * exp(gl);
+      for (var j = 0u; j < n; j++) { acc = acc + SC[KN + j * dk + d] * exp(gl - gam[j]) * SC[VN + j * 64u + c]; }
+      S[so + d * dv + c0col + c] = acc;
+    }
+    sync();
+    c0 += n;
+  }
+}`;

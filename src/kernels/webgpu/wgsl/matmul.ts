@@ -1,0 +1,158 @@
+// Matmul shaders: out[m, col0 + n] = Σ_k x[m, k] · W[n, k] over one weight part.
+// One workgroup per (output column, tile of TM = 16 rows of x): the weight row is read
+// once per tile (so once per step for M ≤ 16). Batch invariance: the value of (m, n)
+// is computed by the same instructions in the same order whatever M, the tile or the
+// slot of m in it — thread t sums k ≡ t (mod 64) in order, then a fixed tree.
+// Quantized weights: the exact integer arithmetic of kernels/ref/quant.ts. Activations
+// are first quantized per 32-block to int8 (QUANT_ACTS); then per sub-block j the integer
+// dot product is exact, its f32 terms go to workgroup memory, and thread m adds them in
+// j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
+import type { QuantType } from '../../quant/formats.js';
+import { BYTES, HEADER, floatWeightReader } from './common.js';
+import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
+
+export const TM = 16;
+
+// params: 0 rows in part, 1 K, 2 M, 3 x offset, 4 out offset, 5 out row stride (N), 6 col0.
+// `subgroups`: the 64 partial sums of a row are added by subgroupAdd within each subgroup,
+// then the subgroups' sums in subgroup order (fixed for a given adapter; subgroups of a 1-D
+// workgroup are runs of consecutive invocations, so subgroup = t / size); otherwise by the
+// shared-memory tree. Either way the order does not depend on M.
+export function floatMatmulShader(dtype: 'f32' | 'bf16' | 'f16', subgroups = false): string {
+  const reduce = subgroups ? `
+  for (var r = 0u; r < rows; r++) {
+    let v = subgroupAdd(acc[r]);
+    if (sgi == 0u) { red[r * 64u + t / sgs] = v; }
+  }
+  workgroupBarrier();
+  if (t < rows) {
+    var sum = 0.0;
+    for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
+    OUT[pu(4u) + (m0 + t) * pu(5u) + pu(6u) + col] = sum;
+  }` : `
+  for (var r = 0u; r < TM; r++) { red[r * 64u + t] = acc[r]; }
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
+    workgroupBarrier();
+  }
+  if (t < rows) { OUT[pu(4u) + (m0 + t) * pu(5u) + pu(6u) + col] = red[t * 64u]; }`;
+  return `${subgroups ? 'enable subgroups;' : ''}
+${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+${floatWeightReader(dtype, 3)}
+const TM = ${TM}u;
+var<workgroup> red: array<f32, ${TM * 64}>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
+  let col = group_id(wid, nwg);
+  let K = pu(1u);
+  let m0 = wid.z * TM;
+  if (col >= pu(0u)) { return; }
+  let rows = min(TM, pu(2u) - m0);
+  var acc: array<f32, ${TM}>;
+  for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
+  let xb = pu(3u) + m0 * K;
+  for (var k = t; k < K; k += 64u) {
+    let w = wf(col * K + k);
+    for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * X[xb + r * K + k]; }
+  }${reduce}
+}`;
+}
+
+// params: 0 M, 1 K, 2 x offset. Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
+// 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X.
+export function quantActsShader(packedBuiltin: boolean): string {
+  const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
+    : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
+  return `${HEADER}
+@group(0) @binding(1) var<storage, read_write> QX: array<u32>;
+@group(0) @binding(2) var<storage, read_write> DX: array<f32>;
+@group(0) @binding(3) var<storage, read_write> SX: array<i32>;
+@group(0) @binding(4) var<storage, read_write> X: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let b = group_id(wid, nwg) * 64u + t;
+  let K = pu(1u);
+  let nb = K / 32u;
+  if (b >= pu(0u) * nb) { return; }
+  let xo = pu(2u) + b * 32u;
+  var amax = 0.0;
+  for (var l = 0u; l < 32u; l++) { amax = max(amax, abs(X[xo + l])); }
+  let d = amax / 127.0;
+  let id = select(0.0, 1.0 / d, d != 0.0);
+  var s = 0;
+  for (var w = 0u; w < 8u; w++) {
+    var q: array<i32, 4>;
+    for (var i = 0u; i < 4u; i++) { q[i] = i32(round(X[xo + 4u * w + i] * id)); s += q[i]; }
+    QX[b * 8u + w] = ${pack};
+  }
+  DX[b] = d;
+  SX[b] = s;
+}`;
+}
+
+// params: 0 rows in part, 1 K, 2 M, 3 out offset, 4 out row stride (N), 5 col0, 6 row bytes.
+// Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
+// integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
+// exact integer the ref forms; the f32 terms are then chained in sub-block order.
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean): string {
+  const offs = hasOffsetType(type);
+  const q6 = type === 'q6_k';
+  const sumi = q6
+    ? `var s0 = 0;
+        for (var w = 0u; w < 4u; w++) { s0 += dot4(0x01010101u, QX[xo + w]); }
+        let s1 = SX[(m0 + r) * nb + j] - s0;
+        let sumi = sb.q6a * (d0 - 32 * s0) + sb.q6b * (d1 - 32 * s1);`
+    : 'let sumi = d0 + d1 - sb.bias * SX[(m0 + r) * nb + j];';
+  return `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> QX: array<u32>;
+@group(0) @binding(3) var<storage, read_write> DX: array<f32>;
+@group(0) @binding(4) var<storage, read_write> SX: array<i32>;
+@group(0) @binding(5) var<storage, read_write> W: array<u32>;
+${BYTES}
+${packedBlockDecoder(type)}
+${dot4Source(packedBuiltin)}
+const TM = ${TM}u;
+var<workgroup> term: array<f32, ${TM * 64}>;
+var<workgroup> offt: array<f32, ${TM * 64}>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let col = group_id(wid, nwg);
+  if (col >= pu(0u)) { return; }
+  let K = pu(1u);
+  let nb = K / 32u;
+  let m0 = wid.z * TM;
+  let rows = min(TM, pu(2u) - m0);
+  let row = col * pu(6u);
+  var acc = 0.0;
+  for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    let j = c0 + t;
+    if (j < nb) {
+      let sb = packed_block(row, j);
+      for (var r = 0u; r < rows; r++) {
+        let xo = ((m0 + r) * K + j * 32u) / 4u;
+        var d0 = 0;
+        var d1 = 0;
+        for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
+        ${sumi}
+        let dx = DX[(m0 + r) * nb + j];
+        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
+        ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(m0 + r) * nb + j]);' : ''}
+      }
+    }
+    workgroupBarrier();
+    if (t < rows) {
+      let n = min(64u, nb - c0);
+      for (var jj = 0u; jj < n; jj++) {
+        acc = acc + term[t * 64u + jj];
+        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+      }
+    }
+    workgroupBarrier();
+  }
+  if (t < rows) { OUT[pu(3u) + (m0 + t) * pu(4u) + pu(5u) + col] = acc; }
+}`;
+}

@@ -1,0 +1,83 @@
+// Row moves and the shared-expert gate: strided copies, gathers, out += σ(g)·y.
+import { HEADER } from './common.js';
+
+// Row moves. COPY_ROWS params: 0 rows, 1 width, 2 dst off, 3 dst stride, 4 src off,
+// 5 src stride. GATHER_ROWS params: 0 rows, 1 width, 2 dst off, 3 src off, 4 row-list off.
+// ADD_SIGMOID_SCALED (out[i, :] += σ(g[i])·y[i, :]) params: 0 m, 1 d, 2 out, 3 y, 4 g offsets.
+export const COPY_ROWS = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> DST: array<f32>;
+@group(0) @binding(2) var<storage, read_write> SRC: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let w = pu(1u);
+  if (g >= pu(0u) * w) { return; }
+  let r = g / w;
+  let j = g % w;
+  DST[pu(2u) + r * pu(3u) + j] = SRC[pu(4u) + r * pu(5u) + j];
+}`;
+
+export const GATHER_ROWS = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> DST: array<f32>;
+@group(0) @binding(2) var<storage, read_write> SRC: array<f32>;
+@group(0) @binding(3) var<storage, read_write> ROWS: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let w = pu(1u);
+  if (g >= pu(0u) * w) { return; }
+  let i = g / w;
+  let j = g % w;
+  DST[pu(2u) + i * w + j] = SRC[pu(3u) + u32(ROWS[pu(4u) + i]) * w + j];
+}`;
+
+export const ADD_SIGMOID_SCALED = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> GT: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let d = pu(1u);
+  if (g >= pu(0u) * d) { return; }
+  let i = g / d;
+  OUT[pu(2u) + g] = OUT[pu(2u) + g] + sigmoid(GT[pu(4u) + i]) * Y[pu(3u) + g];
+}`;
+
+// MoE experts. MOE_SCATTER parks expert e's outputs Y [M, H] at the (row, slot)s routed to
+// it: SLOT[(i·topK + s), :] = Y[i, :] where IDS[i, s] = e. params: 0 M, 1 topK, 2 H, 3 e,
+// 4 slot off, 5 y off, 6 ids off. MOE_COMBINE sums a row's slots in slot order:
+// OUT[i, d] = Σ_s W[i, s]·SLOT[(i·topK + s), d] (f32, from 0). params: 0 M, 1 topK, 2 H,
+// 3 out off, 4 slot off, 5 weights off.
+export const MOE_SCATTER = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> SLOT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> IDS: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let h = pu(2u);
+  let k = pu(1u);
+  if (g >= pu(0u) * k * h) { return; }
+  let is = g / h;
+  let d = g % h;
+  if (IDS[pu(6u) + is] != i32(pu(3u))) { return; }
+  SLOT[pu(4u) + is * h + d] = Y[pu(5u) + (is / k) * h + d];
+}`;
+
+export const MOE_COMBINE = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> SLOT: array<f32>;
+@group(0) @binding(3) var<storage, read_write> WTS: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let h = pu(2u);
+  let k = pu(1u);
+  if (g >= pu(0u) * h) { return; }
+  let i = g / h;
+  let d = g % h;
+  var acc = 0.0;
+  for (var s = 0u; s < k; s++) { acc = acc + WTS[pu(5u) + i * k + s] * SLOT[pu(4u) + (i * k + s) * h + d]; }
+  OUT[pu(3u) + g] = acc;
+}`;

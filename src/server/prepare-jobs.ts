@@ -1,0 +1,63 @@
+// The work of preparing a prompt — chat-template rendering and tokenizing — as plain
+// functions over a tokenizer. The prepare pool runs them in worker threads; the same
+// functions run inline when no pool is configured, so both paths give the same ids.
+import { promptOf, type RequestContext } from '../engine/request-builder.js';
+import type { Model } from '../model/model.js';
+import type { ChatMessage, RenderOptions } from '../tokenizer/chat.js';
+import { validateMessages } from '../tokenizer/chat.js';
+import { encodeChat } from '../tokenizer/safe-chat.js';
+import type { TextTokenizer } from '../tokenizer/tokenizer.js';
+import { DeltaserveError } from '../util/errors.js';
+import type { ServerContext } from './generation.js';
+
+export type PrepareJob =
+  /** A chat turn's prompt ids and message boundaries (engine/request-builder.ts promptOf). */
+  | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown> }
+  /** The template's rendering of `messages` (POST /tokenize: generation prompt optional). */
+  | { readonly op: 'render'; readonly messages: unknown; readonly opts: RenderOptions }
+  /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
+  | { readonly op: 'encode'; readonly texts: readonly string[] }
+  /** Texts of token-id lists (special tokens kept). */
+  | { readonly op: 'decode'; readonly ids: readonly (readonly number[])[] };
+
+export type PrepareResult =
+  | { readonly op: 'chat'; readonly ids: number[]; readonly boundaries: number[] }
+  | { readonly op: 'render'; readonly ids: number[] }
+  | { readonly op: 'encode'; readonly ids: number[][] }
+  | { readonly op: 'decode'; readonly texts: string[] };
+
+/** What a job needs of the engine: the tokenizer, the vocabulary size, the context length. */
+export interface PrepareContext {
+  readonly tokenizer: TextTokenizer;
+  readonly vocabSize: number;
+  readonly maxContext: number;
+}
+
+export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResult {
+  switch (job.op) {
+    case 'chat': {
+      // promptOf reads only the vocabulary size of the model (for prompt ids)
+      const rc: RequestContext = { tokenizer: ctx.tokenizer, maxContext: ctx.maxContext, model: { config: { vocabSize: ctx.vocabSize } } as Model };
+      const { ids, boundaries } = promptOf(rc, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs });
+      return { op: 'chat', ids, boundaries };
+    }
+    case 'render': {
+      const template = ctx.tokenizer.chatTemplate;
+      if (!template) throw new DeltaserveError('bad_request', 'this model has no chat template; send a raw prompt instead of messages');
+      return { op: 'render', ids: encodeChat(ctx.tokenizer, template, validateMessages(job.messages), job.opts) };
+    }
+    case 'encode':
+      return { op: 'encode', ids: job.texts.map((t) => ctx.tokenizer.encode(t)) };
+    case 'decode':
+      return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids)) };
+  }
+}
+
+/** Run a job in the server's prepare pool, or inline when it has none. */
+export async function prepare<K extends PrepareJob['op']>(ctx: ServerContext, job: Extract<PrepareJob, { op: K }>,
+  signal?: AbortSignal): Promise<Extract<PrepareResult, { op: K }>> {
+  const r = ctx.prepare
+    ? await ctx.prepare.run(job, signal)
+    : runPrepareJob({ tokenizer: ctx.engine.tokenizer, vocabSize: ctx.engine.model.config.vocabSize, maxContext: ctx.engine.maxContext }, job);
+  return r as Extract<PrepareResult, { op: K }>;
+}

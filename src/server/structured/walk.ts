@@ -1,0 +1,54 @@
+// The mask walk over a sorted token list: tokens sharing a prefix share the matcher steps
+// over it (a trie walk without building the trie), and a dead prefix skips every token
+// below it. Shared by mask.ts (the whole vocabulary) and free-text.ts (token suffixes).
+import { type State, step } from './matcher.js';
+
+/** Tokens in lexicographic byte order, their ids, and each one's common-prefix length with
+ * the previous token in that order. */
+export interface TokenList {
+  readonly sorted: readonly Uint8Array[];
+  readonly ids: Int32Array;
+  readonly lcp: Int32Array;
+}
+
+/** The vocabulary as the mask walk needs it (built once per tokenizer and vocabulary size). */
+export interface TokenVocab extends TokenList {
+  /** Bitset words over [0, vocab). */
+  readonly words: number;
+  /** Ids that end generation: allowed exactly when the matcher can end. */
+  readonly stopIds: readonly number[];
+  /** Every token but the stop ids (unconstrained reasoning). */
+  readonly allButStop: Uint32Array;
+  /** Bytes of each id (null for ids outside the walk: special, stop, empty, overlong). */
+  readonly bytesOf: readonly (Uint8Array | null)[];
+}
+
+/** Set the bit of every token of `list` the matcher accepts from `state`. */
+export function walk(list: TokenList, state: State, mask: Uint32Array): void {
+  const states: State[] = [state];
+  let valid = 0; // states[0..valid] hold the states after the current token's prefix bytes
+  const n = list.sorted.length;
+  for (let i = 0; i < n; i++) {
+    const bytes = list.sorted[i]!;
+    let d = Math.min(list.lcp[i]!, valid);
+    let dead = false;
+    while (d < bytes.length) {
+      const next = step(states[d]!, bytes[d]!);
+      if (next.length === 0) {
+        dead = true;
+        break;
+      }
+      states[++d] = next;
+    }
+    if (dead) {
+      valid = d;
+      // every following token sharing the dead prefix bytes[0..d] is dead too
+      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
+      continue;
+    }
+    valid = bytes.length;
+    const id = list.ids[i]!;
+    mask[id >>> 5]! |= 1 << (id & 31);
+  }
+}
+

@@ -1,0 +1,417 @@
+// Scheduler, directly (docs/ARCHITECTURE.md "Scheduler and batches"): FCFS admission that
+// needs a state slot and KV pages, preemption of the newest running request when pages run
+// out (requeued to recompute everything it has), the chunked prefill token budget (chunks
+// end at absolute multiples of the chunk or at the request's split points), verify rows and
+// their commit, aborts freeing everything, and pool integrity while and after draining.
+// Small pools and a simulated step loop stand in for the model: the scheduler never reads
+// activations. The simulated loop mirrors Engine.step: advance every row, sample when the
+// row says so, finish at max_tokens.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { KvPool } from '../src/cache/kv-pool.js';
+import { StatePool } from '../src/cache/state-pool.js';
+import { RadixCache } from '../src/cache/radix-cache.js';
+import { Scheduler, type SchedulerOptions } from '../src/engine/scheduler.js';
+import { Request } from '../src/engine/request.js';
+import { OutputText } from '../src/engine/output.js';
+import { TokenHistory } from '../src/engine/sampler.js';
+import { isSnapshotPoint, setPromptPoints, snapshotWorking, type PrefixContext } from '../src/engine/prefix.js';
+import { Rng } from '../src/util/rng.js';
+
+const alloc = (n: number): Float32Array => new Float32Array(n);
+const GREEDY = { temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0 };
+
+interface Setup {
+  readonly kv: KvPool;
+  readonly state: StatePool;
+  readonly sched: Scheduler;
+  readonly prefix: PrefixContext | null;
+}
+
+/** Pools of `pages` usable KV pages of `pageSize` and `slots` state slots, and a scheduler. */
+function setup(o: { pages: number; pageSize: number; slots: number; maxRunning: number; budget: number; chunk: number;
+  maxSteps?: number; prefix?: boolean }): Setup {
+  const kv = new KvPool({ numPages: o.pages + 1, pageSize: o.pageSize, kvDim: 1, numLayers: 1, numMtpLayers: 0, alloc });
+  const state = new StatePool({ slots: o.slots, numLinear: 1, convSize: 1, ssmSize: 2, batchCapacity: o.maxRunning, maxSteps: o.maxSteps ?? 0, alloc });
+  const prefix: PrefixContext | null = o.prefix
+    ? { cache: new RadixCache(kv, state), kv, state, kvDim: 1, chunk: o.chunk, interval: o.chunk, mtp: false, inserted: 0 }
+    : null;
+  const opts: SchedulerOptions = { maxRunning: o.maxRunning, maxPrefillTokens: o.budget, chunk: o.chunk, trackInterval: o.chunk, prefix };
+  return { kv, state, sched: new Scheduler(opts, kv, state), prefix };
+}
+
+/** A greedy request of `promptLength` tokens (ids from `base`) with message ends `ends`. */
+function request(id: number, promptLength: number, maxTokens: number, chunk: number, ends: number[] = [], base = id * 1000): Request {
+  const prompt = Array.from({ length: promptLength }, (_, i) => base + i);
+  const r = new Request(id, id, prompt, maxTokens, promptLength + maxTokens, GREEDY, new Rng(id), new Rng(id + 1),
+    new TokenHistory(prompt), new OutputText(() => '', prompt, new Set(), []));
+  setPromptPoints(r, ends, chunk);
+  return r;
+}
+
+/** What a batch row asked for, copied (rows are reused step after step). */
+interface RowSeen {
+  readonly req: Request;
+  readonly start: number;
+  readonly n: number;
+  readonly chunked: boolean;
+  readonly sample: boolean;
+  readonly verify: boolean;
+  /** The row was part of the request's (re)computed prefill. */
+  readonly prefill: boolean;
+  /** req.tokens.length when scheduled. */
+  readonly known: number;
+}
+
+/** The token a request generates at position `pos`: a function of the request and the
+ * position only, so a recompute after preemption sees the same tokens. */
+const tokenAt = (req: Request, pos: number): number => (req.id * 7919 + pos * 31) % 5000;
+
+/** One engine step: schedule, then advance / sample / commit every row like Engine.step.
+ * `accept` picks how many drafts a verify row accepts; `draft` how many drafts a running
+ * decoding request proposes for the next step. */
+function step(s: Setup, accept: (req: Request, k: number) => number = (_, k) => k, draft: (req: Request) => number = () => 0): RowSeen[] {
+  const batch = s.sched.schedule();
+  if (!batch) return [];
+  const rows: RowSeen[] = batch.rows.slice(0, batch.nReal).map((r) => ({
+    req: r.req!, start: r.start, n: r.n, chunked: r.chunked, sample: r.sample, verify: r.verify,
+    prefill: r.start < r.req!.prefillEnd, known: r.req!.tokens.length,
+  }));
+  assert.ok(batch.rows.slice(batch.nReal).every((r) => r.req === null && r.n === 0), 'rows ≥ nReal are zero-length padding');
+  rows.forEach((row, i) => {
+    const req = row.req;
+    if (row.verify) {
+      const k = req.drafts.length;
+      const j = accept(req, k);
+      const emitted = [...req.drafts.slice(0, j), tokenAt(req, row.start + j + 1)];
+      req.drafts = [];
+      for (const t of emitted) if (!emit(s, req, t)) return;
+      s.sched.commitVerify(req, i, j, { slot: 0, step: -1 });
+    } else {
+      s.sched.advance(req, row.n);
+      if (s.prefix && row.n > 0 && isSnapshotPoint(s.prefix, req, req.computed)) snapshotWorking(s.prefix, req, new Float32Array([req.computed]));
+      if (row.sample) emit(s, req, tokenAt(req, req.tokens.length));
+    }
+  });
+  for (const req of s.sched.running) {
+    const room = Math.min(draft(req), req.maxTokens - req.numGenerated - 1);
+    if (!req.prefilling && room > 0) req.drafts = Array.from({ length: room }, (_, d) => tokenAt(req, req.tokens.length + d));
+  }
+  return rows;
+}
+
+/** Append a sampled token; finish the request at max_tokens. False when it finished. */
+function emit(s: Setup, req: Request, token: number): boolean {
+  req.tokens.push(token);
+  if (req.numGenerated < req.maxTokens) return true;
+  s.sched.finish(req);
+  return false;
+}
+
+/** Pools and scheduler (and the prefix cache) agree on every page, slot and lock. */
+function checkPools(s: Setup, extraPages: number[] = [], extraSlots: number[] = []): void {
+  const own = s.sched.owners();
+  const cached = s.prefix?.cache.owners() ?? { pages: [], slots: [] };
+  s.kv.checkIntegrity([...own.pages, ...cached.pages, ...extraPages]);
+  s.state.checkIntegrity([...own.slots, ...cached.slots, ...extraSlots]);
+  s.prefix?.cache.checkIntegrity(own.locks);
+}
+
+/** Run until nothing is left (bounded), checking the pools after every step; the rows of
+ * every step. */
+function drain(s: Setup, accept?: (req: Request, k: number) => number, draft?: (req: Request) => number): RowSeen[][] {
+  const steps: RowSeen[][] = [];
+  for (let i = 0; s.sched.hasWork(); i++) {
+    assert.ok(i < 10_000, 'the workload drains');
+    steps.push(step(s, accept, draft));
+    checkPools(s);
+  }
+  return steps;
+}
+
+/** The rules every scheduled row keeps (see the file head). */
+function checkRow(r: RowSeen, chunk: number, seed: number): void {
+  const end = r.start + r.n;
+  const p = r.req.promptIds.length;
+  assert.ok(r.n > 0 || r.sample, 'a row of n = 0 is a whole-prompt hit that samples');
+  if (r.verify) {
+    assert.ok(!r.prefill && !r.chunked && r.sample && r.start === r.known - 1, 'a verify row starts at the bonus token');
+    return;
+  }
+  assert.equal(r.sample, end === r.known, 'a row samples exactly when it reaches the known tokens');
+  if (!r.prefill) {
+    assert.deepEqual([r.n, r.chunked, r.start], [1, false, r.known - 1], 'a decode row is the last token, recurrent');
+    return;
+  }
+  assert.equal(r.chunked, r.start < p, 'prompt tokens take the chunked form, generated ones the recurrence');
+  assert.ok(r.start >= p || end <= p, 'the prompt and the generated part never share a row');
+  assert.ok(end % chunk === 0 || r.req.splits.includes(end) || end === r.known,
+    `seed ${seed}: request ${r.req.id} chunk [${r.start}, ${end}) ends at neither a multiple of ${chunk}, a split point nor the known end`);
+}
+
+const ids = (reqs: readonly Request[]): number[] => reqs.map((r) => r.id);
+
+test('bad options are rejected with the flag at fault', () => {
+  const kv = new KvPool({ numPages: 4, pageSize: 4, kvDim: 1, numLayers: 1, numMtpLayers: 0, alloc });
+  const state = new StatePool({ slots: 2, numLinear: 1, convSize: 1, ssmSize: 1, batchCapacity: 0, maxSteps: 0, alloc });
+  const base: SchedulerOptions = { maxRunning: 2, maxPrefillTokens: 16, chunk: 8, trackInterval: 8, prefix: null };
+  assert.throws(() => new Scheduler({ ...base, maxRunning: 0 }, kv, state), /--max-running must be ≥ 1/);
+  assert.throws(() => new Scheduler({ ...base, maxPrefillTokens: 7 }, kv, state), /--max-prefill-tokens must be ≥ 8 \(got 7\)/);
+  assert.throws(() => new Scheduler({ ...base, trackInterval: 12 }, kv, state), /--state-track-interval must be a positive multiple of 8/);
+  assert.throws(() => new Scheduler({ ...base, maxRunning: 3 }, kv, state), /2 slots, fewer than --max-running 3/);
+});
+
+test('admission is FCFS by arrival and needs a state slot', () => {
+  const s = setup({ pages: 20, pageSize: 4, slots: 2, maxRunning: 2, budget: 64, chunk: 4 });
+  const [a, b, c] = [request(1, 6, 3, 4), request(2, 6, 3, 4), request(3, 6, 3, 4)];
+  s.sched.add(c);
+  s.sched.add(a);
+  s.sched.add(b);
+  assert.deepEqual(ids(s.sched.waiting), [1, 2, 3], 'the queue is ordered by arrival, not by add()');
+  // a slot held elsewhere (e.g. a snapshot being filled) leaves one free: only the head starts
+  const held = s.state.alloc()!;
+  const rows = step(s);
+  assert.deepEqual(ids(rows.map((r) => r.req)), [1]);
+  assert.deepEqual(ids(s.sched.running), [1]);
+  assert.deepEqual(ids(s.sched.waiting), [2, 3]);
+  assert.equal(b.slot, 0, 'a request that was not admitted holds no slot');
+  assert.deepEqual(b.pages, []);
+  checkPools(s, [], [held]);
+  s.state.free(held);
+  step(s);
+  assert.deepEqual(ids(s.sched.running), [1, 2], 'the slot is back: the next in line starts');
+  assert.equal(a.status, 'running');
+  assert.ok(a.slot > 0 && b.slot > 0 && a.slot !== b.slot);
+  drain(s);
+  assert.deepEqual([a, b, c].map((r) => [r.status, r.numGenerated]), [['finished', 3], ['finished', 3], ['finished', 3]]);
+  assert.equal(s.kv.freePages, 20);
+  assert.equal(s.state.freeSlots, 2);
+});
+
+test('admission needs the KV pages of the first chunk; a later, smaller request does not overtake', () => {
+  const s = setup({ pages: 6, pageSize: 4, slots: 3, maxRunning: 3, budget: 32, chunk: 4 });
+  const [a, b, c] = [request(1, 20, 2, 4), request(2, 16, 1, 4), request(3, 4, 1, 4)];
+  for (const r of [a, b, c]) s.sched.add(r);
+  const rows = step(s);
+  assert.deepEqual(rows.map((r) => [r.req.id, r.n]), [[1, 20]]);
+  assert.equal(s.kv.freePages, 1, 'a holds 5 pages');
+  assert.deepEqual(ids(s.sched.waiting), [2, 3], 'b (4 pages) waits at the head; c (1 page) waits behind it');
+  assert.equal(b.slot, 0, 'the slot tried for b was given back');
+  assert.equal(b.computed, 0);
+  assert.equal(s.state.freeSlots, 2);
+  checkPools(s);
+  step(s); // a decodes its last token (its 6th page) and finishes: its pages are free
+  assert.equal(a.status, 'finished');
+  assert.equal(s.kv.freePages, 6);
+  const next = step(s);
+  assert.deepEqual(next.map((r) => [r.req.id, r.n]), [[2, 16], [3, 4]], 'b and c start, in order');
+  drain(s);
+  assert.equal(s.kv.freePages, 6);
+});
+
+test('prefill chunks end at multiples of the chunk or at the request\'s split points, within the budget', () => {
+  const s = setup({ pages: 40, pageSize: 4, slots: 2, maxRunning: 2, budget: 20, chunk: 8 });
+  // splits of `a`: a message end at 19 and the prompt end 50
+  const a = request(1, 50, 2, 8, [19]);
+  const b = request(2, 30, 2, 8);
+  s.sched.add(a);
+  s.sched.add(b);
+  const seen: [number, number, number][] = [];
+  for (let i = 0; i < 6; i++) for (const r of step(s)) seen.push([r.req.id, r.start, r.n]);
+  assert.deepEqual(seen, [
+    [1, 0, 19], // floor(20/8)·8 = 16, but the split at 19 is later and within the budget
+    // b: 1 token of budget left, no split point in reach: not admitted (nothing to run)
+    [1, 19, 13], // 19 + 20 = 39 → 32
+    [1, 32, 18], // reaches the prompt's end (samples)
+    [1, 50, 1], [2, 0, 16], // a decode row takes no budget: b starts (and a finishes)
+    [2, 16, 14], // b reaches its prompt end at 30
+    [2, 30, 1],
+  ]);
+  assert.equal(a.status, 'finished');
+  drain(s);
+});
+
+test('random workloads: chunk ends, budget, rows and preemptions keep the rules; pools drain clean', () => {
+  for (let seed = 1; seed <= 30; seed++) {
+    const rng = new Rng(seed);
+    const int = (lo: number, hi: number): number => lo + Math.floor(rng.next() * (hi - lo + 1));
+    const chunk = [4, 8][int(0, 1)]!;
+    const maxRunning = int(1, 4);
+    const budget = chunk * int(1, 4) + int(0, chunk - 1);
+    const kMax = int(0, 3);
+    const s = setup({ pages: int(12, 30), pageSize: 4, slots: maxRunning + int(0, 2), maxRunning, budget, chunk, maxSteps: kMax + 1, prefix: seed % 3 === 0 });
+    const reqs = Array.from({ length: int(3, 10) }, (_, i) => {
+      const len = int(1, 30);
+      const ends = Array.from({ length: int(0, 3) }, () => int(1, len));
+      // some requests share a prompt prefix (prefix-cache hits when the cache is on)
+      return request(i + 1, len, int(1, 12), chunk, ends, i % 2 === 0 ? 0 : (i + 1) * 1000);
+    });
+    for (const r of reqs) s.sched.add(r);
+    const steps = drain(s, (_, k) => int(0, k), () => int(0, kMax));
+    for (const rows of steps) {
+      const prefillTokens = rows.filter((r) => r.prefill).reduce((n, r) => n + r.n, 0);
+      assert.ok(prefillTokens <= budget, `seed ${seed}: ${prefillTokens} prefill tokens in one step, budget ${budget}`);
+      assert.ok(rows.length <= maxRunning);
+      assert.equal(new Set(rows.map((r) => r.req)).size, rows.length, 'a request has at most one row per step');
+    }
+    for (const r of steps.flat()) checkRow(r, chunk, seed);
+    for (const r of reqs) {
+      assert.equal(r.status, 'finished');
+      assert.equal(r.numGenerated, r.maxTokens, `seed ${seed}: request ${r.id} generated all its tokens`);
+      const p = r.promptIds.length;
+      assert.ok(r.outputIds.every((t, i) => t === tokenAt(r, p + i)), `seed ${seed}: request ${r.id} output is what an undisturbed run gives`);
+    }
+    s.prefix?.cache.evictPages(s.kv.usablePages);
+    s.prefix?.cache.evictSlots(s.state.slots);
+    assert.equal(s.kv.freePages, s.kv.usablePages, `seed ${seed}: every page is free after draining`);
+    assert.equal(s.state.freeSlots, s.state.slots, `seed ${seed}: every slot is free after draining`);
+  }
+});
+
+test('when pages run out the newest running request is preempted and recomputes what it had', () => {
+  const s = setup({ pages: 6, pageSize: 4, slots: 2, maxRunning: 2, budget: 16, chunk: 4 });
+  const [a, b] = [request(1, 8, 10, 4), request(2, 8, 10, 4)];
+  s.sched.add(a);
+  s.sched.add(b);
+  for (let i = 0; i < 5; i++) step(s); // both at 12 known positions in 3 pages each: none free
+  assert.deepEqual([a.computed, b.computed, s.kv.freePages], [12, 12, 0]);
+  const rows = step(s); // a needs a 4th page: b, the newest, gives its 3 back and starts over
+  assert.equal(a.preemptions, 0);
+  assert.equal(b.preemptions, 1);
+  assert.equal(b.prefillEnd, 13, 'everything b has becomes prefill');
+  assert.deepEqual(rows.map((r) => [r.req.id, r.start, r.n, r.chunked, r.sample]), [[1, 12, 1, false, true], [2, 0, 8, true, false]],
+    'b is readmitted at once for its prompt, chunked, without sampling');
+  drain(s);
+  for (const r of [a, b]) {
+    assert.equal(r.numGenerated, 10);
+    assert.ok(r.outputIds.every((t, i) => t === tokenAt(r, 8 + i)), 'recompute loses and repeats nothing');
+  }
+  assert.equal(a.preemptions, 0, 'the oldest request is never the victim while a newer one runs');
+  assert.equal(s.kv.freePages, 6);
+  assert.equal(s.state.freeSlots, 2);
+});
+
+test('preempt() frees everything and requeues by arrival; a request that cannot grow preempts itself', () => {
+  const s = setup({ pages: 8, pageSize: 4, slots: 2, maxRunning: 2, budget: 16, chunk: 4 });
+  const [a, b, c] = [request(1, 8, 6, 4), request(2, 8, 6, 4), request(3, 4, 6, 4)];
+  for (const r of [a, b, c]) s.sched.add(r);
+  step(s);
+  a.drafts = [1, 2];
+  s.sched.preempt(a);
+  assert.deepEqual([a.status, a.computed, a.pages, a.slot, a.prefillEnd, a.drafts], ['waiting', 0, [], 0, 9, []]);
+  assert.deepEqual(ids(s.sched.waiting), [1, 3], 'a goes back ahead of the later c');
+  assert.deepEqual(ids(s.sched.running), [2]);
+  checkPools(s);
+  s.sched.finish(b);
+  s.sched.finish(c);
+  // a alone, with every page it does not hold taken: it cannot reach its 3rd page
+  step(s);
+  assert.equal(a.computed, 8);
+  const taken = s.kv.alloc(s.kv.freePages)!;
+  const before = [...a.tokens];
+  for (let i = 0; i < 4; i++) {
+    step(s);
+    checkPools(s, taken);
+    assert.deepEqual(a.tokens, before, 'nothing is sampled twice while it waits');
+    assert.ok(a.computed <= 8);
+  }
+  assert.ok(a.preemptions >= 1, 'it gave its pages back rather than wait holding them');
+  s.kv.release(taken);
+  drain(s);
+  assert.equal(a.numGenerated, 6);
+  assert.ok(a.outputIds.every((t, i) => t === tokenAt(a, 8 + i)));
+  assert.equal(s.kv.freePages, 8);
+});
+
+test('a request with drafts runs a verify row of k + 1 tokens; commitVerify takes its scratch state', () => {
+  const s = setup({ pages: 8, pageSize: 4, slots: 3, maxRunning: 2, budget: 16, chunk: 4, maxSteps: 4 });
+  const a = request(1, 4, 10, 4);
+  s.sched.add(a);
+  step(s);
+  assert.deepEqual([a.computed, a.tokens.length, a.pages.length], [4, 5, 1]);
+  a.drafts = [tokenAt(a, 5), tokenAt(a, 6), tokenAt(a, 7)];
+  const batch = s.sched.schedule()!;
+  assert.equal(batch.kind, 'verify');
+  assert.equal(batch.nReal, 1);
+  const row = batch.rows[0]!;
+  assert.deepEqual([row.start, row.n, row.verify, row.sample, row.chunked], [4, 4, true, true, false]);
+  assert.equal(a.pages.length, 2, 'pages cover the bonus token and every draft');
+  // the runner would write the state after each verify step into the row's scratch
+  const scratch = s.state.scratch(0, 4)[0]!;
+  for (let t = 0; t < 4; t++) scratch.ssm.fill(10 + t, t * 2, t * 2 + 2);
+  const track = s.state.alloc()!;
+  a.tokens.push(tokenAt(a, 5), tokenAt(a, 6), tokenAt(a, 7)); // 2 drafts accepted + the new bonus
+  s.sched.commitVerify(a, 0, 2, { slot: track, step: 1 });
+  assert.equal(a.computed, 7, 'the bonus token and 2 accepted drafts are computed');
+  assert.deepEqual([...s.state.view(a.slot)[0]!.ssm], [12, 12], 'working slot = state after the last accepted draft');
+  assert.deepEqual([...s.state.view(track)[0]!.ssm], [11, 11], 'tracking slot = state at its step');
+  checkPools(s, [], [track]);
+  s.state.free(track);
+  drain(s);
+  assert.equal(s.kv.freePages, 8);
+});
+
+test('aborted requests, waiting or running, free everything at the next step boundary', () => {
+  const s = setup({ pages: 12, pageSize: 4, slots: 5, maxRunning: 2, budget: 32, chunk: 4, prefix: true });
+  const [a, b, c] = [request(1, 12, 2, 4, [], 0), request(2, 12, 5, 4, [], 0), request(3, 8, 5, 4)];
+  s.sched.add(a);
+  drain(s); // a leaves snapshots of its prompt in the cache
+  s.sched.add(b);
+  s.sched.add(c);
+  s.sched.add(request(4, 8, 5, 4));
+  step(s);
+  assert.ok(b.lockHandle !== null && b.cachedTokens === 12, 'b runs from a prefix hit (and holds its lock)');
+  assert.deepEqual(ids(s.sched.running), [2, 3]);
+  b.aborted = true;
+  const d = s.sched.waiting[0]!;
+  d.aborted = true;
+  const gone = s.sched.reapAborted();
+  assert.deepEqual(ids(gone).sort(), [2, 4]);
+  for (const r of gone) assert.deepEqual([r.status, r.pages, r.slot, r.lockHandle], ['finished', [], 0, null]);
+  assert.deepEqual(ids(s.sched.running), [3]);
+  assert.deepEqual(ids(s.sched.waiting), []);
+  checkPools(s);
+  c.aborted = true;
+  s.sched.reapAborted();
+  assert.equal(s.sched.hasWork(), false);
+  checkPools(s);
+  s.prefix!.cache.evictPages(s.kv.usablePages);
+  s.prefix!.cache.evictSlots(s.state.slots);
+  assert.equal(s.kv.freePages, 12);
+  assert.equal(s.state.freeSlots, 5);
+});
+
+test('prefix hits at admission: a whole prompt prefills nothing; a longer one resumes at a split it shares', () => {
+  const s = setup({ pages: 20, pageSize: 4, slots: 6, maxRunning: 2, budget: 32, chunk: 4, prefix: true });
+  const a = request(1, 10, 1, 4, [], 0);
+  s.sched.add(a);
+  drain(s);
+  const b = request(2, 10, 2, 4, [], 0);
+  const c = request(3, 15, 2, 4, [], 0); // a's 10 tokens and 5 more; it does not split at 10
+  s.sched.add(b);
+  s.sched.add(c);
+  const rows = step(s);
+  assert.deepEqual(rows.map((r) => [r.req.id, r.start, r.n, r.chunked, r.sample]), [[2, 10, 0, false, true], [3, 8, 4, true, false]],
+    'c stops at the next snapshot point (12, a multiple of the interval)');
+  assert.deepEqual([b.cachedTokens, c.cachedTokens], [10, 8]);
+  assert.equal(b.tokens.length, 11, 'the whole-prompt hit sampled its first token');
+  drain(s);
+  for (const r of [b, c]) assert.deepEqual([r.status, r.numGenerated], ['finished', 2]);
+});
+
+test('admission evicts a cached snapshot when it needs its state slot', () => {
+  const s = setup({ pages: 20, pageSize: 4, slots: 2, maxRunning: 1, budget: 32, chunk: 4, prefix: true });
+  s.sched.add(request(1, 8, 1, 4));
+  drain(s);
+  assert.equal(s.prefix!.cache.owners().slots.length, 1, 'a snapshot of request 1 holds a slot');
+  const held = s.state.alloc()!; // the last free slot, held elsewhere
+  const r = request(2, 6, 1, 4);
+  s.sched.add(r);
+  step(s);
+  assert.equal(r.status, 'running', 'it started by evicting the snapshot');
+  assert.ok(r.slot > 0 && r.computed > 0);
+  checkPools(s, [], [held]);
+  s.state.free(held);
+  drain(s);
+  assert.equal(r.status, 'finished');
+});

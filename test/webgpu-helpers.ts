@@ -1,0 +1,36 @@
+// The webgpu backend under test: Dawn (npm `webgpu`) on whatever adapter the machine has —
+// on machines without a GPU, Mesa's lavapipe (scripts/install-test-deps.sh installs it).
+// No adapter is a failure with the reason, never a skip.
+import { nodeGpu } from '../src/kernels/webgpu-node.js';
+import { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
+import { takeUncapturedError, type AcquireOptions } from '../src/kernels/webgpu/device.js';
+import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
+import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+
+export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable'] } = {}): Promise<WebGpuKernels> {
+  try {
+    return await WebGpuKernels.create(await nodeGpu(), { allowCpuEmulation: true, ...opts });
+  } catch (e) {
+    throw new Error(`webgpu tests need a WebGPU adapter (on a machine without a GPU: Mesa lavapipe, mesa-vulkan-drivers >= 23 from bookworm-backports; run scripts/install-test-deps.sh): ${(e as Error).message}`);
+  }
+}
+
+/** Record with `body`, read back `outs`, submit once; throws on any device error. */
+export async function run<T extends readonly GpuTensor[]>(g: WebGpuKernels, body: (enc: StepEncoder) => void, ...outs: T):
+  Promise<{ [K in keyof T]: Float32Array }> {
+  const enc = g.encoder();
+  body(enc);
+  const reads = outs.map((t) => enc.read(t.elem === 'f32' ? t : { ...t, elem: 'f32' }));
+  await enc.submit();
+  const err = takeUncapturedError();
+  if (err) throw new Error(`webgpu device error: ${err}`);
+  return reads.map((r) => r.data as Float32Array) as unknown as { [K in keyof T]: Float32Array };
+}
+
+/** Read tensors back as int32 (ids). */
+export async function readI32(g: WebGpuKernels, t: GpuTensor): Promise<Int32Array> {
+  const enc = g.encoder();
+  const r = enc.read<Int32Array>({ ...t, elem: 'i32' });
+  await enc.submit();
+  return r.data!;
+}
