@@ -1,7 +1,7 @@
 // The CLI explains itself and agrees with the server: `<command> --help` / `-h` /
 // `help <command>` for every command (every shared engine flag listed), `--version` from
 // package.json, negative numbers parse, and a flag is refused exactly when the matching API
-// field is, with the same message (one definition: src/engine/request-params.ts).
+// field is, with the same message (one definition: src/engine/request-rules.ts).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

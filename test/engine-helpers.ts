@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { Engine, type EngineOptions } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { EngineTestHooks } from '../src/engine/test-hooks.js';
 import type { ChatMessage } from '../src/tokenizer/chat.js';
 import { sharedPath } from './paths.js';
 
@@ -31,8 +32,16 @@ export async function runAll(engine: Engine, reqs: readonly GenerateRequest[], c
   }));
 }
 
-export async function withEngine<T>(opts: EngineOptions, fn: (e: Engine) => Promise<T>): Promise<T> {
-  const engine = await Engine.load(opts);
+/** Load an engine (options plus test-only hooks, split as Engine.load takes them), run
+ * `fn`, close it. */
+export async function withEngine<T>(opts: EngineOptions & EngineTestHooks, fn: (e: Engine) => Promise<T>): Promise<T> {
+  const { poisonPadding, preemptIf, draftOverride, ...engineOpts } = opts;
+  const hooks: EngineTestHooks = {
+    ...(poisonPadding !== undefined ? { poisonPadding } : {}),
+    ...(preemptIf ? { preemptIf } : {}),
+    ...(draftOverride ? { draftOverride } : {}),
+  };
+  const engine = await Engine.load(engineOpts, hooks);
   try {
     return await fn(engine);
   } finally {

@@ -1,6 +1,6 @@
 // Small typed helpers over node:util parseArgs values, with errors naming the flag.
 import { readFileSync } from 'node:fs';
-import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-params.js';
+import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { DeltaserveError } from '../util/errors.js';
 
 export type ArgValues = Record<string, string | boolean | (string | boolean)[] | undefined>;

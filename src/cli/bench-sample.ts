@@ -13,7 +13,8 @@ import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
 import type { Tensor } from '../kernels/types.js';
 import { BatchSampler, type SampleJob } from '../engine/sample-batch.js';
-import { GREEDY, greedyToken, type SamplingParams, TokenHistory, validateSampling } from '../engine/sampler.js';
+import { REQUEST_PARAMS, validateSampling } from '../engine/request-rules.js';
+import { GREEDY, greedyToken, type SamplingParams, TokenHistory } from '../engine/sampler.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { type ArgValues, int, num } from './args.js';
@@ -21,7 +22,7 @@ import { type ArgValues, int, num } from './args.js';
 export const SAMPLE_HELP = `  --sample                  decode mode: also decode with sampling and report its cost vs greedy
   --temperature T --top-p P --top-k K --min-p P --presence-penalty P --frequency-penalty F
   --repetition-penalty R    sampling settings of --sample (default temperature 1)
-  --logprobs N              with --sample: logprobs + N top_logprobs per token (0..20)`;
+  --logprobs N              with --sample: logprobs + N top_logprobs per token (0..${REQUEST_PARAMS.topLogprobs.max})`;
 
 export const SAMPLE_OPTIONS = {
   sample: { type: 'boolean' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
@@ -45,7 +46,8 @@ export function sampleSettings(v: ArgValues): SampleBenchSettings | null {
   validateSampling(sampling);
   if (sampling.temperature === 0) throw new DeltaserveError('bad_request', '--sample needs --temperature > 0 (0 is the greedy baseline)');
   const logprobs = int(v, 'logprobs') ?? -1;
-  if (logprobs > 20) throw new DeltaserveError('bad_request', `--logprobs must be in 0..20 (got ${logprobs})`);
+  const maxTop = REQUEST_PARAMS.topLogprobs.max;
+  if (logprobs > maxTop) throw new DeltaserveError('bad_request', `--logprobs must be in 0..${maxTop} (got ${logprobs})`);
   return { sampling, logprobs };
 }
 

@@ -7,7 +7,7 @@ import { promptIdsOf } from '../engine/request-builder.js';
 import type { GenerateEvent } from '../engine/request.js';
 import { probePrompt, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
-import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-params.js';
+import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
 

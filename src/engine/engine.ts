@@ -29,6 +29,7 @@ import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import type { FileIo } from '../cache/store-io.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
+import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
@@ -72,12 +73,6 @@ export interface EngineOptions {
   readonly prefixCacheGenerationSnapshots?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
-  /** Test hook: poison slot 0, padding rows' scratch and the stale scratch steps of real
-   * rows (steps a row does not write this step) with NaN before every step. */
-  readonly poisonPadding?: boolean;
-  /** Test hook: called for every running request between steps; true preempts it (it
-   * frees its memory and recomputes, resuming from the prefix cache when it can). */
-  readonly preemptIf?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }) => boolean;
   /** MTP drafts are chosen among token ids [0, draftVocab) only: the draft lm_head reads
    * that many rows instead of the whole vocabulary (BPE ids are roughly in frequency order,
    * so the first ids carry most of the mass). Lossless for any value: verification uses the
@@ -87,8 +82,6 @@ export interface EngineOptions {
   /** Memory for the pools: bytes, or "60%" / "8G" style text (default: 80% of the memory
    * available after the weights). Pool sizes and the default context follow from it. */
   readonly memoryBudget?: number | string;
-  /** Test hook: replace a request's MTP drafts (same length or shorter). */
-  readonly draftOverride?: (req: { readonly promptIds: readonly number[]; readonly tokens: readonly number[] }, drafts: number[]) => number[];
 }
 
 /** Speculative-decoding settings resolved against the model. */
@@ -143,6 +136,7 @@ export class Engine {
     readonly kv: KvPool,
     readonly state: StatePool,
     private readonly opts: EngineOptions,
+    private readonly hooks: EngineTestHooks,
   ) {
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
@@ -181,7 +175,8 @@ export class Engine {
     this.loopDone = this.loop();
   }
 
-  static async load(opts: EngineOptions): Promise<Engine> {
+  /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
+  static async load(opts: EngineOptions, hooks: EngineTestHooks = {}): Promise<Engine> {
     const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
@@ -204,7 +199,7 @@ export class Engine {
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       const engine = new Engine(model, tokenizer, kv, state,
-        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots });
+        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks);
       engine.memoryPlan = plan;
       return engine;
     } catch (e) {
@@ -335,7 +330,7 @@ export class Engine {
     this.testPreempt();
     const batch = this.scheduler.schedule();
     if (!batch) return;
-    if (this.opts.poisonPadding) this.state.poison(batch.nReal, batch.rows.slice(0, batch.nReal).map((r) => (r.verify ? r.n : 0)));
+    if (this.hooks.poisonPadding) this.state.poison(batch.nReal, batch.rows.slice(0, batch.nReal).map((r) => (r.verify ? r.n : 0)));
     const t0 = performance.now();
     const rows = batch.rows.slice(0, batch.nReal);
     const result = this.guarded(rows.map((r) => r.req!), () => this.runner.run(batch));
@@ -402,7 +397,7 @@ export class Engine {
 
   /** Test hook preemptIf: preempt the running requests it picks. */
   private testPreempt(): void {
-    const pick = this.opts.preemptIf;
+    const pick = this.hooks.preemptIf;
     if (!pick) return;
     for (const r of [...this.scheduler.running]) if (!r.prefilling && pick(r)) this.scheduler.preempt(r);
   }
@@ -499,7 +494,7 @@ export class Engine {
     if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return;
     const inputs = extend.map((e) => ({ ...e, drafts: e.req.prefilling || e.req.status !== 'running' ? 0 : this.draftRoom(e.req, kFor(e.req)) }));
     const override = (): void => {
-      const o = this.opts.draftOverride;
+      const o = this.hooks.draftOverride;
       if (o) for (const e of inputs) if (e.req.drafts.length > 0) e.req.drafts = o(e.req, e.req.drafts).slice(0, e.req.drafts.length);
     };
     const reqs = inputs.map((e) => e.req);

@@ -31,11 +31,11 @@ export interface DiskStats {
   readonly savesOutdated: number;
 }
 
-/** Options that never change a snapshot's bits (scheduling, sizes, test hooks, this;
+/** Options that never change a snapshot's bits (scheduling, sizes, this;
  * the kernel backend actually used and whether the MTP head runs are hashed on their own).
  * Any other option — including ones added later — is part of the identity. */
-const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'preemptIf', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive',
-  'draftVocab', 'stateTrackInterval', 'cacheStateSlots', 'poisonPadding', 'prefixCache', 'prefixCacheDir', 'prefixCacheDiskBytes',
+const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive',
+  'draftVocab', 'stateTrackInterval', 'cacheStateSlots', 'prefixCache', 'prefixCacheDir', 'prefixCacheDiskBytes',
   'prefixCacheSaveMs', 'prefixCacheIo', 'memoryBudget', 'log']);
 
 /** Longest a save holds the event loop at a time (then it yields to engine steps). */

@@ -1,5 +1,6 @@
 // Validate a GenerateRequest and turn it into an engine Request: render the chat
-// template, tokenize, resolve sampling defaults, stop ids and strings, length limits.
+// template, tokenize, resolve sampling defaults; ranges, limits, stop ids and the length
+// clamp are the request rules' (request-rules.ts).
 import { randomInt } from 'node:crypto';
 import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
 import { encodeChat } from '../tokenizer/safe-chat.js';
@@ -13,7 +14,8 @@ import { OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import { setPromptPoints } from './prefix.js';
 import { Request } from './request.js';
-import { type SamplingParams, TokenHistory, validateSampling } from './sampler.js';
+import { checkParam, generationBudget, leavesRoom, REQUEST_PARAMS as P, requestStopIds, stopStrings, validateSampling } from './request-rules.js';
+import { type SamplingParams, TokenHistory } from './sampler.js';
 
 export interface GenerateRequest {
   /** Exactly one of prompt (raw text, no template), messages (chat) or promptIds. */
@@ -48,7 +50,7 @@ export interface GenerateRequest {
   /** Logit bias and/or a constraint on the generated ids (see logits-adjust.ts). */
   readonly logitsAdjust?: LogitsAdjust;
   /** Log-probabilities of every emitted token (raw distribution, before temperature,
-   * penalties and cuts) with the `top` most likely ids (0..20), one onToken call per
+   * penalties and cuts) with the `top` most likely ids (REQUEST_PARAMS.topLogprobs), one onToken call per
    * generated token, in order. */
   readonly logprobs?: { readonly top: number; readonly onToken: (e: TokenLogprob) => void };
 }
@@ -100,57 +102,43 @@ export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[]
   return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true));
 }
 
-function num(v: number | undefined, fallback: number, field: string): number {
-  if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v)) bad(`${field} must be a number (got ${JSON.stringify(v)})`);
-  return v;
-}
-
+/** The request's sampling parameters, defaults filled in (temperature 0: greedy), each
+ * checked by the request rules. */
 export function samplingOf(req: GenerateRequest): SamplingParams {
   const p: SamplingParams = {
-    temperature: num(req.temperature, 0, 'temperature'),
-    topK: num(req.topK, 0, 'top_k'),
-    topP: num(req.topP, 1, 'top_p'),
-    minP: num(req.minP, 0, 'min_p'),
-    repetitionPenalty: num(req.repetitionPenalty, 1, 'repetition_penalty'),
-    presencePenalty: num(req.presencePenalty, 0, 'presence_penalty'),
-    frequencyPenalty: num(req.frequencyPenalty, 0, 'frequency_penalty'),
+    temperature: req.temperature ?? 0,
+    topK: req.topK ?? 0,
+    topP: req.topP ?? 1,
+    minP: req.minP ?? 0,
+    repetitionPenalty: req.repetitionPenalty ?? 1,
+    presencePenalty: req.presencePenalty ?? 0,
+    frequencyPenalty: req.frequencyPenalty ?? 0,
   };
   validateSampling(p);
   return p;
 }
 
-function stopStringsOf(stop: GenerateRequest['stop']): string[] {
-  if (stop === undefined || stop === null) return [];
-  const list = typeof stop === 'string' ? [stop] : stop;
-  if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) bad('stop must be a string or a list of strings');
-  if (list.length > 16) bad(`stop may hold at most 16 strings (got ${list.length})`);
-  return list.filter((s) => s.length > 0);
-}
-
 export function buildRequest(ctx: RequestContext, id: number, req: GenerateRequest): Request {
   const { ids: promptIds, boundaries } = promptOf(ctx, req);
   if (promptIds.length === 0) bad('the prompt is empty');
-  if (promptIds.length >= ctx.maxContext) {
+  if (!leavesRoom(promptIds.length, ctx.maxContext)) {
     throw new DeltaserveError('prompt_too_long',
       `prompt is ${promptIds.length} tokens; the context length is ${ctx.maxContext}, leaving no room to generate`);
   }
-  const room = ctx.maxContext - promptIds.length;
-  const maxTokens = req.maxTokens ?? room;
-  if (!Number.isInteger(maxTokens) || maxTokens < 1) bad(`max_tokens must be a positive integer (got ${JSON.stringify(req.maxTokens)})`);
+  if (req.maxTokens !== undefined && req.maxTokens !== null) checkParam(P.maxTokens, req.maxTokens);
+  const budget = generationBudget(promptIds.length, ctx.maxContext, req.maxTokens);
   const sampling = samplingOf(req);
   const seed = req.seed ?? randomInt(2 ** 47);
-  if (!Number.isInteger(seed)) bad(`seed must be an integer (got ${seed})`);
-  const stopIds = new Set<number>(req.ignoreEos ? [] : [...ctx.model.config.eosTokenIds, ...ctx.tokenizer.stopIds()]);
-  for (const s of req.stopTokenIds ?? []) stopIds.add(s);
-  const output = new OutputText((ids) => ctx.tokenizer.decode(ids), promptIds, stopIds, stopStringsOf(req.stop));
-  const r = new Request(id, id, promptIds, Math.min(maxTokens, room), promptIds.length + Math.min(maxTokens, room),
+  checkParam(P.seed, seed);
+  const stopIds = requestStopIds(ctx, req.ignoreEos ?? false, req.stopTokenIds ?? []);
+  const output = new OutputText((ids) => ctx.tokenizer.decode(ids), promptIds, stopIds, stopStrings(req.stop));
+  const r = new Request(id, id, promptIds, budget, promptIds.length + budget,
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.captureLogits = req.captureLogits ?? null;
   r.adjust = req.logitsAdjust ?? null;
   if (req.logprobs) {
     const top = req.logprobs.top;
-    if (!Number.isInteger(top) || top < 0 || top > 20) bad(`top_logprobs must be an integer in [0, 20] (got ${top})`);
+    checkParam(P.topLogprobs, top);
     r.topLogprobs = top;
     r.onLogprob = req.logprobs.onToken;
   }

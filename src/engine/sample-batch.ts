@@ -19,7 +19,7 @@ export interface SampleJob {
   readonly rng: Rng | null;
   /** Keep the row's sampling distribution (weights + their sum) for speculative decoding. */
   readonly dist?: boolean;
-  /** top_logprobs count (0..20), or −1 for no logprobs. */
+  /** top_logprobs count (0..REQUEST_PARAMS.topLogprobs.max), or −1 for no logprobs. */
   readonly logprobs: number;
 }
 

@@ -5,7 +5,6 @@
 // logits of the touched ids rounded to f32 (penaltyPatches). `targetDistribution` exposes
 // the final distribution p (lossless speculative rejection sampling needs it).
 import type { Rng } from '../util/rng.js';
-import { DeltaserveError } from '../util/errors.js';
 import type { Kernels, SampleResult, SampleRow } from '../kernels/types.js';
 import { sample as refSample } from '../kernels/ref/sampling.js';
 
@@ -39,19 +38,6 @@ export class TokenHistory {
   push(id: number): void {
     this.outputCounts.set(id, (this.outputCounts.get(id) ?? 0) + 1);
   }
-}
-
-export function validateSampling(p: SamplingParams): void {
-  const bad = (field: string, why: string): never => {
-    throw new DeltaserveError('bad_request', `${field} ${why}`);
-  };
-  if (!(p.temperature >= 0 && p.temperature <= 100)) bad('temperature', `must be in [0, 100] (got ${p.temperature})`);
-  if (!Number.isInteger(p.topK)) bad('top_k', `must be an integer (got ${p.topK})`);
-  if (!(p.topP > 0 && p.topP <= 1)) bad('top_p', `must be in (0, 1] (got ${p.topP})`);
-  if (!(p.minP >= 0 && p.minP <= 1)) bad('min_p', `must be in [0, 1] (got ${p.minP})`);
-  if (!(p.repetitionPenalty > 0 && p.repetitionPenalty <= 10)) bad('repetition_penalty', `must be in (0, 10] (got ${p.repetitionPenalty})`);
-  if (!(Math.abs(p.presencePenalty) <= 2)) bad('presence_penalty', `must be in [-2, 2] (got ${p.presencePenalty})`);
-  if (!(Math.abs(p.frequencyPenalty) <= 2)) bad('frequency_penalty', `must be in [-2, 2] (got ${p.frequencyPenalty})`);
 }
 
 export function isGreedy(p: SamplingParams): boolean {

@@ -21,7 +21,8 @@ import { openAiResponseFormat, structuredConstraint } from './structured/request
 import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
 import { answerConstraint } from './thinking.js';
 import type { ToolSetup } from './tools/types.js';
-import { type Body, commonParams, MAX_TOP_LOGPROBS, optBool, optInt, optObject, requireObject } from './validate.js';
+import { REQUEST_PARAMS } from '../engine/request-rules.js';
+import { type Body, commonParams, optBool, optObject, optParam, requireObject } from './validate.js';
 export { promptOpensThinking } from './chat-prompt.js';
 
 const CHAT_FIELDS: FieldRules = {
@@ -104,7 +105,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_completion_tokens', 'max_tokens']);
   const wantLogprobs = optBool(b, 'logprobs') ?? false;
-  const top = optInt(b, 'top_logprobs', 0, MAX_TOP_LOGPROBS);
+  const top = optParam(b, 'top_logprobs', REQUEST_PARAMS.topLogprobs);
   if (top !== undefined && !wantLogprobs) throw invalid('top_logprobs', 'top_logprobs requires logprobs to be true');
   const kwargs = { ...(optObject(b, 'chat_template_kwargs') ?? {}) };
   const think = chatThinking(b, kwargs);

@@ -11,9 +11,9 @@ import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
 import { checkFields, COMMON_FIELDS } from './fields.js';
 import { prepare } from './prepare-jobs.js';
-import { commonParams, MAX_TOP_LOGPROBS, optBool, optInt, requireObject, tokenIds } from './validate.js';
+import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
+import { commonParams, optBool, optParam, requireObject, tokenIds } from './validate.js';
 
-const MAX_PROMPTS = 32;
 
 type PromptInput = { readonly text: string; readonly param: string } | { readonly ids: number[]; readonly param: string };
 
@@ -29,7 +29,8 @@ function promptInputs(vocab: number, v: unknown): PromptInput[] {
   if (!Array.isArray(v)) throw invalid('prompt', 'prompt must be a string, an array of strings, an array of token ids or an array of token-id arrays');
   if (v.length === 0) throw invalid('prompt', 'prompt must not be empty');
   if (v.every((x) => typeof x === 'number')) return [fromIds(v, 'prompt')];
-  if (v.length > MAX_PROMPTS) throw invalid('prompt', `at most ${MAX_PROMPTS} prompts per request (got ${v.length})`);
+  const maxPrompts = REQUEST_LIMITS.promptsPerRequest;
+  if (v.length > maxPrompts) throw invalid('prompt', `at most ${maxPrompts} prompts per request (got ${v.length})`);
   return v.map((x: unknown, i) => {
     if (typeof x === 'string') return fromText(x, `prompt[${i}]`);
     if (Array.isArray(x)) return fromIds(x, `prompt[${i}]`);
@@ -65,10 +66,9 @@ export async function completions(ctx: ServerContext, call: Call): Promise<void>
   checkModel(ctx, b);
   const prompts = await promptsOf(ctx, b['prompt'], call.signal);
   const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_tokens']);
-  // OpenAI's default max_tokens for completions is 16.
-  const params = p.request.maxTokens === undefined ? { ...p, request: { ...p.request, maxTokens: 16 } } : p;
+  const params = p.request.maxTokens === undefined ? { ...p, request: { ...p.request, maxTokens: REQUEST_LIMITS.completionsDefaultMaxTokens } } : p;
   const echo = optBool(b, 'echo') ?? false;
-  const logprobs = optInt(b, 'logprobs', 0, MAX_TOP_LOGPROBS) ?? null;
+  const logprobs = optParam(b, 'logprobs', REQUEST_PARAMS.topLogprobs) ?? null;
   prompts.forEach((pr, i) => checkPromptLength(ctx, pr.ids, prompts.length > 1 ? `prompt[${i}]` : 'prompt'));
   admit(ctx, prompts.map((pr) => pr.ids), p.n, params.request.maxTokens);
   let choices: Choice[];

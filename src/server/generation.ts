@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
 import type { LogitsAdjust } from '../engine/logits-adjust.js';
+import { generationBudget, leavesRoom, requestStopIds } from '../engine/request-rules.js';
 import type { GenerateEvent } from '../engine/request.js';
 import type { RequestRecord } from './access-log.js';
 import { ApiError } from './errors.js';
@@ -72,7 +73,7 @@ export interface Choice {
 export function admit(ctx: ServerContext, prompts: readonly (readonly number[])[], n: number, maxTokens: number | undefined): void {
   const { engine } = ctx;
   const reqs = prompts.flatMap((ids) => Array.from({ length: n }, () => ({
-    promptTokens: ids.length, maxTokens: Math.min(maxTokens ?? Infinity, engine.maxContext - ids.length),
+    promptTokens: ids.length, maxTokens: generationBudget(ids.length, engine.maxContext, maxTokens),
   })));
   const a = engine.admission(reqs);
   const seconds = (steps: number | undefined): number | null =>
@@ -104,9 +105,7 @@ const about = (wait: number | null): string => `; retry in ${Math.max(1, Math.ce
 
 /** Ids that end generation (their token is not reported in logprobs). */
 function stopIdsOf(engine: Engine, p: CommonParams): Set<number> {
-  const ids = new Set<number>(p.request.ignoreEos ? [] : [...engine.model.config.eosTokenIds, ...engine.tokenizer.stopIds()]);
-  for (const id of p.stopTokenIds) ids.add(id);
-  return ids;
+  return requestStopIds(engine, p.request.ignoreEos ?? false, p.stopTokenIds);
 }
 
 /** Observe TTFT / inter-token latency while passing events through; count the finish. */
@@ -243,7 +242,7 @@ export function checkModel(ctx: ServerContext, b: Record<string, unknown>): void
 
 /** 400 context_length_exceeded when a prompt leaves no room to generate. */
 export function checkPromptLength(ctx: ServerContext, ids: readonly number[], param: string): void {
-  if (ids.length >= ctx.engine.maxContext) {
+  if (!leavesRoom(ids.length, ctx.engine.maxContext)) {
     throw new ApiError(400, `${param}: the prompt is ${ids.length} tokens; this model's context length is ${ctx.engine.maxContext}, leaving no room to generate`,
       param, 'context_length_exceeded');
   }

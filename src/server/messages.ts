@@ -16,6 +16,7 @@ import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, t
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
 import { structuredConstraint } from './structured/request.js';
+import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
 import { THINK_CLOSE } from '../tokenizer/reasoning.js';
 import { answerConstraint } from './thinking.js';
 import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
@@ -141,7 +142,6 @@ function anthropicToolChoice(v: unknown, tools: readonly FunctionTool[]): { choi
 }
 
 /** Anthropic's smallest thinking budget. */
-export const MIN_BUDGET = 1024;
 
 /** `thinking`: {type: "enabled", budget_tokens} | {type: "disabled"}; null budget = none. */
 function thinkingOf(b: Body): { on: boolean; budget: number | null } {
@@ -151,8 +151,8 @@ function thinkingOf(b: Body): { on: boolean; budget: number | null } {
   const budget = t['budget_tokens'];
   if (budget === undefined || budget === null) return { on: true, budget: null };
   if (typeof budget !== 'number' || !Number.isInteger(budget)) throw invalid('thinking.budget_tokens', 'thinking.budget_tokens must be an integer');
-  // Anthropic's API refuses smaller budgets; so does this one, so clients tested here work there
-  if (budget < MIN_BUDGET) throw invalid('thinking.budget_tokens', `thinking.budget_tokens must be at least ${MIN_BUDGET} (got ${budget})`);
+  const min = REQUEST_LIMITS.minThinkingBudget;
+  if (budget < min) throw invalid('thinking.budget_tokens', `thinking.budget_tokens must be at least ${min} (got ${budget})`);
   return { on: true, budget };
 }
 
@@ -165,8 +165,8 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   if (b['max_tokens'] === undefined || b['max_tokens'] === null) throw invalid('max_tokens', 'max_tokens: Field required');
   const msgs = anthropicMessages(b['system'], b['messages']);
   const stop = b['stop_sequences'];
-  const p = commonParams({ ...b, stop: stop ?? null, stop_sequences: undefined }, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_tokens']);
-  if (p.request.temperature !== undefined && p.request.temperature > 1 && b['temperature'] !== undefined) throw invalid('temperature', 'temperature must be in [0, 1]');
+  const p = commonParams({ ...b, stop: stop ?? null, stop_sequences: undefined }, engine.maxContext, engine.model.config.vocabSize, ctx.defaults,
+    ['max_tokens'], REQUEST_PARAMS.anthropicTemperature);
   const tools = anthropicTools(b['tools']);
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, parallel);

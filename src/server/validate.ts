@@ -1,10 +1,11 @@
 // Request-body validation for the OpenAI routes: typed field readers whose errors name the
 // field (400 invalid_request_error, `param` set), and the sampling/length parameters shared
-// by chat and completions. `null` means "not given"; unknown fields are rejected in fields.ts.
+// by the routes; every range and limit is a rule of engine/request-rules.ts. `null` means
+// "not given"; unknown fields are rejected in fields.ts.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GenerateRequest } from '../engine/request-builder.js';
-import { type NumericParam, paramProblem, REQUEST_PARAMS as P } from '../engine/request-params.js';
+import { type NumericParam, paramProblem, REQUEST_PARAMS as P, stopCountProblem } from '../engine/request-rules.js';
 import { invalid } from './errors.js';
 
 export type Body = Record<string, unknown>;
@@ -30,26 +31,6 @@ export function optString(b: Body, key: string): string | undefined {
   if (!given(b, key)) return undefined;
   const v = b[key];
   if (typeof v !== 'string') throw invalid(key, `${key} must be a string (got ${JSON.stringify(v)})`);
-  return v;
-}
-
-/** A finite number in [min, max] (`minOpen`: min excluded). */
-export function optNumber(b: Body, key: string, min: number, max: number, minOpen = false): number | undefined {
-  if (!given(b, key)) return undefined;
-  const v = b[key];
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid(key, `${key} must be a number (got ${JSON.stringify(v)})`);
-  if (v > max || v < min || (minOpen && v === min)) {
-    throw invalid(key, `${key} must be in ${minOpen ? '(' : '['}${min}, ${max}] (got ${v})`);
-  }
-  return v;
-}
-
-/** An integer in [min, max]. */
-export function optInt(b: Body, key: string, min: number, max: number): number | undefined {
-  if (!given(b, key)) return undefined;
-  const v = b[key];
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw invalid(key, `${key} must be an integer (got ${JSON.stringify(v)})`);
-  if (v < min || v > max) throw invalid(key, `${key} must be between ${min} and ${max} (got ${v})`);
   return v;
 }
 
@@ -104,10 +85,6 @@ export function loadSamplingDefaults(modelDir: string): SamplingDefaults {
   }
 }
 
-export const MAX_N = 16;
-export const MAX_STOP = 16;
-export const MAX_TOP_LOGPROBS = 20;
-
 export interface CommonParams {
   /** Engine request fields (sampling, limits, stop); no prompt, seed or signal yet. */
   readonly request: Omit<GenerateRequest, 'prompt' | 'messages' | 'promptIds' | 'signal' | 'seed'>;
@@ -121,7 +98,7 @@ export interface CommonParams {
   readonly logitBias: ReadonlyMap<number, number> | null;
 }
 
-/** OpenAI `logit_bias`: {"token id": bias in [-100, 100]}. */
+/** OpenAI `logit_bias`: {"token id": bias in REQUEST_PARAMS.logitBias's range}. */
 export function logitBias(b: Body, vocab: number): Map<number, number> | null {
   const o = optObject(b, 'logit_bias');
   if (!o) return null;
@@ -129,16 +106,18 @@ export function logitBias(b: Body, vocab: number): Map<number, number> | null {
   for (const [k, v] of Object.entries(o)) {
     const id = Number(k);
     if (!/^\d+$/.test(k) || id >= vocab) throw invalid('logit_bias', `logit_bias: "${k}" is not a token id in [0, ${vocab})`);
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < -100 || v > 100) {
-      throw invalid('logit_bias', `logit_bias["${k}"] must be a number in [-100, 100] (got ${JSON.stringify(v)})`);
+    if (paramProblem(P.logitBias, v, k) !== null) {
+      throw invalid('logit_bias', `logit_bias["${k}"] must be a number in [${P.logitBias.min}, ${P.logitBias.max}] (got ${JSON.stringify(v)})`);
     }
-    out.set(id, v);
+    out.set(id, v as number);
   }
   return out.size > 0 ? out : null;
 }
 
-/** Sampling, length, stop, n, stream: the fields chat and completions share. */
-export function commonParams(b: Body, maxContext: number, vocab: number, defaults: SamplingDefaults, maxTokensKeys: readonly string[]): CommonParams {
+/** Sampling, length, stop, n, stream: the fields the routes share, each checked by its rule
+ * in engine/request-rules.ts. `temperature`: the route's rule (Anthropic's is [0, 1]). */
+export function commonParams(b: Body, maxContext: number, vocab: number, defaults: SamplingDefaults, maxTokensKeys: readonly string[],
+  temperature: NumericParam = P.temperature): CommonParams {
   let maxTokens: number | undefined;
   for (const key of maxTokensKeys) {
     const v = optParam(b, key, P.maxTokens, maxContext);
@@ -151,7 +130,8 @@ export function commonParams(b: Body, maxContext: number, vocab: number, default
     if (typeof stop === 'string') stopList = [stop];
     else if (Array.isArray(stop) && stop.every((s) => typeof s === 'string')) stopList = stop as string[];
     else throw invalid('stop', 'stop must be a string or an array of strings');
-    if (stopList.length > MAX_STOP) throw invalid('stop', `stop may hold at most ${MAX_STOP} strings (got ${stopList.length})`);
+    const tooMany = stopCountProblem(stopList.length, 'stop');
+    if (tooMany) throw invalid('stop', tooMany);
   }
   const stopTokenIds = given(b, 'stop_token_ids') ? tokenIds(b['stop_token_ids'], 'stop_token_ids', vocab, true) : [];
   const streamOptions = optObject(b, 'stream_options');
@@ -162,7 +142,7 @@ export function commonParams(b: Body, maxContext: number, vocab: number, default
   }
   const includeUsage = iu === true;
   const request: CommonParams['request'] = {
-    temperature: optParam(b, 'temperature', P.temperature) ?? defaults.temperature,
+    temperature: optParam(b, 'temperature', temperature) ?? defaults.temperature,
     topP: optParam(b, 'top_p', P.topP) ?? defaults.topP,
     topK: topK === undefined ? defaults.topK : Math.max(0, topK),
     minP: optParam(b, 'min_p', P.minP) ?? 0,
@@ -177,7 +157,7 @@ export function commonParams(b: Body, maxContext: number, vocab: number, default
   return {
     request,
     seed: optParam(b, 'seed', P.seed),
-    n: optInt(b, 'n', 1, MAX_N) ?? 1,
+    n: optParam(b, 'n', P.n) ?? 1,
     stream,
     includeUsage: stream && includeUsage,
     stopTokenIds,

@@ -3,6 +3,7 @@
 // constraint for the engine. With thinking on, the reasoning is free and the constraint
 // starts after `</think>`.
 import { createHash } from 'node:crypto';
+import { modelStopIds } from '../../engine/request-rules.js';
 import { invalid } from '../errors.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
@@ -149,7 +150,7 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
   const { engine } = ctx;
-  const stops = [...new Set([...engine.model.config.eosTokenIds, ...engine.tokenizer.stopIds()])];
+  const stops = modelStopIds(engine);
   const vocab = tokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, stops);
   return () => new GrammarConstraint(vocab, g.start, g.cache).allowed;
 }

@@ -1,0 +1,20 @@
+// Hooks only tests pass to the engine (Engine.load's second argument), kept out of the
+// production EngineOptions: the CLI and the server never set them, and they are no part of
+// the options the prefix cache's persisted identity hashes.
+
+/** What a hook sees of a running request. */
+export interface HookRequest {
+  readonly promptIds: readonly number[];
+  readonly tokens: readonly number[];
+}
+
+export interface EngineTestHooks {
+  /** Poison slot 0, padding rows' scratch and the stale scratch steps of real rows (steps a
+   * row does not write this step) with NaN before every step. */
+  readonly poisonPadding?: boolean;
+  /** Called for every running request between steps; true preempts it (it frees its memory
+   * and recomputes, resuming from the prefix cache when it can). */
+  readonly preemptIf?: (req: HookRequest) => boolean;
+  /** Replace a request's MTP drafts (same length or shorter). */
+  readonly draftOverride?: (req: HookRequest, drafts: number[]) => number[];
+}
