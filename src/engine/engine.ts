@@ -26,7 +26,6 @@ import { type ExtendInput, MtpDrafter } from './spec/draft.js';
 import { AdaptiveK } from './spec/policy.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
-import type { FileIo } from '../cache/store-io.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import type { EngineTestHooks } from './test-hooks.js';
@@ -64,9 +63,6 @@ export interface EngineOptions {
   readonly prefixCacheDiskBytes?: number;
   /** Minimum time between periodic saves (default 60000; 0 = only at close). */
   readonly prefixCacheSaveMs?: number;
-  /** Test hook: the prefix cache is saved on the engine's thread through this file system
-   * (to inject short writes and failures) instead of a writer thread. */
-  readonly prefixCacheIo?: FileIo;
   /** At the end of a generation, snapshot the conversation (prompt + output) so the next
    * turn that includes the answer hits: an internal prefill of the generated tokens in
    * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
@@ -168,7 +164,7 @@ export class Engine {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
         dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 2 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
-        ...(opts.prefixCacheIo ? { io: opts.prefixCacheIo } : {}), onSaveEnd: () => this.wake?.(),
+        ...(hooks.prefixCacheIo ? { io: hooks.prefixCacheIo } : {}), onSaveEnd: () => this.wake?.(),
       }, log);
       this.persist.load();
     }

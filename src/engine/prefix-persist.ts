@@ -36,7 +36,7 @@ export interface DiskStats {
  * Any other option — including ones added later — is part of the identity. */
 const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive',
   'draftVocab', 'stateTrackInterval', 'cacheStateSlots', 'prefixCache', 'prefixCacheDir', 'prefixCacheDiskBytes',
-  'prefixCacheSaveMs', 'prefixCacheIo', 'memoryBudget', 'log']);
+  'prefixCacheSaveMs', 'memoryBudget', 'log']);
 
 /** Longest a save holds the event loop at a time (then it yields to engine steps). */
 const SLICE_MS = 4;

@@ -1,6 +1,7 @@
 // Hooks only tests pass to the engine (Engine.load's second argument), kept out of the
 // production EngineOptions: the CLI and the server never set them, and they are no part of
 // the options the prefix cache's persisted identity hashes.
+import type { FileIo } from '../cache/store-io.js';
 
 /** What a hook sees of a running request. */
 export interface HookRequest {
@@ -17,4 +18,7 @@ export interface EngineTestHooks {
   readonly preemptIf?: (req: HookRequest) => boolean;
   /** Replace a request's MTP drafts (same length or shorter). */
   readonly draftOverride?: (req: HookRequest, drafts: number[]) => number[];
+  /** Save the prefix cache on the engine's thread through this file system (to inject short
+   * writes and failures) instead of the writer thread. */
+  readonly prefixCacheIo?: FileIo;
 }
