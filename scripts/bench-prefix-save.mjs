@@ -1,4 +1,4 @@
-// Prefix-cache save benchmark (issue 24 item 3): how long a save of a realistically sized
+// Prefix-cache save benchmark: how long a save of a realistically sized
 // cache holds the event loop (what an engine step or /health would wait), measured with
 // perf_hooks.monitorEventLoopDelay and a 1 ms ticker, on synthetic pools of the
 // qwen3.5-0.8b state shape (18 Gated DeltaNet layers: conv 3×6144, SSM 16×128×128 f32;

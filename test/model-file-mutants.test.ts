@@ -1,4 +1,4 @@
-// Model files the reference readers refuse (issue 21, "Why" item 6), generated from the
+// Model files the reference readers refuse, generated from the
 // shared fixtures into a temp dir: overlapping or gapped tensor data, a norm retyped to a
 // block format, data past the end, a size that does not match type × shape. Each must be
 // refused through the CLI with exit 2 and one line naming the tensor — never a stack, never

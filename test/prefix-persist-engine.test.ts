@@ -1,4 +1,4 @@
-// --prefix-cache-dir with every model source (issue 21, "Why" 7: a GGUF file failed with
+// --prefix-cache-dir with every model source (a GGUF file once failed with
 // ENOTDIR in modelIdentity): a GGUF file, a hub name (safetensors snapshot and a GGUF
 // quant), each restarting with a hit that answers like the first run; two different GGUF
 // files never share a cache. And saves that run between steps of busy requests (with

@@ -1,4 +1,4 @@
-// Prefix-cache persistence that cannot lose data (issue 21, "What to build" 6), on
+// Prefix-cache persistence that cannot lose data, on
 // synthetic pools (no model): every fault of the file system — short writes, a full disk,
 // failing fsync / rename / open — keeps the previous file byte for byte, leaves no
 // temporary file and logs an error; stale temporary files are removed at start; an

@@ -1,4 +1,4 @@
-// Hardening of the HTTP side (issue 21): size limits answered before any preparation work,
+// Hardening of the HTTP side: size limits answered before any preparation work,
 // naming their flag; the issue's four hostile payloads no longer stall /health or a normal
 // stream; JSON nesting bounded while parsing; `__proto__` / `constructor` fields are 400s;
 // forged roles refused and forged special tokens kept as text over HTTP; the prompt time

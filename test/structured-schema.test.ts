@@ -1,4 +1,4 @@
-// The wider JSON Schema language of structured output (issue #22): the matcher on documents
+// The wider JSON Schema language of structured output: the matcher on documents
 // per keyword, the fast token mask against a per-token reference where regexes and object keys
 // are walked, and the two bugs of the issue through the engine on tiny-think — the anyOf with
 // sibling keywords and the typeless range — with 100 sampled answers each, every one checked

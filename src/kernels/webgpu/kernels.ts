@@ -1,6 +1,6 @@
 /// <reference types="@webgpu/types" />
-// The webgpu backend in the shape of the typed kernel boundary (issue 26, branch
-// gpu-boundary: Kernels<T, I> with backend-owned tensors, host inputs as ArrayLike, one
+// The webgpu backend in the shape of the typed kernel boundary (docs/ARCHITECTURE.md "Kernel boundary":
+// Kernels<T, I> with backend-owned tensors, host inputs as ArrayLike, one
 // async readBack per step). Every op is recorded into the current step's encoder; host
 // inputs (token ids, positions, page tables, RoPE cos/sin, writes) go into a per-step
 // upload arena at distinct offsets, and reach their destination by recorded copies, so
