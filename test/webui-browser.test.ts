@@ -217,7 +217,10 @@ test('chat: a forced tool call is shown as a card, answered by hand, and the mod
 
 test('chat: a JSON-schema answer is parsed and validated', async () => {
   await page.click('#new-chat');
-  await setField('set-schema', JSON.stringify({ type: 'object', properties: { answer: { type: 'integer' } }, required: ['answer'] }));
+  // additionalProperties: false, as strict structured-output clients send it: without it the
+  // grammar admits any extra keys, and a small model may write them until max_tokens cuts it
+  const schema = { type: 'object', properties: { answer: { type: 'integer' } }, required: ['answer'], additionalProperties: false };
+  await setField('set-schema', JSON.stringify(schema));
   await setField('set-max-tokens', '400');
   await send(ASK);
   await finished(1);
