@@ -101,13 +101,18 @@ async function send(text: string): Promise<void> {
   await page.keyboard.press('Enter');
 }
 
-/** Wait for the n-th assistant message (1-based) to finish; returns its finish reason. */
+/** Wait for the n-th assistant message (1-based) to finish; returns its finish reason.
+ * A request just started by a click may not have marked the page busy yet: wait up to 3 s
+ * for that first (a finished state seen before it would be the previous answer's), then
+ * read the finish reason in the same evaluation that sees it (the list re-renders). */
 async function finished(n: number, timeout = 60_000): Promise<string> {
-  await page.waitForFunction((k) => {
+  await page.waitForFunction(() => document.body.classList.contains('busy'), { timeout: 3000 }).catch(() => undefined);
+  const handle = await page.waitForFunction((k) => {
     const a = document.querySelectorAll('.msg.assistant:not(.streaming)');
-    return a.length >= k && !document.body.classList.contains('busy') && a[k - 1]!.querySelector('.s-finish') !== null;
+    const done = a.length >= k && !document.body.classList.contains('busy') ? a[k - 1]!.querySelector('.s-finish') : null;
+    return done ? done.textContent ?? '' : false;
   }, { timeout }, n);
-  return (await texts(page, '.msg.assistant .s-finish'))[n - 1]!.replace(/^finish\s*/, '');
+  return String(await handle.jsonValue()).replace(/^finish\s*/, '');
 }
 
 test('chat: the reasoning block and the answer stream in, equal the API answer, with per-message stats', async () => {
@@ -280,11 +285,18 @@ test('chat: model HTML in an imported conversation is shown as text, never run; 
   await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
   const count = (await page.$$('.conv')).length;
   await page.click('#export');
+  // the file can appear before Chromium has finished writing it: wait until it parses
   const deadline = Date.now() + 10_000;
-  while (!readdirSync(downloads).some((f) => f.endsWith('.json')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  const exported = readdirSync(downloads).find((f) => f.endsWith('.json'));
-  assert.ok(exported, 'the export downloaded a JSON file');
-  const data = JSON.parse(readFileSync(join(downloads, exported), 'utf8')) as { format: string; conversations: unknown[] };
+  let exported: string | undefined;
+  let data: { format: string; conversations: unknown[] } | null = null;
+  while (data === null && Date.now() < deadline) {
+    exported = readdirSync(downloads).find((f) => f.endsWith('.json'));
+    try {
+      if (exported) data = JSON.parse(readFileSync(join(downloads, exported), 'utf8')) as { format: string; conversations: unknown[] };
+    } catch { /* still being written */ }
+    if (data === null) await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.ok(exported && data, 'the export downloaded a complete JSON file');
   assert.equal(data.format, 'deltaserve-conversations');
   assert.equal(data.conversations.length, count);
   await (input as unknown as { uploadFile(p: string): Promise<void> }).uploadFile(join(downloads, exported));
@@ -299,9 +311,10 @@ test('conversations: rename and delete are kept across a reload', async () => {
   await page.type('.conv-input', 'Renamed chat');
   await page.keyboard.press('Enter');
   await page.waitForFunction(() => document.querySelector('#title')?.textContent === 'Renamed chat');
+  await page.waitForFunction(() => [...document.querySelectorAll('#conversations .conv-title')].some((e) => e.textContent === 'Renamed chat'));
   page.once('dialog', (d) => void d.accept());
-  const doomed = (await page.$$('#conversations .conv'))[titles.length - 1]!;
-  await (await doomed.$('.conv-delete'))!.click();
+  // click inside the page: the list re-renders, so an element handle can go stale
+  await page.$$eval('#conversations .conv', (convs, i) => (convs[i]!.querySelector('.conv-delete') as HTMLElement).click(), titles.length - 1);
   await page.waitForFunction((n) => document.querySelectorAll('#conversations .conv').length === n, {}, titles.length - 1);
   const after = await texts(page, '#conversations .conv-title');
   await page.reload();
