@@ -4,7 +4,8 @@
 // shapes, per-tensor types of each file type's mix) with byte-identical data — except
 // ssm_a = −exp(A_log), where numpy's float32 exp (a few ulp) and our correctly rounded one
 // differ in the last bits — and the same metadata except three documented choices. And a file we write
-// must reproduce the golden greedy ids.
+// must reproduce the golden greedy ids; a qwen3_next checkpoint converts to the qwen3next
+// layout and loads back to the same greedy ids.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync } from 'node:fs';
@@ -124,4 +125,34 @@ test('quantize: user errors are one line and exit 2, and leave no file behind', 
     assert.ok(!r.stderr.includes('    at '), `no stack: ${r.stderr}`);
   }
   assert.throws(() => readFileSync(out));
+});
+
+test('quantize tiny-next-moe (qwen3_next) --type bf16: a qwen3next GGUF in llama.cpp\'s layout that loads to the same weights and golden greedy ids', async () => {
+  const out = join(dir, 'next-bf16.gguf');
+  const res = await quantizeToGguf({ model: sharedPath('models', 'tiny-next-moe'), out, type: 'bf16' });
+  const f = readGgufHeader(out);
+  assert.equal(f.metadata.get('general.architecture'), 'qwen3next');
+  const names = new Set(f.tensors.map((t) => t.name));
+  // in_proj_qkvz split into attn_qkv / attn_gate, in_proj_ba whole, experts stacked; no HF leftovers
+  for (const n of ['blk.0.attn_qkv.weight', 'blk.0.attn_gate.weight', 'blk.0.ssm_ba.weight', 'blk.0.ffn_gate_exps.weight',
+    'blk.0.ffn_up_exps.weight', 'blk.0.ffn_down_exps.weight', 'blk.4.nextn.eh_proj.weight', 'blk.4.ffn_down_exps.weight', 'output.weight']) {
+    assert.ok(names.has(n), `${n} written`);
+  }
+  assert.ok(![...names].some((n) => /ssm_in|experts\.\d/.test(n)), 'no per-expert or fused qkvz tensors');
+  assert.deepEqual(f.tensors.find((t) => t.name === 'blk.0.ffn_gate_exps.weight')!.shape, [8, 64, 128]);
+  assert.ok(res.tensors > 0);
+  const wasm = await createWasmKernels({ threads: 2 });
+  try {
+    const fromGguf = loadModel(out, wasm);
+    const fromHf = loadModel(sharedPath('models', 'tiny-next-moe'), wasm);
+    const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-next-moe.json'), 'utf8')) as
+      { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] };
+    for (const p of golden.prompts.slice(0, 3)) {
+      const ids = greedy(fromGguf, p.prompt_ids, 16);
+      assert.deepEqual(ids, p.greedy_ids.slice(0, 16), `${p.name}: golden greedy ids`);
+      assert.deepEqual(ids, greedy(fromHf, p.prompt_ids, 16), `${p.name}: same as the safetensors checkpoint`);
+    }
+  } finally {
+    wasm.dispose();
+  }
 });

@@ -1,5 +1,5 @@
-// `deltaserve quantize`: a Hugging Face Qwen3.5 checkpoint → one standard GGUF file
-// (qwen35 / qwen35moe, MTP block and tokenizer included) that deltaserve and llama.cpp both
+// `deltaserve quantize`: a Hugging Face Qwen3.5 / Qwen3-Next checkpoint → one standard GGUF
+// file (qwen35 / qwen35moe / qwen3next, MTP block and tokenizer included) that deltaserve and llama.cpp both
 // load. Tensors are converted (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
 // GGML's reference algorithms (kernels/quant/quantize-ggml.ts) a band of rows at a time,
 // and streamed into the file (gguf-writer.ts): memory stays at a few MiB per tensor band.
@@ -104,8 +104,7 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
   const text = { ...raw, ...((raw['text_config'] as Json | undefined) ?? {}) };
   const rope = ((text['rope_parameters'] ?? text['rope_scaling']) as Json | undefined) ?? {};
   const sections = Array.isArray(rope['mrope_section']) ? (rope['mrope_section'] as number[]) : [11, 11, 10];
-  const moe = cfg.arch === 'qwen3_5_moe';
-  const a = moe ? 'qwen35moe' : 'qwen35';
+  const a = cfg.arch === 'qwen3_next' ? 'qwen3next' : cfg.arch === 'qwen3_5_moe' ? 'qwen35moe' : 'qwen35';
   const u32 = (key: string, value: number): MetaEntry => ({ key: `${a}.${key}`, type: 'u32', value });
   const mlp = cfg.layerMlp[0]!;
   const meta: MetaEntry[] = [
@@ -120,6 +119,7 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
     meta.push(u32('expert_count', mlp.numExperts), u32('expert_used_count', mlp.topK),
       u32('expert_feed_forward_length', mlp.expertIntermediateSize),
       u32('expert_shared_feed_forward_length', mlp.sharedIntermediateSize));
+    if (a === 'qwen3next') meta.push({ key: `${a}.expert_weights_norm`, type: 'bool', value: mlp.normTopkProb });
   }
   meta.push(
     u32('attention.head_count', cfg.numHeads), u32('attention.head_count_kv', cfg.numKvHeads),
@@ -127,7 +127,8 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
     { key: `${a}.rope.freq_base`, type: 'f32', value: cfg.ropeTheta },
     { key: `${a}.attention.layer_norm_rms_epsilon`, type: 'f32', value: cfg.rmsNormEps },
     u32('rope.dimension_count', cfg.rotaryDim),
-    { key: `${a}.rope.dimension_sections`, type: 'i32', array: [...sections, 0].slice(0, 4) },
+    // qwen35 / qwen35moe take multimodal RoPE sections; qwen3next has plain partial RoPE
+    ...(a === 'qwen3next' ? [] : [{ key: `${a}.rope.dimension_sections`, type: 'i32', array: [...sections, 0].slice(0, 4) } as const]),
     u32('ssm.conv_kernel', cfg.convKernel), u32('ssm.state_size', cfg.linKeyDim),
     u32('ssm.group_count', cfg.linNumKeyHeads), u32('ssm.time_step_rank', cfg.linNumValueHeads),
     u32('ssm.inner_size', cfg.linValueDim * cfg.linNumValueHeads),
