@@ -8,7 +8,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';
 
 export const QUANTIZE_HELP = `deltaserve quantize --model DIR --out FILE.gguf --type TYPE [--name NAME] [--threads N]
-  --model DIR      a Hugging Face Qwen3.5 / Qwen3.5-MoE model directory (config.json,
+  --model DIR      a Hugging Face Qwen3.5 / Qwen3.5-MoE / Qwen3-Next model directory (config.json,
                    safetensors in BF16, F16, F32 or block-wise FP8, tokenizer.json)
   --out FILE.gguf  the GGUF file to write (qwen35 / qwen35moe / qwen3next, MTP block and tokenizer
                    included; llama.cpp loads it too). Written to a temp file, then renamed
