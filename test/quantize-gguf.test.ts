@@ -5,7 +5,8 @@
 // ssm_a = −exp(A_log), where numpy's float32 exp (a few ulp) and our correctly rounded one
 // differ in the last bits — and the same metadata except three documented choices. And a file we write
 // must reproduce the golden greedy ids; a qwen3_next checkpoint converts to the qwen3next
-// layout and loads back to the same greedy ids.
+// layout and loads back to the same greedy ids. From a float GGUF (llama-quantize's own
+// input), tensors and metadata (values and stored types) equal the fixtures exactly.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync } from 'node:fs';
@@ -114,7 +115,7 @@ test('quantize: user errors are one line and exit 2, and leave no file behind', 
   const cases: [string[], RegExp][] = [
     [['--model', TINY_THINK(), '--out', out], /needs --model, --out and --type/],
     [['--model', TINY_THINK(), '--out', out, '--type', 'q9_k'], /--type must be one of .*q4_k_m/],
-    [['--model', FIX('tiny-think-BF16.gguf'), '--out', out, '--type', 'q8_0'], /is a GGUF file/],
+    [['--model', FIX('tiny-think-Q8_0.gguf'), '--out', out, '--type', 'q4_k_m'], /token_embd\.weight of .*tiny-think-Q8_0\.gguf is q8_0: quantize starts from a float GGUF/],
     [['--model', join(dir, 'absent'), '--out', out, '--type', 'q8_0'], /model not found/],
     [['--model', TINY_THINK(), '--out', join(dir, 'x.bin'), '--type', 'q8_0'], /--out must name a \.gguf file/],
   ];
@@ -156,3 +157,21 @@ test('quantize tiny-next-moe (qwen3_next) --type bf16: a qwen3next GGUF in llama
     wasm.dispose();
   }
 });
+
+/** The same metadata keys and values (order aside). */
+function assertSameMetadata(ours: GgufFile, ref: GgufFile): void {
+  assert.deepEqual([...ours.metadata.keys()].sort(), [...ref.metadata.keys()].sort());
+  for (const [k, v] of ref.metadata) assert.equal(json(ours.metadata.get(k)), json(v), `metadata ${k}`);
+  for (const [k, t] of ref.metadataTypes) assert.equal(ours.metadataTypes.get(k), t, `metadata ${k}: stored type`);
+}
+
+// (tiny-think's q4_k_m search is covered from safetensors above; tiny-moe's covers it here)
+for (const [src, type, fixture] of [['tiny-think-BF16.gguf', 'q8_0', 'tiny-think-Q8_0.gguf'], ['tiny-think-BF16.gguf', 'q4_0', 'tiny-think-Q4_0.gguf'], ['tiny-moe-BF16.gguf', 'q4_k_m', 'tiny-moe-Q4_K_M.gguf']] as const) {
+  test(`quantize ${src} --type ${type} (GGUF in): every tensor and metadata value identical to llama-quantize's ${fixture}`, async () => {
+    const out = join(dir, `from-gguf-${type}-${fixture}`);
+    await quantizeToGguf({ model: FIX(src), out, type });
+    const [ours, ref] = [readGgufHeader(out), readGgufHeader(FIX(fixture))];
+    assertSameTensors(ours, ref);
+    assertSameMetadata(ours, ref);
+  });
+}

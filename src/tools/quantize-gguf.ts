@@ -1,12 +1,14 @@
-// `deltaserve quantize`: a Hugging Face Qwen3.5 / Qwen3-Next checkpoint → one standard GGUF
-// file (qwen35 / qwen35moe / qwen3next, MTP block and tokenizer included) that deltaserve and llama.cpp both
-// load. Tensors are converted (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
+// `deltaserve quantize`: a Hugging Face Qwen3.5 / Qwen3-Next checkpoint, or a float GGUF of
+// one (gguf-source.ts), → one standard GGUF file (qwen35 / qwen35moe / qwen3next, MTP block
+// and tokenizer included) that deltaserve and llama.cpp both load. Tensors are converted
+// (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
 // GGML's reference algorithms (kernels/quant/quantize-ggml.ts) a band of rows at a time,
 // and streamed into the file (gguf-writer.ts): memory stays at a few MiB per tensor band.
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { ModelConfig } from '../model/config.js';
 import { openModelFiles } from '../model/model.js';
+import { openGgufParts } from '../model/gguf.js';
 import { resolveModelSource } from '../model/source.js';
 import type { GgufTensorType } from '../model/gguf-file.js';
 import { isQuantType } from '../kernels/quant/formats.js';
@@ -17,6 +19,7 @@ import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
 import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
 import { EncodePool } from './encode-pool.js';
+import { ggufSourceMetadata, ggufSourceTensors } from './gguf-source.js';
 
 export interface QuantizeOptions {
   readonly model: string;
@@ -40,25 +43,66 @@ const BAND_FLOATS = 1 << 20;
 
 export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeResult> {
   const src = resolveModelSource(opts.model);
-  if (src.kind !== 'hf') {
-    throw new DeltaserveError('bad_config', `quantize: --model must be a Hugging Face model directory (config.json + safetensors); ${opts.model} is a GGUF file (llama.cpp's llama-quantize re-quantizes GGUF files)`);
-  }
-  const { config, ckpt } = openModelFiles(src.dir);
+  const source = src.kind === 'hf' ? fromCheckpoint(src.dir, opts) : fromGguf(src.file, opts.name);
   const pool = new EncodePool(opts.threads);
   try {
-    const converted = convertTensors(ckpt, config);
-    const blockCount = config.numLayers + config.mtpLayers;
+    const { converted, blockCount } = source;
     const types = tensorTypes(opts.type, converted, blockCount);
-    const meta = metadata(src.dir, config, opts);
+    const meta = [...source.metadata, ...fileTypeMetadata(opts.type)];
     const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, pool) }));
     await writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
     const count: Record<string, number> = {};
     for (const t of types) count[t] = (count[t] ?? 0) + 1;
     return { tensors: tensors.length, bytes: statSync(opts.out).size, types: count };
   } finally {
-    ckpt.close();
+    source.close();
     await pool.close();
   }
+}
+
+/** What is written: tensors in GGUF layout, the number of blocks (MTP included), and the
+ * metadata except the file type. */
+interface Source {
+  readonly converted: readonly ConvertedTensor[];
+  readonly blockCount: number;
+  readonly metadata: readonly MetaEntry[];
+  close(): void;
+}
+
+function fromCheckpoint(dir: string, opts: QuantizeOptions): Source {
+  const { config, ckpt } = openModelFiles(dir);
+  try {
+    return { converted: convertTensors(ckpt, config), blockCount: config.numLayers + config.mtpLayers, metadata: metadata(dir, config, opts), close: () => ckpt.close() };
+  } catch (e) {
+    ckpt.close();
+    throw e;
+  }
+}
+
+/** `name`: a new general.name (default: the source's). */
+function fromGguf(file: string, name: string | undefined): Source {
+  const g = openGgufParts(file);
+  try {
+    const arch = g.first.metadata.get('general.architecture');
+    const blocks = g.first.metadata.get(`${String(arch)}.block_count`);
+    if (typeof blocks !== 'number') throw new DeltaserveError('bad_checkpoint', `quantize: ${file}: metadata ${String(arch)}.block_count is missing`);
+    const meta = ggufSourceMetadata(g.first).map((m): MetaEntry => (m.key === 'general.name' && name !== undefined ? { ...m, value: name } : m));
+    if (name !== undefined && !meta.some((m) => m.key === 'general.name')) meta.unshift({ key: 'general.name', type: 'string', value: name });
+    return { converted: ggufSourceTensors(g), blockCount: blocks, metadata: meta, close: () => g.fds.forEach((fd) => closeSync(fd)) };
+  } catch (e) {
+    g.fds.forEach((fd) => closeSync(fd));
+    throw e;
+  }
+}
+
+/** general.file_type, and for quantized file types general.quantization_version (2, the
+ * block formats' version, as llama-quantize writes it). */
+function fileTypeMetadata(type: FileType): MetaEntry[] {
+  const quantized = type !== 'f32' && type !== 'f16' && type !== 'bf16';
+  return [
+    { key: 'general.file_type', type: 'u32', value: FTYPE_ID[type] },
+    ...(quantized ? [{ key: 'general.quantization_version', type: 'u32', value: 2 } as const] : []),
+  ];
 }
 
 /** Emit tensor t stored as `type`, band by band; quantized bands are encoded by the pool's
@@ -135,7 +179,6 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
     u32('full_attention_interval', fullAttentionInterval(cfg)),
   );
   if (cfg.mtpLayers > 0) meta.push(u32('nextn_predict_layers', cfg.mtpLayers));
-  meta.push({ key: 'general.file_type', type: 'u32', value: FTYPE_ID[opts.type] });
   return [...meta, ...tokenizerMetadata(dir, cfg, text)];
 }
 
