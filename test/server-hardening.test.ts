@@ -88,9 +88,10 @@ async function probeHealth(url: string, busy: Promise<unknown>, min = 5): Promis
   return lat;
 }
 
-test('with each hostile payload in flight, /health answers fast and a normal stream completes', async () => {
-  // limits raised so that the payloads are accepted and really prepared (in the worker pool);
-  // the enum stays at its default limit: a grammar is compiled on the event loop
+test('with each hostile payload in flight, /health answers fast and a normal stream completes', async (t) => {
+  // limits raised so that the payloads are accepted: the bodies are parsed as they arrive,
+  // the limit walks yield, and the prompts are really prepared (in the worker pool); the enum
+  // stays at its default limit: a grammar is compiled on the event loop
   const s = await startServer(engine, {
     port: 0, maxBodyBytes: 16 << 20,
     limits: { promptChars: 10_000_000, tools: 5000, toolsBytes: 16 << 20, prepareMs: 3000 },
@@ -100,22 +101,23 @@ test('with each hostile payload in flight, /health answers fast and a normal str
     // the issue's four payloads, and 1.5M token ids to decode
     const manyIds = { tokens: Array.from({ length: 1_500_000 }, (_, i) => 100 + (i % 800)) };
     for (const [path, body] of [[C, hugeChat()], [C, manyTools()], [C, hugeEnum()], ['/tokenize', hugeTokenize()], ['/detokenize', manyIds]] as const) {
-      const hostile = post(`${s.url}${path}`, body);
-      let hostileDone = false;
-      void hostile.then(() => (hostileDone = true));
-      await sleep(300); // the body is received and handed to a worker
-      const normal = postStream(`${s.url}${C}`, { messages: ASK, max_tokens: 8, temperature: 0, stream: true });
+      const text = JSON.stringify(body);
+      // probes start with the upload: receiving and parsing the body is part of the test
+      const hostile = post(`${s.url}${path}`, text);
+      const normal = sleep(300).then(() => postStream(`${s.url}${C}`, { messages: ASK, max_tokens: 8, temperature: 0, stream: true }));
       const lat = await probeHealth(s.url, Promise.all([hostile, normal]));
       const n = await normal;
       assert.ok(n.sawDone, path);
       assert.deepEqual(joinChat(n.events), alone, `${path}: the normal stream is unchanged`);
       const r = await hostile;
-      assert.ok(hostileDone && r.status < 500, `${path}: ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
+      assert.ok(r.status < 500, `${path}: ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
       const sorted = [...lat].sort((a, b) => a - b);
       const median = sorted[Math.floor(sorted.length / 2)]!;
+      const max = sorted[sorted.length - 1]!;
+      t.diagnostic(`${path} ${(text.length / 1e6).toFixed(1)} MB → ${r.status}: /health median ${median.toFixed(1)} ms, max ${max.toFixed(1)} ms over ${lat.length} probes`);
       // the issue's bound is on the median; the maximum is generous for a loaded 2-core machine
       assert.ok(median < 100, `${path}: /health median ${median.toFixed(1)} ms over ${lat.length} probes`);
-      assert.ok(sorted[sorted.length - 1]! < 1000, `${path}: /health max ${sorted[sorted.length - 1]!.toFixed(1)} ms`);
+      assert.ok(max < 1000, `${path}: /health max ${max.toFixed(1)} ms`);
     }
   } finally {
     await s.close();
