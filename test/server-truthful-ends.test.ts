@@ -1,6 +1,7 @@
 // Truthful ends: every generation route, streaming or not, cut by a shutdown mid-generation
 // tells the client its answer is incomplete — chat and completions `finish_reason: "abort"`,
-// Responses `status: "incomplete"` with `reason: "interrupted"`, Messages an `error` event
+// Responses `status: "incomplete"` with `reason: "interrupted"` (and the output item it was
+// cut inside `status: "incomplete"`), Messages an `error` event
 // (`overloaded_error`, streaming) or a 503 (non-streaming) — and never a normal end (stop,
 // length, tool_calls, end_turn, completed).
 import { test } from 'node:test';
@@ -56,6 +57,10 @@ function checkStreamed(route: Route, r: SseResult): void {
     assert.equal(resp.status, 'incomplete', what);
     assert.deepEqual(resp.incomplete_details, { reason: 'interrupted' }, what);
     assert.ok(!ev.some((e) => e['type'] === 'response.completed'), what);
+    // the item the generation was inside when cut is incomplete, in its done event and the final response
+    const lastDone = ev.filter((e) => e['type'] === 'response.output_item.done').pop()!;
+    assert.equal((lastDone['item'] as { status: string }).status, 'incomplete', what);
+    assert.equal((last['response'] as { output: { status: string }[] }).output.at(-1)!.status, 'incomplete', what);
   } else {
     assert.equal(last['type'], 'error', what);
     assert.equal((last['error'] as { type: string }).type, 'overloaded_error', what);
@@ -72,6 +77,7 @@ function checkWhole(route: Route, r: JsonResponse): void {
     assert.equal(r.status, 200, what);
     assert.equal(r.json['status'], 'incomplete', what);
     assert.deepEqual(r.json['incomplete_details'], { reason: 'interrupted' }, what);
+    assert.equal((r.json['output'] as { status: string }[]).at(-1)!.status, 'incomplete', what);
   } else {
     assert.equal(r.status, 503, what);
     assert.equal(r.json['type'], 'error', what);
