@@ -1,5 +1,5 @@
-// The work of preparing a prompt — chat-template rendering and tokenizing — as plain
-// functions over a tokenizer. The prepare pool runs them in worker threads; the same
+// The work of preparing a prompt — placing tools, chat-template rendering and tokenizing —
+// as plain functions over a tokenizer. The prepare pool runs them in worker threads; the same
 // functions run inline when no pool is configured, so both paths give the same ids.
 import { promptOf, type RequestContext } from '../engine/request-builder.js';
 import type { Model } from '../model/model.js';
@@ -9,10 +9,23 @@ import { encodeChat } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { ServerContext } from './generation.js';
+import { inlineTools, templateHandlesTools, templateTools } from './tools/prompt.js';
+import type { FunctionTool, ToolFormat } from './tools/types.js';
+
+/** The tools of a chat turn, as the template will see them. */
+export interface ChatTools {
+  /** Tools the model may call (none when tool_choice is "none"). */
+  readonly offered: readonly FunctionTool[];
+  /** The served model's call format (for templates that do not render tools). */
+  readonly format: ToolFormat;
+  /** parallel_tool_calls, passed to templates that render tools (null: the request has no tools). */
+  readonly parallel: boolean | null;
+}
 
 export type PrepareJob =
   /** A chat turn's prompt ids and message boundaries (engine/request-builder.ts promptOf). */
-  | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown> }
+  | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown>;
+    readonly tools: ChatTools }
   /** The template's rendering of `messages` (POST /tokenize: generation prompt optional). */
   | { readonly op: 'render'; readonly messages: unknown; readonly opts: RenderOptions }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
@@ -33,12 +46,28 @@ export interface PrepareContext {
   readonly maxContext: number;
 }
 
+/** The template's input for a chat turn: tools handed to a template that renders them (with
+ * parallel_tool_calls), else written into the messages as text (tools/prompt.ts) — which for
+ * thousands of tools is megabytes of text, so it is done here, off the event loop. */
+function placeTools(template: string | undefined, job: Extract<PrepareJob, { op: 'chat' }>): { messages: readonly ChatMessage[]; kwargs: Record<string, unknown> } {
+  const { offered, format, parallel } = job.tools;
+  const kwargs = { ...job.kwargs };
+  if (templateHandlesTools(template)) {
+    if (offered.length > 0) kwargs['tools'] = templateTools(offered);
+    if (parallel !== null) kwargs['parallel_tool_calls'] = parallel;
+    return { messages: job.messages, kwargs };
+  }
+  const history = job.messages.some((m) => m.role === 'tool' || (m.tool_calls?.length ?? 0) > 0);
+  return { messages: offered.length > 0 || history ? inlineTools(job.messages, offered, format) : job.messages, kwargs };
+}
+
 export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResult {
   switch (job.op) {
     case 'chat': {
       // promptOf reads only the vocabulary size of the model (for prompt ids)
       const rc: RequestContext = { tokenizer: ctx.tokenizer, maxContext: ctx.maxContext, model: { config: { vocabSize: ctx.vocabSize } } as Model };
-      const { ids, boundaries } = promptOf(rc, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs });
+      const { messages, kwargs } = placeTools(ctx.tokenizer.chatTemplate, job);
+      const { ids, boundaries } = promptOf(rc, { messages, think: job.think, chatTemplateKwargs: kwargs });
       return { op: 'chat', ids, boundaries };
     }
     case 'render': {
