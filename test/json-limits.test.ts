@@ -4,10 +4,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { depthExceededAt, parseJsonBody } from '../src/server/json-parse.js';
-import { checkRequestLimits, DEFAULT_LIMITS, jsonBytes, resolveLimits } from '../src/server/limits.js';
+import { checkRequestLimits, DEFAULT_LIMITS, jsonBytes, LIMIT_FLAGS, resolveLimits } from '../src/server/limits.js';
+import { SERVE_HELP } from '../src/cli/serve.js';
 import { ApiError } from '../src/server/errors.js';
 import { Rng } from '../src/util/rng.js';
 import { DeltaserveError } from '../src/util/errors.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT } from './paths.js';
 
 /** Nesting depth of a parsed value (the reference the scan must agree with). */
 function depthOf(v: unknown): number {
@@ -82,4 +86,25 @@ test('limit values out of range are a configuration error naming the flag', () =
   assert.throws(() => resolveLimits({ jsonDepth: 5000 }), (e: unknown) => e instanceof DeltaserveError && /--max-json-depth must be an integer in \[1, 1000\]/.test(e.message));
   assert.throws(() => resolveLimits({ tools: 0 }), (e: unknown) => e instanceof DeltaserveError && /--max-tools/.test(e.message));
   assert.equal(resolveLimits({ tools: 7 }).tools, 7);
+});
+
+test('README "Limits and hardening" lists every limit flag with the default the code and `serve --help` use', () => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf('## Limits and hardening');
+  assert.ok(start >= 0, 'README has a "Limits and hardening" section');
+  const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+  const rowDefault = (flag: string): number | null => {
+    const m = new RegExp(`^\\| \`--${flag} [A-Z]+\` \\| (\\d+)`, 'm').exec(section);
+    return m ? Number(m[1]) : null;
+  };
+  for (const { flag, def } of Object.values(LIMIT_FLAGS)) {
+    assert.equal(rowDefault(flag), def, `--${flag}`);
+    assert.match(SERVE_HELP, new RegExp(`--${flag} N .*\\(default ${def}\\)`), `--${flag} in serve --help`);
+  }
+  // the server's own limits: the README row and `serve --help` give the same default
+  for (const flag of ['max-body-bytes', 'prepare-workers', 'request-timeout-ms', 'keep-alive-timeout-ms', 'max-queue', 'max-queue-wait', 'shutdown-grace-ms']) {
+    const help = new RegExp(`--${flag} [A-Z]+ [\\s\\S]*?\\(default (\\d+)`).exec(SERVE_HELP);
+    assert.ok(help, `--${flag} in serve --help`);
+    assert.equal(rowDefault(flag), Number(help[1]), `--${flag}`);
+  }
 });
