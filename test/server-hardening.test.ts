@@ -255,6 +255,21 @@ test('prompts prepared in worker threads equal prompts prepared inline', async (
       const [a, w] = await Promise.all([post(`${inline.url}/tokenize`, b), post(`${server.url}/tokenize`, b)]);
       assert.equal(a.status, 200);
       assert.deepEqual(w.json, a.json);
+      // and back: the ids travel to the worker as a transferred Int32Array
+      const ids = { tokens: a.json['tokens'] };
+      const [da, dw] = await Promise.all([post(`${inline.url}/detokenize`, ids), post(`${server.url}/detokenize`, ids)]);
+      assert.equal(da.status, 200);
+      assert.deepEqual(dw.json, da.json);
+    }
+    const many = { tokens: Array.from({ length: 200_000 }, (_, i) => (i * 7919) % engine.model.config.vocabSize) };
+    const [da, dw] = await Promise.all([post(`${inline.url}/detokenize`, many), post(`${server.url}/detokenize`, many)]);
+    assert.equal(da.status, 200);
+    assert.equal(dw.json['prompt'], da.json['prompt']);
+    assert.equal(da.json['prompt'], engine.tokenizer.decode(many.tokens));
+    for (const bad of [[1, -1], [1, 2.5], [engine.model.config.vocabSize], ['7']]) {
+      const r = await post(`${server.url}/detokenize`, { tokens: bad });
+      assert.equal(r.status, 400, JSON.stringify(bad));
+      assert.match(errorOf(r.json).message, /^tokens\[\d\] = .* is not a token id in \[0, \d+\)$/);
     }
     const req = { messages: ASK, max_tokens: 6, temperature: 0 };
     const [a, w] = await Promise.all([post(`${inline.url}${C}`, req), post(`${server.url}${C}`, req)]);

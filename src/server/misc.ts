@@ -4,7 +4,7 @@ import { type Call, checkModel, type ServerContext } from './generation.js';
 import { prepare } from './prepare-jobs.js';
 import { packageInfo } from '../util/version.js';
 import { sendJson, sendText } from './respond.js';
-import { optBool, optObject, requireObject, tokenIds } from './validate.js';
+import { optBool, optObject, packedTokenIds, requireObject } from './validate.js';
 
 /** The model card shows no local paths (the model directory stays private). */
 function modelCard(ctx: ServerContext): Record<string, unknown> {
@@ -60,7 +60,7 @@ export async function tokenize(ctx: ServerContext, call: Call): Promise<void> {
 export async function detokenize(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkModel(ctx, b);
-  const ids = tokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize, true);
+  const ids = packedTokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize);
   const { texts } = await prepare(ctx, { op: 'decode', ids: [ids] }, call.signal);
   sendJson(call.res, 200, { prompt: texts[0] });
 }

@@ -30,8 +30,9 @@ export type PrepareJob =
   | { readonly op: 'render'; readonly messages: unknown; readonly opts: RenderOptions }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
   | { readonly op: 'encode'; readonly texts: readonly string[] }
-  /** Texts of token-id lists (special tokens kept). */
-  | { readonly op: 'decode'; readonly ids: readonly (readonly number[])[] };
+  /** Texts of token-id lists (special tokens kept). A long list travels as an Int32Array
+   * whose buffer the pool transfers to the worker instead of copying it. */
+  | { readonly op: 'decode'; readonly ids: readonly (readonly number[] | Int32Array)[] };
 
 export type PrepareResult =
   | { readonly op: 'chat'; readonly ids: number[]; readonly boundaries: number[] }
@@ -78,8 +79,22 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     case 'encode':
       return { op: 'encode', ids: job.texts.map((t) => ctx.tokenizer.encode(t)) };
     case 'decode':
-      return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids)) };
+      return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids instanceof Int32Array ? plainArray(ids) : ids)) };
   }
+}
+
+/** The buffers of a job the pool hands to its worker instead of copying them (they are
+ * unusable on the sending side afterwards). */
+export function transferablesOf(job: PrepareJob): ArrayBuffer[] {
+  if (job.op !== 'decode') return [];
+  return job.ids.flatMap((ids) => (ids instanceof Int32Array ? [ids.buffer as ArrayBuffer] : []));
+}
+
+/** An Int32Array as a plain array (a loop: Array.from over a typed array is far slower). */
+function plainArray(a: Int32Array): number[] {
+  const out = new Array<number>(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = a[i]!;
+  return out;
 }
 
 /** Run a job in the server's prepare pool, or inline when it has none. */
