@@ -26,19 +26,26 @@ export type PrepareJob =
   /** A chat turn's prompt ids and message boundaries (engine/request-builder.ts promptOf). */
   | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown>;
     readonly tools: ChatTools }
-  /** The template's rendering of `messages` (POST /tokenize: generation prompt optional). */
-  | { readonly op: 'render'; readonly messages: unknown; readonly opts: RenderOptions }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
   | { readonly op: 'encode'; readonly texts: readonly string[] }
-  /** Texts of token-id lists (special tokens kept). A long list travels as an Int32Array
-   * whose buffer the pool transfers to the worker instead of copying it. */
-  | { readonly op: 'decode'; readonly ids: readonly (readonly number[] | Int32Array)[] };
+  /** Texts of token-id lists (special tokens kept). */
+  | { readonly op: 'decode'; readonly ids: readonly (readonly number[])[] }
+  /** POST /tokenize's response body: the ids of a raw text, or of the template's rendering
+   * of `messages` (generation prompt optional). */
+  | { readonly op: 'tokenize'; readonly input: TokenizeInput; readonly maxModelLen: number }
+  /** POST /detokenize's response body. The ids travel as an Int32Array whose buffer the pool
+   * transfers to the worker instead of copying it (the list is bounded only by the body size). */
+  | { readonly op: 'detokenize'; readonly ids: Int32Array };
+
+export type TokenizeInput = { readonly text: string } | { readonly messages: unknown; readonly opts: RenderOptions };
 
 export type PrepareResult =
   | { readonly op: 'chat'; readonly ids: number[]; readonly boundaries: number[] }
-  | { readonly op: 'render'; readonly ids: number[] }
   | { readonly op: 'encode'; readonly ids: number[][] }
-  | { readonly op: 'decode'; readonly texts: string[] };
+  | { readonly op: 'decode'; readonly texts: string[] }
+  /** A whole JSON response body as UTF-8 (made in the worker, transferred: the event loop
+   * neither copies millions of ids nor stringifies them). */
+  | { readonly op: 'tokenize' | 'detokenize'; readonly body: Uint8Array };
 
 /** What a job needs of the engine: the tokenizer, the vocabulary size, the context length. */
 export interface PrepareContext {
@@ -62,6 +69,15 @@ function placeTools(template: string | undefined, job: Extract<PrepareJob, { op:
   return { messages: offered.length > 0 || history ? inlineTools(job.messages, offered, format) : job.messages, kwargs };
 }
 
+const jsonBody = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
+
+function tokenizeIds(tokenizer: TextTokenizer, input: TokenizeInput): number[] {
+  if ('text' in input) return tokenizer.encode(input.text);
+  const template = tokenizer.chatTemplate;
+  if (!template) throw new DeltaserveError('bad_request', 'this model has no chat template; send a raw prompt instead of messages');
+  return encodeChat(tokenizer, template, validateMessages(input.messages), input.opts);
+}
+
 export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResult {
   switch (job.op) {
     case 'chat': {
@@ -71,23 +87,25 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
       const { ids, boundaries } = promptOf(rc, { messages, think: job.think, chatTemplateKwargs: kwargs });
       return { op: 'chat', ids, boundaries };
     }
-    case 'render': {
-      const template = ctx.tokenizer.chatTemplate;
-      if (!template) throw new DeltaserveError('bad_request', 'this model has no chat template; send a raw prompt instead of messages');
-      return { op: 'render', ids: encodeChat(ctx.tokenizer, template, validateMessages(job.messages), job.opts) };
-    }
     case 'encode':
       return { op: 'encode', ids: job.texts.map((t) => ctx.tokenizer.encode(t)) };
     case 'decode':
-      return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids instanceof Int32Array ? plainArray(ids) : ids)) };
+      return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids)) };
+    case 'tokenize': {
+      const tokens = tokenizeIds(ctx.tokenizer, job.input);
+      return { op: 'tokenize', body: jsonBody({ count: tokens.length, max_model_len: job.maxModelLen, tokens }) };
+    }
+    case 'detokenize':
+      return { op: 'detokenize', body: jsonBody({ prompt: ctx.tokenizer.decode(plainArray(job.ids)) }) };
   }
 }
 
-/** The buffers of a job the pool hands to its worker instead of copying them (they are
- * unusable on the sending side afterwards). */
-export function transferablesOf(job: PrepareJob): ArrayBuffer[] {
-  if (job.op !== 'decode') return [];
-  return job.ids.flatMap((ids) => (ids instanceof Int32Array ? [ids.buffer as ArrayBuffer] : []));
+/** The buffers a job or a result hands to the other thread instead of copying them (they
+ * are unusable on the sending side afterwards). */
+export function transferablesOf(x: PrepareJob | PrepareResult): ArrayBuffer[] {
+  if (x.op === 'detokenize' && 'ids' in x) return [x.ids.buffer as ArrayBuffer];
+  if ((x.op === 'tokenize' || x.op === 'detokenize') && 'body' in x) return [x.body.buffer as ArrayBuffer];
+  return [];
 }
 
 /** An Int32Array as a plain array (a loop: Array.from over a typed array is far slower). */
