@@ -3,6 +3,7 @@
 // before it starts. Each limit is a `serve` flag; a request past one gets a 413 (sizes) or a
 // 400 (counts, depth) whose message names the flag. The checks look only at well-known
 // field names (every route rejects unknown fields anyway), so one check serves all routes.
+// The walks over client JSON are iterative and hand the event loop back every few ms.
 import { DeltaserveError } from '../util/errors.js';
 import { ApiError } from './errors.js';
 

@@ -62,9 +62,9 @@ export function tokenIds(v: unknown, param: string, vocab: number, allowEmpty = 
   return v as number[];
 }
 
-/** Token ids (as tokenIds) checked and packed in one loop into an Int32Array, which the
- * prepare pool hands to its worker without copying: for /detokenize, whose list is bounded
- * only by the body size (millions of ids). */
+/** Token ids (as tokenIds; an empty list is allowed) checked and packed in one loop into an
+ * Int32Array, which the prepare pool hands to its worker without copying: for /detokenize,
+ * whose list is bounded only by the body size (millions of ids). */
 export function packedTokenIds(v: unknown, param: string, vocab: number): Int32Array {
   if (!Array.isArray(v)) throw invalid(param, `${param} must be an array of token ids`);
   const out = new Int32Array(v.length);
