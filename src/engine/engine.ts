@@ -129,8 +129,8 @@ export class Engine {
   private constructor(
     readonly model: AnyModel,
     readonly tokenizer: TextTokenizer,
-    readonly kv: KvPool,
-    readonly state: StatePool,
+    readonly kv: KvPool<Tensor>,
+    readonly state: StatePool<Tensor>,
     private readonly opts: EngineOptions,
     private readonly hooks: EngineTestHooks,
   ) {
@@ -173,7 +173,7 @@ export class Engine {
 
   /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
   static async load(opts: EngineOptions, hooks: EngineTestHooks = {}): Promise<Engine> {
-    const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
+    const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
       const model = loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), available: availableMemory() });
@@ -183,15 +183,16 @@ export class Engine {
       const k = specTokensFor(opts, model.config.mtpLayers);
       const plan = planEngineMemory(opts, model, k, pageSize);
       // pools are chunked (one allocation per KV layer, per state slot, per scratch row),
-      // so they may span several WebAssembly memories
+      // so they may span several WebAssembly memories; their memory is the kernels' (on a
+      // GPU backend device buffers: copies and snapshots run there, cache/pool-storage.ts)
       const kv = new KvPool({
         numPages: plan.kvPages, pageSize, kvDim: model.layout.kvDim,
-        numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => hostTensor(kernels, n),
+        numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, storage: kernels,
       });
       const state = new StatePool({
         slots: plan.maxRunning + plan.cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
         ssmSize: model.layout.ssmSize, batchCapacity: plan.scratchRows, maxSteps: k > 0 ? k + 1 : 0,
-        alloc: (n) => hostTensor(kernels, n),
+        storage: kernels,
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       const engine = new Engine(model, tokenizer, kv, state,
@@ -562,16 +563,6 @@ function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageS
     ...(opts.maxContext !== undefined ? { maxContext: opts.maxContext } : {}),
     prefixCache: opts.prefixCache !== false, pageSize,
   }, availableMemory());
-}
-
-/** A pool allocation: the pools (cache/) copy state slots and KV rows on the host, so
- * they need kernel tensors that are host-visible views. */
-function hostTensor(kernels: AnyKernels, n: number): Float32Array {
-  const t = kernels.alloc(n);
-  if (!(t instanceof Float32Array)) {
-    throw new DeltaserveError('bad_config', `kernels ${kernels.name}: the KV and state pools need host-visible tensors on this backend`);
-  }
-  return t;
 }
 
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */

@@ -16,7 +16,7 @@ import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgs
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
-import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
 
 /** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
 export interface GpuKvLayer {
@@ -193,8 +193,7 @@ export class WebGpuKernels {
 
   /** Write k, v ([T, kvDim]) at positions start..start+T−1 through the page table (i32). */
   kvWrite(enc: StepEncoder, kv: GpuKvLayer, pageTable: GpuTensor, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
-    if (kv.k.offset !== 0 || kv.v.offset !== 0) throw new RangeError('kvWrite: cache tensors must start their buffers');
-    this.run(enc, 'kv_write', () => KV_WRITE, [t, kvDim, start, kv.pageSize, k.offset, v.offset, pageTable.offset], null,
+    this.run(enc, 'kv_write', () => KV_WRITE, [t, kvDim, start, kv.pageSize, k.offset, v.offset, pageTable.offset, kv.k.offset, kv.v.offset], null,
       [kv.k.buffer, kv.v.buffer, k.buffer, v.buffer, pageTable.buffer], grid(Math.ceil((t * kvDim) / 64)), 'kv_write');
   }
 
@@ -202,10 +201,9 @@ export class WebGpuKernels {
   attention(enc: StepEncoder, out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayer, pageTable: GpuTensor,
     start: number, t: number, dims: AttentionDims): void {
     const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
-    if (kv.k.offset !== 0 || kv.v.offset !== 0) throw new RangeError('attention: cache tensors must start their buffers');
     const sc = this.scratch.get('scores', t * nh * (start + t));
     this.run(enc, 'attention', () => ATTENTION,
-      [t, nh, nkv, hd, start, kv.pageSize, q.offset, qStride, out.offset, pageTable.offset, f32(1 / Math.sqrt(hd))], null,
+      [t, nh, nkv, hd, start, kv.pageSize, q.offset, qStride, out.offset, pageTable.offset, f32(1 / Math.sqrt(hd)), kv.k.offset, kv.v.offset], null,
       [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer, sc.buffer], [nh, t, 1], 'attention');
   }
 
@@ -259,6 +257,13 @@ export class WebGpuKernels {
     }
     this.run(enc, 'copy_rows', () => COPY_ROWS, [rows, width, dst.offset + dstOffset, dstStride, src.offset + srcOffset, srcStride], null,
       [dst.buffer, src.buffer], grid(Math.ceil((rows * width) / 64)), 'copy_rows');
+  }
+
+  /** dst[offset + i] = value for i < length (f32). */
+  fill(enc: StepEncoder, dst: GpuTensor, offset: number, length: number, value: number): void {
+    if (length <= 0) return;
+    if (offset < 0 || offset + length > dst.length) throw new RangeError(`fill: ${length} elements at ${offset} past ${dst.length}`);
+    this.run(enc, 'fill', () => FILL, [length, dst.offset + offset, f32(value)], null, [dst.buffer], grid(Math.ceil(length / 64)), 'fill');
   }
 
   /** dst[i, :] = src[rows[i], :]; rows: i32 [n] on the GPU. */

@@ -22,6 +22,9 @@ import { gpuWeightBytes, type GpuWeight } from './weights.js';
 type GpuKvLayerView = KvLayerView<GpuTensor>;
 
 const UPLOAD_CHUNK = 1 << 16; // elements per upload-arena buffer (grows for larger inputs)
+/** Host writes of at least this many elements go straight to the queue (after flushing
+ * what is recorded), never through the upload arena. */
+const DIRECT_WRITE = 1 << 16;
 
 /** Per-step host inputs: appended at distinct offsets, written with queue.writeBuffer
  * (which lands before the step's submit), reset when the step has completed. A full arena
@@ -61,6 +64,8 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   readonly name = 'webgpu';
   readonly threads = 1;
   private enc: StepEncoder | null = null;
+  /** Submits of flush() not awaited yet (the next readBack awaits them). */
+  private flushed: Promise<void>[] = [];
   private readonly uploads: UploadArena;
   private readonly packed = new WeakMap<Weight, GpuWeight>();
   private readonly vectors = new WeakMap<Weight, GpuTensor>();
@@ -100,17 +105,39 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     }
     this.g.gatherRows(this.step, dst, src, this.uploads.put(rows, 'i32'), rows.length, width);
   }
+  fill(dst: GpuTensor, offset: number, length: number, value: number): void {
+    this.g.fill(this.step, dst, offset, length, value);
+  }
   write(dst: GpuTensor, offset: number, src: ArrayLike<number>): void {
     if (offset + src.length > dst.length) throw new RangeError(`write: ${src.length} elements at ${offset} past ${dst.length}`);
+    if (src.length === 0) return;
+    if (this.enc && this.enc.pending > 0 && src.length >= DIRECT_WRITE) this.flush();
+    if (!this.enc || this.enc.pending === 0) {
+      // nothing recorded yet: a direct queue write lands after every earlier submit and
+      // before the next one, which is program order (and needs no upload-arena room: a
+      // prefix-cache load writes whole pools this way)
+      const typed = dst.elem === 'i32' ? Int32Array.from(src) : src instanceof Float32Array ? src : Float32Array.from(src);
+      this.g.alloc.write(dst, typed, offset);
+      return;
+    }
     const staged = this.uploads.put(src, dst.elem === 'i32' ? 'i32' : 'f32');
     this.step.copy(staged, { ...dst, offset: dst.offset + offset, length: src.length }, src.length);
   }
+  /** Submit what is recorded so far without waiting (a large host write follows). */
+  private flush(): void {
+    const enc = this.enc;
+    this.enc = null;
+    if (enc) this.flushed.push(enc.submit());
+  }
+
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
   async readBack(ranges: readonly ReadRange<GpuTensor>[]): Promise<Float32Array[]> {
     const enc = this.step;
     this.enc = null;
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
-    await enc.submit();
+    const flushed = this.flushed;
+    this.flushed = [];
+    await Promise.all([...flushed, enc.submit()]);
     this.uploads.reset();
     return reads.map((r) => r.data!);
   }
