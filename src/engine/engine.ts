@@ -3,7 +3,7 @@
 // complete, stats, close.
 import { KvPool } from '../cache/kv-pool.js';
 import { StatePool } from '../cache/state-pool.js';
-import { createKernels, type KernelsChoice } from '../kernels/index.js';
+import { createKernels, gpuAdapterOf, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
 import type { QuantizeMode } from '../model/quantize-load.js';
@@ -29,7 +29,7 @@ import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import type { EngineTestHooks } from './test-hooks.js';
-import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
+import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout), or a hub reference `org/name[@revision]` (HF cache, else
@@ -554,15 +554,22 @@ export class Engine {
 /** Pool sizes for the options (memory-plan.ts), from the memory available now. */
 function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number): MemoryPlan {
   const b = opts.memoryBudget;
-  const budget = b === undefined ? undefined : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
+  const gpu = gpuAdapterOf(model.kernels);
+  const available = availableMemory();
+  // WebGPU reports no device memory: by default the pools take what the host could hold,
+  // at most one maximal buffer of the adapter (--memory-budget sets it exactly)
+  const budget = b === undefined
+    ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)) } : undefined
+    : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
   return planMemory(memoryNeeds(model, k), {
+    ...(gpu ? { maxAllocBytes: gpu.limits.maxStorageBufferBindingSize, maxAllocFrom: 'the GPU\'s storage-binding limit' } : {}),
     ...(budget ? { budget } : {}),
     ...(opts.maxRunning !== undefined ? { maxRunning: opts.maxRunning } : {}),
     ...(opts.cacheStateSlots !== undefined ? { cacheSlots: opts.cacheStateSlots } : {}),
     ...(opts.kvCacheTokens !== undefined ? { kvCacheTokens: opts.kvCacheTokens } : {}),
     ...(opts.maxContext !== undefined ? { maxContext: opts.maxContext } : {}),
     prefixCache: opts.prefixCache !== false, pageSize,
-  }, availableMemory());
+  }, available);
 }
 
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */

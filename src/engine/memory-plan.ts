@@ -51,6 +51,11 @@ export interface MemoryChoices {
   readonly kvCacheTokens?: number;
   readonly maxContext?: number;
   readonly pageSize: number;
+  /** Largest single pool allocation (default MAX_ALLOC_BYTES, one wasm memory; a GPU: its
+   * storage-binding limit, since one KV layer is one bound buffer). */
+  readonly maxAllocBytes?: number;
+  /** Where that limit comes from (for the error message). */
+  readonly maxAllocFrom?: string;
 }
 
 export interface MemoryPlan {
@@ -166,13 +171,14 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     left -= cacheSlots * needs.slotBytes;
   }
   // KV: what is left, capped by one memory per layer and by what the context can use
-  const kvCap = needs.kvLayerBytesPerToken > 0 ? Math.floor(MAX_ALLOC_BYTES / needs.kvLayerBytesPerToken / page) * page - page : Infinity;
+  const maxAlloc = choices.maxAllocBytes ?? MAX_ALLOC_BYTES;
+  const kvCap = needs.kvLayerBytesPerToken > 0 ? Math.floor(maxAlloc / needs.kvLayerBytesPerToken / page) * page - page : Infinity;
   const ctxCap = Math.min(choices.maxContext ?? needs.modelMaxContext, needs.modelMaxContext);
   const affordable = needs.kvBytesPerToken > 0 ? Math.floor(left / needs.kvBytesPerToken / page) * page - page : Infinity;
   let kvTokens: number;
   if (choices.kvCacheTokens !== undefined) {
     kvTokens = Math.ceil(choices.kvCacheTokens / page) * page;
-    if (kvTokens > kvCap) bad(`--kv-cache-tokens ${choices.kvCacheTokens} exceeds ${kvCap}: one layer's KV must fit one WebAssembly memory`);
+    if (kvTokens > kvCap) bad(`--kv-cache-tokens ${choices.kvCacheTokens} exceeds ${kvCap}: one layer's KV must fit ${choices.maxAllocFrom ?? 'one WebAssembly memory'}`);
     if (kvTokens > affordable) {
       bad(`--kv-cache-tokens ${choices.kvCacheTokens} needs ${fmtBytes(kvTokens * needs.kvBytesPerToken)} but the memory budget ` +
         `${fmtBytes(budget)} (${from}) leaves ${fmtBytes(Math.max(0, left))} after the state slots`);
