@@ -83,8 +83,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
 
   private get step(): StepEncoder {
-    return (this.enc ??= this.g.encoder());
+    return (this.enc ??= this.g.encoder(this.profile));
   }
+
+  /** Per-dispatch timestamps (a compute pass each) when the device has timestamp-query:
+   * GPU time per step for `bench`. Off by default (one pass per step). */
+  profile = false;
+  /** Since construction: read-backs (steps), dispatches, GPU ns of profiled steps. */
+  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0 };
 
   alloc(n: number): GpuTensor {
     return this.g.alloc.tensor([n], 'f32');
@@ -127,7 +133,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   private flush(): void {
     const enc = this.enc;
     this.enc = null;
-    if (enc) this.flushed.push(enc.submit());
+    if (!enc) return;
+    this.counters.dispatches += enc.dispatchCount;
+    this.flushed.push(enc.submit());
   }
 
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
@@ -139,6 +147,13 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.flushed = [];
     await Promise.all([...flushed, enc.submit()]);
     this.uploads.reset();
+    this.g.endStep();
+    this.counters.steps++;
+    this.counters.dispatches += enc.dispatchCount;
+    if (enc.timings.length > 0) {
+      this.counters.timedSteps++;
+      this.counters.gpuNs += enc.timings.reduce((s, d) => s + d.ns, 0);
+    }
     return reads.map((r) => r.data!);
   }
 
