@@ -5,7 +5,9 @@
 // hit == a cold run bit for bit; a request alone == in a batch of 4 (with padding poisoned).
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { gpuAdapterOf } from '../src/kernels/index.js';
@@ -86,5 +88,28 @@ describe('engine on webgpu', () => {
     const [cold] = await withEngine({ ...base, model: TINY_THINK(), specTokens: 2, prefixCache: false, maxRunning: 2 },
       (e) => runAll(e, [turn2(warm.reply)]));
     assertSameRun(warm.second, cold!, 'turn 2 with a prefix hit vs cold');
+  });
+
+  test('--prefix-cache-dir: saved from GPU buffers, loaded into them; the restarted hit == the cold run, bit for bit', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ds-webgpu-persist-'));
+    const logs: string[] = [];
+    try {
+      const req: GenerateRequest = { messages: [{ role: 'user', content: 'Remember a=1, b=2, c=3, d=4, e=5, f=6, g=7 and h=8. What is c?' }],
+        maxTokens: 5, ignoreEos: true };
+      const opts = { ...base, model: TINY_THINK(), specTokens: 0, maxRunning: 1, prefixCacheDir: dir, prefixCacheSaveMs: 0, log: (m: string) => void logs.push(m) };
+      const [cold] = await withEngine(opts, (e) => runAll(e, [req])); // close() saves
+      const warm = await withEngine(opts, async (e) => {
+        const disk = e.stats().prefixCache!.disk!;
+        assert.ok(disk.loads === 1 && disk.loadedSnapshots > 0, `${JSON.stringify(disk)} ${logs.join('; ')}`);
+        const logits: Float32Array[] = [];
+        const done = await e.complete({ ...req, captureLogits: (l) => logits.push(l.slice()) });
+        e.checkIntegrity();
+        return { run: { ids: [...done.outputIds], logits, finishReason: done.finishReason, text: done.text }, cached: done.usage.cachedTokens };
+      });
+      assert.ok(warm.cached > 0, 'the restarted engine hit the loaded cache');
+      assertSameRun(warm.run, cold!, 'restarted hit vs cold');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -165,6 +165,7 @@ export async function runBench(argv: string[]): Promise<void> {
   try {
     const quantize = str(values, 'quantize');
     const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
+    if (sample && kernels.name === 'webgpu') throw new DeltaserveError('bad_request', '--sample times host-side sampling over CPU kernels: use --kernels cpu');
     if (sample) {
       const slot = new Int32Array(1);
       const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
