@@ -3,7 +3,7 @@
 // complete, stats, close.
 import { KvPool } from '../cache/kv-pool.js';
 import { StatePool } from '../cache/state-pool.js';
-import { createKernels, gpuAdapterOf, type KernelsChoice } from '../kernels/index.js';
+import { createKernels, gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
 import type { QuantizeMode } from '../model/quantize-load.js';
@@ -559,9 +559,13 @@ function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageS
   // WebGPU reports no device memory: by default the pools take what the host could hold,
   // at most one maximal buffer of the adapter (--memory-budget sets it exactly)
   const budget = b === undefined
-    ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)) } : undefined
+    ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
+      from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
-  return planMemory(memoryNeeds(model, k), {
+  const needs = memoryNeeds(model, k);
+  // on a GPU the weights are device buffers (the host keeps only handles)
+  const gpuBytes = gpuMemoryBytes(model.kernels);
+  return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {
     ...(gpu ? { maxAllocBytes: gpu.limits.maxStorageBufferBindingSize, maxAllocFrom: 'the GPU\'s storage-binding limit' } : {}),
     ...(budget ? { budget } : {}),
     ...(opts.maxRunning !== undefined ? { maxRunning: opts.maxRunning } : {}),

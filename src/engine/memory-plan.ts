@@ -44,7 +44,7 @@ export interface MemoryNeeds {
 /** The user's choices (undefined ⇒ the planner decides). */
 export interface MemoryChoices {
   /** Bytes, or a fraction (0, 1] of the available memory. */
-  readonly budget?: { readonly bytes: number } | { readonly fraction: number };
+  readonly budget?: { readonly bytes: number; readonly from?: string } | { readonly fraction: number };
   readonly maxRunning?: number;
   readonly cacheSlots?: number; // snapshot slots; 0 when the prefix cache is off
   readonly prefixCache: boolean;
@@ -131,7 +131,7 @@ export function fmtBytes(n: number): string {
 
 function budgetOf(choices: MemoryChoices, available: number): { bytes: number; from: string } {
   const b = choices.budget;
-  if (b && 'bytes' in b) return { bytes: b.bytes, from: '--memory-budget' };
+  if (b && 'bytes' in b) return { bytes: b.bytes, from: b.from ?? '--memory-budget' };
   const fraction = b ? b.fraction : DEFAULT_BUDGET_FRACTION;
   const pct = Math.round(fraction * 100);
   return { bytes: Math.floor(available * fraction), from: `${pct}% of ${fmtBytes(available)} available` };

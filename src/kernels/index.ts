@@ -39,6 +39,12 @@ export function gpuAdapterOf(k: AnyKernels): GpuAdapterSummary | null {
   return k.name === 'webgpu' && g?.adapter ? g.adapter : null;
 }
 
+/** Bytes of device memory the backend holds now (weights, once loaded), or null on the CPU. */
+export function gpuMemoryBytes(k: AnyKernels): number | null {
+  const g = (k as { g?: { alloc?: { bytes?: number } } }).g;
+  return k.name === 'webgpu' && typeof g?.alloc?.bytes === 'number' ? g.alloc.bytes : null;
+}
+
 export async function createKernels(choice: KernelsChoice, threads?: number): Promise<AnyKernels> {
   if (typeof choice !== 'string') return choice;
   if (choice === 'cpu') return createKernels(defaultKernels(), threads);
