@@ -8,6 +8,8 @@ import { spawn } from 'node:child_process';
 
 /** Set in the child: its stderr is filtered already. */
 export const FILTERED_ENV = 'DELTASERVE_STDERR_FILTERED';
+/** Set in the child when the parent's stderr is a terminal. */
+const TTY_ENV = 'DELTASERVE_STDERR_TTY';
 
 const ENGINE_COMMANDS = new Set(['serve', 'generate', 'eval', 'bench']);
 
@@ -35,20 +37,60 @@ export function needsDawnFilter(argv: readonly string[]): boolean {
   return k === 'webgpu' || k === 'auto';
 }
 
+const PREFIX = 'Warning: ';
+
+/** Copies a stream line by line, leaving out Dawn's lines. Text of a line that can no
+ * longer become one (e.g. a progress bar's "\r..." with no newline yet) passes at once. */
+export class DawnLineFilter {
+  private pending = '';
+  /** The current line is being passed through (it is not Dawn's). */
+  private passing = false;
+
+  constructor(private readonly out: (text: string) => void) {}
+
+  push(chunk: string): void {
+    let text = this.pending + chunk;
+    this.pending = '';
+    for (;;) {
+      const nl = text.indexOf('\n');
+      if (this.passing) {
+        if (nl < 0) { if (text) this.out(text); return; }
+        this.out(text.slice(0, nl + 1));
+        this.passing = false;
+        text = text.slice(nl + 1);
+        continue;
+      }
+      if (nl >= 0) {
+        const line = text.slice(0, nl);
+        if (!isDawnWarning(line)) this.out(text.slice(0, nl + 1));
+        text = text.slice(nl + 1);
+        continue;
+      }
+      // a partial line: hold it only while it may still be a Dawn warning
+      if (text.length > 0 && !PREFIX.startsWith(text.slice(0, PREFIX.length)) ) {
+        this.out(text);
+        this.passing = true;
+      } else this.pending = text;
+      return;
+    }
+  }
+
+  end(): void {
+    if (this.pending && !isDawnWarning(this.pending)) this.out(this.pending);
+    this.pending = '';
+  }
+}
+
 /** Run this same command line in a child with Dawn's lines left out of its stderr;
  * resolves to the child's exit code. */
 export function runFiltered(): Promise<number> {
   const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
-    stdio: ['inherit', 'inherit', 'pipe'], env: { ...process.env, [FILTERED_ENV]: '1' },
+    stdio: ['inherit', 'inherit', 'pipe'],
+    env: { ...process.env, [FILTERED_ENV]: '1', ...(process.stderr.isTTY ? { [TTY_ENV]: '1' } : {}) },
   });
-  let pending = '';
+  const filter = new DawnLineFilter((text) => void process.stderr.write(text));
   child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (chunk: string) => {
-    const lines = (pending + chunk).split('\n');
-    pending = lines.pop()!;
-    const kept = lines.filter((l) => !isDawnWarning(l));
-    if (kept.length > 0) process.stderr.write(kept.join('\n') + '\n');
-  });
+  child.stderr.on('data', (chunk: string) => filter.push(chunk));
   const forward = (sig: NodeJS.Signals) => (): void => {
     // a terminal's Ctrl-C reaches the child itself (same process group): do not double it
     if (sig === 'SIGINT' && process.stdin.isTTY) return;
@@ -59,9 +101,17 @@ export function runFiltered(): Promise<number> {
   for (const [s, h] of handlers) process.on(s, h);
   return new Promise((resolve) => {
     child.on('close', (code, signal) => {
-      if (pending && !isDawnWarning(pending)) process.stderr.write(pending);
+      filter.end();
       for (const [s, h] of handlers) process.off(s, h);
-      resolve(code ?? (signal ? 128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1) : 1));
+      resolve(code ?? (signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 1));
     });
   });
+}
+
+/** In the child: the parent's stderr is a terminal, so behave as if ours were (log format,
+ * progress bars); the pipe in between only filters. */
+export function inheritStderrTty(): void {
+  if (process.env[FILTERED_ENV] === '1' && process.env[TTY_ENV] === '1' && !process.stderr.isTTY) {
+    Object.defineProperty(process.stderr, 'isTTY', { value: true });
+  }
 }

@@ -135,7 +135,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.enc = null;
     if (!enc) return;
     this.counters.dispatches += enc.dispatchCount;
-    this.flushed.push(enc.submit());
+    const done = enc.submit();
+    done.catch(() => {}); // reported by the next readBack, which awaits it
+    this.flushed.push(done);
   }
 
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
