@@ -2,7 +2,8 @@
 // CI): the KV and state pools live in GPU buffers and every pool copy is a GPU op
 // (cache/pool-storage.ts). The CPU exactness invariants, on webgpu, on tiny-think with short
 // prompts (lavapipe is slow): golden greedy ids; MTP on == off bit for bit; a prefix-cache
-// hit == a cold run bit for bit; a request alone == in a batch of 4 (with padding poisoned).
+// hit == a cold run bit for bit; a request alone == in a batch of 4 (with padding poisoned);
+// the prefix cache saved to disk and loaded back. tiny-next-moe's golden ids (MoE routing).
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -12,7 +13,7 @@ import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { gpuAdapterOf } from '../src/kernels/index.js';
 import { type RunResult, runAll, sameBits, withEngine } from './engine-helpers.js';
-import { sharedPath, TINY_THINK } from './paths.js';
+import { sharedPath, TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
 
 const base = { model: '', kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024 };
@@ -44,15 +45,18 @@ before(async () => {
 });
 
 describe('engine on webgpu', () => {
-  test('tiny-think reproduces a golden greedy continuation', async () => {
-    const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as
-      { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] };
-    const p = golden.prompts.find((x) => x.name === 'recall-zeroshot-think')!;
-    await withEngine({ ...base, model: TINY_THINK(), specTokens: 0, prefixCache: false, maxRunning: 1 }, async (e) => {
-      const done = await e.complete({ promptIds: p.prompt_ids, maxTokens: p.greedy_ids.length, ignoreEos: true });
-      assert.deepEqual([...done.outputIds], p.greedy_ids);
+  for (const [name, prompt, path] of [['tiny-think', 'recall-zeroshot-think', TINY_THINK], ['tiny-next-moe', 'add-zeroshot-think', TINY_NEXT_MOE]] as const) {
+    test(`${name} reproduces a golden greedy continuation (${prompt})`, async () => {
+      const golden = JSON.parse(readFileSync(sharedPath('golden', `${name}.json`), 'utf8')) as
+        { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] };
+      const p = golden.prompts.find((x) => x.name === prompt)!;
+      await withEngine({ ...base, model: path(), specTokens: 0, prefixCache: false, maxRunning: 1 }, async (e) => {
+        // tiny-next-moe: routed experts and an untied embedding table on the GPU
+        const done = await e.complete({ promptIds: p.prompt_ids, maxTokens: p.greedy_ids.length, ignoreEos: true });
+        assert.deepEqual([...done.outputIds], p.greedy_ids);
+      });
     });
-  });
+  }
 
   test('MTP on (k = 3, state commits and rollbacks on the GPU) == MTP off, bit for bit', async () => {
     const spec = await withEngine({ ...base, model: TINY_THINK(), specTokens: 3, prefixCache: false, maxRunning: 1 }, async (e) => {

@@ -194,6 +194,13 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (!gw) throw new Error(`webgpu kernels: weight [${w.rows}, ${w.cols}] was not packed (packWeight) for this backend`);
     return gw;
   }
+  /** An embedding table on the GPU: packed already when it is also the (tied) LM head,
+   * else uploaded on first use (the model keeps unpacked tables as loaded). */
+  private tableOf(w: Weight): GpuWeight {
+    let gw = this.packed.get(w);
+    if (!gw) this.packed.set(w, (gw = this.g.uploadWeight(w, 'embedding')));
+    return gw;
+  }
   /** A small weight (norm, conv taps, gates) widened to f32 on the GPU, once. */
   private vector(w: Weight): GpuTensor {
     let v = this.vectors.get(w);
@@ -208,7 +215,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     for (let i = 0; i < ids.length; i++) {
       if (!(ids[i]! >= 0 && ids[i]! < table.rows)) throw new RangeError(`embed: token id ${ids[i]} out of range [0, ${table.rows})`);
     }
-    this.g.embed(this.step, out, this.gpuWeight(table), this.uploads.put(ids, 'i32'), ids.length);
+    this.g.embed(this.step, out, this.tableOf(table), this.uploads.put(ids, 'i32'), ids.length);
   }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);
