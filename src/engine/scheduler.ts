@@ -8,6 +8,7 @@
 // snapshots (snapshot points are split points too).
 // Prompt tokens always take the chunked Gated DeltaNet form and generated tokens the
 // recurrence, also when recomputed after preemption: recompute is bit-exact.
+import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
@@ -44,8 +45,8 @@ export class Scheduler {
 
   constructor(
     readonly opts: SchedulerOptions,
-    private readonly kv: KvPool,
-    private readonly state: StatePool,
+    private readonly kv: KvPool<Tensor>,
+    private readonly state: StatePool<Tensor>,
   ) {
     if (opts.maxRunning < 1) throw new DeltaserveError('bad_config', `--max-running must be ≥ 1 (got ${opts.maxRunning})`);
     const chunk = opts.chunk;
