@@ -5,13 +5,14 @@
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, regexRoomNeeded, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
+import { type Frame, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
 import type { Regex } from './regex.js';
 import { stackKey } from './matcher.js';
 import type { ObjectNode } from './nodes.js';
-import { type TokenList, type TokenVocab, walk } from './walk.js';
+import { keyText, regexText } from './regex-text.js';
+import { type TokenList, tokenList, type TokenVocab, walk } from './walk.js';
 
-interface FreeTextClass {
+export interface FreeTextClass {
   /** chars[id]: character count of a plain token, −1 for the others. */
   readonly chars: Int16Array;
   readonly maxChars: number;
@@ -38,6 +39,8 @@ interface FreeTextClass {
   readonly stopWhole: TokenList;
   /** Plain-token bitsets of regex strings, by regexes, DFA states and room. */
   readonly byRegexState: Map<string, Uint32Array>;
+  /** Plain tokens by their bytes (binary string), built on demand. */
+  plainByText: Map<string, number[]> | null;
   /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
   readonly byRoom: Map<number, Uint32Array>;
 }
@@ -51,7 +54,7 @@ const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patt
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if ((f.t === 'str' && f.ph === 1 && f.u === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: JSON_STOPS };
+  if ((f.t === 'str' || f.t === 'key') && f.ph === 1 && f.u === 0) return { key: 'json', stops: JSON_STOPS };
   if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
@@ -118,7 +121,7 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
   return {
     chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), keyGrouped: new Map(), byRoom: new Map(),
-    plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(),
+    plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(), plainByText: null,
   };
 }
 
@@ -128,91 +131,9 @@ function compare(a: Uint8Array, b: Uint8Array): number {
   return a.length - b.length;
 }
 
-function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
+export function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
   entries.sort((a, b) => compare(a.bytes, b.bytes) || a.id - b.id);
-  const lcp = new Int32Array(entries.length);
-  for (let j = 1; j < entries.length; j++) {
-    const a = entries[j - 1]!.bytes;
-    const b = entries[j]!.bytes;
-    let n = 0;
-    while (n < a.length && n < b.length && a[n] === b[n]) n++;
-    lcp[j] = n;
-  }
-  return { sorted: entries.map((e) => e.bytes), ids: Int32Array.from(entries.map((e) => e.id)), lcp };
-}
-
-/** A string with regexes: plain tokens through the DFAs alone (cached by DFA states and
- * room), every other token stepped whole. */
-function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
-  // room matters beyond the longest token too: the regexes' shortest completion must fit
-  const r = Math.min(room, 1024);
-  const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}`;
-  let bits = c.byRegexState.get(key);
-  if (!bits) {
-    bits = new Uint32Array(v.words);
-    walkRegex(c.plainList, f.res, f.rs, r, bits);
-    if (c.byRegexState.size >= 4096) c.byRegexState.clear();
-    c.byRegexState.set(key, bits);
-  }
-  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
-  walk(c.partialList, state, mask);
-  walk(c.stopWhole, state, mask);
-}
-
-/** The sorted walk of plain tokens (complete UTF-8, no stop byte) through regex DFAs: a
- * token is allowed when every regex survives its characters and they fit the room. */
-function walkRegex(list: TokenList, res: readonly Regex[], rs0: readonly number[], room: number, out: Uint32Array): void {
-  const states: (readonly number[])[] = [rs0];
-  const us = [0];
-  const cps = [0];
-  const counts = [0];
-  let valid = 0;
-  const n = list.sorted.length;
-  for (let i = 0; i < n; i++) {
-    const bytes = list.sorted[i]!;
-    let d = Math.min(list.lcp[i]!, valid);
-    let dead = false;
-    while (d < bytes.length) {
-      const b = bytes[d]!;
-      const u = us[d]!;
-      const u2 = utf8Next(u, b);
-      const cp = utf8Accumulate(u, cps[d]!, b);
-      let st = states[d]!;
-      let count = counts[d]!;
-      if (u2 === 0) {
-        count++;
-        const next = count > room ? null : stepAll(res, st, cp);
-        if (!next || count + regexRoomNeeded(res, next) > room) {
-          dead = true;
-          break;
-        }
-        st = next;
-      }
-      d++;
-      states[d] = st;
-      us[d] = u2;
-      cps[d] = u2 === 0 ? 0 : cp;
-      counts[d] = count;
-    }
-    if (dead) {
-      valid = d;
-      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
-      continue;
-    }
-    valid = bytes.length;
-    const id = list.ids[i]!;
-    out[id >>> 5]! |= 1 << (id & 31);
-  }
-}
-
-function stepAll(res: readonly Regex[], st: readonly number[], cp: number): number[] | null {
-  const out = new Array<number>(res.length);
-  for (let k = 0; k < res.length; k++) {
-    const s = res[k]!.step(st[k]!, cp);
-    if (s < 0) return null;
-    out[k] = s;
-  }
-  return out;
+  return tokenList(entries.map((e) => e.bytes), Int32Array.from(entries.map((e) => e.id)));
 }
 
 /** A key text no key can have (a lone surrogate): stands for the characters a token adds. */
@@ -285,6 +206,10 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
   if (f.t === 'str' && f.res.length > 0) {
     regexText(v, c, f, room, state, mask);
+    return true;
+  }
+  if (f.t === 'key' && !freeExtras(f.o)) {
+    keyText(v, c, f, room, state, mask);
     return true;
   }
   const plain = plainBits(v, c, room);

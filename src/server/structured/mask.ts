@@ -10,7 +10,7 @@ import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
 import type { TokenTexts } from '../logprobs.js';
 import { freeTextMask } from './free-text.js';
 import { canEnd, KEY_CAP, type State, stateKey, step } from './matcher.js';
-import { type TokenList, type TokenVocab, walk } from './walk.js';
+import { type TokenList, tokenList, type TokenVocab, walk } from './walk.js';
 
 export { stateKey, type TokenList, type TokenVocab, walk };
 
@@ -47,19 +47,11 @@ export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: r
   const order: number[] = [];
   for (let id = 0; id < vocab; id++) if (bytesOf[id]) order.push(id);
   order.sort((a, b) => compareBytes(bytesOf[a]!, bytesOf[b]!) || a - b);
-  const sorted = order.map((id) => bytesOf[id]!);
-  const lcp = new Int32Array(order.length);
-  for (let i = 1; i < order.length; i++) {
-    const a = sorted[i - 1]!;
-    const b = sorted[i]!;
-    let n = 0;
-    while (n < a.length && n < b.length && a[n] === b[n]) n++;
-    lcp[i] = n;
-  }
+  const list = tokenList(order.map((id) => bytesOf[id]!), Int32Array.from(order));
   const words = Math.ceil(vocab / 32);
   const allButStop = new Uint32Array(words);
   for (const id of order) allButStop[id >>> 5]! |= 1 << (id & 31);
-  return { words, sorted, ids: Int32Array.from(order), lcp, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
+  return { ...list, words, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
 }
 
 /** Ids allowed after `state`: every token whose bytes the matcher accepts, plus the stop ids
