@@ -10,7 +10,8 @@ import type { Regex } from './regex.js';
 import { stackKey } from './matcher.js';
 import type { ObjectNode } from './nodes.js';
 import { keyText, regexText } from './regex-text.js';
-import { type TokenList, tokenList, type TokenVocab, walk } from './walk.js';
+import { finish, Lazy, sortSteps, STEP_UNITS, type Steps } from './steps.js';
+import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
 export interface FreeTextClass {
   /** chars[id]: character count of a plain token, −1 for the others. */
@@ -35,6 +36,8 @@ export interface FreeTextClass {
   /** Strings with regexes: the plain tokens (stepped through the regex DFAs alone), the
    * partial ones and those with a quote or backslash (stepped whole through the matcher). */
   readonly plainList: TokenList;
+  /** The plain tokens' ASCII character sets (see asciiSignatureSteps). */
+  readonly plainSig: Uint32Array;
   readonly partialList: TokenList;
   readonly stopWhole: TokenList;
   /** Plain-token bitsets of regex strings, by regexes, DFA states and room. */
@@ -45,7 +48,21 @@ export interface FreeTextClass {
   readonly byRoom: Map<number, Uint32Array>;
 }
 
-const classes = new WeakMap<TokenVocab, Map<string, FreeTextClass>>();
+const classes = new WeakMap<TokenVocab, Map<string, Lazy<FreeTextClass>>>();
+
+/** The free-text class of JSON strings and keys, as a build that may still be in progress
+ * (the warm-up advances it). */
+export function lazyJsonTextClass(v: TokenVocab): Lazy<FreeTextClass> {
+  return lazyClass(v, 'json', JSON_STOPS);
+}
+
+function lazyClass(v: TokenVocab, key: string, stops: (b: number) => boolean): Lazy<FreeTextClass> {
+  let byKind = classes.get(v);
+  if (!byKind) classes.set(v, (byKind = new Map()));
+  let c = byKind.get(key);
+  if (!c) byKind.set(key, (c = new Lazy(() => buildSteps(v, stops))));
+  return c;
+}
 
 /** Keys beyond the named properties are free text (no regexes, every clause admits them):
  * a key being written then stays alive whatever plain text comes, while it fits. */
@@ -65,7 +82,7 @@ function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | nu
 const JSON_STOPS = (b: number): boolean => b === 0x22 || b === 0x5c || b < 0x20;
 const kindIsJson = (stops: (b: number) => boolean): boolean => stops === JSON_STOPS;
 
-function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
+function* buildSteps(v: TokenVocab, stops: (b: number) => boolean): Steps<FreeTextClass> {
   const chars = new Int16Array(v.words * 32).fill(-1);
   let maxChars = 0;
   const partial: { id: number; chars: number }[] = [];
@@ -76,7 +93,9 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const plainTokens: { bytes: Uint8Array; id: number }[] = [];
   const partialTokens: { bytes: Uint8Array; id: number }[] = [];
   const stopWhole: { bytes: Uint8Array; id: number }[] = [];
-  v.sorted.forEach((bytes, i) => {
+  for (let i = 0; i < v.sorted.length; i++) {
+    if (i % STEP_UNITS === 0) yield;
+    const bytes = v.sorted[i]!;
     let u = 0;
     let n = 0;
     let at = -1;
@@ -114,15 +133,45 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       partialTokens.push({ bytes, id });
     }
     // u < 0: not UTF-8 — never inside free text
-  });
+  }
   const bySuffix = new Map<number, TokenList>();
-  for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
+  for (const [k, group] of suffixes) bySuffix.set(k, yield* sortedListSteps(group));
   const keySuffix = new Map<number, TokenList>();
-  for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
+  for (const [k, group] of keySuffixes) keySuffix.set(k, yield* sortedListSteps(group));
+  const plainList = yield* sortedListSteps(plainTokens);
   return {
-    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), keyGrouped: new Map(), byRoom: new Map(),
-    plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(), plainByText: null,
+    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: yield* sortedListSteps(whole), keyGrouped: new Map(), byRoom: new Map(),
+    plainList, plainSig: yield* asciiSignatureSteps(plainList), partialList: yield* sortedListSteps(partialTokens), stopWhole: yield* sortedListSteps(stopWhole),
+    byRegexState: new Map(), plainByText: kindIsJson(stops) ? yield* tokensByTextSteps(plainList) : null,
   };
+}
+
+/** Each token's ASCII characters as a 128-bit set (4 words per token); a character ≥ 0x80
+ * sets bit 0 (a character no plain token has). */
+function* asciiSignatureSteps(list: TokenList): Steps<Uint32Array> {
+  const sig = new Uint32Array(4 * list.sorted.length);
+  for (let i = 0; i < list.sorted.length; i++) {
+    if (i % STEP_UNITS === 0) yield;
+    for (let at = list.off[i]!; at < list.off[i + 1]!; at++) {
+      const b = list.buf[at]!;
+      const bit = b < 0x80 ? b : 0;
+      sig[4 * i + (bit >>> 5)]! |= 1 << (bit & 31);
+    }
+  }
+  return sig;
+}
+
+/** A list's ids by token bytes (binary string). */
+export function* tokensByTextSteps(list: TokenList): Steps<Map<string, number[]>> {
+  const m = new Map<string, number[]>();
+  for (let i = 0; i < list.sorted.length; i++) {
+    if (i % STEP_UNITS === 0) yield;
+    const k = Buffer.from(list.sorted[i]!).toString('latin1');
+    let ids = m.get(k);
+    if (!ids) m.set(k, (ids = []));
+    ids.push(list.ids[i]!);
+  }
+  return m;
 }
 
 function compare(a: Uint8Array, b: Uint8Array): number {
@@ -132,8 +181,12 @@ function compare(a: Uint8Array, b: Uint8Array): number {
 }
 
 export function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
-  entries.sort((a, b) => compare(a.bytes, b.bytes) || a.id - b.id);
-  return tokenList(entries.map((e) => e.bytes), Int32Array.from(entries.map((e) => e.id)));
+  return finish(sortedListSteps(entries));
+}
+
+function* sortedListSteps(entries: { bytes: Uint8Array; id: number }[]): Steps<TokenList> {
+  yield* sortSteps(entries, (a, b) => compare(a.bytes, b.bytes) || a.id - b.id);
+  return yield* tokenListSteps(entries.map((e) => e.bytes), Int32Array.from(entries.map((e) => e.id)));
 }
 
 /** A key text no key can have (a lone surrogate): stands for the characters a token adds. */
@@ -199,10 +252,7 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   const f = top.f;
   const kind = stopsFor(f);
   if (!kind || (f.t !== 'str' && f.t !== 'until' && f.t !== 'key')) return false;
-  let byKind = classes.get(v);
-  if (!byKind) classes.set(v, (byKind = new Map()));
-  let c = byKind.get(kind.key);
-  if (!c) byKind.set(kind.key, (c = build(v, kind.stops)));
+  const c = lazyClass(v, kind.key, kind.stops).get();
   const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
   if (f.t === 'str' && f.res.length > 0) {
     regexText(v, c, f, room, state, mask);

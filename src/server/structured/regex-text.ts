@@ -6,7 +6,8 @@
 // at the end, a quote or backslash inside) are stepped whole through the matcher from the
 // real state. Same result as the full walk (tests compare them).
 import { type Frame, type State, utf8Accumulate, utf8Next } from './frames.js';
-import type { FreeTextClass } from './free-text.js';
+import { type FreeTextClass, tokensByTextSteps } from './free-text.js';
+import { finish } from './steps.js';
 import { extraFeasible, extrasPossible, keyRegexes, namedRemainders } from './objects.js';
 import type { ObjectNode } from './nodes.js';
 import type { Regex } from './regex.js';
@@ -21,7 +22,7 @@ export function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t
   let bits = c.byRegexState.get(key);
   if (!bits) {
     bits = new Uint32Array(v.words);
-    walkRegex(c.plainList, f.res, f.rs, r, null, bits);
+    walkRegex(c.plainList, c.plainSig, f.res, f.rs, r, null, bits);
     if (c.byRegexState.size >= 4096) c.byRegexState.clear();
     c.byRegexState.set(key, bits);
   }
@@ -50,10 +51,9 @@ function regexAlive(res: readonly Regex[], st: Int32Array, at: number, count: nu
  * token is allowed when `alive` holds after each of its characters. Token prefixes shared
  * with the previous token are not stepped again; a dead prefix skips every token below it.
  * No allocation per step: DFA states by depth live in one flat array (k per depth). */
-function walkRegex(list: SignedList, res: readonly Regex[], rs0: readonly number[], room: number, key: ObjectNode | null, out: Uint32Array): void {
+function walkRegex(list: TokenList, sig: Uint32Array, res: readonly Regex[], rs0: readonly number[], room: number, key: ObjectNode | null, out: Uint32Array): void {
   const k = res.length;
   const loop = selfLoops(res, rs0);
-  const sig = asciiSignatures(list);
   const maxLen = list.maxLen;
   const states = new Int32Array((maxLen + 1) * k);
   for (let j = 0; j < k; j++) states[j] = rs0[j]!;
@@ -110,25 +110,6 @@ function walkRegex(list: SignedList, res: readonly Regex[], rs0: readonly number
   }
 }
 
-/** A token list with each token's ASCII characters as a 128-bit set (4 words per token;
- * a token with a character ≥ 0x80 gets bit 0, a character no plain token has). */
-interface SignedList extends TokenList {
-  signatures?: Uint32Array;
-}
-
-function asciiSignatures(list: SignedList): Uint32Array {
-  if (list.signatures) return list.signatures;
-  const sig = new Uint32Array(4 * list.sorted.length);
-  list.sorted.forEach((bytes, i) => {
-    for (const b of bytes) {
-      const bit = b < 0x80 ? b : 0;
-      sig[4 * i + (bit >>> 5)]! |= 1 << (bit & 31);
-    }
-  });
-  list.signatures = sig;
-  return sig;
-}
-
 /** The printable ASCII characters after which every regex stays in its state (rs0). */
 function selfLoops(res: readonly Regex[], rs0: readonly number[]): Uint32Array {
   const loop = new Uint32Array(4);
@@ -153,7 +134,7 @@ export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 
     let bits = c.byRegexState.get(key);
     if (!bits) {
       bits = new Uint32Array(v.words);
-      walkRegex(c.plainList, res, f.rs, r, o, bits);
+      walkRegex(c.plainList, c.plainSig, res, f.rs, r, o, bits);
       if (c.byRegexState.size >= 4096) c.byRegexState.clear();
       c.byRegexState.set(key, bits);
     }
@@ -165,7 +146,7 @@ export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 
       if (c.chars[id]! <= room) mask[id >>> 5]! |= 1 << (id & 31);
     }
   }
-  const byText = plainTokensByText(c);
+  const byText = (c.plainByText ??= finish(tokensByTextSteps(c.plainList)));
   for (const rest of namedRemainders(f)) {
     for (let len = 1; len <= Math.min(rest.length, c.plainList.maxLen); len++) {
       for (const id of byText.get(rest.slice(0, len)) ?? []) mask[id >>> 5]! |= 1 << (id & 31);
@@ -173,17 +154,4 @@ export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 
   }
   walk(c.partialList, state, mask);
   walk(c.stopWhole, state, mask);
-}
-
-function plainTokensByText(c: FreeTextClass): Map<string, number[]> {
-  if (c.plainByText) return c.plainByText;
-  const m = new Map<string, number[]>();
-  c.plainList.sorted.forEach((bytes, i) => {
-    const k = Buffer.from(bytes).toString('latin1');
-    let ids = m.get(k);
-    if (!ids) m.set(k, (ids = []));
-    ids.push(c.plainList.ids[i]!);
-  });
-  c.plainByText = m;
-  return m;
 }

@@ -9,9 +9,10 @@ import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
 import { lit, push } from './frames.js';
 import { type Stack, type State, val } from './matcher.js';
-import { GrammarConstraint, MaskCache, tokenVocab } from './mask.js';
+import { GrammarConstraint, lazyTokenVocab, MaskCache, type TokenVocab } from './mask.js';
 import { deref, type ObjectNode } from './nodes.js';
 import { compileSchema, type Schema, SchemaError } from './schema.js';
+import type { Lazy } from './steps.js';
 
 export type OutputFormat =
   | { readonly kind: 'text' }
@@ -149,8 +150,12 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
     body = () => [val(compileOrThrow(format.schema, 'response_format.json_schema.schema', lenient), null)];
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
-  const { engine } = ctx;
-  const stops = modelStopIds(engine);
-  const vocab = tokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, stops);
+  const vocab = lazyVocabFor(ctx).get();
   return () => new GrammarConstraint(vocab, g.start, g.cache).allowed;
+}
+
+/** The server's walkable vocabulary (built on first use, or advanced by the warm-up). */
+export function lazyVocabFor(ctx: Pick<ServerContext, 'engine' | 'texts'>): Lazy<TokenVocab> {
+  const { engine } = ctx;
+  return lazyTokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, modelStopIds(engine));
 }

@@ -2,6 +2,7 @@
 // over it (a trie walk without building the trie), and a dead prefix skips every token
 // below it. Shared by mask.ts (the whole vocabulary) and free-text.ts (token suffixes).
 import { type State, step } from './matcher.js';
+import { finish, STEP_UNITS, type Steps } from './steps.js';
 
 /** Tokens in lexicographic byte order, their ids, and each one's common-prefix length with
  * the previous token in that order. */
@@ -19,6 +20,10 @@ export interface TokenList {
 
 /** A TokenList from tokens already in lexicographic byte order. */
 export function tokenList(sorted: readonly Uint8Array[], ids: Int32Array): TokenList {
+  return finish(tokenListSteps(sorted, ids));
+}
+
+export function* tokenListSteps(sorted: readonly Uint8Array[], ids: Int32Array): Steps<TokenList> {
   const n = sorted.length;
   const lcp = new Int32Array(n);
   const off = new Int32Array(n + 1);
@@ -27,6 +32,7 @@ export function tokenList(sorted: readonly Uint8Array[], ids: Int32Array): Token
     const b = sorted[i]!;
     off[i + 1] = off[i]! + b.length;
     maxLen = Math.max(maxLen, b.length);
+    if (i % STEP_UNITS === 0) yield;
     if (i === 0) continue;
     const a = sorted[i - 1]!;
     let k = 0;
@@ -34,7 +40,10 @@ export function tokenList(sorted: readonly Uint8Array[], ids: Int32Array): Token
     lcp[i] = k;
   }
   const buf = new Uint8Array(off[n]!);
-  for (let i = 0; i < n; i++) buf.set(sorted[i]!, off[i]!);
+  for (let i = 0; i < n; i++) {
+    buf.set(sorted[i]!, off[i]!);
+    if (i % STEP_UNITS === 0) yield;
+  }
   return { sorted, ids, lcp, maxLen, buf, off };
 }
 
