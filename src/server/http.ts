@@ -28,6 +28,7 @@ import { ServerMetrics } from './metrics.js';
 import { detokenize, getModel, listModels, metrics, tokenize, version } from './misc.js';
 import { sendError, sendJson } from './respond.js';
 import { StatsSampler, statsJson } from './stats.js';
+import { setGrammarBudget } from './structured/request.js';
 import { warmStructured } from './structured/warm.js';
 import { loadSamplingDefaults } from './validate.js';
 import { WebUi } from './webui.js';
@@ -249,6 +250,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   const cors = corsPolicy(opts.allowedOrigins);
   const log = opts.logger ?? SILENT;
   const limits = resolveLimits(opts.limits);
+  setGrammarBudget(limits.grammarMs);
   const times = timeLimits(opts);
   const pool = await startPreparePool(engine, opts, limits, log);
   const ctx: ServerContext = {

@@ -11,6 +11,8 @@
 // DFA states are sets of *live* NFA states (from which the end can still be reached), so the
 // empty set — state −1 — means no continuation can match: the matcher prunes it at once.
 
+import { spendCompile } from './compile-budget.js';
+
 export class RegexError extends Error {}
 
 /** Sorted, disjoint, inclusive code point ranges. */
@@ -466,6 +468,7 @@ export class Regex {
   }
 
   private state(): number {
+    spendCompile();
     if (this.nfa.length >= MAX_NFA) throw new RegexError(`pattern ${JSON.stringify(this.source)} is too large (counted repetition)`);
     this.nfa.push({ eps: [], bol: [], eol: [], edges: [] });
     return this.nfa.length - 1;
