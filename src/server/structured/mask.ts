@@ -54,6 +54,11 @@ export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: r
   return finish(vocabSteps(bytes, stopIds));
 }
 
+/** The same, as a build in steps. */
+export function lazyVocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): Lazy<TokenVocab> {
+  return new Lazy(() => vocabSteps(bytes, stopIds));
+}
+
 function* vocabSteps(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): Steps<TokenVocab> {
   const vocab = bytes.length;
   const bytesOf = bytes.map((b) => (b && b.length > 0 && b.length <= KEY_CAP ? b : null));
