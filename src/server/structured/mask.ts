@@ -40,7 +40,7 @@ export function lazyTokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: num
 
 function* tokenVocabSteps(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): Steps<TokenVocab> {
   const stops = new Set(stopIds);
-  const bytesOf: (Uint8Array | null)[] = new Array<Uint8Array | null>(vocab).fill(null);
+  const bytesOf: (Uint8Array | null)[] = Array.from({ length: vocab }, () => null);
   for (let id = 0; id < vocab; id++) {
     if (id % 1024 === 0) yield;
     if (stops.has(id) || tok.specialIds.has(id)) continue;

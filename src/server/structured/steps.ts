@@ -63,8 +63,9 @@ export function* sortSteps<T>(xs: T[], cmp: (a: T, b: T) => number): Steps<T[]> 
     if (i % STEP_UNITS === 0) yield;
   }
   if (sorted) return xs;
+  // copies, not new Array(n): a large preallocated array has slow dictionary elements
   let src = xs.slice();
-  let dst = new Array<T>(n);
+  let dst = xs.slice();
   let work = 0;
   for (let width = 1; width < n; width *= 2) {
     for (let lo = 0; lo < n; lo += 2 * width) {
