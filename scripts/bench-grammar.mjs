@@ -61,6 +61,12 @@ let v;
     await steps.advanceInBackground(lazy, 5, () => false);
     v = lazy.get();
     await steps.advanceInBackground(freeText.lazyJsonTextClass(v), 5, () => false);
+    const split = await imp('server/structured/quote-split.js').catch(() => null);
+    if (split) {
+      const q = split.lazyQuoteSplit(v);
+      await steps.advanceInBackground(q, 5, () => false);
+      await steps.advanceInBackground(freeText.lazyJsonTextClass(q.get().suffixes), 5, () => false);
+    }
   } else {
     v = mask.vocabFromBytes(bytes, tok.stopIds());
     // the text classes are built by the first mask inside a string

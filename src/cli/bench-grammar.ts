@@ -12,6 +12,7 @@ import { type State, val } from '../server/structured/matcher.js';
 import { computeMask, GrammarConstraint, MaskCache, type TokenVocab, vocabFromBytes } from '../server/structured/mask.js';
 import { FORMATS } from '../server/structured/formats.js';
 import { lazyJsonTextClass } from '../server/structured/free-text.js';
+import { lazyQuoteSplit } from '../server/structured/quote-split.js';
 import { compileRegex } from '../server/structured/regex.js';
 import { compileSchema } from '../server/structured/schema.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
@@ -137,6 +138,7 @@ export function runGrammarBench(modelDir: string | undefined, vocabSize: number 
   // format automata (timed here; the compile and mask times below come after them)
   const t1 = performance.now();
   lazyJsonTextClass(v).get();
+  lazyJsonTextClass(lazyQuoteSplit(v).get().suffixes).get();
   const classesMs = performance.now() - t1;
   const t2 = performance.now();
   for (const rule of Object.values(FORMATS)) rule.patterns.forEach(compileRegex);

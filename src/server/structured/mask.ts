@@ -9,6 +9,7 @@
 import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
 import type { TokenTexts } from '../logprobs.js';
 import { freeTextMask } from './free-text.js';
+import { splitWalk } from './quote-split.js';
 import { canEnd, KEY_CAP, type State, stateKey, step } from './matcher.js';
 import { finish, Lazy, sortSteps, type Steps } from './steps.js';
 import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
@@ -78,7 +79,7 @@ function* vocabSteps(bytes: readonly (Uint8Array | null)[], stopIds: readonly nu
 export function computeMask(v: TokenVocab, state: State): Uint32Array {
   const mask = new Uint32Array(v.words);
   if (state.some((s) => canEnd(s))) for (const id of v.stopIds) mask[id >>> 5]! |= 1 << (id & 31);
-  if (!freeTextMask(v, state, mask)) walk(v, state, mask);
+  if (!freeTextMask(v, state, mask)) splitWalk(v, state, mask);
   return mask;
 }
 
