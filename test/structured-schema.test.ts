@@ -146,8 +146,10 @@ test('token masks: fast == reference through regex strings, pattern keys and any
       patternProperties: { '^x-': { type: 'string', maxLength: 4 } },
     };
     const open = { type: 'object', properties: { a: { type: 'integer' }, ab: { type: 'string', maxLength: 3 } }, required: ['a'], propertyNames: { maxLength: 6 } };
+    const named = { type: 'object', properties: { alpha: { type: 'integer' }, beta: { type: 'string', maxLength: 3 } }, additionalProperties: false };
+    const keyPattern = { type: 'object', properties: { ab: { type: 'integer' } }, propertyNames: { pattern: '^[a-zé]+$', maxLength: 5 }, additionalProperties: { type: 'string' } };
     const docs: [unknown, string][] = [[schema, '{"when":"2024-02-29","x-é":"ok","id":"ab-12","n":19.25}'], [schema, '{"id":"zz-0","nm":"日本 é","when":"2000-01-01"}'],
-      [open, '{"zé":"x","ab":"日本","a":1,"b\\"c":[1],"\\u0041":2}']];
+      [open, '{"zé":"x","ab":"日本","a":1,"b\\"c":[1],"\\u0041":2}'], [named, '{"beta":"qé","alpha":2}'], [keyPattern, '{"zé":"x","ab":1,"abc":"y"}']];
     for (const [s0, doc] of docs) {
       let st: State = [val(compileSchema(s0), null)];
       const bytes = Buffer.from(doc, 'utf8');

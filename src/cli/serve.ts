@@ -23,6 +23,7 @@ const LIMIT_HELP_TEXT: Readonly<Record<keyof RequestLimits, string>> = {
   enumValues: '400 for a schema enum of more than N values',
   jsonDepth: '400 for request JSON nested deeper than N arrays/objects (at most 1000)',
   prepareMs: '413 when rendering and tokenizing a prompt takes longer than N ms',
+  grammarMs: '400 when compiling a grammar (JSON schema, forced tool calls) takes longer than N ms',
 };
 const LIMITS_HELP = Object.entries(LIMIT_FLAGS).map(([k, v]) =>
   `  --${`${v.flag} N`.padEnd(24)}${LIMIT_HELP_TEXT[k as keyof RequestLimits]} (default ${v.def})`).join('\n');

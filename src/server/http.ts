@@ -28,6 +28,8 @@ import { ServerMetrics } from './metrics.js';
 import { detokenize, getModel, listModels, metrics, tokenize, version } from './misc.js';
 import { sendError, sendJson } from './respond.js';
 import { StatsSampler, statsJson } from './stats.js';
+import { setGrammarBudget } from './structured/request.js';
+import { warmStructured } from './structured/warm.js';
 import { loadSamplingDefaults } from './validate.js';
 import { WebUi } from './webui.js';
 
@@ -226,6 +228,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   const cors = corsPolicy(opts.allowedOrigins);
   const log = opts.logger ?? SILENT;
   const limits = resolveLimits(opts.limits);
+  setGrammarBudget(limits.grammarMs);
   const times = timeLimits(opts);
   const pool = await startPreparePool(engine, opts, limits, log);
   const ctx: ServerContext = {
@@ -357,6 +360,8 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     throw e;
   }
   const port = (server.address() as AddressInfo).port;
+  // the grammar tables the first structured request would build, in the background
+  const warm = warmStructured(ctx);
   const urlHost = host.includes(':') ? `[${host}]` : host;
 
   let closing: Promise<void> | null = null;
@@ -373,6 +378,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
       // balancer moves traffic away, while in-flight requests finish.
       draining = true;
       sampler.stop();
+      warm.stop();
       server.closeIdleConnections();
       log.info('shutdown: draining', { in_flight: inflight.size, grace_ms: graceMs });
       const graceOver = await Promise.race([settled().then(() => false), sleep(graceMs).then(() => true),

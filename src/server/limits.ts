@@ -24,6 +24,9 @@ export interface RequestLimits {
   readonly jsonDepth: number;
   /** Milliseconds a request's prompt may take to render and tokenize (in a worker). */
   readonly prepareMs: number;
+  /** Milliseconds one grammar compilation (a JSON schema, forced tool calls) may hold the
+   * event loop; past it, a 400. */
+  readonly grammarMs: number;
 }
 
 /** Flag name and default of every limit (README "Limits and hardening" lists the same). */
@@ -38,6 +41,7 @@ export const LIMIT_FLAGS: Readonly<Record<keyof RequestLimits, { readonly flag: 
   // the JS stack limit (~10k frames), so the depth flag is capped well below it
   jsonDepth: { flag: 'max-json-depth', def: 64, max: 1000 },
   prepareMs: { flag: 'prepare-timeout-ms', def: 10_000, max: 3_600_000 },
+  grammarMs: { flag: 'max-grammar-ms', def: 40, max: 600_000 },
 };
 
 export const DEFAULT_LIMITS: RequestLimits = Object.freeze(Object.fromEntries(

@@ -5,13 +5,15 @@
 // that can end or escape the text — keep the matcher inside the text whatever it holds, so
 // they are allowed exactly when their character count fits the room left; only the other
 // tokens are walked. Same result as the full walk (a test compares them).
-import { type Frame, regexRoomNeeded, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
+import { type Frame, type Stack, type State, utf8Accumulate, utf8Binary, utf8Next } from './frames.js';
 import type { Regex } from './regex.js';
 import { stackKey } from './matcher.js';
 import type { ObjectNode } from './nodes.js';
-import { type TokenList, type TokenVocab, walk } from './walk.js';
+import { keyText, regexText } from './regex-text.js';
+import { finish, Lazy, sortSteps, STEP_UNITS, type Steps } from './steps.js';
+import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
-interface FreeTextClass {
+export interface FreeTextClass {
   /** chars[id]: character count of a plain token, −1 for the others. */
   readonly chars: Int16Array;
   readonly maxChars: number;
@@ -34,15 +36,33 @@ interface FreeTextClass {
   /** Strings with regexes: the plain tokens (stepped through the regex DFAs alone), the
    * partial ones and those with a quote or backslash (stepped whole through the matcher). */
   readonly plainList: TokenList;
+  /** The plain tokens' ASCII character sets (see asciiSignatureSteps). */
+  readonly plainSig: Uint32Array;
   readonly partialList: TokenList;
   readonly stopWhole: TokenList;
   /** Plain-token bitsets of regex strings, by regexes, DFA states and room. */
   readonly byRegexState: Map<string, Uint32Array>;
+  /** Plain tokens by their bytes (binary string), built on demand. */
+  plainByText: Map<string, number[]> | null;
   /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
   readonly byRoom: Map<number, Uint32Array>;
 }
 
-const classes = new WeakMap<TokenVocab, Map<string, FreeTextClass>>();
+const classes = new WeakMap<TokenVocab, Map<string, Lazy<FreeTextClass>>>();
+
+/** The free-text class of JSON strings and keys, as a build that may still be in progress
+ * (the warm-up advances it). */
+export function lazyJsonTextClass(v: TokenVocab): Lazy<FreeTextClass> {
+  return lazyClass(v, 'json', JSON_STOPS);
+}
+
+function lazyClass(v: TokenVocab, key: string, stops: (b: number) => boolean): Lazy<FreeTextClass> {
+  let byKind = classes.get(v);
+  if (!byKind) classes.set(v, (byKind = new Map()));
+  let c = byKind.get(key);
+  if (!c) byKind.set(key, (c = new Lazy(() => buildSteps(v, stops))));
+  return c;
+}
 
 /** Keys beyond the named properties are free text (no regexes, every clause admits them):
  * a key being written then stays alive whatever plain text comes, while it fits. */
@@ -51,7 +71,7 @@ const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patt
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
 function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | null {
-  if ((f.t === 'str' && f.ph === 1 && f.u === 0) || (f.t === 'key' && f.ph === 1 && f.u === 0 && freeExtras(f.o))) return { key: 'json', stops: JSON_STOPS };
+  if ((f.t === 'str' || f.t === 'key') && f.ph === 1 && f.u === 0) return { key: 'json', stops: JSON_STOPS };
   if (f.t === 'until' && f.m === 0 && f.u === 0 && f.res.length === 0) {
     const first = f.end.charCodeAt(0);
     return { key: `until:${first}`, stops: (b) => b === first };
@@ -62,7 +82,7 @@ function stopsFor(f: Frame): { key: string; stops: (b: number) => boolean } | nu
 const JSON_STOPS = (b: number): boolean => b === 0x22 || b === 0x5c || b < 0x20;
 const kindIsJson = (stops: (b: number) => boolean): boolean => stops === JSON_STOPS;
 
-function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
+function* buildSteps(v: TokenVocab, stops: (b: number) => boolean): Steps<FreeTextClass> {
   const chars = new Int16Array(v.words * 32).fill(-1);
   let maxChars = 0;
   const partial: { id: number; chars: number }[] = [];
@@ -73,7 +93,9 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
   const plainTokens: { bytes: Uint8Array; id: number }[] = [];
   const partialTokens: { bytes: Uint8Array; id: number }[] = [];
   const stopWhole: { bytes: Uint8Array; id: number }[] = [];
-  v.sorted.forEach((bytes, i) => {
+  for (let i = 0; i < v.sorted.length; i++) {
+    if (i % STEP_UNITS === 0) yield;
+    const bytes = v.sorted[i]!;
     let u = 0;
     let n = 0;
     let at = -1;
@@ -111,15 +133,45 @@ function build(v: TokenVocab, stops: (b: number) => boolean): FreeTextClass {
       partialTokens.push({ bytes, id });
     }
     // u < 0: not UTF-8 — never inside free text
-  });
+  }
   const bySuffix = new Map<number, TokenList>();
-  for (const [k, group] of suffixes) bySuffix.set(k, sortedList(group));
+  for (const [k, group] of suffixes) bySuffix.set(k, yield* sortedListSteps(group));
   const keySuffix = new Map<number, TokenList>();
-  for (const [k, group] of keySuffixes) keySuffix.set(k, sortedList(group));
+  for (const [k, group] of keySuffixes) keySuffix.set(k, yield* sortedListSteps(group));
+  const plainList = yield* sortedListSteps(plainTokens);
   return {
-    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: sortedList(whole), keyGrouped: new Map(), byRoom: new Map(),
-    plainList: sortedList(plainTokens), partialList: sortedList(partialTokens), stopWhole: sortedList(stopWhole), byRegexState: new Map(),
+    chars, maxChars, partial, bySuffix, keySuffix, keyByPrefix, keyWhole: yield* sortedListSteps(whole), keyGrouped: new Map(), byRoom: new Map(),
+    plainList, plainSig: yield* asciiSignatureSteps(plainList), partialList: yield* sortedListSteps(partialTokens), stopWhole: yield* sortedListSteps(stopWhole),
+    byRegexState: new Map(), plainByText: kindIsJson(stops) ? yield* tokensByTextSteps(plainList) : null,
   };
+}
+
+/** Each token's ASCII characters as a 128-bit set (4 words per token); a character ≥ 0x80
+ * sets bit 0 (a character no plain token has). */
+function* asciiSignatureSteps(list: TokenList): Steps<Uint32Array> {
+  const sig = new Uint32Array(4 * list.sorted.length);
+  for (let i = 0; i < list.sorted.length; i++) {
+    if (i % STEP_UNITS === 0) yield;
+    for (let at = list.off[i]!; at < list.off[i + 1]!; at++) {
+      const b = list.buf[at]!;
+      const bit = b < 0x80 ? b : 0;
+      sig[4 * i + (bit >>> 5)]! |= 1 << (bit & 31);
+    }
+  }
+  return sig;
+}
+
+/** A list's ids by token bytes (binary string). */
+export function* tokensByTextSteps(list: TokenList): Steps<Map<string, number[]>> {
+  const m = new Map<string, number[]>();
+  for (let i = 0; i < list.sorted.length; i++) {
+    if (i % STEP_UNITS === 0) yield;
+    const k = Buffer.from(list.sorted[i]!).toString('latin1');
+    let ids = m.get(k);
+    if (!ids) m.set(k, (ids = []));
+    ids.push(list.ids[i]!);
+  }
+  return m;
 }
 
 function compare(a: Uint8Array, b: Uint8Array): number {
@@ -128,91 +180,13 @@ function compare(a: Uint8Array, b: Uint8Array): number {
   return a.length - b.length;
 }
 
-function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
-  entries.sort((a, b) => compare(a.bytes, b.bytes) || a.id - b.id);
-  const lcp = new Int32Array(entries.length);
-  for (let j = 1; j < entries.length; j++) {
-    const a = entries[j - 1]!.bytes;
-    const b = entries[j]!.bytes;
-    let n = 0;
-    while (n < a.length && n < b.length && a[n] === b[n]) n++;
-    lcp[j] = n;
-  }
-  return { sorted: entries.map((e) => e.bytes), ids: Int32Array.from(entries.map((e) => e.id)), lcp };
+export function sortedList(entries: { bytes: Uint8Array; id: number }[]): TokenList {
+  return finish(sortedListSteps(entries));
 }
 
-/** A string with regexes: plain tokens through the DFAs alone (cached by DFA states and
- * room), every other token stepped whole. */
-function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
-  // room matters beyond the longest token too: the regexes' shortest completion must fit
-  const r = Math.min(room, 1024);
-  const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}`;
-  let bits = c.byRegexState.get(key);
-  if (!bits) {
-    bits = new Uint32Array(v.words);
-    walkRegex(c.plainList, f.res, f.rs, r, bits);
-    if (c.byRegexState.size >= 4096) c.byRegexState.clear();
-    c.byRegexState.set(key, bits);
-  }
-  for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
-  walk(c.partialList, state, mask);
-  walk(c.stopWhole, state, mask);
-}
-
-/** The sorted walk of plain tokens (complete UTF-8, no stop byte) through regex DFAs: a
- * token is allowed when every regex survives its characters and they fit the room. */
-function walkRegex(list: TokenList, res: readonly Regex[], rs0: readonly number[], room: number, out: Uint32Array): void {
-  const states: (readonly number[])[] = [rs0];
-  const us = [0];
-  const cps = [0];
-  const counts = [0];
-  let valid = 0;
-  const n = list.sorted.length;
-  for (let i = 0; i < n; i++) {
-    const bytes = list.sorted[i]!;
-    let d = Math.min(list.lcp[i]!, valid);
-    let dead = false;
-    while (d < bytes.length) {
-      const b = bytes[d]!;
-      const u = us[d]!;
-      const u2 = utf8Next(u, b);
-      const cp = utf8Accumulate(u, cps[d]!, b);
-      let st = states[d]!;
-      let count = counts[d]!;
-      if (u2 === 0) {
-        count++;
-        const next = count > room ? null : stepAll(res, st, cp);
-        if (!next || count + regexRoomNeeded(res, next) > room) {
-          dead = true;
-          break;
-        }
-        st = next;
-      }
-      d++;
-      states[d] = st;
-      us[d] = u2;
-      cps[d] = u2 === 0 ? 0 : cp;
-      counts[d] = count;
-    }
-    if (dead) {
-      valid = d;
-      while (i + 1 < n && list.lcp[i + 1]! > d) i++;
-      continue;
-    }
-    valid = bytes.length;
-    const id = list.ids[i]!;
-    out[id >>> 5]! |= 1 << (id & 31);
-  }
-}
-
-function stepAll(res: readonly Regex[], st: readonly number[], cp: number): number[] | null {
-  const out = new Array<number>(res.length);
-  for (let k = 0; k < res.length; k++) {
-    const s = res[k]!.step(st[k]!, cp);
-    if (s < 0) return null;
-    out[k] = s;
-  }
-  return out;
+function* sortedListSteps(entries: { bytes: Uint8Array; id: number }[]): Steps<TokenList> {
+  yield* sortSteps(entries, (a, b) => compare(a.bytes, b.bytes) || a.id - b.id);
+  return yield* tokenListSteps(entries.map((e) => e.bytes), Int32Array.from(entries.map((e) => e.id)));
 }
 
 /** A key text no key can have (a lone surrogate): stands for the characters a token adds. */
@@ -278,13 +252,14 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   const f = top.f;
   const kind = stopsFor(f);
   if (!kind || (f.t !== 'str' && f.t !== 'until' && f.t !== 'key')) return false;
-  let byKind = classes.get(v);
-  if (!byKind) classes.set(v, (byKind = new Map()));
-  let c = byKind.get(kind.key);
-  if (!c) byKind.set(kind.key, (c = build(v, kind.stops)));
+  const c = lazyClass(v, kind.key, kind.stops).get();
   const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
   if (f.t === 'str' && f.res.length > 0) {
     regexText(v, c, f, room, state, mask);
+    return true;
+  }
+  if (f.t === 'key' && !freeExtras(f.o)) {
+    keyText(v, c, f, room, state, mask);
     return true;
   }
   const plain = plainBits(v, c, room);

@@ -9,12 +9,14 @@
 import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
 import type { TokenTexts } from '../logprobs.js';
 import { freeTextMask } from './free-text.js';
+import { splitWalk } from './quote-split.js';
 import { canEnd, KEY_CAP, type State, stateKey, step } from './matcher.js';
-import { type TokenList, type TokenVocab, walk } from './walk.js';
+import { finish, Lazy, sortSteps, type Steps } from './steps.js';
+import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
 export { stateKey, type TokenList, type TokenVocab, walk };
 
-const vocabs = new WeakMap<TextTokenizer, Map<string, TokenVocab>>();
+const vocabs = new WeakMap<TextTokenizer, Map<string, Lazy<TokenVocab>>>();
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
@@ -24,42 +26,51 @@ function compareBytes(a: Uint8Array, b: Uint8Array): number {
 
 /** The walkable vocabulary of ids [0, vocab): special and stop ids are never part of the text. */
 export function tokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): TokenVocab {
+  return lazyTokenVocab(tok, texts, vocab, stopIds).get();
+}
+
+/** The same, as a build that may still be in progress (the warm-up advances it). */
+export function lazyTokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): Lazy<TokenVocab> {
   let byVocab = vocabs.get(tok);
   if (!byVocab) vocabs.set(tok, (byVocab = new Map()));
   const key = `${vocab}:${stopIds.join(',')}`;
-  const hit = byVocab.get(key);
-  if (hit) return hit;
+  let lazy = byVocab.get(key);
+  if (!lazy) byVocab.set(key, (lazy = new Lazy(() => tokenVocabSteps(tok, texts, vocab, stopIds))));
+  return lazy;
+}
+
+function* tokenVocabSteps(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): Steps<TokenVocab> {
   const stops = new Set(stopIds);
-  const bytesOf: (Uint8Array | null)[] = new Array<Uint8Array | null>(vocab).fill(null);
+  const bytesOf: (Uint8Array | null)[] = Array.from({ length: vocab }, () => null);
   for (let id = 0; id < vocab; id++) {
+    if (id % 1024 === 0) yield;
     if (stops.has(id) || tok.specialIds.has(id)) continue;
     bytesOf[id] = Uint8Array.from(texts.get(id).bytes);
   }
-  const v = vocabFromBytes(bytesOf, stopIds);
-  byVocab.set(key, v);
-  return v;
+  return yield* vocabSteps(bytesOf, stopIds);
 }
 
 /** A TokenVocab from each id's bytes (null = never generated as text, e.g. special ids). */
 export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): TokenVocab {
+  return finish(vocabSteps(bytes, stopIds));
+}
+
+/** The same, as a build in steps. */
+export function lazyVocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): Lazy<TokenVocab> {
+  return new Lazy(() => vocabSteps(bytes, stopIds));
+}
+
+function* vocabSteps(bytes: readonly (Uint8Array | null)[], stopIds: readonly number[]): Steps<TokenVocab> {
   const vocab = bytes.length;
   const bytesOf = bytes.map((b) => (b && b.length > 0 && b.length <= KEY_CAP ? b : null));
   const order: number[] = [];
   for (let id = 0; id < vocab; id++) if (bytesOf[id]) order.push(id);
-  order.sort((a, b) => compareBytes(bytesOf[a]!, bytesOf[b]!) || a - b);
-  const sorted = order.map((id) => bytesOf[id]!);
-  const lcp = new Int32Array(order.length);
-  for (let i = 1; i < order.length; i++) {
-    const a = sorted[i - 1]!;
-    const b = sorted[i]!;
-    let n = 0;
-    while (n < a.length && n < b.length && a[n] === b[n]) n++;
-    lcp[i] = n;
-  }
+  yield* sortSteps(order, (a, b) => compareBytes(bytesOf[a]!, bytesOf[b]!) || a - b);
+  const list = yield* tokenListSteps(order.map((id) => bytesOf[id]!), Int32Array.from(order));
   const words = Math.ceil(vocab / 32);
   const allButStop = new Uint32Array(words);
   for (const id of order) allButStop[id >>> 5]! |= 1 << (id & 31);
-  return { words, sorted, ids: Int32Array.from(order), lcp, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
+  return { ...list, words, stopIds: stopIds.filter((s) => s < vocab), allButStop, bytesOf };
 }
 
 /** Ids allowed after `state`: every token whose bytes the matcher accepts, plus the stop ids
@@ -68,7 +79,7 @@ export function vocabFromBytes(bytes: readonly (Uint8Array | null)[], stopIds: r
 export function computeMask(v: TokenVocab, state: State): Uint32Array {
   const mask = new Uint32Array(v.words);
   if (state.some((s) => canEnd(s))) for (const id of v.stopIds) mask[id >>> 5]! |= 1 << (id & 31);
-  if (!freeTextMask(v, state, mask)) walk(v, state, mask);
+  if (!freeTextMask(v, state, mask)) splitWalk(v, state, mask);
   return mask;
 }
 

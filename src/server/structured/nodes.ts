@@ -4,6 +4,7 @@
 // Generation limits: strings without maxLength are capped at MAX_STRING characters and
 // numbers at MAX_DIGITS characters (≤ MAX_INT_DIGITS integer digits, so every integer is a
 // safe integer), so every constrained answer ends.
+import { spendCompile } from './compile-budget.js';
 import type { Regex } from './regex.js';
 
 export class SchemaError extends Error {}
@@ -83,7 +84,10 @@ export type Schema =
   | { readonly k: 'ref'; readonly id: number; readonly get: () => Schema };
 
 let nextId = 1;
-export const mk = <T extends Omit<Schema, 'id'>>(s: T): T & { id: number } => ({ ...s, id: nextId++ });
+export const mk = <T extends Omit<Schema, 'id'>>(s: T): T & { id: number } => {
+  spendCompile();
+  return { ...s, id: nextId++ };
+};
 
 /** Nothing matches (an anyOf without alternatives). */
 export const NEVER: Schema = mk({ k: 'anyOf' as const, alts: [] });

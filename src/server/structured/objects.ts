@@ -31,7 +31,7 @@ const unseen = (f: { o: ObjectNode; seen: readonly string[] }, name: string): bo
 const open = (f: { o: ObjectNode; seen: readonly string[] }) => (p: ObjectNode['props'][number]): boolean => unseen(f, p.name) && !isNever(p.schema);
 
 /** May a key beyond the named properties appear at all? */
-const extrasPossible = (o: ObjectNode): boolean => o.keys.max > 0 && o.clauses.every((c) => c.extra !== null || c.patterns.length > 0);
+export const extrasPossible = (o: ObjectNode): boolean => o.keys.max > 0 && o.clauses.every((c) => c.extra !== null || c.patterns.length > 0);
 
 function canClose(f: ObjFrame): boolean {
   const o = f.o;
@@ -80,14 +80,16 @@ export function feedObject(f: ObjFrame, next: Stack | null, b: number, out: Stac
   }
 }
 
-/** Can a key beyond the named ones still be spelled from these regex states? */
-function extraFeasible(o: ObjectNode, rs: readonly number[], n: number): boolean {
+/** Can a key beyond the named ones still be spelled from these regex states (those of
+ * keyRegexes(o), from index `from` of `rs`) after n characters? */
+export function extraFeasible(o: ObjectNode, rs: ArrayLike<number>, n: number, from = 0): boolean {
   if (n > o.keys.max) return false;
   const k = o.keys.res.length;
-  for (let i = 0; i < k; i++) if (rs[i]! < 0) return false;
-  let at = k;
+  for (let i = 0; i < k; i++) if (rs[from + i]! < 0) return false;
+  let at = from + k;
   for (const c of o.clauses) {
-    const alive = c.patterns.some((_, j) => rs[at + j]! >= 0);
+    let alive = false;
+    for (let j = 0; j < c.patterns.length && !alive; j++) alive = rs[at + j]! >= 0;
     if (c.extra === null && !alive) return false;
     at += c.patterns.length;
   }
@@ -107,7 +109,7 @@ function valueFor(f: KeyFrame): Schema | null {
 
 const allKeyRes = new WeakMap<ObjectNode, readonly Regex[]>();
 /** propertyNames regexes, then the pattern regexes: the DFA states a key frame keeps. */
-function keyRegexes(o: ObjectNode): readonly Regex[] {
+export function keyRegexes(o: ObjectNode): readonly Regex[] {
   let r = allKeyRes.get(o);
   if (!r) allKeyRes.set(o, (r = [...o.keys.res, ...o.patternRes]));
   return r;
@@ -130,6 +132,18 @@ function namedPrefix(f: KeyFrame, raw: string): boolean {
     if (names[i]!.startsWith(raw) && !f.seen.includes(props[i]!.name) && !isNever(props[i]!.schema)) return true;
   }
   return false;
+}
+
+/** What each named key still open (not written yet, admitted) needs after `f.raw`, written
+ * canonically as binary UTF-8 (closing quote excluded). */
+export function namedRemainders(f: KeyFrame): string[] {
+  const names = encoded(f.o);
+  const out: string[] = [];
+  f.o.props.forEach((p, i) => {
+    const name = names[i]!;
+    if (name.startsWith(f.raw) && !f.seen.includes(p.name) && !isNever(p.schema)) out.push(name.slice(f.raw.length, -1));
+  });
+  return out;
 }
 
 /** Can a key beyond the named ones go on with a character in progress? */

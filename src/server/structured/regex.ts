@@ -11,6 +11,8 @@
 // DFA states are sets of *live* NFA states (from which the end can still be reached), so the
 // empty set — state −1 — means no continuation can match: the matcher prunes it at once.
 
+import { spendCompile } from './compile-budget.js';
+
 export class RegexError extends Error {}
 
 /** Sorted, disjoint, inclusive code point ranges. */
@@ -312,7 +314,13 @@ export class Regex {
   private live: boolean[] = [];
   private readonly sets: number[][] = [];
   private readonly index = new Map<string, number>();
-  private readonly trans: Map<number, number>[] = [];
+  /** Code point classes: the NFA's range bounds cut the code space into intervals whose code
+   * points every edge treats alike (class c = [cuts[c−1], cuts[c]−1]); transitions are kept
+   * per class, so a step over a code point never met before is one table lookup. */
+  private cuts = new Int32Array(0);
+  private readonly asciiClass = new Uint16Array(128);
+  /** trans[s][c]: the DFA state after class c from state s (−1 dead, −2 not built yet). */
+  private readonly trans: Int32Array[] = [];
   private readonly accepting: boolean[] = [];
   private readonly universal: boolean[] = [];
   private readonly remaining: number[] = [];
@@ -328,22 +336,61 @@ export class Regex {
     this.nfa[end]!.eps.push(this.final);
     this.add(this.final, ALL, this.final); // … and after it
     this.computeLive();
+    this.computeClasses();
     this.intern(this.closure([start], true), true);
+  }
+
+  private computeClasses(): void {
+    const bounds = new Set<number>();
+    for (const q of this.nfa) for (const e of q.edges) for (const [lo, hi] of e.r) {
+      if (lo > 0) bounds.add(lo);
+      if (hi < MAX_CP) bounds.add(hi + 1);
+    }
+    this.cuts = Int32Array.from([...bounds].sort((a, b) => a - b));
+    for (let cp = 0; cp < 128; cp++) this.asciiClass[cp] = this.searchClass(cp);
+  }
+
+  /** The number of cuts ≤ cp. */
+  private searchClass(cp: number): number {
+    const cuts = this.cuts;
+    let lo = 0;
+    let hi = cuts.length;
+    while (lo < hi) {
+      const m = (lo + hi) >> 1;
+      if (cuts[m]! <= cp) lo = m + 1;
+      else hi = m;
+    }
+    return lo;
+  }
+
+  private classOf(cp: number): number {
+    return cp < 128 ? this.asciiClass[cp]! : this.searchClass(cp);
   }
 
   /** The DFA state after code point `cp` (−1: no continuation can match). */
   step(s: number, cp: number): number {
     if (s < 0) return -1;
+    const c = this.classOf(cp);
     const t = this.trans[s]!;
-    let to = t.get(cp);
-    if (to === undefined) {
-      const next: number[] = [];
-      for (const q of this.sets[s]!) for (const e of this.nfa[q]!.edges) if (inRanges(e.r, cp)) next.push(e.to);
-      const set = this.closure(next, false);
-      to = set.length === 0 ? -1 : this.intern(set, false);
-      if (t.size < 4096) t.set(cp, to);
-    }
+    const to = t[c]!;
+    return to !== -2 ? to : this.build1(s, c, t);
+  }
+
+  /** The transition of state s on class c, built from the NFA (any code point of the class
+   * stands for all of them). */
+  private build1(s: number, c: number, t: Int32Array): number {
+    const rep = c === 0 ? 0 : this.cuts[c - 1]!;
+    const next: number[] = [];
+    for (const q of this.sets[s]!) for (const e of this.nfa[q]!.edges) if (inRanges(e.r, rep)) next.push(e.to);
+    const set = this.closure(next, false);
+    const to = set.length === 0 ? -1 : this.intern(set, false);
+    t[c] = to;
     return to;
+  }
+
+  /** DFA states built so far (tests and benchmarks). */
+  get dfaStates(): number {
+    return this.sets.length;
   }
 
   /** Can some code point in [lo, hi] follow from state `s` (a character still being written)? */
@@ -361,8 +408,8 @@ export class Regex {
   /** The fewest characters still needed to match from state `s` (0 when it accepts). */
   minRemaining(s: number): number {
     if (s < 0) return Infinity;
-    let d = this.remaining[s];
-    if (d === undefined) {
+    let d = this.remaining[s]!;
+    if (d < 0) {
       d = this.shortestToEnd(this.sets[s]!);
       this.remaining[s] = d;
     }
@@ -421,6 +468,7 @@ export class Regex {
   }
 
   private state(): number {
+    spendCompile();
     if (this.nfa.length >= MAX_NFA) throw new RegexError(`pattern ${JSON.stringify(this.source)} is too large (counted repetition)`);
     this.nfa.push({ eps: [], bol: [], eol: [], edges: [] });
     return this.nfa.length - 1;
@@ -534,7 +582,8 @@ export class Regex {
     id = this.sets.length;
     this.index.set(key, id);
     this.sets.push(set);
-    this.trans.push(new Map());
+    this.trans.push(new Int32Array(this.cuts.length + 1).fill(-2));
+    this.remaining.push(-1); // not computed yet (kept dense: filled in state order)
     this.accepting.push(this.acceptsSet(set, atStart));
     this.universal.push(set.includes(this.final));
     return id;

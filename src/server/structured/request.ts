@@ -5,13 +5,16 @@
 import { createHash } from 'node:crypto';
 import { modelStopIds } from '../../engine/request-rules.js';
 import { invalid } from '../errors.js';
+import { LIMIT_FLAGS } from '../limits.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
+import { CompileBudgetError, withCompileBudget } from './compile-budget.js';
 import { lit, push } from './frames.js';
 import { type Stack, type State, val } from './matcher.js';
-import { GrammarConstraint, MaskCache, tokenVocab } from './mask.js';
+import { GrammarConstraint, lazyTokenVocab, MaskCache, type TokenVocab } from './mask.js';
 import { deref, type ObjectNode } from './nodes.js';
 import { compileSchema, type Schema, SchemaError } from './schema.js';
+import type { Lazy } from './steps.js';
 
 export type OutputFormat =
   | { readonly kind: 'text' }
@@ -26,17 +29,25 @@ export const schemaHash = (text: string): string => createHash('sha256').update(
 /** Compile, mapping schema errors to a 400 naming `param`. Compiled trees are cached by
  * the hash of the schema's text (compiling is pure: the same text gives an equivalent tree). */
 const compiledSchemas = new Map<string, Schema>();
+
+/** Milliseconds one compilation may hold the event loop (--max-grammar-ms). */
+let grammarMs = LIMIT_FLAGS.grammarMs.def;
+/** Set the compile budget (the server's --max-grammar-ms). */
+export function setGrammarBudget(ms: number): void {
+  grammarMs = ms;
+}
+
 export function compileOrThrow(schema: unknown, param: string, lenient = false): Schema {
   const key = `${lenient ? 'l' : 's'}:${param}:${schemaHash(JSON.stringify(schema))}`;
   const hit = compiledSchemas.get(key);
   if (hit) return hit;
   try {
-    const s = compileSchema(schema, param, { lenient });
+    const s = withCompileBudget(grammarMs, () => compileSchema(schema, param, { lenient }));
     if (compiledSchemas.size >= 64) compiledSchemas.delete(compiledSchemas.keys().next().value!);
     compiledSchemas.set(key, s);
     return s;
   } catch (e) {
-    if (e instanceof SchemaError) throw invalid(param, `invalid JSON schema: ${e.message}`, 'invalid_schema');
+    if (e instanceof SchemaError || e instanceof CompileBudgetError) throw invalid(param, `invalid JSON schema: ${e.message}`, 'invalid_schema');
     throw e;
   }
 }
@@ -149,8 +160,12 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
     body = () => [val(compileOrThrow(format.schema, 'response_format.json_schema.schema', lenient), null)];
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
-  const { engine } = ctx;
-  const stops = modelStopIds(engine);
-  const vocab = tokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, stops);
+  const vocab = lazyVocabFor(ctx).get();
   return () => new GrammarConstraint(vocab, g.start, g.cache).allowed;
+}
+
+/** The server's walkable vocabulary (built on first use, or advanced by the warm-up). */
+export function lazyVocabFor(ctx: Pick<ServerContext, 'engine' | 'texts'>): Lazy<TokenVocab> {
+  const { engine } = ctx;
+  return lazyTokenVocab(engine.tokenizer, ctx.texts, engine.sampleVocab, modelStopIds(engine));
 }

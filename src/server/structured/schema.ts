@@ -13,6 +13,7 @@
 // SchemaError naming them — unless `lenient`, which drops them and enforces the rest.
 //
 // compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
+import { unbudgeted } from './compile-budget.js';
 import { FORMATS } from './formats.js';
 import { arrayNode, intersect, intersectStrings, objectNode, union, viewOf } from './merge.js';
 import {
@@ -192,7 +193,7 @@ class Compiler {
     }
     const format = typeof s['format'] === 'string' ? FORMATS[s['format']] : undefined;
     if (format) {
-      res.push(...format.patterns.map(compileRegex));
+      res.push(...unbudgeted(() => format.patterns.map(compileRegex)));
       max = Math.min(max, format.maxLength ?? max);
     }
     if (min > max) return NEVER;
