@@ -1,22 +1,24 @@
 // `deltaserve quantize`: a Hugging Face Qwen3.5 checkpoint → one standard GGUF file
 // (qwen35 / qwen35moe, MTP block and tokenizer included) that deltaserve and llama.cpp both
 // load. Tensors are converted (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
-// GGML's reference algorithms (kernels/quant/quantize-ggml.ts) a band of rows at a time,
-// and streamed into the file (gguf-writer.ts): memory stays at a few MiB per tensor band.
+// GGML's reference algorithms (the wasm twin of kernels/quant/quantize-ggml.ts, on all
+// threads: kernels/quant/wasm-quantizer.ts) a band of rows at a time, and streamed into the
+// file (gguf-writer.ts): memory stays at a few MiB per tensor band.
 import { readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { ModelConfig } from '../model/config.js';
 import { openModelFiles } from '../model/model.js';
 import { resolveModelSource } from '../model/source.js';
 import type { GgufTensorType } from '../model/gguf-file.js';
-import { isQuantType } from '../kernels/quant/formats.js';
+import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
 import { f32ToF16 } from '../kernels/quant/quantize.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
 import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
-import { EncodePool } from './encode-pool.js';
+import { type RowQuantizer } from '../kernels/quant/row-quantizer.js';
+import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
 
 export interface QuantizeOptions {
   readonly model: string;
@@ -24,7 +26,7 @@ export interface QuantizeOptions {
   readonly type: FileType;
   /** general.name (default: the model directory's name). */
   readonly name?: string;
-  /** Worker threads for the block quantizers (default: one per core). */
+  /** Threads of the block quantizer (default: one per core). */
   readonly threads?: number;
   readonly onTensor?: (done: number, total: number, t: { name: string; type: GgufTensorType }) => void;
 }
@@ -44,37 +46,41 @@ export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeRes
     throw new DeltaserveError('bad_config', `quantize: --model must be a Hugging Face model directory (config.json + safetensors); ${opts.model} is a GGUF file (llama.cpp's llama-quantize re-quantizes GGUF files)`);
   }
   const { config, ckpt } = openModelFiles(src.dir);
-  const pool = new EncodePool(opts.threads);
+  const quantizer = await startQuantizer(opts.threads);
   try {
     const converted = convertTensors(ckpt, config);
     const blockCount = config.numLayers + config.mtpLayers;
     const types = tensorTypes(opts.type, converted, blockCount);
     const meta = metadata(src.dir, config, opts);
-    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, pool) }));
+    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, quantizer) }));
     await writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
     const count: Record<string, number> = {};
     for (const t of types) count[t] = (count[t] ?? 0) + 1;
     return { tensors: tensors.length, bytes: statSync(opts.out).size, types: count };
   } finally {
     ckpt.close();
-    await pool.close();
+    quantizer.dispose();
   }
 }
 
-/** Emit tensor t stored as `type`, band by band; quantized bands are encoded by the pool's
- * workers, up to two per worker in flight, and emitted in order. */
-async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, pool: EncodePool): Promise<void> {
+/** Emit tensor t stored as `type`, band by band (a quantized band is encoded by every
+ * thread of the quantizer). `emit` writes before it returns, so the buffers are reused. */
+async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, quantizer: RowQuantizer): Promise<void> {
   const per = Math.max(1, Math.floor(BAND_FLOATS / t.cols));
-  const inFlight: Promise<Uint8Array>[] = [];
+  const band = new Float32Array(Math.min(per, t.rows) * t.cols);
+  const out = isQuantType(type) ? new Uint8Array(quantRowBytes(type, t.cols) * Math.min(per, t.rows)) : null;
   for (let r = 0; r < t.rows; r += per) {
     const n = Math.min(per, t.rows - r);
-    const band = new Float32Array(n * t.cols); // transferred to a worker: one per band
-    t.readRows(r, n, band);
-    if (isQuantType(type)) inFlight.push(pool.encode(type, band, n, t.cols));
-    else emit(encodeFloat(band, type));
-    if (inFlight.length >= 2 * pool.size) emit(await inFlight.shift()!);
+    const x = band.subarray(0, n * t.cols);
+    t.readRows(r, n, x);
+    if (out && isQuantType(type)) {
+      const bytes = out.subarray(0, quantRowBytes(type, t.cols) * n);
+      quantizer.quantizeRows(type, x, n, t.cols, bytes);
+      emit(bytes);
+    } else {
+      emit(encodeFloat(x, type));
+    }
   }
-  for (const p of inFlight) emit(await p);
 }
 
 function encodeFloat(x: Float32Array, type: GgufTensorType): Uint8Array {

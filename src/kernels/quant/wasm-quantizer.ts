@@ -7,6 +7,7 @@
 // every thread claims, and copies the blocks out; blocks are independent, so the bytes do
 // not depend on the thread count or the split.
 import { availableParallelism } from 'node:os';
+import { DeltaserveError } from '../../util/errors.js';
 import { QUANT_FORMATS, type QuantType } from './formats.js';
 import { OFFLINE_QUANT_TYPES } from './quantize-ggml.js';
 import { type QuantSource, type RowQuantizer, refQuantizer } from './row-quantizer.js';
@@ -41,7 +42,9 @@ export class WasmQuantizer implements RowQuantizer {
   /** Compile the kernels and start threads − 1 workers (the caller's thread is the last). */
   static async start(threads: number = availableParallelism()): Promise<WasmQuantizer> {
     const n = Math.max(1, Math.floor(threads));
-    const { module } = await compileKernels('plain');
+    // the variant the kernels use (V8 then shares the compiled module); the quantizer never
+    // uses the fused multiply-add, so both builds give the same bytes
+    const { module } = await compileKernels('auto');
     const memory = new WA.Memory({ initial: 1, maximum: 65535, shared: true });
     const ex = instantiate(module, memory);
     const tmpBase = align(ex.heapBase(), 64);
@@ -81,5 +84,16 @@ export class WasmQuantizer implements RowQuantizer {
 
   dispose(): void {
     this.pool.dispose();
+  }
+}
+
+/** A quantizer for `threads` threads: the wasm one, or the TypeScript reference when the
+ * wasm build is missing (`--kernels ref` from a checkout without `npm run build`). */
+export async function startQuantizer(threads: number = availableParallelism()): Promise<RowQuantizer & { dispose(): void }> {
+  try {
+    return await WasmQuantizer.start(threads);
+  } catch (e) {
+    if (e instanceof DeltaserveError && e.code === 'bad_config') return { ...refQuantizer, dispose: () => {} };
+    throw e;
   }
 }
