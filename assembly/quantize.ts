@@ -107,13 +107,16 @@ function f16ToF32(h: u32): f32 {
 // ---- Q8_0, Q4_0, Q5_0: 32-element blocks, no search ----
 
 /** round(v) half away from zero per lane (C roundf): trunc(|v|) + (frac ≥ 0.5), sign put
- * back; |v| − trunc(|v|) is exact, so no addition can round up a value just below .5. */
+ * back; |v| − trunc(|v|) is exact, so no addition can round up a value just below .5.
+ * ±inf (x · 1/d when d is so small that 1/d overflows) becomes 0, as in the twin, where
+ * the byte store of ±Infinity wraps to 0 (and x86 C's int8 cast of INT_MIN gives 0). */
 // @ts-ignore: decorator
 @inline function roundAway(v: v128): v128 {
   const a = f32x4.abs(v);
   const t = f32x4.trunc(a);
   const up = v128.and(f32x4.ge(f32x4.sub(a, t), f32x4.splat(0.5)), f32x4.splat(1));
-  return v128.or(f32x4.add(t, up), v128.and(v, i32x4.splat(0x80000000)));
+  const r = v128.or(f32x4.add(t, up), v128.and(v, i32x4.splat(0x80000000)));
+  return v128.and(r, f32x4.ne(a, f32x4.splat(Infinity)));
 }
 
 /** 34 bytes: d f16 | qs i8[32]; d = amax/127, q = roundf(x·(1/d)). */
@@ -146,6 +149,14 @@ function signedMax(x: usize): f32 {
   return m;
 }
 
+/** min(cap, trunc(x·id + bias)) per lane; −inf (1/d overflowed) gives 0, as the twin's
+ * byte store of −Infinity does (+inf gives cap in both). */
+// @ts-ignore: decorator
+@inline function truncQuant(x: v128, idv: v128, bv: v128, capv: v128): v128 {
+  const v = f32x4.add(f32x4.mul(x, idv), bv);
+  return i32x4.min_s(capv, i32x4.trunc_sat_f32x4_s(v128.and(v, f32x4.ne(v, f32x4.splat(-Infinity)))));
+}
+
 /** 32 quants min(cap, trunc(x·id + bias)) as bytes at q (q[j] for element j). */
 function truncQuants(x: usize, id: f32, bias: f32, cap: i32, q: usize): void {
   const idv = f32x4.splat(id);
@@ -153,10 +164,10 @@ function truncQuants(x: usize, id: f32, bias: f32, cap: i32, q: usize): void {
   const capv = i32x4.splat(cap);
   for (let i = 0; i < 32; i += 16) {
     const p = x + (<usize>i << 2);
-    const q0 = i32x4.min_s(capv, i32x4.trunc_sat_f32x4_s(f32x4.add(f32x4.mul(v128.load(p), idv), bv)));
-    const q1 = i32x4.min_s(capv, i32x4.trunc_sat_f32x4_s(f32x4.add(f32x4.mul(v128.load(p, 16), idv), bv)));
-    const q2 = i32x4.min_s(capv, i32x4.trunc_sat_f32x4_s(f32x4.add(f32x4.mul(v128.load(p, 32), idv), bv)));
-    const q3 = i32x4.min_s(capv, i32x4.trunc_sat_f32x4_s(f32x4.add(f32x4.mul(v128.load(p, 48), idv), bv)));
+    const q0 = truncQuant(v128.load(p), idv, bv, capv);
+    const q1 = truncQuant(v128.load(p, 16), idv, bv, capv);
+    const q2 = truncQuant(v128.load(p, 32), idv, bv, capv);
+    const q3 = truncQuant(v128.load(p, 48), idv, bv, capv);
     v128.store(q + <usize>i, i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(q0, q1), i16x8.narrow_i32x4_s(q2, q3)));
   }
 }

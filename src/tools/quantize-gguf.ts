@@ -11,7 +11,7 @@ import { openModelFiles } from '../model/model.js';
 import { resolveModelSource } from '../model/source.js';
 import type { GgufTensorType } from '../model/gguf-file.js';
 import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
-import { f32ToF16 } from '../kernels/quant/quantize.js';
+import { f32ToF16 } from '../kernels/quant/dequant.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
