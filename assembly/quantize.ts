@@ -10,9 +10,9 @@
 //   [0, 1024)     X:  the block as f32 (256 elements; bf16 sources are widened here)
 //   [1024, 2048)  XT: X transposed, vector (set s, element i) = element i of groups 4s..4s+3
 //   [2048, 3072)  WT: the Q4_K weights, transposed like XT
-//   [3072, 3584)  AUX: one Q4_K candidate's quants (32 vectors)
-//   [3584, 3840)  L: quants u8[256]
-//   [3840, 3904)  SC: group scales f32[16];  [3904, 3936) MN: Q4_K group mins f32[8]
+//   [3072, 4096)  AUX: one Q4_K candidate's quants (2 sets × 32 vectors)
+//   [4096, 4352)  L: quants u8[256]
+//   [4352, 4416)  SC: group scales f32[16];  [4416, 4448) MN: Q4_K group mins f32[8]
 
 const Q4_0: i32 = 2;
 const Q5_0: i32 = 6;
@@ -24,10 +24,10 @@ const X: usize = 0;
 const XT: usize = 1024;
 const WT: usize = 2048;
 const AUX: usize = 3072;
-const L: usize = 3584;
-const SC: usize = 3840;
-const MN: usize = 3904;
-const QUANT_TMP_BYTES: i32 = 4096;
+const L: usize = 4096;
+const SC: usize = 4352;
+const MN: usize = 4416;
+const QUANT_TMP_BYTES: i32 = 4608;
 const GROUP_MAX_EPS: f32 = 1e-15;
 
 /** Scratch bytes per thread of quantizeBlocks. */
@@ -352,82 +352,128 @@ function packQ6K(lq: usize, out: usize): void {
   }
 }
 
-/** GGML's make_qkx2_quants(32, 15, x, w, L, &min, Laux, −1, 0.1, 20) on 4 groups of 32
- * (x vectors at xt, weights at wt): the group scales; the (positive) mins to mn; quants
- * to L[g·32 + i] at lq (g = lane). Every lane runs the twin's sequence of f32 operations. */
-function fitAsymmetric4(xt: usize, wt: usize, aux: usize, lq: usize, mn: usize): v128 {
+/** GGML's make_qkx2_quants(32, 15, x, w, L, &min, Laux, −1, 0.1, 20) on the 8 groups of a
+ * Q4_K super-block: set A (groups 0..3, x vectors at xt, weights at wt) and set B (groups
+ * 4..7, at +512) run interleaved, so their serial chains (the running sums, the candidate
+ * loop's dependence on the min it may update) overlap. Every lane runs the twin's sequence
+ * of f32 operations. Out: group scales to sc (f32[8]), (positive) mins to mn (f32[8]),
+ * quants to L[g·32 + i] at lq. */
+function fitAsymmetric8(xt: usize, wt: usize, aux: usize, lq: usize, mn: usize, sc: usize): void {
   const zero = f32x4.splat(0);
   const nmax = f32x4.splat(15);
-  const x0 = v128.load(xt);
-  let mnv = x0;
-  let mxv = x0;
-  let sumW = v128.load(wt);
-  let sumX = f32x4.mul(sumW, x0);
+  const xA0 = v128.load(xt);
+  const xB0 = v128.load(xt, 512);
+  let mnA = xA0, mxA = xA0, mnB = xB0, mxB = xB0;
+  let sumWA = v128.load(wt);
+  let sumWB = v128.load(wt, 512);
+  let sumXA = f32x4.mul(sumWA, xA0);
+  let sumXB = f32x4.mul(sumWB, xB0);
   for (let i = 1; i < 32; i++) {
-    const xi = v128.load(xt + (<usize>i << 4));
-    const wi = v128.load(wt + (<usize>i << 4));
-    mnv = v128.bitselect(xi, mnv, f32x4.lt(xi, mnv));
-    mxv = v128.bitselect(xi, mxv, f32x4.gt(xi, mxv));
-    sumW = f32x4.add(sumW, wi);
-    sumX = f32x4.add(sumX, f32x4.mul(wi, xi));
+    const o = <usize>i << 4;
+    const xA = v128.load(xt + o), xB = v128.load(xt + o, 512);
+    const wA = v128.load(wt + o), wB = v128.load(wt + o, 512);
+    mnA = v128.bitselect(xA, mnA, f32x4.lt(xA, mnA));
+    mxA = v128.bitselect(xA, mxA, f32x4.gt(xA, mxA));
+    mnB = v128.bitselect(xB, mnB, f32x4.lt(xB, mnB));
+    mxB = v128.bitselect(xB, mxB, f32x4.gt(xB, mxB));
+    sumWA = f32x4.add(sumWA, wA);
+    sumWB = f32x4.add(sumWB, wB);
+    sumXA = f32x4.add(sumXA, f32x4.mul(wA, xA));
+    sumXB = f32x4.add(sumXB, f32x4.mul(wB, xB));
   }
-  mnv = v128.bitselect(zero, mnv, f32x4.gt(mnv, zero));
-  const flat = f32x4.eq(mxv, mnv);
-  const flatMin = mnv; // a flat group's min output (the twin returns before any search)
-  let iscale = f32x4.div(nmax, f32x4.sub(mxv, mnv));
-  let scale = f32x4.div(f32x4.splat(1), iscale);
-  let bestError = zero;
+  mnA = v128.bitselect(zero, mnA, f32x4.gt(mnA, zero));
+  mnB = v128.bitselect(zero, mnB, f32x4.gt(mnB, zero));
+  const flatA = f32x4.eq(mxA, mnA);
+  const flatB = f32x4.eq(mxB, mnB);
+  const flatMinA = mnA; // a flat group's min output (the twin returns before any search)
+  const flatMinB = mnB;
+  let iscaleA = f32x4.div(nmax, f32x4.sub(mxA, mnA));
+  let iscaleB = f32x4.div(nmax, f32x4.sub(mxB, mnB));
+  let scaleA = f32x4.div(f32x4.splat(1), iscaleA);
+  let scaleB = f32x4.div(f32x4.splat(1), iscaleB);
+  let bestErrA = zero;
+  let bestErrB = zero;
   for (let i = 0; i < 32; i++) {
-    const xi = v128.load(xt + (<usize>i << 4));
-    const l = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(iscale, f32x4.sub(xi, mnv)))));
-    const diff = f32x4.sub(f32x4.add(f32x4.mul(scale, l), mnv), xi);
-    bestError = f32x4.add(bestError, f32x4.mul(v128.load(wt + (<usize>i << 4)), f32x4.mul(diff, diff)));
+    const o = <usize>i << 4;
+    const xA = v128.load(xt + o), xB = v128.load(xt + o, 512);
+    const lA = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(iscaleA, f32x4.sub(xA, mnA)))));
+    const lB = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(iscaleB, f32x4.sub(xB, mnB)))));
+    const dA = f32x4.sub(f32x4.add(f32x4.mul(scaleA, lA), mnA), xA);
+    const dB = f32x4.sub(f32x4.add(f32x4.mul(scaleB, lB), mnB), xB);
+    bestErrA = f32x4.add(bestErrA, f32x4.mul(v128.load(wt + o), f32x4.mul(dA, dA)));
+    bestErrB = f32x4.add(bestErrB, f32x4.mul(v128.load(wt + o, 512), f32x4.mul(dB, dB)));
   }
-  let bestIscale = iscale;
-  let bestFrom = mnv; // the min the best candidate's quants were computed against
+  let bestIsA = iscaleA, bestIsB = iscaleB;
+  let fromA = mnA, fromB = mnB; // the min each best candidate's quants were computed against
   for (let is = 0; is <= 20; is++) {
-    iscale = f32x4.div(f32x4.splat(stepConst(-1, is) + 15), f32x4.sub(mxv, mnv));
-    let sumL = zero;
-    let sumL2 = zero;
-    let sumXL = zero;
+    const c = f32x4.splat(stepConst(-1, is) + 15);
+    iscaleA = f32x4.div(c, f32x4.sub(mxA, mnA));
+    iscaleB = f32x4.div(c, f32x4.sub(mxB, mnB));
+    let sLA = zero, sL2A = zero, sXLA = zero;
+    let sLB = zero, sL2B = zero, sXLB = zero;
     for (let i = 0; i < 32; i++) {
-      const xi = v128.load(xt + (<usize>i << 4));
-      const wi = v128.load(wt + (<usize>i << 4));
-      const l = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(iscale, f32x4.sub(xi, mnv)))));
-      v128.store(aux + (<usize>i << 4), l);
-      const wl = f32x4.mul(wi, l);
-      sumL = f32x4.add(sumL, wl);
-      sumL2 = f32x4.add(sumL2, f32x4.mul(wl, l));
-      sumXL = f32x4.add(sumXL, f32x4.mul(wl, xi));
+      const o = <usize>i << 4;
+      const xA = v128.load(xt + o), xB = v128.load(xt + o, 512);
+      const lA = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(iscaleA, f32x4.sub(xA, mnA)))));
+      const lB = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(iscaleB, f32x4.sub(xB, mnB)))));
+      v128.store(aux + o, lA);
+      v128.store(aux + o, lB, 512);
+      const wlA = f32x4.mul(v128.load(wt + o), lA);
+      const wlB = f32x4.mul(v128.load(wt + o, 512), lB);
+      sLA = f32x4.add(sLA, wlA);
+      sLB = f32x4.add(sLB, wlB);
+      sL2A = f32x4.add(sL2A, f32x4.mul(wlA, lA));
+      sL2B = f32x4.add(sL2B, f32x4.mul(wlB, lB));
+      sXLA = f32x4.add(sXLA, f32x4.mul(wlA, xA));
+      sXLB = f32x4.add(sXLB, f32x4.mul(wlB, xB));
     }
-    const D = f32x4.sub(f32x4.mul(sumW, sumL2), f32x4.mul(sumL, sumL));
-    const ok = f32x4.gt(D, zero);
-    let thisScale = f32x4.div(f32x4.sub(f32x4.mul(sumW, sumXL), f32x4.mul(sumX, sumL)), D);
-    let thisMin = f32x4.div(f32x4.sub(f32x4.mul(sumL2, sumX), f32x4.mul(sumL, sumXL)), D);
-    const pos = f32x4.gt(thisMin, zero);
-    thisMin = v128.bitselect(zero, thisMin, pos);
-    thisScale = v128.bitselect(f32x4.div(sumXL, sumL2), thisScale, pos);
-    let curError = zero;
+    const DA = f32x4.sub(f32x4.mul(sumWA, sL2A), f32x4.mul(sLA, sLA));
+    const DB = f32x4.sub(f32x4.mul(sumWB, sL2B), f32x4.mul(sLB, sLB));
+    let tsA = f32x4.div(f32x4.sub(f32x4.mul(sumWA, sXLA), f32x4.mul(sumXA, sLA)), DA);
+    let tsB = f32x4.div(f32x4.sub(f32x4.mul(sumWB, sXLB), f32x4.mul(sumXB, sLB)), DB);
+    let tmA = f32x4.div(f32x4.sub(f32x4.mul(sL2A, sumXA), f32x4.mul(sLA, sXLA)), DA);
+    let tmB = f32x4.div(f32x4.sub(f32x4.mul(sL2B, sumXB), f32x4.mul(sLB, sXLB)), DB);
+    const posA = f32x4.gt(tmA, zero);
+    const posB = f32x4.gt(tmB, zero);
+    tmA = v128.bitselect(zero, tmA, posA);
+    tmB = v128.bitselect(zero, tmB, posB);
+    tsA = v128.bitselect(f32x4.div(sXLA, sL2A), tsA, posA);
+    tsB = v128.bitselect(f32x4.div(sXLB, sL2B), tsB, posB);
+    let errA = zero;
+    let errB = zero;
     for (let i = 0; i < 32; i++) {
-      const xi = v128.load(xt + (<usize>i << 4));
-      const diff = f32x4.sub(f32x4.add(f32x4.mul(thisScale, v128.load(aux + (<usize>i << 4))), thisMin), xi);
-      curError = f32x4.add(curError, f32x4.mul(v128.load(wt + (<usize>i << 4)), f32x4.mul(diff, diff)));
+      const o = <usize>i << 4;
+      const dA = f32x4.sub(f32x4.add(f32x4.mul(tsA, v128.load(aux + o)), tmA), v128.load(xt + o));
+      const dB = f32x4.sub(f32x4.add(f32x4.mul(tsB, v128.load(aux + o, 512)), tmB), v128.load(xt + o, 512));
+      errA = f32x4.add(errA, f32x4.mul(v128.load(wt + o), f32x4.mul(dA, dA)));
+      errB = f32x4.add(errB, f32x4.mul(v128.load(wt + o, 512), f32x4.mul(dB, dB)));
     }
-    const take = v128.and(ok, f32x4.lt(curError, bestError));
-    bestIscale = v128.bitselect(iscale, bestIscale, take);
-    bestFrom = v128.bitselect(mnv, bestFrom, take);
-    bestError = v128.bitselect(curError, bestError, take);
-    scale = v128.bitselect(thisScale, scale, take);
-    mnv = v128.bitselect(thisMin, mnv, take);
+    const takeA = v128.and(f32x4.gt(DA, zero), f32x4.lt(errA, bestErrA));
+    const takeB = v128.and(f32x4.gt(DB, zero), f32x4.lt(errB, bestErrB));
+    bestIsA = v128.bitselect(iscaleA, bestIsA, takeA);
+    bestIsB = v128.bitselect(iscaleB, bestIsB, takeB);
+    fromA = v128.bitselect(mnA, fromA, takeA);
+    fromB = v128.bitselect(mnB, fromB, takeB);
+    bestErrA = v128.bitselect(errA, bestErrA, takeA);
+    bestErrB = v128.bitselect(errB, bestErrB, takeB);
+    scaleA = v128.bitselect(tsA, scaleA, takeA);
+    scaleB = v128.bitselect(tsB, scaleB, takeB);
+    mnA = v128.bitselect(tmA, mnA, takeA);
+    mnB = v128.bitselect(tmB, mnB, takeB);
   }
-  const live = v128.not(flat);
+  const liveA = v128.not(flatA);
+  const liveB = v128.not(flatB);
   for (let i = 0; i < 32; i++) {
-    const xi = v128.load(xt + (<usize>i << 4));
-    const l = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(bestIscale, f32x4.sub(xi, bestFrom)))));
-    storeLanes(v128.and(l, live), lq, 32, i);
+    const o = <usize>i << 4;
+    const lA = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(bestIsA, f32x4.sub(v128.load(xt + o), fromA)))));
+    const lB = f32x4.max(zero, f32x4.min(nmax, f32x4.nearest(f32x4.mul(bestIsB, f32x4.sub(v128.load(xt + o, 512), fromB)))));
+    storeLanes(v128.and(lA, liveA), lq, 32, i);
+    storeLanes(v128.and(lB, liveB), lq + 128, 32, i);
   }
-  v128.store(mn, f32x4.neg(v128.bitselect(flatMin, mnv, flat)));
-  return v128.and(scale, live);
+  v128.store(mn, f32x4.neg(v128.bitselect(flatMinA, mnA, flatA)));
+  v128.store(mn, f32x4.neg(v128.bitselect(flatMinB, mnB, flatB)), 16);
+  v128.store(sc, v128.and(scaleA, liveA));
+  v128.store(sc, v128.and(scaleB, liveB), 16);
 }
 
 /** The 6-bit scale (min = false) or min of sub-block j from the 12 coded bytes at p. */
@@ -451,9 +497,8 @@ function q4kBlock(x: usize, out: usize, tmp: usize): void {
     }
     const av = f32x4.sqrt(f32x4.div(sumX2, f32x4.splat(32)));
     for (let i = 0; i < 32; i++) v128.store(wt + (<usize>i << 4), f32x4.add(av, f32x4.abs(v128.load(xt + (<usize>i << 4)))));
-    const sc = fitAsymmetric4(xt, wt, tmp + AUX, tmp + L + (<usize>s << 7), tmp + MN + (<usize>s << 4));
-    v128.store(tmp + SC + (<usize>s << 4), sc);
   }
+  fitAsymmetric8(tmp + XT, tmp + WT, tmp + AUX, tmp + L, tmp + MN, tmp + SC);
   let maxScale: f32 = 0;
   let maxMin: f32 = 0;
   for (let j = 0; j < 8; j++) {

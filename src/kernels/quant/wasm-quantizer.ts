@@ -21,6 +21,8 @@ const SLICE_ELEMS = 1 << 20;
 /** Largest output bytes per source element over the types (Q8_0: 34 per 32). */
 const OUT_PER_ELEM = 34 / 32;
 const PAGE = 65536;
+/** 64 MiB: static data, scratch for hundreds of threads and the two slices fit. */
+const MAX_PAGES = 1024;
 /** Chunks per thread of one run (dynamic claiming evens out a descheduled thread). */
 const CHUNKS_PER_THREAD = 8;
 
@@ -42,15 +44,16 @@ export class WasmQuantizer implements RowQuantizer {
   /** Compile the kernels and start threads − 1 workers (the caller's thread is the last). */
   static async start(threads: number = availableParallelism()): Promise<WasmQuantizer> {
     const n = Math.max(1, Math.floor(threads));
-    // the variant the kernels use (V8 then shares the compiled module); the quantizer never
-    // uses the fused multiply-add, so both builds give the same bytes
+    // the variant the kernels use (the same wire bytes, which V8 may compile once); the
+    // quantizer never uses the fused multiply-add, so both builds give the same bytes
     const { module } = await compileKernels('auto');
-    const memory = new WA.Memory({ initial: 1, maximum: 65535, shared: true });
+    const memory = new WA.Memory({ initial: 1, maximum: MAX_PAGES, shared: true });
     const ex = instantiate(module, memory);
     const tmpBase = align(ex.heapBase(), 64);
     const srcBase = align(tmpBase + n * ex.quantizeTmpBytes(), 64);
     const dstBase = srcBase + SLICE_ELEMS * 4;
     const end = dstBase + Math.ceil(SLICE_ELEMS * OUT_PER_ELEM);
+    if (end > MAX_PAGES * PAGE) throw new RangeError(`wasm quantizer: ${n} threads need more than ${MAX_PAGES * PAGE} bytes`);
     memory.grow(Math.ceil(end / PAGE) - memory.buffer.byteLength / PAGE);
     const pool = await Pool.start(n, module, [memory]);
     return new WasmQuantizer(n, memory, ex, pool, tmpBase, srcBase, dstBase);
