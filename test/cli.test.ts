@@ -62,7 +62,7 @@ test('bad flags and bad models give one clear line, not a stack trace', () => {
     [['generate', '--prompt', 'hi', '--bogus'], /Unknown option '--bogus'/],
     [['frobnicate'], /unknown command "frobnicate"/],
     [['generate', '--batch-file', '/nonexistent/prompts.jsonl'], /--batch-file file \/nonexistent\/prompts\.jsonl does not exist/],
-    [['generate', '--prompt', 'hi', '--kernels', 'gpu'], /--kernels must be ref or wasm/],
+    [['generate', '--prompt', 'hi', '--kernels', 'gpu'], /--kernels must be one of auto, cpu, ref, wasm, webgpu \(got "gpu"\)/],
     [['serve', '--log-level', 'loud'], /--log-level must be one of debug, info, warn, error, silent/],
     [['serve', '--allowed-origins', 'https://a.example/path'], /--allowed-origins: .*no path/],
     [['make-model', '--shape', 'tiny'], /make-model needs --shape and --out/],

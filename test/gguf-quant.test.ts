@@ -16,6 +16,7 @@ import { bf16ToF32 } from '../src/model/safetensors.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine } from './engine-helpers.js';
 import { sharedPath } from './paths.js';
+import { weightsByPath } from './model-weights.js';
 import { greedy } from './greedy.js';
 
 const wasm = await createWasmKernels({ threads: 2 });
@@ -39,14 +40,6 @@ function rowValues(w: Weight): Float32Array {
     for (let r = 0; r < w.rows; r++) out.set(dequantizeRow(w.dtype, w.data as Uint8Array, w.cols, r, row), r * w.cols);
   } else if (w.dtype === 'bf16') w.data.forEach((b, i) => { out[i] = bf16ToF32(b); });
   else out.set(w.data as Float32Array);
-  return out;
-}
-
-function weightsByPath(node: unknown, path: string, out: Map<string, Weight>): Map<string, Weight> {
-  if (node && typeof node === 'object') {
-    if ('data' in node && 'rows' in node && 'cols' in node) out.set(path, node as Weight);
-    else for (const [k, v] of Object.entries(node)) weightsByPath(v, `${path}.${k}`, out);
-  }
   return out;
 }
 

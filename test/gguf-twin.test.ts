@@ -10,6 +10,7 @@ import { probePrompt } from '../src/model/probe.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Kernels, Weight } from '../src/kernels/types.js';
+import { weightsByPath } from './model-weights.js';
 import { bf16ToF32 } from '../src/model/safetensors.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
@@ -45,15 +46,6 @@ function values(w: Weight): Float64Array {
   const out = new Float64Array(w.data.length);
   if (w.dtype === 'bf16') w.data.forEach((b, i) => { out[i] = bf16ToF32(b); });
   else w.data.forEach((x, i) => { out[i] = x; });
-  return out;
-}
-
-/** Every Weight in a ModelWeights tree, by path. */
-function weightsByPath(node: unknown, path: string, out: Map<string, Weight>): Map<string, Weight> {
-  if (node && typeof node === 'object') {
-    if ('data' in node && 'rows' in node && 'cols' in node) out.set(path, node as Weight);
-    else for (const [k, v] of Object.entries(node)) weightsByPath(v, `${path}.${k}`, out);
-  }
   return out;
 }
 

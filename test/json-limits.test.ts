@@ -4,10 +4,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { depthExceededAt, parseJsonBody } from '../src/server/json-parse.js';
-import { checkRequestLimits, DEFAULT_LIMITS, resolveLimits } from '../src/server/limits.js';
+import { checkRequestLimits, DEFAULT_LIMITS, jsonBytes, LIMIT_FLAGS, resolveLimits } from '../src/server/limits.js';
+import { SERVE_HELP } from '../src/cli/serve.js';
 import { ApiError } from '../src/server/errors.js';
 import { Rng } from '../src/util/rng.js';
 import { DeltaserveError } from '../src/util/errors.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT } from './paths.js';
 
 /** Nesting depth of a parsed value (the reference the scan must agree with). */
 function depthOf(v: unknown): number {
@@ -45,18 +49,62 @@ test('parseJsonBody: too deep is a 400 json_too_deep naming the flag, before JSO
   assert.deepEqual(parseJsonBody(Buffer.from('{"a": "[[[[", "b": [[1]]}'), 3), { a: '[[[[', b: [[1]] });
 });
 
-test('limit checks walk a million-element array without recursion or spreading', () => {
+test('limit checks walk a million-element array without recursion or spreading', async () => {
   const body = { messages: [{ role: 'user', content: Array.from({ length: 1_000_000 }, () => 'x') }] };
-  assert.throws(() => checkRequestLimits(body, resolveLimits({ promptChars: 999_999 })),
+  await assert.rejects(checkRequestLimits(body, resolveLimits({ promptChars: 999_999 })),
     (e: unknown) => e instanceof ApiError && e.status === 413 && /1000004 characters/.test(e.message));
-  checkRequestLimits(body, DEFAULT_LIMITS);
+  await checkRequestLimits(body, DEFAULT_LIMITS);
   const schema = { type: 'json_schema', json_schema: { name: 'x', schema: { enum: Array.from({ length: 1_000_000 }, (_, i) => i) } } };
-  assert.throws(() => checkRequestLimits({ response_format: schema }, DEFAULT_LIMITS),
+  await assert.rejects(checkRequestLimits({ response_format: schema }, DEFAULT_LIMITS),
     (e: unknown) => e instanceof ApiError && e.code === 'enum_too_large');
+});
+
+test('limit checks hand the event loop back while they walk a huge body', async () => {
+  const body = { messages: [{ role: 'user', content: Array.from({ length: 2_000_000 }, () => ({ type: 'text', text: 'x' })) }] };
+  let ticks = 0;
+  const ticker = setInterval(() => ticks++, 0);
+  try {
+    await checkRequestLimits(body, resolveLimits({ promptChars: 1 << 30 }));
+  } finally {
+    clearInterval(ticker);
+  }
+  // the walk over 4M values takes far longer than one 4 ms slice on any machine
+  assert.ok(ticks >= 2, `timers ran ${ticks} times during the walk`);
+});
+
+test('jsonBytes counts the UTF-8 bytes of JSON.stringify without stringifying', async () => {
+  const rng = new Rng(4);
+  for (let i = 0; i < 2000; i++) {
+    const v = randomJson(rng, 6);
+    assert.equal(await jsonBytes(v), Buffer.byteLength(JSON.stringify(v), 'utf8'), JSON.stringify(v));
+  }
+  const odd = { '': ['é😀', '\ud800', '\u0001\n"\\', -0, 1e21, 5e-324, true, false, null, [], {}], __x: { 'k"é': 'v' } };
+  assert.equal(await jsonBytes(odd), Buffer.byteLength(JSON.stringify(odd), 'utf8'));
 });
 
 test('limit values out of range are a configuration error naming the flag', () => {
   assert.throws(() => resolveLimits({ jsonDepth: 5000 }), (e: unknown) => e instanceof DeltaserveError && /--max-json-depth must be an integer in \[1, 1000\]/.test(e.message));
   assert.throws(() => resolveLimits({ tools: 0 }), (e: unknown) => e instanceof DeltaserveError && /--max-tools/.test(e.message));
   assert.equal(resolveLimits({ tools: 7 }).tools, 7);
+});
+
+test('README "Limits and hardening" lists every limit flag with the default the code and `serve --help` use', () => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf('## Limits and hardening');
+  assert.ok(start >= 0, 'README has a "Limits and hardening" section');
+  const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+  const rowDefault = (flag: string): number | null => {
+    const m = new RegExp(`^\\| \`--${flag} [A-Z]+\` \\| (\\d+)`, 'm').exec(section);
+    return m ? Number(m[1]) : null;
+  };
+  for (const { flag, def } of Object.values(LIMIT_FLAGS)) {
+    assert.equal(rowDefault(flag), def, `--${flag}`);
+    assert.match(SERVE_HELP, new RegExp(`--${flag} N .*\\(default ${def}\\)`), `--${flag} in serve --help`);
+  }
+  // the server's own limits: the README row and `serve --help` give the same default
+  for (const flag of ['max-body-bytes', 'prepare-workers', 'request-timeout-ms', 'keep-alive-timeout-ms', 'max-queue', 'max-queue-wait', 'shutdown-grace-ms']) {
+    const help = new RegExp(`--${flag} [A-Z]+ [\\s\\S]*?\\(default (\\d+)`).exec(SERVE_HELP);
+    assert.ok(help, `--${flag} in serve --help`);
+    assert.equal(rowDefault(flag), Number(help[1]), `--${flag}`);
+  }
 });

@@ -17,7 +17,7 @@ test('engine with weights, KV and states over several memories == one memory (MT
   const spread = await withEngine({ ...opts, kernels }, async (e) => {
     assert.ok(kernels.mem.arenas.length >= 3, `only ${kernels.mem.arenas.length} memories`);
     for (const layer of [...e.kv.layers, ...e.kv.mtpLayers]) {
-      assert.equal(kernels.mem.locate(layer.k), kernels.mem.locate(layer.v), 'K and V of a layer in different memories');
+      assert.equal(kernels.mem.locate(layer.k as Float32Array), kernels.mem.locate(layer.v as Float32Array), 'K and V of a layer in different memories');
     }
     return runAll(e, reqs, false);
   });

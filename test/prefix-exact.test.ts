@@ -99,8 +99,8 @@ function mtpRows(e: Engine, req: Request, n: number): Float32Array {
   const out = new Float32Array(2 * n * dim);
   for (let p = 0; p < n; p++) {
     const at = (req.pages[Math.floor(p / ps)]! * ps + (p % ps)) * dim;
-    out.set(kv.k.subarray(at, at + dim), p * dim);
-    out.set(kv.v.subarray(at, at + dim), (n + p) * dim);
+    out.set((kv.k as Float32Array).subarray(at, at + dim), p * dim); // a CPU backend's pool: host memory
+    out.set((kv.v as Float32Array).subarray(at, at + dim), (n + p) * dim);
   }
   return out;
 }

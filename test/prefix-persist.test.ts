@@ -29,7 +29,7 @@ const freshDir = (): string => join(ROOT, `d${dirs++}`);
 const G = { pageSize: 16, kvDim: 64, layers: 2, mtpLayers: 1, numLinear: 3, convSize: 96, ssmSize: 4096, hidden: 32 };
 
 /** A prefix context over plain-array pools with room for `slots` snapshots. */
-function context(slots = 24, pages = 200): PrefixContext {
+function context(slots = 24, pages = 200): PrefixContext<Float32Array> {
   const alloc = (n: number): Float32Array => new Float32Array(n);
   const kv = new KvPool({ numPages: pages, pageSize: G.pageSize, kvDim: G.kvDim, numLayers: G.layers, numMtpLayers: G.mtpLayers, alloc });
   const state = new StatePool({ slots, numLinear: G.numLinear, convSize: G.convSize, ssmSize: G.ssmSize, batchCapacity: 0, maxSteps: 0, alloc });
@@ -37,7 +37,7 @@ function context(slots = 24, pages = 200): PrefixContext {
 }
 
 /** Insert a snapshot of `n` random tokens with random KV rows, state and hidden. */
-function addSnapshot(ctx: PrefixContext, rng: Rng, n: number): void {
+function addSnapshot(ctx: PrefixContext<Float32Array>, rng: Rng, n: number): void {
   const pages = ctx.kv.alloc(Math.ceil(n / G.pageSize))!;
   const rows = G.pageSize * G.kvDim;
   for (const l of [...ctx.kv.layers, ...ctx.kv.mtpLayers]) {
@@ -52,7 +52,7 @@ function addSnapshot(ctx: PrefixContext, rng: Rng, n: number): void {
 }
 
 /** Every snapshot's tokens, KV rows, state and hidden, for comparing two caches. */
-function contents(ctx: PrefixContext): unknown[] {
+function contents(ctx: PrefixContext<Float32Array>): unknown[] {
   const rows = G.pageSize * G.kvDim;
   return ctx.cache.list().map((s) => ({
     tokens: s.tokens, hidden: [...s.snap.hidden],
@@ -65,7 +65,7 @@ function persistence(ctx: PrefixContext, dir: string, logs: string[], io?: FileI
   return new PrefixPersistence(ctx, 'test-identity', G.hidden, { dir, maxBytes: 1 << 30, saveMs: 0, ...(io ? { io } : {}) }, (m) => logs.push(m));
 }
 
-function filled(seed: number, snapshots: number): PrefixContext {
+function filled(seed: number, snapshots: number): PrefixContext<Float32Array> {
   const ctx = context();
   const rng = new Rng(seed);
   for (let i = 0; i < snapshots; i++) addSnapshot(ctx, rng, 40 + 23 * i);

@@ -4,7 +4,9 @@
 // shapes, per-tensor types of each file type's mix) with byte-identical data — except
 // ssm_a = −exp(A_log), where numpy's float32 exp (a few ulp) and our correctly rounded one
 // differ in the last bits — and the same metadata except three documented choices. And a file we write
-// must reproduce the golden greedy ids.
+// must reproduce the golden greedy ids; a qwen3_next checkpoint converts to the qwen3next
+// layout and loads back to the same greedy ids. From a float GGUF (llama-quantize's own
+// input), tensors and metadata (values and stored types) equal the fixtures exactly.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync } from 'node:fs';
@@ -113,7 +115,7 @@ test('quantize: user errors are one line and exit 2, and leave no file behind', 
   const cases: [string[], RegExp][] = [
     [['--model', TINY_THINK(), '--out', out], /needs --model, --out and --type/],
     [['--model', TINY_THINK(), '--out', out, '--type', 'q9_k'], /--type must be one of .*q4_k_m/],
-    [['--model', FIX('tiny-think-BF16.gguf'), '--out', out, '--type', 'q8_0'], /is a GGUF file/],
+    [['--model', FIX('tiny-think-Q8_0.gguf'), '--out', out, '--type', 'q4_k_m'], /token_embd\.weight of .*tiny-think-Q8_0\.gguf is q8_0: quantize starts from a float GGUF/],
     [['--model', join(dir, 'absent'), '--out', out, '--type', 'q8_0'], /model not found/],
     [['--model', TINY_THINK(), '--out', join(dir, 'x.bin'), '--type', 'q8_0'], /--out must name a \.gguf file/],
   ];
@@ -125,3 +127,51 @@ test('quantize: user errors are one line and exit 2, and leave no file behind', 
   }
   assert.throws(() => readFileSync(out));
 });
+
+test('quantize tiny-next-moe (qwen3_next) --type bf16: a qwen3next GGUF in llama.cpp\'s layout that loads to the same weights and golden greedy ids', async () => {
+  const out = join(dir, 'next-bf16.gguf');
+  const res = await quantizeToGguf({ model: sharedPath('models', 'tiny-next-moe'), out, type: 'bf16' });
+  const f = readGgufHeader(out);
+  assert.equal(f.metadata.get('general.architecture'), 'qwen3next');
+  const names = new Set(f.tensors.map((t) => t.name));
+  // in_proj_qkvz split into attn_qkv / attn_gate, in_proj_ba whole, experts stacked; no HF leftovers
+  for (const n of ['blk.0.attn_qkv.weight', 'blk.0.attn_gate.weight', 'blk.0.ssm_ba.weight', 'blk.0.ffn_gate_exps.weight',
+    'blk.0.ffn_up_exps.weight', 'blk.0.ffn_down_exps.weight', 'blk.4.nextn.eh_proj.weight', 'blk.4.ffn_down_exps.weight', 'output.weight']) {
+    assert.ok(names.has(n), `${n} written`);
+  }
+  assert.ok(![...names].some((n) => /ssm_in|experts\.\d/.test(n)), 'no per-expert or fused qkvz tensors');
+  assert.deepEqual(f.tensors.find((t) => t.name === 'blk.0.ffn_gate_exps.weight')!.shape, [8, 64, 128]);
+  assert.ok(res.tensors > 0);
+  const wasm = await createWasmKernels({ threads: 2 });
+  try {
+    const fromGguf = loadModel(out, wasm);
+    const fromHf = loadModel(sharedPath('models', 'tiny-next-moe'), wasm);
+    const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-next-moe.json'), 'utf8')) as
+      { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] };
+    for (const p of golden.prompts.slice(0, 3)) {
+      const ids = greedy(fromGguf, p.prompt_ids, 16);
+      assert.deepEqual(ids, p.greedy_ids.slice(0, 16), `${p.name}: golden greedy ids`);
+      assert.deepEqual(ids, greedy(fromHf, p.prompt_ids, 16), `${p.name}: same as the safetensors checkpoint`);
+    }
+  } finally {
+    wasm.dispose();
+  }
+});
+
+/** The same metadata keys and values (order aside). */
+function assertSameMetadata(ours: GgufFile, ref: GgufFile): void {
+  assert.deepEqual([...ours.metadata.keys()].sort(), [...ref.metadata.keys()].sort());
+  for (const [k, v] of ref.metadata) assert.equal(json(ours.metadata.get(k)), json(v), `metadata ${k}`);
+  for (const [k, t] of ref.metadataTypes) assert.equal(ours.metadataTypes.get(k), t, `metadata ${k}: stored type`);
+}
+
+// (tiny-think's q4_k_m search is covered from safetensors above; tiny-moe's covers it here)
+for (const [src, type, fixture] of [['tiny-think-BF16.gguf', 'q8_0', 'tiny-think-Q8_0.gguf'], ['tiny-think-BF16.gguf', 'q4_0', 'tiny-think-Q4_0.gguf'], ['tiny-moe-BF16.gguf', 'q4_k_m', 'tiny-moe-Q4_K_M.gguf']] as const) {
+  test(`quantize ${src} --type ${type} (GGUF in): every tensor and metadata value identical to llama-quantize's ${fixture}`, async () => {
+    const out = join(dir, `from-gguf-${type}-${fixture}`);
+    await quantizeToGguf({ model: FIX(src), out, type });
+    const [ours, ref] = [readGgufHeader(out), readGgufHeader(FIX(fixture))];
+    assertSameTensors(ours, ref);
+    assertSameMetadata(ours, ref);
+  });
+}

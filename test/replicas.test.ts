@@ -11,8 +11,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT, TINY_THINK } from './paths.js';
-import { KERNELS } from './server-helpers.js';
+import { REPO_ROOT } from './paths.js';
+import { type ServeProcess, spawnServe } from './serve-process.js';
 
 function findNginx(): string {
   const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' });
@@ -35,23 +35,10 @@ function freePort(): Promise<number> {
   });
 }
 
-interface Replica { proc: ChildProcess; url: string; port: number }
+type Replica = ServeProcess;
 
 async function startReplica(): Promise<Replica> {
-  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', TINY_THINK(),
-    '--threads', '1', '--max-running', '4', '--cache-state-slots', '32', '--log-level', 'warn'], { env: { ...process.env, DELTASERVE_KERNELS: KERNELS }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (b: Buffer) => (err += b.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout!.on('data', (b: Buffer) => {
-      out += b.toString();
-      const m = /serving \S+ at (http:\/\/127\.0\.0\.1:(\d+))\/v1\n/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    proc.once('exit', (code) => reject(new Error(`replica exited (${code}) before it was ready: ${err}`)));
-  });
-  return { proc, url, port: Number(new URL(url).port) };
+  return spawnServe(['--threads', '1', '--max-running', '4', '--cache-state-slots', '32', '--log-level', 'warn']);
 }
 
 /** deploy/nginx.conf with the replicas and listen port of this test, its files in `dir`,

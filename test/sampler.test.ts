@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sampleToken, targetDistribution, TokenHistory, type SamplingParams, GREEDY } from '../src/engine/sampler.js';
 import { Rng } from '../src/util/rng.js';
+import { samplingDefinition } from './sampling-definition.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Kernels } from '../src/kernels/types.js';
@@ -27,28 +28,7 @@ function penalisedRef(logits: Float32Array, p: SamplingParams, hist: TokenHistor
 }
 
 function distributionRef(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number): Float64Array {
-  const l = penalisedRef(logits, p, hist, vocab);
-  const max = Math.max(...l);
-  let probs = l.map((x) => Math.exp((x - max) / p.temperature));
-  const s0 = probs.reduce((a, b) => a + b, 0);
-  probs = probs.map((x) => x / s0);
-  const pmax = Math.max(...probs);
-  if (p.minP > 0) probs = probs.map((x) => (x < p.minP * pmax ? 0 : x));
-  const order = probs.map((_, i) => i).filter((i) => probs[i]! > 0).sort((a, b) => probs[b]! - probs[a]! || a - b);
-  let keep = p.topK > 0 ? Math.min(p.topK, order.length) : order.length;
-  const total = order.slice(0, keep).reduce((a, i) => a + probs[i]!, 0);
-  let cum = 0;
-  for (let i = 0; i < keep && p.topP < 1; i++) {
-    cum += probs[order[i]!]! / total;
-    if (cum >= p.topP) keep = i + 1;
-    if (cum >= p.topP) break;
-  }
-  const kept = new Set(order.slice(0, keep));
-  const out = new Float64Array(vocab);
-  let sum = 0;
-  kept.forEach((i) => (sum += probs[i]!));
-  kept.forEach((i) => (out[i] = probs[i]! / sum));
-  return out;
+  return samplingDefinition(penalisedRef(logits, p, hist, vocab), p);
 }
 
 /** Random logits with many exact ties (values on a coarse grid). */

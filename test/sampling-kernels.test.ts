@@ -11,6 +11,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { exp32 } from '../src/kernels/ref/sampling.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { Rng } from '../src/util/rng.js';
+import { samplingDefinition } from './sampling-definition.js';
 
 const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
@@ -152,26 +153,4 @@ describe('sampling kernel', () => {
 });
 
 /** The sampling distribution in f64 by sorting (the sampler's documented definition). */
-function definition(logits: Float32Array, n: number, p: Params): Float64Array {
-  const l = Array.from(logits.subarray(0, n));
-  const max = Math.max(...l);
-  let probs = l.map((x) => Math.exp((x - max) / p.temperature));
-  const pmax = Math.max(...probs);
-  if (p.minP > 0) probs = probs.map((x) => (x < p.minP * pmax ? 0 : x));
-  const order = probs.map((_, i) => i).filter((i) => probs[i]! > 0).sort((a, b) => probs[b]! - probs[a]! || a - b);
-  let keep = p.topK > 0 ? Math.min(p.topK, order.length) : order.length;
-  const total = order.slice(0, keep).reduce((a, i) => a + probs[i]!, 0);
-  let cum = 0;
-  for (let i = 0; i < keep && p.topP < 1; i++) {
-    cum += probs[order[i]!]! / total;
-    if (cum >= p.topP) {
-      keep = i + 1;
-      break;
-    }
-  }
-  const out = new Float64Array(n);
-  let sum = 0;
-  for (const i of order.slice(0, keep)) sum += probs[i]!;
-  for (const i of order.slice(0, keep)) out[i] = probs[i]! / sum;
-  return out;
-}
+const definition = (logits: Float32Array, n: number, p: Params): Float64Array => samplingDefinition(logits.subarray(0, n), p);

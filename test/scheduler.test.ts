@@ -415,3 +415,20 @@ test('admission evicts a cached snapshot when it needs its state slot', () => {
   drain(s);
   assert.equal(r.status, 'finished');
 });
+
+test('a newest request whose next prefill chunk finds no pages waits holding them, while an older one decodes', () => {
+  // a (older) decodes for a while; b's prompt outgrows the pages a leaves. Preempting itself
+  // would free b's pages only for b to be readmitted at once and recompute the same chunks,
+  // step after step, until a finishes.
+  // a holds 2 pages of 16 positions for all its 32; b's 40-token prompt needs 3 of the 4.
+  const s = setup({ pages: 4, pageSize: 16, slots: 2, maxRunning: 2, budget: 16, chunk: 4 });
+  const [a, b] = [request(1, 16, 16, 4), request(2, 40, 4, 4)];
+  s.sched.add(a);
+  s.sched.add(b);
+  const steps = drain(s);
+  const bPrefill = steps.flat().filter((r) => r.req === b && r.prefill).reduce((sum, r) => sum + r.n, 0);
+  assert.equal(a.preemptions, 0);
+  assert.equal(b.preemptions, 0, 'b waited in place instead of giving back its pages');
+  assert.equal(bPrefill, 40, 'every prompt token of b was computed once');
+  for (const r of [a, b]) assert.ok(r.outputIds.every((t, i) => t === tokenAt(r, r.promptIds.length + i)));
+});

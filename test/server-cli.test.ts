@@ -3,28 +3,13 @@
 // grace period, aborts the rest (finish_reason "abort") and exits 0.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { REPO_ROOT, TINY_THINK } from './paths.js';
-import { joinChat, KERNELS, postStream } from './server-helpers.js';
+import { spawnServe } from './serve-process.js';
+import { joinChat, postStream } from './server-helpers.js';
 
 test('serve: ready line, API key from the environment, SIGTERM drains and exits 0', { timeout: 60_000 }, async () => {
-  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0',
-    '--model', TINY_THINK(), '--shutdown-grace-ms', '300', '--served-model-name', 'tt'], {
-    env: { ...process.env, DELTASERVE_KERNELS: KERNELS, DELTASERVE_API_KEY: 'k1' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (b: Buffer) => {
-      stdout += b.toString();
-      const m = /serving tt at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
-      if (m && /model qwen3_5_text, 8 layers/.test(stdout)) resolve(m[1]!);
-    });
-    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
-  });
+  const server = await spawnServe(['--shutdown-grace-ms', '300', '--served-model-name', 'tt'],
+    { env: { DELTASERVE_API_KEY: 'k1' }, readyWhen: /model qwen3_5_text, 8 layers/ });
+  const { url } = server;
   assert.equal((await fetch(`${url}/health`)).status, 200);
   assert.equal((await fetch(`${url}/v1/models`)).status, 401);
   const auth = { authorization: 'Bearer k1' };
@@ -39,10 +24,10 @@ test('serve: ready line, API key from the environment, SIGTERM drains and exits 
     if (/deltaserve_running_requests 1/.test(m)) break;
     await new Promise((r) => setTimeout(r, 10));
   }
-  proc.kill('SIGTERM');
+  const exitCode = server.stop();
   const r = await long;
   assert.ok(r.sawDone);
   assert.equal(joinChat(r.events)[0]!.finish, 'abort');
-  assert.equal(await exited, 0, stderr);
-  assert.match(stderr, /SIGTERM: shutting down/);
+  assert.equal(await exitCode, 0, server.stderr());
+  assert.match(server.stderr(), /SIGTERM: shutting down/);
 });

@@ -6,7 +6,7 @@
 // whole, and a continuation must resume from the prefix cache (cached tokens in usage).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { KEY_FILE, openReasoning, responsesKey, sealReasoning } from '../src/ser
 import { responsesMessages } from '../src/server/responses-input.js';
 import { type Item, ResponseStore } from '../src/server/responses-store.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
+import { type ServeProcess, spawnServe } from './serve-process.js';
 import { drained, KERNELS, post } from './server-helpers.js';
 
 const MODEL = 'tiny-think';
@@ -261,23 +262,7 @@ test('sealed reasoning: opens under its key only; a key file is made once and re
 });
 
 /** `deltaserve serve` with the given flags; resolves its URL once ready. */
-async function serve(args: string[]): Promise<{ url: string; stop: () => Promise<number | null> }> {
-  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', TINY_THINK(),
-    '--served-model-name', MODEL, ...args], { env: { ...process.env, DELTASERVE_KERNELS: KERNELS }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (b: Buffer) => {
-      stdout += b.toString();
-      const m = /serving \S+ at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
-      if (m) resolve(m[1]!);
-    });
-    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
-  });
-  return { url, stop: () => (proc.kill('SIGTERM'), exited) };
-}
+const serve = (args: string[]): Promise<ServeProcess> => spawnServe(['--served-model-name', MODEL, ...args]);
 
 test('serve --prefix-cache-dir keeps the responses store and its key beside the prefix cache, across a restart', { timeout: 120_000 }, async () => {
   const dir = tmp();

@@ -12,7 +12,7 @@ import { floatMatmulShader, quantActsShader, quantMatmulShader } from '../src/ke
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
-import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
@@ -44,6 +44,11 @@ describe('webgpu device layer', () => {
       assert.equal(auto.adapter?.description, g.adapter.description);
     }
     assert.deepEqual(await probeAuto(null), { pick: 'cpu', reason: 'no WebGPU implementation', adapter: null });
+  });
+
+  test('without the optional package "webgpu", the error names it and how to install it', async () => {
+    await assert.rejects(nodeGpu(() => Promise.reject(new Error("Cannot find package 'webgpu'"))),
+      /optional npm package "webgpu".*Cannot find package 'webgpu'.*npm install webgpu@0\.6\.2.*--kernels cpu/);
   });
 
   test('the device carries the adapter limits, and the adapter line names it', () => {
@@ -84,7 +89,7 @@ describe('webgpu device layer', () => {
       ['quant_acts', quantActsShader(true)], ['quant_acts_nodot4', quantActsShader(false)], ['norm', NORM], ['elementwise', ELEMENTWISE], ['rope', ROPE], ['argmax', ARGMAX],
       ['moe_route', MOE_ROUTE], ['moe_scatter', MOE_SCATTER], ['moe_combine', MOE_COMBINE], ['causal_conv', CAUSAL_CONV], ['gdn_gates', GDN_GATES], ['gdn_recurrent', GDN_RECURRENT], ['gdn_chunked', GDN_CHUNKED],
       ['kv_write', KV_WRITE], ['attention', ATTENTION], ['sample', SAMPLE],
-      ['copy_rows', COPY_ROWS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
+      ['copy_rows', COPY_ROWS], ['fill', FILL], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulShader(d)], [`embed_${d}`, embedFloatShader(d)]]),
       ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulShader(d, true)]) : []),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),

@@ -34,3 +34,9 @@ export async function readI32(g: WebGpuKernels, t: GpuTensor): Promise<Int32Arra
   await enc.submit();
   return r.data!;
 }
+
+/** The engine's webgpu kernels can be had here (a failure names the reason, never a skip). */
+export async function webgpuEngineKernels(): Promise<void> {
+  const k = await gpuUnderTest();
+  k.dispose();
+}

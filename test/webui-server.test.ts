@@ -4,7 +4,6 @@
 // and the chat completion's `speculative` field against the same counters.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -14,6 +13,7 @@ import { StatsSampler } from '../src/server/stats.js';
 import { ServerMetrics } from '../src/server/metrics.js';
 import { WEBUI_DIR } from '../src/server/webui.js';
 import { REPO_ROOT } from './paths.js';
+import { type ServeProcess, spawnServe } from './serve-process.js';
 import { KERNELS, post } from './server-helpers.js';
 
 let engine: Engine;
@@ -180,28 +180,8 @@ test('/metrics.json: a sample per second with the model card; since filters; a b
   assert.match(((await bad.json()) as { error: { message: string } }).error.message, /since must be a sample time/);
 });
 
-/** Start `deltaserve serve` with `flags`; resolves with its URL and stdout once it is ready. */
-async function serveProcess(flags: string[]): Promise<{ url: string; stdout: () => string; stop: () => Promise<void> }> {
-  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', TINY, ...flags], {
-    env: { ...process.env, DELTASERVE_KERNELS: KERNELS }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (b: Buffer) => {
-      stdout += b.toString();
-      const m = /serving tiny-think at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
-      if (m && /memory plan/.test(stdout)) resolve(m[1]!);
-    });
-    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
-  });
-  return { url, stdout: () => stdout, stop: async () => {
-    proc.kill('SIGTERM');
-    await exited;
-  } };
-}
+/** Start `deltaserve serve` with `flags`; resolves once it is ready (the memory plan printed). */
+const serveProcess = (flags: string[]): Promise<ServeProcess> => spawnServe(flags, { model: TINY, readyWhen: /memory plan/ });
 
 test('deltaserve serve prints the chat and dashboard URLs; --no-webui turns the pages off', { timeout: 60_000 }, async () => {
   const on = await serveProcess([]);

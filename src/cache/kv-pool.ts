@@ -2,44 +2,54 @@
 // tables of the target). Pages are ref-counted so the prefix cache can share them.
 // Invariant: page 0 is reserved (never handed out); a page is on the free list iff its
 // ref count is 0.
+// Memory: a PoolStorage (pool-storage.ts) — host arrays, or the kernel backend's tensors,
+// so on a GPU the pages never leave the device.
 import { DeltaserveError, assert } from '../util/errors.js';
+import { copyRange, hostPoolStorage, type PoolStorage, type PoolTensor } from './pool-storage.js';
 
 /** One layer's K and V arenas: [numPages · pageSize, kvDim] each. */
-export interface KvArena {
-  readonly k: Float32Array;
-  readonly v: Float32Array;
+export interface KvArena<T extends PoolTensor = Float32Array> {
+  readonly k: T;
+  readonly v: T;
   readonly pageSize: number;
 }
 
-export interface KvPoolOptions {
+export interface KvPoolOptions<T extends PoolTensor = Float32Array> {
   readonly numPages: number; // including reserved page 0
   readonly pageSize: number;
   readonly kvDim: number; // nKV · hd
   readonly numLayers: number; // full-attention layers of the target
   readonly numMtpLayers: number;
-  readonly alloc: (n: number) => Float32Array;
+  /** The pool's memory (default: host arrays from `alloc`, else plain ones). */
+  readonly storage?: PoolStorage<T>;
+  readonly alloc?: (n: number) => Float32Array;
 }
 
-export class KvPool {
+export class KvPool<T extends PoolTensor = Float32Array> {
   readonly pageSize: number;
   readonly numPages: number;
-  readonly layers: readonly KvArena[];
-  readonly mtpLayers: readonly KvArena[];
+  readonly kvDim: number;
+  readonly storage: PoolStorage<T>;
+  readonly layers: readonly KvArena<T>[];
+  readonly mtpLayers: readonly KvArena<T>[];
   private readonly refs: Int32Array;
   private readonly freeList: number[] = [];
 
-  constructor(o: KvPoolOptions) {
+  constructor(o: KvPoolOptions<T>) {
     if (o.numPages < 2) throw new DeltaserveError('bad_config', `KV pool needs at least 2 pages (got ${o.numPages})`);
     this.pageSize = o.pageSize;
     this.numPages = o.numPages;
+    this.kvDim = o.kvDim;
+    const storage = o.storage ?? (hostPoolStorage(o.alloc) as unknown as PoolStorage<T>);
+    this.storage = storage;
     // K and V of a layer come from ONE allocation, so they always share a wasm memory
     // (attention runs in one memory; a V elsewhere would be copied in whole per call).
     // Layers are separate allocations: the pool spans several memories when it must
     // (the memory plan caps a layer's pages so one layer fits one memory).
-    const arena = (): KvArena => {
+    const arena = (): KvArena<T> => {
       const n = o.numPages * o.pageSize * o.kvDim;
-      const kv = o.alloc(2 * n);
-      return { k: kv.subarray(0, n), v: kv.subarray(n, 2 * n), pageSize: o.pageSize };
+      const kv = storage.alloc(2 * n);
+      return { k: storage.view(kv, 0, n), v: storage.view(kv, n, n), pageSize: o.pageSize };
     };
     this.layers = Array.from({ length: o.numLayers }, arena);
     this.mtpLayers = Array.from({ length: o.numMtpLayers }, arena);
@@ -89,11 +99,12 @@ export class KvPool {
   /** Copy the first `rows` token rows of page `src` into page `dst` in every layer
    * (copy-on-write of a partially filled shared page). */
   copyPage(dst: number, src: number, rows: number, kvDim: number): void {
+    assert(dst !== src, `copyPage of page ${src} onto itself`);
     for (const l of [...this.layers, ...this.mtpLayers]) {
       const s = src * this.pageSize * kvDim;
       const d = dst * this.pageSize * kvDim;
-      l.k.copyWithin(d, s, s + rows * kvDim);
-      l.v.copyWithin(d, s, s + rows * kvDim);
+      copyRange(this.storage, l.k, d, l.k, s, rows * kvDim);
+      copyRange(this.storage, l.v, d, l.v, s, rows * kvDim);
     }
   }
 

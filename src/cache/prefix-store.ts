@@ -16,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KvPool } from './kv-pool.js';
+import type { PoolRange, PoolTensor } from './pool-storage.js';
 import type { RadixCache } from './radix-cache.js';
 import type { StatePool } from './state-pool.js';
 
@@ -54,11 +55,10 @@ export interface StoreResult {
   readonly bytes: number;
 }
 
-function geometry(kv: KvPool, state: StatePool, hidden: number): Geometry {
-  const arena = kv.layers[0] ?? kv.mtpLayers[0];
+function geometry<T extends PoolTensor>(kv: KvPool<T>, state: StatePool<T>, hidden: number): Geometry {
   const v = state.view(0)[0];
   return {
-    pageSize: kv.pageSize, kvDim: arena ? arena.k.length / (kv.numPages * kv.pageSize) : 0,
+    pageSize: kv.pageSize, kvDim: kv.layers.length + kv.mtpLayers.length > 0 ? kv.kvDim : 0,
     kvLayers: kv.layers.length, mtpLayers: kv.mtpLayers.length, numLinear: state.numLinear,
     convSize: v?.conv.length ?? 0, ssmSize: v?.ssm.length ?? 0, hidden,
   };
@@ -69,24 +69,26 @@ const entryFloats = (g: Geometry): number => g.numLinear * (g.convSize + g.ssmSi
 
 /** A save, planned: the file's head (magic, version, header JSON whose bodySha256 is a
  * placeholder of 64 characters at byte `digestAt`), the checksum's prefix (the entries as
- * JSON) and the body as views into the pools, in file order. The views are valid while the
- * cache evicts nothing (evicted pages and slots are reused): copy them before that. */
-export interface StorePlan {
+ * JSON) and the body in file order, as ranges of pool tensors (read them back through the
+ * pools' storage) and host rows (the snapshots' hidden). The ranges hold the snapshots'
+ * bits while the cache evicts nothing (evicted pages and slots are reused): read them
+ * before that. */
+export interface StorePlan<T extends PoolTensor = Float32Array> {
   readonly file: string;
   readonly head: Buffer;
   readonly digestAt: number;
   readonly hashPrefix: string;
   readonly bodyBytes: number;
   readonly snapshots: number;
-  pieces(): Generator<Float32Array>;
+  pieces(): Generator<PoolRange<T> | Float32Array>;
 }
 
 const DIGEST_PLACEHOLDER = '0'.repeat(64);
 
 /** Plan writing the cache's snapshots, most recently used first while they fit in
  * `maxBytes` (LRU bound), to DIR/prefix-cache.bin. Copies nothing. */
-export function planStore(dir: string, identity: string, cache: RadixCache, kv: KvPool, state: StatePool, hidden: number,
-  maxBytes: number): StorePlan {
+export function planStore<T extends PoolTensor>(dir: string, identity: string, cache: RadixCache, kv: KvPool<T>, state: StatePool<T>,
+  hidden: number, maxBytes: number): StorePlan<T> {
   const g = geometry(kv, state, hidden);
   const pageBytes = pageFloats(g) * 4;
   const entryBytes = entryFloats(g) * 4;
@@ -122,15 +124,14 @@ export function planStore(dir: string, identity: string, cache: RadixCache, kv: 
     *pieces() {
       for (const page of pages) {
         for (const l of [...kv.layers, ...kv.mtpLayers]) {
-          yield l.k.subarray(page * rows, (page + 1) * rows);
-          yield l.v.subarray(page * rows, (page + 1) * rows);
+          yield { t: l.k, offset: page * rows, length: rows };
+          yield { t: l.v, offset: page * rows, length: rows };
         }
       }
       for (const c of chosen) {
-        for (const v of state.view(c.slot)) {
-          yield v.conv;
-          yield v.ssm;
-        }
+        // a slot is [layer][conv | ssm]: the file's order for its entry
+        const t = state.slotTensor(c.slot);
+        yield { t, offset: 0, length: t.length };
         yield c.hidden;
       }
     },
@@ -176,7 +177,7 @@ function parse(buf: Buffer, identity: string, g: Geometry): Header | string {
 /** Load DIR/prefix-cache.bin into an empty-ish cache. Returns what was loaded, or the
  * reason nothing was (the file is then ignored). Entries that find no free page or state
  * slot are skipped. */
-export function loadStore(dir: string, identity: string, cache: RadixCache, kv: KvPool, state: StatePool,
+export function loadStore<T extends PoolTensor>(dir: string, identity: string, cache: RadixCache, kv: KvPool<T>, state: StatePool<T>,
   hidden: number): StoreResult | { readonly rejected: string } | null {
   const file = join(dir, STORE_FILE);
   if (!existsSync(file)) return null;
@@ -200,8 +201,8 @@ export function loadStore(dir: string, identity: string, cache: RadixCache, kv: 
   const rows = g.pageSize * g.kvDim;
   for (const page of pages) {
     for (const l of [...kv.layers, ...kv.mtpLayers]) {
-      l.k.set(body.subarray(at, at + rows), page * rows);
-      l.v.set(body.subarray(at + rows, at + 2 * rows), page * rows);
+      kv.storage.write(l.k, page * rows, body.subarray(at, at + rows));
+      kv.storage.write(l.v, page * rows, body.subarray(at + rows, at + 2 * rows));
       at += 2 * rows;
     }
   }
@@ -209,11 +210,9 @@ export function loadStore(dir: string, identity: string, cache: RadixCache, kv: 
   for (const e of h.entries) {
     const slot = state.freeSlots > 0 ? state.alloc() : null;
     if (slot === null) break;
-    for (const v of state.view(slot)) {
-      v.conv.set(body.subarray(at, at + g.convSize));
-      v.ssm.set(body.subarray(at + g.convSize, at + g.convSize + g.ssmSize));
-      at += g.convSize + g.ssmSize;
-    }
+    const slotFloats = g.numLinear * (g.convSize + g.ssmSize);
+    state.storage.write(state.slotTensor(slot), 0, body.subarray(at, at + slotFloats));
+    at += slotFloats;
     const snapHidden = body.slice(at, at + g.hidden);
     at += g.hidden;
     if (cache.insert(e.tokens, e.pages.map((i) => pages[i]!), { slot, hidden: snapHidden, chunkedTo: e.chunkedTo })) loaded++;

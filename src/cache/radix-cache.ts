@@ -24,6 +24,7 @@
 import { assert } from '../util/errors.js';
 import type { KvPool } from './kv-pool.js';
 import type { StatePool } from './state-pool.js';
+import type { PoolTensor } from './pool-storage.js';
 
 export interface Snapshot {
   readonly slot: number;
@@ -92,7 +93,7 @@ export class RadixCache {
   private evictions = 0;
   private readonly ps: number;
 
-  constructor(private readonly kv: KvPool, private readonly state: StatePool) {
+  constructor(private readonly kv: KvPool<PoolTensor>, private readonly state: StatePool<PoolTensor>) {
     this.ps = kv.pageSize;
   }
 

@@ -7,64 +7,72 @@
 // scratch row is ONE allocation [layer][step][conv] + [layer][step][ssm], so the pool
 // may span several WebAssembly memories (each ≤ 4 GiB) while each view a kernel reads
 // stays inside one memory.
+// Every copy, zeroing and poisoning goes through the PoolStorage (pool-storage.ts): on a
+// GPU backend these are recorded device ops, in program order with the model's work.
 import { DeltaserveError, assert } from '../util/errors.js';
+import { copyRange, hostPoolStorage, type PoolStorage, type PoolTensor } from './pool-storage.js';
 
-export interface StateView {
-  readonly conv: Float32Array; // [K−1, convDim]
-  readonly ssm: Float32Array; // [HV, dk, dv]
+export interface StateView<T extends PoolTensor = Float32Array> {
+  readonly conv: T; // [K−1, convDim]
+  readonly ssm: T; // [HV, dk, dv]
 }
 
-export interface ScratchView {
-  readonly conv: Float32Array; // [steps, K−1, convDim]
-  readonly ssm: Float32Array; // [steps, HV, dk, dv]
+export interface ScratchView<T extends PoolTensor = Float32Array> {
+  readonly conv: T; // [steps, K−1, convDim]
+  readonly ssm: T; // [steps, HV, dk, dv]
 }
 
-export interface StatePoolOptions {
+export interface StatePoolOptions<T extends PoolTensor = Float32Array> {
   readonly slots: number; // allocatable slots (the arena holds slots + 1)
   readonly numLinear: number; // Gated DeltaNet layers
   readonly convSize: number; // floats per layer: (K−1)·convDim
   readonly ssmSize: number; // floats per layer: HV·dk·dv
   readonly batchCapacity: number; // rows of a verify batch (0 ⇒ no scratch)
   readonly maxSteps: number; // tokens per verify row (k + 1)
-  readonly alloc: (n: number) => Float32Array;
+  /** The pool's memory (default: host arrays from `alloc`, else plain ones). */
+  readonly storage?: PoolStorage<T>;
+  readonly alloc?: (n: number) => Float32Array;
 }
 
-export class StatePool {
+export class StatePool<T extends PoolTensor = Float32Array> {
   readonly slots: number;
   readonly numLinear: number;
   readonly batchCapacity: number;
   readonly maxSteps: number;
-  private readonly o: StatePoolOptions;
+  readonly storage: PoolStorage<T>;
+  private readonly o: StatePoolOptions<T>;
   /** slotMem[slot] = [layer][convSize + ssmSize] (conv window, then SSM state) */
-  private readonly slotMem: Float32Array[];
+  private readonly slotMem: T[];
   /** scratchMem[row] = [layer][step][convSize] followed by [layer][step][ssmSize] */
-  private readonly scratchMem: Float32Array[];
-  private readonly views: StateView[][];
+  private readonly scratchMem: T[];
+  private readonly views: StateView<T>[][];
   private readonly allocated: Uint8Array;
   private readonly freeList: number[] = [];
 
-  constructor(o: StatePoolOptions) {
+  constructor(o: StatePoolOptions<T>) {
     if (o.slots < 1) throw new DeltaserveError('bad_config', `state pool needs at least 1 slot (got ${o.slots})`);
     this.o = o;
+    const storage = o.storage ?? (hostPoolStorage(o.alloc) as unknown as PoolStorage<T>);
+    this.storage = storage;
     this.slots = o.slots;
     this.numLinear = o.numLinear;
     this.batchCapacity = o.batchCapacity;
     this.maxSteps = o.maxSteps;
     const n = o.slots + 1;
     const perSlot = o.numLinear * (o.convSize + o.ssmSize);
-    this.slotMem = Array.from({ length: n }, () => o.alloc(perSlot));
-    this.scratchMem = Array.from({ length: o.batchCapacity }, () => o.alloc(o.maxSteps * perSlot));
+    this.slotMem = Array.from({ length: n }, () => storage.alloc(perSlot));
+    this.scratchMem = Array.from({ length: o.batchCapacity }, () => storage.alloc(o.maxSteps * perSlot));
     this.views = Array.from({ length: n }, (_, s) => this.makeViews(s));
     this.allocated = new Uint8Array(n);
     for (let s = o.slots; s >= 1; s--) this.freeList.push(s);
   }
 
-  private makeViews(slot: number): StateView[] {
+  private makeViews(slot: number): StateView<T>[] {
     const { numLinear: L, convSize: cs, ssmSize: ss } = this.o;
     const mem = this.slotMem[slot]!;
     return Array.from({ length: L }, (_, l) => ({
-      conv: mem.subarray(l * (cs + ss), l * (cs + ss) + cs),
-      ssm: mem.subarray(l * (cs + ss) + cs, (l + 1) * (cs + ss)),
+      conv: this.storage.view(mem, l * (cs + ss), cs),
+      ssm: this.storage.view(mem, l * (cs + ss) + cs, ss),
     }));
   }
 
@@ -88,40 +96,43 @@ export class StatePool {
   }
 
   /** Per-layer views of a slot (slot 0 is the dummy sink). */
-  view(slot: number): readonly StateView[] {
+  view(slot: number): readonly StateView<T>[] {
     const v = this.views[slot];
     assert(v !== undefined, `state slot ${slot} out of range`);
     return v;
   }
 
   zero(slot: number): void {
-    for (const v of this.view(slot)) {
-      v.conv.fill(0);
-      v.ssm.fill(0);
-    }
+    const mem = this.slotMem[slot];
+    assert(mem !== undefined, `state slot ${slot} out of range`);
+    this.storage.fill(mem, 0, mem.length, 0);
+  }
+
+  /** The whole memory of a slot ([layer][conv | ssm], every layer): for persistence. */
+  slotTensor(slot: number): T {
+    const mem = this.slotMem[slot];
+    assert(mem !== undefined, `state slot ${slot} out of range`);
+    return mem;
   }
 
   /** dst ← src (every layer, conv window and SSM state). dst is an allocated slot, never
    * slot 0. */
   copy(dst: number, src: number): void {
     assert(dst > 0 && this.allocated[dst] === 1, `copy into state slot ${dst} that is not allocated`);
-    const from = this.view(src);
-    this.view(dst).forEach((v, l) => {
-      v.conv.set(from[l]!.conv);
-      v.ssm.set(from[l]!.ssm);
-    });
+    const to = this.slotTensor(dst);
+    copyRange(this.storage, to, 0, this.slotTensor(src), 0, to.length);
   }
 
   /** Per-layer scratch of batch row `row` for `steps` verify steps. */
-  scratch(row: number, steps: number): readonly ScratchView[] {
+  scratch(row: number, steps: number): readonly ScratchView<T>[] {
     assert(row >= 0 && row < this.batchCapacity, `scratch row ${row} outside batch capacity ${this.batchCapacity}`);
     assert(steps <= this.maxSteps, `verify of ${steps} steps exceeds scratch depth ${this.maxSteps}`);
     const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
     const mem = this.scratchMem[row]!;
     const ssmBase = L * S * cs;
     return Array.from({ length: L }, (_, l) => ({
-      conv: mem.subarray(l * S * cs, (l * S + steps) * cs),
-      ssm: mem.subarray(ssmBase + l * S * ss, ssmBase + (l * S + steps) * ss),
+      conv: this.storage.view(mem, l * S * cs, steps * cs),
+      ssm: this.storage.view(mem, ssmBase + l * S * ss, steps * ss),
     }));
   }
 
@@ -130,32 +141,32 @@ export class StatePool {
   copyFromScratch(slot: number, row: number, step: number): void {
     assert(slot > 0 && this.allocated[slot] === 1, `copy into slot ${slot} that is not allocated`);
     assert(step >= 0 && step < this.maxSteps, `scratch step ${step} outside depth ${this.maxSteps}`);
-    const { convSize: cs, ssmSize: ss } = this.o;
-    const scratch = this.scratch(row, step + 1);
-    this.view(slot).forEach((v, l) => {
-      const sc = scratch[l]!;
-      v.conv.set(sc.conv.subarray(step * cs, (step + 1) * cs));
-      v.ssm.set(sc.ssm.subarray(step * ss, (step + 1) * ss));
-    });
+    assert(row >= 0 && row < this.batchCapacity, `scratch row ${row} outside batch capacity ${this.batchCapacity}`);
+    const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
+    const mem = this.scratchMem[row]!;
+    const to = this.slotTensor(slot);
+    // per layer: the slot's [conv | ssm] ← scratch conv[l][step], ssm[l][step] — as two
+    // strided copies over the layers
+    this.storage.copyRows(to, 0, cs + ss, mem, step * cs, S * cs, L, cs);
+    this.storage.copyRows(to, cs, cs + ss, mem, L * S * cs + step * ss, S * ss, L, ss);
   }
 
   /** Fill slot 0 and the scratch of rows ≥ fromRow with NaN, and for a row r < fromRow
    * its steps ≥ stepsOfRow[r] (default: none), which this step does not write (tests:
    * padding and stale scratch must never reach a real request). */
   poison(fromRow: number, stepsOfRow: readonly number[] = []): void {
-    for (const v of this.view(0)) {
-      v.conv.fill(NaN);
-      v.ssm.fill(NaN);
-    }
+    const st = this.storage;
+    const sink = this.slotTensor(0);
+    st.fill(sink, 0, sink.length, NaN);
     const { numLinear: L, convSize: cs, ssmSize: ss, maxSteps: S } = this.o;
-    for (let row = Math.max(0, fromRow); row < this.batchCapacity; row++) this.scratchMem[row]!.fill(NaN);
+    for (let row = Math.max(0, fromRow); row < this.batchCapacity; row++) st.fill(this.scratchMem[row]!, 0, this.scratchMem[row]!.length, NaN);
     const ssmBase = L * S * cs;
     for (let row = 0; row < Math.min(fromRow, this.batchCapacity); row++) {
       const from = stepsOfRow[row] ?? S;
       const mem = this.scratchMem[row]!;
       for (let l = 0; l < L; l++) {
-        mem.fill(NaN, (l * S + from) * cs, (l * S + S) * cs);
-        mem.fill(NaN, ssmBase + (l * S + from) * ss, ssmBase + (l * S + S) * ss);
+        st.fill(mem, (l * S + from) * cs, (S - from) * cs, NaN);
+        st.fill(mem, ssmBase + (l * S + from) * ss, (S - from) * ss, NaN);
       }
     }
   }

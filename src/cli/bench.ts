@@ -2,9 +2,9 @@
 // (no scheduler), and report them against the memory-bandwidth roofline as one JSON object.
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
-import { createKernels } from '../kernels/index.js';
+import { createKernels, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor, Weight } from '../kernels/types.js';
-import { forwardHidden, lmHead, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocSequenceMemory, loadModel, type SequenceMemory } from '../model/model.js';
 import type { ModelWeights, MlpWeights } from '../model/weights.js';
@@ -12,7 +12,8 @@ import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
 import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
-import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
+import { checkKernelsName, DEFAULT_MODEL, defaultKernels, kernelsFields } from './engine-flags.js';
+import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
 import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
 
@@ -26,7 +27,10 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
   --verify-tokens V         tokens per sequence of a verify step (default 4)
   --threads T               (default: available cores)
   --quantize q8_0|q4_k      quantize matmul weights as they load
-  --kernels ref|wasm        (default: wasm when built)
+  --kernels cpu|wasm|ref|webgpu|auto  (default cpu: wasm when built); on webgpu the JSON adds
+                            the adapter, dispatches per step, weight and KV bytes read per step
+                            against the ideal (each byte once), and GPU time per step
+                            (timestamp queries, when the adapter has them)
   --repeat R                repetitions; median/min/max over them (default 3)
 ${SAMPLE_HELP}`;
 
@@ -86,7 +90,15 @@ function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
 }
 
-function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng): Run {
+/** The step's one read-back (a GPU backend runs the step's recorded work here). */
+async function readLogits(model: AnyModel, logits: Tensor, n: number): Promise<void> {
+  const r = model.kernels.readBack([{ t: logits, offset: 0, length: n }]);
+  if (r instanceof Promise) await r;
+}
+
+/** One timed run; `onTimed` is called right before the timed steps (after the prompt). */
+export async function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng,
+  onTimed?: () => void): Promise<Run> {
   const ws = new StepArena(model);
   const vocab = model.config.vocabSize;
   const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
@@ -95,19 +107,24 @@ function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number,
   const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + steps * per + 2));
   const prompts = mems.map(() => randomIds(prompt));
   if (mode === 'prefill') {
+    onTimed?.();
     const t0 = performance.now();
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
-    lmHead(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1));
+    const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
+    await readLogits(model, out, batch * vocab);
     return { tokens: batch * prompt, ms: performance.now() - t0, steps: 1 };
   }
-  forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+  await readLogits(model, pre.hidden, 1);
   const logits = ws.logits.rows(batch * per);
   let pos = prompt;
+  onTimed?.();
   const t0 = performance.now();
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
     const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
+    await readLogits(model, logits, batch * per * vocab);
     pos += per;
   }
   return { tokens: batch * steps * per, ms: performance.now() - t0, steps };
@@ -139,8 +156,8 @@ export async function runBench(argv: string[]): Promise<void> {
   const gen = int(values, 'gen-tokens', 1) ?? 32;
   const verify = int(values, 'verify-tokens', 1) ?? 4;
   const repeat = int(values, 'repeat', 1) ?? 3;
-  const kernelName = str(values, 'kernels') ?? defaultKernels();
-  if (kernelName !== 'ref' && kernelName !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernelName}")`);
+  const kernelName = (str(values, 'kernels') ?? defaultKernels()) as KernelsChoice & string;
+  checkKernelsName(kernelName);
   const threads = int(values, 'threads', 1);
   const sample = sampleSettings(values);
   if (sample && mode !== 'decode') throw new DeltaserveError('bad_request', `--sample needs --mode decode (got "${mode}")`);
@@ -150,6 +167,7 @@ export async function runBench(argv: string[]): Promise<void> {
     const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
     const model = await withLoadQuantizer(quantize, kernels.threads, (quantizer) =>
       loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
+    if (sample && kernels.name === 'webgpu') throw new DeltaserveError('bad_request', '--sample times host-side sampling over CPU kernels: use --kernels cpu');
     if (sample) {
       const slot = new Int32Array(1);
       const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
@@ -157,7 +175,8 @@ export async function runBench(argv: string[]): Promise<void> {
       return;
     }
     const rng = new Rng(1);
-    benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
+    await benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
+    const gpu = gpuCounters(kernels);
     const runs: Run[] = [];
     // The probe runs right before every run (the machine's load changes by the second);
     // the roofline uses the median probe.
@@ -165,12 +184,13 @@ export async function runBench(argv: string[]): Promise<void> {
     for (let r = 0; r < repeat; r++) {
       const bw = await probe(kernels);
       if (bw !== null) probes.push(bw);
-      runs.push(benchOnce(model, mode, batch, prompt, gen, verify, rng));
+      runs.push(await benchOnce(model, mode, batch, prompt, gen, verify, rng));
       if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
     const bandwidth = probes.length > 0 ? median(probes) : null;
-    process.stdout.write(JSON.stringify(report(model, kernels, mode, batch, prompt, verify, runs, bandwidth)) + '\n');
+    const gpuReport = gpu ? { ...kernelsFields(kernels, kernelName), gpu: await gpuStepReport(gpu, (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed)) } : {};
+    process.stdout.write(JSON.stringify({ ...report(model, kernels, mode, batch, prompt, verify, runs, bandwidth), ...gpuReport }) + '\n');
   } finally {
     kernels.dispose();
   }

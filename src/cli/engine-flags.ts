@@ -2,7 +2,9 @@
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import type { EngineOptions } from '../engine/engine.js';
-import { defaultKernels, type KernelsChoice } from '../kernels/index.js';
+import { autoDecision, defaultKernels, gpuAdapterOf, KERNEL_NAMES, type KernelsChoice } from '../kernels/index.js';
+import type { AnyKernels } from '../kernels/types.js';
+import { describeAdapter } from '../kernels/webgpu/device.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
@@ -38,7 +40,9 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV] model directory,
                             a directory holding one GGUF, or a Hugging Face repo: from the HF
                             cache (HF_HOME, HF_HUB_CACHE), else downloaded from HF_ENDPOINT (token
                             HF_TOKEN); HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
-  --kernels ref|wasm        kernel backend (default: wasm when built, else ref)
+  --kernels auto|cpu|wasm|ref|webgpu  kernel backend (default cpu: wasm when built, else ref);
+                            webgpu: the GPU through WebGPU (Dawn; also a CPU emulation such as
+                            lavapipe); auto: webgpu on a GPU that is not a CPU emulation, else cpu
   --threads N               compute threads (default: available cores)
   --quantize q8_0|q4_k      quantize BF16/F32 matmul weights to GGML blocks as they load
   --max-running N           max concurrent requests in a batch (default 16)
@@ -66,7 +70,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     process.stderr.write('deltaserve: warning: the WebAssembly kernels are not built (build/kernels.wasm): using the reference ' +
       'kernels, several times slower; run `npm run build` in a checkout, or reinstall the package\n');
   }
-  if (kernels !== 'ref' && kernels !== 'wasm') throw new DeltaserveError('bad_request', `--kernels must be ref or wasm (got "${kernels}")`);
+  checkKernelsName(kernels);
   return {
     model: modelArg(str(v, 'model') ?? DEFAULT_MODEL),
     kernels: kernels as KernelsChoice,
@@ -87,6 +91,33 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(str(v, 'prefix-cache-dir') !== undefined ? { prefixCacheDir: prefixCacheDirArg(str(v, 'prefix-cache-dir')!) } : {}),
     ...(int(v, 'prefix-cache-disk-bytes', 0) !== undefined ? { prefixCacheDiskBytes: int(v, 'prefix-cache-disk-bytes', 0)! } : {}),
   };
+}
+
+/** The backend that runs, for the ready line: its name, the GPU adapter (vendor,
+ * architecture, limits) on webgpu, and what `auto` decided. */
+export function kernelsLine(k: AnyKernels, asked: KernelsChoice | undefined): string {
+  const a = gpuAdapterOf(k);
+  const auto = asked === 'auto' ? autoDecision() : null;
+  return `${k.name}${a ? ` on ${describeAdapter(a)}` : ''}${auto ? ` (auto: ${auto.reason})` : ''}`;
+}
+
+/** The same as fields of a JSON log record or report. */
+export function kernelsFields(k: AnyKernels, asked: KernelsChoice | undefined): Record<string, unknown> {
+  const a = gpuAdapterOf(k);
+  const auto = asked === 'auto' ? autoDecision() : null;
+  return {
+    kernels: k.name,
+    ...(a ? { adapter: { vendor: a.vendor, architecture: a.architecture, device: a.device, description: a.description,
+      cpu_emulation: a.cpuEmulation, features: a.features, limits: a.limits } } : {}),
+    ...(auto ? { kernels_auto: auto.reason } : {}),
+  };
+}
+
+/** --kernels VALUE is one of the backends' names (a one-line error otherwise). */
+export function checkKernelsName(kernels: string): void {
+  if (!(KERNEL_NAMES as readonly string[]).includes(kernels)) {
+    throw new DeltaserveError('bad_request', `--kernels must be one of ${KERNEL_NAMES.join(', ')} (got "${kernels}")`);
+  }
 }
 
 /** The directory made absolute, created and proven writable now: an unusable one fails

@@ -9,7 +9,7 @@ import { probePrompt, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
-import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsLine } from './engine-flags.js';
 
 export const GENERATE_HELP = `deltaserve generate [options]
   --prompt TEXT | --messages JSON | --prompt-ids 1,2,3 | --batch-file FILE.jsonl
@@ -91,7 +91,9 @@ export async function runGenerate(argv: string[]): Promise<void> {
   if ([values.prompt, values.messages, values['prompt-ids'], values['batch-file']].every((v) => v === undefined)) {
     throw new DeltaserveError('bad_request', 'give one of --prompt, --messages, --prompt-ids or --batch-file');
   }
-  const engine = await Engine.load(engineOptions(values));
+  const opts = engineOptions(values);
+  const engine = await Engine.load(opts);
+  if (opts.kernels === 'auto' || opts.kernels === 'webgpu') process.stderr.write(`deltaserve: kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
     // --max-tokens obeys the rule of the API's max_tokens: at most the context length.

@@ -7,6 +7,7 @@ import { packageInfo } from '../util/version.js';
 import { glueNegativeNumbers } from './args.js';
 import { BENCH_HELP, runBench } from './bench.js';
 import { ENGINE_FLAGS } from './engine-flags.js';
+import { inheritStderrTty, needsDawnFilter, runFiltered } from './dawn-stderr.js';
 import { EVAL_HELP, runEval } from './eval.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
 import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
@@ -58,6 +59,11 @@ function commandHelp(name: string): string {
 const wantsHelp = (argv: readonly string[]): boolean => argv.includes('--help') || argv.includes('-h');
 
 async function main(argv: string[]): Promise<void> {
+  inheritStderrTty();
+  if (needsDawnFilter(argv)) {
+    process.exitCode = await runFiltered();
+    return;
+  }
   const [cmd, ...rest] = argv;
   if (cmd === '--version' || cmd === '-V' || cmd === 'version') {
     process.stdout.write(`deltaserve ${packageInfo().version}\n`);

@@ -1,4 +1,4 @@
-// `deltaserve quantize`: quantize a Hugging Face Qwen3.5 checkpoint once, offline, into a
+// `deltaserve quantize`: quantize a Hugging Face Qwen3.5 / Qwen3-Next checkpoint once, offline, into a
 // standard GGUF file (see tools/quantize-gguf.ts), as llama.cpp users do with llama-quantize.
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
@@ -7,15 +7,16 @@ import { quantizeToGguf } from '../tools/quantize-gguf.js';
 import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';
 
-export const QUANTIZE_HELP = `deltaserve quantize --model DIR --out FILE.gguf --type TYPE [--name NAME] [--threads N]
-  --model DIR      a Hugging Face Qwen3.5 / Qwen3.5-MoE model directory (config.json,
-                   safetensors in BF16, F16, F32 or block-wise FP8, tokenizer.json)
-  --out FILE.gguf  the GGUF file to write (qwen35 / qwen35moe, MTP block and tokenizer
+export const QUANTIZE_HELP = `deltaserve quantize --model SRC --out FILE.gguf --type TYPE [--name NAME] [--threads N]
+  --model SRC      a Hugging Face Qwen3.5 / Qwen3.5-MoE / Qwen3-Next model directory (config.json,
+                   safetensors in BF16, F16, F32 or block-wise FP8, tokenizer.json), or a
+                   float GGUF file of one (F32/F16/BF16, e.g. …-BF16.gguf; split files too)
+  --out FILE.gguf  the GGUF file to write (qwen35 / qwen35moe / qwen3next, MTP block and tokenizer
                    included; llama.cpp loads it too). Written to a temp file, then renamed
   --type TYPE      one of: ${FILE_TYPES.join(', ')} — llama.cpp's file types with its
                    per-tensor rules (q4_k_m: Q6_K for the head, some attn_v/attn_qkv and
                    ffn_down layers, Q4_K elsewhere); blocks are byte-identical to llama-quantize's
-  --name NAME      general.name (default: the model directory's name)
+  --name NAME      general.name (default: the model directory's name; a GGUF's own)
   --threads N      threads of the WebAssembly block quantizer (default: one per core)`;
 
 export async function runQuantize(argv: string[]): Promise<void> {

@@ -12,7 +12,7 @@ import { LIMIT_FLAGS, type RequestLimits, resolveLimits } from '../server/limits
 import { DeltaserveError } from '../util/errors.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
 import { type ArgValues, int, num, str } from './args.js';
-import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions } from './engine-flags.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsFields, kernelsLine } from './engine-flags.js';
 
 const LIMIT_HELP_TEXT: Readonly<Record<keyof RequestLimits, string>> = {
   promptChars: '413 for prompt text (messages, prompt, input, system, instructions) longer than N characters',
@@ -143,10 +143,10 @@ export async function runServe(argv: string[]): Promise<void> {
   const cfg = engine.model.config;
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
-    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${opts.kernels ?? 'ref'}${apiKey ? ', API key required' : ''}\n`);
+    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
-  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, kernels: opts.kernels ?? 'ref', cors: origins ?? null,
+  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.model.kernels, opts.kernels), cors: origins ?? null,
     metrics_no_auth: values['metrics-no-auth'] === true, api_key: apiKey ? 'required' : 'none' });
 
   let signals = 0;

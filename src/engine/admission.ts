@@ -8,6 +8,7 @@
 // has left of that, at least one token), never more than its max_tokens allows, and all
 // of max_tokens before any request has finished. Pages a running request grows into
 // before it finishes are ignored (they come back with it).
+import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { Request } from './request.js';
 
@@ -85,7 +86,7 @@ function stepsLeft(r: Request, maxPrefillTokens: number, typical: number | null)
 
 /** The scheduler's queues as a PoolLoad. Pages held only by the prefix cache count as
  * free (the scheduler evicts them on demand); so do cache-held state slots. */
-export function poolLoad(running: readonly Request[], waiting: readonly Request[], kv: KvPool, maxRunning: number,
+export function poolLoad(running: readonly Request[], waiting: readonly Request[], kv: KvPool<Tensor>, maxRunning: number,
   maxPrefillTokens: number, typical: number | null): PoolLoad {
   const held = new Set<number>();
   for (const r of running) for (const p of r.pages) held.add(p);
@@ -118,7 +119,7 @@ export interface Admission extends StartEstimate {
 
 /** The start estimate of `reqs` if they were queued behind the scheduler's queues now. */
 export function estimateStart(sched: { readonly running: readonly Request[]; readonly waiting: readonly Request[];
-  readonly opts: { readonly maxRunning: number; readonly maxPrefillTokens: number } }, kv: KvPool,
+  readonly opts: { readonly maxRunning: number; readonly maxPrefillTokens: number } }, kv: KvPool<Tensor>,
 reqs: readonly NewRequest[], recent: { readonly secondsPerStep: number | null; readonly typicalOutput: number | null }): Admission {
   const { maxRunning, maxPrefillTokens } = sched.opts;
   const { secondsPerStep, typicalOutput } = recent;

@@ -3,7 +3,7 @@
 // complete, stats, close.
 import { KvPool } from '../cache/kv-pool.js';
 import { StatePool } from '../cache/state-pool.js';
-import { createKernels, type KernelsChoice } from '../kernels/index.js';
+import { createKernels, gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
 import { type QuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
@@ -29,7 +29,7 @@ import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import type { EngineTestHooks } from './test-hooks.js';
-import { availableMemory, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
+import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout), or a hub reference `org/name[@revision]` (HF cache, else
@@ -129,8 +129,8 @@ export class Engine {
   private constructor(
     readonly model: AnyModel,
     readonly tokenizer: TextTokenizer,
-    readonly kv: KvPool,
-    readonly state: StatePool,
+    readonly kv: KvPool<Tensor>,
+    readonly state: StatePool<Tensor>,
     private readonly opts: EngineOptions,
     private readonly hooks: EngineTestHooks,
   ) {
@@ -173,7 +173,7 @@ export class Engine {
 
   /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
   static async load(opts: EngineOptions, hooks: EngineTestHooks = {}): Promise<Engine> {
-    const kernels = await createKernels(opts.kernels ?? 'auto', opts.threads);
+    const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
       const model = await withLoadQuantizer(opts.quantize, kernels.threads, (quantizer) =>
@@ -184,15 +184,16 @@ export class Engine {
       const k = specTokensFor(opts, model.config.mtpLayers);
       const plan = planEngineMemory(opts, model, k, pageSize);
       // pools are chunked (one allocation per KV layer, per state slot, per scratch row),
-      // so they may span several WebAssembly memories
+      // so they may span several WebAssembly memories; their memory is the kernels' (on a
+      // GPU backend device buffers: copies and snapshots run there, cache/pool-storage.ts)
       const kv = new KvPool({
         numPages: plan.kvPages, pageSize, kvDim: model.layout.kvDim,
-        numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, alloc: (n) => hostTensor(kernels, n),
+        numLayers: model.layout.fullLayers.length, numMtpLayers: model.layout.mtpLayers, storage: kernels,
       });
       const state = new StatePool({
         slots: plan.maxRunning + plan.cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
         ssmSize: model.layout.ssmSize, batchCapacity: plan.scratchRows, maxSteps: k > 0 ? k + 1 : 0,
-        alloc: (n) => hostTensor(kernels, n),
+        storage: kernels,
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       const engine = new Engine(model, tokenizer, kv, state,
@@ -554,25 +555,26 @@ export class Engine {
 /** Pool sizes for the options (memory-plan.ts), from the memory available now. */
 function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number): MemoryPlan {
   const b = opts.memoryBudget;
-  const budget = b === undefined ? undefined : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
-  return planMemory(memoryNeeds(model, k), {
+  const gpu = gpuAdapterOf(model.kernels);
+  const available = availableMemory();
+  // WebGPU reports no device memory: by default the pools take what the host could hold,
+  // at most one maximal buffer of the adapter (--memory-budget sets it exactly)
+  const budget = b === undefined
+    ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
+      from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
+    : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
+  const needs = memoryNeeds(model, k);
+  // on a GPU the weights are device buffers (the host keeps only handles)
+  const gpuBytes = gpuMemoryBytes(model.kernels);
+  return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {
+    ...(gpu ? { maxAllocBytes: gpu.limits.maxStorageBufferBindingSize, maxAllocFrom: 'the GPU\'s storage-binding limit' } : {}),
     ...(budget ? { budget } : {}),
     ...(opts.maxRunning !== undefined ? { maxRunning: opts.maxRunning } : {}),
     ...(opts.cacheStateSlots !== undefined ? { cacheSlots: opts.cacheStateSlots } : {}),
     ...(opts.kvCacheTokens !== undefined ? { kvCacheTokens: opts.kvCacheTokens } : {}),
     ...(opts.maxContext !== undefined ? { maxContext: opts.maxContext } : {}),
     prefixCache: opts.prefixCache !== false, pageSize,
-  }, availableMemory());
-}
-
-/** A pool allocation: the pools (cache/) copy state slots and KV rows on the host, so
- * they need kernel tensors that are host-visible views. */
-function hostTensor(kernels: AnyKernels, n: number): Float32Array {
-  const t = kernels.alloc(n);
-  if (!(t instanceof Float32Array)) {
-    throw new DeltaserveError('bad_config', `kernels ${kernels.name}: the KV and state pools need host-visible tensors on this backend`);
-  }
-  return t;
+  }, available);
 }
 
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */

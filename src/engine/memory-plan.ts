@@ -44,13 +44,18 @@ export interface MemoryNeeds {
 /** The user's choices (undefined ⇒ the planner decides). */
 export interface MemoryChoices {
   /** Bytes, or a fraction (0, 1] of the available memory. */
-  readonly budget?: { readonly bytes: number } | { readonly fraction: number };
+  readonly budget?: { readonly bytes: number; readonly from?: string } | { readonly fraction: number };
   readonly maxRunning?: number;
   readonly cacheSlots?: number; // snapshot slots; 0 when the prefix cache is off
   readonly prefixCache: boolean;
   readonly kvCacheTokens?: number;
   readonly maxContext?: number;
   readonly pageSize: number;
+  /** Largest single pool allocation (default MAX_ALLOC_BYTES, one wasm memory; a GPU: its
+   * storage-binding limit, since one KV layer is one bound buffer). */
+  readonly maxAllocBytes?: number;
+  /** Where that limit comes from (for the error message). */
+  readonly maxAllocFrom?: string;
 }
 
 export interface MemoryPlan {
@@ -126,7 +131,7 @@ export function fmtBytes(n: number): string {
 
 function budgetOf(choices: MemoryChoices, available: number): { bytes: number; from: string } {
   const b = choices.budget;
-  if (b && 'bytes' in b) return { bytes: b.bytes, from: '--memory-budget' };
+  if (b && 'bytes' in b) return { bytes: b.bytes, from: b.from ?? '--memory-budget' };
   const fraction = b ? b.fraction : DEFAULT_BUDGET_FRACTION;
   const pct = Math.round(fraction * 100);
   return { bytes: Math.floor(available * fraction), from: `${pct}% of ${fmtBytes(available)} available` };
@@ -166,13 +171,14 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     left -= cacheSlots * needs.slotBytes;
   }
   // KV: what is left, capped by one memory per layer and by what the context can use
-  const kvCap = needs.kvLayerBytesPerToken > 0 ? Math.floor(MAX_ALLOC_BYTES / needs.kvLayerBytesPerToken / page) * page - page : Infinity;
+  const maxAlloc = choices.maxAllocBytes ?? MAX_ALLOC_BYTES;
+  const kvCap = needs.kvLayerBytesPerToken > 0 ? Math.floor(maxAlloc / needs.kvLayerBytesPerToken / page) * page - page : Infinity;
   const ctxCap = Math.min(choices.maxContext ?? needs.modelMaxContext, needs.modelMaxContext);
   const affordable = needs.kvBytesPerToken > 0 ? Math.floor(left / needs.kvBytesPerToken / page) * page - page : Infinity;
   let kvTokens: number;
   if (choices.kvCacheTokens !== undefined) {
     kvTokens = Math.ceil(choices.kvCacheTokens / page) * page;
-    if (kvTokens > kvCap) bad(`--kv-cache-tokens ${choices.kvCacheTokens} exceeds ${kvCap}: one layer's KV must fit one WebAssembly memory`);
+    if (kvTokens > kvCap) bad(`--kv-cache-tokens ${choices.kvCacheTokens} exceeds ${kvCap}: one layer's KV must fit ${choices.maxAllocFrom ?? 'one WebAssembly memory'}`);
     if (kvTokens > affordable) {
       bad(`--kv-cache-tokens ${choices.kvCacheTokens} needs ${fmtBytes(kvTokens * needs.kvBytesPerToken)} but the memory budget ` +
         `${fmtBytes(budget)} (${from}) leaves ${fmtBytes(Math.max(0, left))} after the state slots`);

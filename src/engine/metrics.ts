@@ -1,4 +1,5 @@
 // Engine counters and the stats() snapshot.
+import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Batch } from './batch.js';
@@ -136,7 +137,7 @@ export class EngineMetrics {
     return recent.length > 0 ? recent.reduce((a, r) => a + r.ms, 0) / recent.length / 1000 : null;
   }
 
-  snapshot(s: Scheduler, kv: KvPool, state: StatePool, cache: PrefixCacheStats | null,
+  snapshot(s: Scheduler, kv: KvPool<Tensor>, state: StatePool<Tensor>, cache: PrefixCacheStats | null,
     cachedOwners: { pages: number[]; slots: number[] } | null): EngineStats {
     const busyMs = this.recent.reduce((a, r) => a + r.ms, 0);
     const tokens = this.recent.reduce((a, r) => a + r.tokens, 0);

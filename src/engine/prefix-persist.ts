@@ -13,6 +13,7 @@ import { basename, dirname, join } from 'node:path';
 import { loadStore, planStore, STORE_FILE, STORE_VERSION, type StorePlan } from '../cache/prefix-store.js';
 import { removeStaleTemps, unusableDirReason, type FileIo } from '../cache/store-io.js';
 import { DirectStoreWriter, WorkerStoreWriter, type StoreWriter } from '../cache/store-writer.js';
+import type { PoolRange, PoolStorage, PoolTensor } from '../cache/pool-storage.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { PrefixContext } from './prefix.js';
 
@@ -46,6 +47,34 @@ const CHUNK_BYTES = 4 << 20;
 const COPY_STEP = 1 << 16;
 /** Body bytes handed to the writer and not yet written (memory bound of a save). */
 const MAX_IN_FLIGHT = 64 << 20;
+/** Pool bytes read back per call (a GPU backend: one transfer each). */
+const READ_BATCH_BYTES = 16 << 20;
+
+/** The plan's pieces as host rows, in order: pool ranges read back through `storage` in
+ * batches (on a CPU backend views at once, on a GPU one awaited transfer per batch). */
+async function* hostPieces<T extends PoolTensor>(pieces: Iterable<PoolRange<T> | Float32Array>, storage: PoolStorage<T>):
+  AsyncGenerator<Float32Array> {
+  let batch: PoolRange<T>[] = [];
+  let bytes = 0;
+  async function* flush(): AsyncGenerator<Float32Array> {
+    if (batch.length === 0) return;
+    const got = storage.readBack(batch);
+    batch = [];
+    bytes = 0;
+    yield* got instanceof Promise ? await got : got;
+  }
+  for (const p of pieces) {
+    if (p instanceof Float32Array) {
+      yield* flush();
+      yield p;
+      continue;
+    }
+    batch.push(p);
+    bytes += 4 * p.length;
+    if (bytes >= READ_BATCH_BYTES) yield* flush();
+  }
+  yield* flush();
+}
 
 /** A usable --prefix-cache-dir, created if missing; anything else is a clear error now
  * (never a hang, never a failure at the first save). */
@@ -206,7 +235,7 @@ export class PrefixPersistence {
     const evictions = cache.stats().evictions;
     try {
       await this.writer.begin({ file: plan.file, head: plan.head, digestAt: plan.digestAt, hashPrefix: plan.hashPrefix });
-      await this.copyBody(plan, () => cache.stats().evictions === evictions);
+      await this.copyBody(plan, kv.storage, () => cache.stats().evictions === evictions);
       this.bytes = await this.writer.finish();
       this.saves++;
       this.savedSnapshots = plan.snapshots;
@@ -225,7 +254,7 @@ export class PrefixPersistence {
   /** Copy the plan's body into pieces for the writer, yielding to the event loop every
    * SLICE_MS; throws SaveOutdated when `valid()` turns false after any wait (the views may
    * then point at reused pages and slots), or the writer's first error. */
-  private async copyBody(plan: StorePlan, valid: () => boolean): Promise<void> {
+  private async copyBody<T extends PoolTensor>(plan: StorePlan<T>, storage: PoolStorage<T>, valid: () => boolean): Promise<void> {
     let failure: unknown = null;
     const inFlight: Promise<void>[] = [];
     const resume = (): void => {
@@ -250,7 +279,8 @@ export class PrefixPersistence {
     };
     resume();
     let sliceStart = performance.now();
-    for (const view of plan.pieces()) {
+    for await (const view of hostPieces(plan.pieces(), storage)) {
+      resume(); // a GPU read-back awaited: the pieces still hold the snapshots?
       for (let at = 0; at < view.length;) {
         const n = Math.min(view.length - at, chunk.length - fill, COPY_STEP);
         chunk.set(view.subarray(at, at + n), fill);

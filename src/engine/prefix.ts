@@ -20,6 +20,7 @@
 //   rows under it. The radix cache keeps it in a separate namespace (P) so it serves only
 //   a request that computes the same split: the same prompt length P and the same tokens
 //   up to p (a request recomputing after preemption).
+import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { RadixCache } from '../cache/radix-cache.js';
 import type { StatePool } from '../cache/state-pool.js';
@@ -30,10 +31,11 @@ import { OutputText } from './output.js';
 import { Request } from './request.js';
 import { TokenHistory } from './sampler.js';
 
-export interface PrefixContext {
+/** T: the pools' tensors (the kernels' handles; host arrays in pool-only tests). */
+export interface PrefixContext<T extends Tensor = Tensor> {
   readonly cache: RadixCache;
-  readonly kv: KvPool;
-  readonly state: StatePool;
+  readonly kv: KvPool<T>;
+  readonly state: StatePool<T>;
   readonly kvDim: number;
   /** The Gated DeltaNet chunk (model layout): its multiples split every prefill. */
   readonly chunk: number;

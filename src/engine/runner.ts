@@ -29,8 +29,8 @@ export class Runner {
 
   constructor(
     readonly model: AnyModel,
-    readonly kv: KvPool,
-    readonly state: StatePool,
+    readonly kv: KvPool<Tensor>,
+    readonly state: StatePool<Tensor>,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;

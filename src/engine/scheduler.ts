@@ -8,6 +8,7 @@
 // snapshots (snapshot points are split points too).
 // Prompt tokens always take the chunked Gated DeltaNet form and generated tokens the
 // recurrence, also when recomputed after preemption: recompute is bit-exact.
+import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
@@ -44,8 +45,8 @@ export class Scheduler {
 
   constructor(
     readonly opts: SchedulerOptions,
-    private readonly kv: KvPool,
-    private readonly state: StatePool,
+    private readonly kv: KvPool<Tensor>,
+    private readonly state: StatePool<Tensor>,
   ) {
     if (opts.maxRunning < 1) throw new DeltaserveError('bad_config', `--max-running must be ≥ 1 (got ${opts.maxRunning})`);
     const chunk = opts.chunk;
@@ -90,8 +91,8 @@ export class Scheduler {
     const plan: Planned[] = [];
     for (let i = 0; i < this.running.length; i++) {
       const req = this.running[i]!;
-      const n = req.prefilling ? this.prefillChunk(req, budget) : 1 + req.drafts.length;
-      if (n === 0) continue;
+      const n = req.prefilling ? this.prefillThatFits(req, this.prefillChunk(req, budget)) : 1 + req.drafts.length;
+      if (n === 0) continue; // a prefill with no budget or no pages waits, holding what it has
       if (!this.ensurePages(req, req.computed + n)) {
         // preempted itself (it was the newest); the loop index now points past it
         i--;
@@ -122,6 +123,19 @@ export class Scheduler {
     let end = c + Math.min(limit - c, budget);
     if (end < limit) end = c < req.promptIds.length ? lastSplitBy(req, c, end, this.opts.chunk) : Math.floor(end / this.opts.chunk) * this.opts.chunk;
     return Math.max(0, end - c);
+  }
+
+  /** Running `req`'s prefill chunk of `n` tokens, or less. The newest request, while an older
+   * one runs, gets only the tokens its pages (held, free or evictable) cover: preempting
+   * itself would free its pages only to be readmitted at once and recompute them, step after
+   * step. It waits instead; the older requests progress and finish, or preempt it when they
+   * need pages. The shorter chunk still ends on a split point (prefillChunk). */
+  private prefillThatFits(req: Request, n: number): number {
+    const newest = this.running.length > 1 && this.running[this.running.length - 1] === req;
+    const need = this.kv.pagesFor(req.computed + n) - req.pages.length;
+    if (!newest || need <= 0 || this.reservePages(need)) return n;
+    const coverable = (req.pages.length + this.kv.freePages) * this.kv.pageSize - req.computed;
+    return coverable > 0 ? this.prefillChunk(req, Math.min(n, coverable)) : 0;
   }
 
   private admit(plan: Planned[], budget: number): void {

@@ -35,6 +35,11 @@ export function gatherRows(dst: Float32Array, src: Float32Array, rows: ArrayLike
   }
 }
 
+export function fill(dst: Float32Array, offset: number, length: number, value: number): void {
+  if (offset < 0 || length < 0 || offset + length > dst.length) throw new RangeError(`fill: ${length} elements at ${offset} past ${dst.length}`);
+  dst.fill(value, offset, offset + length);
+}
+
 export function write(dst: Float32Array, offset: number, src: ArrayLike<number>): void {
   if (offset + src.length > dst.length) throw new RangeError(`write: ${src.length} elements at ${offset} past ${dst.length}`);
   dst.set(src, offset);

@@ -166,6 +166,9 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
     rows: number, width: number): void;
   /** dst[i, :] = src[rows[i], :] for i < rows.length; rows of `width` elements. */
   gatherRows(dst: T, src: T, rows: ArrayLike<number>, width: number): void;
+  /** dst[offset + i] = value (rounded to f32) for i < length: zeroing a recurrent-state slot,
+   * poisoning pool memory in tests. */
+  fill(dst: T, offset: number, length: number, value: number): void;
   /** Host data into a tensor: dst[offset + i] = src[i] (rounded to f32). */
   write(dst: T, offset: number, src: ArrayLike<number>): void;
   /** Host copies of tensor ranges, in one transfer. CPU backends return views of their

@@ -1,21 +1,30 @@
-// The WebGPU entry point in Node: Dawn's binding (npm `webgpu`). Kept outside
-// kernels/webgpu/ so that directory stays browser-ready (a browser passes navigator.gpu).
+// The WebGPU entry point in Node: Dawn's binding (npm `webgpu`, an optional dependency,
+// loaded on first use only). Kept outside kernels/webgpu/ so that directory stays
+// browser-ready (a browser passes navigator.gpu).
 /// <reference types="@webgpu/types" />
+
+interface DawnModule { create(flags: string[]): GPU; globals: Record<string, unknown> }
 
 let cached: GPU | null = null;
 
+const loadDawn = async (): Promise<DawnModule> => (await import('webgpu')) as unknown as DawnModule;
+
 /** Node's `GPU` object (Dawn), loaded on first use. Throws with the reason when the
- * `webgpu` package or its prebuilt dawn.node cannot be loaded on this platform. */
-export async function nodeGpu(): Promise<GPU> {
-  if (cached) return cached;
-  let mod: { create(flags: string[]): GPU; globals: Record<string, unknown> };
+ * `webgpu` package or its prebuilt dawn.node cannot be loaded on this platform.
+ * `load`: the package loader (tests pass one that fails). */
+export async function nodeGpu(load: () => Promise<DawnModule> = loadDawn): Promise<GPU> {
+  if (cached && load === loadDawn) return cached;
+  let mod: DawnModule;
   try {
-    mod = (await import('webgpu')) as unknown as typeof mod;
+    mod = await load();
   } catch (e) {
-    throw new Error(`the webgpu backend needs the npm package "webgpu" (Dawn) for ${process.platform}-${process.arch}: ${(e as Error).message}`);
+    throw new Error(`the webgpu backend needs the optional npm package "webgpu" (Dawn's prebuilt binding) for ` +
+      `${process.platform}-${process.arch}, which could not be loaded (${(e as Error).message.split('\n')[0]}); ` +
+      'install it with `npm install webgpu@0.6.2`, or use --kernels cpu');
   }
   // The WebGPU constants (GPUBufferUsage, GPUMapMode, ...) the browser has as globals.
   for (const [k, v] of Object.entries(mod.globals)) if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
-  cached = mod.create([]);
-  return cached;
+  const gpu = mod.create([]);
+  if (load === loadDawn) cached = gpu;
+  return gpu;
 }

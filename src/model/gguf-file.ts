@@ -32,6 +32,10 @@ export interface GgufFile {
   readonly path: string;
   readonly version: number;
   readonly metadata: GgufMetadata;
+  /** Each metadata key's stored value type id (GGUF's u32: 4 = u32, 8 = string, …); for
+   * arrays the type of the items (metadata value is then an array). Lets a writer copy a
+   * value exactly as it was stored. */
+  readonly metadataTypes: ReadonlyMap<string, number>;
   readonly tensors: readonly GgufTensorInfo[];
   readonly size: number;
 }
@@ -134,11 +138,14 @@ const SCALAR_READERS: Readonly<Record<number, (c: HeaderCursor, what: string) =>
 };
 const ARRAY_TYPE = 9;
 
-function readValue(c: HeaderCursor, type: number, key: string, path: string): GgufValue {
+/** `types`: records the stored type of `key` (for arrays, of their items). */
+function readValue(c: HeaderCursor, type: number, key: string, path: string, types?: Map<string, number>): GgufValue {
+  types?.set(key, type);
   const scalar = SCALAR_READERS[type];
   if (scalar) return scalar(c, `value of ${key}`);
   if (type !== ARRAY_TYPE) bad(`${path}: metadata key ${key} has unknown value type ${type} (corrupted header?)`);
   const itemType = c.u32(`array type of ${key}`);
+  types?.set(key, itemType);
   const n = c.u64(`array length of ${key}`, MAX_COUNT);
   const out: GgufValue[] = [];
   for (let i = 0; i < n; i++) out.push(readValue(c, itemType, key, path));
@@ -167,11 +174,12 @@ export function parseGguf(fd: number, path: string): GgufFile {
   const nTensors = c.u64('tensor count', MAX_COUNT);
   const nKv = c.u64('metadata count', MAX_COUNT);
   const metadata = new Map<string, GgufValue>();
+  const metadataTypes = new Map<string, number>();
   for (let i = 0; i < nKv; i++) {
     const key = c.str(`metadata key #${i}`);
     if (metadata.has(key)) bad(`${path}: metadata key ${key} appears twice`);
     const type = c.u32(`type of ${key}`);
-    metadata.set(key, readValue(c, type, key, path));
+    metadata.set(key, readValue(c, type, key, path, metadataTypes));
   }
   const alignment = metadata.get('general.alignment') ?? DEFAULT_ALIGNMENT;
   if (typeof alignment !== 'number' || alignment <= 0 || !Number.isInteger(alignment) || alignment % 8 !== 0) {
@@ -203,7 +211,7 @@ export function parseGguf(fd: number, path: string): GgufFile {
       bad(`${path}: tensor ${t.name}: data ends at byte ${t.offset + t.nbytes} but the file has ${size} bytes (truncated file)`);
     }
   }
-  return { path, version, metadata, tensors, size };
+  return { path, version, metadata, metadataTypes, tensors, size };
 }
 
 /** The data section holds the tensors back to back in header order, each padded to the

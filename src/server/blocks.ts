@@ -16,7 +16,8 @@ export interface Block {
   /** tool_call blocks: the call; its arguments grow as they stream (AnswerStream's
    * incremental mode) or arrive in full. */
   readonly call?: { readonly id: string; readonly name: string; arguments: string };
-  /** A streamed call that turned out malformed or was cut short (its arguments are what was sent). */
+  /** A streamed call that turned out malformed, or any block the generation ended inside
+   * (max tokens, abort): its content is what was sent, not a whole item. */
   failed?: boolean;
 }
 
@@ -74,9 +75,11 @@ export class BlockTracker {
     return out;
   }
 
-  /** Close the open block (end of the answer). */
-  finish(): BlockEvent[] {
+  /** Close the open block (end of the answer); `cut`: the generation stopped inside it
+   * (max tokens, abort), so it is marked failed. */
+  finish(cut = false): BlockEvent[] {
     const out: BlockEvent[] = [];
+    if (cut && this.open) this.open.failed = true;
     this.close(out);
     return out;
   }
@@ -95,6 +98,11 @@ export class BlockTracker {
   }
 }
 
+/** The generation stopped before the answer ended by itself (max tokens, abort). */
+export function cutShort(d: Extract<GenerateEvent, { type: 'done' }>): boolean {
+  return d.finishReason === 'length' || d.finishReason === 'abort';
+}
+
 /** Feed a run's text through the answer parser and the tracker, handing every block event
  * to `emit` as it forms; at the run's final event flush both and return that event (null
  * when the run ends without one). The streaming loop of every block-shaped API. */
@@ -106,7 +114,7 @@ export async function streamBlocks(events: AsyncIterable<GenerateEvent>, answer:
       continue;
     }
     emit(tracker.push(answer.flush()));
-    emit(tracker.finish());
+    emit(tracker.finish(cutShort(ev)));
     return ev;
   }
   return null;

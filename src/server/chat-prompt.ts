@@ -1,12 +1,13 @@
 // The prompt of a chat turn, shared by every chat-style API: the chat template over the
 // messages, with tools either handed to the template (templates that render them) or written
-// into the messages (templates that do not; see tools/prompt.ts).
+// into the messages (templates that do not; see tools/prompt.ts) — both in the prepare pool
+// (prepare-jobs.ts).
 import type { ChatMessage } from '../tokenizer/chat.js';
 import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './errors.js';
 import { checkPromptLength, type ServerContext } from './generation.js';
-import { prepare } from './prepare-jobs.js';
-import { inlineTools, templateHandlesTools, templateTools, toolFormatFor } from './tools/prompt.js';
+import { type ChatTools, prepare } from './prepare-jobs.js';
+import { toolFormatFor } from './tools/prompt.js';
 import type { ThinkStart } from './thinking.js';
 import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
 
@@ -44,19 +45,15 @@ export async function chatPrompt(ctx: ServerContext, messages: readonly ChatMess
   tools: ToolSetup | null, param = 'messages', signal?: AbortSignal): Promise<ChatPrompt> {
   const { engine } = ctx;
   const template = engine.tokenizer.chatTemplate;
-  const offered = tools && tools.choice.kind !== 'none' ? tools.tools : [];
-  let msgs = messages;
-  const extra = { ...kwargs };
-  if (templateHandlesTools(template)) {
-    if (offered.length > 0) extra['tools'] = templateTools(offered);
-    if (tools) extra['parallel_tool_calls'] = tools.parallel;
-  } else if (offered.length > 0 || messages.some((m) => m.role === 'tool' || (m.tool_calls?.length ?? 0) > 0)) {
-    msgs = inlineTools(messages, offered, tools?.format ?? toolFormatFor(template, engine.model.config.modelType));
-  }
+  const placed: ChatTools = {
+    offered: tools && tools.choice.kind !== 'none' ? tools.tools : [],
+    format: tools?.format ?? toolFormatFor(template, engine.model.config.modelType),
+    parallel: tools ? tools.parallel : null,
+  };
   let ids: number[];
   let boundaries: number[];
   try {
-    ({ ids, boundaries } = await prepare(ctx, { op: 'chat', messages: msgs, think, kwargs: extra }, signal));
+    ({ ids, boundaries } = await prepare(ctx, { op: 'chat', messages, think, kwargs, tools: placed }, signal));
   } catch (e) {
     throw toApiError(e, param);
   }

@@ -1,4 +1,4 @@
-// The HTTP server (node:http): routing, Bearer auth, body and request-size limits (limits.ts),
+// The HTTP server (node:http): routing, Bearer auth, body and request-size limits (body.ts, limits.ts),
 // time limits on receiving a request, per-request abort on client disconnect, error
 // responses, graceful shutdown. The event loop only routes: prompts are rendered and
 // tokenized in the prepare pool (prepare-pool.ts). startServer() is the programmatic
@@ -18,9 +18,9 @@ import { countTokens, inAnthropicShape, messages } from './messages.js';
 import { deleteResponse, getResponse, responses } from './responses.js';
 import { responsesKey } from './responses-crypto.js';
 import { ResponseStore } from './responses-store.js';
+import { readJsonBody } from './body.js';
 import { ApiError, toApiError } from './errors.js';
 import type { Call, ServerContext } from './generation.js';
-import { parseJsonBody } from './json-parse.js';
 import { checkRequestLimits, type RequestLimits, resolveLimits } from './limits.js';
 import { PreparePool } from './prepare-pool.js';
 import { TokenTexts } from './logprobs.js';
@@ -169,28 +169,6 @@ function authorized(req: IncomingMessage, key: Buffer): boolean {
   return typeof x === 'string' && x.length > 0 && timingSafeEqual(digest(x.trim()), key);
 }
 
-/** Read the whole body, 413 past `limit` bytes. */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const tooLarge = (): ApiError => new ApiError(413, `the request body is larger than the limit of ${limit} bytes`, null, 'request_too_large');
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge());
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    req.on('data', (b: Buffer) => {
-      size += b.length;
-      if (size > limit) {
-        req.removeAllListeners('data');
-        req.pause();
-        reject(tooLarge());
-      } else parts.push(b);
-    });
-    req.on('end', () => resolve(Buffer.concat(parts)));
-    req.on('error', reject);
-    req.on('aborted', () => reject(new ApiError(400, 'the client closed the connection', null, 'client_closed')));
-  });
-}
-
 /** The time limits of the HTTP server, checked. */
 function timeLimits(opts: ServerOptions): { requestTimeout: number; keepAliveTimeout: number } {
   const requestTimeout = opts.requestTimeoutMs ?? 60_000;
@@ -302,9 +280,9 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
         uptime_seconds: [(Date.now() - started) / 1000, 'Seconds since the server started.'],
       });
     }
-    const body = r.method === 'POST' ? parseJsonBody(await readBody(req, maxBody), limits.jsonDepth) : undefined;
+    const body = r.method === 'POST' ? await readJsonBody(req, maxBody, limits.jsonDepth) : undefined;
     seen.body = body;
-    if (r.method === 'POST') checkRequestLimits(body, limits);
+    if (r.method === 'POST') await checkRequestLimits(body, limits);
     try {
       await r.handler(ctx, { req, res, body, signal: ctl.signal, arrival, record: rec }, arg);
     } catch (e) {

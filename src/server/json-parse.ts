@@ -1,8 +1,11 @@
-// Request bodies as JSON, with the nesting depth bounded before JSON.parse builds anything:
-// a linear scan over the text counts open arrays/objects (outside strings) and stops at the
-// first one past the limit. Every later walk over the parsed value (limits, template
-// rendering, schema compilation) therefore recurses at most `maxDepth` levels.
+// JSON texts from clients with the nesting depth bounded before anything is built: request
+// bodies by the incremental parser (json-stream.ts), which checks depth as it opens each
+// array/object; JSON texts inside a body (tool-call arguments) by a linear scan that counts
+// open arrays/objects outside strings, before JSON.parse. Every later walk over the parsed
+// value (limits, template rendering, schema compilation) therefore recurses at most
+// `maxDepth` levels.
 import { ApiError } from './errors.js';
+import { JsonBodyParser } from './json-stream.js';
 
 const OPEN_OBJECT = 0x7b; // {
 const OPEN_ARRAY = 0x5b; // [
@@ -38,14 +41,10 @@ export function checkJsonDepth(text: string, maxDepth: number, what: string, par
   }
 }
 
-/** Parse a request body: 400 when empty, too deep or not JSON. */
+/** Parse a whole request body at once (the server feeds its JsonBodyParser chunk by chunk as
+ * the body arrives): 400 when empty, too deep or not JSON. */
 export function parseJsonBody(buf: Buffer, maxDepth: number): unknown {
-  if (buf.length === 0) throw new ApiError(400, 'the request body is empty; expected a JSON object');
-  const text = buf.toString('utf8');
-  checkJsonDepth(text, maxDepth, 'the request body');
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`, null, 'invalid_json');
-  }
+  const parser = new JsonBodyParser(maxDepth);
+  parser.push(buf);
+  return parser.end();
 }

@@ -3,6 +3,7 @@
 // before it starts. Each limit is a `serve` flag; a request past one gets a 413 (sizes) or a
 // 400 (counts, depth) whose message names the flag. The checks look only at well-known
 // field names (every route rejects unknown fields anyway), so one check serves all routes.
+// The walks over client JSON are iterative and hand the event loop back every few ms.
 import { DeltaserveError } from '../util/errors.js';
 import { ApiError } from './errors.js';
 
@@ -60,50 +61,95 @@ export function resolveLimits(given: Partial<RequestLimits> = {}): RequestLimits
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const field = (o: Record<string, unknown>, k: string): unknown => (Object.hasOwn(o, k) ? o[k] : undefined);
 
-/** Push one by one (spreading a huge client array into push() overflows the stack). */
-function pushAll(stack: unknown[], items: readonly unknown[]): void {
-  for (const it of items) stack.push(it);
+/** The walks below hand the event loop back after this many ms of work, so checking a
+ * multi-megabyte body never holds /health or a running stream for longer. */
+const SLICE_MS = 4;
+/** Nodes visited between two looks at the clock. */
+const NODES_PER_LOOK = 1024;
+const yieldLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** Visit `root` and every value inside it (iteratively: no recursion over client JSON),
+ * yielding the event loop every SLICE_MS. `visit` gets each value and, for object
+ * members, its key. */
+async function walk(root: unknown, visit: (x: unknown, key: string | null) => void): Promise<void> {
+  const values: unknown[] = [root];
+  const keys: (string | null)[] = [null];
+  let sliceStart = performance.now();
+  let n = 0;
+  while (values.length > 0) {
+    const x = values.pop();
+    visit(x, keys.pop()!);
+    if (Array.isArray(x)) {
+      for (const it of x) {
+        values.push(it);
+        keys.push(null);
+      }
+    } else if (isObj(x)) {
+      for (const k in x) {
+        values.push(x[k]);
+        keys.push(k);
+      }
+    }
+    if (++n % NODES_PER_LOOK === 0 && performance.now() - sliceStart > SLICE_MS) {
+      await yieldLoop();
+      sliceStart = performance.now();
+    }
+  }
 }
 
-/** Total length of the strings inside `v` (iterative: no recursion over client JSON). */
-function textChars(v: unknown): number {
+/** Total length of the strings inside `v` (keys excluded). */
+async function textChars(v: unknown): Promise<number> {
   let n = 0;
-  const stack: unknown[] = [v];
-  while (stack.length > 0) {
-    const x = stack.pop();
+  await walk(v, (x) => {
     if (typeof x === 'string') n += x.length;
-    else if (Array.isArray(x)) pushAll(stack, x);
-    else if (isObj(x)) pushAll(stack, Object.values(x));
-  }
+  });
   return n;
 }
 
-/** Every `enum` array under a schema (iterative walk). */
-function largestEnum(schema: unknown): number {
+/** The size of the largest `enum` array under a schema. */
+async function largestEnum(schema: unknown): Promise<number> {
   let largest = 0;
-  const stack: unknown[] = [schema];
-  while (stack.length > 0) {
-    const x = stack.pop();
-    if (Array.isArray(x)) pushAll(stack, x);
-    else if (isObj(x)) {
-      const e = field(x, 'enum');
-      if (Array.isArray(e)) largest = Math.max(largest, e.length);
-      pushAll(stack, Object.values(x));
-    }
-  }
+  await walk(schema, (x) => {
+    if (!isObj(x)) return;
+    const e = field(x, 'enum');
+    if (Array.isArray(e)) largest = Math.max(largest, e.length);
+  });
   return largest;
 }
 
-const jsonBytes = (v: unknown): number => Buffer.byteLength(JSON.stringify(v) ?? '', 'utf8');
+/** Characters JSON.stringify escapes (and lone surrogates, which it writes as \uXXXX). */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+const stringBytes = (s: string): number =>
+  (NEEDS_ESCAPE.test(s) ? Buffer.byteLength(JSON.stringify(s), 'utf8') : Buffer.byteLength(s, 'utf8') + 2);
 
-function checkSchema(schema: unknown, param: string, limits: RequestLimits): void {
+/** UTF-8 bytes of JSON.stringify(v) for a value parsed from JSON, counted by a walk
+ * (stringifying a multi-megabyte tools array would hold the event loop). */
+export async function jsonBytes(v: unknown): Promise<number> {
+  let n = 0;
+  await walk(v, (x, key) => {
+    if (key !== null) n += stringBytes(key) + 1; // "key":
+    if (typeof x === 'string') n += stringBytes(x);
+    else if (typeof x === 'number') n += String(Number.isFinite(x) ? x : null).length;
+    else if (typeof x === 'boolean') n += x ? 4 : 5;
+    else if (x === null) n += 4;
+    else if (Array.isArray(x)) n += 2 + Math.max(0, x.length - 1);
+    else if (isObj(x)) {
+      let members = 0;
+      for (const _ in x) members++;
+      n += 2 + Math.max(0, members - 1);
+    }
+  });
+  return n;
+}
+
+async function checkSchema(schema: unknown, param: string, limits: RequestLimits): Promise<void> {
   if (schema === undefined || schema === null) return;
-  const n = largestEnum(schema);
+  const n = await largestEnum(schema);
   if (n > limits.enumValues) {
     throw new ApiError(400, `${param} has an enum of ${n} values, more than the limit of ${limits.enumValues} (--max-enum)`,
       param, 'enum_too_large');
   }
-  const bytes = jsonBytes(schema);
+  const bytes = await jsonBytes(schema);
   if (bytes > limits.schemaBytes) {
     throw new ApiError(413, `${param} is ${bytes} bytes of JSON, more than the limit of ${limits.schemaBytes} (--max-schema-bytes)`,
       param, 'schema_too_large');
@@ -133,8 +179,9 @@ function schemasOf(b: Record<string, unknown>): [unknown, string][] {
 /** The prompt-text fields of every route, and the one that names the prompt in errors. */
 const PROMPT_FIELDS = ['messages', 'prompt', 'input', 'system', 'instructions'] as const;
 
-/** 413/400 naming the limit when a parsed body exceeds one. Call before any preparation work. */
-export function checkRequestLimits(body: unknown, limits: RequestLimits): void {
+/** 413/400 naming the limit when a parsed body exceeds one. Call before any preparation
+ * work. The walks yield the event loop every few ms, so a huge body delays only itself. */
+export async function checkRequestLimits(body: unknown, limits: RequestLimits): Promise<void> {
   if (!isObj(body)) return; // the route's own validation names this
   let chars = 0;
   let named: string | null = null;
@@ -142,7 +189,7 @@ export function checkRequestLimits(body: unknown, limits: RequestLimits): void {
     const v = field(body, k);
     if (v === undefined || v === null) continue;
     named ??= k;
-    chars += textChars(v);
+    chars += await textChars(v);
   }
   if (chars > limits.promptChars) {
     throw new ApiError(413, `${named}: the prompt text is ${chars} characters, more than the limit of ${limits.promptChars} (--max-prompt-chars)`,
@@ -159,10 +206,10 @@ export function checkRequestLimits(body: unknown, limits: RequestLimits): void {
     if (tools.length > limits.tools) {
       throw new ApiError(400, `tools holds ${tools.length} tools, more than the limit of ${limits.tools} (--max-tools)`, 'tools', 'too_many_tools');
     }
-    const bytes = jsonBytes(tools);
+    const bytes = await jsonBytes(tools);
     if (bytes > limits.toolsBytes) {
       throw new ApiError(413, `tools is ${bytes} bytes of JSON, more than the limit of ${limits.toolsBytes} (--max-tools-bytes)`, 'tools', 'tools_too_large');
     }
   }
-  for (const [schema, param] of schemasOf(body)) checkSchema(schema, param, limits);
+  for (const [schema, param] of schemasOf(body)) await checkSchema(schema, param, limits);
 }

@@ -1,10 +1,10 @@
 // GET /v1/models, GET /v1/models/{id}, GET /metrics, POST /tokenize, POST /detokenize.
 import { ApiError, invalid, toApiError } from './errors.js';
 import { type Call, checkModel, type ServerContext } from './generation.js';
-import { prepare } from './prepare-jobs.js';
+import { prepare, type TokenizeInput } from './prepare-jobs.js';
 import { packageInfo } from '../util/version.js';
-import { sendJson, sendText } from './respond.js';
-import { optBool, optObject, requireObject, tokenIds } from './validate.js';
+import { sendJson, sendJsonBytes, sendText } from './respond.js';
+import { optBool, optObject, packedTokenIds, requireObject } from './validate.js';
 
 /** The model card shows no local paths (the model directory stays private). */
 function modelCard(ctx: ServerContext): Record<string, unknown> {
@@ -31,36 +31,37 @@ export function metrics(ctx: ServerContext, call: Call, extra: Readonly<Record<s
 }
 
 /** {prompt} (raw text) or {messages, add_generation_prompt?, chat_template_kwargs?} → {count, max_model_len, tokens}.
- * Rendering and tokenizing run in the prepare pool. */
+ * Rendering, tokenizing and writing the JSON body run in the prepare pool. */
 export async function tokenize(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
   checkModel(ctx, b);
-  let tokens: number[];
+  let input: TokenizeInput;
   if (b['prompt'] !== undefined && b['prompt'] !== null) {
     if (typeof b['prompt'] !== 'string') throw invalid('prompt', 'prompt must be a string');
-    tokens = (await prepare(ctx, { op: 'encode', texts: [b['prompt']] }, call.signal)).ids[0]!;
+    input = { text: b['prompt'] };
   } else if (b['messages'] !== undefined && b['messages'] !== null) {
     if (!engine.tokenizer.chatTemplate) throw invalid('messages', 'this model has no chat template');
     const kwargs = { ...(optObject(b, 'chat_template_kwargs') ?? {}) };
     const think = kwargs['enable_thinking'];
     if (think !== undefined && typeof think !== 'boolean') throw invalid('chat_template_kwargs.enable_thinking', 'chat_template_kwargs.enable_thinking must be a boolean');
     delete kwargs['enable_thinking'];
-    const opts = { addGenerationPrompt: optBool(b, 'add_generation_prompt') ?? true, enableThinking: think !== false, extra: kwargs };
-    try {
-      tokens = (await prepare(ctx, { op: 'render', messages: b['messages'], opts }, call.signal)).ids;
-    } catch (e) {
-      throw toApiError(e, 'messages');
-    }
+    input = { messages: b['messages'], opts: { addGenerationPrompt: optBool(b, 'add_generation_prompt') ?? true, enableThinking: think !== false, extra: kwargs } };
   } else throw invalid('prompt', 'give prompt (a string) or messages');
-  sendJson(call.res, 200, { count: tokens.length, max_model_len: engine.maxContext, tokens });
+  let body: Uint8Array;
+  try {
+    ({ body } = await prepare(ctx, { op: 'tokenize', input, maxModelLen: engine.maxContext }, call.signal));
+  } catch (e) {
+    throw toApiError(e, 'text' in input ? 'prompt' : 'messages');
+  }
+  sendJsonBytes(call.res, 200, body);
 }
 
-/** {tokens: [ids]} → {prompt: text}. */
+/** {tokens: [ids]} → {prompt: text}; decoding and writing the JSON body run in the prepare pool. */
 export async function detokenize(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkModel(ctx, b);
-  const ids = tokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize, true);
-  const { texts } = await prepare(ctx, { op: 'decode', ids: [ids] }, call.signal);
-  sendJson(call.res, 200, { prompt: texts[0] });
+  const ids = packedTokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize);
+  const { body } = await prepare(ctx, { op: 'detokenize', ids }, call.signal);
+  sendJsonBytes(call.res, 200, body);
 }

@@ -1,5 +1,5 @@
-// The work of preparing a prompt — chat-template rendering and tokenizing — as plain
-// functions over a tokenizer. The prepare pool runs them in worker threads; the same
+// The work of preparing a prompt — placing tools, chat-template rendering and tokenizing —
+// as plain functions over a tokenizer. The prepare pool runs them in worker threads; the same
 // functions run inline when no pool is configured, so both paths give the same ids.
 import { promptOf, type RequestContext } from '../engine/request-builder.js';
 import type { Model } from '../model/model.js';
@@ -9,22 +9,43 @@ import { encodeChat } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { ServerContext } from './generation.js';
+import { inlineTools, templateHandlesTools, templateTools } from './tools/prompt.js';
+import type { FunctionTool, ToolFormat } from './tools/types.js';
+
+/** The tools of a chat turn, as the template will see them. */
+export interface ChatTools {
+  /** Tools the model may call (none when tool_choice is "none"). */
+  readonly offered: readonly FunctionTool[];
+  /** The served model's call format (for templates that do not render tools). */
+  readonly format: ToolFormat;
+  /** parallel_tool_calls, passed to templates that render tools (null: the request has no tools). */
+  readonly parallel: boolean | null;
+}
 
 export type PrepareJob =
   /** A chat turn's prompt ids and message boundaries (engine/request-builder.ts promptOf). */
-  | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown> }
-  /** The template's rendering of `messages` (POST /tokenize: generation prompt optional). */
-  | { readonly op: 'render'; readonly messages: unknown; readonly opts: RenderOptions }
+  | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown>;
+    readonly tools: ChatTools }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
   | { readonly op: 'encode'; readonly texts: readonly string[] }
   /** Texts of token-id lists (special tokens kept). */
-  | { readonly op: 'decode'; readonly ids: readonly (readonly number[])[] };
+  | { readonly op: 'decode'; readonly ids: readonly (readonly number[])[] }
+  /** POST /tokenize's response body: the ids of a raw text, or of the template's rendering
+   * of `messages` (generation prompt optional). */
+  | { readonly op: 'tokenize'; readonly input: TokenizeInput; readonly maxModelLen: number }
+  /** POST /detokenize's response body. The ids travel as an Int32Array whose buffer the pool
+   * transfers to the worker instead of copying it (the list is bounded only by the body size). */
+  | { readonly op: 'detokenize'; readonly ids: Int32Array };
+
+export type TokenizeInput = { readonly text: string } | { readonly messages: unknown; readonly opts: RenderOptions };
 
 export type PrepareResult =
   | { readonly op: 'chat'; readonly ids: number[]; readonly boundaries: number[] }
-  | { readonly op: 'render'; readonly ids: number[] }
   | { readonly op: 'encode'; readonly ids: number[][] }
-  | { readonly op: 'decode'; readonly texts: string[] };
+  | { readonly op: 'decode'; readonly texts: string[] }
+  /** A whole JSON response body as UTF-8 (made in the worker, transferred: the event loop
+   * neither copies millions of ids nor stringifies them). */
+  | { readonly op: 'tokenize' | 'detokenize'; readonly body: Uint8Array };
 
 /** What a job needs of the engine: the tokenizer, the vocabulary size, the context length. */
 export interface PrepareContext {
@@ -33,24 +54,65 @@ export interface PrepareContext {
   readonly maxContext: number;
 }
 
+/** The template's input for a chat turn: tools handed to a template that renders them (with
+ * parallel_tool_calls), else written into the messages as text (tools/prompt.ts) — which for
+ * thousands of tools is megabytes of text, so it is done here, off the event loop. */
+function placeTools(template: string | undefined, job: Extract<PrepareJob, { op: 'chat' }>): { messages: readonly ChatMessage[]; kwargs: Record<string, unknown> } {
+  const { offered, format, parallel } = job.tools;
+  const kwargs = { ...job.kwargs };
+  if (templateHandlesTools(template)) {
+    if (offered.length > 0) kwargs['tools'] = templateTools(offered);
+    if (parallel !== null) kwargs['parallel_tool_calls'] = parallel;
+    return { messages: job.messages, kwargs };
+  }
+  const history = job.messages.some((m) => m.role === 'tool' || (m.tool_calls?.length ?? 0) > 0);
+  return { messages: offered.length > 0 || history ? inlineTools(job.messages, offered, format) : job.messages, kwargs };
+}
+
+const jsonBody = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
+
+function tokenizeIds(tokenizer: TextTokenizer, input: TokenizeInput): number[] {
+  if ('text' in input) return tokenizer.encode(input.text);
+  const template = tokenizer.chatTemplate;
+  if (!template) throw new DeltaserveError('bad_request', 'this model has no chat template; send a raw prompt instead of messages');
+  return encodeChat(tokenizer, template, validateMessages(input.messages), input.opts);
+}
+
 export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResult {
   switch (job.op) {
     case 'chat': {
       // promptOf reads only the vocabulary size of the model (for prompt ids)
       const rc: RequestContext = { tokenizer: ctx.tokenizer, maxContext: ctx.maxContext, model: { config: { vocabSize: ctx.vocabSize } } as Model };
-      const { ids, boundaries } = promptOf(rc, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs });
+      const { messages, kwargs } = placeTools(ctx.tokenizer.chatTemplate, job);
+      const { ids, boundaries } = promptOf(rc, { messages, think: job.think, chatTemplateKwargs: kwargs });
       return { op: 'chat', ids, boundaries };
-    }
-    case 'render': {
-      const template = ctx.tokenizer.chatTemplate;
-      if (!template) throw new DeltaserveError('bad_request', 'this model has no chat template; send a raw prompt instead of messages');
-      return { op: 'render', ids: encodeChat(ctx.tokenizer, template, validateMessages(job.messages), job.opts) };
     }
     case 'encode':
       return { op: 'encode', ids: job.texts.map((t) => ctx.tokenizer.encode(t)) };
     case 'decode':
       return { op: 'decode', texts: job.ids.map((ids) => ctx.tokenizer.decode(ids)) };
+    case 'tokenize': {
+      const tokens = tokenizeIds(ctx.tokenizer, job.input);
+      return { op: 'tokenize', body: jsonBody({ count: tokens.length, max_model_len: job.maxModelLen, tokens }) };
+    }
+    case 'detokenize':
+      return { op: 'detokenize', body: jsonBody({ prompt: ctx.tokenizer.decode(plainArray(job.ids)) }) };
   }
+}
+
+/** The buffers a job or a result hands to the other thread instead of copying them (they
+ * are unusable on the sending side afterwards). */
+export function transferablesOf(x: PrepareJob | PrepareResult): ArrayBuffer[] {
+  if (x.op === 'detokenize' && 'ids' in x) return [x.ids.buffer as ArrayBuffer];
+  if ((x.op === 'tokenize' || x.op === 'detokenize') && 'body' in x) return [x.body.buffer as ArrayBuffer];
+  return [];
+}
+
+/** An Int32Array as a plain array (a loop: Array.from over a typed array is far slower). */
+function plainArray(a: Int32Array): number[] {
+  const out = new Array<number>(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = a[i]!;
+  return out;
 }
 
 /** Run a job in the server's prepare pool, or inline when it has none. */

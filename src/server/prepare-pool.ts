@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { DeltaserveError, type ErrorCode } from '../util/errors.js';
 import { type Logger, SILENT } from '../util/log.js';
 import { ApiError } from './errors.js';
-import type { PrepareJob, PrepareResult } from './prepare-jobs.js';
+import { type PrepareJob, type PrepareResult, transferablesOf } from './prepare-jobs.js';
 import type { PrepareWorkerData } from './prepare-worker.js';
 
 interface Pending {
@@ -133,7 +133,7 @@ export class PreparePool {
       slot.current = p;
       const job = p;
       slot.timer = setTimeout(() => this.timeout(slot, job), this.budgetMs);
-      slot.worker.postMessage({ id: p.id, job: p.job });
+      slot.worker.postMessage({ id: p.id, job: p.job }, transferablesOf(p.job));
     }
   }
 

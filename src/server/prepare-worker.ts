@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { TextTokenizer, type TokenizerSource } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
-import { type PrepareContext, type PrepareJob, runPrepareJob } from './prepare-jobs.js';
+import { type PrepareContext, type PrepareJob, runPrepareJob, transferablesOf } from './prepare-jobs.js';
 
 export interface PrepareWorkerData {
   readonly source: TokenizerSource;
@@ -26,7 +26,8 @@ if (port) {
   port.on('message', (msg: { id: number; job: PrepareJob }) => {
     if (!ctx) return;
     try {
-      port.postMessage({ id: msg.id, result: runPrepareJob(ctx, msg.job) });
+      const result = runPrepareJob(ctx, msg.job);
+      port.postMessage({ id: msg.id, result }, transferablesOf(result));
     } catch (e) {
       const code = e instanceof DeltaserveError ? e.code : 'internal';
       port.postMessage({ id: msg.id, error: { code, message: e instanceof Error ? e.message : String(e) } });

@@ -9,6 +9,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
+/** A JSON body already encoded (by a prepare worker). */
+export function sendJsonBytes(res: ServerResponse, status: number, body: Uint8Array): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.byteLength });
+  res.end(body);
+}
+
 export function sendText(res: ServerResponse, status: number, text: string, contentType: string): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });

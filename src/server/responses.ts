@@ -7,7 +7,7 @@
 // true) keeps the finished response and its conversation, `previous_response_id` continues one;
 // GET / DELETE /v1/responses/{id} read and remove stored responses.
 import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
+import { type Block, type BlockEvent, BlockTracker, cutShort, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { ApiError, invalid } from './errors.js';
 import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
@@ -143,7 +143,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
       if (r.done.finishReason === 'error') throw failed(r.done);
       const t = new BlockTracker();
       t.push([...answer.push(r.text), ...answer.flush()]);
-      t.finish();
+      t.finish(cutShort(r.done));
       const final = finalResponse(shell, t.blocks, r.done, shape);
       keep(final);
       sendJson(call.res, 200, final);
@@ -178,7 +178,8 @@ const notStored = (id: string): ApiError =>
 /** An output item of a block; `done` marks it completed. */
 function outputItem(b: Block, ids: string[], done: boolean, shape: Shape): Record<string, unknown> {
   const id = ids[b.index]!;
-  const status = done ? 'completed' : 'in_progress';
+  // an item the generation ended inside (max_output_tokens, interrupted) is incomplete
+  const status = !done ? 'in_progress' : b.failed ? 'incomplete' : 'completed';
   switch (b.kind) {
     case 'reasoning': {
       const item: Record<string, unknown> = {
@@ -191,7 +192,7 @@ function outputItem(b: Block, ids: string[], done: boolean, shape: Shape): Recor
     case 'text':
       return { type: 'message', id, status, role: 'assistant', content: done ? [textPart(b.text)] : [] };
     case 'tool_call':
-      return { type: 'function_call', id, call_id: b.call!.id, name: b.call!.name, arguments: done ? b.call!.arguments : '', status: b.failed ? 'incomplete' : status };
+      return { type: 'function_call', id, call_id: b.call!.id, name: b.call!.name, arguments: done ? b.call!.arguments : '', status };
   }
 }
 

@@ -1,6 +1,6 @@
-// Hugging Face Qwen3.5 checkpoint (qwen3_5 dense, qwen3_5_moe fused experts) → the tensors
-// and layout of a llama.cpp `qwen35` / `qwen35moe` GGUF, read row by row (no whole-model
-// copy). The layout rules (the inverse of model/gguf-map.ts):
+// Hugging Face Qwen3.5 / Qwen3-Next checkpoint (qwen3_5 dense, qwen3_5_moe fused experts,
+// qwen3_next per-expert) → the tensors and layout of a llama.cpp `qwen35` / `qwen35moe` /
+// `qwen3next` GGUF, read row by row (no whole-model copy). The layout rules (the inverse of model/gguf-map.ts):
 //  - names: blk.{i}.*, token_embd, output_norm, output (untied head); the MTP block is
 //    block n_layer with nextn.{eh_proj, enorm, hnorm, shared_head_norm};
 //  - zero-centred RMSNorm weights are stored with the +1 added (not linear_attn.norm);
@@ -14,6 +14,7 @@ import { bf16ToF32, f16ToF32 } from '../model/safetensors.js';
 import type { ModelConfig } from '../model/config.js';
 import { VISION_PREFIX, convDim } from '../model/config.js';
 import { tiledValueHeads } from '../model/gguf-map.js';
+import { qkvzRowOrder } from '../model/qwen3_next.js';
 import { DeltaserveError } from '../util/errors.js';
 
 /** One GGUF tensor of the conversion: `rows` × `cols` f32 values produced rows at a time. */
@@ -129,18 +130,66 @@ function tiledRows(cfg: ModelConfig, first: number, per: number): (r: number) =>
   return (r) => (r < first ? r : first + hfOf[Math.floor((r - first) / per)]! * per + ((r - first) % per));
 }
 
-/** Every GGUF tensor of a qwen3_5 / qwen3_5_moe checkpoint, in the checkpoint's order. */
-export function convertTensors(ck: Checkpoint, cfg: ModelConfig): ConvertedTensor[] {
-  if (cfg.arch === 'qwen3_next') {
-    throw new DeltaserveError('bad_config', 'quantize: qwen3_next checkpoints are not supported yet (qwen3_5 and qwen3_5_moe are)');
+/** qwen3_next tensors with no one-to-one GGUF counterpart, as llama.cpp's converter lays
+ * them out: in_proj_qkvz split into attn_qkv [q of every group; k …; v …] and attn_gate
+ * [z …] (value heads stay grouped), in_proj_ba kept whole as ssm_ba, and per-expert
+ * matrices stacked into ffn_{gate,up,down}_exps [E, rows, cols]. Null: not such a tensor;
+ * an empty list: folded into the tensor of expert 0. */
+function convertNextSpecial(ck: Checkpoint, cfg: ModelConfig, full: string, hf: string): ConvertedTensor[] | null {
+  const block = /^(?:layers\.(\d+)|mtp\.layers\.(\d+))\.(.+)$/.exec(hf);
+  if (!block) return null;
+  const b = `blk.${block[1] !== undefined ? Number(block[1]) : cfg.numLayers + Number(block[2])}.`;
+  const rest = block[3]!;
+  const h = cfg.hiddenSize;
+  if (rest === 'linear_attn.in_proj_qkvz.weight') {
+    const order = qkvzRowOrder(cfg);
+    return [
+      tensor(ck, full, `${b}attn_qkv.weight`, [order.qkv.length, h], h, false, { rowOf: (r) => order.qkv[r]! }),
+      tensor(ck, full, `${b}attn_gate.weight`, [order.z.length, h], h, false, { rowOf: (r) => order.z[r]! }),
+    ];
   }
-  const tiled = cfg.linNumValueHeads !== cfg.linNumKeyHeads;
+  if (rest === 'linear_attn.in_proj_ba.weight') return [tensor(ck, full, `${b}ssm_ba.weight`, [2 * cfg.linNumValueHeads, h], h, false)];
+  const expert = /^mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$/.exec(rest);
+  if (!expert) return null;
+  if (expert[1] !== '0') return [];
+  const count = cfg.layerMlp[0]?.kind === 'moe' ? cfg.layerMlp[0].numExperts : 0;
+  const sources = Array.from({ length: count }, (_, x) => full.replace(/experts\.0\./, `experts.${x}.`));
+  return [stackedExperts(ck, sources, `${b}ffn_${expert[2]}_exps.weight`)];
+}
+
+/** The matrices `sources` (one per expert, equal shapes) as one [E, rows, cols] tensor. */
+function stackedExperts(ck: Checkpoint, sources: readonly string[], name: string): ConvertedTensor {
+  const [rows, cols] = ck.info(sources[0]!).shape as [number, number];
+  const readers = sources.map((src) => {
+    const shape = ck.info(src).shape;
+    if (shape[0] !== rows || shape[1] !== cols) {
+      throw new DeltaserveError('bad_checkpoint', `quantize: ${src} is [${shape.join(', ')}]; the other experts are [${rows}, ${cols}]`);
+    }
+    return new RowReader(ck, src, cols);
+  });
+  return {
+    name, shape: [sources.length, rows, cols], rows: sources.length * rows, cols, keepF32: false, source: sources[0]!,
+    readRows(r0, n, out) {
+      for (let i = 0; i < n; i++) readers[Math.floor((r0 + i) / rows)]!.row((r0 + i) % rows, out, i * cols);
+    },
+  };
+}
+
+/** Every GGUF tensor of a qwen3_5 / qwen3_5_moe / qwen3_next checkpoint, in the checkpoint's order. */
+export function convertTensors(ck: Checkpoint, cfg: ModelConfig): ConvertedTensor[] {
+  const next = cfg.arch === 'qwen3_next';
+  const tiled = !next && cfg.linNumValueHeads !== cfg.linNumKeyHeads;
   const qk = 2 * cfg.linNumKeyHeads * cfg.linKeyDim;
   const dv = cfg.linValueDim;
   const out: ConvertedTensor[] = [];
   for (const [full, info] of ck.tensors) {
     if (full.startsWith(VISION_PREFIX)) continue;
     const hf = full.startsWith(cfg.weightPrefix) ? full.slice(cfg.weightPrefix.length) : full;
+    const special = next ? convertNextSpecial(ck, cfg, full, hf) : null;
+    if (special) {
+      out.push(...special);
+      continue;
+    }
     const name = ggufName(hf, cfg.numLayers);
     if (name === null) continue;
     const shape = info.shape;

@@ -1,13 +1,15 @@
-// `deltaserve quantize`: a Hugging Face Qwen3.5 checkpoint → one standard GGUF file
-// (qwen35 / qwen35moe, MTP block and tokenizer included) that deltaserve and llama.cpp both
-// load. Tensors are converted (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
-// GGML's reference algorithms (the wasm twin of kernels/quant/quantize-ggml.ts, on all
-// threads: kernels/quant/wasm-quantizer.ts) a band of rows at a time, and streamed into the
-// file (gguf-writer.ts): memory stays at a few MiB per tensor band.
-import { readFileSync, statSync } from 'node:fs';
+// `deltaserve quantize`: a Hugging Face Qwen3.5 / Qwen3-Next checkpoint, or a float GGUF of
+// one (gguf-source.ts), → one standard GGUF file (qwen35 / qwen35moe / qwen3next, MTP block
+// and tokenizer included) that deltaserve and llama.cpp both load. Tensors are converted
+// (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with GGML's reference algorithms (the
+// wasm twin of kernels/quant/quantize-ggml.ts, on all threads: kernels/quant/wasm-quantizer.ts)
+// a band of rows at a time, and streamed into the file (gguf-writer.ts): memory stays at a
+// few MiB per tensor band.
+import { closeSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { ModelConfig } from '../model/config.js';
 import { openModelFiles } from '../model/model.js';
+import { openGgufParts } from '../model/gguf.js';
 import { resolveModelSource } from '../model/source.js';
 import type { GgufTensorType } from '../model/gguf-file.js';
 import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
@@ -19,6 +21,7 @@ import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
 import { type RowQuantizer } from '../kernels/quant/row-quantizer.js';
 import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
+import { ggufSourceMetadata, ggufSourceTensors } from './gguf-source.js';
 
 export interface QuantizeOptions {
   readonly model: string;
@@ -42,25 +45,66 @@ const BAND_FLOATS = 1 << 20;
 
 export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeResult> {
   const src = resolveModelSource(opts.model);
-  if (src.kind !== 'hf') {
-    throw new DeltaserveError('bad_config', `quantize: --model must be a Hugging Face model directory (config.json + safetensors); ${opts.model} is a GGUF file (llama.cpp's llama-quantize re-quantizes GGUF files)`);
-  }
-  const { config, ckpt } = openModelFiles(src.dir);
+  const source = src.kind === 'hf' ? fromCheckpoint(src.dir, opts) : fromGguf(src.file, opts.name);
   const quantizer = await startQuantizer(opts.threads);
   try {
-    const converted = convertTensors(ckpt, config);
-    const blockCount = config.numLayers + config.mtpLayers;
+    const { converted, blockCount } = source;
     const types = tensorTypes(opts.type, converted, blockCount);
-    const meta = metadata(src.dir, config, opts);
+    const meta = [...source.metadata, ...fileTypeMetadata(opts.type)];
     const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, quantizer) }));
     await writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
     const count: Record<string, number> = {};
     for (const t of types) count[t] = (count[t] ?? 0) + 1;
     return { tensors: tensors.length, bytes: statSync(opts.out).size, types: count };
   } finally {
-    ckpt.close();
+    source.close();
     quantizer.dispose();
   }
+}
+
+/** What is written: tensors in GGUF layout, the number of blocks (MTP included), and the
+ * metadata except the file type. */
+interface Source {
+  readonly converted: readonly ConvertedTensor[];
+  readonly blockCount: number;
+  readonly metadata: readonly MetaEntry[];
+  close(): void;
+}
+
+function fromCheckpoint(dir: string, opts: QuantizeOptions): Source {
+  const { config, ckpt } = openModelFiles(dir);
+  try {
+    return { converted: convertTensors(ckpt, config), blockCount: config.numLayers + config.mtpLayers, metadata: metadata(dir, config, opts), close: () => ckpt.close() };
+  } catch (e) {
+    ckpt.close();
+    throw e;
+  }
+}
+
+/** `name`: a new general.name (default: the source's). */
+function fromGguf(file: string, name: string | undefined): Source {
+  const g = openGgufParts(file);
+  try {
+    const arch = g.first.metadata.get('general.architecture');
+    const blocks = g.first.metadata.get(`${String(arch)}.block_count`);
+    if (typeof blocks !== 'number') throw new DeltaserveError('bad_checkpoint', `quantize: ${file}: metadata ${String(arch)}.block_count is missing`);
+    const meta = ggufSourceMetadata(g.first).map((m): MetaEntry => (m.key === 'general.name' && name !== undefined ? { ...m, value: name } : m));
+    if (name !== undefined && !meta.some((m) => m.key === 'general.name')) meta.unshift({ key: 'general.name', type: 'string', value: name });
+    return { converted: ggufSourceTensors(g), blockCount: blocks, metadata: meta, close: () => g.fds.forEach((fd) => closeSync(fd)) };
+  } catch (e) {
+    g.fds.forEach((fd) => closeSync(fd));
+    throw e;
+  }
+}
+
+/** general.file_type, and for quantized file types general.quantization_version (2, the
+ * block formats' version, as llama-quantize writes it). */
+function fileTypeMetadata(type: FileType): MetaEntry[] {
+  const quantized = type !== 'f32' && type !== 'f16' && type !== 'bf16';
+  return [
+    { key: 'general.file_type', type: 'u32', value: FTYPE_ID[type] },
+    ...(quantized ? [{ key: 'general.quantization_version', type: 'u32', value: 2 } as const] : []),
+  ];
 }
 
 /** Emit tensor t stored as `type`, band by band (a quantized band is encoded by every
@@ -110,8 +154,7 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
   const text = { ...raw, ...((raw['text_config'] as Json | undefined) ?? {}) };
   const rope = ((text['rope_parameters'] ?? text['rope_scaling']) as Json | undefined) ?? {};
   const sections = Array.isArray(rope['mrope_section']) ? (rope['mrope_section'] as number[]) : [11, 11, 10];
-  const moe = cfg.arch === 'qwen3_5_moe';
-  const a = moe ? 'qwen35moe' : 'qwen35';
+  const a = cfg.arch === 'qwen3_next' ? 'qwen3next' : cfg.arch === 'qwen3_5_moe' ? 'qwen35moe' : 'qwen35';
   const u32 = (key: string, value: number): MetaEntry => ({ key: `${a}.${key}`, type: 'u32', value });
   const mlp = cfg.layerMlp[0]!;
   const meta: MetaEntry[] = [
@@ -126,6 +169,7 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
     meta.push(u32('expert_count', mlp.numExperts), u32('expert_used_count', mlp.topK),
       u32('expert_feed_forward_length', mlp.expertIntermediateSize),
       u32('expert_shared_feed_forward_length', mlp.sharedIntermediateSize));
+    if (a === 'qwen3next') meta.push({ key: `${a}.expert_weights_norm`, type: 'bool', value: mlp.normTopkProb });
   }
   meta.push(
     u32('attention.head_count', cfg.numHeads), u32('attention.head_count_kv', cfg.numKvHeads),
@@ -133,14 +177,14 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
     { key: `${a}.rope.freq_base`, type: 'f32', value: cfg.ropeTheta },
     { key: `${a}.attention.layer_norm_rms_epsilon`, type: 'f32', value: cfg.rmsNormEps },
     u32('rope.dimension_count', cfg.rotaryDim),
-    { key: `${a}.rope.dimension_sections`, type: 'i32', array: [...sections, 0].slice(0, 4) },
+    // qwen35 / qwen35moe take multimodal RoPE sections; qwen3next has plain partial RoPE
+    ...(a === 'qwen3next' ? [] : [{ key: `${a}.rope.dimension_sections`, type: 'i32', array: [...sections, 0].slice(0, 4) } as const]),
     u32('ssm.conv_kernel', cfg.convKernel), u32('ssm.state_size', cfg.linKeyDim),
     u32('ssm.group_count', cfg.linNumKeyHeads), u32('ssm.time_step_rank', cfg.linNumValueHeads),
     u32('ssm.inner_size', cfg.linValueDim * cfg.linNumValueHeads),
     u32('full_attention_interval', fullAttentionInterval(cfg)),
   );
   if (cfg.mtpLayers > 0) meta.push(u32('nextn_predict_layers', cfg.mtpLayers));
-  meta.push({ key: 'general.file_type', type: 'u32', value: FTYPE_ID[opts.type] });
   return [...meta, ...tokenizerMetadata(dir, cfg, text)];
 }
 

@@ -5,6 +5,7 @@
 //   2. working slot ← scratch[row][lastAcceptedStep] (SSM state and conv window — the
 //      copied window ends at the last accepted input, which is the conv rollback).
 // A step < 0 (or trackSlot 0) means skip. Padding rows are never passed in.
+import type { Tensor } from '../../kernels/types.js';
 import type { StatePool } from '../../cache/state-pool.js';
 
 export interface CommitRow {
@@ -20,7 +21,7 @@ export interface CommitRow {
   readonly trackStep: number;
 }
 
-export function commit(pool: StatePool, rows: readonly CommitRow[]): void {
+export function commit(pool: StatePool<Tensor>, rows: readonly CommitRow[]): void {
   for (const r of rows) {
     if (r.trackSlot > 0 && r.trackStep >= 0) pool.copyFromScratch(r.trackSlot, r.row, r.trackStep);
   }

@@ -61,7 +61,7 @@ export class MtpDrafter {
 
   constructor(
     private readonly model: AnyModel,
-    private readonly kv: KvPool,
+    private readonly kv: KvPool<Tensor>,
     private readonly ws: StepArena<Tensor, Tensor>,
     private readonly sampleVocab: number,
     /** Grows a request's page list by up to n free pages (the scheduler's: it is the only

@@ -18,6 +18,7 @@ export function createRefKernels(): Kernels {
     view: cpu.view,
     copyRows: cpu.copyRows,
     gatherRows: cpu.gatherRows,
+    fill: cpu.fill,
     write: cpu.write,
     readBack: cpu.readBack,
     allocWeight(dtype: WeightDType, rows: number, cols: number) {

@@ -94,6 +94,10 @@ export class WasmKernels implements Kernels {
     cpu.gatherRows(dst, src, rows, width);
   }
 
+  fill(dst: Float32Array, offset: number, length: number, value: number): void {
+    cpu.fill(dst, offset, length, value);
+  }
+
   write(dst: Float32Array, offset: number, src: ArrayLike<number>): void {
     cpu.write(dst, offset, src);
   }

@@ -10,19 +10,30 @@ import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContex
 import { StepEncoder } from './encoder.js';
 import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
-import { uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
+import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
-import { ADD_SIGMOID_SCALED, COPY_ROWS, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
 
 /** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
 export interface GpuKvLayer {
   readonly k: GpuTensor;
   readonly v: GpuTensor;
   readonly pageSize: number;
+}
+
+/** Memory traffic of the recorded dispatches (what a GPU rewards), summed since the last
+ * reset: weight bytes the matmuls stream (the weight once per tile of TM rows) against
+ * each distinct weight once per step; KV bytes attention reads (every head reads its KV
+ * head's rows) against each cached row once. */
+export interface GpuTraffic {
+  weightBytesRead: number;
+  weightBytesIdeal: number;
+  kvBytesRead: number;
+  kvBytesIdeal: number;
 }
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
@@ -36,6 +47,9 @@ export class WebGpuKernels {
   private readonly scratch: ScratchBuffers;
   private readonly dummy: GPUBuffer;
   private readonly maxBinding: number;
+  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
+  /** Weights already counted in the ideal of the current step. */
+  private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   private readonly subgroupSizeDivides64: boolean;
 
@@ -83,12 +97,23 @@ export class WebGpuKernels {
     return uploadVector(this.alloc, w, label);
   }
 
+  /** A step ends (its work submitted): the next matmuls count toward a new ideal. */
+  endStep(): void {
+    this.stepWeights = new Set();
+  }
+
   /** out[m, n] = Σ_k x[m, k]·W[n, k]. x: [M, K], out: [M, N]. */
   matmul(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number): void {
     const { rows: n, cols: k } = w;
     need(x, m * k, 'matmul x');
     need(out, m * n, 'matmul out');
     const tiles = Math.ceil(m / TM);
+    const bytes = gpuWeightBytes(w);
+    this.traffic.weightBytesRead += bytes * tiles;
+    if (!this.stepWeights.has(w)) {
+      this.stepWeights.add(w);
+      this.traffic.weightBytesIdeal += bytes;
+    }
     if (isQuantType(w.dtype)) {
       const nb = k / 32;
       const dot4 = this.adapter.features.dot4I8;
@@ -193,8 +218,7 @@ export class WebGpuKernels {
 
   /** Write k, v ([T, kvDim]) at positions start..start+T−1 through the page table (i32). */
   kvWrite(enc: StepEncoder, kv: GpuKvLayer, pageTable: GpuTensor, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
-    if (kv.k.offset !== 0 || kv.v.offset !== 0) throw new RangeError('kvWrite: cache tensors must start their buffers');
-    this.run(enc, 'kv_write', () => KV_WRITE, [t, kvDim, start, kv.pageSize, k.offset, v.offset, pageTable.offset], null,
+    this.run(enc, 'kv_write', () => KV_WRITE, [t, kvDim, start, kv.pageSize, k.offset, v.offset, pageTable.offset, kv.k.offset, kv.v.offset], null,
       [kv.k.buffer, kv.v.buffer, k.buffer, v.buffer, pageTable.buffer], grid(Math.ceil((t * kvDim) / 64)), 'kv_write');
   }
 
@@ -202,10 +226,12 @@ export class WebGpuKernels {
   attention(enc: StepEncoder, out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayer, pageTable: GpuTensor,
     start: number, t: number, dims: AttentionDims): void {
     const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
-    if (kv.k.offset !== 0 || kv.v.offset !== 0) throw new RangeError('attention: cache tensors must start their buffers');
     const sc = this.scratch.get('scores', t * nh * (start + t));
+    // query i reads positions 0..start+i, K and V, hd floats per head
+    this.traffic.kvBytesRead += 2 * 4 * nh * hd * (t * (start + 1) + (t * (t - 1)) / 2);
+    this.traffic.kvBytesIdeal += 2 * 4 * nkv * hd * (start + t);
     this.run(enc, 'attention', () => ATTENTION,
-      [t, nh, nkv, hd, start, kv.pageSize, q.offset, qStride, out.offset, pageTable.offset, f32(1 / Math.sqrt(hd))], null,
+      [t, nh, nkv, hd, start, kv.pageSize, q.offset, qStride, out.offset, pageTable.offset, f32(1 / Math.sqrt(hd)), kv.k.offset, kv.v.offset], null,
       [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer, sc.buffer], [nh, t, 1], 'attention');
   }
 
@@ -259,6 +285,13 @@ export class WebGpuKernels {
     }
     this.run(enc, 'copy_rows', () => COPY_ROWS, [rows, width, dst.offset + dstOffset, dstStride, src.offset + srcOffset, srcStride], null,
       [dst.buffer, src.buffer], grid(Math.ceil((rows * width) / 64)), 'copy_rows');
+  }
+
+  /** dst[offset + i] = value for i < length (f32). */
+  fill(enc: StepEncoder, dst: GpuTensor, offset: number, length: number, value: number): void {
+    if (length <= 0) return;
+    if (offset < 0 || offset + length > dst.length) throw new RangeError(`fill: ${length} elements at ${offset} past ${dst.length}`);
+    this.run(enc, 'fill', () => FILL, [length, dst.offset + offset, f32(value)], null, [dst.buffer], grid(Math.ceil(length / 64)), 'fill');
   }
 
   /** dst[i, :] = src[rows[i], :]; rows: i32 [n] on the GPU. */

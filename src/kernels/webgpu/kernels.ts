@@ -22,6 +22,9 @@ import { gpuWeightBytes, type GpuWeight } from './weights.js';
 type GpuKvLayerView = KvLayerView<GpuTensor>;
 
 const UPLOAD_CHUNK = 1 << 16; // elements per upload-arena buffer (grows for larger inputs)
+/** Host writes of at least this many elements go straight to the queue (after flushing
+ * what is recorded), never through the upload arena. */
+const DIRECT_WRITE = 1 << 16;
 
 /** Per-step host inputs: appended at distinct offsets, written with queue.writeBuffer
  * (which lands before the step's submit), reset when the step has completed. A full arena
@@ -61,6 +64,8 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   readonly name = 'webgpu';
   readonly threads = 1;
   private enc: StepEncoder | null = null;
+  /** Submits of flush() not awaited yet (the next readBack awaits them). */
+  private flushed: Promise<void>[] = [];
   private readonly uploads: UploadArena;
   private readonly packed = new WeakMap<Weight, GpuWeight>();
   private readonly vectors = new WeakMap<Weight, GpuTensor>();
@@ -78,8 +83,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
 
   private get step(): StepEncoder {
-    return (this.enc ??= this.g.encoder());
+    return (this.enc ??= this.g.encoder(this.profile));
   }
+
+  /** Per-dispatch timestamps (a compute pass each) when the device has timestamp-query:
+   * GPU time per step for `bench`. Off by default (one pass per step). */
+  profile = false;
+  /** Since construction: read-backs (steps), dispatches, GPU ns of profiled steps. */
+  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0 };
 
   alloc(n: number): GpuTensor {
     return this.g.alloc.tensor([n], 'f32');
@@ -100,18 +111,51 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     }
     this.g.gatherRows(this.step, dst, src, this.uploads.put(rows, 'i32'), rows.length, width);
   }
+  fill(dst: GpuTensor, offset: number, length: number, value: number): void {
+    this.g.fill(this.step, dst, offset, length, value);
+  }
   write(dst: GpuTensor, offset: number, src: ArrayLike<number>): void {
     if (offset + src.length > dst.length) throw new RangeError(`write: ${src.length} elements at ${offset} past ${dst.length}`);
+    if (src.length === 0) return;
+    if (this.enc && this.enc.pending > 0 && src.length >= DIRECT_WRITE) this.flush();
+    if (!this.enc || this.enc.pending === 0) {
+      // nothing recorded yet: a direct queue write lands after every earlier submit and
+      // before the next one, which is program order (and needs no upload-arena room: a
+      // prefix-cache load writes whole pools this way)
+      const typed = dst.elem === 'i32' ? Int32Array.from(src) : src instanceof Float32Array ? src : Float32Array.from(src);
+      this.g.alloc.write(dst, typed, offset);
+      return;
+    }
     const staged = this.uploads.put(src, dst.elem === 'i32' ? 'i32' : 'f32');
     this.step.copy(staged, { ...dst, offset: dst.offset + offset, length: src.length }, src.length);
   }
+  /** Submit what is recorded so far without waiting (a large host write follows). */
+  private flush(): void {
+    const enc = this.enc;
+    this.enc = null;
+    if (!enc) return;
+    this.counters.dispatches += enc.dispatchCount;
+    const done = enc.submit();
+    done.catch(() => {}); // reported by the next readBack, which awaits it
+    this.flushed.push(done);
+  }
+
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
   async readBack(ranges: readonly ReadRange<GpuTensor>[]): Promise<Float32Array[]> {
     const enc = this.step;
     this.enc = null;
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
-    await enc.submit();
+    const flushed = this.flushed;
+    this.flushed = [];
+    await Promise.all([...flushed, enc.submit()]);
     this.uploads.reset();
+    this.g.endStep();
+    this.counters.steps++;
+    this.counters.dispatches += enc.dispatchCount;
+    if (enc.timings.length > 0) {
+      this.counters.timedSteps++;
+      this.counters.gpuNs += enc.timings.reduce((s, d) => s + d.ns, 0);
+    }
     return reads.map((r) => r.data!);
   }
 
@@ -150,6 +194,13 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (!gw) throw new Error(`webgpu kernels: weight [${w.rows}, ${w.cols}] was not packed (packWeight) for this backend`);
     return gw;
   }
+  /** An embedding table on the GPU: packed already when it is also the (tied) LM head,
+   * else uploaded on first use (the model keeps unpacked tables as loaded). */
+  private tableOf(w: Weight): GpuWeight {
+    let gw = this.packed.get(w);
+    if (!gw) this.packed.set(w, (gw = this.g.uploadWeight(w, 'embedding')));
+    return gw;
+  }
   /** A small weight (norm, conv taps, gates) widened to f32 on the GPU, once. */
   private vector(w: Weight): GpuTensor {
     let v = this.vectors.get(w);
@@ -164,7 +215,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     for (let i = 0; i < ids.length; i++) {
       if (!(ids[i]! >= 0 && ids[i]! < table.rows)) throw new RangeError(`embed: token id ${ids[i]} out of range [0, ${table.rows})`);
     }
-    this.g.embed(this.step, out, this.gpuWeight(table), this.uploads.put(ids, 'i32'), ids.length);
+    this.g.embed(this.step, out, this.tableOf(table), this.uploads.put(ids, 'i32'), ids.length);
   }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);

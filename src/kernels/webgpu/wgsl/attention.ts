@@ -2,7 +2,8 @@
 import { HEADER } from './common.js';
 
 // KV write, thread per (token, element). params: 0 T, 1 kvDim, 2 start, 3 pageSize,
-// 4 k off, 5 v off, 6 page-table off. Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
+// 4 k off, 5 v off, 6 page-table off, 7 KC off, 8 VC off (K and V caches may share a
+// buffer). Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
 export const KV_WRITE = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> KC: array<f32>;
 @group(0) @binding(2) var<storage, read_write> VC: array<f32>;
@@ -19,15 +20,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let pos = pu(2u) + i;
   let ps = pu(3u);
   let row = u32(PT[pu(6u) + pos / ps]) * ps + pos % ps;
-  KC[row * kvDim + e] = K[pu(4u) + g];
-  VC[row * kvDim + e] = V[pu(5u) + g];
+  KC[pu(7u) + row * kvDim + e] = K[pu(4u) + g];
+  VC[pu(8u) + row * kvDim + e] = V[pu(5u) + g];
 }`;
 
 // Causal GQA attention over the paged cache, one sequence; workgroup per (head, query).
 // Scores go to SC ([T, nH, start+T]); max and Σ exp by the fixed tree; the output element
 // d sums over positions in order. A query's result depends only on its position.
 // params: 0 T, 1 nH, 2 nKV, 3 hd, 4 start, 5 pageSize, 6 q off, 7 qStride, 8 out off,
-//         9 page-table off, 10 scale (f32). Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
+//         9 page-table off, 10 scale (f32), 11 KC off, 12 VC off. Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
 export const ATTENTION = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Q: array<f32>;
@@ -49,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sb = (i * nH + h) * (pu(4u) + T);
   var mx = -3.40282346e38;
   for (var p = t; p < n; p += 64u) {
-    let kb = kv_row(p) * kvDim + ko;
+    let kb = pu(11u) + kv_row(p) * kvDim + ko;
     var s = 0.0;
     for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
     s = s * pf(10u);
@@ -71,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
   for (var d = t; d < hd; d += 64u) {
     var acc = 0.0;
-    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[kv_row(p) * kvDim + ko + d]; }
+    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(12u) + kv_row(p) * kvDim + ko + d]; }
     OUT[pu(8u) + (i * nH + h) * hd + d] = acc;
   }
 }`;

@@ -17,6 +17,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   DST[pu(2u) + r * pu(3u) + j] = SRC[pu(4u) + r * pu(5u) + j];
 }`;
 
+// FILL: DST[off + i] = value for i < n. params: 0 n, 1 dst off, 2 value (f32 bits).
+export const FILL = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> DST: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  if (g >= pu(0u)) { return; }
+  DST[pu(1u) + g] = pf(2u);
+}`;
+
 export const GATHER_ROWS = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> DST: array<f32>;
 @group(0) @binding(2) var<storage, read_write> SRC: array<f32>;

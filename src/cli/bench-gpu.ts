@@ -1,0 +1,59 @@
+// `bench --kernels webgpu`: what a GPU rewards, per timed step — dispatches, weight bytes
+// the matmuls stream against the ideal of each weight byte once per step, KV bytes
+// attention reads against each cached row once, and GPU time from timestamp queries (a
+// separate profiled run: per-dispatch timestamps put every dispatch in its own pass).
+import type { AnyKernels } from '../kernels/types.js';
+import type { WebGpuBoundaryKernels } from '../kernels/webgpu/kernels.js';
+
+/** The webgpu backend's counters, or null on a CPU backend. */
+export function gpuCounters(k: AnyKernels): WebGpuBoundaryKernels | null {
+  return k.name === 'webgpu' && 'counters' in k ? (k as unknown as WebGpuBoundaryKernels) : null;
+}
+
+interface Snapshot { steps: number; dispatches: number; gpuNs: number; timedSteps: number; wRead: number; wIdeal: number; kvRead: number; kvIdeal: number }
+
+function snap(k: WebGpuBoundaryKernels): Snapshot {
+  const c = k.counters;
+  const t = k.g.traffic;
+  return { steps: c.steps, dispatches: c.dispatches, gpuNs: c.gpuNs, timedSteps: c.timedSteps,
+    wRead: t.weightBytesRead, wIdeal: t.weightBytesIdeal, kvRead: t.kvBytesRead, kvIdeal: t.kvBytesIdeal };
+}
+
+/** One more run counted from its timed steps; then a profiled run for GPU time. */
+export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () => void) => Promise<{ steps: number }>):
+  Promise<Record<string, unknown>> {
+  let from: Snapshot | null = null;
+  const r = await run(() => { from = snap(k); });
+  const to = snap(k);
+  const a = from ?? to;
+  const steps = Math.max(1, r.steps);
+  let gpuMs: number | null = null;
+  if (k.g.adapter.features.timestamps) {
+    k.profile = true;
+    let p0: Snapshot | null = null;
+    try {
+      await run(() => { p0 = snap(k); });
+    } finally {
+      k.profile = false;
+    }
+    const p1 = snap(k);
+    const timed = p1.timedSteps - (p0 ?? p1).timedSteps;
+    gpuMs = timed > 0 ? (p1.gpuNs - (p0 ?? p1).gpuNs) / timed / 1e6 : null;
+  }
+  const wRead = (to.wRead - a.wRead) / steps;
+  const wIdeal = (to.wIdeal - a.wIdeal) / steps;
+  const kvRead = (to.kvRead - a.kvRead) / steps;
+  const kvIdeal = (to.kvIdeal - a.kvIdeal) / steps;
+  return {
+    read_backs_per_step: (to.steps - a.steps) / steps,
+    dispatches_per_step: (to.dispatches - a.dispatches) / steps,
+    weight_bytes_read_per_step: wRead,
+    weight_bytes_ideal_per_step: wIdeal,
+    weight_read_ratio: wIdeal > 0 ? wRead / wIdeal : null,
+    kv_bytes_read_per_step: kvRead,
+    kv_bytes_ideal_per_step: kvIdeal,
+    kv_read_ratio: kvIdeal > 0 ? kvRead / kvIdeal : null,
+    gpu_ms_per_step: gpuMs,
+    gpu_time_source: gpuMs === null ? 'unavailable (no timestamp-query)' : 'timestamp queries, one pass per dispatch (a profiled run)',
+  };
+}

@@ -1,0 +1,62 @@
+// `deltaserve serve --kernels webgpu` as a process (Dawn on the machine's adapter; lavapipe
+// without a GPU): the ready line names the backend and the adapter, Dawn's own warnings
+// stay out of stderr, and one chat request through HTTP answers — for tiny-think and for a
+// quantized GGUF fixture — with the same tokens as the CPU kernels give (greedy).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
+import { post } from './server-helpers.js';
+import { withEngine } from './engine-helpers.js';
+
+interface Served { readonly url: string; readonly stdout: string; stderr: () => string; stop: () => Promise<number | null> }
+
+async function serve(model: string): Promise<Served> {
+  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', model,
+    '--kernels', 'webgpu', '--max-running', '2', '--kv-cache-tokens', '2048', '--max-context', '1024', '--no-webui'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    proc.stdout.on('data', (b: Buffer) => {
+      stdout += b.toString();
+      const m = /serving \S+ at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
+      if (m && /kernels webgpu on .*binding \d+ MiB/.test(stdout)) resolve(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
+  });
+  return { url, stdout, stderr: () => stderr, stop: async () => { proc.kill('SIGTERM'); return exited; } };
+}
+
+const CHAT = { messages: [{ role: 'user', content: 'What is 2 + 3?' }], max_tokens: 6, temperature: 0, ignore_eos: true };
+const COMPLETION = { prompt: 'The capital of France is', max_tokens: 6, temperature: 0, ignore_eos: true };
+
+/** The completion's greedy text on the CPU kernels (in process). */
+async function cpuText(model: string): Promise<string> {
+  return withEngine({ model, specTokens: 0, prefixCache: false }, async (e) =>
+    (await e.complete({ prompt: COMPLETION.prompt, maxTokens: COMPLETION.max_tokens, ignoreEos: true })).text);
+}
+
+for (const [name, model] of [['tiny-think', TINY_THINK], ['tiny-think Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')]] as const) {
+  test(`serve --kernels webgpu: ${name}, one chat request through HTTP`, { timeout: 240_000 }, async () => {
+    const s = await serve(model());
+    try {
+      const r = await post(`${s.url}/v1/chat/completions`, CHAT);
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      const chat = r.json as unknown as { choices: { finish_reason: string }[]; usage: { completion_tokens: number } };
+      assert.equal(chat.usage.completion_tokens, 6);
+      assert.equal(chat.choices[0]!.finish_reason, 'length');
+      const c = await post(`${s.url}/v1/completions`, COMPLETION);
+      assert.equal(c.status, 200, JSON.stringify(c.json));
+      assert.equal((c.json as unknown as { choices: { text: string }[] }).choices[0]!.text, await cpuText(model()), 'same greedy text as the CPU kernels');
+    } finally {
+      const code = await s.stop();
+      assert.equal(code, 0, s.stderr());
+    }
+    assert.doesNotMatch(s.stderr(), /^Warning: /m, 'Dawn warnings are filtered out');
+  });
+}
