@@ -16,3 +16,4 @@ export function heapBase(): usize {
   return __heap_base;
 }
 export { sampleRows, sampleTmpBytes } from './sampling';
+export { quantizeBlocks, quantizeTmpBytes } from './quantize';

@@ -9,7 +9,7 @@
 // (it imports dist/, test helpers included).
 import { parseArgs } from 'node:util';
 import { createWasmKernels } from '../dist/src/kernels/wasm/index.js';
-import { quantizeRows } from '../dist/src/kernels/quant/quantize.js';
+import { quantizeRowsGgml as quantizeRows } from '../dist/src/kernels/quant/quantize-ggml.js';
 import { randomScaleMatrix } from '../dist/test/quant-blocks.js';
 
 const { values: v } = parseArgs({

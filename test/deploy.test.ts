@@ -1,5 +1,5 @@
 // deploy/: the Dockerfile's HEALTHCHECK command passes against a serving deltaserve and
-// fails while it drains (so an orchestrator stops routing to it); the image is node:20-slim,
+// fails while it drains (so an orchestrator stops routing to it); the image is node:24-slim,
 // runs as a non-root user, takes models from a volume and is stopped with SIGTERM. (Its RUN
 // steps are checked in a plain shell by `node deploy/dockerfile-dry-run.mjs`: slow, not
 // part of the suite.) compose.yaml wires the nginx config and two replicas.
@@ -15,11 +15,11 @@ import { KERNELS, postStream } from './server-helpers.js';
 
 const dockerfile = readFileSync(join(REPO_ROOT, 'deploy', 'Dockerfile'), 'utf8');
 
-test('Dockerfile: node:20-slim, non-root, /models volume, SIGTERM, exec-form entrypoint', () => {
-  assert.match(dockerfile, /^FROM node:20-slim AS build$/m);
+test('Dockerfile: node:24-slim, non-root, /models volume, SIGTERM, exec-form entrypoint', () => {
+  assert.match(dockerfile, /^FROM node:24-slim AS build$/m);
   const stages = dockerfile.split(/^FROM /m);
   const runtime = stages.at(-1)!;
-  assert.match(runtime, /^node:20-slim\n/);
+  assert.match(runtime, /^node:24-slim\n/);
   assert.match(runtime, /^USER node$/m);
   assert.match(runtime, /^VOLUME \/models$/m);
   assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);

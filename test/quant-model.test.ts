@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { quantizeRows } from '../src/kernels/quant/quantize.js';
+import { quantizeRowsGgml as quantizeRows } from '../src/kernels/quant/quantize-ggml.js';
 import { dequantizeRow } from '../src/kernels/quant/dequant.js';
 import { quantRowBytes } from '../src/kernels/quant/formats.js';
 import { quantTypeFor } from '../src/model/quantize-load.js';

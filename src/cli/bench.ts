@@ -11,7 +11,7 @@ import type { ModelWeights, MlpWeights } from '../model/weights.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
-import { parseQuantizeMode } from '../model/quantize-load.js';
+import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
 import { checkKernelsName, DEFAULT_MODEL, defaultKernels, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
@@ -163,8 +163,10 @@ export async function runBench(argv: string[]): Promise<void> {
   if (sample && mode !== 'decode') throw new DeltaserveError('bad_request', `--sample needs --mode decode (got "${mode}")`);
   const kernels = await createKernels(kernelName, threads);
   try {
-    const quantize = str(values, 'quantize');
-    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
+    const q = str(values, 'quantize');
+    const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
+    const model = await withLoadQuantizer(quantize, kernels.threads, (quantizer) =>
+      loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
     if (sample && kernels.name === 'webgpu') throw new DeltaserveError('bad_request', '--sample times host-side sampling over CPU kernels: use --kernels cpu');
     if (sample) {
       const slot = new Int32Array(1);

@@ -17,7 +17,7 @@ export const QUANTIZE_HELP = `deltaserve quantize --model SRC --out FILE.gguf --
                    per-tensor rules (q4_k_m: Q6_K for the head, some attn_v/attn_qkv and
                    ffn_down layers, Q4_K elsewhere); blocks are byte-identical to llama-quantize's
   --name NAME      general.name (default: the model directory's name; a GGUF's own)
-  --threads N      worker threads for the block quantizers (default: one per core)`;
+  --threads N      threads of the WebAssembly block quantizer (default: one per core)`;
 
 export async function runQuantize(argv: string[]): Promise<void> {
   const { values } = parseArgs({

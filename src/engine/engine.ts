@@ -6,7 +6,7 @@ import { StatePool } from '../cache/state-pool.js';
 import { createKernels, gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
-import type { QuantizeMode } from '../model/quantize-load.js';
+import { type QuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner, type StepResult } from './runner.js';
@@ -176,7 +176,8 @@ export class Engine {
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
       const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
-      const model = loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), available: availableMemory() });
+      const model = await withLoadQuantizer(opts.quantize, kernels.threads, (quantizer) =>
+        loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), ...(quantizer ? { quantizer } : {}), available: availableMemory() }));
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);

@@ -1,6 +1,7 @@
 // Assemble ModelWeights from a checkpoint: the parts shared by every architecture
 // (embedding, layers, final norm, head, MTP), with the Gated DeltaNet tensors loaded by
 // the architecture's own function.
+import type { RowQuantizer } from '../kernels/quant/row-quantizer.js';
 import type { AnyKernels } from '../kernels/types.js';
 import type { ModelConfig } from './config.js';
 import { type Checkpoint } from './safetensors.js';
@@ -16,8 +17,8 @@ import type { QuantizeMode } from './quantize-load.js';
 type GdnLoader = (r: WeightReader, cfg: ModelConfig, prefix: string) => GdnWeights;
 
 export function loadModelWeights(ckpt: Checkpoint, cfg: ModelConfig, kernels: AnyKernels,
-  onBytes?: (n: number) => void, quantize?: QuantizeMode): ModelWeights {
-  const r = new WeightReader(ckpt, kernels, onBytes, quantize);
+  onBytes?: (n: number) => void, quantize?: QuantizeMode, quantizer?: RowQuantizer): ModelWeights {
+  const r = new WeightReader(ckpt, kernels, onBytes, quantize, quantizer);
   // Qwen3-Next checkpoints interleave in_proj_qkvz; its GGUF files may hold the Qwen3.5 split.
   const loadGdn: GdnLoader = (rd, c, pre) => (rd.has(`${pre}in_proj_qkvz.weight`)
     || (c.arch === 'qwen3_next' && !rd.has(`${pre}in_proj_qkv.weight`)) ? loadQwen3NextGdn : loadQwen35Gdn)(rd, c, pre);

@@ -5,6 +5,7 @@ import { GDN_CHUNK, type Kernels, type KvLayerView, type Tensor } from '../kerne
 import { type ModelConfig, VISION_PREFIX, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
 import type { QuantizeMode } from './quantize-load.js';
+import type { RowQuantizer } from '../kernels/quant/row-quantizer.js';
 import { type Checkpoint, openCheckpoint } from './safetensors.js';
 import { resolveModelSource } from './source.js';
 import { openGgufModel } from './gguf-map.js';
@@ -75,6 +76,9 @@ export interface LoadOptions {
   /** Quantize matmul weights to GGML blocks as they load (see quantize-load.ts); tensors
    * already quantized in a GGUF stay as they are. */
   readonly quantize?: QuantizeMode;
+  /** The block quantizer of `quantize` (default: the single-threaded TypeScript reference;
+   * kernels/quant/wasm-quantizer.ts gives the same bytes on all threads). */
+  readonly quantizer?: RowQuantizer;
   /** Memory available for the weights (bytes): a clear error before loading when they
    * would not fit (see weights-fit.ts). Unset: no check. */
   readonly available?: number;
@@ -88,7 +92,7 @@ export function loadModel<T extends Tensor, I extends Tensor>(dir: string, kerne
       checkWeightsFit([...ckpt.tensors.values()], opts.quantize, opts.available, sized);
     }
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
-    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize);
+    const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize, opts.quantizer);
     bar.done();
     return { dir, config, weights, kernels, layout: stateLayout(config) };
   } finally {

@@ -12,10 +12,11 @@
 import type { Kernels, Weight } from '../kernels/types.js';
 import type { QuantType } from '../kernels/quant/formats.js';
 import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
-import { quantizeRows } from '../kernels/quant/quantize.js';
+import { type QuantSource, type RowQuantizer, refQuantizer } from '../kernels/quant/row-quantizer.js';
 import type { Checkpoint } from './safetensors.js';
 import { f16ToF32 } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
+import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
 
 export const QUANTIZE_MODES = ['q8_0', 'q4_k'] as const;
 export type QuantizeMode = (typeof QUANTIZE_MODES)[number];
@@ -41,9 +42,10 @@ export function quantTypeFor(mode: QuantizeMode, name: string, cols: number): Qu
 const CHUNK_FLOATS = 1 << 20;
 
 /** Rows [r0, r0 + rows) of tensor `name` (rows of `cols` elements, stored BF16/F16/F32)
- * quantized to `type` in a fresh backend weight (not packed: the caller packs). */
+ * quantized to `type` by `quantizer` (GGML's algorithms; BF16 is handed over as stored) in
+ * a fresh backend weight (not packed: the caller packs). */
 export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight'>, name: string, type: QuantType,
-  r0: number, rows: number, cols: number, onBytes?: (n: number) => void): Weight {
+  r0: number, rows: number, cols: number, onBytes?: (n: number) => void, quantizer: RowQuantizer = refQuantizer): Weight {
   const info = ckpt.info(name);
   const dtype = info.dtype;
   if (isQuantType(dtype)) throw new DeltaserveError('internal', `${name} in ${info.file} is already ${dtype}; it is loaded as stored`);
@@ -53,27 +55,35 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
   const rowOut = quantRowBytes(type, cols);
   const per = Math.max(1, Math.floor(CHUNK_FLOATS / cols));
   const raw = new Uint8Array(Math.min(per, rows) * cols * item);
-  const f = new Float32Array(Math.min(per, rows) * cols);
+  const f = dtype === 'F16' ? new Float32Array(Math.min(per, rows) * cols) : null;
   for (let r = 0; r < rows; r += per) {
     const n = Math.min(per, rows - r);
     const src = raw.subarray(0, n * cols * item);
     ckpt.readRangeInto(name, (r0 + r) * cols * item, src, onBytes);
-    widen(src, dtype, f, n * cols);
-    quantizeRows(type, f.subarray(0, n * cols), n, cols, bytes.subarray(r * rowOut, (r + n) * rowOut));
+    quantizer.quantizeRows(type, sourceView(src, dtype, n * cols, f), n, cols, bytes.subarray(r * rowOut, (r + n) * rowOut));
   }
   return weight;
 }
 
-function widen(src: Uint8Array, dtype: 'BF16' | 'F16' | 'F32', dst: Float32Array, n: number): void {
-  if (dtype === 'F32') {
-    dst.set(new Float32Array(src.buffer, src.byteOffset, n));
-    return;
-  }
+/** The n stored elements at src as a quantizer source: BF16 bits and F32 as they are
+ * (views), F16 widened into f. */
+function sourceView(src: Uint8Array, dtype: 'BF16' | 'F16' | 'F32', n: number, f: Float32Array | null): QuantSource {
+  if (dtype === 'F32') return new Float32Array(src.buffer, src.byteOffset, n);
   const h = new Uint16Array(src.buffer, src.byteOffset, n);
-  if (dtype === 'BF16') {
-    const bits = new Uint32Array(dst.buffer, dst.byteOffset, n);
-    for (let i = 0; i < n; i++) bits[i] = h[i]! << 16;
-  } else {
-    for (let i = 0; i < n; i++) dst[i] = f16ToF32(h[i]!);
+  if (dtype === 'BF16') return h;
+  for (let i = 0; i < n; i++) f![i] = f16ToF32(h[i]!);
+  return f!.subarray(0, n);
+}
+
+/** Run `load` with the wasm block quantizer on `threads` threads when `quantize` is set
+ * (stopped afterwards), else with none. */
+export async function withLoadQuantizer<R>(quantize: QuantizeMode | undefined, threads: number,
+  load: (quantizer?: RowQuantizer) => R): Promise<R> {
+  if (!quantize) return load();
+  const quantizer = await startQuantizer(threads);
+  try {
+    return load(quantizer);
+  } finally {
+    quantizer.dispose();
   }
 }

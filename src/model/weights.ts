@@ -6,9 +6,9 @@ import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
 import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32, weightDTypeOf, storedRowBytes } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
-import { isQuantType } from '../kernels/quant/formats.js';
+import { isQuantType, type QuantType } from '../kernels/quant/formats.js';
 import { type QuantizeMode, loadQuantized, quantTypeFor } from './quantize-load.js';
-import { quantizeRows } from '../kernels/quant/quantize.js';
+import { type RowQuantizer, refQuantizer } from '../kernels/quant/row-quantizer.js';
 import { quantRowBytes } from '../kernels/quant/formats.js';
 
 export interface AttnWeights {
@@ -94,6 +94,8 @@ export class WeightReader {
     private readonly onBytes: (n: number) => void = () => {},
     /** `--quantize`: matmul weights become GGML blocks as they load (quantize-load.ts). */
     readonly quantize?: QuantizeMode,
+    /** The block quantizer of --quantize (all give GGML's bytes; the wasm one is fastest). */
+    private readonly quantizer: RowQuantizer = refQuantizer,
   ) {}
 
   /** The type tensor `name` is quantized to, or null (no --quantize, or a kept tensor). */
@@ -161,7 +163,7 @@ export class WeightReader {
   rowSlice(name: string, stored: readonly number[], r0: number, n: number, cols: number): Weight {
     const info = this.infoWithShape(name, stored);
     const type = this.quantType(name, cols);
-    if (type) return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, r0, n, cols, this.onBytes));
+    if (type) return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, r0, n, cols, this.onBytes, this.quantizer));
     if (info.dtype === 'F16') {
       const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
       return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);
@@ -180,20 +182,26 @@ export class WeightReader {
     const type = name !== undefined ? this.quantType(name, cols) : null;
     if (type) {
       const { weight, bytes } = this.kernels.allocWeight(type, rowIndex.length, cols);
-      const out = quantRowBytes(type, cols);
-      const row = new Float32Array(cols);
-      const bits = new Uint32Array(row.buffer);
-      rowIndex.forEach((r, i) => {
-        const raw = src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes);
-        if (src.dtype === 'f32') row.set(new Float32Array(raw.slice().buffer));
-        else for (let c = 0; c < cols; c++) bits[c] = (raw[2 * c]! | (raw[2 * c + 1]! << 8)) << 16;
-        quantizeRows(type, row, 1, cols, bytes.subarray(i * out, (i + 1) * out));
-      });
+      this.quantizeGathered(src, rowIndex, cols, type, bytes);
       return this.kernels.packWeight(weight);
     }
     const { weight, bytes } = this.kernels.allocWeight(src.dtype, rowIndex.length, cols);
     rowIndex.forEach((r, i) => bytes.set(src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes), i * src.rowBytes));
     return this.kernels.packWeight(weight);
+  }
+
+  /** Quantize rows rowIndex of src (f32 or bf16 rows) into dst, ~1M elements per call. */
+  private quantizeGathered(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[],
+    cols: number, type: QuantType, dst: Uint8Array): void {
+    const out = quantRowBytes(type, cols);
+    const per = Math.max(1, Math.min(rowIndex.length, Math.floor((1 << 20) / cols)));
+    const band = new Uint8Array(per * src.rowBytes);
+    for (let i0 = 0; i0 < rowIndex.length; i0 += per) {
+      const n = Math.min(per, rowIndex.length - i0);
+      for (let i = 0; i < n; i++) band.set(src.bytes.subarray(rowIndex[i0 + i]! * src.rowBytes, (rowIndex[i0 + i]! + 1) * src.rowBytes), i * src.rowBytes);
+      const view = src.dtype === 'f32' ? new Float32Array(band.buffer, 0, n * cols) : new Uint16Array(band.buffer, 0, n * cols);
+      this.quantizer.quantizeRows(type, view, n, cols, dst.subarray(i0 * out, (i0 + n) * out));
+    }
   }
 }
 

@@ -1,9 +1,10 @@
 // `deltaserve quantize`: a Hugging Face Qwen3.5 / Qwen3-Next checkpoint, or a float GGUF of
 // one (gguf-source.ts), → one standard GGUF file (qwen35 / qwen35moe / qwen3next, MTP block
 // and tokenizer included) that deltaserve and llama.cpp both load. Tensors are converted
-// (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with
-// GGML's reference algorithms (kernels/quant/quantize-ggml.ts) a band of rows at a time,
-// and streamed into the file (gguf-writer.ts): memory stays at a few MiB per tensor band.
+// (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with GGML's reference algorithms (the
+// wasm twin of kernels/quant/quantize-ggml.ts, on all threads: kernels/quant/wasm-quantizer.ts)
+// a band of rows at a time, and streamed into the file (gguf-writer.ts): memory stays at a
+// few MiB per tensor band.
 import { closeSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { ModelConfig } from '../model/config.js';
@@ -11,14 +12,15 @@ import { openModelFiles } from '../model/model.js';
 import { openGgufParts } from '../model/gguf.js';
 import { resolveModelSource } from '../model/source.js';
 import type { GgufTensorType } from '../model/gguf-file.js';
-import { isQuantType } from '../kernels/quant/formats.js';
-import { f32ToF16 } from '../kernels/quant/quantize.js';
+import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
+import { f32ToF16 } from '../kernels/quant/dequant.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
 import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
-import { EncodePool } from './encode-pool.js';
+import { type RowQuantizer } from '../kernels/quant/row-quantizer.js';
+import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
 import { ggufSourceMetadata, ggufSourceTensors } from './gguf-source.js';
 
 export interface QuantizeOptions {
@@ -27,7 +29,7 @@ export interface QuantizeOptions {
   readonly type: FileType;
   /** general.name (default: the model directory's name). */
   readonly name?: string;
-  /** Worker threads for the block quantizers (default: one per core). */
+  /** Threads of the block quantizer (default: one per core). */
   readonly threads?: number;
   readonly onTensor?: (done: number, total: number, t: { name: string; type: GgufTensorType }) => void;
 }
@@ -44,19 +46,19 @@ const BAND_FLOATS = 1 << 20;
 export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeResult> {
   const src = resolveModelSource(opts.model);
   const source = src.kind === 'hf' ? fromCheckpoint(src.dir, opts) : fromGguf(src.file, opts.name);
-  const pool = new EncodePool(opts.threads);
+  const quantizer = await startQuantizer(opts.threads);
   try {
     const { converted, blockCount } = source;
     const types = tensorTypes(opts.type, converted, blockCount);
     const meta = [...source.metadata, ...fileTypeMetadata(opts.type)];
-    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, pool) }));
+    const tensors: TensorOut[] = converted.map((t, i) => ({ name: t.name, shape: t.shape, type: types[i]!, produce: (emit) => produceTensor(t, types[i]!, emit, quantizer) }));
     await writeGgufFile(opts.out, meta, tensors, (i, t) => opts.onTensor?.(i + 1, tensors.length, t));
     const count: Record<string, number> = {};
     for (const t of types) count[t] = (count[t] ?? 0) + 1;
     return { tensors: tensors.length, bytes: statSync(opts.out).size, types: count };
   } finally {
     source.close();
-    await pool.close();
+    quantizer.dispose();
   }
 }
 
@@ -105,20 +107,24 @@ function fileTypeMetadata(type: FileType): MetaEntry[] {
   ];
 }
 
-/** Emit tensor t stored as `type`, band by band; quantized bands are encoded by the pool's
- * workers, up to two per worker in flight, and emitted in order. */
-async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, pool: EncodePool): Promise<void> {
+/** Emit tensor t stored as `type`, band by band (a quantized band is encoded by every
+ * thread of the quantizer). `emit` writes before it returns, so the buffers are reused. */
+async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, quantizer: RowQuantizer): Promise<void> {
   const per = Math.max(1, Math.floor(BAND_FLOATS / t.cols));
-  const inFlight: Promise<Uint8Array>[] = [];
+  const band = new Float32Array(Math.min(per, t.rows) * t.cols);
+  const out = isQuantType(type) ? new Uint8Array(quantRowBytes(type, t.cols) * Math.min(per, t.rows)) : null;
   for (let r = 0; r < t.rows; r += per) {
     const n = Math.min(per, t.rows - r);
-    const band = new Float32Array(n * t.cols); // transferred to a worker: one per band
-    t.readRows(r, n, band);
-    if (isQuantType(type)) inFlight.push(pool.encode(type, band, n, t.cols));
-    else emit(encodeFloat(band, type));
-    if (inFlight.length >= 2 * pool.size) emit(await inFlight.shift()!);
+    const x = band.subarray(0, n * t.cols);
+    t.readRows(r, n, x);
+    if (out && isQuantType(type)) {
+      const bytes = out.subarray(0, quantRowBytes(type, t.cols) * n);
+      quantizer.quantizeRows(type, x, n, t.cols, bytes);
+      emit(bytes);
+    } else {
+      emit(encodeFloat(x, type));
+    }
   }
-  for (const p of inFlight) emit(await p);
 }
 
 function encodeFloat(x: Float32Array, type: GgufTensorType): Uint8Array {

@@ -140,3 +140,32 @@ export function decodeSubBlock(type: QuantType, data: Uint8Array, cols: number, 
       return { scale: f16At(data, p + 208), offset: 0 };
   }
 }
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** f32 → f16 bits, round to nearest even (overflow → ±inf, tiny → subnormal/0). */
+export function f32ToF16(v: number): number {
+  f32[0] = v;
+  const x = u32[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  const mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) { // subnormal half (or zero): value = m · 2⁻²⁴
+    if (e < -10) return sign;
+    const m = mant | 0x800000;
+    const shift = 14 - e; // 24-bit mantissa → (10 + e)-bit
+    let h = m >>> shift;
+    const rem = m & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && (h & 1))) h++;
+    return sign | h;
+  }
+  let h = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++; // may carry into the exponent: still right
+  return sign | h;
+}

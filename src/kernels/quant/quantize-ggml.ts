@@ -1,9 +1,9 @@
-// Offline quantizers (f32 → GGML blocks) for `deltaserve quantize`: the reference
+// Quantizers (f32 → GGML blocks) for `--quantize` and `deltaserve quantize`: the reference
 // algorithms of GGML's own quantizer, step for step, in float32 arithmetic (every
 // intermediate rounded with Math.fround), so the blocks match what llama-quantize writes
-// up to the rare tie that a fused multiply-add in a C build rounds differently.
-//  - Q8_0: d = amax/127, q = roundf(x·(1/d)) (half away from zero), all in float32 (the
-//    load-time quantizer of quantize.ts computes in float64 and differs in ~2% of blocks).
+// up to the rare tie that a fused multiply-add in a C build rounds differently. The
+// reference twin of the wasm quantizer (assembly/quantize.ts), which must give the same bytes.
+//  - Q8_0: d = amax/127, q = roundf(x·(1/d)) (half away from zero), all in float32.
 //  - Q4_0: d = max/−8, q = trunc(x/d + 8.5) capped at 15, two quants per byte.
 //  - Q5_0: d = max/−16 (max = the signed value of largest magnitude), q = trunc(x/d + 16.5)
 //    capped at 31, the fifth bits gathered in a u32.
@@ -13,8 +13,7 @@
 //    inverse scales (weights |x| + rms), scales and mins coded in 6 bits, then requantized.
 // nearest_int is GGML's: round half to even (the 1.5·2²³ trick), for |v| < 2²².
 import { QUANT_FORMATS, type QuantType } from './formats.js';
-import { f16ToF32, scaleMinK4 } from './dequant.js';
-import { f32ToF16 } from './quantize.js';
+import { f16ToF32, f32ToF16, scaleMinK4 } from './dequant.js';
 
 const f = Math.fround;
 const GROUP_MAX_EPS = f(1e-15);

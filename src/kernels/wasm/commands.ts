@@ -66,6 +66,12 @@ export const COMMANDS = {
     split: { total: 'n', unit: 4 }, exports: ['qmatmul'],
     params: ['type', 'out', 'q16', 'q8', 'd', 's', 'w', 'm', 'n', 'k', 'lo', 'hi', 'tmp'],
   }),
+  /** Block quantization (assembly/quantize.ts) for the load-time and offline quantizers
+   * (kernels/quant/wasm-quantizer.ts): chunks of whole blocks. */
+  QUANTIZE: spec({
+    id: 10, args: ['type', 'src', 'bf16', 'dst', 'blocks', 'tmpBase', 'tmpStride'], split: { total: 'blocks', unit: 1 },
+    exports: ['quantizeBlocks'], params: ['type', 'src', 'bf16', 'dst', 'lo', 'hi', 'tmp'],
+  }),
   /** Sampling rows (assembly/sampling.ts), one chunk per row; numbered apart from the model ops. */
   SAMPLE: spec({
     id: 20, args: ['desc', 'rows', 'tmpBase', 'tmpStride'], split: { total: 'rows', unit: 1 },

@@ -58,6 +58,8 @@ export interface KernelExports {
   interleaveQ4kx4Acts(q16: number, q8: number, m: number, k: number): void;
   repackQ6kx4(w: number, rows: number, k: number, tmp: number): void;
   q6kx4ActSums(q8: number, m: number, k: number): void;
+  quantizeBlocks(type: number, src: number, bf16: number, dst: number, lo: number, hi: number, tmp: number): void;
+  quantizeTmpBytes(): number;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused
