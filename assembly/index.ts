@@ -11,6 +11,8 @@ export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
 export { repackQ8x4, interleaveActs4 } from './q8x4';
 export { repackQ4kx4, interleaveQ4kx4Acts } from './q4kx4';
 export { repackQ6kx4, q6kx4ActSums } from './q6kx4';
+export { repackQ32x4 } from './q32x4';
+export { repackQ5kx4 } from './q5kx4';
 
 export function heapBase(): usize {
   return __heap_base;

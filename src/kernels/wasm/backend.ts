@@ -15,7 +15,7 @@ import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
-import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
+import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, usesQuadActs } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -201,9 +201,10 @@ export class WasmKernels implements Kernels {
     const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
-    // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build);
+    // q4kx4, q5kx4, q40x4…q51x4: the int8 quants, then (M ≥ 4) the rows interleaved by 4
+    // (int8 or i16 by build);
     // q6kx4: the same, then the i16 sums of 16 quants (m·k/16 of them) at 3·m·k
-    const kx4 = w.layout === 'q4kx4' || w.layout === 'q6kx4';
+    const kx4 = usesQuadActs(w);
     const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : kx4 ? 3 * m * k + (w.layout === 'q6kx4' ? m * k / 8 : 0) : m * k);
     const q8x4Acts = q8;
     const d = c.arena.stage(nb * 4);

@@ -59,6 +59,8 @@ export interface KernelExports {
   interleaveQ4kx4Acts(q16: number, q8: number, m: number, k: number): void;
   repackQ6kx4(w: number, rows: number, k: number, tmp: number): void;
   q6kx4ActSums(q8: number, m: number, k: number): void;
+  repackQ32x4(type: number, w: number, rows: number, k: number, tmp: number): void;
+  repackQ5kx4(w: number, rows: number, k: number, tmp: number): void;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused
