@@ -19,18 +19,22 @@
 /** Bytes of one activation quant (int8 in the relaxed build, i16 in the plain one). */
 export const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2;
 
-/** Unsigned quants of the low quad of a nibble vector (plus its 5th bits when `five`). */
+// The shifts below are 16-bit (x86 has no 8-bit vector shift; V8 emulates i8x16 ones with
+// extra masks): each byte's result is masked right after, and a 16-bit shift by s ≤ 4
+// moves into bit 4 (or bits 0..3) of each byte only bits of that same byte.
+
+/** Unsigned quants of the low quad of nibble vector v (plus its 5th bits when `five`). */
 // @ts-ignore: decorator
 @inline export function quadLo(five: bool, w: v128, hb: v128, v: i32): v128 {
   const u = v128.and(w, i8x16.splat(15));
-  return five ? v128.or(u, v128.and(i8x16.shl(hb, <u32>(4 - v)), i8x16.splat(16))) : u;
+  return five ? v128.or(u, v128.and(i16x8.shl(hb, <u32>(4 - v)), i8x16.splat(16))) : u;
 }
 
-/** Unsigned quants of the high quad of a nibble vector (plus its 5th bits when `five`). */
+/** Unsigned quants of the high quad of nibble vector v (plus its 5th bits when `five`). */
 // @ts-ignore: decorator
 @inline export function quadHi(five: bool, w: v128, hb: v128, v: i32): v128 {
-  const u = i8x16.shr_u(w, 4);
-  return five ? v128.or(u, v128.and(i8x16.shr_u(hb, <u32>v), i8x16.splat(16))) : u;
+  const u = v128.and(i16x8.shr_u(w, 4), i8x16.splat(15));
+  return five ? v128.or(u, v128.and(i16x8.shr_u(hb, <u32>v), i8x16.splat(16))) : u;
 }
 
 /** acc + Σ u·x per column lane (relaxed build; x a broadcast int8 quad). */
@@ -58,24 +62,40 @@ export const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2;
 // @ts-ignore: decorator
 @inline export function subDot1(five: bool, wq: usize, x: usize): v128 {
   const hb = five ? v128.load(wq, 64) : i32x4.splat(0);
-  if (ASC_FEATURE_RELAXED_SIMD) {
-    let a = i32x4.splat(0);
-    for (let v = 0; v < 4; v++) {
-      const w = v128.load(wq + (<usize>v << 4));
-      a = rdot(a, v128.load32_splat(x + (<usize>v << 3)), quadLo(five, w, hb, v));
-      a = rdot(a, v128.load32_splat(x + (<usize>v << 3), 4), quadHi(five, w, hb, v));
-    }
-    return a;
+  if (ASC_FEATURE_RELAXED_SIMD) { // vectors 0..3 written out, so every shift is a constant
+    let a = vec1Relaxed(five, i32x4.splat(0), v128.load(wq), hb, 0, x);
+    a = vec1Relaxed(five, a, v128.load(wq, 16), hb, 1, x + 8);
+    a = vec1Relaxed(five, a, v128.load(wq, 32), hb, 2, x + 16);
+    return vec1Relaxed(five, a, v128.load(wq, 48), hb, 3, x + 24);
   }
-  let a = i32x4.splat(0), b = i32x4.splat(0);
-  for (let v = 0; v < 4; v++) {
-    const w = v128.load(wq + (<usize>v << 4));
-    const l = quadLo(five, w, hb, v), h = quadHi(five, w, hb, v);
-    const y = v128.load64_splat(x + (<usize>v << 4)), z = v128.load64_splat(x + (<usize>v << 4), 8);
-    a = pdot(a, i16x8.extend_low_i8x16_u(l), y); b = pdot(b, i16x8.extend_high_i8x16_u(l), y);
-    a = pdot(a, i16x8.extend_low_i8x16_u(h), z); b = pdot(b, i16x8.extend_high_i8x16_u(h), z);
-  }
+  let w = v128.load(wq);
+  let l = quadLo(five, w, hb, 0), h = quadHi(five, w, hb, 0);
+  let a = vec1Plain(i32x4.splat(0), l, h, x, false), b = vec1Plain(i32x4.splat(0), l, h, x, true);
+  w = v128.load(wq, 16);
+  l = quadLo(five, w, hb, 1); h = quadHi(five, w, hb, 1);
+  a = vec1Plain(a, l, h, x + 16, false); b = vec1Plain(b, l, h, x + 16, true);
+  w = v128.load(wq, 32);
+  l = quadLo(five, w, hb, 2); h = quadHi(five, w, hb, 2);
+  a = vec1Plain(a, l, h, x + 32, false); b = vec1Plain(b, l, h, x + 32, true);
+  w = v128.load(wq, 48);
+  l = quadLo(five, w, hb, 3); h = quadHi(five, w, hb, 3);
+  a = vec1Plain(a, l, h, x + 48, false); b = vec1Plain(b, l, h, x + 48, true);
   return fold(a, b);
+}
+
+/** Relaxed build: acc + Σ u·x over nibble vector v (w) for one row (x: its 8 int8 quants). */
+// @ts-ignore: decorator
+@inline function vec1Relaxed(five: bool, acc: v128, w: v128, hb: v128, v: i32, x: usize): v128 {
+  return rdot(rdot(acc, v128.load32_splat(x), quadLo(five, w, hb, v)), v128.load32_splat(x, 4), quadHi(five, w, hb, v));
+}
+
+/** Plain build: acc + the pair sums of columns 0, 1 (`high` false) or 2, 3 of the quads
+ * l, h of one nibble vector for one row (x: its 8 i16 quants). */
+// @ts-ignore: decorator
+@inline function vec1Plain(acc: v128, l: v128, h: v128, x: usize, high: bool): v128 {
+  const lw = high ? i16x8.extend_high_i8x16_u(l) : i16x8.extend_low_i8x16_u(l);
+  const hw = high ? i16x8.extend_high_i8x16_u(h) : i16x8.extend_low_i8x16_u(h);
+  return pdot(pdot(acc, lw, v128.load64_splat(x)), hw, v128.load64_splat(x, 8));
 }
 
 /** The four rows' sums of the last subDot4 (module globals: every thread has its own
@@ -91,37 +111,42 @@ export let sum3: v128 = i32x4.splat(0);
 @inline export function subDot4(five: bool, wq: usize, x: usize): void {
   const hb = five ? v128.load(wq, 64) : i32x4.splat(0);
   let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+  if (ASC_FEATURE_RELAXED_SIMD) { // vectors 0..3 written out, so every shift is a constant
+    let w = v128.load(wq), l = quadLo(five, w, hb, 0), h = quadHi(five, w, hb, 0);
+    a0 = quads(a0, x, l, h); a1 = quads(a1, x + 4, l, h); a2 = quads(a2, x + 8, l, h); a3 = quads(a3, x + 12, l, h);
+    w = v128.load(wq, 16); l = quadLo(five, w, hb, 1); h = quadHi(five, w, hb, 1);
+    a0 = quads(a0, x + 32, l, h); a1 = quads(a1, x + 36, l, h); a2 = quads(a2, x + 40, l, h); a3 = quads(a3, x + 44, l, h);
+    w = v128.load(wq, 32); l = quadLo(five, w, hb, 2); h = quadHi(five, w, hb, 2);
+    a0 = quads(a0, x + 64, l, h); a1 = quads(a1, x + 68, l, h); a2 = quads(a2, x + 72, l, h); a3 = quads(a3, x + 76, l, h);
+    w = v128.load(wq, 48); l = quadLo(five, w, hb, 3); h = quadHi(five, w, hb, 3);
+    a0 = quads(a0, x + 96, l, h); a1 = quads(a1, x + 100, l, h); a2 = quads(a2, x + 104, l, h); a3 = quads(a3, x + 108, l, h);
+    sum0 = a0; sum1 = a1; sum2 = a2; sum3 = a3;
+    return;
+  }
   let b0 = i32x4.splat(0), b1 = i32x4.splat(0), b2 = i32x4.splat(0), b3 = i32x4.splat(0);
-  let xp = x;
   for (let v = 0; v < 4; v++) { // one nibble vector (2 quads of 4 columns) × 4 rows per pass
     const w = v128.load(wq + (<usize>v << 4));
     const l = quadLo(five, w, hb, v), h = quadHi(five, w, hb, v);
-    if (ASC_FEATURE_RELAXED_SIMD) { // quad 2v of row r at xp + 4r, quad 2v+1 at xp + 16 + 4r
-      a0 = rdot(rdot(a0, v128.load32_splat(xp), l), v128.load32_splat(xp, 16), h);
-      a1 = rdot(rdot(a1, v128.load32_splat(xp, 4), l), v128.load32_splat(xp, 20), h);
-      a2 = rdot(rdot(a2, v128.load32_splat(xp, 8), l), v128.load32_splat(xp, 24), h);
-      a3 = rdot(rdot(a3, v128.load32_splat(xp, 12), l), v128.load32_splat(xp, 28), h);
-    } else { // quad 2v of row r at xp + 8r, quad 2v+1 at xp + 32 + 8r
-      const ll = i16x8.extend_low_i8x16_u(l), lh = i16x8.extend_high_i8x16_u(l);
-      const hl = i16x8.extend_low_i8x16_u(h), hh = i16x8.extend_high_i8x16_u(h);
-      let y = v128.load64_splat(xp), z = v128.load64_splat(xp, 32);
-      a0 = pdot(pdot(a0, ll, y), hl, z); b0 = pdot(pdot(b0, lh, y), hh, z);
-      y = v128.load64_splat(xp, 8); z = v128.load64_splat(xp, 40);
-      a1 = pdot(pdot(a1, ll, y), hl, z); b1 = pdot(pdot(b1, lh, y), hh, z);
-      y = v128.load64_splat(xp, 16); z = v128.load64_splat(xp, 48);
-      a2 = pdot(pdot(a2, ll, y), hl, z); b2 = pdot(pdot(b2, lh, y), hh, z);
-      y = v128.load64_splat(xp, 24); z = v128.load64_splat(xp, 56);
-      a3 = pdot(pdot(a3, ll, y), hl, z); b3 = pdot(pdot(b3, lh, y), hh, z);
-    }
-    xp += 32 * XB;
+    const xp = x + (<usize>v << 6); // quad 2v of row r at xp + 8r, quad 2v+1 at xp + 32 + 8r
+    const ll = i16x8.extend_low_i8x16_u(l), lh = i16x8.extend_high_i8x16_u(l);
+    const hl = i16x8.extend_low_i8x16_u(h), hh = i16x8.extend_high_i8x16_u(h);
+    let y = v128.load64_splat(xp), z = v128.load64_splat(xp, 32);
+    a0 = pdot(pdot(a0, ll, y), hl, z); b0 = pdot(pdot(b0, lh, y), hh, z);
+    y = v128.load64_splat(xp, 8); z = v128.load64_splat(xp, 40);
+    a1 = pdot(pdot(a1, ll, y), hl, z); b1 = pdot(pdot(b1, lh, y), hh, z);
+    y = v128.load64_splat(xp, 16); z = v128.load64_splat(xp, 48);
+    a2 = pdot(pdot(a2, ll, y), hl, z); b2 = pdot(pdot(b2, lh, y), hh, z);
+    y = v128.load64_splat(xp, 24); z = v128.load64_splat(xp, 56);
+    a3 = pdot(pdot(a3, ll, y), hl, z); b3 = pdot(pdot(b3, lh, y), hh, z);
   }
-  if (!ASC_FEATURE_RELAXED_SIMD) {
-    a0 = fold(a0, b0); a1 = fold(a1, b1); a2 = fold(a2, b2); a3 = fold(a3, b3);
-  }
-  sum0 = a0;
-  sum1 = a1;
-  sum2 = a2;
-  sum3 = a3;
+  sum0 = fold(a0, b0); sum1 = fold(a1, b1); sum2 = fold(a2, b2); sum3 = fold(a3, b3);
+}
+
+/** Relaxed build: acc + Σ u·x of one row over a nibble vector's quads l, h (quad 2v at x,
+ * quad 2v+1 at x + 16: the interleaved layout). */
+// @ts-ignore: decorator
+@inline function quads(acc: v128, x: usize, l: v128, h: v128): v128 {
+  return rdot(rdot(acc, v128.load32_splat(x), l), v128.load32_splat(x, 16), h);
 }
 
 /** Four f16 at p (u16 each, consecutive) → f32x4, exactly as qdecode.ts f16At (finite). */
