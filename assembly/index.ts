@@ -2,7 +2,7 @@
 // every worker thread instantiates this module on the same WebAssembly.Memory. The JS side
 // (src/kernels/wasm) owns allocation; nothing here allocates. Static data (math tables)
 // ends at heapBase(); the JS allocator starts above it.
-export { matmulBf16, matmulF16, matmulF32, packPanels, streamRead } from './matmul';
+export { matmulBf16, matmulF16, matmulF32, f16TmpBytes, packPanels, streamRead } from './matmul';
 export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute, argmax } from './dense';
 export { attention } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';

@@ -224,9 +224,57 @@ export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i3
   mm<u16>(out, x, w, m, n, k, n0, n1);
 }
 
-/** w: [ceil(N/8), K, 8] f16 panels (lane order as bf16). */
-export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
-  mm<i16>(out, x, w, m, n, k, n0, n1);
+/** w: [ceil(N/8), K, 8] f16 panels (lane order as bf16). M < 4: widened in the kernel. M ≥ 4:
+ * each tile of panels is widened once into tmp (f32 panels, f16TmpBytes(k) bytes per
+ * thread), then the f32 kernel runs over it (the 4-row f16 kernel spills registers). The
+ * widening is exact, so both give the f32 chain's bits (batch-invariant). */
+export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  if (m < 4) {
+    mm<i16>(out, x, w, m, n, k, n0, n1);
+    return;
+  }
+  const g0 = n0 >> 3;
+  const g1 = (n1 + 7) >> 3;
+  const pb = <usize>k << 5; // bytes of one f32 panel
+  const tile = f16Tile(k);
+  const m4 = m & ~3;
+  for (let t0 = g0; t0 < g1; t0 += tile) {
+    const t1 = min(t0 + tile, g1);
+    widenF16Panels(tmp, w + <usize>t0 * (<usize>k << 4), (t1 - t0) * k, k);
+    const wt = tmp - <usize>t0 * pb; // panel g of the tile at wt + g·pb (address arithmetic mod 2³²)
+    for (let mb = 0; mb < m4; mb += 4) {
+      for (let g = t0; g < t1; g++) rows4panel<f32>(out, x, wt, n, k, mb, g, n1);
+    }
+    rowsByRow<f32>(out, x, wt, n, k, m4, m, t0, t1, n1);
+  }
+}
+
+/** f16 panels per widened tile (~128 KiB of f32). */
+// @ts-ignore: decorator
+@inline function f16Tile(k: i32): i32 {
+  const t = 131072 / max(1, k << 5);
+  return t < 1 ? 1 : t;
+}
+
+/** Per-thread scratch bytes of matmulF16 for inner size k. */
+export function f16TmpBytes(k: i32): i32 {
+  return f16Tile(k) * (k << 5);
+}
+
+/** `rows` f16 panel rows at src → f32 panel rows at dst (exact). */
+function widenF16Panels(dst: usize, src: usize, rows: i32, k: i32): void {
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
+  const fm = f16Mask(k), fs = f16Scale(k);
+  let s = src;
+  let d = dst;
+  const end = src + (<usize>rows << 4);
+  while (s < end) {
+    const raw = v128.load(s);
+    v128.store(d, wideLo<i16>(raw, fm, fs));
+    v128.store(d, wideHi<i16>(raw, hm, fm, fs), 16);
+    s += 16;
+    d += 32;
+  }
 }
 
 /** w: [ceil(N/8), K, 8] f32 panels. */

@@ -180,14 +180,17 @@ export class WasmKernels implements Kernels {
     if (w.layout !== 'panel8') throw new Error(`wasm matmul: weight [${w.rows}, ${w.cols}] is not packed (call packWeight once after loading it)`);
     const n = w.rows;
     const k = w.cols;
-    const c = this.ops.begin(this.ops.target(w.data, x, out));
+    const arena = this.ops.target(w.data, x, out);
+    const f16 = w.dtype === 'f16';
+    const c = f16 ? this.ops.begin(arena, arena.exports.f16TmpBytes(k), this.threads) : this.ops.begin(arena);
     const args = { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k };
-    if (w.dtype === 'f16') packArgs(this.pool.args, 'MATMUL_F16', args);
+    // f16 with M ≥ 4: each thread widens tiles of panels into its scratch (assembly/matmul.ts)
+    if (f16) packArgs(this.pool.args, 'MATMUL_F16', { ...args, tmpBase: c.tmp.base, tmpStride: c.tmp.stride });
     else packArgs(this.pool.args, 'MATMUL', { ...args, bf16: isBf16(w) });
     // ≥ 1 chunk per thread, ~2 MiB each; chunks are claimed dynamically
     const panels = Math.ceil(n / 8);
     const chunks = Math.min(panels, Math.max(this.threads, Math.ceil((n * k * elemBytes(w.dtype)) / CHUNK_BYTES)));
-    const cmd = w.dtype === 'f16' ? Cmd.MATMUL_F16 : Cmd.MATMUL;
+    const cmd = f16 ? Cmd.MATMUL_F16 : Cmd.MATMUL;
     this.run(cmd, c.arena, n * k >= PAR_MATMUL && panels >= 2, Math.min(chunks, 0xffff));
     c.end();
   }

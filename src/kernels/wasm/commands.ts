@@ -39,8 +39,8 @@ export const COMMANDS = {
   }),
   /** MATMUL on f16 panels (its own command: MATMUL's select picks one of two exports). */
   MATMUL_F16: spec({
-    id: 14, args: ['out', 'x', 'w', 'm', 'n', 'k'], split: { total: 'n', unit: 8 },
-    exports: ['matmulF16'], params: ['out', 'x', 'w', 'm', 'n', 'k', 'lo', 'hi'],
+    id: 14, args: ['out', 'x', 'w', 'm', 'n', 'k', 'tmpBase', 'tmpStride'], split: { total: 'n', unit: 8 },
+    exports: ['matmulF16'], params: ['out', 'x', 'w', 'm', 'n', 'k', 'lo', 'hi', 'tmp'],
   }),
   ATTENTION: spec({
     id: 4,
