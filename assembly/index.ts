@@ -2,7 +2,7 @@
 // every worker thread instantiates this module on the same WebAssembly.Memory. The JS side
 // (src/kernels/wasm) owns allocation; nothing here allocates. Static data (math tables)
 // ends at heapBase(); the JS allocator starts above it.
-export { matmulBf16, matmulF32, packPanels, streamRead } from './matmul';
+export { matmulBf16, matmulF16, matmulF32, f16TmpBytes, packPanels, streamRead } from './matmul';
 export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute, argmax } from './dense';
 export { attention } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';
@@ -11,6 +11,8 @@ export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
 export { repackQ8x4, interleaveActs4 } from './q8x4';
 export { repackQ4kx4, interleaveQ4kx4Acts } from './q4kx4';
 export { repackQ6kx4, q6kx4ActSums } from './q6kx4';
+export { repackQ32x4 } from './q32x4';
+export { repackQ5kx4 } from './q5kx4';
 
 export function heapBase(): usize {
   return __heap_base;

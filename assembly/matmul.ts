@@ -6,7 +6,12 @@
 // each load feeds 8 output columns. Lane order inside a panel row:
 //   bf16: [c0 c4 c1 c5 c2 c6 c3 c7] — one v128 of 8 bf16; `shl 16` widens c0..c3 (low
 //         halves of the i32 lanes) and `and 0xFFFF0000` widens c4..c7 (high halves).
+//   f16:  the same lane order as bf16. Widening is exact for finite values (subnormals
+//         included): the f16 bits, sign at bit 31 and exponent·mantissa at bits 27..13 of an
+//         f32 (`shr_s 3`, then a mask), times 2¹¹² — the exponent rebias done by the FPU.
+//         Inf / NaN would widen to finite values: the loader refuses them.
 //   f32:  [c0 c1 c2 c3 | c4 c5 c6 c7] — two v128.
+// The element type W is a marker: u16 = bf16, i16 = f16, f32 = f32.
 // N is padded up to a multiple of 8 with zero columns (allocWeight reserves them).
 //
 // Canonical reduction order of EVERY output element (batch invariance): one f32 chain
@@ -21,6 +26,36 @@ import { hsum, HI16, mac } from './common';
 // @ts-ignore: decorator
 @inline function rowBytes<W>(): usize {
   return sizeof<W>() << 3;
+}
+
+/** f16 bits in the high halves of the i32 lanes of h (low halves ignored) → f32x4. fm: the
+ * mask 0x8FFFE000, fs: 2¹¹² (passed in as values V8 cannot constant-fold). */
+// @ts-ignore: decorator
+@inline function f16hi(h: v128, fm: v128, fs: v128): v128 {
+  return f32x4.mul(v128.and(i32x4.shr_s(h, 3), fm), fs);
+}
+
+/** Columns c0..c3 of a 16-bit panel row (low halves of the lanes) as f32x4. */
+// @ts-ignore: decorator
+@inline function wideLo<W>(raw: v128, fm: v128, fs: v128): v128 {
+  return isSigned<W>() ? f16hi(i32x4.shl(raw, 16), fm, fs) : i32x4.shl(raw, 16);
+}
+
+/** Columns c4..c7 of a 16-bit panel row (high halves) as f32x4; hm: the mask 0xFFFF0000. */
+// @ts-ignore: decorator
+@inline function wideHi<W>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
+  return isSigned<W>() ? f16hi(raw, fm, fs) : v128.and(raw, hm);
+}
+
+/** The f16 constants (fm, fs) of f16hi, derived from k (≥ 0) so V8 keeps them in registers
+ * instead of rebuilding a constant every iteration. */
+// @ts-ignore: decorator
+@inline function f16Mask(k: i32): v128 {
+  return i32x4.splat(<i32>0x8fffe000 | (k >> 31));
+}
+// @ts-ignore: decorator
+@inline function f16Scale(k: i32): v128 {
+  return i32x4.splat(<i32>0x77800000 | (k >> 31)); // 2^112 as f32 bits
 }
 
 /** Store the 8 results of panel g (lanes c0..3 in a, c4..7 in b) of output row `o`,
@@ -57,12 +92,13 @@ function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, 
   let x3 = x2 + xs;
   const end = x1;
   const hm = i32x4.splat(<i32>HI16 | (k >> 31)); // = HI16 (k ≥ 0)
+  const fm = f16Mask(k), fs = f16Scale(k);
   let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
   let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
   while (x0 < end) {
     const raw = v128.load(p);
-    const wl = sizeof<W>() == 2 ? i32x4.shl(raw, 16) : raw;
-    const wh = sizeof<W>() == 2 ? v128.and(raw, hm) : v128.load(p, 16);
+    const wl = sizeof<W>() == 2 ? wideLo<W>(raw, fm, fs) : raw;
+    const wh = sizeof<W>() == 2 ? wideHi<W>(raw, hm, fm, fs) : v128.load(p, 16);
     let s = v128.load32_splat(x0);
     a0 = mac(a0, s, wl); b0 = mac(b0, s, wh);
     s = v128.load32_splat(x1);
@@ -98,19 +134,20 @@ function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32,
   let xr = x + ((<usize>mi * <usize>k) << 2);
   const end = xr + (<usize>k << 2);
   const hm = i32x4.splat(<i32>HI16 | (k >> 31)); // = HI16 (k ≥ 0), not a constant to V8
+  const fm = f16Mask(k), fs = f16Scale(k);
   let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
   let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
   while (xr < end) {
     const s = v128.load32_splat(xr);
     if (sizeof<W>() == 2) {
       let r = v128.load(w0);
-      a0 = mac(a0, s, i32x4.shl(r, 16)); b0 = mac(b0, s, v128.and(r, hm));
+      a0 = mac(a0, s, wideLo<W>(r, fm, fs)); b0 = mac(b0, s, wideHi<W>(r, hm, fm, fs));
       r = v128.load(w1);
-      a1 = mac(a1, s, i32x4.shl(r, 16)); b1 = mac(b1, s, v128.and(r, hm));
+      a1 = mac(a1, s, wideLo<W>(r, fm, fs)); b1 = mac(b1, s, wideHi<W>(r, hm, fm, fs));
       r = v128.load(w2);
-      a2 = mac(a2, s, i32x4.shl(r, 16)); b2 = mac(b2, s, v128.and(r, hm));
+      a2 = mac(a2, s, wideLo<W>(r, fm, fs)); b2 = mac(b2, s, wideHi<W>(r, hm, fm, fs));
       r = v128.load(w3);
-      a3 = mac(a3, s, i32x4.shl(r, 16)); b3 = mac(b3, s, v128.and(r, hm));
+      a3 = mac(a3, s, wideLo<W>(r, fm, fs)); b3 = mac(b3, s, wideHi<W>(r, hm, fm, fs));
     } else {
       a0 = mac(a0, s, v128.load(w0)); b0 = mac(b0, s, v128.load(w0, 16));
       a1 = mac(a1, s, v128.load(w1)); b1 = mac(b1, s, v128.load(w1, 16));
@@ -136,12 +173,13 @@ function row1panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g
   let xr = x + ((<usize>mi * <usize>k) << 2);
   const end = xr + (<usize>k << 2);
   const hm = i32x4.splat(<i32>HI16 | (k >> 31));
+  const fm = f16Mask(k), fs = f16Scale(k);
   let a = f32x4.splat(0), b = f32x4.splat(0);
   while (xr < end) {
     const s = v128.load32_splat(xr);
     const raw = v128.load(p);
-    a = mac(a, s, sizeof<W>() == 2 ? i32x4.shl(raw, 16) : raw);
-    b = mac(b, s, sizeof<W>() == 2 ? v128.and(raw, hm) : v128.load(p, 16));
+    a = mac(a, s, sizeof<W>() == 2 ? wideLo<W>(raw, fm, fs) : raw);
+    b = mac(b, s, sizeof<W>() == 2 ? wideHi<W>(raw, hm, fm, fs) : v128.load(p, 16));
     xr += 4;
     p += rowBytes<W>();
   }
@@ -186,6 +224,59 @@ export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i3
   mm<u16>(out, x, w, m, n, k, n0, n1);
 }
 
+/** w: [ceil(N/8), K, 8] f16 panels (lane order as bf16). M < 4: widened in the kernel. M ≥ 4:
+ * each tile of panels is widened once into tmp (f32 panels, f16TmpBytes(k) bytes per
+ * thread), then the f32 kernel runs over it (the 4-row f16 kernel spills registers). The
+ * widening is exact, so both give the f32 chain's bits (batch-invariant). */
+export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  if (m < 4) {
+    mm<i16>(out, x, w, m, n, k, n0, n1);
+    return;
+  }
+  const g0 = n0 >> 3;
+  const g1 = (n1 + 7) >> 3;
+  const pb = <usize>k << 5; // bytes of one f32 panel
+  const tile = f16Tile(k);
+  const m4 = m & ~3;
+  for (let t0 = g0; t0 < g1; t0 += tile) {
+    const t1 = min(t0 + tile, g1);
+    widenF16Panels(tmp, w + <usize>t0 * (<usize>k << 4), (t1 - t0) * k, k);
+    const wt = tmp - <usize>t0 * pb; // panel g of the tile at wt + g·pb (address arithmetic mod 2³²)
+    for (let mb = 0; mb < m4; mb += 4) {
+      for (let g = t0; g < t1; g++) rows4panel<f32>(out, x, wt, n, k, mb, g, n1);
+    }
+    rowsByRow<f32>(out, x, wt, n, k, m4, m, t0, t1, n1);
+  }
+}
+
+/** f16 panels per widened tile (~128 KiB of f32). */
+// @ts-ignore: decorator
+@inline function f16Tile(k: i32): i32 {
+  const t = 131072 / max(1, k << 5);
+  return t < 1 ? 1 : t;
+}
+
+/** Per-thread scratch bytes of matmulF16 for inner size k. */
+export function f16TmpBytes(k: i32): i32 {
+  return f16Tile(k) * (k << 5);
+}
+
+/** `rows` f16 panel rows at src → f32 panel rows at dst (exact). */
+function widenF16Panels(dst: usize, src: usize, rows: i32, k: i32): void {
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
+  const fm = f16Mask(k), fs = f16Scale(k);
+  let s = src;
+  let d = dst;
+  const end = src + (<usize>rows << 4);
+  while (s < end) {
+    const raw = v128.load(s);
+    v128.store(d, wideLo<i16>(raw, fm, fs));
+    v128.store(d, wideHi<i16>(raw, hm, fm, fs), 16);
+    s += 16;
+    d += 32;
+  }
+}
+
 /** w: [ceil(N/8), K, 8] f32 panels. */
 export function matmulF32(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   mm<f32>(out, x, w, m, n, k, n0, n1);
@@ -197,7 +288,7 @@ export function matmulF32(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32
   return bf16 ? (c < 4 ? c << 1 : ((c - 4) << 1) + 1) : c;
 }
 
-/** Repack `panels` × 8 row-major rows of length k at w (elemBytes 2 = bf16, 4 = f32) into
+/** Repack `panels` × 8 row-major rows of length k at w (elemBytes 2 = bf16 / f16, 4 = f32) into
  * the panel layout above, in place; tmp: 8·k·elemBytes bytes of scratch. Rows beyond the
  * weight's real row count must already be zero. */
 export function packPanels(w: usize, panels: i32, k: i32, elemBytes: i32, tmp: usize): void {

@@ -19,6 +19,8 @@
 import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
 import { qmatmulQ4kx4 } from './q4kx4';
 import { qmatmulQ6kx4 } from './q6kx4';
+import { qmatmulQ32x4 } from './q32x4';
+import { qmatmulQ5kx4 } from './q5kx4';
 import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
 
 /** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
@@ -361,6 +363,9 @@ export function qmatmulTmpBytes(k: i32): i32 {
 const Q8X4: i32 = 8;
 const Q4KX4: i32 = 9;
 const Q6KX4: i32 = 10;
+/** Format ids of the repacked Q4_0 / Q4_1 / Q5_0 / Q5_1 (q32x4.ts) and Q5_K (q5kx4.ts)
+ * layouts: the GGML id + 10. */
+const REPACKED: i32 = 10;
 
 /** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q4KX4 or Q6KX4);
  * q16/q8/d/s from quantizeActs. */
@@ -377,6 +382,9 @@ export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, 
     case Q8X4: qmatmulQ8x4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: interleaved acts
     case Q4KX4: qmatmulQ4kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
     case Q6KX4: qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: + acts, sums
+    case REPACKED + Q4_0: case REPACKED + Q4_1: case REPACKED + Q5_0: case REPACKED + Q5_1:
+      qmatmulQ32x4(type - REPACKED, out, q16, q8, d, s, w, m, n, k, n0, n1); break; // q8: + interleaved acts
+    case REPACKED + Q5_K: qmatmulQ5kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
     default: unreachable();
   }
 }

@@ -3,13 +3,14 @@
 // after the first call, so this measures compute throughput (GMAC/s), not memory. Prints
 // one JSON object: per (type, N, K, M) the fastest of 7 timed batches (ms) and GMAC/s, and
 // per type the M=4 / M=1 time ratio (the compute cost of a 4-token verify step).
-// Usage: node scripts/bench-matmul.mjs [--threads T] [--types bf16,q8_0,q4_k]
+// Usage: node scripts/bench-matmul.mjs [--threads T] [--types bf16,f16,q8_0,q4_k,q4_0,…]
 //        [--m 1,4,8,64] [--shapes 3584x1024,1024x3584] [--variant fma|plain]
 // Types without a quantizer (q6_k, …) use random valid blocks. Run `npm run build` first
 // (it imports dist/, test helpers included).
 import { parseArgs } from 'node:util';
 import { createWasmKernels } from '../dist/src/kernels/wasm/index.js';
 import { quantizeRowsGgml as quantizeRows } from '../dist/src/kernels/quant/quantize-ggml.js';
+import { f32ToF16 } from '../dist/src/kernels/quant/dequant.js';
 import { randomScaleMatrix } from '../dist/test/quant-blocks.js';
 
 const { values: v } = parseArgs({
@@ -36,6 +37,9 @@ function weight(type, n, kk) {
     const u = new Uint16Array(bytes.buffer, bytes.byteOffset, n * kk);
     const bits = new Uint32Array(src.buffer);
     for (let i = 0; i < u.length; i++) u[i] = bits[i] >>> 16;
+  } else if (type === 'f16') {
+    const u = new Uint16Array(bytes.buffer, bytes.byteOffset, n * kk);
+    for (let i = 0; i < u.length; i++) u[i] = f32ToF16(src[i]);
   } else if (QUANTIZED.has(type)) quantizeRows(type, src, n, kk, bytes);
   else bytes.set(randomScaleMatrix(type, n, kk, 1));
   return k.packWeight(w);

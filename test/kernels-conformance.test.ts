@@ -17,6 +17,7 @@ import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { plainRopeTable } from '../src/kernels/rope-table.js';
 import { probeBandwidth } from '../src/kernels/wasm/index.js';
+import { f16ToF32 } from '../src/kernels/quant/dequant.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { randomWeight, relErr, rng } from './numeric.js';
 
@@ -53,10 +54,10 @@ const sym = (r: () => number) => () => 2 * r() - 1;
 
 for (const { label, k } of backends) {
   describe(`kernel conformance [${label}]`, () => {
-    test('matmul: M 1..9 and 17, odd N, K with tails, bf16 and f32 weights', () => {
+    test('matmul: M 1..9 and 17, odd N, K with tails, bf16, f16 and f32 weights', () => {
       const r = rng(1);
       const shapes = [[1, 1], [3, 7], [5, 8], [31, 9], [64, 15], [67, 16], [13, 33], [29, 100], [67, 513], [130, 257], [260, 1031] /* pool */];
-      for (const dtype of ['bf16', 'f32'] as const) {
+      for (const dtype of ['bf16', 'f16', 'f32'] as const) {
         for (const [n, kk] of shapes) {
           const { w, wr } = linear(k, dtype, n!, kk!, sym(r));
           for (const m of [1, 2, 3, 4, 5, 6, 7, 8, 9, 17]) {
@@ -69,6 +70,38 @@ for (const { label, k } of backends) {
           }
         }
       }
+    });
+
+    test('f16 matmul == f32 matmul of the exactly widened weights, bit for bit (every finite f16, subnormals and ±0 included)', () => {
+      const r = rng(31);
+      const n = 40;
+      const kk = 2051; // every one of the 63488 finite f16 bit patterns, and a tail of 3 mod 8
+      const { weight: raw } = k.allocWeight('f16', n, kk);
+      const bits = raw.data as Uint16Array;
+      let next = 0;
+      for (let i = 0; i < n * kk; i++) {
+        while ((next & 0x7c00) === 0x7c00) next = (next + 1) & 0xffff; // skip inf / NaN
+        bits[i] = next;
+        next = (next + 1) & 0xffff;
+      }
+      const wide = k.allocWeight('f32', n, kk).weight;
+      for (let i = 0; i < n * kk; i++) (wide.data as Float32Array)[i] = f16ToF32(bits[i]!);
+      const ids = [0, 39, 17];
+      const wantRows = ids.map((id) => Float32Array.from((wide.data as Float32Array).subarray(id * kk, (id + 1) * kk)));
+      const w16 = k.packWeight(raw);
+      const w32 = k.packWeight(wide);
+      // small activations keep Σ x·w finite next to f16's 65504
+      for (const m of [1, 3, 4, 9]) {
+        const x = fill(k, m * kk, () => (2 * r() - 1) * 1e-3);
+        const a = k.alloc(m * n);
+        const b = k.alloc(m * n);
+        k.matmul(a, x, w16, m);
+        k.matmul(b, x, w32, m);
+        same(a, b, `f16 vs f32 M=${m}`);
+      }
+      const rows = k.alloc(3 * kk);
+      k.embed(rows, w16, ids); // from the packed panels
+      ids.forEach((id, i) => same(rows.subarray(i * kk, (i + 1) * kk), wantRows[i]!, `embed f16 row ${id}`));
     });
 
     test('matmul with operands outside wasm memory (copy path) equals in-memory', () => {
@@ -87,9 +120,9 @@ for (const { label, k } of backends) {
       assert.throws(() => ref.matmul(c, x, w, 3), /packed for another backend|panel8/);
     });
 
-    test('embed: exact widening, bf16 and f32 tables, row-major and packed (tied lm_head)', () => {
+    test('embed: exact widening, bf16, f16 and f32 tables, row-major and packed (tied lm_head)', () => {
       const r = rng(3);
-      for (const dtype of ['bf16', 'f32'] as const) {
+      for (const dtype of ['bf16', 'f16', 'f32'] as const) {
         const { w: packed, wr: table } = linear(k, dtype, 50, 37, sym(r));
         const ids = [0, 49, 7, 7, 23, 44, 45, 46, 47];
         const want = new Float32Array(ids.length * 37);

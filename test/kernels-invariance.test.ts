@@ -60,11 +60,11 @@ function gdnInputs(r: () => number, t: number) {
 }
 
 describe('batch invariance (bit-exact)', () => {
-  test('matmul: row alone == row in a batch of M (1..13), threads 1 == 2, bf16 and f32', () => {
+  test('matmul: row alone == row in a batch of M (1..13), threads 1 == 2, bf16, f16 and f32', () => {
     const r = rng(21);
     // (N, K): K tails of 3, 6, 3 mod 8; N·K ≥ 256K so 2 threads use the pool; M ≥ 4 spans tiles
     for (const [n, kk] of [[67, 4099], [300, 1030], [33, 8195]] as const) {
-      for (const dtype of ['bf16', 'f32'] as const) {
+      for (const dtype of ['bf16', 'f16', 'f32'] as const) {
         const raw = weight(k1, dtype, n, kk, sym(r));
         const w2 = k2.packWeight(cloneWeight(k2, raw));
         const w1 = k1.packWeight(raw);

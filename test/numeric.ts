@@ -1,5 +1,6 @@
 // Numeric helpers shared by the tests.
 import type { Kernels, Weight, WeightDType } from '../src/kernels/types.js';
+import { f32ToF16 } from '../src/kernels/quant/dequant.js';
 
 /** Deterministic uniform [0, 1) generator (mulberry32). */
 export function rng(seed: number): () => number {
@@ -27,13 +28,22 @@ export function relErr(got: ArrayLike<number>, want: ArrayLike<number>, n = want
 const f32Bits = new Float32Array(1);
 const u32Bits = new Uint32Array(f32Bits.buffer);
 
-/** A [rows, cols] weight in backend `k` filled from `f` (bf16: the top 16 bits of the f32). */
+/** A [rows, cols] weight in backend `k` filled from `f` (bf16: the top 16 bits of the f32;
+ * f16: the nearest f16, except every 7th element, which is f16 bits spread over every finite
+ * exponent (subnormals and ±0 included), magnitude ≤ 2 so no one element dominates). */
 export function randomWeight(k: Pick<Kernels, 'allocWeight'>, dtype: WeightDType, rows: number, cols: number, f: () => number): Weight {
   const { weight: w } = k.allocWeight(dtype, rows, cols);
   for (let i = 0; i < rows * cols; i++) {
     f32Bits[0] = f();
     if (dtype === 'f32') (w.data as Float32Array)[i] = f32Bits[0];
+    else if (dtype === 'f16') (w.data as Uint16Array)[i] = i % 7 === 3 ? anyF16Bits(f()) : f32ToF16(f32Bits[0]);
     else (w.data as Uint16Array)[i] = u32Bits[0]! >>> 16;
   }
   return w;
+}
+
+/** Finite f16 bits of magnitude < 2 with any exponent (0..15) and mantissa, from u ∈ [−1, 1). */
+function anyF16Bits(u: number): number {
+  const bits = Math.floor(Math.abs(u) * 0x4000) & 0x3fff; // exponent 0..15, any mantissa
+  return (u < 0 ? 0x8000 : 0) | bits;
 }

@@ -55,8 +55,9 @@ describe('quantized weights in the backends', () => {
         bytes.set(src);
         const w = k.packWeight(weight);
         assert.equal(weightBytes(w), src.byteLength);
-        // the wasm backend repacks Q8_0 / Q4_K / Q6_K (embed and rowPrefix read its layouts)
-        const layout = k === wasm ? ({ q8_0: 'q8x4', q4_k: 'q4kx4', q6_k: 'q6kx4' } as Record<string, string>)[type] : undefined;
+        // the wasm backend repacks every type (embed and rowPrefix read its layouts)
+        const layouts: Record<string, string> = { q8_0: 'q8x4', q4_k: 'q4kx4', q6_k: 'q6kx4', q5_k: 'q5kx4', q4_0: 'q40x4', q4_1: 'q41x4', q5_0: 'q50x4', q5_1: 'q51x4' };
+        const layout = k === wasm ? layouts[type] : undefined;
         assert.equal(w.layout, layout);
         const out = k.alloc(2 * cols);
         k.embed(out, w, [4, 1]);

@@ -85,7 +85,8 @@ for (const { label, k } of backends) {
   });
 }
 
-for (const { label, k } of backends) for (const [type, layout] of [['q4_k', 'q4kx4'], ['q6_k', 'q6kx4']] as const) {
+const REPACKED = [['q4_k', 'q4kx4'], ['q6_k', 'q6kx4'], ['q5_k', 'q5kx4'], ['q4_0', 'q40x4'], ['q4_1', 'q41x4'], ['q5_0', 'q50x4'], ['q5_1', 'q51x4']] as const;
+for (const { label, k } of backends) for (const [type, layout] of REPACKED) {
   test(`${type} (repacked ${layout} in wasm) [${label}]: M across L2 row blocks == ref; rowPrefix; embed == dequantizeRow`, () => {
     const r = rng(29);
     const [n, kk, m] = [11, 4096, 69]; // row blocks of 64 (int8) / 32 (i16) rows at K = 4096: 69 = 64 + 4 + 1

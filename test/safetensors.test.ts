@@ -24,7 +24,7 @@ function freshDir(): string {
 const alloc = {
   allocWeight(dtype: WeightDType, rows: number, cols: number) {
     const n = rows * cols;
-    const data = dtype === 'bf16' ? new Uint16Array(n) : new Float32Array(n);
+    const data = dtype === 'f32' ? new Float32Array(n) : new Uint16Array(n);
     return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(data.buffer) };
   },
 };
@@ -110,6 +110,9 @@ test('round-trip BF16, F16, F32 through read, loadWeight and loadWeightF32', () 
     const wb = loadWeight(c, alloc, 'b.f16', [1, VALUES.length]);
     assert.deepEqual([wb.dtype, wb.rows, wb.cols], ['f32', 1, VALUES.length]);
     assert.deepEqual([...wb.data], VALUES);
+    const wk = loadWeight(c, alloc, 'b.f16', [1, VALUES.length], undefined, true); // a matmul operand stays 16-bit
+    assert.deepEqual([wk.dtype, wk.rows, wk.cols], ['f16', 1, VALUES.length]);
+    assert.deepEqual([...wk.data], [...f16]);
     const wc = loadWeight(c, alloc, 'c.f32', [3, 1, 3]);
     assert.deepEqual([wc.dtype, wc.rows, wc.cols], ['f32', 3, 3]);
     assert.deepEqual([...wc.data], [...f32]);
@@ -205,6 +208,26 @@ test('missing tensor and wrong shape', () => {
     throwsCode(() => loadWeight(c, alloc, 'v', [2, 3]), 'missing_tensor', 'tensor v', file);
     throwsCode(() => loadWeight(c, alloc, 'w', [3, 2]), 'bad_checkpoint', `tensor w in ${file} has shape [2,3], expected [3,2]`);
     throwsCode(() => loadWeightF32(c, alloc, 'w', [6]), 'bad_checkpoint', 'expected [6]');
+  });
+});
+
+test('an F16 matmul operand holding inf or NaN is refused, naming the tensor, file and element', () => {
+  const dir = freshDir();
+  const file = join(dir, 'model.safetensors');
+  const ok = new Uint16Array([0x3c00, 0x8001, 0x7bff, 0x0000, 0xfbff]); // finite: 1, −tiny, 65504, 0, −65504
+  const inf = new Uint16Array([0x3c00, 0x3c00, 0x3c00, 0x7c00, 0x3c00]);
+  const nan = new Uint16Array([0x3c00, 0x3c00, 0x3c00, 0x3c00, 0xfe01]); // the odd tail element
+  writeSt(file, [
+    { name: 'ok', dtype: 'F16', shape: [1, 5], data: bytesOf(ok) },
+    { name: 'inf', dtype: 'F16', shape: [1, 5], data: bytesOf(inf) },
+    { name: 'nan', dtype: 'F16', shape: [1, 5], data: bytesOf(nan) },
+  ]);
+  withCkpt(dir, (c) => {
+    assert.deepEqual([...loadWeight(c, alloc, 'ok', [1, 5], undefined, true).data], [...ok]);
+    throwsCode(() => loadWeight(c, alloc, 'inf', [1, 5], undefined, true), 'bad_checkpoint', `tensor inf in ${file}`, 'element 3', 'inf or NaN');
+    throwsCode(() => loadWeight(c, alloc, 'nan', [1, 5], undefined, true), 'bad_checkpoint', `tensor nan in ${file}`, 'element 4');
+    // widened to f32 (vectors), inf / NaN pass through exactly as before
+    assert.equal((loadWeight(c, alloc, 'inf', [1, 5]).data as Float32Array)[3], Infinity);
   });
 });
 

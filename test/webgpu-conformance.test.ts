@@ -51,7 +51,7 @@ function quantWeight(type: QuantType, rows: number, cols: number, r: () => numbe
   return weight;
 }
 function anyWeight(dtype: WeightDType, rows: number, cols: number, r: () => number): Weight {
-  return dtype === 'bf16' || dtype === 'f32' ? randomWeight(ref, dtype, rows, cols, sym(r)) : quantWeight(dtype, rows, cols, r);
+  return dtype === 'bf16' || dtype === 'f32' || dtype === 'f16' ? randomWeight(ref, dtype, rows, cols, sym(r)) : quantWeight(dtype, rows, cols, r);
 }
 
 describe('webgpu kernel conformance', () => {

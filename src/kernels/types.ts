@@ -25,15 +25,16 @@ import type { QuantType } from './quant/formats.js';
  * in its state layout (model.ts StateLayout.chunk), which the scheduler and prefix cache read. */
 export const GDN_CHUNK = 64;
 
-/** Storage type of a weight: bf16, f32, or a GGML block format (quant/formats.ts). */
-export type WeightDType = 'bf16' | 'f32' | QuantType;
+/** Storage type of a weight: bf16, f16, f32, or a GGML block format (quant/formats.ts).
+ * f16 weights hold finite values only (the loader refuses inf / NaN). */
+export type WeightDType = 'bf16' | 'f16' | 'f32' | QuantType;
 
 /** A 2-D weight matrix [rows, cols] (a 1-D vector has rows = 1). */
 export interface Weight {
   readonly dtype: WeightDType;
   readonly rows: number;
   readonly cols: number;
-  /** bf16: raw bits (Uint16Array); f32: Float32Array; a QuantType: the raw GGML blocks
+  /** bf16, f16: raw bits (Uint16Array); f32: Float32Array; a QuantType: the raw GGML blocks
    * (Uint8Array), each row cols/blockSize blocks — exactly a GGUF tensor with ne = {cols,
    * rows}. Row-major [rows, cols] unless `layout` says otherwise. */
   readonly data: Uint16Array | Float32Array | Uint8Array;

@@ -7,7 +7,7 @@ import { isQuantType, quantRowBytes } from './quant/formats.js';
 /** Bytes of one stored row of `cols` elements of `dtype` (row-major). */
 export function rowBytes(dtype: WeightDType, cols: number): number {
   if (isQuantType(dtype)) return quantRowBytes(dtype, cols);
-  return cols * (dtype === 'bf16' ? 2 : 4);
+  return cols * (dtype === 'f32' ? 4 : 2);
 }
 
 /** Bytes a weight's values occupy (rows × rowBytes; panel padding not counted). */

@@ -352,21 +352,23 @@ function widenInto(out: Float32Array, raw: Uint8Array, dtype: StDType): void {
   }
 }
 
-/** Load a tensor as a kernel weight of shape `shape` (BF16 → bf16; F32, F16 → f32; a GGML
- * block format stays quantized). BF16, F32 and quantized tensors are read straight into the
- * backend's bytes with no intermediate copy. */
+/** Load a tensor as a kernel weight of shape `shape` (BF16 → bf16; F32 → f32; F16 → f16
+ * when `keepF16` (matmul and embedding operands), else f32; a GGML block format stays
+ * quantized). Every type but widened F16 is read straight into the backend's bytes with no
+ * intermediate copy. */
 export function loadWeight(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight'>, name: string,
-  shape: readonly number[], onBytes?: (n: number) => void): Weight {
+  shape: readonly number[], onBytes?: (n: number) => void, keepF16 = false): Weight {
   const t = checkShape(ckpt, name, shape);
   const [rows, cols] = matrixDims(shape);
-  const dtype: WeightDType = weightDTypeOf(t);
+  const dtype: WeightDType = keepF16 ? matrixDTypeOf(t) : weightDTypeOf(t);
   const { weight, bytes } = kernels.allocWeight(dtype, rows, cols);
-  if (t.dtype === 'F16') {
+  if (t.dtype === 'F16' && dtype === 'f32') {
     widenInto(f32View(bytes), ckpt.read(name), 'F16');
     onBytes?.(t.nbytes);
   } else {
     assert(bytes.byteLength === t.nbytes, `allocWeight(${dtype}, ${rows}, ${cols}) returned ${bytes.byteLength} bytes for ${name} (${t.nbytes})`);
     ckpt.readInto(name, bytes, onBytes);
+    if (dtype === 'f16') assertFiniteF16(bytes, name, t.file);
   }
   return weight;
 }
@@ -375,6 +377,34 @@ export function loadWeight(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWeight
 export function weightDTypeOf(t: TensorInfo): WeightDType {
   if (isQuantType(t.dtype)) return quantWeightDType(t.dtype, t.name, t.file);
   return t.dtype === 'BF16' ? 'bf16' : 'f32';
+}
+
+/** The backend dtype a matmul / embedding operand loads as: F16 stays f16 (16-bit in
+ * memory, widened inside the kernels), everything else as weightDTypeOf. */
+export function matrixDTypeOf(t: TensorInfo): WeightDType {
+  return t.dtype === 'F16' ? 'f16' : weightDTypeOf(t);
+}
+
+/** Refuse F16 bits that are inf or NaN (exponent all ones): the f16 kernels widen only
+ * finite values exactly, and a weight holding them is broken anyway. */
+export function assertFiniteF16(bytes: Uint8Array, name: string, file: string): void {
+  const n = bytes.byteLength >> 1;
+  const aligned = bytes.byteOffset % 4 === 0;
+  const words = aligned ? new Uint32Array(bytes.buffer, bytes.byteOffset, n >> 1) : null;
+  let at = -1;
+  if (words) {
+    for (let i = 0; i < words.length; i++) {
+      const v = words[i]!;
+      if ((v & 0x7c00) === 0x7c00 || (v & 0x7c000000) === 0x7c000000) {
+        at = 2 * i + ((v & 0x7c00) === 0x7c00 ? 0 : 1);
+        break;
+      }
+    }
+  }
+  for (let i = words ? 2 * words.length : 0; at < 0 && i < n; i++) {
+    if (((bytes[2 * i]! | (bytes[2 * i + 1]! << 8)) & 0x7c00) === 0x7c00) at = i;
+  }
+  if (at >= 0) bad(`tensor ${name} in ${file} holds an F16 inf or NaN at element ${at}; F16 weights must be finite`);
 }
 
 /** Bytes of one stored row of `cols` elements. */

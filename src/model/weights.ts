@@ -4,7 +4,7 @@
 import type { AnyKernels, Weight, WeightDType } from '../kernels/types.js';
 import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { type Checkpoint, loadWeight, loadWeightF32, f16ToF32, weightDTypeOf, storedRowBytes } from './safetensors.js';
+import { type Checkpoint, assertFiniteF16, loadWeight, loadWeightF32, f16ToF32, matrixDTypeOf, weightDTypeOf, storedRowBytes } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
 import { isQuantType, type QuantType } from '../kernels/quant/formats.js';
 import { type QuantizeMode, loadQuantized, quantTypeFor } from './quantize-load.js';
@@ -108,9 +108,14 @@ export class WeightReader {
   has(name: string): boolean {
     return this.ckpt.has(name);
   }
-  /** A tensor as stored (row-major), for weights that are not matmul operands. */
+  /** A tensor as stored (row-major), for weights that are not matmul operands (F16 widened
+   * to f32: the vector kernels read bf16 / f32). */
   get(name: string, shape: readonly number[]): Weight {
     return loadWeight(this.ckpt, this.kernels, name, shape, this.onBytes);
+  }
+  /** A matmul / embedding operand as stored (row-major; F16 stays f16). */
+  private matrix(name: string, shape: readonly number[]): Weight {
+    return loadWeight(this.ckpt, this.kernels, name, shape, this.onBytes, true);
   }
   /** A linear layer's weight [out, in], packed for the backend's matmul. */
   linear(name: string, shape: readonly number[]): Weight {
@@ -119,14 +124,14 @@ export class WeightReader {
       this.infoWithShape(name, shape);
       return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes));
     }
-    return this.kernels.packWeight(this.get(name, shape));
+    return this.kernels.packWeight(this.matrix(name, shape));
   }
 
   /** The embedding table [V, H]: as stored, or quantized under --quantize (embed reads
    * every type). Packed for matmul when it also serves as the (tied) LM head. */
   table(name: string, shape: readonly [number, number], packed: boolean): Weight {
     if (this.quantType(name, shape[1])) return this.linear(name, shape);
-    const w = this.get(name, shape);
+    const w = this.matrix(name, shape);
     return packed ? this.kernels.packWeight(w) : w;
   }
   getF32(name: string, shape: readonly number[]): Weight {
@@ -158,19 +163,15 @@ export class WeightReader {
   }
 
   /** Rows [r0, r0 + n) of a stored tensor (shape `stored`, rows of `cols` elements) as a
-   * packed linear weight, read straight from the file into backend memory (BF16/F32;
-   * F16 goes through rows()). */
+   * packed linear weight, read straight from the file into backend memory (BF16/F16/F32). */
   rowSlice(name: string, stored: readonly number[], r0: number, n: number, cols: number): Weight {
     const info = this.infoWithShape(name, stored);
     const type = this.quantType(name, cols);
     if (type) return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, r0, n, cols, this.onBytes, this.quantizer));
-    if (info.dtype === 'F16') {
-      const all = this.rows(name, [info.nbytes / 2 / cols, cols], stored);
-      return this.gather(all, Array.from({ length: n }, (_, i) => r0 + i), cols);
-    }
-    const dtype: WeightDType = weightDTypeOf(info);
+    const dtype: WeightDType = matrixDTypeOf(info);
     const { weight, bytes } = this.kernels.allocWeight(dtype, n, cols);
     this.ckpt.readRangeInto(name, r0 * storedRowBytes(info.dtype, cols), bytes, this.onBytes);
+    if (dtype === 'f16') assertFiniteF16(bytes, name, info.file);
     return this.kernels.packWeight(weight);
   }
 

@@ -2,7 +2,7 @@
 // to float32 on store; every output element has one fixed reduction order (batch-invariant).
 import type { AttentionDims, KvLayerView, RopeTable, Weight } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
-import { dequantizeRow } from '../quant/dequant.js';
+import { dequantizeRow, f16ToF32 } from '../quant/dequant.js';
 
 const f32Bits = new Float32Array(1);
 const u32Bits = new Uint32Array(f32Bits.buffer);
@@ -21,6 +21,9 @@ export function weightRow(w: Weight, r: number, dst: Float32Array): Float32Array
     dequantizeRow(w.dtype, w.data as Uint8Array, n, r, dst);
   } else if (w.dtype === 'f32') {
     dst.set((w.data as Float32Array).subarray(base, base + n));
+  } else if (w.dtype === 'f16') {
+    const src = w.data as Uint16Array;
+    for (let i = 0; i < n; i++) dst[i] = f16ToF32(src[base + i]!);
   } else {
     const src = w.data as Uint16Array;
     const dstBits = new Uint32Array(dst.buffer, dst.byteOffset, n);

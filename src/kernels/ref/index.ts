@@ -27,7 +27,7 @@ export function createRefKernels(): Kernels {
         return { weight: { dtype, rows, cols, data }, bytes: data };
       }
       const n = rows * cols;
-      const data = dtype === 'bf16' ? new Uint16Array(n) : new Float32Array(n);
+      const data = dtype === 'f32' ? new Float32Array(n) : new Uint16Array(n);
       const weight: Weight = { dtype, rows, cols, data };
       return { weight, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
     },

@@ -13,8 +13,9 @@ import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
+import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
-import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
+import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, usesQuadActs } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -26,13 +27,16 @@ const PAR_CONV = 1 << 15; // T · C
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
 
+/** The wBf16 flag of the vector ops (norms, conv, gates), which read bf16 or f32 weights;
+ * the loader widens F16 vectors to f32, so an f16 one here is a caller's error. */
 function isBf16(w: Weight): number {
+  if (w.dtype === 'f16') throw new Error(`wasm kernels: an f16 [${w.rows}, ${w.cols}] weight is only a matmul / embedding operand (load vectors as f32)`);
   return w.dtype === 'bf16' ? 1 : 0;
 }
 
 function elemBytes(dtype: WeightDType): number {
   if (isQuantType(dtype)) throw new Error(`elemBytes: ${dtype} has no per-element size`);
-  return dtype === 'bf16' ? 2 : 4;
+  return dtype === 'f32' ? 4 : 2;
 }
 
 /** Rows rounded up to whole 8-row panels (the packed matmul layout, assembly/matmul.ts). */
@@ -40,9 +44,10 @@ function panelRows(rows: number): number {
   return Math.ceil(rows / 8) * 8;
 }
 
-/** Slot of column c (0..7) inside a packed panel row (assembly/matmul.ts panelSlot). */
-function panelSlot(c: number, bf16: boolean): number {
-  return bf16 ? (c < 4 ? 2 * c : 2 * (c - 4) + 1) : c;
+/** Slot of column c (0..7) inside a packed panel row (assembly/matmul.ts panelSlot; bf16
+ * and f16 share the 16-bit order). */
+function panelSlot(c: number, bits16: boolean): number {
+  return bits16 ? (c < 4 ? 2 * c : 2 * (c - 4) + 1) : c;
 }
 
 export class WasmKernels implements Kernels {
@@ -118,7 +123,7 @@ export class WasmKernels implements Kernels {
     // Room for whole 8-row panels (zero rows), so packWeight can repack in place.
     const { arena, ptr } = this.mem.alloc(panelRows(rows) * cols * size);
     const buf = arena.buffer();
-    const data = dtype === 'bf16' ? new Uint16Array(buf, ptr, n) : new Float32Array(buf, ptr, n);
+    const data = dtype === 'f32' ? new Float32Array(buf, ptr, n) : new Uint16Array(buf, ptr, n);
     return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(buf, ptr, n * size) };
   }
 
@@ -150,7 +155,7 @@ export class WasmKernels implements Kernels {
     c.arena.exports.packPanels(src.data.byteOffset, n / (8 * src.cols), src.cols, size, c.tmp.base);
     c.end();
     const buf = src.data.buffer;
-    const data = src.dtype === 'bf16' ? new Uint16Array(buf, src.data.byteOffset, n) : new Float32Array(buf, src.data.byteOffset, n);
+    const data = src.dtype === 'f32' ? new Float32Array(buf, src.data.byteOffset, n) : new Uint16Array(buf, src.data.byteOffset, n);
     return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' satisfies WasmLayout };
   }
 
@@ -179,12 +184,18 @@ export class WasmKernels implements Kernels {
     if (w.layout !== 'panel8') throw new Error(`wasm matmul: weight [${w.rows}, ${w.cols}] is not packed (call packWeight once after loading it)`);
     const n = w.rows;
     const k = w.cols;
-    const c = this.ops.begin(this.ops.target(w.data, x, out));
-    packArgs(this.pool.args, 'MATMUL', { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k, bf16: isBf16(w) });
+    const arena = this.ops.target(w.data, x, out);
+    const f16 = w.dtype === 'f16';
+    const c = f16 ? this.ops.begin(arena, arena.exports.f16TmpBytes(k), this.threads) : this.ops.begin(arena);
+    const args = { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k };
+    // f16 with M ≥ 4: each thread widens tiles of panels into its scratch (assembly/matmul.ts)
+    if (f16) packArgs(this.pool.args, 'MATMUL_F16', { ...args, tmpBase: c.tmp.base, tmpStride: c.tmp.stride });
+    else packArgs(this.pool.args, 'MATMUL', { ...args, bf16: isBf16(w) });
     // ≥ 1 chunk per thread, ~2 MiB each; chunks are claimed dynamically
     const panels = Math.ceil(n / 8);
     const chunks = Math.min(panels, Math.max(this.threads, Math.ceil((n * k * elemBytes(w.dtype)) / CHUNK_BYTES)));
-    this.run(Cmd.MATMUL, c.arena, n * k >= PAR_MATMUL && panels >= 2, Math.min(chunks, 0xffff));
+    const cmd = f16 ? Cmd.MATMUL_F16 : Cmd.MATMUL;
+    this.run(cmd, c.arena, n * k >= PAR_MATMUL && panels >= 2, Math.min(chunks, 0xffff));
     c.end();
   }
 
@@ -197,9 +208,10 @@ export class WasmKernels implements Kernels {
     const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
     const nb = (m * k) / 32;
     const q16 = c.arena.stage(m * k * 2);
-    // q4kx4: the int8 quants, then (M ≥ 4) the rows interleaved by 4 (int8 or i16 by build);
+    // q4kx4, q5kx4, q40x4…q51x4: the int8 quants, then (M ≥ 4) the rows interleaved by 4
+    // (int8 or i16 by build);
     // q6kx4: the same, then the i16 sums of 16 quants (m·k/16 of them) at 3·m·k
-    const kx4 = w.layout === 'q4kx4' || w.layout === 'q6kx4';
+    const kx4 = usesQuadActs(w);
     const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : kx4 ? 3 * m * k + (w.layout === 'q6kx4' ? m * k / 8 : 0) : m * k);
     const q8x4Acts = q8;
     const d = c.arena.stage(nb * 4);
@@ -232,14 +244,18 @@ export class WasmKernels implements Kernels {
     const bits = new Uint32Array(out.buffer, out.byteOffset, ids.length * d);
     const packed = table.layout === 'panel8';
     const bf16 = table.dtype === 'bf16';
+    const f16 = table.dtype === 'f16';
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
       if (!(id >= 0 && id < table.rows)) throw new RangeError(`embed: token id ${id} out of range [0, ${table.rows})`);
       // Element (id, p) sits at base + p·stride: row-major (stride 1) or inside panel id/8.
-      const base = packed ? (id >> 3) * 8 * d + panelSlot(id & 7, bf16) : id * d;
+      const base = packed ? (id >> 3) * 8 * d + panelSlot(id & 7, bf16 || f16) : id * d;
       const stride = packed ? 8 : 1;
       const o = i * d;
-      if (!bf16) {
+      if (f16) {
+        const src = table.data as Uint16Array;
+        for (let p = 0; p < d; p++) out[o + p] = f16ToF32(src[base + p * stride]!);
+      } else if (!bf16) {
         const src = table.data as Float32Array;
         for (let p = 0; p < d; p++) out[o + p] = src[base + p * stride]!;
       } else {

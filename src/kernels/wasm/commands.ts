@@ -37,6 +37,11 @@ export const COMMANDS = {
     id: 3, args: ['out', 'x', 'w', 'm', 'n', 'k', 'bf16'], split: { total: 'n', unit: 8 },
     exports: ['matmulF32', 'matmulBf16'], select: 'bf16', params: ['out', 'x', 'w', 'm', 'n', 'k', 'lo', 'hi'],
   }),
+  /** MATMUL on f16 panels (its own command: MATMUL's select picks one of two exports). */
+  MATMUL_F16: spec({
+    id: 14, args: ['out', 'x', 'w', 'm', 'n', 'k', 'tmpBase', 'tmpStride'], split: { total: 'n', unit: 8 },
+    exports: ['matmulF16'], params: ['out', 'x', 'w', 'm', 'n', 'k', 'lo', 'hi', 'tmp'],
+  }),
   ATTENTION: spec({
     id: 4,
     args: ['out', 'q', 'qStride', 'kc', 'vc', 'pageTable', 'pageSize', 'start', 'nH', 'nKV', 'hd', 'units', 'tmpBase', 'tmpStride', 'per'],

@@ -25,6 +25,8 @@ export interface KernelExports {
   heapBase(): number;
   packPanels(w: number, panels: number, k: number, elemBytes: number, tmp: number): void;
   matmulBf16(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number): void;
+  matmulF16(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number, tmp: number): void;
+  f16TmpBytes(k: number): number;
   matmulF32(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number): void;
   streamRead(p: number, bytes: number): number;
   rmsNorm(out: number, x: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number, zc: number): void;
@@ -60,6 +62,8 @@ export interface KernelExports {
   q6kx4ActSums(q8: number, m: number, k: number): void;
   quantizeBlocks(type: number, src: number, bf16: number, dst: number, lo: number, hi: number, tmp: number): void;
   quantizeTmpBytes(): number;
+  repackQ32x4(type: number, w: number, rows: number, k: number, tmp: number): void;
+  repackQ5kx4(w: number, rows: number, k: number, tmp: number): void;
 }
 
 /** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused

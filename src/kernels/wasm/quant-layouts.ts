@@ -1,13 +1,16 @@
-// The wasm backend's repacked layouts of quantized weights (q8x4, q4kx4, q6kx4:
-// assembly/q8x4.ts, q4kx4.ts, q6kx4.ts): which GGML type packWeight repacks into which
-// layout, its size, the kernel's format id, the repack export and the row dequantizer
-// (embed). Every other quantized type stays in its GGML blocks (assembly/qdecode.ts ids).
+// The wasm backend's repacked layouts of quantized weights (q8x4, q4kx4, q6kx4, q5kx4 and
+// q40x4 / q41x4 / q50x4 / q51x4: assembly/q8x4.ts, q4kx4.ts, q6kx4.ts, q5kx4.ts, q32x4.ts):
+// which GGML type packWeight repacks into which layout, its size, the kernel's format id,
+// the repack export and the row dequantizer (embed). Every GGML type has one; the GGML-block
+// kernels (assembly/qdecode.ts ids) still run a weight that was not packed.
 import type { Weight, WeightDType } from '../types.js';
 import type { QuantType } from '../quant/formats.js';
 import { dequantizeRow } from '../quant/dequant.js';
 import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
 import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
 import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
+import { dequantizeQ32x4Row, q32x4Bytes, type Q32Type } from '../quant/q32x4.js';
+import { dequantizeQ5kx4Row, q5kx4Bytes } from '../quant/q5kx4.js';
 import type { KernelExports } from './module.js';
 import type { WasmLayout } from './layouts.js';
 
@@ -25,14 +28,39 @@ interface LayoutSpec {
   dequantizeRow(data: Uint8Array, cols: number, r: number, dst: Float32Array): Float32Array;
 }
 
+/** Format ids of assembly/qdecode.ts for weights kept as GGML blocks. */
+const GGML_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
+
 const REPACKED: Partial<Record<WeightDType, LayoutSpec>> = {
   q8_0: { layout: 'q8x4', id: 8, blockBytes: 34, blockSize: 32, bytes: q8x4Bytes, repack: (ex, ...a) => ex.repackQ8x4(...a), dequantizeRow: dequantizeQ8x4Row },
   q4_k: { layout: 'q4kx4', id: 9, blockBytes: 144, blockSize: 256, bytes: q4kx4Bytes, repack: (ex, ...a) => ex.repackQ4kx4(...a), dequantizeRow: dequantizeQ4kx4Row },
   q6_k: { layout: 'q6kx4', id: 10, blockBytes: 210, blockSize: 256, bytes: q6kx4Bytes, repack: (ex, ...a) => ex.repackQ6kx4(...a), dequantizeRow: dequantizeQ6kx4Row },
+  q4_0: q32x4Spec('q4_0', 'q40x4', 18),
+  q4_1: q32x4Spec('q4_1', 'q41x4', 20),
+  q5_0: q32x4Spec('q5_0', 'q50x4', 22),
+  q5_1: q32x4Spec('q5_1', 'q51x4', 24),
+  q5_k: { layout: 'q5kx4', id: 16, blockBytes: 176, blockSize: 256, bytes: q5kx4Bytes, repack: (ex, ...a) => ex.repackQ5kx4(...a), dequantizeRow: dequantizeQ5kx4Row },
 };
 
-/** Format ids of assembly/qdecode.ts for weights kept as GGML blocks. */
-const GGML_ID: Readonly<Record<QuantType, number>> = { q8_0: 0, q4_0: 1, q4_1: 2, q5_0: 3, q5_1: 4, q4_k: 5, q5_k: 6, q6_k: 7 };
+/** The spec of a 32-element-block format's repacked layout (assembly/q32x4.ts): kernel
+ * format id = GGML id + 10, the repack export takes the GGML id. */
+function q32x4Spec(type: Q32Type, layout: RepackedLayout, blockBytes: number): LayoutSpec {
+  const ggml = GGML_ID[type];
+  return {
+    layout, id: ggml + 10, blockBytes, blockSize: 32, bytes: (rows, cols) => q32x4Bytes(type, rows, cols),
+    repack: (ex, ...a) => ex.repackQ32x4(ggml, ...a), dequantizeRow: (data, cols, r, dst) => dequantizeQ32x4Row(type, data, cols, r, dst),
+  };
+}
+
+/** Layouts whose M ≥ 4 kernels read the activations as interleaved quads
+ * (interleaveQ4kx4Acts; q8 staging of 3·M·K bytes). */
+const QUAD_ACTS: ReadonlySet<string> = new Set(['q4kx4', 'q6kx4', 'q40x4', 'q41x4', 'q50x4', 'q51x4', 'q5kx4']);
+
+/** Whether a weight's layout reads interleaved activation quads (see QUAD_ACTS). */
+export function usesQuadActs(w: Weight): boolean {
+  return w.layout !== undefined && QUAD_ACTS.has(w.layout);
+}
+
 
 /** The repacked layout packWeight gives `dtype`, or undefined (kept as GGML blocks). */
 export function repackSpec(dtype: WeightDType): LayoutSpec | undefined {

@@ -164,7 +164,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
       const data = new Uint8Array(rows * quantRowBytes(dtype, cols));
       return { weight: { dtype, rows, cols, data }, bytes: data };
     }
-    const data = dtype === 'bf16' ? new Uint16Array(rows * cols) : new Float32Array(rows * cols);
+    const data = dtype === 'f32' ? new Float32Array(rows * cols) : new Uint16Array(rows * cols);
     return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
   }
   /** Upload once; the returned weight is a handle (its host bytes are released). */
