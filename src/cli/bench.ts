@@ -15,6 +15,7 @@ import { parseQuantizeMode } from '../model/quantize-load.js';
 import { DEFAULT_MODEL, defaultKernels } from './engine-flags.js';
 import { runGrammarBench } from './bench-grammar.js';
 import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
+import { KernelProfile } from './bench-profile.js';
 
 export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
   --model DIR               (default: built-in tiny-think)
@@ -28,6 +29,7 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
   --quantize q8_0|q4_k      quantize matmul weights as they load
   --kernels ref|wasm        (default: wasm when built)
   --repeat R                repetitions; median/min/max over them (default 3)
+  --profile                 add "profile": wall time per kernel op (matmuls by weight shape)
 ${SAMPLE_HELP}`;
 
 
@@ -86,7 +88,9 @@ function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
 }
 
-function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng): Run {
+/** One timed run; `timing` (the profiler's switch) is on exactly while the clock runs. */
+function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng,
+  timing: (on: boolean) => void = () => {}): Run {
   const ws = new StepArena(model);
   const vocab = model.config.vocabSize;
   const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
@@ -95,14 +99,18 @@ function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number,
   const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + steps * per + 2));
   const prompts = mems.map(() => randomIds(prompt));
   if (mode === 'prefill') {
+    timing(true);
     const t0 = performance.now();
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
     lmHead(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1));
-    return { tokens: batch * prompt, ms: performance.now() - t0, steps: 1 };
+    const ms = performance.now() - t0;
+    timing(false);
+    return { tokens: batch * prompt, ms, steps: 1 };
   }
   forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
   const logits = ws.logits.rows(batch * per);
   let pos = prompt;
+  timing(true);
   const t0 = performance.now();
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
@@ -110,7 +118,9 @@ function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number,
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
     pos += per;
   }
-  return { tokens: batch * steps * per, ms: performance.now() - t0, steps };
+  const ms = performance.now() - t0;
+  timing(false);
+  return { tokens: batch * steps * per, ms, steps };
 }
 
 async function probe(kernels: AnyKernels): Promise<number | null> {
@@ -125,7 +135,7 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, ...SAMPLE_OPTIONS,
+      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, ...SAMPLE_OPTIONS,
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
@@ -145,9 +155,10 @@ export async function runBench(argv: string[]): Promise<void> {
   const sample = sampleSettings(values);
   if (sample && mode !== 'decode') throw new DeltaserveError('bad_request', `--sample needs --mode decode (got "${mode}")`);
   const kernels = await createKernels(kernelName, threads);
+  const profile = values.profile === true ? new KernelProfile(kernels) : null;
   try {
     const quantize = str(values, 'quantize');
-    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
+    const model = loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), profile?.kernels ?? kernels, quantize !== undefined ? { quantize: parseQuantizeMode(quantize) } : {});
     if (sample) {
       const slot = new Int32Array(1);
       const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
@@ -163,12 +174,17 @@ export async function runBench(argv: string[]): Promise<void> {
     for (let r = 0; r < repeat; r++) {
       const bw = await probe(kernels);
       if (bw !== null) probes.push(bw);
-      runs.push(benchOnce(model, mode, batch, prompt, gen, verify, rng));
+      runs.push(benchOnce(model, mode, batch, prompt, gen, verify, rng, (on) => profile?.setEnabled(on)));
       if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
     const bandwidth = probes.length > 0 ? median(probes) : null;
-    process.stdout.write(JSON.stringify(report(model, kernels, mode, batch, prompt, verify, runs, bandwidth)) + '\n');
+    const result = report(model, kernels, mode, batch, prompt, verify, runs, bandwidth);
+    if (profile) {
+      const steps = runs.reduce((a, r) => a + r.steps, 0);
+      result.profile = profile.report(steps, runs.reduce((a, r) => a + r.ms, 0));
+    }
+    process.stdout.write(JSON.stringify(result) + '\n');
   } finally {
     kernels.dispose();
   }
