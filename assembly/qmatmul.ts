@@ -17,6 +17,7 @@
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
 import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
+import { qmatmulQ8x4Wide } from './q8x4wide';
 import { qmatmulQ4kx4 } from './q4kx4';
 import { qmatmulQ6kx4 } from './q6kx4';
 import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
@@ -361,8 +362,18 @@ export function qmatmulTmpBytes(k: i32): i32 {
 const Q8X4: i32 = 8;
 const Q4KX4: i32 = 9;
 const Q6KX4: i32 = 10;
+/** Q8_0 in the q8x4 layout through q8x4wide.ts's kernels (8 columns per pass). */
+const Q8X4W: i32 = 11;
 
-/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q4KX4 or Q6KX4);
+/** q8x4wide.ts over the pairs of groups of [n0, n1), q8x4.ts over a last unpaired group. */
+function qmatmulQ8x4Pairs(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+  const groups = (n1 - n0 + 3) >> 2;
+  const split = n0 + ((groups >> 1) << 3);
+  if (groups > 1) qmatmulQ8x4Wide(out, q16, x4, d, w, m, n, k, n0, min(split, n1));
+  if (groups & 1) qmatmulQ8x4(out, q16, x4, d, w, m, n, k, split, n1);
+}
+
+/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q8X4W, Q4KX4 or Q6KX4);
  * q16/q8/d/s from quantizeActs. */
 export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   switch (type) {
@@ -376,6 +387,7 @@ export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, 
     case Q6_K: qmm(Q6_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
     case Q8X4: qmatmulQ8x4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: interleaved acts
     case Q4KX4: qmatmulQ4kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
+    case Q8X4W: qmatmulQ8x4Pairs(out, q16, q8, d, w, m, n, k, n0, n1); break;
     case Q6KX4: qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: + acts, sums
     default: unreachable();
   }

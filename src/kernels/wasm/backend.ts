@@ -14,7 +14,7 @@ import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
-import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes } from './quant-layouts.js';
+import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -49,6 +49,9 @@ export class WasmKernels implements Kernels {
   readonly name = 'wasm';
   private readonly ops: Operands;
   private disposed = false;
+  /** Kernel families of the repacked quantized matmuls (same bits; calibrate.ts picks the
+   * fastest at start-up, before any model runs). */
+  private quantKernels: QuantKernelChoice = DEFAULT_QUANT_KERNELS;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'plain'). */
@@ -184,6 +187,16 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
+  /** The kernel families the quantized matmuls use from now on (every family computes the
+   * same bits, so switching never changes a result). */
+  setQuantKernels(choice: QuantKernelChoice): void {
+    this.quantKernels = choice;
+  }
+
+  get quantKernelChoice(): QuantKernelChoice {
+    return this.quantKernels;
+  }
+
   /** Integer matmul (assembly/qmatmul.ts): x quantized to int8 blocks of 32 on this thread,
    * then columns split over the pool in groups of 4. */
   private matmulQuant(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
@@ -206,7 +219,7 @@ export class WasmKernels implements Kernels {
     if (kx4 && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
     if (w.layout === 'q6kx4') c.arena.exports.q6kx4ActSums(q8, m, k);
     packArgs(this.pool.args, 'QMATMUL', {
-      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8,
+      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8,
     });
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
