@@ -207,7 +207,8 @@ function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: numbe
   const flopsPerStep = 2 * (bodyParams * rowsPerRun + headParams * headRows);
   return {
     mode, batch, threads: kernels.threads, kernels: kernels.name,
-    ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}), model: model.dir,
+    ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}),
+    ...('calibration' in kernels && kernels.calibration ? { quant_kernels: kernels.calibration } : {}), model: model.dir,
     prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
     weight_types: weightTypes(model.weights),
     tok_s: { median: median(tokS), min: Math.min(...tokS), max: Math.max(...tokS) },

@@ -12,6 +12,7 @@ import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
+import type { CalibrationResult } from './calibrate.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
@@ -52,6 +53,8 @@ export class WasmKernels implements Kernels {
   /** Kernel families of the repacked quantized matmuls (same bits; calibrate.ts picks the
    * fastest at start-up, before any model runs). */
   private quantKernels: QuantKernelChoice = DEFAULT_QUANT_KERNELS;
+  /** The start-up calibration's timings and choice (null: not calibrated). */
+  calibration: CalibrationResult | null = null;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'plain'). */
