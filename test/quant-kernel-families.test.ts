@@ -82,6 +82,10 @@ describe('q8x4 kernel calibration', () => {
       // the chosen family is the faster median
       const other = c.choice.q8x4M1 === 'wide' ? 'narrow' : 'wide';
       assert.ok(c.q8x4M1Ms[c.choice.q8x4M1]! <= c.q8x4M1Ms[other]!);
+      // the probe's memory was given back: as much used as by an uncalibrated backend
+      const plain = await createWasmKernels({ threads: 1, calibrate: false }) as WasmKernels;
+      assert.equal(k.mem.arenas[0]!.usedBytes, plain.mem.arenas[0]!.usedBytes);
+      plain.dispose();
     } finally {
       k.dispose();
       if (prev !== undefined) process.env['DELTASERVE_Q8X4'] = prev;

@@ -190,6 +190,11 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
+  /** Give back the memory of `view` if it is its arena's newest allocation (else no-op). */
+  releaseLast(view: ArrayBufferView): void {
+    this.mem.locate(view)?.release(view.byteOffset, view.byteLength);
+  }
+
   /** The kernel families the quantized matmuls use from now on (every family computes the
    * same bits, so switching never changes a result). */
   setQuantKernels(choice: QuantKernelChoice): void {

@@ -13,6 +13,8 @@ export interface Calibratable {
   alloc(n: number): Float32Array;
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
   setQuantKernels(choice: QuantKernelChoice): void;
+  /** Give back the memory of a view allocated last (a no-op otherwise). */
+  releaseLast(view: ArrayBufferView): void;
 }
 
 export interface CalibrationResult {
@@ -42,9 +44,12 @@ function median(xs: number[]): number {
   return s[s.length >> 1]!;
 }
 
+/** Bytes of memory the probe needs (its weight, activations and output). */
+export const PROBE_BYTES = (PROBE_ROWS / 4) * (PROBE_COLS / 32) * 144 + 4 * (PROBE_ROWS + PROBE_COLS);
+
 /** Time the q8x4 families on a synthetic weight (rounds alternate between them, so a
  * machine whose load changes slows both alike), install the fastest, return the timings.
- * The probe's memory stays allocated (a few MB; the arena has no free). */
+ * The probe's memory is given back afterwards. */
 export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
   const forced = forcedFamily();
   if (forced) {
@@ -77,6 +82,9 @@ export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
     }
   }
   const ms = { narrow: median(times.narrow), wide: median(times.wide) };
+  k.releaseLast(out); // newest first: out, x, then the weight
+  k.releaseLast(x);
+  k.releaseLast(w.data);
   const best: Q8x4Kernel = ms.wide <= ms.narrow ? 'wide' : 'narrow';
   // M > 1: the families differ only in the rows left over after blocks of 4 (the same
   // single-row kernels), so the M = 1 winner serves both.
