@@ -27,16 +27,15 @@ const SB: usize = 144; // bytes of one (group, sub-block)
   return f32x4.add(acc, f32x4.mul(f32x4.mul(sc, dx), f32x4.convert_i32x4_s(sumi)));
 }
 
-/** Row mi (its i16 quants in q16 [M, K]) × the 8 columns of groups at b0 and b0 + gb
- * (cnt1: valid columns of the second group). One weight vector of each group per loop
+/** Row mi (its i16 quants in q16 [M, K]) × the 8 columns of the groups at b0 (columns
+ * c0..c0+3) and b1 (columns c1.., cnt1 of them valid). One weight vector of each group per loop
  * pass: V8 hoists every load of a fully unrolled sub-block ahead of its use and spills
  * (measured: 90 spill moves per sub-block), so the loop stays. */
 // @ts-ignore: decorator
-@inline function pairRow1(out: usize, q16: usize, d: usize, b0: usize, gb: usize, n: i32, k: i32, mi: i32, c0: i32, cnt1: i32): void {
+@inline function pairRow1(out: usize, q16: usize, d: usize, b0: usize, b1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32): void {
   const nb = k >> 5;
   let x = q16 + <usize>mi * (<usize>k << 1); // pair p of sub-block j at x + 64j + 4p
   let dj = d + <usize>(mi * nb) * 4;
-  let b1 = b0 + gb;
   let f0 = f32x4.splat(0), f1 = f32x4.splat(0);
   for (let j = 0; j < nb; j++) {
     let a0 = i32x4.splat(0), a1 = i32x4.splat(0);
@@ -60,9 +59,9 @@ const SB: usize = 144; // bytes of one (group, sub-block)
     b1 += SB;
     dj += 4;
   }
-  const o = out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2);
-  v128.store(o, f0);
-  storeCols(o + 16, f1, cnt1);
+  const o = out + <usize>mi * (<usize>n << 2);
+  v128.store(o + (<usize>c0 << 2), f0);
+  storeCols(o + (<usize>c1 << 2), f1, cnt1);
 }
 
 /** Rows whose i16 quants fit in ~256 KiB (L2) pass over all of a thread's groups together
@@ -72,23 +71,27 @@ const SB: usize = 144; // bytes of one (group, sub-block)
   return max(4, (<i32>(262144 / (k << 1))) & ~3);
 }
 
-/** Columns [n0, n1) (n0 a multiple of 4; n1 − n0 > 4·(groups − 1) for an even number of
- * groups) of out [M, N] = x · Wᵀ, W in the q8x4 layout at w, two groups per pass.
- * Arguments as q8x4.ts's qmatmulQ8x4. */
-export function qmatmulQ8x4Wide(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+/** Groups [0, 2·half) of the columns from n0 (n0 a multiple of 4, the last group possibly
+ * partial: columns < n1) of out [M, N] = x · Wᵀ, W in the q8x4 layout at w: group t is
+ * paired with group t + half, so the weights stream as two long sequential runs (pairing
+ * adjacent groups restarts both streams every 9 KB: measured 1.9× slower out of cache).
+ * Arguments otherwise as q8x4.ts's qmatmulQ8x4. */
+export function qmatmulQ8x4Wide(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, half: i32): void {
   const gb = <usize>(k >> 5) * SB;
   const rb = rowBlock(k);
+  const g0 = n0 >> 2;
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
-    for (let c = n0; c + 4 < n1; c += 8) {
-      const b0 = w + <usize>(c >> 2) * gb;
-      const cnt1 = min(4, n1 - c - 4);
+    for (let t = 0; t < half; t++) {
+      const ca = n0 + 4 * t, cb = ca + 4 * half;
+      const ba = w + <usize>(g0 + t) * gb, bb = ba + <usize>half * gb;
+      const cnt1 = min(4, n1 - cb);
       let mi = r0;
       for (; mi + 4 <= r1; mi += 4) { // blocks of 4 rows: q8x4.ts's kernel on each group
-        groupRows4(out, x4, d, b0, n, k, mi, c, 4);
-        groupRows4(out, x4, d, b0 + gb, n, k, mi, c + 4, cnt1);
+        groupRows4(out, x4, d, ba, n, k, mi, ca, 4);
+        groupRows4(out, x4, d, bb, n, k, mi, cb, cnt1);
       }
-      for (; mi < r1; mi++) pairRow1(out, q16, d, b0, gb, n, k, mi, c, cnt1);
+      for (; mi < r1; mi++) pairRow1(out, q16, d, ba, bb, n, k, mi, ca, cb, cnt1);
     }
   }
 }

@@ -365,12 +365,13 @@ const Q6KX4: i32 = 10;
 /** Q8_0 in the q8x4 layout through q8x4wide.ts's kernels (8 columns per pass). */
 const Q8X4W: i32 = 11;
 
-/** q8x4wide.ts over the pairs of groups of [n0, n1), q8x4.ts over a last unpaired group. */
+/** q8x4wide.ts over the first 2·⌊G/2⌋ of the G groups of [n0, n1) (group t with group
+ * t + ⌊G/2⌋), q8x4.ts over a last unpaired group. */
 function qmatmulQ8x4Pairs(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   const groups = (n1 - n0 + 3) >> 2;
-  const split = n0 + ((groups >> 1) << 3);
-  if (groups > 1) qmatmulQ8x4Wide(out, q16, x4, d, w, m, n, k, n0, min(split, n1));
-  if (groups & 1) qmatmulQ8x4(out, q16, x4, d, w, m, n, k, split, n1);
+  const half = groups >> 1;
+  if (half > 0) qmatmulQ8x4Wide(out, q16, x4, d, w, m, n, k, n0, n1, half);
+  if (groups & 1) qmatmulQ8x4(out, q16, x4, d, w, m, n, k, n0 + 8 * half, n1);
 }
 
 /** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q8X4W, Q4KX4 or Q6KX4);
