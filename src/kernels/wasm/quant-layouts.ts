@@ -59,8 +59,8 @@ export function repackedView(w: Weight, spec: LayoutSpec): Weight {
  * (assembly/q8x4.ts 'narrow': 4 columns per pass; q8x4wide.ts 'wide': 8). */
 export type Q8x4Kernel = 'narrow' | 'wide';
 
-/** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M > 1. Fixed for
- * a backend's lifetime (chosen at start-up by calibrate.ts). */
+/** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M = 2, 3 (M ≥ 4:
+ * always narrow). Fixed for a backend's lifetime (chosen at start-up by calibrate.ts). */
 export interface QuantKernelChoice {
   readonly q8x4M1: Q8x4Kernel;
   readonly q8x4Mn: Q8x4Kernel;
@@ -76,7 +76,9 @@ const Q8X4_WIDE_ID = 11;
 export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFAULT_QUANT_KERNELS): number {
   const spec = REPACKED[w.dtype];
   if (!spec || w.layout !== spec.layout) return GGML_ID[w.dtype as QuantType];
-  if (spec.layout === 'q8x4' && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
+  // M ≥ 4 stays narrow: blocks of 4 rows run the narrow 4 × 4 tile in either family, and
+  // the narrow family visits the groups in order (one weight stream per thread)
+  if (spec.layout === 'q8x4' && m < 4 && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
   return spec.id;
 }
 
