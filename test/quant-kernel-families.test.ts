@@ -86,6 +86,9 @@ describe('q8x4 kernel calibration', () => {
       const plain = await createWasmKernels({ threads: 1, calibrate: false }) as WasmKernels;
       assert.equal(k.mem.arenas[0]!.usedBytes, plain.mem.arenas[0]!.usedBytes);
       plain.dispose();
+      // ... zeroed: alloc() still hands out zeroed memory where the probe was
+      const fresh = k.alloc(4 << 20);
+      assert.equal(fresh.findIndex((v) => v !== 0), -1, 'memory after the probe is zero');
     } finally {
       k.dispose();
       if (prev !== undefined) process.env['DELTASERVE_Q8X4'] = prev;

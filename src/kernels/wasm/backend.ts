@@ -190,9 +190,14 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
-  /** Give back the memory of `view` if it is its arena's newest allocation (else no-op). */
+  /** Give back the memory of `view` if it is its arena's newest allocation (else no-op).
+   * The view is zeroed first: alloc() hands out zeroed memory (memory.ts), and released
+   * bytes are handed out again. `view` must not be used afterwards. */
   releaseLast(view: ArrayBufferView): void {
-    this.mem.locate(view)?.release(view.byteOffset, view.byteLength);
+    const arena = this.mem.locate(view);
+    if (!arena) return;
+    new Uint8Array(view.buffer, view.byteOffset, view.byteLength).fill(0);
+    arena.release(view.byteOffset, view.byteLength);
   }
 
   /** The kernel families the quantized matmuls use from now on (every family computes the
