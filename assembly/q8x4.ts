@@ -118,7 +118,7 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
 /** Rows mi..mi+3 × the 4 columns of group wg; x4: the quants of rows 4⌊·/4⌋.. interleaved
  * by interleaveActs4 (pair p of row r of the block at 16p + 4r). */
 // @ts-ignore: decorator
-@inline function groupRows4(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+@inline export function groupRows4(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * (<usize>k << 1);
   const ds = <usize>nb << 2;

@@ -8,6 +8,7 @@ import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocSequenceMemory, loadModel, type SequenceMemory } from '../model/model.js';
 import type { ModelWeights, MlpWeights } from '../model/weights.js';
+import { cpus } from 'node:os';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
@@ -16,6 +17,7 @@ import { checkKernelsName, DEFAULT_MODEL, defaultKernels, kernelsFields } from '
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
 import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
+import { KernelProfile } from './bench-profile.js';
 
 export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
   --model DIR               (default: built-in tiny-think)
@@ -32,6 +34,7 @@ export const BENCH_HELP = `deltaserve bench [options]        prints one JSON obj
                             against the ideal (each byte once), and GPU time per step
                             (timestamp queries, when the adapter has them)
   --repeat R                repetitions; median/min/max over them (default 3)
+  --profile                 add "profile": wall time per kernel op (matmuls by weight shape)
 ${SAMPLE_HELP}`;
 
 
@@ -96,9 +99,10 @@ async function readLogits(model: AnyModel, logits: Tensor, n: number): Promise<v
   if (r instanceof Promise) await r;
 }
 
-/** One timed run; `onTimed` is called right before the timed steps (after the prompt). */
+/** One timed run; `onTimed` is called right before the timed steps (after the prompt), and
+ * `timing` (the profiler's switch) is on exactly while the clock runs. */
 export async function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng,
-  onTimed?: () => void): Promise<Run> {
+  onTimed?: () => void, timing: (on: boolean) => void = () => {}): Promise<Run> {
   const ws = new StepArena(model);
   const vocab = model.config.vocabSize;
   const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
@@ -108,17 +112,21 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   const prompts = mems.map(() => randomIds(prompt));
   if (mode === 'prefill') {
     onTimed?.();
+    timing(true);
     const t0 = performance.now();
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
     const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
     await readLogits(model, out, batch * vocab);
-    return { tokens: batch * prompt, ms: performance.now() - t0, steps: 1 };
+    const ms = performance.now() - t0;
+    timing(false);
+    return { tokens: batch * prompt, ms, steps: 1 };
   }
   const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
   await readLogits(model, pre.hidden, 1);
   const logits = ws.logits.rows(batch * per);
   let pos = prompt;
   onTimed?.();
+  timing(true);
   const t0 = performance.now();
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
@@ -127,7 +135,9 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     await readLogits(model, logits, batch * per * vocab);
     pos += per;
   }
-  return { tokens: batch * steps * per, ms: performance.now() - t0, steps };
+  const ms = performance.now() - t0;
+  timing(false);
+  return { tokens: batch * steps * per, ms, steps };
 }
 
 async function probe(kernels: AnyKernels): Promise<number | null> {
@@ -142,7 +152,7 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, ...SAMPLE_OPTIONS,
+      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, ...SAMPLE_OPTIONS,
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
@@ -162,11 +172,12 @@ export async function runBench(argv: string[]): Promise<void> {
   const sample = sampleSettings(values);
   if (sample && mode !== 'decode') throw new DeltaserveError('bad_request', `--sample needs --mode decode (got "${mode}")`);
   const kernels = await createKernels(kernelName, threads);
+  const profile = values.profile === true ? new KernelProfile(kernels) : null;
   try {
     const q = str(values, 'quantize');
     const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
     const model = await withLoadQuantizer(quantize, kernels.threads, (quantizer) =>
-      loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
+      loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), profile?.kernels ?? kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
     if (sample && kernels.name === 'webgpu') throw new DeltaserveError('bad_request', '--sample times host-side sampling over CPU kernels: use --kernels cpu');
     if (sample) {
       const slot = new Int32Array(1);
@@ -184,13 +195,18 @@ export async function runBench(argv: string[]): Promise<void> {
     for (let r = 0; r < repeat; r++) {
       const bw = await probe(kernels);
       if (bw !== null) probes.push(bw);
-      runs.push(await benchOnce(model, mode, batch, prompt, gen, verify, rng));
+      runs.push(await benchOnce(model, mode, batch, prompt, gen, verify, rng, undefined, (on) => profile?.setEnabled(on)));
       if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
     const bandwidth = probes.length > 0 ? median(probes) : null;
+    const result: Record<string, unknown> = report(model, kernels, mode, batch, prompt, verify, runs, bandwidth);
+    if (profile) {
+      const steps = runs.reduce((a, r) => a + r.steps, 0);
+      result['profile'] = profile.report(steps, runs.reduce((a, r) => a + r.ms, 0));
+    }
     const gpuReport = gpu ? { ...kernelsFields(kernels, kernelName), gpu: await gpuStepReport(gpu, (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed)) } : {};
-    process.stdout.write(JSON.stringify({ ...report(model, kernels, mode, batch, prompt, verify, runs, bandwidth), ...gpuReport }) + '\n');
+    process.stdout.write(JSON.stringify({ ...result, ...gpuReport }) + '\n');
   } finally {
     kernels.dispose();
   }
@@ -213,7 +229,10 @@ function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: numbe
   const flopsPerStep = 2 * (bodyParams * rowsPerRun + headParams * headRows);
   return {
     mode, batch, threads: kernels.threads, kernels: kernels.name,
-    ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}), model: model.dir,
+    // a speed figure names the machine and runtime it was measured on
+    cpu: cpus()[0]?.model ?? 'unknown', node: process.version,
+    ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}),
+    ...('calibration' in kernels && kernels.calibration ? { quant_kernels: kernels.calibration } : {}), model: model.dir,
     prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
     weight_types: weightTypes(model.weights),
     tok_s: { median: median(tokS), min: Math.min(...tokS), max: Math.max(...tokS) },

@@ -12,10 +12,11 @@ import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import type { KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
+import type { CalibrationResult } from './calibrate.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
-import { dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, usesQuadActs } from './quant-layouts.js';
+import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, usesQuadActs, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more.
@@ -54,6 +55,11 @@ export class WasmKernels implements Kernels {
   readonly name = 'wasm';
   private readonly ops: Operands;
   private disposed = false;
+  /** Kernel families of the repacked quantized matmuls (same bits; calibrate.ts picks the
+   * fastest at start-up, before any model runs). */
+  private quantKernels: QuantKernelChoice = DEFAULT_QUANT_KERNELS;
+  /** The start-up calibration's timings and choice (null: not calibrated). */
+  calibration: CalibrationResult | null = null;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'plain'). */
@@ -199,6 +205,26 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
+  /** Give back the memory of `view` if it is its arena's newest allocation (else no-op).
+   * The view is zeroed first: alloc() hands out zeroed memory (memory.ts), and released
+   * bytes are handed out again. `view` must not be used afterwards. */
+  releaseLast(view: ArrayBufferView): void {
+    const arena = this.mem.locate(view);
+    if (!arena) return;
+    new Uint8Array(view.buffer, view.byteOffset, view.byteLength).fill(0);
+    arena.release(view.byteOffset, view.byteLength);
+  }
+
+  /** The kernel families the quantized matmuls use from now on (every family computes the
+   * same bits, so switching never changes a result). */
+  setQuantKernels(choice: QuantKernelChoice): void {
+    this.quantKernels = choice;
+  }
+
+  get quantKernelChoice(): QuantKernelChoice {
+    return this.quantKernels;
+  }
+
   /** Integer matmul (assembly/qmatmul.ts): x quantized to int8 blocks of 32 on this thread,
    * then columns split over the pool in groups of 4. */
   private matmulQuant(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
@@ -222,7 +248,7 @@ export class WasmKernels implements Kernels {
     if (kx4 && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
     if (w.layout === 'q6kx4') c.arena.exports.q6kx4ActSums(q8, m, k);
     packArgs(this.pool.args, 'QMATMUL', {
-      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8,
+      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8,
     });
     const groups = Math.ceil(n / 4);
     const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));

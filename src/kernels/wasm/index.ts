@@ -5,6 +5,7 @@ import { WasmKernels } from './backend.js';
 import { MemorySet, MAX_PAGES, PAGE } from './memory.js';
 import { compileKernels, type KernelVariant, type WasmMemory } from './module.js';
 import { Pool } from './pool.js';
+import { calibrateQuantKernels, PROBE_BYTES } from './calibrate.js';
 
 export interface WasmKernelOptions {
   /** Threads computing kernels (the main thread + threads − 1 workers). Default: all cores. */
@@ -15,6 +16,10 @@ export interface WasmKernelOptions {
   /** Kernel build: 'fma' (relaxed SIMD), 'plain' (SIMD128), or 'auto' (default: fma when
    * the runtime accepts it; DELTASERVE_WASM_FMA=0|1 overrides). */
   variant?: KernelVariant | 'auto';
+  /** Time the quantized matmul kernel families at start-up and keep the fastest
+   * (calibrate.ts; default true; skipped when one memory is under 16× the probe's size,
+   * as in tests of tiny memories). Off: the default families. Results are identical. */
+  calibrate?: boolean;
 }
 
 export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<Kernels> {
@@ -28,7 +33,14 @@ export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<K
     else pending.push(arena.memory);
   });
   pool = await Pool.start(threads, module, pending);
-  return new WasmKernels(threads, mem, pool, variant);
+  const kernels = new WasmKernels(threads, mem, pool, variant);
+  try {
+    if (opts.calibrate !== false && memoryBytes >= 16 * PROBE_BYTES) kernels.calibration = calibrateQuantKernels(kernels);
+  } catch (e) {
+    kernels.dispose();
+    throw e;
+  }
+  return kernels;
 }
 
 /** Memory bandwidth in GB/s measured by a WebAssembly SIMD streaming read over `bytes`

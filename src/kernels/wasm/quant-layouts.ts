@@ -83,10 +83,31 @@ export function repackedView(w: Weight, spec: LayoutSpec): Weight {
   return { dtype: w.dtype, rows: w.rows, cols: w.cols, data, layout: spec.layout };
 }
 
-/** assembly/qmatmul.ts format id of a quantized weight (its layout's, else its type's). */
-export function quantFormatId(w: Weight): number {
+/** Kernel families of one repacked layout: the same bits, different speed per CPU
+ * (assembly/q8x4.ts 'narrow': 4 columns per pass; q8x4wide.ts 'wide': 8). */
+export type Q8x4Kernel = 'narrow' | 'wide';
+
+/** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M = 2, 3 (M ≥ 4:
+ * always narrow). Fixed for a backend's lifetime (chosen at start-up by calibrate.ts). */
+export interface QuantKernelChoice {
+  readonly q8x4M1: Q8x4Kernel;
+  readonly q8x4Mn: Q8x4Kernel;
+}
+
+export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide' };
+
+/** Format id of assembly/qmatmul.ts's q8x4 'wide' kernels. */
+const Q8X4_WIDE_ID = 20; // assembly/qmatmul.ts Q8X4W: clear of the repacked ids (GGML id + 10)
+
+/** assembly/qmatmul.ts format id of a quantized weight (its layout's, else its type's);
+ * for q8x4, the family `choice` names for this M. */
+export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFAULT_QUANT_KERNELS): number {
   const spec = REPACKED[w.dtype];
-  return spec && w.layout === spec.layout ? spec.id : GGML_ID[w.dtype as QuantType];
+  if (!spec || w.layout !== spec.layout) return GGML_ID[w.dtype as QuantType];
+  // M ≥ 4 stays narrow: blocks of 4 rows run the narrow 4 × 4 tile in either family, and
+  // the narrow family visits the groups in order (one weight stream per thread)
+  if (spec.layout === 'q8x4' && m < 4 && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
+  return spec.id;
 }
 
 /** Row r of a quantized weight as f32, in whichever layout it is stored. */

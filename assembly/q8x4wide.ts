@@ -1,0 +1,97 @@
+// Q8_0 in the q8x4 layout (q8x4.ts), "wide" kernel for single rows: two adjacent groups
+// (8 output columns) per pass, so each activation broadcast feeds 8 columns instead of 4
+// and V8's per-iteration loop cost (counter, stack check, pointer bumps) is shared.
+// Read from V8's x64 code (node --print-wasm-code, see docs/ARCHITECTURE.md): q8x4.ts's
+// single-row loop runs ~113 instructions per 144-byte sub-block of one group, this one ~93
+// (28 SIMD + 9 scalar per 4 k-pairs of both groups, no spills). Blocks of 4 rows stay on
+// q8x4.ts's kernel: a 4-row × 8-column block needs 8 accumulators + 4 weight vectors, and
+// V8 schedules all 8 broadcasts ahead of use and spills (measured: 7 spill moves a pass).
+// Same arithmetic as q8x4.ts, so the same bits: exact integer sums per (row, column,
+// sub-block), then the unfused f32 chain acc += (scale_j · d_j) · sumi per column lane.
+// Format id Q8X4W (qmatmul.ts); the backend picks it or q8x4.ts's kernels by a start-up
+// calibration (kernels/wasm/calibrate.ts).
+import { groupRows4, storeCols } from './q8x4';
+
+const SB: usize = 144; // bytes of one (group, sub-block)
+
+/** acc + the two k-pairs of one weight vector (wl / wh: its low / high half widened to
+ * i16) times the broadcast activation pairs xl / xh. */
+// @ts-ignore: decorator
+@inline function pairs(acc: v128, wl: v128, wh: v128, xl: v128, xh: v128): v128 {
+  return i32x4.add(acc, i32x4.add(i32x4.dot_i16x8_s(xl, wl), i32x4.dot_i16x8_s(xh, wh)));
+}
+
+/** One chain step: acc + (sc · dx) · sumi for 4 columns. */
+// @ts-ignore: decorator
+@inline function chain(acc: v128, sumi: v128, sc: v128, dx: v128): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.mul(sc, dx), f32x4.convert_i32x4_s(sumi)));
+}
+
+/** Row mi (its i16 quants in q16 [M, K]) × the 8 columns of the groups at b0 (columns
+ * c0..c0+3) and b1 (columns c1.., cnt1 of them valid). One weight vector of each group per loop
+ * pass: V8 hoists every load of a fully unrolled sub-block ahead of its use and spills
+ * (measured: 90 spill moves per sub-block), so the loop stays. */
+// @ts-ignore: decorator
+@inline function pairRow1(out: usize, q16: usize, d: usize, b0: usize, b1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32): void {
+  const nb = k >> 5;
+  let x = q16 + <usize>mi * (<usize>k << 1); // pair p of sub-block j at x + 64j + 4p
+  let dj = d + <usize>(mi * nb) * 4;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0);
+  for (let j = 0; j < nb; j++) {
+    let a0 = i32x4.splat(0), a1 = i32x4.splat(0);
+    let w0 = b0, w1 = b1;
+    for (let v = 0; v < 8; v += 2) { // k-pairs 2v..2v+3 of both groups
+      let xl = v128.load32_splat(x), xh = v128.load32_splat(x, 4);
+      a0 = pairs(a0, v128.load8x8_s(w0, 16), v128.load8x8_s(w0, 24), xl, xh);
+      a1 = pairs(a1, v128.load8x8_s(w1, 16), v128.load8x8_s(w1, 24), xl, xh);
+      xl = v128.load32_splat(x, 8);
+      xh = v128.load32_splat(x, 12);
+      a0 = pairs(a0, v128.load8x8_s(w0, 32), v128.load8x8_s(w0, 40), xl, xh);
+      a1 = pairs(a1, v128.load8x8_s(w1, 32), v128.load8x8_s(w1, 40), xl, xh);
+      w0 += 32;
+      w1 += 32;
+      x += 16;
+    }
+    const dx = v128.load32_splat(dj);
+    f0 = chain(f0, a0, v128.load(b0), dx);
+    f1 = chain(f1, a1, v128.load(b1), dx);
+    b0 += SB;
+    b1 += SB;
+    dj += 4;
+  }
+  const o = out + <usize>mi * (<usize>n << 2);
+  v128.store(o + (<usize>c0 << 2), f0);
+  storeCols(o + (<usize>c1 << 2), f1, cnt1);
+}
+
+/** Rows whose i16 quants fit in ~256 KiB (L2) pass over all of a thread's groups together
+ * (the same blocking as q8x4.ts). */
+// @ts-ignore: decorator
+@inline function rowBlock(k: i32): i32 {
+  return max(4, (<i32>(262144 / (k << 1))) & ~3);
+}
+
+/** Groups [0, 2·half) of the columns from n0 (n0 a multiple of 4, the last group possibly
+ * partial: columns < n1) of out [M, N] = x · Wᵀ, W in the q8x4 layout at w: group t is
+ * paired with group t + half, so the weights stream as two long sequential runs (pairing
+ * adjacent groups restarts both streams every 9 KB: measured 1.9× slower out of cache).
+ * Arguments otherwise as q8x4.ts's qmatmulQ8x4. */
+export function qmatmulQ8x4Wide(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, half: i32): void {
+  const gb = <usize>(k >> 5) * SB;
+  const rb = rowBlock(k);
+  const g0 = n0 >> 2;
+  for (let r0 = 0; r0 < m; r0 += rb) {
+    const r1 = min(m, r0 + rb);
+    for (let t = 0; t < half; t++) {
+      const ca = n0 + 4 * t, cb = ca + 4 * half;
+      const ba = w + <usize>(g0 + t) * gb, bb = ba + <usize>half * gb;
+      const cnt1 = min(4, n1 - cb);
+      let mi = r0;
+      for (; mi + 4 <= r1; mi += 4) { // blocks of 4 rows: q8x4.ts's kernel on each group
+        groupRows4(out, x4, d, ba, n, k, mi, ca, 4);
+        groupRows4(out, x4, d, bb, n, k, mi, cb, cnt1);
+      }
+      for (; mi < r1; mi++) pairRow1(out, q16, d, ba, bb, n, k, mi, ca, cb, cnt1);
+    }
+  }
+}
