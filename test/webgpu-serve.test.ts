@@ -4,33 +4,15 @@
 // quantized GGUF fixture — with the same tokens as the CPU kernels give (greedy).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
+import { sharedPath, TINY_THINK } from './paths.js';
+import { type ServeProcess, spawnServe } from './serve-process.js';
 import { post } from './server-helpers.js';
 import { withEngine } from './engine-helpers.js';
 
-interface Served { readonly url: string; readonly stdout: string; stderr: () => string; stop: () => Promise<number | null> }
-
-async function serve(model: string): Promise<Served> {
-  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--port', '0', '--model', model,
-    '--kernels', 'webgpu', '--max-running', '2', '--kv-cache-tokens', '2048', '--max-context', '1024', '--no-webui'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (b: Buffer) => {
-      stdout += b.toString();
-      const m = /serving \S+ at (http:\/\/127\.0\.0\.1:\d+)\/v1\n/.exec(stdout);
-      if (m && /kernels webgpu on .*binding \d+ MiB/.test(stdout)) resolve(m[1]!);
-    });
-    void exited.then((code) => reject(new Error(`serve exited (${code}) before it was ready: ${stderr}`)));
-  });
-  return { url, stdout, stderr: () => stderr, stop: async () => { proc.kill('SIGTERM'); return exited; } };
-}
+/** serve --kernels webgpu on `model`; ready once the ready line names the adapter. */
+const serve = (model: string): Promise<ServeProcess> => spawnServe(
+  ['--kernels', 'webgpu', '--max-running', '2', '--kv-cache-tokens', '2048', '--max-context', '1024', '--no-webui'],
+  { model, readyWhen: /kernels webgpu on .*binding \d+ MiB/ });
 
 const CHAT = { messages: [{ role: 'user', content: 'What is 2 + 3?' }], max_tokens: 6, temperature: 0, ignore_eos: true };
 const COMPLETION = { prompt: 'The capital of France is', max_tokens: 6, temperature: 0, ignore_eos: true };
