@@ -2,7 +2,7 @@
 // CI): the KV and state pools live in GPU buffers and every pool copy is a GPU op
 // (cache/pool-storage.ts). The CPU exactness invariants, on webgpu, on tiny-think with short
 // prompts (lavapipe is slow): golden greedy ids; MTP on == off bit for bit; a prefix-cache
-// hit == a cold run bit for bit; a request alone == in a batch of 4 (with padding poisoned);
+// hit == a cold run bit for bit; a request alone == in a batch of 16 (with padding poisoned);
 // the prefix cache saved to disk and loaded back. tiny-next-moe's golden ids (MoE routing).
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -68,10 +68,11 @@ describe('engine on webgpu', () => {
     spec.out.forEach((r, i) => assertSameRun(r, alone[i]!, `prompt ${i}`));
   });
 
-  test('a request alone == the same request in a batch of 4 (padding and stale scratch poisoned)', async () => {
-    const batched = await withEngine({ ...base, model: TINY_THINK(), specTokens: 2, prefixCache: false, maxRunning: 4, poisonPadding: true },
-      (e) => runAll(e, PROMPTS));
-    batched.forEach((r, i) => assertSameRun(r, alone[i]!, `prompt ${i} in the batch`));
+  test('a request alone == the same request in a batch of 16 (each prompt in 4 rows; padding and stale scratch poisoned)', async () => {
+    const sixteen = Array.from({ length: 16 }, (_, i) => PROMPTS[i % PROMPTS.length]!);
+    const batched = await withEngine({ ...base, model: TINY_THINK(), specTokens: 2, prefixCache: false, maxRunning: 16, poisonPadding: true },
+      (e) => runAll(e, sixteen));
+    batched.forEach((r, i) => assertSameRun(r, alone[i % PROMPTS.length]!, `request ${i} (prompt ${i % PROMPTS.length}) in the batch`));
   });
 
   test('a prefix-cache hit (snapshot copied on the GPU) == a cold run, bit for bit', async () => {
