@@ -1,6 +1,9 @@
 // `format` as regular expressions (and a length cap), enforced like `pattern`. Dates check
-// days per month and leap years; a leap second must fall at 23:59:60 UTC. Hostnames refuse
-// A-labels (xn--…): whether their Punycode spells a valid IDNA 2008 label is beyond a regex.
+// days per month and leap years; a leap second must fall at 23:59:60 UTC. Hostnames admit
+// A-labels (xn--…) by their syntax here; whether their Punycode spells a valid IDNA 2008 label
+// is beyond a regex: the matcher's label check (host-labels.ts) decides it beside the regex.
+// Where that check does not run (property names, Qwen XML parameter values) `untracked`
+// stands in: the regex that refuses every A-label.
 // Formats not listed here are annotations (JSON Schema 2020-12 makes `format` an annotation by
 // default): they are ignored.
 
@@ -46,10 +49,13 @@ const IPV6 = [
   `(?:(?:${H16}:){0,5}${H16})?::${H16}`, `(?:(?:${H16}:){0,6}${H16})?::`,
 ].join('|');
 /** Labels must not have "--" in their 3rd and 4th characters (RFC 5891 reserves them for
- * A-labels, whose Punycode cannot be checked by a regex: refused too). */
+ * A-labels, which ANY_LABEL admits as a separate alternative). */
 const AN = '[A-Za-z0-9]';
 const HOST_LABEL = `(?:${AN}(?:[A-Za-z0-9-]?${AN})?|${AN}[A-Za-z0-9-](?:(?:${AN}{2}|-${AN})(?:[A-Za-z0-9-]{0,58}${AN})?|${AN}-[A-Za-z0-9-]{0,58}${AN}))`;
 const HOSTNAME = `${HOST_LABEL}(?:\\.${HOST_LABEL})*`;
+/** A label or an A-label's syntax ("xn--" in any case, then LDH, ≤ 63 characters). */
+const ANY_LABEL = `(?:${HOST_LABEL}|[Xx][Nn]--[A-Za-z0-9-]{0,58}${AN})`;
+const HOSTNAME_A = `${ANY_LABEL}(?:\\.${ANY_LABEL})*`;
 const ATEXT = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
 const EMAIL = `(?:${ATEXT}+(?:\\.${ATEXT}+)*|"(?:[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]|\\\\[\\x20-\\x7e])*")@(?:${HOSTNAME}|\\[${IPV4}\\]|\\[IPv6:(?:${IPV6})\\])`;
 const PCT = '%[0-9A-Fa-f]{2}';
@@ -62,6 +68,9 @@ const URI = `[A-Za-z][A-Za-z0-9+.-]*:(?://${AUTHORITY}(?:/${PCHAR}*)*|/(?:${PCHA
 export interface FormatRule {
   readonly patterns: readonly string[];
   readonly maxLength?: number;
+  /** Hostnames: the IDNA label check runs beside `patterns`; where it cannot, `untracked`
+   * replaces them. */
+  readonly labels?: { readonly untracked: readonly string[] };
 }
 
 export const FORMATS: Readonly<Record<string, FormatRule>> = {
@@ -70,7 +79,7 @@ export const FORMATS: Readonly<Record<string, FormatRule>> = {
   time: { patterns: [`^${TIME}$`, ...leapRelations('')] },
   duration: { patterns: [`^P(?:${DUR_DATE}|${DUR_TIME}|[0-9]+W)$`] },
   email: { patterns: [`^${EMAIL}$`] },
-  hostname: { patterns: [`^${HOSTNAME}$`], maxLength: 253 },
+  hostname: { patterns: [`^${HOSTNAME_A}$`], maxLength: 253, labels: { untracked: [`^${HOSTNAME}$`] } },
   ipv4: { patterns: [`^${IPV4}$`] },
   ipv6: { patterns: [`^(?:${IPV6})$`] },
   uri: { patterns: [`^${URI}$`] },

@@ -3,7 +3,8 @@
 // freely). Frame kinds:
 //   val    a value of a schema, expanded on its first byte
 //   lit    a fixed text
-//   str    a JSON string (length bounds, regexes: DFA states `rs` of `res`)
+//   str    a JSON string (length bounds, regexes: DFA states `rs` of `res`; hostnames also
+//          the current label's IDNA check state `lab`, see host-labels.ts)
 //   num    a JSON number, ended by the byte after it (`txt` kept for ranged numbers)
 //   obj    an object's members, JSON `{"k":v,…}` in any key order, or Qwen XML
 //          `<parameter=k>\nv\n</parameter>\n` in declaration order
@@ -13,13 +14,14 @@
 //   ws     up to `left` whitespace bytes
 //   think  anything up to `</think>` (the unconstrained reasoning)
 import type { ArrayNode, NumberNode, ObjectNode, Schema, StringNode } from './nodes.js';
+import { LABEL_START, type LabelState } from './host-labels.js';
 import type { Regex } from './regex.js';
 
 export type Frame =
   | { readonly t: 'val'; readonly s: Schema }
   | { readonly t: 'lit'; readonly text: string; readonly i: number }
   | { readonly t: 'str'; readonly ph: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number; readonly cp: number;
-      readonly res: readonly Regex[]; readonly rs: readonly number[] }
+      readonly res: readonly Regex[]; readonly rs: readonly number[]; readonly lab?: LabelState }
   | { readonly t: 'num'; readonly ph: number; readonly n: number; readonly d: number; readonly s: NumberNode; readonly txt: string }
   | { readonly t: 'obj'; readonly o: ObjectNode; readonly xml: boolean; readonly ph: 'open' | 'first' | 'sep' | 'key'; readonly i: number;
       readonly seen: readonly string[]; readonly count: number }
@@ -58,7 +60,8 @@ export const lit = (text: string, next: Stack | null): Stack => push({ t: 'lit',
 export const val = (s: Schema, next: Stack | null): Stack => push({ t: 'val', s }, next);
 
 export function stringFrame(s: StringNode, next: Stack | null): Stack {
-  return push({ t: 'str', ph: 0, n: 0, min: s.min, max: s.max, u: 0, cp: 0, res: s.res, rs: s.res.map(() => 0) }, next);
+  const f: Frame = { t: 'str', ph: 0, n: 0, min: s.min, max: s.max, u: 0, cp: 0, res: s.res, rs: s.res.map(() => 0) };
+  return push(s.labels ? { ...f, lab: LABEL_START } : f, next);
 }
 
 /** A sentinel stack meaning "matched completely; nothing more may follow". */

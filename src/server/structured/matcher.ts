@@ -5,6 +5,7 @@ import {
   advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, regexRoomNeeded, type Stack, type State, stepRegexes, stringFrame, THINK_END,
   utf8Accumulate, utf8Next, val,
 } from './frames.js';
+import { labelAccepts, labelFits, labelKey, stepLabel } from './host-labels.js';
 import { anyAlternatives, deref, MAX_DIGITS, type NumberNode, type Schema } from './nodes.js';
 import { rangeFeasible, rangeHolds } from './numrange.js';
 import { feedKey, feedObject, feedXmlProps, objectCanEnd } from './objects.js';
@@ -85,7 +86,7 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
   const r = jsonCharStep(f.ph, f.u, f.cp, b);
   if (r === null) return;
   if (r === 'close') {
-    if (f.n >= f.min && regexesAccept(f.res, f.rs)) out.push(next ?? DONE);
+    if (f.n >= f.min && regexesAccept(f.res, f.rs) && (f.lab === undefined || labelAccepts(f.lab))) out.push(next ?? DONE);
     return;
   }
   if (r.ch < 0) {
@@ -93,13 +94,20 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
     if (f.res.length === 0 || regexesCanContinue(f.res, f.rs, pendingRange(r.ph, r.u, r.cp))) out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp }, next));
     return;
   }
-  if (f.res.length === 0) {
+  if (f.res.length === 0 && f.lab === undefined) {
     out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1 }, next));
     return;
   }
   const re = stepRegexes(f.res, f.rs, r.ch);
   // the regexes must still fit in the room left (no dead end at maxLength)
-  if (re && f.n + 1 + regexRoomNeeded(re.res, re.rs) <= f.max) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs }, next));
+  if (!re || f.n + 1 + regexRoomNeeded(re.res, re.rs) > f.max) return;
+  if (f.lab === undefined) {
+    out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs }, next));
+    return;
+  }
+  // hostnames: the label check too, and the room its A-label still needs
+  const lab = stepLabel(f.lab, r.ch);
+  if (lab !== false && labelFits(lab, f.max - f.n - 1)) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs, lab }, next));
 }
 
 /** Free text up to an end marker. Bytes that may begin the marker are held (`m`) and given
@@ -292,7 +300,7 @@ export function stackKey(st: Stack | null): string {
     switch (f.t) {
       case 'val': k += `v${f.s.id}`; break;
       case 'lit': k += `l${textKey(f.text)},${f.i}`; break;
-      case 'str': k += `s${f.ph},${f.u},${f.ph >= 3 || f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}`; break;
+      case 'str': k += `s${f.ph},${f.u},${f.ph >= 3 || f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}${labelKey(f.lab)}`; break;
       case 'num': k += `n${f.s.id},${f.ph},${f.n},${f.d}${f.s.range ? `,${f.txt}` : ''}`; break;
       case 'obj': k += `o${f.o.id},${f.xml ? 1 : 0},${f.ph},${f.i},${f.count},${textKey(f.seen.join('\u0000'))}`; break;
       case 'key': k += `k${f.o.id},${f.ph},${f.u},${f.cp},${f.count},${textKey(f.seen.join('\u0000'))},${textKey(f.raw)},${f.rs.join(',')}`; break;

@@ -6,7 +6,7 @@
 // accepts its text. $refs intersect lazily (memoized by the pair), so recursive schemas end.
 import { acceptsText } from './matcher.js';
 import {
-  type ArrayNode, type Clause, deref, isNever, KEY_STRING, mk, NEVER, type NumberNode, type ObjectNode, type Prop, type Schema, type StringNode,
+  type ArrayNode, type Clause, deref, isNever, KEY_STRING, mk, NEVER, type NumberNode, type ObjectNode, type Prop, type Schema, type StringNode, untrackedRes,
 } from './nodes.js';
 import { intersectRanges, isNoRange, NO_RANGE } from './numrange.js';
 import type { Regex } from './regex.js';
@@ -55,7 +55,9 @@ export function intersectStrings(a: StringNode, b: StringNode): StringNode | Sch
   const min = Math.max(a.min, b.min);
   const max = Math.min(a.max, b.max);
   if (min > max) return NEVER;
-  return mk({ k: 'string' as const, min, max, res: [...new Set([...a.res, ...b.res])] });
+  const res = [...new Set([...a.res, ...b.res])];
+  if (!a.labels && !b.labels) return mk({ k: 'string' as const, min, max, res });
+  return mk({ k: 'string' as const, min, max, res, labels: { untracked: [...new Set([...untrackedRes(a), ...untrackedRes(b)])] } });
 }
 
 function intersectNumbers(a: NumberNode, b: NumberNode): Schema {

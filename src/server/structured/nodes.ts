@@ -40,7 +40,12 @@ export interface Clause {
   readonly extra: Schema | null;
 }
 
-export interface StringNode { readonly k: 'string'; readonly id: number; readonly min: number; readonly max: number; readonly res: readonly Regex[] }
+export interface StringNode {
+  readonly k: 'string'; readonly id: number; readonly min: number; readonly max: number; readonly res: readonly Regex[];
+  /** format: hostname — the IDNA label check (host-labels.ts) runs beside `res`; where it
+   * cannot (property names, XML parameter values), `untracked` replaces `res`. */
+  readonly labels?: { readonly untracked: readonly Regex[] };
+}
 export interface NumberNode {
   readonly k: 'number'; readonly id: number; readonly integer: boolean; readonly neg: boolean; readonly intDigits: number;
   /** Bounds and integer multipleOf; null = any number (the fast path, exponents allowed). */
@@ -88,6 +93,14 @@ export const mk = <T extends Omit<Schema, 'id'>>(s: T): T & { id: number } => {
   spendCompile();
   return { ...s, id: nextId++ };
 };
+
+/** The regexes of `s` for a context without the label check. */
+export const untrackedRes = (s: StringNode): readonly Regex[] => s.labels?.untracked ?? s.res;
+
+/** `s` for a context without the label check (A-labels refused by its regexes). */
+export function withoutLabels(s: StringNode): StringNode {
+  return s.labels ? mk({ k: 'string' as const, min: s.min, max: s.max, res: s.labels.untracked }) : s;
+}
 
 /** Nothing matches (an anyOf without alternatives). */
 export const NEVER: Schema = mk({ k: 'anyOf' as const, alts: [] });

@@ -6,6 +6,7 @@
 // at the end, a quote or backslash inside) are stepped whole through the matcher from the
 // real state. Same result as the full walk (tests compare them).
 import { type Frame, type State, utf8Accumulate, utf8Next } from './frames.js';
+import { labelFits, labelKey, type LabelState, stepLabel } from './host-labels.js';
 import { type FreeTextClass, tokensByTextSteps } from './free-text.js';
 import { finish } from './steps.js';
 import { extraFeasible, extrasPossible, keyRegexes, namedRemainders } from './objects.js';
@@ -18,11 +19,11 @@ import { type TokenList, type TokenVocab, walk } from './walk.js';
 export function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
   // room matters beyond the longest token too: the regexes' shortest completion must fit
   const r = Math.min(room, 1024);
-  const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}`;
+  const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}${labelKey(f.lab)}`;
   let bits = c.byRegexState.get(key);
   if (!bits) {
     bits = new Uint32Array(v.words);
-    walkRegex(c.plainList, c.plainSig, f.res, f.rs, r, null, bits);
+    walkRegex(c.plainList, c.plainSig, f.res, f.rs, r, null, bits, f.lab);
     if (c.byRegexState.size >= 4096) c.byRegexState.clear();
     c.byRegexState.set(key, bits);
   }
@@ -50,10 +51,14 @@ function regexAlive(res: readonly Regex[], st: Int32Array, at: number, count: nu
 /** The sorted walk of plain tokens (complete UTF-8, no stop byte) through regex DFAs: a
  * token is allowed when `alive` holds after each of its characters. Token prefixes shared
  * with the previous token are not stepped again; a dead prefix skips every token below it.
- * No allocation per step: DFA states by depth live in one flat array (k per depth). */
-function walkRegex(list: TokenList, sig: Uint32Array, res: readonly Regex[], rs0: readonly number[], room: number, key: ObjectNode | null, out: Uint32Array): void {
+ * No allocation per step: DFA states by depth live in one flat array (k per depth). Hostnames
+ * (`lab0` defined) also step the label check, by depth in `labs`. */
+function walkRegex(list: TokenList, sig: Uint32Array, res: readonly Regex[], rs0: readonly number[], room: number, key: ObjectNode | null, out: Uint32Array,
+  lab0?: LabelState): void {
   const k = res.length;
-  const loop = selfLoops(res, rs0);
+  const labs: LabelState[] | null = lab0 === undefined ? null : [lab0];
+  // a character that keeps every DFA in place still moves the label check: no shortcut then
+  const loop = labs ? new Uint32Array(4) : selfLoops(res, rs0);
   const maxLen = list.maxLen;
   const states = new Int32Array((maxLen + 1) * k);
   for (let j = 0; j < k; j++) states[j] = rs0[j]!;
@@ -93,7 +98,18 @@ function walkRegex(list: TokenList, sig: Uint32Array, res: readonly Regex[], rs0
           dead = true;
           break;
         }
-      } else for (let j = 0; j < k; j++) states[to + j] = states[from + j]!;
+        if (labs) {
+          const lab = stepLabel(labs[d] as LabelState, cp);
+          if (lab === false || !labelFits(lab, room - count)) {
+            dead = true;
+            break;
+          }
+          labs[d + 1] = lab;
+        }
+      } else {
+        for (let j = 0; j < k; j++) states[to + j] = states[from + j]!;
+        if (labs) labs[d + 1] = labs[d] as LabelState;
+      }
       d++;
       us[d] = u2;
       cps[d] = u2 === 0 ? 0 : cp;

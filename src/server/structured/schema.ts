@@ -18,7 +18,7 @@ import { FORMATS } from './formats.js';
 import { arrayNode, intersect, intersectStrings, objectNode, union, viewOf } from './merge.js';
 import {
   anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_KEY, MAX_STRING, mk, NEVER,
-  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode,
+  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode, withoutLabels,
 } from './nodes.js';
 import { NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
@@ -192,12 +192,15 @@ class Compiler {
       if (r) res.push(r);
     }
     const format = typeof s['format'] === 'string' ? FORMATS[s['format']] : undefined;
+    let untracked: Regex[] | null = null;
     if (format) {
-      res.push(...unbudgeted(() => format.patterns.map(compileRegex)));
+      const own = unbudgeted(() => format.patterns.map(compileRegex));
+      if (format.labels) untracked = [...res, ...unbudgeted(() => format.labels!.untracked.map(compileRegex))];
+      res.push(...own);
       max = Math.min(max, format.maxLength ?? max);
     }
     if (min > max) return NEVER;
-    return mk({ k: 'string' as const, min, max, res });
+    return mk({ k: 'string' as const, min, max, res, ...(untracked ? { labels: { untracked } } : {}) });
   }
 
   private number(integer0: boolean, s: Obj, path: string): Schema {
@@ -280,7 +283,7 @@ class Compiler {
     const strings = alts.filter((a): a is StringNode => a.k === 'string');
     const lits = alts.filter((a) => a.k === 'lit' && a.text.startsWith('"')).map((a) => (a.k === 'lit' ? (JSON.parse(a.text) as string) : ''));
     const capped = (x: StringNode): StringNode => {
-      const r = intersectStrings(x, KEY_STRING);
+      const r = intersectStrings(withoutLabels(x), KEY_STRING); // keys run no label check
       return r.k === 'string' ? r : NEVER_KEY;
     };
     if (strings.length === 1 && lits.length === 0) return capped(strings[0]!);

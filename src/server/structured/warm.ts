@@ -43,7 +43,7 @@ export function warmStructured(ctx: Pick<ServerContext, 'engine' | 'texts'>): Wa
 /** Each format's automata (one pattern per step: a pattern is built in one go). */
 function* formatSteps(): Steps<void> {
   for (const rule of Object.values(FORMATS)) {
-    for (const p of rule.patterns) {
+    for (const p of [...rule.patterns, ...(rule.labels?.untracked ?? [])]) {
       compileRegex(p);
       yield;
     }

@@ -1,0 +1,82 @@
+// The label check of `format: hostname` strings, run beside the hostname regex (which admits
+// A-labels by their syntax: "xn--" then letters, digits and hyphens). Its state is the
+// current label's text while that label may be or is an A-label ('' at a label start), and
+// null once the label cannot be one — an immutable string, cheap to copy and compare, so
+// matcher states stay values (MTP drafts and the mask walk fork them freely).
+//
+// No dead end: a character may extend an A-label only when some valid A-label still starts
+// with the text (aLabelWitness finds one, or the fast rule below proves one exists), and the
+// label may close ('.' or the string's end) only when it is a valid A-label. So a constrained
+// generation that follows the mask always has a way to finish the label; the room it needs is
+// the witness's length (labelNeed), counted with the regexes' own.
+import { aLabelValid, aLabelWitness, hasAcePrefix, MAX_LABEL } from './idna.js';
+
+export type LabelState = string | null;
+
+/** The state at a label's start. */
+export const LABEL_START: LabelState = '';
+
+const DOT = 0x2e;
+/** Viability and need by label text (bounded: cleared when full). */
+const viableMemo = new Map<string, boolean>();
+const needMemo = new Map<string, number>();
+const MEMO_CAP = 65_536;
+
+function memo<T>(m: Map<string, T>, key: string, make: () => T): T {
+  let v = m.get(key);
+  if (v === undefined) {
+    if (m.size >= MEMO_CAP) m.clear();
+    m.set(key, (v = make()));
+  }
+  return v;
+}
+
+/** Lowercase Punycode made of basic code points only, with room for "-" and three digits:
+ * that text plus U+00E0 at its end (or its start, when it begins with '-') encodes as the
+ * text, '-' and at most three digits (delta ≤ 96·56 + 55 < 1 + 35·(1 + 35·26)), and is a
+ * valid U-label unless "--" sits at positions 3–4 or a leading '-' meets a trailing one. */
+function quickViable(puny: string): boolean {
+  if (!/^[a-z0-9-]*$/.test(puny) || 4 + puny.length + 4 > MAX_LABEL) return false;
+  if (puny[2] === '-' && puny[3] === '-') return false;
+  return !(puny.startsWith('-') && (puny.endsWith('-') || puny[1] === '-'));
+}
+
+/** Can a valid A-label still start with `text` (one label, "xn--" included)? */
+export function aLabelViable(text: string): boolean {
+  if (text.length > MAX_LABEL) return false;
+  if (quickViable(text.slice(4))) return true;
+  return memo(viableMemo, text, () => aLabelWitness(text) !== null);
+}
+
+/** The state after code point `cp` (false: no valid hostname continues this way). */
+export function stepLabel(lab: LabelState, cp: number): LabelState | false {
+  if (cp === DOT) return lab !== null && hasAcePrefix(lab) && !aLabelValid(lab) ? false : LABEL_START;
+  if (lab === null) return null;
+  const text = lab + String.fromCodePoint(cp);
+  if (text.length < 4) return 'xn--'.startsWith(text.toLowerCase()) ? text : null;
+  if (text.length === 4 && !hasAcePrefix(text)) return null;
+  return aLabelViable(text) ? text : false;
+}
+
+/** May the hostname end here, as far as the label check goes? */
+export const labelAccepts = (lab: LabelState): boolean => lab === null || !hasAcePrefix(lab) || aLabelValid(lab);
+
+/** An upper bound on the characters the current A-label still needs (the witness's length;
+ * 0 outside an A-label or when it is complete). At most MAX_LABEL − text length. */
+export function labelNeed(lab: LabelState): number {
+  if (lab === null || !hasAcePrefix(lab)) return 0;
+  return memo(needMemo, lab, () => {
+    const w = aLabelWitness(lab);
+    return w === null ? MAX_LABEL : w.length - lab.length;
+  });
+}
+
+/** The label check's part of a matcher state key (its text holds only hostname characters;
+ * '' for strings without the check). */
+export const labelKey = (lab: LabelState | undefined): string => (lab === undefined ? '' : lab === null ? 'h~' : `h${lab}`);
+
+/** labelNeed without computing it when `spare` characters are certainly enough. */
+export function labelFits(lab: LabelState, spare: number): boolean {
+  if (lab === null || !hasAcePrefix(lab) || MAX_LABEL - lab.length <= spare) return true;
+  return labelNeed(lab) <= spare;
+}
