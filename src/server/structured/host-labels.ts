@@ -61,12 +61,13 @@ export function stepLabel(lab: LabelState, cp: number): LabelState | false {
 /** May the hostname end here, as far as the label check goes? */
 export const labelAccepts = (lab: LabelState): boolean => lab === null || !hasAcePrefix(lab) || aLabelValid(lab);
 
-/** An upper bound on the characters the current A-label still needs (the witness's length;
- * 0 outside an A-label or when it is complete). At most MAX_LABEL − text length. */
+/** An upper bound on the characters the current A-label still needs (the shortest witness's
+ * length; 0 outside an A-label or when it is complete). Following that witness, the next
+ * prefix needs one character fewer: a room check with it never strands the label. */
 export function labelNeed(lab: LabelState): number {
   if (lab === null || !hasAcePrefix(lab)) return 0;
   return memo(needMemo, lab, () => {
-    const w = aLabelWitness(lab);
+    const w = aLabelWitness(lab, true);
     return w === null ? MAX_LABEL : w.length - lab.length;
   });
 }

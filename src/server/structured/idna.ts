@@ -146,43 +146,46 @@ export function aLabelValid(label: string): boolean {
  * context, so a witness needs them only to make the label non-ASCII or ≥ the current n. */
 const FILLERS = [0xe0, 0x4e00, 0xac00, 0x20000];
 
-/** A valid A-label that starts with `prefix` (a label being written, "xn--" included), or
- * null when none was found. The search: the prefix itself; the prefix as basic code points
- * with one filler before or after (its Punycode is the prefix, '-', then digits); the
- * prefix's own decoding ended by one more digit below the threshold, or by one filler delta.
- * Sound (a witness is checked by aLabelValid) but not complete: a prefix may be refused near
- * the 63-character limit although a longer search would find an ending. */
-export function aLabelWitness(prefix: string): string | null {
+/** Valid A-labels that start with `prefix` (a label being written, "xn--" included), the
+ * shortest when `shortest`, else the first found; null when the search finds none. It tries:
+ * the prefix itself; the prefix as basic code points with a filler at the end or the start
+ * (its Punycode is the prefix, '-', digits); the prefix's own decoding ended by one more digit
+ * below the threshold; and that decoding with one filler delta at the end or the start, whose
+ * encoding must continue the digits already written.
+ * Sound (every witness is checked by aLabelValid) and closed under extension: the next
+ * character of a witness leads to a prefix whose candidates include that same witness, so
+ * following witnesses never meets a dead end and the shortest one never grows. Not complete:
+ * a prefix may be refused near the 63-character limit although a longer search would find an
+ * ending. */
+export function aLabelWitness(prefix: string, shortest = false): string | null {
   if (!hasAcePrefix(prefix) || prefix.length > MAX_LABEL) return null;
   if (aLabelValid(prefix)) return prefix;
   const puny = prefix.slice(4);
-  const fits = (w: string | null): w is string => w !== null && 4 + w.length <= MAX_LABEL;
-  const basic = [...puny].map((c) => c.codePointAt(0)!);
+  const lower = puny.toLowerCase();
+  // basic code points must be lowercase LDH (an uppercase letter is DISALLOWED)
+  if (!/^[a-z0-9-]*$/.test(puny.slice(0, Math.max(0, puny.lastIndexOf('-'))))) return null;
+  let best: string | null = null;
+  /** Is `w` (a Punycode encoding) a valid completion? Keeps the best; true to stop. */
+  const offer = (w: string | null): boolean => {
+    if (w === null || 4 + w.length > MAX_LABEL || !w.startsWith(lower)) return false;
+    const label = prefix + w.slice(puny.length);
+    if (best !== null && label.length >= best.length) return false;
+    if (!aLabelValid(label)) return false;
+    best = label;
+    return !shortest;
+  };
+  const withFiller = (base: readonly number[], f: number, end: boolean): number[] => (end ? [...base, f] : [f, ...base]);
   if (/^[a-z0-9-]*$/.test(puny)) {
-    for (const f of FILLERS) {
-      for (const u of [[...basic, f], [f, ...basic]]) {
-        const w = punycodeEncode(u);
-        if (fits(w) && uLabelValid(u)) return `xn--${w}`;
-      }
-    }
+    const basic = [...puny].map((c) => c.codePointAt(0)!);
+    for (const f of FILLERS) for (const end of [true, false]) if (offer(punycodeEncode(withFiller(basic, f, end)))) return best;
   }
   const st = decodeState(puny, true);
-  if (!st) return null;
-  if (st.partial) {
-    for (let v = 0; v < st.nextThreshold; v++) {
-      const w = prefix + digitChar(v);
-      if (aLabelValid(w)) return w;
-    }
-    return null;
-  }
-  // a delta boundary: one more code point ≥ every decoded one, at the end or the start
+  if (!st) return best;
+  if (st.partial) for (let v = 0; v < st.nextThreshold; v++) if (offer(lower + digitChar(v))) return best;
   const top = Math.max(0x80, ...st.out);
   for (const f of FILLERS) {
     if (f < top) continue;
-    for (const u of [[...st.out, f], [f, ...st.out]]) {
-      const w = punycodeEncode(u);
-      if (fits(w) && w.startsWith(puny.toLowerCase()) && aLabelValid(prefix + w.slice(puny.length))) return prefix + w.slice(puny.length);
-    }
+    for (const end of [true, false]) if (offer(punycodeEncode(withFiller(st.out, f, end)))) return best;
   }
-  return null;
+  return best;
 }

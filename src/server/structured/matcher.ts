@@ -91,7 +91,9 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
   }
   if (r.ch < 0) {
     // a character in progress: the regexes must still have room for it
-    if (f.res.length === 0 || regexesCanContinue(f.res, f.rs, pendingRange(r.ph, r.u, r.cp))) out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp }, next));
+    const range = pendingRange(r.ph, r.u, r.cp);
+    const ok = f.lab === undefined ? f.res.length === 0 || regexesCanContinue(f.res, f.rs, range) : hostCharPossible(f, range);
+    if (ok) out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp }, next));
     return;
   }
   if (f.res.length === 0 && f.lab === undefined) {
@@ -108,6 +110,19 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
   // hostnames: the label check too, and the room its A-label still needs
   const lab = stepLabel(f.lab, r.ch);
   if (lab !== false && labelFits(lab, f.max - f.n - 1)) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs, lab }, next));
+}
+
+/** Hostnames: can a character in `range` (null: any escape) complete, passing the regexes, the
+ * room and the label check? Hostname characters are ASCII, so only ASCII candidates are tried. */
+function hostCharPossible(f: Extract<Frame, { t: 'str' }>, range: [number, number] | null): boolean {
+  const [lo, hi] = range ?? [0, 0x7f];
+  for (let cp = lo; cp <= Math.min(hi, 0x7f); cp++) {
+    const re = stepRegexes(f.res, f.rs, cp);
+    if (!re || f.n + 1 + regexRoomNeeded(re.res, re.rs) > f.max) continue;
+    const lab = stepLabel(f.lab!, cp);
+    if (lab !== false && labelFits(lab, f.max - f.n - 1)) return true;
+  }
+  return false;
 }
 
 /** Free text up to an end marker. Bytes that may begin the marker are held (`m`) and given
