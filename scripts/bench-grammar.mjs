@@ -91,6 +91,8 @@ const SCHEMAS = {
     rating: { type: 'integer', minimum: 1, maximum: 5 }, price: { type: 'number', exclusiveMinimum: 0, maximum: 10000 }, site: { type: 'string', format: 'uri' },
     kind: { anyOf: [{ const: 'person' }, { const: 'org' }], maxLength: 6 },
     meta: { type: 'object', patternProperties: { '^x-[a-z]+$': { type: 'string', maxLength: 32 } }, additionalProperties: false } } },
+  // hostnames with A-labels: every mask inside an xn-- label runs the IDNA label check
+  hostname: { type: 'object', required: ['host'], properties: { host: { type: 'string', format: 'hostname' }, mirrors: { type: 'array', items: { type: 'string', format: 'hostname' } } } },
 };
 const DOCS = {
   plain: ['{"name":"Ada Lovelace, née Byron","age":36,"score":98.5,"active":true,"tags":["math","poetry","engines"],"address":{"street":"12 St James\'s Square","city":"London","zip":"SW1Y 4JH"}}',
@@ -98,6 +100,7 @@ const DOCS = {
     '{"name":"A very long name that keeps going for a while to exercise the string state of the matcher over many tokens","age":7,"active":false,"tags":["a","b"],"address":{"city":"Oslo","zip":"0150"}}'],
   rich: ['{"kind":"person","id":"ABC-12345","email":"ada.lovelace@example.org","created":"2024-02-29T12:30:00.5+01:00","rating":5,"price":129.99,"site":"https://example.org/ada?x=1","meta":{"x-team":"engines","x-note":"first programmer"}}',
     '{"id":"ZZZ-0001","email":"o@x.io","created":"1999-12-31T23:59:60Z","rating":1,"kind":"org"}'],
+  hostname: ['{"host":"xn--9n2bp8q.xn--9t4b11yi5a","mirrors":["www.example.com","xn--ihqwcrb4cv8a8dqg056pqjye.cn","xn--bcher-kva.example"]}'],
 };
 const EXTRA = {
   wide: { type: 'object', properties: Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`field_${i}`, i % 3 === 0 ? { type: 'string', format: 'date' } : i % 3 === 1 ? { type: 'integer', minimum: i } : { enum: ['a', 'b', i] }])), required: ['field_0', 'field_1'] },

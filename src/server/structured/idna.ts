@@ -7,7 +7,10 @@
 //   RFC 5892 Appendix A rule satisfied. The Bidi rule (RFC 5893) is not checked (the
 //   JSON-Schema-Test-Suite does not ask for it: its valid "xn--ngba1o" starts with a digit);
 // - aLabelValid: "xn--" (any case), ≤ 63 characters, Punycode that decodes, a non-ASCII
-//   U-label, and the round trip: encoding the U-label gives the label's Punycode, lowercase.
+//   U-label, and the round trip: encoding the U-label gives the label's Punycode exactly. So
+//   the Punycode is lowercase, as the encoder writes it (RFC 5890 §2.3.2.1: an A-label is the
+//   prefix and "a valid output of the Punycode algorithm"; an uppercase basic code point
+//   would be DISALLOWED in the U-label anyway).
 // - aLabelWitness: for a label being written, a valid A-label that starts with it (so a
 //   constrained generation that only writes viable prefixes is never stuck).
 import { EXCEPTIONS, isVirama, joiningType } from './idna-tables.js';
@@ -129,6 +132,9 @@ export function uLabelValid(label: readonly number[]): boolean {
   return true;
 }
 
+/** Punycode as the encoder writes it: lowercase letters, digits, hyphens. */
+const PUNYCODE_TEXT = /^[a-z0-9-]*$/;
+
 /** Does the label start with the ACE prefix "xn--" (any case)? */
 export const hasAcePrefix = (label: string): boolean => label.length >= 4 && label.slice(0, 4).toLowerCase() === 'xn--';
 
@@ -136,9 +142,10 @@ export const hasAcePrefix = (label: string): boolean => label.length >= 4 && lab
 export function aLabelValid(label: string): boolean {
   if (!hasAcePrefix(label) || label.length > MAX_LABEL) return false;
   const puny = label.slice(4);
+  if (!PUNYCODE_TEXT.test(puny)) return false;
   const u = punycodeDecode(puny);
   if (!u || u.every((c) => c < 0x80) || !uLabelValid(u)) return false;
-  return punycodeEncode(u) === puny.toLowerCase();
+  return punycodeEncode(u) === puny;
 }
 
 /** Candidate code points a witness adds: a Latin letter, a Han ideograph (it also satisfies
@@ -147,7 +154,7 @@ export function aLabelValid(label: string): boolean {
 const FILLERS = [0xe0, 0x4e00, 0xac00, 0x20000];
 
 /** Valid A-labels that start with `prefix` (a label being written, "xn--" included), the
- * shortest when `shortest`, else the first found; null when the search finds none. It tries:
+ * shortest when `shortest`, else the first found; null when the search finds none. Candidates:
  * the prefix itself; the prefix as basic code points with a filler at the end or the start
  * (its Punycode is the prefix, '-', digits); the prefix's own decoding ended by one more digit
  * below the threshold; and that decoding with one filler delta at the end or the start, whose
@@ -159,33 +166,52 @@ const FILLERS = [0xe0, 0x4e00, 0xac00, 0x20000];
  * ending. */
 export function aLabelWitness(prefix: string, shortest = false): string | null {
   if (!hasAcePrefix(prefix) || prefix.length > MAX_LABEL) return null;
-  if (aLabelValid(prefix)) return prefix;
   const puny = prefix.slice(4);
-  const lower = puny.toLowerCase();
-  // basic code points must be lowercase LDH (an uppercase letter is DISALLOWED)
-  if (!/^[a-z0-9-]*$/.test(puny.slice(0, Math.max(0, puny.lastIndexOf('-'))))) return null;
+  if (!PUNYCODE_TEXT.test(puny)) return null;
+  if (shortest && aLabelValid(prefix)) return prefix;
   let best: string | null = null;
   /** Is `w` (a Punycode encoding) a valid completion? Keeps the best; true to stop. */
   const offer = (w: string | null): boolean => {
-    if (w === null || 4 + w.length > MAX_LABEL || !w.startsWith(lower)) return false;
+    if (w === null || 4 + w.length > MAX_LABEL || !w.startsWith(puny)) return false;
     const label = prefix + w.slice(puny.length);
     if (best !== null && label.length >= best.length) return false;
     if (!aLabelValid(label)) return false;
     best = label;
     return !shortest;
   };
-  const withFiller = (base: readonly number[], f: number, end: boolean): number[] => (end ? [...base, f] : [f, ...base]);
-  if (/^[a-z0-9-]*$/.test(puny)) {
-    const basic = [...puny].map((c) => c.codePointAt(0)!);
-    for (const f of FILLERS) for (const end of [true, false]) if (offer(punycodeEncode(withFiller(basic, f, end)))) return best;
-  }
+  const basic = [...puny].map((c) => c.codePointAt(0)!);
+  for (const f of FILLERS) for (const u of [[...basic, f], [f, ...basic]]) if (offer(punycodeEncode(u))) return best;
   const st = decodeState(puny, true);
   if (!st) return best;
-  if (st.partial) for (let v = 0; v < st.nextThreshold; v++) if (offer(lower + digitChar(v))) return best;
-  const top = Math.max(0x80, ...st.out);
-  for (const f of FILLERS) {
-    if (f < top) continue;
-    for (const end of [true, false]) if (offer(punycodeEncode(withFiller(st.out, f, end)))) return best;
+  for (const w of fillerEncodings(puny.slice(0, st.start), st.out)) if (offer(w)) return best;
+  if (!st.partial) return best ?? (aLabelValid(prefix) ? prefix : null);
+  for (let v = 0; v < st.nextThreshold; v++) {
+    // the code point digit v would insert: skip the certainly invalid ones unvalidated
+    const cp = st.n + Math.floor((st.i + v * st.w) / (st.out.length + 1));
+    if (cp > 0x10ffff) break;
+    const p = derivedProperty(cp);
+    if (p !== 'DISALLOWED' && p !== 'UNASSIGNED' && offer(puny + digitChar(v))) return best;
   }
   return best;
+}
+
+/** The encodings of a decoded prefix (Punycode `text`, at a delta boundary, decoding to
+ * `out`) with one filler delta at its end or start: shared by every prefix that continues
+ * `text` inside its next delta (bounded memo). */
+const fillerMemo = new Map<string, readonly string[]>();
+function fillerEncodings(text: string, out: readonly number[]): readonly string[] {
+  let ws = fillerMemo.get(text);
+  if (ws) return ws;
+  const top = Math.max(0x80, ...out);
+  const found: string[] = [];
+  for (const f of FILLERS) {
+    if (f < top) continue;
+    for (const u of [[...out, f], [f, ...out]]) {
+      const w = punycodeEncode(u);
+      if (w !== null && w.startsWith(text)) found.push(w);
+    }
+  }
+  if (fillerMemo.size >= 16_384) fillerMemo.clear();
+  fillerMemo.set(text, (ws = found));
+  return ws;
 }

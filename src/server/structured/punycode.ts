@@ -39,11 +39,17 @@ const digitChar = (d: number): string => String.fromCharCode(d < 26 ? 0x61 + d :
 export const threshold = (k: number, bias: number): number => (k <= bias ? TMIN : k >= bias + TMAX ? TMAX : k - bias);
 
 /** Where a decode stopped: the code points so far and, when the text ends inside a delta
- * (`partial`), the threshold its next digit is compared with (a digit below it ends the delta). */
+ * (`partial`, begun at text index `start`), the threshold its next digit is compared with (a
+ * digit below it ends the delta), the digit weight `w`, and `i`, n as the delta stands: a final
+ * digit v inserts code point n + ⌊(i + v·w) / (out.length + 1)⌋. */
 export interface DecodeState {
   readonly out: readonly number[];
   readonly partial: boolean;
+  readonly start: number;
   readonly nextThreshold: number;
+  readonly i: number;
+  readonly w: number;
+  readonly n: number;
 }
 
 /** Decode `text` (the A-label without "xn--"): the basic code points are those before the
@@ -64,9 +70,10 @@ export function decodeState(text: string, allowPartial: boolean): DecodeState | 
   let at = d > 0 ? d + 1 : 0;
   while (at < text.length) {
     const oldi = i;
+    const start = at;
     let w = 1;
     for (let k = BASE; ; k += BASE) {
-      if (at >= text.length) return allowPartial ? { out, partial: true, nextThreshold: threshold(k, bias) } : null;
+      if (at >= text.length) return allowPartial ? { out, partial: true, start, nextThreshold: threshold(k, bias), i, w, n } : null;
       const digit = digitValue(text.charCodeAt(at++));
       if (digit < 0) return null;
       if (digit > Math.floor((MAX_INT - i) / w)) return null;
@@ -84,7 +91,7 @@ export function decodeState(text: string, allowPartial: boolean): DecodeState | 
     out.splice(i, 0, n);
     i++;
   }
-  return { out, partial: false, nextThreshold: 0 };
+  return { out, partial: false, start: text.length, nextThreshold: 0, i, w: 1, n };
 }
 
 /** The code points `text` spells, or null (see decodeState). */
