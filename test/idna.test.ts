@@ -91,11 +91,14 @@ test('matcher: hostname A-labels are checked, and no reachable state is a dead e
     return st.some(canEnd);
   };
   assert.ok(keyOk('example.com') && !keyOk('xn--bcher-kva') && !keyOk('xn--bcher-kvb'));
+  const afterQuote = step([val(compileSchema({ type: 'string', pattern: '^[a-z]+$' }), null)], 0x22);
+  for (const lead of [0xe0, 0xf0]) assert.equal(step(afterQuote, lead).length, 0, `lead byte ${lead.toString(16)}`);
   // random byte walks: from every state reached, some byte continues or the string may end
   const rng = new Rng(5);
   const favoured = [...'xn-.abc019"'].map((c) => c.charCodeAt(0));
-  // every byte a hostname string can continue with (any other is refused by the regex)
-  const possible = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-."\\'].map((c) => c.charCodeAt(0));
+  // every byte a hostname string can continue with (any other is refused by the regex), and
+  // UTF-8 lead bytes (E0 / F0 start characters ≥ U+0800 / U+10000: never a hostname's)
+  const possible = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-."\\'].map((c) => c.charCodeAt(0)).concat([0xc3, 0xe0, 0xed, 0xf0, 0xf4]);
   for (const [schema, starts] of [[host, ['', 'xn--', 'a.xn--', 'xn--ab']], [{ ...host, maxLength: 14 }, ['xn--', 'a.xn--']], [{ ...host, pattern: '^xn--' }, ['xn--']]] as const) {
     const start: State = [val(compileSchema(schema), null)];
     for (let walk = 0; walk < 25; walk++) {

@@ -13,6 +13,7 @@ import { computeMask, type TokenVocab, vocabFromBytes } from '../src/server/stru
 import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
 import { compileSchema, type CompileOptions } from '../src/server/structured/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
+import { aLabelValid, hasAcePrefix } from '../src/server/structured/idna.js';
 import { extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
 import { violation } from './json-schema-check.js';
@@ -147,9 +148,12 @@ test('token masks: fast == reference through regex strings, pattern keys and any
     };
     const open = { type: 'object', properties: { a: { type: 'integer' }, ab: { type: 'string', maxLength: 3 } }, required: ['a'], propertyNames: { maxLength: 6 } };
     const named = { type: 'object', properties: { alpha: { type: 'integer' }, beta: { type: 'string', maxLength: 3 } }, additionalProperties: false };
+    // hostnames: inside an A-label the IDNA label check joins the walk (and a tight maxLength)
+    const hosts = { type: 'object', properties: { h: { type: 'string', format: 'hostname' }, m: { type: 'string', format: 'hostname', maxLength: 15 } } };
     const keyPattern = { type: 'object', properties: { ab: { type: 'integer' } }, propertyNames: { pattern: '^[a-zé]+$', maxLength: 5 }, additionalProperties: { type: 'string' } };
     const docs: [unknown, string][] = [[schema, '{"when":"2024-02-29","x-é":"ok","id":"ab-12","n":19.25}'], [schema, '{"id":"zz-0","nm":"日本 é","when":"2000-01-01"}'],
-      [open, '{"zé":"x","ab":"日本","a":1,"b\\"c":[1],"\\u0041":2}'], [named, '{"beta":"qé","alpha":2}'], [keyPattern, '{"zé":"x","ab":1,"abc":"y"}']];
+      [open, '{"zé":"x","ab":"日本","a":1,"b\\"c":[1],"\\u0041":2}'], [named, '{"beta":"qé","alpha":2}'], [keyPattern, '{"zé":"x","ab":1,"abc":"y"}'],
+      [hosts, '{"h":"a.xn--bcher-kva","m":"xn--9n2bp8q.b\\u0065"}']];
     for (const [s0, doc] of docs) {
       let st: State = [val(compileSchema(s0), null)];
       const bytes = Buffer.from(doc, 'utf8');
@@ -189,6 +193,46 @@ for (const [name, schema] of [['anyOf with siblings', ANYOF_SIBLINGS], ['typeles
     });
   });
 }
+
+/** An independent hostname check: LDH labels by RFC 1123 (no "--" in positions 3–4), A-labels by
+ * the IDNA validator (unit-tested on known cases in test/idna.test.ts). */
+function hostnameValid(h: string): boolean {
+  if (h.length === 0 || h.length > 253) return false;
+  return h.split('.').every((l) => (hasAcePrefix(l) ? aLabelValid(l) : /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(l) && l.slice(2, 4) !== '--'));
+}
+
+test('constrained decoding: 100 sampled hostnames, and 50 forced A-labels in a tight maxLength, are all valid and end (MTP on)', async () => {
+  await withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens: 3, maxRunning: 25 }, async (engine) => {
+    const prompts = evalPrompts(10);
+    // a nudge towards the closing quote and label dots keeps the samples short (the grammar
+    // still decides where they may go)
+    const texts = new TokenTexts(engine.tokenizer);
+    const bias = new Map<number, number>();
+    for (let id = 0; id < engine.sampleVocab; id++) {
+      const b = texts.get(id).bytes;
+      if (b.includes(0x22)) bias.set(id, 12);
+      else if (b.includes(0x2e)) bias.set(id, 4);
+    }
+    for (const [schema, aLabels] of [[{ type: 'string', format: 'hostname' }, false], [{ type: 'string', format: 'hostname', pattern: '^xn--', maxLength: 16 }, true]] as const) {
+      const make = constraintFor(engine, schema, false);
+      const n = aLabels ? 50 : 100;
+      const outs = await Promise.all(Array.from({ length: n }, (_, i) => engine.complete({
+        messages: prompts[i % prompts.length]!, think: false, maxTokens: 24, temperature: 1, seed: 3000 + i,
+        logitsAdjust: { bias, allowed: make() },
+      })));
+      let finished = 0;
+      for (const d of outs) {
+        assert.ok(d.finishReason === 'stop' || d.finishReason === 'length', `${d.finishReason}: ${d.text}`);
+        if (d.finishReason !== 'stop') continue; // cut by maxTokens: not an answer
+        finished++;
+        const host = JSON.parse(extractFinalAnswer(d.text)) as string;
+        assert.ok(hostnameValid(host), host);
+        if (aLabels) assert.ok(host.startsWith('xn--'), host);
+      }
+      assert.ok(finished >= n / 2, `${JSON.stringify(schema)}: ${finished} of ${n} finished`);
+    }
+  });
+});
 
 test('constrained decoding: MTP on == MTP off bit-exact under formats, patterns, ranges and any-order keys (greedy)', async () => {
   const schema = {

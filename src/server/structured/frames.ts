@@ -141,7 +141,14 @@ export function pendingRange(ph: number, u: number, cp: number): [number, number
     return [cp * 2 ** rem, (cp + 1) * 2 ** rem - 1];
   }
   const r = u <= 3 ? u : u <= 5 ? 2 : 3;
-  return [cp * 2 ** (6 * r), (cp + 1) * 2 ** (6 * r) - 1];
+  const lo = cp * 2 ** (6 * r);
+  const hi = (cp + 1) * 2 ** (6 * r) - 1;
+  // after E0 / F0 the sequence is not overlong; after ED no surrogate, after F4 ≤ U+10FFFF
+  if (u === 4) return [Math.max(lo, 0x800), hi];
+  if (u === 6) return [Math.max(lo, 0x10000), hi];
+  if (u === 5) return [lo, Math.min(hi, 0xd7ff)];
+  if (u === 7) return [lo, Math.min(hi, 0x10ffff)];
+  return [lo, hi];
 }
 
 /** Can every regex still step over the character in progress? */

@@ -35,6 +35,7 @@ function memo<T>(m: Map<string, T>, key: string, make: () => T): T {
  * that text plus U+00E0 at its end (or its start, when it begins with '-') encodes as the
  * text, '-' and at most three digits (delta ≤ 96·56 + 55 < 1 + 35·(1 + 35·26)), and is a
  * valid U-label unless "--" sits at positions 3–4 or a leading '-' meets a trailing one. */
+const QUICK_NEED = 4;
 function quickViable(puny: string): boolean {
   if (!/^[a-z0-9-]*$/.test(puny) || 4 + puny.length + 4 > MAX_LABEL) return false;
   if (puny[2] === '-' && puny[3] === '-') return false;
@@ -79,5 +80,7 @@ export const labelKey = (lab: LabelState | undefined): string => (lab === undefi
 /** labelNeed without computing it when `spare` characters are certainly enough. */
 export function labelFits(lab: LabelState, spare: number): boolean {
   if (lab === null || !hasAcePrefix(lab) || MAX_LABEL - lab.length <= spare) return true;
+  // the fast rule's witness needs '-' and at most three digits
+  if (spare >= QUICK_NEED && quickViable(lab.slice(4))) return true;
   return labelNeed(lab) <= spare;
 }

@@ -169,30 +169,32 @@ export function aLabelWitness(prefix: string, shortest = false): string | null {
   const puny = prefix.slice(4);
   if (!PUNYCODE_TEXT.test(puny)) return null;
   if (shortest && aLabelValid(prefix)) return prefix;
-  let best: string | null = null;
-  /** Is `w` (a Punycode encoding) a valid completion? Keeps the best; true to stop. */
-  const offer = (w: string | null): boolean => {
-    if (w === null || 4 + w.length > MAX_LABEL || !w.startsWith(puny)) return false;
-    const label = prefix + w.slice(puny.length);
-    if (best !== null && label.length >= best.length) return false;
-    if (!aLabelValid(label)) return false;
-    best = label;
-    return !shortest;
-  };
-  const basic = [...puny].map((c) => c.codePointAt(0)!);
-  for (const f of FILLERS) for (const u of [[...basic, f], [f, ...basic]]) if (offer(punycodeEncode(u))) return best;
   const st = decodeState(puny, true);
-  if (!st) return best;
-  for (const w of fillerEncodings(puny.slice(0, st.start), st.out)) if (offer(w)) return best;
-  if (!st.partial) return best ?? (aLabelValid(prefix) ? prefix : null);
-  for (let v = 0; v < st.nextThreshold; v++) {
-    // the code point digit v would insert: skip the certainly invalid ones unvalidated
-    const cp = st.n + Math.floor((st.i + v * st.w) / (st.out.length + 1));
-    if (cp > 0x10ffff) break;
-    const p = derivedProperty(cp);
-    if (p !== 'DISALLOWED' && p !== 'UNASSIGNED' && offer(puny + digitChar(v))) return best;
+  /** The prefix ended by one more digit (only when it ends inside a delta): the shortest. */
+  const byDigit = (): string | null => {
+    if (!st?.partial) return null;
+    for (let v = 0; v < st.nextThreshold; v++) {
+      // the code point digit v would insert: skip the certainly invalid ones unvalidated
+      const cp = st.n + Math.floor((st.i + v * st.w) / (st.out.length + 1));
+      if (cp > 0x10ffff) break;
+      const p = derivedProperty(cp);
+      if (p !== 'DISALLOWED' && p !== 'UNASSIGNED' && aLabelValid(prefix + digitChar(v))) return prefix + digitChar(v);
+    }
+    return null;
+  };
+  if (shortest) {
+    const d = byDigit();
+    if (d !== null) return d;
   }
-  return best;
+  // encodings with one filler: the prefix as basic code points, or its decoding plus a delta
+  const basic = [...puny].map((c) => c.codePointAt(0)!);
+  const encodings = FILLERS.flatMap((f) => [punycodeEncode([...basic, f]), punycodeEncode([f, ...basic])]);
+  if (st) encodings.push(...fillerEncodings(puny.slice(0, st.start), st.out));
+  const labels = encodings.filter((w): w is string => w !== null && 4 + w.length <= MAX_LABEL && w.startsWith(puny)).map((w) => prefix + w.slice(puny.length));
+  if (shortest) labels.sort((x, y) => x.length - y.length);
+  for (const l of labels) if (aLabelValid(l)) return l;
+  if (shortest || !st) return null;
+  return st.partial ? byDigit() : aLabelValid(prefix) ? prefix : null;
 }
 
 /** The encodings of a decoded prefix (Punycode `text`, at a delta boundary, decoding to

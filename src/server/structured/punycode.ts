@@ -33,7 +33,8 @@ export function digitValue(c: number): number {
   return -1;
 }
 
-const digitChar = (d: number): string => String.fromCharCode(d < 26 ? 0x61 + d : 0x30 + d - 26);
+const DIGITS = 'abcdefghijklmnopqrstuvwxyz0123456789';
+const digitChar = (d: number): string => DIGITS[d]!;
 
 /** The threshold of digit position k under `bias`. */
 export const threshold = (k: number, bias: number): number => (k <= bias ? TMIN : k >= bias + TMAX ? TMAX : k - bias);
@@ -103,7 +104,7 @@ export function punycodeDecode(text: string): number[] | null {
 /** Encode code points as Punycode, lowercase (§6.3). null on overflow. */
 export function punycodeEncode(input: readonly number[]): string | null {
   let out = '';
-  for (const c of input) if (c < 0x80) out += String.fromCharCode(c);
+  for (let j = 0; j < input.length; j++) if (input[j]! < 0x80) out += String.fromCharCode(input[j]!);
   const b = out.length;
   let h = b;
   if (b > 0) out += '-';
@@ -111,22 +112,23 @@ export function punycodeEncode(input: readonly number[]): string | null {
   let delta = 0;
   let bias = INITIAL_BIAS;
   while (h < input.length) {
-    let m = Infinity;
-    for (const c of input) if (c >= n && c < m) m = c;
+    let m = 0x110000;
+    for (let j = 0; j < input.length; j++) if (input[j]! >= n && input[j]! < m) m = input[j]!;
     if (m - n > Math.floor((MAX_INT - delta) / (h + 1))) return null;
     delta += (m - n) * (h + 1);
     n = m;
-    for (const c of input) {
+    for (let j = 0; j < input.length; j++) {
+      const c = input[j]!;
       if (c < n && ++delta > MAX_INT) return null;
       if (c !== n) continue;
       let q = delta;
       for (let k = BASE; ; k += BASE) {
         const t = threshold(k, bias);
         if (q < t) break;
-        out += digitChar(t + ((q - t) % (BASE - t)));
+        out += DIGITS[t + ((q - t) % (BASE - t))]!;
         q = Math.floor((q - t) / (BASE - t));
       }
-      out += digitChar(q);
+      out += DIGITS[q]!;
       bias = adapt(delta, h + 1, h === b);
       delta = 0;
       h++;
