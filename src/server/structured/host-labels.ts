@@ -9,7 +9,7 @@
 // label may close ('.' or the string's end) only when it is a valid A-label. So a constrained
 // generation that follows the mask always has a way to finish the label; the room it needs is
 // the witness's length (labelNeed), counted with the regexes' own.
-import { aLabelValid, aLabelWitness, hasAcePrefix, MAX_LABEL } from './idna.js';
+import { aLabelValid, aLabelWitness, MAX_LABEL } from './idna.js';
 
 export type LabelState = string | null;
 
@@ -17,6 +17,7 @@ export type LabelState = string | null;
 export const LABEL_START: LabelState = '';
 
 const DOT = 0x2e;
+const ACE = 'xn--';
 /** Viability and need by label text (bounded: cleared when full). */
 const viableMemo = new Map<string, boolean>();
 const needMemo = new Map<string, number>();
@@ -49,24 +50,29 @@ export function aLabelViable(text: string): boolean {
   return memo(viableMemo, text, () => aLabelWitness(text) !== null);
 }
 
-/** The state after code point `cp` (false: no valid hostname continues this way). */
+/** The state after code point `cp` (false: no valid hostname continues this way). A label
+ * state of 4 or more characters is an A-label being written ("xn--" and what follows). */
 export function stepLabel(lab: LabelState, cp: number): LabelState | false {
-  if (cp === DOT) return lab !== null && hasAcePrefix(lab) && !aLabelValid(lab) ? false : LABEL_START;
+  if (cp === DOT) return lab !== null && lab.length >= 4 && !aLabelValid(lab) ? false : LABEL_START;
   if (lab === null) return null;
+  if (lab.length < 4) {
+    // still a prefix of "xn--" (x and n in any case)? Most labels leave here at once.
+    const i = lab.length;
+    const ok = i < 2 ? (cp | 0x20) === ACE.charCodeAt(i) : cp === 0x2d;
+    return ok ? lab + String.fromCharCode(cp) : null;
+  }
   const text = lab + String.fromCodePoint(cp);
-  if (text.length < 4) return 'xn--'.startsWith(text.toLowerCase()) ? text : null;
-  if (text.length === 4 && !hasAcePrefix(text)) return null;
   return aLabelViable(text) ? text : false;
 }
 
 /** May the hostname end here, as far as the label check goes? */
-export const labelAccepts = (lab: LabelState): boolean => lab === null || !hasAcePrefix(lab) || aLabelValid(lab);
+export const labelAccepts = (lab: LabelState): boolean => lab === null || lab.length < 4 || aLabelValid(lab);
 
 /** An upper bound on the characters the current A-label still needs (the shortest witness's
  * length; 0 outside an A-label or when it is complete). Following that witness, the next
  * prefix needs one character fewer: a room check with it never strands the label. */
 export function labelNeed(lab: LabelState): number {
-  if (lab === null || !hasAcePrefix(lab)) return 0;
+  if (lab === null || lab.length < 4) return 0;
   return memo(needMemo, lab, () => {
     const w = aLabelWitness(lab, true);
     return w === null ? MAX_LABEL : w.length - lab.length;
@@ -79,7 +85,7 @@ export const labelKey = (lab: LabelState | undefined): string => (lab === undefi
 
 /** labelNeed without computing it when `spare` characters are certainly enough. */
 export function labelFits(lab: LabelState, spare: number): boolean {
-  if (lab === null || !hasAcePrefix(lab) || MAX_LABEL - lab.length <= spare) return true;
+  if (lab === null || lab.length < 4 || MAX_LABEL - lab.length <= spare) return true;
   // the fast rule's witness needs '-' and at most three digits
   if (spare >= QUICK_NEED && quickViable(lab.slice(4))) return true;
   return labelNeed(lab) <= spare;

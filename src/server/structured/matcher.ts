@@ -107,16 +107,24 @@ function feedString(f: Extract<Frame, { t: 'str' }>, next: Stack | null, b: numb
     out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs }, next));
     return;
   }
-  // hostnames: the label check too, and the room its A-label still needs
-  const lab = stepLabel(f.lab, r.ch);
-  if (lab !== false && labelFits(lab, f.max - f.n - 1)) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs, lab }, next));
+  // hostnames: the label check too, and the room its A-label still needs (in a label that
+  // cannot be an A-label only a dot changes its state)
+  const lab = f.lab === null && r.ch !== 0x2e ? null : stepLabel(f.lab, r.ch);
+  if (lab !== false && (lab === null || labelFits(lab, f.max - f.n - 1))) out.push(push({ ...f, ph: 1, u: 0, cp: 0, n: f.n + 1, res: re.res, rs: re.rs, lab }, next));
 }
 
+/** The characters a hostname may hold (LDH and the dot), by code point. */
+const HOST_CHAR: readonly boolean[] = Array.from({ length: 0x80 }, (_, c) => /[A-Za-z0-9.-]/.test(String.fromCharCode(c)));
+
 /** Hostnames: can a character in `range` (null: any escape) complete, passing the regexes, the
- * room and the label check? Hostname characters are ASCII, so only ASCII candidates are tried. */
+ * room and the label check? Only hostname characters (ASCII) are tried. */
 function hostCharPossible(f: Extract<Frame, { t: 'str' }>, range: [number, number] | null): boolean {
+  if (!regexesCanContinue(f.res, f.rs, range)) return false;
+  // in a label that cannot be an A-label, the label check holds for any character
+  if (f.lab === null) return true;
   const [lo, hi] = range ?? [0, 0x7f];
-  for (let cp = lo; cp <= Math.min(hi, 0x7f); cp++) {
+  for (let cp = Math.max(lo, 0x2d); cp <= Math.min(hi, 0x7a); cp++) {
+    if (!HOST_CHAR[cp]) continue;
     const re = stepRegexes(f.res, f.rs, cp);
     if (!re || f.n + 1 + regexRoomNeeded(re.res, re.rs) > f.max) continue;
     const lab = stepLabel(f.lab!, cp);

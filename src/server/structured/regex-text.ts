@@ -99,8 +99,10 @@ function walkRegex(list: TokenList, sig: Uint32Array, res: readonly Regex[], rs0
           break;
         }
         if (labs) {
-          const lab = stepLabel(labs[d] as LabelState, cp);
-          if (lab === false || !labelFits(lab, room - count)) {
+          const prev = labs[d] as LabelState;
+          // inside a label that cannot be an A-label only a dot changes the state
+          const lab = prev === null && cp !== 0x2e ? null : stepLabel(prev, cp);
+          if (lab === false || (lab !== null && !labelFits(lab, room - count))) {
             dead = true;
             break;
           }
