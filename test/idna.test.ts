@@ -8,6 +8,7 @@ import { isVirama, joiningType } from '../src/server/structured/idna-tables.js';
 import { aLabelViable } from '../src/server/structured/host-labels.js';
 import { punycodeDecode, punycodeEncode } from '../src/server/structured/punycode.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
+import { forcedCallState } from '../src/server/structured/request.js';
 import { compileSchema } from '../src/server/structured/schema.js';
 import { Rng } from '../src/util/rng.js';
 
@@ -83,6 +84,14 @@ test('matcher: hostname A-labels are checked, and no reachable state is a dead e
   const host = { type: 'string', format: 'hostname' };
   for (const ok of ['xn--bcher-kva.example', 'a.XN--ll-0ea.b', 'xn--ihqwcrb4cv8a8dqg056pqjye']) assert.ok(accepts(host, ok), ok);
   for (const bad of ['xn--bcher-kvb.example', 'xn--abc', 'ab--cd.com', 'xn--l-fda']) assert.ok(!accepts(host, bad), bad);
+  // a Qwen XML parameter value runs the same check on its raw text
+  const tool = { name: 'f', parameters: { type: 'object', properties: { host: { type: 'string', format: 'hostname' } }, required: ['host'] } };
+  const xmlOk = (h: string): boolean => {
+    let st: State = forcedCallState([tool], 'xml');
+    for (const b of Buffer.from(`<tool_call>\n<function=f>\n<parameter=host>\n${h}\n</parameter>\n</function>\n</tool_call>`, 'utf8')) st = step(st, b);
+    return st.some(canEnd);
+  };
+  assert.ok(xmlOk('a.xn--bcher-kva') && xmlOk('example.com') && !xmlOk('xn--bcher-kvb') && !xmlOk('xn--l-fda.com'));
   // property names run no label check: A-labels are refused there (never let through unchecked)
   const keys = compileSchema({ type: 'object', propertyNames: { format: 'hostname' } });
   const keyOk = (k: string): boolean => {

@@ -112,6 +112,10 @@ test('matcher: an XML tool call enforces a parameter\'s pattern on the raw text'
   assert.ok(run(call('ABC')));
   assert.ok(run(call('ABC', '<parameter=n>\n3\n</parameter>\n')));
   for (const bad of [call('ABCD'), call('AB'), call('abc'), call('ABC', '<parameter=n>\n0\n</parameter>\n')]) assert.ok(!run(bad), bad);
+  // no dead end: a marker byte is held only if the value may end there or hold that byte
+  let st: State = forcedCallState([tool], 'xml');
+  for (const b of Buffer.from('<tool_call>\n<function=f>\n<parameter=code>\nAB', 'utf8')) st = step(st, b);
+  assert.equal(step(st, 0x0a).length, 0, 'the value "AB" cannot end, and a newline cannot join it');
 });
 
 /** Reference: each token stepped on its own from the state, no sharing, no cache. */
@@ -154,8 +158,11 @@ test('token masks: fast == reference through regex strings, pattern keys and any
     const docs: [unknown, string][] = [[schema, '{"when":"2024-02-29","x-é":"ok","id":"ab-12","n":19.25}'], [schema, '{"id":"zz-0","nm":"日本 é","when":"2000-01-01"}'],
       [open, '{"zé":"x","ab":"日本","a":1,"b\\"c":[1],"\\u0041":2}'], [named, '{"beta":"qé","alpha":2}'], [keyPattern, '{"zé":"x","ab":1,"abc":"y"}'],
       [hosts, '{"h":"a.xn--bcher-kva","m":"xn--9n2bp8q.b\\u0065"}']];
-    for (const [s0, doc] of docs) {
-      let st: State = [val(compileSchema(s0), null)];
+    const hostTool = { name: 'f', parameters: { type: 'object', properties: { host: { type: 'string', format: 'hostname', maxLength: 20 } }, required: ['host'] } };
+    const xmlHost = `<tool_call>\n<function=f>\n<parameter=host>\nb.xn--bcher-kva\n</parameter>\n</function>\n</tool_call>`;
+    const starts: [State, string][] = [...docs.map(([s0, doc]): [State, string] => [[val(compileSchema(s0), null)], doc]), [forcedCallState([hostTool], 'xml'), xmlHost]];
+    for (const [start, doc] of starts) {
+      let st: State = start;
       const bytes = Buffer.from(doc, 'utf8');
       for (let i = 0; i <= bytes.length; i++) {
         assert.deepEqual(computeMask(v, st), referenceMask(v, st, grown.length), `${doc} after ${i} bytes`);

@@ -10,7 +10,7 @@
 //          `<parameter=k>\nv\n</parameter>\n` in declaration order
 //   key    an object key being written (decoded text so far, pattern DFA states)
 //   arr    an array's items
-//   until  any text up to an end marker (XML string parameters; regexes as `str`)
+//   until  any text up to an end marker (XML string parameters; regexes and `lab` as `str`)
 //   ws     up to `left` whitespace bytes
 //   think  anything up to `</think>` (the unconstrained reasoning)
 import type { ArrayNode, NumberNode, ObjectNode, Schema, StringNode } from './nodes.js';
@@ -29,7 +29,7 @@ export type Frame =
       readonly cp: number; readonly txt: string; readonly raw: string; readonly n: number; readonly rs: readonly number[] }
   | { readonly t: 'arr'; readonly s: ArrayNode; readonly ph: 'open' | 'first' | 'sep'; readonly n: number }
   | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number;
-      readonly cp: number; readonly res: readonly Regex[]; readonly rs: readonly number[] }
+      readonly cp: number; readonly res: readonly Regex[]; readonly rs: readonly number[]; readonly lab?: LabelState }
   | { readonly t: 'ws'; readonly left: number }
   | { readonly t: 'think'; readonly m: number };
 

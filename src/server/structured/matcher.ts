@@ -5,8 +5,9 @@ import {
   advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, regexRoomNeeded, type Stack, type State, stepRegexes, stringFrame, THINK_END,
   utf8Accumulate, utf8Next, val,
 } from './frames.js';
-import { labelAccepts, labelFits, labelKey, stepLabel } from './host-labels.js';
+import { labelAccepts, labelFits, labelKey, type LabelState, stepLabel } from './host-labels.js';
 import { anyAlternatives, deref, MAX_DIGITS, type NumberNode, type Schema } from './nodes.js';
+import type { Regex } from './regex.js';
 import { rangeFeasible, rangeHolds } from './numrange.js';
 import { feedKey, feedObject, feedXmlProps, objectCanEnd } from './objects.js';
 
@@ -143,13 +144,14 @@ function feedUntil(f: Extract<Frame, { t: 'until' }>, next: Stack | null, b: num
   const m = f.u > 0 ? 0 : advanceMatch(f.end, f.m, b);
   if (m === f.end.length) {
     // n counts the marker's bytes before this one too
-    if (f.n - (f.end.length - 1) >= f.min && regexesAccept(f.res, f.rs)) out.push(next ?? DONE);
+    if (f.n - (f.end.length - 1) >= f.min && regexesAccept(f.res, f.rs) && (f.lab === undefined || labelAccepts(f.lab))) out.push(next ?? DONE);
     return;
   }
   if (!(f.u > 0 || f.n < f.max || m > 0)) return;
   let res = f.res;
   let rs = f.rs;
   let cp = f.cp;
+  let lab = f.lab;
   if (res.length > 0) {
     // characters that left the marker match: the held ones, and this byte unless it is held
     const held = f.u > 0 ? '' : f.end.slice(0, f.m) + (b < 0x80 ? String.fromCharCode(b) : '');
@@ -158,7 +160,17 @@ function feedUntil(f: Extract<Frame, { t: 'until' }>, next: Stack | null, b: num
       const r = stepRegexes(res, rs, flush.charCodeAt(i));
       if (!r) return;
       ({ res, rs } = r);
+      if (lab !== undefined) {
+        const l = stepLabel(lab, flush.charCodeAt(i));
+        if (l === false) return;
+        lab = l;
+      }
     }
+    // hostnames: the A-label's shortest ending must fit (held bytes may be the marker's)
+    if (lab !== undefined && lab !== null && !labelFits(lab, f.max - (f.n + 1 - m))) return;
+    // held bytes end the value if the marker completes, or join it if the marker breaks: one
+    // of the two must be possible, or the state would have no way on
+    if (m > 0 && !heldMayEnd(f, res, rs, lab, f.n + 1 - m) && !heldMayContinue(res, rs, lab, f.end.slice(0, m))) return;
     if (b >= 0x80) {
       cp = utf8Accumulate(f.u, f.cp, b);
       if (u > 0 && !regexesCanContinue(res, rs, pendingRange(1, u, cp))) return;
@@ -166,11 +178,40 @@ function feedUntil(f: Extract<Frame, { t: 'until' }>, next: Stack | null, b: num
         const r = stepRegexes(res, rs, cp);
         if (!r) return;
         ({ res, rs } = r);
+        if (lab !== undefined) {
+          const l = stepLabel(lab, cp);
+          if (l === false) return;
+          lab = l;
+        }
         cp = 0;
       }
     }
   }
-  out.push(push({ ...f, m, n: u > 0 ? f.n : f.n + 1, u, cp, res, rs }, next));
+  const n = u > 0 ? f.n : f.n + 1;
+  out.push(push(lab === undefined ? { ...f, m, n, u, cp, res, rs } : { ...f, m, n, u, cp, res, rs, lab }, next));
+}
+
+/** May the value end before the held marker bytes (its `count` characters so far)? */
+function heldMayEnd(f: Extract<Frame, { t: 'until' }>, res: readonly Regex[], rs: readonly number[], lab: LabelState | undefined, count: number): boolean {
+  return count >= f.min && regexesAccept(res, rs) && (lab === undefined || labelAccepts(lab));
+}
+
+/** Can the held bytes be the value's own characters (the regexes and label check go on)? */
+function heldMayContinue(res0: readonly Regex[], rs0: readonly number[], lab0: LabelState | undefined, held: string): boolean {
+  let res = res0;
+  let rs = rs0;
+  let lab = lab0;
+  for (let i = 0; i < held.length; i++) {
+    const r = stepRegexes(res, rs, held.charCodeAt(i));
+    if (!r) return false;
+    ({ res, rs } = r);
+    if (lab !== undefined) {
+      const l = stepLabel(lab, held.charCodeAt(i));
+      if (l === false) return false;
+      lab = l;
+    }
+  }
+  return true;
 }
 
 // number phases: 0 start, 1 after '-', 2 int digits*, 3 leading zero*, 4 after '.', 5 fraction*,
@@ -328,7 +369,7 @@ export function stackKey(st: Stack | null): string {
       case 'obj': k += `o${f.o.id},${f.xml ? 1 : 0},${f.ph},${f.i},${f.count},${textKey(f.seen.join('\u0000'))}`; break;
       case 'key': k += `k${f.o.id},${f.ph},${f.u},${f.cp},${f.count},${textKey(f.seen.join('\u0000'))},${textKey(f.raw)},${f.rs.join(',')}`; break;
       case 'arr': k += `a${f.s.id},${f.ph},${f.n < f.s.prefix.length ? `p${f.n}` : Math.min(f.n, f.s.min)},${f.s.max - f.n}`; break;
-      case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}`; break;
+      case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}${labelKey(f.lab)}`; break;
       case 'ws': k += `w${f.left}`; break;
       case 'think': k += `t${f.m}`; break;
     }

@@ -7,7 +7,8 @@
 import {
   DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, type Stack, stringFrame, utf8Binary, val,
 } from './frames.js';
-import { deref, isNever, literalChoice, MAX_STRING, type ObjectNode, rawLiteral, type Schema, type StringNode, untrackedRes } from './nodes.js';
+import { deref, isNever, literalChoice, MAX_STRING, type ObjectNode, rawLiteral, type Schema, type StringNode } from './nodes.js';
+import { LABEL_START } from './host-labels.js';
 import type { Regex } from './regex.js';
 
 type ObjFrame = Extract<Frame, { t: 'obj' }>;
@@ -226,7 +227,7 @@ export function feedXmlProps(f: ObjFrame, next: Stack | null, b: number, out: St
 
 /** The value of an XML parameter and its closing tag: string enums as raw text, schemas
  * admitting a string as free text up to `</parameter>` (the first string branch's bounds and
- * regexes; hostnames without A-labels), others as compact JSON. */
+ * regexes and hostname label check), others as compact JSON. */
 function xmlValue(s: Schema, afterValue: Stack): Stack {
   const close = '\n</parameter>\n';
   const lits = literalAlternatives(s);
@@ -238,8 +239,9 @@ function xmlValue(s: Schema, afterValue: Stack): Stack {
     const plain = str.every((x) => x.res.length === 0);
     const min = plain ? Math.min(...str.map((x) => x.min)) : str[0]!.min;
     const max = plain ? Math.max(...str.map((x) => x.max)) : str[0]!.max;
-    const res = plain ? [] : untrackedRes(str[0]!); // no label check in XML values: A-labels refused
-    return push({ t: 'until', end: '\n</parameter>', m: 0, n: 0, min, max, u: 0, cp: 0, res, rs: res.map(() => 0) }, lit('\n', afterValue));
+    const res = plain ? [] : str[0]!.res;
+    const f: Frame = { t: 'until', end: '\n</parameter>', m: 0, n: 0, min, max, u: 0, cp: 0, res, rs: res.map(() => 0) };
+    return push(!plain && str[0]!.labels ? { ...f, lab: LABEL_START } : f, lit('\n', afterValue));
   }
   return val(s, lit(close, afterValue));
 }
