@@ -2,8 +2,8 @@
 // days per month and leap years; a leap second must fall at 23:59:60 UTC. Hostnames admit
 // A-labels (xn--…) by their syntax here; whether their Punycode spells a valid IDNA 2008 label
 // is beyond a regex: the matcher's label check (host-labels.ts) decides it beside the regex.
-// Where that check does not run (property names, Qwen XML parameter values) `untracked`
-// stands in: the regex that refuses every A-label.
+// Where that check does not run (property names) `untracked` stands in: the regex that
+// refuses every A-label.
 // Formats not listed here are annotations (JSON Schema 2020-12 makes `format` an annotation by
 // default): they are ignored.
 

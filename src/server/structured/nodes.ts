@@ -43,7 +43,7 @@ export interface Clause {
 export interface StringNode {
   readonly k: 'string'; readonly id: number; readonly min: number; readonly max: number; readonly res: readonly Regex[];
   /** format: hostname — the IDNA label check (host-labels.ts) runs beside `res`; where it
-   * cannot (property names, XML parameter values), `untracked` replaces `res`. */
+   * does not (property names), `untracked` replaces `res`. */
   readonly labels?: { readonly untracked: readonly Regex[] };
 }
 export interface NumberNode {
