@@ -2,7 +2,8 @@
 // per keyword, the fast token mask against a per-token reference where regexes and object keys
 // are walked, and the two bugs of the issue through the engine on tiny-think — the anyOf with
 // sibling keywords and the typeless range — with 100 sampled answers each, every one checked
-// by an independent validator; plus MTP on == off bit-exact under a regex-heavy schema.
+// by an independent validator; 100 sampled hostnames and 50 forced A-labels, each valid; plus
+// MTP on == off bit-exact under a regex-heavy schema.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
