@@ -1,9 +1,9 @@
-// A/B of the q8x4 kernel families in one process, alternating, so a loaded machine slows
+// A/B of the q8x4 / q4kx4 kernel families (--type q8_0 | q4_k) in one process, alternating, so a loaded machine slows
 // both alike: per (shape, M, family) the median and min ms of `--rounds` rounds.
 // Usage: node scripts/ab-qmatmul.mjs [--threads T] [--m 1,4] [--shapes 3584x1024] [--rounds 15]
 import { parseArgs } from 'node:util';
 import { createWasmKernels } from '../dist/src/kernels/wasm/index.js';
-import { quantizeRows } from '../dist/src/kernels/quant/quantize.js';
+import { quantizeRowsGgml as quantizeRows } from '../dist/src/kernels/quant/quantize-ggml.js';
 
 const { values: v } = parseArgs({
   options: {
@@ -15,6 +15,7 @@ const { values: v } = parseArgs({
 const list = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
 const k = await createWasmKernels({ threads: Number(v.threads) });
 const families = list(v.families);
+const base = k.quantKernelChoice;
 const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 const out = [];
 for (const shape of list(v.shapes)) {
@@ -32,7 +33,7 @@ for (const shape of list(v.shapes)) {
     const times = Object.fromEntries(families.map((f) => [f, []]));
     for (let r = 0; r < Number(v.rounds); r++) {
       for (const f of families) {
-        k.setQuantKernels({ q8x4M1: f, q8x4Mn: f });
+        k.setQuantKernels(v.type === 'q4_k' ? { ...base, q4kx4M1: f } : { ...base, q8x4M1: f, q8x4Mn: f });
         const t0 = performance.now();
         for (let i = 0; i < reps; i++) k.matmul(y, x, w, m);
         times[f].push((performance.now() - t0) / reps);
