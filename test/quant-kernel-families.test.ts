@@ -1,9 +1,10 @@
 // The kernel families of the q8x4 layout (assembly/q8x4.ts 'narrow', q8x4wide.ts 'wide')
-// and of the q4kx4 layout (q4kx4.ts 'narrow', q4kx4wide.ts 'wide', M = 1), and the start-up
+// and of the q4kx4 / q6kx4 layouts (q4kx4.ts / q6kx4.ts 'narrow', q4kx4wide.ts /
+// q6kx4wide.ts 'wide', M = 1), and the start-up
 // calibration that picks one per layout (kernels/wasm/calibrate.ts). Every family must give
 // the ref twin's bits for every M, N and split (so whichever a machine picks, outputs are
 // the same everywhere, and a row alone equals the same row in a batch); calibration must
-// pick one of them, or the one DELTASERVE_Q8X4 / DELTASERVE_Q4KX4 forces.
+// pick one of them, or the one DELTASERVE_Q8X4 / DELTASERVE_Q4KX4 / DELTASERVE_Q6KX4 forces.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -34,9 +35,13 @@ const LAYOUTS = [
     layout: 'q4kx4', type: 'q4_k' as const, set: (f: QuantKernelFamily): QuantKernelChoice => ({ ...DEFAULT_QUANT_KERNELS, q4kx4M1: f }),
     shapes: [[1, 256], [4, 512], [5, 256], [8, 768], [9, 512], [13, 1024], [67, 256], [300, 1024]] as [number, number][],
   },
+  {
+    layout: 'q6kx4', type: 'q6_k' as const, set: (f: QuantKernelFamily): QuantKernelChoice => ({ ...DEFAULT_QUANT_KERNELS, q6kx4M1: f }),
+    shapes: [[1, 256], [4, 512], [5, 256], [8, 768], [9, 512], [13, 1024], [67, 256], [300, 1024]] as [number, number][],
+  },
 ];
 
-function quantWeight(k: Kernels, type: 'q8_0' | 'q4_k', rows: number, cols: number, seed: number, bytes?: Uint8Array): Weight {
+function quantWeight(k: Kernels, type: 'q8_0' | 'q4_k' | 'q6_k', rows: number, cols: number, seed: number, bytes?: Uint8Array): Weight {
   const { weight, bytes: dst } = k.allocWeight(type, rows, cols);
   dst.set(bytes ?? randomScaleMatrix(type, rows, cols, seed));
   return k.packWeight(weight);
@@ -98,9 +103,32 @@ for (const { label, k } of backends) {
       same(out, want, `all-15 nibbles, x = ${sign * 0.75}`);
     }
   });
+
+  test(`q6kx4 wide [${label}]: the largest sums (every u 63 or 0, scales ±128/127, quants ±127) == ref`, () => {
+    // pairs of quads in i16: ≤ 2·2·63·127 = 32004, exact; the scaled sums in i32
+    k.setQuantKernels({ ...DEFAULT_QUANT_KERNELS, q6kx4M1: 'wide' });
+    const n = 16, kk = 512;
+    for (const [fill, scale] of [[0xff, 0x80], [0xff, 0x7f], [0x00, 0x81]] as const) {
+      const bytes = randomScaleMatrix('q6_k', n, kk, 6);
+      for (let b = 0; b < bytes.length; b += 210) {
+        bytes.fill(fill, b, b + 192); // ql, qh: every u = 63 (0xff) or 0 (0x00)
+        bytes.fill(scale, b + 192, b + 208);
+      }
+      const w = quantWeight(k, 'q6_k', n, kk, 0, bytes);
+      const wr = quantWeight(ref, 'q6_k', n, kk, 0, bytes);
+      for (const sign of [1, -1]) {
+        const x = k.alloc(kk).fill(sign * 0.75);
+        const out = k.alloc(n);
+        const want = new Float32Array(n);
+        k.matmul(out, x, w, 1);
+        ref.matmul(want, x, wr, 1);
+        same(out, want, `u bytes ${fill}, scales ${scale}, x = ${sign * 0.75}`);
+      }
+    }
+  });
 }
 
-const ENVS = ['DELTASERVE_Q8X4', 'DELTASERVE_Q4KX4'] as const;
+const ENVS = ['DELTASERVE_Q8X4', 'DELTASERVE_Q4KX4', 'DELTASERVE_Q6KX4'] as const;
 
 /** Run f with the calibration variables set as given (undefined: unset), then restore them. */
 async function withEnv(values: Partial<Record<(typeof ENVS)[number], string>>, f: () => Promise<void>): Promise<void> {
@@ -126,7 +154,7 @@ describe('quant kernel calibration', () => {
         assert.equal(c.forced, false);
         assert.deepEqual(k.quantKernelChoice, c.choice);
         assert.equal(c.choice.q8x4Mn, c.choice.q8x4M1, 'the q8x4 M = 1 winner serves M = 2, 3');
-        for (const [picked, ms] of [[c.choice.q8x4M1, c.q8x4M1Ms], [c.choice.q4kx4M1, c.q4kx4M1Ms]] as const) {
+        for (const [picked, ms] of [[c.choice.q8x4M1, c.q8x4M1Ms], [c.choice.q4kx4M1, c.q4kx4M1Ms], [c.choice.q6kx4M1, c.q6kx4M1Ms]] as const) {
           assert.ok(FAMILIES.includes(picked), `chose ${picked}`);
           for (const f of FAMILIES) assert.ok((ms[f] ?? 0) > 0, `${f} timed`);
           // the chosen family is the faster median
@@ -146,12 +174,12 @@ describe('quant kernel calibration', () => {
     });
   });
 
-  test('DELTASERVE_Q8X4 / DELTASERVE_Q4KX4 force a family without timing; a bad value is an error naming the variable', async () => {
+  test('DELTASERVE_Q8X4 / Q4KX4 / Q6KX4 force a family without timing; a bad value is an error naming the variable', async () => {
     for (const f of FAMILIES) {
       const g = f === 'wide' ? 'narrow' : 'wide';
-      await withEnv({ DELTASERVE_Q8X4: f, DELTASERVE_Q4KX4: g }, async () => {
+      await withEnv({ DELTASERVE_Q8X4: f, DELTASERVE_Q4KX4: g, DELTASERVE_Q6KX4: f }, async () => {
         const k = await createWasmKernels({ threads: 1 }) as WasmKernels;
-        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g }, q8x4M1Ms: {}, q4kx4M1Ms: {}, forced: true });
+        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, forced: true });
         k.dispose();
       });
     }
@@ -169,6 +197,9 @@ describe('quant kernel calibration', () => {
     });
     await withEnv({ DELTASERVE_Q4KX4: 'x' }, async () => {
       await assert.rejects(createWasmKernels({ threads: 1 }), /DELTASERVE_Q4KX4 must be narrow or wide \(got "x"\)/);
+    });
+    await withEnv({ DELTASERVE_Q6KX4: 'Wide' }, async () => {
+      await assert.rejects(createWasmKernels({ threads: 1 }), /DELTASERVE_Q6KX4 must be narrow or wide \(got "Wide"\)/);
     });
   });
 });

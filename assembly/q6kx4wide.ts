@@ -1,0 +1,111 @@
+// Q6_K in the q6kx4 layout (q6kx4.ts), "wide" kernel for single rows (decode, M = 1): two
+// groups (8 output columns) per pass, so each activation broadcast feeds 8 columns.
+// Read from V8 11.3's x64 code for this CPU (node --no-liftoff --print-wasm-code): q6kx4.ts's
+// single-row loop spends ~155 instructions per 96-byte sub-block of one group: its
+// load32_splat offsets become separate address adds, the two 16-element groups run as a
+// 2-trip loop with a branch on the group's scale half, and the i32 sums spill every trip.
+// Here: activations as one 16-byte load per 16-element group broadcast by lane shuffles,
+// each group's scales loaded where used (no branch), the correction −32·sc_t·X_t per group.
+// (Writing a sub-block's two groups out in full spills: V8 hoists every load, 75 spill moves.)
+// Same integers and the same f32 chain as q6kx4.ts, so the same bits: per (column,
+// sub-block) sumi = Σ_t sc_t·Σ u·x − 32·Σ_t sc_t·X_t exactly (|sumi| < 2²⁴), then
+// acc += (d·d_j)·sumi.
+// Relaxed build only; the plain build runs q6kx4.ts's kernel for this format id.
+import { qmatmulQ6kx4 } from './q6kx4';
+import { storeCols } from './q8x4';
+
+const SB: usize = 848; // bytes of one (group, super-block)
+
+/** i16 pair sums of two quads (u weights 0..63, x broadcast int8 quads): ≤ 2·2·63·127 =
+ * 32004, exact. */
+// @ts-ignore: decorator
+@inline function pair16(xa: v128, ua: v128, xb: v128, ub: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(xa, ua), i16x8.relaxed_dot_i8x16_i7x16_s(xb, ub));
+  unreachable();
+  return xa;
+}
+
+/** Σ_lane sc·Σ (u − 32)·x of one 16-element group for 4 columns, exact: weights at wt
+ * (q6kx4.ts layout: nibble vectors v0, v1, top bits hb), the group's 4 scale bytes at sp
+ * (column-minor), x0..x3 the row's broadcast quads, xx the row's Σ x over the group (i16
+ * splat); m15 / m48 splats of 15 / 0x30. */
+// @ts-ignore: decorator
+@inline function group16(wt: usize, sp: usize, x0: v128, x1: v128, x2: v128, x3: v128, xx: v128, m15: v128, m48: v128): v128 {
+  const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
+  const u0 = v128.or(v128.and(v0, m15), v128.and(i16x8.shl(hb, 4), m48));
+  const u1 = v128.or(v128.and(i16x8.shr_u(v0, 4), m15), v128.and(i16x8.shl(hb, 2), m48));
+  const u2 = v128.or(v128.and(v1, m15), v128.and(hb, m48));
+  const u3 = v128.or(v128.and(i16x8.shr_u(v1, 4), m15), v128.and(i16x8.shr_u(hb, 2), m48));
+  const raw = v128.load(sp); // bytes 0..3 used
+  const sv = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)); // [sc_c, sc_c] (punpcklbw)
+  const s = i32x4.add(i32x4.dot_i16x8_s(pair16(x0, u0, x1, u1), sv), i32x4.dot_i16x8_s(pair16(x2, u2, x3, u3), sv));
+  return i32x4.sub(s, i32x4.shl(i32x4.dot_i16x8_s(sv, xx), 4)); // dot: 2·sc·X per column
+}
+
+/** One chain step for 4 columns: acc + (d · dx) · sumi. */
+// @ts-ignore: decorator
+@inline function step(acc: v128, sumi: v128, d: v128, dx: v128): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.mul(d, dx), f32x4.convert_i32x4_s(sumi)));
+}
+
+/** Row mi (int8 quants in q8 [M, K], d its block scales, xs the i16 sums of 16 quants) ×
+ * the 8 columns of the groups at g0 (columns c0..c0+3) and g1 (columns c1.., cnt1 valid). */
+// @ts-ignore: decorator
+@inline function pairRow1(out: usize, q8: usize, xs: usize, d: usize, g0: usize, g1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32, m15: v128, m48: v128): void {
+  const nb = k >> 5;
+  let x = q8 + <usize>mi * <usize>k; // the row's 32 quants of sub-block j at x + 32j
+  let dj = d + <usize>(mi * nb) * 4;
+  let xt = xs + <usize>(mi * nb) * 4; // the row's i16 Σ x of 16-element group t at xt + 2t
+  let b0 = g0, b1 = g1;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    let w0 = b0 + 80, w1 = b1 + 80, s0 = b0 + 16, s1 = b1 + 16;
+    for (let j = 0; j < 8; j++) {
+      let a0 = i32x4.splat(0), a1 = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const xq = v128.load(x);
+        const x0 = i32x4.shuffle(xq, xq, 0, 0, 0, 0), x1 = i32x4.shuffle(xq, xq, 1, 1, 1, 1);
+        const x2 = i32x4.shuffle(xq, xq, 2, 2, 2, 2), x3 = i32x4.shuffle(xq, xq, 3, 3, 3, 3);
+        const xx = i16x8.splat(load<i16>(xt));
+        a0 = i32x4.add(a0, group16(w0, s0, x0, x1, x2, x3, xx, m15, m48));
+        a1 = i32x4.add(a1, group16(w1, s1, x0, x1, x2, x3, xx, m15, m48));
+        w0 += 48;
+        w1 += 48;
+        s0 += 4;
+        s1 += 4;
+        x += 16;
+        xt += 2;
+      }
+      const dx = f32x4.splat(load<f32>(dj));
+      f0 = step(f0, a0, v128.load(b0), dx);
+      f1 = step(f1, a1, v128.load(b1), dx);
+      dj += 4;
+    }
+    b0 += SB;
+    b1 += SB;
+  }
+  const o = out + <usize>mi * (<usize>n << 2);
+  v128.store(o + (<usize>c0 << 2), f0);
+  storeCols(o + (<usize>c1 << 2), f1, cnt1);
+}
+
+/** Columns [n0, n1) (n0 a multiple of 4) of out [1, N] = x · Wᵀ, W in the q6kx4 layout at
+ * w (arguments as q6kx4.ts's qmatmulQ6kx4, M = 1): of the G groups, group t pairs with
+ * group t + ⌊G/2⌋ (two long sequential weight streams, as q8x4wide.ts); an odd last group
+ * runs q6kx4.ts's kernel. Plain build: q6kx4.ts's kernel throughout. */
+export function qmatmulQ6kx4Wide(out: usize, q16: usize, q8: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+  const groups = (n1 - n0 + 3) >> 2;
+  const half = ASC_FEATURE_RELAXED_SIMD ? groups >> 1 : 0;
+  const gb = <usize>(k >> 8) * SB;
+  const xs = q8 + 3 * <usize>m * <usize>k;
+  // masks built from a run-time value: V8 would rematerialise a constant inside the loops
+  const m15 = i8x16.splat(<i8>((k >> 31) + 15)), m48 = i8x16.splat(<i8>((k >> 31) + 48)); // k ≥ 0
+  for (let mi = 0; mi < m; mi++) {
+    for (let t = 0; t < half; t++) {
+      const ca = n0 + 4 * t, cb = ca + 4 * half;
+      const ga = w + <usize>((n0 >> 2) + t) * gb;
+      pairRow1(out, q8, xs, d, ga, ga + <usize>half * gb, n, k, mi, ca, cb, min(4, n1 - cb), m15, m48);
+    }
+  }
+  if (groups > 2 * half) qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0 + 8 * half, n1);
+}
