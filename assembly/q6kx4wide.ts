@@ -11,36 +11,10 @@
 // sub-block) sumi = Σ_t sc_t·Σ u·x − 32·Σ_t sc_t·X_t exactly (|sumi| < 2²⁴), then
 // acc += (d·d_j)·sumi.
 // Relaxed build only; the plain build runs q6kx4.ts's kernel for this format id.
-import { qmatmulQ6kx4 } from './q6kx4';
+import { group16Relaxed as group16, qmatmulQ6kx4 } from './q6kx4';
 import { storeCols } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
-
-/** i16 pair sums of two quads (u weights 0..63, x broadcast int8 quads): ≤ 2·2·63·127 =
- * 32004, exact. */
-// @ts-ignore: decorator
-@inline function pair16(xa: v128, ua: v128, xb: v128, ub: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(xa, ua), i16x8.relaxed_dot_i8x16_i7x16_s(xb, ub));
-  unreachable();
-  return xa;
-}
-
-/** Σ_lane sc·Σ (u − 32)·x of one 16-element group for 4 columns, exact: weights at wt
- * (q6kx4.ts layout: nibble vectors v0, v1, top bits hb), the group's 4 scale bytes at sp
- * (column-minor), x0..x3 the row's broadcast quads, xx the row's Σ x over the group (i16
- * splat); m15 / m48 splats of 15 / 0x30. */
-// @ts-ignore: decorator
-@inline function group16(wt: usize, sp: usize, x0: v128, x1: v128, x2: v128, x3: v128, xx: v128, m15: v128, m48: v128): v128 {
-  const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
-  const u0 = v128.or(v128.and(v0, m15), v128.and(i16x8.shl(hb, 4), m48));
-  const u1 = v128.or(v128.and(i16x8.shr_u(v0, 4), m15), v128.and(i16x8.shl(hb, 2), m48));
-  const u2 = v128.or(v128.and(v1, m15), v128.and(hb, m48));
-  const u3 = v128.or(v128.and(i16x8.shr_u(v1, 4), m15), v128.and(i16x8.shr_u(hb, 2), m48));
-  const raw = v128.load(sp); // bytes 0..3 used
-  const sv = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)); // [sc_c, sc_c] (punpcklbw)
-  const s = i32x4.add(i32x4.dot_i16x8_s(pair16(x0, u0, x1, u1), sv), i32x4.dot_i16x8_s(pair16(x2, u2, x3, u3), sv));
-  return i32x4.sub(s, i32x4.shl(i32x4.dot_i16x8_s(sv, xx), 4)); // dot: 2·sc·X per column
-}
 
 /** One chain step for 4 columns: acc + (d · dx) · sumi. */
 // @ts-ignore: decorator

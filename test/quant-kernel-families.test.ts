@@ -157,7 +157,7 @@ describe('quant kernel calibration', () => {
         for (const [picked, ms] of [[c.choice.q8x4M1, c.q8x4M1Ms], [c.choice.q4kx4M1, c.q4kx4M1Ms], [c.choice.q6kx4M1, c.q6kx4M1Ms]] as const) {
           assert.ok(FAMILIES.includes(picked), `chose ${picked}`);
           for (const f of FAMILIES) assert.ok((ms[f] ?? 0) > 0, `${f} timed`);
-          // the chosen family is the faster median
+          // the chosen family is the faster (fastest round of each)
           const other = picked === 'wide' ? 'narrow' : 'wide';
           assert.ok(ms[picked]! <= ms[other]!);
         }
