@@ -1,12 +1,10 @@
 // Q6_K in the q6kx4 layout (q6kx4.ts), "wide" kernel for single rows (decode, M = 1): two
 // groups (8 output columns) per pass, so each activation broadcast feeds 8 columns.
-// Read from V8 11.3's x64 code for this CPU (node --no-liftoff --print-wasm-code): q6kx4.ts's
-// single-row loop spends ~155 instructions per 96-byte sub-block of one group: its
-// load32_splat offsets become separate address adds, the two 16-element groups run as a
-// 2-trip loop with a branch on the group's scale half, and the i32 sums spill every trip.
-// Here: activations as one 16-byte load per 16-element group broadcast by lane shuffles,
-// each group's scales loaded where used (no branch), the correction −32·sc_t·X_t per group.
-// (Writing a sub-block's two groups out in full spills: V8 hoists every load, 75 spill moves.)
+// The per-group work is q6kx4.ts's group16Relaxed (see there for what V8's code showed);
+// this kernel shares each activation load and its 4 lane broadcasts between two groups.
+// (Writing a sub-block's two 16-element groups out in full spills: V8 hoists every load,
+// 75 spill moves per sub-block; so the 2-trip loop stays.) Measured on an AMD EPYC with
+// Node 20: no faster than the narrow kernel out of cache; calibration decides per machine.
 // Same integers and the same f32 chain as q6kx4.ts, so the same bits: per (column,
 // sub-block) sumi = Σ_t sc_t·Σ u·x − 32·Σ_t sc_t·X_t exactly (|sumi| < 2²⁴), then
 // acc += (d·d_j)·sumi.

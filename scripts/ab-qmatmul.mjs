@@ -43,6 +43,7 @@ for (const shape of list(v.shapes)) {
     }
     const row = { shape, m };
     for (const f of families) row[f] = { median_ms: +median(times[f]).toFixed(4), min_ms: +Math.min(...times[f]).toFixed(4) };
+    row[`${families[1]}/${families[0]}_min`] = +(Math.min(...times[families[1]]) / Math.min(...times[families[0]])).toFixed(3);
     row[`${families[1]}/${families[0]}_median`] = +(median(times[families[1]]) / median(times[families[0]])).toFixed(3);
     out.push(row);
   }
