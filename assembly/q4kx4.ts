@@ -17,7 +17,9 @@
 // offset_j = −dmin·m (exact in f32: 11-bit × 6-bit), an exact integer Σ u·x per sub-block,
 // then per column one f32 chain  acc += (scale_j·d_j)·sumi;  acc += (offset_j·d_j)·s_j
 // (mul, mul, add; unfused). Σ u·x: the relaxed build takes
-// i32x4.relaxed_dot_i8x16_i7x16_add_s (u ∈ 0..15 the i7 operand, the int8 quants the other);
+// i16x8.relaxed_dot_i8x16_i7x16_s (u ∈ 0..15 the i7 operand, the int8 quants the other: one
+// vpmaddubsw), sums it in i16 over the sub-block (exact, see dot16) and widens once (V8 11.3
+// lowers i32x4.relaxed_dot_i8x16_i7x16_add_s to 5 instructions, rebuilding a constant);
 // the plain build widens u to i16 and dots it with a broadcast i16 quad (two partial lanes
 // per column, folded per sub-block). Same integers, so the same bits in both builds.
 //
@@ -101,10 +103,12 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
   return i8x16.shr_u(w, 4);
 }
 
-/** acc + Σ u·x per column lane (relaxed build; x a broadcast int8 quad). */
+/** acc + the i16 pair sums of u (u8 0..15) · x (a broadcast int8 quad) per column lane
+ * pair (relaxed build: one vpmaddubsw). Summed over a sub-block's 8 quads a lane holds 16
+ * products of ≤ 15·128: |Σ| ≤ 30720, exact in i16. */
 // @ts-ignore: decorator
-@inline function rdot(acc: v128, x: v128, u: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.relaxed_dot_i8x16_i7x16_add_s(x, u, acc);
+@inline function dot16(acc: v128, x: v128, u: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(acc, i16x8.relaxed_dot_i8x16_i7x16_s(x, u));
   unreachable();
   return acc;
 }
@@ -140,17 +144,19 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
 
 /** Σ u·x over one sub-block for one row: wq its 4 weight vectors, x the row's 32 quants. */
 // @ts-ignore: decorator
-@inline function dotRow1(wq: usize, x: usize): v128 {
+@inline function dotRow1(wq: usize, x: usize, m15: v128): v128 {
   const w0 = v128.load(wq), w1 = v128.load(wq, 16), w2 = v128.load(wq, 32), w3 = v128.load(wq, 48);
-  if (ASC_FEATURE_RELAXED_SIMD) {
-    let a = rdot(i32x4.splat(0), v128.load32_splat(x), lo(w0));
-    a = rdot(a, v128.load32_splat(x, 4), hi(w0));
-    a = rdot(a, v128.load32_splat(x, 8), lo(w1));
-    a = rdot(a, v128.load32_splat(x, 12), hi(w1));
-    a = rdot(a, v128.load32_splat(x, 16), lo(w2));
-    a = rdot(a, v128.load32_splat(x, 20), hi(w2));
-    a = rdot(a, v128.load32_splat(x, 24), lo(w3));
-    return rdot(a, v128.load32_splat(x, 28), hi(w3));
+  if (ASC_FEATURE_RELAXED_SIMD) { // i16 pair sums over the sub-block (see dot16), then i32
+    const xa = v128.load(x), xb = v128.load(x, 16); // quads 0..3, 4..7
+    let h = dot16(i16x8.splat(0), i32x4.shuffle(xa, xa, 0, 0, 0, 0), v128.and(w0, m15));
+    h = dot16(h, i32x4.shuffle(xa, xa, 1, 1, 1, 1), v128.and(i16x8.shr_u(w0, 4), m15));
+    h = dot16(h, i32x4.shuffle(xa, xa, 2, 2, 2, 2), v128.and(w1, m15));
+    h = dot16(h, i32x4.shuffle(xa, xa, 3, 3, 3, 3), v128.and(i16x8.shr_u(w1, 4), m15));
+    h = dot16(h, i32x4.shuffle(xb, xb, 0, 0, 0, 0), v128.and(w2, m15));
+    h = dot16(h, i32x4.shuffle(xb, xb, 1, 1, 1, 1), v128.and(i16x8.shr_u(w2, 4), m15));
+    h = dot16(h, i32x4.shuffle(xb, xb, 2, 2, 2, 2), v128.and(w3, m15));
+    h = dot16(h, i32x4.shuffle(xb, xb, 3, 3, 3, 3), v128.and(i16x8.shr_u(w3, 4), m15));
+    return i32x4.extadd_pairwise_i16x8_s(h);
   }
   let a = i32x4.splat(0), b = i32x4.splat(0);
   let u = lo(w0), y = v128.load64_splat(x);
@@ -174,7 +180,7 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
 
 /** Row mi (its quants at xr: int8 or i16 rows, see above) × the 4 columns of group wg. */
 // @ts-ignore: decorator
-@inline function groupRow1(out: usize, xr: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+@inline function groupRow1(out: usize, xr: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128): void {
   const nb = k >> 5;
   let x = xr + <usize>mi * <usize>k * XB;
   let dj = d + <usize>(mi * nb) * 4;
@@ -185,7 +191,7 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
     const dd = v128.load(b), dm = v128.load(b, 16);
     let cp = b, wq = b + 96;
     for (let j = 0; j < 8; j++) {
-      const sumi = dotRow1(wq, x);
+      const sumi = dotRow1(wq, x, m15);
       const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
       const mn = f32x4.mul(dm, bytes4(v128.load32_zero(cp, 64)));
       f = step(f, sumi, sc, mn, load<f32>(dj), load<i32>(sj));
@@ -202,7 +208,7 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
 
 /** Rows mi..mi+3 × the 4 columns of group wg; x4 the interleaved quants (see above). */
 // @ts-ignore: decorator
-@inline function groupRows4(out: usize, x4: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+@inline function groupRows4(out: usize, x4: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * <usize>k * XB;
   const ds = <usize>nb << 2;
@@ -218,12 +224,13 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
       let b0 = i32x4.splat(0), b1 = i32x4.splat(0), b2 = i32x4.splat(0), b3 = i32x4.splat(0);
       for (let v = 0; v < 4; v++) { // one weight vector (2 quads of 4 columns) × 4 rows per pass
         const w = v128.load(wq);
-        const l = lo(w), h = hi(w);
+        const l = v128.and(w, m15), h = v128.and(i16x8.shr_u(w, 4), m15);
         if (ASC_FEATURE_RELAXED_SIMD) { // quad 2v of row r at x + 4r, quad 2v+1 at x + 16 + 4r
-          a0 = rdot(rdot(a0, v128.load32_splat(x), l), v128.load32_splat(x, 16), h);
-          a1 = rdot(rdot(a1, v128.load32_splat(x, 4), l), v128.load32_splat(x, 20), h);
-          a2 = rdot(rdot(a2, v128.load32_splat(x, 8), l), v128.load32_splat(x, 24), h);
-          a3 = rdot(rdot(a3, v128.load32_splat(x, 12), l), v128.load32_splat(x, 28), h);
+          const xl = v128.load(x), xh = v128.load(x, 16); // i16 pair sums (see dot16)
+          a0 = dot16(dot16(a0, i32x4.shuffle(xl, xl, 0, 0, 0, 0), l), i32x4.shuffle(xh, xh, 0, 0, 0, 0), h);
+          a1 = dot16(dot16(a1, i32x4.shuffle(xl, xl, 1, 1, 1, 1), l), i32x4.shuffle(xh, xh, 1, 1, 1, 1), h);
+          a2 = dot16(dot16(a2, i32x4.shuffle(xl, xl, 2, 2, 2, 2), l), i32x4.shuffle(xh, xh, 2, 2, 2, 2), h);
+          a3 = dot16(dot16(a3, i32x4.shuffle(xl, xl, 3, 3, 3, 3), l), i32x4.shuffle(xh, xh, 3, 3, 3, 3), h);
         } else { // quad 2v of row r at x + 8r, quad 2v+1 at x + 32 + 8r
           const ll = i16x8.extend_low_i8x16_u(l), lh = i16x8.extend_high_i8x16_u(l);
           const hl = i16x8.extend_low_i8x16_u(h), hh = i16x8.extend_high_i8x16_u(h);
@@ -239,7 +246,10 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
         wq += 16;
         x += 32 * XB;
       }
-      if (!ASC_FEATURE_RELAXED_SIMD) {
+      if (ASC_FEATURE_RELAXED_SIMD) {
+        a0 = i32x4.extadd_pairwise_i16x8_s(a0); a1 = i32x4.extadd_pairwise_i16x8_s(a1);
+        a2 = i32x4.extadd_pairwise_i16x8_s(a2); a3 = i32x4.extadd_pairwise_i16x8_s(a3);
+      } else {
         a0 = fold(a0, b0); a1 = fold(a1, b1); a2 = fold(a2, b2); a3 = fold(a3, b3);
       }
       const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
@@ -265,14 +275,16 @@ export function qmatmulQ4kx4(out: usize, q16: usize, q8: usize, d: usize, s: usi
   const x4 = q8 + <usize>m * <usize>k;
   const gb = <usize>(k >> 8) * SB;
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
+  // a mask built from a run-time value: V8 would rematerialise a constant inside the loops
+  const m15 = i8x16.splat(<i8>((k >> 31) + 15)); // k ≥ 0
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
     for (let c = n0; c < n1; c += 4) {
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
-      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, d, s, wg, n, k, mi, c, cnt);
-      for (; mi < r1; mi++) groupRow1(out, xr, d, s, wg, n, k, mi, c, cnt);
+      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, d, s, wg, n, k, mi, c, cnt, m15);
+      for (; mi < r1; mi++) groupRow1(out, xr, d, s, wg, n, k, mi, c, cnt, m15);
     }
   }
 }

@@ -167,7 +167,56 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return i32x4.mul(groupPlain(x, st, u0, u1, u2, u3), sv);
 }
 
-/** Row mi (its quants at xr: int8 or i16 rows) × the 4 columns of group wg; xs the sums. */
+/** Relaxed build: Σ_lane sc·Σ (u − 32)·x of one 16-element group for 4 columns, exact:
+ * weights at wt (v0, v1, hb above), the group's 4 scale bytes at sp (column-minor), x0..x3
+ * the row's broadcast int8 quads, xx the row's Σ x over the group (i16 splat); m15 / m48
+ * splats of 15 / 0x30. The correction −32·sc·X per group (dot: 2·sc·X, shifted by 4). */
+// @ts-ignore: decorator
+@inline export function group16Relaxed(wt: usize, sp: usize, x0: v128, x1: v128, x2: v128, x3: v128, xx: v128, m15: v128, m48: v128): v128 {
+  const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
+  const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
+  const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
+  const raw = v128.load(sp); // bytes 0..3 used
+  const sv = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)); // [sc_c, sc_c] (punpcklbw)
+  const s = i32x4.add(i32x4.dot_i16x8_s(pair16(x0, u0, x1, u1), sv), i32x4.dot_i16x8_s(pair16(x2, u2, x3, u3), sv));
+  return i32x4.sub(s, i32x4.shl(i32x4.dot_i16x8_s(sv, xx), 4));
+}
+
+/** Relaxed build: row mi (int8 quants at q8) × the 4 columns of group wg: one 16-byte
+ * activation load per 16-element group broadcast by lane shuffles, scales loaded where used
+ * (V8 11.3 turned the 2-trip loop over groupScales into a branch per trip, and each
+ * load32_splat offset into an address add). */
+// @ts-ignore: decorator
+@inline function groupRow1Relaxed(out: usize, q8: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
+  const nb = k >> 5;
+  let x = q8 + <usize>mi * <usize>k;
+  let dj = d + <usize>(mi * nb) * 4;
+  let xt = xs + <usize>(mi * nb) * 4; // the row's i16 Σ x of 16-element group t at xt + 2t
+  let b = wg;
+  let f = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    let wt = b + 80, sp = b + 16;
+    for (let j = 0; j < 8; j++) {
+      let a = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const xq = v128.load(x);
+        a = i32x4.add(a, group16Relaxed(wt, sp, i32x4.shuffle(xq, xq, 0, 0, 0, 0), i32x4.shuffle(xq, xq, 1, 1, 1, 1),
+          i32x4.shuffle(xq, xq, 2, 2, 2, 2), i32x4.shuffle(xq, xq, 3, 3, 3, 3), i16x8.splat(load<i16>(xt)), m15, m48));
+        wt += 48;
+        sp += 4;
+        x += 16;
+        xt += 2;
+      }
+      f = step(f, a, v128.load(b), load<f32>(dj));
+      dj += 4;
+    }
+    b += SB;
+  }
+  storeCols(out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2), f, cnt);
+}
+
+/** Row mi (its quants at xr: int8 or i16 rows) × the 4 columns of group wg; xs the sums
+ * (the plain build's single rows). */
 // @ts-ignore: decorator
 @inline function groupRow1(out: usize, xr: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
   const nb = k >> 5;
@@ -275,7 +324,10 @@ export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usi
       const cnt = min(4, n1 - c);
       let mi = r0;
       for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, m15, m48);
-      for (; mi < r1; mi++) groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+      for (; mi < r1; mi++) {
+        if (ASC_FEATURE_RELAXED_SIMD) groupRow1Relaxed(out, q8, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+        else groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+      }
     }
   }
 }

@@ -19,7 +19,9 @@
 import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
 import { qmatmulQ8x4Wide } from './q8x4wide';
 import { qmatmulQ4kx4 } from './q4kx4';
+import { qmatmulQ4kx4Wide } from './q4kx4wide';
 import { qmatmulQ6kx4 } from './q6kx4';
+import { qmatmulQ6kx4Wide } from './q6kx4wide';
 import { qmatmulQ32x4 } from './q32x4';
 import { qmatmulQ5kx4 } from './q5kx4';
 import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
@@ -370,6 +372,10 @@ const REPACKED: i32 = 10;
 /** Q8_0 in the q8x4 layout through q8x4wide.ts's kernels (8 columns per pass); clear of the
  * repacked ids (REPACKED + 1..7). */
 const Q8X4W: i32 = 20;
+/** Q4_K in the q4kx4 layout through q4kx4wide.ts's single-row kernel (8 columns per pass). */
+const Q4KX4W: i32 = 21;
+/** Q6_K in the q6kx4 layout through q6kx4wide.ts's single-row kernel (8 columns per pass). */
+const Q6KX4W: i32 = 22;
 
 /** q8x4wide.ts over the first 2·⌊G/2⌋ of the G groups of [n0, n1) (group t with group
  * t + ⌊G/2⌋), q8x4.ts over a last unpaired group. */
@@ -380,7 +386,7 @@ function qmatmulQ8x4Pairs(out: usize, q16: usize, x4: usize, d: usize, w: usize,
   if (groups & 1) qmatmulQ8x4(out, q16, x4, d, w, m, n, k, n0 + 8 * half, n1);
 }
 
-/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q8X4W, Q4KX4 or Q6KX4);
+/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q8X4W, Q4KX4, Q4KX4W, Q6KX4 or Q6KX4W);
  * q16/q8/d/s from quantizeActs. */
 export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   switch (type) {
@@ -395,7 +401,9 @@ export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, 
     case Q8X4: qmatmulQ8x4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: interleaved acts
     case Q4KX4: qmatmulQ4kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
     case Q8X4W: qmatmulQ8x4Pairs(out, q16, q8, d, w, m, n, k, n0, n1); break;
+    case Q4KX4W: qmatmulQ4kx4Wide(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
     case Q6KX4: qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: + acts, sums
+    case Q6KX4W: qmatmulQ6kx4Wide(out, q16, q8, d, w, m, n, k, n0, n1); break;
     case REPACKED + Q4_0: case REPACKED + Q4_1: case REPACKED + Q5_0: case REPACKED + Q5_1:
       qmatmulQ32x4(type - REPACKED, out, q16, q8, d, s, w, m, n, k, n0, n1); break; // q8: + interleaved acts
     case REPACKED + Q5_K: qmatmulQ5kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;

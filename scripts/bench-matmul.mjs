@@ -25,7 +25,7 @@ const { values: v } = parseArgs({
 });
 const list = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
 const k = await createWasmKernels({ threads: Number(v.threads), ...(v.variant ? { variant: v.variant } : {}) });
-if (v.q8x4) k.setQuantKernels({ q8x4M1: v.q8x4, q8x4Mn: v.q8x4 });
+if (v.q8x4) k.setQuantKernels({ ...k.quantKernelChoice, q8x4M1: v.q8x4, q8x4Mn: v.q8x4 });
 
 /** Types quantizeRows handles; the others get valid random blocks (test/quant-blocks.ts). */
 const QUANTIZED = new Set(['q8_0', 'q4_k']);

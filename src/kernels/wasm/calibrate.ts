@@ -2,65 +2,80 @@
 // same bits (exact integer sums, the same f32 chain: assembly/qmatmul.ts), but which one
 // is fastest depends on the CPU and on V8's code for it, so each backend times them once,
 // on all its threads, before any model weight is loaded, and keeps the winner for its
-// lifetime. DELTASERVE_Q8X4=narrow|wide skips the timing and forces a family.
+// lifetime. DELTASERVE_Q8X4, DELTASERVE_Q4KX4 and DELTASERVE_Q6KX4 (narrow|wide) skip the
+// timing of their layout and force a family.
 import type { Weight } from '../types.js';
-import type { QuantKernelChoice, Q8x4Kernel } from './quant-layouts.js';
+import type { QuantKernelChoice, QuantKernelFamily } from './quant-layouts.js';
 
 /** The part of the backend calibration drives (WasmKernels). */
 export interface Calibratable {
-  allocWeight(dtype: 'q8_0', rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
+  allocWeight(dtype: 'q8_0' | 'q4_k' | 'q6_k', rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
   packWeight(w: Weight): Weight;
   alloc(n: number): Float32Array;
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
   setQuantKernels(choice: QuantKernelChoice): void;
+  readonly quantKernelChoice: QuantKernelChoice;
   /** Give back the memory of a view allocated last (a no-op otherwise). */
   releaseLast(view: ArrayBufferView): void;
 }
 
 export interface CalibrationResult {
   readonly choice: QuantKernelChoice;
-  /** Median ms of one M = 1 matmul on the probe weight, per family (empty when forced). */
-  readonly q8x4M1Ms: Partial<Record<Q8x4Kernel, number>>;
+  /** Fastest ms of one M = 1 matmul on the q8x4 probe weight over the rounds, per family
+   * (empty when forced). */
+  readonly q8x4M1Ms: Partial<Record<QuantKernelFamily, number>>;
+  /** The same on the q4kx4 and q6kx4 probe weights (empty when forced). */
+  readonly q4kx4M1Ms: Partial<Record<QuantKernelFamily, number>>;
+  readonly q6kx4M1Ms: Partial<Record<QuantKernelFamily, number>>;
+  /** Whether every layout's family was forced by its environment variable. */
   readonly forced: boolean;
 }
 
-const FAMILIES: readonly Q8x4Kernel[] = ['narrow', 'wide'];
-// The probe weight: 65536×1024 Q8_0 (75 MB), larger than any L3 here, so it streams from
-// memory as a decode step does (the families rank differently in cache: the wide one is
-// 14% faster on an L3-resident 4 MB weight and was 1.9× slower out of cache before its
-// streams were made long). 7 rounds take ~0.1 s on a quiet 2-core machine.
-const PROBE_ROWS = 65536;
-const PROBE_COLS = 1024;
+const FAMILIES: readonly QuantKernelFamily[] = ['narrow', 'wide'];
+
+/** One layout's probe: a synthetic weight larger than any L3 here, so it streams from memory
+ * as a decode step does (the families rank differently in cache: the wide q8x4 one is 14%
+ * faster on an L3-resident 4 MB weight and was 1.9× slower out of cache before its streams
+ * were made long). */
+interface Probe {
+  readonly env: string;
+  readonly dtype: 'q8_0' | 'q4_k' | 'q6_k';
+  readonly rows: number;
+  readonly cols: number;
+  /** GGML bytes of one block, and the byte offsets of its f16 scales (set to 2^-7). */
+  readonly blockBytes: number;
+  readonly f16At: readonly number[];
+  /** The choice with this layout's M = 1 (and, for q8x4, M = 2, 3) family set to f. */
+  set(c: QuantKernelChoice, f: QuantKernelFamily): QuantKernelChoice;
+}
+
+// q8x4: 65536×1024 Q8_0 (75 MB); q4kx4: 32768×2048 Q4_K (40 MB); q6kx4: 32768×2048 Q6_K
+// (56 MB).
+// 7 rounds of all three take ~0.3 s on a quiet 2-core machine.
+const PROBES: readonly Probe[] = [
+  { env: 'DELTASERVE_Q8X4', dtype: 'q8_0', rows: 65536, cols: 1024, blockBytes: 34, f16At: [0], set: (c, f) => ({ ...c, q8x4M1: f, q8x4Mn: f }) },
+  { env: 'DELTASERVE_Q4KX4', dtype: 'q4_k', rows: 32768, cols: 2048, blockBytes: 144, f16At: [0, 2], set: (c, f) => ({ ...c, q4kx4M1: f }) },
+  { env: 'DELTASERVE_Q6KX4', dtype: 'q6_k', rows: 32768, cols: 2048, blockBytes: 210, f16At: [208], set: (c, f) => ({ ...c, q6kx4M1: f }) },
+];
 const ROUNDS = 7;
-const CALLS_PER_ROUND = 1;
 
-function forcedFamily(): Q8x4Kernel | null {
-  const env = process.env['DELTASERVE_Q8X4'];
-  if (env === undefined || env === '') return null;
-  if (env !== 'narrow' && env !== 'wide') throw new Error(`DELTASERVE_Q8X4 must be narrow or wide (got "${env}")`);
-  return env;
+/** Bytes of memory the probes need (the larger weight, its activations and output). */
+export const PROBE_BYTES = Math.max(
+  (65536 / 4) * (1024 / 32) * 144 + 4 * (65536 + 1024),
+  (32768 / 4) * (2048 / 256) * 608 + 4 * (32768 + 2048),
+  (32768 / 4) * (2048 / 256) * 848 + 4 * (32768 + 2048),
+);
+
+function forcedFamily(env: string): QuantKernelFamily | null {
+  const v = process.env[env];
+  if (v === undefined || v === '') return null;
+  if (v !== 'narrow' && v !== 'wide') throw new Error(`${env} must be narrow or wide (got "${v}")`);
+  return v;
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[s.length >> 1]!;
-}
 
-/** Bytes of memory the probe needs (its weight, activations and output). */
-export const PROBE_BYTES = (PROBE_ROWS / 4) * (PROBE_COLS / 32) * 144 + 4 * (PROBE_ROWS + PROBE_COLS);
-
-/** Time the q8x4 families on a synthetic weight (rounds alternate between them, so a
- * machine whose load changes slows both alike), install the fastest, return the timings.
- * The probe's memory is given back afterwards. */
-export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
-  const forced = forcedFamily();
-  if (forced) {
-    const choice = { q8x4M1: forced, q8x4Mn: forced };
-    k.setQuantKernels(choice);
-    return { choice, q8x4M1Ms: {}, forced: true };
-  }
-  const { weight, bytes } = k.allocWeight('q8_0', PROBE_ROWS, PROBE_COLS);
-  // valid Q8_0 blocks: pseudo-random quants (a 64 KiB pattern repeated), every f16 scale 2^-7 (0x2000)
+/** Valid GGML blocks: pseudo-random bytes (a 64 KiB pattern repeated), every f16 scale 2^-7. */
+function fillProbe(bytes: Uint8Array, p: Probe): void {
   const chunk = new Uint8Array(65536);
   let seed = 12345;
   for (let i = 0; i < chunk.length; i++) {
@@ -68,31 +83,63 @@ export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
     chunk[i] = seed >>> 24;
   }
   for (let o = 0; o < bytes.length; o += chunk.length) bytes.set(chunk.subarray(0, Math.min(chunk.length, bytes.length - o)), o);
-  for (let b = 0; b < bytes.length; b += 34) {
-    bytes[b] = 0x00;
-    bytes[b + 1] = 0x20;
-  }
-  const w = k.packWeight(weight);
-  const x = k.alloc(PROBE_COLS);
-  for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37);
-  const out = k.alloc(PROBE_ROWS);
-  const times: Record<Q8x4Kernel, number[]> = { narrow: [], wide: [] };
-  for (let r = 0; r <= ROUNDS; r++) {
-    for (const f of FAMILIES) {
-      k.setQuantKernels({ q8x4M1: f, q8x4Mn: f });
-      const t0 = performance.now();
-      for (let i = 0; i < CALLS_PER_ROUND; i++) k.matmul(out, x, w, 1);
-      if (r > 0) times[f].push((performance.now() - t0) / CALLS_PER_ROUND); // round 0: warm-up
+  const blocks = (p.rows * p.cols) / (p.dtype === 'q8_0' ? 32 : 256);
+  for (let b = 0; b < blocks; b++) {
+    for (const at of p.f16At) {
+      bytes[b * p.blockBytes + at] = 0x00;
+      bytes[b * p.blockBytes + at + 1] = 0x20;
     }
   }
-  const ms = { narrow: median(times.narrow), wide: median(times.wide) };
+}
+
+/** Fastest ms per family of one M = 1 matmul on the probe's weight (rounds alternate between
+ * the families, so a machine whose load changes slows both alike). The fastest round, not
+ * the median: other processes only add time, and on a loaded 2-core machine the median
+ * picked the family 1.7× slower (measured: q4kx4 'narrow'). The probe's memory is given
+ * back afterwards; the backend's choice is left as `base`. */
+function timeFamilies(k: Calibratable, p: Probe, base: QuantKernelChoice): Record<QuantKernelFamily, number> {
+  const { weight, bytes } = k.allocWeight(p.dtype, p.rows, p.cols);
+  fillProbe(bytes, p);
+  const w = k.packWeight(weight);
+  const x = k.alloc(p.cols);
+  for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37);
+  const out = k.alloc(p.rows);
+  const times: Record<QuantKernelFamily, number[]> = { narrow: [], wide: [] };
+  for (let r = 0; r <= ROUNDS; r++) {
+    for (const f of FAMILIES) {
+      k.setQuantKernels(p.set(base, f));
+      const t0 = performance.now();
+      k.matmul(out, x, w, 1);
+      if (r > 0) times[f].push(performance.now() - t0); // round 0: warm-up
+    }
+  }
+  k.setQuantKernels(base);
   k.releaseLast(out); // newest first: out, x, then the weight
   k.releaseLast(x);
   k.releaseLast(w.data);
-  const best: Q8x4Kernel = ms.wide <= ms.narrow ? 'wide' : 'narrow';
-  // M > 1: the families differ only in the rows left over after blocks of 4 (the same
-  // single-row kernels), so the M = 1 winner serves both.
-  const choice = { q8x4M1: best, q8x4Mn: best };
+  return { narrow: Math.min(...times.narrow), wide: Math.min(...times.wide) };
+}
+
+/** Time each layout's families on a synthetic weight (unless forced), install the fastest,
+ * return the timings. */
+export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
+  let choice = k.quantKernelChoice;
+  const ms: Partial<Record<QuantKernelFamily, number>>[] = [];
+  let forcedAll = true;
+  for (const p of PROBES) {
+    const forced = forcedFamily(p.env);
+    if (forced) {
+      choice = p.set(choice, forced);
+      ms.push({});
+      continue;
+    }
+    forcedAll = false;
+    const t = timeFamilies(k, p, choice);
+    // q8x4 at M > 1: the families differ only in the rows left over after blocks of 4 (the
+    // same single-row kernels), so the M = 1 winner serves both
+    choice = p.set(choice, t.wide <= t.narrow ? 'wide' : 'narrow');
+    ms.push(t);
+  }
   k.setQuantKernels(choice);
-  return { choice, q8x4M1Ms: ms, forced: false };
+  return { choice, q8x4M1Ms: ms[0]!, q4kx4M1Ms: ms[1]!, q6kx4M1Ms: ms[2]!, forced: forcedAll };
 }
