@@ -14,7 +14,20 @@
 //   scores [R, nMax] (nMax = keys of the unit's last query), then i32 cache rows [KEY_BLOCK].
 // Each score is exactly (Σ_d mac lanes over d in 4-steps, fixed hsum, + scalar mac tail)·scale;
 // each output element exactly the mac chain 0 + e_0·v_0 + e_1·v_1 + … in increasing p.
-import { hsum, f32At, f32Set, zero, expf4, expf1, mac, mac1 } from './common';
+import { hsum, f32At, f32Set, zero, expf4, expf1 } from './common';
+
+/** acc + a·b per lane, multiply then add in both builds (no fused multiply-add): attention
+ * keeps the roundings it had before query blocking. */
+// @ts-ignore: decorator
+@inline function mac(acc: v128, a: v128, b: v128): v128 {
+  return f32x4.add(acc, f32x4.mul(a, b));
+}
+
+/** Scalar twin of one mac lane. */
+// @ts-ignore: decorator
+@inline function mac1(acc: f32, a: f32, b: f32): f32 {
+  return acc + a * b;
+}
 
 /** Keys per block of the Σ e·v walk (row indices resolved once per block). */
 export const KEY_BLOCK: i32 = 64;

@@ -6,10 +6,23 @@
 // so the first chunk may be shorter). A chunk reads only its own tokens and the f32 state
 // in memory, so splitting a sequence across calls at chunk boundaries is bit-identical
 // to one call.
-import { scaleTo, f32At, f32Set, mac, mac1 } from './common';
+import { dot, scaleTo, f32At, f32Set } from './common';
 import { normQK } from './gdn';
 
 export const CHUNK: i32 = 64;
+
+/** acc + a·b per lane, multiply then add in both builds (no fused multiply-add): the chunk
+ * keeps the roundings of its axpy / dot form exactly. */
+// @ts-ignore: decorator
+@inline function mac(acc: v128, a: v128, b: v128): v128 {
+  return f32x4.add(acc, f32x4.mul(a, b));
+}
+
+/** Scalar twin of one mac lane. */
+// @ts-ignore: decorator
+@inline function mac1(acc: f32, a: f32, b: f32): f32 {
+  return acc + a * b;
+}
 
 // Every product of the chunk runs through rowsTimes: 4 rows × 8 lanes per register tile
 // with pointers that advance; the rows, lanes and scalar tails all keep one chain per
@@ -97,12 +110,11 @@ function lowerTimes(dst: usize, ds: usize, m: usize, mb: usize, x: usize, xs: us
   }
 }
 
-/** dst[i][j] = Σ_d a_i[d]·bt[d][j] for j ≤ i < n (rows of C floats; d < nd): 4-row blocks
- * stop at the block's diagonal, so some j > i are written too (unused). */
-function lowerProducts(dst: usize, a: usize, as: usize, bt: usize, n: i32, nd: i32): void {
-  const cB = <usize>CHUNK << 2;
-  for (let i0 = 0; i0 < n; i0 += 4) {
-    rowsTimes(dst + <usize>i0 * cB, cB, a + <usize>i0 * as, as, bt, cB, min(4, n - i0), nd, min(n, i0 + 4), false);
+/** dst[i][j] = dot(a_i, b_j) (common.ts dot: its lanes and order) for j ≤ i < n; rows of
+ * dst C floats, of a and b `rs` bytes. */
+function lowerDots(dst: usize, a: usize, b: usize, rs: usize, n: i32, nd: i32): void {
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j <= i; j++) f32Set(dst, i * CHUNK + j, dot(a + <usize>i * rs, b + <usize>j * rs, nd));
   }
 }
 
@@ -115,13 +127,6 @@ function macRow(dst: usize, s: f32, x: usize, nv: i32): void {
     v128.store(dst + o, mac(v128.load(dst + o), sv, v128.load(x + o)));
   }
   for (; v < nv; v++) f32Set(dst, v, mac1(f32At(dst, v), s, f32At(x, v)));
-}
-
-/** dst[i][j] = src[j][i] for i < rows, j < cols (dst rows of C floats, src rows of `rows`). */
-function transposeTo(dst: usize, src: usize, cols: i32, rows: i32): void {
-  for (let j = 0; j < cols; j++) {
-    for (let i = 0; i < rows; i++) f32Set(dst, i * CHUNK + j, f32At(src, j * rows + i));
-  }
 }
 
 /** Bytes of per-thread scratch gdnChunked needs. */
@@ -147,7 +152,7 @@ export function gdnChunked(out: usize, qkv: usize, g: usize, beta: usize, state:
   const qk = kk + ((<usize>C * <usize>C) << 2); // [C, C] q̂_i·k̂_j, then P = q̂_i·k̂_j·L
   const eg = qk + ((<usize>C * <usize>C) << 2); // [C] exp(Γi)
   const dl = eg + (<usize>C << 2); // [C] exp(Γlast − Γj)
-  const kt = dl + (<usize>C << 2); // [dk, C] k̂_j[d], then k̂_j[d] · exp(Γlast − Γj)
+  const kt = dl + (<usize>C << 2); // [dk, C] k̂_j[d] · exp(Γlast − Γj)
   const dkB = <usize>dk << 2;
   const dvB = <usize>dv << 2;
   const cB = <usize>C << 2;
@@ -167,10 +172,9 @@ export function gdnChunked(out: usize, qkv: usize, g: usize, beta: usize, state:
         const gi = load<f64>(gam + (<usize>i << 3));
         for (let j = 0; j <= i; j++) f32Set(lmat, i * C + j, <f32>Math.exp(gi - load<f64>(gam + (<usize>j << 3))));
       }
-      // K̂ᵀ, then the chunk's dot products Q̂K̂ᵀ and K̂K̂ᵀ (lower triangles) as tiles
-      transposeTo(kt, kh, n, dk);
-      lowerProducts(qk, qh, dkB, kt, n, dk);
-      lowerProducts(kk, kh, dkB, kt, n, dk);
+      // the chunk's dot products Q̂K̂ᵀ and K̂K̂ᵀ (lower triangles)
+      lowerDots(qk, qh, kh, dkB, n, dk);
+      lowerDots(kk, kh, kh, dkB, n, dk);
       // U = T·(V⊙β), −W = T·(−K̂⊙β⊙e^Γ) by forward substitution with
       // A[i][j] = β_i (k̂_i·k̂_j) e^{Γi−Γj}, j < i (kk holds −A): row i = init_i + Σ_j −A_ij·row_j.
       for (let i = 0; i < n; i++) {
@@ -199,7 +203,7 @@ export function gdnChunked(out: usize, qkv: usize, g: usize, beta: usize, state:
       for (let d = 0; d < dk; d++) {
         const sd = s + <usize>d * dvB;
         scaleTo(sd, el, sd, dv);
-        for (let j = 0; j < n; j++) f32Set(kt, d * C + j, f32At(kt, d * C + j) * f32At(dl, j));
+        for (let j = 0; j < n; j++) f32Set(kt, d * C + j, f32At(kh + <usize>j * dkB, d) * f32At(dl, j));
       }
       rowsTimes(s, dvB, kt, cB, vnew, dvB, dk, n, dv, true);
     }
