@@ -6,7 +6,7 @@
 // so the first chunk may be shorter). A chunk reads only its own tokens and the f32 state
 // in memory, so splitting a sequence across calls at chunk boundaries is bit-identical
 // to one call.
-import { dot, scaleTo, f32At, f32Set } from './common';
+import { dot, hsum, scaleTo, f32At, f32Set } from './common';
 import { normQK } from './gdn';
 
 export const CHUNK: i32 = 64;
@@ -111,11 +111,57 @@ function lowerTimes(dst: usize, ds: usize, m: usize, mb: usize, x: usize, xs: us
 }
 
 /** dst[i][j] = dot(a_i, b_j) (common.ts dot: its lanes and order) for j ≤ i < n; rows of
- * dst C floats, of a and b `rs` bytes. */
+ * dst C floats, of a and b `rs` bytes. Two rows × four j per register tile (some j > i are
+ * written too, unused). */
 function lowerDots(dst: usize, a: usize, b: usize, rs: usize, n: i32, nd: i32): void {
-  for (let i = 0; i < n; i++) {
+  const cB = <usize>CHUNK << 2;
+  let i = 0;
+  for (; i + 2 <= n; i += 2) {
+    for (let j = 0; j <= i + 1; j += 4) {
+      const bj = b + <usize>j * rs;
+      dots2x4(a + <usize>i * rs, a + <usize>(i + 1) * rs, bj, bj + rs, bj + 2 * rs, bj + 3 * rs, nd,
+        dst + <usize>i * cB + (<usize>j << 2), dst + <usize>(i + 1) * cB + (<usize>j << 2));
+    }
+  }
+  for (; i < n; i++) {
     for (let j = 0; j <= i; j++) f32Set(dst, i * CHUNK + j, dot(a + <usize>i * rs, b + <usize>j * rs, nd));
   }
+}
+
+/** dot(x, k_j) for x = qa → outA[0..3] and x = qb → outB[0..3], j < 4: dot's chain each
+ * (4-lane accumulators over 4-blocks, fixed hsum, scalar tail), sharing every k load. */
+function dots2x4(qa: usize, qb: usize, k0: usize, k1: usize, k2: usize, k3: usize, nd: i32, outA: usize, outB: usize): void {
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+  let b0 = f32x4.splat(0), b1 = f32x4.splat(0), b2 = f32x4.splat(0), b3 = f32x4.splat(0);
+  const n4 = <usize>(nd & ~3) << 2;
+  for (let o: usize = 0; o < n4; o += 16) {
+    const qva = v128.load(qa + o);
+    const qvb = v128.load(qb + o);
+    let kv = v128.load(k0 + o);
+    a0 = f32x4.add(a0, f32x4.mul(qva, kv)); b0 = f32x4.add(b0, f32x4.mul(qvb, kv));
+    kv = v128.load(k1 + o);
+    a1 = f32x4.add(a1, f32x4.mul(qva, kv)); b1 = f32x4.add(b1, f32x4.mul(qvb, kv));
+    kv = v128.load(k2 + o);
+    a2 = f32x4.add(a2, f32x4.mul(qva, kv)); b2 = f32x4.add(b2, f32x4.mul(qvb, kv));
+    kv = v128.load(k3 + o);
+    a3 = f32x4.add(a3, f32x4.mul(qva, kv)); b3 = f32x4.add(b3, f32x4.mul(qvb, kv));
+  }
+  store<f32>(outA, hsum(a0) + dotTail(qa, k0, nd));
+  store<f32>(outA, hsum(a1) + dotTail(qa, k1, nd), 4);
+  store<f32>(outA, hsum(a2) + dotTail(qa, k2, nd), 8);
+  store<f32>(outA, hsum(a3) + dotTail(qa, k3, nd), 12);
+  store<f32>(outB, hsum(b0) + dotTail(qb, k0, nd));
+  store<f32>(outB, hsum(b1) + dotTail(qb, k1, nd), 4);
+  store<f32>(outB, hsum(b2) + dotTail(qb, k2, nd), 8);
+  store<f32>(outB, hsum(b3) + dotTail(qb, k3, nd), 12);
+}
+
+/** dot's scalar tail: Σ_{d ≥ nd&~3} x_d·k_d, multiply then add, from 0. */
+// @ts-ignore: decorator
+@inline function dotTail(x: usize, k: usize, nd: i32): f32 {
+  let t: f32 = 0;
+  for (let d = nd & ~3; d < nd; d++) t += f32At(x, d) * f32At(k, d);
+  return t;
 }
 
 /** dst[v] = mac(dst[v], s, x[v]) for v < nv (4 lanes, then the scalar twin). */
