@@ -4,7 +4,7 @@
 // ends at heapBase(); the JS allocator starts above it.
 export { matmulBf16, matmulF16, matmulF32, f16TmpBytes, packPanels, streamRead } from './matmul';
 export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute, argmax } from './dense';
-export { attention } from './attention';
+export { attention, attentionTmpBytes } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';
 export { gdnChunked, chunkedTmpBytes } from './chunked';
 export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';

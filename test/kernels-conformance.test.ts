@@ -298,7 +298,8 @@ for (const { label, k } of backends) {
 
     test('kvWrite + attention over a shuffled page table (GQA, odd head dims, pool case)', () => {
       const r = rng(10);
-      for (const [nH, nKV, hd, start, t] of [[4, 2, 8, 0, 1], [4, 2, 13, 5, 3], [6, 3, 16, 13, 6], [4, 1, 16, 300, 4] /* pool */, [8, 2, 16, 1100, 3] /* whole GQA groups per unit */] as const) {
+      for (const [nH, nKV, hd, start, t] of [[4, 2, 8, 0, 1], [4, 2, 13, 5, 3], [6, 3, 16, 13, 6], [4, 1, 16, 300, 4] /* pool */, [8, 2, 16, 1100, 3] /* whole GQA groups per unit */,
+        [8, 2, 13, 40, 21] /* query blocks, odd hd */, [6, 2, 24, 3, 40] /* blocks of 8 queries */] as const) {
         const ps = 4;
         const pages = Math.ceil((start + t) / ps) + 1;
         const kvDim = nKV * hd;

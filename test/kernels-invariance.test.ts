@@ -108,15 +108,15 @@ describe('batch invariance (bit-exact)', () => {
     }
   });
 
-  // start 1020: the batched call (1025 keys) scores whole GQA groups per cache walk, most
-  // single queries (< 1024 keys) one head per unit: a head's result must not care
-  for (const start of [90, 1020]) test(`attention: T queries at once == one query at a time; threads 1 == 2 (start ${start})`, () => {
+  // A batched call scores blocks of queries × whole GQA groups per cache walk (T = 40: blocks
+  // of 8 queries; T = 23: blocks of 4 with a short last one), most single queries (< 1024
+  // keys) one head per unit: a head's result must not care. hd 20 and 36 run the kernel's
+  // 4-lane tails, hd 32 its 16-lane body only.
+  for (const [start, t, hd] of [[90, 5, 32], [1020, 5, 32], [90, 40, 20], [1020, 23, 36]] as const) test(`attention: T queries at once == one query at a time; threads 1 == 2 (start ${start}, T ${t}, hd ${hd})`, () => {
     const r = rng(23);
     const nH = 8;
     const nKV = 2;
-    const hd = 32;
     const ps = 16;
-    const t = 5;
     const kvDim = nKV * hd;
     const pages = Math.ceil((start + t) / ps);
     const pageTable = Int32Array.from({ length: pages }, (_, i) => pages - 1 - i);

@@ -22,11 +22,27 @@ import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedByte
 // launch costs a few µs and, on a busy machine, far more.
 const PAR_MATMUL = 1 << 18; // weight elements
 const PAR_ATTN = 1 << 16; // units · keys · hd
+const ATTN_QB = 8; // query tokens per attention unit, at most
+const ATTN_SCORES = 1 << 21; // f32 scores per thread's attention scratch, at most
 const PAR_GDN = 1 << 16; // T · HV · dk · dv
 const PAR_CONV = 1 << 15; // T · C
 // Matmul weight bytes per pool chunk: long sequential streams keep the prefetchers busy
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
+
+/** Query tokens per attention unit (qb) and query heads per unit (per, dividing nH/nKV) for
+ * T queries over up to n keys. A unit reads each K and V row once for its qb·per rows, so
+ * large blocks cut cache traffic; smaller ones make enough units for the threads. Results
+ * never depend on the choice (assembly/attention.ts: per-row chains). Decode (T = 1) below
+ * 1024 keys scores single heads, for parallelism. Scores scratch qb·per·n floats per thread
+ * stays ≤ ATTN_SCORES. */
+export function attentionBlocking(t: number, n: number, nH: number, nKV: number, threads: number): { per: number; qb: number } {
+  const group = nH / nKV;
+  if (t === 1) return { per: n >= 1024 ? group : 1, qb: 1 };
+  let qb = Math.max(1, Math.min(ATTN_QB, t, Math.floor(ATTN_SCORES / (group * n))));
+  while (qb > 1 && Math.ceil(t / qb) * nKV < 4 * threads) qb = Math.ceil(qb / 2);
+  return { per: group, qb };
+}
 
 /** The wBf16 flag of the vector ops (norms, conv, gates), which read bf16 or f32 weights;
  * the loader widens F16 vectors to f32, so an f16 one here is a caller's error. */
@@ -404,19 +420,16 @@ export class WasmKernels implements Kernels {
     if (t <= 0) return;
     const { numHeads: nH, numKvHeads: nKV, headDim: hd } = dims;
     const n = start + t;
-    // units: (token, run of `per` query heads of one KV head), scored in one cache walk.
-    // Whole groups from 1024 keys on (K/V traffic ÷ group: 2.2× faster at 16K keys); single
-    // heads below, for parallelism. A head's result is the same either way.
-    const per = n >= 1024 ? nH / nKV : 1;
-    const units = (t * nH) / per;
-    // scratch: f64 sums [per], f32 scores [per, n], i32 cache rows [KEY_BLOCK = 32]
-    const c = this.ops.begin(this.ops.target(kv.k, q), per * 8 + per * n * 4 + 32 * 4, this.threads);
+    const { per, qb } = attentionBlocking(t, n, nH, nKV, this.threads);
+    const units = Math.ceil(t / qb) * (nH / per);
+    const arena = this.ops.target(kv.k, q);
+    const c = this.ops.begin(arena, arena.exports.attentionTmpBytes(qb * per, n), this.threads);
     packArgs(this.pool.args, 'ATTENTION', {
       out: c.out(out, t * nH * hd), q: c.in(q, (t - 1) * qStride + nH * hd), qStride, kc: c.in(kv.k, kv.k.length),
       vc: c.in(kv.v, kv.v.length), pageTable: c.ints(pageTable, Math.floor((n - 1) / kv.pageSize) + 1), pageSize: kv.pageSize,
-      start, nH, nKV, hd, units, tmpBase: c.tmp.base, tmpStride: c.tmp.stride, per,
+      start, nH, nKV, hd, units, tmpBase: c.tmp.base, tmpStride: c.tmp.stride, per, qb, t,
     });
-    this.run(Cmd.ATTENTION, c.arena, units > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(units, 8 * this.threads));
+    this.run(Cmd.ATTENTION, c.arena, units > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(units, 16 * this.threads));
     c.end();
   }
 

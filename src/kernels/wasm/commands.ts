@@ -44,9 +44,9 @@ export const COMMANDS = {
   }),
   ATTENTION: spec({
     id: 4,
-    args: ['out', 'q', 'qStride', 'kc', 'vc', 'pageTable', 'pageSize', 'start', 'nH', 'nKV', 'hd', 'units', 'tmpBase', 'tmpStride', 'per'],
+    args: ['out', 'q', 'qStride', 'kc', 'vc', 'pageTable', 'pageSize', 'start', 'nH', 'nKV', 'hd', 'units', 'tmpBase', 'tmpStride', 'per', 'qb', 't'],
     split: { total: 'units', unit: 1 }, exports: ['attention'],
-    params: ['out', 'q', 'qStride', 'kc', 'vc', 'pageTable', 'pageSize', 'start', 'nH', 'nKV', 'hd', 'lo', 'hi', 'tmp', 'per'],
+    params: ['out', 'q', 'qStride', 'kc', 'vc', 'pageTable', 'pageSize', 'start', 'nH', 'nKV', 'hd', 'lo', 'hi', 'tmp', 'per', 'qb', 't'],
   }),
   GDN_RECURRENT: spec({
     id: 5, args: ['out', 'qkv', 'g', 'beta', 'state', 'scratch', 't', 'hk', 'hv', 'dk', 'dv', 'tmpBase', 'tmpStride'],

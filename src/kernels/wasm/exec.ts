@@ -1,8 +1,8 @@
 // The command protocol shared by the main thread and the workers: a control block of
 // Int32 slots plus Float64 arguments in one SharedArrayBuffer, and `executeChunk`, which
 // runs chunk c of n of a command. Work is split only along output elements (matmul: output
-// columns in 8-column panels; attention: (token, KV head) units; Gated DeltaNet: value heads;
-// conv: channels), so every element is computed by exactly the same code whatever the
+// columns in 8-column panels; attention: (block of query tokens, run of heads) units; Gated
+// DeltaNet: value heads; conv: channels), so every element is computed by exactly the same code whatever the
 // thread count or chunking (split invariance). Chunks are claimed dynamically, so a
 // descheduled worker delays nobody: the main thread takes its chunks.
 import type { KernelExports } from './module.js';

@@ -40,7 +40,9 @@ export interface KernelExports {
   argmax(out: number, x: number, m: number, n: number, stride: number): void;
   moeRoute(ids: number, weights: number, logits: number, m: number, e: number, topK: number, renorm: number, tmp: number): void;
   attention(out: number, q: number, qStride: number, kc: number, vc: number, pageTable: number, pageSize: number,
-    start: number, nH: number, nKV: number, hd: number, u0: number, u1: number, scratch: number, per: number): void;
+    start: number, nH: number, nKV: number, hd: number, u0: number, u1: number, scratch: number, per: number, qb: number,
+    t: number): void;
+  attentionTmpBytes(rows: number, nMax: number): number;
   causalConv(out: number, x: number, window: number, w: number, wBf16: number, t: number, c: number, kw: number,
     scratch: number, c0: number, c1: number): void;
   gdnRecurrent(out: number, qkv: number, g: number, beta: number, state: number, scratch: number, t: number, hk: number,
