@@ -9,7 +9,9 @@
 //   f16:  the same lane order as bf16. Widening is exact for finite values (subnormals
 //         included): the f16 bits, sign at bit 31 and exponent·mantissa at bits 27..13 of an
 //         f32 (`shr_s 3`, then a mask), times 2¹¹² — the exponent rebias done by the FPU.
-//         Inf / NaN would widen to finite values: the loader refuses them.
+//         Inf / NaN would widen to finite values: the loader refuses them. Single rows
+//         (decode) move the 2¹¹² onto the activation instead (see rowF16): the same
+//         products, two fewer multiplies per panel row.
 //   f32:  [c0 c1 c2 c3 | c4 c5 c6 c7] — two v128.
 // The element type W is a marker: u16 = bf16, i16 = f16, f32 = f32.
 // N is padded up to a multiple of 8 with zero columns (allocWeight reserves them).
@@ -28,11 +30,18 @@ import { hsum, HI16, mac } from './common';
   return sizeof<W>() << 3;
 }
 
+/** f16 bits in the high halves of the i32 lanes of h (low halves ignored) → f32x4 of value
+ * w·2⁻¹¹² (exact: subnormal f32 for subnormal f16). fm: the mask 0x8FFFE000. */
+// @ts-ignore: decorator
+@inline function f16hiUnscaled(h: v128, fm: v128): v128 {
+  return v128.and(i32x4.shr_s(h, 3), fm);
+}
+
 /** f16 bits in the high halves of the i32 lanes of h (low halves ignored) → f32x4. fm: the
  * mask 0x8FFFE000, fs: 2¹¹² (passed in as values V8 cannot constant-fold). */
 // @ts-ignore: decorator
 @inline function f16hi(h: v128, fm: v128, fs: v128): v128 {
-  return f32x4.mul(v128.and(i32x4.shr_s(h, 3), fm), fs);
+  return f32x4.mul(f16hiUnscaled(h, fm), fs);
 }
 
 /** Columns c0..c3 of a 16-bit panel row (low halves of the lanes) as f32x4. */
@@ -45,6 +54,34 @@ import { hsum, HI16, mac } from './common';
 // @ts-ignore: decorator
 @inline function wideHi<W>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
   return isSigned<W>() ? f16hi(raw, fm, fs) : v128.and(raw, hm);
+}
+
+// P, the single-row path's marker: f32 = weights widened as stored; f64 = f16 weights
+// widened without the 2¹¹² (f16hiUnscaled), the activation row times 2¹¹² instead (rowF16).
+// For |x| < 2¹⁶ (checked per row: prescalable) x·2¹¹² is exact, and (x·2¹¹²)·(w·2⁻¹¹²) is
+// the real number x·w, so every product, fused or not, rounds to the same bits.
+
+/** Columns c0..c3 of a 16-bit panel row on path P. */
+// @ts-ignore: decorator
+@inline function loOn<W, P>(raw: v128, fm: v128, fs: v128): v128 {
+  return sizeof<P>() == 8 ? f16hiUnscaled(i32x4.shl(raw, 16), fm) : wideLo<W>(raw, fm, fs);
+}
+
+/** Columns c4..c7 of a 16-bit panel row on path P. */
+// @ts-ignore: decorator
+@inline function hiOn<W, P>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
+  return sizeof<P>() == 8 ? f16hiUnscaled(raw, fm) : wideHi<W>(raw, hm, fm, fs);
+}
+
+/** Whether every x of the row at xr (k values) is below 2¹⁶ in magnitude (NaN: no). */
+function prescalable(xr: usize, k: i32): bool {
+  const lim = f32x4.splat(65536);
+  let ok = i32x4.splat(-1);
+  let i = 0;
+  for (; i + 4 <= k; i += 4) ok = v128.and(ok, f32x4.lt(f32x4.abs(v128.load(xr + (<usize>i << 2))), lim));
+  let fits = i32x4.all_true(ok);
+  for (; i < k; i++) fits = fits && Mathf.abs(load<f32>(xr + (<usize>i << 2))) < 65536;
+  return fits;
 }
 
 /** The f16 constants (fm, fs) of f16hi, derived from k (≥ 0) so V8 keeps them in registers
@@ -125,7 +162,7 @@ function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, 
  * apart, rather than adjacent ones, keeps four independent sequential streams for the
  * hardware prefetcher (the decode path reads each weight once from memory). Pointers
  * advance as in rows4panel. */
-function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, q: i32, n1: i32): void {
+function row1panels4<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, q: i32, n1: i32): void {
   const pb = <usize>k * rowBytes<W>();
   let w0 = w + <usize>g * pb;
   let w1 = w0 + <usize>q * pb;
@@ -141,13 +178,13 @@ function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32,
     const s = v128.load32_splat(xr);
     if (sizeof<W>() == 2) {
       let r = v128.load(w0);
-      a0 = mac(a0, s, wideLo<W>(r, fm, fs)); b0 = mac(b0, s, wideHi<W>(r, hm, fm, fs));
+      a0 = mac(a0, s, loOn<W, P>(r, fm, fs)); b0 = mac(b0, s, hiOn<W, P>(r, hm, fm, fs));
       r = v128.load(w1);
-      a1 = mac(a1, s, wideLo<W>(r, fm, fs)); b1 = mac(b1, s, wideHi<W>(r, hm, fm, fs));
+      a1 = mac(a1, s, loOn<W, P>(r, fm, fs)); b1 = mac(b1, s, hiOn<W, P>(r, hm, fm, fs));
       r = v128.load(w2);
-      a2 = mac(a2, s, wideLo<W>(r, fm, fs)); b2 = mac(b2, s, wideHi<W>(r, hm, fm, fs));
+      a2 = mac(a2, s, loOn<W, P>(r, fm, fs)); b2 = mac(b2, s, hiOn<W, P>(r, hm, fm, fs));
       r = v128.load(w3);
-      a3 = mac(a3, s, wideLo<W>(r, fm, fs)); b3 = mac(b3, s, wideHi<W>(r, hm, fm, fs));
+      a3 = mac(a3, s, loOn<W, P>(r, fm, fs)); b3 = mac(b3, s, hiOn<W, P>(r, hm, fm, fs));
     } else {
       a0 = mac(a0, s, v128.load(w0)); b0 = mac(b0, s, v128.load(w0, 16));
       a1 = mac(a1, s, v128.load(w1)); b1 = mac(b1, s, v128.load(w1, 16));
@@ -168,7 +205,7 @@ function row1panels4<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32,
 }
 
 /** Row mi × panel g (8 columns). */
-function row1panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, n1: i32): void {
+function row1panel<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g: i32, n1: i32): void {
   let p = w + <usize>g * <usize>k * rowBytes<W>();
   let xr = x + ((<usize>mi * <usize>k) << 2);
   const end = xr + (<usize>k << 2);
@@ -178,26 +215,29 @@ function row1panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, g
   while (xr < end) {
     const s = v128.load32_splat(xr);
     const raw = v128.load(p);
-    a = mac(a, s, sizeof<W>() == 2 ? wideLo<W>(raw, fm, fs) : raw);
-    b = mac(b, s, sizeof<W>() == 2 ? wideHi<W>(raw, hm, fm, fs) : v128.load(p, 16));
+    a = mac(a, s, sizeof<W>() == 2 ? loOn<W, P>(raw, fm, fs) : raw);
+    b = mac(b, s, sizeof<W>() == 2 ? hiOn<W, P>(raw, hm, fm, fs) : v128.load(p, 16));
     xr += 4;
     p += rowBytes<W>();
   }
   store8(out + ((<usize>mi * <usize>n) << 2), g, n1, a, b);
 }
 
-/** Rows [m0, m1) × panels [p0, p1): per row, four panels at a time (q apart), then the
- * leftover panels one by one. */
-function rowsByRow<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, m1: i32, p0: i32, p1: i32, n1: i32): void {
+/** Row mi × panels [p0, p1) on path P: four panels at a time (q apart), then the leftover
+ * panels one by one. */
+function rowByPanels<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32, p1: i32, n1: i32): void {
   const q = (p1 - p0) >> 2;
-  for (let mi = m0; mi < m1; mi++) {
-    for (let g = p0; g < p0 + q; g++) row1panels4<W>(out, x, w, n, k, mi, g, q, n1);
-    for (let g = p0 + 4 * q; g < p1; g++) row1panel<W>(out, x, w, n, k, mi, g, n1);
-  }
+  for (let g = p0; g < p0 + q; g++) row1panels4<W, P>(out, x, w, n, k, mi, g, q, n1);
+  for (let g = p0 + 4 * q; g < p1; g++) row1panel<W, P>(out, x, w, n, k, mi, g, n1);
+}
+
+/** Rows [m0, m1) × panels [p0, p1). */
+function rowsByRow<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, m1: i32, p0: i32, p1: i32, n1: i32): void {
+  for (let mi = m0; mi < m1; mi++) rowByPanels<W, f32>(out, x, w, n, k, mi, p0, p1, n1);
 }
 
 /** Columns [n0, n1) of out = x · Wᵀ (n0 a multiple of 8). M = 1: one streaming pass over
- * the weights (decode). M > 1: tiled over panels so a tile (~128 KiB of weights) stays in
+ * the weights (decode). M > 1: tiled over panels so a tile (~128 KiB of weights, ≥ 4 panels) stays in
  * L2 while every 4-row block of x, then every leftover row, passes over it. */
 function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   const g0 = n0 >> 3;
@@ -207,8 +247,9 @@ function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, 
     return;
   }
   const panelBytes = k * <i32>rowBytes<W>();
-  let tile = 131072 / (panelBytes > 0 ? panelBytes : 1);
-  if (tile < 1) tile = 1;
+  // at least 4 panels: a tile's leftover rows (M mod 4) then run row1panels4 (8 chains)
+  // rather than row1panel's 2, which left them bound by the FMA latency
+  const tile = max(4, 131072 / (panelBytes > 0 ? panelBytes : 1));
   const m4 = m & ~3;
   for (let t0 = g0; t0 < g1; t0 += tile) {
     const t1 = min(t0 + tile, g1);
@@ -230,7 +271,7 @@ export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i3
  * widening is exact, so both give the f32 chain's bits (batch-invariant). */
 export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   if (m < 4) {
-    mm<i16>(out, x, w, m, n, k, n0, n1);
+    for (let mi = 0; mi < m; mi++) rowF16(out, x, w, n, k, mi, n0 >> 3, (n1 + 7) >> 3, n1, tmp);
     return;
   }
   const g0 = n0 >> 3;
@@ -249,11 +290,28 @@ export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32
   }
 }
 
-/** f16 panels per widened tile (~128 KiB of f32). */
+/** Row mi × f16 panels [p0, p1). When every |x| of the row is below 2¹⁶ the row times 2¹¹²
+ * goes to tmp (k f32; exact) and the panels are widened without the 2¹¹² (path f64, see
+ * loOn): two multiplies fewer per panel row and one constant fewer in the loop, so V8 keeps
+ * all 8 accumulators in registers. Otherwise the row runs as stored (path f32). */
+function rowF16(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32, p1: i32, n1: i32, tmp: usize): void {
+  const xr = x + ((<usize>mi * <usize>k) << 2);
+  if (!prescalable(xr, k)) {
+    rowByPanels<i16, f32>(out, x, w, n, k, mi, p0, p1, n1);
+    return;
+  }
+  const fs = f16Scale(k);
+  let i = 0;
+  for (; i + 4 <= k; i += 4) v128.store(tmp + (<usize>i << 2), f32x4.mul(v128.load(xr + (<usize>i << 2)), fs));
+  for (; i < k; i++) store<f32>(tmp + (<usize>i << 2), load<f32>(xr + (<usize>i << 2)) * <f32>5.192296858534828e33); // 2¹¹²
+  // row mi of (tmp − mi·k·4) is tmp (address arithmetic mod 2³²)
+  rowByPanels<i16, f64>(out, tmp - ((<usize>mi * <usize>k) << 2), w, n, k, mi, p0, p1, n1);
+}
+
+/** f16 panels per widened tile (~128 KiB of f32, at least 4 panels as in mm). */
 // @ts-ignore: decorator
 @inline function f16Tile(k: i32): i32 {
-  const t = 131072 / max(1, k << 5);
-  return t < 1 ? 1 : t;
+  return max(4, 131072 / max(1, k << 5));
 }
 
 /** Per-thread scratch bytes of matmulF16 for inner size k. */

@@ -99,6 +99,25 @@ for (const { label, k } of backends) {
         k.matmul(b, x, w32, m);
         same(a, b, `f16 vs f32 M=${m}`);
       }
+      // single rows (M < 4) take 2¹¹² onto the activations when every |x| < 2¹⁶: a row with
+      // |x| = 2¹⁶ or more runs as stored, a row just under the bound or of subnormal x is
+      // prescaled; both must keep the f32 bits (rows of each kind in one call)
+      const kinds: ((i: number) => number)[] = [
+        (i) => (i === 5 ? -65536 : (2 * r() - 1) * 1e-3),
+        (i) => (i === 900 ? 1e6 : (2 * r() - 1) * 1e-3),
+        (i) => (i === 7 ? 65535.99609375 : (2 * r() - 1) * 1e-3),
+        () => (2 * r() - 1) * 1e-40,
+      ];
+      for (const order of [[0], [1], [2], [3], [0, 2], [2, 3, 1]]) {
+        const m = order.length;
+        const x = k.alloc(m * kk);
+        order.forEach((kind, row) => { for (let i = 0; i < kk; i++) x[row * kk + i] = kinds[kind]!(i); });
+        const a = k.alloc(m * n);
+        const b = k.alloc(m * n);
+        k.matmul(a, x, w16, m);
+        k.matmul(b, x, w32, m);
+        same(a, b, `f16 vs f32, rows of kinds ${order.join(',')}`);
+      }
       const rows = k.alloc(3 * kk);
       k.embed(rows, w16, ids); // from the packed panels
       ids.forEach((id, i) => same(rows.subarray(i * kk, (i + 1) * kk), wantRows[i]!, `embed f16 row ${id}`));
