@@ -1,4 +1,4 @@
-// Row-wise and elementwise kernels (run on the main thread: small, memory-light).
+// Row-wise and elementwise kernels (rows / element ranges: the pool splits prefill-sized calls).
 // Every row is computed independently with a fixed order (batch invariance).
 import { sumSq, wAt, f32At, f32Set, siluf, sigmoidf, silu4, sigmoid4 } from './common';
 
@@ -11,7 +11,22 @@ export function rmsNorm(out: usize, x: usize, w: usize, wBf16: i32, r0: i32, r1:
     const xr = x + ((<usize>r * <usize>d) << 2);
     const or = out + ((<usize>r * <usize>d) << 2);
     const inv = <f32>(1.0 / Math.sqrt(<f64>sumSq(xr, d) / <f64>d + eps));
-    for (let p = 0; p < d; p++) {
+    // 4 lanes at a time, each (x·inv)·s as the scalar tail computes it
+    const d4 = d & ~3;
+    const iv = f32x4.splat(inv);
+    if (zeroCentered) {
+      const one = f32x4.splat(1);
+      for (let p = 0; p < d4; p += 4) {
+        const q = <usize>p << 2;
+        v128.store(or + q, f32x4.mul(f32x4.mul(v128.load(xr + q), iv), f32x4.add(one, wVec(w, p, wBf16))));
+      }
+    } else {
+      for (let p = 0; p < d4; p += 4) {
+        const q = <usize>p << 2;
+        v128.store(or + q, f32x4.mul(f32x4.mul(v128.load(xr + q), iv), wVec(w, p, wBf16)));
+      }
+    }
+    for (let p = d4; p < d; p++) {
       const wv = wAt(w, p, wBf16);
       const s: f32 = zeroCentered ? <f32>1 + wv : wv;
       f32Set(or, p, f32At(xr, p) * inv * s);
@@ -71,27 +86,27 @@ export function rope(x: usize, positions: usize, t: i32, heads: i32, headDim: i3
 
 /** out[i] = a[i]·act(b[i]), act = SiLU or sigmoid (a constant per call site, folded). */
 // @ts-ignore: decorator
-@inline function mulAct(out: usize, a: usize, b: usize, n: i32, silu: bool): void {
-  const n4 = n & ~3;
-  for (let i = 0; i < n4; i += 4) {
+@inline function mulAct(out: usize, a: usize, b: usize, lo: i32, hi: i32, silu: bool): void {
+  let i = lo;
+  for (; i + 4 <= hi; i += 4) {
     const o = <usize>i << 2;
     const x = v128.load(b + o);
     v128.store(out + o, f32x4.mul(v128.load(a + o), silu ? silu4(x) : sigmoid4(x)));
   }
-  for (let i = n4; i < n; i++) {
+  for (; i < hi; i++) {
     const x = f32At(b, i);
     f32Set(out, i, f32At(a, i) * (silu ? siluf(x) : sigmoidf(x)));
   }
 }
 
-/** out[i] = a[i]·silu(b[i]). */
-export function mulSilu(out: usize, a: usize, b: usize, n: i32): void {
-  mulAct(out, a, b, n, true);
+/** out[i] = a[i]·silu(b[i]) for i in [lo, hi) (per element: any split gives the same bits). */
+export function mulSilu(out: usize, a: usize, b: usize, lo: i32, hi: i32): void {
+  mulAct(out, a, b, lo, hi, true);
 }
 
-/** out[i] = a[i]·sigmoid(b[i]). */
-export function mulSigmoid(out: usize, a: usize, b: usize, n: i32): void {
-  mulAct(out, a, b, n, false);
+/** out[i] = a[i]·sigmoid(b[i]) for i in [lo, hi). */
+export function mulSigmoid(out: usize, a: usize, b: usize, lo: i32, hi: i32): void {
+  mulAct(out, a, b, lo, hi, false);
 }
 
 /** out[i] = a[i] + b[i] (SIMD; exact per element). */

@@ -182,6 +182,47 @@ for (const { label, k } of backends) {
       }
     });
 
+    test('prefill-sized rmsNorm, gatedRmsNorm, mulSilu, mulSigmoid (split over the pool) == row by row, bit for bit', () => {
+      const r = rng(41);
+      const m = 67;
+      const d = 1030; // m·d past the pool threshold; d not a multiple of 4
+      for (const dtype of ['bf16', 'f32'] as const) {
+        const w = weight(k, dtype, 1, d, sym(r));
+        const x = fill(k, m * d, () => 3 * (2 * r() - 1));
+        const z = fill(k, m * d, () => 4 * (2 * r() - 1));
+        const one = k.alloc(d);
+        const oneZ = k.alloc(d);
+        const row = k.alloc(d);
+        const check = (all: Float32Array, single: (i: number) => void, what: string): void => {
+          for (let i = 0; i < m; i++) {
+            one.set(x.subarray(i * d, (i + 1) * d));
+            oneZ.set(z.subarray(i * d, (i + 1) * d));
+            single(i);
+            same(all.subarray(i * d, (i + 1) * d), row, `${what} ${dtype} row ${i}`);
+          }
+        };
+        for (const zc of [true, false]) {
+          const out = k.alloc(m * d);
+          k.rmsNorm(out, x, w, m, 1e-6, zc);
+          const want = new Float32Array(m * d);
+          ref.rmsNorm(want, x, w, m, 1e-6, zc);
+          close(out, want, 1e-5, `rmsNorm ${dtype} zc=${zc}`);
+          check(out, () => k.rmsNorm(row, one, w, 1, 1e-6, zc), `rmsNorm zc=${zc}`);
+        }
+        const gated = k.alloc(m * d);
+        k.gatedRmsNorm(gated, x, z, w, m, 1e-6);
+        check(gated, () => k.gatedRmsNorm(row, one, oneZ, w, 1, 1e-6), 'gatedRmsNorm');
+        for (const act of ['mulSilu', 'mulSigmoid'] as const) {
+          const out = k.alloc(m * d);
+          k[act](out, x, z, m * d);
+          const want = new Float32Array(m * d);
+          ref[act](want, x, z, m * d);
+          close(out, want, 1e-6, act);
+          check(out, () => k[act](row, one, oneZ, d), act);
+        }
+      }
+    });
+
     test('rope: partial rotary, strided rows, large positions', () => {
       const r = rng(5);
       for (const [heads, hd, rot] of [[4, 16, 4], [2, 64, 16], [3, 10, 10]] as const) {

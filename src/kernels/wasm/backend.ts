@@ -26,6 +26,7 @@ const ATTN_QB = 8; // query tokens per attention unit, at most
 const ATTN_SCORES = 1 << 21; // f32 scores per thread's attention scratch, at most
 const PAR_GDN = 1 << 16; // T · HV · dk · dv
 const PAR_CONV = 1 << 15; // T · C
+const PAR_ROWS = 1 << 15; // elements of a norm or an activation (prefill-sized: pool)
 // Matmul weight bytes per pool chunk: long sequential streams keep the prefetchers busy
 // (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
 const CHUNK_BYTES = 2 << 20;
@@ -314,7 +315,8 @@ export class WasmKernels implements Kernels {
     const xp = c.in(x, m * d);
     const wp = c.weight(w);
     const op = c.out(out, m * d);
-    c.arena.exports.rmsNorm(op, xp, wp, isBf16(w), 0, m, d, eps, zeroCentered ? 1 : 0);
+    packArgs(this.pool.args, 'RMS_NORM', { out: op, x: xp, w: wp, wBf16: isBf16(w), m, d, eps, zeroCentered: zeroCentered ? 1 : 0 });
+    this.run(Cmd.RMS_NORM, c.arena, m > 1 && m * d >= PAR_ROWS, Math.min(m, 4 * this.threads));
     c.end();
   }
 
@@ -326,7 +328,8 @@ export class WasmKernels implements Kernels {
     const zp = c.in(z, m * d);
     const wp = c.weight(w);
     const op = c.out(out, m * d);
-    c.arena.exports.gatedRmsNorm(op, opIn, zp, wp, isBf16(w), 0, m, d, eps);
+    packArgs(this.pool.args, 'GATED_RMS_NORM', { out: op, o: opIn, z: zp, w: wp, wBf16: isBf16(w), m, d, eps });
+    this.run(Cmd.GATED_RMS_NORM, c.arena, m > 1 && m * d >= PAR_ROWS, Math.min(m, 4 * this.threads));
     c.end();
   }
 
@@ -494,10 +497,11 @@ export class WasmKernels implements Kernels {
     const ap = c.in(a, n);
     const bp = c.in(b, n);
     const o = c.out(out, n);
-    const ex = c.arena.exports;
-    if (op === 0) ex.mulSilu(o, ap, bp, n);
-    else if (op === 1) ex.mulSigmoid(o, ap, bp, n);
-    else ex.add(o, ap, bp, n);
+    if (op === 2) c.arena.exports.add(o, ap, bp, n);
+    else {
+      packArgs(this.pool.args, 'MUL_ACT', { out: o, a: ap, b: bp, n, sigmoid: op });
+      this.run(Cmd.MUL_ACT, c.arena, n >= PAR_ROWS, 4 * this.threads);
+    }
     c.end();
   }
 

@@ -77,6 +77,20 @@ export const COMMANDS = {
     id: 10, args: ['type', 'src', 'bf16', 'dst', 'blocks', 'tmpBase', 'tmpStride'], split: { total: 'blocks', unit: 1 },
     exports: ['quantizeBlocks'], params: ['type', 'src', 'bf16', 'dst', 'lo', 'hi', 'tmp'],
   }),
+  /** RMSNorm / gated RMSNorm (assembly/dense.ts): chunks of whole rows. */
+  RMS_NORM: spec({
+    id: 15, args: ['out', 'x', 'w', 'wBf16', 'm', 'd', 'eps', 'zeroCentered'], split: { total: 'm', unit: 1 },
+    exports: ['rmsNorm'], params: ['out', 'x', 'w', 'wBf16', 'lo', 'hi', 'd', 'eps', 'zeroCentered'],
+  }),
+  GATED_RMS_NORM: spec({
+    id: 16, args: ['out', 'o', 'z', 'w', 'wBf16', 'm', 'd', 'eps'], split: { total: 'm', unit: 1 },
+    exports: ['gatedRmsNorm'], params: ['out', 'o', 'z', 'w', 'wBf16', 'lo', 'hi', 'd', 'eps'],
+  }),
+  /** a·silu(b) or, with `sigmoid` set, a·sigmoid(b): chunks of elements. */
+  MUL_ACT: spec({
+    id: 17, args: ['out', 'a', 'b', 'n', 'sigmoid'], split: { total: 'n', unit: 4 },
+    exports: ['mulSilu', 'mulSigmoid'], select: 'sigmoid', params: ['out', 'a', 'b', 'lo', 'hi'],
+  }),
   /** Sampling rows (assembly/sampling.ts), one chunk per row; numbered apart from the model ops. */
   SAMPLE: spec({
     id: 20, args: ['desc', 'rows', 'tmpBase', 'tmpStride'], split: { total: 'rows', unit: 1 },

@@ -32,8 +32,8 @@ export interface KernelExports {
   rmsNorm(out: number, x: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number, zc: number): void;
   gatedRmsNorm(out: number, o: number, z: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number): void;
   rope(x: number, positions: number, t: number, heads: number, headDim: number, invFreq: number, half: number, scale: number, stride: number): void;
-  mulSilu(out: number, a: number, b: number, n: number): void;
-  mulSigmoid(out: number, a: number, b: number, n: number): void;
+  mulSilu(out: number, a: number, b: number, lo: number, hi: number): void;
+  mulSigmoid(out: number, a: number, b: number, lo: number, hi: number): void;
   add(out: number, a: number, b: number, n: number): void;
   gdnGates(g: number, beta: number, a: number, b: number, aLog: number, aLogBf16: number, dtBias: number, dtBf16: number,
     t: number, hv: number): void;
