@@ -303,7 +303,8 @@ function rowF16(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32
   const fs = f16Scale(k);
   let i = 0;
   for (; i + 4 <= k; i += 4) v128.store(tmp + (<usize>i << 2), f32x4.mul(v128.load(xr + (<usize>i << 2)), fs));
-  for (; i < k; i++) store<f32>(tmp + (<usize>i << 2), load<f32>(xr + (<usize>i << 2)) * <f32>5.192296858534828e33); // 2¹¹²
+  const scale = f32x4.extract_lane(fs, 0);
+  for (; i < k; i++) store<f32>(tmp + (<usize>i << 2), load<f32>(xr + (<usize>i << 2)) * scale);
   // row mi of (tmp − mi·k·4) is tmp (address arithmetic mod 2³²)
   rowByPanels<i16, f64>(out, tmp - ((<usize>mi * <usize>k) << 2), w, n, k, mi, p0, p1, n1);
 }

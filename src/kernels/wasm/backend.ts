@@ -499,7 +499,7 @@ export class WasmKernels implements Kernels {
     const o = c.out(out, n);
     if (op === 2) c.arena.exports.add(o, ap, bp, n);
     else {
-      packArgs(this.pool.args, 'MUL_ACT', { out: o, a: ap, b: bp, n, sigmoid: op });
+      packArgs(this.pool.args, 'MUL_ACT', { out: o, a: ap, b: bp, n, sigmoid: op === 1 ? 1 : 0 });
       this.run(Cmd.MUL_ACT, c.arena, n >= PAR_ROWS, 4 * this.threads);
     }
     c.end();
