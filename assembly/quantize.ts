@@ -42,6 +42,10 @@ export function quantizeTmpBytes(): i32 {
 export function quantizeBlocks(type: i32, src: usize, bf16: i32, dst: usize, lo: i32, hi: i32, tmp: usize): void {
   const bs: i32 = type == Q4_K || type == Q6_K ? 256 : 32;
   const bb: usize = type == Q8_0 ? 34 : type == Q4_0 ? 18 : type == Q5_0 ? 22 : type == Q4_K ? 144 : 210;
+  if (type == Q8_0 && bf16) {
+    for (let b = lo; b < hi; b++) q8_0BlockBf16(src + (<usize>b << 6), dst + <usize>b * 34);
+    return;
+  }
   for (let b = lo; b < hi; b++) {
     const x = blockSource(src, bf16, <usize>b * <usize>bs, bs, tmp + X);
     const out = dst + <usize>b * bb;
@@ -108,34 +112,81 @@ function f16ToF32(h: u32): f32 {
 
 /** round(v) half away from zero per lane (C roundf): trunc(|v|) + (frac ≥ 0.5), sign put
  * back; |v| − trunc(|v|) is exact, so no addition can round up a value just below .5.
- * ±inf (x · 1/d when d is so small that 1/d overflows) becomes 0, as in the twin, where
- * the byte store of ±Infinity wraps to 0 (and x86 C's int8 cast of INT_MIN gives 0). */
+ * ±inf (x · 1/d when d is so small that 1/d overflows) and NaN (x · 0 for x = ±inf or NaN)
+ * become 0, as in the twin, where the byte store of ±Infinity or NaN wraps to 0 (and x86
+ * C's int8 cast of INT_MIN gives 0). */
 // @ts-ignore: decorator
 @inline function roundAway(v: v128): v128 {
   const a = f32x4.abs(v);
   const t = f32x4.trunc(a);
   const up = v128.and(f32x4.ge(f32x4.sub(a, t), f32x4.splat(0.5)), f32x4.splat(1));
   const r = v128.or(f32x4.add(t, up), v128.and(v, i32x4.splat(0x80000000)));
-  return v128.and(r, f32x4.ne(a, f32x4.splat(Infinity)));
+  return v128.and(r, f32x4.lt(a, f32x4.splat(Infinity)));
 }
 
-/** 34 bytes: d f16 | qs i8[32]; d = amax/127, q = roundf(x·(1/d)). */
+/** The i32 of an f32 lane holding an integer of magnitude < 2²²: 1.5·2²³ + r is exact and
+ * its low mantissa bits are r in two's complement (2 instructions; trunc_sat's NaN and
+ * overflow fix-ups cost ~8 on x64). */
+// @ts-ignore: decorator
+@inline function smallIntToI32(r: v128): v128 {
+  return i32x4.sub(f32x4.add(r, f32x4.splat(12582912)), i32x4.splat(0x4b400000));
+}
+
+/** Lane quant of Q8_0: roundf(x·id) as i32 (|x·id| ≤ 127·(1 + 2⁻²¹) whenever id is finite:
+ * d = amax/127 and 1/d round at most three times, subnormal d keeping ≥ 22 bits). */
+// @ts-ignore: decorator
+@inline function q8Lane(x: v128, idv: v128): v128 {
+  return smallIntToI32(roundAway(f32x4.mul(x, idv)));
+}
+
+/** Q8_0 from 32 f32 values at x. */
 function q8_0Block(x: usize, out: usize): void {
-  let m = f32x4.splat(0);
-  for (let i = 0; i < 32; i += 4) m = f32x4.max(m, f32x4.abs(v128.load(x + (<usize>i << 2))));
-  const amax = max(max(f32x4.extract_lane(m, 0), f32x4.extract_lane(m, 1)), max(f32x4.extract_lane(m, 2), f32x4.extract_lane(m, 3)));
+  q8_0Regs(
+    v128.load(x), v128.load(x, 16), v128.load(x, 32), v128.load(x, 48),
+    v128.load(x, 64), v128.load(x, 80), v128.load(x, 96), v128.load(x, 112), out,
+  );
+}
+
+/** Q8_0 from 32 bf16 values at p, widened in registers (bf16 bits << 16 is the f32). */
+function q8_0BlockBf16(p: usize, out: usize): void {
+  const a = v128.load(p);
+  const b = v128.load(p, 16);
+  const c = v128.load(p, 32);
+  const e = v128.load(p, 48);
+  q8_0Regs(
+    i32x4.shl(i32x4.extend_low_i16x8_u(a), 16), i32x4.shl(i32x4.extend_high_i16x8_u(a), 16),
+    i32x4.shl(i32x4.extend_low_i16x8_u(b), 16), i32x4.shl(i32x4.extend_high_i16x8_u(b), 16),
+    i32x4.shl(i32x4.extend_low_i16x8_u(c), 16), i32x4.shl(i32x4.extend_high_i16x8_u(c), 16),
+    i32x4.shl(i32x4.extend_low_i16x8_u(e), 16), i32x4.shl(i32x4.extend_high_i16x8_u(e), 16), out,
+  );
+}
+
+/** 34 bytes: d f16 | qs i8[32]; d = amax/127, q = roundf(x·(1/d)), for the block's 32
+ * elements held in eight vectors (all in registers: no scratch round trip, and the one
+ * call, f32ToF16, comes last so nothing is spilled around it). */
+// @ts-ignore: decorator
+@inline function q8_0Regs(x0: v128, x1: v128, x2: v128, x3: v128, x4: v128, x5: v128, x6: v128, x7: v128, out: usize): void {
+  // amax from the largest |x| bit pattern: for non-NaN f32 the unsigned order of |x|'s
+  // bits is the order of |x|, and every NaN's |bits| exceed +inf's. The scalar f32.max
+  // turns a NaN into the very NaN the twin's amax is (so d's f16 keeps its sign); any
+  // other value max(0, amax) leaves as it is.
+  const abs = i32x4.splat(0x7fffffff);
+  let m = i32x4.max_u(v128.and(x0, abs), v128.and(x1, abs));
+  m = i32x4.max_u(m, i32x4.max_u(v128.and(x2, abs), v128.and(x3, abs)));
+  m = i32x4.max_u(m, i32x4.max_u(v128.and(x4, abs), v128.and(x5, abs)));
+  m = i32x4.max_u(m, i32x4.max_u(v128.and(x6, abs), v128.and(x7, abs)));
+  m = i32x4.max_u(m, i8x16.shuffle(m, m, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  m = i32x4.max_u(m, i8x16.shuffle(m, m, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  const amax = max<f32>(0, reinterpret<f32>(i32x4.extract_lane(m, 0)));
   const d: f32 = amax / 127;
-  const id: f32 = d != 0 && d == d ? <f32>1 / d : 0; // the twin's `d ? 1/d : 0` (NaN is falsy)
+  const idv = f32x4.splat(d != 0 && d == d ? <f32>1 / d : 0); // the twin's `d ? 1/d : 0`
+  const n0 = i16x8.narrow_i32x4_s(q8Lane(x0, idv), q8Lane(x1, idv));
+  const n1 = i16x8.narrow_i32x4_s(q8Lane(x2, idv), q8Lane(x3, idv));
+  v128.store(out + 2, i8x16.narrow_i16x8_s(n0, n1));
+  const n2 = i16x8.narrow_i32x4_s(q8Lane(x4, idv), q8Lane(x5, idv));
+  const n3 = i16x8.narrow_i32x4_s(q8Lane(x6, idv), q8Lane(x7, idv));
+  v128.store(out + 18, i8x16.narrow_i16x8_s(n2, n3));
   store<u16>(out, <u16>f32ToF16(d));
-  const idv = f32x4.splat(id);
-  for (let i = 0; i < 32; i += 16) {
-    const p = x + (<usize>i << 2);
-    const q0 = i32x4.trunc_sat_f32x4_s(roundAway(f32x4.mul(v128.load(p), idv)));
-    const q1 = i32x4.trunc_sat_f32x4_s(roundAway(f32x4.mul(v128.load(p, 16), idv)));
-    const q2 = i32x4.trunc_sat_f32x4_s(roundAway(f32x4.mul(v128.load(p, 32), idv)));
-    const q3 = i32x4.trunc_sat_f32x4_s(roundAway(f32x4.mul(v128.load(p, 48), idv)));
-    v128.store(out + 2 + <usize>i, i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(q0, q1), i16x8.narrow_i32x4_s(q2, q3)));
-  }
 }
 
 /** The signed value of largest magnitude among the 32 at x (the first one on ties). */

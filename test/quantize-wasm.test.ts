@@ -90,11 +90,34 @@ for (const type of OFFLINE_QUANT_TYPES) {
   });
 }
 
-test('same bytes with 1 and 3 threads, and across the quantizer\'s 1M-element slices', async () => {
+test('q8_0: wasm == reference on non-finite and extreme blocks (±inf, NaN, amax near the f32 range ends)', () => {
+  const rows = 64;
+  const cols = 256;
+  const r = rng(11);
+  const gens: ((i: number) => number)[] = [
+    (i) => (i === 5 ? Infinity : 0.02 * gaussian(r)),
+    (i) => (i % 32 === 0 ? -Infinity : 0.02 * gaussian(r)),
+    (i) => (i === 9 ? NaN : 0.02 * gaussian(r)),
+    () => (r() - 0.5) * 4e-36, // d near 2⁻¹²⁸: 1/d finite, d subnormal or barely normal
+    () => (r() - 0.5) * 6e-37,
+    () => (r() - 0.5) * 1e-38, // 1/d overflows to inf
+    () => (r() - 0.5) * 6e38, // near the f32 maximum (finite in bf16 too)
+    (i) => (i % 2 ? 127 : -127) * (1 + i / 256), // values near ±127·d, rounding ties
+  ];
+  const x = new Float32Array(rows * cols);
+  for (let b = 0; b < rows; b++) for (let i = 0; i < cols; i++) x[b * cols + i] = gens[b % gens.length]!(i);
+  const ref = quantize(refQuantizer, 'q8_0', x, rows, cols);
+  assert.equal(firstBlockDiff('q8_0', ref, quantize(two, 'q8_0', x, rows, cols)), -1, 'f32: first differing block');
+  const { bits, values } = toBf16(x);
+  const refB = quantize(refQuantizer, 'q8_0', values, rows, cols);
+  assert.equal(firstBlockDiff('q8_0', refB, quantize(two, 'q8_0', bits, rows, cols)), -1, 'bf16: first differing block');
+});
+
+test('same bytes with 1 and 3 threads, and across the quantizer\'s double-buffered 1M-element slices', async () => {
   const one = await WasmQuantizer.start(1);
   const three = await WasmQuantizer.start(3);
   try {
-    const rows = 1200; // 1200 × 1024 elements: two slices, the second partial
+    const rows = 2200; // 2200 × 1024 elements: three slices (the third reuses the first's buffer, and is partial)
     const cols = 1024;
     const x = corpus(3, rows, cols);
     for (const type of ['q8_0', 'q4_k'] as const) {

@@ -22,6 +22,8 @@ export class Pool {
   private readonly workers: Worker[] = [];
   private readonly ports: MessagePort[] = [];
   private failure: Error | null = null;
+  /** The command between `start` and `join` (its claim tag and chunk count). */
+  private current: { cmd: number; tag: number; chunks: number } | null = null;
 
   private constructor(readonly threads: number) {
     const sab = new SharedArrayBuffer(CTL_BYTES);
@@ -60,11 +62,19 @@ export class Pool {
   /** Run `cmd` (arguments already in `args`) as `chunks` chunks claimed dynamically by
    * all threads, against arena `arena` (`ex`: the main thread's instance of it). */
   run(cmd: number, arena: number, ex: KernelExports, chunks: number): void {
+    this.start(cmd, arena, chunks);
+    this.join(ex);
+  }
+
+  /** Publish `cmd` to the workers and return at once: the main thread may do other work
+   * (not touching the command's memory or `args`) before it calls `join`. Exactly one
+   * `join` must follow before the next command. */
+  start(cmd: number, arena: number, chunks: number): void {
     if (this.failure) throw this.failure;
+    if (this.current) throw new Error('wasm pool: a command is still running (join it first)');
     if (chunks < 1 || chunks > 0xffff) throw new RangeError(`wasm pool: ${chunks} chunks`);
     const ctl = this.ctl;
     const g = (Atomics.load(ctl, GEN) + 1) | 0;
-    const tag = claimTag(g);
     // Close the previous command to stragglers first (a worker that saw an older GEN
     // must not claim with fields of this one), then publish this one.
     Atomics.store(ctl, CLAIM, NO_CLAIM);
@@ -72,9 +82,20 @@ export class Pool {
     Atomics.store(ctl, ARENA, arena);
     Atomics.store(ctl, NCHUNKS, chunks);
     Atomics.store(ctl, CHUNKS_DONE, 0);
-    Atomics.store(ctl, CLAIM, tag);
+    Atomics.store(ctl, CLAIM, claimTag(g));
     Atomics.store(ctl, GEN, g);
     if (Atomics.load(ctl, SLEEPERS) > 0) Atomics.notify(ctl, GEN);
+    this.current = { cmd, tag: claimTag(g), chunks };
+  }
+
+  /** Claim and run the started command's remaining chunks on the main thread, then wait
+   * until every chunk has completed; rethrows the first failure. */
+  join(ex: KernelExports): void {
+    const cur = this.current;
+    if (!cur) throw new Error('wasm pool: join without a started command');
+    this.current = null;
+    const { cmd, tag, chunks } = cur;
+    const ctl = this.ctl;
     let err: unknown = null;
     for (let c = claim(ctl, tag, chunks); c >= 0; c = claim(ctl, tag, chunks)) {
       try {
