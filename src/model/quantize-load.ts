@@ -11,8 +11,8 @@
 //    router and shared-expert gate, and the tiny per-head gate projections in_proj_a/b.
 import type { Kernels, Weight } from '../kernels/types.js';
 import type { QuantType } from '../kernels/quant/formats.js';
-import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
-import { type QuantSource, type RowQuantizer, refQuantizer } from '../kernels/quant/row-quantizer.js';
+import { isQuantType } from '../kernels/quant/formats.js';
+import { type RowQuantizer, type RowSource, refQuantizer } from '../kernels/quant/row-quantizer.js';
 import type { Checkpoint } from './safetensors.js';
 import { f16ToF32 } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -38,9 +38,6 @@ export function quantTypeFor(mode: QuantizeMode, name: string, cols: number): Qu
   return 'q8_0';
 }
 
-/** Source rows per read: ~4 MiB of f32. */
-const CHUNK_FLOATS = 1 << 20;
-
 /** Rows [r0, r0 + rows) of tensor `name` (rows of `cols` elements, stored BF16/F16/F32)
  * quantized to `type` by `quantizer` (GGML's algorithms; BF16 is handed over as stored) in
  * a fresh backend weight (not packed: the caller packs). */
@@ -52,28 +49,28 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
   if (dtype === 'F8_E4M3') throw new DeltaserveError('internal', `${name} in ${info.file} is FP8: it is read through the BF16 view of model/fp8.ts`);
   const item = dtype === 'F32' ? 4 : 2;
   const { weight, bytes } = kernels.allocWeight(type, rows, cols);
-  const rowOut = quantRowBytes(type, cols);
-  const per = Math.max(1, Math.floor(CHUNK_FLOATS / cols));
-  const raw = new Uint8Array(Math.min(per, rows) * cols * item);
-  const f = dtype === 'F16' ? new Float32Array(Math.min(per, rows) * cols) : null;
-  for (let r = 0; r < rows; r += per) {
-    const n = Math.min(per, rows - r);
-    const src = raw.subarray(0, n * cols * item);
-    ckpt.readRangeInto(name, (r0 + r) * cols * item, src, onBytes);
-    quantizer.quantizeRows(type, sourceView(src, dtype, n * cols, f), n, cols, bytes.subarray(r * rowOut, (r + n) * rowOut));
-  }
+  // F16 is widened to f32 on the way (through a band of raw bytes); BF16 and F32 are read
+  // straight into the quantizer's buffer
+  let raw = new Uint8Array(0);
+  const source: RowSource = {
+    kind: dtype === 'BF16' ? 'bf16' : 'f32',
+    fill(r, n, into) {
+      const at = (r0 + r) * cols * item;
+      if (dtype !== 'F16') {
+        ckpt.readRangeInto(name, at, new Uint8Array(into.buffer, into.byteOffset, n * cols * item), onBytes);
+        return;
+      }
+      if (raw.length < n * cols * 2) raw = new Uint8Array(n * cols * 2);
+      const src = raw.subarray(0, n * cols * 2);
+      ckpt.readRangeInto(name, at, src, onBytes);
+      const h = new Uint16Array(src.buffer, src.byteOffset, n * cols);
+      for (let i = 0; i < h.length; i++) into[i] = f16ToF32(h[i]!);
+    },
+  };
+  quantizer.quantizeFrom(type, source, rows, cols, bytes);
   return weight;
 }
 
-/** The n stored elements at src as a quantizer source: BF16 bits and F32 as they are
- * (views), F16 widened into f. */
-function sourceView(src: Uint8Array, dtype: 'BF16' | 'F16' | 'F32', n: number, f: Float32Array | null): QuantSource {
-  if (dtype === 'F32') return new Float32Array(src.buffer, src.byteOffset, n);
-  const h = new Uint16Array(src.buffer, src.byteOffset, n);
-  if (dtype === 'BF16') return h;
-  for (let i = 0; i < n; i++) f![i] = f16ToF32(h[i]!);
-  return f!.subarray(0, n);
-}
 
 /** Run `load` with the wasm block quantizer on `threads` threads when `quantize` is set
  * (stopped afterwards), else with none. */

@@ -8,7 +8,7 @@ import { type Checkpoint, assertFiniteF16, loadWeight, loadWeightF32, f16ToF32, 
 import { DeltaserveError } from '../util/errors.js';
 import { isQuantType, type QuantType } from '../kernels/quant/formats.js';
 import { type QuantizeMode, loadQuantized, quantTypeFor } from './quantize-load.js';
-import { type RowQuantizer, refQuantizer } from '../kernels/quant/row-quantizer.js';
+import { type RowQuantizer, type RowSource, refQuantizer } from '../kernels/quant/row-quantizer.js';
 import { quantRowBytes } from '../kernels/quant/formats.js';
 
 export interface AttnWeights {
@@ -191,18 +191,21 @@ export class WeightReader {
     return this.kernels.packWeight(weight);
   }
 
-  /** Quantize rows rowIndex of src (f32 or bf16 rows) into dst, ~1M elements per call. */
+  /** Quantize rows rowIndex of src (f32 or bf16 rows) into dst, gathered band by band
+   * into the quantizer's buffers. */
   private quantizeGathered(src: { dtype: WeightDType; bytes: Uint8Array; rowBytes: number }, rowIndex: readonly number[],
     cols: number, type: QuantType, dst: Uint8Array): void {
-    const out = quantRowBytes(type, cols);
-    const per = Math.max(1, Math.min(rowIndex.length, Math.floor((1 << 20) / cols)));
-    const band = new Uint8Array(per * src.rowBytes);
-    for (let i0 = 0; i0 < rowIndex.length; i0 += per) {
-      const n = Math.min(per, rowIndex.length - i0);
-      for (let i = 0; i < n; i++) band.set(src.bytes.subarray(rowIndex[i0 + i]! * src.rowBytes, (rowIndex[i0 + i]! + 1) * src.rowBytes), i * src.rowBytes);
-      const view = src.dtype === 'f32' ? new Float32Array(band.buffer, 0, n * cols) : new Uint16Array(band.buffer, 0, n * cols);
-      this.quantizer.quantizeRows(type, view, n, cols, dst.subarray(i0 * out, (i0 + n) * out));
-    }
+    const source: RowSource = {
+      kind: src.dtype === 'f32' ? 'f32' : 'bf16',
+      fill(r0, n, into) {
+        const to = new Uint8Array(into.buffer, into.byteOffset, n * src.rowBytes);
+        for (let i = 0; i < n; i++) {
+          const r = rowIndex[r0 + i]!;
+          to.set(src.bytes.subarray(r * src.rowBytes, (r + 1) * src.rowBytes), i * src.rowBytes);
+        }
+      },
+    };
+    this.quantizer.quantizeFrom(type, source, rowIndex.length, cols, dst);
   }
 }
 

@@ -19,7 +19,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
 import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
-import { type RowQuantizer } from '../kernels/quant/row-quantizer.js';
+import { type RowQuantizer, type RowSource } from '../kernels/quant/row-quantizer.js';
 import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
 import { ggufSourceMetadata, ggufSourceTensors } from './gguf-source.js';
 
@@ -42,6 +42,9 @@ export interface QuantizeResult {
 
 /** Rows per band: ~4 MiB of f32. */
 const BAND_FLOATS = 1 << 20;
+/** Rows per quantized band: ~8 quantizer slices, so reading overlaps quantizing (the output
+ * band is at most 8.5 MiB of Q8_0). */
+const QUANT_BAND_FLOATS = 1 << 23;
 
 export async function quantizeToGguf(opts: QuantizeOptions): Promise<QuantizeResult> {
   const src = resolveModelSource(opts.model);
@@ -107,21 +110,25 @@ function fileTypeMetadata(type: FileType): MetaEntry[] {
   ];
 }
 
-/** Emit tensor t stored as `type`, band by band (a quantized band is encoded by every
- * thread of the quantizer). `emit` writes before it returns, so the buffers are reused. */
+/** Emit tensor t stored as `type`, band by band. A quantized band (~QUANT_BAND_FLOATS
+ * elements) is read straight into the quantizer, which reads its next slice while every
+ * thread quantizes the current one. `emit` writes before it returns, so the buffers are
+ * reused. */
 async function produceTensor(t: ConvertedTensor, type: GgufTensorType, emit: (b: Uint8Array) => void, quantizer: RowQuantizer): Promise<void> {
-  const per = Math.max(1, Math.floor(BAND_FLOATS / t.cols));
-  const band = new Float32Array(Math.min(per, t.rows) * t.cols);
-  const out = isQuantType(type) ? new Uint8Array(quantRowBytes(type, t.cols) * Math.min(per, t.rows)) : null;
+  const quantized = isQuantType(type);
+  const per = Math.max(1, Math.floor((quantized ? QUANT_BAND_FLOATS : BAND_FLOATS) / t.cols));
+  const band = quantized ? null : new Float32Array(Math.min(per, t.rows) * t.cols);
+  const out = quantized ? new Uint8Array(quantRowBytes(type, t.cols) * Math.min(per, t.rows)) : null;
   for (let r = 0; r < t.rows; r += per) {
     const n = Math.min(per, t.rows - r);
-    const x = band.subarray(0, n * t.cols);
-    t.readRows(r, n, x);
     if (out && isQuantType(type)) {
       const bytes = out.subarray(0, quantRowBytes(type, t.cols) * n);
-      quantizer.quantizeRows(type, x, n, t.cols, bytes);
+      const source: RowSource = { kind: 'f32', fill: (r0, m, into) => t.readRows(r + r0, m, into as Float32Array) };
+      quantizer.quantizeFrom(type, source, n, t.cols, bytes);
       emit(bytes);
     } else {
+      const x = band!.subarray(0, n * t.cols);
+      t.readRows(r, n, x);
       emit(encodeFloat(x, type));
     }
   }

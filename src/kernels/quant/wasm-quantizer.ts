@@ -9,9 +9,9 @@
 // independent, so the bytes do not depend on the thread count or the split.
 import { availableParallelism } from 'node:os';
 import { DeltaserveError } from '../../util/errors.js';
-import { QUANT_FORMATS, type QuantType } from './formats.js';
+import { QUANT_FORMATS, quantRowBytes, type QuantType } from './formats.js';
 import { OFFLINE_QUANT_TYPES } from './quantize-ggml.js';
-import { type QuantSource, type RowQuantizer, refQuantizer } from './row-quantizer.js';
+import { type QuantSource, type RowQuantizer, type RowSource, quantizeFromBands, refQuantizer } from './row-quantizer.js';
 import { compileKernels, instantiate, WA, type KernelExports, type WasmMemory } from '../wasm/module.js';
 import { Pool } from '../wasm/pool.js';
 import { Cmd } from '../wasm/exec.js';
@@ -75,29 +75,56 @@ export class WasmQuantizer implements RowQuantizer {
       refQuantizer.quantizeRows(type, src, rows, cols, dst); // throws the reference's message
       return;
     }
-    const { blockSize, blockBytes, ggmlType } = QUANT_FORMATS[type];
-    if (cols % blockSize !== 0) throw new RangeError(`${type}: ${cols} columns are not a whole number of ${blockSize}-element blocks`);
+    this.check(type, rows, cols, dst);
     const total = rows * cols;
     if (src.length < total) throw new RangeError(`quantize: ${src.length} source elements for ${rows} × ${cols}`);
-    if (dst.length < (total / blockSize) * blockBytes) throw new RangeError(`quantize: ${dst.length} output bytes for ${rows} × ${cols} ${type}`);
     const bf16 = src instanceof Uint16Array;
-    const item = bf16 ? 2 : 4;
+    // slices of SLICE_ELEMS elements (whole blocks, not necessarily whole rows) copied in
+    this.pipeline(type, bf16, total, SLICE_ELEMS, dst, (e, n, into) => into.set(src.subarray(e, e + n)));
+  }
+
+  quantizeFrom(type: QuantType, source: RowSource, rows: number, cols: number, dst: Uint8Array): void {
+    if (!OFFLINE_QUANT_TYPES.includes(type) || cols > SLICE_ELEMS) {
+      // a row longer than a slice: bands of one row, each sliced by quantizeRows
+      quantizeFromBands(this, type, source, rows, cols, dst, quantRowBytes(type, cols));
+      return;
+    }
+    this.check(type, rows, cols, dst);
+    // slices of whole rows, filled straight into the quantizer's memory
+    const per = Math.floor(SLICE_ELEMS / cols);
+    this.pipeline(type, source.kind === 'bf16', rows * cols, per * cols, dst, (e, n, into) => source.fill(e / cols, n / cols, into));
+  }
+
+  private check(type: QuantType, rows: number, cols: number, dst: Uint8Array): void {
+    const { blockSize, blockBytes } = QUANT_FORMATS[type];
+    if (cols % blockSize !== 0) throw new RangeError(`${type}: ${cols} columns are not a whole number of ${blockSize}-element blocks`);
+    if (dst.length < ((rows * cols) / blockSize) * blockBytes) throw new RangeError(`quantize: ${dst.length} output bytes for ${rows} × ${cols} ${type}`);
+  }
+
+  /** Quantize `total` source elements in slices of `slice` (a multiple of the block size,
+   * ≤ SLICE_ELEMS), double-buffered: `fill(e, n, into)` writes elements [e, e + n) into
+   * the view `into` of a slice buffer while the workers quantize the previous slice from
+   * the other one. */
+  private pipeline(type: QuantType, bf16: boolean, total: number, slice: number, dst: Uint8Array,
+    fill: (e: number, n: number, into: QuantSource) => void): void {
+    const { blockSize, blockBytes, ggmlType } = QUANT_FORMATS[type];
+    const slices = Math.ceil(total / slice);
+    if (slices === 0) return;
     const heap = new Uint8Array(this.memory.buffer);
     const tmpStride = this.ex.quantizeTmpBytes();
-    const slices = Math.ceil(total / SLICE_ELEMS);
-    if (slices === 0) return;
-    const sliceElems = (i: number): number => Math.min(SLICE_ELEMS, total - i * SLICE_ELEMS);
+    const sliceElems = (i: number): number => Math.min(slice, total - i * slice);
     const bufferOf = (i: number): SliceBuffer => this.buffers[i & 1]!;
-    const copyIn = (i: number): void => {
-      const e = i * SLICE_ELEMS;
-      heap.set(new Uint8Array(src.buffer, src.byteOffset + e * item, sliceElems(i) * item), bufferOf(i).src);
+    const fillSlice = (i: number): void => {
+      const n = sliceElems(i);
+      const at = bufferOf(i).src;
+      fill(i * slice, n, bf16 ? new Uint16Array(this.memory.buffer, at, n) : new Float32Array(this.memory.buffer, at, n));
     };
     const copyOut = (i: number): void => {
       const bytes = (sliceElems(i) / blockSize) * blockBytes;
       const from = bufferOf(i).dst;
-      dst.set(heap.subarray(from, from + bytes), ((i * SLICE_ELEMS) / blockSize) * blockBytes);
+      dst.set(heap.subarray(from, from + bytes), ((i * slice) / blockSize) * blockBytes);
     };
-    copyIn(0);
+    fillSlice(0);
     for (let i = 0; i < slices; i++) {
       const blocks = sliceElems(i) / blockSize;
       const buf = bufferOf(i);
@@ -106,7 +133,7 @@ export class WasmQuantizer implements RowQuantizer {
       // the other buffer is free: slice i − 1's output leaves it, slice i + 1 enters it
       try {
         if (i > 0) copyOut(i - 1);
-        if (i + 1 < slices) copyIn(i + 1);
+        if (i + 1 < slices) fillSlice(i + 1);
       } finally {
         this.pool.join(this.ex);
       }
