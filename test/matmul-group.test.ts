@@ -3,7 +3,7 @@
 // panels, every GGML quant type in its repacked layout, and unpacked GGML blocks), mixed
 // dtypes in one group (so the int8, interleaved-quad, q6 sums and q8x4 activation buffers
 // coexist), odd row counts, M in 1..5 and 8, row-prefix views, operands outside wasm
-// memory, 1, 2 and 3 threads and the plain build. Also: a group really is one pool run, and
+// memory, weights spread over several memories, 1, 2 and 3 threads and the plain build. Also: a group really is one pool run, and
 // bad groups are refused.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -130,6 +130,24 @@ test('a group of pool-sized weights is ONE pool run (separate calls: one each), 
     assert.equal(runs, 3, 'separate calls: the three pool-sized weights run on the pool');
   } finally {
     pool.run = run;
+  }
+});
+
+test('weights over several memories and one outside wasm memory == separate calls (2 threads)', async () => {
+  const k = await createWasmKernels({ threads: 2, memoryBytes: 8 << 20 });
+  try {
+    assert.ok(k instanceof WasmKernels);
+    const ws: Weight[] = [];
+    for (let i = 0; i < 8; i++) ws.push(makeWeight(k, (['q8_0', 'q4_k', 'f32', 'q6_k'] as const)[i % 4]!, 517 + 2 * i, 40 + i));
+    const arenas = new Set(ws.map((w) => k.mem.locate(w.data)));
+    assert.ok(!arenas.has(undefined) && arenas.size >= 2, `weights in ${arenas.size} memories`);
+    // GGML blocks in the JS heap (never packed): a separate call stages them per call
+    const heap = makeWeight(createRefKernels(), 'q4_k', 45, 50);
+    assert.equal(k.mem.locate(heap.data), undefined);
+    checkGroup(k, [...ws, heap], 'several memories', { ms: [1, 5] });
+    checkGroup(k, [ws[0]!, heap, ws[7]!], 'a memory, the heap, another memory', { ms: [2] });
+  } finally {
+    k.dispose();
   }
 });
 

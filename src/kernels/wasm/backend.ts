@@ -226,16 +226,20 @@ export class WasmKernels implements Kernels {
       for (const g of group) this.matmul(g.out, x, g.w, m);
       return;
     }
-    if (this.disposed) throw new Error('wasm kernels used after dispose()');
+    const arena = this.mem.locate(group[0]!.w.data);
+    if (arena && group.every((g) => this.mem.locate(g.w.data) === arena)) { // the usual case: one memory
+      runMatmulGroup(this.groupHost, this.quantKernels, this.ops, arena, x, m, k, group);
+      return;
+    }
     const byArena = new Map<Arena, GroupMatmul[]>();
     for (const g of group) {
       const a = this.mem.locate(g.w.data);
       if (!a) this.matmul(g.out, x, g.w, m);
       else byArena.set(a, [...(byArena.get(a) ?? []), g]);
     }
-    for (const [arena, part] of byArena) {
+    for (const [a, part] of byArena) {
       if (part.length === 1) this.matmul(part[0]!.out, x, part[0]!.w, m);
-      else runMatmulGroup(this.groupHost, this.quantKernels, this.ops, arena, x, m, k, part);
+      else runMatmulGroup(this.groupHost, this.quantKernels, this.ops, a, x, m, k, part);
     }
   }
 
