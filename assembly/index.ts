@@ -8,6 +8,7 @@ export { attention, attentionTmpBytes } from './attention';
 export { causalConv, gdnRecurrent } from './gdn';
 export { gdnChunked, chunkedTmpBytes } from './chunked';
 export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
+export { matmulGroup } from './matmulgroup';
 export { repackQ8x4, interleaveActs4 } from './q8x4';
 export { repackQ4kx4, interleaveQ4kx4Acts } from './q4kx4';
 export { repackQ6kx4, q6kx4ActSums } from './q6kx4';

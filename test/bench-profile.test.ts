@@ -1,5 +1,6 @@
 // bench --profile's kernel wrapper: it times only while enabled, keys matmuls by weight
-// type, shape and M, counts every call, and passes results through unchanged.
+// type, shape and M (a matmulGroup by its weights' list), counts every call, and passes
+// results through unchanged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -22,6 +23,8 @@ test('KernelProfile: per-op calls and shares while enabled only; matmul keyed by
   k.matmul(out, x, w, 2);
   k.matmul(out, x, w, 2);
   k.add(out, out, out, 6);
+  const other = k.alloc(6);
+  k.matmulGroup(x, 2, [{ out: other, w }, { out: other, w }]); // keyed by its weights, once
   const total = performance.now() - t0;
   prof.setEnabled(false);
   k.add(out, out, out, 6); // disabled again
@@ -29,7 +32,8 @@ test('KernelProfile: per-op calls and shares while enabled only; matmul keyed by
   // row 0 = w·[1,0,0,1] = [5, 13, 21], row 1 = w·[0,1,1,0] = [5, 13, 21]; doubled twice
   assert.deepEqual([...got!], [20, 52, 84, 20, 52, 84]);
   const r = prof.report(2, total) as { ops: Record<string, { calls_per_step: number; share: number }>; matmul_share: number };
-  assert.deepEqual(Object.keys(r.ops).sort(), ['add', 'matmul f32 3x4 m=2']);
+  assert.deepEqual(Object.keys(r.ops).sort(), ['add', 'matmul f32 3x4 m=2', 'matmul {f32 3x4, f32 3x4} m=2']);
+  assert.equal(r.ops['matmul {f32 3x4, f32 3x4} m=2']!.calls_per_step, 0.5);
   assert.equal(r.ops['matmul f32 3x4 m=2']!.calls_per_step, 1);
   assert.equal(r.ops['add']!.calls_per_step, 0.5);
   assert.ok(r.matmul_share > 0 && r.matmul_share <= 1.001, `matmul share ${r.matmul_share}`);

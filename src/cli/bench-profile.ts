@@ -1,7 +1,7 @@
 // `bench --profile`: wall time per kernel op. The CPU backends' kernels are synchronous
 // (a call returns when its pool chunks are done), so timing each call on the main thread
-// measures the op itself; matmuls are keyed by weight type and shape, so the report says
-// which projection the time goes to. Off by default: the timer calls cost ~0.1 µs each.
+// measures the op itself; matmuls are keyed by weight type and shape (a matmulGroup by the
+// list of its weights), so the report says which projection the time goes to. Off by default: the timer calls cost ~0.1 µs each.
 import type { AnyKernels } from '../kernels/types.js';
 
 /** Ops timed under their own name, besides matmul (which is keyed by weight). */
@@ -40,6 +40,16 @@ export class KernelProfile {
             const t0 = performance.now();
             const r = fn.apply(target, a);
             record(`matmul ${w.dtype} ${w.rows}x${w.cols} m=${a[3] as number}`, performance.now() - t0);
+            return r;
+          };
+        }
+        if (prop === 'matmulGroup') { // keyed by its weights: 'matmul {q4_k 2048x1024, …} m=1'
+          return (...a: unknown[]) => {
+            if (!enabled()) return fn.apply(target, a);
+            const ws = (a[2] as readonly { w: { dtype: string; rows: number; cols: number } }[]).map(({ w }) => `${w.dtype} ${w.rows}x${w.cols}`);
+            const t0 = performance.now();
+            const r = fn.apply(target, a);
+            record(`matmul {${ws.join(', ')}} m=${a[1] as number}`, performance.now() - t0);
             return r;
           };
         }

@@ -57,13 +57,12 @@ export function addSigmoidScaled(out: Float32Array, y: Float32Array, g: Float32A
   }
 }
 
-/** down(up(x) ⊙ silu(gate(x))) over n rows, on the backend's matmul and mulSilu. */
+/** down(up(x) ⊙ silu(gate(x))) over n rows, on the backend's matmulGroup, matmul and mulSilu. */
 function expertMlp(k: Kernels, e: ExpertMats, x: Float32Array, out: Float32Array, n: number, s: MoeScratch): void {
   const inter = e.gate.rows;
   const gate = s.gate.subarray(0, n * inter);
   const up = s.up.subarray(0, n * inter);
-  k.matmul(gate, x, e.gate, n);
-  k.matmul(up, x, e.up, n);
+  k.matmulGroup(x, n, [{ out: gate, w: e.gate }, { out: up, w: e.up }]);
   k.mulSilu(up, up, gate, n * inter);
   k.matmul(out, up, e.down, n);
 }

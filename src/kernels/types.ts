@@ -138,6 +138,12 @@ export interface MoeScratch<T extends Tensor = Float32Array> {
   readonly up: T; // [M, Ie]
 }
 
+/** One matmul of a `matmulGroup` call: out [M, w.rows] = x · wᵀ. */
+export interface GroupMatmul<T extends Tensor = Float32Array> {
+  readonly out: T;
+  readonly w: Weight;
+}
+
 /** One range of a read-back: `length` elements of `t` from element `offset`. */
 export interface ReadRange<T extends Tensor = Float32Array> {
   readonly t: T;
@@ -202,6 +208,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * Quantized W: x is quantized per 32-element block to int8 and the block dot products
    * are exact integer sums (kernels/ref/quant.ts defines the arithmetic exactly). */
   matmul(out: T, x: T, w: Weight, m: number): void;
+
+  /** Several matmuls of one input: for every entry, matmul(out, x, w, m) — the same bits
+   * as those separate calls, in any order (every w has K = w.cols columns; x: [M, K]; the
+   * outs do not overlap each other or x). A backend may run them as one dispatch (wasm:
+   * one pool run, x quantized once); others loop (kernels/matmul-group.ts). */
+  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[]): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
   embed(out: T, table: Weight, ids: ArrayLike<number>): void;

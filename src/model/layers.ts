@@ -76,10 +76,8 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const z = ws.gdn.z.rows(m); // [M, HV·dv]
   const b = ws.gdn.b.rows(m); // [M, HV]
   const a = ws.gdn.a.rows(m);
-  k.matmul(qkv, x, w.inProjQkv, m);
-  k.matmul(z, x, w.inProjZ, m);
-  k.matmul(b, x, w.inProjB, m);
-  k.matmul(a, x, w.inProjA, m);
+  // the four input projections of x in one kernel call (bits as four matmul calls)
+  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }]);
   const conv = ws.gdn.conv.rows(m); // [M, convDim] post-conv
   const g = ws.gdn.g.rows(m);
   const beta = ws.gdn.beta.rows(m);
@@ -122,9 +120,7 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   const qg = ws.attn.qg.rows(m); // [M, nH, 2·hd]: query then gate per head
   const kk = ws.attn.k.rows(m); // [M, nKV, hd]
   const vv = ws.attn.v.rows(m);
-  k.matmul(qg, x, w.qProj, m);
-  k.matmul(kk, x, w.kProj, m);
-  k.matmul(vv, x, w.vProj, m);
+  k.matmulGroup(x, m, [{ out: qg, w: w.qProj }, { out: kk, w: w.kProj }, { out: vv, w: w.vProj }]);
   const q = gated ? ws.attn.q.rows(m) : qg; // [M, nH, hd]
   const gate = gated ? ws.attn.gate.rows(m) : null; // [M, nH, hd]
   if (gate) { // split every (row, head) of qg into its query and gate halves
@@ -157,8 +153,7 @@ function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeig
 /** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. */
 function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T): void {
   const inter = w.gate.rows;
-  k.matmul(gate, x, w.gate, n);
-  k.matmul(up, x, w.up, n);
+  k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }]);
   k.mulSilu(up, up, gate, n * inter);
   k.matmul(out, up, w.down, n);
 }

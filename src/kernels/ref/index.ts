@@ -7,6 +7,7 @@ import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
+import { matmulGroupByCalls } from '../matmul-group.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
@@ -38,6 +39,7 @@ export function createRefKernels(): Kernels {
     weightRows: rowMajorPrefix,
     storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
+    matmulGroup: (x, m, group) => matmulGroupByCalls(k, x, m, group),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,
     gatedRmsNorm: dense.gatedRmsNorm,

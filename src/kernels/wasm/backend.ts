@@ -3,7 +3,10 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight, WeightDType } from '../types.js';
+import type { AttentionDims, ExpertMats, GdnDims, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+  WeightDType } from '../types.js';
+import { groupInnerSize } from '../matmul-group.js';
+import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
 import { Cmd, executeAll } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
@@ -15,21 +18,17 @@ import type { Pool } from './pool.js';
 import type { CalibrationResult } from './calibrate.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { f16ToF32 } from '../quant/dequant.js';
-import { rowPrefix, storedBytes, storedQuantBytes, type WasmLayout } from './layouts.js';
-import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, usesQuadActs, type QuantKernelChoice } from './quant-layouts.js';
+import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
+import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
-// launch costs a few µs and, on a busy machine, far more.
-const PAR_MATMUL = 1 << 18; // weight elements
+// launch costs a few µs and, on a busy machine, far more (matmuls: matmul-group.ts).
 const PAR_ATTN = 1 << 16; // units · keys · hd
 const ATTN_QB = 8; // query tokens per attention unit, at most
 const ATTN_SCORES = 1 << 21; // f32 scores per thread's attention scratch, at most
 const PAR_GDN = 1 << 16; // T · HV · dk · dv
 const PAR_CONV = 1 << 15; // T · C
 const PAR_ROWS = 1 << 15; // elements of a norm or an activation (prefill-sized: pool)
-// Matmul weight bytes per pool chunk: long sequential streams keep the prefetchers busy
-// (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
-const CHUNK_BYTES = 2 << 20;
 
 /** Query tokens per attention unit (qb) and query heads per unit (per, dividing nH/nKV) for
  * T queries over up to n keys. A unit reads each K and V row once for its qb·per rows, so
@@ -52,11 +51,6 @@ function isBf16(w: Weight): number {
   return w.dtype === 'bf16' ? 1 : 0;
 }
 
-function elemBytes(dtype: WeightDType): number {
-  if (isQuantType(dtype)) throw new Error(`elemBytes: ${dtype} has no per-element size`);
-  return dtype === 'f32' ? 4 : 2;
-}
-
 /** Rows rounded up to whole 8-row panels (the packed matmul layout, assembly/matmul.ts). */
 function panelRows(rows: number): number {
   return Math.ceil(rows / 8) * 8;
@@ -71,6 +65,8 @@ function panelSlot(c: number, bits16: boolean): number {
 export class WasmKernels implements Kernels {
   readonly name = 'wasm';
   private readonly ops: Operands;
+  /** The backend as runMatmulGroup sees it. */
+  private readonly groupHost: GroupHost;
   private disposed = false;
   /** Kernel families of the repacked quantized matmuls (same bits; calibrate.ts picks the
    * fastest at start-up, before any model runs). */
@@ -82,6 +78,7 @@ export class WasmKernels implements Kernels {
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'plain'). */
     readonly variant: KernelVariant = 'plain') {
     this.ops = new Operands(mem);
+    this.groupHost = { threads, args: pool.args, run: (cmd, arena, parallel, chunks) => this.run(cmd, arena, parallel, chunks) };
   }
 
   dispose(): void {
@@ -214,12 +211,36 @@ export class WasmKernels implements Kernels {
     // f16 with M ≥ 4: each thread widens tiles of panels into its scratch (assembly/matmul.ts)
     if (f16) packArgs(this.pool.args, 'MATMUL_F16', { ...args, tmpBase: c.tmp.base, tmpStride: c.tmp.stride });
     else packArgs(this.pool.args, 'MATMUL', { ...args, bf16: isBf16(w) });
-    // ≥ 1 chunk per thread, ~2 MiB each; chunks are claimed dynamically
-    const panels = Math.ceil(n / 8);
-    const chunks = Math.min(panels, Math.max(this.threads, Math.ceil((n * k * elemBytes(w.dtype)) / CHUNK_BYTES)));
-    const cmd = f16 ? Cmd.MATMUL_F16 : Cmd.MATMUL;
-    this.run(cmd, c.arena, n * k >= PAR_MATMUL && panels >= 2, Math.min(chunks, 0xffff));
+    const { chunks } = matmulSplit(w, this.threads); // chunks are claimed dynamically
+    this.run(f16 ? Cmd.MATMUL_F16 : Cmd.MATMUL, c.arena, chunks >= 2, chunks);
     c.end();
+  }
+
+  /** Several matmuls of one input x [M, K] (Kernels.matmulGroup): the weights of each
+   * arena as one pool run (matmul-group.ts; the same bits as separate calls), a weight
+   * alone in its arena (or outside wasm memory) as a plain matmul call. */
+  matmulGroup(x: Float32Array, m: number, group: readonly GroupMatmul[]): void {
+    const k = groupInnerSize(group, m);
+    if (m === 0 || group.length === 0) return;
+    if (group.length === 1 || !groupFits(group, this.threads)) {
+      for (const g of group) this.matmul(g.out, x, g.w, m);
+      return;
+    }
+    const arena = this.mem.locate(group[0]!.w.data);
+    if (arena && group.every((g) => this.mem.locate(g.w.data) === arena)) { // the usual case: one memory
+      runMatmulGroup(this.groupHost, this.quantKernels, this.ops, arena, x, m, k, group);
+      return;
+    }
+    const byArena = new Map<Arena, GroupMatmul[]>();
+    for (const g of group) {
+      const a = this.mem.locate(g.w.data);
+      if (!a) this.matmul(g.out, x, g.w, m);
+      else byArena.set(a, [...(byArena.get(a) ?? []), g]);
+    }
+    for (const [a, part] of byArena) {
+      if (part.length === 1) this.matmul(part[0]!.out, x, part[0]!.w, m);
+      else runMatmulGroup(this.groupHost, this.quantKernels, this.ops, a, x, m, k, part);
+    }
   }
 
   /** Give back the memory of `view` if it is its arena's newest allocation (else no-op).
@@ -242,34 +263,20 @@ export class WasmKernels implements Kernels {
     return this.quantKernels;
   }
 
-  /** Integer matmul (assembly/qmatmul.ts): x quantized to int8 blocks of 32 on this thread,
-   * then columns split over the pool in groups of 4. */
+  /** Integer matmul (assembly/qmatmul.ts): x quantized to int8 blocks of 32 on this thread
+   * (plus the layout's interleaved copies: stageQuantActs), then columns split over the
+   * pool in groups of 4. */
   private matmulQuant(out: Float32Array, x: Float32Array, w: Weight, m: number): void {
     const n = w.rows;
     const k = w.cols;
     const arena = this.ops.target(w.data, x, out);
     const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
-    const nb = (m * k) / 32;
-    const q16 = c.arena.stage(m * k * 2);
-    // q4kx4, q5kx4, q40x4…q51x4: the int8 quants, then (M ≥ 4) the rows interleaved by 4
-    // (int8 or i16 by build);
-    // q6kx4: the same, then the i16 sums of 16 quants (m·k/16 of them) at 3·m·k
-    const kx4 = usesQuadActs(w);
-    const q8 = c.arena.stage(w.layout === 'q8x4' ? 2 * m * k : kx4 ? 3 * m * k + (w.layout === 'q6kx4' ? m * k / 8 : 0) : m * k);
-    const q8x4Acts = q8;
-    const d = c.arena.stage(nb * 4);
-    const s = c.arena.stage(nb * 4);
-    c.arena.exports.quantizeActs(c.in(x, m * k), m, k, q16, q8, d, s);
-    // q8x4 takes the rows' quants interleaved by 4 in place of the int8 copy
-    if (w.layout === 'q8x4' && m >= 4) c.arena.exports.interleaveActs4(q16, m, k, q8x4Acts);
-    if (kx4 && m >= 4) c.arena.exports.interleaveQ4kx4Acts(q16, q8, m, k);
-    if (w.layout === 'q6kx4') c.arena.exports.q6kx4ActSums(q8, m, k);
+    const { q16, d, s, q8For } = stageQuantActs(c.arena, c.in(x, m * k), m, k, [w]);
     packArgs(this.pool.args, 'QMATMUL', {
-      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8,
+      out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8: q8For(w),
     });
-    const groups = Math.ceil(n / 4);
-    const chunks = Math.min(groups, Math.max(this.threads, Math.ceil(storedQuantBytes(w) / CHUNK_BYTES)));
-    this.run(Cmd.QMATMUL, c.arena, n * k >= PAR_MATMUL && groups >= 2, Math.min(chunks, 0xffff));
+    const { chunks } = matmulSplit(w, this.threads);
+    this.run(Cmd.QMATMUL, c.arena, chunks >= 2, chunks);
     c.end();
   }
 

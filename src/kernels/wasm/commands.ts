@@ -71,6 +71,14 @@ export const COMMANDS = {
     split: { total: 'n', unit: 4 }, exports: ['qmatmul'],
     params: ['type', 'out', 'q16', 'q8', 'd', 's', 'w', 'm', 'n', 'k', 'lo', 'hi', 'tmp'],
   }),
+  /** Several matmuls of one input x (assembly/matmulgroup.ts): `count` descriptors at
+   * `desc` (src/kernels/wasm/matmul-group.ts), one chunk space of `chunks` chunks over all
+   * of them; group chunk c is chunk c − first_j of matmul j's own split. */
+  MATMUL_GROUP: spec({
+    id: 18, args: ['desc', 'count', 'x', 'q16', 'd', 's', 'm', 'k', 'chunks', 'tmpBase', 'tmpStride'],
+    split: { total: 'chunks', unit: 1 }, exports: ['matmulGroup'],
+    params: ['desc', 'count', 'x', 'q16', 'd', 's', 'm', 'k', 'lo', 'hi', 'tmp'],
+  }),
   /** Block quantization (assembly/quantize.ts) for the load-time and offline quantizers
    * (kernels/quant/wasm-quantizer.ts): chunks of whole blocks. */
   QUANTIZE: spec({

@@ -56,6 +56,8 @@ export interface KernelExports {
   qmatmul(type: number, out: number, q16: number, q8: number, d: number, s: number, w: number, m: number, n: number, k: number,
     n0: number, n1: number, tmp: number): void;
   qmatmulTmpBytes(k: number): number;
+  matmulGroup(desc: number, count: number, x: number, q16: number, d: number, s: number, m: number, k: number, lo: number,
+    hi: number, tmp: number): void;
   repackQ8x4(w: number, rows: number, k: number, tmp: number): void;
   interleaveActs4(q16: number, m: number, k: number, x4: number): void;
   repackQ4kx4(w: number, rows: number, k: number, tmp: number): void;

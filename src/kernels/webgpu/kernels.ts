@@ -8,7 +8,8 @@
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
 import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
-  Weight, WeightDType } from '../types.js';
+  GroupMatmul, Weight, WeightDType } from '../types.js';
+import { matmulGroupByCalls } from '../matmul-group.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
@@ -210,6 +211,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
 
   matmul(out: GpuTensor, x: GpuTensor, w: Weight, m: number): void {
     this.g.matmul(this.step, out, x, this.gpuWeight(w), m);
+  }
+  /** One matmul dispatch per entry (each records into the same step encoder). */
+  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[]): void {
+    matmulGroupByCalls(this, x, m, group);
   }
   embed(out: GpuTensor, table: Weight, ids: ArrayLike<number>): void {
     for (let i = 0; i < ids.length; i++) {

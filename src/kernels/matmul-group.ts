@@ -1,0 +1,22 @@
+// The plain form of Kernels.matmulGroup: one matmul call per entry, for backends that do
+// not run a group as one dispatch (ref, webgpu). Its results define the group's: a
+// specialised backend must give the same bits as this loop.
+import type { GroupMatmul, Kernels, Tensor } from './types.js';
+
+/** Checks every backend's matmulGroup makes of its arguments: m ≥ 0 and every weight has
+ * the same inner size (x: [M, K]). Returns K (0 for an empty group). */
+export function groupInnerSize<T extends Tensor>(group: readonly GroupMatmul<T>[], m: number): number {
+  if (!Number.isInteger(m) || m < 0) throw new RangeError(`matmulGroup: m = ${m}`);
+  const k = group[0]?.w.cols ?? 0;
+  for (const g of group) {
+    if (g.w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${g.w.cols} columns share one input`);
+  }
+  return k;
+}
+
+/** matmul(out, x, w, m) for every entry, in order. */
+export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul'>, x: T, m: number,
+  group: readonly GroupMatmul<T>[]): void {
+  groupInnerSize(group, m);
+  for (const g of group) k.matmul(g.out, x, g.w, m);
+}

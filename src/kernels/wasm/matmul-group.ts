@@ -1,0 +1,142 @@
+// How the wasm backend splits a matmul over the pool, the activation buffers of a quantized
+// matmul, and the group form (Kernels.matmulGroup): several weights of one input x in ONE
+// pool run (assembly/matmulgroup.ts), x quantized once for all the quantized ones.
+//
+// Exactness (split / batch invariance, DESIGN.md §8): a group gives each weight exactly
+// the chunks a separate matmul call gives it (`matmulSplit`: the same count, so the same
+// column ranges), the same export with the same format id (quantFormatId for the same M and
+// kernel choice) and activation buffers whose bytes — every byte the kernel reads — equal
+// the separate call's (`stageQuantActs`). So every output element is computed by the same
+// code on the same operands as alone; only the launch and the quantization are shared.
+import type { GroupMatmul, Weight, WeightDType } from '../types.js';
+import { isQuantType } from '../quant/formats.js';
+import { storedQuantBytes } from './layouts.js';
+import { quantFormatId, usesQuadActs, type QuantKernelChoice } from './quant-layouts.js';
+import type { Arena } from './memory.js';
+import type { Operands } from './operands.js';
+import { packArgs } from './commands.js';
+import { Cmd } from './exec.js';
+
+// A matmul below this many weight elements (~10–20 µs on one thread) runs on the main
+// thread alone: a pool launch costs a few µs and, on a busy machine, far more.
+export const PAR_MATMUL = 1 << 18;
+// Matmul weight bytes per pool chunk: long sequential streams keep the prefetchers busy
+// (M = 1 on 2 threads: ~54 GB/s with 2 MiB chunks vs ~47 with 512 KiB, same run).
+const CHUNK_BYTES = 2 << 20;
+/** The pool's chunk count limit (the CLAIM word's low 16 bits). */
+const MAX_CHUNKS = 0xffff;
+
+export function elemBytes(dtype: WeightDType): number {
+  if (isQuantType(dtype)) throw new Error(`elemBytes: ${dtype} has no per-element size`);
+  return dtype === 'f32' ? 4 : 2;
+}
+
+/** The chunks of a matmul against w on `threads` threads: output columns in units of 8
+ * (panels) or 4 (quantized groups), ≥ 1 chunk per thread, ~CHUNK_BYTES of weight each;
+ * 1 chunk (the main thread alone) below PAR_MATMUL or on one thread. Chunk c covers
+ * columns share(w.rows, c, chunks, unit) (commands.ts). */
+export function matmulSplit(w: Weight, threads: number): { readonly chunks: number; readonly unit: 4 | 8 } {
+  const n = w.rows;
+  const quant = isQuantType(w.dtype);
+  const unit = quant ? 4 : 8;
+  const units = Math.ceil(n / unit);
+  const bytes = quant ? storedQuantBytes(w) : n * w.cols * elemBytes(w.dtype);
+  if (threads < 2 || n * w.cols < PAR_MATMUL || units < 2) return { chunks: 1, unit };
+  return { chunks: Math.min(units, Math.max(threads, Math.ceil(bytes / CHUNK_BYTES)), MAX_CHUNKS), unit };
+}
+
+/** Activations of quantized matmuls of x [M, K] (pointer xp, K a multiple of 32) against
+ * `weights`, staged in arena a: q16 [M, K] i16, d / s [M·K/32] (quantizeActs), and each
+ * weight's q8 buffer (`q8For`). The q8 bytes a weight's kernel reads are the same as in a
+ * call for that weight alone (the bytes a separate call stages but its kernel never reads
+ * may differ):
+ *  - GGML blocks: the int8 quants, [0, MK);
+ *  - quad layouts (usesQuadActs): the int8 quants, then (M ≥ 4) the rows interleaved by 4
+ *    at [MK, 3MK) (interleaveQ4kx4Acts), and for q6kx4 the i16 sums of 16 quants at 3MK;
+ *  - q8x4: M < 4 the int8 quants; M ≥ 4 interleaveActs4 of q16 (rows [0, 4⌊M/4⌋) as i16,
+ *    [0, 8K⌊M/4⌋)) written over the int8 copy, which it covers (8K⌊M/4⌋ ≥ MK) — so in a
+ *    buffer of its own, with the same bytes, when another layout needs the int8 quants. */
+export function stageQuantActs(a: Arena, xp: number, m: number, k: number, weights: readonly Weight[]):
+  { q16: number; d: number; s: number; q8For(w: Weight): number } {
+  const mk = m * k;
+  const nb = mk / 32;
+  const q8x4 = weights.some((w) => w.layout === 'q8x4');
+  const quad = weights.some(usesQuadActs);
+  const sums = weights.some((w) => w.layout === 'q6kx4');
+  const onlyQ8x4 = weights.every((w) => w.layout === 'q8x4');
+  const q16 = a.stage(mk * 2);
+  const q8 = a.stage(Math.max(q8x4 && onlyQ8x4 ? 2 * mk : mk, quad ? 3 * mk + (sums ? mk / 8 : 0) : 0));
+  const d = a.stage(nb * 4);
+  const s = a.stage(nb * 4);
+  a.exports.quantizeActs(xp, m, k, q16, q8, d, s);
+  if (quad && m >= 4) a.exports.interleaveQ4kx4Acts(q16, q8, m, k);
+  if (sums) a.exports.q6kx4ActSums(q8, m, k);
+  let x4 = q8; // q8x4's buffer
+  if (q8x4 && m >= 4) {
+    if (!onlyQ8x4) x4 = a.stage(2 * mk);
+    a.exports.interleaveActs4(q16, m, k, x4);
+  }
+  return { q16, d, s, q8For: (w) => (w.layout === 'q8x4' ? x4 : q8) };
+}
+
+/** Kinds of a group entry (assembly/matmulgroup.ts GROUP_*). */
+const KIND: Readonly<Record<string, number>> = { f32: 0, bf16: 1, f16: 2 };
+const KIND_QUANT = 3;
+/** i32 slots of one descriptor (assembly/matmulgroup.ts: [kind, type, out, w, n, q8, first, chunks]). */
+const DESC_INTS = 8;
+
+/** What the group needs of the backend. */
+export interface GroupHost {
+  readonly threads: number;
+  readonly args: Float64Array;
+  /** Run MATMUL_GROUP: on the pool when `parallel`, else every chunk on this thread. */
+  run(cmd: number, arena: Arena, parallel: boolean, chunks: number): void;
+}
+
+/** Whether a group of these weights fits one run (≤ MAX_CHUNKS chunks). */
+export function groupFits(group: readonly GroupMatmul[], threads: number): boolean {
+  let chunks = 0;
+  for (const g of group) chunks += matmulSplit(g.w, threads).chunks;
+  return chunks <= MAX_CHUNKS;
+}
+
+/** out_j = x · W_jᵀ for every entry, as one MATMUL_GROUP run in arena `arena` (every
+ * weight lives there; dense ones packed), quantized weights on the kernel families of
+ * `choice`. x: [M, K]; K = every w.cols. */
+export function runMatmulGroup(host: GroupHost, choice: QuantKernelChoice, ops: Operands, arena: Arena, x: Float32Array, m: number, k: number,
+  group: readonly GroupMatmul[]): void {
+  const quant = group.filter((g) => isQuantType(g.w.dtype)).map((g) => g.w);
+  const f16 = group.some((g) => g.w.dtype === 'f16');
+  const tmp = Math.max(quant.length > 0 ? arena.exports.qmatmulTmpBytes(k) : 0, f16 ? arena.exports.f16TmpBytes(k) : 0);
+  const c = ops.begin(arena, tmp, host.threads);
+  const xp = c.in(x, m * k);
+  const acts = quant.length > 0 ? stageQuantActs(c.arena, xp, m, k, quant) : null;
+  const descPtr = c.arena.stage(group.length * DESC_INTS * 4);
+  const desc = c.arena.i32(descPtr, group.length * DESC_INTS);
+  let first = 0;
+  let work = 0;
+  for (let j = 0; j < group.length; j++) {
+    const { out, w } = group[j]!;
+    const n = w.rows;
+    const isQuant = isQuantType(w.dtype);
+    if (!isQuant && w.layout !== 'panel8') throw new Error(`wasm matmulGroup: weight [${n}, ${w.cols}] is not packed (call packWeight once after loading it)`);
+    const { chunks } = matmulSplit(w, host.threads);
+    const o = j * DESC_INTS;
+    desc[o] = isQuant ? KIND_QUANT : KIND[w.dtype]!;
+    desc[o + 1] = isQuant ? quantFormatId(w, m, choice) : 0;
+    desc[o + 2] = c.out(out, m * n) | 0; // pointers as u32 bits
+    desc[o + 3] = c.weight(w) | 0;
+    desc[o + 4] = n;
+    desc[o + 5] = acts && isQuant ? acts.q8For(w) | 0 : 0;
+    desc[o + 6] = first;
+    desc[o + 7] = chunks;
+    first += chunks;
+    work += n * k;
+  }
+  packArgs(host.args, 'MATMUL_GROUP', {
+    desc: descPtr, count: group.length, x: xp, q16: acts?.q16 ?? 0, d: acts?.d ?? 0, s: acts?.s ?? 0, m, k, chunks: first,
+    tmpBase: c.tmp.base, tmpStride: c.tmp.stride,
+  });
+  host.run(Cmd.MATMUL_GROUP, c.arena, first >= 2 && work >= PAR_MATMUL, first);
+  c.end();
+}
