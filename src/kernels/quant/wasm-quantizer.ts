@@ -5,8 +5,10 @@
 //   [static data | per-thread scratch | 2 × (source slice (f32 or bf16) | output slice)]
 // A call walks the tensor in slices of up to SLICE_ELEMS source elements, double-buffered:
 // while the workers quantize slice i in one buffer, the main thread copies slice i − 1's
-// blocks out of the other and slice i + 1 into it, then joins the quantizing. Blocks are
-// independent, so the bytes do not depend on the thread count or the split.
+// blocks out of the other and fills it with slice i + 1 (copied from the caller's array by
+// quantizeRows, written in place by the RowSource of quantizeFrom), then joins the
+// quantizing. Blocks are independent, so the bytes do not depend on the thread count or
+// the split.
 import { availableParallelism } from 'node:os';
 import { DeltaserveError } from '../../util/errors.js';
 import { QUANT_FORMATS, quantRowBytes, type QuantType } from './formats.js';
@@ -85,7 +87,8 @@ export class WasmQuantizer implements RowQuantizer {
 
   quantizeFrom(type: QuantType, source: RowSource, rows: number, cols: number, dst: Uint8Array): void {
     if (!OFFLINE_QUANT_TYPES.includes(type) || cols > SLICE_ELEMS) {
-      // a row longer than a slice: bands of one row, each sliced by quantizeRows
+      // a row longer than a slice (bands of one row, each sliced by quantizeRows), or a
+      // type only the reference has (it throws the reference's message)
       quantizeFromBands(this, type, source, rows, cols, dst, quantRowBytes(type, cols));
       return;
     }
