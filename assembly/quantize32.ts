@@ -155,13 +155,20 @@ function truncQuants(x: usize, id: f32, bias: f32, cap: i32, q: usize): void {
   }
 }
 
+/** Q4_0 / Q5_0's scale and quants: d = max/div (max: the signed value of largest
+ * magnitude) stored as f16 at out, q[j] = min(cap, trunc(x_j·(1/d) + bias)). */
+// @ts-ignore: decorator
+@inline function signedScaleQuants(x: usize, out: usize, q: usize, div: f32, bias: f32, cap: i32): void {
+  const d: f32 = signedMax(x) / div;
+  const id: f32 = d != 0 && d == d ? <f32>1 / d : 0;
+  store<u16>(out, <u16>f32ToF16(d));
+  truncQuants(x, id, bias, cap, q);
+}
+
 /** 18 bytes: d f16 | qs[16] (element j low nibble, j + 16 high); d = max/−8. q: 32 bytes
  * of scratch for the quants. */
 export function q4_0Block(x: usize, out: usize, q: usize): void {
-  const d: f32 = signedMax(x) / -8;
-  const id: f32 = d != 0 && d == d ? <f32>1 / d : 0;
-  store<u16>(out, <u16>f32ToF16(d));
-  truncQuants(x, id, 8.5, 15, q);
+  signedScaleQuants(x, out, q, -8, 8.5, 15);
   const lo = v128.load(q);
   const hi = v128.load(q, 16);
   v128.store(out + 2, v128.or(lo, i8x16.shl(hi, 4)));
@@ -169,10 +176,7 @@ export function q4_0Block(x: usize, out: usize, q: usize): void {
 
 /** 22 bytes: d f16 | qh u32 (fifth bits) | qs[16]; d = max/−16. q: 32 bytes of scratch. */
 export function q5_0Block(x: usize, out: usize, q: usize): void {
-  const d: f32 = signedMax(x) / -16;
-  const id: f32 = d != 0 && d == d ? <f32>1 / d : 0;
-  store<u16>(out, <u16>f32ToF16(d));
-  truncQuants(x, id, 16.5, 31, q);
+  signedScaleQuants(x, out, q, -16, 16.5, 31);
   const lo = v128.load(q);
   const hi = v128.load(q, 16);
   const nib = i8x16.splat(0x0f);

@@ -235,7 +235,11 @@ export class WasmKernels implements Kernels {
     for (const g of group) {
       const a = this.mem.locate(g.w.data);
       if (!a) this.matmul(g.out, x, g.w, m);
-      else byArena.set(a, [...(byArena.get(a) ?? []), g]);
+      else {
+        const part = byArena.get(a);
+        if (part) part.push(g);
+        else byArena.set(a, [g]);
+      }
     }
     for (const [a, part] of byArena) {
       if (part.length === 1) this.matmul(part[0]!.out, x, part[0]!.w, m);
