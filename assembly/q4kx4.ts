@@ -108,9 +108,19 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
  * products of ≤ 15·128: |Σ| ≤ 30720, exact in i16. */
 // @ts-ignore: decorator
 @inline function dot16(acc: v128, x: v128, u: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return i16x8.add(acc, i16x8.relaxed_dot_i8x16_i7x16_s(x, u));
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    if (DOT_I32) return i32x4.relaxed_dot_i8x16_i7x16_add_s(x, u, acc); // vnni build: i32 lanes
+    return i16x8.add(acc, i16x8.relaxed_dot_i8x16_i7x16_s(x, u));
+  }
   unreachable();
   return acc;
+}
+
+/** dot16's accumulator as i32 column sums: the vnni build's already are; the i16 pair sums
+ * of the fma build are added pairwise. */
+// @ts-ignore: decorator
+@inline export function widen16(h: v128): v128 {
+  return DOT_I32 ? h : i32x4.extadd_pairwise_i16x8_s(h);
 }
 
 /** acc + the i16 pair sums of u16 (4 k of 2 columns) · x (a broadcast i16 quad) (plain). */
@@ -148,6 +158,17 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
   const w0 = v128.load(wq), w1 = v128.load(wq, 16), w2 = v128.load(wq, 32), w3 = v128.load(wq, 48);
   if (ASC_FEATURE_RELAXED_SIMD) { // i16 pair sums over the sub-block (see dot16), then i32
     const xa = v128.load(x), xb = v128.load(x, 16); // quads 0..3, 4..7
+    if (DOT_I32) { // vnni build: two accumulators, since its dot-adds are a latency chain
+      let h = dot16(i32x4.splat(0), i32x4.shuffle(xa, xa, 0, 0, 0, 0), v128.and(w0, m15));
+      let g = dot16(i32x4.splat(0), i32x4.shuffle(xa, xa, 1, 1, 1, 1), v128.and(i16x8.shr_u(w0, 4), m15));
+      h = dot16(h, i32x4.shuffle(xa, xa, 2, 2, 2, 2), v128.and(w1, m15));
+      g = dot16(g, i32x4.shuffle(xa, xa, 3, 3, 3, 3), v128.and(i16x8.shr_u(w1, 4), m15));
+      h = dot16(h, i32x4.shuffle(xb, xb, 0, 0, 0, 0), v128.and(w2, m15));
+      g = dot16(g, i32x4.shuffle(xb, xb, 1, 1, 1, 1), v128.and(i16x8.shr_u(w2, 4), m15));
+      h = dot16(h, i32x4.shuffle(xb, xb, 2, 2, 2, 2), v128.and(w3, m15));
+      g = dot16(g, i32x4.shuffle(xb, xb, 3, 3, 3, 3), v128.and(i16x8.shr_u(w3, 4), m15));
+      return i32x4.add(h, g);
+    }
     let h = dot16(i16x8.splat(0), i32x4.shuffle(xa, xa, 0, 0, 0, 0), v128.and(w0, m15));
     h = dot16(h, i32x4.shuffle(xa, xa, 1, 1, 1, 1), v128.and(i16x8.shr_u(w0, 4), m15));
     h = dot16(h, i32x4.shuffle(xa, xa, 2, 2, 2, 2), v128.and(w1, m15));
@@ -227,10 +248,17 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
         const l = v128.and(w, m15), h = v128.and(i16x8.shr_u(w, 4), m15);
         if (ASC_FEATURE_RELAXED_SIMD) { // quad 2v of row r at x + 4r, quad 2v+1 at x + 16 + 4r
           const xl = v128.load(x), xh = v128.load(x, 16); // i16 pair sums (see dot16)
-          a0 = dot16(dot16(a0, i32x4.shuffle(xl, xl, 0, 0, 0, 0), l), i32x4.shuffle(xh, xh, 0, 0, 0, 0), h);
-          a1 = dot16(dot16(a1, i32x4.shuffle(xl, xl, 1, 1, 1, 1), l), i32x4.shuffle(xh, xh, 1, 1, 1, 1), h);
-          a2 = dot16(dot16(a2, i32x4.shuffle(xl, xl, 2, 2, 2, 2), l), i32x4.shuffle(xh, xh, 2, 2, 2, 2), h);
-          a3 = dot16(dot16(a3, i32x4.shuffle(xl, xl, 3, 3, 3, 3), l), i32x4.shuffle(xh, xh, 3, 3, 3, 3), h);
+          if (DOT_I32) { // low and high nibbles in separate accumulators: 8 dot-add chains
+            a0 = dot16(a0, i32x4.shuffle(xl, xl, 0, 0, 0, 0), l); b0 = dot16(b0, i32x4.shuffle(xh, xh, 0, 0, 0, 0), h);
+            a1 = dot16(a1, i32x4.shuffle(xl, xl, 1, 1, 1, 1), l); b1 = dot16(b1, i32x4.shuffle(xh, xh, 1, 1, 1, 1), h);
+            a2 = dot16(a2, i32x4.shuffle(xl, xl, 2, 2, 2, 2), l); b2 = dot16(b2, i32x4.shuffle(xh, xh, 2, 2, 2, 2), h);
+            a3 = dot16(a3, i32x4.shuffle(xl, xl, 3, 3, 3, 3), l); b3 = dot16(b3, i32x4.shuffle(xh, xh, 3, 3, 3, 3), h);
+          } else {
+            a0 = dot16(dot16(a0, i32x4.shuffle(xl, xl, 0, 0, 0, 0), l), i32x4.shuffle(xh, xh, 0, 0, 0, 0), h);
+            a1 = dot16(dot16(a1, i32x4.shuffle(xl, xl, 1, 1, 1, 1), l), i32x4.shuffle(xh, xh, 1, 1, 1, 1), h);
+            a2 = dot16(dot16(a2, i32x4.shuffle(xl, xl, 2, 2, 2, 2), l), i32x4.shuffle(xh, xh, 2, 2, 2, 2), h);
+            a3 = dot16(dot16(a3, i32x4.shuffle(xl, xl, 3, 3, 3, 3), l), i32x4.shuffle(xh, xh, 3, 3, 3, 3), h);
+          }
         } else { // quad 2v of row r at x + 8r, quad 2v+1 at x + 32 + 8r
           const ll = i16x8.extend_low_i8x16_u(l), lh = i16x8.extend_high_i8x16_u(l);
           const hl = i16x8.extend_low_i8x16_u(h), hh = i16x8.extend_high_i8x16_u(h);
@@ -246,7 +274,9 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
         wq += 16;
         x += 32 * XB;
       }
-      if (ASC_FEATURE_RELAXED_SIMD) {
+      if (ASC_FEATURE_RELAXED_SIMD && DOT_I32) {
+        a0 = i32x4.add(a0, b0); a1 = i32x4.add(a1, b1); a2 = i32x4.add(a2, b2); a3 = i32x4.add(a3, b3);
+      } else if (ASC_FEATURE_RELAXED_SIMD) {
         a0 = i32x4.extadd_pairwise_i16x8_s(a0); a1 = i32x4.extadd_pairwise_i16x8_s(a1);
         a2 = i32x4.extadd_pairwise_i16x8_s(a2); a3 = i32x4.extadd_pairwise_i16x8_s(a3);
       } else {

@@ -14,7 +14,7 @@
 // Same integers and the same f32 chain as q4kx4.ts, so the same bits: per (column,
 // sub-block) acc += (scale_j·d_j)·sumi; acc += (offset_j·d_j)·s_j (mul, mul, add; unfused).
 // Relaxed build only; the plain build runs q4kx4.ts's kernel for this format id.
-import { qmatmulQ4kx4 } from './q4kx4';
+import { qmatmulQ4kx4, widen16 } from './q4kx4';
 import { storeCols } from './q8x4';
 
 const SB: usize = 608; // bytes of one (group, super-block)
@@ -23,6 +23,9 @@ const SB: usize = 608; // bytes of one (group, super-block)
  * broadcast int8 quad xl, its high nibbles times xh (m15: a splat of 15). */
 // @ts-ignore: decorator
 @inline function vec16(acc: v128, w: v128, xl: v128, xh: v128, m15: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD && DOT_I32) { // vnni build: i32 lanes, two dot-adds
+    return i32x4.relaxed_dot_i8x16_i7x16_add_s(xh, v128.and(i16x8.shr_u(w, 4), m15), i32x4.relaxed_dot_i8x16_i7x16_add_s(xl, v128.and(w, m15), acc));
+  }
   if (ASC_FEATURE_RELAXED_SIMD) {
     const lo = i16x8.relaxed_dot_i8x16_i7x16_s(xl, v128.and(w, m15));
     const hi = i16x8.relaxed_dot_i8x16_i7x16_s(xh, v128.and(i16x8.shr_u(w, 4), m15));
@@ -42,7 +45,7 @@ const SB: usize = 608; // bytes of one (group, super-block)
  * super-block, cp = sb + 4j; dx / sx the row's splat d_j and s_j (f32). */
 // @ts-ignore: decorator
 @inline function chain(acc: v128, h: v128, sb: usize, cp: usize, dx: v128, sx: v128): v128 {
-  const sumi = i32x4.extadd_pairwise_i16x8_s(h);
+  const sumi = widen16(h);
   const sc = f32x4.mul(v128.load(sb), bytes4(v128.load(cp, 32)));
   const mn = f32x4.mul(v128.load(sb, 16), bytes4(v128.load(cp, 64)));
   const f = f32x4.add(acc, f32x4.mul(f32x4.mul(sc, dx), f32x4.convert_i32x4_s(sumi)));
@@ -62,7 +65,8 @@ const SB: usize = 608; // bytes of one (group, super-block)
   for (let sb = 0; sb < (k >> 8); sb++) {
     let w0 = b0 + 96, w1 = b1 + 96, c = 0;
     for (let j = 0; j < 8; j++) {
-      let h0 = i16x8.splat(0), h1 = i16x8.splat(0);
+      // the vnni build's dot-adds are latency chains: vectors v+1 go to g0 / g1
+      let h0 = i16x8.splat(0), h1 = i16x8.splat(0), g0 = i16x8.splat(0), g1 = i16x8.splat(0);
       for (let v = 0; v < 4; v += 2) { // vectors v, v+1 of both groups: quads 2v..2v+3
         const xq = v128.load(x); // quads 2v, 2v+1, 2v+2, 2v+3
         let xl = i32x4.shuffle(xq, xq, 0, 0, 0, 0), xh = i32x4.shuffle(xq, xq, 1, 1, 1, 1);
@@ -70,11 +74,20 @@ const SB: usize = 608; // bytes of one (group, super-block)
         h1 = vec16(h1, v128.load(w1), xl, xh, m15);
         xl = i32x4.shuffle(xq, xq, 2, 2, 2, 2);
         xh = i32x4.shuffle(xq, xq, 3, 3, 3, 3);
-        h0 = vec16(h0, v128.load(w0, 16), xl, xh, m15);
-        h1 = vec16(h1, v128.load(w1, 16), xl, xh, m15);
+        if (DOT_I32) {
+          g0 = vec16(g0, v128.load(w0, 16), xl, xh, m15);
+          g1 = vec16(g1, v128.load(w1, 16), xl, xh, m15);
+        } else {
+          h0 = vec16(h0, v128.load(w0, 16), xl, xh, m15);
+          h1 = vec16(h1, v128.load(w1, 16), xl, xh, m15);
+        }
         w0 += 32;
         w1 += 32;
         x += 16;
+      }
+      if (DOT_I32) {
+        h0 = i32x4.add(h0, g0);
+        h1 = i32x4.add(h1, g1);
       }
       const dx = f32x4.splat(load<f32>(dj));
       const sx = f32x4.splat(<f32>load<i32>(sj));

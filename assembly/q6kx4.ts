@@ -104,9 +104,26 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return xa;
 }
 
+/** vnni build: Σ u·x over four quads per column (i32 lanes; two dot-add chains). */
+// @ts-ignore: decorator
+@inline function dot4(x0: v128, u0: v128, x1: v128, u1: v128, x2: v128, u2: v128, x3: v128, u3: v128): v128 {
+  const z = i32x4.splat(0);
+  const a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x1, u1, i32x4.relaxed_dot_i8x16_i7x16_add_s(x0, u0, z));
+  const b = i32x4.relaxed_dot_i8x16_i7x16_add_s(x3, u3, i32x4.relaxed_dot_i8x16_i7x16_add_s(x2, u2, z));
+  return i32x4.add(a, b);
+}
+
+/** A row's Σ x over a 16-element group (i16 at xt) as group16Relaxed takes it: an i16 splat,
+ * or (vnni build) an i32 one. */
+// @ts-ignore: decorator
+@inline export function groupSumSplat(xt: usize): v128 {
+  return DOT_I32 ? i32x4.splat(<i32>load<i16>(xt)) : i16x8.splat(load<i16>(xt));
+}
+
 /** Relaxed build: Σ_c-lane sc·(Σ u·x) of one group for one row, quads p at x + st·p. */
 // @ts-ignore: decorator
 @inline function groupRelaxed(x: usize, st: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
+  if (DOT_I32) return i32x4.mul(dot4(v128.load32_splat(x), u0, v128.load32_splat(x + st), u1, v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3), sv);
   const h0 = pair16(v128.load32_splat(x), u0, v128.load32_splat(x + st), u1);
   const h1 = pair16(v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3);
   return i32x4.add(i32x4.dot_i16x8_s(h0, sv), i32x4.dot_i16x8_s(h1, sv));
@@ -136,7 +153,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
  * the 8 scale bytes of the sub-block doubled); plain: i32 sc_c. raw: those 8 bytes. */
 // @ts-ignore: decorator
 @inline function groupScales(raw: v128, dup: v128, t: i32): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return t ? i16x8.extend_high_i8x16_s(dup) : i16x8.extend_low_i8x16_s(dup);
+  if (ASC_FEATURE_RELAXED_SIMD && !DOT_I32) return t ? i16x8.extend_high_i8x16_s(dup) : i16x8.extend_low_i8x16_s(dup);
   const w = i16x8.extend_low_i8x16_s(raw);
   return t ? i32x4.extend_high_i16x8_s(w) : i32x4.extend_low_i16x8_s(w);
 }
@@ -169,7 +186,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
 
 /** Relaxed build: Σ_lane sc·Σ (u − 32)·x of one 16-element group for 4 columns, exact:
  * weights at wt (v0, v1, hb above), the group's 4 scale bytes at sp (column-minor), x0..x3
- * the row's broadcast int8 quads, xx the row's Σ x over the group (i16 splat); m15 / m48
+ * the row's broadcast int8 quads, xx the row's Σ x over the group (groupSumSplat); m15 / m48
  * splats of 15 / 0x30. The correction −32·sc·X per group (dot: 2·sc·X, shifted by 4). */
 // @ts-ignore: decorator
 @inline export function group16Relaxed(wt: usize, sp: usize, x0: v128, x1: v128, x2: v128, x3: v128, xx: v128, m15: v128, m48: v128): v128 {
@@ -177,6 +194,10 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
   const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
   const raw = v128.load(sp); // bytes 0..3 used
+  if (DOT_I32) { // sc·(Σ u·x − 32·X) per column, xx an i32 splat
+    const sc = i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(raw));
+    return i32x4.mul(i32x4.sub(dot4(x0, u0, x1, u1, x2, u2, x3, u3), i32x4.shl(xx, 5)), sc);
+  }
   const sv = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)); // [sc_c, sc_c] (punpcklbw)
   const s = i32x4.add(i32x4.dot_i16x8_s(pair16(x0, u0, x1, u1), sv), i32x4.dot_i16x8_s(pair16(x2, u2, x3, u3), sv));
   return i32x4.sub(s, i32x4.shl(i32x4.dot_i16x8_s(sv, xx), 4));
@@ -201,7 +222,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
       for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
         const xq = v128.load(x);
         a = i32x4.add(a, group16Relaxed(wt, sp, i32x4.shuffle(xq, xq, 0, 0, 0, 0), i32x4.shuffle(xq, xq, 1, 1, 1, 1),
-          i32x4.shuffle(xq, xq, 2, 2, 2, 2), i32x4.shuffle(xq, xq, 3, 3, 3, 3), i16x8.splat(load<i16>(xt)), m15, m48));
+          i32x4.shuffle(xq, xq, 2, 2, 2, 2), i32x4.shuffle(xq, xq, 3, 3, 3, 3), groupSumSplat(xt), m15, m48));
         wt += 48;
         sp += 4;
         x += 16;

@@ -9,7 +9,7 @@
 // sub-block) sumi = Σ_t sc_t·Σ u·x − 32·Σ_t sc_t·X_t exactly (|sumi| < 2²⁴), then
 // acc += (d·d_j)·sumi.
 // Relaxed build only; the plain build runs q6kx4.ts's kernel for this format id.
-import { group16Relaxed as group16, qmatmulQ6kx4 } from './q6kx4';
+import { group16Relaxed as group16, groupSumSplat, qmatmulQ6kx4 } from './q6kx4';
 import { storeCols } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
@@ -38,7 +38,7 @@ const SB: usize = 848; // bytes of one (group, super-block)
         const xq = v128.load(x);
         const x0 = i32x4.shuffle(xq, xq, 0, 0, 0, 0), x1 = i32x4.shuffle(xq, xq, 1, 1, 1, 1);
         const x2 = i32x4.shuffle(xq, xq, 2, 2, 2, 2), x3 = i32x4.shuffle(xq, xq, 3, 3, 3, 3);
-        const xx = i16x8.splat(load<i16>(xt));
+        const xx = groupSumSplat(xt);
         a0 = i32x4.add(a0, group16(w0, s0, x0, x1, x2, x3, xx, m15, m48));
         a1 = i32x4.add(a1, group16(w1, s1, x0, x1, x2, x3, xx, m15, m48));
         w0 += 48;

@@ -48,7 +48,7 @@ test('npm pack → npm install (offline) → npx deltaserve serves the built-in 
   assert.equal(pack.status, 0, pack.stderr);
   const [info] = JSON.parse(pack.stdout) as { filename: string; files: PackedFile[] }[];
   const files = info!.files.map((f) => f.path);
-  for (const want of ['build/kernels.wasm', 'build/kernels-fma.wasm', 'models/tiny-think/model.safetensors', 'models/tiny-think/tokenizer.json',
+  for (const want of ['build/kernels.wasm', 'build/kernels-fma.wasm', 'build/kernels-vnni.wasm', 'models/tiny-think/model.safetensors', 'models/tiny-think/tokenizer.json',
     'LICENSE', 'README.md', 'package.json', 'dist/src/cli/main.js', 'dist/src/index.d.ts', 'build/webui/index.html',
     'build/webui/dashboard.html', 'build/webui/assets/favicon.svg']) {
     assert.ok(files.includes(want), `the tarball has ${want}`);

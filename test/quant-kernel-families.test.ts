@@ -19,6 +19,7 @@ const FAMILIES: readonly QuantKernelFamily[] = ['narrow', 'wide'];
 const backends = [
   { label: 'threads=1', k: await createWasmKernels({ threads: 1, calibrate: false }) as WasmKernels },
   { label: 'threads=2', k: await createWasmKernels({ threads: 2, calibrate: false }) as WasmKernels },
+  { label: 'vnni threads=2', k: await createWasmKernels({ threads: 2, calibrate: false, variant: 'vnni' }) as WasmKernels },
   { label: 'plain threads=2', k: await createWasmKernels({ threads: 2, calibrate: false, variant: 'plain' }) as WasmKernels },
 ];
 after(() => backends.forEach((b) => b.k.dispose()));

@@ -1,6 +1,8 @@
 // The wasm kernel builds every fast-vs-ref suite runs: the default build (fma where the
-// runtime takes relaxed SIMD) on 1 and 2 threads, and the plain SIMD128 build, which
-// runtimes without relaxed SIMD fall back to. Disposed after the file's tests.
+// runtime takes relaxed SIMD, vnni where V8 also lowers its i8 dot-add to AVX-VNNI) on 1
+// and 2 threads, the vnni build explicitly (exact on every runtime that takes relaxed
+// SIMD, whatever the lowering), and the plain SIMD128 build, which runtimes without
+// relaxed SIMD fall back to. Disposed after the file's tests.
 import { after } from 'node:test';
 import type { Kernels } from '../src/kernels/types.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
@@ -9,6 +11,7 @@ export async function wasmBackendsUnderTest(): Promise<{ label: string; k: Kerne
   const backends = [
     { label: 'wasm threads=1', k: await createWasmKernels({ threads: 1 }) },
     { label: 'wasm threads=2', k: await createWasmKernels({ threads: 2 }) },
+    { label: 'wasm vnni threads=2', k: await createWasmKernels({ threads: 2, variant: 'vnni' }) },
     { label: 'wasm plain threads=2', k: await createWasmKernels({ threads: 2, variant: 'plain' }) },
   ];
   after(() => backends.forEach((b) => b.k.dispose()));

@@ -75,7 +75,8 @@ export class WasmKernels implements Kernels {
   calibration: CalibrationResult | null = null;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
-    /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'plain'). */
+    /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'vnni': fma with i32
+     * dot-adds; 'plain'). */
     readonly variant: KernelVariant = 'plain') {
     this.ops = new Operands(mem);
     this.groupHost = { threads, args: pool.args, run: (cmd, arena, parallel, chunks) => this.run(cmd, arena, parallel, chunks) };

@@ -13,8 +13,10 @@ export interface WasmKernelOptions {
   /** Bytes of one WasmMemory (default and maximum: 4 GiB − 64 KiB). Models larger
    * than this spill into further memories; small values exercise that path in tests. */
   memoryBytes?: number;
-  /** Kernel build: 'fma' (relaxed SIMD), 'plain' (SIMD128), or 'auto' (default: fma when
-   * the runtime accepts it; DELTASERVE_WASM_FMA=0|1 overrides). */
+  /** Kernel build: 'fma' (relaxed SIMD), 'vnni' (fma, with i32 dot-adds in the Q4_K / Q6_K
+   * kernels), 'plain' (SIMD128), or 'auto' (default: vnni when V8 lowers the relaxed dot-add
+   * to AVX-VNNI, else fma when the runtime accepts relaxed SIMD, else plain;
+   * DELTASERVE_WASM_FMA=0|1|vnni overrides). Results are identical across fma and vnni. */
   variant?: KernelVariant | 'auto';
   /** Time the quantized matmul kernel families at start-up and keep the fastest
    * (calibrate.ts; default true; skipped when one memory is under 16× the probe's size,

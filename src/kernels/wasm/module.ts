@@ -16,6 +16,7 @@ export type WasmModule = { readonly __wasmModule?: never } & object;
 interface WasmApi {
   Memory: new (d: { initial: number; maximum: number; shared: boolean }) => WasmMemory;
   Instance: new (m: WasmModule, imports: object) => { exports: object };
+  Module: new (bytes: Uint8Array) => WasmModule;
   compile(bytes: Uint8Array): Promise<WasmModule>;
   validate(bytes: Uint8Array): boolean;
 }
@@ -70,15 +71,20 @@ export interface KernelExports {
   repackQ5kx4(w: number, rows: number, k: number, tmp: number): void;
 }
 
-/** The two builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused
- * multiply-add on x86-64 with FMA3) and `plain` (SIMD128 only: multiply then add). Both have
- * the same exports and the same reduction orders; they differ in the rounding of mac(). */
-export type KernelVariant = 'fma' | 'plain';
+/** The builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused multiply-add
+ * on x86-64 with FMA3), `vnni` (the fma build whose unsigned-quant kernels, Q4_K and Q6_K,
+ * accumulate i32x4.relaxed_dot_i8x16_i7x16_add_s straight into i32 lanes: one `vpdpbusd`
+ * where V8 lowers it to AVX-VNNI, five instructions where it does not) and `plain`
+ * (SIMD128 only: multiply then add). All have the same exports and the same reduction
+ * orders; fma and vnni compute the same bits (the same exact integers), plain differs from
+ * them in the rounding of mac(). */
+export type KernelVariant = 'fma' | 'vnni' | 'plain';
 
-/** build/kernels[-fma].wasm at the repository (package) root. */
+const BUILD_FILES: Record<KernelVariant, string> = { plain: 'kernels.wasm', fma: 'kernels-fma.wasm', vnni: 'kernels-vnni.wasm' };
+
+/** build/kernels[-fma|-vnni].wasm at the repository (package) root. */
 export function wasmPath(variant: KernelVariant = 'plain'): string {
-  const file = variant === 'fma' ? 'kernels-fma.wasm' : 'kernels.wasm';
-  return fileURLToPath(new URL(`../../../../build/${file}`, import.meta.url));
+  return fileURLToPath(new URL(`../../../../build/${BUILD_FILES[variant]}`, import.meta.url));
 }
 
 function readBuild(variant: KernelVariant): Uint8Array {
@@ -99,15 +105,55 @@ function relaxedSimdUsable(bytes: Uint8Array): boolean {
   return WA.validate(bytes);
 }
 
-/** Pick the variant: `DELTASERVE_WASM_FMA=0|1` forces one; by default fma when the runtime
- * validates it, else plain. */
+/** `(a, b) => lane 0 of i32x4.relaxed_dot_i8x16_i7x16_add_s(splat a, splat b, 0)`: 36 bytes. */
+const DOT_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+  0x01, 0x07, 0x01, 0x60, 0x02, 0x7f, 0x7f, 0x01, 0x7f, // type: (i32, i32) → i32
+  0x03, 0x02, 0x01, 0x00, // one function of that type
+  0x07, 0x05, 0x01, 0x01, 0x64, 0x00, 0x00, // export "d"
+  0x0a, 0x16, 0x01, 0x14, 0x00, // code: one body of 20 bytes, no locals
+  0x20, 0x00, 0xfd, 0x0f, 0x20, 0x01, 0xfd, 0x0f, // i8x16.splat a, i8x16.splat b
+  0x41, 0x00, 0xfd, 0x11, // i32x4.splat 0
+  0xfd, 0x93, 0x02, 0xfd, 0x1b, 0x00, 0x0b, // relaxed dot-add, extract lane 0, end
+]);
+
+/** Lane 0 of the relaxed i8×i7 dot-add on splats of a and b (outside i7 for b), compiled by
+ * the optimising tier the kernels run on; null where relaxed SIMD is not accepted. */
+export function dotAddProbe(a: number, b: number): number | null {
+  try {
+    v8.setFlagsFromString('--no-liftoff'); // what the kernels run on (compileKernels)
+    const inst = new WA.Instance(new WA.Module(DOT_PROBE), {});
+    const { d } = inst.exports as { d: (a: number, b: number) => number };
+    return d(a, b);
+  } catch {
+    return null;
+  }
+}
+
+/** Whether V8 lowers the relaxed i8×i7 dot-add to AVX-VNNI here (`vpdpbusd`: the second
+ * operand unsigned, products summed in i32 without saturation). Read from its result on an
+ * operand outside i7, where the lowerings differ: vpdpbusd gives 4·127·255 = 129540;
+ * `vpmaddubsw` + `vpmaddwd` saturates each pair sum (65534); a signed lowering (ARM sdot)
+ * gives −508. The kernels only feed it operands within i7, where all agree, so this picks
+ * the faster build and never changes a result. */
+export function dotAddIsVnni(): boolean {
+  return dotAddProbe(127, 255) === 129540 && dotAddProbe(-128, 255) === -130560;
+}
+
+/** Pick the variant: `DELTASERVE_WASM_FMA=0|1` forces plain or fma, `DELTASERVE_WASM_FMA=vnni`
+ * the vnni build; by default vnni when the runtime validates relaxed SIMD and lowers its
+ * dot-add to AVX-VNNI, else fma when it validates relaxed SIMD, else plain. */
 export function chooseVariant(requested: KernelVariant | 'auto' = 'auto'): { variant: KernelVariant; bytes: Uint8Array } {
   const env = process.env['DELTASERVE_WASM_FMA'];
-  const want = requested !== 'auto' ? requested : env === '0' ? 'plain' : env === '1' ? 'fma' : 'auto';
+  const forced = env === '0' ? 'plain' : env === '1' ? 'fma' : env === 'vnni' ? 'vnni' : 'auto';
+  const want = requested !== 'auto' ? requested : forced;
   if (want === 'plain') return { variant: 'plain', bytes: readBuild('plain') };
   const fma = readBuild('fma');
-  if (relaxedSimdUsable(fma)) return { variant: 'fma', bytes: fma };
-  if (want === 'fma') throw new Error('this runtime rejects the relaxed-SIMD kernel build (kernels-fma.wasm)');
+  if (relaxedSimdUsable(fma)) {
+    if (want === 'vnni' || (want === 'auto' && dotAddIsVnni())) return { variant: 'vnni', bytes: readBuild('vnni') };
+    return { variant: 'fma', bytes: fma };
+  }
+  if (want !== 'auto') throw new Error(`this runtime rejects the relaxed-SIMD kernel builds (kernels-${want}.wasm)`);
   return { variant: 'plain', bytes: readBuild('plain') };
 }
 
