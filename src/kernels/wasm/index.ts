@@ -36,6 +36,7 @@ export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<K
   });
   pool = await Pool.start(threads, module, pending);
   const kernels = new WasmKernels(threads, mem, pool, variant);
+  if (kernels.q8x4DotExact) kernels.setQuantKernels({ ...kernels.quantKernelChoice, q8x4Blocks: 'dot' });
   try {
     if (opts.calibrate !== false && memoryBytes >= 16 * PROBE_BYTES) kernels.calibration = calibrateQuantKernels(kernels);
   } catch (e) {

@@ -61,6 +61,12 @@ export function usesQuadActs(w: Weight): boolean {
   return w.layout !== undefined && QUAD_ACTS.has(w.layout);
 }
 
+/** Whether a q8x4 weight's kernel at this M reads the quad-interleaved int8 activations
+ * (q8x4dot.ts) instead of interleaveActs4's i16 pairs. */
+export function q8x4ReadsQuads(w: Weight, m: number, choice: QuantKernelChoice): boolean {
+  return w.layout === 'q8x4' && m >= 4 && choice.q8x4Blocks === 'dot';
+}
+
 
 /** The repacked layout packWeight gives `dtype`, or undefined (kept as GGML blocks). */
 export function repackSpec(dtype: WeightDType): LayoutSpec | undefined {
@@ -90,23 +96,31 @@ export function repackedView(w: Weight, spec: LayoutSpec): Weight {
 export type QuantKernelFamily = 'narrow' | 'wide';
 export type Q8x4Kernel = QuantKernelFamily;
 
+/** How the q8x4 matmul runs blocks of 4 rows (M ≥ 4): 'pairs' (q8x4.ts: i16 pairs,
+ * dot_i16x8_s) or 'dot' (q8x4dot.ts: the relaxed dot-add on u = x + 128; only in the vnni
+ * build on a runtime whose dot-add is AVX-VNNI, where it is exact). */
+export type Q8x4Blocks = 'pairs' | 'dot';
+
 /** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M = 2, 3 (M ≥ 4:
- * always narrow), and the q4kx4 and q6kx4 matmuls at M = 1. Fixed for a backend's
- * lifetime (chosen at start-up by calibrate.ts). */
+ * always narrow, its blocks of 4 rows as `q8x4Blocks` says), and the q4kx4 and q6kx4
+ * matmuls at M = 1. Fixed for a backend's lifetime (chosen at start-up by calibrate.ts and,
+ * for q8x4Blocks, by the build and the runtime's lowering). */
 export interface QuantKernelChoice {
   readonly q8x4M1: QuantKernelFamily;
   readonly q8x4Mn: QuantKernelFamily;
   readonly q4kx4M1: QuantKernelFamily;
   readonly q6kx4M1: QuantKernelFamily;
+  readonly q8x4Blocks: Q8x4Blocks;
 }
 
-export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide', q4kx4M1: 'wide', q6kx4M1: 'wide' };
+export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide', q4kx4M1: 'wide', q6kx4M1: 'wide', q8x4Blocks: 'pairs' };
 
 /** Format ids of assembly/qmatmul.ts's 'wide' kernels (Q8X4W, Q4KX4W, Q6KX4W): clear of the
  * repacked ids (GGML id + 10). */
 const Q8X4_WIDE_ID = 20;
 const Q4KX4_WIDE_ID = 21;
 const Q6KX4_WIDE_ID = 22;
+const Q8X4_DOT_ID = 23;
 
 /** assembly/qmatmul.ts format id of a quantized weight (its layout's, else its type's);
  * for q8x4, q4kx4 and q6kx4, the family `choice` names for this M. */
@@ -116,6 +130,7 @@ export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFA
   // M ≥ 4 stays narrow: blocks of 4 rows run the narrow 4 × 4 tile in either family, and
   // the narrow family visits the groups in order (one weight stream per thread)
   if (spec.layout === 'q8x4' && m < 4 && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
+  if (spec.layout === 'q8x4' && m >= 4 && choice.q8x4Blocks === 'dot') return Q8X4_DOT_ID;
   if (spec.layout === 'q4kx4' && m === 1 && choice.q4kx4M1 === 'wide') return Q4KX4_WIDE_ID;
   if (spec.layout === 'q6kx4' && m === 1 && choice.q6kx4M1 === 'wide') return Q6KX4_WIDE_ID;
   return spec.id;
