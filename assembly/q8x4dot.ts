@@ -18,9 +18,10 @@ import { groupRow1I16, storeRows4 } from './q8x4';
 
 const SB: usize = 144; // bytes of one (group, sub-block)
 
-/** Rows mi..mi+3 × the 4 columns of group wg (see above). ones / m80: splats of 1 / 0x80. */
+/** Rows mi..mi+3 × the 4 columns of group wg (see above). ones / m80: splats of 1 / 0x80;
+ * perm: the byte permutation from k pairs to column quads (kept in a register). */
 // @ts-ignore: decorator
-@inline function groupRows4Dot(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, ones: v128, m80: v128): void {
+@inline function groupRows4Dot(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, ones: v128, m80: v128, perm: v128): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * <usize>k;
   const ds = <usize>nb << 2;
@@ -32,7 +33,7 @@ const SB: usize = 144; // bytes of one (group, sub-block)
     let wp = b;
     for (let v = 0; v < 8; v++) { // one weight vector (4 k of 4 columns) × 4 rows per pass
       const raw = v128.load(wp, 16);
-      const w = i8x16.shuffle(raw, raw, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15); // column c's 4 k at 4c
+      const w = i8x16.relaxed_swizzle(raw, perm); // column c's 4 k at 4c (indices < 16: one vpshufb)
       const xq = v128.xor(v128.load(x), m80); // u of quad v of rows 0..3 at 4r
       sw = i32x4.relaxed_dot_i8x16_i7x16_add_s(w, ones, sw);
       a0 = i32x4.relaxed_dot_i8x16_i7x16_add_s(w, i32x4.shuffle(xq, xq, 0, 0, 0, 0), a0);
@@ -67,7 +68,10 @@ export function qmatmulQ8x4Dot(out: usize, q16: usize, q8: usize, d: usize, w: u
   const x4 = q8 + <usize>m * <usize>k;
   const gb = <usize>(k >> 5) * SB;
   // splats built from a run-time value: V8 would rematerialise a constant inside the loops
-  const ones = i8x16.splat(<i8>((k >> 31) + 1)), m80 = i8x16.splat(<i8>((k >> 31) + 0x80)); // k ≥ 0
+  // (a constant i8x16.shuffle mask was rebuilt from two 64-bit immediates on every use)
+  const z = k >> 31; // 0: k ≥ 0
+  const ones = i8x16.splat(<i8>(z + 1)), m80 = i8x16.splat(<i8>(z + 0x80));
+  const perm = v128.xor(i8x16(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15), i8x16.splat(<i8>z));
   const rb = max(4, <i32>(<usize>262144 / <usize>k) & ~3); // rows whose quants fit in ~256 KiB
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
@@ -75,7 +79,7 @@ export function qmatmulQ8x4Dot(out: usize, q16: usize, q8: usize, d: usize, w: u
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
-      if (DOT_I32) for (; mi + 4 <= r1; mi += 4) groupRows4Dot(out, x4, d, wg, n, k, mi, c, cnt, ones, m80);
+      if (DOT_I32) for (; mi + 4 <= r1; mi += 4) groupRows4Dot(out, x4, d, wg, n, k, mi, c, cnt, ones, m80, perm);
       for (; mi < r1; mi++) groupRow1I16(out, q16, d, wg, n, k, mi, c, cnt);
     }
   }

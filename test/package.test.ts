@@ -53,7 +53,7 @@ test('npm pack → npm install (offline) → npx deltaserve serves the built-in 
     'build/webui/dashboard.html', 'build/webui/assets/favicon.svg']) {
     assert.ok(files.includes(want), `the tarball has ${want}`);
   }
-  const stray = files.filter((f) => !/^(dist\/src\/|build\/kernels(-fma)?\.wasm$|build\/webui\/|models\/tiny-think\/|LICENSE$|README\.md$|package\.json$)/.test(f) || f.endsWith('.map'));
+  const stray = files.filter((f) => !/^(dist\/src\/|build\/kernels(-fma|-vnni)?\.wasm$|build\/webui\/|models\/tiny-think\/|LICENSE$|README\.md$|package\.json$)/.test(f) || f.endsWith('.map'));
   assert.deepEqual(stray, [], 'only whitelisted files (no tests, sources, .ci, maps)');
 
   const app = join(dir, 'app');
