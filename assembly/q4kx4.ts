@@ -158,26 +158,16 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
   const w0 = v128.load(wq), w1 = v128.load(wq, 16), w2 = v128.load(wq, 32), w3 = v128.load(wq, 48);
   if (ASC_FEATURE_RELAXED_SIMD) { // i16 pair sums over the sub-block (see dot16), then i32
     const xa = v128.load(x), xb = v128.load(x, 16); // quads 0..3, 4..7
-    if (DOT_I32) { // vnni build: two accumulators, since its dot-adds are a latency chain
-      let h = dot16(i32x4.splat(0), i32x4.shuffle(xa, xa, 0, 0, 0, 0), v128.and(w0, m15));
-      let g = dot16(i32x4.splat(0), i32x4.shuffle(xa, xa, 1, 1, 1, 1), v128.and(i16x8.shr_u(w0, 4), m15));
-      h = dot16(h, i32x4.shuffle(xa, xa, 2, 2, 2, 2), v128.and(w1, m15));
-      g = dot16(g, i32x4.shuffle(xa, xa, 3, 3, 3, 3), v128.and(i16x8.shr_u(w1, 4), m15));
-      h = dot16(h, i32x4.shuffle(xb, xb, 0, 0, 0, 0), v128.and(w2, m15));
-      g = dot16(g, i32x4.shuffle(xb, xb, 1, 1, 1, 1), v128.and(i16x8.shr_u(w2, 4), m15));
-      h = dot16(h, i32x4.shuffle(xb, xb, 2, 2, 2, 2), v128.and(w3, m15));
-      g = dot16(g, i32x4.shuffle(xb, xb, 3, 3, 3, 3), v128.and(i16x8.shr_u(w3, 4), m15));
-      return i32x4.add(h, g);
-    }
+    // two accumulators (the vnni build's dot-adds are latency chains); i16 sums stay exact
     let h = dot16(i16x8.splat(0), i32x4.shuffle(xa, xa, 0, 0, 0, 0), v128.and(w0, m15));
-    h = dot16(h, i32x4.shuffle(xa, xa, 1, 1, 1, 1), v128.and(i16x8.shr_u(w0, 4), m15));
+    let g = dot16(i16x8.splat(0), i32x4.shuffle(xa, xa, 1, 1, 1, 1), v128.and(i16x8.shr_u(w0, 4), m15));
     h = dot16(h, i32x4.shuffle(xa, xa, 2, 2, 2, 2), v128.and(w1, m15));
-    h = dot16(h, i32x4.shuffle(xa, xa, 3, 3, 3, 3), v128.and(i16x8.shr_u(w1, 4), m15));
+    g = dot16(g, i32x4.shuffle(xa, xa, 3, 3, 3, 3), v128.and(i16x8.shr_u(w1, 4), m15));
     h = dot16(h, i32x4.shuffle(xb, xb, 0, 0, 0, 0), v128.and(w2, m15));
-    h = dot16(h, i32x4.shuffle(xb, xb, 1, 1, 1, 1), v128.and(i16x8.shr_u(w2, 4), m15));
+    g = dot16(g, i32x4.shuffle(xb, xb, 1, 1, 1, 1), v128.and(i16x8.shr_u(w2, 4), m15));
     h = dot16(h, i32x4.shuffle(xb, xb, 2, 2, 2, 2), v128.and(w3, m15));
-    h = dot16(h, i32x4.shuffle(xb, xb, 3, 3, 3, 3), v128.and(i16x8.shr_u(w3, 4), m15));
-    return i32x4.extadd_pairwise_i16x8_s(h);
+    g = dot16(g, i32x4.shuffle(xb, xb, 3, 3, 3, 3), v128.and(i16x8.shr_u(w3, 4), m15));
+    return widen16(DOT_I32 ? i32x4.add(h, g) : i16x8.add(h, g));
   }
   let a = i32x4.splat(0), b = i32x4.splat(0);
   let u = lo(w0), y = v128.load64_splat(x);
