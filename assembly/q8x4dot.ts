@@ -10,7 +10,8 @@
 // (acc += (scale_j·d_j)·sumi: mul, mul, add; unfused): the same bits.
 // Per 16-byte weight vector: one byte shuffle to column-major quads (the layout keeps k
 // pairs for dot_i16x8_s), one dot-add for Σ w, then per row a lane broadcast and a dot-add:
-// 4 rows × 16 multiply-adds in 10 instructions, against 26 for the i16 pairs.
+// 4 rows × 16 multiply-adds in 13 instructions (2 loads, 1 xor, 1 vpshufb, 4 lane broadcasts,
+// 5 vpdpbusd), against 26 for the i16 pairs.
 // Activations: the int8 rows interleaved by 4 (q4kx4.ts interleaveQ4kx4Acts, at q8 + M·K):
 // quad q of row 4i+r at x4 + 4K·i + 16q + 4r. Rows past the last block of 4 run q8x4.ts's
 // single-row kernel on the i16 quants.
