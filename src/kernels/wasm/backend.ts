@@ -73,12 +73,16 @@ export class WasmKernels implements Kernels {
   private quantKernels: QuantKernelChoice = DEFAULT_QUANT_KERNELS;
   /** The start-up calibration's timings and choice (null: not calibrated). */
   calibration: CalibrationResult | null = null;
+  /** Whether q8x4dot.ts is exact here: the vnni build, and V8 lowers its dot-add to
+   * AVX-VNNI (u8 × s8 in i32; the kernel's u = x + 128 lies outside i7). Probed once. */
+  readonly q8x4DotExact: boolean;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'vnni': fma with i32
      * dot-adds; 'plain'). */
     readonly variant: KernelVariant = 'plain') {
     this.ops = new Operands(mem);
+    this.q8x4DotExact = variant === 'vnni' && dotAddIsVnni();
     this.groupHost = { threads, args: pool.args, run: (cmd, arena, parallel, chunks) => this.run(cmd, arena, parallel, chunks) };
   }
 
@@ -267,11 +271,7 @@ export class WasmKernels implements Kernels {
     this.quantKernels = choice;
   }
 
-  /** Whether q8x4dot.ts is exact here: the vnni build, and V8 lowers its dot-add to
-   * AVX-VNNI (u8 × s8 in i32; the kernel's u = x + 128 lies outside i7). */
-  get q8x4DotExact(): boolean {
-    return this.variant === 'vnni' && dotAddIsVnni();
-  }
+
 
   get quantKernelChoice(): QuantKernelChoice {
     return this.quantKernels;
