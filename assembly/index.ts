@@ -14,6 +14,7 @@ export { repackQ4kx4, interleaveQ4kx4Acts } from './q4kx4';
 export { repackQ6kx4, q6kx4ActSums } from './q6kx4';
 export { repackQ32x4 } from './q32x4';
 export { repackQ5kx4 } from './q5kx4';
+export { repackQ8u4 } from './q8u4';
 
 export function heapBase(): usize {
   return __heap_base;

@@ -115,11 +115,6 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
   storeCols(out + <usize>mi * (<usize>n << 2) + (<usize>c0 << 2), f, cnt);
 }
 
-/** groupRow1 for q8x4dot.ts's leftover rows. */
-export function groupRow1I16(out: usize, q16: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
-  groupRow1(out, q16, d, wg, n, k, mi, c0, cnt);
-}
-
 /** Rows mi..mi+3 × the 4 columns of group wg; x4: the quants of rows 4⌊·/4⌋.. interleaved
  * by interleaveActs4 (pair p of row r of the block at 16p + 4r). */
 // @ts-ignore: decorator

@@ -18,7 +18,7 @@
 //    with a broadcast x pair, no horizontal sums.
 import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
 import { qmatmulQ8x4Wide } from './q8x4wide';
-import { qmatmulQ8x4Dot } from './q8x4dot';
+import { qmatmulQ8u4 } from './q8u4';
 import { qmatmulQ4kx4 } from './q4kx4';
 import { qmatmulQ4kx4Wide } from './q4kx4wide';
 import { qmatmulQ6kx4 } from './q6kx4';
@@ -373,7 +373,8 @@ const REPACKED: i32 = 10;
 /** Q8_0 in the q8x4 layout through q8x4wide.ts's kernels (8 columns per pass); clear of the
  * repacked ids (REPACKED + 1..7). */
 const Q8X4W: i32 = 20;
-const Q8X4D: i32 = 23; // q8x4dot.ts (vnni build, M ≥ 4, where the dot-add is AVX-VNNI)
+/** Q8_0 in the q8u4 layout (q8u4.ts: vnni build, where the dot-add is AVX-VNNI). */
+const Q8U4: i32 = 24;
 /** Q4_K in the q4kx4 layout through q4kx4wide.ts's single-row kernel (8 columns per pass). */
 const Q4KX4W: i32 = 21;
 /** Q6_K in the q6kx4 layout through q6kx4wide.ts's single-row kernel (8 columns per pass). */
@@ -402,7 +403,7 @@ export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, 
     case Q6_K: qmm(Q6_K, out, q16, q8, d, s, w, m, n, k, n0, n1, tmp); break;
     case Q8X4: qmatmulQ8x4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: interleaved acts
     case Q4KX4: qmatmulQ4kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
-    case Q8X4D: qmatmulQ8x4Dot(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: + quad-interleaved acts
+    case Q8U4: if (DOT_I32) qmatmulQ8u4(out, q8, d, s, w, m, n, k, n0, n1); else unreachable(); break; // q8: + quads (M ≥ 4)
     case Q8X4W: qmatmulQ8x4Pairs(out, q16, q8, d, w, m, n, k, n0, n1); break;
     case Q4KX4W: qmatmulQ4kx4Wide(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
     case Q6KX4: qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0, n1); break; // q8: + acts, sums

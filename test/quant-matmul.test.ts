@@ -11,6 +11,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { Kernels, Weight } from '../src/kernels/types.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
+import type { WasmKernels } from '../src/kernels/wasm/index.js';
 import { relErr, rng } from './numeric.js';
 
 const backends = await wasmBackendsUnderTest();
@@ -66,27 +67,10 @@ for (const { label, k } of backends) {
   });
 }
 
-for (const { label, k } of backends) {
-  test(`q8_0 (repacked q8x4 in wasm) [${label}]: M across L2 row blocks == ref; a rowPrefix view == the first columns`, () => {
-    const r = rng(23);
-    const [n, kk, m] = [11, 4096, 37]; // 32-row blocks at K = 4096: 37 = 32 + 4 + 1
-    const w = quantWeight(k, 'q8_0', n, kk, 5);
-    const wr = quantWeight(ref, 'q8_0', n, kk, 5);
-    const x = fill(k, m * kk, r);
-    const out = k.alloc(m * n);
-    const want = new Float32Array(m * n);
-    k.matmul(out, x, w, m);
-    ref.matmul(want, x, wr, m);
-    same(out, want, `q8_0 M=${m} K=${kk}`);
-    const pre = k.weightRows(w, 6);
-    const part = k.alloc(m * 6);
-    k.matmul(part, x, pre, m);
-    for (let i = 0; i < m; i++) same(part.subarray(i * 6, i * 6 + 6), out.subarray(i * n, i * n + 6), `rowPrefix(6) row ${i}`);
-  });
-}
-
-const REPACKED = [['q4_k', 'q4kx4'], ['q6_k', 'q6kx4'], ['q5_k', 'q5kx4'], ['q4_0', 'q40x4'], ['q4_1', 'q41x4'], ['q5_0', 'q50x4'], ['q5_1', 'q51x4']] as const;
-for (const { label, k } of backends) for (const [type, layout] of REPACKED) {
+const REPACKED = [['q8_0', 'q8x4'], ['q4_k', 'q4kx4'], ['q6_k', 'q6kx4'], ['q5_k', 'q5kx4'], ['q4_0', 'q40x4'], ['q4_1', 'q41x4'], ['q5_0', 'q50x4'], ['q5_1', 'q51x4']] as const;
+for (const { label, k } of backends) for (const [type, packed] of REPACKED) {
+  // Q8_0: q8u4 where the backend's dot-add is AVX-VNNI (WasmKernels.q8u4)
+  const layout = type === 'q8_0' && (k as WasmKernels).q8u4 ? 'q8u4' : packed;
   test(`${type} (repacked ${layout} in wasm) [${label}]: M across L2 row blocks == ref; rowPrefix; embed == dequantizeRow`, () => {
     const r = rng(29);
     const [n, kk, m] = [11, 4096, 69]; // row blocks of 64 (int8) / 32 (i16) rows at K = 4096: 69 = 64 + 4 + 1

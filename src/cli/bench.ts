@@ -232,6 +232,7 @@ function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: numbe
     // a speed figure names the machine and runtime it was measured on
     cpu: cpus()[0]?.model ?? 'unknown', node: process.version,
     ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}),
+    ...('q8u4' in kernels ? { q8_0_layout: kernels.q8u4 ? 'q8u4' : 'q8x4' } : {}),
     ...('calibration' in kernels && kernels.calibration ? { quant_kernels: kernels.calibration } : {}), model: model.dir,
     prompt_tokens: prompt, ...(mode === 'verify' ? { verify_tokens: verify } : {}),
     weight_types: weightTypes(model.weights),

@@ -73,16 +73,19 @@ export class WasmKernels implements Kernels {
   private quantKernels: QuantKernelChoice = DEFAULT_QUANT_KERNELS;
   /** The start-up calibration's timings and choice (null: not calibrated). */
   calibration: CalibrationResult | null = null;
-  /** Whether q8x4dot.ts is exact here: the vnni build, and V8 lowers its dot-add to
-   * AVX-VNNI (u8 × s8 in i32; the kernel's u = x + 128 lies outside i7). Probed once. */
-  readonly q8x4DotExact: boolean;
+  /** Whether packWeight repacks Q8_0 into q8u4 (assembly/q8u4.ts) rather than q8x4: only
+   * in the vnni build where V8 lowers its dot-add to AVX-VNNI (u8 × s8 in i32; the layout's
+   * w + 128 lies outside i7: exact only there; probed once), unless refused. */
+  readonly q8u4: boolean;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'vnni': fma with i32
      * dot-adds; 'plain'). */
-    readonly variant: KernelVariant = 'plain') {
+    readonly variant: KernelVariant = 'plain',
+    /** Repack Q8_0 into q8u4 where it is exact (default true; false: q8x4 everywhere). */
+    q8u4Wanted = true) {
     this.ops = new Operands(mem);
-    this.q8x4DotExact = variant === 'vnni' && dotAddIsVnni();
+    this.q8u4 = q8u4Wanted && variant === 'vnni' && dotAddIsVnni();
     this.groupHost = { threads, args: pool.args, run: (cmd, arena, parallel, chunks) => this.run(cmd, arena, parallel, chunks) };
   }
 
@@ -195,7 +198,7 @@ export class WasmKernels implements Kernels {
   /** A quantized weight in its repacked layout (quant-layouts.ts), in place: allocWeight
    * reserved the room. Types without one stay as GGML blocks. */
   private repack(w: Weight): Weight {
-    const spec = repackSpec(w.dtype);
+    const spec = repackSpec(w.dtype, this.q8u4);
     if (!spec) return w;
     const c = this.ops.begin(this.ops.target(w.data), repackTmpBytes(spec, w.cols));
     spec.repack(c.arena.exports, w.data.byteOffset, w.rows, w.cols, c.tmp.base);
@@ -265,13 +268,8 @@ export class WasmKernels implements Kernels {
   /** The kernel families the quantized matmuls use from now on (every family computes the
    * same bits, so switching never changes a result). */
   setQuantKernels(choice: QuantKernelChoice): void {
-    if (choice.q8x4Blocks === 'dot' && !this.q8x4DotExact) {
-      throw new Error(`the q8x4 'dot' kernel needs the vnni build on a runtime whose relaxed dot-add is AVX-VNNI (this backend: ${this.variant})`);
-    }
     this.quantKernels = choice;
   }
-
-
 
   get quantKernelChoice(): QuantKernelChoice {
     return this.quantKernels;
@@ -285,7 +283,7 @@ export class WasmKernels implements Kernels {
     const k = w.cols;
     const arena = this.ops.target(w.data, x, out);
     const c = this.ops.begin(arena, arena.exports.qmatmulTmpBytes(k), this.threads);
-    const { q16, d, s, q8For } = stageQuantActs(c.arena, c.in(x, m * k), m, k, [w], this.quantKernels);
+    const { q16, d, s, q8For } = stageQuantActs(c.arena, c.in(x, m * k), m, k, [w]);
     packArgs(this.pool.args, 'QMATMUL', {
       out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8: q8For(w),
     });

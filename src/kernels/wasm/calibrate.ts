@@ -15,6 +15,8 @@ export interface Calibratable {
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
   setQuantKernels(choice: QuantKernelChoice): void;
   readonly quantKernelChoice: QuantKernelChoice;
+  /** Whether Q8_0 packs into q8u4 (one kernel: its q8x4 families are not timed). */
+  readonly q8u4: boolean;
   /** Give back the memory of a view allocated last (a no-op otherwise). */
   releaseLast(view: ArrayBufferView): void;
 }
@@ -22,7 +24,7 @@ export interface Calibratable {
 export interface CalibrationResult {
   readonly choice: QuantKernelChoice;
   /** Fastest ms of one M = 1 matmul on the q8x4 probe weight over the rounds, per family
-   * (empty when forced). */
+   * (empty when forced, or when Q8_0 packs into q8u4). */
   readonly q8x4M1Ms: Partial<Record<QuantKernelFamily, number>>;
   /** The same on the q4kx4 and q6kx4 probe weights (empty when forced). */
   readonly q4kx4M1Ms: Partial<Record<QuantKernelFamily, number>>;
@@ -130,6 +132,10 @@ export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
     const forced = forcedFamily(p.env);
     if (forced) {
       choice = p.set(choice, forced);
+      ms.push({});
+      continue;
+    }
+    if (p.dtype === 'q8_0' && k.q8u4) { // q8u4 has one kernel
       ms.push({});
       continue;
     }

@@ -22,6 +22,9 @@ export interface WasmKernelOptions {
    * (calibrate.ts; default true; skipped when one memory is under 16× the probe's size,
    * as in tests of tiny memories). Off: the default families. Results are identical. */
   calibrate?: boolean;
+  /** Q8_0's repacked layout: 'q8u4' (assembly/q8u4.ts) where the vnni build's dot-add is
+   * AVX-VNNI, else 'q8x4' (default 'auto'; DELTASERVE_WASM_Q8=q8x4 overrides). The same bits. */
+  q8Layout?: 'q8x4' | 'auto';
 }
 
 export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<Kernels> {
@@ -35,8 +38,8 @@ export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<K
     else pending.push(arena.memory);
   });
   pool = await Pool.start(threads, module, pending);
-  const kernels = new WasmKernels(threads, mem, pool, variant);
-  if (kernels.q8x4DotExact) kernels.setQuantKernels({ ...kernels.quantKernelChoice, q8x4Blocks: 'dot' });
+  const q8u4Wanted = (opts.q8Layout ?? (process.env.DELTASERVE_WASM_Q8 === 'q8x4' ? 'q8x4' : 'auto')) === 'auto';
+  const kernels = new WasmKernels(threads, mem, pool, variant, q8u4Wanted);
   try {
     if (opts.calibrate !== false && memoryBytes >= 16 * PROBE_BYTES) kernels.calibration = calibrateQuantKernels(kernels);
   } catch (e) {

@@ -1,7 +1,7 @@
 // The wasm backend's weight layouts (the `Weight.layout` tags its packWeight sets) and the
 // views and sizes that depend on them. 'panel8': bf16 / f32 in 8-row panels (assembly/
 // matmul.ts), data padded to whole panels; 'q8x4': Q8_0 regrouped by 4 rows with f32
-// scales (assembly/q8x4.ts); 'q4kx4': Q4_K regrouped by 4 rows with unpacked scales
+// scales (assembly/q8x4.ts); 'q8u4': the same as column quads of w + 128 (assembly/q8u4.ts); 'q4kx4': Q4_K regrouped by 4 rows with unpacked scales
 // (assembly/q4kx4.ts); 'q6kx4': Q6_K regrouped by 4 rows, group scales per [group][column]
 // (assembly/q6kx4.ts); 'q5kx4': Q5_K as q4kx4 plus 5th bits (assembly/q5kx4.ts); 'q40x4',
 // 'q41x4', 'q50x4', 'q51x4': Q4_0 / Q4_1 / Q5_0 / Q5_1 regrouped by 4 rows
@@ -9,21 +9,15 @@
 // quant-layouts.ts spec. Nothing outside kernels/wasm/ reads these names.
 import type { Weight } from '../types.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
-import { q8x4Bytes } from '../quant/q8x4.js';
-import { q4kx4Bytes } from '../quant/q4kx4.js';
-import { q6kx4Bytes } from '../quant/q6kx4.js';
 import { weightBytes } from '../weight-view.js';
-import { repackSpec } from './quant-layouts.js';
+import { storedSpec } from './quant-layouts.js';
 
-export type WasmLayout = 'panel8' | 'q8x4' | 'q4kx4' | 'q6kx4' | 'q5kx4' | 'q40x4' | 'q41x4' | 'q50x4' | 'q51x4';
+export type WasmLayout = 'panel8' | 'q8x4' | 'q8u4' | 'q4kx4' | 'q6kx4' | 'q5kx4' | 'q40x4' | 'q41x4' | 'q50x4' | 'q51x4';
 
 /** Bytes of a quantized weight's data as stored (its layout's size). */
 export function storedQuantBytes(w: Weight): number {
-  const spec = repackSpec(w.dtype);
-  if (spec && w.layout === spec.layout) return spec.bytes(w.rows, w.cols);
-  if (w.layout === 'q8x4') return q8x4Bytes(w.rows, w.cols);
-  if (w.layout === 'q6kx4') return q6kx4Bytes(w.rows, w.cols);
-  return w.layout === 'q4kx4' ? q4kx4Bytes(w.rows, w.cols) : weightBytes(w);
+  const spec = storedSpec(w);
+  return spec ? spec.bytes(w.rows, w.cols) : weightBytes(w);
 }
 
 /** Bytes a matmul streams for this weight as stored (panel padding not counted). */
@@ -37,11 +31,8 @@ export function storedBytes(w: Weight): number {
  * only its n columns). */
 export function rowPrefix(w: Weight, n: number): Weight {
   if (!Number.isInteger(n) || n < 1 || n > w.rows) throw new RangeError(`rowPrefix: ${n} rows of a [${w.rows}, ${w.cols}] weight`);
-  const spec = repackSpec(w.dtype);
-  if (spec && w.layout === spec.layout) return { ...w, rows: n, data: w.data.subarray(0, spec.bytes(n, w.cols)) };
-  if (w.layout === 'q8x4') return { ...w, rows: n, data: w.data.subarray(0, q8x4Bytes(n, w.cols)) };
-  if (w.layout === 'q4kx4') return { ...w, rows: n, data: w.data.subarray(0, q4kx4Bytes(n, w.cols)) };
-  if (w.layout === 'q6kx4') return { ...w, rows: n, data: w.data.subarray(0, q6kx4Bytes(n, w.cols)) };
+  const spec = storedSpec(w);
+  if (spec) return { ...w, rows: n, data: w.data.subarray(0, spec.bytes(n, w.cols)) };
   if (isQuantType(w.dtype)) return { ...w, rows: n, data: w.data.subarray(0, n * quantRowBytes(w.dtype, w.cols)) };
   const rows = w.layout === 'panel8' ? Math.ceil(n / 8) * 8 : n;
   return { ...w, rows: n, data: w.data.subarray(0, rows * w.cols) };

@@ -11,7 +11,7 @@
 import type { GroupMatmul, Weight, WeightDType } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
 import { storedQuantBytes } from './layouts.js';
-import { q8x4ReadsQuads, quantFormatId, usesQuadActs, type QuantKernelChoice } from './quant-layouts.js';
+import { quantFormatId, usesQuadActs, type QuantKernelChoice } from './quant-layouts.js';
 import type { Arena } from './memory.js';
 import type { Operands } from './operands.js';
 import { packArgs } from './commands.js';
@@ -55,15 +55,13 @@ export function matmulSplit(w: Weight, threads: number): { readonly chunks: numb
  *    at [MK, 3MK) (interleaveQ4kx4Acts), and for q6kx4 the i16 sums of 16 quants at 3MK;
  *  - q8x4: M < 4 the int8 quants; M ≥ 4 interleaveActs4 of q16 (rows [0, 4⌊M/4⌋) as i16,
  *    [0, 8K⌊M/4⌋)) written over the int8 copy, which it covers (8K⌊M/4⌋ ≥ MK) — so in a
- *    buffer of its own, with the same bytes, when another layout needs the int8 quants;
- *    with `choice.q8x4Blocks` 'dot' (M ≥ 4) as the quad layouts instead. */
-export function stageQuantActs(a: Arena, xp: number, m: number, k: number, weights: readonly Weight[], choice: QuantKernelChoice):
+ *    buffer of its own, with the same bytes, when another layout needs the int8 quants. */
+export function stageQuantActs(a: Arena, xp: number, m: number, k: number, weights: readonly Weight[]):
   { q16: number; d: number; s: number; q8For(w: Weight): number } {
   const mk = m * k;
   const nb = mk / 32;
-  const dotQ8 = weights.some((w) => q8x4ReadsQuads(w, m, choice)); // then every q8x4 weight reads quads
-  const q8x4 = !dotQ8 && weights.some((w) => w.layout === 'q8x4');
-  const quad = dotQ8 || weights.some(usesQuadActs);
+  const q8x4 = weights.some((w) => w.layout === 'q8x4');
+  const quad = weights.some(usesQuadActs);
   const sums = weights.some((w) => w.layout === 'q6kx4');
   const onlyQ8x4 = weights.every((w) => w.layout === 'q8x4');
   const q16 = a.stage(mk * 2);
@@ -78,7 +76,7 @@ export function stageQuantActs(a: Arena, xp: number, m: number, k: number, weigh
     if (!onlyQ8x4) x4 = a.stage(2 * mk);
     a.exports.interleaveActs4(q16, m, k, x4);
   }
-  return { q16, d, s, q8For: (w) => (w.layout === 'q8x4' && !dotQ8 ? x4 : q8) };
+  return { q16, d, s, q8For: (w) => (w.layout === 'q8x4' ? x4 : q8) };
 }
 
 /** Kinds of a group entry (assembly/matmulgroup.ts GROUP_*). */
@@ -112,7 +110,7 @@ export function runMatmulGroup(host: GroupHost, choice: QuantKernelChoice, ops: 
   const tmp = Math.max(quant.length > 0 ? arena.exports.qmatmulTmpBytes(k) : 0, f16 ? arena.exports.f16TmpBytes(k) : 0);
   const c = ops.begin(arena, tmp, host.threads);
   const xp = c.in(x, m * k);
-  const acts = quant.length > 0 ? stageQuantActs(c.arena, xp, m, k, quant, choice) : null;
+  const acts = quant.length > 0 ? stageQuantActs(c.arena, xp, m, k, quant) : null;
   const descPtr = c.arena.stage(group.length * DESC_INTS * 4);
   const desc = c.arena.i32(descPtr, group.length * DESC_INTS);
   let first = 0;

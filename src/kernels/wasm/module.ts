@@ -69,12 +69,15 @@ export interface KernelExports {
   quantizeTmpBytes(): number;
   repackQ32x4(type: number, w: number, rows: number, k: number, tmp: number): void;
   repackQ5kx4(w: number, rows: number, k: number, tmp: number): void;
+  repackQ8u4(w: number, rows: number, k: number, tmp: number): void;
 }
 
 /** The builds of assembly/: `fma` (relaxed SIMD: f32x4.relaxed_madd, a fused multiply-add
  * on x86-64 with FMA3), `vnni` (the fma build whose unsigned-quant kernels, Q4_K and Q6_K,
  * accumulate i32x4.relaxed_dot_i8x16_i7x16_add_s straight into i32 lanes: one `vpdpbusd`
- * where V8 lowers it to AVX-VNNI, five instructions where it does not) and `plain`
+ * where V8 lowers it to AVX-VNNI, five instructions where it does not; and where it is
+ * AVX-VNNI, the backend packs Q8_0 into q8u4, whose kernel feeds it w + 128, outside i7:
+ * exact only there) and `plain`
  * (SIMD128 only: multiply then add). All have the same exports and the same reduction
  * orders; fma and vnni compute the same bits (the same exact integers), plain differs from
  * them in the rounding of mac(). */
@@ -134,8 +137,9 @@ export function dotAddProbe(a: number, b: number): number | null {
  * operand unsigned, products summed in i32 without saturation). Read from its result on an
  * operand outside i7, where the lowerings differ: vpdpbusd gives 4·127·255 = 129540;
  * `vpmaddubsw` + `vpmaddwd` saturates each pair sum (65534); a signed lowering (ARM sdot)
- * gives −508. The kernels only feed it operands within i7, where all agree, so this picks
- * the faster build and never changes a result. */
+ * gives −508. The kernels feed it operands within i7, where all agree, except q8u4's
+ * (assembly/q8u4.ts), which the backend uses only where this holds; so this picks the
+ * faster code and never changes a result. */
 export function dotAddIsVnni(): boolean {
   return dotAddProbe(127, 255) === 129540 && dotAddProbe(-128, 255) === -130560;
 }

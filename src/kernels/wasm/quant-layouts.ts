@@ -4,9 +4,9 @@
 // the repack export and the row dequantizer (embed). Every GGML type has one; the GGML-block
 // kernels (assembly/qdecode.ts ids) still run a weight that was not packed.
 import type { Weight, WeightDType } from '../types.js';
-import type { QuantType } from '../quant/formats.js';
+import { isQuantType, type QuantType } from '../quant/formats.js';
 import { dequantizeRow } from '../quant/dequant.js';
-import { dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
+import { dequantizeQ8u4Row, dequantizeQ8x4Row, q8x4Bytes } from '../quant/q8x4.js';
 import { dequantizeQ4kx4Row, q4kx4Bytes } from '../quant/q4kx4.js';
 import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
 import { dequantizeQ32x4Row, q32x4Bytes, type Q32Type } from '../quant/q32x4.js';
@@ -42,6 +42,18 @@ const REPACKED: Partial<Record<WeightDType, LayoutSpec>> = {
   q5_k: { layout: 'q5kx4', id: 16, blockBytes: 176, blockSize: 256, bytes: q5kx4Bytes, repack: (ex, ...a) => ex.repackQ5kx4(...a), dequantizeRow: dequantizeQ5kx4Row },
 };
 
+/** Q8_0's layout where the relaxed dot-add is AVX-VNNI (assembly/q8u4.ts; the backend's
+ * `q8u4`): q8x4's size and scales, quants as column quads of w + 128; one kernel, every M. */
+const Q8U4: LayoutSpec = { layout: 'q8u4', id: 24, blockBytes: 34, blockSize: 32, bytes: q8x4Bytes, repack: (ex, ...a) => ex.repackQ8u4(...a), dequantizeRow: dequantizeQ8u4Row };
+
+/** Every repacked layout's spec, by layout name. */
+const BY_LAYOUT: ReadonlyMap<string, LayoutSpec> = new Map([...Object.values(REPACKED), Q8U4].map((s) => [s.layout, s]));
+
+/** The spec of the layout w is stored in (undefined: GGML blocks, or not quantized). */
+export function storedSpec(w: Weight): LayoutSpec | undefined {
+  return w.layout === undefined || !isQuantType(w.dtype) ? undefined : BY_LAYOUT.get(w.layout);
+}
+
 /** The spec of a 32-element-block format's repacked layout (assembly/q32x4.ts): kernel
  * format id = GGML id + 10, the repack export takes the GGML id. */
 function q32x4Spec(type: Q32Type, layout: RepackedLayout, blockBytes: number): LayoutSpec {
@@ -54,23 +66,19 @@ function q32x4Spec(type: Q32Type, layout: RepackedLayout, blockBytes: number): L
 
 /** Layouts whose M ≥ 4 kernels read the activations as interleaved quads
  * (interleaveQ4kx4Acts; q8 staging of 3·M·K bytes). */
-const QUAD_ACTS: ReadonlySet<string> = new Set(['q4kx4', 'q6kx4', 'q40x4', 'q41x4', 'q50x4', 'q51x4', 'q5kx4']);
+const QUAD_ACTS: ReadonlySet<string> = new Set(['q8u4', 'q4kx4', 'q6kx4', 'q40x4', 'q41x4', 'q50x4', 'q51x4', 'q5kx4']);
 
 /** Whether a weight's layout reads interleaved activation quads (see QUAD_ACTS). */
 export function usesQuadActs(w: Weight): boolean {
   return w.layout !== undefined && QUAD_ACTS.has(w.layout);
 }
 
-/** Whether a q8x4 weight's kernel at this M reads the quad-interleaved int8 activations
- * (q8x4dot.ts) instead of interleaveActs4's i16 pairs. */
-export function q8x4ReadsQuads(w: Weight, m: number, choice: QuantKernelChoice): boolean {
-  return w.layout === 'q8x4' && m >= 4 && choice.q8x4Blocks === 'dot';
-}
 
 
-/** The repacked layout packWeight gives `dtype`, or undefined (kept as GGML blocks). */
-export function repackSpec(dtype: WeightDType): LayoutSpec | undefined {
-  return REPACKED[dtype];
+/** The repacked layout packWeight gives `dtype` (Q8_0: q8u4 when `q8u4`, else q8x4), or
+ * undefined (kept as GGML blocks). */
+export function repackSpec(dtype: WeightDType, q8u4 = false): LayoutSpec | undefined {
+  return dtype === 'q8_0' && q8u4 ? Q8U4 : REPACKED[dtype];
 }
 
 /** Bytes of a quantized weight after packWeight's repack (0: kept as GGML blocks). */
@@ -96,13 +104,8 @@ export function repackedView(w: Weight, spec: LayoutSpec): Weight {
 export type QuantKernelFamily = 'narrow' | 'wide';
 export type Q8x4Kernel = QuantKernelFamily;
 
-/** How the q8x4 matmul runs blocks of 4 rows (M ≥ 4): 'pairs' (q8x4.ts: i16 pairs,
- * dot_i16x8_s) or 'dot' (q8x4dot.ts: the relaxed dot-add on u = x + 128; only in the vnni
- * build on a runtime whose dot-add is AVX-VNNI, where it is exact). */
-export type Q8x4Blocks = 'pairs' | 'dot';
-
 /** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M = 2, 3 (M ≥ 4:
- * always narrow, its blocks of 4 rows as `q8x4Blocks` says), and the q4kx4 and q6kx4
+ * always narrow), and the q4kx4 and q6kx4
  * matmuls at M = 1. Fixed for a backend's lifetime (chosen at start-up by calibrate.ts and,
  * for q8x4Blocks, by the build and the runtime's lowering). */
 export interface QuantKernelChoice {
@@ -110,27 +113,24 @@ export interface QuantKernelChoice {
   readonly q8x4Mn: QuantKernelFamily;
   readonly q4kx4M1: QuantKernelFamily;
   readonly q6kx4M1: QuantKernelFamily;
-  readonly q8x4Blocks: Q8x4Blocks;
 }
 
-export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide', q4kx4M1: 'wide', q6kx4M1: 'wide', q8x4Blocks: 'pairs' };
+export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide', q4kx4M1: 'wide', q6kx4M1: 'wide' };
 
 /** Format ids of assembly/qmatmul.ts's 'wide' kernels (Q8X4W, Q4KX4W, Q6KX4W): clear of the
  * repacked ids (GGML id + 10). */
 const Q8X4_WIDE_ID = 20;
 const Q4KX4_WIDE_ID = 21;
 const Q6KX4_WIDE_ID = 22;
-const Q8X4_DOT_ID = 23;
 
 /** assembly/qmatmul.ts format id of a quantized weight (its layout's, else its type's);
  * for q8x4, q4kx4 and q6kx4, the family `choice` names for this M. */
 export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFAULT_QUANT_KERNELS): number {
-  const spec = REPACKED[w.dtype];
-  if (!spec || w.layout !== spec.layout) return GGML_ID[w.dtype as QuantType];
+  const spec = storedSpec(w);
+  if (!spec) return GGML_ID[w.dtype as QuantType];
   // M ≥ 4 stays narrow: blocks of 4 rows run the narrow 4 × 4 tile in either family, and
   // the narrow family visits the groups in order (one weight stream per thread)
   if (spec.layout === 'q8x4' && m < 4 && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
-  if (spec.layout === 'q8x4' && m >= 4 && choice.q8x4Blocks === 'dot') return Q8X4_DOT_ID;
   if (spec.layout === 'q4kx4' && m === 1 && choice.q4kx4M1 === 'wide') return Q4KX4_WIDE_ID;
   if (spec.layout === 'q6kx4' && m === 1 && choice.q6kx4M1 === 'wide') return Q6KX4_WIDE_ID;
   return spec.id;
@@ -138,8 +138,8 @@ export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFA
 
 /** Row r of a quantized weight as f32, in whichever layout it is stored. */
 export function dequantizeStoredRow(w: Weight, r: number, dst: Float32Array): Float32Array {
-  const spec = REPACKED[w.dtype];
+  const spec = storedSpec(w);
   const data = w.data as Uint8Array;
-  if (spec && w.layout === spec.layout) return spec.dequantizeRow(data, w.cols, r, dst);
+  if (spec) return spec.dequantizeRow(data, w.cols, r, dst);
   return dequantizeRow(w.dtype as QuantType, data, w.cols, r, dst);
 }
