@@ -287,6 +287,82 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
   storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
+/** vnni build: rows mi..mi+3 × the columns c0..c0+3 of group wg and c1..c1+3 of the
+ * group at wg + gb. Each lane broadcast of the activations feeds both groups; a row's low-
+ * and high-nibble dot-adds share one i32 accumulator per group (the same exact integer as
+ * groupRows4's two: 8 dot-add chains either way). */
+// @ts-ignore: decorator
+@inline function groupRows4Pair(out: usize, x4: usize, d: usize, s: usize, wg: usize, gb: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, m15: v128): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * <usize>k;
+  const ds = <usize>nb << 2;
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = s + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  let g0 = f32x4.splat(0), g1 = f32x4.splat(0), g2 = f32x4.splat(0), g3 = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    let cp = b, wq = b + 96;
+    for (let j = 0; j < 8; j++) {
+      let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+      let e0 = i32x4.splat(0), e1 = i32x4.splat(0), e2 = i32x4.splat(0), e3 = i32x4.splat(0);
+      // low nibbles (quads 2v), then high ones (quads 2v + 1), in separate loops: one loop
+      // holding both spilled 5 of the 8 accumulators (V8 11.3 and 13.6 interleave them)
+      let wv = wq, xv = x;
+      for (let v = 0; v < 4; v++) {
+        const xq = v128.load(xv);
+        const u = v128.and(v128.load(wv), m15), u2 = v128.and(v128.load(wv + gb), m15);
+        let t = i32x4.shuffle(xq, xq, 0, 0, 0, 0);
+        a0 = dot16(a0, t, u); e0 = dot16(e0, t, u2);
+        t = i32x4.shuffle(xq, xq, 1, 1, 1, 1);
+        a1 = dot16(a1, t, u); e1 = dot16(e1, t, u2);
+        t = i32x4.shuffle(xq, xq, 2, 2, 2, 2);
+        a2 = dot16(a2, t, u); e2 = dot16(e2, t, u2);
+        t = i32x4.shuffle(xq, xq, 3, 3, 3, 3);
+        a3 = dot16(a3, t, u); e3 = dot16(e3, t, u2);
+        wv += 16;
+        xv += 32;
+      }
+      wv = wq;
+      xv = x + 16;
+      for (let v = 0; v < 4; v++) {
+        const xq = v128.load(xv);
+        const u = v128.and(i16x8.shr_u(v128.load(wv), 4), m15), u2 = v128.and(i16x8.shr_u(v128.load(wv + gb), 4), m15);
+        let t = i32x4.shuffle(xq, xq, 0, 0, 0, 0);
+        a0 = dot16(a0, t, u); e0 = dot16(e0, t, u2);
+        t = i32x4.shuffle(xq, xq, 1, 1, 1, 1);
+        a1 = dot16(a1, t, u); e1 = dot16(e1, t, u2);
+        t = i32x4.shuffle(xq, xq, 2, 2, 2, 2);
+        a2 = dot16(a2, t, u); e2 = dot16(e2, t, u2);
+        t = i32x4.shuffle(xq, xq, 3, 3, 3, 3);
+        a3 = dot16(a3, t, u); e3 = dot16(e3, t, u2);
+        wv += 16;
+        xv += 32;
+      }
+      wq += 64;
+      x += 128;
+      const sc = f32x4.mul(v128.load(b), bytes4(v128.load32_zero(cp, 32)));
+      const mn = f32x4.mul(v128.load(b, 16), bytes4(v128.load32_zero(cp, 64)));
+      const sc2 = f32x4.mul(v128.load(b + gb), bytes4(v128.load32_zero(cp + gb, 32)));
+      const mn2 = f32x4.mul(v128.load(b + gb, 16), bytes4(v128.load32_zero(cp + gb, 64)));
+      let dx = load<f32>(dj), sx = load<i32>(sj);
+      f0 = step(f0, a0, sc, mn, dx, sx); g0 = step(g0, e0, sc2, mn2, dx, sx);
+      dx = load<f32>(dj + ds); sx = load<i32>(sj + ds);
+      f1 = step(f1, a1, sc, mn, dx, sx); g1 = step(g1, e1, sc2, mn2, dx, sx);
+      dx = load<f32>(dj + 2 * ds); sx = load<i32>(sj + 2 * ds);
+      f2 = step(f2, a2, sc, mn, dx, sx); g2 = step(g2, e2, sc2, mn2, dx, sx);
+      dx = load<f32>(dj + 3 * ds); sx = load<i32>(sj + 3 * ds);
+      f3 = step(f3, a3, sc, mn, dx, sx); g3 = step(g3, e3, sc2, mn2, dx, sx);
+      cp += 4;
+      dj += 4;
+      sj += 4;
+    }
+    b += SB;
+  }
+  storeRows4(out, n, mi, c0, 4, f0, f1, f2, f3);
+  storeRows4(out, n, mi, c1, 4, g0, g1, g2, g3);
+}
+
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q4kx4 layout at
  * w; q16/q8/d/s: quantizeActs of x, and (M ≥ 4) interleaveQ4kx4Acts at q8 + M·K. Rows whose
  * quants fit in ~256 KiB (L2) pass over all of the thread's groups together. */
@@ -297,9 +373,26 @@ export function qmatmulQ4kx4(out: usize, q16: usize, q8: usize, d: usize, s: usi
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
   // a mask built from a run-time value: V8 would rematerialise a constant inside the loops
   const m15 = i8x16.splat(<i8>((k >> 31) + 15)); // k ≥ 0
+  // vnni build, blocks of 4 rows: group t with group t + half of the range's whole groups
+  // (two long sequential weight streams, as q8u4.ts)
+  const half = ASC_FEATURE_RELAXED_SIMD && DOT_I32 && m >= 4 ? ((n1 - n0) >> 2) >> 1 : 0;
+  const off = <usize>half * gb;
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
-    for (let c = n0; c < n1; c += 4) {
+    let c = n0;
+    if (half > 0 && r1 - r0 >= 4) {
+      for (; c < n0 + 4 * half; c += 4) {
+        const wg = w + <usize>(c >> 2) * gb;
+        let mi = r0;
+        for (; mi + 4 <= r1; mi += 4) groupRows4Pair(out, x4, d, s, wg, off, n, k, mi, c, c + 4 * half, m15);
+        for (; mi < r1; mi++) {
+          groupRow1(out, xr, d, s, wg, n, k, mi, c, 4, m15);
+          groupRow1(out, xr, d, s, wg + off, n, k, mi, c + 4 * half, 4, m15);
+        }
+      }
+      c = n0 + 8 * half;
+    }
+    for (; c < n1; c += 4) {
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
