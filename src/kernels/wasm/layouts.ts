@@ -1,7 +1,8 @@
 // The wasm backend's weight layouts (the `Weight.layout` tags its packWeight sets) and the
 // views and sizes that depend on them. 'panel8': bf16 / f32 in 8-row panels (assembly/
 // matmul.ts), data padded to whole panels; 'q8x4': Q8_0 regrouped by 4 rows with f32
-// scales (assembly/q8x4.ts); 'q8u4': the same as column quads of w + 128 (assembly/q8u4.ts); 'q4kx4': Q4_K regrouped by 4 rows with unpacked scales
+// scales (assembly/q8x4.ts); 'q8u4': the same, quants as column quads of w + 128
+// (assembly/q8u4.ts); 'q4kx4': Q4_K regrouped by 4 rows with unpacked scales
 // (assembly/q4kx4.ts); 'q6kx4': Q6_K regrouped by 4 rows, group scales per [group][column]
 // (assembly/q6kx4.ts); 'q5kx4': Q5_K as q4kx4 plus 5th bits (assembly/q5kx4.ts); 'q40x4',
 // 'q41x4', 'q50x4', 'q51x4': Q4_0 / Q4_1 / Q5_0 / Q5_1 regrouped by 4 rows
