@@ -105,9 +105,8 @@ export type QuantKernelFamily = 'narrow' | 'wide';
 export type Q8x4Kernel = QuantKernelFamily;
 
 /** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M = 2, 3 (M ≥ 4:
- * always narrow), and the q4kx4 and q6kx4
- * matmuls at M = 1. Fixed for a backend's lifetime (chosen at start-up by calibrate.ts and,
- * for q8x4Blocks, by the build and the runtime's lowering). */
+ * always narrow), and the q4kx4 and q6kx4 matmuls at M = 1. Fixed for a backend's lifetime
+ * (chosen at start-up by calibrate.ts; q8u4 has one kernel). */
 export interface QuantKernelChoice {
   readonly q8x4M1: QuantKernelFamily;
   readonly q8x4Mn: QuantKernelFamily;
