@@ -6,12 +6,13 @@
 // at g·ns·848 bytes (ns = K/256 super-blocks); super-block b of a group at +b·848:
 //   [0, 16)    f32 d of columns 0..3 (the f16 d of their Q6_K block, exactly)
 //   [16, 80)   i8 scale of 16-element group t (0..15), column c at 16 + 4t + c
-//   [80, 848)  group t at 80 + 48t, 3 vectors (u = q + 32 ∈ 0..63, element e = 4p + i):
-//              v0 byte 4c + i: low 4 bits of quad p = 0 (low nibble) and p = 1 (high one)
-//              v1 byte 4c + i: the same for quads 2 and 3
-//              v2 byte 4c + i: the top 2 bits of quad p's element in bits 2p, 2p+1
-// so each u vector is the quad tile [column][4 k] of 4 elements. 848 bytes per 1024
-// weights: 6.625 bits/weight (GGML Q6_K: 6.5625).
+//   [80, 848)  group t at 80 + 48t, 3 vectors qa, qb, qc (u = q + 32 ∈ 0..63, element
+//              e = 4p + i of column c in byte 4c + i):
+//              bits 0..5 of qa / qb / qc: u of quad p = 0 / 1 / 2
+//              bits 6, 7 of qa / qb / qc: bits 0-1 / 2-3 / 4-5 of quad 3's u
+// so each u vector (the quad tile [column][4 k] of 4 elements) is one AND for quads 0..2
+// and eight bit operations for quad 3 (quadU); the earlier nibble-plane layout took 17 for
+// the four. 848 bytes per 1024 weights: 6.625 bits/weight (GGML Q6_K: 6.5625).
 //
 // Arithmetic: exactly the twin's (src/kernels/ref/quant.ts, decodeSubBlock): per sub-block
 // j (groups t = 2j, 2j+1) the exact integer  sumi = Σ_t sc_t · Σ (u − 32)·x
@@ -68,10 +69,14 @@ function packColumn(o: usize, src: usize, c: i32): void {
   for (let e = 0; e < 256; e++) {
     const u = q6u(src, e);
     const p = (e >> 2) & 3, i = <usize>(e & 3);
-    const gt = o + 80 + <usize>(e >> 4) * 48 + (cc << 2) + i;
-    const nb = gt + <usize>((p >> 1) << 4);
-    store<u8>(nb, load<u8>(nb) | <u8>((u & 15) << (<u32>(p & 1) << 2)));
-    store<u8>(gt + 32, load<u8>(gt + 32) | <u8>((u >> 4) << (<u32>p << 1)));
+    const gt = o + 80 + <usize>(e >> 4) * 48 + (cc << 2) + i; // byte 4c + i of qa
+    if (p < 3) {
+      store<u8>(gt + (<usize>p << 4), load<u8>(gt + (<usize>p << 4)) | <u8>u);
+      continue;
+    }
+    for (let v: usize = 0; v < 3; v++) { // quad 3: two bits of u at the top of each vector
+      store<u8>(gt + (v << 4), load<u8>(gt + (v << 4)) | <u8>(((u >> (<u32>v << 1)) & 3) << 6));
+    }
   }
 }
 
@@ -86,13 +91,16 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   }
 }
 
-/** u of quad p (0..3) of a group: its nibbles (nv = v0 or v1) and top bits (hb = v2);
- * m15 / m48: splats of 15 / 0x30. i16 lane shifts: the bits crossing a byte are masked. */
+/** u of quad p (0..3) of a group from its vectors qa, qb, qc; lo6 / top2: splats of 0x3f /
+ * 0xc0. Quad 3: t = (qc & top2) | (qb & top2) >> 2 | (qa & top2) >> 4 is u << 2 (bits 2..7);
+ * i16 lane shifts act as byte shifts here, as only the bits the masks keep can cross. */
 // @ts-ignore: decorator
-@inline function quadU(nv: v128, hb: v128, p: i32, m15: v128, m48: v128): v128 {
-  const n = p & 1 ? v128.and(i16x8.shr_u(nv, 4), m15) : v128.and(nv, m15);
-  const h = p == 0 ? i16x8.shl(hb, 4) : p == 1 ? i16x8.shl(hb, 2) : p == 2 ? hb : i16x8.shr_u(hb, 2);
-  return v128.or(n, v128.and(h, m48));
+@inline function quadU(qa: v128, qb: v128, qc: v128, p: i32, lo6: v128, top2: v128): v128 {
+  if (p == 0) return v128.and(qa, lo6);
+  if (p == 1) return v128.and(qb, lo6);
+  if (p == 2) return v128.and(qc, lo6);
+  const t = v128.or(v128.and(qc, top2), v128.or(i16x8.shr_u(v128.and(qb, top2), 2), i16x8.shr_u(v128.and(qa, top2), 4)));
+  return i16x8.shr_u(t, 2);
 }
 
 /** Relaxed build: i16 pair sums of quads a, b (x: broadcast int8 quads, u: weights) added:
@@ -113,11 +121,11 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return i32x4.add(a, b);
 }
 
-/** A row's Σ x over a 16-element group (i16 at xt) as group16Relaxed takes it: an i16 splat,
- * or (vnni build) an i32 one. */
+/** A row's Σ x over a 16-element group (X, i16 at xt) as group16Relaxed takes it: an i16
+ * splat of X, or (vnni build) an i32 splat of −32·X, where its dot-add chain starts. */
 // @ts-ignore: decorator
 @inline export function groupSumSplat(xt: usize): v128 {
-  return DOT_I32 ? i32x4.splat(<i32>load<i16>(xt)) : i16x8.splat(load<i16>(xt));
+  return DOT_I32 ? i32x4.splat(-(<i32>load<i16>(xt) << 5)) : i16x8.splat(load<i16>(xt));
 }
 
 /** Relaxed build: Σ_c-lane sc·(Σ u·x) of one group for one row, quads p at x + st·p. */
@@ -176,28 +184,33 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
 
 /** Σ over one group (weights at wt, scales sv) for one row (its quad p at x + st·p). */
 // @ts-ignore: decorator
-@inline function group1(wt: usize, x: usize, st: usize, sv: v128, m15: v128, m48: v128): v128 {
-  const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
-  const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
-  const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
+@inline function group1(wt: usize, x: usize, st: usize, sv: v128, lo6: v128, top2: v128): v128 {
+  const qa = v128.load(wt), qb = v128.load(wt, 16), qc = v128.load(wt, 32);
+  const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
+  const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
   if (ASC_FEATURE_RELAXED_SIMD) return groupRelaxed(x, st, u0, u1, u2, u3, sv);
   return i32x4.mul(groupPlain(x, st, u0, u1, u2, u3), sv);
 }
 
 /** Relaxed build: Σ_lane sc·Σ (u − 32)·x of one 16-element group for 4 columns, exact:
- * weights at wt (v0, v1, hb above), the group's 4 scale bytes at sp (column-minor), x0..x3
- * the row's broadcast int8 quads, xx the row's Σ x over the group (groupSumSplat); m15 / m48
- * splats of 15 / 0x30. The correction −32·sc·X per group (dot: 2·sc·X, shifted by 4). */
+ * weights at wt (qa, qb, qc above), the group's 4 scale bytes at sp (column-minor), x0..x3
+ * the row's broadcast int8 quads, xx the row's Σ x over the group (groupSumSplat); lo6 /
+ * top2 as quadU takes them. The correction −32·sc·X per group: vnni build, the chain of
+ * dot-adds starts at −32·X (exact: |Σ| ≤ 32·2032 + 16·63·127); otherwise dot: 2·sc·X, shifted
+ * by 4. */
 // @ts-ignore: decorator
-@inline export function group16Relaxed(wt: usize, sp: usize, x0: v128, x1: v128, x2: v128, x3: v128, xx: v128, m15: v128, m48: v128): v128 {
-  const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
-  const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
-  const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
-  const raw = v128.load(sp); // bytes 0..3 used
+@inline export function group16Relaxed(wt: usize, sp: usize, x0: v128, x1: v128, x2: v128, x3: v128, xx: v128, lo6: v128, top2: v128): v128 {
+  const qa = v128.load(wt), qb = v128.load(wt, 16), qc = v128.load(wt, 32);
+  const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
+  const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
   if (DOT_I32) { // sc·(Σ u·x − 32·X) per column, xx an i32 splat
-    const sc = i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(raw));
-    return i32x4.mul(i32x4.sub(dot4(x0, u0, x1, u1, x2, u2, x3, u3), i32x4.shl(xx, 5)), sc);
+    const sc = i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load(sp))); // bytes 0..3 used
+    let a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x0, u0, xx); // one chain from −32·X
+    a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x1, u1, a);
+    a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x2, u2, a);
+    return i32x4.mul(i32x4.relaxed_dot_i8x16_i7x16_add_s(x3, u3, a), sc);
   }
+  const raw = v128.load(sp); // bytes 0..3 used
   const sv = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)); // [sc_c, sc_c] (punpcklbw)
   const s = i32x4.add(i32x4.dot_i16x8_s(pair16(x0, u0, x1, u1), sv), i32x4.dot_i16x8_s(pair16(x2, u2, x3, u3), sv));
   return i32x4.sub(s, i32x4.shl(i32x4.dot_i16x8_s(sv, xx), 4));
@@ -208,7 +221,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
  * (V8 11.3 turned the 2-trip loop over groupScales into a branch per trip, and each
  * load32_splat offset into an address add). */
 // @ts-ignore: decorator
-@inline function groupRow1Relaxed(out: usize, q8: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
+@inline function groupRow1Relaxed(out: usize, q8: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lo6: v128, top2: v128): void {
   const nb = k >> 5;
   let x = q8 + <usize>mi * <usize>k;
   let dj = d + <usize>(mi * nb) * 4;
@@ -222,7 +235,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
       for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
         const xq = v128.load(x);
         a = i32x4.add(a, group16Relaxed(wt, sp, i32x4.shuffle(xq, xq, 0, 0, 0, 0), i32x4.shuffle(xq, xq, 1, 1, 1, 1),
-          i32x4.shuffle(xq, xq, 2, 2, 2, 2), i32x4.shuffle(xq, xq, 3, 3, 3, 3), groupSumSplat(xt), m15, m48));
+          i32x4.shuffle(xq, xq, 2, 2, 2, 2), i32x4.shuffle(xq, xq, 3, 3, 3, 3), groupSumSplat(xt), lo6, top2));
         wt += 48;
         sp += 4;
         x += 16;
@@ -239,7 +252,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
 /** Row mi (its quants at xr: int8 or i16 rows) × the 4 columns of group wg; xs the sums
  * (the plain build's single rows). */
 // @ts-ignore: decorator
-@inline function groupRow1(out: usize, xr: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
+@inline function groupRow1(out: usize, xr: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lo6: v128, top2: v128): void {
   const nb = k >> 5;
   let x = xr + <usize>mi * <usize>k * XB;
   let dj = d + <usize>(mi * nb) * 4;
@@ -254,7 +267,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
       const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
       let sumi = i32x4.splat(0);
       for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
-        sumi = i32x4.add(sumi, group1(wt, x, 4 * XB, groupScales(raw, dup, t), m15, m48));
+        sumi = i32x4.add(sumi, group1(wt, x, 4 * XB, groupScales(raw, dup, t), lo6, top2));
         wt += 48;
         x += 16 * XB;
       }
@@ -271,7 +284,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
 
 /** Rows mi..mi+3 × the 4 columns of group wg; x4 the interleaved quants (see above). */
 // @ts-ignore: decorator
-@inline function groupRows4(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, m15: v128, m48: v128): void {
+@inline function groupRows4(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lo6: v128, top2: v128): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * <usize>k * XB;
   const ds = <usize>nb << 2; // row stride of d and of the sums
@@ -289,9 +302,9 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
       let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
       for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
         const sv = groupScales(raw, dup, t);
-        const v0 = v128.load(wt), v1 = v128.load(wt, 16), hb = v128.load(wt, 32);
-        const u0 = quadU(v0, hb, 0, m15, m48), u1 = quadU(v0, hb, 1, m15, m48);
-        const u2 = quadU(v1, hb, 2, m15, m48), u3 = quadU(v1, hb, 3, m15, m48);
+        const qa = v128.load(wt), qb = v128.load(wt, 16), qc = v128.load(wt, 32);
+        const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
+        const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
         if (ASC_FEATURE_RELAXED_SIMD) {
           s0 = i32x4.add(s0, groupRelaxed(x, st, u0, u1, u2, u3, sv));
           s1 = i32x4.add(s1, groupRelaxed(x + 4, st, u0, u1, u2, u3, sv));
@@ -335,7 +348,7 @@ export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usi
   const x4 = q8 + mk;
   const xs = q8 + 3 * mk;
   // masks built from a run-time value: V8 would rematerialise a constant inside the loops
-  const m15 = i8x16.splat(<i8>((k >> 31) + 15)), m48 = i8x16.splat(<i8>((k >> 31) + 48)); // k ≥ 0
+  const lo6 = i8x16.splat(<i8>((k >> 31) + 63)), top2 = i8x16.splat(<i8>((k >> 31) - 64)); // k ≥ 0: 0x3f, 0xc0
   const gb = <usize>(k >> 8) * SB;
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
   for (let r0 = 0; r0 < m; r0 += rb) {
@@ -344,10 +357,10 @@ export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usi
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
-      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
       for (; mi < r1; mi++) {
-        if (ASC_FEATURE_RELAXED_SIMD) groupRow1Relaxed(out, q8, xs, d, wg, n, k, mi, c, cnt, m15, m48);
-        else groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, m15, m48);
+        if (ASC_FEATURE_RELAXED_SIMD) groupRow1Relaxed(out, q8, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
+        else groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
       }
     }
   }

@@ -23,7 +23,7 @@ const SB: usize = 848; // bytes of one (group, super-block)
 /** Row mi (int8 quants in q8 [M, K], d its block scales, xs the i16 sums of 16 quants) ×
  * the 8 columns of the groups at g0 (columns c0..c0+3) and g1 (columns c1.., cnt1 valid). */
 // @ts-ignore: decorator
-@inline function pairRow1(out: usize, q8: usize, xs: usize, d: usize, g0: usize, g1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32, m15: v128, m48: v128): void {
+@inline function pairRow1(out: usize, q8: usize, xs: usize, d: usize, g0: usize, g1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32, lo6: v128, top2: v128): void {
   const nb = k >> 5;
   let x = q8 + <usize>mi * <usize>k; // the row's 32 quants of sub-block j at x + 32j
   let dj = d + <usize>(mi * nb) * 4;
@@ -39,8 +39,8 @@ const SB: usize = 848; // bytes of one (group, super-block)
         const x0 = i32x4.shuffle(xq, xq, 0, 0, 0, 0), x1 = i32x4.shuffle(xq, xq, 1, 1, 1, 1);
         const x2 = i32x4.shuffle(xq, xq, 2, 2, 2, 2), x3 = i32x4.shuffle(xq, xq, 3, 3, 3, 3);
         const xx = groupSumSplat(xt);
-        a0 = i32x4.add(a0, group16(w0, s0, x0, x1, x2, x3, xx, m15, m48));
-        a1 = i32x4.add(a1, group16(w1, s1, x0, x1, x2, x3, xx, m15, m48));
+        a0 = i32x4.add(a0, group16(w0, s0, x0, x1, x2, x3, xx, lo6, top2));
+        a1 = i32x4.add(a1, group16(w1, s1, x0, x1, x2, x3, xx, lo6, top2));
         w0 += 48;
         w1 += 48;
         s0 += 4;
@@ -71,12 +71,12 @@ export function qmatmulQ6kx4Wide(out: usize, q16: usize, q8: usize, d: usize, w:
   const gb = <usize>(k >> 8) * SB;
   const xs = q8 + 3 * <usize>m * <usize>k;
   // masks built from a run-time value: V8 would rematerialise a constant inside the loops
-  const m15 = i8x16.splat(<i8>((k >> 31) + 15)), m48 = i8x16.splat(<i8>((k >> 31) + 48)); // k ≥ 0
+  const lo6 = i8x16.splat(<i8>((k >> 31) + 63)), top2 = i8x16.splat(<i8>((k >> 31) - 64)); // k ≥ 0: 0x3f, 0xc0
   for (let mi = 0; mi < m; mi++) {
     for (let t = 0; t < half; t++) {
       const ca = n0 + 4 * t, cb = ca + 4 * half;
       const ga = w + <usize>((n0 >> 2) + t) * gb;
-      pairRow1(out, q8, xs, d, ga, ga + <usize>half * gb, n, k, mi, ca, cb, min(4, n1 - cb), m15, m48);
+      pairRow1(out, q8, xs, d, ga, ga + <usize>half * gb, n, k, mi, ca, cb, min(4, n1 - cb), lo6, top2);
     }
   }
   if (groups > 2 * half) qmatmulQ6kx4(out, q16, q8, d, w, m, n, k, n0 + 8 * half, n1);

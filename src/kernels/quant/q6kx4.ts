@@ -1,9 +1,9 @@
 // The wasm backend's repacked Q6_K layout ('q6kx4', assembly/q6kx4.ts): groups of 4 rows;
 // per 256-element super-block 16 bytes of f32 d (4 columns), 64 bytes of int8 group scales
-// ([16-element group][column]), then per 16-element group 48 bytes: two vectors of low
-// nibbles of u = q + 32 (byte 4c + i: element 4p + i of column c, quad p = 0/1 in vector 0
-// low/high nibble, p = 2/3 in vector 1) and one of the top 2 bits (bits 2p, 2p+1 of byte
-// 4c + i). Same values as the GGML blocks; only the order differs.
+// ([16-element group][column]), then per 16-element group 48 bytes: three vectors qa, qb,
+// qc of u = q + 32 (byte 4c + i of each: element 4p + i of column c); bits 0..5 of qa / qb /
+// qc hold u of quad p = 0 / 1 / 2, and their bits 6-7 hold bits 0-1 / 2-3 / 4-5 of quad 3's
+// u. Same values as the GGML blocks; only the order differs.
 
 const SB = 848; // bytes of one (group, super-block)
 
@@ -28,9 +28,9 @@ export function dequantizeQ6kx4Row(data: Uint8Array, cols: number, r: number, ds
       const g = o + 80 + 48 * t + 4 * c;
       for (let e = 0; e < 16; e++) {
         const p = e >> 2;
-        const nib = (data[g + 16 * (p >> 1) + (e & 3)]! >> (4 * (p & 1))) & 15;
-        const top = (data[g + 32 + (e & 3)]! >> (2 * p)) & 3;
-        dst[b * 256 + t * 16 + e] = fr(scale * ((nib | (top << 4)) - 32));
+        const i = g + (e & 3);
+        const u = p < 3 ? data[i + 16 * p]! & 63 : (data[i]! >> 6) | ((data[i + 16]! >> 6) << 2) | ((data[i + 32]! >> 6) << 4);
+        dst[b * 256 + t * 16 + e] = fr(scale * (u - 32));
       }
     }
   }
