@@ -112,13 +112,12 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return xa;
 }
 
-/** vnni build: Σ u·x over four quads per column (i32 lanes; two dot-add chains). */
+/** vnni build: a0 + Σ u·x over four quads per column (i32 lanes): one chain of dot-adds,
+ * no zeroing or adding of partial chains (the rows and groups around it run in parallel). */
 // @ts-ignore: decorator
-@inline function dot4(x0: v128, u0: v128, x1: v128, u1: v128, x2: v128, u2: v128, x3: v128, u3: v128): v128 {
-  const z = i32x4.splat(0);
-  const a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x1, u1, i32x4.relaxed_dot_i8x16_i7x16_add_s(x0, u0, z));
-  const b = i32x4.relaxed_dot_i8x16_i7x16_add_s(x3, u3, i32x4.relaxed_dot_i8x16_i7x16_add_s(x2, u2, z));
-  return i32x4.add(a, b);
+@inline function dot4(a0: v128, x0: v128, u0: v128, x1: v128, u1: v128, x2: v128, u2: v128, x3: v128, u3: v128): v128 {
+  const a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x1, u1, i32x4.relaxed_dot_i8x16_i7x16_add_s(x0, u0, a0));
+  return i32x4.relaxed_dot_i8x16_i7x16_add_s(x3, u3, i32x4.relaxed_dot_i8x16_i7x16_add_s(x2, u2, a));
 }
 
 /** A row's Σ x over a 16-element group (X, i16 at xt) as group16Relaxed takes it: an i16
@@ -131,7 +130,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
 /** Relaxed build: Σ_c-lane sc·(Σ u·x) of one group for one row, quads p at x + st·p. */
 // @ts-ignore: decorator
 @inline function groupRelaxed(x: usize, st: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
-  if (DOT_I32) return i32x4.mul(dot4(v128.load32_splat(x), u0, v128.load32_splat(x + st), u1, v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3), sv);
+  if (DOT_I32) return i32x4.mul(dot4(i32x4.splat(0), v128.load32_splat(x), u0, v128.load32_splat(x + st), u1, v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3), sv);
   const h0 = pair16(v128.load32_splat(x), u0, v128.load32_splat(x + st), u1);
   const h1 = pair16(v128.load32_splat(x + 2 * st), u2, v128.load32_splat(x + 3 * st), u3);
   return i32x4.add(i32x4.dot_i16x8_s(h0, sv), i32x4.dot_i16x8_s(h1, sv));
@@ -205,10 +204,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
   if (DOT_I32) { // sc·(Σ u·x − 32·X) per column, xx an i32 splat
     const sc = i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load(sp))); // bytes 0..3 used
-    let a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x0, u0, xx); // one chain from −32·X
-    a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x1, u1, a);
-    a = i32x4.relaxed_dot_i8x16_i7x16_add_s(x2, u2, a);
-    return i32x4.mul(i32x4.relaxed_dot_i8x16_i7x16_add_s(x3, u3, a), sc);
+    return i32x4.mul(dot4(xx, x0, u0, x1, u1, x2, u2, x3, u3), sc);
   }
   const raw = v128.load(sp); // bytes 0..3 used
   const sv = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)); // [sc_c, sc_c] (punpcklbw)

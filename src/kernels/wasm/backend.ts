@@ -28,7 +28,11 @@ const ATTN_QB = 8; // query tokens per attention unit, at most
 const ATTN_SCORES = 1 << 21; // f32 scores per thread's attention scratch, at most
 const PAR_GDN = 1 << 16; // T · HV · dk · dv
 const PAR_CONV = 1 << 15; // T · C
-const PAR_ROWS = 1 << 15; // elements of a norm or an activation (prefill-sized: pool)
+const PAR_ROWS = 1 << 15; // elements of an rmsNorm (prefill-sized: pool)
+// a·silu(b) / a·sigmoid(b) and gated norms cost ~2 ns per element (an exp each): on the
+// Intel Xeon (2 vCPUs) the pool halves them from 8K elements up (8 streams' or a 4-token
+// verify's rows), where rmsNorm still loses to the launch
+const PAR_EXP_ROWS = 1 << 13;
 
 /** Query tokens per attention unit (qb) and query heads per unit (per, dividing nH/nKV) for
  * T queries over up to n keys. A unit reads each K and V row once for its qb·per rows, so
@@ -348,7 +352,7 @@ export class WasmKernels implements Kernels {
     const wp = c.weight(w);
     const op = c.out(out, m * d);
     packArgs(this.pool.args, 'GATED_RMS_NORM', { out: op, o: opIn, z: zp, w: wp, wBf16: isBf16(w), m, d, eps });
-    this.run(Cmd.GATED_RMS_NORM, c.arena, m > 1 && m * d >= PAR_ROWS, Math.min(m, 4 * this.threads));
+    this.run(Cmd.GATED_RMS_NORM, c.arena, m > 1 && m * d >= PAR_EXP_ROWS, Math.min(m, 4 * this.threads));
     c.end();
   }
 
@@ -519,7 +523,7 @@ export class WasmKernels implements Kernels {
     if (op === 2) c.arena.exports.add(o, ap, bp, n);
     else {
       packArgs(this.pool.args, 'MUL_ACT', { out: o, a: ap, b: bp, n, sigmoid: op === 1 ? 1 : 0 });
-      this.run(Cmd.MUL_ACT, c.arena, n >= PAR_ROWS, 4 * this.threads);
+      this.run(Cmd.MUL_ACT, c.arena, n >= PAR_EXP_ROWS, 4 * this.threads);
     }
     c.end();
   }
