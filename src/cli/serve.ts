@@ -10,6 +10,7 @@ import { originProblem } from '../server/cors.js';
 import { startServer } from '../server/http.js';
 import { LIMIT_FLAGS, type RequestLimits, resolveLimits } from '../server/limits.js';
 import { DeltaserveError } from '../util/errors.js';
+import { hugePageHint, hugePageStatus } from '../util/huge-pages.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
 import { type ArgValues, int, num, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsFields, kernelsLine } from './engine-flags.js';
@@ -146,9 +147,12 @@ export async function runServe(argv: string[]): Promise<void> {
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
+  const pages = hugePageStatus();
+  const pageHint = hugePageHint(pages, engine.model.kernels.name);
+  if (pageHint) process.stdout.write(`deltaserve: ${pageHint}\n`);
   if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
   log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.model.kernels, opts.kernels), cors: origins ?? null,
-    metrics_no_auth: values['metrics-no-auth'] === true, api_key: apiKey ? 'required' : 'none' });
+    metrics_no_auth: values['metrics-no-auth'] === true, transparent_huge_pages: pages.thp, api_key: apiKey ? 'required' : 'none' });
 
   let signals = 0;
   const stop = (sig: string): void => {
