@@ -100,28 +100,26 @@ export function normQK(qkv: usize, width: i32, i: i32, kh: i32, hk: i32, dk: i32
 // lanes and the scalar tail run the same ops (mac1 is a lane of mac), so a column's value
 // never depends on the dv split.
 
-/** kv[c] = Σ_a S[a, c]·(decay·k[a])  (= (S·e^g)ᵀ k̂). */
+/** kv[c] = Σ_a S[a, c]·(decay·k[a])  (= (S·e^g)ᵀ k̂). Rows in memory order, kv (in L1)
+ * holding the dv running sums: the state streams sequentially (the first read of this
+ * step's S comes from memory), and each column still sums over a = 0..dk−1 in order from 0. */
 function stateTk(kv: usize, s: usize, decay: f32, kn: usize, dk: i32, dv: i32): void {
   const rb = <usize>dv << 2;
-  let c = 0;
-  for (; c + 16 <= dv; c += 16) {
-    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-    let p = s + (<usize>c << 2);
-    for (let a = 0; a < dk; a++) {
-      const kd = f32x4.splat(decay * f32At(kn, a));
-      a0 = mac(a0, v128.load(p), kd);
-      a1 = mac(a1, v128.load(p, 16), kd);
-      a2 = mac(a2, v128.load(p, 32), kd);
-      a3 = mac(a3, v128.load(p, 48), kd);
-      p += rb;
+  const v16 = <usize>(dv & ~15) << 2; // bytes of the 16-column blocks
+  memory.fill(kv, 0, rb);
+  let p = s;
+  for (let a = 0; a < dk; a++) {
+    const ka = decay * f32At(kn, a);
+    const kd = f32x4.splat(ka);
+    for (let cb: usize = 0; cb < v16; cb += 64) {
+      const o = kv + cb, r = p + cb;
+      v128.store(o, mac(v128.load(o), v128.load(r), kd));
+      v128.store(o, mac(v128.load(o, 16), v128.load(r, 16), kd), 16);
+      v128.store(o, mac(v128.load(o, 32), v128.load(r, 32), kd), 32);
+      v128.store(o, mac(v128.load(o, 48), v128.load(r, 48), kd), 48);
     }
-    const o = kv + (<usize>c << 2);
-    v128.store(o, a0); v128.store(o, a1, 16); v128.store(o, a2, 32); v128.store(o, a3, 48);
-  }
-  for (; c < dv; c++) {
-    let acc: f32 = 0;
-    for (let a = 0; a < dk; a++) acc = mac1(acc, f32At(s + <usize>a * rb, c), decay * f32At(kn, a));
-    f32Set(kv, c, acc);
+    for (let c = dv & ~15; c < dv; c++) f32Set(kv, c, mac1(f32At(kv, c), f32At(p, c), ka));
+    p += rb;
   }
 }
 
