@@ -232,7 +232,7 @@ function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: numbe
     mode, batch, threads: kernels.threads, kernels: kernels.name,
     // a speed figure names the machine and runtime it was measured on
     cpu: cpus()[0]?.model ?? 'unknown', node: process.version,
-    // weights on 4 KB or 2 MB pages: worth 10–17% of decode on a VM (util/huge-pages.ts)
+    // weights on 4 KB or 2 MB pages: worth 6–17% of decode on a VM (util/huge-pages.ts)
     ...thpFields(),
     ...('variant' in kernels ? { kernel_variant: (kernels as { variant: string }).variant } : {}),
     ...('q8u4' in kernels ? { q8_0_layout: kernels.q8u4 ? 'q8u4' : 'q8x4' } : {}),

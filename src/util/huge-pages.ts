@@ -2,7 +2,7 @@
 // V8 maps wasm memory itself and never asks for huge pages (no madvise), so with the common
 // default "madvise" every 4 KB of weights costs a TLB miss; in a VM each miss is a
 // two-level page walk. Measured on an Intel Xeon VM (2 vCPUs, AVX-512): one thread
-// streams 11.3 GB/s on 4 KB pages and 15.8 GB/s on 2 MB pages, and decode runs 10–17%
+// streams 11.3 GB/s on 4 KB pages and 15.8 GB/s on 2 MB pages, and decode runs 6–17%
 // faster with "always". Only the operator can change the setting (it is system-wide), so
 // deltaserve reports it and says how; it never writes it.
 import { readFileSync } from 'node:fs';
@@ -46,6 +46,6 @@ export function hugePageStatus(): HugePageStatus {
 /** One line for the operator when the CPU kernels' weights cannot get huge pages, else null. */
 export function hugePageHint(status: HugePageStatus, kernelsName: string): string | null {
   if (kernelsName === 'webgpu' || status.thp === null || status.thp === 'always') return null;
-  return `transparent huge pages are "${status.thp}", so the weights sit on 4 KB pages; decode ran 10–17% faster ` +
+  return `transparent huge pages are "${status.thp}", so the weights sit on 4 KB pages; decode ran 6–17% faster ` +
     `with "always" on an Intel Xeon VM (as root: echo always > ${THP_SETTING_FILE}; README "Huge pages")`;
 }
