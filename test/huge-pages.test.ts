@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { hugePageHint, hugePageStatus, parseAnonHugeMb, parseThpSetting, THP_SETTING_FILE } from '../src/util/huge-pages.js';
+import { HINT_MIN_WEIGHT_BYTES, hugePageHint, hugePageStatus, parseAnonHugeMb, parseThpSetting, THP_SETTING_FILE } from '../src/util/huge-pages.js';
 import { REPO_ROOT } from './paths.js';
 
 test('the THP mode is the bracketed word of the kernel setting', () => {
@@ -22,13 +22,15 @@ test('AnonHugePages of smaps_rollup in MB', () => {
   assert.equal(parseAnonHugeMb('AnonHugePages:         0 kB\n'), 0);
 });
 
-test('the hint names the mode and the fix, only for CPU kernels on 4 KB pages', () => {
-  const hint = hugePageHint({ thp: 'madvise', anonHugeMb: 0 }, 'wasm');
+test('the hint names the mode and the fix, only for CPU kernels on 4 KB pages and large weights', () => {
+  const big = HINT_MIN_WEIGHT_BYTES;
+  const hint = hugePageHint({ thp: 'madvise', anonHugeMb: 0 }, 'wasm', big);
   assert.ok(hint?.includes('"madvise"') && hint.includes(`echo always > ${THP_SETTING_FILE}`), String(hint));
-  assert.match(String(hugePageHint({ thp: 'never', anonHugeMb: 0 }, 'ref')), /"never"/);
-  assert.equal(hugePageHint({ thp: 'always', anonHugeMb: 900 }, 'wasm'), null);
-  assert.equal(hugePageHint({ thp: 'madvise', anonHugeMb: 0 }, 'webgpu'), null);
-  assert.equal(hugePageHint({ thp: null, anonHugeMb: null }, 'wasm'), null);
+  assert.match(String(hugePageHint({ thp: 'never', anonHugeMb: 0 }, 'ref', big)), /"never"/);
+  assert.equal(hugePageHint({ thp: 'always', anonHugeMb: 900 }, 'wasm', big), null);
+  assert.equal(hugePageHint({ thp: 'madvise', anonHugeMb: 0 }, 'webgpu', big), null);
+  assert.equal(hugePageHint({ thp: null, anonHugeMb: null }, 'wasm', big), null);
+  assert.equal(hugePageHint({ thp: 'madvise', anonHugeMb: 0 }, 'wasm', big - 1), null, 'the built-in tiny model gets no hint');
 });
 
 test('the status read here agrees with the files, and bench reports it', () => {

@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
-import { formatPlan } from '../engine/memory-plan.js';
+import { formatPlan, weightBytes } from '../engine/memory-plan.js';
 import { isHubReference } from '../hub/resolve.js';
 import { originProblem } from '../server/cors.js';
 import { startServer } from '../server/http.js';
@@ -148,7 +148,7 @@ export async function runServe(argv: string[]): Promise<void> {
     `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}${apiKey ? ', API key required' : ''}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   const pages = hugePageStatus();
-  const pageHint = hugePageHint(pages, engine.model.kernels.name);
+  const pageHint = hugePageHint(pages, engine.model.kernels.name, engine.memoryPlan?.weightBytes ?? weightBytes(engine.model.weights));
   if (pageHint) process.stdout.write(`deltaserve: ${pageHint}\n`);
   if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
   log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.model.kernels, opts.kernels), cors: origins ?? null,
