@@ -26,14 +26,17 @@
 // broadcast pair [X_2j, X_2j+1] (|X| ≤ 2032), shifted by 5. Same integers, same bits.
 //
 // Activations: as q4kx4 (interleaveQ4kx4Acts: int8 rows / i16 rows, and for whole blocks
-// of 4 rows the interleaved quads at q8 + M·K), plus q6kx4ActSums: X of every 16-element
-// group, i16 at q8 + 3·M·K (row mi, group t of the row at +2·(mi·K/16 + t)).
+// of 4 rows the interleaved quads at q8 + M·K), plus q6kx4ActSums at q8 + 3·M·K, one per
+// 16-element group (row mi, group t of the row at +SUMB·(mi·K/16 + t)): the vnni build
+// stores −32·X as i32 (SUMB = 4), where a group's dot-add chain starts (one broadcast
+// load); the other builds X as i16 (SUMB = 2).
 import { f16At } from './qdecode';
 import { groupSource, storeCols } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
 const QB: usize = 210; // bytes of one GGML Q6_K block
 const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2; // bytes of one activation quant
+export const SUMB: usize = DOT_I32 ? 4 : 2; // bytes of one group sum (q6kx4ActSums)
 
 /** u = q + 32 (0..63) of element e (0..255) of the GGML Q6_K block at src. */
 // @ts-ignore: decorator
@@ -87,7 +90,8 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   for (let g: usize = 0; g < n >> 4; g++) {
     const v = i32x4.extadd_pairwise_i16x8_s(i16x8.extadd_pairwise_i8x16_s(v128.load(q8 + (g << 4))));
     const t = i32x4.extract_lane(v, 0) + i32x4.extract_lane(v, 1) + i32x4.extract_lane(v, 2) + i32x4.extract_lane(v, 3);
-    store<i16>(dst + (g << 1), <i16>t);
+    if (DOT_I32) store<i32>(dst + (g << 2), -(t << 5));
+    else store<i16>(dst + (g << 1), <i16>t);
   }
 }
 
@@ -120,11 +124,11 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return i32x4.relaxed_dot_i8x16_i7x16_add_s(x3, u3, i32x4.relaxed_dot_i8x16_i7x16_add_s(x2, u2, a));
 }
 
-/** A row's Σ x over a 16-element group (X, i16 at xt) as group16Relaxed takes it: an i16
- * splat of X, or (vnni build) an i32 splat of −32·X, where its dot-add chain starts. */
+/** A row's group sum at xt (q6kx4ActSums) as group16Relaxed takes it: an i16 splat of X,
+ * or (vnni build) an i32 splat of −32·X, where its dot-add chain starts. */
 // @ts-ignore: decorator
 @inline export function groupSumSplat(xt: usize): v128 {
-  return DOT_I32 ? i32x4.splat(-(<i32>load<i16>(xt) << 5)) : i16x8.splat(load<i16>(xt));
+  return DOT_I32 ? v128.load32_splat(xt) : i16x8.splat(load<i16>(xt));
 }
 
 /** Relaxed build: Σ_c-lane sc·(Σ u·x) of one group for one row, quads p at x + st·p. */
@@ -221,7 +225,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   const nb = k >> 5;
   let x = q8 + <usize>mi * <usize>k;
   let dj = d + <usize>(mi * nb) * 4;
-  let xt = xs + <usize>(mi * nb) * 4; // the row's i16 Σ x of 16-element group t at xt + 2t
+  let xt = xs + <usize>(mi * nb) * 2 * SUMB; // the row's sum of 16-element group t at xt + SUMB·t
   let b = wg;
   let f = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
@@ -235,7 +239,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         wt += 48;
         sp += 4;
         x += 16;
-        xt += 2;
+        xt += SUMB;
       }
       f = step(f, a, v128.load(b), load<f32>(dj));
       dj += 4;
@@ -334,6 +338,129 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   storeCols(o + 3 * os, f3, cnt);
 }
 
+/** vnni build: rows mi..mi+3 × the 4 columns of group wg (x4 the interleaved quads, xs the
+ * i32 −32·X per group): per row and group one dot-add chain from −32·X times sc, so the
+ * correction costs one broadcast load (groupRows4's corrected: a dot, a shift, a sub). */
+// @ts-ignore: decorator
+@inline function groupRows4Vnni(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lo6: v128, top2: v128): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * <usize>k;
+  const ds = <usize>nb << 2; // row stride of d
+  const ss = <usize>nb << 3; // row stride of the sums (K/16 i32)
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = xs + <usize>mi * ss;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b);
+    let sp = b + 16, wt = b + 80;
+    for (let j = 0; j < 8; j++) {
+      let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const sv = i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load32_zero(sp)));
+        const qa = v128.load(wt), qb = v128.load(wt, 16), qc = v128.load(wt, 32);
+        const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
+        const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
+        // quad p of row r at x + 16p + 4r
+        s0 = i32x4.add(s0, i32x4.mul(dot4(v128.load32_splat(sj), v128.load32_splat(x), u0, v128.load32_splat(x, 16), u1,
+          v128.load32_splat(x, 32), u2, v128.load32_splat(x, 48), u3), sv));
+        s1 = i32x4.add(s1, i32x4.mul(dot4(v128.load32_splat(sj + ss), v128.load32_splat(x, 4), u0, v128.load32_splat(x, 20), u1,
+          v128.load32_splat(x, 36), u2, v128.load32_splat(x, 52), u3), sv));
+        s2 = i32x4.add(s2, i32x4.mul(dot4(v128.load32_splat(sj + 2 * ss), v128.load32_splat(x, 8), u0, v128.load32_splat(x, 24), u1,
+          v128.load32_splat(x, 40), u2, v128.load32_splat(x, 56), u3), sv));
+        s3 = i32x4.add(s3, i32x4.mul(dot4(v128.load32_splat(sj + 3 * ss), v128.load32_splat(x, 12), u0, v128.load32_splat(x, 28), u1,
+          v128.load32_splat(x, 44), u2, v128.load32_splat(x, 60), u3), sv));
+        wt += 48;
+        sp += 4;
+        sj += 4;
+        x += 64;
+      }
+      f0 = step(f0, s0, dd, load<f32>(dj));
+      f1 = step(f1, s1, dd, load<f32>(dj + ds));
+      f2 = step(f2, s2, dd, load<f32>(dj + 2 * ds));
+      f3 = step(f3, s3, dd, load<f32>(dj + 3 * ds));
+      dj += 4;
+    }
+    b += SB;
+  }
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  storeCols(o + os, f1, cnt);
+  storeCols(o + 2 * os, f2, cnt);
+  storeCols(o + 3 * os, f3, cnt);
+}
+
+/** vnni build: one row's Σ_lane sc·(Σ u·x − 32·X) for a group: quad p of the row at
+ * x + 16p, its −32·X at xt. */
+// @ts-ignore: decorator
+@inline function rowGroupVnni(x: usize, xt: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
+  return i32x4.mul(dot4(v128.load32_splat(xt), v128.load32_splat(x), u0, v128.load32_splat(x, 16), u1,
+    v128.load32_splat(x, 32), u2, v128.load32_splat(x, 48), u3), sv);
+}
+
+/** vnni build: rows mi..mi+7 (two interleaved blocks of 4) × the 4 columns of group wg:
+ * each group's weights are decoded once for 8 rows (groupRows4Vnni decodes them per 4). */
+// @ts-ignore: decorator
+@inline function groupRows8Vnni(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lo6: v128, top2: v128): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * <usize>k;
+  const xb = <usize>k << 2; // the second block of 4 rows
+  const ds = <usize>nb << 2; // row stride of d
+  const ss = <usize>nb << 3; // row stride of the sums (K/16 i32)
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = xs + <usize>mi * ss;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  let f4 = f32x4.splat(0), f5 = f32x4.splat(0), f6 = f32x4.splat(0), f7 = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b);
+    let sp = b + 16, wt = b + 80;
+    for (let j = 0; j < 8; j++) {
+      let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
+      let s4 = i32x4.splat(0), s5 = i32x4.splat(0), s6 = i32x4.splat(0), s7 = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const sv = i32x4.extend_low_i16x8_s(i16x8.extend_low_i8x16_s(v128.load32_zero(sp)));
+        const qa = v128.load(wt), qb = v128.load(wt, 16), qc = v128.load(wt, 32);
+        const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
+        const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
+        s0 = i32x4.add(s0, rowGroupVnni(x, sj, u0, u1, u2, u3, sv));
+        s1 = i32x4.add(s1, rowGroupVnni(x + 4, sj + ss, u0, u1, u2, u3, sv));
+        s2 = i32x4.add(s2, rowGroupVnni(x + 8, sj + 2 * ss, u0, u1, u2, u3, sv));
+        s3 = i32x4.add(s3, rowGroupVnni(x + 12, sj + 3 * ss, u0, u1, u2, u3, sv));
+        s4 = i32x4.add(s4, rowGroupVnni(x + xb, sj + 4 * ss, u0, u1, u2, u3, sv));
+        s5 = i32x4.add(s5, rowGroupVnni(x + xb + 4, sj + 5 * ss, u0, u1, u2, u3, sv));
+        s6 = i32x4.add(s6, rowGroupVnni(x + xb + 8, sj + 6 * ss, u0, u1, u2, u3, sv));
+        s7 = i32x4.add(s7, rowGroupVnni(x + xb + 12, sj + 7 * ss, u0, u1, u2, u3, sv));
+        wt += 48;
+        sp += 4;
+        sj += 4;
+        x += 64;
+      }
+      f0 = step(f0, s0, dd, load<f32>(dj));
+      f1 = step(f1, s1, dd, load<f32>(dj + ds));
+      f2 = step(f2, s2, dd, load<f32>(dj + 2 * ds));
+      f3 = step(f3, s3, dd, load<f32>(dj + 3 * ds));
+      f4 = step(f4, s4, dd, load<f32>(dj + 4 * ds));
+      f5 = step(f5, s5, dd, load<f32>(dj + 5 * ds));
+      f6 = step(f6, s6, dd, load<f32>(dj + 6 * ds));
+      f7 = step(f7, s7, dd, load<f32>(dj + 7 * ds));
+      dj += 4;
+    }
+    b += SB;
+  }
+  const os = <usize>n << 2;
+  const o = out + <usize>mi * os + (<usize>c0 << 2);
+  storeCols(o, f0, cnt);
+  storeCols(o + os, f1, cnt);
+  storeCols(o + 2 * os, f2, cnt);
+  storeCols(o + 3 * os, f3, cnt);
+  storeCols(o + 4 * os, f4, cnt);
+  storeCols(o + 5 * os, f5, cnt);
+  storeCols(o + 6 * os, f6, cnt);
+  storeCols(o + 7 * os, f7, cnt);
+}
+
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q6kx4 layout at
  * w; q16/q8/d: quantizeActs of x, q6kx4ActSums, and (M ≥ 4) interleaveQ4kx4Acts at
  * q8 + M·K. Rows whose quants fit in ~256 KiB (L2) pass over all of the thread's groups
@@ -353,7 +480,11 @@ export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usi
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
-      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
+      if (DOT_I32) {
+        for (; mi + 8 <= r1; mi += 8) groupRows8Vnni(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
+        for (; mi + 4 <= r1; mi += 4) groupRows4Vnni(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
+      }
+      else for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
       for (; mi < r1; mi++) {
         if (ASC_FEATURE_RELAXED_SIMD) groupRow1Relaxed(out, q8, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
         else groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, lo6, top2);

@@ -9,7 +9,7 @@
 // sub-block) sumi = Σ_t sc_t·Σ u·x − 32·Σ_t sc_t·X_t exactly (|sumi| < 2²⁴), then
 // acc += (d·d_j)·sumi.
 // Relaxed build only; the plain build runs q6kx4.ts's kernel for this format id.
-import { group16Relaxed as group16, groupSumSplat, qmatmulQ6kx4 } from './q6kx4';
+import { SUMB, group16Relaxed as group16, groupSumSplat, qmatmulQ6kx4 } from './q6kx4';
 import { storeCols } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
@@ -20,14 +20,14 @@ const SB: usize = 848; // bytes of one (group, super-block)
   return f32x4.add(acc, f32x4.mul(f32x4.mul(d, dx), f32x4.convert_i32x4_s(sumi)));
 }
 
-/** Row mi (int8 quants in q8 [M, K], d its block scales, xs the i16 sums of 16 quants) ×
+/** Row mi (int8 quants in q8 [M, K], d its block scales, xs the sums of 16 quants) ×
  * the 8 columns of the groups at g0 (columns c0..c0+3) and g1 (columns c1.., cnt1 valid). */
 // @ts-ignore: decorator
 @inline function pairRow1(out: usize, q8: usize, xs: usize, d: usize, g0: usize, g1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32, lo6: v128, top2: v128): void {
   const nb = k >> 5;
   let x = q8 + <usize>mi * <usize>k; // the row's 32 quants of sub-block j at x + 32j
   let dj = d + <usize>(mi * nb) * 4;
-  let xt = xs + <usize>(mi * nb) * 4; // the row's i16 Σ x of 16-element group t at xt + 2t
+  let xt = xs + <usize>(mi * nb) * 2 * SUMB; // the row's sum of 16-element group t at xt + SUMB·t
   let b0 = g0, b1 = g1;
   let f0 = f32x4.splat(0), f1 = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
@@ -46,7 +46,7 @@ const SB: usize = 848; // bytes of one (group, super-block)
         s0 += 4;
         s1 += 4;
         x += 16;
-        xt += 2;
+        xt += SUMB;
       }
       const dx = f32x4.splat(load<f32>(dj));
       f0 = step(f0, a0, v128.load(b0), dx);

@@ -52,7 +52,8 @@ export function matmulSplit(w: Weight, threads: number): { readonly chunks: numb
  * may differ):
  *  - GGML blocks: the int8 quants, [0, MK);
  *  - quad layouts (usesQuadActs): the int8 quants, then (M ≥ 4) the rows interleaved by 4
- *    at [MK, 3MK) (interleaveQ4kx4Acts), and for q6kx4 the i16 sums of 16 quants at 3MK;
+ *    at [MK, 3MK) (interleaveQ4kx4Acts), and for q6kx4 the sums of 16 quants at 3MK (i32
+ *    −32·X in the vnni build, i16 X in the others: MK/4 bytes staged);
  *  - q8x4: M < 4 the int8 quants; M ≥ 4 interleaveActs4 of q16 (rows [0, 4⌊M/4⌋) as i16,
  *    [0, 8K⌊M/4⌋)) written over the int8 copy, which it covers (8K⌊M/4⌋ ≥ MK) — so in a
  *    buffer of its own, with the same bytes, when another layout needs the int8 quants. */
@@ -65,7 +66,7 @@ export function stageQuantActs(a: Arena, xp: number, m: number, k: number, weigh
   const sums = weights.some((w) => w.layout === 'q6kx4');
   const onlyQ8x4 = weights.every((w) => w.layout === 'q8x4');
   const q16 = a.stage(mk * 2);
-  const q8 = a.stage(Math.max(q8x4 && onlyQ8x4 ? 2 * mk : mk, quad ? 3 * mk + (sums ? mk / 8 : 0) : 0));
+  const q8 = a.stage(Math.max(q8x4 && onlyQ8x4 ? 2 * mk : mk, quad ? 3 * mk + (sums ? mk / 4 : 0) : 0));
   const d = a.stage(nb * 4);
   const s = a.stage(nb * 4);
   a.exports.quantizeActs(xp, m, k, q16, q8, d, s);
