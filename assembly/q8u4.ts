@@ -19,9 +19,11 @@
 // rows interleaved by 4 (q4kx4.ts interleaveQ4kx4Acts, at q8 + M·K): quad q of row 4i+r at
 // x4 + 4K·i + 16q + 4r.
 //
-// Kernels (single rows, blocks of 4 rows) run two groups at once, group t with group
-// t + half of the column range: one activation broadcast feeds both, and the weights stream
-// as two long sequential runs; a last unpaired or partial group runs alone.
+// Single rows run four groups at once, a quarter of the column range apart; blocks of 4 rows
+// run two, group t with group t + half of the range: one activation broadcast feeds them
+// all, and the weights stream as four (two) long sequential runs; the groups left over run
+// alone. Four streams against two: Q8_0 matmuls 30.5-31.6 -> 29.8-30.8 ms per decode step
+// (Intel Xeon, Node 24).
 import { repackQ8x4, storeCols, storeRows4 } from './q8x4';
 
 const SB: usize = 144; // bytes of one (group, sub-block)
@@ -66,37 +68,41 @@ export function repackQ8u4(w: usize, rows: i32, k: i32, tmp: usize): void {
   return i32x4.relaxed_dot_i8x16_i7x16_add_s(xq, w, acc);
 }
 
-/** Row mi × the columns c0..c0+3 of group wg and c1..c1+3 of the group at wg + gb (one
- * activation broadcast feeds both). */
+/** Row mi × the 16 columns of the groups at wg + i·gb (i = 0..3; columns c0 + i·cq): four
+ * sequential weight streams per thread, each activation broadcast feeding 16 columns. */
 // @ts-ignore: decorator
-@inline function groupRow1Pair(out: usize, q8: usize, d: usize, s: usize, wg: usize, gb: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32): void {
+@inline function groupRow1Quad(out: usize, q8: usize, d: usize, s: usize, wg: usize, gb: usize, n: i32, k: i32, mi: i32, c0: i32, cq: i32): void {
   const nb = k >> 5;
   let x = q8 + <usize>mi * <usize>k;
   let dj = d + <usize>(mi * nb) * 4;
   let sj = s + <usize>(mi * nb) * 4;
   let b = wg;
-  let f = f32x4.splat(0), g = f32x4.splat(0);
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
   for (let j = 0; j < nb; j++) {
-    let a = i32x4.splat(0), c = i32x4.splat(0), e = i32x4.splat(0), h = i32x4.splat(0);
+    let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
     let wp = b;
-    for (let v = 0; v < 8; v += 2) {
-      const x0 = v128.load32_splat(x), x1 = v128.load32_splat(x, 4);
-      a = dotq(a, v128.load(wp, 16), x0);
-      e = dotq(e, v128.load(wp + gb, 16), x0);
-      c = dotq(c, v128.load(wp, 32), x1);
-      h = dotq(h, v128.load(wp + gb, 32), x1);
-      wp += 32;
-      x += 8;
+    for (let v = 0; v < 8; v++) {
+      const xv = v128.load32_splat(x);
+      a0 = dotq(a0, v128.load(wp, 16), xv);
+      a1 = dotq(a1, v128.load(wp + gb, 16), xv);
+      a2 = dotq(a2, v128.load(wp + 2 * gb, 16), xv);
+      a3 = dotq(a3, v128.load(wp + 3 * gb, 16), xv);
+      wp += 16;
+      x += 4;
     }
-    f = rowStep(f, i32x4.add(a, c), sj, dj, v128.load(b));
-    g = rowStep(g, i32x4.add(e, h), sj, dj, v128.load(b + gb));
+    f0 = rowStep(f0, a0, sj, dj, v128.load(b));
+    f1 = rowStep(f1, a1, sj, dj, v128.load(b + gb));
+    f2 = rowStep(f2, a2, sj, dj, v128.load(b + 2 * gb));
+    f3 = rowStep(f3, a3, sj, dj, v128.load(b + 3 * gb));
     b += SB;
     dj += 4;
     sj += 4;
   }
   const o = out + <usize>mi * (<usize>n << 2);
-  v128.store(o + (<usize>c0 << 2), f);
-  v128.store(o + (<usize>c1 << 2), g);
+  v128.store(o + (<usize>c0 << 2), f0);
+  v128.store(o + (<usize>(c0 + cq) << 2), f1);
+  v128.store(o + (<usize>(c0 + 2 * cq) << 2), f2);
+  v128.store(o + (<usize>(c0 + 3 * cq) << 2), f3);
 }
 
 /** acc + (sc · d_j) · (a − 128·Σx): one row's chain step for 4 columns, Σx and d_j of the
@@ -241,12 +247,13 @@ export function qmatmulQ8u4(out: usize, q8: usize, d: usize, s: usize, w: usize,
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
     let c = n0;
-    if (r1 - r0 < 4) { // single rows (decode; M = 2, 3): pairs too, for the two streams
-      for (; c < n0 + 4 * half; c += 4) {
+    if (r1 - r0 < 4) { // single rows (decode; M = 2, 3): four streams per thread
+      const q = ((n1 - n0) >> 2) >> 2;
+      for (; c < n0 + 4 * q; c += 4) {
         const wg = w + <usize>(c >> 2) * gb;
-        for (let mi = r0; mi < r1; mi++) groupRow1Pair(out, q8, d, s, wg, off, n, k, mi, c, c + 4 * half);
+        for (let mi = r0; mi < r1; mi++) groupRow1Quad(out, q8, d, s, wg, <usize>q * gb, n, k, mi, c, 4 * q);
       }
-      c = c1;
+      c = n0 + 16 * q;
     } else {
       for (; c < n0 + 4 * half; c += 4) {
         const wg = w + <usize>(c >> 2) * gb;
