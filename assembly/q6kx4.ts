@@ -31,7 +31,7 @@
 // stores −32·X as i32 (SUMB = 4), where a group's dot-add chain starts (one broadcast
 // load); the other builds X as i16 (SUMB = 2).
 import { f16At } from './qdecode';
-import { groupSource, storeCols } from './q8x4';
+import { groupSource, storeCols, storeRows4 } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
 const QB: usize = 210; // bytes of one GGML Q6_K block
@@ -330,12 +330,15 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
     }
     b += SB;
   }
-  const os = <usize>n << 2;
-  const o = out + <usize>mi * os + (<usize>c0 << 2);
-  storeCols(o, f0, cnt);
-  storeCols(o + os, f1, cnt);
-  storeCols(o + 2 * os, f2, cnt);
-  storeCols(o + 3 * os, f3, cnt);
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
+}
+
+/** vnni build: one row's Σ_lane sc·(Σ u·x − 32·X) for a group: quad p of the row at
+ * x + 16p, its −32·X at xt. */
+// @ts-ignore: decorator
+@inline function rowGroupVnni(x: usize, xt: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
+  return i32x4.mul(dot4(v128.load32_splat(xt), v128.load32_splat(x), u0, v128.load32_splat(x, 16), u1,
+    v128.load32_splat(x, 32), u2, v128.load32_splat(x, 48), u3), sv);
 }
 
 /** vnni build: rows mi..mi+3 × the 4 columns of group wg (x4 the interleaved quads, xs the
@@ -362,14 +365,10 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
         const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
         // quad p of row r at x + 16p + 4r
-        s0 = i32x4.add(s0, i32x4.mul(dot4(v128.load32_splat(sj), v128.load32_splat(x), u0, v128.load32_splat(x, 16), u1,
-          v128.load32_splat(x, 32), u2, v128.load32_splat(x, 48), u3), sv));
-        s1 = i32x4.add(s1, i32x4.mul(dot4(v128.load32_splat(sj + ss), v128.load32_splat(x, 4), u0, v128.load32_splat(x, 20), u1,
-          v128.load32_splat(x, 36), u2, v128.load32_splat(x, 52), u3), sv));
-        s2 = i32x4.add(s2, i32x4.mul(dot4(v128.load32_splat(sj + 2 * ss), v128.load32_splat(x, 8), u0, v128.load32_splat(x, 24), u1,
-          v128.load32_splat(x, 40), u2, v128.load32_splat(x, 56), u3), sv));
-        s3 = i32x4.add(s3, i32x4.mul(dot4(v128.load32_splat(sj + 3 * ss), v128.load32_splat(x, 12), u0, v128.load32_splat(x, 28), u1,
-          v128.load32_splat(x, 44), u2, v128.load32_splat(x, 60), u3), sv));
+        s0 = i32x4.add(s0, rowGroupVnni(x, sj, u0, u1, u2, u3, sv));
+        s1 = i32x4.add(s1, rowGroupVnni(x + 4, sj + ss, u0, u1, u2, u3, sv));
+        s2 = i32x4.add(s2, rowGroupVnni(x + 8, sj + 2 * ss, u0, u1, u2, u3, sv));
+        s3 = i32x4.add(s3, rowGroupVnni(x + 12, sj + 3 * ss, u0, u1, u2, u3, sv));
         wt += 48;
         sp += 4;
         sj += 4;
@@ -383,20 +382,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
     }
     b += SB;
   }
-  const os = <usize>n << 2;
-  const o = out + <usize>mi * os + (<usize>c0 << 2);
-  storeCols(o, f0, cnt);
-  storeCols(o + os, f1, cnt);
-  storeCols(o + 2 * os, f2, cnt);
-  storeCols(o + 3 * os, f3, cnt);
-}
-
-/** vnni build: one row's Σ_lane sc·(Σ u·x − 32·X) for a group: quad p of the row at
- * x + 16p, its −32·X at xt. */
-// @ts-ignore: decorator
-@inline function rowGroupVnni(x: usize, xt: usize, u0: v128, u1: v128, u2: v128, u3: v128, sv: v128): v128 {
-  return i32x4.mul(dot4(v128.load32_splat(xt), v128.load32_splat(x), u0, v128.load32_splat(x, 16), u1,
-    v128.load32_splat(x, 32), u2, v128.load32_splat(x, 48), u3), sv);
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
 /** vnni build: rows mi..mi+7 (two interleaved blocks of 4) × the 4 columns of group wg:
@@ -449,16 +435,8 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
     }
     b += SB;
   }
-  const os = <usize>n << 2;
-  const o = out + <usize>mi * os + (<usize>c0 << 2);
-  storeCols(o, f0, cnt);
-  storeCols(o + os, f1, cnt);
-  storeCols(o + 2 * os, f2, cnt);
-  storeCols(o + 3 * os, f3, cnt);
-  storeCols(o + 4 * os, f4, cnt);
-  storeCols(o + 5 * os, f5, cnt);
-  storeCols(o + 6 * os, f6, cnt);
-  storeCols(o + 7 * os, f7, cnt);
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
+  storeRows4(out, n, mi + 4, c0, cnt, f4, f5, f6, f7);
 }
 
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q6kx4 layout at
