@@ -64,6 +64,56 @@ const SB: usize = 144; // bytes of one (group, sub-block)
   storeCols(o + (<usize>c1 << 2), f1, cnt1);
 }
 
+/** Row mi × the 16 columns of the four whole groups at b + i·gb (i = 0..3; columns
+ * c0 + i·cq): four sequential weight streams per thread, each activation broadcast feeding
+ * 16 columns. Out of cache a thread's stream rate bounds a single row, not its arithmetic
+ * (q4kx4wide.ts); one weight vector of each group per pass keeps the 4 integer and 4 f32
+ * accumulators, 2 broadcasts and the loads in V8's 16 xmm registers. */
+// @ts-ignore: decorator
+@inline function quadRow1(out: usize, q16: usize, d: usize, b: usize, gb: usize, n: i32, k: i32, mi: i32, c0: i32, cq: i32): void {
+  const nb = k >> 5;
+  let x = q16 + <usize>mi * (<usize>k << 1); // pair p of sub-block j at x + 64j + 4p
+  let dj = d + <usize>(mi * nb) * 4;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  for (let j = 0; j < nb; j++) {
+    let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+    let wp = b;
+    for (let v = 0; v < 8; v++) { // k-pairs 2v, 2v + 1 of the four groups
+      const xl = v128.load32_splat(x), xh = v128.load32_splat(x, 4);
+      a0 = pairs(a0, v128.load8x8_s(wp, 16), v128.load8x8_s(wp, 24), xl, xh);
+      a1 = pairs(a1, v128.load8x8_s(wp + gb, 16), v128.load8x8_s(wp + gb, 24), xl, xh);
+      a2 = pairs(a2, v128.load8x8_s(wp + 2 * gb, 16), v128.load8x8_s(wp + 2 * gb, 24), xl, xh);
+      a3 = pairs(a3, v128.load8x8_s(wp + 3 * gb, 16), v128.load8x8_s(wp + 3 * gb, 24), xl, xh);
+      wp += 16;
+      x += 8;
+    }
+    const dx = v128.load32_splat(dj);
+    f0 = chain(f0, a0, v128.load(b), dx);
+    f1 = chain(f1, a1, v128.load(b + gb), dx);
+    f2 = chain(f2, a2, v128.load(b + 2 * gb), dx);
+    f3 = chain(f3, a3, v128.load(b + 3 * gb), dx);
+    b += SB;
+    dj += 4;
+  }
+  const o = out + <usize>mi * (<usize>n << 2);
+  v128.store(o + (<usize>c0 << 2), f0);
+  v128.store(o + (<usize>(c0 + cq) << 2), f1);
+  v128.store(o + (<usize>(c0 + 2 * cq) << 2), f2);
+  v128.store(o + (<usize>(c0 + 3 * cq) << 2), f3);
+}
+
+/** Single rows (M < 4) over the first 4·quarter whole groups from column n0: group t runs
+ * with groups t + quarter, t + 2·quarter and t + 3·quarter (four long sequential streams).
+ * Arguments otherwise as qmatmulQ8x4Wide. */
+export function qmatmulQ8x4Quad(out: usize, q16: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, quarter: i32): void {
+  const gb = <usize>(k >> 5) * SB;
+  const g0 = n0 >> 2;
+  for (let t = 0; t < quarter; t++) {
+    const b = w + <usize>(g0 + t) * gb;
+    for (let mi = 0; mi < m; mi++) quadRow1(out, q16, d, b, <usize>quarter * gb, n, k, mi, n0 + 4 * t, 4 * quarter);
+  }
+}
+
 /** Rows whose i16 quants fit in ~256 KiB (L2) pass over all of a thread's groups together
  * (the same blocking as q8x4.ts). */
 // @ts-ignore: decorator

@@ -17,7 +17,7 @@
 //    them 4 at a time: each tile load feeds 4 rows · 4 columns · 2 k of dot_i16x8_s
 //    with a broadcast x pair, no horizontal sums.
 import { qmatmulQ8x4, storeCols, storeRows4 } from './q8x4';
-import { qmatmulQ8x4Wide } from './q8x4wide';
+import { qmatmulQ8x4Quad, qmatmulQ8x4Wide } from './q8x4wide';
 import { qmatmulQ8u4 } from './q8u4';
 import { qmatmulQ4kx4 } from './q4kx4';
 import { qmatmulQ4kx4Wide } from './q4kx4wide';
@@ -381,8 +381,15 @@ const Q4KX4W: i32 = 21;
 const Q6KX4W: i32 = 22;
 
 /** q8x4wide.ts over the first 2·⌊G/2⌋ of the G groups of [n0, n1) (group t with group
- * t + ⌊G/2⌋), q8x4.ts over a last unpaired group. */
+ * t + ⌊G/2⌋), q8x4.ts over a last unpaired group. Single rows (M < 4) first run four
+ * streams over the first 4·⌊W/4⌋ whole groups (W = ⌊(n1 − n0)/4⌋), the rest as above. */
 function qmatmulQ8x4Pairs(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+  if (m < 4) {
+    const quarter = ((n1 - n0) >> 2) >> 2;
+    if (quarter > 0) qmatmulQ8x4Quad(out, q16, d, w, m, n, k, n0, quarter);
+    n0 += 16 * quarter;
+    if (n0 >= n1) return;
+  }
   const groups = (n1 - n0 + 3) >> 2;
   const half = groups >> 1;
   if (half > 0) qmatmulQ8x4Wide(out, q16, x4, d, w, m, n, k, n0, n1, half);
