@@ -24,25 +24,9 @@
 // all, and the weights stream as four (two) long sequential runs; the groups left over run
 // alone. Four streams against two: Q8_0 matmuls 30.5-31.6 -> 29.8-30.8 ms per decode step
 // (Intel Xeon, Node 24).
-import { repackQ8x4, storeCols, storeRows4 } from './q8x4';
+import { repackQ8x4, storeCols, storeRows4, touchAhead, TOUCH_AHEAD } from './q8x4';
 
 const SB: usize = 144; // bytes of one (group, sub-block)
-// Blocks of 4 rows load each of the SB bytes TOUCH_AHEAD bytes ahead of use (touchAhead).
-const TOUCH_AHEAD: usize = 2048;
-
-/** Load a byte of each 48 of the SB bytes at p, results unused: the cache misses (and the
- * page walks) of weights the 4-row blocks reach ~110 ns later start now. Their compute per
- * byte is 4× a single row's, so without this the misses start only as the dot-adds reach
- * them and memory time adds to compute time: on an Intel Xeon (AVX-512, 2 vCPUs) a
- * 4-token verify step of the qwen3.5-0.8b Q8_0 file ran 73 ms, with it 57 (decode 36).
- * A wasm load can trap, so V8 keeps it though its value is dropped. */
-// @ts-ignore: decorator
-@inline function touchAhead(p: usize): void {
-  load<u8>(p);
-  load<u8>(p, 48);
-  load<u8>(p, 96);
-}
-
 /** Repack a GGML Q8_0 weight [rows, k] at w in place into q8u4 (q8x4's size; tmp as
  * repackQ8x4's): q8x4, then every quant vector from k pairs to column quads, + 128. */
 export function repackQ8u4(w: usize, rows: i32, k: i32, tmp: usize): void {

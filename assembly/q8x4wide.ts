@@ -130,6 +130,7 @@ export function qmatmulQ8x4Wide(out: usize, q16: usize, x4: usize, d: usize, w: 
   const gb = <usize>(k >> 5) * SB;
   const rb = rowBlock(k);
   const g0 = n0 >> 2;
+  const lim = w + <usize>(g0 + 2 * half) * gb - SB; // touchAhead stays in these groups' weights
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
     for (let t = 0; t < half; t++) {
@@ -138,8 +139,8 @@ export function qmatmulQ8x4Wide(out: usize, q16: usize, x4: usize, d: usize, w: 
       const cnt1 = min(4, n1 - cb);
       let mi = r0;
       for (; mi + 4 <= r1; mi += 4) { // blocks of 4 rows: q8x4.ts's kernel on each group
-        groupRows4(out, x4, d, ba, n, k, mi, ca, 4);
-        groupRows4(out, x4, d, bb, n, k, mi, cb, cnt1);
+        groupRows4(out, x4, d, ba, n, k, mi, ca, 4, lim);
+        groupRows4(out, x4, d, bb, n, k, mi, cb, cnt1, lim);
       }
       for (; mi < r1; mi++) pairRow1(out, q16, d, ba, bb, n, k, mi, ca, cb, cnt1);
     }
