@@ -45,7 +45,7 @@ export const SUMB: usize = DOT_I32 ? 4 : 2; // bytes of one group sum (q6kx4ActS
  * (Node 20) M = 4 19.5 → 23.4 GMAC/s, M = 8 26.0 → 27.8; the vnni build's blocks lost
  * 0–6% with it, so they do not touch. */
 // @ts-ignore: decorator
-@inline function touchAhead(p: usize): void {
+@inline function touchSubBlock(p: usize): void {
   load<u8>(p);
   load<u8>(p, 48);
 }
@@ -309,7 +309,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
     const dd = v128.load(b);
     let sp = b, wt = b + 80;
     for (let j = 0; j < 8; j++) {
-      touchAhead(min(wt + TOUCH_AHEAD, lim));
+      touchSubBlock(min(wt + TOUCH_AHEAD, lim));
       const raw = v128.load64_zero(sp, 16);
       const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
       let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
@@ -465,7 +465,7 @@ export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usi
   const lo6 = i8x16.splat(<i8>((k >> 31) + 63)), top2 = i8x16.splat(<i8>((k >> 31) - 64)); // k ≥ 0: 0x3f, 0xc0
   const gb = <usize>(k >> 8) * SB;
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
-  const lim = w + <usize>((n1 + 3) >> 2) * gb - 64; // touchAhead stays in the range's weights
+  const lim = w + <usize>((n1 + 3) >> 2) * gb - 64; // touchSubBlock stays in the range's weights
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
     for (let c = n0; c < n1; c += 4) {
