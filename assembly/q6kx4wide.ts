@@ -12,6 +12,7 @@
 // acc += (d·d_j)·sumi.
 // Relaxed build only; the plain build runs q6kx4.ts's kernel for this format id.
 import { SUMB, group16Relaxed as group16, groupSumSplat, qmatmulQ6kx4 } from './q6kx4';
+import { storeQuadRow } from './q8x4';
 
 const SB: usize = 848; // bytes of one (group, super-block)
 
@@ -58,11 +59,7 @@ const SB: usize = 848; // bytes of one (group, super-block)
     }
     b += SB;
   }
-  const o = out + <usize>mi * (<usize>n << 2);
-  v128.store(o + (<usize>c0 << 2), f0);
-  v128.store(o + (<usize>(c0 + cq) << 2), f1);
-  v128.store(o + (<usize>(c0 + 2 * cq) << 2), f2);
-  v128.store(o + (<usize>(c0 + 3 * cq) << 2), f3);
+  storeQuadRow(out, n, mi, c0, cq, f0, f1, f2, f3);
 }
 
 /** Columns [n0, n1) (n0 a multiple of 4) of out [1, N] = x · Wᵀ, W in the q6kx4 layout at

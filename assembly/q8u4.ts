@@ -24,7 +24,7 @@
 // all, and the weights stream as four (two) long sequential runs; the groups left over run
 // alone. Four streams against two: Q8_0 matmuls 30.5-31.6 -> 29.8-30.8 ms per decode step
 // (Intel Xeon, Node 24).
-import { repackQ8x4, storeCols, storeRows4, touchAhead, TOUCH_AHEAD } from './q8x4';
+import { repackQ8x4, storeCols, storeQuadRow, storeRows4, touchAhead, TOUCH_AHEAD } from './q8x4';
 
 const SB: usize = 144; // bytes of one (group, sub-block)
 /** Repack a GGML Q8_0 weight [rows, k] at w in place into q8u4 (q8x4's size; tmp as
@@ -82,11 +82,7 @@ export function repackQ8u4(w: usize, rows: i32, k: i32, tmp: usize): void {
     dj += 4;
     sj += 4;
   }
-  const o = out + <usize>mi * (<usize>n << 2);
-  v128.store(o + (<usize>c0 << 2), f0);
-  v128.store(o + (<usize>(c0 + cq) << 2), f1);
-  v128.store(o + (<usize>(c0 + 2 * cq) << 2), f2);
-  v128.store(o + (<usize>(c0 + 3 * cq) << 2), f3);
+  storeQuadRow(out, n, mi, c0, cq, f0, f1, f2, f3);
 }
 
 /** acc + (sc · d_j) · (a − 128·Σx): one row's chain step for 4 columns, Σx and d_j of the

@@ -77,6 +77,17 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
   return i32x4.add(acc, i32x4.add(i32x4.dot_i16x8_s(xl, wl), i32x4.dot_i16x8_s(xh, wh)));
 }
 
+/** Store row mi's results of four whole groups of 4 columns, cq columns apart (the
+ * single-row kernels' four streams): f0 at columns c0.., f1 at c0 + cq.., f2, f3. */
+// @ts-ignore: decorator
+@inline export function storeQuadRow(out: usize, n: i32, mi: i32, c0: i32, cq: i32, f0: v128, f1: v128, f2: v128, f3: v128): void {
+  const o = out + <usize>mi * (<usize>n << 2);
+  v128.store(o + (<usize>c0 << 2), f0);
+  v128.store(o + (<usize>(c0 + cq) << 2), f1);
+  v128.store(o + (<usize>(c0 + 2 * cq) << 2), f2);
+  v128.store(o + (<usize>(c0 + 3 * cq) << 2), f3);
+}
+
 /** Store lanes [0, cnt) of v at p (f32). */
 // @ts-ignore: decorator
 @inline export function storeCols(p: usize, v: v128, cnt: i32): void {

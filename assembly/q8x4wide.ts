@@ -10,7 +10,7 @@
 // sub-block), then the unfused f32 chain acc += (scale_j · d_j) · sumi per column lane.
 // Format id Q8X4W (qmatmul.ts); the backend picks it or q8x4.ts's kernels by a start-up
 // calibration (kernels/wasm/calibrate.ts).
-import { groupRows4, storeCols } from './q8x4';
+import { groupRows4, storeCols, storeQuadRow } from './q8x4';
 
 const SB: usize = 144; // bytes of one (group, sub-block)
 
@@ -95,11 +95,7 @@ const SB: usize = 144; // bytes of one (group, sub-block)
     b += SB;
     dj += 4;
   }
-  const o = out + <usize>mi * (<usize>n << 2);
-  v128.store(o + (<usize>c0 << 2), f0);
-  v128.store(o + (<usize>(c0 + cq) << 2), f1);
-  v128.store(o + (<usize>(c0 + 2 * cq) << 2), f2);
-  v128.store(o + (<usize>(c0 + 3 * cq) << 2), f3);
+  storeQuadRow(out, n, mi, c0, cq, f0, f1, f2, f3);
 }
 
 /** Single rows (M < 4) over the first 4·quarter whole groups from column n0: group t runs
