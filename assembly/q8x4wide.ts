@@ -1,6 +1,8 @@
-// Q8_0 in the q8x4 layout (q8x4.ts), "wide" kernel for single rows: two adjacent groups
-// (8 output columns) per pass, so each activation broadcast feeds 8 columns instead of 4
-// and V8's per-iteration loop cost (counter, stack check, pointer bumps) is shared.
+// Q8_0 in the q8x4 layout (q8x4.ts), "wide" kernels for single rows: four groups a quarter
+// of the range apart per pass (quadRow1; the leftover groups and the leftover rows of
+// M ≥ 4 two per pass, pairRow1), so each activation broadcast feeds 16 (8) columns instead
+// of 4, each thread reads four long sequential weight streams, and V8's per-iteration loop
+// cost (counter, stack check, pointer bumps) is shared.
 // Read from V8's x64 code (node --print-wasm-code, see docs/ARCHITECTURE.md): q8x4.ts's
 // single-row loop runs ~113 instructions per 144-byte sub-block of one group, this one ~93
 // (28 SIMD + 9 scalar per 4 k-pairs of both groups, no spills). Blocks of 4 rows stay on
