@@ -19,6 +19,7 @@
 // sub-block) acc += (scale_j·d_j)·sumi; acc += (offset_j·d_j)·s_j (mul, mul, add; unfused).
 // Relaxed build only; the plain build runs q4kx4.ts's kernel for this format id.
 import { qmatmulQ4kx4, widen16 } from './q4kx4';
+import { sumsF32 } from './qdecode';
 import { storeQuadRow } from './q8x4';
 
 const SB: usize = 608; // bytes of one (group, super-block)
@@ -61,11 +62,11 @@ const SB: usize = 608; // bytes of one (group, super-block)
  * dot-add chain per group and sub-block (four independent chains; the relaxed non-vnni
  * build's i16 sums hold the sub-block exactly, see vec16). */
 // @ts-ignore: decorator
-@inline function quadRow1(out: usize, q8: usize, d: usize, s: usize, g0: usize, off: usize, n: i32, k: i32, mi: i32, c0: i32, cq: i32, m15: v128): void {
+@inline function quadRow1(out: usize, q8: usize, d: usize, sf: usize, g0: usize, off: usize, n: i32, k: i32, mi: i32, c0: i32, cq: i32, m15: v128): void {
   const nb = k >> 5;
   let x = q8 + <usize>mi * <usize>k; // the row's 32 quants of sub-block j at x + 32j
   let dj = d + <usize>(mi * nb) * 4;
-  let sj = s + <usize>(mi * nb) * 4;
+  let sj = sf + <usize>(mi * nb) * 4;
   let b = g0;
   let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
@@ -81,8 +82,7 @@ const SB: usize = 608; // bytes of one (group, super-block)
         wv += 16;
         x += 8;
       }
-      const dx = f32x4.splat(load<f32>(dj));
-      const sx = f32x4.splat(<f32>load<i32>(sj));
+      const dx = v128.load32_splat(dj), sx = v128.load32_splat(sj); // d_j, f32 s_j
       f0 = chain(f0, h0, b, b + c, dx, sx);
       f1 = chain(f1, h1, b + off, b + off + c, dx, sx);
       f2 = chain(f2, h2, b + 2 * off, b + 2 * off + c, dx, sx);
@@ -106,8 +106,9 @@ export function qmatmulQ4kx4Wide(out: usize, q16: usize, q8: usize, d: usize, s:
   const gb = <usize>(k >> 8) * SB;
   // a mask built from a run-time value: V8 would rematerialise a constant inside the loops
   const m15 = i8x16.splat(<i8>((k >> 31) + 15)); // k ≥ 0
+  const sf = sumsF32(s, m, k);
   for (let mi = 0; mi < m; mi++) {
-    for (let t = 0; t < q; t++) quadRow1(out, q8, d, s, w + <usize>((n0 >> 2) + t) * gb, <usize>q * gb, n, k, mi, n0 + 4 * t, 4 * q, m15);
+    for (let t = 0; t < q; t++) quadRow1(out, q8, d, sf, w + <usize>((n0 >> 2) + t) * gb, <usize>q * gb, n, k, mi, n0 + 4 * t, 4 * q, m15);
   }
   if (groups > 4 * q) qmatmulQ4kx4(out, q16, q8, d, s, w, m, n, k, n0 + 16 * q, n1);
 }

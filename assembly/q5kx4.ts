@@ -16,7 +16,8 @@
 // offset_j = −dmin·m (exact in f32: 11-bit × 6-bit), an exact integer Σ u·x per sub-block,
 // then per column one f32 chain  acc += (scale_j·d_j)·sumi;  acc += (offset_j·d_j)·s_j
 // (mul, mul, add; unfused).
-import { f16At, k4 } from './qdecode';
+import { f16At, k4, sumsF32 } from './qdecode';
+import { step } from './q4kx4';
 import { groupSource, storeCols, storeRows4 } from './q8x4';
 import { XB, putQuant, subDot1, subDot4, sum0, sum1, sum2, sum3 } from './nibx4';
 
@@ -64,21 +65,14 @@ function packColumn(o: usize, src: usize, c: i32): void {
   return f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_u(i16x8.extend_low_i8x16_u(v)));
 }
 
-/** One sub-block's chain steps for 4 columns: acc + (sc·dx)·sumi, then + (mn·dx)·sx. */
-// @ts-ignore: decorator
-@inline function step(acc: v128, sumi: v128, sc: v128, mn: v128, dx: f32, sx: i32): v128 {
-  const x = f32x4.splat(dx);
-  const f = f32x4.add(acc, f32x4.mul(f32x4.mul(sc, x), f32x4.convert_i32x4_s(sumi)));
-  return f32x4.add(f, f32x4.mul(f32x4.mul(mn, x), f32x4.splat(<f32>sx)));
-}
 
 /** Row mi (its quants at xr: int8 or i16 rows) × the 4 columns of group wg. */
 // @ts-ignore: decorator
-@inline function groupRow1(out: usize, xr: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+@inline function groupRow1(out: usize, xr: usize, d: usize, sf: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
   const nb = k >> 5;
   let x = xr + <usize>mi * <usize>k * XB;
   let dj = d + <usize>(mi * nb) * 4;
-  let sj = s + <usize>(mi * nb) * 4;
+  let sj = sf + <usize>(mi * nb) * 4;
   let b = wg;
   let f = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
@@ -87,7 +81,7 @@ function packColumn(o: usize, src: usize, c: i32): void {
     for (let j = 0; j < 8; j++) {
       const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
       const mn = f32x4.mul(dm, bytes4(v128.load32_zero(cp, 64)));
-      f = step(f, subDot1(true, wq, x), sc, mn, load<f32>(dj), load<i32>(sj));
+      f = step(f, subDot1(true, wq, x), sc, mn, v128.load32_splat(dj), v128.load32_splat(sj));
       wq += SUB;
       x += 32 * XB;
       cp += 4;
@@ -101,12 +95,12 @@ function packColumn(o: usize, src: usize, c: i32): void {
 
 /** Rows mi..mi+3 × the 4 columns of group wg; x4 the interleaved quants (nibx4.ts). */
 // @ts-ignore: decorator
-@inline function groupRows4(out: usize, x4: usize, d: usize, s: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
+@inline function groupRows4(out: usize, x4: usize, d: usize, sf: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * <usize>k * XB;
   const ds = <usize>nb << 2;
   let dj = d + <usize>(mi * nb) * 4;
-  let sj = s + <usize>(mi * nb) * 4;
+  let sj = sf + <usize>(mi * nb) * 4;
   let b = wg;
   let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
@@ -116,10 +110,10 @@ function packColumn(o: usize, src: usize, c: i32): void {
       subDot4(true, wq, x);
       const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
       const mn = f32x4.mul(dm, bytes4(v128.load32_zero(cp, 64)));
-      f0 = step(f0, sum0, sc, mn, load<f32>(dj), load<i32>(sj));
-      f1 = step(f1, sum1, sc, mn, load<f32>(dj + ds), load<i32>(sj + ds));
-      f2 = step(f2, sum2, sc, mn, load<f32>(dj + 2 * ds), load<i32>(sj + 2 * ds));
-      f3 = step(f3, sum3, sc, mn, load<f32>(dj + 3 * ds), load<i32>(sj + 3 * ds));
+      f0 = step(f0, sum0, sc, mn, v128.load32_splat(dj), v128.load32_splat(sj));
+      f1 = step(f1, sum1, sc, mn, v128.load32_splat(dj + ds), v128.load32_splat(sj + ds));
+      f2 = step(f2, sum2, sc, mn, v128.load32_splat(dj + 2 * ds), v128.load32_splat(sj + 2 * ds));
+      f3 = step(f3, sum3, sc, mn, v128.load32_splat(dj + 3 * ds), v128.load32_splat(sj + 3 * ds));
       wq += SUB;
       x += 128 * XB;
       cp += 4;
@@ -136,6 +130,7 @@ function packColumn(o: usize, src: usize, c: i32): void {
 export function qmatmulQ5kx4(out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   const xr = ASC_FEATURE_RELAXED_SIMD ? q8 : q16;
   const x4 = q8 + <usize>m * <usize>k;
+  const sf = sumsF32(s, m, k);
   const gb = <usize>(k >> 8) * SB;
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3); // rows whose quants fit in L2
   for (let r0 = 0; r0 < m; r0 += rb) {
@@ -144,8 +139,8 @@ export function qmatmulQ5kx4(out: usize, q16: usize, q8: usize, d: usize, s: usi
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
-      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, d, s, wg, n, k, mi, c, cnt);
-      for (; mi < r1; mi++) groupRow1(out, xr, d, s, wg, n, k, mi, c, cnt);
+      for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, d, sf, wg, n, k, mi, c, cnt);
+      for (; mi < r1; mi++) groupRow1(out, xr, d, sf, wg, n, k, mi, c, cnt);
     }
   }
 }

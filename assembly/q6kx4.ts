@@ -188,10 +188,11 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   return i32x4.sub(sumi, i32x4.shl(i32x4.dot_i16x8_s(sc2, xp), 5));
 }
 
-/** One chain step for 4 columns: acc + (d · dx) · sumi. */
+/** One chain step for 4 columns: acc + (d · dx) · sumi; dx broadcast from memory at dp
+ * (a load-port uop, not a scalar load and a register broadcast). */
 // @ts-ignore: decorator
-@inline function step(acc: v128, sumi: v128, d: v128, dx: f32): v128 {
-  return f32x4.add(acc, f32x4.mul(f32x4.mul(d, f32x4.splat(dx)), f32x4.convert_i32x4_s(sumi)));
+@inline function step(acc: v128, sumi: v128, d: v128, dp: usize): v128 {
+  return f32x4.add(acc, f32x4.mul(f32x4.mul(d, v128.load32_splat(dp)), f32x4.convert_i32x4_s(sumi)));
 }
 
 // The loops below advance pointers and use constant load offsets (wasm offset immediates)
@@ -253,7 +254,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         x += 16;
         xt += SUMB;
       }
-      f = step(f, a, v128.load(b), load<f32>(dj));
+      f = step(f, a, v128.load(b), dj);
       dj += 4;
     }
     b += SB;
@@ -284,7 +285,7 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         x += 16 * XB;
       }
       const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
-      f = step(f, corrected(sumi, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
+      f = step(f, corrected(sumi, sc2, v128.load32_splat(sj)), dd, dj);
       sp += 8;
       dj += 4;
       sj += 4;
@@ -333,10 +334,10 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         x += 4 * st;
       }
       const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
-      f0 = step(f0, corrected(s0, sc2, v128.load32_splat(sj)), dd, load<f32>(dj));
-      f1 = step(f1, corrected(s1, sc2, v128.load32_splat(sj + ds)), dd, load<f32>(dj + ds));
-      f2 = step(f2, corrected(s2, sc2, v128.load32_splat(sj + 2 * ds)), dd, load<f32>(dj + 2 * ds));
-      f3 = step(f3, corrected(s3, sc2, v128.load32_splat(sj + 3 * ds)), dd, load<f32>(dj + 3 * ds));
+      f0 = step(f0, corrected(s0, sc2, v128.load32_splat(sj)), dd, dj);
+      f1 = step(f1, corrected(s1, sc2, v128.load32_splat(sj + ds)), dd, dj + ds);
+      f2 = step(f2, corrected(s2, sc2, v128.load32_splat(sj + 2 * ds)), dd, dj + 2 * ds);
+      f3 = step(f3, corrected(s3, sc2, v128.load32_splat(sj + 3 * ds)), dd, dj + 3 * ds);
       sp += 8;
       dj += 4;
       sj += 4;
@@ -387,10 +388,10 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         sj += 4;
         x += 64;
       }
-      f0 = step(f0, s0, dd, load<f32>(dj));
-      f1 = step(f1, s1, dd, load<f32>(dj + ds));
-      f2 = step(f2, s2, dd, load<f32>(dj + 2 * ds));
-      f3 = step(f3, s3, dd, load<f32>(dj + 3 * ds));
+      f0 = step(f0, s0, dd, dj);
+      f1 = step(f1, s1, dd, dj + ds);
+      f2 = step(f2, s2, dd, dj + 2 * ds);
+      f3 = step(f3, s3, dd, dj + 3 * ds);
       dj += 4;
     }
     b += SB;
@@ -436,14 +437,14 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
         sj += 4;
         x += 64;
       }
-      f0 = step(f0, s0, dd, load<f32>(dj));
-      f1 = step(f1, s1, dd, load<f32>(dj + ds));
-      f2 = step(f2, s2, dd, load<f32>(dj + 2 * ds));
-      f3 = step(f3, s3, dd, load<f32>(dj + 3 * ds));
-      f4 = step(f4, s4, dd, load<f32>(dj + 4 * ds));
-      f5 = step(f5, s5, dd, load<f32>(dj + 5 * ds));
-      f6 = step(f6, s6, dd, load<f32>(dj + 6 * ds));
-      f7 = step(f7, s7, dd, load<f32>(dj + 7 * ds));
+      f0 = step(f0, s0, dd, dj);
+      f1 = step(f1, s1, dd, dj + ds);
+      f2 = step(f2, s2, dd, dj + 2 * ds);
+      f3 = step(f3, s3, dd, dj + 3 * ds);
+      f4 = step(f4, s4, dd, dj + 4 * ds);
+      f5 = step(f5, s5, dd, dj + 5 * ds);
+      f6 = step(f6, s6, dd, dj + 6 * ds);
+      f7 = step(f7, s7, dd, dj + 7 * ds);
       dj += 4;
     }
     b += SB;

@@ -41,6 +41,14 @@ export const Q6_K: i32 = 7;
   return T == Q4_1 || T == Q5_1 || T == Q4_K || T == Q5_K;
 }
 
+/** The f32 copy of quantizeActs's block sums s [M·K/32] i32: [M·K/32] f32 right after
+ * them (exact: |s| ≤ 32·127). The K-quant kernels (q4kx4, q4kx4wide, q5kx4) broadcast
+ * s_j from here: no scalar int → f32 conversion per row and sub-block. */
+// @ts-ignore: decorator
+@inline export function sumsF32(s: usize, m: i32, k: i32): usize {
+  return s + (<usize>((m * k) >> 5) << 2);
+}
+
 /** Bytes of one row of k elements. */
 // @ts-ignore: decorator
 @inline export function qRowBytes(T: i32, k: i32): usize {

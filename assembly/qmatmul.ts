@@ -25,12 +25,14 @@ import { qmatmulQ6kx4 } from './q6kx4';
 import { qmatmulQ6kx4Wide } from './q6kx4wide';
 import { qmatmulQ32x4 } from './q32x4';
 import { qmatmulQ5kx4 } from './q5kx4';
-import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, wq, wq8u } from './qdecode';
+import { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, blockAt, hasMin, intOffset, qRowBytes, scales4, sumsF32, wq, wq8u } from './qdecode';
 
 /** Quantize rows [0, m) of x [M, K] (K a multiple of 32): the same quants as i16 (q16
- * [M, K]) and i8 (q8 [M, K]), block scales d [M, K/32] f32 and sums s [M, K/32] i32. */
+ * [M, K]) and i8 (q8 [M, K]), block scales d [M, K/32] f32 and sums s [M, K/32] i32,
+ * followed by the same sums as f32 (sumsF32: s needs 2·M·K/32 slots). */
 export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d: usize, s: usize): void {
   const nb = (m * k) >> 5;
+  const sf = sumsF32(s, m, k);
   for (let b = 0; b < nb; b++) {
     const xb = x + (<usize>b << 7);
     let amax = f32x4.splat(0);
@@ -51,7 +53,9 @@ export function quantizeActs(x: usize, m: i32, k: i32, q16: usize, q8: usize, d:
       prev = h;
     }
     store<f32>(d + (<usize>b << 2), db);
-    store<i32>(s + (<usize>b << 2), i32x4.extract_lane(sum, 0) + i32x4.extract_lane(sum, 1) + i32x4.extract_lane(sum, 2) + i32x4.extract_lane(sum, 3));
+    const sb = i32x4.extract_lane(sum, 0) + i32x4.extract_lane(sum, 1) + i32x4.extract_lane(sum, 2) + i32x4.extract_lane(sum, 3);
+    store<i32>(s + (<usize>b << 2), sb);
+    store<f32>(sf + (<usize>b << 2), <f32>sb);
   }
 }
 

@@ -46,7 +46,7 @@ export function matmulSplit(w: Weight, threads: number): { readonly chunks: numb
 }
 
 /** Activations of quantized matmuls of x [M, K] (pointer xp, K a multiple of 32) against
- * `weights`, staged in arena a: q16 [M, K] i16, d / s [M·K/32] (quantizeActs), and each
+ * `weights`, staged in arena a: q16 [M, K] i16, d [M·K/32], s [2, M·K/32] (quantizeActs), and each
  * weight's q8 buffer (`q8For`). The q8 bytes a weight's kernel reads are the same as in a
  * call for that weight alone (the bytes a separate call stages but its kernel never reads
  * may differ):
@@ -68,7 +68,7 @@ export function stageQuantActs(a: Arena, xp: number, m: number, k: number, weigh
   const q16 = a.stage(mk * 2);
   const q8 = a.stage(Math.max(q8x4 && onlyQ8x4 ? 2 * mk : mk, quad ? 3 * mk + (sums ? mk / 4 : 0) : 0));
   const d = a.stage(nb * 4);
-  const s = a.stage(nb * 4);
+  const s = a.stage(nb * 8); // i32 sums, then the same as f32 (assembly/qdecode.ts sumsF32)
   a.exports.quantizeActs(xp, m, k, q16, q8, d, s);
   if (quad && m >= 4) a.exports.interleaveQ4kx4Acts(q16, q8, m, k);
   if (sums) a.exports.q6kx4ActSums(q8, m, k);
