@@ -59,6 +59,17 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
   }
 }
 
+/** causalConv over channels [c0, c1) for each of `count` sequences of a batch (one
+ * dispatch for all): descriptor i at desc + 20·i holds the i32 [out, x, window, scratch,
+ * t] of its own causalConv call; w, wBf16, c, kw are shared. A channel's values depend on
+ * that channel alone, so the bits are those of one call per sequence. */
+export function causalConvSeqs(desc: usize, count: i32, w: usize, wBf16: i32, c: i32, kw: i32, c0: i32, c1: i32): void {
+  for (let i = 0; i < count; i++) {
+    const p = desc + <usize>i * 20;
+    causalConv(load<u32>(p), load<u32>(p, 4), load<u32>(p, 8), w, wBf16, load<i32>(p, 16), c, kw, load<u32>(p, 12), c0, c1);
+  }
+}
+
 /** The 4 taps of channel ch (kw = 4) widened to f32. */
 // @ts-ignore: decorator
 @inline function wRow4(w: usize, ch: i32, wBf16: i32): v128 {
@@ -163,6 +174,18 @@ function stateUpdate(d: usize, s: usize, decay: f32, kn: usize, delta: usize, qn
       acc = mac1(acc, sn, f32At(qn, a));
     }
     f32Set(o, c, acc);
+  }
+}
+
+/** gdnRecurrent for `count` sequences of a batch in one dispatch: units [u0, u1) are
+ * (sequence u / hv, head u mod hv); descriptor i at desc + 28·i holds the i32 [out, qkv, g,
+ * beta, state, scratch, t] of sequence i's own call. Heads are independent, so the bits are
+ * those of one gdnRecurrent per sequence. */
+export function gdnRecurrentSeqs(desc: usize, count: i32, hk: i32, hv: i32, dk: i32, dv: i32, u0: i32, u1: i32, tmp: usize): void {
+  for (let i = u0 / hv; i < count && i * hv < u1; i++) {
+    const p = desc + <usize>i * 28;
+    gdnRecurrent(load<u32>(p), load<u32>(p, 4), load<u32>(p, 8), load<u32>(p, 12), load<u32>(p, 16), load<u32>(p, 20), load<i32>(p, 24),
+      hk, hv, dk, dv, max(u0 - i * hv, 0), min(u1 - i * hv, hv), tmp);
   }
 }
 

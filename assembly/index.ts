@@ -5,7 +5,7 @@
 export { matmulBf16, matmulF16, matmulF32, f16TmpBytes, packPanels, streamRead } from './matmul';
 export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute, argmax } from './dense';
 export { attention, attentionTmpBytes } from './attention';
-export { causalConv, gdnRecurrent } from './gdn';
+export { causalConv, causalConvSeqs, gdnRecurrent, gdnRecurrentSeqs } from './gdn';
 export { gdnChunked, chunkedTmpBytes } from './chunked';
 export { quantizeActs, qmatmul, qmatmulTmpBytes } from './qmatmul';
 export { matmulGroup } from './matmulgroup';

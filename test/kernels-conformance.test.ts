@@ -267,6 +267,44 @@ for (const { label, k } of backends) {
       }
     });
 
+    test('causalConvSeqs: a batch of sequences (t = 0, 1, 3; scratch or not) == one causalConv per sequence, bit for bit', () => {
+      const r = rng(61);
+      for (const [c, kw] of [[37, 4], [600, 4] /* pool */, [64, 3]] as const) {
+        for (const dtype of ['bf16', 'f32'] as const) {
+          const w = weight(k, dtype, c, kw, sym(r));
+          const spans = [{ t: 1, scratch: false }, { t: 0, scratch: false }, { t: 3, scratch: true }, { t: 1, scratch: false }, { t: 2, scratch: true }];
+          const rows = spans.reduce((n, s) => n + s.t, 0);
+          const x = fill(k, rows * c, sym(r));
+          const hist = (kw - 1) * c;
+          const win0 = spans.map(() => Float32Array.from(fill(k, hist, sym(r))));
+          const copy = (v: Float32Array): Float32Array => { const a = k.alloc(v.length); a.set(v); return a; };
+          const winB = win0.map(copy);
+          const winA = win0.map(copy);
+          const scB = spans.map((s) => (s.scratch ? k.alloc(Math.max(1, s.t) * hist) : undefined));
+          const scA = spans.map((s) => (s.scratch ? k.alloc(Math.max(1, s.t) * hist) : undefined));
+          const outB = k.alloc(rows * c);
+          const outA = k.alloc(rows * c);
+          let row = 0;
+          const seqs = spans.map((s, i) => { const q = { row, t: s.t, window: winB[i]!, scratch: scB[i] }; row += s.t; return q; });
+          k.causalConvSeqs(outB, x, w, seqs);
+          for (const [i, q] of seqs.entries()) {
+            if (q.t === 0) continue;
+            k.causalConv(k.view(outA, q.row * c, q.t * c), k.view(x, q.row * c, q.t * c), winA[i]!, w, q.t, scA[i]);
+          }
+          const tag = `C=${c} K=${kw} ${dtype}`;
+          same(outB, outA, `batched outputs ${tag}`);
+          for (const i of spans.keys()) {
+            same(winB[i]!, winA[i]!, `window ${i} ${tag}`);
+            if (spans[i]!.scratch) same(winB[i]!, win0[i]!, `window ${i} read only with scratch ${tag}`);
+            if (scB[i]) same(scB[i]!, scA[i]!, `scratch ${i} ${tag}`);
+          }
+          const want = new Float32Array(rows * c);
+          ref.causalConvSeqs(want, x, w, seqs.map((q, i) => ({ ...q, window: Float32Array.from(win0[i]!), scratch: q.scratch ? new Float32Array(q.scratch.length) : undefined })));
+          close(outB, want, 1e-5, `batched vs ref ${tag}`);
+        }
+      }
+    });
+
     test('gdnGates', () => {
       const r = rng(7);
       const hv = 5;
@@ -328,6 +366,45 @@ for (const { label, k } of backends) {
           close(sc, scRef, 1e-5, 'scratch states');
           same(st2, s0, 'committed state read only with scratch');
         }
+      }
+    });
+
+    test('gdnRecurrentSeqs: a batch of sequences (t = 0, 1, 3, 12; scratch or not) == one gdnRecurrent per sequence, bit for bit', () => {
+      const r = rng(81);
+      const spans = [{ t: 1, scratch: false }, { t: 0, scratch: false }, { t: 3, scratch: true }, { t: 1, scratch: true }, { t: 12, scratch: false }];
+      const rows = spans.reduce((n, q) => n + q.t, 0);
+      for (const dims of [gdnCases[1]![0], gdnCases[2]![0] /* pool: 17 rows × 4096 */]) {
+        const { qkv, g, beta } = gdnInputs(r, dims, rows);
+        const ss = dims.numValueHeads * dims.keyDim * dims.valueDim;
+        const ov = rows * dims.numValueHeads * dims.valueDim;
+        const s0 = spans.map(() => Float32Array.from(gdnInputs(r, dims, 1).state));
+        const copy = (v: Float32Array): Float32Array => { const a = k.alloc(v.length); a.set(v); return a; };
+        const stB = s0.map(copy);
+        const stA = s0.map(copy);
+        const scB = spans.map((q) => (q.scratch ? k.alloc(Math.max(1, q.t) * ss) : undefined));
+        const scA = spans.map((q) => (q.scratch ? k.alloc(Math.max(1, q.t) * ss) : undefined));
+        const outB = k.alloc(ov);
+        const outA = k.alloc(ov);
+        let row = 0;
+        const seqs = spans.map((q, i) => { const e = { row, t: q.t, state: stB[i]!, scratch: scB[i] }; row += q.t; return e; });
+        k.gdnRecurrentSeqs(outB, qkv, g, beta, dims, seqs);
+        const width = 2 * dims.numKeyHeads * dims.keyDim + dims.numValueHeads * dims.valueDim;
+        const hv = dims.numValueHeads;
+        for (const [i, q] of seqs.entries()) {
+          if (q.t === 0) continue;
+          const v = (buf: Float32Array, w: number): Float32Array => k.view(buf, q.row * w, q.t * w);
+          k.gdnRecurrent(v(outA, hv * dims.valueDim), v(qkv, width), v(g, hv), v(beta, hv), stA[i]!, dims, q.t, scA[i]);
+        }
+        const tag = `dk=${dims.keyDim} hv=${hv}`;
+        same(outB, outA, `batched outputs ${tag}`);
+        for (const i of spans.keys()) {
+          same(stB[i]!, stA[i]!, `state ${i} ${tag}`);
+          if (spans[i]!.scratch) same(stB[i]!, s0[i]!, `state ${i} read only with scratch ${tag}`);
+          if (scB[i]) same(scB[i]!, scA[i]!, `scratch ${i} ${tag}`);
+        }
+        const want = new Float32Array(ov);
+        ref.gdnRecurrentSeqs(want, qkv, g, beta, dims, seqs.map((q, i) => ({ ...q, state: Float32Array.from(s0[i]!), scratch: q.scratch ? new Float32Array(q.scratch.length) : undefined })));
+        close(outB, want, 1e-5, `batched vs ref ${tag}`);
       }
     });
 

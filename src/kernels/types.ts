@@ -25,6 +25,25 @@ import type { QuantType } from './quant/formats.js';
  * in its state layout (model.ts StateLayout.chunk), which the scheduler and prefix cache read. */
 export const GDN_CHUNK = 64;
 
+/** One sequence of a causalConvSeqs call: its rows [row, row + t) of the batch's x / out
+ * ([rows, C]), its window [K−1, C] and, for a speculative step, its scratch [t, K−1, C]. */
+export interface ConvSeq<T> {
+  readonly row: number;
+  readonly t: number;
+  readonly window: T;
+  readonly scratch?: T;
+}
+
+/** One sequence of a gdnRecurrentSeqs call: its rows [row, row + t) of the batch's qkv,
+ * g, beta and out, its state [HV, dk, dv] and, for a speculative step, its scratch
+ * [t, HV, dk, dv]. */
+export interface GdnSeq<T> {
+  readonly row: number;
+  readonly t: number;
+  readonly state: T;
+  readonly scratch?: T;
+}
+
 /** Storage type of a weight: bf16, f16, f32, or a GGML block format (quant/formats.ts).
  * f16 weights hold finite values only (the loader refuses inf / NaN). */
 export type WeightDType = 'bf16' | 'f16' | 'f32' | QuantType;
@@ -240,6 +259,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   causalConv(out: T, x: T, window: T, w: Weight, t: number,
     scratch?: T): void;
 
+  /** causalConv for several sequences of one batch in one call (one dispatch per layer,
+   * not one per sequence): sequence i reads x rows [row, row + t) and writes the same rows
+   * of out, with its own window and optional scratch (each as in causalConv). Same bits
+   * as one causalConv per sequence. */
+  causalConvSeqs(out: T, x: T, w: Weight, seqs: readonly ConvSeq<T>[]): void;
+
   /** Gates: g = −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b). a, b, g, beta: [T, HV]. */
   gdnGates(g: T, beta: T, a: T, b: T,
     aLog: Weight, dtBias: Weight, t: number): void;
@@ -251,6 +276,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * read only and the state after step t is written to scratch[t]. */
   gdnRecurrent(out: T, qkv: T, g: T, beta: T,
     state: T, dims: GdnDims, t: number, scratch?: T): void;
+
+  /** gdnRecurrent for several sequences of one batch in one call: sequence i's rows
+   * [row, row + t) of qkv, g, beta and out, its own state and optional scratch (each as in
+   * gdnRecurrent). Same bits as one gdnRecurrent per sequence. */
+  gdnRecurrentSeqs(out: T, qkv: T, g: T, beta: T, dims: GdnDims, seqs: readonly GdnSeq<T>[]): void;
 
   /** Same contract as gdnRecurrent (no scratch), computed in chunks of GDN_CHUNK tokens whose
    * boundaries are at absolute positions multiple of GDN_CHUNK (`pos0` = position of token 0,

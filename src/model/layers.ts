@@ -83,20 +83,21 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const beta = ws.gdn.beta.rows(m);
   k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
   const o = ws.gdn.o.rows(m); // [M, HV, dv]
+  // every sequence's conv in one call: [M, convDim] rows, each with its own window
+  k.causalConvSeqs(conv, qkv, w.conv, ctx.seqs.map((s) => ({ row: s.offset, t: s.t, window: s.state[li]!.conv, scratch: s.scratch?.[li]?.conv })));
+  // the recurrent sequences' GDN in one call too; chunked prefills one call per segment
+  const chunked = (s: SeqSpan<T>): boolean => s.chunked && !s.scratch?.[li];
+  k.gdnRecurrentSeqs(o, conv, g, beta, dims, ctx.seqs.filter((s) => s.t > 0 && !chunked(s))
+    .map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, scratch: s.scratch?.[li]?.ssm })));
   for (const s of ctx.seqs) {
-    if (s.t === 0) continue;
-    const st = s.state[li]!;
-    const sc = s.scratch?.[li];
-    k.causalConv(seqRows(k, conv, s, c), seqRows(k, qkv, s, c), st.conv, w.conv, s.t, sc?.conv);
-    if (s.chunked && !sc) {
-      // one call per segment between split points: a call's end is a chunk boundary
-      let from = 0;
-      for (const end of [...s.splits.map((p) => p - s.start), s.t]) {
-        const seg = (buf: T, width: number): T => k.view(buf, (s.offset + from) * width, (end - from) * width);
-        k.gdnChunked(seg(o, vd), seg(conv, c), seg(g, hv), seg(beta, hv), st.ssm, dims, end - from, s.start + from);
-        from = end;
-      }
-    } else k.gdnRecurrent(seqRows(k, o, s, vd), seqRows(k, conv, s, c), seqRows(k, g, s, hv), seqRows(k, beta, s, hv), st.ssm, dims, s.t, sc?.ssm);
+    if (s.t === 0 || !chunked(s)) continue;
+    // one call per segment between split points: a call's end is a chunk boundary
+    let from = 0;
+    for (const end of [...s.splits.map((p) => p - s.start), s.t]) {
+      const seg = (buf: T, width: number): T => k.view(buf, (s.offset + from) * width, (end - from) * width);
+      k.gdnChunked(seg(o, vd), seg(conv, c), seg(g, hv), seg(beta, hv), s.state[li]!.ssm, dims, end - from, s.start + from);
+      from = end;
+    }
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
   const order = w.outProjHeadOrder;

@@ -8,6 +8,7 @@ import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { matmulGroupByCalls } from '../matmul-group.js';
+import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
@@ -45,8 +46,10 @@ export function createRefKernels(): Kernels {
     gatedRmsNorm: dense.gatedRmsNorm,
     rope: dense.rope,
     causalConv: gdn.causalConv,
+    causalConvSeqs: (out, x, w, seqs) => convSeqsByCalls(k, out, x, w, seqs),
     gdnGates: gdn.gdnGates,
     gdnRecurrent: gdn.gdnRecurrent,
+    gdnRecurrentSeqs: (out, qkv, g, beta, dims, seqs) => gdnSeqsByCalls(k, out, qkv, g, beta, dims, seqs),
     gdnChunked: gdn.gdnChunked,
     kvWrite: dense.kvWrite,
     attention: dense.attention,

@@ -3,7 +3,7 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, ExpertMats, GdnDims, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import type { AttentionDims, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
@@ -13,6 +13,7 @@ import * as cpu from '../cpu-ops.js';
 import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
+import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
 import { dotAddIsVnni, type KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import type { CalibrationResult } from './calibrate.js';
@@ -384,6 +385,19 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
+  causalConvSeqs(out: Float32Array, x: Float32Array, w: Weight, seqs: readonly ConvSeq<Float32Array>[]): void {
+    const live = seqs.filter((s) => s.t > 0);
+    if (live.length === 0) return;
+    const ch = w.rows;
+    const c = this.ops.begin(this.ops.target(x, live[0]!.window, out));
+    const { desc, rows } = convSeqsDesc(c, out, x, ch, (w.cols - 1) * ch, live);
+    packArgs(this.pool.args, 'CONV_SEQS', {
+      desc: c.ints(desc, desc.length), count: live.length, w: c.weight(w), wBf16: isBf16(w), c: ch, kw: w.cols,
+    });
+    this.run(Cmd.CONV_SEQS, c.arena, rows * ch >= PAR_CONV, Math.min(4 * this.threads, Math.ceil(ch / 16)));
+    c.end();
+  }
+
   gdnGates(g: Float32Array, beta: Float32Array, a: Float32Array, b: Float32Array, aLog: Weight, dtBias: Weight,
     t: number): void {
     if (t <= 0) return;
@@ -414,6 +428,22 @@ export class WasmKernels implements Kernels {
     // contiguous runs of heads per chunk: one head per chunk, alternating between threads,
     // measured ~1.9× slower (T = 1, 16 heads of 128×128) than two runs per thread
     this.run(Cmd.GDN_RECURRENT, c.arena, hv > 1 && t * ss >= PAR_GDN, Math.min(hv, 2 * this.threads));
+    c.end();
+  }
+
+  gdnRecurrentSeqs(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, dims: GdnDims,
+    seqs: readonly GdnSeq<Float32Array>[]): void {
+    const live = seqs.filter((s) => s.t > 0);
+    if (live.length === 0) return;
+    const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+    const c = this.ops.begin(this.ops.target(live[0]!.state, qkv), (2 * dk + 2 * dv) * 4, this.threads);
+    const { desc, rows } = gdnSeqsDesc(c, out, qkv, g, beta, dims, live);
+    const units = live.length * hv;
+    packArgs(this.pool.args, 'GDN_RECURRENT_SEQS', {
+      desc: c.ints(desc, desc.length), count: live.length, units, hk, hv, dk, dv, tmpBase: c.tmp.base, tmpStride: c.tmp.stride,
+    });
+    // contiguous runs of (sequence, head) units per chunk, as gdnRecurrent's heads
+    this.run(Cmd.GDN_RECURRENT_SEQS, c.arena, units > 1 && rows * hv * dk * dv >= PAR_GDN, Math.min(units, 2 * this.threads));
     c.end();
   }
 

@@ -62,6 +62,18 @@ export const COMMANDS = {
     id: 7, args: ['out', 'x', 'window', 'w', 'wBf16', 't', 'c', 'kw', 'scratch'], split: { total: 'c', unit: 4 },
     exports: ['causalConv'], params: ['out', 'x', 'window', 'w', 'wBf16', 't', 'c', 'kw', 'scratch', 'lo', 'hi'],
   }),
+  /** CONV for several sequences (assembly/gdn.ts causalConvSeqs): `count` descriptors
+   * at `desc`, every chunk a channel slice of all of them. */
+  CONV_SEQS: spec({
+    id: 19, args: ['desc', 'count', 'w', 'wBf16', 'c', 'kw'], split: { total: 'c', unit: 4 },
+    exports: ['causalConvSeqs'], params: ['desc', 'count', 'w', 'wBf16', 'c', 'kw', 'lo', 'hi'],
+  }),
+  /** GDN_RECURRENT for several sequences (assembly/gdn.ts gdnRecurrentSeqs): `count`
+   * descriptors at `desc`; units are (sequence, value head) pairs, sequence-major. */
+  GDN_RECURRENT_SEQS: spec({
+    id: 21, args: ['desc', 'count', 'units', 'hk', 'hv', 'dk', 'dv', 'tmpBase', 'tmpStride'], split: { total: 'units', unit: 1 },
+    exports: ['gdnRecurrentSeqs'], params: ['desc', 'count', 'hk', 'hv', 'dk', 'dv', 'lo', 'hi', 'tmp'],
+  }),
   PROBE: spec({
     id: 8, args: ['base', 'bytes', 'chunks'], split: { total: 'chunks', unit: 1 },
     exports: ['streamRead'], params: ['chunkAddr', 'bytes'],

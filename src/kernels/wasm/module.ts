@@ -46,8 +46,11 @@ export interface KernelExports {
   attentionTmpBytes(rows: number, nMax: number): number;
   causalConv(out: number, x: number, window: number, w: number, wBf16: number, t: number, c: number, kw: number,
     scratch: number, c0: number, c1: number): void;
+  causalConvSeqs(desc: number, count: number, w: number, wBf16: number, c: number, kw: number, c0: number, c1: number): void;
   gdnRecurrent(out: number, qkv: number, g: number, beta: number, state: number, scratch: number, t: number, hk: number,
     hv: number, dk: number, dv: number, h0: number, h1: number, tmp: number): void;
+  gdnRecurrentSeqs(desc: number, count: number, hk: number, hv: number, dk: number, dv: number, u0: number, u1: number,
+    tmp: number): void;
   gdnChunked(out: number, qkv: number, g: number, beta: number, state: number, t: number, hk: number, hv: number,
     dk: number, dv: number, h0: number, h1: number, tmp: number, pos0: number): void;
   chunkedTmpBytes(dk: number, dv: number): number;

@@ -7,9 +7,10 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, ExpertMats, GdnDims, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { matmulGroupByCalls } from '../matmul-group.js';
+import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
@@ -236,11 +237,17 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   causalConv(out: GpuTensor, x: GpuTensor, window: GpuTensor, w: Weight, t: number, scratch?: GpuTensor): void {
     this.g.causalConv(this.step, out, x, window, this.vector(w), w.rows, t, scratch);
   }
+  causalConvSeqs(out: GpuTensor, x: GpuTensor, w: Weight, seqs: readonly ConvSeq<GpuTensor>[]): void {
+    convSeqsByCalls(this, out, x, w, seqs);
+  }
   gdnGates(g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: Weight, dtBias: Weight, t: number): void {
     this.g.gdnGates(this.step, g, beta, a, b, this.vector(aLog), this.vector(dtBias), t);
   }
   gdnRecurrent(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, scratch?: GpuTensor): void {
     this.g.gdnRecurrent(this.step, out, qkv, g, beta, state, dims, t, scratch);
+  }
+  gdnRecurrentSeqs(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[]): void {
+    gdnSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);

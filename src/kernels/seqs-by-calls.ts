@@ -1,0 +1,29 @@
+// The plain forms of the Kernels calls that take several sequences of a batch at once
+// (causalConvSeqs, gdnRecurrentSeqs): one per-sequence call each, for backends that do not
+// run them as one dispatch (ref, webgpu). Their results define the batched calls': a
+// specialised backend must give the same bits as these loops.
+import type { ConvSeq, GdnDims, GdnSeq, Kernels, Tensor, Weight } from './types.js';
+
+/** causalConv of every sequence with t > 0, in order, on its rows of x / out ([rows, C],
+ * C = w.rows). */
+export function convSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'causalConv' | 'view'>, out: T, x: T, w: Weight,
+  seqs: readonly ConvSeq<T>[]): void {
+  const c = w.rows;
+  for (const s of seqs) {
+    if (s.t <= 0) continue;
+    k.causalConv(k.view(out, s.row * c, s.t * c), k.view(x, s.row * c, s.t * c), s.window, w, s.t, s.scratch);
+  }
+}
+
+/** gdnRecurrent of every sequence with t > 0, in order, on its rows of qkv ([rows,
+ * 2·HK·dk + HV·dv]), g / beta ([rows, HV]) and out ([rows, HV·dv]). */
+export function gdnSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gdnRecurrent' | 'view'>, out: T, qkv: T, g: T, beta: T,
+  dims: GdnDims, seqs: readonly GdnSeq<T>[]): void {
+  const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+  const width = 2 * hk * dk + hv * dv;
+  for (const s of seqs) {
+    if (s.t <= 0) continue;
+    const rows = (buf: T, w: number): T => k.view(buf, s.row * w, s.t * w);
+    k.gdnRecurrent(rows(out, hv * dv), rows(qkv, width), rows(g, hv), rows(beta, hv), s.state, dims, s.t, s.scratch);
+  }
+}
