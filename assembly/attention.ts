@@ -180,15 +180,15 @@ const UNIT_BYTES: i32 = 64;
 function scoreRows(u: Unit, scores: usize, kh: usize, rowB: usize, pageTable: usize, pageSize: i32, scale: f32): void {
   const hd = u.hd;
   const rb = <usize>u.nMax << 2; // bytes per score row
+  const touch = u.rows <= TOUCH_ROWS;
   for (let p = 0; p < u.nMax; p += 4) {
     const full = p + 4 <= u.nMax;
     const k0 = kh + <usize>cacheRow(pageTable, pageSize, p) * rowB;
     const k1 = full ? kh + <usize>cacheRow(pageTable, pageSize, p + 1) * rowB : k0;
     const k2 = full ? kh + <usize>cacheRow(pageTable, pageSize, p + 2) * rowB : k0;
     const k3 = full ? kh + <usize>cacheRow(pageTable, pageSize, p + 3) * rowB : k0;
-    for (let a = p + K_AHEAD; a < (u.rows <= TOUCH_ROWS ? min(p + K_AHEAD + 4, u.nMax) : 0); a++) {
-      const ka = kh + <usize>cacheRow(pageTable, pageSize, a) * rowB;
-      for (let o: usize = 0; o < (<usize>hd << 2); o += 64) load<u8>(ka + o);
+    if (touch) {
+      for (let a = p + K_AHEAD; a < min(p + K_AHEAD + 4, u.nMax); a++) touchRow(kh + <usize>cacheRow(pageTable, pageSize, a) * rowB, <usize>hd << 2);
     }
     let r = 0;
     while (r < u.rows) {
@@ -298,15 +298,19 @@ function weightBlock(u: Unit, scores: usize, vrows: usize, p0: i32): void {
   }
 }
 
-/** Load one byte of every 64 of the nb V rows at vrows (rowBytes each), in row order,
- * results unused: weightBlock then walks the rows 64 bytes at a time per 16-element slice
- * (64 rows at once), which the hardware prefetchers do not follow; read whole and in order
- * first, the block's rows are in cache when it does. */
+/** Load one byte of every 64 of the row at p (rowBytes), in order, results unused (a wasm
+ * load may trap, so V8 keeps it): the row's cache misses start now. */
+// @ts-ignore: decorator
+@inline function touchRow(p: usize, rowBytes: usize): void {
+  for (let o: usize = 0; o < rowBytes; o += 64) load<u8>(p + o);
+}
+
+/** touchRow of each of the nb V rows at vrows, in row order: weightBlock then walks the
+ * rows 64 bytes at a time per 16-element slice (64 rows at once), which the hardware
+ * prefetchers do not follow; read whole and in order first, the block's rows are in cache
+ * when it does. */
 function touchRows(vrows: usize, nb: i32, rowBytes: usize): void {
-  for (let b = 0; b < nb; b++) {
-    const v = load<usize>(vrows + (<usize>b << 2));
-    for (let o: usize = 0; o < rowBytes; o += 64) load<u8>(v + o);
-  }
+  for (let b = 0; b < nb; b++) touchRow(load<usize>(vrows + (<usize>b << 2)), rowBytes);
 }
 
 export function attention(out: usize, q: usize, qStride: i32, kc: usize, vc: usize, pageTable: usize,

@@ -6,11 +6,20 @@ import type { ConvSeq, GdnDims, GdnSeq } from '../types.js';
 import * as cpu from '../cpu-ops.js';
 import type { Operands } from './operands.js';
 
+let rowsBuf = new Int32Array(64);
+
+/** A descriptor table of n i32 (reused across calls: Operands.ints copies it into the
+ * arena before the next call can overwrite it). */
+function table(n: number): Int32Array {
+  if (rowsBuf.length < n) rowsBuf = new Int32Array(2 * n);
+  return rowsBuf.subarray(0, n);
+}
+
 /** Per sequence [out, x, window, scratch, t] (scratch 0: the window is updated in place);
  * rows = Σ t. ch: channels; hist: (K−1)·ch window floats. */
 export function convSeqsDesc(c: Operands, out: Float32Array, x: Float32Array, ch: number, hist: number,
   live: readonly ConvSeq<Float32Array>[]): { desc: Int32Array; rows: number } {
-  const desc = new Int32Array(5 * live.length);
+  const desc = table(5 * live.length);
   let rows = 0;
   live.forEach((s, i) => {
     const n = s.t * ch;
@@ -31,7 +40,7 @@ export function gdnSeqsDesc(c: Operands, out: Float32Array, qkv: Float32Array, g
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   const ss = hv * dk * dv;
   const width = 2 * hk * dk + hv * dv;
-  const desc = new Int32Array(7 * live.length);
+  const desc = table(7 * live.length);
   let rows = 0;
   live.forEach((s, i) => {
     const rowsOf = (buf: Float32Array, w: number): number => c.in(cpu.view(buf, s.row * w, s.t * w), s.t * w);
