@@ -6,13 +6,20 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { decodeHeadsPerUnit } from '../src/kernels/wasm/backend.js';
 import { randomWeight, rng } from './numeric.js';
 
 const k1 = await createWasmKernels({ threads: 1 });
 const k2 = await createWasmKernels({ threads: 2 });
+// 3 and 5 threads: a single query's attention units split GQA groups (8 heads, 2 KV heads:
+// 2 and 1 heads per unit, where 1 and 2 threads score whole groups; decodeHeadsPerUnit)
+const k3 = await createWasmKernels({ threads: 3 });
+const k5 = await createWasmKernels({ threads: 5 });
 after(() => {
   k1.dispose();
   k2.dispose();
+  k3.dispose();
+  k5.dispose();
 });
 
 function fill(k: Kernels, n: number, f: () => number): Float32Array {
@@ -109,9 +116,9 @@ describe('batch invariance (bit-exact)', () => {
   });
 
   // A batched call scores blocks of queries × whole GQA groups per cache walk (T = 40: blocks
-  // of 8 queries; T = 23: blocks of 4 with a short last one), most single queries (< 1024
-  // keys) one head per unit: a head's result must not care. hd 20 and 36 run the kernel's
-  // 4-lane tails, hd 32 its 16-lane body only.
+  // of 8 queries; T = 23: blocks of 4 with a short last one); a single query's units hold the
+  // whole group on 1–2 threads, half of it on 3 and one head on 5: a head's result must not
+  // care. hd 20 and 36 run the kernel's 4-lane tails, hd 32 its 16-lane body only.
   for (const [start, t, hd] of [[90, 5, 32], [1020, 5, 32], [90, 40, 20], [1020, 23, 36]] as const) test(`attention: T queries at once == one query at a time; threads 1 == 2 (start ${start}, T ${t}, hd ${hd})`, () => {
     const r = rng(23);
     const nH = 8;
@@ -134,11 +141,26 @@ describe('batch invariance (bit-exact)', () => {
     k1.attention(all1, q, nH * hd, kv1, pageTable, start, t, dims);
     k2.attention(all2, copy(k2, q), nH * hd, kv2, pageTable, start, t, dims);
     same(all2, all1, 'threads 1 vs 2');
-    for (let i = 0; i < t; i++) {
-      const o = k2.alloc(nH * hd);
-      k2.attention(o, copy(k2, q.subarray(i * nH * hd, (i + 1) * nH * hd)), nH * hd, kv2, pageTable, start + i, 1, dims);
-      same(o, all1.subarray(i * nH * hd, (i + 1) * nH * hd), `query ${i} alone`);
+    for (const [label, k, kv] of [['threads 2', k2, kv2], ['threads 3', k3, mk(k3)], ['threads 5', k5, mk(k5)]] as const) {
+      if (k !== k2) k.kvWrite(kv, pageTable, 0, copy(k, hk), copy(k, hv), start + t, kvDim);
+      for (let i = 0; i < t; i++) {
+        const o = k.alloc(nH * hd);
+        k.attention(o, copy(k, q.subarray(i * nH * hd, (i + 1) * nH * hd)), nH * hd, kv, pageTable, start + i, 1, dims);
+        same(o, all1.subarray(i * nH * hd, (i + 1) * nH * hd), `query ${i} alone, ${label}`);
+      }
     }
+  });
+
+  test('decode attention units: whole GQA groups unless threads would idle, then the largest divisor that feeds them', () => {
+    assert.equal(decodeHeadsPerUnit(4, 2, 1), 4);
+    assert.equal(decodeHeadsPerUnit(4, 2, 2), 4);
+    assert.equal(decodeHeadsPerUnit(4, 2, 3), 2);
+    assert.equal(decodeHeadsPerUnit(4, 2, 5), 1);
+    assert.equal(decodeHeadsPerUnit(4, 2, 16), 1);
+    assert.equal(decodeHeadsPerUnit(8, 2, 4), 4);
+    assert.equal(decodeHeadsPerUnit(6, 1, 4), 1); // 6 heads on 4 threads: 6 units of 1 (2 would give 3)
+    assert.equal(decodeHeadsPerUnit(6, 1, 3), 2);
+    assert.equal(decodeHeadsPerUnit(1, 8, 2), 1);
   });
 
   test('moeRoute: row alone == row in batch', () => {
