@@ -289,13 +289,15 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
   storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
-/** vnni build: rows mi..mi+3 × the columns c0..c0+3 of group wg and c1..c1+3 of the
+/** Relaxed builds: rows mi..mi+3 × the columns c0..c0+3 of group wg and c1..c1+3 of the
  * group at wg + gb. Each lane broadcast of the activations feeds both groups; a row's low-
- * and high-nibble dot-adds share one i32 accumulator per group (the same exact integer as
- * groupRows4's two: 8 dot-add chains either way). The broadcasts are load32_splat (a
- * load-port uop each) rather than lane shuffles of one load: 8% less time at M = 8 on the
- * Intel Xeon (Node 24), where the shuffles shared ports with the dot-adds; q8u4.ts's
- * shuffles measured the other way. */
+ * and high-nibble dot-adds share one accumulator per group (vnni: i32 lanes, the same exact
+ * integer as groupRows4's two, 8 dot-add chains either way; fma: i16 pair sums, 16 products
+ * of ≤ 15·128 per lane over the sub-block as in dot16, widened once). The broadcasts are
+ * load32_splat (a load-port uop each) rather than lane shuffles of one load: 8% less time
+ * at M = 8 on the Intel Xeon (Node 24), where the shuffles shared ports with the dot-adds;
+ * q8u4.ts's shuffles measured the other way. The fma build (Node 20, no VNNI lowering),
+ * one thread, L3-resident 3584×1024: 32–33 → 37–40 GMAC/s at M = 4 and 8 against groupRows4. */
 // @ts-ignore: decorator
 @inline function groupRows4Pair(out: usize, x4: usize, d: usize, sf: usize, wg: usize, gb: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, m15: v128): void {
   const nb = k >> 5;
@@ -349,13 +351,13 @@ export function interleaveQ4kx4Acts(q16: usize, q8: usize, m: i32, k: i32): void
       const sc2 = f32x4.mul(v128.load(b + gb), bytes4(v128.load32_zero(cp + gb, 32)));
       const mn2 = f32x4.mul(v128.load(b + gb, 16), bytes4(v128.load32_zero(cp + gb, 64)));
       let dx = v128.load32_splat(dj), sx = v128.load32_splat(sj);
-      f0 = step(f0, a0, sc, mn, dx, sx); g0 = step(g0, e0, sc2, mn2, dx, sx);
+      f0 = step(f0, widen16(a0), sc, mn, dx, sx); g0 = step(g0, widen16(e0), sc2, mn2, dx, sx);
       dx = v128.load32_splat(dj + ds); sx = v128.load32_splat(sj + ds);
-      f1 = step(f1, a1, sc, mn, dx, sx); g1 = step(g1, e1, sc2, mn2, dx, sx);
+      f1 = step(f1, widen16(a1), sc, mn, dx, sx); g1 = step(g1, widen16(e1), sc2, mn2, dx, sx);
       dx = v128.load32_splat(dj + 2 * ds); sx = v128.load32_splat(sj + 2 * ds);
-      f2 = step(f2, a2, sc, mn, dx, sx); g2 = step(g2, e2, sc2, mn2, dx, sx);
+      f2 = step(f2, widen16(a2), sc, mn, dx, sx); g2 = step(g2, widen16(e2), sc2, mn2, dx, sx);
       dx = v128.load32_splat(dj + 3 * ds); sx = v128.load32_splat(sj + 3 * ds);
-      f3 = step(f3, a3, sc, mn, dx, sx); g3 = step(g3, e3, sc2, mn2, dx, sx);
+      f3 = step(f3, widen16(a3), sc, mn, dx, sx); g3 = step(g3, widen16(e3), sc2, mn2, dx, sx);
       cp += 4;
       dj += 4;
       sj += 4;
@@ -377,9 +379,9 @@ export function qmatmulQ4kx4(out: usize, q16: usize, q8: usize, d: usize, s: usi
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3);
   // a mask built from a run-time value: V8 would rematerialise a constant inside the loops
   const m15 = i8x16.splat(<i8>((k >> 31) + 15)); // k ≥ 0
-  // vnni build, blocks of 4 rows: group t with group t + half of the range's whole groups
-  // (two long sequential weight streams, as q8u4.ts)
-  const half = ASC_FEATURE_RELAXED_SIMD && DOT_I32 && m >= 4 ? ((n1 - n0) >> 2) >> 1 : 0;
+  // relaxed builds, blocks of 4 rows: group t with group t + half of the range's whole
+  // groups (two long sequential weight streams, as q8u4.ts)
+  const half = ASC_FEATURE_RELAXED_SIMD && m >= 4 ? ((n1 - n0) >> 2) >> 1 : 0;
   const off = <usize>half * gb;
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
