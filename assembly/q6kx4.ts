@@ -347,6 +347,64 @@ export function q6kx4ActSums(q8: usize, m: i32, k: i32): void {
   storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
+/** fma build: rows mi..mi+7 (two interleaved blocks of 4) × the 4 columns of group wg, as
+ * groupRows4 (the same integers and chain per row): each group's 6-bit weights are decoded
+ * once for 8 rows rather than per 4. */
+// @ts-ignore: decorator
+@inline function groupRows8Relaxed(out: usize, x4: usize, xs: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lo6: v128, top2: v128, lim: usize): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * <usize>k;
+  const xb = <usize>k << 2; // the second block of 4 rows
+  const ds = <usize>nb << 2; // row stride of d and of the sums
+  let dj = d + <usize>(mi * nb) * 4;
+  let sj = xs + <usize>(mi * nb) * 4;
+  let b = wg;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  let f4 = f32x4.splat(0), f5 = f32x4.splat(0), f6 = f32x4.splat(0), f7 = f32x4.splat(0);
+  for (let sb = 0; sb < (k >> 8); sb++) {
+    const dd = v128.load(b);
+    let sp = b, wt = b + 80;
+    for (let j = 0; j < 8; j++) {
+      touchSubBlock(min(wt + TOUCH_AHEAD, lim));
+      const raw = v128.load64_zero(sp, 16);
+      const dup = i8x16.shuffle(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+      let s0 = i32x4.splat(0), s1 = i32x4.splat(0), s2 = i32x4.splat(0), s3 = i32x4.splat(0);
+      let s4 = i32x4.splat(0), s5 = i32x4.splat(0), s6 = i32x4.splat(0), s7 = i32x4.splat(0);
+      for (let t = 0; t < 2; t++) { // the sub-block's two 16-element groups
+        const sv = groupScales(raw, dup, t);
+        const qa = v128.load(wt), qb = v128.load(wt, 16), qc = v128.load(wt, 32);
+        const u0 = quadU(qa, qb, qc, 0, lo6, top2), u1 = quadU(qa, qb, qc, 1, lo6, top2);
+        const u2 = quadU(qa, qb, qc, 2, lo6, top2), u3 = quadU(qa, qb, qc, 3, lo6, top2);
+        s0 = i32x4.add(s0, groupRelaxed(x, 16, u0, u1, u2, u3, sv));
+        s1 = i32x4.add(s1, groupRelaxed(x + 4, 16, u0, u1, u2, u3, sv));
+        s2 = i32x4.add(s2, groupRelaxed(x + 8, 16, u0, u1, u2, u3, sv));
+        s3 = i32x4.add(s3, groupRelaxed(x + 12, 16, u0, u1, u2, u3, sv));
+        s4 = i32x4.add(s4, groupRelaxed(x + xb, 16, u0, u1, u2, u3, sv));
+        s5 = i32x4.add(s5, groupRelaxed(x + xb + 4, 16, u0, u1, u2, u3, sv));
+        s6 = i32x4.add(s6, groupRelaxed(x + xb + 8, 16, u0, u1, u2, u3, sv));
+        s7 = i32x4.add(s7, groupRelaxed(x + xb + 12, 16, u0, u1, u2, u3, sv));
+        wt += 48;
+        x += 64;
+      }
+      const sc2 = i16x8.extend_low_i8x16_s(i8x16.shuffle(raw, raw, 0, 4, 1, 5, 2, 6, 3, 7, 0, 0, 0, 0, 0, 0, 0, 0));
+      f0 = step(f0, corrected(s0, sc2, v128.load32_splat(sj)), dd, dj);
+      f1 = step(f1, corrected(s1, sc2, v128.load32_splat(sj + ds)), dd, dj + ds);
+      f2 = step(f2, corrected(s2, sc2, v128.load32_splat(sj + 2 * ds)), dd, dj + 2 * ds);
+      f3 = step(f3, corrected(s3, sc2, v128.load32_splat(sj + 3 * ds)), dd, dj + 3 * ds);
+      f4 = step(f4, corrected(s4, sc2, v128.load32_splat(sj + 4 * ds)), dd, dj + 4 * ds);
+      f5 = step(f5, corrected(s5, sc2, v128.load32_splat(sj + 5 * ds)), dd, dj + 5 * ds);
+      f6 = step(f6, corrected(s6, sc2, v128.load32_splat(sj + 6 * ds)), dd, dj + 6 * ds);
+      f7 = step(f7, corrected(s7, sc2, v128.load32_splat(sj + 7 * ds)), dd, dj + 7 * ds);
+      sp += 8;
+      dj += 4;
+      sj += 4;
+    }
+    b += SB;
+  }
+  storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
+  storeRows4(out, n, mi + 4, c0, cnt, f4, f5, f6, f7);
+}
+
 /** vnni build: one row's Σ_lane sc·(Σ u·x − 32·X) for a group: quad p of the row at
  * x + 16p, its −32·X at xt. */
 // @ts-ignore: decorator
@@ -477,7 +535,10 @@ export function qmatmulQ6kx4(out: usize, q16: usize, q8: usize, d: usize, w: usi
         for (; mi + 8 <= r1; mi += 8) groupRows8Vnni(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
         for (; mi + 4 <= r1; mi += 4) groupRows4Vnni(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
       }
-      else for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2, lim);
+      else {
+        if (ASC_FEATURE_RELAXED_SIMD) for (; mi + 8 <= r1; mi += 8) groupRows8Relaxed(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2, lim);
+        for (; mi + 4 <= r1; mi += 4) groupRows4(out, x4, xs, d, wg, n, k, mi, c, cnt, lo6, top2, lim);
+      }
       for (; mi < r1; mi++) {
         if (ASC_FEATURE_RELAXED_SIMD) groupRow1Relaxed(out, q8, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
         else groupRow1(out, xr, xs, d, wg, n, k, mi, c, cnt, lo6, top2);
