@@ -115,10 +115,11 @@ describe('batch invariance (bit-exact)', () => {
     }
   });
 
-  // A batched call scores blocks of queries × whole GQA groups per cache walk (T = 40: blocks
-  // of 8 queries; T = 23: blocks of 4 with a short last one); a single query's units hold the
-  // whole group on 1–2 threads, half of it on 3 and one head on 5: a head's result must not
-  // care. hd 20 and 36 run the kernel's 4-lane tails, hd 32 its 16-lane body only.
+  // A batched call scores blocks of queries × whole GQA groups per cache walk, halved while a
+  // thread has no unit (T = 40: blocks of 8; T = 23: 8, 8 and a short 7; T = 5: one block
+  // on 1–2 threads, 3 + 2 on 3, 2 + 2 + 1 on 5); a single query's units hold the whole
+  // group on 1–2 threads, half of it on 3 and one head on 5: a head's result must not care.
+  // hd 20 and 36 run the kernel's 4-lane tails, hd 32 its 16-lane body only.
   for (const [start, t, hd] of [[90, 5, 32], [1020, 5, 32], [90, 40, 20], [1020, 23, 36]] as const) test(`attention: T queries at once == one query at a time; threads 1 == 2 (start ${start}, T ${t}, hd ${hd})`, () => {
     const r = rng(23);
     const nH = 8;
@@ -142,7 +143,12 @@ describe('batch invariance (bit-exact)', () => {
     k2.attention(all2, copy(k2, q), nH * hd, kv2, pageTable, start, t, dims);
     same(all2, all1, 'threads 1 vs 2');
     for (const [label, k, kv] of [['threads 2', k2, kv2], ['threads 3', k3, mk(k3)], ['threads 5', k5, mk(k5)]] as const) {
-      if (k !== k2) k.kvWrite(kv, pageTable, 0, copy(k, hk), copy(k, hv), start + t, kvDim);
+      if (k !== k2) {
+        k.kvWrite(kv, pageTable, 0, copy(k, hk), copy(k, hv), start + t, kvDim);
+        const all = k.alloc(t * nH * hd);
+        k.attention(all, copy(k, q), nH * hd, kv, pageTable, start, t, dims);
+        same(all, all1, `threads 1 vs ${label}`);
+      }
       for (let i = 0; i < t; i++) {
         const o = k.alloc(nH * hd);
         k.attention(o, copy(k, q.subarray(i * nH * hd, (i + 1) * nH * hd)), nH * hd, kv, pageTable, start + i, 1, dims);
