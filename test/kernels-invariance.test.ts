@@ -6,7 +6,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, KvLayerView, Weight, WeightDType } from '../src/kernels/types.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
-import { decodeHeadsPerUnit } from '../src/kernels/wasm/backend.js';
+import { decodeHeadsPerUnit } from '../src/kernels/wasm/attention-blocking.js';
 import { randomWeight, rng } from './numeric.js';
 
 const k1 = await createWasmKernels({ threads: 1 });

@@ -20,13 +20,12 @@ import type { CalibrationResult } from './calibrate.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
+import { attentionBlocking } from './attention-blocking.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
 // launch costs a few µs and, on a busy machine, far more (matmuls: matmul-group.ts).
 const PAR_ATTN = 1 << 16; // units · keys · hd
-const ATTN_QB = 8; // query tokens per attention unit, at most
-const ATTN_SCORES = 1 << 21; // f32 scores per thread's attention scratch, at most
 const PAR_GDN = 1 << 16; // T · HV · dk · dv
 // T · C: one decode token of the qwen3.5-0.8b shape (C = 6144) already gains on the pool
 // (its window and taps come from memory: Intel Xeon, 0.82 → 0.59 ms per decode step)
@@ -36,35 +35,6 @@ const PAR_ROWS = 1 << 15; // elements of an rmsNorm (prefill-sized: pool)
 // Intel Xeon (2 vCPUs) the pool halves them from 8K elements up (8 streams' or a 4-token
 // verify's rows), where rmsNorm still loses to the launch
 const PAR_EXP_ROWS = 1 << 13;
-
-/** Query tokens per attention unit (qb) and query heads per unit (per, dividing nH/nKV) for
- * T queries over up to n keys. A unit reads each K and V row once for its qb·per rows, so
- * large blocks cut cache traffic; smaller ones make enough units for the threads. Results
- * never depend on the choice (assembly/attention.ts: per-row chains). Scores scratch
- * qb·per·n floats per thread stays ≤ ATTN_SCORES. */
-export function attentionBlocking(t: number, n: number, nH: number, nKV: number, threads: number): { per: number; qb: number } {
-  const group = nH / nKV;
-  if (t === 1) return { per: decodeHeadsPerUnit(group, nKV, threads), qb: 1 };
-  let qb = Math.max(1, Math.min(ATTN_QB, t, Math.floor(ATTN_SCORES / (group * n))));
-  // halve the blocks only while some thread would have no unit: each halving reads the
-  // cache once more per KV head (Intel Xeon, 2 threads, T = 4 verify, 8 heads / 2 KV heads:
-  // one block per KV head against blocks of 1 (the old floor of 4 units per thread) 687
-  // against 1076 µs at 1024 keys, 1345 against 2068 at 2048)
-  while (qb > 1 && Math.ceil(t / qb) * nKV < threads) qb = Math.ceil(qb / 2);
-  return { per: group, qb };
-}
-
-/** Query heads per decode unit: the whole GQA group (each K and V row read once for all its
- * heads) unless that leaves threads idle, then the largest divisor of the group that gives
- * every thread a unit. Intel Xeon (2 vCPUs), qwen3.5-0.8b shape (8 heads, 2 KV heads,
- * hd 256), one decode query: whole groups against single heads 20 against 28 µs at 80 keys,
- * 243 against 645 µs at 1023 keys (2 threads); 458 against 1105 µs on one thread. */
-export function decodeHeadsPerUnit(group: number, nKV: number, threads: number): number {
-  for (let per = group; per > 1; per--) {
-    if (group % per === 0 && nKV * (group / per) >= threads) return per;
-  }
-  return 1;
-}
 
 /** The wBf16 flag of the vector ops (norms, conv, gates), which read bf16 or f32 weights;
  * the loader widens F16 vectors to f32, so an f16 one here is a caller's error. */
