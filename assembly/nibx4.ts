@@ -23,18 +23,27 @@ export const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2;
 // extra masks): each byte's result is masked right after, and a 16-bit shift by s ≤ 4
 // moves into bit 4 (or bits 0..3) of each byte only bits of that same byte.
 
+// The byte masks 0x0f and 0x10 (16 bytes each), and f16x4At's two constants, as data
+// loaded where used: V8 rebuilds a splat of a constant inside the loop each time it is used
+// (movq imm64 + vmovq + vpunpcklqdq, two port-5 uops), up to 16 per sub-block here.
+const NIB_MASKS = memory.data<u8>([
+  15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+  16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
+], 16);
+const F16_K = memory.data<u32>([0x8fffe000, 0x77800000], 8); // sign + exponent + mantissa mask, 2^112
+
 /** Unsigned quants of the low quad of nibble vector v (plus its 5th bits when `five`). */
 // @ts-ignore: decorator
 @inline export function quadLo(five: bool, w: v128, hb: v128, v: i32): v128 {
-  const u = v128.and(w, i8x16.splat(15));
-  return five ? v128.or(u, v128.and(i16x8.shl(hb, <u32>(4 - v)), i8x16.splat(16))) : u;
+  const u = v128.and(w, v128.load(NIB_MASKS));
+  return five ? v128.or(u, v128.and(i16x8.shl(hb, <u32>(4 - v)), v128.load(NIB_MASKS, 16))) : u;
 }
 
 /** Unsigned quants of the high quad of nibble vector v (plus its 5th bits when `five`). */
 // @ts-ignore: decorator
 @inline export function quadHi(five: bool, w: v128, hb: v128, v: i32): v128 {
-  const u = v128.and(i16x8.shr_u(w, 4), i8x16.splat(15));
-  return five ? v128.or(u, v128.and(i16x8.shr_u(hb, <u32>v), i8x16.splat(16))) : u;
+  const u = v128.and(i16x8.shr_u(w, 4), v128.load(NIB_MASKS));
+  return five ? v128.or(u, v128.and(i16x8.shr_u(hb, <u32>v), v128.load(NIB_MASKS, 16))) : u;
 }
 
 /** acc + Σ u·x per column lane (relaxed build; x a broadcast int8 quad). */
@@ -153,8 +162,8 @@ export let sum3: v128 = i32x4.splat(0);
 // @ts-ignore: decorator
 @inline export function f16x4At(p: usize): v128 {
   const h = i32x4.shl(i32x4.extend_low_i16x8_u(v128.load64_zero(p)), 16);
-  const bits = v128.and(i32x4.shr_s(h, 3), i32x4.splat(<i32>0x8fffe000));
-  return f32x4.mul(bits, f32x4.splat(reinterpret<f32>(<u32>0x77800000))); // × 2^112
+  const bits = v128.and(i32x4.shr_s(h, 3), v128.load32_splat(F16_K));
+  return f32x4.mul(bits, v128.load32_splat(F16_K, 4)); // × 2^112
 }
 
 /** Pack nibble pair / 5th bits of element e (0..31) of column c into a sub-block's 4×4
