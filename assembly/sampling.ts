@@ -48,22 +48,37 @@ const P3: f32 = 4.1665795894e-2;
 const P4: f32 = 1.6666665459e-1;
 const P5: f32 = 5.0000001201e-1;
 
+// The same constants as data, each broadcast from memory where used (one load uop): V8
+// rebuilds a splat of a constant inside the loop every time (movq imm64 + vmovq +
+// vpunpcklqdq, two port-5 uops). Same values, so the same bits.
+const EXP32_K = memory.data<f32>([EXP_MIN, LOG2E, C1, C2, P0, P1, P2, P3, P4, P5, 1.0, 12582912], 16);
+const EXP32_BIAS = memory.data<i32>([0x4b400000 - 127], 4);
+
+/** Lane-broadcast constant i of EXP32_K. */
+// @ts-ignore: decorator
+@inline function ek(i: i32): v128 {
+  return v128.load32_splat(EXP32_K + (<usize>i << 2));
+}
+
 /** exp of each lane for y ≤ 0; 0 where y < −87 or NaN. */
 // @ts-ignore: decorator
 @inline function exp32v(y: v128): v128 {
-  const ok = f32x4.ge(y, f32x4.splat(EXP_MIN));
-  const k = f32x4.nearest(f32x4.mul(y, f32x4.splat(LOG2E)));
-  let r = f32x4.sub(y, f32x4.mul(k, f32x4.splat(C1)));
-  r = f32x4.sub(r, f32x4.mul(k, f32x4.splat(C2)));
+  const ok = f32x4.ge(y, ek(0));
+  const k = f32x4.nearest(f32x4.mul(y, ek(1)));
+  let r = f32x4.sub(y, f32x4.mul(k, ek(2)));
+  r = f32x4.sub(r, f32x4.mul(k, ek(3)));
   const z = f32x4.mul(r, r);
-  let p = f32x4.add(f32x4.mul(f32x4.splat(P0), r), f32x4.splat(P1));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(P2));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(P3));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(P4));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(P5));
+  let p = f32x4.add(f32x4.mul(ek(4), r), ek(5));
+  p = f32x4.add(f32x4.mul(p, r), ek(6));
+  p = f32x4.add(f32x4.mul(p, r), ek(7));
+  p = f32x4.add(f32x4.mul(p, r), ek(8));
+  p = f32x4.add(f32x4.mul(p, r), ek(9));
   p = f32x4.add(f32x4.mul(p, z), r);
-  p = f32x4.add(p, f32x4.splat(1.0));
-  const pow = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(k), i32x4.splat(127)), 23);
+  p = f32x4.add(p, ek(10));
+  // k is an integer in [−126, 0] wherever ok holds (other lanes are zeroed below): 1.5·2²³ + k
+  // holds k + 0x400000 in its mantissa bits, so the exponent field k + 127 is those bits −
+  // (0x4b400000 − 127), without trunc_sat's ~8-instruction x64 fix-ups
+  const pow = i32x4.shl(i32x4.sub(f32x4.add(k, ek(11)), v128.load32_splat(EXP32_BIAS)), 23);
   return v128.and(f32x4.mul(p, pow), ok);
 }
 
