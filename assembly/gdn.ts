@@ -16,6 +16,11 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
   // 4 channels per vector while they fit in [c0, c1), then single channels; both compute
   // acc = Σ_j w[ch, j]·v_j in increasing j with plain mul/add, so they agree bit for bit.
   const c4 = c0 + ((c1 - c0) & ~3);
+  if (t == 1 && kw == 4 && !scratch) { // decode: the window shifts in the same pass
+    convStep4(out, x, window, w, wBf16, c, c0, c4);
+    for (let ch = c4; ch < c1; ch++) convStep1(out, x, window, w, wBf16, c, ch);
+    return;
+  }
   for (let i = 0; i < t; i++) {
     for (let ch = c0; ch < c4; ch += 4) {
       let acc = f32x4.splat(0);
@@ -81,6 +86,46 @@ export function causalConvSeqs(desc: usize, count: i32, w: usize, wBf16: i32, c:
 // @ts-ignore: decorator
 @inline function virtRow(window: usize, x: usize, c: i32, hist: i32, r: i32, ch: i32): usize {
   return r < hist ? window + (<usize>(r * c + ch) << 2) : x + (<usize>((r - hist) * c + ch) << 2);
+}
+
+/** One token (T = 1, kw = 4, no scratch) over channels [c0, c4) (c4 − c0 a multiple of 4):
+ * out = silu(Σ_j w[ch, j]·v_j) with v_0..v_2 the window rows and v_3 = x, as causalConv's
+ * loop computes it; each vector's window rows then take v_1, v_2, v_3 (its own channels
+ * only, after they are read), which is the memory.copy shift of the general path without
+ * its second pass over the window. */
+function convStep4(out: usize, x: usize, window: usize, w: usize, wBf16: i32, c: i32, c0: i32, c4: i32): void {
+  const rs = <usize>c << 2; // row stride (bytes)
+  for (let ch = c0; ch < c4; ch += 4) {
+    const r0 = wRow4(w, ch, wBf16), r1 = wRow4(w, ch + 1, wBf16);
+    const r2 = wRow4(w, ch + 2, wBf16), r3 = wRow4(w, ch + 3, wBf16);
+    const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+    const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+    const wp = window + (<usize>ch << 2);
+    const v0 = v128.load(wp), v1 = v128.load(wp + rs), v2 = v128.load(wp + 2 * rs);
+    const v3 = v128.load(x + (<usize>ch << 2));
+    let acc = f32x4.add(f32x4.splat(0), f32x4.mul(v128.shuffle<f32>(t0, t1, 0, 1, 4, 5), v0));
+    acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 2, 3, 6, 7), v1));
+    acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 0, 1, 4, 5), v2));
+    acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 2, 3, 6, 7), v3));
+    v128.store(out + (<usize>ch << 2), silu4(acc));
+    v128.store(wp, v1);
+    v128.store(wp + rs, v2);
+    v128.store(wp + 2 * rs, v3);
+  }
+}
+
+/** convStep4 for one channel (the scalar twin of a lane). */
+function convStep1(out: usize, x: usize, window: usize, w: usize, wBf16: i32, c: i32, ch: i32): void {
+  const v0 = f32At(window, ch), v1 = f32At(window, c + ch), v2 = f32At(window, 2 * c + ch), v3 = f32At(x, ch);
+  let acc: f32 = 0;
+  acc += wAt(w, ch * 4, wBf16) * v0;
+  acc += wAt(w, ch * 4 + 1, wBf16) * v1;
+  acc += wAt(w, ch * 4 + 2, wBf16) * v2;
+  acc += wAt(w, ch * 4 + 3, wBf16) * v3;
+  f32Set(out, ch, siluf(acc));
+  f32Set(window, ch, v1);
+  f32Set(window, c + ch, v2);
+  f32Set(window, 2 * c + ch, v3);
 }
 
 /** Channels ch..ch+3 of virtual row r (window rows, then x rows). */
