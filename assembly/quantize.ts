@@ -101,6 +101,18 @@ function transpose(x: usize, groups: i32, n: i32, xt: usize): void {
   return f32x4.pmax(f32x4.pmin(v, hi), lo);
 }
 
+// Constants the fits use inside their loops, as data: V8 rebuilds a splat of a constant
+// inside the loop every time it is used (movq imm64 + vmovq + vpunpcklqdq, two port-5
+// uops); a value loaded before the loop stays in a register or one reload away. Same
+// values, so the same bits.
+const FIT_K = memory.data<f32>([15, 31, 32, -32], 16);
+
+/** Lane-broadcast FIT_K[i] (15, 31, 32, −32). */
+// @ts-ignore: decorator
+@inline function fitConst(i: i32): v128 {
+  return v128.load32_splat(FIT_K + (<usize>i << 2));
+}
+
 /** Store lane quants (f32 integral values) of vector i of 4 groups to L bytes: group lane
  * gets L[(g0 + lane)·n + i]. */
 // @ts-ignore: decorator
@@ -195,9 +207,9 @@ function q6kBlock(x: usize, out: usize, tmp: usize): void {
   const dBits = f32ToF16(<f32>1 / iscale);
   store<u16>(out + 208, <u16>dBits);
   const d0 = f16ToF32(dBits);
-  const lo = f32x4.splat(-32);
-  const hi = f32x4.splat(31);
-  const off = f32x4.splat(32);
+  const lo = fitConst(3);
+  const hi = fitConst(1);
+  const off = fitConst(2);
   for (let ib = 0; ib < 16; ib++) {
     const sc = min(127, <i32>nearest<f32>(iscale * load<f32>(tmp + SC + (<usize>ib << 2))));
     store<u8>(out + 192 + <usize>ib, <u8>sc);
@@ -244,7 +256,7 @@ function packQ6K(lq: usize, out: usize): void {
  * quants to L[g·32 + i] at lq. */
 function fitAsymmetric8(xt: usize, wt: usize, aux: usize, lq: usize, mn: usize, sc: usize): void {
   const zero = f32x4.splat(0);
-  const nmax = f32x4.splat(15);
+  const nmax = fitConst(0);
   const xA0 = v128.load(xt);
   const xB0 = v128.load(xt, 512);
   let mnA = xA0, mxA = xA0, mnB = xB0, mxB = xB0;
@@ -414,7 +426,7 @@ function q4kBlock(x: usize, out: usize, tmp: usize): void {
   const d0 = f16ToF32(dBits);
   const m0 = f16ToF32(mBits);
   const zero = f32x4.splat(0);
-  const top = f32x4.splat(15);
+  const top = fitConst(0);
   for (let j = 0; j < 8; j++) {
     const d: f32 = d0 * <f32>scaleMinK4(sc, j, false);
     if (!(d != 0 && d == d)) continue;
