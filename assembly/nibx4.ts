@@ -72,10 +72,14 @@ const F16_K = memory.data<u32>([0x8fffe000, 0x77800000], 8); // sign + exponent 
 @inline export function subDot1(five: bool, wq: usize, x: usize): v128 {
   const hb = five ? v128.load(wq, 64) : i32x4.splat(0);
   if (ASC_FEATURE_RELAXED_SIMD) { // vectors 0..3 written out, so every shift is a constant
+    // two dot-add chains (vectors 0, 2 and 1, 3), added at the end: the vnni build's
+    // vpdpbusd has a 5-cycle latency, and one chain of 8 bounded a single row at ~40 cycles
+    // per sub-block (exact i32 sums, so the same integers)
     let a = vec1Relaxed(five, i32x4.splat(0), v128.load(wq), hb, 0, x);
-    a = vec1Relaxed(five, a, v128.load(wq, 16), hb, 1, x + 8);
+    let b = vec1Relaxed(five, i32x4.splat(0), v128.load(wq, 16), hb, 1, x + 8);
     a = vec1Relaxed(five, a, v128.load(wq, 32), hb, 2, x + 16);
-    return vec1Relaxed(five, a, v128.load(wq, 48), hb, 3, x + 24);
+    b = vec1Relaxed(five, b, v128.load(wq, 48), hb, 3, x + 24);
+    return i32x4.add(a, b);
   }
   let w = v128.load(wq);
   let l = quadLo(five, w, hb, 0), h = quadHi(five, w, hb, 0);
