@@ -17,8 +17,8 @@ import { relErr, rng } from './numeric.js';
 const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
 
-function quantWeight(k: Kernels, type: QuantType, rows: number, cols: number, seed: number): Weight {
-  const src = randomScaleMatrix(type, rows, cols, seed);
+function quantWeight(k: Kernels, type: QuantType, rows: number, cols: number, seed: number, given?: Uint8Array): Weight {
+  const src = given ?? randomScaleMatrix(type, rows, cols, seed);
   const { weight, bytes } = k.allocWeight(type, rows, cols);
   bytes.set(src);
   return k.packWeight(weight);
@@ -93,6 +93,29 @@ for (const { label, k } of backends) for (const [type, packed] of REPACKED) {
     for (let i = 0; i < n; i++) {
       dequantizeRow(type, wr.data as Uint8Array, kk, n - 1 - i, one);
       same(rows.subarray(i * kk, (i + 1) * kk), one, `embed row ${n - 1 - i}`);
+    }
+  });
+}
+
+for (const { label, k } of backends) {
+  test(`q5_k single row [${label}]: the four-stream pass (whole groups in fours, a quarter apart) == ref bit for bit`, () => {
+    // relaxed builds run M = 1 over each thread's whole groups in fours (assembly/q5kx4.ts
+    // quadRow1), the leftover and partial groups per group: N from one pass (64) to passes
+    // plus leftovers and a partial group, split over the threads; extreme quants too
+    const r = rng(31);
+    for (const [n, kk] of [[64, 256], [67, 512], [136, 256], [300, 512]] as const) {
+      for (const extreme of [false, true]) {
+        const bytes = randomScaleMatrix('q5_k', n, kk, n + kk);
+        if (extreme) for (let b = 0; b < bytes.length; b += 176) bytes.fill(0xff, b + 16, b + 176); // qh, qs: every u = 31
+        const w = quantWeight(k, 'q5_k', n, kk, 0, bytes);
+        const wr = quantWeight(ref, 'q5_k', n, kk, 0, bytes);
+        const x = extreme ? k.alloc(kk).fill(-0.75) : fill(k, kk, r);
+        const out = k.alloc(n);
+        const want = new Float32Array(n);
+        k.matmul(out, x, w, 1);
+        ref.matmul(want, x, wr, 1);
+        same(out, want, `q5_k M=1 N=${n} K=${kk}${extreme ? ' extreme' : ''}`);
+      }
     }
   });
 }
