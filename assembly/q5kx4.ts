@@ -76,12 +76,9 @@ function packColumn(o: usize, src: usize, c: i32): void {
   let b = wg;
   let f = f32x4.splat(0);
   for (let sb = 0; sb < (k >> 8); sb++) {
-    const dd = v128.load(b), dm = v128.load(b, 16);
     let cp = b, wq = b + 96;
     for (let j = 0; j < 8; j++) {
-      const sc = f32x4.mul(dd, bytes4(v128.load32_zero(cp, 32)));
-      const mn = f32x4.mul(dm, bytes4(v128.load32_zero(cp, 64)));
-      f = step(f, subDot1(true, wq, x), sc, mn, v128.load32_splat(dj), v128.load32_splat(sj));
+      f = chain5(f, subDot1(true, wq, x), b, cp, v128.load32_splat(dj), v128.load32_splat(sj));
       wq += SUB;
       x += 32 * XB;
       cp += 4;
@@ -132,8 +129,8 @@ function packColumn(o: usize, src: usize, c: i32): void {
   return rdot(rdot(acc, xl, quadLo(true, w, hb, v)), xh, quadHi(true, w, hb, v));
 }
 
-/** One group's chain step for sub-block j (its scale and min bytes at sb + 32 + 4j and
- * sb + 64 + 4j): the same operations as groupRow1's, so the same bits. */
+/** One group's chain step for sub-block j: sb the group's super-block, cp = sb + 4j (its
+ * scale and min bytes at cp + 32 and cp + 64). */
 // @ts-ignore: decorator
 @inline function chain5(acc: v128, sumi: v128, sb: usize, cp: usize, dx: v128, sx: v128): v128 {
   const sc = f32x4.mul(v128.load(sb), bytes4(v128.load32_zero(cp, 32)));
