@@ -25,15 +25,8 @@ export function causalConv(out: usize, x: usize, window: usize, w: usize, wBf16:
     for (let ch = c0; ch < c4; ch += 4) {
       let acc = f32x4.splat(0);
       if (kw == 4) {
-        // taps of 4 channels: 4 row loads + a 4×4 transpose instead of 16 scalar loads
-        const r0 = wRow4(w, ch, wBf16), r1 = wRow4(w, ch + 1, wBf16);
-        const r2 = wRow4(w, ch + 2, wBf16), r3 = wRow4(w, ch + 3, wBf16);
-        const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
-        const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
-        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 0, 1, 4, 5), virt4(window, x, c, hist, i, ch)));
-        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 2, 3, 6, 7), virt4(window, x, c, hist, i + 1, ch)));
-        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 0, 1, 4, 5), virt4(window, x, c, hist, i + 2, ch)));
-        acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 2, 3, 6, 7), virt4(window, x, c, hist, i + 3, ch)));
+        acc = taps4(w, ch, wBf16, virt4(window, x, c, hist, i, ch), virt4(window, x, c, hist, i + 1, ch),
+          virt4(window, x, c, hist, i + 2, ch), virt4(window, x, c, hist, i + 3, ch));
       } else {
         for (let j = 0; j < kw; j++) {
           const wv = f32x4(wAt(w, ch * kw + j, wBf16), wAt(w, (ch + 1) * kw + j, wBf16),
@@ -88,6 +81,20 @@ export function causalConvSeqs(desc: usize, count: i32, w: usize, wBf16: i32, c:
   return r < hist ? window + (<usize>(r * c + ch) << 2) : x + (<usize>((r - hist) * c + ch) << 2);
 }
 
+/** Σ_j w[ch.., j]·v_j (j = 0..3, increasing, from 0) for channels ch..ch+3, v_j their
+ * virtual row j: the taps by 4 row loads and a 4×4 transpose instead of 16 scalar loads. */
+// @ts-ignore: decorator
+@inline function taps4(w: usize, ch: i32, wBf16: i32, v0: v128, v1: v128, v2: v128, v3: v128): v128 {
+  const r0 = wRow4(w, ch, wBf16), r1 = wRow4(w, ch + 1, wBf16);
+  const r2 = wRow4(w, ch + 2, wBf16), r3 = wRow4(w, ch + 3, wBf16);
+  const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+  const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+  let acc = f32x4.add(f32x4.splat(0), f32x4.mul(v128.shuffle<f32>(t0, t1, 0, 1, 4, 5), v0));
+  acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 2, 3, 6, 7), v1));
+  acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 0, 1, 4, 5), v2));
+  return f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 2, 3, 6, 7), v3));
+}
+
 /** One token (T = 1, kw = 4, no scratch) over channels [c0, c4) (c4 − c0 a multiple of 4):
  * out = silu(Σ_j w[ch, j]·v_j) with v_0..v_2 the window rows and v_3 = x, as causalConv's
  * loop computes it; each vector's window rows then take v_1, v_2, v_3 (its own channels
@@ -96,18 +103,10 @@ export function causalConvSeqs(desc: usize, count: i32, w: usize, wBf16: i32, c:
 function convStep4(out: usize, x: usize, window: usize, w: usize, wBf16: i32, c: i32, c0: i32, c4: i32): void {
   const rs = <usize>c << 2; // row stride (bytes)
   for (let ch = c0; ch < c4; ch += 4) {
-    const r0 = wRow4(w, ch, wBf16), r1 = wRow4(w, ch + 1, wBf16);
-    const r2 = wRow4(w, ch + 2, wBf16), r3 = wRow4(w, ch + 3, wBf16);
-    const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
-    const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
     const wp = window + (<usize>ch << 2);
     const v0 = v128.load(wp), v1 = v128.load(wp + rs), v2 = v128.load(wp + 2 * rs);
     const v3 = v128.load(x + (<usize>ch << 2));
-    let acc = f32x4.add(f32x4.splat(0), f32x4.mul(v128.shuffle<f32>(t0, t1, 0, 1, 4, 5), v0));
-    acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t0, t1, 2, 3, 6, 7), v1));
-    acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 0, 1, 4, 5), v2));
-    acc = f32x4.add(acc, f32x4.mul(v128.shuffle<f32>(t2, t3, 2, 3, 6, 7), v3));
-    v128.store(out + (<usize>ch << 2), silu4(acc));
+    v128.store(out + (<usize>ch << 2), silu4(taps4(w, ch, wBf16, v0, v1, v2, v3)));
     v128.store(wp, v1);
     v128.store(wp + rs, v2);
     v128.store(wp + 2 * rs, v3);
