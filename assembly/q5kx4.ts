@@ -184,19 +184,20 @@ function packColumn(o: usize, src: usize, c: i32): void {
 }
 
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q5kx4 layout at
- * w; q16/q8/d/s: quantizeActs of x, and (M ≥ 4) interleaveQ4kx4Acts at q8 + M·K. A single
- * row (relaxed builds) runs quadRow1 over the whole groups in fours, a quarter of them
- * apart; the rest, and every other case, the per-group loops. Intel Xeon, 2 threads,
+ * w; q16/q8/d/s: quantizeActs of x, and (M ≥ 4) interleaveQ4kx4Acts at q8 + M·K. With
+ * `quad` (the 'wide' family), a single row (relaxed builds) runs quadRow1 over the whole
+ * groups in fours, a quarter of them apart; the rest, and every other case, the per-group
+ * loops (the 'narrow' family: one weight stream per thread). Both give the same bits. Intel Xeon, 2 threads,
  * 248320×1024 streamed from memory: 22.2 → 28.6–29.2 GMAC/s (in L3 about even); Q5_K_M
  * decode (qwen3.5-0.8b shape) 25.7–26.7 → 29.8–29.9 tok/s. */
-export function qmatmulQ5kx4(out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+export function qmatmulQ5kx4(out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, quad: bool): void {
   const xr = ASC_FEATURE_RELAXED_SIMD ? q8 : q16;
   const x4 = q8 + <usize>m * <usize>k;
   const sf = sumsF32(s, m, k);
   const gb = <usize>(k >> 8) * SB;
   const rb = max(4, <i32>(<usize>262144 / (<usize>k * XB)) & ~3); // rows whose quants fit in L2
   let cw = n0; // columns [n0, cw) done by quadRow1
-  if (ASC_FEATURE_RELAXED_SIMD && m == 1) {
+  if (ASC_FEATURE_RELAXED_SIMD && quad && m == 1) {
     const q = ((n1 - n0) >> 2) >> 2; // whole groups in fours
     for (let t = 0; t < q; t++) quadRow1(out, q8, d, sf, w + <usize>((n0 >> 2) + t) * gb, <usize>q * gb, n, k, n0 + 4 * t, 4 * q);
     cw = n0 + 16 * q;

@@ -383,6 +383,8 @@ const Q8U4: i32 = 24;
 const Q4KX4W: i32 = 21;
 /** Q6_K in the q6kx4 layout through q6kx4wide.ts's single-row kernel (8 columns per pass). */
 const Q6KX4W: i32 = 22;
+/** Q5_K in the q5kx4 layout with single rows in four weight streams (q5kx4.ts quadRow1). */
+const Q5KX4W: i32 = 23;
 
 /** q8x4wide.ts over the first 2·⌊G/2⌋ of the G groups of [n0, n1) (group t with group
  * t + ⌊G/2⌋), q8x4.ts over a last unpaired group. Single rows (M < 4) first run four
@@ -400,7 +402,7 @@ function qmatmulQ8x4Pairs(out: usize, q16: usize, x4: usize, d: usize, w: usize,
   if (groups & 1) qmatmulQ8x4(out, q16, x4, d, w, m, n, k, n0 + 8 * half, n1);
 }
 
-/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q8X4W, Q4KX4, Q4KX4W, Q6KX4 or Q6KX4W);
+/** out [M, N] = x · Wᵀ for columns [n0, n1), W in format `type` (qdecode.ts ids, Q8X4, Q8X4W, Q4KX4, Q4KX4W, Q6KX4, Q6KX4W, the repacked REPACKED + id, or Q5KX4W);
  * q16/q8/d/s from quantizeActs. */
 export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   switch (type) {
@@ -421,7 +423,8 @@ export function qmatmul(type: i32, out: usize, q16: usize, q8: usize, d: usize, 
     case Q6KX4W: qmatmulQ6kx4Wide(out, q16, q8, d, w, m, n, k, n0, n1); break;
     case REPACKED + Q4_0: case REPACKED + Q4_1: case REPACKED + Q5_0: case REPACKED + Q5_1:
       qmatmulQ32x4(type - REPACKED, out, q16, q8, d, s, w, m, n, k, n0, n1); break; // q8: + interleaved acts
-    case REPACKED + Q5_K: qmatmulQ5kx4(out, q16, q8, d, s, w, m, n, k, n0, n1); break;
+    case REPACKED + Q5_K: qmatmulQ5kx4(out, q16, q8, d, s, w, m, n, k, n0, n1, false); break;
+    case Q5KX4W: qmatmulQ5kx4(out, q16, q8, d, s, w, m, n, k, n0, n1, true); break;
     default: unreachable();
   }
 }

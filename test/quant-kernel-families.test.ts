@@ -1,10 +1,11 @@
 // The kernel families of the q8x4 layout (assembly/q8x4.ts 'narrow', q8x4wide.ts 'wide')
 // and of the q4kx4 / q6kx4 layouts (q4kx4.ts / q6kx4.ts 'narrow', q4kx4wide.ts /
-// q6kx4wide.ts 'wide', M = 1), and the start-up
+// q6kx4wide.ts 'wide', M = 1) and q5kx4 (per group 'narrow', four streams 'wide', M = 1),
+// and the start-up
 // calibration that picks one per layout (kernels/wasm/calibrate.ts). Every family must give
 // the ref twin's bits for every M, N and split (so whichever a machine picks, outputs are
 // the same everywhere, and a row alone equals the same row in a batch); calibration must
-// pick one of them, or the one DELTASERVE_Q8X4 / DELTASERVE_Q4KX4 / DELTASERVE_Q6KX4 forces.
+// pick one of them, or the one DELTASERVE_Q8X4 / Q4KX4 / Q6KX4 / Q5KX4 forces.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -42,9 +43,14 @@ const LAYOUTS = [
     layout: 'q6kx4', type: 'q6_k' as const, set: (f: QuantKernelFamily): QuantKernelChoice => ({ ...DEFAULT_QUANT_KERNELS, q6kx4M1: f }),
     shapes: [[1, 256], [4, 512], [5, 256], [8, 768], [9, 512], [13, 1024], [67, 256], [300, 1024]] as [number, number][],
   },
+  {
+    // 64 and 67 columns: whole groups in fours (four streams only), then leftover groups
+    layout: 'q5kx4', type: 'q5_k' as const, set: (f: QuantKernelFamily): QuantKernelChoice => ({ ...DEFAULT_QUANT_KERNELS, q5kx4M1: f }),
+    shapes: [[1, 256], [5, 256], [13, 1024], [64, 512], [67, 256], [300, 1024]] as [number, number][],
+  },
 ];
 
-function quantWeight(k: Kernels, type: 'q8_0' | 'q4_k' | 'q6_k', rows: number, cols: number, seed: number, bytes?: Uint8Array): Weight {
+function quantWeight(k: Kernels, type: 'q8_0' | 'q4_k' | 'q6_k' | 'q5_k', rows: number, cols: number, seed: number, bytes?: Uint8Array): Weight {
   const { weight, bytes: dst } = k.allocWeight(type, rows, cols);
   dst.set(bytes ?? randomScaleMatrix(type, rows, cols, seed));
   return k.packWeight(weight);
@@ -156,7 +162,7 @@ for (const { label, k } of backends) {
   });
 }
 
-const ENVS = ['DELTASERVE_Q8X4', 'DELTASERVE_Q4KX4', 'DELTASERVE_Q6KX4'] as const;
+const ENVS = ['DELTASERVE_Q8X4', 'DELTASERVE_Q4KX4', 'DELTASERVE_Q6KX4', 'DELTASERVE_Q5KX4'] as const;
 
 /** Run f with the calibration variables set as given (undefined: unset), then restore them. */
 async function withEnv(values: Partial<Record<(typeof ENVS)[number], string>>, f: () => Promise<void>): Promise<void> {
@@ -173,7 +179,7 @@ async function withEnv(values: Partial<Record<(typeof ENVS)[number], string>>, f
 }
 
 describe('quant kernel calibration', () => {
-  test('createWasmKernels times the families of both layouts and keeps the faster of each; every timing is a positive number', async () => {
+  test('createWasmKernels times the families of every layout and keeps the faster of each; every timing is a positive number', async () => {
     await withEnv({}, async () => {
       const k = await createWasmKernels({ threads: 1, q8Layout: 'q8x4' }) as WasmKernels; // q8u4 has one kernel
       try {
@@ -182,7 +188,7 @@ describe('quant kernel calibration', () => {
         assert.equal(c.forced, false);
         assert.deepEqual(k.quantKernelChoice, c.choice);
         assert.equal(c.choice.q8x4Mn, c.choice.q8x4M1, 'the q8x4 M = 1 winner serves M = 2, 3');
-        for (const [picked, ms] of [[c.choice.q8x4M1, c.q8x4M1Ms], [c.choice.q4kx4M1, c.q4kx4M1Ms], [c.choice.q6kx4M1, c.q6kx4M1Ms]] as const) {
+        for (const [picked, ms] of [[c.choice.q8x4M1, c.q8x4M1Ms], [c.choice.q4kx4M1, c.q4kx4M1Ms], [c.choice.q6kx4M1, c.q6kx4M1Ms], [c.choice.q5kx4M1, c.q5kx4M1Ms]] as const) {
           assert.ok(FAMILIES.includes(picked), `chose ${picked}`);
           for (const f of FAMILIES) assert.ok((ms[f] ?? 0) > 0, `${f} timed`);
           // the chosen family is the faster (fastest round of each)
@@ -202,12 +208,12 @@ describe('quant kernel calibration', () => {
     });
   });
 
-  test('DELTASERVE_Q8X4 / Q4KX4 / Q6KX4 force a family without timing; a bad value is an error naming the variable', async () => {
+  test('DELTASERVE_Q8X4 / Q4KX4 / Q6KX4 / Q5KX4 force a family without timing; a bad value is an error naming the variable', async () => {
     for (const f of FAMILIES) {
       const g = f === 'wide' ? 'narrow' : 'wide';
-      await withEnv({ DELTASERVE_Q8X4: f, DELTASERVE_Q4KX4: g, DELTASERVE_Q6KX4: f }, async () => {
+      await withEnv({ DELTASERVE_Q8X4: f, DELTASERVE_Q4KX4: g, DELTASERVE_Q6KX4: f, DELTASERVE_Q5KX4: g }, async () => {
         const k = await createWasmKernels({ threads: 1 }) as WasmKernels;
-        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, forced: true });
+        assert.deepEqual(k.calibration, { choice: { q8x4M1: f, q8x4Mn: f, q4kx4M1: g, q6kx4M1: f, q5kx4M1: g }, q8x4M1Ms: {}, q4kx4M1Ms: {}, q6kx4M1Ms: {}, q5kx4M1Ms: {}, forced: true });
         k.dispose();
       });
     }
@@ -229,6 +235,9 @@ describe('quant kernel calibration', () => {
     });
     await withEnv({ DELTASERVE_Q6KX4: 'Wide' }, async () => {
       await assert.rejects(createWasmKernels({ threads: 1 }), /DELTASERVE_Q6KX4 must be narrow or wide \(got "Wide"\)/);
+    });
+    await withEnv({ DELTASERVE_Q5KX4: 'quad' }, async () => {
+      await assert.rejects(createWasmKernels({ threads: 1 }), /DELTASERVE_Q5KX4 must be narrow or wide \(got "quad"\)/);
     });
   });
 });

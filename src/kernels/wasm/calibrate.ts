@@ -2,14 +2,14 @@
 // same bits (exact integer sums, the same f32 chain: assembly/qmatmul.ts), but which one
 // is fastest depends on the CPU and on V8's code for it, so each backend times them once,
 // on all its threads, before any model weight is loaded, and keeps the winner for its
-// lifetime. DELTASERVE_Q8X4, DELTASERVE_Q4KX4 and DELTASERVE_Q6KX4 (narrow|wide) skip the
-// timing of their layout and force a family.
+// lifetime. DELTASERVE_Q8X4, DELTASERVE_Q4KX4, DELTASERVE_Q6KX4 and DELTASERVE_Q5KX4
+// (narrow|wide) skip the timing of their layout and force a family.
 import type { Weight } from '../types.js';
 import type { QuantKernelChoice, QuantKernelFamily } from './quant-layouts.js';
 
 /** The part of the backend calibration drives (WasmKernels). */
 export interface Calibratable {
-  allocWeight(dtype: 'q8_0' | 'q4_k' | 'q6_k', rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
+  allocWeight(dtype: ProbeType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array };
   packWeight(w: Weight): Weight;
   alloc(n: number): Float32Array;
   matmul(out: Float32Array, x: Float32Array, w: Weight, m: number): void;
@@ -26,14 +26,16 @@ export interface CalibrationResult {
   /** Fastest ms of one M = 1 matmul on the q8x4 probe weight over the rounds, per family
    * (empty when forced, or when Q8_0 packs into q8u4). */
   readonly q8x4M1Ms: Partial<Record<QuantKernelFamily, number>>;
-  /** The same on the q4kx4 and q6kx4 probe weights (empty when forced). */
+  /** The same on the q4kx4, q6kx4 and q5kx4 probe weights (empty when forced). */
   readonly q4kx4M1Ms: Partial<Record<QuantKernelFamily, number>>;
   readonly q6kx4M1Ms: Partial<Record<QuantKernelFamily, number>>;
+  readonly q5kx4M1Ms: Partial<Record<QuantKernelFamily, number>>;
   /** Whether every layout's family was forced by its environment variable. */
   readonly forced: boolean;
 }
 
 const FAMILIES: readonly QuantKernelFamily[] = ['narrow', 'wide'];
+type ProbeType = 'q8_0' | 'q4_k' | 'q6_k' | 'q5_k';
 
 /** One layout's probe: a synthetic weight larger than any L3 here, so it streams from memory
  * as a decode step does (the families rank differently in cache: the wide q8x4 one is 14%
@@ -41,7 +43,7 @@ const FAMILIES: readonly QuantKernelFamily[] = ['narrow', 'wide'];
  * were made long). */
 interface Probe {
   readonly env: string;
-  readonly dtype: 'q8_0' | 'q4_k' | 'q6_k';
+  readonly dtype: ProbeType;
   readonly rows: number;
   readonly cols: number;
   /** GGML bytes of one block, and the byte offsets of its f16 scales (set to 2^-7). */
@@ -52,12 +54,13 @@ interface Probe {
 }
 
 // q8x4: 65536×1024 Q8_0 (75 MB); q4kx4: 32768×2048 Q4_K (40 MB); q6kx4: 32768×2048 Q6_K
-// (56 MB).
-// 7 rounds of all three take ~0.3 s on a quiet 2-core machine.
+// (56 MB); q5kx4: 32768×2048 Q5_K (48 MB).
+// 7 rounds of all four take ~0.4 s on a quiet 2-core machine.
 const PROBES: readonly Probe[] = [
   { env: 'DELTASERVE_Q8X4', dtype: 'q8_0', rows: 65536, cols: 1024, blockBytes: 34, f16At: [0], set: (c, f) => ({ ...c, q8x4M1: f, q8x4Mn: f }) },
   { env: 'DELTASERVE_Q4KX4', dtype: 'q4_k', rows: 32768, cols: 2048, blockBytes: 144, f16At: [0, 2], set: (c, f) => ({ ...c, q4kx4M1: f }) },
   { env: 'DELTASERVE_Q6KX4', dtype: 'q6_k', rows: 32768, cols: 2048, blockBytes: 210, f16At: [208], set: (c, f) => ({ ...c, q6kx4M1: f }) },
+  { env: 'DELTASERVE_Q5KX4', dtype: 'q5_k', rows: 32768, cols: 2048, blockBytes: 176, f16At: [0, 2], set: (c, f) => ({ ...c, q5kx4M1: f }) },
 ];
 const ROUNDS = 7;
 
@@ -66,6 +69,7 @@ export const PROBE_BYTES = Math.max(
   (65536 / 4) * (1024 / 32) * 144 + 4 * (65536 + 1024),
   (32768 / 4) * (2048 / 256) * 608 + 4 * (32768 + 2048),
   (32768 / 4) * (2048 / 256) * 848 + 4 * (32768 + 2048),
+  (32768 / 4) * (2048 / 256) * 736 + 4 * (32768 + 2048),
 );
 
 function forcedFamily(env: string): QuantKernelFamily | null {
@@ -147,5 +151,5 @@ export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
     ms.push(t);
   }
   k.setQuantKernels(choice);
-  return { choice, q8x4M1Ms: ms[0]!, q4kx4M1Ms: ms[1]!, q6kx4M1Ms: ms[2]!, forced: forcedAll };
+  return { choice, q8x4M1Ms: ms[0]!, q4kx4M1Ms: ms[1]!, q6kx4M1Ms: ms[2]!, q5kx4M1Ms: ms[3]!, forced: forcedAll };
 }

@@ -100,27 +100,30 @@ export function repackedView(w: Weight, spec: LayoutSpec): Weight {
 /** Kernel families of one repacked layout: the same bits, different speed per CPU
  * (q8x4: assembly/q8x4.ts 'narrow', 4 columns per pass, or q8x4wide.ts 'wide', 8; q4kx4 /
  * q6kx4: q4kx4.ts / q6kx4.ts 'narrow' or q4kx4wide.ts / q6kx4wide.ts 'wide', 8 columns per
- * pass, single rows only). */
+ * pass, single rows only; q5kx4: q5kx4.ts per group 'narrow', or four weight streams per
+ * thread 'wide', single rows of the relaxed builds only). */
 export type QuantKernelFamily = 'narrow' | 'wide';
 export type Q8x4Kernel = QuantKernelFamily;
 
 /** Which kernel family runs the q8x4 matmul, for M = 1 (decode) and for M = 2, 3 (M ≥ 4:
- * always narrow), and the q4kx4 and q6kx4 matmuls at M = 1. Fixed for a backend's lifetime
+ * always narrow), and the q4kx4, q6kx4 and q5kx4 matmuls at M = 1. Fixed for a backend's lifetime
  * (chosen at start-up by calibrate.ts; q8u4 has one kernel). */
 export interface QuantKernelChoice {
   readonly q8x4M1: QuantKernelFamily;
   readonly q8x4Mn: QuantKernelFamily;
   readonly q4kx4M1: QuantKernelFamily;
   readonly q6kx4M1: QuantKernelFamily;
+  readonly q5kx4M1: QuantKernelFamily;
 }
 
-export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide', q4kx4M1: 'wide', q6kx4M1: 'wide' };
+export const DEFAULT_QUANT_KERNELS: QuantKernelChoice = { q8x4M1: 'wide', q8x4Mn: 'wide', q4kx4M1: 'wide', q6kx4M1: 'wide', q5kx4M1: 'wide' };
 
-/** Format ids of assembly/qmatmul.ts's 'wide' kernels (Q8X4W, Q4KX4W, Q6KX4W): clear of the
- * repacked ids (GGML id + 10). */
+/** Format ids of assembly/qmatmul.ts's 'wide' kernels (Q8X4W, Q4KX4W, Q6KX4W, Q5KX4W): clear
+ * of the repacked ids (GGML id + 10) and of q8u4's (24). */
 const Q8X4_WIDE_ID = 20;
 const Q4KX4_WIDE_ID = 21;
 const Q6KX4_WIDE_ID = 22;
+const Q5KX4_WIDE_ID = 23;
 
 /** assembly/qmatmul.ts format id of a quantized weight (its layout's, else its type's);
  * for q8x4, q4kx4 and q6kx4, the family `choice` names for this M. */
@@ -132,6 +135,7 @@ export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFA
   if (spec.layout === 'q8x4' && m < 4 && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
   if (spec.layout === 'q4kx4' && m === 1 && choice.q4kx4M1 === 'wide') return Q4KX4_WIDE_ID;
   if (spec.layout === 'q6kx4' && m === 1 && choice.q6kx4M1 === 'wide') return Q6KX4_WIDE_ID;
+  if (spec.layout === 'q5kx4' && m === 1 && choice.q5kx4M1 === 'wide') return Q5KX4_WIDE_ID;
   return spec.id;
 }
 
