@@ -8,10 +8,12 @@
 //   5-bit formats: 16 more bytes of 5th bits: byte 4c + i, bit v = the 5th bit of element
 //     8v + i, bit 4 + v = that of element 8v + 4 + i, so each quad's bits are one shift and
 //     one mask away from the nibbles (`hiBitsLo` / `hiBitsHi`).
-// Σ u·x (u the unsigned quants 0..31) per column is exact in both builds: the relaxed build
-// takes i32x4.relaxed_dot_i8x16_i7x16_add_s (u the i7 operand, the int8 activations the
-// other); the plain one widens u to i16 and dots it with a broadcast i16 quad (two partial
-// lanes per column, folded per sub-block). Same integers, so the same bits.
+// Σ u·x (u the unsigned quants 0..31) per column is exact in every build: the relaxed
+// builds take u as the i7 operand of the relaxed dot and the int8 activations as the other
+// (rdot2: the vnni build's i32x4 dot-add is one vpdpbusd; the fma build sums two i16 dots,
+// one vpmaddubsw each, and widens once); the plain one widens u to i16 and dots it with a
+// broadcast i16 quad (two partial lanes per column, folded per sub-block). Same integers,
+// so the same bits.
 // Activations (the layouts of q4kx4.ts interleaveQ4kx4Acts): relaxed build: int8 rows
 // (stride K), and for whole blocks of 4 rows quad q of row 4i+r at x4 + 4K·i + 16q + 4r;
 // plain build: i16 rows (stride 2K), quad q of row 4i+r at x4 + 8K·i + 32q + 8r.
@@ -46,10 +48,20 @@ const F16_K = memory.data<u32>([0x8fffe000, 0x77800000], 8); // sign + exponent 
   return five ? v128.or(u, v128.and(i16x8.shr_u(hb, <u32>v), v128.load(NIB_MASKS, 16))) : u;
 }
 
-/** acc + Σ u·x per column lane (relaxed build; x a broadcast int8 quad). */
+/** acc + Σ ul·xl + Σ uh·xh per column lane (relaxed builds; xl, xh broadcast int8 quads,
+ * ul, uh their quad tiles of unsigned quants ≤ 31). The vnni build: two dot-adds (one
+ * vpdpbusd each). The fma build: without AVX-VNNI V8 lowers each i32x4 dot-add to 5
+ * instructions, rebuilding a constant of ones each time (vpcmpeqd, vpsrlw, vpmaddubsw,
+ * vpmaddwd, vpaddd; read from Node 24's x64 code on an AMD EPYC, Zen 4), so here the two
+ * i16 dots (one vpmaddubsw each; a lane ≤ 2·31·128, the sum ≤ 15872: exact) are added in
+ * i16 and widened once (extadd_pairwise: one vpmaddwd against a constant in memory). */
 // @ts-ignore: decorator
-@inline export function rdot(acc: v128, x: v128, u: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) return i32x4.relaxed_dot_i8x16_i7x16_add_s(x, u, acc);
+@inline export function rdot2(acc: v128, xl: v128, ul: v128, xh: v128, uh: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    if (DOT_I32) return i32x4.relaxed_dot_i8x16_i7x16_add_s(xh, uh, i32x4.relaxed_dot_i8x16_i7x16_add_s(xl, ul, acc));
+    const s = i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(xl, ul), i16x8.relaxed_dot_i8x16_i7x16_s(xh, uh));
+    return i32x4.add(acc, i32x4.extadd_pairwise_i16x8_s(s));
+  }
   unreachable();
   return acc;
 }
@@ -99,7 +111,7 @@ const F16_K = memory.data<u32>([0x8fffe000, 0x77800000], 8); // sign + exponent 
 /** Relaxed build: acc + Σ u·x over nibble vector v (w) for one row (x: its 8 int8 quants). */
 // @ts-ignore: decorator
 @inline function vec1Relaxed(five: bool, acc: v128, w: v128, hb: v128, v: i32, x: usize): v128 {
-  return rdot(rdot(acc, v128.load32_splat(x), quadLo(five, w, hb, v)), v128.load32_splat(x, 4), quadHi(five, w, hb, v));
+  return rdot2(acc, v128.load32_splat(x), quadLo(five, w, hb, v), v128.load32_splat(x, 4), quadHi(five, w, hb, v));
 }
 
 /** Plain build: acc + the pair sums of columns 0, 1 (`high` false) or 2, 3 of the quads
@@ -159,7 +171,7 @@ export let sum3: v128 = i32x4.splat(0);
  * quad 2v+1 at x + 16: the interleaved layout). */
 // @ts-ignore: decorator
 @inline function quads(acc: v128, x: usize, l: v128, h: v128): v128 {
-  return rdot(rdot(acc, v128.load32_splat(x), l), v128.load32_splat(x, 16), h);
+  return rdot2(acc, v128.load32_splat(x), l, v128.load32_splat(x, 16), h);
 }
 
 /** Four f16 at p (u16 each, consecutive) → f32x4, exactly as qdecode.ts f16At (finite). */

@@ -19,7 +19,7 @@
 import { f16At, k4, sumsF32 } from './qdecode';
 import { step } from './q4kx4';
 import { groupSource, storeCols, storeQuadRow, storeRows4 } from './q8x4';
-import { XB, putQuant, quadHi, quadLo, rdot, subDot1, subDot4, sum0, sum1, sum2, sum3 } from './nibx4';
+import { XB, putQuant, quadHi, quadLo, rdot2, subDot1, subDot4, sum0, sum1, sum2, sum3 } from './nibx4';
 
 const SB: usize = 736; // bytes of one (group, super-block)
 const QB: usize = 176; // bytes of one GGML Q5_K block
@@ -126,7 +126,7 @@ function packColumn(o: usize, src: usize, c: i32): void {
  * int8 quads xl (elements 8v..8v+3) and xh (8v+4..8v+7); relaxed builds. */
 // @ts-ignore: decorator
 @inline function vec5(acc: v128, w: v128, hb: v128, v: i32, xl: v128, xh: v128): v128 {
-  return rdot(rdot(acc, xl, quadLo(true, w, hb, v)), xh, quadHi(true, w, hb, v));
+  return rdot2(acc, xl, quadLo(true, w, hb, v), xh, quadHi(true, w, hb, v));
 }
 
 /** One group's chain step for sub-block j: sb the group's super-block, cp = sb + 4j (its
