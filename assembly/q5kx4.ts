@@ -187,9 +187,9 @@ function packColumn(o: usize, src: usize, c: i32): void {
  * w; q16/q8/d/s: quantizeActs of x, and (M ≥ 4) interleaveQ4kx4Acts at q8 + M·K. With
  * `quad` (the 'wide' family), a single row (relaxed builds) runs quadRow1 over the whole
  * groups in fours, a quarter of them apart; the rest, and every other case, the per-group
- * loops (the 'narrow' family: one weight stream per thread). Both give the same bits. Intel Xeon, 2 threads,
- * 248320×1024 streamed from memory: 22.2 → 28.6–29.2 GMAC/s (in L3 about even); Q5_K_M
- * decode (qwen3.5-0.8b shape) 25.7–26.7 → 29.8–29.9 tok/s. */
+ * loops (the 'narrow' family: one weight stream per thread). Both give the same bits.
+ * Intel Xeon, 2 threads, 248320×1024 streamed from memory: 22.2 → 28.6–29.2 GMAC/s (in L3
+ * about even); Q5_K_M decode (qwen3.5-0.8b shape) 25.7–26.7 → 29.8–29.9 tok/s. */
 export function qmatmulQ5kx4(out: usize, q16: usize, q8: usize, d: usize, s: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, quad: bool): void {
   const xr = ASC_FEATURE_RELAXED_SIMD ? q8 : q16;
   const x4 = q8 + <usize>m * <usize>k;
