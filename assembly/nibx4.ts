@@ -18,6 +18,8 @@
 // (stride K), and for whole blocks of 4 rows quad q of row 4i+r at x4 + 4K·i + 16q + 4r;
 // plain build: i16 rows (stride 2K), quad q of row 4i+r at x4 + 8K·i + 32q + 8r.
 
+import { widen16 } from './q4kx4';
+
 /** Bytes of one activation quant (int8 in the relaxed build, i16 in the plain one). */
 export const XB: usize = ASC_FEATURE_RELAXED_SIMD ? 1 : 2;
 
@@ -54,13 +56,13 @@ const F16_K = memory.data<u32>([0x8fffe000, 0x77800000], 8); // sign + exponent 
  * instructions, rebuilding a constant of ones each time (vpcmpeqd, vpsrlw, vpmaddubsw,
  * vpmaddwd, vpaddd; read from Node 24's x64 code on an AMD EPYC, Zen 4), so here the two
  * i16 dots (one vpmaddubsw each; a lane ≤ 2·31·128, the sum ≤ 15872: exact) are added in
- * i16 and widened once (extadd_pairwise: one vpmaddwd against a constant in memory). */
+ * i16 and widened once (q4kx4.ts widen16: one vpmaddwd against a constant in memory). */
 // @ts-ignore: decorator
 @inline export function rdot2(acc: v128, xl: v128, ul: v128, xh: v128, uh: v128): v128 {
   if (ASC_FEATURE_RELAXED_SIMD) {
     if (DOT_I32) return i32x4.relaxed_dot_i8x16_i7x16_add_s(xh, uh, i32x4.relaxed_dot_i8x16_i7x16_add_s(xl, ul, acc));
     const s = i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(xl, ul), i16x8.relaxed_dot_i8x16_i7x16_s(xh, uh));
-    return i32x4.add(acc, i32x4.extadd_pairwise_i16x8_s(s));
+    return i32x4.add(acc, widen16(s));
   }
   unreachable();
   return acc;
