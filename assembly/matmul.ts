@@ -10,7 +10,7 @@
 //         included): the f16 bits, sign at bit 31 and exponent·mantissa at bits 27..13 of an
 //         f32 (`shr_s 3`, then a mask), times 2¹¹² — the exponent rebias done by the FPU.
 //         Inf / NaN would widen to finite values: the loader refuses them. Single rows
-//         (decode) move the 2¹¹² onto the activation instead (see rowF16): the same
+//         (decode) and 4-row blocks move the 2¹¹² onto the activation instead (matmulf16.ts): the same
 //         products, two fewer multiplies per panel row.
 //   f32:  [c0 c1 c2 c3 | c4 c5 c6 c7] — two v128.
 // The element type W is a marker: u16 = bf16, i16 = f16, f32 = f32.
@@ -46,18 +46,18 @@ import { hsum, HI16, mac } from './common';
 
 /** Columns c0..c3 of a 16-bit panel row (low halves of the lanes) as f32x4. */
 // @ts-ignore: decorator
-@inline function wideLo<W>(raw: v128, fm: v128, fs: v128): v128 {
+@inline export function wideLo<W>(raw: v128, fm: v128, fs: v128): v128 {
   return isSigned<W>() ? f16hi(i32x4.shl(raw, 16), fm, fs) : i32x4.shl(raw, 16);
 }
 
 /** Columns c4..c7 of a 16-bit panel row (high halves) as f32x4; hm: the mask 0xFFFF0000. */
 // @ts-ignore: decorator
-@inline function wideHi<W>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
+@inline export function wideHi<W>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
   return isSigned<W>() ? f16hi(raw, fm, fs) : v128.and(raw, hm);
 }
 
 // P, the single-row path's marker: f32 = weights widened as stored; f64 = f16 weights
-// widened without the 2¹¹² (f16hiUnscaled), the activation row times 2¹¹² instead (rowF16).
+// widened without the 2¹¹² (f16hiUnscaled), the activation row times 2¹¹² instead (matmulf16.ts).
 // For |x| < 2¹⁶ (checked per row: prescalable) x·2¹¹² is exact, and (x·2¹¹²)·(w·2⁻¹¹²) is
 // the real number x·w, so every product, fused or not, rounds to the same bits.
 
@@ -73,25 +73,14 @@ import { hsum, HI16, mac } from './common';
   return sizeof<P>() == 8 ? f16hiUnscaled(raw, fm) : wideHi<W>(raw, hm, fm, fs);
 }
 
-/** Whether every x of the row at xr (k values) is below 2¹⁶ in magnitude (NaN: no). */
-function prescalable(xr: usize, k: i32): bool {
-  const lim = f32x4.splat(65536);
-  let ok = i32x4.splat(-1);
-  let i = 0;
-  for (; i + 4 <= k; i += 4) ok = v128.and(ok, f32x4.lt(f32x4.abs(v128.load(xr + (<usize>i << 2))), lim));
-  let fits = i32x4.all_true(ok);
-  for (; i < k; i++) fits = fits && Mathf.abs(load<f32>(xr + (<usize>i << 2))) < 65536;
-  return fits;
-}
-
 /** The f16 constants (fm, fs) of f16hi, derived from k (≥ 0) so V8 keeps them in registers
  * instead of rebuilding a constant every iteration. */
 // @ts-ignore: decorator
-@inline function f16Mask(k: i32): v128 {
+@inline export function f16Mask(k: i32): v128 {
   return i32x4.splat(<i32>0x8fffe000 | (k >> 31));
 }
 // @ts-ignore: decorator
-@inline function f16Scale(k: i32): v128 {
+@inline export function f16Scale(k: i32): v128 {
   return i32x4.splat(<i32>0x77800000 | (k >> 31)); // 2^112 as f32 bits
 }
 
@@ -120,7 +109,7 @@ function prescalable(xr: usize, k: i32): bool {
  * advances pointers (an i32 address sum cannot fold into an x64 addressing mode) and takes
  * the bf16 high-half mask as a value V8 cannot constant-fold (it would rebuild the constant
  * every iteration). */
-function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, g: i32, n1: i32): void {
+export function rows4panel<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, g: i32, n1: i32): void {
   let p = w + <usize>g * <usize>k * rowBytes<W>();
   const xs = <usize>k << 2;
   let x0 = x + <usize>m0 * xs;
@@ -134,8 +123,8 @@ function rows4panel<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, 
   let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
   while (x0 < end) {
     const raw = v128.load(p);
-    const wl = sizeof<W>() == 2 ? wideLo<W>(raw, fm, fs) : raw;
-    const wh = sizeof<W>() == 2 ? wideHi<W>(raw, hm, fm, fs) : v128.load(p, 16);
+    const wl = sizeof<W>() == 2 ? loOn<W, P>(raw, fm, fs) : raw;
+    const wh = sizeof<W>() == 2 ? hiOn<W, P>(raw, hm, fm, fs) : v128.load(p, 16);
     let s = v128.load32_splat(x0);
     a0 = mac(a0, s, wl); b0 = mac(b0, s, wh);
     s = v128.load32_splat(x1);
@@ -225,14 +214,14 @@ function row1panel<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32
 
 /** Row mi × panels [p0, p1) on path P: four panels at a time (q apart), then the leftover
  * panels one by one. */
-function rowByPanels<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32, p1: i32, n1: i32): void {
+export function rowByPanels<W, P>(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32, p1: i32, n1: i32): void {
   const q = (p1 - p0) >> 2;
   for (let g = p0; g < p0 + q; g++) row1panels4<W, P>(out, x, w, n, k, mi, g, q, n1);
   for (let g = p0 + 4 * q; g < p1; g++) row1panel<W, P>(out, x, w, n, k, mi, g, n1);
 }
 
 /** Rows [m0, m1) × panels [p0, p1). */
-function rowsByRow<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, m1: i32, p0: i32, p1: i32, n1: i32): void {
+export function rowsByRow<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, m1: i32, p0: i32, p1: i32, n1: i32): void {
   for (let mi = m0; mi < m1; mi++) rowByPanels<W, f32>(out, x, w, n, k, mi, p0, p1, n1);
 }
 
@@ -254,7 +243,7 @@ function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, 
   for (let t0 = g0; t0 < g1; t0 += tile) {
     const t1 = min(t0 + tile, g1);
     for (let mb = 0; mb < m4; mb += 4) {
-      for (let g = t0; g < t1; g++) rows4panel<W>(out, x, w, n, k, mb, g, n1);
+      for (let g = t0; g < t1; g++) rows4panel<W, f32>(out, x, w, n, k, mb, g, n1);
     }
     rowsByRow<W>(out, x, w, n, k, m4, m, t0, t1, n1);
   }
@@ -263,77 +252,6 @@ function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, 
 /** w: [ceil(N/8), K, 8] bf16 panels. */
 export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   mm<u16>(out, x, w, m, n, k, n0, n1);
-}
-
-/** w: [ceil(N/8), K, 8] f16 panels (lane order as bf16). M < 4: widened in the kernel. M ≥ 4:
- * each tile of panels is widened once into tmp (f32 panels, f16TmpBytes(k) bytes per
- * thread), then the f32 kernel runs over it (the 4-row f16 kernel spills registers). The
- * widening is exact, so both give the f32 chain's bits (batch-invariant). */
-export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
-  if (m < 4) {
-    for (let mi = 0; mi < m; mi++) rowF16(out, x, w, n, k, mi, n0 >> 3, (n1 + 7) >> 3, n1, tmp);
-    return;
-  }
-  const g0 = n0 >> 3;
-  const g1 = (n1 + 7) >> 3;
-  const pb = <usize>k << 5; // bytes of one f32 panel
-  const tile = f16Tile(k);
-  const m4 = m & ~3;
-  for (let t0 = g0; t0 < g1; t0 += tile) {
-    const t1 = min(t0 + tile, g1);
-    widenF16Panels(tmp, w + <usize>t0 * (<usize>k << 4), (t1 - t0) * k, k);
-    const wt = tmp - <usize>t0 * pb; // panel g of the tile at wt + g·pb (address arithmetic mod 2³²)
-    for (let mb = 0; mb < m4; mb += 4) {
-      for (let g = t0; g < t1; g++) rows4panel<f32>(out, x, wt, n, k, mb, g, n1);
-    }
-    rowsByRow<f32>(out, x, wt, n, k, m4, m, t0, t1, n1);
-  }
-}
-
-/** Row mi × f16 panels [p0, p1). When every |x| of the row is below 2¹⁶ the row times 2¹¹²
- * goes to tmp (k f32; exact) and the panels are widened without the 2¹¹² (path f64, see
- * loOn): two multiplies fewer per panel row and one constant fewer in the loop, so V8 keeps
- * all 8 accumulators in registers. Otherwise the row runs as stored (path f32). */
-function rowF16(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32, p1: i32, n1: i32, tmp: usize): void {
-  const xr = x + ((<usize>mi * <usize>k) << 2);
-  if (!prescalable(xr, k)) {
-    rowByPanels<i16, f32>(out, x, w, n, k, mi, p0, p1, n1);
-    return;
-  }
-  const fs = f16Scale(k);
-  let i = 0;
-  for (; i + 4 <= k; i += 4) v128.store(tmp + (<usize>i << 2), f32x4.mul(v128.load(xr + (<usize>i << 2)), fs));
-  const scale = f32x4.extract_lane(fs, 0);
-  for (; i < k; i++) store<f32>(tmp + (<usize>i << 2), load<f32>(xr + (<usize>i << 2)) * scale);
-  // row mi of (tmp − mi·k·4) is tmp (address arithmetic mod 2³²)
-  rowByPanels<i16, f64>(out, tmp - ((<usize>mi * <usize>k) << 2), w, n, k, mi, p0, p1, n1);
-}
-
-/** f16 panels per widened tile (~128 KiB of f32, at least 4 panels as in mm). */
-// @ts-ignore: decorator
-@inline function f16Tile(k: i32): i32 {
-  return max(4, 131072 / max(1, k << 5));
-}
-
-/** Per-thread scratch bytes of matmulF16 for inner size k. */
-export function f16TmpBytes(k: i32): i32 {
-  return f16Tile(k) * (k << 5);
-}
-
-/** `rows` f16 panel rows at src → f32 panel rows at dst (exact). */
-function widenF16Panels(dst: usize, src: usize, rows: i32, k: i32): void {
-  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
-  const fm = f16Mask(k), fs = f16Scale(k);
-  let s = src;
-  let d = dst;
-  const end = src + (<usize>rows << 4);
-  while (s < end) {
-    const raw = v128.load(s);
-    v128.store(d, wideLo<i16>(raw, fm, fs));
-    v128.store(d, wideHi<i16>(raw, hm, fm, fs), 16);
-    s += 16;
-    d += 32;
-  }
 }
 
 /** w: [ceil(N/8), K, 8] f32 panels. */

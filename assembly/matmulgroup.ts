@@ -15,7 +15,8 @@
 //         q16 / q8 / d / s; `type` = qmatmul's format id);
 //   out, w, q8: pointers (u32); n = N_j; first: its first chunk in the group; chunks: its count.
 // Descriptors are in ascending `first`, contiguous: first_0 = 0, first_{j+1} = first_j + chunks_j.
-import { matmulBf16, matmulF16, matmulF32 } from './matmul';
+import { matmulBf16, matmulF32 } from './matmul';
+import { matmulF16 } from './matmulf16';
 import { qmatmul } from './qmatmul';
 
 const GROUP_F32: i32 = 0;

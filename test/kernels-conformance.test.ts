@@ -91,7 +91,7 @@ for (const { label, k } of backends) {
       const w16 = k.packWeight(raw);
       const w32 = k.packWeight(wide);
       // small activations keep Σ x·w finite next to f16's 65504
-      for (const m of [1, 3, 4, 9]) {
+      for (const m of [1, 3, 4, 9, 12]) { // row by row, 4-row blocks widened in registers, tiles widened to f32
         const x = fill(k, m * kk, () => (2 * r() - 1) * 1e-3);
         const a = k.alloc(m * n);
         const b = k.alloc(m * n);
@@ -99,16 +99,19 @@ for (const { label, k } of backends) {
         k.matmul(b, x, w32, m);
         same(a, b, `f16 vs f32 M=${m}`);
       }
-      // single rows (M < 4) take 2¹¹² onto the activations when every |x| < 2¹⁶: a row with
-      // |x| = 2¹⁶ or more runs as stored, a row just under the bound or of subnormal x is
-      // prescaled; both must keep the f32 bits (rows of each kind in one call)
+      // single rows (M < 4) and 4-row blocks (4 ≤ M < 12) take 2¹¹² onto the activations when
+      // every |x| < 2¹⁶: a row (block) with |x| = 2¹⁶ or more runs as stored, a row just under
+      // the bound or of subnormal x is prescaled; both must keep the f32 bits (rows of each
+      // kind in one call, blocks of 4 with and without an unscalable row, leftover rows)
       const kinds: ((i: number) => number)[] = [
         (i) => (i === 5 ? -65536 : (2 * r() - 1) * 1e-3),
         (i) => (i === 900 ? 1e6 : (2 * r() - 1) * 1e-3),
         (i) => (i === 7 ? 65535.99609375 : (2 * r() - 1) * 1e-3),
         () => (2 * r() - 1) * 1e-40,
       ];
-      for (const order of [[0], [1], [2], [3], [0, 2], [2, 3, 1]]) {
+      const orders = [[0], [1], [2], [3], [0, 2], [2, 3, 1], [2, 3, 2, 3], [2, 3, 0, 2], [3, 2, 1, 3, 0, 2, 3],
+        [2, 3, 3, 2, 2, 3, 3, 2, 1, 2, 3], [2, 3, 3, 2, 0, 1, 2, 3, 3, 2, 2, 3, 0]];
+      for (const order of orders) {
         const m = order.length;
         const x = k.alloc(m * kk);
         order.forEach((kind, row) => { for (let i = 0; i < kk; i++) x[row * kk + i] = kinds[kind]!(i); });

@@ -1,0 +1,133 @@
+// f16 panel matmul (GGUF F16 weights): the entry point matmulF16 and its per-M paths. The
+// panel layout, the exact f16 → f32 widening (and its 2¹¹² prescaled form, path f64) and the
+// canonical f32 chain of every output element are those of matmul.ts; every path below gives
+// the f32 chain's bits for every row, whatever M or the thread's column range.
+import { f16Mask, f16Scale, rows4panel, rowByPanels, rowsByRow, wideHi, wideLo } from './matmul';
+import { HI16 } from './common';
+
+/** Whether every x of the row at xr (k values) is below 2¹⁶ in magnitude (NaN: no). */
+function prescalable(xr: usize, k: i32): bool {
+  const lim = f32x4.splat(65536);
+  let ok = i32x4.splat(-1);
+  let i = 0;
+  for (; i + 4 <= k; i += 4) ok = v128.and(ok, f32x4.lt(f32x4.abs(v128.load(xr + (<usize>i << 2))), lim));
+  let fits = i32x4.all_true(ok);
+  for (; i < k; i++) fits = fits && Mathf.abs(load<f32>(xr + (<usize>i << 2))) < 65536;
+  return fits;
+}
+
+// M at which 4-row blocks widen in registers (f16InRegister) rather than row by row, and M
+// from which widening each tile once into f32 (f16WidenedTiles) is faster. AMD EPYC (Zen 4),
+// Node 24, one thread, 3584×1024: in registers 18–21 GMAC/s at M = 4 where the widened tiles
+// ran 9–15; from M = 12 the widened tiles win (21–25 at M ≥ 32 against 17–19).
+const F16_INREG_MIN = 4;
+const F16_INREG_MAX = 12;
+
+/** w: [ceil(N/8), K, 8] f16 panels (lane order as bf16). M < 4: rows one by one, widened in
+ * the kernel; 4 ≤ M < 12: 4-row blocks widened in registers; M ≥ 12: each tile of panels
+ * widened once into f32. The widening is exact, so every path gives the f32 chain's bits
+ * (batch-invariant). tmp: f16TmpBytes(k) bytes per thread. */
+export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  if (m < F16_INREG_MIN) {
+    for (let mi = 0; mi < m; mi++) rowF16(out, x, w, n, k, mi, n0 >> 3, (n1 + 7) >> 3, n1, tmp);
+  } else if (m < F16_INREG_MAX) {
+    f16InRegister(out, x, w, m, n, k, n0, n1, tmp);
+  } else {
+    f16WidenedTiles(out, x, w, m, n, k, n0, n1, tmp);
+  }
+}
+
+/** Each tile of panels is widened once into tmp (f32 panels, ~128 KiB), then the f32 kernel
+ * runs every 4-row block and leftover row over it. */
+function f16WidenedTiles(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  const g0 = n0 >> 3;
+  const g1 = (n1 + 7) >> 3;
+  const pb = <usize>k << 5; // bytes of one f32 panel
+  const tile = f16Tile(k);
+  const m4 = m & ~3;
+  for (let t0 = g0; t0 < g1; t0 += tile) {
+    const t1 = min(t0 + tile, g1);
+    widenF16Panels(tmp, w + <usize>t0 * (<usize>k << 4), (t1 - t0) * k, k);
+    const wt = tmp - <usize>t0 * pb; // panel g of the tile at wt + g·pb (address arithmetic mod 2³²)
+    for (let mb = 0; mb < m4; mb += 4) {
+      for (let g = t0; g < t1; g++) rows4panel<f32, f32>(out, x, wt, n, k, mb, g, n1);
+    }
+    rowsByRow<f32>(out, x, wt, n, k, m4, m, t0, t1, n1);
+  }
+}
+
+/** Tiles of ~128 KiB of f16 panels stay in L2 while each 4-row block of x
+ * passes over them, widened in registers on path f64 (the block times 2¹¹² in tmp, 4·k f32)
+ * when every |x| of the block is below 2¹⁶, else row by row as stored. Leftover rows: rowF16
+ * per tile. Every lane runs the f32 chain of the header, so the bits match every other path. */
+function f16InRegister(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  const g0 = n0 >> 3;
+  const g1 = (n1 + 7) >> 3;
+  const tile = max(4, 131072 / max(1, k << 4));
+  const m4 = m & ~3;
+  const xs = <usize>k << 2;
+  const fs = f16Scale(k);
+  for (let t0 = g0; t0 < g1; t0 += tile) {
+    const t1 = min(t0 + tile, g1);
+    for (let mb = 0; mb < m4; mb += 4) {
+      const xb = x + <usize>mb * xs;
+      if (!prescalable(xb, k << 2)) {
+        rowsByRow<i16>(out, x, w, n, k, mb, mb + 4, t0, t1, n1);
+        continue;
+      }
+      const e = <usize>k << 4;
+      for (let o: usize = 0; o < e; o += 16) v128.store(tmp + o, f32x4.mul(v128.load(xb + o), fs));
+      // rows mb..mb+3 of (tmp − mb·k·4) are the scaled block (address arithmetic mod 2³²)
+      const xt = tmp - <usize>mb * xs;
+      for (let g = t0; g < t1; g++) rows4panel<i16, f64>(out, xt, w, n, k, mb, g, n1);
+    }
+    for (let mi = m4; mi < m; mi++) rowF16(out, x, w, n, k, mi, t0, t1, n1, tmp);
+  }
+}
+
+/** Row mi × f16 panels [p0, p1). When every |x| of the row is below 2¹⁶ the row times 2¹¹²
+ * goes to tmp (k f32; exact) and the panels are widened without the 2¹¹² (path f64, see
+ * loOn): two multiplies fewer per panel row and one constant fewer in the loop, so V8 keeps
+ * all 8 accumulators in registers. Otherwise the row runs as stored (path f32). */
+function rowF16(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32, p1: i32, n1: i32, tmp: usize): void {
+  const xr = x + ((<usize>mi * <usize>k) << 2);
+  if (!prescalable(xr, k)) {
+    rowByPanels<i16, f32>(out, x, w, n, k, mi, p0, p1, n1);
+    return;
+  }
+  const fs = f16Scale(k);
+  let i = 0;
+  for (; i + 4 <= k; i += 4) v128.store(tmp + (<usize>i << 2), f32x4.mul(v128.load(xr + (<usize>i << 2)), fs));
+  const scale = f32x4.extract_lane(fs, 0);
+  for (; i < k; i++) store<f32>(tmp + (<usize>i << 2), load<f32>(xr + (<usize>i << 2)) * scale);
+  // row mi of (tmp − mi·k·4) is tmp (address arithmetic mod 2³²)
+  rowByPanels<i16, f64>(out, tmp - ((<usize>mi * <usize>k) << 2), w, n, k, mi, p0, p1, n1);
+}
+
+/** f16 panels per widened tile (~128 KiB of f32, at least 4 panels as in mm). */
+// @ts-ignore: decorator
+@inline function f16Tile(k: i32): i32 {
+  return max(4, 131072 / max(1, k << 5));
+}
+
+/** Per-thread scratch bytes of matmulF16 for inner size k. */
+export function f16TmpBytes(k: i32): i32 {
+  return f16Tile(k) * (k << 5);
+}
+
+/** `rows` f16 panel rows at src → f32 panel rows at dst (exact). */
+function widenF16Panels(dst: usize, src: usize, rows: i32, k: i32): void {
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
+  const fm = f16Mask(k), fs = f16Scale(k);
+  let s = src;
+  let d = dst;
+  const end = src + (<usize>rows << 4);
+  while (s < end) {
+    const raw = v128.load(s);
+    v128.store(d, wideLo<i16>(raw, fm, fs));
+    v128.store(d, wideHi<i16>(raw, hm, fm, fs), 16);
+    s += 16;
+    d += 32;
+  }
+}
+
