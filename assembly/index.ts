@@ -2,8 +2,8 @@
 // every worker thread instantiates this module on the same WebAssembly.Memory. The JS side
 // (src/kernels/wasm) owns allocation; nothing here allocates. Static data (math tables)
 // ends at heapBase(); the JS allocator starts above it.
-export { matmulBf16, matmulF32, packPanels, streamRead } from './matmul';
-export { matmulF16, f16TmpBytes } from './matmulf16';
+export { matmulBf16, matmulF32, packPanels, panelTmpBytes, streamRead } from './matmul';
+export { matmulF16 } from './matmulf16';
 export { rmsNorm, gatedRmsNorm, rope, mulSilu, mulSigmoid, add, gdnGates, moeRoute, argmax } from './dense';
 export { attention, attentionTmpBytes } from './attention';
 export { causalConv, causalConvSeqs, gdnRecurrent, gdnRecurrentSeqs } from './gdn';

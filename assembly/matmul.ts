@@ -46,13 +46,13 @@ import { hsum, HI16, mac } from './common';
 
 /** Columns c0..c3 of a 16-bit panel row (low halves of the lanes) as f32x4. */
 // @ts-ignore: decorator
-@inline export function wideLo<W>(raw: v128, fm: v128, fs: v128): v128 {
+@inline function wideLo<W>(raw: v128, fm: v128, fs: v128): v128 {
   return isSigned<W>() ? f16hi(i32x4.shl(raw, 16), fm, fs) : i32x4.shl(raw, 16);
 }
 
 /** Columns c4..c7 of a 16-bit panel row (high halves) as f32x4; hm: the mask 0xFFFF0000. */
 // @ts-ignore: decorator
-@inline export function wideHi<W>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
+@inline function wideHi<W>(raw: v128, hm: v128, fm: v128, fs: v128): v128 {
   return isSigned<W>() ? f16hi(raw, fm, fs) : v128.and(raw, hm);
 }
 
@@ -76,7 +76,7 @@ import { hsum, HI16, mac } from './common';
 /** The f16 constants (fm, fs) of f16hi, derived from k (≥ 0) so V8 keeps them in registers
  * instead of rebuilding a constant every iteration. */
 // @ts-ignore: decorator
-@inline export function f16Mask(k: i32): v128 {
+@inline function f16Mask(k: i32): v128 {
   return i32x4.splat(<i32>0x8fffe000 | (k >> 31));
 }
 // @ts-ignore: decorator
@@ -226,13 +226,18 @@ export function rowsByRow<W>(out: usize, x: usize, w: usize, n: i32, k: i32, m0:
 }
 
 /** Columns [n0, n1) of out = x · Wᵀ (n0 a multiple of 8). M = 1: one streaming pass over
- * the weights (decode). M > 1: tiled over panels so a tile (~128 KiB of weights, ≥ 4 panels) stays in
- * L2 while every 4-row block of x, then every leftover row, passes over it. */
-function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
+ * the weights (decode). 1 < M < WIDE_MIN_M: tiled over panels so a tile (~128 KiB of
+ * weights, ≥ 4 panels) stays in L2 while every 4-row block of x, then every leftover row,
+ * passes over it. M ≥ WIDE_MIN_M: wideTiles. tmp: panelTmpBytes(k) bytes (this thread's). */
+function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
   const g0 = n0 >> 3;
   const g1 = (n1 + 7) >> 3;
   if (m == 1) {
     rowsByRow<W>(out, x, w, n, k, 0, 1, g0, g1, n1);
+    return;
+  }
+  if (m >= WIDE_MIN_M) {
+    wideTiles<W>(out, x, w, m, n, k, n0, n1, tmp);
     return;
   }
   const panelBytes = k * <i32>rowBytes<W>();
@@ -249,14 +254,110 @@ function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, 
   }
 }
 
+/** M from which wideTiles runs (prefill, large batches). AMD EPYC (Zen 4), Node 24, one thread,
+ * M = 64..512: f16 tiles widened to f32 in 6-row blocks 23–27 GMAC/s, in 4-row blocks 18–25;
+ * bf16 in 4-row blocks without widening 15–20. */
+export const WIDE_MIN_M = 12;
+
+/** f32 panels per tile of wideTiles (~128 KiB, at least 4 panels as in mm). */
+// @ts-ignore: decorator
+@inline function wideTile(k: i32): i32 {
+  return max(4, 131072 / max(1, k << 5));
+}
+
+/** Per-thread scratch bytes of matmulF32 / matmulBf16 / matmulF16 for inner size k. */
+export function panelTmpBytes(k: i32): i32 {
+  return wideTile(k) * (k << 5);
+}
+
+/** M ≥ WIDE_MIN_M: each tile of panels (16-bit ones widened once into f32 panels in tmp;
+ * f32 ones read in place) stays in L2 while every 6-row block of x, then a 4-row block, then
+ * the leftover rows pass over it. Widening is exact, so every lane is the f32 chain. */
+export function wideTiles<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  const g0 = n0 >> 3;
+  const g1 = (n1 + 7) >> 3;
+  const pb = <usize>k << 5; // bytes of one f32 panel
+  const tile = wideTile(k);
+  const m6 = m - m % 6;
+  const m4 = m6 + ((m - m6) & ~3);
+  for (let t0 = g0; t0 < g1; t0 += tile) {
+    const t1 = min(t0 + tile, g1);
+    let wt = w;
+    if (sizeof<W>() == 2) {
+      widenPanels<W>(tmp, w + <usize>t0 * (<usize>k << 4), (t1 - t0) * k, k);
+      wt = tmp - <usize>t0 * pb; // panel g of the tile at wt + g·pb (address arithmetic mod 2³²)
+    }
+    for (let mb = 0; mb < m6; mb += 6) {
+      for (let g = t0; g < t1; g++) rows6panelF32(out, x, wt, n, k, mb, g, n1);
+    }
+    for (let mb = m6; mb < m4; mb += 4) {
+      for (let g = t0; g < t1; g++) rows4panel<f32, f32>(out, x, wt, n, k, mb, g, n1);
+    }
+    rowsByRow<f32>(out, x, wt, n, k, m4, m, t0, t1, n1);
+  }
+}
+
+/** `rows` 16-bit panel rows at src → f32 panel rows at dst (exact). */
+function widenPanels<W>(dst: usize, src: usize, rows: i32, k: i32): void {
+  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
+  const fm = f16Mask(k), fs = f16Scale(k);
+  let s = src;
+  let d = dst;
+  const end = src + (<usize>rows << 4);
+  while (s < end) {
+    const raw = v128.load(s);
+    v128.store(d, wideLo<W>(raw, fm, fs));
+    v128.store(d, wideHi<W>(raw, hm, fm, fs), 16);
+    s += 16;
+    d += 32;
+  }
+}
+/** Rows m0..m0+5 × f32 panel g: 12 accumulator chains (two per FMA unit with slack for its
+ * latency) where rows4panel has 8; 15 live vectors, V8's x64 SIMD register budget. */
+function rows6panelF32(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, g: i32, n1: i32): void {
+  let p = w + <usize>g * (<usize>k << 5);
+  const xs = <usize>k << 2;
+  let x0 = x + <usize>m0 * xs;
+  const end = x0 + xs;
+  let a0 = f32x4.splat(0), b0 = f32x4.splat(0), a1 = f32x4.splat(0), b1 = f32x4.splat(0);
+  let a2 = f32x4.splat(0), b2 = f32x4.splat(0), a3 = f32x4.splat(0), b3 = f32x4.splat(0);
+  let a4 = f32x4.splat(0), b4 = f32x4.splat(0), a5 = f32x4.splat(0), b5 = f32x4.splat(0);
+  while (x0 < end) {
+    const wl = v128.load(p);
+    const wh = v128.load(p, 16);
+    let s = v128.load32_splat(x0);
+    a0 = mac(a0, s, wl); b0 = mac(b0, s, wh);
+    s = v128.load32_splat(x0 + xs);
+    a1 = mac(a1, s, wl); b1 = mac(b1, s, wh);
+    s = v128.load32_splat(x0 + 2 * xs);
+    a2 = mac(a2, s, wl); b2 = mac(b2, s, wh);
+    s = v128.load32_splat(x0 + 3 * xs);
+    a3 = mac(a3, s, wl); b3 = mac(b3, s, wh);
+    s = v128.load32_splat(x0 + 4 * xs);
+    a4 = mac(a4, s, wl); b4 = mac(b4, s, wh);
+    s = v128.load32_splat(x0 + 5 * xs);
+    a5 = mac(a5, s, wl); b5 = mac(b5, s, wh);
+    p += 32;
+    x0 += 4;
+  }
+  const os = <usize>n << 2;
+  const o0 = out + <usize>m0 * os;
+  store8(o0, g, n1, a0, b0);
+  store8(o0 + os, g, n1, a1, b1);
+  store8(o0 + 2 * os, g, n1, a2, b2);
+  store8(o0 + 3 * os, g, n1, a3, b3);
+  store8(o0 + 4 * os, g, n1, a4, b4);
+  store8(o0 + 5 * os, g, n1, a5, b5);
+}
+
 /** w: [ceil(N/8), K, 8] bf16 panels. */
-export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
-  mm<u16>(out, x, w, m, n, k, n0, n1);
+export function matmulBf16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  mm<u16>(out, x, w, m, n, k, n0, n1, tmp);
 }
 
 /** w: [ceil(N/8), K, 8] f32 panels. */
-export function matmulF32(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
-  mm<f32>(out, x, w, m, n, k, n0, n1);
+export function matmulF32(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
+  mm<f32>(out, x, w, m, n, k, n0, n1, tmp);
 }
 
 /** Slot of column c (0..7) inside a panel row. */

@@ -2,8 +2,7 @@
 // panel layout, the exact f16 → f32 widening (and its 2¹¹² prescaled form, path f64) and the
 // canonical f32 chain of every output element are those of matmul.ts; every path below gives
 // the f32 chain's bits for every row, whatever M or the thread's column range.
-import { f16Mask, f16Scale, rows4panel, rowByPanels, rowsByRow, wideHi, wideLo } from './matmul';
-import { HI16 } from './common';
+import { f16Scale, rows4panel, rowByPanels, rowsByRow, WIDE_MIN_M, wideTiles } from './matmul';
 
 /** Whether every x of the row at xr (k values) is below 2¹⁶ in magnitude (NaN: no). */
 function prescalable(xr: usize, k: i32): bool {
@@ -16,43 +15,22 @@ function prescalable(xr: usize, k: i32): bool {
   return fits;
 }
 
-// M at which 4-row blocks widen in registers (f16InRegister) rather than row by row, and M
-// from which widening each tile once into f32 (f16WidenedTiles) is faster. AMD EPYC (Zen 4),
-// Node 24, one thread, 3584×1024: in registers 18–21 GMAC/s at M = 4 where the widened tiles
-// ran 9–15; from M = 12 the widened tiles win (21–25 at M ≥ 32 against 17–19).
-const F16_INREG_MIN = 4;
-const F16_INREG_MAX = 12;
+// 4-row blocks widened in registers (f16InRegister) run 4 ≤ M < WIDE_MIN_M; from there tiles
+// widened once into f32 (wideTiles) are faster. AMD EPYC (Zen 4), Node 24, one thread,
+// 3584×1024: in registers 18–21 GMAC/s at M = 4 where the widened tiles ran 9–15; from M = 12
+// the widened tiles win (21–25 at M ≥ 32 against 17–19).
 
 /** w: [ceil(N/8), K, 8] f16 panels (lane order as bf16). M < 4: rows one by one, widened in
  * the kernel; 4 ≤ M < 12: 4-row blocks widened in registers; M ≥ 12: each tile of panels
  * widened once into f32. The widening is exact, so every path gives the f32 chain's bits
- * (batch-invariant). tmp: f16TmpBytes(k) bytes per thread. */
+ * (batch-invariant). tmp: panelTmpBytes(k) bytes per thread. */
 export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
-  if (m < F16_INREG_MIN) {
+  if (m < 4) {
     for (let mi = 0; mi < m; mi++) rowF16(out, x, w, n, k, mi, n0 >> 3, (n1 + 7) >> 3, n1, tmp);
-  } else if (m < F16_INREG_MAX) {
+  } else if (m < WIDE_MIN_M) {
     f16InRegister(out, x, w, m, n, k, n0, n1, tmp);
   } else {
-    f16WidenedTiles(out, x, w, m, n, k, n0, n1, tmp);
-  }
-}
-
-/** Each tile of panels is widened once into tmp (f32 panels, ~128 KiB), then the f32 kernel
- * runs every 4-row block and leftover row over it. */
-function f16WidenedTiles(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize): void {
-  const g0 = n0 >> 3;
-  const g1 = (n1 + 7) >> 3;
-  const pb = <usize>k << 5; // bytes of one f32 panel
-  const tile = f16Tile(k);
-  const m4 = m & ~3;
-  for (let t0 = g0; t0 < g1; t0 += tile) {
-    const t1 = min(t0 + tile, g1);
-    widenF16Panels(tmp, w + <usize>t0 * (<usize>k << 4), (t1 - t0) * k, k);
-    const wt = tmp - <usize>t0 * pb; // panel g of the tile at wt + g·pb (address arithmetic mod 2³²)
-    for (let mb = 0; mb < m4; mb += 4) {
-      for (let g = t0; g < t1; g++) rows4panel<f32, f32>(out, x, wt, n, k, mb, g, n1);
-    }
-    rowsByRow<f32>(out, x, wt, n, k, m4, m, t0, t1, n1);
+    wideTiles<i16>(out, x, w, m, n, k, n0, n1, tmp);
   }
 }
 
@@ -103,31 +81,3 @@ function rowF16(out: usize, x: usize, w: usize, n: i32, k: i32, mi: i32, p0: i32
   // row mi of (tmp − mi·k·4) is tmp (address arithmetic mod 2³²)
   rowByPanels<i16, f64>(out, tmp - ((<usize>mi * <usize>k) << 2), w, n, k, mi, p0, p1, n1);
 }
-
-/** f16 panels per widened tile (~128 KiB of f32, at least 4 panels as in mm). */
-// @ts-ignore: decorator
-@inline function f16Tile(k: i32): i32 {
-  return max(4, 131072 / max(1, k << 5));
-}
-
-/** Per-thread scratch bytes of matmulF16 for inner size k. */
-export function f16TmpBytes(k: i32): i32 {
-  return f16Tile(k) * (k << 5);
-}
-
-/** `rows` f16 panel rows at src → f32 panel rows at dst (exact). */
-function widenF16Panels(dst: usize, src: usize, rows: i32, k: i32): void {
-  const hm = i32x4.splat(<i32>HI16 | (k >> 31));
-  const fm = f16Mask(k), fs = f16Scale(k);
-  let s = src;
-  let d = dst;
-  const end = src + (<usize>rows << 4);
-  while (s < end) {
-    const raw = v128.load(s);
-    v128.store(d, wideLo<i16>(raw, fm, fs));
-    v128.store(d, wideHi<i16>(raw, hm, fm, fs), 16);
-    s += 16;
-    d += 32;
-  }
-}
-

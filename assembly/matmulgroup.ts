@@ -27,7 +27,7 @@ const GROUP_DESC_BYTES: usize = 32;
 
 /** Group chunks [lo, hi) (ascending) of the `count` matmuls described at desc. x: [M, K] f32
  * (dense weights); q16, d, s: quantizeActs of x (quantized weights; q8 per descriptor);
- * tmp: this thread's scratch (max of qmatmulTmpBytes(k), f16TmpBytes(k) as needed). */
+ * tmp: this thread's scratch (max of qmatmulTmpBytes(k), panelTmpBytes(k) as needed). */
 export function matmulGroup(desc: usize, count: i32, x: usize, q16: usize, d: usize, s: usize, m: i32, k: i32, lo: i32, hi: i32, tmp: usize): void {
   let j = 0;
   for (let c = lo; c < hi; c++) {
@@ -47,8 +47,8 @@ export function matmulGroup(desc: usize, count: i32, x: usize, q16: usize, d: us
     const w = <usize>load<u32>(p, 12);
     if (kind == GROUP_QUANT) qmatmul(load<i32>(p, 4), out, q16, <usize>load<u32>(p, 20), d, s, w, m, n, k, n0, n1, tmp);
     else if (kind == GROUP_F16) matmulF16(out, x, w, m, n, k, n0, n1, tmp);
-    else if (kind == GROUP_BF16) matmulBf16(out, x, w, m, n, k, n0, n1);
-    else if (kind == GROUP_F32) matmulF32(out, x, w, m, n, k, n0, n1);
+    else if (kind == GROUP_BF16) matmulBf16(out, x, w, m, n, k, n0, n1, tmp);
+    else if (kind == GROUP_F32) matmulF32(out, x, w, m, n, k, n0, n1, tmp);
     else unreachable();
   }
 }

@@ -54,13 +54,13 @@ const sym = (r: () => number) => () => 2 * r() - 1;
 
 for (const { label, k } of backends) {
   describe(`kernel conformance [${label}]`, () => {
-    test('matmul: M 1..9 and 17, odd N, K with tails, bf16, f16 and f32 weights', () => {
+    test('matmul: M 1..9, 12, 16, 17, 23, odd N, K with tails, bf16, f16 and f32 weights', () => {
       const r = rng(1);
       const shapes = [[1, 1], [3, 7], [5, 8], [31, 9], [64, 15], [67, 16], [13, 33], [29, 100], [67, 513], [130, 257], [260, 1031] /* pool */];
       for (const dtype of ['bf16', 'f16', 'f32'] as const) {
         for (const [n, kk] of shapes) {
           const { w, wr } = linear(k, dtype, n!, kk!, sym(r));
-          for (const m of [1, 2, 3, 4, 5, 6, 7, 8, 9, 17]) {
+          for (const m of [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 23]) {
             const x = fill(k, m * kk!, sym(r));
             const out = k.alloc(m * n!);
             const want = new Float32Array(m * n!);

@@ -206,10 +206,10 @@ export class WasmKernels implements Kernels {
     const k = w.cols;
     const arena = this.ops.target(w.data, x, out);
     const f16 = w.dtype === 'f16';
-    const c = f16 ? this.ops.begin(arena, arena.exports.f16TmpBytes(k), this.threads) : this.ops.begin(arena);
-    const args = { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k };
-    // f16 with M ≥ 4: each thread widens tiles of panels into its scratch (assembly/matmul.ts)
-    if (f16) packArgs(this.pool.args, 'MATMUL_F16', { ...args, tmpBase: c.tmp.base, tmpStride: c.tmp.stride });
+    // per-thread scratch: prescaled rows (f16) and tiles widened to f32 (assembly/matmul.ts)
+    const c = this.ops.begin(arena, m > 1 || f16 ? arena.exports.panelTmpBytes(k) : 0, this.threads);
+    const args = { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k, tmpBase: c.tmp.base, tmpStride: c.tmp.stride };
+    if (f16) packArgs(this.pool.args, 'MATMUL_F16', args);
     else packArgs(this.pool.args, 'MATMUL', { ...args, bf16: isBf16(w) });
     const { chunks } = matmulSplit(w, this.threads); // chunks are claimed dynamically
     this.run(f16 ? Cmd.MATMUL_F16 : Cmd.MATMUL, c.arena, chunks >= 2, chunks);

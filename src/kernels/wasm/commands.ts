@@ -34,8 +34,8 @@ function spec<const A extends string>(s: {
 /** Chunked commands. Barrier commands (EXIT, ADD_ARENA) carry no arguments (exec.ts). */
 export const COMMANDS = {
   MATMUL: spec({
-    id: 3, args: ['out', 'x', 'w', 'm', 'n', 'k', 'bf16'], split: { total: 'n', unit: 8 },
-    exports: ['matmulF32', 'matmulBf16'], select: 'bf16', params: ['out', 'x', 'w', 'm', 'n', 'k', 'lo', 'hi'],
+    id: 3, args: ['out', 'x', 'w', 'm', 'n', 'k', 'bf16', 'tmpBase', 'tmpStride'], split: { total: 'n', unit: 8 },
+    exports: ['matmulF32', 'matmulBf16'], select: 'bf16', params: ['out', 'x', 'w', 'm', 'n', 'k', 'lo', 'hi', 'tmp'],
   }),
   /** MATMUL on f16 panels (its own command: MATMUL's select picks one of two exports). */
   MATMUL_F16: spec({

@@ -107,8 +107,8 @@ export function groupFits(group: readonly GroupMatmul[], threads: number): boole
 export function runMatmulGroup(host: GroupHost, choice: QuantKernelChoice, ops: Operands, arena: Arena, x: Float32Array, m: number, k: number,
   group: readonly GroupMatmul[]): void {
   const quant = group.filter((g) => isQuantType(g.w.dtype)).map((g) => g.w);
-  const f16 = group.some((g) => g.w.dtype === 'f16');
-  const tmp = Math.max(quant.length > 0 ? arena.exports.qmatmulTmpBytes(k) : 0, f16 ? arena.exports.f16TmpBytes(k) : 0);
+  const dense = group.some((g) => !isQuantType(g.w.dtype));
+  const tmp = Math.max(quant.length > 0 ? arena.exports.qmatmulTmpBytes(k) : 0, dense ? arena.exports.panelTmpBytes(k) : 0);
   const c = ops.begin(arena, tmp, host.threads);
   const xp = c.in(x, m * k);
   const acts = quant.length > 0 ? stageQuantActs(c.arena, xp, m, k, quant) : null;

@@ -25,10 +25,10 @@ export const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembl
 export interface KernelExports {
   heapBase(): number;
   packPanels(w: number, panels: number, k: number, elemBytes: number, tmp: number): void;
-  matmulBf16(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number): void;
+  matmulBf16(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number, tmp: number): void;
   matmulF16(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number, tmp: number): void;
-  f16TmpBytes(k: number): number;
-  matmulF32(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number): void;
+  panelTmpBytes(k: number): number;
+  matmulF32(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number, tmp: number): void;
   streamRead(p: number, bytes: number): number;
   rmsNorm(out: number, x: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number, zc: number): void;
   gatedRmsNorm(out: number, o: number, z: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number): void;
