@@ -312,6 +312,7 @@ function widenPanels<W>(dst: usize, src: usize, rows: i32, k: i32): void {
     d += 32;
   }
 }
+
 /** Rows m0..m0+5 × f32 panel g: 12 accumulator chains (two per FMA unit with slack for its
  * latency) where rows4panel has 8; 15 live vectors, V8's x64 SIMD register budget. */
 function rows6panelF32(out: usize, x: usize, w: usize, n: i32, k: i32, m0: i32, g: i32, n1: i32): void {
