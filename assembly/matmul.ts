@@ -240,10 +240,7 @@ function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, 
     wideTiles<W>(out, x, w, m, n, k, n0, n1, tmp);
     return;
   }
-  const panelBytes = k * <i32>rowBytes<W>();
-  // at least 4 panels: a tile's leftover rows (M mod 4) then run row1panels4 (8 chains)
-  // rather than row1panel's 2, which left them bound by the FMA latency
-  const tile = max(4, 131072 / (panelBytes > 0 ? panelBytes : 1));
+  const tile = panelsPerTile(k * <i32>rowBytes<W>());
   const m4 = m & ~3;
   for (let t0 = g0; t0 < g1; t0 += tile) {
     const t1 = min(t0 + tile, g1);
@@ -259,10 +256,18 @@ function mm<W>(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, 
  * bf16 in 4-row blocks without widening 15–20. */
 export const WIDE_MIN_M = 12;
 
-/** f32 panels per tile of wideTiles (~128 KiB, at least 4 panels as in mm). */
+/** Panels of panelBytes each per L2 tile: ~128 KiB, at least 4 panels (a tile's leftover
+ * rows then run row1panels4's 8 chains rather than row1panel's 2, which left them bound by
+ * the FMA latency). */
+// @ts-ignore: decorator
+@inline export function panelsPerTile(panelBytes: i32): i32 {
+  return max(4, 131072 / max(1, panelBytes));
+}
+
+/** f32 panels per tile of wideTiles. */
 // @ts-ignore: decorator
 @inline function wideTile(k: i32): i32 {
-  return max(4, 131072 / max(1, k << 5));
+  return panelsPerTile(k << 5);
 }
 
 /** Per-thread scratch bytes of matmulF32 / matmulBf16 / matmulF16 for inner size k. */

@@ -2,7 +2,7 @@
 // panel layout, the exact f16 → f32 widening (and its 2¹¹² prescaled form, path f64) and the
 // canonical f32 chain of every output element are those of matmul.ts; every path below gives
 // the f32 chain's bits for every row, whatever M or the thread's column range.
-import { f16Scale, rows4panel, rowByPanels, rowsByRow, WIDE_MIN_M, wideTiles } from './matmul';
+import { f16Scale, panelsPerTile, rows4panel, rowByPanels, rowsByRow, WIDE_MIN_M, wideTiles } from './matmul';
 
 /** Whether every x of the row at xr (k values) is below 2¹⁶ in magnitude (NaN: no). */
 function prescalable(xr: usize, k: i32): bool {
@@ -48,7 +48,7 @@ export function matmulF16(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32
 function f16InRegister(out: usize, x: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, tmp: usize, scaled: i32): void {
   const g0 = n0 >> 3;
   const g1 = (n1 + 7) >> 3;
-  const tile = max(4, 131072 / max(1, k << 4));
+  const tile = panelsPerTile(k << 4);
   const m4 = m & ~3;
   for (let t0 = g0; t0 < g1; t0 += tile) {
     const t1 = min(t0 + tile, g1);
