@@ -179,6 +179,67 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
   storeRows4(out, n, mi, c0, cnt, f0, f1, f2, f3);
 }
 
+/** Rows mi..mi+3 × the 8 columns of the groups at b0 (columns c0..c0+3) and b1 (columns
+ * c1.., cnt1 of them valid): groupRows4 on both groups at once, so each activation broadcast
+ * feeds 8 columns (44 vector ops per 128 multiply-adds where two groupRows4 take 52; V8's
+ * code keeps all but one accumulator in registers). Same sums and chains as groupRows4. */
+// @ts-ignore: decorator
+@inline function pairRows4(out: usize, x4: usize, d: usize, b0: usize, b1: usize, n: i32, k: i32, mi: i32, c0: i32, c1: i32, cnt1: i32, lim: usize): void {
+  const nb = k >> 5;
+  let x = x4 + <usize>mi * (<usize>k << 1);
+  const ds = <usize>nb << 2;
+  let dj = d + <usize>(mi * nb) * 4;
+  let f0 = f32x4.splat(0), f1 = f32x4.splat(0), f2 = f32x4.splat(0), f3 = f32x4.splat(0);
+  let g0 = f32x4.splat(0), g1 = f32x4.splat(0), g2 = f32x4.splat(0), g3 = f32x4.splat(0);
+  for (let j = 0; j < nb; j++) {
+    let a0 = i32x4.splat(0), a1 = i32x4.splat(0), a2 = i32x4.splat(0), a3 = i32x4.splat(0);
+    let e0 = i32x4.splat(0), e1 = i32x4.splat(0), e2 = i32x4.splat(0), e3 = i32x4.splat(0);
+    let w0 = b0, w1 = b1;
+    touchAhead(min(b0 + TOUCH_AHEAD, lim));
+    touchAhead(min(b1 + TOUCH_AHEAD, lim));
+    for (let v = 0; v < 8; v++) { // one weight vector (2 pairs) of each group × 4 rows per pass
+      const wl = v128.load8x8_s(w0, 16), wh = v128.load8x8_s(w0, 24);
+      const ul = v128.load8x8_s(w1, 16), uh = v128.load8x8_s(w1, 24);
+      let xl = v128.load32_splat(x), xh = v128.load32_splat(x, 16);
+      a0 = pairs(a0, wl, wh, xl, xh);
+      e0 = pairs(e0, ul, uh, xl, xh);
+      xl = v128.load32_splat(x, 4);
+      xh = v128.load32_splat(x, 20);
+      a1 = pairs(a1, wl, wh, xl, xh);
+      e1 = pairs(e1, ul, uh, xl, xh);
+      xl = v128.load32_splat(x, 8);
+      xh = v128.load32_splat(x, 24);
+      a2 = pairs(a2, wl, wh, xl, xh);
+      e2 = pairs(e2, ul, uh, xl, xh);
+      xl = v128.load32_splat(x, 12);
+      xh = v128.load32_splat(x, 28);
+      a3 = pairs(a3, wl, wh, xl, xh);
+      e3 = pairs(e3, ul, uh, xl, xh);
+      w0 += 16;
+      w1 += 16;
+      x += 32;
+    }
+    const s0 = v128.load(b0), s1 = v128.load(b1);
+    let dx = load<f32>(dj);
+    f0 = chain(f0, a0, s0, dx);
+    g0 = chain(g0, e0, s1, dx);
+    dx = load<f32>(dj + ds);
+    f1 = chain(f1, a1, s0, dx);
+    g1 = chain(g1, e1, s1, dx);
+    dx = load<f32>(dj + 2 * ds);
+    f2 = chain(f2, a2, s0, dx);
+    g2 = chain(g2, e2, s1, dx);
+    dx = load<f32>(dj + 3 * ds);
+    f3 = chain(f3, a3, s0, dx);
+    g3 = chain(g3, e3, s1, dx);
+    b0 += SB;
+    b1 += SB;
+    dj += 4;
+  }
+  storeRows4(out, n, mi, c0, 4, f0, f1, f2, f3);
+  storeRows4(out, n, mi, c1, cnt1, g0, g1, g2, g3);
+}
+
 /** Interleave the i16 quants of whole blocks of 4 rows of q16 [M, K] into x4: pair p
  * (elements 2p, 2p+1) of row 4i+r at x4 + 8K·i + 16p + 4r (a 4×4 transpose of i32 lanes). */
 export function interleaveActs4(q16: usize, m: i32, k: i32, x4: usize): void {
@@ -207,14 +268,30 @@ export function interleaveActs4(q16: usize, m: i32, k: i32, x4: usize): void {
 
 /** Columns [n0, n1) (n0 a multiple of 4) of out [M, N] = x · Wᵀ, W in the q8x4 layout at w;
  * q16/d: quantizeActs of x (its i16 quants and block scales); x4: interleaveActs4 of q16
- * (used when M ≥ 4). */
+ * (used when M ≥ 4). Group t of the range runs with group t + half (pairRows4: two long
+ * sequential weight streams, as in q8x4wide.ts); an odd last group runs alone. */
 export function qmatmulQ8x4(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32): void {
   const gb = <usize>(k >> 5) * SB;
   const rb = rowBlock(k);
   const lim = w + <usize>((n1 + 3) >> 2) * gb - SB; // touchAhead stays in the range's weights
+  const groups = (n1 - n0 + 3) >> 2;
+  const half = groups >> 1;
+  const g0 = n0 >> 2;
   for (let r0 = 0; r0 < m; r0 += rb) {
     const r1 = min(m, r0 + rb);
-    for (let c = n0; c < n1; c += 4) {
+    for (let t = 0; t < half; t++) {
+      const ca = n0 + 4 * t, cb = ca + 4 * half;
+      const ba = w + <usize>(g0 + t) * gb, bb = ba + <usize>half * gb;
+      const cnt1 = min(4, n1 - cb);
+      let mi = r0;
+      for (; mi + 4 <= r1; mi += 4) pairRows4(out, x4, d, ba, bb, n, k, mi, ca, cb, cnt1, lim);
+      for (; mi < r1; mi++) {
+        groupRow1(out, q16, d, ba, n, k, mi, ca, 4);
+        groupRow1(out, q16, d, bb, n, k, mi, cb, cnt1);
+      }
+    }
+    if (groups & 1) {
+      const c = n0 + 4 * (groups - 1);
       const wg = w + <usize>(c >> 2) * gb;
       const cnt = min(4, n1 - c);
       let mi = r0;
