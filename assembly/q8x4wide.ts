@@ -5,9 +5,8 @@
 // cost (counter, stack check, pointer bumps) is shared.
 // Read from V8's x64 code (node --print-wasm-code, see docs/ARCHITECTURE.md): q8x4.ts's
 // single-row loop runs ~113 instructions per 144-byte sub-block of one group, this one ~93
-// (28 SIMD + 9 scalar per 4 k-pairs of both groups, no spills). Blocks of 4 rows stay on
-// q8x4.ts's kernel: a 4-row × 8-column block needs 8 accumulators + 4 weight vectors, and
-// V8 schedules all 8 broadcasts ahead of use and spills (measured: 7 spill moves a pass).
+// (28 SIMD + 9 scalar per 4 k-pairs of both groups, no spills). M ≥ 4 always takes
+// q8x4.ts's entry point, whose blocks of 4 rows run 4 rows × 8 columns (pairRows4).
 // Same arithmetic as q8x4.ts, so the same bits: exact integer sums per (row, column,
 // sub-block), then the unfused f32 chain acc += (scale_j · d_j) · sumi per column lane.
 // Format id Q8X4W (qmatmul.ts); the backend picks it or q8x4.ts's kernels by a start-up
