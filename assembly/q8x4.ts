@@ -148,7 +148,7 @@ export function repackQ8x4(w: usize, rows: i32, k: i32, tmp: usize): void {
  * by interleaveActs4 (pair p of row r of the block at 16p + 4r). lim: the last sub-block of
  * the weights the caller reads (touchAhead stays at or below it). */
 // @ts-ignore: decorator
-@inline export function groupRows4(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lim: usize): void {
+@inline function groupRows4(out: usize, x4: usize, d: usize, wg: usize, n: i32, k: i32, mi: i32, c0: i32, cnt: i32, lim: usize): void {
   const nb = k >> 5;
   let x = x4 + <usize>mi * (<usize>k << 1);
   const ds = <usize>nb << 2;

@@ -6,12 +6,13 @@
 // Read from V8's x64 code (node --print-wasm-code, see docs/ARCHITECTURE.md): q8x4.ts's
 // single-row loop runs ~113 instructions per 144-byte sub-block of one group, this one ~93
 // (28 SIMD + 9 scalar per 4 k-pairs of both groups, no spills). M ≥ 4 always takes
-// q8x4.ts's entry point, whose blocks of 4 rows run 4 rows × 8 columns (pairRows4).
+// q8x4.ts's entry point, whose blocks of 4 rows run 4 rows × 8 columns (pairRows4), so
+// these kernels see single rows only.
 // Same arithmetic as q8x4.ts, so the same bits: exact integer sums per (row, column,
 // sub-block), then the unfused f32 chain acc += (scale_j · d_j) · sumi per column lane.
 // Format id Q8X4W (qmatmul.ts); the backend picks it or q8x4.ts's kernels by a start-up
 // calibration (kernels/wasm/calibrate.ts).
-import { groupRows4, storeCols, storeQuadRow } from './q8x4';
+import { storeCols, storeQuadRow } from './q8x4';
 
 const SB: usize = 144; // bytes of one (group, sub-block)
 
@@ -111,35 +112,20 @@ export function qmatmulQ8x4Quad(out: usize, q16: usize, d: usize, w: usize, m: i
   }
 }
 
-/** Rows whose i16 quants fit in ~256 KiB (L2) pass over all of a thread's groups together
- * (the same blocking as q8x4.ts). */
-// @ts-ignore: decorator
-@inline function rowBlock(k: i32): i32 {
-  return max(4, (<i32>(262144 / (k << 1))) & ~3);
-}
-
-/** Groups [0, 2·half) of the columns from n0 (n0 a multiple of 4, the last group possibly
- * partial: columns < n1) of out [M, N] = x · Wᵀ, W in the q8x4 layout at w: group t is
- * paired with group t + half, so the weights stream as two long sequential runs (pairing
- * adjacent groups restarts both streams every 9 KB: measured 1.9× slower out of cache).
- * Arguments otherwise as q8x4.ts's qmatmulQ8x4. */
-export function qmatmulQ8x4Wide(out: usize, q16: usize, x4: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, half: i32): void {
+/** Every row alone (pairRow1; quantFormatId sends M ≥ 4 to q8x4.ts's entry point, whose
+ * blocks of 4 rows are faster) over groups [0, 2·half) of the columns
+ * from n0 (n0 a multiple of 4, the last group possibly partial: columns < n1) of
+ * out [M, N] = x · Wᵀ, W in the q8x4 layout at w: group t is paired with group t + half, so
+ * the weights stream as two long sequential runs (pairing adjacent groups restarts both
+ * streams every 9 KB: measured 1.9× slower out of cache). Arguments otherwise as q8x4.ts's
+ * qmatmulQ8x4. */
+export function qmatmulQ8x4Wide(out: usize, q16: usize, d: usize, w: usize, m: i32, n: i32, k: i32, n0: i32, n1: i32, half: i32): void {
   const gb = <usize>(k >> 5) * SB;
-  const rb = rowBlock(k);
   const g0 = n0 >> 2;
-  const lim = w + <usize>(g0 + 2 * half) * gb - SB; // touchAhead stays in these groups' weights
-  for (let r0 = 0; r0 < m; r0 += rb) {
-    const r1 = min(m, r0 + rb);
-    for (let t = 0; t < half; t++) {
-      const ca = n0 + 4 * t, cb = ca + 4 * half;
-      const ba = w + <usize>(g0 + t) * gb, bb = ba + <usize>half * gb;
-      const cnt1 = min(4, n1 - cb);
-      let mi = r0;
-      for (; mi + 4 <= r1; mi += 4) { // blocks of 4 rows: q8x4.ts's kernel on each group
-        groupRows4(out, x4, d, ba, n, k, mi, ca, 4, lim);
-        groupRows4(out, x4, d, bb, n, k, mi, cb, cnt1, lim);
-      }
-      for (; mi < r1; mi++) pairRow1(out, q16, d, ba, bb, n, k, mi, ca, cb, cnt1);
-    }
+  for (let t = 0; t < half; t++) {
+    const ca = n0 + 4 * t, cb = ca + 4 * half;
+    const ba = w + <usize>(g0 + t) * gb, bb = ba + <usize>half * gb;
+    const cnt1 = min(4, n1 - cb);
+    for (let mi = 0; mi < m; mi++) pairRow1(out, q16, d, ba, bb, n, k, mi, ca, cb, cnt1);
   }
 }

@@ -398,7 +398,7 @@ function qmatmulQ8x4Pairs(out: usize, q16: usize, x4: usize, d: usize, w: usize,
   }
   const groups = (n1 - n0 + 3) >> 2;
   const half = groups >> 1;
-  if (half > 0) qmatmulQ8x4Wide(out, q16, x4, d, w, m, n, k, n0, n1, half);
+  if (half > 0) qmatmulQ8x4Wide(out, q16, d, w, m, n, k, n0, n1, half);
   if (groups & 1) qmatmulQ8x4(out, q16, x4, d, w, m, n, k, n0 + 8 * half, n1);
 }
 

@@ -130,8 +130,8 @@ const Q5KX4_WIDE_ID = 23;
 export function quantFormatId(w: Weight, m = 1, choice: QuantKernelChoice = DEFAULT_QUANT_KERNELS): number {
   const spec = storedSpec(w);
   if (!spec) return GGML_ID[w.dtype as QuantType];
-  // M ≥ 4 stays narrow: blocks of 4 rows run the narrow 4 × 4 tile in either family, and
-  // the narrow family visits the groups in order (one weight stream per thread)
+  // M ≥ 4 stays narrow: its entry point runs blocks of 4 rows × 8 columns over two weight
+  // streams (q8x4.ts pairRows4); the wide family's kernels are single-row ones
   if (spec.layout === 'q8x4' && m < 4 && (m === 1 ? choice.q8x4M1 : choice.q8x4Mn) === 'wide') return Q8X4_WIDE_ID;
   if (spec.layout === 'q4kx4' && m === 1 && choice.q4kx4M1 === 'wide') return Q4KX4_WIDE_ID;
   if (spec.layout === 'q6kx4' && m === 1 && choice.q6kx4M1 === 'wide') return Q6KX4_WIDE_ID;
