@@ -211,7 +211,7 @@ export class WasmKernels implements Kernels {
     const args = { out: c.out(out, m * n), x: c.in(x, m * k), w: c.weight(w), m, n, k, tmpBase: c.tmp.base, tmpStride: c.tmp.stride };
     if (f16) packArgs(this.pool.args, 'MATMUL_F16', args);
     else packArgs(this.pool.args, 'MATMUL', { ...args, bf16: isBf16(w) });
-    const { chunks } = matmulSplit(w, this.threads); // chunks are claimed dynamically
+    const { chunks } = matmulSplit(w, this.threads, m); // chunks are claimed dynamically
     this.run(f16 ? Cmd.MATMUL_F16 : Cmd.MATMUL, c.arena, chunks >= 2, chunks);
     c.end();
   }
@@ -222,7 +222,7 @@ export class WasmKernels implements Kernels {
   matmulGroup(x: Float32Array, m: number, group: readonly GroupMatmul[]): void {
     const k = groupInnerSize(group, m);
     if (m === 0 || group.length === 0) return;
-    if (group.length === 1 || !groupFits(group, this.threads)) {
+    if (group.length === 1 || !groupFits(group, this.threads, m)) {
       for (const g of group) this.matmul(g.out, x, g.w, m);
       return;
     }
@@ -279,7 +279,7 @@ export class WasmKernels implements Kernels {
     packArgs(this.pool.args, 'QMATMUL', {
       out: c.out(out, m * n), q16, d, s, w: c.weight(w), m, n, k, type: quantFormatId(w, m, this.quantKernels), tmpBase: c.tmp.base, tmpStride: c.tmp.stride, q8: q8For(w),
     });
-    const { chunks } = matmulSplit(w, this.threads);
+    const { chunks } = matmulSplit(w, this.threads, m);
     this.run(Cmd.QMATMUL, c.arena, chunks >= 2, chunks);
     c.end();
   }
