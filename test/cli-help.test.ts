@@ -52,11 +52,11 @@ test('--help, -h and help <command> for every command; top-level help lists them
   assert.match(cli(['serve', '--help']).stdout, /--allowed-origins[\s\S]*--metrics-no-auth[\s\S]*--log-level[\s\S]*--log-prompts/);
 });
 
-test('--version prints the package version', () => {
+test('--version prints the package version and the Node version running it', () => {
   const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
   const r = cli(['--version']);
   assert.equal(r.status, 0);
-  assert.equal(r.stdout, `deltaserve ${pkg.version}\n`);
+  assert.equal(r.stdout, `deltaserve ${pkg.version} (node ${process.version})\n`);
   assert.equal(cli(['version']).stdout, r.stdout);
 });
 

@@ -3,7 +3,7 @@
 // 127.0.0.1), checking that turn 2 of a session lands on the same replica and hits its
 // prefix cache, that sessions spread over both replicas, and that when one replica is
 // killed new requests (its sessions included) are still served. nginx must be installed
-// (`npm test` runs scripts/install-test-deps.sh first); without it this test fails.
+// (`npm run test:setup` installs it); without it this test fails.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -18,8 +18,8 @@ function findNginx(): string {
   const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' });
   const found = which.status === 0 ? which.stdout.trim() : ['/usr/sbin/nginx', '/usr/local/sbin/nginx'].find((p) => existsSync(p));
   if (!found) {
-    throw new Error('nginx is not installed: the replica test needs it. `npm test` installs it with scripts/install-test-deps.sh ' +
-      '(apt-get, as root); otherwise install it yourself (e.g. apt-get install -y nginx)');
+    throw new Error('nginx is not installed: the replica test needs it: run `npm run test:setup` ' +
+      '(scripts/install-test-deps.sh: apt-get, as root); otherwise install it yourself (e.g. apt-get install -y nginx)');
   }
   return found;
 }

@@ -1,5 +1,5 @@
 // The webgpu backend under test: Dawn (npm `webgpu`) on whatever adapter the machine has —
-// on machines without a GPU, Mesa's lavapipe (scripts/install-test-deps.sh installs it).
+// on machines without a GPU, Mesa's lavapipe (`npm run test:setup` installs it).
 // No adapter is a failure with the reason, never a skip.
 import { nodeGpu } from '../src/kernels/webgpu-node.js';
 import { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
@@ -11,7 +11,7 @@ export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?
   try {
     return await WebGpuKernels.create(await nodeGpu(), { allowCpuEmulation: true, ...opts });
   } catch (e) {
-    throw new Error(`webgpu tests need a WebGPU adapter (on a machine without a GPU: Mesa lavapipe, mesa-vulkan-drivers >= 23 from bookworm-backports; run scripts/install-test-deps.sh): ${(e as Error).message}`);
+    throw new Error(`webgpu tests need a WebGPU adapter (on a machine without a GPU: Mesa lavapipe, mesa-vulkan-drivers >= 23 from bookworm-backports; run \`npm run test:setup\`): ${(e as Error).message}`);
   }
 }
 

@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 // The web UI in a real browser: Debian's headless Chromium (/usr/bin/chromium, installed by
-// scripts/install-test-deps.sh) driven by puppeteer-core, against a live server on
+// `npm run test:setup`) driven by puppeteer-core, against a live server on
 // tiny-think. Chat: reasoning block and answer stream in and equal the API's answer; stop
 // a long answer; reload and find the conversation; a forced tool call answered by hand;
 // structured output validated; a settings field that does not parse; model HTML in an
@@ -45,8 +45,8 @@ function watch(p: Page, allow: (m: ConsoleMessage) => boolean = () => false): vo
 
 before(async () => {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: the web UI test needs Debian's chromium. \`npm test\` installs it with ` +
-      'scripts/install-test-deps.sh (apt-get, as root); otherwise: apt-get install -y chromium');
+    throw new Error(`${CHROMIUM} is missing: the web UI test needs Debian's chromium: run \`npm run test:setup\` ` +
+      '(scripts/install-test-deps.sh: apt-get, as root); otherwise: apt-get install -y chromium');
   }
   if (!existsSync(join(WEBUI_DIR, 'index.html'))) throw new Error(`the web UI is not built (${WEBUI_DIR} is missing): run \`npm run build\``);
   mkdirSync(ARTIFACTS, { recursive: true });

@@ -151,7 +151,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const pageHint = hugePageHint(pages, engine.model.kernels.name, engine.memoryPlan?.weightBytes ?? weightBytes(engine.model.weights));
   if (pageHint) process.stdout.write(`deltaserve: ${pageHint}\n`);
   if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
-  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.model.kernels, opts.kernels), cors: origins ?? null,
+  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.model.kernels, opts.kernels), node: process.version, cors: origins ?? null,
     metrics_no_auth: values['metrics-no-auth'] === true, transparent_huge_pages: pages.thp, api_key: apiKey ? 'required' : 'none' });
 
   let signals = 0;

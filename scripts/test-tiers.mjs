@@ -1,0 +1,91 @@
+// The one definition of the test tiers. `npm test` runs them in this order and stops after
+// the first tier with a failure; `npm run test:fast` runs the first alone.
+//
+// A test file (test/NAME.test.ts, run as dist/test/NAME.test.js) belongs to the tier whose
+// `files` list names it ('*' matches any run of characters). A file no list names belongs to
+// the DEFAULT tier ('main'): a new test lands in the middle, neither gating the fast loop
+// nor waiting for system programs. `node scripts/run-tests.mjs --check` (and the fast tier's
+// test-tiers.test) fails when a file matches two tiers or a pattern matches no file.
+//
+// concurrency: how many files of the tier run at once, each in its own process. Files of a
+// tier must not contend for fixed ports or directories (every server here listens on port 0
+// and every scratch directory is a fresh mkdtemp); `alone` files run with nothing beside them
+// (whole-machine load tests, tests of wall-clock budgets).
+// slowFirst: started first (longest-processing-time order), so the tier's last minute is not
+// one long file running by itself. Only an ordering hint: a name here that no file has is an
+// error of --check like any other stale entry.
+
+/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[] }} Tier */
+
+/** @type {Tier[]} */
+export const TIERS = [
+  {
+    name: 'fast',
+    what: 'unit tests, kernel conformance on ref and wasm, engine invariants on the tiny models',
+    concurrency: 2,
+    files: [
+      // units: no model, or synthetic weights
+      'adaptive-k', 'bench-profile', 'chat-injection', 'config', 'dawn-stderr', 'idna', 'json-limits',
+      'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'tool-parser', 'tool-stream',
+      'tool-template', 'structured', 'structured-schema', 'json-schema-suite', 'prefix-points', 'pools',
+      'scheduler', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands',
+      'test-tiers',
+      // kernel conformance: wasm (and its variants) against the ref twin
+      'kernels-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
+      'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',
+      // engine invariants on the tiny models
+      'golden', 'golden-wasm', 'gdn-chunked', 'engine-invariance', 'spec-parity', 'spec-commit',
+    ],
+    slowFirst: ['kernels-conformance', 'golden-wasm', 'engine-invariance', 'spec-parity'],
+  },
+  {
+    name: 'main',
+    what: 'the engine, server, CLI and model files end to end on the tiny models (every test file no other tier names)',
+    concurrency: 2,
+    files: [],
+    alone: ['engine-stress', 'prefix-eviction', 'server-admission', 'structured-budget', 'server-fuzz'],
+    slowFirst: ['engine-stress', 'prefix-eviction', 'gguf-quant', 'server-fuzz'],
+  },
+  {
+    name: 'system',
+    what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
+    concurrency: 1,
+    files: [
+      'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'eval-baseline', 'server-soak',
+    ],
+  },
+];
+
+export const DEFAULT_TIER = 'main';
+
+/** '*' matches any run of characters; everything else is literal. */
+export function matches(pattern, name) {
+  const re = new RegExp(`^${pattern.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+  return re.test(name);
+}
+
+/**
+ * Assigns each test name (file name without .test.js) to its tier.
+ * @param {string[]} names
+ * @param {Tier[]} [tiers]
+ * @returns {{ byTier: Map<string, string[]>, errors: string[] }}
+ */
+export function assignTiers(names, tiers = TIERS) {
+  const errors = [];
+  const byTier = new Map(tiers.map((t) => [t.name, []]));
+  if (!byTier.has(DEFAULT_TIER)) return { byTier, errors: [`the default tier '${DEFAULT_TIER}' is not defined`] };
+  for (const name of names) {
+    const hits = tiers.filter((t) => t.files.some((p) => matches(p, name)));
+    if (hits.length > 1) errors.push(`${name}.test.ts is in ${hits.length} tiers (${hits.map((t) => t.name).join(', ')}): name it in one`);
+    byTier.get((hits[0] ?? { name: DEFAULT_TIER }).name).push(name);
+  }
+  for (const t of tiers) {
+    for (const list of ['files', 'alone', 'slowFirst']) {
+      for (const p of t[list] ?? []) {
+        if (!names.some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' matches no test file (stale entry in scripts/test-tiers.mjs)`);
+        else if (list !== 'files' && !byTier.get(t.name).some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' names a file of another tier`);
+      }
+    }
+  }
+  return { byTier, errors };
+}
