@@ -12,6 +12,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
+// First, before reading anything: the container build runs `npm ci` on Node 24 with only
+// package.json, this file and tools/node24 copied.
+if (Number(process.versions.node.split('.')[0]) >= 24) process.exit(0);
+
 const root = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..');
 const dir = join(root, 'tools', 'node24');
 const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
@@ -20,7 +24,6 @@ const version = manifest.optionalDependencies[pkg];
 const bin = join(dir, 'node_modules', pkg, 'bin', 'node');
 const say = (m) => console.error(`install-node24: ${m}`);
 
-if (Number(process.versions.node.split('.')[0]) >= 24) process.exit(0);
 if (!version) {
   say(`the npm registry has no Node 24 package for ${process.platform}-${process.arch} in tools/node24: deltaserve runs on this Node ${process.version} (install Node ≥ 24 for the faster kernels)`);
   process.exit(0);
