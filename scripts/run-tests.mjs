@@ -74,23 +74,23 @@ function runFile(name, sink) {
   delete env.NODE_TEST_CONTEXT; // a runner above us would take the reports instead of stdout
   const child = spawn(process.execPath, ['--test', '--test-reporter=spec', join(distTest, `${name}.test.js`)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const counts = {};
-  let partial = '';
-  const onData = (chunk) => {
-    const lines = (partial + chunk.toString('utf8')).split('\n');
-    partial = lines.pop() ?? '';
+  const partial = { stdout: '', stderr: '' }; // a line may come in pieces; streams are split apart
+  const onData = (stream) => (chunk) => {
+    const lines = (partial[stream] + chunk.toString('utf8')).split('\n');
+    partial[stream] = lines.pop() ?? '';
     for (const line of lines) {
-      const m = SUMMARY_LINE.exec(line);
+      const m = stream === 'stdout' ? SUMMARY_LINE.exec(line) : null;
       if (m) counts[m[1]] = Number(m[2]);
       else sink(line);
     }
   };
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
+  child.stdout.on('data', onData('stdout'));
+  child.stderr.on('data', onData('stderr'));
   const timer = setTimeout(() => { sink(`run-tests: ${name} still running after ${FILE_TIMEOUT_MS / 60_000} min: killed`); child.kill('SIGKILL'); }, FILE_TIMEOUT_MS);
   return new Promise((resolve) => {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      if (partial) sink(partial);
+      for (const rest of Object.values(partial)) if (rest) sink(rest);
       const seconds = (Date.now() - started) / 1000;
       const pass = counts.pass ?? 0;
       let failed = (counts.fail ?? 0) + (counts.cancelled ?? 0);
