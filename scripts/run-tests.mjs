@@ -59,10 +59,14 @@ function readTimes() {
   try { return JSON.parse(readFileSync(timesFile, 'utf8')); } catch { return {}; }
 }
 
-/** Longest first: recorded times, else the tier's slowFirst hint, else by name. */
+/**
+ * Longest first by recorded time; a file with no record yet (a fresh clone, a new test) counts
+ * as longest, and among those the tier's slowFirst hint leads, then the name.
+ */
 function order(tier, names, times) {
   const hint = (n) => { const i = (tier.slowFirst ?? []).indexOf(n); return i < 0 ? Infinity : i; };
-  return [...names].sort((a, b) => (times[b] ?? -1) - (times[a] ?? -1) || hint(a) - hint(b) || a.localeCompare(b));
+  const time = (n) => times[n] ?? Infinity;
+  return [...names].sort((a, b) => (time(b) === time(a) ? 0 : time(b) > time(a) ? 1 : -1) || hint(a) - hint(b) || a.localeCompare(b));
 }
 
 const SUMMARY_LINE = /^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$/;
