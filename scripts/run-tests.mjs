@@ -13,14 +13,18 @@
 // counts every file of every tier run, its last line `N passed, N failed[, N skipped]`.
 // Per-file wall times go to .cache/test-times.json (the next run starts the longest first).
 // Installs nothing: system programs come from `npm run test:setup`.
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
 import { TIERS, assignTiers } from './test-tiers.mjs';
 
 const root = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..');
 const distTest = join(root, 'dist', 'test');
 const timesFile = join(root, '.cache', 'test-times.json');
+const cpuDir = mkdtempSync(join(tmpdir(), 'run-tests-cpu-'));
+process.on('exit', () => rmSync(cpuDir, { recursive: true, force: true }));
 /** A file still running after this long is killed and counted as failed. */
 const FILE_TIMEOUT_MS = 15 * 60_000;
 
@@ -76,6 +80,9 @@ function runFile(name, sink) {
   const started = Date.now();
   const env = { ...process.env };
   delete env.NODE_TEST_CONTEXT; // a runner above us would take the reports instead of stdout
+  const cpuLog = join(cpuDir, `${name.replaceAll('/', '_')}.txt`);
+  env.RUN_TESTS_CPU_LOG = cpuLog;
+  env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --import=${pathToFileURL(join(root, 'scripts', 'cpu-probe.mjs')).href}`.trim();
   const child = spawn(process.execPath, ['--test', '--test-reporter=spec', join(distTest, `${name}.test.js`)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const counts = {};
   const partial = { stdout: '', stderr: '' }; // a line may come in pieces; streams are split apart
@@ -101,7 +108,8 @@ function runFile(name, sink) {
       // A file that died before its summary, or exited non-zero with no failed test, is one failure.
       if ((code !== 0 || signal) && failed === 0) failed = 1;
       if (counts.tests === undefined && code === 0) { failed = 1; sink(`run-tests: ${name} printed no test summary`); }
-      resolve({ name, pass, failed, skipped: (counts.skipped ?? 0) + (counts.todo ?? 0), seconds, code, signal });
+      const cpu = existsSync(cpuLog) ? readFileSync(cpuLog, 'utf8').split('\n').filter(Boolean).reduce((a, l) => a + Number(l), 0) : 0;
+      resolve({ name, pass, failed, skipped: (counts.skipped ?? 0) + (counts.todo ?? 0), seconds, cpu, code, signal });
     });
   });
 }
@@ -120,7 +128,7 @@ async function runTier(tier, names, concurrency) {
     for (const l of entry.lines) console.log(l);
     entry.lines = [];
   };
-  const footer = (r) => console.log(`${r.failed ? '✖' : '✔'} ${r.name}.test.js: ${r.pass} passed, ${r.failed} failed${r.skipped ? `, ${r.skipped} skipped` : ''} (${r.seconds.toFixed(1)} s)\n`);
+  const footer = (r) => console.log(`${r.failed ? '✖' : '✔'} ${r.name}.test.js: ${r.pass} passed, ${r.failed} failed${r.skipped ? `, ${r.skipped} skipped` : ''} (${r.seconds.toFixed(1)} s, ${r.cpu.toFixed(1)} s CPU)\n`);
   const flush = () => {
     while (running.length) {
       const head = running[0];
@@ -206,7 +214,7 @@ const failedFiles = all.filter((r) => r.failed);
 console.log('━━ summary');
 for (const { tier, results, seconds } of tierResults) {
   const f = results.reduce((a, r) => a + r.failed, 0);
-  console.log(`tier ${tier.name}: ${results.length} files, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${f} failed, ${seconds.toFixed(1)} s`);
+  console.log(`tier ${tier.name}: ${results.length} files, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${f} failed, ${seconds.toFixed(1)} s (${results.reduce((a, r) => a + r.cpu, 0).toFixed(0)} s CPU in its Node processes)`);
 }
 if (stoppedAt) console.log(`not run, because tier ${tierResults.at(-1).tier.name} failed: ${stoppedAt.map((p) => `${p.tier.name} (${p.names.length} files)`).join(', ')}`);
 for (const r of failedFiles) console.log(`✖ failed: dist/test/${r.name}.test.js (${r.failed}${r.signal ? `, ${r.signal}` : ''})`);
