@@ -22,6 +22,8 @@ import {
 } from './nodes.js';
 import { NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
+import { conditional, type ConditionalCompiler, schemaDependencies } from './conditionals.js';
+import { negate, NotExpressible } from './negate.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
 export type { Prop, Schema } from './nodes.js';
@@ -35,8 +37,8 @@ export interface CompileOptions {
 
 /** Assertions the grammar cannot enforce, with why. */
 const UNSUPPORTED: Readonly<Record<string, string>> = {
-  not: 'negation', contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
-  uniqueItems: 'item uniqueness', dependentSchemas: 'conditional schemas', unevaluatedProperties: 'evaluation tracking',
+  contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
+  uniqueItems: 'item uniqueness', unevaluatedProperties: 'evaluation tracking',
   unevaluatedItems: 'evaluation tracking', $dynamicRef: 'dynamic references', $recursiveRef: 'dynamic references',
 };
 
@@ -67,7 +69,12 @@ const TYPE_KEYWORDS: Readonly<Record<string, readonly string[]>> = {
   array: ['items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems'],
 };
 
-class Compiler {
+/** Keywords whose value is a schema or a list of schemas; keywords whose value maps names to schemas. */
+const SCHEMA_KEYWORDS = new Set(['additionalProperties', 'items', 'prefixItems', 'additionalItems', 'contains', 'propertyNames', 'not', 'if', 'then',
+  'else', 'allOf', 'anyOf', 'oneOf', 'unevaluatedProperties', 'unevaluatedItems']);
+const SCHEMA_MAPS = new Set(['properties', 'patternProperties', 'definitions', '$defs', 'dependentSchemas', 'dependencies']);
+
+class Compiler implements ConditionalCompiler {
   private readonly refs = new Map<string, Schema>();
   /** Resources and anchors by absolute URI; each subschema's base URI. */
   private readonly ids = new Map<string, unknown>();
@@ -105,11 +112,32 @@ class Compiler {
     }
     if (typeof o['$anchor'] === 'string') this.ids.set(`${stripFragment(here)}#${o['$anchor']}`, o);
     this.bases.set(o, here);
-    for (const [k, v] of Object.entries(o)) if (k !== 'enum' && k !== 'const' && k !== 'examples' && k !== 'default') this.collectIds(v, here, depth + 1);
+    // only where schemas live: an $id inside an unknown keyword identifies nothing
+    for (const [k, v] of Object.entries(o)) {
+      if (SCHEMA_MAPS.has(k) && isObj(v)) for (const x of Object.values(v)) this.collectIds(x, here, depth + 1);
+      else if (SCHEMA_KEYWORDS.has(k)) this.collectIds(v, here, depth + 1);
+    }
   }
 
   private refuse(path: string, key: string, why: string): void {
-    if (!this.opts.lenient) throw new SchemaError(`${path}: the keyword "${key}" (${why}) cannot be enforced by the grammar`);
+    if (this.opts.lenient) return;
+    const pointer = `#${path.slice(this.rootPath.length).replace(/\[(\d+)\]/g, '.$1').replace(/\./g, '/')}/${key}`;
+    throw new SchemaError(`${path}: the keyword "${key}" (${why}) cannot be enforced by the grammar (at ${pointer})`);
+  }
+
+  /** The compiled negation of `s` (null: not expressible and dropped, lenient). */
+  negation(s: unknown, path: string, keyword: string): Schema | null {
+    const deref = (ref: unknown, holder: Record<string, unknown>): unknown =>
+      this.resolve(resolveUri(String(ref), this.bases.get(holder) ?? DEFAULT_BASE), String(ref), path);
+    let raw: unknown;
+    try {
+      raw = negate(s, { deref, draft: this.draft });
+    } catch (e) {
+      if (!(e instanceof NotExpressible)) throw e;
+      this.refuse(path.replace(/\.(?:not|if)$/, ''), keyword, `${e.message}: not expressible as a grammar`);
+      return null;
+    }
+    return this.compile(raw, `${path}(negated)`);
   }
 
   compile(s: unknown, path: string): Schema {
@@ -120,7 +148,6 @@ class Compiler {
       if (s[key] === undefined || (key === 'uniqueItems' && s[key] === false)) continue;
       this.refuse(path, key, why);
     }
-    if (s['if'] !== undefined && (s['then'] !== undefined || s['else'] !== undefined)) this.refuse(path, 'if', 'conditional schemas');
     const parts: Schema[] = [];
     if (s['$ref'] !== undefined) {
       const target = this.ref(s['$ref'], path, this.bases.get(s) ?? DEFAULT_BASE);
@@ -140,6 +167,13 @@ class Compiler {
       if (!Array.isArray(a) || a.length === 0) throw new SchemaError(`${path}.${comb} must be a non-empty array`);
       const branches = a.map((x: unknown, i) => this.compile(x, `${path}.${comb}[${i}]`));
       parts.push(comb === 'allOf' ? branches.reduce((x, y) => intersect(x, y)) : union(branches));
+    }
+    const cond = conditional(s, path, this);
+    if (cond) parts.push(cond);
+    parts.push(...schemaDependencies(s, path, this));
+    if (s['not'] !== undefined) {
+      const not = this.negation(s['not'], `${path}.not`, 'not');
+      if (not) parts.push(not);
     }
     return parts.reduce((x, y) => intersect(x, y));
   }
@@ -265,8 +299,8 @@ class Compiler {
       if (!isObj(d)) throw new SchemaError(`${path}.${key} must be an object`);
       for (const [k, v] of Object.entries(d)) {
         if (Array.isArray(v) && v.every((x) => typeof x === 'string')) deps.push([k, v as string[]]);
-        else if (key === 'dependencies') this.refuse(`${path}.dependencies.${k}`, 'dependencies', 'a schema dependency: conditional schemas');
-        else throw new SchemaError(`${path}.dependentRequired.${k} must be a list of names`);
+        else if (key === 'dependentRequired' || Array.isArray(v)) throw new SchemaError(`${path}.${key}.${k} must be a list of names`);
+        // a schema dependency: compiled beside the object (conditionals.ts)
       }
     }
     const minProps = count(s['minProperties'], path, 'minProperties') ?? 0;
