@@ -20,7 +20,7 @@ import {
   anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_KEY, MAX_STRING, mk, NEVER,
   NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode, withoutLabels,
 } from './nodes.js';
-import { NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
+import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
 import { conditional, type ConditionalCompiler, schemaDependencies } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
@@ -254,16 +254,19 @@ class Compiler implements ConditionalCompiler {
     if (exHi !== null && (hi === null || exHi <= hi)) [hi, hiEx] = [exHi, true];
     let integer = integer0;
     let mult = 1n;
+    let step: NumRange['step'];
     const m = s['multipleOf'];
     if (m !== undefined) {
-      if (typeof m !== 'number' || !(m > 0)) throw new SchemaError(`${path}.multipleOf must be a positive number`);
-      if (Number.isInteger(m) && Number.isSafeInteger(m)) {
-        mult = BigInt(m);
+      if (typeof m !== 'number' || !(m > 0) || !Number.isFinite(m)) throw new SchemaError(`${path}.multipleOf must be a positive number`);
+      const dec = Number.isSafeInteger(m) || !(integer && Number.isInteger(1 / m)) ? decimalStep(m) : null; // integers: 1/k is no constraint
+      if (dec?.scale === 0) {
+        mult = dec.m;
         integer = true; // a multiple of an integer is an integer
-      } else if (!(integer && Number.isInteger(1 / m))) this.refuse(path, 'multipleOf', `${m} is not an integer`);
+      } else if (dec) step = dec;
+      else if (!(integer && Number.isInteger(1 / m))) this.refuse(path, 'multipleOf', `${m} has more than 12 decimals`);
     }
-    const range: NumRange = { ...NO_RANGE, lo, loEx, hi, hiEx, mult };
-    const bounded = lo !== null || hi !== null || mult !== 1n;
+    const range: NumRange = { ...NO_RANGE, lo, loEx, hi, hiEx, mult, ...(step ? { step } : {}) };
+    const bounded = lo !== null || hi !== null || mult !== 1n || step !== undefined;
     if (bounded && !rangeFeasible('', range, integer, 15)) return NEVER;
     return mk({ k: 'number' as const, integer, neg: !(lo !== null && lo >= 0), intDigits: 15, range: bounded ? range : null });
   }
