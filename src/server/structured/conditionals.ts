@@ -7,19 +7,60 @@
 //   dependentSchemas and  (key absent) ∨ (key present ∧ the schema)
 //   schema `dependencies`
 //   not                   the negation of its operand (negate.ts)
+//   oneOf                 ∨ᵢ (branchᵢ ∧ ¬branchⱼ for every j ≠ i) when the branches can overlap
+//                         and their negations are small (≤ MAX_ONEOF branches, each negation
+//                         ≤ MAX_NEGATION characters of JSON); otherwise anyOf, the documented
+//                         gap: an instance matching two branches is then accepted
 // Where a negation cannot be expressed, the caller refuses the keyword (or, lenient, drops it).
 import { intersect, union } from './merge.js';
-import type { Schema } from './nodes.js';
-import { SchemaError } from './nodes.js';
+import { deref, type Schema, SchemaError } from './nodes.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export interface ConditionalCompiler {
   compile(s: unknown, path: string): Schema;
-  /** The compiled negation of `s`, or null when it cannot be expressed and is dropped
-   * (lenient); refusing throws. `keyword` names the keyword that needs it. */
-  negation(s: unknown, path: string, keyword: string): Schema | null;
+  /** The compiled negation of `s`, or null when it cannot be expressed (its JSON would be over
+   * `maxSize` characters) and is dropped: lenient, or `keyword` null; else refusing throws.
+   * `keyword` names the keyword that needs it. */
+  negation(s: unknown, path: string, keyword: string | null, maxSize?: number): Schema | null;
+}
+
+const MAX_ONEOF = 6;
+const MAX_NEGATION = 2000;
+
+/** oneOf over `raw` branches (compiled: `branches`): exactly one holds, where that can be
+ * expressed at a small cost; else any one (anyOf). */
+export function oneOf(raw: readonly unknown[], branches: readonly Schema[], path: string, c: ConditionalCompiler): Schema {
+  if (branches.length === 1 || branches.length > MAX_ONEOF || disjoint(raw, branches)) return union(branches);
+  const negations: Schema[] = [];
+  for (let i = 0; i < raw.length; i++) {
+    const n = c.negation(raw[i], `${path}[${i}]`, null, MAX_NEGATION);
+    if (n === null) return union(branches);
+    negations.push(n);
+  }
+  return union(branches.map((b, i) => negations.reduce((acc, n, j) => (j === i ? acc : intersect(acc, n)), b)));
+}
+
+/** Can no value match two branches? (Their declared types are pairwise disjoint, or all
+ * are literals with distinct texts.) */
+function disjoint(raw: readonly unknown[], branches: readonly Schema[]): boolean {
+  const types = raw.map((r) => {
+    const t = isObj(r) ? r['type'] : undefined;
+    const list = typeof t === 'string' ? [t] : Array.isArray(t) ? t : null;
+    return list?.map((x) => (x === 'integer' ? 'number' : x)) ?? null;
+  });
+  if (types.every((t) => t !== null)) {
+    const seen = new Set<unknown>();
+    let clash = false;
+    for (const t of types as unknown[][]) {
+      clash ||= t.some((x) => seen.has(x));
+      for (const x of t) seen.add(x);
+    }
+    if (!clash) return true;
+  }
+  const texts = branches.map(deref).map((b) => (b.k === 'lit' ? b.text : null));
+  return texts.every((t) => t !== null) && new Set(texts).size === texts.length;
 }
 
 /** if / then / else of `s` (null: no conditional, or one dropped). */

@@ -22,7 +22,7 @@ import {
 } from './nodes.js';
 import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
-import { conditional, type ConditionalCompiler, schemaDependencies } from './conditionals.js';
+import { conditional, type ConditionalCompiler, oneOf, schemaDependencies } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
@@ -126,7 +126,7 @@ class Compiler implements ConditionalCompiler {
   }
 
   /** The compiled negation of `s` (null: not expressible and dropped, lenient). */
-  negation(s: unknown, path: string, keyword: string): Schema | null {
+  negation(s: unknown, path: string, keyword: string | null, maxSize = Infinity): Schema | null {
     const deref = (ref: unknown, holder: Record<string, unknown>): unknown =>
       this.resolve(resolveUri(String(ref), this.bases.get(holder) ?? DEFAULT_BASE), String(ref), path);
     let raw: unknown;
@@ -134,9 +134,10 @@ class Compiler implements ConditionalCompiler {
       raw = negate(s, { deref, draft: this.draft });
     } catch (e) {
       if (!(e instanceof NotExpressible)) throw e;
-      this.refuse(path.replace(/\.(?:not|if)$/, ''), keyword, `${e.message}: not expressible as a grammar`);
+      if (keyword !== null) this.refuse(path.replace(/\.(?:not|if)$/, ''), keyword, `${e.message}: not expressible as a grammar`);
       return null;
     }
+    if (maxSize !== Infinity && JSON.stringify(raw).length > maxSize) return null;
     return this.compile(raw, `${path}(negated)`);
   }
 
@@ -166,7 +167,7 @@ class Compiler implements ConditionalCompiler {
       if (a === undefined) continue;
       if (!Array.isArray(a) || a.length === 0) throw new SchemaError(`${path}.${comb} must be a non-empty array`);
       const branches = a.map((x: unknown, i) => this.compile(x, `${path}.${comb}[${i}]`));
-      parts.push(comb === 'allOf' ? branches.reduce((x, y) => intersect(x, y)) : union(branches));
+      parts.push(comb === 'allOf' ? branches.reduce((x, y) => intersect(x, y)) : comb === 'oneOf' ? oneOf(a, branches, `${path}.oneOf`, this) : union(branches));
     }
     const cond = conditional(s, path, this);
     if (cond) parts.push(cond);
