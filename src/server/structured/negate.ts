@@ -27,6 +27,8 @@ export class NotExpressible extends Error {
   }
 }
 
+import { MAX_STRING } from './nodes.js';
+
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -99,7 +101,7 @@ function negateKeyword(s: Obj, key: string, v: unknown, neg: (x: unknown) => unk
     case 'dependentSchemas':
       return negateDependencies(key, v, neg);
     case 'minLength': return count() === 0 ? false : { type: 'string', maxLength: count() - 1 };
-    case 'maxLength': return { type: 'string', minLength: count() + 1 };
+    case 'maxLength': return count() + 1 > MAX_STRING ? false : { type: 'string', minLength: count() + 1 }; // longer strings are never generated
     case 'minItems': return count() === 0 ? false : { type: 'array', maxItems: count() - 1 };
     case 'maxItems': return { type: 'array', minItems: count() + 1 };
     case 'minProperties': return count() === 0 ? false : { type: 'object', maxProperties: count() - 1 };

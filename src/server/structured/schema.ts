@@ -22,7 +22,7 @@ import {
 } from './nodes.js';
 import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
-import { conditional, type ConditionalCompiler, oneOf, schemaDependencies } from './conditionals.js';
+import { chainSchema, conditional, type ConditionalCompiler, oneOf, schemaDependencies, splitChains } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
@@ -54,10 +54,16 @@ function count(v: unknown, path: string, key: string): number | undefined {
 
 /** Compile a JSON Schema (the root of `schema` resolves $ref). `path` names it in errors. */
 export function compileSchema(schema: unknown, path = 'schema', opts: CompileOptions = {}): Schema {
-  const c = new Compiler(schema, path, opts);
-  const s = c.compile(schema, path);
-  c.forceRefs(s);
-  return s;
+  try {
+    const c = new Compiler(schema, path, opts);
+    const s = c.compile(schema, path);
+    c.forceRefs(s);
+    return s;
+  } catch (e) {
+    // combinators over recursive $refs can nest lazily built intersections past the stack: a 400, not a 500
+    if (e instanceof RangeError && /call stack/i.test(e.message)) throw new SchemaError(`${path}: its combinators and $refs nest too deeply to compile`);
+    throw e;
+  }
 }
 
 const TYPES = ['string', 'number', 'integer', 'boolean', 'null', 'object', 'array'] as const;
@@ -166,8 +172,13 @@ class Compiler implements ConditionalCompiler {
       const a = s[comb];
       if (a === undefined) continue;
       if (!Array.isArray(a) || a.length === 0) throw new SchemaError(`${path}.${comb} must be a non-empty array`);
+      if (comb === 'allOf') {
+        const { chains, rest } = splitChains(a); // conditionals on one property's value: one union each
+        parts.push(...chains.map((links) => chainSchema(links, `${path}.allOf`, this, s)), ...rest.map((i) => this.compile(a[i], `${path}.allOf[${i}]`)));
+        continue;
+      }
       const branches = a.map((x: unknown, i) => this.compile(x, `${path}.${comb}[${i}]`));
-      parts.push(comb === 'allOf' ? branches.reduce((x, y) => intersect(x, y)) : comb === 'oneOf' ? oneOf(a, branches, `${path}.oneOf`, this) : union(branches));
+      parts.push(comb === 'oneOf' ? oneOf(a, branches, `${path}.oneOf`, this) : union(branches));
     }
     const cond = conditional(s, path, this);
     if (cond) parts.push(cond);
