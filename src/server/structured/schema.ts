@@ -1,29 +1,32 @@
 // JSON Schema → the schema tree the grammar matcher walks (nodes.ts). The practical language
 // of drafts 4 to 2020-12: type (one or a list), properties / required / additionalProperties
 // (a schema too) / patternProperties / propertyNames / min- and maxProperties /
-// dependentRequired (and draft-7 `dependencies` lists), items / prefixItems / additionalItems /
-// minItems / maxItems, minLength / maxLength / pattern / format, minimum / maximum /
-// exclusiveMinimum / exclusiveMaximum / integer multipleOf, enum / const of any JSON values,
-// allOf / anyOf / oneOf together with their sibling keywords, $ref to local JSON pointers and
-// anchors (recursive ones included), boolean schemas.
+// dependentRequired, dependentSchemas and draft-7 `dependencies`, items / prefixItems /
+// additionalItems / minItems / maxItems, minLength / maxLength / pattern / format, minimum /
+// maximum / exclusiveMinimum / exclusiveMaximum / multipleOf (integer or decimal), enum / const
+// of any JSON values, allOf / anyOf / oneOf together with their sibling keywords, not and
+// if / then / else where the negation is expressible (negate.ts, conditionals.ts), $ref to
+// local JSON pointers and anchors (recursive ones included), boolean schemas.
 //
-// Keywords apply to their own type only: {"minimum": 0} admits any string. oneOf is enforced
-// as anyOf (its branches' exclusivity is not checked). Annotations and unknown keywords are
-// ignored, as the spec says. Assertions the grammar cannot enforce (UNSUPPORTED) are a
-// SchemaError naming them — unless `lenient`, which drops them and enforces the rest.
+// Keywords apply to their own type only: {"minimum": 0} admits any string. oneOf is exact
+// where its branches' negations are small and expressible, else enforced as anyOf.
+// Annotations and unknown keywords are ignored, as the spec says. Assertions the grammar
+// cannot enforce (UNSUPPORTED, or a negation it cannot express) are a SchemaError naming the
+// keyword and its JSON pointer — unless `lenient`, which drops them and enforces the rest.
 //
 // compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
 import { unbudgeted } from './compile-budget.js';
 import { FORMATS } from './formats.js';
-import { arrayNode, intersect, intersectStrings, objectNode, union, viewOf } from './merge.js';
+import { arrayNode, intersect, objectNode, union, viewOf } from './merge.js';
 import {
-  anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_KEY, MAX_STRING, mk, NEVER,
-  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode, withoutLabels,
+  anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_STRING, mk, NEVER,
+  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode,
 } from './nodes.js';
 import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
 import { chainSchema, conditional, type ConditionalCompiler, oneOf, schemaDependencies, splitChains } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
+import { constSchema, DEFAULT_BASE, keyNode, resolveUri, SCHEMA_KEYWORDS, SCHEMA_MAPS, stripFragment } from './schema-parts.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
 export type { Prop, Schema } from './nodes.js';
@@ -74,11 +77,6 @@ const TYPE_KEYWORDS: Readonly<Record<string, readonly string[]>> = {
     'dependentRequired', 'dependencies'],
   array: ['items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems'],
 };
-
-/** Keywords whose value is a schema or a list of schemas; keywords whose value maps names to schemas. */
-const SCHEMA_KEYWORDS = new Set(['additionalProperties', 'items', 'prefixItems', 'additionalItems', 'contains', 'propertyNames', 'not', 'if', 'then',
-  'else', 'allOf', 'anyOf', 'oneOf', 'unevaluatedProperties', 'unevaluatedItems']);
-const SCHEMA_MAPS = new Set(['properties', 'patternProperties', 'definitions', '$defs', 'dependentSchemas', 'dependencies']);
 
 class Compiler implements ConditionalCompiler {
   private readonly refs = new Map<string, Schema>();
@@ -326,23 +324,9 @@ class Compiler implements ConditionalCompiler {
   /** propertyNames as a string node (strings, string literals, or anything). */
   private keys(v: unknown, path: string): StringNode {
     if (v === undefined || v === true) return KEY_STRING;
-    const s = deref(this.compile(v, path));
-    const alts = s.k === 'anyOf' ? s.alts.map(deref) : [s];
-    if (alts.some((a) => a.k === 'any')) return KEY_STRING;
-    const strings = alts.filter((a): a is StringNode => a.k === 'string');
-    const lits = alts.filter((a) => a.k === 'lit' && a.text.startsWith('"')).map((a) => (a.k === 'lit' ? (JSON.parse(a.text) as string) : ''));
-    const capped = (x: StringNode): StringNode => {
-      const r = intersectStrings(withoutLabels(x), KEY_STRING); // keys run no label check
-      return r.k === 'string' ? r : NEVER_KEY;
-    };
-    if (strings.length === 1 && lits.length === 0) return capped(strings[0]!);
-    if (strings.length === 0) {
-      if (lits.length === 0) return NEVER_KEY;
-      const escape = (t: string): string => [...t].map((c) => `\\u{${c.codePointAt(0)!.toString(16)}}`).join('');
-      return mk({ k: 'string' as const, min: 0, max: MAX_KEY, res: [compileRegex(`^(?:${lits.map(escape).join('|')})$`)] });
-    }
-    this.refuse(path, 'propertyNames', 'a union of string schemas');
-    return KEY_STRING;
+    const k = keyNode(this.compile(v, path));
+    if (k === null) this.refuse(path, 'propertyNames', 'a union of string schemas');
+    return k ?? KEY_STRING;
   }
 
   private array(s: Obj, path: string): Schema {
@@ -428,27 +412,3 @@ class Compiler implements ConditionalCompiler {
     }
   }
 }
-
-/** Exactly the JSON value `v`: objects in any key order, numbers as JSON.stringify writes them. */
-function constSchema(v: unknown): Schema {
-  if (Array.isArray(v)) return arrayNode(v.map(constSchema), null, v.length, v.length);
-  if (isObj(v)) {
-    const props = Object.entries(v).map(([name, x]) => ({ name, required: true, schema: constSchema(x) }));
-    return objectNode(props, [{ patterns: [], extra: null }], KEY_STRING, 0, Infinity, []);
-  }
-  return mk({ k: 'lit' as const, text: JSON.stringify(v) });
-}
-
-/** The base URI of a schema without an $id of its own. */
-const DEFAULT_BASE = 'https://schema.deltaserve.invalid/root.json';
-const stripFragment = (u: string): string => u.replace(/#.*$/, '');
-function resolveUri(ref: string, base: string): string {
-  try {
-    const u = new URL(ref, base).href;
-    return u.endsWith('#') ? u.slice(0, -1) : u;
-  } catch {
-    return ref;
-  }
-}
-
-const NEVER_KEY: StringNode = mk({ k: 'string' as const, min: 0, max: MAX_KEY, res: [compileRegex('[]')] });
