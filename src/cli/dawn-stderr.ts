@@ -11,7 +11,7 @@ export const FILTERED_ENV = 'DELTASERVE_STDERR_FILTERED';
 /** Set in the child when the parent's stderr is a terminal. */
 const TTY_ENV = 'DELTASERVE_STDERR_TTY';
 
-const ENGINE_COMMANDS = new Set(['serve', 'generate', 'eval', 'bench']);
+const ENGINE_COMMANDS = new Set(['serve', 'chat', 'generate', 'eval', 'bench']);
 
 /** A line Dawn wrote on its own (our own messages start with "deltaserve:" or are JSON). */
 export function isDawnWarning(line: string): boolean {

@@ -6,6 +6,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { packageInfo } from '../util/version.js';
 import { glueNegativeNumbers } from './args.js';
 import { BENCH_HELP, runBench } from './bench.js';
+import { CHAT_HELP, runChat } from './chat.js';
 import { ENGINE_FLAGS } from './engine-flags.js';
 import { inheritStderrTty, needsDawnFilter, runFiltered } from './dawn-stderr.js';
 import { EVAL_HELP, runEval } from './eval.js';
@@ -24,6 +25,7 @@ interface Command {
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: { summary: 'OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /metrics, ...)', help: SERVE_HELP, run: runServe, engine: true },
+  chat: { summary: 'interactive chat in the terminal (streams, keeps the conversation, /help for commands)', help: CHAT_HELP, run: runChat, engine: true },
   generate: { summary: 'generate text for a prompt, chat messages or a JSONL batch', help: GENERATE_HELP, run: runGenerate, engine: true },
   eval: { summary: 'accuracy on chat JSONL eval sets (optionally MTP off vs on)', help: EVAL_HELP, run: runEval, engine: true },
   'make-model': { summary: 'write a random-weight checkpoint of a real model shape (for benchmarks)', help: MAKE_MODEL_HELP, run: runMakeModel, engine: false },
