@@ -15,7 +15,7 @@ import { hugePageStatus } from '../util/huge-pages.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
 import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
-import { checkKernelsName, DEFAULT_MODEL, defaultKernels, kernelsFields } from './engine-flags.js';
+import { checkKernelsName, DEFAULT_MODEL, defaultKernels, emulationWarning, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
 import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
@@ -194,6 +194,8 @@ export async function runBench(argv: string[]): Promise<void> {
     const rng = new Rng(1);
     await benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
     const gpu = gpuCounters(kernels);
+    const emulation = emulationWarning(kernels);
+    if (emulation) process.stderr.write(`deltaserve: ${emulation}\n`);
     const runs: Run[] = [];
     // The probe runs right before every run (the machine's load changes by the second);
     // the roofline uses the median probe.

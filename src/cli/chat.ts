@@ -17,7 +17,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { AnswerView, colorAllowed, DIM, UNDIM, type Sink } from './answer-view.js';
 import { type ArgValues, param, str } from './args.js';
 import { CHAT_COMMANDS_HELP, ChatSession, turnStats } from './chat-session.js';
-import { DEFAULT_MODEL, ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsLine } from './engine-flags.js';
+import { DEFAULT_MODEL, ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, reportKernels } from './engine-flags.js';
 
 export const CHAT_HELP = `deltaserve chat [options]
   an interactive chat in the terminal: answers stream, reasoning shows dimmed, the
@@ -56,7 +56,7 @@ export async function runChat(argv: string[]): Promise<void> {
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
   try {
-    if (opts.kernels === 'auto' || opts.kernels === 'webgpu') process.stderr.write(`deltaserve: kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
+    reportKernels(engine.model.kernels, opts.kernels);
     if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
     const settings = answerSettings(values, engine.maxContext);
     const session = new ChatSession(str(values, 'system'), values['no-think'] !== true);

@@ -94,11 +94,27 @@ export function engineOptions(v: ArgValues): EngineOptions {
 }
 
 /** The backend that runs, for the ready line: its name, the GPU adapter (vendor,
- * architecture, limits) on webgpu, and what `auto` decided. */
+ * architecture, limits) on webgpu, and why `auto` chose it — one sentence. */
 export function kernelsLine(k: AnyKernels, asked: KernelsChoice | undefined): string {
   const a = gpuAdapterOf(k);
   const auto = asked === 'auto' ? autoDecision() : null;
-  return `${k.name}${a ? ` on ${describeAdapter(a)}` : ''}${auto ? ` (auto: ${auto.reason})` : ''}`;
+  return `${k.name}${a ? ` on ${describeAdapter(a)}` : ''}${auto ? `, chosen by auto: ${auto.reason}` : ''}`;
+}
+
+/** A warning when the backend is WebGPU on a CPU emulation (lavapipe / llvmpipe,
+ * SwiftShader, WARP): there the wasm kernels are far faster (null otherwise). */
+export function emulationWarning(k: AnyKernels): string | null {
+  const a = gpuAdapterOf(k);
+  if (!a?.cpuEmulation) return null;
+  return `warning: the WebGPU adapter "${a.description || a.device || a.vendor}" is a CPU emulation, not a GPU: ` +
+    'the wasm kernels are many times faster on this machine (--kernels cpu, or auto)';
+}
+
+/** The kernels line (for --kernels auto|webgpu) and the CPU-emulation warning, on stderr. */
+export function reportKernels(k: AnyKernels, asked: KernelsChoice | undefined): void {
+  if (asked === 'auto' || asked === 'webgpu') process.stderr.write(`deltaserve: kernels ${kernelsLine(k, asked)}\n`);
+  const warning = emulationWarning(k);
+  if (warning) process.stderr.write(`deltaserve: ${warning}\n`);
 }
 
 /** The same as fields of a JSON log record or report. */

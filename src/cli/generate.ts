@@ -12,7 +12,7 @@ import { probePrompt, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
-import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsLine } from './engine-flags.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, reportKernels } from './engine-flags.js';
 import { AnswerView, colorAllowed, type Sink } from './answer-view.js';
 
 export const GENERATE_HELP = `deltaserve generate [options]
@@ -114,7 +114,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   }
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
-  if (opts.kernels === 'auto' || opts.kernels === 'webgpu') process.stderr.write(`deltaserve: kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
+  reportKernels(engine.model.kernels, opts.kernels);
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
     // --max-tokens obeys the rule of the API's max_tokens: at most the context length.

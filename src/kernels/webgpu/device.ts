@@ -98,10 +98,10 @@ export class NoGpuError extends Error {}
  * is no adapter, or only a CPU emulation and `allowCpuEmulation` is false. */
 export async function acquireGpu(gpu: GPU, opts: AcquireOptions): Promise<GpuContext> {
   const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
-  if (!adapter) throw new NoGpuError('no WebGPU adapter (no GPU driver; on Linux without a GPU install Mesa lavapipe, mesa-vulkan-drivers >= 23)');
+  if (!adapter) throw new NoGpuError('no WebGPU adapter was found: no GPU driver answered, and on Linux without a GPU Mesa\'s lavapipe (mesa-vulkan-drivers 23 or later) provides one');
   const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
   if (!opts.allowCpuEmulation && isCpuEmulation(info)) {
-    throw new NoGpuError(`the only WebGPU adapter is a CPU emulation (${info.description || info.device || info.vendor})`);
+    throw new NoGpuError(`the only WebGPU adapter, "${info.description || info.device || info.vendor}", is a CPU emulation, slower than the wasm kernels`);
   }
   const wanted: GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'];
   const requiredFeatures = wanted.filter((f) => adapter.features.has(f) && !(opts.disable ?? []).includes(f as never));
