@@ -103,7 +103,7 @@ export class Engine {
   private readonly policy: AdaptiveK;
   /** k drafted for the step about to run (for the policy's measurement). */
   private draftedK = 0;
-  private readonly metrics = new EngineMetrics();
+  private readonly metrics: EngineMetrics;
   private nextId = 1;
   private wake: (() => void) | null = null;
   private closed = false;
@@ -134,6 +134,7 @@ export class Engine {
     private readonly opts: EngineOptions,
     private readonly hooks: EngineTestHooks,
   ) {
+    this.metrics = new EngineMetrics(hooks.clock);
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
