@@ -1,5 +1,4 @@
 // Flags every engine-driving command shares (generate, serve, eval, bench).
-import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import type { EngineOptions } from '../engine/engine.js';
 import { autoDecision, defaultKernels, gpuAdapterOf, KERNEL_NAMES, type KernelsChoice } from '../kernels/index.js';
@@ -8,12 +7,13 @@ import { describeAdapter } from '../kernels/webgpu/device.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
+import { BUILTIN_MODEL } from '../model/builtin.js';
 import { type ArgValues, int, str } from './args.js';
 import { parseQuantizeMode } from '../model/quantize-load.js';
 import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
 
-/** The built-in default model, shipped in the repository. */
-export const DEFAULT_MODEL = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..', 'models', 'tiny-think');
+/** The built-in default model, shipped in the repository and the package. */
+export const DEFAULT_MODEL = BUILTIN_MODEL;
 
 export const ENGINE_FLAGS = {
   model: { type: 'string' },

@@ -4,7 +4,8 @@
 // other tools share them. Offline (HF_HUB_OFFLINE=1, or the hub unreachable) the error
 // names the missing file and where it looked.
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { BUILTIN_MODEL_NAME } from '../model/builtin.js';
 import { DeltaserveError } from '../util/errors.js';
 import {
   type RepoRef, cachedCommit, describeRef, hubCacheDir, linkSnapshotFile, parseRepoRef, repoCacheDir, snapshotDir, writeRef,
@@ -23,14 +24,34 @@ const TRUE = new Set(['1', 'true', 'yes', 'on']);
 
 /** True when `spec` names a hub repository rather than a local path. */
 export function isHubReference(spec: string): boolean {
-  return !existsSync(spec) && parseRepoRef(spec) !== null;
+  return !existsSync(spec) && !looksLikePath(spec) && parseRepoRef(spec) !== null;
+}
+
+/** A spec that can only mean a local path, even when it does not exist: absolute or
+ * explicitly relative (`./`, `../`, `~`), a Windows path, a model file name, the built-in
+ * model's name, or `dir/name` where `dir` is a local directory. (`org/name` otherwise
+ * reads as a hub repository.) */
+export function looksLikePath(spec: string): boolean {
+  if (isAbsolute(spec) || /^(\.{1,2}|~)([/\\]|$)/.test(spec) || spec.includes('\\') || /^[A-Za-z]:[/\\]/.test(spec)) return true;
+  if (/\.(gguf|safetensors|json)$/i.test(spec) || spec === BUILTIN_MODEL_NAME) return true;
+  const parent = dirname(spec);
+  return parent !== '.' && existsSync(parent);
+}
+
+/** The error for a local path that does not exist (no network is tried for it). */
+function missingPath(spec: string): DeltaserveError {
+  const abs = resolve(spec);
+  const what = /\.gguf$/i.test(spec) ? 'model file' : 'model directory';
+  const builtin = basename(spec) === basename(BUILTIN_MODEL_NAME)
+    ? ` (the built-in model: leave the model out, or pass BUILTIN_MODEL from 'deltaserve')` : '';
+  return new DeltaserveError('bad_config', `${what} not found: ${abs}${spec !== abs ? ` ("${spec}" from ${process.cwd()})` : ''}${builtin}`);
 }
 
 /** A local model path for `spec` (a directory, or a .gguf file for `:QUANT` references). */
 export async function resolveModelPath(spec: string, o: ResolveOptions = {}): Promise<string> {
   if (existsSync(spec)) return spec;
-  const ref = parseRepoRef(spec);
-  if (!ref) return spec; // not a repo id: the loader reports the missing directory
+  const ref = looksLikePath(spec) ? null : parseRepoRef(spec);
+  if (!ref) throw missingPath(spec); // a local path: never looked up on the hub
   const env = o.env ?? process.env;
   const log = o.log ?? ((l: string) => process.stderr.write(`deltaserve: ${l}\n`));
   const repoDir = repoCacheDir(hubCacheDir(env), ref);
