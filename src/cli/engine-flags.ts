@@ -36,10 +36,13 @@ export const ENGINE_FLAGS = {
   'prefix-cache-disk-bytes': { type: 'string' },
 } as const;
 
-export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV] model directory, .gguf file (or the first part of a split GGUF),
-                            a directory holding one GGUF, or a Hugging Face repo: from the HF
-                            cache (HF_HOME, HF_HUB_CACHE), else downloaded from HF_ENDPOINT (token
-                            HF_TOKEN); HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
+export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model directory, .gguf file (or the first part of a
+                            split GGUF), a directory holding one GGUF, or a Hugging Face repo:
+                            ORG/NAME (safetensors) or ORG/NAME:Q4_K_M (that quantization's GGUF
+                            and the repo's mmproj); from the HF cache (HF_HOME, HF_HUB_CACHE), else
+                            downloaded from HF_ENDPOINT (size first, then progress; token HF_TOKEN;
+                            "deltaserve pull" downloads only, "deltaserve list" shows the cache);
+                            HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
   --kernels auto|cpu|wasm|ref|webgpu  kernel backend (default cpu: wasm when built, else ref);
                             webgpu: the GPU through WebGPU (Dawn; also a CPU emulation such as
                             lavapipe); auto: webgpu on a GPU that is not a CPU emulation, else cpu
