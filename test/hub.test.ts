@@ -217,7 +217,7 @@ test('org/name:QUANT takes every part of a split GGUF and the projector, and rec
   const total = ['Q4_K_M/Split-Q4_K_M-00001-of-00002.gguf', 'Q4_K_M/Split-Q4_K_M-00002-of-00002.gguf', 'mmproj-F16.gguf']
     .reduce((n, f) => n + files.get(f)!.body.length, 0);
   assert.equal(notes.length, 1);
-  assert.match(notes[0]!, new RegExp(`^downloading TestOrg/Split-GGUF@main:q4_k_m \\(commit a{12}\\): ${(total / 1e3).toFixed(1)} kB in 3 files ` +
+  assert.match(notes[0]!, new RegExp(`^downloading TestOrg/Split-GGUF:q4_k_m \\(commit a{12}\\): ${(total / 1e3).toFixed(1)} kB in 3 files ` +
     '\\(Q4_K_M/Split-Q4_K_M-00001-of-00002\\.gguf 14\\.0 kB, Q4_K_M/Split-Q4_K_M-00002-of-00002\\.gguf 14\\.0 kB, mmproj-F16\\.gguf 0\\.1 kB\\) ' +
     `from ${endpoint} into ${repoDir}$`));
   // into a pipe: whole lines, no carriage returns, ending at 100%
@@ -297,8 +297,8 @@ test('deltaserve pull downloads without serving; deltaserve list shows the cache
   const snap = join(home, 'hub', 'models--TestOrg--Split-GGUF', 'snapshots', COMMIT);
   assert.equal(pull.stdout, `${join(snap, 'Q4_K_M', 'Split-Q4_K_M-00001-of-00002.gguf')}\n`);
   const [first, ...rest] = pull.stderr.trim().split('\n');
-  assert.match(first!, /^deltaserve: downloading TestOrg\/Split-GGUF@main:Q4_K_M .*: 28\.1 kB in 3 files/, 'the size comes first');
-  assert.match(rest.at(-1)!, /^deltaserve: TestOrg\/Split-GGUF@main:Q4_K_M downloaded \(28\.1 kB, with projector mmproj-F16\.gguf\)$/);
+  assert.match(first!, /^deltaserve: downloading TestOrg\/Split-GGUF:Q4_K_M .*: 28\.1 kB in 3 files/, 'the size comes first');
+  assert.match(rest.at(-1)!, /^deltaserve: TestOrg\/Split-GGUF:Q4_K_M downloaded \(28\.1 kB, with projector mmproj-F16\.gguf\)$/);
   assert.ok(rest.some((l) => /100% 28\.1 kB \/ 28\.1 kB/.test(l)), 'progress reached 100%');
   const again = await cli(['pull', `${SPLIT_REPO}:Q4_K_M`], { ...env, HF_HUB_OFFLINE: '1' });
   assert.equal(again.code, 0, again.stderr);
@@ -319,4 +319,40 @@ test('deltaserve pull downloads without serving; deltaserve list shows the cache
   const bad = await cli(['pull', './models/nothing'], env);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /^deltaserve: pull takes a hub name ORG\/NAME\[@REV\]\[:QUANT\] .*got "\.\/models\/nothing"\n$/);
+});
+
+test('local paths are never hub names: an existing one is used, a missing one is an error naming it, no request made', async () => {
+  const env = envFor(join(ROOT, 'home-paths'));
+  log.length = 0;
+  const cwd = process.cwd();
+  const scratch = mkdtempSync(join(ROOT, 'cwd-'));
+  mkdirSync(join(scratch, 'dir'));
+  process.chdir(scratch);
+  try {
+    await assert.rejects(resolveModelPath('./nope/model', { env, log: quiet, progress: mute }),
+      (e: Error) => e.message === `model directory not found: ${join(scratch, 'nope', 'model')} ("./nope/model" from ${scratch})`);
+    await assert.rejects(resolveModelPath('/nonexistent/x.gguf', { env, log: quiet, progress: mute }), /^DeltaserveError: model file not found: \/nonexistent\/x\.gguf$/);
+    await assert.rejects(resolveModelPath('dir/model', { env, log: quiet, progress: mute }), /model directory not found: .*\/dir\/model/, 'dir/ exists here: a path');
+    await assert.rejects(resolveModelPath('models/tiny-think', { env, log: quiet, progress: mute }),
+      /model directory not found: .*\/models\/tiny-think .*\(the built-in model: leave the model out, or pass BUILTIN_MODEL from 'deltaserve'\)/);
+    assert.deepEqual(log, [], 'no request reached the hub');
+    await assert.rejects(resolveModelPath('Org/Name', { env, log: quiet, progress: mute }), /404/, 'org/name with no such directory: a hub name');
+    mkdirSync(join(scratch, 'Org', 'Name'), { recursive: true });
+    assert.equal(await resolveModelPath('Org/Name', { env, log: quiet, progress: mute }), 'Org/Name', 'an existing directory wins');
+  } finally {
+    process.chdir(cwd);
+  }
+});
+
+test('Engine.load() without a model loads the built-in one (BUILTIN_MODEL)', async () => {
+  const { BUILTIN_MODEL, Engine } = await import('../src/index.js');
+  assert.equal(BUILTIN_MODEL, join(REPO_ROOT, 'models', 'tiny-think'));
+  const engine = await Engine.load();
+  try {
+    const builtin = JSON.parse(readFileSync(join(BUILTIN_MODEL, 'config.json'), 'utf8')) as { hidden_size?: number; text_config?: { hidden_size?: number } };
+    assert.equal(engine.model.config.hiddenSize, builtin.hidden_size ?? builtin.text_config?.hidden_size);
+    assert.equal((await engine.complete({ prompt: 'hi', maxTokens: 3 })).outputIds.length, 3);
+  } finally {
+    await engine.close();
+  }
 });
