@@ -8,7 +8,6 @@ import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
 import { type QuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
-import { splitReasoning } from '../tokenizer/reasoning.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner, type StepResult } from './runner.js';
 import { Scheduler } from './scheduler.js';
@@ -525,8 +524,7 @@ export class Engine {
     req.tokens.push(id);
     req.history.push(id);
     const out = req.output.push(id);
-    const parts = req.reasoning.push(out.text);
-    req.events.push({ type: 'delta', text: out.text, ids: [id], reasoning: parts.reasoning, content: parts.content });
+    req.events.push(req.delta(out.text, [id]));
     let reason: FinishReason | null = out.stopped ? 'stop' : null;
     if (!reason && (req.numGenerated >= req.maxTokens || req.tokens.length >= req.maxLength)) reason = 'length';
     if (reason) {
@@ -546,14 +544,11 @@ export class Engine {
     }
     if (reason === 'stop' || reason === 'length') this.snapshotGeneration(req);
     const tail = req.output.flush();
-    const held = req.reasoning.push(tail);
-    const rest = req.reasoning.flush();
-    const reasoning = held.reasoning + rest.reasoning;
-    const content = held.content + rest.content;
-    if (tail || reasoning || content) req.events.push({ type: 'delta', text: tail, ids: [], reasoning, content });
+    const last = req.delta(tail, [], true);
+    if (last.text || last.reasoning || last.content) req.events.push(last);
     this.metrics.requestFinished(req);
     req.events.push({
-      type: 'done', finishReason: reason, text: req.output.text, ...splitReasoning(req.output.text, req.startsInReasoning),
+      type: 'done', finishReason: reason, text: req.output.text, ...req.finalParts(),
       outputIds: req.outputIds, promptIds: req.promptIds,
       usage: { promptTokens: req.promptIds.length, completionTokens: req.numGenerated, cachedTokens: req.cachedTokens },
       ...(error !== undefined ? { error } : {}),

@@ -8,7 +8,7 @@ import type { SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import type { TokenLogprob } from './sample-batch.js';
-import { ReasoningSplitter } from '../tokenizer/reasoning.js';
+import { ReasoningSplitter, splitReasoning } from '../tokenizer/reasoning.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -143,6 +143,23 @@ export class Request {
   ) {
     this.tokens = [...promptIds];
     this.prefillEnd = promptIds.length;
+  }
+
+  /** The delta event of newly streamed text; `last`: the request's final one, releasing
+   * text the splitter held back (a possible partial tag). */
+  delta(text: string, ids: readonly number[], last = false): Extract<GenerateEvent, { type: 'delta' }> {
+    const p = this.reasoning.push(text);
+    if (last) {
+      const rest = this.reasoning.flush();
+      p.reasoning += rest.reasoning;
+      p.content += rest.content;
+    }
+    return { type: 'delta', text, ids, reasoning: p.reasoning, content: p.content };
+  }
+
+  /** The whole output split at once (equal to the deltas' parts joined). */
+  finalParts(): { reasoning: string | null; content: string } {
+    return splitReasoning(this.output.text, this.startsInReasoning);
   }
 
   get numGenerated(): number {
