@@ -13,7 +13,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { hugePageHint, hugePageStatus } from '../util/huge-pages.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
 import { type ArgValues, int, num, str } from './args.js';
-import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsFields, kernelsLine } from './engine-flags.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, emulationWarning, engineOptions, kernelsFields, kernelsLine } from './engine-flags.js';
 
 const LIMIT_HELP_TEXT: Readonly<Record<keyof RequestLimits, string>> = {
   promptChars: '413 for prompt text (messages, prompt, input, system, instructions) longer than N characters',
@@ -145,7 +145,9 @@ export async function runServe(argv: string[]): Promise<void> {
   const cfg = engine.model.config;
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
-    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}${apiKey ? ', API key required' : ''}\n`);
+    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}${apiKey ? ', API key required' : ''}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
+  const emulation = emulationWarning(engine.model.kernels);
+  if (emulation) process.stderr.write(`deltaserve: ${emulation}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   const pages = hugePageStatus();
   const pageHint = hugePageHint(pages, engine.model.kernels.name, engine.memoryPlan?.weightBytes ?? weightBytes(engine.model.weights));

@@ -4,6 +4,7 @@
 import { randomInt } from 'node:crypto';
 import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
 import { encodeChat } from '../tokenizer/safe-chat.js';
+import { promptOpensThinking, ReasoningSplitter } from '../tokenizer/reasoning.js';
 import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { AnyModel } from '../model/model.js';
@@ -61,6 +62,9 @@ export interface RequestContext {
   readonly tokenizer: TextTokenizer;
   readonly maxContext: number;
 }
+
+/** Prompt tokens decoded to see whether the prompt ends with `<think>` (and whitespace). */
+const THINK_TAIL_TOKENS = 8;
 
 function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
@@ -134,6 +138,8 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   const output = new OutputText((ids) => ctx.tokenizer.decode(ids), promptIds, stopIds, stopStrings(req.stop));
   const r = new Request(id, id, promptIds, budget, promptIds.length + budget,
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
+  r.startsInReasoning = promptOpensThinking(ctx.tokenizer.decode(promptIds.slice(-THINK_TAIL_TOKENS)));
+  r.reasoning = new ReasoningSplitter(r.startsInReasoning);
   r.captureLogits = req.captureLogits ?? null;
   r.adjust = req.logitsAdjust ?? null;
   if (req.logprobs) {
