@@ -7,6 +7,7 @@
 //   - {dependencies: {k: S}} accepts an object without k, or one S accepts;
 //   - oneOf accepts when exactly one branch (compiled on its own) accepts;
 //   - multipleOf 0.01 / 1.5 / 0.25 agrees with exact decimal arithmetic on the text;
+//   - unevaluatedProperties over known properties equals additionalProperties over their union;
 // plus JSONSchemaBench schemas (test/fixtures/jsonschemabench) whose labelled instances must be
 // decided as labelled, and the clear 400 for what stays unexpressible.
 import { test } from 'node:test';
@@ -118,6 +119,17 @@ test('multipleOf with a decimal agrees with exact decimal arithmetic', () => {
   }
   const both = accepts({ allOf: [{ multipleOf: 0.5 }, { multipleOf: 0.2 }] }); // meet at the integers
   for (const n of numbers) assert.equal(both(n), multipleOf(n, '1'), `multipleOf 0.5 and 0.2 on ${n}`);
+});
+
+test('unevaluatedProperties over statically known properties == additionalProperties over their union', () => {
+  const base = { properties: { a: {} }, allOf: [{ properties: { b: { type: 'integer' } } }, { patternProperties: { '^x': {} } }] };
+  const flat = { properties: { a: {}, b: { type: 'integer' } }, patternProperties: { '^x': {} } };
+  for (const extra of [false, { type: 'string' }]) {
+    const u = accepts({ ...base, unevaluatedProperties: extra });
+    const ap = accepts({ ...flat, additionalProperties: extra });
+    for (const t of [...texts, '{"xa":1,"a":2}', '{"b":"s"}', '{"c":"s"}', '{"c":1}']) assert.equal(u(t), ap(t), `unevaluatedProperties ${JSON.stringify(extra)} on ${t}`);
+  }
+  assert.throws(() => compileSchema({ anyOf: [{ properties: { a: {} } }], unevaluatedProperties: false }), /"unevaluatedProperties" \(evaluation tracking through anyOf\)/);
 });
 
 test('JSONSchemaBench schemas using these keywords decide their labelled instances as labelled', () => {

@@ -26,6 +26,7 @@ import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.
 import { compileRegex, type Regex, RegexError } from './regex.js';
 import { chainSchema, conditional, type ConditionalCompiler, oneOf, schemaDependencies, splitChains } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
+import { evaluatedProperties } from './unevaluated.js';
 import { constSchema, DEFAULT_BASE, keyNode, resolveUri, SCHEMA_KEYWORDS, SCHEMA_MAPS, stripFragment } from './schema-parts.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
@@ -41,7 +42,7 @@ export interface CompileOptions {
 /** Assertions the grammar cannot enforce, with why. */
 const UNSUPPORTED: Readonly<Record<string, string>> = {
   contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
-  uniqueItems: 'item uniqueness', unevaluatedProperties: 'evaluation tracking',
+  uniqueItems: 'item uniqueness',
   unevaluatedItems: 'evaluation tracking', $dynamicRef: 'dynamic references', $recursiveRef: 'dynamic references',
 };
 
@@ -185,6 +186,10 @@ class Compiler implements ConditionalCompiler {
       const not = this.negation(s['not'], `${path}.not`, 'not');
       if (not) parts.push(not);
     }
+    if (s['unevaluatedProperties'] !== undefined && s['unevaluatedProperties'] !== true) {
+      const u = this.unevaluated(s, path);
+      if (u) parts.push(u);
+    }
     return parts.reduce((x, y) => intersect(x, y));
   }
 
@@ -213,6 +218,25 @@ class Compiler implements ConditionalCompiler {
     if (allowed('object')) alts.push(has('object') ? this.object(s, path) : freeObject(NESTED_ANY));
     if (allowed('array')) alts.push(has('array') ? this.array(s, path) : listArray(NESTED_ANY));
     return union(alts);
+  }
+
+  /** unevaluatedProperties over the statically known evaluated properties (unevaluated.ts). */
+  private unevaluated(s: Obj, path: string): Schema | null {
+    const deref = (ref: unknown, holder: Obj): unknown => this.resolve(resolveUri(String(ref), this.bases.get(holder) ?? DEFAULT_BASE), String(ref), path);
+    const ev = evaluatedProperties(s, deref);
+    if (ev.kind === 'all') return null;
+    if (ev.kind === 'dynamic') {
+      this.refuse(path, 'unevaluatedProperties', `evaluation tracking through ${ev.keyword}`);
+      return null;
+    }
+    const extra = this.compile(s['unevaluatedProperties'], `${path}.unevaluatedProperties`);
+    const patterns = ev.patterns.flatMap((src) => {
+      const re = this.regex(src, `${path}.patternProperties`);
+      return re ? [{ re, schema: anySchema() }] : [];
+    });
+    const props = ev.names.map((name) => ({ name, required: false, schema: anySchema() }));
+    const objects = objectNode(props, [{ patterns, extra: isNever(extra) ? null : extra }], KEY_STRING, 0, Infinity, []);
+    return union([objects, this.compile({ type: ['string', 'number', 'boolean', 'null', 'array'] }, path)]); // it constrains objects only
   }
 
   private regex(source: unknown, path: string): Regex | null {
