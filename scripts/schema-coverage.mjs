@@ -73,7 +73,7 @@ function sample(xs, n, seed) {
 function reasonOf(message) {
   const kw = /the keyword "([^"]+)" \(([^)]*)\)/.exec(message);
   if (kw) return `keyword ${kw[1]} (${kw[2]})`;
-  const m = message.replace(/^invalid JSON schema: /, '');
+  const m = message.replace(/^invalid JSON schema: /, '').replace(/^schema[^\s:]*:? (?=its )/, '').replace(/^schema\S*\.\$ref /, '$ref ');
   return m
     .replace(/^[^\s:]*(?:\.[^\s:]*)*: /, '')
     .replace(/"(?:[^"\\]|\\.)*"/g, '"…"')
