@@ -26,7 +26,7 @@ export interface ConditionalCompiler {
   negation(s: unknown, path: string, keyword: string | null, maxSize?: number): Schema | null;
 }
 
-const MAX_ONEOF = Number(process.env.DS_MAX_ONEOF ?? 6);
+const MAX_ONEOF = 6;
 const MAX_NEGATION = 2000;
 
 /** oneOf over `raw` branches (compiled: `branches`): exactly one holds, where that can be
