@@ -4,7 +4,7 @@
 // HTTP (400). Each gets a JSON body in its route's dialect (error-dialect.ts) and the
 // connection closes: through the request's own response when one is in flight and has sent
 // nothing yet (its route is known), else written straight to the socket.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { inRouteDialect, rawErrorResponse } from './error-dialect.js';
 import { ApiError } from './errors.js';
@@ -13,6 +13,7 @@ import { dialectPathOf } from './routes.js';
 
 /** The request a connection is serving now, and its route path once known. */
 export interface InFlight {
+  readonly req: IncomingMessage;
   readonly res: ServerResponse;
   readonly route: () => string | null;
 }
@@ -63,6 +64,8 @@ export function answerClientError(err: ClientError, socket: Duplex, current: InF
     current.res.setHeader('connection', 'close');
     current.res.once('finish', () => closeAfterFlush(socket));
     sendError(current.res, inRouteDialect(current.route(), e));
+    // the handler still reading the body learns of the end (node:http no longer will)
+    current.req.on('error', () => undefined).destroy(e);
     return;
   }
   socket.write(rawErrorResponse(pathOfPacket(err.rawPacket), e));

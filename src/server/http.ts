@@ -253,7 +253,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     // The access log's route: the raw path until routing names it.
     const seen: { route: string; body?: unknown } = { route: (req.url ?? '/').split('?')[0]!.slice(0, 200) };
     res.setHeader('x-request-id', requestId);
-    serving.set(req.socket, { res, route: () => dialectPathOf(req.url) });
+    serving.set(req.socket, { req, res, route: () => dialectPathOf(req.url) });
     // The access line is written once the response has closed AND the handler is done (an
     // aborted stream learns its finish reason after the close).
     let pending = 2;
