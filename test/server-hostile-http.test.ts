@@ -158,6 +158,10 @@ test('a 20,000-character URL gets 431 as JSON in its route\'s dialect; unparsabl
   anthropicError(await request('POST', `/v1/messages?pad=${id}`, { key: true, body: MSG }), 431, 'request_too_large');
   openAiError(await rawSend('THIS IS NOT HTTP\r\n\r\n'), 400, 'bad_http');
   openAiError(await rawSend(`GET /health HTTP/1.1\r\nhost: x\r\nbad header line\r\n\r\n`), 400, 'bad_http');
+  anthropicError(await rawSend(`POST /v1/messages HTTP/1.1\r\nhost: x\r\nexpect: teapot\r\ncontent-length: 2\r\n\r\n{}`), 417);
+  openAiError(await rawSend(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nexpect: teapot\r\ncontent-length: 2\r\n\r\n{}`), 417, 'expectation_failed');
+  // unknown paths under /v1/messages speak Anthropic too
+  anthropicError(await request('GET', '/v1/messages/nope', { key: true }), 404, 'not_found_error');
 });
 
 test('Anthropic stop_sequences must be an array of strings', async () => {

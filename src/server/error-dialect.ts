@@ -1,6 +1,7 @@
 // Every error is JSON in its route's dialect: Anthropic's {"type": "error", "error": {"type",
-// "message"}} for /v1/messages and /v1/messages/count_tokens, OpenAI's {"error": {"message",
-// "type", "param", "code"}} for every other route (unknown ones included). Errors met before
+// "message"}} for /v1/messages and every path under it (count_tokens, unknown ones), OpenAI's
+// {"error": {"message", "type", "param", "code"}} for every other path (unknown or
+// malformed ones included). Errors met before
 // a request exists (unparsable HTTP, headers too large, a request line or body too slow) are
 // written straight to the socket, in the dialect of the request line when it was received.
 import { STATUS_CODES } from 'node:http';
@@ -8,7 +9,7 @@ import { ApiError, type ErrorBody } from './errors.js';
 
 const ANTHROPIC_TYPES: Readonly<Record<number, string>> = {
   400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error', 405: 'invalid_request_error',
-  408: 'invalid_request_error', 413: 'request_too_large', 429: 'rate_limit_error', 431: 'request_too_large', 503: 'overloaded_error',
+  408: 'invalid_request_error', 417: 'invalid_request_error', 413: 'request_too_large', 429: 'rate_limit_error', 431: 'request_too_large', 503: 'overloaded_error',
 };
 
 /** An ApiError rendered in Anthropic's error shape (same status and headers). */
@@ -24,7 +25,7 @@ export class AnthropicError extends ApiError {
 
 /** Does `path` (normalized, routes.ts) speak Anthropic's dialect? */
 export function isAnthropicPath(path: string | null): boolean {
-  return path === '/v1/messages' || path === '/v1/messages/count_tokens';
+  return path !== null && (path === '/v1/messages' || path.startsWith('/v1/messages/'));
 }
 
 /** `e` in the dialect of the route at `path` (null: unknown path, OpenAI's). */

@@ -37,7 +37,9 @@ export interface ServerOptions {
   readonly host?: string;
   /** Port (default 8000; 0 = an ephemeral port, see RunningServer.port). */
   readonly port?: number;
-  /** When set, every route but /health needs `Authorization: Bearer <apiKey>`. */
+  /** When set, every request but those of the open routes (/health, the web UI pages,
+   * /metrics with metricsNoAuth) and CORS preflights needs `Authorization: Bearer <apiKey>`
+   * (or `x-api-key`); without it any other path, existing or not, is a 401. */
   readonly apiKey?: string;
   /** Model id in the API (default: the model directory's basename). */
   readonly servedModelName?: string;
@@ -197,7 +199,8 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     const path = requestPath(req.url ?? '/');
     seen.route = path;
     // Without the key a client learns nothing of the routes: every path and method but the
-    // open routes' gets 401 before 404 / 405 / a malformed id (see accessPolicy below).
+    // open routes' gets 401 before 404 / 405 / a malformed id. Answered before the key:
+    // malformed URLs (400, they name no route), shutdown (503), and the open routes.
     let found: { r: Route; arg: string } | null = null;
     let routeError: unknown = null;
     try {
@@ -286,6 +289,11 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   // Idle connections stay open longer than clients keep them (undici/fetch: 4 s, most others
   // less) by default, so a client never sends a request on a connection being closed.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, serving.get(socket), times.requestTimeout));
+  // an Expect header other than 100-continue (node's own answer has no body)
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    res.setHeader('connection', 'close');
+    sendError(res, inRouteDialect(dialectPathOf(req.url), new ApiError(417, `Expect: ${String(req.headers.expect).slice(0, 64)} is not supported (only 100-continue)`, null, 'expectation_failed')));
+  });
 
   try {
     await new Promise<void>((resolve, reject) => {
