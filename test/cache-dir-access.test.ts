@@ -4,7 +4,8 @@
 // are off (never refused, never written). Tests run as root, where a 0555 directory is still
 // writable, so the read-only directory is made two ways: a file system that answers EROFS
 // to every write (injected, always run), and a real one (chmod 0555 when not root,
-// `chattr +i` as root, where the file system allows it).
+// `chattr +i` as root, where the file system allows it), the latter also through
+// `deltaserve serve` (Responses then kept in memory).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -18,6 +19,7 @@ import { checkPrefixCacheDir } from '../src/engine/prefix-persist.js';
 import { KEY_FILE, responsesKey } from '../src/server/responses-crypto.js';
 import { ResponseStore } from '../src/server/responses-store.js';
 import { TINY_THINK } from './paths.js';
+import { spawnServe } from './serve-process.js';
 import { KERNELS } from './server-helpers.js';
 
 const ROOT = mkdtempSync(join(tmpdir(), 'ds-cache-access-'));
@@ -99,6 +101,27 @@ test('a real read-only directory (chmod 0555, or chattr +i as root) is served th
   try {
     assert.equal(checkPrefixCacheDir(dir).kind, 'read-only');
     await servesReadOnly(dir, answer);
+    // `deltaserve serve` starts on it (once refused), warns, answers; Responses stay in memory
+    const before = readFileSync(join(dir, STORE_FILE));
+    const names = readdirSync(dir).sort();
+    const s = await spawnServe(['--prefix-cache-dir', dir]);
+    try {
+      const r = await fetch(`${s.url}/v1/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: chat.messages, max_tokens: 4, store: true }),
+      });
+      assert.equal(r.status, 200, await r.clone().text());
+      const resp = await fetch(`${s.url}/v1/responses`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'hi', max_output_tokens: 4, store: true }),
+      });
+      assert.equal(resp.status, 200, await resp.clone().text());
+    } finally {
+      assert.equal(await s.stop(), 0, s.stderr());
+    }
+    assert.match(s.stderr(), /prefix cache: warning: .* is read-only .*saves are off/);
+    assert.match(s.stderr(), /is read-only: stored Responses are kept in memory only/);
+    assert.ok(readFileSync(join(dir, STORE_FILE)).equals(before));
+    assert.deepEqual(readdirSync(dir).sort(), names);
   } finally {
     if (root) spawnSync('chattr', ['-i', dir]);
     else chmodSync(dir, 0o700);
