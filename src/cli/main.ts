@@ -11,6 +11,7 @@ import { inheritStderrTty, needsDawnFilter, runFiltered } from './dawn-stderr.js
 import { EVAL_HELP, runEval } from './eval.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
 import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
+import { LIST_HELP, PULL_HELP, runList, runPull } from './models.js';
 import { QUANTIZE_HELP, runQuantize } from './quantize.js';
 import { SERVE_HELP, runServe } from './serve.js';
 
@@ -29,6 +30,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   'make-model': { summary: 'write a random-weight checkpoint of a real model shape (for benchmarks)', help: MAKE_MODEL_HELP, run: runMakeModel, engine: false },
   quantize: { summary: 'quantize a Hugging Face checkpoint once into a GGUF file (q8_0, q6_k, q4_k_m, ...)', help: QUANTIZE_HELP, run: runQuantize, engine: false },
   bench: { summary: 'time decode / verify / prefill steps against the memory-bandwidth roofline', help: BENCH_HELP, run: runBench, engine: false },
+  pull: { summary: 'download a model (org/name, or org/name:Q4_K_M from a GGUF repository) into the Hugging Face cache', help: PULL_HELP, run: runPull, engine: false },
+  list: { summary: 'the models in the Hugging Face cache, with their sizes and files', help: LIST_HELP, run: runList, engine: false },
 };
 
 function topHelp(): string {

@@ -5,7 +5,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { GpuAdapterSummary } from './webgpu/device.js';
+import type { GpuAdapterSummary } from './webgpu/adapter-summary.js';
 
 /** 'auto': webgpu on a GPU that is not a CPU emulation, else the CPU default (wasm when
  * built, else ref). 'cpu': the CPU default without looking for a GPU. */
