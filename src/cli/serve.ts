@@ -7,6 +7,7 @@ import { Engine } from '../engine/engine.js';
 import { formatPlan, weightBytes } from '../engine/memory-plan.js';
 import { isHubReference } from '../hub/resolve.js';
 import { originProblem } from '../server/cors.js';
+import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
 import { startServer } from '../server/http.js';
 import { LIMIT_FLAGS, type RequestLimits, resolveLimits } from '../server/limits.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -128,7 +129,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(values.lenient ? { lenient: true } : {}), limits,
       ...(responsesTtl !== undefined ? { responsesTtl } : {}), ...(responsesBytes !== undefined ? { responsesMaxBytes: responsesBytes } : {}),
       ...(responsesKey !== undefined ? { responsesKey } : {}),
-      ...(opts.prefixCacheDir !== undefined ? { responsesDir: join(opts.prefixCacheDir, 'responses') } : {}),
+      ...responsesDirOf(opts.prefixCacheDir, log),
       webui: values['no-webui'] !== true,
       ...(requestTimeout !== undefined ? { requestTimeoutMs: requestTimeout } : {}),
       ...(keepAlive !== undefined ? { keepAliveTimeoutMs: keepAlive } : {}),
@@ -207,4 +208,15 @@ function allowedOrigins(v: ArgValues): string[] | undefined {
     if (problem) throw new DeltaserveError('bad_request', `--allowed-origins: ${problem}`);
   }
   return list;
+}
+
+/** Stored Responses go beside the prefix cache (`<dir>/responses`); a read-only cache
+ * directory keeps them in memory only. */
+function responsesDirOf(prefixCacheDir: string | undefined, log: Logger): { responsesDir?: string } {
+  if (prefixCacheDir === undefined) return {};
+  if (checkPrefixCacheDir(prefixCacheDir).kind === 'read-only') {
+    log.warn(`--prefix-cache-dir ${prefixCacheDir} is read-only: stored Responses are kept in memory only`);
+    return {};
+  }
+  return { responsesDir: join(prefixCacheDir, 'responses') };
 }
