@@ -29,7 +29,7 @@ export const TIERS = [
       'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'tool-parser', 'tool-stream',
       'tool-template', 'structured', 'structured-schema', 'json-schema-suite', 'prefix-points', 'pools',
       'scheduler', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands',
-      'test-tiers',
+      'test-tiers', 'docs-links', 'docs-performance', 'answer-view', 'structured-conditionals',
       // kernel conformance: wasm (and its variants) against the ref twin
       'kernels-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
       'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',
@@ -51,7 +51,8 @@ export const TIERS = [
     what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
     concurrency: 1,
     files: [
-      'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'eval-baseline', 'server-soak',
+      'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
+      'server-soak',
     ],
   },
 ];
