@@ -83,13 +83,18 @@ export function computeMask(v: TokenVocab, state: State): Uint32Array {
   return mask;
 }
 
-/** Masks by state key (per compiled grammar: keys name its schema nodes), least recently used out. */
+/** Masks by vocabulary and state key (per compiled grammar: keys name its schema nodes),
+ * least recently used out. A key names everything the next mask depends on (state-key.ts). */
 export class MaskCache {
   private readonly map = new Map<string, Uint32Array>();
+  private readonly vocabIds = new WeakMap<TokenVocab, number>();
+  private lastVocabId = 0;
   constructor(private readonly cap = 256) {}
 
   get(v: TokenVocab, state: State): Uint32Array {
-    const key = stateKey(state);
+    let vid = this.vocabIds.get(v);
+    if (vid === undefined) this.vocabIds.set(v, (vid = ++this.lastVocabId));
+    const key = `${vid}@${stateKey(state)}`;
     let m = this.map.get(key);
     if (m) {
       this.map.delete(key);
@@ -139,13 +144,14 @@ export class GrammarConstraint {
     return this.states[generated.length]!;
   }
 
+  /** The ids that may follow `generated`. At a dead end — the output left the grammar, or
+   * no token can continue it — only the stop ids: the engine then asks endError, which
+   * turns the stop into an error finish (a dead end never ends as a normal stop). */
   allowed = (generated: readonly number[]): Uint32Array => {
     const s = this.stateAfter(generated);
-    if (s.length === 0) return this.stopMask; // off the grammar (cannot happen under the mask): end
+    if (s.length === 0) return this.stopMask;
     if (freeReasoning(s)) return this.v.allButStop;
     const m = this.cache.get(this.v, s);
-    // no token fits (the vocabulary cannot spell what must come next): end rather than
-    // sample from nothing
     return m.some((w) => w !== 0) ? m : this.stopMask;
   };
 
@@ -153,4 +159,15 @@ export class GrammarConstraint {
   complete(generated: readonly number[]): boolean {
     return this.stateAfter(generated).some((s) => canEnd(s));
   }
+
+  /** Why the output may not end after `generated` (null: it may — it is complete). */
+  endError = (generated: readonly number[]): string | null => {
+    const s = this.stateAfter(generated);
+    if (s.some((st) => canEnd(st))) return null;
+    const at = `after ${generated.length} generated tokens`;
+    if (s.length === 0) return `the structured-output constraint reached a dead end ${at}: the output left its grammar (a constraint error)`;
+    const m = this.cache.get(this.v, s);
+    if (!m.some((w) => w !== 0)) return `the structured-output constraint reached a dead end ${at}: no token of the vocabulary can continue the output, and it is not complete`;
+    return `the structured-output constraint was ended ${at} before its output was complete (a constraint error)`;
+  };
 }
