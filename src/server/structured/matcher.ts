@@ -341,7 +341,7 @@ export function step(state: State, b: number): State {
 function dedupe(stacks: Stack[]): Stack[] {
   const seen = new Set<string>();
   return stacks.filter((s) => {
-    const k = stackKey(s, true);
+    const k = stackKey(s, Infinity);
     if (seen.has(k)) return false;
     seen.add(k);
     return true;
