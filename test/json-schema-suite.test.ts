@@ -6,7 +6,7 @@
 // anyOf, so an instance matching two branches is accepted — counted apart, and checked to be
 // exactly that. And formats are asserted (2020-12 makes them annotations by default: its
 // "only an annotation" cases are counted apart). Hostnames have no exception: A-labels (xn--…)
-// are decided by the IDNA 2008 label check. Prints the per-keyword table the README reports.
+// are decided by the IDNA 2008 label check. Prints the per-keyword table docs/api.md reports.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

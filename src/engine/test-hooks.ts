@@ -3,6 +3,7 @@
 // the options the prefix cache's persisted identity hashes.
 import type { FileIo } from '../cache/store-io.js';
 import type { LogitsAdjust } from './logits-adjust.js';
+import type { Clock } from './metrics.js';
 
 /** What a hook sees of a running request. */
 export interface HookRequest {
@@ -25,4 +26,7 @@ export interface EngineTestHooks {
   /** Replace a request's logits adjustment when it starts (e.g. force a constraint into a
    * dead end). */
   readonly adjustOverride?: (adjust: LogitsAdjust | null) => LogitsAdjust | null;
+  /** The clock of the engine's rate windows (stats().tokensPerSecond), so a test can pass
+   * idle time without sleeping. */
+  readonly clock?: Clock;
 }
