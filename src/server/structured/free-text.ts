@@ -231,7 +231,8 @@ function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' 
   walk(c.keyWhole, state, mask);
 }
 
-function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
+/** The plain tokens of at most `room` characters, as a bitset (cached by room). */
+export function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
   const r = Math.min(room, c.maxChars);
   let bits = c.byRoom.get(r);
   if (!bits) {

@@ -110,8 +110,9 @@ export class MaskCache {
   private readonly map = new Map<string, Uint32Array>();
   private readonly vocabIds = new WeakMap<TokenVocab, number>();
   private lastVocabId = 0;
-  /** At most `cap` masks and `maxBytes` of them (a 248K vocabulary's mask is 31 KB). */
-  constructor(private readonly cap = 4096, private readonly maxBytes = 16 << 20) {}
+  /** At most `cap` masks and `maxBytes` of them (a 248K vocabulary's mask is 31 KB: 1K masks,
+   * room for a union's alternatives over a few hundred states). */
+  constructor(private readonly cap = 4096, private readonly maxBytes = 32 << 20) {}
 
   get(v: TokenVocab, state: State): Uint32Array {
     const stacks = alternatives(state);

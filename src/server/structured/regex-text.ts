@@ -8,7 +8,7 @@
 import { type Frame, type State, utf8Accumulate, utf8Next } from './frames.js';
 import { step } from './matcher.js';
 import { labelFits, labelKey, type LabelState, stepLabel } from './host-labels.js';
-import { type FreeTextClass, tokensByTextSteps } from './free-text.js';
+import { type FreeTextClass, plainBits, tokensByTextSteps } from './free-text.js';
 import { roomCap } from './state-key.js';
 import { finish } from './steps.js';
 import { extraFeasible, extrasAllowed, keyRegexes, namedRemainders } from './objects.js';
@@ -162,10 +162,8 @@ export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 
     for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
   } else if (extras) {
     // no regex: the only bound on an extra key is its length
-    for (let i = 0; i < c.plainList.ids.length; i++) {
-      const id = c.plainList.ids[i]!;
-      if (c.chars[id]! <= room) mask[id >>> 5]! |= 1 << (id & 31);
-    }
+    const bits = plainBits(v, c, room);
+    for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
   }
   if (extras) refillKeyEnd(v, c, room, state, mask);
   const byText = (c.plainByText ??= finish(tokensByTextSteps(c.plainList)));
