@@ -65,9 +65,10 @@ function lazyClass(v: TokenVocab, key: string, stops: (b: number) => boolean): L
   return c;
 }
 
-/** Keys beyond the named properties are free text (no regexes, every clause admits them):
- * a key being written then stays alive whatever plain text comes, while it fits. */
-const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patternRes.length === 0 && o.clauses.length > 0 && o.clauses.every((c) => c.extra !== null);
+/** Keys beyond the named properties are free text (no regexes, every clause admits them —
+ * no clause at all: any key, any value): a key being written then stays alive whatever
+ * plain text comes, while it fits. */
+const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patternRes.length === 0 && o.clauses.every((c) => c.extra !== null);
 
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
