@@ -28,6 +28,9 @@ export const BENCH_HELP = `deltaserve bench [options]        prints a table (tes
   --model DIR               (default: built-in tiny-think)
   --mode decode|verify|prefill|grammar   (grammar: per-token structured-output mask cost)
   --vocab N                 grammar: grow the tokenizer's vocabulary to N tokens (BPE-like merges)
+  --schema FILE             grammar: also time masks along seeded walks under this schema (a JSON
+                            Schema or a JSONSchemaBench entry; repeatable), e.g. test/bench/*.json
+  --decode-ms MS            grammar: a decode step of the served model, for the mask / step ratios
   --batch B                 sequences per step (default 1)
   --prompt-tokens P         prompt length before decoding / prefill length (default 128)
   --gen-tokens N            timed steps (default 32)
@@ -158,12 +161,16 @@ export async function runBench(argv: string[]): Promise<void> {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
       repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, json: { type: 'boolean' },
+      schema: { type: 'string', multiple: true }, 'decode-ms': { type: 'string' },
       ...SAMPLE_OPTIONS,
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
   if (mode === 'grammar') {
-    process.stdout.write(`${JSON.stringify(roundNumbers(runGrammarBench(str(values, 'model'), int(values, 'vocab', 1), DEFAULT_MODEL)))}\n`);
+    const decodeMs = str(values, 'decode-ms');
+    if (decodeMs !== undefined && !(Number(decodeMs) > 0)) throw new DeltaserveError('bad_request', `--decode-ms must be a positive number of ms (got "${decodeMs}")`);
+    const schemas = { files: (values.schema as string[] | undefined) ?? [], decodeMs: decodeMs === undefined ? null : Number(decodeMs) };
+    process.stdout.write(`${JSON.stringify(roundNumbers(runGrammarBench(str(values, 'model'), int(values, 'vocab', 1), DEFAULT_MODEL, schemas)))}\n`);
     return;
   }
   if (!['decode', 'verify', 'prefill'].includes(mode)) throw new DeltaserveError('bad_request', `--mode must be decode, verify or prefill (got "${mode}")`);

@@ -216,6 +216,7 @@ export class Engine {
   generate(req: GenerateRequest): AsyncIterableIterator<GenerateEvent> {
     if (this.closed) throw new DeltaserveError('bad_request', 'engine is shut down');
     const r = buildRequest(this, this.nextId++, req);
+    if (this.hooks.adjustOverride) r.adjust = this.hooks.adjustOverride(r.adjust);
     const onAbort = (): void => this.abort(r);
     if (req.signal) {
       if (req.signal.aborted) r.aborted = true;
@@ -520,6 +521,13 @@ export class Engine {
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns
    * false when the request just finished. */
   private appendToken(req: Request, id: number, logprobs: LogprobSummary | null = null): boolean {
+    // a stop id under a constraint whose output is not complete: an error finish, not a stop
+    const endError = req.adjust?.endError && req.output.isStopId(id) ? req.adjust.endError(req.outputIds) : null;
+    if (endError !== null) {
+      this.scheduler.finish(req);
+      this.emitDone(req, 'error', endError);
+      return false;
+    }
     if (req.onLogprob && logprobs) req.onLogprob({ id, logprob: logprobOf(logprobs, id), top: logprobs.top });
     req.tokens.push(id);
     req.history.push(id);
