@@ -95,7 +95,7 @@ try {
   console.log(JSON.stringify({ node: process.version, cpus: cpus().length, loadavg: loadavg().map((x) => +x.toFixed(2)),
     budget_units: DEFAULT_LIMITS.grammarUnits, extra_flags: positionals,
     refused_answer_ms: { n: allAnswers.length, p50: +pct(allAnswers, 0.5).toFixed(1), p99: +pct(allAnswers, 0.99).toFixed(1), max: +Math.max(...allAnswers).toFixed(1) },
-    ...Object.fromEntries(Object.entries(health).map(([k, h]) => [`health_ms_${k}`,
+    ...Object.fromEntries(Object.entries(health).filter(([, h]) => h.length > 0).map(([k, h]) => [`health_ms_${k}`,
       { probes: h.length, p50: +pct(h, 0.5).toFixed(1), p99: +pct(h, 0.99).toFixed(1), max: +Math.max(...h).toFixed(1) }])),
     shapes }, null, 1));
 } finally {
