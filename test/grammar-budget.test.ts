@@ -161,5 +161,5 @@ test('the nested shapes posted on chat, Messages and Responses (format and force
   // generous bounds for a loaded 2-core machine (the targets, 100 ms and 50 ms, are measured
   // by scripts/bench-grammar-budget.mjs): the compilation never runs on the event loop
   assert.ok(summary.answer_max_ms < 3000, JSON.stringify(summary));
-  assert.ok(summary.health_p99_ms < 500, JSON.stringify(summary));
+  assert.ok(summary.health_p99_ms < 1000, JSON.stringify(summary));
 });

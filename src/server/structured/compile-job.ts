@@ -20,12 +20,13 @@ export type GrammarResult =
   | { readonly op: 'grammar'; readonly table: SchemaTable; readonly units: number }
   | { readonly op: 'grammar'; readonly error: string; readonly units: number };
 
-/** The compiled tree and the units it took; a SchemaError or CompileBudgetError when the
- * schema is refused. Stack exhaustion (a shape no explicit limit caught) is refused too,
- * as a SchemaError: a client's schema must never cost a 500. */
-export function compileWithin(schema: unknown, param: string, lenient: boolean, units: number): { readonly value: Schema; readonly units: number } {
+/** `after` of the compiled tree, and the units both took; a SchemaError or
+ * CompileBudgetError when the schema is refused. Stack exhaustion (a shape no explicit limit
+ * caught) is refused too, as a SchemaError: a client's schema must never cost a 500. */
+export function compileWithin<T = Schema>(schema: unknown, param: string, lenient: boolean, units: number,
+  after: (s: Schema) => T = (s) => s as T): { readonly value: T; readonly units: number } {
   try {
-    return withCompileBudget(units, () => compileSchema(schema, param, { lenient }));
+    return withCompileBudget(units, () => after(compileSchema(schema, param, { lenient })));
   } catch (e) {
     if (e instanceof RangeError && /call stack/i.test(e.message)) throw new SchemaError(`${param}: the schema nests too deeply to compile`);
     throw e;
@@ -34,8 +35,9 @@ export function compileWithin(schema: unknown, param: string, lenient: boolean, 
 
 export function runGrammarJob(job: GrammarJob): GrammarResult {
   try {
-    const { value, units } = compileWithin(job.schema, job.param, job.lenient, job.units);
-    return { op: 'grammar', table: toTable(value), units };
+    // the table inside the budget: a lazy node it reaches is counted too
+    const { value, units } = compileWithin(job.schema, job.param, job.lenient, job.units, toTable);
+    return { op: 'grammar', table: value, units };
   } catch (e) {
     if (e instanceof CompileBudgetError) return { op: 'grammar', error: e.message, units: e.units };
     if (e instanceof SchemaError) return { op: 'grammar', error: e.message, units: 0 };

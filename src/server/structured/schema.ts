@@ -397,7 +397,10 @@ class Compiler {
             if (c.extra) todo.push(c.extra);
           }
           break;
-        case 'array': pushAll(x.prefix); if (x.items) todo.push(x.items); break;
+        case 'array':
+          pushAll(x.prefix);
+          if (x.items) todo.push(x.items);
+          break;
         default: break;
       }
     }
