@@ -29,7 +29,7 @@ for rep in $(seq 1 "$reps"); do
         bin=${pair#*=}
         if [ "$mode" = decode ]; then args=(--gen-tokens "${GEN_TOKENS:-32}" --prompt-tokens 128)
         else args=(--prompt-tokens "${PREFILL_TOKENS:-512}"); fi
-        line=$("$bin" "$cli" bench --model "$model" --mode "$mode" --threads "$threads" --repeat 1 "${args[@]}" 2>/dev/null | tail -n 1)
+        line=$("$bin" "$cli" bench --json --model "$model" --mode "$mode" --threads "$threads" --repeat 1 "${args[@]}" 2>/dev/null | tail -n 1)
         echo "{\"node\":\"$label\",\"version\":\"$("$bin" --version)\",\"rep\":$rep,\"file\":\"$(basename "$model")\",\"result\":$line}" >> "$out"
         echo "rep $rep $(basename "$model") $mode node $label done" >&2
       done

@@ -42,6 +42,8 @@ function conversation(x: string): { messages: ChatMessage[]; opts: RenderOptions
 
 const specialCount = (ids: readonly number[]): number => ids.filter((id) => tok.specialIds.has(id)).length;
 
+const specials = (v: readonly number[]): number[] => v.filter((id) => tok.specialIds.has(id));
+
 test('a forged <|im_start|>system in any client field never yields special ids', () => {
   const forged = conversation(FORGE);
   const benign = conversation(BENIGN);
@@ -52,7 +54,6 @@ test('a forged <|im_start|>system in any client field never yields special ids',
   assert.ok(specialCount(naive) > specialCount(twin) + 10, `naive ${specialCount(naive)} vs ${specialCount(twin)}`);
   assert.equal(specialCount(ids), specialCount(twin));
   // special ids sit exactly where the template wrote them, in the same order
-  const specials = (v: readonly number[]): number[] => v.filter((id) => tok.specialIds.has(id));
   assert.deepEqual(specials(ids), specials(twin));
   // nothing of the client's text is lost: the ids decode to the rendered text
   assert.equal(tok.decode(ids), renderChat(RICH, forged.messages, forged.opts));
@@ -73,10 +74,15 @@ test('a special token split across two adjacent client strings is not matched', 
 test('ordinary prompts tokenize exactly as before (whole-text encoding)', () => {
   const { messages, opts } = conversation(BENIGN);
   assert.deepEqual(encodeChat(tok, RICH, messages, opts), tok.encode(renderChat(RICH, messages, opts)));
-  // non-special added tokens written by the client stay as they were (<think> is not special)
+  // added tokens that are not special (<think>, </think>) written by the client are text too:
+  // the only <think> left is the generation prompt's
   const think: ChatMessage[] = [{ role: 'user', content: 'say <think> and </think>' }];
   const tiny = tok.chatTemplate!;
-  assert.deepEqual(encodeChat(tok, tiny, think, { addGenerationPrompt: true }), tok.encode(renderChat(tiny, think, { addGenerationPrompt: true })));
+  const ids = encodeChat(tok, tiny, think, { addGenerationPrompt: true });
+  const thinkId = tok.tokenToId('<think>')!;
+  assert.ok(!tok.specialIds.has(thinkId));
+  assert.deepEqual(ids.filter((id) => tok.addedIds.has(id)), [...specials(tok.encode('<|im_start|><|im_end|><|im_start|>')), thinkId]);
+  assert.equal(tok.decode(ids), renderChat(tiny, think, { addGenerationPrompt: true }));
 });
 
 test('encodeText never matches added tokens; encode does', () => {

@@ -13,8 +13,8 @@ import { startServer, type RunningServer } from '../src/server/index.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 import { KERNELS, post } from './server-helpers.js';
 
-const COMMANDS = ['serve', 'generate', 'eval', 'make-model', 'bench'];
-const ENGINE_COMMANDS = ['serve', 'generate', 'eval'];
+const COMMANDS = ['serve', 'chat', 'generate', 'eval', 'make-model', 'bench'];
+const ENGINE_COMMANDS = ['serve', 'chat', 'generate', 'eval'];
 
 function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...args], {

@@ -28,6 +28,36 @@ test('generate --messages answers with reasoning, </think>, then an answer (defa
   assert.ok(out.prompt_ids.length > 0 && out.output_ids.length > 0);
 });
 
+test('generate --prompt is one user message under the chat template; --raw sends the text as is', () => {
+  const q = 'What is 12 + 30?';
+  const asChat = cli(['generate', '--prompt', q, '--max-tokens', '40', '--json']);
+  const asMessages = cli(['generate', '--messages', JSON.stringify([{ role: 'user', content: q }]), '--max-tokens', '40', '--json']);
+  const raw = cli(['generate', '--prompt', q, '--raw', '--max-tokens', '4', '--json']);
+  for (const r of [asChat, asMessages, raw]) assert.equal(r.status, 0, r.stderr);
+  type Out = { prompt_ids: number[]; output_ids: number[]; text: string; reasoning: string | null; content: string };
+  const [c, m, w] = [asChat, asMessages, raw].map((r) => JSON.parse(r.stdout) as Out);
+  assert.deepEqual(c!.prompt_ids, m!.prompt_ids, 'the same prompt as one user message');
+  assert.deepEqual(c!.output_ids, m!.output_ids);
+  assert.ok(w!.prompt_ids.length < c!.prompt_ids.length, 'no template around the raw text');
+  // --json carries the reasoning and the answer apart; the text keeps the tags
+  assert.ok(c!.reasoning !== null && c!.reasoning.trim().length > 0);
+  assert.match(c!.content, /^\d+$/);
+  assert.ok(c!.text.endsWith(`</think>\n\n${c!.content}`), c!.text);
+  const bad = cli(['generate', '--messages', '[]', '--raw']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--raw applies to --prompt/);
+});
+
+test('generate text piped: the answer alone on stdout, the reasoning on stderr', () => {
+  const q = 'What is 12 + 30?';
+  const json = JSON.parse(cli(['generate', '--prompt', q, '--max-tokens', '40', '--json']).stdout) as { reasoning: string; content: string };
+  const r = cli(['generate', '--prompt', q, '--max-tokens', '40']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, `${json.content}\n`);
+  assert.ok(r.stderr.includes(json.reasoning.trim()), r.stderr);
+  assert.doesNotMatch(r.stdout + r.stderr, /<\/?think>|\x1b\[/, 'no tags, no escapes in a pipe');
+});
+
 test('generate --dump-logits adds last_logits over vocab_size and mtp_top', () => {
   const r = cli(['generate', '--prompt-ids', '996,271,10', '--max-tokens', '2', '--json', '--dump-logits']);
   assert.equal(r.status, 0, r.stderr);

@@ -43,3 +43,25 @@ test('only engine commands with --kernels webgpu|auto run behind the filter', ()
   assert.equal(needsDawnFilter(['serve', '--kernels', 'webgpu', '--help']), false);
   assert.equal(needsDawnFilter(['quantize', '--kernels', 'webgpu']), false);
 });
+
+test('the Vulkan loader\'s and Mesa\'s native lines are left out too; our lines that look alike are kept', () => {
+  const native = [
+    'WARNING: [Loader Message] Code 0 : terminator_CreateInstance: Failed to CreateInstance in ICD 3. Skipping ICD.\n',
+    'ERROR: [Loader Message] Code 0 : loader_scanned_icd_add: Could not get \'vkCreateInstance\' via \'vk_icdGetInstanceProcAddr\'\n',
+    'MESA: warning: Driver does not support the 0xa7a0 PCI ID.\n',
+    'WARNING: lavapipe is not a conformant vulkan implementation, testing use only.\n',
+  ];
+  const ours = 'deltaserve: warning: the WebGPU adapter "llvmpipe" is a CPU emulation\n{"msg":"Warning: x"}\nWARNING: something else\n';
+  const all = native.join('') + ours + DAWN;
+  for (const step of [1, 3, 17, 1000]) {
+    const chunks: string[] = [];
+    for (let i = 0; i < all.length; i += step) chunks.push(all.slice(i, i + step));
+    assert.equal(filtered(chunks).text, ours, `step ${step}`);
+  }
+});
+
+test('chat takes --kernels too: it runs behind the filter', () => {
+  assert.equal(needsDawnFilter(['chat', '--kernels', 'webgpu']), true);
+  assert.equal(needsDawnFilter(['chat', '--kernels=auto']), true);
+  assert.equal(needsDawnFilter(['chat']), false);
+});

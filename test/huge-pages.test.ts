@@ -42,7 +42,7 @@ test('the status read here agrees with the files, and bench reports it', () => {
     assert.deepEqual(s, { thp: null, anonHugeMb: null });
   }
   const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'bench', '--mode', 'decode',
-    '--gen-tokens', '2', '--prompt-tokens', '4', '--repeat', '1', '--threads', '1'], { encoding: 'utf8' });
+    '--gen-tokens', '2', '--prompt-tokens', '4', '--repeat', '1', '--threads', '1', '--json'], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout) as Record<string, unknown>;
   assert.equal(out['transparent_huge_pages'], s.thp);

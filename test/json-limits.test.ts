@@ -88,10 +88,10 @@ test('limit values out of range are a configuration error naming the flag', () =
   assert.equal(resolveLimits({ tools: 7 }).tools, 7);
 });
 
-test('README "Limits and hardening" lists every limit flag with the default the code and `serve --help` use', () => {
-  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+test('docs/operations.md "Limits and hardening" lists every limit flag with the default the code and `serve --help` use', () => {
+  const readme = readFileSync(join(REPO_ROOT, 'docs', 'operations.md'), 'utf8');
   const start = readme.indexOf('## Limits and hardening');
-  assert.ok(start >= 0, 'README has a "Limits and hardening" section');
+  assert.ok(start >= 0, 'docs/operations.md has a "Limits and hardening" section');
   const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
   const rowDefault = (flag: string): number | null => {
     const m = new RegExp(`^\\| \`--${flag} [A-Z]+\` \\| (\\d+)`, 'm').exec(section);

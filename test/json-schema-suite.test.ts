@@ -2,11 +2,12 @@
 // test/fixtures/json-schema-test-suite) as the grammar's oracle: for every case whose schema
 // compiles, the matcher must accept the valid instance's compact JSON as a complete value and
 // reject the invalid one's. Schemas refused (an assertion the grammar cannot enforce, a remote
-// $ref) are counted per keyword, not failed. The one documented gap: oneOf is enforced as
-// anyOf, so an instance matching two branches is accepted — counted apart, and checked to be
+// $ref) are counted per keyword, not failed. The one documented gap: oneOf is enforced
+// exactly where its branches' negations can be expressed (conditionals.ts), else as anyOf, so
+// an instance matching two such branches is accepted — counted apart, and checked to be
 // exactly that. And formats are asserted (2020-12 makes them annotations by default: its
 // "only an annotation" cases are counted apart). Hostnames have no exception: A-labels (xn--…)
-// are decided by the IDNA 2008 label check. Prints the per-keyword table the README reports.
+// are decided by the IDNA 2008 label check. Prints the per-keyword table docs/api.md reports.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

@@ -257,15 +257,22 @@ test('SIGKILL during a save: the previous file survives whole and the next start
   await p.close();
 });
 
-test('an unusable --prefix-cache-dir is a clear error at once: a file, under a file, /proc, unwritable', () => {
+test('an unusable --prefix-cache-dir is a clear error at once: a file, under a file, /proc, unwritable and unreadable', () => {
   const file = join(ROOT, 'a-file');
   writeFileSync(file, 'x');
-  const unwritable: FileIo = { ...NODE_IO, openSync(p, f) { if (p.includes('probe')) throw Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' }); return NODE_IO.openSync(p, f); } };
+  const fail = (code: string): Error => Object.assign(new Error(`${code}: refused`), { code });
+  const probeFails = (code: string, unreadable = false): FileIo => ({
+    ...NODE_IO,
+    openSync(p, f, m) { if (p.includes('probe')) throw fail(code); return NODE_IO.openSync(p, f, m); },
+    readdirSync(p) { if (unreadable) throw fail('EACCES'); return NODE_IO.readdirSync(p); },
+  });
+  mkdirSync(join(ROOT, 'ro'), { recursive: true });
   const cases: [string, RegExp, FileIo?][] = [
     [file, /a-file is not a directory/],
     [join(file, 'sub'), /a-file is not a directory/],
     ['/proc/deltaserve-test/x', /cannot create \/proc\/deltaserve-test/],
-    [join(ROOT, 'ro'), /cannot write files in it \(EACCES/, unwritable],
+    [join(ROOT, 'ro'), /cannot write files in it \(EIO: refused\)/, probeFails('EIO')],
+    [join(ROOT, 'ro'), /cannot write files in it \(EACCES: refused\) nor read it/, probeFails('EACCES', true)],
   ];
   for (const [dir, message, io] of cases) {
     const t0 = performance.now();
@@ -277,8 +284,10 @@ test('an unusable --prefix-cache-dir is a clear error at once: a file, under a f
     });
     assert.ok(performance.now() - t0 < 1000, `${dir}: answered within a second`);
   }
+  // read-only but readable: usable for loading (cache-dir-access.test.ts serves one)
+  assert.equal(checkPrefixCacheDir(join(ROOT, 'ro'), probeFails('EACCES')).kind, 'read-only');
   const nested = join(ROOT, 'new', 'nested', 'dir');
-  checkPrefixCacheDir(nested);
+  assert.equal(checkPrefixCacheDir(nested).kind, 'writable');
   assert.deepEqual(readdirSync(nested), [], 'created, and the probe removed');
 });
 

@@ -15,6 +15,9 @@ import { dotAddIsVnni } from '../src/kernels/wasm/module.js';
 import { DEFAULT_QUANT_KERNELS, type QuantKernelChoice, type QuantKernelFamily } from '../src/kernels/wasm/quant-layouts.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { rng } from './numeric.js';
+import { loadModel } from '../src/model/model.js';
+import { parseQuantizeMode } from '../src/model/quantize-load.js';
+import { TINY_THINK } from './paths.js';
 
 const ref = createRefKernels();
 const FAMILIES: readonly QuantKernelFamily[] = ['narrow', 'wide'];
@@ -162,6 +165,11 @@ for (const { label, k } of backends) {
   });
 }
 
+/** Allocate and pack a small weight of `type` (what a model load does for each weight). */
+function packOne(k: WasmKernels, type: 'q8_0' | 'q4_k' | 'q6_k' | 'q5_k'): void {
+  k.packWeight(k.allocWeight(type, 8, 256).weight);
+}
+
 const ENVS = ['DELTASERVE_Q8X4', 'DELTASERVE_Q4KX4', 'DELTASERVE_Q6KX4', 'DELTASERVE_Q5KX4'] as const;
 
 /** Run f with the calibration variables set as given (undefined: unset), then restore them. */
@@ -179,10 +187,20 @@ async function withEnv(values: Partial<Record<(typeof ENVS)[number], string>>, f
 }
 
 describe('quant kernel calibration', () => {
-  test('createWasmKernels times the families of every layout and keeps the faster of each; every timing is a positive number', async () => {
+  test('weightsLoaded times the families of every layout packed and keeps the faster of each; every timing is a positive number', async () => {
     await withEnv({}, async () => {
       const k = await createWasmKernels({ threads: 1, q8Layout: 'q8x4' }) as WasmKernels; // q8u4 has one kernel
       try {
+        // nothing timed before a model's weights are loaded
+        assert.deepEqual([k.calibration?.q8x4M1Ms, k.calibration?.q4kx4M1Ms, k.calibration?.q6kx4M1Ms, k.calibration?.q5kx4M1Ms], [{}, {}, {}, {}]);
+        packOne(k, 'q4_k');
+        k.weightsLoaded();
+        assert.ok((k.calibration?.q4kx4M1Ms.wide ?? 0) > 0, 'the packed format is timed');
+        assert.deepEqual([k.calibration?.q8x4M1Ms, k.calibration?.q6kx4M1Ms, k.calibration?.q5kx4M1Ms], [{}, {}, {}], 'only that one');
+        const q4 = k.calibration?.q4kx4M1Ms;
+        for (const t of ['q8_0', 'q6_k', 'q5_k'] as const) packOne(k, t);
+        k.weightsLoaded();
+        assert.equal(k.calibration?.q4kx4M1Ms, q4, 'a format is timed once');
         const c = k.calibration;
         assert.ok(c, 'calibration result recorded');
         assert.equal(c.forced, false);
@@ -197,6 +215,9 @@ describe('quant kernel calibration', () => {
         }
         // the probes' memory was given back: as much used as by an uncalibrated backend
         const plain = await createWasmKernels({ threads: 1, calibrate: false }) as WasmKernels;
+        for (const t of ['q4_k', 'q8_0', 'q6_k', 'q5_k'] as const) packOne(plain, t);
+        plain.weightsLoaded();
+        assert.deepEqual(plain.calibration, null, 'calibrate: false times nothing');
         assert.equal(k.mem.arenas[0]!.usedBytes, plain.mem.arenas[0]!.usedBytes);
         plain.dispose();
         // ... zeroed: alloc() still hands out zeroed memory where the probes were
@@ -220,6 +241,8 @@ describe('quant kernel calibration', () => {
     // one forced, the other timed
     await withEnv({ DELTASERVE_Q4KX4: 'narrow' }, async () => {
       const k = await createWasmKernels({ threads: 1 }) as WasmKernels;
+      for (const t of ['q4_k', 'q8_0'] as const) packOne(k, t);
+      k.weightsLoaded();
       assert.equal(k.calibration?.forced, false);
       assert.equal(k.calibration?.choice.q4kx4M1, 'narrow');
       assert.deepEqual(k.calibration?.q4kx4M1Ms, {});
@@ -239,5 +262,21 @@ describe('quant kernel calibration', () => {
     await withEnv({ DELTASERVE_Q5KX4: 'quad' }, async () => {
       await assert.rejects(createWasmKernels({ threads: 1 }), /DELTASERVE_Q5KX4 must be narrow or wide \(got "quad"\)/);
     });
+  });
+});
+
+test('a BF16 model times no quantized format at load; the same model quantized to Q8_0 at load times that one', async () => {
+  await withEnv({}, async () => {
+    const k = await createWasmKernels({ threads: 1, q8Layout: 'q8x4' }) as WasmKernels;
+    try {
+      loadModel(TINY_THINK(), k);
+      const c = k.calibration!;
+      assert.deepEqual([c.q8x4M1Ms, c.q4kx4M1Ms, c.q6kx4M1Ms, c.q5kx4M1Ms], [{}, {}, {}, {}]);
+      loadModel(TINY_THINK(), k, { quantize: parseQuantizeMode('q8_0') });
+      assert.ok((k.calibration!.q8x4M1Ms.wide ?? 0) > 0, 'Q8_0 weights: its families timed');
+      assert.deepEqual(k.calibration!.q4kx4M1Ms, {});
+    } finally {
+      k.dispose();
+    }
   });
 });

@@ -55,16 +55,16 @@ test('withClosedThinkMask: tags masked after the close, intersected with the inn
   const innerBits = new Uint32Array(3).fill(0);
   for (const id of [2, 40, 64]) innerBits[id >>> 5]! |= 1 << (id & 31);
   const ids = { open: 40, close: 64 };
-  const alone = withClosedThinkMask(null, 'open', ids, vocab)!()!;
+  const alone = withClosedThinkMask(null, 'open', ids, vocab)!().allowed!;
   assert.equal(alone([3]), null);
   assert.equal(bit(alone([3, 64]), 64), false);
   assert.equal(bit(alone([3, 64]), 40), false);
   assert.equal(bit(alone([3, 64]), 41), true);
-  const both = withClosedThinkMask(() => () => innerBits, 'closed', ids, vocab)!()!;
+  const both = withClosedThinkMask(() => ({ allowed: () => innerBits, endError: null }), 'closed', ids, vocab)!().allowed!;
   const m = both([])!;
   assert.deepEqual([2, 40, 64, 5].map((id) => bit(m, id)), [true, false, false, false]);
   // the budget forces </think> while open; the mask then bans it
-  const budget = withClosedThinkMask(withReasoningBudget(null, 64, 2, vocab), 'open', ids, vocab)!()!;
+  const budget = withClosedThinkMask(withReasoningBudget(null, 64, 2, vocab), 'open', ids, vocab)!().allowed!;
   assert.deepEqual([63, 64].map((id) => bit(budget([7, 8]), id)), [false, true]);
   assert.deepEqual([63, 64].map((id) => bit(budget([7, 8, 64]), id)), [true, false]);
 });
@@ -101,7 +101,7 @@ test('engine: a reasoning budget closes the reasoning after that many tokens; th
   const bias = new Map([[openId, 100]]);
   for (const engine of [mtp, plain]) {
     let out: readonly number[] = [];
-    for await (const ev of engine.generate({ promptIds: ids, maxTokens: 24, temperature: 0, logitsAdjust: { bias, allowed: ctl() } })) {
+    for await (const ev of engine.generate({ promptIds: ids, maxTokens: 24, temperature: 0, logitsAdjust: { bias, ...ctl() } })) {
       if (ev.type === 'done') out = ev.outputIds;
     }
     const at = out.indexOf(closeId);

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
-import type { ServerContext } from '../src/server/generation.js';
+import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
 import { computeMask, type TokenVocab, vocabFromBytes } from '../src/server/structured/mask.js';
@@ -174,7 +174,7 @@ test('token masks: fast == reference through regex strings, pattern keys and any
   });
 });
 
-function constraintFor(engine: Engine, schema: unknown, thinking: boolean): () => ((g: readonly number[]) => Uint32Array | null) | null {
+function constraintFor(engine: Engine, schema: unknown, thinking: boolean): ConstraintFactory {
   const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
   return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, thinking)!;
 }
@@ -186,7 +186,7 @@ for (const [name, schema] of [['anyOf with siblings', ANYOF_SIBLINGS], ['typeles
       const prompts = evalPrompts(10);
       const outs = await Promise.all(Array.from({ length: 100 }, (_, i) => engine.complete({
         messages: prompts[i % prompts.length]!, think: false, maxTokens: 48, temperature: 1, seed: 2000 + i,
-        logitsAdjust: { bias: null, allowed: make() },
+        logitsAdjust: { bias: null, ...make() },
       })));
       let finished = 0;
       for (const d of outs) {
@@ -226,7 +226,7 @@ test('constrained decoding: 100 sampled hostnames, and 40 forced A-labels in a t
       const n = aLabels ? 40 : 100;
       const outs = await Promise.all(Array.from({ length: n }, (_, i) => engine.complete({
         messages: prompts[i % prompts.length]!, think: false, maxTokens: 20, temperature: 1, seed: 3000 + i,
-        logitsAdjust: { bias, allowed: make() },
+        logitsAdjust: { bias, ...make() },
       })));
       let finished = 0;
       for (const d of outs) {
@@ -253,7 +253,7 @@ test('constrained decoding: MTP on == MTP off bit-exact under formats, patterns,
     const make = constraintFor(engine, schema, false);
     return Promise.all(prompts.map(async (messages) => {
       const logits: Float32Array[] = [];
-      const d = await engine.complete({ messages, think: false, maxTokens: 60, temperature: 0, logitsAdjust: { bias: null, allowed: make() }, captureLogits: (l) => logits.push(l.slice()) });
+      const d = await engine.complete({ messages, think: false, maxTokens: 60, temperature: 0, logitsAdjust: { bias: null, ...make() }, captureLogits: (l) => logits.push(l.slice()) });
       return { ids: [...d.outputIds], text: d.text, finish: d.finishReason, logits };
     }));
   });

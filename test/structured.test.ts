@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
-import type { ServerContext } from '../src/server/generation.js';
+import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
 import { computeMask, GrammarConstraint, MaskCache, tokenVocab, type TokenVocab } from '../src/server/structured/mask.js';
@@ -178,7 +178,7 @@ test('token masks: fast == reference on a grown vocabulary (multi-byte and parti
 });
 
 /** Server-side constraint factory over an engine (what the chat route builds). */
-function constraintFor(engine: Engine, schema: unknown, thinking: boolean): () => ((g: readonly number[]) => Uint32Array | null) | null {
+function constraintFor(engine: Engine, schema: unknown, thinking: boolean): ConstraintFactory {
   const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
   return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, thinking)!;
 }
@@ -192,7 +192,7 @@ test('constrained decoding: MTP on == MTP off bit-exact (greedy, thinking on); e
     return Promise.all(prompts.map(async (messages) => {
       const logits: Float32Array[] = [];
       const d = await engine.complete({
-        messages, maxTokens: 160, temperature: 0, logitsAdjust: { bias: null, allowed: make() },
+        messages, maxTokens: 160, temperature: 0, logitsAdjust: { bias: null, ...make() },
         captureLogits: (l) => logits.push(l.slice()),
       });
       return { ids: [...d.outputIds], text: d.text, finish: d.finishReason, logits, spec: d.spec };
@@ -232,7 +232,7 @@ test('constrained decoding: 100 sampled answers (temperature 1, MTP on) all pars
     const prompts = evalPrompts(10);
     const outs = await Promise.all(Array.from({ length: 100 }, (_, i) => engine.complete({
       messages: prompts[i % prompts.length]!, think: false, maxTokens: 80, temperature: 1, seed: 1000 + i,
-      logitsAdjust: { bias: null, allowed: make() },
+      logitsAdjust: { bias: null, ...make() },
     })));
     for (const d of outs) {
       assert.equal(d.finishReason, 'stop', d.text);

@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer, { type Browser, type ConsoleMessage, type Page } from 'puppeteer-core';
+import type { LogFields, Logger } from '../src/util/log.js';
 import { Engine } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
 import { WEBUI_DIR } from '../src/server/webui.js';
@@ -35,6 +36,16 @@ let browser: Browser;
 let page: Page;
 let userData: string;
 const consoleErrors: string[] = [];
+/** The main server's access log (one entry per request). */
+const accessLog: LogFields[] = [];
+const captureLog: Logger = {
+  level: 'info', debug() {}, warn() {}, error() {},
+  info(msg, fields) {
+    if (msg === 'request' && fields) accessLog.push(fields);
+  },
+};
+/** Chat requests the browser reported as failed (an abort included) or as loaded to their end. */
+const chatRequests = { failed: [] as string[], finished: 0 };
 
 function watch(p: Page, allow: (m: ConsoleMessage) => boolean = () => false): void {
   p.on('console', (m) => {
@@ -51,7 +62,7 @@ before(async () => {
   if (!existsSync(join(WEBUI_DIR, 'index.html'))) throw new Error(`the web UI is not built (${WEBUI_DIR} is missing): run \`npm run build\``);
   mkdirSync(ARTIFACTS, { recursive: true });
   engine = await Engine.load({ model: join(REPO_ROOT, 'models', 'tiny-think'), kernels: KERNELS, maxRunning: 4, specAdaptive: false });
-  server = await startServer(engine, { port: 0 });
+  server = await startServer(engine, { port: 0, logger: captureLog });
   keyed = await startServer(engine, { port: 0, apiKey: KEY });
   keyedOpenMetrics = await startServer(engine, { port: 0, apiKey: KEY, metricsNoAuth: true });
   userData = mkdtempSync(join(tmpdir(), 'deltaserve-chromium-'));
@@ -63,6 +74,12 @@ before(async () => {
   page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 800 });
   watch(page);
+  page.on('requestfailed', (r) => {
+    if (r.url().endsWith('/v1/chat/completions')) chatRequests.failed.push(r.failure()?.errorText ?? '?');
+  });
+  page.on('requestfinished', (r) => {
+    if (r.url().endsWith('/v1/chat/completions')) chatRequests.finished++;
+  });
 });
 
 after(async () => {
@@ -119,19 +136,37 @@ test('chat: the reasoning block and the answer stream in, equal the API answer, 
   await openChat();
   // record what the live message shows at each DOM change while it streams
   await page.evaluate(() => {
-    const seen: { reasoning: string; answer: string; streaming: boolean }[] = [];
+    const seen: { reasoning: string; answer: string; waiting: string | null; summary: string }[] = [];
     (window as unknown as { seen: typeof seen }).seen = seen;
     new MutationObserver(() => {
       const m = document.querySelector('.msg.assistant.streaming');
-      if (m) seen.push({ reasoning: m.querySelector('.reasoning-text')?.textContent ?? '', answer: m.querySelector('.answer')?.textContent ?? '', streaming: true });
+      const waiting = m?.querySelector<HTMLElement>('.waiting');
+      if (m) {
+        seen.push({ reasoning: m.querySelector('.reasoning-text')?.textContent ?? '', answer: m.querySelector('.answer')?.textContent ?? '',
+          waiting: waiting && !waiting.hidden ? waiting.textContent : null, summary: m.querySelector('.reasoning summary')?.textContent ?? '' });
+      }
     }).observe(document.getElementById('messages')!, { subtree: true, childList: true, characterData: true });
   });
+  const finishedBefore = chatRequests.finished;
   await send(ASK);
   assert.equal(await finished(1), 'stop');
-  const seen = await page.evaluate(() => (window as unknown as { seen: { reasoning: string; answer: string }[] }).seen);
+  const seen = await page.evaluate(() => (window as unknown as { seen: { reasoning: string; answer: string; waiting: string | null; summary: string }[] }).seen);
   const reasoningSteps = new Set(seen.map((s) => s.reasoning).filter((r) => r !== ''));
   assert.ok(reasoningSteps.size >= 2, `the reasoning grew while streaming (${reasoningSteps.size} distinct states)`);
   assert.ok(seen.some((s) => s.reasoning !== '' && s.answer === ''), 'reasoning was shown before the answer began');
+  assert.ok(seen.some((s) => s.reasoning === '' && /^Waiting for the model… \d+\.\d s$/.test(s.waiting ?? '')), 'a waiting indicator before the first token');
+  assert.ok(seen.every((s) => s.reasoning === '' || s.waiting === null), 'the waiting indicator goes once text arrives');
+  assert.ok(seen.some((s) => s.answer === '' && /^Thinking… \d+\.\d s$/.test(s.summary)), 'elapsed time while reasoning streams');
+  const summary = await page.$eval('.msg.assistant .reasoning summary', (e) => e.textContent ?? '');
+  const tokens = /^Thought for \d+\.\d s · (\d+) tokens?$/.exec(summary);
+  assert.ok(tokens && Number(tokens[1]) >= 1, `the folded reasoning shows its duration and length: "${summary}"`);
+  // the stream is read to its end: the request is neither cancelled at [DONE] nor logged as a client abort
+  const deadline = Date.now() + 5000;
+  while (chatRequests.finished === finishedBefore && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(chatRequests.finished, finishedBefore + 1, 'the browser loaded the answer to its end');
+  assert.deepEqual(chatRequests.failed, [], 'no chat request failed or was aborted');
+  const logged = accessLog.filter((e) => e['route'] === '/v1/chat/completions');
+  assert.ok(logged.length >= 1 && logged.every((e) => e['client_abort'] === false), `no client abort in the access log: ${JSON.stringify(logged)}`);
 
   const api = await post(`${server.url}/v1/chat/completions`, { messages: [{ role: 'user', content: ASK }] });
   const msg = (api.json['choices'] as { message: { content: string; reasoning_content: string } }[])[0]!.message;
@@ -323,6 +358,95 @@ test('conversations: rename and delete are kept across a reload', async () => {
   assert.ok(after.includes('Renamed chat'));
 });
 
+test('layout: Send and Stop sit inside the composer, which keeps its size; edit buttons show on hover', async () => {
+  await openChat();
+  await page.click('#new-chat');
+  const box = (): Promise<{ w: number; h: number; inside: boolean }> => page.evaluate(() => {
+    const c = document.querySelector('.composer-box')!.getBoundingClientRect();
+    const visible = [...document.querySelectorAll<HTMLElement>('#send, #stop')].find((b) => b.offsetParent !== null)!.getBoundingClientRect();
+    return { w: c.width, h: c.height, inside: visible.left >= c.left && visible.right <= c.right && visible.top >= c.top && visible.bottom <= c.bottom };
+  });
+  const idle = await box();
+  assert.ok(idle.inside, 'Send is inside the composer box');
+  await setField('set-extra', NO_EOS);
+  await setField('set-max-tokens', '400');
+  await page.click('#toggle-settings');
+  await send('What is 2 + 2?');
+  await page.waitForFunction(() => document.body.classList.contains('busy'));
+  const busy = await box();
+  assert.ok(busy.inside, 'Stop is inside the composer box');
+  assert.deepEqual([busy.w, busy.h], [idle.w, idle.h], 'the composer keeps its size when Send becomes Stop');
+  await page.click('#stop');
+  await finished(1);
+  await setField('set-extra', '');
+  await setField('set-max-tokens', '');
+  await page.click('#toggle-settings');
+  await page.mouse.move(0, 0);
+  const opacity = (): Promise<string> => page.$eval('.msg.user .hover-actions', (e) => getComputedStyle(e).opacity);
+  await page.waitForFunction(() => getComputedStyle(document.querySelector('.msg.user .hover-actions')!).opacity === '0');
+  assert.equal(await opacity(), '0', 'no edit button until hover or focus');
+  await page.hover('.msg.user');
+  await page.waitForFunction(() => getComputedStyle(document.querySelector('.msg.user .hover-actions')!).opacity === '1');
+  await page.mouse.move(0, 0);
+  await page.focus('.msg.user .edit');
+  await page.waitForFunction(() => getComputedStyle(document.querySelector('.msg.user .hover-actions')!).opacity === '1');
+});
+
+test('markdown: code blocks are highlighted as text-only spans and have a copy button', async () => {
+  const file = join(ARTIFACTS, 'import-code.json');
+  const code = 'def add(a, b):\n    # the sum\n    return a + b  # <b>not html</b>\n';
+  writeFileSync(file, JSON.stringify({ conversations: [{ title: 'Code', messages: [
+    { role: 'user', content: 'Write add in Python' },
+    { role: 'assistant', content: `Here:\n\n\`\`\`python\n${code}\`\`\`\n\nand a plain one:\n\n\`\`\`\nx = 1\n\`\`\``, reasoning: 'easy' },
+  ] }] }));
+  const input = await page.$('#import-file');
+  await (input as unknown as { uploadFile(p: string): Promise<void> }).uploadFile(file);
+  await page.waitForFunction(() => [...document.querySelectorAll('.conv-title')].some((e) => e.textContent === 'Code'));
+  await page.$$eval('.conv-title', (els) => (els.find((e) => e.textContent === 'Code') as HTMLElement).click());
+  await page.waitForSelector('.code code[data-lang="python"] .tok');
+  const blocks = await page.$$eval('.code', (els) => els.map((e) => ({
+    text: e.querySelector('code')!.textContent, kinds: [...e.querySelectorAll('.tok')].map((t) => t.className),
+    elements: [...e.querySelectorAll('code *')].map((t) => t.tagName), copy: e.querySelector('button.copy') !== null,
+  })));
+  assert.equal(blocks.length, 2);
+  assert.equal(blocks[0]!.text, code.replace(/\n$/, ''), 'highlighting keeps the code text exactly');
+  for (const kind of ['tok-keyword', 'tok-comment', 'tok-function']) assert.ok(blocks[0]!.kinds.some((k) => k.includes(kind)), kind);
+  assert.deepEqual([...new Set(blocks[0]!.elements)], ['SPAN'], 'tokens are spans only (the <b> in a comment stays text)');
+  assert.deepEqual(blocks[1]!.elements, [], 'a block without a language stays plain text');
+  assert.ok(blocks.every((b) => b.copy), 'every block has a copy button');
+  await page.setViewport({ width: 1280, height: 800 });
+  await page.screenshot({ path: join(ARTIFACTS, 'chat-1280.png') }); // docs/webui-chat.png
+});
+
+test('narrow screen (390 px): a toggle opens the sidebar with new chat, history, export and the dashboard', async () => {
+  await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
+  try {
+    await openChat();
+    const shown = (sel: string): Promise<boolean> => page.$eval(sel, (e) => (e as HTMLElement).offsetParent !== null || getComputedStyle(e).position === 'fixed' && getComputedStyle(e).display !== 'none');
+    assert.equal(await shown('#sidebar'), false, 'the sidebar is folded away');
+    assert.equal(await shown('#toggle-sidebar'), true, 'a toggle is in the header');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `nothing sticks out sideways (${overflow} px)`);
+    await page.click('#toggle-sidebar');
+    assert.equal(await shown('#sidebar'), true);
+    for (const sel of ['#new-chat', '#export', '#conversations .conv-title', 'a.nav[href="/dashboard"]']) {
+      const box = await page.$eval(sel, (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.right <= window.innerWidth; });
+      assert.ok(box, `${sel} is reachable`);
+    }
+    assert.equal(await page.$eval('#toggle-sidebar', (e) => e.getAttribute('aria-expanded')), 'true');
+    await page.screenshot({ path: join(ARTIFACTS, 'chat-390-sidebar.png') });
+    await page.mouse.click(375, 420); // on the scrim, beside the 280 px sidebar
+    assert.equal(await shown('#sidebar'), false, 'a tap beside the sidebar folds it');
+    await page.click('#toggle-sidebar');
+    await page.click('#new-chat');
+    assert.equal(await shown('#sidebar'), false, 'choosing a chat folds it');
+    await page.$$eval('.conv-title', (els) => (els.find((e) => e.textContent === 'Code') as HTMLElement | undefined)?.click());
+    await page.screenshot({ path: join(ARTIFACTS, 'chat-390.png') }); // docs/webui-chat-390.png
+  } finally {
+    await page.setViewport({ width: 1280, height: 800 });
+  }
+});
+
 test('dashboard: the plots update after a few requests; model card shown', async () => {
   await page.goto(`${server.url}/dashboard`);
   await page.waitForSelector('.status.ok');
@@ -347,7 +471,18 @@ test('dashboard: the plots update after a few requests; model card shown', async
   for (const row of ['Architecture', 'Quantization (weights)', 'Memory plan', 'Kernels']) assert.ok(card.includes(row), row);
   assert.match((await texts(page, '#model-card td')).join('\n'), /6 Gated DeltaNet \+ 2 gated attention/);
   await new Promise((r) => setTimeout(r, 1500));
+  await page.mouse.move(0, 0);
+  // legends show the latest value without hovering, and every axis has a title
+  const legends = await page.$$eval('#charts .u-legend .u-series:not(:first-child) .u-value', (els) => els.map((e) => e.textContent ?? ''));
+  assert.ok(legends.length >= 6 && legends.some((v) => /\d/.test(v)), `legend values: ${JSON.stringify(legends)}`);
+  assert.ok(legends.filter((v) => v === '--').length < legends.length, 'the legends are not all "--" off hover');
+  const tpsLegend = await page.$eval('#chart-tps .u-legend .u-series:nth-child(2) .u-value', (e) => e.textContent ?? '');
+  assert.notEqual(tpsLegend, '--', 'the tokens/s legend shows its latest value');
+  const axisTitles = (await page.$$eval('#charts .chart', (els) => els.map((e) => e.getAttribute('data-axes') ?? ''))).join('|').split('|');
+  assert.ok(axisTitles.includes('time') && axisTitles.includes('tokens / s') && axisTitles.includes('ms'), `axis titles: ${axisTitles}`);
+  assert.doesNotMatch((await texts(page, '#model-card td')).join('\n'), /iB\b/, 'one kind of unit: decimal bytes, as the server writes them');
   await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+  await page.screenshot({ path: join(ARTIFACTS, 'dashboard-1280.png') }); // docs/webui-dashboard.png
 });
 
 test('api key: the page asks for it, keeps it in sessionStorage, and then works', async () => {

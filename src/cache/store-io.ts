@@ -2,35 +2,42 @@
 // every write is checked for its full length; a save goes to a temporary file that is
 // fsynced, renamed over the old file, and the directory fsynced; any failure removes the
 // temporary file and leaves the old file as it was. The file system is a parameter
-// (FileIo) so tests can inject short writes and failures.
+// (FileIo) so tests can inject short writes and failures. The cache holds the KV of user
+// prompts: files are created 0600, directories the store creates 0700.
 import * as fs from 'node:fs';
 import { createHash, type Hash } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 
 /** The synchronous file operations the store uses (node:fs by default). */
 export interface FileIo {
-  openSync(path: string, flags: string): number;
+  /** `mode` applies when the file is created. */
+  openSync(path: string, flags: string, mode?: number): number;
   writeSync(fd: number, buf: Uint8Array, offset: number, length: number, position: number): number;
   fsyncSync(fd: number): void;
   closeSync(fd: number): void;
   renameSync(from: string, to: string): void;
   unlinkSync(path: string): void;
-  mkdirSync(path: string): void;
+  mkdirSync(path: string, mode?: number): void;
   statSync(path: string): { isDirectory(): boolean };
   readdirSync(path: string): string[];
 }
 
 export const NODE_IO: FileIo = {
-  openSync: (p, f) => fs.openSync(p, f),
+  openSync: (p, f, m) => fs.openSync(p, f, m),
   writeSync: (fd, b, o, l, p) => fs.writeSync(fd, b, o, l, p),
   fsyncSync: (fd) => fs.fsyncSync(fd),
   closeSync: (fd) => fs.closeSync(fd),
   renameSync: (a, b) => fs.renameSync(a, b),
   unlinkSync: (p) => fs.unlinkSync(p),
-  mkdirSync: (p) => fs.mkdirSync(p),
+  mkdirSync: (p, m) => fs.mkdirSync(p, m),
   statSync: (p) => fs.statSync(p),
   readdirSync: (p) => fs.readdirSync(p),
 };
+
+/** Mode of the files the store writes (user data: owner only). */
+export const FILE_MODE = 0o600;
+/** Mode of the directories the store creates. */
+export const DIR_MODE = 0o700;
 
 const errCode = (e: unknown): string | undefined => (e as { code?: string } | null)?.code;
 
@@ -77,7 +84,7 @@ export class StoreFileWriter {
     this.hash = createHash('sha256').update(hashPrefix);
     this.pos = head.length;
     this.guard('creating', () => {
-      this.fd = io.openSync(this.tmp, 'w');
+      this.fd = io.openSync(this.tmp, 'w', FILE_MODE);
       writeFully(io, this.fd, head, 0, this.tmp);
     });
   }
@@ -134,10 +141,21 @@ export class StoreFileWriter {
   }
 }
 
-/** Create `dir` and its missing parents one level at a time (node's recursive mkdir can
- * loop forever under /proc), then prove it writable with a probe file written, fsynced and
- * removed. Returns why it cannot be used, or null. */
-export function unusableDirReason(dir: string, io: FileIo = NODE_IO): string | null {
+/** How a cache directory can be used: written, only read (a pre-warmed cache on read-only
+ * storage), or not at all (why). */
+export type DirAccess =
+  | { readonly kind: 'writable' }
+  | { readonly kind: 'read-only'; readonly why: string }
+  | { readonly kind: 'unusable'; readonly why: string };
+
+/** Errors of a write that say the directory is read-only (for this process). */
+const READ_ONLY = new Set(['EROFS', 'EACCES', 'EPERM']);
+
+/** Create `dir` and its missing parents (0700) one level at a time (node's recursive mkdir
+ * can loop forever under /proc), then prove it writable with a probe file written, fsynced
+ * and removed. An existing directory refusing the probe as read-only (EROFS, EACCES, EPERM)
+ * can still be read. */
+export function dirAccess(dir: string, io: FileIo = NODE_IO): DirAccess {
   const abs = resolve(dir);
   const missing: string[] = [];
   for (let p = abs; ; p = dirname(p)) {
@@ -149,31 +167,37 @@ export function unusableDirReason(dir: string, io: FileIo = NODE_IO): string | n
         missing.unshift(p);
         continue;
       }
-      return `cannot inspect ${p} (${(e as Error).message})`;
+      return { kind: 'unusable', why: `cannot inspect ${p} (${(e as Error).message})` };
     }
-    if (!isDir) return `${p} is not a directory`;
+    if (!isDir) return { kind: 'unusable', why: `${p} is not a directory` };
     break;
   }
   for (const p of missing) {
     try {
-      io.mkdirSync(p);
+      io.mkdirSync(p, DIR_MODE);
     } catch (e) {
-      if (errCode(e) !== 'EEXIST') return `cannot create ${p} (${(e as Error).message})`;
+      if (errCode(e) !== 'EEXIST') return { kind: 'unusable', why: `cannot create ${p} (${(e as Error).message})` };
     }
   }
   const probe = join(abs, `.deltaserve-probe-${process.pid}`);
   let fd: number | null = null;
   try {
-    fd = io.openSync(probe, 'w');
+    fd = io.openSync(probe, 'w', FILE_MODE);
     writeFully(io, fd, Buffer.from('deltaserve\n'), 0, probe);
     io.fsyncSync(fd);
   } catch (e) {
-    return `cannot write files in it (${(e as Error).message})`;
+    if (!READ_ONLY.has(errCode(e) ?? '')) return { kind: 'unusable', why: `cannot write files in it (${(e as Error).message})` };
+    try {
+      io.readdirSync(abs);
+    } catch (r) {
+      return { kind: 'unusable', why: `cannot write files in it (${(e as Error).message}) nor read it (${(r as Error).message})` };
+    }
+    return { kind: 'read-only', why: (e as Error).message };
   } finally {
     if (fd !== null) try { io.closeSync(fd); } catch { /* reported above */ }
     try { io.unlinkSync(probe); } catch { /* never created */ }
   }
-  return null;
+  return { kind: 'writable' };
 }
 
 function alive(pid: number): boolean {

@@ -16,6 +16,7 @@ import { lazyQuoteSplit } from '../server/structured/quote-split.js';
 import { compileRegex } from '../server/structured/regex.js';
 import { compileSchema } from '../server/structured/schema.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
+import { schemaMaskTimes } from './bench-schemas.js';
 import { Rng } from '../util/rng.js';
 
 const SCHEMA = {
@@ -118,7 +119,8 @@ function timeMasks(v: TokenVocab, start: State, docs: number[][], cache: MaskCac
   return ms;
 }
 
-export function runGrammarBench(modelDir: string | undefined, vocabSize: number | undefined, defaultModel: string): Record<string, unknown> {
+export function runGrammarBench(modelDir: string | undefined, vocabSize: number | undefined, defaultModel: string,
+  schemas: { files: readonly string[]; decodeMs: number | null } = { files: [], decodeMs: null }): Record<string, unknown> {
   const tok = TextTokenizer.load(resolve(modelDir ?? defaultModel));
   const texts = new TokenTexts(tok);
   const base = Array.from({ length: tok.size }, (_, id) => (tok.specialIds.has(id) ? null : Uint8Array.from(texts.get(id).bytes)));
@@ -154,6 +156,7 @@ export function runGrammarBench(modelDir: string | undefined, vocabSize: number 
     text_classes_build_ms: +classesMs.toFixed(1), format_automata_build_ms: +formatsMs.toFixed(1), compile_ms_first: compileMs,
     plain: maskTimes(v, SCHEMA, DOCS.map((d) => tokenize(d, index, maxLen))),
     rich: maskTimes(v, RICH, RICH_DOCS.map((d) => tokenize(d, index, maxLen))),
+    ...(schemas.files.length > 0 ? { schemas: schemaMaskTimes(v, schemas.files, 3, 120, schemas.decodeMs) } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 // `deltaserve bench`: time decode / verify / prefill steps of the model forward directly
-// (no scheduler), and report them against the memory-bandwidth roofline as one JSON object.
+// (no scheduler), and report them against the memory-bandwidth roofline: a short table, or
+// one JSON object with --json (bench-table.ts).
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels, type KernelsChoice } from '../kernels/index.js';
@@ -14,16 +15,22 @@ import { hugePageStatus } from '../util/huge-pages.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
 import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
-import { checkKernelsName, DEFAULT_MODEL, defaultKernels, kernelsFields } from './engine-flags.js';
+import { checkKernelsName, DEFAULT_MODEL, defaultKernels, emulationWarning, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
 import { benchSampling, SAMPLE_HELP, SAMPLE_OPTIONS, sampleSettings } from './bench-sample.js';
 import { KernelProfile } from './bench-profile.js';
+import { type BenchReport, formatBenchTable, roundNumbers } from './bench-table.js';
 
-export const BENCH_HELP = `deltaserve bench [options]        prints one JSON object
+export const BENCH_HELP = `deltaserve bench [options]        prints a table (test, tok/s ± spread, ms/step, share of roofline)
+  --json                    print one JSON object instead (every number; fractions to 4 significant
+                            digits); --mode grammar, --sample and --profile always print JSON
   --model DIR               (default: built-in tiny-think)
   --mode decode|verify|prefill|grammar   (grammar: per-token structured-output mask cost)
   --vocab N                 grammar: grow the tokenizer's vocabulary to N tokens (BPE-like merges)
+  --schema FILE             grammar: also time masks along seeded walks under this schema (a JSON
+                            Schema or a JSONSchemaBench entry; repeatable), e.g. test/bench/*.json
+  --decode-ms MS            grammar: a decode step of the served model, for the mask / step ratios
   --batch B                 sequences per step (default 1)
   --prompt-tokens P         prompt length before decoding / prefill length (default 128)
   --gen-tokens N            timed steps (default 32)
@@ -153,12 +160,17 @@ export async function runBench(argv: string[]): Promise<void> {
     args: argv, options: {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
-      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, ...SAMPLE_OPTIONS,
+      repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, json: { type: 'boolean' },
+      schema: { type: 'string', multiple: true }, 'decode-ms': { type: 'string' },
+      ...SAMPLE_OPTIONS,
     },
   });
   const mode = str(values, 'mode') ?? 'decode';
   if (mode === 'grammar') {
-    process.stdout.write(`${JSON.stringify(runGrammarBench(str(values, 'model'), int(values, 'vocab', 1), DEFAULT_MODEL))}\n`);
+    const decodeMs = str(values, 'decode-ms');
+    if (decodeMs !== undefined && !(Number(decodeMs) > 0)) throw new DeltaserveError('bad_request', `--decode-ms must be a positive number of ms (got "${decodeMs}")`);
+    const schemas = { files: (values.schema as string[] | undefined) ?? [], decodeMs: decodeMs === undefined ? null : Number(decodeMs) };
+    process.stdout.write(`${JSON.stringify(roundNumbers(runGrammarBench(str(values, 'model'), int(values, 'vocab', 1), DEFAULT_MODEL, schemas)))}\n`);
     return;
   }
   if (!['decode', 'verify', 'prefill'].includes(mode)) throw new DeltaserveError('bad_request', `--mode must be decode, verify or prefill (got "${mode}")`);
@@ -183,12 +195,14 @@ export async function runBench(argv: string[]): Promise<void> {
     if (sample) {
       const slot = new Int32Array(1);
       const argmax = (row: Float32Array, n: number): number => (kernels.argmax(slot, row, 1, n), slot[0]!);
-      process.stdout.write(JSON.stringify(benchSampling(model, batch, prompt, gen, repeat, sample, argmax)) + '\n');
+      process.stdout.write(JSON.stringify(roundNumbers(benchSampling(model, batch, prompt, gen, repeat, sample, argmax))) + '\n');
       return;
     }
     const rng = new Rng(1);
     await benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
     const gpu = gpuCounters(kernels);
+    const emulation = emulationWarning(kernels);
+    if (emulation) process.stderr.write(`deltaserve: ${emulation}\n`);
     const runs: Run[] = [];
     // The probe runs right before every run (the machine's load changes by the second);
     // the roofline uses the median probe.
@@ -201,13 +215,15 @@ export async function runBench(argv: string[]): Promise<void> {
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
     const bandwidth = probes.length > 0 ? median(probes) : null;
-    const result: Record<string, unknown> = report(model, kernels, mode, batch, prompt, verify, runs, bandwidth);
+    const result: Record<string, unknown> = { ...report(model, kernels, mode, batch, prompt, verify, runs, bandwidth), gen_tokens: gen };
     if (profile) {
       const steps = runs.reduce((a, r) => a + r.steps, 0);
       result['profile'] = profile.report(steps, runs.reduce((a, r) => a + r.ms, 0));
     }
     const gpuReport = gpu ? { ...kernelsFields(kernels, kernelName), gpu: await gpuStepReport(gpu, (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed)) } : {};
-    process.stdout.write(JSON.stringify({ ...result, ...gpuReport }) + '\n');
+    const full = roundNumbers({ ...result, ...gpuReport });
+    if (values.json === true || profile) process.stdout.write(JSON.stringify(full) + '\n');
+    else process.stdout.write(formatBenchTable(full as BenchReport));
   } finally {
     kernels.dispose();
   }

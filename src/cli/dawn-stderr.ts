@@ -11,11 +11,23 @@ export const FILTERED_ENV = 'DELTASERVE_STDERR_FILTERED';
 /** Set in the child when the parent's stderr is a terminal. */
 const TTY_ENV = 'DELTASERVE_STDERR_TTY';
 
-const ENGINE_COMMANDS = new Set(['serve', 'generate', 'eval', 'bench']);
+/** Commands that may load Dawn (they take --kernels). */
+const ENGINE_COMMANDS = new Set(['serve', 'chat', 'generate', 'eval', 'bench']);
 
-/** A line Dawn wrote on its own (our own messages start with "deltaserve:" or are JSON). */
+/** How the native lines under Dawn begin: Dawn's own warnings ("Warning: ..."), the
+ * Vulkan loader's ("WARNING: [Loader Message] ...", any level) and Mesa's ("MESA: ...",
+ * older lavapipe's "WARNING: lavapipe is not a conformant ..."). Our own messages start
+ * with "deltaserve:" or are JSON. */
+const NATIVE_PREFIXES = ['Warning: ', 'WARNING: [Loader Message]', 'ERROR: [Loader Message]', 'INFO: [Loader Message]', 'MESA: ', 'WARNING: lavapipe is not a conformant'];
+
+/** A line Dawn (or the driver under it) wrote on its own. */
 export function isDawnWarning(line: string): boolean {
-  return /^Warning: /.test(line);
+  return NATIVE_PREFIXES.some((p) => line.startsWith(p));
+}
+
+/** Whether `text` (a line's start, no newline yet) may still become a native line. */
+function mayBeNative(text: string): boolean {
+  return NATIVE_PREFIXES.some((p) => (text.length < p.length ? p.startsWith(text) : text.startsWith(p)));
 }
 
 /** The value of --kernels in a command's arguments (either spelling), or undefined. */
@@ -36,8 +48,6 @@ export function needsDawnFilter(argv: readonly string[]): boolean {
   const k = kernelsFlag(rest);
   return k === 'webgpu' || k === 'auto';
 }
-
-const PREFIX = 'Warning: ';
 
 /** Copies a stream line by line, leaving out Dawn's lines. Text of a line that can no
  * longer become one (e.g. a progress bar's "\r..." with no newline yet) passes at once. */
@@ -67,7 +77,7 @@ export class DawnLineFilter {
         continue;
       }
       // a partial line: hold it only while it may still be a Dawn warning
-      if (text.length > 0 && !PREFIX.startsWith(text.slice(0, PREFIX.length)) ) {
+      if (text.length > 0 && !mayBeNative(text)) {
         this.out(text);
         this.passing = true;
       } else this.pending = text;

@@ -1,5 +1,4 @@
 // Flags every engine-driving command shares (generate, serve, eval, bench).
-import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import type { EngineOptions } from '../engine/engine.js';
 import { autoDecision, defaultKernels, gpuAdapterOf, KERNEL_NAMES, type KernelsChoice } from '../kernels/index.js';
@@ -8,12 +7,13 @@ import { describeAdapter } from '../kernels/webgpu/device.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
+import { BUILTIN_MODEL } from '../model/builtin.js';
 import { type ArgValues, int, str } from './args.js';
 import { parseQuantizeMode } from '../model/quantize-load.js';
 import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
 
-/** The built-in default model, shipped in the repository. */
-export const DEFAULT_MODEL = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..', 'models', 'tiny-think');
+/** The built-in default model, shipped in the repository and the package. */
+export const DEFAULT_MODEL = BUILTIN_MODEL;
 
 export const ENGINE_FLAGS = {
   model: { type: 'string' },
@@ -36,10 +36,13 @@ export const ENGINE_FLAGS = {
   'prefix-cache-disk-bytes': { type: 'string' },
 } as const;
 
-export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV] model directory, .gguf file (or the first part of a split GGUF),
-                            a directory holding one GGUF, or a Hugging Face repo: from the HF
-                            cache (HF_HOME, HF_HUB_CACHE), else downloaded from HF_ENDPOINT (token
-                            HF_TOKEN); HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
+export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model directory, .gguf file (or the first part of a
+                            split GGUF), a directory holding one GGUF, or a Hugging Face repo:
+                            ORG/NAME (safetensors) or ORG/NAME:Q4_K_M (that quantization's GGUF
+                            and the repo's mmproj); from the HF cache (HF_HOME, HF_HUB_CACHE), else
+                            downloaded from HF_ENDPOINT (size first, then progress; token HF_TOKEN;
+                            "deltaserve pull" downloads only, "deltaserve list" shows the cache);
+                            HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
   --kernels auto|cpu|wasm|ref|webgpu  kernel backend (default cpu: wasm when built, else ref);
                             webgpu: the GPU through WebGPU (Dawn; also a CPU emulation such as
                             lavapipe); auto: webgpu on a GPU that is not a CPU emulation, else cpu
@@ -94,11 +97,27 @@ export function engineOptions(v: ArgValues): EngineOptions {
 }
 
 /** The backend that runs, for the ready line: its name, the GPU adapter (vendor,
- * architecture, limits) on webgpu, and what `auto` decided. */
+ * architecture, limits) on webgpu, and why `auto` chose it — one sentence. */
 export function kernelsLine(k: AnyKernels, asked: KernelsChoice | undefined): string {
   const a = gpuAdapterOf(k);
   const auto = asked === 'auto' ? autoDecision() : null;
-  return `${k.name}${a ? ` on ${describeAdapter(a)}` : ''}${auto ? ` (auto: ${auto.reason})` : ''}`;
+  return `${k.name}${a ? ` on ${describeAdapter(a)}` : ''}${auto ? `, chosen by auto: ${auto.reason}` : ''}`;
+}
+
+/** A warning when the backend is WebGPU on a CPU emulation (lavapipe / llvmpipe,
+ * SwiftShader, WARP): there the wasm kernels are far faster (null otherwise). */
+export function emulationWarning(k: AnyKernels): string | null {
+  const a = gpuAdapterOf(k);
+  if (!a?.cpuEmulation) return null;
+  return `warning: the WebGPU adapter "${a.description || a.device || a.vendor}" is a CPU emulation, not a GPU: ` +
+    'the wasm kernels are many times faster on this machine (--kernels cpu, or auto)';
+}
+
+/** The kernels line (for --kernels auto|webgpu) and the CPU-emulation warning, on stderr. */
+export function reportKernels(k: AnyKernels, asked: KernelsChoice | undefined): void {
+  if (asked === 'auto' || asked === 'webgpu') process.stderr.write(`deltaserve: kernels ${kernelsLine(k, asked)}\n`);
+  const warning = emulationWarning(k);
+  if (warning) process.stderr.write(`deltaserve: ${warning}\n`);
 }
 
 /** The same as fields of a JSON log record or report. */

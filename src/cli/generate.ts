@@ -1,4 +1,7 @@
 // `deltaserve generate`: one prompt (streamed, or --json), or many from --batch-file.
+// A prompt is one user message rendered with the model's chat template (as `ollama run`
+// does); --raw sends it as plain text. Streamed text shows the reasoning dimmed on a
+// terminal, or on stderr when stdout is not one (answer-view.ts).
 import { formatPlan } from '../engine/memory-plan.js';
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
@@ -9,16 +12,22 @@ import { probePrompt, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
-import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsLine } from './engine-flags.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, reportKernels } from './engine-flags.js';
+import { AnswerView, colorAllowed, type Sink } from './answer-view.js';
 
 export const GENERATE_HELP = `deltaserve generate [options]
   --prompt TEXT | --messages JSON | --prompt-ids 1,2,3 | --batch-file FILE.jsonl
+                            --prompt (and a batch line's "prompt") is one user message,
+                            rendered with the model's chat template
+  --raw                     send --prompt (and batch "prompt"s) as plain text, no template
   --max-tokens N            (default 256)
   --temperature T --top-p P --top-k K --min-p P --seed S
   --repetition-penalty R --presence-penalty P --frequency-penalty F
   --stop STRING             stop string (repeatable)
   --no-think                chat: render the template with enable_thinking=false
-  --json                    print one JSON object {prompt_ids, output_ids, text, finish_reason, usage}
+  --json                    print one JSON object {prompt_ids, output_ids, text, reasoning,
+                            content, finish_reason, usage, ...}; text: the streamed output
+                            shows reasoning dimmed (on stderr when stdout is not a terminal)
   --dump-logits             with --json: add last_logits and mtp_top for the prompt
 ${ENGINE_FLAGS_HELP}`;
 
@@ -44,8 +53,9 @@ function requestDefaults(v: ArgValues): Partial<GenerateRequest> {
   return d as Partial<GenerateRequest>;
 }
 
-/** One JSONL line (`prompt` | `messages` | `prompt_ids`, sampling keys; others ignored). */
-export function requestFromLine(line: Record<string, unknown>, defaults: Partial<GenerateRequest>): GenerateRequest {
+/** One JSONL line (`prompt` | `messages` | `prompt_ids`, sampling keys; others ignored).
+ * `chat`: a `prompt` is one user message (the chat template renders it). */
+export function requestFromLine(line: Record<string, unknown>, defaults: Partial<GenerateRequest>, chat = false): GenerateRequest {
   const pick = (k: string): unknown => line[k];
   const r: Record<string, unknown> = { ...defaults };
   const map: [string, string][] = [['prompt', 'prompt'], ['messages', 'messages'], ['prompt_ids', 'promptIds'],
@@ -58,12 +68,20 @@ export function requestFromLine(line: Record<string, unknown>, defaults: Partial
     if (problem) throw new DeltaserveError('bad_request', problem);
     r[to] = pick(from);
   }
-  return r as GenerateRequest;
+  return (chat ? asChat(r as GenerateRequest) : r) as GenerateRequest;
+}
+
+/** A text prompt as one user message (other requests unchanged). */
+function asChat(req: GenerateRequest): GenerateRequest {
+  if (typeof req.prompt !== 'string') return req;
+  const { prompt, ...rest } = req;
+  return { ...rest, messages: [{ role: 'user', content: prompt }] };
 }
 
 function jsonResult(done: Done): Record<string, unknown> {
   return {
-    prompt_ids: done.promptIds, output_ids: done.outputIds, text: done.text, finish_reason: done.finishReason,
+    prompt_ids: done.promptIds, output_ids: done.outputIds, text: done.text, reasoning: done.reasoning, content: done.content,
+    finish_reason: done.finishReason,
     usage: { prompt_tokens: done.usage.promptTokens, completion_tokens: done.usage.completionTokens },
     cached_tokens: done.usage.cachedTokens,
     spec: {
@@ -82,7 +100,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
       'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'min-p': { type: 'string' }, seed: { type: 'string' },
       'repetition-penalty': { type: 'string' }, 'presence-penalty': { type: 'string' }, 'frequency-penalty': { type: 'string' },
       stop: { type: 'string', multiple: true }, 'no-think': { type: 'boolean' }, json: { type: 'boolean' },
-      'dump-logits': { type: 'boolean' },
+      'dump-logits': { type: 'boolean' }, raw: { type: 'boolean' },
     },
   });
   const defaults = requestDefaults(values);
@@ -91,43 +109,44 @@ export async function runGenerate(argv: string[]): Promise<void> {
   if ([values.prompt, values.messages, values['prompt-ids'], values['batch-file']].every((v) => v === undefined)) {
     throw new DeltaserveError('bad_request', 'give one of --prompt, --messages, --prompt-ids or --batch-file');
   }
+  if (values.raw && values.prompt === undefined && values['batch-file'] === undefined) {
+    throw new DeltaserveError('bad_request', '--raw applies to --prompt and --batch-file prompts only');
+  }
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
-  if (opts.kernels === 'auto' || opts.kernels === 'webgpu') process.stderr.write(`deltaserve: kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
+  reportKernels(engine.model.kernels, opts.kernels);
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
     // --max-tokens obeys the rule of the API's max_tokens: at most the context length.
     param(values, 'maxTokens', engine.maxContext);
     const batchFile = str(values, 'batch-file');
-    if (batchFile) await runBatchFile(engine, batchFile, batchText!, defaults);
-    else await runSingle(engine, values, defaults);
+    const chat = !values.raw && templated(engine, values);
+    if (batchFile) await runBatchFile(engine, batchFile, batchText!, defaults, chat);
+    else await runSingle(engine, values, defaults, chat);
   } finally {
     await engine.close();
   }
 }
 
-async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<GenerateRequest>): Promise<void> {
+/** Whether text prompts get the chat template: a model without one gets plain text (said once). */
+function templated(engine: Engine, v: ArgValues): boolean {
+  if (engine.tokenizer.chatTemplate) return true;
+  if (v['prompt'] !== undefined || v['batch-file'] !== undefined) {
+    process.stderr.write('deltaserve: this model has no chat template: prompts are sent as plain text\n');
+  }
+  return false;
+}
+
+async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<GenerateRequest>, chat: boolean): Promise<void> {
   const messages = json(v, 'messages');
-  const req: GenerateRequest = {
+  const given: GenerateRequest = {
     ...defaults,
     ...(str(v, 'prompt') !== undefined ? { prompt: str(v, 'prompt')! } : {}),
     ...(messages !== undefined ? { messages: messages as GenerateRequest['messages'] } : {}),
     ...(intList(v, 'prompt-ids') !== undefined ? { promptIds: intList(v, 'prompt-ids')! } : {}),
   };
-  if (!v['json']) {
-    const t0 = performance.now();
-    let first = 0;
-    for await (const ev of engine.generate(req)) {
-      if (ev.type === 'delta') {
-        if (first === 0 && ev.ids.length > 0) first = performance.now();
-        process.stdout.write(ev.text);
-      } else {
-        process.stdout.write(ev.finishReason === 'error' ? `\n[error: ${ev.error}]\n` : '\n');
-        process.stderr.write(`deltaserve: ${speedLine(ev.usage.promptTokens, ev.usage.completionTokens, t0, first, performance.now())}\n`);
-      }
-    }
-    return;
-  }
+  const req = chat ? asChat(given) : given;
+  if (!v['json']) return streamText(engine, req);
   const done = await engine.complete(req);
   const out = jsonResult(done);
   if (v['dump-logits']) {
@@ -148,13 +167,32 @@ function speedLine(prompt: number, generated: number, t0: number, first: number,
   return `${head}: first token after ${s(first - t0)} s (prefill ${(prompt * 1000 / (first - t0)).toFixed(1)} tok/s)${decode}`;
 }
 
-async function runBatchFile(engine: Engine, file: string, text: string, defaults: Partial<GenerateRequest>): Promise<void> {
+/** Stream the answer: content on stdout, reasoning dimmed there on a terminal, else on stderr. */
+async function streamText(engine: Engine, req: GenerateRequest): Promise<void> {
+  const out: Sink = { write: (t) => void process.stdout.write(t), isTTY: process.stdout.isTTY === true };
+  const err: Sink = { write: (t) => void process.stderr.write(t), isTTY: process.stderr.isTTY === true };
+  const view = new AnswerView({ content: out, reasoning: out.isTTY ? out : err, color: colorAllowed() });
+  const t0 = performance.now();
+  let first = 0;
+  for await (const ev of engine.generate(req)) {
+    if (ev.type === 'delta') {
+      if (first === 0 && ev.ids.length > 0) first = performance.now();
+      view.push(ev.reasoning, ev.content);
+    } else {
+      view.end();
+      if (ev.finishReason === 'error') process.stderr.write(`deltaserve: the answer stopped with an error: ${ev.error}\n`);
+      process.stderr.write(`deltaserve: ${speedLine(ev.usage.promptTokens, ev.usage.completionTokens, t0, first, performance.now())}\n`);
+    }
+  }
+}
+
+async function runBatchFile(engine: Engine, file: string, text: string, defaults: Partial<GenerateRequest>, chat: boolean): Promise<void> {
   const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
   const results = lines.map(async (line, i): Promise<Record<string, unknown>> => {
     try {
       const parsed = JSON.parse(line) as unknown;
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new DeltaserveError('bad_request', 'expected a JSON object');
-      return jsonResult(await engine.complete(requestFromLine(parsed as Record<string, unknown>, defaults)));
+      return jsonResult(await engine.complete(requestFromLine(parsed as Record<string, unknown>, defaults, chat)));
     } catch (e) {
       return { error: `${file} line ${i + 1}: ${(e as Error).message}` };
     }

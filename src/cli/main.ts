@@ -6,11 +6,13 @@ import { DeltaserveError } from '../util/errors.js';
 import { packageInfo } from '../util/version.js';
 import { glueNegativeNumbers } from './args.js';
 import { BENCH_HELP, runBench } from './bench.js';
+import { CHAT_HELP, runChat } from './chat.js';
 import { ENGINE_FLAGS } from './engine-flags.js';
 import { inheritStderrTty, needsDawnFilter, runFiltered } from './dawn-stderr.js';
 import { EVAL_HELP, runEval } from './eval.js';
 import { GENERATE_HELP, runGenerate } from './generate.js';
 import { MAKE_MODEL_HELP, runMakeModel } from './make-model.js';
+import { LIST_HELP, PULL_HELP, runList, runPull } from './models.js';
 import { QUANTIZE_HELP, runQuantize } from './quantize.js';
 import { SERVE_HELP, runServe } from './serve.js';
 
@@ -24,11 +26,14 @@ interface Command {
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: { summary: 'OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /metrics, ...)', help: SERVE_HELP, run: runServe, engine: true },
+  chat: { summary: 'interactive chat in the terminal (streams, keeps the conversation, /help for commands)', help: CHAT_HELP, run: runChat, engine: true },
   generate: { summary: 'generate text for a prompt, chat messages or a JSONL batch', help: GENERATE_HELP, run: runGenerate, engine: true },
   eval: { summary: 'accuracy on chat JSONL eval sets (optionally MTP off vs on)', help: EVAL_HELP, run: runEval, engine: true },
   'make-model': { summary: 'write a random-weight checkpoint of a real model shape (for benchmarks)', help: MAKE_MODEL_HELP, run: runMakeModel, engine: false },
   quantize: { summary: 'quantize a Hugging Face checkpoint once into a GGUF file (q8_0, q6_k, q4_k_m, ...)', help: QUANTIZE_HELP, run: runQuantize, engine: false },
   bench: { summary: 'time decode / verify / prefill steps against the memory-bandwidth roofline', help: BENCH_HELP, run: runBench, engine: false },
+  pull: { summary: 'download a model (org/name, or org/name:Q4_K_M from a GGUF repository) into the Hugging Face cache', help: PULL_HELP, run: runPull, engine: false },
+  list: { summary: 'the models in the Hugging Face cache, with their sizes and files', help: LIST_HELP, run: runList, engine: false },
 };
 
 function topHelp(): string {

@@ -7,13 +7,14 @@ import { Engine } from '../engine/engine.js';
 import { formatPlan, weightBytes } from '../engine/memory-plan.js';
 import { isHubReference } from '../hub/resolve.js';
 import { originProblem } from '../server/cors.js';
+import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
 import { startServer } from '../server/http.js';
 import { LIMIT_FLAGS, type RequestLimits, resolveLimits } from '../server/limits.js';
 import { DeltaserveError } from '../util/errors.js';
 import { hugePageHint, hugePageStatus } from '../util/huge-pages.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type Logger } from '../util/log.js';
 import { type ArgValues, int, num, str } from './args.js';
-import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, kernelsFields, kernelsLine } from './engine-flags.js';
+import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, emulationWarning, engineOptions, kernelsFields, kernelsLine } from './engine-flags.js';
 
 const LIMIT_HELP_TEXT: Readonly<Record<keyof RequestLimits, string>> = {
   promptChars: '413 for prompt text (messages, prompt, input, system, instructions) longer than N characters',
@@ -133,7 +134,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(values.lenient ? { lenient: true } : {}), limits,
       ...(responsesTtl !== undefined ? { responsesTtl } : {}), ...(responsesBytes !== undefined ? { responsesMaxBytes: responsesBytes } : {}),
       ...(responsesKey !== undefined ? { responsesKey } : {}),
-      ...(opts.prefixCacheDir !== undefined ? { responsesDir: join(opts.prefixCacheDir, 'responses') } : {}),
+      ...responsesDirOf(opts.prefixCacheDir, log),
       webui: values['no-webui'] !== true,
       ...(requestTimeout !== undefined ? { requestTimeoutMs: requestTimeout } : {}),
       ...(keepAlive !== undefined ? { keepAliveTimeoutMs: keepAlive } : {}),
@@ -150,7 +151,9 @@ export async function runServe(argv: string[]): Promise<void> {
   const cfg = engine.model.config;
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
-    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}${apiKey ? ', API key required' : ''}\n`);
+    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}${apiKey ? ', API key required' : ''}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
+  const emulation = emulationWarning(engine.model.kernels);
+  if (emulation) process.stderr.write(`deltaserve: ${emulation}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   const pages = hugePageStatus();
   const pageHint = hugePageHint(pages, engine.model.kernels.name, engine.memoryPlan?.weightBytes ?? weightBytes(engine.model.weights));
@@ -210,4 +213,15 @@ function allowedOrigins(v: ArgValues): string[] | undefined {
     if (problem) throw new DeltaserveError('bad_request', `--allowed-origins: ${problem}`);
   }
   return list;
+}
+
+/** Stored Responses go beside the prefix cache (`<dir>/responses`); a read-only cache
+ * directory keeps them in memory only. */
+function responsesDirOf(prefixCacheDir: string | undefined, log: Logger): { responsesDir?: string } {
+  if (prefixCacheDir === undefined) return {};
+  if (checkPrefixCacheDir(prefixCacheDir).kind === 'read-only') {
+    log.warn(`--prefix-cache-dir ${prefixCacheDir} is read-only: stored Responses are kept in memory only`);
+    return {};
+  }
+  return { responsesDir: join(prefixCacheDir, 'responses') };
 }

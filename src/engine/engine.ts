@@ -28,13 +28,15 @@ import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
+import { BUILTIN_MODEL } from '../model/builtin.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
 export interface EngineOptions {
-  /** Model directory (HF layout), or a hub reference `org/name[@revision]` (HF cache, else
-   * downloaded from HF_ENDPOINT). */
-  readonly model: string;
+  /** Model directory (HF layout), a .gguf file, or a hub reference `org/name[@revision]`
+   * or `org/name:QUANT` (HF cache, else downloaded from HF_ENDPOINT). An existing path is
+   * always a path; default: the built-in model (BUILTIN_MODEL). */
+  readonly model?: string;
   readonly kernels?: KernelsChoice;
   readonly threads?: number;
   /** Quantize matmul weights as they load (`--quantize q8_0|q4_k`). */
@@ -103,7 +105,7 @@ export class Engine {
   private readonly policy: AdaptiveK;
   /** k drafted for the step about to run (for the policy's measurement). */
   private draftedK = 0;
-  private readonly metrics = new EngineMetrics();
+  private readonly metrics: EngineMetrics;
   private nextId = 1;
   private wake: (() => void) | null = null;
   private closed = false;
@@ -134,6 +136,7 @@ export class Engine {
     private readonly opts: EngineOptions,
     private readonly hooks: EngineTestHooks,
   ) {
+    this.metrics = new EngineMetrics(hooks.clock);
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
@@ -162,7 +165,7 @@ export class Engine {
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
     if (this.prefix && opts.prefixCacheDir !== undefined) {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
-      this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
+      this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model ?? BUILTIN_MODEL, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
         dir: opts.prefixCacheDir, maxBytes: opts.prefixCacheDiskBytes ?? 2 * 1024 ** 3, saveMs: opts.prefixCacheSaveMs ?? 60_000,
         ...(hooks.prefixCacheIo ? { io: hooks.prefixCacheIo } : {}), onSaveEnd: () => this.wake?.(),
       }, log);
@@ -172,10 +175,12 @@ export class Engine {
   }
 
   /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
-  static async load(opts: EngineOptions, hooks: EngineTestHooks = {}): Promise<Engine> {
+  static async load(opts: EngineOptions = {}, hooks: EngineTestHooks = {}): Promise<Engine> {
+    // a path, or org/name[@rev][:QUANT] from the HF cache/hub; none: the built-in model
+    // (resolved first: a bad name fails before any backend starts)
+    const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
-      const dir = await resolveModelPath(opts.model); // a path, or org/name[@rev] from the HF cache/hub
       const model = await withLoadQuantizer(opts.quantize, kernels.threads, (quantizer) =>
         loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), ...(quantizer ? { quantizer } : {}), available: availableMemory() }));
       const tokenizer = TextTokenizer.load(dir);
@@ -211,6 +216,7 @@ export class Engine {
   generate(req: GenerateRequest): AsyncIterableIterator<GenerateEvent> {
     if (this.closed) throw new DeltaserveError('bad_request', 'engine is shut down');
     const r = buildRequest(this, this.nextId++, req);
+    if (this.hooks.adjustOverride) r.adjust = this.hooks.adjustOverride(r.adjust);
     const onAbort = (): void => this.abort(r);
     if (req.signal) {
       if (req.signal.aborted) r.aborted = true;
@@ -515,11 +521,18 @@ export class Engine {
   /** Commit a sampled token: stream its text, then check the stop conditions. Returns
    * false when the request just finished. */
   private appendToken(req: Request, id: number, logprobs: LogprobSummary | null = null): boolean {
+    // a stop id under a constraint whose output is not complete: an error finish, not a stop
+    const endError = req.adjust?.endError && req.output.isStopId(id) ? req.adjust.endError(req.outputIds) : null;
+    if (endError !== null) {
+      this.scheduler.finish(req);
+      this.emitDone(req, 'error', endError);
+      return false;
+    }
     if (req.onLogprob && logprobs) req.onLogprob({ id, logprob: logprobOf(logprobs, id), top: logprobs.top });
     req.tokens.push(id);
     req.history.push(id);
     const out = req.output.push(id);
-    req.events.push({ type: 'delta', text: out.text, ids: [id] });
+    req.events.push(req.delta(out.text, [id]));
     let reason: FinishReason | null = out.stopped ? 'stop' : null;
     if (!reason && (req.numGenerated >= req.maxTokens || req.tokens.length >= req.maxLength)) reason = 'length';
     if (reason) {
@@ -539,10 +552,12 @@ export class Engine {
     }
     if (reason === 'stop' || reason === 'length') this.snapshotGeneration(req);
     const tail = req.output.flush();
-    if (tail) req.events.push({ type: 'delta', text: tail, ids: [] });
+    const last = req.delta(tail, [], true);
+    if (last.text || last.reasoning || last.content) req.events.push(last);
     this.metrics.requestFinished(req);
     req.events.push({
-      type: 'done', finishReason: reason, text: req.output.text, outputIds: req.outputIds, promptIds: req.promptIds,
+      type: 'done', finishReason: reason, text: req.output.text, ...req.finalParts(),
+      outputIds: req.outputIds, promptIds: req.promptIds,
       usage: { promptTokens: req.promptIds.length, completionTokens: req.numGenerated, cachedTokens: req.cachedTokens },
       ...(error !== undefined ? { error } : {}),
       spec: { ...req.spec },

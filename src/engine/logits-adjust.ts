@@ -8,10 +8,15 @@
 //   far (committed ones plus, for drafts, the drafts before this one), the set of ids that may
 //   come next as a bitset over the vocabulary (bit i of word i>>5), or null for "any id".
 //   Ids outside the set get −∞. The set must not be empty.
+// - `endError`: with a constraint, asked when a stop id is about to end the request: why the
+//   output may not end after `generated` (a constraint at a dead end allows only the stop ids
+//   and says so here), or null when it may. A reason turns the stop into an `error` finish
+//   carrying it, so an incomplete constrained output never looks like a normal stop.
 
 export interface LogitsAdjust {
   readonly bias: ReadonlyMap<number, number> | null;
   readonly allowed: ((generated: readonly number[]) => Uint32Array | null) | null;
+  readonly endError?: ((generated: readonly number[]) => string | null) | null;
 }
 
 /** Apply the adjustment to logits[0..n) in place, for a request that has generated

@@ -61,6 +61,10 @@ export interface MemoryChoices {
 export interface MemoryPlan {
   readonly budgetBytes: number;
   readonly budgetFrom: string; // how the budget was chosen (for the plan line)
+  /** The budget as a fraction of the available memory, and that memory in bytes (null when
+   * the budget was given in bytes): numbers a display formats in its own units. */
+  readonly budgetFraction: number | null;
+  readonly availableBytes: number | null;
   readonly weightBytes: number;
   readonly kvTokens: number; // usable tokens (page 0 excluded)
   readonly kvPages: number; // including reserved page 0
@@ -129,17 +133,19 @@ export function fmtBytes(n: number): string {
   return `${(n / 1e3).toFixed(1)} kB`;
 }
 
-function budgetOf(choices: MemoryChoices, available: number): { bytes: number; from: string } {
+interface Budget { bytes: number; from: string; fraction: number | null; available: number | null }
+
+function budgetOf(choices: MemoryChoices, available: number): Budget {
   const b = choices.budget;
-  if (b && 'bytes' in b) return { bytes: b.bytes, from: b.from ?? '--memory-budget' };
+  if (b && 'bytes' in b) return { bytes: b.bytes, from: b.from ?? '--memory-budget', fraction: null, available: null };
   const fraction = b ? b.fraction : DEFAULT_BUDGET_FRACTION;
   const pct = Math.round(fraction * 100);
-  return { bytes: Math.floor(available * fraction), from: `${pct}% of ${fmtBytes(available)} available` };
+  return { bytes: Math.floor(available * fraction), from: `${pct}% of ${fmtBytes(available)} available`, fraction, available };
 }
 
 /** Size every pool from the budget. `available` is the free memory now (weights loaded). */
 export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available: number): MemoryPlan {
-  const { bytes: budget, from } = budgetOf(choices, available);
+  const { bytes: budget, from, fraction, available: availableBytes } = budgetOf(choices, available);
   const page = choices.pageSize;
   const perRunning = needs.slotBytes + needs.scratchRowBytes;
   // running requests first: each needs a working slot and its verify scratch row
@@ -194,7 +200,7 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
   }
   const kvPages = kvTokens / page + 1;
   return {
-    budgetBytes: budget, budgetFrom: from, weightBytes: needs.weightBytes,
+    budgetBytes: budget, budgetFrom: from, budgetFraction: fraction, availableBytes, weightBytes: needs.weightBytes,
     kvTokens, kvPages, kvBytes: kvPages * page * needs.kvBytesPerToken, maxContext,
     maxRunning, runningStateBytes: (maxRunning + 1) * needs.slotBytes,
     cacheSlots, cacheStateBytes: cacheSlots * needs.slotBytes,

@@ -33,6 +33,11 @@ export class OutputText {
     return this.full;
   }
 
+  /** Does `id` end generation by itself (an eos / stop id)? */
+  isStopId(id: number): boolean {
+    return this.stopIds.has(id);
+  }
+
   /** Feed one generated id. */
   push(id: number): OutputStep {
     if (this.done) return { text: '', stopped: true };

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { loadStore, planStore, STORE_FILE, STORE_VERSION, type StorePlan } from '../cache/prefix-store.js';
-import { removeStaleTemps, unusableDirReason, type FileIo } from '../cache/store-io.js';
+import { dirAccess, type DirAccess, removeStaleTemps, type FileIo } from '../cache/store-io.js';
 import { DirectStoreWriter, WorkerStoreWriter, type StoreWriter } from '../cache/store-writer.js';
 import type { PoolRange, PoolStorage, PoolTensor } from '../cache/pool-storage.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -76,11 +76,13 @@ async function* hostPieces<T extends PoolTensor>(pieces: Iterable<PoolRange<T> |
   yield* flush();
 }
 
-/** A usable --prefix-cache-dir, created if missing; anything else is a clear error now
- * (never a hang, never a failure at the first save). */
-export function checkPrefixCacheDir(dir: string, io?: FileIo): void {
-  const reason = unusableDirReason(dir, io);
-  if (reason !== null) throw new DeltaserveError('bad_config', `--prefix-cache-dir ${dir} cannot be used: ${reason}`);
+/** A usable --prefix-cache-dir, created (0700) if missing: writable, or read-only (its saved
+ * cache is loaded and served, saves are off); anything else is a clear error now (never a
+ * hang, never a failure at the first save). */
+export function checkPrefixCacheDir(dir: string, io?: FileIo): Exclude<DirAccess, { kind: 'unusable' }> {
+  const access = dirAccess(dir, io);
+  if (access.kind === 'unusable') throw new DeltaserveError('bad_config', `--prefix-cache-dir ${dir} cannot be used: ${access.why}`);
+  return access;
 }
 
 function readAt(fd: number, buf: Buffer, position: number, path: string): void {
@@ -162,7 +164,8 @@ export class PrefixPersistence {
   private savedVersion = -1;
   private lastSave = performance.now();
   private saving: Promise<void> | null = null;
-  private readonly writer: StoreWriter;
+  /** null: the directory is read-only, nothing is ever saved. */
+  private readonly writer: StoreWriter | null;
 
   constructor(
     private readonly ctx: PrefixContext,
@@ -174,7 +177,12 @@ export class PrefixPersistence {
     if (!Number.isInteger(o.maxBytes) || o.maxBytes < 0) {
       throw new DeltaserveError('bad_config', `--prefix-cache-disk-bytes must be a non-negative integer (got ${o.maxBytes})`);
     }
-    checkPrefixCacheDir(o.dir, o.io);
+    const access = checkPrefixCacheDir(o.dir, o.io);
+    if (access.kind === 'read-only') {
+      this.log(`prefix cache: warning: ${o.dir} is read-only (${access.why}): its saved cache is loaded and served, saves are off`);
+      this.writer = null;
+      return;
+    }
     for (const name of removeStaleTemps(join(o.dir, STORE_FILE), o.io)) this.log(`prefix cache: removed ${name}, left by a save that never finished`);
     this.writer = o.io ? new DirectStoreWriter(o.io) : new WorkerStoreWriter();
   }
@@ -203,14 +211,14 @@ export class PrefixPersistence {
   /** Milliseconds until unsaved changes are due for saving, or null when all is saved, a
    * save is under way (or periodic saving is off). */
   dueInMs(): number | null {
-    if (this.o.saveMs <= 0 || this.saving || this.version() === this.savedVersion) return null;
+    if (this.writer === null || this.o.saveMs <= 0 || this.saving || this.version() === this.savedVersion) return null;
     return Math.max(0, this.o.saveMs - (performance.now() - this.lastSave));
   }
 
   /** Start a save if the cache changed and the interval passed (call when idle); it runs
    * in the background, between engine steps. */
   maybeSave(): void {
-    if (this.o.saveMs <= 0 || this.saving || performance.now() - this.lastSave < this.o.saveMs) return;
+    if (this.writer === null || this.o.saveMs <= 0 || this.saving || performance.now() - this.lastSave < this.o.saveMs) return;
     this.saving = this.save().finally(() => {
       this.saving = null;
       this.o.onSaveEnd?.();
@@ -222,26 +230,27 @@ export class PrefixPersistence {
   async close(): Promise<void> {
     await this.saving;
     await this.save();
-    await this.writer.close();
+    await this.writer?.close();
   }
 
   /** Save now if anything changed; failures are logged (the previous file stays). */
   async save(): Promise<void> {
     this.lastSave = performance.now();
     const v = this.version();
-    if (v === this.savedVersion) return;
+    const writer = this.writer;
+    if (v === this.savedVersion || writer === null) return;
     const { cache, kv, state } = this.ctx;
     const plan = planStore(this.o.dir, this.identity, cache, kv, state, this.hidden, this.o.maxBytes);
     const evictions = cache.stats().evictions;
     try {
-      await this.writer.begin({ file: plan.file, head: plan.head, digestAt: plan.digestAt, hashPrefix: plan.hashPrefix });
-      await this.copyBody(plan, kv.storage, () => cache.stats().evictions === evictions);
-      this.bytes = await this.writer.finish();
+      await writer.begin({ file: plan.file, head: plan.head, digestAt: plan.digestAt, hashPrefix: plan.hashPrefix });
+      await this.copyBody(writer, plan, kv.storage, () => cache.stats().evictions === evictions);
+      this.bytes = await writer.finish();
       this.saves++;
       this.savedSnapshots = plan.snapshots;
       this.savedVersion = v;
     } catch (e) {
-      await this.writer.abort().catch(() => {});
+      await writer.abort().catch(() => {});
       if (e instanceof SaveOutdated) {
         this.savesOutdated++;
         return;
@@ -254,7 +263,7 @@ export class PrefixPersistence {
   /** Copy the plan's body into pieces for the writer, yielding to the event loop every
    * SLICE_MS; throws SaveOutdated when `valid()` turns false after any wait (the views may
    * then point at reused pages and slots), or the writer's first error. */
-  private async copyBody<T extends PoolTensor>(plan: StorePlan<T>, storage: PoolStorage<T>, valid: () => boolean): Promise<void> {
+  private async copyBody<T extends PoolTensor>(writer: StoreWriter, plan: StorePlan<T>, storage: PoolStorage<T>, valid: () => boolean): Promise<void> {
     let failure: unknown = null;
     const inFlight: Promise<void>[] = [];
     const resume = (): void => {
@@ -269,7 +278,7 @@ export class PrefixPersistence {
     let copied = 0;
     const send = async (): Promise<void> => {
       // handled at once (never an unhandled rejection); reported by resume()
-      inFlight.push(this.writer.append(new Uint8Array(chunk.buffer, 0, fill * 4))
+      inFlight.push(writer.append(new Uint8Array(chunk.buffer, 0, fill * 4))
         .then((b) => { if (b.byteLength === CHUNK_BYTES) spare.push(b); }, (e: unknown) => { failure ??= e; }));
       copied += fill * 4;
       chunk = nextChunk();

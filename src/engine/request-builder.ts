@@ -3,7 +3,8 @@
 // clamp are the request rules' (request-rules.ts).
 import { randomInt } from 'node:crypto';
 import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
-import { encodeChat } from '../tokenizer/safe-chat.js';
+import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
+import { promptOpensThinking, ReasoningSplitter } from '../tokenizer/reasoning.js';
 import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { AnyModel } from '../model/model.js';
@@ -62,14 +63,18 @@ export interface RequestContext {
   readonly maxContext: number;
 }
 
+/** Prompt tokens decoded to see whether the prompt ends with `<think>` (and whitespace). */
+const THINK_TAIL_TOKENS = 8;
+
 function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
 }
 
 /** Token ids of the request's prompt, and where each message of a chat prompt ends
- * (prefix-cache split points the next turn of the conversation shares; message-ends.ts). */
-export function promptOf(ctx: RequestContext, req: GenerateRequest): { ids: number[]; boundaries: number[] } {
-  const ids = promptIdsOf(ctx, req);
+ * (prefix-cache split points the next turn of the conversation shares; message-ends.ts).
+ * `place` adds the server's own text to a chat prompt (safe-chat.ts). */
+export function promptOf(ctx: RequestContext, req: GenerateRequest, place?: Place): { ids: number[]; boundaries: number[] } {
+  const ids = promptIdsOf(ctx, req, place);
   const given = req.messageBoundaries ?? [];
   if (!Array.isArray(given) || !given.every((b) => Number.isInteger(b))) bad('messageBoundaries must be a list of integers');
   if (req.messages === undefined) return { ids, boundaries: [...given] };
@@ -81,7 +86,7 @@ function renderOptions(req: GenerateRequest, addGenerationPrompt: boolean): Rend
 }
 
 /** Token ids of the request's prompt. */
-export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[] {
+export function promptIdsOf(ctx: RequestContext, req: GenerateRequest, place?: Place): number[] {
   const given = [req.prompt !== undefined, req.messages !== undefined, req.promptIds !== undefined].filter(Boolean).length;
   if (given !== 1) bad('give exactly one of prompt, messages or prompt_ids');
   if (req.promptIds !== undefined) {
@@ -99,7 +104,7 @@ export function promptIdsOf(ctx: RequestContext, req: GenerateRequest): number[]
   const messages = validateMessages(req.messages);
   const template = ctx.tokenizer.chatTemplate;
   if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true));
+  return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true), place);
 }
 
 /** The request's sampling parameters, defaults filled in (temperature 0: greedy), each
@@ -134,6 +139,8 @@ export function buildRequest(ctx: RequestContext, id: number, req: GenerateReque
   const output = new OutputText((ids) => ctx.tokenizer.decode(ids), promptIds, stopIds, stopStrings(req.stop));
   const r = new Request(id, id, promptIds, budget, promptIds.length + budget,
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
+  r.startsInReasoning = promptOpensThinking(ctx.tokenizer.decode(promptIds.slice(-THINK_TAIL_TOKENS)));
+  r.reasoning = new ReasoningSplitter(r.startsInReasoning);
   r.captureLogits = req.captureLogits ?? null;
   r.adjust = req.logitsAdjust ?? null;
   if (req.logprobs) {

@@ -8,6 +8,7 @@ import type { SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import type { TokenLogprob } from './sample-batch.js';
+import { ReasoningSplitter, splitReasoning } from '../tokenizer/reasoning.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -23,12 +24,19 @@ export interface SpecStats {
   accepted: number;
 }
 
+/** Generated text as shown to a reader: `text` is everything generated (think tags
+ * included); `reasoning` is the part inside the reasoning block (<think>…</think>) and
+ * `content` the answer after it, both without the tags (tokenizer/reasoning.ts rules).
+ * Over a whole request the deltas' reasoning and content join to the done event's. */
 export type GenerateEvent =
-  | { readonly type: 'delta'; readonly text: string; readonly ids: readonly number[] }
+  | { readonly type: 'delta'; readonly text: string; readonly ids: readonly number[]; readonly reasoning: string; readonly content: string }
   | {
     readonly type: 'done';
     readonly finishReason: FinishReason;
     readonly text: string;
+    /** Null when the output has no reasoning block. */
+    readonly reasoning: string | null;
+    readonly content: string;
     readonly outputIds: readonly number[];
     readonly promptIds: readonly number[];
     readonly usage: Usage;
@@ -113,6 +121,11 @@ export class Request {
   /** top_logprobs count of every emitted token, or −1 for no logprobs. */
   topLogprobs = -1;
   onLogprob: ((e: TokenLogprob) => void) | null = null;
+  /** The prompt ends inside a reasoning block (a template's `<think>\n`): the output starts
+   * as reasoning. Set with `reasoning` by the request builder. */
+  startsInReasoning = false;
+  /** Splits the streamed text into reasoning and content (delta events). */
+  reasoning = new ReasoningSplitter(false);
 
   constructor(
     readonly id: number,
@@ -130,6 +143,23 @@ export class Request {
   ) {
     this.tokens = [...promptIds];
     this.prefillEnd = promptIds.length;
+  }
+
+  /** The delta event of newly streamed text; `last`: the request's final one, releasing
+   * text the splitter held back (a possible partial tag). */
+  delta(text: string, ids: readonly number[], last = false): Extract<GenerateEvent, { type: 'delta' }> {
+    const p = this.reasoning.push(text);
+    if (last) {
+      const rest = this.reasoning.flush();
+      p.reasoning += rest.reasoning;
+      p.content += rest.content;
+    }
+    return { type: 'delta', text, ids, reasoning: p.reasoning, content: p.content };
+  }
+
+  /** The whole output split at once (equal to the deltas' parts joined). */
+  finalParts(): { reasoning: string | null; content: string } {
+    return splitReasoning(this.output.text, this.startsInReasoning);
   }
 
   get numGenerated(): number {

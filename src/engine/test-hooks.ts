@@ -2,6 +2,8 @@
 // production EngineOptions: the CLI and the server never set them, and they are no part of
 // the options the prefix cache's persisted identity hashes.
 import type { FileIo } from '../cache/store-io.js';
+import type { LogitsAdjust } from './logits-adjust.js';
+import type { Clock } from './metrics.js';
 
 /** What a hook sees of a running request. */
 export interface HookRequest {
@@ -21,4 +23,10 @@ export interface EngineTestHooks {
   /** Save the prefix cache on the engine's thread through this file system (to inject short
    * writes and failures) instead of the writer thread. */
   readonly prefixCacheIo?: FileIo;
+  /** Replace a request's logits adjustment when it starts (e.g. force a constraint into a
+   * dead end). */
+  readonly adjustOverride?: (adjust: LogitsAdjust | null) => LogitsAdjust | null;
+  /** The clock of the engine's rate windows (stats().tokensPerSecond), so a test can pass
+   * idle time without sleeping. */
+  readonly clock?: Clock;
 }

@@ -32,8 +32,9 @@ export function repoId(r: RepoRef): string {
   return `${r.org}/${r.name}`;
 }
 
+/** `org/name[@revision][:QUANT]` as written (the default revision main left out). */
 export function describeRef(r: RepoRef): string {
-  return `${repoId(r)}@${r.revision}${r.quant ? `:${r.quant}` : ''}`;
+  return `${repoId(r)}${r.revision === 'main' ? '' : `@${r.revision}`}${r.quant ? `:${r.quant}` : ''}`;
 }
 
 /** The hub cache directory from the environment (HF_HUB_CACHE, else HF_HOME/hub). */

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeltaserveError } from '../util/errors.js';
-import { progressBar } from '../util/progress.js';
+import type { DownloadProgress } from './progress.js';
 import { type RepoRef, describeRef, repoId } from './cache.js';
 
 export interface HubClient {
@@ -87,8 +87,10 @@ function hashPrefix(path: string, bytes: number): ReturnType<typeof createHash> 
   return h;
 }
 
-/** Download `file` of `commit` into blobs/; returns the blob key (etag). */
-export async function downloadBlob(client: HubClient, ref: RepoRef, commit: string, file: HubFile, repoDir: string): Promise<string> {
+/** Download `file` of `commit` into blobs/, counting its bytes in `progress`; returns the
+ * blob key (etag). */
+export async function downloadBlob(client: HubClient, ref: RepoRef, commit: string, file: HubFile, repoDir: string,
+  progress: DownloadProgress): Promise<string> {
   const url = `${client.endpoint}/${repoId(ref)}/resolve/${commit}/${file.path.split('/').map(encodeURIComponent).join('/')}`;
   const blobs = join(repoDir, 'blobs');
   mkdirSync(blobs, { recursive: true });
@@ -99,12 +101,16 @@ export async function downloadBlob(client: HubClient, ref: RepoRef, commit: stri
     if (!res.ok) httpError(res, what, client);
     const body = new Uint8Array(await res.arrayBuffer());
     if (file.size !== null && body.byteLength !== file.size) bad(`${what}: got ${body.byteLength} bytes, the hub lists ${file.size}`);
+    progress.add(body.byteLength);
     const key = createHash('sha256').update(body).digest('hex');
     writeFileSync(join(blobs, key), body);
     return key;
   }
   const blob = join(blobs, file.sha256);
-  if (existsSync(blob) && (file.size === null || statSync(blob).size === file.size)) return file.sha256;
+  if (existsSync(blob) && (file.size === null || statSync(blob).size === file.size)) {
+    progress.have(statSync(blob).size);
+    return file.sha256;
+  }
   const tmp = `${blob}.incomplete`;
   let have = existsSync(tmp) ? statSync(tmp).size : 0;
   if (file.size !== null && have > file.size) {
@@ -114,11 +120,13 @@ export async function downloadBlob(client: HubClient, ref: RepoRef, commit: stri
   const res = await hubFetch(client, url, have > 0 ? { range: `bytes=${have}-` } : {});
   if (res.status === 416 && file.size !== null && have === file.size) {
     await res.body?.cancel();
+    progress.have(have);
   } else {
     if (!res.ok) httpError(res, what, client);
     if (res.status !== 206) have = 0; // the server ignored the range: start over
+    progress.have(have);
     try {
-      await appendBody(res, tmp, have, file.size, `downloading ${file.path}`);
+      await appendBody(res, tmp, have, progress);
     } catch (e) {
       const kept = existsSync(tmp) ? statSync(tmp).size : 0;
       bad(`${what}: download interrupted (${(e as Error).message}); ${kept} bytes kept in ${tmp}, run again to resume`);
@@ -136,20 +144,17 @@ export async function downloadBlob(client: HubClient, ref: RepoRef, commit: stri
 }
 
 /** Write the response body to `path` from byte `from` (truncating anything after it). */
-async function appendBody(res: Response, path: string, from: number, total: number | null, label: string): Promise<void> {
+async function appendBody(res: Response, path: string, from: number, progress: DownloadProgress): Promise<void> {
   const fd = openSync(path, from > 0 ? 'r+' : 'w');
-  const bar = progressBar(label, total ?? 0);
-  bar.tick(from);
   let pos = from;
   try {
     if (!res.body) return;
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
       for (let off = 0; off < chunk.byteLength;) off += writeSync(fd, chunk, off, chunk.byteLength - off, pos + off);
       pos += chunk.byteLength;
-      bar.tick(chunk.byteLength);
+      progress.add(chunk.byteLength);
     }
   } finally {
     closeSync(fd);
-    bar.done();
   }
 }

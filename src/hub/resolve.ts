@@ -4,38 +4,66 @@
 // other tools share them. Offline (HF_HUB_OFFLINE=1, or the hub unreachable) the error
 // names the missing file and where it looked.
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { fmtBytes } from '../engine/memory-plan.js';
+import { BUILTIN_MODEL_NAME } from '../model/builtin.js';
 import { DeltaserveError } from '../util/errors.js';
 import {
   type RepoRef, cachedCommit, describeRef, hubCacheDir, linkSnapshotFile, parseRepoRef, repoCacheDir, snapshotDir, writeRef,
 } from './cache.js';
 import { type HubClient, type HubFile, HubUnreachable, downloadBlob, fetchRepoInfo } from './download.js';
+import { downloadProgress, type ProgressSink } from './progress.js';
+import { recordedProjector, writeRecord } from './record.js';
+import { chooseGguf, ggufMatches, missingParts, selectFiles } from './select.js';
 
-export { parseRepoRef };
+export { parseRepoRef, selectFiles };
 
 export interface ResolveOptions {
   readonly env?: NodeJS.ProcessEnv;
-  /** Progress notes (default: stderr). */
+  /** Notes: what is fetched and its size, before the download (default: stderr). */
   readonly log?: (line: string) => void;
+  /** Where download progress goes (default: stderr; a TTY gets a redrawn line). */
+  readonly progress?: ProgressSink;
+  /** Millisecond clock of the progress lines (tests). */
+  readonly clock?: () => number;
 }
 
 const TRUE = new Set(['1', 'true', 'yes', 'on']);
 
 /** True when `spec` names a hub repository rather than a local path. */
 export function isHubReference(spec: string): boolean {
-  return !existsSync(spec) && parseRepoRef(spec) !== null;
+  return !existsSync(spec) && !looksLikePath(spec) && parseRepoRef(spec) !== null;
+}
+
+/** A spec that can only mean a local path, even when it does not exist: absolute or
+ * explicitly relative (`./`, `../`, `~`), a Windows path, a model file name, the built-in
+ * model's name, or `dir/name` where `dir` is a local directory. (`org/name` otherwise
+ * reads as a hub repository.) */
+export function looksLikePath(spec: string): boolean {
+  if (isAbsolute(spec) || /^(\.{1,2}|~)([/\\]|$)/.test(spec) || spec.includes('\\') || /^[A-Za-z]:[/\\]/.test(spec)) return true;
+  if (/\.(gguf|safetensors|json)$/i.test(spec) || spec === BUILTIN_MODEL_NAME) return true;
+  const parent = dirname(spec);
+  return parent !== '.' && existsSync(parent);
+}
+
+/** The error for a local path that does not exist (no network is tried for it). */
+function missingPath(spec: string): DeltaserveError {
+  const abs = resolve(spec);
+  const what = /\.gguf$/i.test(spec) ? 'model file' : 'model directory';
+  const builtin = basename(spec) === basename(BUILTIN_MODEL_NAME)
+    ? ` (the built-in model: leave the model out, or pass BUILTIN_MODEL from 'deltaserve')` : '';
+  return new DeltaserveError('bad_config', `${what} not found: ${abs}${spec !== abs ? ` ("${spec}" from ${process.cwd()})` : ''}${builtin}`);
 }
 
 /** A local model path for `spec` (a directory, or a .gguf file for `:QUANT` references). */
 export async function resolveModelPath(spec: string, o: ResolveOptions = {}): Promise<string> {
   if (existsSync(spec)) return spec;
-  const ref = parseRepoRef(spec);
-  if (!ref) return spec; // not a repo id: the loader reports the missing directory
+  const ref = looksLikePath(spec) ? null : parseRepoRef(spec);
+  if (!ref) throw missingPath(spec); // a local path: never looked up on the hub
   const env = o.env ?? process.env;
-  const log = o.log ?? ((l: string) => process.stderr.write(`deltaserve: ${l}\n`));
   const repoDir = repoCacheDir(hubCacheDir(env), ref);
   const commit = cachedCommit(repoDir, ref.revision);
-  const cached = commit ? checkSnapshot(snapshotDir(repoDir, commit), ref) : { missing: 'refs/' + ref.revision, path: null };
+  const cached = commit ? checkSnapshot(repoDir, commit, ref) : { missing: 'refs/' + ref.revision, path: null };
   if (cached.path) return cached.path;
   const where = commit ? snapshotDir(repoDir, commit) : repoDir;
   const offline = (reason: string): never => {
@@ -46,63 +74,60 @@ export async function resolveModelPath(spec: string, o: ResolveOptions = {}): Pr
   if (TRUE.has((env['HF_HUB_OFFLINE'] ?? '').toLowerCase())) offline('HF_HUB_OFFLINE is set');
   const client: HubClient = { endpoint: (env['HF_ENDPOINT'] ?? 'https://huggingface.co').replace(/\/+$/, ''), token: env['HF_TOKEN'] || undefined };
   try {
-    return await download(client, ref, repoDir, log);
+    return await download(client, ref, repoDir, o);
   } catch (e) {
     if (e instanceof HubUnreachable) offline(e.message);
     throw e;
   }
 }
 
-async function download(client: HubClient, ref: RepoRef, repoDir: string, log: (l: string) => void): Promise<string> {
+/** What is about to be fetched, for the line before the download. */
+function describeFiles(files: readonly HubFile[], ref: RepoRef): string {
+  const total = files.reduce((n, f) => n + (f.size ?? 0), 0);
+  const big = files.filter((f) => f.sha256 !== null);
+  const named = ref.quant ? files.map((f) => `${f.path} ${fmtBytes(f.size ?? 0)}`).join(', ')
+    : `${big.length} weight file${big.length === 1 ? '' : 's'} and ${files.length - big.length} small ones`;
+  return `${fmtBytes(total)} in ${files.length} file${files.length === 1 ? '' : 's'} (${named})`;
+}
+
+async function download(client: HubClient, ref: RepoRef, repoDir: string, o: ResolveOptions): Promise<string> {
+  const log = o.log ?? ((l: string) => process.stderr.write(`deltaserve: ${l}\n`));
   const info = await fetchRepoInfo(client, ref);
   const files = selectFiles(info.files, ref);
   const total = files.reduce((n, f) => n + (f.size ?? 0), 0);
-  log(`fetching ${describeRef(ref)} (commit ${info.commit.slice(0, 12)}, ${files.length} files, ${(total / 1e9).toFixed(2)} GB) from ${client.endpoint} into ${repoDir}`);
-  for (const f of files) {
-    const key = await downloadBlob(client, ref, info.commit, f, repoDir);
-    linkSnapshotFile(repoDir, info.commit, f.path, key);
+  log(`downloading ${describeRef(ref)} (commit ${info.commit.slice(0, 12)}): ${describeFiles(files, ref)} from ${client.endpoint} into ${repoDir}`);
+  const progress = downloadProgress(describeRef(ref), total, o.progress ?? process.stderr, o.clock);
+  try {
+    for (const f of files) {
+      const key = await downloadBlob(client, ref, info.commit, f, repoDir, progress);
+      linkSnapshotFile(repoDir, info.commit, f.path, key);
+    }
+  } finally {
+    progress.done();
+  }
+  if (ref.quant) {
+    const choice = chooseGguf(files.map((f) => f.path), { ...ref, quant: ref.quant });
+    writeRecord(repoDir, { commit: info.commit, quant: ref.quant.toUpperCase(), parts: choice.parts, mmproj: choice.mmproj });
   }
   writeRef(repoDir, ref.revision, info.commit);
-  const snap = checkSnapshot(snapshotDir(repoDir, info.commit), ref);
+  const snap = checkSnapshot(repoDir, info.commit, ref);
   if (!snap.path) throw new DeltaserveError('bad_config', `model ${describeRef(ref)}: the repository has no ${snap.missing}`);
   return snap.path;
 }
 
-/** Files deltaserve needs from a repository listing. */
-export function selectFiles(files: readonly HubFile[], ref: RepoRef): HubFile[] {
+/** A complete snapshot's model path, or the first missing file. A GGUF choice is complete
+ * with every split part and the projector recorded with it (deltaserve.json). */
+function checkSnapshot(repoDir: string, commit: string, ref: RepoRef): { path: string | null; missing: string } {
+  const dir = snapshotDir(repoDir, commit);
+  if (!existsSync(dir)) return { path: null, missing: ref.quant ? `a .gguf file matching ${ref.quant}` : 'config.json' };
   if (ref.quant) {
-    const picked = ggufMatches(files.map((f) => f.path), ref.quant);
-    if (picked.length === 0) {
-      const have = files.filter((f) => f.path.endsWith('.gguf')).map((f) => f.path);
-      throw new DeltaserveError('bad_config',
-        `model ${describeRef(ref)}: no .gguf file matches "${ref.quant}" (files: ${have.length > 0 ? have.join(', ') : 'none'})`);
-    }
-    return files.filter((f) => picked.includes(f.path));
-  }
-  return files.filter((f) => !f.path.includes('/') && /\.(json|jinja|safetensors|txt)$/.test(f.path));
-}
-
-/** .gguf paths whose file name carries `quant` as a whole token (split parts all kept;
- * vision projectors skipped); only the first base name when several match. */
-function ggufMatches(paths: readonly string[], quant: string): string[] {
-  const q = quant.toLowerCase();
-  const hits = paths.filter((p) => {
-    const file = p.split('/').pop()!.toLowerCase();
-    if (!file.endsWith('.gguf') || file.includes('mmproj')) return false;
-    const i = file.indexOf(q);
-    return i >= 0 && !/[a-z0-9]/.test(file[i - 1] ?? '') && !/[a-z0-9]/.test(file[i + q.length] ?? '');
-  }).sort();
-  const base = (p: string): string => p.replace(/-\d{5}-of-\d{5}\.gguf$/, '.gguf');
-  return hits.filter((p) => base(p) === base(hits[0] ?? ''));
-}
-
-/** A complete snapshot's model path, or the first missing file. */
-function checkSnapshot(dir: string, ref: RepoRef): { path: string | null; missing: string } {
-  if (!existsSync(dir)) return { path: null, missing: 'config.json' };
-  if (ref.quant) {
-    const all = listFiles(dir);
-    const picked = ggufMatches(all, ref.quant);
-    return picked.length > 0 ? { path: join(dir, picked[0]!), missing: '' } : { path: null, missing: `a .gguf file matching ${ref.quant}` };
+    const parts = ggufMatches(listFiles(dir), ref.quant);
+    if (parts.length === 0) return { path: null, missing: `a .gguf file matching ${ref.quant}` };
+    const lacking = missingParts(parts)[0];
+    if (lacking) return { path: null, missing: lacking };
+    const projector = recordedProjector(repoDir, commit, ref.quant);
+    if (projector && !existsSync(projector)) return { path: null, missing: relative(dir, projector) };
+    return { path: join(dir, parts[0]!), missing: '' };
   }
   for (const f of ['config.json', 'tokenizer.json']) if (!existsSync(join(dir, f))) return { path: null, missing: f };
   const index = join(dir, 'model.safetensors.index.json');
@@ -115,7 +140,8 @@ function checkSnapshot(dir: string, ref: RepoRef): { path: string | null; missin
   return { path: dir, missing: '' };
 }
 
-function listFiles(dir: string, prefix = ''): string[] {
+/** Every file under `dir` (relative paths; dangling links, i.e. removed blobs, left out). */
+export function listFiles(dir: string, prefix = ''): string[] {
   const out: string[] = [];
   for (const e of readdirSync(join(dir, prefix))) {
     const rel = prefix ? `${prefix}/${e}` : e;

@@ -5,7 +5,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { GpuAdapterSummary } from './webgpu/device.js';
+import type { GpuAdapterSummary } from './webgpu/adapter-summary.js';
 
 /** 'auto': webgpu on a GPU that is not a CPU emulation, else the CPU default (wasm when
  * built, else ref). 'cpu': the CPU default without looking for a GPU. */
@@ -62,32 +62,40 @@ export async function createKernels(choice: KernelsChoice, threads?: number): Pr
 /** The webgpu backend through Dawn (the optional npm package `webgpu`). `allowCpuEmulation`:
  * accept lavapipe / SwiftShader (an explicit --kernels webgpu does). */
 async function createWebGpu(allowCpuEmulation: boolean): Promise<AnyKernels> {
+  try {
+    return await openWebGpu(allowCpuEmulation);
+  } catch (e) {
+    throw new DeltaserveError('bad_config', `--kernels webgpu: ${(e as Error).message}`);
+  }
+}
+
+/** The webgpu backend, or the loader's / device's own error. The modules (and Dawn) load
+ * only here: nothing on the CPU path imports them. */
+async function openWebGpu(allowCpuEmulation: boolean): Promise<AnyKernels> {
   const { nodeGpu } = await import('./webgpu-node.js');
   const { WebGpuBoundaryKernels } = await import('./webgpu/kernels.js');
-  let gpu: GPU;
-  try {
-    gpu = await nodeGpu();
-  } catch (e) {
-    throw new DeltaserveError('bad_config', `--kernels webgpu: ${(e as Error).message}`);
-  }
-  try {
-    return await WebGpuBoundaryKernels.create(gpu, { allowCpuEmulation }) as unknown as AnyKernels;
-  } catch (e) {
-    throw new DeltaserveError('bad_config', `--kernels webgpu: ${(e as Error).message}`);
-  }
+  return await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation }) as unknown as AnyKernels;
 }
 
 async function createAuto(threads?: number): Promise<AnyKernels> {
   const cpu = defaultKernels();
   let reason: string;
   try {
-    const k = await createWebGpu(false);
-    const a = gpuAdapterOf(k);
-    lastAuto = { pick: 'webgpu', reason: a ? `a GPU adapter: ${a.vendor} ${a.architecture} ${a.description}`.trim() : 'a GPU adapter' };
+    const k = await openWebGpu(false);
+    lastAuto = { pick: 'webgpu', reason: 'a GPU adapter was found' };
     return k;
   } catch (e) {
-    reason = (e as Error).message.replace(/^--kernels webgpu: /, '');
+    reason = await autoReason(e);
   }
-  lastAuto = { pick: cpu, reason: `no usable GPU (${reason})` };
+  lastAuto = { pick: cpu, reason };
   return createKernels(cpu, threads);
+}
+
+/** Why `auto` fell back to the CPU, as one clause (the device layer's own reasons are). */
+async function autoReason(e: unknown): Promise<string> {
+  const { WebGpuPackageError } = await import('./webgpu-node.js');
+  const { NoGpuError } = await import('./webgpu/device.js');
+  if (e instanceof NoGpuError) return e.message;
+  if (e instanceof WebGpuPackageError) return `the optional npm package "webgpu" (Dawn) is not installed for ${process.platform}-${process.arch}`;
+  return `the WebGPU device failed: ${(e as Error).message.split('\n')[0]}`;
 }

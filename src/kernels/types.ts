@@ -215,6 +215,9 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * then on (it may repack the same memory in place; only matmul and embed read it).
    * The ref backend returns the weight unchanged. */
   packWeight(w: Weight): Weight;
+  /** Called once a model's weights are all packed: a backend may tune itself for the
+   * formats it packed (wasm: time the kernel families of those quantized formats only). */
+  weightsLoaded?(): void;
 
   /** Rows [0, n) of a weight (packed or not) as a weight of its own, sharing memory: a
    * matmul against it computes the first n output columns. */

@@ -7,6 +7,9 @@ interface DawnModule { create(flags: string[]): GPU; globals: Record<string, unk
 
 let cached: GPU | null = null;
 
+/** The optional package `webgpu` (or its native binding) could not be loaded. */
+export class WebGpuPackageError extends Error {}
+
 const loadDawn = async (): Promise<DawnModule> => (await import('webgpu')) as unknown as DawnModule;
 
 /** Node's `GPU` object (Dawn), loaded on first use. Throws with the reason when the
@@ -18,7 +21,7 @@ export async function nodeGpu(load: () => Promise<DawnModule> = loadDawn): Promi
   try {
     mod = await load();
   } catch (e) {
-    throw new Error(`the webgpu backend needs the optional npm package "webgpu" (Dawn's prebuilt binding) for ` +
+    throw new WebGpuPackageError(`the webgpu backend needs the optional npm package "webgpu" (Dawn's prebuilt binding) for ` +
       `${process.platform}-${process.arch}, which could not be loaded (${(e as Error).message.split('\n')[0]}); ` +
       'install it with `npm install webgpu@0.6.2`, or use --kernels cpu');
   }

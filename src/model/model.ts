@@ -94,6 +94,7 @@ export function loadModel<T extends Tensor, I extends Tensor>(dir: string, kerne
     const bar = progressBar(`loading ${dir}`, ckpt.totalBytes);
     const weights = loadModelWeights(ckpt, config, kernels, (n) => bar.tick(n), opts.quantize, opts.quantizer);
     bar.done();
+    kernels.weightsLoaded?.();
     return { dir, config, weights, kernels, layout: stateLayout(config) };
   } finally {
     ckpt.close();

@@ -15,10 +15,12 @@ export interface RequestRecord {
   ttftMs: number | null;
   /** One per finished choice, in finishing order. */
   finishReasons: string[];
+  /** The error messages of choices that finished with an error. */
+  errors: string[];
 }
 
 export function newRecord(): RequestRecord {
-  return { promptTokens: 0, completionTokens: 0, cachedTokens: 0, ttftMs: null, finishReasons: [] };
+  return { promptTokens: 0, completionTokens: 0, cachedTokens: 0, ttftMs: null, finishReasons: [], errors: [] };
 }
 
 /** The client's `x-request-id` when it is a sane token (≤ 128 chars of [\w.:-]), else a new id. */
@@ -65,6 +67,7 @@ export function logRequest(logger: Logger, e: AccessLogEntry, logPrompts: boolea
     total_ms: Math.round((performance.now() - e.arrival) * 10) / 10,
     finish_reason: r.finishReasons.length === 0 ? null : r.finishReasons.length === 1 ? r.finishReasons[0] : r.finishReasons,
     client_abort: !e.res.writableFinished,
+    ...(r.errors.length > 0 ? { error: r.errors.length === 1 ? r.errors[0] : r.errors } : {}),
     ...(logPrompts && promptOf(e.body) !== undefined ? { prompt: promptOf(e.body) } : {}),
   };
   // A generation that failed mid-stream (status 200 already sent) is an error too.

@@ -28,6 +28,10 @@ function receive(req: IncomingMessage, limit: number, onChunk: (b: Buffer) => vo
     req.on('end', () => resolve());
     req.on('error', reject);
     req.on('aborted', () => reject(new ApiError(400, 'the client closed the connection', null, 'client_closed')));
+    // closed before the end of the body, whatever closed it (a no-op once resolved)
+    req.on('close', () => {
+      if (!req.complete) reject(new ApiError(400, 'the connection closed before the whole request body arrived', null, 'client_closed'));
+    });
   });
 }
 

@@ -3,7 +3,7 @@
 // into the messages (templates that do not; see tools/prompt.ts) — both in the prepare pool
 // (prepare-jobs.ts).
 import type { ChatMessage } from '../tokenizer/chat.js';
-import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
+import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './errors.js';
 import { checkPromptLength, type ServerContext } from './generation.js';
 import { type ChatTools, prepare } from './prepare-jobs.js';
@@ -21,10 +21,7 @@ export interface ChatPrompt {
   readonly thinkStart: ThinkStart;
 }
 
-/** The generated text starts inside a reasoning block when the prompt ends with `<think>\n`. */
-export function promptOpensThinking(decodeTail: string): boolean {
-  return decodeTail.trimEnd().endsWith(THINK_OPEN);
-}
+export { promptOpensThinking };
 
 /** `open` when the prompt ends inside a reasoning block, `closed` when it ends right after
  * one (a template's thinking-off form), `none` otherwise. */

@@ -3,8 +3,10 @@
 // Access-Control-Request-Method) are answered here, before auth (browsers send no
 // credentials on a preflight).
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { inRouteDialect } from './error-dialect.js';
 import { ApiError } from './errors.js';
 import { sendError } from './respond.js';
+import { dialectPathOf } from './routes.js';
 
 export interface CorsPolicy {
   /** '*' allows any origin. */
@@ -50,7 +52,8 @@ export function applyCors(policy: CorsPolicy | null, req: IncomingMessage, res: 
   }
   if (!preflight) return false;
   if (!allowed) {
-    sendError(res, new ApiError(403, `origin ${JSON.stringify(origin ?? null)} is not allowed (see --allowed-origins)`, null, 'origin_not_allowed'));
+    const e = new ApiError(403, `origin ${JSON.stringify(origin ?? null)} is not allowed (see --allowed-origins)`, null, 'origin_not_allowed');
+    sendError(res, inRouteDialect(dialectPathOf(req.url), e));
     return true;
   }
   const asked = req.headers['access-control-request-headers'];

@@ -38,8 +38,14 @@ export interface ServerContext {
   readonly prepare?: PreparePool;
 }
 
+/** A choice's constraint: its mask, and why its output may not end yet (see LogitsAdjust). */
+export interface Constraint {
+  readonly allowed: LogitsAdjust['allowed'];
+  readonly endError: LogitsAdjust['endError'];
+}
+
 /** A fresh constraint per choice (constraints keep per-request matcher state). */
-export type ConstraintFactory = () => LogitsAdjust['allowed'];
+export type ConstraintFactory = () => Constraint;
 
 /** One HTTP request being handled. */
 export interface Call {
@@ -151,6 +157,7 @@ function recordDone(rec: RequestRecord, d: Done): void {
   rec.cachedTokens = Math.max(rec.cachedTokens, d.usage.cachedTokens);
   rec.completionTokens += d.usage.completionTokens;
   rec.finishReasons.push(d.finishReason);
+  if (d.error !== undefined) rec.errors.push(d.error);
 }
 
 /**
@@ -167,14 +174,15 @@ export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (
     prompts.forEach((promptIds, pi) => {
       for (let i = 0; i < p.n; i++) {
         const logprobs = topLogprobs !== null ? new LogprobCollector(topLogprobs, skip) : null;
-        const allowed = constraint ? constraint() : null;
+        const c = constraint ? constraint() : null;
+        const allowed = c?.allowed ?? null;
         const req: GenerateRequest = {
           ...p.request,
           promptIds,
           signal: call.signal,
           ...(p.seed !== undefined ? { seed: p.seed + i } : {}),
           ...(logprobs ? { logprobs: { top: logprobs.top, onToken: logprobs.push } } : {}),
-          ...(allowed || p.logitBias ? { logitsAdjust: { bias: p.logitBias, allowed } } : {}),
+          ...(allowed || p.logitBias ? { logitsAdjust: { bias: p.logitBias, allowed, endError: c?.endError ?? null } } : {}),
         };
         const raw = engine.generate(req);
         const events = instrumented(raw, ctx.metrics, call.arrival, call.record);

@@ -11,21 +11,20 @@ import type { Engine } from '../engine/engine.js';
 import { DeltaserveError } from '../util/errors.js';
 import { type Logger, SILENT } from '../util/log.js';
 import { logRequest, newRecord, type RequestRecord, requestIdOf } from './access-log.js';
-import { chatCompletions } from './chat.js';
-import { completions } from './completions.js';
 import { applyCors, corsPolicy } from './cors.js';
-import { countTokens, inAnthropicShape, messages } from './messages.js';
-import { deleteResponse, getResponse, responses } from './responses.js';
+import { answerClientError, type InFlight } from './client-errors.js';
+import { inRouteDialect } from './error-dialect.js';
 import { responsesKey } from './responses-crypto.js';
 import { ResponseStore } from './responses-store.js';
 import { readJsonBody } from './body.js';
 import { ApiError, toApiError } from './errors.js';
-import type { Call, ServerContext } from './generation.js';
+import type { ServerContext } from './generation.js';
 import { checkRequestLimits, type RequestLimits, resolveLimits } from './limits.js';
 import { PreparePool } from './prepare-pool.js';
+import { dialectPathOf, requestPath, route, type Route } from './routes.js';
 import { TokenTexts } from './logprobs.js';
 import { ServerMetrics } from './metrics.js';
-import { detokenize, getModel, listModels, metrics, tokenize, version } from './misc.js';
+import { metrics } from './misc.js';
 import { sendError, sendJson } from './respond.js';
 import { StatsSampler, statsJson } from './stats.js';
 import { setGrammarBudget } from './structured/request.js';
@@ -38,7 +37,9 @@ export interface ServerOptions {
   readonly host?: string;
   /** Port (default 8000; 0 = an ephemeral port, see RunningServer.port). */
   readonly port?: number;
-  /** When set, every route but /health needs `Authorization: Bearer <apiKey>`. */
+  /** When set, every request but those of the open routes (/health, the web UI pages,
+   * /metrics with metricsNoAuth) and CORS preflights needs `Authorization: Bearer <apiKey>`
+   * (or `x-api-key`); without it any other path, existing or not, is a 401. */
   readonly apiKey?: string;
   /** Model id in the API (default: the model directory's basename). */
   readonly servedModelName?: string;
@@ -96,68 +97,6 @@ export interface RunningServer {
    * The engine is left open (the caller owns it). Idempotent; calling it again with
    * graceMs 0 while closing cuts the grace period short. */
   close(graceMs?: number): Promise<void>;
-}
-
-type Handler = (ctx: ServerContext, call: Call, arg: string) => Promise<void> | void;
-
-interface Route {
-  readonly name: string;
-  readonly method: 'GET' | 'POST' | 'DELETE';
-  readonly handler: Handler;
-  readonly promptParam: string;
-  readonly open?: boolean;
-}
-
-const ROUTES: Record<string, Route> = {
-  '/v1/chat/completions': { name: 'chat', method: 'POST', handler: chatCompletions, promptParam: 'messages' },
-  '/v1/completions': { name: 'completions', method: 'POST', handler: completions, promptParam: 'prompt' },
-  '/v1/responses': { name: 'responses', method: 'POST', handler: responses, promptParam: 'input' },
-  '/v1/messages': { name: 'messages', method: 'POST', handler: messages, promptParam: 'messages' },
-  '/v1/messages/count_tokens': { name: 'count_tokens', method: 'POST', handler: countTokens, promptParam: 'messages' },
-  '/v1/models': { name: 'models', method: 'GET', handler: listModels, promptParam: 'model' },
-  '/tokenize': { name: 'tokenize', method: 'POST', handler: tokenize, promptParam: 'prompt' },
-  '/detokenize': { name: 'detokenize', method: 'POST', handler: detokenize, promptParam: 'tokens' },
-  '/metrics': { name: 'metrics', method: 'GET', handler: () => undefined, promptParam: 'prompt' },
-  '/metrics.json': { name: 'metrics_json', method: 'GET', handler: () => undefined, promptParam: 'prompt' },
-  '/': { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
-  '/dashboard': { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
-  '/health': { name: 'health', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true },
-  '/version': { name: 'version', method: 'GET', handler: version, promptParam: 'prompt' },
-};
-const MODEL_ROUTE: Route = { name: 'model', method: 'GET', handler: getModel, promptParam: 'model' };
-const WEBUI_ASSET: Route = { name: 'webui', method: 'GET', handler: () => undefined, promptParam: 'prompt', open: true };
-const RESPONSE_ROUTES: Record<string, Route> = {
-  GET: { name: 'response_get', method: 'GET', handler: getResponse, promptParam: 'response_id' },
-  DELETE: { name: 'response_delete', method: 'DELETE', handler: deleteResponse, promptParam: 'response_id' },
-};
-
-function route(path: string, method: string | undefined, webui: boolean): { r: Route; arg: string } | null {
-  if (!webui && (path === '/' || path === '/dashboard' || path.startsWith('/webui/'))) return null;
-  if (webui && path.startsWith('/webui/')) return { r: WEBUI_ASSET, arg: '' };
-  const r = ROUTES[path];
-  if (r) return { r, arg: '' };
-  if (path.startsWith('/v1/responses/') && path.length > '/v1/responses/'.length && !path.slice('/v1/responses/'.length).includes('/')) {
-    let arg: string;
-    try {
-      arg = decodeURIComponent(path.slice('/v1/responses/'.length));
-    } catch {
-      throw new ApiError(400, 'malformed response id in the URL', 'response_id');
-    }
-    if (method !== 'GET' && method !== 'HEAD' && method !== 'DELETE') {
-      throw new ApiError(405, '/v1/responses/{id} accepts GET and DELETE only', null, 'method_not_allowed', 'invalid_request_error', { allow: 'GET, DELETE' });
-    }
-    return { r: method === 'DELETE' ? RESPONSE_ROUTES['DELETE']! : RESPONSE_ROUTES['GET']!, arg };
-  }
-  if (path.startsWith('/v1/models/') && path.length > '/v1/models/'.length) {
-    let arg: string;
-    try {
-      arg = decodeURIComponent(path.slice('/v1/models/'.length));
-    } catch {
-      throw new ApiError(400, 'malformed model id in the URL', 'model');
-    }
-    return { r: MODEL_ROUTE, arg };
-  }
-  return null;
 }
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
@@ -249,31 +188,38 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   const sampler = new StatsSampler(engine, ctx.metrics);
   sampler.start();
   const inflight = new Map<number, { ctl: AbortController; done: Promise<void> }>();
+  /** The request each connection is serving (for errors node:http reports on the connection). */
+  const serving = new WeakMap<object, InFlight>();
   let nextId = 0;
   let draining = false;
   const started = Date.now();
 
   async function serve(req: IncomingMessage, res: ServerResponse, ctl: AbortController, arrival: number, rec: RequestRecord,
     seen: { route: string; body?: unknown }): Promise<void> {
-    let path: string;
-    try {
-      path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '') || '/';
-    } catch {
-      throw new ApiError(400, 'malformed request URL');
-    }
-    const found = route(path, req.method, webui !== null);
+    const path = requestPath(req.url ?? '/');
     seen.route = path;
+    // Without the key a client learns nothing of the routes: every path and method but the
+    // open routes' gets 401 before 404 / 405 / a malformed id. Answered before the key:
+    // malformed URLs (400, they name no route), shutdown (503), and the open routes.
+    let found: { r: Route; arg: string } | null = null;
+    let routeError: unknown = null;
+    try {
+      found = route(path, req.method, webui !== null);
+    } catch (e) {
+      routeError = e;
+    }
     res.once('finish', () => ctx.metrics.httpRequests.inc({ route: found?.r.name ?? 'unknown', status: String(res.statusCode) }));
     if (draining) throw new ApiError(503, 'the server is shutting down', null, 'shutting_down', 'server_error', { connection: 'close' });
+    const open = found !== null && (found.r.open === true || ((found.r.name === 'metrics' || found.r.name === 'metrics_json') && opts.metricsNoAuth === true));
+    if (!open && key && !authorized(req, key)) {
+      throw new ApiError(401, 'missing or incorrect API key: send "Authorization: Bearer <key>"', null, 'invalid_api_key',
+        'invalid_request_error', { 'www-authenticate': 'Bearer' });
+    }
+    if (routeError !== null) throw routeError;
     if (!found) throw new ApiError(404, `no route for ${req.method} ${path}`, null, 'not_found');
     const { r, arg } = found;
     if (req.method !== r.method && !(req.method === 'HEAD' && r.method === 'GET')) {
       throw new ApiError(405, `${path} accepts ${r.method} only`, null, 'method_not_allowed', 'invalid_request_error', { allow: r.method });
-    }
-    const open = r.open === true || ((r.name === 'metrics' || r.name === 'metrics_json') && opts.metricsNoAuth === true);
-    if (!open && key && !authorized(req, key)) {
-      throw new ApiError(401, 'missing or incorrect API key: send "Authorization: Bearer <key>"', null, 'invalid_api_key',
-        'invalid_request_error', { 'www-authenticate': 'Bearer' });
     }
     if (r.name === 'health') return sendJson(res, 200, { status: 'ok' });
     if (r.name === 'webui') return webui!.serve(req, res, path);
@@ -310,6 +256,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     // The access log's route: the raw path until routing names it.
     const seen: { route: string; body?: unknown } = { route: (req.url ?? '/').split('?')[0]!.slice(0, 200) };
     res.setHeader('x-request-id', requestId);
+    serving.set(req.socket, { req, res, route: () => dialectPathOf(req.url) });
     // The access line is written once the response has closed AND the handler is done (an
     // aborted stream learns its finish reason after the close).
     let pending = 2;
@@ -318,6 +265,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     };
     // The client went away before the response ended: abort its engine requests.
     res.once('close', () => {
+      if (serving.get(req.socket)?.res === res) serving.delete(req.socket);
       if (!res.writableEnded) ctl.abort();
       settle();
     });
@@ -326,7 +274,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     const id = nextId++;
     ctx.metrics.inFlight++;
     const done = serve(req, res, ctl, arrival, rec, seen).catch((e: unknown) => {
-      const err = inAnthropicShape(req, toApiError(e, 'prompt'));
+      const err = inRouteDialect(dialectPathOf(req.url), toApiError(e, 'prompt'));
       if (err.status >= 500 && !(e instanceof ApiError)) log.error('request failed', { id: requestId, route: seen.route, err: e });
       if (err.status === 413) res.setHeader('connection', 'close');
       if (!res.headersSent) sendError(res, err);
@@ -340,10 +288,11 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   });
   // Idle connections stay open longer than clients keep them (undici/fetch: 4 s, most others
   // less) by default, so a client never sends a request on a connection being closed.
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    // Unparsable HTTP: answer 400 and close; a reset connection is just dropped.
-    if (err.code !== 'ECONNRESET' && socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
-    else socket.destroy();
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, serving.get(socket), times.requestTimeout));
+  // an Expect header other than 100-continue (node's own answer has no body)
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    res.setHeader('connection', 'close');
+    sendError(res, inRouteDialect(dialectPathOf(req.url), new ApiError(417, `Expect: ${String(req.headers.expect).slice(0, 64)} is not supported (only 100-continue)`, null, 'expectation_failed')));
   });
 
   try {

@@ -30,7 +30,7 @@ export interface RequestLimits {
   readonly grammarUnits: number;
 }
 
-/** Flag name and default of every limit (README "Limits and hardening" lists the same). */
+/** Flag name and default of every limit (docs/operations.md "Limits and hardening" lists the same). */
 export const LIMIT_FLAGS: Readonly<Record<keyof RequestLimits, { readonly flag: string; readonly def: number; readonly max: number }>> = {
   promptChars: { flag: 'max-prompt-chars', def: 1_048_576, max: 1 << 30 },
   messages: { flag: 'max-messages', def: 2048, max: 1 << 20 },

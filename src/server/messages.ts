@@ -5,12 +5,11 @@
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
 // (forces `</think>`) once that many tokens were generated in it.
-import type { IncomingMessage } from 'node:http';
 import type { ChatMessage, ChatToolCall } from '../tokenizer/chat.js';
 import { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
-import { ApiError, type ErrorBody, invalid } from './errors.js';
+import { ApiError, invalid } from './errors.js';
 import { checkFields, type FieldRules } from './fields.js';
 import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
@@ -27,28 +26,6 @@ const FIELDS: FieldRules = {
   model: true, messages: true, system: true, max_tokens: true, stop_sequences: true, temperature: true, top_p: true, top_k: true,
   stream: true, tools: true, tool_choice: true, thinking: true, metadata: true, service_tier: (v) => v === 'auto' || v === 'standard_only',
 };
-
-const ERROR_TYPES: Readonly<Record<number, string>> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error', 405: 'invalid_request_error',
-  413: 'request_too_large', 429: 'rate_limit_error', 503: 'overloaded_error',
-};
-
-/** An ApiError rendered in Anthropic's error shape (same status and headers). */
-export class AnthropicError extends ApiError {
-  constructor(e: ApiError) {
-    super(e.status, e.message, e.param, e.code, ERROR_TYPES[e.status] ?? 'api_error', e.headers);
-  }
-
-  override body(): ErrorBody {
-    return { type: 'error', error: { type: this.type, message: this.message } } as unknown as ErrorBody;
-  }
-}
-
-/** Errors of /v1/messages (auth, body, validation) in Anthropic's shape; others unchanged. */
-export function inAnthropicShape(req: IncomingMessage, e: ApiError): ApiError {
-  const path = (req.url ?? '').split('?')[0]!.replace(/\/+$/, '');
-  return path.startsWith('/v1/messages') && !(e instanceof AnthropicError) ? new AnthropicError(e) : e;
-}
 
 const isObj = (v: unknown): v is Body => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -156,6 +133,16 @@ function thinkingOf(b: Body): { on: boolean; budget: number | null } {
   return { on: true, budget };
 }
 
+/** `stop_sequences`: an array of strings (Anthropic's API refuses a plain string), or null. */
+function stopSequences(v: unknown): string[] | null {
+  if (v === undefined || v === null) return null;
+  if (!Array.isArray(v)) throw invalid('stop_sequences', `stop_sequences must be an array of strings (got ${typeof v === 'string' ? 'a string' : typeof v})`);
+  v.forEach((s: unknown, i) => {
+    if (typeof s !== 'string') throw invalid(`stop_sequences[${i}]`, `stop_sequences[${i}] must be a string`);
+  });
+  return v as string[];
+}
+
 export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   const { engine } = ctx;
   const b = requireObject(call.body);
@@ -164,7 +151,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   if (m !== undefined && m !== null && m !== ctx.modelName) throw new ApiError(404, `model: "${String(m)}" is not served here; this server serves "${ctx.modelName}"`, 'model');
   if (b['max_tokens'] === undefined || b['max_tokens'] === null) throw invalid('max_tokens', 'max_tokens: Field required');
   const msgs = anthropicMessages(b['system'], b['messages']);
-  const stop = b['stop_sequences'];
+  const stop = stopSequences(b['stop_sequences']);
   const p = commonParams({ ...b, stop: stop ?? null, stop_sequences: undefined }, engine.maxContext, engine.model.config.vocabSize, ctx.defaults,
     ['max_tokens'], REQUEST_PARAMS.anthropicTemperature);
   const tools = anthropicTools(b['tools']);
@@ -180,7 +167,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);
   const [run] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
-  const stops = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop as string[] : [];
+  const stops = stop ?? [];
   try {
     const answer = new AnswerStream(prompt.thinking, setup, 'toolu_', p.stream);
     if (p.stream) await streamMessage(ctx, call, run!, head, answer, stops);

@@ -5,7 +5,7 @@ import { promptOf, type RequestContext } from '../engine/request-builder.js';
 import type { Model } from '../model/model.js';
 import type { ChatMessage, RenderOptions } from '../tokenizer/chat.js';
 import { validateMessages } from '../tokenizer/chat.js';
-import { encodeChat } from '../tokenizer/safe-chat.js';
+import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { ServerContext } from './generation.js';
@@ -58,19 +58,24 @@ export interface PrepareContext {
   readonly maxContext: number;
 }
 
-/** The template's input for a chat turn: tools handed to a template that renders them (with
- * parallel_tool_calls), else written into the messages as text (tools/prompt.ts) — which for
- * thousands of tools is megabytes of text, so it is done here, off the event loop. */
-function placeTools(template: string | undefined, job: Extract<PrepareJob, { op: 'chat' }>): { messages: readonly ChatMessage[]; kwargs: Record<string, unknown> } {
-  const { offered, format, parallel } = job.tools;
-  const kwargs = { ...job.kwargs };
-  if (templateHandlesTools(template)) {
-    if (offered.length > 0) kwargs['tools'] = templateTools(offered);
-    if (parallel !== null) kwargs['parallel_tool_calls'] = parallel;
-    return { messages: job.messages, kwargs };
-  }
-  const history = job.messages.some((m) => m.role === 'tool' || (m.tool_calls?.length ?? 0) > 0);
-  return { messages: offered.length > 0 || history ? inlineTools(job.messages, offered, format) : job.messages, kwargs };
+/** Places the tools of a chat turn into its protected template input: handed to a template
+ * that renders them (with parallel_tool_calls), else written into the messages as text
+ * (tools/prompt.ts) — which for thousands of tools is megabytes of text, so it is done here,
+ * off the event loop. The tool tags this writes are the server's own (matched as added
+ * tokens); the tools themselves are client text, protected. */
+function toolPlacer(template: string | undefined, job: Extract<PrepareJob, { op: 'chat' }>): Place {
+  return (input, protect) => {
+    const { format, parallel } = job.tools;
+    const offered = protect(job.tools.offered);
+    if (templateHandlesTools(template)) {
+      const extra = { ...input.opts.extra };
+      if (offered.length > 0) extra['tools'] = templateTools(offered);
+      if (parallel !== null) extra['parallel_tool_calls'] = parallel;
+      return { messages: input.messages, opts: { ...input.opts, extra } };
+    }
+    const history = input.messages.some((m) => m.role === 'tool' || (m.tool_calls?.length ?? 0) > 0);
+    return offered.length > 0 || history ? { messages: inlineTools(input.messages, offered, format), opts: input.opts } : input;
+  };
 }
 
 const jsonBody = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
@@ -87,8 +92,8 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     case 'chat': {
       // promptOf reads only the vocabulary size of the model (for prompt ids)
       const rc: RequestContext = { tokenizer: ctx.tokenizer, maxContext: ctx.maxContext, model: { config: { vocabSize: ctx.vocabSize } } as Model };
-      const { messages, kwargs } = placeTools(ctx.tokenizer.chatTemplate, job);
-      const { ids, boundaries } = promptOf(rc, { messages, think: job.think, chatTemplateKwargs: kwargs });
+      const place = toolPlacer(ctx.tokenizer.chatTemplate, job);
+      const { ids, boundaries } = promptOf(rc, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs }, place);
       return { op: 'chat', ids, boundaries };
     }
     case 'encode':

@@ -26,7 +26,7 @@ export function responsesKey(passphrase: string | undefined, dir: string | undef
     if (!/^[0-9a-f]{64}$/.test(hex)) throw new Error(`${file} is not a 64-hex-digit key; delete it to make a new one`);
     return Buffer.from(hex, 'hex');
   }
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   writeFileSync(file, `${key.toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
   return key;

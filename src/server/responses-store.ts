@@ -5,8 +5,9 @@
 // `ttlSeconds` after it was stored. With a directory (beside the prefix cache) every entry is
 // also a file `<dir>/<id>.json`, written atomically, so a restarted server finds its
 // conversations again; expired or evicted entries lose their file too. A failing disk never
-// fails a request: the entry stays in memory and the error is logged.
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+// fails a request: the entry stays in memory and the error is logged. Entries hold user
+// input: files are 0600 in a 0700 directory (modes left by older versions are fixed at load).
+import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../util/log.js';
 
@@ -26,7 +27,7 @@ export interface StoredResponse {
 export interface StoreOptions {
   readonly maxBytes: number;
   readonly ttlSeconds: number;
-  /** Keep entries on disk here too (made when missing). */
+  /** Keep entries on disk here too (made when missing; made 0700: the store's own directory). */
   readonly dir?: string;
   readonly log?: Logger;
 }
@@ -37,6 +38,13 @@ interface Entry {
 }
 
 const ID_RE = /^[A-Za-z0-9_-]{1,128}$/;
+export const FILE_MODE = 0o600;
+export const DIR_MODE = 0o700;
+
+/** Restrict `path` to `mode` if it grants more (group or others). */
+function restrict(path: string, mode: number): void {
+  if ((statSync(path).mode & 0o777 & ~mode) !== 0) chmodSync(path, mode);
+}
 
 export class ResponseStore {
   /** Insertion order is recency order: the first entry is the least recently used. */
@@ -125,7 +133,8 @@ export class ResponseStore {
     if (dir === undefined) return;
     const file = join(dir, `${id}.json`);
     try {
-      writeFileSync(`${file}.tmp`, text);
+      writeFileSync(`${file}.tmp`, text, { mode: FILE_MODE });
+      restrict(`${file}.tmp`, FILE_MODE); // a leftover temporary file keeps its old mode
       renameSync(`${file}.tmp`, file);
     } catch (e) {
       this.opts.log?.warn('responses store: cannot write to disk (kept in memory)', { id, err: e });
@@ -142,12 +151,14 @@ export class ResponseStore {
 
   /** Read the entries of an earlier run, oldest first (so recency follows storage time). */
   private load(dir: string): void {
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+    restrict(dir, DIR_MODE);
     const found: { value: StoredResponse; bytes: number }[] = [];
     for (const name of readdirSync(dir)) {
       if (!name.endsWith('.json') || !ID_RE.test(name.slice(0, -5))) continue;
       try {
         const text = readFileSync(join(dir, name), 'utf8');
+        restrict(join(dir, name), FILE_MODE);
         const v = JSON.parse(text) as StoredResponse;
         if (v.id !== name.slice(0, -5) || typeof v.storedAt !== 'number' || !Array.isArray(v.conversation)) throw new Error('not a stored response');
         found.push({ value: v, bytes: text.length });

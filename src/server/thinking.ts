@@ -44,8 +44,8 @@ export function withClosedThinkMask(inner: ConstraintFactory | null, start: Thin
   if (ids.close !== undefined && ids.close < vocab) noClose[ids.close >>> 5]! &= ~(1 << (ids.close & 31));
   return () => {
     const rest = inner ? inner() : null;
-    return (generated) => {
-      const base = rest ? rest(generated) : null;
+    const allowed = (generated: readonly number[]): Uint32Array | null => {
+      const base = rest?.allowed ? rest.allowed(generated) : null;
       let cut: Uint32Array | null = null;
       if (reasoningClosed(generated, start, ids)) cut = noTags;
       else if (start === 'none' && generated.length === 0) cut = noClose;
@@ -55,6 +55,7 @@ export function withClosedThinkMask(inner: ConstraintFactory | null, start: Thin
       for (let w = 0; w < words; w++) out[w] = (base[w] ?? 0) & cut[w]!;
       return out;
     };
+    return { allowed, endError: rest?.endError ?? null };
   };
 }
 

@@ -103,6 +103,13 @@ export class ReasoningSplitter {
   }
 }
 
+/** The generated text starts inside a reasoning block when the prompt's text ends with
+ * `<think>` (and whitespace): a chat template's generation prompt with thinking on.
+ * `decodeTail` is the decoded text of the prompt's last few tokens. */
+export function promptOpensThinking(decodeTail: string): boolean {
+  return decodeTail.trimEnd().endsWith(THINK_OPEN);
+}
+
 /** At-once form of ReasoningSplitter; reasoning is null when the text has no reasoning block. */
 export function splitReasoning(text: string, startsInReasoning: boolean): { reasoning: string | null; content: string } {
   let body: string;

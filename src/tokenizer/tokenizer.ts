@@ -5,7 +5,7 @@
 // - encode() never adds special tokens, but added tokens written in the text (`<|im_start|>`,
 //   `<think>`, ...) are matched as their ids, exactly like HF's tokenizer.
 // - encodeText() never matches added tokens: the text is split and merged by the BPE model
-//   alone, so client text can never become a special id (see safe-chat.ts).
+//   alone, so client text can never become an added id — special or not (see safe-chat.ts).
 // - decode() keeps special tokens and never cleans up spaces, so decoding is prefix-stable
 //   (what IncrementalDetokenizer relies on). Ids the tokenizer does not know decode to ''.
 // - size = max known id + 1; ids in [size, vocab_size) are untrained padding rows.
@@ -84,8 +84,12 @@ export class TextTokenizer {
   /** Ids of added tokens marked special (`<|im_start|>`, `<|im_end|>`, ...). */
   readonly specialIds: ReadonlySet<number>;
   readonly chatTemplate: string | undefined;
-  /** Texts of the special added tokens (`<|im_start|>`, ...). */
-  readonly specialTexts: readonly string[];
+  /** Ids of every added token, special or not: control tokens (`<think>`, `<tool_call>`,
+   * `<|image_pad|>` are `special: false` in Qwen3.5's vocabularies) that client text must
+   * never produce. */
+  readonly addedIds: ReadonlySet<number>;
+  /** Texts of every added token (`<|im_start|>`, `<think>`, `<tool_response>`, ...). */
+  readonly addedTexts: readonly string[];
   /** How to build this tokenizer again (in a worker thread). */
   source: TokenizerSource | undefined;
   private readonly tok: HfTokenizer;
@@ -96,17 +100,18 @@ export class TextTokenizer {
     let maxId = -1;
     for (const id of tok.get_vocab(true).values()) maxId = Math.max(maxId, id);
     const special = new Set<number>();
+    const added = new Set<number>();
     const texts: string[] = [];
     for (const [id, t] of tok.get_added_tokens_decoder()) {
       maxId = Math.max(maxId, id);
-      if (t.special) {
-        special.add(id);
-        if (t.content.length > 0) texts.push(t.content);
-      }
+      added.add(id);
+      if (t.special) special.add(id);
+      if (t.content.length > 0) texts.push(t.content);
     }
     this.size = maxId + 1;
     this.specialIds = special;
-    this.specialTexts = texts;
+    this.addedIds = added;
+    this.addedTexts = texts;
   }
 
   /** Load tokenizer.json and tokenizer_config.json from a model directory, or the tokenizer
@@ -182,7 +187,7 @@ export class TextTokenizer {
     const pieces = st.pre_tokenizer ? st.pre_tokenizer(normalized, { section_index: 0 }) : [normalized];
     const ids = st.model(pieces).map((t) => st.model.tokens_to_ids.get(t) ?? st.model.unk_token_id ?? -1);
     for (const id of ids) {
-      if (id < 0 || this.specialIds.has(id)) {
+      if (id < 0 || this.addedIds.has(id)) {
         throw new DeltaserveError('bad_request', `text ${JSON.stringify(text.slice(0, 40))} cannot be tokenized as plain text by this tokenizer`);
       }
     }

@@ -53,5 +53,5 @@ export function hugePageHint(status: HugePageStatus, kernelsName: string, weight
   if (kernelsName === 'webgpu' || status.thp === null || status.thp === 'always') return null;
   if (weightBytes < HINT_MIN_WEIGHT_BYTES) return null;
   return `transparent huge pages are "${status.thp}", so the weights sit on 4 KB pages; decode ran 6–17% faster ` +
-    `with "always" on an Intel Xeon VM (as root: echo always > ${THP_SETTING_FILE}; README "Huge pages")`;
+    `with "always" on an Intel Xeon VM (as root: echo always > ${THP_SETTING_FILE}; docs/operations.md "Huge pages")`;
 }

@@ -16,7 +16,7 @@ import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
 import { dotAddIsVnni, type KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
-import type { CalibrationResult } from './calibrate.js';
+import { calibrateQuantKernels, type CalibrationResult, PROBE_TYPES, type ProbeType } from './calibrate.js';
 import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js';
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
@@ -63,8 +63,13 @@ export class WasmKernels implements Kernels {
   /** Kernel families of the repacked quantized matmuls (same bits; calibrate.ts picks the
    * fastest at start-up, before any model runs). */
   private quantKernels: QuantKernelChoice = DEFAULT_QUANT_KERNELS;
-  /** The start-up calibration's timings and choice (null: not calibrated). */
+  /** The calibration's timings and choice (null: not calibrated). */
   calibration: CalibrationResult | null = null;
+  /** Time the families of the quantized formats packed so far at weightsLoaded() (set by
+   * createWasmKernels: off in tests of tiny memories and with calibrate: false). */
+  calibrateOnLoad = false;
+  /** Quantized formats packWeight has seen since the last weightsLoaded(). */
+  private readonly packedQuant = new Set<ProbeType>();
   /** Whether packWeight repacks Q8_0 into q8u4 (assembly/q8u4.ts) rather than q8x4: only
    * in the vnni build where V8 lowers its dot-add to AVX-VNNI (u8 × s8 in i32; the layout's
    * w + 128 lies outside i7: exact only there; probed once), unless refused. */
@@ -154,6 +159,7 @@ export class WasmKernels implements Kernels {
   packWeight(w: Weight): Weight {
     if (w.layout !== undefined) return w;
     if (isQuantType(w.dtype)) {
+      if ((PROBE_TYPES as readonly string[]).includes(w.dtype)) this.packedQuant.add(w.dtype as ProbeType);
       let src = w;
       const roomy = w.data.byteLength >= repackedBytes(w.dtype, w.rows, w.cols);
       if (!this.mem.locate(w.data) || !roomy) {
@@ -177,6 +183,14 @@ export class WasmKernels implements Kernels {
     const buf = src.data.buffer;
     const data = src.dtype === 'f32' ? new Float32Array(buf, src.data.byteOffset, n) : new Uint16Array(buf, src.data.byteOffset, n);
     return { dtype: src.dtype, rows: src.rows, cols: src.cols, data, layout: 'panel8' satisfies WasmLayout };
+  }
+
+  /** Calibrate the kernel families of the quantized formats the loaded weights use (each
+   * format once per backend; a BF16 model times none). */
+  weightsLoaded(): void {
+    if (!this.calibrateOnLoad || this.packedQuant.size === 0) return;
+    this.calibration = calibrateQuantKernels(this, this.packedQuant, this.calibration);
+    this.packedQuant.clear();
   }
 
   weightRows(w: Weight, n: number): Weight {

@@ -1,9 +1,11 @@
-// Start-up calibration of the quantized matmul kernel families. Every family computes the
-// same bits (exact integer sums, the same f32 chain: assembly/qmatmul.ts), but which one
-// is fastest depends on the CPU and on V8's code for it, so each backend times them once,
-// on all its threads, before any model weight is loaded, and keeps the winner for its
-// lifetime. DELTASERVE_Q8X4, DELTASERVE_Q4KX4, DELTASERVE_Q6KX4 and DELTASERVE_Q5KX4
-// (narrow|wide) skip the timing of their layout and force a family.
+// Calibration of the quantized matmul kernel families. Every family computes the same
+// bits (exact integer sums, the same f32 chain: assembly/qmatmul.ts), but which one is
+// fastest depends on the CPU and on V8's code for it, so each backend times them once, on
+// all its threads, and keeps the winner for its lifetime. Only the formats of the loaded
+// model's weights are timed, once they are loaded (the probe weight is allocated after them
+// and given back; a BF16 model times none, saving ~0.1 s a format at start).
+// DELTASERVE_Q8X4, DELTASERVE_Q4KX4, DELTASERVE_Q6KX4 and DELTASERVE_Q5KX4 (narrow|wide)
+// skip the timing of their layout and force a family.
 import type { Weight } from '../types.js';
 import type { QuantKernelChoice, QuantKernelFamily } from './quant-layouts.js';
 
@@ -35,7 +37,8 @@ export interface CalibrationResult {
 }
 
 const FAMILIES: readonly QuantKernelFamily[] = ['narrow', 'wide'];
-type ProbeType = 'q8_0' | 'q4_k' | 'q6_k' | 'q5_k';
+export type ProbeType = 'q8_0' | 'q4_k' | 'q6_k' | 'q5_k';
+export const PROBE_TYPES: readonly ProbeType[] = ['q8_0', 'q4_k', 'q6_k', 'q5_k'];
 
 /** One layout's probe: a synthetic weight larger than any L3 here, so it streams from memory
  * as a decode step does (the families rank differently in cache: the wide q8x4 one is 14%
@@ -126,13 +129,16 @@ function timeFamilies(k: Calibratable, p: Probe, base: QuantKernelChoice): Recor
   return { narrow: Math.min(...times.narrow), wide: Math.min(...times.wide) };
 }
 
-/** Time each layout's families on a synthetic weight (unless forced), install the fastest,
- * return the timings. */
-export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
+/** Time the families of each layout of `types` on a synthetic weight (unless forced by its
+ * variable; every variable is checked and applied whatever `types`), install the fastest,
+ * return the timings. `prev`: an earlier result whose timed layouts are kept, not re-timed. */
+export function calibrateQuantKernels(k: Calibratable, types: ReadonlySet<ProbeType> = new Set(PROBE_TYPES),
+  prev: CalibrationResult | null = null): CalibrationResult {
   let choice = k.quantKernelChoice;
   const ms: Partial<Record<QuantKernelFamily, number>>[] = [];
   let forcedAll = true;
-  for (const p of PROBES) {
+  const before = prev ? [prev.q8x4M1Ms, prev.q4kx4M1Ms, prev.q6kx4M1Ms, prev.q5kx4M1Ms] : [];
+  for (const [i, p] of PROBES.entries()) {
     const forced = forcedFamily(p.env);
     if (forced) {
       choice = p.set(choice, forced);
@@ -144,6 +150,15 @@ export function calibrateQuantKernels(k: Calibratable): CalibrationResult {
       continue;
     }
     forcedAll = false;
+    const timed = before[i];
+    if (timed && Object.keys(timed).length > 0) { // an earlier call chose it
+      ms.push(timed);
+      continue;
+    }
+    if (!types.has(p.dtype)) { // not in the model: the default family, untimed
+      ms.push({});
+      continue;
+    }
     const t = timeFamilies(k, p, choice);
     // q8x4 at M > 1: the families differ only in the rows left over after blocks of 4 (the
     // same single-row kernels), so the M = 1 winner serves both

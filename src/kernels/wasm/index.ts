@@ -18,8 +18,8 @@ export interface WasmKernelOptions {
    * to AVX-VNNI, else fma when the runtime accepts relaxed SIMD, else plain;
    * DELTASERVE_WASM_FMA=0|1|vnni overrides). Results are identical across fma and vnni. */
   variant?: KernelVariant | 'auto';
-  /** Time the quantized matmul kernel families at start-up and keep the fastest
-   * (calibrate.ts; default true; skipped when one memory is under 16× the probe's size,
+  /** Time the quantized matmul kernel families of a loaded model's formats and keep the
+   * fastest (calibrate.ts, at weightsLoaded(); default true; skipped when one memory is under 16× the probe's size,
    * as in tests of tiny memories). Off: the default families. Results are identical. */
   calibrate?: boolean;
   /** Q8_0's repacked layout: 'q8u4' (assembly/q8u4.ts) where the vnni build's dot-add is
@@ -41,7 +41,12 @@ export async function createWasmKernels(opts: WasmKernelOptions = {}): Promise<K
   const q8u4Wanted = (opts.q8Layout ?? (process.env.DELTASERVE_WASM_Q8 === 'q8x4' ? 'q8x4' : 'auto')) === 'auto';
   const kernels = new WasmKernels(threads, mem, pool, variant, q8u4Wanted);
   try {
-    if (opts.calibrate !== false && memoryBytes >= 16 * PROBE_BYTES) kernels.calibration = calibrateQuantKernels(kernels);
+    // forced families (and bad variable values) apply now; formats are timed once a model's
+    // weights are loaded, only those it has (weightsLoaded)
+    if (opts.calibrate !== false && memoryBytes >= 16 * PROBE_BYTES) {
+      kernels.calibration = calibrateQuantKernels(kernels, new Set());
+      kernels.calibrateOnLoad = true;
+    }
   } catch (e) {
     kernels.dispose();
     throw e;

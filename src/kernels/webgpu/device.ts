@@ -7,31 +7,8 @@
 // model needs (a default device is capped at 128 MiB bindings), and with the optional
 // features the kernels use when present: shader-f16, subgroups, timestamp-query.
 
-/** What the kernels need to know about the device, and what `ready` / `bench` print. */
-export interface GpuAdapterSummary {
-  readonly vendor: string;
-  readonly architecture: string;
-  readonly device: string;
-  readonly description: string;
-  /** Subgroup sizes the adapter may use (0 when unknown). */
-  readonly subgroupMinSize: number;
-  readonly subgroupMaxSize: number;
-  /** A CPU emulation (lavapipe / llvmpipe, SwiftShader, WARP, a fallback adapter). */
-  readonly cpuEmulation: boolean;
-  readonly features: { readonly shaderF16: boolean; readonly subgroups: boolean; readonly timestamps: boolean;
-    /** WGSL dot4I8Packed / pack4xI8 (language feature packed_4x8_integer_dot_product). */
-    readonly dot4I8: boolean };
-  readonly limits: {
-    readonly maxStorageBufferBindingSize: number;
-    readonly maxBufferSize: number;
-    readonly maxComputeWorkgroupStorageSize: number;
-    readonly maxComputeInvocationsPerWorkgroup: number;
-    readonly maxComputeWorkgroupsPerDimension: number;
-    readonly maxStorageBuffersPerShaderStage: number;
-    readonly minStorageBufferOffsetAlignment: number;
-    readonly minUniformBufferOffsetAlignment: number;
-  };
-}
+import type { GpuAdapterSummary } from './adapter-summary.js';
+export type { GpuAdapterSummary };
 
 export interface GpuContext {
   readonly device: GPUDevice;
@@ -98,10 +75,10 @@ export class NoGpuError extends Error {}
  * is no adapter, or only a CPU emulation and `allowCpuEmulation` is false. */
 export async function acquireGpu(gpu: GPU, opts: AcquireOptions): Promise<GpuContext> {
   const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
-  if (!adapter) throw new NoGpuError('no WebGPU adapter (no GPU driver; on Linux without a GPU install Mesa lavapipe, mesa-vulkan-drivers >= 23)');
+  if (!adapter) throw new NoGpuError('no WebGPU adapter was found: no GPU driver answered, and on Linux without a GPU Mesa\'s lavapipe (mesa-vulkan-drivers 23 or later) provides one');
   const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
   if (!opts.allowCpuEmulation && isCpuEmulation(info)) {
-    throw new NoGpuError(`the only WebGPU adapter is a CPU emulation (${info.description || info.device || info.vendor})`);
+    throw new NoGpuError(`the only WebGPU adapter, "${info.description || info.device || info.vendor}", is a CPU emulation, slower than the wasm kernels`);
   }
   const wanted: GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'];
   const requiredFeatures = wanted.filter((f) => adapter.features.has(f) && !(opts.disable ?? []).includes(f as never));

@@ -12,9 +12,10 @@ export function withReasoningBudget(inner: ConstraintFactory | null, closeId: nu
   only[closeId >>> 5] = 1 << (closeId & 31);
   return () => {
     const rest = inner ? inner() : null;
-    return (generated) => {
+    const allowed = (generated: readonly number[]): Uint32Array | null => {
       if (!generated.includes(closeId) && generated.length >= budget) return only;
-      return rest ? rest(generated) : null;
+      return rest?.allowed ? rest.allowed(generated) : null;
     };
+    return { allowed, endError: rest?.endError ?? null };
   };
 }

@@ -9,7 +9,8 @@ import { type Frame, type Stack, type State, utf8Accumulate, utf8Binary, utf8Nex
 import type { Regex } from './regex.js';
 import { stackKey } from './matcher.js';
 import type { ObjectNode } from './nodes.js';
-import { keyText, regexText } from './regex-text.js';
+import { extrasAllowed } from './objects.js';
+import { keyText, refillKeyEnd, regexText } from './regex-text.js';
 import { finish, Lazy, sortSteps, STEP_UNITS, type Steps } from './steps.js';
 import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
@@ -64,9 +65,10 @@ function lazyClass(v: TokenVocab, key: string, stops: (b: number) => boolean): L
   return c;
 }
 
-/** Keys beyond the named properties are free text (no regexes, every clause admits them):
- * a key being written then stays alive whatever plain text comes, while it fits. */
-const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patternRes.length === 0 && o.clauses.length > 0 && o.clauses.every((c) => c.extra !== null);
+/** Keys beyond the named properties are free text (no regexes, every clause admits them —
+ * no clause at all: any key, any value): a key being written then stays alive whatever
+ * plain text comes, while it fits. */
+const freeExtras = (o: ObjectNode): boolean => o.keys.res.length === 0 && o.patternRes.length === 0 && o.clauses.every((c) => c.extra !== null);
 
 /** Bytes that end or escape the text: JSON strings `"`, `\` and controls; XML values the
  * first byte of their end marker. */
@@ -199,8 +201,10 @@ const PLACEHOLDER = '\udfff';
 function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' }>, next: Stack | null, room: number, mask: Uint32Array): void {
   const state: State = [{ f, next }];
   // the stand-in walks depend on the object's progress and what follows it, not on the key
-  // text: shared by every position of the keys written at that point
-  const cacheKey = `${f.o.id}|${f.count}|${f.seen.join('\u0000')}|${Math.min(room, c.maxChars)}|${stackKey(next)}`;
+  // text: shared by every position of the keys written at that point. The key's length
+  // counts through the room and minLength of propertyNames still to reach.
+  const minLeft = Math.min(Math.max(0, f.o.keys.min - f.n), c.maxChars + 1);
+  const cacheKey = `${f.o.id}|${f.count}|${f.seen.join('\u0000')}|${Math.min(room, c.maxChars)}|${minLeft}|${stackKey(next)}`;
   let cached = c.keyGrouped.get(cacheKey);
   if (!cached) {
     cached = new Uint32Array(v.words);
@@ -228,7 +232,8 @@ function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' 
   walk(c.keyWhole, state, mask);
 }
 
-function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
+/** The plain tokens of at most `room` characters, as a bitset (cached by room). */
+export function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
   const r = Math.min(room, c.maxChars);
   let bits = c.byRoom.get(r);
   if (!bits) {
@@ -254,11 +259,11 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   if (!kind || (f.t !== 'str' && f.t !== 'until' && f.t !== 'key')) return false;
   const c = lazyClass(v, kind.key, kind.stops).get();
   const room = Math.max(0, (f.t === 'key' ? f.o.keys.max : f.max) - f.n);
-  if (f.t === 'str' && f.res.length > 0) {
+  if (f.t === 'str' && (f.res.length > 0 || f.lab !== undefined)) {
     regexText(v, c, f, room, state, mask);
     return true;
   }
-  if (f.t === 'key' && !freeExtras(f.o)) {
+  if (f.t === 'key' && !(freeExtras(f.o) && extrasAllowed(f))) {
     keyText(v, c, f, room, state, mask);
     return true;
   }
@@ -267,6 +272,7 @@ export function freeTextMask(v: TokenVocab, state: State, mask: Uint32Array): bo
   // a character cut at the end: its lead byte needs room for one more character
   for (const p of c.partial) if (p.chars + 1 <= room) mask[p.id >>> 5]! |= 1 << (p.id & 31);
   if (f.t === 'key') {
+    refillKeyEnd(v, c, room, state, mask);
     keyStops(v, c, f, top.next, room, mask);
     return true;
   }

@@ -10,7 +10,7 @@ import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
 import type { TokenTexts } from '../logprobs.js';
 import { freeTextMask } from './free-text.js';
 import { splitWalk } from './quote-split.js';
-import { canEnd, KEY_CAP, type State, stateKey, step } from './matcher.js';
+import { canEnd, expand, KEY_CAP, type Stack, stackKey, type State, stateKey, step } from './matcher.js';
 import { finish, Lazy, sortSteps, type Steps } from './steps.js';
 import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
@@ -83,21 +83,60 @@ export function computeMask(v: TokenVocab, state: State): Uint32Array {
   return mask;
 }
 
-/** Masks by state key (per compiled grammar: keys name its schema nodes), least recently used out. */
+/** The stacks of a state, each alternative of a value about to start on its own (the stacks a
+ * first byte would expand it into), without duplicates. The matcher steps every stack on its
+ * own, so a state's mask is the union of its stacks' masks. */
+export function alternatives(state: State): State {
+  if (state.length === 1 && state[0]?.f.t !== 'val') return state;
+  const out: (Stack | null)[] = [];
+  const seen = new Set<string>();
+  for (const st of state) {
+    for (const alt of st !== null && st.f.t === 'val' ? expand(st.f.s, st.next) : [st]) {
+      const k = stackKey(alt, Infinity);
+      if (seen.has(k)) continue;
+      seen.add(k);
+      out.push(alt);
+    }
+  }
+  return out;
+}
+
+/** Masks by vocabulary and stack key (per compiled grammar: keys name its schema nodes), least
+ * recently used out. A key names everything the next mask depends on (state-key.ts), up to
+ * the vocabulary's longest token. A state of several stacks (a union whose alternatives are
+ * all still open) takes the union of its stacks' masks: each stack's is cached on its own, so
+ * the alternatives' fast paths apply and a stack met in another combination hits. */
 export class MaskCache {
   private readonly map = new Map<string, Uint32Array>();
-  constructor(private readonly cap = 256) {}
+  private readonly vocabIds = new WeakMap<TokenVocab, number>();
+  private lastVocabId = 0;
+  /** At most `cap` masks and `maxBytes` of them (a 248K vocabulary's mask is 31 KB: 1K masks,
+   * room for a union's alternatives over a few hundred states). */
+  constructor(private readonly cap = 4096, private readonly maxBytes = 32 << 20) {}
 
   get(v: TokenVocab, state: State): Uint32Array {
-    const key = stateKey(state);
+    const stacks = alternatives(state);
+    if (stacks.length === 1) return this.stack(v, stacks[0]!);
+    const out = new Uint32Array(v.words);
+    for (const st of stacks) {
+      const m = this.stack(v, st);
+      for (let i = 0; i < out.length; i++) out[i] = out[i]! | m[i]!;
+    }
+    return out;
+  }
+
+  private stack(v: TokenVocab, st: Stack | null): Uint32Array {
+    let vid = this.vocabIds.get(v);
+    if (vid === undefined) this.vocabIds.set(v, (vid = ++this.lastVocabId));
+    const key = `${vid}@${stackKey(st, v.maxLen)}`;
     let m = this.map.get(key);
     if (m) {
       this.map.delete(key);
       this.map.set(key, m);
       return m;
     }
-    m = computeMask(v, state);
-    if (this.map.size >= this.cap) this.map.delete(this.map.keys().next().value!);
+    m = computeMask(v, [st]);
+    if (this.map.size >= Math.min(this.cap, Math.max(16, Math.floor(this.maxBytes / m.byteLength)))) this.map.delete(this.map.keys().next().value!);
     this.map.set(key, m);
     return m;
   }
@@ -139,13 +178,14 @@ export class GrammarConstraint {
     return this.states[generated.length]!;
   }
 
+  /** The ids that may follow `generated`. At a dead end — the output left the grammar, or
+   * no token can continue it — only the stop ids: the engine then asks endError, which
+   * turns the stop into an error finish (a dead end never ends as a normal stop). */
   allowed = (generated: readonly number[]): Uint32Array => {
     const s = this.stateAfter(generated);
-    if (s.length === 0) return this.stopMask; // off the grammar (cannot happen under the mask): end
+    if (s.length === 0) return this.stopMask;
     if (freeReasoning(s)) return this.v.allButStop;
     const m = this.cache.get(this.v, s);
-    // no token fits (the vocabulary cannot spell what must come next): end rather than
-    // sample from nothing
     return m.some((w) => w !== 0) ? m : this.stopMask;
   };
 
@@ -153,4 +193,15 @@ export class GrammarConstraint {
   complete(generated: readonly number[]): boolean {
     return this.stateAfter(generated).some((s) => canEnd(s));
   }
+
+  /** Why the output may not end after `generated` (null: it may — it is complete). */
+  endError = (generated: readonly number[]): string | null => {
+    const s = this.stateAfter(generated);
+    if (s.some((st) => canEnd(st))) return null;
+    const at = `after ${generated.length} generated tokens`;
+    if (s.length === 0) return `the structured-output constraint reached a dead end ${at}: the output left its grammar (a constraint error)`;
+    const m = this.cache.get(this.v, s);
+    if (!m.some((w) => w !== 0)) return `the structured-output constraint reached a dead end ${at}: no token of the vocabulary can continue the output, and it is not complete`;
+    return `the structured-output constraint was ended ${at} before its output was complete (a constraint error)`;
+  };
 }

@@ -5,13 +5,14 @@ import {
   advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, regexRoomNeeded, type Stack, type State, stepRegexes, stringFrame, THINK_END,
   utf8Accumulate, utf8Next, val,
 } from './frames.js';
-import { labelAccepts, labelFits, labelKey, type LabelState, stepLabel } from './host-labels.js';
-import { anyAlternatives, deref, MAX_DIGITS, type NumberNode, type Schema } from './nodes.js';
+import { labelAccepts, labelFits, type LabelState, stepLabel } from './host-labels.js';
+import { anyAlternatives, deref, isNever, MAX_DIGITS, type NumberNode, type ObjectNode, type Schema } from './nodes.js';
 import type { Regex } from './regex.js';
 import { rangeFeasible, rangeHolds } from './numrange.js';
-import { feedKey, feedObject, feedXmlProps, objectCanEnd } from './objects.js';
+import { extrasPossible, feedKey, feedObject, feedXmlProps, objectCanEnd } from './objects.js';
+import { KEY_CAP, stackKey, stateKey } from './state-key.js';
 
-export { DONE, THINK_END, utf8Next, val };
+export { DONE, KEY_CAP, stackKey, stateKey, THINK_END, utf8Next, val };
 export type { Frame, Stack, State };
 
 const isDigit = (b: number): boolean => b >= 0x30 && b <= 0x39;
@@ -31,12 +32,30 @@ export function expand(s: Schema, next: Stack | null): Stack[] {
     case 'any':
       return anyAlternatives(s.depth).flatMap((a) => expand(a, next));
     case 'object':
-      return [push({ t: 'obj', o: s, xml: false, ph: 'open', i: 0, seen: [], count: 0 }, next)];
+      return objectSatisfiable(s) ? [push({ t: 'obj', o: s, xml: false, ph: 'open', i: 0, seen: [], count: 0 }, next)] : [];
     case 'array':
       return [push({ t: 'arr', s, ph: 'open', n: 0 }, next)];
     case 'ref':
       return expand(deref(s), next);
   }
+}
+
+/** Can the object's counts hold at all? One with more required names, or a larger
+ * minProperties, than maxProperties (or than the keys it admits) would open and never close. */
+const satisfiable = new WeakMap<ObjectNode, boolean>();
+function objectSatisfiable(o: ObjectNode): boolean {
+  let ok = satisfiable.get(o);
+  if (ok === undefined) {
+    let required = 0;
+    let named = 0;
+    for (const p of o.props) {
+      if (p.required) required++;
+      if (!isNever(p.schema)) named++;
+    }
+    ok = required <= o.maxProps && o.minProps <= o.maxProps && (extrasPossible(o) || o.minProps <= named);
+    satisfiable.set(o, ok);
+  }
+  return ok;
 }
 
 /** Stacks after consuming byte `b` from `st` (null = the matcher is done: nothing fits). */
@@ -225,7 +244,8 @@ function feedNumber(f: Extract<Frame, { t: 'num' }>, next: Stack | null, b: numb
   const s: NumberNode = f.s;
   const to = (ph: number, intDigit = false): void => {
     const d = intDigit ? f.d + 1 : f.d;
-    if (f.n >= MAX_DIGITS || d > s.intDigits) return;
+    // a phase that cannot end ('-', '.', 'e', the exponent sign) needs room for a digit after it
+    if (f.n + (NUM_END.has(ph) ? 0 : 1) >= MAX_DIGITS || d > s.intDigits) return;
     if (s.range === null) {
       out.push(push({ ...f, ph, n: f.n + 1, d }, next));
       return;
@@ -321,7 +341,7 @@ export function step(state: State, b: number): State {
 function dedupe(stacks: Stack[]): Stack[] {
   const seen = new Set<string>();
   return stacks.filter((s) => {
-    const k = stackKey(s);
+    const k = stackKey(s, Infinity);
     if (seen.has(k)) return false;
     seen.add(k);
     return true;
@@ -336,49 +356,4 @@ export function acceptsText(s: Schema, text: string): boolean {
     if (st.length === 0) return false;
   }
   return st.some(canEnd);
-}
-
-/** Remaining-length counts above this are equal for the mask: no token is longer (the
- * token trie leaves out longer tokens). */
-export const KEY_CAP = 1024;
-
-const textIds = new Map<string, number>();
-function textKey(t: string): number {
-  let id = textIds.get(t);
-  if (id === undefined) {
-    if (textIds.size > 100_000) textIds.clear();
-    textIds.set(t, (id = textIds.size + 1));
-  }
-  return id;
-}
-
-const regexKey = (res: readonly { source: string }[], rs: readonly number[]): string =>
-  res.length === 0 ? '' : `r${res.map((r, i) => `${textKey(r.source)}:${rs[i]}`).join(',')}`;
-
-/** A key identifying what a stack accepts from here on (for dedupe and the mask cache). */
-export function stackKey(st: Stack | null): string {
-  let k = '';
-  for (let s = st; s !== null; s = s.next) {
-    if (s === DONE) return `${k}$`;
-    const f = s.f;
-    switch (f.t) {
-      case 'val': k += `v${f.s.id}`; break;
-      case 'lit': k += `l${textKey(f.text)},${f.i}`; break;
-      case 'str': k += `s${f.ph},${f.u},${f.ph >= 3 || f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}${labelKey(f.lab)}`; break;
-      case 'num': k += `n${f.s.id},${f.ph},${f.n},${f.d}${f.s.range ? `,${f.txt}` : ''}`; break;
-      case 'obj': k += `o${f.o.id},${f.xml ? 1 : 0},${f.ph},${f.i},${f.count},${textKey(f.seen.join('\u0000'))}`; break;
-      case 'key': k += `k${f.o.id},${f.ph},${f.u},${f.cp},${f.count},${textKey(f.seen.join('\u0000'))},${textKey(f.raw)},${f.rs.join(',')}`; break;
-      case 'arr': k += `a${f.s.id},${f.ph},${f.n < f.s.prefix.length ? `p${f.n}` : Math.min(f.n, f.s.min)},${f.s.max - f.n}`; break;
-      case 'until': k += `u${textKey(f.end)},${f.m},${f.u},${f.res.length > 0 ? f.cp : 0},${Math.max(0, f.min - f.n)},${Math.min(f.max - f.n, KEY_CAP)}${regexKey(f.res, f.rs)}${labelKey(f.lab)}`; break;
-      case 'ws': k += `w${f.left}`; break;
-      case 'think': k += `t${f.m}`; break;
-    }
-    k += '|';
-  }
-  return k;
-}
-
-/** The key of a whole state (its stacks' keys, order-independent). */
-export function stateKey(state: State): string {
-  return state.length === 1 ? stackKey(state[0]!) : state.map(stackKey).sort().join('#');
 }

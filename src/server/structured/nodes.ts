@@ -9,13 +9,16 @@ import type { Regex } from './regex.js';
 
 export class SchemaError extends Error {}
 
-/** Numeric bounds (null: none) and an integer multipleOf (1n: none). */
+/** Numeric bounds (null: none) and multipleOf: an integer one in `mult` (1n: none), or a
+ * decimal one (m · 10^−scale: scale > 0, or 1 for "an integer" where two decimal ones meet) in
+ * `step` — never both (numrange.ts merges them). */
 export interface NumRange {
   readonly lo: number | null;
   readonly loEx: boolean;
   readonly hi: number | null;
   readonly hiEx: boolean;
   readonly mult: bigint;
+  readonly step?: { readonly m: bigint; readonly scale: number };
 }
 
 export const MAX_STRING = 2048;

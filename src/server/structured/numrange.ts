@@ -1,5 +1,5 @@
-// Numeric ranges (minimum / maximum / exclusiveMinimum / exclusiveMaximum) and integer
-// multipleOf, enforced on a number's text as it is generated: after each byte, some
+// Numeric ranges (minimum / maximum / exclusiveMinimum / exclusiveMaximum) and multipleOf
+// (integer, or a decimal such as 0.01 taken exactly: 0.07 is a multiple of 0.01), enforced on a number's text as it is generated: after each byte, some
 // completion of the prefix must still land in the range (exact decimal arithmetic over the
 // values the remaining characters can spell), and the number may end only inside it.
 // Ranged numbers are written without an exponent. Bounds are taken at their shortest decimal
@@ -104,7 +104,7 @@ export function rangeFeasible(txt: string, r: NumRange, integer: boolean, intDig
   const body = neg ? txt.slice(1) : txt;
   const room = MAX_DIGITS - txt.length;
   for (const c of completions(body, integer, intDigits, room)) {
-    const stepUnits = r.mult === 1n ? 1n : r.mult * 10n ** BigInt(c.scale);
+    const stepUnits = stepAt(r, c.scale);
     if (neg ? gridMeets(-c.b, -c.a, c.scale, stepUnits, r) : gridMeets(c.a, c.b, c.scale, stepUnits, r)) return true;
   }
   if (!neg && body === '' && room > 1) return rangeFeasible('-', r, integer, intDigits); // a sign may still come
@@ -128,6 +128,10 @@ export function rangeHolds(txt: string, r: NumRange): boolean {
     const sc = Math.max(d.scale, h.scale);
     const c = at(d, sc) - at(h, sc);
     if (r.hiEx ? c >= 0n : c > 0n) return false;
+  }
+  if (r.step) {
+    const sc = Math.max(d.scale, r.step.scale);
+    if (at(d, sc) % (r.step.m * 10n ** BigInt(sc - r.step.scale)) !== 0n) return false;
   }
   if (r.mult !== 1n) {
     if (d.scale > 0 && at(d, d.scale) % 10n ** BigInt(d.scale) !== 0n) return false;
@@ -160,10 +164,47 @@ export function intersectRanges(a: NumRange, b: NumRange): NumRange {
     if (a.hi !== b.hi) return a.hi < b.hi ? [a.hi, a.hiEx] : [b.hi, b.hiEx];
     return [a.hi, a.hiEx || b.hiEx];
   };
-  const gcd = (x: bigint, y: bigint): bigint => (y === 0n ? x : gcd(y, x % y));
   const [lo, loEx] = pickLo();
   const [hi, hiEx] = pickHi();
-  return { lo, loEx, hi, hiEx, mult: (a.mult * b.mult) / gcd(a.mult, b.mult) };
+  return { lo, loEx, hi, hiEx, ...lcmSteps(a, b) };
 }
 
-export const isNoRange = (r: NumRange): boolean => r.lo === null && r.hi === null && r.mult === 1n;
+export const isNoRange = (r: NumRange): boolean => r.lo === null && r.hi === null && r.mult === 1n && r.step === undefined;
+
+const gcd = (x: bigint, y: bigint): bigint => (y === 0n ? x : gcd(y, x % y));
+
+/** The multiple (in units of 10^−scale) that a value written with `scale` fraction digits
+ * must be, for the range's multipleOf to hold. */
+function stepAt(r: NumRange, scale: number): bigint {
+  if (!r.step) return r.mult === 1n ? 1n : r.mult * 10n ** BigInt(scale);
+  const { m, scale: s } = r.step;
+  return scale >= s ? m * 10n ** BigInt(scale - s) : m / gcd(m, 10n ** BigInt(s - scale));
+}
+
+/** multipleOf `x` as an exact decimal step (its shortest decimal form), or null when it has
+ * more than `maxScale` fraction digits. An integer gives scale 0. */
+export function decimalStep(x: number, maxScale = 12): { m: bigint; scale: number } | null {
+  const d = decOf(x);
+  return d.scale > maxScale ? null : reduce(d);
+}
+
+function reduce(d: Dec): Dec {
+  let { m, scale } = d;
+  while (scale > 0 && m % 10n === 0n) [m, scale] = [m / 10n, scale - 1];
+  return { m, scale };
+}
+
+/** The multipleOf both ranges require (the least common multiple of their steps). */
+function lcmSteps(a: NumRange, b: NumRange): Pick<NumRange, 'mult' | 'step'> {
+  const none = (r: NumRange): boolean => r.mult === 1n && !r.step;
+  if (none(a)) return b.step ? { mult: 1n, step: b.step } : { mult: b.mult };
+  if (none(b)) return a.step ? { mult: 1n, step: a.step } : { mult: a.mult };
+  const x: Dec = a.step ?? { m: a.mult, scale: 0 };
+  const y: Dec = b.step ?? { m: b.mult, scale: 0 };
+  const sc = Math.max(x.scale, y.scale);
+  const xm = at(x, sc);
+  const ym = at(y, sc);
+  const l = reduce({ m: (xm * ym) / gcd(xm, ym), scale: sc });
+  // an integer lcm goes in `mult`, but 1 (two decimal steps meeting at the integers) stays a step: mult 1n means none
+  return l.scale === 0 && l.m !== 1n ? { mult: l.m } : { mult: 1n, step: l };
+}

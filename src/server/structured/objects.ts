@@ -42,8 +42,24 @@ function canClose(f: ObjFrame): boolean {
   return true;
 }
 
+/** maxProperties leaves room for the required names still missing only: no other key may
+ * come (it would leave the object unable to close). */
+function tight(f: { o: ObjectNode; seen: readonly string[]; count: number }): boolean {
+  if (f.o.maxProps === Infinity) return false;
+  let missing = 0;
+  for (const p of f.o.props) if (p.required && unseen(f, p.name)) missing++;
+  return missing > 0 && f.o.maxProps - f.count <= missing;
+}
+
+/** May the key being written be one beyond the named properties? */
+export const extrasAllowed = (f: { o: ObjectNode; seen: readonly string[]; count: number }): boolean => extrasPossible(f.o) && !tight(f);
+
+/** May named property `p` be the next key? */
+const nameOpen = (f: { o: ObjectNode; seen: readonly string[]; count: number }, p: ObjectNode['props'][number]): boolean =>
+  open(f)(p) && (p.required || !tight(f));
+
 function canAddKey(f: ObjFrame): boolean {
-  return f.count < f.o.maxProps && (extrasPossible(f.o) || f.o.props.some(open(f)));
+  return f.count < f.o.maxProps && (extrasAllowed(f) || f.o.props.some((p) => nameOpen(f, p)));
 }
 
 const after = (f: { o: ObjectNode; seen: readonly string[]; count: number }, key: string | null, next: Stack | null): Stack =>
@@ -102,7 +118,8 @@ function valueFor(f: KeyFrame): Schema | null {
   const o = f.o;
   if (f.seen.includes(f.txt)) return null;
   const named = o.props.find((p) => p.name === f.txt);
-  if (named) return isNever(named.schema) ? null : named.schema;
+  if (named) return nameOpen(f, named) ? named.schema : null;
+  if (tight(f)) return null;
   const k = o.keys.res.length;
   if (f.n < o.keys.min || f.n > o.keys.max || !regexesAccept(o.keys.res, f.rs.slice(0, k))) return null;
   return o.extraFor(o.patternRes.map((r: Regex, i) => r.accepts(f.rs[k + i]!)));
@@ -129,9 +146,7 @@ function encoded(o: ObjectNode): readonly string[] {
 function namedPrefix(f: KeyFrame, raw: string): boolean {
   const names = encoded(f.o);
   const props = f.o.props;
-  for (let i = 0; i < props.length; i++) {
-    if (names[i]!.startsWith(raw) && !f.seen.includes(props[i]!.name) && !isNever(props[i]!.schema)) return true;
-  }
+  for (let i = 0; i < props.length; i++) if (names[i]!.startsWith(raw) && nameOpen(f, props[i]!)) return true;
   return false;
 }
 
@@ -142,7 +157,7 @@ export function namedRemainders(f: KeyFrame): string[] {
   const out: string[] = [];
   f.o.props.forEach((p, i) => {
     const name = names[i]!;
-    if (name.startsWith(f.raw) && !f.seen.includes(p.name) && !isNever(p.schema)) out.push(name.slice(f.raw.length, -1));
+    if (name.startsWith(f.raw) && nameOpen(f, p)) out.push(name.slice(f.raw.length, -1));
   });
   return out;
 }
@@ -177,7 +192,7 @@ export function feedKey(f: KeyFrame, next: Stack | null, b: number, out: Stack[]
   }
   const raw = f.raw + String.fromCharCode(b);
   const o = f.o;
-  const extras = extrasPossible(o);
+  const extras = extrasAllowed(f);
   if (r.ch < 0) {
     if (namedPrefix(f, raw) || (extras && f.n < o.keys.max && extraCanContinue(o, f.rs, pendingRange(r.ph, r.u, r.cp)))) {
       out.push(push({ ...f, ph: r.ph, u: r.u, cp: r.cp, raw }, next));
@@ -187,9 +202,10 @@ export function feedKey(f: KeyFrame, next: Stack | null, b: number, out: Stack[]
   const txt = f.txt + String.fromCodePoint(r.ch);
   const res = keyRegexes(o);
   const rs = res.length === 0 ? f.rs : res.map((re, i) => re.step(f.rs[i]!, r.ch));
-  if (namedPrefix(f, raw) || (extras && extraFeasible(o, rs, f.n + 1))) {
-    out.push(push({ ...f, ph: 1, u: 0, cp: 0, txt, raw, n: f.n + 1, rs }, next));
-  }
+  const key: KeyFrame = { ...f, ph: 1, u: 0, cp: 0, txt, raw, n: f.n + 1, rs };
+  // a key at its maximum length must close now: one already written, or one its regexes
+  // do not accept, would be a dead end
+  if (namedPrefix(f, raw) || (extras && extraFeasible(o, rs, f.n + 1) && (f.n + 1 < o.keys.max || valueFor(key) !== null))) out.push(push(key, next));
 }
 
 // --- Qwen XML parameters -------------------------------------------------------------------

@@ -6,10 +6,12 @@
 // at the end, a quote or backslash inside) are stepped whole through the matcher from the
 // real state. Same result as the full walk (tests compare them).
 import { type Frame, type State, utf8Accumulate, utf8Next } from './frames.js';
+import { step } from './matcher.js';
 import { labelFits, labelKey, type LabelState, stepLabel } from './host-labels.js';
-import { type FreeTextClass, tokensByTextSteps } from './free-text.js';
+import { type FreeTextClass, plainBits, tokensByTextSteps } from './free-text.js';
+import { roomCap } from './state-key.js';
 import { finish } from './steps.js';
-import { extraFeasible, extrasPossible, keyRegexes, namedRemainders } from './objects.js';
+import { extraFeasible, extrasAllowed, keyRegexes, namedRemainders } from './objects.js';
 import type { ObjectNode } from './nodes.js';
 import type { Regex } from './regex.js';
 import { type TokenList, type TokenVocab, walk } from './walk.js';
@@ -18,7 +20,7 @@ import { type TokenList, type TokenVocab, walk } from './walk.js';
  * room), every other token stepped whole. */
 export function regexText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'str' }>, room: number, state: State, mask: Uint32Array): void {
   // room matters beyond the longest token too: the regexes' shortest completion must fit
-  const r = Math.min(room, 1024);
+  const r = Math.min(room, roomCap(f.res, f.lab !== undefined));
   const key = `${f.res.map((x) => x.id).join(',')}#${f.rs.join(',')}#${r}${labelKey(f.lab)}`;
   let bits = c.byRegexState.get(key);
   if (!bits) {
@@ -146,7 +148,8 @@ function selfLoops(res: readonly Regex[], rs0: readonly number[]): Uint32Array {
 export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' }>, room: number, state: State, mask: Uint32Array): void {
   const o = f.o;
   const res = keyRegexes(o);
-  if (extrasPossible(o) && res.length > 0) {
+  const extras = extrasAllowed(f);
+  if (extras && res.length > 0) {
     const r = Math.min(room, c.maxChars);
     const key = `k${o.id}#${f.rs.join(',')}#${r}`;
     let bits = c.byRegexState.get(key);
@@ -157,13 +160,12 @@ export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 
       c.byRegexState.set(key, bits);
     }
     for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
-  } else if (extrasPossible(o)) {
+  } else if (extras) {
     // no regex: the only bound on an extra key is its length
-    for (let i = 0; i < c.plainList.ids.length; i++) {
-      const id = c.plainList.ids[i]!;
-      if (c.chars[id]! <= room) mask[id >>> 5]! |= 1 << (id & 31);
-    }
+    const bits = plainBits(v, c, room);
+    for (let i = 0; i < mask.length; i++) mask[i] = mask[i]! | bits[i]!;
   }
+  if (extras) refillKeyEnd(v, c, room, state, mask);
   const byText = (c.plainByText ??= finish(tokensByTextSteps(c.plainList)));
   for (const rest of namedRemainders(f)) {
     for (let len = 1; len <= Math.min(rest.length, c.plainList.maxLen); len++) {
@@ -172,4 +174,33 @@ export function keyText(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 
   }
   walk(c.partialList, state, mask);
   walk(c.stopWhole, state, mask);
+}
+
+/** Plain token ids by character count, per class (built on demand). */
+const plainByChars = new WeakMap<FreeTextClass, Map<number, readonly number[]>>();
+function plainWithChars(c: FreeTextClass, n: number): readonly number[] {
+  let m = plainByChars.get(c);
+  if (!m) plainByChars.set(c, (m = new Map()));
+  let ids = m.get(n);
+  if (!ids) {
+    ids = Array.from(c.plainList.ids).filter((id) => c.chars[id] === n);
+    m.set(n, ids);
+  }
+  return ids;
+}
+
+/** A key beyond the named ones that a plain token fills to its maximum length must close
+ * there (feedKey refuses one already written or not accepted): those tokens are stepped
+ * through the matcher instead of taken from the bitsets. */
+export function refillKeyEnd(v: TokenVocab, c: FreeTextClass, room: number, state: State, mask: Uint32Array): void {
+  if (room > c.maxChars) return;
+  for (const id of plainWithChars(c, room)) {
+    mask[id >>> 5]! &= ~(1 << (id & 31));
+    let st = state;
+    for (const b of v.bytesOf[id]!) {
+      st = step(st, b);
+      if (st.length === 0) break;
+    }
+    if (st.length > 0) mask[id >>> 5]! |= 1 << (id & 31);
+  }
 }

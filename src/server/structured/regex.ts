@@ -111,6 +111,12 @@ export class Regex {
     return to;
   }
 
+  /** An upper bound on minRemaining of any live state: a shortest path to the end visits
+   * each NFA state at most once (state keys cap the room left above it, see state-key.ts). */
+  get needBound(): number {
+    return this.nfa.length;
+  }
+
   /** DFA states built so far (tests and benchmarks). */
   get dfaStates(): number {
     return this.sets.length;

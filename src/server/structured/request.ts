@@ -210,7 +210,10 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
   const vocab = lazyVocabFor(ctx).get();
-  return () => new GrammarConstraint(vocab, g.start, g.cache).allowed;
+  return () => {
+    const c = new GrammarConstraint(vocab, g.start, g.cache);
+    return { allowed: c.allowed, endError: c.endError };
+  };
 }
 
 /** The server's walkable vocabulary (built on first use, or advanced by the warm-up). */

@@ -1,27 +1,33 @@
 // JSON Schema → the schema tree the grammar matcher walks (nodes.ts). The practical language
 // of drafts 4 to 2020-12: type (one or a list), properties / required / additionalProperties
 // (a schema too) / patternProperties / propertyNames / min- and maxProperties /
-// dependentRequired (and draft-7 `dependencies` lists), items / prefixItems / additionalItems /
-// minItems / maxItems, minLength / maxLength / pattern / format, minimum / maximum /
-// exclusiveMinimum / exclusiveMaximum / integer multipleOf, enum / const of any JSON values,
-// allOf / anyOf / oneOf together with their sibling keywords, $ref to local JSON pointers and
-// anchors (recursive ones included), boolean schemas.
+// dependentRequired, dependentSchemas and draft-7 `dependencies`, items / prefixItems /
+// additionalItems / minItems / maxItems, minLength / maxLength / pattern / format, minimum /
+// maximum / exclusiveMinimum / exclusiveMaximum / multipleOf (integer or decimal), enum / const
+// of any JSON values, allOf / anyOf / oneOf together with their sibling keywords, not and
+// if / then / else where the negation is expressible (negate.ts, conditionals.ts), $ref to
+// local JSON pointers and anchors (recursive ones included), boolean schemas.
 //
-// Keywords apply to their own type only: {"minimum": 0} admits any string. oneOf is enforced
-// as anyOf (its branches' exclusivity is not checked). Annotations and unknown keywords are
-// ignored, as the spec says. Assertions the grammar cannot enforce (UNSUPPORTED) are a
-// SchemaError naming them — unless `lenient`, which drops them and enforces the rest.
+// Keywords apply to their own type only: {"minimum": 0} admits any string. oneOf is exact
+// where its branches' negations are small and expressible, else enforced as anyOf.
+// Annotations and unknown keywords are ignored, as the spec says. Assertions the grammar
+// cannot enforce (UNSUPPORTED, or a negation it cannot express) are a SchemaError naming the
+// keyword and its JSON pointer — unless `lenient`, which drops them and enforces the rest.
 //
 // compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
 import { compilingAt, spendCompile, unbudgeted } from './compile-budget.js';
 import { FORMATS } from './formats.js';
-import { arrayNode, intersect, intersectStrings, objectNode, union, viewOf } from './merge.js';
+import { arrayNode, intersect, objectNode, union, viewOf } from './merge.js';
 import {
-  anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_KEY, MAX_STRING, mk, NEVER,
-  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode, withoutLabels,
+  anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_STRING, mk, NEVER,
+  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode,
 } from './nodes.js';
-import { NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
+import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
 import { compileRegex, type Regex, RegexError } from './regex.js';
+import { chainSchema, conditional, type ConditionalCompiler, oneOf, schemaDependencies, splitChains } from './conditionals.js';
+import { negate, NotExpressible } from './negate.js';
+import { evaluatedProperties } from './unevaluated.js';
+import { constSchema, DEFAULT_BASE, keyNode, resolveUri, SCHEMA_KEYWORDS, SCHEMA_MAPS, stripFragment } from './schema-parts.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
 export type { Prop, Schema } from './nodes.js';
@@ -35,8 +41,8 @@ export interface CompileOptions {
 
 /** Assertions the grammar cannot enforce, with why. */
 const UNSUPPORTED: Readonly<Record<string, string>> = {
-  not: 'negation', contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
-  uniqueItems: 'item uniqueness', dependentSchemas: 'conditional schemas', unevaluatedProperties: 'evaluation tracking',
+  contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
+  uniqueItems: 'item uniqueness',
   unevaluatedItems: 'evaluation tracking', $dynamicRef: 'dynamic references', $recursiveRef: 'dynamic references',
 };
 
@@ -54,10 +60,16 @@ function count(v: unknown, path: string, key: string): number | undefined {
 
 /** Compile a JSON Schema (the root of `schema` resolves $ref). `path` names it in errors. */
 export function compileSchema(schema: unknown, path = 'schema', opts: CompileOptions = {}): Schema {
-  const c = new Compiler(schema, path, opts);
-  const s = c.compile(schema, path);
-  c.forceRefs(s);
-  return s;
+  try {
+    const c = new Compiler(schema, path, opts);
+    const s = c.compile(schema, path);
+    c.forceRefs(s);
+    return s;
+  } catch (e) {
+    // combinators over recursive $refs can nest lazily built intersections past the stack: a 400, not a 500
+    if (e instanceof RangeError && /call stack/i.test(e.message)) throw new SchemaError(`${path}: its combinators and $refs nest too deeply to compile`);
+    throw e;
+  }
 }
 
 const TYPES = ['string', 'number', 'integer', 'boolean', 'null', 'object', 'array'] as const;
@@ -69,7 +81,7 @@ const TYPE_KEYWORDS: Readonly<Record<string, readonly string[]>> = {
   array: ['items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems'],
 };
 
-class Compiler {
+class Compiler implements ConditionalCompiler {
   private readonly refs = new Map<string, Schema>();
   /** Resources and anchors by absolute URI; each subschema's base URI. */
   private readonly ids = new Map<string, unknown>();
@@ -109,11 +121,33 @@ class Compiler {
     }
     if (typeof o['$anchor'] === 'string') this.ids.set(`${stripFragment(here)}#${o['$anchor']}`, o);
     this.bases.set(o, here);
-    for (const [k, v] of Object.entries(o)) if (k !== 'enum' && k !== 'const' && k !== 'examples' && k !== 'default') this.collectIds(v, here, depth + 1);
+    // only where schemas live: an $id inside an unknown keyword identifies nothing
+    for (const [k, v] of Object.entries(o)) {
+      if (SCHEMA_MAPS.has(k) && isObj(v)) for (const x of Object.values(v)) this.collectIds(x, here, depth + 1);
+      else if (SCHEMA_KEYWORDS.has(k)) this.collectIds(v, here, depth + 1);
+    }
   }
 
   private refuse(path: string, key: string, why: string): void {
-    if (!this.opts.lenient) throw new SchemaError(`${path}: the keyword "${key}" (${why}) cannot be enforced by the grammar`);
+    if (this.opts.lenient) return;
+    const pointer = `#${path.slice(this.rootPath.length).replace(/\[(\d+)\]/g, '.$1').replace(/\./g, '/')}/${key}`;
+    throw new SchemaError(`${path}: the keyword "${key}" (${why}) cannot be enforced by the grammar (at ${pointer})`);
+  }
+
+  /** The compiled negation of `s` (null: not expressible and dropped, lenient). */
+  negation(s: unknown, path: string, keyword: string | null, maxSize = Infinity): Schema | null {
+    const deref = (ref: unknown, holder: Record<string, unknown>): unknown =>
+      this.resolve(resolveUri(String(ref), this.bases.get(holder) ?? DEFAULT_BASE), String(ref), path);
+    let raw: unknown;
+    try {
+      raw = negate(s, { deref, draft: this.draft });
+    } catch (e) {
+      if (!(e instanceof NotExpressible)) throw e;
+      if (keyword !== null) this.refuse(path.replace(/\.(?:not|if)$/, ''), keyword, `${e.message}: not expressible as a grammar`);
+      return null;
+    }
+    if (maxSize !== Infinity && JSON.stringify(raw).length > maxSize) return null;
+    return this.compile(raw, `${path}(negated)`);
   }
 
   /** The subschema `s` at `path` (a budget error inside names `path`). */
@@ -136,7 +170,6 @@ class Compiler {
       if (s[key] === undefined || (key === 'uniqueItems' && s[key] === false)) continue;
       this.refuse(path, key, why);
     }
-    if (s['if'] !== undefined && (s['then'] !== undefined || s['else'] !== undefined)) this.refuse(path, 'if', 'conditional schemas');
     const parts: Schema[] = [];
     if (s['$ref'] !== undefined) {
       const target = this.ref(s['$ref'], path, this.bases.get(s) ?? DEFAULT_BASE);
@@ -154,8 +187,24 @@ class Compiler {
       const a = s[comb];
       if (a === undefined) continue;
       if (!Array.isArray(a) || a.length === 0) throw new SchemaError(`${path}.${comb} must be a non-empty array`);
+      if (comb === 'allOf') {
+        const { chains, rest } = splitChains(a); // conditionals on one property's value: one union each
+        parts.push(...chains.map((links) => chainSchema(links, `${path}.allOf`, this, s)), ...rest.map((i) => this.compile(a[i], `${path}.allOf[${i}]`)));
+        continue;
+      }
       const branches = a.map((x: unknown, i) => this.compile(x, `${path}.${comb}[${i}]`));
-      parts.push(comb === 'allOf' ? branches.reduce((x, y) => intersect(x, y)) : union(branches));
+      parts.push(comb === 'oneOf' ? oneOf(a, branches, `${path}.oneOf`, this) : union(branches));
+    }
+    const cond = conditional(s, path, this);
+    if (cond) parts.push(cond);
+    parts.push(...schemaDependencies(s, path, this));
+    if (s['not'] !== undefined) {
+      const not = this.negation(s['not'], `${path}.not`, 'not');
+      if (not) parts.push(not);
+    }
+    if (s['unevaluatedProperties'] !== undefined && s['unevaluatedProperties'] !== true) {
+      const u = this.unevaluated(s, path);
+      if (u) parts.push(u);
     }
     return parts.reduce((x, y) => intersect(x, y));
   }
@@ -185,6 +234,25 @@ class Compiler {
     if (allowed('object')) alts.push(has('object') ? this.object(s, path) : freeObject(NESTED_ANY));
     if (allowed('array')) alts.push(has('array') ? this.array(s, path) : listArray(NESTED_ANY));
     return union(alts);
+  }
+
+  /** unevaluatedProperties over the statically known evaluated properties (unevaluated.ts). */
+  private unevaluated(s: Obj, path: string): Schema | null {
+    const deref = (ref: unknown, holder: Obj): unknown => this.resolve(resolveUri(String(ref), this.bases.get(holder) ?? DEFAULT_BASE), String(ref), path);
+    const ev = evaluatedProperties(s, deref);
+    if (ev.kind === 'all') return null;
+    if (ev.kind === 'dynamic') {
+      this.refuse(path, 'unevaluatedProperties', `evaluation tracking through ${ev.keyword}`);
+      return null;
+    }
+    const extra = this.compile(s['unevaluatedProperties'], `${path}.unevaluatedProperties`);
+    const patterns = ev.patterns.flatMap((src) => {
+      const re = this.regex(src, `${path}.patternProperties`);
+      return re ? [{ re, schema: anySchema() }] : [];
+    });
+    const props = ev.names.map((name) => ({ name, required: false, schema: anySchema() }));
+    const objects = objectNode(props, [{ patterns, extra: isNever(extra) ? null : extra }], KEY_STRING, 0, Infinity, []);
+    return union([objects, this.compile({ type: ['string', 'number', 'boolean', 'null', 'array'] }, path)]); // it constrains objects only
   }
 
   private regex(source: unknown, path: string): Regex | null {
@@ -236,16 +304,19 @@ class Compiler {
     if (exHi !== null && (hi === null || exHi <= hi)) [hi, hiEx] = [exHi, true];
     let integer = integer0;
     let mult = 1n;
+    let step: NumRange['step'];
     const m = s['multipleOf'];
     if (m !== undefined) {
-      if (typeof m !== 'number' || !(m > 0)) throw new SchemaError(`${path}.multipleOf must be a positive number`);
-      if (Number.isInteger(m) && Number.isSafeInteger(m)) {
-        mult = BigInt(m);
+      if (typeof m !== 'number' || !(m > 0) || !Number.isFinite(m)) throw new SchemaError(`${path}.multipleOf must be a positive number`);
+      const dec = Number.isSafeInteger(m) || !(integer && Number.isInteger(1 / m)) ? decimalStep(m) : null; // integers: 1/k is no constraint
+      if (dec?.scale === 0) {
+        mult = dec.m;
         integer = true; // a multiple of an integer is an integer
-      } else if (!(integer && Number.isInteger(1 / m))) this.refuse(path, 'multipleOf', `${m} is not an integer`);
+      } else if (dec) step = dec;
+      else if (!(integer && Number.isInteger(1 / m))) this.refuse(path, 'multipleOf', `${m} has more than 12 decimals`);
     }
-    const range: NumRange = { ...NO_RANGE, lo, loEx, hi, hiEx, mult };
-    const bounded = lo !== null || hi !== null || mult !== 1n;
+    const range: NumRange = { ...NO_RANGE, lo, loEx, hi, hiEx, mult, ...(step ? { step } : {}) };
+    const bounded = lo !== null || hi !== null || mult !== 1n || step !== undefined;
     if (bounded && !rangeFeasible('', range, integer, 15)) return NEVER;
     return mk({ k: 'number' as const, integer, neg: !(lo !== null && lo >= 0), intDigits: 15, range: bounded ? range : null });
   }
@@ -281,8 +352,8 @@ class Compiler {
       if (!isObj(d)) throw new SchemaError(`${path}.${key} must be an object`);
       for (const [k, v] of Object.entries(d)) {
         if (Array.isArray(v) && v.every((x) => typeof x === 'string')) deps.push([k, v as string[]]);
-        else if (key === 'dependencies') this.refuse(`${path}.dependencies.${k}`, 'dependencies', 'a schema dependency: conditional schemas');
-        else throw new SchemaError(`${path}.dependentRequired.${k} must be a list of names`);
+        else if (key === 'dependentRequired' || Array.isArray(v)) throw new SchemaError(`${path}.${key}.${k} must be a list of names`);
+        // a schema dependency: compiled beside the object (conditionals.ts)
       }
     }
     const minProps = count(s['minProperties'], path, 'minProperties') ?? 0;
@@ -293,23 +364,9 @@ class Compiler {
   /** propertyNames as a string node (strings, string literals, or anything). */
   private keys(v: unknown, path: string): StringNode {
     if (v === undefined || v === true) return KEY_STRING;
-    const s = deref(this.compile(v, path));
-    const alts = s.k === 'anyOf' ? s.alts.map(deref) : [s];
-    if (alts.some((a) => a.k === 'any')) return KEY_STRING;
-    const strings = alts.filter((a): a is StringNode => a.k === 'string');
-    const lits = alts.filter((a) => a.k === 'lit' && a.text.startsWith('"')).map((a) => (a.k === 'lit' ? (JSON.parse(a.text) as string) : ''));
-    const capped = (x: StringNode): StringNode => {
-      const r = intersectStrings(withoutLabels(x), KEY_STRING); // keys run no label check
-      return r.k === 'string' ? r : NEVER_KEY;
-    };
-    if (strings.length === 1 && lits.length === 0) return capped(strings[0]!);
-    if (strings.length === 0) {
-      if (lits.length === 0) return NEVER_KEY;
-      const escape = (t: string): string => [...t].map((c) => `\\u{${c.codePointAt(0)!.toString(16)}}`).join('');
-      return mk({ k: 'string' as const, min: 0, max: MAX_KEY, res: [compileRegex(`^(?:${lits.map(escape).join('|')})$`)] });
-    }
-    this.refuse(path, 'propertyNames', 'a union of string schemas');
-    return KEY_STRING;
+    const k = keyNode(this.compile(v, path));
+    if (k === null) this.refuse(path, 'propertyNames', 'a union of string schemas');
+    return k ?? KEY_STRING;
   }
 
   private array(s: Obj, path: string): Schema {
@@ -406,27 +463,3 @@ class Compiler {
     }
   }
 }
-
-/** Exactly the JSON value `v`: objects in any key order, numbers as JSON.stringify writes them. */
-function constSchema(v: unknown): Schema {
-  if (Array.isArray(v)) return arrayNode(v.map(constSchema), null, v.length, v.length);
-  if (isObj(v)) {
-    const props = Object.entries(v).map(([name, x]) => ({ name, required: true, schema: constSchema(x) }));
-    return objectNode(props, [{ patterns: [], extra: null }], KEY_STRING, 0, Infinity, []);
-  }
-  return mk({ k: 'lit' as const, text: JSON.stringify(v) });
-}
-
-/** The base URI of a schema without an $id of its own. */
-const DEFAULT_BASE = 'https://schema.deltaserve.invalid/root.json';
-const stripFragment = (u: string): string => u.replace(/#.*$/, '');
-function resolveUri(ref: string, base: string): string {
-  try {
-    const u = new URL(ref, base).href;
-    return u.endsWith('#') ? u.slice(0, -1) : u;
-  } catch {
-    return ref;
-  }
-}
-
-const NEVER_KEY: StringNode = mk({ k: 'string' as const, min: 0, max: MAX_KEY, res: [compileRegex('[]')] });

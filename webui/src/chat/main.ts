@@ -61,12 +61,21 @@ class ChatApp {
     });
     byId('stop').addEventListener('click', () => this.running?.abort());
     byId('toggle-settings').addEventListener('click', () => document.body.classList.toggle('settings-open'));
+    byId('toggle-sidebar').addEventListener('click', () => this.showSidebar(!document.body.classList.contains('sidebar-open')));
+    byId('scrim').addEventListener('click', () => this.showSidebar(false));
+  }
+
+  /** Narrow screens: the sidebar is an overlay opened from the header. */
+  private showSidebar(open: boolean): void {
+    document.body.classList.toggle('sidebar-open', open);
+    byId('toggle-sidebar').setAttribute('aria-expanded', String(open));
   }
 
   private bindSidebar(): void {
     byId('new-chat').addEventListener('click', () => {
       if (this.running) return;
       this.current = newConversation();
+      this.showSidebar(false);
       this.render();
       this.input.focus();
     });
@@ -149,6 +158,7 @@ class ChatApp {
       select: (id) => {
         if (this.running) return;
         this.current = this.list.find((c) => c.id === id) ?? this.current;
+        this.showSidebar(false);
         this.render();
       },
       rename: (id, title) => void this.rename(id, title),
@@ -226,6 +236,7 @@ class ChatApp {
       m.stats = await streamChat(body, this.running.signal, {
         onReasoning: (t) => {
           m.reasoning += t;
+          m.reasoning_tokens = (m.reasoning_tokens ?? 0) + 1;
           live.update();
         },
         onContent: (t) => {

@@ -1,9 +1,10 @@
 // A small Markdown renderer that builds DOM nodes: text only ever becomes text nodes, so a
 // model's HTML (<script>, <img onerror=…>, …) is shown as text and never parsed or run.
 // Blocks: fenced code (```lang), headings, blockquotes, bullet / numbered lists, tables,
-// horizontal rules, paragraphs. Inline: `code`, **bold**, *italic* / _italic_, ~~strike~~,
+// horizontal rules, paragraphs; code is highlighted by highlight.ts (text nodes in spans). Inline: `code`, **bold**, *italic* / _italic_, ~~strike~~,
 // [links](http…) (http/https/mailto only, opened in a new tab without referrer).
 import { append, h, type Child } from '../shared/dom.js';
+import { highlight } from './highlight.js';
 
 /** Render `src` into a fragment. An unclosed fence (mid-stream) renders as code so far. */
 export function renderMarkdown(src: string): DocumentFragment {
@@ -117,7 +118,7 @@ function codeBlock(code: string, lang: string): HTMLElement {
     void navigator.clipboard?.writeText(code).then(() => (copy.textContent = 'copied'), () => (copy.textContent = 'copy failed'));
   });
   return h('div', { class: 'code' }, h('div', { class: 'code-head' }, h('span', {}, lang || 'code'), copy),
-    h('pre', {}, h('code', lang ? { 'data-lang': lang } : {}, code)));
+    h('pre', {}, h('code', lang ? { 'data-lang': lang } : {}, ...highlight(code, lang))));
 }
 
 /** Links that may be followed: absolute http(s) and mailto only (no javascript:, data:, …). */

@@ -87,25 +87,26 @@ export async function streamChat(body: Record<string, unknown>, signal: AbortSig
   return stats;
 }
 
-/** Call `onData` with each `data:` payload of an SSE body until `[DONE]` or the end. */
+/** Call `onData` with each `data:` payload of an SSE body up to `[DONE]`. The body is read
+ * to its end even after `[DONE]`: cancelling it there would abort a request the server has
+ * already finished (and count it as a client abort in its logs and metrics). */
 async function readEvents(body: ReadableStream<Uint8Array>, onData: (data: string) => void): Promise<void> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buf = '';
+  let ended = false;
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
+    if (ended) continue;
     buf += decoder.decode(value, { stream: true });
     let end: number;
-    while ((end = buf.indexOf('\n\n')) >= 0) {
+    while (!ended && (end = buf.indexOf('\n\n')) >= 0) {
       const event = buf.slice(0, end);
       buf = buf.slice(end + 2);
       const data = event.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
-      if (data === '[DONE]') {
-        await reader.cancel();
-        return;
-      }
-      if (data !== '') onData(data);
+      if (data === '[DONE]') ended = true;
+      else if (data !== '') onData(data);
     }
   }
 }

@@ -32,6 +32,10 @@ export type Message =
     error?: string;
     /** The JSON schema the answer was asked to follow (structured output), as text. */
     schema?: string;
+    /** ms from the first reasoning text to the first answer text (or the end). */
+    reasoning_ms?: number;
+    /** Streamed reasoning chunks: the server sends one per generated token. */
+    reasoning_tokens?: number;
   }
   | { role: 'tool'; tool_call_id: string; name: string; content: string };
 

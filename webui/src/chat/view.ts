@@ -22,7 +22,7 @@ export function renderMessages(list: HTMLElement, messages: readonly Message[], 
     if (m.role === 'user') return userMessage(m.content, i, actions, busy);
     if (m.role === 'tool') return toolResultCard(m.name, m.content);
     const el = assistantShell();
-    fillAssistant(el, m, false);
+    fillAssistant(el, m, null);
     el.appendChild(toolCards(m.tool_calls ?? [], answered, actions, busy));
     if (!busy && i === lastAssistant) {
       el.appendChild(h('div', { class: 'actions' }, h('button', { type: 'button', class: 'regenerate', onclick: () => actions.regenerate(i) }, '↻ Regenerate')));
@@ -44,7 +44,7 @@ function userMessage(text: string, index: number, actions: MessageActions, busy:
     replaceChildren(el, area, h('div', { class: 'actions' }, save, cancel));
     area.focus();
   });
-  const actionsRow = h('div', { class: 'actions' }, editButton);
+  const actionsRow = h('div', { class: 'actions hover-actions' }, editButton);
   el.appendChild(actionsRow);
   return el;
 }
@@ -76,26 +76,50 @@ function prettyJson(text: string): string {
   }
 }
 
-/** An empty assistant message: reasoning block, answer, structured view, stats. */
+/** An empty assistant message: waiting indicator, reasoning block, answer, structured view, stats. */
 export function assistantShell(): HTMLElement {
+  const waiting = h('div', { class: 'waiting', hidden: true, role: 'status' }, h('span', { class: 'dots', 'aria-hidden': 'true' }), h('span', { class: 'waiting-text' }));
   const reasoning = h('details', { class: 'reasoning', hidden: true }, h('summary', {}, 'Reasoning'), h('div', { class: 'reasoning-text' }));
-  return h('div', { class: 'msg assistant' }, reasoning, h('div', { class: 'answer' }), h('div', { class: 'structured' }),
+  return h('div', { class: 'msg assistant' }, waiting, reasoning, h('div', { class: 'answer' }), h('div', { class: 'structured' }),
     h('div', { class: 'error', hidden: true }), h('div', { class: 'stats' }));
 }
 
 const part = (el: HTMLElement, cls: string): HTMLElement => el.querySelector<HTMLElement>(`.${cls}`)!;
 
-/** Show `m` in a shell (`streaming`: the answer is still coming). */
-export function fillAssistant(el: HTMLElement, m: AssistantMessage, streaming: boolean): void {
+/** Elapsed time for people: 0.4 s, 12.3 s, 2 min 05 s. */
+export function fmtSeconds(ms: number): string {
+  const s = Math.max(0, ms) / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  return `${Math.floor(s / 60)} min ${String(Math.floor(s % 60)).padStart(2, '0')} s`;
+}
+
+/** While streaming: ms since the request was sent (nothing arrived yet) or since the reasoning began. */
+export interface LiveClock {
+  readonly waitingMs: number | null;
+  readonly thinkingMs: number | null;
+}
+
+function reasoningSummary(m: AssistantMessage, clock: LiveClock | null): string {
+  if (clock?.thinkingMs != null) return `Thinking… ${fmtSeconds(clock.thinkingMs)}`;
+  const parts = [m.reasoning_ms !== undefined ? `Thought for ${fmtSeconds(m.reasoning_ms)}` : 'Reasoning'];
+  if (m.reasoning_tokens !== undefined) parts.push(`${m.reasoning_tokens} token${m.reasoning_tokens === 1 ? '' : 's'}`);
+  return parts.join(' · ');
+}
+
+/** Show `m` in a shell (`clock`: the answer is still coming). */
+export function fillAssistant(el: HTMLElement, m: AssistantMessage, clock: LiveClock | null): void {
+  const waiting = part(el, 'waiting');
+  waiting.hidden = clock?.waitingMs == null;
+  part(waiting, 'waiting-text').textContent = clock?.waitingMs != null ? `Waiting for the model… ${fmtSeconds(clock.waitingMs)}` : '';
   const details = part(el, 'reasoning') as HTMLDetailsElement;
   details.hidden = m.reasoning === '';
   part(details, 'reasoning-text').textContent = m.reasoning;
-  details.querySelector('summary')!.textContent = streaming && m.content === '' && (m.tool_calls?.length ?? 0) === 0 ? 'Reasoning…' : 'Reasoning';
+  details.querySelector('summary')!.textContent = reasoningSummary(m, clock);
   replaceChildren(part(el, 'answer'), renderMarkdown(m.content));
   const err = part(el, 'error');
   err.hidden = m.error === undefined;
   err.textContent = m.error ?? '';
-  replaceChildren(part(el, 'structured'), !streaming && m.schema !== undefined && m.content !== '' ? structuredView(m.content, m.schema) : null);
+  replaceChildren(part(el, 'structured'), clock === null && m.schema !== undefined && m.content !== '' ? structuredView(m.content, m.schema) : null);
   replaceChildren(part(el, 'stats'), ...(m.stats ? statsLine(m.stats) : []));
 }
 
@@ -143,12 +167,17 @@ function statsLine(s: MessageStats): HTMLElement[] {
 
 /**
  * The message being streamed: text is appended as it arrives and the answer's Markdown is
- * redrawn at most once per frame. The reasoning block is open while the model thinks and
- * folds once the answer starts, unless the user opened or closed it themselves.
+ * redrawn at most once per frame. Until the first token it shows a waiting indicator with the
+ * time elapsed; the reasoning block is open while the model thinks, with its elapsed time in
+ * the summary, and folds once the answer starts (unless the user opened or closed it
+ * themselves), then reads "Thought for 3.2 s · 57 tokens".
  */
 export class LiveAnswer {
   private pending = false;
   private userToggled = false;
+  private readonly sent = performance.now();
+  private reasoningStart: number | null = null;
+  private readonly ticker: ReturnType<typeof setInterval>;
   readonly el = assistantShell();
 
   constructor(private readonly m: AssistantMessage, private readonly onDraw: () => void) {
@@ -156,6 +185,24 @@ export class LiveAnswer {
     details.open = true;
     details.querySelector('summary')!.addEventListener('click', () => (this.userToggled = true));
     this.el.classList.add('streaming');
+    // the elapsed times move while nothing arrives
+    this.ticker = setInterval(() => this.update(), 200);
+    this.draw(this.clock());
+  }
+
+  private answering(): boolean {
+    return this.m.content !== '' || (this.m.tool_calls?.length ?? 0) > 0;
+  }
+
+  private clock(): LiveClock {
+    const now = performance.now();
+    if (this.m.reasoning !== '' && this.reasoningStart === null) this.reasoningStart = now;
+    if (this.reasoningStart !== null && this.m.reasoning_ms === undefined && this.answering()) this.m.reasoning_ms = now - this.reasoningStart;
+    const nothingYet = this.m.reasoning === '' && !this.answering();
+    return {
+      waitingMs: nothingYet ? now - this.sent : null,
+      thinkingMs: this.reasoningStart !== null && this.m.reasoning_ms === undefined ? now - this.reasoningStart : null,
+    };
   }
 
   update(): void {
@@ -163,22 +210,26 @@ export class LiveAnswer {
     this.pending = true;
     requestAnimationFrame(() => {
       this.pending = false;
-      this.draw(true);
+      if (this.el.classList.contains('streaming')) this.draw(this.clock());
     });
   }
 
-  private draw(streaming: boolean): void {
-    fillAssistant(this.el, this.m, streaming);
+  private draw(clock: LiveClock | null): void {
+    fillAssistant(this.el, this.m, clock);
     const details = part(this.el, 'reasoning') as HTMLDetailsElement;
-    if (!this.userToggled && (this.m.content !== '' || (this.m.tool_calls?.length ?? 0) > 0)) details.open = false;
+    if (!this.userToggled && this.answering()) details.open = false;
     const calls = this.m.tool_calls ?? [];
     this.el.querySelectorAll('.tool-call').forEach((c) => c.remove());
     this.el.appendChild(toolCards(calls, new Set(), { edit() {}, regenerate() {}, toolResult() {} }, true));
     this.onDraw();
   }
 
+  /** The answer ended (or was stopped): the reasoning's duration is final. */
   finish(): void {
+    clearInterval(this.ticker);
+    this.clock();
+    if (this.reasoningStart !== null && this.m.reasoning_ms === undefined) this.m.reasoning_ms = performance.now() - this.reasoningStart;
     this.el.classList.remove('streaming');
-    this.draw(false);
+    this.draw(null);
   }
 }

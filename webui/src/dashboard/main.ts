@@ -34,25 +34,29 @@ interface ChartSpec {
   id: string;
   title: string;
   series: { field: Field; label: string; color: string; scale?: string; scaleBy?: number }[];
+  /** Axis titles by scale ('y' unless a series names another), units included. */
+  axes: Record<string, string>;
   /** The readout next to the title: the last value of the first series. */
   unit: string;
   digits: number;
 }
 
 const CHARTS: ChartSpec[] = [
-  { id: 'tps', title: 'Generated tokens/s', unit: ' tok/s', digits: 1, series: [{ field: 'tokens_per_second', label: 'tokens/s', color: '#1f6feb' }] },
-  { id: 'queue', title: 'Requests', unit: ' running', digits: 0, series: [
+  { id: 'tps', title: 'Generated tokens/s', unit: ' tok/s', digits: 1, axes: { y: 'tokens / s' },
+    series: [{ field: 'tokens_per_second', label: 'tokens/s', color: '#1f6feb' }] },
+  { id: 'queue', title: 'Requests', unit: ' running', digits: 0, axes: { y: 'requests' }, series: [
     { field: 'running', label: 'running', color: '#1f6feb' }, { field: 'queued', label: 'queued', color: '#d29922' }] },
-  { id: 'cache', title: 'Prefix cache', unit: '% hit', digits: 0, series: [
+  { id: 'cache', title: 'Prefix cache', unit: '% hit', digits: 0, axes: { '%': 'hit rate (%)', tok: 'cached tokens' }, series: [
     { field: 'cache_hit_rate', label: 'hit rate %', color: '#2da44e', scale: '%', scaleBy: 100 },
     { field: 'cached_tokens', label: 'cached tokens', color: '#8250df', scale: 'tok' }] },
-  { id: 'mtp', title: 'MTP speculation', unit: ' tok/round', digits: 2, series: [
+  { id: 'mtp', title: 'MTP speculation', unit: ' tok/round', digits: 2, axes: { len: 'tokens / round', '%': 'acceptance (%)' }, series: [
     { field: 'accept_length', label: 'accept length', color: '#1f6feb', scale: 'len' },
     { field: 'acceptance_rate', label: 'acceptance %', color: '#2da44e', scale: '%', scaleBy: 100 }] },
-  { id: 'pools', title: 'Memory pools in use', unit: '% KV', digits: 0, series: [
+  { id: 'pools', title: 'Memory pools in use', unit: '% KV', digits: 0, axes: { y: 'in use (%)' }, series: [
     { field: 'kv_usage', label: 'KV pages %', color: '#1f6feb', scaleBy: 100 },
     { field: 'state_usage', label: 'state slots %', color: '#d29922', scaleBy: 100 }] },
-  { id: 'ttft', title: 'Time to first token', unit: ' ms', digits: 0, series: [{ field: 'ttft_seconds', label: 'TTFT ms', color: '#cf222e', scaleBy: 1000 }] },
+  { id: 'ttft', title: 'Time to first token', unit: ' ms', digits: 0, axes: { y: 'ms' },
+    series: [{ field: 'ttft_seconds', label: 'TTFT ms', color: '#cf222e', scaleBy: 1000 }] },
 ];
 
 /** Axis labels: local wall-clock time of a sample (seconds since the epoch). */
@@ -71,13 +75,29 @@ class Chart {
     this.plot = new uPlot({
       width: 400, height: 180, legend: { show: true },
       scales: Object.fromEntries(scales.map((k) => [k, { range: (_u: uPlot, _min: number, max: number): [number, number] => [0, max > 0 ? max * 1.1 : 1] }])),
-      axes: [{ values: (_u: uPlot, splits: number[]) => splits.map(clock), space: 100, size: 30 }, ...scales.map((k, i) => ({ scale: k, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
+      axes: [{ label: 'time', labelSize: 16, values: (_u: uPlot, splits: number[]) => splits.map(clock), space: 100, size: 30 },
+        ...scales.map((k, i) => ({ scale: k, label: spec.axes[k] ?? k, labelSize: 16, side: i === 0 ? 3 : 1, grid: { show: i === 0 }, size: 48 }))],
+      // with the pointer off the plot the legend shows the latest sample, not "--"
+      hooks: { setCursor: [(u: uPlot) => this.legendAtLatest(u)] },
       // points on: a value between two empty seconds (one request's TTFT) has no line to draw
       series: [{}, ...spec.series.map((s) => ({
         label: s.label, stroke: s.color, width: 1.5, scale: s.scale ?? 'y', spanGaps: false,
+        value: (_u: uPlot, v: number | null): string => (v == null ? '—' : v.toFixed(v !== 0 && Math.abs(v) < 10 ? 2 : 1)),
         points: { show: true, size: 4, fill: s.color },
       }))],
     }, [[], ...spec.series.map(() => [])], plotEl);
+    // the axis titles uPlot draws on its canvas, for tests and assistive tools
+    this.box.setAttribute('data-axes', this.plot.axes.map((a) => a.label ?? '').join('|'));
+    plotEl.setAttribute('aria-label', `${spec.title}: ${this.plot.axes.map((a) => a.label).join(', ')}`);
+  }
+
+  /** Point the legend at the newest sample that has a value, unless the pointer is on the plot. */
+  private legendAtLatest(u: uPlot): void {
+    if (u.cursor.idx != null) return;
+    const xs = u.data[0];
+    let idx = xs.length - 1;
+    while (idx > 0 && u.data.slice(1).every((ys) => ys[idx] == null)) idx--;
+    if (idx >= 0) u.setLegend({ idx });
   }
 
   resize(width: number): void {
@@ -91,6 +111,7 @@ class Chart {
       return v === null ? null : v * (s.scaleBy ?? 1);
     }));
     this.plot.setData([xs, ...ys] as uPlot.AlignedData);
+    this.legendAtLatest(this.plot);
     this.box.setAttribute('data-points', String(samples.length));
     const first = ys[0]!;
     let last: number | null = null;
@@ -106,14 +127,13 @@ class Chart {
   }
 }
 
+/** Bytes in decimal units (GB = 1e9), as the server's memory plan writes them. */
 const fmtBytes = (n: number): string => {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+  if (n >= 1e12) return `${(n / 1e12).toFixed(2)} TB`;
+  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
+  return `${n} B`;
 };
 
 function modelRows(m: Record<string, unknown>): [string, string][] {
