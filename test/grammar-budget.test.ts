@@ -149,6 +149,16 @@ test('the nested shapes posted on chat, Messages and Responses (format and force
         assert.match(JSON.stringify(r.json), /--max-grammar-units/, `${name} ${route}`);
       }
     }
+    // the enum shapes compile (to a union of literals): as a forced tool's parameters they
+    // admit no object, so no call can be written — a 400 naming the tool, never a 500
+    // (enums-6x2's tool text is longer than tiny-think's context: a 400 for that first)
+    for (const name of ['enums-4x2', 'enums-5x2'] as const) {
+      for (const [route, path, body] of bodies(nestedCombinators(NESTED_SHAPES[name]!)).filter(([r]) => r.endsWith('tool'))) {
+        const r = await post(`${server.url}${path}`, body);
+        assert.equal(r.status, 400, `${name} ${route}: ${JSON.stringify(r.json)}`);
+        assert.match(JSON.stringify(r.json), /admits no JSON object/, `${name} ${route}: ${JSON.stringify(r.json)}`);
+      }
+    }
   } finally {
     stop = true;
     await poller;

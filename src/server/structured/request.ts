@@ -150,7 +150,14 @@ function grammarFor(key: string, build: () => State): Compiled {
 
 /** A grammar forcing one call of one of `tools`, in the model's call format. */
 export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetup['format'], lenient = false): State {
-  return tools.flatMap((t) => callStacks(t, format, lenient));
+  const stacks = tools.flatMap((t) => callStacks(t, format, lenient));
+  // XML calls write named parameters: parameters admitting no object leave nothing to write
+  // (a dead end at the first token); the client's schema is at fault, so a 400
+  if (stacks.length === 0) {
+    const param = tools.length === 1 ? toolParam(tools[0]!) : 'tools';
+    throw invalid(param, `invalid JSON schema: ${param} admits no JSON object, so no forced call can be written (a tool's arguments are an object)`, 'invalid_schema');
+  }
+  return stacks;
 }
 
 /** The forced call of `tool` in the model's format (XML: one stack per object alternative
