@@ -19,6 +19,7 @@ const GROUPS = [
   { id: 'targets', title: "Where the issue's targets stand", intro: null },
   { id: 'quantizer', title: 'Load-time quantizer', intro: null },
   { id: 'node-versions', title: 'Node versions', intro: null },
+  { id: 'grammar', title: 'Structured output: grammar masks', intro: null },
 ];
 
 /** Decimals of the fields whose figures are printed at a fixed precision. */
