@@ -25,7 +25,7 @@ const LIMIT_HELP_TEXT: Readonly<Record<keyof RequestLimits, string>> = {
   enumValues: '400 for a schema enum of more than N values',
   jsonDepth: '400 for request JSON nested deeper than N arrays/objects (at most 1000)',
   prepareMs: '413 when rendering and tokenizing a prompt takes longer than N ms',
-  grammarMs: '400 when compiling a grammar (JSON schema, forced tool calls) takes longer than N ms',
+  grammarUnits: '400 when compiling a grammar (JSON schema, forced tool calls) takes more than N work units',
 };
 const LIMITS_HELP = Object.entries(LIMIT_FLAGS).map(([k, v]) =>
   `  --${`${v.flag} N`.padEnd(24)}${LIMIT_HELP_TEXT[k as keyof RequestLimits]} (default ${v.def})`).join('\n');
@@ -67,6 +67,7 @@ export const SERVE_HELP = `deltaserve serve [options]
   --prepare-workers N       worker threads rendering chat templates and tokenizing prompts
                             off the event loop (default 2; 0 = on the event loop)
 ${LIMITS_HELP}
+  --max-grammar-ms N        deprecated, ignored (a warning): see --max-grammar-units
 ${ENGINE_FLAGS_HELP}`;
 
 function hubName(model: string | undefined): string | undefined {
@@ -85,11 +86,15 @@ export async function runServe(argv: string[]): Promise<void> {
       lenient: { type: 'boolean' }, 'responses-ttl': { type: 'string' }, 'responses-store-bytes': { type: 'string' },
       'responses-key': { type: 'string' }, 'no-webui': { type: 'boolean' },
       'request-timeout-ms': { type: 'string' }, 'keep-alive-timeout-ms': { type: 'string' },
-      'prepare-workers': { type: 'string' },
+      'prepare-workers': { type: 'string' }, 'max-grammar-ms': { type: 'string' },
       ...Object.fromEntries(Object.values(LIMIT_FLAGS).map((v) => [v.flag, { type: 'string' as const }])),
     },
   });
   const log = loggerOf(values);
+  if (values['max-grammar-ms'] !== undefined) {
+    // deprecated: a wall-clock limit made acceptance depend on the machine's load
+    log.warn('--max-grammar-ms is deprecated and ignored: the compile limit is --max-grammar-units (counted work, the same answer on any machine); grammars compile in the prepare workers');
+  }
   const origins = allowedOrigins(values);
   const port = int(values, 'port', 0);
   if (port !== undefined && port > 65535) throw new DeltaserveError('bad_request', `--port must be at most 65535 (got ${port})`);

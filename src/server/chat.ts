@@ -17,7 +17,7 @@ import { chatLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
 import { speculativeOf } from './stats.js';
-import { openAiResponseFormat, structuredConstraint } from './structured/request.js';
+import { compileConstraintSchemas, openAiResponseFormat, structuredConstraint } from './structured/request.js';
 import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
 import { answerConstraint } from './thinking.js';
 import type { ToolSetup } from './tools/types.js';
@@ -113,6 +113,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   const tools = openAiTools(b['tools']);
   const setup = toolSetup(ctx, tools, openAiToolChoice(b['tool_choice'], tools), optBool(b, 'parallel_tool_calls') ?? true);
   const format = openAiResponseFormat(b['response_format'], 'response_format');
+  await compileConstraintSchemas(ctx, format, setup, call.signal); // off the event loop, before the prompt
   const prompt = await chatPrompt(ctx, messages, think, kwargs, setup, 'messages', call.signal);
   const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], p.n, p.request.maxTokens);

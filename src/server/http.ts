@@ -167,7 +167,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   const cors = corsPolicy(opts.allowedOrigins);
   const log = opts.logger ?? SILENT;
   const limits = resolveLimits(opts.limits);
-  setGrammarBudget(limits.grammarMs);
+  setGrammarBudget(limits.grammarUnits);
   const times = timeLimits(opts);
   const pool = await startPreparePool(engine, opts, limits, log);
   const ctx: ServerContext = {

@@ -24,9 +24,10 @@ export interface RequestLimits {
   readonly jsonDepth: number;
   /** Milliseconds a request's prompt may take to render and tokenize (in a worker). */
   readonly prepareMs: number;
-  /** Milliseconds one grammar compilation (a JSON schema, forced tool calls) may hold the
-   * event loop; past it, a 400. */
-  readonly grammarMs: number;
+  /** Work units (schema nodes, alternatives, merge steps, automaton states) one grammar
+   * compilation (a JSON schema, a forced tool's parameters) may spend; past it, a 400.
+   * Counted, not timed: the same schema gets the same answer on any machine and load. */
+  readonly grammarUnits: number;
 }
 
 /** Flag name and default of every limit (docs/operations.md "Limits and hardening" lists the same). */
@@ -41,7 +42,7 @@ export const LIMIT_FLAGS: Readonly<Record<keyof RequestLimits, { readonly flag: 
   // the JS stack limit (~10k frames), so the depth flag is capped well below it
   jsonDepth: { flag: 'max-json-depth', def: 64, max: 1000 },
   prepareMs: { flag: 'prepare-timeout-ms', def: 10_000, max: 3_600_000 },
-  grammarMs: { flag: 'max-grammar-ms', def: 40, max: 600_000 },
+  grammarUnits: { flag: 'max-grammar-units', def: 50_000, max: 100_000_000 },
 };
 
 export const DEFAULT_LIMITS: RequestLimits = Object.freeze(Object.fromEntries(

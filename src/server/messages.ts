@@ -14,7 +14,7 @@ import { checkFields, type FieldRules } from './fields.js';
 import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
-import { structuredConstraint } from './structured/request.js';
+import { compileConstraintSchemas, structuredConstraint } from './structured/request.js';
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
 import { THINK_CLOSE } from '../tokenizer/reasoning.js';
 import { answerConstraint } from './thinking.js';
@@ -158,6 +158,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, parallel);
   const thinking = thinkingOf(b);
+  await compileConstraintSchemas(ctx, { kind: 'text' }, setup, call.signal); // off the event loop, before the prompt
   const prompt = await chatPrompt(ctx, msgs, thinking.on, {}, setup, 'messages', call.signal);
   if (prompt.thinking && thinking.budget !== null && engine.tokenizer.tokenToId(THINK_CLOSE) === undefined) {
     throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');

@@ -9,6 +9,7 @@ import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { ServerContext } from './generation.js';
+import { type GrammarJob, type GrammarResult, runGrammarJob } from './structured/compile-job.js';
 import { inlineTools, templateHandlesTools, templateTools } from './tools/prompt.js';
 import type { FunctionTool, ToolFormat } from './tools/types.js';
 
@@ -35,7 +36,9 @@ export type PrepareJob =
   | { readonly op: 'tokenize'; readonly input: TokenizeInput; readonly maxModelLen: number }
   /** POST /detokenize's response body. The ids travel as an Int32Array whose buffer the pool
    * transfers to the worker instead of copying it (the list is bounded only by the body size). */
-  | { readonly op: 'detokenize'; readonly ids: Int32Array };
+  | { readonly op: 'detokenize'; readonly ids: Int32Array }
+  /** A JSON schema compiled to a grammar table (structured/compile-job.ts). */
+  | GrammarJob;
 
 export type TokenizeInput = { readonly text: string } | { readonly messages: unknown; readonly opts: RenderOptions };
 
@@ -45,7 +48,8 @@ export type PrepareResult =
   | { readonly op: 'decode'; readonly texts: string[] }
   /** A whole JSON response body as UTF-8 (made in the worker, transferred: the event loop
    * neither copies millions of ids nor stringifies them). */
-  | { readonly op: 'tokenize' | 'detokenize'; readonly body: Uint8Array };
+  | { readonly op: 'tokenize' | 'detokenize'; readonly body: Uint8Array }
+  | GrammarResult;
 
 /** What a job needs of the engine: the tokenizer, the vocabulary size, the context length. */
 export interface PrepareContext {
@@ -102,6 +106,8 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     }
     case 'detokenize':
       return { op: 'detokenize', body: jsonBody({ prompt: ctx.tokenizer.decode(plainArray(job.ids)) }) };
+    case 'grammar':
+      return runGrammarJob(job);
   }
 }
 

@@ -18,7 +18,7 @@ import { sealReasoning } from './responses-crypto.js';
 import { previousConversation, resolveInput, responsesMessages } from './responses-input.js';
 import type { Item, ResponsesConfig } from './responses-store.js';
 import { SseStream } from './sse.js';
-import { jsonSchemaFormat, type OutputFormat, structuredConstraint } from './structured/request.js';
+import { compileConstraintSchemas, jsonSchemaFormat, type OutputFormat, structuredConstraint } from './structured/request.js';
 import { answerConstraint } from './thinking.js';
 import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
@@ -117,6 +117,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);
   const format = textFormat(optObject(b, 'text'));
   const summary = summaryOf(b);
+  await compileConstraintSchemas(ctx, format, setup, call.signal); // off the event loop, before the prompt
   const prompt = await chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input', call.signal);
   const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
   admit(ctx, [prompt.ids], 1, p.request.maxTokens);

@@ -4,6 +4,9 @@
 // matching patternProperties, else its additionalProperties), arrays position by position,
 // strings and numbers by their bounds and regexes; a literal survives if the other side
 // accepts its text. $refs intersect lazily (memoized by the pair), so recursive schemas end.
+// Every step spends compile units (compile-budget.ts): an intersection one, a union one per
+// alternative it reads, an object merge one per property name, a literal test a few.
+import { scopeMemo, spendCompile } from './compile-budget.js';
 import { acceptsText } from './matcher.js';
 import {
   type ArrayNode, type Clause, deref, isNever, KEY_STRING, mk, NEVER, type NumberNode, type ObjectNode, type Prop, type Schema, type StringNode, untrackedRes,
@@ -11,14 +14,18 @@ import {
 import { intersectRanges, isNoRange, NO_RANGE } from './numrange.js';
 import type { Regex } from './regex.js';
 
-const memo = new Map<string, Schema>();
+/** Intersections outside a compilation (lazily, at match time); a compilation has its own
+ * (scopeMemo), so its unit count does not depend on what ran before it. */
+const lazyMemo = new Map<string, Schema>();
 
 export function intersect(a: Schema, b: Schema): Schema {
+  spendCompile();
   if (a === b) return a;
   if (a.k === 'any') return b;
   if (b.k === 'any') return a;
   if (isNever(a) || isNever(b)) return NEVER;
   const key = a.id < b.id ? `${a.id}&${b.id}` : `${b.id}&${a.id}`;
+  const memo = scopeMemo('intersect', lazyMemo);
   const hit = memo.get(key);
   if (hit) return hit;
   if (memo.size > 200_000) memo.clear();
@@ -33,22 +40,47 @@ export function intersect(a: Schema, b: Schema): Schema {
   return s;
 }
 
+/** The values any of `alts` accepts: nested unions flattened, NEVERs dropped, and each node
+ * kept once (cross products of enums repeat the same literal nodes: without this, unions of
+ * unions grew as the product of their sizes). Iterative, no spread: alts may be many. */
 export function union(alts: readonly Schema[]): Schema {
-  const flat = alts.flatMap((x) => (x.k === 'anyOf' ? x.alts : [x])).filter((x) => !isNever(x));
-  if (flat.some((x) => x.k === 'any')) return flat.find((x) => x.k === 'any')!;
+  const flat: Schema[] = [];
+  const seen = new Set<number>();
+  const add = (x: Schema): Schema | null => {
+    spendCompile();
+    if (x.k === 'any') return x;
+    if (!isNever(x) && !seen.has(x.id)) {
+      seen.add(x.id);
+      flat.push(x);
+    }
+    return null;
+  };
+  for (const x of alts) {
+    const inner = x.k === 'anyOf' ? x.alts : [x];
+    for (const y of inner) {
+      const any = add(y);
+      if (any) return any;
+    }
+  }
   return flat.length === 0 ? NEVER : flat.length === 1 ? flat[0]! : mk({ k: 'anyOf' as const, alts: flat });
 }
 
 function intersectConcrete(a: Schema, b: Schema): Schema {
   if (a.k === 'anyOf') return union(a.alts.map((x) => intersect(x, b)));
   if (b.k === 'anyOf') return union(b.alts.map((x) => intersect(a, x)));
-  if (a.k === 'lit') return acceptsText(b, a.text) ? a : NEVER;
-  if (b.k === 'lit') return acceptsText(a, b.text) ? b : NEVER;
+  if (a.k === 'lit') return literalIn(a, b);
+  if (b.k === 'lit') return literalIn(b, a);
   if (a.k === 'string' && b.k === 'string') return intersectStrings(a, b);
   if (a.k === 'number' && b.k === 'number') return intersectNumbers(a, b);
   if (a.k === 'object' && b.k === 'object') return mergeObjects(a, b);
   if (a.k === 'array' && b.k === 'array') return mergeArrays(a, b);
   return NEVER;
+}
+
+/** `lit` if `s` accepts its text, else NEVER. */
+function literalIn(lit: Extract<Schema, { k: 'lit' }>, s: Schema): Schema {
+  spendCompile(4 + (lit.text.length >> 2)); // a matcher walk over the text
+  return acceptsText(s, lit.text) ? lit : NEVER;
 }
 
 export function intersectStrings(a: StringNode, b: StringNode): StringNode | Schema {
@@ -70,6 +102,7 @@ function intersectNumbers(a: NumberNode, b: NumberNode): Schema {
 
 /** The value schema `o` gives a key it does not name: its matching patterns, or extra. */
 function clauseView(c: Clause, name: string): Schema {
+  spendCompile(c.patterns.length);
   const matched = c.patterns.filter((p) => p.re.test(name));
   if (matched.length === 0) return c.extra ?? NEVER;
   return matched.reduce<Schema>((s, p) => intersect(s, p.schema), matched[0]!.schema);
@@ -107,11 +140,20 @@ export function extraForClauses(clauses: readonly Clause[]): (matched: readonly 
   };
 }
 
+/** Does the key schema accept `name`? (Plain keys — no pattern, ASCII names within the
+ * length bounds — skip the matcher walk: objects are built by the thousand in merges.) */
+function keyAllowed(keys: StringNode, name: string): boolean {
+  if (keys.res.length === 0 && !keys.labels && /^[\x20-\x7e]*$/.test(name)) return name.length >= keys.min && name.length <= keys.max;
+  spendCompile(4 + (name.length >> 2));
+  return acceptsText(keys, JSON.stringify(name));
+}
+
 /** An object node (named properties checked against propertyNames; NEVER if a required one
  * cannot be satisfied). */
 export function objectNode(props: readonly Prop[], clauses: readonly Clause[], keys: StringNode, minProps: number, maxProps: number,
   deps: ObjectNode['deps']): Schema {
-  const checked = props.map((p) => (acceptsText(keys, JSON.stringify(p.name)) ? p : { ...p, schema: NEVER }));
+  spendCompile(props.length);
+  const checked = props.map((p) => (keyAllowed(keys, p.name) ? p : { ...p, schema: NEVER }));
   if (checked.some((p) => p.required && isNever(p.schema))) return NEVER;
   if (minProps > maxProps) return NEVER;
   const patternRes: Regex[] = clauses.flatMap((c) => c.patterns.map((p) => p.re));
@@ -120,6 +162,7 @@ export function objectNode(props: readonly Prop[], clauses: readonly Clause[], k
 
 function mergeObjects(a: ObjectNode, b: ObjectNode): Schema {
   const names = [...new Set([...a.props.map((p) => p.name), ...b.props.map((p) => p.name)])];
+  spendCompile(names.length * (1 + ((a.props.length + b.props.length) >> 3))); // views look names up in both
   const req = (o: ObjectNode, n: string): boolean => o.props.some((p) => p.name === n && p.required);
   const props = names.map((name) => ({ name, required: req(a, name) || req(b, name), schema: intersect(viewOf(a, name), viewOf(b, name)) }));
   const keys = intersectStrings(a.keys, b.keys);
@@ -149,6 +192,7 @@ export function arrayNode(prefix0: readonly Schema[], items0: Schema | null, min
 
 function mergeArrays(a: ArrayNode, b: ArrayNode): Schema {
   const n = Math.max(a.prefix.length, b.prefix.length);
+  spendCompile(n);
   const prefix: Schema[] = [];
   for (let i = 0; i < n; i++) {
     const x = itemAt(a, i);

@@ -4,7 +4,7 @@
 // Generation limits: strings without maxLength are capped at MAX_STRING characters and
 // numbers at MAX_DIGITS characters (≤ MAX_INT_DIGITS integer digits, so every integer is a
 // safe integer), so every constrained answer ends.
-import { spendCompile } from './compile-budget.js';
+import { spendCompile, unbudgeted } from './compile-budget.js';
 import type { Regex } from './regex.js';
 
 export class SchemaError extends Error {}
@@ -122,7 +122,7 @@ export const BOOLEAN: Schema = mk({ k: 'anyOf' as const, alts: [TRUE, FALSE] });
 const anyCache = new Map<number, Schema>();
 export function anySchema(depth = MAX_ANY_DEPTH): Schema {
   let s = anyCache.get(depth);
-  if (!s) anyCache.set(depth, (s = mk({ k: 'any' as const, depth })));
+  if (!s) anyCache.set(depth, (s = unbudgeted(() => mk({ k: 'any' as const, depth })))); // shared: outside the count
   return s;
 }
 
@@ -144,7 +144,8 @@ export function anyAlternatives(depth: number): readonly Schema[] {
   let alts = anyAltCache.get(depth);
   if (alts) return alts;
   alts = [STRING, NUMBER, TRUE, FALSE, NULL];
-  if (depth > 0) alts = [...alts, freeObject(anySchema(depth - 1)), listArray(anySchema(depth - 1))];
+  // shared by every grammar: outside the count
+  if (depth > 0) alts = [...alts, ...unbudgeted(() => [freeObject(anySchema(depth - 1)), listArray(anySchema(depth - 1))])];
   anyAltCache.set(depth, alts);
   return alts;
 }

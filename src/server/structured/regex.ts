@@ -196,6 +196,11 @@ export class Regex {
     return this.accepts(s);
   }
 
+  /** States of the NFA (the compile units its construction spent). */
+  get nfaStates(): number {
+    return this.nfa.length;
+  }
+
   private state(): number {
     spendCompile();
     if (this.nfa.length >= MAX_NFA) throw new RegexError(`pattern ${JSON.stringify(this.source)} is too large (counted repetition)`);
@@ -325,9 +330,9 @@ const regexCache = new Map<string, Regex>();
 export function compileRegex(source: string): Regex {
   let r = regexCache.get(source);
   if (!r) {
-    r = new Regex(source);
+    r = new Regex(source); // spends a compile unit per NFA state as it builds
     if (regexCache.size >= 512) regexCache.delete(regexCache.keys().next().value!);
     regexCache.set(source, r);
-  }
+  } else spendCompile(r.nfaStates); // a hit costs what a miss would: units stay deterministic
   return r;
 }

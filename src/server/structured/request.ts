@@ -8,18 +8,22 @@ import { invalid } from '../errors.js';
 import { LIMIT_FLAGS } from '../limits.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
-import { CompileBudgetError, withCompileBudget } from './compile-budget.js';
+import { prepare } from '../prepare-jobs.js';
+import { CompileBudgetError } from './compile-budget.js';
+import { compileWithin } from './compile-job.js';
 import { lit, push } from './frames.js';
 import { type Stack, type State, val } from './matcher.js';
 import { GrammarConstraint, lazyTokenVocab, MaskCache, type TokenVocab } from './mask.js';
 import { deref, type ObjectNode } from './nodes.js';
 import { compileSchema, type Schema, SchemaError } from './schema.js';
 import type { Lazy } from './steps.js';
+import { fromTable } from './table.js';
 
 export type OutputFormat =
   | { readonly kind: 'text' }
   | { readonly kind: 'json_object' }
-  | { readonly kind: 'json_schema'; readonly name: string; readonly schema: unknown };
+  /** `param`: the request field holding the schema (named by its errors). */
+  | { readonly kind: 'json_schema'; readonly name: string; readonly schema: unknown; readonly param?: string };
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -30,26 +34,65 @@ export const schemaHash = (text: string): string => createHash('sha256').update(
  * the hash of the schema's text (compiling is pure: the same text gives an equivalent tree). */
 const compiledSchemas = new Map<string, Schema>();
 
-/** Milliseconds one compilation may hold the event loop (--max-grammar-ms). */
-let grammarMs = LIMIT_FLAGS.grammarMs.def;
-/** Set the compile budget (the server's --max-grammar-ms). */
-export function setGrammarBudget(ms: number): void {
-  grammarMs = ms;
+/** Work units one compilation may spend (--max-grammar-units). */
+let grammarUnits = LIMIT_FLAGS.grammarUnits.def;
+/** Set the compile budget (the server's --max-grammar-units). */
+export function setGrammarBudget(units: number): void {
+  grammarUnits = units;
 }
 
+const cacheKey = (schema: unknown, param: string, lenient: boolean): string => `${lenient ? 'l' : 's'}:${param}:${schemaHash(JSON.stringify(schema))}`;
+
+function remember(key: string, s: Schema): Schema {
+  if (compiledSchemas.size >= 64) compiledSchemas.delete(compiledSchemas.keys().next().value!);
+  compiledSchemas.set(key, s);
+  return s;
+}
+
+const refused = (param: string, message: string): Error => invalid(param, `invalid JSON schema: ${message}`, 'invalid_schema');
+
+/** Compile on the calling thread (cached; the same units budget as in a worker). */
 export function compileOrThrow(schema: unknown, param: string, lenient = false): Schema {
-  const key = `${lenient ? 'l' : 's'}:${param}:${schemaHash(JSON.stringify(schema))}`;
+  const key = cacheKey(schema, param, lenient);
   const hit = compiledSchemas.get(key);
   if (hit) return hit;
   try {
-    const s = withCompileBudget(grammarMs, () => compileSchema(schema, param, { lenient }));
-    if (compiledSchemas.size >= 64) compiledSchemas.delete(compiledSchemas.keys().next().value!);
-    compiledSchemas.set(key, s);
-    return s;
+    return remember(key, compileWithin(schema, param, lenient, grammarUnits).value);
   } catch (e) {
-    if (e instanceof SchemaError || e instanceof CompileBudgetError) throw invalid(param, `invalid JSON schema: ${e.message}`, 'invalid_schema');
+    if (e instanceof SchemaError || e instanceof CompileBudgetError) throw refused(param, e.message);
     throw e;
   }
+}
+
+/** Compile in a prepare worker (inline without a pool) and cache the tree: the event loop
+ * only rebuilds an accepted grammar from its table, and a refused one costs it nothing. */
+export async function compileOffLoop(ctx: ServerContext, schema: unknown, param: string, lenient: boolean, signal?: AbortSignal): Promise<Schema> {
+  const key = cacheKey(schema, param, lenient);
+  const hit = compiledSchemas.get(key);
+  if (hit) return hit;
+  if (!ctx.prepare) return compileOrThrow(schema, param, lenient);
+  const r = await prepare(ctx, { op: 'grammar', schema, param, lenient, units: grammarUnits }, signal);
+  if ('error' in r) throw refused(param, r.error);
+  return remember(key, fromTable(r.table));
+}
+
+/** The schemas a request's constraint compiles (forced tools' parameters, else the format's). */
+function constraintSchemas(format: OutputFormat, tools: ToolSetup | null): [unknown, string][] {
+  const choice = tools?.choice;
+  if (tools && (choice?.kind === 'required' || choice?.kind === 'function')) {
+    const forced = choice.kind === 'function' ? tools.tools.filter((t) => t.name === choice.name) : tools.tools;
+    return forced.map((t) => [t.parameters, toolParam(t)]);
+  }
+  return format.kind === 'json_schema' ? [[format.schema, formatParam(format)]] : [];
+}
+const toolParam = (t: FunctionTool): string => `tools.${t.name}.parameters`;
+const formatParam = (f: Extract<OutputFormat, { kind: 'json_schema' }>): string => f.param ?? 'response_format.json_schema.schema';
+
+/** Compile a request's schemas off the event loop (a 400 naming the first refused one), so
+ * structuredConstraint finds them compiled. Call before preparing the prompt. */
+export async function compileConstraintSchemas(ctx: ServerContext, format: OutputFormat, tools: ToolSetup | null, signal?: AbortSignal): Promise<void> {
+  const lenient = ctx.lenient ?? false;
+  await Promise.all(constraintSchemas(format, tools).map(([schema, param]) => compileOffLoop(ctx, schema, param, lenient, signal)));
 }
 
 /** A json_schema format {name, schema, strict?, description?} at `param` (OpenAI's nesting). */
@@ -61,10 +104,8 @@ export function jsonSchemaFormat(o: Record<string, unknown>, param: string): Out
   const strict = o['strict'];
   if (strict !== undefined && strict !== null && typeof strict !== 'boolean') throw invalid(`${param}.strict`, `${param}.strict must be a boolean`);
   const schema = o['schema'] ?? {};
-  // structure only here; assertions the grammar cannot enforce are refused (or, with
-  // --lenient, dropped) when the constraint is built
-  compileOrThrow(schema, `${param}.schema`, true);
-  return { kind: 'json_schema', name, schema };
+  // compiled off the event loop by compileConstraintSchemas (a 400 naming `${param}.schema`)
+  return { kind: 'json_schema', name, schema, param: `${param}.schema` };
 }
 
 /** OpenAI chat `response_format`: {type: "text" | "json_object" | "json_schema", json_schema?}. */
@@ -109,13 +150,20 @@ function grammarFor(key: string, build: () => State): Compiled {
 
 /** A grammar forcing one call of one of `tools`, in the model's call format. */
 export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetup['format'], lenient = false): State {
-  return tools.flatMap((t) => callStacks(t, format, lenient));
+  const stacks = tools.flatMap((t) => callStacks(t, format, lenient));
+  // XML calls write named parameters: parameters admitting no object leave nothing to write
+  // (a dead end at the first token); the client's schema is at fault, so a 400
+  if (stacks.length === 0) {
+    const param = tools.length === 1 ? toolParam(tools[0]!) : 'tools';
+    throw invalid(param, `invalid JSON schema: ${param} admits no JSON object, so no forced call can be written (a tool's arguments are an object)`, 'invalid_schema');
+  }
+  return stacks;
 }
 
 /** The forced call of `tool` in the model's format (XML: one stack per object alternative
  * of its parameters). */
 function callStacks(tool: FunctionTool, format: ToolSetup['format'], lenient: boolean): Stack[] {
-  const params = compileOrThrow(tool.parameters, `tools.${tool.name}.parameters`, lenient);
+  const params = compileOrThrow(tool.parameters, toolParam(tool), lenient);
   if (format === 'json') {
     return [lit(`<tool_call>\n{"name":${JSON.stringify(tool.name)},"arguments":`, val(params, lit('}\n</tool_call>', null)))];
   }
@@ -123,13 +171,21 @@ function callStacks(tool: FunctionTool, format: ToolSetup['format'], lenient: bo
     push({ t: 'obj', o, xml: true, ph: 'key', i: 0, seen: [], count: 0 }, lit('</function>\n</tool_call>', null))));
 }
 
-/** The object alternatives of a parameters schema (XML calls write named parameters only). */
+/** The object alternatives of a parameters schema (XML calls write named parameters only;
+ * an explicit stack: unions may be wide and nested). */
 function objectAlternatives(s0: Schema): ObjectNode[] {
-  const s = deref(s0);
-  if (s.k === 'object') return [s];
-  if (s.k === 'anyOf') return s.alts.flatMap(objectAlternatives);
-  if (s.k === 'any') return [EMPTY_PARAMS];
-  return [];
+  const out: ObjectNode[] = [];
+  const todo: Schema[] = [s0];
+  const seen = new Set<number>();
+  while (todo.length > 0) {
+    const s = deref(todo.pop()!);
+    if (seen.has(s.id)) continue;
+    seen.add(s.id);
+    if (s.k === 'object') out.push(s);
+    else if (s.k === 'any') out.push(EMPTY_PARAMS);
+    else if (s.k === 'anyOf') for (let i = s.alts.length - 1; i >= 0; i--) todo.push(s.alts[i]!); // in order
+  }
+  return out;
 }
 const EMPTY_PARAMS = compileSchema({ type: 'object', properties: {} }) as ObjectNode;
 
@@ -157,7 +213,7 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
     body = () => [val(compileSchema({ type: 'object' }), null)];
   } else if (format.kind === 'json_schema') {
     key = `schema:${schemaHash(JSON.stringify(format.schema))}`;
-    body = () => [val(compileOrThrow(format.schema, 'response_format.json_schema.schema', lenient), null)];
+    body = () => [val(compileOrThrow(format.schema, formatParam(format), lenient), null)];
   } else return null;
   const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
   const vocab = lazyVocabFor(ctx).get();

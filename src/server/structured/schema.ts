@@ -15,7 +15,7 @@
 // keyword and its JSON pointer — unless `lenient`, which drops them and enforces the rest.
 //
 // compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
-import { unbudgeted } from './compile-budget.js';
+import { compilingAt, spendCompile, unbudgeted } from './compile-budget.js';
 import { FORMATS } from './formats.js';
 import { arrayNode, intersect, objectNode, union, viewOf } from './merge.js';
 import {
@@ -47,6 +47,8 @@ const UNSUPPORTED: Readonly<Record<string, string>> = {
 };
 
 type Obj = Record<string, unknown>;
+/** Subschemas nested deeper than this are refused (a 400): compilation recurses per level. */
+export const MAX_SCHEMA_DEPTH = 128;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const NESTED_ANY = anySchema(MAX_ANY_DEPTH - 1);
 
@@ -85,6 +87,8 @@ class Compiler implements ConditionalCompiler {
   private readonly ids = new Map<string, unknown>();
   private readonly bases = new WeakMap<object, string>();
   private readonly draft: 7 | 2020;
+  /** Subschemas being compiled (nesting depth). */
+  private depth = 0;
 
   constructor(private readonly root: unknown, private readonly rootPath: string, private readonly opts: CompileOptions) {
     const declared = isObj(root) && typeof root['$schema'] === 'string' ? root['$schema'] : '';
@@ -146,7 +150,19 @@ class Compiler implements ConditionalCompiler {
     return this.compile(raw, `${path}(negated)`);
   }
 
+  /** The subschema `s` at `path` (a budget error inside names `path`). */
   compile(s: unknown, path: string): Schema {
+    if (this.depth >= MAX_SCHEMA_DEPTH) throw new SchemaError(`${path}: subschemas nest deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    spendCompile();
+    this.depth++;
+    try {
+      return compilingAt(path, () => this.compileHere(s, path));
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private compileHere(s: unknown, path: string): Schema {
     if (s === true) return anySchema();
     if (s === false) return NEVER;
     if (!isObj(s)) throw new SchemaError(`${path} must be a JSON Schema object`);
@@ -415,22 +431,33 @@ class Compiler implements ConditionalCompiler {
     return at;
   }
 
-  /** Resolve every $ref now, so errors in referenced schemas surface at compile time. */
+  /** Resolve every $ref now, so errors in referenced schemas surface at compile time (an
+   * explicit stack, one unit per node: trees may be wide and deep). */
   forceRefs(s: Schema): void {
     const seen = new Set<number>();
     const todo: Schema[] = [s];
+    const pushAll = (xs: readonly Schema[]): void => {
+      for (const x of xs) todo.push(x);
+    };
     while (todo.length > 0) {
       const x = todo.pop()!;
       if (seen.has(x.id)) continue;
       seen.add(x.id);
+      spendCompile();
       switch (x.k) {
         case 'ref': todo.push(deref(x)); break;
-        case 'anyOf': todo.push(...x.alts); break;
+        case 'anyOf': pushAll(x.alts); break;
         case 'object':
-          todo.push(...x.props.map((p) => p.schema));
-          for (const c of x.clauses) todo.push(...c.patterns.map((p) => p.schema), ...(c.extra ? [c.extra] : []));
+          for (const p of x.props) todo.push(p.schema);
+          for (const c of x.clauses) {
+            for (const p of c.patterns) todo.push(p.schema);
+            if (c.extra) todo.push(c.extra);
+          }
           break;
-        case 'array': todo.push(...x.prefix, ...(x.items ? [x.items] : [])); break;
+        case 'array':
+          pushAll(x.prefix);
+          if (x.items) todo.push(x.items);
+          break;
         default: break;
       }
     }
