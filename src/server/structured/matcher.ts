@@ -11,6 +11,7 @@ import type { Regex } from './regex.js';
 import { rangeFeasible, rangeHolds } from './numrange.js';
 import { extrasPossible, feedKey, feedObject, feedXmlProps, objectCanEnd } from './objects.js';
 import { KEY_CAP, stackKey, stateKey } from './state-key.js';
+import { bit, nextLiterals, uniqueSetsOf } from './unique.js';
 
 export { DONE, KEY_CAP, stackKey, stateKey, THINK_END, utf8Next, val };
 export type { Frame, Stack, State };
@@ -34,7 +35,7 @@ export function expand(s: Schema, next: Stack | null): Stack[] {
     case 'object':
       return objectSatisfiable(s) ? [push({ t: 'obj', o: s, xml: false, ph: 'open', i: 0, seen: [], count: 0 }, next)] : [];
     case 'array':
-      return [push({ t: 'arr', s, ph: 'open', n: 0 }, next)];
+      return [push({ t: 'arr', s, ph: 'open', n: 0, used: 0n }, next)];
     case 'ref':
       return expand(deref(s), next);
   }
@@ -300,9 +301,17 @@ function feedNumber(f: Extract<Frame, { t: 'num' }>, next: Stack | null, b: numb
 function feedArray(f: Extract<Frame, { t: 'arr' }>, next: Stack | null, b: number, out: Stack[]): void {
   const a = f.s;
   const itemAt = (n: number): Schema | null => (n < a.prefix.length ? a.prefix[n]! : a.items);
+  // unique arrays: the literals item n may still be (each keeps minItems reachable)
+  const literals = (): number[] => (a.unique ? nextLiterals(uniqueSetsOf(a), a.min, f.n, f.used) : []);
   const item = (): void => {
+    if (f.n >= a.max) return;
+    if (a.unique) {
+      const u = uniqueSetsOf(a);
+      for (const l of literals()) feed(lit(u.texts[l]!, push({ ...f, ph: 'sep', n: f.n + 1, used: f.used | bit(l) }, next)), b, out);
+      return;
+    }
     const s = itemAt(f.n);
-    if (s !== null && f.n < a.max) feed(val(s, push({ ...f, ph: 'sep', n: f.n + 1 }, next)), b, out);
+    if (s !== null) feed(val(s, push({ ...f, ph: 'sep', n: f.n + 1 }, next)), b, out);
   };
   switch (f.ph) {
     case 'open':
@@ -314,7 +323,7 @@ function feedArray(f: Extract<Frame, { t: 'arr' }>, next: Stack | null, b: numbe
       return;
     case 'sep':
       if (b === 0x5d && f.n >= a.min) out.push(next ?? DONE);
-      if (b === 0x2c && f.n < a.max && itemAt(f.n) !== null) out.push(push({ ...f, ph: 'first' }, next));
+      if (b === 0x2c && f.n < a.max && (a.unique ? literals().length > 0 : itemAt(f.n) !== null)) out.push(push({ ...f, ph: 'first' }, next));
   }
 }
 

@@ -13,6 +13,7 @@ import {
 } from './nodes.js';
 import { intersectRanges, isNoRange, NO_RANGE } from './numrange.js';
 import type { Regex } from './regex.js';
+import { canFill, uniqueSetsOf } from './unique.js';
 
 /** Intersections outside a compilation (lazily, at match time); a compilation has its own
  * (scopeMemo), so its unit count does not depend on what ran before it. */
@@ -173,8 +174,9 @@ function mergeObjects(a: ObjectNode, b: ObjectNode): Schema {
 
 const itemAt = (a: ArrayNode, i: number): Schema | null => (i < a.prefix.length ? a.prefix[i]! : a.items);
 
-/** An array node with NEVER items turned into limits. */
-export function arrayNode(prefix0: readonly Schema[], items0: Schema | null, min: number, max0: number): Schema {
+/** An array node with NEVER items turned into limits (unique: uniqueItems over finite
+ * literal sets; NEVER when minItems cannot be met with distinct literals). */
+export function arrayNode(prefix0: readonly Schema[], items0: Schema | null, min: number, max0: number, unique = false): Schema {
   let max = max0;
   const prefix: Schema[] = [];
   for (const p of prefix0) {
@@ -187,7 +189,9 @@ export function arrayNode(prefix0: readonly Schema[], items0: Schema | null, min
   const items = items0 === null || isNever(items0) ? null : items0;
   if (items === null) max = Math.min(max, prefix.length);
   if (min > max) return NEVER;
-  return mk({ k: 'array' as const, prefix, items, min, max });
+  if (!unique) return mk({ k: 'array' as const, prefix, items, min, max });
+  const a = mk({ k: 'array' as const, prefix, items, min, max, unique: true as const });
+  return canFill(uniqueSetsOf(a), min, 0, 0n) ? a : NEVER;
 }
 
 function mergeArrays(a: ArrayNode, b: ArrayNode): Schema {
@@ -204,5 +208,5 @@ function mergeArrays(a: ArrayNode, b: ArrayNode): Schema {
     prefix.push(intersect(x, y));
   }
   const items = a.items && b.items ? intersect(a.items, b.items) : null;
-  return arrayNode(prefix, items, Math.max(a.min, b.min), Math.min(a.max, b.max));
+  return arrayNode(prefix, items, Math.max(a.min, b.min), Math.min(a.max, b.max), a.unique === true || b.unique === true);
 }

@@ -78,6 +78,9 @@ export interface ArrayNode {
   readonly items: Schema | null;
   readonly min: number;
   readonly max: number;
+  /** uniqueItems: every item (prefix ones too) is one of a finite set of literals, each
+   * written at most once (unique.ts; the matcher's frame tracks which were). */
+  readonly unique?: true;
 }
 
 export type Schema =

@@ -19,7 +19,7 @@ import { compilingAt, spendCompile, unbudgeted } from './compile-budget.js';
 import { FORMATS } from './formats.js';
 import { arrayNode, intersect, objectNode, union, viewOf } from './merge.js';
 import {
-  anySchema, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_STRING, mk, NEVER,
+  anySchema, type ArrayNode, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_STRING, mk, NEVER,
   NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode,
 } from './nodes.js';
 import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
@@ -27,6 +27,7 @@ import { compileRegex, type Regex, RegexError } from './regex.js';
 import { chainSchema, conditional, type ConditionalCompiler, oneOf, schemaDependencies, splitChains } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
 import { evaluatedProperties } from './unevaluated.js';
+import { MAX_UNIQUE_LITERALS, uniqueSets } from './unique.js';
 import { constSchema, DEFAULT_BASE, keyNode, resolveUri, SCHEMA_KEYWORDS, SCHEMA_MAPS, stripFragment } from './schema-parts.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
@@ -42,7 +43,6 @@ export interface CompileOptions {
 /** Assertions the grammar cannot enforce, with why. */
 const UNSUPPORTED: Readonly<Record<string, string>> = {
   contains: 'array containment', minContains: 'array containment', maxContains: 'array containment',
-  uniqueItems: 'item uniqueness',
   unevaluatedItems: 'evaluation tracking', $dynamicRef: 'dynamic references', $recursiveRef: 'dynamic references',
 };
 
@@ -167,7 +167,7 @@ class Compiler implements ConditionalCompiler {
     if (s === false) return NEVER;
     if (!isObj(s)) throw new SchemaError(`${path} must be a JSON Schema object`);
     for (const [key, why] of Object.entries(UNSUPPORTED)) {
-      if (s[key] === undefined || (key === 'uniqueItems' && s[key] === false)) continue;
+      if (s[key] === undefined) continue;
       this.refuse(path, key, why);
     }
     const parts: Schema[] = [];
@@ -206,7 +206,40 @@ class Compiler implements ConditionalCompiler {
       const u = this.unevaluated(s, path);
       if (u) parts.push(u);
     }
-    return parts.reduce((x, y) => intersect(x, y));
+    const all = parts.reduce((x, y) => intersect(x, y));
+    if (s['uniqueItems'] === undefined || s['uniqueItems'] === false) return all;
+    if (s['uniqueItems'] !== true) throw new SchemaError(`${path}.uniqueItems must be a boolean`);
+    return this.unique(all, path);
+  }
+
+  /** uniqueItems: the array alternatives of `s` with their items unique, where every item
+   * schema is a finite set of at most MAX_UNIQUE_LITERALS literals (unique.ts); any other
+   * array alternative is refused. Alternatives of other types are kept as they are. */
+  private unique(s: Schema, path: string): Schema {
+    const why = `item uniqueness, enforced only where the items are enums, consts, booleans or null (at most ${MAX_UNIQUE_LITERALS} values)`;
+    // an item $ref still being compiled (recursion through this schema) is not a literal set
+    const finite = (a: ArrayNode): boolean => {
+      try {
+        return uniqueSets(a.prefix, a.items) !== null;
+      } catch (e) {
+        if (e instanceof SchemaError) return false;
+        throw e;
+      }
+    };
+    let alts: Schema[];
+    try {
+      const top = deref(s);
+      alts = (top.k === 'anyOf' ? top.alts : [top]).map(deref);
+    } catch (e) {
+      if (!(e instanceof SchemaError)) throw e;
+      this.refuse(path, 'uniqueItems', why);
+      return s;
+    }
+    if (alts.some((x) => x.k === 'any' || (x.k === 'array' && !finite(x)))) {
+      this.refuse(path, 'uniqueItems', why);
+      return s; // lenient: uniqueItems dropped
+    }
+    return union(alts.map((x) => (x.k === 'array' ? arrayNode(x.prefix, x.items, x.min, x.max, true) : x)));
   }
 
   /** The type-specific keywords: an alternative per allowed type. */

@@ -68,12 +68,13 @@ function untilKey(f: Until, cap: number): string {
 /** Arrays: in the prefix the index itself; past it every index sees the same item schema,
  * and what differs is whether it is the first (`[` then `]` only when n = 0), how many items
  * minItems still asks for, and how many maxItems still allows (one token holds at most
- * KEY_CAP / 2 items). */
+ * KEY_CAP / 2 items). Unique arrays: also which literals are written already (`used`). */
 function arrKey(f: Arr, cap: number): string {
   const a = f.s;
-  if (cap === Infinity) return `a${a.id},${f.ph},${f.n}`;
+  const used = a.unique ? `,u${f.used.toString(36)}` : '';
+  if (cap === Infinity) return `a${a.id},${f.ph},${f.n}${used}`;
   const at = f.n < a.prefix.length ? `p${f.n}` : `${f.n === 0 ? 'z' : 'm'}${Math.min(Math.max(0, a.min - f.n), cap)}`;
-  return `a${a.id},${f.ph},${at},${Math.min(a.max - f.n, cap)}`;
+  return `a${a.id},${f.ph},${at},${Math.min(a.max - f.n, cap)}${used}`;
 }
 
 /** Object keys: txt and n are functions of raw (the key's bytes as written). Once no named

@@ -20,7 +20,7 @@ type Row =
   | { readonly k: 'object'; readonly props: readonly { readonly name: string; readonly required: boolean; readonly schema: Ix }[];
     readonly clauses: readonly { readonly patterns: readonly { readonly re: Ix; readonly schema: Ix }[]; readonly extra: Ix | null }[];
     readonly keys: Ix; readonly minProps: number; readonly maxProps: number; readonly deps: readonly (readonly [string, readonly string[]])[] }
-  | { readonly k: 'array'; readonly prefix: readonly Ix[]; readonly items: Ix | null; readonly min: number; readonly max: number }
+  | { readonly k: 'array'; readonly prefix: readonly Ix[]; readonly items: Ix | null; readonly min: number; readonly max: number; readonly unique: boolean }
   | { readonly k: 'any'; readonly depth: number }
   | { readonly k: 'ref'; readonly to: Ix };
 
@@ -75,7 +75,7 @@ function rowOf(s: Schema, ix: (s: Schema) => Ix, rx: (r: Regex) => Ix): Row {
         keys: ix(s.keys), minProps: s.minProps, maxProps: s.maxProps, deps: s.deps,
       };
     case 'array':
-      return { k: 'array', prefix: s.prefix.map(ix), items: s.items ? ix(s.items) : null, min: s.min, max: s.max };
+      return { k: 'array', prefix: s.prefix.map(ix), items: s.items ? ix(s.items) : null, min: s.min, max: s.max, unique: s.unique === true };
     case 'any':
       return { k: 'any', depth: s.depth };
     case 'ref':
@@ -155,7 +155,10 @@ function nodeOf(r: Row, get: (i: Ix) => Schema, re: (i: Ix) => Regex, lazy: (to:
     case 'anyOf': return mk({ k: 'anyOf' as const, alts: r.alts.map(get) });
     case 'any': return anySchema(r.depth);
     case 'ref': return mk({ k: 'ref' as const, get: lazy(r.to) });
-    case 'array': return mk({ k: 'array' as const, prefix: r.prefix.map(get), items: r.items === null ? null : get(r.items), min: r.min, max: r.max });
+    case 'array': {
+      const node = { k: 'array' as const, prefix: r.prefix.map(get), items: r.items === null ? null : get(r.items), min: r.min, max: r.max };
+      return mk(r.unique ? { ...node, unique: true as const } : node);
+    }
     case 'object': {
       const clauses: Clause[] = r.clauses.map((c) => ({ patterns: c.patterns.map((p) => ({ re: re(p.re), schema: get(p.schema) })), extra: c.extra === null ? null : get(c.extra) }));
       return mk({
