@@ -138,7 +138,7 @@ test('errors: invalid schema, unknown tool name, unimplemented fields (400 namin
   const bad = await post(url, { ...base, ...unenforceable });
   assert.equal(bad.status, 400);
   assert.deepEqual([(bad.json['error'] as { param: string }).param, (bad.json['error'] as { code: string }).code], ['response_format.json_schema.schema', 'invalid_schema']);
-  assert.match((bad.json['error'] as { message: string }).message, /"uniqueItems" \(item uniqueness\) cannot be enforced/);
+  assert.match((bad.json['error'] as { message: string }).message, /"uniqueItems" \(item uniqueness, enforced only where the items are enums, consts, booleans or null \(at most 64 values\)\) cannot be enforced/);
   // --lenient enforces the rest; a malformed schema stays a 400
   assert.equal((await post(`${lenient.url}/v1/chat/completions`, { ...base, ...unenforceable })).status, 200);
   const malformed = await post(`${lenient.url}/v1/chat/completions`, { ...base, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'strin' } } } });
