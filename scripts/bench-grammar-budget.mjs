@@ -9,11 +9,11 @@
 // grammar's, so their /health figures are reported apart).
 // Usage: node scripts/bench-grammar-budget.mjs [--model DIR] [--repeat N] [-- serve flags...]
 // Run `npx tsc -p tsconfig.json` first (it runs dist/).
-import { spawn } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { spawnServe } from './serve-child.mjs';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 const { NESTED_SHAPES, nestedCombinators, schemaBytes } = await import(join(ROOT, 'dist', 'test', 'nested-combinators.js'));
@@ -25,18 +25,7 @@ const { values: v, positionals } = parseArgs({
 });
 
 function startServer() {
-  const args = [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--model', v.model, '--kernels', 'wasm', '--port', '0',
-    '--log-level', 'warn', '--no-prefix-cache', ...positionals];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /serving \S+ at (http:\/\/\S+)\/v1/.exec(out);
-      if (m) res({ url: m[1], proc });
-    });
-    proc.on('exit', (code) => rej(new Error(`serve exited ${code}: ${out}`)));
-  });
+  return spawnServe(ROOT, v.model, positionals);
 }
 
 const ask = [{ role: 'user', content: 'hi' }];

@@ -8,11 +8,11 @@
 //   --raised: raise the limits so every payload is accepted and really prepared (the
 //   default limits refuse all four with a 413/400).
 // Run `npm run build` first (it runs dist/).
-import { spawn } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { spawnServe } from './serve-child.mjs';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 const { values: v, positionals } = parseArgs({
@@ -29,18 +29,7 @@ const RAISED = ['--max-body-bytes', String(16 << 20), '--max-prompt-chars', '100
 
 /** Start `deltaserve serve` on a free port; resolves with its base URL and the process. */
 function startServer() {
-  const args = [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'serve', '--model', v.model, '--kernels', 'wasm',
-    '--port', '0', '--log-level', 'warn', '--no-prefix-cache', ...(v.raised ? RAISED : []), ...positionals];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((res, rej) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /serving \S+ at (http:\/\/\S+)\/v1/.exec(out);
-      if (m) res({ url: m[1], proc });
-    });
-    proc.on('exit', (code) => rej(new Error(`serve exited ${code}: ${out}`)));
-  });
+  return spawnServe(ROOT, v.model, [...(v.raised ? RAISED : []), ...positionals]);
 }
 
 const ASK = [{ role: 'user', content: 'What is 12 + 30?' }];

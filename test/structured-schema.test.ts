@@ -10,7 +10,7 @@ import type { Engine } from '../src/engine/engine.js';
 import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, type TokenVocab, vocabFromBytes } from '../src/server/structured/mask.js';
+import { computeMask, vocabFromBytes } from '../src/server/structured/mask.js';
 import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
 import { compileSchema, type CompileOptions } from '../src/server/structured/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
@@ -20,6 +20,7 @@ import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
 import { violation } from './json-schema-check.js';
 import { TINY_THINK } from './paths.js';
 import { KERNELS } from './server-helpers.js';
+import { referenceMask } from './structured-walks.js';
 
 function matches(schema: unknown, text: string, opts: CompileOptions = {}): boolean {
   let st: State = [val(compileSchema(schema, 'schema', opts), null)];
@@ -119,23 +120,6 @@ test('matcher: an XML tool call enforces a parameter\'s pattern on the raw text'
   assert.equal(step(st, 0x0a).length, 0, 'the value "AB" cannot end, and a newline cannot join it');
 });
 
-/** Reference: each token stepped on its own from the state, no sharing, no cache. */
-function referenceMask(v: TokenVocab, state: State, vocab: number): Uint32Array {
-  const mask = new Uint32Array(v.words);
-  const set = (id: number): void => void (mask[id >>> 5]! |= 1 << (id & 31));
-  if (state.some(canEnd)) v.stopIds.forEach(set);
-  for (let id = 0; id < vocab; id++) {
-    const bytes = v.bytesOf[id];
-    if (!bytes) continue;
-    let s = state;
-    for (const b of bytes) {
-      s = step(s, b);
-      if (s.length === 0) break;
-    }
-    if (s.length > 0) set(id);
-  }
-  return mask;
-}
 
 test('token masks: fast == reference through regex strings, pattern keys and any-order objects (grown vocabulary)', async () => {
   await withEngine({ model: TINY_THINK(), kernels: 'ref', specTokens: 0 }, async (engine) => {

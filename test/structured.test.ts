@@ -8,7 +8,7 @@ import { Engine } from '../src/engine/engine.js';
 import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, GrammarConstraint, MaskCache, tokenVocab, type TokenVocab } from '../src/server/structured/mask.js';
+import { computeMask, GrammarConstraint, MaskCache, tokenVocab } from '../src/server/structured/mask.js';
 import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
 import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
@@ -19,6 +19,7 @@ import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
 import { violation } from './json-schema-check.js';
 import { TINY_THINK } from './paths.js';
 import { KERNELS } from './server-helpers.js';
+import { referenceMask } from './structured-walks.js';
 
 const SCHEMA = {
   type: 'object',
@@ -92,23 +93,6 @@ test('matcher: accepts documents that validate, rejects the rest (compact JSON)'
   assert.ok(!matches({ type: 'object' }, '[]'));
 });
 
-/** Reference: each token stepped on its own from the state, no sharing, no cache. */
-function referenceMask(v: TokenVocab, state: State, vocab: number): Uint32Array {
-  const mask = new Uint32Array(v.words);
-  const set = (id: number): void => void (mask[id >>> 5]! |= 1 << (id & 31));
-  if (state.some(canEnd)) v.stopIds.forEach(set);
-  for (let id = 0; id < vocab; id++) {
-    const bytes = v.bytesOf[id];
-    if (!bytes) continue;
-    let s = state;
-    for (const b of bytes) {
-      s = step(s, b);
-      if (s.length === 0) break;
-    }
-    if (s.length > 0) set(id);
-  }
-  return mask;
-}
 
 test('token masks: the fast walk equals the per-token reference along documents (tiny-think vocabulary)', async () => {
   await withEngine({ model: TINY_THINK(), kernels: 'ref', specTokens: 0 }, async (engine) => {
