@@ -5,8 +5,9 @@
 // additionalItems / minItems / maxItems, minLength / maxLength / pattern / format, minimum /
 // maximum / exclusiveMinimum / exclusiveMaximum / multipleOf (integer or decimal), enum / const
 // of any JSON values, allOf / anyOf / oneOf together with their sibling keywords, not and
-// if / then / else where the negation is expressible (negate.ts, conditionals.ts), $ref to
-// local JSON pointers and anchors (recursive ones included), boolean schemas.
+// if / then / else where the negation is expressible (negate.ts, conditionals.ts), uniqueItems
+// where every item schema is a finite set of at most 64 literals (unique.ts), $ref to local
+// JSON pointers and anchors (recursive ones included), boolean schemas.
 //
 // Keywords apply to their own type only: {"minimum": 0} admits any string. oneOf is exact
 // where its branches' negations are small and expressible, else enforced as anyOf.
