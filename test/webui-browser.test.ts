@@ -147,9 +147,51 @@ test('chat: the reasoning block and the answer stream in, equal the API answer, 
       }
     }).observe(document.getElementById('messages')!, { subtree: true, childList: true, characterData: true });
   });
+  // Pace the answer's server-sent events 20 ms apart in the page (the app still reads one
+  // stream): on a quiet machine tiny-think writes its whole reasoning within one frame, and
+  // what this test checks is what the page shows between tokens.
+  await page.evaluate(() => {
+    const w = window as unknown as { fetch: typeof fetch; unpacedFetch?: typeof fetch };
+    const original = w.fetch.bind(window);
+    w.unpacedFetch = original;
+    w.fetch = async (input, init) => {
+      const res = await original(input, init);
+      if (!String(input).endsWith('/v1/chat/completions') || !res.body) return res;
+      const reader = res.body.getReader();
+      const enc = new TextEncoder();
+      const dec = new TextDecoder();
+      let buf = '';
+      const paced = new ReadableStream<Uint8Array>({
+        async pull(ctl) {
+          for (;;) {
+            const end = buf.indexOf('\n\n');
+            if (end >= 0) {
+              const event = buf.slice(0, end + 2);
+              buf = buf.slice(end + 2);
+              await new Promise((r) => setTimeout(r, 20));
+              ctl.enqueue(enc.encode(event));
+              return;
+            }
+            const { value, done } = await reader.read();
+            if (done) {
+              if (buf !== '') ctl.enqueue(enc.encode(buf));
+              ctl.close();
+              return;
+            }
+            buf += dec.decode(value, { stream: true });
+          }
+        },
+      });
+      return new Response(paced, { status: res.status, headers: res.headers });
+    };
+  });
   const finishedBefore = chatRequests.finished;
   await send(ASK);
   assert.equal(await finished(1), 'stop');
+  await page.evaluate(() => {
+    const w = window as unknown as { fetch: typeof fetch; unpacedFetch?: typeof fetch };
+    if (w.unpacedFetch) w.fetch = w.unpacedFetch;
+  });
   const seen = await page.evaluate(() => (window as unknown as { seen: { reasoning: string; answer: string; waiting: string | null; summary: string }[] }).seen);
   const reasoningSteps = new Set(seen.map((s) => s.reasoning).filter((r) => r !== ''));
   assert.ok(reasoningSteps.size >= 2, `the reasoning grew while streaming (${reasoningSteps.size} distinct states)`);
