@@ -3,7 +3,7 @@
 // without a 400 (the path a request's response_format takes: compileOrThrow, strict, with the
 // server's compile budget), per category, as one JSON object on stdout. No assertions.
 //
-//   node scripts/schema-coverage.mjs DIR [--sample N] [--seed S] [--grammar-ms MS] [--reasons K] [--files]
+//   node scripts/schema-coverage.mjs DIR [--sample N] [--seed S] [--grammar-units N] [--reasons K] [--files]
 //
 // DIR holds JSONSchemaBench's layout: one sub-directory per category of *.json schemas (the
 // repository's data/), or a flat directory of `Category---name.json` files each holding
@@ -23,18 +23,18 @@ const dist = resolve(repo, process.env.DELTASERVE_DIST ?? 'dist');
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
-    sample: { type: 'string' }, seed: { type: 'string', default: '48' }, 'grammar-ms': { type: 'string' },
+    sample: { type: 'string' }, seed: { type: 'string', default: '48' }, 'grammar-units': { type: 'string' },
     reasons: { type: 'string', default: '40' }, files: { type: 'boolean', default: false },
   },
 });
 if (positionals.length !== 1) {
-  console.error('usage: node scripts/schema-coverage.mjs DIR [--sample N] [--seed S] [--grammar-ms MS] [--reasons K] [--files]');
+  console.error('usage: node scripts/schema-coverage.mjs DIR [--sample N] [--seed S] [--grammar-units N] [--reasons K] [--files]');
   process.exit(2);
 }
 const imp = (p) => import(resolve(dist, 'src', p));
 const request = await imp('server/structured/request.js');
 const { acceptsText } = await imp('server/structured/matcher.js');
-if (values['grammar-ms'] !== undefined && typeof request.setGrammarBudget === 'function') request.setGrammarBudget(Number(values['grammar-ms']));
+if (values['grammar-units'] !== undefined) request.setGrammarBudget(Number(values['grammar-units'])); // default: the server's --max-grammar-units
 
 /** Every schema of the corpus: {category, file, schema, tests}. */
 function corpus(dir) {
