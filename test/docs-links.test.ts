@@ -14,7 +14,14 @@ const README_MAX_LINES = 300;
  * A code span may run over several lines of one paragraph, never over a blank line.
  */
 function proseLines(markdown: string): string[] {
-  const out: string[] = [];
+  const out = outsideFences(markdown).map((line) => line ?? '');
+  const blanked = out.join('\n').replace(/(`+)(?:(?!\n[ \t]*\n)[\s\S])*?\1/g, (m) => m.replace(/[^\n]/g, ' '));
+  return blanked.split('\n');
+}
+
+/** Each line of a document, or null where it is inside a fenced code block (fences included). */
+function outsideFences(markdown: string): (string | null)[] {
+  const out: (string | null)[] = [];
   let fence: string | null = null;
   for (const line of markdown.split('\n')) {
     const opener = /^\s*(`{3,}|~{3,})/.exec(line);
@@ -22,13 +29,12 @@ function proseLines(markdown: string): string[] {
       const mark = opener[1] ?? '';
       if (fence === null) fence = mark;
       else if (mark.startsWith(fence)) fence = null;
-      out.push('');
+      out.push(null);
       continue;
     }
-    out.push(fence === null ? line : '');
+    out.push(fence === null ? line : null);
   }
-  const blanked = out.join('\n').replace(/(`+)(?:(?!\n[ \t]*\n)[\s\S])*?\1/g, (m) => m.replace(/[^\n]/g, ' '));
-  return blanked.split('\n');
+  return out;
 }
 
 /**
@@ -48,16 +54,8 @@ export function githubSlug(headingText: string): string {
 export function anchorsOf(markdown: string): Set<string> {
   const anchors = new Set<string>();
   const seen = new Map<string, number>();
-  let fence: string | null = null;
-  for (const line of markdown.split('\n')) {
-    const opener = /^\s*(`{3,}|~{3,})/.exec(line);
-    if (opener) {
-      const mark = opener[1] ?? '';
-      if (fence === null) fence = mark;
-      else if (mark.startsWith(fence)) fence = null;
-      continue;
-    }
-    if (fence !== null) continue;
+  for (const line of outsideFences(markdown)) {
+    if (line === null) continue;
     const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (heading) {
       const base = githubSlug(heading[1] ?? '');
