@@ -176,8 +176,7 @@ export class Engine {
 
   /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
   static async load(opts: EngineOptions = {}, hooks: EngineTestHooks = {}): Promise<Engine> {
-    // a path, or org/name[@rev][:QUANT] from the HF cache/hub; none: the built-in model
-    // (resolved first: a bad name fails before any backend starts)
+    // a path, org/name[@rev][:QUANT] or none (built-in); resolved first: a bad name fails before any backend starts
     const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
@@ -524,8 +523,7 @@ export class Engine {
     // a stop id under a constraint whose output is not complete: an error finish, not a stop
     const endError = req.adjust?.endError && req.output.isStopId(id) ? req.adjust.endError(req.outputIds) : null;
     if (endError !== null) {
-      this.scheduler.finish(req);
-      this.emitDone(req, 'error', endError);
+      this.fail([req], endError);
       return false;
     }
     if (req.onLogprob && logprobs) req.onLogprob({ id, logprob: logprobOf(logprobs, id), top: logprobs.top });
