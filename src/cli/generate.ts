@@ -8,7 +8,7 @@ import { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
 import { promptIdsOf } from '../engine/request-builder.js';
 import type { GenerateEvent } from '../engine/request.js';
-import { probePrompt, topLogits } from '../model/probe.js';
+import { probePromptAsync, topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
@@ -151,7 +151,7 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
   const out = jsonResult(done);
   if (v['dump-logits']) {
     const ids = promptIdsOf(engine, req);
-    const probe = probePrompt(engine.model, ids, done.outputIds[0]);
+    const probe = await probePromptAsync(engine.model, ids, done.outputIds[0]);
     out['last_logits'] = Array.from(probe.lastLogits);
     out['mtp_top'] = probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null;
   }
