@@ -3,7 +3,7 @@
 // the neighbours, recovery when load changes, and the fixed-k mode.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AdaptiveK } from '../src/engine/spec/policy.js';
+import { AdaptiveK } from '../src/engine/speculative/policy.js';
 
 /** Drive the policy for `steps` steps at batch size `batch`, where drafting k yields
  * `tokensPerMs(k)` tokens per ms (1 ms per step); returns the k chosen at each step. */

@@ -10,7 +10,7 @@ import { forwardHidden } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
 import { KvPool } from '../src/cache/kv-pool.js';
 import { StatePool } from '../src/cache/state-pool.js';
-import { commit } from '../src/engine/spec/commit.js';
+import { commit } from '../src/engine/speculative/commit.js';
 import { Rng } from '../src/util/rng.js';
 import { TINY_THINK } from './paths.js';
 import { sameBits } from './engine-helpers.js';

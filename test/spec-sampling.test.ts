@@ -12,7 +12,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden, lmHead, mtpForward } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
-import { acceptDrafts } from '../src/engine/spec/accept.js';
+import { acceptDrafts } from '../src/engine/speculative/accept.js';
 import { drawFrom, targetDistribution, TokenHistory, type SamplingParams } from '../src/engine/sampler.js';
 import { Rng } from '../src/util/rng.js';
 import { readFileSync } from 'node:fs';

@@ -15,7 +15,7 @@ import { type Batch, BatchSlots } from './batch.js';
 import type { Request } from './request.js';
 import { assert, DeltaserveError } from '../util/errors.js';
 import { findPrefixHit, lastSplitBy, nextSnapshotPoint, type PrefixContext, type PrefixHit } from './prefix.js';
-import { commit } from './spec/commit.js';
+import { commit } from './speculative/commit.js';
 
 export interface SchedulerOptions {
   readonly maxRunning: number;
