@@ -12,7 +12,11 @@ import { StepArena } from '../src/model/arena.js';
 import type { Kernels } from '../src/kernels/types.js';
 import { relErr } from './numeric.js';
 
-interface GoldenPrompt {
+/** Relative tolerance of every golden comparison (logits, state norm, MTP logits). */
+export const GOLDEN_TOL = 1e-4;
+
+/** One prompt of ../shared/golden/<model>.json. */
+export interface GoldenPrompt {
   name: string;
   prompt_ids: number[];
   last_logits: number[];
@@ -47,12 +51,12 @@ export function checkGolden(modelName: string, kernels: () => Kernels, modelPath
       const logits = lmHead(m, ws, hidden, [P - 1]);
       assert.equal(logits.length, p.last_logits.length);
       const err = relErr(logits, p.last_logits);
-      assert.ok(err <= 1e-4, `last logits rel err ${err}`);
+      assert.ok(err <= GOLDEN_TOL, `last logits rel err ${err}`);
       // layer-0 Gated DeltaNet state norm after the prompt
       let ss = 0;
       for (const x of mem.state[0]!.ssm) ss += x * x;
       const norm = Math.sqrt(ss);
-      assert.ok(Math.abs(norm - p.gdn_state_layer0_norm) / p.gdn_state_layer0_norm <= 1e-4, `state norm ${norm} vs ${p.gdn_state_layer0_norm}`);
+      assert.ok(Math.abs(norm - p.gdn_state_layer0_norm) / p.gdn_state_layer0_norm <= GOLDEN_TOL, `state norm ${norm} vs ${p.gdn_state_layer0_norm}`);
       // MTP head at positions 0..P−1 fed (h_t, x_{t+1}), the last with greedy_ids[0]
       const mtpTokens = [...p.prompt_ids.slice(1), p.greedy_ids[0]!];
       const mtpOut = mtpForward(m, ws, [{ tokens: mtpTokens, hidden, start: 0, pageTable: mem.pageTable, kv: mem.mtpKv[0]! }]);
@@ -61,7 +65,7 @@ export function checkGolden(modelName: string, kernels: () => Kernels, modelPath
       assert.deepEqual(top, p.mtp_logits_top.map(([id]) => id), 'MTP top-10 ids');
       const maxAbs = Math.max(...p.mtp_logits_top.map(([, v]) => Math.abs(v)));
       for (const [id, v] of p.mtp_logits_top) {
-        assert.ok(Math.abs(mtpLogits[id]! - v) / maxAbs <= 1e-4, `MTP logit ${id}: ${mtpLogits[id]} vs ${v}`);
+        assert.ok(Math.abs(mtpLogits[id]! - v) / maxAbs <= GOLDEN_TOL, `MTP logit ${id}: ${mtpLogits[id]} vs ${v}`);
       }
       // greedy decode with the step-by-step recurrence
       const out: number[] = [argmax(logits)];

@@ -9,17 +9,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
 import { relErr } from './numeric.js';
+import { GOLDEN_TOL, type GoldenPrompt } from './golden-check.js';
 
-interface GoldenPrompt {
-  name: string;
-  prompt_ids: number[];
-  last_logits: number[];
-  greedy_ids: number[];
-  mtp_logits_top: [number, number][];
-}
 interface Dump { output_ids: number[]; last_logits: number[]; mtp_top: [number, number][] | null }
 
-const TOL = 1e-4; // as golden-check.ts
+const TOL = GOLDEN_TOL;
 
 /** One greedy `generate --json --dump-logits` run of `p` on `kernels`. */
 function dump(kernels: string, p: GoldenPrompt): Dump {
