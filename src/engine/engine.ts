@@ -20,7 +20,7 @@ import { stepOutcome } from './step-sampling.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { Batch } from './batch.js';
-import type { StepCommit } from './step-output.js';
+import type { StepCommit, StepOutcome } from './step-output.js';
 import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
@@ -258,16 +258,17 @@ export class Engine {
     const t0 = performance.now();
     const k = this.speculative.verifiedK;
     let result: StepResult;
-    let commit: StepCommit;
+    let sampled: StepOutcome;
     try {
       this.testPoison(batch);
       result = await this.runner.run(batch); // execute: the step's one await of a read-back
-      commit = this.scheduler.update(stepOutcome(batch, result, this.sampler, this.speculative, this.model.config.hiddenSize, this.sampleVocab)); // sample, update
+      sampled = stepOutcome(batch, result, this.sampler, this.speculative, this.model.config.hiddenSize, this.sampleVocab); // sample
     } catch (e) {
       this.scheduler.update({ kind: 'failed', reqs: batch.rows.slice(0, batch.nReal).map((r) => r.req!), error: e });
       return;
     }
-    await this.draft(commit, result);
+    const commit = this.scheduler.update(sampled); // update: the only writer of request progress
+    await this.draft(commit, result); // draft: the next round's drafts, recorded by the update
     const ms = performance.now() - t0;
     this.speculative.observe(batch, k, commit.generated, ms);
     this.metrics.stepDone(batch, commit.generated, ms);

@@ -43,8 +43,8 @@ interface Chain {
   readonly start: number;
   readonly n: number;
   readonly drafts: number;
-  readonly tokens: number[];
-  readonly probs: Float64Array[] | null;
+  readonly proposed: number[];
+  readonly qs: Float64Array[] | null;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -98,7 +98,7 @@ export class MtpDrafter {
     let offset = 0;
     for (const i of inputs) {
       if (i.drafts > 0) {
-        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), tokens: [], probs: isGreedy(i.req.sampling) ? null : [] });
+        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [] });
         rows.push(offset + i.n - 1);
       }
       offset += i.n;
@@ -108,7 +108,7 @@ export class MtpDrafter {
     for (let s: DraftStep | null = { active, hidden: this.pick(out, rows), step: 1 }; s; s = this.nextStep(s)) {
       await this.propose(s.active, s.hidden);
     }
-    return active.map((a) => ({ req: a.req, tokens: a.tokens, probs: a.probs }));
+    return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
 
   /** The MTP forward of the chains that draft one more step, or null when none does. */
@@ -118,7 +118,7 @@ export class MtpDrafter {
     if (chains.length === 0) return null;
     const idx = chains.map((c) => prev.active.indexOf(c));
     const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
-      tokens: [c.tokens[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
+      tokens: [c.proposed[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
       pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
     })));
     return { active: chains, hidden: this.pick(stepOut, chains.map((_, j) => j)), step };
@@ -160,27 +160,27 @@ export class MtpDrafter {
       const req = c.req;
       // drafts are proposed under the request's adjustment, given the drafts before them
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
-      adjustInPlace(l, this.v, req.adjust, () => [...req.outputIds, ...c.tokens]);
-      if (isGreedy(req.sampling)) c.tokens.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
+      adjustInPlace(l, this.v, req.adjust, () => [...req.outputIds, ...c.proposed]);
+      if (isGreedy(req.sampling)) c.proposed.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
       else if (req.adjust?.allowed && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
-        const q = this.qBuffer(req, c.probs!.length);
+        const q = this.qBuffer(req, c.qs!.length);
         q.fill(0);
         q[0] = 1;
-        c.tokens.push(0);
-        c.probs!.push(q);
+        c.proposed.push(0);
+        c.qs!.push(q);
       } else {
         sampled.push({ c, job: {
-          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.tokens, rng: req.draftRng, dist: true, logprobs: -1,
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: req.draftRng, dist: true, logprobs: -1,
         } });
       }
     });
     const out = this.sampler.run(sampled.map((s) => s.job));
     sampled.forEach(({ c }, j) => {
       const o = out[j]!;
-      c.tokens.push(o.token);
-      c.probs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.probs!.length)));
+      c.proposed.push(o.token);
+      c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
     });
   }
 
