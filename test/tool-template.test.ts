@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { chatPrompt, toolSetup } from '../src/server/chat-prompt.js';
 import type { ServerContext } from '../src/server/generation.js';
 import { parseAnswer } from '../src/server/answer.js';
-import { callText, inlineTools, templateHandlesTools, toolFormatFor } from '../src/server/tools/prompt.js';
+import { callText, inlineTools, templateHandlesTools, toolFormatFor } from '../src/frontend/tool-prompt.js';
 import type { FunctionTool } from '../src/server/tools/types.js';
-import { type ChatMessage, renderChat } from '../src/tokenizer/chat.js';
+import { type ChatMessage, renderChat } from '../src/frontend/chat-template.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 

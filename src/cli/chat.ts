@@ -56,7 +56,7 @@ export async function runChat(argv: string[]): Promise<void> {
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
   try {
-    reportKernels(engine.model.kernels, opts.kernels);
+    reportKernels(engine.info.kernels, opts.kernels);
     if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
     const settings = answerSettings(values, engine.maxContext);
     const session = new ChatSession(str(values, 'system'), values['no-think'] !== true);

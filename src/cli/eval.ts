@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Engine, type EngineOptions } from '../engine/engine.js';
-import { validateMessages, type ChatMessage } from '../tokenizer/chat.js';
+import { validateMessages, type ChatMessage } from '../frontend/chat-template.js';
 import { extractFinalAnswer } from '../tokenizer/reasoning.js';
 import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';

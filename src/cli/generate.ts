@@ -6,9 +6,8 @@ import { formatPlan } from '../engine/memory-plan.js';
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
-import { promptIdsOf } from '../engine/request-builder.js';
 import type { GenerateEvent } from '../engine/request.js';
-import { probePromptAsync, topLogits } from '../model/probe.js';
+import { topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
@@ -114,7 +113,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   }
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
-  reportKernels(engine.model.kernels, opts.kernels);
+  reportKernels(engine.info.kernels, opts.kernels);
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
     // --max-tokens obeys the rule of the API's max_tokens: at most the context length.
@@ -150,8 +149,7 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
   const done = await engine.complete(req);
   const out = jsonResult(done);
   if (v['dump-logits']) {
-    const ids = promptIdsOf(engine, req);
-    const probe = await probePromptAsync(engine.model, ids, done.outputIds[0]);
+    const probe = await engine.info.probePrompt(done.promptIds, done.outputIds[0]);
     out['last_logits'] = Array.from(probe.lastLogits);
     out['mtp_top'] = probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null;
   }
