@@ -6,7 +6,6 @@ import type { ChatMessage } from './chat-template.js';
 import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { type ChatTools, prepare, type PrepareHost } from './prepare-jobs.js';
 import type { PromptFrontend } from './frontend.js';
-import type { FunctionTool, ToolChoice, ToolSetup } from '../server/tools/types.js';
 
 /** Where the prompt leaves the model: inside a reasoning block (`open`), right after one
  * (`closed`, a template's thinking-off form), or neither (`none`). */
@@ -34,29 +33,14 @@ export function thinkStartOf(decodeTail: string): ThinkStart {
   return t.endsWith(THINK_OPEN) ? 'open' : t.endsWith(THINK_CLOSE) ? 'closed' : 'none';
 }
 
-/** Tools of a request in the served model's call format (null when there are none). */
-export function toolSetup(frontend: PromptFrontend, tools: readonly FunctionTool[], choice: ToolChoice, parallel: boolean): ToolSetup | null {
-  if (tools.length === 0) return null;
-  return { tools, choice, parallel, format: frontend.toolFormat };
-}
-
-/** How a turn's tools reach the template: none offered under tool_choice "none". */
-export function chatTools(frontend: PromptFrontend, tools: ToolSetup | null): ChatTools {
-  return {
-    offered: tools && tools.choice.kind !== 'none' ? tools.tools : [],
-    format: tools?.format ?? frontend.toolFormat,
-    parallel: tools ? tools.parallel : null,
-  };
-}
-
 /** Render and tokenize a chat turn (in the host's prepare pool when it has one: `signal`
  * abandons the work when the client goes away). Errors are the frontend's
  * DeltaserveErrors; the empty-prompt and context-length checks are the caller's. */
 export async function chatPrompt(host: PrepareHost & { readonly engine: { readonly info: { readonly frontend: PromptFrontend } } },
-  messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>, tools: ToolSetup | null,
+  messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>, tools: ChatTools,
   signal?: AbortSignal): Promise<ChatPrompt> {
   const frontend = host.engine.info.frontend;
-  const { ids, boundaries } = await prepare(host, { op: 'chat', messages, think, kwargs, tools: chatTools(frontend, tools) }, signal);
+  const { ids, boundaries } = await prepare(host, { op: 'chat', messages, think, kwargs, tools }, signal);
   const tail = frontend.tokenizer.decode(ids.slice(-THINK_TAIL_TOKENS));
   return { ids, boundaries, thinking: promptOpensThinking(tail), thinkStart: thinkStartOf(tail) };
 }

@@ -3,7 +3,7 @@
 // the tokenizer and the few model facts prompts are checked against; the engine builds one
 // at load and exposes it as `engine.info.frontend`.
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
-import type { ToolFormat } from '../server/tools/types.js';
+import type { ToolFormat } from './tool-types.js';
 import { type PreparedPrompt, type PromptInput, promptOf, type PromptTarget } from './prompt.js';
 import { type PrepareContext, type PrepareJob, type PrepareResult, runPrepareJob } from './prepare-jobs.js';
 import type { PrepareWorkerData } from './prepare-worker.js';

@@ -9,7 +9,7 @@ import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { type GrammarJob, type GrammarResult, runGrammarJob } from '../server/structured/compile-job.js';
 import { inlineTools, templateHandlesTools, templateTools } from './tool-prompt.js';
-import type { FunctionTool, ToolFormat } from '../server/tools/types.js';
+import type { FunctionTool, ToolFormat } from './tool-types.js';
 
 /** The tools of a chat turn, as the template will see them. */
 export interface ChatTools {
