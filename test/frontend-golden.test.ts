@@ -96,6 +96,9 @@ test('engine.generate({ messages }) runs the golden prompt; the engine itself ta
   assert.deepEqual(chat.promptIds, golden(c).ids);
   const ids = await engine.complete({ promptIds: golden(c).ids, messageBoundaries: golden(c).boundaries, maxTokens: 4, temperature: 0 });
   assert.deepEqual(ids.outputIds, chat.outputIds);
+  // what the CLI sends: the frontend's ids, the text fields dropped
+  const cli = await engine.complete(engine.info.frontend.withPromptIds({ messages: c.messages, think: c.think, maxTokens: 4, temperature: 0 }));
+  assert.deepEqual([cli.promptIds, cli.outputIds], [golden(c).ids, chat.outputIds]);
   assert.equal(engine.info.frontend.tokenizer, engine.tokenizer);
   assert.equal(engine.info.maxContext, engine.maxContext);
   assert.equal(engine.info.config.vocabSize, engine.info.frontend.vocabSize);

@@ -132,7 +132,7 @@ class ChatLoop {
     let done: Done | null = null;
     this.answering = ctl;
     try {
-      const events = this.engine.generate({ ...this.settings, messages: this.session.messagesWith(user), think: this.session.think, signal: ctl.signal });
+      const events = this.engine.generate(this.engine.info.frontend.withPromptIds({ ...this.settings, messages: this.session.messagesWith(user), think: this.session.think, signal: ctl.signal }));
       for await (const ev of events) {
         if (ev.type === 'done') done = ev;
         else {

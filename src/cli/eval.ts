@@ -155,7 +155,7 @@ export async function runItems(opts: EngineOptions, items: readonly EvalItem[], 
       for (let i = next++; i < items.length; i = next++) {
         const it = items[i]!;
         try {
-          const d = await engine.complete({ messages: it.messages, think: true, maxTokens, temperature: 0 });
+          const d = await engine.complete(engine.info.frontend.withPromptIds({ messages: it.messages, think: true, maxTokens, temperature: 0 }));
           const s = d.spec;
           out[i] = {
             text: d.text, outputIds: d.outputIds, acceptLen: s && s.rounds > 0 ? (s.accepted + s.rounds) / s.rounds : null,

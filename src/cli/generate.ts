@@ -146,7 +146,7 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
   };
   const req = chat ? asChat(given) : given;
   if (!v['json']) return streamText(engine, req);
-  const done = await engine.complete(req);
+  const done = await engine.complete(engine.info.frontend.withPromptIds(req));
   const out = jsonResult(done);
   if (v['dump-logits']) {
     const probe = await engine.info.probePrompt(done.promptIds, done.outputIds[0]);
@@ -172,7 +172,7 @@ async function streamText(engine: Engine, req: GenerateRequest): Promise<void> {
   const view = new AnswerView({ content: out, reasoning: out.isTTY ? out : err, color: colorAllowed() });
   const t0 = performance.now();
   let first = 0;
-  for await (const ev of engine.generate(req)) {
+  for await (const ev of engine.generate(engine.info.frontend.withPromptIds(req))) {
     if (ev.type === 'delta') {
       if (first === 0 && ev.ids.length > 0) first = performance.now();
       view.push(ev.reasoning, ev.content);
@@ -190,7 +190,7 @@ async function runBatchFile(engine: Engine, file: string, text: string, defaults
     try {
       const parsed = JSON.parse(line) as unknown;
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new DeltaserveError('bad_request', 'expected a JSON object');
-      return jsonResult(await engine.complete(requestFromLine(parsed as Record<string, unknown>, defaults, chat)));
+      return jsonResult(await engine.complete(engine.info.frontend.withPromptIds(requestFromLine(parsed as Record<string, unknown>, defaults, chat))));
     } catch (e) {
       return { error: `${file} line ${i + 1}: ${(e as Error).message}` };
     }

@@ -43,10 +43,12 @@ export class PromptFrontend implements PromptTarget, PrepareContext {
     return promptOf(this, req);
   }
 
-  /** `req` with its prompt as ids and split points: what Engine.generate takes. */
-  withPromptIds<R extends PromptInput>(req: R): R & { readonly promptIds: number[]; readonly messageBoundaries: number[] } {
+  /** `req` with its prompt as ids and split points (what Engine.generate takes): the text
+   * or chat fields are replaced, the other fields kept. */
+  withPromptIds<R extends PromptInput>(req: R): Omit<R, keyof PromptInput> & { readonly promptIds: number[]; readonly messageBoundaries: number[] } {
     const { ids, boundaries } = this.prompt(req);
-    return { ...req, promptIds: ids, messageBoundaries: boundaries };
+    const { prompt: _p, messages: _m, promptIds: _i, messageBoundaries: _b, think: _t, chatTemplateKwargs: _k, ...rest } = req;
+    return { ...rest, promptIds: ids, messageBoundaries: boundaries };
   }
 
   /** Run a prepare job on the calling thread (the prepare pool runs the same function). */
