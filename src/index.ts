@@ -1,6 +1,6 @@
 // Public library entry point.
 export { Engine, type EngineOptions } from './engine/engine.js';
-export { BUILTIN_MODEL } from './model/builtin.js';
+export { BUILTIN_MODEL } from './hub/builtin.js';
 export type { GenerateRequest } from './engine/request-builder.js';
 export type { GenerateEvent, Usage } from './engine/request.js';
 export type { EngineStats } from './engine/metrics.js';
