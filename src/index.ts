@@ -1,6 +1,6 @@
 // Public library entry point.
 export { Engine, type EngineOptions } from './engine/engine.js';
-export { BUILTIN_MODEL } from './model/builtin.js';
+export { BUILTIN_MODEL } from './hub/builtin.js';
 export type { EngineRequest, GenerateRequest, RequestParams } from './engine/request-builder.js';
 export type { EngineInfo } from './engine/info.js';
 export { PromptFrontend } from './frontend/frontend.js';

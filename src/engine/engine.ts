@@ -29,7 +29,7 @@ import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
-import { BUILTIN_MODEL } from '../model/builtin.js';
+import { BUILTIN_MODEL } from '../hub/builtin.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
