@@ -15,6 +15,7 @@ import { Scheduler } from './scheduler.js';
 import { type Admission, estimateStart, type NewRequest } from './admission.js';
 import type { GenerateEvent, RequestView } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
+import { type EngineInfo, engineInfo } from './info.js';
 import { BatchSampler } from './sample-batch.js';
 import { stepOutcome } from './step-sampling.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
@@ -26,7 +27,7 @@ import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { type PrefixContext, queueGenerationSnapshot } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
-import { BUILTIN_MODEL } from '../model/builtin.js';
+import { BUILTIN_MODEL } from '../hub/builtin.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
 import { draftVocabFor, type EngineOptions, kernelArgmax, planEngineMemory, specTokensFor } from './engine-options.js';
@@ -51,6 +52,8 @@ export class Engine {
   get specTokens(): number {
     return this.speculative.kMax;
   }
+  /** Model facts, limits and the prompt frontend: what the server and the CLI read. */
+  readonly info: EngineInfo;
   /** Pool sizes chosen at load (print with formatPlan). */
   memoryPlan: MemoryPlan | null = null;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
@@ -95,6 +98,7 @@ export class Engine {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,
     });
+    this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens);
     if (this.prefix && opts.prefixCacheDir !== undefined) {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model ?? BUILTIN_MODEL, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
@@ -143,10 +147,12 @@ export class Engine {
   }
 
   /** Start a request; its events stream through the returned iterator. Invalid requests
-   * throw a DeltaserveError here, before anything is queued. */
+   * throw a DeltaserveError here, before anything is queued. The engine runs prompt ids
+   * with their split points; a text or chat prompt is turned into those by the frontend
+   * first (info.frontend, the same the server uses), a convenience for library callers. */
   generate(req: GenerateRequest): AsyncIterableIterator<GenerateEvent> {
     if (this.closed) throw new DeltaserveError('bad_request', 'engine is shut down');
-    const r = buildRequest(this, this.nextId++, req);
+    const r = buildRequest(this, this.nextId++, this.info.frontend.withPromptIds(req));
     if (this.hooks.adjustOverride) r.adjust = this.hooks.adjustOverride(r.adjust);
     const onAbort = (): void => this.abort(r);
     this.scheduler.add(r);
