@@ -7,6 +7,7 @@
 // is the engine's own thread). Prints one JSON object.
 // Usage: node scripts/bench-engine.mjs [--dist DIR] [--compare DIR] [--model DIR]
 //        [--kernels wasm|ref] [--threads T] [--repeat R] [--gen N] [--prompt P]
+//        [--tests decode,decode8,verify,prefill]
 // --dist: the compiled tree to import (default ./dist). --compare: another build's dist
 // (e.g. main's): both engines are loaded side by side and their runs alternate, so machine
 // load falls on both alike; the output adds the other's numbers and after/before ratios
@@ -25,6 +26,7 @@ const { values: v } = parseArgs({
     repeat: { type: 'string', default: '3' },
     gen: { type: 'string', default: '128' },
     prompt: { type: 'string', default: '512' },
+    tests: { type: 'string', default: 'decode,decode8,verify,prefill' },
   },
 });
 const load = async (dist) => (await import(pathToFileURL(resolve(dist, 'src/engine/engine.js')).href)).Engine;
@@ -106,11 +108,15 @@ async function measure(specTokens, fn) {
   }
 }
 
-const out = {
-  node: process.version, dist: v.dist, compare: v.compare ?? null, kernels: v.kernels, gen, prompt_tokens: promptLen,
-  decode: await measure(0, (e) => decodeRate(e, 1, 32)),
-  decode8: await measure(0, (e) => decodeRate(e, 8, 32)),
-  verify: await measure(3, (e) => decodeRate(e, 1, 32)),
-  prefill: await measure(0, (e, r) => prefillRate(e, promptLen, r + 2)),
+const TESTS = {
+  decode: () => measure(0, (e) => decodeRate(e, 1, 32)),
+  decode8: () => measure(0, (e) => decodeRate(e, 8, 32)),
+  verify: () => measure(3, (e) => decodeRate(e, 1, 32)),
+  prefill: () => measure(0, (e, r) => prefillRate(e, promptLen, r + 2)),
 };
+const out = { node: process.version, dist: v.dist, compare: v.compare ?? null, kernels: v.kernels, threads: v.threads ?? null, gen, prompt_tokens: promptLen };
+for (const name of v.tests.split(',')) {
+  if (!(name in TESTS)) throw new Error(`--tests: unknown test ${name} (decode, decode8, verify, prefill)`);
+  out[name] = await TESTS[name]();
+}
 console.log(JSON.stringify(out));
