@@ -168,3 +168,23 @@ export function parsePreprocessConfig(json: unknown, where = 'preprocessor_confi
   if (imageStd.some((s) => s === 0)) bad(where, 'image_std', 'must not be 0');
   return Object.freeze({ minPixels, maxPixels, imageMean: triple(json, 'image_mean', where, d.imageMean), imageStd });
 }
+
+export interface MropeConfig {
+  /** Rotary pairs per axis (temporal, height, width). */
+  readonly section: readonly [number, number, number];
+  /** Qwen3-VL / Qwen3.5 interleave the axes over the pairs; Qwen2-VL chunks them. */
+  readonly interleaved: boolean;
+}
+
+/** The text model's multimodal rotary layout (`rope_parameters` or `rope_scaling` of the
+ * text config): mrope_section (default [11, 11, 10]) and mrope_interleaved (default true). */
+export function parseMrope(text: Json, where = 'config.json (text_config)'): MropeConfig {
+  const src = isObject(text['rope_parameters']) ? text['rope_parameters'] : isObject(text['rope_scaling']) ? text['rope_scaling'] : {};
+  const section = src['mrope_section'] ?? [11, 11, 10];
+  if (!Array.isArray(section) || section.length !== 3 || !section.every((x) => Number.isInteger(x) && x >= 0)) {
+    bad(where, 'mrope_section', 'must be a list of 3 non-negative integers');
+  }
+  const interleaved = src['mrope_interleaved'] ?? true;
+  if (typeof interleaved !== 'boolean') bad(where, 'mrope_interleaved', 'must be true or false');
+  return { section: section as [number, number, number], interleaved };
+}
