@@ -21,9 +21,10 @@ import { TINY_VISION } from './vision-helpers.js';
 const ROOT = mkdtempSync(join(tmpdir(), 'deltaserve-vision-fixture-'));
 after(() => rmSync(ROOT, { recursive: true, force: true }));
 
-test('fixture == make-model --shape tiny-vision --tokenizer models/tiny-think (byte for byte)', async () => {
+test('fixture == make-model --shape tiny-vision --tokenizer models/tiny-think --mmproj f16 (byte for byte)', async () => {
   const out = join(ROOT, 'regen');
-  await makeModel({ shape: 'tiny-vision', dtype: 'bf16', seed: 0, out, tokenizer: join(REPO_ROOT, 'models', 'tiny-think'), layout: 'release' });
+  const res = await makeModel({ shape: 'tiny-vision', dtype: 'bf16', seed: 0, out, tokenizer: join(REPO_ROOT, 'models', 'tiny-think'), layout: 'release', mmproj: 'F16' });
+  assert.deepEqual(res.files, ['model.safetensors', 'mmproj-tiny-vision-F16.gguf']);
   const files = readdirSync(TINY_VISION).filter((f) => f !== 'README.md').sort();
   assert.deepEqual(readdirSync(out).sort(), files);
   for (const f of files) assert.ok(readFileSync(join(out, f)).equals(readFileSync(join(TINY_VISION, f))), `${f} differs: regenerate the fixture`);

@@ -19,6 +19,7 @@ import {
   type VisionTowerSpec, type VisionTokenIds, STAND_IN_TOWER, preprocessorConfigJson, releaseConfig, releaseWrapper, splitChatTemplate, visionTensorShapes,
 } from './release-layout.js';
 import { type AddedToken, planVisionTokens, writeVisionTokens } from './vision-tokens.js';
+import { writePlannedMmproj } from './make-mmproj.js';
 import { fp8Sources } from './fp8-write.js';
 
 export type ShapeModelType = 'qwen3_5_text' | 'qwen3_5_moe_text' | 'qwen3_next';
@@ -168,6 +169,8 @@ export interface MakeModelOptions {
    * model.visual.* tower, chat_template.jinja) or 'flat' (text model only; the default here,
    * while the CLI defaults to 'release'). Qwen3-Next is flat either way. */
   readonly layout?: 'release' | 'flat';
+  /** Also write the vision tower as llama.cpp's mmproj GGUF (release layout only). */
+  readonly mmproj?: 'F16' | 'F32';
 }
 
 /** Token ids for config / generation_config (from the tokenizer when one is given). */
@@ -498,7 +501,8 @@ function readTokenizer(dir: string): { size: number; tokens: SpecialTokens; adde
 }
 
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'];
-const isCheckpointFile = (f: string): boolean => f === INDEX_FILE || /^model(-\d{5}-of-\d{5})?\.safetensors(\.partial)?$/.test(f);
+const isCheckpointFile = (f: string): boolean => f === INDEX_FILE || /^model(-\d{5}-of-\d{5})?\.safetensors(\.partial)?$/.test(f)
+  || /^mmproj-.*\.gguf$/.test(f);
 
 export interface MakeModelResult {
   readonly dir: string;
@@ -516,6 +520,7 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
   const vocab = opts.vocabSize ?? spec?.vocab ?? 0;
   const release = opts.layout === 'release' && spec !== undefined && releaseWrapper(spec.modelType) !== null;
   const vision = tok && release ? planVisionTokens(tok.added, tok.size, vocab) : undefined;
+  if (opts.mmproj !== undefined && !release) bad('mmproj needs a Qwen3.5 shape in the release layout (a model with a vision tower)');
   const plan = planModel(opts, tok && { ...tok.tokens, ...(vision ? { vision: vision.ids } : {}) });
   if (tok && tok.size > vocab) bad(`tokenizer in ${opts.tokenizer} has ${tok.size} ids but the model vocab is ${vocab}`);
   mkdirSync(opts.out, { recursive: true });
@@ -549,5 +554,6 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
     files = ['model.safetensors'];
   }
   bar.done();
+  if (opts.mmproj !== undefined) files.push(await writePlannedMmproj(opts.out, opts.shape, plan.config, plan.tensors, opts.mmproj));
   return { dir: opts.out, files, params: plan.params, bytes: plan.bytes };
 }

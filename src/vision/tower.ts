@@ -12,7 +12,8 @@ export interface VisionOutput {
   /** Image tokens after the merger: [tokens × outHiddenSize], tokens = t·h·w / m². */
   readonly embeds: Float32Array;
   readonly tokens: number;
-  /** One [tokens × outHiddenSize] per deepstack block, in deepstackVisualIndexes order. */
+  /** One [tokens × outHiddenSize] per deepstack block, in block order (as HF appends them;
+   * feature j is added after decoder layer j). */
   readonly deepstack: readonly Float32Array[];
 }
 

@@ -42,7 +42,7 @@ export interface VisionWeights {
   readonly posEmbed: Float32Array;
   readonly blocks: readonly VisionBlockWeights[];
   readonly merger: MergerWeights;
-  /** One per entry of deepstackVisualIndexes, in that order. */
+  /** Merger k serves block deepstackVisualIndexes[k]. */
   readonly deepstack: readonly MergerWeights[];
 }
 
