@@ -5,8 +5,11 @@
 import { DeltaserveError } from '../util/errors.js';
 import type { VisionConfig } from './config.js';
 import { type ImageGrid, checkGrid, gridTokens, interpolatePosEmbed, rotaryAngles } from './grid.js';
-import { addInPlace, applyInPlace, geluErf, geluTanh, layerNorm, linear } from './ops.js';
-import { type MergerWeights, type VisionBlockWeights, type VisionWeights, patchDim } from './weights.js';
+import { addInPlace, applyInPlace, geluErf, geluTanh, layerNorm, linear as plainLinear } from './ops.js';
+import { type Linear, type MergerWeights, type VisionBlockWeights, type VisionWeights, patchDim } from './weights.js';
+
+/** y[m × outDim] = x·Wᵀ + b: plain TS (ops.linear) or a kernel backend's matmul. */
+export type LinearOp = (x: Float32Array, m: number, l: Linear) => Float32Array;
 
 export interface VisionOutput {
   /** Image tokens after the merger: [tokens × outHiddenSize], tokens = t·h·w / m². */
@@ -36,46 +39,83 @@ function applyRotary(x: Float32Array, n: number, stride: number, offset: number,
   }
 }
 
+/** Head h's q, k or v (part 0, 1, 2) of tokens [f0, f0 + len) as a contiguous [len × hd]. */
+function headSlice(qkv: Float32Array, f0: number, len: number, d: number, part: number, h: number, hd: number): Float32Array {
+  const out = new Float32Array(len * hd);
+  for (let t = 0; t < len; t++) {
+    const src = (f0 + t) * 3 * d + part * d + h * hd;
+    for (let e = 0; e < hd; e++) out[t * hd + e] = qkv[src + e]!;
+  }
+  return out;
+}
+
+/** softmax(q_i·Kᵀ·scale)·V for query rows [i0, i0 + 4) of one head (f64 sums): four
+ * queries share each K and V row load. */
+function attendFour(q: Float32Array, k: Float32Array, v: Float32Array, i0: number, len: number, hd: number, scale: number,
+  s: Float64Array[], out: Float64Array[]): void {
+  const [s0, s1, s2, s3] = s as [Float64Array, Float64Array, Float64Array, Float64Array];
+  const a = i0 * hd, b = a + hd, c = b + hd, d = c + hd;
+  const max = [-Infinity, -Infinity, -Infinity, -Infinity];
+  for (let j = 0; j < len; j++) {
+    const ko = j * hd;
+    let x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+    for (let e = 0; e < hd; e++) {
+      const kv = k[ko + e]!;
+      x0 += q[a + e]! * kv; x1 += q[b + e]! * kv; x2 += q[c + e]! * kv; x3 += q[d + e]! * kv;
+    }
+    s0[j] = x0 * scale; s1[j] = x1 * scale; s2[j] = x2 * scale; s3[j] = x3 * scale;
+    if (s0[j]! > max[0]!) max[0] = s0[j]!;
+    if (s1[j]! > max[1]!) max[1] = s1[j]!;
+    if (s2[j]! > max[2]!) max[2] = s2[j]!;
+    if (s3[j]! > max[3]!) max[3] = s3[j]!;
+  }
+  for (let r = 0; r < 4; r++) {
+    const row = s[r]!;
+    let sum = 0;
+    for (let j = 0; j < len; j++) { const p = Math.exp(row[j]! - max[r]!); row[j] = p; sum += p; }
+    for (let j = 0; j < len; j++) row[j] = row[j]! / sum;
+    out[r]!.fill(0);
+  }
+  const [o0, o1, o2, o3] = out as [Float64Array, Float64Array, Float64Array, Float64Array];
+  for (let j = 0; j < len; j++) {
+    const vo = j * hd;
+    const p0 = s0[j]!, p1 = s1[j]!, p2 = s2[j]!, p3 = s3[j]!;
+    for (let e = 0; e < hd; e++) {
+      const vv = v[vo + e]!;
+      o0[e] = o0[e]! + p0 * vv; o1[e] = o1[e]! + p1 * vv; o2[e] = o2[e]! + p2 * vv; o3[e] = o3[e]! + p3 * vv;
+    }
+  }
+}
+
 /** Bidirectional attention within each frame of `frameLen` tokens; qkv is [n × 3D] with
- * q, k, v each D = heads·hd wide. Returns [n × D]. */
+ * q, k, v each D = heads·hd wide. Returns [n × D]. Scores, softmax and the weighted sum
+ * accumulate in f64 (each query row's arithmetic is the same whichever rows share a pass). */
 function frameAttention(qkv: Float32Array, n: number, frameLen: number, heads: number, hd: number): Float32Array {
   const d = heads * hd;
-  const stride = 3 * d;
   const scale = 1 / Math.sqrt(hd);
   const out = new Float32Array(n * d);
-  const scores = new Float64Array(frameLen);
-  const acc = new Float64Array(hd);
+  const rows = Math.ceil(frameLen / 4) * 4; // padded to whole groups of four queries
+  const scores = Array.from({ length: 4 }, () => new Float64Array(frameLen));
+  const acc = Array.from({ length: 4 }, () => new Float64Array(hd));
   for (let f0 = 0; f0 < n; f0 += frameLen) {
     for (let h = 0; h < heads; h++) {
-      for (let i = f0; i < f0 + frameLen; i++) {
-        const qo = i * stride + h * hd;
-        let max = -Infinity;
-        for (let j = 0; j < frameLen; j++) {
-          const ko = (f0 + j) * stride + d + h * hd;
-          let s = 0;
-          for (let e = 0; e < hd; e++) s += qkv[qo + e]! * qkv[ko + e]!;
-          scores[j] = s * scale;
-          if (scores[j]! > max) max = scores[j]!;
+      const q = new Float32Array(rows * hd);
+      q.set(headSlice(qkv, f0, frameLen, d, 0, h, hd));
+      const k = headSlice(qkv, f0, frameLen, d, 1, h, hd);
+      const v = headSlice(qkv, f0, frameLen, d, 2, h, hd);
+      for (let i = 0; i < frameLen; i += 4) {
+        attendFour(q, k, v, i, frameLen, hd, scale, scores, acc);
+        for (let r = 0; r < 4 && i + r < frameLen; r++) {
+          const oo = (f0 + i + r) * d + h * hd;
+          for (let e = 0; e < hd; e++) out[oo + e] = acc[r]![e]!;
         }
-        let sum = 0;
-        for (let j = 0; j < frameLen; j++) {
-          scores[j] = Math.exp(scores[j]! - max);
-          sum += scores[j]!;
-        }
-        acc.fill(0);
-        for (let j = 0; j < frameLen; j++) {
-          const vo = (f0 + j) * stride + 2 * d + h * hd;
-          const p = scores[j]! / sum;
-          for (let e = 0; e < hd; e++) acc[e] = acc[e]! + p * qkv[vo + e]!;
-        }
-        for (let e = 0; e < hd; e++) out[i * d + h * hd + e] = acc[e]!;
       }
     }
   }
   return out;
 }
 
-function block(cfg: VisionConfig, b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: Float64Array): void {
+function block(cfg: VisionConfig, b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: Float64Array, linear: LinearOp): void {
   const d = cfg.hiddenSize;
   const qkv = linear(layerNorm(x, n, d, b.norm1, cfg.layerNormEps), n, b.qkv);
   applyRotary(qkv, n, 3 * d, 0, cfg.numHeads, cfg.headDim, angles); // q
@@ -88,7 +128,7 @@ function block(cfg: VisionConfig, b: VisionBlockWeights, x: Float32Array, n: num
 
 /** The 2×2 merger: LayerNorm (before or after grouping m² consecutive tokens), then
  * fc2(GELU_erf(fc1(group))). x is [n × D]; returns [n/m² × outHiddenSize]. */
-export function merge(cfg: VisionConfig, mw: MergerWeights, x: Float32Array, n: number): Float32Array {
+export function merge(cfg: VisionConfig, mw: MergerWeights, x: Float32Array, n: number, linear: LinearOp = plainLinear): Float32Array {
   const unit = cfg.spatialMergeSize * cfg.spatialMergeSize;
   const groups = n / unit;
   const wide = cfg.hiddenSize * unit;
@@ -101,7 +141,7 @@ export function merge(cfg: VisionConfig, mw: MergerWeights, x: Float32Array, n: 
 
 /** Encode one image (or video clip): `patches` is [t·h·w × C·T·P·P] in the processor's
  * order (see preprocess.ts), `grid` its patch grid. */
-export function encodeImage(cfg: VisionConfig, w: VisionWeights, patches: Float32Array, grid: ImageGrid): VisionOutput {
+export function encodeImage(cfg: VisionConfig, w: VisionWeights, patches: Float32Array, grid: ImageGrid, linear: LinearOp = plainLinear): VisionOutput {
   checkGrid(cfg, grid);
   const n = gridTokens(grid);
   if (patches.length !== n * patchDim(cfg)) {
@@ -112,10 +152,10 @@ export function encodeImage(cfg: VisionConfig, w: VisionWeights, patches: Float3
   const angles = rotaryAngles(cfg, grid);
   const deepstack: Float32Array[] = [];
   for (let l = 0; l < cfg.depth; l++) {
-    block(cfg, w.blocks[l]!, x, n, grid.h * grid.w, angles);
+    block(cfg, w.blocks[l]!, x, n, grid.h * grid.w, angles, linear);
     const k = cfg.deepstackVisualIndexes.indexOf(l);
-    if (k >= 0) deepstack.push(merge(cfg, w.deepstack[k]!, x, n));
+    if (k >= 0) deepstack.push(merge(cfg, w.deepstack[k]!, x, n, linear));
   }
   const unit = cfg.spatialMergeSize * cfg.spatialMergeSize;
-  return { embeds: merge(cfg, w.merger, x, n), tokens: n / unit, deepstack };
+  return { embeds: merge(cfg, w.merger, x, n, linear), tokens: n / unit, deepstack };
 }
