@@ -53,16 +53,23 @@ export interface ShapeSpec {
 const QWEN35_GDN = { linKeyHeads: 16, linValueHeads: 16, linKeyDim: 128, linValueDim: 128, convKernel: 4 } as const;
 const QWEN35_ATTN = { heads: 8, kvHeads: 2, headDim: 256, ropeTheta: 1e7, partialRotary: 0.25 } as const;
 const TINY_ATTN = { kvHeads: 2, convKernel: 4, ropeTheta: 1e7, partialRotary: 0.25, mtpLayers: 1 } as const;
+/** vision_config of Qwen/Qwen3.5-0.8B and -4B as quoted by several public loaders and tests
+ * (they agree field for field; patch 16, temporal 2, merge 2, gelu_pytorch_tanh, no deepstack). */
+const QWEN35_TOWERS = {
+  '0.8b': { depth: 12, hidden: 768, heads: 12, intermediate: 3072, numPositions: 2304, deepstack: [] },
+  '4b': { depth: 24, hidden: 1024, heads: 16, intermediate: 4096, numPositions: 2304, deepstack: [] },
+} as const satisfies Record<string, VisionTowerSpec>;
 
 /** Named shapes: the text stacks of the public models (4b…80b from their published
  * config.json dimensions; 0.8b/2b from MODEL-NOTES). Sizes in BF16: 0.8b 1.55 GB, 2b
  * 3.89 GB, 4b 8.65 GB, 9b 18.4 GB, 27b 54.6 GB, 35b-a3b 71.0 GB, 80b-a3b 162.7 GB
- * (--layers truncates). The release layout adds only a tiny stand-in vision tower. */
+ * (--layers truncates). The release layout adds the published vision tower for 0.8b and 4b
+ * (QWEN35_TOWERS) and a tiny stand-in tower for the other shapes. */
 export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
   'qwen3.5-0.8b': {
     description: 'approximation of Qwen3.5-0.8B (text): 24 layers (3 GDN + 1 attention), dense MLP, tied',
     modelType: 'qwen3_5_text', hidden: 1024, layers: 24, fullAttentionInterval: 4, vocab: 248320, intermediate: 3584,
-    ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+    ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144, vision: QWEN35_TOWERS['0.8b'],
   },
   // qwen3.5-2b: the model card's table agrees (hidden 2048, 24 layers = 6 × (3 GDN + 1
   //   attention), FFN 6144, GDN 16 V / 16 QK heads × 128, attention 8 Q / 2 KV × 256, vocab
@@ -94,6 +101,7 @@ export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
     description: 'Qwen3.5-4B (text): 32 layers (3 GDN + 1 attention), 16/32 GDN heads, dense MLP 9216, tied',
     modelType: 'qwen3_5_text', hidden: 2560, layers: 32, fullAttentionInterval: 4, vocab: 248320, intermediate: 9216,
     ...QWEN35_ATTN, heads: 16, kvHeads: 4, ...QWEN35_GDN, linValueHeads: 32, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+    vision: QWEN35_TOWERS['4b'],
   },
   // qwen3.5-9b: the model card's table (hidden 4096, 32 layers = 8 × (3 GDN + 1 attention),
   //   FFN 12288, GDN 32 V / 16 QK heads × 128, attention 16 Q / 4 KV × 256, vocab 248320, MTP)
