@@ -3,7 +3,7 @@
 // quantize in a BF16 checkpoint (or the first --fraction of each one's rows, the same mix
 // of shapes and types) is quantized, and the source bytes per second of wall time are
 // reported, with CPU time and the load average.
-//  --source file (default): through the load path (model/quantize-load.ts loadQuantized:
+//  --source file (default): through the load path (checkpoint/quantize-load.ts loadQuantized:
 //    read rows from the file, quantize, into a weight buffer) — includes the disk.
 //  --source memory: each tensor's rows are read first (untimed), then only the quantizer
 //    is timed (the legacy build: its BF16 → f32 widening + quantizeRows, as its load did).
@@ -45,7 +45,7 @@ if (source !== 'file' && source !== 'memory') {
   process.exit(2);
 }
 const { openModelFiles } = await mod('src/model/model.js');
-const { loadQuantized, quantTypeFor } = await mod('src/model/quantize-load.js');
+const { loadQuantized, quantTypeFor } = await mod('src/checkpoint/quantize-load.js');
 const { quantRowBytes } = await mod('src/kernels/quant/formats.js');
 const hasWasm = existsSync(join(dist, 'src/kernels/quant/wasm-quantizer.js'));
 const impl = !hasWasm ? 'legacy-js' : values.impl ?? 'wasm';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   openCheckpoint, loadWeight, loadWeightF32, bf16ToF32, f16ToF32, type Checkpoint,
-} from '../src/model/safetensors.js';
+} from '../src/checkpoint/safetensors.js';
 import { progressBar } from '../src/util/progress.js';
 import { DeltaserveError, type ErrorCode } from '../src/util/errors.js';
 import type { WeightDType } from '../src/kernels/types.js';

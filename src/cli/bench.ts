@@ -14,7 +14,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { hugePageStatus } from '../util/huge-pages.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
-import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
+import { parseQuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { checkKernelsName, DEFAULT_MODEL, defaultKernels, emulationWarning, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';

@@ -6,7 +6,7 @@ import { StatePool } from '../cache/state-pool.js';
 import { createKernels, gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
-import { type QuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
+import { type QuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner, type StepResult } from './runner.js';

@@ -1,4 +1,4 @@
-// The block quantizer interface of `--quantize` (model/quantize-load.ts) and
+// The block quantizer interface of `--quantize` (checkpoint/quantize-load.ts) and
 // `deltaserve quantize` (tools/quantize-gguf.ts), and its reference implementation: GGML's
 // algorithms in plain TypeScript (quantize-ggml.ts). The wasm quantizer
 // (wasm-quantizer.ts) produces the same bytes on all threads.

@@ -16,7 +16,7 @@ import { f16ToF32 } from '../kernels/quant/dequant.js';
 export { f16ToF32 };
 import { quantWeightDType } from './quant-weights.js';
 
-/** F8_E4M3 tensors are read through model/fp8.ts (withFp8Dequant), which presents them as BF16. */
+/** F8_E4M3 tensors are read through checkpoint/fp8.ts (withFp8Dequant), which presents them as BF16. */
 export type StDType = 'BF16' | 'F16' | 'F32' | 'F8_E4M3';
 /** Storage type of a checkpoint tensor: a float type, or a GGML block format (GGUF files). */
 export type TensorDType = StDType | QuantType;

@@ -46,7 +46,7 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
   const info = ckpt.info(name);
   const dtype = info.dtype;
   if (isQuantType(dtype)) throw new DeltaserveError('internal', `${name} in ${info.file} is already ${dtype}; it is loaded as stored`);
-  if (dtype === 'F8_E4M3') throw new DeltaserveError('internal', `${name} in ${info.file} is FP8: it is read through the BF16 view of model/fp8.ts`);
+  if (dtype === 'F8_E4M3') throw new DeltaserveError('internal', `${name} in ${info.file} is FP8: it is read through the BF16 view of checkpoint/fp8.ts`);
   const item = dtype === 'F32' ? 4 : 2;
   const { weight, bytes } = kernels.allocWeight(type, rows, cols);
   // F16 is widened to f32 on the way (through a band of raw bytes); BF16 and F32 are read
