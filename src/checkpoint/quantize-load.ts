@@ -16,7 +16,6 @@ import { type RowQuantizer, type RowSource, refQuantizer } from '../kernels/quan
 import type { Checkpoint } from './safetensors.js';
 import { f16ToF32 } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
-import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
 
 export const QUANTIZE_MODES = ['q8_0', 'q4_k'] as const;
 export type QuantizeMode = (typeof QUANTIZE_MODES)[number];
@@ -72,12 +71,12 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
 }
 
 
-/** Run `load` with the wasm block quantizer on `threads` threads when `quantize` is set
- * (stopped afterwards), else with none. */
-export async function withLoadQuantizer<R>(quantize: QuantizeMode | undefined, threads: number,
+/** Run `load` with the backend's block quantizer (Kernels.startQuantizer) when `quantize`
+ * is set (stopped afterwards), else with none. */
+export async function withLoadQuantizer<R>(quantize: QuantizeMode | undefined, kernels: Pick<Kernels, 'startQuantizer'>,
   load: (quantizer?: RowQuantizer) => R): Promise<R> {
   if (!quantize) return load();
-  const quantizer = await startQuantizer(threads);
+  const quantizer = await kernels.startQuantizer();
   try {
     return load(quantizer);
   } finally {

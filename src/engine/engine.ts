@@ -180,7 +180,7 @@ export class Engine {
     const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
-      const model = await withLoadQuantizer(opts.quantize, kernels.threads, (quantizer) =>
+      const model = await withLoadQuantizer(opts.quantize, kernels, (quantizer) =>
         loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), ...(quantizer ? { quantizer } : {}), available: availableMemory() }));
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;

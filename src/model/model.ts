@@ -76,8 +76,9 @@ export interface LoadOptions {
   /** Quantize matmul weights to GGML blocks as they load (see checkpoint/quantize-load.ts); tensors
    * already quantized in a GGUF stay as they are. */
   readonly quantize?: QuantizeMode;
-  /** The block quantizer of `quantize` (default: the single-threaded TypeScript reference;
-   * kernels/quant/wasm-quantizer.ts gives the same bytes on all threads). */
+  /** The block quantizer of `quantize` (default: the single-threaded TypeScript reference):
+   * the backend's Kernels.startQuantizer, through checkpoint/quantize-load.ts
+   * withLoadQuantizer (all give the reference's bytes). */
   readonly quantizer?: RowQuantizer;
   /** Memory available for the weights (bytes): a clear error before loading when they
    * would not fit (see weights-fit.ts). Unset: no check. */

@@ -122,7 +122,7 @@ export class WeightReader {
     const type = shape.length === 2 ? this.quantType(name, shape[1]!) : null;
     if (type) {
       this.infoWithShape(name, shape);
-      return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes));
+      return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes, this.quantizer));
     }
     return this.kernels.packWeight(this.matrix(name, shape));
   }
