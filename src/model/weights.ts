@@ -4,7 +4,8 @@
 import type { AnyKernels, Weight, WeightDType } from '../kernels/types.js';
 import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { type Checkpoint, assertFiniteF16, loadWeight, loadWeightF32, f16ToF32, matrixDTypeOf, weightDTypeOf, storedRowBytes } from '../checkpoint/safetensors.js';
+import { type Checkpoint, f16ToF32, storedRowBytes } from '../checkpoint/safetensors.js';
+import { assertFiniteF16, loadWeight, loadWeightF32, matrixDTypeOf, weightDTypeOf } from '../checkpoint/load-weight.js';
 import { DeltaserveError } from '../util/errors.js';
 import { isQuantType, type QuantType } from '../kernels/quant/formats.js';
 import { type QuantizeMode, loadQuantized, quantTypeFor } from '../checkpoint/quantize-load.js';
