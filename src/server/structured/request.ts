@@ -8,7 +8,7 @@ import { invalid } from '../errors.js';
 import { LIMIT_FLAGS } from '../limits.js';
 import type { ConstraintFactory, ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
-import { prepare } from '../prepare-jobs.js';
+import { prepare } from '../../frontend/prepare-jobs.js';
 import { CompileBudgetError } from './compile-budget.js';
 import { compileWithin } from './compile-job.js';
 import { lit, push } from './frames.js';
