@@ -70,7 +70,6 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
   return weight;
 }
 
-
 /** Run `load` with the backend's block quantizer (Kernels.startQuantizer) when `quantize`
  * is set (stopped afterwards), else with none. */
 export async function withLoadQuantizer<R>(quantize: QuantizeMode | undefined, kernels: Pick<Kernels, 'startQuantizer'>,
