@@ -13,7 +13,7 @@ import { kernelLinear } from '../dist/src/vision/kernel-linear.js';
 import { preprocessImage } from '../dist/src/vision/preprocess.js';
 import { createWasmKernels } from '../dist/src/kernels/wasm/index.js';
 import { tensorBytes } from '../dist/src/tools/safetensors-writer.js';
-import { bf16ToF32 } from '../dist/src/model/safetensors.js';
+import { bf16ToF32 } from '../dist/src/checkpoint/safetensors.js';
 
 const { values: v } = parseArgs({
   options: {

@@ -2,7 +2,7 @@
 // and random weights / patches for configs the fixture does not cover (deepstack).
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { openCheckpoint, bf16ToF32 } from '../src/model/safetensors.js';
+import { openCheckpoint, bf16ToF32 } from '../src/checkpoint/safetensors.js';
 import { parseVisionConfig, type VisionConfig } from '../src/vision/config.js';
 import { type VisionWeights, loadVisionWeights, visionTensorShapes } from '../src/vision/weights.js';
 import { Rng } from '../src/util/rng.js';

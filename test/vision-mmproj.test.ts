@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeMmproj, mmprojMetadata, mmprojTensors } from '../src/tools/mmproj-writer.js';
 import { writeGgufFile } from '../src/tools/gguf-writer.js';
-import { tensorBytes } from '../src/model/gguf-file.js';
+import { tensorBytes } from '../src/checkpoint/gguf-file.js';
 import { loadMmproj } from '../src/vision/mmproj.js';
 import { DEFAULT_PREPROCESS, VISION_PREFIX, type VisionConfig } from '../src/vision/config.js';
 import { encodeImage } from '../src/vision/tower.js';

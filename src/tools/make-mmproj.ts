@@ -1,7 +1,7 @@
 // make-model --mmproj: the planned vision tower of a release-layout model written as
 // llama.cpp's mmproj GGUF beside it, from the same generated values as the safetensors.
 import { join } from 'node:path';
-import { bf16ToF32 } from '../model/safetensors.js';
+import { bf16ToF32 } from '../checkpoint/safetensors.js';
 import { DEFAULT_PREPROCESS, parseVisionConfig } from '../vision/config.js';
 import { DeltaserveError } from '../util/errors.js';
 import { type TensorSource, tensorBytes } from './safetensors-writer.js';

@@ -4,8 +4,8 @@
 // (preprocessor_config.json, else the Qwen3-VL defaults) and the text model's mrope layout.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openCheckpoint, bf16ToF32, f16ToF32, type Checkpoint } from '../model/safetensors.js';
-import { fp8BlockSize, withFp8Dequant } from '../model/fp8.js';
+import { openCheckpoint, bf16ToF32, f16ToF32, type Checkpoint } from '../checkpoint/safetensors.js';
+import { fp8BlockSize, withFp8Dequant } from '../checkpoint/fp8.js';
 import { DeltaserveError } from '../util/errors.js';
 import {
   DEFAULT_PREPROCESS, type MropeConfig, type PreprocessConfig, type VisionConfig, type VisionTokens,

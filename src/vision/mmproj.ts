@@ -2,8 +2,8 @@
 // config from its metadata, the preprocessing constants, and the weights as f32 (F32, F16 and
 // BF16 tensors; quantized mmproj files are refused with a message naming the type).
 import { closeSync, openSync, readSync } from 'node:fs';
-import { readGgufHeader, type GgufFile, type GgufTensorInfo, type GgufValue } from '../model/gguf-file.js';
-import { bf16ToF32, f16ToF32 } from '../model/safetensors.js';
+import { readGgufHeader, type GgufFile, type GgufTensorInfo, type GgufValue } from '../checkpoint/gguf-file.js';
+import { bf16ToF32, f16ToF32 } from '../checkpoint/safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
 import { DEFAULT_PREPROCESS, VISION_PREFIX, type PreprocessConfig, type VisionConfig, parseVisionConfig } from './config.js';
 import { MMPROJ_KEYS as K, MMPROJ_PROJECTOR, PATCH_EMBED_NAMES, mmprojName } from './mmproj-names.js';
