@@ -88,6 +88,7 @@ test('truncated and corrupt images of every format are a bad_request naming the 
       assert.ok(e instanceof DeltaserveError && /^x: (truncated|corrupt)/.test(e.message), `${name} garbled: ${String(e)}`);
     }
   }
+  await rejects(new Uint8Array(readFileSync(join(DIR, 'anim.webp'))), /animated WebP is not supported/, 'animated webp');
   await rejects(new Uint8Array(0), /empty image data/, 'empty');
   await rejects(new Uint8Array([0x42, 0x4d, 1, 2, 3, 4]), /unsupported image format \(BMP\); supported: JPEG, PNG, WebP, GIF/, 'bmp');
   await rejects(new TextEncoder().encode('<svg xmlns="http://www.w3.org/2000/svg"/>'), /unsupported image format \(SVG\)/, 'svg');

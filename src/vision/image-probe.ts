@@ -65,7 +65,11 @@ function webpSize(b: Uint8Array, label: string): { width: number; height: number
     const bits = (b[21]! | (b[22]! << 8) | (b[23]! << 16) | (b[24]! << 24)) >>> 0;
     return { width: (bits & 0x3fff) + 1, height: ((bits >>> 14) & 0x3fff) + 1 };
   }
-  if (chunk === 'VP8X' && b.length >= 30) return { width: u24le(b, 24) + 1, height: u24le(b, 27) + 1 };
+  if (chunk === 'VP8X' && b.length >= 30) {
+    // flags byte: bit 1 = animation (libwebp's still-image decoder refuses those)
+    if ((b[20]! & 0x02) !== 0) throw imageError(label, 'animated WebP is not supported; send a still image (of a GIF, the first frame is used)');
+    return { width: u24le(b, 24) + 1, height: u24le(b, 27) + 1 };
+  }
   throw imageError(label, `truncated or corrupt WebP: unreadable "${chunk.replace(/[^ -~]/g, '?')}" header`);
 }
 
