@@ -29,8 +29,9 @@ export function planVisionTokens(existing: readonly AddedToken[], size: number, 
     add.push({ id: next, content });
     return next++;
   };
-  const [start, end, pad, image, video] = VISION_SPECIAL_TOKENS.map(idOf);
-  void pad; // <|vision_pad|> keeps the releases' consecutive id order; no config field names it
+  // every token gets its id (<|vision_pad|> too: it keeps the releases' consecutive order),
+  // though no config field names <|vision_pad|>
+  const [start, end, , image, video] = VISION_SPECIAL_TOKENS.map(idOf);
   return { ids: { visionStart: start ?? null, visionEnd: end ?? null, imagePad: image ?? null, videoPad: video ?? null }, add };
 }
 
