@@ -9,7 +9,8 @@ import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { ServerContext } from './generation.js';
-import { type GrammarJob, type GrammarResult, runGrammarJob } from './structured/compile-job.js';
+import { type GrammarJob, type GrammarResult, runGrammarJob } from '../constrain/compile-job.js';
+import { registerIdnaHostnames } from '../constrain/idna/index.js';
 import { inlineTools, templateHandlesTools, templateTools } from './tools/prompt.js';
 import type { FunctionTool, ToolFormat } from './tools/types.js';
 
@@ -107,6 +108,7 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     case 'detokenize':
       return { op: 'detokenize', body: jsonBody({ prompt: ctx.tokenizer.decode(plainArray(job.ids)) }) };
     case 'grammar':
+      registerIdnaHostnames(); // a worker compiles hostnames as the event loop does
       return runGrammarJob(job);
   }
 }
