@@ -1,10 +1,14 @@
 // src/constrain is a standalone library: no file of it imports from src/server or src/engine
 // (type-only imports and re-exports included), and its core does not import the optional IDNA
-// module (src/constrain/idna/, registered by the caller).
+// module (src/constrain/idna/, registered by the caller) — without it `hostname` admits LDH
+// labels only; registered, A-labels whose Punycode is a valid IDNA 2008 label.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { hasLabelCheck } from '../src/constrain/labels.js';
+import { acceptsText } from '../src/constrain/matcher.js';
+import { compileSchema } from '../src/constrain/schema.js';
 import { REPO_ROOT } from './paths.js';
 
 const SRC = join(REPO_ROOT, 'src');
@@ -58,4 +62,22 @@ test('the import reader sees type-only and multi-line imports (it would catch a 
   const engine = join(SRC, 'engine', 'logits-adjust.ts');
   assert.ok(targets(engine).includes('src/constrain/constraint.js'), 'a type-only import is read');
   assert.ok(targets(join(LIB, 'matcher.ts')).includes('src/constrain/frames.js'), 'a multi-line import is read');
+});
+
+test('the IDNA hostname check is optional: LDH hostnames without it, checked A-labels once registered', async () => {
+  const host = { type: 'string', format: 'hostname' };
+  assert.equal(hasLabelCheck(), false, 'nothing registers the check on import');
+  const core = compileSchema(host);
+  assert.equal(acceptsText(core, '"www.example.com"'), true);
+  assert.equal(acceptsText(core, '"xn--bcher-kva.example"'), false, 'the core refuses every A-label');
+  const { registerIdnaHostnames } = await import('../src/constrain/idna/index.js');
+  registerIdnaHostnames();
+  registerIdnaHostnames(); // idempotent
+  assert.equal(hasLabelCheck(), true);
+  const idna = compileSchema(host);
+  assert.equal(acceptsText(idna, '"xn--bcher-kva.example"'), true, 'bücher.example');
+  assert.equal(acceptsText(idna, '"xn--abc-.example"'), false, 'Punycode that spells no valid label');
+  assert.equal(acceptsText(idna, '"www.example.com"'), true);
+  // a grammar compiled before stays as it was compiled
+  assert.equal(acceptsText(core, '"xn--bcher-kva.example"'), false);
 });
