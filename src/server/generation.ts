@@ -12,7 +12,7 @@ import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs
 import type { RequestLimits } from './limits.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponsesConfig } from './responses-store.js';
-import type { PreparePool } from './prepare-pool.js';
+import type { PreparePool } from '../frontend/prepare-pool.js';
 import type { CommonParams, SamplingDefaults } from './validate.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;

@@ -8,7 +8,7 @@ import { invalid } from '../errors.js';
 import { LIMIT_FLAGS } from '../limits.js';
 import type { ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
-import { prepare } from '../prepare-jobs.js';
+import { prepare } from '../../frontend/prepare-jobs.js';
 import { CompileBudgetError } from '../../constrain/compile-budget.js';
 import { compileWithin } from '../../constrain/compile-job.js';
 import type { Constraint } from '../../constrain/constraint.js';
