@@ -49,13 +49,13 @@ function headSlice(qkv: Float32Array, f0: number, len: number, d: number, part: 
   return out;
 }
 
-/** softmax(q_i·Kᵀ·scale)·V for query rows [i0, i0 + 4) of one head (f64 sums): four
- * queries share each K and V row load. */
-function attendFour(q: Float32Array, k: Float32Array, v: Float32Array, i0: number, len: number, hd: number, scale: number,
+/** softmax(q_i·Kᵀ·scale)·V for query rows [i0, i0 + 4) of one head, f64 sums; vt is V
+ * transposed ([hd × len]) so both products are four dot products sharing one stream. */
+function attendFour(q: Float32Array, k: Float32Array, vt: Float32Array, i0: number, len: number, hd: number, scale: number,
   s: Float64Array[], out: Float64Array[]): void {
   const [s0, s1, s2, s3] = s as [Float64Array, Float64Array, Float64Array, Float64Array];
   const a = i0 * hd, b = a + hd, c = b + hd, d = c + hd;
-  const max = [-Infinity, -Infinity, -Infinity, -Infinity];
+  let m0 = -Infinity, m1 = -Infinity, m2 = -Infinity, m3 = -Infinity;
   for (let j = 0; j < len; j++) {
     const ko = j * hd;
     let x0 = 0, x1 = 0, x2 = 0, x3 = 0;
@@ -63,28 +63,39 @@ function attendFour(q: Float32Array, k: Float32Array, v: Float32Array, i0: numbe
       const kv = k[ko + e]!;
       x0 += q[a + e]! * kv; x1 += q[b + e]! * kv; x2 += q[c + e]! * kv; x3 += q[d + e]! * kv;
     }
-    s0[j] = x0 * scale; s1[j] = x1 * scale; s2[j] = x2 * scale; s3[j] = x3 * scale;
-    if (s0[j]! > max[0]!) max[0] = s0[j]!;
-    if (s1[j]! > max[1]!) max[1] = s1[j]!;
-    if (s2[j]! > max[2]!) max[2] = s2[j]!;
-    if (s3[j]! > max[3]!) max[3] = s3[j]!;
+    x0 *= scale; x1 *= scale; x2 *= scale; x3 *= scale;
+    s0[j] = x0; s1[j] = x1; s2[j] = x2; s3[j] = x3;
+    if (x0 > m0) m0 = x0;
+    if (x1 > m1) m1 = x1;
+    if (x2 > m2) m2 = x2;
+    if (x3 > m3) m3 = x3;
   }
-  for (let r = 0; r < 4; r++) {
-    const row = s[r]!;
-    let sum = 0;
-    for (let j = 0; j < len; j++) { const p = Math.exp(row[j]! - max[r]!); row[j] = p; sum += p; }
-    for (let j = 0; j < len; j++) row[j] = row[j]! / sum;
-    out[r]!.fill(0);
+  let z0 = 0, z1 = 0, z2 = 0, z3 = 0;
+  for (let j = 0; j < len; j++) {
+    const p0 = Math.exp(s0[j]! - m0), p1 = Math.exp(s1[j]! - m1), p2 = Math.exp(s2[j]! - m2), p3 = Math.exp(s3[j]! - m3);
+    s0[j] = p0; s1[j] = p1; s2[j] = p2; s3[j] = p3;
+    z0 += p0; z1 += p1; z2 += p2; z3 += p3;
   }
   const [o0, o1, o2, o3] = out as [Float64Array, Float64Array, Float64Array, Float64Array];
-  for (let j = 0; j < len; j++) {
-    const vo = j * hd;
-    const p0 = s0[j]!, p1 = s1[j]!, p2 = s2[j]!, p3 = s3[j]!;
-    for (let e = 0; e < hd; e++) {
-      const vv = v[vo + e]!;
-      o0[e] = o0[e]! + p0 * vv; o1[e] = o1[e]! + p1 * vv; o2[e] = o2[e]! + p2 * vv; o3[e] = o3[e]! + p3 * vv;
+  for (let e = 0; e < hd; e++) {
+    const vo = e * len;
+    let x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+    for (let j = 0; j < len; j++) {
+      const vv = vt[vo + j]!;
+      x0 += s0[j]! * vv; x1 += s1[j]! * vv; x2 += s2[j]! * vv; x3 += s3[j]! * vv;
     }
+    o0[e] = x0 / z0; o1[e] = x1 / z1; o2[e] = x2 / z2; o3[e] = x3 / z3;
   }
+}
+
+/** Head h's v of tokens [f0, f0 + len) transposed: [hd × len]. */
+function headSliceT(qkv: Float32Array, f0: number, len: number, d: number, h: number, hd: number): Float32Array {
+  const out = new Float32Array(hd * len);
+  for (let t = 0; t < len; t++) {
+    const src = (f0 + t) * 3 * d + 2 * d + h * hd;
+    for (let e = 0; e < hd; e++) out[e * len + t] = qkv[src + e]!;
+  }
+  return out;
 }
 
 /** Bidirectional attention within each frame of `frameLen` tokens; qkv is [n × 3D] with
@@ -102,7 +113,7 @@ function frameAttention(qkv: Float32Array, n: number, frameLen: number, heads: n
       const q = new Float32Array(rows * hd);
       q.set(headSlice(qkv, f0, frameLen, d, 0, h, hd));
       const k = headSlice(qkv, f0, frameLen, d, 1, h, hd);
-      const v = headSlice(qkv, f0, frameLen, d, 2, h, hd);
+      const v = headSliceT(qkv, f0, frameLen, d, h, hd);
       for (let i = 0; i < frameLen; i += 4) {
         attendFour(q, k, v, i, frameLen, hd, scale, scores, acc);
         for (let r = 0; r < 4 && i + r < frameLen; r++) {
