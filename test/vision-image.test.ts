@@ -39,6 +39,13 @@ test('decoded pixels equal Pillow\'s for JPEG, PNG, WebP and GIF (first frame)',
   }
 });
 
+test('Node Buffers (views into a shared pool) decode like plain arrays', async () => {
+  for (const name of ['lossy.webp', 'rgb-q90.jpg', 'palette.png', 'anim.gif']) {
+    const pooled = Buffer.from(readFileSync(join(DIR, name))); // small: allocated from the pool
+    assert.deepEqual((await decodeImage(pooled)).data, bytesOf(EXPECTED.decoded[name]!), name);
+  }
+});
+
 test('bicubic resize equals Pillow\'s Image.resize(BICUBIC), up, down and mixed', () => {
   const src = { width: EXPECTED.width, height: EXPECTED.height, data: bytesOf(EXPECTED.rgb) };
   for (const [, , w, h, b64] of EXPECTED.resizes) {

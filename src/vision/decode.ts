@@ -41,7 +41,8 @@ async function wasm(path: string): Promise<WebAssembly.Module> {
   return WebAssembly.compile(await readFile(require.resolve(path)));
 }
 
-const copyBuffer = (b: Uint8Array): ArrayBuffer => b.slice().buffer;
+/** A fresh ArrayBuffer holding exactly b (a Node Buffer's slice() is a view into its pool). */
+const copyBuffer = (b: Uint8Array): ArrayBuffer => new Uint8Array(b).buffer;
 
 async function loadDecoders(): Promise<Record<ImageFormat, Decoder>> {
   const [jpeg, png, webp] = await Promise.all([
