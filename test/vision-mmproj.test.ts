@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { writeMmproj, mmprojMetadata, mmprojTensors } from '../src/tools/mmproj-writer.js';
 import { writeGgufFile } from '../src/tools/gguf-writer.js';
 import { tensorBytes } from '../src/checkpoint/gguf-file.js';
+import { refQuantizer } from '../src/kernels/quant/row-quantizer.js';
+import { dequantizeRow } from '../src/kernels/quant/dequant.js';
 import { loadMmproj } from '../src/vision/mmproj.js';
 import { DEFAULT_PREPROCESS, VISION_PREFIX, type VisionConfig } from '../src/vision/config.js';
 import { encodeImage } from '../src/vision/tower.js';
@@ -89,7 +91,7 @@ test('deepstack mergers are named by their absolute block (v.deepstack.{block}.*
   assert.deepEqual(b.deepstack, a.deepstack); // features come out in block order either way
 });
 
-test('bad mmproj files: wrong projector, quantized tensors, missing tensors', async () => {
+test('bad mmproj files: wrong projector, missing tensors, not a GGUF', async () => {
   const cfg = fixtureVisionConfig();
   const tensors = byName(cfg, fixtureVisionWeights(cfg));
   const opts = { cfg, pre: DEFAULT_PREPROCESS, name: 'x', matrixType: 'F32' as const };
@@ -100,10 +102,37 @@ test('bad mmproj files: wrong projector, quantized tensors, missing tensors', as
   const missing = join(ROOT, 'missing.gguf');
   await writeGgufFile(missing, mmprojMetadata(opts), mmprojTensors(opts, read).filter((t) => t.name !== 'v.blk.1.attn_out.weight'));
   assert.throws(() => loadMmproj(missing), /tensor v\.blk\.1\.attn_out\.weight is missing/);
-  const quant = join(ROOT, 'quant.gguf');
-  await writeGgufFile(quant, mmprojMetadata(opts), mmprojTensors(opts, read).map((t) => (t.name !== 'mm.0.weight' ? t
-    : { ...t, type: 'q8_0' as const, produce: (emit: (b: Uint8Array) => void) => emit(new Uint8Array(tensorBytes('q8_0', t.shape, t.name))) })));
-  assert.throws(() => loadMmproj(quant), /tensor mm\.0\.weight is q8_0; only F32, F16 and BF16 mmproj files are supported/);
   assert.throws(() => loadMmproj(join(TINY_VISION, 'model.safetensors')), /GGUF|magic|not a/i);
   assert.ok(visionTensorShapes(cfg).every(([n]) => n.startsWith(VISION_PREFIX)));
+});
+
+test('a Q8_0 mmproj (matrices in GGML blocks) loads as GGML dequantizes it', async () => {
+  const cfg = fixtureVisionConfig();
+  const tensors = byName(cfg, fixtureVisionWeights(cfg));
+  const opts = { cfg, pre: DEFAULT_PREPROCESS, name: 'q8', matrixType: 'F32' as const };
+  const quantized = new Map<string, Float32Array>();
+  const out = mmprojTensors(opts, (n) => tensors.get(n)!).map((t) => {
+    const [rows, cols] = [t.shape.slice(0, -1).reduce((a, b) => a * b, 1), t.shape[t.shape.length - 1]!];
+    if (t.shape.length < 2 || cols % 32 !== 0) return t; // llama.cpp keeps these unquantized too
+    let values = new Float32Array(0);
+    t.produce((b) => { values = new Float32Array(b.slice().buffer); });
+    const blocks = new Uint8Array(tensorBytes('q8_0', t.shape, t.name));
+    refQuantizer.quantizeRows('q8_0', values, rows, cols, blocks);
+    const back = new Float32Array(rows * cols);
+    for (let r = 0; r < rows; r++) dequantizeRow('q8_0', blocks, cols, r, back.subarray(r * cols, (r + 1) * cols));
+    quantized.set(t.name, back);
+    return { ...t, type: 'q8_0' as const, produce: (emit: (b: Uint8Array) => void) => emit(blocks) };
+  });
+  assert.ok(quantized.has('mm.0.weight') && quantized.has('v.blk.0.attn_qkv.weight'));
+  const path = join(ROOT, 'q8.gguf');
+  await writeGgufFile(path, mmprojMetadata(opts), out);
+  const back = loadMmproj(path);
+  assert.deepEqual(back.weights.merger.fc1.w, quantized.get('mm.0.weight'));
+  assert.deepEqual(back.weights.blocks[1]!.fc2.w, quantized.get('v.blk.1.ffn_down.weight'));
+  assert.deepEqual(back.weights.patchEmbed.w, tensors.get('model.visual.patch_embed.proj.weight')); // 16 columns: F32
+  const grid = { t: 1, h: 4, w: 6 };
+  const ref = encodeImage(cfg, fixtureVisionWeights(cfg), image(cfg), grid).embeds;
+  const q8 = encodeImage(back.cfg, back.weights, image(cfg), grid).embeds;
+  const err = q8.reduce((m, v, i) => Math.max(m, Math.abs(v - ref[i]!)), 0) / ref.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  assert.ok(err > 0 && err < 0.05, `q8_0 tower vs bf16: relative error ${err}`);
 });

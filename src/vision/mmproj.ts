@@ -1,10 +1,12 @@
 // Load a vision tower from llama.cpp's mmproj GGUF (clip, projector "qwen3vl_merger"): the
-// config from its metadata, the preprocessing constants, and the weights as f32 (F32, F16 and
-// BF16 tensors; quantized mmproj files are refused with a message naming the type).
+// config from its metadata, the preprocessing constants, and the weights as f32 (F32, F16,
+// BF16, and the GGML block formats dequantized as GGML does, e.g. a Q8_0 mmproj).
 import { closeSync, openSync, readSync } from 'node:fs';
 import { readGgufHeader, type GgufFile, type GgufTensorInfo, type GgufValue } from '../checkpoint/gguf-file.js';
 import { bf16ToF32, f16ToF32 } from '../checkpoint/safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
+import { dequantizeRow } from '../kernels/quant/dequant.js';
+import { isQuantType } from '../kernels/quant/formats.js';
 import { DEFAULT_PREPROCESS, VISION_PREFIX, type PreprocessConfig, type VisionConfig, parseVisionConfig } from './config.js';
 import { MMPROJ_KEYS as K, MMPROJ_PROJECTOR, PATCH_EMBED_NAMES, mmprojName } from './mmproj-names.js';
 import { type VisionWeights, loadVisionWeights } from './weights.js';
@@ -58,9 +60,6 @@ function configOf(f: GgufFile, tensors: ReadonlyMap<string, GgufTensorInfo>): Vi
 }
 
 function readF32(fd: number, path: string, t: GgufTensorInfo): Float32Array {
-  if (t.type !== 'F32' && t.type !== 'F16' && t.type !== 'BF16') {
-    bad(path, `tensor ${t.name} is ${t.type}; only F32, F16 and BF16 mmproj files are supported`);
-  }
   const bytes = new Uint8Array(t.nbytes);
   let done = 0;
   while (done < t.nbytes) {
@@ -69,8 +68,14 @@ function readF32(fd: number, path: string, t: GgufTensorInfo): Float32Array {
     done += n;
   }
   if (t.type === 'F32') return new Float32Array(bytes.buffer);
-  const u16 = new Uint16Array(bytes.buffer);
-  return Float32Array.from(u16, t.type === 'BF16' ? bf16ToF32 : f16ToF32);
+  if (t.type === 'F16' || t.type === 'BF16') return Float32Array.from(new Uint16Array(bytes.buffer), t.type === 'BF16' ? bf16ToF32 : f16ToF32);
+  if (!isQuantType(t.type)) bad(path, `tensor ${t.name} has the unsupported type ${String(t.type)}`);
+  // rows of the innermost dimension, each a run of GGML blocks
+  const cols = t.shape[t.shape.length - 1]!;
+  const rows = t.shape.slice(0, -1).reduce((a, b) => a * b, 1);
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) dequantizeRow(t.type, bytes, cols, r, out.subarray(r * cols, (r + 1) * cols));
+  return out;
 }
 
 /** Interleave the two [D, C, P, P] temporal slices into the Conv3d kernel [D, C, 2, P, P]. */
