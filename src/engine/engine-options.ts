@@ -3,7 +3,7 @@
 import { gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels } from '../kernels/types.js';
 import type { AnyModel } from '../model/model.js';
-import type { QuantizeMode } from '../model/quantize-load.js';
+import type { QuantizeMode } from '../checkpoint/quantize-load.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { Argmax } from './sampler.js';
 import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';

@@ -15,6 +15,7 @@
 import type { Tensor } from '../kernels/types.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { FinishReason } from './output.js';
+import { constraintEndError } from './logits-adjust.js';
 import { isSnapshotPoint, type PrefixContext, snapshotWorking } from './prefix.js';
 import type { MutableRequest, RequestView } from './request.js';
 import { logprobOf, type LogprobSummary } from './sample-batch.js';
@@ -136,7 +137,7 @@ function emitTokens(ctx: UpdateContext, req: MutableRequest, o: RowOutcome): num
  * false when the request just finished. */
 function appendToken(ctx: UpdateContext, req: MutableRequest, id: number, logprobs: LogprobSummary | null): boolean {
   // a stop id under a constraint whose output is not complete: an error finish, not a stop
-  const endError = req.adjust?.endError && req.output.isStopId(id) ? req.adjust.endError(req.outputIds) : null;
+  const endError = req.output.isStopId(id) ? constraintEndError(req) : null;
   if (endError !== null) {
     failRequests(ctx, [req], endError);
     return false;

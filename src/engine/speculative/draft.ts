@@ -17,7 +17,7 @@ import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import type { Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
-import { adjustInPlace } from '../logits-adjust.js';
+import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -158,11 +158,12 @@ export class MtpDrafter {
     const sampled: { c: Chain; job: SampleJob }[] = [];
     chains.forEach((c, j) => {
       const req = c.req;
-      // drafts are proposed under the request's adjustment, given the drafts before them
+      // drafts are proposed under the request's adjustment, its matcher forked past the
+      // committed ids and advanced by the drafts before this one
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
-      adjustInPlace(l, this.v, req.adjust, () => [...req.outputIds, ...c.proposed]);
+      adjustInPlace(l, this.v, req.adjust, matcherAfterDrafts(req, c.proposed.length, c.proposed));
       if (isGreedy(req.sampling)) c.proposed.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
-      else if (req.adjust?.allowed && allMasked(l)) {
+      else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
         const q = this.qBuffer(req, c.qs!.length);
