@@ -8,7 +8,7 @@ import type { HistoryView, SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import type { TokenLogprob } from './sample-batch.js';
-import { ReasoningSplitter, splitReasoning } from '../tokenizer/reasoning.js';
+import { splitReasoning } from '../tokenizer/reasoning.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -145,10 +145,8 @@ export class Request {
   topLogprobs = -1;
   onLogprob: ((e: TokenLogprob) => void) | null = null;
   /** The prompt ends inside a reasoning block (a template's `<think>\n`): the output starts
-   * as reasoning. Set with `reasoning` by the request builder. */
+   * as reasoning (set by the request builder). */
   startsInReasoning = false;
-  /** Splits the streamed text into reasoning and content (delta events). */
-  reasoning = new ReasoningSplitter(false);
 
   constructor(
     readonly id: number,
@@ -168,18 +166,6 @@ export class Request {
     this.prefillEnd = promptIds.length;
     this.history = history;
     this.output = output;
-  }
-
-  /** The delta event of newly streamed text; `last`: the request's final one, releasing
-   * text the splitter held back (a possible partial tag). */
-  delta(text: string, ids: readonly number[], last = false): Extract<GenerateEvent, { type: 'delta' }> {
-    const p = this.reasoning.push(text);
-    if (last) {
-      const rest = this.reasoning.flush();
-      p.reasoning += rest.reasoning;
-      p.content += rest.content;
-    }
-    return { type: 'delta', text, ids, reasoning: p.reasoning, content: p.content };
   }
 
   /** The whole output split at once (equal to the deltas' parts joined). */

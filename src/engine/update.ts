@@ -17,11 +17,12 @@ import type { StatePool } from '../cache/state-pool.js';
 import type { FinishReason } from './output.js';
 import { constraintEndError } from './logits-adjust.js';
 import { isSnapshotPoint, type PrefixContext, snapshotWorking } from './prefix.js';
-import type { MutableRequest, RequestView } from './request.js';
+import type { GenerateEvent, MutableRequest, RequestView } from './request.js';
 import { logprobOf, type LogprobSummary } from './sample-batch.js';
 import { commitRound } from './speculative/commit.js';
 import type { CommittedRow, DraftOutcome, RowOutcome, StepCommit, StepOutcome } from './step-output.js';
 import { assert } from '../util/errors.js';
+import { ReasoningSplitter } from '../tokenizer/reasoning.js';
 
 /** Who hears what update decided (the engine: metrics, end-of-generation snapshots). */
 export interface ProgressListener {
@@ -146,7 +147,7 @@ function appendToken(ctx: UpdateContext, req: MutableRequest, id: number, logpro
   req.tokens.push(id);
   req.history.push(id);
   const out = req.output.push(id);
-  req.events.push(req.delta(out.text, [id]));
+  req.events.push(deltaEvent(req, out.text, [id]));
   let reason: FinishReason | null = out.stopped ? 'stop' : null;
   if (!reason && (req.numGenerated >= req.maxTokens || req.tokens.length >= req.maxLength)) reason = 'length';
   if (reason) {
@@ -166,7 +167,7 @@ export function emitDone(ctx: UpdateContext, req: MutableRequest, reason: Finish
     return;
   }
   const tail = req.output.flush();
-  const last = req.delta(tail, [], true);
+  const last = deltaEvent(req, tail, [], true);
   if (last.text || last.reasoning || last.content) req.events.push(last);
   req.events.push({
     type: 'done', finishReason: reason, text: req.output.text, ...req.finalParts(),
@@ -178,4 +179,21 @@ export function emitDone(ctx: UpdateContext, req: MutableRequest, reason: Finish
   });
   req.events.end();
   ctx.listener.finished?.(req, reason);
+}
+
+/** Each streaming request's reasoning / content splitter (created at its first delta). */
+const splitters = new WeakMap<RequestView, ReasoningSplitter>();
+
+/** The delta event of newly streamed text; `last`: the request's final one, releasing
+ * text the splitter held back (a possible partial tag). */
+function deltaEvent(req: MutableRequest, text: string, ids: readonly number[], last = false): Extract<GenerateEvent, { type: 'delta' }> {
+  let splitter = splitters.get(req);
+  if (!splitter) splitters.set(req, (splitter = new ReasoningSplitter(req.startsInReasoning)));
+  const p = splitter.push(text);
+  if (last) {
+    const rest = splitter.flush();
+    p.reasoning += rest.reasoning;
+    p.content += rest.content;
+  }
+  return { type: 'delta', text, ids, reasoning: p.reasoning, content: p.content };
 }
