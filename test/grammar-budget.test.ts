@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Engine } from '../src/engine/engine.js';
 import { startServer } from '../src/server/index.js';
-import { DEFAULT_LIMITS } from '../src/server/limits.js';
+import { DEFAULT_LIMITS } from '../src/server/http/limits.js';
 import { CompileBudgetError } from '../src/server/structured/compile-budget.js';
 import { compileWithin, runGrammarJob } from '../src/server/structured/compile-job.js';
 import { acceptsText } from '../src/server/structured/matcher.js';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
 import { startServer } from '../src/server/index.js';
-import { TokenTexts } from '../src/server/logprobs.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
 import { withCompileBudget } from '../src/server/structured/compile-budget.js';
 import { lazyJsonTextClass } from '../src/server/structured/free-text.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';

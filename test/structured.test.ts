@@ -5,15 +5,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
-import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
-import { TokenTexts } from '../src/server/logprobs.js';
+import type { ConstraintFactory, ServerContext } from '../src/server/api/choices.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
 import { computeMask, GrammarConstraint, MaskCache, tokenVocab } from '../src/server/structured/mask.js';
 import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
 import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
 import { vocabFromBytes } from '../src/server/structured/mask.js';
-import { parseAnswer } from '../src/server/answer.js';
+import { parseAnswer } from '../src/server/api/answer.js';
 import { extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
 import { violation } from './json-schema-check.js';

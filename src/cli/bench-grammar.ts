@@ -7,7 +7,7 @@
 // As a server does at start (in the background), the vocabulary's token classes and the
 // format automata are built first and timed apart; "cold" masks come after them.
 import { resolve } from 'node:path';
-import { TokenTexts } from '../server/logprobs.js';
+import { TokenTexts } from '../server/api/logprobs.js';
 import { type State, val } from '../server/structured/matcher.js';
 import { computeMask, GrammarConstraint, MaskCache, type TokenVocab, vocabFromBytes } from '../server/structured/mask.js';
 import { FORMATS } from '../server/structured/formats.js';

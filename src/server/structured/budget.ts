@@ -2,7 +2,7 @@
 // `budget` tokens without closing its reasoning, the only token allowed is `</think>`; after
 // the reasoning closes, any other constraint of the request applies. A mask like any other,
 // so speculative decoding stays lossless.
-import type { ConstraintFactory } from '../generation.js';
+import type { ConstraintFactory } from '../api/choices.js';
 
 /** `inner` with the budget in front; null when the vocabulary has no single `</think>` token
  * (the budget cannot be forced then: the caller reports it). */

@@ -7,7 +7,7 @@
 // before the one being proposed) from its last known state, so drafts and rollbacks cost only
 // the tokens that differ.
 import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
-import type { TokenTexts } from '../logprobs.js';
+import type { TokenTexts } from '../api/logprobs.js';
 import { freeTextMask } from './free-text.js';
 import { splitWalk } from './quote-split.js';
 import { canEnd, expand, KEY_CAP, type Stack, stackKey, type State, stateKey, step } from './matcher.js';

@@ -4,9 +4,9 @@
 // starts after `</think>`.
 import { createHash } from 'node:crypto';
 import { modelStopIds } from '../../engine/request-rules.js';
-import { invalid } from '../errors.js';
-import { LIMIT_FLAGS } from '../limits.js';
-import type { ConstraintFactory, ServerContext } from '../generation.js';
+import { invalid } from '../http/errors.js';
+import { LIMIT_FLAGS } from '../http/limits.js';
+import type { ConstraintFactory, ServerContext } from '../api/choices.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
 import { prepare } from '../prepare-jobs.js';
 import { CompileBudgetError } from './compile-budget.js';

@@ -4,7 +4,7 @@
 // 400 (counts, depth) whose message names the flag. The checks look only at well-known
 // field names (every route rejects unknown fields anyway), so one check serves all routes.
 // The walks over client JSON are iterative and hand the event loop back every few ms.
-import { DeltaserveError } from '../util/errors.js';
+import { DeltaserveError } from '../../util/errors.js';
 import { ApiError } from './errors.js';
 
 export interface RequestLimits {

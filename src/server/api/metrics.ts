@@ -1,7 +1,7 @@
 // /metrics: Prometheus text exposition (format 0.0.4) of the server's own counters and
 // latency histograms plus every numeric field of engine.stats(), walked generically so
 // stats added to the engine later (prefix cache, speculative decoding) appear by themselves.
-import type { EngineStats } from '../engine/metrics.js';
+import type { EngineStats } from '../../engine/metrics.js';
 
 const PREFIX = 'deltaserve_';
 

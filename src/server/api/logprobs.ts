@@ -3,8 +3,8 @@
 // vocabulary: the model's raw distribution, before temperature, penalties and truncation,
 // as in vLLM) and hands one entry per emitted token, in order, to `push`; `take` pairs them
 // with the ids of each delta.
-import type { TextTokenizer } from '../tokenizer/tokenizer.js';
-import type { TokenLogprob as EngineTokenLogprob } from '../engine/sample-batch.js';
+import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
+import type { TokenLogprob as EngineTokenLogprob } from '../../engine/sample-batch.js';
 
 export interface TopEntry {
   readonly id: number;

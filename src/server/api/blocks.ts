@@ -3,9 +3,9 @@
 // block per tool call, each opened, filled by deltas and closed, in order. Consecutive parts
 // of the same kind extend the open block; a different kind closes it first. A call streamed
 // incrementally opens at its start, grows by its argument fragments and closes at its end.
-import type { GenerateEvent } from '../engine/request.js';
+import type { GenerateEvent } from '../../engine/request.js';
 import type { AnswerPart, AnswerStream } from './answer.js';
-import type { ParsedToolCall } from './tools/types.js';
+import type { ParsedToolCall } from '../tools/types.js';
 
 export type BlockKind = 'reasoning' | 'text' | 'tool_call';
 

@@ -9,12 +9,12 @@
 // - Reasoning items give their text (`content` reasoning_text parts, or the sealed
 //   `encrypted_content`) to the next assistant turn as its reasoning, which the chat template
 //   renders where the model saw it (after the last user message: tool loops) and drops elsewhere.
-import type { ChatMessage } from '../tokenizer/chat.js';
-import { ApiError, invalid } from './errors.js';
+import type { ChatMessage } from '../../tokenizer/chat.js';
+import { ApiError, invalid } from '../http/errors.js';
 import { openReasoning } from './responses-crypto.js';
 import type { Item, ResponseStore } from './responses-store.js';
-import { callArguments } from './tools/openai.js';
-import { DEFAULT_LIMITS } from './limits.js';
+import { callArguments } from '../tools/openai.js';
+import { DEFAULT_LIMITS } from '../http/limits.js';
 
 const isObj = (v: unknown): v is Item => typeof v === 'object' && v !== null && !Array.isArray(v);
 

@@ -8,20 +8,20 @@
 // GET / DELETE /v1/responses/{id} read and remove stored responses.
 import { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, BlockTracker, cutShort, streamBlocks } from './blocks.js';
-import { chatPrompt, toolSetup } from './chat-prompt.js';
-import { ApiError, invalid } from './errors.js';
+import { chatPrompt, toolSetup } from '../chat-prompt.js';
+import { ApiError, invalid } from '../http/errors.js';
 import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
-import { DEFAULT_LIMITS } from './limits.js';
-import { admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
-import { sendJson } from './respond.js';
+import { DEFAULT_LIMITS } from '../http/limits.js';
+import { admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './choices.js';
+import { sendJson } from '../http/respond.js';
 import { sealReasoning } from './responses-crypto.js';
 import { previousConversation, resolveInput, responsesMessages } from './responses-input.js';
 import type { Item, ResponsesConfig } from './responses-store.js';
-import { SseStream } from './sse.js';
-import { compileConstraintSchemas, jsonSchemaFormat, type OutputFormat, structuredConstraint } from './structured/request.js';
-import { answerConstraint } from './thinking.js';
-import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
-import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
+import { SseStream } from '../http/sse.js';
+import { compileConstraintSchemas, jsonSchemaFormat, type OutputFormat, structuredConstraint } from '../structured/request.js';
+import { answerConstraint } from '../thinking.js';
+import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
+import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
 import { type Body, commonParams, optBool, optObject, optString, requireObject } from './validate.js';
 
 const INCLUDABLE = ['reasoning.encrypted_content'];

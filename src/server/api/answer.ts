@@ -10,10 +10,10 @@
 // turns out malformed, or is cut short, ends with `tool_call_fail` instead (what was sent
 // cannot be taken back; the at-once form reports such a call as text). A call that never
 // started (unknown tool, unparsable header) is text in both forms.
-import { ReasoningSplitter } from '../tokenizer/reasoning.js';
-import { CALL_CLOSE, ToolCallParser, type ToolEvent } from './tools/parser.js';
-import { CallPreviewer } from './tools/stream-args.js';
-import { type ParsedToolCall, type ToolSetup, toolCallId } from './tools/types.js';
+import { ReasoningSplitter } from '../../tokenizer/reasoning.js';
+import { CALL_CLOSE, ToolCallParser, type ToolEvent } from '../tools/parser.js';
+import { CallPreviewer } from '../tools/stream-args.js';
+import { type ParsedToolCall, type ToolSetup, toolCallId } from '../tools/types.js';
 
 export type AnswerPart =
   | { readonly type: 'reasoning'; readonly text: string }

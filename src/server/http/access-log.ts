@@ -4,7 +4,7 @@
 // closes. Prompt text is logged only when the server was started with logPrompts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { LogFields, Logger } from '../util/log.js';
+import type { LogFields, Logger } from '../../util/log.js';
 
 /** What the engine reported for one HTTP request (summed over its choices). */
 export interface RequestRecord {

@@ -3,27 +3,27 @@
 // of <think>…</think>, tool calls parsed out of the answer (`tools`, `tool_choice`,
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
-import type { ChatMessage } from '../tokenizer/chat.js';
+import type { ChatMessage } from '../../tokenizer/chat.js';
 import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
-import { chatPrompt, toolSetup } from './chat-prompt.js';
-import { invalid } from './errors.js';
+import { chatPrompt, toolSetup } from '../chat-prompt.js';
+import { invalid } from '../http/errors.js';
 import { checkFields, COMMON_FIELDS, type FieldRules } from './fields.js';
-import { DEFAULT_LIMITS } from './limits.js';
+import { DEFAULT_LIMITS } from '../http/limits.js';
 import {
   admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, responseId,
   type ServerContext, startChoices, usageOf,
-} from './generation.js';
+} from './choices.js';
 import { chatLogprobs, type TokenLogprob } from './logprobs.js';
-import { sendJson } from './respond.js';
-import { SseStream } from './sse.js';
+import { sendJson } from '../http/respond.js';
+import { SseStream } from '../http/sse.js';
 import { speculativeOf } from './stats.js';
-import { compileConstraintSchemas, openAiResponseFormat, structuredConstraint } from './structured/request.js';
-import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
-import { answerConstraint } from './thinking.js';
-import type { ToolSetup } from './tools/types.js';
-import { REQUEST_PARAMS } from '../engine/request-rules.js';
+import { compileConstraintSchemas, openAiResponseFormat, structuredConstraint } from '../structured/request.js';
+import { openAiHistoryCalls, openAiToolChoice, openAiTools } from '../tools/openai.js';
+import { answerConstraint } from '../thinking.js';
+import type { ToolSetup } from '../tools/types.js';
+import { REQUEST_PARAMS } from '../../engine/request-rules.js';
 import { type Body, commonParams, optBool, optObject, optParam, requireObject } from './validate.js';
-export { promptOpensThinking } from './chat-prompt.js';
+export { promptOpensThinking } from '../chat-prompt.js';
 
 const CHAT_FIELDS: FieldRules = {
   ...COMMON_FIELDS,

@@ -12,8 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { ApiError } from './errors.js';
 
-/** Where `npm run build` writes the web UI (relative to dist/src/server/ or src/server/). */
-export const WEBUI_DIR = fileURLToPath(new URL('../../../build/webui/', import.meta.url));
+/** Where `npm run build` writes the web UI (relative to dist/src/server/http/ or src/server/http/). */
+export const WEBUI_DIR = fileURLToPath(new URL('../../../../build/webui/', import.meta.url));
 
 export const WEBUI_CSP = [
   "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data: blob:", "connect-src 'self'",

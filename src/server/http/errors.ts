@@ -1,7 +1,7 @@
 // HTTP API errors in OpenAI's JSON shape: {"error": {"message", "type", "param", "code"}}.
 // Every failure a request can cause becomes an ApiError; anything else is a 500 that never
 // leaks a stack trace to the client.
-import { DeltaserveError } from '../util/errors.js';
+import { DeltaserveError } from '../../util/errors.js';
 
 export interface ErrorBody {
   readonly error: { readonly message: string; readonly type: string; readonly param: string | null; readonly code: string | null };

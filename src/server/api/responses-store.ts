@@ -9,7 +9,7 @@
 // input: files are 0600 in a 0700 directory (modes left by older versions are fixed at load).
 import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Logger } from '../util/log.js';
+import type { Logger } from '../../util/log.js';
 
 export type Item = Record<string, unknown>;
 

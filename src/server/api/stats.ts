@@ -4,12 +4,12 @@
 // accept length of the interval); the response carries those samples and a model card
 // (architecture, quantization, memory plan, kernels, threads). `?since=T` (a sample's `t`)
 // returns only the samples after T.
-import type { Engine } from '../engine/engine.js';
-import { formatPlan } from '../engine/memory-plan.js';
-import { ApiError } from './errors.js';
-import type { Call, Done, ServerContext } from './generation.js';
+import type { Engine } from '../../engine/engine.js';
+import { formatPlan } from '../../engine/memory-plan.js';
+import { ApiError } from '../http/errors.js';
+import type { Call, Done, ServerContext } from './choices.js';
 import type { ServerMetrics } from './metrics.js';
-import { sendJson } from './respond.js';
+import { sendJson } from '../http/respond.js';
 
 /** Seconds of samples kept (one per second). */
 export const RING_SECONDS = 300;

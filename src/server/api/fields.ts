@@ -1,7 +1,7 @@
 // No silent ignoring: every request field a route does not implement is a 400 naming it,
 // unless the server runs with --lenient (then unknown fields are ignored, as before).
 // Fields whose given value means "the default behaviour" (e.g. `store: false`) are accepted.
-import { invalid } from './errors.js';
+import { invalid } from '../http/errors.js';
 import type { Body } from './validate.js';
 
 /** Field → a check that the given value asks for nothing unimplemented (true = fine). */

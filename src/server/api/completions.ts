@@ -1,17 +1,17 @@
 // POST /v1/completions: raw prompts (no chat template) given as a string, a list of
 // strings, token ids or a list of token-id lists; n choices per prompt; echo; legacy
 // `logprobs` (int: top alternatives per token); SSE streaming.
-import { invalid, toApiError } from './errors.js';
+import { invalid, toApiError } from '../http/errors.js';
 import {
   admit, type Call, cancelAll, checkModel, checkPromptLength, type Choice, collect, failed, type Done, responseId,
   type ServerContext, startChoices, usageOf,
-} from './generation.js';
+} from './choices.js';
 import { completionLogprobs, type TokenLogprob } from './logprobs.js';
-import { sendJson } from './respond.js';
-import { SseStream } from './sse.js';
+import { sendJson } from '../http/respond.js';
+import { SseStream } from '../http/sse.js';
 import { checkFields, COMMON_FIELDS } from './fields.js';
-import { prepare } from './prepare-jobs.js';
-import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
+import { prepare } from '../prepare-jobs.js';
+import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import { commonParams, optBool, optParam, requireObject, tokenIds } from './validate.js';
 
 

@@ -1,18 +1,18 @@
 // Running a route's choices on the engine: admission (queue limit, expected wait), one engine request per
 // choice (seed + i for n > 1), logprob capture, and the per-choice latency / token metrics.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Engine } from '../engine/engine.js';
-import type { GenerateRequest } from '../engine/request-builder.js';
-import type { LogitsAdjust } from '../engine/logits-adjust.js';
-import { generationBudget, leavesRoom, requestStopIds } from '../engine/request-rules.js';
-import type { GenerateEvent } from '../engine/request.js';
-import type { RequestRecord } from './access-log.js';
-import { ApiError } from './errors.js';
+import type { Engine } from '../../engine/engine.js';
+import type { GenerateRequest } from '../../engine/request-builder.js';
+import type { LogitsAdjust } from '../../engine/logits-adjust.js';
+import { generationBudget, leavesRoom, requestStopIds } from '../../engine/request-rules.js';
+import type { GenerateEvent } from '../../engine/request.js';
+import type { RequestRecord } from '../http/access-log.js';
+import { ApiError } from '../http/errors.js';
 import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
-import type { RequestLimits } from './limits.js';
+import type { RequestLimits } from '../http/limits.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponsesConfig } from './responses-store.js';
-import type { PreparePool } from './prepare-pool.js';
+import type { PreparePool } from '../prepare-pool.js';
 import type { CommonParams, SamplingDefaults } from './validate.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;

@@ -1,9 +1,9 @@
 // GET /v1/models, GET /v1/models/{id}, GET /metrics, POST /tokenize, POST /detokenize.
-import { ApiError, invalid, toApiError } from './errors.js';
-import { type Call, checkModel, type ServerContext } from './generation.js';
-import { prepare, type TokenizeInput } from './prepare-jobs.js';
-import { packageInfo } from '../util/version.js';
-import { sendJson, sendJsonBytes, sendText } from './respond.js';
+import { ApiError, invalid, toApiError } from '../http/errors.js';
+import { type Call, checkModel, type ServerContext } from './choices.js';
+import { prepare, type TokenizeInput } from '../prepare-jobs.js';
+import { packageInfo } from '../../util/version.js';
+import { sendJson, sendJsonBytes, sendText } from '../http/respond.js';
 import { optBool, optObject, packedTokenIds, requireObject } from './validate.js';
 
 /** The model card shows no local paths (the model directory stays private). */

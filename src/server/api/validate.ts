@@ -4,9 +4,9 @@
 // "not given"; unknown fields are rejected in fields.ts.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { GenerateRequest } from '../engine/request-builder.js';
-import { type NumericParam, paramProblem, REQUEST_PARAMS as P, stopCountProblem } from '../engine/request-rules.js';
-import { invalid } from './errors.js';
+import type { GenerateRequest } from '../../engine/request-builder.js';
+import { type NumericParam, paramProblem, REQUEST_PARAMS as P, stopCountProblem } from '../../engine/request-rules.js';
+import { invalid } from '../http/errors.js';
 
 export type Body = Record<string, unknown>;
 

@@ -1,12 +1,12 @@
 // Routing: a request target's path (normalized: one spelling per route, so that no spelling
 // reaches a route past its checks) and the route it names.
-import { chatCompletions } from './chat.js';
-import { completions } from './completions.js';
+import { chatCompletions } from '../api/chat.js';
+import { completions } from '../api/completions.js';
 import { ApiError } from './errors.js';
-import type { Call, ServerContext } from './generation.js';
-import { countTokens, messages } from './messages.js';
-import { detokenize, getModel, listModels, tokenize, version } from './misc.js';
-import { deleteResponse, getResponse, responses } from './responses.js';
+import type { Call, ServerContext } from '../api/choices.js';
+import { countTokens, messages } from '../api/messages.js';
+import { detokenize, getModel, listModels, tokenize, version } from '../api/misc.js';
+import { deleteResponse, getResponse, responses } from '../api/responses.js';
 
 export type Handler = (ctx: ServerContext, call: Call, arg: string) => Promise<void> | void;
 

@@ -5,21 +5,21 @@
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
 // (forces `</think>`) once that many tokens were generated in it.
-import type { ChatMessage, ChatToolCall } from '../tokenizer/chat.js';
+import type { ChatMessage, ChatToolCall } from '../../tokenizer/chat.js';
 import { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
-import { chatPrompt, toolSetup } from './chat-prompt.js';
-import { ApiError, invalid } from './errors.js';
+import { chatPrompt, toolSetup } from '../chat-prompt.js';
+import { ApiError, invalid } from '../http/errors.js';
 import { checkFields, type FieldRules } from './fields.js';
-import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './generation.js';
-import { sendJson } from './respond.js';
-import { SseStream } from './sse.js';
-import { compileConstraintSchemas, structuredConstraint } from './structured/request.js';
-import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
-import { THINK_CLOSE } from '../tokenizer/reasoning.js';
-import { answerConstraint } from './thinking.js';
-import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
-import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
+import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './choices.js';
+import { sendJson } from '../http/respond.js';
+import { SseStream } from '../http/sse.js';
+import { compileConstraintSchemas, structuredConstraint } from '../structured/request.js';
+import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
+import { THINK_CLOSE } from '../../tokenizer/reasoning.js';
+import { answerConstraint } from '../thinking.js';
+import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
+import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
 import { type Body, commonParams, optObject, requireObject } from './validate.js';
 
 const FIELDS: FieldRules = {
