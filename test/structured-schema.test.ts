@@ -7,7 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
-import type { ConstraintFactory, ServerContext } from '../src/server/api/choices.js';
+import type { ConstraintFactory } from '../src/server/api/choices.js';
+import type { ServerContext } from '../src/server/context.js';
 import { TokenTexts } from '../src/server/api/logprobs.js';
 import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
 import { computeMask, vocabFromBytes } from '../src/server/structured/mask.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
 import type { LogitsAdjust } from '../src/engine/logits-adjust.js';
 import { modelStopIds } from '../src/engine/request-rules.js';
-import type { ServerContext } from '../src/server/api/choices.js';
+import type { ServerContext } from '../src/server/context.js';
 import { startServer } from '../src/server/index.js';
 import { TokenTexts } from '../src/server/api/logprobs.js';
 import { push } from '../src/server/structured/frames.js';

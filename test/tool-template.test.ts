@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chatPrompt, toolSetup } from '../src/server/chat-prompt.js';
-import type { ServerContext } from '../src/server/api/choices.js';
+import type { ServerContext } from '../src/server/context.js';
 import { parseAnswer } from '../src/server/api/answer.js';
 import { callText, inlineTools, templateHandlesTools, toolFormatFor } from '../src/server/tools/prompt.js';
 import type { FunctionTool } from '../src/server/tools/types.js';

@@ -5,7 +5,8 @@
 import type { ChatMessage } from '../tokenizer/chat.js';
 import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { invalid, toApiError } from './http/errors.js';
-import { checkPromptLength, type ServerContext } from './api/choices.js';
+import { checkPromptLength } from './api/choices.js';
+import type { ServerContext } from './context.js';
 import { type ChatTools, prepare } from './prepare-jobs.js';
 import { toolFormatFor } from './tools/prompt.js';
 import type { ThinkStart } from './thinking.js';

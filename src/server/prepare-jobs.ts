@@ -8,7 +8,7 @@ import { validateMessages } from '../tokenizer/chat.js';
 import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
-import type { ServerContext } from './api/choices.js';
+import type { ServerContext } from './context.js';
 import { type GrammarJob, type GrammarResult, runGrammarJob } from './structured/compile-job.js';
 import { inlineTools, templateHandlesTools, templateTools } from './tools/prompt.js';
 import type { FunctionTool, ToolFormat } from './tools/types.js';

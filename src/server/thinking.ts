@@ -9,7 +9,8 @@
 // block) — `<think>` and `</think>` are never sampled again, in free text and constrained output
 // alike (they would show up as literal tags in the answer or inside JSON strings).
 import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
-import type { ConstraintFactory, ServerContext } from './api/choices.js';
+import type { ConstraintFactory } from './api/choices.js';
+import type { ServerContext } from './context.js';
 import { withReasoningBudget } from './structured/budget.js';
 
 /** Where the prompt leaves the reasoning block: `open` (it ends with `<think>\n`), `closed`

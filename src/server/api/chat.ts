@@ -9,10 +9,9 @@ import { chatPrompt, toolSetup } from '../chat-prompt.js';
 import { invalid } from '../http/errors.js';
 import { checkFields, COMMON_FIELDS, type FieldRules } from './fields.js';
 import { DEFAULT_LIMITS } from '../http/limits.js';
-import {
-  admit, type Call, cancelAll, checkModel, type Choice, collect, failed, type Done, responseId,
-  type ServerContext, startChoices, usageOf,
-} from './choices.js';
+import { admit, cancelAll, checkModel, type Choice, collect, failed, type Done, responseId, startChoices, usageOf } from './choices.js';
+import type { Call } from '../http/call.js';
+import type { ServerContext } from '../context.js';
 import { chatLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';

@@ -1,6 +1,5 @@
 // Running a route's choices on the engine: admission (queue limit, expected wait), one engine request per
 // choice (seed + i for n > 1), logprob capture, and the per-choice latency / token metrics.
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../../engine/engine.js';
 import type { GenerateRequest } from '../../engine/request-builder.js';
 import type { LogitsAdjust } from '../../engine/logits-adjust.js';
@@ -8,35 +7,13 @@ import { generationBudget, leavesRoom, requestStopIds } from '../../engine/reque
 import type { GenerateEvent } from '../../engine/request.js';
 import type { RequestRecord } from '../http/access-log.js';
 import { ApiError } from '../http/errors.js';
-import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs.js';
-import type { RequestLimits } from '../http/limits.js';
+import { LogprobCollector, type TokenLogprob } from './logprobs.js';
 import type { ServerMetrics } from './metrics.js';
-import type { ResponsesConfig } from './responses-store.js';
-import type { PreparePool } from '../prepare-pool.js';
-import type { CommonParams, SamplingDefaults } from './validate.js';
+import type { CommonParams } from './validate.js';
+import type { Call } from '../http/call.js';
+import type { ServerContext } from '../context.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;
-
-/** What every route sees of the server. */
-export interface ServerContext {
-  readonly engine: Engine;
-  readonly modelName: string;
-  readonly created: number;
-  readonly metrics: ServerMetrics;
-  readonly defaults: SamplingDefaults;
-  readonly maxQueue: number;
-  /** Seconds a request may be expected to wait for memory before it gets a 503 instead. */
-  readonly maxQueueWait: number;
-  readonly texts: TokenTexts;
-  /** --lenient: ignore unknown request fields instead of a 400. */
-  readonly lenient?: boolean;
-  /** The Responses store and reasoning key (absent: responses are not kept). */
-  readonly responses?: ResponsesConfig;
-  /** Request size limits (default: DEFAULT_LIMITS). */
-  readonly limits?: RequestLimits;
-  /** Worker threads that render and tokenize prompts (none: on the event loop). */
-  readonly prepare?: PreparePool;
-}
 
 /** A choice's constraint: its mask, and why its output may not end yet (see LogitsAdjust). */
 export interface Constraint {
@@ -46,19 +23,6 @@ export interface Constraint {
 
 /** A fresh constraint per choice (constraints keep per-request matcher state). */
 export type ConstraintFactory = () => Constraint;
-
-/** One HTTP request being handled. */
-export interface Call {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  readonly body: unknown;
-  /** Aborted when the client goes away or the server stops waiting at shutdown. */
-  readonly signal: AbortSignal;
-  /** performance.now() at arrival. */
-  readonly arrival: number;
-  /** Token counts / TTFT / finish reasons for the access log (filled by startChoices). */
-  readonly record?: RequestRecord;
-}
 
 export interface Choice {
   readonly index: number;

@@ -2,10 +2,9 @@
 // strings, token ids or a list of token-id lists; n choices per prompt; echo; legacy
 // `logprobs` (int: top alternatives per token); SSE streaming.
 import { invalid, toApiError } from '../http/errors.js';
-import {
-  admit, type Call, cancelAll, checkModel, checkPromptLength, type Choice, collect, failed, type Done, responseId,
-  type ServerContext, startChoices, usageOf,
-} from './choices.js';
+import { admit, cancelAll, checkModel, checkPromptLength, type Choice, collect, failed, type Done, responseId, startChoices, usageOf } from './choices.js';
+import type { Call } from '../http/call.js';
+import type { ServerContext } from '../context.js';
 import { completionLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';

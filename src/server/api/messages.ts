@@ -11,7 +11,9 @@ import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './block
 import { chatPrompt, toolSetup } from '../chat-prompt.js';
 import { ApiError, invalid } from '../http/errors.js';
 import { checkFields, type FieldRules } from './fields.js';
-import { admit, type Call, cancelAll, type Choice, collect, failed, type Done, type ServerContext, startChoices } from './choices.js';
+import { admit, cancelAll, type Choice, collect, failed, type Done, startChoices } from './choices.js';
+import type { Call } from '../http/call.js';
+import type { ServerContext } from '../context.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
 import { compileConstraintSchemas, structuredConstraint } from '../structured/request.js';

@@ -1,6 +1,8 @@
 // GET /v1/models, GET /v1/models/{id}, GET /metrics, POST /tokenize, POST /detokenize.
 import { ApiError, invalid, toApiError } from '../http/errors.js';
-import { type Call, checkModel, type ServerContext } from './choices.js';
+import { checkModel } from './choices.js';
+import type { Call } from '../http/call.js';
+import type { ServerContext } from '../context.js';
 import { prepare, type TokenizeInput } from '../prepare-jobs.js';
 import { packageInfo } from '../../util/version.js';
 import { sendJson, sendJsonBytes, sendText } from '../http/respond.js';

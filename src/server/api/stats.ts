@@ -7,7 +7,9 @@
 import type { Engine } from '../../engine/engine.js';
 import { formatPlan } from '../../engine/memory-plan.js';
 import { ApiError } from '../http/errors.js';
-import type { Call, Done, ServerContext } from './choices.js';
+import type { Done } from './choices.js';
+import type { Call } from '../http/call.js';
+import type { ServerContext } from '../context.js';
 import type { ServerMetrics } from './metrics.js';
 import { sendJson } from '../http/respond.js';
 

@@ -3,7 +3,8 @@
 import { chatCompletions } from '../api/chat.js';
 import { completions } from '../api/completions.js';
 import { ApiError } from './errors.js';
-import type { Call, ServerContext } from '../api/choices.js';
+import type { Call } from './call.js';
+import type { ServerContext } from '../context.js';
 import { countTokens, messages } from '../api/messages.js';
 import { detokenize, getModel, listModels, tokenize, version } from '../api/misc.js';
 import { deleteResponse, getResponse, responses } from '../api/responses.js';

@@ -3,13 +3,13 @@
 // responses, graceful shutdown. The event loop only routes: prompts are rendered and
 // tokenized in the prepare pool (prepare-pool.ts). startServer() is the programmatic
 // entry point (tests run it in-process); `deltaserve serve` wraps it.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import type { Engine } from '../../engine/engine.js';
 import { DeltaserveError } from '../../util/errors.js';
 import { type Logger, SILENT } from '../../util/log.js';
+import { apiKeyDigest, authorized } from './auth.js';
 import { logRequest, newRecord, type RequestRecord, requestIdOf } from './access-log.js';
 import { applyCors, corsPolicy } from './cors.js';
 import { answerClientError, type InFlight } from './client-errors.js';
@@ -18,7 +18,7 @@ import { responsesKey } from '../api/responses-crypto.js';
 import { ResponseStore } from '../api/responses-store.js';
 import { readJsonBody } from './body.js';
 import { ApiError, toApiError } from './errors.js';
-import type { ServerContext } from '../api/choices.js';
+import type { ServerContext } from '../context.js';
 import { checkRequestLimits, type RequestLimits, resolveLimits } from './limits.js';
 import { PreparePool } from '../prepare-pool.js';
 import { dialectPathOf, requestPath, route, type Route } from './routes.js';
@@ -99,17 +99,6 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
-
-/** `Authorization: Bearer KEY`, or `x-api-key: KEY` (Anthropic's clients). */
-function authorized(req: IncomingMessage, key: Buffer): boolean {
-  const h = req.headers.authorization ?? '';
-  const m = /^Bearer\s+(.+)$/i.exec(h.trim());
-  if (m !== null && timingSafeEqual(digest(m[1]!), key)) return true;
-  const x = req.headers['x-api-key'];
-  return typeof x === 'string' && x.length > 0 && timingSafeEqual(digest(x.trim()), key);
-}
-
 /** The time limits of the HTTP server, checked. */
 function timeLimits(opts: ServerOptions): { requestTimeout: number; keepAliveTimeout: number } {
   const requestTimeout = opts.requestTimeoutMs ?? 60_000;
@@ -163,7 +152,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   if (opts.apiKey !== undefined && opts.apiKey.trim() === '') {
     throw new DeltaserveError('bad_config', '--api-key is empty: give a key, or leave the flag out to serve without authentication');
   }
-  const key = opts.apiKey !== undefined ? digest(opts.apiKey) : null;
+  const key = opts.apiKey !== undefined ? apiKeyDigest(opts.apiKey) : null;
   const cors = corsPolicy(opts.allowedOrigins);
   const log = opts.logger ?? SILENT;
   const limits = resolveLimits(opts.limits);

@@ -4,7 +4,7 @@
 // automata of every `format` and the IDNA virama table — built in the background, a few
 // milliseconds at a time between other event-loop work, once the server is listening. A
 // request that needs one of them before it is done finishes that build at once.
-import type { ServerContext } from '../api/choices.js';
+import type { ServerContext } from '../context.js';
 import { lazyJsonTextClass } from './free-text.js';
 import { FORMATS } from './formats.js';
 import { isVirama } from './idna-tables.js';
