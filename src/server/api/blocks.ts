@@ -5,7 +5,6 @@
 // incrementally opens at its start, grows by its argument fragments and closes at its end.
 import type { GenerateEvent } from '../../engine/request.js';
 import type { AnswerPart, AnswerStream } from './answer.js';
-import type { ParsedToolCall } from '../tools/types.js';
 
 export type BlockKind = 'reasoning' | 'text' | 'tool_call';
 
@@ -101,6 +100,15 @@ export class BlockTracker {
 /** The generation stopped before the answer ended by itself (max tokens, abort). */
 export function cutShort(d: Extract<GenerateEvent, { type: 'done' }>): boolean {
   return d.finishReason === 'length' || d.finishReason === 'abort';
+}
+
+/** The blocks of a finished run's text (non-streaming responses); `cut`: the generation
+ * stopped inside the last block (see BlockTracker.finish). */
+export function blocksOf(r: { readonly text: string }, answer: AnswerStream, cut: boolean): readonly Block[] {
+  const t = new BlockTracker();
+  t.push([...answer.push(r.text), ...answer.flush()]);
+  t.finish(cut);
+  return t.blocks;
 }
 
 /** Feed a run's text through the answer parser and the tracker, handing every block event

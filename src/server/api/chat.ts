@@ -4,25 +4,22 @@
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
 import type { ChatMessage } from '../../tokenizer/chat.js';
-import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
-import { chatPrompt, toolSetup } from '../chat-prompt.js';
-import { invalid } from '../http/errors.js';
-import { checkFields, COMMON_FIELDS, type FieldRules } from './fields.js';
-import { DEFAULT_LIMITS } from '../http/limits.js';
-import { admit, cancelAll, checkModel, type Choice, collect, failed, type Done, responseId, startChoices, usageOf } from './choices.js';
-import type { Call } from '../http/call.js';
+import { REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ServerContext } from '../context.js';
-import { chatLogprobs, type TokenLogprob } from './logprobs.js';
+import type { Call } from '../http/call.js';
+import { invalid } from '../http/errors.js';
+import { DEFAULT_LIMITS } from '../http/limits.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
-import { speculativeOf } from './stats.js';
-import { compileConstraintSchemas, openAiResponseFormat, structuredConstraint } from '../structured/request.js';
+import { openAiResponseFormat } from '../structured/request.js';
 import { openAiHistoryCalls, openAiToolChoice, openAiTools } from '../tools/openai.js';
-import { answerConstraint } from '../thinking.js';
-import type { ToolSetup } from '../tools/types.js';
-import { REQUEST_PARAMS } from '../../engine/request-rules.js';
-import { type Body, commonParams, optBool, optObject, optParam, requireObject } from './validate.js';
-export { promptOpensThinking } from '../chat-prompt.js';
+import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
+import { checkModel, collectAll, type Done, failed, responseId, usageOf } from './choices.js';
+import { COMMON_FIELDS, type FieldRules } from './fields.js';
+import { chatLogprobs, type TokenLogprob } from './logprobs.js';
+import { speculativeOf } from './stats.js';
+import { type Codec, runTurn, type Turn, turnParams } from './turn.js';
+import { type Body, optBool, optObject, optParam } from './validate.js';
 
 const CHAT_FIELDS: FieldRules = {
   ...COMMON_FIELDS,
@@ -96,37 +93,40 @@ function normalizeMessages(v: unknown, maxDepth: number): ChatMessage[] {
   });
 }
 
-export async function chatCompletions(ctx: ServerContext, call: Call): Promise<void> {
-  const { engine } = ctx;
-  const b = requireObject(call.body);
-  checkFields(b, CHAT_FIELDS, ctx.lenient ?? false, '/v1/chat/completions');
-  checkModel(ctx, b);
-  const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth);
-  const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_completion_tokens', 'max_tokens']);
-  const wantLogprobs = optBool(b, 'logprobs') ?? false;
-  const top = optParam(b, 'top_logprobs', REQUEST_PARAMS.topLogprobs);
-  if (top !== undefined && !wantLogprobs) throw invalid('top_logprobs', 'top_logprobs requires logprobs to be true');
-  const kwargs = { ...(optObject(b, 'chat_template_kwargs') ?? {}) };
-  const think = chatThinking(b, kwargs);
-  delete kwargs['enable_thinking'];
-  const tools = openAiTools(b['tools']);
-  const setup = toolSetup(ctx, tools, openAiToolChoice(b['tool_choice'], tools), optBool(b, 'parallel_tool_calls') ?? true);
-  const format = openAiResponseFormat(b['response_format'], 'response_format');
-  await compileConstraintSchemas(ctx, format, setup, call.signal); // off the event loop, before the prompt
-  const prompt = await chatPrompt(ctx, messages, think, kwargs, setup, 'messages', call.signal);
-  const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
-  admit(ctx, [prompt.ids], p.n, p.request.maxTokens);
-  const choices = startChoices(ctx, call, [prompt.ids], { ...p, request: { ...p.request, messageBoundaries: prompt.boundaries } },
-    wantLogprobs ? top ?? 0 : null, constraint);
-  const head = { id: responseId('chatcmpl'), created: Math.floor(Date.now() / 1000), model: ctx.modelName };
-  const turn: Turn = { thinking: prompt.thinking, tools: setup, wantLogprobs, n: p.n };
-  try {
-    if (p.stream) await streamChat(ctx, call, choices, head, turn, p.includeUsage);
-    else await respondChat(ctx, call, choices, head, turn);
-  } finally {
-    cancelAll(choices);
-  }
-}
+export const chatCodec: Codec<undefined> = {
+  path: '/v1/chat/completions',
+  fields: CHAT_FIELDS,
+  parse(ctx, b) {
+    checkModel(ctx, b);
+    const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth);
+    const params = turnParams(ctx, b, ['max_completion_tokens', 'max_tokens']);
+    const wantLogprobs = optBool(b, 'logprobs') ?? false;
+    const top = optParam(b, 'top_logprobs', REQUEST_PARAMS.topLogprobs);
+    if (top !== undefined && !wantLogprobs) throw invalid('top_logprobs', 'top_logprobs requires logprobs to be true');
+    const kwargs = { ...(optObject(b, 'chat_template_kwargs') ?? {}) };
+    const think = chatThinking(b, kwargs);
+    delete kwargs['enable_thinking'];
+    const tools = openAiTools(b['tools']);
+    const choice = openAiToolChoice(b['tool_choice'], tools);
+    return {
+      prompt: { kind: 'chat', messages, think, kwargs, param: 'messages' },
+      params,
+      tools: { tools, choice, parallel: optBool(b, 'parallel_tool_calls') ?? true },
+      format: openAiResponseFormat(b['response_format'], 'response_format'),
+      thinkingBudget: null,
+      topLogprobs: wantLogprobs ? top ?? 0 : null,
+      own: undefined,
+    };
+  },
+  render(ctx, call, turn) {
+    const head = { id: responseId('chatcmpl'), created: Math.floor(Date.now() / 1000), model: ctx.modelName };
+    const { params } = turn.request;
+    return params.stream ? streamChat(ctx, call, turn, head, params.includeUsage) : respondChat(ctx, call, turn, head);
+  },
+};
+
+/** POST /v1/chat/completions. */
+export const chatCompletions = (ctx: ServerContext, call: Call): Promise<void> => runTurn(ctx, call, chatCodec);
 
 /** `speculative` (MTP rounds / accept length, see stats.ts) when any verify round ran. */
 function withSpeculative(dones: readonly Done[]): Record<string, unknown> {
@@ -135,20 +135,20 @@ function withSpeculative(dones: readonly Done[]): Record<string, unknown> {
 }
 
 type Head = { id: string; created: number; model: string };
-type Turn = { thinking: boolean; tools: ToolSetup | null; wantLogprobs: boolean; n: number };
 
 function openAiToolCall(id: string, name: string, args: string): Record<string, unknown> {
   return { id, type: 'function', function: { name, arguments: args } };
 }
 
-async function respondChat(ctx: ServerContext, call: Call, choices: Choice[], head: Head, turn: Turn): Promise<void> {
-  const results = await Promise.all(choices.map(collect));
-  const err = results.find((r) => r.done.finishReason === 'error');
-  if (err) throw failed(err.done);
+async function respondChat(ctx: ServerContext, call: Call, turn: Turn<undefined>, head: Head): Promise<void> {
+  const { choices, tools } = turn;
+  const thinking = turn.prompts[0]!.thinking;
+  const wantLogprobs = turn.request.topLogprobs !== null;
+  const results = await collectAll(choices);
   sendJson(call.res, 200, {
     ...head, object: 'chat.completion',
     choices: results.map((r, i) => {
-      const a = parseAnswer(r.text, turn.thinking, turn.tools);
+      const a = parseAnswer(r.text, thinking, tools);
       const message: Record<string, unknown> = {
         role: 'assistant', content: a.calls.length > 0 && a.content === '' ? null : a.content, reasoning_content: a.reasoning,
       };
@@ -156,16 +156,19 @@ async function respondChat(ctx: ServerContext, call: Call, choices: Choice[], he
       return {
         index: choices[i]!.index,
         message,
-        logprobs: turn.wantLogprobs ? { content: chatLogprobs(r.logprobs, ctx.texts), refusal: null } : null,
+        logprobs: wantLogprobs ? { content: chatLogprobs(r.logprobs, ctx.texts), refusal: null } : null,
         finish_reason: chatFinishReason(r.done.finishReason, a.calls.length),
       };
     }),
-    usage: usageOf(results.map((r) => r.done), turn.n),
+    usage: usageOf(results.map((r) => r.done), turn.request.params.n),
     ...withSpeculative(results.map((r) => r.done)),
   });
 }
 
-async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], head: Head, turn: Turn, includeUsage: boolean): Promise<void> {
+async function streamChat(ctx: ServerContext, call: Call, turn: Turn<undefined>, head: Head, includeUsage: boolean): Promise<void> {
+  const { choices, tools } = turn;
+  const thinking = turn.prompts[0]!.thinking;
+  const wantLogprobs = turn.request.topLogprobs !== null;
   const sse = new SseStream(call.res);
   const base = { ...head, object: 'chat.completion.chunk' };
   const usageNull = includeUsage ? { usage: null } : {};
@@ -178,7 +181,7 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
   };
   for (const c of choices) chunk(c.index, { role: 'assistant', content: '' }, null, null);
   const dones = await Promise.all(choices.map(async (c): Promise<Done | null> => {
-    const answer = new AnswerStream(turn.thinking, turn.tools, 'call_', true);
+    const answer = new AnswerStream(thinking, tools, 'call_', true);
     // tool call index by call id, in the order the calls started
     const callIndex = new Map<string, number>();
     // parts in order; a chunk of text deltas before each call; OpenAI's call order: index, id
@@ -188,7 +191,7 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
       let pendingLps = lps;
       const flushText = (): void => {
         if (Object.keys(delta).length === 0 && pendingLps.length === 0) return;
-        chunk(c.index, delta, turn.wantLogprobs ? pendingLps : null, null);
+        chunk(c.index, delta, wantLogprobs ? pendingLps : null, null);
         delta = {};
         pendingLps = [];
       };
@@ -220,7 +223,7 @@ async function streamChat(ctx: ServerContext, call: Call, choices: Choice[], hea
     return null;
   }));
   if (includeUsage && dones.every((d) => d !== null)) {
-    sse.send({ ...base, choices: [], usage: usageOf(dones as Done[], turn.n), ...withSpeculative(dones as Done[]) });
+    sse.send({ ...base, choices: [], usage: usageOf(dones as Done[], turn.request.params.n), ...withSpeculative(dones as Done[]) });
   }
   sse.done();
 }

@@ -177,6 +177,14 @@ export async function collect(c: Choice): Promise<Collected> {
   throw new ApiError(500, 'a request ended without a done event', null, 'internal_error');
 }
 
+/** Run every choice to its end; a failed one raises its error (as a 500). */
+export async function collectAll(choices: readonly Choice[]): Promise<Collected[]> {
+  const results = await Promise.all(choices.map(collect));
+  const err = results.find((r) => r.done.finishReason === 'error');
+  if (err) throw failed(err.done);
+  return results;
+}
+
 /** OpenAI usage object over a request's finished choices (prompt tokens counted once per prompt). */
 export function usageOf(dones: readonly Done[], n: number): Record<string, unknown> {
   let prompt = 0;

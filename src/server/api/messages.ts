@@ -5,24 +5,22 @@
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
 // (forces `</think>`) once that many tokens were generated in it.
+import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ChatMessage, ChatToolCall } from '../../tokenizer/chat.js';
-import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from '../chat-prompt.js';
-import { ApiError, invalid } from '../http/errors.js';
-import { checkFields, type FieldRules } from './fields.js';
-import { admit, cancelAll, type Choice, collect, failed, type Done, startChoices } from './choices.js';
-import type { Call } from '../http/call.js';
 import type { ServerContext } from '../context.js';
+import type { Call } from '../http/call.js';
+import { ApiError, invalid } from '../http/errors.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
-import { compileConstraintSchemas, structuredConstraint } from '../structured/request.js';
-import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
-import { THINK_CLOSE } from '../../tokenizer/reasoning.js';
-import { answerConstraint } from '../thinking.js';
 import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
-import { type Body, commonParams, optObject, requireObject } from './validate.js';
+import { AnswerStream } from './answer.js';
+import { type Block, type BlockEvent, blocksOf, BlockTracker, streamBlocks } from './blocks.js';
+import { type Choice, collect, type Done, failed } from './choices.js';
+import { checkFields, type FieldRules } from './fields.js';
+import { type Codec, runTurn, type Turn, turnParams } from './turn.js';
+import { type Body, optObject, requireObject } from './validate.js';
 
 const FIELDS: FieldRules = {
   model: true, messages: true, system: true, max_tokens: true, stop_sequences: true, temperature: true, top_p: true, top_k: true,
@@ -145,47 +143,53 @@ function stopSequences(v: unknown): string[] | null {
   return v as string[];
 }
 
-export async function messages(ctx: ServerContext, call: Call): Promise<void> {
-  const { engine } = ctx;
-  const b = requireObject(call.body);
-  checkFields(b, FIELDS, ctx.lenient ?? false, '/v1/messages');
-  const m = b['model'];
-  if (m !== undefined && m !== null && m !== ctx.modelName) throw new ApiError(404, `model: "${String(m)}" is not served here; this server serves "${ctx.modelName}"`, 'model');
-  if (b['max_tokens'] === undefined || b['max_tokens'] === null) throw invalid('max_tokens', 'max_tokens: Field required');
-  const msgs = anthropicMessages(b['system'], b['messages']);
-  const stop = stopSequences(b['stop_sequences']);
-  const p = commonParams({ ...b, stop: stop ?? null, stop_sequences: undefined }, engine.maxContext, engine.model.config.vocabSize, ctx.defaults,
-    ['max_tokens'], REQUEST_PARAMS.anthropicTemperature);
-  const tools = anthropicTools(b['tools']);
-  const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
-  const setup = toolSetup(ctx, tools, choice, parallel);
-  const thinking = thinkingOf(b);
-  await compileConstraintSchemas(ctx, { kind: 'text' }, setup, call.signal); // off the event loop, before the prompt
-  const prompt = await chatPrompt(ctx, msgs, thinking.on, {}, setup, 'messages', call.signal);
-  if (prompt.thinking && thinking.budget !== null && engine.tokenizer.tokenToId(THINK_CLOSE) === undefined) {
-    throw invalid('thinking.budget_tokens', 'thinking.budget_tokens needs a model whose vocabulary has a "</think>" token');
-  }
-  const constraint = answerConstraint(ctx, structuredConstraint(ctx, { kind: 'text' }, setup, prompt.thinking), prompt.thinkStart, thinking.budget);
-  admit(ctx, [prompt.ids], 1, p.request.maxTokens);
-  const [run] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
+interface MessagesOwn {
+  /** stop_sequences (reported back as the stop_sequence that matched). */
+  readonly stops: readonly string[];
+}
+
+export const messagesCodec: Codec<MessagesOwn> = {
+  path: '/v1/messages',
+  fields: FIELDS,
+  parse(ctx, b) {
+    const m = b['model'];
+    if (m !== undefined && m !== null && m !== ctx.modelName) throw new ApiError(404, `model: "${String(m)}" is not served here; this server serves "${ctx.modelName}"`, 'model');
+    if (b['max_tokens'] === undefined || b['max_tokens'] === null) throw invalid('max_tokens', 'max_tokens: Field required');
+    const messages = anthropicMessages(b['system'], b['messages']);
+    const stop = stopSequences(b['stop_sequences']);
+    const params = turnParams(ctx, { ...b, stop: stop ?? null, stop_sequences: undefined }, ['max_tokens'], REQUEST_PARAMS.anthropicTemperature);
+    const tools = anthropicTools(b['tools']);
+    const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
+    const thinking = thinkingOf(b);
+    return {
+      prompt: { kind: 'chat', messages, think: thinking.on, kwargs: {}, param: 'messages' },
+      params: { ...params, n: 1 },
+      tools: { tools, choice, parallel },
+      format: { kind: 'text' },
+      thinkingBudget: thinking.budget !== null ? { tokens: thinking.budget, param: 'thinking.budget_tokens' } : null,
+      topLogprobs: null,
+      own: { stops: stop ?? [] },
+    };
+  },
+  render: renderMessage,
+};
+
+/** POST /v1/messages. */
+export const messages = (ctx: ServerContext, call: Call): Promise<void> => runTurn(ctx, call, messagesCodec);
+
+async function renderMessage(ctx: ServerContext, call: Call, turn: Turn<MessagesOwn>): Promise<void> {
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
-  const stops = stop ?? [];
-  try {
-    const answer = new AnswerStream(prompt.thinking, setup, 'toolu_', p.stream);
-    if (p.stream) await streamMessage(ctx, call, run!, head, answer, stops);
-    else {
-      const r = await collect(run!);
-      if (r.done.finishReason === 'error') throw failed(r.done);
-      if (r.done.finishReason === 'abort') throw interrupted();
-      const t = new BlockTracker();
-      t.push([...answer.push(r.text), ...answer.flush()]);
-      t.finish();
-      const { reason, sequence } = stopReason(ctx, r.done, t.blocks, stops);
-      sendJson(call.res, 200, { ...head, content: t.blocks.map(contentBlock), stop_reason: reason, stop_sequence: sequence, usage: usage(r.done) });
-    }
-  } finally {
-    cancelAll([run!]);
-  }
+  const { stream } = turn.request.params;
+  const { stops } = turn.request.own;
+  const run = turn.choices[0]!;
+  const answer = new AnswerStream(turn.prompts[0]!.thinking, turn.tools, 'toolu_', stream);
+  if (stream) return streamMessage(ctx, call, run, head, answer, stops);
+  const r = await collect(run);
+  if (r.done.finishReason === 'error') throw failed(r.done);
+  if (r.done.finishReason === 'abort') throw interrupted();
+  const blocks = blocksOf(r, answer, false);
+  const { reason, sequence } = stopReason(ctx, r.done, blocks, stops);
+  sendJson(call.res, 200, { ...head, content: blocks.map(contentBlock), stop_reason: reason, stop_sequence: sequence, usage: usage(r.done) });
 }
 
 /** POST /v1/messages/count_tokens: {system?, messages, tools?, thinking?} → {input_tokens}. */

@@ -6,25 +6,23 @@
 // stateless client), `stream: true` with the typed event sequence, and state: `store` (default
 // true) keeps the finished response and its conversation, `previous_response_id` continues one;
 // GET / DELETE /v1/responses/{id} read and remove stored responses.
-import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, BlockTracker, cutShort, streamBlocks } from './blocks.js';
-import { chatPrompt, toolSetup } from '../chat-prompt.js';
-import { ApiError, invalid } from '../http/errors.js';
-import { checkFields, DEFAULT_VALUED, type FieldRules } from './fields.js';
-import { DEFAULT_LIMITS } from '../http/limits.js';
-import { admit, cancelAll, checkModel, type Choice, collect, failed, type Done, startChoices } from './choices.js';
-import type { Call } from '../http/call.js';
 import type { ServerContext } from '../context.js';
+import type { Call } from '../http/call.js';
+import { ApiError, invalid } from '../http/errors.js';
 import { sendJson } from '../http/respond.js';
-import { sealReasoning } from './responses-crypto.js';
-import { previousConversation, resolveInput, responsesMessages } from './responses-input.js';
-import type { Item, ResponsesConfig } from './responses-store.js';
 import { SseStream } from '../http/sse.js';
-import { compileConstraintSchemas, jsonSchemaFormat, type OutputFormat, structuredConstraint } from '../structured/request.js';
-import { answerConstraint } from '../thinking.js';
+import { jsonSchemaFormat, type OutputFormat } from '../structured/request.js';
 import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
-import { type Body, commonParams, optBool, optObject, optString, requireObject } from './validate.js';
+import { AnswerStream } from './answer.js';
+import { type Block, type BlockEvent, blocksOf, BlockTracker, cutShort, streamBlocks } from './blocks.js';
+import { checkModel, type Choice, collect, type Done, failed } from './choices.js';
+import { DEFAULT_VALUED, type FieldRules } from './fields.js';
+import { sealReasoning } from './responses-crypto.js';
+import { previousConversation, resolveInput, responsesMessages, type Sourced } from './responses-input.js';
+import type { Item, ResponsesConfig } from './responses-store.js';
+import { type Codec, runTurn, type Turn, turnParams } from './turn.js';
+import { type Body, optBool, optObject, optString } from './validate.js';
 
 const INCLUDABLE = ['reasoning.encrypted_content'];
 
@@ -103,57 +101,79 @@ interface Shape {
   readonly model: string;
 }
 
-export async function responses(ctx: ServerContext, call: Call): Promise<void> {
-  const { engine } = ctx;
-  const b = requireObject(call.body);
-  checkFields(b, FIELDS, ctx.lenient ?? false, '/v1/responses');
-  checkModel(ctx, b);
-  const rs = responsesState(ctx);
-  const store = optBool(b, 'store') ?? true;
-  const include = Array.isArray(b['include']) ? b['include'] as string[] : [];
-  const items = [...previousConversation(b['previous_response_id'], rs.store), ...resolveInput(b['input'], rs)];
-  const messages = responsesMessages(items, optString(b, 'instructions'), rs.key, ctx.limits?.jsonDepth);
-  const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_output_tokens']);
-  const tools = responsesTools(b['tools']);
-  const choice = responsesToolChoice(b['tool_choice'], tools);
-  const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);
-  const format = textFormat(optObject(b, 'text'));
-  const summary = summaryOf(b);
-  await compileConstraintSchemas(ctx, format, setup, call.signal); // off the event loop, before the prompt
-  const prompt = await chatPrompt(ctx, messages, thinkingOf(b), {}, setup, 'input', call.signal);
-  const constraint = answerConstraint(ctx, structuredConstraint(ctx, format, setup, prompt.thinking), prompt.thinkStart, null);
-  admit(ctx, [prompt.ids], 1, p.request.maxTokens);
-  const [choiceRun] = startChoices(ctx, call, [prompt.ids], { ...p, n: 1, request: { ...p.request, messageBoundaries: prompt.boundaries } }, null, constraint);
-  const shell = {
+interface ResponsesOwn {
+  readonly body: Body;
+  /** Keep the finished response (store, default true). */
+  readonly store: boolean;
+  /** Items of the conversation so far (previous response's, then this input's). */
+  readonly items: readonly Sourced[];
+  readonly summary: string | null;
+  /** Seal the reasoning with the server's key (include: ["reasoning.encrypted_content"]). */
+  readonly seal: boolean;
+}
+
+export const responsesCodec: Codec<ResponsesOwn> = {
+  path: '/v1/responses',
+  fields: FIELDS,
+  parse(ctx, b) {
+    checkModel(ctx, b);
+    const rs = responsesState(ctx);
+    const store = optBool(b, 'store') ?? true;
+    const include = Array.isArray(b['include']) ? b['include'] as string[] : [];
+    const items = [...previousConversation(b['previous_response_id'], rs.store), ...resolveInput(b['input'], rs)];
+    const messages = responsesMessages(items, optString(b, 'instructions'), rs.key, ctx.limits?.jsonDepth);
+    const params = turnParams(ctx, b, ['max_output_tokens']);
+    const tools = responsesTools(b['tools']);
+    const choice = responsesToolChoice(b['tool_choice'], tools);
+    const format = textFormat(optObject(b, 'text'));
+    const summary = summaryOf(b);
+    return {
+      prompt: { kind: 'chat', messages, think: thinkingOf(b), kwargs: {}, param: 'input' },
+      params: { ...params, n: 1 },
+      tools: { tools, choice, parallel: optBool(b, 'parallel_tool_calls') ?? true },
+      format, thinkingBudget: null, topLogprobs: null,
+      own: { body: b, store, items, summary, seal: include.includes('reasoning.encrypted_content') },
+    };
+  },
+  render: renderResponse,
+};
+
+/** POST /v1/responses. */
+export const responses = (ctx: ServerContext, call: Call): Promise<void> => runTurn(ctx, call, responsesCodec);
+
+/** The response object before its output: the request's settings echoed back. */
+function responseShell(ctx: ServerContext, turn: Turn<ResponsesOwn>): Record<string, unknown> {
+  const { body: b, store, summary } = turn.request.own;
+  const p = turn.request.params;
+  return {
     id: toolCallId('resp_'), object: 'response', created_at: Math.floor(Date.now() / 1000), model: ctx.modelName,
     instructions: optString(b, 'instructions') ?? null, max_output_tokens: p.request.maxTokens ?? null,
     temperature: p.request.temperature ?? null, top_p: p.request.topP ?? null, tools: b['tools'] ?? [], tool_choice: b['tool_choice'] ?? 'auto',
-    parallel_tool_calls: setup?.parallel ?? true, text: { format: b['text'] && isObj(b['text']) ? b['text']['format'] ?? { type: 'text' } : { type: 'text' } },
+    parallel_tool_calls: turn.tools?.parallel ?? true, text: { format: b['text'] && isObj(b['text']) ? b['text']['format'] ?? { type: 'text' } : { type: 'text' } },
     reasoning: { effort: (optObject(b, 'reasoning')?.['effort'] as string | undefined) ?? null, summary },
     store, metadata: optObject(b, 'metadata') ?? {}, error: null, incomplete_details: null, truncation: 'disabled',
     previous_response_id: b['previous_response_id'] ?? null, user: b['user'] ?? null,
   };
-  const shape: Shape = { summary: summary !== null, sealKey: include.includes('reasoning.encrypted_content') ? rs.key : null, model: ctx.modelName };
+}
+
+async function renderResponse(ctx: ServerContext, call: Call, turn: Turn<ResponsesOwn>): Promise<void> {
+  const rs = responsesState(ctx);
+  const { store, items, summary, seal } = turn.request.own;
+  const shell = responseShell(ctx, turn);
+  const shape: Shape = { summary: summary !== null, sealKey: seal ? rs.key : null, model: ctx.modelName };
   // a finished response is kept with its whole conversation (only when it did not fail)
   const keep = (final: Item): void => {
-    if (store) rs.store.put({ id: shell.id, response: final, conversation: [...items.map((s) => s.item), ...(final['output'] as Item[])], storedAt: Date.now() });
+    if (store) rs.store.put({ id: shell['id'] as string, response: final, conversation: [...items.map((s) => s.item), ...(final['output'] as Item[])], storedAt: Date.now() });
   };
-  try {
-    const answer = new AnswerStream(prompt.thinking, setup, 'call_', p.stream);
-    if (p.stream) await streamResponse(call, choiceRun!, shell, answer, shape, keep);
-    else {
-      const r = await collect(choiceRun!);
-      if (r.done.finishReason === 'error') throw failed(r.done);
-      const t = new BlockTracker();
-      t.push([...answer.push(r.text), ...answer.flush()]);
-      t.finish(cutShort(r.done));
-      const final = finalResponse(shell, t.blocks, r.done, shape);
-      keep(final);
-      sendJson(call.res, 200, final);
-    }
-  } finally {
-    cancelAll([choiceRun!]);
-  }
+  const { stream } = turn.request.params;
+  const run = turn.choices[0]!;
+  const answer = new AnswerStream(turn.prompts[0]!.thinking, turn.tools, 'call_', stream);
+  if (stream) return streamResponse(call, run, shell, answer, shape, keep);
+  const r = await collect(run);
+  if (r.done.finishReason === 'error') throw failed(r.done);
+  const final = finalResponse(shell, blocksOf(r, answer, cutShort(r.done)), r.done, shape);
+  keep(final);
+  sendJson(call.res, 200, final);
 }
 
 /** The server's Responses state (startServer always sets it). */
