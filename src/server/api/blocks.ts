@@ -4,7 +4,9 @@
 // of the same kind extend the open block; a different kind closes it first. A call streamed
 // incrementally opens at its start, grows by its argument fragments and closes at its end.
 import type { GenerateEvent } from '../../engine/request.js';
-import type { AnswerPart, AnswerStream } from './answer.js';
+import { type AnswerPart, AnswerStream } from './answer.js';
+import type { Choice } from './choices.js';
+import type { Turn } from './turn.js';
 
 export type BlockKind = 'reasoning' | 'text' | 'tool_call';
 
@@ -100,6 +102,13 @@ export class BlockTracker {
 /** The generation stopped before the answer ended by itself (max tokens, abort). */
 export function cutShort(d: Extract<GenerateEvent, { type: 'done' }>): boolean {
   return d.finishReason === 'length' || d.finishReason === 'abort';
+}
+
+/** The one choice of a block-shaped turn (Messages, Responses: n = 1) and the parser of its
+ * answer (incremental tool-call arguments when streaming). */
+export function singleAnswer(turn: Turn<unknown>, callIdPrefix: string): { run: Choice; answer: AnswerStream } {
+  const answer = new AnswerStream(turn.prompts[0]!.thinking, turn.tools, callIdPrefix, turn.request.params.stream);
+  return { run: turn.choices[0]!, answer };
 }
 
 /** The blocks of a finished run's text (non-streaming responses); `cut`: the generation

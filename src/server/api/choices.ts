@@ -1,5 +1,6 @@
-// Running a route's choices on the engine: admission (queue limit, expected wait), one engine request per
-// choice (seed + i for n > 1), logprob capture, and the per-choice latency / token metrics.
+// The turn pipeline's engine side (turn.ts): admission (queue limit, expected wait), one engine
+// request per choice (seed + i for n > 1), logprob capture, and the per-choice latency / token
+// metrics; collecting finished choices for non-streaming responses.
 import type { Engine } from '../../engine/engine.js';
 import type { GenerateRequest } from '../../engine/request-builder.js';
 import type { LogitsAdjust } from '../../engine/logits-adjust.js';

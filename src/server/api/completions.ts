@@ -1,6 +1,7 @@
 // POST /v1/completions: raw prompts (no chat template) given as a string, a list of
 // strings, token ids or a list of token-id lists; n choices per prompt; echo; legacy
-// `logprobs` (int: top alternatives per token); SSE streaming.
+// `logprobs` (int: top alternatives per token); SSE streaming. A codec over the turn pipeline
+// (turn.ts) with raw prompts (raw-prompts.ts): no template, no constraint.
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';

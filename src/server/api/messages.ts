@@ -4,7 +4,8 @@
 // `stream: true` with the message / content-block event sequence. Errors come in Anthropic's
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
-// (forces `</think>`) once that many tokens were generated in it.
+// (forces `</think>`) once that many tokens were generated in it. A codec over the turn pipeline
+// (turn.ts); POST /v1/messages/count_tokens renders the same prompt and counts it.
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ChatMessage, ChatToolCall } from '../../tokenizer/chat.js';
 import { chatPrompt, toolSetup } from '../chat-prompt.js';
@@ -15,9 +16,9 @@ import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
 import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
-import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, blocksOf, BlockTracker, streamBlocks } from './blocks.js';
-import { type Choice, collect, type Done, failed } from './choices.js';
+import type { AnswerStream } from './answer.js';
+import { type Block, type BlockEvent, blocksOf, BlockTracker, singleAnswer, streamBlocks } from './blocks.js';
+import { type Choice, collectAll, type Done, failed } from './choices.js';
 import { checkFields, type FieldRules } from './fields.js';
 import { type Codec, runTurn, type Turn, turnParams } from './turn.js';
 import { type Body, optObject, requireObject } from './validate.js';
@@ -179,17 +180,14 @@ export const messages = (ctx: ServerContext, call: Call): Promise<void> => runTu
 
 async function renderMessage(ctx: ServerContext, call: Call, turn: Turn<MessagesOwn>): Promise<void> {
   const head = { id: toolCallId('msg_'), type: 'message', role: 'assistant', model: ctx.modelName };
-  const { stream } = turn.request.params;
   const { stops } = turn.request.own;
-  const run = turn.choices[0]!;
-  const answer = new AnswerStream(turn.prompts[0]!.thinking, turn.tools, 'toolu_', stream);
-  if (stream) return streamMessage(ctx, call, run, head, answer, stops);
-  const r = await collect(run);
-  if (r.done.finishReason === 'error') throw failed(r.done);
-  if (r.done.finishReason === 'abort') throw interrupted();
-  const blocks = blocksOf(r, answer, false);
-  const { reason, sequence } = stopReason(ctx, r.done, blocks, stops);
-  sendJson(call.res, 200, { ...head, content: blocks.map(contentBlock), stop_reason: reason, stop_sequence: sequence, usage: usage(r.done) });
+  const { run, answer } = singleAnswer(turn, 'toolu_');
+  if (turn.request.params.stream) return streamMessage(ctx, call, run, head, answer, stops);
+  const [r] = await collectAll([run]);
+  if (r!.done.finishReason === 'abort') throw interrupted();
+  const blocks = blocksOf(r!, answer, false);
+  const { reason, sequence } = stopReason(ctx, r!.done, blocks, stops);
+  sendJson(call.res, 200, { ...head, content: blocks.map(contentBlock), stop_reason: reason, stop_sequence: sequence, usage: usage(r!.done) });
 }
 
 /** POST /v1/messages/count_tokens: {system?, messages, tools?, thinking?} → {input_tokens}. */

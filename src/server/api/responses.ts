@@ -5,7 +5,8 @@
 // one summary part), `include: ["reasoning.encrypted_content"]` (the reasoning sealed for a
 // stateless client), `stream: true` with the typed event sequence, and state: `store` (default
 // true) keeps the finished response and its conversation, `previous_response_id` continues one;
-// GET / DELETE /v1/responses/{id} read and remove stored responses.
+// GET / DELETE /v1/responses/{id} read and remove stored responses. A codec over the turn
+// pipeline (turn.ts).
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';
 import { ApiError, invalid } from '../http/errors.js';
@@ -14,9 +15,9 @@ import { SseStream } from '../http/sse.js';
 import { jsonSchemaFormat, type OutputFormat } from '../structured/request.js';
 import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
-import { AnswerStream } from './answer.js';
-import { type Block, type BlockEvent, blocksOf, BlockTracker, cutShort, streamBlocks } from './blocks.js';
-import { checkModel, type Choice, collect, type Done, failed } from './choices.js';
+import type { AnswerStream } from './answer.js';
+import { type Block, type BlockEvent, blocksOf, BlockTracker, cutShort, singleAnswer, streamBlocks } from './blocks.js';
+import { checkModel, type Choice, collectAll, type Done, failed } from './choices.js';
 import { DEFAULT_VALUED, type FieldRules } from './fields.js';
 import { sealReasoning } from './responses-crypto.js';
 import { previousConversation, resolveInput, responsesMessages, type Sourced } from './responses-input.js';
@@ -165,13 +166,10 @@ async function renderResponse(ctx: ServerContext, call: Call, turn: Turn<Respons
   const keep = (final: Item): void => {
     if (store) rs.store.put({ id: shell['id'] as string, response: final, conversation: [...items.map((s) => s.item), ...(final['output'] as Item[])], storedAt: Date.now() });
   };
-  const { stream } = turn.request.params;
-  const run = turn.choices[0]!;
-  const answer = new AnswerStream(turn.prompts[0]!.thinking, turn.tools, 'call_', stream);
-  if (stream) return streamResponse(call, run, shell, answer, shape, keep);
-  const r = await collect(run);
-  if (r.done.finishReason === 'error') throw failed(r.done);
-  const final = finalResponse(shell, blocksOf(r, answer, cutShort(r.done)), r.done, shape);
+  const { run, answer } = singleAnswer(turn, 'call_');
+  if (turn.request.params.stream) return streamResponse(call, run, shell, answer, shape, keep);
+  const [r] = await collectAll([run]);
+  const final = finalResponse(shell, blocksOf(r!, answer, cutShort(r!.done)), r!.done, shape);
   keep(final);
   sendJson(call.res, 200, final);
 }

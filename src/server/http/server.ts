@@ -1,7 +1,7 @@
-// The HTTP server (node:http): routing, Bearer auth, body and request-size limits (body.ts, limits.ts),
+// The HTTP server (node:http): routing (routes.ts), Bearer auth (auth.ts), body and request-size limits (body.ts, limits.ts),
 // time limits on receiving a request, per-request abort on client disconnect, error
 // responses, graceful shutdown. The event loop only routes: prompts are rendered and
-// tokenized in the prepare pool (prepare-pool.ts). startServer() is the programmatic
+// tokenized in the prepare pool (../prepare-pool.ts); generation routes run the turn pipeline (../api/turn.ts). startServer() is the programmatic
 // entry point (tests run it in-process); `deltaserve serve` wraps it.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
