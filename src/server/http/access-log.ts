@@ -1,6 +1,6 @@
 // One structured log line per HTTP request (the access log): id, route, status, token
 // counts, time to first token, total time, finish reason, client abort. The generation
-// code fills a RequestRecord as events pass; http.ts writes the line when the response
+// code fills a RequestRecord as events pass; server.ts writes the line when the response
 // closes. Prompt text is logged only when the server was started with logPrompts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
