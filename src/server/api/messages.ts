@@ -119,8 +119,6 @@ function anthropicToolChoice(v: unknown, tools: readonly FunctionTool[]): { choi
   }
 }
 
-/** Anthropic's smallest thinking budget. */
-
 /** `thinking`: {type: "enabled", budget_tokens} | {type: "disabled"}; null budget = none. */
 function thinkingOf(b: Body): { on: boolean; budget: number | null } {
   const t = optObject(b, 'thinking');
@@ -183,11 +181,11 @@ async function renderMessage(ctx: ServerContext, call: Call, turn: Turn<Messages
   const { stops } = turn.request.own;
   const { run, answer } = singleAnswer(turn, 'toolu_');
   if (turn.request.params.stream) return streamMessage(ctx, call, run, head, answer, stops);
-  const [r] = await collectAll([run]);
-  if (r!.done.finishReason === 'abort') throw interrupted();
-  const blocks = blocksOf(r!, answer, false);
-  const { reason, sequence } = stopReason(ctx, r!.done, blocks, stops);
-  sendJson(call.res, 200, { ...head, content: blocks.map(contentBlock), stop_reason: reason, stop_sequence: sequence, usage: usage(r!.done) });
+  const r = (await collectAll([run]))[0]!;
+  if (r.done.finishReason === 'abort') throw interrupted();
+  const blocks = blocksOf(r, answer, false);
+  const { reason, sequence } = stopReason(ctx, r.done, blocks, stops);
+  sendJson(call.res, 200, { ...head, content: blocks.map(contentBlock), stop_reason: reason, stop_sequence: sequence, usage: usage(r.done) });
 }
 
 /** POST /v1/messages/count_tokens: {system?, messages, tools?, thinking?} → {input_tokens}. */

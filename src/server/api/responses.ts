@@ -168,8 +168,8 @@ async function renderResponse(ctx: ServerContext, call: Call, turn: Turn<Respons
   };
   const { run, answer } = singleAnswer(turn, 'call_');
   if (turn.request.params.stream) return streamResponse(call, run, shell, answer, shape, keep);
-  const [r] = await collectAll([run]);
-  const final = finalResponse(shell, blocksOf(r!, answer, cutShort(r!.done)), r!.done, shape);
+  const r = (await collectAll([run]))[0]!;
+  const final = finalResponse(shell, blocksOf(r, answer, cutShort(r.done)), r.done, shape);
   keep(final);
   sendJson(call.res, 200, final);
 }
