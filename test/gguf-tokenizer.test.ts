@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { readGgufHeader } from '../src/model/gguf-file.js';
 import { ggufTokenizerParts } from '../src/tokenizer/gguf-tokenizer.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
-import { renderChat, type ChatMessage } from '../src/tokenizer/chat.js';
+import { renderChat, type ChatMessage } from '../src/frontend/chat-template.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { rng } from './numeric.js';
 

@@ -6,7 +6,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
-import { promptOf } from '../src/engine/request-builder.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
 import { withReasoningBudget } from '../src/server/structured/budget.js';
 import { reasoningClosed, withClosedThinkMask } from '../src/server/thinking.js';
@@ -96,7 +95,7 @@ test('chat: a +100 bias on the think tags cannot bring them back once the reason
 });
 
 test('engine: a reasoning budget closes the reasoning after that many tokens; the tags never follow', async () => {
-  const { ids } = promptOf(mtp, { messages: ASK, think: true });
+  const { ids } = mtp.info.frontend.prompt({ messages: ASK, think: true });
   const ctl = withClosedThinkMask(withReasoningBudget(null, closeId, 3, mtp.sampleVocab), 'open', { open: openId, close: closeId }, mtp.sampleVocab)!;
   const bias = new Map([[openId, 100]]);
   for (const engine of [mtp, plain]) {

@@ -7,7 +7,7 @@ import { describeAdapter } from '../kernels/webgpu/device.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
-import { BUILTIN_MODEL } from '../model/builtin.js';
+import { BUILTIN_MODEL } from '../hub/builtin.js';
 import { type ArgValues, int, str } from './args.js';
 import { parseQuantizeMode } from '../model/quantize-load.js';
 import { checkPrefixCacheDir } from '../engine/prefix-persist.js';

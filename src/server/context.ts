@@ -7,7 +7,7 @@ import type { TokenTexts } from './api/logprobs.js';
 import type { ServerMetrics } from './api/metrics.js';
 import type { ResponsesConfig } from './api/responses-store.js';
 import type { SamplingDefaults } from './api/validate.js';
-import type { PreparePool } from './prepare-pool.js';
+import type { PreparePool } from '../frontend/prepare-pool.js';
 
 /** What every route sees of the server. */
 export interface ServerContext {

@@ -8,6 +8,7 @@
 // budget forcing `</think>`, or by the prompt (thinking off: the template wrote an empty closed
 // block) — `<think>` and `</think>` are never sampled again, in free text and constrained output
 // alike (they would show up as literal tags in the answer or inside JSON strings).
+import type { ThinkStart } from '../frontend/chat-prompt.js';
 import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import type { ConstraintFactory } from './api/choices.js';
 import type { ServerContext } from './context.js';
@@ -15,7 +16,7 @@ import { withReasoningBudget } from './structured/budget.js';
 
 /** Where the prompt leaves the reasoning block: `open` (it ends with `<think>\n`), `closed`
  * (it ends with a closed block), or `none` (no block: the model may open one as its first token). */
-export type ThinkStart = 'open' | 'closed' | 'none';
+export type { ThinkStart };
 
 export interface ThinkIds {
   readonly open: number | undefined;

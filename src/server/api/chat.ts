@@ -4,7 +4,7 @@
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
 // A codec over the turn pipeline (turn.ts): parse → TurnRequest, render → JSON or SSE.
-import type { ChatMessage } from '../../tokenizer/chat.js';
+import type { ChatMessage } from '../../frontend/chat-template.js';
 import { REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';

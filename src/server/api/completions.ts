@@ -26,7 +26,7 @@ export const completionsCodec: Codec<CompletionsOwn> = {
   fields: FIELDS,
   parse(ctx, b) {
     checkModel(ctx, b);
-    const inputs = rawPrompts(ctx.engine.model.config.vocabSize, b['prompt']);
+    const inputs = rawPrompts(ctx.engine.info.config.vocabSize, b['prompt']);
     const p = turnParams(ctx, b, ['max_tokens']);
     const params = p.request.maxTokens === undefined ? { ...p, request: { ...p.request, maxTokens: REQUEST_LIMITS.completionsDefaultMaxTokens } } : p;
     const echo = optBool(b, 'echo') ?? false;

@@ -7,7 +7,7 @@
 // (forces `</think>`) once that many tokens were generated in it. A codec over the turn pipeline
 // (turn.ts); POST /v1/messages/count_tokens renders the same prompt and counts it.
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
-import type { ChatMessage, ChatToolCall } from '../../tokenizer/chat.js';
+import type { ChatMessage, ChatToolCall } from '../../frontend/chat-template.js';
 import { chatPrompt, toolSetup } from '../chat-prompt.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';

@@ -3,7 +3,7 @@ import { ApiError, invalid, toApiError } from '../http/errors.js';
 import { checkModel } from './choices.js';
 import type { Call } from '../http/call.js';
 import type { ServerContext } from '../context.js';
-import { prepare, type TokenizeInput } from '../prepare-jobs.js';
+import { prepare, type TokenizeInput } from '../../frontend/prepare-jobs.js';
 import { packageInfo } from '../../util/version.js';
 import { sendJson, sendJsonBytes, sendText } from '../http/respond.js';
 import { optBool, optObject, packedTokenIds, requireObject } from './validate.js';
@@ -25,7 +25,7 @@ export function getModel(ctx: ServerContext, call: Call, id: string): void {
 /** GET /version: the package name and version, the Node version and the kernel backend. */
 export function version(ctx: ServerContext, call: Call): void {
   const { name, version: v } = packageInfo();
-  sendJson(call.res, 200, { name, version: v, node: process.versions.node, kernels: ctx.engine.model.kernels.name });
+  sendJson(call.res, 200, { name, version: v, node: process.versions.node, kernels: ctx.engine.info.kernels.name });
 }
 
 export function metrics(ctx: ServerContext, call: Call, extra: Readonly<Record<string, [number, string]>>): void {
@@ -63,7 +63,7 @@ export async function tokenize(ctx: ServerContext, call: Call): Promise<void> {
 export async function detokenize(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkModel(ctx, b);
-  const ids = packedTokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize);
+  const ids = packedTokenIds(b['tokens'], 'tokens', ctx.engine.info.config.vocabSize);
   const { body } = await prepare(ctx, { op: 'detokenize', ids }, call.signal);
   sendJsonBytes(call.res, 200, body);
 }

@@ -4,7 +4,7 @@
 import { REQUEST_LIMITS } from '../../engine/request-rules.js';
 import type { ServerContext } from '../context.js';
 import { invalid } from '../http/errors.js';
-import { prepare } from '../prepare-jobs.js';
+import { prepare } from '../../frontend/prepare-jobs.js';
 import { checkPromptLength } from './choices.js';
 import { tokenIds } from './validate.js';
 

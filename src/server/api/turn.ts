@@ -9,7 +9,7 @@
 //
 // Invariant: a request the pipeline refuses (any stage up to admit) has started no engine work
 // and sent nothing; once choices start, they are cancelled when render returns or throws.
-import type { ChatMessage } from '../../tokenizer/chat.js';
+import type { ChatMessage } from '../../frontend/chat-template.js';
 import { THINK_CLOSE } from '../../tokenizer/reasoning.js';
 import { chatPrompt, toolSetup } from '../chat-prompt.js';
 import type { ServerContext } from '../context.js';
@@ -120,7 +120,7 @@ export async function runTurn<Own>(ctx: ServerContext, call: Call, codec: Codec<
  * names for the length limit, first given wins; `temperature`: the dialect's range). */
 export function turnParams(ctx: ServerContext, b: Body, maxTokensKeys: readonly string[], temperature?: NumericParam): CommonParams {
   const { engine } = ctx;
-  return commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, maxTokensKeys, temperature);
+  return commonParams(b, engine.maxContext, engine.info.config.vocabSize, ctx.defaults, maxTokensKeys, temperature);
 }
 
 /** The prompt stage: a chat turn's schemas are compiled off the event loop first (a refused

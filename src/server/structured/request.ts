@@ -9,7 +9,7 @@ import { LIMIT_FLAGS } from '../http/limits.js';
 import type { ConstraintFactory } from '../api/choices.js';
 import type { ServerContext } from '../context.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
-import { prepare } from '../prepare-jobs.js';
+import { prepare } from '../../frontend/prepare-jobs.js';
 import { CompileBudgetError } from './compile-budget.js';
 import { compileWithin } from './compile-job.js';
 import { lit, push } from './frames.js';
