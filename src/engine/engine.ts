@@ -6,7 +6,7 @@ import { StatePool } from '../cache/state-pool.js';
 import { createKernels, gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
-import { type QuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
+import { type QuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner, type StepResult } from './runner.js';
@@ -184,7 +184,7 @@ export class Engine {
     const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
-      const model = await withLoadQuantizer(opts.quantize, kernels.threads, (quantizer) =>
+      const model = await withLoadQuantizer(opts.quantize, kernels, (quantizer) =>
         loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), ...(quantizer ? { quantizer } : {}), available: availableMemory() }));
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
