@@ -14,7 +14,7 @@ import { Engine } from '../src/engine/engine.js';
 import { chatPrompt as frontendChatPrompt } from '../src/frontend/chat-prompt.js';
 import { PromptFrontend } from '../src/frontend/frontend.js';
 import { PreparePool } from '../src/frontend/prepare-pool.js';
-import { chatPrompt, toolSetup } from '../src/server/chat-prompt.js';
+import { chatPrompt, toolSetup } from '../src/server/api/chat-prompt.js';
 import type { ServerContext } from '../src/server/context.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { GOLDEN_CASES, type GoldenCase, type GoldenPrompt, type GoldenTemplate } from './frontend-golden-cases.js';

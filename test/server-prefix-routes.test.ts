@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine, type EngineOptions } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
-import { chatPrompt, toolSetup } from '../src/server/chat-prompt.js';
+import { chatPrompt, toolSetup } from '../src/server/api/chat-prompt.js';
 import type { ServerContext } from '../src/server/context.js';
 import { messageEnds } from '../src/frontend/message-ends.js';
 import type { LogFields, Logger } from '../src/util/log.js';

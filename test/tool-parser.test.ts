@@ -4,8 +4,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type AnswerPart, AnswerStream, parseAnswer } from '../src/server/api/answer.js';
-import { parseToolCalls, ToolCallParser, xmlValue } from '../src/server/tools/parser.js';
-import type { FunctionTool, ToolSetup } from '../src/server/tools/types.js';
+import { parseToolCalls, ToolCallParser, xmlValue } from '../src/server/api/tools/parser.js';
+import type { FunctionTool, ToolSetup } from '../src/server/api/tools/types.js';
 
 const TOOLS: FunctionTool[] = [
   {

@@ -6,9 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { type AnswerPart, AnswerStream, parseAnswer } from '../src/server/api/answer.js';
-import { CALL_CLOSE } from '../src/server/tools/parser.js';
-import { previewCall } from '../src/server/tools/stream-args.js';
-import type { FunctionTool, ToolFormat, ToolSetup } from '../src/server/tools/types.js';
+import { CALL_CLOSE } from '../src/server/api/tools/parser.js';
+import { previewCall } from '../src/server/api/tools/stream-args.js';
+import type { FunctionTool, ToolFormat, ToolSetup } from '../src/server/api/tools/types.js';
 
 const TOOLS: FunctionTool[] = [
   {

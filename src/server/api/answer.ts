@@ -11,9 +11,9 @@
 // cannot be taken back; the at-once form reports such a call as text). A call that never
 // started (unknown tool, unparsable header) is text in both forms.
 import { ReasoningSplitter } from '../../tokenizer/reasoning.js';
-import { CALL_CLOSE, ToolCallParser, type ToolEvent } from '../tools/parser.js';
-import { CallPreviewer } from '../tools/stream-args.js';
-import { type ParsedToolCall, type ToolSetup, toolCallId } from '../tools/types.js';
+import { CALL_CLOSE, ToolCallParser, type ToolEvent } from './tools/parser.js';
+import { CallPreviewer } from './tools/stream-args.js';
+import { type ParsedToolCall, type ToolSetup, toolCallId } from './tools/types.js';
 
 export type AnswerPart =
   | { readonly type: 'reasoning'; readonly text: string }

@@ -13,7 +13,7 @@ import { DEFAULT_LIMITS } from '../http/limits.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
 import { openAiResponseFormat } from '../structured/request.js';
-import { openAiHistoryCalls, openAiToolChoice, openAiTools } from '../tools/openai.js';
+import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
 import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
 import { checkModel, collectAll, type Done, failed, responseId, usageOf } from './choices.js';
 import { COMMON_FIELDS, type FieldRules } from './fields.js';

@@ -8,14 +8,14 @@
 // (turn.ts); POST /v1/messages/count_tokens renders the same prompt and counts it.
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ChatMessage, ChatToolCall } from '../../frontend/chat-template.js';
-import { chatPrompt, toolSetup } from '../chat-prompt.js';
+import { chatPrompt, toolSetup } from './chat-prompt.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';
 import { ApiError, invalid } from '../http/errors.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
-import { checkUniqueNames, functionTool, namedChoice } from '../tools/openai.js';
-import { type FunctionTool, type ToolChoice, toolCallId } from '../tools/types.js';
+import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
+import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
 import type { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, blocksOf, BlockTracker, singleAnswer, streamBlocks } from './blocks.js';
 import { type Choice, collectAll, type Done, failed } from './choices.js';

@@ -13,7 +13,7 @@ import type { ChatMessage } from '../../frontend/chat-template.js';
 import { ApiError, invalid } from '../http/errors.js';
 import { openReasoning } from './responses-crypto.js';
 import type { Item, ResponseStore } from './responses-store.js';
-import { callArguments } from '../tools/openai.js';
+import { callArguments } from './tools/openai.js';
 import { DEFAULT_LIMITS } from '../http/limits.js';
 
 const isObj = (v: unknown): v is Item => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -11,13 +11,13 @@
 // and sent nothing; once choices start, they are cancelled when render returns or throws.
 import type { ChatMessage } from '../../frontend/chat-template.js';
 import { THINK_CLOSE } from '../../tokenizer/reasoning.js';
-import { chatPrompt, toolSetup } from '../chat-prompt.js';
+import { chatPrompt, toolSetup } from './chat-prompt.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';
 import { invalid } from '../http/errors.js';
 import { compileConstraintSchemas, type OutputFormat, structuredConstraint } from '../structured/request.js';
 import { answerConstraint, type ThinkStart } from '../thinking.js';
-import type { FunctionTool, ToolChoice, ToolSetup } from '../tools/types.js';
+import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
 import { admit, cancelAll, type Choice, type ConstraintFactory, startChoices } from './choices.js';
 import { checkFields, type FieldRules } from './fields.js';
 import { encodeRawPrompts, type RawPrompt } from './raw-prompts.js';

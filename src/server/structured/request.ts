@@ -8,7 +8,7 @@ import { invalid } from '../http/errors.js';
 import { LIMIT_FLAGS } from '../http/limits.js';
 import type { ConstraintFactory } from '../api/choices.js';
 import type { ServerContext } from '../context.js';
-import type { FunctionTool, ToolSetup } from '../tools/types.js';
+import type { FunctionTool, ToolSetup } from '../api/tools/types.js';
 import { prepare } from '../../frontend/prepare-jobs.js';
 import { CompileBudgetError } from './compile-budget.js';
 import { compileWithin } from './compile-job.js';

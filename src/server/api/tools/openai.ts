@@ -1,9 +1,9 @@
 // OpenAI chat-completions tool fields: `tools`, `tool_choice`, `parallel_tool_calls`, and the
 // tool parts of `messages` (assistant `tool_calls`, `tool` role). Errors name the field.
-import type { ChatToolCall } from '../../frontend/chat-template.js';
-import { invalid } from '../http/errors.js';
-import { checkJsonDepth } from '../http/json-parse.js';
-import { DEFAULT_LIMITS } from '../http/limits.js';
+import type { ChatToolCall } from '../../../frontend/chat-template.js';
+import { invalid } from '../../http/errors.js';
+import { checkJsonDepth } from '../../http/json-parse.js';
+import { DEFAULT_LIMITS } from '../../http/limits.js';
 import type { FunctionTool, JsonSchema, ToolChoice } from './types.js';
 
 const NAME_RE = /^[a-zA-Z0-9_.:-]{1,64}$/;

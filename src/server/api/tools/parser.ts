@@ -12,7 +12,7 @@
 //   held whitespace wait for the next push.
 import { jsonArgumentsText, memberHead, partialTag, stripOneNewline, xmlValue } from './stream-args.js';
 import { type FunctionTool, type JsonSchema, type ParsedToolCall, type ToolFormat } from './types.js';
-import { CALL_CLOSE, CALL_OPEN } from '../../frontend/tool-types.js';
+import { CALL_CLOSE, CALL_OPEN } from '../../../frontend/tool-types.js';
 
 export { xmlValue } from './stream-args.js';
 

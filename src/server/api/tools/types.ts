@@ -1,9 +1,9 @@
 // Function tools as the server sees them, independent of the API family that declared them
 // (OpenAI chat `tools`, Responses `tools`, Anthropic `tools`).
 
-import type { FunctionTool, ToolFormat } from '../../frontend/tool-types.js';
+import type { FunctionTool, ToolFormat } from '../../../frontend/tool-types.js';
 
-export type { FunctionTool, JsonSchema, ToolFormat } from '../../frontend/tool-types.js';
+export type { FunctionTool, JsonSchema, ToolFormat } from '../../../frontend/tool-types.js';
 
 /** `auto`: the model may call; `none`: it may not (calls are not parsed); `required`: it must
  * call some tool; `function`: it must call that one. */

@@ -1,12 +1,12 @@
 // A chat turn's prompt for the HTTP routes: the request's tools in the served model's call
 // format, the frontend's prompt (frontend/chat-prompt.ts) with its errors as API errors
 // naming the messages field, and the prompt checked against the context length.
-import { chatPrompt as frontendChatPrompt, type ChatPrompt, promptOpensThinking, thinkStartOf } from '../frontend/chat-prompt.js';
-import type { ChatMessage } from '../frontend/chat-template.js';
-import type { ChatTools } from '../frontend/prepare-jobs.js';
-import { invalid, toApiError } from './http/errors.js';
-import { checkPromptLength } from './api/choices.js';
-import type { ServerContext } from './context.js';
+import { chatPrompt as frontendChatPrompt, type ChatPrompt, promptOpensThinking, thinkStartOf } from '../../frontend/chat-prompt.js';
+import type { ChatMessage } from '../../frontend/chat-template.js';
+import type { ChatTools } from '../../frontend/prepare-jobs.js';
+import { invalid, toApiError } from '../http/errors.js';
+import { checkPromptLength } from './choices.js';
+import type { ServerContext } from '../context.js';
 import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
 
 export { type ChatPrompt, promptOpensThinking, thinkStartOf };
