@@ -86,7 +86,7 @@ test('the chat-style codecs parse one request into the same turn request', () =>
   assert.deepEqual(raw.params.request, chat.params.request);
 });
 
-test('one forced tool call through chat, messages and responses: same prompt ids, same constrained arguments', async () => {
+test('one forced tool call through chat, messages and responses (and count_tokens): same prompt ids, same constrained arguments', async () => {
   const chat = await post(`${server.url}/v1/chat/completions`, chatBody(ASK));
   const messages = await post(`${server.url}/v1/messages`, messagesBody(ASK));
   const responses = await post(`${server.url}/v1/responses`, responsesBody(ASK));
@@ -100,6 +100,11 @@ test('one forced tool call through chat, messages and responses: same prompt ids
   assert.ok(chatUsage['prompt_tokens']! > 0);
   assert.equal(msgUsage['input_tokens']! + msgUsage['cache_read_input_tokens']!, chatUsage['prompt_tokens']);
   assert.equal(respUsage['input_tokens'], chatUsage['prompt_tokens']);
+  // count_tokens runs the same prompt stage without generating
+  const { temperature: _t, max_tokens: _m, ...countBody } = messagesBody(ASK);
+  const counted = await post(`${server.url}/v1/messages/count_tokens`, countBody);
+  assert.equal(counted.status, 200, JSON.stringify(counted.json));
+  assert.equal(counted.json['input_tokens'], chatUsage['prompt_tokens']);
   assert.equal(msgUsage['output_tokens'], chatUsage['completion_tokens']);
   assert.equal(respUsage['output_tokens'], chatUsage['completion_tokens']);
 

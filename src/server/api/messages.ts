@@ -8,7 +8,6 @@
 // (turn.ts); POST /v1/messages/count_tokens renders the same prompt and counts it.
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ChatMessage, ChatToolCall } from '../../frontend/chat-template.js';
-import { chatPrompt, toolSetup } from './chat-prompt.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';
 import { ApiError, invalid } from '../http/errors.js';
@@ -20,7 +19,7 @@ import type { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, blocksOf, BlockTracker, singleAnswer, streamBlocks } from './blocks.js';
 import { type Choice, collectAll, type Done, failed } from './choices.js';
 import { checkFields, type FieldRules } from './fields.js';
-import { type Codec, runTurn, type Turn, turnParams } from './turn.js';
+import { chatTurnPrompt, type Codec, runTurn, type Turn, turnParams } from './turn.js';
 import { type Body, optObject, requireObject } from './validate.js';
 
 const FIELDS: FieldRules = {
@@ -194,7 +193,8 @@ export async function countTokens(ctx: ServerContext, call: Call): Promise<void>
   checkFields(b, { model: true, messages: true, system: true, tools: true, tool_choice: true, thinking: true }, ctx.lenient ?? false, '/v1/messages/count_tokens');
   const tools = anthropicTools(b['tools']);
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
-  const prompt = await chatPrompt(ctx, anthropicMessages(b['system'], b['messages']), thinkingOf(b).on, {}, toolSetup(ctx, tools, choice, parallel), 'messages', call.signal);
+  const messages = anthropicMessages(b['system'], b['messages']);
+  const prompt = await chatTurnPrompt(ctx, { kind: 'chat', messages, think: thinkingOf(b).on, kwargs: {}, param: 'messages' }, { tools, choice, parallel }, call.signal);
   sendJson(call.res, 200, { input_tokens: prompt.ids.length });
 }
 

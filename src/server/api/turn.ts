@@ -100,8 +100,7 @@ export async function runTurn<Own>(ctx: ServerContext, call: Call, codec: Codec<
   const b = requireObject(call.body);
   checkFields(b, codec.fields, ctx.lenient ?? false, codec.path);
   const request = codec.parse(ctx, b);
-  const t = request.tools;
-  const tools = t ? toolSetup(ctx, t.tools, t.choice, t.parallel) : null;
+  const tools = toolsOf(ctx, request.tools);
   const prompts = await preparePrompts(ctx, request, tools, call.signal);
   const constraint = turnConstraint(ctx, request, tools, prompts);
   const { params } = request;
@@ -123,6 +122,22 @@ export function turnParams(ctx: ServerContext, b: Body, maxTokensKeys: readonly 
   return commonParams(b, engine.maxContext, engine.info.config.vocabSize, ctx.defaults, maxTokensKeys, temperature);
 }
 
+/** The tools of a request in the served model's call format (null: none). */
+function toolsOf(ctx: ServerContext, t: ToolRequest | null): ToolSetup | null {
+  return t ? toolSetup(ctx, t.tools, t.choice, t.parallel) : null;
+}
+
+/** A chat turn's prompt alone, through the pipeline's tool and prompt stages (POST
+ * /v1/messages/count_tokens counts it; nothing is generated). */
+export async function chatTurnPrompt(ctx: ServerContext, prompt: ChatPromptRequest, tools: ToolRequest | null, signal: AbortSignal): Promise<TurnPrompt> {
+  return renderChatPrompt(ctx, prompt, toolsOf(ctx, tools), signal);
+}
+
+async function renderChatPrompt(ctx: ServerContext, p: ChatPromptRequest, tools: ToolSetup | null, signal: AbortSignal): Promise<TurnPrompt> {
+  const c = await chatPrompt(ctx, p.messages, p.think, p.kwargs, tools, p.param, signal);
+  return { ids: c.ids, text: '', thinking: c.thinking, thinkStart: c.thinkStart, boundaries: c.boundaries };
+}
+
 /** The prompt stage: a chat turn's schemas are compiled off the event loop first (a refused
  * schema costs no template run), then the template renders; raw prompts are tokenized. */
 async function preparePrompts(ctx: ServerContext, request: TurnRequest<unknown>, tools: ToolSetup | null, signal: AbortSignal): Promise<TurnPrompt[]> {
@@ -132,8 +147,7 @@ async function preparePrompts(ctx: ServerContext, request: TurnRequest<unknown>,
     return raw.map((r) => ({ ...r, thinking: false, thinkStart: 'none', boundaries: null }));
   }
   await compileConstraintSchemas(ctx, request.format, tools, signal);
-  const c = await chatPrompt(ctx, p.messages, p.think, p.kwargs, tools, p.param, signal);
-  return [{ ids: c.ids, text: '', thinking: c.thinking, thinkStart: c.thinkStart, boundaries: c.boundaries }];
+  return [await renderChatPrompt(ctx, p, tools, signal)];
 }
 
 /** The constraint stage: for a chat turn, the structured output (forced tool calls or the
