@@ -18,7 +18,7 @@ import { type EngineInfo, engineInfo } from './info.js';
 import { type Argmax, isGreedy } from './sampler.js';
 import { BatchSampler, type LogprobSummary, logprobOf, type SampleOutcome, toProbs } from './sample-batch.js';
 import { sampleStep } from './step-sampling.js';
-import { adjustStepLogits } from './logits-adjust.js';
+import { adjustStepLogits, constraintEndError } from './logits-adjust.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { Batch, BatchRow } from './batch.js';
@@ -527,7 +527,7 @@ export class Engine {
    * false when the request just finished. */
   private appendToken(req: Request, id: number, logprobs: LogprobSummary | null = null): boolean {
     // a stop id under a constraint whose output is not complete: an error finish, not a stop
-    const endError = req.adjust?.endError && req.output.isStopId(id) ? req.adjust.endError(req.outputIds) : null;
+    const endError = req.output.isStopId(id) ? constraintEndError(req) : null;
     if (endError !== null) {
       this.fail([req], endError);
       return false;

@@ -6,10 +6,10 @@ import type { ChatMessage } from './chat-template.js';
 import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
 import { type ChatTools, prepare, type PrepareHost } from './prepare-jobs.js';
 import type { PromptFrontend } from './frontend.js';
+import type { ThinkStart } from '../constrain/think.js';
 
-/** Where the prompt leaves the model: inside a reasoning block (`open`), right after one
- * (`closed`, a template's thinking-off form), or neither (`none`). */
-export type ThinkStart = 'open' | 'closed' | 'none';
+/** Where the prompt leaves the model (defined with the reasoning masks that read it). */
+export type { ThinkStart };
 
 export interface ChatPrompt {
   readonly ids: number[];

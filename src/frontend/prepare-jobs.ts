@@ -7,7 +7,8 @@ import { promptOf } from './prompt.js';
 import { encodeChat, type Place } from './safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
-import { type GrammarJob, type GrammarResult, runGrammarJob } from '../server/structured/compile-job.js';
+import { type GrammarJob, type GrammarResult, runGrammarJob } from '../constrain/compile-job.js';
+import { registerIdnaHostnames } from '../constrain/idna/index.js';
 import { inlineTools, templateHandlesTools, templateTools } from './tool-prompt.js';
 import type { FunctionTool, ToolFormat } from './tool-types.js';
 
@@ -35,7 +36,7 @@ export type PrepareJob =
   /** POST /detokenize's response body. The ids travel as an Int32Array whose buffer the pool
    * transfers to the worker instead of copying it (the list is bounded only by the body size). */
   | { readonly op: 'detokenize'; readonly ids: Int32Array }
-  /** A JSON schema compiled to a grammar table (server/structured/compile-job.ts). */
+  /** A JSON schema compiled to a grammar table (constrain/compile-job.ts). */
   | GrammarJob;
 
 export type TokenizeInput = { readonly text: string } | { readonly messages: unknown; readonly opts: RenderOptions };
@@ -103,6 +104,7 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     case 'detokenize':
       return { op: 'detokenize', body: jsonBody({ prompt: ctx.tokenizer.decode(plainArray(job.ids)) }) };
     case 'grammar':
+      registerIdnaHostnames(); // a worker compiles hostnames as the event loop does
       return runGrammarJob(job);
   }
 }

@@ -3,7 +3,7 @@
 // metrics; collecting finished choices for non-streaming responses.
 import type { Engine } from '../../engine/engine.js';
 import type { GenerateRequest } from '../../engine/request-builder.js';
-import type { LogitsAdjust } from '../../engine/logits-adjust.js';
+import type { Constraint } from '../../constrain/constraint.js';
 import { generationBudget, leavesRoom, requestStopIds } from '../../engine/request-rules.js';
 import type { GenerateEvent } from '../../engine/request.js';
 import type { RequestRecord } from '../http/access-log.js';
@@ -15,15 +15,6 @@ import type { Call } from '../http/call.js';
 import type { ServerContext } from '../context.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;
-
-/** A choice's constraint: its mask, and why its output may not end yet (see LogitsAdjust). */
-export interface Constraint {
-  readonly allowed: LogitsAdjust['allowed'];
-  readonly endError: LogitsAdjust['endError'];
-}
-
-/** A fresh constraint per choice (constraints keep per-request matcher state). */
-export type ConstraintFactory = () => Constraint;
 
 export interface Choice {
   readonly index: number;
@@ -131,7 +122,7 @@ function recordDone(rec: RequestRecord, d: Done): void {
  * aborted.
  */
 export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (readonly number[])[], p: CommonParams,
-  topLogprobs: number | null, constraint: ConstraintFactory | null = null): Choice[] {
+  topLogprobs: number | null, constraint: Constraint | null = null): Choice[] {
   const { engine } = ctx;
   const skip = topLogprobs !== null ? stopIdsOf(engine, p) : new Set<number>();
   const choices: Choice[] = [];
@@ -139,15 +130,14 @@ export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (
     prompts.forEach((promptIds, pi) => {
       for (let i = 0; i < p.n; i++) {
         const logprobs = topLogprobs !== null ? new LogprobCollector(topLogprobs, skip) : null;
-        const c = constraint ? constraint() : null;
-        const allowed = c?.allowed ?? null;
         const req: GenerateRequest = {
           ...p.request,
           promptIds,
           signal: call.signal,
           ...(p.seed !== undefined ? { seed: p.seed + i } : {}),
           ...(logprobs ? { logprobs: { top: logprobs.top, onToken: logprobs.push } } : {}),
-          ...(allowed || p.logitBias ? { logitsAdjust: { bias: p.logitBias, allowed, endError: c?.endError ?? null } } : {}),
+          // each choice's engine request starts its own matcher of the shared constraint
+          ...(constraint || p.logitBias ? { logitsAdjust: { bias: p.logitBias, constraint } } : {}),
         };
         const raw = engine.generate(req);
         const events = instrumented(raw, ctx.metrics, call.arrival, call.record);

@@ -18,7 +18,8 @@ import { invalid } from '../http/errors.js';
 import { compileConstraintSchemas, type OutputFormat, structuredConstraint } from '../structured/request.js';
 import { answerConstraint, type ThinkStart } from '../thinking.js';
 import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
-import { admit, cancelAll, type Choice, type ConstraintFactory, startChoices } from './choices.js';
+import type { Constraint } from '../../constrain/constraint.js';
+import { admit, cancelAll, type Choice, startChoices } from './choices.js';
 import { checkFields, type FieldRules } from './fields.js';
 import { encodeRawPrompts, type RawPrompt } from './raw-prompts.js';
 import { type Body, type CommonParams, commonParams, requireObject } from './validate.js';
@@ -153,7 +154,7 @@ async function preparePrompts(ctx: ServerContext, request: TurnRequest<unknown>,
 /** The constraint stage: for a chat turn, the structured output (forced tool calls or the
  * format), then the reasoning budget, then the closed-reasoning mask (thinking.ts); raw
  * prompts are unconstrained. */
-function turnConstraint(ctx: ServerContext, request: TurnRequest<unknown>, tools: ToolSetup | null, prompts: readonly TurnPrompt[]): ConstraintFactory | null {
+function turnConstraint(ctx: ServerContext, request: TurnRequest<unknown>, tools: ToolSetup | null, prompts: readonly TurnPrompt[]): Constraint | null {
   if (request.prompt.kind === 'raw') return null;
   const prompt = prompts[0]!;
   const budget = request.thinkingBudget;
