@@ -14,7 +14,7 @@ import { DEFAULT_LIMITS } from '../src/server/http/limits.js';
 import { CompileBudgetError } from '../src/constrain/compile-budget.js';
 import { compileWithin, runGrammarJob } from '../src/constrain/compile-job.js';
 import { acceptsText } from '../src/constrain/matcher.js';
-import { compileOrThrow } from '../src/server/structured/request.js';
+import { compileOrThrow } from '../src/server/api/structured.js';
 import { compileSchema, MAX_SCHEMA_DEPTH, SchemaError } from '../src/constrain/schema.js';
 import { fromTable, toTable } from '../src/constrain/table.js';
 import { NESTED_SHAPES, nestedCombinators, schemaBytes } from './nested-combinators.js';

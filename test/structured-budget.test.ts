@@ -11,7 +11,7 @@ import { withCompileBudget } from '../src/constrain/compile-budget.js';
 import { lazyJsonTextClass } from '../src/constrain/free-text.js';
 import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
 import { computeMask, lazyVocabFromBytes, vocabFromBytes } from '../src/constrain/mask.js';
-import { compileOrThrow } from '../src/server/structured/request.js';
+import { compileOrThrow } from '../src/server/api/structured.js';
 import { compileSchema } from '../src/constrain/schema.js';
 import { advanceInBackground, finish, sortSteps } from '../src/constrain/steps.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';

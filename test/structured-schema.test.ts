@@ -12,7 +12,7 @@ import type { ServerContext } from '../src/server/context.js';
 import { TokenTexts } from '../src/server/api/logprobs.js';
 import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
 import { computeMask, vocabFromBytes } from '../src/constrain/mask.js';
-import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
+import { forcedCallState, structuredConstraint } from '../src/server/api/structured.js';
 import { compileSchema, type CompileOptions } from '../src/constrain/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
 import { aLabelValid, hasAcePrefix } from '../src/constrain/idna/idna.js';

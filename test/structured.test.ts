@@ -11,7 +11,7 @@ import { TokenTexts } from '../src/server/api/logprobs.js';
 import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
 import { computeMask, MaskCache, tokenVocab } from '../src/constrain/mask.js';
 import { GrammarConstraint } from '../src/constrain/grammar-matcher.js';
-import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
+import { forcedCallState, structuredConstraint } from '../src/server/api/structured.js';
 import { compileSchema, SchemaError } from '../src/constrain/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
 import { vocabFromBytes } from '../src/constrain/mask.js';

@@ -12,7 +12,7 @@ import { invalid } from '../http/errors.js';
 import { DEFAULT_LIMITS } from '../http/limits.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
-import { openAiResponseFormat } from '../structured/request.js';
+import { openAiResponseFormat } from './structured.js';
 import { openAiHistoryCalls, openAiToolChoice, openAiTools } from './tools/openai.js';
 import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
 import { checkModel, collectAll, type Done, failed, responseId, usageOf } from './choices.js';

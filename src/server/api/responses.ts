@@ -12,7 +12,7 @@ import type { Call } from '../http/call.js';
 import { ApiError, invalid } from '../http/errors.js';
 import { sendJson } from '../http/respond.js';
 import { SseStream } from '../http/sse.js';
-import { jsonSchemaFormat, type OutputFormat } from '../structured/request.js';
+import { jsonSchemaFormat, type OutputFormat } from './structured.js';
 import { checkUniqueNames, functionTool, namedChoice } from './tools/openai.js';
 import { type FunctionTool, type ToolChoice, toolCallId } from './tools/types.js';
 import type { AnswerStream } from './answer.js';

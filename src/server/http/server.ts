@@ -27,8 +27,8 @@ import { ServerMetrics } from '../api/metrics.js';
 import { metrics } from '../api/misc.js';
 import { sendError, sendJson } from './respond.js';
 import { StatsSampler, statsJson } from '../api/stats.js';
-import { setGrammarBudget } from '../structured/request.js';
-import { warmStructured } from '../structured/warm.js';
+import { setGrammarBudget } from '../api/structured.js';
+import { warmStructured } from '../api/structured-warm.js';
 import { loadSamplingDefaults } from '../api/validate.js';
 import { WebUi } from './webui.js';
 

@@ -7,7 +7,7 @@ import { modelStopIds } from '../../engine/request-rules.js';
 import { invalid } from '../http/errors.js';
 import { LIMIT_FLAGS } from '../http/limits.js';
 import type { ServerContext } from '../context.js';
-import type { FunctionTool, ToolSetup } from '../api/tools/types.js';
+import type { FunctionTool, ToolSetup } from './tools/types.js';
 import { prepare } from '../../frontend/prepare-jobs.js';
 import { CompileBudgetError } from '../../constrain/compile-budget.js';
 import { compileWithin } from '../../constrain/compile-job.js';

@@ -10,7 +10,7 @@ import { FORMATS } from '../../constrain/formats.js';
 import { registerIdnaHostnames, warmIdnaTables } from '../../constrain/idna/index.js';
 import { compileRegex } from '../../constrain/regex.js';
 import { lazyQuoteSplit } from '../../constrain/quote-split.js';
-import { lazyVocabFor } from './request.js';
+import { lazyVocabFor } from './structured.js';
 import { advanceInBackground, Lazy, type Steps } from '../../constrain/steps.js';
 
 /** Milliseconds of warm-up work per event-loop turn. */

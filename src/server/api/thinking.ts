@@ -2,10 +2,10 @@
 // forced tool calls), a reasoning budget in front of it (Anthropic `budget_tokens`), and the
 // closed-reasoning mask behind it — the wrappers are constrain/think.ts; this file finds the
 // served model's think tags.
-import type { Constraint } from '../constrain/constraint.js';
-import { type ThinkIds, type ThinkStart, withClosedThinkMask, withReasoningBudget } from '../constrain/think.js';
-import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
-import type { ServerContext } from './context.js';
+import type { Constraint } from '../../constrain/constraint.js';
+import { type ThinkIds, type ThinkStart, withClosedThinkMask, withReasoningBudget } from '../../constrain/think.js';
+import { THINK_CLOSE, THINK_OPEN } from '../../tokenizer/reasoning.js';
+import type { ServerContext } from '../context.js';
 
 export type { ThinkIds, ThinkStart };
 
