@@ -3,28 +3,8 @@
 // leaks a stack trace to the client.
 import { DeltaserveError } from '../../util/errors.js';
 
-export interface ErrorBody {
-  readonly error: { readonly message: string; readonly type: string; readonly param: string | null; readonly code: string | null };
-}
-
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly param: string | null = null,
-    readonly code: string | null = null,
-    readonly type: string = status >= 500 ? 'server_error' : 'invalid_request_error',
-    /** Extra response headers (Retry-After, WWW-Authenticate, ...). */
-    readonly headers: Readonly<Record<string, string>> = {},
-  ) {
-    super(message);
-    this.name = 'ApiError';
-  }
-
-  body(): ErrorBody {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
-  }
-}
+export { ApiError, type ErrorBody } from '../../util/api-error.js';
+import { ApiError } from '../../util/api-error.js';
 
 /** 400 invalid_request_error naming `param`. */
 export function invalid(param: string | null, message: string, code: string | null = null): ApiError {
