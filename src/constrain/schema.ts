@@ -15,21 +15,18 @@
 // cannot enforce (UNSUPPORTED, or a negation it cannot express) are a SchemaError naming the
 // keyword and its JSON pointer — unless `lenient`, which drops them and enforces the rest.
 //
-// compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
-import { compilingAt, spendCompile, unbudgeted } from './compile-budget.js';
-import { formatRule } from './formats.js';
-import { arrayNode, intersect, objectNode, union, viewOf } from './merge.js';
-import {
-  anySchema, type ArrayNode, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_STRING, mk, NEVER,
-  NULL, NUMBER, type Prop, type Schema, SchemaError, STRING, type StringNode,
-} from './nodes.js';
-import { decimalStep, NO_RANGE, type NumRange, rangeFeasible } from './numrange.js';
-import { compileRegex, type Regex, RegexError } from './regex.js';
+// compileSchema is pure and synchronous: JSON in, tree out (a worker can run it). This file holds
+// the recursion ($ref, combinators, not, if/then/else, uniqueItems, unevaluatedProperties); the
+// type-specific keywords are in schema-types.ts, state-free pieces in schema-parts.ts.
+import { compilingAt, spendCompile } from './compile-budget.js';
+import { arrayNode, intersect, objectNode, union } from './merge.js';
+import { anySchema, type ArrayNode, deref, isNever, KEY_STRING, mk, NEVER, type Schema, SchemaError } from './nodes.js';
 import { chainSchema, conditional, type ConditionalCompiler, oneOf, schemaDependencies, splitChains } from './conditionals.js';
 import { negate, NotExpressible } from './negate.js';
 import { evaluatedProperties } from './unevaluated.js';
 import { MAX_UNIQUE_LITERALS, uniqueSets } from './unique.js';
-import { constSchema, DEFAULT_BASE, keyNode, resolveUri, SCHEMA_KEYWORDS, SCHEMA_MAPS, stripFragment } from './schema-parts.js';
+import { constSchema, DEFAULT_BASE, resolveUri, SCHEMA_KEYWORDS, SCHEMA_MAPS, stripFragment } from './schema-parts.js';
+import { compilePattern, type TypeCompiler, typedSchema } from './schema-types.js';
 
 export { anySchema, literalChoice, MAX_DIGITS, MAX_INT_DIGITS, MAX_STRING, rawLiteral, SchemaError } from './nodes.js';
 export type { Prop, Schema } from './nodes.js';
@@ -51,13 +48,6 @@ type Obj = Record<string, unknown>;
 /** Subschemas nested deeper than this are refused (a 400): compilation recurses per level. */
 export const MAX_SCHEMA_DEPTH = 128;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const NESTED_ANY = anySchema(MAX_ANY_DEPTH - 1);
-
-function count(v: unknown, path: string, key: string): number | undefined {
-  if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new SchemaError(`${path}.${key} must be a non-negative integer`);
-  return v;
-}
 
 /** Compile a JSON Schema (the root of `schema` resolves $ref). `path` names it in errors. */
 export function compileSchema(schema: unknown, path = 'schema', opts: CompileOptions = {}): Schema {
@@ -73,27 +63,20 @@ export function compileSchema(schema: unknown, path = 'schema', opts: CompileOpt
   }
 }
 
-const TYPES = ['string', 'number', 'integer', 'boolean', 'null', 'object', 'array'] as const;
-const TYPE_KEYWORDS: Readonly<Record<string, readonly string[]>> = {
-  string: ['minLength', 'maxLength', 'pattern', 'format'],
-  number: ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'],
-  object: ['properties', 'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
-    'dependentRequired', 'dependencies'],
-  array: ['items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems'],
-};
-
-class Compiler implements ConditionalCompiler {
+class Compiler implements ConditionalCompiler, TypeCompiler {
   private readonly refs = new Map<string, Schema>();
   /** Resources and anchors by absolute URI; each subschema's base URI. */
   private readonly ids = new Map<string, unknown>();
   private readonly bases = new WeakMap<object, string>();
   private readonly draft: 7 | 2020;
+  readonly lenient: boolean;
   /** Subschemas being compiled (nesting depth). */
   private depth = 0;
 
-  constructor(private readonly root: unknown, private readonly rootPath: string, private readonly opts: CompileOptions) {
+  constructor(private readonly root: unknown, private readonly rootPath: string, opts: CompileOptions) {
     const declared = isObj(root) && typeof root['$schema'] === 'string' ? root['$schema'] : '';
     this.draft = opts.draft ?? (/draft-0[4-7]/.test(declared) ? 7 : 2020);
+    this.lenient = opts.lenient ?? false;
     // a custom meta-schema may switch vocabularies off: its meaning is unknown here
     if (declared !== '' && !/^https?:\/\/json-schema\.org\//.test(declared) && !opts.lenient) {
       throw new SchemaError(`${rootPath}.$schema "${declared}" is not a JSON Schema meta-schema this server knows (json-schema.org drafts)`);
@@ -129,8 +112,8 @@ class Compiler implements ConditionalCompiler {
     }
   }
 
-  private refuse(path: string, key: string, why: string): void {
-    if (this.opts.lenient) return;
+  refuse(path: string, key: string, why: string): void {
+    if (this.lenient) return;
     const pointer = `#${path.slice(this.rootPath.length).replace(/\[(\d+)\]/g, '.$1').replace(/\./g, '/')}/${key}`;
     throw new SchemaError(`${path}: the keyword "${key}" (${why}) cannot be enforced by the grammar (at ${pointer})`);
   }
@@ -177,7 +160,7 @@ class Compiler implements ConditionalCompiler {
       if (this.draft === 7) return target; // drafts ≤ 7: $ref overrides its siblings
       parts.push(target);
     }
-    parts.push(this.typed(s, path));
+    parts.push(typedSchema(s, path, this));
     if (s['const'] !== undefined) parts.push(constSchema(s['const']));
     if (s['enum'] !== undefined) {
       const e = s['enum'];
@@ -243,33 +226,6 @@ class Compiler implements ConditionalCompiler {
     return union(alts.map((x) => (x.k === 'array' ? arrayNode(x.prefix, x.items, x.min, x.max, true) : x)));
   }
 
-  /** The type-specific keywords: an alternative per allowed type. */
-  private typed(s: Obj, path: string): Schema {
-    const t = s['type'];
-    const list = t === undefined ? null : Array.isArray(t) ? t : [t];
-    if (list) {
-      if (list.length === 0) throw new SchemaError(`${path}.type must not be empty`);
-      for (const x of list) {
-        if (typeof x !== 'string') throw new SchemaError(`${path}.type must be a string or a list of strings`);
-        if (!(TYPES as readonly string[]).includes(x)) throw new SchemaError(`${path}.type "${x}" is not a JSON Schema type`);
-      }
-    }
-    const has = (kind: string): boolean => TYPE_KEYWORDS[kind]!.some((k) => s[k] !== undefined);
-    if (!list && !['string', 'number', 'object', 'array'].some(has)) return anySchema();
-    const allowed = (x: string): boolean => !list || list.includes(x);
-    const alts: Schema[] = [];
-    if (allowed('string')) alts.push(has('string') ? this.string(s, path) : STRING);
-    if (allowed('number') || allowed('integer')) {
-      const integer = !allowed('number');
-      alts.push(has('number') ? this.number(integer, s, path) : integer ? INTEGER : NUMBER);
-    }
-    if (allowed('boolean')) alts.push(BOOLEAN);
-    if (allowed('null')) alts.push(NULL);
-    if (allowed('object')) alts.push(has('object') ? this.object(s, path) : freeObject(NESTED_ANY));
-    if (allowed('array')) alts.push(has('array') ? this.array(s, path) : listArray(NESTED_ANY));
-    return union(alts);
-  }
-
   /** unevaluatedProperties over the statically known evaluated properties (unevaluated.ts). */
   private unevaluated(s: Obj, path: string): Schema | null {
     const deref = (ref: unknown, holder: Obj): unknown => this.resolve(resolveUri(String(ref), this.bases.get(holder) ?? DEFAULT_BASE), String(ref), path);
@@ -281,146 +237,12 @@ class Compiler implements ConditionalCompiler {
     }
     const extra = this.compile(s['unevaluatedProperties'], `${path}.unevaluatedProperties`);
     const patterns = ev.patterns.flatMap((src) => {
-      const re = this.regex(src, `${path}.patternProperties`);
+      const re = compilePattern(src, `${path}.patternProperties`, this.lenient);
       return re ? [{ re, schema: anySchema() }] : [];
     });
     const props = ev.names.map((name) => ({ name, required: false, schema: anySchema() }));
     const objects = objectNode(props, [{ patterns, extra: isNever(extra) ? null : extra }], KEY_STRING, 0, Infinity, []);
     return union([objects, this.compile({ type: ['string', 'number', 'boolean', 'null', 'array'] }, path)]); // it constrains objects only
-  }
-
-  private regex(source: unknown, path: string): Regex | null {
-    if (typeof source !== 'string') throw new SchemaError(`${path} must be a string`);
-    try {
-      return compileRegex(source);
-    } catch (e) {
-      if (!(e instanceof RegexError)) throw e;
-      if (this.opts.lenient) return null;
-      throw new SchemaError(`${path}: ${e.message}`);
-    }
-  }
-
-  private string(s: Obj, path: string): Schema {
-    const min = count(s['minLength'], path, 'minLength') ?? 0;
-    let max = Math.min(count(s['maxLength'], path, 'maxLength') ?? MAX_STRING, MAX_STRING);
-    if (min > max) throw new SchemaError(`${path}: minLength ${min} is above maxLength ${Math.min(max, MAX_STRING)}${max === MAX_STRING ? ' (the cap on generated strings)' : ''}`);
-    const res: Regex[] = [];
-    if (s['pattern'] !== undefined) {
-      const r = this.regex(s['pattern'], `${path}.pattern`);
-      if (r) res.push(r);
-    }
-    const format = typeof s['format'] === 'string' ? formatRule(s['format']) : undefined;
-    let untracked: Regex[] | null = null;
-    if (format) {
-      const own = unbudgeted(() => format.patterns.map(compileRegex));
-      if (format.labels) untracked = [...res, ...unbudgeted(() => format.labels!.untracked.map(compileRegex))];
-      res.push(...own);
-      max = Math.min(max, format.maxLength ?? max);
-    }
-    if (min > max) return NEVER;
-    return mk({ k: 'string' as const, min, max, res, ...(untracked ? { labels: { untracked } } : {}) });
-  }
-
-  private number(integer0: boolean, s: Obj, path: string): Schema {
-    const num = (key: string): number | null => {
-      const v = s[key];
-      if (v === undefined || typeof v === 'boolean') return null;
-      if (typeof v !== 'number' || !Number.isFinite(v)) throw new SchemaError(`${path}.${key} must be a number`);
-      return v;
-    };
-    let lo = num('minimum');
-    let hi = num('maximum');
-    let loEx = s['exclusiveMinimum'] === true;
-    let hiEx = s['exclusiveMaximum'] === true;
-    const exLo = num('exclusiveMinimum');
-    const exHi = num('exclusiveMaximum');
-    if (exLo !== null && (lo === null || exLo >= lo)) [lo, loEx] = [exLo, true];
-    if (exHi !== null && (hi === null || exHi <= hi)) [hi, hiEx] = [exHi, true];
-    let integer = integer0;
-    let mult = 1n;
-    let step: NumRange['step'];
-    const m = s['multipleOf'];
-    if (m !== undefined) {
-      if (typeof m !== 'number' || !(m > 0) || !Number.isFinite(m)) throw new SchemaError(`${path}.multipleOf must be a positive number`);
-      const dec = Number.isSafeInteger(m) || !(integer && Number.isInteger(1 / m)) ? decimalStep(m) : null; // integers: 1/k is no constraint
-      if (dec?.scale === 0) {
-        mult = dec.m;
-        integer = true; // a multiple of an integer is an integer
-      } else if (dec) step = dec;
-      else if (!(integer && Number.isInteger(1 / m))) this.refuse(path, 'multipleOf', `${m} has more than 12 decimals`);
-    }
-    const range: NumRange = { ...NO_RANGE, lo, loEx, hi, hiEx, mult, ...(step ? { step } : {}) };
-    const bounded = lo !== null || hi !== null || mult !== 1n || step !== undefined;
-    if (bounded && !rangeFeasible('', range, integer, 15)) return NEVER;
-    return mk({ k: 'number' as const, integer, neg: !(lo !== null && lo >= 0), intDigits: 15, range: bounded ? range : null });
-  }
-
-  private object(s: Obj, path: string): Schema {
-    const props = s['properties'] ?? {};
-    if (!isObj(props)) throw new SchemaError(`${path}.properties must be an object`);
-    const req = s['required'] ?? [];
-    if (!Array.isArray(req) || !req.every((r) => typeof r === 'string')) throw new SchemaError(`${path}.required must be a list of names`);
-    const pp = s['patternProperties'] ?? {};
-    if (!isObj(pp)) throw new SchemaError(`${path}.patternProperties must be an object`);
-    const patterns: Clause['patterns'][number][] = [];
-    for (const [src, ps] of Object.entries(pp)) {
-      const re = this.regex(src, `${path}.patternProperties`);
-      if (re) patterns.push({ re, schema: this.compile(ps, `${path}.patternProperties[${JSON.stringify(src)}]`) });
-    }
-    const ap = s['additionalProperties'];
-    const extra = ap === false ? null : ap === undefined || ap === true ? NESTED_ANY : this.compile(ap, `${path}.additionalProperties`);
-    const clause: Clause = { patterns, extra: extra && isNever(extra) ? null : extra };
-    const probe = objectNode([], [clause], KEY_STRING, 0, Infinity, []);
-    const names = [...new Set([...Object.keys(props), ...(req as string[])])];
-    const list: Prop[] = names.map((name) => {
-      const own = Object.hasOwn(props, name) ? this.compile(props[name], `${path}.properties.${name}`) : null;
-      const view = probe.k === 'object' ? viewOf({ ...probe, props: [] }, name) : NEVER;
-      // patternProperties apply to named properties too; additionalProperties does not
-      const matched = patterns.filter((p) => p.re.test(name)).reduce<Schema>((x, p) => intersect(x, p.schema), anySchema());
-      return { name, required: (req as string[]).includes(name), schema: own ? intersect(own, matched) : view };
-    });
-    const deps: [string, string[]][] = [];
-    for (const key of ['dependentRequired', 'dependencies']) {
-      const d = s[key];
-      if (d === undefined) continue;
-      if (!isObj(d)) throw new SchemaError(`${path}.${key} must be an object`);
-      for (const [k, v] of Object.entries(d)) {
-        if (Array.isArray(v) && v.every((x) => typeof x === 'string')) deps.push([k, v as string[]]);
-        else if (key === 'dependentRequired' || Array.isArray(v)) throw new SchemaError(`${path}.${key}.${k} must be a list of names`);
-        // a schema dependency: compiled beside the object (conditionals.ts)
-      }
-    }
-    const minProps = count(s['minProperties'], path, 'minProperties') ?? 0;
-    const maxProps = count(s['maxProperties'], path, 'maxProperties') ?? Infinity;
-    return objectNode(list, [clause], this.keys(s['propertyNames'], `${path}.propertyNames`), minProps, maxProps, deps);
-  }
-
-  /** propertyNames as a string node (strings, string literals, or anything). */
-  private keys(v: unknown, path: string): StringNode {
-    if (v === undefined || v === true) return KEY_STRING;
-    const k = keyNode(this.compile(v, path));
-    if (k === null) this.refuse(path, 'propertyNames', 'a union of string schemas');
-    return k ?? KEY_STRING;
-  }
-
-  private array(s: Obj, path: string): Schema {
-    const items = s['items'];
-    let prefix: Schema[] = [];
-    let rest: Schema | null;
-    const restOf = (v: unknown, p: string): Schema | null => (v === undefined || v === true ? NESTED_ANY : v === false ? null : this.compile(v, p));
-    if (Array.isArray(items)) {
-      prefix = items.map((x: unknown, i) => this.compile(x, `${path}.items[${i}]`));
-      rest = restOf(s['additionalItems'], `${path}.additionalItems`);
-    } else {
-      const pi = s['prefixItems'];
-      if (pi !== undefined && !Array.isArray(pi)) throw new SchemaError(`${path}.prefixItems must be an array`);
-      prefix = (pi ?? []).map((x: unknown, i: number) => this.compile(x, `${path}.prefixItems[${i}]`));
-      rest = restOf(items, `${path}.items`);
-    }
-    const min = count(s['minItems'], path, 'minItems') ?? 0;
-    const max = count(s['maxItems'], path, 'maxItems') ?? Infinity;
-    if (min > max) throw new SchemaError(`${path}: minItems ${min} is above maxItems ${max}`);
-    return arrayNode(prefix, rest, min, max);
   }
 
   /** A lazily compiled $ref (memoized by its absolute URI, so recursion ends). */
