@@ -6,7 +6,9 @@ import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
 import type { Rng } from '../util/rng.js';
 
-export interface Run { tokens: number; ms: number; steps: number }
+/** ms: wall time of the timed steps; recordMs: the part spent before each step's read-back
+ * (on a GPU backend the host's cost of recording the step's dispatches). */
+export interface Run { tokens: number; ms: number; steps: number; recordMs: number }
 
 function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
@@ -35,10 +37,11 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     const t0 = performance.now();
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
     const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
+    const recordMs = performance.now() - t0;
     await readLogits(model, out, batch * vocab);
     const ms = performance.now() - t0;
     timing(false);
-    return { tokens: batch * prompt, ms, steps: 1 };
+    return { tokens: batch * prompt, ms, steps: 1, recordMs };
   }
   const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
   await readLogits(model, pre.hidden, 1);
@@ -47,15 +50,18 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   onTimed?.();
   timing(true);
   const t0 = performance.now();
+  let recordMs = 0;
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
+    const r0 = performance.now();
     const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
+    recordMs += performance.now() - r0;
     await readLogits(model, logits, batch * per * vocab);
     pos += per;
   }
   const ms = performance.now() - t0;
   timing(false);
-  return { tokens: batch * steps * per, ms, steps };
+  return { tokens: batch * steps * per, ms, steps, recordMs };
 }
 
