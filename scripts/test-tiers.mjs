@@ -52,7 +52,7 @@ export const TIERS = [
     concurrency: 1,
     files: [
       'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
-      'server-soak',
+      'server-soak', 'gpu-bench-script',
     ],
   },
 ];
