@@ -13,7 +13,8 @@
 #   scripts/gpu-bench.sh               there: the real shapes. Carry dist/src, build and .gpu-bench.
 #   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (4-layer shapes, a 4,096-token
 #                                      vocabulary, few tokens) on whatever adapter there is
-#                                      (lavapipe here): how the script itself is tested.
+#                                      (lavapipe here): how the script itself is tested. Add
+#                                      --bundle to run on .gpu-bench's Node as the real run does.
 # Options: --shapes a,b (default qwen3.5-0.8b,qwen3.5-4b), --out DIR (default $OUT, else
 # test-artifacts/gpu-bench), --work DIR (models; default /tmp/deltaserve-gpu-bench).
 # A failing step is recorded as {"error": ...} in the JSON and the others still run.
@@ -22,6 +23,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here" || exit 1
 
 mode=full
+use_bundle=0
 shapes=qwen3.5-0.8b,qwen3.5-4b
 out="${OUT:-$here/test-artifacts/gpu-bench}"
 work=/tmp/deltaserve-gpu-bench
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --pack) mode=pack ;;
     --dry-run) mode=dry ;;
+    --bundle) use_bundle=1 ;;
     --shapes) shapes="$2"; shift ;;
     --out) out="$2"; shift ;;
     --work) work="$2"; shift ;;
@@ -46,27 +49,31 @@ pack() {
   [ -f dist/src/cli/main.js ] || { echo "gpu-bench --pack: dist/ is not built (npx tsc -p tsconfig.json)" >&2; exit 1; }
   mkdir -p "$bundle/lib"
   echo "gpu-bench --pack: compressing $node ($("$node" --version))" >&2
-  xz -9 -T0 -c "$node" > "$bundle/node.xz" || exit 1
+  xz -9 -T0 -c "$node" > "$bundle/node.xz.part" && mv "$bundle/node.xz.part" "$bundle/node.xz" || exit 1
   nm="$(mktemp -d)"
   mkdir -p "$nm/webgpu/dist"
   cp -rL node_modules/webgpu/package.json node_modules/webgpu/index.js "$nm/webgpu/"
   cp -rL node_modules/webgpu/dist/linux-x64 "$nm/webgpu/dist/"
   mkdir -p "$nm/@huggingface"
   cp -rL node_modules/@huggingface/jinja node_modules/@huggingface/tokenizers "$nm/@huggingface/"
-  tar -C "$nm" -cJf "$bundle/node_modules.tar.xz" . || exit 1
+  tar -C "$nm" -cJf "$bundle/node_modules.tar.xz.part" . && mv "$bundle/node_modules.tar.xz.part" "$bundle/node_modules.tar.xz" || exit 1
   rm -rf "$nm"
+  # the bundle works: its Node runs, its Dawn is in the archive
+  [ "$(xz -dc "$bundle/node.xz" | cmp - "$node" && echo same)" = same ] || { echo "gpu-bench --pack: node.xz does not decompress to $node" >&2; exit 1; }
+  tar -tJf "$bundle/node_modules.tar.xz" | grep -q 'webgpu/dist/linux-x64/dawn.node' || { echo "gpu-bench --pack: Dawn missing from the archive" >&2; exit 1; }
   cp -L "$(ldconfig -p | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')" "$bundle/lib/libvulkan.so.1" || exit 1
   du -sh "$bundle" dist/src build >&2
   echo "gpu-bench --pack: done; run there with carry [\"dist/src\", \"build\", \".gpu-bench\"] (tree + carry ≤ 64 MiB)" >&2
 }
 
-# Node, node_modules and the Vulkan loader: this checkout's, else the bundle's.
+# Node, node_modules and the Vulkan loader: the bundle's on the GPU machine, this
+# checkout's for a dry run (unless --bundle).
 setup_runtime() {
   NODE="$here/scripts/node.sh"
-  if [ -f "$bundle/node.xz" ]; then
+  if { [ "$mode" = full ] || [ "$use_bundle" = 1 ]; } && [ -f "$bundle/node.xz" ]; then
     mkdir -p "$work/bin"
     [ -x "$work/bin/node" ] || { xz -dc "$bundle/node.xz" > "$work/bin/node" && chmod +x "$work/bin/node"; } || return 1
-    if [ "$mode" = full ] || ! "$NODE" -e 1 2>/dev/null; then NODE="$work/bin/node"; fi
+    NODE="$work/bin/node"
     "$work/bin/node" --version >/dev/null || return 1
   fi
   if ! [ -d node_modules/webgpu ]; then

@@ -5,7 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { acceptRateDrafts, positionDraw } from '../src/engine/speculative/accept-rate.js';
-import { parseAcceptRates, runMtpBench } from '../src/cli/bench-mtp.js';
+import { mtpRoundPhases, parseAcceptRates, runMtpBench, withPhases } from '../src/cli/bench-mtp.js';
+import { createKernels } from '../src/kernels/index.js';
+import { loadModel } from '../src/model/model.js';
 import { TINY_THINK } from './paths.js';
 
 test('positionDraw: reproducible, and a rate of P agrees on ≈ P of 20,000 positions', () => {
@@ -39,15 +41,27 @@ test('runMtpBench on tiny-think: P = 0 accepts nothing, P = 1 everything; output
   const r = await runMtpBench({ engine: { model: TINY_THINK(), kernels: 'cpu', threads: 1 }, specTokens: 3,
     acceptRates: [null, 0, 1, 0.8], batch: 2, genTokens: 14, repeat: 1, seed: 1 });
   const runs = r['runs'] as { accept: unknown; rounds: number; drafted: number; accepted: number; outputs_identical: boolean; speedup: number;
-    accept_len_mean: number; draft_ms: number; verify_ms: number }[];
+    accept_len_mean: number; round_ms: number }[];
   assert.deepEqual(runs.map((x) => x.accept), ['mtp head', 0, 1, 0.8]);
   for (const x of runs) {
     assert.equal(x.outputs_identical, true);
     assert.ok(x.rounds > 0 && x.drafted > 0, `${x.accept}: drafts were verified`);
-    assert.ok(x.speedup > 0 && x.draft_ms > 0 && x.verify_ms > 0);
+    assert.ok(x.speedup > 0 && x.round_ms > 0);
   }
   assert.equal(runs[1]!.accepted, 0, 'P = 0: every draft rejected');
   assert.equal(runs[1]!.accept_len_mean, 1);
   assert.equal(runs[2]!.accepted, runs[2]!.drafted, 'P = 1: every draft accepted');
   assert.ok(runs[3]!.accept_len_mean > 1 && runs[3]!.accept_len_mean < runs[2]!.accept_len_mean);
+});
+
+test('mtpRoundPhases times a verify step and a draft chain; withPhases splits each measured round', async () => {
+  const k = await createKernels('cpu', 1);
+  try {
+    const p = await mtpRoundPhases(loadModel(TINY_THINK(), k), { batch: 2, genTokens: 4, specTokens: 2, seed: 1 });
+    assert.ok(p.verify > 0 && p.draft > 0, JSON.stringify(p));
+  } finally {
+    k.dispose();
+  }
+  const r = withPhases({ runs: [{ round_ms: 10 }, { round_ms: null }] }, { verify: 6, draft: 1.5 });
+  assert.deepEqual(r['runs'], [{ round_ms: 10, draft_ms: 1.5, verify_ms: 6, commit_and_host_ms: 2.5 }, { round_ms: null, draft_ms: 1.5, verify_ms: 6, commit_and_host_ms: null }]);
 });

@@ -10,6 +10,7 @@ import { Engine, type EngineOptions } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
 import { acceptRateDrafts } from '../engine/speculative/accept-rate.js';
 import type { EngineTestHooks } from '../engine/test-hooks.js';
+import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { benchOnce } from './bench-run.js';
@@ -107,7 +108,7 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
   const simulated: { fn: DraftOverride | null } = { fn: null };
   const onEngine = await Engine.load({ ...base, specTokens: o.specTokens }, { draftOverride: (r, d) => (simulated.fn ? simulated.fn(r, d) : d) });
   try {
-    const vocab = onEngine.sampleVocab;
+    const vocab = onEngine.info.sampleVocab;
     await timedRun(onEngine, warm);
     const results: Record<string, unknown>[] = [];
     for (const p of o.acceptRates) {
@@ -127,35 +128,38 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
         round_ms: steps > 0 ? on.decodeMs / (steps / o.repeat) : null,
       });
     }
-    const phases = await roundPhases(onEngine, o);
     return {
-      mode: 'mtp', kernels: onEngine.model.kernels.name, model: base.model ?? 'built-in', batch: o.batch, spec_tokens: o.specTokens,
-      gen_tokens: o.genTokens, repeat: o.repeat, node: process.version, tok_s_off: off.tokS, runs: results.map((r) => ({ ...r, ...phaseSplit(r, phases) })),
-      phases_ms: phases,
+      mode: 'mtp', kernels: onEngine.info.kernels.name, model: base.model ?? 'built-in', batch: o.batch, spec_tokens: o.specTokens,
+      gen_tokens: o.genTokens, repeat: o.repeat, node: process.version, tok_s_off: off.tokS, runs: results,
     };
   } finally {
     await onEngine.close();
   }
 }
 
-interface Phases { verify: number; draft: number }
+export interface RoundPhases { verify: number; draft: number }
 
 /** The model-level cost of a round's parts at this batch: a verify step of k + 1 tokens per
  * sequence, and the MTP chain (k draft steps, each an MTP forward, the draft head and a
- * read-back). Measured on the on-engine's model after the end-to-end runs. */
-async function roundPhases(e: Engine, o: MtpBenchOptions): Promise<Phases> {
+ * read-back). Timed on a model the bench loads after the engines have closed. */
+export async function mtpRoundPhases(model: AnyModel, o: Pick<MtpBenchOptions, 'batch' | 'genTokens' | 'specTokens' | 'seed'>): Promise<RoundPhases> {
   const rng = new Rng(o.seed);
   const steps = Math.max(4, Math.min(16, o.genTokens));
-  const verify = await benchOnce(e.model, 'verify', o.batch, 32, steps, o.specTokens + 1, rng);
-  const draft = await timeDraftChain(e.model, o.batch, 32, o.specTokens, Math.max(2, Math.floor(steps / 2)));
+  await benchOnce(model, 'verify', o.batch, 16, 2, o.specTokens + 1, rng); // warm-up
+  const verify = await benchOnce(model, 'verify', o.batch, 32, steps, o.specTokens + 1, rng);
+  const draft = await timeDraftChain(model, o.batch, 32, o.specTokens, Math.max(2, Math.floor(steps / 2)));
   return { verify: verify.ms / verify.steps, draft };
 }
 
 /** A round's time split: draft and verify from the model-level timings; the rest of the
- * measured round is the host's (acceptance, state commit, sampling, scheduling). */
-function phaseSplit(r: Record<string, unknown>, p: Phases): Record<string, unknown> {
-  const round = r['round_ms'] as number | null;
-  return { draft_ms: p.draft, verify_ms: p.verify, commit_and_host_ms: round === null ? null : round - p.draft - p.verify };
+ * measured round is the host's (acceptance, state commit, sampling, scheduling) — under a
+ * changing machine load it can come out negative, a sign to measure again. */
+export function withPhases(result: Record<string, unknown>, p: RoundPhases): Record<string, unknown> {
+  const runs = (result['runs'] as Record<string, unknown>[]).map((r) => {
+    const round = r['round_ms'] as number | null;
+    return { ...r, draft_ms: p.draft, verify_ms: p.verify, commit_and_host_ms: round === null ? null : round - p.draft - p.verify };
+  });
+  return { ...result, runs, phases_ms: p };
 }
 
 /** --accept-rate: "real" (the MTP head), or a comma list of rates in [0, 1]; default real. */

@@ -13,8 +13,8 @@ import { DeltaserveError } from '../util/errors.js';
 import { hugePageStatus } from '../util/huge-pages.js';
 import { Rng } from '../util/rng.js';
 import { type ArgValues, int, str } from './args.js';
-import { parseAcceptRates, runMtpBench } from './bench-mtp.js';
-import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
+import { mtpRoundPhases, parseAcceptRates, runMtpBench, withPhases } from './bench-mtp.js';
+import { parseQuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { checkKernelsName, DEFAULT_MODEL, defaultKernels, emulationWarning, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
@@ -147,7 +147,7 @@ export async function runBench(argv: string[]): Promise<void> {
   try {
     const q = str(values, 'quantize');
     const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
-    const model = await withLoadQuantizer(quantize, kernels.threads, (quantizer) =>
+    const model = await withLoadQuantizer(quantize, kernels, (quantizer) =>
       loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), profile?.kernels ?? kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
     if (sample && kernels.name === 'webgpu') throw new DeltaserveError('bad_request', '--sample times host-side sampling over CPU kernels: use --kernels cpu');
     if (sample) {
@@ -187,23 +187,32 @@ export async function runBench(argv: string[]): Promise<void> {
   }
 }
 
-/** `--mode mtp` (bench-mtp.ts): always one JSON object. */
+/** `--mode mtp` (bench-mtp.ts): the engines end to end, then the round's parts timed on a
+ * model loaded here; always one JSON object. */
 async function benchMtp(values: ArgValues): Promise<void> {
-  const kernels = str(values, 'kernels') ?? defaultKernels();
-  checkKernelsName(kernels);
+  const kernelName = str(values, 'kernels') ?? defaultKernels();
+  checkKernelsName(kernelName);
   const q = str(values, 'quantize');
+  const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
   const kv = int(values, 'kv-cache-tokens', 1);
-  const result = await runMtpBench({
-    engine: {
-      model: resolve(str(values, 'model') ?? DEFAULT_MODEL), kernels: kernels as KernelsChoice,
-      ...(int(values, 'threads', 1) !== undefined ? { threads: int(values, 'threads', 1)! } : {}),
-      ...(q !== undefined ? { quantize: parseQuantizeMode(q) } : {}), ...(kv !== undefined ? { kvCacheTokens: kv } : {}),
-    },
+  const threads = int(values, 'threads', 1);
+  const dir = resolve(str(values, 'model') ?? DEFAULT_MODEL);
+  const o = {
+    engine: { model: dir, kernels: kernelName as KernelsChoice, ...(threads !== undefined ? { threads } : {}),
+      ...(quantize ? { quantize } : {}), ...(kv !== undefined ? { kvCacheTokens: kv } : {}) },
     specTokens: int(values, 'spec-tokens', 1) ?? 3, acceptRates: parseAcceptRates(str(values, 'accept-rate')),
     batch: int(values, 'batch', 1) ?? 1, genTokens: int(values, 'gen-tokens', 2) ?? 32, repeat: int(values, 'repeat', 1) ?? 3,
     seed: int(values, 'seed', 0) ?? 1,
-  });
-  process.stdout.write(JSON.stringify(roundNumbers(result)) + '\n');
+  };
+  const e2e = await runMtpBench(o);
+  const kernels = await createKernels(kernelName as KernelsChoice, threads);
+  try {
+    const model = await withLoadQuantizer(quantize, kernels, (quantizer) =>
+      loadModel(dir, kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
+    process.stdout.write(JSON.stringify(roundNumbers(withPhases(e2e, await mtpRoundPhases(model, o)))) + '\n');
+  } finally {
+    kernels.dispose();
+  }
 }
 
 function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: number, prompt: number, verify: number, runs: Run[],

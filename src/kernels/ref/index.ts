@@ -9,6 +9,7 @@ import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { startRefQuantizer } from '../quant/row-quantizer.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
@@ -33,6 +34,7 @@ export function createRefKernels(): Kernels {
       const weight: Weight = { dtype, rows, cols, data };
       return { weight, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
     },
+    startQuantizer: startRefQuantizer,
     packWeight: (w) => {
       if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
       return w;

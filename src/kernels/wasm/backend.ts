@@ -21,6 +21,8 @@ import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js'
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
 import { attentionBlocking } from './attention-blocking.js';
+import { WasmQuantizer } from './quantizer.js';
+import type { StartedQuantizer } from '../quant/row-quantizer.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -154,6 +156,12 @@ export class WasmKernels implements Kernels {
 
   quantWeightBytes(dtype: WeightDType, rows: number, cols: number): number {
     return repackedBytes(dtype, rows, cols) || rows * quantRowBytes(dtype as QuantType, cols);
+  }
+
+  /** The SIMD block quantizer on this backend's thread count, with workers and a memory of
+   * its own (the kernels' memories hold only the model). */
+  startQuantizer(): Promise<StartedQuantizer> {
+    return WasmQuantizer.start(this.threads);
   }
 
   packWeight(w: Weight): Weight {
