@@ -10,7 +10,7 @@ import { resolve } from 'node:path';
 import { createKernels } from '../dist/src/kernels/index.js';
 import { matmulGroupByCalls } from '../dist/src/kernels/matmul-group.js';
 import { loadModel } from '../dist/src/model/model.js';
-import { benchOnce } from '../dist/src/cli/bench.js';
+import { benchOnce } from '../dist/src/cli/bench-run.js';
 import { Rng } from '../dist/src/util/rng.js';
 
 const { values: v } = parseArgs({

@@ -20,12 +20,14 @@ const GROUPS = [
   { id: 'quantizer', title: 'Load-time quantizer', intro: null },
   { id: 'node-versions', title: 'Node versions', intro: null },
   { id: 'grammar', title: 'Structured output: grammar masks', intro: null },
+  { id: 'mtp', title: 'MTP speculative decoding: on ÷ off', intro: null },
 ];
 
 /** Decimals of the fields whose figures are printed at a fixed precision. */
 const FIXED = {
   decode_ratio: 2, prefill_512_ratio: 2, streams8_ratio: 2, roofline_fraction: 2, streams8_over_1: 2,
   verify4_over_decode: 1, decode_tok_s: 1, prefill_tok_s: 1,
+  accept_len: 2, speedup: 2, tok_s_off: 1, tok_s_on: 1, round_ms: 1, draft_ms: 1, verify_ms: 1,
 };
 
 const fail = (file, what) => {

@@ -53,7 +53,7 @@ export const TIERS = [
     concurrency: 1,
     files: [
       'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
-      'server-soak',
+      'server-soak', 'gpu-bench-script',
     ],
   },
 ];

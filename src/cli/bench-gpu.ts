@@ -1,7 +1,8 @@
 // `bench --kernels webgpu`: what a GPU rewards, per timed step — dispatches, weight bytes
 // the matmuls stream against the ideal of each weight byte once per step, KV bytes
 // attention reads against each cached row once, and GPU time from timestamp queries (a
-// separate profiled run: per-dispatch timestamps put every dispatch in its own pass).
+// separate profiled run: per-dispatch timestamps put every dispatch in its own pass), and
+// the host time of recording a step (per dispatch: what bounds a small model at batch 1).
 import type { AnyKernels } from '../kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../kernels/webgpu/kernels.js';
 
@@ -20,7 +21,7 @@ function snap(k: WebGpuBoundaryKernels): Snapshot {
 }
 
 /** One more run counted from its timed steps; then a profiled run for GPU time. */
-export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () => void) => Promise<{ steps: number }>):
+export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () => void) => Promise<{ steps: number; recordMs: number }>):
   Promise<Record<string, unknown>> {
   let from: Snapshot | null = null;
   const r = await run(() => { from = snap(k); });
@@ -44,9 +45,13 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () 
   const wIdeal = (to.wIdeal - a.wIdeal) / steps;
   const kvRead = (to.kvRead - a.kvRead) / steps;
   const kvIdeal = (to.kvIdeal - a.kvIdeal) / steps;
+  const dispatches = (to.dispatches - a.dispatches) / steps;
   return {
     read_backs_per_step: (to.steps - a.steps) / steps,
-    dispatches_per_step: (to.dispatches - a.dispatches) / steps,
+    dispatches_per_step: dispatches,
+    // the host's share: recording a step (encoding every dispatch) before its read-back
+    host_record_ms_per_step: r.recordMs / steps,
+    host_us_per_dispatch: dispatches > 0 ? (1000 * r.recordMs) / steps / dispatches : null,
     weight_bytes_read_per_step: wRead,
     weight_bytes_ideal_per_step: wIdeal,
     weight_read_ratio: wIdeal > 0 ? wRead / wIdeal : null,

@@ -4,16 +4,16 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { createKernels, type KernelsChoice } from '../kernels/index.js';
-import type { AnyKernels, Tensor, Weight } from '../kernels/types.js';
-import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
-import { StepArena } from '../model/arena.js';
-import { type AnyModel, allocSequenceMemory, loadModel, type SequenceMemory } from '../model/model.js';
+import type { AnyKernels, Weight } from '../kernels/types.js';
+import { type AnyModel, loadModel } from '../model/model.js';
+import { benchOnce, type Run } from './bench-run.js';
 import type { ModelWeights, MlpWeights } from '../model/weights.js';
 import { cpus } from 'node:os';
 import { DeltaserveError } from '../util/errors.js';
 import { hugePageStatus } from '../util/huge-pages.js';
 import { Rng } from '../util/rng.js';
-import { int, str } from './args.js';
+import { type ArgValues, int, str } from './args.js';
+import { mtpRoundPhases, parseAcceptRates, runMtpBench, withPhases } from './bench-mtp.js';
 import { parseQuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { checkKernelsName, DEFAULT_MODEL, defaultKernels, emulationWarning, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
@@ -26,7 +26,13 @@ export const BENCH_HELP = `deltaserve bench [options]        prints a table (tes
   --json                    print one JSON object instead (every number; fractions to 4 significant
                             digits); --mode grammar, --sample and --profile always print JSON
   --model DIR               (default: built-in tiny-think)
-  --mode decode|verify|prefill|grammar   (grammar: per-token structured-output mask cost)
+  --mode decode|verify|prefill|grammar|mtp   (grammar: per-token structured-output mask cost;
+                            mtp: engine tokens/s with MTP on ÷ off, greedy, same prompts)
+  --accept-rate P[,P...]    mtp: drafts agree with the target's greedy token with probability P
+                            per position (simulated; the MTP head still runs); "real": the
+                            model's own MTP head (default)
+  --spec-tokens K           mtp: draft tokens per round (default 3)
+  --kv-cache-tokens N       mtp: the engines' KV pool (default: the memory plan's)
   --vocab N                 grammar: grow the tokenizer's vocabulary to N tokens (BPE-like merges)
   --schema FILE             grammar: also time masks along seeded walks under this schema (a JSON
                             Schema or a JSONSchemaBench entry; repeatable), e.g. test/bench/*.json
@@ -95,59 +101,6 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
-interface Run { tokens: number; ms: number; steps: number }
-
-function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
-  return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
-}
-
-/** The step's one read-back (a GPU backend runs the step's recorded work here). */
-async function readLogits(model: AnyModel, logits: Tensor, n: number): Promise<void> {
-  const r = model.kernels.readBack([{ t: logits, offset: 0, length: n }]);
-  if (r instanceof Promise) await r;
-}
-
-/** One timed run; `onTimed` is called right before the timed steps (after the prompt), and
- * `timing` (the profiler's switch) is on exactly while the clock runs. */
-export async function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng,
-  onTimed?: () => void, timing: (on: boolean) => void = () => {}): Promise<Run> {
-  const ws = new StepArena(model);
-  const vocab = model.config.vocabSize;
-  const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
-  const steps = mode === 'prefill' ? 1 : gen;
-  const per = mode === 'verify' ? verify : 1;
-  const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + steps * per + 2));
-  const prompts = mems.map(() => randomIds(prompt));
-  if (mode === 'prefill') {
-    onTimed?.();
-    timing(true);
-    const t0 = performance.now();
-    const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
-    const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
-    await readLogits(model, out, batch * vocab);
-    const ms = performance.now() - t0;
-    timing(false);
-    return { tokens: batch * prompt, ms, steps: 1 };
-  }
-  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
-  await readLogits(model, pre.hidden, 1);
-  const logits = ws.logits.rows(batch * per);
-  let pos = prompt;
-  onTimed?.();
-  timing(true);
-  const t0 = performance.now();
-  for (let s = 0; s < steps; s++) {
-    const toks = mems.map(() => randomIds(per));
-    const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
-    lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
-    await readLogits(model, logits, batch * per * vocab);
-    pos += per;
-  }
-  const ms = performance.now() - t0;
-  timing(false);
-  return { tokens: batch * steps * per, ms, steps };
-}
-
 async function probe(kernels: AnyKernels): Promise<number | null> {
   if (kernels.name !== 'wasm') return null;
   const wasmModule = '../kernels/wasm/index.js';
@@ -162,6 +115,7 @@ export async function runBench(argv: string[]): Promise<void> {
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
       repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, json: { type: 'boolean' },
       schema: { type: 'string', multiple: true }, 'decode-ms': { type: 'string' },
+      'accept-rate': { type: 'string' }, 'spec-tokens': { type: 'string' }, 'kv-cache-tokens': { type: 'string' }, seed: { type: 'string' },
       ...SAMPLE_OPTIONS,
     },
   });
@@ -173,7 +127,11 @@ export async function runBench(argv: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(roundNumbers(runGrammarBench(str(values, 'model'), int(values, 'vocab', 1), DEFAULT_MODEL, schemas)))}\n`);
     return;
   }
-  if (!['decode', 'verify', 'prefill'].includes(mode)) throw new DeltaserveError('bad_request', `--mode must be decode, verify or prefill (got "${mode}")`);
+  if (mode === 'mtp') {
+    await benchMtp(values);
+    return;
+  }
+  if (!['decode', 'verify', 'prefill'].includes(mode)) throw new DeltaserveError('bad_request', `--mode must be decode, verify, prefill, grammar or mtp (got "${mode}")`);
   const batch = int(values, 'batch', 1) ?? 1;
   const prompt = int(values, 'prompt-tokens', 1) ?? 128;
   const gen = int(values, 'gen-tokens', 1) ?? 32;
@@ -224,6 +182,34 @@ export async function runBench(argv: string[]): Promise<void> {
     const full = roundNumbers({ ...result, ...gpuReport });
     if (values.json === true || profile) process.stdout.write(JSON.stringify(full) + '\n');
     else process.stdout.write(formatBenchTable(full as BenchReport));
+  } finally {
+    kernels.dispose();
+  }
+}
+
+/** `--mode mtp` (bench-mtp.ts): the engines end to end, then the round's parts timed on a
+ * model loaded here; always one JSON object. */
+async function benchMtp(values: ArgValues): Promise<void> {
+  const kernelName = str(values, 'kernels') ?? defaultKernels();
+  checkKernelsName(kernelName);
+  const q = str(values, 'quantize');
+  const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
+  const kv = int(values, 'kv-cache-tokens', 1);
+  const threads = int(values, 'threads', 1);
+  const dir = resolve(str(values, 'model') ?? DEFAULT_MODEL);
+  const o = {
+    engine: { model: dir, kernels: kernelName as KernelsChoice, ...(threads !== undefined ? { threads } : {}),
+      ...(quantize ? { quantize } : {}), ...(kv !== undefined ? { kvCacheTokens: kv } : {}) },
+    specTokens: int(values, 'spec-tokens', 1) ?? 3, acceptRates: parseAcceptRates(str(values, 'accept-rate')),
+    batch: int(values, 'batch', 1) ?? 1, genTokens: int(values, 'gen-tokens', 2) ?? 32, repeat: int(values, 'repeat', 1) ?? 3,
+    seed: int(values, 'seed', 0) ?? 1,
+  };
+  const e2e = await runMtpBench(o);
+  const kernels = await createKernels(kernelName as KernelsChoice, threads);
+  try {
+    const model = await withLoadQuantizer(quantize, kernels, (quantizer) =>
+      loadModel(dir, kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
+    process.stdout.write(JSON.stringify(roundNumbers(withPhases(e2e, await mtpRoundPhases(model, o)))) + '\n');
   } finally {
     kernels.dispose();
   }

@@ -19,7 +19,7 @@ import { ropeTable, WebGpuKernels } from './backend.js';
 import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
-import { gpuWeightBytes, type GpuWeight } from './weights.js';
+import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -230,7 +230,19 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     for (let i = 0; i < ids.length; i++) {
       if (!(ids[i]! >= 0 && ids[i]! < table.rows)) throw new RangeError(`embed: token id ${ids[i]} out of range [0, ${table.rows})`);
     }
-    this.g.embed(this.step, out, this.tableOf(table), this.uploads.put(ids, 'i32'), ids.length);
+    const gw = this.tableOf(table);
+    if (gw.parts.length === 1) {
+      this.g.embed(this.step, out, gw, this.uploads.put(ids, 'i32'), ids.length);
+      return;
+    }
+    // a table past the binding limit: each part embeds its tokens, one gather reorders them
+    const plan = planSplitEmbed(gw, ids);
+    const stacked = this.g.scratchTensor('embed_split', ids.length * gw.cols);
+    for (const p of plan.parts) {
+      const dst = this.view(stacked, p.first * gw.cols, p.localIds.length * gw.cols);
+      this.g.embed(this.step, dst, p.weight, this.uploads.put(p.localIds, 'i32'), p.localIds.length);
+    }
+    this.g.gatherRows(this.step, out, stacked, this.uploads.put(plan.order, 'i32'), ids.length, gw.cols);
   }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);

@@ -90,3 +90,37 @@ export function uploadVector(alloc: GpuAllocator, w: Weight, label = 'vector'): 
 export function isQuantWeight(w: GpuWeight): w is GpuWeight & { dtype: QuantType } {
   return isQuantType(w.dtype);
 }
+
+/** One part's share of an embedding lookup over a split table. */
+export interface EmbedPartGather {
+  /** The part as a one-part weight (rows [0, part.rows) = table rows [row0, row0 + rows)). */
+  readonly weight: GpuWeight;
+  /** Token ids of this part, relative to its first row. */
+  readonly localIds: Int32Array;
+  /** First row of the stacked scratch these tokens are embedded into. */
+  readonly first: number;
+}
+
+/** How to embed `ids` from a table split in row parts: each part that holds some of the
+ * ids embeds them into consecutive rows of a stacked scratch (part by part, in token
+ * order within a part), then `order[i]` (the scratch row of token i) gathers them back.
+ * Every table row lives in exactly one part, so the result is the unsplit lookup's. */
+export function planSplitEmbed(w: GpuWeight, ids: ArrayLike<number>): { parts: EmbedPartGather[]; order: Int32Array } {
+  const order = new Int32Array(ids.length);
+  const parts: EmbedPartGather[] = [];
+  let first = 0;
+  for (const part of w.parts) {
+    const local: number[] = [];
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (id < part.row0 || id >= part.row0 + part.rows) continue;
+      order[i] = first + local.length;
+      local.push(id - part.row0);
+    }
+    if (local.length === 0) continue;
+    parts.push({ weight: { ...w, rows: part.rows, parts: [{ ...part, row0: 0 }] }, localIds: Int32Array.from(local), first });
+    first += local.length;
+  }
+  if (first !== ids.length) throw new RangeError(`embed: ${ids.length - first} token ids fall outside the table's ${w.rows} rows`);
+  return { parts, order };
+}

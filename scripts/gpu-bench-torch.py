@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+# The same-machine floor of scripts/gpu-bench.sh: PyTorch + transformers greedy decode on
+# the same safetensors checkpoint (random weights of a real shape). Prints ONE JSON object
+# on stdout; when torch, transformers, a CUDA device or the model type is missing, that
+# object carries "error" naming what failed (the bench goes on without the floor).
+# Usage: gpu-bench-torch.py MODEL_DIR [--prompt-tokens N] [--gen-tokens N] [--dtype bfloat16]
+import argparse
+import json
+import sys
+import time
+
+
+def main() -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument('model')
+    ap.add_argument('--prompt-tokens', type=int, default=128)
+    ap.add_argument('--gen-tokens', type=int, default=64)
+    ap.add_argument('--dtype', default='bfloat16')
+    a = ap.parse_args()
+    out = {'floor': 'pytorch+transformers greedy decode', 'model': a.model, 'prompt_tokens': a.prompt_tokens, 'gen_tokens': a.gen_tokens}
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - report any import failure
+        return {**out, 'error': f'torch is not importable: {e}'}
+    try:
+        import transformers
+    except Exception as e:  # noqa: BLE001
+        return {**out, 'error': f'transformers is not importable: {e}', 'torch': torch.__version__}
+    out.update(torch=torch.__version__, transformers=transformers.__version__)
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    out['device'] = torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu'
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=getattr(torch, a.dtype)).to(device).eval()
+    except Exception as e:  # noqa: BLE001 - e.g. a transformers without this model type
+        return {**out, 'error': f'loading the model failed: {type(e).__name__}: {str(e)[:400]}'}
+    ids = torch.randint(0, 990, (1, a.prompt_tokens), device=device, generator=torch.Generator(device=device).manual_seed(1))
+
+    def run(n: int) -> float:
+        if device == 'cuda':
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        if device == 'cuda':
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    try:
+        run(2)  # warm-up
+        t1 = run(1)  # prefill + one token
+        tn = run(a.gen_tokens)
+    except Exception as e:  # noqa: BLE001
+        return {**out, 'error': f'generate failed: {type(e).__name__}: {str(e)[:400]}'}
+    decode = max(tn - t1, 1e-9) / max(a.gen_tokens - 1, 1)
+    return {**out, 'prefill_and_first_ms': t1 * 1000, 'decode_ms_per_token': decode * 1000, 'decode_tok_s': 1 / decode}
+
+
+if __name__ == '__main__':
+    print(json.dumps(main()))
+    sys.exit(0)

@@ -1,0 +1,67 @@
+// The timed steps of `deltaserve bench` (decode / verify / prefill): the model forward
+// directly (no scheduler), one read-back per step — shared by the mtp bench's verify timing.
+import type { Tensor } from '../kernels/types.js';
+import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { StepArena } from '../model/arena.js';
+import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
+import type { Rng } from '../util/rng.js';
+
+/** ms: wall time of the timed steps; recordMs: the part spent before each step's read-back
+ * (on a GPU backend the host's cost of recording the step's dispatches). */
+export interface Run { tokens: number; ms: number; steps: number; recordMs: number }
+
+function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
+  return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
+}
+
+/** The step's one read-back (a GPU backend runs the step's recorded work here). */
+async function readLogits(model: AnyModel, logits: Tensor, n: number): Promise<void> {
+  const r = model.kernels.readBack([{ t: logits, offset: 0, length: n }]);
+  if (r instanceof Promise) await r;
+}
+
+/** One timed run; `onTimed` is called right before the timed steps (after the prompt), and
+ * `timing` (the profiler's switch) is on exactly while the clock runs. */
+export async function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng,
+  onTimed?: () => void, timing: (on: boolean) => void = () => {}): Promise<Run> {
+  const ws = new StepArena(model);
+  const vocab = model.config.vocabSize;
+  const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
+  const steps = mode === 'prefill' ? 1 : gen;
+  const per = mode === 'verify' ? verify : 1;
+  const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + steps * per + 2));
+  const prompts = mems.map(() => randomIds(prompt));
+  if (mode === 'prefill') {
+    onTimed?.();
+    timing(true);
+    const t0 = performance.now();
+    const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+    const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
+    const recordMs = performance.now() - t0;
+    await readLogits(model, out, batch * vocab);
+    const ms = performance.now() - t0;
+    timing(false);
+    return { tokens: batch * prompt, ms, steps: 1, recordMs };
+  }
+  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+  await readLogits(model, pre.hidden, 1);
+  const logits = ws.logits.rows(batch * per);
+  let pos = prompt;
+  onTimed?.();
+  timing(true);
+  const t0 = performance.now();
+  let recordMs = 0;
+  for (let s = 0; s < steps; s++) {
+    const toks = mems.map(() => randomIds(per));
+    const r0 = performance.now();
+    const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
+    lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
+    recordMs += performance.now() - r0;
+    await readLogits(model, logits, batch * per * vocab);
+    pos += per;
+  }
+  const ms = performance.now() - t0;
+  timing(false);
+  return { tokens: batch * steps * per, ms, steps, recordMs };
+}
+
