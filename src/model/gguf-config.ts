@@ -155,6 +155,7 @@ export function ggufModelConfig(file: GgufFile, vocabSize: number, tensorNames: 
     maxPositionEmbeddings: Math.max(contextLength, ropeScaling?.maxPositions ?? 0),
     eosTokenIds: [...new Set(eos)],
     weightPrefix: GGUF_WEIGHT_PREFIX,
+    vision: null, // a text GGUF carries no tower (llama.cpp keeps it in a separate mmproj file)
   };
   return Object.freeze(cfg);
 }
