@@ -92,7 +92,13 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
    * GPU time per step for `bench`. Off by default (one pass per step). */
   profile = false;
   /** Since construction: read-backs (steps), dispatches, GPU ns of profiled steps. */
-  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0 };
+  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0 };
+
+  /** Dispatches recorded since construction, the current step's included (a census can
+   * read it between any two kernel calls). */
+  get recordedDispatches(): number {
+    return this.counters.dispatches + (this.enc?.dispatchCount ?? 0);
+  }
 
   alloc(n: number): GpuTensor {
     return this.g.alloc.tensor([n], 'f32');
@@ -138,6 +144,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (!enc) return;
     this.counters.dispatches += enc.dispatchCount;
     const done = enc.submit();
+    this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
     done.catch(() => {}); // reported by the next readBack, which awaits it
     this.flushed.push(done);
   }
@@ -149,7 +156,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
     const flushed = this.flushed;
     this.flushed = [];
-    await Promise.all([...flushed, enc.submit()]);
+    const submitted = enc.submit();
+    this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
+    await Promise.all([...flushed, submitted]);
     this.uploads.reset();
     this.g.endStep();
     this.counters.steps++;
