@@ -44,6 +44,27 @@ export interface GdnSeq<T> {
   readonly scratch?: T;
 }
 
+/** One sequence of a step's batch: rows [row, row + t) of the stacked activations, at
+ * positions start..start+t−1, its KV pages through `pageTable` (KvLayerView). */
+export interface BatchSeq {
+  readonly row: number;
+  readonly t: number;
+  readonly start: number;
+  readonly pageTable: ArrayLike<number>;
+}
+
+/** The per-step inputs of one forward (row offsets, positions, page tables, the RoPE
+ * angles of every row), made once by `Kernels.stepBatch` and read by every layer's batched
+ * calls (ropeBatch, kvWriteBatch, attentionBatch): a GPU backend uploads it once per
+ * forward, not once per layer and sequence. Backends may extend it with their own handles;
+ * `seqs` (host) is what the plain per-sequence forms read. Valid until the step's readBack. */
+export interface StepBatch {
+  readonly seqs: readonly BatchSeq[];
+  /** Σ t: rows of the batch. */
+  readonly rows: number;
+  readonly rope: RopeTable | null;
+}
+
 /** Storage type of a weight: bf16, f16, f32, or a GGML block format (quant/formats.ts).
  * f16 weights hold finite values only (the loader refuses inf / NaN). */
 export type WeightDType = 'bf16' | 'f16' | 'f32' | QuantType;
@@ -302,6 +323,24 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * out: [T, nH, hd]. softmax in fp32 with scale 1/√hd. */
   attention(out: T, q: T, qStride: number, kv: KvLayerView<T>,
     pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void;
+
+  /** The step's batch for the batched calls below (see StepBatch). `rope`: the table of
+   * ropeBatch (null: ropeBatch is not called). Sequences are stacked in order (row_i =
+   * Σ_{j<i} t_j). */
+  stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch;
+
+  /** rope on every sequence's rows of x ([rows, heads, headDim], row stride `stride`) at its
+   * positions, with the batch's table: one call per layer and tensor. Same bits as rope per
+   * sequence (kernels/batch-by-calls.ts). */
+  ropeBatch(x: T, batch: StepBatch, heads: number, headDim: number, stride: number): void;
+
+  /** kvWrite of every sequence of the batch (its rows of k, v: [rows, kvDim]) into its
+   * cache `kv[i]` (sequence i's view; one call per layer). Same bits as kvWrite per sequence. */
+  kvWriteBatch(kv: readonly KvLayerView<T>[], batch: StepBatch, k: T, v: T, kvDim: number): void;
+
+  /** attention of every sequence of the batch over its cache `kv[i]` (q, out: [rows, nH, hd],
+   * q row stride qStride): one call per layer. Same bits as attention per sequence. */
+  attentionBatch(out: T, q: T, qStride: number, kv: readonly KvLayerView<T>[], batch: StepBatch, dims: AttentionDims): void;
 
   // argmax and sample work on host rows: the logits the engine has read back (on CPU
   // backends those are views of the kernels' own memory, so nothing is copied).

@@ -3,11 +3,10 @@
 // or writes tensor elements (sub-ranges through Kernels.view, row moves through copyRows),
 // so a backend whose memory is not JS-visible runs the same code. Scratch comes from the
 // step arena (arena.ts).
-import type { Kernels, KvLayerView, Tensor } from '../kernels/types.js';
+import type { Kernels, KvLayerView, StepBatch, Tensor } from '../kernels/types.js';
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { ropeTableOf } from './rope-scaling.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
 
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
@@ -43,11 +42,8 @@ export interface LayerCtx<T extends Tensor = Float32Array, I extends Tensor = In
   readonly ws: StepArena<T, I>;
   readonly m: number; // rows in the batch
   readonly seqs: readonly SeqSpan<T>[];
-}
-
-/** Rows [s.offset, s.offset + s.t) of a [M, width] tensor. */
-function seqRows<T extends Tensor>(k: Kernels<T, Tensor>, buf: T, s: SeqSpan<T>, width: number): T {
-  return k.view(buf, s.offset * width, s.t * width);
+  /** The step's batch (Kernels.stepBatch of seqs, in order): made once per forward. */
+  readonly batch: StepBatch;
 }
 
 /** x ← x + mixer(norm1(x)); x ← x + mlp(norm2(x)). `index` is the layer's position among
@@ -131,17 +127,13 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   k.rmsNorm(q, q, w.qNorm, m * nh, cfg.rmsNormEps, true);
   k.rmsNorm(kk, kk, w.kNorm, m * nkv, cfg.rmsNormEps, true);
   const o = ws.attn.o.rows(m);
-  const rope = ropeTableOf(cfg);
-  for (const s of ctx.seqs) {
-    if (s.t === 0) continue;
-    const qs = seqRows(k, q, s, qd);
-    const ks = seqRows(k, kk, s, kvd);
-    k.rope(qs, s.positions, s.t, nh, hd, rope, qd);
-    k.rope(ks, s.positions, s.t, nkv, hd, rope, kvd);
-    const kv = s.kv[fi]!;
-    k.kvWrite(kv, s.pageTable, s.start, ks, seqRows(k, vv, s, kvd), s.t, kvd);
-    k.attention(seqRows(k, o, s, qd), qs, qd, kv, s.pageTable, s.start, s.t, { numHeads: nh, numKvHeads: nkv, headDim: hd });
-  }
+  // the whole batch in one call each; every sequence writes its own KV rows (at positions
+  // ≥ its start, in pages no other sequence of the step writes) before any attention reads
+  const kvs = ctx.seqs.map((s) => s.kv[fi]!);
+  k.ropeBatch(q, ctx.batch, nh, hd, qd);
+  k.ropeBatch(kk, ctx.batch, nkv, hd, kvd);
+  k.kvWriteBatch(kvs, ctx.batch, kk, vv, kvd);
+  k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
   if (gate) k.mulSigmoid(o, o, gate, m * qd);
   k.matmul(out, o, w.oProj, m);
 }

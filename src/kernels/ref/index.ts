@@ -9,6 +9,7 @@ import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
@@ -53,6 +54,10 @@ export function createRefKernels(): Kernels {
     gdnChunked: gdn.gdnChunked,
     kvWrite: dense.kvWrite,
     attention: dense.attention,
+    stepBatch: stepBatchOnHost,
+    ropeBatch: (x, batch, heads, headDim, stride) => ropeByCalls(k, x, batch, heads, headDim, stride),
+    kvWriteBatch: (kv, batch, kk, v, kvDim) => kvWriteByCalls(k, kv, batch, kk, v, kvDim),
+    attentionBatch: (out, q, qStride, kv, batch, dims) => attentionByCalls(k, out, q, qStride, kv, batch, dims),
     moeRoute: dense.moeRoute,
     moeExperts: (out, x, ids, weights, m, topK, experts, scratch) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch),
     addSigmoidScaled: cpu.addSigmoidScaled,

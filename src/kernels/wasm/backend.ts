@@ -3,7 +3,7 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
@@ -21,6 +21,7 @@ import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js'
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
 import { attentionBlocking } from './attention-blocking.js';
+import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -488,6 +489,20 @@ export class WasmKernels implements Kernels {
     });
     this.run(Cmd.ATTENTION, c.arena, units > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(units, 16 * this.threads));
     c.end();
+  }
+
+  /** The batched calls run per sequence (each call already splits over the pool). */
+  stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch {
+    return stepBatchOnHost(seqs, rope);
+  }
+  ropeBatch(x: Float32Array, batch: StepBatch, heads: number, headDim: number, stride: number): void {
+    ropeByCalls(this, x, batch, heads, headDim, stride);
+  }
+  kvWriteBatch(kv: readonly KvLayerView[], batch: StepBatch, k: Float32Array, v: Float32Array, kvDim: number): void {
+    kvWriteByCalls(this, kv, batch, k, v, kvDim);
+  }
+  attentionBatch(out: Float32Array, q: Float32Array, qStride: number, kv: readonly KvLayerView[], batch: StepBatch, dims: AttentionDims): void {
+    attentionByCalls(this, out, q, qStride, kv, batch, dims);
   }
 
   moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number, topK: number,

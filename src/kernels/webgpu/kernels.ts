@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
@@ -20,6 +20,7 @@ import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
+import { attentionBatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
 
@@ -267,6 +268,19 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   attention(out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void {
     this.g.attention(this.step, out, q, qStride, kv, this.uploads.put(pageTable, 'i32'), start, t, dims);
   }
+  /** The table and RoPE angles of the step's rows, uploaded once (batch.ts). */
+  stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch {
+    return makeGpuStepBatch((data, elem) => this.uploads.put(data, elem), seqs, rope);
+  }
+  ropeBatch(x: GpuTensor, batch: StepBatch, heads: number, headDim: number, stride: number): void {
+    ropeBatch(this.g, this.step, x, gpuBatch(batch), heads, headDim, stride);
+  }
+  kvWriteBatch(kv: readonly GpuKvLayerView[], batch: StepBatch, k: GpuTensor, v: GpuTensor, kvDim: number): void {
+    kvWriteBatch(this.g, this.step, kv, gpuBatch(batch), k, v, kvDim);
+  }
+  attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims): void {
+    attentionBatch(this.g, this.step, out, q, qStride, kv, gpuBatch(batch), dims);
+  }
   moeRoute(ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     this.g.moeRoute(this.step, ids, weights, logits, m, e, topK, renormalize);
   }
@@ -295,4 +309,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
   }
+}
+
+function gpuBatch(b: StepBatch): GpuStepBatch {
+  if (!('table' in b)) throw new Error('webgpu kernels: a step batch of another backend (Kernels.stepBatch)');
+  return b as GpuStepBatch;
 }

@@ -1,0 +1,115 @@
+// Shaders over a whole step's batch (variable-length sequences in one dispatch), reading the
+// step table the backend uploads once per forward (batch.ts): i32 words
+//   rows [M × 4]: sequence index, position, score offset (Σ of earlier rows' pos + 1), 0
+//   seqs [S × 4]: first row, t, start, offset of its page table from the table's start
+//   page tables, concatenated.
+// Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
+// sequences' caches differ). The arithmetic of every output element is the per-sequence
+// kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
+import { HEADER } from './common.js';
+
+// RoPE of rows, thread per (row, head, pair). params: 0 rowBase, 1 rows, 2 heads, 3 headDim,
+// 4 half, 5 stride, 6 x off, 7 cs off (the batch's [M, half, 2] cos/sin).
+// Bindings: 1 X, 2 CS.
+export const ROPE_BATCH = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> X: array<f32>;
+@group(0) @binding(2) var<storage, read_write> CS: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let half = pu(4u);
+  let heads = pu(2u);
+  if (g >= pu(1u) * heads * half) { return; }
+  let f = g % half;
+  let h = (g / half) % heads;
+  let r = pu(0u) + g / (half * heads);
+  let b = pu(6u) + r * pu(5u) + h * pu(3u);
+  let c = CS[pu(7u) + (r * half + f) * 2u];
+  let s = CS[pu(7u) + (r * half + f) * 2u + 1u];
+  let x1 = X[b + f];
+  let x2 = X[b + f + half];
+  X[b + f] = x1 * c - x2 * s;
+  X[b + f + half] = x2 * c + x1 * s;
+}`;
+
+// KV write of rows, thread per (row, element). params: 0 rowBase, 1 rows, 2 kvDim,
+// 3 pageSize, 4 k off, 5 v off, 6 KC off, 7 VC off, 8 row table off, 9 seq table off.
+// Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 TB (i32).
+export const KV_WRITE_BATCH = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(2) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(3) var<storage, read_write> K: array<f32>;
+@group(0) @binding(4) var<storage, read_write> V: array<f32>;
+@group(0) @binding(5) var<storage, read_write> TB: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let kvDim = pu(2u);
+  if (g >= pu(1u) * kvDim) { return; }
+  let r = pu(0u) + g / kvDim;
+  let e = g % kvDim;
+  let seq = u32(TB[pu(8u) + 4u * r]);
+  let pos = u32(TB[pu(8u) + 4u * r + 1u]);
+  let pt = pu(8u) + u32(TB[pu(9u) + 4u * seq + 3u]);
+  let ps = pu(3u);
+  let row = u32(TB[pt + pos / ps]) * ps + pos % ps;
+  KC[pu(6u) + row * kvDim + e] = K[pu(4u) + r * kvDim + e];
+  VC[pu(7u) + row * kvDim + e] = V[pu(5u) + r * kvDim + e];
+}`;
+
+// Causal GQA attention of rows over the paged cache; workgroup per (head, row). Row r
+// (position pos of its sequence) attends to positions 0..pos. Scores go to SC at
+// nH·scoreOff(r) + h·(pos + 1); max and Σ exp by the fixed tree; the output element d sums
+// over positions in order (wgsl/attention.ts ATTENTION, the same chains).
+// params: 0 rowBase, 1 nH, 2 nKV, 3 hd, 4 pageSize, 5 q off, 6 qStride, 7 out off,
+//         8 row table off, 9 seq table off, 10 scale (f32), 11 KC off, 12 VC off.
+// Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32), 6 SC.
+export const ATTENTION_BATCH = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(3) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(4) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> TB: array<i32>;
+@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
+var<workgroup> red: array<f32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let h = wid.x;
+  let r = pu(0u) + wid.y;
+  let nH = pu(1u); let nKV = pu(2u); let hd = pu(3u); let ps = pu(4u);
+  let seq = u32(TB[pu(8u) + 4u * r]);
+  let pos = u32(TB[pu(8u) + 4u * r + 1u]);
+  let pt = pu(8u) + u32(TB[pu(9u) + 4u * seq + 3u]);
+  let n = pos + 1u;
+  let kvDim = nKV * hd;
+  let ko = (h / (nH / nKV)) * hd;
+  let qo = pu(5u) + r * pu(6u) + h * hd;
+  let sb = nH * u32(TB[pu(8u) + 4u * r + 2u]) + h * n;
+  var mx = -3.40282346e38;
+  for (var p = t; p < n; p += 64u) {
+    let kb = pu(11u) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko;
+    var s = 0.0;
+    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
+    s = s * pf(10u);
+    SC[sb + p] = s;
+    mx = max(mx, s);
+  }
+  red[t] = mx;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
+  let m = red[0];
+  workgroupBarrier();
+  var sum = 0.0;
+  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
+  red[t] = sum;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
+  let total = red[0];
+  storageBarrier();
+  workgroupBarrier();
+  for (var d = t; d < hd; d += 64u) {
+    var acc = 0.0;
+    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(12u) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko + d]; }
+    OUT[pu(7u) + (r * nH + h) * hd + d] = acc;
+  }
+}`;
