@@ -12,6 +12,10 @@ import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
+import { convSeqsByCalls, gdnSeqsByCalls } from '../src/kernels/seqs-by-calls.js';
+import { randomWeight } from './numeric.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 
 let k: WebGpuBoundaryKernels;
 before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
@@ -105,6 +109,77 @@ describe('webgpu step batch', () => {
     assert.equal(dispatches, 2 + 2 * c.seqs.filter((s) => s.t > 0).length);
     assert.equal(got.length, want.length);
     got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `output ${i} differs`));
+  });
+
+  test('causalConvSeqs and gdnRecurrentSeqs: one dispatch each == one call per sequence (t = 1, 0, 3, 2; scratch or not), bit for bit', async () => {
+    const r = rng(5);
+    const [hk, hv, dk, dv, taps] = [2, 4, 16, 24, 4];
+    const dims = { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv };
+    const c = 2 * hk * dk + hv * dv;
+    const ts = [1, 0, 3, 2];
+    const scratchOf = [false, false, true, false];
+    const rows = ts.reduce((a, b) => a + b, 0);
+    const sym = (n: number) => Float32Array.from({ length: n }, () => 2 * r() - 1);
+    const [x, g, beta] = [sym(rows * c), sym(rows * hv).map((v) => -Math.abs(v)), sym(rows * hv).map((v) => Math.abs(v))];
+    const win0 = sym(ts.length * (taps - 1) * c);
+    const st0 = sym(ts.length * hv * dk * dv);
+    const w = randomWeight(createRefKernels(), 'f32', c, taps, () => 2 * r() - 1); // a vector weight (never packed)
+    const scratchRows = 3;
+    const runOnce = async (batched: boolean): Promise<Float32Array[]> => {
+      const [conv, gx, bx] = [k.alloc(rows * c), upload(g), upload(beta)];
+      const xs = upload(x);
+      const wins = upload(win0); // every window in one buffer (as the engine's state pool)
+      const states = upload(st0);
+      const cs = k.alloc(scratchRows * (taps - 1) * c);
+      const ss = k.alloc(scratchRows * hv * dk * dv);
+      const o = k.alloc(rows * hv * dv);
+      let row = 0;
+      const seqs = ts.map((t, i) => {
+        const s = { row, t, i };
+        row += t;
+        return s;
+      });
+      const convSeqs = seqs.map((s) => ({ row: s.row, t: s.t, window: k.view(wins, s.i * (taps - 1) * c, (taps - 1) * c),
+        scratch: scratchOf[s.i] ? k.view(cs, 0, s.t * (taps - 1) * c) : undefined }));
+      const gdnSeqs = seqs.map((s) => ({ row: s.row, t: s.t, state: k.view(states, s.i * hv * dk * dv, hv * dk * dv),
+        scratch: scratchOf[s.i] ? k.view(ss, 0, s.t * hv * dk * dv) : undefined }));
+      await readAll(xs);
+      const d0 = k.recordedDispatches;
+      if (batched) k.causalConvSeqs(conv, xs, w, convSeqs);
+      else convSeqsByCalls(k, conv, xs, w, convSeqs);
+      if (batched) k.gdnRecurrentSeqs(o, conv, gx, bx, dims, gdnSeqs);
+      else gdnSeqsByCalls(k, o, conv, gx, bx, dims, gdnSeqs);
+      if (batched) assert.equal(k.recordedDispatches - d0, 2, 'one conv and one recurrence dispatch');
+      return readAll(conv, wins, cs, o, states, ss);
+    };
+    const want = await runOnce(false);
+    const got = await runOnce(true);
+    ['conv out', 'windows', 'conv scratch', 'gdn out', 'states', 'state scratch'].forEach((name, i) =>
+      assert.ok(sameBits(got[i]!, want[i]!), `${name} differs`));
+  });
+
+  test('matmulGroup: float weights in one dispatch (bf16 and f32 mixed, 5 entries: two dispatches of bf16 segments), a q8_0 entry after one shared activation quantization; == one matmul each, bit for bit', async () => {
+    const r = rng(9);
+    const ref = createRefKernels();
+    const [m, kk] = [5, 64];
+    const sym = () => 2 * r() - 1;
+    const q8 = ref.allocWeight('q8_0', 6, kk);
+    quantizeRowsGgml('q8_0', Float32Array.from({ length: 6 * kk }, sym), 6, kk, q8.bytes);
+    const shapes: [string, number][] = [['bf16', 7], ['f32', 13], ['bf16', 1], ['bf16', 5], ['bf16', 3], ['bf16', 2]];
+    const weights = [...shapes.map(([d, n]) => k.packWeight(randomWeight(ref, d as 'bf16' | 'f32', n, kk, sym))), k.packWeight(q8.weight)];
+    const x = upload(Float32Array.from({ length: m * kk }, sym));
+    const outs = weights.map((w) => k.alloc(m * w.rows));
+    await readAll(x);
+    for (const [i, w] of weights.entries()) k.matmul(outs[i]!, x, w, m);
+    const want = await readAll(...outs);
+    const gouts = weights.map((w) => k.alloc(m * w.rows));
+    await readAll(x);
+    const d0 = k.recordedDispatches;
+    k.matmulGroup(x, m, weights.map((w, i) => ({ out: gouts[i]!, w })));
+    // bf16: 5 segments (at most 4 per dispatch), f32: 1, q8_0: quant_acts + 1
+    assert.equal(k.recordedDispatches - d0, 2 + 1 + 2);
+    const got = await readAll(...gouts);
+    got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `entry ${i} (${weights[i]!.dtype}) differs`));
   });
 
   test('a batch whose rows are not stacked in order is refused, naming the sequence', () => {

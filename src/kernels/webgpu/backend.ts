@@ -12,7 +12,8 @@ import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
-import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { GROUP_SEGMENTS, floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
@@ -46,6 +47,10 @@ export class WebGpuKernels {
   readonly pipelines: PipelineCache;
   private readonly scratch: ScratchBuffers;
   private readonly dummy: GPUBuffer;
+  /** A 4-byte buffer bound where a kernel's optional operand is absent. */
+  get dummyBuffer(): GPUBuffer {
+    return this.dummy;
+  }
   private readonly maxBinding: number;
   readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
   /** Weights already counted in the ideal of the current step. */
@@ -104,39 +109,72 @@ export class WebGpuKernels {
 
   /** out[m, n] = Σ_k x[m, k]·W[n, k]. x: [M, K], out: [M, N]. */
   matmul(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number): void {
-    const { rows: n, cols: k } = w;
+    this.matmulGroup(enc, x, m, [{ out, w }]);
+  }
+
+  /** Several matmuls of one input x [M, K]: float weights' parts as segments of one
+   * dispatch (wgsl/matmul-group.ts; as many segments as the device's storage bindings
+   * allow, by dtype), quantized ones after one activation quantization shared by all.
+   * Every output element has the bits of its own matmul. */
+  matmulGroup(enc: StepEncoder, x: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[]): void {
+    if (group.length === 0 || m <= 0) return;
+    const k = group[0]!.w.cols;
     need(x, m * k, 'matmul x');
-    need(out, m * n, 'matmul out');
     const tiles = Math.ceil(m / TM);
-    const bytes = gpuWeightBytes(w);
-    this.traffic.weightBytesRead += bytes * tiles;
-    if (!this.stepWeights.has(w)) {
-      this.stepWeights.add(w);
-      this.traffic.weightBytesIdeal += bytes;
-    }
-    if (isQuantType(w.dtype)) {
-      const nb = k / 32;
-      const dot4 = this.adapter.features.dot4I8;
-      const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
-      const dx = this.scratch.get('dx', m * nb);
-      const sx = this.scratch.get('sx', m * nb, 'i32');
-      this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
-        [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
-      const src = () => quantMatmulShader(w.dtype as QuantType, dot4);
-      for (const part of w.parts) {
-        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}`, src, [part.rows, k, m, out.offset, n, part.row0, w.rowBytes], null,
-          [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
+    for (const { out, w } of group) {
+      if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
+      need(out, m * w.rows, 'matmul out');
+      const bytes = gpuWeightBytes(w);
+      this.traffic.weightBytesRead += bytes * tiles;
+      if (!this.stepWeights.has(w)) {
+        this.stepWeights.add(w);
+        this.traffic.weightBytesIdeal += bytes;
       }
-      return;
     }
-    const dtype = w.dtype as 'f32' | 'bf16' | 'f16';
+    const quant = group.filter((g) => isQuantType(g.w.dtype));
+    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant);
+    for (const dtype of ['f32', 'bf16', 'f16'] as const) {
+      const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
+      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments));
+    }
+  }
+
+  /** Segments one float dispatch may bind: X, an output and a weight each. */
+  private get groupSegments(): number {
+    return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 1) / 2)));
+  }
+
+  private floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
+    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[]): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
-    const src = () => floatMatmulShader(dtype, sg);
-    for (const part of w.parts) {
-      this.run(enc, `matmul_${dtype}${sg ? '_sg' : ''}`, src, [part.rows, k, m, x.offset, out.offset, n, part.row0], null,
-        [out.buffer, x.buffer, part.buffer], grid(part.rows, tiles), `matmul_${dtype}`);
+    const params = [k, m, x.offset, segs.length];
+    let cols = 0;
+    for (const s of segs) {
+      params.push(cols, s.part.rows, s.out.offset, s.n, s.part.row0);
+      cols += s.part.rows;
+    }
+    const n = segs.length;
+    this.run(enc, `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}`, () => floatMatmulGroupShader(dtype, n, sg), params, null,
+      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer)], grid(cols, tiles), `matmul_${dtype}`);
+  }
+
+  /** One activation quantization, then each quantized weight part's matmul. */
+  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, group: readonly { out: GpuTensor; w: GpuWeight }[]): void {
+    const nb = k / 32;
+    const dot4 = this.adapter.features.dot4I8;
+    const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
+    const dx = this.scratch.get('dx', m * nb);
+    const sx = this.scratch.get('sx', m * nb, 'i32');
+    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
+      [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
+    for (const { out, w } of group) {
+      const src = () => quantMatmulShader(w.dtype as QuantType, dot4);
+      for (const part of w.parts) {
+        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}`, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes], null,
+          [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
+      }
     }
   }
 

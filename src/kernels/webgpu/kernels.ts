@@ -9,7 +9,7 @@
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
 import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
-import { matmulGroupByCalls } from '../matmul-group.js';
+import { groupInnerSize } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
@@ -20,6 +20,7 @@ import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
+import { convSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { attentionBatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -223,9 +224,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   matmul(out: GpuTensor, x: GpuTensor, w: Weight, m: number): void {
     this.g.matmul(this.step, out, x, this.gpuWeight(w), m);
   }
-  /** One matmul dispatch per entry (each records into the same step encoder). */
+  /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup). */
   matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[]): void {
-    matmulGroupByCalls(this, x, m, group);
+    groupInnerSize(group, m);
+    this.g.matmulGroup(this.step, x, m, group.map((e) => ({ out: e.out, w: this.gpuWeight(e.w) })));
   }
   embed(out: GpuTensor, table: Weight, ids: ArrayLike<number>): void {
     for (let i = 0; i < ids.length; i++) {
@@ -247,8 +249,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   causalConv(out: GpuTensor, x: GpuTensor, window: GpuTensor, w: Weight, t: number, scratch?: GpuTensor): void {
     this.g.causalConv(this.step, out, x, window, this.vector(w), w.rows, t, scratch);
   }
+  /** One dispatch over the batch (seqs.ts) when the windows share a buffer, else one per sequence. */
   causalConvSeqs(out: GpuTensor, x: GpuTensor, w: Weight, seqs: readonly ConvSeq<GpuTensor>[]): void {
-    convSeqsByCalls(this, out, x, w, seqs);
+    if (!convSeqsDispatch(this.g, this.step, this.put, out, x, this.vector(w), w.rows, seqs, this.g.dummyBuffer)) convSeqsByCalls(this, out, x, w, seqs);
   }
   gdnGates(g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: Weight, dtBias: Weight, t: number): void {
     this.g.gdnGates(this.step, g, beta, a, b, this.vector(aLog), this.vector(dtBias), t);
@@ -257,7 +260,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.g.gdnRecurrent(this.step, out, qkv, g, beta, state, dims, t, scratch);
   }
   gdnRecurrentSeqs(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[]): void {
-    gdnSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
+    if (!gdnSeqsDispatch(this.g, this.step, this.put, out, qkv, g, beta, dims, seqs, this.g.dummyBuffer)) gdnSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
@@ -268,9 +271,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   attention(out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void {
     this.g.attention(this.step, out, q, qStride, kv, this.uploads.put(pageTable, 'i32'), start, t, dims);
   }
+  /** Host data into the step's upload arena (valid until the step's readBack). */
+  private readonly put = (data: ArrayLike<number>, elem: 'f32' | 'i32'): GpuTensor => this.uploads.put(data, elem);
+
   /** The table and RoPE angles of the step's rows, uploaded once (batch.ts). */
   stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch {
-    return makeGpuStepBatch((data, elem) => this.uploads.put(data, elem), seqs, rope);
+    return makeGpuStepBatch(this.put, seqs, rope);
   }
   ropeBatch(x: GpuTensor, batch: StepBatch, heads: number, headDim: number, stride: number): void {
     ropeBatch(this.g, this.step, x, gpuBatch(batch), heads, headDim, stride);
