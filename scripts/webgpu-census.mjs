@@ -40,10 +40,12 @@ function memory(n, capacity) {
     return { k: k.view(t, 0, rows), v: k.view(t, rows, rows), pageSize };
   };
   const kvLayers = layout.fullLayers.map(kv);
+  // one state pool per layer, a slot per stream (as the engine's state pool)
+  const pools = layout.linearLayers.map(() => ({ conv: k.alloc(n * layout.convSize), ssm: k.alloc(n * layout.ssmSize) }));
   return Array.from({ length: n }, (_, s) => ({
     pageTable: Int32Array.from({ length: pagesPer }, (_, i) => s * pagesPer + i),
     kv: kvLayers,
-    state: layout.linearLayers.map(() => ({ conv: k.alloc(layout.convSize), ssm: k.alloc(layout.ssmSize) })),
+    state: pools.map((p) => ({ conv: k.view(p.conv, s * layout.convSize, layout.convSize), ssm: k.view(p.ssm, s * layout.ssmSize, layout.ssmSize) })),
   }));
 }
 

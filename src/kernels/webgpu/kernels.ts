@@ -10,7 +10,6 @@
 import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
-import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
@@ -249,9 +248,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   causalConv(out: GpuTensor, x: GpuTensor, window: GpuTensor, w: Weight, t: number, scratch?: GpuTensor): void {
     this.g.causalConv(this.step, out, x, window, this.vector(w), w.rows, t, scratch);
   }
-  /** One dispatch over the batch (seqs.ts) when the windows share a buffer, else one per sequence. */
+  /** One dispatch per group of sequences whose windows share a buffer (seqs.ts). */
   causalConvSeqs(out: GpuTensor, x: GpuTensor, w: Weight, seqs: readonly ConvSeq<GpuTensor>[]): void {
-    if (!convSeqsDispatch(this.g, this.step, this.put, out, x, this.vector(w), w.rows, seqs, this.g.dummyBuffer)) convSeqsByCalls(this, out, x, w, seqs);
+    convSeqsDispatch(this.g, this.step, this.put, out, x, this.vector(w), w.rows, seqs, this.g.dummyBuffer);
   }
   gdnGates(g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: Weight, dtBias: Weight, t: number): void {
     this.g.gdnGates(this.step, g, beta, a, b, this.vector(aLog), this.vector(dtBias), t);
@@ -260,7 +259,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.g.gdnRecurrent(this.step, out, qkv, g, beta, state, dims, t, scratch);
   }
   gdnRecurrentSeqs(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[]): void {
-    if (!gdnSeqsDispatch(this.g, this.step, this.put, out, qkv, g, beta, dims, seqs, this.g.dummyBuffer)) gdnSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
+    gdnSeqsDispatch(this.g, this.step, this.put, out, qkv, g, beta, dims, seqs, this.g.dummyBuffer);
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
