@@ -182,6 +182,30 @@ describe('webgpu step batch', () => {
     got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `entry ${i} (${weights[i]!.dtype}) differs`));
   });
 
+  test('matmulAdd (the residual add in the matmul dispatch) == matmul then add, bit for bit: bf16 and q8_0', async () => {
+    const r = rng(19);
+    const ref = createRefKernels();
+    const [m, kk, n] = [3, 64, 11];
+    const sym = () => 2 * r() - 1;
+    const q8 = ref.allocWeight('q8_0', n, kk);
+    quantizeRowsGgml('q8_0', Float32Array.from({ length: n * kk }, sym), n, kk, q8.bytes);
+    for (const w of [k.packWeight(randomWeight(ref, 'bf16', n, kk, sym)), k.packWeight(q8.weight)]) {
+      const x = upload(Float32Array.from({ length: m * kk }, sym));
+      const res = Float32Array.from({ length: m * n }, sym);
+      const [a, tmp] = [upload(res), k.alloc(m * n)];
+      k.matmul(tmp, x, w, m);
+      k.add(a, a, tmp, m * n);
+      const [want] = await readAll(a);
+      const b = upload(res);
+      await readAll(b);
+      const d0 = k.recordedDispatches;
+      k.matmulAdd(b, x, w, m, k.alloc(m * n));
+      assert.equal(k.recordedDispatches - d0, w.dtype === 'q8_0' ? 2 : 1, 'quant_acts + matmul, or the float matmul alone');
+      const [got] = await readAll(b);
+      assert.ok(sameBits(got!, want!), `${w.dtype}: matmulAdd differs from matmul + add`);
+    }
+  });
+
   test('a batch whose rows are not stacked in order is refused, naming the sequence', () => {
     assert.throws(() => k.stepBatch([{ row: 0, t: 2, start: 0, pageTable: [0] }, { row: 3, t: 1, start: 0, pageTable: [1] }], rope),
       /sequence 1 \(row 3, t 1, start 0\) is not stacked after row 2/);

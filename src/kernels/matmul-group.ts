@@ -1,7 +1,7 @@
-// The plain form of Kernels.matmulGroup: one matmul call per entry, for backends that do
-// not run a group as one dispatch (ref, webgpu). Its results define the group's: a
-// specialised backend must give the same bits as this loop.
-import type { GroupMatmul, Kernels, Tensor } from './types.js';
+// The plain forms of Kernels.matmulGroup (one matmul call per entry) and Kernels.matmulAdd
+// (matmul, then add), for backends that do not fuse them (ref; wasm for matmulAdd). Their
+// results define the fused calls': a specialised backend must give the same bits.
+import type { GroupMatmul, Kernels, Tensor, Weight } from './types.js';
 
 /** Checks every backend's matmulGroup makes of its arguments: m ≥ 0 and every weight has
  * the same inner size (x: [M, K]). Returns K (0 for an empty group). */
@@ -19,4 +19,10 @@ export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>,
   group: readonly GroupMatmul<T>[]): void {
   groupInnerSize(group, m);
   for (const g of group) k.matmul(g.out, x, g.w, m);
+}
+
+/** matmul(tmp, x, w, m), then out += tmp. */
+export function matmulAddByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'add'>, out: T, x: T, w: Weight, m: number, tmp: T): void {
+  k.matmul(tmp, x, w, m);
+  k.add(out, out, tmp, m * w.rows);
 }

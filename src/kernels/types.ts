@@ -17,6 +17,23 @@
 //    order that does not depend on how many rows are processed together.
 
 import type { QuantType } from './quant/formats.js';
+import type { GpuAdapterSummary } from './webgpu/adapter-summary.js';
+
+/** What the memory plan sizes the pools against (Kernels.limits). */
+export interface KernelLimits {
+  /** Bytes of device memory the backend holds now (weights once loaded, pools once
+   * allocated); null: the backend computes in host memory. */
+  readonly deviceMemoryBytes: number | null;
+  /** Largest single buffer the device allocates (bytes); null: no limit but the host's. */
+  readonly maxBufferBytes: number | null;
+  /** Largest tensor a kernel can bind (bytes): every pool tensor stays below it; null: none. */
+  readonly maxBindingBytes: number | null;
+  /** The GPU adapter the backend runs on (null on the CPU backends). */
+  readonly adapter: GpuAdapterSummary | null;
+}
+
+/** The limits of a backend that computes in host memory. */
+export const HOST_LIMITS: KernelLimits = { deviceMemoryBytes: null, maxBufferBytes: null, maxBindingBytes: null, adapter: null };
 
 /** Tokens per chunk of the chunked Gated DeltaNet form (`gdnChunked`), every backend
  * (assembly/chunked.ts CHUNK must equal it; the conformance suite checks bit-equality).
@@ -197,6 +214,8 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   readonly name: string;
   /** Threads the backend computes on (1 for ref). */
   readonly threads: number;
+  /** Memory limits and the device (read when the pools are planned). */
+  readonly limits: KernelLimits;
   /** Release workers and memory; the backend is unusable afterwards. */
   dispose(): void;
 
@@ -251,6 +270,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * Quantized W: x is quantized per 32-element block to int8 and the block dot products
    * are exact integer sums (kernels/ref/quant.ts defines the arithmetic exactly). */
   matmul(out: T, x: T, w: Weight, m: number): void;
+
+  /** out[m, n] += Σ_k x[m, k] · W[n, k] (a residual add folded into its matmul): the bits of
+   * matmul(tmp, x, w, m) then add(out, out, tmp, m·N). tmp: [M, N] scratch, which a backend
+   * that fuses the two (webgpu: one dispatch) leaves untouched; out does not overlap x or tmp. */
+  matmulAdd(out: T, x: T, w: Weight, m: number, tmp: T): void;
 
   /** Several matmuls of one input: for every entry, matmul(out, x, w, m) — the same bits
    * as those separate calls, in any order (every w has K = w.cols columns; x: [M, K]; the

@@ -47,22 +47,22 @@ export interface LayerCtx<T extends Tensor = Float32Array, I extends Tensor = In
 }
 
 /** x ← x + mixer(norm1(x)); x ← x + mlp(norm2(x)). `index` is the layer's position among
- * layers of its kind (linear-layer index or full-layer index). x: [M, H]. */
+ * layers of its kind (linear-layer index or full-layer index). x: [M, H]. The residual adds
+ * are folded into the mixer's and the dense MLP's last matmul (Kernels.matmulAdd; `mixed`
+ * is its scratch). */
 export function decoderLayer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: LayerWeights, x: T, index: number): void {
   const { k, cfg, ws, m } = ctx;
-  const h = cfg.hiddenSize;
   const normed = ws.normed.rows(m);
   k.rmsNorm(normed, x, w.inputNorm, m, cfg.rmsNormEps, true);
   const mixed = ws.mixed.rows(m);
-  if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, normed, mixed, index);
-  else attnMixer(ctx, w.mixer, normed, mixed, index);
-  k.add(x, x, mixed, m * h);
+  if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, normed, x, mixed, index);
+  else attnMixer(ctx, w.mixer, normed, x, mixed, index);
   k.rmsNorm(normed, x, w.postNorm, m, cfg.rmsNormEps, true);
-  mlp(ctx, w.mlp, normed, mixed);
-  k.add(x, x, mixed, m * h);
+  mlp(ctx, w.mlp, normed, x, mixed);
 }
 
-function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, out: T, li: number): void {
+/** residual += out_proj(GDN(x)); tmp: [M, H] scratch. */
+function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, residual: T, tmp: T, li: number): void {
   const { k, cfg, ws, m } = ctx;
   const c = convDim(cfg);
   const hv = cfg.linNumValueHeads;
@@ -97,7 +97,7 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
   const order = w.outProjHeadOrder;
-  k.matmul(out, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m);
+  k.matmulAdd(residual, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
 }
 
 /** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
@@ -108,7 +108,8 @@ function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, ord
   return out;
 }
 
-function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, out: T, fi: number): void {
+/** residual += o_proj(attention(x)); tmp: [M, H] scratch. */
+function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, residual: T, tmp: T, fi: number): void {
   const { k, cfg, ws, m } = ctx;
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = cfg;
   const qd = nh * hd;
@@ -135,20 +136,28 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   k.kvWriteBatch(kvs, ctx.batch, kk, vv, kvd);
   k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
   if (gate) k.mulSigmoid(o, o, gate, m * qd);
-  k.matmul(out, o, w.oProj, m);
+  k.matmulAdd(residual, o, w.oProj, m, tmp);
 }
 
-function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, out: T): void {
-  if (w.kind === 'dense') expertMlp(ctx.k, w, x, out, ctx.m, ctx.ws.mlp.gate.rows(ctx.m), ctx.ws.mlp.up.rows(ctx.m));
-  else moe(ctx, w, x, out);
+/** residual += mlp(x); tmp: [M, H] scratch. */
+function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, residual: T, tmp: T): void {
+  const { k, m } = ctx;
+  if (w.kind === 'dense') {
+    expertMlp(k, w, x, tmp, m, ctx.ws.mlp.gate.rows(m), ctx.ws.mlp.up.rows(m), residual);
+    return;
+  }
+  moe(ctx, w, x, tmp);
+  k.add(residual, residual, tmp, m * ctx.cfg.hiddenSize);
 }
 
-/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. */
-function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T): void {
+/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. With
+ * `residual`, residual += the result instead (out is then the matmulAdd's scratch). */
+function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T, residual?: T): void {
   const inter = w.gate.rows;
   k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }]);
   k.mulSilu(up, up, gate, n * inter);
-  k.matmul(out, up, w.down, n);
+  if (residual) k.matmulAdd(residual, up, w.down, n, out);
+  else k.matmul(out, up, w.down, n);
 }
 
 /** Routed experts (softmax → top-k → renormalise) plus the sigmoid-gated shared expert.

@@ -1,5 +1,5 @@
 // The reference backend: plain TypeScript, the oracle every fast kernel is tested against.
-import type { Kernels, Weight, WeightDType } from '../types.js';
+import { HOST_LIMITS, type Kernels, type Weight, type WeightDType } from '../types.js';
 import * as dense from './dense.js';
 import * as gdn from './gdn.js';
 import { sample } from './sampling.js';
@@ -7,7 +7,7 @@ import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
-import { matmulGroupByCalls } from '../matmul-group.js';
+import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 
@@ -15,6 +15,7 @@ export function createRefKernels(): Kernels {
   const k: Kernels = {
     name: 'ref',
     threads: 1,
+    limits: HOST_LIMITS,
     dispose: () => {},
     alloc: (n) => new Float32Array(n),
     allocI32: (n) => new Int32Array(n),
@@ -42,6 +43,7 @@ export function createRefKernels(): Kernels {
     storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
     matmulGroup: (x, m, group) => matmulGroupByCalls(k, x, m, group),
+    matmulAdd: (out, x, w, m, tmp) => matmulAddByCalls(k, out, x, w, m, tmp),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,
     gatedRmsNorm: dense.gatedRmsNorm,

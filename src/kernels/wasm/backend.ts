@@ -3,9 +3,10 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
+import { HOST_LIMITS } from '../types.js';
 import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
-import { groupInnerSize } from '../matmul-group.js';
+import { groupInnerSize, matmulAddByCalls } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
 import { Cmd, executeAll } from './exec.js';
 import { packArgs } from './commands.js';
@@ -75,6 +76,8 @@ export class WasmKernels implements Kernels {
    * in the vnni build where V8 lowers its dot-add to AVX-VNNI (u8 × s8 in i32; the layout's
    * w + 128 lies outside i7: exact only there; probed once), unless refused. */
   readonly q8u4: boolean;
+
+  readonly limits = HOST_LIMITS;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'vnni': fma with i32
@@ -489,6 +492,11 @@ export class WasmKernels implements Kernels {
     });
     this.run(Cmd.ATTENTION, c.arena, units > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(units, 16 * this.threads));
     c.end();
+  }
+
+  /** matmul, then the add (the add is a small row op on the main thread). */
+  matmulAdd(out: Float32Array, x: Float32Array, w: Weight, m: number, tmp: Float32Array): void {
+    matmulAddByCalls(this, out, x, w, m, tmp);
   }
 
   /** The batched calls run per sequence (each call already splits over the pool). */

@@ -112,11 +112,16 @@ export class WebGpuKernels {
     this.matmulGroup(enc, x, m, [{ out, w }]);
   }
 
+  /** out += x·Wᵀ in the matmul's own dispatch (the bits of matmul, then add). */
+  matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number): void {
+    this.matmulGroup(enc, x, m, [{ out, w }], true);
+  }
+
   /** Several matmuls of one input x [M, K]: float weights' parts as segments of one
    * dispatch (wgsl/matmul-group.ts; as many segments as the device's storage bindings
    * allow, by dtype), quantized ones after one activation quantization shared by all.
    * Every output element has the bits of its own matmul. */
-  matmulGroup(enc: StepEncoder, x: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[]): void {
+  matmulGroup(enc: StepEncoder, x: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false): void {
     if (group.length === 0 || m <= 0) return;
     const k = group[0]!.w.cols;
     need(x, m * k, 'matmul x');
@@ -132,10 +137,10 @@ export class WebGpuKernels {
       }
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
-    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant);
+    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant, accumulate);
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
-      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments));
+      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate);
     }
   }
 
@@ -145,7 +150,7 @@ export class WebGpuKernels {
   }
 
   private floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
-    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[]): void {
+    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
@@ -156,12 +161,13 @@ export class WebGpuKernels {
       cols += s.part.rows;
     }
     const n = segs.length;
-    this.run(enc, `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}`, () => floatMatmulGroupShader(dtype, n, sg), params, null,
+    this.run(enc, `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}`, () => floatMatmulGroupShader(dtype, n, sg, accumulate), params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer)], grid(cols, tiles), `matmul_${dtype}`);
   }
 
   /** One activation quantization, then each quantized weight part's matmul. */
-  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, group: readonly { out: GpuTensor; w: GpuWeight }[]): void {
+  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
+    accumulate: boolean): void {
     const nb = k / 32;
     const dot4 = this.adapter.features.dot4I8;
     const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
@@ -170,9 +176,9 @@ export class WebGpuKernels {
     this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
       [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
     for (const { out, w } of group) {
-      const src = () => quantMatmulShader(w.dtype as QuantType, dot4);
+      const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate);
       for (const part of w.parts) {
-        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}`, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes], null,
+        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}`, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes], null,
           [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
       }
     }

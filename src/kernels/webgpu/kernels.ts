@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, BatchSeq, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
@@ -66,6 +66,12 @@ class UploadArena {
 export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   readonly name = 'webgpu';
   readonly threads = 1;
+
+  /** The adapter's limits; device memory = the bytes of every buffer held now. */
+  get limits(): KernelLimits {
+    const l = this.g.adapter.limits;
+    return { deviceMemoryBytes: this.g.alloc.bytes, maxBufferBytes: l.maxBufferSize, maxBindingBytes: l.maxStorageBufferBindingSize, adapter: this.g.adapter };
+  }
   private enc: StepEncoder | null = null;
   /** Submits of flush() not awaited yet (the next readBack awaits them). */
   private flushed: Promise<void>[] = [];
@@ -222,6 +228,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
 
   matmul(out: GpuTensor, x: GpuTensor, w: Weight, m: number): void {
     this.g.matmul(this.step, out, x, this.gpuWeight(w), m);
+  }
+  /** The add folded into the matmul's dispatch (tmp is not needed). */
+  matmulAdd(out: GpuTensor, x: GpuTensor, w: Weight, m: number, _tmp: GpuTensor): void {
+    this.g.matmulAdd(this.step, out, x, this.gpuWeight(w), m);
   }
   /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup). */
   matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[]): void {

@@ -15,7 +15,9 @@ import { TM } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
 
-export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false): string {
+/** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
+export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false): string {
+  const put = (v: string): string => `let o = pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
   const readers = Array.from({ length: segments }, (_, s) =>
     floatWeightReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwf\(/g, `wf${s}(`)).join('\n');
@@ -24,9 +26,9 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
     if (t < rows) {
       var sum = 0.0;
       for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
-      OUT[pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col] = sum;
+      ${put('sum')}
     }` : `
-    if (t < rows) { OUT[pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col] = red[t * 64u]; }`;
+    if (t < rows) { ${put('red[t * 64u]')} }`;
   const reduce = subgroups ? `
   for (var r = 0u; r < rows; r++) {
     let v = subgroupAdd(acc[r]);
@@ -41,7 +43,7 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   }`;
   // the segment of this workgroup is uniform (from workgroup_id), so the barriers stay in
   // uniform control flow
-  const accumulate = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+  const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG);
     for (var k = t; k < K; k += 64u) {
       let w = wf(col * K + k);
@@ -70,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var acc: array<f32, ${TM}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
   let xb = pu(2u) + m0 * K;
-  ${accumulate}${reduce}
+  ${sums}${reduce}
   ${stores}
 }`;
 }

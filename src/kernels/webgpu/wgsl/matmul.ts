@@ -51,7 +51,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
 // integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean): string {
+/** `accumulate`: out += the sum (Kernels.matmulAdd). */
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false): string {
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
   const sumi = q6
@@ -107,6 +108,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  if (t < rows) { OUT[pu(3u) + (m0 + t) * pu(4u) + pu(5u) + col] = acc; }
+  if (t < rows) { let o = pu(3u) + (m0 + t) * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
 }`;
 }
