@@ -206,6 +206,34 @@ describe('webgpu step batch', () => {
     }
   });
 
+  test('matmulGroup with a norm: folded into the float matmuls (one dispatch) == rmsNorm then the group, bit for bit; quantized entries norm apart', async () => {
+    const r = rng(23);
+    const ref = createRefKernels();
+    const [m, kk] = [4, 96];
+    const sym = () => 2 * r() - 1;
+    const nw = randomWeight(ref, 'bf16', 1, kk, () => 0.3 * sym());
+    const q8 = ref.allocWeight('q8_0', 5, kk);
+    quantizeRowsGgml('q8_0', Float32Array.from({ length: 5 * kk }, sym), 5, kk, q8.bytes);
+    const xs = Float32Array.from({ length: m * kk }, () => 3 * sym());
+    for (const [zc, weights] of [[true, [k.packWeight(randomWeight(ref, 'bf16', 9, kk, sym)), k.packWeight(randomWeight(ref, 'bf16', 2, kk, sym))]],
+      [false, [k.packWeight(randomWeight(ref, 'f32', 3, kk, sym)), k.packWeight(q8.weight)]]] as const) {
+      const x = upload(xs);
+      const normed = k.alloc(m * kk);
+      const want = weights.map((w) => k.alloc(m * w.rows));
+      k.rmsNorm(normed, x, nw, m, 1e-6, zc);
+      k.matmulGroup(normed, m, weights.map((w, i) => ({ out: want[i]!, w })));
+      const wantRows = await readAll(...want);
+      const got = weights.map((w) => k.alloc(m * w.rows));
+      await readAll(x);
+      const d0 = k.recordedDispatches;
+      k.matmulGroup(x, m, weights.map((w, i) => ({ out: got[i]!, w })), { w: nw, eps: 1e-6, zeroCentered: zc, out: k.alloc(m * kk) });
+      const quant = weights.some((w) => w.dtype === 'q8_0');
+      assert.equal(k.recordedDispatches - d0, quant ? 4 : 1, quant ? 'norm, quant_acts, q8_0 and f32 matmuls' : 'the norm folded into one dispatch');
+      const gotRows = await readAll(...got);
+      gotRows.forEach((g, i) => assert.ok(sameBits(g, wantRows[i]!), `zeroCentered ${zc}: entry ${i} (${weights[i]!.dtype}) differs`));
+    }
+  });
+
   test('a batch whose rows are not stacked in order is refused, naming the sequence', () => {
     assert.throws(() => k.stepBatch([{ row: 0, t: 2, start: 0, pageTable: [0] }, { row: 3, t: 1, start: 0, pageTable: [1] }], rope),
       /sequence 1 \(row 3, t 1, start 0\) is not stacked after row 2/);

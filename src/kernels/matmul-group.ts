@@ -1,7 +1,7 @@
 // The plain forms of Kernels.matmulGroup (one matmul call per entry) and Kernels.matmulAdd
 // (matmul, then add), for backends that do not fuse them (ref; wasm for matmulAdd). Their
 // results define the fused calls': a specialised backend must give the same bits.
-import type { GroupMatmul, Kernels, Tensor, Weight } from './types.js';
+import type { GroupMatmul, GroupNorm, Kernels, Tensor, Weight } from './types.js';
 
 /** Checks every backend's matmulGroup makes of its arguments: m ≥ 0 and every weight has
  * the same inner size (x: [M, K]). Returns K (0 for an empty group). */
@@ -14,11 +14,19 @@ export function groupInnerSize<T extends Tensor>(group: readonly GroupMatmul<T>[
   return k;
 }
 
-/** matmul(out, x, w, m) for every entry, in order. */
-export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul'>, x: T, m: number,
-  group: readonly GroupMatmul<T>[]): void {
+/** The group's input: x, or rmsNorm(x) written to norm.out (the plain form of a norm). */
+export function normedInput<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'rmsNorm'>, x: T, m: number, norm: GroupNorm<T> | undefined): T {
+  if (!norm) return x;
+  k.rmsNorm(norm.out, x, norm.w, m, norm.eps, norm.zeroCentered);
+  return norm.out;
+}
+
+/** matmul(out, x, w, m) for every entry, in order (after the norm, if any). */
+export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'rmsNorm'>, x: T, m: number,
+  group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>): void {
   groupInnerSize(group, m);
-  for (const g of group) k.matmul(g.out, x, g.w, m);
+  const input = normedInput(k, x, m, norm);
+  for (const g of group) k.matmul(g.out, input, g.w, m);
 }
 
 /** matmul(tmp, x, w, m), then out += tmp. */

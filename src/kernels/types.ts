@@ -201,6 +201,15 @@ export interface GroupMatmul<T extends Tensor = Float32Array> {
   readonly w: Weight;
 }
 
+/** The RMSNorm a matmulGroup applies to its input first (rmsNorm's arguments; `out`
+ * [M, K] receives the normed rows where a backend computes them apart). */
+export interface GroupNorm<T extends Tensor = Float32Array> {
+  readonly w: Weight;
+  readonly eps: number;
+  readonly zeroCentered: boolean;
+  readonly out: T;
+}
+
 /** One range of a read-back: `length` elements of `t` from element `offset`. */
 export interface ReadRange<T extends Tensor = Float32Array> {
   readonly t: T;
@@ -279,8 +288,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** Several matmuls of one input: for every entry, matmul(out, x, w, m) — the same bits
    * as those separate calls, in any order (every w has K = w.cols columns; x: [M, K]; the
    * outs do not overlap each other or x). A backend may run them as one dispatch (wasm:
-   * one pool run, x quantized once); others loop (kernels/matmul-group.ts). */
-  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[]): void;
+   * one pool run, x quantized once); others loop (kernels/matmul-group.ts).
+   * With `norm`: the entries read rmsNorm(x) — the bits of rmsNorm(norm.out, x, norm.w, m,
+   * norm.eps, norm.zeroCentered) and then the group on norm.out; a backend that folds the
+   * norm into the matmuls (webgpu, float weights) may leave norm.out unwritten. */
+  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
   embed(out: T, table: Weight, ids: ArrayLike<number>): void;

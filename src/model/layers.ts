@@ -3,7 +3,7 @@
 // or writes tensor elements (sub-ranges through Kernels.view, row moves through copyRows),
 // so a backend whose memory is not JS-visible runs the same code. Scratch comes from the
 // step arena (arena.ts).
-import type { Kernels, KvLayerView, StepBatch, Tensor } from '../kernels/types.js';
+import type { GroupNorm, Kernels, KvLayerView, StepBatch, Tensor } from '../kernels/types.js';
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
@@ -47,22 +47,21 @@ export interface LayerCtx<T extends Tensor = Float32Array, I extends Tensor = In
 }
 
 /** x ← x + mixer(norm1(x)); x ← x + mlp(norm2(x)). `index` is the layer's position among
- * layers of its kind (linear-layer index or full-layer index). x: [M, H]. The residual adds
- * are folded into the mixer's and the dense MLP's last matmul (Kernels.matmulAdd; `mixed`
- * is its scratch). */
+ * layers of its kind (linear-layer index or full-layer index). x: [M, H]. Each norm is the
+ * `norm` of the input projections' matmulGroup, and the residual adds are folded into the
+ * mixer's and the dense MLP's last matmul (Kernels.matmulAdd; `mixed` is its scratch). */
 export function decoderLayer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: LayerWeights, x: T, index: number): void {
   const { k, cfg, ws, m } = ctx;
   const normed = ws.normed.rows(m);
-  k.rmsNorm(normed, x, w.inputNorm, m, cfg.rmsNormEps, true);
   const mixed = ws.mixed.rows(m);
-  if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, normed, x, mixed, index);
-  else attnMixer(ctx, w.mixer, normed, x, mixed, index);
-  k.rmsNorm(normed, x, w.postNorm, m, cfg.rmsNormEps, true);
-  mlp(ctx, w.mlp, normed, x, mixed);
+  const norm1: GroupNorm<T> = { w: w.inputNorm, eps: cfg.rmsNormEps, zeroCentered: true, out: normed };
+  if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, x, norm1, mixed, index);
+  else attnMixer(ctx, w.mixer, x, norm1, mixed, index);
+  mlp(ctx, w.mlp, x, { w: w.postNorm, eps: cfg.rmsNormEps, zeroCentered: true, out: normed }, mixed);
 }
 
-/** residual += out_proj(GDN(x)); tmp: [M, H] scratch. */
-function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, residual: T, tmp: T, li: number): void {
+/** x += out_proj(GDN(norm(x))); tmp: [M, H] scratch. */
+function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, norm: GroupNorm<T>, tmp: T, li: number): void {
   const { k, cfg, ws, m } = ctx;
   const c = convDim(cfg);
   const hv = cfg.linNumValueHeads;
@@ -73,7 +72,7 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const b = ws.gdn.b.rows(m); // [M, HV]
   const a = ws.gdn.a.rows(m);
   // the four input projections of x in one kernel call (bits as four matmul calls)
-  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }]);
+  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }], norm);
   const conv = ws.gdn.conv.rows(m); // [M, convDim] post-conv
   const g = ws.gdn.g.rows(m);
   const beta = ws.gdn.beta.rows(m);
@@ -97,7 +96,7 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
   const order = w.outProjHeadOrder;
-  k.matmulAdd(residual, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
+  k.matmulAdd(x, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
 }
 
 /** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
@@ -108,8 +107,8 @@ function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, ord
   return out;
 }
 
-/** residual += o_proj(attention(x)); tmp: [M, H] scratch. */
-function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, residual: T, tmp: T, fi: number): void {
+/** x += o_proj(attention(norm(x))); tmp: [M, H] scratch. */
+function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, norm: GroupNorm<T>, tmp: T, fi: number): void {
   const { k, cfg, ws, m } = ctx;
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = cfg;
   const qd = nh * hd;
@@ -118,7 +117,7 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   const qg = ws.attn.qg.rows(m); // [M, nH, 2·hd]: query then gate per head
   const kk = ws.attn.k.rows(m); // [M, nKV, hd]
   const vv = ws.attn.v.rows(m);
-  k.matmulGroup(x, m, [{ out: qg, w: w.qProj }, { out: kk, w: w.kProj }, { out: vv, w: w.vProj }]);
+  k.matmulGroup(x, m, [{ out: qg, w: w.qProj }, { out: kk, w: w.kProj }, { out: vv, w: w.vProj }], norm);
   const q = gated ? ws.attn.q.rows(m) : qg; // [M, nH, hd]
   const gate = gated ? ws.attn.gate.rows(m) : null; // [M, nH, hd]
   if (gate) { // split every (row, head) of qg into its query and gate halves
@@ -136,27 +135,31 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   k.kvWriteBatch(kvs, ctx.batch, kk, vv, kvd);
   k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
   if (gate) k.mulSigmoid(o, o, gate, m * qd);
-  k.matmulAdd(residual, o, w.oProj, m, tmp);
+  k.matmulAdd(x, o, w.oProj, m, tmp);
 }
 
-/** residual += mlp(x); tmp: [M, H] scratch. */
-function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, residual: T, tmp: T): void {
+/** x += mlp(norm(x)); tmp: [M, H] scratch. */
+function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, norm: GroupNorm<T>, tmp: T): void {
   const { k, m } = ctx;
   if (w.kind === 'dense') {
-    expertMlp(k, w, x, tmp, m, ctx.ws.mlp.gate.rows(m), ctx.ws.mlp.up.rows(m), residual);
+    expertMlp(k, w, x, tmp, m, ctx.ws.mlp.gate.rows(m), ctx.ws.mlp.up.rows(m), { residual: x, norm });
     return;
   }
-  moe(ctx, w, x, tmp);
-  k.add(residual, residual, tmp, m * ctx.cfg.hiddenSize);
+  // the routed experts read the normed rows several times: the norm runs on its own
+  k.rmsNorm(norm.out, x, norm.w, m, norm.eps, norm.zeroCentered);
+  moe(ctx, w, norm.out, tmp);
+  k.add(x, x, tmp, m * ctx.cfg.hiddenSize);
 }
 
-/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. With
- * `residual`, residual += the result instead (out is then the matmulAdd's scratch). */
-function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T, residual?: T): void {
+/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. `fused`:
+ * x is normed first (the group's norm), and residual += the result instead (out is then the
+ * matmulAdd's scratch). */
+function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T,
+  fused?: { readonly residual: T; readonly norm: GroupNorm<T> }): void {
   const inter = w.gate.rows;
-  k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }]);
+  k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }], fused?.norm);
   k.mulSilu(up, up, gate, n * inter);
-  if (residual) k.matmulAdd(residual, up, w.down, n, out);
+  if (fused) k.matmulAdd(fused.residual, up, w.down, n, out);
   else k.matmul(out, up, w.down, n);
 }
 

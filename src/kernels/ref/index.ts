@@ -42,7 +42,7 @@ export function createRefKernels(): Kernels {
     weightRows: rowMajorPrefix,
     storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
-    matmulGroup: (x, m, group) => matmulGroupByCalls(k, x, m, group),
+    matmulGroup: (x, m, group, norm) => matmulGroupByCalls(k, x, m, group, norm),
     matmulAdd: (out, x, w, m, tmp) => matmulAddByCalls(k, out, x, w, m, tmp),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,

@@ -4,9 +4,9 @@
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
 import { HOST_LIMITS } from '../types.js';
-import type { AttentionDims, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import type { AttentionDims, BatchSeq, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
-import { groupInnerSize, matmulAddByCalls } from '../matmul-group.js';
+import { groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
 import { Cmd, executeAll } from './exec.js';
 import { packArgs } from './commands.js';
@@ -236,10 +236,12 @@ export class WasmKernels implements Kernels {
 
   /** Several matmuls of one input x [M, K] (Kernels.matmulGroup): the weights of each
    * arena as one pool run (matmul-group.ts; the same bits as separate calls), a weight
-   * alone in its arena (or outside wasm memory) as a plain matmul call. */
-  matmulGroup(x: Float32Array, m: number, group: readonly GroupMatmul[]): void {
+   * alone in its arena (or outside wasm memory) as a plain matmul call. A norm runs first
+   * (its own call, into norm.out). */
+  matmulGroup(input: Float32Array, m: number, group: readonly GroupMatmul[], norm?: GroupNorm): void {
     const k = groupInnerSize(group, m);
     if (m === 0 || group.length === 0) return;
+    const x = normedInput(this, input, m, norm);
     if (group.length === 1 || !groupFits(group, this.threads, m)) {
       for (const g of group) this.matmul(g.out, x, g.w, m);
       return;

@@ -37,6 +37,15 @@ export interface GpuTraffic {
   kvBytesIdeal: number;
 }
 
+/** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's
+ * arguments, and where the normed rows go when the norm runs apart (quantized weights). */
+export interface GpuGroupNorm {
+  readonly wv: GpuTensor;
+  readonly eps: number;
+  readonly zeroCentered: boolean;
+  readonly out: GpuTensor;
+}
+
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 export class WebGpuKernels {
@@ -121,9 +130,16 @@ export class WebGpuKernels {
    * dispatch (wgsl/matmul-group.ts; as many segments as the device's storage bindings
    * allow, by dtype), quantized ones after one activation quantization shared by all.
    * Every output element has the bits of its own matmul. */
-  matmulGroup(enc: StepEncoder, x: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false): void {
+  matmulGroup(enc: StepEncoder, input: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false,
+    norm?: GpuGroupNorm): void {
     if (group.length === 0 || m <= 0) return;
     const k = group[0]!.w.cols;
+    // a norm folds into float matmuls; quantized ones quantize the normed rows
+    const quantized = group.some((g) => isQuantType(g.w.dtype));
+    if (norm && quantized) this.rmsNorm(enc, norm.out, input, norm.wv, m, norm.eps, norm.zeroCentered);
+    const x = norm && quantized ? norm.out : input;
+    const fused = norm && !quantized ? norm : undefined;
+    if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
     need(x, m * k, 'matmul x');
     const tiles = Math.ceil(m / TM);
     for (const { out, w } of group) {
@@ -140,17 +156,17 @@ export class WebGpuKernels {
     if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant, accumulate);
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
-      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate);
+      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate, fused);
     }
   }
 
-  /** Segments one float dispatch may bind: X, an output and a weight each. */
+  /** Segments one float dispatch may bind: X, the norm weight, an output and a weight each. */
   private get groupSegments(): number {
-    return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 1) / 2)));
+    return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2) / 2)));
   }
 
   private floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
-    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean): void {
+    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
@@ -161,8 +177,13 @@ export class WebGpuKernels {
       cols += s.part.rows;
     }
     const n = segs.length;
-    this.run(enc, `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}`, () => floatMatmulGroupShader(dtype, n, sg, accumulate), params, null,
-      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer)], grid(cols, tiles), `matmul_${dtype}`);
+    if (norm) {
+      while (params.length < 24) params.push(0);
+      params.push(f32(norm.eps), norm.zeroCentered ? 1 : 0);
+    }
+    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined), params, null,
+      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : [])], grid(cols, tiles), `matmul_${dtype}`);
   }
 
   /** One activation quantization, then each quantized weight part's matmul. */

@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, BatchSeq, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, BatchSeq, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
@@ -234,9 +234,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.g.matmulAdd(this.step, out, x, this.gpuWeight(w), m);
   }
   /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup). */
-  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[]): void {
+  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[], norm?: GroupNorm<GpuTensor>): void {
     groupInnerSize(group, m);
-    this.g.matmulGroup(this.step, x, m, group.map((e) => ({ out: e.out, w: this.gpuWeight(e.w) })));
+    this.g.matmulGroup(this.step, x, m, group.map((e) => ({ out: e.out, w: this.gpuWeight(e.w) })), false,
+      norm ? { wv: this.vector(norm.w), eps: norm.eps, zeroCentered: norm.zeroCentered, out: norm.out } : undefined);
   }
   embed(out: GpuTensor, table: Weight, ids: ArrayLike<number>): void {
     for (let i = 0; i < ids.length; i++) {

@@ -7,16 +7,22 @@
 // order, then a fixed tree (or, with `subgroups`, subgroupAdd within each subgroup and the
 // subgroups' sums in subgroup order — subgroups of a 1-D workgroup are runs of consecutive
 // invocations, so subgroup = t / size). Either way the order does not depend on M.
+// `norm`: the input rows are RMS-normed first (Kernels.matmulGroup's norm): the workgroup
+// sums each of its rows' squares as the NORM kernel does (thread t: indices ≡ t mod 64 in
+// order, then the same tree) and scales x[k] by (x[k]·inv)·w'[k] as NORM writes it — the
+// bits of NORM then the matmul, without the normed rows' round trip or a dispatch.
 // params: 0 K, 1 M, 2 x offset, 3 segments, then per segment s (words 4 + 5s ..):
-//   first workgroup column, rows in part, out offset, out row stride (N), col0.
-// Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant).
+//   first workgroup column, rows in part, out offset, out row stride (N), col0;
+//   norm: 24 eps (f32), 25 zero-centred weight.
+// Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW.
 import { HEADER, floatWeightReader } from './common.js';
 import { TM } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
 
 /** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
-export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false): string {
+export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
+  norm = false): string {
   const put = (v: string): string => `let o = pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
   const readers = Array.from({ length: segments }, (_, s) =>
@@ -47,7 +53,8 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
     let col = gcol - pu(SEG);
     for (var k = t; k < K; k += 64u) {
       let w = wf(col * K + k);
-      for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * X[xb + r * K + k]; }
+      ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(25u) == 1u);' : ''}
+      for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${norm ? '((X[xb + r * K + k] * inv[r]) * nw)' : 'X[xb + r * K + k]'}; }
     }
   }`)).join(' ');
   const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
@@ -58,6 +65,19 @@ ${HEADER}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 ${outs}
 ${readers}
+${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
+var<workgroup> nred: array<f32, 64>;
+fn tree_sum(t: u32, v: f32) -> f32 {
+  nred[t] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { nred[t] = nred[t] + nred[t + s]; }
+    workgroupBarrier();
+  }
+  let r = nred[0];
+  workgroupBarrier();
+  return r;
+}` : ''}
 const TM = ${TM}u;
 var<workgroup> red: array<f32, ${TM * 64}>;
 @compute @workgroup_size(64)
@@ -71,7 +91,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rows = min(TM, pu(1u) - m0);
   var acc: array<f32, ${TM}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
-  let xb = pu(2u) + m0 * K;
+  let xb = pu(2u) + m0 * K;${norm ? `
+  var inv: array<f32, ${TM}>;
+  for (var r = 0u; r < rows; r++) {
+    var ss = 0.0;
+    for (var p = t; p < K; p += 64u) { let v = X[xb + r * K + p]; ss = ss + v * v; }
+    let total = tree_sum(t, ss);
+    inv[r] = 1.0 / sqrt(total / f32(K) + pf(24u));
+  }` : ''}
   ${sums}${reduce}
   ${stores}
 }`;
