@@ -12,6 +12,7 @@ import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
+import { packParams } from './params.js';
 import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
@@ -248,7 +249,8 @@ export class WebGpuKernels {
     const k = wc.length / c;
     vectorAtStart(wc, 'causalConv weight');
     this.run(enc, 'causal_conv', () => CAUSAL_CONV,
-      [t, c, k, out.offset, x.offset, window.offset, scratch?.offset ?? 0, scratch ? 1 : 0], null,
+      packParams('causal_conv', { t, c, taps: k, outOff: out.offset, xOff: x.offset, windowOff: window.offset, scratchOff: scratch?.offset ?? 0,
+        useScratch: scratch ? 1 : 0 }), null,
       [out.buffer, x.buffer, window.buffer, wc.buffer, scratch?.buffer ?? this.dummy], grid(Math.ceil(c / 64)), 'causal_conv');
   }
 
@@ -266,7 +268,8 @@ export class WebGpuKernels {
     const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
     if (dk > 256) throw new RangeError(`gdnRecurrent: key dim ${dk} > 256`);
     this.run(enc, 'gdn_recurrent', () => GDN_RECURRENT,
-      [t, hk, hv, dk, dv, qkv.offset, g.offset, out.offset, state.offset, scratch?.offset ?? 0, scratch ? 1 : 0, beta.offset], null,
+      packParams('gdn_recurrent', { t, hk, hv, dk, dv, qkvOff: qkv.offset, gOff: g.offset, outOff: out.offset, stateOff: state.offset,
+        scratchOff: scratch?.offset ?? 0, mode: scratch ? 1 : 0, betaOff: beta.offset }), null,
       [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, scratch?.buffer ?? this.dummy], [hv, Math.ceil(dv / 64), 1], 'gdn_recurrent');
   }
 

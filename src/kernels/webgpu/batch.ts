@@ -9,6 +9,7 @@ import { ropeTable, type WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
+import { packParams } from './params.js';
 import { ATTENTION_BATCH, KV_WRITE_BATCH, ROPE_BATCH } from './wgsl/batch.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
@@ -23,8 +24,6 @@ export interface GpuStepBatch extends StepBatch {
   /** Attention score scratch: nH · this many elements (Σ over rows of pos + 1). */
   readonly scoreRows: number;
 }
-
-const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 /** Build and upload the batch's table (one arena write each for the table and the angles). */
 export function makeGpuStepBatch(put: Put, seqs: readonly BatchSeq[], rope: RopeTable | null): GpuStepBatch {
@@ -67,7 +66,8 @@ export function ropeBatch(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, b: G
   if (!b.cs || !b.rope) throw new Error('ropeBatch: the step batch was made without a RoPE table');
   const half = b.rope.invFreq.length;
   if (x.length < (b.rows - 1) * stride + heads * headDim) throw new RangeError(`ropeBatch: tensor of ${x.length} elements for ${b.rows} rows`);
-  g.run(enc, 'rope_batch', () => ROPE_BATCH, [0, b.rows, heads, headDim, half, stride, x.offset, b.cs.offset], null,
+  g.run(enc, 'rope_batch', () => ROPE_BATCH,
+    packParams('rope_batch', { rowBase: 0, rows: b.rows, heads, headDim, half, stride, xOff: x.offset, csOff: b.cs.offset }), null,
     [x.buffer, b.cs.buffer], grid(Math.ceil((b.rows * heads * half) / 64)), 'rope');
 }
 
@@ -75,7 +75,8 @@ export function kvWriteBatch(g: WebGpuKernels, enc: StepEncoder, kv: readonly Kv
   k: GpuTensor, v: GpuTensor, kvDim: number): void {
   for (const run of kvRuns(kv, b)) {
     g.run(enc, 'kv_write_batch', () => KV_WRITE_BATCH,
-      [run.row, run.rows, kvDim, run.kv.pageSize, k.offset, v.offset, run.kv.k.offset, run.kv.v.offset, b.rowsOff, b.seqsOff], null,
+      packParams('kv_write_batch', { rowBase: run.row, rows: run.rows, kvDim, pageSize: run.kv.pageSize, kOff: k.offset, vOff: v.offset,
+        kcOff: run.kv.k.offset, vcOff: run.kv.v.offset, rowTable: b.rowsOff, seqTable: b.seqsOff }), null,
       [run.kv.k.buffer, run.kv.v.buffer, k.buffer, v.buffer, b.table.buffer], grid(Math.ceil((run.rows * kvDim) / 64)), 'kv_write');
   }
 }
@@ -93,8 +94,8 @@ export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, out: GpuTenso
   }
   for (const run of runs) {
     g.run(enc, 'attention_batch', () => ATTENTION_BATCH,
-      [run.row, nh, nkv, hd, run.kv.pageSize, q.offset, qStride, out.offset, b.rowsOff, b.seqsOff, f32(1 / Math.sqrt(hd)),
-        run.kv.k.offset, run.kv.v.offset], null,
+      packParams('attention_batch', { rowBase: run.row, nH: nh, nKV: nkv, hd, pageSize: run.kv.pageSize, qOff: q.offset, qStride,
+        outOff: out.offset, rowTable: b.rowsOff, seqTable: b.seqsOff, scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }), null,
       [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, sc.buffer], [nh, run.rows, 1], 'attention');
   }
 }

@@ -10,6 +10,7 @@ import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { CAUSAL_CONV_SEQS, GDN_RECURRENT_SEQS } from './wgsl/gdn.js';
+import { packParams } from './params.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -40,7 +41,8 @@ export function convSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, o
   if (Math.ceil(c / 64) > 65535) throw new RangeError(`causalConvSeqs: ${c} channels exceed the dispatch grid`);
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.window)) {
     const ds = put(descriptor(grp.seqs, (s) => s.window), 'i32');
-    g.run(enc, 'causal_conv_seqs', () => CAUSAL_CONV_SEQS, [0, c, wc.length / c, out.offset, x.offset, 0, 0, 0, ds.offset], null,
+    g.run(enc, 'causal_conv_seqs', () => CAUSAL_CONV_SEQS,
+      packParams('causal_conv_seqs', { c, taps: wc.length / c, outOff: out.offset, xOff: x.offset, seqTable: ds.offset }), null,
       [out.buffer, x.buffer, grp.own, wc.buffer, grp.scratch ?? dummy, ds.buffer], [Math.ceil(c / 64), grp.seqs.length, 1], 'causal_conv');
   }
 }
@@ -53,7 +55,7 @@ export function gdnSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, ou
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
     const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
     g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS,
-      [0, hk, hv, dk, dv, qkv.offset, gt.offset, out.offset, 0, 0, 0, beta.offset, ds.offset], null,
+      packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset }), null,
       [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer], [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
   }
 }

@@ -3,39 +3,41 @@
 //   rows [M × 4]: sequence index, position, score offset (Σ of earlier rows' pos + 1), 0
 //   seqs [S × 4]: first row, t, start, offset of its page table from the table's start
 //   page tables, concatenated.
-// Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
+// Parameters by name: kernels/webgpu/params.ts. Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
 // sequences' caches differ). The arithmetic of every output element is the per-sequence
 // kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
 import { HEADER } from './common.js';
+import { paramConsts } from '../params.js';
 
-// RoPE of rows, thread per (row, head, pair). params: 0 rowBase, 1 rows, 2 heads, 3 headDim,
-// 4 half, 5 stride, 6 x off, 7 cs off (the batch's [M, half, 2] cos/sin).
+// RoPE of rows, thread per (row, head, pair). params: PARAMS.rope_batch (csOff: the batch's
+// [M, half, 2] cos/sin).
 // Bindings: 1 X, 2 CS.
 export const ROPE_BATCH = /* wgsl */ `${HEADER}
+${paramConsts('rope_batch')}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> CS: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let half = pu(4u);
-  let heads = pu(2u);
-  if (g >= pu(1u) * heads * half) { return; }
+  let half = pu(P_half);
+  let heads = pu(P_heads);
+  if (g >= pu(P_rows) * heads * half) { return; }
   let f = g % half;
   let h = (g / half) % heads;
-  let r = pu(0u) + g / (half * heads);
-  let b = pu(6u) + r * pu(5u) + h * pu(3u);
-  let c = CS[pu(7u) + (r * half + f) * 2u];
-  let s = CS[pu(7u) + (r * half + f) * 2u + 1u];
+  let r = pu(P_rowBase) + g / (half * heads);
+  let b = pu(P_xOff) + r * pu(P_stride) + h * pu(P_headDim);
+  let c = CS[pu(P_csOff) + (r * half + f) * 2u];
+  let s = CS[pu(P_csOff) + (r * half + f) * 2u + 1u];
   let x1 = X[b + f];
   let x2 = X[b + f + half];
   X[b + f] = x1 * c - x2 * s;
   X[b + f + half] = x2 * c + x1 * s;
 }`;
 
-// KV write of rows, thread per (row, element). params: 0 rowBase, 1 rows, 2 kvDim,
-// 3 pageSize, 4 k off, 5 v off, 6 KC off, 7 VC off, 8 row table off, 9 seq table off.
+// KV write of rows, thread per (row, element). params: PARAMS.kv_write_batch.
 // Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 TB (i32).
 export const KV_WRITE_BATCH = /* wgsl */ `${HEADER}
+${paramConsts('kv_write_batch')}
 @group(0) @binding(1) var<storage, read_write> KC: array<f32>;
 @group(0) @binding(2) var<storage, read_write> VC: array<f32>;
 @group(0) @binding(3) var<storage, read_write> K: array<f32>;
@@ -44,27 +46,27 @@ export const KV_WRITE_BATCH = /* wgsl */ `${HEADER}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let kvDim = pu(2u);
-  if (g >= pu(1u) * kvDim) { return; }
-  let r = pu(0u) + g / kvDim;
+  let kvDim = pu(P_kvDim);
+  if (g >= pu(P_rows) * kvDim) { return; }
+  let r = pu(P_rowBase) + g / kvDim;
   let e = g % kvDim;
-  let seq = u32(TB[pu(8u) + 4u * r]);
-  let pos = u32(TB[pu(8u) + 4u * r + 1u]);
-  let pt = pu(8u) + u32(TB[pu(9u) + 4u * seq + 3u]);
-  let ps = pu(3u);
+  let seq = u32(TB[pu(P_rowTable) + 4u * r]);
+  let pos = u32(TB[pu(P_rowTable) + 4u * r + 1u]);
+  let pt = pu(P_rowTable) + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  let ps = pu(P_pageSize);
   let row = u32(TB[pt + pos / ps]) * ps + pos % ps;
-  KC[pu(6u) + row * kvDim + e] = K[pu(4u) + r * kvDim + e];
-  VC[pu(7u) + row * kvDim + e] = V[pu(5u) + r * kvDim + e];
+  KC[pu(P_kcOff) + row * kvDim + e] = K[pu(P_kOff) + r * kvDim + e];
+  VC[pu(P_vcOff) + row * kvDim + e] = V[pu(P_vOff) + r * kvDim + e];
 }`;
 
 // Causal GQA attention of rows over the paged cache; workgroup per (head, row). Row r
 // (position pos of its sequence) attends to positions 0..pos. Scores go to SC at
 // nH·scoreOff(r) + h·(pos + 1); max and Σ exp by the fixed tree; the output element d sums
 // over positions in order (wgsl/attention.ts ATTENTION, the same chains).
-// params: 0 rowBase, 1 nH, 2 nKV, 3 hd, 4 pageSize, 5 q off, 6 qStride, 7 out off,
-//         8 row table off, 9 seq table off, 10 scale (f32), 11 KC off, 12 VC off.
+// params: PARAMS.attention_batch.
 // Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32), 6 SC.
 export const ATTENTION_BATCH = /* wgsl */ `${HEADER}
+${paramConsts('attention_batch')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Q: array<f32>;
 @group(0) @binding(3) var<storage, read_write> KC: array<f32>;
@@ -75,22 +77,22 @@ var<workgroup> red: array<f32, 64>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let h = wid.x;
-  let r = pu(0u) + wid.y;
-  let nH = pu(1u); let nKV = pu(2u); let hd = pu(3u); let ps = pu(4u);
-  let seq = u32(TB[pu(8u) + 4u * r]);
-  let pos = u32(TB[pu(8u) + 4u * r + 1u]);
-  let pt = pu(8u) + u32(TB[pu(9u) + 4u * seq + 3u]);
+  let r = pu(P_rowBase) + wid.y;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd); let ps = pu(P_pageSize);
+  let seq = u32(TB[pu(P_rowTable) + 4u * r]);
+  let pos = u32(TB[pu(P_rowTable) + 4u * r + 1u]);
+  let pt = pu(P_rowTable) + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
   let n = pos + 1u;
   let kvDim = nKV * hd;
   let ko = (h / (nH / nKV)) * hd;
-  let qo = pu(5u) + r * pu(6u) + h * hd;
-  let sb = nH * u32(TB[pu(8u) + 4u * r + 2u]) + h * n;
+  let qo = pu(P_qOff) + r * pu(P_qStride) + h * hd;
+  let sb = nH * u32(TB[pu(P_rowTable) + 4u * r + 2u]) + h * n;
   var mx = -3.40282346e38;
   for (var p = t; p < n; p += 64u) {
-    let kb = pu(11u) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko;
+    let kb = pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko;
     var s = 0.0;
     for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
-    s = s * pf(10u);
+    s = s * pf(P_scale);
     SC[sb + p] = s;
     mx = max(mx, s);
   }
@@ -109,7 +111,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
   for (var d = t; d < hd; d += 64u) {
     var acc = 0.0;
-    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(12u) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko + d]; }
-    OUT[pu(7u) + (r * nH + h) * hd + d] = acc;
+    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko + d]; }
+    OUT[pu(P_outOff) + (r * nH + h) * hd + d] = acc;
   }
 }`;

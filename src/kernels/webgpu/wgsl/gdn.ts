@@ -1,24 +1,26 @@
 // Gated DeltaNet shaders: causal conv (+SiLU, window update or per-step scratch), the
 // gates, and the recurrence. Math: kernels/ref/gdn.ts (the oracle).
 import { HEADER } from './common.js';
+import { paramConsts } from '../params.js';
 
 // Causal depthwise conv, thread per channel. One sequence (CAUSAL_CONV) or a batch's
 // sequences, one per workgroup row y (CAUSAL_CONV_SEQS), from the same body.
-// params: 0 T, 1 C, 2 K (taps), 3 out off, 4 x off, 5 window off, 6 scratch off, 7 use scratch;
-// batched: T, window, scratch and use-scratch come from the descriptor DS (i32, 5 words per
-// sequence at param 8: first row, t, window off, scratch off, use scratch), out and x offsets
-// are the batch's plus the sequence's rows.
+// params: PARAMS.causal_conv / causal_conv_seqs (kernels/webgpu/params.ts); batched: T,
+// window, scratch and use-scratch come from the descriptor DS (i32, 5 words per sequence at
+// seqTable: first row, t, window off, scratch off, use scratch), out and x offsets are the
+// batch's plus the sequence's rows.
 // Bindings: 1 OUT [T, C], 2 X [T, C], 3 WIN [K-1, C], 4 WC (f32 [C, K]), 5 SCR [T, K-1, C], 6 DS.
 function convShader(batched: boolean): string {
   const seq = batched
     ? `let ch = wid.x * 64u + t;
-  let sd = pu(8u) + 5u * wid.y;
+  let sd = pu(P_seqTable) + 5u * wid.y;
   let row = u32(DS[sd]);
-  let T = u32(DS[sd + 1u]); let oo = pu(3u) + row * pu(1u); let xo = pu(4u) + row * pu(1u);
+  let T = u32(DS[sd + 1u]); let oo = pu(P_outOff) + row * pu(P_c); let xo = pu(P_xOff) + row * pu(P_c);
   let wo = u32(DS[sd + 2u]); let so = u32(DS[sd + 3u]); let scr = u32(DS[sd + 4u]);`
     : `let ch = group_id(wid, nwg) * 64u + t;
-  let T = pu(0u); let oo = pu(3u); let xo = pu(4u); let wo = pu(5u); let so = pu(6u); let scr = pu(7u);`;
+  let T = pu(P_t); let oo = pu(P_outOff); let xo = pu(P_xOff); let wo = pu(P_windowOff); let so = pu(P_scratchOff); let scr = pu(P_useScratch);`;
   return `${HEADER}
+${paramConsts(batched ? 'causal_conv_seqs' : 'causal_conv')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
 @group(0) @binding(3) var<storage, read_write> WIN: array<f32>;
@@ -32,9 +34,9 @@ fn at(r: u32, ch: u32, C: u32, hist: u32, wo: u32, xo: u32) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   ${seq}
-  let C = pu(1u);
+  let C = pu(P_c);
   if (ch >= C) { return; }
-  let K = pu(2u);
+  let K = pu(P_taps);
   let hist = K - 1u;
   for (var i = 0u; i < T; i++) {
     var acc = 0.0;
@@ -89,21 +91,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // state is read only and the state after token i is written to SCR[i].
 // One sequence (GDN_RECURRENT) or a batch's, one per workgroup z (GDN_RECURRENT_SEQS), from
 // the same body.
-// params: 0 T, 1 HK, 2 HV, 3 dk, 4 dv, 5 qkv off, 6 g/beta off, 7 out off, 8 state off,
-//         9 scratch off, 10 mode, 11 beta off; batched: T, state, scratch and mode from the
-//         descriptor DS (i32, 5 words per sequence at param 12: first row, t, state off,
-//         scratch off, mode), the row offsets the batch's plus the sequence's rows.
+// params: PARAMS.gdn_recurrent / gdn_recurrent_seqs (kernels/webgpu/params.ts); batched: T,
+// state, scratch and mode from the descriptor DS (i32, 5 words per sequence at seqTable:
+// first row, t, state off, scratch off, mode), the row offsets the batch's plus the
+// sequence's rows.
 // Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR, 7 DS (read only: T is uniform per
 // workgroup, as the barriers in the token loop need).
 function recurrentShader(batched: boolean): string {
   const seq = batched
-    ? `let sd = pu(12u) + 5u * wid.z;
+    ? `let sd = pu(P_seqTable) + 5u * wid.z;
   let row0 = u32(DS[sd]);
   let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
-  let qkvo = pu(5u) + row0 * width; let go = pu(6u) + row0 * hv; let bo = pu(11u) + row0 * hv; let oo = pu(7u) + row0 * hv * dv;`
-    : `let T = pu(0u); let sto = pu(8u); let sco = pu(9u); let mode = pu(10u);
-  let qkvo = pu(5u); let go = pu(6u); let bo = pu(11u); let oo = pu(7u);`;
+  let qkvo = pu(P_qkvOff) + row0 * width; let go = pu(P_gOff) + row0 * hv; let bo = pu(P_betaOff) + row0 * hv; let oo = pu(P_outOff) + row0 * hv * dv;`
+    : `let T = pu(P_t); let sto = pu(P_stateOff); let sco = pu(P_scratchOff); let mode = pu(P_mode);
+  let qkvo = pu(P_qkvOff); let go = pu(P_gOff); let bo = pu(P_betaOff); let oo = pu(P_outOff);`;
   return `${HEADER}
+${paramConsts(batched ? 'gdn_recurrent_seqs' : 'gdn_recurrent')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
 @group(0) @binding(3) var<storage, read_write> G: array<f32>;
@@ -122,7 +125,7 @@ fn sset(mode: u32, i: u32, idx: u32, ss: u32, v: f32, sto: u32, sco: u32) {
 }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let hk = pu(1u); let hv = pu(2u); let dk = pu(3u); let dv = pu(4u);
+  let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
   let width = 2u * hk * dk + hv * dv;
   ${seq}
   let h = wid.x;
