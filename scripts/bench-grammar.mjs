@@ -20,15 +20,20 @@ const repo = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 const root = resolve(repo, process.env.DELTASERVE_DIST ?? 'dist');
 const { values } = parseArgs({ options: { vocab: { type: 'string', default: '248320' }, model: { type: 'string' }, hostile: { type: 'boolean', default: true } }, allowNegative: true });
 const imp = (p) => import(resolve(root, 'src', p));
+// the constraint library: src/constrain (builds before it: src/server/structured)
+const lib = (p) => imp(`constrain/${p}`).catch(() => imp(`server/structured/${p}`));
 const { TokenTexts } = await imp('server/logprobs.js');
-const { step, val } = await imp('server/structured/matcher.js');
-const mask = await imp('server/structured/mask.js');
-const { compileSchema } = await imp('server/structured/schema.js');
+const { step, val } = await lib('matcher.js');
+const mask = await lib('mask.js');
+const { GrammarConstraint } = await imp('constrain/grammar-matcher.js').catch(() => mask);
+const { compileSchema } = await lib('schema.js');
 const { compileOrThrow } = await imp('server/structured/request.js');
-const { FORMATS } = await imp('server/structured/formats.js');
-const { compileRegex } = await imp('server/structured/regex.js');
-const freeText = await imp('server/structured/free-text.js');
-const steps = await imp('server/structured/steps.js').catch(() => null);
+const { FORMATS } = await lib('formats.js');
+const { compileRegex } = await lib('regex.js');
+const freeText = await lib('free-text.js');
+const steps = await lib('steps.js').catch(() => null);
+// hostnames with the IDNA A-label check, as the server compiles them (built in before the module)
+(await imp('constrain/idna/index.js').catch(() => null))?.registerIdnaHostnames();
 const { TextTokenizer } = await imp('tokenizer/tokenizer.js');
 const { grownVocab } = await imp('cli/bench-grammar.js');
 
@@ -61,7 +66,7 @@ let v;
     await steps.advanceInBackground(lazy, 5, () => false);
     v = lazy.get();
     await steps.advanceInBackground(freeText.lazyJsonTextClass(v), 5, () => false);
-    const split = await imp('server/structured/quote-split.js').catch(() => null);
+    const split = await lib('quote-split.js').catch(() => null);
     if (split) {
       const q = split.lazyQuoteSplit(v);
       await steps.advanceInBackground(q, 5, () => false);
@@ -131,7 +136,7 @@ function pass(start, docs, cache) {
   const cpu = [];
   const wall = [];
   for (const ids of docs) {
-    const c = new mask.GrammarConstraint(v, start, cache);
+    const c = new GrammarConstraint(v, start, cache);
     for (let k = 0; k <= ids.length; k++) {
       const prefix = ids.slice(0, k);
       c.stateAfter(prefix);

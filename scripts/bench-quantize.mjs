@@ -3,7 +3,7 @@
 // quantize in a BF16 checkpoint (or the first --fraction of each one's rows, the same mix
 // of shapes and types) is quantized, and the source bytes per second of wall time are
 // reported, with CPU time and the load average.
-//  --source file (default): through the load path (model/quantize-load.ts loadQuantized:
+//  --source file (default): through the load path (checkpoint/quantize-load.ts loadQuantized:
 //    read rows from the file, quantize, into a weight buffer) — includes the disk.
 //  --source memory: each tensor's rows are read first (untimed), then only the quantizer
 //    is timed (the legacy build: its BF16 → f32 widening + quantizeRows, as its load did).
@@ -13,7 +13,8 @@
 //
 // --dist: a dist/ directory of another build (default: this checkout's), e.g. a build of
 //   an older commit, to compare before/after with the same script (a build without
-//   kernels/quant/wasm-quantizer.js runs its own load-time quantizer).
+//   a wasm quantizer (kernels/wasm/quantizer.js, earlier kernels/quant/wasm-quantizer.js)
+//   runs its own load-time quantizer).
 // --impl ts: this build's TypeScript reference (single-threaded) instead of the wasm one.
 import { parseArgs } from 'node:util';
 import { existsSync } from 'node:fs';
@@ -32,7 +33,10 @@ if (!values.model) {
   process.exit(2);
 }
 const dist = resolve(values.dist ?? join(fileURLToPath(new URL('.', import.meta.url)), '..', 'dist'));
-const mod = (p) => import(pathToFileURL(join(dist, p)).href);
+/** The module at the first of `paths` the build holds (files move between builds: an older
+ * --dist has src/model/quantize-load.js, src/kernels/quant/wasm-quantizer.js). */
+const pathIn = (...paths) => paths.find((p) => existsSync(join(dist, p))) ?? paths[0];
+const mod = (...paths) => import(pathToFileURL(join(dist, pathIn(...paths))).href);
 const mode = values.type ?? 'q4_k';
 const fraction = Number(values.fraction ?? 1);
 if (!(fraction > 0 && fraction <= 1)) {
@@ -45,14 +49,15 @@ if (source !== 'file' && source !== 'memory') {
   process.exit(2);
 }
 const { openModelFiles } = await mod('src/model/model.js');
-const { loadQuantized, quantTypeFor } = await mod('src/model/quantize-load.js');
+const { loadQuantized, quantTypeFor } = await mod('src/checkpoint/quantize-load.js', 'src/model/quantize-load.js');
 const { quantRowBytes } = await mod('src/kernels/quant/formats.js');
-const hasWasm = existsSync(join(dist, 'src/kernels/quant/wasm-quantizer.js'));
+const WASM_QUANTIZER = ['src/kernels/wasm/quantizer.js', 'src/kernels/quant/wasm-quantizer.js'];
+const hasWasm = existsSync(join(dist, pathIn(...WASM_QUANTIZER)));
 const impl = !hasWasm ? 'legacy-js' : values.impl ?? 'wasm';
 let quantizer;
 let threads = 1;
 if (impl === 'wasm') {
-  const { WasmQuantizer } = await mod('src/kernels/quant/wasm-quantizer.js');
+  const { WasmQuantizer } = await mod(...WASM_QUANTIZER);
   quantizer = await WasmQuantizer.start(values.threads ? Number(values.threads) : undefined);
   threads = quantizer.threads;
 } else if (impl === 'ts') {

@@ -33,7 +33,7 @@ if (positionals.length !== 1) {
 }
 const imp = (p) => import(resolve(dist, 'src', p));
 const request = await imp('server/structured/request.js');
-const { acceptsText } = await imp('server/structured/matcher.js');
+const { acceptsText } = await imp('constrain/matcher.js');
 if (values['grammar-units'] !== undefined) request.setGrammarBudget(Number(values['grammar-units'])); // default: the server's --max-grammar-units
 
 /** Every schema of the corpus: {category, file, schema, tests}. */

@@ -10,11 +10,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runPrepareJob, type ChatTools } from '../src/server/prepare-jobs.js';
-import { callText } from '../src/server/tools/prompt.js';
+import { runPrepareJob, type ChatTools } from '../src/frontend/prepare-jobs.js';
+import { callText } from '../src/frontend/tool-prompt.js';
 import type { FunctionTool } from '../src/server/tools/types.js';
-import type { ChatMessage } from '../src/tokenizer/chat.js';
-import { encodeChat } from '../src/tokenizer/safe-chat.js';
+import type { ChatMessage } from '../src/frontend/chat-template.js';
+import { encodeChat } from '../src/frontend/safe-chat.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 

@@ -6,8 +6,8 @@
 // forged prompt must still decode to the text the template rendered.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type ChatMessage, renderChat, type RenderOptions, validateMessages } from '../src/tokenizer/chat.js';
-import { encodeChat } from '../src/tokenizer/safe-chat.js';
+import { type ChatMessage, renderChat, type RenderOptions, validateMessages } from '../src/frontend/chat-template.js';
+import { encodeChat } from '../src/frontend/safe-chat.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { DeltaserveError } from '../src/util/errors.js';
 import { TINY_THINK } from './paths.js';

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Engine, type EngineOptions } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { EngineTestHooks } from '../src/engine/test-hooks.js';
-import type { ChatMessage } from '../src/tokenizer/chat.js';
+import type { ChatMessage } from '../src/frontend/chat-template.js';
 import { sharedPath } from './paths.js';
 
 export interface RunResult {

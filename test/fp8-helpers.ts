@@ -2,9 +2,9 @@
 // FP8 checkpoint dequantizes to, written out as a plain BF16 checkpoint.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { withFp8Dequant } from '../src/model/fp8.js';
+import { withFp8Dequant } from '../src/checkpoint/fp8.js';
 import { fp8CopySources } from '../src/tools/fp8-write.js';
-import { openCheckpoint } from '../src/model/safetensors.js';
+import { openCheckpoint } from '../src/checkpoint/safetensors.js';
 import { type TensorSource, writeSafetensors } from '../src/tools/safetensors-writer.js';
 
 /** Copy everything but the weights (config, tokenizer, templates) from `src` into a new `dest`. */

@@ -1,5 +1,5 @@
 // FP8 checkpoints under --quantize q8_0. The FP8 weights are read through the
-// BF16 view of model/fp8.ts (w = e4m3 · scale_inv, per read, tensor by tensor) and
+// BF16 view of checkpoint/fp8.ts (w = e4m3 · scale_inv, per read, tensor by tensor) and
 // re-quantized to Q8_0 as they load. What must agree:
 //  - bit for bit: FP8 → Q8_0 at load, and the same FP8 checkpoint first written out as the
 //    BF16 model it dequantizes to, then → Q8_0 (the logits of every step are equal), on a

@@ -4,10 +4,10 @@
 // squeezed conv, in_proj_qkvz split into attn_qkv (q all | k all | v all) and attn_gate,
 // in_proj_ba kept whole as ssm_ba, experts stacked into 3-D tensors, 1-D tensors in F32.
 // The MTP block is written as block n_layer with nextn.* names, as for Qwen3.5.
-import { openCheckpoint, bf16ToF32 } from '../src/model/safetensors.js';
+import { openCheckpoint, bf16ToF32 } from '../src/checkpoint/safetensors.js';
 import { loadModelConfig } from '../src/model/config.js';
 import { qkvzRowOrder } from '../src/model/qwen3_next.js';
-import { readGgufHeader } from '../src/model/gguf-file.js';
+import { readGgufHeader } from '../src/checkpoint/gguf-file.js';
 import type { WFile, WTensor } from './gguf-writer.js';
 import { writeGguf } from './gguf-writer.js';
 

@@ -12,7 +12,7 @@ import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Weight } from '../src/kernels/types.js';
 import { isQuantType } from '../src/kernels/quant/formats.js';
 import { dequantizeRow } from '../src/kernels/quant/dequant.js';
-import { bf16ToF32 } from '../src/model/safetensors.js';
+import { bf16ToF32 } from '../src/checkpoint/safetensors.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine } from './engine-helpers.js';
 import { sharedPath } from './paths.js';

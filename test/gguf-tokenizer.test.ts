@@ -6,10 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readGgufHeader } from '../src/model/gguf-file.js';
+import { readGgufHeader } from '../src/checkpoint/gguf-file.js';
 import { ggufTokenizerParts } from '../src/tokenizer/gguf-tokenizer.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
-import { renderChat, type ChatMessage } from '../src/tokenizer/chat.js';
+import { renderChat, type ChatMessage } from '../src/frontend/chat-template.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { rng } from './numeric.js';
 

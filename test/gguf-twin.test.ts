@@ -11,7 +11,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { Kernels, Weight } from '../src/kernels/types.js';
 import { weightsByPath } from './model-weights.js';
-import { bf16ToF32 } from '../src/model/safetensors.js';
+import { bf16ToF32 } from '../src/checkpoint/safetensors.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { sharedPath } from './paths.js';

@@ -1,7 +1,7 @@
 // A test-only GGUF writer, for crafting bad and split files (never the fixtures). Metadata
 // value types are given explicitly or inferred (string, bool, integer → u32 / i32, float → f32).
 import { closeSync, openSync, readSync, writeFileSync } from 'node:fs';
-import { readGgufHeader, type GgufMetadata, type GgufValue } from '../src/model/gguf-file.js';
+import { readGgufHeader, type GgufMetadata, type GgufValue } from '../src/checkpoint/gguf-file.js';
 
 export interface WTensor {
   name: string;

@@ -11,15 +11,18 @@ import { join } from 'node:path';
 import { Engine } from '../src/engine/engine.js';
 import { startServer } from '../src/server/index.js';
 import { DEFAULT_LIMITS } from '../src/server/limits.js';
-import { CompileBudgetError } from '../src/server/structured/compile-budget.js';
-import { compileWithin, runGrammarJob } from '../src/server/structured/compile-job.js';
-import { acceptsText } from '../src/server/structured/matcher.js';
+import { CompileBudgetError } from '../src/constrain/compile-budget.js';
+import { compileWithin, runGrammarJob } from '../src/constrain/compile-job.js';
+import { acceptsText } from '../src/constrain/matcher.js';
 import { compileOrThrow } from '../src/server/structured/request.js';
-import { compileSchema, MAX_SCHEMA_DEPTH, SchemaError } from '../src/server/structured/schema.js';
-import { fromTable, toTable } from '../src/server/structured/table.js';
+import { compileSchema, MAX_SCHEMA_DEPTH, SchemaError } from '../src/constrain/schema.js';
+import { fromTable, toTable } from '../src/constrain/table.js';
 import { NESTED_SHAPES, nestedCombinators, schemaBytes } from './nested-combinators.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 import { KERNELS, post } from './server-helpers.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 const UNITS = DEFAULT_LIMITS.grammarUnits;
 /** The shapes the default budget refuses (the enum cross products now compile: their unions

@@ -3,14 +3,17 @@
 // it reaches is a dead end (random byte walks that favour A-labels), tight maxLength included.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { aLabelValid, aLabelWitness, derivedProperty, uLabelValid } from '../src/server/structured/idna.js';
-import { isVirama, joiningType } from '../src/server/structured/idna-tables.js';
-import { aLabelViable } from '../src/server/structured/host-labels.js';
-import { punycodeDecode, punycodeEncode } from '../src/server/structured/punycode.js';
-import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
+import { aLabelValid, aLabelWitness, derivedProperty, uLabelValid } from '../src/constrain/idna/idna.js';
+import { isVirama, joiningType } from '../src/constrain/idna/idna-tables.js';
+import { aLabelViable } from '../src/constrain/idna/host-labels.js';
+import { punycodeDecode, punycodeEncode } from '../src/constrain/idna/punycode.js';
+import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
 import { forcedCallState } from '../src/server/structured/request.js';
-import { compileSchema } from '../src/server/structured/schema.js';
+import { compileSchema } from '../src/constrain/schema.js';
 import { Rng } from '../src/util/rng.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 const cps = (s: string): number[] => [...s].map((c) => c.codePointAt(0)!);
 

@@ -11,7 +11,7 @@ import { makeModel, planModel, SHAPES } from '../src/tools/make-model.js';
 import {
   writeSafetensors, writeShardedSafetensors, type TensorSource, INDEX_FILE, WRITE_CHUNK,
 } from '../src/tools/safetensors-writer.js';
-import { openCheckpoint, type Checkpoint } from '../src/model/safetensors.js';
+import { openCheckpoint, type Checkpoint } from '../src/checkpoint/safetensors.js';
 import { loadModelConfig, parseModelConfig } from '../src/model/config.js';
 import { loadModelWeights } from '../src/model/loader.js';
 import { loadModel, allocSequenceMemory } from '../src/model/model.js';

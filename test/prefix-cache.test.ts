@@ -8,8 +8,8 @@ import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { Request } from '../src/engine/request.js';
 import { prefixKey } from '../src/engine/prefix.js';
-import { messageEnds } from '../src/engine/message-ends.js';
-import type { ChatMessage } from '../src/tokenizer/chat.js';
+import { messageEnds } from '../src/frontend/message-ends.js';
+import type { ChatMessage } from '../src/frontend/chat-template.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, allocSequenceMemory, type Model } from '../src/model/model.js';
 import { forwardHidden } from '../src/model/forward.js';
@@ -17,6 +17,7 @@ import { StepArena } from '../src/model/arena.js';
 import { evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { relErr } from './numeric.js';
+import { historyConstraint } from './constraint-helpers.js';
 
 const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
 
@@ -133,7 +134,7 @@ test('an answer that stops on <|im_end|> is snapshotted at the end of its messag
         return mask;
       };
       const turn1: ChatMessage[] = [{ role: 'user', content: `Values:\n${Array.from({ length: 20 }, (_, i) => `- k${i}=${i * 13}`).join('\n')}\nWhat is k4?` }];
-      const t1 = await e.complete({ messages: turn1, maxTokens: 8, logitsAdjust: { bias: null, allowed: stopAfter4 } });
+      const t1 = await e.complete({ messages: turn1, maxTokens: 8, logitsAdjust: { bias: null, constraint: historyConstraint(stopAfter4) } });
       assert.equal(t1.outputIds.at(-1), imEnd, 'the answer ends with <|im_end|>');
       for (let i = 0; i < 500 && (e.stats().running + e.stats().waiting > 0); i++) await new Promise((r) => setTimeout(r, 5));
       // turn 2 as a template renders it when the client sends the answer back as generated

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import type { ChatMessage } from '../src/tokenizer/chat.js';
+import type { ChatMessage } from '../src/frontend/chat-template.js';
 import { Rng } from '../src/util/rng.js';
 import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
 import { TINY_NEXT_MOE } from './paths.js';

@@ -6,10 +6,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isSnapshotPoint, lastSplitBy, nextSnapshotPoint, prefixKey, promptSnapshotPoints, promptSplits, type PrefixContext } from '../src/engine/prefix.js';
-import { markerEnds, markerRest, messageEndMarker, messageEnds } from '../src/engine/message-ends.js';
+import { markerEnds, markerRest, messageEndMarker, messageEnds } from '../src/frontend/message-ends.js';
 import type { Request } from '../src/engine/request.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
-import { renderChat } from '../src/tokenizer/chat.js';
+import { renderChat } from '../src/frontend/chat-template.js';
 import { stateLayout } from '../src/model/model.js';
 import { loadModelConfig } from '../src/model/config.js';
 import { TINY_THINK } from './paths.js';

@@ -16,7 +16,7 @@ import { DEFAULT_QUANT_KERNELS, type QuantKernelChoice, type QuantKernelFamily }
 import { randomScaleMatrix } from './quant-blocks.js';
 import { rng } from './numeric.js';
 import { loadModel } from '../src/model/model.js';
-import { parseQuantizeMode } from '../src/model/quantize-load.js';
+import { parseQuantizeMode } from '../src/checkpoint/quantize-load.js';
 import { TINY_THINK } from './paths.js';
 
 const ref = createRefKernels();

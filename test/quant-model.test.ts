@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { quantizeRowsGgml as quantizeRows } from '../src/kernels/quant/quantize-ggml.js';
 import { dequantizeRow } from '../src/kernels/quant/dequant.js';
 import { quantRowBytes } from '../src/kernels/quant/formats.js';
-import { quantTypeFor } from '../src/model/quantize-load.js';
+import { quantTypeFor } from '../src/checkpoint/quantize-load.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { loadModel, allocSequenceMemory } from '../src/model/model.js';
 import { forwardHidden, lmHead } from '../src/model/forward.js';

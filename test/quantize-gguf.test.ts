@@ -13,7 +13,7 @@ import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { readGgufHeader, type GgufFile, type GgufTensorInfo } from '../src/model/gguf-file.js';
+import { readGgufHeader, type GgufFile, type GgufTensorInfo } from '../src/checkpoint/gguf-file.js';
 import { quantizeToGguf } from '../src/tools/quantize-gguf.js';
 import { loadModel } from '../src/model/model.js';
 import { greedy } from './greedy.js';

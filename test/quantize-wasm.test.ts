@@ -1,4 +1,4 @@
-// The wasm block quantizer (assembly/quantize.ts via kernels/quant/wasm-quantizer.ts)
+// The wasm block quantizer (assembly/quantize.ts via kernels/wasm/quantizer.ts)
 // against its TypeScript twin (kernels/quant/quantize-ggml.ts, itself byte-identical to
 // llama-quantize: test/quantize-gguf.test.ts): the same bytes for every type, from f32 and
 // from bf16, on data built to hit the searches' corner cases (flat and zero groups, ties,
@@ -9,11 +9,13 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { QUANT_FORMATS, quantRowBytes, type QuantType } from '../src/kernels/quant/formats.js';
 import { OFFLINE_QUANT_TYPES } from '../src/kernels/quant/quantize-ggml.js';
-import { refQuantizer, type QuantSource, type RowSource } from '../src/kernels/quant/row-quantizer.js';
-import { WasmQuantizer } from '../src/kernels/quant/wasm-quantizer.js';
+import { refQuantizer, type QuantSource, type RowQuantizer, type RowSource } from '../src/kernels/quant/row-quantizer.js';
+import { WasmQuantizer } from '../src/kernels/wasm/quantizer.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
+import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { withLoadQuantizer } from '../src/checkpoint/quantize-load.js';
 import { loadModel } from '../src/model/model.js';
-import type { Weight } from '../src/kernels/types.js';
+import type { Kernels, Weight } from '../src/kernels/types.js';
 import { TINY_THINK } from './paths.js';
 import { rng } from './numeric.js';
 
@@ -185,12 +187,25 @@ test('wasm quantizer: a row that is not whole blocks, or a short source, is a Ra
   assert.throws(() => two.quantizeRows('q5_k', new Float32Array(256), 1, 256, new Uint8Array(176)), /no offline quantizer for q5_k/);
 });
 
-test('--quantize at load: the wasm quantizer and the reference give the same weights', () => {
+test('--quantize at load through Kernels.startQuantizer: the ref and wasm backends\' quantizers give the same weights', async () => {
   const kernels = createRefKernels();
+  const wasm = await createWasmKernels({ threads: 2, calibrate: false });
+  // both loads land in ref kernels' memory (GGML blocks, not repacked), so the bytes compare
   // q8_0: the reference's Q4_K search is slow; the algorithms are compared above, this
-  // compares the load path (BF16 handed over as stored, gathered rows)
-  const viaRef = loadModel(TINY_THINK(), kernels, { quantize: 'q8_0' });
-  const viaWasm = loadModel(TINY_THINK(), kernels, { quantize: 'q8_0', quantizer: two });
+  // compares the load path (BF16 handed over as stored, linear weights, gathered rows)
+  // rows each load's quantizer was handed: every quantized weight goes through it
+  const rowsThrough = new Map<Kernels, number>();
+  const load = (backend: Kernels) => withLoadQuantizer('q8_0', backend, (quantizer) => {
+    assert.ok(quantizer, `${backend.name}: a quantizer under --quantize`);
+    assert.equal(quantizer instanceof WasmQuantizer, backend === wasm, `${backend.name}: its own quantizer`);
+    const counted: RowQuantizer = {
+      quantizeRows: (type, src, rows, ...rest) => (rowsThrough.set(backend, (rowsThrough.get(backend) ?? 0) + rows), quantizer.quantizeRows(type, src, rows, ...rest)),
+      quantizeFrom: (type, source, rows, ...rest) => (rowsThrough.set(backend, (rowsThrough.get(backend) ?? 0) + rows), quantizer.quantizeFrom(type, source, rows, ...rest)),
+    };
+    return loadModel(TINY_THINK(), kernels, { quantize: 'q8_0', quantizer: counted });
+  });
+  const viaRef = await load(kernels);
+  const viaWasm = await load(wasm).finally(() => wasm.dispose());
   const quantized = (w: Weight): boolean => w.dtype === 'q8_0';
   const pairs: [Weight, Weight][] = [];
   const walk = (a: unknown, b: unknown): void => {
@@ -202,6 +217,8 @@ test('--quantize at load: the wasm quantizer and the reference give the same wei
   };
   walk(viaRef.weights, viaWasm.weights);
   assert.ok(pairs.length > 20, `${pairs.length} quantized weights`);
+  const quantizedRows = [...new Set(pairs.map(([w]) => w))].reduce((n, w) => n + w.rows, 0); // a shared weight once
+  assert.deepEqual([rowsThrough.get(kernels), rowsThrough.get(wasm)], [quantizedRows, quantizedRows], 'rows through each backend\'s quantizer');
   for (const [a, b] of pairs) {
     assert.equal(b.dtype, a.dtype);
     assert.ok(Buffer.from(a.data as Uint8Array).equals(Buffer.from(b.data as Uint8Array)), `a ${a.dtype} [${a.rows}, ${a.cols}] weight differs`);

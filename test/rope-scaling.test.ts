@@ -11,7 +11,7 @@ import { plainRopeTable } from '../src/kernels/rope-table.js';
 import { parseModelConfig } from '../src/model/config.js';
 import { rope } from '../src/kernels/ref/dense.js';
 import { makeModel } from '../src/tools/make-model.js';
-import { openCheckpoint } from '../src/model/safetensors.js';
+import { openCheckpoint } from '../src/checkpoint/safetensors.js';
 import { writeSafetensors, type TensorSource } from '../src/tools/safetensors-writer.js';
 import { loadModel } from '../src/model/model.js';
 import { probePrompt } from '../src/model/probe.js';

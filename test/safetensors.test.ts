@@ -4,9 +4,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync, openSync, closeSync, writeSync, ftruncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  openCheckpoint, loadWeight, loadWeightF32, bf16ToF32, f16ToF32, type Checkpoint,
-} from '../src/model/safetensors.js';
+import { openCheckpoint, bf16ToF32, f16ToF32, type Checkpoint } from '../src/checkpoint/safetensors.js';
+import { loadWeight, loadWeightF32 } from '../src/checkpoint/load-weight.js';
 import { progressBar } from '../src/util/progress.js';
 import { DeltaserveError, type ErrorCode } from '../src/util/errors.js';
 import type { WeightDType } from '../src/kernels/types.js';

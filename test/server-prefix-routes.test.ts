@@ -11,7 +11,7 @@ import { Engine, type EngineOptions } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
 import { chatPrompt, toolSetup } from '../src/server/chat-prompt.js';
 import type { ServerContext } from '../src/server/generation.js';
-import { messageEnds } from '../src/engine/message-ends.js';
+import { messageEnds } from '../src/frontend/message-ends.js';
 import type { LogFields, Logger } from '../src/util/log.js';
 import { TINY_THINK } from './paths.js';
 import { KERNELS, post } from './server-helpers.js';

@@ -6,10 +6,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
-import { promptOf } from '../src/engine/request-builder.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
-import { withReasoningBudget } from '../src/server/structured/budget.js';
-import { reasoningClosed, withClosedThinkMask } from '../src/server/thinking.js';
+import { reasoningClosed, withClosedThinkMask, withReasoningBudget } from '../src/constrain/think.js';
+import { historyConstraint, maskAfter } from './constraint-helpers.js';
 import { THINK_CLOSE, THINK_OPEN } from '../src/tokenizer/reasoning.js';
 import { TINY_THINK } from './paths.js';
 import { drained, KERNELS, post } from './server-helpers.js';
@@ -55,16 +54,18 @@ test('withClosedThinkMask: tags masked after the close, intersected with the inn
   const innerBits = new Uint32Array(3).fill(0);
   for (const id of [2, 40, 64]) innerBits[id >>> 5]! |= 1 << (id & 31);
   const ids = { open: 40, close: 64 };
-  const alone = withClosedThinkMask(null, 'open', ids, vocab)!().allowed!;
+  const aloneC = withClosedThinkMask(null, 'open', ids, vocab)!;
+  const alone = (g: readonly number[]): Uint32Array | null => maskAfter(aloneC, g);
   assert.equal(alone([3]), null);
   assert.equal(bit(alone([3, 64]), 64), false);
   assert.equal(bit(alone([3, 64]), 40), false);
   assert.equal(bit(alone([3, 64]), 41), true);
-  const both = withClosedThinkMask(() => ({ allowed: () => innerBits, endError: null }), 'closed', ids, vocab)!().allowed!;
-  const m = both([])!;
+  const both = withClosedThinkMask(historyConstraint(() => innerBits), 'closed', ids, vocab)!;
+  const m = maskAfter(both, [])!;
   assert.deepEqual([2, 40, 64, 5].map((id) => bit(m, id)), [true, false, false, false]);
   // the budget forces </think> while open; the mask then bans it
-  const budget = withClosedThinkMask(withReasoningBudget(null, 64, 2, vocab), 'open', ids, vocab)!().allowed!;
+  const budgetC = withClosedThinkMask(withReasoningBudget(null, 64, 2, vocab), 'open', ids, vocab)!;
+  const budget = (g: readonly number[]): Uint32Array => maskAfter(budgetC, g)!;
   assert.deepEqual([63, 64].map((id) => bit(budget([7, 8]), id)), [false, true]);
   assert.deepEqual([63, 64].map((id) => bit(budget([7, 8, 64]), id)), [true, false]);
 });
@@ -96,12 +97,12 @@ test('chat: a +100 bias on the think tags cannot bring them back once the reason
 });
 
 test('engine: a reasoning budget closes the reasoning after that many tokens; the tags never follow', async () => {
-  const { ids } = promptOf(mtp, { messages: ASK, think: true });
+  const { ids } = mtp.info.frontend.prompt({ messages: ASK, think: true });
   const ctl = withClosedThinkMask(withReasoningBudget(null, closeId, 3, mtp.sampleVocab), 'open', { open: openId, close: closeId }, mtp.sampleVocab)!;
   const bias = new Map([[openId, 100]]);
   for (const engine of [mtp, plain]) {
     let out: readonly number[] = [];
-    for await (const ev of engine.generate({ promptIds: ids, maxTokens: 24, temperature: 0, logitsAdjust: { bias, ...ctl() } })) {
+    for await (const ev of engine.generate({ promptIds: ids, maxTokens: 24, temperature: 0, logitsAdjust: { bias, constraint: ctl } })) {
       if (ev.type === 'done') out = ev.outputIds;
     }
     const at = out.indexOf(closeId);

@@ -7,18 +7,21 @@ import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
 import { startServer } from '../src/server/index.js';
 import { TokenTexts } from '../src/server/logprobs.js';
-import { withCompileBudget } from '../src/server/structured/compile-budget.js';
-import { lazyJsonTextClass } from '../src/server/structured/free-text.js';
-import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, lazyVocabFromBytes, vocabFromBytes } from '../src/server/structured/mask.js';
+import { withCompileBudget } from '../src/constrain/compile-budget.js';
+import { lazyJsonTextClass } from '../src/constrain/free-text.js';
+import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
+import { computeMask, lazyVocabFromBytes, vocabFromBytes } from '../src/constrain/mask.js';
 import { compileOrThrow } from '../src/server/structured/request.js';
-import { compileSchema } from '../src/server/structured/schema.js';
-import { advanceInBackground, finish, sortSteps } from '../src/server/structured/steps.js';
+import { compileSchema } from '../src/constrain/schema.js';
+import { advanceInBackground, finish, sortSteps } from '../src/constrain/steps.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { Rng } from '../src/util/rng.js';
 import { TINY_THINK } from './paths.js';
 import { KERNELS, post } from './server-helpers.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 /** Schemas within the default limits (< 128 KiB, enums ≤ 1024, depth ≤ 64) that used to
  * compile for seconds on the event loop (45 s and 2.5 s). */

@@ -14,9 +14,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { acceptsText } from '../src/server/structured/matcher.js';
-import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
+import { acceptsText } from '../src/constrain/matcher.js';
+import { compileSchema, SchemaError } from '../src/constrain/schema.js';
 import { REPO_ROOT } from './paths.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 const VALUES: readonly unknown[] = [
   null, true, false, 0, 1, -1, 2, 2.5, 3, 10, 0.07, -0.5, 100, '', 'a', 'ab', 'b', 'x', 'abc', 'aa', '1',

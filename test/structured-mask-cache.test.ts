@@ -8,13 +8,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, MaskCache, stateKey } from '../src/server/structured/mask.js';
-import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
+import { type State, step, val } from '../src/constrain/matcher.js';
+import { computeMask, MaskCache, stateKey } from '../src/constrain/mask.js';
+import { compileSchema, SchemaError } from '../src/constrain/schema.js';
 import { Rng } from '../src/util/rng.js';
 import { violation } from './json-schema-check.js';
 import { REPO_ROOT } from './paths.js';
 import { compareWalks, randomSchema, syntheticVocab } from './structured-walks.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 const SUITE = join(REPO_ROOT, 'test', 'fixtures', 'json-schema-test-suite');
 

@@ -7,20 +7,24 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
-import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
+import type { Constraint } from '../src/constrain/constraint.js';
+import type { ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
-import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, vocabFromBytes } from '../src/server/structured/mask.js';
+import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
+import { computeMask, vocabFromBytes } from '../src/constrain/mask.js';
 import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
-import { compileSchema, type CompileOptions } from '../src/server/structured/schema.js';
+import { compileSchema, type CompileOptions } from '../src/constrain/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
-import { aLabelValid, hasAcePrefix } from '../src/server/structured/idna.js';
+import { aLabelValid, hasAcePrefix } from '../src/constrain/idna/idna.js';
 import { extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
 import { violation } from './json-schema-check.js';
 import { TINY_THINK } from './paths.js';
 import { KERNELS } from './server-helpers.js';
 import { referenceMask } from './structured-walks.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 function matches(schema: unknown, text: string, opts: CompileOptions = {}): boolean {
   let st: State = [val(compileSchema(schema, 'schema', opts), null)];
@@ -158,7 +162,7 @@ test('token masks: fast == reference through regex strings, pattern keys and any
   });
 });
 
-function constraintFor(engine: Engine, schema: unknown, thinking: boolean): ConstraintFactory {
+function constraintFor(engine: Engine, schema: unknown, thinking: boolean): Constraint {
   const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
   return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, thinking)!;
 }
@@ -170,7 +174,7 @@ for (const [name, schema] of [['anyOf with siblings', ANYOF_SIBLINGS], ['typeles
       const prompts = evalPrompts(10);
       const outs = await Promise.all(Array.from({ length: 100 }, (_, i) => engine.complete({
         messages: prompts[i % prompts.length]!, think: false, maxTokens: 48, temperature: 1, seed: 2000 + i,
-        logitsAdjust: { bias: null, ...make() },
+        logitsAdjust: { bias: null, constraint: make },
       })));
       let finished = 0;
       for (const d of outs) {
@@ -210,7 +214,7 @@ test('constrained decoding: 100 sampled hostnames, and 40 forced A-labels in a t
       const n = aLabels ? 40 : 100;
       const outs = await Promise.all(Array.from({ length: n }, (_, i) => engine.complete({
         messages: prompts[i % prompts.length]!, think: false, maxTokens: 20, temperature: 1, seed: 3000 + i,
-        logitsAdjust: { bias, ...make() },
+        logitsAdjust: { bias, constraint: make },
       })));
       let finished = 0;
       for (const d of outs) {
@@ -237,7 +241,7 @@ test('constrained decoding: MTP on == MTP off bit-exact under formats, patterns,
     const make = constraintFor(engine, schema, false);
     return Promise.all(prompts.map(async (messages) => {
       const logits: Float32Array[] = [];
-      const d = await engine.complete({ messages, think: false, maxTokens: 60, temperature: 0, logitsAdjust: { bias: null, ...make() }, captureLogits: (l) => logits.push(l.slice()) });
+      const d = await engine.complete({ messages, think: false, maxTokens: 60, temperature: 0, logitsAdjust: { bias: null, constraint: make }, captureLogits: (l) => logits.push(l.slice()) });
       return { ids: [...d.outputIds], text: d.text, finish: d.finishReason, logits };
     }));
   });

@@ -11,9 +11,11 @@ import { modelStopIds } from '../src/engine/request-rules.js';
 import type { ServerContext } from '../src/server/generation.js';
 import { startServer } from '../src/server/index.js';
 import { TokenTexts } from '../src/server/logprobs.js';
-import { push } from '../src/server/structured/frames.js';
-import { GrammarConstraint, MaskCache, tokenVocab } from '../src/server/structured/mask.js';
-import { type State, step } from '../src/server/structured/matcher.js';
+import { push } from '../src/constrain/frames.js';
+import { MaskCache, tokenVocab } from '../src/constrain/mask.js';
+import { GrammarConstraint, grammarConstraint } from '../src/constrain/grammar-matcher.js';
+import { maskFrom } from './constraint-helpers.js';
+import { type State, step } from '../src/constrain/matcher.js';
 import { structuredConstraint } from '../src/server/structured/request.js';
 import { answerConstraint } from '../src/server/thinking.js';
 import { createLogger } from '../src/util/log.js';
@@ -36,7 +38,7 @@ for (const spec of [0, 3]) {
         // what the chat route builds: the schema's grammar, then the closed-reasoning mask
         const make = answerConstraint(ctx, structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, false), 'closed', null)!;
         const outs = await Promise.all(Array.from({ length: 100 }, (_, seed) => engine.complete({
-          messages: prompts[seed % prompts.length]!, think: false, maxTokens: 64, temperature: 0.7, seed, logitsAdjust: { bias: null, ...make() },
+          messages: prompts[seed % prompts.length]!, think: false, maxTokens: 64, temperature: 0.7, seed, logitsAdjust: { bias: null, constraint: make },
         })));
         let stops = 0;
         outs.forEach((d, seed) => {
@@ -60,8 +62,9 @@ test('a broken grammar (a string of at least 5 and at most 2 characters) ends wi
     const texts = new TokenTexts(engine.tokenizer);
     const v = tokenVocab(engine.tokenizer, texts, engine.sampleVocab, modelStopIds(engine));
     const broken: State = [push({ t: 'str', ph: 0, n: 0, min: 5, max: 2, u: 0, cp: 0, res: [], rs: [] }, null)];
-    const c = new GrammarConstraint(v, broken, new MaskCache());
-    const d = await engine.complete({ messages: evalPrompts(1)[0]!, think: false, maxTokens: 40, temperature: 0, logitsAdjust: { bias: null, allowed: c.allowed, endError: c.endError } });
+    const cache = new MaskCache();
+    const d = await engine.complete({ messages: evalPrompts(1)[0]!, think: false, maxTokens: 40, temperature: 0, logitsAdjust: { bias: null, constraint: grammarConstraint(v, broken, cache) } });
+    const c = new GrammarConstraint(v, broken, cache);
     assert.equal(d.finishReason, 'error', d.text);
     assert.match(d.error ?? '', /structured-output constraint reached a dead end after \d+ generated tokens: no token of the vocabulary can continue/);
     let st = broken;
@@ -78,7 +81,8 @@ test('a broken grammar (a string of at least 5 and at most 2 characters) ends wi
 function forceEarlyStop(stopIds: readonly number[], words: number): (a: LogitsAdjust | null) => LogitsAdjust | null {
   const only = new Uint32Array(words);
   for (const id of stopIds) only[id >>> 5]! |= 1 << (id & 31);
-  return (a) => (a?.endError ? { ...a, allowed: (g) => (g.length >= 3 ? only : a.allowed ? a.allowed(g) : null) } : a);
+  // only grammar constraints (incomplete at the start), not a bare closed-reasoning mask
+  return (a) => (a?.constraint && a.constraint.start().endError() !== null ? { ...a, constraint: maskFrom(a.constraint, 3, only) } : a);
 }
 
 test('a dead end is an error in every dialect that takes a constraint (chat, Responses, Messages; streamed and not) and in the log', async () => {

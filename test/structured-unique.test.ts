@@ -7,12 +7,15 @@
 // the literal 1), so two items never spell the same value two ways.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { acceptsText, type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, MaskCache, stateKey } from '../src/server/structured/mask.js';
-import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
-import { fromTable, toTable } from '../src/server/structured/table.js';
+import { acceptsText, type State, step, val } from '../src/constrain/matcher.js';
+import { computeMask, MaskCache, stateKey } from '../src/constrain/mask.js';
+import { compileSchema, SchemaError } from '../src/constrain/schema.js';
+import { fromTable, toTable } from '../src/constrain/table.js';
 import { violation } from './json-schema-check.js';
 import { compareWalks, syntheticVocab } from './structured-walks.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 type S = Record<string, unknown>;
 

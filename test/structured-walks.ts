@@ -4,8 +4,8 @@
 // and random walks that compare the cached mask, the uncached one and a per-token reference
 // at every step.
 import assert from 'node:assert/strict';
-import { canEnd, type State, step } from '../src/server/structured/matcher.js';
-import { computeMask, MaskCache, type TokenVocab, vocabFromBytes } from '../src/server/structured/mask.js';
+import { canEnd, type State, step } from '../src/constrain/matcher.js';
+import { computeMask, MaskCache, type TokenVocab, vocabFromBytes } from '../src/constrain/mask.js';
 import { Rng } from '../src/util/rng.js';
 
 export const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.next() * xs.length)]!;

@@ -5,14 +5,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine } from '../src/engine/engine.js';
-import type { ConstraintFactory, ServerContext } from '../src/server/generation.js';
+import type { Constraint } from '../src/constrain/constraint.js';
+import type { ServerContext } from '../src/server/generation.js';
 import { TokenTexts } from '../src/server/logprobs.js';
-import { canEnd, type State, step, val } from '../src/server/structured/matcher.js';
-import { computeMask, GrammarConstraint, MaskCache, tokenVocab } from '../src/server/structured/mask.js';
+import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
+import { computeMask, MaskCache, tokenVocab } from '../src/constrain/mask.js';
+import { GrammarConstraint } from '../src/constrain/grammar-matcher.js';
 import { forcedCallState, structuredConstraint } from '../src/server/structured/request.js';
-import { compileSchema, SchemaError } from '../src/server/structured/schema.js';
+import { compileSchema, SchemaError } from '../src/constrain/schema.js';
 import { grownVocab } from '../src/cli/bench-grammar.js';
-import { vocabFromBytes } from '../src/server/structured/mask.js';
+import { vocabFromBytes } from '../src/constrain/mask.js';
 import { parseAnswer } from '../src/server/answer.js';
 import { extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { evalPrompts, sameBits, withEngine } from './engine-helpers.js';
@@ -20,6 +22,9 @@ import { violation } from './json-schema-check.js';
 import { TINY_THINK } from './paths.js';
 import { KERNELS } from './server-helpers.js';
 import { referenceMask } from './structured-walks.js';
+import { registerIdnaHostnames } from '../src/constrain/idna/index.js';
+
+registerIdnaHostnames(); // hostnames as the server compiles them (with the A-label check)
 
 const SCHEMA = {
   type: 'object',
@@ -162,7 +167,7 @@ test('token masks: fast == reference on a grown vocabulary (multi-byte and parti
 });
 
 /** Server-side constraint factory over an engine (what the chat route builds). */
-function constraintFor(engine: Engine, schema: unknown, thinking: boolean): ConstraintFactory {
+function constraintFor(engine: Engine, schema: unknown, thinking: boolean): Constraint {
   const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
   return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, thinking)!;
 }
@@ -176,7 +181,7 @@ test('constrained decoding: MTP on == MTP off bit-exact (greedy, thinking on); e
     return Promise.all(prompts.map(async (messages) => {
       const logits: Float32Array[] = [];
       const d = await engine.complete({
-        messages, maxTokens: 160, temperature: 0, logitsAdjust: { bias: null, ...make() },
+        messages, maxTokens: 160, temperature: 0, logitsAdjust: { bias: null, constraint: make },
         captureLogits: (l) => logits.push(l.slice()),
       });
       return { ids: [...d.outputIds], text: d.text, finish: d.finishReason, logits, spec: d.spec };
@@ -216,7 +221,7 @@ test('constrained decoding: 100 sampled answers (temperature 1, MTP on) all pars
     const prompts = evalPrompts(10);
     const outs = await Promise.all(Array.from({ length: 100 }, (_, i) => engine.complete({
       messages: prompts[i % prompts.length]!, think: false, maxTokens: 80, temperature: 1, seed: 1000 + i,
-      logitsAdjust: { bias: null, ...make() },
+      logitsAdjust: { bias: null, constraint: make },
     })));
     for (const d of outs) {
       assert.equal(d.finishReason, 'stop', d.text);

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync, copyFileSync, readFileSync, rmSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
-import { renderChat, type ChatMessage } from '../src/tokenizer/chat.js';
+import { renderChat, type ChatMessage } from '../src/frontend/chat-template.js';
 import { IncrementalDetokenizer } from '../src/tokenizer/detokenizer.js';
 import { ReasoningSplitter, splitReasoning, extractFinalAnswer } from '../src/tokenizer/reasoning.js';
 import { DeltaserveError } from '../src/util/errors.js';

@@ -7,11 +7,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chatPrompt, toolSetup } from '../src/server/chat-prompt.js';
+import { PromptFrontend } from '../src/frontend/frontend.js';
 import type { ServerContext } from '../src/server/generation.js';
 import { parseAnswer } from '../src/server/answer.js';
-import { callText, inlineTools, templateHandlesTools, toolFormatFor } from '../src/server/tools/prompt.js';
+import { callText, inlineTools, templateHandlesTools, toolFormatFor } from '../src/frontend/tool-prompt.js';
 import type { FunctionTool } from '../src/server/tools/types.js';
-import { type ChatMessage, renderChat } from '../src/tokenizer/chat.js';
+import { type ChatMessage, renderChat } from '../src/frontend/chat-template.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 
@@ -84,8 +85,8 @@ test('chatPrompt hands tools to a tool-aware template and inlines them otherwise
   const tok = TextTokenizer.load(TINY_THINK());
   const ctxWith = (template: string | undefined, modelType: string): ServerContext => ({
     engine: {
-      tokenizer: Object.assign(Object.create(tok) as TextTokenizer, { chatTemplate: template }),
-      model: { config: { vocabSize: 1000, modelType } }, maxContext: 4096,
+      info: { frontend: new PromptFrontend(Object.assign(Object.create(tok) as TextTokenizer, { chatTemplate: template }), { vocabSize: 1000, maxContext: 4096, modelType }) },
+      maxContext: 4096,
     },
   }) as unknown as ServerContext;
   const xmlCtx = ctxWith(XML, 'qwen3_5_text');

@@ -8,13 +8,15 @@
 // format automata are built first and timed apart; "cold" masks come after them.
 import { resolve } from 'node:path';
 import { TokenTexts } from '../server/logprobs.js';
-import { type State, val } from '../server/structured/matcher.js';
-import { computeMask, GrammarConstraint, MaskCache, type TokenVocab, vocabFromBytes } from '../server/structured/mask.js';
-import { FORMATS } from '../server/structured/formats.js';
-import { lazyJsonTextClass } from '../server/structured/free-text.js';
-import { lazyQuoteSplit } from '../server/structured/quote-split.js';
-import { compileRegex } from '../server/structured/regex.js';
-import { compileSchema } from '../server/structured/schema.js';
+import { type State, val } from '../constrain/matcher.js';
+import { computeMask, MaskCache, type TokenVocab, vocabFromBytes } from '../constrain/mask.js';
+import { GrammarConstraint, GrammarMatcher } from '../constrain/grammar-matcher.js';
+import { FORMATS } from '../constrain/formats.js';
+import { registerIdnaHostnames } from '../constrain/idna/index.js';
+import { lazyJsonTextClass } from '../constrain/free-text.js';
+import { lazyQuoteSplit } from '../constrain/quote-split.js';
+import { compileRegex } from '../constrain/regex.js';
+import { compileSchema } from '../constrain/schema.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { schemaMaskTimes } from './bench-schemas.js';
 import { Rng } from '../util/rng.js';
@@ -109,10 +111,12 @@ const stats = (xs: number[]): Record<string, number> => {
 function timeMasks(v: TokenVocab, start: State, docs: number[][], cache: MaskCache): number[] {
   const ms: number[] = [];
   for (const ids of docs) {
-    const c = new GrammarConstraint(v, start, cache);
+    // as the engine does: one matcher per sequence, advanced by each token, then its mask
+    const m = GrammarMatcher.start(v, start, cache);
     for (let k = 0; k <= ids.length; k++) {
       const t0 = performance.now();
-      c.allowed(ids.slice(0, k));
+      if (k > 0) m.advance(ids[k - 1]!);
+      m.mask();
       ms.push(performance.now() - t0);
     }
   }
@@ -121,6 +125,7 @@ function timeMasks(v: TokenVocab, start: State, docs: number[][], cache: MaskCac
 
 export function runGrammarBench(modelDir: string | undefined, vocabSize: number | undefined, defaultModel: string,
   schemas: { files: readonly string[]; decodeMs: number | null } = { files: [], decodeMs: null }): Record<string, unknown> {
+  registerIdnaHostnames(); // `--schema` files compile as the server compiles them
   const tok = TextTokenizer.load(resolve(modelDir ?? defaultModel));
   const texts = new TokenTexts(tok);
   const base = Array.from({ length: tok.size }, (_, id) => (tok.specialIds.has(id) ? null : Uint8Array.from(texts.get(id).bytes)));

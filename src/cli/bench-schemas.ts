@@ -6,9 +6,10 @@
 // fresh mask cache per schema across its walks (a server's first requests); "warm": the same
 // walks again (later requests meeting states the cache holds).
 import { readFileSync } from 'node:fs';
-import { GrammarConstraint, MaskCache, type TokenVocab } from '../server/structured/mask.js';
-import { val } from '../server/structured/matcher.js';
-import { compileSchema } from '../server/structured/schema.js';
+import { MaskCache, type TokenVocab } from '../constrain/mask.js';
+import { GrammarMatcher } from '../constrain/grammar-matcher.js';
+import { val } from '../constrain/matcher.js';
+import { compileSchema } from '../constrain/schema.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 
@@ -54,11 +55,12 @@ export function schemaMaskTimes(v: TokenVocab, files: readonly string[], walks: 
     const docs: number[][] = [];
     for (let w = 0; w < walks; w++) {
       const rng = new Rng(w);
-      const c = new GrammarConstraint(v, start, cache);
+      const m = GrammarMatcher.start(v, start, cache);
       const ids: number[] = [];
       for (let k = 0; k < tokens; k++) {
         const t = performance.now();
-        const allowed = allowedIds(c.allowed(ids));
+        if (k > 0) m.advance(ids[k - 1]!);
+        const allowed = allowedIds(m.mask());
         cold.push(performance.now() - t);
         if (allowed.some((id) => stops.has(id)) && rng.next() < 0.3) break;
         const text = allowed.filter((id) => !stops.has(id));
@@ -72,10 +74,11 @@ export function schemaMaskTimes(v: TokenVocab, files: readonly string[], walks: 
     // the same walks again: a later request meeting states the cache has seen
     const warm: number[] = [];
     for (const ids of docs) {
-      const c = new GrammarConstraint(v, start, cache);
+      const m = GrammarMatcher.start(v, start, cache);
       for (let k = 0; k <= ids.length; k++) {
         const t = performance.now();
-        c.allowed(ids.slice(0, k));
+        if (k > 0) m.advance(ids[k - 1]!);
+        m.mask();
         warm.push(performance.now() - t);
       }
     }

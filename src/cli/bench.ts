@@ -14,7 +14,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { hugePageStatus } from '../util/huge-pages.js';
 import { Rng } from '../util/rng.js';
 import { int, str } from './args.js';
-import { parseQuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
+import { parseQuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { checkKernelsName, DEFAULT_MODEL, defaultKernels, emulationWarning, kernelsFields } from './engine-flags.js';
 import { gpuCounters, gpuStepReport } from './bench-gpu.js';
 import { runGrammarBench } from './bench-grammar.js';
@@ -189,7 +189,7 @@ export async function runBench(argv: string[]): Promise<void> {
   try {
     const q = str(values, 'quantize');
     const quantize = q !== undefined ? parseQuantizeMode(q) : undefined;
-    const model = await withLoadQuantizer(quantize, kernels.threads, (quantizer) =>
+    const model = await withLoadQuantizer(quantize, kernels, (quantizer) =>
       loadModel(resolve(str(values, 'model') ?? DEFAULT_MODEL), profile?.kernels ?? kernels, { ...(quantize ? { quantize } : {}), ...(quantizer ? { quantizer } : {}) }));
     if (sample && kernels.name === 'webgpu') throw new DeltaserveError('bad_request', '--sample times host-side sampling over CPU kernels: use --kernels cpu');
     if (sample) {

@@ -2,7 +2,7 @@
 // switch, the last answer's numbers, and the slash commands over them. No I/O here but
 // /save's file write; chat.ts drives it from the terminal.
 import { writeFileSync } from 'node:fs';
-import type { ChatMessage } from '../tokenizer/chat.js';
+import type { ChatMessage } from '../frontend/chat-template.js';
 import type { GenerateEvent } from '../engine/request.js';
 
 type Done = Extract<GenerateEvent, { type: 'done' }>;

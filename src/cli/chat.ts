@@ -56,7 +56,7 @@ export async function runChat(argv: string[]): Promise<void> {
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
   try {
-    reportKernels(engine.model.kernels, opts.kernels);
+    reportKernels(engine.info.kernels, opts.kernels);
     if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
     const settings = answerSettings(values, engine.maxContext);
     const session = new ChatSession(str(values, 'system'), values['no-think'] !== true);
@@ -132,7 +132,7 @@ class ChatLoop {
     let done: Done | null = null;
     this.answering = ctl;
     try {
-      const events = this.engine.generate({ ...this.settings, messages: this.session.messagesWith(user), think: this.session.think, signal: ctl.signal });
+      const events = this.engine.generate(this.engine.info.frontend.withPromptIds({ ...this.settings, messages: this.session.messagesWith(user), think: this.session.think, signal: ctl.signal }));
       for await (const ev of events) {
         if (ev.type === 'done') done = ev;
         else {

@@ -7,9 +7,9 @@ import { describeAdapter } from '../kernels/webgpu/device.js';
 export { defaultKernels };
 import { DeltaserveError } from '../util/errors.js';
 import { isHubReference } from '../hub/resolve.js';
-import { BUILTIN_MODEL } from '../model/builtin.js';
+import { BUILTIN_MODEL } from '../hub/builtin.js';
 import { type ArgValues, int, str } from './args.js';
-import { parseQuantizeMode } from '../model/quantize-load.js';
+import { parseQuantizeMode } from '../checkpoint/quantize-load.js';
 import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
 
 /** The built-in default model, shipped in the repository and the package. */

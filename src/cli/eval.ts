@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Engine, type EngineOptions } from '../engine/engine.js';
-import { validateMessages, type ChatMessage } from '../tokenizer/chat.js';
+import { validateMessages, type ChatMessage } from '../frontend/chat-template.js';
 import { extractFinalAnswer } from '../tokenizer/reasoning.js';
 import { DeltaserveError } from '../util/errors.js';
 import { int, str } from './args.js';
@@ -155,7 +155,7 @@ export async function runItems(opts: EngineOptions, items: readonly EvalItem[], 
       for (let i = next++; i < items.length; i = next++) {
         const it = items[i]!;
         try {
-          const d = await engine.complete({ messages: it.messages, think: true, maxTokens, temperature: 0 });
+          const d = await engine.complete(engine.info.frontend.withPromptIds({ messages: it.messages, think: true, maxTokens, temperature: 0 }));
           const s = d.spec;
           out[i] = {
             text: d.text, outputIds: d.outputIds, acceptLen: s && s.rounds > 0 ? (s.accepted + s.rounds) / s.rounds : null,

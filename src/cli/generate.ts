@@ -6,9 +6,8 @@ import { formatPlan } from '../engine/memory-plan.js';
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
-import { promptIdsOf } from '../engine/request-builder.js';
 import type { GenerateEvent } from '../engine/request.js';
-import { probePromptAsync, topLogits } from '../model/probe.js';
+import { topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
 import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
@@ -114,7 +113,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
   }
   const opts = engineOptions(values);
   const engine = await Engine.load(opts);
-  reportKernels(engine.model.kernels, opts.kernels);
+  reportKernels(engine.info.kernels, opts.kernels);
   if (engine.memoryPlan) process.stderr.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   try {
     // --max-tokens obeys the rule of the API's max_tokens: at most the context length.
@@ -147,11 +146,10 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
   };
   const req = chat ? asChat(given) : given;
   if (!v['json']) return streamText(engine, req);
-  const done = await engine.complete(req);
+  const done = await engine.complete(engine.info.frontend.withPromptIds(req));
   const out = jsonResult(done);
   if (v['dump-logits']) {
-    const ids = promptIdsOf(engine, req);
-    const probe = await probePromptAsync(engine.model, ids, done.outputIds[0]);
+    const probe = await engine.info.probePrompt(done.promptIds, done.outputIds[0]);
     out['last_logits'] = Array.from(probe.lastLogits);
     out['mtp_top'] = probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null;
   }
@@ -174,7 +172,7 @@ async function streamText(engine: Engine, req: GenerateRequest): Promise<void> {
   const view = new AnswerView({ content: out, reasoning: out.isTTY ? out : err, color: colorAllowed() });
   const t0 = performance.now();
   let first = 0;
-  for await (const ev of engine.generate(req)) {
+  for await (const ev of engine.generate(engine.info.frontend.withPromptIds(req))) {
     if (ev.type === 'delta') {
       if (first === 0 && ev.ids.length > 0) first = performance.now();
       view.push(ev.reasoning, ev.content);
@@ -192,7 +190,7 @@ async function runBatchFile(engine: Engine, file: string, text: string, defaults
     try {
       const parsed = JSON.parse(line) as unknown;
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new DeltaserveError('bad_request', 'expected a JSON object');
-      return jsonResult(await engine.complete(requestFromLine(parsed as Record<string, unknown>, defaults, chat)));
+      return jsonResult(await engine.complete(engine.info.frontend.withPromptIds(requestFromLine(parsed as Record<string, unknown>, defaults, chat))));
     } catch (e) {
       return { error: `${file} line ${i + 1}: ${(e as Error).message}` };
     }

@@ -2,7 +2,7 @@
 // serving it. `deltaserve list`: the models in that cache, by the names --model takes.
 import { parseArgs } from 'node:util';
 import { existsSync } from 'node:fs';
-import { fmtBytes } from '../engine/memory-plan.js';
+import { fmtBytes } from '../util/bytes.js';
 import { describeRef, hubCacheDir, parseRepoRef } from '../hub/cache.js';
 import { type CachedModel, listCache } from '../hub/list.js';
 import { looksLikePath, resolveModelPath } from '../hub/resolve.js';

@@ -148,18 +148,18 @@ export async function runServe(argv: string[]): Promise<void> {
     }
     throw e;
   }
-  const cfg = engine.model.config;
+  const cfg = engine.info.config;
   process.stdout.write(`deltaserve: serving ${server.modelName} at ${server.url}/v1\n`);
   process.stdout.write(`deltaserve: model ${cfg.modelType}, ${cfg.numLayers} layers, hidden ${cfg.hiddenSize}, vocab ${cfg.vocabSize}, ` +
-    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}${apiKey ? ', API key required' : ''}, kernels ${kernelsLine(engine.model.kernels, opts.kernels)}\n`);
-  const emulation = emulationWarning(engine.model.kernels);
+    `context ${engine.maxContext}, MTP layers ${cfg.mtpLayers}${apiKey ? ', API key required' : ''}, kernels ${kernelsLine(engine.info.kernels, opts.kernels)}\n`);
+  const emulation = emulationWarning(engine.info.kernels);
   if (emulation) process.stderr.write(`deltaserve: ${emulation}\n`);
   if (engine.memoryPlan) process.stdout.write(`deltaserve: ${formatPlan(engine.memoryPlan)}\n`);
   const pages = hugePageStatus();
-  const pageHint = hugePageHint(pages, engine.model.kernels.name, engine.memoryPlan?.weightBytes ?? weightBytes(engine.model.weights));
+  const pageHint = hugePageHint(pages, engine.info.kernels.name, engine.memoryPlan?.weightBytes ?? weightBytes(engine.info.weights));
   if (pageHint) process.stdout.write(`deltaserve: ${pageHint}\n`);
   if (values['no-webui'] !== true) process.stdout.write(`deltaserve: chat at ${server.url}/, dashboard at ${server.url}/dashboard\n`);
-  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.model.kernels, opts.kernels), node: process.version, cors: origins ?? null,
+  log.info('ready', { url: `${server.url}/v1`, model: server.modelName, ...kernelsFields(engine.info.kernels, opts.kernels), node: process.version, cors: origins ?? null,
     metrics_no_auth: values['metrics-no-auth'] === true, transparent_huge_pages: pages.thp, api_key: apiKey ? 'required' : 'none' });
 
   let signals = 0;

@@ -6,7 +6,7 @@ import { StatePool } from '../cache/state-pool.js';
 import { createKernels, gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
 import type { AnyKernels, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
-import { type QuantizeMode, withLoadQuantizer } from '../model/quantize-load.js';
+import { type QuantizeMode, withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Runner, type StepResult } from './runner.js';
@@ -14,10 +14,11 @@ import { Scheduler } from './scheduler.js';
 import { type Admission, estimateStart, type NewRequest } from './admission.js';
 import { type GenerateEvent, Request } from './request.js';
 import { buildRequest, type GenerateRequest } from './request-builder.js';
+import { type EngineInfo, engineInfo } from './info.js';
 import { type Argmax, isGreedy } from './sampler.js';
 import { BatchSampler, type LogprobSummary, logprobOf, type SampleOutcome, toProbs } from './sample-batch.js';
 import { sampleStep } from './step-sampling.js';
-import { adjustStepLogits } from './logits-adjust.js';
+import { adjustStepLogits, constraintEndError } from './logits-adjust.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { Batch, BatchRow } from './batch.js';
@@ -28,7 +29,7 @@ import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { isSnapshotPoint, type PrefixContext, queueGenerationSnapshot, recordSnapshot, snapshotSlot, snapshotWorking } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
-import { BUILTIN_MODEL } from '../model/builtin.js';
+import { BUILTIN_MODEL } from '../hub/builtin.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
@@ -117,6 +118,8 @@ export class Engine {
   get specTokens(): number {
     return this.policy.kMax;
   }
+  /** Model facts, limits and the prompt frontend: what the server and the CLI read. */
+  readonly info: EngineInfo;
   /** Pool sizes chosen at load (print with formatPlan). */
   memoryPlan: MemoryPlan | null = null;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
@@ -163,6 +166,7 @@ export class Engine {
     this.drafter = k > 0 ? new MtpDrafter(model, kv, this.runner.ws, this.sampleVocab,
       (req, n) => this.scheduler.takeFreePages(req, n), this.argmax, draftVocabFor(opts)) : null;
     this.policy = new AdaptiveK(k, opts.specAdaptive ?? true);
+    this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens);
     if (this.prefix && opts.prefixCacheDir !== undefined) {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model ?? BUILTIN_MODEL, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
@@ -180,7 +184,7 @@ export class Engine {
     const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
-      const model = await withLoadQuantizer(opts.quantize, kernels.threads, (quantizer) =>
+      const model = await withLoadQuantizer(opts.quantize, kernels, (quantizer) =>
         loadModel(dir, kernels, { ...(opts.quantize ? { quantize: opts.quantize } : {}), ...(quantizer ? { quantizer } : {}), available: availableMemory() }));
       const tokenizer = TextTokenizer.load(dir);
       const pageSize = opts.pageSize ?? 16;
@@ -211,10 +215,12 @@ export class Engine {
   }
 
   /** Start a request; its events stream through the returned iterator. Invalid requests
-   * throw a DeltaserveError here, before anything is queued. */
+   * throw a DeltaserveError here, before anything is queued. The engine runs prompt ids
+   * with their split points; a text or chat prompt is turned into those by the frontend
+   * first (info.frontend, the same the server uses), a convenience for library callers. */
   generate(req: GenerateRequest): AsyncIterableIterator<GenerateEvent> {
     if (this.closed) throw new DeltaserveError('bad_request', 'engine is shut down');
-    const r = buildRequest(this, this.nextId++, req);
+    const r = buildRequest(this, this.nextId++, this.info.frontend.withPromptIds(req));
     if (this.hooks.adjustOverride) r.adjust = this.hooks.adjustOverride(r.adjust);
     const onAbort = (): void => this.abort(r);
     if (req.signal) {
@@ -521,7 +527,7 @@ export class Engine {
    * false when the request just finished. */
   private appendToken(req: Request, id: number, logprobs: LogprobSummary | null = null): boolean {
     // a stop id under a constraint whose output is not complete: an error finish, not a stop
-    const endError = req.adjust?.endError && req.output.isStopId(id) ? req.adjust.endError(req.outputIds) : null;
+    const endError = req.output.isStopId(id) ? constraintEndError(req) : null;
     if (endError !== null) {
       this.fail([req], endError);
       return false;

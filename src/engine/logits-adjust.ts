@@ -4,27 +4,79 @@
 // adjustment the target is verified under, speculative decoding stays lossless.
 //
 // - `bias`: additive logit biases by token id (OpenAI `logit_bias`).
-// - `allowed`: a constraint (structured output, forced tool calls): given the ids generated so
-//   far (committed ones plus, for drafts, the drafts before this one), the set of ids that may
-//   come next as a bitset over the vocabulary (bit i of word i>>5), or null for "any id".
-//   Ids outside the set get −∞. The set must not be empty.
-// - `endError`: with a constraint, asked when a stop id is about to end the request: why the
-//   output may not end after `generated` (a constraint at a dead end allows only the stop ids
-//   and says so here), or null when it may. A reason turns the stop into an `error` finish
-//   carrying it, so an incomplete constrained output never looks like a normal stop.
+// - `constraint`: structured output, forced tool calls, reasoning masks (src/constrain). The
+//   engine starts one matcher per request and advances it with the ids the request commits
+//   (never taken back); a position past the committed ids — a draft being proposed, a verify
+//   position after drafts — reads a fork of it advanced by the drafts before that position.
+//   Ids outside the matcher's mask get −∞. When a stop id is about to end the request, the
+//   matcher's endError says why the output may not end there (a constraint at a dead end
+//   allows only the stop ids and says so), or null when it may; a reason turns the stop into
+//   an `error` finish carrying it, so an incomplete constrained output never looks like a
+//   normal stop.
+import type { Constraint, Matcher } from '../constrain/constraint.js';
 
 export interface LogitsAdjust {
   readonly bias: ReadonlyMap<number, number> | null;
-  readonly allowed: ((generated: readonly number[]) => Uint32Array | null) | null;
-  readonly endError?: ((generated: readonly number[]) => string | null) | null;
+  readonly constraint?: Constraint | null;
 }
 
-/** Apply the adjustment to logits[0..n) in place, for a request that has generated
- * `generated` (read only when the adjustment has a constraint). */
-export function adjustInPlace(logits: Float32Array, n: number, adj: LogitsAdjust | null, generated: () => readonly number[]): void {
-  if (!adj) return;
-  if (adj.bias) for (const [id, b] of adj.bias) if (id < n) logits[id] = logits[id]! + b;
-  const mask = adj.allowed ? adj.allowed(generated()) : null;
+/** The parts of a request the adjustment reads: its committed ids are
+ * tokens[promptIds.length ..), its current drafts follow them. */
+export interface AdjustedRequest {
+  readonly adjust: LogitsAdjust | null;
+  readonly tokens: readonly number[];
+  readonly promptIds: readonly number[];
+  readonly drafts: readonly number[];
+}
+
+/** Each constrained request's matcher after its committed ids. */
+const committed = new WeakMap<AdjustedRequest, Matcher>();
+/** Each constrained request's fork past its committed ids, and the drafts it has read. */
+const forks = new WeakMap<AdjustedRequest, { readonly base: number; readonly m: Matcher; readonly read: number[] }>();
+
+/** The request's matcher after its committed ids, advanced by those committed since the last
+ * call (null: no constraint). Read only: the caller never advances it. */
+export function committedMatcher(req: AdjustedRequest): Matcher | null {
+  const c = req.adjust?.constraint;
+  if (!c) return null;
+  let m = committed.get(req);
+  if (!m) committed.set(req, (m = c.start()));
+  const start = req.promptIds.length;
+  const n = req.tokens.length - start;
+  if (m.length > n) throw new Error(`constraint matcher is ${m.length} ids in, past the ${n} the request has committed (committed ids are never taken back)`);
+  for (let i = m.length; i < n; i++) m.advance(req.tokens[start + i]!);
+  return m;
+}
+
+/** The request's matcher after its committed ids and drafts[0..k): the committed one for
+ * k = 0, else the request's fork when it is on the way there (it is advanced by the drafts it
+ * has not read), else a new fork. Read only for the caller. */
+export function matcherAfterDrafts(req: AdjustedRequest, k: number): Matcher | null {
+  const base = committedMatcher(req);
+  if (!base || k === 0) return base;
+  let f = forks.get(req);
+  if (!f || f.base !== base.length || f.read.length > k || f.read.some((id, i) => id !== req.drafts[i])) {
+    f = { base: base.length, m: base.fork(), read: [] };
+    forks.set(req, f);
+  }
+  for (let i = f.read.length; i < k; i++) {
+    const id = req.drafts[i]!;
+    f.m.advance(id);
+    f.read.push(id);
+  }
+  return f.m;
+}
+
+/** Why the request may not end now, as its constraint sees its committed ids (null: it may,
+ * or it has no constraint). */
+export function constraintEndError(req: AdjustedRequest): string | null {
+  return committedMatcher(req)?.endError() ?? null;
+}
+
+/** Apply the bias and `matcher`'s mask (null: none) to logits[0..n) in place. */
+export function adjustInPlace(logits: Float32Array, n: number, adj: LogitsAdjust | null, matcher: Matcher | null): void {
+  if (adj?.bias) for (const [id, b] of adj.bias) if (id < n) logits[id] = logits[id]! + b;
+  const mask = matcher ? matcher.mask() : null;
   if (!mask) return;
   for (let w = 0; w * 32 < n; w++) {
     const bits = mask[w] ?? 0;
@@ -43,14 +95,7 @@ export function adjustStepLogits(rows: readonly { readonly req: AdjustedRequest 
     const req = row.req;
     if (!req?.adjust) return;
     const positions = logits[i]!;
-    if (row.verify) positions.forEach((l, s) => adjustInPlace(l, vocab, req.adjust, () => [...req.outputIds, ...req.drafts.slice(0, s)]));
-    else if (row.sample) adjustInPlace(positions[0]!, vocab, req.adjust, () => req.outputIds);
+    if (row.verify) positions.forEach((l, s) => adjustInPlace(l, vocab, req.adjust, matcherAfterDrafts(req, s)));
+    else if (row.sample) adjustInPlace(positions[0]!, vocab, req.adjust, committedMatcher(req));
   });
-}
-
-/** The parts of a request the adjustment reads. */
-export interface AdjustedRequest {
-  readonly adjust: LogitsAdjust | null;
-  readonly outputIds: readonly number[];
-  readonly drafts: readonly number[];
 }

@@ -14,6 +14,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { AnyModel } from '../model/model.js';
+import { fmtBytes } from '../util/bytes.js';
 import { DeltaserveError } from '../util/errors.js';
 
 /** Largest single pool allocation: one wasm memory (4 GiB − 64 KiB) less its 256 MiB
@@ -127,12 +128,6 @@ export function parseMemoryBudget(text: string): { bytes: number } | { fraction:
 }
 
 /** Human-readable bytes (GB = 1e9). */
-export function fmtBytes(n: number): string {
-  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
-  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
-  return `${(n / 1e3).toFixed(1)} kB`;
-}
-
 interface Budget { bytes: number; from: string; fraction: number | null; available: number | null }
 
 function budgetOf(choices: MemoryChoices, available: number): Budget {

@@ -26,7 +26,7 @@ import type { RadixCache } from '../cache/radix-cache.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { Rng } from '../util/rng.js';
-import { markerRest, messageEnds } from './message-ends.js';
+import { markerRest, messageEnds } from '../frontend/message-ends.js';
 import { OutputText } from './output.js';
 import { Request } from './request.js';
 import { TokenHistory } from './sampler.js';

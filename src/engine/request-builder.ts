@@ -1,11 +1,10 @@
-// Validate a GenerateRequest and turn it into an engine Request: render the chat
-// template, tokenize, resolve sampling defaults; ranges, limits, stop ids and the length
-// clamp are the request rules' (request-rules.ts).
+// Validate an EngineRequest (prompt ids, split points, sampling, constraint) and turn it
+// into an engine Request: resolve sampling defaults; ranges, limits, stop ids and the length
+// clamp are the request rules' (request-rules.ts). Prompts given as text or chat messages
+// are the frontend's (frontend/prompt.ts); the engine never renders a template.
 import { randomInt } from 'node:crypto';
-import { validateMessages, type ChatMessage, type RenderOptions } from '../tokenizer/chat.js';
-import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
+import { checkPromptIds, type PromptInput } from '../frontend/prompt.js';
 import { promptOpensThinking, ReasoningSplitter } from '../tokenizer/reasoning.js';
-import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -18,17 +17,21 @@ import { Request } from './request.js';
 import { checkParam, generationBudget, leavesRoom, REQUEST_PARAMS as P, requestStopIds, stopStrings, validateSampling } from './request-rules.js';
 import { type SamplingParams, TokenHistory } from './sampler.js';
 
-export interface GenerateRequest {
-  /** Exactly one of prompt (raw text, no template), messages (chat) or promptIds. */
-  readonly prompt?: string;
-  readonly messages?: readonly ChatMessage[];
-  readonly promptIds?: readonly number[];
-  /** Token counts at which a message of the prompt ends (prefix-cache snapshot points;
-   * chat requests get them from the template, callers passing promptIds may give them). */
+/** What the engine takes: prompt token ids with their split points, sampling, limits and a
+ * constraint (`logitsAdjust`). */
+export interface EngineRequest extends RequestParams {
+  readonly promptIds: readonly number[];
+  /** Token counts at which a message of the prompt ends (prefix-cache snapshot points). */
   readonly messageBoundaries?: readonly number[];
-  /** Chat only: enable_thinking for the template (default true). */
-  readonly think?: boolean;
-  readonly chatTemplateKwargs?: Record<string, unknown>;
+}
+
+/** A request as the library takes it: the prompt as text, chat messages or ids (the
+ * frontend builds ids and split points of the first two, frontend/prompt.ts), and the
+ * engine's parameters. */
+export type GenerateRequest = PromptInput & RequestParams;
+
+/** Everything of a request but its prompt. */
+export interface RequestParams {
   /** Default: up to the context length. */
   readonly maxTokens?: number;
   readonly temperature?: number;
@@ -70,46 +73,17 @@ function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
 }
 
-/** Token ids of the request's prompt, and where each message of a chat prompt ends
- * (prefix-cache split points the next turn of the conversation shares; message-ends.ts).
- * `place` adds the server's own text to a chat prompt (safe-chat.ts). */
-export function promptOf(ctx: RequestContext, req: GenerateRequest, place?: Place): { ids: number[]; boundaries: number[] } {
-  const ids = promptIdsOf(ctx, req, place);
+/** The prompt ids and split points of an EngineRequest, checked. */
+function promptIdsOf(ctx: RequestContext, req: EngineRequest): { ids: number[]; boundaries: number[] } {
+  checkPromptIds(req.promptIds, ctx.model.config.vocabSize);
   const given = req.messageBoundaries ?? [];
   if (!Array.isArray(given) || !given.every((b) => Number.isInteger(b))) bad('messageBoundaries must be a list of integers');
-  if (req.messages === undefined) return { ids, boundaries: [...given] };
-  return { ids, boundaries: [...new Set([...given, ...messageEnds(ctx.tokenizer, ids)])].sort((x, y) => x - y) };
-}
-
-function renderOptions(req: GenerateRequest, addGenerationPrompt: boolean): RenderOptions {
-  return { addGenerationPrompt, enableThinking: req.think ?? true, ...(req.chatTemplateKwargs ? { extra: req.chatTemplateKwargs } : {}) };
-}
-
-/** Token ids of the request's prompt. */
-export function promptIdsOf(ctx: RequestContext, req: GenerateRequest, place?: Place): number[] {
-  const given = [req.prompt !== undefined, req.messages !== undefined, req.promptIds !== undefined].filter(Boolean).length;
-  if (given !== 1) bad('give exactly one of prompt, messages or prompt_ids');
-  if (req.promptIds !== undefined) {
-    if (!Array.isArray(req.promptIds)) bad('prompt_ids must be an array of token ids');
-    const v = ctx.model.config.vocabSize;
-    req.promptIds.forEach((id, i) => {
-      if (!Number.isInteger(id) || id < 0 || id >= v) bad(`prompt_ids[${i}] = ${String(id)} is not a token id in [0, ${v})`);
-    });
-    return [...req.promptIds];
-  }
-  if (req.prompt !== undefined) {
-    if (typeof req.prompt !== 'string') bad('prompt must be a string');
-    return ctx.tokenizer.encode(req.prompt);
-  }
-  const messages = validateMessages(req.messages);
-  const template = ctx.tokenizer.chatTemplate;
-  if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  return encodeChat(ctx.tokenizer, template, messages, renderOptions(req, true), place);
+  return { ids: [...req.promptIds], boundaries: [...given] };
 }
 
 /** The request's sampling parameters, defaults filled in (temperature 0: greedy), each
  * checked by the request rules. */
-export function samplingOf(req: GenerateRequest): SamplingParams {
+export function samplingOf(req: RequestParams): SamplingParams {
   const p: SamplingParams = {
     temperature: req.temperature ?? 0,
     topK: req.topK ?? 0,
@@ -123,8 +97,8 @@ export function samplingOf(req: GenerateRequest): SamplingParams {
   return p;
 }
 
-export function buildRequest(ctx: RequestContext, id: number, req: GenerateRequest): Request {
-  const { ids: promptIds, boundaries } = promptOf(ctx, req);
+export function buildRequest(ctx: RequestContext, id: number, req: EngineRequest): Request {
+  const { ids: promptIds, boundaries } = promptIdsOf(ctx, req);
   if (promptIds.length === 0) bad('the prompt is empty');
   if (!leavesRoom(promptIds.length, ctx.maxContext)) {
     throw new DeltaserveError('prompt_too_long',

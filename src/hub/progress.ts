@@ -2,7 +2,7 @@
 // 10 times a second (bar, percent, bytes, rate, time left). Into a pipe or a log: a plain
 // line at every further 10% reached, at most one per 2 s, and a last line when done, so a
 // log shows that it moves without a line per chunk.
-import { fmtBytes } from '../engine/memory-plan.js';
+import { fmtBytes } from '../util/bytes.js';
 
 export interface ProgressSink {
   write(text: string): unknown;

@@ -5,8 +5,8 @@
 // names the missing file and where it looked.
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
-import { fmtBytes } from '../engine/memory-plan.js';
-import { BUILTIN_MODEL_NAME } from '../model/builtin.js';
+import { fmtBytes } from '../util/bytes.js';
+import { BUILTIN_MODEL_NAME } from './builtin.js';
 import { DeltaserveError } from '../util/errors.js';
 import {
   type RepoRef, cachedCommit, describeRef, hubCacheDir, linkSnapshotFile, parseRepoRef, repoCacheDir, snapshotDir, writeRef,

@@ -34,6 +34,7 @@ export interface KernelLimits {
 
 /** The limits of a backend that computes in host memory. */
 export const HOST_LIMITS: KernelLimits = { deviceMemoryBytes: null, maxBufferBytes: null, maxBindingBytes: null, adapter: null };
+import type { StartedQuantizer } from './quant/row-quantizer.js';
 
 /** Tokens per chunk of the chunked Gated DeltaNet form (`gdnChunked`), every backend
  * (assembly/chunked.ts CHUNK must equal it; the conformance suite checks bit-equality).
@@ -258,6 +259,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** Bytes a quantized [rows, cols] weight of `dtype` occupies once packWeight has run
    * (a backend's repacked layout may be larger than the GGML blocks). Absent: the blocks. */
   quantWeightBytes?(dtype: WeightDType, rows: number, cols: number): number;
+  /** Start the block quantizer of load-time quantization (`--quantize`, checkpoint/
+   * quantize-load.ts), whose blocks go into allocWeight's bytes: GGML's bytes, exactly the
+   * TypeScript reference's (quant/row-quantizer.ts refQuantizer). ref: that reference;
+   * wasm: its SIMD quantizer on the backend's thread count; webgpu: the host's wasm one,
+   * loaded only when this is called. The caller disposes it once the weights are loaded. */
+  startQuantizer(): Promise<StartedQuantizer>;
 
   /** The weight in this backend's matmul layout, for a weight whose `bytes` are filled.
    * Call it once on every weight used as a matmul operand, and use only the result from

@@ -4,9 +4,17 @@
 // on demand (never shrunk) and `rows(n)` views its first n rows. Reused step after step,
 // so the hot path does not allocate backend memory.
 import type { Kernels, Tensor } from '../kernels/types.js';
-import { convDim } from './config.js';
-import type { Model } from './model.js';
-import type { ExpertWeights, LayerWeights } from './weights.js';
+import { convDim, type ModelConfig } from './config.js';
+import type { ExpertWeights, LayerWeights, ModelWeights } from './weights.js';
+
+/** What the arena is sized from: the parts of a loaded Model (model.ts) it reads. Stated
+ * here rather than imported so that the arena, which layers.ts reads, does not depend on
+ * model.ts, which depends on layers.ts (no import cycle). */
+export interface ArenaModel<T extends Tensor, I extends Tensor> {
+  readonly kernels: Kernels<T, I>;
+  readonly config: ModelConfig;
+  readonly weights: ModelWeights;
+}
 
 /** Rows of `width` elements of one scratch tensor. */
 export class ScratchRows<T extends Tensor> {
@@ -52,7 +60,7 @@ function maxOf(xs: readonly number[]): number {
 }
 
 /** Every decoder layer of the model, the MTP layers included. */
-function allLayers(model: Model<Tensor, Tensor>): LayerWeights[] {
+function allLayers(model: ArenaModel<Tensor, Tensor>): LayerWeights[] {
   return [...model.weights.layers, ...model.weights.mtp.map((m) => m.layer)];
 }
 
@@ -110,7 +118,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
   readonly draftHidden: ScratchRows<T>; // [R, H] the MTP outputs the next draft step reads
   readonly host: { readonly ids: HostInts; readonly positions: HostInts; readonly mtpIds: HostInts };
 
-  constructor(model: Model<T, I>) {
+  constructor(model: ArenaModel<T, I>) {
     const k = model.kernels;
     const cfg = model.config;
     const f = (width: number): ScratchRows<T> => new ScratchRows(k, width);

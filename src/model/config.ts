@@ -4,7 +4,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeltaserveError } from '../util/errors.js';
 import { type RopeScaling, parseRopeScaling } from './rope-scaling.js';
-import { fp8BlockSize } from './fp8.js';
+import { fp8BlockSize } from '../checkpoint/fp8.js';
 
 /** Tensor-name prefix of a release checkpoint's vision tower (skipped: text-only). */
 export const VISION_PREFIX = 'model.visual.';

@@ -4,7 +4,7 @@
 import { parseRopeScaling } from './rope-scaling.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { Architecture, LayerKind, MlpConfig, ModelConfig } from './config.js';
-import type { GgufFile, GgufValue } from './gguf-file.js';
+import type { GgufFile, GgufValue } from '../checkpoint/gguf-file.js';
 
 export const GGUF_ARCHITECTURES = ['qwen35', 'qwen35moe', 'qwen3next'] as const;
 export type GgufArch = (typeof GGUF_ARCHITECTURES)[number];

@@ -1,6 +1,6 @@
 // GGUF tensor names → the Hugging Face names (and shapes) the loader asks for, with the
 // layout transforms that make the weights equal to the safetensors checkpoint's:
-// - dims: GGUF ne is reversed; gguf-file.ts already gives PyTorch order. conv1d [C, K] is
+// - dims: GGUF ne is reversed; checkpoint/gguf-file.ts already gives PyTorch order. conv1d [C, K] is
 //   presented as [C, 1, K].
 // - norms: converters store (1 + w) for every weight whose HF name ends in `norm.weight`
 //   (except linear_attn.norm); we present w = (1+w) − 1 in f32 (exact when 1 + w ≥ 0.5), so
@@ -17,7 +17,7 @@
 import { DeltaserveError } from '../util/errors.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { GgufCheckpoint, type GgufParts, type Located, type RowSegment, openGgufParts, rowMapped, vectorMapped } from './gguf.js';
+import { GgufCheckpoint, type GgufParts, type Located, type RowSegment, openGgufParts, rowMapped, vectorMapped } from '../checkpoint/gguf.js';
 import { ggufModelConfig } from './gguf-config.js';
 import { baRowOrder } from './qwen3_next.js';
 

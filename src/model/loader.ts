@@ -4,7 +4,7 @@
 import type { RowQuantizer } from '../kernels/quant/row-quantizer.js';
 import type { AnyKernels } from '../kernels/types.js';
 import type { ModelConfig } from './config.js';
-import { type Checkpoint } from './safetensors.js';
+import { type Checkpoint } from '../checkpoint/safetensors.js';
 import { loadQwen35Gdn } from './qwen3_5.js';
 import { loadQwen3NextGdn } from './qwen3_next.js';
 import {
@@ -12,7 +12,7 @@ import {
   WeightReader, loadAttention, loadMlp,
 } from './weights.js';
 import type { MlpConfig } from './config.js';
-import type { QuantizeMode } from './quantize-load.js';
+import type { QuantizeMode } from '../checkpoint/quantize-load.js';
 
 type GdnLoader = (r: WeightReader, cfg: ModelConfig, prefix: string) => GdnWeights;
 

@@ -4,15 +4,15 @@ import { existsSync } from 'node:fs';
 import { GDN_CHUNK, type Kernels, type KvLayerView, type Tensor } from '../kernels/types.js';
 import { type ModelConfig, VISION_PREFIX, convDim, loadModelConfig } from './config.js';
 import { loadModelWeights } from './loader.js';
-import type { QuantizeMode } from './quantize-load.js';
+import type { QuantizeMode } from '../checkpoint/quantize-load.js';
 import type { RowQuantizer } from '../kernels/quant/row-quantizer.js';
-import { type Checkpoint, openCheckpoint } from './safetensors.js';
-import { resolveModelSource } from './source.js';
+import { type Checkpoint, openCheckpoint } from '../checkpoint/safetensors.js';
+import { resolveModelSource } from '../checkpoint/source.js';
 import { openGgufModel } from './gguf-map.js';
 import type { ModelWeights } from './weights.js';
 import type { LinearStateView } from './layers.js';
 import { progressBar } from '../util/progress.js';
-import { withFp8Dequant } from './fp8.js';
+import { withFp8Dequant } from '../checkpoint/fp8.js';
 import { DeltaserveError } from '../util/errors.js';
 import { checkWeightsFit } from './weights-fit.js';
 
@@ -60,7 +60,7 @@ export function stateLayout(cfg: ModelConfig): StateLayout {
   };
 }
 
-/** Config and checkpoint of a model directory or GGUF file (see source.ts). */
+/** Config and checkpoint of a model directory or GGUF file (see checkpoint/source.ts). */
 export function openModelFiles(path: string): { config: ModelConfig; ckpt: Checkpoint } {
   if (!existsSync(path)) throw new DeltaserveError('bad_config', `model directory not found: ${path}`);
   const src = resolveModelSource(path);
@@ -73,11 +73,12 @@ export function openModelFiles(path: string): { config: ModelConfig; ckpt: Check
 }
 
 export interface LoadOptions {
-  /** Quantize matmul weights to GGML blocks as they load (see quantize-load.ts); tensors
+  /** Quantize matmul weights to GGML blocks as they load (see checkpoint/quantize-load.ts); tensors
    * already quantized in a GGUF stay as they are. */
   readonly quantize?: QuantizeMode;
-  /** The block quantizer of `quantize` (default: the single-threaded TypeScript reference;
-   * kernels/quant/wasm-quantizer.ts gives the same bytes on all threads). */
+  /** The block quantizer of `quantize` (default: the single-threaded TypeScript reference):
+   * the backend's Kernels.startQuantizer, through checkpoint/quantize-load.ts
+   * withLoadQuantizer (all give the reference's bytes). */
   readonly quantizer?: RowQuantizer;
   /** Memory available for the weights (bytes): a clear error before loading when they
    * would not fit (see weights-fit.ts). Unset: no check. */

@@ -4,9 +4,9 @@
 // a clear error naming the way out instead of an out-of-memory kill halfway through.
 import { quantRowBytes, type QuantType } from '../kernels/quant/formats.js';
 import { DeltaserveError } from '../util/errors.js';
-import { QUANTIZE_MODES, type QuantizeMode, quantTypeFor } from './quantize-load.js';
+import { QUANTIZE_MODES, type QuantizeMode, quantTypeFor } from '../checkpoint/quantize-load.js';
 import { VISION_PREFIX } from './config.js';
-import type { TensorInfo } from './safetensors.js';
+import type { TensorInfo } from '../checkpoint/safetensors.js';
 
 /** Bytes of a quantized [rows, cols] weight in a backend (Kernels.quantWeightBytes). */
 export type QuantBytes = (type: QuantType, rows: number, cols: number) => number;

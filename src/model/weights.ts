@@ -4,10 +4,11 @@
 import type { AnyKernels, Weight, WeightDType } from '../kernels/types.js';
 import type { MlpConfig, ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { type Checkpoint, assertFiniteF16, loadWeight, loadWeightF32, f16ToF32, matrixDTypeOf, weightDTypeOf, storedRowBytes } from './safetensors.js';
+import { type Checkpoint, f16ToF32, storedRowBytes } from '../checkpoint/safetensors.js';
+import { assertFiniteF16, loadWeight, loadWeightF32, matrixDTypeOf, weightDTypeOf } from '../checkpoint/load-weight.js';
 import { DeltaserveError } from '../util/errors.js';
 import { isQuantType, type QuantType } from '../kernels/quant/formats.js';
-import { type QuantizeMode, loadQuantized, quantTypeFor } from './quantize-load.js';
+import { type QuantizeMode, loadQuantized, quantTypeFor } from '../checkpoint/quantize-load.js';
 import { type RowQuantizer, type RowSource, refQuantizer } from '../kernels/quant/row-quantizer.js';
 import { quantRowBytes } from '../kernels/quant/formats.js';
 
@@ -92,7 +93,7 @@ export class WeightReader {
     readonly ckpt: Checkpoint,
     readonly kernels: AnyKernels,
     private readonly onBytes: (n: number) => void = () => {},
-    /** `--quantize`: matmul weights become GGML blocks as they load (quantize-load.ts). */
+    /** `--quantize`: matmul weights become GGML blocks as they load (checkpoint/quantize-load.ts). */
     readonly quantize?: QuantizeMode,
     /** The block quantizer of --quantize (all give GGML's bytes; the wasm one is fastest). */
     private readonly quantizer: RowQuantizer = refQuantizer,
@@ -122,7 +123,7 @@ export class WeightReader {
     const type = shape.length === 2 ? this.quantType(name, shape[1]!) : null;
     if (type) {
       this.infoWithShape(name, shape);
-      return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes));
+      return this.kernels.packWeight(loadQuantized(this.ckpt, this.kernels, name, type, 0, shape[0]!, shape[1]!, this.onBytes, this.quantizer));
     }
     return this.kernels.packWeight(this.matrix(name, shape));
   }

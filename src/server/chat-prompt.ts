@@ -1,61 +1,41 @@
-// The prompt of a chat turn, shared by every chat-style API: the chat template over the
-// messages, with tools either handed to the template (templates that render them) or written
-// into the messages (templates that do not; see tools/prompt.ts) — both in the prepare pool
-// (prepare-jobs.ts).
-import type { ChatMessage } from '../tokenizer/chat.js';
-import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
+// A chat turn's prompt for the HTTP routes: the request's tools in the served model's call
+// format, the frontend's prompt (frontend/chat-prompt.ts) with its errors as API errors
+// naming the messages field, and the prompt checked against the context length.
+import { chatPrompt as frontendChatPrompt, type ChatPrompt, promptOpensThinking, thinkStartOf } from '../frontend/chat-prompt.js';
+import type { ChatMessage } from '../frontend/chat-template.js';
+import type { ChatTools } from '../frontend/prepare-jobs.js';
 import { invalid, toApiError } from './errors.js';
 import { checkPromptLength, type ServerContext } from './generation.js';
-import { type ChatTools, prepare } from './prepare-jobs.js';
-import { toolFormatFor } from './tools/prompt.js';
-import type { ThinkStart } from './thinking.js';
 import type { FunctionTool, ToolChoice, ToolSetup } from './tools/types.js';
 
-export interface ChatPrompt {
-  readonly ids: number[];
-  /** The generation prompt opened a reasoning block (`<think>\n`). */
-  readonly thinking: boolean;
-  /** Where each message ends: prefix-cache snapshot points the next turn will share. */
-  readonly boundaries: number[];
-  /** Where the prompt leaves the reasoning block (see thinking.ts). */
-  readonly thinkStart: ThinkStart;
-}
-
-export { promptOpensThinking };
-
-/** `open` when the prompt ends inside a reasoning block, `closed` when it ends right after
- * one (a template's thinking-off form), `none` otherwise. */
-export function thinkStartOf(decodeTail: string): ThinkStart {
-  const t = decodeTail.trimEnd();
-  return t.endsWith(THINK_OPEN) ? 'open' : t.endsWith(THINK_CLOSE) ? 'closed' : 'none';
-}
+export { type ChatPrompt, promptOpensThinking, thinkStartOf };
 
 /** Tools of a request in the served model's call format (null when there are none). */
 export function toolSetup(ctx: ServerContext, tools: readonly FunctionTool[], choice: ToolChoice, parallel: boolean): ToolSetup | null {
   if (tools.length === 0) return null;
-  return { tools, choice, parallel, format: toolFormatFor(ctx.engine.tokenizer.chatTemplate, ctx.engine.model.config.modelType) };
+  return { tools, choice, parallel, format: ctx.engine.info.frontend.toolFormat };
+}
+
+/** How a turn's tools reach the template: none offered under tool_choice "none". */
+function chatTools(ctx: ServerContext, tools: ToolSetup | null): ChatTools {
+  return {
+    offered: tools && tools.choice.kind !== 'none' ? tools.tools : [],
+    format: tools?.format ?? ctx.engine.info.frontend.toolFormat,
+    parallel: tools ? tools.parallel : null,
+  };
 }
 
 /** Render and tokenize (in the prepare pool: `signal` abandons the work when the client goes
  * away); `param` names the messages field in errors. */
 export async function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>,
   tools: ToolSetup | null, param = 'messages', signal?: AbortSignal): Promise<ChatPrompt> {
-  const { engine } = ctx;
-  const template = engine.tokenizer.chatTemplate;
-  const placed: ChatTools = {
-    offered: tools && tools.choice.kind !== 'none' ? tools.tools : [],
-    format: tools?.format ?? toolFormatFor(template, engine.model.config.modelType),
-    parallel: tools ? tools.parallel : null,
-  };
-  let ids: number[];
-  let boundaries: number[];
+  let prompt: ChatPrompt;
   try {
-    ({ ids, boundaries } = await prepare(ctx, { op: 'chat', messages, think, kwargs, tools: placed }, signal));
+    prompt = await frontendChatPrompt(ctx, messages, think, kwargs, chatTools(ctx, tools), signal);
   } catch (e) {
     throw toApiError(e, param);
   }
-  if (ids.length === 0) throw invalid(param, 'the rendered prompt is empty');
-  checkPromptLength(ctx, ids, param);
-  const tail = engine.tokenizer.decode(ids.slice(-8));
-  return { ids, boundaries, thinking: promptOpensThinking(tail), thinkStart: thinkStartOf(tail) };
+  if (prompt.ids.length === 0) throw invalid(param, 'the rendered prompt is empty');
+  checkPromptLength(ctx, prompt.ids, param);
+  return prompt;
 }

@@ -3,7 +3,7 @@
 // of <think>…</think>, tool calls parsed out of the answer (`tools`, `tool_choice`,
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
-import type { ChatMessage } from '../tokenizer/chat.js';
+import type { ChatMessage } from '../frontend/chat-template.js';
 import { type AnswerPart, AnswerStream, chatFinishReason, parseAnswer } from './answer.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
 import { invalid } from './errors.js';
@@ -103,7 +103,7 @@ export async function chatCompletions(ctx: ServerContext, call: Call): Promise<v
   checkFields(b, CHAT_FIELDS, ctx.lenient ?? false, '/v1/chat/completions');
   checkModel(ctx, b);
   const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth);
-  const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_completion_tokens', 'max_tokens']);
+  const p = commonParams(b, engine.maxContext, engine.info.config.vocabSize, ctx.defaults, ['max_completion_tokens', 'max_tokens']);
   const wantLogprobs = optBool(b, 'logprobs') ?? false;
   const top = optParam(b, 'top_logprobs', REQUEST_PARAMS.topLogprobs);
   if (top !== undefined && !wantLogprobs) throw invalid('top_logprobs', 'top_logprobs requires logprobs to be true');

@@ -10,7 +10,7 @@ import { completionLogprobs, type TokenLogprob } from './logprobs.js';
 import { sendJson } from './respond.js';
 import { SseStream } from './sse.js';
 import { checkFields, COMMON_FIELDS } from './fields.js';
-import { prepare } from './prepare-jobs.js';
+import { prepare } from '../frontend/prepare-jobs.js';
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../engine/request-rules.js';
 import { commonParams, optBool, optParam, requireObject, tokenIds } from './validate.js';
 
@@ -40,7 +40,7 @@ function promptInputs(vocab: number, v: unknown): PromptInput[] {
 
 /** Token ids and text of every prompt in the request (texts tokenized in the prepare pool). */
 async function promptsOf(ctx: ServerContext, v: unknown, signal: AbortSignal): Promise<{ ids: number[]; text: string }[]> {
-  const inputs = promptInputs(ctx.engine.model.config.vocabSize, v);
+  const inputs = promptInputs(ctx.engine.info.config.vocabSize, v);
   const texts = inputs.flatMap((p) => ('text' in p ? [p.text] : []));
   const idLists = inputs.flatMap((p) => ('ids' in p ? [p.ids] : []));
   // a token-id prompt longer than the context is refused before decoding it
@@ -65,7 +65,7 @@ export async function completions(ctx: ServerContext, call: Call): Promise<void>
   checkFields(b, { ...COMMON_FIELDS, prompt: true, max_tokens: true, echo: true, best_of: (v) => v === 1 }, ctx.lenient ?? false, '/v1/completions');
   checkModel(ctx, b);
   const prompts = await promptsOf(ctx, b['prompt'], call.signal);
-  const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_tokens']);
+  const p = commonParams(b, engine.maxContext, engine.info.config.vocabSize, ctx.defaults, ['max_tokens']);
   const params = p.request.maxTokens === undefined ? { ...p, request: { ...p.request, maxTokens: REQUEST_LIMITS.completionsDefaultMaxTokens } } : p;
   const echo = optBool(b, 'echo') ?? false;
   const logprobs = optParam(b, 'logprobs', REQUEST_PARAMS.topLogprobs) ?? null;

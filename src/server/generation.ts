@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
-import type { LogitsAdjust } from '../engine/logits-adjust.js';
+import type { Constraint } from '../constrain/constraint.js';
 import { generationBudget, leavesRoom, requestStopIds } from '../engine/request-rules.js';
 import type { GenerateEvent } from '../engine/request.js';
 import type { RequestRecord } from './access-log.js';
@@ -12,7 +12,7 @@ import { LogprobCollector, type TokenLogprob, type TokenTexts } from './logprobs
 import type { RequestLimits } from './limits.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponsesConfig } from './responses-store.js';
-import type { PreparePool } from './prepare-pool.js';
+import type { PreparePool } from '../frontend/prepare-pool.js';
 import type { CommonParams, SamplingDefaults } from './validate.js';
 
 export type Done = Extract<GenerateEvent, { type: 'done' }>;
@@ -37,15 +37,6 @@ export interface ServerContext {
   /** Worker threads that render and tokenize prompts (none: on the event loop). */
   readonly prepare?: PreparePool;
 }
-
-/** A choice's constraint: its mask, and why its output may not end yet (see LogitsAdjust). */
-export interface Constraint {
-  readonly allowed: LogitsAdjust['allowed'];
-  readonly endError: LogitsAdjust['endError'];
-}
-
-/** A fresh constraint per choice (constraints keep per-request matcher state). */
-export type ConstraintFactory = () => Constraint;
 
 /** One HTTP request being handled. */
 export interface Call {
@@ -166,7 +157,7 @@ function recordDone(rec: RequestRecord, d: Done): void {
  * aborted.
  */
 export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (readonly number[])[], p: CommonParams,
-  topLogprobs: number | null, constraint: ConstraintFactory | null = null): Choice[] {
+  topLogprobs: number | null, constraint: Constraint | null = null): Choice[] {
   const { engine } = ctx;
   const skip = topLogprobs !== null ? stopIdsOf(engine, p) : new Set<number>();
   const choices: Choice[] = [];
@@ -174,15 +165,14 @@ export function startChoices(ctx: ServerContext, call: Call, prompts: readonly (
     prompts.forEach((promptIds, pi) => {
       for (let i = 0; i < p.n; i++) {
         const logprobs = topLogprobs !== null ? new LogprobCollector(topLogprobs, skip) : null;
-        const c = constraint ? constraint() : null;
-        const allowed = c?.allowed ?? null;
         const req: GenerateRequest = {
           ...p.request,
           promptIds,
           signal: call.signal,
           ...(p.seed !== undefined ? { seed: p.seed + i } : {}),
           ...(logprobs ? { logprobs: { top: logprobs.top, onToken: logprobs.push } } : {}),
-          ...(allowed || p.logitBias ? { logitsAdjust: { bias: p.logitBias, allowed, endError: c?.endError ?? null } } : {}),
+          // each choice's engine request starts its own matcher of the shared constraint
+          ...(constraint || p.logitBias ? { logitsAdjust: { bias: p.logitBias, constraint } } : {}),
         };
         const raw = engine.generate(req);
         const events = instrumented(raw, ctx.metrics, call.arrival, call.record);

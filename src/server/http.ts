@@ -20,7 +20,7 @@ import { readJsonBody } from './body.js';
 import { ApiError, toApiError } from './errors.js';
 import type { ServerContext } from './generation.js';
 import { checkRequestLimits, type RequestLimits, resolveLimits } from './limits.js';
-import { PreparePool } from './prepare-pool.js';
+import { PreparePool } from '../frontend/prepare-pool.js';
 import { dialectPathOf, requestPath, route, type Route } from './routes.js';
 import { TokenTexts } from './logprobs.js';
 import { ServerMetrics } from './metrics.js';
@@ -127,9 +127,9 @@ function timeLimits(opts: ServerOptions): { requestTimeout: number; keepAliveTim
 async function startPreparePool(engine: Engine, opts: ServerOptions, limits: RequestLimits, log: Logger): Promise<PreparePool | null> {
   const n = opts.prepareWorkers ?? 2;
   if (!Number.isInteger(n) || n < 0 || n > 64) throw new DeltaserveError('bad_config', `--prepare-workers must be an integer in [0, 64] (got ${n})`);
-  const source = engine.tokenizer.source;
-  if (n === 0 || source === undefined) return null;
-  const pool = new PreparePool({ source, vocabSize: engine.model.config.vocabSize, maxContext: engine.maxContext }, n, limits.prepareMs, log);
+  const data = engine.info.frontend.workerData();
+  if (n === 0 || data === null) return null;
+  const pool = new PreparePool(data, n, limits.prepareMs, log);
   try {
     await pool.ready();
   } catch (e) {
@@ -172,10 +172,10 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
   const pool = await startPreparePool(engine, opts, limits, log);
   const ctx: ServerContext = {
     engine,
-    modelName: opts.servedModelName ?? basename(engine.model.dir),
+    modelName: opts.servedModelName ?? basename(engine.info.modelDir),
     created: Math.floor(Date.now() / 1000),
     metrics: new ServerMetrics(),
-    defaults: loadSamplingDefaults(engine.model.dir),
+    defaults: loadSamplingDefaults(engine.info.modelDir),
     maxQueue: opts.maxQueue ?? 1024,
     maxQueueWait,
     texts: new TokenTexts(engine.tokenizer),

@@ -5,7 +5,7 @@
 // shape ({"type": "error", "error": {"type", "message"}}). Thinking follows Anthropic's
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
 // (forces `</think>`) once that many tokens were generated in it.
-import type { ChatMessage, ChatToolCall } from '../tokenizer/chat.js';
+import type { ChatMessage, ChatToolCall } from '../frontend/chat-template.js';
 import { AnswerStream } from './answer.js';
 import { type Block, type BlockEvent, BlockTracker, streamBlocks } from './blocks.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
@@ -152,7 +152,7 @@ export async function messages(ctx: ServerContext, call: Call): Promise<void> {
   if (b['max_tokens'] === undefined || b['max_tokens'] === null) throw invalid('max_tokens', 'max_tokens: Field required');
   const msgs = anthropicMessages(b['system'], b['messages']);
   const stop = stopSequences(b['stop_sequences']);
-  const p = commonParams({ ...b, stop: stop ?? null, stop_sequences: undefined }, engine.maxContext, engine.model.config.vocabSize, ctx.defaults,
+  const p = commonParams({ ...b, stop: stop ?? null, stop_sequences: undefined }, engine.maxContext, engine.info.config.vocabSize, ctx.defaults,
     ['max_tokens'], REQUEST_PARAMS.anthropicTemperature);
   const tools = anthropicTools(b['tools']);
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);

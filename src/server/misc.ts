@@ -1,7 +1,7 @@
 // GET /v1/models, GET /v1/models/{id}, GET /metrics, POST /tokenize, POST /detokenize.
 import { ApiError, invalid, toApiError } from './errors.js';
 import { type Call, checkModel, type ServerContext } from './generation.js';
-import { prepare, type TokenizeInput } from './prepare-jobs.js';
+import { prepare, type TokenizeInput } from '../frontend/prepare-jobs.js';
 import { packageInfo } from '../util/version.js';
 import { sendJson, sendJsonBytes, sendText } from './respond.js';
 import { optBool, optObject, packedTokenIds, requireObject } from './validate.js';
@@ -23,7 +23,7 @@ export function getModel(ctx: ServerContext, call: Call, id: string): void {
 /** GET /version: the package name and version, the Node version and the kernel backend. */
 export function version(ctx: ServerContext, call: Call): void {
   const { name, version: v } = packageInfo();
-  sendJson(call.res, 200, { name, version: v, node: process.versions.node, kernels: ctx.engine.model.kernels.name });
+  sendJson(call.res, 200, { name, version: v, node: process.versions.node, kernels: ctx.engine.info.kernels.name });
 }
 
 export function metrics(ctx: ServerContext, call: Call, extra: Readonly<Record<string, [number, string]>>): void {
@@ -61,7 +61,7 @@ export async function tokenize(ctx: ServerContext, call: Call): Promise<void> {
 export async function detokenize(ctx: ServerContext, call: Call): Promise<void> {
   const b = requireObject(call.body);
   checkModel(ctx, b);
-  const ids = packedTokenIds(b['tokens'], 'tokens', ctx.engine.model.config.vocabSize);
+  const ids = packedTokenIds(b['tokens'], 'tokens', ctx.engine.info.config.vocabSize);
   const { body } = await prepare(ctx, { op: 'detokenize', ids }, call.signal);
   sendJsonBytes(call.res, 200, body);
 }

@@ -9,7 +9,7 @@
 // - Reasoning items give their text (`content` reasoning_text parts, or the sealed
 //   `encrypted_content`) to the next assistant turn as its reasoning, which the chat template
 //   renders where the model saw it (after the last user message: tool loops) and drops elsewhere.
-import type { ChatMessage } from '../tokenizer/chat.js';
+import type { ChatMessage } from '../frontend/chat-template.js';
 import { ApiError, invalid } from './errors.js';
 import { openReasoning } from './responses-crypto.js';
 import type { Item, ResponseStore } from './responses-store.js';

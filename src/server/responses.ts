@@ -111,7 +111,7 @@ export async function responses(ctx: ServerContext, call: Call): Promise<void> {
   const include = Array.isArray(b['include']) ? b['include'] as string[] : [];
   const items = [...previousConversation(b['previous_response_id'], rs.store), ...resolveInput(b['input'], rs)];
   const messages = responsesMessages(items, optString(b, 'instructions'), rs.key, ctx.limits?.jsonDepth);
-  const p = commonParams(b, engine.maxContext, engine.model.config.vocabSize, ctx.defaults, ['max_output_tokens']);
+  const p = commonParams(b, engine.maxContext, engine.info.config.vocabSize, ctx.defaults, ['max_output_tokens']);
   const tools = responsesTools(b['tools']);
   const choice = responsesToolChoice(b['tool_choice'], tools);
   const setup = toolSetup(ctx, tools, choice, optBool(b, 'parallel_tool_calls') ?? true);

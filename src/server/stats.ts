@@ -135,8 +135,8 @@ export function weightBytesByType(weights: object): Record<string, number> {
 /** What the dashboard's model card shows (no local paths). */
 export function modelCardOf(ctx: ServerContext): Record<string, unknown> {
   const { engine } = ctx;
-  const cfg = engine.model.config;
-  const layout = engine.model.layout;
+  const cfg = engine.info.config;
+  const layout = engine.info.layout;
   const mlp = cfg.layerMlp[0];
   return {
     id: ctx.modelName,
@@ -152,10 +152,10 @@ export function modelCardOf(ctx: ServerContext): Record<string, unknown> {
     head_dim: cfg.headDim,
     mlp: mlp?.kind === 'moe' ? `MoE ${mlp.numExperts} experts, top-${mlp.topK}` : 'dense',
     context: engine.maxContext,
-    weights_by_type: weightBytesByType(engine.model.weights),
+    weights_by_type: weightBytesByType(engine.info.weights),
     memory_plan: engine.memoryPlan ? { ...engine.memoryPlan, summary: formatPlan(engine.memoryPlan) } : null,
-    kernels: engine.model.kernels.name,
-    threads: engine.model.kernels.threads,
+    kernels: engine.info.kernels.name,
+    threads: engine.info.kernels.threads,
     spec_tokens: engine.specTokens,
     prefix_cache: engine.stats().prefixCache !== null,
   };

@@ -9,7 +9,7 @@
 // Special = control and spelled `<|…|>`: converters also mark added tokens that merely look
 // special (`<think>`, `<tool_call>`) as control, which the HF tokenizer has as non-special.
 import { DeltaserveError } from '../util/errors.js';
-import type { GgufMetadata } from '../model/gguf-file.js';
+import type { GgufMetadata } from '../checkpoint/gguf-file.js';
 
 type Json = Record<string, unknown>;
 

@@ -13,8 +13,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { DeltaserveError } from '../util/errors.js';
-import { resolveModelSource } from '../model/source.js';
-import { readGgufHeader } from '../model/gguf-file.js';
+import { resolveModelSource } from '../checkpoint/source.js';
+import { readGgufHeader } from '../checkpoint/gguf-file.js';
 import { ggufTokenizerParts } from './gguf-tokenizer.js';
 
 type Json = Record<string, unknown>;
@@ -115,7 +115,7 @@ export class TextTokenizer {
   }
 
   /** Load tokenizer.json and tokenizer_config.json from a model directory, or the tokenizer
-   * of a GGUF model (a .gguf file or a directory holding one; see model/source.ts). */
+   * of a GGUF model (a .gguf file or a directory holding one; see checkpoint/source.ts). */
   static load(dir: string): TextTokenizer {
     if (existsSync(dir)) {
       const src = resolveModelSource(dir);

@@ -1,10 +1,10 @@
 // Writing block-wise FP8 checkpoints (make-model --dtype fp8, and FP8 copies of a BF16
 // checkpoint): `fp8Sources` turns a BF16 tensor source into the F8 weight and its scales
 // (scale = block amax / 448, values rounded to nearest-even e4m3). The format and the
-// reading side are in model/fp8.ts.
+// reading side are in checkpoint/fp8.ts.
 import { assert } from '../util/errors.js';
-import { bf16ToF32, type Checkpoint } from '../model/safetensors.js';
-import { dims3, encodeE4M3, FP8_MAX, SCALE_SUFFIX } from '../model/fp8.js';
+import { bf16ToF32, type Checkpoint } from '../checkpoint/safetensors.js';
+import { dims3, encodeE4M3, FP8_MAX, SCALE_SUFFIX } from '../checkpoint/fp8.js';
 import type { TensorSource } from './safetensors-writer.js';
 
 /** The F8_E4M3 weight and its F32 `_scale_inv` for a BF16 source with ≥ 2 dims, quantized

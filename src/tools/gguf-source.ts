@@ -4,9 +4,9 @@
 // the new file. This is llama-quantize's re-typing of a float GGUF: quantized sources are
 // refused, as llama-quantize refuses them without --allow-requantize (quantizing twice
 // compounds the error).
-import type { GgufFile } from '../model/gguf-file.js';
-import { type GgufParts, type Located, readFully } from '../model/gguf.js';
-import { bf16ToF32, f16ToF32 } from '../model/safetensors.js';
+import type { GgufFile } from '../checkpoint/gguf-file.js';
+import { type GgufParts, type Located, readFully } from '../checkpoint/gguf.js';
+import { bf16ToF32, f16ToF32 } from '../checkpoint/safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { ConvertedTensor } from './hf-to-gguf.js';
 import { GV, type GgufScalarType, type MetaEntry } from './gguf-writer.js';

@@ -8,8 +8,8 @@
 //   tensor at data_start + offset with offsets multiples of the alignment (32).
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { QUANT_FORMATS, type QuantType } from '../kernels/quant/formats.js';
-import type { GgufTensorType } from '../model/gguf-file.js';
-import { tensorBytes } from '../model/gguf-file.js';
+import type { GgufTensorType } from '../checkpoint/gguf-file.js';
+import { tensorBytes } from '../checkpoint/gguf-file.js';
 
 export const GGUF_ALIGNMENT = 32;
 

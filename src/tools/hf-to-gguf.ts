@@ -9,8 +9,8 @@
 //    rows of attn_qkv and conv1d, attn_gate, ssm_beta/alpha, ssm_a, ssm_dt and the input
 //    columns of ssm_out;
 //  - experts.gate_up_proj [E, 2I, H] split into ffn_gate_exps / ffn_up_exps [E, I, H].
-import type { Checkpoint } from '../model/safetensors.js';
-import { bf16ToF32, f16ToF32 } from '../model/safetensors.js';
+import type { Checkpoint } from '../checkpoint/safetensors.js';
+import { bf16ToF32, f16ToF32 } from '../checkpoint/safetensors.js';
 import type { ModelConfig } from '../model/config.js';
 import { VISION_PREFIX, convDim } from '../model/config.js';
 import { tiledValueHeads } from '../model/gguf-map.js';

@@ -9,7 +9,7 @@
 //    (i − n/8) mod 3 = 2 (integer division), else Q4_K; everything else Q4_K;
 //  - a k-quant whose rows are not whole 256-element blocks falls back: Q4_K → Q5_0,
 //    Q6_K → Q8_0.
-import type { GgufTensorType } from '../model/gguf-file.js';
+import type { GgufTensorType } from '../checkpoint/gguf-file.js';
 import { DeltaserveError } from '../util/errors.js';
 
 export const FILE_TYPES = ['f32', 'f16', 'bf16', 'q8_0', 'q6_k', 'q4_k_m', 'q4_0'] as const;

@@ -2,16 +2,16 @@
 // one (gguf-source.ts), → one standard GGUF file (qwen35 / qwen35moe / qwen3next, MTP block
 // and tokenizer included) that deltaserve and llama.cpp both load. Tensors are converted
 // (hf-to-gguf.ts), typed (quant-mix.ts) and quantized with GGML's reference algorithms (the
-// wasm twin of kernels/quant/quantize-ggml.ts, on all threads: kernels/quant/wasm-quantizer.ts)
+// wasm twin of kernels/quant/quantize-ggml.ts, on all threads: kernels/wasm/quantizer.ts)
 // a band of rows at a time, and streamed into the file (gguf-writer.ts): memory stays at a
 // few MiB per tensor band.
 import { closeSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { ModelConfig } from '../model/config.js';
 import { openModelFiles } from '../model/model.js';
-import { openGgufParts } from '../model/gguf.js';
-import { resolveModelSource } from '../model/source.js';
-import type { GgufTensorType } from '../model/gguf-file.js';
+import { openGgufParts } from '../checkpoint/gguf.js';
+import { resolveModelSource } from '../checkpoint/source.js';
+import type { GgufTensorType } from '../checkpoint/gguf-file.js';
 import { isQuantType, quantRowBytes } from '../kernels/quant/formats.js';
 import { f32ToF16 } from '../kernels/quant/dequant.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
@@ -20,7 +20,7 @@ import { convertTensors, type ConvertedTensor } from './hf-to-gguf.js';
 import { FTYPE_ID, type FileType, tensorTypes } from './quant-mix.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
 import { type RowQuantizer, type RowSource } from '../kernels/quant/row-quantizer.js';
-import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
+import { startQuantizer } from '../kernels/wasm/quantizer.js';
 import { ggufSourceMetadata, ggufSourceTensors } from './gguf-source.js';
 
 export interface QuantizeOptions {

@@ -14,7 +14,7 @@ import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
 import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import type { Tensor, Weight } from '../../kernels/types.js';
 import type { Request } from '../request.js';
-import { adjustInPlace } from '../logits-adjust.js';
+import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
 
 export interface ExtendInput {
   readonly req: Request;
@@ -167,11 +167,12 @@ export class MtpDrafter {
   private pickDrafts(reqs: readonly Request[], logits: Float32Array): void {
     const sampled: { req: Request; job: SampleJob }[] = [];
     reqs.forEach((req, j) => {
-      // drafts are proposed under the request's adjustment, given the drafts before them
+      // drafts are proposed under the request's adjustment, its matcher forked past the
+      // committed ids and advanced by the drafts before this one
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
-      adjustInPlace(l, this.v, req.adjust, () => [...req.outputIds, ...req.drafts]);
+      adjustInPlace(l, this.v, req.adjust, matcherAfterDrafts(req, req.drafts.length));
       if (isGreedy(req.sampling)) req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
-      else if (req.adjust?.allowed && allMasked(l)) {
+      else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
         const q = this.qBuffer(req, req.draftProbs!.length);

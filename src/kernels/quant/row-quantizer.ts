@@ -1,7 +1,7 @@
-// The block quantizer interface of `--quantize` (model/quantize-load.ts) and
+// The block quantizer interface of `--quantize` (checkpoint/quantize-load.ts) and
 // `deltaserve quantize` (tools/quantize-gguf.ts), and its reference implementation: GGML's
 // algorithms in plain TypeScript (quantize-ggml.ts). The wasm quantizer
-// (wasm-quantizer.ts) produces the same bytes on all threads.
+// (kernels/wasm/quantizer.ts) produces the same bytes on all threads.
 import { quantRowBytes, type QuantType } from './formats.js';
 import { quantizeRowsGgml } from './quantize-ggml.js';
 
@@ -23,6 +23,12 @@ export interface RowQuantizer {
   /** The same for rows that `source` produces band by band: an implementation may produce
    * the next band while it quantizes this one, so `fill` must not touch dst. */
   quantizeFrom(type: QuantType, source: RowSource, rows: number, cols: number, dst: Uint8Array): void;
+}
+
+/** A quantizer that holds resources (threads, memory) until `dispose`: what
+ * Kernels.startQuantizer gives. */
+export interface StartedQuantizer extends RowQuantizer {
+  dispose(): void;
 }
 
 /** Source elements per band of quantizeFromBands (~4 MiB of f32). */
@@ -59,3 +65,9 @@ export const refQuantizer: RowQuantizer = {
     quantizeFromBands(refQuantizer, type, source, rows, cols, dst, quantRowBytes(type, cols));
   },
 };
+
+/** The reference as a started quantizer (it holds nothing to dispose): the ref backend's
+ * Kernels.startQuantizer. */
+export function startRefQuantizer(): Promise<StartedQuantizer> {
+  return Promise.resolve({ ...refQuantizer, dispose: () => {} });
+}

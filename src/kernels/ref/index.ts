@@ -10,6 +10,7 @@ import * as cpu from '../cpu-ops.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
+import { startRefQuantizer } from '../quant/row-quantizer.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
@@ -35,6 +36,7 @@ export function createRefKernels(): Kernels {
       const weight: Weight = { dtype, rows, cols, data };
       return { weight, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
     },
+    startQuantizer: startRefQuantizer,
     packWeight: (w) => {
       if (w.layout) throw new Error(`ref kernels: weight [${w.rows}, ${w.cols}] is packed for another backend (${w.layout})`);
       return w;

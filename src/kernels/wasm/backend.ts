@@ -23,6 +23,8 @@ import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
 import { attentionBlocking } from './attention-blocking.js';
 import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
+import { WasmQuantizer } from './quantizer.js';
+import type { StartedQuantizer } from '../quant/row-quantizer.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -158,6 +160,12 @@ export class WasmKernels implements Kernels {
 
   quantWeightBytes(dtype: WeightDType, rows: number, cols: number): number {
     return repackedBytes(dtype, rows, cols) || rows * quantRowBytes(dtype as QuantType, cols);
+  }
+
+  /** The SIMD block quantizer on this backend's thread count, with workers and a memory of
+   * its own (the kernels' memories hold only the model). */
+  startQuantizer(): Promise<StartedQuantizer> {
+    return WasmQuantizer.start(this.threads);
   }
 
   packWeight(w: Weight): Weight {

@@ -92,7 +92,7 @@ export const COMMANDS = {
     params: ['desc', 'count', 'x', 'q16', 'd', 's', 'm', 'k', 'lo', 'hi', 'tmp'],
   }),
   /** Block quantization (assembly/quantize.ts) for the load-time and offline quantizers
-   * (kernels/quant/wasm-quantizer.ts): chunks of whole blocks. */
+   * (kernels/wasm/quantizer.ts): chunks of whole blocks. */
   QUANTIZE: spec({
     id: 10, args: ['type', 'src', 'bf16', 'dst', 'blocks', 'tmpBase', 'tmpStride'], split: { total: 'blocks', unit: 1 },
     exports: ['quantizeBlocks'], params: ['type', 'src', 'bf16', 'dst', 'lo', 'hi', 'tmp'],

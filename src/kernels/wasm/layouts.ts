@@ -11,9 +11,9 @@
 import type { Weight } from '../types.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { weightBytes } from '../weight-view.js';
-import { storedSpec } from './quant-layouts.js';
+import { type RepackedLayout, storedSpec } from './quant-layouts.js';
 
-export type WasmLayout = 'panel8' | 'q8x4' | 'q8u4' | 'q4kx4' | 'q6kx4' | 'q5kx4' | 'q40x4' | 'q41x4' | 'q50x4' | 'q51x4';
+export type WasmLayout = 'panel8' | RepackedLayout;
 
 /** Bytes of a quantized weight's data as stored (its layout's size). */
 export function storedQuantBytes(w: Weight): number {

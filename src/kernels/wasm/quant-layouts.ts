@@ -12,9 +12,9 @@ import { dequantizeQ6kx4Row, q6kx4Bytes } from '../quant/q6kx4.js';
 import { dequantizeQ32x4Row, q32x4Bytes, type Q32Type } from '../quant/q32x4.js';
 import { dequantizeQ5kx4Row, q5kx4Bytes } from '../quant/q5kx4.js';
 import type { KernelExports } from './module.js';
-import type { WasmLayout } from './layouts.js';
 
-export type RepackedLayout = Exclude<WasmLayout, 'panel8'>;
+/** The repacked layouts' `Weight.layout` tags (layouts.ts's WasmLayout adds 'panel8'). */
+export type RepackedLayout = 'q8x4' | 'q8u4' | 'q4kx4' | 'q6kx4' | 'q5kx4' | 'q40x4' | 'q41x4' | 'q50x4' | 'q51x4';
 
 interface LayoutSpec {
   readonly layout: RepackedLayout;

@@ -21,6 +21,7 @@ import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
 import { convSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { attentionBatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
+import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
 
@@ -185,6 +186,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     const data = dtype === 'f32' ? new Float32Array(rows * cols) : new Uint16Array(rows * cols);
     return { weight: { dtype, rows, cols, data }, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
   }
+  /** No GPU quantize kernel: the host quantizes before the upload, with the wasm SIMD
+   * quantizer on every core when it is built (else the TypeScript reference), its module
+   * loaded only now, for --quantize. */
+  async startQuantizer(): Promise<StartedQuantizer> {
+    const { startQuantizer } = await import('../wasm/quantizer.js');
+    return startQuantizer();
+  }
+
   /** Upload once; the returned weight is a handle (its host bytes are released). */
   packWeight(w: Weight): Weight {
     if (this.packed.has(w)) return w;

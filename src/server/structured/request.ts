@@ -6,18 +6,20 @@ import { createHash } from 'node:crypto';
 import { modelStopIds } from '../../engine/request-rules.js';
 import { invalid } from '../errors.js';
 import { LIMIT_FLAGS } from '../limits.js';
-import type { ConstraintFactory, ServerContext } from '../generation.js';
+import type { ServerContext } from '../generation.js';
 import type { FunctionTool, ToolSetup } from '../tools/types.js';
-import { prepare } from '../prepare-jobs.js';
-import { CompileBudgetError } from './compile-budget.js';
-import { compileWithin } from './compile-job.js';
-import { lit, push } from './frames.js';
-import { type Stack, type State, val } from './matcher.js';
-import { GrammarConstraint, lazyTokenVocab, MaskCache, type TokenVocab } from './mask.js';
-import { deref, type ObjectNode } from './nodes.js';
-import { compileSchema, type Schema, SchemaError } from './schema.js';
-import type { Lazy } from './steps.js';
-import { fromTable } from './table.js';
+import { prepare } from '../../frontend/prepare-jobs.js';
+import { CompileBudgetError } from '../../constrain/compile-budget.js';
+import { compileWithin } from '../../constrain/compile-job.js';
+import type { Constraint } from '../../constrain/constraint.js';
+import { anyObjectGrammar, toolCallGrammar, valueGrammar, withThinkPrefix } from '../../constrain/grammars.js';
+import { grammarConstraint } from '../../constrain/grammar-matcher.js';
+import { registerIdnaHostnames } from '../../constrain/idna/index.js';
+import type { Stack, State } from '../../constrain/matcher.js';
+import { lazyTokenVocab, MaskCache, type TokenVocab } from '../../constrain/mask.js';
+import { type Schema, SchemaError } from '../../constrain/schema.js';
+import type { Lazy } from '../../constrain/steps.js';
+import { fromTable } from '../../constrain/table.js';
 
 export type OutputFormat =
   | { readonly kind: 'text' }
@@ -53,6 +55,7 @@ const refused = (param: string, message: string): Error => invalid(param, `inval
 
 /** Compile on the calling thread (cached; the same units budget as in a worker). */
 export function compileOrThrow(schema: unknown, param: string, lenient = false): Schema {
+  registerIdnaHostnames(); // the server checks hostname A-labels (idempotent)
   const key = cacheKey(schema, param, lenient);
   const hit = compiledSchemas.get(key);
   if (hit) return hit;
@@ -67,6 +70,7 @@ export function compileOrThrow(schema: unknown, param: string, lenient = false):
 /** Compile in a prepare worker (inline without a pool) and cache the tree: the event loop
  * only rebuilds an accepted grammar from its table, and a refused one costs it nothing. */
 export async function compileOffLoop(ctx: ServerContext, schema: unknown, param: string, lenient: boolean, signal?: AbortSignal): Promise<Schema> {
+  registerIdnaHostnames(); // before fromTable rebuilds a hostname string node
   const key = cacheKey(schema, param, lenient);
   const hit = compiledSchemas.get(key);
   if (hit) return hit;
@@ -150,7 +154,7 @@ function grammarFor(key: string, build: () => State): Compiled {
 
 /** A grammar forcing one call of one of `tools`, in the model's call format. */
 export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetup['format'], lenient = false): State {
-  const stacks = tools.flatMap((t) => callStacks(t, format, lenient));
+  const stacks = toolCallGrammar(tools.map((t) => ({ name: t.name, params: compileOrThrow(t.parameters, toolParam(t), lenient) })), format);
   // XML calls write named parameters: parameters admitting no object leave nothing to write
   // (a dead end at the first token); the client's schema is at fault, so a 400
   if (stacks.length === 0) {
@@ -160,46 +164,9 @@ export function forcedCallState(tools: readonly FunctionTool[], format: ToolSetu
   return stacks;
 }
 
-/** The forced call of `tool` in the model's format (XML: one stack per object alternative
- * of its parameters). */
-function callStacks(tool: FunctionTool, format: ToolSetup['format'], lenient: boolean): Stack[] {
-  const params = compileOrThrow(tool.parameters, toolParam(tool), lenient);
-  if (format === 'json') {
-    return [lit(`<tool_call>\n{"name":${JSON.stringify(tool.name)},"arguments":`, val(params, lit('}\n</tool_call>', null)))];
-  }
-  return objectAlternatives(params).map((o) => lit(`<tool_call>\n<function=${tool.name}>\n`,
-    push({ t: 'obj', o, xml: true, ph: 'key', i: 0, seen: [], count: 0 }, lit('</function>\n</tool_call>', null))));
-}
-
-/** The object alternatives of a parameters schema (XML calls write named parameters only;
- * an explicit stack: unions may be wide and nested). */
-function objectAlternatives(s0: Schema): ObjectNode[] {
-  const out: ObjectNode[] = [];
-  const todo: Schema[] = [s0];
-  const seen = new Set<number>();
-  while (todo.length > 0) {
-    const s = deref(todo.pop()!);
-    if (seen.has(s.id)) continue;
-    seen.add(s.id);
-    if (s.k === 'object') out.push(s);
-    else if (s.k === 'any') out.push(EMPTY_PARAMS);
-    else if (s.k === 'anyOf') for (let i = s.alts.length - 1; i >= 0; i--) todo.push(s.alts[i]!); // in order
-  }
-  return out;
-}
-const EMPTY_PARAMS = compileSchema({ type: 'object', properties: {} }) as ObjectNode;
-
-/** The grammar's start: optional reasoning (up to `</think>`), a little whitespace, then the body. */
-function withPrefix(body: readonly Stack[], thinking: boolean): State {
-  return body.map((b) => {
-    const afterThink = push({ t: 'ws', left: thinking ? 2 : 0 }, b);
-    return thinking ? push({ t: 'think', m: 0 }, afterThink) : afterThink;
-  });
-}
-
-/** A constraint factory for the request, or null when its output is free. Forced tool calls
- * take precedence over a response format. */
-export function structuredConstraint(ctx: ServerContext, format: OutputFormat, tools: ToolSetup | null, thinking: boolean): ConstraintFactory | null {
+/** The request's constraint, or null when its output is free. Forced tool calls take
+ * precedence over a response format. */
+export function structuredConstraint(ctx: ServerContext, format: OutputFormat, tools: ToolSetup | null, thinking: boolean): Constraint | null {
   let key: string;
   let body: () => Stack[];
   const lenient = ctx.lenient ?? false;
@@ -210,17 +177,13 @@ export function structuredConstraint(ctx: ServerContext, format: OutputFormat, t
     body = () => [...forcedCallState(forced, tools.format, lenient)] as Stack[];
   } else if (format.kind === 'json_object') {
     key = 'json_object'; // any JSON object at the top
-    body = () => [val(compileSchema({ type: 'object' }), null)];
+    body = anyObjectGrammar;
   } else if (format.kind === 'json_schema') {
     key = `schema:${schemaHash(JSON.stringify(format.schema))}`;
-    body = () => [val(compileOrThrow(format.schema, formatParam(format), lenient), null)];
+    body = () => valueGrammar(compileOrThrow(format.schema, formatParam(format), lenient));
   } else return null;
-  const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withPrefix(body(), thinking));
-  const vocab = lazyVocabFor(ctx).get();
-  return () => {
-    const c = new GrammarConstraint(vocab, g.start, g.cache);
-    return { allowed: c.allowed, endError: c.endError };
-  };
+  const g = grammarFor(`${thinking ? 'think' : 'plain'}:${lenient ? 'lenient:' : ''}${key}`, () => withThinkPrefix(body(), thinking));
+  return grammarConstraint(lazyVocabFor(ctx).get(), g.start, g.cache);
 }
 
 /** The server's walkable vocabulary (built on first use, or advanced by the warm-up). */

@@ -5,13 +5,13 @@
 // milliseconds at a time between other event-loop work, once the server is listening. A
 // request that needs one of them before it is done finishes that build at once.
 import type { ServerContext } from '../generation.js';
-import { lazyJsonTextClass } from './free-text.js';
-import { FORMATS } from './formats.js';
-import { isVirama } from './idna-tables.js';
-import { compileRegex } from './regex.js';
-import { lazyQuoteSplit } from './quote-split.js';
+import { lazyJsonTextClass } from '../../constrain/free-text.js';
+import { FORMATS } from '../../constrain/formats.js';
+import { registerIdnaHostnames, warmIdnaTables } from '../../constrain/idna/index.js';
+import { compileRegex } from '../../constrain/regex.js';
+import { lazyQuoteSplit } from '../../constrain/quote-split.js';
 import { lazyVocabFor } from './request.js';
-import { advanceInBackground, Lazy, type Steps } from './steps.js';
+import { advanceInBackground, Lazy, type Steps } from '../../constrain/steps.js';
 
 /** Milliseconds of warm-up work per event-loop turn. */
 const SLICE_MS = 5;
@@ -44,11 +44,12 @@ export function warmStructured(ctx: Pick<ServerContext, 'engine' | 'texts'>): Wa
 /** Each format's automata (one pattern per step: a pattern is built in one go), then the
  * viramas hostname labels with a joiner ask for (one step, ~35 ms). */
 function* formatSteps(): Steps<void> {
+  registerIdnaHostnames(); // the server's hostname format (idempotent)
   for (const rule of Object.values(FORMATS)) {
     for (const p of [...rule.patterns, ...(rule.labels?.untracked ?? [])]) {
       compileRegex(p);
       yield;
     }
   }
-  isVirama(0);
+  warmIdnaTables();
 }

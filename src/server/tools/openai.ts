@@ -1,6 +1,6 @@
 // OpenAI chat-completions tool fields: `tools`, `tool_choice`, `parallel_tool_calls`, and the
 // tool parts of `messages` (assistant `tool_calls`, `tool` role). Errors name the field.
-import type { ChatToolCall } from '../../tokenizer/chat.js';
+import type { ChatToolCall } from '../../frontend/chat-template.js';
 import { invalid } from '../errors.js';
 import { checkJsonDepth } from '../json-parse.js';
 import { DEFAULT_LIMITS } from '../limits.js';

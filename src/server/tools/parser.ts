@@ -12,11 +12,11 @@
 //   held whitespace wait for the next push.
 import { jsonArgumentsText, memberHead, partialTag, stripOneNewline, xmlValue } from './stream-args.js';
 import { type FunctionTool, type JsonSchema, type ParsedToolCall, type ToolFormat } from './types.js';
+import { CALL_CLOSE, CALL_OPEN } from '../../frontend/tool-types.js';
 
 export { xmlValue } from './stream-args.js';
 
-export const CALL_OPEN = '<tool_call>';
-export const CALL_CLOSE = '</tool_call>';
+export { CALL_CLOSE, CALL_OPEN };
 
 export type ToolEvent =
   | { readonly type: 'text'; readonly text: string }

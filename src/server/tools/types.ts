@@ -1,18 +1,9 @@
 // Function tools as the server sees them, independent of the API family that declared them
 // (OpenAI chat `tools`, Responses `tools`, Anthropic `tools`).
 
-/** How the model writes a call: Qwen3.5's XML style or Qwen3-Next's JSON style. */
-export type ToolFormat = 'xml' | 'json';
+import type { FunctionTool, ToolFormat } from '../../frontend/tool-types.js';
 
-/** JSON Schema object (only the keywords the code reads are typed). */
-export type JsonSchema = Record<string, unknown>;
-
-export interface FunctionTool {
-  readonly name: string;
-  readonly description?: string;
-  /** JSON Schema of the arguments object ({type: "object", properties, required}). */
-  readonly parameters: JsonSchema;
-}
+export type { FunctionTool, JsonSchema, ToolFormat } from '../../frontend/tool-types.js';
 
 /** `auto`: the model may call; `none`: it may not (calls are not parsed); `required`: it must
  * call some tool; `function`: it must call that one. */

@@ -9,8 +9,7 @@
 // ids that are never reused.
 import type { Frame, Stack, State } from './frames.js';
 import { DONE } from './frames.js';
-import { labelKey } from './host-labels.js';
-import { MAX_LABEL } from './idna.js';
+import { labelKey, maxLabel } from './labels.js';
 import type { Regex } from './regex.js';
 
 /** No token is longer than this many bytes (the token trie leaves out longer tokens): counts
@@ -38,11 +37,11 @@ const regexKey = (res: readonly Regex[], rs: readonly number[]): string =>
 /** The room (characters still allowed) above which a string or free text frame behaves the
  * same for any token: the checks compare the room with the characters a token adds (at most
  * KEY_CAP) plus what the regexes still need (at most their NFA size) plus what a hostname
- * label still needs (at most MAX_LABEL). */
+ * label still needs (at most the label check's maxLabel). */
 export function roomCap(res: readonly Regex[], hostname: boolean, cap = KEY_CAP): number {
   let need = 0;
   for (const r of res) need = Math.max(need, r.needBound);
-  return cap + 1 + need + (hostname ? MAX_LABEL : 0);
+  return cap + 1 + need + (hostname ? maxLabel() : 0);
 }
 
 type Str = Extract<Frame, { t: 'str' }>;

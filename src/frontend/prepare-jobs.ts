@@ -1,17 +1,16 @@
 // The work of preparing a prompt — placing tools, chat-template rendering and tokenizing —
 // as plain functions over a tokenizer. The prepare pool runs them in worker threads; the same
 // functions run inline when no pool is configured, so both paths give the same ids.
-import { promptOf, type RequestContext } from '../engine/request-builder.js';
-import type { Model } from '../model/model.js';
-import type { ChatMessage, RenderOptions } from '../tokenizer/chat.js';
-import { validateMessages } from '../tokenizer/chat.js';
-import { encodeChat, type Place } from '../tokenizer/safe-chat.js';
+import type { ChatMessage, RenderOptions } from './chat-template.js';
+import { validateMessages } from './chat-template.js';
+import { promptOf } from './prompt.js';
+import { encodeChat, type Place } from './safe-chat.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
-import type { ServerContext } from './generation.js';
-import { type GrammarJob, type GrammarResult, runGrammarJob } from './structured/compile-job.js';
-import { inlineTools, templateHandlesTools, templateTools } from './tools/prompt.js';
-import type { FunctionTool, ToolFormat } from './tools/types.js';
+import { type GrammarJob, type GrammarResult, runGrammarJob } from '../constrain/compile-job.js';
+import { registerIdnaHostnames } from '../constrain/idna/index.js';
+import { inlineTools, templateHandlesTools, templateTools } from './tool-prompt.js';
+import type { FunctionTool, ToolFormat } from './tool-types.js';
 
 /** The tools of a chat turn, as the template will see them. */
 export interface ChatTools {
@@ -24,7 +23,7 @@ export interface ChatTools {
 }
 
 export type PrepareJob =
-  /** A chat turn's prompt ids and message boundaries (engine/request-builder.ts promptOf). */
+  /** A chat turn's prompt ids and message boundaries (prompt.ts promptOf). */
   | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown>;
     readonly tools: ChatTools }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
@@ -37,7 +36,7 @@ export type PrepareJob =
   /** POST /detokenize's response body. The ids travel as an Int32Array whose buffer the pool
    * transfers to the worker instead of copying it (the list is bounded only by the body size). */
   | { readonly op: 'detokenize'; readonly ids: Int32Array }
-  /** A JSON schema compiled to a grammar table (structured/compile-job.ts). */
+  /** A JSON schema compiled to a grammar table (constrain/compile-job.ts). */
   | GrammarJob;
 
 export type TokenizeInput = { readonly text: string } | { readonly messages: unknown; readonly opts: RenderOptions };
@@ -60,7 +59,7 @@ export interface PrepareContext {
 
 /** Places the tools of a chat turn into its protected template input: handed to a template
  * that renders them (with parallel_tool_calls), else written into the messages as text
- * (tools/prompt.ts) — which for thousands of tools is megabytes of text, so it is done here,
+ * (tool-prompt.ts) — which for thousands of tools is megabytes of text, so it is done here,
  * off the event loop. The tool tags this writes are the server's own (matched as added
  * tokens); the tools themselves are client text, protected. */
 function toolPlacer(template: string | undefined, job: Extract<PrepareJob, { op: 'chat' }>): Place {
@@ -90,10 +89,8 @@ function tokenizeIds(tokenizer: TextTokenizer, input: TokenizeInput): number[] {
 export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResult {
   switch (job.op) {
     case 'chat': {
-      // promptOf reads only the vocabulary size of the model (for prompt ids)
-      const rc: RequestContext = { tokenizer: ctx.tokenizer, maxContext: ctx.maxContext, model: { config: { vocabSize: ctx.vocabSize } } as Model };
       const place = toolPlacer(ctx.tokenizer.chatTemplate, job);
-      const { ids, boundaries } = promptOf(rc, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs }, place);
+      const { ids, boundaries } = promptOf(ctx, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs }, place);
       return { op: 'chat', ids, boundaries };
     }
     case 'encode':
@@ -107,6 +104,7 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
     case 'detokenize':
       return { op: 'detokenize', body: jsonBody({ prompt: ctx.tokenizer.decode(plainArray(job.ids)) }) };
     case 'grammar':
+      registerIdnaHostnames(); // a worker compiles hostnames as the event loop does
       return runGrammarJob(job);
   }
 }
@@ -126,11 +124,16 @@ function plainArray(a: Int32Array): number[] {
   return out;
 }
 
-/** Run a job in the server's prepare pool, or inline when it has none. */
-export async function prepare<K extends PrepareJob['op']>(ctx: ServerContext, job: Extract<PrepareJob, { op: K }>,
+/** Where prepare jobs run: a prepare pool's worker threads, else `inline` on the calling
+ * thread (the server's context satisfies this). */
+export interface PrepareHost {
+  readonly prepare?: { run(job: PrepareJob, signal?: AbortSignal): Promise<PrepareResult> } | undefined;
+  readonly engine: { readonly info: { readonly frontend: { run(job: PrepareJob): PrepareResult } } };
+}
+
+/** Run a job in the prepare pool, or inline when there is none. */
+export async function prepare<K extends PrepareJob['op']>(host: PrepareHost, job: Extract<PrepareJob, { op: K }>,
   signal?: AbortSignal): Promise<Extract<PrepareResult, { op: K }>> {
-  const r = ctx.prepare
-    ? await ctx.prepare.run(job, signal)
-    : runPrepareJob({ tokenizer: ctx.engine.tokenizer, vocabSize: ctx.engine.model.config.vocabSize, maxContext: ctx.engine.maxContext }, job);
+  const r = host.prepare ? await host.prepare.run(job, signal) : host.engine.info.frontend.run(job);
   return r as Extract<PrepareResult, { op: K }>;
 }

@@ -17,7 +17,7 @@
 //
 // compileSchema is pure and synchronous: JSON in, tree out (a worker can run it).
 import { compilingAt, spendCompile, unbudgeted } from './compile-budget.js';
-import { FORMATS } from './formats.js';
+import { formatRule } from './formats.js';
 import { arrayNode, intersect, objectNode, union, viewOf } from './merge.js';
 import {
   anySchema, type ArrayNode, BOOLEAN, type Clause, deref, freeObject, INTEGER, isNever, KEY_STRING, listArray, MAX_ANY_DEPTH, MAX_STRING, mk, NEVER,
@@ -309,7 +309,7 @@ class Compiler implements ConditionalCompiler {
       const r = this.regex(s['pattern'], `${path}.pattern`);
       if (r) res.push(r);
     }
-    const format = typeof s['format'] === 'string' ? FORMATS[s['format']] : undefined;
+    const format = typeof s['format'] === 'string' ? formatRule(s['format']) : undefined;
     let untracked: Regex[] | null = null;
     if (format) {
       const own = unbudgeted(() => format.patterns.map(compileRegex));

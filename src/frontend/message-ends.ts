@@ -6,7 +6,7 @@
 // every request that shares those tokens — turn 1 and turn 2 of a conversation agree on
 // every split of their common prefix, whatever the number of messages (O(prompt) per request,
 // no re-rendering of message prefixes). The system + tools preamble ends with the marker too.
-import { renderChat } from '../tokenizer/chat.js';
+import { renderChat } from './chat-template.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 
 /** Longest marker accepted (ChatML's is 2 tokens). */

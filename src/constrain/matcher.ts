@@ -5,7 +5,7 @@ import {
   advanceMatch, DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, regexRoomNeeded, type Stack, type State, stepRegexes, stringFrame, THINK_END,
   utf8Accumulate, utf8Next, val,
 } from './frames.js';
-import { labelAccepts, labelFits, type LabelState, stepLabel } from './host-labels.js';
+import { labelAccepts, labelFits, type LabelState, stepLabel } from './labels.js';
 import { anyAlternatives, deref, isNever, MAX_DIGITS, type NumberNode, type ObjectNode, type Schema } from './nodes.js';
 import type { Regex } from './regex.js';
 import { rangeFeasible, rangeHolds } from './numrange.js';

@@ -2,21 +2,26 @@
 // sharing a prefix share the matcher steps over it (a trie walk without building the trie),
 // and a dead prefix skips every token below it. Masks are cached by state key: inside a long
 // string or number the same key repeats, so most steps cost one map lookup.
-//
-// A constraint follows a request's generated ids (committed plus, for MTP drafts, the drafts
-// before the one being proposed) from its last known state, so drafts and rollbacks cost only
-// the tokens that differ.
-import type { TextTokenizer } from '../../tokenizer/tokenizer.js';
-import type { TokenTexts } from '../logprobs.js';
+// A grammar's per-sequence matcher over these masks is grammar-matcher.ts.
 import { freeTextMask } from './free-text.js';
 import { splitWalk } from './quote-split.js';
-import { canEnd, expand, KEY_CAP, type Stack, stackKey, type State, stateKey, step } from './matcher.js';
+import { canEnd, expand, KEY_CAP, type Stack, stackKey, type State, stateKey } from './matcher.js';
 import { finish, Lazy, sortSteps, type Steps } from './steps.js';
 import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
 export { stateKey, type TokenList, type TokenVocab, walk };
 
-const vocabs = new WeakMap<TextTokenizer, Map<string, Lazy<TokenVocab>>>();
+/** What the vocabulary build reads of a tokenizer: which ids are special (never text). */
+export interface VocabTokenizer {
+  readonly specialIds: ReadonlySet<number>;
+}
+
+/** Each id's bytes as the model spells it (the server's TokenTexts is one). */
+export interface TokenBytes {
+  get(id: number): { readonly bytes: readonly number[] };
+}
+
+const vocabs = new WeakMap<VocabTokenizer, Map<string, Lazy<TokenVocab>>>();
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
@@ -25,12 +30,12 @@ function compareBytes(a: Uint8Array, b: Uint8Array): number {
 }
 
 /** The walkable vocabulary of ids [0, vocab): special and stop ids are never part of the text. */
-export function tokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): TokenVocab {
+export function tokenVocab(tok: VocabTokenizer, texts: TokenBytes, vocab: number, stopIds: readonly number[]): TokenVocab {
   return lazyTokenVocab(tok, texts, vocab, stopIds).get();
 }
 
 /** The same, as a build that may still be in progress (the warm-up advances it). */
-export function lazyTokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): Lazy<TokenVocab> {
+export function lazyTokenVocab(tok: VocabTokenizer, texts: TokenBytes, vocab: number, stopIds: readonly number[]): Lazy<TokenVocab> {
   let byVocab = vocabs.get(tok);
   if (!byVocab) vocabs.set(tok, (byVocab = new Map()));
   const key = `${vocab}:${stopIds.join(',')}`;
@@ -39,7 +44,7 @@ export function lazyTokenVocab(tok: TextTokenizer, texts: TokenTexts, vocab: num
   return lazy;
 }
 
-function* tokenVocabSteps(tok: TextTokenizer, texts: TokenTexts, vocab: number, stopIds: readonly number[]): Steps<TokenVocab> {
+function* tokenVocabSteps(tok: VocabTokenizer, texts: TokenBytes, vocab: number, stopIds: readonly number[]): Steps<TokenVocab> {
   const stops = new Set(stopIds);
   const bytesOf: (Uint8Array | null)[] = Array.from({ length: vocab }, () => null);
   for (let id = 0; id < vocab; id++) {
@@ -140,68 +145,4 @@ export class MaskCache {
     this.map.set(key, m);
     return m;
   }
-}
-
-/** Does the state sit in unconstrained reasoning (every token but a stop id is fine)? */
-function freeReasoning(state: State): boolean {
-  const top = state.length === 1 ? state[0] : null;
-  return top !== null && top !== undefined && top.f.t === 'think' && top.f.m === 0;
-}
-
-/** One request's constraint: `allowed(generated)` for the engine's logits adjustment. */
-export class GrammarConstraint {
-  private ids: number[] = [];
-  private states: State[];
-  private readonly stopMask: Uint32Array;
-
-  constructor(private readonly v: TokenVocab, initial: State, private readonly cache: MaskCache) {
-    this.states = [initial];
-    this.stopMask = new Uint32Array(v.words);
-    for (const id of v.stopIds) this.stopMask[id >>> 5]! |= 1 << (id & 31);
-  }
-
-  /** The state after `generated` (dead = empty). */
-  stateAfter(generated: readonly number[]): State {
-    let k = 0;
-    while (k < this.ids.length && k < generated.length && this.ids[k] === generated[k]) k++;
-    this.ids.length = k;
-    this.states.length = k + 1;
-    for (let i = k; i < generated.length; i++) {
-      const id = generated[i]!;
-      let s = this.states[i]!;
-      const bytes = this.v.bytesOf[id];
-      if (!bytes) s = [];
-      else for (let j = 0; j < bytes.length && s.length > 0; j++) s = step(s, bytes[j]!);
-      this.ids.push(id);
-      this.states.push(s);
-    }
-    return this.states[generated.length]!;
-  }
-
-  /** The ids that may follow `generated`. At a dead end — the output left the grammar, or
-   * no token can continue it — only the stop ids: the engine then asks endError, which
-   * turns the stop into an error finish (a dead end never ends as a normal stop). */
-  allowed = (generated: readonly number[]): Uint32Array => {
-    const s = this.stateAfter(generated);
-    if (s.length === 0) return this.stopMask;
-    if (freeReasoning(s)) return this.v.allButStop;
-    const m = this.cache.get(this.v, s);
-    return m.some((w) => w !== 0) ? m : this.stopMask;
-  };
-
-  /** Has the output so far matched completely (the answer may end here)? */
-  complete(generated: readonly number[]): boolean {
-    return this.stateAfter(generated).some((s) => canEnd(s));
-  }
-
-  /** Why the output may not end after `generated` (null: it may — it is complete). */
-  endError = (generated: readonly number[]): string | null => {
-    const s = this.stateAfter(generated);
-    if (s.some((st) => canEnd(st))) return null;
-    const at = `after ${generated.length} generated tokens`;
-    if (s.length === 0) return `the structured-output constraint reached a dead end ${at}: the output left its grammar (a constraint error)`;
-    const m = this.cache.get(this.v, s);
-    if (!m.some((w) => w !== 0)) return `the structured-output constraint reached a dead end ${at}: no token of the vocabulary can continue the output, and it is not complete`;
-    return `the structured-output constraint was ended ${at} before its output was complete (a constraint error)`;
-  };
 }

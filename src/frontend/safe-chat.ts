@@ -23,9 +23,9 @@
 // Invariant: every added id in the result comes from the template's or the server's own text.
 import { randomBytes } from 'node:crypto';
 import { DeltaserveError } from '../util/errors.js';
-import { type ChatMessage, renderChat, type RenderOptions } from './chat.js';
-import { THINK_CLOSE, THINK_OPEN } from './reasoning.js';
-import type { TextTokenizer } from './tokenizer.js';
+import { type ChatMessage, renderChat, type RenderOptions } from './chat-template.js';
+import { THINK_CLOSE, THINK_OPEN } from '../tokenizer/reasoning.js';
+import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 
 /** A copy of a client value whose strings (and object keys) stay plain text when rendered. */
 export type Protect = <T>(v: T) => T;

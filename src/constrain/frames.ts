@@ -14,7 +14,7 @@
 //   ws     up to `left` whitespace bytes
 //   think  anything up to `</think>` (the unconstrained reasoning)
 import type { ArrayNode, NumberNode, ObjectNode, Schema, StringNode } from './nodes.js';
-import { LABEL_START, type LabelState } from './host-labels.js';
+import { LABEL_START, type LabelState } from './labels.js';
 import type { Regex } from './regex.js';
 
 export type Frame =

@@ -1,9 +1,10 @@
 // `format` as regular expressions (and a length cap), enforced like `pattern`. Dates check
-// days per month and leap years; a leap second must fall at 23:59:60 UTC. Hostnames admit
-// A-labels (xn--…) by their syntax here; whether their Punycode spells a valid IDNA 2008 label
-// is beyond a regex: the matcher's label check (host-labels.ts) decides it beside the regex.
-// Where that check does not run (property names) `untracked` stands in: the regex that
-// refuses every A-label.
+// days per month and leap years; a leap second must fall at 23:59:60 UTC. Hostnames: the core
+// admits LDH labels only (HOSTNAME_LDH, refusing every A-label); the optional IDNA module
+// (idna/index.ts) registers a `hostname` that admits A-labels (xn--…) by their syntax
+// (HOSTNAME_WITH_A_LABELS) with a label check (labels.ts) deciding beside the regex whether
+// their Punycode spells a valid IDNA 2008 label. Where that check does not run (property
+// names) `untracked` stands in: the LDH regex.
 // Formats not listed here are annotations (JSON Schema 2020-12 makes `format` an annotation by
 // default): they are ignored.
 
@@ -73,15 +74,32 @@ export interface FormatRule {
   readonly labels?: { readonly untracked: readonly string[] };
 }
 
-export const FORMATS: Readonly<Record<string, FormatRule>> = {
+/** Hostname regexes: LDH labels only, and with A-labels by their syntax. */
+export const HOSTNAME_LDH = `^${HOSTNAME}$`;
+export const HOSTNAME_WITH_A_LABELS = `^${HOSTNAME_A}$`;
+export const HOSTNAME_MAX_LENGTH = 253;
+
+const formats: Record<string, FormatRule> = {
   'date-time': { patterns: [`^${DATE}[Tt]${TIME}$`, ...leapRelations('[0-9-]{10}[Tt]')] },
   date: { patterns: [`^${DATE}$`] },
   time: { patterns: [`^${TIME}$`, ...leapRelations('')] },
   duration: { patterns: [`^P(?:${DUR_DATE}|${DUR_TIME}|[0-9]+W)$`] },
   email: { patterns: [`^${EMAIL}$`] },
-  hostname: { patterns: [`^${HOSTNAME_A}$`], maxLength: 253, labels: { untracked: [`^${HOSTNAME}$`] } },
+  hostname: { patterns: [HOSTNAME_LDH], maxLength: HOSTNAME_MAX_LENGTH },
   ipv4: { patterns: [`^${IPV4}$`] },
   ipv6: { patterns: [`^(?:${IPV6})$`] },
   uri: { patterns: [`^${URI}$`] },
   uuid: { patterns: ['^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$'] },
 };
+
+/** The formats enforced, by name (others are annotations). */
+export const FORMATS: Readonly<Record<string, FormatRule>> = formats;
+
+/** Enforce `name` by `rule` from now on (an optional format module, e.g. idna/). Compile
+ * before a schema is compiled: compiled grammars keep the rule they were compiled with. */
+export function registerFormat(name: string, rule: FormatRule): void {
+  formats[name] = rule;
+}
+
+/** The rule enforcing format `name`, or undefined (an annotation). */
+export const formatRule = (name: string): FormatRule | undefined => (Object.hasOwn(formats, name) ? formats[name] : undefined);

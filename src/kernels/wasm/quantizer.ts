@@ -11,13 +11,13 @@
 // the split.
 import { availableParallelism } from 'node:os';
 import { DeltaserveError } from '../../util/errors.js';
-import { QUANT_FORMATS, quantRowBytes, type QuantType } from './formats.js';
-import { OFFLINE_QUANT_TYPES } from './quantize-ggml.js';
-import { type QuantSource, type RowQuantizer, type RowSource, quantizeFromBands, refQuantizer } from './row-quantizer.js';
-import { compileKernels, instantiate, WA, type KernelExports, type WasmMemory } from '../wasm/module.js';
-import { Pool } from '../wasm/pool.js';
-import { Cmd } from '../wasm/exec.js';
-import { packArgs } from '../wasm/commands.js';
+import { QUANT_FORMATS, quantRowBytes, type QuantType } from '../quant/formats.js';
+import { OFFLINE_QUANT_TYPES } from '../quant/quantize-ggml.js';
+import { type QuantSource, type RowSource, type StartedQuantizer, quantizeFromBands, refQuantizer, startRefQuantizer } from '../quant/row-quantizer.js';
+import { compileKernels, instantiate, WA, type KernelExports, type WasmMemory } from './module.js';
+import { Pool } from './pool.js';
+import { Cmd } from './exec.js';
+import { packArgs } from './commands.js';
 
 /** Source elements per pool run: a multiple of every block size (256). */
 const SLICE_ELEMS = 1 << 20;
@@ -39,7 +39,7 @@ function align(n: number, a: number): number {
   return Math.ceil(n / a) * a;
 }
 
-export class WasmQuantizer implements RowQuantizer {
+export class WasmQuantizer implements StartedQuantizer {
   private constructor(
     readonly threads: number,
     private readonly memory: WasmMemory,
@@ -150,12 +150,13 @@ export class WasmQuantizer implements RowQuantizer {
 }
 
 /** A quantizer for `threads` threads: the wasm one, or the TypeScript reference when the
- * wasm build is missing (`--kernels ref` from a checkout without `npm run build`). */
-export async function startQuantizer(threads: number = availableParallelism()): Promise<RowQuantizer & { dispose(): void }> {
+ * wasm build is missing (a checkout without `npm run build`): `deltaserve quantize` and
+ * the webgpu backend's Kernels.startQuantizer. */
+export async function startQuantizer(threads: number = availableParallelism()): Promise<StartedQuantizer> {
   try {
     return await WasmQuantizer.start(threads);
   } catch (e) {
-    if (e instanceof DeltaserveError && e.code === 'bad_config') return { ...refQuantizer, dispose: () => {} };
+    if (e instanceof DeltaserveError && e.code === 'bad_config') return startRefQuantizer();
     throw e;
   }
 }

@@ -12,42 +12,11 @@ import type { ObjectNode } from './nodes.js';
 import { extrasAllowed } from './objects.js';
 import { keyText, refillKeyEnd, regexText } from './regex-text.js';
 import { finish, Lazy, sortSteps, STEP_UNITS, type Steps } from './steps.js';
+import { type FreeTextClass, plainBits, tokensByTextSteps } from './text-class.js';
+
+export type { FreeTextClass };
 import { type TokenList, tokenListSteps, type TokenVocab, walk } from './walk.js';
 
-export interface FreeTextClass {
-  /** chars[id]: character count of a plain token, −1 for the others. */
-  readonly chars: Int16Array;
-  readonly maxChars: number;
-  /** Tokens valid UTF-8 up to a character cut at their end, by the complete characters
-   * before the cut (the lead byte then needs room for one more character). */
-  readonly partial: readonly { readonly id: number; readonly chars: number }[];
-  /** Tokens with a stop byte at a character boundary, grouped by the characters before it:
-   * their suffixes from the stop byte, sorted (shared prefixes are stepped once). */
-  readonly bySuffix: ReadonlyMap<number, TokenList>;
-  /** Object keys: tokens that close the key with their first stop byte (a quote) and hold
-   * no other quote — what follows depends on the key's text only through which schema its
-   * value takes — as suffixes from the quote by characters before it, and by their prefix
-   * (binary UTF-8) to find those closing on a named or seen key. */
-  readonly keySuffix: ReadonlyMap<number, TokenList>;
-  readonly keyByPrefix: ReadonlyMap<string, readonly number[]>;
-  /** The other tokens with a stop byte, whole (stepped from the key's own state). */
-  readonly keyWhole: TokenList;
-  /** Stand-in walks by object progress and continuation (see keyStops). */
-  readonly keyGrouped: Map<string, Uint32Array>;
-  /** Strings with regexes: the plain tokens (stepped through the regex DFAs alone), the
-   * partial ones and those with a quote or backslash (stepped whole through the matcher). */
-  readonly plainList: TokenList;
-  /** The plain tokens' ASCII character sets (see asciiSignatureSteps). */
-  readonly plainSig: Uint32Array;
-  readonly partialList: TokenList;
-  readonly stopWhole: TokenList;
-  /** Plain-token bitsets of regex strings, by regexes, DFA states and room. */
-  readonly byRegexState: Map<string, Uint32Array>;
-  /** Plain tokens by their bytes (binary string), built on demand. */
-  plainByText: Map<string, number[]> | null;
-  /** Bitsets of the plain tokens with ≤ r characters, built on demand. */
-  readonly byRoom: Map<number, Uint32Array>;
-}
 
 const classes = new WeakMap<TokenVocab, Map<string, Lazy<FreeTextClass>>>();
 
@@ -163,18 +132,6 @@ function* asciiSignatureSteps(list: TokenList): Steps<Uint32Array> {
   return sig;
 }
 
-/** A list's ids by token bytes (binary string). */
-export function* tokensByTextSteps(list: TokenList): Steps<Map<string, number[]>> {
-  const m = new Map<string, number[]>();
-  for (let i = 0; i < list.sorted.length; i++) {
-    if (i % STEP_UNITS === 0) yield;
-    const k = Buffer.from(list.sorted[i]!).toString('latin1');
-    let ids = m.get(k);
-    if (!ids) m.set(k, (ids = []));
-    ids.push(list.ids[i]!);
-  }
-  return m;
-}
 
 function compare(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
@@ -232,20 +189,6 @@ function keyStops(v: TokenVocab, c: FreeTextClass, f: Extract<Frame, { t: 'key' 
   walk(c.keyWhole, state, mask);
 }
 
-/** The plain tokens of at most `room` characters, as a bitset (cached by room). */
-export function plainBits(v: TokenVocab, c: FreeTextClass, room: number): Uint32Array {
-  const r = Math.min(room, c.maxChars);
-  let bits = c.byRoom.get(r);
-  if (!bits) {
-    bits = new Uint32Array(v.words);
-    for (let id = 0; id < c.chars.length; id++) {
-      const n = c.chars[id]!;
-      if (n >= 0 && n <= r) bits[id >>> 5]! |= 1 << (id & 31);
-    }
-    c.byRoom.set(r, bits);
-  }
-  return bits;
-}
 
 /** For a state sitting in free text: set the allowed ids in `mask` and return true, or
  * return false for any other state. Plain tokens that fit come from a bitset; a token with a

@@ -6,9 +6,8 @@
 // tiny-think's) gets the same information written into plain messages: the tool list appended
 // to the system message, earlier calls appended to the assistant's text in the model's
 // format, tool results as a user turn of `<tool_response>` blocks (Qwen's convention).
-import type { ChatMessage } from '../../tokenizer/chat.js';
-import { CALL_CLOSE, CALL_OPEN } from './parser.js';
-import type { FunctionTool, ToolFormat } from './types.js';
+import type { ChatMessage } from './chat-template.js';
+import { CALL_CLOSE, CALL_OPEN, type FunctionTool, type ToolFormat } from './tool-types.js';
 
 /** The template's own format wins (`<function=` ⇒ XML, a JSON `<tool_call>` ⇒ JSON); a
  * template silent about tools follows the model type (Qwen3-Next: JSON, Qwen3.5: XML). */

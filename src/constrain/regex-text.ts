@@ -7,8 +7,8 @@
 // real state. Same result as the full walk (tests compare them).
 import { type Frame, type State, utf8Accumulate, utf8Next } from './frames.js';
 import { step } from './matcher.js';
-import { labelFits, labelKey, type LabelState, stepLabel } from './host-labels.js';
-import { type FreeTextClass, plainBits, tokensByTextSteps } from './free-text.js';
+import { labelFits, labelKey, type LabelState, stepLabel } from './labels.js';
+import { type FreeTextClass, plainBits, tokensByTextSteps } from './text-class.js';
 import { roomCap } from './state-key.js';
 import { finish } from './steps.js';
 import { extraFeasible, extrasAllowed, keyRegexes, namedRemainders } from './objects.js';

@@ -8,7 +8,7 @@ import {
   DONE, type Frame, jsonCharStep, lit, pendingRange, push, regexesAccept, regexesCanContinue, type Stack, stringFrame, utf8Binary, val,
 } from './frames.js';
 import { deref, isNever, literalChoice, MAX_STRING, type ObjectNode, rawLiteral, type Schema, type StringNode } from './nodes.js';
-import { LABEL_START } from './host-labels.js';
+import { LABEL_START } from './labels.js';
 import type { Regex } from './regex.js';
 
 type ObjFrame = Extract<Frame, { t: 'obj' }>;

@@ -16,7 +16,6 @@ import { type RowQuantizer, type RowSource, refQuantizer } from '../kernels/quan
 import type { Checkpoint } from './safetensors.js';
 import { f16ToF32 } from './safetensors.js';
 import { DeltaserveError } from '../util/errors.js';
-import { startQuantizer } from '../kernels/quant/wasm-quantizer.js';
 
 export const QUANTIZE_MODES = ['q8_0', 'q4_k'] as const;
 export type QuantizeMode = (typeof QUANTIZE_MODES)[number];
@@ -46,7 +45,7 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
   const info = ckpt.info(name);
   const dtype = info.dtype;
   if (isQuantType(dtype)) throw new DeltaserveError('internal', `${name} in ${info.file} is already ${dtype}; it is loaded as stored`);
-  if (dtype === 'F8_E4M3') throw new DeltaserveError('internal', `${name} in ${info.file} is FP8: it is read through the BF16 view of model/fp8.ts`);
+  if (dtype === 'F8_E4M3') throw new DeltaserveError('internal', `${name} in ${info.file} is FP8: it is read through the BF16 view of checkpoint/fp8.ts`);
   const item = dtype === 'F32' ? 4 : 2;
   const { weight, bytes } = kernels.allocWeight(type, rows, cols);
   // F16 is widened to f32 on the way (through a band of raw bytes); BF16 and F32 are read
@@ -71,13 +70,12 @@ export function loadQuantized(ckpt: Checkpoint, kernels: Pick<Kernels, 'allocWei
   return weight;
 }
 
-
-/** Run `load` with the wasm block quantizer on `threads` threads when `quantize` is set
- * (stopped afterwards), else with none. */
-export async function withLoadQuantizer<R>(quantize: QuantizeMode | undefined, threads: number,
+/** Run `load` with the backend's block quantizer (Kernels.startQuantizer) when `quantize`
+ * is set (stopped afterwards), else with none. */
+export async function withLoadQuantizer<R>(quantize: QuantizeMode | undefined, kernels: Pick<Kernels, 'startQuantizer'>,
   load: (quantizer?: RowQuantizer) => R): Promise<R> {
   if (!quantize) return load();
-  const quantizer = await startQuantizer(threads);
+  const quantizer = await kernels.startQuantizer();
   try {
     return load(quantizer);
   } finally {

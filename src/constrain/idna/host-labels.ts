@@ -9,12 +9,8 @@
 // label may close ('.' or the string's end) only when it is a valid A-label. So a constrained
 // generation that follows the mask always has a way to finish the label; the room it needs is
 // the witness's length (labelNeed), counted with the regexes' own.
+import { LABEL_START, type LabelState } from '../labels.js';
 import { aLabelValid, aLabelWitness, MAX_LABEL } from './idna.js';
-
-export type LabelState = string | null;
-
-/** The state at a label's start. */
-export const LABEL_START: LabelState = '';
 
 const DOT = 0x2e;
 const ACE = 'xn--';
@@ -78,10 +74,6 @@ export function labelNeed(lab: LabelState): number {
     return w === null ? MAX_LABEL : w.length - lab.length;
   });
 }
-
-/** The label check's part of a matcher state key (its text holds only hostname characters;
- * '' for strings without the check). */
-export const labelKey = (lab: LabelState | undefined): string => (lab === undefined ? '' : lab === null ? 'h~' : `h${lab}`);
 
 /** labelNeed without computing it when `spare` characters are certainly enough. */
 export function labelFits(lab: LabelState, spare: number): boolean {

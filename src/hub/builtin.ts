@@ -1,6 +1,6 @@
 // The built-in model shipped with the package (and the repository): an ~8M-parameter
 // Qwen3.5-architecture chat model with <think> reasoning. The path is absolute and found
-// from this module's own location (dist/src/model/ → the package root), so it holds
+// from this module's own location (dist/src/hub/ → the package root), so it holds
 // wherever the package is installed and whatever the working directory.
 import { fileURLToPath } from 'node:url';
 
