@@ -13,6 +13,7 @@ import { rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../src/kernels/seqs-by-calls.js';
+import { attentionInputsByCalls } from '../src/kernels/batch-by-calls.js';
 import { randomWeight } from './numeric.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
@@ -231,6 +232,35 @@ describe('webgpu step batch', () => {
       assert.equal(k.recordedDispatches - d0, quant ? 4 : 1, quant ? 'norm, quant_acts, q8_0 and f32 matmuls' : 'the norm folded into one dispatch');
       const gotRows = await readAll(...got);
       gotRows.forEach((g, i) => assert.ok(sameBits(g, wantRows[i]!), `zeroCentered ${zc}: entry ${i} (${weights[i]!.dtype}) differs`));
+    }
+  });
+
+  test('attentionInputs (q/gate split, head norms, RoPE, KV write) in one dispatch == the separate calls, bit for bit, gated or not', async () => {
+    const ref = createRefKernels();
+    for (const gated of [true, false]) {
+      const c = makeCase();
+      const r = rng(gated ? 3 : 4);
+      const sym = () => 2 * r() - 1;
+      const qgHost = Float32Array.from({ length: c.rows * qd * (gated ? 2 : 1) }, () => 3 * sym());
+      const [qNorm, kNorm] = [randomWeight(ref, 'bf16', 1, hd, () => 0.2 * sym()), randomWeight(ref, 'bf16', 1, hd, () => 0.2 * sym())];
+      const runOnce = async (fused: boolean): Promise<Float32Array[]> => {
+        const cache = cacheOf(c);
+        const qg = upload(qgHost);
+        const q = gated ? k.alloc(c.rows * qd) : qg;
+        const gate = gated ? k.alloc(c.rows * qd) : null;
+        const [kk, v] = [upload(c.kk), upload(c.v)];
+        await readAll(qg);
+        const b = k.stepBatch(c.seqs, rope);
+        const a = { qg, gated, q, gate, k: kk, v, qNorm, kNorm, eps: 1e-6, kv: c.seqs.map(() => cache) };
+        const d0 = k.recordedDispatches;
+        if (fused) k.attentionInputs(a, b, dims);
+        else attentionInputsByCalls(k, a, b, dims);
+        if (fused) assert.equal(k.recordedDispatches - d0, 1, 'one dispatch');
+        return readAll(q, ...(gate ? [gate] : []), kk, cache.k, cache.v);
+      };
+      const want = await runOnce(false);
+      const got = await runOnce(true);
+      got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `gated ${gated}: output ${i} differs`));
     }
   });
 

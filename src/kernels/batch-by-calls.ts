@@ -1,8 +1,8 @@
 // The plain forms of the Kernels calls over a step's batch (stepBatch, ropeBatch,
-// kvWriteBatch, attentionBatch): one per-sequence call each, for backends that run them
+// kvWriteBatch, attentionBatch, attentionInputs): one per-sequence call each, for backends that run them
 // per sequence (ref, wasm). Their results define the batched calls': a backend that runs a
 // batch as one dispatch (webgpu) must give the same bits as these loops.
-import type { AttentionDims, BatchSeq, Kernels, KvLayerView, RopeTable, StepBatch, Tensor } from './types.js';
+import type { AttentionDims, AttentionInputs, BatchSeq, Kernels, KvLayerView, RopeTable, StepBatch, Tensor } from './types.js';
 
 /** A host StepBatch, with each sequence's positions (start..start+t−1). */
 export interface HostStepBatch extends StepBatch {
@@ -62,4 +62,21 @@ export function attentionByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, '
     k.attention(k.view(out, s.row * qd, s.t * qd), k.view(q, s.row * qStride, (s.t - 1) * qStride + qd), qStride, seqKv(kv, b, i),
       s.pageTable, s.start, s.t, dims);
   });
+}
+
+/** The attention inputs as separate calls: split q / gate, head norms, RoPE, KV write. */
+export function attentionInputsByCalls<T extends Tensor>(
+  k: Pick<Kernels<T, Tensor>, 'copyRows' | 'rmsNorm' | 'ropeBatch' | 'kvWriteBatch'>, a: AttentionInputs<T>, b: StepBatch, dims: AttentionDims): void {
+  const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
+  const m = b.rows;
+  if (a.gated) { // split every (row, head) of qg into its query and gate halves
+    if (!a.gate) throw new Error('attentionInputs: a gated layer needs a gate tensor');
+    k.copyRows(a.q, 0, hd, a.qg, 0, 2 * hd, m * nh, hd);
+    k.copyRows(a.gate, 0, hd, a.qg, hd, 2 * hd, m * nh, hd);
+  }
+  k.rmsNorm(a.q, a.q, a.qNorm, m * nh, a.eps, true);
+  k.rmsNorm(a.k, a.k, a.kNorm, m * nkv, a.eps, true);
+  k.ropeBatch(a.q, b, nh, hd, nh * hd);
+  k.ropeBatch(a.k, b, nkv, hd, nkv * hd);
+  k.kvWriteBatch(a.kv, b, a.k, a.v, nkv * hd);
 }

@@ -202,6 +202,22 @@ export interface GroupMatmul<T extends Tensor = Float32Array> {
   readonly w: Weight;
 }
 
+/** The operands of Kernels.attentionInputs (one full-attention layer, the whole batch). */
+export interface AttentionInputs<T extends Tensor = Float32Array> {
+  /** [rows, nH, 2·hd] query then gate per head when `gated`, else [rows, nH, hd] (then q is qg). */
+  readonly qg: T;
+  readonly gated: boolean;
+  readonly q: T; // out [rows, nH, hd]: normed, roped
+  readonly gate: T | null; // out [rows, nH, hd] (gated)
+  readonly k: T; // [rows, nKV, hd] in place: normed, roped
+  readonly v: T; // [rows, nKV, hd]
+  readonly qNorm: Weight; // [1, hd], zero-centred
+  readonly kNorm: Weight;
+  readonly eps: number;
+  /** Sequence i's cache (kvWriteBatch). */
+  readonly kv: readonly KvLayerView<T>[];
+}
+
 /** The RMSNorm a matmulGroup applies to its input first (rmsNorm's arguments; `out`
  * [M, K] receives the normed rows where a backend computes them apart). */
 export interface GroupNorm<T extends Tensor = Float32Array> {
@@ -384,6 +400,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** attention of every sequence of the batch over its cache `kv[i]` (q, out: [rows, nH, hd],
    * q row stride qStride): one call per layer. Same bits as attention per sequence. */
   attentionBatch(out: T, q: T, qStride: number, kv: readonly KvLayerView<T>[], batch: StepBatch, dims: AttentionDims): void;
+
+  /** Everything between the q/k/v projections and attention, for the whole batch: the query
+   * and gate halves split (gated), the per-head q and k norms, RoPE, and the KV write — the
+   * bits of copyRows, rmsNorm, ropeBatch and kvWriteBatch in that order
+   * (kernels/batch-by-calls.ts attentionInputsByCalls); webgpu: one dispatch. */
+  attentionInputs(a: AttentionInputs<T>, batch: StepBatch, dims: AttentionDims): void;
 
   // argmax and sample work on host rows: the logits the engine has read back (on CPU
   // backends those are views of the kernels' own memory, so nothing is copied).

@@ -112,7 +112,6 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   const { k, cfg, ws, m } = ctx;
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = cfg;
   const qd = nh * hd;
-  const kvd = nkv * hd;
   const gated = cfg.attnOutputGate !== false;
   const qg = ws.attn.qg.rows(m); // [M, nH, 2·hd]: query then gate per head
   const kk = ws.attn.k.rows(m); // [M, nKV, hd]
@@ -120,19 +119,12 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   k.matmulGroup(x, m, [{ out: qg, w: w.qProj }, { out: kk, w: w.kProj }, { out: vv, w: w.vProj }], norm);
   const q = gated ? ws.attn.q.rows(m) : qg; // [M, nH, hd]
   const gate = gated ? ws.attn.gate.rows(m) : null; // [M, nH, hd]
-  if (gate) { // split every (row, head) of qg into its query and gate halves
-    k.copyRows(q, 0, hd, qg, 0, 2 * hd, m * nh, hd);
-    k.copyRows(gate, 0, hd, qg, hd, 2 * hd, m * nh, hd);
-  }
-  k.rmsNorm(q, q, w.qNorm, m * nh, cfg.rmsNormEps, true);
-  k.rmsNorm(kk, kk, w.kNorm, m * nkv, cfg.rmsNormEps, true);
   const o = ws.attn.o.rows(m);
   // the whole batch in one call each; every sequence writes its own KV rows (at positions
   // ≥ its start, in pages no other sequence of the step writes) before any attention reads
   const kvs = ctx.seqs.map((s) => s.kv[fi]!);
-  k.ropeBatch(q, ctx.batch, nh, hd, qd);
-  k.ropeBatch(kk, ctx.batch, nkv, hd, kvd);
-  k.kvWriteBatch(kvs, ctx.batch, kk, vv, kvd);
+  k.attentionInputs({ qg, gated, q, gate, k: kk, v: vv, qNorm: w.qNorm, kNorm: w.kNorm, eps: cfg.rmsNormEps, kv: kvs }, ctx.batch,
+    { numHeads: nh, numKvHeads: nkv, headDim: hd });
   k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
   if (gate) k.mulSigmoid(o, o, gate, m * qd);
   k.matmulAdd(x, o, w.oProj, m, tmp);

@@ -9,7 +9,7 @@ import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
-import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
+import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { startRefQuantizer } from '../quant/row-quantizer.js';
 
 export function createRefKernels(): Kernels {
@@ -62,6 +62,7 @@ export function createRefKernels(): Kernels {
     ropeBatch: (x, batch, heads, headDim, stride) => ropeByCalls(k, x, batch, heads, headDim, stride),
     kvWriteBatch: (kv, batch, kk, v, kvDim) => kvWriteByCalls(k, kv, batch, kk, v, kvDim),
     attentionBatch: (out, q, qStride, kv, batch, dims) => attentionByCalls(k, out, q, qStride, kv, batch, dims),
+    attentionInputs: (a, batch, dims) => attentionInputsByCalls(k, a, batch, dims),
     moeRoute: dense.moeRoute,
     moeExperts: (out, x, ids, weights, m, topK, experts, scratch) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch),
     addSigmoidScaled: cpu.addSigmoidScaled,

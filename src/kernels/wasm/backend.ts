@@ -4,7 +4,7 @@
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
 import { HOST_LIMITS } from '../types.js';
-import type { AttentionDims, BatchSeq, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import type { AttentionDims, AttentionInputs, BatchSeq, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
 import { groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
@@ -22,7 +22,7 @@ import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js'
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
 import { attentionBlocking } from './attention-blocking.js';
-import { attentionByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
+import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { WasmQuantizer } from './quantizer.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
@@ -521,6 +521,9 @@ export class WasmKernels implements Kernels {
   }
   attentionBatch(out: Float32Array, q: Float32Array, qStride: number, kv: readonly KvLayerView[], batch: StepBatch, dims: AttentionDims): void {
     attentionByCalls(this, out, q, qStride, kv, batch, dims);
+  }
+  attentionInputs(a: AttentionInputs, batch: StepBatch, dims: AttentionDims): void {
+    attentionInputsByCalls(this, a, batch, dims);
   }
 
   moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number, topK: number,

@@ -3,14 +3,14 @@
 // and attention then take every sequence of the batch in one dispatch per layer
 // (wgsl/batch.ts). Sequences whose caches are different tensors (tests give each its own)
 // run one dispatch each over the same table.
-import type { AttentionDims, BatchSeq, KvLayerView, RopeTable, StepBatch } from '../types.js';
+import type { AttentionDims, AttentionInputs, BatchSeq, KvLayerView, RopeTable, StepBatch } from '../types.js';
 import { checkBatchSeqs } from '../batch-by-calls.js';
 import { ropeTable, type WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { ATTENTION_BATCH, KV_WRITE_BATCH, ROPE_BATCH } from './wgsl/batch.js';
+import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from './wgsl/batch.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -19,7 +19,8 @@ export interface GpuStepBatch extends StepBatch {
   readonly table: GpuTensor;
   readonly rowsOff: number; // element offsets in table.buffer
   readonly seqsOff: number;
-  /** f32 [M, half, 2]: cos/sin of every row's position (null without a RoPE table). */
+  /** f32 [M, half, 2]: cos/sin of every row's position, in the table's buffer after the
+   * page tables (null without a RoPE table). */
   readonly cs: GpuTensor | null;
   /** Attention score scratch: nH · this many elements (Σ over rows of pos + 1). */
   readonly scoreRows: number;
@@ -44,9 +45,15 @@ export function makeGpuStepBatch(put: Put, seqs: readonly BatchSeq[], rope: Rope
     words.set(s.pageTable, pageAt);
     pageAt += s.pageTable.length;
   });
-  const table = put(words, 'i32');
-  const cs = rope && rows > 0 ? put(ropeTable(positions, rows, 2 * rope.invFreq.length, 0, rope.invFreq, rope.scale), 'f32') : null;
-  return { seqs, rows, rope, table, rowsOff: table.offset, seqsOff: table.offset + 4 * rows, cs, scoreRows: score };
+  // the RoPE angles ride in the same upload (as f32 bits), so a kernel that reads the table
+  // can read them through the same binding
+  const cs = rope && rows > 0 ? ropeTable(positions, rows, 2 * rope.invFreq.length, 0, rope.invFreq, rope.scale) : null;
+  const all = new Int32Array(words.length + (cs?.length ?? 0));
+  all.set(words);
+  if (cs) all.set(new Int32Array(cs.buffer, cs.byteOffset, cs.length), words.length);
+  const table = put(all, 'i32');
+  const csView: GpuTensor | null = cs ? { ...table, offset: table.offset + words.length, length: cs.length, shape: [cs.length], elem: 'f32' } : null;
+  return { seqs, rows, rope, table, rowsOff: table.offset, seqsOff: table.offset + 4 * rows, cs: csView, scoreRows: score };
 }
 
 /** Row ranges that share one cache: all rows when every sequence's view is the same
@@ -98,4 +105,24 @@ export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, out: GpuTenso
         outOff: out.offset, rowTable: b.rowsOff, seqTable: b.seqsOff, scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }), null,
       [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, sc.buffer], [nh, run.rows, 1], 'attention');
   }
+}
+
+/** Kernels.attentionInputs in one dispatch (wgsl/batch.ts ATTENTION_INPUTS); false when it
+ * cannot (caches of several tensors, a head over 512, too few storage bindings, no RoPE
+ * table): the caller runs the separate calls, which define the bits. */
+export function attentionInputsDispatch(g: WebGpuKernels, enc: StepEncoder, a: AttentionInputs<GpuTensor>, b: GpuStepBatch, dims: AttentionDims,
+  qw: GpuTensor, kw: GpuTensor): boolean {
+  const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
+  if (b.rows === 0) return true;
+  const runs = kvRuns(a.kv, b);
+  if (runs.length !== 1 || hd > 512 || !b.cs || !b.rope || g.adapter.limits.maxStorageBuffersPerShaderStage < 10) return false;
+  const kv = runs[0]!.kv;
+  if (a.gated && !a.gate) throw new Error('attentionInputs: a gated layer needs a gate tensor');
+  g.run(enc, 'attention_inputs', () => ATTENTION_INPUTS,
+    packParams('attention_inputs', { nH: nh, nKV: nkv, hd, half: b.rope.invFreq.length, gated: a.gated ? 1 : 0, qgOff: a.qg.offset, qOff: a.q.offset,
+      gateOff: a.gate?.offset ?? 0, kOff: a.k.offset, vOff: a.v.offset, kcOff: kv.k.offset, vcOff: kv.v.offset, pageSize: kv.pageSize,
+      rowTable: b.rowsOff, seqTable: b.seqsOff, csOff: b.cs.offset, eps: a.eps }), null,
+    [a.qg.buffer, a.q.buffer, a.gate?.buffer ?? g.dummyBuffer, a.k.buffer, a.v.buffer, kv.k.buffer, kv.v.buffer, b.table.buffer,
+      qw.buffer, kw.buffer], [nh + 2 * nkv, b.rows, 1], 'attention_inputs');
+  return true;
 }

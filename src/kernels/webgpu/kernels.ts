@@ -7,9 +7,10 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, BatchSeq, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, AttentionInputs, BatchSeq, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
+import { attentionInputsByCalls } from '../batch-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
@@ -20,7 +21,7 @@ import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
 import { convSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
-import { attentionBatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
+import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -305,6 +306,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims): void {
     attentionBatch(this.g, this.step, out, q, qStride, kv, gpuBatch(batch), dims);
+  }
+  /** One dispatch (batch.ts attentionInputsDispatch), else the separate calls. */
+  attentionInputs(a: AttentionInputs<GpuTensor>, batch: StepBatch, dims: AttentionDims): void {
+    const qw = this.vector(a.qNorm);
+    const kw = this.vector(a.kNorm);
+    if (!attentionInputsDispatch(this.g, this.step, a, gpuBatch(batch), dims, qw, kw)) attentionInputsByCalls(this, a, batch, dims);
   }
   moeRoute(ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     this.g.moeRoute(this.step, ids, weights, logits, m, e, topK, renormalize);

@@ -21,6 +21,10 @@ export const PARAMS = {
     rowBase: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32',
     seqTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
+  attention_inputs: fields({
+    nH: 'u32', nKV: 'u32', hd: 'u32', half: 'u32', gated: 'u32', qgOff: 'u32', qOff: 'u32', gateOff: 'u32', kOff: 'u32', vOff: 'u32',
+    kcOff: 'u32', vcOff: 'u32', pageSize: 'u32', rowTable: 'u32', seqTable: 'u32', csOff: 'u32', eps: 'f32',
+  }),
   causal_conv: fields({ t: 'u32', c: 'u32', taps: 'u32', outOff: 'u32', xOff: 'u32', windowOff: 'u32', scratchOff: 'u32', useScratch: 'u32' }),
   causal_conv_seqs: fields({ c: 'u32', taps: 'u32', outOff: 'u32', xOff: 'u32', seqTable: 'u32' }),
   gdn_recurrent: fields({

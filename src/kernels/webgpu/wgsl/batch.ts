@@ -115,3 +115,91 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     OUT[pu(P_outOff) + (r * nH + h) * hd + d] = acc;
   }
 }`;
+
+
+// Attention inputs of rows (Kernels.attentionInputs), workgroup per (head slot, row): slots
+// [0, nH) the query heads, [nH, nH + nKV) the key heads, then the value heads. A query or key
+// head is RMS-normed as NORM does (d = hd: thread t sums p ≡ t mod 64 in order, the same
+// tree, y = (x·inv)·(1 + w)), held in workgroup memory, then rotated as ROPE_BATCH does and
+// stored (q; k to K and through the page table to the cache); a gated query head also
+// copies its gate half; a value head is copied to the cache. The bits of the separate calls.
+// params: PARAMS.attention_inputs (qg row stride = nH·hd·(1 + gated)).
+// The cos/sin are read from the table's buffer (csOff: the batch's angles, stored there as
+// f32 bits). Bindings: 1 QG, 2 Q, 3 GATE, 4 K, 5 V, 6 KC, 7 VC, 8 TB (i32), 9 QW, 10 KW (f32 [hd]).
+export const ATTENTION_INPUTS = /* wgsl */ `${HEADER}
+${paramConsts('attention_inputs')}
+@group(0) @binding(1) var<storage, read_write> QG: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(3) var<storage, read_write> GATE: array<f32>;
+@group(0) @binding(4) var<storage, read_write> K: array<f32>;
+@group(0) @binding(5) var<storage, read_write> V: array<f32>;
+@group(0) @binding(6) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(7) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(8) var<storage, read_write> TB: array<i32>;
+@group(0) @binding(9) var<storage, read_write> QW: array<f32>;
+@group(0) @binding(10) var<storage, read_write> KW: array<f32>;
+var<workgroup> red: array<f32, 64>;
+var<workgroup> y: array<f32, 512>;
+fn tree_sum(t: u32, v: f32) -> f32 {
+  red[t] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { red[t] = red[t] + red[t + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let slot = wid.x;
+  let r = wid.y;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd); let half = pu(P_half);
+  let kvDim = nKV * hd;
+  let seq = u32(TB[pu(P_rowTable) + 4u * r]);
+  let pos = u32(TB[pu(P_rowTable) + 4u * r + 1u]);
+  let pt = pu(P_rowTable) + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  let ps = pu(P_pageSize);
+  let crow = u32(TB[pt + pos / ps]) * ps + pos % ps;
+  if (slot >= nH + nKV) { // a value head: to the cache
+    let e = (slot - nH - nKV) * hd;
+    for (var p = t; p < hd; p += 64u) { VC[pu(P_vcOff) + crow * kvDim + e + p] = V[pu(P_vOff) + r * kvDim + e + p]; }
+    return;
+  }
+  let isQ = slot < nH;
+  let gated = pu(P_gated) == 1u;
+  var src: u32;
+  if (isQ) { src = pu(P_qgOff) + r * nH * hd * select(1u, 2u, gated) + slot * hd * select(1u, 2u, gated); }
+  else { src = pu(P_kOff) + r * kvDim + (slot - nH) * hd; }
+  var ss = 0.0;
+  for (var p = t; p < hd; p += 64u) {
+    var v: f32;
+    if (isQ) { v = QG[src + p]; } else { v = K[src + p]; }
+    ss = ss + v * v;
+  }
+  let total = tree_sum(t, ss);
+  let inv = 1.0 / sqrt(total / f32(hd) + pf(P_eps));
+  for (var p = t; p < hd; p += 64u) {
+    if (isQ) { y[p] = QG[src + p] * inv * (1.0 + QW[p]); } else { y[p] = K[src + p] * inv * (1.0 + KW[p]); }
+  }
+  workgroupBarrier();
+  if (isQ && gated) {
+    for (var p = t; p < hd; p += 64u) { GATE[pu(P_gateOff) + (r * nH + slot) * hd + p] = QG[src + hd + p]; }
+  }
+  for (var p = t; p < hd; p += 64u) {
+    var o: f32 = y[p];
+    if (p < 2u * half) {
+      let f = p % half;
+      let c = bitcast<f32>(TB[pu(P_csOff) + (r * half + f) * 2u]);
+      let s = bitcast<f32>(TB[pu(P_csOff) + (r * half + f) * 2u + 1u]);
+      if (p < half) { o = y[f] * c - y[f + half] * s; } else { o = y[f + half] * c + y[f] * s; }
+    }
+    if (isQ) { Q[pu(P_qOff) + (r * nH + slot) * hd + p] = o; }
+    else {
+      let e = (slot - nH) * hd + p;
+      K[pu(P_kOff) + r * kvDim + e] = o;
+      KC[pu(P_kcOff) + crow * kvDim + e] = o;
+    }
+  }
+}`;
