@@ -264,6 +264,34 @@ describe('webgpu step batch', () => {
     }
   });
 
+  test('matmulAdd with a gated input (x·silu(b), x·sigmoid(b)) == the element-wise product, matmul, add, bit for bit; one dispatch for float weights', async () => {
+    const r = rng(29);
+    const ref = createRefKernels();
+    const [m, kk, n] = [3, 64, 10];
+    const sym = () => 2 * r() - 1;
+    const q8 = ref.allocWeight('q8_0', n, kk);
+    quantizeRowsGgml('q8_0', Float32Array.from({ length: n * kk }, sym), n, kk, q8.bytes);
+    const [xs, bs, res] = [Float32Array.from({ length: m * kk }, () => 3 * sym()), Float32Array.from({ length: m * kk }, () => 3 * sym()),
+      Float32Array.from({ length: m * n }, sym)];
+    for (const w of [k.packWeight(randomWeight(ref, 'bf16', n, kk, sym)), k.packWeight(q8.weight)]) {
+      for (const act of ['silu', 'sigmoid'] as const) {
+        const [x, b, a, tmp] = [upload(xs), upload(bs), upload(res), k.alloc(m * n)];
+        if (act === 'silu') k.mulSilu(x, x, b, m * kk);
+        else k.mulSigmoid(x, x, b, m * kk);
+        k.matmul(tmp, x, w, m);
+        k.add(a, a, tmp, m * n);
+        const [want] = await readAll(a);
+        const [x2, b2, a2] = [upload(xs), upload(bs), upload(res)];
+        await readAll(x2);
+        const d0 = k.recordedDispatches;
+        k.matmulAdd(a2, x2, w, m, k.alloc(m * n), { b: b2, act });
+        assert.equal(k.recordedDispatches - d0, w.dtype === 'q8_0' ? 3 : 1);
+        const [got] = await readAll(a2);
+        assert.ok(sameBits(got!, want!), `${w.dtype} ${act}: differs`);
+      }
+    }
+  });
+
   test('a batch whose rows are not stacked in order is refused, naming the sequence', () => {
     assert.throws(() => k.stepBatch([{ row: 0, t: 2, start: 0, pageTable: [0] }, { row: 3, t: 1, start: 0, pageTable: [1] }], rope),
       /sequence 1 \(row 3, t 1, start 0\) is not stacked after row 2/);

@@ -1,7 +1,7 @@
 // The plain forms of Kernels.matmulGroup (one matmul call per entry) and Kernels.matmulAdd
 // (matmul, then add), for backends that do not fuse them (ref; wasm for matmulAdd). Their
 // results define the fused calls': a specialised backend must give the same bits.
-import type { GroupMatmul, GroupNorm, Kernels, Tensor, Weight } from './types.js';
+import type { GatedInput, GroupMatmul, GroupNorm, Kernels, Tensor, Weight } from './types.js';
 
 /** Checks every backend's matmulGroup makes of its arguments: m ≥ 0 and every weight has
  * the same inner size (x: [M, K]). Returns K (0 for an empty group). */
@@ -29,8 +29,11 @@ export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>,
   for (const g of group) k.matmul(g.out, input, g.w, m);
 }
 
-/** matmul(tmp, x, w, m), then out += tmp. */
-export function matmulAddByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'add'>, out: T, x: T, w: Weight, m: number, tmp: T): void {
+/** x ← x ⊙ act(gate.b) (if gated), matmul(tmp, x, w, m), then out += tmp. */
+export function matmulAddByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'add' | 'mulSilu' | 'mulSigmoid'>, out: T, x: T, w: Weight,
+  m: number, tmp: T, gate?: GatedInput<T>): void {
+  if (gate?.act === 'silu') k.mulSilu(x, x, gate.b, m * w.cols);
+  else if (gate) k.mulSigmoid(x, x, gate.b, m * w.cols);
   k.matmul(tmp, x, w, m);
   k.add(out, out, tmp, m * w.rows);
 }

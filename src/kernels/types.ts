@@ -218,6 +218,12 @@ export interface AttentionInputs<T extends Tensor = Float32Array> {
   readonly kv: readonly KvLayerView<T>[];
 }
 
+/** An input computed element-wise: x ⊙ act(b), b: [M, K] (Kernels.matmulAdd). */
+export interface GatedInput<T extends Tensor = Float32Array> {
+  readonly b: T;
+  readonly act: 'silu' | 'sigmoid';
+}
+
 /** The RMSNorm a matmulGroup applies to its input first (rmsNorm's arguments; `out`
  * [M, K] receives the normed rows where a backend computes them apart). */
 export interface GroupNorm<T extends Tensor = Float32Array> {
@@ -305,8 +311,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
 
   /** out[m, n] += Σ_k x[m, k] · W[n, k] (a residual add folded into its matmul): the bits of
    * matmul(tmp, x, w, m) then add(out, out, tmp, m·N). tmp: [M, N] scratch, which a backend
-   * that fuses the two (webgpu: one dispatch) leaves untouched; out does not overlap x or tmp. */
-  matmulAdd(out: T, x: T, w: Weight, m: number, tmp: T): void;
+   * that fuses the two (webgpu: one dispatch) leaves untouched; out does not overlap x or tmp.
+   * With `gate`, the input is x ⊙ act(gate.b) — the bits of mulSilu / mulSigmoid(x, x,
+   * gate.b, M·K) first; x then holds that product, or is left as it was by a backend that
+   * folds it into the matmul (webgpu, float weights). */
+  matmulAdd(out: T, x: T, w: Weight, m: number, tmp: T, gate?: GatedInput<T>): void;
 
   /** Several matmuls of one input: for every entry, matmul(out, x, w, m) — the same bits
    * as those separate calls, in any order (every w has K = w.cols columns; x: [M, K]; the

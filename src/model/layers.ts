@@ -126,8 +126,7 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   k.attentionInputs({ qg, gated, q, gate, k: kk, v: vv, qNorm: w.qNorm, kNorm: w.kNorm, eps: cfg.rmsNormEps, kv: kvs }, ctx.batch,
     { numHeads: nh, numKvHeads: nkv, headDim: hd });
   k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
-  if (gate) k.mulSigmoid(o, o, gate, m * qd);
-  k.matmulAdd(x, o, w.oProj, m, tmp);
+  k.matmulAdd(x, o, w.oProj, m, tmp, gate ? { b: gate, act: 'sigmoid' } : undefined);
 }
 
 /** x += mlp(norm(x)); tmp: [M, H] scratch. */
@@ -148,11 +147,13 @@ function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeig
  * matmulAdd's scratch). */
 function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T,
   fused?: { readonly residual: T; readonly norm: GroupNorm<T> }): void {
-  const inter = w.gate.rows;
   k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }], fused?.norm);
-  k.mulSilu(up, up, gate, n * inter);
-  if (fused) k.matmulAdd(fused.residual, up, w.down, n, out);
-  else k.matmul(out, up, w.down, n);
+  if (fused) {
+    k.matmulAdd(fused.residual, up, w.down, n, out, { b: gate, act: 'silu' });
+    return;
+  }
+  k.mulSilu(up, up, gate, n * w.gate.rows);
+  k.matmul(out, up, w.down, n);
 }
 
 /** Routed experts (softmax → top-k → renormalise) plus the sigmoid-gated shared expert.

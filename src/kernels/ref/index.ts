@@ -45,7 +45,7 @@ export function createRefKernels(): Kernels {
     storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
     matmulGroup: (x, m, group, norm) => matmulGroupByCalls(k, x, m, group, norm),
-    matmulAdd: (out, x, w, m, tmp) => matmulAddByCalls(k, out, x, w, m, tmp),
+    matmulAdd: (out, x, w, m, tmp, gate) => matmulAddByCalls(k, out, x, w, m, tmp, gate),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,
     gatedRmsNorm: dense.gatedRmsNorm,

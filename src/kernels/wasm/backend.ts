@@ -4,7 +4,7 @@
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
 import { HOST_LIMITS } from '../types.js';
-import type { AttentionDims, AttentionInputs, BatchSeq, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
 import { groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
@@ -504,9 +504,9 @@ export class WasmKernels implements Kernels {
     c.end();
   }
 
-  /** matmul, then the add (the add is a small row op on the main thread). */
-  matmulAdd(out: Float32Array, x: Float32Array, w: Weight, m: number, tmp: Float32Array): void {
-    matmulAddByCalls(this, out, x, w, m, tmp);
+  /** The gate's product, the matmul, then the add (small row ops besides the matmul). */
+  matmulAdd(out: Float32Array, x: Float32Array, w: Weight, m: number, tmp: Float32Array, gate?: GatedInput): void {
+    matmulAddByCalls(this, out, x, w, m, tmp, gate);
   }
 
   /** The batched calls run per sequence (each call already splits over the pool). */

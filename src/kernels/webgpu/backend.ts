@@ -47,6 +47,12 @@ export interface GpuGroupNorm {
   readonly out: GpuTensor;
 }
 
+/** A matmul input computed element-wise: x ⊙ act(b) (Kernels.matmulAdd's gate). */
+export interface GpuGatedInput {
+  readonly b: GpuTensor;
+  readonly act: 'silu' | 'sigmoid';
+}
+
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 export class WebGpuKernels {
@@ -122,9 +128,16 @@ export class WebGpuKernels {
     this.matmulGroup(enc, x, m, [{ out, w }]);
   }
 
-  /** out += x·Wᵀ in the matmul's own dispatch (the bits of matmul, then add). */
-  matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number): void {
-    this.matmulGroup(enc, x, m, [{ out, w }], true);
+  /** out += (x or x ⊙ act(gate.b))·Wᵀ in the matmul's own dispatch (the bits of the
+   * element-wise product, matmul, then add). Quantized weights: the product runs first, in
+   * place in x (Kernels.matmulAdd allows it). */
+  matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number, gate?: GpuGatedInput): void {
+    if (gate && isQuantType(w.dtype)) {
+      this.elementwise(enc, gate.act === 'silu' ? 1 : 2, x, x, gate.b, m * w.cols, gate.act === 'silu' ? 'mul_silu' : 'mul_sigmoid');
+      this.matmulGroup(enc, x, m, [{ out, w }], true);
+      return;
+    }
+    this.matmulGroup(enc, x, m, [{ out, w }], true, undefined, gate);
   }
 
   /** Several matmuls of one input x [M, K]: float weights' parts as segments of one
@@ -132,7 +145,8 @@ export class WebGpuKernels {
    * allow, by dtype), quantized ones after one activation quantization shared by all.
    * Every output element has the bits of its own matmul. */
   matmulGroup(enc: StepEncoder, input: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false,
-    norm?: GpuGroupNorm): void {
+    norm?: GpuGroupNorm, gate?: GpuGatedInput): void {
+    if (gate && (norm || group.some((g) => isQuantType(g.w.dtype)))) throw new Error('matmulGroup: a gated input is for float weights without a norm');
     if (group.length === 0 || m <= 0) return;
     const k = group[0]!.w.cols;
     // a norm folds into float matmuls; quantized ones quantize the normed rows
@@ -157,7 +171,7 @@ export class WebGpuKernels {
     if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant, accumulate);
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
-      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate, fused);
+      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate);
     }
   }
 
@@ -167,7 +181,8 @@ export class WebGpuKernels {
   }
 
   private floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
-    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined): void {
+    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined,
+    gate: GpuGatedInput | undefined): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
@@ -178,13 +193,15 @@ export class WebGpuKernels {
       cols += s.part.rows;
     }
     const n = segs.length;
-    if (norm) {
+    if (norm || gate) {
       while (params.length < 24) params.push(0);
-      params.push(f32(norm.eps), norm.zeroCentered ? 1 : 0);
+      params.push(norm ? f32(norm.eps) : 0, norm?.zeroCentered ? 1 : 0, gate?.b.offset ?? 0);
+      if (gate) need(gate.b, m * k, 'matmulAdd gate');
     }
-    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}`;
-    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined), params, null,
-      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : [])], grid(cols, tiles), `matmul_${dtype}`);
+    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null), params, null,
+      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : [])],
+      grid(cols, tiles), `matmul_${dtype}`);
   }
 
   /** One activation quantization, then each quantized weight part's matmul. */
@@ -391,7 +408,7 @@ export class WebGpuKernels {
     enc.dispatch(bound.pipeline, params, paramsF32, bound.buffers, groups, label);
   }
 
-  private elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {
+  elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {
     this.run(enc, 'elementwise', () => ELEMENTWISE, [n, op, out.offset, a.offset, b.offset], null,
       [out.buffer, a.buffer, b.buffer], grid(Math.ceil(n / 64)), label);
   }

@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, AttentionInputs, BatchSeq, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -240,8 +240,8 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.g.matmul(this.step, out, x, this.gpuWeight(w), m);
   }
   /** The add folded into the matmul's dispatch (tmp is not needed). */
-  matmulAdd(out: GpuTensor, x: GpuTensor, w: Weight, m: number, _tmp: GpuTensor): void {
-    this.g.matmulAdd(this.step, out, x, this.gpuWeight(w), m);
+  matmulAdd(out: GpuTensor, x: GpuTensor, w: Weight, m: number, _tmp: GpuTensor, gate?: GatedInput<GpuTensor>): void {
+    this.g.matmulAdd(this.step, out, x, this.gpuWeight(w), m, gate);
   }
   /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup). */
   matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[], norm?: GroupNorm<GpuTensor>): void {

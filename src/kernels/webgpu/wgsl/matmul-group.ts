@@ -13,8 +13,11 @@
 // bits of NORM then the matmul, without the normed rows' round trip or a dispatch.
 // params: 0 K, 1 M, 2 x offset, 3 segments, then per segment s (words 4 + 5s ..):
 //   first workgroup column, rows in part, out offset, out row stride (N), col0;
-//   norm: 24 eps (f32), 25 zero-centred weight.
-// Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW.
+//   norm: 24 eps (f32), 25 zero-centred weight; gate: 26 the gate's offset.
+// `gate`: the input element is x ⊙ act(g) (a·silu(b) or a·sigmoid(b), the element-wise
+// kernel's expression), g read at the same element as x.
+// Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
+// gate: 2 + 2S GB.
 import { HEADER, floatWeightReader } from './common.js';
 import { TM } from './matmul.js';
 
@@ -22,7 +25,9 @@ export const GROUP_SEGMENTS = 4;
 
 /** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
 export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
-  norm = false): string {
+  norm = false, gate: 'silu' | 'sigmoid' | null = null): string {
+  if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
+  const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(26u) + ${i} - pu(2u)]))` : `X[${i}]`;
   const put = (v: string): string => `let o = pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
   const readers = Array.from({ length: segments }, (_, s) =>
@@ -54,7 +59,7 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
     for (var k = t; k < K; k += 64u) {
       let w = wf(col * K + k);
       ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(25u) == 1u);' : ''}
-      for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${norm ? '((X[xb + r * K + k] * inv[r]) * nw)' : 'X[xb + r * K + k]'}; }
+      for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
     }
   }`)).join(' ');
   const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
@@ -65,6 +70,7 @@ ${HEADER}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 ${outs}
 ${readers}
+${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
 var<workgroup> nred: array<f32, 64>;
 fn tree_sum(t: u32, v: f32) -> f32 {
