@@ -292,6 +292,26 @@ describe('webgpu step batch', () => {
     }
   });
 
+  test('MoE traffic counters: expert bytes streamed against the routed-only bound (every expert read today: E / min(E, M·topK))', async () => {
+    const r = rng(31);
+    const ref = createRefKernels();
+    const [h, ie, e, topK, m] = [32, 16, 6, 2, 1];
+    const sym = () => 2 * r() - 1;
+    const experts = Array.from({ length: e }, () => ({ gate: k.packWeight(randomWeight(ref, 'bf16', ie, h, sym)),
+      up: k.packWeight(randomWeight(ref, 'bf16', ie, h, sym)), down: k.packWeight(randomWeight(ref, 'bf16', h, ie, sym)) }));
+    const ids = k.allocI32(m * topK);
+    k.write(ids, 0, [4, 1]);
+    const t0 = { ...k.g.traffic };
+    k.moeExperts(k.alloc(m * h), upload(Float32Array.from({ length: m * h }, sym)), ids, upload(Float32Array.from([0.6, 0.4])), m, topK, experts,
+      { slot: k.alloc(m * topK * h), rowsIn: k.alloc(m * h), rowsOut: k.alloc(m * h), gate: k.alloc(m * ie), up: k.alloc(m * ie) });
+    await readAll(ids);
+    const read = k.g.traffic.moeWeightBytesRead - t0.moeWeightBytesRead;
+    const ideal = k.g.traffic.moeWeightBytesRoutedIdeal - t0.moeWeightBytesRoutedIdeal;
+    const perExpert = 3 * ie * h * 2;
+    assert.equal(read, e * perExpert);
+    assert.equal(ideal, topK * perExpert);
+  });
+
   test('a batch whose rows are not stacked in order is refused, naming the sequence', () => {
     assert.throws(() => k.stepBatch([{ row: 0, t: 2, start: 0, pageTable: [0] }, { row: 3, t: 1, start: 0, pageTable: [1] }], rope),
       /sequence 1 \(row 3, t 1, start 0\) is not stacked after row 2/);

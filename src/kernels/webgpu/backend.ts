@@ -36,6 +36,11 @@ export interface GpuTraffic {
   weightBytesIdeal: number;
   kvBytesRead: number;
   kvBytesIdeal: number;
+  /** MoE expert weights the matmuls stream (every expert, today: moeExperts) against the
+   * routed-only ideal's upper bound: min(E, M·topK) experts' bytes per call (the routing
+   * stays on the device, so the host knows only that bound). */
+  moeWeightBytesRead: number;
+  moeWeightBytesRoutedIdeal: number;
 }
 
 /** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's
@@ -68,7 +73,7 @@ export class WebGpuKernels {
     return this.dummy;
   }
   private readonly maxBinding: number;
-  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
+  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0, moeWeightBytesRead: 0, moeWeightBytesRoutedIdeal: 0 };
   /** Weights already counted in the ideal of the current step. */
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
@@ -339,6 +344,10 @@ export class WebGpuKernels {
     scratch: { slot: GpuTensor; gate: GpuTensor; up: GpuTensor; y: GpuTensor }): void {
     if (m <= 0 || experts.length === 0) return;
     const h = experts[0]!.gate.cols;
+    const expertBytes = experts.map((e) => gpuWeightBytes(e.gate) + gpuWeightBytes(e.up) + gpuWeightBytes(e.down));
+    const tiles = Math.ceil(m / TM);
+    this.traffic.moeWeightBytesRead += expertBytes.reduce((a, b) => a + b, 0) * tiles;
+    this.traffic.moeWeightBytesRoutedIdeal += Math.max(...expertBytes) * Math.min(experts.length, m * topK);
     experts.forEach((e, ex) => {
       this.matmul(enc, scratch.gate, x, e.gate, m);
       this.matmul(enc, scratch.up, x, e.up, m);
