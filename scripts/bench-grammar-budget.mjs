@@ -17,8 +17,8 @@ import { spawnServe } from './serve-child.mjs';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
 const { NESTED_SHAPES, nestedCombinators, schemaBytes } = await import(join(ROOT, 'dist', 'test', 'nested-combinators.js'));
-const { runGrammarJob } = await import(join(ROOT, 'dist', 'src', 'server', 'structured', 'compile-job.js'));
-const { DEFAULT_LIMITS } = await import(join(ROOT, 'dist', 'src', 'server', 'limits.js'));
+const { runGrammarJob } = await import(join(ROOT, 'dist', 'src', 'constrain', 'compile-job.js'));
+const { DEFAULT_LIMITS } = await import(join(ROOT, 'dist', 'src', 'server', 'http', 'limits.js'));
 const { values: v, positionals } = parseArgs({
   allowPositionals: true,
   options: { model: { type: 'string', default: join(ROOT, '..', 'shared', 'models', 'tiny-think') }, repeat: { type: 'string', default: '3' } },

@@ -28,9 +28,9 @@ export const TIERS = [
       'adaptive-k', 'bench-profile', 'chat-injection', 'config', 'dawn-stderr', 'idna', 'json-limits',
       'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'tool-parser', 'tool-stream',
       'tool-template', 'frontend-golden', 'frontend-boundary', 'structured', 'structured-schema', 'json-schema-suite', 'prefix-points', 'pools',
-      'scheduler', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params',
-      'test-tiers', 'docs-links', 'docs-performance', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports',
-      'checkpoint-layering',
+      'scheduler', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params',
+      'test-tiers', 'docs-links', 'docs-performance', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',
+      'vision-*', 'checkpoint-layering',
       // kernel conformance: wasm (and its variants) against the ref twin
       'kernels-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
       'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runPrepareJob, type ChatTools } from '../src/frontend/prepare-jobs.js';
 import { callText } from '../src/frontend/tool-prompt.js';
-import type { FunctionTool } from '../src/server/tools/types.js';
+import type { FunctionTool } from '../src/server/api/tools/types.js';
 import type { ChatMessage } from '../src/frontend/chat-template.js';
 import { encodeChat } from '../src/frontend/safe-chat.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';

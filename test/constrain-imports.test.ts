@@ -54,8 +54,8 @@ test('src/constrain imports nothing from src/server or src/engine; its core does
 
 test('the import reader sees type-only and multi-line imports (it would catch a server import)', () => {
   // the server's glue around the library does import the server: the reader must see it
-  const glue = join(SRC, 'server', 'structured', 'request.ts');
-  assert.ok(targets(glue).some((t) => layerOf(t) === 'server'), 'server/structured/request.ts imports server files');
+  const glue = join(SRC, 'server', 'api', 'structured.ts');
+  assert.ok(targets(glue).some((t) => layerOf(t) === 'server'), 'server/api/structured.ts imports server files');
   assert.ok(targets(glue).some((t) => t.startsWith('src/constrain/')), 'and the library');
   const sample = join(LIB, 'constraint.ts');
   assert.ok(specifiers(sample).length === 0, 'constraint.ts imports nothing');

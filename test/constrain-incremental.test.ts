@@ -16,7 +16,7 @@ import { acceptsText, type State, val } from '../src/constrain/matcher.js';
 import { compileSchema, type Schema, SchemaError } from '../src/constrain/schema.js';
 import { reasoningClosed, type ThinkStart, withClosedThinkMask, withReasoningBudget } from '../src/constrain/think.js';
 import { type AdjustedRequest, committedMatcher, constraintEndError, matcherAfterDrafts } from '../src/engine/logits-adjust.js';
-import { TokenTexts } from '../src/server/logprobs.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
 import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
 import { Rng } from '../src/util/rng.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';

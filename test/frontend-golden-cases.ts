@@ -4,7 +4,7 @@
 // by the script that recorded the goldens from the server's prompt path before the frontend
 // existed (see the test's header).
 import type { ChatMessage } from '../src/frontend/chat-template.js';
-import type { FunctionTool, ToolChoice } from '../src/server/tools/types.js';
+import type { FunctionTool, ToolChoice } from '../src/server/api/tools/types.js';
 
 export type GoldenTemplate = 'tiny' | 'xml' | 'json';
 

@@ -8,7 +8,7 @@ import { isVirama, joiningType } from '../src/constrain/idna/idna-tables.js';
 import { aLabelViable } from '../src/constrain/idna/host-labels.js';
 import { punycodeDecode, punycodeEncode } from '../src/constrain/idna/punycode.js';
 import { canEnd, type State, step, val } from '../src/constrain/matcher.js';
-import { forcedCallState } from '../src/server/structured/request.js';
+import { forcedCallState } from '../src/server/api/structured.js';
 import { compileSchema } from '../src/constrain/schema.js';
 import { Rng } from '../src/util/rng.js';
 import { registerIdnaHostnames } from '../src/constrain/idna/index.js';

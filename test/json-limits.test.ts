@@ -3,10 +3,10 @@
 // without recursion.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { depthExceededAt, parseJsonBody } from '../src/server/json-parse.js';
-import { checkRequestLimits, DEFAULT_LIMITS, jsonBytes, LIMIT_FLAGS, resolveLimits } from '../src/server/limits.js';
+import { depthExceededAt, parseJsonBody } from '../src/server/http/json-parse.js';
+import { checkRequestLimits, DEFAULT_LIMITS, jsonBytes, LIMIT_FLAGS, resolveLimits } from '../src/server/http/limits.js';
 import { SERVE_HELP } from '../src/cli/serve.js';
-import { ApiError } from '../src/server/errors.js';
+import { ApiError } from '../src/server/http/errors.js';
 import { Rng } from '../src/util/rng.js';
 import { DeltaserveError } from '../src/util/errors.js';
 import { readFileSync } from 'node:fs';

@@ -4,8 +4,8 @@
 // depth limit agreeing with the parsed depth.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ApiError } from '../src/server/errors.js';
-import { JsonBodyParser } from '../src/server/json-stream.js';
+import { ApiError } from '../src/server/http/errors.js';
+import { JsonBodyParser } from '../src/server/http/json-stream.js';
 import { Rng } from '../src/util/rng.js';
 
 const TRICKY = ['', '[', ']', '{', '}', '"', '\\', '\\"[', 'a"b', '\u2028', 'é', '日本', '😀', '\n\t\r\b\f', '\u0000\u001f', '/', '\ud800',

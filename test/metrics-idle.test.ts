@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import type { Batch } from '../src/engine/batch.js';
 import { Engine } from '../src/engine/engine.js';
 import { EngineMetrics, RATE_WINDOW_MS } from '../src/engine/metrics.js';
-import { ServerMetrics } from '../src/server/metrics.js';
-import { StatsSampler } from '../src/server/stats.js';
+import { ServerMetrics } from '../src/server/api/metrics.js';
+import { StatsSampler } from '../src/server/api/stats.js';
 import { TINY_THINK } from './paths.js';
 
 const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';

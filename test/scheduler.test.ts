@@ -4,18 +4,20 @@
 // end at absolute multiples of the chunk or at the request's split points), verify rows and
 // their commit, aborts freeing everything, and pool integrity while and after draining.
 // Small pools and a simulated step loop stand in for the model: the scheduler never reads
-// activations. The simulated loop mirrors Engine.step: advance every row, sample when the
-// row says so, finish at max_tokens.
+// activations. The simulated loop mirrors Engine.step: every row's outcome (a sampled
+// token, a verify row's accepted drafts and bonus) goes through the scheduler's update,
+// which advances, commits and finishes at max_tokens; drafts go through it too.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { KvPool } from '../src/cache/kv-pool.js';
 import { StatePool } from '../src/cache/state-pool.js';
 import { RadixCache } from '../src/cache/radix-cache.js';
 import { Scheduler, type SchedulerOptions } from '../src/engine/scheduler.js';
-import { Request } from '../src/engine/request.js';
+import { Request, type RequestView } from '../src/engine/request.js';
+import type { RowOutcome } from '../src/engine/step-output.js';
 import { OutputText } from '../src/engine/output.js';
 import { TokenHistory } from '../src/engine/sampler.js';
-import { isSnapshotPoint, setPromptPoints, snapshotWorking, type PrefixContext } from '../src/engine/prefix.js';
+import { setPromptPoints, type PrefixContext } from '../src/engine/prefix.js';
 import { Rng } from '../src/util/rng.js';
 
 const alloc = (n: number): Float32Array => new Float32Array(n);
@@ -51,7 +53,7 @@ function request(id: number, promptLength: number, maxTokens: number, chunk: num
 
 /** What a batch row asked for, copied (rows are reused step after step). */
 interface RowSeen {
-  readonly req: Request;
+  readonly req: RequestView;
   readonly start: number;
   readonly n: number;
   readonly chunked: boolean;
@@ -65,12 +67,16 @@ interface RowSeen {
 
 /** The token a request generates at position `pos`: a function of the request and the
  * position only, so a recompute after preemption sees the same tokens. */
-const tokenAt = (req: Request, pos: number): number => (req.id * 7919 + pos * 31) % 5000;
+const tokenAt = (req: RequestView, pos: number): number => (req.id * 7919 + pos * 31) % 5000;
 
-/** One engine step: schedule, then advance / sample / commit every row like Engine.step.
+/** The outcome of a row that emits `tokens` (a verify row: `accepted` of its `drafted`). */
+const outcome = (tokens: number[], drafted = 0, accepted = 0): RowOutcome => ({ tokens, logprobs: [], logits: [], drafted, accepted });
+
+/** One engine step: schedule, then update with every row's outcome, like Engine.step.
  * `accept` picks how many drafts a verify row accepts; `draft` how many drafts a running
  * decoding request proposes for the next step. */
-function step(s: Setup, accept: (req: Request, k: number) => number = (_, k) => k, draft: (req: Request) => number = () => 0): RowSeen[] {
+function step(s: Setup, accept: (req: RequestView, k: number) => number = (_, k) => k,
+  draft: (req: RequestView) => number = () => 0): RowSeen[] {
   const batch = s.sched.schedule();
   if (!batch) return [];
   const rows: RowSeen[] = batch.rows.slice(0, batch.nReal).map((r) => ({
@@ -78,34 +84,28 @@ function step(s: Setup, accept: (req: Request, k: number) => number = (_, k) => 
     prefill: r.start < r.req!.prefillEnd, known: r.req!.tokens.length,
   }));
   assert.ok(batch.rows.slice(batch.nReal).every((r) => r.req === null && r.n === 0), 'rows ≥ nReal are zero-length padding');
-  rows.forEach((row, i) => {
-    const req = row.req;
-    if (row.verify) {
+  s.sched.update({
+    kind: 'step', batch,
+    rows: rows.map((row) => {
+      const req = row.req;
+      if (!row.verify) return outcome(row.sample ? [tokenAt(req, row.known)] : []);
       const k = req.drafts.length;
       const j = accept(req, k);
-      const emitted = [...req.drafts.slice(0, j), tokenAt(req, row.start + j + 1)];
-      req.drafts = [];
-      for (const t of emitted) if (!emit(s, req, t)) return;
-      s.sched.commitVerify(req, i, j, { slot: 0, step: -1 });
-    } else {
-      s.sched.advance(req, row.n);
-      if (s.prefix && row.n > 0 && isSnapshotPoint(s.prefix, req, req.computed)) snapshotWorking(s.prefix, req, new Float32Array([req.computed]));
-      if (row.sample) emit(s, req, tokenAt(req, req.tokens.length));
-    }
+      return outcome([...req.drafts.slice(0, j), tokenAt(req, row.start + j + 1)], k, j);
+    }),
+    // a snapshot's hidden row: the committed length it was taken at
+    hiddenAt: (i, at) => new Float32Array([rows[i]!.start + at + 1]),
   });
-  for (const req of s.sched.running) {
+  setDrafts(s, (req) => {
     const room = Math.min(draft(req), req.maxTokens - req.numGenerated - 1);
-    if (!req.prefilling && room > 0) req.drafts = Array.from({ length: room }, (_, d) => tokenAt(req, req.tokens.length + d));
-  }
+    return req.prefilling || room <= 0 ? [] : Array.from({ length: room }, (_, d) => tokenAt(req, req.tokens.length + d));
+  });
   return rows;
 }
 
-/** Append a sampled token; finish the request at max_tokens. False when it finished. */
-function emit(s: Setup, req: Request, token: number): boolean {
-  req.tokens.push(token);
-  if (req.numGenerated < req.maxTokens) return true;
-  s.sched.finish(req);
-  return false;
+/** Drafts for every running request, recorded through the scheduler's update. */
+function setDrafts(s: Setup, drafts: (req: RequestView) => number[]): void {
+  s.sched.update({ kind: 'drafts', proposals: s.sched.running.map((req) => ({ req, tokens: drafts(req), probs: null })) });
 }
 
 /** Pools and scheduler (and the prefix cache) agree on every page, slot and lock. */
@@ -119,7 +119,7 @@ function checkPools(s: Setup, extraPages: number[] = [], extraSlots: number[] = 
 
 /** Run until nothing is left (bounded), checking the pools after every step; the rows of
  * every step. */
-function drain(s: Setup, accept?: (req: Request, k: number) => number, draft?: (req: Request) => number): RowSeen[][] {
+function drain(s: Setup, accept?: (req: RequestView, k: number) => number, draft?: (req: RequestView) => number): RowSeen[][] {
   const steps: RowSeen[][] = [];
   for (let i = 0; s.sched.hasWork(); i++) {
     assert.ok(i < 10_000, 'the workload drains');
@@ -296,14 +296,14 @@ test('preempt() frees everything and requeues by arrival; a request that cannot 
   const [a, b, c] = [request(1, 8, 6, 4), request(2, 8, 6, 4), request(3, 4, 6, 4)];
   for (const r of [a, b, c]) s.sched.add(r);
   step(s);
-  a.drafts = [1, 2];
+  setDrafts(s, (r) => (r === a ? [1, 2] : []));
   s.sched.preempt(a);
   assert.deepEqual([a.status, a.computed, a.pages, a.slot, a.prefillEnd, a.drafts], ['waiting', 0, [], 0, 9, []]);
   assert.deepEqual(ids(s.sched.waiting), [1, 3], 'a goes back ahead of the later c');
   assert.deepEqual(ids(s.sched.running), [2]);
   checkPools(s);
-  s.sched.finish(b);
-  s.sched.finish(c);
+  s.sched.update({ kind: 'failed', reqs: [b, c], error: new Error('gone') });
+  assert.deepEqual([b.status, b.finishReason, c.finishReason], ['finished', 'error', 'error']);
   // a alone, with every page it does not hold taken: it cannot reach its 3rd page
   step(s);
   assert.equal(a.computed, 8);
@@ -323,32 +323,36 @@ test('preempt() frees everything and requeues by arrival; a request that cannot 
   assert.equal(s.kv.freePages, 8);
 });
 
-test('a request with drafts runs a verify row of k + 1 tokens; commitVerify takes its scratch state', () => {
-  const s = setup({ pages: 8, pageSize: 4, slots: 3, maxRunning: 2, budget: 16, chunk: 4, maxSteps: 4 });
-  const a = request(1, 4, 10, 4);
+test('a verify row of k + 1 tokens: update appends the accepted drafts and the bonus, commits the scratch state and tracks a snapshot', () => {
+  const s = setup({ pages: 8, pageSize: 4, slots: 4, maxRunning: 2, budget: 16, chunk: 4, maxSteps: 4, prefix: true });
+  const a = request(1, 2, 10, 4);
   s.sched.add(a);
   step(s);
-  assert.deepEqual([a.computed, a.tokens.length, a.pages.length], [4, 5, 1]);
-  a.drafts = [tokenAt(a, 5), tokenAt(a, 6), tokenAt(a, 7)];
+  assert.deepEqual([a.computed, a.tokens.length, a.pages.length], [2, 3, 1]);
+  const drafts = [tokenAt(a, 3), tokenAt(a, 4), 999];
+  setDrafts(s, () => drafts);
   const batch = s.sched.schedule()!;
   assert.equal(batch.kind, 'verify');
   assert.equal(batch.nReal, 1);
   const row = batch.rows[0]!;
-  assert.deepEqual([row.start, row.n, row.verify, row.sample, row.chunked], [4, 4, true, true, false]);
+  assert.deepEqual([row.start, row.n, row.verify, row.sample, row.chunked], [2, 4, true, true, false]);
   assert.equal(a.pages.length, 2, 'pages cover the bonus token and every draft');
   // the runner would write the state after each verify step into the row's scratch
   const scratch = s.state.scratch(0, 4)[0]!;
   for (let t = 0; t < 4; t++) scratch.ssm.fill(10 + t, t * 2, t * 2 + 2);
-  const track = s.state.alloc()!;
-  a.tokens.push(tokenAt(a, 5), tokenAt(a, 6), tokenAt(a, 7)); // 2 drafts accepted + the new bonus
-  s.sched.commitVerify(a, 0, 2, { slot: track, step: 1 });
-  assert.equal(a.computed, 7, 'the bonus token and 2 accepted drafts are computed');
+  const inserted = s.prefix!.inserted;
+  // 2 drafts accepted, then the bonus; committed lengths 3, 4, 5: 4 is a snapshot point (step 1)
+  s.sched.update({ kind: 'step', batch, rows: [outcome([drafts[0]!, drafts[1]!, tokenAt(a, 5)], 3, 2)], hiddenAt: (_, at) => new Float32Array([at]) });
+  assert.equal(a.computed, 5, 'the bonus token and 2 accepted drafts are computed');
+  assert.deepEqual(a.tokens.slice(2), [a.tokens[2], drafts[0], drafts[1], tokenAt(a, 5)]);
+  assert.deepEqual([a.drafts, a.draftProbs, a.spec], [[], null, { rounds: 1, drafted: 3, accepted: 2 }]);
   assert.deepEqual([...s.state.view(a.slot)[0]!.ssm], [12, 12], 'working slot = state after the last accepted draft');
-  assert.deepEqual([...s.state.view(track)[0]!.ssm], [11, 11], 'tracking slot = state at its step');
-  checkPools(s, [], [track]);
-  s.state.free(track);
+  assert.equal(s.prefix!.inserted, inserted + 1, 'the snapshot point inside the round is tracked');
+  const tracked = s.prefix!.cache.owners().slots.filter((slot) => s.state.view(slot)[0]!.ssm[0] === 11);
+  assert.equal(tracked.length, 1, 'tracking slot = state at its step (before the working slot moved on)');
+  checkPools(s);
   drain(s);
-  assert.equal(s.kv.freePages, 8);
+  assert.equal(s.sched.hasWork(), false);
 });
 
 test('aborted requests, waiting or running, free everything at the next step boundary', () => {
@@ -362,17 +366,16 @@ test('aborted requests, waiting or running, free everything at the next step bou
   step(s);
   assert.ok(b.lockHandle !== null && b.cachedTokens === 12, 'b runs from a prefix hit (and holds its lock)');
   assert.deepEqual(ids(s.sched.running), [2, 3]);
-  b.aborted = true;
+  s.sched.abort(b);
   const d = s.sched.waiting[0]!;
-  d.aborted = true;
-  const gone = s.sched.reapAborted();
-  assert.deepEqual(ids(gone).sort(), [2, 4]);
-  for (const r of gone) assert.deepEqual([r.status, r.pages, r.slot, r.lockHandle], ['finished', [], 0, null]);
+  s.sched.abort(d);
+  s.sched.schedule(); // reaps the aborted ones first
+  for (const r of [b, d]) assert.deepEqual([r.status, r.pages, r.slot, r.lockHandle, r.finishReason], ['finished', [], 0, null, 'abort']);
   assert.deepEqual(ids(s.sched.running), [3]);
   assert.deepEqual(ids(s.sched.waiting), []);
   checkPools(s);
-  c.aborted = true;
-  s.sched.reapAborted();
+  s.sched.abort(c);
+  assert.equal(s.sched.schedule(), null);
   assert.equal(s.sched.hasWork(), false);
   checkPools(s);
   s.prefix!.cache.evictPages(s.kv.usablePages);

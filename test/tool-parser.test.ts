@@ -3,9 +3,9 @@
 // UTF-8 byte position (decoded as a streaming detokenizer would) giving the same parts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type AnswerPart, AnswerStream, parseAnswer } from '../src/server/answer.js';
-import { parseToolCalls, ToolCallParser, xmlValue } from '../src/server/tools/parser.js';
-import type { FunctionTool, ToolSetup } from '../src/server/tools/types.js';
+import { type AnswerPart, AnswerStream, parseAnswer } from '../src/server/api/answer.js';
+import { parseToolCalls, ToolCallParser, xmlValue } from '../src/server/api/tools/parser.js';
+import type { FunctionTool, ToolSetup } from '../src/server/api/tools/types.js';
 
 const TOOLS: FunctionTool[] = [
   {

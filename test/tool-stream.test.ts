@@ -5,10 +5,10 @@
 // ends with tool_call_fail; a call that never started is text as at once. previewCall is monotone.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { type AnswerPart, AnswerStream, parseAnswer } from '../src/server/answer.js';
-import { CALL_CLOSE } from '../src/server/tools/parser.js';
-import { previewCall } from '../src/server/tools/stream-args.js';
-import type { FunctionTool, ToolFormat, ToolSetup } from '../src/server/tools/types.js';
+import { type AnswerPart, AnswerStream, parseAnswer } from '../src/server/api/answer.js';
+import { CALL_CLOSE } from '../src/server/api/tools/parser.js';
+import { previewCall } from '../src/server/api/tools/stream-args.js';
+import type { FunctionTool, ToolFormat, ToolSetup } from '../src/server/api/tools/types.js';
 
 const TOOLS: FunctionTool[] = [
   {

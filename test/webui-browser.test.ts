@@ -16,7 +16,7 @@ import puppeteer, { type Browser, type ConsoleMessage, type Page } from 'puppete
 import type { LogFields, Logger } from '../src/util/log.js';
 import { Engine } from '../src/engine/engine.js';
 import { startServer, type RunningServer } from '../src/server/index.js';
-import { WEBUI_DIR } from '../src/server/webui.js';
+import { WEBUI_DIR } from '../src/server/http/webui.js';
 import { REPO_ROOT } from './paths.js';
 import { KERNELS, post } from './server-helpers.js';
 

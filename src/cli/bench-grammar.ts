@@ -7,7 +7,7 @@
 // As a server does at start (in the background), the vocabulary's token classes and the
 // format automata are built first and timed apart; "cold" masks come after them.
 import { resolve } from 'node:path';
-import { TokenTexts } from '../server/logprobs.js';
+import { TokenTexts } from '../server/api/logprobs.js';
 import { type State, val } from '../constrain/matcher.js';
 import { computeMask, MaskCache, type TokenVocab, vocabFromBytes } from '../constrain/mask.js';
 import { GrammarConstraint, GrammarMatcher } from '../constrain/grammar-matcher.js';

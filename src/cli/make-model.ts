@@ -19,14 +19,16 @@ export const MAKE_MODEL_HELP = `deltaserve make-model --shape NAME --out DIR [op
                             config with text_config, a small model.visual.* tower, chat_template.jinja);
                             flat: the text model only. Qwen3-Next shapes are flat either way
   --shard-size BYTES        write shards of at most BYTES with model.safetensors.index.json
-                            (default: one file, 2 GiB shards above 2 GiB)`;
+                            (default: one file, 2 GiB shards above 2 GiB)
+  --mmproj f16|f32          also write the vision tower as llama.cpp's mmproj GGUF
+                            (mmproj-<shape>-F16.gguf; release layout only)`;
 
 export async function runMakeModel(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv, options: {
       shape: { type: 'string' }, dtype: { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' },
       tokenizer: { type: 'string' }, 'vocab-size': { type: 'string' }, layers: { type: 'string' },
-      layout: { type: 'string' }, 'shard-size': { type: 'string' },
+      layout: { type: 'string' }, 'shard-size': { type: 'string' }, mmproj: { type: 'string' },
     },
   });
   const shape = str(values, 'shape');
@@ -39,6 +41,9 @@ export async function runMakeModel(argv: string[]): Promise<void> {
   const layout = str(values, 'layout') ?? 'release';
   if (layout !== 'release' && layout !== 'flat') throw new DeltaserveError('bad_request', `--layout must be release or flat (got "${layout}")`);
   const shardBytes = int(values, 'shard-size', 1);
+  const mmproj = str(values, 'mmproj');
+  if (mmproj !== undefined && mmproj !== 'f16' && mmproj !== 'f32') throw new DeltaserveError('bad_request', `--mmproj must be f16 or f32 (got "${mmproj}")`);
+  if (mmproj !== undefined && layout !== 'release') throw new DeltaserveError('bad_request', '--mmproj needs --layout release (the vision tower)');
   const res = await makeModel({
     shape, dtype, seed: int(values, 'seed') ?? 0, out: resolve(out),
     tokenizer: resolve(str(values, 'tokenizer') ?? DEFAULT_MODEL),
@@ -46,6 +51,7 @@ export async function runMakeModel(argv: string[]): Promise<void> {
     ...(layers !== undefined ? { layers } : {}),
     ...(shardBytes !== undefined ? { shardBytes } : {}),
     layout,
+    ...(mmproj !== undefined ? { mmproj: mmproj === 'f16' ? 'F16' as const : 'F32' as const } : {}),
   });
   process.stdout.write(JSON.stringify({ dir: res.dir, files: res.files, params: res.params, bytes: res.bytes }) + '\n');
 }

@@ -10,7 +10,7 @@
 // before it finishes are ignored (they come back with it).
 import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
-import type { Request } from './request.js';
+import type { RequestView } from './request.js';
 
 /** A request that holds memory now: steps until it finishes, pages it frees then. */
 export interface Holder {
@@ -78,7 +78,7 @@ export function expectedLeft(bound: number, generated: number, typical: number |
 }
 
 /** Steps a request still needs: its prefill chunks, then one per token left to generate. */
-function stepsLeft(r: Request, maxPrefillTokens: number, typical: number | null): number {
+function stepsLeft(r: RequestView, maxPrefillTokens: number, typical: number | null): number {
   const prefill = Math.ceil(Math.max(0, r.prefillEnd - r.computed) / maxPrefillTokens);
   if (r.snapshotOnly) return Math.max(1, prefill);
   return prefill + expectedLeft(Math.min(r.maxTokens - r.numGenerated, r.maxLength - r.tokens.length), r.numGenerated, typical);
@@ -86,7 +86,7 @@ function stepsLeft(r: Request, maxPrefillTokens: number, typical: number | null)
 
 /** The scheduler's queues as a PoolLoad. Pages held only by the prefix cache count as
  * free (the scheduler evicts them on demand); so do cache-held state slots. */
-export function poolLoad(running: readonly Request[], waiting: readonly Request[], kv: KvPool<Tensor>, maxRunning: number,
+export function poolLoad(running: readonly RequestView[], waiting: readonly RequestView[], kv: KvPool<Tensor>, maxRunning: number,
   maxPrefillTokens: number, typical: number | null): PoolLoad {
   const held = new Set<number>();
   for (const r of running) for (const p of r.pages) held.add(p);
@@ -118,7 +118,7 @@ export interface Admission extends StartEstimate {
 }
 
 /** The start estimate of `reqs` if they were queued behind the scheduler's queues now. */
-export function estimateStart(sched: { readonly running: readonly Request[]; readonly waiting: readonly Request[];
+export function estimateStart(sched: { readonly running: readonly RequestView[]; readonly waiting: readonly RequestView[];
   readonly opts: { readonly maxRunning: number; readonly maxPrefillTokens: number } }, kv: KvPool<Tensor>,
 reqs: readonly NewRequest[], recent: { readonly secondsPerStep: number | null; readonly typicalOutput: number | null }): Admission {
   const { maxRunning, maxPrefillTokens } = sched.opts;

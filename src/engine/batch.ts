@@ -1,10 +1,10 @@
 // One engine step's batch: a discriminated union with an explicit count of real rows.
 // Rows are preallocated once (fixed capacity) and refilled every step; rows ≥ nReal are
 // padding: zero-length, they are never passed to the model and write nothing.
-import type { Request } from './request.js';
+import type { RequestView } from './request.js';
 
 export interface BatchRow {
-  req: Request | null;
+  req: RequestView | null;
   /** First position processed this step (= req.computed when scheduled). */
   start: number;
   /** Tokens processed this step (0 for padding rows). */
@@ -63,7 +63,7 @@ export class BatchSlots {
   }
 
   /** Append a real row; rows stay packed at the front (rows < nReal are real). */
-  push(b: Batch, req: Request, n: number, chunked: boolean, verify = false): BatchRow {
+  push(b: Batch, req: RequestView, n: number, chunked: boolean, verify = false): BatchRow {
     const row = b.rows[b.nReal];
     if (!row) throw new Error(`batch capacity ${b.capacity} exceeded`);
     row.req = req;

@@ -50,17 +50,19 @@ export function committedMatcher(req: AdjustedRequest): Matcher | null {
 
 /** The request's matcher after its committed ids and drafts[0..k): the committed one for
  * k = 0, else the request's fork when it is on the way there (it is advanced by the drafts it
- * has not read), else a new fork. Read only for the caller. */
-export function matcherAfterDrafts(req: AdjustedRequest, k: number): Matcher | null {
+ * has not read), else a new fork. `drafts`: the request's drafts (verify), or the chain the
+ * MTP drafter is proposing (not the request's until the scheduler's update records it).
+ * Read only for the caller. */
+export function matcherAfterDrafts(req: AdjustedRequest, k: number, drafts: readonly number[] = req.drafts): Matcher | null {
   const base = committedMatcher(req);
   if (!base || k === 0) return base;
   let f = forks.get(req);
-  if (!f || f.base !== base.length || f.read.length > k || f.read.some((id, i) => id !== req.drafts[i])) {
+  if (!f || f.base !== base.length || f.read.length > k || f.read.some((id, i) => id !== drafts[i])) {
     f = { base: base.length, m: base.fork(), read: [] };
     forks.set(req, f);
   }
   for (let i = f.read.length; i < k; i++) {
-    const id = req.drafts[i]!;
+    const id = drafts[i]!;
     f.m.advance(id);
     f.read.push(id);
   }

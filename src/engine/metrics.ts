@@ -3,7 +3,7 @@ import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Batch } from './batch.js';
-import type { Request } from './request.js';
+import type { RequestView } from './request.js';
 import type { Scheduler } from './scheduler.js';
 import type { RadixStats } from '../cache/radix-cache.js';
 import type { DiskStats } from './prefix-persist.js';
@@ -108,7 +108,7 @@ export class EngineMetrics {
     this.promptTokens += promptTokens;
   }
 
-  requestFinished(req: Request): void {
+  requestFinished(req: RequestView): void {
     this.finished++;
     if (req.cachedTokens > 0) {
       this.hitRequests++;

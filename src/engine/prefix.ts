@@ -28,7 +28,7 @@ import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { Rng } from '../util/rng.js';
 import { markerRest, messageEnds } from '../frontend/message-ends.js';
 import { OutputText } from './output.js';
-import { Request } from './request.js';
+import { Request, type RequestView } from './request.js';
 import { TokenHistory } from './sampler.js';
 
 /** T: the pools' tensors (the kernels' handles; host arrays in pool-only tests). */
@@ -73,7 +73,7 @@ export function promptSnapshotPoints(messageEnds: readonly number[], promptLengt
 
 /** The last split point of `req` in (c, end], or c when there is none (a chunk that must
  * stop by `end` ends there). */
-export function lastSplitBy(req: Request, c: number, end: number, chunk: number): number {
+export function lastSplitBy(req: RequestView, c: number, end: number, chunk: number): number {
   let best = Math.floor(end / chunk) * chunk;
   for (const p of req.splits) if (p <= end && p > best) best = p;
   return Math.max(best, c);
@@ -81,21 +81,21 @@ export function lastSplitBy(req: Request, c: number, end: number, chunk: number)
 
 /** The radix key of `req`'s first `end` tokens: id·2 + 1 when a chunk ends right after
  * the token at one of the request's own splits (see the file head). */
-export function prefixKey(req: Request, end: number, chunk: number): number[] {
+export function prefixKey(req: RequestView, end: number, chunk: number): number[] {
   const key = req.tokens.slice(0, end).map((t) => t * 2);
   for (const p of req.splits) if (p <= end && p % chunk !== 0) key[p - 1] = key[p - 1]! + 1;
   return key;
 }
 
 /** Should the state at committed length `pos` be snapshotted? */
-export function isSnapshotPoint(ctx: PrefixContext, req: Request, pos: number): boolean {
+export function isSnapshotPoint(ctx: PrefixContext, req: RequestView, pos: number): boolean {
   if (pos <= 0) return false;
   if (pos > req.promptIds.length) return pos % ctx.interval === 0;
   return pos % ctx.interval === 0 || req.snapshotPoints.has(pos);
 }
 
 /** The first snapshot point after position `c` (a prefill chunk must end there). */
-export function nextSnapshotPoint(ctx: PrefixContext, req: Request, c: number): number {
+export function nextSnapshotPoint(ctx: PrefixContext, req: RequestView, c: number): number {
   let next = (Math.floor(c / ctx.interval) + 1) * ctx.interval;
   if (c < req.promptIds.length) for (const p of req.snapshotPoints) if (p > c && p < next) next = p;
   return next;
@@ -122,7 +122,7 @@ export interface PrefixHit {
 /** Look up `req` (fresh or preempted, nothing computed) and, on a hit, retain the shared
  * pages, copy-on-write the last one, and copy the snapshot into its working slot (already
  * allocated). The scheduler applies the result to the request (it alone writes progress). */
-export function findPrefixHit(ctx: PrefixContext, req: Request): PrefixHit | null {
+export function findPrefixHit(ctx: PrefixContext, req: RequestView): PrefixHit | null {
   const n = req.tokens.length;
   // a fresh prompt may hit whole (its first token then comes from the stored hidden); a
   // recompute after preemption must process its last token, whose successor is unknown
@@ -154,7 +154,7 @@ export function snapshotSlot(ctx: PrefixContext): number {
 /** The one commit path of every snapshot (prefill, decode, verify accept): `slot` holds
  * `req`'s state at committed length `pos`, `hidden` the target's post-norm hidden at
  * pos−1. The slot passes to the tree, which shares req's pages covering [0, pos). */
-export function recordSnapshot(ctx: PrefixContext, req: Request, pos: number, slot: number, hidden: Float32Array): boolean {
+export function recordSnapshot(ctx: PrefixContext, req: RequestView, pos: number, slot: number, hidden: Float32Array): boolean {
   const kept = ctx.cache.insert(prefixKey(req, pos, ctx.chunk), req.pages, {
     slot, hidden: hidden.slice(), chunkedTo: Math.min(pos, req.promptIds.length),
   });
@@ -164,7 +164,7 @@ export function recordSnapshot(ctx: PrefixContext, req: Request, pos: number, sl
 
 /** Snapshot the working slot of `req` at its committed length (prefill / decode).
  * Returns whether the tree kept it (false: no slot, or an equal snapshot exists). */
-export function snapshotWorking(ctx: PrefixContext, req: Request, hidden: Float32Array): boolean {
+export function snapshotWorking(ctx: PrefixContext, req: RequestView, hidden: Float32Array): boolean {
   const slot = snapshotSlot(ctx);
   if (slot === 0) return false;
   ctx.state.copy(slot, req.slot);
@@ -191,7 +191,7 @@ export function setPromptPoints(req: Request, ends: readonly number[], chunk: nu
  * An answer cut by a length limit is rendered closed by the next turn, so nothing after
  * the prompt would match; a raw prompt is snapshotted when the output passes a multiple of
  * the chunk (a next prompt may extend this one). */
-export function queueGenerationSnapshot(ctx: PrefixContext, req: Request, tok: TextTokenizer, id: number, maxContext: number,
+export function queueGenerationSnapshot(ctx: PrefixContext, req: RequestView, tok: TextTokenizer, id: number, maxContext: number,
   queue: (r: Request) => void): void {
   const chat = req.messageEnds.length > 0;
   const rest = chat ? markerRest(tok, req.tokens) : [];

@@ -4,7 +4,7 @@
 // are the frontend's (frontend/prompt.ts); the engine never renders a template.
 import { randomInt } from 'node:crypto';
 import { checkPromptIds, type PromptInput } from '../frontend/prompt.js';
-import { promptOpensThinking, ReasoningSplitter } from '../tokenizer/reasoning.js';
+import { promptOpensThinking } from '../tokenizer/reasoning.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -114,7 +114,6 @@ export function buildRequest(ctx: RequestContext, id: number, req: EngineRequest
   const r = new Request(id, id, promptIds, budget, promptIds.length + budget,
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.startsInReasoning = promptOpensThinking(ctx.tokenizer.decode(promptIds.slice(-THINK_TAIL_TOKENS)));
-  r.reasoning = new ReasoningSplitter(r.startsInReasoning);
   r.captureLogits = req.captureLogits ?? null;
   r.adjust = req.logitsAdjust ?? null;
   if (req.logprobs) {

@@ -4,11 +4,11 @@
 // Tokens below `prefillEnd` are (re)computed as prefill rows; later ones are decode steps.
 // Prompt positions use the chunked Gated DeltaNet form, generated positions the recurrence.
 import type { Rng } from '../util/rng.js';
-import type { SamplingParams, TokenHistory } from './sampler.js';
+import type { HistoryView, SamplingParams, TokenHistory } from './sampler.js';
 import type { FinishReason, OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import type { TokenLogprob } from './sample-batch.js';
-import { ReasoningSplitter, splitReasoning } from '../tokenizer/reasoning.js';
+import { splitReasoning } from '../tokenizer/reasoning.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -76,26 +76,53 @@ export class EventQueue<T> {
   }
 }
 
+/** What a reader sees of a request's output text. */
+export interface OutputView {
+  readonly text: string;
+  isStopId(id: number): boolean;
+}
+
+/** The consumer's end of a request's event stream. */
+export interface EventSource<T> {
+  next(): Promise<IteratorResult<T>>;
+}
+
+/**
+ * A request inside the engine. Its PROGRESS (status, tokens, computed, prefillEnd, pages,
+ * slot, aborted, finishReason, cachedTokens, preemptions, spec, drafts, draftProbs,
+ * lockHandle, hitHidden, history, output, events) is read-only here: the scheduler alone
+ * writes it (scheduler.ts and its update, update.ts), through MutableRequest. Its
+ * CONFIGURATION (splits, adjust, sampling hooks, ...) is set while the request is built,
+ * before it is queued, and never changes after.
+ */
 export class Request {
-  status: RequestStatus = 'waiting';
+  readonly status: RequestStatus = 'waiting';
   /** Prompt followed by generated ids. */
-  readonly tokens: number[];
-  computed = 0;
-  prefillEnd: number;
+  readonly tokens: readonly number[];
+  readonly computed: number = 0;
+  readonly prefillEnd: number;
   /** KV pages, in position order (page i holds positions i·pageSize …). */
-  pages: number[] = [];
+  readonly pages: readonly number[] = [];
   /** Working state slot (0 = none). */
-  slot = 0;
-  aborted = false;
-  finishReason: FinishReason | null = null;
-  cachedTokens = 0;
-  preemptions = 0;
-  readonly spec: SpecStats = { rounds: 0, drafted: 0, accepted: 0 };
-  readonly events = new EventQueue<GenerateEvent>();
+  readonly slot: number = 0;
+  /** The client went away: the next step boundary finishes it with reason 'abort'. */
+  readonly aborted: boolean = false;
+  readonly finishReason: FinishReason | null = null;
+  readonly cachedTokens: number = 0;
+  readonly preemptions: number = 0;
+  readonly spec: Readonly<SpecStats> = { rounds: 0, drafted: 0, accepted: 0 };
+  readonly events: EventSource<GenerateEvent> = new EventQueue<GenerateEvent>();
   /** Drafts d_1..d_k for the next verify (empty = plain decode). */
-  drafts: number[] = [];
+  readonly drafts: readonly number[] = [];
   /** q_i of each draft for sampling requests (null for greedy). */
-  draftProbs: Float64Array[] | null = null;
+  readonly draftProbs: readonly Float64Array[] | null = null;
+  /** Prefix-cache lock held while running (null = none). */
+  readonly lockHandle: object | null = null;
+  /** After a prefix hit: target hidden at position hit−1 (MTP input), until the first step
+   * after admission has used it. */
+  readonly hitHidden: Float32Array | null = null;
+  readonly history: HistoryView;
+  readonly output: OutputView;
   /** Prompt positions in (0, promptLength] where the chunked prefill ends a chunk besides
    * the multiples of the Gated DeltaNet chunk: the end of every message of a chat prompt,
    * and the prompt's end (ascending; see prefix.ts). They are part of the request's
@@ -110,10 +137,6 @@ export class Request {
   /** Internal request that only prefills its prompt to take prefix-cache snapshots (end
    * of a generation, see prefix.ts queueGenerationSnapshot): it never samples or emits. */
   snapshotOnly = false;
-  /** Prefix-cache lock held while running (null = none). */
-  lockHandle: object | null = null;
-  /** After a prefix hit: target hidden at position hit−1 (MTP input), until used. */
-  hitHidden: Float32Array | null = null;
   /** Debug/test hook: called with the logits of every sampled position. */
   captureLogits: ((logits: Float32Array) => void) | null = null;
   /** Logit bias / constraint applied before sampling target and draft tokens (null = none). */
@@ -122,10 +145,8 @@ export class Request {
   topLogprobs = -1;
   onLogprob: ((e: TokenLogprob) => void) | null = null;
   /** The prompt ends inside a reasoning block (a template's `<think>\n`): the output starts
-   * as reasoning. Set with `reasoning` by the request builder. */
+   * as reasoning (set by the request builder). */
   startsInReasoning = false;
-  /** Splits the streamed text into reasoning and content (delta events). */
-  reasoning = new ReasoningSplitter(false);
 
   constructor(
     readonly id: number,
@@ -138,23 +159,13 @@ export class Request {
     readonly rng: Rng,
     /** Draws of sampled drafts (separate from `rng`, which the target's picks use). */
     readonly draftRng: Rng,
-    readonly history: TokenHistory,
-    readonly output: OutputText,
+    history: TokenHistory,
+    output: OutputText,
   ) {
     this.tokens = [...promptIds];
     this.prefillEnd = promptIds.length;
-  }
-
-  /** The delta event of newly streamed text; `last`: the request's final one, releasing
-   * text the splitter held back (a possible partial tag). */
-  delta(text: string, ids: readonly number[], last = false): Extract<GenerateEvent, { type: 'delta' }> {
-    const p = this.reasoning.push(text);
-    if (last) {
-      const rest = this.reasoning.flush();
-      p.reasoning += rest.reasoning;
-      p.content += rest.content;
-    }
-    return { type: 'delta', text, ids, reasoning: p.reasoning, content: p.content };
+    this.history = history;
+    this.output = output;
   }
 
   /** The whole output split at once (equal to the deltas' parts joined). */
@@ -165,7 +176,7 @@ export class Request {
   get numGenerated(): number {
     return this.tokens.length - this.promptIds.length;
   }
-  get outputIds(): number[] {
+  get outputIds(): readonly number[] {
     return this.tokens.slice(this.promptIds.length);
   }
   /** Still in chunked prefill (including recompute after preemption). */
@@ -173,3 +184,38 @@ export class Request {
     return this.computed < this.prefillEnd;
   }
 }
+
+/** A request as every module but the scheduler sees it: nothing is writable. */
+export type RequestView = Readonly<Request>;
+
+/** The request's progress with its real, writable types. */
+interface Progress {
+  status: RequestStatus;
+  tokens: number[];
+  computed: number;
+  prefillEnd: number;
+  pages: number[];
+  slot: number;
+  aborted: boolean;
+  finishReason: FinishReason | null;
+  cachedTokens: number;
+  preemptions: number;
+  spec: SpecStats;
+  events: EventQueue<GenerateEvent>;
+  drafts: number[];
+  draftProbs: Float64Array[] | null;
+  lockHandle: object | null;
+  hitHidden: Float32Array | null;
+  history: TokenHistory;
+  output: OutputText;
+}
+
+/** The scheduler's handle on a request: its progress writable. ONLY scheduler.ts and
+ * update.ts may name this type (test/request-ownership.test.ts checks it). */
+export type MutableRequest = Omit<Request, keyof Progress> & Progress;
+
+/** Every progress field (the ownership test greps for writes to them). */
+export const PROGRESS_FIELDS: readonly (keyof Progress)[] = [
+  'status', 'tokens', 'computed', 'prefillEnd', 'pages', 'slot', 'aborted', 'finishReason', 'cachedTokens', 'preemptions',
+  'spec', 'events', 'drafts', 'draftProbs', 'lockHandle', 'hitHidden', 'history', 'output',
+];

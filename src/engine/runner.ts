@@ -10,6 +10,7 @@ import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
+import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
 
 export interface StepResult {
   /** Per real row (batch order): host logits [V] of every position that needs them — the
@@ -40,8 +41,8 @@ export class Runner {
    * advanced in place (verify: per-step states to the rows' scratch). A row with n = 0 (a
    * prefix hit that covers the whole prompt) runs no model layer: its logits come from the
    * lm_head over the hit's stored hidden (post-norm, position hit−1), the same bits a cold
-   * run computes there. A promise only when the backend's read-back is asynchronous. */
-  run(batch: Batch): StepResult | Promise<StepResult> {
+   * run computes there. Verify rows are laid out by speculative/verify-layout.ts. */
+  async run(batch: Batch): Promise<StepResult> {
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
     const seqs: SeqInput<Tensor>[] = live.map((r) => {
@@ -49,37 +50,30 @@ export class Runner {
       // slot 0 is the dummy sink: a real request never reads or writes through it
       assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
       return {
-        // a verify row feeds [bonus, d_1..d_k]; the drafts are not in req.tokens yet
-        tokens: r.verify ? [req.tokens[r.start]!, ...req.drafts] : req.tokens.slice(r.start, r.start + r.n),
+        tokens: rowTokens(r),
         start: r.start,
         pageTable: req.pages,
         kv: this.kv.layers,
         state: this.state.view(req.slot),
-        // scratch is indexed by batch row: row i owns region i, whatever its slot
-        scratch: r.verify ? this.state.scratch(rows.indexOf(r), r.n) : null,
+        scratch: rowScratch(this.state, r, rows.indexOf(r)),
         chunked: r.chunked,
         splits: r.chunked ? req.splits.filter((p) => p > r.start && p < r.start + r.n) : [],
       };
     });
     const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs) : { hidden: this.ws.hidden.rows(0), offsets: [] };
     const offsets = rows.map((r) => (r.n > 0 ? fw.offsets[live.indexOf(r)]! : 0));
-    const want: number[] = [];
-    rows.forEach((r, i) => {
-      if (r.n === 0) return;
-      const first = offsets[i]! + (r.verify ? 0 : r.n - 1);
-      if (r.verify || r.sample) for (let p = first; p < offsets[i]! + r.n; p++) want.push(p);
-    });
+    const want = rows.flatMap((r, i) => logitPositions(r, offsets[i]!));
     const all = this.ws.logits.rows(want.length);
     if (want.length > 0) lmHeadInto(this.model, this.ws, fw.hidden, want, all);
     const whole = this.wholePromptHits(rows);
     const m = seqs.reduce((k, s) => k + s.tokens.length, 0);
     const h = this.model.config.hiddenSize;
-    const back = this.model.kernels.readBack([
+    // the step's one read-back (CPU backends: views, at once)
+    const [logits, hidden, hits] = await this.model.kernels.readBack([
       { t: all, offset: 0, length: want.length * this.vocab }, { t: fw.hidden, offset: 0, length: m * h },
       { t: whole.logits, offset: 0, length: whole.count * this.vocab },
     ]);
-    const done = ([logits, hidden, hits]: Float32Array[]): StepResult => this.result(rows, logits!, hidden!, hits!, fw.hidden, offsets);
-    return back instanceof Promise ? back.then(done) : done(back);
+    return this.result(rows, logits!, hidden!, hits!, fw.hidden, offsets);
   }
 
   private result(rows: Batch['rows'], all: Float32Array, hostHidden: Float32Array, whole: Float32Array, hidden: Tensor,

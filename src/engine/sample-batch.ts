@@ -5,14 +5,14 @@
 // decoding) is applied to the rows before `run` — the kernels see the masked rows.
 import type { AnyKernels, SampleResult, SampleRow } from '../kernels/types.js';
 import type { Rng } from '../util/rng.js';
-import { type Argmax, emptyResult, greedyToken, isGreedy, sampleRowOf, type SamplingParams, type TokenHistory } from './sampler.js';
+import { type Argmax, emptyResult, greedyToken, isGreedy, sampleRowOf, type SamplingParams, type HistoryView } from './sampler.js';
 
 export interface SampleJob {
   /** The raw logits row (≥ vocab floats), unchanged by the sampler. */
   readonly logits: Float32Array;
   readonly vocab: number;
   readonly sampling: SamplingParams;
-  readonly history: TokenHistory | null;
+  readonly history: HistoryView | null;
   /** Ids after the history that count as generated (verify position i: d_1..d_i). */
   readonly extra?: readonly number[];
   /** Pick a token: the argmax when greedy, else a draw with one uniform from rng. */

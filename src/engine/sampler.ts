@@ -28,8 +28,14 @@ export const GREEDY: SamplingParams = Object.freeze({
   temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0,
 });
 
+/** What penalties read of a request's history (read-only: the scheduler alone pushes). */
+export interface HistoryView {
+  readonly outputCounts: ReadonlyMap<number, number>;
+  readonly promptIds: ReadonlySet<number>;
+}
+
 /** Token history a request's penalties read: counts of generated ids, ids of the prompt. */
-export class TokenHistory {
+export class TokenHistory implements HistoryView {
   readonly outputCounts = new Map<number, number>();
   readonly promptIds: Set<number>;
   constructor(promptIds: Iterable<number>) {
@@ -44,13 +50,13 @@ export function isGreedy(p: SamplingParams): boolean {
   return p.temperature === 0;
 }
 
-function hasPenalties(p: SamplingParams, hist: TokenHistory | null): hist is TokenHistory {
+function hasPenalties(p: SamplingParams, hist: HistoryView | null): hist is HistoryView {
   return hist !== null && (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0);
 }
 
 /** The penalised logit of every id a penalty touches (ids < vocab), in f64. `extra`: ids
  * generated after the history (counted as outputs; speculative verify positions). */
-function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: TokenHistory, vocab: number,
+function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: HistoryView, vocab: number,
   extra: readonly number[] = []): Map<number, number> {
   const adj = new Map<number, number>();
   let counts: ReadonlyMap<number, number> = hist.outputCounts;
@@ -76,7 +82,7 @@ function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: Token
 
 /** Penalised logits of the touched ids as kernel patches (values rounded to f32), or
  * null without penalties. Only the ids a penalty touches: never vocabulary-sized. */
-export function penaltyPatches(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
+export function penaltyPatches(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number,
   extra: readonly number[] = []): { ids: Int32Array; vals: Float32Array } | null {
   if (!hasPenalties(p, hist)) return null;
   const adj = penaltyAdjustments(logits, p, hist, vocab, extra);
@@ -95,11 +101,12 @@ let penalizedScratch = new Float64Array(0);
 
 /** logits[0..vocab) with penalties applied and ids ≥ vocab excluded, in a scratch array
  * that the next call overwrites (callers read it before sampling again). */
-function penalized(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number): Float64Array {
+function penalized(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number,
+  extra: readonly number[] = []): Float64Array {
   if (penalizedScratch.length < vocab) penalizedScratch = new Float64Array(vocab);
   const out = penalizedScratch.subarray(0, vocab);
   out.set(logits.subarray(0, vocab));
-  if (hasPenalties(p, hist)) for (const [id, l] of penaltyAdjustments(logits, p, hist, vocab)) out[id] = l;
+  if (hasPenalties(p, hist)) for (const [id, l] of penaltyAdjustments(logits, p, hist, vocab, extra)) out[id] = l;
   return out;
 }
 
@@ -123,12 +130,14 @@ export type Argmax = (logits: Float32Array, n: number) => number;
 
 /** argmax of the penalised logits (f64 penalties; lowest id among equal maxima) without
  * copying the vocabulary: the raw argmax, unless a penalised id beats it (or it is
- * penalised itself, then the full copy decides). */
-export function greedyToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, fast?: Argmax): number {
+ * penalised itself, then the full copy decides). `extra`: ids generated after the history
+ * (counted as outputs; speculative verify positions). */
+export function greedyToken(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number, fast?: Argmax,
+  extra: readonly number[] = []): number {
   const raw = fast ? fast(logits, vocab) : argmax(logits, vocab);
   if (!hasPenalties(p, hist)) return raw;
-  const adj = penaltyAdjustments(logits, p, hist, vocab);
-  if (adj.has(raw)) return argmax(penalized(logits, p, hist, vocab), vocab);
+  const adj = penaltyAdjustments(logits, p, hist, vocab, extra);
+  if (adj.has(raw)) return argmax(penalized(logits, p, hist, vocab, extra), vocab);
   let best = raw;
   let bv = logits[raw]!;
   for (const [id, l] of adj) {
@@ -156,7 +165,7 @@ export function drawFrom(probs: Float64Array, rng: Rng): number {
 }
 
 /** The kernel row of a sampled request (temperature, cuts, penalties as patches). */
-export function sampleRowOf(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
+export function sampleRowOf(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number,
   opts: { u?: number; extra?: readonly number[]; dist?: Float32Array | null; topN?: number } = {}): SampleRow {
   const patches = penaltyPatches(logits, p, hist, vocab, opts.extra);
   const topN = opts.topN ?? -1;
@@ -177,23 +186,23 @@ type SampleFn = Kernels['sample'];
 /** The distribution a request samples from, over ids [0, vocab), normalised in f64 (the
  * kept weights / their sum). Greedy ⇒ one-hot on the argmax. Allocates the vocabulary:
  * for tests and rare paths (the engine batches rows through BatchSampler). */
-export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number,
-  fast?: Argmax, sample: SampleFn = refSample): Float64Array {
+export function targetDistribution(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number,
+  fast?: Argmax, sample: SampleFn = refSample, extra: readonly number[] = []): Float64Array {
   const probs = new Float64Array(vocab);
   if (isGreedy(p)) {
-    probs[greedyToken(logits, p, hist, vocab, fast)] = 1;
+    probs[greedyToken(logits, p, hist, vocab, fast, extra)] = 1;
     return probs;
   }
   const w = new Float32Array(vocab);
   const res = emptyResult();
-  sample([sampleRowOf(logits, p, hist, vocab, { dist: w })], [res]);
+  sample([sampleRowOf(logits, p, hist, vocab, { dist: w, extra })], [res]);
   for (let i = 0; i < vocab; i++) probs[i] = w[i]! / res.keptMass;
   return probs;
 }
 
 /** Pick the next token: argmax of penalised logits when greedy, else a draw (one uniform
  * from rng). */
-export function sampleToken(logits: Float32Array, p: SamplingParams, hist: TokenHistory | null, vocab: number, rng: Rng,
+export function sampleToken(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number, rng: Rng,
   fast?: Argmax, sample: SampleFn = refSample): number {
   if (isGreedy(p)) return greedyToken(logits, p, hist, vocab, fast);
   const res = emptyResult();

@@ -8,14 +8,18 @@
 // snapshots (snapshot points are split points too).
 // Prompt tokens always take the chunked Gated DeltaNet form and generated tokens the
 // recurrence, also when recomputed after preemption: recompute is bit-exact.
+// The scheduler is the only writer of request progress (request.ts): schedule() admits,
+// preempts and reaps aborted requests (pages, slot, status), update() commits what a step
+// computed (update.ts: tokens, output, stop decisions, drafts, computed, hit state).
 import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import { type Batch, BatchSlots } from './batch.js';
-import type { Request } from './request.js';
-import { assert, DeltaserveError } from '../util/errors.js';
+import type { MutableRequest, Request, RequestView } from './request.js';
+import { DeltaserveError } from '../util/errors.js';
 import { findPrefixHit, lastSplitBy, nextSnapshotPoint, type PrefixContext, type PrefixHit } from './prefix.js';
-import { commit } from './speculative/commit.js';
+import type { DraftOutcome, FailedOutcome, StepCommit, StepOutcome, StepOutput } from './step-output.js';
+import { applyDrafts, applyStep, emitDone, failRequests, own, type ProgressListener, type UpdateContext } from './update.js';
 
 export interface SchedulerOptions {
   readonly maxRunning: number;
@@ -29,7 +33,7 @@ export interface SchedulerOptions {
 }
 
 interface Planned {
-  readonly req: Request;
+  readonly req: MutableRequest;
   readonly n: number;
   readonly chunked: boolean;
   readonly verify: boolean;
@@ -37,16 +41,18 @@ interface Planned {
 }
 
 export class Scheduler {
-  readonly waiting: Request[] = [];
-  readonly running: Request[] = [];
+  private readonly queued: MutableRequest[] = [];
+  private readonly active: MutableRequest[] = [];
   private readonly slots: BatchSlots;
-  /** Requests preempted during the last schedule() (for stats/tests). */
+  private readonly ctx: UpdateContext;
+  /** Requests preempted so far (for stats/tests). */
   preemptions = 0;
 
   constructor(
     readonly opts: SchedulerOptions,
     private readonly kv: KvPool<Tensor>,
     private readonly state: StatePool<Tensor>,
+    listener: ProgressListener = {},
   ) {
     if (opts.maxRunning < 1) throw new DeltaserveError('bad_config', `--max-running must be ≥ 1 (got ${opts.maxRunning})`);
     const chunk = opts.chunk;
@@ -60,37 +66,66 @@ export class Scheduler {
       throw new DeltaserveError('bad_config', `state pool has ${state.slots} slots, fewer than --max-running ${opts.maxRunning}`);
     }
     this.slots = new BatchSlots(opts.maxRunning);
+    this.ctx = { state, prefix: opts.prefix, finish: (req) => this.finish(req), listener };
   }
 
+  /** Requests waiting for admission, in arrival order. */
+  get waiting(): readonly RequestView[] {
+    return this.queued;
+  }
+
+  /** Requests admitted (holding a state slot and pages), oldest first. */
+  get running(): readonly RequestView[] {
+    return this.active;
+  }
+
+  /** Queue a request; from here on the scheduler alone writes its progress. */
   add(req: Request): void {
-    insertByArrival(this.waiting, req);
+    insertByArrival(this.queued, own(req));
   }
 
   hasWork(): boolean {
-    return this.waiting.length > 0 || this.running.length > 0;
+    return this.queued.length > 0 || this.active.length > 0;
   }
 
-  /** Remove aborted requests (waiting or running) and free their memory. */
-  reapAborted(): Request[] {
-    const gone = [...this.waiting, ...this.running].filter((r) => r.aborted);
-    for (const r of gone) this.finish(r);
-    return gone;
+  /** The client went away: `req` finishes with reason 'abort' at the next schedule(). */
+  abort(req: RequestView): void {
+    if (req.status !== 'finished') own(req).aborted = true;
+  }
+
+  /** Commit what a step computed (update.ts): the one writer of request progress. */
+  update(out: StepOutcome): StepCommit;
+  update(out: DraftOutcome | FailedOutcome): void;
+  update(out: StepOutput): StepCommit | void {
+    if (out.kind === 'step') return applyStep(this.ctx, out);
+    if (out.kind === 'drafts') applyDrafts(out);
+    else failRequests(this.ctx, out.reqs, out.error);
+  }
+
+  /** Finish aborted requests (waiting or running): free their memory, end their streams. */
+  private reapAborted(): void {
+    for (const r of [...this.queued, ...this.active]) {
+      if (!r.aborted) continue;
+      this.finish(r);
+      emitDone(this.ctx, r, 'abort');
+    }
   }
 
   /** Release a request's memory and drop it from the queues. */
-  finish(req: Request): void {
+  private finish(req: MutableRequest): void {
     this.release(req);
-    remove(this.running, req);
-    remove(this.waiting, req);
+    remove(this.active, req);
+    remove(this.queued, req);
     req.status = 'finished';
   }
 
-  /** Build the next batch, or null when there is nothing to run. */
+  /** Reap aborted requests, then build the next batch, or null when there is nothing to run. */
   schedule(): Batch | null {
+    this.reapAborted();
     let budget = this.opts.maxPrefillTokens;
     const plan: Planned[] = [];
-    for (let i = 0; i < this.running.length; i++) {
-      const req = this.running[i]!;
+    for (let i = 0; i < this.active.length; i++) {
+      const req = this.active[i]!;
       const n = req.prefilling ? this.prefillThatFits(req, this.prefillChunk(req, budget)) : 1 + req.drafts.length;
       if (n === 0) continue; // a prefill with no budget or no pages waits, holding what it has
       if (!this.ensurePages(req, req.computed + n)) {
@@ -113,7 +148,7 @@ export class Scheduler {
 
   /** Tokens of `req`'s prefill to process within `budget`, ending on one of its split
    * points unless it reaches the end of the known tokens. */
-  private prefillChunk(req: Request, budget: number): number {
+  private prefillChunk(req: MutableRequest, budget: number): number {
     const c = req.computed;
     // A recompute after preemption replays generated tokens with the recurrence, as
     // they were first computed: the prompt part and the generated part never share a row.
@@ -130,8 +165,8 @@ export class Scheduler {
    * itself would free its pages only to be readmitted at once and recompute them, step after
    * step. It waits instead; the older requests progress and finish, or preempt it when they
    * need pages. The shorter chunk still ends on a split point (prefillChunk). */
-  private prefillThatFits(req: Request, n: number): number {
-    const newest = this.running.length > 1 && this.running[this.running.length - 1] === req;
+  private prefillThatFits(req: MutableRequest, n: number): number {
+    const newest = this.active.length > 1 && this.active[this.active.length - 1] === req;
     const need = this.kv.pagesFor(req.computed + n) - req.pages.length;
     if (!newest || need <= 0 || this.reservePages(need)) return n;
     const coverable = (req.pages.length + this.kv.freePages) * this.kv.pageSize - req.computed;
@@ -140,8 +175,8 @@ export class Scheduler {
 
   private admit(plan: Planned[], budget: number): void {
     const prefix = this.opts.prefix;
-    while (this.waiting.length > 0 && this.running.length < this.opts.maxRunning) {
-      const req = this.waiting[0]!;
+    while (this.queued.length > 0 && this.active.length < this.opts.maxRunning) {
+      const req = this.queued[0]!;
       if (!this.reserveSlot()) return; // FCFS: no overtaking
       const slot = this.state.alloc()!;
       req.slot = slot;
@@ -161,36 +196,21 @@ export class Scheduler {
       }
       req.pages.push(...this.kv.alloc(pagesNeeded)!);
       req.status = 'running';
-      this.waiting.shift();
-      this.running.push(req);
+      this.queued.shift();
+      this.active.push(req);
       budget -= n;
       plan.push({ req, n, chunked: req.computed < req.promptIds.length, verify: false, prefilling: true });
     }
   }
 
   /** Start `req` (nothing computed yet) from a cached prefix. */
-  private applyHit(req: Request, hit: PrefixHit): void {
+  private applyHit(req: MutableRequest, hit: PrefixHit): void {
     req.pages = hit.pages;
     req.computed = hit.length;
     // usage counts prompt tokens only (a recompute after preemption may hit generated ones)
     req.cachedTokens = Math.max(req.cachedTokens, Math.min(hit.length, req.promptIds.length));
     req.lockHandle = hit.handle;
     req.hitHidden = hit.hidden;
-  }
-
-  /** `req` processed its `n` scheduled tokens (a prefill chunk or a decode step). With
-   * admission, preemption and commitVerify, the only writer of req.computed. */
-  advance(req: Request, n: number): void {
-    assert(n >= 0 && req.computed + n <= req.tokens.length, `request ${req.id}: advancing ${n} from ${req.computed} past its ${req.tokens.length} tokens`);
-    req.computed += n;
-  }
-
-  /** Commit a verify round of `req` (batch row `row`): its working state becomes the state
-   * after `accepted` drafts (spec/commit.ts; the tracking snapshot, if any, is copied into
-   * `track.slot` first) and the bonus token plus the accepted drafts become computed. */
-  commitVerify(req: Request, row: number, accepted: number, track: { readonly slot: number; readonly step: number }): void {
-    commit(this.state, [{ row, slot: req.slot, lastAcceptedStep: accepted, trackSlot: track.slot, trackStep: track.slot > 0 ? track.step : -1 }]);
-    this.advance(req, accepted + 1);
   }
 
   /** A free state slot, evicting cached snapshots if needed. */
@@ -201,9 +221,9 @@ export class Scheduler {
 
   /** Grow req's page list by up to `n` pages that are free right now (no eviction, no
    * preemption): room for MTP draft positions, which drafting never preempts for. */
-  takeFreePages(req: Request, n: number): void {
+  takeFreePages(req: RequestView, n: number): void {
     const got = n > 0 ? this.kv.alloc(Math.min(n, this.kv.freePages)) : null;
-    if (got) req.pages.push(...got);
+    if (got) own(req).pages.push(...got);
   }
 
   /** `n` free pages, evicting unused cache entries if needed. */
@@ -214,12 +234,12 @@ export class Scheduler {
 
   /** Grow req's page list to cover `tokens` positions, preempting the newest running
    * requests while pages are short. False when `req` itself had to be preempted. */
-  private ensurePages(req: Request, tokens: number): boolean {
+  private ensurePages(req: MutableRequest, tokens: number): boolean {
     const need = this.kv.pagesFor(tokens) - req.pages.length;
     if (need <= 0) return true;
     this.reservePages(need);
     while (this.kv.freePages < need) {
-      const victim = this.running[this.running.length - 1]!;
+      const victim = this.active[this.active.length - 1]!;
       this.preempt(victim);
       if (victim === req) return false;
     }
@@ -228,9 +248,10 @@ export class Scheduler {
   }
 
   /** Free a running request's memory and requeue it to recompute everything it has. */
-  preempt(req: Request): void {
+  preempt(view: RequestView): void {
+    const req = own(view);
     this.release(req);
-    remove(this.running, req);
+    remove(this.active, req);
     req.computed = 0;
     req.prefillEnd = req.tokens.length;
     req.drafts = [];
@@ -238,10 +259,10 @@ export class Scheduler {
     req.status = 'waiting';
     req.preemptions++;
     this.preemptions++;
-    insertByArrival(this.waiting, req);
+    insertByArrival(this.queued, req);
   }
 
-  private release(req: Request): void {
+  private release(req: MutableRequest): void {
     if (req.pages.length > 0) this.kv.release(req.pages);
     req.pages = [];
     if (req.slot > 0) this.state.free(req.slot);
@@ -252,7 +273,7 @@ export class Scheduler {
 
   /** Every page / slot reference held by requests (for pool integrity checks). */
   owners(): { pages: number[]; slots: number[]; locks: object[] } {
-    const all = [...this.running, ...this.waiting];
+    const all = [...this.active, ...this.queued];
     return {
       pages: all.flatMap((r) => r.pages),
       slots: all.filter((r) => r.slot > 0).map((r) => r.slot),
@@ -261,12 +282,12 @@ export class Scheduler {
   }
 }
 
-function remove(list: Request[], req: Request): void {
+function remove(list: MutableRequest[], req: MutableRequest): void {
   const i = list.indexOf(req);
   if (i >= 0) list.splice(i, 1);
 }
 
-function insertByArrival(list: Request[], req: Request): void {
+function insertByArrival(list: MutableRequest[], req: MutableRequest): void {
   let i = list.length;
   while (i > 0 && list[i - 1]!.arrival > req.arrival) i--;
   list.splice(i, 0, req);

@@ -1,13 +1,42 @@
-// Which positions of a step's batch go through the sampler, in one BatchSampler run.
-import type { BatchRow } from './batch.js';
+// The "sample" stage of a step: which positions of the batch go through the sampler (one
+// BatchSampler run), and what each real row emits — a sampling row's pick, a verify row's
+// accepted drafts and bonus (speculative/) — as the StepOutcome the scheduler's update
+// commits. Reads requests, writes none.
+import type { Batch, BatchRow } from './batch.js';
+import { adjustStepLogits } from './logits-adjust.js';
+import type { StepResult } from './runner.js';
 import type { BatchSampler, SampleJob, SampleOutcome } from './sample-batch.js';
 import { isGreedy } from './sampler.js';
+import type { Speculator } from './speculative/speculator.js';
+import type { RowOutcome, StepOutcome } from './step-output.js';
+
+const NOTHING: RowOutcome = { tokens: [], logprobs: [], logits: [], drafted: 0, accepted: 0 };
+
+/** Adjust (bias, constraint), sample, and accept the step's rows. */
+export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSampler, speculative: Speculator, hiddenSize: number,
+  vocab: number): StepOutcome {
+  const rows = batch.rows.slice(0, batch.nReal);
+  adjustStepLogits(rows, result.logits, vocab);
+  const picks = sampleStep(sampler, rows, result.logits, vocab);
+  return {
+    kind: 'step', batch,
+    rows: rows.map((row, i): RowOutcome => {
+      const logits = result.logits[i]!;
+      if (row.verify) return speculative.accept(row, logits, picks[i]!);
+      if (!row.sample || row.req!.snapshotOnly) return NOTHING;
+      const pick = picks[i]![0]!;
+      return { tokens: [pick.token], logprobs: [pick.logprobs], logits: [logits[0]!], drafted: 0, accepted: 0 };
+    }),
+    hiddenAt: (i, step) => {
+      const at = result.offsets[i]! + step;
+      return result.hostHidden.subarray(at * hiddenSize, (at + 1) * hiddenSize);
+    },
+  };
+}
 
 /** Per real row (batch order), the outcome of each position that samples: a decode row's
  * last position; every verify position of a sampled request (its p given the drafts before
- * it, drawn later by the rejection sampler) or of a request wanting logprobs. A per-request
- * logits mask (e.g. grammar-constrained decoding) belongs here, applied to the rows before
- * the sampler runs. */
+ * it, drawn later by the rejection sampler) or of a request wanting logprobs. */
 export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], logits: readonly Float32Array[][],
   vocab: number): SampleOutcome[][] {
   const jobs: SampleJob[] = [];

@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { DeltaserveError, type ErrorCode } from '../util/errors.js';
 import { type Logger, SILENT } from '../util/log.js';
-import { ApiError } from '../server/errors.js';
+import { ApiError } from '../util/api-error.js';
 import { type PrepareJob, type PrepareResult, transferablesOf } from './prepare-jobs.js';
 import type { PrepareWorkerData } from './prepare-worker.js';
 

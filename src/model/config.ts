@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { DeltaserveError } from '../util/errors.js';
 import { type RopeScaling, parseRopeScaling } from './rope-scaling.js';
 import { fp8BlockSize } from '../checkpoint/fp8.js';
+import { VISION_PREFIX, type VisionConfig, parseVisionConfig } from '../vision/config.js';
 
-/** Tensor-name prefix of a release checkpoint's vision tower (skipped: text-only). */
-export const VISION_PREFIX = 'model.visual.';
+/** Tensor-name prefix of a release checkpoint's vision tower (skipped by the text model). */
+export { VISION_PREFIX };
 
 export type Architecture = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_next';
 export type LayerKind = 'linear' | 'full';
@@ -64,6 +65,8 @@ export interface ModelConfig {
   readonly eosTokenIds: readonly number[];
   /** Prefix of the text model's tensors ('model.language_model.' or 'model.'). */
   readonly weightPrefix: string;
+  /** The vision tower of a release config (`vision_config`); null/absent: text-only. */
+  readonly vision?: VisionConfig | null;
 }
 
 type Json = Record<string, unknown>;
@@ -204,7 +207,11 @@ export function parseModelConfig(json: unknown, where = 'config.json', generatio
     maxPositionEmbeddings: Math.max(maxPositions, ropeScaling?.maxPositions ?? 0),
     eosTokenIds: [...eos].filter((id) => id < vocabSize),
     weightPrefix,
+    vision: parseVisionConfig(outer, where),
   };
+  if (cfg.vision && cfg.vision.outHiddenSize !== hiddenSize) {
+    throw new DeltaserveError('bad_config', `${where} (vision_config): out_hidden_size ${cfg.vision.outHiddenSize} must equal the text hidden_size ${hiddenSize}`);
+  }
   return Object.freeze(cfg);
 }
 

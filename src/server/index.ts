@@ -1,3 +1,3 @@
 // OpenAI-compatible HTTP server over an Engine.
-export { startServer, type RunningServer, type ServerOptions } from './http.js';
-export { ApiError } from './errors.js';
+export { startServer, type RunningServer, type ServerOptions } from './http/server.js';
+export { ApiError } from './http/errors.js';

@@ -15,7 +15,11 @@ import { Rng } from '../util/rng.js';
 import { DeltaserveError, assert } from '../util/errors.js';
 import { progressBar } from '../util/progress.js';
 import { type TensorSource, type WriteDType, INDEX_FILE, tensorBytes, writeSafetensors, writeShardedSafetensors } from './safetensors-writer.js';
-import { releaseConfig, releaseWrapper, splitChatTemplate, visionTensorShapes } from './release-layout.js';
+import {
+  type VisionTowerSpec, type VisionTokenIds, STAND_IN_TOWER, preprocessorConfigJson, releaseConfig, releaseWrapper, splitChatTemplate, visionTensorShapes,
+} from './release-layout.js';
+import { type AddedToken, planVisionTokens, writeVisionTokens } from './vision-tokens.js';
+import { writePlannedMmproj } from './make-mmproj.js';
 import { fp8Sources } from './fp8-write.js';
 
 export type ShapeModelType = 'qwen3_5_text' | 'qwen3_5_moe_text' | 'qwen3_next';
@@ -42,21 +46,30 @@ export interface ShapeSpec {
   readonly tied: boolean;
   readonly ropeTheta: number; readonly partialRotary: number;
   readonly mtpLayers: number; readonly maxPositions: number;
+  /** The release layout's vision tower; absent: the small stand-in (STAND_IN_TOWER). */
+  readonly vision?: VisionTowerSpec;
 }
 
 const QWEN35_GDN = { linKeyHeads: 16, linValueHeads: 16, linKeyDim: 128, linValueDim: 128, convKernel: 4 } as const;
 const QWEN35_ATTN = { heads: 8, kvHeads: 2, headDim: 256, ropeTheta: 1e7, partialRotary: 0.25 } as const;
 const TINY_ATTN = { kvHeads: 2, convKernel: 4, ropeTheta: 1e7, partialRotary: 0.25, mtpLayers: 1 } as const;
+/** vision_config of Qwen/Qwen3.5-0.8B and -4B as quoted by several public loaders and tests
+ * (they agree field for field; patch 16, temporal 2, merge 2, gelu_pytorch_tanh, no deepstack). */
+const QWEN35_TOWERS = {
+  '0.8b': { depth: 12, hidden: 768, heads: 12, intermediate: 3072, numPositions: 2304, deepstack: [] },
+  '4b': { depth: 24, hidden: 1024, heads: 16, intermediate: 4096, numPositions: 2304, deepstack: [] },
+} as const satisfies Record<string, VisionTowerSpec>;
 
 /** Named shapes: the text stacks of the public models (4b…80b from their published
  * config.json dimensions; 0.8b/2b from MODEL-NOTES). Sizes in BF16: 0.8b 1.55 GB, 2b
  * 3.89 GB, 4b 8.65 GB, 9b 18.4 GB, 27b 54.6 GB, 35b-a3b 71.0 GB, 80b-a3b 162.7 GB
- * (--layers truncates). The release layout adds only a tiny stand-in vision tower. */
+ * (--layers truncates). The release layout adds the published vision tower for 0.8b and 4b
+ * (QWEN35_TOWERS) and a tiny stand-in tower for the other shapes. */
 export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
   'qwen3.5-0.8b': {
     description: 'approximation of Qwen3.5-0.8B (text): 24 layers (3 GDN + 1 attention), dense MLP, tied',
     modelType: 'qwen3_5_text', hidden: 1024, layers: 24, fullAttentionInterval: 4, vocab: 248320, intermediate: 3584,
-    ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+    ...QWEN35_ATTN, ...QWEN35_GDN, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144, vision: QWEN35_TOWERS['0.8b'],
   },
   // qwen3.5-2b: the model card's table agrees (hidden 2048, 24 layers = 6 × (3 GDN + 1
   //   attention), FFN 6144, GDN 16 V / 16 QK heads × 128, attention 8 Q / 2 KV × 256, vocab
@@ -88,6 +101,7 @@ export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
     description: 'Qwen3.5-4B (text): 32 layers (3 GDN + 1 attention), 16/32 GDN heads, dense MLP 9216, tied',
     modelType: 'qwen3_5_text', hidden: 2560, layers: 32, fullAttentionInterval: 4, vocab: 248320, intermediate: 9216,
     ...QWEN35_ATTN, heads: 16, kvHeads: 4, ...QWEN35_GDN, linValueHeads: 32, moe: null, tied: true, mtpLayers: 1, maxPositions: 262144,
+    vision: QWEN35_TOWERS['4b'],
   },
   // qwen3.5-9b: the model card's table (hidden 4096, 32 layers = 8 × (3 GDN + 1 attention),
   //   FFN 12288, GDN 32 V / 16 QK heads × 128, attention 16 Q / 4 KV × 256, vocab 248320, MTP)
@@ -133,6 +147,15 @@ export const SHAPES: Readonly<Record<string, ShapeSpec>> = {
     heads: 4, headDim: 32, linKeyHeads: 2, linValueHeads: 4, linKeyDim: 32, linValueDim: 32, ...TINY_ATTN,
     moe: null, tied: true, maxPositions: 4096,
   },
+  // The repo's vision fixture (test/fixtures/tiny-vision): the smallest model that still has
+  // both layer kinds, MTP and a working 2-block tower (patch 16, merge 2, 4×4 learned grid).
+  'tiny-vision': {
+    description: 'tiny Qwen3.5 (text + vision tower) for vision tests: 2 layers, hidden 64, vocab 1024, 2-block tower of width 32, tied',
+    modelType: 'qwen3_5_text', hidden: 64, layers: 2, fullAttentionInterval: 2, vocab: 1024, intermediate: 128,
+    heads: 2, headDim: 32, linKeyHeads: 1, linValueHeads: 2, linKeyDim: 16, linValueDim: 16, ...TINY_ATTN,
+    moe: null, tied: true, maxPositions: 4096,
+    vision: { depth: 2, hidden: 32, heads: 2, intermediate: 64, numPositions: 16, deepstack: [] },
+  },
 };
 
 export interface MakeModelOptions {
@@ -154,12 +177,15 @@ export interface MakeModelOptions {
    * model.visual.* tower, chat_template.jinja) or 'flat' (text model only; the default here,
    * while the CLI defaults to 'release'). Qwen3-Next is flat either way. */
   readonly layout?: 'release' | 'flat';
+  /** Also write the vision tower as llama.cpp's mmproj GGUF (release layout only). */
+  readonly mmproj?: 'F16' | 'F32';
 }
 
 /** Token ids for config / generation_config (from the tokenizer when one is given). */
 export interface SpecialTokens {
   readonly endOfText?: number; // <|endoftext|>: bos and pad
   readonly imEnd?: number; // <|im_end|>: eos
+  readonly vision?: VisionTokenIds; // image_token_id etc. of the release config
 }
 
 export interface ModelPlan {
@@ -195,6 +221,17 @@ function bad(message: string): never {
 
 function layerKinds(spec: ShapeSpec, layers: number): ('linear' | 'full')[] {
   return Array.from({ length: layers }, (_, i) => ((i + 1) % spec.fullAttentionInterval === 0 ? 'full' : 'linear'));
+}
+
+/** Vision tower values with signal through every block: LayerNorm weights centred on 1,
+ * matrices of std 1/√fan_in (unit-variance outputs, so attention is far from uniform),
+ * position table std 0.5, biases small. */
+function visionInit(name: string, shape: readonly number[]): Init {
+  if (/norm\d?\.weight$/.test(name)) return PLAIN_NORM;
+  if (name.endsWith('.bias')) return MATRIX;
+  if (name.endsWith('pos_embed.weight')) return { kind: 'normal', mean: 0, std: 0.5 };
+  const fanIn = shape.slice(1).reduce((a, b) => a * b, 1);
+  return { kind: 'normal', mean: 0, std: 1 / Math.sqrt(fanIn) };
 }
 
 /** The tensor list the loader expects for `spec` with `layers` layers and vocab `vocab`. */
@@ -276,7 +313,9 @@ function tensorDefs(spec: ShapeSpec, layers: number, vocab: number, release: boo
     add('mtp.norm.weight', [h], ZC_NORM);
     for (let i = 0; i < spec.mtpLayers; i++) layer(`mtp.layers.${i}.`, 'full');
   }
-  if (release) for (const [name, shape] of visionTensorShapes(h)) add(name, shape);
+  if (release) {
+    for (const [name, shape] of visionTensorShapes(spec.vision ?? STAND_IN_TOWER, h)) add(name, shape, visionInit(name, shape));
+  }
   return defs;
 }
 
@@ -436,7 +475,8 @@ export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTo
     bos_token_id: tokens.endOfText, eos_token_id: eos.length > 0 ? eos : undefined, pad_token_id: tokens.endOfText, do_sample: false,
   };
   const text = configJson(spec, layers, vocab, opts.dtype, tokens);
-  const config = wrapper ? releaseConfig(wrapper, text) : text;
+  const noVisionTokens: VisionTokenIds = { visionStart: null, visionEnd: null, imagePad: null, videoPad: null };
+  const config = wrapper ? releaseConfig(wrapper, text, spec.vision ?? STAND_IN_TOWER, tokens.vision ?? noVisionTokens) : text;
   if (opts.dtype === 'fp8') {
     config['quantization_config'] = { quant_method: 'fp8', fmt: 'e4m3', activation_scheme: 'dynamic', weight_block_size: [...FP8_BLOCK] };
   }
@@ -444,7 +484,7 @@ export function planModel(opts: Omit<MakeModelOptions, 'out'>, tokens: SpecialTo
 }
 
 /** Number of ids the tokenizer defines and its special ids. */
-function readTokenizer(dir: string): { size: number; tokens: SpecialTokens } {
+function readTokenizer(dir: string): { size: number; tokens: SpecialTokens; added: AddedToken[] } {
   const path = join(dir, 'tokenizer.json');
   if (!existsSync(path)) throw new DeltaserveError('bad_tokenizer', `no tokenizer.json in ${dir}`);
   let json: { model?: { vocab?: unknown }; added_tokens?: { id: number; content: string }[] };
@@ -459,16 +499,18 @@ function readTokenizer(dir: string): { size: number; tokens: SpecialTokens } {
     for (const id of Object.values(vocab)) if (typeof id === 'number') size = Math.max(size, id + 1);
   }
   const tokens: { endOfText?: number; imEnd?: number } = {};
-  for (const t of json.added_tokens ?? []) {
+  const added = json.added_tokens ?? [];
+  for (const t of added) {
     size = Math.max(size, t.id + 1);
     if (t.content === '<|endoftext|>') tokens.endOfText = t.id;
     if (t.content === '<|im_end|>') tokens.imEnd = t.id;
   }
-  return { size, tokens };
+  return { size, tokens, added: added.map((t) => ({ id: t.id, content: t.content })) };
 }
 
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'];
-const isCheckpointFile = (f: string): boolean => f === INDEX_FILE || /^model(-\d{5}-of-\d{5})?\.safetensors(\.partial)?$/.test(f);
+const isCheckpointFile = (f: string): boolean => f === INDEX_FILE || /^model(-\d{5}-of-\d{5})?\.safetensors(\.partial)?$/.test(f)
+  || /^mmproj-.*\.gguf$/.test(f);
 
 export interface MakeModelResult {
   readonly dir: string;
@@ -482,13 +524,20 @@ export interface MakeModelResult {
  * is replaced). */
 export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult> {
   const tok = opts.tokenizer !== undefined ? readTokenizer(opts.tokenizer) : undefined;
-  const plan = planModel(opts, tok?.tokens);
-  const vocab = opts.vocabSize ?? plan.spec.vocab;
+  const spec = Object.hasOwn(SHAPES, opts.shape) ? SHAPES[opts.shape] : undefined;
+  const vocab = opts.vocabSize ?? spec?.vocab ?? 0;
+  const release = opts.layout === 'release' && spec !== undefined && releaseWrapper(spec.modelType) !== null;
+  const vision = tok && release ? planVisionTokens(tok.added, tok.size, vocab) : undefined;
+  if (opts.mmproj !== undefined && !release) bad('mmproj needs a Qwen3.5 shape in the release layout (a model with a vision tower)');
+  const plan = planModel(opts, tok && { ...tok.tokens, ...(vision ? { vision: vision.ids } : {}) });
   if (tok && tok.size > vocab) bad(`tokenizer in ${opts.tokenizer} has ${tok.size} ids but the model vocab is ${vocab}`);
   mkdirSync(opts.out, { recursive: true });
   for (const f of readdirSync(opts.out)) if (isCheckpointFile(f)) rmSync(join(opts.out, f));
   writeFileSync(join(opts.out, 'config.json'), `${JSON.stringify(plan.config, null, 2)}\n`);
   writeFileSync(join(opts.out, 'generation_config.json'), `${JSON.stringify(plan.generationConfig, null, 2)}\n`);
+  if (plan.config['vision_config'] !== undefined) {
+    writeFileSync(join(opts.out, 'preprocessor_config.json'), `${JSON.stringify(preprocessorConfigJson(), null, 2)}\n`);
+  }
   if (opts.tokenizer !== undefined) {
     for (const f of TOKENIZER_FILES) {
       const src = join(opts.tokenizer, f);
@@ -499,6 +548,7 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
       writeFileSync(dest, readFileSync(src));
     }
     if (plan.config['text_config'] !== undefined) splitChatTemplate(opts.out);
+    if (vision) writeVisionTokens(opts.out, vision.add);
   }
   const metadata = { deltaserve_shape: opts.shape, deltaserve_seed: String(opts.seed) };
   const bar = progressBar(`writing ${opts.out}`, plan.bytes);
@@ -512,5 +562,6 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
     files = ['model.safetensors'];
   }
   bar.done();
+  if (opts.mmproj !== undefined) files.push(await writePlannedMmproj(opts.out, opts.shape, plan.config, plan.tensors, opts.mmproj));
   return { dir: opts.out, files, params: plan.params, bytes: plan.bytes };
 }

@@ -6,8 +6,8 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** Prefix of vision-tower tensors in Qwen3.5 release checkpoints (skipped, text-only). */
-import { VISION_PREFIX } from '../model/config.js';
+import { parseVisionConfig, type VisionConfig } from '../vision/config.js';
+import { visionTensorShapes as towerTensorShapes } from '../vision/weights.js';
 
 export type ReleaseWrapper = 'qwen3_5' | 'qwen3_5_moe';
 
@@ -18,53 +18,78 @@ export function releaseWrapper(textModelType: string): ReleaseWrapper | null {
   return null;
 }
 
-/** A deliberately small vision tower (depth 1, width 32): real tensor names and ranks, so
+/** The free dimensions of a vision tower (patch 16, temporal 2, merge 2, RGB are fixed). */
+export interface VisionTowerSpec {
+  readonly depth: number;
+  readonly hidden: number;
+  readonly heads: number;
+  readonly intermediate: number;
+  /** Learned position table entries (a square). */
+  readonly numPositions: number;
+  /** Qwen3-VL deepstack blocks; Qwen3.5 releases have none. */
+  readonly deepstack: readonly number[];
+}
+
+/** A deliberately small stand-in tower (depth 1, width 32): real tensor names and ranks, so
  * loaders meet `model.visual.*` tensors as in released files, without their size. */
-const VISION = { depth: 1, hidden: 32, heads: 2, intermediate: 64, patch: 16, temporal: 2, merge: 2, inChannels: 3 } as const;
+export const STAND_IN_TOWER: VisionTowerSpec = { depth: 1, hidden: 32, heads: 2, intermediate: 64, numPositions: 16, deepstack: [] };
+
+/** Special tokens of the Qwen-VL family, in the order of their ids in the releases
+ * (vision_start, vision_end, vision_pad, image_pad, video_pad are consecutive). */
+export const VISION_SPECIAL_TOKENS = ['<|vision_start|>', '<|vision_end|>', '<|vision_pad|>', '<|image_pad|>', '<|video_pad|>'] as const;
+
+/** Ids of the vision special tokens (null where the tokenizer has none). */
+export interface VisionTokenIds {
+  readonly visionStart: number | null;
+  readonly visionEnd: number | null;
+  readonly imagePad: number | null;
+  readonly videoPad: number | null;
+}
+
+/** config.json's vision_config for a tower spec feeding a text model of width textHidden. */
+export function visionConfigJson(wrapper: ReleaseWrapper, tower: VisionTowerSpec, textHidden: number): Record<string, unknown> {
+  return {
+    model_type: wrapper, depth: tower.depth, hidden_size: tower.hidden, num_heads: tower.heads,
+    intermediate_size: tower.intermediate, in_channels: 3, patch_size: 16, temporal_patch_size: 2, spatial_merge_size: 2,
+    out_hidden_size: textHidden, num_position_embeddings: tower.numPositions, hidden_act: 'gelu_pytorch_tanh',
+    deepstack_visual_indexes: [...tower.deepstack], initializer_range: 0.02,
+  };
+}
+
+/** The parsed config of a tower spec (what a loader will read back). */
+export function towerConfig(tower: VisionTowerSpec, textHidden: number): VisionConfig {
+  const cfg = parseVisionConfig({ vision_config: visionConfigJson('qwen3_5', tower, textHidden) }, 'make-model');
+  if (!cfg) throw new Error('unreachable: vision_config written above');
+  return cfg;
+}
 
 /** [name, shape] of the vision tower's tensors; `textHidden` is the merger's output width. */
-export function visionTensorShapes(textHidden: number): [string, number[]][] {
-  const v = VISION;
-  const merged = v.hidden * v.merge * v.merge;
-  const out: [string, number[]][] = [
-    [`${VISION_PREFIX}patch_embed.proj.weight`, [v.hidden, v.inChannels, v.temporal, v.patch, v.patch]],
-    [`${VISION_PREFIX}patch_embed.proj.bias`, [v.hidden]],
-    [`${VISION_PREFIX}merger.norm.weight`, [v.hidden]],
-    [`${VISION_PREFIX}merger.norm.bias`, [v.hidden]],
-    [`${VISION_PREFIX}merger.linear_fc1.weight`, [merged, merged]],
-    [`${VISION_PREFIX}merger.linear_fc1.bias`, [merged]],
-    [`${VISION_PREFIX}merger.linear_fc2.weight`, [textHidden, merged]],
-    [`${VISION_PREFIX}merger.linear_fc2.bias`, [textHidden]],
-  ];
-  for (let b = 0; b < v.depth; b++) {
-    const p = `${VISION_PREFIX}blocks.${b}.`;
-    out.push(
-      [`${p}norm1.weight`, [v.hidden]], [`${p}norm1.bias`, [v.hidden]],
-      [`${p}attn.qkv.weight`, [3 * v.hidden, v.hidden]], [`${p}attn.qkv.bias`, [3 * v.hidden]],
-      [`${p}attn.proj.weight`, [v.hidden, v.hidden]], [`${p}attn.proj.bias`, [v.hidden]],
-      [`${p}norm2.weight`, [v.hidden]], [`${p}norm2.bias`, [v.hidden]],
-      [`${p}mlp.linear_fc1.weight`, [v.intermediate, v.hidden]], [`${p}mlp.linear_fc1.bias`, [v.intermediate]],
-      [`${p}mlp.linear_fc2.weight`, [v.hidden, v.intermediate]], [`${p}mlp.linear_fc2.bias`, [v.hidden]],
-    );
-  }
-  return out;
+export function visionTensorShapes(tower: VisionTowerSpec, textHidden: number): [string, number[]][] {
+  return towerTensorShapes(towerConfig(tower, textHidden));
 }
 
 /** The release config.json around a text config (which keeps its own model_type). */
-export function releaseConfig(wrapper: ReleaseWrapper, text: Record<string, unknown>): Record<string, unknown> {
-  const v = VISION;
+export function releaseConfig(wrapper: ReleaseWrapper, text: Record<string, unknown>, tower: VisionTowerSpec,
+  ids: VisionTokenIds): Record<string, unknown> {
   const moe = wrapper === 'qwen3_5_moe';
   return {
     architectures: [moe ? 'Qwen3_5MoeForConditionalGeneration' : 'Qwen3_5ForConditionalGeneration'],
     model_type: wrapper,
-    image_token_id: null, video_token_id: null, vision_start_token_id: null, vision_end_token_id: null,
+    image_token_id: ids.imagePad, video_token_id: ids.videoPad,
+    vision_start_token_id: ids.visionStart, vision_end_token_id: ids.visionEnd,
     tie_word_embeddings: text['tie_word_embeddings'],
     text_config: { ...text, architectures: undefined },
-    vision_config: {
-      model_type: wrapper, depth: v.depth, hidden_size: v.hidden, num_heads: v.heads, intermediate_size: v.intermediate,
-      in_channels: v.inChannels, patch_size: v.patch, temporal_patch_size: v.temporal, spatial_merge_size: v.merge,
-      out_hidden_size: text['hidden_size'], hidden_act: 'gelu_pytorch_tanh',
-    },
+    vision_config: visionConfigJson(wrapper, tower, Number(text['hidden_size'])),
+  };
+}
+
+/** preprocessor_config.json of the releases (Qwen3-VL processor: patch 16, merge 2, pixel
+ * bounds 65,536 … 16,777,216, mean = std = 0.5). */
+export function preprocessorConfigJson(): Record<string, unknown> {
+  return {
+    size: { longest_edge: 16777216, shortest_edge: 65536 }, patch_size: 16, temporal_patch_size: 2, merge_size: 2,
+    image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5],
+    processor_class: 'Qwen3VLProcessor', image_processor_type: 'Qwen2VLImageProcessorFast',
   };
 }
 

@@ -6,7 +6,7 @@
 // full sampling distribution (penalties, temperature, top-k/p, min-p) given every token
 // accepted before it, so the output distribution equals decoding without drafts.
 import type { Rng } from '../../util/rng.js';
-import { type Argmax, drawFrom, isGreedy, sampleToken, type SamplingParams, targetDistribution, type TokenHistory } from '../sampler.js';
+import { type Argmax, drawFrom, greedyToken, type HistoryView, isGreedy, type SamplingParams, targetDistribution } from '../sampler.js';
 
 export interface DraftChain {
   readonly tokens: readonly number[]; // d_1..d_k
@@ -16,7 +16,9 @@ export interface DraftChain {
 
 export interface AcceptContext {
   readonly sampling: SamplingParams;
-  readonly history: TokenHistory;
+  /** The request's history BEFORE this round: the walk counts the drafts accepted before
+   * position i as generated (penalties), so the caller need not push as it emits. */
+  readonly history: HistoryView;
   readonly vocab: number;
   readonly rng: Rng;
   /** The kernels' argmax for greedy picks (optional: the sampler has its own). */
@@ -38,13 +40,13 @@ export function acceptDrafts(chain: DraftChain, ctx: AcceptContext, logitsAt: (i
     const logits = logitsAt(i);
     const draft = i < k ? chain.tokens[i]! : -1;
     if (greedy) {
-      const pick = sampleToken(logits, ctx.sampling, ctx.history, ctx.vocab, ctx.rng, ctx.argmax);
+      const pick = greedyToken(logits, ctx.sampling, ctx.history, ctx.vocab, ctx.argmax, chain.tokens.slice(0, i));
       const alive = emit(pick);
       if (pick !== draft) return i; // pick was the bonus
       if (!alive) return i + 1;
       continue;
     }
-    const p = ctx.targetAt ? ctx.targetAt(i) : targetDistribution(logits, ctx.sampling, ctx.history, ctx.vocab);
+    const p = ctx.targetAt ? ctx.targetAt(i) : targetDistribution(logits, ctx.sampling, ctx.history, ctx.vocab, undefined, undefined, chain.tokens.slice(0, i));
     if (i === k) {
       emit(drawFrom(p, ctx.rng));
       return k;

@@ -1,11 +1,13 @@
-// MTP drafting (docs/ARCHITECTURE.md "Speculative decoding (MTP)"). After every target step, for each request:
+// MTP drafting (docs/ARCHITECTURE.md "Speculative decoding (MTP)"). After every target step's
+// update, for each request:
 //   extend — the MTP head runs over the positions the step committed, position t fed
 //            (target hidden h_t, token x_{t+1}), so the MTP KV always matches the
 //            committed tokens; its last output predicts d_1;
 //   draft  — k−1 more single-token MTP steps, each fed the previous MTP output and draft.
 // Batched across requests. Drafts of greedy requests are argmax picks; sampling requests
 // draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
-// rejection test.
+// rejection test. The drafter writes no request: it returns each chain's proposal, which
+// the scheduler's update records as the request's drafts (update.ts).
 import type { KvPool } from '../../cache/kv-pool.js';
 import { lmHeadInto, mtpForward, type MtpSeqInput } from '../../model/forward.js';
 import type { StepArena } from '../../model/arena.js';
@@ -13,11 +15,12 @@ import type { AnyModel } from '../../model/model.js';
 import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
 import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import type { Tensor, Weight } from '../../kernels/types.js';
-import type { Request } from '../request.js';
+import type { RequestView } from '../request.js';
+import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
 
 export interface ExtendInput {
-  readonly req: Request;
+  readonly req: RequestView;
   /** MTP positions [start, start + n) are (re)computed from target hidden rows. */
   readonly start: number;
   readonly n: number;
@@ -33,12 +36,15 @@ export interface ExtendInput {
   readonly pages?: readonly number[];
 }
 
-/** A request that drafts this round: its extend [start, start + n) and draft count. */
+/** A request that drafts this round: its extend [start, start + n), its draft count, and
+ * the drafts (with q_i for a sampling request) proposed so far. */
 interface Chain {
-  readonly req: Request;
+  readonly req: RequestView;
   readonly start: number;
   readonly n: number;
   readonly drafts: number;
+  readonly proposed: number[];
+  readonly qs: Float64Array[] | null;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -56,8 +62,8 @@ export class MtpDrafter {
   /** Sampled drafts: q and the draw on the kernels, one call per draft step. */
   private readonly sampler: BatchSampler;
   /** Per request, q buffers over the sampling vocabulary reused round after round (zero
-   * beyond the draft head; the engine drops req.draftProbs after each verify). */
-  private readonly qBuffers = new WeakMap<Request, Float64Array[]>();
+   * beyond the draft head; update drops req.draftProbs after each verify). */
+  private readonly qBuffers = new WeakMap<RequestView, Float64Array[]>();
 
   constructor(
     private readonly model: AnyModel,
@@ -66,7 +72,7 @@ export class MtpDrafter {
     private readonly sampleVocab: number,
     /** Grows a request's page list by up to n free pages (the scheduler's: it is the only
      * writer of request progress). */
-    private readonly takeFreePages: (req: Request, n: number) => void,
+    private readonly takeFreePages: (req: RequestView, n: number) => void,
     private readonly argmax?: Argmax,
     /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
     draftVocab = sampleVocab,
@@ -77,10 +83,10 @@ export class MtpDrafter {
     this.sampler = new BatchSampler(model.kernels, argmax);
   }
 
-  /** Extend, then draft. Synchronous unless the backend's read-back is asynchronous (one
-   * read-back per draft step: each step's picks feed the next). */
-  run(inputs: readonly ExtendInput[]): void | Promise<void> {
-    if (inputs.length === 0) return;
+  /** Extend, then draft: the proposal of every input that drafts (one read-back per draft
+   * step: each step's picks feed the next). */
+  async run(inputs: readonly ExtendInput[]): Promise<DraftProposal[]> {
+    if (inputs.length === 0) return [];
     const mtpKv = this.kv.mtpLayers[0]!;
     const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput<Tensor> => ({
       tokens: i.req.tokens.slice(i.start + 1, i.start + i.n + 1), hidden: i.hidden, hiddenRow: i.hiddenRow,
@@ -92,32 +98,17 @@ export class MtpDrafter {
     let offset = 0;
     for (const i of inputs) {
       if (i.drafts > 0) {
-        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i) });
+        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [] });
         rows.push(offset + i.n - 1);
       }
       offset += i.n;
     }
-    if (active.length === 0) return;
-    for (const a of active) {
-      a.req.drafts = [];
-      a.req.draftProbs = isGreedy(a.req.sampling) ? null : [];
+    if (active.length === 0) return [];
+    // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
+    for (let s: DraftStep | null = { active, hidden: this.pick(out, rows), step: 1 }; s; s = this.nextStep(s)) {
+      await this.propose(s.active, s.hidden);
     }
-    return this.steps({ active, hidden: this.pick(out, rows), step: 1 });
-  }
-
-  /** Propose draft `at.step` of every active chain from its MTP hidden row, then the
-   * following steps. */
-  private steps(at: DraftStep): void | Promise<void> {
-    for (let s: DraftStep | null = at; s; s = this.nextStep(s)) {
-      const proposed = this.propose(s.active.map((a) => a.req), s.hidden);
-      if (proposed) {
-        const here = s;
-        return proposed.then(() => {
-          const next = this.nextStep(here);
-          return next ? this.steps(next) : undefined;
-        });
-      }
-    }
+    return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
 
   /** The MTP forward of the chains that draft one more step, or null when none does. */
@@ -127,7 +118,7 @@ export class MtpDrafter {
     if (chains.length === 0) return null;
     const idx = chains.map((c) => prev.active.indexOf(c));
     const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
-      tokens: [c.req.drafts[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
+      tokens: [c.proposed[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
       pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
     })));
     return { active: chains, hidden: this.pick(stepOut, chains.map((_, j) => j)), step };
@@ -155,47 +146,47 @@ export class MtpDrafter {
   /** One draft token per request from MTP hidden rows [n, H], over the draft head's ids.
    * A sampled request's proposal q is kept over the whole sampling vocabulary (zero beyond
    * the draft head), as rejection sampling compares it with the target's p id by id. */
-  private propose(reqs: readonly Request[], hidden: Tensor): void | Promise<void> {
-    const t = lmHeadInto(this.model, this.ws, hidden, reqs.map((_, j) => j), this.ws.draftLogits.rows(reqs.length), this.head);
+  private async propose(chains: readonly Chain[], hidden: Tensor): Promise<void> {
+    const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
     // the draft chain needs each step's picks before the next step: a read-back per step
-    const back = this.model.kernels.readBack([{ t, offset: 0, length: reqs.length * this.v }]);
-    if (back instanceof Promise) return back.then(([logits]) => this.pickDrafts(reqs, logits!));
-    this.pickDrafts(reqs, back[0]!);
+    const [logits] = await this.model.kernels.readBack([{ t, offset: 0, length: chains.length * this.v }]);
+    this.pickDrafts(chains, logits!);
   }
 
-  /** Each request's next draft from its host logits row of `logits` ([n, V_draft]). */
-  private pickDrafts(reqs: readonly Request[], logits: Float32Array): void {
-    const sampled: { req: Request; job: SampleJob }[] = [];
-    reqs.forEach((req, j) => {
+  /** Each chain's next draft from its host logits row of `logits` ([n, V_draft]). */
+  private pickDrafts(chains: readonly Chain[], logits: Float32Array): void {
+    const sampled: { c: Chain; job: SampleJob }[] = [];
+    chains.forEach((c, j) => {
+      const req = c.req;
       // drafts are proposed under the request's adjustment, its matcher forked past the
       // committed ids and advanced by the drafts before this one
       const l = logits.subarray(j * this.v, (j + 1) * this.v);
-      adjustInPlace(l, this.v, req.adjust, matcherAfterDrafts(req, req.drafts.length));
-      if (isGreedy(req.sampling)) req.drafts.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
+      adjustInPlace(l, this.v, req.adjust, matcherAfterDrafts(req, c.proposed.length, c.proposed));
+      if (isGreedy(req.sampling)) c.proposed.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
       else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
-        const q = this.qBuffer(req, req.draftProbs!.length);
+        const q = this.qBuffer(req, c.qs!.length);
         q.fill(0);
         q[0] = 1;
-        req.drafts.push(0);
-        req.draftProbs!.push(q);
+        c.proposed.push(0);
+        c.qs!.push(q);
       } else {
-        sampled.push({ req, job: {
-          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: req.drafts, rng: req.draftRng, dist: true, logprobs: -1,
+        sampled.push({ c, job: {
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: req.draftRng, dist: true, logprobs: -1,
         } });
       }
     });
     const out = this.sampler.run(sampled.map((s) => s.job));
-    sampled.forEach(({ req }, j) => {
+    sampled.forEach(({ c }, j) => {
       const o = out[j]!;
-      req.drafts.push(o.token);
-      req.draftProbs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(req, req.draftProbs!.length)));
+      c.proposed.push(o.token);
+      c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
     });
   }
 
   /** The request's i-th reusable q buffer (zero beyond the draft vocabulary). */
-  private qBuffer(req: Request, i: number): Float64Array {
+  private qBuffer(req: RequestView, i: number): Float64Array {
     let list = this.qBuffers.get(req);
     if (!list) this.qBuffers.set(req, (list = []));
     return (list[i] ??= new Float64Array(this.sampleVocab));

@@ -1,0 +1,107 @@
+// The engine's options and what is resolved from them before the engine starts: the
+// speculative settings checked against the model, the memory plan, the kernels' argmax.
+import { gpuAdapterOf, gpuMemoryBytes, type KernelsChoice } from '../kernels/index.js';
+import type { AnyKernels } from '../kernels/types.js';
+import type { AnyModel } from '../model/model.js';
+import type { QuantizeMode } from '../checkpoint/quantize-load.js';
+import { DeltaserveError } from '../util/errors.js';
+import type { Argmax } from './sampler.js';
+import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
+
+export interface EngineOptions {
+  /** Model directory (HF layout), a .gguf file, or a hub reference `org/name[@revision]`
+   * or `org/name:QUANT` (HF cache, else downloaded from HF_ENDPOINT). An existing path is
+   * always a path; default: the built-in model (BUILTIN_MODEL). */
+  readonly model?: string;
+  readonly kernels?: KernelsChoice;
+  readonly threads?: number;
+  /** Quantize matmul weights as they load (`--quantize q8_0|q4_k`). */
+  readonly quantize?: QuantizeMode;
+  readonly maxRunning?: number;
+  readonly maxPrefillTokens?: number;
+  readonly pageSize?: number;
+  /** KV pool capacity in tokens (default: max(context, 16·1024)). */
+  readonly kvCacheTokens?: number;
+  /** Context length cap (default: the model's max_position_embeddings). */
+  readonly maxContext?: number;
+  /** MTP draft tokens per round (default 3 when the checkpoint has an MTP head; 0 = off). */
+  readonly specTokens?: number;
+  /** Adapt k to measured throughput (default true). */
+  readonly specAdaptive?: boolean;
+  /** Prefix cache with recurrent-state snapshots (default true). */
+  readonly prefixCache?: boolean;
+  /** Snapshot interval in tokens (default 256; a multiple of 64 and of the page size, ≥ k+1). */
+  readonly stateTrackInterval?: number;
+  /** State slots reserved for cached snapshots (default 4 × max-running). */
+  readonly cacheStateSlots?: number;
+  /** Persist the prefix cache in this directory: loaded at start, saved when idle (at most
+   * every prefixCacheSaveMs) and at close. */
+  readonly prefixCacheDir?: string;
+  /** Bound on the saved file (least recently used snapshots are left out; default 2 GiB). */
+  readonly prefixCacheDiskBytes?: number;
+  /** Minimum time between periodic saves (default 60000; 0 = only at close). */
+  readonly prefixCacheSaveMs?: number;
+  /** At the end of a generation, snapshot the conversation (prompt + output) so the next
+   * turn that includes the answer hits: an internal prefill of the generated tokens in
+   * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
+  readonly prefixCacheGenerationSnapshots?: boolean;
+  /** Operational messages (default: stderr, prefixed "deltaserve: "). */
+  readonly log?: (msg: string) => void;
+  /** MTP drafts are chosen among token ids [0, draftVocab) only: the draft lm_head reads
+   * that many rows instead of the whole vocabulary (BPE ids are roughly in frequency order,
+   * so the first ids carry most of the mass). Lossless for any value: verification uses the
+   * full vocabulary; a smaller draft vocabulary can only lower acceptance. Default 32768
+   * (the whole vocabulary when it is smaller). */
+  readonly draftVocab?: number;
+  /** Memory for the pools: bytes, or "60%" / "8G" style text (default: 80% of the memory
+   * available after the weights). Pool sizes and the default context follow from it. */
+  readonly memoryBudget?: number | string;
+}
+
+/** Speculative-decoding settings resolved against the model. */
+export function draftVocabFor(opts: EngineOptions): number {
+  const n = opts.draftVocab ?? 32768;
+  if (!Number.isInteger(n) || n < 1) throw new DeltaserveError('bad_config', `--draft-vocab must be a positive integer (got ${n})`);
+  return n;
+}
+
+export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
+  const k = opts.specTokens ?? (mtpLayers > 0 ? 3 : 0);
+  if (!Number.isInteger(k) || k < 0 || k > 16) throw new DeltaserveError('bad_config', `--spec-tokens must be an integer in 0..16 (got ${k})`);
+  if (k > 0 && mtpLayers === 0) throw new DeltaserveError('bad_config', '--spec-tokens > 0 needs a checkpoint with an MTP head (this one has none)');
+  return k;
+}
+
+/** Pool sizes for the options (memory-plan.ts), from the memory available now. */
+export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number): MemoryPlan {
+  const b = opts.memoryBudget;
+  const gpu = gpuAdapterOf(model.kernels);
+  const available = availableMemory();
+  // WebGPU reports no device memory: by default the pools take what the host could hold,
+  // at most one maximal buffer of the adapter (--memory-budget sets it exactly)
+  const budget = b === undefined
+    ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
+      from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
+    : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
+  const needs = memoryNeeds(model, k);
+  // on a GPU the weights are device buffers (the host keeps only handles)
+  const gpuBytes = gpuMemoryBytes(model.kernels);
+  return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {
+    ...(gpu ? { maxAllocBytes: gpu.limits.maxStorageBufferBindingSize, maxAllocFrom: 'the GPU\'s storage-binding limit' } : {}),
+    ...(budget ? { budget } : {}),
+    ...(opts.maxRunning !== undefined ? { maxRunning: opts.maxRunning } : {}),
+    ...(opts.cacheStateSlots !== undefined ? { cacheSlots: opts.cacheStateSlots } : {}),
+    ...(opts.kvCacheTokens !== undefined ? { kvCacheTokens: opts.kvCacheTokens } : {}),
+    ...(opts.maxContext !== undefined ? { maxContext: opts.maxContext } : {}),
+    prefixCache: opts.prefixCache !== false, pageSize,
+  }, available);
+}
+
+/** The kernels' argmax as the sampler's Argmax (one reusable output slot). */
+export function kernelArgmax(kernels: AnyKernels): Argmax {
+  const slot = new Int32Array(1); // host: argmax reads and writes host rows
+  return (logits, n) => {
+    kernels.argmax(slot, logits, 1, n);
+    return slot[0]!;
+  };
+}

@@ -1,0 +1,141 @@
+// MTP speculative decoding around the target step (docs/speculative-decoding.md): it owns
+// the round draft → verify layout (verify-layout.ts, read by the runner) → accept (here,
+// with accept.ts) → commit and tracking snapshot (commit.ts, called by the scheduler's
+// update) → draft again. Each step:
+//   accept(): a verify row's tokens — accepted drafts, then the bonus — from the target's
+//     logits, as a RowOutcome for the update (nothing is written to the request here);
+//   draft(): after the update, the MTP head extends over what each request committed and
+//     proposes the next round's drafts, sized by the adaptive policy and the request's
+//     limits; the scheduler's update records them;
+//   observe(): the step's time and tokens feed the adaptive policy.
+import type { Tensor } from '../../kernels/types.js';
+import type { KvPool } from '../../cache/kv-pool.js';
+import type { StepArena } from '../../model/arena.js';
+import type { AnyModel } from '../../model/model.js';
+import type { Batch, BatchRow } from '../batch.js';
+import type { RequestView } from '../request.js';
+import { type Argmax, isGreedy } from '../sampler.js';
+import { type SampleOutcome, toProbs } from '../sample-batch.js';
+import type { CommittedRow, DraftOutcome, RowOutcome } from '../step-output.js';
+import { acceptDrafts } from './accept.js';
+import { type ExtendInput, MtpDrafter } from './draft.js';
+import { AdaptiveK } from './policy.js';
+
+export interface SpeculatorOptions {
+  /** Draft tokens per round at most (0 = speculation off). */
+  readonly k: number;
+  readonly adaptive: boolean;
+  /** Drafts come from ids [0, draftVocab) only (EngineOptions.draftVocab). */
+  readonly draftVocab: number;
+  readonly sampleVocab: number;
+  readonly argmax: Argmax;
+  /** Grows a request's page list by up to n free pages (the scheduler's). */
+  readonly takeFreePages: (req: RequestView, n: number) => void;
+  /** Test hook: replace a request's drafts (same length or shorter). */
+  readonly draftOverride?: ((req: RequestView, drafts: number[]) => number[]) | undefined;
+}
+
+export class Speculator {
+  private readonly drafter: MtpDrafter | null;
+  private readonly policy: AdaptiveK;
+  /** k drafted for the step about to run (what the policy's next measurement used). */
+  private draftedK = 0;
+  /** p of verify positions 0..k in f64 (reused: one verify row is accepted at a time). */
+  private readonly verifyProbs: Float64Array[] = [];
+
+  constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
+    this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab) : null;
+    this.policy = new AdaptiveK(opts.k, opts.adaptive);
+  }
+
+  /** Draft tokens per round at most (0 = off). */
+  get kMax(): number {
+    return this.policy.kMax;
+  }
+
+  /** The k the drafts verified by the coming step were made with (read before draft()). */
+  get verifiedK(): number {
+    return this.draftedK;
+  }
+
+  /** Walk a verify row's drafts against the target (`logits` and the sampler's outcomes of
+   * its k + 1 positions): the tokens it emits are the accepted drafts, then the bonus. */
+  accept(row: BatchRow, logits: readonly Float32Array[], picks: readonly SampleOutcome[]): RowOutcome {
+    const req = row.req!;
+    const chain = { tokens: req.drafts, probs: req.draftProbs };
+    const vocab = this.opts.sampleVocab;
+    const targetAt = (s: number): Float64Array => {
+      const o = picks[s]!;
+      this.verifyProbs[s] ??= new Float64Array(vocab);
+      return toProbs(o.weights!, o.mass, vocab, this.verifyProbs[s]!);
+    };
+    const tokens: number[] = [];
+    const accepted = acceptDrafts(chain, {
+      sampling: req.sampling, history: req.history, vocab, rng: req.rng, argmax: this.opts.argmax,
+      ...(isGreedy(req.sampling) ? {} : { targetAt }),
+    }, (s) => logits[s]!, (token) => (tokens.push(token), true));
+    return {
+      tokens, logprobs: tokens.map((_, s) => picks[s]?.logprobs ?? null), logits: tokens.map((_, s) => logits[s]!),
+      drafted: chain.tokens.length, accepted,
+    };
+  }
+
+  /** Which requests draft() will run the MTP head for (they fail together if it throws). */
+  extending(rows: readonly CommittedRow[]): RequestView[] {
+    return this.drafter ? rows.filter(extends_).map((r) => r.req) : [];
+  }
+
+  /** MTP extend over what each request committed (`hidden`: the step's target hidden
+   * rows, row i's first at offsets[i]), then drafts for its next verify; null when no
+   * request drafts. */
+  async draft(rows: readonly CommittedRow[], hidden: Tensor, offsets: readonly number[]): Promise<DraftOutcome | null> {
+    const extend = this.drafter ? rows.filter(extends_) : [];
+    if (extend.length === 0) return null;
+    const decoding = extend.filter((e) => !e.req.prefilling).length;
+    const k = this.policy.choose(decoding);
+    this.draftedK = k;
+    // Seeded sampling must be reproducible, and which random draws a round consumes
+    // depends on k: sampling requests always draft the configured k, never the adaptive one.
+    const kFor = (r: RequestView): number => (isGreedy(r.sampling) ? k : this.policy.kMax);
+    // When the policy has turned speculation off and no request needs drafts, the MTP
+    // head is skipped entirely: its KV for these positions goes stale, which can only
+    // lower the acceptance of later drafts (outputs are lossless either way).
+    if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return null;
+    const inputs = extend.map((c) => extendInput(c, hidden, offsets[c.row]!,
+      c.req.prefilling || c.req.status !== 'running' ? 0 : draftRoom(c.req, kFor(c.req))));
+    const proposals = await this.drafter!.run(inputs);
+    const o = this.opts.draftOverride;
+    return {
+      kind: 'drafts',
+      proposals: o ? proposals.map((p) => ({ ...p, tokens: o(p.req, [...p.tokens]).slice(0, p.tokens.length) })) : proposals,
+    };
+  }
+
+  /** A decode / verify step of `batch` made `generated` tokens in `ms`, with drafts of
+   * `k` (verifiedK before the step drafted). */
+  observe(batch: Batch, k: number, generated: number, ms: number): void {
+    if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, k, generated, ms);
+  }
+}
+
+/** The MTP head extends a row's committed positions while its request runs. A request that
+ * just finished still gets its MTP KV written when it snapshotted this step: the rows
+ * [start, computed) live in pages the snapshot keeps, and a hit reads them. */
+function extends_(c: CommittedRow): boolean {
+  return c.req.status === 'running' || (c.snapshotted && c.req.status === 'finished' && !c.req.aborted && c.n > 0);
+}
+
+/** MTP positions to (re)compute after a step; the first chunk after a prefix hit also
+ * recomputes position hit−1 from the snapshot's hidden (its MTP KV depends on the token
+ * after the cached prefix). */
+function extendInput(c: CommittedRow, hidden: Tensor, hiddenRow: number, drafts: number): ExtendInput {
+  const base = { req: c.req, hidden, hiddenRow, drafts, pages: c.pages };
+  if (!c.hitHidden || c.start === 0) return { ...base, start: c.start, n: c.n };
+  // the snapshot's hidden (host) is the first row, then the step's rows
+  return { ...base, start: c.start - 1, n: c.n + 1, hiddenFirst: c.hitHidden };
+}
+
+/** Drafts worth proposing: a round emits up to k+1 tokens, never past the limits. */
+function draftRoom(req: RequestView, k: number): number {
+  return Math.max(0, Math.min(k, req.maxTokens - req.numGenerated - 1, req.maxLength - req.tokens.length - 1));
+}

@@ -1,0 +1,87 @@
+// Write a vision tower as llama.cpp's mmproj GGUF (clip, projector "qwen3vl_merger"), as
+// llama.cpp's converter lays it out (names and keys: src/vision/mmproj-names.ts): matrices
+// (2-D and up) in F16 or F32, 1-D tensors (norms, biases) in F32; the Conv3d patch kernel
+// split into its two temporal slices.
+import { f32ToF16 } from '../kernels/quant/dequant.js';
+import { VISION_PREFIX, type PreprocessConfig, type VisionConfig } from '../vision/config.js';
+import { MMPROJ_KEYS as K, MMPROJ_PROJECTOR, PATCH_EMBED_NAMES, mmprojName } from '../vision/mmproj-names.js';
+import { type TensorReader, visionTensorShapes } from '../vision/weights.js';
+import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
+
+export interface MmprojOptions {
+  readonly cfg: VisionConfig;
+  readonly pre: PreprocessConfig;
+  /** general.name */
+  readonly name: string;
+  /** Storage of tensors with 2 or more dimensions (llama.cpp's default is F16). */
+  readonly matrixType: 'F32' | 'F16';
+}
+
+export function mmprojMetadata(o: MmprojOptions): MetaEntry[] {
+  const c = o.cfg;
+  const side = Math.round(Math.sqrt(c.numPositionEmbeddings));
+  const deepstack = Array.from({ length: c.depth }, (_, l) => c.deepstackVisualIndexes.includes(l));
+  return [
+    { key: K.architecture, type: 'string', value: 'clip' },
+    { key: K.type, type: 'string', value: 'mmproj' },
+    { key: K.name, type: 'string', value: o.name },
+    { key: K.fileType, type: 'u32', value: o.matrixType === 'F16' ? 1 : 0 },
+    { key: K.hasVision, type: 'bool', value: true },
+    { key: K.projector, type: 'string', value: MMPROJ_PROJECTOR },
+    { key: K.projectionDim, type: 'u32', value: c.outHiddenSize },
+    { key: K.imageSize, type: 'u32', value: side * c.patchSize },
+    { key: K.patchSize, type: 'u32', value: c.patchSize },
+    { key: K.embedding, type: 'u32', value: c.hiddenSize },
+    { key: K.feedForward, type: 'u32', value: c.intermediateSize },
+    { key: K.blocks, type: 'u32', value: c.depth },
+    { key: K.heads, type: 'u32', value: c.numHeads },
+    { key: K.imageMean, type: 'f32', array: [...o.pre.imageMean] },
+    { key: K.imageStd, type: 'f32', array: [...o.pre.imageStd] },
+    { key: K.useGelu, type: 'bool', value: true },
+    { key: K.mergeSize, type: 'u32', value: c.spatialMergeSize },
+    { key: K.layerNormEps, type: 'f32', value: c.layerNormEps },
+    { key: K.deepstack, type: 'bool', array: deepstack },
+  ];
+}
+
+function encode(values: Float32Array, type: 'F32' | 'F16'): Uint8Array {
+  if (type === 'F32') return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  const h = Uint16Array.from(values, f32ToF16);
+  return new Uint8Array(h.buffer);
+}
+
+/** [D, C, T, P, P] → the T slices [D, C, P, P]. */
+function temporalSlices(w: Float32Array, shape: readonly number[]): Float32Array[] {
+  const [d, c, t, p, q] = shape as [number, number, number, number, number];
+  const plane = p * q;
+  return Array.from({ length: t }, (_, s) => {
+    const out = new Float32Array(d * c * plane);
+    for (let i = 0; i < d * c; i++) out.set(w.subarray((i * t + s) * plane, (i * t + s + 1) * plane), i * plane);
+    return out;
+  });
+}
+
+/** The tensors of the mmproj file, each read (through `read`) when written. */
+export function mmprojTensors(o: MmprojOptions, read: TensorReader): TensorOut[] {
+  const out: TensorOut[] = [];
+  for (const [full, shape] of visionTensorShapes(o.cfg)) {
+    const name = full.slice(VISION_PREFIX.length);
+    const gguf = mmprojName(o.cfg, name);
+    const type = shape.length >= 2 ? o.matrixType : 'F32';
+    if (gguf === null) {
+      const sliceShape = [shape[0]!, shape[1]!, shape[3]!, shape[4]!];
+      PATCH_EMBED_NAMES.forEach((n, s) => out.push({
+        name: n, shape: sliceShape, type,
+        produce: (emit) => emit(encode(temporalSlices(read(full, shape), shape)[s]!, type)),
+      }));
+      continue;
+    }
+    out.push({ name: gguf, shape, type, produce: (emit) => emit(encode(read(full, shape), type)) });
+  }
+  return out;
+}
+
+export async function writeMmproj(path: string, o: MmprojOptions, read: TensorReader): Promise<void> {
+  if (o.cfg.temporalPatchSize !== 2) throw new Error(`mmproj: llama.cpp's qwen3vl_merger needs temporal_patch_size 2 (got ${o.cfg.temporalPatchSize})`);
+  await writeGgufFile(path, mmprojMetadata(o), mmprojTensors(o, read));
+}
