@@ -72,11 +72,11 @@ export class PromptFrontend implements PromptTarget, PrepareContext {
 
   /** withPromptIds, images included (what Engine.generate takes for a request with images). */
   async withPrompt<R extends PromptInput>(req: R, limits?: ImageLimits): Promise<Omit<R, keyof PromptInput> & {
-    readonly promptIds: number[]; readonly messageBoundaries: number[]; readonly images?: readonly PreparedImage[];
+    readonly promptIds: number[]; readonly messageBoundaries: number[]; readonly visionImages?: readonly PreparedImage[];
   }> {
     const { ids, boundaries, images } = await this.preparePrompt(req, limits);
     const { prompt: _p, messages: _m, promptIds: _i, messageBoundaries: _b, think: _t, chatTemplateKwargs: _k, images: _im, ...rest } = req;
-    return { ...rest, promptIds: ids, messageBoundaries: boundaries, ...(images && images.length > 0 ? { images } : {}) };
+    return { ...rest, promptIds: ids, messageBoundaries: boundaries, ...(images && images.length > 0 ? { visionImages: images } : {}) };
   }
 
   /** Run a prepare job on the calling thread (the prepare pool runs the same function). */
