@@ -28,7 +28,7 @@ export const TIERS = [
       'adaptive-k', 'bench-profile', 'chat-injection', 'config', 'dawn-stderr', 'idna', 'json-limits',
       'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'tool-parser', 'tool-stream',
       'tool-template', 'frontend-golden', 'frontend-boundary', 'structured', 'structured-schema', 'json-schema-suite', 'prefix-points', 'pools',
-      'scheduler', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands',
+      'scheduler', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params',
       'test-tiers', 'docs-links', 'docs-performance', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',
       'vision-*', 'checkpoint-layering',
       // kernel conformance: wasm (and its variants) against the ref twin

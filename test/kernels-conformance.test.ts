@@ -463,6 +463,56 @@ for (const { label, k } of backends) {
       }
     });
 
+    test('stepBatch + ropeBatch, kvWriteBatch, attentionBatch == rope, kvWrite, attention per sequence (t = 0, 1, 3, 5), bit for bit', () => {
+      const r = rng(12);
+      const [nH, nKV, hd, ps] = [4, 2, 13, 4];
+      const kvDim = nKV * hd;
+      const qStride = nH * hd + 5; // q inside wider rows, as a fused projection leaves it
+      const table = plainRopeTable(1e6, 8);
+      const dims = { numHeads: nH, numKvHeads: nKV, headDim: hd };
+      const shapes = [{ t: 3, start: 9 }, { t: 0, start: 2 }, { t: 1, start: 30 }, { t: 5, start: 0 }];
+      let row = 0;
+      const seqs = shapes.map((s, i) => {
+        const pageTable = Int32Array.from({ length: 9 }, (_, p) => p * shapes.length + i); // disjoint pages in one pool
+        const b = { row, t: s.t, start: s.start, pageTable };
+        row += s.t;
+        return b;
+      });
+      const pool = 9 * shapes.length * ps * kvDim;
+      const init = { q: Array.from({ length: row * qStride }, () => 2 * r() - 1), k: Array.from({ length: row * kvDim }, () => 2 * r() - 1),
+        v: Array.from({ length: row * kvDim }, () => 2 * r() - 1), hist: Array.from({ length: pool }, () => 2 * r() - 1) };
+      const setup = () => {
+        const kv: KvLayerView = { k: fill(k, pool, (() => { let i = 0; return () => init.hist[i++]!; })()), v: fill(k, pool, () => 0.5), pageSize: ps };
+        const q = fill(k, init.q.length, (() => { let i = 0; return () => init.q[i++]!; })());
+        const kk = fill(k, init.k.length, (() => { let i = 0; return () => init.k[i++]!; })());
+        const v = fill(k, init.v.length, (() => { let i = 0; return () => init.v[i++]!; })());
+        return { kv, q, kk, v, out: k.alloc(row * nH * hd) };
+      };
+      const a = setup();
+      for (const s of seqs) {
+        if (s.t === 0) continue;
+        const pos = Int32Array.from({ length: s.t }, (_, j) => s.start + j);
+        const qs = k.view(a.q, s.row * qStride, (s.t - 1) * qStride + nH * hd);
+        const ks = k.view(a.kk, s.row * kvDim, s.t * kvDim);
+        k.rope(qs, pos, s.t, nH, hd, table, qStride);
+        k.rope(ks, pos, s.t, nKV, hd, table, kvDim);
+        k.kvWrite(a.kv, s.pageTable, s.start, ks, k.view(a.v, s.row * kvDim, s.t * kvDim), s.t, kvDim);
+        k.attention(k.view(a.out, s.row * nH * hd, s.t * nH * hd), qs, qStride, a.kv, s.pageTable, s.start, s.t, dims);
+      }
+      const b = setup();
+      const batch = k.stepBatch(seqs, table);
+      const kvs = seqs.map(() => b.kv);
+      k.ropeBatch(b.q, batch, nH, hd, qStride);
+      k.ropeBatch(b.kk, batch, nKV, hd, kvDim);
+      k.kvWriteBatch(kvs, batch, b.kk, b.v, kvDim);
+      k.attentionBatch(b.out, b.q, qStride, kvs, batch, dims);
+      same(b.q, a.q, 'roped q');
+      same(b.kv.k, a.kv.k, 'cache k');
+      same(b.kv.v, a.kv.v, 'cache v');
+      same(b.out, a.out, 'attention');
+      assert.throws(() => k.kvWriteBatch([b.kv], batch, b.kk, b.v, kvDim), /1 KV views for a batch of 4 sequences/);
+    });
+
     test('argmax: exact, ties → lowest index, NaN ignored, -inf rows, strided rows, tails', () => {
       const r = rng(40);
       for (const n of [1, 3, 4, 7, 64, 1001]) {

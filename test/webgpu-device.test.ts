@@ -8,7 +8,8 @@ import { nodeGpu } from '../src/kernels/webgpu-node.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
-import { floatMatmulShader, quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
@@ -90,8 +91,8 @@ describe('webgpu device layer', () => {
       ['moe_route', MOE_ROUTE], ['moe_scatter', MOE_SCATTER], ['moe_combine', MOE_COMBINE], ['causal_conv', CAUSAL_CONV], ['gdn_gates', GDN_GATES], ['gdn_recurrent', GDN_RECURRENT], ['gdn_chunked', GDN_CHUNKED],
       ['kv_write', KV_WRITE], ['attention', ATTENTION], ['sample', SAMPLE],
       ['copy_rows', COPY_ROWS], ['fill', FILL], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
-      ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulShader(d)], [`embed_${d}`, embedFloatShader(d)]]),
-      ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulShader(d, true)]) : []),
+      ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulGroupShader(d, 1)], [`matmul_group_${d}`, floatMatmulGroupShader(d, 4)], [`embed_${d}`, embedFloatShader(d)]]),
+      ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulGroupShader(d, 3, true)]) : []),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),
     ];
     const errors = (await Promise.all(sources.map(([k, s]) => g.pipelines.errors(k, s)))).flat();

@@ -35,14 +35,12 @@ export function autoDecision(): AutoDecision | null {
 
 /** The backend's adapter when it runs on a GPU (null on the CPU backends). */
 export function gpuAdapterOf(k: AnyKernels): GpuAdapterSummary | null {
-  const g = (k as { g?: { adapter?: GpuAdapterSummary } }).g;
-  return k.name === 'webgpu' && g?.adapter ? g.adapter : null;
+  return k.limits.adapter;
 }
 
 /** Bytes of device memory the backend holds now (weights, once loaded), or null on the CPU. */
 export function gpuMemoryBytes(k: AnyKernels): number | null {
-  const g = (k as { g?: { alloc?: { bytes?: number } } }).g;
-  return k.name === 'webgpu' && typeof g?.alloc?.bytes === 'number' ? g.alloc.bytes : null;
+  return k.limits.deviceMemoryBytes;
 }
 
 export async function createKernels(choice: KernelsChoice, threads?: number): Promise<AnyKernels> {

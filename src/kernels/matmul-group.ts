@@ -1,7 +1,7 @@
-// The plain form of Kernels.matmulGroup: one matmul call per entry, for backends that do
-// not run a group as one dispatch (ref, webgpu). Its results define the group's: a
-// specialised backend must give the same bits as this loop.
-import type { GroupMatmul, Kernels, Tensor } from './types.js';
+// The plain forms of Kernels.matmulGroup (one matmul call per entry) and Kernels.matmulAdd
+// (matmul, then add), for backends that do not fuse them (ref; wasm for matmulAdd). Their
+// results define the fused calls': a specialised backend must give the same bits.
+import type { GatedInput, GroupMatmul, GroupNorm, Kernels, Tensor, Weight } from './types.js';
 
 /** Checks every backend's matmulGroup makes of its arguments: m ≥ 0 and every weight has
  * the same inner size (x: [M, K]). Returns K (0 for an empty group). */
@@ -14,9 +14,26 @@ export function groupInnerSize<T extends Tensor>(group: readonly GroupMatmul<T>[
   return k;
 }
 
-/** matmul(out, x, w, m) for every entry, in order. */
-export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul'>, x: T, m: number,
-  group: readonly GroupMatmul<T>[]): void {
+/** The group's input: x, or rmsNorm(x) written to norm.out (the plain form of a norm). */
+export function normedInput<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'rmsNorm'>, x: T, m: number, norm: GroupNorm<T> | undefined): T {
+  if (!norm) return x;
+  k.rmsNorm(norm.out, x, norm.w, m, norm.eps, norm.zeroCentered);
+  return norm.out;
+}
+
+/** matmul(out, x, w, m) for every entry, in order (after the norm, if any). */
+export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'rmsNorm'>, x: T, m: number,
+  group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>): void {
   groupInnerSize(group, m);
-  for (const g of group) k.matmul(g.out, x, g.w, m);
+  const input = normedInput(k, x, m, norm);
+  for (const g of group) k.matmul(g.out, input, g.w, m);
+}
+
+/** x ← x ⊙ act(gate.b) (if gated), matmul(tmp, x, w, m), then out += tmp. */
+export function matmulAddByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'add' | 'mulSilu' | 'mulSigmoid'>, out: T, x: T, w: Weight,
+  m: number, tmp: T, gate?: GatedInput<T>): void {
+  if (gate?.act === 'silu') k.mulSilu(x, x, gate.b, m * w.cols);
+  else if (gate) k.mulSigmoid(x, x, gate.b, m * w.cols);
+  k.matmul(tmp, x, w, m);
+  k.add(out, out, tmp, m * w.rows);
 }

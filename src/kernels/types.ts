@@ -17,6 +17,23 @@
 //    order that does not depend on how many rows are processed together.
 
 import type { QuantType } from './quant/formats.js';
+import type { GpuAdapterSummary } from './webgpu/adapter-summary.js';
+
+/** What the memory plan sizes the pools against (Kernels.limits). */
+export interface KernelLimits {
+  /** Bytes of device memory the backend holds now (weights once loaded, pools once
+   * allocated); null: the backend computes in host memory. */
+  readonly deviceMemoryBytes: number | null;
+  /** Largest single buffer the device allocates (bytes); null: no limit but the host's. */
+  readonly maxBufferBytes: number | null;
+  /** Largest tensor a kernel can bind (bytes): every pool tensor stays below it; null: none. */
+  readonly maxBindingBytes: number | null;
+  /** The GPU adapter the backend runs on (null on the CPU backends). */
+  readonly adapter: GpuAdapterSummary | null;
+}
+
+/** The limits of a backend that computes in host memory. */
+export const HOST_LIMITS: KernelLimits = { deviceMemoryBytes: null, maxBufferBytes: null, maxBindingBytes: null, adapter: null };
 import type { StartedQuantizer } from './quant/row-quantizer.js';
 
 /** Tokens per chunk of the chunked Gated DeltaNet form (`gdnChunked`), every backend
@@ -43,6 +60,27 @@ export interface GdnSeq<T> {
   readonly t: number;
   readonly state: T;
   readonly scratch?: T;
+}
+
+/** One sequence of a step's batch: rows [row, row + t) of the stacked activations, at
+ * positions start..start+t−1, its KV pages through `pageTable` (KvLayerView). */
+export interface BatchSeq {
+  readonly row: number;
+  readonly t: number;
+  readonly start: number;
+  readonly pageTable: ArrayLike<number>;
+}
+
+/** The per-step inputs of one forward (row offsets, positions, page tables, the RoPE
+ * angles of every row), made once by `Kernels.stepBatch` and read by every layer's batched
+ * calls (ropeBatch, kvWriteBatch, attentionBatch): a GPU backend uploads it once per
+ * forward, not once per layer and sequence. Backends may extend it with their own handles;
+ * `seqs` (host) is what the plain per-sequence forms read. Valid until the step's readBack. */
+export interface StepBatch {
+  readonly seqs: readonly BatchSeq[];
+  /** Σ t: rows of the batch. */
+  readonly rows: number;
+  readonly rope: RopeTable | null;
 }
 
 /** Storage type of a weight: bf16, f16, f32, or a GGML block format (quant/formats.ts).
@@ -164,6 +202,37 @@ export interface GroupMatmul<T extends Tensor = Float32Array> {
   readonly w: Weight;
 }
 
+/** The operands of Kernels.attentionInputs (one full-attention layer, the whole batch). */
+export interface AttentionInputs<T extends Tensor = Float32Array> {
+  /** [rows, nH, 2·hd] query then gate per head when `gated`, else [rows, nH, hd] (then q is qg). */
+  readonly qg: T;
+  readonly gated: boolean;
+  readonly q: T; // out [rows, nH, hd]: normed, roped
+  readonly gate: T | null; // out [rows, nH, hd] (gated)
+  readonly k: T; // [rows, nKV, hd] in place: normed, roped
+  readonly v: T; // [rows, nKV, hd]
+  readonly qNorm: Weight; // [1, hd], zero-centred
+  readonly kNorm: Weight;
+  readonly eps: number;
+  /** Sequence i's cache (kvWriteBatch). */
+  readonly kv: readonly KvLayerView<T>[];
+}
+
+/** An input computed element-wise: x ⊙ act(b), b: [M, K] (Kernels.matmulAdd). */
+export interface GatedInput<T extends Tensor = Float32Array> {
+  readonly b: T;
+  readonly act: 'silu' | 'sigmoid';
+}
+
+/** The RMSNorm a matmulGroup applies to its input first (rmsNorm's arguments; `out`
+ * [M, K] receives the normed rows where a backend computes them apart). */
+export interface GroupNorm<T extends Tensor = Float32Array> {
+  readonly w: Weight;
+  readonly eps: number;
+  readonly zeroCentered: boolean;
+  readonly out: T;
+}
+
 /** One range of a read-back: `length` elements of `t` from element `offset`. */
 export interface ReadRange<T extends Tensor = Float32Array> {
   readonly t: T;
@@ -177,6 +246,8 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   readonly name: string;
   /** Threads the backend computes on (1 for ref). */
   readonly threads: number;
+  /** Memory limits and the device (read when the pools are planned). */
+  readonly limits: KernelLimits;
   /** Release workers and memory; the backend is unusable afterwards. */
   dispose(): void;
 
@@ -238,11 +309,22 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * are exact integer sums (kernels/ref/quant.ts defines the arithmetic exactly). */
   matmul(out: T, x: T, w: Weight, m: number): void;
 
+  /** out[m, n] += Σ_k x[m, k] · W[n, k] (a residual add folded into its matmul): the bits of
+   * matmul(tmp, x, w, m) then add(out, out, tmp, m·N). tmp: [M, N] scratch, which a backend
+   * that fuses the two (webgpu: one dispatch) leaves untouched; out does not overlap x or tmp.
+   * With `gate`, the input is x ⊙ act(gate.b) — the bits of mulSilu / mulSigmoid(x, x,
+   * gate.b, M·K) first; x then holds that product, or is left as it was by a backend that
+   * folds it into the matmul (webgpu, float weights). */
+  matmulAdd(out: T, x: T, w: Weight, m: number, tmp: T, gate?: GatedInput<T>): void;
+
   /** Several matmuls of one input: for every entry, matmul(out, x, w, m) — the same bits
    * as those separate calls, in any order (every w has K = w.cols columns; x: [M, K]; the
    * outs do not overlap each other or x). A backend may run them as one dispatch (wasm:
-   * one pool run, x quantized once); others loop (kernels/matmul-group.ts). */
-  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[]): void;
+   * one pool run, x quantized once); others loop (kernels/matmul-group.ts).
+   * With `norm`: the entries read rmsNorm(x) — the bits of rmsNorm(norm.out, x, norm.w, m,
+   * norm.eps, norm.zeroCentered) and then the group on norm.out; a backend that folds the
+   * norm into the matmuls (webgpu, float weights) may leave norm.out unwritten. */
+  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
   embed(out: T, table: Weight, ids: ArrayLike<number>): void;
@@ -309,6 +391,30 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * out: [T, nH, hd]. softmax in fp32 with scale 1/√hd. */
   attention(out: T, q: T, qStride: number, kv: KvLayerView<T>,
     pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void;
+
+  /** The step's batch for the batched calls below (see StepBatch). `rope`: the table of
+   * ropeBatch (null: ropeBatch is not called). Sequences are stacked in order (row_i =
+   * Σ_{j<i} t_j). */
+  stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch;
+
+  /** rope on every sequence's rows of x ([rows, heads, headDim], row stride `stride`) at its
+   * positions, with the batch's table: one call per layer and tensor. Same bits as rope per
+   * sequence (kernels/batch-by-calls.ts). */
+  ropeBatch(x: T, batch: StepBatch, heads: number, headDim: number, stride: number): void;
+
+  /** kvWrite of every sequence of the batch (its rows of k, v: [rows, kvDim]) into its
+   * cache `kv[i]` (sequence i's view; one call per layer). Same bits as kvWrite per sequence. */
+  kvWriteBatch(kv: readonly KvLayerView<T>[], batch: StepBatch, k: T, v: T, kvDim: number): void;
+
+  /** attention of every sequence of the batch over its cache `kv[i]` (q, out: [rows, nH, hd],
+   * q row stride qStride): one call per layer. Same bits as attention per sequence. */
+  attentionBatch(out: T, q: T, qStride: number, kv: readonly KvLayerView<T>[], batch: StepBatch, dims: AttentionDims): void;
+
+  /** Everything between the q/k/v projections and attention, for the whole batch: the query
+   * and gate halves split (gated), the per-head q and k norms, RoPE, and the KV write — the
+   * bits of copyRows, rmsNorm, ropeBatch and kvWriteBatch in that order
+   * (kernels/batch-by-calls.ts attentionInputsByCalls); webgpu: one dispatch. */
+  attentionInputs(a: AttentionInputs<T>, batch: StepBatch, dims: AttentionDims): void;
 
   // argmax and sample work on host rows: the logits the engine has read back (on CPU
   // backends those are views of the kernels' own memory, so nothing is copied).

@@ -1,10 +1,11 @@
 // Model forward over a batch of sequences, the LM head, and the MTP head.
 // The caller (runner/engine) passes views of KV pages and state slots as arguments:
 // there is no global mutable context. Tensors are backend handles (see layers.ts).
-import type { KvLayerView, Tensor, Weight } from '../kernels/types.js';
+import type { KvLayerView, StepBatch, Tensor, Weight } from '../kernels/types.js';
 import type { StepArena } from './arena.js';
 import { decoderLayer, type LayerCtx, type LinearScratchView, type LinearStateView, type SeqSpan } from './layers.js';
 import type { Model } from './model.js';
+import { ropeTableOf } from './rope-scaling.js';
 
 /** One sequence's part of a forward call. */
 export interface SeqInput<T extends Tensor = Float32Array> {
@@ -45,6 +46,11 @@ function spans<T extends Tensor>(positions: Int32Array, seqs: readonly SpanInput
   });
 }
 
+/** The step's batch of these spans (one per forward: a GPU backend uploads it once). */
+function stepBatchOf<T extends Tensor, I extends Tensor>(model: Model<T, I>, spans: readonly SeqSpan<T>[]): StepBatch {
+  return model.kernels.stepBatch(spans.map((s) => ({ row: s.offset, t: s.t, start: s.start, pageTable: s.pageTable })), ropeTableOf(model.config));
+}
+
 /** The token ids of all sequences, stacked (host). */
 function stackIds(out: Int32Array, seqs: readonly { readonly tokens: ArrayLike<number> }[]): Int32Array {
   let o = 0;
@@ -64,7 +70,7 @@ export function forwardHidden<T extends Tensor, I extends Tensor>(model: Model<T
   const seqSpans = spans(ws.host.positions.rows(m), seqs, (i) => seqs[i]!.kv);
   const x = ws.x.rows(m); // [M, H] residual stream
   k.embed(x, w.embed, stackIds(ws.host.ids.rows(m), seqs));
-  const ctx: LayerCtx<T, I> = { k, cfg, ws, m, seqs: seqSpans };
+  const ctx: LayerCtx<T, I> = { k, cfg, ws, m, seqs: seqSpans, batch: stepBatchOf(model, seqSpans) };
   let linear = 0;
   let full = 0;
   w.layers.forEach((layer) => {
@@ -142,7 +148,7 @@ export function mtpForward<T extends Tensor, I extends Tensor>(model: Model<T, I
   k.copyRows(cat, h, 2 * h, hid, 0, h, m, h);
   const x = ws.mtp.x.rows(m);
   k.matmul(x, cat, mtp.fc, m);
-  decoderLayer({ k, cfg, ws, m, seqs: seqSpans }, mtp.layer, x, 0);
+  decoderLayer({ k, cfg, ws, m, seqs: seqSpans, batch: stepBatchOf(model, seqSpans) }, mtp.layer, x, 0);
   const out = ws.mtp.out.rows(m);
   k.rmsNorm(out, x, mtp.norm, m, cfg.rmsNormEps, true);
   return out;

@@ -3,11 +3,10 @@
 // or writes tensor elements (sub-ranges through Kernels.view, row moves through copyRows),
 // so a backend whose memory is not JS-visible runs the same code. Scratch comes from the
 // step arena (arena.ts).
-import type { Kernels, KvLayerView, Tensor } from '../kernels/types.js';
+import type { GroupNorm, Kernels, KvLayerView, StepBatch, Tensor } from '../kernels/types.js';
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
-import { ropeTableOf } from './rope-scaling.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
 
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
@@ -43,30 +42,26 @@ export interface LayerCtx<T extends Tensor = Float32Array, I extends Tensor = In
   readonly ws: StepArena<T, I>;
   readonly m: number; // rows in the batch
   readonly seqs: readonly SeqSpan<T>[];
-}
-
-/** Rows [s.offset, s.offset + s.t) of a [M, width] tensor. */
-function seqRows<T extends Tensor>(k: Kernels<T, Tensor>, buf: T, s: SeqSpan<T>, width: number): T {
-  return k.view(buf, s.offset * width, s.t * width);
+  /** The step's batch (Kernels.stepBatch of seqs, in order): made once per forward. */
+  readonly batch: StepBatch;
 }
 
 /** x ← x + mixer(norm1(x)); x ← x + mlp(norm2(x)). `index` is the layer's position among
- * layers of its kind (linear-layer index or full-layer index). x: [M, H]. */
+ * layers of its kind (linear-layer index or full-layer index). x: [M, H]. Each norm is the
+ * `norm` of the input projections' matmulGroup, and the residual adds are folded into the
+ * mixer's and the dense MLP's last matmul (Kernels.matmulAdd; `mixed` is its scratch). */
 export function decoderLayer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: LayerWeights, x: T, index: number): void {
   const { k, cfg, ws, m } = ctx;
-  const h = cfg.hiddenSize;
   const normed = ws.normed.rows(m);
-  k.rmsNorm(normed, x, w.inputNorm, m, cfg.rmsNormEps, true);
   const mixed = ws.mixed.rows(m);
-  if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, normed, mixed, index);
-  else attnMixer(ctx, w.mixer, normed, mixed, index);
-  k.add(x, x, mixed, m * h);
-  k.rmsNorm(normed, x, w.postNorm, m, cfg.rmsNormEps, true);
-  mlp(ctx, w.mlp, normed, mixed);
-  k.add(x, x, mixed, m * h);
+  const norm1: GroupNorm<T> = { w: w.inputNorm, eps: cfg.rmsNormEps, zeroCentered: true, out: normed };
+  if (w.mixer.kind === 'linear') gdnMixer(ctx, w.mixer, x, norm1, mixed, index);
+  else attnMixer(ctx, w.mixer, x, norm1, mixed, index);
+  mlp(ctx, w.mlp, x, { w: w.postNorm, eps: cfg.rmsNormEps, zeroCentered: true, out: normed }, mixed);
 }
 
-function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, out: T, li: number): void {
+/** x += out_proj(GDN(norm(x))); tmp: [M, H] scratch. */
+function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, norm: GroupNorm<T>, tmp: T, li: number): void {
   const { k, cfg, ws, m } = ctx;
   const c = convDim(cfg);
   const hv = cfg.linNumValueHeads;
@@ -77,7 +72,7 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const b = ws.gdn.b.rows(m); // [M, HV]
   const a = ws.gdn.a.rows(m);
   // the four input projections of x in one kernel call (bits as four matmul calls)
-  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }]);
+  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }], norm);
   const conv = ws.gdn.conv.rows(m); // [M, convDim] post-conv
   const g = ws.gdn.g.rows(m);
   const beta = ws.gdn.beta.rows(m);
@@ -101,7 +96,7 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   }
   k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
   const order = w.outProjHeadOrder;
-  k.matmul(out, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m);
+  k.matmulAdd(x, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
 }
 
 /** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
@@ -112,50 +107,52 @@ function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, ord
   return out;
 }
 
-function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, out: T, fi: number): void {
+/** x += o_proj(attention(norm(x))); tmp: [M, H] scratch. */
+function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: AttnWeights, x: T, norm: GroupNorm<T>, tmp: T, fi: number): void {
   const { k, cfg, ws, m } = ctx;
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = cfg;
   const qd = nh * hd;
-  const kvd = nkv * hd;
   const gated = cfg.attnOutputGate !== false;
   const qg = ws.attn.qg.rows(m); // [M, nH, 2·hd]: query then gate per head
   const kk = ws.attn.k.rows(m); // [M, nKV, hd]
   const vv = ws.attn.v.rows(m);
-  k.matmulGroup(x, m, [{ out: qg, w: w.qProj }, { out: kk, w: w.kProj }, { out: vv, w: w.vProj }]);
+  k.matmulGroup(x, m, [{ out: qg, w: w.qProj }, { out: kk, w: w.kProj }, { out: vv, w: w.vProj }], norm);
   const q = gated ? ws.attn.q.rows(m) : qg; // [M, nH, hd]
   const gate = gated ? ws.attn.gate.rows(m) : null; // [M, nH, hd]
-  if (gate) { // split every (row, head) of qg into its query and gate halves
-    k.copyRows(q, 0, hd, qg, 0, 2 * hd, m * nh, hd);
-    k.copyRows(gate, 0, hd, qg, hd, 2 * hd, m * nh, hd);
-  }
-  k.rmsNorm(q, q, w.qNorm, m * nh, cfg.rmsNormEps, true);
-  k.rmsNorm(kk, kk, w.kNorm, m * nkv, cfg.rmsNormEps, true);
   const o = ws.attn.o.rows(m);
-  const rope = ropeTableOf(cfg);
-  for (const s of ctx.seqs) {
-    if (s.t === 0) continue;
-    const qs = seqRows(k, q, s, qd);
-    const ks = seqRows(k, kk, s, kvd);
-    k.rope(qs, s.positions, s.t, nh, hd, rope, qd);
-    k.rope(ks, s.positions, s.t, nkv, hd, rope, kvd);
-    const kv = s.kv[fi]!;
-    k.kvWrite(kv, s.pageTable, s.start, ks, seqRows(k, vv, s, kvd), s.t, kvd);
-    k.attention(seqRows(k, o, s, qd), qs, qd, kv, s.pageTable, s.start, s.t, { numHeads: nh, numKvHeads: nkv, headDim: hd });
+  // the whole batch in one call each; every sequence writes its own KV rows (at positions
+  // ≥ its start, in pages no other sequence of the step writes) before any attention reads
+  const kvs = ctx.seqs.map((s) => s.kv[fi]!);
+  k.attentionInputs({ qg, gated, q, gate, k: kk, v: vv, qNorm: w.qNorm, kNorm: w.kNorm, eps: cfg.rmsNormEps, kv: kvs }, ctx.batch,
+    { numHeads: nh, numKvHeads: nkv, headDim: hd });
+  k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
+  k.matmulAdd(x, o, w.oProj, m, tmp, gate ? { b: gate, act: 'sigmoid' } : undefined);
+}
+
+/** x += mlp(norm(x)); tmp: [M, H] scratch. */
+function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, norm: GroupNorm<T>, tmp: T): void {
+  const { k, m } = ctx;
+  if (w.kind === 'dense') {
+    expertMlp(k, w, x, tmp, m, ctx.ws.mlp.gate.rows(m), ctx.ws.mlp.up.rows(m), { residual: x, norm });
+    return;
   }
-  if (gate) k.mulSigmoid(o, o, gate, m * qd);
-  k.matmul(out, o, w.oProj, m);
+  // the routed experts read the normed rows several times: the norm runs on its own
+  k.rmsNorm(norm.out, x, norm.w, m, norm.eps, norm.zeroCentered);
+  moe(ctx, w, norm.out, tmp);
+  k.add(x, x, tmp, m * ctx.cfg.hiddenSize);
 }
 
-function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeights, x: T, out: T): void {
-  if (w.kind === 'dense') expertMlp(ctx.k, w, x, out, ctx.m, ctx.ws.mlp.gate.rows(ctx.m), ctx.ws.mlp.up.rows(ctx.m));
-  else moe(ctx, w, x, out);
-}
-
-/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. */
-function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T): void {
-  const inter = w.gate.rows;
-  k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }]);
-  k.mulSilu(up, up, gate, n * inter);
+/** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. `fused`:
+ * x is normed first (the group's norm), and residual += the result instead (out is then the
+ * matmulAdd's scratch). */
+function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x: T, out: T, n: number, gate: T, up: T,
+  fused?: { readonly residual: T; readonly norm: GroupNorm<T> }): void {
+  k.matmulGroup(x, n, [{ out: gate, w: w.gate }, { out: up, w: w.up }], fused?.norm);
+  if (fused) {
+    k.matmulAdd(fused.residual, up, w.down, n, out, { b: gate, act: 'silu' });
+    return;
+  }
+  k.mulSilu(up, up, gate, n * w.gate.rows);
   k.matmul(out, up, w.down, n);
 }
 

@@ -1,5 +1,5 @@
 // The reference backend: plain TypeScript, the oracle every fast kernel is tested against.
-import type { Kernels, Weight, WeightDType } from '../types.js';
+import { HOST_LIMITS, type Kernels, type Weight, type WeightDType } from '../types.js';
 import * as dense from './dense.js';
 import * as gdn from './gdn.js';
 import { sample } from './sampling.js';
@@ -7,14 +7,16 @@ import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
-import { matmulGroupByCalls } from '../matmul-group.js';
+import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { startRefQuantizer } from '../quant/row-quantizer.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
     name: 'ref',
     threads: 1,
+    limits: HOST_LIMITS,
     dispose: () => {},
     alloc: (n) => new Float32Array(n),
     allocI32: (n) => new Int32Array(n),
@@ -42,7 +44,8 @@ export function createRefKernels(): Kernels {
     weightRows: rowMajorPrefix,
     storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
-    matmulGroup: (x, m, group) => matmulGroupByCalls(k, x, m, group),
+    matmulGroup: (x, m, group, norm) => matmulGroupByCalls(k, x, m, group, norm),
+    matmulAdd: (out, x, w, m, tmp, gate) => matmulAddByCalls(k, out, x, w, m, tmp, gate),
     embed: dense.embed,
     rmsNorm: dense.rmsNorm,
     gatedRmsNorm: dense.gatedRmsNorm,
@@ -55,6 +58,11 @@ export function createRefKernels(): Kernels {
     gdnChunked: gdn.gdnChunked,
     kvWrite: dense.kvWrite,
     attention: dense.attention,
+    stepBatch: stepBatchOnHost,
+    ropeBatch: (x, batch, heads, headDim, stride) => ropeByCalls(k, x, batch, heads, headDim, stride),
+    kvWriteBatch: (kv, batch, kk, v, kvDim) => kvWriteByCalls(k, kv, batch, kk, v, kvDim),
+    attentionBatch: (out, q, qStride, kv, batch, dims) => attentionByCalls(k, out, q, qStride, kv, batch, dims),
+    attentionInputs: (a, batch, dims) => attentionInputsByCalls(k, a, batch, dims),
     moeRoute: dense.moeRoute,
     moeExperts: (out, x, ids, weights, m, topK, experts, scratch) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch),
     addSigmoidScaled: cpu.addSigmoidScaled,

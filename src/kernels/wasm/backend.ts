@@ -3,9 +3,10 @@
 // elements; small row-wise ops on the main thread. Same contracts as ../types.ts and the
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
-import type { AttentionDims, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import { HOST_LIMITS } from '../types.js';
+import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
-import { groupInnerSize } from '../matmul-group.js';
+import { groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
 import { Cmd, executeAll } from './exec.js';
 import { packArgs } from './commands.js';
@@ -21,6 +22,7 @@ import { isQuantType, quantRowBytes, type QuantType } from '../quant/formats.js'
 import { f16ToF32 } from '../quant/dequant.js';
 import { rowPrefix, storedBytes, type WasmLayout } from './layouts.js';
 import { attentionBlocking } from './attention-blocking.js';
+import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { WasmQuantizer } from './quantizer.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 import { DEFAULT_QUANT_KERNELS, dequantizeStoredRow, quantFormatId, repackedBytes, repackedView, repackSpec, repackTmpBytes, type QuantKernelChoice } from './quant-layouts.js';
@@ -76,6 +78,8 @@ export class WasmKernels implements Kernels {
    * in the vnni build where V8 lowers its dot-add to AVX-VNNI (u8 × s8 in i32; the layout's
    * w + 128 lies outside i7: exact only there; probed once), unless refused. */
   readonly q8u4: boolean;
+
+  readonly limits = HOST_LIMITS;
 
   constructor(readonly threads: number, readonly mem: MemorySet, readonly pool: Pool,
     /** Which kernel build runs ('fma': relaxed-SIMD fused multiply-add; 'vnni': fma with i32
@@ -240,10 +244,12 @@ export class WasmKernels implements Kernels {
 
   /** Several matmuls of one input x [M, K] (Kernels.matmulGroup): the weights of each
    * arena as one pool run (matmul-group.ts; the same bits as separate calls), a weight
-   * alone in its arena (or outside wasm memory) as a plain matmul call. */
-  matmulGroup(x: Float32Array, m: number, group: readonly GroupMatmul[]): void {
+   * alone in its arena (or outside wasm memory) as a plain matmul call. A norm runs first
+   * (its own call, into norm.out). */
+  matmulGroup(input: Float32Array, m: number, group: readonly GroupMatmul[], norm?: GroupNorm): void {
     const k = groupInnerSize(group, m);
     if (m === 0 || group.length === 0) return;
+    const x = normedInput(this, input, m, norm);
     if (group.length === 1 || !groupFits(group, this.threads, m)) {
       for (const g of group) this.matmul(g.out, x, g.w, m);
       return;
@@ -496,6 +502,28 @@ export class WasmKernels implements Kernels {
     });
     this.run(Cmd.ATTENTION, c.arena, units > 1 && t * nH * n * hd >= PAR_ATTN, Math.min(units, 16 * this.threads));
     c.end();
+  }
+
+  /** The gate's product, the matmul, then the add (small row ops besides the matmul). */
+  matmulAdd(out: Float32Array, x: Float32Array, w: Weight, m: number, tmp: Float32Array, gate?: GatedInput): void {
+    matmulAddByCalls(this, out, x, w, m, tmp, gate);
+  }
+
+  /** The batched calls run per sequence (each call already splits over the pool). */
+  stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch {
+    return stepBatchOnHost(seqs, rope);
+  }
+  ropeBatch(x: Float32Array, batch: StepBatch, heads: number, headDim: number, stride: number): void {
+    ropeByCalls(this, x, batch, heads, headDim, stride);
+  }
+  kvWriteBatch(kv: readonly KvLayerView[], batch: StepBatch, k: Float32Array, v: Float32Array, kvDim: number): void {
+    kvWriteByCalls(this, kv, batch, k, v, kvDim);
+  }
+  attentionBatch(out: Float32Array, q: Float32Array, qStride: number, kv: readonly KvLayerView[], batch: StepBatch, dims: AttentionDims): void {
+    attentionByCalls(this, out, q, qStride, kv, batch, dims);
+  }
+  attentionInputs(a: AttentionInputs, batch: StepBatch, dims: AttentionDims): void {
+    attentionInputsByCalls(this, a, batch, dims);
   }
 
   moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number, topK: number,

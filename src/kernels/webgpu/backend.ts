@@ -12,7 +12,9 @@ import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
-import { TM, floatMatmulShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { packParams } from './params.js';
+import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { GROUP_SEGMENTS, floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
@@ -34,6 +36,26 @@ export interface GpuTraffic {
   weightBytesIdeal: number;
   kvBytesRead: number;
   kvBytesIdeal: number;
+  /** MoE expert weights the matmuls stream (every expert, today: moeExperts) against the
+   * routed-only ideal's upper bound: min(E, M·topK) experts' bytes per call (the routing
+   * stays on the device, so the host knows only that bound). */
+  moeWeightBytesRead: number;
+  moeWeightBytesRoutedIdeal: number;
+}
+
+/** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's
+ * arguments, and where the normed rows go when the norm runs apart (quantized weights). */
+export interface GpuGroupNorm {
+  readonly wv: GpuTensor;
+  readonly eps: number;
+  readonly zeroCentered: boolean;
+  readonly out: GpuTensor;
+}
+
+/** A matmul input computed element-wise: x ⊙ act(b) (Kernels.matmulAdd's gate). */
+export interface GpuGatedInput {
+  readonly b: GpuTensor;
+  readonly act: 'silu' | 'sigmoid';
 }
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
@@ -46,8 +68,12 @@ export class WebGpuKernels {
   readonly pipelines: PipelineCache;
   private readonly scratch: ScratchBuffers;
   private readonly dummy: GPUBuffer;
+  /** A 4-byte buffer bound where a kernel's optional operand is absent. */
+  get dummyBuffer(): GPUBuffer {
+    return this.dummy;
+  }
   private readonly maxBinding: number;
-  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
+  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0, moeWeightBytesRead: 0, moeWeightBytesRoutedIdeal: 0 };
   /** Weights already counted in the ideal of the current step. */
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
@@ -104,39 +130,101 @@ export class WebGpuKernels {
 
   /** out[m, n] = Σ_k x[m, k]·W[n, k]. x: [M, K], out: [M, N]. */
   matmul(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number): void {
-    const { rows: n, cols: k } = w;
-    need(x, m * k, 'matmul x');
-    need(out, m * n, 'matmul out');
-    const tiles = Math.ceil(m / TM);
-    const bytes = gpuWeightBytes(w);
-    this.traffic.weightBytesRead += bytes * tiles;
-    if (!this.stepWeights.has(w)) {
-      this.stepWeights.add(w);
-      this.traffic.weightBytesIdeal += bytes;
-    }
-    if (isQuantType(w.dtype)) {
-      const nb = k / 32;
-      const dot4 = this.adapter.features.dot4I8;
-      const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
-      const dx = this.scratch.get('dx', m * nb);
-      const sx = this.scratch.get('sx', m * nb, 'i32');
-      this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
-        [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
-      const src = () => quantMatmulShader(w.dtype as QuantType, dot4);
-      for (const part of w.parts) {
-        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}`, src, [part.rows, k, m, out.offset, n, part.row0, w.rowBytes], null,
-          [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
-      }
+    this.matmulGroup(enc, x, m, [{ out, w }]);
+  }
+
+  /** out += (x or x ⊙ act(gate.b))·Wᵀ in the matmul's own dispatch (the bits of the
+   * element-wise product, matmul, then add). Quantized weights: the product runs first, in
+   * place in x (Kernels.matmulAdd allows it). */
+  matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number, gate?: GpuGatedInput): void {
+    if (gate && isQuantType(w.dtype)) {
+      this.elementwise(enc, gate.act === 'silu' ? 1 : 2, x, x, gate.b, m * w.cols, gate.act === 'silu' ? 'mul_silu' : 'mul_sigmoid');
+      this.matmulGroup(enc, x, m, [{ out, w }], true);
       return;
     }
-    const dtype = w.dtype as 'f32' | 'bf16' | 'f16';
+    this.matmulGroup(enc, x, m, [{ out, w }], true, undefined, gate);
+  }
+
+  /** Several matmuls of one input x [M, K]: float weights' parts as segments of one
+   * dispatch (wgsl/matmul-group.ts; as many segments as the device's storage bindings
+   * allow, by dtype), quantized ones after one activation quantization shared by all.
+   * Every output element has the bits of its own matmul. */
+  matmulGroup(enc: StepEncoder, input: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false,
+    norm?: GpuGroupNorm, gate?: GpuGatedInput): void {
+    if (gate && (norm || group.some((g) => isQuantType(g.w.dtype)))) throw new Error('matmulGroup: a gated input is for float weights without a norm');
+    if (group.length === 0 || m <= 0) return;
+    const k = group[0]!.w.cols;
+    // a norm folds into float matmuls; quantized ones quantize the normed rows
+    const quantized = group.some((g) => isQuantType(g.w.dtype));
+    if (norm && quantized) this.rmsNorm(enc, norm.out, input, norm.wv, m, norm.eps, norm.zeroCentered);
+    const x = norm && quantized ? norm.out : input;
+    const fused = norm && !quantized ? norm : undefined;
+    if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
+    need(x, m * k, 'matmul x');
+    const tiles = Math.ceil(m / TM);
+    for (const { out, w } of group) {
+      if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
+      need(out, m * w.rows, 'matmul out');
+      const bytes = gpuWeightBytes(w);
+      this.traffic.weightBytesRead += bytes * tiles;
+      if (!this.stepWeights.has(w)) {
+        this.stepWeights.add(w);
+        this.traffic.weightBytesIdeal += bytes;
+      }
+    }
+    const quant = group.filter((g) => isQuantType(g.w.dtype));
+    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant, accumulate);
+    for (const dtype of ['f32', 'bf16', 'f16'] as const) {
+      const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
+      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate);
+    }
+  }
+
+  /** Segments one float dispatch may bind: X, the norm weight, an output and a weight each. */
+  private get groupSegments(): number {
+    return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2) / 2)));
+  }
+
+  private floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
+    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined,
+    gate: GpuGatedInput | undefined): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
-    const src = () => floatMatmulShader(dtype, sg);
-    for (const part of w.parts) {
-      this.run(enc, `matmul_${dtype}${sg ? '_sg' : ''}`, src, [part.rows, k, m, x.offset, out.offset, n, part.row0], null,
-        [out.buffer, x.buffer, part.buffer], grid(part.rows, tiles), `matmul_${dtype}`);
+    const params = [k, m, x.offset, segs.length];
+    let cols = 0;
+    for (const s of segs) {
+      params.push(cols, s.part.rows, s.out.offset, s.n, s.part.row0);
+      cols += s.part.rows;
+    }
+    const n = segs.length;
+    if (norm || gate) {
+      while (params.length < 24) params.push(0);
+      params.push(norm ? f32(norm.eps) : 0, norm?.zeroCentered ? 1 : 0, gate?.b.offset ?? 0);
+      if (gate) need(gate.b, m * k, 'matmulAdd gate');
+    }
+    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null), params, null,
+      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : [])],
+      grid(cols, tiles), `matmul_${dtype}`);
+  }
+
+  /** One activation quantization, then each quantized weight part's matmul. */
+  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
+    accumulate: boolean): void {
+    const nb = k / 32;
+    const dot4 = this.adapter.features.dot4I8;
+    const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
+    const dx = this.scratch.get('dx', m * nb);
+    const sx = this.scratch.get('sx', m * nb, 'i32');
+    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
+      [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
+    for (const { out, w } of group) {
+      const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate);
+      for (const part of w.parts) {
+        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}`, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes], null,
+          [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
+      }
     }
   }
 
@@ -183,7 +271,8 @@ export class WebGpuKernels {
     const k = wc.length / c;
     vectorAtStart(wc, 'causalConv weight');
     this.run(enc, 'causal_conv', () => CAUSAL_CONV,
-      [t, c, k, out.offset, x.offset, window.offset, scratch?.offset ?? 0, scratch ? 1 : 0], null,
+      packParams('causal_conv', { t, c, taps: k, outOff: out.offset, xOff: x.offset, windowOff: window.offset, scratchOff: scratch?.offset ?? 0,
+        useScratch: scratch ? 1 : 0 }), null,
       [out.buffer, x.buffer, window.buffer, wc.buffer, scratch?.buffer ?? this.dummy], grid(Math.ceil(c / 64)), 'causal_conv');
   }
 
@@ -201,7 +290,8 @@ export class WebGpuKernels {
     const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
     if (dk > 256) throw new RangeError(`gdnRecurrent: key dim ${dk} > 256`);
     this.run(enc, 'gdn_recurrent', () => GDN_RECURRENT,
-      [t, hk, hv, dk, dv, qkv.offset, g.offset, out.offset, state.offset, scratch?.offset ?? 0, scratch ? 1 : 0, beta.offset], null,
+      packParams('gdn_recurrent', { t, hk, hv, dk, dv, qkvOff: qkv.offset, gOff: g.offset, outOff: out.offset, stateOff: state.offset,
+        scratchOff: scratch?.offset ?? 0, mode: scratch ? 1 : 0, betaOff: beta.offset }), null,
       [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, scratch?.buffer ?? this.dummy], [hv, Math.ceil(dv / 64), 1], 'gdn_recurrent');
   }
 
@@ -254,6 +344,10 @@ export class WebGpuKernels {
     scratch: { slot: GpuTensor; gate: GpuTensor; up: GpuTensor; y: GpuTensor }): void {
     if (m <= 0 || experts.length === 0) return;
     const h = experts[0]!.gate.cols;
+    const expertBytes = experts.map((e) => gpuWeightBytes(e.gate) + gpuWeightBytes(e.up) + gpuWeightBytes(e.down));
+    const tiles = Math.ceil(m / TM);
+    this.traffic.moeWeightBytesRead += expertBytes.reduce((a, b) => a + b, 0) * tiles;
+    this.traffic.moeWeightBytesRoutedIdeal += Math.max(...expertBytes) * Math.min(experts.length, m * topK);
     experts.forEach((e, ex) => {
       this.matmul(enc, scratch.gate, x, e.gate, m);
       this.matmul(enc, scratch.up, x, e.up, m);
@@ -323,7 +417,7 @@ export class WebGpuKernels {
     enc.dispatch(bound.pipeline, params, paramsF32, bound.buffers, groups, label);
   }
 
-  private elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {
+  elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {
     this.run(enc, 'elementwise', () => ELEMENTWISE, [n, op, out.offset, a.offset, b.offset], null,
       [out.buffer, a.buffer, b.buffer], grid(Math.ceil(n / 64)), label);
   }

@@ -47,6 +47,9 @@ export class StepEncoder {
   dispatchCount = 0;
   /** Timings of the last profiled submit. */
   timings: DispatchTiming[] = [];
+  /** Host time (ms) spent encoding and submitting (bind groups, passes, queue.submit),
+   * all submits: with the recording time, the host cost per dispatch. */
+  encodeMs = 0;
 
   constructor(private readonly device: GPUDevice, private readonly profile = false) {}
 
@@ -99,6 +102,7 @@ export class StepEncoder {
     this.reads = [];
     this.slots = 0;
     if (ops.length === 0 && reads.length === 0) return;
+    const t0 = performance.now();
     const arena = this.device.createBuffer({ size: Math.max(SLOT, slots * SLOT), usage: UNIFORM | COPY_DST, label: 'params' });
     this.arenas.push(arena);
     if (slots > 0) this.device.queue.writeBuffer(arena, 0, this.params, 0, slots * SLOT);
@@ -141,6 +145,7 @@ export class StepEncoder {
     }
     for (const r of reads) enc.copyBufferToBuffer(r.src.buffer, r.src.offset * 4, r.staging, 0, r.src.length * 4);
     this.device.queue.submit([enc.finish()]);
+    this.encodeMs += performance.now() - t0;
     await Promise.all([...reads.map((r) => r.staging.mapAsync(MAP_READ)), tsRead?.mapAsync(MAP_READ)]);
     for (const r of reads) {
       const bytes = r.staging.getMappedRange().slice(0);

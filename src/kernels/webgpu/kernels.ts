@@ -7,10 +7,10 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
-import { matmulGroupByCalls } from '../matmul-group.js';
-import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { groupInnerSize } from '../matmul-group.js';
+import { attentionInputsByCalls } from '../batch-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
@@ -20,6 +20,8 @@ import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
+import { convSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
+import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -66,6 +68,12 @@ class UploadArena {
 export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   readonly name = 'webgpu';
   readonly threads = 1;
+
+  /** The adapter's limits; device memory = the bytes of every buffer held now. */
+  get limits(): KernelLimits {
+    const l = this.g.adapter.limits;
+    return { deviceMemoryBytes: this.g.alloc.bytes, maxBufferBytes: l.maxBufferSize, maxBindingBytes: l.maxStorageBufferBindingSize, adapter: this.g.adapter };
+  }
   private enc: StepEncoder | null = null;
   /** Submits of flush() not awaited yet (the next readBack awaits them). */
   private flushed: Promise<void>[] = [];
@@ -93,7 +101,13 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
    * GPU time per step for `bench`. Off by default (one pass per step). */
   profile = false;
   /** Since construction: read-backs (steps), dispatches, GPU ns of profiled steps. */
-  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0 };
+  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0 };
+
+  /** Dispatches recorded since construction, the current step's included (a census can
+   * read it between any two kernel calls). */
+  get recordedDispatches(): number {
+    return this.counters.dispatches + (this.enc?.dispatchCount ?? 0);
+  }
 
   alloc(n: number): GpuTensor {
     return this.g.alloc.tensor([n], 'f32');
@@ -139,6 +153,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (!enc) return;
     this.counters.dispatches += enc.dispatchCount;
     const done = enc.submit();
+    this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
     done.catch(() => {}); // reported by the next readBack, which awaits it
     this.flushed.push(done);
   }
@@ -150,7 +165,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
     const flushed = this.flushed;
     this.flushed = [];
-    await Promise.all([...flushed, enc.submit()]);
+    const submitted = enc.submit();
+    this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
+    await Promise.all([...flushed, submitted]);
     this.uploads.reset();
     this.g.endStep();
     this.counters.steps++;
@@ -222,9 +239,15 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   matmul(out: GpuTensor, x: GpuTensor, w: Weight, m: number): void {
     this.g.matmul(this.step, out, x, this.gpuWeight(w), m);
   }
-  /** One matmul dispatch per entry (each records into the same step encoder). */
-  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[]): void {
-    matmulGroupByCalls(this, x, m, group);
+  /** The add folded into the matmul's dispatch (tmp is not needed). */
+  matmulAdd(out: GpuTensor, x: GpuTensor, w: Weight, m: number, _tmp: GpuTensor, gate?: GatedInput<GpuTensor>): void {
+    this.g.matmulAdd(this.step, out, x, this.gpuWeight(w), m, gate);
+  }
+  /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup). */
+  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[], norm?: GroupNorm<GpuTensor>): void {
+    groupInnerSize(group, m);
+    this.g.matmulGroup(this.step, x, m, group.map((e) => ({ out: e.out, w: this.gpuWeight(e.w) })), false,
+      norm ? { wv: this.vector(norm.w), eps: norm.eps, zeroCentered: norm.zeroCentered, out: norm.out } : undefined);
   }
   embed(out: GpuTensor, table: Weight, ids: ArrayLike<number>): void {
     for (let i = 0; i < ids.length; i++) {
@@ -258,8 +281,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   causalConv(out: GpuTensor, x: GpuTensor, window: GpuTensor, w: Weight, t: number, scratch?: GpuTensor): void {
     this.g.causalConv(this.step, out, x, window, this.vector(w), w.rows, t, scratch);
   }
+  /** One dispatch per group of sequences whose windows share a buffer (seqs.ts). */
   causalConvSeqs(out: GpuTensor, x: GpuTensor, w: Weight, seqs: readonly ConvSeq<GpuTensor>[]): void {
-    convSeqsByCalls(this, out, x, w, seqs);
+    convSeqsDispatch(this.g, this.step, this.put, out, x, this.vector(w), w.rows, seqs, this.g.dummyBuffer);
   }
   gdnGates(g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: Weight, dtBias: Weight, t: number): void {
     this.g.gdnGates(this.step, g, beta, a, b, this.vector(aLog), this.vector(dtBias), t);
@@ -268,7 +292,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.g.gdnRecurrent(this.step, out, qkv, g, beta, state, dims, t, scratch);
   }
   gdnRecurrentSeqs(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[]): void {
-    gdnSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
+    gdnSeqsDispatch(this.g, this.step, this.put, out, qkv, g, beta, dims, seqs, this.g.dummyBuffer);
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
@@ -278,6 +302,28 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   attention(out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, t: number, dims: AttentionDims): void {
     this.g.attention(this.step, out, q, qStride, kv, this.uploads.put(pageTable, 'i32'), start, t, dims);
+  }
+  /** Host data into the step's upload arena (valid until the step's readBack). */
+  private readonly put = (data: ArrayLike<number>, elem: 'f32' | 'i32'): GpuTensor => this.uploads.put(data, elem);
+
+  /** The table and RoPE angles of the step's rows, uploaded once (batch.ts). */
+  stepBatch(seqs: readonly BatchSeq[], rope: RopeTable | null): StepBatch {
+    return makeGpuStepBatch(this.put, seqs, rope);
+  }
+  ropeBatch(x: GpuTensor, batch: StepBatch, heads: number, headDim: number, stride: number): void {
+    ropeBatch(this.g, this.step, x, gpuBatch(batch), heads, headDim, stride);
+  }
+  kvWriteBatch(kv: readonly GpuKvLayerView[], batch: StepBatch, k: GpuTensor, v: GpuTensor, kvDim: number): void {
+    kvWriteBatch(this.g, this.step, kv, gpuBatch(batch), k, v, kvDim);
+  }
+  attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims): void {
+    attentionBatch(this.g, this.step, out, q, qStride, kv, gpuBatch(batch), dims);
+  }
+  /** One dispatch (batch.ts attentionInputsDispatch), else the separate calls. */
+  attentionInputs(a: AttentionInputs<GpuTensor>, batch: StepBatch, dims: AttentionDims): void {
+    const qw = this.vector(a.qNorm);
+    const kw = this.vector(a.kNorm);
+    if (!attentionInputsDispatch(this.g, this.step, a, gpuBatch(batch), dims, qw, kw)) attentionInputsByCalls(this, a, batch, dims);
   }
   moeRoute(ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     this.g.moeRoute(this.step, ids, weights, logits, m, e, topK, renormalize);
@@ -307,4 +353,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
   }
+}
+
+function gpuBatch(b: StepBatch): GpuStepBatch {
+  if (!('table' in b)) throw new Error('webgpu kernels: a step batch of another backend (Kernels.stepBatch)');
+  return b as GpuStepBatch;
 }

@@ -11,6 +11,9 @@
 import type { GpuAllocator, GpuTensor } from './tensor.js';
 
 const STORAGE_DECL = /@group\(0\) @binding\((\d+)\) var<storage, read_write> (\w+)\s*:[^;]*;\n?/g;
+/** Read-only storage bindings (descriptor tables whose values must be uniform per
+ * workgroup: a loop bound around barriers). Never aliased with a written binding. */
+const READ_DECL = /@group\(0\) @binding\((\d+)\) var<storage, read> (\w+)\s*:[^;]*;\n?/g;
 
 export interface BoundPipeline {
   readonly pipeline: GPUComputePipeline;
@@ -43,11 +46,13 @@ export class PipelineCache {
 
   private compile(label: string, code: string): GPUComputePipeline {
     const bindings = [...code.matchAll(STORAGE_DECL)].map((m) => Number(m[1]));
+    const readOnly = [...code.matchAll(READ_DECL)].map((m) => Number(m[1]));
     const layout = this.device.createBindGroupLayout({
       label,
       entries: [
         { binding: 0, visibility: 4 /* COMPUTE */, buffer: { type: 'uniform' } },
         ...bindings.map((binding) => ({ binding, visibility: 4, buffer: { type: 'storage' as const } })),
+        ...readOnly.map((binding) => ({ binding, visibility: 4, buffer: { type: 'read-only-storage' as const } })),
       ],
     });
     const module = this.device.createShaderModule({ code, label });

@@ -1,42 +1,60 @@
 // Gated DeltaNet shaders: causal conv (+SiLU, window update or per-step scratch), the
 // gates, and the recurrence. Math: kernels/ref/gdn.ts (the oracle).
 import { HEADER } from './common.js';
+import { paramConsts } from '../params.js';
 
-// Causal depthwise conv, thread per channel, one sequence.
-// params: 0 T, 1 C, 2 K (taps), 3 out off, 4 x off, 5 window off, 6 scratch off, 7 use scratch.
-// Bindings: 1 OUT [T, C], 2 X [T, C], 3 WIN [K-1, C], 4 WC (f32 [C, K]), 5 SCR [T, K-1, C].
-export const CAUSAL_CONV = /* wgsl */ `${HEADER}
+// Causal depthwise conv, thread per channel. One sequence (CAUSAL_CONV) or a batch's
+// sequences, one per workgroup row y (CAUSAL_CONV_SEQS), from the same body.
+// params: PARAMS.causal_conv / causal_conv_seqs (kernels/webgpu/params.ts); batched: T,
+// window, scratch and use-scratch come from the descriptor DS (i32, 5 words per sequence at
+// seqTable: first row, t, window off, scratch off, use scratch), out and x offsets are the
+// batch's plus the sequence's rows.
+// Bindings: 1 OUT [T, C], 2 X [T, C], 3 WIN [K-1, C], 4 WC (f32 [C, K]), 5 SCR [T, K-1, C], 6 DS.
+function convShader(batched: boolean): string {
+  const seq = batched
+    ? `let ch = wid.x * 64u + t;
+  let sd = pu(P_seqTable) + 5u * wid.y;
+  let row = u32(DS[sd]);
+  let T = u32(DS[sd + 1u]); let oo = pu(P_outOff) + row * pu(P_c); let xo = pu(P_xOff) + row * pu(P_c);
+  let wo = u32(DS[sd + 2u]); let so = u32(DS[sd + 3u]); let scr = u32(DS[sd + 4u]);`
+    : `let ch = group_id(wid, nwg) * 64u + t;
+  let T = pu(P_t); let oo = pu(P_outOff); let xo = pu(P_xOff); let wo = pu(P_windowOff); let so = pu(P_scratchOff); let scr = pu(P_useScratch);`;
+  return `${HEADER}
+${paramConsts(batched ? 'causal_conv_seqs' : 'causal_conv')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
 @group(0) @binding(3) var<storage, read_write> WIN: array<f32>;
 @group(0) @binding(4) var<storage, read_write> WC: array<f32>;
 @group(0) @binding(5) var<storage, read_write> SCR: array<f32>;
-fn at(r: u32, ch: u32, C: u32, hist: u32) -> f32 {
-  if (r < hist) { return WIN[pu(5u) + r * C + ch]; }
-  return X[pu(4u) + (r - hist) * C + ch];
+${batched ? '@group(0) @binding(6) var<storage, read> DS: array<i32>;' : ''}
+fn at(r: u32, ch: u32, C: u32, hist: u32, wo: u32, xo: u32) -> f32 {
+  if (r < hist) { return WIN[wo + r * C + ch]; }
+  return X[xo + (r - hist) * C + ch];
 }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let ch = group_id(wid, nwg) * 64u + t;
-  let C = pu(1u);
+  ${seq}
+  let C = pu(P_c);
   if (ch >= C) { return; }
-  let T = pu(0u);
-  let K = pu(2u);
+  let K = pu(P_taps);
   let hist = K - 1u;
   for (var i = 0u; i < T; i++) {
     var acc = 0.0;
-    for (var j = 0u; j < K; j++) { acc = acc + WC[ch * K + j] * at(i + j, ch, C, hist); }
-    OUT[pu(3u) + i * C + ch] = silu(acc);
-    if (pu(7u) == 1u) {
-      for (var r = 0u; r < hist; r++) { SCR[pu(6u) + (i * hist + r) * C + ch] = at(i + 1u + r, ch, C, hist); }
+    for (var j = 0u; j < K; j++) { acc = acc + WC[ch * K + j] * at(i + j, ch, C, hist, wo, xo); }
+    OUT[oo + i * C + ch] = silu(acc);
+    if (scr == 1u) {
+      for (var r = 0u; r < hist; r++) { SCR[so + (i * hist + r) * C + ch] = at(i + 1u + r, ch, C, hist, wo, xo); }
     }
   }
-  if (pu(7u) == 0u) {
+  if (scr == 0u) {
     // row r of the new window is virtual row T + r ≥ r: rows are overwritten in order,
     // each read before any write can reach it.
-    for (var r = 0u; r < hist; r++) { WIN[pu(5u) + r * C + ch] = at(T + r, ch, C, hist); }
+    for (var r = 0u; r < hist; r++) { WIN[wo + r * C + ch] = at(T + r, ch, C, hist, wo, xo); }
   }
 }`;
+}
+export const CAUSAL_CONV = convShader(false);
+export const CAUSAL_CONV_SEQS = convShader(true);
 
 // Gates, thread per (token, value head): g = −exp(A_log)·softplus(a + dt_bias), β = σ(b).
 // params: 0 T·HV, 1 HV, 2 g off, 3 beta off, 4 a off, 5 b off.
@@ -64,43 +82,59 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   BETA[pu(3u) + o] = sigmoid(B[pu(5u) + o]);
 }`;
 
-// Recurrence for one sequence. Workgroup (value head h, block of 64 state columns);
+// Recurrence. Workgroup (value head h, block of 64 state columns[, sequence z]);
 // thread = state column c, owning S[:, c] (no other thread touches it, so the update is
 // in place). Per token: q̂, k̂ of the key head (L2 norms summed in index order by every
 // thread alike) go to workgroup memory, then
 //   kv = Σ_a S[a,c]·decay·k̂[a];  δ = β(v_c − kv);  S' = S·decay + k̂ δ;  o_c = Σ_a S'[a,c] q̂[a].
 // Without scratch (mode 0) S is the state, updated per token. With scratch (mode 1) the
 // state is read only and the state after token i is written to SCR[i].
-// params: 0 T, 1 HK, 2 HV, 3 dk, 4 dv, 5 qkv off, 6 g/beta off, 7 out off, 8 state off,
-//         9 scratch off, 10 mode, 11 beta off. Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR.
-export const GDN_RECURRENT = /* wgsl */ `${HEADER}
+// One sequence (GDN_RECURRENT) or a batch's, one per workgroup z (GDN_RECURRENT_SEQS), from
+// the same body.
+// params: PARAMS.gdn_recurrent / gdn_recurrent_seqs (kernels/webgpu/params.ts); batched: T,
+// state, scratch and mode from the descriptor DS (i32, 5 words per sequence at seqTable:
+// first row, t, state off, scratch off, mode), the row offsets the batch's plus the
+// sequence's rows.
+// Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR, 7 DS (read only: T is uniform per
+// workgroup, as the barriers in the token loop need).
+function recurrentShader(batched: boolean): string {
+  const seq = batched
+    ? `let sd = pu(P_seqTable) + 5u * wid.z;
+  let row0 = u32(DS[sd]);
+  let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
+  let qkvo = pu(P_qkvOff) + row0 * width; let go = pu(P_gOff) + row0 * hv; let bo = pu(P_betaOff) + row0 * hv; let oo = pu(P_outOff) + row0 * hv * dv;`
+    : `let T = pu(P_t); let sto = pu(P_stateOff); let sco = pu(P_scratchOff); let mode = pu(P_mode);
+  let qkvo = pu(P_qkvOff); let go = pu(P_gOff); let bo = pu(P_betaOff); let oo = pu(P_outOff);`;
+  return `${HEADER}
+${paramConsts(batched ? 'gdn_recurrent_seqs' : 'gdn_recurrent')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
 @group(0) @binding(3) var<storage, read_write> G: array<f32>;
 @group(0) @binding(4) var<storage, read_write> BETA: array<f32>;
 @group(0) @binding(5) var<storage, read_write> S: array<f32>;
 @group(0) @binding(6) var<storage, read_write> SCR: array<f32>;
+${batched ? '@group(0) @binding(7) var<storage, read> DS: array<i32>;' : ''}
 var<workgroup> qn: array<f32, 256>;
 var<workgroup> kn: array<f32, 256>;
-fn sget(mode: u32, i: u32, idx: u32, ss: u32) -> f32 {
-  if (mode == 0u || i == 0u) { return S[pu(8u) + idx]; }
-  return SCR[pu(9u) + (i - 1u) * ss + idx];
+fn sget(mode: u32, i: u32, idx: u32, ss: u32, sto: u32, sco: u32) -> f32 {
+  if (mode == 0u || i == 0u) { return S[sto + idx]; }
+  return SCR[sco + (i - 1u) * ss + idx];
 }
-fn sset(mode: u32, i: u32, idx: u32, ss: u32, v: f32) {
-  if (mode == 0u) { S[pu(8u) + idx] = v; } else { SCR[pu(9u) + i * ss + idx] = v; }
+fn sset(mode: u32, i: u32, idx: u32, ss: u32, v: f32, sto: u32, sco: u32) {
+  if (mode == 0u) { S[sto + idx] = v; } else { SCR[sco + i * ss + idx] = v; }
 }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let T = pu(0u); let hk = pu(1u); let hv = pu(2u); let dk = pu(3u); let dv = pu(4u);
-  let mode = pu(10u);
+  let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
+  let width = 2u * hk * dk + hv * dv;
+  ${seq}
   let h = wid.x;
   let c = wid.y * 64u + t;
   let kh = h / (hv / hk);
-  let width = 2u * hk * dk + hv * dv;
   let ss = hv * dk * dv;
   let so = h * dk * dv;
   for (var i = 0u; i < T; i++) {
-    let row = pu(5u) + i * width;
+    let row = qkvo + i * width;
     let qo = row + kh * dk;
     let ko = row + hk * dk + kh * dk;
     var sq = 0.0;
@@ -111,22 +145,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var d = t; d < dk; d += 64u) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
     workgroupBarrier();
     if (c < dv) {
-      let decay = exp(G[pu(6u) + i * hv + h]);
-      let bt = BETA[pu(11u) + i * hv + h];
+      let decay = exp(G[go + i * hv + h]);
+      let bt = BETA[bo + i * hv + h];
       var kv = 0.0;
-      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss) * decay * kn[a]; }
+      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss, sto, sco) * decay * kn[a]; }
       let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
       var acc = 0.0;
       for (var a = 0u; a < dk; a++) {
-        let s = sget(mode, i, so + a * dv + c, ss) * decay + kn[a] * delta;
-        sset(mode, i, so + a * dv + c, ss, s);
+        let s = sget(mode, i, so + a * dv + c, ss, sto, sco) * decay + kn[a] * delta;
+        sset(mode, i, so + a * dv + c, ss, s, sto, sco);
         acc = acc + s * qn[a];
       }
-      OUT[pu(7u) + (i * hv + h) * dv + c] = acc;
+      OUT[oo + (i * hv + h) * dv + c] = acc;
     }
     workgroupBarrier();
   }
 }`;
+}
+export const GDN_RECURRENT = recurrentShader(false);
+export const GDN_RECURRENT_SEQS = recurrentShader(true);
 
 // Chunked Gated DeltaNet (prefill): chunks of 64 tokens with boundaries at absolute
 // positions multiple of 64 (pos0 = position of token 0). Workgroup of 256 per (value head,

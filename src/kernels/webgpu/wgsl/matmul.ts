@@ -8,58 +8,12 @@
 // dot product is exact, its f32 terms go to workgroup memory, and thread m adds them in
 // j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
 import type { QuantType } from '../../quant/formats.js';
-import { BYTES, HEADER, floatWeightReader } from './common.js';
+import { BYTES, HEADER } from './common.js';
 import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
 export const TM = 16;
 
-// params: 0 rows in part, 1 K, 2 M, 3 x offset, 4 out offset, 5 out row stride (N), 6 col0.
-// `subgroups`: the 64 partial sums of a row are added by subgroupAdd within each subgroup,
-// then the subgroups' sums in subgroup order (fixed for a given adapter; subgroups of a 1-D
-// workgroup are runs of consecutive invocations, so subgroup = t / size); otherwise by the
-// shared-memory tree. Either way the order does not depend on M.
-export function floatMatmulShader(dtype: 'f32' | 'bf16' | 'f16', subgroups = false): string {
-  const reduce = subgroups ? `
-  for (var r = 0u; r < rows; r++) {
-    let v = subgroupAdd(acc[r]);
-    if (sgi == 0u) { red[r * 64u + t / sgs] = v; }
-  }
-  workgroupBarrier();
-  if (t < rows) {
-    var sum = 0.0;
-    for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
-    OUT[pu(4u) + (m0 + t) * pu(5u) + pu(6u) + col] = sum;
-  }` : `
-  for (var r = 0u; r < TM; r++) { red[r * 64u + t] = acc[r]; }
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
-    workgroupBarrier();
-  }
-  if (t < rows) { OUT[pu(4u) + (m0 + t) * pu(5u) + pu(6u) + col] = red[t * 64u]; }`;
-  return `${subgroups ? 'enable subgroups;' : ''}
-${HEADER}
-@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> X: array<f32>;
-${floatWeightReader(dtype, 3)}
-const TM = ${TM}u;
-var<workgroup> red: array<f32, ${TM * 64}>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
-  let col = group_id(wid, nwg);
-  let K = pu(1u);
-  let m0 = wid.z * TM;
-  if (col >= pu(0u)) { return; }
-  let rows = min(TM, pu(2u) - m0);
-  var acc: array<f32, ${TM}>;
-  for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
-  let xb = pu(3u) + m0 * K;
-  for (var k = t; k < K; k += 64u) {
-    let w = wf(col * K + k);
-    for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * X[xb + r * K + k]; }
-  }${reduce}
-}`;
-}
+// Float weights: wgsl/matmul-group.ts (one weight or several in one dispatch).
 
 // params: 0 M, 1 K, 2 x offset. Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
 // 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X.
@@ -97,7 +51,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
 // integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean): string {
+/** `accumulate`: out += the sum (Kernels.matmulAdd). */
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false): string {
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
   const sumi = q6
@@ -153,6 +108,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  if (t < rows) { OUT[pu(3u) + (m0 + t) * pu(4u) + pu(5u) + col] = acc; }
+  if (t < rows) { let o = pu(3u) + (m0 + t) * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
 }`;
 }

@@ -1,0 +1,61 @@
+// The table of WGSL kernels' parameter blocks (binding 0: 64 u32 words; a shader reads word
+// i with pu(i) or pf(i), wgsl/common.ts HEADER). For each kernel: its fields in slot order
+// and their types. The host fills a block by name (`packParams`), the shader names its slots
+// through `paramConsts` (`const P_<field> = <slot>u;`), so neither side spells a position;
+// test/webgpu-params.test.ts checks that every tabled shader reads exactly its fields, each
+// with its type's reader, and no slot by number. Kernels not in the table yet document
+// their positional blocks in their shader's comment.
+
+export type ParamType = 'u32' | 'f32';
+
+function fields<const F extends Record<string, ParamType>>(f: F): F {
+  return f;
+}
+
+export const PARAMS = {
+  rope_batch: fields({ rowBase: 'u32', rows: 'u32', heads: 'u32', headDim: 'u32', half: 'u32', stride: 'u32', xOff: 'u32', csOff: 'u32' }),
+  kv_write_batch: fields({
+    rowBase: 'u32', rows: 'u32', kvDim: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', kcOff: 'u32', vcOff: 'u32', rowTable: 'u32', seqTable: 'u32',
+  }),
+  attention_batch: fields({
+    rowBase: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32',
+    seqTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
+  }),
+  attention_inputs: fields({
+    nH: 'u32', nKV: 'u32', hd: 'u32', half: 'u32', gated: 'u32', qgOff: 'u32', qOff: 'u32', gateOff: 'u32', kOff: 'u32', vOff: 'u32',
+    kcOff: 'u32', vcOff: 'u32', pageSize: 'u32', rowTable: 'u32', seqTable: 'u32', csOff: 'u32', eps: 'f32',
+  }),
+  causal_conv: fields({ t: 'u32', c: 'u32', taps: 'u32', outOff: 'u32', xOff: 'u32', windowOff: 'u32', scratchOff: 'u32', useScratch: 'u32' }),
+  causal_conv_seqs: fields({ c: 'u32', taps: 'u32', outOff: 'u32', xOff: 'u32', seqTable: 'u32' }),
+  gdn_recurrent: fields({
+    t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', outOff: 'u32', stateOff: 'u32', scratchOff: 'u32',
+    mode: 'u32', betaOff: 'u32',
+  }),
+  gdn_recurrent_seqs: fields({ hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', outOff: 'u32', betaOff: 'u32', seqTable: 'u32' }),
+} as const;
+
+export type ParamKernel = keyof typeof PARAMS;
+export type ParamValues<K extends ParamKernel> = { readonly [F in keyof (typeof PARAMS)[K]]: number };
+
+const f32Bits = new Float32Array(1);
+const u32Bits = new Uint32Array(f32Bits.buffer);
+
+/** The parameter words of `kernel` in slot order (u32 fields: non-negative integers;
+ * f32 fields: their bits). */
+export function packParams<K extends ParamKernel>(kernel: K, values: ParamValues<K>): number[] {
+  const table = PARAMS[kernel] as Record<string, ParamType>;
+  return Object.entries(table).map(([name, type]) => {
+    const v = (values as Record<string, number>)[name]!;
+    if (type === 'f32') {
+      f32Bits[0] = v;
+      return u32Bits[0]!;
+    }
+    if (!(Number.isInteger(v) && v >= 0 && v < 2 ** 32)) throw new RangeError(`${kernel}.${name} = ${v} is not a u32`);
+    return v;
+  });
+}
+
+/** WGSL constants naming the slots of `kernel` (`const P_<field> = <slot>u;`). */
+export function paramConsts(kernel: ParamKernel): string {
+  return Object.keys(PARAMS[kernel]).map((name, i) => `const P_${name} = ${i}u;`).join('\n');
+}

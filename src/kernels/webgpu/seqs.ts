@@ -1,0 +1,61 @@
+// A batch's causal convs and recurrent Gated DeltaNet steps in one dispatch per layer
+// (Kernels.causalConvSeqs, gdnRecurrentSeqs): a descriptor per sequence (first row, t,
+// window / state offset, scratch offset, scratch or not) goes up through the upload arena,
+// and every sequence runs the single-sequence kernel's body (wgsl/gdn.ts) on its rows.
+// One dispatch per distinct (window or state buffer, scratch buffer) pair: sequences whose
+// slots share a buffer run together. (The engine's StatePool gives every slot its own
+// allocation, hence its own buffer, so there a batch still runs one dispatch per sequence.)
+import type { ConvSeq, GdnDims, GdnSeq } from '../types.js';
+import type { WebGpuKernels } from './backend.js';
+import type { StepEncoder } from './encoder.js';
+import type { GpuTensor } from './tensor.js';
+import { CAUSAL_CONV_SEQS, GDN_RECURRENT_SEQS } from './wgsl/gdn.js';
+import { packParams } from './params.js';
+
+type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
+
+interface SeqCommon { readonly row: number; readonly t: number; readonly scratch?: GpuTensor | undefined }
+
+/** The live sequences grouped by the buffers of their own tensor and scratch, in order
+ * of first appearance. */
+function byBuffers<S extends SeqCommon>(live: readonly S[], own: (s: S) => GpuTensor): { own: GPUBuffer; scratch: GPUBuffer | null; seqs: S[] }[] {
+  const groups: { own: GPUBuffer; scratch: GPUBuffer | null; seqs: S[] }[] = [];
+  for (const s of live) {
+    const scratch = s.scratch?.buffer ?? null;
+    const g = groups.find((x) => x.own === own(s).buffer && (scratch === null || x.scratch === null || x.scratch === scratch));
+    if (g) {
+      g.seqs.push(s);
+      g.scratch ??= scratch;
+    } else groups.push({ own: own(s).buffer, scratch, seqs: [s] });
+  }
+  return groups;
+}
+
+function descriptor<S extends SeqCommon>(live: readonly S[], own: (s: S) => GpuTensor): number[] {
+  return live.flatMap((s) => [s.row, s.t, own(s).offset, s.scratch?.offset ?? 0, s.scratch ? 1 : 0]);
+}
+
+/** The batch's convs: one dispatch per buffer group. */
+export function convSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, x: GpuTensor, wc: GpuTensor,
+  c: number, seqs: readonly ConvSeq<GpuTensor>[], dummy: GPUBuffer): void {
+  if (Math.ceil(c / 64) > 65535) throw new RangeError(`causalConvSeqs: ${c} channels exceed the dispatch grid`);
+  for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.window)) {
+    const ds = put(descriptor(grp.seqs, (s) => s.window), 'i32');
+    g.run(enc, 'causal_conv_seqs', () => CAUSAL_CONV_SEQS,
+      packParams('causal_conv_seqs', { c, taps: wc.length / c, outOff: out.offset, xOff: x.offset, seqTable: ds.offset }), null,
+      [out.buffer, x.buffer, grp.own, wc.buffer, grp.scratch ?? dummy, ds.buffer], [Math.ceil(c / 64), grp.seqs.length, 1], 'causal_conv');
+  }
+}
+
+/** The batch's recurrent GDN steps: one dispatch per buffer group. */
+export function gdnSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gt: GpuTensor,
+  beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
+  const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+  if (dk > 256) throw new RangeError(`gdnRecurrentSeqs: key dim ${dk} > 256`);
+  for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
+    const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
+    g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS,
+      packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset }), null,
+      [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer], [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
+  }
+}

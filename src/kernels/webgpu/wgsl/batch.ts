@@ -1,0 +1,205 @@
+// Shaders over a whole step's batch (variable-length sequences in one dispatch), reading the
+// step table the backend uploads once per forward (batch.ts): i32 words
+//   rows [M × 4]: sequence index, position, score offset (Σ of earlier rows' pos + 1), 0
+//   seqs [S × 4]: first row, t, start, offset of its page table from the table's start
+//   page tables, concatenated.
+// Parameters by name: kernels/webgpu/params.ts. Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
+// sequences' caches differ). The arithmetic of every output element is the per-sequence
+// kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
+import { HEADER } from './common.js';
+import { paramConsts } from '../params.js';
+
+// RoPE of rows, thread per (row, head, pair). params: PARAMS.rope_batch (csOff: the batch's
+// [M, half, 2] cos/sin).
+// Bindings: 1 X, 2 CS.
+export const ROPE_BATCH = /* wgsl */ `${HEADER}
+${paramConsts('rope_batch')}
+@group(0) @binding(1) var<storage, read_write> X: array<f32>;
+@group(0) @binding(2) var<storage, read_write> CS: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let half = pu(P_half);
+  let heads = pu(P_heads);
+  if (g >= pu(P_rows) * heads * half) { return; }
+  let f = g % half;
+  let h = (g / half) % heads;
+  let r = pu(P_rowBase) + g / (half * heads);
+  let b = pu(P_xOff) + r * pu(P_stride) + h * pu(P_headDim);
+  let c = CS[pu(P_csOff) + (r * half + f) * 2u];
+  let s = CS[pu(P_csOff) + (r * half + f) * 2u + 1u];
+  let x1 = X[b + f];
+  let x2 = X[b + f + half];
+  X[b + f] = x1 * c - x2 * s;
+  X[b + f + half] = x2 * c + x1 * s;
+}`;
+
+// KV write of rows, thread per (row, element). params: PARAMS.kv_write_batch.
+// Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 TB (i32).
+export const KV_WRITE_BATCH = /* wgsl */ `${HEADER}
+${paramConsts('kv_write_batch')}
+@group(0) @binding(1) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(2) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(3) var<storage, read_write> K: array<f32>;
+@group(0) @binding(4) var<storage, read_write> V: array<f32>;
+@group(0) @binding(5) var<storage, read_write> TB: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let kvDim = pu(P_kvDim);
+  if (g >= pu(P_rows) * kvDim) { return; }
+  let r = pu(P_rowBase) + g / kvDim;
+  let e = g % kvDim;
+  let seq = u32(TB[pu(P_rowTable) + 4u * r]);
+  let pos = u32(TB[pu(P_rowTable) + 4u * r + 1u]);
+  let pt = pu(P_rowTable) + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  let ps = pu(P_pageSize);
+  let row = u32(TB[pt + pos / ps]) * ps + pos % ps;
+  KC[pu(P_kcOff) + row * kvDim + e] = K[pu(P_kOff) + r * kvDim + e];
+  VC[pu(P_vcOff) + row * kvDim + e] = V[pu(P_vOff) + r * kvDim + e];
+}`;
+
+// Causal GQA attention of rows over the paged cache; workgroup per (head, row). Row r
+// (position pos of its sequence) attends to positions 0..pos. Scores go to SC at
+// nH·scoreOff(r) + h·(pos + 1); max and Σ exp by the fixed tree; the output element d sums
+// over positions in order (wgsl/attention.ts ATTENTION, the same chains).
+// params: PARAMS.attention_batch.
+// Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32), 6 SC.
+export const ATTENTION_BATCH = /* wgsl */ `${HEADER}
+${paramConsts('attention_batch')}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(3) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(4) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> TB: array<i32>;
+@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
+var<workgroup> red: array<f32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let h = wid.x;
+  let r = pu(P_rowBase) + wid.y;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd); let ps = pu(P_pageSize);
+  let seq = u32(TB[pu(P_rowTable) + 4u * r]);
+  let pos = u32(TB[pu(P_rowTable) + 4u * r + 1u]);
+  let pt = pu(P_rowTable) + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  let n = pos + 1u;
+  let kvDim = nKV * hd;
+  let ko = (h / (nH / nKV)) * hd;
+  let qo = pu(P_qOff) + r * pu(P_qStride) + h * hd;
+  let sb = nH * u32(TB[pu(P_rowTable) + 4u * r + 2u]) + h * n;
+  var mx = -3.40282346e38;
+  for (var p = t; p < n; p += 64u) {
+    let kb = pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko;
+    var s = 0.0;
+    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
+    s = s * pf(P_scale);
+    SC[sb + p] = s;
+    mx = max(mx, s);
+  }
+  red[t] = mx;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
+  let m = red[0];
+  workgroupBarrier();
+  var sum = 0.0;
+  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
+  red[t] = sum;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
+  let total = red[0];
+  storageBarrier();
+  workgroupBarrier();
+  for (var d = t; d < hd; d += 64u) {
+    var acc = 0.0;
+    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko + d]; }
+    OUT[pu(P_outOff) + (r * nH + h) * hd + d] = acc;
+  }
+}`;
+
+
+// Attention inputs of rows (Kernels.attentionInputs), workgroup per (head slot, row): slots
+// [0, nH) the query heads, [nH, nH + nKV) the key heads, then the value heads. A query or key
+// head is RMS-normed as NORM does (d = hd: thread t sums p ≡ t mod 64 in order, the same
+// tree, y = (x·inv)·(1 + w)), held in workgroup memory, then rotated as ROPE_BATCH does and
+// stored (q; k to K and through the page table to the cache); a gated query head also
+// copies its gate half; a value head is copied to the cache. The bits of the separate calls.
+// params: PARAMS.attention_inputs (qg row stride = nH·hd·(1 + gated)).
+// The cos/sin are read from the table's buffer (csOff: the batch's angles, stored there as
+// f32 bits). Bindings: 1 QG, 2 Q, 3 GATE, 4 K, 5 V, 6 KC, 7 VC, 8 TB (i32), 9 QW, 10 KW (f32 [hd]).
+export const ATTENTION_INPUTS = /* wgsl */ `${HEADER}
+${paramConsts('attention_inputs')}
+@group(0) @binding(1) var<storage, read_write> QG: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
+@group(0) @binding(3) var<storage, read_write> GATE: array<f32>;
+@group(0) @binding(4) var<storage, read_write> K: array<f32>;
+@group(0) @binding(5) var<storage, read_write> V: array<f32>;
+@group(0) @binding(6) var<storage, read_write> KC: array<f32>;
+@group(0) @binding(7) var<storage, read_write> VC: array<f32>;
+@group(0) @binding(8) var<storage, read_write> TB: array<i32>;
+@group(0) @binding(9) var<storage, read_write> QW: array<f32>;
+@group(0) @binding(10) var<storage, read_write> KW: array<f32>;
+var<workgroup> red: array<f32, 64>;
+var<workgroup> y: array<f32, 512>;
+fn tree_sum(t: u32, v: f32) -> f32 {
+  red[t] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { red[t] = red[t] + red[t + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let slot = wid.x;
+  let r = wid.y;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd); let half = pu(P_half);
+  let kvDim = nKV * hd;
+  let seq = u32(TB[pu(P_rowTable) + 4u * r]);
+  let pos = u32(TB[pu(P_rowTable) + 4u * r + 1u]);
+  let pt = pu(P_rowTable) + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  let ps = pu(P_pageSize);
+  let crow = u32(TB[pt + pos / ps]) * ps + pos % ps;
+  if (slot >= nH + nKV) { // a value head: to the cache
+    let e = (slot - nH - nKV) * hd;
+    for (var p = t; p < hd; p += 64u) { VC[pu(P_vcOff) + crow * kvDim + e + p] = V[pu(P_vOff) + r * kvDim + e + p]; }
+    return;
+  }
+  let isQ = slot < nH;
+  let gated = pu(P_gated) == 1u;
+  var src: u32;
+  if (isQ) { src = pu(P_qgOff) + r * nH * hd * select(1u, 2u, gated) + slot * hd * select(1u, 2u, gated); }
+  else { src = pu(P_kOff) + r * kvDim + (slot - nH) * hd; }
+  var ss = 0.0;
+  for (var p = t; p < hd; p += 64u) {
+    var v: f32;
+    if (isQ) { v = QG[src + p]; } else { v = K[src + p]; }
+    ss = ss + v * v;
+  }
+  let total = tree_sum(t, ss);
+  let inv = 1.0 / sqrt(total / f32(hd) + pf(P_eps));
+  for (var p = t; p < hd; p += 64u) {
+    if (isQ) { y[p] = QG[src + p] * inv * (1.0 + QW[p]); } else { y[p] = K[src + p] * inv * (1.0 + KW[p]); }
+  }
+  workgroupBarrier();
+  if (isQ && gated) {
+    for (var p = t; p < hd; p += 64u) { GATE[pu(P_gateOff) + (r * nH + slot) * hd + p] = QG[src + hd + p]; }
+  }
+  for (var p = t; p < hd; p += 64u) {
+    var o: f32 = y[p];
+    if (p < 2u * half) {
+      let f = p % half;
+      let c = bitcast<f32>(TB[pu(P_csOff) + (r * half + f) * 2u]);
+      let s = bitcast<f32>(TB[pu(P_csOff) + (r * half + f) * 2u + 1u]);
+      if (p < half) { o = y[f] * c - y[f + half] * s; } else { o = y[f + half] * c + y[f] * s; }
+    }
+    if (isQ) { Q[pu(P_qOff) + (r * nH + slot) * hd + p] = o; }
+    else {
+      let e = (slot - nH) * hd + p;
+      K[pu(P_kOff) + r * kvDim + e] = o;
+      KC[pu(P_kcOff) + crow * kvDim + e] = o;
+    }
+  }
+}`;

@@ -1,0 +1,111 @@
+// Float matmuls of one input, one or several in one dispatch (Kernels.matmul, matmulGroup):
+// up to GROUP_SEGMENTS segments, each one weight part with its own output tensor. Workgroup
+// `col` of the dispatch belongs to the segment whose column range holds it; per output
+// element the loads, products, order and reduction are the same in every variant, so a
+// group gives the bits of one matmul per weight.
+// One workgroup per (output column, tile of TM rows of x): thread t sums k ≡ t (mod 64) in
+// order, then a fixed tree (or, with `subgroups`, subgroupAdd within each subgroup and the
+// subgroups' sums in subgroup order — subgroups of a 1-D workgroup are runs of consecutive
+// invocations, so subgroup = t / size). Either way the order does not depend on M.
+// `norm`: the input rows are RMS-normed first (Kernels.matmulGroup's norm): the workgroup
+// sums each of its rows' squares as the NORM kernel does (thread t: indices ≡ t mod 64 in
+// order, then the same tree) and scales x[k] by (x[k]·inv)·w'[k] as NORM writes it — the
+// bits of NORM then the matmul, without the normed rows' round trip or a dispatch.
+// params: 0 K, 1 M, 2 x offset, 3 segments, then per segment s (words 4 + 5s ..):
+//   first workgroup column, rows in part, out offset, out row stride (N), col0;
+//   norm: 24 eps (f32), 25 zero-centred weight; gate: 26 the gate's offset.
+// `gate`: the input element is x ⊙ act(g) (a·silu(b) or a·sigmoid(b), the element-wise
+// kernel's expression), g read at the same element as x.
+// Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
+// gate: 2 + 2S GB.
+import { HEADER, floatWeightReader } from './common.js';
+import { TM } from './matmul.js';
+
+export const GROUP_SEGMENTS = 4;
+
+/** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
+export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
+  norm = false, gate: 'silu' | 'sigmoid' | null = null): string {
+  if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
+  const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(26u) + ${i} - pu(2u)]))` : `X[${i}]`;
+  const put = (v: string): string => `let o = pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
+  const readers = Array.from({ length: segments }, (_, s) =>
+    floatWeightReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwf\(/g, `wf${s}(`)).join('\n');
+  const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
+  const store = subgroups ? `
+    if (t < rows) {
+      var sum = 0.0;
+      for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
+      ${put('sum')}
+    }` : `
+    if (t < rows) { ${put('red[t * 64u]')} }`;
+  const reduce = subgroups ? `
+  for (var r = 0u; r < rows; r++) {
+    let v = subgroupAdd(acc[r]);
+    if (sgi == 0u) { red[r * 64u + t / sgs] = v; }
+  }
+  workgroupBarrier();` : `
+  for (var r = 0u; r < TM; r++) { red[r * 64u + t] = acc[r]; }
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
+    workgroupBarrier();
+  }`;
+  // the segment of this workgroup is uniform (from workgroup_id), so the barriers stay in
+  // uniform control flow
+  const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+    let col = gcol - pu(SEG);
+    for (var k = t; k < K; k += 64u) {
+      let w = wf(col * K + k);
+      ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(25u) == 1u);' : ''}
+      for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
+    }
+  }`)).join(' ');
+  const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+    let col = gcol - pu(SEG);${store}
+  }`)).join(' ');
+  return `${subgroups ? 'enable subgroups;' : ''}
+${HEADER}
+@group(0) @binding(1) var<storage, read_write> X: array<f32>;
+${outs}
+${readers}
+${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
+${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
+var<workgroup> nred: array<f32, 64>;
+fn tree_sum(t: u32, v: f32) -> f32 {
+  nred[t] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { nred[t] = nred[t] + nred[t + s]; }
+    workgroupBarrier();
+  }
+  let r = nred[0];
+  workgroupBarrier();
+  return r;
+}` : ''}
+const TM = ${TM}u;
+var<workgroup> red: array<f32, ${TM * 64}>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
+  let gcol = group_id(wid, nwg);
+  let K = pu(0u);
+  let m0 = wid.z * TM;
+  var sg = ${segments}u;
+  for (var s = 0u; s < pu(3u); s++) { if (gcol >= pu(4u + 5u * s) && gcol < pu(4u + 5u * s) + pu(5u + 5u * s)) { sg = s; } }
+  if (sg == ${segments}u) { return; }
+  let rows = min(TM, pu(1u) - m0);
+  var acc: array<f32, ${TM}>;
+  for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
+  let xb = pu(2u) + m0 * K;${norm ? `
+  var inv: array<f32, ${TM}>;
+  for (var r = 0u; r < rows; r++) {
+    var ss = 0.0;
+    for (var p = t; p < K; p += 64u) { let v = X[xb + r * K + p]; ss = ss + v * v; }
+    let total = tree_sum(t, ss);
+    inv[r] = 1.0 / sqrt(total / f32(K) + pf(24u));
+  }` : ''}
+  ${sums}${reduce}
+  ${stores}
+}`;
+}

@@ -1,0 +1,46 @@
+// The WGSL parameter table (src/kernels/webgpu/params.ts) against the shaders: every tabled
+// kernel's source reads exactly the table's fields, each through its type's reader (pu for
+// u32, pf for f32), names every slot (no pu(3u) by number), declares the slot constants in
+// table order, and packParams writes each named value into its slot. No GPU needed: the
+// shaders are strings.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PARAMS, packParams, type ParamKernel } from '../src/kernels/webgpu/params.js';
+import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '../src/kernels/webgpu/wgsl/batch.js';
+import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
+
+const SOURCES: Record<ParamKernel, string> = {
+  rope_batch: ROPE_BATCH,
+  kv_write_batch: KV_WRITE_BATCH,
+  attention_batch: ATTENTION_BATCH,
+  attention_inputs: ATTENTION_INPUTS,
+  causal_conv: CAUSAL_CONV,
+  causal_conv_seqs: CAUSAL_CONV_SEQS,
+  gdn_recurrent: GDN_RECURRENT,
+  gdn_recurrent_seqs: GDN_RECURRENT_SEQS,
+};
+
+test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {
+  assert.deepEqual(Object.keys(SOURCES).sort(), Object.keys(PARAMS).sort(), 'a source for every table entry');
+  for (const [kernel, src] of Object.entries(SOURCES) as [ParamKernel, string][]) {
+    const table = PARAMS[kernel] as Record<string, 'u32' | 'f32'>;
+    assert.doesNotMatch(src, /\bp[uif]\(\s*\d/, `${kernel}: a parameter read by slot number`);
+    const reads = [...src.matchAll(/\b(pu|pf|pi)\(P_(\w+)\)/g)].map((m) => ({ reader: m[1]!, field: m[2]! }));
+    for (const { reader, field } of reads) {
+      assert.ok(field in table, `${kernel}: reads P_${field}, which the table does not have`);
+      assert.equal(reader, table[field] === 'f32' ? 'pf' : 'pu', `${kernel}: P_${field} (${table[field]}) read with ${reader}`);
+    }
+    for (const field of Object.keys(table)) assert.ok(reads.some((r) => r.field === field), `${kernel}: field ${field} is never read`);
+    const consts = [...src.matchAll(/const P_(\w+) = (\d+)u;/g)].map((m) => [m[1], Number(m[2])]);
+    assert.deepEqual(consts, Object.keys(table).map((f, i) => [f, i]), `${kernel}: slot constants in table order`);
+    assert.ok(Object.keys(table).length <= 64, `${kernel}: the block holds 64 words`);
+  }
+});
+
+test('packParams: each value in its slot, f32 fields as their bits, and a field that is not a u32 refused by name', () => {
+  const words = packParams('attention_batch', { rowBase: 1, nH: 2, nKV: 3, hd: 4, pageSize: 5, qOff: 6, qStride: 7, outOff: 8, rowTable: 9,
+    seqTable: 10, scale: 0.125, kcOff: 12, vcOff: 13 });
+  assert.deepEqual(words, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x3e000000, 12, 13]);
+  assert.throws(() => packParams('rope_batch', { rowBase: -1, rows: 1, heads: 1, headDim: 2, half: 1, stride: 2, xOff: 0, csOff: 0 }),
+    /rope_batch\.rowBase = -1 is not a u32/);
+});
