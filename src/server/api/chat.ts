@@ -4,7 +4,7 @@
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
 // A codec over the turn pipeline (turn.ts): parse → TurnRequest, render → JSON or SSE.
-import { TurnImages } from './images.js';
+import { TurnImages, withImages } from './images.js';
 import type { ChatMessage } from '../../frontend/chat-template.js';
 import { REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ServerContext } from '../context.js';
@@ -117,7 +117,7 @@ export const chatCodec: Codec<undefined> = {
     const tools = openAiTools(b['tools']);
     const choice = openAiToolChoice(b['tool_choice'], tools);
     return {
-      prompt: { kind: 'chat', messages, think, kwargs, param: 'messages', images },
+      prompt: { kind: 'chat', messages, think, kwargs, param: 'messages', ...withImages(images) },
       params,
       tools: { tools, choice, parallel: optBool(b, 'parallel_tool_calls') ?? true },
       format: openAiResponseFormat(b['response_format'], 'response_format'),

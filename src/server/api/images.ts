@@ -65,6 +65,12 @@ export class TurnImages {
   }
 }
 
+/** `{ images }` when the request has image parts, else nothing (an image-less prompt is
+ * the same object as before images were served). */
+export function withImages(images: TurnImages): { images?: TurnImages } {
+  return images.count > 0 ? { images } : {};
+}
+
 function base64Bytes(data: string, label: string): Uint8Array {
   const clean = data.replace(/\s+/g, '');
   if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(clean) || clean.length === 0) throw invalid(label, `${label}: the image data is not valid base64`);

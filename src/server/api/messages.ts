@@ -6,7 +6,7 @@
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
 // (forces `</think>`) once that many tokens were generated in it. A codec over the turn pipeline
 // (turn.ts); POST /v1/messages/count_tokens renders the same prompt and counts it.
-import { TurnImages } from './images.js';
+import { TurnImages, withImages } from './images.js';
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ChatMessage, ChatToolCall } from '../../frontend/chat-template.js';
 import type { ServerContext } from '../context.js';
@@ -181,7 +181,7 @@ export const messagesCodec: Codec<MessagesOwn> = {
     const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
     const thinking = thinkingOf(b);
     return {
-      prompt: { kind: 'chat', messages, think: thinking.on, kwargs: {}, param: 'messages', images },
+      prompt: { kind: 'chat', messages, think: thinking.on, kwargs: {}, param: 'messages', ...withImages(images) },
       params: { ...params, n: 1 },
       tools: { tools, choice, parallel },
       format: { kind: 'text' },
@@ -216,7 +216,7 @@ export async function countTokens(ctx: ServerContext, call: Call): Promise<void>
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
   const images = new TurnImages();
   const messages = anthropicMessages(b['system'], b['messages'], images);
-  const prompt = await chatTurnPrompt(ctx, { kind: 'chat', messages, think: thinkingOf(b).on, kwargs: {}, param: 'messages', images }, { tools, choice, parallel }, call.signal);
+  const prompt = await chatTurnPrompt(ctx, { kind: 'chat', messages, think: thinkingOf(b).on, kwargs: {}, param: 'messages', ...withImages(images) }, { tools, choice, parallel }, call.signal);
   sendJson(call.res, 200, { input_tokens: prompt.ids.length });
 }
 

@@ -7,7 +7,7 @@
 // true) keeps the finished response and its conversation, `previous_response_id` continues one;
 // GET / DELETE /v1/responses/{id} read and remove stored responses. A codec over the turn
 // pipeline (turn.ts).
-import { TurnImages } from './images.js';
+import { TurnImages, withImages } from './images.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';
 import { ApiError, invalid } from '../http/errors.js';
@@ -131,7 +131,7 @@ export const responsesCodec: Codec<ResponsesOwn> = {
     const format = textFormat(optObject(b, 'text'));
     const summary = summaryOf(b);
     return {
-      prompt: { kind: 'chat', messages, think: thinkingOf(b), kwargs: {}, param: 'input', images },
+      prompt: { kind: 'chat', messages, think: thinkingOf(b), kwargs: {}, param: 'input', ...withImages(images) },
       params: { ...params, n: 1 },
       tools: { tools, choice, parallel: optBool(b, 'parallel_tool_calls') ?? true },
       format, thinkingBudget: null, topLogprobs: null,
