@@ -12,6 +12,8 @@ import { startServer, type RunningServer } from '../src/server/index.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 import { TINY_VISION } from './vision-helpers.js';
 import { post } from './server-helpers.js';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 const JPG = readFileSync(join(REPO_ROOT, 'test', 'fixtures', 'vision-images', 'rgb-q90.jpg'));
 const B64 = JPG.toString('base64');
@@ -21,20 +23,33 @@ const ups: Up[] = [];
 let warm: Up;
 let cold: Up;
 let text: Up;
+let host: Server;
+let hostUrl: string;
 
-async function up(model: string, prefixCache: boolean): Promise<Up> {
+async function up(model: string, prefixCache: boolean, allowUrls = false): Promise<Up> {
   const engine = await Engine.load({ model, kernels: 'ref', maxRunning: 4, prefixCache });
-  const u = { engine, server: await startServer(engine, { port: 0, images: { maxImages: 2 } }) };
+  const u = { engine, server: await startServer(engine, { port: 0, images: { maxImages: 2, allowUrls, urlMaxBytes: 100_000, urlTimeoutMs: 1500 } }) };
   ups.push(u);
   return u;
 }
 
 before(async () => {
-  warm = await up(TINY_VISION, true);
+  warm = await up(TINY_VISION, true, true);
+  // a loopback image host: the JPEG, a body over the size limit, and one that never answers
+  host = createServer((req, res) => {
+    if (req.url === '/cat.jpg') res.end(JPG);
+    else if (req.url === '/big.jpg') res.end(Buffer.alloc(200_000, 1));
+    else if (req.url === '/slow.jpg') setTimeout(() => res.end(JPG), 20_000).unref();
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((ok) => host.listen(0, '127.0.0.1', ok));
+  hostUrl = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
   cold = await up(TINY_VISION, false);
   text = await up(TINY_THINK(), true);
 });
 after(async () => {
+  host.closeAllConnections();
+  host.close();
   for (const u of ups) {
     await u.server.close();
     await u.engine.close();
@@ -84,7 +99,9 @@ test('bad images are 400s naming the message and part; the server keeps serving'
     [chatBody([{ type: 'text', text: 'x' }, imagePart(`data:image/jpeg;base64,${JPG.subarray(0, 400).toString('base64')}`)]), /messages\[0\]\.content\[1\]/],
     [chatBody([imagePart('data:image/png;base64,AAAA')]), /messages\[0\]\.content\[0\]/],
     [chatBody([imagePart('data:text/plain;base64,AAAA')]), /messages\[0\]\.content\[0\].*not an image/],
-    [chatBody([imagePart('http://127.0.0.1:1/x.png')]), /messages\[0\]\.content\[0\].*--allow-image-urls/],
+    [chatBody([imagePart(`${hostUrl}/big.jpg`)]), /messages\[0\]\.content\[0\].*over 100000 bytes/],
+    [chatBody([imagePart(`${hostUrl}/slow.jpg`)]), /messages\[0\]\.content\[0\].*over 1500 ms/],
+    [chatBody([imagePart(`${hostUrl}/none.jpg`)]), /messages\[0\]\.content\[0\].*HTTP 404/],
     [chatBody([imagePart(), imagePart(), imagePart()]), /messages\[0\]\.content\[2\].*at most 2 images/],
   ];
   for (const [body, re] of cases) {
@@ -99,6 +116,19 @@ test('bad images are 400s naming the message and part; the server keeps serving'
   assert.match(JSON.stringify(m.json), /messages\[0\]\.content\[0\]/);
   const ok = await post(`${warm.server.url}/v1/chat/completions`, chatBody([imagePart()]));
   assert.equal(ok.status, 200, 'still serving');
+});
+
+test('http(s) image URLs: fetched with --allow-image-urls (same answer as the data: URL), refused without', async () => {
+  const byUrl = await post(`${warm.server.url}/v1/chat/completions`, chatBody([imagePart(`${hostUrl}/cat.jpg`)]));
+  const byData = await post(`${warm.server.url}/v1/chat/completions`, chatBody([imagePart()]));
+  assert.equal(byUrl.status, 200, JSON.stringify(byUrl.json));
+  const lp = (r: typeof byUrl) => (r.json['choices'] as Record<string, unknown>[])[0]!['logprobs'];
+  assert.deepEqual(lp(byUrl), lp(byData));
+  const m = await post(`${warm.server.url}/v1/messages`, { max_tokens: 4, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: `${hostUrl}/cat.jpg` } }] }] });
+  assert.equal(m.status, 200, JSON.stringify(m.json));
+  const off = await post(`${cold.server.url}/v1/chat/completions`, chatBody([imagePart(`${hostUrl}/cat.jpg`)]));
+  assert.equal(off.status, 400);
+  assert.match(JSON.stringify(off.json), /messages\[0\]\.content\[0\].*--allow-image-urls/);
 });
 
 test('a text-only model refuses an image with a 400 naming the part', async () => {
