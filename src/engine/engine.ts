@@ -28,7 +28,8 @@ import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { type PrefixContext, queueGenerationSnapshot } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { loadVisionModel, type VisionModel } from '../vision/load.js';
 import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
@@ -145,7 +146,7 @@ export class Engine {
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       // a release checkpoint's tower (same directory); a GGUF's mmproj is not wired yet
-      const visionModel = statSync(dir).isDirectory() ? loadVisionModel(dir) : null;
+      const visionModel = statSync(dir).isDirectory() && existsSync(join(dir, 'config.json')) ? loadVisionModel(dir) : null;
       const engine = new Engine(model, tokenizer, kv, state,
         { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
       engine.memoryPlan = plan;
