@@ -19,16 +19,21 @@
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
 // gate: 2 + 2S GB.
 import { HEADER, floatWeightReader } from './common.js';
-import { TM } from './matmul.js';
+import { TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
 
 /** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
+/** `moe` (grouped MoE, wgsl/moe.ts's plan): the rows are expert pu(27)'s run of the
+ * gathered input (count and first position from PLAN; E = pu(28)); a tile past the count
+ * exits before reading a weight. 'gather': output row = the gathered position; 'scatter':
+ * output row = the position's entry i·topK + s. */
 export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
-  norm = false, gate: 'silu' | 'sigmoid' | null = null): string {
+  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null): string {
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
+  if (moe && (norm || gate)) throw new Error('matmul group: a MoE group has no norm or gate');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(26u) + ${i} - pu(2u)]))` : `X[${i}]`;
-  const put = (v: string): string => `let o = pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  const put = (v: string): string => `let o = pu(SEG + 2u) + ${moeOutRow(moe)} * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
   const readers = Array.from({ length: segments }, (_, s) =>
     floatWeightReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwf\(/g, `wf${s}(`)).join('\n');
@@ -70,6 +75,7 @@ ${HEADER}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 ${outs}
 ${readers}
+${moe ? moePlanBinding(2 + 2 * segments) : ''}
 ${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
 var<workgroup> nred: array<f32, 64>;
@@ -94,10 +100,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var sg = ${segments}u;
   for (var s = 0u; s < pu(3u); s++) { if (gcol >= pu(4u + 5u * s) && gcol < pu(4u + 5u * s) + pu(5u + 5u * s)) { sg = s; } }
   if (sg == ${segments}u) { return; }
-  let rows = min(TM, pu(1u) - m0);
+  ${moeRowsPrelude(moe, 'pu(27u)', 'pu(28u)', 'pu(1u)')}
   var acc: array<f32, ${TM}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
-  let xb = pu(2u) + m0 * K;${norm ? `
+  let xb = pu(2u) + (rb + m0) * K;${norm ? `
   var inv: array<f32, ${TM}>;
   for (var r = 0u; r < rows; r++) {
     var ss = 0.0;
