@@ -66,6 +66,8 @@ export interface MoeGemm {
   readonly expert: number;
   readonly experts: number;
   readonly rows: MoeRows;
+  /** Float weights, K ≤ WHOLE_K: one workgroup per column runs all the expert's tiles. */
+  readonly whole: boolean;
 }
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
@@ -218,8 +220,8 @@ export class WebGpuKernels {
       while (params.length < 27) params.push(0);
       params.push(moe.expert, moe.experts);
     }
-    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}` : ''}`;
-    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null), params, null,
+    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole), params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
         ...(moe ? [moe.plan.buffer] : [])],
       grid(cols, tiles), `matmul_${dtype}`);

@@ -5,8 +5,10 @@
 //     entries sorted by expert (wgsl/moe.ts), plus the layer's read tally;
 //   2 the gathered input xg [M·topK, H] (row of each entry, expert order);
 //   3 per expert, gate and up over its run of xg (one dispatch for float weights): a fixed
-//     grid of ceil(M/TM) row tiles where a tile past the expert's count exits before
-//     reading a weight, so an unrouted expert's weights are never read;
+//     grid where a workgroup of an unrouted expert (or a tile past its count) exits before
+//     reading a weight. Float experts (K ≤ WHOLE_K): one workgroup per column runs all the
+//     expert's 16-row tiles, so each routed weight is read once per call, in prefill too;
+//     quantized experts: ceil(M/16) tiles, each reading the weights once;
 //   4 silu(gate)·up over all entries; 5 per expert, down written straight to the entry's
 //     slot row; 6 MOE_COMBINE: each row's slots summed in slot order.
 // Exactness: the GEMMs are row-invariant (a row's value never depends on its tile, slot or
@@ -16,6 +18,7 @@
 // no expert has more than M entries.
 import { TM } from './wgsl/matmul.js';
 import { MOE_MAX_EXPERTS, MOE_PLAN } from './wgsl/moe.js';
+import { WHOLE_K } from './wgsl/matmul-group.js';
 import { MOE_COMBINE } from './wgsl/rows.js';
 import { grid } from './wgsl/common.js';
 import { isQuantType } from '../quant/formats.js';
@@ -91,13 +94,15 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   const n = m * topK;
   const plan = g.scratchTensor('moe_plan', 2 * ne + 2 * n, 'i32');
   const t = tally.layer(experts);
-  g.run(enc, 'moe_plan', () => MOE_PLAN, [n, ne, ids.offset, TM, topK], null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
+  // float experts with K ≤ WHOLE_K: each weight read once per call (whole-expert workgroups)
+  const whole = h <= WHOLE_K && ie <= WHOLE_K && experts.every((e) => [e.gate, e.up, e.down].every((w) => !isQuantType(w.dtype)));
+  g.run(enc, 'moe_plan', () => MOE_PLAN, [n, ne, ids.offset, whole ? 0 : TM, topK], null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
   const xg = g.scratchTensor('moe_x', n * h);
   g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
   const gate = g.scratchTensor('moe_gate', n * ie);
   const up = g.scratchTensor('moe_up', n * ie);
-  const tiles = Math.ceil(m / TM);
-  const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows });
+  const tiles = whole ? 1 : Math.ceil(m / TM);
+  const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows, whole });
   const gateUpActs = experts.some((e) => isQuantType(e.gate.dtype) || isQuantType(e.up.dtype)) ? g.quantActs(enc, xg, n, h) : null;
   experts.forEach((e, i) => expertGemms(g, enc, xg, gateUpActs, [{ out: gate, w: e.gate }, { out: up, w: e.up }], n, h, tiles, gemm(i, 'gather')));
   g.mulSilu(enc, up, up, gate, n * ie);

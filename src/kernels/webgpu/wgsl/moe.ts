@@ -1,7 +1,8 @@
 // MoE routing plan (grouped experts): the routed (row, slot)s of one layer sorted by
 // expert, computed on the device from the router's ids, so the expert GEMMs read only
 // routed experts' weights and gather only their rows.
-// MOE_PLAN, one workgroup. params: 0 N = M·topK, 1 E, 2 ids offset, 3 TM, 4 topK.
+// MOE_PLAN, one workgroup. params: 0 N = M·topK, 1 E, 2 ids offset, 3 rows per weight read
+// (TM; 0: all of an expert's rows in one read, the whole-expert GEMMs), 4 topK.
 // Bindings: 1 PLAN (i32, at 0): [0, E) counts, [E, 2E) first position of each expert,
 // [2E, 2E+N) entries i·topK + s in expert order (ascending within an expert), [2E+N, 2E+2N)
 // the row i of each entry; 2 IDS (i32 [M, topK]); 3 TALLY (u32 [E, 2], accumulated over
@@ -40,7 +41,8 @@ fn main(@builtin(local_invocation_index) t: u32) {
     for (var p = 0u; p < n; p++) {
       if (IDS[io + p] == i32(x)) { PLAN[2u * e + at] = i32(p); PLAN[2u * e + n + at] = i32(p / pu(4u)); at++; }
     }
-    TALLY[2u * x] += (cnt[x] + pu(3u) - 1u) / pu(3u);
+    let tm = pu(3u);
+    TALLY[2u * x] += select((cnt[x] + tm - 1u) / max(tm, 1u), min(cnt[x], 1u), tm == 0u);
     TALLY[2u * x + 1u] += select(0u, 1u, cnt[x] > 0u);
   }
 }`;
