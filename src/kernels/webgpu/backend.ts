@@ -66,7 +66,7 @@ export interface MoeGemm {
   readonly expert: number;
   readonly experts: number;
   readonly rows: MoeRows;
-  /** Float weights, K ≤ WHOLE_K: one workgroup per column runs all the expert's tiles. */
+  /** One workgroup per column runs all the expert's tiles (quantized, or float with K ≤ WHOLE_K). */
   readonly whole: boolean;
 }
 
@@ -250,8 +250,8 @@ export class WebGpuKernels {
   quantWeightMatmul(enc: StepEncoder, acts: QuantActs, out: GpuTensor, w: GpuWeight, m: number, k: number, tiles: number, accumulate: boolean,
     moe?: MoeGemm): void {
     const dot4 = this.adapter.features.dot4I8;
-    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null);
-    const key = `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}` : ''}`;
+    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole);
+    const key = `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
     for (const part of w.parts) {
       this.run(enc, key, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes, ...(moe ? [moe.expert, moe.experts] : [])], null,
         [out.buffer, acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, part.buffer, ...(moe ? [moe.plan.buffer] : [])], grid(part.rows, tiles), `matmul_${w.dtype}`);

@@ -6,9 +6,10 @@
 //   2 the gathered input xg [M·topK, H] (row of each entry, expert order);
 //   3 per expert, gate and up over its run of xg (one dispatch for float weights): a fixed
 //     grid where a workgroup of an unrouted expert (or a tile past its count) exits before
-//     reading a weight. Float experts (K ≤ WHOLE_K): one workgroup per column runs all the
-//     expert's 16-row tiles, so each routed weight is read once per call, in prefill too;
-//     quantized experts: ceil(M/16) tiles, each reading the weights once;
+//     reading a weight. One workgroup per column runs all the expert's 16-row tiles, so each
+//     routed weight is read once per call, in prefill too (quantized: each block decoded
+//     once, a row's f32 chain continued in the output); float experts past WHOLE_K run
+//     ceil(M/16) tiles instead, each reading the weights;
 //   4 silu(gate)·up over all entries; 5 per expert, down written straight to the entry's
 //     slot row; 6 MOE_COMBINE: each row's slots summed in slot order.
 // Exactness: the GEMMs are row-invariant (a row's value never depends on its tile, slot or
@@ -94,8 +95,9 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   const n = m * topK;
   const plan = g.scratchTensor('moe_plan', 2 * ne + 2 * n, 'i32');
   const t = tally.layer(experts);
-  // float experts with K ≤ WHOLE_K: each weight read once per call (whole-expert workgroups)
-  const whole = h <= WHOLE_K && ie <= WHOLE_K && experts.every((e) => [e.gate, e.up, e.down].every((w) => !isQuantType(w.dtype)));
+  // whole-expert workgroups (each weight read once per call): quantized experts, and float
+  // ones whose K fits the registers
+  const whole = (h <= WHOLE_K && ie <= WHOLE_K) || experts.every((e) => [e.gate, e.up, e.down].every((w) => isQuantType(w.dtype)));
   g.run(enc, 'moe_plan', () => MOE_PLAN, [n, ne, ids.offset, whole ? 0 : TM, topK], null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
   const xg = g.scratchTensor('moe_x', n * h);
   g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);

@@ -76,8 +76,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
 /** `accumulate`: out += the sum (Kernels.matmulAdd). */
-/** `moe`: floatMatmulGroupShader's; params 7 expert, 8 E; binding 6 PLAN. */
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null): string {
+/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); params 7 expert, 8 E; binding 6 PLAN. */
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false): string {
+  if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
   const sumi = q6
@@ -86,6 +87,71 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
         let s1 = SX[(rb + m0 + r) * nb + j] - s0;
         let sumi = sb.q6a * (d0 - 32 * s0) + sb.q6b * (d1 - 32 * s1);`
     : 'let sumi = d0 + d1 - sb.bias * SX[(rb + m0 + r) * nb + j];';
+  // per (row r of the tile, this thread's block j): the integer dot product and its f32 terms
+  const terms = `      for (var r = 0u; r < rows; r++) {
+        let xo = ((rb + m0 + r) * K + j * 32u) / 4u;
+        var d0 = 0;
+        var d1 = 0;
+        for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
+        ${sumi}
+        let dx = DX[(rb + m0 + r) * nb + j];
+        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
+        ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
+      }`;
+  const tiledBody = `  let m0 = wid.z * TM;
+  ${moeRowsPrelude(moe, 'pu(7u)', 'pu(8u)', 'pu(2u)')}
+  let row = col * pu(6u);
+  var acc = 0.0;
+  for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    let j = c0 + t;
+    if (j < nb) {
+      let sb = packed_block(row, j);
+${terms}
+    }
+    workgroupBarrier();
+    if (t < rows) {
+      let n = min(64u, nb - c0);
+      for (var jj = 0u; jj < n; jj++) {
+        acc = acc + term[t * 64u + jj];
+        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+      }
+    }
+    workgroupBarrier();
+  }
+  if (t < rows) { let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
+`;
+  // whole: one workgroup runs all of the expert's tiles; each block is decoded once (QP, sb
+  // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
+  // reloaded exactly), in the tiled body's order
+  const wholeBody = `  let cnt = u32(PLAN[pu(7u)]);
+  if (cnt == 0u) { return; }
+  let rb = u32(PLAN[pu(8u) + pu(7u)]);
+  let pe = 2u * pu(8u);
+  let row = col * pu(6u);
+  for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    let j = c0 + t;
+    var sb: PB;
+    if (j < nb) { sb = packed_block(row, j); }
+    for (var m0 = 0u; m0 < cnt; m0 += TM) {
+      let rows = min(TM, cnt - m0);
+      if (j < nb) {
+  ${terms}
+      }
+      workgroupBarrier();
+      if (t < rows) {
+        let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col;
+        var acc = select(OUT[o], 0.0, c0 == 0u);
+        let n = min(64u, nb - c0);
+        for (var jj = 0u; jj < n; jj++) {
+          acc = acc + term[t * 64u + jj];
+          ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+        }
+        OUT[o] = acc;
+      }
+      workgroupBarrier();
+    }
+  }
+`;
   return `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QX: array<u32>;
@@ -105,35 +171,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (col >= pu(0u)) { return; }
   let K = pu(1u);
   let nb = K / 32u;
-  let m0 = wid.z * TM;
-  ${moeRowsPrelude(moe, 'pu(7u)', 'pu(8u)', 'pu(2u)')}
-  let row = col * pu(6u);
-  var acc = 0.0;
-  for (var c0 = 0u; c0 < nb; c0 += 64u) {
-    let j = c0 + t;
-    if (j < nb) {
-      let sb = packed_block(row, j);
-      for (var r = 0u; r < rows; r++) {
-        let xo = ((rb + m0 + r) * K + j * 32u) / 4u;
-        var d0 = 0;
-        var d1 = 0;
-        for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
-        ${sumi}
-        let dx = DX[(rb + m0 + r) * nb + j];
-        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
-        ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
-      }
-    }
-    workgroupBarrier();
-    if (t < rows) {
-      let n = min(64u, nb - c0);
-      for (var jj = 0u; jj < n; jj++) {
-        acc = acc + term[t * 64u + jj];
-        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
-      }
-    }
-    workgroupBarrier();
-  }
-  if (t < rows) { let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
-}`;
+${whole ? wholeBody : tiledBody}}`;
 }
