@@ -292,24 +292,27 @@ describe('webgpu step batch', () => {
     }
   });
 
-  test('MoE traffic counters: expert bytes streamed against the routed-only bound (every expert read today: E / min(E, M·topK))', async () => {
+  test('MoE weight bytes: the grouped GEMMs read only routed experts, float ones once per call (the device tally = the host count)', async () => {
     const r = rng(31);
     const ref = createRefKernels();
-    const [h, ie, e, topK, m] = [32, 16, 6, 2, 1];
+    const [h, ie, e, topK] = [32, 16, 6, 2];
     const sym = () => 2 * r() - 1;
     const experts = Array.from({ length: e }, () => ({ gate: k.packWeight(randomWeight(ref, 'bf16', ie, h, sym)),
       up: k.packWeight(randomWeight(ref, 'bf16', ie, h, sym)), down: k.packWeight(randomWeight(ref, 'bf16', h, ie, sym)) }));
-    const ids = k.allocI32(m * topK);
-    k.write(ids, 0, [4, 1]);
-    const t0 = { ...k.g.traffic };
-    k.moeExperts(k.alloc(m * h), upload(Float32Array.from({ length: m * h }, sym)), ids, upload(Float32Array.from([0.6, 0.4])), m, topK, experts,
-      { slot: k.alloc(m * topK * h), rowsIn: k.alloc(m * h), rowsOut: k.alloc(m * h), gate: k.alloc(m * ie), up: k.alloc(m * ie) });
-    await readAll(ids);
-    const read = k.g.traffic.moeWeightBytesRead - t0.moeWeightBytesRead;
-    const ideal = k.g.traffic.moeWeightBytesRoutedIdeal - t0.moeWeightBytesRoutedIdeal;
     const perExpert = 3 * ie * h * 2;
-    assert.equal(read, e * perExpert);
-    assert.equal(ideal, topK * perExpert);
+    // decode (1 row) and prefill (20 rows: expert 1 gets 20 entries, more than a 16-row tile, still one read)
+    for (const idsHost of [[4, 1], [...Array.from({ length: 19 }, (_, i) => [1, i % 3 === 0 ? 0 : 3]).flat(), 1, 4]]) {
+      const m = idsHost.length / topK;
+      const ids = k.allocI32(m * topK);
+      k.write(ids, 0, idsHost);
+      k.moeTally.restart();
+      k.moeExperts(k.alloc(m * h), upload(Float32Array.from({ length: m * h }, sym)), ids, upload(Float32Array.from({ length: m * topK }, () => 0.5)), m, topK, experts,
+        { slot: k.alloc(m * topK * h), rowsIn: k.alloc(m * h), rowsOut: k.alloc(m * h), gate: k.alloc(m * ie), up: k.alloc(m * ie) });
+      const { read, ideal } = await k.moeWeightBytes();
+      const counts = Array.from({ length: e }, (_, x) => idsHost.filter((id) => id === x).length);
+      assert.equal(read, counts.filter((c) => c > 0).length * perExpert, `m ${m}`);
+      assert.equal(ideal, counts.filter((c) => c > 0).length * perExpert, `m ${m}`);
+    }
   });
 
   test('a batch whose rows are not stacked in order is refused, naming the sequence', () => {

@@ -24,8 +24,9 @@ function snap(k: WebGpuBoundaryKernels): Snapshot {
 export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () => void) => Promise<{ steps: number; recordMs: number }>):
   Promise<Record<string, unknown>> {
   let from: Snapshot | null = null;
-  const r = await run(() => { from = snap(k); });
+  const r = await run(() => { from = snap(k); k.moeTally.restart(); });
   const to = snap(k);
+  const moe = await k.moeWeightBytes(); // since the timed steps began (a read-back after `to`)
   const a = from ?? to;
   const steps = Math.max(1, r.steps);
   let gpuMs: number | null = null;
@@ -58,6 +59,10 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () 
     kv_bytes_read_per_step: kvRead,
     kv_bytes_ideal_per_step: kvIdeal,
     kv_read_ratio: kvIdeal > 0 ? kvRead / kvIdeal : null,
+    // MoE expert weights the grouped GEMMs read vs each routed expert once (device tally)
+    moe_weight_bytes_read_per_step: moe.read / steps,
+    moe_weight_bytes_routed_ideal_per_step: moe.ideal / steps,
+    moe_weight_read_ratio: moe.ideal > 0 ? moe.read / moe.ideal : null,
     gpu_ms_per_step: gpuMs,
     gpu_time_source: gpuMs === null ? 'unavailable (no timestamp-query)' : 'timestamp queries, one pass per dispatch (a profiled run)',
   };

@@ -13,12 +13,12 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { TM, quantActsShader, quantMatmulShader, type MoeRows } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
-import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from './wgsl/rows.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS } from './wgsl/rows.js';
 
 /** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
 export interface GpuKvLayer {
@@ -36,11 +36,6 @@ export interface GpuTraffic {
   weightBytesIdeal: number;
   kvBytesRead: number;
   kvBytesIdeal: number;
-  /** MoE expert weights the matmuls stream (every expert, today: moeExperts) against the
-   * routed-only ideal's upper bound: min(E, M·topK) experts' bytes per call (the routing
-   * stays on the device, so the host knows only that bound). */
-  moeWeightBytesRead: number;
-  moeWeightBytesRoutedIdeal: number;
 }
 
 /** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's
@@ -58,6 +53,23 @@ export interface GpuGatedInput {
   readonly act: 'silu' | 'sigmoid';
 }
 
+/** Quantized activations in the scratch (quantActs). */
+export interface QuantActs {
+  readonly qx: GpuTensor;
+  readonly dx: GpuTensor;
+  readonly sx: GpuTensor;
+}
+
+/** A grouped MoE GEMM's rows (moe.ts): expert `expert` of `experts`, from the plan. */
+export interface MoeGemm {
+  readonly plan: GpuTensor;
+  readonly expert: number;
+  readonly experts: number;
+  readonly rows: MoeRows;
+  /** One workgroup per column runs all the expert's tiles (quantized, or float with K ≤ WHOLE_K). */
+  readonly whole: boolean;
+}
+
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 export class WebGpuKernels {
@@ -73,7 +85,7 @@ export class WebGpuKernels {
     return this.dummy;
   }
   private readonly maxBinding: number;
-  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0, moeWeightBytesRead: 0, moeWeightBytesRoutedIdeal: 0 };
+  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
   /** Weights already counted in the ideal of the current step. */
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
@@ -181,13 +193,14 @@ export class WebGpuKernels {
   }
 
   /** Segments one float dispatch may bind: X, the norm weight, an output and a weight each. */
-  private get groupSegments(): number {
+  get groupSegments(): number {
     return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2) / 2)));
   }
 
-  private floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
+  /** One float dispatch of up to groupSegments segments (moe: a grouped MoE expert's rows, moe.ts). */
+  floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
     segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined,
-    gate: GpuGatedInput | undefined): void {
+    gate: GpuGatedInput | undefined, moe?: MoeGemm): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
@@ -203,15 +216,26 @@ export class WebGpuKernels {
       params.push(norm ? f32(norm.eps) : 0, norm?.zeroCentered ? 1 : 0, gate?.b.offset ?? 0);
       if (gate) need(gate.b, m * k, 'matmulAdd gate');
     }
-    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}`;
-    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null), params, null,
-      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : [])],
+    if (moe) {
+      while (params.length < 27) params.push(0);
+      params.push(moe.expert, moe.experts);
+    }
+    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole), params, null,
+      [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
+        ...(moe ? [moe.plan.buffer] : [])],
       grid(cols, tiles), `matmul_${dtype}`);
   }
 
   /** One activation quantization, then each quantized weight part's matmul. */
   private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
     accumulate: boolean): void {
+    const acts = this.quantActs(enc, x, m, k);
+    for (const { out, w } of group) this.quantWeightMatmul(enc, acts, out, w, m, k, tiles, accumulate);
+  }
+
+  /** x [M, K] quantized per 32-block (QUANT_ACTS) into the shared qx/dx/sx scratch. */
+  quantActs(enc: StepEncoder, x: GpuTensor, m: number, k: number): QuantActs {
     const nb = k / 32;
     const dot4 = this.adapter.features.dot4I8;
     const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
@@ -219,12 +243,18 @@ export class WebGpuKernels {
     const sx = this.scratch.get('sx', m * nb, 'i32');
     this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
       [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
-    for (const { out, w } of group) {
-      const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate);
-      for (const part of w.parts) {
-        this.run(enc, `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}`, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes], null,
-          [out.buffer, qx.buffer, dx.buffer, sx.buffer, part.buffer], grid(part.rows, tiles), `matmul_${w.dtype}`);
-      }
+    return { qx, dx, sx };
+  }
+
+  /** Each part of one quantized weight over quantized activations (moe: moe.ts's rows). */
+  quantWeightMatmul(enc: StepEncoder, acts: QuantActs, out: GpuTensor, w: GpuWeight, m: number, k: number, tiles: number, accumulate: boolean,
+    moe?: MoeGemm): void {
+    const dot4 = this.adapter.features.dot4I8;
+    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole);
+    const key = `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
+    for (const part of w.parts) {
+      this.run(enc, key, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes, ...(moe ? [moe.expert, moe.experts] : [])], null,
+        [out.buffer, acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, part.buffer, ...(moe ? [moe.plan.buffer] : [])], grid(part.rows, tiles), `matmul_${w.dtype}`);
     }
   }
 
@@ -330,34 +360,6 @@ export class WebGpuKernels {
     if (e > 1024) throw new RangeError(`moeRoute: ${e} experts > 1024`);
     this.run(enc, 'moe_route', () => MOE_ROUTE, [m, e, topK, renormalize ? 1 : 0, ids.offset, weights.offset, logits.offset], null,
       [ids.buffer, weights.buffer, logits.buffer], grid(Math.ceil(m / 64)), 'moe_route');
-  }
-
-  /** The routed experts of a MoE layer (the boundary's moeExperts): out[i] =
-   * Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order. The expert routing stays on
-   * the GPU, so every expert runs over all M rows and its outputs are parked only at the
-   * (row, slot)s routed to it: exact per row (the matmuls are row-invariant), at the cost
-   * of reading every expert's weights each step — a grouped, indirect-dispatch GEMM that
-   * skips unrouted experts is future work. ids: i32 [M, topK]; scratch: slot [M·topK, H],
-   * gate/up [M, Ie], y [M, H]. */
-  moeExperts(enc: StepEncoder, out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
-    experts: readonly { gate: GpuWeight; up: GpuWeight; down: GpuWeight }[],
-    scratch: { slot: GpuTensor; gate: GpuTensor; up: GpuTensor; y: GpuTensor }): void {
-    if (m <= 0 || experts.length === 0) return;
-    const h = experts[0]!.gate.cols;
-    const expertBytes = experts.map((e) => gpuWeightBytes(e.gate) + gpuWeightBytes(e.up) + gpuWeightBytes(e.down));
-    const tiles = Math.ceil(m / TM);
-    this.traffic.moeWeightBytesRead += expertBytes.reduce((a, b) => a + b, 0) * tiles;
-    this.traffic.moeWeightBytesRoutedIdeal += Math.max(...expertBytes) * Math.min(experts.length, m * topK);
-    experts.forEach((e, ex) => {
-      this.matmul(enc, scratch.gate, x, e.gate, m);
-      this.matmul(enc, scratch.up, x, e.up, m);
-      this.mulSilu(enc, scratch.up, scratch.up, scratch.gate, m * e.gate.rows);
-      this.matmul(enc, scratch.y, scratch.up, e.down, m);
-      this.run(enc, 'moe_scatter', () => MOE_SCATTER, [m, topK, h, ex, scratch.slot.offset, scratch.y.offset, ids.offset], null,
-        [scratch.slot.buffer, scratch.y.buffer, ids.buffer], grid(Math.ceil((m * topK * h) / 64)), 'moe_scatter');
-    });
-    this.run(enc, 'moe_combine', () => MOE_COMBINE, [m, topK, h, out.offset, scratch.slot.offset, weights.offset], null,
-      [out.buffer, scratch.slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
   }
 
   /** out[i] = the lowest index of the maximum of row i (NaN never wins). out: i32 [M]. */

@@ -21,6 +21,7 @@ import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { convSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
+import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
@@ -83,6 +84,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
 
   constructor(readonly g: WebGpuKernels) {
     this.uploads = new UploadArena(g);
+    this.moeTally = new MoeTally(g);
   }
 
   static async create(gpu: GPU, opts: AcquireOptions): Promise<WebGpuBoundaryKernels> {
@@ -101,6 +103,8 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
    * GPU time per step for `bench`. Off by default (one pass per step). */
   profile = false;
   /** Since construction: read-backs (steps), dispatches, GPU ns of profiled steps. */
+  /** Expert weight bytes read vs the routed-only ideal, tallied on the device (moe.ts). */
+  readonly moeTally: MoeTally;
   readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0 };
 
   /** Dispatches recorded since construction, the current step's included (a census can
@@ -156,6 +160,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
     done.catch(() => {}); // reported by the next readBack, which awaits it
     this.flushed.push(done);
+  }
+
+  /** MoE expert weight bytes read since the tally's last restart vs the routed-only ideal
+   * (a read-back of the device tally: submits the current step). */
+  async moeWeightBytes(): Promise<{ read: number; ideal: number }> {
+    const layers = this.moeTally.all();
+    if (layers.length === 0) return { read: 0, ideal: 0 };
+    return moeTallyBytes(layers, await this.readBack(layers.map((l) => ({ t: l.tally, offset: 0, length: l.tally.length }))));
   }
 
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
@@ -328,11 +340,11 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   moeRoute(ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     this.g.moeRoute(this.step, ids, weights, logits, m, e, topK, renormalize);
   }
-  /** The boundary's moeExperts (see WebGpuKernels.moeExperts for the GPU strategy). */
+  /** The boundary's moeExperts: grouped, routed experts only (moe.ts). */
   moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
     experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>): void {
     const gpu = experts.map((e) => ({ gate: this.gpuWeight(e.gate), up: this.gpuWeight(e.up), down: this.gpuWeight(e.down) }));
-    this.g.moeExperts(this.step, out, x, ids, weights, m, topK, gpu, { slot: scratch.slot, gate: scratch.gate, up: scratch.up, y: scratch.rowsOut });
+    groupedMoeExperts(this.g, this.step, this.moeTally, out, x, ids, weights, m, topK, gpu, scratch.slot);
   }
   addSigmoidScaled(out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
     this.g.addSigmoidScaled(this.step, out, y, g, m, d);

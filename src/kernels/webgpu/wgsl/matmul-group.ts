@@ -19,16 +19,27 @@
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
 // gate: 2 + 2S GB.
 import { HEADER, floatWeightReader } from './common.js';
-import { TM } from './matmul.js';
+import { TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
+/** `whole` MoE GEMMs: the largest K whose weight row slice fits a thread's registers. */
+export const WHOLE_K = 2048;
 
 /** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
+/** `moe` (grouped MoE, wgsl/moe.ts's plan): the rows are expert pu(27)'s run of the
+ * gathered input (count and first position from PLAN; E = pu(28)); a tile past the count
+ * exits before reading a weight. 'gather': output row = the gathered position; 'scatter':
+ * output row = the position's entry i·topK + s. `whole` (K ≤ WHOLE_K): one workgroup runs
+ * all of the expert's row tiles (grid z = 1), its weight row read once: thread t keeps the
+ * elements k ≡ t (mod 64) it multiplies in registers — the same values in the same order,
+ * so the bits of the per-tile grid. */
 export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
-  norm = false, gate: 'silu' | 'sigmoid' | null = null): string {
+  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false): string {
+  if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
+  if (moe && (norm || gate)) throw new Error('matmul group: a MoE group has no norm or gate');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(26u) + ${i} - pu(2u)]))` : `X[${i}]`;
-  const put = (v: string): string => `let o = pu(SEG + 2u) + (m0 + t) * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  const put = (v: string): string => `let o = pu(SEG + 2u) + ${moeOutRow(moe)} * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
   const readers = Array.from({ length: segments }, (_, s) =>
     floatWeightReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwf\(/g, `wf${s}(`)).join('\n');
@@ -57,7 +68,7 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG);
     for (var k = t; k < K; k += 64u) {
-      let w = wf(col * K + k);
+      let w = ${whole ? 'wreg[k / 64u]' : 'wf(col * K + k)'};
       ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(25u) == 1u);' : ''}
       for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
     }
@@ -70,6 +81,7 @@ ${HEADER}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 ${outs}
 ${readers}
+${moe ? moePlanBinding(2 + 2 * segments) : ''}
 ${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
 var<workgroup> nred: array<f32, 64>;
@@ -90,14 +102,16 @@ var<workgroup> red: array<f32, ${TM * 64}>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
   let gcol = group_id(wid, nwg);
   let K = pu(0u);
-  let m0 = wid.z * TM;
+  ${whole ? '' : 'let m0 = wid.z * TM;'}
   var sg = ${segments}u;
   for (var s = 0u; s < pu(3u); s++) { if (gcol >= pu(4u + 5u * s) && gcol < pu(4u + 5u * s) + pu(5u + 5u * s)) { sg = s; } }
   if (sg == ${segments}u) { return; }
-  let rows = min(TM, pu(1u) - m0);
+  ${whole ? `${wholePrelude(segments, seg)}
+  for (var m0 = 0u; m0 < cnt; m0 += TM) {
+  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pu(27u)', 'pu(28u)', 'pu(1u)')}
   var acc: array<f32, ${TM}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
-  let xb = pu(2u) + m0 * K;${norm ? `
+  let xb = pu(2u) + (rb + m0) * K;${norm ? `
   var inv: array<f32, ${TM}>;
   for (var r = 0u; r < rows; r++) {
     var ss = 0.0;
@@ -106,6 +120,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     inv[r] = 1.0 / sqrt(total / f32(K) + pf(24u));
   }` : ''}
   ${sums}${reduce}
-  ${stores}
+  ${stores}${whole ? `
+  workgroupBarrier();
+  }` : ''}
 }`;
+}
+
+/** The expert's count and first row from the plan (a count of 0 returns before any weight
+ * read) and this thread's weight elements k ≡ t (mod 64) of the workgroup's column. */
+function wholePrelude(segments: number, seg: (s: number, body: string) => string): string {
+  const loads = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+    let col = gcol - pu(SEG);
+    for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(col * K + k); }
+  }`)).join(' ');
+  return `let cnt = u32(PLAN[pu(27u)]);
+  if (cnt == 0u) { return; }
+  let rb = u32(PLAN[pu(28u) + pu(27u)]);
+  let pe = 2u * pu(28u);
+  var wreg: array<f32, ${WHOLE_K / 64}>;
+  ${loads}`;
 }

@@ -13,6 +13,30 @@ import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
 export const TM = 16;
 
+/** Grouped MoE rows (wgsl/moe.ts): where a GEMM's output rows go. */
+export type MoeRows = 'gather' | 'scatter';
+
+/** PLAN (the MoE plan, read-only: its counts are uniform, so a tile exits before any barrier). */
+export function moePlanBinding(binding: number): string {
+  return `@group(0) @binding(${binding}) var<storage, read> PLAN: array<i32>;`;
+}
+
+/** rows (this tile's), rb (first input row): plain M rows from row 0, or the expert's run
+ * of the plan (an empty tile returns before reading a weight). */
+export function moeRowsPrelude(moe: MoeRows | null, expert: string, e: string, m: string): string {
+  if (!moe) return `let rb = 0u;\n  let rows = min(TM, ${m} - m0);`;
+  return `let cnt = u32(PLAN[${expert}]);
+  if (m0 >= cnt) { return; }
+  let rb = u32(PLAN[${e} + ${expert}]);
+  let rows = min(TM, cnt - m0);
+  let pe = 2u * ${e};`;
+}
+
+/** The output row of tile row t. */
+export function moeOutRow(moe: MoeRows | null): string {
+  return moe === 'scatter' ? 'u32(PLAN[pe + rb + m0 + t])' : '(rb + m0 + t)';
+}
+
 // Float weights: wgsl/matmul-group.ts (one weight or several in one dispatch).
 
 // params: 0 M, 1 K, 2 x offset. Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
@@ -52,21 +76,89 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
 /** `accumulate`: out += the sum (Kernels.matmulAdd). */
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false): string {
+/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); params 7 expert, 8 E; binding 6 PLAN. */
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false): string {
+  if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
   const sumi = q6
     ? `var s0 = 0;
         for (var w = 0u; w < 4u; w++) { s0 += dot4(0x01010101u, QX[xo + w]); }
-        let s1 = SX[(m0 + r) * nb + j] - s0;
+        let s1 = SX[(rb + m0 + r) * nb + j] - s0;
         let sumi = sb.q6a * (d0 - 32 * s0) + sb.q6b * (d1 - 32 * s1);`
-    : 'let sumi = d0 + d1 - sb.bias * SX[(m0 + r) * nb + j];';
+    : 'let sumi = d0 + d1 - sb.bias * SX[(rb + m0 + r) * nb + j];';
+  // per (row r of the tile, this thread's block j): the integer dot product and its f32 terms
+  const terms = `      for (var r = 0u; r < rows; r++) {
+        let xo = ((rb + m0 + r) * K + j * 32u) / 4u;
+        var d0 = 0;
+        var d1 = 0;
+        for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
+        ${sumi}
+        let dx = DX[(rb + m0 + r) * nb + j];
+        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
+        ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
+      }`;
+  const tiledBody = `  let m0 = wid.z * TM;
+  ${moeRowsPrelude(moe, 'pu(7u)', 'pu(8u)', 'pu(2u)')}
+  let row = col * pu(6u);
+  var acc = 0.0;
+  for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    let j = c0 + t;
+    if (j < nb) {
+      let sb = packed_block(row, j);
+${terms}
+    }
+    workgroupBarrier();
+    if (t < rows) {
+      let n = min(64u, nb - c0);
+      for (var jj = 0u; jj < n; jj++) {
+        acc = acc + term[t * 64u + jj];
+        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+      }
+    }
+    workgroupBarrier();
+  }
+  if (t < rows) { let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
+`;
+  // whole: one workgroup runs all of the expert's tiles; each block is decoded once (QP, sb
+  // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
+  // reloaded exactly), in the tiled body's order
+  const wholeBody = `  let cnt = u32(PLAN[pu(7u)]);
+  if (cnt == 0u) { return; }
+  let rb = u32(PLAN[pu(8u) + pu(7u)]);
+  let pe = 2u * pu(8u);
+  let row = col * pu(6u);
+  for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    let j = c0 + t;
+    var sb: PB;
+    if (j < nb) { sb = packed_block(row, j); }
+    for (var m0 = 0u; m0 < cnt; m0 += TM) {
+      let rows = min(TM, cnt - m0);
+      if (j < nb) {
+  ${terms}
+      }
+      workgroupBarrier();
+      if (t < rows) {
+        let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col;
+        var acc = select(OUT[o], 0.0, c0 == 0u);
+        let n = min(64u, nb - c0);
+        for (var jj = 0u; jj < n; jj++) {
+          acc = acc + term[t * 64u + jj];
+          ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+        }
+        OUT[o] = acc;
+      }
+      workgroupBarrier();
+    }
+  }
+`;
   return `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(3) var<storage, read_write> DX: array<f32>;
 @group(0) @binding(4) var<storage, read_write> SX: array<i32>;
 @group(0) @binding(5) var<storage, read_write> W: array<u32>;
+${moe ? moePlanBinding(6) : ''}
 ${BYTES}
 ${packedBlockDecoder(type)}
 ${dot4Source(packedBuiltin)}
@@ -79,35 +171,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (col >= pu(0u)) { return; }
   let K = pu(1u);
   let nb = K / 32u;
-  let m0 = wid.z * TM;
-  let rows = min(TM, pu(2u) - m0);
-  let row = col * pu(6u);
-  var acc = 0.0;
-  for (var c0 = 0u; c0 < nb; c0 += 64u) {
-    let j = c0 + t;
-    if (j < nb) {
-      let sb = packed_block(row, j);
-      for (var r = 0u; r < rows; r++) {
-        let xo = ((m0 + r) * K + j * 32u) / 4u;
-        var d0 = 0;
-        var d1 = 0;
-        for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
-        ${sumi}
-        let dx = DX[(m0 + r) * nb + j];
-        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
-        ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(m0 + r) * nb + j]);' : ''}
-      }
-    }
-    workgroupBarrier();
-    if (t < rows) {
-      let n = min(64u, nb - c0);
-      for (var jj = 0u; jj < n; jj++) {
-        acc = acc + term[t * 64u + jj];
-        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
-      }
-    }
-    workgroupBarrier();
-  }
-  if (t < rows) { let o = pu(3u) + (m0 + t) * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
-}`;
+${whole ? wholeBody : tiledBody}}`;
 }

@@ -1,0 +1,129 @@
+/// <reference types="@webgpu/types" />
+// Grouped MoE experts on the GPU (the boundary's moeExperts): the routing stays on the
+// device and only routed experts' weights are read. Per layer:
+//   1 MOE_PLAN: the router's ids → per-expert counts, first positions and the (row, slot)
+//     entries sorted by expert (wgsl/moe.ts), plus the layer's read tally;
+//   2 the gathered input xg [M·topK, H] (row of each entry, expert order);
+//   3 per expert, gate and up over its run of xg (one dispatch for float weights): a fixed
+//     grid where a workgroup of an unrouted expert (or a tile past its count) exits before
+//     reading a weight. One workgroup per column runs all the expert's 16-row tiles, so each
+//     routed weight is read once per call, in prefill too (quantized: each block decoded
+//     once, a row's f32 chain continued in the output); float experts past WHOLE_K run
+//     ceil(M/16) tiles instead, each reading the weights;
+//   4 silu(gate)·up over all entries; 5 per expert, down written straight to the entry's
+//     slot row; 6 MOE_COMBINE: each row's slots summed in slot order.
+// Exactness: the GEMMs are row-invariant (a row's value never depends on its tile, slot or
+// the other rows), so every (row, slot) gets the bits of its expert's MLP run alone and the
+// combine keeps the slot order: a row alone == in a batch, and the bits of the former
+// every-expert path. Invariant used: a row's topK ids are distinct (moeRoute's top-k), so
+// no expert has more than M entries.
+import { TM } from './wgsl/matmul.js';
+import { MOE_MAX_EXPERTS, MOE_PLAN } from './wgsl/moe.js';
+import { WHOLE_K } from './wgsl/matmul-group.js';
+import { MOE_COMBINE } from './wgsl/rows.js';
+import { grid } from './wgsl/common.js';
+import { isQuantType } from '../quant/formats.js';
+import { view, type GpuTensor } from './tensor.js';
+import { gpuWeightBytes, type GpuWeight } from './weights.js';
+import type { MoeGemm, QuantActs, WebGpuKernels } from './backend.js';
+import type { StepEncoder } from './encoder.js';
+
+export interface GpuExpert {
+  readonly gate: GpuWeight;
+  readonly up: GpuWeight;
+  readonly down: GpuWeight;
+}
+
+/** One MoE layer's device tally: u32 [E, 2] = (row tiles run, routed at all) per expert,
+ * and each expert's weight bytes (gate + up + down). */
+export interface MoeLayerTally {
+  readonly tally: GpuTensor;
+  readonly bytes: readonly number[];
+}
+
+/** Expert weight bytes the grouped GEMMs read (each tile reads its expert's weights once)
+ * against the routed-only ideal (each routed expert once per call), counted on the device
+ * because only the device knows the routing. Keyed by the layer's first gate weight. */
+export class MoeTally {
+  private readonly layers = new Map<GpuWeight, MoeLayerTally>();
+
+  constructor(private readonly g: WebGpuKernels) {}
+
+  layer(experts: readonly GpuExpert[]): MoeLayerTally {
+    const key = experts[0]!.gate;
+    let l = this.layers.get(key);
+    if (!l) {
+      l = { tally: this.g.alloc.tensor([2 * experts.length], 'u32', 'moe_tally'),
+        bytes: experts.map((e) => gpuWeightBytes(e.gate) + gpuWeightBytes(e.up) + gpuWeightBytes(e.down)) };
+      this.layers.set(key, l);
+    }
+    return l;
+  }
+
+  /** Zero every layer's tally (queue-ordered: before the next submitted step). */
+  restart(): void {
+    for (const l of this.layers.values()) this.g.alloc.write(l.tally, new Uint32Array(l.tally.length));
+  }
+
+  all(): readonly MoeLayerTally[] {
+    return [...this.layers.values()];
+  }
+}
+
+/** Bytes read and the routed-only ideal from the tallies' read-back words (f32 views of u32). */
+export function moeTallyBytes(layers: readonly MoeLayerTally[], words: readonly Float32Array[]): { read: number; ideal: number } {
+  let read = 0;
+  let ideal = 0;
+  layers.forEach((l, i) => {
+    const w = words[i]!;
+    const u = new Uint32Array(w.buffer, w.byteOffset, w.length);
+    l.bytes.forEach((b, e) => {
+      read += b * u[2 * e]!;
+      ideal += b * u[2 * e + 1]!;
+    });
+  });
+  return { read, ideal };
+}
+
+/** out [M, H] = Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order; slot: [M·topK, H]. */
+export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: MoeTally, out: GpuTensor, x: GpuTensor, ids: GpuTensor,
+  weights: GpuTensor, m: number, topK: number, experts: readonly GpuExpert[], slot: GpuTensor): void {
+  if (m <= 0 || experts.length === 0) return;
+  const ne = experts.length;
+  if (ne > MOE_MAX_EXPERTS) throw new RangeError(`moeExperts: ${ne} experts > ${MOE_MAX_EXPERTS}`);
+  const { cols: h, rows: ie } = experts[0]!.gate;
+  const n = m * topK;
+  const plan = g.scratchTensor('moe_plan', 2 * ne + 2 * n, 'i32');
+  const t = tally.layer(experts);
+  // whole-expert workgroups (each weight read once per call): quantized experts, and float
+  // ones whose K fits the registers
+  const whole = (h <= WHOLE_K && ie <= WHOLE_K) || experts.every((e) => [e.gate, e.up, e.down].every((w) => isQuantType(w.dtype)));
+  g.run(enc, 'moe_plan', () => MOE_PLAN, [n, ne, ids.offset, whole ? 0 : TM, topK], null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
+  const xg = g.scratchTensor('moe_x', n * h);
+  g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
+  const gate = g.scratchTensor('moe_gate', n * ie);
+  const up = g.scratchTensor('moe_up', n * ie);
+  const tiles = whole ? 1 : Math.ceil(m / TM);
+  const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows, whole });
+  const gateUpActs = experts.some((e) => isQuantType(e.gate.dtype) || isQuantType(e.up.dtype)) ? g.quantActs(enc, xg, n, h) : null;
+  experts.forEach((e, i) => expertGemms(g, enc, xg, gateUpActs, [{ out: gate, w: e.gate }, { out: up, w: e.up }], n, h, tiles, gemm(i, 'gather')));
+  g.mulSilu(enc, up, up, gate, n * ie);
+  const downActs = experts.some((e) => isQuantType(e.down.dtype)) ? g.quantActs(enc, up, n, ie) : null;
+  experts.forEach((e, i) => expertGemms(g, enc, up, downActs, [{ out: slot, w: e.down }], n, ie, tiles, gemm(i, 'scatter')));
+  g.run(enc, 'moe_combine', () => MOE_COMBINE, [m, topK, h, out.offset, slot.offset, weights.offset], null,
+    [out.buffer, slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
+}
+
+/** One expert's matmuls of one input: float weights of a dtype as segments of one dispatch,
+ * quantized ones over the shared quantized activations. */
+function expertGemms(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, acts: QuantActs | null, mats: readonly { out: GpuTensor; w: GpuWeight }[],
+  n: number, k: number, tiles: number, moe: MoeGemm): void {
+  for (const { out, w } of mats) {
+    if (w.cols !== k) throw new RangeError(`moeExperts: expert ${moe.expert} has ${w.cols} input columns, not ${k}`);
+    if (isQuantType(w.dtype)) g.quantWeightMatmul(enc, acts!, out, w, n, k, tiles, false, moe);
+  }
+  for (const dtype of ['f32', 'bf16', 'f16'] as const) {
+    const segs = mats.filter((s) => s.w.dtype === dtype).flatMap((s) => s.w.parts.map((part) => ({ out: s.out, n: s.w.rows, part })));
+    for (let i = 0; i < segs.length; i += g.groupSegments) g.floatSegments(enc, x, n, k, tiles, dtype, segs.slice(i, i + g.groupSegments), false, undefined, undefined, moe);
+  }
+}

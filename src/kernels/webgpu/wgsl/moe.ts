@@ -1,0 +1,48 @@
+// MoE routing plan (grouped experts): the routed (row, slot)s of one layer sorted by
+// expert, computed on the device from the router's ids, so the expert GEMMs read only
+// routed experts' weights and gather only their rows.
+// MOE_PLAN, one workgroup. params: 0 N = M·topK, 1 E, 2 ids offset, 3 rows per weight read
+// (TM; 0: all of an expert's rows in one read, the whole-expert GEMMs), 4 topK.
+// Bindings: 1 PLAN (i32, at 0): [0, E) counts, [E, 2E) first position of each expert,
+// [2E, 2E+N) entries i·topK + s in expert order (ascending within an expert), [2E+N, 2E+2N)
+// the row i of each entry; 2 IDS (i32 [M, topK]); 3 TALLY (u32 [E, 2], accumulated over
+// calls): per expert the row tiles its GEMMs run (each reads the expert's weights once)
+// and whether it was routed at all (the routed-only ideal reads it once).
+import { HEADER } from './common.js';
+
+export const MOE_MAX_EXPERTS = 1024;
+
+export const MOE_PLAN = /* wgsl */ `${HEADER}
+@group(0) @binding(1) var<storage, read_write> PLAN: array<i32>;
+@group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
+@group(0) @binding(3) var<storage, read_write> TALLY: array<u32>;
+var<workgroup> cnt: array<u32, ${MOE_MAX_EXPERTS}>;
+var<workgroup> first: array<u32, ${MOE_MAX_EXPERTS}>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) t: u32) {
+  let n = pu(0u);
+  let e = pu(1u);
+  let io = pu(2u);
+  for (var x = t; x < e; x += 64u) {
+    var c = 0u;
+    for (var p = 0u; p < n; p++) { if (IDS[io + p] == i32(x)) { c++; } }
+    cnt[x] = c;
+  }
+  workgroupBarrier();
+  if (t == 0u) {
+    var acc = 0u;
+    for (var x = 0u; x < e; x++) { first[x] = acc; acc += cnt[x]; }
+  }
+  workgroupBarrier();
+  for (var x = t; x < e; x += 64u) {
+    PLAN[x] = i32(cnt[x]);
+    PLAN[e + x] = i32(first[x]);
+    var at = first[x];
+    for (var p = 0u; p < n; p++) {
+      if (IDS[io + p] == i32(x)) { PLAN[2u * e + at] = i32(p); PLAN[2u * e + n + at] = i32(p / pu(4u)); at++; }
+    }
+    let tm = pu(3u);
+    TALLY[2u * x] += select((cnt[x] + tm - 1u) / max(tm, 1u), min(cnt[x], 1u), tm == 0u);
+    TALLY[2u * x + 1u] += select(0u, 1u, cnt[x] > 0u);
+  }
+}`;
