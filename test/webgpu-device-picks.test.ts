@@ -74,6 +74,25 @@ describe('greedy picks on the device', () => {
     });
   });
 
+  test('MTP drafts picked on the device (ids read back) == drafts picked on the host: same acceptance, same ids', async () => {
+    const reqs = golden().slice(0, 2).map((p) => ({ promptIds: p.prompt_ids, maxTokens: 8, ignoreEos: true }));
+    // an empty logit bias changes no logit but sends the request down the host path
+    const hostPath = reqs.map((r) => ({ ...r, logitsAdjust: { bias: new Map<number, number>() } }));
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: 3 }, async (e) => {
+      const run = async (rs: GenerateRequest[]): Promise<{ out: number[][]; drafted: number; accepted: number; reads: number }> => {
+        const [s0, r0] = [e.stats().spec, counters(e).steps];
+        const out = await ids(e, rs);
+        const s1 = e.stats().spec;
+        return { out, drafted: s1.drafted - s0.drafted, accepted: s1.accepted - s0.accepted, reads: counters(e).steps - r0 };
+      };
+      const device = await run(reqs);
+      const host = await run(hostPath);
+      assert.deepEqual(device.out, host.out);
+      assert.ok(device.drafted > 0, 'the runs drafted');
+      assert.deepEqual([device.drafted, device.accepted, device.reads], [host.drafted, host.accepted, host.reads], 'drafted, accepted, read-backs');
+    });
+  });
+
   test('a mixed batch (device rows, host rows: logprobs, sampled, capture) == each request alone', async () => {
     const [a, b] = golden();
     const none = (): void => {};

@@ -8,11 +8,15 @@
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
 
+/** Are the request's MTP drafts plain argmax picks (greedy, no penalty, bias or constraint)? */
+export function draftsOnKernels(req: RequestView): boolean {
+  const p = req.sampling;
+  return isGreedy(p) && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0 && req.adjust === null;
+}
+
 /** Does the request's next token (decode, or each verify position) come from argmaxRows? */
 export function picksOnKernels(req: RequestView): boolean {
-  const p = req.sampling;
-  return isGreedy(p) && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0
-    && req.adjust === null && req.onLogprob === null && req.captureLogits === null;
+  return draftsOnKernels(req) && req.onLogprob === null && req.captureLogits === null;
 }
 
 /** The ids of an int32 tensor's read-back range: readBack returns f32 arrays, whose bits
