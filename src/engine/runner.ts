@@ -13,6 +13,7 @@ import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
 import { idsOf, picksOnKernels } from './device-picks.js';
+import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
 
 export interface StepResult {
@@ -42,6 +43,8 @@ export class Runner {
     readonly state: StatePool<Tensor>,
     /** Ids a token may take: [0, sampleVocab) (the lm_head's padded rows are never picked). */
     private readonly sampleVocab: number,
+    /** The vision tower (null: text-only; requests with images are refused at build). */
+    private readonly vision: VisionEngine | null = null,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
@@ -59,8 +62,12 @@ export class Runner {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it
       assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
+      const tokens = rowTokens(r);
+      // a request with images: image rows and multimodal RoPE (text-only rows: neither)
+      const vision = req.vision && this.vision ? { vision: this.vision.rows(req.vision, r.start, tokens.length, this.model.config.hiddenSize) } : {};
       return {
-        tokens: rowTokens(r),
+        ...vision,
+        tokens,
         start: r.start,
         pageTable: req.pages,
         kv: this.kv.layers,
