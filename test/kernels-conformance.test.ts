@@ -531,6 +531,12 @@ for (const { label, k } of backends) {
         assert.equal(want[1], 0);
         assert.equal(want[2], 0);
         assert.equal(want[3], n - 1);
+        // argmaxRows: the same ids, written at an offset of a kernel int32 tensor
+        const rows = k.allocI32(m + 3);
+        rows.fill(-7);
+        k.argmaxRows(rows, 2, x, m, n, stride);
+        same(rows.subarray(2, 2 + m), want, `argmaxRows n=${n}`);
+        assert.deepEqual([rows[0], rows[1], rows[m + 2]], [-7, -7, -7], 'argmaxRows writes only its m ids');
       }
     });
 

@@ -437,6 +437,12 @@ describe('webgpu kernel conformance', () => {
       g.argmax(enc, out, g.alloc.upload(x), m, n, stride);
       await enc.submit();
       same(await readI32(g, out), want, `n=${n}`);
+      // at an offset of the ids tensor (the runner's and drafter's picks): only those m ids
+      const at = g.alloc.upload(new Int32Array(m + 3).fill(-7));
+      const enc2 = g.encoder();
+      g.argmax(enc2, { ...at, offset: at.offset + 2, length: m }, g.alloc.upload(x), m, n, stride);
+      await enc2.submit();
+      same(await readI32(g, at), Int32Array.from([-7, -7, ...want, -7]), `n=${n} at offset 2`);
     }
   });
 

@@ -11,12 +11,12 @@ export function gpuCounters(k: AnyKernels): WebGpuBoundaryKernels | null {
   return k.name === 'webgpu' && 'counters' in k ? (k as unknown as WebGpuBoundaryKernels) : null;
 }
 
-interface Snapshot { steps: number; dispatches: number; gpuNs: number; timedSteps: number; wRead: number; wIdeal: number; kvRead: number; kvIdeal: number }
+interface Snapshot { steps: number; readBackBytes: number; dispatches: number; gpuNs: number; timedSteps: number; wRead: number; wIdeal: number; kvRead: number; kvIdeal: number }
 
 function snap(k: WebGpuBoundaryKernels): Snapshot {
   const c = k.counters;
   const t = k.g.traffic;
-  return { steps: c.steps, dispatches: c.dispatches, gpuNs: c.gpuNs, timedSteps: c.timedSteps,
+  return { steps: c.steps, readBackBytes: c.readBackBytes, dispatches: c.dispatches, gpuNs: c.gpuNs, timedSteps: c.timedSteps,
     wRead: t.weightBytesRead, wIdeal: t.weightBytesIdeal, kvRead: t.kvBytesRead, kvIdeal: t.kvBytesIdeal };
 }
 
@@ -49,6 +49,7 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () 
   const dispatches = (to.dispatches - a.dispatches) / steps;
   return {
     read_backs_per_step: (to.steps - a.steps) / steps,
+    read_back_bytes_per_step: (to.readBackBytes - a.readBackBytes) / steps,
     dispatches_per_step: dispatches,
     // the host's share: recording a step (encoding every dispatch) before its read-back
     host_record_ms_per_step: r.recordMs / steps,

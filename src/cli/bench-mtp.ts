@@ -15,6 +15,7 @@ import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { benchOnce } from './bench-run.js';
 import { timeDraftChain } from './bench-mtp-draft.js';
+import { gpuCounters } from './bench-gpu.js';
 
 /** Raw-text prompts (no template: any tokenizer, any model); request i takes prompt i mod 8. */
 const PROMPTS = [
@@ -114,7 +115,9 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
     for (const p of o.acceptRates) {
       simulated.fn = p === null ? null : acceptRateDrafts({ rate: p, seed: o.seed, vocab, targetOf: (ids) => targets.get(ids.join(',')) });
       const before = onEngine.stats();
+      const reads0 = readBacks(onEngine);
       const on = await measure(onEngine, reqs, o.repeat);
+      const reads = readBacks(onEngine).map((x, i) => x - reads0[i]!);
       const after = onEngine.stats();
       checkLossless(on.last, off.last, p === null ? 'real acceptance' : `accept rate ${p}`);
       const rounds = after.spec.rounds - before.spec.rounds;
@@ -126,6 +129,8 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
         rounds, drafted, accepted,
         tok_s_on: on.tokS, speedup: on.tokS / off.tokS, outputs_identical: true,
         round_ms: steps > 0 ? on.decodeMs / (steps / o.repeat) : null,
+        // webgpu: every read-back of the runs (prefill steps included) per verify round
+        ...(reads.length > 0 && rounds > 0 ? { read_backs_per_round: reads[0]! / rounds, read_back_bytes_per_round: reads[1]! / rounds } : {}),
       });
     }
     return {
@@ -135,6 +140,12 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
   } finally {
     await onEngine.close();
   }
+}
+
+/** The webgpu backend's read-backs and their bytes so far ([] on a CPU backend). */
+function readBacks(e: Engine): number[] {
+  const c = gpuCounters(e.model.kernels)?.counters;
+  return c ? [c.steps, c.readBackBytes] : [];
 }
 
 export interface RoundPhases { verify: number; draft: number }

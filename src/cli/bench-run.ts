@@ -1,5 +1,6 @@
 // The timed steps of `deltaserve bench` (decode / verify / prefill): the model forward
-// directly (no scheduler), one read-back per step — shared by the mtp bench's verify timing.
+// directly (no scheduler), one read-back per step carrying the greedy ids (the argmax on the
+// kernels, as the engine's greedy step) — shared by the mtp bench's verify timing.
 import type { Tensor } from '../kernels/types.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import { StepArena } from '../model/arena.js';
@@ -18,6 +19,14 @@ function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[
 async function readLogits(model: AnyModel, logits: Tensor, n: number): Promise<void> {
   const r = model.kernels.readBack([{ t: logits, offset: 0, length: n }]);
   if (r instanceof Promise) await r;
+}
+
+/** A greedy engine step's pick and read-back (engine/runner.ts): the argmax of `rows` logits
+ * rows on the kernels, their ids read back. */
+async function readPicks(model: AnyModel, ids: Tensor, logits: Tensor, rows: number): Promise<void> {
+  const v = model.config.vocabSize;
+  model.kernels.argmaxRows(ids, 0, logits, rows, v, v);
+  await readLogits(model, ids, rows);
 }
 
 /** One timed run; `onTimed` is called right before the timed steps (after the prompt), and
@@ -46,6 +55,7 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
   await readLogits(model, pre.hidden, 1);
   const logits = ws.logits.rows(batch * per);
+  const ids = model.kernels.allocI32(batch * per);
   let pos = prompt;
   onTimed?.();
   timing(true);
@@ -57,7 +67,7 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
     recordMs += performance.now() - r0;
-    await readLogits(model, logits, batch * per * vocab);
+    await readPicks(model, ids, logits, batch * per);
     pos += per;
   }
   const ms = performance.now() - t0;

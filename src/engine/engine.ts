@@ -101,7 +101,7 @@ export class Engine {
       trackInterval: interval,
       prefix: this.prefix,
     }, kv, state, { finished: (req, reason) => this.finished(req, reason), specRound: (d, a) => this.metrics.specRound(d, a) });
-    this.runner = new Runner(model, kv, state, this.vision);
+    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision);
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,

@@ -1,7 +1,9 @@
 // Executes a batch on the model: passes views of the request's KV pages and state slot
 // into the forward (no global context), computes the logits rows that sample on the
-// kernels, and reads back what the engine needs in ONE read-back call per step (logits
-// rows and the hidden rows; on CPU backends these are views, returned at once).
+// kernels, picks the tokens of the rows that take the plain argmax on the kernels
+// (device-picks.ts), and reads back what the engine needs in ONE read-back call per step:
+// those rows' ids, the other sampling rows' logits rows, and the hidden rows (on CPU
+// backends these are views, returned at once).
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Tensor } from '../kernels/types.js';
@@ -10,14 +12,18 @@ import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
+import { idsOf, picksOnKernels } from './device-picks.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
 
 export interface StepResult {
   /** Per real row (batch order): host logits [V] of every position that needs them — the
-   * last position of a sampling row, all n positions of a verify row, none otherwise.
-   * Views are valid until the next run. */
+   * last position of a sampling row, all n positions of a verify row, none otherwise, and
+   * none for a row whose `ids` the kernels picked. Views are valid until the next run. */
   readonly logits: Float32Array[][];
+  /** Per real row: the kernels' argmax over the sample vocabulary at each of those
+   * positions when the row picks on the kernels (device-picks.ts), else null. */
+  readonly ids: (Int32Array | null)[];
   /** Post-norm hidden of every processed token, [M, H], as a kernel tensor (for the MTP
    * head) and on the host (for prefix snapshots; on CPU backends the same memory). */
   readonly hidden: Tensor;
@@ -28,11 +34,15 @@ export interface StepResult {
 export class Runner {
   readonly ws: StepArena<Tensor, Tensor>;
   private readonly vocab: number;
+  /** The kernels' picks of a step, [rows of `all`] (grown on demand). */
+  private picks: { t: Tensor; rows: number } | null = null;
 
   constructor(
     readonly model: AnyModel,
     readonly kv: KvPool<Tensor>,
     readonly state: StatePool<Tensor>,
+    /** Ids a token may take: [0, sampleVocab) (the lm_head's padded rows are never picked). */
+    private readonly sampleVocab: number,
     /** The vision tower (null: text-only; requests with images are refused at build). */
     private readonly vision: VisionEngine | null = null,
   ) {
@@ -72,29 +82,57 @@ export class Runner {
     const want = rows.flatMap((r, i) => logitPositions(r, offsets[i]!));
     const all = this.ws.logits.rows(want.length);
     if (want.length > 0) lmHeadInto(this.model, this.ws, fw.hidden, want, all);
+    const layout = this.logitsLayout(rows, offsets);
+    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length) : null;
     const whole = this.wholePromptHits(rows);
     const m = seqs.reduce((k, s) => k + s.tokens.length, 0);
     const h = this.model.config.hiddenSize;
+    // the host-path rows' logits: one range each (their positions are consecutive rows of `all`)
+    const hostRows = rows.map((_, i) => i).filter((i) => !layout.onKernels[i] && layout.count[i]! > 0);
     // the step's one read-back (CPU backends: views, at once)
-    const [logits, hidden, hits] = await this.model.kernels.readBack([
-      { t: all, offset: 0, length: want.length * this.vocab }, { t: fw.hidden, offset: 0, length: m * h },
-      { t: whole.logits, offset: 0, length: whole.count * this.vocab },
+    const read = await this.model.kernels.readBack([
+      { t: fw.hidden, offset: 0, length: m * h }, { t: whole.logits, offset: 0, length: whole.count * this.vocab },
+      ...(picks ? [{ t: picks, offset: 0, length: want.length }] : []),
+      ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
     ]);
-    return this.result(rows, logits!, hidden!, hits!, fw.hidden, offsets);
+    const [hidden, hits] = read;
+    const ids = picks ? idsOf(read[2]!) : null;
+    const hostLogits = new Map(hostRows.map((i, r) => [i, read[(picks ? 3 : 2) + r]!]));
+    return this.result(rows, layout, ids, hostLogits, hits!, hidden!, fw.hidden, offsets);
   }
 
-  private result(rows: Batch['rows'], all: Float32Array, hostHidden: Float32Array, whole: Float32Array, hidden: Tensor,
-    offsets: readonly number[]): StepResult {
+  /** Per real row: its first logits row in `all`, how many it has, and whether the kernels
+   * pick its tokens (a whole-prompt hit row never does: its logits come from `hits`). */
+  private logitsLayout(rows: readonly BatchRow[], offsets: readonly number[]): { first: number[]; count: number[]; onKernels: boolean[] } {
     let j = 0;
+    const first: number[] = [];
+    const count = rows.map((r, i) => logitPositions(r, offsets[i]!).length);
+    count.forEach((c) => { first.push(j); j += c; });
+    const onKernels = rows.map((r, i) => count[i]! > 0 && picksOnKernels(r.req!));
+    return { first, count, onKernels };
+  }
+
+  /** Record the argmax of logits rows [0, n) of `all` over the sample vocabulary. */
+  private pickRows(all: Tensor, n: number): Tensor {
+    if (!this.picks || this.picks.rows < n) {
+      const cap = Math.max(n, 2 * (this.picks?.rows ?? 4));
+      this.picks = { t: this.model.kernels.allocI32(cap), rows: cap };
+    }
+    this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
+    return this.picks.t;
+  }
+
+  private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
+    hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: Float32Array, hidden: Tensor,
+    offsets: readonly number[]): StepResult {
     let z = 0;
-    const logits = rows.map((r) => {
+    const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
+    const logits = rows.map((r, i) => {
       if (r.n === 0) return r.sample ? [whole.subarray(z * this.vocab, ++z * this.vocab)] : [];
-      const count = r.verify ? r.n : r.sample ? 1 : 0;
-      const out = Array.from({ length: count }, (_, c) => all.subarray((j + c) * this.vocab, (j + c + 1) * this.vocab));
-      j += count;
-      return out;
+      const host = hostLogits.get(i);
+      return host ? Array.from({ length: layout.count[i]! }, (_, c) => host.subarray(c * this.vocab, (c + 1) * this.vocab)) : [];
     });
-    return { logits, hidden, hostHidden, offsets };
+    return { logits, ids, hidden, hostHidden, offsets };
   }
 
   /** Logits [Z, V] of the sampling rows with n = 0, in row order: lm_head over each

@@ -1,5 +1,6 @@
 // The "sample" stage of a step: which positions of the batch go through the sampler (one
-// BatchSampler run), and what each real row emits — a sampling row's pick, a verify row's
+// BatchSampler run; rows the kernels picked on the device, device-picks.ts, carry ids and
+// skip it), and what each real row emits — a sampling row's pick, a verify row's
 // accepted drafts and bonus (speculative/) — as the StepOutcome the scheduler's update
 // commits. Reads requests, writes none.
 import type { Batch, BatchRow } from './batch.js';
@@ -17,13 +18,16 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
   vocab: number): StepOutcome {
   const rows = batch.rows.slice(0, batch.nReal);
   adjustStepLogits(rows, result.logits, vocab);
-  const picks = sampleStep(sampler, rows, result.logits, vocab);
+  // rows the kernels picked (result.ids) have no logits rows here: they sample nothing
+  const picks = sampleStep(sampler, rows, result.logits, vocab, result.ids);
   return {
     kind: 'step', batch,
     rows: rows.map((row, i): RowOutcome => {
       const logits = result.logits[i]!;
-      if (row.verify) return speculative.accept(row, logits, picks[i]!);
+      const ids = result.ids[i];
+      if (row.verify) return ids ? speculative.acceptPicks(row, ids) : speculative.accept(row, logits, picks[i]!);
       if (!row.sample || row.req!.snapshotOnly) return NOTHING;
+      if (ids) return { tokens: [ids[0]!], logprobs: [null], logits: [], drafted: 0, accepted: 0 };
       const pick = picks[i]![0]!;
       return { tokens: [pick.token], logprobs: [pick.logprobs], logits: [logits[0]!], drafted: 0, accepted: 0 };
     }),
@@ -38,10 +42,11 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
  * last position; every verify position of a sampled request (its p given the drafts before
  * it, drawn later by the rejection sampler) or of a request wanting logprobs. */
 export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], logits: readonly Float32Array[][],
-  vocab: number): SampleOutcome[][] {
+  vocab: number, picked: readonly (Int32Array | null)[] = []): SampleOutcome[][] {
   const jobs: SampleJob[] = [];
   const at: number[][] = rows.map((row, i) => {
     const req = row.req!;
+    if (picked[i]) return [];
     const base = { vocab, sampling: req.sampling, history: req.history, logprobs: req.onLogprob ? req.topLogprobs : -1 };
     const first = jobs.length;
     const greedy = isGreedy(req.sampling);

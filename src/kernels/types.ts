@@ -436,6 +436,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * (x[i·stride .. i·stride + n)); NaN never wins (an all-NaN row gives 0). */
   argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void;
 
+  /** argmax over logits rows in kernel memory, ids into a kernel int32 tensor: out[outOffset + i]
+   * = the lowest index holding the maximum of x[i·stride .. i·stride + n) (NaN never wins; an
+   * all-NaN row gives 0) — the same ids as `argmax` on those rows read back. A GPU backend picks
+   * on the device, so a greedy step reads back ids instead of logits rows (engine/runner.ts). */
+  argmaxRows(out: I, outOffset: number, x: T, m: number, n: number, stride: number): void;
+
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void;

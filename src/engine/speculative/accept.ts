@@ -79,3 +79,16 @@ export function residual(p: Float64Array, q: Float64Array): Float64Array {
   for (let i = 0; i < r.length; i++) r[i] = r[i]! / sum;
   return r;
 }
+
+/** Greedy acceptance on picks made already (the kernels' argmax of verify positions 0..k,
+ * engine/device-picks.ts): the tokens are the accepted drafts then the bonus — the walk of
+ * acceptDrafts for a greedy request without penalties, whose pick at position i is ids[i]. */
+export function acceptPicked(drafts: readonly number[], ids: Int32Array): { tokens: number[]; accepted: number } {
+  const tokens: number[] = [];
+  for (let i = 0; i <= drafts.length; i++) {
+    const pick = ids[i]!;
+    tokens.push(pick);
+    if (i === drafts.length || pick !== drafts[i]) return { tokens, accepted: i };
+  }
+  throw new Error('unreachable: the walk ends at the bonus');
+}

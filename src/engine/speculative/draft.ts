@@ -4,7 +4,8 @@
 //            (target hidden h_t, token x_{t+1}), so the MTP KV always matches the
 //            committed tokens; its last output predicts d_1;
 //   draft  — k−1 more single-token MTP steps, each fed the previous MTP output and draft.
-// Batched across requests. Drafts of greedy requests are argmax picks; sampling requests
+// Batched across requests. Drafts of greedy requests are argmax picks (on the kernels, ids
+// read back, when no request of the step has a penalty, bias or constraint); sampling requests
 // draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
 // rejection test. The drafter writes no request: it returns each chain's proposal, which
 // the scheduler's update records as the request's drafts (update.ts).
@@ -18,6 +19,7 @@ import type { Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
+import { draftsOnKernels, idsOf } from '../device-picks.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -64,6 +66,8 @@ export class MtpDrafter {
   /** Per request, q buffers over the sampling vocabulary reused round after round (zero
    * beyond the draft head; update drops req.draftProbs after each verify). */
   private readonly qBuffers = new WeakMap<RequestView, Float64Array[]>();
+  /** Greedy draft picks of a step (idsFor). */
+  private ids: { t: Tensor; rows: number } | null = null;
 
   constructor(
     private readonly model: AnyModel,
@@ -148,9 +152,25 @@ export class MtpDrafter {
    * the draft head), as rejection sampling compares it with the target's p id by id. */
   private async propose(chains: readonly Chain[], hidden: Tensor): Promise<void> {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
-    // the draft chain needs each step's picks before the next step: a read-back per step
+    // the draft chain needs each step's picks before the next step: a read-back per step —
+    // of ids only when every chain's draft is a plain argmax (device-picks.ts): the kernels
+    // pick it, as sampleToken would over the same row
+    if (chains.every((c) => draftsOnKernels(c.req))) {
+      const ids = this.idsFor(chains.length);
+      this.model.kernels.argmaxRows(ids, 0, t, chains.length, this.v, this.v);
+      const [read] = await this.model.kernels.readBack([{ t: ids, offset: 0, length: chains.length }]);
+      const picks = idsOf(read!);
+      chains.forEach((c, j) => c.proposed.push(picks[j]!));
+      return;
+    }
     const [logits] = await this.model.kernels.readBack([{ t, offset: 0, length: chains.length * this.v }]);
     this.pickDrafts(chains, logits!);
+  }
+
+  /** A kernel int32 tensor of at least n ids for a draft step's picks (grown on demand). */
+  private idsFor(n: number): Tensor {
+    if (!this.ids || this.ids.rows < n) this.ids = { t: this.model.kernels.allocI32(Math.max(n, 8)), rows: Math.max(n, 8) };
+    return this.ids.t;
   }
 
   /** Each chain's next draft from its host logits row of `logits` ([n, V_draft]). */

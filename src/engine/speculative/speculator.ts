@@ -17,7 +17,7 @@ import type { RequestView } from '../request.js';
 import { type Argmax, isGreedy } from '../sampler.js';
 import { type SampleOutcome, toProbs } from '../sample-batch.js';
 import type { CommittedRow, DraftOutcome, RowOutcome } from '../step-output.js';
-import { acceptDrafts } from './accept.js';
+import { acceptDrafts, acceptPicked } from './accept.js';
 import { type ExtendInput, MtpDrafter } from './draft.js';
 import { AdaptiveK } from './policy.js';
 
@@ -78,6 +78,15 @@ export class Speculator {
       tokens, logprobs: tokens.map((_, s) => picks[s]?.logprobs ?? null), logits: tokens.map((_, s) => logits[s]!),
       drafted: chain.tokens.length, accepted,
     };
+  }
+
+  /** accept() for a row whose verify positions the kernels picked (device-picks.ts): the
+   * same tokens, from ids [k + 1] instead of logits rows. */
+  acceptPicks(row: BatchRow, ids: Int32Array): RowOutcome {
+    const drafts = row.req!.drafts;
+    if (ids.length !== drafts.length + 1) throw new Error(`verify row of request ${row.req!.id}: ${ids.length} picks for ${drafts.length} drafts`);
+    const { tokens, accepted } = acceptPicked(drafts, ids);
+    return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: drafts.length, accepted };
   }
 
   /** Which requests draft() will run the MTP head for (they fail together if it throws). */

@@ -67,6 +67,7 @@ export function createRefKernels(): Kernels {
     moeExperts: (out, x, ids, weights, m, topK, experts, scratch) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch),
     addSigmoidScaled: cpu.addSigmoidScaled,
     argmax: dense.argmax,
+    argmaxRows: (out, outOffset, x, m, n, stride) => dense.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride),
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,

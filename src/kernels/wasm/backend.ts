@@ -230,6 +230,11 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     c.end();
   }
 
+  /** Logits rows are views of the arena's memory: the same SIMD argmax as host rows. */
+  argmaxRows(out: Int32Array, outOffset: number, x: Float32Array, m: number, n: number, stride: number): void {
+    this.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride);
+  }
+
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     const m = rows.length;
     if (m === 0) return;

@@ -364,8 +364,7 @@ export class WebGpuKernels {
 
   /** out[i] = the lowest index of the maximum of row i (NaN never wins). out: i32 [M]. */
   argmax(enc: StepEncoder, out: GpuTensor, x: GpuTensor, m: number, n: number, stride = n): void {
-    if (out.offset !== 0) throw new RangeError('argmax: out must start its buffer');
-    this.run(enc, 'argmax', () => ARGMAX, [m, n, stride, x.offset], null, [out.buffer, x.buffer], grid(m), 'argmax');
+    this.run(enc, 'argmax', () => ARGMAX, [m, n, stride, x.offset, out.offset], null, [out.buffer, x.buffer], grid(m), 'argmax');
   }
 
   /** Strided row copy (elements): dst[dstOffset + r·dstStride + j] = src[srcOffset + r·srcStride + j]. */

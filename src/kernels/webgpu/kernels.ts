@@ -102,10 +102,11 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   /** Per-dispatch timestamps (a compute pass each) when the device has timestamp-query:
    * GPU time per step for `bench`. Off by default (one pass per step). */
   profile = false;
-  /** Since construction: read-backs (steps), dispatches, GPU ns of profiled steps. */
   /** Expert weight bytes read vs the routed-only ideal, tallied on the device (moe.ts). */
   readonly moeTally: MoeTally;
-  readonly counters = { steps: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0 };
+  /** Since construction: read-backs (steps: each readBack is one), the bytes they carried,
+   * dispatches, GPU ns of profiled steps. */
+  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0 };
 
   /** Dispatches recorded since construction, the current step's included (a census can
    * read it between any two kernel calls). */
@@ -183,6 +184,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.uploads.reset();
     this.g.endStep();
     this.counters.steps++;
+    this.counters.readBackBytes += 4 * ranges.reduce((a, r) => a + r.length, 0);
     this.counters.dispatches += enc.dispatchCount;
     if (enc.timings.length > 0) {
       this.counters.timedSteps++;
@@ -361,6 +363,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   /** Host rows (read back): the reference pick. */
   argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void {
     refArgmax(out, x, m, n, stride);
+  }
+  /** On the device (wgsl ARGMAX, the ref's ids: webgpu-conformance): a greedy step reads back ids. */
+  argmaxRows(out: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number): void {
+    if (m <= 0) return;
+    if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRows: ${m} rows past the tensors`);
+    this.g.argmax(this.step, this.view(out, outOffset, m), x, m, n, stride);
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);

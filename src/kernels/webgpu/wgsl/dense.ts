@@ -139,7 +139,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 
 // Greedy pick per row: the lowest index of the maximum; NaN never wins; all-NaN → 0.
-// params: 0 M, 1 n, 2 stride, 3 x offset. One workgroup of 64 per row; (value, index)
+// params: 0 M, 1 n, 2 stride, 3 x offset, 4 out offset. One workgroup of 64 per row; (value, index)
 // pairs combined by a fixed tree.
 export const ARGMAX = /* wgsl */ `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<i32>;
@@ -171,7 +171,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
     workgroupBarrier();
   }
-  if (t == 0u) { OUT[row] = max(bi[0], 0); }
+  if (t == 0u) { OUT[pu(4u) + row] = max(bi[0], 0); }
 }`;
 
 // MoE router, thread per row: softmax over E (f32), top-k by logit (ties → lower id),

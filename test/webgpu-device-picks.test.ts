@@ -1,0 +1,113 @@
+// Greedy picks on the device (engine/device-picks.ts, Kernels.argmaxRows): a greedy request
+// without penalties, bias, constraint, logprobs or logits capture takes the argmax on the
+// GPU and its step reads back ids, not logits rows. Two paths that must agree:
+// - webgpu device-picked ids == the wasm engine's ids (golden prompts), MTP off and on;
+// - on webgpu, the device pick == the host pick over the same logits (a capture request
+//   takes the host path), and every request of a mixed batch (device and host rows) == alone;
+// - the read-back carries exactly one id instead of one vocabulary row per sampled token.
+import { before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import type { Engine } from '../src/engine/engine.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import { withEngine } from './engine-helpers.js';
+import { sharedPath, TINY_THINK } from './paths.js';
+import { webgpuEngineKernels } from './webgpu-helpers.js';
+
+const gpu = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+const cpu = { ...gpu, kernels: 'wasm' as const };
+
+const golden = (): { name: string; prompt_ids: number[]; greedy_ids: number[] }[] =>
+  (JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: { name: string; prompt_ids: number[]; greedy_ids: number[] }[] })
+    .prompts.slice(0, 3);
+
+function counters(e: Engine): WebGpuBoundaryKernels['counters'] {
+  const k = e.model.kernels as unknown as Partial<WebGpuBoundaryKernels>;
+  assert.ok(k.counters, 'the engine runs on the webgpu backend');
+  return k.counters;
+}
+
+async function ids(e: Engine, reqs: readonly GenerateRequest[]): Promise<number[][]> {
+  return Promise.all(reqs.map(async (r) => [...(await e.complete(r)).outputIds]));
+}
+
+/** Lowest id of the maximum over [0, n) (NaN never wins): the host reference pick. */
+function hostArgmax(v: Float32Array, n: number): number {
+  let best = 0;
+  for (let i = 1; i < n; i++) if (v[i]! > v[best]! || (v[best] !== v[best] && v[i] === v[i])) best = i;
+  return best;
+}
+
+before(webgpuEngineKernels);
+
+describe('greedy picks on the device', () => {
+  test('webgpu device-picked ids == wasm ids on the golden prompts, MTP off and on (k = 3)', async () => {
+    const reqs = golden().map((p) => ({ promptIds: p.prompt_ids, maxTokens: Math.min(p.greedy_ids.length, 10), ignoreEos: true }));
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, reqs));
+    for (const specTokens of [0, 3]) {
+      const got = await withEngine({ ...gpu, model: TINY_THINK(), specTokens }, (e) => ids(e, reqs));
+      assert.deepEqual(got, want, `MTP k = ${specTokens}`);
+    }
+  });
+
+  test('a greedy step reads back its id, not its logits row; device pick == host pick', async () => {
+    const p = golden()[0]!;
+    const n = 6;
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, async (e) => {
+      const c = counters(e);
+      const vocab = e.model.config.vocabSize;
+      const measure = async (capture: boolean): Promise<{ out: number[]; logits: Float32Array[]; reads: number; bytes: number }> => {
+        const logits: Float32Array[] = [];
+        const [r0, b0] = [c.steps, c.readBackBytes];
+        const done = await e.complete({ promptIds: p.prompt_ids, maxTokens: n, ignoreEos: true,
+          ...(capture ? { captureLogits: (l: Float32Array) => logits.push(l.slice()) } : {}) });
+        return { out: [...done.outputIds], logits, reads: c.steps - r0, bytes: c.readBackBytes - b0 };
+      };
+      const host = await measure(true);
+      const device = await measure(false);
+      assert.deepEqual(device.out, host.out, 'device pick == host pick');
+      assert.deepEqual(host.out, host.logits.map((l) => hostArgmax(l, e.sampleVocab)), 'host pick == the reference argmax');
+      assert.equal(device.reads, host.reads, 'one read-back per step either way');
+      // the same hidden rows come back; each sampled token brings 1 id instead of a row
+      assert.equal(host.bytes - device.bytes, n * (vocab - 1) * 4, 'read-back bytes: a row of logits → one id, per token');
+    });
+  });
+
+  test('MTP drafts picked on the device (ids read back) == drafts picked on the host: same acceptance, same ids', async () => {
+    const reqs = golden().slice(0, 2).map((p) => ({ promptIds: p.prompt_ids, maxTokens: 8, ignoreEos: true }));
+    // an empty logit bias changes no logit but sends the request down the host path
+    const hostPath = reqs.map((r) => ({ ...r, logitsAdjust: { bias: new Map<number, number>() } }));
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: 3 }, async (e) => {
+      const run = async (rs: GenerateRequest[]): Promise<{ out: number[][]; drafted: number; accepted: number; reads: number }> => {
+        const [s0, r0] = [e.stats().spec, counters(e).steps];
+        const out = await ids(e, rs);
+        const s1 = e.stats().spec;
+        return { out, drafted: s1.drafted - s0.drafted, accepted: s1.accepted - s0.accepted, reads: counters(e).steps - r0 };
+      };
+      const device = await run(reqs);
+      const host = await run(hostPath);
+      assert.deepEqual(device.out, host.out);
+      assert.ok(device.drafted > 0, 'the runs drafted');
+      assert.deepEqual([device.drafted, device.accepted, device.reads], [host.drafted, host.accepted, host.reads], 'drafted, accepted, read-backs');
+    });
+  });
+
+  test('a mixed batch (device rows, host rows: logprobs, sampled, capture) == each request alone', async () => {
+    const [a, b] = golden();
+    const none = (): void => {};
+    const reqs: GenerateRequest[] = [
+      { promptIds: a!.prompt_ids, maxTokens: 6, ignoreEos: true },
+      { promptIds: b!.prompt_ids, maxTokens: 6, ignoreEos: true, logprobs: { top: 2, onToken: none } },
+      { promptIds: a!.prompt_ids, maxTokens: 6, ignoreEos: true, temperature: 0.8, topK: 20, seed: 7 },
+      { promptIds: b!.prompt_ids, maxTokens: 6, ignoreEos: true, captureLogits: none },
+      { promptIds: b!.prompt_ids, maxTokens: 6, ignoreEos: true, repetitionPenalty: 1.3 },
+    ];
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: 0 }, async (e) => {
+      const alone: number[][] = [];
+      for (const r of reqs) alone.push(...await ids(e, [r]));
+      assert.deepEqual(await ids(e, reqs), alone);
+      assert.deepEqual(alone[1], alone[3], 'logprobs and capture (host picks) agree');
+    });
+  });
+});
