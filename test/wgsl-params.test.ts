@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { PARAMS, packParams, type ParamKernel } from '../src/kernels/webgpu/params.js';
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '../src/kernels/webgpu/wgsl/batch.js';
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 
 const SOURCES: Record<ParamKernel, string> = {
   rope_batch: ROPE_BATCH,
@@ -18,6 +19,7 @@ const SOURCES: Record<ParamKernel, string> = {
   causal_conv_seqs: CAUSAL_CONV_SEQS,
   gdn_recurrent: GDN_RECURRENT,
   gdn_recurrent_seqs: GDN_RECURRENT_SEQS,
+  gdn_gated_seqs: gdnGatedShader(128),
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {

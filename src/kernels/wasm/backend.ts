@@ -4,7 +4,7 @@
 // ref twin; every output element has a fixed reduction order (batch- and split-invariant).
 import { performance } from 'node:perf_hooks';
 import { HOST_LIMITS } from '../types.js';
-import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
+import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, GroupMatmul, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, Weight,
   WeightDType } from '../types.js';
 import { groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
 import { elemBytes, groupFits, matmulSplit, runMatmulGroup, stageQuantActs, type GroupHost } from './matmul-group.js';
@@ -15,6 +15,7 @@ import type { Arena, MemorySet } from './memory.js';
 import { Operands } from './operands.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
+import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { dotAddIsVnni, type KernelVariant } from './module.js';
 import type { Pool } from './pool.js';
 import { calibrateQuantKernels, type CalibrationResult, PROBE_TYPES, type ProbeType } from './calibrate.js';
@@ -458,6 +459,11 @@ export class WasmKernels implements Kernels {
     // contiguous runs of (sequence, head) units per chunk, as gdnRecurrent's heads
     this.run(Cmd.GDN_RECURRENT_SEQS, c.arena, units > 1 && rows * hv * dk * dv >= PAR_GDN, Math.min(units, 2 * this.threads));
     c.end();
+  }
+
+  /** The plain form (gates, recurrence, norm as three calls). */
+  gdnRecurrentGatedSeqs(out: Float32Array, qkv: Float32Array, gating: GdnGating<Float32Array>, dims: GdnDims, seqs: readonly GdnSeq<Float32Array>[]): void {
+    gdnGatedSeqsByCalls(this, out, qkv, gating, dims, seqs);
   }
 
   gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, state: Float32Array,

@@ -32,6 +32,9 @@ export const PARAMS = {
     mode: 'u32', betaOff: 'u32',
   }),
   gdn_recurrent_seqs: fields({ hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', outOff: 'u32', betaOff: 'u32', seqTable: 'u32' }),
+  gdn_gated_seqs: fields({
+    hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', aOff: 'u32', bOff: 'u32', zOff: 'u32', outOff: 'u32', seqTable: 'u32', eps: 'f32',
+  }),
 } as const;
 
 export type ParamKernel = keyof typeof PARAMS;
