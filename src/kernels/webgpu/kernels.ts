@@ -328,7 +328,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     kvWriteBatch(this.g, this.step, kv, gpuBatch(batch), k, v, kvDim);
   }
   attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims): void {
-    attentionBatch(this.g, this.step, out, q, qStride, kv, gpuBatch(batch), dims);
+    attentionBatch(this.g, this.step, this.put, out, q, qStride, kv, gpuBatch(batch), dims);
   }
   /** One dispatch (batch.ts attentionInputsDispatch), else the separate calls. */
   attentionInputs(a: AttentionInputs<GpuTensor>, batch: StepBatch, dims: AttentionDims): void {
