@@ -3,8 +3,8 @@
 // window / state offset, scratch offset, scratch or not) goes up through the upload arena,
 // and every sequence runs the single-sequence kernel's body (wgsl/gdn.ts) on its rows.
 // One dispatch per distinct (window or state buffer, scratch buffer) pair: sequences whose
-// slots share a buffer run together. (The engine's StatePool gives every slot its own
-// allocation, hence its own buffer, so there a batch still runs one dispatch per sequence.)
+// slots share a buffer run together: the engine's StatePool keeps consecutive slots in one
+// chunk, so a serve batch is one dispatch per layer.
 import type { ConvSeq, GdnDims, GdnSeq } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
