@@ -26,7 +26,7 @@ function nesting(s: string): number {
 }
 
 function fakeWebGpu(adapter: Partial<GpuAdapterSummary>): AnyKernels {
-  return { name: 'webgpu', g: { adapter } } as unknown as AnyKernels;
+  return { name: 'webgpu', limits: { adapter } } as unknown as AnyKernels;
 }
 
 test('auto explains its choice in one sentence', async () => {

@@ -9,15 +9,18 @@
 // input), tensors and metadata (values and stored types) equal the fixtures exactly.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { readGgufHeader, type GgufFile, type GgufTensorInfo } from '../src/checkpoint/gguf-file.js';
 import { quantizeToGguf } from '../src/tools/quantize-gguf.js';
+import { makeModel } from '../src/tools/make-model.js';
+import { readWFile, writeGguf } from './gguf-writer.js';
 import { loadModel } from '../src/model/model.js';
 import { greedy } from './greedy.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
 import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ds-quantize-'));
@@ -107,6 +110,38 @@ test('a q4_k_m file written by quantize reproduces the golden greedy ids (6 prom
   } finally {
     wasm.dispose();
   }
+});
+
+// Regression: `make-model --layers 1` of a shape with full_attention_interval 4 has no full
+// attention layer; the GGUF once said interval 1 (block 0 full) and failed to load with
+// "tensor blk.0.attn_q.weight … not found". Every layer count must give a GGUF whose layer
+// kinds equal the safetensors checkpoint's, and the same greedy tokens (BF16 in, BF16 out).
+test('make-model --layers 1..5 (interval 4) → quantize: the GGUF has the checkpoint\'s layer kinds and tokens', async () => {
+  const k = createRefKernels();
+  for (const layers of [1, 2, 3, 4, 5]) {
+    const st = join(dir, `tiny-l${layers}`);
+    await makeModel({ shape: 'tiny', dtype: 'bf16', seed: 7, out: st, layers, tokenizer: TINY_THINK(), layout: 'release' });
+    const gguf = join(dir, `tiny-l${layers}.gguf`);
+    await quantizeToGguf({ model: st, out: gguf, type: 'bf16', threads: 1 });
+    const a = loadModel(st, k);
+    const b = loadModel(gguf, k);
+    const kinds = Array.from({ length: layers }, (_, i) => (i === 3 ? 'full' : 'linear'));
+    assert.deepEqual(a.config.layerKinds, kinds, `safetensors, ${layers} layers`);
+    assert.deepEqual(b.config.layerKinds, a.config.layerKinds, `GGUF, ${layers} layers`);
+    assert.deepEqual(greedy(b, [1, 2, 3], 3), greedy(a, [1, 2, 3], 3), `greedy ids, ${layers} layers`);
+  }
+  // A file from the old writer (interval 1 for the all-linear 1-layer model) is refused by name.
+  const old = readWFile(join(dir, 'tiny-l1.gguf'));
+  old.metadata = old.metadata.map(([key, v]) => [key, key === 'qwen35.full_attention_interval' ? 1 : v]);
+  writeGguf(join(dir, 'tiny-l1-old.gguf'), old);
+  assert.throws(() => loadModel(join(dir, 'tiny-l1-old.gguf'), k), /full_attention_interval \(1\) makes block 0 full attention, but its tensors are a linear-attention block's/);
+  // layer_types no interval reproduces: quantize refuses rather than write other layer kinds.
+  const st5 = join(dir, 'tiny-l5');
+  const cfg = JSON.parse(readFileSync(join(st5, 'config.json'), 'utf8')) as { text_config: { layer_types: string[] } };
+  cfg.text_config.layer_types[4] = 'full_attention';
+  writeFileSync(join(st5, 'config.json'), JSON.stringify(cfg));
+  await assert.rejects(quantizeToGguf({ model: st5, out: join(dir, 'never-l5.gguf'), type: 'bf16', threads: 1 }),
+    /layer_types is not periodic \(layer 4 is full attention, but full_attention_interval 4 makes it linear\)/);
 });
 
 test('quantize: user errors are one line and exit 2, and leave no file behind', () => {

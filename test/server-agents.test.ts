@@ -189,7 +189,7 @@ test('messages: errors in Anthropic shape; x-api-key and Bearer both authenticat
   assert.deepEqual(noMax.json, { type: 'error', error: { type: 'invalid_request_error', message: 'max_tokens: Field required' } });
   const img = await post(`${server.url}/v1/messages`, { model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }, { authorization: `Bearer ${KEY}` });
   assert.equal(img.status, 400);
-  assert.match((img.json['error'] as { message: string }).message, /messages\[0\]\.content\[0\]\.type "image" is not supported/);
+  assert.match((img.json['error'] as { message: string }).message, /messages\[0\]\.content\[0\]\.source\.type must be "base64" or "url"/);
   const unknown = await post(`${server.url}/v1/messages`, { model: 'other', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': KEY });
   assert.equal(unknown.status, 404);
   assert.equal((unknown.json['error'] as { type: string }).type, 'not_found_error');

@@ -41,7 +41,7 @@ const CASES: Case[] = [
   [C, chat({ messages: [{ role: 'user' }] }), 400, 'messages[0].content', /messages\[0\]\.content must be/],
   [C, chat({ messages: [{ content: 'x' }] }), 400, 'messages[0].role', /messages\[0\]\.role must be a string/],
   [C, chat({ messages: [42] }), 400, 'messages[0]', /must be an object/],
-  [C, chat({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }), 400, 'messages[0].content[0]', /text part/],
+  [C, chat({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }), 400, 'messages[0].content[0]', /image URL must be a non-empty string/],
   [C, chat({ messages: [{ role: 'user', content: LONG }] }), 400, 'messages', /context length is 4096/],
   [C, chat({ max_tokens: -1 }), 400, 'max_tokens', /max_tokens must be between 1 and 4096/],
   [C, chat({ max_tokens: 0 }), 400, 'max_tokens', /max_tokens/],

@@ -62,8 +62,17 @@ export function param(v: ArgValues, key: RequestParamKey, max?: number): number 
 
 /** The text of a file a flag names; a missing or unreadable file is the user's error. */
 export function readFlagFile(flag: string, path: string): string {
+  return readFlagFileAs(flag, path, () => readFileSync(path, 'utf8'));
+}
+
+/** A flag's file as bytes (an image), with readFlagFile's errors. */
+export function readFlagFileBytes(flag: string, path: string): Buffer {
+  return readFlagFileAs(flag, path, () => readFileSync(path));
+}
+
+function readFlagFileAs<R>(flag: string, path: string, read: () => R): R {
   try {
-    return readFileSync(path, 'utf8');
+    return read();
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'does not exist' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'is not readable' : (e as Error).message;

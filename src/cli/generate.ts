@@ -2,6 +2,7 @@
 // A prompt is one user message rendered with the model's chat template (as `ollama run`
 // does); --raw sends it as plain text. Streamed text shows the reasoning dimmed on a
 // terminal, or on stderr when stdout is not one (answer-view.ts).
+import { ImageParts } from '../frontend/images.js';
 import { formatPlan } from '../engine/memory-plan.js';
 import { parseArgs } from 'node:util';
 import { Engine } from '../engine/engine.js';
@@ -10,7 +11,7 @@ import type { GenerateEvent } from '../engine/request.js';
 import { topLogits } from '../model/probe.js';
 import { DeltaserveError } from '../util/errors.js';
 import { paramProblem, REQUEST_PARAMS, type RequestParamKey } from '../engine/request-rules.js';
-import { type ArgValues, intList, json, num, param, readFlagFile, str } from './args.js';
+import { type ArgValues, intList, json, num, param, readFlagFile, readFlagFileBytes, str } from './args.js';
 import { ENGINE_FLAGS, ENGINE_FLAGS_HELP, engineOptions, reportKernels } from './engine-flags.js';
 import { AnswerView, colorAllowed, type Sink } from './answer-view.js';
 
@@ -18,6 +19,8 @@ export const GENERATE_HELP = `deltaserve generate [options]
   --prompt TEXT | --messages JSON | --prompt-ids 1,2,3 | --batch-file FILE.jsonl
                             --prompt (and a batch line's "prompt") is one user message,
                             rendered with the model's chat template
+  --image FILE              an image for the --prompt message (repeatable; JPEG, PNG, WebP, GIF;
+                            a vision model: config.json with a vision_config)
   --raw                     send --prompt (and batch "prompt"s) as plain text, no template
   --max-tokens N            (default 256)
   --temperature T --top-p P --top-k K --min-p P --seed S
@@ -99,9 +102,14 @@ export async function runGenerate(argv: string[]): Promise<void> {
       'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'min-p': { type: 'string' }, seed: { type: 'string' },
       'repetition-penalty': { type: 'string' }, 'presence-penalty': { type: 'string' }, 'frequency-penalty': { type: 'string' },
       stop: { type: 'string', multiple: true }, 'no-think': { type: 'boolean' }, json: { type: 'boolean' },
-      'dump-logits': { type: 'boolean' }, raw: { type: 'boolean' },
+      'dump-logits': { type: 'boolean' }, raw: { type: 'boolean' }, image: { type: 'string', multiple: true },
     },
   });
+  const imageFiles = (values.image ?? []) as string[];
+  if (imageFiles.length > 0 && (values.prompt === undefined || values.raw)) {
+    throw new DeltaserveError('bad_request', '--image goes with --prompt (a chat message; not --raw, --messages, --prompt-ids or --batch-file)');
+  }
+  const images = imageFiles.map((f) => ({ file: f, bytes: new Uint8Array(readFlagFileBytes('image', f)) }));
   const defaults = requestDefaults(values);
   const batchText = str(values, 'batch-file') !== undefined ? readFlagFile('batch-file', str(values, 'batch-file')!) : undefined;
   // a user error in the inputs is reported before the model loads
@@ -121,7 +129,7 @@ export async function runGenerate(argv: string[]): Promise<void> {
     const batchFile = str(values, 'batch-file');
     const chat = !values.raw && templated(engine, values);
     if (batchFile) await runBatchFile(engine, batchFile, batchText!, defaults, chat);
-    else await runSingle(engine, values, defaults, chat);
+    else await runSingle(engine, values, defaults, chat, images);
   } finally {
     await engine.close();
   }
@@ -136,7 +144,8 @@ function templated(engine: Engine, v: ArgValues): boolean {
   return false;
 }
 
-async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<GenerateRequest>, chat: boolean): Promise<void> {
+async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<GenerateRequest>, chat: boolean,
+  images: readonly { readonly file: string; readonly bytes: Uint8Array }[] = []): Promise<void> {
   const messages = json(v, 'messages');
   const given: GenerateRequest = {
     ...defaults,
@@ -144,9 +153,11 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
     ...(messages !== undefined ? { messages: messages as GenerateRequest['messages'] } : {}),
     ...(intList(v, 'prompt-ids') !== undefined ? { promptIds: intList(v, 'prompt-ids')! } : {}),
   };
-  const req = chat ? asChat(given) : given;
-  if (!v['json']) return streamText(engine, req);
-  const done = await engine.complete(engine.info.frontend.withPromptIds(req));
+  const req = withImages(chat ? asChat(given) : given, images);
+  // images are decoded here (a bad one is an error naming its file); text prompts pass as given
+  const prepared: GenerateRequest = images.length > 0 ? await engine.info.frontend.withPrompt(req) : req;
+  if (!v['json']) return streamText(engine, prepared);
+  const done = await engine.complete(engine.info.frontend.withPromptIds(prepared));
   const out = jsonResult(done);
   if (v['dump-logits']) {
     const probe = await engine.info.probePrompt(done.promptIds, done.outputIds[0]);
@@ -154,6 +165,15 @@ async function runSingle(engine: Engine, v: ArgValues, defaults: Partial<Generat
     out['mtp_top'] = probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null;
   }
   process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+/** The chat request with the images placed before the user's text (as Qwen's examples do). */
+function withImages(req: GenerateRequest, images: readonly { readonly file: string; readonly bytes: Uint8Array }[]): GenerateRequest {
+  if (images.length === 0) return req;
+  const parts = new ImageParts();
+  const head = images.map((im) => parts.add(im.bytes, `--image ${im.file}`)).join('');
+  const messages = (req.messages ?? []).map((m, i, all) => (i === all.length - 1 ? { ...m, content: head + m.content } : m));
+  return { ...req, messages, images: parts };
 }
 
 /** Prompt and generated token counts with the prefill (to the first token) and decode rates. */

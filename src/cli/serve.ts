@@ -37,6 +37,9 @@ export const SERVE_HELP = `deltaserve serve [options]
                             (default: $DELTASERVE_API_KEY; none = no auth)
   --served-model-name NAME  model id in the API (default: the model directory's name)
   --max-queue N             503 + Retry-After when more than N requests would wait (default 1024)
+  --max-images N            images in one request at most (default 16)
+  --max-image-pixels N      pixels of one decoded image at most (default 89478485)
+  --allow-image-urls        fetch http(s) image URLs (20 MB, 10 s per image); default: data: URLs only
   --max-queue-wait SECONDS  503 + Retry-After when a request would wait longer than this for
                             memory (a state slot and KV pages for its prompt), estimated from
                             the recent output lengths (capped by max_tokens) and step time
@@ -80,6 +83,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...ENGINE_FLAGS, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' },
       'served-model-name': { type: 'string' }, 'max-queue': { type: 'string' },
       'max-queue-wait': { type: 'string' }, 'max-body-bytes': { type: 'string' },
+      'max-images': { type: 'string' }, 'max-image-pixels': { type: 'string' }, 'allow-image-urls': { type: 'boolean' },
       'shutdown-grace-ms': { type: 'string' }, 'allowed-origins': { type: 'string', multiple: true },
       'metrics-no-auth': { type: 'boolean' }, 'log-level': { type: 'string' }, 'log-format': { type: 'string' },
       'log-prompts': { type: 'boolean' },
@@ -120,6 +124,12 @@ export async function runServe(argv: string[]): Promise<void> {
   if (responsesTtl !== undefined && !(responsesTtl > 0)) throw new DeltaserveError('bad_request', `--responses-ttl must be a number of seconds > 0 (got ${responsesTtl})`);
   const responsesBytes = int(values, 'responses-store-bytes', 0);
   const responsesKey = str(values, 'responses-key');
+  const maxImages = int(values, 'max-images', 0);
+  const maxImagePixels = int(values, 'max-image-pixels', 1);
+  const images = {
+    ...(maxImages !== undefined ? { maxImages } : {}), ...(maxImagePixels !== undefined ? { maxImagePixels } : {}),
+    allowUrls: values['allow-image-urls'] === true,
+  };
   const engine = await Engine.load(opts);
   let server;
   try {
@@ -139,6 +149,7 @@ export async function runServe(argv: string[]): Promise<void> {
       ...(requestTimeout !== undefined ? { requestTimeoutMs: requestTimeout } : {}),
       ...(keepAlive !== undefined ? { keepAliveTimeoutMs: keepAlive } : {}),
       ...(prepareWorkers !== undefined ? { prepareWorkers } : {}),
+      images,
     });
   } catch (e) {
     await engine.close();

@@ -28,6 +28,10 @@ import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { type PrefixContext, queueGenerationSnapshot } from './prefix.js';
 import { resolveModelPath } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadVisionModel, type VisionModel } from '../vision/load.js';
+import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
 import { draftVocabFor, type EngineOptions, kernelArgmax, planEngineMemory, specTokensFor } from './engine-options.js';
@@ -54,6 +58,8 @@ export class Engine {
   }
   /** Model facts, limits and the prompt frontend: what the server and the CLI read. */
   readonly info: EngineInfo;
+  /** The vision tower (null: a text-only model). */
+  readonly vision: VisionEngine | null;
   /** Pool sizes chosen at load (print with formatPlan). */
   memoryPlan: MemoryPlan | null = null;
   /** Ids the sampler may produce (padded vocabulary rows excluded). */
@@ -68,7 +74,9 @@ export class Engine {
     readonly state: StatePool<Tensor>,
     private readonly opts: EngineOptions,
     private readonly hooks: EngineTestHooks,
+    visionModel: VisionModel | null = null,
   ) {
+    this.vision = visionModel ? new VisionEngine(visionModel, model.kernels, model.config.rotaryDim / 2) : null;
     this.metrics = new EngineMetrics(hooks.clock);
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
@@ -93,12 +101,13 @@ export class Engine {
       trackInterval: interval,
       prefix: this.prefix,
     }, kv, state, { finished: (req, reason) => this.finished(req, reason), specRound: (d, a) => this.metrics.specRound(d, a) });
-    this.runner = new Runner(model, kv, state);
+    this.runner = new Runner(model, kv, state, this.vision);
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,
     });
-    this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens);
+    this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,
+      visionModel ? { cfg: visionModel.cfg, pre: visionModel.pre, tokens: visionModel.tokens } : null);
     if (this.prefix && opts.prefixCacheDir !== undefined) {
       const log = opts.log ?? ((msg: string) => void process.stderr.write(`deltaserve: ${msg}\n`));
       this.persist = new PrefixPersistence(this.prefix, modelIdentity(opts.model ?? BUILTIN_MODEL, model.kernels.name, k > 0, opts), cfg.hiddenSize, {
@@ -136,8 +145,10 @@ export class Engine {
         storage: kernels, ...stateChunkLimit(kernels.limits),
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
+      // a release checkpoint's tower (same directory); a GGUF's mmproj is not wired yet
+      const visionModel = statSync(dir).isDirectory() && existsSync(join(dir, 'config.json')) ? loadVisionModel(dir) : null;
       const engine = new Engine(model, tokenizer, kv, state,
-        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks);
+        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
       engine.memoryPlan = plan;
       return engine;
     } catch (e) {

@@ -1,6 +1,7 @@
 // What the server and the CLI see of a loaded engine: model facts, limits and the prompt
 // frontend — never the model itself (its weights, layers and kernels stay the engine's).
 import { PromptFrontend } from '../frontend/frontend.js';
+import type { FrontendVision } from '../frontend/images.js';
 import type { AnyKernels } from '../kernels/types.js';
 import type { ModelConfig } from '../model/config.js';
 import type { AnyModel, StateLayout } from '../model/model.js';
@@ -33,8 +34,8 @@ export interface EngineInfo {
 
 /** The info view of an engine's model; `specTokens` is read when asked (it is fixed at load). */
 export function engineInfo(model: AnyModel, tokenizer: TextTokenizer, limits: { maxContext: number; sampleVocab: number },
-  specTokens: () => number): EngineInfo {
-  const frontend = new PromptFrontend(tokenizer, { vocabSize: model.config.vocabSize, maxContext: limits.maxContext, modelType: model.config.modelType });
+  specTokens: () => number, vision: FrontendVision | null = null): EngineInfo {
+  const frontend = new PromptFrontend(tokenizer, { vocabSize: model.config.vocabSize, maxContext: limits.maxContext, modelType: model.config.modelType, vision });
   return {
     modelDir: model.dir, config: model.config, layout: model.layout, kernels: model.kernels, weights: model.weights,
     maxContext: limits.maxContext, sampleVocab: limits.sampleVocab, frontend, tokenizer,

@@ -30,6 +30,7 @@ import { markerRest, messageEnds } from '../frontend/message-ends.js';
 import { OutputText } from './output.js';
 import { Request, type RequestView } from './request.js';
 import { TokenHistory } from './sampler.js';
+import { imageKey } from './vision.js';
 
 /** T: the pools' tensors (the kernels' handles; host arrays in pool-only tests). */
 export interface PrefixContext<T extends Tensor = Tensor> {
@@ -80,9 +81,12 @@ export function lastSplitBy(req: RequestView, c: number, end: number, chunk: num
 }
 
 /** The radix key of `req`'s first `end` tokens: id·2 + 1 when a chunk ends right after
- * the token at one of the request's own splits (see the file head). */
+ * the token at one of the request's own splits (see the file head); an image token's id is
+ * replaced by its image's key (vision.ts imageKey: negative, from the pixel hash). */
 export function prefixKey(req: RequestView, end: number, chunk: number): number[] {
   const key = req.tokens.slice(0, end).map((t) => t * 2);
+  const v = req.vision;
+  if (v) for (let i = 0; i < Math.min(end, v.imageOf.length); i++) if (v.imageOf[i]! >= 0) key[i] = imageKey(v.images[v.imageOf[i]!]!);
   for (const p of req.splits) if (p <= end && p % chunk !== 0) key[p - 1] = key[p - 1]! + 1;
   return key;
 }
@@ -204,6 +208,7 @@ export function queueGenerationSnapshot(ctx: PrefixContext, req: RequestView, to
     temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0,
   }, new Rng(0), new Rng(1), new TokenHistory([]), new OutputText(() => '', [], new Set(), []));
   r.snapshotOnly = true;
+  r.vision = req.vision; // the same images at the same places (positions past the prompt: i + delta)
   setPromptPoints(r, ends, c);
   queue(r);
 }

@@ -14,6 +14,8 @@ import { OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import { setPromptPoints } from './prefix.js';
 import { Request } from './request.js';
+import type { VisionEngine } from './vision.js';
+import type { PreparedImage } from '../vision/pipeline.js';
 import { checkParam, generationBudget, leavesRoom, REQUEST_PARAMS as P, requestStopIds, stopStrings, validateSampling } from './request-rules.js';
 import { type SamplingParams, TokenHistory } from './sampler.js';
 
@@ -57,6 +59,9 @@ export interface RequestParams {
    * penalties and cuts) with the `top` most likely ids (REQUEST_PARAMS.topLogprobs), one onToken call per
    * generated token, in order. */
   readonly logprobs?: { readonly top: number; readonly onToken: (e: TokenLogprob) => void };
+  /** Decoded, preprocessed images, one per <|image_pad|> run of the prompt ids, in order
+   * (frontend.withPrompt makes them from chat image parts). */
+  readonly visionImages?: readonly PreparedImage[];
 }
 
 /** The parts of the engine a request is built against. */
@@ -64,6 +69,8 @@ export interface RequestContext {
   readonly model: AnyModel;
   readonly tokenizer: TextTokenizer;
   readonly maxContext: number;
+  /** The vision tower (null: a text-only model, which refuses images). */
+  readonly vision: VisionEngine | null;
 }
 
 /** Prompt tokens decoded to see whether the prompt ends with `<think>` (and whitespace). */
@@ -121,6 +128,11 @@ export function buildRequest(ctx: RequestContext, id: number, req: EngineRequest
     checkParam(P.topLogprobs, top);
     r.topLogprobs = top;
     r.onLogprob = req.logprobs.onToken;
+  }
+  const images = req.visionImages ?? [];
+  if (images.length > 0) {
+    if (!ctx.vision) bad('this model is text-only (its config.json has no vision_config); images are not accepted');
+    r.vision = ctx.vision.requestVision(promptIds, images);
   }
   setPromptPoints(r, boundaries, ctx.model.layout.chunk);
   return r;

@@ -9,6 +9,7 @@ import type { FinishReason, OutputText } from './output.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import type { TokenLogprob } from './sample-batch.js';
 import { splitReasoning } from '../tokenizer/reasoning.js';
+import type { RequestVision } from './vision.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -147,6 +148,9 @@ export class Request {
   /** The prompt ends inside a reasoning block (a template's `<think>\n`): the output starts
    * as reasoning (set by the request builder). */
   startsInReasoning = false;
+  /** The prompt's images (null: none): embeddings over its pad rows, multimodal RoPE, image
+   * prefix-cache keys (vision.ts). */
+  vision: RequestVision | null = null;
 
   constructor(
     readonly id: number,

@@ -10,6 +10,7 @@ import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
+import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
 
 export interface StepResult {
@@ -32,6 +33,8 @@ export class Runner {
     readonly model: AnyModel,
     readonly kv: KvPool<Tensor>,
     readonly state: StatePool<Tensor>,
+    /** The vision tower (null: text-only; requests with images are refused at build). */
+    private readonly vision: VisionEngine | null = null,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
@@ -49,8 +52,12 @@ export class Runner {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it
       assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
+      const tokens = rowTokens(r);
+      // a request with images: image rows and multimodal RoPE (text-only rows: neither)
+      const vision = req.vision && this.vision ? { vision: this.vision.rows(req.vision, r.start, tokens.length, this.model.config.hiddenSize) } : {};
       return {
-        tokens: rowTokens(r),
+        ...vision,
+        tokens,
         start: r.start,
         pageTable: req.pages,
         kv: this.kv.layers,

@@ -7,6 +7,9 @@ import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from '../tokenizer/reaso
 import { type ChatTools, prepare, type PrepareHost } from './prepare-jobs.js';
 import type { PromptFrontend } from './frontend.js';
 import type { ThinkStart } from '../constrain/think.js';
+import type { PreparedImage } from '../vision/pipeline.js';
+import { expandPrompt, type ImageLimits, imageTokenOf, prepareImages } from './images.js';
+import type { PromptImages } from './prompt.js';
 
 /** Where the prompt leaves the model (defined with the reasoning masks that read it). */
 export type { ThinkStart };
@@ -19,6 +22,8 @@ export interface ChatPrompt {
   readonly boundaries: number[];
   /** Where the prompt leaves the reasoning block (see server/thinking.ts). */
   readonly thinkStart: ThinkStart;
+  /** The turn's images, one per pad run of `ids` (empty: none). */
+  readonly images: readonly PreparedImage[];
 }
 
 /** Prompt tokens decoded to see how the prompt leaves the reasoning block. */
@@ -38,9 +43,16 @@ export function thinkStartOf(decodeTail: string): ThinkStart {
  * DeltaserveErrors; the empty-prompt and context-length checks are the caller's. */
 export async function chatPrompt(host: PrepareHost & { readonly engine: { readonly info: { readonly frontend: PromptFrontend } } },
   messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>, tools: ChatTools,
-  signal?: AbortSignal): Promise<ChatPrompt> {
+  signal?: AbortSignal, images?: PromptImages, limits?: ImageLimits): Promise<ChatPrompt> {
   const frontend = host.engine.info.frontend;
-  const { ids, boundaries } = await prepare(host, { op: 'chat', messages, think, kwargs, tools }, signal);
+  const given = images && images.inputs.length > 0 ? images : null;
+  // images are decoded first: a bad one is refused before any template work
+  const decoded = given ? await prepareImages(frontend.vision, given.inputs, limits) : [];
+  const sentinel = given ? { imageSentinel: given.sentinel } : {};
+  const rendered = await prepare(host, { op: 'chat', messages, think, kwargs, tools, ...sentinel }, signal);
+  const { ids, boundaries } = given
+    ? expandPrompt(rendered.ids, rendered.boundaries, decoded, imageTokenOf(frontend.vision, given.inputs), frontend.vision!.cfg.spatialMergeSize)
+    : rendered;
   const tail = frontend.tokenizer.decode(ids.slice(-THINK_TAIL_TOKENS));
-  return { ids, boundaries, thinking: promptOpensThinking(tail), thinkStart: thinkStartOf(tail) };
+  return { ids, boundaries, thinking: promptOpensThinking(tail), thinkStart: thinkStartOf(tail), images: decoded };
 }

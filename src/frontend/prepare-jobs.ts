@@ -25,7 +25,9 @@ export interface ChatTools {
 export type PrepareJob =
   /** A chat turn's prompt ids and message boundaries (prompt.ts promptOf). */
   | { readonly op: 'chat'; readonly messages: readonly ChatMessage[]; readonly think: boolean; readonly kwargs: Record<string, unknown>;
-    readonly tools: ChatTools }
+    readonly tools: ChatTools;
+    /** The sentinel standing for each image in the message texts (frontend/images.ts). */
+    readonly imageSentinel?: string }
   /** Raw texts (no template, added tokens matched: the client wrote the whole prompt). */
   | { readonly op: 'encode'; readonly texts: readonly string[] }
   /** Texts of token-id lists (special tokens kept). */
@@ -90,7 +92,8 @@ export function runPrepareJob(ctx: PrepareContext, job: PrepareJob): PrepareResu
   switch (job.op) {
     case 'chat': {
       const place = toolPlacer(ctx.tokenizer.chatTemplate, job);
-      const { ids, boundaries } = promptOf(ctx, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs }, place);
+      const images = job.imageSentinel !== undefined ? { images: { sentinel: job.imageSentinel, inputs: [] } } : {};
+      const { ids, boundaries } = promptOf(ctx, { messages: job.messages, think: job.think, chatTemplateKwargs: job.kwargs, ...images }, place);
       return { op: 'chat', ids, boundaries };
     }
     case 'encode':

@@ -6,6 +6,8 @@ import { encodeChat, type Place } from './safe-chat.js';
 import { messageEnds } from './message-ends.js';
 import type { TextTokenizer } from '../tokenizer/tokenizer.js';
 import { DeltaserveError } from '../util/errors.js';
+import type { PreparedImage } from '../vision/pipeline.js';
+import { placeImages, type ImageInput } from './images.js';
 
 /** A request's prompt: exactly one of prompt (raw text, no template), messages (chat) or
  * promptIds. */
@@ -19,12 +21,23 @@ export interface PromptInput {
   /** Chat only: enable_thinking for the template (default true). */
   readonly think?: boolean;
   readonly chatTemplateKwargs?: Record<string, unknown>;
+  /** Chat only: the request's images (frontend/images.ts ImageParts): each stands in the
+   * message texts as `sentinel`. */
+  readonly images?: PromptImages;
+}
+
+/** Images of a chat prompt and the sentinel standing for each in the message texts. */
+export interface PromptImages {
+  readonly sentinel: string;
+  readonly inputs: readonly ImageInput[];
 }
 
 /** A prompt as the engine takes it: token ids and the split points among them. */
 export interface PreparedPrompt {
   readonly ids: number[];
   readonly boundaries: number[];
+  /** Decoded, preprocessed images, one per pad run of `ids`, in order (absent: none). */
+  readonly images?: readonly PreparedImage[];
 }
 
 /** What a prompt is built against: the tokenizer and the model's vocabulary size. */
@@ -56,6 +69,7 @@ function renderOptions(req: PromptInput, addGenerationPrompt: boolean): RenderOp
 export function promptIdsOf(target: PromptTarget, req: PromptInput, place?: Place): number[] {
   const given = [req.prompt !== undefined, req.messages !== undefined, req.promptIds !== undefined].filter(Boolean).length;
   if (given !== 1) bad('give exactly one of prompt, messages or prompt_ids');
+  if (req.images && req.images.inputs.length > 0 && req.messages === undefined) bad('images go with chat messages (not a raw prompt or prompt_ids)');
   if (req.promptIds !== undefined) {
     checkPromptIds(req.promptIds, target.vocabSize);
     return [...req.promptIds];
@@ -67,7 +81,10 @@ export function promptIdsOf(target: PromptTarget, req: PromptInput, place?: Plac
   const messages = validateMessages(req.messages);
   const template = target.tokenizer.chatTemplate;
   if (!template) bad('this model has no chat template; send a raw prompt instead of messages');
-  return encodeChat(target.tokenizer, template, messages, renderOptions(req, true), place);
+  const sentinel = req.images ? req.images.sentinel : null;
+  const placed: Place | undefined = sentinel === null ? place
+    : (input, protect) => placeImages(place ? place(input, protect) : input, sentinel);
+  return encodeChat(target.tokenizer, template, messages, renderOptions(req, true), placed);
 }
 
 /** Throws unless `ids` is an array of token ids in [0, vocabSize). */

@@ -2,7 +2,7 @@
 // kvWriteBatch, attentionBatch, attentionInputs): one per-sequence call each, for backends that run them
 // per sequence (ref, wasm). Their results define the batched calls': a backend that runs a
 // batch as one dispatch (webgpu) must give the same bits as these loops.
-import type { AttentionDims, AttentionInputs, BatchSeq, Kernels, KvLayerView, RopeTable, StepBatch, Tensor } from './types.js';
+import type { AttentionDims, AttentionInputs, BatchMrope, BatchSeq, Kernels, KvLayerView, RopeTable, StepBatch, Tensor } from './types.js';
 
 /** A host StepBatch, with each sequence's positions (start..start+t−1). */
 export interface HostStepBatch extends StepBatch {
@@ -42,8 +42,20 @@ export function ropeByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'rope'
   const hb = hostBatch(b);
   if (!b.rope) throw new Error('ropeBatch: the step batch was made without a RoPE table');
   b.seqs.forEach((s, i) => {
-    if (s.t > 0) k.rope(k.view(x, s.row * stride, (s.t - 1) * stride + heads * headDim), hb.positions[i]!, s.t, heads, headDim, b.rope!, stride);
+    if (s.t <= 0) return;
+    const rows = k.view(x, s.row * stride, (s.t - 1) * stride + heads * headDim);
+    if (!s.mrope) k.rope(rows, hb.positions[i]!, s.t, heads, headDim, b.rope!, stride);
+    else for (const axis of [0, 1, 2]) k.rope(rows, s.mrope.positions.subarray(axis * s.t, (axis + 1) * s.t), s.t, heads, headDim, axisTable(b.rope!, s.mrope, axis), stride);
   });
+}
+
+/** The rope table of one mrope axis: the other axes' pairs get frequency 0, i.e. angle 0,
+ * cos 1, sin 0 — an exact identity (x·1 − y·0 = x) — so the three passes turn each pair once,
+ * by its own axis' position: the bits of a one-pass multimodal rope. */
+export function axisTable(rope: RopeTable, m: BatchMrope, axis: number): RopeTable {
+  if (rope.scale !== 1) throw new RangeError(`multimodal RoPE with a scaled table (attention factor ${rope.scale}) is not supported`);
+  if (m.pairAxes.length !== rope.invFreq.length) throw new RangeError(`mrope: ${m.pairAxes.length} pair axes for ${rope.invFreq.length} rotary pairs`);
+  return { invFreq: rope.invFreq.map((f, j) => (m.pairAxes[j] === axis ? f : 0)), scale: 1 };
 }
 
 export function kvWriteByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'kvWrite' | 'view'>, kv: readonly KvLayerView<T>[],

@@ -83,6 +83,19 @@ export interface BatchSeq {
   readonly t: number;
   readonly start: number;
   readonly pageTable: ArrayLike<number>;
+  /** Multimodal RoPE (a request with images): the rows' rotary positions per axis instead
+   * of start..start+t−1 (the cache position stays start + j). Absent: plain RoPE. */
+  readonly mrope?: BatchMrope;
+}
+
+/** Multimodal RoPE of one sequence's rows: rotary pair f of row j turns by
+ * positions[axis_f·t + j]·invFreq[f], axis_f = pairAxes[f] (0 temporal, 1 height, 2 width;
+ * vision/positions.ts). */
+export interface BatchMrope {
+  /** [3 × t]: temporal, height, width positions of the rows. */
+  readonly positions: Int32Array;
+  /** [rotary pairs]: the axis of each pair. */
+  readonly pairAxes: Uint8Array;
 }
 
 /** The per-step inputs of one forward (row offsets, positions, page tables, the RoPE

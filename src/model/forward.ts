@@ -1,7 +1,7 @@
 // Model forward over a batch of sequences, the LM head, and the MTP head.
 // The caller (runner/engine) passes views of KV pages and state slots as arguments:
 // there is no global mutable context. Tensors are backend handles (see layers.ts).
-import type { KvLayerView, StepBatch, Tensor, Weight } from '../kernels/types.js';
+import type { BatchMrope, KvLayerView, StepBatch, Tensor, Weight } from '../kernels/types.js';
 import type { StepArena } from './arena.js';
 import { decoderLayer, type LayerCtx, type LinearScratchView, type LinearStateView, type SeqSpan } from './layers.js';
 import type { Model } from './model.js';
@@ -22,6 +22,25 @@ export interface SeqInput<T extends Tensor = Float32Array> {
   /** Chunked form: absolute positions in (start, start+T) where a chunk must end besides
    * the multiples of GDN_CHUNK (message ends; ascending). */
   readonly splits?: readonly number[];
+  /** A request with images: image rows over the token embeddings and multimodal RoPE. */
+  readonly vision?: SeqVision;
+}
+
+/** The image side of one sequence's tokens (engine/vision-rows.ts builds it). */
+export interface SeqVision {
+  /** Rotary positions of the T tokens per axis (kernels' BatchMrope). */
+  readonly mrope: BatchMrope;
+  /** Rows (0-based within the T tokens) whose embedding is an image token's: `values`
+   * ([H]) replaces the token embedding. */
+  readonly rows: readonly ImageRow[];
+}
+
+export interface ImageRow {
+  readonly row: number;
+  readonly values: Float32Array;
+  /** Deepstack features of this image token: [j] is added to its hidden state after
+   * decoder layer j (empty: none). */
+  readonly deepstack: readonly Float32Array[];
 }
 
 export interface ForwardResult<T extends Tensor = Float32Array> {
@@ -47,8 +66,37 @@ function spans<T extends Tensor>(positions: Int32Array, seqs: readonly SpanInput
 }
 
 /** The step's batch of these spans (one per forward: a GPU backend uploads it once). */
-function stepBatchOf<T extends Tensor, I extends Tensor>(model: Model<T, I>, spans: readonly SeqSpan<T>[]): StepBatch {
-  return model.kernels.stepBatch(spans.map((s) => ({ row: s.offset, t: s.t, start: s.start, pageTable: s.pageTable })), ropeTableOf(model.config));
+function stepBatchOf<T extends Tensor, I extends Tensor>(model: Model<T, I>, spans: readonly SeqSpan<T>[],
+  mrope: readonly (BatchMrope | undefined)[] = []): StepBatch {
+  return model.kernels.stepBatch(spans.map((s, i) => {
+    const m = mrope[i];
+    return { row: s.offset, t: s.t, start: s.start, pageTable: s.pageTable, ...(m ? { mrope: m } : {}) };
+  }), ropeTableOf(model.config));
+}
+
+/** Image rows over the token embeddings in x ([M, H]). */
+function writeImageRows<T extends Tensor, I extends Tensor>(model: Model<T, I>, x: T, seqs: readonly SeqInput<T>[], spans: readonly SeqSpan<T>[]): void {
+  const h = model.config.hiddenSize;
+  seqs.forEach((s, i) => {
+    for (const r of s.vision?.rows ?? []) model.kernels.write(x, (spans[i]!.offset + r.row) * h, r.values);
+  });
+}
+
+/** Deepstack: add feature `layer` of every image row to x after that decoder layer. */
+function addDeepstack<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>, x: T, seqs: readonly SeqInput<T>[],
+  spans: readonly SeqSpan<T>[], layer: number): void {
+  const h = model.config.hiddenSize;
+  const k = model.kernels;
+  seqs.forEach((s, i) => {
+    for (const r of s.vision?.rows ?? []) {
+      const f = r.deepstack[layer];
+      if (!f) continue;
+      const row = k.view(x, (spans[i]!.offset + r.row) * h, h);
+      const tmp = ws.hit.hidden.rows(1);
+      k.write(tmp, 0, f);
+      k.add(row, row, tmp, h);
+    }
+  });
 }
 
 /** The token ids of all sequences, stacked (host). */
@@ -70,11 +118,14 @@ export function forwardHidden<T extends Tensor, I extends Tensor>(model: Model<T
   const seqSpans = spans(ws.host.positions.rows(m), seqs, (i) => seqs[i]!.kv);
   const x = ws.x.rows(m); // [M, H] residual stream
   k.embed(x, w.embed, stackIds(ws.host.ids.rows(m), seqs));
-  const ctx: LayerCtx<T, I> = { k, cfg, ws, m, seqs: seqSpans, batch: stepBatchOf(model, seqSpans) };
+  const vision = seqs.some((s) => s.vision);
+  if (vision) writeImageRows(model, x, seqs, seqSpans);
+  const ctx: LayerCtx<T, I> = { k, cfg, ws, m, seqs: seqSpans, batch: stepBatchOf(model, seqSpans, seqs.map((s) => s.vision?.mrope)) };
   let linear = 0;
   let full = 0;
-  w.layers.forEach((layer) => {
+  w.layers.forEach((layer, j) => {
     decoderLayer(ctx, layer, x, layer.mixer.kind === 'linear' ? linear++ : full++);
+    if (vision) addDeepstack(model, ws, x, seqs, seqSpans, j);
   });
   const hidden = ws.hidden.rows(m);
   k.rmsNorm(hidden, x, w.finalNorm, m, cfg.rmsNormEps, true);

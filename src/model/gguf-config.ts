@@ -77,12 +77,20 @@ export function ggufArch(file: GgufFile): GgufArch {
   return a as GgufArch;
 }
 
-function layerKinds(k: GgufKeys, numLayers: number, tensorNames: ReadonlySet<string>): LayerKind[] {
+function layerKinds(k: GgufKeys, numLayers: number, tensorNames: ReadonlySet<string>, where: string): LayerKind[] {
   const key = `${k.arch}.full_attention_interval`;
   if (k.has(key)) {
     const interval = k.int(key);
-    if (interval < 1) throw new DeltaserveError('bad_checkpoint', `metadata ${key} must be ≥ 1`);
-    return Array.from({ length: numLayers }, (_, i) => ((i + 1) % interval === 0 ? 'full' : 'linear'));
+    if (interval < 1) throw new DeltaserveError('bad_checkpoint', `${where}: metadata ${key} must be ≥ 1`);
+    const kinds: LayerKind[] = Array.from({ length: numLayers }, (_, i) => ((i + 1) % interval === 0 ? 'full' : 'linear'));
+    // The interval must agree with the blocks' tensors (a full-attention block has attn_q, a
+    // GDN block has none): older writers gave an all-linear model an interval it contradicts.
+    const off = kinds.findIndex((kind, i) => (kind === 'full') !== tensorNames.has(`blk.${i}.attn_q.weight`));
+    if (off >= 0) {
+      throw new DeltaserveError('bad_checkpoint',
+        `${where}: metadata ${key} (${interval}) makes block ${off} ${kinds[off]} attention, but its tensors are a ${kinds[off] === 'full' ? 'linear' : 'full'}-attention block's; re-quantize the checkpoint`);
+    }
+    return kinds;
   }
   // No interval: a block is full attention iff it has attn_q (the GDN blocks have attn_qkv).
   return Array.from({ length: numLayers }, (_, i) => (tensorNames.has(`blk.${i}.attn_q.weight`) ? 'full' : 'linear'));
@@ -137,7 +145,7 @@ export function ggufModelConfig(file: GgufFile, vocabSize: number, tensorNames: 
     modelType: ARCH[ga].modelType,
     arch: ARCH[ga].arch,
     hiddenSize, numLayers, vocabSize,
-    layerKinds: layerKinds(k, numLayers, tensorNames),
+    layerKinds: layerKinds(k, numLayers, tensorNames, where),
     layerMlp: Array.from({ length: numLayers }, () => mlp),
     mtpMlp: mlp,
     rmsNormEps: k.f32(`${ga}.attention.layer_norm_rms_epsilon`, 1e-6),

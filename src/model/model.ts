@@ -102,8 +102,8 @@ export function loadModel<T extends Tensor, I extends Tensor>(dir: string, kerne
   }
 }
 
-/** Release checkpoints carry a vision tower (model.visual.*): deltaserve is text-only and
- * never reads it; say so once per load. */
+/** Release checkpoints carry a vision tower (model.visual.*): the text model never reads it
+ * (the engine loads it separately, vision/load.ts); say so once per load. */
 function noteSkippedVision(ckpt: { readonly tensors: ReadonlyMap<string, { readonly nbytes: number }> }): void {
   let n = 0;
   let bytes = 0;
@@ -112,7 +112,7 @@ function noteSkippedVision(ckpt: { readonly tensors: ReadonlyMap<string, { reado
     n++;
     bytes += t.nbytes;
   }
-  if (n > 0) process.stderr.write(`deltaserve: text-only: skipping the vision tower (${n} ${VISION_PREFIX}* tensors, ${(bytes / 1e6).toFixed(1)} MB)\n`);
+  if (n > 0) process.stderr.write(`deltaserve: the text model skips the vision tower (${n} ${VISION_PREFIX}* tensors, ${(bytes / 1e6).toFixed(1)} MB; read separately for images)\n`);
 }
 
 /** A single request's own KV cache and recurrent state (contiguous pages, identity page

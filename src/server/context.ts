@@ -8,6 +8,7 @@ import type { ServerMetrics } from './api/metrics.js';
 import type { ResponsesConfig } from './api/responses-store.js';
 import type { SamplingDefaults } from './api/validate.js';
 import type { PreparePool } from '../frontend/prepare-pool.js';
+import type { ServerImageOptions } from './api/images.js';
 
 /** What every route sees of the server. */
 export interface ServerContext {
@@ -28,4 +29,6 @@ export interface ServerContext {
   readonly limits?: RequestLimits;
   /** Worker threads that render and tokenize prompts (none: on the event loop). */
   readonly prepare?: PreparePool;
+  /** Image limits and URL fetching (absent: the defaults, URLs off). */
+  readonly images?: ServerImageOptions;
 }

@@ -189,15 +189,27 @@ function metadata(dir: string, cfg: ModelConfig, opts: QuantizeOptions): MetaEnt
     u32('ssm.conv_kernel', cfg.convKernel), u32('ssm.state_size', cfg.linKeyDim),
     u32('ssm.group_count', cfg.linNumKeyHeads), u32('ssm.time_step_rank', cfg.linNumValueHeads),
     u32('ssm.inner_size', cfg.linValueDim * cfg.linNumValueHeads),
-    u32('full_attention_interval', fullAttentionInterval(cfg)),
+    u32('full_attention_interval', fullAttentionInterval(dir, cfg)),
   );
   if (cfg.mtpLayers > 0) meta.push(u32('nextn_predict_layers', cfg.mtpLayers));
   return [...meta, ...tokenizerMetadata(dir, cfg, text)];
 }
 
-function fullAttentionInterval(cfg: ModelConfig): number {
+/** The `full_attention_interval` that reproduces cfg.layerKinds under the GGUF readers' rule
+ * (ours and llama.cpp's: layer i is full attention iff (i + 1) % interval == 0). With no full
+ * layer (e.g. `make-model --layers 1..3` of a shape whose interval is 4) it is numLayers + 1,
+ * which has no multiple among 1..numLayers. A pattern no interval gives is refused: the file
+ * would load with other layer kinds than the checkpoint's. */
+function fullAttentionInterval(dir: string, cfg: ModelConfig): number {
   const first = cfg.layerKinds.indexOf('full');
-  return first < 0 ? cfg.numLayers : first + 1;
+  const interval = first < 0 ? cfg.numLayers + 1 : first + 1;
+  const kindAt = (i: number): string => ((i + 1) % interval === 0 ? 'full' : 'linear');
+  const off = cfg.layerKinds.findIndex((kind, i) => kind !== kindAt(i));
+  if (off >= 0) {
+    throw new DeltaserveError('bad_checkpoint',
+      `quantize: ${dir}: layer_types is not periodic (layer ${off} is ${cfg.layerKinds[off]} attention, but full_attention_interval ${interval} makes it ${kindAt(off)}); GGUF stores only the interval`);
+  }
+  return interval;
 }
 
 /** tokenizer.ggml.* from tokenizer.json: byte-level BPE tokens padded to vocab_size

@@ -49,12 +49,28 @@ export function makeGpuStepBatch(put: Put, seqs: readonly BatchSeq[], rope: Rope
   // the RoPE angles ride in the same upload (as f32 bits), so a kernel that reads the table
   // can read them through the same binding
   const cs = rope && rows > 0 ? ropeTable(positions, rows, 2 * rope.invFreq.length, 0, rope.invFreq, rope.scale) : null;
+  if (cs && rope) for (const q of seqs) if (q.mrope) mropeRows(cs, q, rope); // requests with images
   const all = new Int32Array(words.length + (cs?.length ?? 0));
   all.set(words);
   if (cs) all.set(new Int32Array(cs.buffer, cs.byteOffset, cs.length), words.length);
   const table = put(all, 'i32');
   const csView: GpuTensor | null = cs ? { ...table, offset: table.offset + words.length, length: cs.length, shape: [cs.length], elem: 'f32' } : null;
   return { seqs, rows, rope, table, rowsOff: table.offset, seqsOff: table.offset + 4 * rows, cs: csView, scoreRows: score };
+}
+
+/** Overwrite a sequence's rows of the cos/sin table with its multimodal angles: pair f of
+ * row j at positions[axis_f·t + j] (the same f64 angle and single f32 rounding as ropeTable). */
+function mropeRows(cs: Float32Array, q: BatchSeq, rope: RopeTable): void {
+  const m = q.mrope!;
+  const half = rope.invFreq.length;
+  if (m.pairAxes.length !== half) throw new RangeError(`mrope: ${m.pairAxes.length} pair axes for ${half} rotary pairs`);
+  for (let j = 0; j < q.t; j++) {
+    for (let f = 0; f < half; f++) {
+      const angle = m.positions[m.pairAxes[f]! * q.t + j]! * rope.invFreq[f]!;
+      cs[((q.row + j) * half + f) * 2] = Math.cos(angle) * rope.scale;
+      cs[((q.row + j) * half + f) * 2 + 1] = Math.sin(angle) * rope.scale;
+    }
+  }
 }
 
 /** Row ranges that share one cache: all rows when every sequence's view is the same

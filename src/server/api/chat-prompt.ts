@@ -4,6 +4,8 @@
 import { chatPrompt as frontendChatPrompt, type ChatPrompt, promptOpensThinking, thinkStartOf } from '../../frontend/chat-prompt.js';
 import type { ChatMessage } from '../../frontend/chat-template.js';
 import type { ChatTools } from '../../frontend/prepare-jobs.js';
+import type { ImageLimits } from '../../frontend/images.js';
+import type { PromptImages } from '../../frontend/prompt.js';
 import { invalid, toApiError } from '../http/errors.js';
 import { checkPromptLength } from './choices.js';
 import type { ServerContext } from '../context.js';
@@ -29,10 +31,10 @@ function chatTools(ctx: ServerContext, tools: ToolSetup | null): ChatTools {
 /** Render and tokenize (in the prepare pool: `signal` abandons the work when the client goes
  * away); `param` names the messages field in errors. */
 export async function chatPrompt(ctx: ServerContext, messages: readonly ChatMessage[], think: boolean, kwargs: Record<string, unknown>,
-  tools: ToolSetup | null, param = 'messages', signal?: AbortSignal): Promise<ChatPrompt> {
+  tools: ToolSetup | null, param = 'messages', signal?: AbortSignal, images?: PromptImages, limits?: ImageLimits): Promise<ChatPrompt> {
   let prompt: ChatPrompt;
   try {
-    prompt = await frontendChatPrompt(ctx, messages, think, kwargs, chatTools(ctx, tools), signal);
+    prompt = await frontendChatPrompt(ctx, messages, think, kwargs, chatTools(ctx, tools), signal, images, limits);
   } catch (e) {
     throw toApiError(e, param);
   }

@@ -4,6 +4,7 @@
 // `parallel_tool_calls`), structured output (`response_format`), logprobs / top_logprobs,
 // logit_bias, SSE streaming with optional usage chunk. Unimplemented fields are a 400.
 // A codec over the turn pipeline (turn.ts): parse → TurnRequest, render → JSON or SSE.
+import { TurnImages, withImages } from './images.js';
 import type { ChatMessage } from '../../frontend/chat-template.js';
 import { REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ServerContext } from '../context.js';
@@ -50,14 +51,19 @@ function chatThinking(b: Body, kwargs: Body): boolean {
   return effort !== 'none' && effort !== 'minimal';
 }
 
-/** Text of a content field: a string or OpenAI text parts (`[{type: "text", text}]`). */
-function contentText(c: unknown, param: string): string {
+/** Text of a content field: a string or OpenAI parts — text (`{type: "text", text}`) and
+ * images (`{type: "image_url", image_url: {url}}`, each standing as `images`' sentinel). */
+function contentText(c: unknown, param: string, images: TurnImages): string {
   if (typeof c === 'string') return c;
   if (!Array.isArray(c)) throw invalid(param, `${param} must be a string or an array of text parts`);
   return c.map((part: unknown, j) => {
     const p = part as Body | null;
+    if (typeof p === 'object' && p !== null && p['type'] === 'image_url') {
+      const iu = p['image_url'];
+      return images.addUrl(typeof iu === 'string' ? iu : (iu as Body | null)?.['url'], `${param}[${j}]`);
+    }
     if (typeof p !== 'object' || p === null || p['type'] !== 'text' || typeof p['text'] !== 'string') {
-      throw invalid(`${param}[${j}]`, `${param}[${j}] must be a text part {"type": "text", "text": "..."} (only text is served)`);
+      throw invalid(`${param}[${j}]`, `${param}[${j}] must be a text part {"type": "text", "text": "..."} or an image_url part`);
     }
     return p['text'];
   }).join('');
@@ -68,7 +74,7 @@ const CHAT_ROLES: ReadonlySet<string> = new Set(['system', 'developer', 'user', 
 
 /** OpenAI messages → template messages: content parts joined, `developer` → `system`,
  * assistant `tool_calls` (arguments parsed), `tool` results with their call id. */
-function normalizeMessages(v: unknown, maxDepth: number): ChatMessage[] {
+function normalizeMessages(v: unknown, maxDepth: number, images: TurnImages): ChatMessage[] {
   if (v === undefined || v === null) throw invalid('messages', 'messages is required');
   if (!Array.isArray(v)) throw invalid('messages', 'messages must be an array');
   if (v.length === 0) throw invalid('messages', 'messages must not be empty');
@@ -82,7 +88,7 @@ function normalizeMessages(v: unknown, maxDepth: number): ChatMessage[] {
     }
     const calls = role === 'assistant' && o['tool_calls'] !== undefined && o['tool_calls'] !== null ? openAiHistoryCalls(o['tool_calls'], i, maxDepth) : [];
     const c = o['content'];
-    const content = (c === null || c === undefined) && role === 'assistant' ? '' : contentText(c, `messages[${i}].content`);
+    const content = (c === null || c === undefined) && role === 'assistant' ? '' : contentText(c, `messages[${i}].content`, images);
     const out: ChatMessage = { role: role === 'developer' ? 'system' : role, content };
     if (typeof o['reasoning_content'] === 'string') out.reasoning_content = o['reasoning_content'];
     if (calls.length > 0) out.tool_calls = calls;
@@ -99,7 +105,8 @@ export const chatCodec: Codec<undefined> = {
   fields: CHAT_FIELDS,
   parse(ctx, b) {
     checkModel(ctx, b);
-    const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth);
+    const images = new TurnImages();
+    const messages = normalizeMessages(b['messages'], ctx.limits?.jsonDepth ?? DEFAULT_LIMITS.jsonDepth, images);
     const params = turnParams(ctx, b, ['max_completion_tokens', 'max_tokens']);
     const wantLogprobs = optBool(b, 'logprobs') ?? false;
     const top = optParam(b, 'top_logprobs', REQUEST_PARAMS.topLogprobs);
@@ -110,7 +117,7 @@ export const chatCodec: Codec<undefined> = {
     const tools = openAiTools(b['tools']);
     const choice = openAiToolChoice(b['tool_choice'], tools);
     return {
-      prompt: { kind: 'chat', messages, think, kwargs, param: 'messages' },
+      prompt: { kind: 'chat', messages, think, kwargs, param: 'messages', ...withImages(images) },
       params,
       tools: { tools, choice, parallel: optBool(b, 'parallel_tool_calls') ?? true },
       format: openAiResponseFormat(b['response_format'], 'response_format'),

@@ -6,6 +6,7 @@
 // default: off unless `thinking: {"type": "enabled"}`; `budget_tokens` ends the reasoning
 // (forces `</think>`) once that many tokens were generated in it. A codec over the turn pipeline
 // (turn.ts); POST /v1/messages/count_tokens renders the same prompt and counts it.
+import { TurnImages, withImages } from './images.js';
 import { REQUEST_LIMITS, REQUEST_PARAMS } from '../../engine/request-rules.js';
 import type { ChatMessage, ChatToolCall } from '../../frontend/chat-template.js';
 import type { ServerContext } from '../context.js';
@@ -40,7 +41,7 @@ function textOf(c: unknown, param: string): string {
 
 /** `system` + `messages` → template messages: tool_use blocks become the assistant's tool
  * calls, tool_result blocks become tool messages (before the user's own text). */
-export function anthropicMessages(system: unknown, messages: unknown): ChatMessage[] {
+export function anthropicMessages(system: unknown, messages: unknown, images?: TurnImages): ChatMessage[] {
   const out: ChatMessage[] = [];
   if (system !== undefined && system !== null) out.push({ role: 'system', content: textOf(system, 'system') });
   if (!Array.isArray(messages) || messages.length === 0) throw invalid('messages', 'messages must be a non-empty array');
@@ -67,6 +68,12 @@ export function anthropicMessages(system: unknown, messages: unknown): ChatMessa
         case 'thinking':
         case 'redacted_thinking':
           return;
+        case 'image':
+          if (images) {
+            text += imageBlock(b, bp, images);
+            return;
+          }
+          throw invalid(`${bp}.type`, `${bp}: image blocks are not taken here`);
         case 'tool_use':
           if (role !== 'assistant' || typeof b['id'] !== 'string' || typeof b['name'] !== 'string' || !isObj(b['input'])) {
             throw invalid(bp, `${bp}: a tool_use block belongs to an assistant turn and needs "id", "name" and an "input" object`);
@@ -78,13 +85,26 @@ export function anthropicMessages(system: unknown, messages: unknown): ChatMessa
           out.push({ role: 'tool', tool_call_id: b['tool_use_id'], content: (b['is_error'] === true ? 'Error: ' : '') + textOf(b['content'] ?? '', `${bp}.content`) });
           return;
         default:
-          throw invalid(`${bp}.type`, `${bp}.type "${String(b['type'])}" is not supported (text, tool_use, tool_result, thinking)`);
+          throw invalid(`${bp}.type`, `${bp}.type "${String(b['type'])}" is not supported (text, image, tool_use, tool_result, thinking)`);
       }
     });
     if (calls.length > 0) out.push({ role, content: text, tool_calls: calls });
     else if (text.length > 0 || role === 'assistant') out.push({ role, content: text });
   });
   return out;
+}
+
+/** An image block (`source`: base64 with a media_type, or a url) → its sentinel. */
+function imageBlock(b: Record<string, unknown>, bp: string, images: TurnImages): string {
+  const src = b['source'];
+  if (!isObj(src)) throw invalid(`${bp}.source`, `${bp}.source must be an object ({type: "base64", media_type, data} or {type: "url", url})`);
+  if (src['type'] === 'base64') {
+    const mt = src['media_type'];
+    if (typeof mt !== 'string' || !mt.startsWith('image/')) throw invalid(`${bp}.source.media_type`, `${bp}.source.media_type must be an image type (image/png, image/jpeg, ...)`);
+    return images.addBase64(src['data'], bp);
+  }
+  if (src['type'] === 'url') return images.addUrl(src['url'], bp);
+  throw invalid(`${bp}.source.type`, `${bp}.source.type must be "base64" or "url"`);
 }
 
 function anthropicTools(v: unknown): FunctionTool[] {
@@ -153,14 +173,15 @@ export const messagesCodec: Codec<MessagesOwn> = {
     const m = b['model'];
     if (m !== undefined && m !== null && m !== ctx.modelName) throw new ApiError(404, `model: "${String(m)}" is not served here; this server serves "${ctx.modelName}"`, 'model');
     if (b['max_tokens'] === undefined || b['max_tokens'] === null) throw invalid('max_tokens', 'max_tokens: Field required');
-    const messages = anthropicMessages(b['system'], b['messages']);
+    const images = new TurnImages();
+    const messages = anthropicMessages(b['system'], b['messages'], images);
     const stop = stopSequences(b['stop_sequences']);
     const params = turnParams(ctx, { ...b, stop: stop ?? null, stop_sequences: undefined }, ['max_tokens'], REQUEST_PARAMS.anthropicTemperature);
     const tools = anthropicTools(b['tools']);
     const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
     const thinking = thinkingOf(b);
     return {
-      prompt: { kind: 'chat', messages, think: thinking.on, kwargs: {}, param: 'messages' },
+      prompt: { kind: 'chat', messages, think: thinking.on, kwargs: {}, param: 'messages', ...withImages(images) },
       params: { ...params, n: 1 },
       tools: { tools, choice, parallel },
       format: { kind: 'text' },
@@ -193,8 +214,9 @@ export async function countTokens(ctx: ServerContext, call: Call): Promise<void>
   checkFields(b, { model: true, messages: true, system: true, tools: true, tool_choice: true, thinking: true }, ctx.lenient ?? false, '/v1/messages/count_tokens');
   const tools = anthropicTools(b['tools']);
   const { choice, parallel } = anthropicToolChoice(b['tool_choice'], tools);
-  const messages = anthropicMessages(b['system'], b['messages']);
-  const prompt = await chatTurnPrompt(ctx, { kind: 'chat', messages, think: thinkingOf(b).on, kwargs: {}, param: 'messages' }, { tools, choice, parallel }, call.signal);
+  const images = new TurnImages();
+  const messages = anthropicMessages(b['system'], b['messages'], images);
+  const prompt = await chatTurnPrompt(ctx, { kind: 'chat', messages, think: thinkingOf(b).on, kwargs: {}, param: 'messages', ...withImages(images) }, { tools, choice, parallel }, call.signal);
   sendJson(call.res, 200, { input_tokens: prompt.ids.length });
 }
 

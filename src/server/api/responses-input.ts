@@ -9,6 +9,7 @@
 // - Reasoning items give their text (`content` reasoning_text parts, or the sealed
 //   `encrypted_content`) to the next assistant turn as its reasoning, which the chat template
 //   renders where the model saw it (after the last user message: tool loops) and drops elsewhere.
+import type { TurnImages } from './images.js';
 import type { ChatMessage } from '../../frontend/chat-template.js';
 import { ApiError, invalid } from '../http/errors.js';
 import { openReasoning } from './responses-crypto.js';
@@ -68,11 +69,16 @@ export function previousConversation(id: unknown, store: ResponseStore | null): 
   return prev.conversation.map((item, i) => ({ item, param: `previous_response_id (item ${i})` }));
 }
 
-/** Text of a message's content: a string or input_text / output_text parts. */
-function itemText(c: unknown, param: string): string {
+/** Text of a message's content: a string or input_text / output_text parts, and
+ * input_image parts (`image_url`: a data: or http(s) URL) standing as `images`' sentinel. */
+function itemText(c: unknown, param: string, images?: TurnImages): string {
   if (typeof c === 'string') return c;
   if (!Array.isArray(c)) throw invalid(param, `${param} must be a string or an array of text parts`);
   return c.map((p: unknown, j) => {
+    if (images && isObj(p) && p['type'] === 'input_image') {
+      if (p['image_url'] === undefined && p['file_id'] !== undefined) throw invalid(`${param}[${j}]`, `${param}[${j}]: input_image by file_id is not supported; send image_url`);
+      return images.addUrl(p['image_url'], `${param}[${j}]`);
+    }
     if (!isObj(p) || !['input_text', 'output_text', 'text'].includes(p['type'] as string) || typeof p['text'] !== 'string') {
       throw invalid(`${param}[${j}]`, `${param}[${j}] must be {"type": "input_text", "text": ...} (only text is served)`);
     }
@@ -99,7 +105,7 @@ function reasoningText(item: Item, param: string, key: Buffer): string | null {
 
 /** `instructions` + items → template messages. */
 export function responsesMessages(items: readonly Sourced[], instructions: string | undefined, key: Buffer,
-  maxDepth = DEFAULT_LIMITS.jsonDepth): ChatMessage[] {
+  maxDepth = DEFAULT_LIMITS.jsonDepth, images?: TurnImages): ChatMessage[] {
   const out: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
   let reasoning: string | null = null;
   const assistant = (m: ChatMessage): ChatMessage => {
@@ -114,7 +120,7 @@ export function responsesMessages(items: readonly Sourced[], instructions: strin
       if (!['user', 'assistant', 'system', 'developer'].includes(role as string)) {
         throw invalid(`${param}.role`, `${param}.role must be "user", "assistant", "system" or "developer"`);
       }
-      const m: ChatMessage = { role: role === 'developer' ? 'system' : role as string, content: itemText(item['content'], `${param}.content`) };
+      const m: ChatMessage = { role: role === 'developer' ? 'system' : role as string, content: itemText(item['content'], `${param}.content`, images) };
       out.push(role === 'assistant' ? assistant(m) : m);
     } else if (type === 'function_call') {
       if (typeof item['name'] !== 'string' || typeof item['call_id'] !== 'string') {

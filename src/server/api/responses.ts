@@ -7,6 +7,7 @@
 // true) keeps the finished response and its conversation, `previous_response_id` continues one;
 // GET / DELETE /v1/responses/{id} read and remove stored responses. A codec over the turn
 // pipeline (turn.ts).
+import { TurnImages, withImages } from './images.js';
 import type { ServerContext } from '../context.js';
 import type { Call } from '../http/call.js';
 import { ApiError, invalid } from '../http/errors.js';
@@ -122,14 +123,15 @@ export const responsesCodec: Codec<ResponsesOwn> = {
     const store = optBool(b, 'store') ?? true;
     const include = Array.isArray(b['include']) ? b['include'] as string[] : [];
     const items = [...previousConversation(b['previous_response_id'], rs.store), ...resolveInput(b['input'], rs)];
-    const messages = responsesMessages(items, optString(b, 'instructions'), rs.key, ctx.limits?.jsonDepth);
+    const images = new TurnImages();
+    const messages = responsesMessages(items, optString(b, 'instructions'), rs.key, ctx.limits?.jsonDepth, images);
     const params = turnParams(ctx, b, ['max_output_tokens']);
     const tools = responsesTools(b['tools']);
     const choice = responsesToolChoice(b['tool_choice'], tools);
     const format = textFormat(optObject(b, 'text'));
     const summary = summaryOf(b);
     return {
-      prompt: { kind: 'chat', messages, think: thinkingOf(b), kwargs: {}, param: 'input' },
+      prompt: { kind: 'chat', messages, think: thinkingOf(b), kwargs: {}, param: 'input', ...withImages(images) },
       params: { ...params, n: 1 },
       tools: { tools, choice, parallel: optBool(b, 'parallel_tool_calls') ?? true },
       format, thinkingBudget: null, topLogprobs: null,

@@ -9,6 +9,8 @@
 //
 // Invariant: a request the pipeline refuses (any stage up to admit) has started no engine work
 // and sent nothing; once choices start, they are cancelled when render returns or throws.
+import { DEFAULT_SERVER_IMAGES, type TurnImages } from './images.js';
+import type { PreparedImage } from '../../vision/pipeline.js';
 import type { ChatMessage } from '../../frontend/chat-template.js';
 import { THINK_CLOSE } from '../../tokenizer/reasoning.js';
 import { chatPrompt, toolSetup } from './chat-prompt.js';
@@ -33,6 +35,8 @@ export interface ChatPromptRequest {
   readonly kwargs: Record<string, unknown>;
   /** The request field holding the messages (named in prompt errors). */
   readonly param: string;
+  /** The image parts, each standing in its message as the sentinel (absent: none). */
+  readonly images?: TurnImages;
 }
 
 /** Raw prompts (no template), each run `params.n` times. */
@@ -72,6 +76,8 @@ export interface TurnPrompt {
   readonly thinkStart: ThinkStart;
   /** Where each message ends (prefix-cache snapshot points); null for raw prompts. */
   readonly boundaries: number[] | null;
+  /** A chat prompt's images, one per pad run of `ids` (absent or empty: none). */
+  readonly images?: readonly PreparedImage[];
 }
 
 /** A started turn: what render sees. Choice i·n + j runs prompt i. */
@@ -107,7 +113,8 @@ export async function runTurn<Own>(ctx: ServerContext, call: Call, codec: Codec<
   const { params } = request;
   admit(ctx, prompts.map((p) => p.ids), params.n, params.request.maxTokens);
   const boundaries = prompts.length === 1 ? prompts[0]!.boundaries : null;
-  const started = boundaries !== null ? { ...params, request: { ...params.request, messageBoundaries: boundaries } } : params;
+  const images = prompts.length === 1 && (prompts[0]!.images?.length ?? 0) > 0 ? { visionImages: prompts[0]!.images! } : {};
+  const started = boundaries !== null ? { ...params, request: { ...params.request, messageBoundaries: boundaries, ...images } } : params;
   const choices = startChoices(ctx, call, prompts.map((p) => p.ids), started, request.topLogprobs, constraint);
   try {
     await codec.render(ctx, call, { request, tools, prompts, choices });
@@ -135,8 +142,10 @@ export async function chatTurnPrompt(ctx: ServerContext, prompt: ChatPromptReque
 }
 
 async function renderChatPrompt(ctx: ServerContext, p: ChatPromptRequest, tools: ToolSetup | null, signal: AbortSignal): Promise<TurnPrompt> {
-  const c = await chatPrompt(ctx, p.messages, p.think, p.kwargs, tools, p.param, signal);
-  return { ids: c.ids, text: '', thinking: c.thinking, thinkStart: c.thinkStart, boundaries: c.boundaries };
+  const opts = ctx.images ?? DEFAULT_SERVER_IMAGES;
+  const images = p.images && p.images.count > 0 ? await p.images.resolve(opts, signal) : undefined;
+  const c = await chatPrompt(ctx, p.messages, p.think, p.kwargs, tools, p.param, signal, images, opts);
+  return { ids: c.ids, text: '', thinking: c.thinking, thinkStart: c.thinkStart, boundaries: c.boundaries, images: c.images };
 }
 
 /** The prompt stage: a chat turn's schemas are compiled off the event loop first (a refused

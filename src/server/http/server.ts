@@ -3,6 +3,7 @@
 // responses, graceful shutdown. The event loop only routes: prompts are rendered and
 // tokenized in the prepare pool (../prepare-pool.ts); generation routes run the turn pipeline (../api/turn.ts). startServer() is the programmatic
 // entry point (tests run it in-process); `deltaserve serve` wraps it.
+import { DEFAULT_SERVER_IMAGES, type ServerImageOptions } from '../api/images.js';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
@@ -83,6 +84,8 @@ export interface ServerOptions {
   readonly requestTimeoutMs?: number;
   /** An idle keep-alive connection is closed after this many ms (default 65000). */
   readonly keepAliveTimeoutMs?: number;
+  /** Image limits and http(s) image URL fetching (default: DEFAULT_SERVER_IMAGES, URLs off). */
+  readonly images?: Partial<ServerImageOptions>;
 }
 
 export interface RunningServer {
@@ -172,6 +175,7 @@ export async function startServer(engine: Engine, opts: ServerOptions = {}): Pro
     responses: responsesConfig(opts, log),
     limits,
     ...(pool ? { prepare: pool } : {}),
+    images: { ...DEFAULT_SERVER_IMAGES, ...(opts.images ?? {}) },
   };
   const webui = opts.webui === false ? null : new WebUi();
   const sampler = new StatsSampler(engine, ctx.metrics);
