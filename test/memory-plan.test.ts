@@ -67,13 +67,14 @@ test('explicit sizes that do not fit the budget are errors naming the flag', () 
   assert.match(pct.budgetFrom, /50% of 8\.00 GB available/);
 });
 
-test('state pool slots and scratch rows are separate allocations: the pool spans memories', async () => {
+test('state pool slots and scratch rows are chunks within maxChunkFloats: the pool spans memories', async () => {
   const kernels = await createWasmKernels({ threads: 1, memoryBytes: 8 << 20 });
   try {
     assert.ok(kernels instanceof WasmKernels);
     // 12 slots of 2 layers × 64K floats (512 KiB) + 4 scratch rows × 3 steps ≈ 12 MiB > one 8 MiB memory
+    // chunks of at most 2 MiB: 4 slots, or 1 scratch row (alone past the limit)
     const pool = new StatePool({ slots: 11, numLinear: 2, convSize: 1024, ssmSize: 64 * 1024 - 1024, batchCapacity: 4, maxSteps: 3,
-      alloc: (n) => kernels.alloc(n) });
+      alloc: (n) => kernels.alloc(n), maxChunkFloats: 1 << 19 });
     assert.ok(kernels.mem.arenas.length >= 2, `only ${kernels.mem.arenas.length} memories`);
     const s = pool.alloc()!;
     for (const v of pool.view(s)) assert.equal(kernels.mem.locate(v.conv), kernels.mem.locate(v.ssm));

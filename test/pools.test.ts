@@ -89,3 +89,25 @@ test('randomized alloc/free keeps both pools consistent', () => {
     pool.checkIntegrity(slots);
   }
 });
+
+test('state pool chunks: consecutive slots share one allocation up to maxChunkFloats; the lowest free slot goes first', () => {
+  const allocs: Float32Array[] = [];
+  const counting = (n: number): Float32Array => { const a = new Float32Array(n); allocs.push(a); return a; };
+  // a slot is 2 layers × (3 + 4) = 14 floats: chunks of 2 slots (28 ≤ 30 floats); scratch rows 3 × 14 = 42 floats each, alone
+  const pool = new StatePool({ slots: 4, numLinear: 2, convSize: 3, ssmSize: 4, batchCapacity: 2, maxSteps: 3, alloc: counting, maxChunkFloats: 30 });
+  assert.equal(allocs.length, 3 + 2, 'slots 0..4 in chunks of 2, 1 scratch row per chunk');
+  const mem = (slot: number) => pool.slotTensor(slot).buffer;
+  assert.equal(mem(0), mem(1));
+  assert.equal(mem(2), mem(3));
+  assert.notEqual(mem(1), mem(2));
+  // regions of one chunk never overlap: writes to slot 1 leave slot 0 alone
+  const a = pool.alloc()!;
+  assert.equal(a, 1);
+  pool.view(1)[1]!.ssm.fill(5);
+  assert.ok(pool.slotTensor(0).every((x) => x === 0));
+  assert.deepEqual([pool.alloc(), pool.alloc()], [2, 3]);
+  pool.free(2);
+  pool.free(1);
+  assert.deepEqual([pool.alloc(), pool.alloc(), pool.alloc(), pool.alloc()], [1, 2, 4, null], 'lowest free slot first');
+  assert.ok(pool.view(1)[1]!.ssm.every((x) => x === 0), 'a slot is zeroed when handed out');
+});

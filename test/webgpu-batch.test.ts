@@ -32,18 +32,18 @@ const PAGES_PER = 7;
 
 interface Case { seqs: BatchSeq[]; rows: number; q: Float32Array; kk: Float32Array; v: Float32Array; hist: Float32Array[] }
 
-function makeCase(): Case {
+function makeCase(spec: readonly { t: number; start: number }[] = SEQS): Case {
   const r = rng(77);
   let row = 0;
   // page tables interleave the sequences' pages over one pool, shuffled within a sequence
-  const seqs = SEQS.map((s, i) => {
-    const pageTable = Array.from({ length: PAGES_PER }, (_, p) => ((p * 3) % PAGES_PER) * SEQS.length + i);
+  const seqs = spec.map((s, i) => {
+    const pageTable = Array.from({ length: PAGES_PER }, (_, p) => ((p * 3) % PAGES_PER) * spec.length + i);
     const b = { row, t: s.t, start: s.start, pageTable };
     row += s.t;
     return b;
   });
   const sym = (n: number) => Float32Array.from({ length: n }, () => 2 * r() - 1);
-  return { seqs, rows: row, q: sym(row * qd), kk: sym(row * kvDim), v: sym(row * kvDim), hist: [sym(PAGES_PER * SEQS.length * ps * kvDim), sym(PAGES_PER * SEQS.length * ps * kvDim)] };
+  return { seqs, rows: row, q: sym(row * qd), kk: sym(row * kvDim), v: sym(row * kvDim), hist: [sym(PAGES_PER * spec.length * ps * kvDim), sym(PAGES_PER * spec.length * ps * kvDim)] };
 }
 
 function cacheOf(c: Case): KvLayerView<GpuTensor> {
@@ -110,6 +110,22 @@ describe('webgpu step batch', () => {
     assert.equal(dispatches, 2 + 2 * c.seqs.filter((s) => s.t > 0).length);
     assert.equal(got.length, want.length);
     got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `output ${i} differs`));
+  });
+
+  test('attention reads each KV row once per KV head and query block: decode and verify rows at the ideal, a 13-row sequence in two blocks; == per-sequence calls', async () => {
+    // G = 2 query heads per KV head: blocks of 8 rows; 1 + 4 + 13 rows at starts 20, 9, 2
+    const c = makeCase([{ t: 1, start: 20 }, { t: 4, start: 9 }, { t: 13, start: 2 }]);
+    const want = await perSequence(c, Array(c.seqs.length).fill(cacheOf(c)));
+    const shared = cacheOf(c);
+    const t0 = { ...k.g.traffic };
+    const { got } = await batched(c, Array(c.seqs.length).fill(shared));
+    ['q', 'k', 'out', 'cache k', 'cache v'].forEach((name, i) => assert.ok(sameBits(got[i]!, want[i]!), `${name} differs`));
+    const row = 2 * 4 * kvDim; // K and V bytes of one cached position, all KV heads
+    const read = k.g.traffic.kvBytesRead - t0.kvBytesRead;
+    const ideal = k.g.traffic.kvBytesIdeal - t0.kvBytesIdeal;
+    assert.equal(ideal, row * (21 + 13 + 15));
+    // the 13 rows: positions 0..9 for the first block of 8, 0..14 for the rest
+    assert.equal(read, row * (21 + 13 + 10 + 15), 'decode and verify once, the long sequence once per block');
   });
 
   test('causalConvSeqs and gdnRecurrentSeqs: one dispatch each == one call per sequence (t = 1, 0, 3, 2; scratch or not), bit for bit', async () => {

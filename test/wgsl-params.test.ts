@@ -8,16 +8,20 @@ import assert from 'node:assert/strict';
 import { PARAMS, packParams, type ParamKernel } from '../src/kernels/webgpu/params.js';
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '../src/kernels/webgpu/wgsl/batch.js';
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
+import { ATTENTION_GROUP } from '../src/kernels/webgpu/wgsl/attention-group.js';
 
 const SOURCES: Record<ParamKernel, string> = {
   rope_batch: ROPE_BATCH,
   kv_write_batch: KV_WRITE_BATCH,
   attention_batch: ATTENTION_BATCH,
+  attention_group: ATTENTION_GROUP,
   attention_inputs: ATTENTION_INPUTS,
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,
   gdn_recurrent: GDN_RECURRENT,
   gdn_recurrent_seqs: GDN_RECURRENT_SEQS,
+  gdn_gated_seqs: gdnGatedShader(128),
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {

@@ -2,11 +2,16 @@
 // and an fp32 SSM state; plus verify scratch indexed by BATCH ROW (never by slot), with
 // a private region for every row of the batch capacity.
 // Invariants: slot 0 is never allocated (it is the sink for dummy writes); the free
-// list starts at 1; a slot is free iff it is on the free list.
-// Memory: never one arena. Every slot is ONE allocation [layer][conv | ssm] and every
-// scratch row is ONE allocation [layer][step][conv] + [layer][step][ssm], so the pool
-// may span several WebAssembly memories (each ≤ 4 GiB) while each view a kernel reads
-// stays inside one memory.
+// list starts at 1; a slot is free iff it is on the free list; alloc hands out the lowest
+// free slot (so running sequences pack into the first chunk).
+// Memory: never one arena, and never one allocation per slot. Slots live in chunks: a
+// chunk is ONE allocation of consecutive slots, each slot [layer][conv | ssm]; scratch rows
+// likewise ([row][layer][step][conv] + [layer][step][ssm]). A chunk holds as many slots
+// (rows) as fit in `maxChunkFloats` (a GPU's binding limit, a WebAssembly memory), at
+// least one. Slots of one chunk share a buffer, so a GPU backend runs a batch's conv and
+// recurrence over them in one dispatch (kernels/webgpu/seqs.ts groups by buffer); the pool
+// may still span several WebAssembly memories while each view a kernel reads stays inside
+// one memory.
 // Every copy, zeroing and poisoning goes through the PoolStorage (pool-storage.ts): on a
 // GPU backend these are recorded device ops, in program order with the model's work.
 import { DeltaserveError, assert } from '../util/errors.js';
@@ -32,6 +37,25 @@ export interface StatePoolOptions<T extends PoolTensor = Float32Array> {
   /** The pool's memory (default: host arrays from `alloc`, else plain ones). */
   readonly storage?: PoolStorage<T>;
   readonly alloc?: (n: number) => Float32Array;
+  /** Largest allocation, in floats (default DEFAULT_CHUNK_FLOATS): a chunk of slots or
+   * scratch rows stays within it (one slot or row may exceed it alone). */
+  readonly maxChunkFloats?: number;
+}
+
+/** 64 MiB of floats: well inside one WebAssembly memory. */
+export const DEFAULT_CHUNK_FLOATS = 1 << 24;
+
+/** `count` regions of `size` floats, in chunks of as many regions as fit in `max` floats
+ * (at least one): each region a view of its chunk. */
+function chunkedRegions<T extends PoolTensor>(storage: PoolStorage<T>, count: number, size: number, max: number): T[] {
+  const per = Math.max(1, Math.floor(max / Math.max(1, size)));
+  const regions: T[] = [];
+  for (let first = 0; first < count; first += per) {
+    const n = Math.min(per, count - first);
+    const chunk = storage.alloc(n * size);
+    for (let i = 0; i < n; i++) regions.push(n === 1 ? chunk : storage.view(chunk, i * size, size));
+  }
+  return regions;
 }
 
 export class StatePool<T extends PoolTensor = Float32Array> {
@@ -41,7 +65,7 @@ export class StatePool<T extends PoolTensor = Float32Array> {
   readonly maxSteps: number;
   readonly storage: PoolStorage<T>;
   private readonly o: StatePoolOptions<T>;
-  /** slotMem[slot] = [layer][convSize + ssmSize] (conv window, then SSM state) */
+  /** slotMem[slot] = [layer][convSize + ssmSize] (conv window, then SSM state), a view of its chunk */
   private readonly slotMem: T[];
   /** scratchMem[row] = [layer][step][convSize] followed by [layer][step][ssmSize] */
   private readonly scratchMem: T[];
@@ -60,8 +84,9 @@ export class StatePool<T extends PoolTensor = Float32Array> {
     this.maxSteps = o.maxSteps;
     const n = o.slots + 1;
     const perSlot = o.numLinear * (o.convSize + o.ssmSize);
-    this.slotMem = Array.from({ length: n }, () => storage.alloc(perSlot));
-    this.scratchMem = Array.from({ length: o.batchCapacity }, () => storage.alloc(o.maxSteps * perSlot));
+    const max = o.maxChunkFloats ?? DEFAULT_CHUNK_FLOATS;
+    this.slotMem = chunkedRegions(storage, n, perSlot, max);
+    this.scratchMem = chunkedRegions(storage, o.batchCapacity, o.maxSteps * perSlot, max);
     this.views = Array.from({ length: n }, (_, s) => this.makeViews(s));
     this.allocated = new Uint8Array(n);
     for (let s = o.slots; s >= 1; s--) this.freeList.push(s);
@@ -80,9 +105,9 @@ export class StatePool<T extends PoolTensor = Float32Array> {
     return this.freeList.length;
   }
 
-  /** A zeroed slot, or null when none is free. */
+  /** The lowest free slot, zeroed, or null when none is free. */
   alloc(): number | null {
-    const s = this.freeList.pop();
+    const s = this.freeList.pop(); // the free list is kept in descending order
     if (s === undefined) return null;
     this.allocated[s] = 1;
     this.zero(s);
@@ -92,7 +117,10 @@ export class StatePool<T extends PoolTensor = Float32Array> {
   free(slot: number): void {
     assert(slot > 0 && this.allocated[slot] === 1, `free of slot ${slot} that is not allocated`);
     this.allocated[slot] = 0;
-    this.freeList.push(slot);
+    // keep the list descending: the lowest slot pops first
+    let at = this.freeList.length;
+    while (at > 0 && this.freeList[at - 1]! < slot) at--;
+    this.freeList.splice(at, 0, slot);
   }
 
   /** Per-layer views of a slot (slot 0 is the dummy sink). */

@@ -6,7 +6,7 @@ import type { AnyKernels } from '../kernels/types.js';
 
 /** Ops timed under their own name, besides matmul (which is keyed by weight). */
 const TIMED = new Set([
-  'embed', 'rmsNorm', 'gatedRmsNorm', 'rope', 'causalConv', 'causalConvSeqs', 'gdnGates', 'gdnRecurrent', 'gdnRecurrentSeqs', 'gdnChunked', 'kvWrite',
+  'embed', 'rmsNorm', 'gatedRmsNorm', 'rope', 'causalConv', 'causalConvSeqs', 'gdnGates', 'gdnRecurrent', 'gdnRecurrentSeqs', 'gdnRecurrentGatedSeqs', 'gdnChunked', 'kvWrite',
   'attention', 'argmax', 'sample', 'moeRoute', 'moeExperts', 'addSigmoidScaled', 'mulSilu', 'mulSigmoid', 'add',
   'copyRows', 'gatherRows', 'write', 'readBack',
 ]);

@@ -5,7 +5,7 @@
 import { KvPool } from '../cache/kv-pool.js';
 import { StatePool } from '../cache/state-pool.js';
 import { createKernels } from '../kernels/index.js';
-import type { Tensor } from '../kernels/types.js';
+import type { KernelLimits, Tensor } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
 import { withLoadQuantizer } from '../checkpoint/quantize-load.js';
 import { TextTokenizer } from '../tokenizer/tokenizer.js';
@@ -132,7 +132,7 @@ export class Engine {
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
       const k = specTokensFor(opts, model.config.mtpLayers);
       const plan = planEngineMemory(opts, model, k, pageSize);
-      // pools are chunked (one allocation per KV layer, per state slot, per scratch row),
+      // pools are chunked (one allocation per KV layer, per chunk of state slots or scratch rows),
       // so they may span several WebAssembly memories; their memory is the kernels' (on a
       // GPU backend device buffers: copies and snapshots run there, cache/pool-storage.ts)
       const kv = new KvPool({
@@ -142,7 +142,7 @@ export class Engine {
       const state = new StatePool({
         slots: plan.maxRunning + plan.cacheSlots, numLinear: model.layout.linearLayers.length, convSize: model.layout.convSize,
         ssmSize: model.layout.ssmSize, batchCapacity: plan.scratchRows, maxSteps: k > 0 ? k + 1 : 0,
-        storage: kernels,
+        storage: kernels, ...stateChunkLimit(kernels.limits),
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       // a release checkpoint's tower (same directory); a GGUF's mmproj is not wired yet
@@ -322,4 +322,10 @@ export class Engine {
       queueGenerationSnapshot(this.prefix, req, this.tokenizer, this.nextId++, this.maxContext, (r) => this.scheduler.add(r));
     }
   }
+}
+
+/** State-pool chunks within the backend's binding limit (GPU: a batch's slots in one
+ * chunk run their conv and recurrence in one dispatch). */
+function stateChunkLimit(limits: KernelLimits): { maxChunkFloats?: number } {
+  return limits.maxBindingBytes === null ? {} : { maxChunkFloats: Math.floor(limits.maxBindingBytes / 4) };
 }

@@ -2,7 +2,7 @@
 // (causalConvSeqs, gdnRecurrentSeqs): one per-sequence call each, for backends that do not
 // run them as one dispatch (ref, webgpu). Their results define the batched calls': a
 // specialised backend must give the same bits as these loops.
-import type { ConvSeq, GdnDims, GdnSeq, Kernels, Tensor, Weight } from './types.js';
+import type { ConvSeq, GdnDims, GdnGating, GdnSeq, Kernels, Tensor, Weight } from './types.js';
 
 /** causalConv of every sequence with t > 0, in order, on its rows of x / out ([rows, C],
  * C = w.rows). */
@@ -26,4 +26,30 @@ export function gdnSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gd
     const rows = (buf: T, w: number): T => k.view(buf, s.row * w, s.t * w);
     k.gdnRecurrent(rows(out, hv * dv), rows(qkv, width), rows(g, hv), rows(beta, hv), s.state, dims, s.t, s.scratch);
   }
+}
+
+/** Row runs [row, row + t) of the sequences with t > 0, adjacent sequences merged. */
+export function rowRuns(seqs: readonly { readonly row: number; readonly t: number }[]): { row: number; t: number }[] {
+  const runs: { row: number; t: number }[] = [];
+  for (const s of seqs) {
+    if (s.t <= 0) continue;
+    const last = runs[runs.length - 1];
+    if (last && last.row + last.t === s.row) last.t += s.t;
+    else runs.push({ row: s.row, t: s.t });
+  }
+  return runs;
+}
+
+/** gdnRecurrentGatedSeqs as its three plain calls: gdnGates on the sequences' rows,
+ * gdnRecurrentSeqs, gatedRmsNorm of out in place on the same rows (one call per run of
+ * adjacent rows: each op is row-wise, so the split does not change a bit). */
+export function gdnGatedSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gdnGates' | 'gdnRecurrentSeqs' | 'gatedRmsNorm' | 'view'>,
+  out: T, qkv: T, gating: GdnGating<T>, dims: GdnDims, seqs: readonly GdnSeq<T>[]): void {
+  const { numValueHeads: hv, valueDim: dv } = dims;
+  const { a, b, g, beta, z } = gating;
+  const runs = rowRuns(seqs);
+  const rows = (buf: T, r: { row: number; t: number }, w: number): T => k.view(buf, r.row * w, r.t * w);
+  for (const r of runs) k.gdnGates(rows(g, r, hv), rows(beta, r, hv), rows(a, r, hv), rows(b, r, hv), gating.aLog, gating.dtBias, r.t);
+  k.gdnRecurrentSeqs(out, qkv, g, beta, dims, seqs);
+  for (const r of runs) k.gatedRmsNorm(rows(out, r, hv * dv), rows(out, r, hv * dv), rows(z, r, hv * dv), gating.norm, r.t * hv, gating.eps);
 }

@@ -62,6 +62,20 @@ export interface GdnSeq<T> {
   readonly scratch?: T;
 }
 
+/** The gates and the output norm around a batch's recurrent Gated DeltaNet
+ * (gdnRecurrentGatedSeqs): rows as the call's qkv and out. */
+export interface GdnGating<T> {
+  readonly a: T; // [rows, HV] gate projections (a → g, b → beta, as gdnGates)
+  readonly b: T;
+  readonly aLog: Weight; // [HV]
+  readonly dtBias: Weight; // [HV]
+  readonly g: T; // [rows, HV] scratch the gates may pass through (contents after: unspecified)
+  readonly beta: T;
+  readonly z: T; // [rows, HV·dv] the output gate of gatedRmsNorm
+  readonly norm: Weight; // [dv]
+  readonly eps: number;
+}
+
 /** One sequence of a step's batch: rows [row, row + t) of the stacked activations, at
  * positions start..start+t−1, its KV pages through `pageTable` (KvLayerView). */
 export interface BatchSeq {
@@ -386,6 +400,13 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * [row, row + t) of qkv, g, beta and out, its own state and optional scratch (each as in
    * gdnRecurrent). Same bits as one gdnRecurrent per sequence. */
   gdnRecurrentSeqs(out: T, qkv: T, g: T, beta: T, dims: GdnDims, seqs: readonly GdnSeq<T>[]): void;
+
+  /** For a batch's recurrent sequences: gdnGates, gdnRecurrentSeqs, then gatedRmsNorm of
+   * out in place, on the sequences' rows, as one op (plain form: seqs-by-calls.ts
+   * gdnGatedSeqsByCalls). A backend may fuse it into one dispatch whose last bits differ
+   * from the plain form's; it then runs every recurrent row through the fused form, so a
+   * row's bits still do not depend on its batch, and decode equals verify. */
+  gdnRecurrentGatedSeqs(out: T, qkv: T, gating: GdnGating<T>, dims: GdnDims, seqs: readonly GdnSeq<T>[]): void;
 
   /** Same contract as gdnRecurrent (no scratch), computed in chunks of GDN_CHUNK tokens whose
    * boundaries are at absolute positions multiple of GDN_CHUNK (`pos0` = position of token 0,

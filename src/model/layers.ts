@@ -7,6 +7,7 @@ import type { GroupNorm, Kernels, KvLayerView, StepBatch, Tensor } from '../kern
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import { convDim } from './config.js';
+import { rowRuns } from '../kernels/seqs-by-calls.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
 
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
@@ -76,17 +77,18 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const conv = ws.gdn.conv.rows(m); // [M, convDim] post-conv
   const g = ws.gdn.g.rows(m);
   const beta = ws.gdn.beta.rows(m);
-  k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
   const o = ws.gdn.o.rows(m); // [M, HV, dv]
+  const chunked = (s: SeqSpan<T>): boolean => s.t > 0 && s.chunked && !s.scratch?.[li];
+  const prefills = ctx.seqs.filter(chunked);
+  // the chunked prefills' gates (all rows in one call; the recurrent rows compute their own)
+  if (prefills.length > 0) k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
   // every sequence's conv in one call: [M, convDim] rows, each with its own window
   k.causalConvSeqs(conv, qkv, w.conv, ctx.seqs.map((s) => ({ row: s.offset, t: s.t, window: s.state[li]!.conv, scratch: s.scratch?.[li]?.conv })));
-  // the recurrent sequences' GDN in one call too; chunked prefills one call per segment
-  const chunked = (s: SeqSpan<T>): boolean => s.chunked && !s.scratch?.[li];
-  k.gdnRecurrentSeqs(o, conv, g, beta, dims, ctx.seqs.filter((s) => s.t > 0 && !chunked(s))
-    .map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, scratch: s.scratch?.[li]?.ssm })));
-  for (const s of ctx.seqs) {
-    if (s.t === 0 || !chunked(s)) continue;
-    // one call per segment between split points: a call's end is a chunk boundary
+  // the recurrent sequences' gates, GDN and gated norm in one call
+  k.gdnRecurrentGatedSeqs(o, conv, { a, b, aLog: w.aLog, dtBias: w.dtBias, g, beta, z, norm: w.norm, eps: cfg.rmsNormEps }, dims,
+    ctx.seqs.filter((s) => s.t > 0 && !chunked(s)).map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, scratch: s.scratch?.[li]?.ssm })));
+  // chunked prefills: one call per segment between split points (a call's end is a chunk boundary)
+  for (const s of prefills) {
     let from = 0;
     for (const end of [...s.splits.map((p) => p - s.start), s.t]) {
       const seg = (buf: T, width: number): T => k.view(buf, (s.offset + from) * width, (end - from) * width);
@@ -94,7 +96,10 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
       from = end;
     }
   }
-  k.gatedRmsNorm(o, o, z, w.norm, m * hv, cfg.rmsNormEps);
+  for (const r of rowRuns(prefills.map((s) => ({ row: s.offset, t: s.t })))) {
+    const rows = (buf: T): T => k.view(buf, r.row * vd, r.t * vd);
+    k.gatedRmsNorm(rows(o), rows(o), rows(z), w.norm, r.t * hv, cfg.rmsNormEps);
+  }
   const order = w.outProjHeadOrder;
   k.matmulAdd(x, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
 }

@@ -8,7 +8,7 @@ import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
-import { convSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { convSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { startRefQuantizer } from '../quant/row-quantizer.js';
 
@@ -55,6 +55,7 @@ export function createRefKernels(): Kernels {
     gdnGates: gdn.gdnGates,
     gdnRecurrent: gdn.gdnRecurrent,
     gdnRecurrentSeqs: (out, qkv, g, beta, dims, seqs) => gdnSeqsByCalls(k, out, qkv, g, beta, dims, seqs),
+    gdnRecurrentGatedSeqs: (out, qkv, gating, dims, seqs) => gdnGatedSeqsByCalls(k, out, qkv, gating, dims, seqs),
     gdnChunked: gdn.gdnChunked,
     kvWrite: dense.kvWrite,
     attention: dense.attention,

@@ -6,13 +6,14 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
+import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionBlocking } from './attention-blocking.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { isBf16 } from './backend-memory.js';
@@ -146,6 +147,11 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     // contiguous runs of (sequence, head) units per chunk, as gdnRecurrent's heads
     this.run(Cmd.GDN_RECURRENT_SEQS, c.arena, units > 1 && rows * hv * dk * dv >= PAR_GDN, Math.min(units, 2 * this.threads));
     c.end();
+  }
+
+  /** The plain form (gates, recurrence, norm as three calls). */
+  gdnRecurrentGatedSeqs(out: Float32Array, qkv: Float32Array, gating: GdnGating<Float32Array>, dims: GdnDims, seqs: readonly GdnSeq<Float32Array>[]): void {
+    gdnGatedSeqsByCalls(this, out, qkv, gating, dims, seqs);
   }
 
   gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, state: Float32Array,

@@ -11,6 +11,7 @@ import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from './wgsl/batch.js';
+import { attentionGroupDispatch, attentionGroupFits } from './attention-group.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -104,16 +105,22 @@ export function kvWriteBatch(g: WebGpuKernels, enc: StepEncoder, kv: readonly Kv
   }
 }
 
-export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, q: GpuTensor, qStride: number,
+/** Attention of the batch's rows: the grouped kernel (each KV row read once per block of
+ * queries, attention-group.ts) where the dims allow, else a workgroup per (head, row). */
+export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
   kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch, dims: AttentionDims): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
   const runs = kvRuns(kv, b);
   if (runs.length === 0) return;
   const sc = g.scratchTensor('scores', nh * b.scoreRows);
+  for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
+  if (attentionGroupFits(dims)) {
+    attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, sc);
+    return;
+  }
   for (const s of b.seqs) {
     // query i reads positions 0..start+i, K and V, hd floats per head
     g.traffic.kvBytesRead += 2 * 4 * nh * hd * (s.t * (s.start + 1) + (s.t * (s.t - 1)) / 2);
-    g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
   }
   for (const run of runs) {
     g.run(enc, 'attention_batch', () => ATTENTION_BATCH,

@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -20,7 +20,8 @@ import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
-import { convSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
+import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
+import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
@@ -308,6 +309,16 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   gdnRecurrentSeqs(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[]): void {
     gdnSeqsDispatch(this.g, this.step, this.put, out, qkv, g, beta, dims, seqs, this.g.dummyBuffer);
   }
+  /** One dispatch per state-buffer group: gates, recurrence and gated norm fused
+   * (seqs.ts gdnGatedSeqsDispatch) where the adapter allows, else the three plain calls. */
+  gdnRecurrentGatedSeqs(out: GpuTensor, qkv: GpuTensor, gating: GdnGating<GpuTensor>, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[]): void {
+    if (!gdnGatedFits(this.g, dims)) {
+      gdnGatedSeqsByCalls(this, out, qkv, gating, dims, seqs);
+      return;
+    }
+    const gpu = { a: gating.a, b: gating.b, z: gating.z, aLog: this.vector(gating.aLog), dtBias: this.vector(gating.dtBias), norm: this.vector(gating.norm), eps: gating.eps };
+    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer);
+  }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
   }
@@ -331,7 +342,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     kvWriteBatch(this.g, this.step, kv, gpuBatch(batch), k, v, kvDim);
   }
   attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims): void {
-    attentionBatch(this.g, this.step, out, q, qStride, kv, gpuBatch(batch), dims);
+    attentionBatch(this.g, this.step, this.put, out, q, qStride, kv, gpuBatch(batch), dims);
   }
   /** One dispatch (batch.ts attentionInputsDispatch), else the separate calls. */
   attentionInputs(a: AttentionInputs<GpuTensor>, batch: StepBatch, dims: AttentionDims): void {

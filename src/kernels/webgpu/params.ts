@@ -21,6 +21,10 @@ export const PARAMS = {
     rowBase: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32',
     seqTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
+  attention_group: fields({
+    nH: 'u32', nKV: 'u32', hd: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
+    blockTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
+  }),
   attention_inputs: fields({
     nH: 'u32', nKV: 'u32', hd: 'u32', half: 'u32', gated: 'u32', qgOff: 'u32', qOff: 'u32', gateOff: 'u32', kOff: 'u32', vOff: 'u32',
     kcOff: 'u32', vcOff: 'u32', pageSize: 'u32', rowTable: 'u32', seqTable: 'u32', csOff: 'u32', eps: 'f32',
@@ -32,6 +36,9 @@ export const PARAMS = {
     mode: 'u32', betaOff: 'u32',
   }),
   gdn_recurrent_seqs: fields({ hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', outOff: 'u32', betaOff: 'u32', seqTable: 'u32' }),
+  gdn_gated_seqs: fields({
+    hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', aOff: 'u32', bOff: 'u32', zOff: 'u32', outOff: 'u32', seqTable: 'u32', eps: 'f32',
+  }),
 } as const;
 
 export type ParamKernel = keyof typeof PARAMS;

@@ -75,13 +75,14 @@ export class PipelineCache {
 function foldAliases(src: string, aliasOf: readonly number[]): string {
   const names = new Map<number, string>();
   for (const m of src.matchAll(STORAGE_DECL)) names.set(Number(m[1]), m[2]!);
+  for (const m of src.matchAll(READ_DECL)) names.set(Number(m[1]), m[2]!); // two read-only tables in one upload buffer
   let out = src;
   aliasOf.forEach((a, i) => {
     if (a < 0) return;
     const from = names.get(i + 1);
     const to = names.get(a + 1);
     if (!from || !to) throw new Error(`alias variant: binding ${i + 1} or ${a + 1} not declared`);
-    out = out.replace(new RegExp(`@group\\(0\\) @binding\\(${i + 1}\\) var<storage, read_write> ${from}\\s*:[^;]*;\\n?`), '');
+    out = out.replace(new RegExp(`@group\\(0\\) @binding\\(${i + 1}\\) var<storage, read(_write)?> ${from}\\s*:[^;]*;\\n?`), '');
     out = out.replace(new RegExp(`\\b${from}\\[`, 'g'), `${to}[`);
   });
   return out;

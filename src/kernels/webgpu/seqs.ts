@@ -3,14 +3,15 @@
 // window / state offset, scratch offset, scratch or not) goes up through the upload arena,
 // and every sequence runs the single-sequence kernel's body (wgsl/gdn.ts) on its rows.
 // One dispatch per distinct (window or state buffer, scratch buffer) pair: sequences whose
-// slots share a buffer run together. (The engine's StatePool gives every slot its own
-// allocation, hence its own buffer, so there a batch still runs one dispatch per sequence.)
+// slots share a buffer run together: the engine's StatePool keeps consecutive slots in one
+// chunk, so a serve batch is one dispatch per layer.
 import type { ConvSeq, GdnDims, GdnSeq } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { CAUSAL_CONV_SEQS, GDN_RECURRENT_SEQS } from './wgsl/gdn.js';
 import { packParams } from './params.js';
+import { GDN_GATED_BINDINGS, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -57,5 +58,43 @@ export function gdnSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, ou
     g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS,
       packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset }), null,
       [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer], [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
+  }
+}
+
+/** The gate and norm inputs of the fused recurrence, as device tensors (weights: vectors
+ * starting their buffers). */
+export interface GpuGating {
+  readonly a: GpuTensor;
+  readonly b: GpuTensor;
+  readonly z: GpuTensor;
+  readonly aLog: GpuTensor;
+  readonly dtBias: GpuTensor;
+  readonly norm: GpuTensor;
+  readonly eps: number;
+}
+
+/** Whether this adapter runs the fused gated recurrence (gdnGatedSeqsDispatch) for these
+ * dims. A device decides once for all its rows, so every recurrent row takes the same form. */
+export function gdnGatedFits(g: WebGpuKernels, dims: GdnDims): boolean {
+  const lim = g.adapter.limits;
+  return dims.keyDim <= 256 && gdnGatedThreads(dims.valueDim) <= 256 && lim.maxStorageBuffersPerShaderStage >= GDN_GATED_BINDINGS;
+}
+
+/** The batch's recurrent GDN steps with their gates and gated RMSNorm (wgsl/gdn-gated.ts):
+ * one dispatch per buffer group, one workgroup per (value head, sequence). */
+export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gating: GpuGating,
+  dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
+  const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+  for (const [name, t] of [['A_log', gating.aLog], ['dt_bias', gating.dtBias], ['norm weight', gating.norm]] as const) {
+    if (t.offset !== 0) throw new RangeError(`gdnRecurrentGatedSeqs: ${name} must start its buffer`);
+  }
+  const wg = gdnGatedThreads(dv);
+  for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
+    const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
+    const { a, b, z } = gating;
+    g.run(enc, `gdn_gated_seqs_${wg}`, () => gdnGatedShader(wg),
+      packParams('gdn_gated_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, aOff: a.offset, bOff: b.offset, zOff: z.offset, outOff: out.offset, seqTable: ds.offset, eps: gating.eps }),
+      null, [out.buffer, qkv.buffer, a.buffer, b.buffer, grp.own, grp.scratch ?? dummy, ds.buffer, gating.aLog.buffer, gating.dtBias.buffer, z.buffer, gating.norm.buffer],
+      [hv, 1, grp.seqs.length], 'gdn_recurrent');
   }
 }

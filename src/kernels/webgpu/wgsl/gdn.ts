@@ -56,6 +56,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 export const CAUSAL_CONV = convShader(false);
 export const CAUSAL_CONV_SEQS = convShader(true);
 
+/** The gate g of one (token, value head), shared by GDN_GATES and the fused recurrence
+ * (gdn-gated.ts), so both compute it by the same expression. */
+export const GATE_FNS = /* wgsl */ `
+fn softplus(x: f32) -> f32 {
+  if (x > 20.0) { return x; }
+  let e = exp(x);
+  // log1p without cancellation for small e
+  if (e < 1e-4) { return e - 0.5 * e * e; }
+  return log(1.0 + e);
+}
+fn gate_g(al: f32, a: f32, db: f32) -> f32 { return -exp(al) * softplus(a + db); }`;
+
 // Gates, thread per (token, value head): g = −exp(A_log)·softplus(a + dt_bias), β = σ(b).
 // params: 0 T·HV, 1 HV, 2 g off, 3 beta off, 4 a off, 5 b off.
 // Bindings: 1 G, 2 BETA, 3 A, 4 B, 5 AL (f32 [HV]), 6 DB (f32 [HV]).
@@ -66,19 +78,13 @@ export const GDN_GATES = /* wgsl */ `${HEADER}
 @group(0) @binding(4) var<storage, read_write> B: array<f32>;
 @group(0) @binding(5) var<storage, read_write> AL: array<f32>;
 @group(0) @binding(6) var<storage, read_write> DB: array<f32>;
-fn softplus(x: f32) -> f32 {
-  if (x > 20.0) { return x; }
-  let e = exp(x);
-  // log1p without cancellation for small e
-  if (e < 1e-4) { return e - 0.5 * e * e; }
-  return log(1.0 + e);
-}
+${GATE_FNS}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let o = group_id(wid, nwg) * 64u + t;
   if (o >= pu(0u)) { return; }
   let h = o % pu(1u);
-  G[pu(2u) + o] = -exp(AL[h]) * softplus(A[pu(4u) + o] + DB[h]);
+  G[pu(2u) + o] = gate_g(AL[h], A[pu(4u) + o], DB[h]);
   BETA[pu(3u) + o] = sigmoid(B[pu(5u) + o]);
 }`;
 

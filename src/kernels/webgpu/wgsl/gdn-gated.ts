@@ -1,0 +1,114 @@
+// The recurrent Gated DeltaNet of a batch's sequences with its gates and its gated RMSNorm
+// in one dispatch (Kernels.gdnRecurrentGatedSeqs): per (value head, sequence) one
+// workgroup holding every state column of the head, so the output row of a token can be
+// normed inside the workgroup. Per token i and column c:
+//   g = gate_g(A_log, a, dt_bias), β = σ(b)                       (GDN_GATES' expression)
+//   kv = Σ_a S[a,c]·e^g·k̂[a];  δ = β(v_c − kv);  S' = S·e^g + k̂ δ;  o_c = Σ_a S'[a,c] q̂[a]
+//   out_c = o_c · rsqrt(mean(o²) + eps) · w_c · silu(z_c)            (NORM's order: thread t
+//   of the first 64 sums columns ≡ t mod 64 in order, then a fixed tree)
+// Each column's chain is the unfused recurrence's, so a row's bits do not depend on the
+// batch: a sequence alone or in any batch, decode or verify, gets the same output.
+// params: PARAMS.gdn_gated_seqs; the descriptor DS is seqs.ts's (i32, 5 words per sequence
+// at seqTable: first row, t, state off, scratch off, mode 0 in place / 1 to scratch).
+// Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]),
+// 10 Z [rows, HV·dv], 11 NW (f32 [dv]).
+import { HEADER } from './common.js';
+import { GATE_FNS } from './gdn.js';
+import { paramConsts } from '../params.js';
+
+/** Storage bindings the fused kernel needs (the adapter must allow this many per stage). */
+export const GDN_GATED_BINDINGS = 11;
+
+/** Threads per workgroup for value dim dv (one per state column, a multiple of 64). */
+export function gdnGatedThreads(dv: number): number {
+  return 64 * Math.ceil(dv / 64);
+}
+
+/** The shader for workgroups of `wg` threads (gdnGatedThreads; ≤ 256). */
+export function gdnGatedShader(wg: number): string {
+  return `${HEADER}
+${paramConsts('gdn_gated_seqs')}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
+@group(0) @binding(3) var<storage, read_write> A: array<f32>;
+@group(0) @binding(4) var<storage, read_write> B: array<f32>;
+@group(0) @binding(5) var<storage, read_write> S: array<f32>;
+@group(0) @binding(6) var<storage, read_write> SCR: array<f32>;
+@group(0) @binding(7) var<storage, read> DS: array<i32>;
+@group(0) @binding(8) var<storage, read_write> AL: array<f32>;
+@group(0) @binding(9) var<storage, read_write> DB: array<f32>;
+@group(0) @binding(10) var<storage, read_write> Z: array<f32>;
+@group(0) @binding(11) var<storage, read_write> NW: array<f32>;
+const WG = ${wg}u;
+var<workgroup> qn: array<f32, 256>;
+var<workgroup> kn: array<f32, 256>;
+var<workgroup> ov: array<f32, ${wg}>;
+var<workgroup> red: array<f32, 64>;
+${GATE_FNS}
+fn sget(mode: u32, i: u32, idx: u32, ss: u32, sto: u32, sco: u32) -> f32 {
+  if (mode == 0u || i == 0u) { return S[sto + idx]; }
+  return SCR[sco + (i - 1u) * ss + idx];
+}
+fn sset(mode: u32, i: u32, idx: u32, ss: u32, v: f32, sto: u32, sco: u32) {
+  if (mode == 0u) { S[sto + idx] = v; } else { SCR[sco + i * ss + idx] = v; }
+}
+@compute @workgroup_size(${wg})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
+  let width = 2u * hk * dk + hv * dv;
+  let sd = pu(P_seqTable) + 5u * wid.z;
+  let row0 = u32(DS[sd]);
+  let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
+  let qkvo = pu(P_qkvOff) + row0 * width; let ao = pu(P_aOff) + row0 * hv; let bo = pu(P_bOff) + row0 * hv;
+  let oo = pu(P_outOff) + row0 * hv * dv; let zo = pu(P_zOff) + row0 * hv * dv;
+  let h = wid.x;
+  let c = t;
+  let kh = h / (hv / hk);
+  let ss = hv * dk * dv;
+  let so = h * dk * dv;
+  for (var i = 0u; i < T; i++) {
+    let row = qkvo + i * width;
+    let qo = row + kh * dk;
+    let ko = row + hk * dk + kh * dk;
+    var sq = 0.0;
+    var sk = 0.0;
+    for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
+    let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
+    let ks = 1.0 / sqrt(sk + 1e-6);
+    for (var d = t; d < dk; d += WG) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
+    workgroupBarrier();
+    if (c < dv) {
+      let decay = exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]));
+      let bt = sigmoid(B[bo + i * hv + h]);
+      var kv = 0.0;
+      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss, sto, sco) * decay * kn[a]; }
+      let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
+      var acc = 0.0;
+      for (var a = 0u; a < dk; a++) {
+        let s = sget(mode, i, so + a * dv + c, ss, sto, sco) * decay + kn[a] * delta;
+        sset(mode, i, so + a * dv + c, ss, s, sto, sco);
+        acc = acc + s * qn[a];
+      }
+      ov[c] = acc;
+    }
+    workgroupBarrier();
+    // the gated RMSNorm of output row (i, h)
+    if (t < 64u) {
+      var sq2 = 0.0;
+      for (var p = t; p < dv; p += 64u) { let v = ov[p]; sq2 = sq2 + v * v; }
+      red[t] = sq2;
+    }
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+      if (t < s) { red[t] = red[t] + red[t + s]; }
+      workgroupBarrier();
+    }
+    let inv = 1.0 / sqrt(red[0] / f32(dv) + pf(P_eps));
+    if (c < dv) {
+      let r = (i * hv + h) * dv + c;
+      OUT[oo + r] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
+    }
+    workgroupBarrier();
+  }
+}`;
+}
