@@ -13,62 +13,16 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { TM, quantActsShader, quantMatmulShader, type MoeRows } from './wgsl/matmul.js';
+import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS } from './wgsl/rows.js';
 
-/** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
-export interface GpuKvLayer {
-  readonly k: GpuTensor;
-  readonly v: GpuTensor;
-  readonly pageSize: number;
-}
-
-/** Memory traffic of the recorded dispatches (what a GPU rewards), summed since the last
- * reset: weight bytes the matmuls stream (the weight once per tile of TM rows) against
- * each distinct weight once per step; KV bytes attention reads (every head reads its KV
- * head's rows) against each cached row once. */
-export interface GpuTraffic {
-  weightBytesRead: number;
-  weightBytesIdeal: number;
-  kvBytesRead: number;
-  kvBytesIdeal: number;
-}
-
-/** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's
- * arguments, and where the normed rows go when the norm runs apart (quantized weights). */
-export interface GpuGroupNorm {
-  readonly wv: GpuTensor;
-  readonly eps: number;
-  readonly zeroCentered: boolean;
-  readonly out: GpuTensor;
-}
-
-/** A matmul input computed element-wise: x ⊙ act(b) (Kernels.matmulAdd's gate). */
-export interface GpuGatedInput {
-  readonly b: GpuTensor;
-  readonly act: 'silu' | 'sigmoid';
-}
-
-/** Quantized activations in the scratch (quantActs). */
-export interface QuantActs {
-  readonly qx: GpuTensor;
-  readonly dx: GpuTensor;
-  readonly sx: GpuTensor;
-}
-
-/** A grouped MoE GEMM's rows (moe.ts): expert `expert` of `experts`, from the plan. */
-export interface MoeGemm {
-  readonly plan: GpuTensor;
-  readonly expert: number;
-  readonly experts: number;
-  readonly rows: MoeRows;
-  /** One workgroup per column runs all the expert's tiles (quantized, or float with K ≤ WHOLE_K). */
-  readonly whole: boolean;
-}
+export type { GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
+import type { GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
+export { ropeTable } from './rope-table.js';
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
@@ -431,21 +385,4 @@ function vectorAtStart(t: GpuTensor, what: string): void {
 
 function need(t: GpuTensor, n: number, what: string): void {
   if (t.length < n) throw new RangeError(`${what}: tensor of ${t.length} elements, need ${n}`);
-}
-
-/** cos/sin table [T, rotaryDim/2, 2] for RoPE at `positions`: angle = pos·invFreq[f] in f64
- * (invFreq: θ^(−2f/rotaryDim) by default, or a scaled table such as YaRN's), times the
- * attention factor, rounded once to f32. */
-export function ropeTable(positions: ArrayLike<number>, t: number, rotaryDim: number, theta: number,
-  invFreq?: ArrayLike<number>, attentionFactor = 1): Float32Array {
-  const half = rotaryDim / 2;
-  const out = new Float32Array(t * half * 2);
-  for (let i = 0; i < t; i++) {
-    for (let f = 0; f < half; f++) {
-      const angle = positions[i]! * (invFreq ? invFreq[f]! : Math.pow(theta, (-2 * f) / rotaryDim));
-      out[(i * half + f) * 2] = Math.cos(angle) * attentionFactor;
-      out[(i * half + f) * 2 + 1] = Math.sin(angle) * attentionFactor;
-    }
-  }
-  return out;
 }

@@ -1,0 +1,53 @@
+/// <reference types="@webgpu/types" />
+// Operand and counter types of the webgpu backend (backend.ts re-exports them).
+import type { GpuTensor } from './tensor.js';
+import type { MoeRows } from './wgsl/matmul.js';
+/** Paged KV cache of one full-attention layer on the GPU ([numPages·pageSize, nKV, hd]). */
+export interface GpuKvLayer {
+  readonly k: GpuTensor;
+  readonly v: GpuTensor;
+  readonly pageSize: number;
+}
+
+/** Memory traffic of the recorded dispatches (what a GPU rewards), summed since the last
+ * reset: weight bytes the matmuls stream (the weight once per tile of TM rows) against
+ * each distinct weight once per step; KV bytes attention reads (every head reads its KV
+ * head's rows) against each cached row once. */
+export interface GpuTraffic {
+  weightBytesRead: number;
+  weightBytesIdeal: number;
+  kvBytesRead: number;
+  kvBytesIdeal: number;
+}
+
+/** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's
+ * arguments, and where the normed rows go when the norm runs apart (quantized weights). */
+export interface GpuGroupNorm {
+  readonly wv: GpuTensor;
+  readonly eps: number;
+  readonly zeroCentered: boolean;
+  readonly out: GpuTensor;
+}
+
+/** A matmul input computed element-wise: x ⊙ act(b) (Kernels.matmulAdd's gate). */
+export interface GpuGatedInput {
+  readonly b: GpuTensor;
+  readonly act: 'silu' | 'sigmoid';
+}
+
+/** Quantized activations in the scratch (quantActs). */
+export interface QuantActs {
+  readonly qx: GpuTensor;
+  readonly dx: GpuTensor;
+  readonly sx: GpuTensor;
+}
+
+/** A grouped MoE GEMM's rows (moe.ts): expert `expert` of `experts`, from the plan. */
+export interface MoeGemm {
+  readonly plan: GpuTensor;
+  readonly expert: number;
+  readonly experts: number;
+  readonly rows: MoeRows;
+  /** One workgroup per column runs all the expert's tiles (quantized, or float with K ≤ WHOLE_K). */
+  readonly whole: boolean;
+}
