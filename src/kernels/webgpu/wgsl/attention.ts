@@ -27,6 +27,53 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // Causal GQA attention over the paged cache, one sequence; workgroup per (head, query).
 // Scores go to SC ([T, nH, start+T]); max and Σ exp by the fixed tree; the output element
 // d sums over positions in order. A query's result depends only on its position.
+/** WGSL expressions that place one attention row in its shader. */
+export interface AttendRowExprs {
+  /** The cache row of position `p` (an expression in p). */
+  readonly kvRow: (p: string) => string;
+  readonly kcOff: string;
+  readonly vcOff: string;
+  readonly scale: string;
+  /** Element index of output element d of this (row, head). */
+  readonly outAt: string;
+}
+
+/** The body every attention shader shares: one (row, head)'s scaled scores over cache
+ * positions [0, n), a max-subtracted softmax (64-thread trees in `red`), and the weighted sum
+ * of V rows. In scope: t, n, hd, kvDim, ko (the KV head's offset), qo, sb (its score row in
+ * SC), red, Q, KC, VC, SC, OUT. One text, so every attention kernel rounds alike. */
+export function attendRow(o: AttendRowExprs): string {
+  return `
+  var mx = -3.40282346e38;
+  for (var p = t; p < n; p += 64u) {
+    let kb = ${o.kcOff} + ${o.kvRow('p')} * kvDim + ko;
+    var s = 0.0;
+    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
+    s = s * ${o.scale};
+    SC[sb + p] = s;
+    mx = max(mx, s);
+  }
+  red[t] = mx;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
+  let m = red[0];
+  workgroupBarrier();
+  var sum = 0.0;
+  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
+  red[t] = sum;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
+  let total = red[0];
+  storageBarrier();
+  workgroupBarrier();
+  for (var d = t; d < hd; d += 64u) {
+    var acc = 0.0;
+    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[${o.vcOff} + ${o.kvRow('p')} * kvDim + ko + d]; }
+    OUT[${o.outAt}] = acc;
+  }
+`;
+}
+
 // params: 0 T, 1 nH, 2 nKV, 3 hd, 4 start, 5 pageSize, 6 q off, 7 qStride, 8 out off,
 //         9 page-table off, 10 scale (f32), 11 KC off, 12 VC off. Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
 export const ATTENTION = /* wgsl */ `${HEADER}
@@ -48,31 +95,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ko = (h / (nH / nKV)) * hd;
   let qo = pu(6u) + i * pu(7u) + h * hd;
   let sb = (i * nH + h) * (pu(4u) + T);
-  var mx = -3.40282346e38;
-  for (var p = t; p < n; p += 64u) {
-    let kb = pu(11u) + kv_row(p) * kvDim + ko;
-    var s = 0.0;
-    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
-    s = s * pf(10u);
-    SC[sb + p] = s;
-    mx = max(mx, s);
-  }
-  red[t] = mx;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
-  let m = red[0];
-  workgroupBarrier();
-  var sum = 0.0;
-  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
-  red[t] = sum;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
-  let total = red[0];
-  storageBarrier();
-  workgroupBarrier();
-  for (var d = t; d < hd; d += 64u) {
-    var acc = 0.0;
-    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(12u) + kv_row(p) * kvDim + ko + d]; }
-    OUT[pu(8u) + (i * nH + h) * hd + d] = acc;
-  }
+${attendRow({ kvRow: (p) => `kv_row(${p})`, kcOff: 'pu(11u)', vcOff: 'pu(12u)', scale: 'pf(10u)', outAt: 'pu(8u) + (i * nH + h) * hd + d' })}
 }`;

@@ -8,6 +8,7 @@
 // kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
 import { HEADER } from './common.js';
 import { paramConsts } from '../params.js';
+import { attendRow } from './attention.js';
 
 // RoPE of rows, thread per (row, head, pair). params: PARAMS.rope_batch (csOff: the batch's
 // [M, half, 2] cos/sin).
@@ -87,33 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ko = (h / (nH / nKV)) * hd;
   let qo = pu(P_qOff) + r * pu(P_qStride) + h * hd;
   let sb = nH * u32(TB[pu(P_rowTable) + 4u * r + 2u]) + h * n;
-  var mx = -3.40282346e38;
-  for (var p = t; p < n; p += 64u) {
-    let kb = pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko;
-    var s = 0.0;
-    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
-    s = s * pf(P_scale);
-    SC[sb + p] = s;
-    mx = max(mx, s);
-  }
-  red[t] = mx;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
-  let m = red[0];
-  workgroupBarrier();
-  var sum = 0.0;
-  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
-  red[t] = sum;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
-  let total = red[0];
-  storageBarrier();
-  workgroupBarrier();
-  for (var d = t; d < hd; d += 64u) {
-    var acc = 0.0;
-    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + ko + d]; }
-    OUT[pu(P_outOff) + (r * nH + h) * hd + d] = acc;
-  }
+${attendRow({ kvRow: (p) => `(u32(TB[pt + ${p} / ps]) * ps + ${p} % ps)`, kcOff: 'pu(P_kcOff)', vcOff: 'pu(P_vcOff)', scale: 'pf(P_scale)', outAt: 'pu(P_outOff) + (r * nH + h) * hd + d' })}
 }`;
 
 
