@@ -13,7 +13,7 @@
 // Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]),
 // 10 Z [rows, HV·dv], 11 NW (f32 [dv]).
 import { HEADER } from './common.js';
-import { GATE_FNS } from './gdn.js';
+import { GATE_FNS, normQkRow } from './gdn.js';
 import { paramConsts } from '../params.js';
 
 /** Storage bindings the fused kernel needs (the adapter must allow this many per stage). */
@@ -67,16 +67,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ss = hv * dk * dv;
   let so = h * dk * dv;
   for (var i = 0u; i < T; i++) {
-    let row = qkvo + i * width;
-    let qo = row + kh * dk;
-    let ko = row + hk * dk + kh * dk;
-    var sq = 0.0;
-    var sk = 0.0;
-    for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
-    let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
-    let ks = 1.0 / sqrt(sk + 1e-6);
-    for (var d = t; d < dk; d += WG) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
-    workgroupBarrier();
+${normQkRow('WG')}
     if (c < dv) {
       let decay = exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]));
       let bt = sigmoid(B[bo + i * hv + h]);

@@ -103,6 +103,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // sequence's rows.
 // Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR, 7 DS (read only: T is uniform per
 // workgroup, as the barriers in the token loop need).
+/** One input row's L2-normed query and key of head h into workgroup memory (qn, kn): q
+ * also scaled by 1/√dk, ε 1e-6, sums in position order. In scope: i, qkvo, width, kh, hk, dk,
+ * t, QKV, qn, kn; `stride` is the workgroup size expression. Shared by every recurrence shader. */
+export function normQkRow(stride: string): string {
+  return `
+    let row = qkvo + i * width;
+    let qo = row + kh * dk;
+    let ko = row + hk * dk + kh * dk;
+    var sq = 0.0;
+    var sk = 0.0;
+    for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
+    let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
+    let ks = 1.0 / sqrt(sk + 1e-6);
+    for (var d = t; d < dk; d += ${stride}) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
+    workgroupBarrier();
+`;
+}
+
 function recurrentShader(batched: boolean): string {
   const seq = batched
     ? `let sd = pu(P_seqTable) + 5u * wid.z;
@@ -140,16 +158,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ss = hv * dk * dv;
   let so = h * dk * dv;
   for (var i = 0u; i < T; i++) {
-    let row = qkvo + i * width;
-    let qo = row + kh * dk;
-    let ko = row + hk * dk + kh * dk;
-    var sq = 0.0;
-    var sk = 0.0;
-    for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
-    let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
-    let ks = 1.0 / sqrt(sk + 1e-6);
-    for (var d = t; d < dk; d += 64u) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
-    workgroupBarrier();
+${normQkRow('64u')}
     if (c < dv) {
       let decay = exp(G[go + i * hv + h]);
       let bt = BETA[bo + i * hv + h];
