@@ -18,10 +18,13 @@ interface ResultFile {
 interface Renderer {
   README_START: string;
   README_END: string;
+  SUMMARY_START: string;
+  SUMMARY_END: string;
+  renderReadmeSummaries(results: ResultFile[]): string;
   loadResults(dir: string): ResultFile[];
   renderPerformanceDoc(results: ResultFile[]): string;
   renderReadmeTable(results: ResultFile[]): string;
-  spliceReadme(readme: string, block: string): string;
+  spliceReadme(readme: string, block: string, startMarker?: string, endMarker?: string): string;
   formatCell(key: string, cell: unknown): string;
 }
 
@@ -39,6 +42,17 @@ test("the README's performance table is what bench/results renders", () => {
   const block = text.slice(text.indexOf(render.README_START) + render.README_START.length + 1, text.indexOf(render.README_END) - 1);
   assert.equal(block, render.renderReadmeTable(render.loadResults(RESULTS)));
   assert.equal(render.spliceReadme(text, render.renderReadmeTable(render.loadResults(RESULTS))), text);
+});
+
+test("the README's summaries (result files with readme_summary) are what bench/results renders", () => {
+  const text = readme();
+  const results = render.loadResults(RESULTS);
+  const block = render.renderReadmeSummaries(results);
+  assert.ok(results.some((r) => r['readme_summary']), 'at least one result file carries readme_summary');
+  assert.match(block, /\| on ÷ off \|/, 'the MTP sweep is among them');
+  assert.equal(render.spliceReadme(text, block, render.SUMMARY_START, render.SUMMARY_END), text);
+  const changed = results.map((r) => (r['readme_summary'] ? { ...r, rows: r.rows.map((row) => ({ ...row, speedup: 9.99 })) } : r));
+  assert.notEqual(render.spliceReadme(text, render.renderReadmeSummaries(changed), render.SUMMARY_START, render.SUMMARY_END), text);
 });
 
 test('a changed figure changes both renderings (the comparison above can fail)', () => {
