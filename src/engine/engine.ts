@@ -26,11 +26,10 @@ import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { type PrefixContext, queueGenerationSnapshot } from './prefix.js';
-import { resolveModelPath } from '../hub/resolve.js';
+import { resolveModel } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { loadVisionModel, type VisionModel } from '../vision/load.js';
+import type { VisionModel } from '../vision/load.js';
+import { chosenMmproj, loadEngineVision } from './vision-load.js';
 import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
@@ -122,7 +121,8 @@ export class Engine {
   /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
   static async load(opts: EngineOptions = {}, hooks: EngineTestHooks = {}): Promise<Engine> {
     // a path, org/name[@rev][:QUANT] or none (built-in); resolved first: a bad name fails before any backend starts
-    const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
+    const { path: dir, mmproj: hubMmproj } = await resolveModel(opts.model ?? BUILTIN_MODEL);
+    const mmproj = chosenMmproj(opts.mmproj, hubMmproj);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
       const model = await withLoadQuantizer(opts.quantize, kernels, (quantizer) =>
@@ -145,10 +145,10 @@ export class Engine {
         storage: kernels, ...stateChunkLimit(kernels.limits),
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
-      // a release checkpoint's tower (same directory); a GGUF's mmproj is not wired yet
-      const visionModel = statSync(dir).isDirectory() && existsSync(join(dir, 'config.json')) ? loadVisionModel(dir) : null;
+      // the tower: --mmproj (or the hub reference's projector), else a release checkpoint's own
+      const visionModel = loadEngineVision(dir, mmproj, opts.mmproj === false, model, tokenizer);
       const engine = new Engine(model, tokenizer, kv, state,
-        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
+        { ...opts, model: dir, ...(mmproj !== null ? { mmproj } : {}), maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
       engine.memoryPlan = plan;
       return engine;
     } catch (e) {
