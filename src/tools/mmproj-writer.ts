@@ -2,8 +2,15 @@
 // llama.cpp's converter lays it out (names and keys: src/vision/mmproj-names.ts): matrices
 // (2-D and up) in F16 or F32, 1-D tensors (norms, biases) in F32; the Conv3d patch kernel
 // split into its two temporal slices.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openCheckpoint } from '../checkpoint/safetensors.js';
+import { fp8BlockSize, withFp8Dequant } from '../checkpoint/fp8.js';
 import { f32ToF16 } from '../kernels/quant/dequant.js';
-import { VISION_PREFIX, type PreprocessConfig, type VisionConfig } from '../vision/config.js';
+import {
+  DEFAULT_PREPROCESS, VISION_PREFIX, type PreprocessConfig, type VisionConfig, parsePreprocessConfig, parseVisionConfig,
+} from '../vision/config.js';
+import { checkpointReader } from '../vision/load.js';
 import { MMPROJ_KEYS as K, MMPROJ_PROJECTOR, PATCH_EMBED_NAMES, mmprojName } from '../vision/mmproj-names.js';
 import { type TensorReader, visionTensorShapes } from '../vision/weights.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
@@ -84,4 +91,34 @@ export function mmprojTensors(o: MmprojOptions, read: TensorReader): TensorOut[]
 export async function writeMmproj(path: string, o: MmprojOptions, read: TensorReader): Promise<void> {
   if (o.cfg.temporalPatchSize !== 2) throw new Error(`mmproj: llama.cpp's qwen3vl_merger needs temporal_patch_size 2 (got ${o.cfg.temporalPatchSize})`);
   await writeGgufFile(path, mmprojMetadata(o), mmprojTensors(o, read));
+}
+
+/** File name llama.cpp's converter gives a projector: mmproj-<name>-<TYPE>.gguf. */
+export function mmprojFileName(name: string, type: 'F16' | 'F32'): string {
+  return `mmproj-${name}-${type}.gguf`;
+}
+
+/** The vision tower of a release checkpoint directory (config.json with a vision_config,
+ * model.visual.* in its safetensors; BF16 / F16 / F32 or block-wise FP8) written as an
+ * mmproj into `outDir`; returns its path, or null for a text-only checkpoint. F16 is
+ * llama.cpp's default for projectors and holds every BF16 value of magnitude in
+ * [2^-14, 65504] exactly (10 mantissa bits against BF16's 7). */
+export async function writeCheckpointMmproj(dir: string, outDir: string, name: string, matrixType: 'F16' | 'F32' = 'F16'): Promise<string | null> {
+  const where = join(dir, 'config.json');
+  const outer = JSON.parse(readFileSync(where, 'utf8')) as Record<string, unknown>;
+  const cfg = parseVisionConfig(outer, where);
+  if (!cfg) return null;
+  const prePath = join(dir, 'preprocessor_config.json');
+  const pre = existsSync(prePath) ? parsePreprocessConfig(JSON.parse(readFileSync(prePath, 'utf8')), prePath) : DEFAULT_PREPROCESS;
+  const text = (typeof outer['text_config'] === 'object' && outer['text_config'] !== null ? outer['text_config'] : outer) as Record<string, unknown>;
+  const block = fp8BlockSize(outer['quantization_config'] !== undefined ? outer : text, where);
+  const raw = openCheckpoint(dir);
+  const ck = block ? withFp8Dequant(raw, block) : raw;
+  const out = join(outDir, mmprojFileName(name, matrixType));
+  try {
+    await writeMmproj(out, { cfg, pre, name, matrixType }, checkpointReader(ck));
+  } finally {
+    ck.close();
+  }
+  return out;
 }
