@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync }
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Engine } from '../src/engine/engine.js';
+import { readGgufHeader } from '../src/checkpoint/gguf-file.js';
 import { REPO_ROOT, TINY_THINK } from './paths.js';
 import { TINY_VISION } from './vision-helpers.js';
 import { answerImage } from './vision-gguf-helpers.js';
@@ -36,6 +37,13 @@ test('quantize writes the tower beside the GGUF, the same bytes make-model wrote
   assert.equal(r.mmproj, written);
   assert.match(r.stderr, new RegExp(`the vision tower is in ${written.replace(/[.]/g, '\\.')} \\(F16`));
   assert.deepEqual(readFileSync(written), readFileSync(join(TINY_VISION, 'mmproj-tiny-vision-F16.gguf')), 'byte for byte the fixture\'s mmproj');
+  // llama.cpp's converter types: matrices F16 but the position table F32 (clip.cpp
+  // interpolates it with ggml_interpolate, which asserts F32), vectors F32
+  const types = new Map(readGgufHeader(written).tensors.map((t) => [t.name, { type: t.type, dims: t.shape.length }]));
+  assert.equal(types.get('v.position_embd.weight')?.type, 'F32');
+  for (const [name, t] of types) {
+    if (name !== 'v.position_embd.weight') assert.equal(t.type, t.dims >= 2 ? 'F16' : 'F32', name);
+  }
   const e = await Engine.load({ model: r.out, mmproj: written, kernels: 'ref', maxRunning: 1, specTokens: 0 });
   try {
     const a = await answerImage(e, readFileSync(join(REPO_ROOT, 'test', 'fixtures', 'vision-images', 'rgba.png')), 'look', 4);

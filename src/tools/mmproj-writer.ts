@@ -1,7 +1,7 @@
 // Write a vision tower as llama.cpp's mmproj GGUF (clip, projector "qwen3vl_merger"), as
 // llama.cpp's converter lays it out (names and keys: src/vision/mmproj-names.ts): matrices
-// (2-D and up) in F16 or F32, 1-D tensors (norms, biases) in F32; the Conv3d patch kernel
-// split into its two temporal slices.
+// (2-D and up) in F16 or F32 except the position table, always F32; 1-D tensors (norms,
+// biases) in F32; the Conv3d patch kernel split into its two temporal slices.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openCheckpoint } from '../checkpoint/safetensors.js';
@@ -57,6 +57,8 @@ function encode(values: Float32Array, type: 'F32' | 'F16'): Uint8Array {
   return new Uint8Array(h.buffer);
 }
 
+const POSITION_TABLE = 'v.position_embd.weight';
+
 /** [D, C, T, P, P] → the T slices [D, C, P, P]. */
 function temporalSlices(w: Float32Array, shape: readonly number[]): Float32Array[] {
   const [d, c, t, p, q] = shape as [number, number, number, number, number];
@@ -74,7 +76,9 @@ export function mmprojTensors(o: MmprojOptions, read: TensorReader): TensorOut[]
   for (const [full, shape] of visionTensorShapes(o.cfg)) {
     const name = full.slice(VISION_PREFIX.length);
     const gguf = mmprojName(o.cfg, name);
-    const type = shape.length >= 2 ? o.matrixType : 'F32';
+    // llama.cpp's converter keeps the position table F32 whatever the file type (its
+    // V_ENC_EMBD_POS rule), and clip.cpp's ggml_interpolate of it asserts F32
+    const type = shape.length >= 2 && gguf !== POSITION_TABLE ? o.matrixType : 'F32';
     if (gguf === null) {
       const sliceShape = [shape[0]!, shape[1]!, shape[3]!, shape[4]!];
       PATCH_EMBED_NAMES.forEach((n, s) => out.push({
