@@ -6,7 +6,7 @@
 // --layers / --vocab-size: only the tower is timed) then `deltaserve quantize --type f16`,
 // which writes the text GGUF and mmproj-NAME-F16.gguf beside it.
 // Usage: node scripts/bench-vision-llamacpp.mjs LLAMA_BIN TEXT.gguf MMPROJ.gguf [--rounds 3] [--threads 2] [--shape qwen3.5-0.8b]
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,7 +34,9 @@ function deltaserve() {
 
 function llama() {
   const args = ['-m', text, '--mmproj', mmproj, '--image', image, '-p', 'x', '-n', '1', '-c', '4096', '-t', v.threads, '--no-warmup', '--temp', '0'];
-  const log = execFileSync(join(bin, 'llama-mtmd-cli'), args, { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+  const run = spawnSync(join(bin, 'llama-mtmd-cli'), args, { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+  const log = run.stderr;
+  if (run.status !== 0) throw new Error(`llama-mtmd-cli failed (${run.status ?? run.signal}):\n${log.slice(-2000)}`);
   const m = /mtmd batch encoding done in (\d+) ms/.exec(log) ?? /image slice encoded in (\d+) ms/.exec(log);
   if (!m) throw new Error(`no encode time in llama-mtmd-cli's log:\n${log.slice(-2000)}`);
   const tokens = /n_tokens_batch = (\d+)/.exec(log);
