@@ -3,7 +3,8 @@
 // image too many, an image over --max-image-pixels, and an image sent to a text-only model
 // are each a 400 whose message names the message and the part — in the Chat Completions,
 // Responses and Anthropic Messages shapes alike — while a good image request streaming on
-// the same server meanwhile finishes with the answer it gives alone.
+// the same server meanwhile finishes with the answer it gives alone. Image payloads do not
+// count against --max-prompt-chars.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -21,6 +22,8 @@ const JPG = new Uint8Array(readFileSync(join(REPO_ROOT, 'test', 'fixtures', 'vis
 const MAX_IMAGES = 2;
 /** Small enough that a 128×128 image (16384 pixels) is over it, large enough for the JPEG fixture. */
 const MAX_PIXELS = 12_000;
+/** --max-prompt-chars: image payloads past it are still served (they are not prompt text). */
+const PROMPT_CHARS = 20_000;
 
 let vision: Engine;
 let textOnly: Engine;
@@ -36,7 +39,9 @@ async function patternPng(w: number, h: number, seed: number): Promise<Uint8Arra
 
 before(async () => {
   vision = await Engine.load({ model: TINY_VISION, kernels: 'ref', maxRunning: 4 });
-  server = await startServer(vision, { port: 0, images: { ...DEFAULT_SERVER_IMAGES, maxImages: MAX_IMAGES, maxImagePixels: MAX_PIXELS } });
+  server = await startServer(vision, {
+    port: 0, images: { ...DEFAULT_SERVER_IMAGES, maxImages: MAX_IMAGES, maxImagePixels: MAX_PIXELS }, limits: { promptChars: PROMPT_CHARS },
+  });
   textOnly = await Engine.load({ model: TINY_THINK(), kernels: 'ref', maxRunning: 2 });
   textServer = await startServer(textOnly, { port: 0 });
   png = await patternPng(40, 30, 1);
@@ -61,6 +66,27 @@ function corruptPng(src: Uint8Array): Uint8Array {
   const idat = Buffer.from(out).indexOf('IDAT');
   for (let i = idat + 6; i < out.length - 16; i++) out[i] = (out[i]! * 31 + 7) & 255;
   return out;
+}
+
+function crc32(bytes: Uint8Array): number {
+  let c = ~0;
+  for (const b of bytes) {
+    c ^= b;
+    for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
+  }
+  return ~c >>> 0;
+}
+
+/** `src` with a private ancillary chunk of `n` bytes before IEND: the same pixels, a bigger file. */
+function paddedPng(src: Uint8Array, n: number): Uint8Array {
+  const iend = src.length - 12;
+  const chunk = new Uint8Array(12 + n);
+  const view = new DataView(chunk.buffer);
+  view.setUint32(0, n);
+  chunk.set(new TextEncoder().encode('prVt'), 4);
+  for (let i = 0; i < n; i++) chunk[8 + i] = (i * 131) & 255;
+  view.setUint32(8 + n, crc32(chunk.subarray(4, 8 + n)));
+  return Uint8Array.from([...src.subarray(0, iend), ...chunk, ...src.subarray(iend)]);
 }
 
 type Api = 'chat' | 'responses' | 'messages';
@@ -174,4 +200,19 @@ test('every bad image is a 400 naming the message and part on all three APIs; a 
     assert.equal(a.status, 200, `${api}: ${JSON.stringify(a.json)}`);
     assert.equal(answerOf(api, a.json).replace(/"(id|created_at)":"?[\w-]+"?/g, ''), answerOf(api, b.json).replace(/"(id|created_at)":"?[\w-]+"?/g, ''), api);
   }
+});
+
+test('image payloads do not count as prompt text (--max-prompt-chars): a PNG padded past the limit is answered as the plain one', async () => {
+  const padded = paddedPng(png, 3 * PROMPT_CHARS);
+  assert.ok(dataUrl(padded).length > 3 * PROMPT_CHARS);
+  const strip = (t: string): string => t.replace(/"(id|created_at)":"?[\w-]+"?/g, '');
+  for (const api of APIS) {
+    const plain = await post(`${server.url}${ROUTE[api]}`, bodyOf(api, [dataUrl(png)]));
+    const big = await post(`${server.url}${ROUTE[api]}`, bodyOf(api, [dataUrl(padded)]));
+    assert.equal(big.status, 200, `${api}: ${JSON.stringify(big.json)}`);
+    assert.equal(strip(answerOf(api, big.json)), strip(answerOf(api, plain.json)), `${api}: the same pixels, the same answer`);
+  }
+  const text = await post(`${server.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x'.repeat(PROMPT_CHARS + 1) }], max_tokens: 1 });
+  assert.equal(text.status, 413, 'prompt text past the limit is still refused');
+  assert.match(JSON.stringify(text.json), /--max-prompt-chars/);
 });
