@@ -7,9 +7,10 @@
 // composer. The request the page sent carries the image as an image_url data: URL; the
 // prompt counted the image's tokens; the answer the page kept equals the greedy answer of
 // the same request sent over HTTP directly; the thumbnail is in the history and survives a
-// reload. A corrupt image and one image too many come back as the server's 400 shown under
-// the message box, with the message returned to the composer; a text-only model offers no
-// attach button. Screenshots go to test-artifacts/webui/.
+// reload; editing the text keeps the images; an imported conversation shows its images (and
+// one that is not a data: image URL is refused by name). A corrupt image and one image too
+// many come back as the server's 400 shown under the message box, with the message returned
+// to the composer; a text-only model offers no attach button. Screenshots go to test-artifacts/webui/.
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -111,8 +112,11 @@ async function send(text: string): Promise<void> {
   await page.keyboard.press('Enter');
 }
 
-/** Wait until `n` assistant messages are finished and nothing runs. */
+/** Wait until `n` assistant messages are finished and nothing runs. A request just started
+ * may not have marked the page busy yet: wait up to 3 s for that first (the state before it
+ * would be the previous answer's). */
 async function answered(n: number): Promise<void> {
+  await page.waitForFunction(() => document.body.classList.contains('busy'), { timeout: 3000 }).catch(() => undefined);
   await page.waitForFunction((k) => document.querySelectorAll('.msg.assistant:not(.streaming)').length >= k
     && !document.body.classList.contains('busy'), { timeout: 120_000 }, n);
 }
@@ -221,6 +225,35 @@ test('images pasted and dropped on the composer are sent in order; the answer eq
   assert.deepEqual([answer.reasoning, answer.content], [again.reasoning, again.content]);
   assert.equal(await page.$eval('#title', (e) => e.textContent), 'Image', 'an image-only chat is titled "Image"');
   assert.equal((await page.$$('.msg.user .thumbs img')).length, 2);
+  // editing the message's text keeps its images
+  await page.hover('.msg.user');
+  await page.click('.msg.user button.edit');
+  await page.type('.edit-box', 'and these?');
+  const beforeEdit = sent.length;
+  await page.click('.msg.user button.save');
+  await answered(1);
+  assert.equal(sent.length, beforeEdit + 1, 'the edit sent one request');
+  const edited = userParts(sent[beforeEdit]!);
+  assert.deepEqual(edited.map((p) => p['type']), ['image_url', 'image_url', 'text']);
+  assert.deepEqual(edited[2], { type: 'text', text: 'and these?' });
+  assert.equal((await page.$$('.msg.user .thumbs img')).length, 2, 'the thumbnails stay after the edit');
+});
+
+test('import: images of a user message are shown; an image that is not a data: image URL is refused by name', async () => {
+  await openChat(server.url);
+  const file = join(tmp, 'import.json');
+  const user = { role: 'user', content: 'look', images: [{ url: dataUrl(pngs[1]!.bytes), name: 'kept.png' }] };
+  writeFileSync(file, JSON.stringify({ conversations: [{ title: 'With image', messages: [user, { role: 'assistant', content: 'ok', reasoning: '' }] }] }));
+  const input = (await page.$('#import-file')) as ElementHandle<HTMLInputElement>;
+  await input.uploadFile(file);
+  await page.waitForFunction(() => [...document.querySelectorAll('.conv-title')].some((e) => e.textContent === 'With image'));
+  for (const c of await page.$$('.conv-title')) if ((await c.evaluate((e) => e.textContent)) === 'With image') await c.click();
+  await page.waitForSelector('.msg.user .thumbs img');
+  assert.equal(await page.$eval('.msg.user .thumbs img', (e) => `${(e as HTMLImageElement).alt}|${(e as HTMLImageElement).src}`), `kept.png|${dataUrl(pngs[1]!.bytes)}`);
+  writeFileSync(file, JSON.stringify({ conversations: [{ messages: [{ role: 'user', content: 'x', images: [{ url: 'http://example.invalid/x.png' }] }] }] }));
+  await input.uploadFile(file);
+  await page.waitForFunction(() => /Import failed/.test(document.getElementById('notice')!.textContent ?? ''));
+  assert.match(await page.$eval('#notice', (e) => e.textContent ?? ''), /conversations\[0\]\.messages\[0\]\.images\[0\] must be \{url: "data:image/);
 });
 
 test('the server\'s 400 (corrupt image, too many images) shows under the box; the message returns to the composer', async () => {
