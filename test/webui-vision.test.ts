@@ -293,6 +293,13 @@ test('the server\'s 400 (corrupt image, too many images) shows under the box; th
   assert.equal((await page.$$('.msg.user .thumbs img')).length, MAX_IMAGES);
 });
 
+test('the dashboard\'s model card names the image limits', async () => {
+  await page.goto(`${server.url}/dashboard`);
+  await page.waitForFunction(() => [...document.querySelectorAll('#model-card th')].some((e) => e.textContent === 'Images'));
+  const row = await page.$$eval('#model-card tr', (trs) => trs.map((tr) => tr.textContent ?? '').find((t) => t.startsWith('Images')));
+  assert.match(row ?? '', new RegExp(`vision tower: up to ${MAX_IMAGES} per request, ${DEFAULT_SERVER_IMAGES.maxImagePixels.toLocaleString('en-US')} pixels each`));
+});
+
 test('a text-only model: no attach button; a pasted image is refused with the reason', async () => {
   await openChat(textServer.url);
   assert.equal(await page.$eval('#attach', (b) => (b as HTMLButtonElement).hidden && (b as HTMLButtonElement).disabled), true);
