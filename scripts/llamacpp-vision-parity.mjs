@@ -18,16 +18,19 @@ const TEXT = 'text-tiny-vision-F32.gguf';
 const MMPROJ = 'mmproj-tiny-vision-F32.gguf';
 const FLAGS = ['--temp', '0', '-t', '2', '--no-warmup', '-ctk', 'f32', '-ctv', 'f32', '-fa', 'off', '--jinja', '--image-min-tokens', '64'];
 
-/** One run's stdout. llama-mtmd-cli prints through an asynchronous logger that can lose
- * the tail of its output at exit; its last words are "\n\n", so a run is kept only when
- * they arrived (then everything before them did), else it is run again. */
+/** One case's stdout. llama-mtmd-cli prints through an asynchronous logger that can lose
+ * the tail of its output at exit; its last words are "\n\n". A lost tail only shortens the
+ * output, and one that ends in "\n" tokens can still end in "\n\n", so the longest of three
+ * runs that end so is kept. */
 function llama(image, prompt, banned, n) {
   const args = ['-m', TEXT, '--mmproj', MMPROJ, '--image', image, '-p', prompt, '-n', String(n), ...FLAGS, ...banned.flatMap((id) => ['-l', `${id}-inf`])];
-  for (let attempt = 0; attempt < 8; attempt++) {
+  let best = null;
+  for (let attempt = 0; attempt < 3; attempt++) {
     const stdout = execFileSync(join(bin, 'llama-mtmd-cli'), args, { cwd: PARITY_DIR, stdio: ['ignore', 'pipe', 'ignore'] }).toString('latin1');
-    if (stdout.endsWith('\n\n')) return { command: `llama-mtmd-cli ${args.map((a) => (/[\s?]/.test(a) ? JSON.stringify(a) : a)).join(' ')}`, stdout };
+    if (stdout.endsWith('\n\n') && (best === null || stdout.length > best.length)) best = stdout;
   }
-  throw new Error(`llama-mtmd-cli never printed its whole output: ${args.join(' ')}`);
+  if (best === null) throw new Error(`llama-mtmd-cli never printed its whole output: ${args.join(' ')}`);
+  return { command: `llama-mtmd-cli ${args.map((a) => (/[\s?]/.test(a) ? JSON.stringify(a) : a)).join(' ')}`, stdout: best };
 }
 
 const engine = await Engine.load({ model: join(PARITY_DIR, TEXT), mmproj: join(PARITY_DIR, MMPROJ), kernels: 'ref', specTokens: 0, maxRunning: 1, prefixCache: false });
@@ -48,6 +51,6 @@ writeFileSync(join(PARITY_DIR, 'expected.json'), `${JSON.stringify({
   build: 'cmake -B build -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release',
   text_gguf: `${TEXT}: PYTHONPATH=<llama.cpp>/gguf-py python3 to_gguf.py test/fixtures/tiny-vision ${TEXT} --type f32 (shared/peer-bench/to_gguf.py, skipping model.visual.* and adding chat_template.jinja)`,
   mmproj: `${MMPROJ}: node scripts/llamacpp-vision-inputs.mjs (deltaserve's writer; the BF16 tower widened exactly)`,
-  stdout: 'llama-mtmd-cli prints "\\n", the pieces, "\\n" more when it stops at an end-of-generation token, then "\\n\\n" (runs whose logger lost the tail at exit were repeated)',
+  stdout: 'llama-mtmd-cli prints "\\n", the pieces, "\\n" more when it stops at an end-of-generation token, then "\\n\\n" (the longest of 3 runs: its logger can lose the tail at exit)',
   cases,
 }, null, 1)}\n`);
