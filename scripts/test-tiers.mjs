@@ -53,7 +53,7 @@ export const TIERS = [
     what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
     concurrency: 1,
     files: [
-      'vision-cli', 'vision-webgpu',
+      'vision-cli', 'vision-webgpu', 'vision-conformance',
       'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
       'server-soak', 'gpu-bench-script',
     ],

@@ -1,5 +1,6 @@
 // Images inside the engine: a request's image facts (positions, prefix-cache keys), the
-// tower run once per image (cached by pixel hash), and each forward row's image side.
+// tower run once per image (cached by pixel hash) on the engine's kernels, and each forward
+// row's image side.
 //
 // Invariants:
 // - Rotary positions: prompt token i < L has the multimodal positions of the prompt
@@ -10,14 +11,16 @@
 //   share cached state, a different image with the same pad count does not.
 // - Embeddings depend only on the pixels (the patches are a function of them), so the tower
 //   output is cached by hash and reused bit for bit.
+// - A request's images are encoded (async: a GPU backend reads back through promises) by
+//   `encodeRequest` before any of its rows is in a forward; `rows` only reads them.
 import type { AnyKernels } from '../kernels/types.js';
 import type { ImageRow, SeqVision } from '../model/forward.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { VisionModel } from '../vision/load.js';
-import { kernelLinear } from '../vision/kernel-linear.js';
+import { KernelTower } from '../vision/kernel-tower.js';
 import type { PreparedImage } from '../vision/pipeline.js';
 import { imageTokenCount, mropePairAxes, mropePositions, type MropePositions } from '../vision/positions.js';
-import { encodeImage, type LinearOp, type VisionOutput } from '../vision/tower.js';
+import type { VisionOutput } from '../vision/tower.js';
 
 /** A request's images and what the engine derives from them at build time. */
 export interface RequestVision {
@@ -28,6 +31,8 @@ export interface RequestVision {
   readonly imageOf: Int32Array;
   /** Per prompt token: its row within its image's embeddings. */
   readonly rowOf: Int32Array;
+  /** The tower's output per image, filled by VisionEngine.encodeRequest. */
+  readonly encoded: (VisionOutput | undefined)[];
 }
 
 /** Radix key of an image token of `image`: −2·(first 48 bits of its pixel hash) − 2. */
@@ -35,10 +40,10 @@ export function imageKey(image: PreparedImage): number {
   return -2 * parseInt(image.hash.slice(0, 12), 16) - 2;
 }
 
-/** The tower of a loaded vision model on the engine's kernels (the linear layers through
- * Kernels.matmul on CPU backends, plain TS otherwise) with a cache of encoded images. */
+/** The tower of a loaded vision model on the engine's kernels (vision/kernel-tower.ts) with
+ * a cache of encoded images. */
 export class VisionEngine {
-  private readonly linear: LinearOp | undefined;
+  private readonly tower: KernelTower;
   private readonly cache = new Map<string, VisionOutput>();
   readonly pairAxes: Uint8Array;
   readonly imageTokenId: number;
@@ -48,7 +53,7 @@ export class VisionEngine {
     const id = model.tokens.imageTokenId;
     if (id === null) throw new DeltaserveError('bad_config', 'the model has a vision_config but no image_token_id');
     this.imageTokenId = id;
-    this.linear = kernels.name === 'webgpu' ? undefined : kernelLinear(kernels);
+    this.tower = new KernelTower(kernels, model.cfg, model.weights);
     this.pairAxes = mropePairAxes(rotaryPairs, model.mrope.section, model.mrope.interleaved);
   }
 
@@ -66,14 +71,19 @@ export class VisionEngine {
       rowOf[i] = row++;
       if (row === imageTokenCount(images[image]!.grid, m)) [image, row] = [image + 1, 0];
     });
-    return { images, positions, imageOf, rowOf };
+    return { images, positions, imageOf, rowOf, encoded: images.map(() => undefined) };
+  }
+
+  /** Encode the request's images not encoded yet (before its rows enter a forward). */
+  async encodeRequest(v: RequestVision): Promise<void> {
+    for (let i = 0; i < v.images.length; i++) v.encoded[i] ??= await this.encode(v.images[i]!);
   }
 
   /** The tower's output for one image (encoded once per pixel hash while cached). */
-  encode(image: PreparedImage): VisionOutput {
+  async encode(image: PreparedImage): Promise<VisionOutput> {
     const hit = this.cache.get(image.hash);
     if (hit) return hit;
-    const out = encodeImage(this.model.cfg, this.model.weights, image.patches, image.grid, this.linear);
+    const out = await this.tower.encode(image.patches, image.grid);
     this.encoded++;
     if (this.cache.size >= this.cacheSize) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(image.hash, out);
@@ -90,7 +100,8 @@ export class VisionEngine {
       for (let a = 0; a < 3; a++) positions[a * n + j] = i < L ? v.positions.positions[a * L + i]! : i + v.positions.delta;
       const image = i < L ? v.imageOf[i]! : -1;
       if (image < 0) continue;
-      const out = this.encode(v.images[image]!);
+      const out = v.encoded[image];
+      if (!out) throw new DeltaserveError('internal', `image ${image} of the request was not encoded before its rows (VisionEngine.encodeRequest)`);
       const r = v.rowOf[i]!;
       rows.push({ row: j, values: out.embeds.subarray(r * hidden, (r + 1) * hidden), deepstack: out.deepstack.map((d) => d.subarray(r * hidden, (r + 1) * hidden)) });
     }

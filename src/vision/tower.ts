@@ -21,7 +21,7 @@ export interface VisionOutput {
 }
 
 /** Rotate q or k in place: for each head, pair (i, i + hd/2) turns by angle[token][i]. */
-function applyRotary(x: Float32Array, n: number, stride: number, offset: number, heads: number, hd: number, angles: Float64Array): void {
+export function applyRotary(x: Float32Array, n: number, stride: number, offset: number, heads: number, hd: number, angles: Float64Array): void {
   const half = hd / 2;
   for (let t = 0; t < n; t++) {
     for (let h = 0; h < heads; h++) {

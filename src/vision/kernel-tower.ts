@@ -1,0 +1,197 @@
+// The vision tower on a kernel backend (ref, wasm, webgpu): the linear layers through
+// Kernels.matmul and the bidirectional attention through Kernels.attention; LayerNorm,
+// biases, the 2D rotary, GELU and the residual adds on the host (typed-array loops of
+// ops.ts, a few percent of the work). Async: a GPU backend's read-backs are promises; on a
+// CPU backend every await settles at once.
+//
+// Bidirectional attention on the causal paged kernel: for one head h, its frame's queries
+// become the query heads of ONE token at position frameLen − 1, all in the GQA group of a
+// single KV head whose cache holds head h's keys and values of the frame (page table [0],
+// page size frameLen). That token sees every position 0..frameLen−1, so every query row
+// attends the whole frame — exactly softmax(q·Kᵀ/√hd)·V — and each backend's kernel keeps its
+// per-row arithmetic (its result never depends on how rows are grouped).
+//
+// Invariants:
+// - Each Linear is packed once per tower, keyed by the Linear object: bf16 where every value
+//   is a bf16 (a BF16 checkpoint: exact), else f32.
+// - Device scratch tensors are grow-only (the Kernels interface has no free), named by role;
+//   towerScratchFloats gives their sizes for a number of tokens (the memory plan reads it).
+import type { AnyKernels, Tensor, Weight } from '../kernels/types.js';
+import { DeltaserveError } from '../util/errors.js';
+import type { VisionConfig } from './config.js';
+import { type ImageGrid, checkGrid, gridTokens, interpolatePosEmbed, rotaryAngles } from './grid.js';
+import { addInPlace, applyInPlace, geluErf, geluTanh, layerNorm } from './ops.js';
+import { applyRotary, type VisionOutput } from './tower.js';
+import { type Linear, type MergerWeights, type VisionBlockWeights, type VisionWeights, patchDim } from './weights.js';
+
+/** Query rows × keys per attention call at most (bounds a call's score scratch). */
+export const SCORES_PER_CALL = 1 << 20;
+
+export interface KernelTowerOptions {
+  /** Query rows × keys per attention call at most (default SCORES_PER_CALL; tests lower it
+   * to split a frame's queries over several calls). */
+  readonly scoresPerCall?: number;
+}
+
+/** Float32 elements of each device scratch tensor for an image of `tokens` patches
+ * (frame = tokens for an image). */
+export function towerScratchFloats(cfg: VisionConfig, tokens: number): Record<string, number> {
+  const d = cfg.hiddenSize;
+  const merged = d * cfg.spatialMergeSize * cfg.spatialMergeSize;
+  const widestIn = Math.max(patchDim(cfg), d, cfg.intermediateSize, merged);
+  const widestOut = Math.max(3 * d, cfg.intermediateSize, merged, cfg.outHiddenSize);
+  return { in: tokens * widestIn, out: tokens * widestOut, qkv: tokens * 3 * d, q: tokens * d, k: tokens * d, v: tokens * d, o: tokens * d, attn: tokens * d };
+}
+
+/** Bytes a tower pass holds at its peak for `tokens` patches: the device scratch plus the
+ * host arrays alive at once (residual, a norm, qkv, the MLP hidden, angles). */
+export function towerActivationBytes(cfg: VisionConfig, tokens: number): number {
+  const device = Object.values(towerScratchFloats(cfg, tokens)).reduce((a, b) => a + b, 0) * 4;
+  const d = cfg.hiddenSize;
+  const host = tokens * (3 * d + 3 * d + 2 * cfg.intermediateSize) * 4 + tokens * cfg.headDim * 4;
+  return device + host;
+}
+
+interface Slot { t: Tensor; size: number }
+
+/** True when every value is exactly a bf16 (its low 16 bits are zero). */
+function allBf16(w: Float32Array): boolean {
+  const bits = new Uint32Array(w.buffer, w.byteOffset, w.length);
+  for (let i = 0; i < bits.length; i++) if ((bits[i]! & 0xffff) !== 0) return false;
+  return true;
+}
+
+export class KernelTower {
+  private readonly packed = new Map<Linear, Weight>();
+  private readonly slots = new Map<string, Slot>();
+
+  private readonly scoresPerCall: number;
+
+  constructor(private readonly k: AnyKernels, readonly cfg: VisionConfig, readonly weights: VisionWeights, opts: KernelTowerOptions = {}) {
+    this.scoresPerCall = opts.scoresPerCall ?? SCORES_PER_CALL;
+  }
+
+  /** Encode one image (or clip); same contract as tower.ts encodeImage. */
+  async encode(patches: Float32Array, grid: ImageGrid): Promise<VisionOutput> {
+    const { cfg, weights: w } = this;
+    checkGrid(cfg, grid);
+    const n = gridTokens(grid);
+    if (patches.length !== n * patchDim(cfg)) {
+      throw new DeltaserveError('bad_request', `image patches: ${patches.length} values for a ${grid.t}×${grid.h}×${grid.w} grid (expected ${n * patchDim(cfg)})`);
+    }
+    // size every scratch tensor for this image up front: one allocation per growth
+    for (const [name, floats] of Object.entries(towerScratchFloats(cfg, n))) this.tensor(name, floats);
+    const x = await this.linear(patches, n, w.patchEmbed);
+    addInPlace(x, interpolatePosEmbed(cfg, w.posEmbed, grid));
+    const angles = rotaryAngles(cfg, grid);
+    const deepstack: Float32Array[] = [];
+    for (let l = 0; l < cfg.depth; l++) {
+      await this.block(w.blocks[l]!, x, n, grid.h * grid.w, angles);
+      const j = cfg.deepstackVisualIndexes.indexOf(l);
+      if (j >= 0) deepstack.push(await this.merge(w.deepstack[j]!, x, n));
+    }
+    return { embeds: await this.merge(w.merger, x, n), tokens: n / (cfg.spatialMergeSize * cfg.spatialMergeSize), deepstack };
+  }
+
+  private async block(b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: Float64Array): Promise<void> {
+    const { cfg } = this;
+    const d = cfg.hiddenSize;
+    const qkv = await this.linear(layerNorm(x, n, d, b.norm1, cfg.layerNormEps), n, b.qkv);
+    applyRotary(qkv, n, 3 * d, 0, cfg.numHeads, cfg.headDim, angles); // q
+    applyRotary(qkv, n, 3 * d, d, cfg.numHeads, cfg.headDim, angles); // k
+    addInPlace(x, await this.matmulBias(this.attention(qkv, n, frameLen), n, b.proj));
+    const act = cfg.hiddenAct === 'gelu' ? geluErf : geluTanh;
+    const hidden = applyInPlace(await this.linear(layerNorm(x, n, d, b.norm2, cfg.layerNormEps), n, b.fc1), act);
+    addInPlace(x, await this.linear(hidden, n, b.fc2));
+  }
+
+  /** tower.ts merge on the kernels. */
+  private async merge(mw: MergerWeights, x: Float32Array, n: number): Promise<Float32Array> {
+    const { cfg } = this;
+    const unit = cfg.spatialMergeSize * cfg.spatialMergeSize;
+    const groups = n / unit;
+    const normed = mw.postShuffleNorm
+      ? layerNorm(x, groups, cfg.hiddenSize * unit, mw.norm, cfg.layerNormEps)
+      : layerNorm(x, n, cfg.hiddenSize, mw.norm, cfg.layerNormEps);
+    return this.linear(applyInPlace(await this.linear(normed, groups, mw.fc1), geluErf), groups, mw.fc2);
+  }
+
+  /** Bidirectional attention per frame over the roped host qkv ([n × 3D]); returns the
+   * device tensor of its [n × D] output (the proj matmul's input). */
+  private attention(qkv: Float32Array, n: number, frameLen: number): Tensor {
+    const { k } = this;
+    const { numHeads: heads, headDim: hd, hiddenSize: d } = this.cfg;
+    const all = this.tensor('qkv', n * 3 * d);
+    k.write(all, 0, qkv);
+    const [q, kc, vc, o] = [this.tensor('q', frameLen * d), this.tensor('k', frameLen * d), this.tensor('v', frameLen * d), this.tensor('o', frameLen * d)];
+    const out = this.tensor('attn', n * d);
+    const chunk = Math.max(1, Math.min(frameLen, Math.floor(this.scoresPerCall / frameLen)));
+    for (let f0 = 0; f0 < n; f0 += frameLen) {
+      for (let h = 0; h < heads; h++) { // head-major [heads × frameLen × hd]
+        const at = h * frameLen * hd;
+        k.copyRows(q, at, hd, all, f0 * 3 * d + h * hd, 3 * d, frameLen, hd);
+        k.copyRows(kc, at, hd, all, f0 * 3 * d + d + h * hd, 3 * d, frameLen, hd);
+        k.copyRows(vc, at, hd, all, f0 * 3 * d + 2 * d + h * hd, 3 * d, frameLen, hd);
+      }
+      for (let h = 0; h < heads; h++) {
+        const at = h * frameLen * hd;
+        const cache = { k: k.view(kc, at, frameLen * hd), v: k.view(vc, at, frameLen * hd), pageSize: frameLen };
+        for (let i0 = 0; i0 < frameLen; i0 += chunk) {
+          const c = Math.min(chunk, frameLen - i0);
+          const rows = at + i0 * hd;
+          k.attention(k.view(o, rows, c * hd), k.view(q, rows, c * hd), c * hd, cache, [0], frameLen - 1, 1, { numHeads: c, numKvHeads: 1, headDim: hd });
+        }
+        k.copyRows(out, f0 * d + h * hd, d, o, at, hd, frameLen, hd);
+      }
+    }
+    return out;
+  }
+
+  /** y = x·Wᵀ + b, host to host. */
+  async linear(x: Float32Array, m: number, l: Linear): Promise<Float32Array> {
+    const xt = this.tensor('in', m * l.inDim);
+    this.k.write(xt, 0, x.subarray(0, m * l.inDim));
+    return this.matmulBias(xt, m, l);
+  }
+
+  /** y = x·Wᵀ + b for an x in kernel memory; y on the host. */
+  private async matmulBias(xt: Tensor, m: number, l: Linear): Promise<Float32Array> {
+    const yt = this.tensor('out', m * l.outDim);
+    this.k.matmul(yt, xt, this.weight(l), m);
+    const back = (await this.k.readBack([{ t: yt, offset: 0, length: m * l.outDim }]))[0]!;
+    const y = new Float32Array(m * l.outDim);
+    for (let r = 0; r < m; r++) {
+      const o = r * l.outDim;
+      for (let c = 0; c < l.outDim; c++) y[o + c] = back[o + c]! + l.b[c]!;
+    }
+    return y;
+  }
+
+  private weight(l: Linear): Weight {
+    let w = this.packed.get(l);
+    if (w) return w;
+    const bf16 = allBf16(l.w);
+    const { weight, bytes } = this.k.allocWeight(bf16 ? 'bf16' : 'f32', l.outDim, l.inDim);
+    if (bf16) {
+      const src = new Uint32Array(l.w.buffer, l.w.byteOffset, l.w.length);
+      const dst = new Uint16Array(bytes.buffer, bytes.byteOffset, l.w.length);
+      for (let i = 0; i < src.length; i++) dst[i] = src[i]! >>> 16;
+    } else {
+      new Float32Array(bytes.buffer, bytes.byteOffset, l.w.length).set(l.w);
+    }
+    w = this.k.packWeight(weight);
+    this.packed.set(l, w);
+    return w;
+  }
+
+  /** A view of `n` floats of the named grow-only scratch tensor. */
+  private tensor(name: string, n: number): Tensor {
+    let s = this.slots.get(name);
+    if (!s || s.size < n) {
+      const size = Math.max(n, 2 * (s?.size ?? 0));
+      s = { t: this.k.alloc(size), size };
+      this.slots.set(name, s);
+    }
+    return this.k.view(s.t, 0, n);
+  }
+}
