@@ -21,7 +21,7 @@ import { DeltaserveError } from '../util/errors.js';
 import type { VisionConfig } from './config.js';
 import { type ImageGrid, checkGrid, gridTokens, interpolatePosEmbed, rotaryAngles } from './grid.js';
 import { addInPlace, applyInPlace, geluErf, geluTanh, layerNorm } from './ops.js';
-import { applyRotary, type VisionOutput } from './tower.js';
+import { type RotaryTables, applyRotary, rotaryTables, type VisionOutput } from './tower.js';
 import { type Linear, type MergerWeights, type VisionBlockWeights, type VisionWeights, patchDim } from './weights.js';
 
 /** Query rows × keys per attention call at most (bounds a call's score scratch). */
@@ -83,7 +83,7 @@ export class KernelTower {
     for (const [name, floats] of Object.entries(towerScratchFloats(cfg, n))) this.tensor(name, floats);
     const x = await this.linear(patches, n, w.patchEmbed);
     addInPlace(x, interpolatePosEmbed(cfg, w.posEmbed, grid));
-    const angles = rotaryAngles(cfg, grid);
+    const angles = rotaryTables(rotaryAngles(cfg, grid));
     const deepstack: Float32Array[] = [];
     for (let l = 0; l < cfg.depth; l++) {
       await this.block(w.blocks[l]!, x, n, grid.h * grid.w, angles);
@@ -93,7 +93,7 @@ export class KernelTower {
     return { embeds: await this.merge(w.merger, x, n), tokens: n / (cfg.spatialMergeSize * cfg.spatialMergeSize), deepstack };
   }
 
-  private async block(b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: Float64Array): Promise<void> {
+  private async block(b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: RotaryTables): Promise<void> {
     const { cfg } = this;
     const d = cfg.hiddenSize;
     const qkv = await this.linear(layerNorm(x, n, d, b.norm1, cfg.layerNormEps), n, b.qkv);
