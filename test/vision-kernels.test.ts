@@ -1,7 +1,7 @@
 // The tower on the kernel backends (vision/kernel-tower.ts) on ref and wasm: equal to the
 // plain-TS tower within f32 accumulation error (the fixture's BF16 weights packed as bf16,
-// random f32 weights as f32), a frame's queries split over several attention calls give the
-// same bits as one call, a two-frame clip attends within each frame, and a second image on
+// random f32 weights as f32), a frame's queries split over several attention calls and the
+// linears run over row blocks give the same bits as one call, a two-frame clip attends within each frame, and a second image on
 // the same tower reuses the packed weights and grows the scratch.
 // test/vision-conformance.test.ts runs the same comparison on webgpu too.
 import { test, after } from 'node:test';
@@ -45,7 +45,7 @@ for (const [name, make] of cases) {
   });
 }
 
-test('attention split over several calls per frame: the same bits as one call (ref, wasm)', async () => {
+test('attention split over several calls per frame, linears and MLP over row blocks: the same bits as one call (ref, wasm)', async () => {
   const cfg = fixtureVisionConfig();
   const w = fixtureVisionWeights(cfg);
   const grid = { t: 1, h: 8, w: 6 }; // 48 queries: calls of 7 rows split them unevenly
@@ -53,7 +53,9 @@ test('attention split over several calls per frame: the same bits as one call (r
   for (const k of [createRefKernels(), wasm]) {
     const whole = await new KernelTower(k, cfg, w).encode(patches, grid);
     const split = await new KernelTower(k, cfg, w, { scoresPerCall: 7 * 48 }).encode(patches, grid);
-    assert.deepEqual(split.embeds, whole.embeds, k.name);
+    assert.deepEqual(split.embeds, whole.embeds, `${k.name}: attention split`);
+    const blocks = await new KernelTower(k, cfg, w, { linearRows: 5 }).encode(patches, grid);
+    assert.deepEqual(blocks.embeds, whole.embeds, `${k.name}: row blocks of 5`);
   }
 });
 

@@ -18,6 +18,8 @@ import type { ImageRow, SeqVision } from '../model/forward.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { VisionModel } from '../vision/load.js';
 import { KernelTower } from '../vision/kernel-tower.js';
+import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
+import { maxResizedPixels } from '../vision/memory.js';
 import type { PreparedImage } from '../vision/pipeline.js';
 import { imageTokenCount, mropePairAxes, mropePositions, type MropePositions } from '../vision/positions.js';
 import type { VisionOutput } from '../vision/tower.js';
@@ -49,16 +51,28 @@ export class VisionEngine {
   readonly imageTokenId: number;
   encoded = 0;
 
-  constructor(readonly model: VisionModel, kernels: AnyKernels, rotaryPairs: number, private readonly cacheSize = 16) {
+  /** Patches of the largest image the memory plan reserved an encode for. */
+  readonly maxTokens: number;
+
+  constructor(readonly model: VisionModel, kernels: AnyKernels, rotaryPairs: number, maxImagePixels = DEFAULT_MAX_DECODE_PIXELS,
+    private readonly cacheSize = 16) {
     const id = model.tokens.imageTokenId;
     if (id === null) throw new DeltaserveError('bad_config', 'the model has a vision_config but no image_token_id');
     this.imageTokenId = id;
     this.tower = new KernelTower(kernels, model.cfg, model.weights);
+    const factor = model.cfg.patchSize * model.cfg.spatialMergeSize;
+    this.maxTokens = Math.floor(maxResizedPixels(model.pre, factor, maxImagePixels) / (factor * factor)) * model.cfg.spatialMergeSize ** 2;
     this.pairAxes = mropePairAxes(rotaryPairs, model.mrope.section, model.mrope.interleaved);
   }
 
   /** The request's image facts; the prompt's pad runs must match the images. */
   requestVision(promptIds: readonly number[], images: readonly PreparedImage[]): RequestVision {
+    images.forEach((im, i) => {
+      const tokens = im.grid.t * im.grid.h * im.grid.w;
+      if (tokens > this.maxTokens) {
+        throw new DeltaserveError('bad_request', `image ${i + 1} (${im.width}×${im.height}) is ${tokens} patches; the memory plan holds the tower's encode of at most ${this.maxTokens} (raise --max-image-pixels)`);
+      }
+    });
     const m = this.model.cfg.spatialMergeSize;
     const positions = mropePositions(promptIds, this.imageTokenId, images.map((im) => im.grid), m);
     const imageOf = new Int32Array(promptIds.length).fill(-1);
@@ -83,6 +97,7 @@ export class VisionEngine {
   async encode(image: PreparedImage): Promise<VisionOutput> {
     const hit = this.cache.get(image.hash);
     if (hit) return hit;
+
     const out = await this.tower.encode(image.patches, image.grid);
     this.encoded++;
     if (this.cache.size >= this.cacheSize) this.cache.delete(this.cache.keys().next().value!);

@@ -31,25 +31,46 @@ export interface KernelTowerOptions {
   /** Query rows × keys per attention call at most (default SCORES_PER_CALL; tests lower it
    * to split a frame's queries over several calls). */
   readonly scoresPerCall?: number;
+  /** Rows per matmul call (default LINEAR_ROWS; tests lower it). */
+  readonly linearRows?: number;
 }
 
+/** Rows per matmul call: linear layers and the MLP run over blocks of this many tokens (a
+ * kernel's rows never depend on their batch, so the bits are those of one call), which
+ * bounds their scratch — device and host — for large images. */
+export const LINEAR_ROWS = 2048;
+
 /** Float32 elements of each device scratch tensor for an image of `tokens` patches
- * (frame = tokens for an image). */
-export function towerScratchFloats(cfg: VisionConfig, tokens: number): Record<string, number> {
+ * (one frame: an image). */
+export function towerScratchFloats(cfg: VisionConfig, tokens: number, linearRows = LINEAR_ROWS): Record<string, number> {
   const d = cfg.hiddenSize;
   const merged = d * cfg.spatialMergeSize * cfg.spatialMergeSize;
+  const rows = Math.min(tokens, linearRows);
   const widestIn = Math.max(patchDim(cfg), d, cfg.intermediateSize, merged);
   const widestOut = Math.max(3 * d, cfg.intermediateSize, merged, cfg.outHiddenSize);
-  return { in: tokens * widestIn, out: tokens * widestOut, qkv: tokens * 3 * d, q: tokens * d, k: tokens * d, v: tokens * d, o: tokens * d, attn: tokens * d };
+  return { in: rows * widestIn, out: rows * widestOut, qkv: tokens * 3 * d, q: tokens * d, k: tokens * d, v: tokens * d, o: tokens * d, attn: tokens * d };
 }
 
 /** Bytes a tower pass holds at its peak for `tokens` patches: the device scratch plus the
- * host arrays alive at once (residual, a norm, qkv, the MLP hidden, angles). */
+ * host arrays alive at once (the residual, the first norm and qkv of a block, one row block
+ * of the MLP, the rotary tables, the outputs). */
 export function towerActivationBytes(cfg: VisionConfig, tokens: number): number {
   const device = Object.values(towerScratchFloats(cfg, tokens)).reduce((a, b) => a + b, 0) * 4;
   const d = cfg.hiddenSize;
-  const host = tokens * (3 * d + 3 * d + 2 * cfg.intermediateSize) * 4 + tokens * cfg.headDim * 4;
+  const rows = Math.min(tokens, LINEAR_ROWS);
+  const outputs = (tokens / (cfg.spatialMergeSize * cfg.spatialMergeSize)) * cfg.outHiddenSize * (1 + cfg.deepstackVisualIndexes.length);
+  const host = 4 * (5 * tokens * d + rows * (d + 2 * cfg.intermediateSize) + outputs) + 8 * tokens * cfg.headDim;
   return device + host;
+}
+
+/** Bytes of the tower's weights packed on the kernels (bf16 where the values are). */
+export function towerPackedBytes(w: VisionWeights): number {
+  let n = 0;
+  const add = (l: Linear): void => { n += l.w.length * (allBf16(l.w) ? 2 : 4); };
+  add(w.patchEmbed);
+  for (const b of w.blocks) [b.qkv, b.proj, b.fc1, b.fc2].forEach(add);
+  for (const m of [w.merger, ...w.deepstack]) [m.fc1, m.fc2].forEach(add);
+  return n;
 }
 
 interface Slot { t: Tensor; size: number }
@@ -66,9 +87,11 @@ export class KernelTower {
   private readonly slots = new Map<string, Slot>();
 
   private readonly scoresPerCall: number;
+  private readonly linearRows: number;
 
   constructor(private readonly k: AnyKernels, readonly cfg: VisionConfig, readonly weights: VisionWeights, opts: KernelTowerOptions = {}) {
     this.scoresPerCall = opts.scoresPerCall ?? SCORES_PER_CALL;
+    this.linearRows = opts.linearRows ?? LINEAR_ROWS;
   }
 
   /** Encode one image (or clip); same contract as tower.ts encodeImage. */
@@ -80,7 +103,7 @@ export class KernelTower {
       throw new DeltaserveError('bad_request', `image patches: ${patches.length} values for a ${grid.t}×${grid.h}×${grid.w} grid (expected ${n * patchDim(cfg)})`);
     }
     // size every scratch tensor for this image up front: one allocation per growth
-    for (const [name, floats] of Object.entries(towerScratchFloats(cfg, n))) this.tensor(name, floats);
+    for (const [name, floats] of Object.entries(towerScratchFloats(cfg, n, this.linearRows))) this.tensor(name, floats);
     const x = await this.linear(patches, n, w.patchEmbed);
     addInPlace(x, interpolatePosEmbed(cfg, w.posEmbed, grid));
     const angles = rotaryTables(rotaryAngles(cfg, grid));
@@ -99,10 +122,14 @@ export class KernelTower {
     const qkv = await this.linear(layerNorm(x, n, d, b.norm1, cfg.layerNormEps), n, b.qkv);
     applyRotary(qkv, n, 3 * d, 0, cfg.numHeads, cfg.headDim, angles); // q
     applyRotary(qkv, n, 3 * d, d, cfg.numHeads, cfg.headDim, angles); // k
-    addInPlace(x, await this.matmulBias(this.attention(qkv, n, frameLen), n, b.proj));
+    addInPlace(x, await this.deviceLinear(this.attention(qkv, n, frameLen), n, b.proj));
     const act = cfg.hiddenAct === 'gelu' ? geluErf : geluTanh;
-    const hidden = applyInPlace(await this.linear(layerNorm(x, n, d, b.norm2, cfg.layerNormEps), n, b.fc1), act);
-    addInPlace(x, await this.linear(hidden, n, b.fc2));
+    for (let r0 = 0; r0 < n; r0 += this.linearRows) { // the MLP by row blocks: its hidden stays small
+      const rows = x.subarray(r0 * d, Math.min(n, r0 + this.linearRows) * d);
+      const m = rows.length / d;
+      const hidden = applyInPlace(await this.linear(layerNorm(rows, m, d, b.norm2, cfg.layerNormEps), m, b.fc1), act);
+      addInPlace(rows, await this.linear(hidden, m, b.fc2));
+    }
   }
 
   /** tower.ts merge on the kernels. */
@@ -147,22 +174,36 @@ export class KernelTower {
     return out;
   }
 
-  /** y = x·Wᵀ + b, host to host. */
+  /** y = x·Wᵀ + b, host to host, by blocks of LINEAR_ROWS rows. */
   async linear(x: Float32Array, m: number, l: Linear): Promise<Float32Array> {
-    const xt = this.tensor('in', m * l.inDim);
-    this.k.write(xt, 0, x.subarray(0, m * l.inDim));
-    return this.matmulBias(xt, m, l);
+    const y = new Float32Array(m * l.outDim);
+    for (let r0 = 0; r0 < m; r0 += this.linearRows) {
+      const rows = Math.min(this.linearRows, m - r0);
+      const xt = this.tensor('in', rows * l.inDim);
+      this.k.write(xt, 0, x.subarray(r0 * l.inDim, (r0 + rows) * l.inDim));
+      await this.matmulBias(xt, rows, l, y, r0);
+    }
+    return y;
   }
 
-  /** y = x·Wᵀ + b for an x in kernel memory; y on the host. */
-  private async matmulBias(xt: Tensor, m: number, l: Linear): Promise<Float32Array> {
+  /** Rows [r0, r0 + m) of y = x·Wᵀ + b for an x ([m × inDim]) in kernel memory. */
+  private async matmulBias(xt: Tensor, m: number, l: Linear, y: Float32Array, r0: number): Promise<void> {
     const yt = this.tensor('out', m * l.outDim);
     this.k.matmul(yt, xt, this.weight(l), m);
     const back = (await this.k.readBack([{ t: yt, offset: 0, length: m * l.outDim }]))[0]!;
-    const y = new Float32Array(m * l.outDim);
     for (let r = 0; r < m; r++) {
       const o = r * l.outDim;
-      for (let c = 0; c < l.outDim; c++) y[o + c] = back[o + c]! + l.b[c]!;
+      const yo = (r0 + r) * l.outDim;
+      for (let c = 0; c < l.outDim; c++) y[yo + c] = back[o + c]! + l.b[c]!;
+    }
+  }
+
+  /** y = x·Wᵀ + b for an x ([m × inDim]) in kernel memory, by blocks of LINEAR_ROWS rows. */
+  private async deviceLinear(xt: Tensor, m: number, l: Linear): Promise<Float32Array> {
+    const y = new Float32Array(m * l.outDim);
+    for (let r0 = 0; r0 < m; r0 += this.linearRows) {
+      const rows = Math.min(this.linearRows, m - r0);
+      await this.matmulBias(this.k.view(xt, r0 * l.inDim, rows * l.inDim), rows, l, y, r0);
     }
     return y;
   }
