@@ -22,6 +22,7 @@ after(() => wasm.dispose());
 const cases: [string, () => [VisionConfig, VisionWeights]][] = [
   ['fixture (bf16 weights)', () => { const c = fixtureVisionConfig(); return [c, fixtureVisionWeights(c)]; }],
   ['deepstack (f32 weights)', () => { const c: VisionConfig = { ...fixtureVisionConfig(), depth: 3, deepstackVisualIndexes: [0, 2] }; return [c, randomVisionWeights(c, 3)]; }],
+  ['exact GELU in the blocks (hidden_act gelu)', () => { const c: VisionConfig = { ...fixtureVisionConfig(), hiddenAct: 'gelu' }; return [c, fixtureVisionWeights(c)]; }],
 ];
 
 for (const [name, make] of cases) {

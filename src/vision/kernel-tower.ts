@@ -1,7 +1,7 @@
 // The vision tower on a kernel backend (ref, wasm, webgpu): the linear layers through
-// Kernels.matmul and the bidirectional attention through Kernels.attention; LayerNorm,
-// biases, the 2D rotary, GELU and the residual adds on the host (typed-array loops of
-// ops.ts, a few percent of the work). Async: a GPU backend's read-backs are promises; on a
+// Kernels.matmul, the bidirectional attention through Kernels.attention and the blocks'
+// GELU (tanh form) through Kernels.mulSigmoid; LayerNorm, biases, the 2D rotary, the
+// mergers' exact GELU and the residual adds on the host (typed-array loops of ops.ts). Async: a GPU backend's read-backs are promises; on a
 // CPU backend every await settles at once.
 //
 // Bidirectional attention on the causal paged kernel: for one head h, its frame's queries
@@ -20,7 +20,7 @@ import type { AnyKernels, Tensor, Weight } from '../kernels/types.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { VisionConfig } from './config.js';
 import { type ImageGrid, checkGrid, gridTokens, interpolatePosEmbed, rotaryAngles } from './grid.js';
-import { addInPlace, applyInPlace, geluErf, geluTanh, layerNorm } from './ops.js';
+import { addInPlace, applyInPlace, geluErf, layerNorm } from './ops.js';
 import { type RotaryTables, applyRotary, rotaryTables, type VisionOutput } from './tower.js';
 import { type Linear, type MergerWeights, type VisionBlockWeights, type VisionWeights, patchDim } from './weights.js';
 
@@ -35,6 +35,9 @@ export interface KernelTowerOptions {
   readonly linearRows?: number;
 }
 
+/** 2·√(2/π): GELU's tanh form as a sigmoid. */
+const TWO_GELU_C = 2 * Math.sqrt(2 / Math.PI);
+
 /** Rows per matmul call: linear layers and the MLP run over blocks of this many tokens (a
  * kernel's rows never depend on their batch, so the bits are those of one call), which
  * bounds their scratch — device and host — for large images. */
@@ -48,7 +51,7 @@ export function towerScratchFloats(cfg: VisionConfig, tokens: number, linearRows
   const rows = Math.min(tokens, linearRows);
   const widestIn = Math.max(patchDim(cfg), d, cfg.intermediateSize, merged);
   const widestOut = Math.max(3 * d, cfg.intermediateSize, merged, cfg.outHiddenSize);
-  return { in: rows * widestIn, out: rows * widestOut, qkv: tokens * 3 * d, q: tokens * d, k: tokens * d, v: tokens * d, o: tokens * d, attn: tokens * d };
+  return { in: rows * widestIn, out: rows * widestOut, hid: rows * cfg.intermediateSize, gate: rows * cfg.intermediateSize, qkv: tokens * 3 * d, q: tokens * d, k: tokens * d, v: tokens * d, o: tokens * d, attn: tokens * d };
 }
 
 /** Bytes a tower pass holds at its peak for `tokens` patches: the device scratch plus the
@@ -123,13 +126,30 @@ export class KernelTower {
     applyRotary(qkv, n, 3 * d, 0, cfg.numHeads, cfg.headDim, angles); // q
     applyRotary(qkv, n, 3 * d, d, cfg.numHeads, cfg.headDim, angles); // k
     addInPlace(x, await this.deviceLinear(this.attention(qkv, n, frameLen), n, b.proj));
-    const act = cfg.hiddenAct === 'gelu' ? geluErf : geluTanh;
     for (let r0 = 0; r0 < n; r0 += this.linearRows) { // the MLP by row blocks: its hidden stays small
       const rows = x.subarray(r0 * d, Math.min(n, r0 + this.linearRows) * d);
       const m = rows.length / d;
-      const hidden = applyInPlace(await this.linear(layerNorm(rows, m, d, b.norm2, cfg.layerNormEps), m, b.fc1), act);
-      addInPlace(rows, await this.linear(hidden, m, b.fc2));
+      const hidden = await this.linear(layerNorm(rows, m, d, b.norm2, cfg.layerNormEps), m, b.fc1);
+      addInPlace(rows, cfg.hiddenAct === 'gelu'
+        ? await this.linear(applyInPlace(hidden, geluErf), m, b.fc2)
+        : await this.deviceLinear(this.geluTanh(hidden), m, b.fc2));
     }
+  }
+
+  /** GELU (tanh form) on the kernels: x/2·(1 + tanh(u)) = x·σ(2u), u = √(2/π)(x + 0.044715x³),
+   * so Kernels.mulSigmoid computes it from x and 2u (the host computes 2u: no transcendental).
+   * Returns the device tensor of the result. */
+  private geluTanh(h: Float32Array): Tensor {
+    const x = this.tensor('hid', h.length);
+    const g = this.tensor('gate', h.length);
+    this.k.write(x, 0, h);
+    for (let i = 0; i < h.length; i++) {
+      const v = h[i]!;
+      h[i] = TWO_GELU_C * (v + 0.044715 * v * v * v);
+    }
+    this.k.write(g, 0, h);
+    this.k.mulSigmoid(x, x, g, h.length);
+    return x;
   }
 
   /** tower.ts merge on the kernels. */
