@@ -211,10 +211,11 @@ export class KernelTower {
     const yt = this.tensor('out', m * l.outDim);
     this.k.matmul(yt, xt, this.weight(l), m);
     const back = (await this.k.readBack([{ t: yt, offset: 0, length: m * l.outDim }]))[0]!;
+    y.set(back, r0 * l.outDim); // one copy out of kernel memory, then the bias in host memory
+    const { b, outDim } = l;
     for (let r = 0; r < m; r++) {
-      const o = r * l.outDim;
-      const yo = (r0 + r) * l.outDim;
-      for (let c = 0; c < l.outDim; c++) y[yo + c] = back[o + c]! + l.b[c]!;
+      const yo = (r0 + r) * outDim;
+      for (let c = 0; c < outDim; c++) y[yo + c] = y[yo + c]! + b[c]!;
     }
   }
 
