@@ -60,6 +60,7 @@ export class VisionEngine {
     if (id === null) throw new DeltaserveError('bad_config', 'the model has a vision_config but no image_token_id');
     this.imageTokenId = id;
     this.tower = new KernelTower(kernels, model.cfg, model.weights);
+    this.tower.packAll(); // the memory plan counted the packed weights: take them at load
     const factor = model.cfg.patchSize * model.cfg.spatialMergeSize;
     this.maxTokens = Math.floor(maxResizedPixels(model.pre, factor, maxImagePixels) / (factor * factor)) * model.cfg.spatialMergeSize ** 2;
     this.pairAxes = mropePairAxes(rotaryPairs, model.mrope.section, model.mrope.interleaved);

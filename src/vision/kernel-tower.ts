@@ -97,6 +97,15 @@ export class KernelTower {
     this.linearRows = opts.linearRows ?? LINEAR_ROWS;
   }
 
+  /** Pack every linear layer now (the engine does at load: the memory is taken up front and
+   * the first image does not pay for it). */
+  packAll(): void {
+    const w = this.weights;
+    this.weight(w.patchEmbed);
+    for (const b of w.blocks) [b.qkv, b.proj, b.fc1, b.fc2].forEach((l) => this.weight(l));
+    for (const m of [w.merger, ...w.deepstack]) [m.fc1, m.fc2].forEach((l) => this.weight(l));
+  }
+
   /** Encode one image (or clip); same contract as tower.ts encodeImage. */
   async encode(patches: Float32Array, grid: ImageGrid): Promise<VisionOutput> {
     const { cfg, weights: w } = this;
