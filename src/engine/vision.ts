@@ -12,7 +12,7 @@
 // - Embeddings depend only on the pixels (the patches are a function of them), so the tower
 //   output is cached by hash and reused bit for bit.
 // - A request's images are encoded (async: a GPU backend reads back through promises) by
-//   `encodeRequest` before any of its rows is in a forward; `rows` only reads them.
+//   `encodeRows` before any of its rows is in a forward; `rows` only reads them.
 import type { AnyKernels } from '../kernels/types.js';
 import type { ImageRow, SeqVision } from '../model/forward.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -33,7 +33,7 @@ export interface RequestVision {
   readonly imageOf: Int32Array;
   /** Per prompt token: its row within its image's embeddings. */
   readonly rowOf: Int32Array;
-  /** The tower's output per image, filled by VisionEngine.encodeRequest. */
+  /** The tower's output per image, filled by VisionEngine.encodeRows. */
   readonly encoded: (VisionOutput | undefined)[];
 }
 
@@ -89,9 +89,15 @@ export class VisionEngine {
     return { images, positions, imageOf, rowOf, encoded: images.map(() => undefined) };
   }
 
-  /** Encode the request's images not encoded yet (before its rows enter a forward). */
-  async encodeRequest(v: RequestVision): Promise<void> {
-    for (let i = 0; i < v.images.length; i++) v.encoded[i] ??= await this.encode(v.images[i]!);
+  /** Encode the images with rows among prompt tokens [start, start + n) not encoded yet
+   * (before those rows enter a forward; an image whose rows all come from the prefix cache
+   * is never encoded). */
+  async encodeRows(v: RequestVision, start: number, n: number): Promise<void> {
+    const end = Math.min(start + n, v.imageOf.length);
+    for (let i = start; i < end; i++) {
+      const image = v.imageOf[i]!;
+      if (image >= 0 && !v.encoded[image]) v.encoded[image] = await this.encode(v.images[image]!);
+    }
   }
 
   /** The tower's output for one image (encoded once per pixel hash while cached). */
@@ -117,7 +123,7 @@ export class VisionEngine {
       const image = i < L ? v.imageOf[i]! : -1;
       if (image < 0) continue;
       const out = v.encoded[image];
-      if (!out) throw new DeltaserveError('internal', `image ${image} of the request was not encoded before its rows (VisionEngine.encodeRequest)`);
+      if (!out) throw new DeltaserveError('internal', `image ${image} of the request was not encoded before its rows (VisionEngine.encodeRows)`);
       const r = v.rowOf[i]!;
       rows.push({ row: j, values: out.embeds.subarray(r * hidden, (r + 1) * hidden), deepstack: out.deepstack.map((d) => d.subarray(r * hidden, (r + 1) * hidden)) });
     }
