@@ -4,7 +4,8 @@
 // oracle (--tower plain).
 // Prints one JSON object. Usage:
 //   node scripts/bench-vision.mjs [--shape qwen3.5-0.8b] [--size 448] [--threads 2] [--tower kernels|plain] [--runs 3]
-// encode_ms is the median of --runs encodes (after one small encode that packs the weights).
+// encode_ms is the median of --runs encodes (after one small warm-up encode; the kernel tower
+// packs its weights when made).
 // Run `npm run build` first (it imports dist/).
 import { parseArgs } from 'node:util';
 import { planModel } from '../dist/src/tools/make-model.js';
@@ -42,7 +43,7 @@ if (v.tower !== 'kernels' && v.tower !== 'plain') throw new Error(`--tower must 
 const wasm = v.tower === 'kernels' ? await createWasmKernels({ threads: Number(v.threads) }) : null;
 const kt = wasm ? new KernelTower(wasm, cfg, weights) : null;
 const encode = (patches, grid) => (kt ? kt.encode(patches, grid) : encodeImage(cfg, weights, patches, grid));
-await encode(pre.patches.subarray(0, 16 * 1536), { t: 1, h: 4, w: 4 }); // pack the weights
+await encode(pre.patches.subarray(0, 16 * 1536), { t: 1, h: 4, w: 4 }); // warm up (the plain tower: JIT)
 const times = [];
 const cpu = []; // CPU time of the process, every thread (less sensitive to a loaded machine than wall time)
 let out;

@@ -22,7 +22,7 @@ import { REPO_ROOT } from './paths.js';
 import { encodePng } from './vision-encode.js';
 import { TINY_VISION, fixtureVisionConfig, fixtureVisionWeights, randomArray } from './vision-helpers.js';
 
-test('packAll packs the bytes towerPackedBytes counts; a tower pass allocates exactly the scratch towerScratchFloats states', async () => {
+test('a tower packs the bytes towerPackedBytes counts when made; a tower pass allocates exactly the scratch towerScratchFloats states', async () => {
   const cfg = fixtureVisionConfig();
   const w = fixtureVisionWeights(cfg);
   const ref = createRefKernels();
@@ -31,12 +31,11 @@ test('packAll packs the bytes towerPackedBytes counts; a tower pass allocates ex
     alloc: (n: number): Tensor => { floats += n; return ref.alloc(n); },
   });
   const grid = { t: 1, h: 8, w: 6 };
-  const tower = new KernelTower(counting, cfg, w, { linearRows: 16 });
   let packed = 0;
   const allocWeight = counting.allocWeight.bind(counting);
   counting.allocWeight = (dtype, rows, cols) => { packed += rows * cols * (dtype === 'bf16' ? 2 : 4); return allocWeight(dtype, rows, cols); };
-  tower.packAll();
-  assert.equal(packed, towerPackedBytes(w), 'packAll packs what towerPackedBytes counts');
+  const tower = new KernelTower(counting, cfg, w, { linearRows: 16 });
+  assert.equal(packed, towerPackedBytes(w), 'making the tower packs what towerPackedBytes counts');
   await tower.encode(randomArray(new Rng(1), 48 * 1536, 1), grid);
   assert.equal(packed, towerPackedBytes(w), 'an encode packs nothing more');
   const want = Object.values(towerScratchFloats(cfg, 48, 16)).reduce((a, b) => a + b, 0);

@@ -17,6 +17,7 @@ import type { AnyKernels } from '../kernels/types.js';
 import type { ImageRow, SeqVision } from '../model/forward.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { VisionModel } from '../vision/load.js';
+import type { VisionConfig } from '../vision/config.js';
 import { KernelTower } from '../vision/kernel-tower.js';
 import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
 import { maxResizedPixels } from '../vision/memory.js';
@@ -54,13 +55,16 @@ export class VisionEngine {
   /** Patches of the largest image the memory plan reserved an encode for. */
   readonly maxTokens: number;
 
-  constructor(readonly model: VisionModel, kernels: AnyKernels, rotaryPairs: number, maxImagePixels = DEFAULT_MAX_DECODE_PIXELS,
+  /** The tower's config (the weights live packed in the tower: the f32 set is not kept). */
+  readonly cfg: VisionConfig;
+
+  constructor(model: VisionModel, kernels: AnyKernels, rotaryPairs: number, maxImagePixels = DEFAULT_MAX_DECODE_PIXELS,
     private readonly cacheSize = 16) {
     const id = model.tokens.imageTokenId;
     if (id === null) throw new DeltaserveError('bad_config', 'the model has a vision_config but no image_token_id');
     this.imageTokenId = id;
-    this.tower = new KernelTower(kernels, model.cfg, model.weights);
-    this.tower.packAll(); // the memory plan counted the packed weights: take them at load
+    this.cfg = model.cfg;
+    this.tower = new KernelTower(kernels, model.cfg, model.weights); // packs at load
     const factor = model.cfg.patchSize * model.cfg.spatialMergeSize;
     this.maxTokens = Math.floor(maxResizedPixels(model.pre, factor, maxImagePixels) / (factor * factor)) * model.cfg.spatialMergeSize ** 2;
     this.pairAxes = mropePairAxes(rotaryPairs, model.mrope.section, model.mrope.interleaved);
@@ -74,7 +78,7 @@ export class VisionEngine {
         throw new DeltaserveError('bad_request', `image ${i + 1} (${im.width}×${im.height}) is ${tokens} patches; the memory plan holds the tower's encode of at most ${this.maxTokens} (raise --max-image-pixels)`);
       }
     });
-    const m = this.model.cfg.spatialMergeSize;
+    const m = this.cfg.spatialMergeSize;
     const positions = mropePositions(promptIds, this.imageTokenId, images.map((im) => im.grid), m);
     const imageOf = new Int32Array(promptIds.length).fill(-1);
     const rowOf = new Int32Array(promptIds.length);

@@ -12,8 +12,9 @@
 // per-row arithmetic (its result never depends on how rows are grouped).
 //
 // Invariants:
-// - Each Linear is packed once per tower, keyed by the Linear object: bf16 where every value
-//   is a bf16 (a BF16 checkpoint: exact), else f32.
+// - Every linear layer is packed when the tower is made (bf16 where every value is a bf16 —
+//   a BF16 checkpoint: exact — else f32); the tower keeps no reference to the f32 weight
+//   matrices it was made from, so they are freed once their owner drops them.
 // - Device scratch tensors are grow-only (the Kernels interface has no free), named by role;
 //   towerScratchFloats gives their sizes for a number of tokens (the memory plan reads it).
 import type { AnyKernels, Tensor, Weight } from '../kernels/types.js';
@@ -22,7 +23,7 @@ import type { VisionConfig } from './config.js';
 import { type ImageGrid, checkGrid, gridTokens, interpolatePosEmbed, rotaryAngles } from './grid.js';
 import { addInPlace, applyInPlace, geluErf, layerNorm } from './ops.js';
 import { type RotaryTables, applyRotary, rotaryTables, type VisionOutput } from './tower.js';
-import { type Linear, type MergerWeights, type VisionBlockWeights, type VisionWeights, patchDim } from './weights.js';
+import { type LayerNormWeights, type Linear, type MergerWeights, type VisionWeights, patchDim } from './weights.js';
 
 /** Query rows × keys per attention call at most (bounds a call's score scratch). */
 export const SCORES_PER_CALL = 1 << 20;
@@ -85,30 +86,45 @@ function allBf16(w: Float32Array): boolean {
   return true;
 }
 
-export class KernelTower {
-  private readonly packed = new Map<Linear, Weight>();
-  private readonly slots = new Map<string, Slot>();
+/** A linear layer packed on the kernels: y = x·Wᵀ + b. */
+interface PackedLinear { readonly w: Weight; readonly b: Float32Array; readonly outDim: number; readonly inDim: number }
+interface PackedMerger { readonly norm: LayerNormWeights; readonly postShuffleNorm: boolean; readonly fc1: PackedLinear; readonly fc2: PackedLinear }
+interface PackedBlock {
+  readonly norm1: LayerNormWeights; readonly qkv: PackedLinear; readonly proj: PackedLinear;
+  readonly norm2: LayerNormWeights; readonly fc1: PackedLinear; readonly fc2: PackedLinear;
+}
+interface PackedTower {
+  readonly patchEmbed: PackedLinear; readonly posEmbed: Float32Array; readonly blocks: readonly PackedBlock[];
+  readonly merger: PackedMerger; readonly deepstack: readonly PackedMerger[];
+}
 
+/** The tower's weights with every linear layer packed by `pack`. */
+function packTower(w: VisionWeights, pack: (l: Linear) => PackedLinear): PackedTower {
+  const merger = (m: MergerWeights): PackedMerger => ({ norm: m.norm, postShuffleNorm: m.postShuffleNorm, fc1: pack(m.fc1), fc2: pack(m.fc2) });
+  return {
+    patchEmbed: pack(w.patchEmbed), posEmbed: w.posEmbed,
+    blocks: w.blocks.map((b) => ({ norm1: b.norm1, qkv: pack(b.qkv), proj: pack(b.proj), norm2: b.norm2, fc1: pack(b.fc1), fc2: pack(b.fc2) })),
+    merger: merger(w.merger), deepstack: w.deepstack.map(merger),
+  };
+}
+
+export class KernelTower {
+  private readonly slots = new Map<string, Slot>();
   private readonly scoresPerCall: number;
   private readonly linearRows: number;
+  private readonly w: PackedTower;
 
-  constructor(private readonly k: AnyKernels, readonly cfg: VisionConfig, readonly weights: VisionWeights, opts: KernelTowerOptions = {}) {
+  /** Packs every linear layer of `weights` on `k` now (the engine makes its tower at load:
+   * the memory plan counted the packed copy, and no image pays for packing). */
+  constructor(private readonly k: AnyKernels, readonly cfg: VisionConfig, weights: VisionWeights, opts: KernelTowerOptions = {}) {
     this.scoresPerCall = opts.scoresPerCall ?? SCORES_PER_CALL;
     this.linearRows = opts.linearRows ?? LINEAR_ROWS;
-  }
-
-  /** Pack every linear layer now (the engine does at load: the memory is taken up front and
-   * the first image does not pay for it). */
-  packAll(): void {
-    const w = this.weights;
-    this.weight(w.patchEmbed);
-    for (const b of w.blocks) [b.qkv, b.proj, b.fc1, b.fc2].forEach((l) => this.weight(l));
-    for (const m of [w.merger, ...w.deepstack]) [m.fc1, m.fc2].forEach((l) => this.weight(l));
+    this.w = packTower(weights, (l) => ({ w: this.pack(l), b: l.b, outDim: l.outDim, inDim: l.inDim }));
   }
 
   /** Encode one image (or clip); same contract as tower.ts encodeImage. */
   async encode(patches: Float32Array, grid: ImageGrid): Promise<VisionOutput> {
-    const { cfg, weights: w } = this;
+    const { cfg, w } = this;
     checkGrid(cfg, grid);
     const n = gridTokens(grid);
     if (patches.length !== n * patchDim(cfg)) {
@@ -128,7 +144,7 @@ export class KernelTower {
     return { embeds: await this.merge(w.merger, x, n), tokens: n / (cfg.spatialMergeSize * cfg.spatialMergeSize), deepstack };
   }
 
-  private async block(b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: RotaryTables): Promise<void> {
+  private async block(b: PackedBlock, x: Float32Array, n: number, frameLen: number, angles: RotaryTables): Promise<void> {
     const { cfg } = this;
     const d = cfg.hiddenSize;
     const qkv = await this.linear(layerNorm(x, n, d, b.norm1, cfg.layerNormEps), n, b.qkv);
@@ -162,7 +178,7 @@ export class KernelTower {
   }
 
   /** tower.ts merge on the kernels. */
-  private async merge(mw: MergerWeights, x: Float32Array, n: number): Promise<Float32Array> {
+  private async merge(mw: PackedMerger, x: Float32Array, n: number): Promise<Float32Array> {
     const { cfg } = this;
     const unit = cfg.spatialMergeSize * cfg.spatialMergeSize;
     const groups = n / unit;
@@ -204,7 +220,7 @@ export class KernelTower {
   }
 
   /** y = x·Wᵀ + b, host to host, by blocks of LINEAR_ROWS rows. */
-  async linear(x: Float32Array, m: number, l: Linear): Promise<Float32Array> {
+  async linear(x: Float32Array, m: number, l: PackedLinear): Promise<Float32Array> {
     const y = new Float32Array(m * l.outDim);
     for (let r0 = 0; r0 < m; r0 += this.linearRows) {
       const rows = Math.min(this.linearRows, m - r0);
@@ -216,9 +232,9 @@ export class KernelTower {
   }
 
   /** Rows [r0, r0 + m) of y = x·Wᵀ + b for an x ([m × inDim]) in kernel memory. */
-  private async matmulBias(xt: Tensor, m: number, l: Linear, y: Float32Array, r0: number): Promise<void> {
+  private async matmulBias(xt: Tensor, m: number, l: PackedLinear, y: Float32Array, r0: number): Promise<void> {
     const yt = this.tensor('out', m * l.outDim);
-    this.k.matmul(yt, xt, this.weight(l), m);
+    this.k.matmul(yt, xt, l.w, m);
     const back = (await this.k.readBack([{ t: yt, offset: 0, length: m * l.outDim }]))[0]!;
     y.set(back, r0 * l.outDim); // one copy out of kernel memory, then the bias in host memory
     const { b, outDim } = l;
@@ -229,7 +245,7 @@ export class KernelTower {
   }
 
   /** y = x·Wᵀ + b for an x ([m × inDim]) in kernel memory, by blocks of LINEAR_ROWS rows. */
-  private async deviceLinear(xt: Tensor, m: number, l: Linear): Promise<Float32Array> {
+  private async deviceLinear(xt: Tensor, m: number, l: PackedLinear): Promise<Float32Array> {
     const y = new Float32Array(m * l.outDim);
     for (let r0 = 0; r0 < m; r0 += this.linearRows) {
       const rows = Math.min(this.linearRows, m - r0);
@@ -238,9 +254,8 @@ export class KernelTower {
     return y;
   }
 
-  private weight(l: Linear): Weight {
-    let w = this.packed.get(l);
-    if (w) return w;
+  /** The layer's matrix in the kernels' matmul layout. */
+  private pack(l: Linear): Weight {
     const bf16 = allBf16(l.w);
     const { weight, bytes } = this.k.allocWeight(bf16 ? 'bf16' : 'f32', l.outDim, l.inDim);
     if (bf16) {
@@ -250,9 +265,7 @@ export class KernelTower {
     } else {
       new Float32Array(bytes.buffer, bytes.byteOffset, l.w.length).set(l.w);
     }
-    w = this.k.packWeight(weight);
-    this.packed.set(l, w);
-    return w;
+    return this.k.packWeight(weight);
   }
 
   /** A view of `n` floats of the named grow-only scratch tensor. */

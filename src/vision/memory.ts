@@ -1,12 +1,13 @@
-// What the vision tower adds to the memory plan (engine/memory-plan.ts): its weights (the f32
-// set on the host and the copy packed on the kernels) and the peak of one encode for the
-// largest image the limits let through.
+// What the vision tower adds to the memory plan (engine/memory-plan.ts): its weights (the
+// linear layers packed on the kernels, the small rest on the host) and the peak of one encode
+// for the largest image the limits let through.
 import type { PreprocessConfig, VisionConfig } from './config.js';
 import { towerActivationBytes, towerPackedBytes } from './kernel-tower.js';
 import type { VisionWeights } from './weights.js';
 
 export interface TowerMemory {
-  /** The f32 weights on the host (vision/weights.ts). */
+  /** The f32 weights the tower keeps on the host: norms, biases, the position table (the
+   * linear matrices live packed on the kernels; their f32 load copies are freed after load). */
   readonly hostWeightBytes: number;
   /** The linear layers packed on the kernels (vision/kernel-tower.ts). */
   readonly packedWeightBytes: number;
@@ -31,16 +32,10 @@ export function maxResizedPixels(pre: PreprocessConfig, factor: number, maxImage
   return Math.min(pre.maxPixels, Math.max(within, grown));
 }
 
-function floatBytes(w: VisionWeights): number {
-  let n = w.posEmbed.byteLength;
-  const visit = (o: object): void => {
-    for (const v of Object.values(o)) {
-      if (v instanceof Float32Array) n += v.byteLength;
-      else if (typeof v === 'object' && v !== null) visit(v);
-    }
-  };
-  visit({ patchEmbed: w.patchEmbed, blocks: w.blocks, merger: w.merger, deepstack: w.deepstack });
-  return n;
+function keptHostBytes(w: VisionWeights): number {
+  const norms = [...w.blocks.flatMap((b) => [b.norm1, b.norm2]), w.merger.norm, ...w.deepstack.map((m) => m.norm)];
+  const linears = [w.patchEmbed, ...w.blocks.flatMap((b) => [b.qkv, b.proj, b.fc1, b.fc2]), ...[w.merger, ...w.deepstack].flatMap((m) => [m.fc1, m.fc2])];
+  return w.posEmbed.byteLength + norms.reduce((n, x) => n + x.w.byteLength + x.b.byteLength, 0) + linears.reduce((n, l) => n + l.b.byteLength, 0);
 }
 
 /** The tower's memory for images of at most `maxImagePixels` decoded pixels. */
@@ -50,7 +45,7 @@ export function towerMemory(cfg: VisionConfig, pre: PreprocessConfig, w: VisionW
   // whole merge units of patches (both sides are multiples of the factor)
   const maxTokens = Math.floor(maxResizedPixels(pre, factor, maxImagePixels) / (factor * factor)) * unit;
   return {
-    hostWeightBytes: floatBytes(w), packedWeightBytes: towerPackedBytes(w),
+    hostWeightBytes: keptHostBytes(w), packedWeightBytes: towerPackedBytes(w),
     activationBytes: towerActivationBytes(cfg, maxTokens), maxTokens, maxImagePixels,
   };
 }
