@@ -48,11 +48,13 @@ export const LINEAR_ROWS = 2048;
  * (one frame: an image). */
 export function towerScratchFloats(cfg: VisionConfig, tokens: number, linearRows = LINEAR_ROWS): Record<string, number> {
   const d = cfg.hiddenSize;
+  const hd = cfg.headDim;
   const merged = d * cfg.spatialMergeSize * cfg.spatialMergeSize;
   const rows = Math.min(tokens, linearRows);
   const widestIn = Math.max(patchDim(cfg), d, cfg.intermediateSize, merged);
   const widestOut = Math.max(3 * d, cfg.intermediateSize, merged, cfg.outHiddenSize);
-  return { in: rows * widestIn, out: rows * widestOut, hid: rows * cfg.intermediateSize, gate: rows * cfg.intermediateSize, qkv: tokens * 3 * d, q: tokens * d, k: tokens * d, v: tokens * d, o: tokens * d, attn: tokens * d };
+  return { in: rows * widestIn, out: rows * widestOut, hid: rows * cfg.intermediateSize, gate: rows * cfg.intermediateSize, qkv: tokens * 3 * d,
+    q: tokens * hd, k: tokens * hd, v: tokens * hd, o: tokens * hd, attn: tokens * d };
 }
 
 /** Bytes a tower pass holds at its peak for `tokens` patches: the device scratch plus the
@@ -195,25 +197,21 @@ export class KernelTower {
     const { numHeads: heads, headDim: hd, hiddenSize: d } = this.cfg;
     const all = this.tensor('qkv', n * 3 * d);
     k.write(all, 0, qkv);
-    const [q, kc, vc, o] = [this.tensor('q', frameLen * d), this.tensor('k', frameLen * d), this.tensor('v', frameLen * d), this.tensor('o', frameLen * d)];
+    // one head at a time: its q, k, v and output as contiguous [frameLen × hd]
+    const [q, kc, vc, o] = ['q', 'k', 'v', 'o'].map((name) => this.tensor(name, frameLen * hd)) as [Tensor, Tensor, Tensor, Tensor];
     const out = this.tensor('attn', n * d);
     const chunk = Math.max(1, Math.min(frameLen, Math.floor(this.scoresPerCall / frameLen)));
+    const cache = { k: kc, v: vc, pageSize: frameLen };
     for (let f0 = 0; f0 < n; f0 += frameLen) {
-      for (let h = 0; h < heads; h++) { // head-major [heads × frameLen × hd]
-        const at = h * frameLen * hd;
-        k.copyRows(q, at, hd, all, f0 * 3 * d + h * hd, 3 * d, frameLen, hd);
-        k.copyRows(kc, at, hd, all, f0 * 3 * d + d + h * hd, 3 * d, frameLen, hd);
-        k.copyRows(vc, at, hd, all, f0 * 3 * d + 2 * d + h * hd, 3 * d, frameLen, hd);
-      }
       for (let h = 0; h < heads; h++) {
-        const at = h * frameLen * hd;
-        const cache = { k: k.view(kc, at, frameLen * hd), v: k.view(vc, at, frameLen * hd), pageSize: frameLen };
+        k.copyRows(q, 0, hd, all, f0 * 3 * d + h * hd, 3 * d, frameLen, hd);
+        k.copyRows(kc, 0, hd, all, f0 * 3 * d + d + h * hd, 3 * d, frameLen, hd);
+        k.copyRows(vc, 0, hd, all, f0 * 3 * d + 2 * d + h * hd, 3 * d, frameLen, hd);
         for (let i0 = 0; i0 < frameLen; i0 += chunk) {
           const c = Math.min(chunk, frameLen - i0);
-          const rows = at + i0 * hd;
-          k.attention(k.view(o, rows, c * hd), k.view(q, rows, c * hd), c * hd, cache, [0], frameLen - 1, 1, { numHeads: c, numKvHeads: 1, headDim: hd });
+          k.attention(k.view(o, i0 * hd, c * hd), k.view(q, i0 * hd, c * hd), c * hd, cache, [0], frameLen - 1, 1, { numHeads: c, numKvHeads: 1, headDim: hd });
         }
-        k.copyRows(out, f0 * d + h * hd, d, o, at, hd, frameLen, hd);
+        k.copyRows(out, f0 * d + h * hd, d, o, 0, hd, frameLen, hd);
       }
     }
     return out;
