@@ -47,7 +47,7 @@ export function letterbox(img: RgbImage, minPixels: number, maxPixels: number, f
 async function imageBytes(e: Engine, c: ParityCase): Promise<Uint8Array> {
   const bytes = new Uint8Array(readFileSync(join(PARITY_DIR, c.image)));
   if (!c.letterbox) return bytes;
-  const v = e.vision!.model;
+  const v = e.info.frontend.vision!;
   const boxed = letterbox(await decodeImage(bytes), v.pre.minPixels, v.pre.maxPixels, v.cfg.patchSize * v.cfg.spatialMergeSize);
   const rgba = new Uint8Array(boxed.width * boxed.height * 4).fill(255);
   for (let i = 0; i < boxed.width * boxed.height; i++) rgba.set(boxed.data.subarray(3 * i, 3 * i + 3), 4 * i);
