@@ -28,7 +28,7 @@ for (let i = 0; i < SIZE * SIZE; i++) rgba[4 * i + 3] = 255;
 writeFileSync(image, await encodePng(rgba, SIZE, SIZE));
 
 function deltaserve() {
-  const out = execFileSync(process.execPath, [new URL('bench-vision.mjs', import.meta.url).pathname, '--shape', v.shape, '--size', String(SIZE), '--threads', v.threads], { encoding: 'utf8' });
+  const out = execFileSync(process.execPath, [new URL('bench-vision.mjs', import.meta.url).pathname, '--shape', v.shape, '--size', String(SIZE), '--threads', v.threads, '--runs', '1'], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1));
 }
 
