@@ -142,7 +142,7 @@ for (const { label, k } of backends) {
       assert.throws(() => ref.matmul(c, x, w, 3), /packed for another backend|panel8/);
     });
 
-    test('embed: exact widening, bf16, f16 and f32 tables, row-major and packed (tied lm_head)', () => {
+    test('embed and embedIds: exact widening, bf16, f16 and f32 tables, row-major and packed (tied lm_head)', () => {
       const r = rng(3);
       for (const dtype of ['bf16', 'f16', 'f32'] as const) {
         const { w: packed, wr: table } = linear(k, dtype, 50, 37, sym(r));
@@ -153,6 +153,12 @@ for (const { label, k } of backends) {
           const out = k.alloc(ids.length * 37);
           k.embed(out, t, ids);
           same(out, want, `${dtype} ${what}`);
+          // embedIds: the same rows from ids in kernel memory, at an offset
+          const dev = k.allocI32(ids.length + 2);
+          dev.set(ids, 2);
+          const viaIds = k.alloc(ids.length * 37);
+          k.embedIds(viaIds, t, dev, 2, ids.length);
+          same(viaIds, want, `embedIds ${dtype} ${what}`);
         }
       }
     });

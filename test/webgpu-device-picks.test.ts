@@ -4,7 +4,8 @@
 // - webgpu device-picked ids == the wasm engine's ids (golden prompts), MTP off and on;
 // - on webgpu, the device pick == the host pick over the same logits (a capture request
 //   takes the host path), and every request of a mixed batch (device and host rows) == alone;
-// - the read-back carries exactly one id instead of one vocabulary row per sampled token.
+// - the read-back carries exactly one id instead of one vocabulary row per sampled token;
+// - MTP drafts chain on the device: a round (k drafts + verify) reads back at most twice.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -89,8 +90,36 @@ describe('greedy picks on the device', () => {
       const host = await run(hostPath);
       assert.deepEqual(device.out, host.out);
       assert.ok(device.drafted > 0, 'the runs drafted');
-      assert.deepEqual([device.drafted, device.accepted, device.reads], [host.drafted, host.accepted, host.reads], 'drafted, accepted, read-backs');
+      assert.deepEqual([device.drafted, device.accepted], [host.drafted, host.accepted], 'drafted, accepted');
+      // device drafts chain on the device (one read-back per round's drafts); host drafts read back per draft step
+      assert.ok(device.reads < host.reads, `read-backs: device ${device.reads} < host ${host.reads}`);
     });
+  });
+
+  test('an MTP round (k drafts + verify) reads back at most twice, k = 1..4; the host-drafted round reads 1 + k', async () => {
+    const p = golden()[1]!;
+    const req = { promptIds: p.prompt_ids, maxTokens: 10, ignoreEos: true };
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, [req]));
+    for (const k of [1, 2, 3, 4]) {
+      await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1 }, async (e) => {
+        const run = async (r: GenerateRequest): Promise<{ out: number[][]; rounds: number; reads: number; bytes: number }> => {
+          const c = counters(e);
+          const [s0, r0, b0] = [e.stats().spec.rounds, c.steps, c.readBackBytes];
+          const out = await ids(e, [r]);
+          return { out, rounds: e.stats().spec.rounds - s0, reads: c.steps - r0, bytes: c.readBackBytes - b0 };
+        };
+        const device = await run(req);
+        const host = await run({ ...req, logitsAdjust: { bias: new Map<number, number>() } });
+        assert.deepEqual(device.out, want, `k = ${k}: MTP on == off`);
+        assert.deepEqual(host.out, want, `k = ${k}: host drafts, MTP on == off`);
+        assert.ok(device.rounds > 0 && device.rounds === host.rounds, `k = ${k}: ${device.rounds} rounds`);
+        // the prefill step and the draft after it read back once each; then every round ≤ 2
+        const perRound = (device.reads - 2) / device.rounds;
+        console.log(`# k=${k} rounds=${device.rounds} read-backs: device ${device.reads} (${perRound.toFixed(2)}/round) host ${host.reads}; bytes/read-back ${(device.bytes / device.reads).toFixed(0)}`);
+        assert.ok(device.reads - 2 <= 2 * device.rounds, `k = ${k}: ${device.reads} read-backs for ${device.rounds} rounds`);
+        if (k >= 2) assert.ok(host.reads - 2 > 2 * host.rounds, `k = ${k}: the host path reads back per draft step (${host.reads})`);
+      });
+    }
   });
 
   test('a mixed batch (device rows, host rows: logprobs, sampled, capture) == each request alone', async () => {

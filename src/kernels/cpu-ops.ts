@@ -11,6 +11,12 @@ export function view(t: Float32Array, offset: number, length: number): Float32Ar
   return t.subarray(offset, offset + length);
 }
 
+/** ids[offset, offset + m) of a kernel int32 tensor (embedIds on CPU backends: then embed). */
+export function idsIn(ids: Int32Array, offset: number, m: number): Int32Array {
+  if (offset < 0 || m < 0 || offset + m > ids.length) throw new RangeError(`embedIds: ids [${offset}, ${offset + m}) of a tensor of ${ids.length}`);
+  return ids.subarray(offset, offset + m);
+}
+
 export function copyRows(dst: Float32Array, dstOffset: number, dstStride: number, src: Float32Array, srcOffset: number,
   srcStride: number, rows: number, width: number): void {
   if (rows <= 0) return;

@@ -113,6 +113,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
   embed(out: T, table: Weight, ids: ArrayLike<number>): void;
 
+  /** embed with the ids in kernel memory: out[i, :] = embedding row ids[idsOffset + i] for
+   * i < m — the bits of embed over those ids read back. Each id must lie in [0, table.rows)
+   * (CPU backends throw; the callers' ids are argmaxRows picks of the table's own rows). A
+   * GPU backend gathers without a read-back, so MTP drafts chain on the device. */
+  embedIds(out: T, table: Weight, ids: I, idsOffset: number, m: number): void;
+
   /** RMSNorm over rows of length d: y = x·rsqrt(mean(x²)+eps)·(1+w) if `zeroCentered`,
    * else ·w. x, out: [M, d] (may alias), w: [1, d]. */
   rmsNorm(out: T, x: T, w: Weight, m: number, eps: number, zeroCentered: boolean): void;

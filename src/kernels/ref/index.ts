@@ -47,6 +47,7 @@ export function createRefKernels(): Kernels {
     matmulGroup: (x, m, group, norm) => matmulGroupByCalls(k, x, m, group, norm),
     matmulAdd: (out, x, w, m, tmp, gate) => matmulAddByCalls(k, out, x, w, m, tmp, gate),
     embed: dense.embed,
+    embedIds: (out, table, ids, idsOffset, m) => dense.embed(out, table, cpu.idsIn(ids, idsOffset, m)),
     rmsNorm: dense.rmsNorm,
     gatedRmsNorm: dense.gatedRmsNorm,
     rope: dense.rope,

@@ -236,6 +236,11 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     c.end();
   }
 
+  /** Ids are views of the arena's memory: embed over them. */
+  embedIds(out: Float32Array, table: Weight, ids: Int32Array, idsOffset: number, m: number): void {
+    this.embed(out, table, cpu.idsIn(ids, idsOffset, m));
+  }
+
   /** Logits rows are views of the arena's memory: the same SIMD argmax as host rows. */
   argmaxRows(out: Int32Array, outOffset: number, x: Float32Array, m: number, n: number, stride: number): void {
     this.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride);

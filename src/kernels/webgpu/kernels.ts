@@ -20,6 +20,7 @@ import type { AcquireOptions } from './device.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
+import { embedDeviceIds } from './embed-ids.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -281,6 +282,11 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
       this.g.embed(this.step, dst, p.weight, this.uploads.put(p.localIds, 'i32'), p.localIds.length);
     }
     this.g.gatherRows(this.step, out, stacked, this.uploads.put(plan.order, 'i32'), ids.length, gw.cols);
+  }
+  /** Ids on the device (embed-ids.ts): no read-back between an argmaxRows and this gather. */
+  embedIds(out: GpuTensor, table: Weight, ids: GpuTensor, idsOffset: number, m: number): void {
+    if (m <= 0) return;
+    embedDeviceIds(this.g, this.step, out, this.tableOf(table), this.view(ids, idsOffset, m), m);
   }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);
