@@ -2,8 +2,9 @@
 // into the forward (no global context), computes the logits rows that sample on the
 // kernels, picks the tokens of the rows that take the plain argmax on the kernels
 // (device-picks.ts), and reads back what the engine needs in ONE read-back call per step:
-// those rows' ids, the other sampling rows' logits rows, and the hidden rows (on CPU
-// backends these are views, returned at once).
+// those rows' ids, the other sampling rows' logits rows, and the hidden rows of the rows a
+// prefix snapshot may need this step (on CPU backends these are views, returned at once).
+// A step whose rows all pick on the kernels and snapshot nothing reads back ids only.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Tensor } from '../kernels/types.js';
@@ -25,9 +26,11 @@ export interface StepResult {
    * positions when the row picks on the kernels (device-picks.ts), else null. */
   readonly ids: (Int32Array | null)[];
   /** Post-norm hidden of every processed token, [M, H], as a kernel tensor (for the MTP
-   * head) and on the host (for prefix snapshots; on CPU backends the same memory). */
+   * head). */
   readonly hidden: Tensor;
-  readonly hostHidden: Float32Array;
+  /** Per real row: its n hidden rows [n, H] on the host (for prefix snapshots; on CPU
+   * backends the same memory), or null when `hiddenNeeded` said no snapshot can read them. */
+  readonly hostHidden: (Float32Array | null)[];
   readonly offsets: readonly number[];
 }
 
@@ -45,6 +48,8 @@ export class Runner {
     private readonly sampleVocab: number,
     /** The vision tower (null: text-only; requests with images are refused at build). */
     private readonly vision: VisionEngine | null = null,
+    /** Does the step's update possibly read this row's hidden rows (a prefix snapshot)? */
+    private readonly hiddenNeeded: (row: BatchRow) => boolean = () => true,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
@@ -85,20 +90,24 @@ export class Runner {
     const layout = this.logitsLayout(rows, offsets);
     const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length) : null;
     const whole = this.wholePromptHits(rows);
-    const m = seqs.reduce((k, s) => k + s.tokens.length, 0);
     const h = this.model.config.hiddenSize;
+    // the hidden rows a snapshot may read (consecutive rows of fw.hidden per batch row)
+    const hiddenRows = rows.map((_, i) => i).filter((i) => rows[i]!.n > 0 && this.hiddenNeeded(rows[i]!));
     // the host-path rows' logits: one range each (their positions are consecutive rows of `all`)
     const hostRows = rows.map((_, i) => i).filter((i) => !layout.onKernels[i] && layout.count[i]! > 0);
     // the step's one read-back (CPU backends: views, at once)
     const read = await this.model.kernels.readBack([
-      { t: fw.hidden, offset: 0, length: m * h }, { t: whole.logits, offset: 0, length: whole.count * this.vocab },
+      { t: whole.logits, offset: 0, length: whole.count * this.vocab },
       ...(picks ? [{ t: picks, offset: 0, length: want.length }] : []),
       ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
+      ...hiddenRows.map((i) => ({ t: fw.hidden, offset: offsets[i]! * h, length: rows[i]!.n * h })),
     ]);
-    const [hidden, hits] = read;
-    const ids = picks ? idsOf(read[2]!) : null;
-    const hostLogits = new Map(hostRows.map((i, r) => [i, read[(picks ? 3 : 2) + r]!]));
-    return this.result(rows, layout, ids, hostLogits, hits!, hidden!, fw.hidden, offsets);
+    const [hits] = read;
+    const ids = picks ? idsOf(read[1]!) : null;
+    const first = picks ? 2 : 1;
+    const hostLogits = new Map(hostRows.map((i, r) => [i, read[first + r]!]));
+    const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
+    return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets);
   }
 
   /** Per real row: its first logits row in `all`, how many it has, and whether the kernels
@@ -123,7 +132,7 @@ export class Runner {
   }
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
-    hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: Float32Array, hidden: Tensor,
+    hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
     offsets: readonly number[]): StepResult {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
