@@ -13,7 +13,8 @@ import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
-import { idsOf, picksOnKernels } from './device-picks.js';
+import { idsOf, maskOf, picksOnKernels } from './device-picks.js';
+import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
 
@@ -88,7 +89,7 @@ export class Runner {
     const all = this.ws.logits.rows(want.length);
     if (want.length > 0) lmHeadInto(this.model, this.ws, fw.hidden, want, all);
     const layout = this.logitsLayout(rows, offsets);
-    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length) : null;
+    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout)) : null;
     const whole = this.wholePromptHits(rows);
     const h = this.model.config.hiddenSize;
     // the hidden rows a snapshot may read (consecutive rows of fw.hidden per batch row)
@@ -121,13 +122,27 @@ export class Runner {
     return { first, count, onKernels };
   }
 
-  /** Record the argmax of logits rows [0, n) of `all` over the sample vocabulary. */
-  private pickRows(all: Tensor, n: number): Tensor {
+  /** Per logits row of `all`: the constraint mask its kernels pick applies (a decode row's
+   * committed matcher, verify position s's matcher after the drafts before it), null for
+   * none and for host-path rows (their picks are not used); [] when no row has a mask. */
+  private pickMasks(rows: readonly BatchRow[], layout: { count: number[]; onKernels: boolean[] }): (Uint32Array | null)[] {
+    const masks = rows.flatMap((r, i) => Array.from({ length: layout.count[i]! }, (_, s): Uint32Array | null => {
+      const req = r.req!;
+      if (!layout.onKernels[i] || !req.adjust?.constraint) return null;
+      return maskOf(r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req));
+    }));
+    return masks.some((m) => m) ? masks : [];
+  }
+
+  /** Record the argmax of logits rows [0, n) of `all` over the sample vocabulary (under
+   * `masks`, one per row, when given). */
+  private pickRows(all: Tensor, n: number, masks: readonly (Uint32Array | null)[]): Tensor {
     if (!this.picks || this.picks.rows < n) {
       const cap = Math.max(n, 2 * (this.picks?.rows ?? 4));
       this.picks = { t: this.model.kernels.allocI32(cap), rows: cap };
     }
-    this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
+    if (masks.length > 0) this.model.kernels.argmaxRowsMasked(this.picks.t, 0, all, n, this.sampleVocab, this.vocab, masks);
+    else this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
     return this.picks.t;
   }
 

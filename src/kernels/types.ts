@@ -226,6 +226,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * on the device, so a greedy step reads back ids instead of logits rows (engine/runner.ts). */
   argmaxRows(out: I, outOffset: number, x: T, m: number, n: number, stride: number): void;
 
+  /** argmaxRows where row i's ids whose bit is clear in masks[i] (bit id & 31 of word id >> 5;
+   * words past the array: clear) count as −∞ — the ids of `argmax` over the rows with those ids
+   * set to −∞ on the host (a grammar mask, engine/logits-adjust.ts); masks[i] null: row i as
+   * it is. masks.length = m. */
+  argmaxRowsMasked(out: I, outOffset: number, x: T, m: number, n: number, stride: number, masks: readonly (Uint32Array | null)[]): void;
+
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void;

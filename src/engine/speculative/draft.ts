@@ -22,7 +22,7 @@ import type { Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftsOnKernels, idsOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsOnKernels, idsOf, maskOf } from '../device-picks.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -191,7 +191,18 @@ export class MtpDrafter {
    * the draft head), as rejection sampling compares it with the target's p id by id. */
   private async propose(chains: readonly Chain[], hidden: Tensor): Promise<void> {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
-    // the draft chain needs each step's picks before the next step: a read-back per step
+    // the draft chain needs each step's picks before the next step: a read-back per step, of
+    // ids when every chain picks by argmax under at most its constraint mask (the mask of a
+    // chain's matcher advanced by its drafts so far, as pickDrafts applies on the host)
+    if (chains.every((c) => draftPicksOnKernels(c.req))) {
+      const ids = this.idsFor(chains.length);
+      const masks = chains.map((c) => (c.req.adjust?.constraint ? maskOf(matcherAfterDrafts(c.req, c.proposed.length, c.proposed)) : null));
+      this.model.kernels.argmaxRowsMasked(ids, 0, t, chains.length, this.v, this.v, masks);
+      const [read] = await this.model.kernels.readBack([{ t: ids, offset: 0, length: chains.length }]);
+      const picks = idsOf(read!);
+      chains.forEach((c, j) => c.proposed.push(picks[j]!));
+      return;
+    }
     const [logits] = await this.model.kernels.readBack([{ t, offset: 0, length: chains.length * this.v }]);
     this.pickDrafts(chains, logits!);
   }

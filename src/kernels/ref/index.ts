@@ -70,6 +70,7 @@ export function createRefKernels(): Kernels {
     addSigmoidScaled: cpu.addSigmoidScaled,
     argmax: dense.argmax,
     argmaxRows: (out, outOffset, x, m, n, stride) => dense.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride),
+    argmaxRowsMasked: (out, outOffset, x, m, n, stride, masks) => cpu.argmaxRowsMasked(dense.argmax, out, outOffset, x, m, n, stride, masks),
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,

@@ -21,6 +21,7 @@ import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
+import { argmaxMaskedDispatch } from './argmax-masked.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -386,6 +387,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (m <= 0) return;
     if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRows: ${m} rows past the tensors`);
     this.g.argmax(this.step, this.view(out, outOffset, m), x, m, n, stride);
+  }
+  /** On the device (wgsl/argmax-masked.ts): the masks go up with the step (null rows: all ids). */
+  argmaxRowsMasked(out: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number,
+    masks: readonly (Uint32Array | null)[]): void {
+    if (m <= 0) return;
+    if (masks.length !== m) throw new RangeError(`argmaxRowsMasked: ${masks.length} masks for ${m} rows`);
+    if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRowsMasked: ${m} rows past the tensors`);
+    argmaxMaskedDispatch(this.g, this.step, this.view(out, outOffset, m), x, m, n, stride, (words) => this.uploads.put(words, 'i32'), masks);
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
