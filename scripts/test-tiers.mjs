@@ -54,7 +54,7 @@ export const TIERS = [
     concurrency: 1,
     files: [
       'vision-cli', 'vision-webgpu',
-      'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
+      'webui-browser', 'webui-vision', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
       'server-soak', 'gpu-bench-script',
     ],
   },
