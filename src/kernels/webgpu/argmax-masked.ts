@@ -4,7 +4,7 @@
 // and one dispatch of wgsl/argmax-masked.ts.
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
-import type { GpuTensor } from './tensor.js';
+import { type GpuTensor, view } from './tensor.js';
 import { grid } from './wgsl/common.js';
 import { ARGMAX_MASKED } from './wgsl/argmax-masked.js';
 
@@ -19,6 +19,16 @@ export function packMasks(masks: readonly (Uint32Array | null)[], n: number): Ui
     else out.fill(0xffffffff, r * words, (r + 1) * words);
   });
   return out;
+}
+
+/** Kernels.argmaxRowsMasked: out[outOffset + i] = the masked argmax of row i of x. */
+export function argmaxRowsMaskedOn(g: WebGpuKernels, enc: StepEncoder, a: { out: GpuTensor; outOffset: number; x: GpuTensor; m: number; n: number; stride: number },
+  masks: readonly (Uint32Array | null)[], upload: (words: Uint32Array) => GpuTensor): void {
+  const { out, outOffset, x, m, n, stride } = a;
+  if (m <= 0) return;
+  if (masks.length !== m) throw new RangeError(`argmaxRowsMasked: ${masks.length} masks for ${m} rows`);
+  if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRowsMasked: ${m} rows past the tensors`);
+  argmaxMaskedDispatch(g, enc, view(out, outOffset, m), x, m, n, stride, upload, masks);
 }
 
 /** out[i] = the masked argmax of row i of x (x[i·stride .. i·stride + n)). */

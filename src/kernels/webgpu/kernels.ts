@@ -21,7 +21,7 @@ import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
-import { argmaxMaskedDispatch } from './argmax-masked.js';
+import { argmaxRowsMaskedOn } from './argmax-masked.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -286,8 +286,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   /** Ids on the device (embed-ids.ts): no read-back between an argmaxRows and this gather. */
   embedIds(out: GpuTensor, table: Weight, ids: GpuTensor, idsOffset: number, m: number): void {
-    if (m <= 0) return;
-    embedDeviceIds(this.g, this.step, out, this.tableOf(table), this.view(ids, idsOffset, m), m);
+    if (m > 0) embedDeviceIds(this.g, this.step, out, this.tableOf(table), this.view(ids, idsOffset, m), m);
   }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);
@@ -388,13 +387,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRows: ${m} rows past the tensors`);
     this.g.argmax(this.step, this.view(out, outOffset, m), x, m, n, stride);
   }
-  /** On the device (wgsl/argmax-masked.ts): the masks go up with the step (null rows: all ids). */
-  argmaxRowsMasked(out: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number,
-    masks: readonly (Uint32Array | null)[]): void {
-    if (m <= 0) return;
-    if (masks.length !== m) throw new RangeError(`argmaxRowsMasked: ${masks.length} masks for ${m} rows`);
-    if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRowsMasked: ${m} rows past the tensors`);
-    argmaxMaskedDispatch(this.g, this.step, this.view(out, outOffset, m), x, m, n, stride, (words) => this.uploads.put(words, 'i32'), masks);
+  /** On the device (argmax-masked.ts): the masks go up with the step. */
+  argmaxRowsMasked(out: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number, masks: readonly (Uint32Array | null)[]): void {
+    argmaxRowsMaskedOn(this.g, this.step, { out, outOffset, x, m, n, stride }, masks, (words) => this.uploads.put(words, 'i32'));
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
