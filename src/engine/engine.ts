@@ -25,7 +25,7 @@ import type { StepCommit, StepOutcome } from './step-output.js';
 import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
-import { type PrefixContext, queueGenerationSnapshot } from './prefix.js';
+import { type PrefixContext, queueGenerationSnapshot, rowMaySnapshot } from './prefix.js';
 import { resolveModel } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
 import type { VisionModel } from '../vision/load.js';
@@ -102,7 +102,8 @@ export class Engine {
       trackInterval: interval,
       prefix: this.prefix,
     }, kv, state, { finished: (req, reason) => this.finished(req, reason), specRound: (d, a) => this.metrics.specRound(d, a) });
-    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision);
+    const prefix = this.prefix;
+    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row));
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,
