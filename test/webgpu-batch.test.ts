@@ -128,6 +128,20 @@ describe('webgpu step batch', () => {
     assert.equal(read, row * (21 + 13 + 10 + 15), 'decode and verify once, the long sequence once per block');
   });
 
+  test('grouped attention past 64 positions (contexts 1, 63, 64, 65, 200, 700; decode and prefill rows; pages of 16) == the per-(head, row) kernel bit for bit, decode KV read once', async () => {
+    // the grouped kernel keeps each query's chains of the per-(head, row) kernel (score Σ_d in
+    // order, the same 64-wide trees, output Σ_p in order), so the bits must be equal; head
+    // dims 16 and 256 (threads take two output elements), groups of 2 and 4 query heads
+    const spec = [{ t: 1, start: 0 }, { t: 1, start: 62 }, { t: 1, start: 63 }, { t: 1, start: 64 }, { t: 1, start: 199 }, { t: 1, start: 699 },
+      { t: 13, start: 55 }, { t: 0, start: 30 }, { t: 9, start: 120 }, { t: 20, start: 680 }];
+    for (const d of [{ numHeads: 4, numKvHeads: 2, headDim: 16 }, { numHeads: 8, numKvHeads: 2, headDim: 256 }]) {
+      const { want, got, decode } = await groupedVsRows(d, 16, spec);
+      got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `heads ${d.numHeads}/${d.numKvHeads} × ${d.headDim}: sequence ${i} (${JSON.stringify(spec[i])}) differs`));
+      // decode rows read their context once per KV head: the ideal
+      assert.equal(decode.read / decode.ideal, 1, `heads ${d.numHeads}/${d.numKvHeads}: decode KV read ÷ ideal`);
+    }
+  });
+
   test('causalConvSeqs and gdnRecurrentSeqs: one dispatch each == one call per sequence (t = 1, 0, 3, 2; scratch or not), bit for bit', async () => {
     const r = rng(5);
     const [hk, hv, dk, dv, taps] = [2, 4, 16, 24, 4];
@@ -336,3 +350,46 @@ describe('webgpu step batch', () => {
       /sequence 1 \(row 3, t 1, start 0\) is not stacked after row 2/);
   });
 });
+
+/** attentionBatch (the grouped kernel) against k.attention per sequence (a workgroup per
+ * (head, row)) over one shared random paged cache; also the KV bytes counted for the whole
+ * batch and for a batch of its decode rows alone. */
+async function groupedVsRows(d: { numHeads: number; numKvHeads: number; headDim: number }, pageSize: number, spec: readonly { t: number; start: number }[]):
+  Promise<{ want: Float32Array[]; got: Float32Array[]; decode: { read: number; ideal: number } }> {
+  const r = rng(101);
+  const sym = (n: number) => Float32Array.from({ length: n }, () => 2 * r() - 1);
+  const [qd, kvd] = [d.numHeads * d.headDim, d.numKvHeads * d.headDim];
+  const pagesOf = (s: { t: number; start: number }) => Math.ceil(Math.max(1, s.start + s.t) / pageSize);
+  const pool = spec.reduce((n, s) => n + pagesOf(s), 0);
+  // every sequence's pages are spread over the pool in reverse order, so page p of a table is
+  // never at pool slot p
+  let slot = pool;
+  const tables = spec.map((s) => Array.from({ length: pagesOf(s) }, () => --slot));
+  const layout = (sp: readonly { t: number; start: number }[], ix: readonly number[]) => {
+    let row = 0;
+    return sp.map((s, i) => { const b = { row, t: s.t, start: s.start, pageTable: tables[ix[i]!]! }; row += s.t; return b; });
+  };
+  const seqs = layout(spec, spec.map((_, i) => i));
+  const rows = spec.reduce((n, s) => n + s.t, 0);
+  const q = upload(sym(rows * qd));
+  const n = pool * pageSize * kvd;
+  const cache = k.alloc(2 * n);
+  k.write(cache, 0, sym(2 * n));
+  const kv: KvLayerView<GpuTensor> = { k: k.view(cache, 0, n), v: k.view(cache, n, n), pageSize };
+  const perRow = k.alloc(rows * qd);
+  for (const s of seqs) if (s.t > 0) k.attention(k.view(perRow, s.row * qd, s.t * qd), k.view(q, s.row * qd, s.t * qd), qd, kv, s.pageTable, s.start, s.t, d);
+  const counted = async (sp: readonly BatchSeq[], out: GpuTensor, x: GpuTensor) => {
+    const t0 = { ...k.g.traffic };
+    k.attentionBatch(out, x, qd, sp.map(() => kv), k.stepBatch(sp, rope), d);
+    await readAll(out);
+    return { read: k.g.traffic.kvBytesRead - t0.kvBytesRead, ideal: k.g.traffic.kvBytesIdeal - t0.kvBytesIdeal };
+  };
+  const grouped = k.alloc(rows * qd);
+  await counted(seqs, grouped, q);
+  const [want, got] = await readAll(perRow, grouped);
+  const decodeIx = spec.flatMap((s, i) => (s.t === 1 ? [i] : []));
+  const decodeSeqs = layout(decodeIx.map((i) => spec[i]!), decodeIx);
+  const decode = await counted(decodeSeqs, k.alloc(decodeSeqs.length * qd), upload(sym(decodeSeqs.length * qd)));
+  const bySeq = (a: Float32Array) => seqs.map((s) => a.subarray(s.row * qd, (s.row + s.t) * qd));
+  return { want: bySeq(want!), got: bySeq(got!), decode };
+}

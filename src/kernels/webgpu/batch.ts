@@ -107,9 +107,6 @@ export function kvWriteBatch(g: WebGpuKernels, enc: StepEncoder, kv: readonly Kv
 
 /** Attention of the batch's rows: the grouped kernel (each KV row read once per block of
  * queries, attention-group.ts) where the dims allow, else a workgroup per (head, row). */
-/** Longest context (positions) the grouped attention kernel is trusted with (see attentionBatch). */
-const GROUPED_ATTENTION_MAX_CONTEXT = 64;
-
 export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
   kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch, dims: AttentionDims): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
@@ -117,11 +114,7 @@ export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out
   if (runs.length === 0) return;
   const sc = g.scratchTensor('scores', nh * b.scoreRows);
   for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
-  // the grouped kernel gives wrong logits once a sequence's context passes 64 positions
-  // (found on lavapipe: a 60-token prompt on tiny-vision, then its decode steps); until that
-  // is fixed only batches whose contexts fit 64 positions take it, the rest the per-(head,
-  // row) kernel, which defines the bits
-  if (attentionGroupFits(dims) && b.seqs.every((s) => s.start + s.t <= GROUPED_ATTENTION_MAX_CONTEXT)) {
+  if (attentionGroupFits(dims)) {
     attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, sc);
     return;
   }

@@ -9,6 +9,10 @@
 // params: PARAMS.attention_group. Block table BT (i32, 2 words per block at blockTable:
 // first row, rows); TB the step table (wgsl/batch.ts), both read only (uniform loop bounds).
 // Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32), 6 SC, 7 BT (i32).
+// The per-query sums `s` and `acc` are declared inside loops and zeroed by explicit stores:
+// WGSL zeroes a var without initializer on every execution of its declaration, but Dawn on
+// lavapipe kept the previous iteration's values (wrong scores past 64 positions, wrong
+// outputs for head dims over 64; test/webgpu-batch.test.ts has both).
 import { HEADER } from './common.js';
 import { paramConsts } from '../params.js';
 
@@ -66,6 +70,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var p = t; p < nmax; p += 64u) {
     let kb = pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * hd;
     var s: array<f32, QMAX>;
+    for (var j = 0u; j < nq; j++) { s[j] = 0.0; }
     for (var d = 0u; d < hd; d++) {
       let kd = KC[kb + d];
       for (var j = 0u; j < nq; j++) { s[j] = s[j] + Q[qo[j] + d] * kd; }
@@ -89,6 +94,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
   for (var d = t; d < hd; d += 64u) {
     var acc: array<f32, QMAX>;
+    for (var j = 0u; j < nq; j++) { acc[j] = 0.0; }
     for (var p = 0u; p < nmax; p++) {
       let v = VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * hd + d];
       for (var j = 0u; j < nq; j++) {

@@ -6,7 +6,7 @@
 // Parameters by name: kernels/webgpu/params.ts. Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
 // sequences' caches differ). The arithmetic of every output element is the per-sequence
 // kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
-import { HEADER } from './common.js';
+import { HEADER, treeSum } from './common.js';
 import { paramConsts } from '../params.js';
 import { attendRow } from './attention.js';
 
@@ -113,19 +113,8 @@ ${paramConsts('attention_inputs')}
 @group(0) @binding(8) var<storage, read_write> TB: array<i32>;
 @group(0) @binding(9) var<storage, read_write> QW: array<f32>;
 @group(0) @binding(10) var<storage, read_write> KW: array<f32>;
-var<workgroup> red: array<f32, 64>;
+${treeSum()}
 var<workgroup> y: array<f32, 512>;
-fn tree_sum(t: u32, v: f32) -> f32 {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] = red[t] + red[t + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let slot = wid.x;

@@ -14,6 +14,24 @@ fn silu(x: f32) -> f32 { return x / (1.0 + exp(-x)); }
 fn sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 `;
 
+/** A 64-wide workgroup buffer `buf` and tree_sum(t, v): Σ of the 64 threads' v by the fixed
+ * tree (halving strides 32..1), the result read by every thread before the buffer is reused.
+ * One text for every kernel that sums this way, so they round alike. */
+export function treeSum(buf = 'red'): string {
+  return `var<workgroup> ${buf}: array<f32, 64>;
+fn tree_sum(t: u32, v: f32) -> f32 {
+  ${buf}[t] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) { ${buf}[t] = ${buf}[t] + ${buf}[t + s]; }
+    workgroupBarrier();
+  }
+  let r = ${buf}[0];
+  workgroupBarrier();
+  return r;
+}`;
+}
+
 /** `W` (binding given) as u32 words, and `wf(i)`: element i of a float weight of `dtype`. */
 export function floatWeightReader(dtype: 'f32' | 'bf16' | 'f16', binding: number): string {
   const body = dtype === 'f32' ? 'return bitcast<f32>(W[i]);'

@@ -2,22 +2,11 @@
 // routing. Reductions over a row use one workgroup of 64 threads: thread t sums indices
 // ≡ t (mod 64) in order, then a fixed tree — the same order for a row whatever the batch.
 import type { QuantType } from '../../quant/formats.js';
-import { BYTES, HEADER, floatWeightReader } from './common.js';
+import { BYTES, HEADER, floatWeightReader, treeSum } from './common.js';
 import { hasOffsetType, subBlockDecoder } from './quant.js';
 
-const TREE_SUM = /* wgsl */ `
-var<workgroup> red: array<f32, 64>;
-fn tree_sum(t: u32, v: f32) -> f32 {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] = red[t] + red[t + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}`;
+const TREE_SUM = `
+${treeSum()}`;
 
 // RMSNorm (gated = 0) and gated RMSNorm (gated = 1), one workgroup per row.
 // params: 0 d, 1 rows, 2 out off, 3 x off, 4 z off, 5 zeroCentered, 6 gated, 7 eps (f32).

@@ -13,7 +13,7 @@
 // Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]),
 // 10 Z [rows, HV·dv], 11 NW (f32 [dv]).
 import { HEADER } from './common.js';
-import { GATE_FNS, normQkRow } from './gdn.js';
+import { GATE_FNS, deltaRuleColumn, normQkRow } from './gdn.js';
 import { paramConsts } from '../params.js';
 
 /** Storage bindings the fused kernel needs (the adapter must allow this many per stage). */
@@ -69,17 +69,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = 0u; i < T; i++) {
 ${normQkRow('WG')}
     if (c < dv) {
-      let decay = exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]));
-      let bt = sigmoid(B[bo + i * hv + h]);
-      var kv = 0.0;
-      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss, sto, sco) * decay * kn[a]; }
-      let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
-      var acc = 0.0;
-      for (var a = 0u; a < dk; a++) {
-        let s = sget(mode, i, so + a * dv + c, ss, sto, sco) * decay + kn[a] * delta;
-        sset(mode, i, so + a * dv + c, ss, s, sto, sco);
-        acc = acc + s * qn[a];
-      }
+${deltaRuleColumn('exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))', 'sigmoid(B[bo + i * hv + h])')}
       ov[c] = acc;
     }
     workgroupBarrier();

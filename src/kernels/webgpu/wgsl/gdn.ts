@@ -121,6 +121,26 @@ export function normQkRow(stride: string): string {
 `;
 }
 
+/** Token i's delta-rule update of state column c of head h, in place or to the step's
+ * scratch (sget/sset by mode), leaving o_c = Σ_a S'[a,c]·q̂[a] in `acc`:
+ *   kv = Σ_a S[a,c]·e^g·k̂[a];  δ = β(v_c − kv);  S' = S·e^g + k̂ δ.
+ * `decay` and `beta` are WGSL expressions for e^g and β. In scope: i, c, h, row, hk, dk,
+ * dv, so, ss, sto, sco, mode, QKV, qn, kn. Shared by every recurrence shader, so each
+ * column's chain is the same. */
+export function deltaRuleColumn(decay: string, beta: string): string {
+  return `      let decay = ${decay};
+      let bt = ${beta};
+      var kv = 0.0;
+      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss, sto, sco) * decay * kn[a]; }
+      let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
+      var acc = 0.0;
+      for (var a = 0u; a < dk; a++) {
+        let s = sget(mode, i, so + a * dv + c, ss, sto, sco) * decay + kn[a] * delta;
+        sset(mode, i, so + a * dv + c, ss, s, sto, sco);
+        acc = acc + s * qn[a];
+      }`;
+}
+
 function recurrentShader(batched: boolean): string {
   const seq = batched
     ? `let sd = pu(P_seqTable) + 5u * wid.z;
@@ -160,17 +180,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = 0u; i < T; i++) {
 ${normQkRow('64u')}
     if (c < dv) {
-      let decay = exp(G[go + i * hv + h]);
-      let bt = BETA[bo + i * hv + h];
-      var kv = 0.0;
-      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss, sto, sco) * decay * kn[a]; }
-      let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
-      var acc = 0.0;
-      for (var a = 0u; a < dk; a++) {
-        let s = sget(mode, i, so + a * dv + c, ss, sto, sco) * decay + kn[a] * delta;
-        sset(mode, i, so + a * dv + c, ss, s, sto, sco);
-        acc = acc + s * qn[a];
-      }
+${deltaRuleColumn('exp(G[go + i * hv + h])', 'BETA[bo + i * hv + h]')}
       OUT[oo + (i * hv + h) * dv + c] = acc;
     }
     workgroupBarrier();

@@ -18,7 +18,7 @@
 // kernel's expression), g read at the same element as x.
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
 // gate: 2 + 2S GB.
-import { HEADER, floatWeightReader } from './common.js';
+import { HEADER, floatWeightReader, treeSum } from './common.js';
 import { TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
@@ -84,18 +84,7 @@ ${readers}
 ${moe ? moePlanBinding(2 + 2 * segments) : ''}
 ${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
-var<workgroup> nred: array<f32, 64>;
-fn tree_sum(t: u32, v: f32) -> f32 {
-  nred[t] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s) { nred[t] = nred[t] + nred[t + s]; }
-    workgroupBarrier();
-  }
-  let r = nred[0];
-  workgroupBarrier();
-  return r;
-}` : ''}
+${treeSum('nred')}` : ''}
 const TM = ${TM}u;
 var<workgroup> red: array<f32, ${TM * 64}>;
 @compute @workgroup_size(64)
