@@ -109,11 +109,12 @@ describe('greedy picks on the device', () => {
     });
   });
 
-  test('an MTP round (k drafts + verify) reads back at most twice, k = 1..4; the host-drafted round reads 1 + k', async () => {
+  test('an MTP round (k drafts + verify) reads back at most twice, k = 2 and 4 (k = 3: the golden test above); the host-drafted round reads 1 + k', async () => {
     const p = golden()[1]!;
     const req = { promptIds: p.prompt_ids, maxTokens: 10, ignoreEos: true };
     const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, [req]));
-    for (const k of [1, 2, 3, 4]) {
+    // k = 1 reads back twice on either path; k = 2 and the largest k bound the rest (an engine load each)
+    for (const k of [2, 4]) {
       await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1 }, async (e) => {
         const run = async (r: GenerateRequest): Promise<{ out: number[][]; rounds: number; reads: number; bytes: number }> => {
           const c = counters(e);
@@ -130,7 +131,7 @@ describe('greedy picks on the device', () => {
         const perRound = (device.reads - 2) / device.rounds;
         console.log(`# k=${k} rounds=${device.rounds} read-backs: device ${device.reads} (${perRound.toFixed(2)}/round) host ${host.reads}; bytes/read-back ${(device.bytes / device.reads).toFixed(0)}`);
         assert.ok(device.reads - 2 <= 2 * device.rounds, `k = ${k}: ${device.reads} read-backs for ${device.rounds} rounds`);
-        if (k >= 2) assert.ok(host.reads - 2 > 2 * host.rounds, `k = ${k}: the host path reads back per draft step (${host.reads})`);
+        assert.ok(host.reads - 2 > 2 * host.rounds, `k = ${k}: the host path reads back per draft step (${host.reads})`);
       });
     }
   });
