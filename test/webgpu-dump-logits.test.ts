@@ -2,6 +2,10 @@
 // lavapipe without a GPU): the dump awaits webgpu's asynchronous read-back (issue 47), its
 // last_logits and mtp_top match ../shared/golden/tiny-think.json (the golden tests'
 // tolerance, 1e-4 relative to the largest logit), and its greedy ids equal the wasm run's.
+// Every golden prompt (22 to 264 tokens: both attention kernels) is dumped, each generating
+// only its first GREEDY_TOKENS ids: the dump is of the prompt, and longer webgpu greedy runs
+// are webgpu-engine's and webgpu-device-picks' checks (a process here pays Dawn's start-up
+// and lavapipe's shader compiles, ~30 s on a loaded 2-core machine).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -14,11 +18,12 @@ import { GOLDEN_TOL, type GoldenPrompt } from './golden-check.js';
 interface Dump { output_ids: number[]; last_logits: number[]; mtp_top: [number, number][] | null }
 
 const TOL = GOLDEN_TOL;
+const GREEDY_TOKENS = 4;
 
 /** One greedy `generate --json --dump-logits` run of `p` on `kernels`. */
 function dump(kernels: string, p: GoldenPrompt): Dump {
   const args = ['generate', '--model', TINY_THINK(), '--kernels', kernels, '--prompt-ids', p.prompt_ids.join(','),
-    '--max-tokens', String(p.greedy_ids.length), '--temperature', '0', '--json', '--dump-logits'];
+    '--max-tokens', String(Math.min(GREEDY_TOKENS, p.greedy_ids.length)), '--temperature', '0', '--json', '--dump-logits'];
   const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8' });
   assert.equal(r.status, 0, `generate --kernels ${kernels}: ${r.stderr}`);
   return JSON.parse(r.stdout) as Dump;

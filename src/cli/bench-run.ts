@@ -8,8 +8,25 @@ import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../mode
 import type { Rng } from '../util/rng.js';
 
 /** ms: wall time of the timed steps; recordMs: the part spent before each step's read-back
- * (on a GPU backend the host's cost of recording the step's dispatches). */
-export interface Run { tokens: number; ms: number; steps: number; recordMs: number }
+ * (on a GPU backend the host's cost of recording the step's dispatches); threadCpuMs: this
+ * thread's CPU time over the timed steps (the host's whole cost — recording, encoding,
+ * read-back handling — unaffected by waiting or by other processes' load; null where Node
+ * lacks process.threadCpuUsage, before 23.9). */
+export interface Run { tokens: number; ms: number; steps: number; recordMs: number; threadCpuMs: number | null }
+
+const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
+
+/** This thread's CPU time in ms, or null. */
+export function threadCpuNow(): number | null {
+  if (!threadCpu) return null;
+  const u = threadCpu.call(process);
+  return (u.user + u.system) / 1000;
+}
+
+const since = (c0: number | null): number | null => {
+  const c1 = threadCpuNow();
+  return c0 === null || c1 === null ? null : c1 - c0;
+};
 
 function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
@@ -44,13 +61,15 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     onTimed?.();
     timing(true);
     const t0 = performance.now();
+    const c0 = threadCpuNow();
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
     const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
     const recordMs = performance.now() - t0;
     await readLogits(model, out, batch * vocab);
     const ms = performance.now() - t0;
+    const threadCpuMs = since(c0);
     timing(false);
-    return { tokens: batch * prompt, ms, steps: 1, recordMs };
+    return { tokens: batch * prompt, ms, steps: 1, recordMs, threadCpuMs };
   }
   const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
   await readLogits(model, pre.hidden, 1);
@@ -60,6 +79,7 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   onTimed?.();
   timing(true);
   const t0 = performance.now();
+  const c0 = threadCpuNow();
   let recordMs = 0;
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
@@ -71,7 +91,8 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     pos += per;
   }
   const ms = performance.now() - t0;
+  const threadCpuMs = since(c0);
   timing(false);
-  return { tokens: batch * steps * per, ms, steps, recordMs };
+  return { tokens: batch * steps * per, ms, steps, recordMs, threadCpuMs };
 }
 
