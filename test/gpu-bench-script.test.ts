@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { REPO_ROOT } from './paths.js';
 
 interface GpuFields {
-  dispatches_per_step: number; host_us_per_dispatch: number | null; bind_groups_per_step: number; gpu_ms_per_step: number | null;
+  dispatches_per_step: number; host_us_per_dispatch: number | null; host_cpu_us_per_dispatch: number | null; bind_groups_per_step: number; gpu_ms_per_step: number | null;
   gpu_time_source: string; queue_done_ms_per_step: number; dawn_toggles: string[];
 }
 interface BenchRun { error?: string; tok_s?: { median: number }; gpu?: GpuFields }
@@ -39,6 +39,7 @@ test('gpu-bench.sh --dry-run writes one JSON with every step measured', { timeou
       assert.ok(run.tok_s!.median > 0, `${name}: tok/s`);
       const g = run.gpu!;
       assert.ok(g.dispatches_per_step > 0 && g.host_us_per_dispatch! > 0, `${name}: dispatches and host time per dispatch`);
+      assert.ok(g.host_cpu_us_per_dispatch! > 0, `${name}: host CPU per dispatch (the script runs Node 24: process.threadCpuUsage)`);
       assert.equal(g.bind_groups_per_step, g.dispatches_per_step, `${name}: one bind group per dispatch`);
       assert.ok(g.queue_done_ms_per_step > 0, `${name}: queue completion time`);
       // GPU time per step: from timestamps where the adapter has them, else null with the reason
