@@ -9,9 +9,10 @@ import type { Rng } from '../util/rng.js';
 
 /** ms: wall time of the timed steps; recordMs: the part spent before each step's read-back
  * (on a GPU backend the host's cost of recording the step's dispatches); threadCpuMs: this
- * thread's CPU time over the timed steps (the host's whole cost — recording, encoding,
- * read-back handling — unaffected by waiting or by other processes' load; null where Node
- * lacks process.threadCpuUsage, before 23.9). */
+ * thread's CPU time recording each step and in the synchronous part of its read-back call
+ * (on webgpu: encoding and submitting) — the host's cost, unaffected by other processes'
+ * load and excluding the wait for the device (Dawn polls on this thread while waiting);
+ * null where Node lacks process.threadCpuUsage (before 23.9). */
 export interface Run { tokens: number; ms: number; steps: number; recordMs: number; threadCpuMs: number | null }
 
 const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
@@ -27,6 +28,8 @@ const since = (c0: number | null): number | null => {
   const c1 = threadCpuNow();
   return c0 === null || c1 === null ? null : c1 - c0;
 };
+
+const plus = (a: number | null, b: number | null): number | null => (a === null || b === null ? null : a + b);
 
 function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
@@ -65,9 +68,10 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
     const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
     const recordMs = performance.now() - t0;
-    await readLogits(model, out, batch * vocab);
-    const ms = performance.now() - t0;
+    const read = readLogits(model, out, batch * vocab); // runs to its first await: the submit
     const threadCpuMs = since(c0);
+    await read;
+    const ms = performance.now() - t0;
     timing(false);
     return { tokens: batch * prompt, ms, steps: 1, recordMs, threadCpuMs };
   }
@@ -79,19 +83,21 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   onTimed?.();
   timing(true);
   const t0 = performance.now();
-  const c0 = threadCpuNow();
   let recordMs = 0;
+  let threadCpuMs: number | null = 0;
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
     const r0 = performance.now();
+    const c0 = threadCpuNow();
     const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
     recordMs += performance.now() - r0;
-    await readPicks(model, ids, logits, batch * per);
+    const read = readPicks(model, ids, logits, batch * per); // runs to its first await: the submit
+    threadCpuMs = plus(threadCpuMs, since(c0));
+    await read;
     pos += per;
   }
   const ms = performance.now() - t0;
-  const threadCpuMs = since(c0);
   timing(false);
   return { tokens: batch * steps * per, ms, steps, recordMs, threadCpuMs };
 }
