@@ -31,7 +31,7 @@ export const TIERS = [
       'scheduler', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params',
       'test-tiers', 'docs-links', 'docs-performance', 'step-timing', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',
       'vision-fixture', 'vision-image', 'vision-kernels', 'vision-mmproj', 'vision-pipeline', 'vision-positions', 'vision-tower',
-      'vision-frontend', 'vision-mrope', 'checkpoint-layering',
+      'vision-frontend', 'vision-mrope', 'vision-memory', 'checkpoint-layering',
       // kernel conformance: wasm (and its variants) against the ref twin
       'kernels-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
       'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',
@@ -53,8 +53,8 @@ export const TIERS = [
     what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
     concurrency: 1,
     files: [
-      'vision-cli', 'vision-webgpu',
-      'webui-browser', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
+      'vision-cli', 'vision-webgpu', 'vision-conformance',
+      'webui-browser', 'webui-vision', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
       'server-soak', 'gpu-bench-script',
     ],
   },

@@ -40,3 +40,24 @@ export function encodeGif(width: number, height: number): { bytes: Uint8Array; r
   const rgb = Uint8Array.from({ length: width * height * 3 }, (_, i) => (palette[first[Math.floor(i / 3)]!]! >> (16 - 8 * (i % 3))) & 255);
   return { bytes: buf.slice(0, writer.end()), rgb };
 }
+
+export interface AnimFrame { readonly rgba: Uint8Array; readonly width: number; readonly height: number; readonly x: number; readonly y: number }
+
+/** An animated WebP (VP8X + ANIM + one ANMF per frame, each frame libwebp's lossless VP8L
+ * bitstream) on a canvas of canvasWidth × canvasHeight; `alpha` sets the VP8X alpha flag. */
+export async function encodeAnimatedWebp(frames: readonly AnimFrame[], canvasWidth: number, canvasHeight: number, alpha: boolean): Promise<Uint8Array> {
+  const le = (n: number, bytes: number): number[] => Array.from({ length: bytes }, (_, i) => (n >>> (8 * i)) & 255);
+  const chunk = (id: string, payload: readonly number[] | Uint8Array): number[] =>
+    [...[...id].map((c) => c.charCodeAt(0)), ...le(payload.length, 4), ...payload, ...(payload.length & 1 ? [0] : [])];
+  const parts: number[] = [
+    ...chunk('VP8X', [0x02 | (alpha ? 0x10 : 0), 0, 0, 0, ...le(canvasWidth - 1, 3), ...le(canvasHeight - 1, 3)]),
+    ...chunk('ANIM', [0, 0, 0, 0, 0, 0]),
+  ];
+  for (const f of frames) {
+    const still = await encodeWebpLossless(f.rgba, f.width, f.height);
+    const vp8l = still.subarray(12); // the file's one chunk: "VP8L", size, bitstream
+    if (String.fromCharCode(...vp8l.subarray(0, 4)) !== 'VP8L') throw new Error('expected a simple lossless WebP');
+    parts.push(...chunk('ANMF', [...le(f.x / 2, 3), ...le(f.y / 2, 3), ...le(f.width - 1, 3), ...le(f.height - 1, 3), ...le(100, 3), 0, ...vp8l]));
+  }
+  return Uint8Array.from([...[...'RIFF'].map((c) => c.charCodeAt(0)), ...le(4 + parts.length, 4), ...[...'WEBP'].map((c) => c.charCodeAt(0)), ...parts]);
+}

@@ -1,7 +1,8 @@
 // An image answered end to end in the engine (tiny-vision fixture): the image changes the
 // answer; ref and wasm agree; a prefix hit over an image is bit-exact with a cold run (turn 2
 // with the same image hits; a different image of the same size misses); MTP on == off with
-// images; a text-only model refuses images.
+// images; a text-only model refuses images; the tower runs only for images whose rows reach
+// a forward.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -101,4 +102,21 @@ test('a text-only model refuses images, naming the part', async () => {
   const text = await Engine.load({ model: TINY_THINK(), kernels: 'ref', maxRunning: 2 });
   engines.push(text);
   await assert.rejects(answer(text, [{ role: 'user', content: [JPG] }]), /messages\[0\]\.content\[0\]: this model is text-only/);
+});
+
+test('the tower runs only for images whose rows reach a forward (not for prefix-cache rows)', async () => {
+  const e = await load({ prefixCache: false });
+  const parts = new ImageParts();
+  const req = await e.info.frontend.withPrompt({ messages: [{ role: 'user', content: `see ${parts.add(JPG, 'img')} now` }], images: parts, maxTokens: 1 });
+  const ids = e.info.frontend.withPromptIds(req).promptIds;
+  const v = e.vision!.requestVision(ids, req.visionImages!);
+  const first = ids.indexOf(e.vision!.imageTokenId);
+  const last = ids.lastIndexOf(e.vision!.imageTokenId);
+  await e.vision!.encodeRows(v, 0, first); // text rows before the image
+  await e.vision!.encodeRows(v, last + 1, ids.length - last - 1); // text rows after it (as after a prefix hit over the image)
+  assert.equal(e.vision!.encoded, 0, 'no image row: no encode');
+  assert.throws(() => e.vision!.rows(v, first, 1, e.info.config.hiddenSize), /was not encoded before its rows/);
+  await e.vision!.encodeRows(v, last, 1);
+  assert.equal(e.vision!.encoded, 1);
+  assert.ok(v.encoded[0]);
 });

@@ -1,5 +1,6 @@
-// An image answered on webgpu (Dawn; lavapipe on a machine without a GPU): the same greedy
-// ids as ref and logits within float tolerance — the multimodal angles ride in the step's
+// An image answered on webgpu (Dawn; lavapipe on a machine without a GPU), the tower itself
+// on the webgpu kernels (vision/kernel-tower.ts, async read-backs), and on wasm: the same
+// greedy ids as ref and logits within float tolerance — the multimodal angles ride in the step's
 // cos/sin table (kernels/webgpu/batch.ts); without them the first logits differ by ~1.6e-2
 // on this fixture, with them by ~1e-7.
 import { after, test } from 'node:test';
@@ -15,22 +16,26 @@ const JPG = readFileSync(join(REPO_ROOT, 'test', 'fixtures', 'vision-images', 'r
 const engines: Engine[] = [];
 after(async () => { for (const e of engines) await e.close(); });
 
-async function answer(kernels: 'ref' | 'webgpu'): Promise<{ ids: readonly number[]; logits: Float32Array[] }> {
+async function answer(kernels: 'ref' | 'wasm' | 'webgpu'): Promise<{ ids: readonly number[]; logits: Float32Array[] }> {
   const e = await Engine.load({ model: TINY_VISION, kernels, maxRunning: 2, prefixCache: false, specTokens: 0 });
   engines.push(e);
   const parts = new ImageParts();
   const req = await e.info.frontend.withPrompt({ messages: [{ role: 'user', content: `${parts.add(JPG, 'img')}what` }], images: parts, maxTokens: 8, temperature: 0, ignoreEos: true });
   const logits: Float32Array[] = [];
   const done = await e.complete({ ...req, captureLogits: (l) => logits.push(l.slice()) });
+  assert.equal(e.vision!.encoded, 1, `${kernels}: the tower ran once`);
   return { ids: done.outputIds, logits };
 }
 
-test('webgpu: an image answered with ref\'s greedy ids and logits within 1e-5 of their scale', async () => {
-  const [ref, gpu] = [await answer('ref'), await answer('webgpu')];
-  assert.deepEqual(gpu.ids, ref.ids);
-  ref.logits.forEach((l, step) => {
-    const scale = Math.max(...l.map(Math.abs));
-    const diff = Math.max(...l.map((x, i) => Math.abs(x - gpu.logits[step]![i]!)));
-    assert.ok(diff <= 1e-5 * scale, `step ${step}: max |Δ| ${diff} of ${scale}`);
-  });
+test('webgpu and wasm: an image answered with ref\'s greedy ids and logits within 1e-5 of their scale', async () => {
+  const ref = await answer('ref');
+  for (const kernels of ['webgpu', 'wasm'] as const) {
+    const got = await answer(kernels);
+    assert.deepEqual(got.ids, ref.ids, kernels);
+    ref.logits.forEach((l, step) => {
+      const scale = Math.max(...l.map(Math.abs));
+      const diff = Math.max(...l.map((x, i) => Math.abs(x - got.logits[step]![i]!)));
+      assert.ok(diff <= 1e-5 * scale, `${kernels} step ${step}: max |Δ| ${diff} of ${scale}`);
+    });
+  }
 });

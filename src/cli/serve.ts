@@ -38,7 +38,8 @@ export const SERVE_HELP = `deltaserve serve [options]
   --served-model-name NAME  model id in the API (default: the model directory's name)
   --max-queue N             503 + Retry-After when more than N requests would wait (default 1024)
   --max-images N            images in one request at most (default 16)
-  --max-image-pixels N      pixels of one decoded image at most (default 89478485)
+  --max-image-pixels N      pixels of one decoded image at most (default 89478485); the memory
+                            plan keeps room for the vision tower's encode of the largest such image
   --allow-image-urls        fetch http(s) image URLs (20 MB, 10 s per image); default: data: URLs only
   --max-queue-wait SECONDS  503 + Retry-After when a request would wait longer than this for
                             memory (a state slot and KV pages for its prompt), estimated from
@@ -130,7 +131,8 @@ export async function runServe(argv: string[]): Promise<void> {
     ...(maxImages !== undefined ? { maxImages } : {}), ...(maxImagePixels !== undefined ? { maxImagePixels } : {}),
     allowUrls: values['allow-image-urls'] === true,
   };
-  const engine = await Engine.load(opts);
+  // the engine's memory plan reserves the tower's encode of the largest image this allows
+  const engine = await Engine.load({ ...opts, ...(maxImagePixels !== undefined ? { maxImagePixels } : {}) });
   let server;
   try {
     server = await startServer(engine, {

@@ -5,6 +5,7 @@ import type { AnyKernels } from '../kernels/types.js';
 import type { AnyModel } from '../model/model.js';
 import type { QuantizeMode } from '../checkpoint/quantize-load.js';
 import { DeltaserveError } from '../util/errors.js';
+import type { TowerMemory } from '../vision/memory.js';
 import type { Argmax } from './sampler.js';
 import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
 
@@ -56,6 +57,9 @@ export interface EngineOptions {
   /** Memory for the pools: bytes, or "60%" / "8G" style text (default: 80% of the memory
    * available after the weights). Pool sizes and the default context follow from it. */
   readonly memoryBudget?: number | string;
+  /** Decoded pixels of one image at most (--max-image-pixels; default the decoder's limit):
+   * the memory plan reserves the vision tower's encode of the largest such image. */
+  readonly maxImagePixels?: number;
 }
 
 /** Speculative-decoding settings resolved against the model. */
@@ -73,7 +77,7 @@ export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
 }
 
 /** Pool sizes for the options (memory-plan.ts), from the memory available now. */
-export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number): MemoryPlan {
+export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number, vision?: TowerMemory): MemoryPlan {
   const b = opts.memoryBudget;
   const gpu = gpuAdapterOf(model.kernels);
   const available = availableMemory();
@@ -83,7 +87,7 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
     ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
       from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
-  const needs = memoryNeeds(model, k);
+  const needs = { ...memoryNeeds(model, k), ...(vision ? { vision } : {}) };
   // on a GPU the weights are device buffers (the host keeps only handles)
   const gpuBytes = gpuMemoryBytes(model.kernels);
   return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {

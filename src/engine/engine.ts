@@ -31,6 +31,8 @@ import { BUILTIN_MODEL } from '../hub/builtin.js';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadVisionModel, type VisionModel } from '../vision/load.js';
+import { towerMemory } from '../vision/memory.js';
+import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
 import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
@@ -76,7 +78,7 @@ export class Engine {
     private readonly hooks: EngineTestHooks,
     visionModel: VisionModel | null = null,
   ) {
-    this.vision = visionModel ? new VisionEngine(visionModel, model.kernels, model.config.rotaryDim / 2) : null;
+    this.vision = visionModel ? new VisionEngine(visionModel, model.kernels, model.config.rotaryDim / 2, opts.maxImagePixels) : null;
     this.metrics = new EngineMetrics(hooks.clock);
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
@@ -131,7 +133,12 @@ export class Engine {
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
       const k = specTokensFor(opts, model.config.mtpLayers);
-      const plan = planEngineMemory(opts, model, k, pageSize);
+      // a release checkpoint's tower (same directory; a GGUF's mmproj is not wired yet), before
+      // the plan: its weights are resident when the plan measures memory, and the plan keeps
+      // room for its packed weights and the encode of the largest image the limits allow
+      const visionModel = statSync(dir).isDirectory() && existsSync(join(dir, 'config.json')) ? loadVisionModel(dir) : null;
+      const tower = visionModel ? towerMemory(visionModel.cfg, visionModel.pre, visionModel.weights, opts.maxImagePixels ?? DEFAULT_MAX_DECODE_PIXELS) : undefined;
+      const plan = planEngineMemory(opts, model, k, pageSize, tower);
       // pools are chunked (one allocation per KV layer, per chunk of state slots or scratch rows),
       // so they may span several WebAssembly memories; their memory is the kernels' (on a
       // GPU backend device buffers: copies and snapshots run there, cache/pool-storage.ts)
@@ -145,8 +152,6 @@ export class Engine {
         storage: kernels, ...stateChunkLimit(kernels.limits),
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
-      // a release checkpoint's tower (same directory); a GGUF's mmproj is not wired yet
-      const visionModel = statSync(dir).isDirectory() && existsSync(join(dir, 'config.json')) ? loadVisionModel(dir) : null;
       const engine = new Engine(model, tokenizer, kv, state,
         { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
       engine.memoryPlan = plan;

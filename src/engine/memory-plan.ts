@@ -10,12 +10,16 @@
 //   resident), so defaults never exceed the machine's free memory;
 // - one layer's KV (K and V together) stays below `maxAllocBytes`, so each KV layer fits
 //   one WebAssembly memory; state slots and scratch rows are separate allocations;
-// - maxContext ≤ min(model max, KV tokens).
+// - maxContext ≤ min(model max, KV tokens);
+// - a vision model's tower (its packed weights and one encode of the largest image the
+//   limits allow) is taken from the budget before any pool: a budget that cannot hold it is
+//   an error naming the tower and --max-image-pixels.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { AnyModel } from '../model/model.js';
 import { fmtBytes } from '../util/bytes.js';
 import { DeltaserveError } from '../util/errors.js';
+import type { TowerMemory } from '../vision/memory.js';
 
 /** Largest single pool allocation: one wasm memory (4 GiB − 64 KiB) less its 256 MiB
  * staging headroom, rounded down. */
@@ -40,6 +44,8 @@ export interface MemoryNeeds {
   /** Verify scratch of one batch row (k+1 steps of a slot); 0 without speculation. */
   readonly scratchRowBytes: number;
   readonly modelMaxContext: number;
+  /** The vision tower (absent: a text-only model). */
+  readonly vision?: TowerMemory;
 }
 
 /** The user's choices (undefined ⇒ the planner decides). */
@@ -77,6 +83,13 @@ export interface MemoryPlan {
   readonly cacheStateBytes: number;
   readonly scratchRows: number;
   readonly scratchBytes: number;
+  /** The vision tower (null: a text-only model): its weights (host f32 + packed), the peak
+   * of one encode of `visionMaxTokens` patches, and what the budget reserves for it (packed
+   * weights + that peak; the host weights are resident before the budget is measured). */
+  readonly visionWeightBytes: number | null;
+  readonly visionActivationBytes: number | null;
+  readonly visionMaxTokens: number | null;
+  readonly visionReservedBytes: number;
 }
 
 function bad(message: string): never {
@@ -140,7 +153,16 @@ function budgetOf(choices: MemoryChoices, available: number): Budget {
 
 /** Size every pool from the budget. `available` is the free memory now (weights loaded). */
 export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available: number): MemoryPlan {
-  const { bytes: budget, from, fraction, available: availableBytes } = budgetOf(choices, available);
+  const { bytes: whole, from, fraction, available: availableBytes } = budgetOf(choices, available);
+  const vision = needs.vision;
+  const visionReserved = vision ? vision.packedWeightBytes + vision.activationBytes : 0;
+  if (vision && visionReserved >= whole) {
+    bad(`memory budget ${fmtBytes(whole)} (${from}) cannot hold the vision tower: ${fmtBytes(vision.packedWeightBytes)} of packed weights ` +
+      `and ${fmtBytes(vision.activationBytes)} to encode the largest image (${vision.maxTokens} patches, --max-image-pixels ${vision.maxImagePixels}); ` +
+      'raise --memory-budget or lower --max-image-pixels');
+  }
+  const budget = whole - visionReserved; // what the pools may take
+  const poolsFrom = vision ? `${from}, less ${fmtBytes(visionReserved)} kept for the vision tower` : from;
   const page = choices.pageSize;
   const perRunning = needs.slotBytes + needs.scratchRowBytes;
   // running requests first: each needs a working slot and its verify scratch row
@@ -151,7 +173,7 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     while (maxRunning > 1 && runningCost(maxRunning) > (budget - kvMin) / 2) maxRunning--;
   }
   if (runningCost(maxRunning) + kvMin > budget) {
-    bad(`memory budget ${fmtBytes(budget)} (${from}) cannot hold ${maxRunning} running request(s): ` +
+    bad(`memory budget ${fmtBytes(budget)} (${poolsFrom}) cannot hold ${maxRunning} running request(s): ` +
       `each needs ${fmtBytes(perRunning)} of recurrent state${needs.scratchRowBytes > 0 ? ' and verify scratch' : ''} ` +
       `(raise --memory-budget${choices.maxRunning !== undefined ? ' or lower --max-running' : ''})`);
   }
@@ -162,7 +184,7 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     const wanted = choices.cacheSlots ?? 4 * maxRunning;
     if (choices.cacheSlots !== undefined) {
       if (wanted * needs.slotBytes > left - kvMin) {
-        bad(`--cache-state-slots ${wanted} needs ${fmtBytes(wanted * needs.slotBytes)} but the memory budget ${fmtBytes(budget)} (${from}) ` +
+        bad(`--cache-state-slots ${wanted} needs ${fmtBytes(wanted * needs.slotBytes)} but the memory budget ${fmtBytes(budget)} (${poolsFrom}) ` +
           `leaves ${fmtBytes(Math.max(0, left - kvMin))} after the running requests`);
       }
       cacheSlots = wanted;
@@ -182,24 +204,28 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     if (kvTokens > kvCap) bad(`--kv-cache-tokens ${choices.kvCacheTokens} exceeds ${kvCap}: one layer's KV must fit ${choices.maxAllocFrom ?? 'one WebAssembly memory'}`);
     if (kvTokens > affordable) {
       bad(`--kv-cache-tokens ${choices.kvCacheTokens} needs ${fmtBytes(kvTokens * needs.kvBytesPerToken)} but the memory budget ` +
-        `${fmtBytes(budget)} (${from}) leaves ${fmtBytes(Math.max(0, left))} after the state slots`);
+        `${fmtBytes(budget)} (${poolsFrom}) leaves ${fmtBytes(Math.max(0, left))} after the state slots`);
     }
   } else {
     kvTokens = Math.min(affordable, kvCap, Math.ceil(Math.max(ctxCap, DEFAULT_KV_FLOOR) / page) * page);
   }
-  if (kvTokens < page) bad(`memory budget ${fmtBytes(budget)} (${from}) leaves no room for the KV cache`);
+  if (kvTokens < page) bad(`memory budget ${fmtBytes(budget)} (${poolsFrom}) leaves no room for the KV cache`);
   const maxContext = Math.min(ctxCap, kvTokens);
   if (choices.maxContext !== undefined && Math.min(choices.maxContext, needs.modelMaxContext) > maxContext) {
     bad(`--max-context ${choices.maxContext} does not fit: the memory budget ` +
-      `${fmtBytes(budget)} (${from}) leaves room for ${kvTokens} KV tokens`);
+      `${fmtBytes(budget)} (${poolsFrom}) leaves room for ${kvTokens} KV tokens`);
   }
   const kvPages = kvTokens / page + 1;
   return {
-    budgetBytes: budget, budgetFrom: from, budgetFraction: fraction, availableBytes, weightBytes: needs.weightBytes,
+    budgetBytes: whole, budgetFrom: from, budgetFraction: fraction, availableBytes, weightBytes: needs.weightBytes,
     kvTokens, kvPages, kvBytes: kvPages * page * needs.kvBytesPerToken, maxContext,
     maxRunning, runningStateBytes: (maxRunning + 1) * needs.slotBytes,
     cacheSlots, cacheStateBytes: cacheSlots * needs.slotBytes,
     scratchRows: needs.scratchRowBytes > 0 ? maxRunning : 0, scratchBytes: needs.scratchRowBytes > 0 ? maxRunning * needs.scratchRowBytes : 0,
+    visionWeightBytes: vision ? vision.hostWeightBytes + vision.packedWeightBytes : null,
+    visionActivationBytes: vision ? vision.activationBytes : null,
+    visionMaxTokens: vision ? vision.maxTokens : null,
+    visionReservedBytes: visionReserved,
   };
 }
 
@@ -209,7 +235,9 @@ export function formatPlan(p: MemoryPlan): string {
   return `memory plan: weights ${fmtBytes(p.weightBytes)}; budget ${fmtBytes(p.budgetBytes)} (${p.budgetFrom}), pools ${fmtBytes(pools)}: ` +
     `KV ${p.kvTokens} tokens ${fmtBytes(p.kvBytes)} (context ${p.maxContext}), ` +
     `state ${p.maxRunning} running ${fmtBytes(p.runningStateBytes)} + ${p.cacheSlots} cached ${fmtBytes(p.cacheStateBytes)}, ` +
-    `verify scratch ${p.scratchRows} rows ${fmtBytes(p.scratchBytes)}`;
+    `verify scratch ${p.scratchRows} rows ${fmtBytes(p.scratchBytes)}` +
+    (p.visionMaxTokens !== null ? `; vision tower: weights ${fmtBytes(p.visionWeightBytes ?? 0)}, ` +
+      `encode of the largest image (${p.visionMaxTokens} patches) ${fmtBytes(p.visionActivationBytes ?? 0)}` : '');
 }
 
 /** Bytes of every distinct weight buffer reachable from `weights` (tied tables once). */

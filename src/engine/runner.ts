@@ -58,6 +58,7 @@ export class Runner {
   async run(batch: Batch): Promise<StepResult> {
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
+    for (const r of live) if (r.req!.vision && this.vision) await this.vision.encodeRows(r.req!.vision, r.start, rowTokens(r).length);
     const seqs: SeqInput<Tensor>[] = live.map((r) => {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it

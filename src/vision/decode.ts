@@ -1,16 +1,21 @@
 // Encoded image bytes → 8-bit RGB pixels. JPEG, PNG and WebP decode with the jSquash wasm
 // builds of libjpeg-turbo (mozjpeg), the Rust png crate and libwebp; GIF (first frame) with
-// omggif (pure JS). Pixels with alpha are composited over white, as HF's convert_to_rgb does.
+// omggif (pure JS); an animated WebP gives its first frame (webp-anim.ts). Pixels with alpha
+// are composited over white, as HF's convert_to_rgb does; then the EXIF orientation is
+// applied (orientation.ts), as transformers' load_image does with ImageOps.exif_transpose.
 //
 // Invariants:
 // - Every failure is a DeltaserveError('bad_request') whose message starts with the caller's
 //   label and names the problem (unsupported format, truncated, corrupt, too large).
 // - The header is probed first: nothing is decoded beyond `maxPixels`.
-// - A decoded size must equal the header's size.
+// - A decoded size must equal the header's size (before the EXIF orientation swaps it).
 // - Decodes run one at a time (the wasm decoders report warnings through a shared hook).
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { type ImageFormat, imageError, probeImage } from './image-probe.js';
+import { DeltaserveError } from '../util/errors.js';
+import { type ImageFormat, imageError, probeImage, webpAnimated } from './image-probe.js';
+import { exifOrientation, orient } from './orientation.js';
+import { placeOnCanvas, webpFirstFrame } from './webp-anim.js';
 
 export interface RgbImage {
   readonly width: number;
@@ -114,8 +119,9 @@ export async function decodeImage(bytes: Uint8Array, opts: DecodeOptions = {}): 
     printed = [];
     let rgba: Rgba;
     try {
-      rgba = await table[info.format](bytes);
+      rgba = info.format === 'webp' && webpAnimated(bytes) ? await firstWebpFrame(table.webp, bytes, label) : await table[info.format](bytes);
     } catch (e) {
+      if (e instanceof DeltaserveError) throw e;
       // emscripten throws opaque objects: libjpeg's / libwebp's printed messages say more
       const detail = (printed.length > 0 ? printed : [describe(e)]).filter((s) => s && !s.includes('unwrap_throw'));
       throw imageError(label, `corrupt or truncated ${kind} image${detail.length ? ` (${detail.join('; ')})` : ''}`);
@@ -126,6 +132,16 @@ export async function decodeImage(bytes: Uint8Array, opts: DecodeOptions = {}): 
     if (rgba.width !== info.width || rgba.height !== info.height || rgba.data.length !== rgba.width * rgba.height * 4) {
       throw imageError(label, `corrupt ${kind} image: decoded ${rgba.width}×${rgba.height}, header says ${info.width}×${info.height}`);
     }
-    return toRgb(rgba);
+    return orient(toRgb(rgba), exifOrientation(bytes, info.format), 3);
   });
+}
+
+/** An animated WebP's first frame on its canvas (RGBA). */
+async function firstWebpFrame(decode: Decoder, bytes: Uint8Array, label: string): Promise<Rgba> {
+  const frame = webpFirstFrame(bytes, label);
+  const rgba = await decode(frame.still);
+  if (rgba.width !== frame.width || rgba.height !== frame.height) {
+    throw imageError(label, `corrupt animated WebP: first frame decoded ${rgba.width}×${rgba.height}, its header says ${frame.width}×${frame.height}`);
+  }
+  return placeOnCanvas(frame, rgba.data);
 }

@@ -66,11 +66,15 @@ function webpSize(b: Uint8Array, label: string): { width: number; height: number
     return { width: (bits & 0x3fff) + 1, height: ((bits >>> 14) & 0x3fff) + 1 };
   }
   if (chunk === 'VP8X' && b.length >= 30) {
-    // flags byte: bit 1 = animation (libwebp's still-image decoder refuses those)
-    if ((b[20]! & 0x02) !== 0) throw imageError(label, 'animated WebP is not supported; send a still image (of a GIF, the first frame is used)');
+    // the canvas size (of an animation too: its first frame is decoded onto it)
     return { width: u24le(b, 24) + 1, height: u24le(b, 27) + 1 };
   }
   throw imageError(label, `truncated or corrupt WebP: unreadable "${chunk.replace(/[^ -~]/g, '?')}" header`);
+}
+
+/** A WebP whose VP8X header sets the animation flag (bit 1 of its flags byte). */
+export function webpAnimated(b: Uint8Array): boolean {
+  return b.length >= 30 && String.fromCharCode(...b.subarray(12, 16)) === 'VP8X' && (b[20]! & 0x02) !== 0;
 }
 
 /** Format and size from the header; throws a bad_request naming `label` when the bytes are

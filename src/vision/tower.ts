@@ -20,16 +20,23 @@ export interface VisionOutput {
   readonly deepstack: readonly Float32Array[];
 }
 
+/** cos and sin of every rotary angle ([tokens × hd/2] each), computed once per image. */
+export interface RotaryTables { readonly cos: Float64Array; readonly sin: Float64Array }
+
+export function rotaryTables(angles: Float64Array): RotaryTables {
+  return { cos: angles.map(Math.cos), sin: angles.map(Math.sin) };
+}
+
 /** Rotate q or k in place: for each head, pair (i, i + hd/2) turns by angle[token][i]. */
-function applyRotary(x: Float32Array, n: number, stride: number, offset: number, heads: number, hd: number, angles: Float64Array): void {
+export function applyRotary(x: Float32Array, n: number, stride: number, offset: number, heads: number, hd: number, rot: RotaryTables): void {
   const half = hd / 2;
+  const { cos, sin } = rot;
   for (let t = 0; t < n; t++) {
     for (let h = 0; h < heads; h++) {
       const base = t * stride + offset + h * hd;
       for (let i = 0; i < half; i++) {
-        const a = angles[t * half + i]!;
-        const c = Math.cos(a);
-        const s = Math.sin(a);
+        const c = cos[t * half + i]!;
+        const s = sin[t * half + i]!;
         const x1 = x[base + i]!;
         const x2 = x[base + half + i]!;
         x[base + i] = x1 * c - x2 * s;
@@ -126,7 +133,7 @@ function frameAttention(qkv: Float32Array, n: number, frameLen: number, heads: n
   return out;
 }
 
-function block(cfg: VisionConfig, b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: Float64Array, linear: LinearOp): void {
+function block(cfg: VisionConfig, b: VisionBlockWeights, x: Float32Array, n: number, frameLen: number, angles: RotaryTables, linear: LinearOp): void {
   const d = cfg.hiddenSize;
   const qkv = linear(layerNorm(x, n, d, b.norm1, cfg.layerNormEps), n, b.qkv);
   applyRotary(qkv, n, 3 * d, 0, cfg.numHeads, cfg.headDim, angles); // q
@@ -160,7 +167,7 @@ export function encodeImage(cfg: VisionConfig, w: VisionWeights, patches: Float3
   }
   const x = linear(patches, n, w.patchEmbed);
   addInPlace(x, interpolatePosEmbed(cfg, w.posEmbed, grid));
-  const angles = rotaryAngles(cfg, grid);
+  const angles = rotaryTables(rotaryAngles(cfg, grid));
   const deepstack: Float32Array[] = [];
   for (let l = 0; l < cfg.depth; l++) {
     block(cfg, w.blocks[l]!, x, n, grid.h * grid.w, angles, linear);

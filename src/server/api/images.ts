@@ -73,7 +73,8 @@ export function withImages(images: TurnImages): { images?: TurnImages } {
 
 function base64Bytes(data: string, label: string): Uint8Array {
   const clean = data.replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(clean) || clean.length === 0) throw invalid(label, `${label}: the image data is not valid base64`);
+  if (clean.length === 0) throw invalid(label, `${label}: the image data is empty`);
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(clean)) throw invalid(label, `${label}: the image data is not valid base64`);
   return new Uint8Array(Buffer.from(clean, 'base64'));
 }
 

@@ -12,6 +12,7 @@ import type { Call } from '../http/call.js';
 import type { ServerContext } from '../context.js';
 import type { ServerMetrics } from './metrics.js';
 import { sendJson } from '../http/respond.js';
+import { DEFAULT_SERVER_IMAGES } from './images.js';
 
 /** Seconds of samples kept (one per second). */
 export const RING_SECONDS = 300;
@@ -160,7 +161,15 @@ export function modelCardOf(ctx: ServerContext): Record<string, unknown> {
     threads: engine.info.kernels.threads,
     spec_tokens: engine.specTokens,
     prefix_cache: engine.stats().prefixCache !== null,
+    images: imagesCardOf(ctx),
   };
+}
+
+/** What the chat page needs to offer image attachments: null for a text-only model. */
+function imagesCardOf(ctx: ServerContext): { max_images: number; max_image_pixels: number } | null {
+  if (ctx.engine.vision === null) return null;
+  const opts = ctx.images ?? DEFAULT_SERVER_IMAGES;
+  return { max_images: opts.maxImages, max_image_pixels: opts.maxImagePixels };
 }
 
 export function statsJson(ctx: ServerContext, sampler: StatsSampler, call: Call): void {

@@ -102,11 +102,17 @@ async function walk(root: unknown, visit: (x: unknown, key: string | null) => vo
   }
 }
 
-/** Total length of the strings inside `v` (keys excluded). */
+/** Members whose strings are image payloads, never prompt text: Chat Completions'
+ * `image_url.url`, Responses' `input_image.image_url`, Anthropic's `source.data` / `source.url`.
+ * An image part stands in the prompt as one placeholder; its bytes are bounded by
+ * --max-body-bytes and decoded under --max-image-pixels / --max-images instead. */
+const IMAGE_PAYLOAD_KEYS = new Set(['url', 'image_url', 'data']);
+
+/** Total length of the prompt strings inside `v` (keys and image payloads excluded). */
 async function textChars(v: unknown): Promise<number> {
   let n = 0;
-  await walk(v, (x) => {
-    if (typeof x === 'string') n += x.length;
+  await walk(v, (x, key) => {
+    if (typeof x === 'string' && (key === null || !IMAGE_PAYLOAD_KEYS.has(key))) n += x.length;
   });
   return n;
 }

@@ -58,11 +58,26 @@ function checkMessage(m: unknown, where: string): Message {
     throw new Error(`${where} must be an object with a role and a text content`);
   }
   if (m['role'] === 'assistant') return assistantOf(m, where);
-  if (m['role'] === 'user') return { role: 'user', content: m['content'] };
+  if (m['role'] === 'user') return userOf(m['content'], m['images'], where);
   if (m['role'] === 'tool' && typeof m['tool_call_id'] === 'string') {
     return { role: 'tool', tool_call_id: m['tool_call_id'], name: String(m['name'] ?? ''), content: m['content'] };
   }
   throw new Error(`${where}.role must be user, assistant or tool (with tool_call_id)`);
+}
+
+/** A user message of a file; its images must be data: image URLs (the page shows them). */
+function userOf(content: string, images: unknown, where: string): Message {
+  if (images === undefined) return { role: 'user', content };
+  if (!Array.isArray(images)) throw new Error(`${where}.images must be a list`);
+  return {
+    role: 'user', content,
+    images: images.map((im: unknown, k) => {
+      if (!isObj(im) || typeof im['url'] !== 'string' || !/^data:image\/[\w.+-]+;base64,/.test(im['url'])) {
+        throw new Error(`${where}.images[${k}] must be {url: "data:image/...;base64,...", name}`);
+      }
+      return { url: im['url'], name: typeof im['name'] === 'string' ? im['name'] : `image ${k + 1}` };
+    }),
+  };
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);

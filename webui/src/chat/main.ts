@@ -1,7 +1,9 @@
 // The chat page (`/`): conversations kept in IndexedDB, answers streamed from
-// /v1/chat/completions with reasoning, tool calls, structured output and per-answer stats.
+// /v1/chat/completions with reasoning, tool calls, structured output, image attachments
+// (models with a vision tower) and per-answer stats.
 import '../../styles/chat.css';
-import { getJson } from '../shared/api.js';
+import { getJson, ServerError } from '../shared/api.js';
+import { Attachments, type ImagesCard } from './attach.js';
 import { byId, h } from '../shared/dom.js';
 import { ConversationStore, exportJson, newConversation, parseImport } from './db.js';
 import { bindSettings, loadSettings, requestBody } from './settings.js';
@@ -11,7 +13,7 @@ import type { AssistantMessage, Conversation, Message, ToolCall } from './types.
 import { LiveAnswer, type MessageActions, renderMessages } from './view.js';
 
 interface ModelInfo {
-  model: { id: string; spec_tokens: number; context: number };
+  model: { id: string; spec_tokens: number; context: number; images?: ImagesCard | null };
 }
 
 class ChatApp {
@@ -21,6 +23,7 @@ class ChatApp {
   private readonly settings = loadSettings();
   private readonly messagesEl = byId('messages');
   private readonly input = byId<HTMLTextAreaElement>('input');
+  private readonly attachments = new Attachments((text) => this.composerProblem(text));
 
   constructor(private readonly store: ConversationStore) {}
 
@@ -43,6 +46,7 @@ class ChatApp {
         ? `${info.model.spec_tokens} per round (server flag --spec-tokens; adapted to measured speed; not settable per request)`
         : 'off on this server (start with --spec-tokens N on a checkpoint with an MTP head)';
       byId('context-info').textContent = `${info.model.context} tokens`;
+      this.attachments.setCard(info.model.images ?? null);
     } catch (e) {
       byId('model-name').textContent = `(server unreachable: ${(e as Error).message})`;
     }
@@ -60,6 +64,7 @@ class ChatApp {
       }
     });
     byId('stop').addEventListener('click', () => this.running?.abort());
+    this.attachments.bind(this.input, byId('chat'), byId('composer'));
     byId('toggle-settings').addEventListener('click', () => document.body.classList.toggle('settings-open'));
     byId('toggle-sidebar').addEventListener('click', () => this.showSidebar(!document.body.classList.contains('sidebar-open')));
     byId('scrim').addEventListener('click', () => this.showSidebar(false));
@@ -109,6 +114,13 @@ class ChatApp {
     el.hidden = text === '';
   }
 
+  /** A problem with what is being sent, shown under the message box ('' hides it). */
+  private composerProblem(text: string): void {
+    const el = byId('composer-error');
+    el.textContent = text;
+    el.hidden = text === '';
+  }
+
   /** A settings field that does not parse is named before anything is sent (false then). */
   private showSettingsProblem(): boolean {
     try {
@@ -129,7 +141,9 @@ class ChatApp {
   private readonly actions: MessageActions = {
     edit: (index, text) => {
       if (text.trim() === '' || !this.canSend()) return;
-      this.current.messages = [...this.current.messages.slice(0, index), { role: 'user', content: text }];
+      const old = this.current.messages[index];
+      const images = old?.role === 'user' ? old.images : undefined;
+      this.current.messages = [...this.current.messages.slice(0, index), { role: 'user', content: text, ...(images ? { images } : {}) }];
       void this.answer();
     },
     regenerate: (index) => {
@@ -198,19 +212,41 @@ class ChatApp {
     c.updated = Date.now();
     if (c.title === 'New chat') {
       const first = c.messages.find((m) => m.role === 'user');
-      if (first) c.title = first.content.replace(/\s+/g, ' ').trim().slice(0, 48) || 'New chat';
+      if (first) c.title = first.content.replace(/\s+/g, ' ').trim().slice(0, 48) || (first.images?.length ? 'Image' : 'New chat');
     }
     await this.store.put(c);
     if (!this.list.includes(c)) this.list.unshift(c);
     this.list.sort((a, b) => b.updated - a.updated);
   }
 
+  /** Save `conv`, or drop it from the list and the store once it has no message left. */
+  private async keepOrForget(conv: Conversation): Promise<void> {
+    if (conv.messages.length > 0) return this.save();
+    await this.store.delete(conv.id);
+    this.list = this.list.filter((c) => c !== conv);
+  }
+
   private sendInput(): void {
     const text = this.input.value;
-    if (text.trim() === '' || !this.canSend()) return;
+    if ((text.trim() === '' && this.attachments.count === 0) || !this.canSend()) return;
     this.input.value = '';
-    this.current.messages.push({ role: 'user', content: text });
+    this.composerProblem('');
+    const images = this.attachments.take();
+    this.current.messages.push({ role: 'user', content: text, ...(images.length > 0 ? { images } : {}) });
     void this.answer();
+  }
+
+  /** The server refused the request (before answering) whose last message has images: the
+   * message goes back to the composer, images included, with the server's reason under it,
+   * so the image at fault can be removed and the rest sent again. False: not that case. */
+  private takeBack(conv: Conversation, e: unknown): boolean {
+    const last = conv.messages.at(-1);
+    if (!(e instanceof ServerError) || last?.role !== 'user' || !last.images?.length) return false;
+    conv.messages.pop();
+    if (this.input.value === '') this.input.value = last.content;
+    this.attachments.restore(last.images);
+    this.composerProblem(`Not sent: ${e.message}`);
+    return true;
   }
 
   /** Stream the model's answer to the conversation so far. */
@@ -250,6 +286,14 @@ class ChatApp {
       });
     } catch (e) {
       m.error = (e as Error).message;
+      if (this.takeBack(conv, e)) {
+        this.running = null;
+        live.finish();
+        live.el.remove();
+        await this.keepOrForget(conv);
+        this.render();
+        return;
+      }
     }
     if (m.tool_calls?.length === 0) delete m.tool_calls;
     conv.messages.push(m as Message);

@@ -2,7 +2,7 @@
 // requestBody() turns settings + conversation into a /v1/chat/completions body. Fields
 // left empty use the server's defaults (the model's generation_config.json).
 import { byId } from '../shared/dom.js';
-import { DEFAULT_SETTINGS, type Message, type Settings } from './types.js';
+import { DEFAULT_SETTINGS, type ImageAttachment, type Message, type Settings } from './types.js';
 
 const KEY = 'deltaserve.settings';
 
@@ -82,11 +82,19 @@ function num(text: string, what: string, integer = false): number | undefined {
   return v;
 }
 
+/** A user message's content: its text, or with images, image_url parts (data: URLs) and then the text. */
+function userContent(text: string, images: readonly ImageAttachment[]): string | Record<string, unknown>[] {
+  if (images.length === 0) return text;
+  const parts: Record<string, unknown>[] = images.map((im) => ({ type: 'image_url', image_url: { url: im.url } }));
+  if (text !== '') parts.push({ type: 'text', text });
+  return parts;
+}
+
 /** OpenAI messages of a conversation (the system prompt first when set). */
 export function apiMessages(s: Settings, messages: readonly Message[]): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = s.systemPrompt.trim() !== '' ? [{ role: 'system', content: s.systemPrompt }] : [];
   for (const m of messages) {
-    if (m.role === 'user') out.push({ role: 'user', content: m.content });
+    if (m.role === 'user') out.push({ role: 'user', content: userContent(m.content, m.images ?? []) });
     else if (m.role === 'tool') out.push({ role: 'tool', tool_call_id: m.tool_call_id, name: m.name, content: m.content });
     else if (m.error === undefined || m.content !== '' || (m.tool_calls?.length ?? 0) > 0) {
       const a: Record<string, unknown> = { role: 'assistant', content: m.content };

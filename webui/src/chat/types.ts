@@ -21,8 +21,16 @@ export interface MessageStats {
   finish_reason?: string;
 }
 
+/** An image attached to a user message, kept as its data: URL (what the API is sent). */
+export interface ImageAttachment {
+  /** `data:image/...;base64,...` */
+  readonly url: string;
+  /** The file's name (or "pasted image"): the thumbnail's alt text. */
+  readonly name: string;
+}
+
 export type Message =
-  | { role: 'user'; content: string }
+  | { role: 'user'; content: string; images?: ImageAttachment[] }
   | {
     role: 'assistant';
     content: string;

@@ -3,7 +3,7 @@
 import { h, replaceChildren } from '../shared/dom.js';
 import { renderMarkdown } from './markdown.js';
 import { type Schema, validate } from './schema.js';
-import type { AssistantMessage, Message, MessageStats, ToolCall } from './types.js';
+import type { AssistantMessage, ImageAttachment, Message, MessageStats, ToolCall } from './types.js';
 
 export interface MessageActions {
   /** Replace user message `index` with `text`, drop what follows, answer again. */
@@ -19,7 +19,7 @@ export function renderMessages(list: HTMLElement, messages: readonly Message[], 
   const answered = new Set(messages.flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
   const lastAssistant = messages.map((m) => m.role).lastIndexOf('assistant');
   replaceChildren(list, ...messages.map((m, i) => {
-    if (m.role === 'user') return userMessage(m.content, i, actions, busy);
+    if (m.role === 'user') return userMessage(m.content, m.images ?? [], i, actions, busy);
     if (m.role === 'tool') return toolResultCard(m.name, m.content);
     const el = assistantShell();
     fillAssistant(el, m, null);
@@ -31,17 +31,24 @@ export function renderMessages(list: HTMLElement, messages: readonly Message[], 
   }));
 }
 
-function userMessage(text: string, index: number, actions: MessageActions, busy: boolean): HTMLElement {
+/** The images of a user message as thumbnails (alt text: the file's name). */
+function thumbnails(images: readonly ImageAttachment[]): HTMLElement | null {
+  if (images.length === 0) return null;
+  return h('div', { class: 'thumbs' }, ...images.map((im) => h('img', { src: im.url, alt: im.name, title: im.name })));
+}
+
+function userMessage(text: string, images: readonly ImageAttachment[], index: number, actions: MessageActions, busy: boolean): HTMLElement {
+  const thumbs = thumbnails(images);
   const body = h('div', { class: 'text' }, text);
-  const el = h('div', { class: 'msg user' }, body);
+  const el = h('div', { class: 'msg user' }, thumbs, body);
   if (busy) return el;
   const editButton = h('button', { type: 'button', class: 'edit' }, '✎ Edit');
   editButton.addEventListener('click', () => {
     const area = h('textarea', { class: 'edit-box', rows: Math.min(12, text.split('\n').length + 1) });
     area.value = text;
     const save = h('button', { type: 'button', class: 'primary save', onclick: () => actions.edit(index, area.value) }, 'Save & send');
-    const cancel = h('button', { type: 'button', onclick: () => replaceChildren(el, body, actionsRow) }, 'Cancel');
-    replaceChildren(el, area, h('div', { class: 'actions' }, save, cancel));
+    const cancel = h('button', { type: 'button', onclick: () => replaceChildren(el, thumbs, body, actionsRow) }, 'Cancel');
+    replaceChildren(el, thumbs, area, h('div', { class: 'actions' }, save, cancel));
     area.focus();
   });
   const actionsRow = h('div', { class: 'actions hover-actions' }, editButton);

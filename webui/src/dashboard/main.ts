@@ -136,6 +136,12 @@ const fmtBytes = (n: number): string => {
   return `${n} B`;
 };
 
+/** The model card's `images`: null for a text-only model. */
+function imagesRow(images: { max_images: number; max_image_pixels: number } | null | undefined): string {
+  if (!images) return 'none (text-only model)';
+  return `vision tower: up to ${images.max_images} per request, ${images.max_image_pixels.toLocaleString('en-US')} pixels each`;
+}
+
 function modelRows(m: Record<string, unknown>): [string, string][] {
   const plan = m['memory_plan'] as Record<string, number | string> | null;
   const weights = Object.entries((m['weights_by_type'] ?? {}) as Record<string, number>)
@@ -149,6 +155,7 @@ function modelRows(m: Record<string, unknown>): [string, string][] {
     ['Quantization (weights)', weights || '—'],
     ['Kernels', `${m['kernels']}, ${m['threads']} thread(s)`],
     ['Prefix cache', m['prefix_cache'] ? 'on' : 'off'],
+    ['Images', imagesRow(m['images'] as { max_images: number; max_image_pixels: number } | null | undefined)],
   ];
   if (plan) {
     rows.push(['Memory plan', `budget ${fmtBytes(Number(plan['budgetBytes']))} (${plan['budgetFrom']}); weights ${fmtBytes(Number(plan['weightBytes']))}`]);
