@@ -3,6 +3,7 @@
 // kernels, as the engine's greedy step) — shared by the mtp bench's verify timing.
 import type { Tensor } from '../kernels/types.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { GDN_CHUNK } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
 import type { Rng } from '../util/rng.js';
@@ -75,7 +76,9 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     timing(false);
     return { tokens: batch * prompt, ms, steps: 1, recordMs, threadCpuMs };
   }
-  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+  // the untimed prompt: chunked from one GDN chunk up, as the engine's prefill; a shorter
+  // one token by token (a chunk's algebra costs a whole chunk, however few its tokens)
+  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), prompt >= GDN_CHUNK));
   await readLogits(model, pre.hidden, 1);
   const logits = ws.logits.rows(batch * per);
   const ids = model.kernels.allocI32(batch * per);
