@@ -25,6 +25,7 @@ const GROUPS = [
   { id: 'node-versions', title: 'Node versions', intro: null },
   { id: 'grammar', title: 'Structured output: grammar masks', intro: null },
   { id: 'mtp', title: 'MTP speculative decoding: on ÷ off', intro: null },
+  { id: 'vision', title: 'Vision: image encode side by side with llama.cpp', intro: null },
 ];
 
 /** Decimals of the fields whose figures are printed at a fixed precision. */

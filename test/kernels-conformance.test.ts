@@ -142,7 +142,7 @@ for (const { label, k } of backends) {
       assert.throws(() => ref.matmul(c, x, w, 3), /packed for another backend|panel8/);
     });
 
-    test('embed: exact widening, bf16, f16 and f32 tables, row-major and packed (tied lm_head)', () => {
+    test('embed and embedIds: exact widening, bf16, f16 and f32 tables, row-major and packed (tied lm_head)', () => {
       const r = rng(3);
       for (const dtype of ['bf16', 'f16', 'f32'] as const) {
         const { w: packed, wr: table } = linear(k, dtype, 50, 37, sym(r));
@@ -153,6 +153,12 @@ for (const { label, k } of backends) {
           const out = k.alloc(ids.length * 37);
           k.embed(out, t, ids);
           same(out, want, `${dtype} ${what}`);
+          // embedIds: the same rows from ids in kernel memory, at an offset
+          const dev = k.allocI32(ids.length + 2);
+          dev.set(ids, 2);
+          const viaIds = k.alloc(ids.length * 37);
+          k.embedIds(viaIds, t, dev, 2, ids.length);
+          same(viaIds, want, `embedIds ${dtype} ${what}`);
         }
       }
     });
@@ -537,6 +543,22 @@ for (const { label, k } of backends) {
         k.argmaxRows(rows, 2, x, m, n, stride);
         same(rows.subarray(2, 2 + m), want, `argmaxRows n=${n}`);
         assert.deepEqual([rows[0], rows[1], rows[m + 2]], [-7, -7, -7], 'argmaxRows writes only its m ids');
+        // argmaxRowsMasked: the ref's argmax over the rows with the clear ids set to −∞
+        const words = Math.ceil(n / 32);
+        const masks = Array.from({ length: m }, (_, i): Uint32Array | null => (i % 3 === 2 ? null
+          : Uint32Array.from({ length: i % 3 === 1 ? Math.max(0, words - 1) : words }, () => (r() * 2 ** 32) >>> 0)));
+        masks[0] = new Uint32Array(words); // every id masked: the first id (all −∞)
+        const masked = new Int32Array(m);
+        for (let i = 0; i < m; i++) {
+          const row = x.slice(i * stride, i * stride + n);
+          const mask = masks[i];
+          if (mask) for (let j = 0; j < n; j++) if ((((mask[j >>> 5] ?? 0) >>> (j & 31)) & 1) === 0) row[j] = -Infinity;
+          ref.argmax(masked.subarray(i, i + 1), row, 1, n);
+        }
+        const got2 = k.allocI32(m + 1);
+        k.argmaxRowsMasked(got2, 1, x, m, n, stride, masks);
+        same(got2.subarray(1), masked, `argmaxRowsMasked n=${n}`);
+        assert.equal(masked[0], 0);
       }
     });
 

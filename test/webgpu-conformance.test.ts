@@ -1,7 +1,7 @@
 // Conformance of the WGSL kernels (src/kernels/webgpu/) against the ref twin, on the
 // machine's WebGPU adapter (lavapipe where there is no GPU). Error = max|Δ| / max|ref|.
 // Bounds (and why):
-//   exact   embed (float and quantized tables), kvWrite, add, argmax, moeRoute ids,
+//   exact   argmaxRowsMasked, embed and embedIds (float and quantized tables, whole and split), kvWrite, add, argmax, moeRoute ids,
 //           quantized matmul on lavapipe (the integer arithmetic of ref/quant.ts: exact
 //           integer sums, one f32 chain; 2e-6 on other adapters, whose f32 division for the
 //           activation scale may differ by an ulp)
@@ -25,6 +25,10 @@ import { ropeTable, type WebGpuKernels } from '../src/kernels/webgpu/backend.js'
 import { randomWeight, relErr, rng } from './numeric.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { gpuUnderTest, readI32, run } from './webgpu-helpers.js';
+import { embedDeviceIds } from '../src/kernels/webgpu/embed-ids.js';
+import { argmaxMaskedDispatch } from '../src/kernels/webgpu/argmax-masked.js';
+import { gpuRowBytes } from '../src/kernels/webgpu/weights.js';
+import { view } from '../src/kernels/webgpu/tensor.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
@@ -206,6 +210,52 @@ describe('webgpu kernel conformance', () => {
       const out = g.alloc.tensor([ids.length, d]);
       const [got] = await run(g, (e) => g.embed(e, out, g.uploadWeight(w), g.alloc.upload(ids), ids.length), out);
       same(got, want, `embed ${dtype}`);
+    }
+  });
+
+  test('argmaxRowsMasked: the ref argmax over rows with the masked ids at −∞ (ties, NaN, all masked, short masks)', async () => {
+    const r = rng(52);
+    for (const n of [1, 31, 33, 100, 1031]) {
+      const m = 7;
+      const stride = n + 3;
+      const x = Float32Array.from({ length: m * stride }, () => Math.round(8 * r()) / 4); // coarse grid: many ties
+      for (let j = 0; j < n; j++) x[2 * stride + j] = NaN; // row 2 all NaN
+      x[3 * stride] = NaN;
+      const words = Math.ceil(n / 32);
+      const masks = Array.from({ length: m }, (_, i): Uint32Array | null => (i === 4 ? null
+        : Uint32Array.from({ length: i === 5 ? Math.max(0, words - 1) : words }, () => (r() * 2 ** 32) >>> 0)));
+      masks[1] = new Uint32Array(words);
+      const want = new Int32Array(m);
+      ref.argmaxRowsMasked(want, 0, x, m, n, stride, masks);
+      const out = g.alloc.tensor([m], 'i32');
+      const gx = g.alloc.upload(x);
+      await run(g, (e) => argmaxMaskedDispatch(g, e, out, gx, m, n, stride, (w) => g.alloc.upload(new Int32Array(w.buffer, w.byteOffset, w.length)), masks));
+      same(await readI32(g, out), want, `argmaxRowsMasked n=${n}`);
+    }
+  });
+
+  test('embedIds (ids on the device, at an offset): exact, tables whole and split in 4 row parts', async () => {
+    const r = rng(51);
+    const all = Int32Array.from([-9, 13, 0, 7, 7, 2, 5, 9, 12]); // [0] is not read: the ids start at 1
+    const ids = all.subarray(1);
+    for (const dtype of ['f32', 'bf16', ...QUANT_TYPES] as const) {
+      const d = dtype.endsWith('_k') ? 256 : dtype === 'f32' || dtype === 'bf16' ? 37 : 64;
+      const w = anyWeight(dtype, 14, d, r);
+      const want = new Float32Array(ids.length * d);
+      ref.embed(want, w, ids);
+      const split = await gpuUnderTest({ maxBindingOverride: 4 * gpuRowBytes(dtype, d) });
+      try {
+        for (const [what, k] of [['whole', g], ['split', split]] as const) {
+          const gw = k.uploadWeight(w);
+          assert.equal(gw.parts.length, what === 'whole' ? 1 : 4, `${dtype} ${what}: parts`);
+          const out = k.alloc.tensor([ids.length, d]);
+          const idv = k.alloc.upload(all);
+          const [got] = await run(k, (e) => embedDeviceIds(k, e, out, gw, view(idv, 1, ids.length), ids.length), out);
+          same(got, want, `embedIds ${dtype} ${what}`);
+        }
+      } finally {
+        split.dispose();
+      }
     }
   });
 

@@ -4,7 +4,10 @@
 // - webgpu device-picked ids == the wasm engine's ids (golden prompts), MTP off and on;
 // - on webgpu, the device pick == the host pick over the same logits (a capture request
 //   takes the host path), and every request of a mixed batch (device and host rows) == alone;
-// - the read-back carries exactly one id instead of one vocabulary row per sampled token.
+// - the read-back carries exactly one id instead of one vocabulary row per sampled token;
+// - MTP drafts chain on the device: a round (k drafts + verify) reads back at most twice;
+// - a constrained greedy request picks under its grammar mask on the device (argmaxRowsMasked)
+//   == the host path (mask on read-back logits) == wasm.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -14,6 +17,16 @@ import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
+import type { Constraint } from '../src/constrain/constraint.js';
+import type { ServerContext } from '../src/server/context.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
+import { structuredConstraint } from '../src/server/api/structured.js';
+
+/** The chat route's JSON-schema constraint over an engine (thinking off). */
+function constraintFor(engine: Engine, schema: unknown): Constraint {
+  const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
+  return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, false)!;
+}
 
 const gpu = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const cpu = { ...gpu, kernels: 'wasm' as const };
@@ -69,6 +82,7 @@ describe('greedy picks on the device', () => {
       assert.deepEqual(device.out, host.out, 'device pick == host pick');
       assert.deepEqual(host.out, host.logits.map((l) => hostArgmax(l, e.sampleVocab)), 'host pick == the reference argmax');
       assert.equal(device.reads, host.reads, 'one read-back per step either way');
+      assert.equal(device.bytes, 4 * device.reads, 'no prefix cache: a greedy step reads back its one id, nothing else');
       // the same hidden rows come back; each sampled token brings 1 id instead of a row
       assert.equal(host.bytes - device.bytes, n * (vocab - 1) * 4, 'read-back bytes: a row of logits → one id, per token');
     });
@@ -89,8 +103,65 @@ describe('greedy picks on the device', () => {
       const host = await run(hostPath);
       assert.deepEqual(device.out, host.out);
       assert.ok(device.drafted > 0, 'the runs drafted');
-      assert.deepEqual([device.drafted, device.accepted, device.reads], [host.drafted, host.accepted, host.reads], 'drafted, accepted, read-backs');
+      assert.deepEqual([device.drafted, device.accepted], [host.drafted, host.accepted], 'drafted, accepted');
+      // device drafts chain on the device (one read-back per round's drafts); host drafts read back per draft step
+      assert.ok(device.reads < host.reads, `read-backs: device ${device.reads} < host ${host.reads}`);
     });
+  });
+
+  test('an MTP round (k drafts + verify) reads back at most twice, k = 1..4; the host-drafted round reads 1 + k', async () => {
+    const p = golden()[1]!;
+    const req = { promptIds: p.prompt_ids, maxTokens: 10, ignoreEos: true };
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, [req]));
+    for (const k of [1, 2, 3, 4]) {
+      await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1 }, async (e) => {
+        const run = async (r: GenerateRequest): Promise<{ out: number[][]; rounds: number; reads: number; bytes: number }> => {
+          const c = counters(e);
+          const [s0, r0, b0] = [e.stats().spec.rounds, c.steps, c.readBackBytes];
+          const out = await ids(e, [r]);
+          return { out, rounds: e.stats().spec.rounds - s0, reads: c.steps - r0, bytes: c.readBackBytes - b0 };
+        };
+        const device = await run(req);
+        const host = await run({ ...req, logitsAdjust: { bias: new Map<number, number>() } });
+        assert.deepEqual(device.out, want, `k = ${k}: MTP on == off`);
+        assert.deepEqual(host.out, want, `k = ${k}: host drafts, MTP on == off`);
+        assert.ok(device.rounds > 0 && device.rounds === host.rounds, `k = ${k}: ${device.rounds} rounds`);
+        // the prefill step and the draft after it read back once each; then every round ≤ 2
+        const perRound = (device.reads - 2) / device.rounds;
+        console.log(`# k=${k} rounds=${device.rounds} read-backs: device ${device.reads} (${perRound.toFixed(2)}/round) host ${host.reads}; bytes/read-back ${(device.bytes / device.reads).toFixed(0)}`);
+        assert.ok(device.reads - 2 <= 2 * device.rounds, `k = ${k}: ${device.reads} read-backs for ${device.rounds} rounds`);
+        if (k >= 2) assert.ok(host.reads - 2 > 2 * host.rounds, `k = ${k}: the host path reads back per draft step (${host.reads})`);
+      });
+    }
+  });
+
+  test('a constrained greedy request picks under its mask on the device (ids read back) == the host path == wasm, MTP off and on', async () => {
+    const schema = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 6 } }, required: ['n', 's'] };
+    const prompt = golden()[0]!.prompt_ids;
+    // bias null: the mask is applied on the kernels; an empty bias: the host path, same logits
+    const reqOf = (e: Engine, hostPath: boolean): GenerateRequest => ({
+      promptIds: prompt, maxTokens: 14, temperature: 0, logitsAdjust: { bias: hostPath ? new Map<number, number>() : null, constraint: constraintFor(e, schema) },
+    });
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, [reqOf(e, true)]));
+    const cpuDevice = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, [reqOf(e, false)]));
+    assert.deepEqual(cpuDevice, want, 'wasm: argmaxRowsMasked == the host mask + argmax');
+    for (const specTokens of [0, 3]) {
+      await withEngine({ ...gpu, model: TINY_THINK(), specTokens, maxRunning: 1 }, async (e) => {
+        const c = counters(e);
+        const run = async (hostPath: boolean): Promise<{ out: number[][]; reads: number; bytes: number }> => {
+          const [r0, b0] = [c.steps, c.readBackBytes];
+          const out = await ids(e, [reqOf(e, hostPath)]);
+          return { out, reads: c.steps - r0, bytes: c.readBackBytes - b0 };
+        };
+        const device = await run(false);
+        const host = await run(true);
+        assert.deepEqual(device.out, want, `k = ${specTokens}: device masked picks`);
+        assert.deepEqual(host.out, want, `k = ${specTokens}: host masked picks`);
+        console.log(`# constrained k=${specTokens}: read-backs device ${device.reads} (${device.bytes} B) host ${host.reads} (${host.bytes} B)`);
+        assert.ok(device.bytes * 100 < host.bytes, `k = ${specTokens}: ids, not logits rows (${device.bytes} vs ${host.bytes} bytes)`);
+        if (specTokens === 0) assert.equal(device.bytes, 4 * device.reads, 'each step reads back its one id');
+      });
+    }
   });
 
   test('a mixed batch (device rows, host rows: logprobs, sampled, capture) == each request alone', async () => {

@@ -17,6 +17,8 @@ export const DEFAULT_MODEL = BUILTIN_MODEL;
 
 export const ENGINE_FLAGS = {
   model: { type: 'string' },
+  mmproj: { type: 'string' },
+  'no-mmproj': { type: 'boolean' },
   kernels: { type: 'string' },
   threads: { type: 'string' },
   quantize: { type: 'string' },
@@ -43,6 +45,10 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
                             downloaded from HF_ENDPOINT (size first, then progress; token HF_TOKEN;
                             "deltaserve pull" downloads only, "deltaserve list" shows the cache);
                             HF_HUB_OFFLINE=1: cache only (default: built-in tiny-think)
+  --mmproj FILE             the vision tower from llama.cpp's projector GGUF (mmproj-….gguf),
+                            beside a text GGUF or a model directory (default: the projector a
+                            ORG/NAME:QUANT reference downloaded, else a release checkpoint's tower)
+  --no-mmproj               load no vision tower (text only; images are refused)
   --kernels auto|cpu|wasm|ref|webgpu  kernel backend (default cpu: wasm when built, else ref);
                             webgpu: the GPU through WebGPU (Dawn; also a CPU emulation such as
                             lavapipe); auto: webgpu on a GPU that is not a CPU emulation, else cpu
@@ -76,6 +82,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
   checkKernelsName(kernels);
   return {
     model: modelArg(str(v, 'model') ?? DEFAULT_MODEL),
+    ...mmprojArg(v),
     kernels: kernels as KernelsChoice,
     ...(int(v, 'threads', 1) !== undefined ? { threads: int(v, 'threads', 1)! } : {}),
     ...(str(v, 'quantize') !== undefined ? { quantize: parseQuantizeMode(str(v, 'quantize')!) } : {}),
@@ -150,6 +157,14 @@ function prefixCacheDirArg(dir: string): string {
 /** A local path (made absolute), or a hub reference `org/name[@rev][:QUANT]` kept as is. */
 function modelArg(m: string): string {
   return isHubReference(m) ? m : resolve(m);
+}
+
+/** --mmproj FILE (made absolute) or --no-mmproj (false); not both. */
+function mmprojArg(v: ArgValues): { mmproj?: string | false } {
+  const file = str(v, 'mmproj');
+  if (file !== undefined && v['no-mmproj']) throw new DeltaserveError('bad_request', '--mmproj and --no-mmproj exclude each other');
+  if (file !== undefined) return { mmproj: resolve(file) };
+  return v['no-mmproj'] ? { mmproj: false } : {};
 }
 
 function specAdaptive(v: ArgValues): boolean | undefined {

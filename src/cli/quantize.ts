@@ -1,7 +1,10 @@
 // `deltaserve quantize`: quantize a Hugging Face Qwen3.5 / Qwen3-Next checkpoint once, offline, into a
 // standard GGUF file (see tools/quantize-gguf.ts), as llama.cpp users do with llama-quantize.
 import { parseArgs } from 'node:util';
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
+import { resolveModelSource } from '../checkpoint/source.js';
+import { writeCheckpointMmproj } from '../tools/mmproj-writer.js';
 import { FILE_TYPES, parseFileType } from '../tools/quant-mix.js';
 import { quantizeToGguf } from '../tools/quantize-gguf.js';
 import { DeltaserveError } from '../util/errors.js';
@@ -17,17 +20,21 @@ export const QUANTIZE_HELP = `deltaserve quantize --model SRC --out FILE.gguf --
                    per-tensor rules (q4_k_m: Q6_K for the head, some attn_v/attn_qkv and
                    ffn_down layers, Q4_K elsewhere); blocks are byte-identical to llama-quantize's
   --name NAME      general.name (default: the model directory's name; a GGUF's own)
+  --no-mmproj      a release checkpoint's vision tower is written beside FILE.gguf as llama.cpp's
+                   projector, mmproj-NAME-F16.gguf (F16, unquantized, as llama.cpp's converter
+                   does; load it with --mmproj); this flag skips it
   --threads N      threads of the WebAssembly block quantizer (default: one per core)`;
 
 export async function runQuantize(argv: string[]): Promise<void> {
   const { values } = parseArgs({
-    args: argv, options: { model: { type: 'string' }, out: { type: 'string' }, type: { type: 'string' }, name: { type: 'string' }, threads: { type: 'string' } },
+    args: argv, options: { model: { type: 'string' }, out: { type: 'string' }, type: { type: 'string' }, name: { type: 'string' }, threads: { type: 'string' }, 'no-mmproj': { type: 'boolean' } },
   });
   const model = str(values, 'model');
   const out = str(values, 'out');
   const type = str(values, 'type');
   if (!model || !out || !type) throw new DeltaserveError('bad_request', `quantize needs --model, --out and --type\n${QUANTIZE_HELP}`);
   if (!out.endsWith('.gguf')) throw new DeltaserveError('bad_request', `--out must name a .gguf file (got "${out}")`);
+  if (!existsSync(dirname(resolve(out)))) throw new DeltaserveError('bad_request', `--out ${out}: the directory ${dirname(resolve(out))} does not exist`);
   const name = str(values, 'name');
   const t0 = performance.now();
   let lastReport = 0;
@@ -43,6 +50,16 @@ export async function runQuantize(argv: string[]): Promise<void> {
       }
     },
   });
+  const mmproj = values['no-mmproj'] ? null : await projectorBeside(resolve(model), resolve(out), name);
+  if (mmproj) process.stderr.write(`quantize: the vision tower is in ${mmproj} (F16; load it with --mmproj)\n`);
   const seconds = (performance.now() - t0) / 1000;
-  process.stdout.write(JSON.stringify({ out: resolve(out), type, tensors: res.tensors, bytes: res.bytes, tensorTypes: res.types, seconds: Number(seconds.toFixed(2)) }) + '\n');
+  process.stdout.write(JSON.stringify({ out: resolve(out), mmproj, type, tensors: res.tensors, bytes: res.bytes, tensorTypes: res.types, seconds: Number(seconds.toFixed(2)) }) + '\n');
+}
+
+/** A release checkpoint's tower as mmproj-<name>-F16.gguf in the output's directory (null:
+ * a text-only checkpoint, or a GGUF source, whose tower is already a separate file). */
+async function projectorBeside(model: string, out: string, name: string | undefined): Promise<string | null> {
+  const src = resolveModelSource(model);
+  if (src.kind !== 'hf') return null;
+  return writeCheckpointMmproj(src.dir, dirname(out), name ?? basename(src.dir));
 }

@@ -1,22 +1,43 @@
 // Which rows of a step pick their tokens on the kernels (Kernels.argmaxRows: on a GPU, on the
 // device), so the step's read-back carries their ids instead of vocabulary-sized logits rows.
-// A row picks on the kernels when its token is the plain argmax of the raw logits over the
-// sample vocabulary: greedy, no penalty, no logit bias or constraint mask, no logprobs and no
-// logits capture. Every other row takes the host path (its logits rows read back, then
-// adjusted and sampled by step-sampling.ts). Both paths give the same ids: the kernels'
-// argmax is the reference's (lowest id among equal maxima; NaN never wins).
+// A row picks on the kernels when its token is the argmax of the raw logits over the sample
+// vocabulary, or of those logits under the request's constraint mask (argmaxRowsMasked: the
+// masked ids count as −∞, as adjustInPlace writes them): greedy, no penalty, no logit bias, no
+// logprobs and no logits capture. Every other row takes the host path (its logits rows read
+// back, then adjusted and sampled by step-sampling.ts). Both paths give the same ids: the
+// kernels' argmax is the reference's (lowest id among equal maxima; NaN never wins).
+import type { Matcher } from '../constrain/constraint.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
 
-/** Are the request's MTP drafts plain argmax picks (greedy, no penalty, bias or constraint)? */
-export function draftsOnKernels(req: RequestView): boolean {
+/** Greedy, no penalty, and no adjustment but a constraint mask (an empty bias changes nothing
+ * yet keeps the host path: tests use it to compare the two). */
+function maskedArgmax(req: RequestView): boolean {
   const p = req.sampling;
-  return isGreedy(p) && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0 && req.adjust === null;
+  return isGreedy(p) && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0 && (req.adjust === null || !req.adjust.bias);
 }
 
-/** Does the request's next token (decode, or each verify position) come from argmaxRows? */
+/** Are the request's MTP drafts plain argmax picks (no constraint either)? Then they chain on
+ * the kernels with no read-back between draft steps (speculative/draft.ts). */
+export function draftsOnKernels(req: RequestView): boolean {
+  return maskedArgmax(req) && !req.adjust?.constraint;
+}
+
+/** Are the request's drafts argmax picks under at most its constraint mask (each draft step
+ * then reads back ids, not logits rows: its mask depends on the drafts before it)? */
+export function draftPicksOnKernels(req: RequestView): boolean {
+  return maskedArgmax(req);
+}
+
+/** Does the request's next token (decode, or each verify position) come from the kernels'
+ * argmax (under its constraint mask)? */
 export function picksOnKernels(req: RequestView): boolean {
-  return draftsOnKernels(req) && req.onLogprob === null && req.captureLogits === null;
+  return maskedArgmax(req) && req.onLogprob === null && req.captureLogits === null;
+}
+
+/** The mask argmaxRowsMasked applies for a matcher (null: none, or every id allowed). */
+export function maskOf(matcher: Matcher | null): Uint32Array | null {
+  return matcher ? matcher.mask() : null;
 }
 
 /** The ids of an int32 tensor's read-back range: readBack returns f32 arrays, whose bits

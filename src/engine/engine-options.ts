@@ -15,6 +15,10 @@ export interface EngineOptions {
    * always a path; default: the built-in model (BUILTIN_MODEL). */
   readonly model?: string;
   readonly kernels?: KernelsChoice;
+  /** The vision tower from llama.cpp's mmproj GGUF at this path (`--mmproj FILE`), beside a
+   * text GGUF or a model directory; false: no tower (`--no-mmproj`). Default: a hub
+   * `:QUANT` reference's recorded projector, else a release checkpoint's own tower. */
+  readonly mmproj?: string | false;
   readonly threads?: number;
   /** Quantize matmul weights as they load (`--quantize q8_0|q4_k`). */
   readonly quantize?: QuantizeMode;

@@ -25,12 +25,11 @@ import type { StepCommit, StepOutcome } from './step-output.js';
 import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
-import { type PrefixContext, queueGenerationSnapshot } from './prefix.js';
-import { resolveModelPath } from '../hub/resolve.js';
+import { type PrefixContext, queueGenerationSnapshot, rowMaySnapshot } from './prefix.js';
+import { resolveModel } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { loadVisionModel, type VisionModel } from '../vision/load.js';
+import type { VisionModel } from '../vision/load.js';
+import { chosenMmproj, loadEngineVision } from './vision-load.js';
 import { towerMemory } from '../vision/memory.js';
 import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
 import { VisionEngine } from './vision.js';
@@ -103,7 +102,8 @@ export class Engine {
       trackInterval: interval,
       prefix: this.prefix,
     }, kv, state, { finished: (req, reason) => this.finished(req, reason), specRound: (d, a) => this.metrics.specRound(d, a) });
-    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision);
+    const prefix = this.prefix;
+    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row));
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,
@@ -124,7 +124,8 @@ export class Engine {
   /** `hooks`: test-only (test-hooks.ts); production callers leave them out. */
   static async load(opts: EngineOptions = {}, hooks: EngineTestHooks = {}): Promise<Engine> {
     // a path, org/name[@rev][:QUANT] or none (built-in); resolved first: a bad name fails before any backend starts
-    const dir = await resolveModelPath(opts.model ?? BUILTIN_MODEL);
+    const { path: dir, mmproj: hubMmproj } = await resolveModel(opts.model ?? BUILTIN_MODEL);
+    const mmproj = chosenMmproj(opts.mmproj, hubMmproj);
     const kernels = await createKernels(opts.kernels ?? 'cpu', opts.threads);
     try {
       const model = await withLoadQuantizer(opts.quantize, kernels, (quantizer) =>
@@ -133,10 +134,10 @@ export class Engine {
       const pageSize = opts.pageSize ?? 16;
       if (!Number.isInteger(pageSize) || pageSize < 1) throw new DeltaserveError('bad_config', `--page-size must be a positive integer (got ${pageSize})`);
       const k = specTokensFor(opts, model.config.mtpLayers);
-      // a release checkpoint's tower (same directory; a GGUF's mmproj is not wired yet), before
-      // the plan: its weights are resident when the plan measures memory, and the plan keeps
-      // room for its packed weights and the encode of the largest image the limits allow
-      const visionModel = statSync(dir).isDirectory() && existsSync(join(dir, 'config.json')) ? loadVisionModel(dir) : null;
+      // the tower — --mmproj (or the hub reference's projector), else a release checkpoint's
+      // own — before the plan: its weights are resident when the plan measures memory, and the
+      // plan keeps room for its packed weights and the encode of the largest image the limits allow
+      const visionModel = loadEngineVision(dir, mmproj, opts.mmproj === false, model, tokenizer);
       const tower = visionModel ? towerMemory(visionModel.cfg, visionModel.pre, visionModel.weights, opts.maxImagePixels ?? DEFAULT_MAX_DECODE_PIXELS) : undefined;
       const plan = planEngineMemory(opts, model, k, pageSize, tower);
       // pools are chunked (one allocation per KV layer, per chunk of state slots or scratch rows),
@@ -153,7 +154,7 @@ export class Engine {
       });
       // model: the resolved path (a hub name's snapshot), which the prefix cache's identity hashes
       const engine = new Engine(model, tokenizer, kv, state,
-        { ...opts, model: dir, maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
+        { ...opts, model: dir, ...(mmproj !== null ? { mmproj } : {}), maxRunning: plan.maxRunning, maxContext: plan.maxContext, cacheStateSlots: plan.cacheSlots }, hooks, visionModel);
       engine.memoryPlan = plan;
       return engine;
     } catch (e) {

@@ -98,6 +98,7 @@ export function adjustStepLogits(rows: readonly { readonly req: AdjustedRequest 
     if (!req?.adjust) return;
     const positions = logits[i]!;
     if (row.verify) positions.forEach((l, s) => adjustInPlace(l, vocab, req.adjust, matcherAfterDrafts(req, s)));
-    else if (row.sample) adjustInPlace(positions[0]!, vocab, req.adjust, committedMatcher(req));
+    // a row the kernels picked under its mask (device-picks.ts) has no logits rows here
+    else if (row.sample && positions.length > 0) adjustInPlace(positions[0]!, vocab, req.adjust, committedMatcher(req));
   });
 }

@@ -98,6 +98,14 @@ export function isSnapshotPoint(ctx: PrefixContext, req: RequestView, pos: numbe
   return pos % ctx.interval === 0 || req.snapshotPoints.has(pos);
 }
 
+/** May the step's update snapshot `row` (prefix.ts snapshotWorking, or a verify round's
+ * tracked point)? Only then does the step read its hidden rows back: a snapshot point lies
+ * among the committed lengths the row can reach, (start, start + n]. */
+export function rowMaySnapshot(ctx: PrefixContext, row: { readonly req: RequestView | null; readonly start: number; readonly n: number }): boolean {
+  for (let pos = row.start + 1; pos <= row.start + row.n; pos++) if (isSnapshotPoint(ctx, row.req!, pos)) return true;
+  return false;
+}
+
 /** The first snapshot point after position `c` (a prefill chunk must end there). */
 export function nextSnapshotPoint(ctx: PrefixContext, req: RequestView, c: number): number {
   let next = (Math.floor(c / ctx.interval) + 1) * ctx.interval;

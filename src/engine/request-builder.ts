@@ -131,7 +131,7 @@ export function buildRequest(ctx: RequestContext, id: number, req: EngineRequest
   }
   const images = req.visionImages ?? [];
   if (images.length > 0) {
-    if (!ctx.vision) bad('this model is text-only (its config.json has no vision_config); images are not accepted');
+    if (!ctx.vision) bad('this model is text-only (no vision tower: its config.json has no vision_config, or a GGUF was loaded without --mmproj); images are not accepted');
     r.vision = ctx.vision.requestVision(promptIds, images);
   }
   setPromptPoints(r, boundaries, ctx.model.layout.chunk);

@@ -2,8 +2,9 @@
 // into the forward (no global context), computes the logits rows that sample on the
 // kernels, picks the tokens of the rows that take the plain argmax on the kernels
 // (device-picks.ts), and reads back what the engine needs in ONE read-back call per step:
-// those rows' ids, the other sampling rows' logits rows, and the hidden rows (on CPU
-// backends these are views, returned at once).
+// those rows' ids, the other sampling rows' logits rows, and the hidden rows of the rows a
+// prefix snapshot may need this step (on CPU backends these are views, returned at once).
+// A step whose rows all pick on the kernels and snapshot nothing reads back ids only.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Tensor } from '../kernels/types.js';
@@ -12,7 +13,8 @@ import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
-import { idsOf, picksOnKernels } from './device-picks.js';
+import { idsOf, maskOf, picksOnKernels } from './device-picks.js';
+import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
 
@@ -25,9 +27,11 @@ export interface StepResult {
    * positions when the row picks on the kernels (device-picks.ts), else null. */
   readonly ids: (Int32Array | null)[];
   /** Post-norm hidden of every processed token, [M, H], as a kernel tensor (for the MTP
-   * head) and on the host (for prefix snapshots; on CPU backends the same memory). */
+   * head). */
   readonly hidden: Tensor;
-  readonly hostHidden: Float32Array;
+  /** Per real row: its n hidden rows [n, H] on the host (for prefix snapshots; on CPU
+   * backends the same memory), or null when `hiddenNeeded` said no snapshot can read them. */
+  readonly hostHidden: (Float32Array | null)[];
   readonly offsets: readonly number[];
 }
 
@@ -45,6 +49,8 @@ export class Runner {
     private readonly sampleVocab: number,
     /** The vision tower (null: text-only; requests with images are refused at build). */
     private readonly vision: VisionEngine | null = null,
+    /** Does the step's update possibly read this row's hidden rows (a prefix snapshot)? */
+    private readonly hiddenNeeded: (row: BatchRow) => boolean = () => true,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
@@ -84,22 +90,26 @@ export class Runner {
     const all = this.ws.logits.rows(want.length);
     if (want.length > 0) lmHeadInto(this.model, this.ws, fw.hidden, want, all);
     const layout = this.logitsLayout(rows, offsets);
-    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length) : null;
+    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout)) : null;
     const whole = this.wholePromptHits(rows);
-    const m = seqs.reduce((k, s) => k + s.tokens.length, 0);
     const h = this.model.config.hiddenSize;
+    // the hidden rows a snapshot may read (consecutive rows of fw.hidden per batch row)
+    const hiddenRows = rows.map((_, i) => i).filter((i) => rows[i]!.n > 0 && this.hiddenNeeded(rows[i]!));
     // the host-path rows' logits: one range each (their positions are consecutive rows of `all`)
     const hostRows = rows.map((_, i) => i).filter((i) => !layout.onKernels[i] && layout.count[i]! > 0);
     // the step's one read-back (CPU backends: views, at once)
     const read = await this.model.kernels.readBack([
-      { t: fw.hidden, offset: 0, length: m * h }, { t: whole.logits, offset: 0, length: whole.count * this.vocab },
+      { t: whole.logits, offset: 0, length: whole.count * this.vocab },
       ...(picks ? [{ t: picks, offset: 0, length: want.length }] : []),
       ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
+      ...hiddenRows.map((i) => ({ t: fw.hidden, offset: offsets[i]! * h, length: rows[i]!.n * h })),
     ]);
-    const [hidden, hits] = read;
-    const ids = picks ? idsOf(read[2]!) : null;
-    const hostLogits = new Map(hostRows.map((i, r) => [i, read[(picks ? 3 : 2) + r]!]));
-    return this.result(rows, layout, ids, hostLogits, hits!, hidden!, fw.hidden, offsets);
+    const [hits] = read;
+    const ids = picks ? idsOf(read[1]!) : null;
+    const first = picks ? 2 : 1;
+    const hostLogits = new Map(hostRows.map((i, r) => [i, read[first + r]!]));
+    const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
+    return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets);
   }
 
   /** Per real row: its first logits row in `all`, how many it has, and whether the kernels
@@ -113,18 +123,32 @@ export class Runner {
     return { first, count, onKernels };
   }
 
-  /** Record the argmax of logits rows [0, n) of `all` over the sample vocabulary. */
-  private pickRows(all: Tensor, n: number): Tensor {
+  /** Per logits row of `all`: the constraint mask its kernels pick applies (a decode row's
+   * committed matcher, verify position s's matcher after the drafts before it), null for
+   * none and for host-path rows (their picks are not used); [] when no row has a mask. */
+  private pickMasks(rows: readonly BatchRow[], layout: { count: number[]; onKernels: boolean[] }): (Uint32Array | null)[] {
+    const masks = rows.flatMap((r, i) => Array.from({ length: layout.count[i]! }, (_, s): Uint32Array | null => {
+      const req = r.req!;
+      if (!layout.onKernels[i] || !req.adjust?.constraint) return null;
+      return maskOf(r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req));
+    }));
+    return masks.some((m) => m) ? masks : [];
+  }
+
+  /** Record the argmax of logits rows [0, n) of `all` over the sample vocabulary (under
+   * `masks`, one per row, when given). */
+  private pickRows(all: Tensor, n: number, masks: readonly (Uint32Array | null)[]): Tensor {
     if (!this.picks || this.picks.rows < n) {
       const cap = Math.max(n, 2 * (this.picks?.rows ?? 4));
       this.picks = { t: this.model.kernels.allocI32(cap), rows: cap };
     }
-    this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
+    if (masks.length > 0) this.model.kernels.argmaxRowsMasked(this.picks.t, 0, all, n, this.sampleVocab, this.vocab, masks);
+    else this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
     return this.picks.t;
   }
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
-    hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: Float32Array, hidden: Tensor,
+    hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
     offsets: readonly number[]): StepResult {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));

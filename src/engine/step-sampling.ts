@@ -32,8 +32,10 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
       return { tokens: [pick.token], logprobs: [pick.logprobs], logits: [logits[0]!], drafted: 0, accepted: 0 };
     }),
     hiddenAt: (i, step) => {
-      const at = result.offsets[i]! + step;
-      return result.hostHidden.subarray(at * hiddenSize, (at + 1) * hiddenSize);
+      const rowHidden = result.hostHidden[i];
+      // the runner reads back the hidden rows of every row a snapshot may take (rowMaySnapshot)
+      if (!rowHidden) throw new Error(`internal: batch row ${i}'s hidden rows were not read back, yet a snapshot needs step ${step}`);
+      return rowHidden.subarray(step * hiddenSize, (step + 1) * hiddenSize);
     },
   };
 }

@@ -59,7 +59,7 @@ function bad(message: string): never {
 /** The image token id of `vision`, or a refusal naming the first image. */
 export function imageTokenOf(vision: FrontendVision | null, inputs: readonly ImageInput[]): number {
   const first = inputs[0]?.label ?? 'the request';
-  if (!vision) bad(`${first}: this model is text-only (its config.json has no vision_config); images are not accepted`);
+  if (!vision) bad(`${first}: this model is text-only (no vision tower: its config.json has no vision_config, or a GGUF was loaded without --mmproj); images are not accepted`);
   const id = vision.tokens.imageTokenId;
   if (id === null) bad(`${first}: the model's config.json names no image_token_id; images are not accepted`);
   return id;

@@ -4,7 +4,7 @@
 // disk. Read from the cache layout only (cache.ts); no network.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { readRecords } from './record.js';
+import { isProjectorPath, readRecords } from './record.js';
 import { listFiles } from './resolve.js';
 
 export interface CachedFile {
@@ -70,7 +70,7 @@ function nameOf(repo: string, commit: string, refs: readonly string[]): string {
 
 function ggufEntries(repo: string, repoDir: string, commit: string, base: string, dir: string, paths: readonly string[]): CachedModel[] {
   const records = readRecords(repoDir).filter((r) => r.commit === commit);
-  const projectors = paths.filter((p) => /mmproj[^/]*\.gguf$/i.test(p));
+  const projectors = paths.filter(isProjectorPath);
   const byQuant = new Map<string, string[]>();
   for (const p of paths) {
     if (!/\.gguf$/i.test(p) || projectors.includes(p)) continue;

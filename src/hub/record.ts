@@ -44,8 +44,15 @@ export function writeRecord(repoDir: string, rec: GgufRecord): void {
   renameSync(`${path}.tmp`, path);
 }
 
-/** The absolute path of the projector recorded for (commit, quant), or null. */
-export function recordedProjector(repoDir: string, commit: string, quant: string): string | null {
+/** A snapshot-relative path names a vision projector (llama.cpp's `mmproj…gguf`). */
+export const isProjectorPath = (p: string): boolean => /mmproj[^/]*\.gguf$/i.test(p);
+
+/** The absolute path of the projector that goes with (commit, quant): the one recorded when
+ * deltaserve downloaded it, else (files fetched by another tool: no record) the snapshot's
+ * only projector; null when none. `files`: the snapshot's files (relative paths). */
+export function recordedProjector(repoDir: string, commit: string, quant: string, files: readonly string[] = []): string | null {
   const rec = readRecords(repoDir).find((r) => r.commit === commit && r.quant === quant.toUpperCase());
-  return rec?.mmproj ? join(snapshotDir(repoDir, commit), rec.mmproj) : null;
+  const projectors = files.filter(isProjectorPath);
+  const rel = rec ? rec.mmproj : projectors.length === 1 ? projectors[0]! : null;
+  return rel ? join(snapshotDir(repoDir, commit), rel) : null;
 }

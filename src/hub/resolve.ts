@@ -57,14 +57,26 @@ function missingPath(spec: string): DeltaserveError {
 
 /** A local model path for `spec` (a directory, or a .gguf file for `:QUANT` references). */
 export async function resolveModelPath(spec: string, o: ResolveOptions = {}): Promise<string> {
-  if (existsSync(spec)) return spec;
+  return (await resolveModel(spec, o)).path;
+}
+
+/** A resolved model: its local path, and for a hub `:QUANT` reference the vision projector
+ * (mmproj GGUF) recorded with it, which loads with the model as llama-server's hub form does
+ * (null: a local path, a safetensors repository, or a repository without a projector). */
+export interface ResolvedModel {
+  readonly path: string;
+  readonly mmproj: string | null;
+}
+
+export async function resolveModel(spec: string, o: ResolveOptions = {}): Promise<ResolvedModel> {
+  if (existsSync(spec)) return { path: spec, mmproj: null };
   const ref = looksLikePath(spec) ? null : parseRepoRef(spec);
   if (!ref) throw missingPath(spec); // a local path: never looked up on the hub
   const env = o.env ?? process.env;
   const repoDir = repoCacheDir(hubCacheDir(env), ref);
   const commit = cachedCommit(repoDir, ref.revision);
-  const cached = commit ? checkSnapshot(repoDir, commit, ref) : { missing: 'refs/' + ref.revision, path: null };
-  if (cached.path) return cached.path;
+  const cached: Snapshot = commit ? checkSnapshot(repoDir, commit, ref) : { missing: 'refs/' + ref.revision, path: null, mmproj: null };
+  if (cached.path) return { path: cached.path, mmproj: cached.mmproj };
   const where = commit ? snapshotDir(repoDir, commit) : repoDir;
   const offline = (reason: string): never => {
     throw new DeltaserveError('bad_config',
@@ -90,7 +102,7 @@ function describeFiles(files: readonly HubFile[], ref: RepoRef): string {
   return `${fmtBytes(total)} in ${files.length} file${files.length === 1 ? '' : 's'} (${named})`;
 }
 
-async function download(client: HubClient, ref: RepoRef, repoDir: string, o: ResolveOptions): Promise<string> {
+async function download(client: HubClient, ref: RepoRef, repoDir: string, o: ResolveOptions): Promise<ResolvedModel> {
   const log = o.log ?? ((l: string) => process.stderr.write(`deltaserve: ${l}\n`));
   const info = await fetchRepoInfo(client, ref);
   const files = selectFiles(info.files, ref);
@@ -112,32 +124,43 @@ async function download(client: HubClient, ref: RepoRef, repoDir: string, o: Res
   writeRef(repoDir, ref.revision, info.commit);
   const snap = checkSnapshot(repoDir, info.commit, ref);
   if (!snap.path) throw new DeltaserveError('bad_config', `model ${describeRef(ref)}: the repository has no ${snap.missing}`);
-  return snap.path;
+  return { path: snap.path, mmproj: snap.mmproj };
+}
+
+/** A snapshot's model path (null: incomplete, `missing` names the first missing file) and
+ * the projector recorded with a GGUF choice. */
+interface Snapshot {
+  readonly path: string | null;
+  readonly missing: string;
+  readonly mmproj: string | null;
 }
 
 /** A complete snapshot's model path, or the first missing file. A GGUF choice is complete
  * with every split part and the projector recorded with it (deltaserve.json). */
-function checkSnapshot(repoDir: string, commit: string, ref: RepoRef): { path: string | null; missing: string } {
+function checkSnapshot(repoDir: string, commit: string, ref: RepoRef): Snapshot {
+  const none = (missing: string): Snapshot => ({ path: null, missing, mmproj: null });
+  const found = (path: string, mmproj: string | null = null): Snapshot => ({ path, missing: '', mmproj });
   const dir = snapshotDir(repoDir, commit);
-  if (!existsSync(dir)) return { path: null, missing: ref.quant ? `a .gguf file matching ${ref.quant}` : 'config.json' };
+  if (!existsSync(dir)) return none(ref.quant ? `a .gguf file matching ${ref.quant}` : 'config.json');
   if (ref.quant) {
-    const parts = ggufMatches(listFiles(dir), ref.quant);
-    if (parts.length === 0) return { path: null, missing: `a .gguf file matching ${ref.quant}` };
+    const files = listFiles(dir);
+    const parts = ggufMatches(files, ref.quant);
+    if (parts.length === 0) return none(`a .gguf file matching ${ref.quant}`);
     const lacking = missingParts(parts)[0];
-    if (lacking) return { path: null, missing: lacking };
-    const projector = recordedProjector(repoDir, commit, ref.quant);
-    if (projector && !existsSync(projector)) return { path: null, missing: relative(dir, projector) };
-    return { path: join(dir, parts[0]!), missing: '' };
+    if (lacking) return none(lacking);
+    const projector = recordedProjector(repoDir, commit, ref.quant, files);
+    if (projector && !existsSync(projector)) return none(relative(dir, projector));
+    return found(join(dir, parts[0]!), projector);
   }
-  for (const f of ['config.json', 'tokenizer.json']) if (!existsSync(join(dir, f))) return { path: null, missing: f };
+  for (const f of ['config.json', 'tokenizer.json']) if (!existsSync(join(dir, f))) return none(f);
   const index = join(dir, 'model.safetensors.index.json');
   if (existsSync(index)) {
     const map = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: Record<string, string> }).weight_map ?? {};
-    for (const shard of new Set(Object.values(map))) if (!existsSync(join(dir, shard))) return { path: null, missing: shard };
-    return { path: dir, missing: '' };
+    for (const shard of new Set(Object.values(map))) if (!existsSync(join(dir, shard))) return none(shard);
+    return found(dir);
   }
-  if (!readdirSync(dir).some((f) => f.endsWith('.safetensors'))) return { path: null, missing: 'model.safetensors' };
-  return { path: dir, missing: '' };
+  if (!readdirSync(dir).some((f) => f.endsWith('.safetensors'))) return none('model.safetensors');
+  return found(dir);
 }
 
 /** Every file under `dir` (relative paths; dangling links, i.e. removed blobs, left out). */

@@ -11,6 +11,31 @@ export function view(t: Float32Array, offset: number, length: number): Float32Ar
   return t.subarray(offset, offset + length);
 }
 
+/** argmaxRowsMasked for host-memory rows: each masked row copied, its clear ids set to −∞,
+ * then the backend's `argmax` (the ref's ids). */
+export function argmaxRowsMasked(argmax: Kernels['argmax'], out: Int32Array, outOffset: number, x: Float32Array, m: number, n: number,
+  stride: number, masks: readonly (Uint32Array | null)[]): void {
+  if (masks.length !== m) throw new RangeError(`argmaxRowsMasked: ${masks.length} masks for ${m} rows`);
+  if (outOffset + m > out.length || (m > 0 && (m - 1) * stride + n > x.length)) throw new RangeError(`argmaxRowsMasked: ${m} rows past the tensors`);
+  const row = new Float32Array(n);
+  for (let r = 0; r < m; r++) {
+    const mask = masks[r];
+    const src = x.subarray(r * stride, r * stride + n);
+    if (!mask) {
+      argmax(out.subarray(outOffset + r, outOffset + r + 1), src, 1, n);
+      continue;
+    }
+    for (let i = 0; i < n; i++) row[i] = (((mask[i >>> 5] ?? 0) >>> (i & 31)) & 1) === 1 ? src[i]! : -Infinity;
+    argmax(out.subarray(outOffset + r, outOffset + r + 1), row, 1, n);
+  }
+}
+
+/** ids[offset, offset + m) of a kernel int32 tensor (embedIds on CPU backends: then embed). */
+export function idsIn(ids: Int32Array, offset: number, m: number): Int32Array {
+  if (offset < 0 || m < 0 || offset + m > ids.length) throw new RangeError(`embedIds: ids [${offset}, ${offset + m}) of a tensor of ${ids.length}`);
+  return ids.subarray(offset, offset + m);
+}
+
 export function copyRows(dst: Float32Array, dstOffset: number, dstStride: number, src: Float32Array, srcOffset: number,
   srcStride: number, rows: number, width: number): void {
   if (rows <= 0) return;

@@ -113,6 +113,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
   embed(out: T, table: Weight, ids: ArrayLike<number>): void;
 
+  /** embed with the ids in kernel memory: out[i, :] = embedding row ids[idsOffset + i] for
+   * i < m — the bits of embed over those ids read back. Each id must lie in [0, table.rows)
+   * (CPU backends throw; the callers' ids are argmaxRows picks of the table's own rows). A
+   * GPU backend gathers without a read-back, so MTP drafts chain on the device. */
+  embedIds(out: T, table: Weight, ids: I, idsOffset: number, m: number): void;
+
   /** RMSNorm over rows of length d: y = x·rsqrt(mean(x²)+eps)·(1+w) if `zeroCentered`,
    * else ·w. x, out: [M, d] (may alias), w: [1, d]. */
   rmsNorm(out: T, x: T, w: Weight, m: number, eps: number, zeroCentered: boolean): void;
@@ -219,6 +225,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * all-NaN row gives 0) — the same ids as `argmax` on those rows read back. A GPU backend picks
    * on the device, so a greedy step reads back ids instead of logits rows (engine/runner.ts). */
   argmaxRows(out: I, outOffset: number, x: T, m: number, n: number, stride: number): void;
+
+  /** argmaxRows where row i's ids whose bit is clear in masks[i] (bit id & 31 of word id >> 5;
+   * words past the array: clear) count as −∞ — the ids of `argmax` over the rows with those ids
+   * set to −∞ on the host (a grammar mask, engine/logits-adjust.ts); masks[i] null: row i as
+   * it is. masks.length = m. */
+  argmaxRowsMasked(out: I, outOffset: number, x: T, m: number, n: number, stride: number, masks: readonly (Uint32Array | null)[]): void;
 
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */

@@ -172,10 +172,18 @@ export interface MtpSeqInput<T extends Tensor = Float32Array> {
   readonly kv: KvLayerView<T>; // the MTP layer's own cache
 }
 
+/** The stacked token ids of an MTP forward, already in kernel memory: row i's x_{t+1} is
+ * ids[offset + i] (drafts chained on the device); the seqs' `tokens` then give only their
+ * lengths. */
+export interface MtpDeviceIds<I extends Tensor> {
+  readonly ids: I;
+  readonly offset: number;
+}
+
 /** MTP head: z = fc([norm_e(embed(x_{t+1})) ; norm_h(h_t)]), one full-attention decoder
  * layer, then mtp.norm. Returns [M, H] (feed to lmHead for draft logits). */
 export function mtpForward<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>,
-  seqs: readonly MtpSeqInput<T>[], layer = 0): T {
+  seqs: readonly MtpSeqInput<T>[], layer = 0, deviceIds: MtpDeviceIds<I> | null = null): T {
   const { config: cfg, weights: w, kernels: k } = model;
   const mtp = w.mtp[layer];
   if (!mtp) throw new Error(`model has no MTP layer ${layer}`);
@@ -192,7 +200,8 @@ export function mtpForward<T extends Tensor, I extends Tensor>(model: Model<T, I
     if (s.hiddenFirst) k.write(hid, first * h, s.hiddenFirst);
     k.copyRows(hid, (first + head) * h, h, s.hidden, (s.hiddenRow ?? 0) * h, h, t - head, h);
   });
-  k.embed(e, w.embed, stackIds(ws.host.mtpIds.rows(m), seqs));
+  if (deviceIds) k.embedIds(e, w.embed, deviceIds.ids, deviceIds.offset, m);
+  else k.embed(e, w.embed, stackIds(ws.host.mtpIds.rows(m), seqs));
   k.rmsNorm(e, e, mtp.normEmbedding, m, cfg.rmsNormEps, true);
   k.rmsNorm(hid, hid, mtp.normHidden, m, cfg.rmsNormEps, true);
   k.copyRows(cat, 0, 2 * h, e, 0, h, m, h);

@@ -5,7 +5,7 @@ import { bf16ToF32 } from '../checkpoint/safetensors.js';
 import { DEFAULT_PREPROCESS, parseVisionConfig } from '../vision/config.js';
 import { DeltaserveError } from '../util/errors.js';
 import { type TensorSource, tensorBytes } from './safetensors-writer.js';
-import { writeMmproj } from './mmproj-writer.js';
+import { mmprojFileName, writeMmproj } from './mmproj-writer.js';
 
 /** A tensor's values as f32 (BF16 widened exactly). */
 function valuesOf(src: TensorSource): Float32Array {
@@ -14,11 +14,6 @@ function valuesOf(src: TensorSource): Float32Array {
   if (src.dtype === 'F32') return new Float32Array(bytes.buffer);
   if (src.dtype !== 'BF16') throw new DeltaserveError('internal', `make-model mmproj: tensor ${src.name} is ${src.dtype}`);
   return Float32Array.from(new Uint16Array(bytes.buffer), bf16ToF32);
-}
-
-/** File name llama.cpp's converter would give: mmproj-<name>-<TYPE>.gguf. */
-export function mmprojFileName(name: string, type: 'F16' | 'F32'): string {
-  return `mmproj-${name}-${type}.gguf`;
 }
 
 /** Write the mmproj of a planned release model into `dir`; returns the file name. */

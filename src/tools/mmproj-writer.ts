@@ -1,9 +1,16 @@
 // Write a vision tower as llama.cpp's mmproj GGUF (clip, projector "qwen3vl_merger"), as
 // llama.cpp's converter lays it out (names and keys: src/vision/mmproj-names.ts): matrices
-// (2-D and up) in F16 or F32, 1-D tensors (norms, biases) in F32; the Conv3d patch kernel
-// split into its two temporal slices.
+// (2-D and up) in F16 or F32 except the position table, always F32; 1-D tensors (norms,
+// biases) in F32; the Conv3d patch kernel split into its two temporal slices.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openCheckpoint } from '../checkpoint/safetensors.js';
+import { fp8BlockSize, withFp8Dequant } from '../checkpoint/fp8.js';
 import { f32ToF16 } from '../kernels/quant/dequant.js';
-import { VISION_PREFIX, type PreprocessConfig, type VisionConfig } from '../vision/config.js';
+import {
+  DEFAULT_PREPROCESS, VISION_PREFIX, type PreprocessConfig, type VisionConfig, parsePreprocessConfig, parseVisionConfig,
+} from '../vision/config.js';
+import { checkpointReader } from '../vision/load.js';
 import { MMPROJ_KEYS as K, MMPROJ_PROJECTOR, PATCH_EMBED_NAMES, mmprojName } from '../vision/mmproj-names.js';
 import { type TensorReader, visionTensorShapes } from '../vision/weights.js';
 import { type MetaEntry, type TensorOut, writeGgufFile } from './gguf-writer.js';
@@ -50,6 +57,8 @@ function encode(values: Float32Array, type: 'F32' | 'F16'): Uint8Array {
   return new Uint8Array(h.buffer);
 }
 
+const POSITION_TABLE = 'v.position_embd.weight';
+
 /** [D, C, T, P, P] → the T slices [D, C, P, P]. */
 function temporalSlices(w: Float32Array, shape: readonly number[]): Float32Array[] {
   const [d, c, t, p, q] = shape as [number, number, number, number, number];
@@ -67,7 +76,9 @@ export function mmprojTensors(o: MmprojOptions, read: TensorReader): TensorOut[]
   for (const [full, shape] of visionTensorShapes(o.cfg)) {
     const name = full.slice(VISION_PREFIX.length);
     const gguf = mmprojName(o.cfg, name);
-    const type = shape.length >= 2 ? o.matrixType : 'F32';
+    // llama.cpp's converter keeps the position table F32 whatever the file type (its
+    // V_ENC_EMBD_POS rule), and clip.cpp's ggml_interpolate of it asserts F32
+    const type = shape.length >= 2 && gguf !== POSITION_TABLE ? o.matrixType : 'F32';
     if (gguf === null) {
       const sliceShape = [shape[0]!, shape[1]!, shape[3]!, shape[4]!];
       PATCH_EMBED_NAMES.forEach((n, s) => out.push({
@@ -84,4 +95,34 @@ export function mmprojTensors(o: MmprojOptions, read: TensorReader): TensorOut[]
 export async function writeMmproj(path: string, o: MmprojOptions, read: TensorReader): Promise<void> {
   if (o.cfg.temporalPatchSize !== 2) throw new Error(`mmproj: llama.cpp's qwen3vl_merger needs temporal_patch_size 2 (got ${o.cfg.temporalPatchSize})`);
   await writeGgufFile(path, mmprojMetadata(o), mmprojTensors(o, read));
+}
+
+/** File name llama.cpp's converter gives a projector: mmproj-<name>-<TYPE>.gguf. */
+export function mmprojFileName(name: string, type: 'F16' | 'F32'): string {
+  return `mmproj-${name}-${type}.gguf`;
+}
+
+/** The vision tower of a release checkpoint directory (config.json with a vision_config,
+ * model.visual.* in its safetensors; BF16 / F16 / F32 or block-wise FP8) written as an
+ * mmproj into `outDir`; returns its path, or null for a text-only checkpoint. F16 is
+ * llama.cpp's default for projectors and holds every BF16 value of magnitude in
+ * [2^-14, 65504] exactly (10 mantissa bits against BF16's 7). */
+export async function writeCheckpointMmproj(dir: string, outDir: string, name: string, matrixType: 'F16' | 'F32' = 'F16'): Promise<string | null> {
+  const where = join(dir, 'config.json');
+  const outer = JSON.parse(readFileSync(where, 'utf8')) as Record<string, unknown>;
+  const cfg = parseVisionConfig(outer, where);
+  if (!cfg) return null;
+  const prePath = join(dir, 'preprocessor_config.json');
+  const pre = existsSync(prePath) ? parsePreprocessConfig(JSON.parse(readFileSync(prePath, 'utf8')), prePath) : DEFAULT_PREPROCESS;
+  const text = (typeof outer['text_config'] === 'object' && outer['text_config'] !== null ? outer['text_config'] : outer) as Record<string, unknown>;
+  const block = fp8BlockSize(outer['quantization_config'] !== undefined ? outer : text, where);
+  const raw = openCheckpoint(dir);
+  const ck = block ? withFp8Dequant(raw, block) : raw;
+  const out = join(outDir, mmprojFileName(name, matrixType));
+  try {
+    await writeMmproj(out, { cfg, pre, name, matrixType }, checkpointReader(ck));
+  } finally {
+    ck.close();
+  }
+  return out;
 }

@@ -4,13 +4,16 @@
 //            (target hidden h_t, token x_{t+1}), so the MTP KV always matches the
 //            committed tokens; its last output predicts d_1;
 //   draft  — k−1 more single-token MTP steps, each fed the previous MTP output and draft.
-// Batched across requests. Drafts of greedy requests are argmax picks (on the kernels, ids
-// read back, when no request of the step has a penalty, bias or constraint); sampling requests
-// draw d_i from q_i (the request's sampling transform of the MTP logits), kept for the
-// rejection test. The drafter writes no request: it returns each chain's proposal, which
+// Batched across requests. Drafts of greedy requests are argmax picks; when every chain's
+// drafts are plain argmax picks (device-picks.ts) they chain on the kernels — draft i's
+// argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts of all
+// chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
+// Otherwise (a penalty, bias or constraint, or a sampling request) each draft step reads
+// back its logits rows; sampling requests draw d_i from q_i (the request's sampling
+// transform of the MTP logits), kept for the rejection test. The drafter writes no request: it returns each chain's proposal, which
 // the scheduler's update records as the request's drafts (update.ts).
 import type { KvPool } from '../../cache/kv-pool.js';
-import { lmHeadInto, mtpForward, type MtpSeqInput } from '../../model/forward.js';
+import { lmHeadInto, mtpForward, type MtpDeviceIds, type MtpSeqInput } from '../../model/forward.js';
 import type { StepArena } from '../../model/arena.js';
 import type { AnyModel } from '../../model/model.js';
 import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
@@ -19,7 +22,7 @@ import type { Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftsOnKernels, idsOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsOnKernels, idsOf, maskOf } from '../device-picks.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -66,7 +69,7 @@ export class MtpDrafter {
   /** Per request, q buffers over the sampling vocabulary reused round after round (zero
    * beyond the draft head; update drops req.draftProbs after each verify). */
   private readonly qBuffers = new WeakMap<RequestView, Float64Array[]>();
-  /** Greedy draft picks of a step (idsFor). */
+  /** Greedy draft picks of a round, [draft step][chain] (idsFor). */
   private ids: { t: Tensor; rows: number } | null = null;
 
   constructor(
@@ -87,8 +90,8 @@ export class MtpDrafter {
     this.sampler = new BatchSampler(model.kernels, argmax);
   }
 
-  /** Extend, then draft: the proposal of every input that drafts (one read-back per draft
-   * step: each step's picks feed the next). */
+  /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
+   * every chain picks on the kernels, else one per draft step: its picks feed the next). */
   async run(inputs: readonly ExtendInput[]): Promise<DraftProposal[]> {
     if (inputs.length === 0) return [];
     const mtpKv = this.kv.mtpLayers[0]!;
@@ -108,9 +111,16 @@ export class MtpDrafter {
       offset += i.n;
     }
     if (active.length === 0) return [];
-    // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
-    for (let s: DraftStep | null = { active, hidden: this.pick(out, rows), step: 1 }; s; s = this.nextStep(s)) {
-      await this.propose(s.active, s.hidden);
+    // longest chains first (stable): the chains still drafting at any step are a prefix
+    const order = active.map((_, i) => i).sort((a, b) => active[b]!.drafts - active[a]!.drafts || a - b);
+    const chains = order.map((i) => active[i]!);
+    const first = this.pick(out, order.map((i) => rows[i]!));
+    if (chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
+    else {
+      // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
+      for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
+        await this.propose(s.active, s.hidden);
+      }
     }
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
@@ -118,14 +128,43 @@ export class MtpDrafter {
   /** The MTP forward of the chains that draft one more step, or null when none does. */
   private nextStep(prev: DraftStep): DraftStep | null {
     const step = prev.step + 1;
-    const chains = prev.active.filter((a) => a.drafts >= step);
+    const chains = prev.active.slice(0, drafting(prev.active, step));
     if (chains.length === 0) return null;
-    const idx = chains.map((c) => prev.active.indexOf(c));
-    const stepOut = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
-      tokens: [c.proposed[step - 2]!], hidden: prev.hidden, hiddenRow: idx[j]!, start: c.start + c.n + step - 2,
-      pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
-    })));
-    return { active: chains, hidden: this.pick(stepOut, chains.map((_, j) => j)), step };
+    return { active: chains, hidden: this.draftForward(chains, prev.hidden, step, (c) => [c.proposed[step - 2]!]), step };
+  }
+
+  /** Draft step `step` (≥ 2) of the chains (a prefix of the previous step's, whose MTP
+   * hidden rows `hidden` holds in order): MTP hidden rows [chains, H] fed draft step − 1,
+   * whose ids are `tokens` (host) or `deviceIds`. */
+  private draftForward(chains: readonly Chain[], hidden: Tensor, step: number, tokens: (c: Chain) => ArrayLike<number>,
+    deviceIds: MtpDeviceIds<Tensor> | null = null): Tensor {
+    const out = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
+      tokens: tokens(c), hidden, hiddenRow: j, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
+    })), 0, deviceIds);
+    return this.pick(out, chains.map((_, j) => j));
+  }
+
+  /** Every draft of every chain (all plain argmax picks) on the kernels: draft step s's
+   * argmaxRows ids land in row s − 1 of a [steps, chains] id tensor, the next step embeds
+   * them from there, and one read-back brings the whole round's drafts. The ids are
+   * argmaxRows' — the reference argmax of the same logits rows (device-picks.ts). */
+  private async draftOnKernels(chains: readonly Chain[], first: Tensor): Promise<void> {
+    const n = chains.length;
+    const steps = chains[0]!.drafts;
+    const rec = this.idsFor(n * steps);
+    let hidden = first;
+    for (let s = 1; s <= steps; s++) {
+      const live = drafting(chains, s);
+      const t = lmHeadInto(this.model, this.ws, hidden, chains.slice(0, live).map((_, j) => j), this.ws.draftLogits.rows(live), this.head);
+      this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
+      const next = drafting(chains, s + 1);
+      if (next > 0) hidden = this.draftForward(chains.slice(0, next), hidden, s + 1, () => DEVICE_TOKEN, { ids: rec, offset: (s - 1) * n });
+    }
+    const [read] = await this.model.kernels.readBack([{ t: rec, offset: 0, length: n * steps }]);
+    const picks = idsOf(read!);
+    chains.forEach((c, j) => {
+      for (let s = 0; s < c.drafts; s++) c.proposed.push(picks[s * n + j]!);
+    });
   }
 
   /** Drafts that fit: each writes MTP KV at one more position, whose page must exist
@@ -152,12 +191,13 @@ export class MtpDrafter {
    * the draft head), as rejection sampling compares it with the target's p id by id. */
   private async propose(chains: readonly Chain[], hidden: Tensor): Promise<void> {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
-    // the draft chain needs each step's picks before the next step: a read-back per step —
-    // of ids only when every chain's draft is a plain argmax (device-picks.ts): the kernels
-    // pick it, as sampleToken would over the same row
-    if (chains.every((c) => draftsOnKernels(c.req))) {
+    // the draft chain needs each step's picks before the next step: a read-back per step, of
+    // ids when every chain picks by argmax under at most its constraint mask (the mask of a
+    // chain's matcher advanced by its drafts so far, as pickDrafts applies on the host)
+    if (chains.every((c) => draftPicksOnKernels(c.req))) {
       const ids = this.idsFor(chains.length);
-      this.model.kernels.argmaxRows(ids, 0, t, chains.length, this.v, this.v);
+      const masks = chains.map((c) => (c.req.adjust?.constraint ? maskOf(matcherAfterDrafts(c.req, c.proposed.length, c.proposed)) : null));
+      this.model.kernels.argmaxRowsMasked(ids, 0, t, chains.length, this.v, this.v, masks);
       const [read] = await this.model.kernels.readBack([{ t: ids, offset: 0, length: chains.length }]);
       const picks = idsOf(read!);
       chains.forEach((c, j) => c.proposed.push(picks[j]!));
@@ -211,6 +251,16 @@ export class MtpDrafter {
     if (!list) this.qBuffers.set(req, (list = []));
     return (list[i] ??= new Float64Array(this.sampleVocab));
   }
+}
+
+/** A draft step's token whose id is in kernel memory (MtpDeviceIds): only its length is read. */
+const DEVICE_TOKEN: ArrayLike<number> = { length: 1 };
+
+/** How many of `chains` (longest first) draft at step `step`. */
+function drafting(chains: readonly Chain[], step: number): number {
+  let n = 0;
+  while (n < chains.length && chains[n]!.drafts >= step) n++;
+  return n;
 }
 
 function allMasked(l: Float32Array): boolean {

@@ -236,6 +236,17 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     c.end();
   }
 
+  /** Host rows: the masked copies, then this backend's argmax. */
+  argmaxRowsMasked(out: Int32Array, outOffset: number, x: Float32Array, m: number, n: number, stride: number,
+    masks: readonly (Uint32Array | null)[]): void {
+    cpu.argmaxRowsMasked((o, r, mm, nn, st) => this.argmax(o, r, mm, nn, st), out, outOffset, x, m, n, stride, masks);
+  }
+
+  /** Ids are views of the arena's memory: embed over them. */
+  embedIds(out: Float32Array, table: Weight, ids: Int32Array, idsOffset: number, m: number): void {
+    this.embed(out, table, cpu.idsIn(ids, idsOffset, m));
+  }
+
   /** Logits rows are views of the arena's memory: the same SIMD argmax as host rows. */
   argmaxRows(out: Int32Array, outOffset: number, x: Float32Array, m: number, n: number, stride: number): void {
     this.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride);

@@ -20,6 +20,8 @@ import type { AcquireOptions } from './device.js';
 import type { EncoderTiming, StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
+import { embedDeviceIds } from './embed-ids.js';
+import { argmaxRowsMaskedOn } from './argmax-masked.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -290,6 +292,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     }
     this.g.gatherRows(this.step, out, stacked, this.uploads.put(plan.order, 'i32'), ids.length, gw.cols);
   }
+  /** Ids on the device (embed-ids.ts): no read-back between an argmaxRows and this gather. */
+  embedIds(out: GpuTensor, table: Weight, ids: GpuTensor, idsOffset: number, m: number): void {
+    if (m > 0) embedDeviceIds(this.g, this.step, out, this.tableOf(table), this.view(ids, idsOffset, m), m);
+  }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);
   }
@@ -388,6 +394,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (m <= 0) return;
     if (outOffset + m > out.length || (m - 1) * stride + n > x.length) throw new RangeError(`argmaxRows: ${m} rows past the tensors`);
     this.g.argmax(this.step, this.view(out, outOffset, m), x, m, n, stride);
+  }
+  /** On the device (argmax-masked.ts): the masks go up with the step. */
+  argmaxRowsMasked(out: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number, masks: readonly (Uint32Array | null)[]): void {
+    argmaxRowsMaskedOn(this.g, this.step, { out, outOffset, x, m, n, stride }, masks, (words) => this.uploads.put(words, 'i32'));
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);

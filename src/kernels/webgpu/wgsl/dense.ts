@@ -120,8 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // Embedding of quantized tables, GGML's dequantisation: thread per (token, sub-block).
 // params: 0 T, 1 D, 2 out off, 3 row bytes, 4 ids off.
 export function embedQuantShader(type: QuantType): string {
-  const value = type === 'q6_k' ? '(sb.scale * f32(select(sb.q6a, sb.q6b, l >= 16u))) * f32(Q[l])'
-    : hasOffsetType(type) ? 'sb.scale * f32(Q[l]) + sb.offset' : 'sb.scale * f32(Q[l])';
+  const value = quantEmbedValue(type);
   return `${HEADER}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
@@ -140,6 +139,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let o = pu(2u) + i * D + j * 32u;
   for (var l = 0u; l < 32u; l++) { OUT[o + l] = ${value}; }
 }`;
+}
+
+/** WGSL of element l of a decoded sub-block `sb` (GGML's dequantisation). */
+export function quantEmbedValue(type: QuantType): string {
+  return type === 'q6_k' ? '(sb.scale * f32(select(sb.q6a, sb.q6b, l >= 16u))) * f32(Q[l])'
+    : hasOffsetType(type) ? 'sb.scale * f32(Q[l]) + sb.offset' : 'sb.scale * f32(Q[l])';
 }
 
 // Greedy pick per row: the lowest index of the maximum; NaN never wins; all-NaN → 0.
