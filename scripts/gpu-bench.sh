@@ -2,8 +2,8 @@
 # One call on a GPU machine that can fetch nothing (issue 47 item 6; docs/kernels.md "GPU
 # benchmark"): it makes the qwen3.5-0.8b and qwen3.5-4b shapes there (make-model, random
 # weights; quantize → Q8_0 and Q4_K_M GGUFs), runs `deltaserve bench --kernels webgpu` on
-# them — decode (BF16, Q8_0, Q4_K_M), verify-4, 8 and 32 streams, prefill 2048, MTP at
-# accept rate 0.8 — and the PyTorch + transformers greedy-decode floor on the same
+# them — decode (BF16, Q8_0, Q4_K_M; BF16 again with Dawn's validation skipped), verify-4,
+# 8 and 32 streams, prefill 2048, MTP at accept rate 0.8 — and the PyTorch + transformers greedy-decode floor on the same
 # safetensors, and writes ONE JSON file: $OUT/gpu-bench.json.
 #
 #   scripts/gpu-bench.sh --pack        here: write .gpu-bench/ (git-ignored): Node 24 (xz), the
@@ -11,7 +11,7 @@
 #                                      Dawn only (tar.xz), libvulkan.so.1. Build first (dist/, build/);
 #                                      the Node packed: $DELTASERVE_NODE, else tools/node24's.
 #   scripts/gpu-bench.sh               there: the real shapes. Carry dist/src, build and .gpu-bench.
-#   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (4-layer shapes, a 4,096-token
+#   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (2-layer shapes, a 2,048-token
 #                                      vocabulary, few tokens) on whatever adapter there is
 #                                      (lavapipe here): how the script itself is tested. Add
 #                                      --bundle to run on .gpu-bench's Node as the real run does.
@@ -88,6 +88,8 @@ setup_runtime() {
 }
 
 ds() { "$NODE" "$here/dist/src/cli/main.js" "$@"; }
+# the same with Dawn's validation skipped (what validation costs the host per dispatch)
+ds_skip_validation() { DELTASERVE_DAWN_TOGGLES=skip_validation "$NODE" "$here/dist/src/cli/main.js" "$@"; }
 
 # step NAME CMD...: stdout (one JSON object) to $work/r/NAME.json, else {"error": stderr's tail}
 step() {
@@ -105,13 +107,16 @@ step() {
 
 run_shape() {
   local shape="$1" dir="$work/$1"
-  local mk=() gen=64 prompt=128 prefill=2048 s8=8 s32=32 mtpGen=128 rep=3
-  if [ "$mode" = dry ]; then mk=(--layers 4 --vocab-size 4096); gen=3; prompt=16; prefill=64; s8=2; s32=3; mtpGen=8; rep=1; fi
+  local mk=() gen=64 prompt=128 prefill=2048 s8=8 s32=32 mtpGen=128 mtpPrompt=32 rep=3
+  # dry: every step once, as small as still runs it (2 linear-attention layers; the MTP step's
+  # head is a full-attention layer), so the test of the script stays cheap on lavapipe
+  if [ "$mode" = dry ]; then mk=(--layers 2 --vocab-size 2048); gen=2; prompt=4; prefill=8; s8=2; s32=3; mtpGen=4; mtpPrompt=4; rep=1; fi
   step "$shape.make-model" ds make-model --shape "$shape" --out "$dir" "${mk[@]}"
   step "$shape.quantize-q8_0" ds quantize --model "$dir" --out "$dir-Q8_0.gguf" --type q8_0
   step "$shape.quantize-q4_k_m" ds quantize --model "$dir" --out "$dir-Q4_K_M.gguf" --type q4_k_m
   local b=(bench --kernels webgpu --json --repeat "$rep" --prompt-tokens "$prompt" --gen-tokens "$gen")
   step "$shape.decode-bf16" ds "${b[@]}" --model "$dir" --mode decode
+  step "$shape.decode-bf16-skip-validation" ds_skip_validation "${b[@]}" --model "$dir" --mode decode
   step "$shape.decode-q8_0" ds "${b[@]}" --model "$dir-Q8_0.gguf" --mode decode
   step "$shape.decode-q4_k_m" ds "${b[@]}" --model "$dir-Q4_K_M.gguf" --mode decode
   step "$shape.verify-4-bf16" ds "${b[@]}" --model "$dir" --mode verify --verify-tokens 4
@@ -119,7 +124,7 @@ run_shape() {
   step "$shape.streams-$s32-bf16" ds "${b[@]}" --model "$dir" --mode decode --batch "$s32"
   step "$shape.prefill-$prefill-bf16" ds bench --kernels webgpu --json --repeat 1 --model "$dir" --mode prefill --prompt-tokens "$prefill"
   step "$shape.mtp-0.8-bf16" ds bench --kernels webgpu --model "$dir" --mode mtp --accept-rate 0.8 --spec-tokens 3 \
-    --gen-tokens "$mtpGen" --repeat 1 --kv-cache-tokens 4096
+    --gen-tokens "$mtpGen" --prompt-tokens "$mtpPrompt" --repeat 1 --kv-cache-tokens 4096
   step "$shape.pytorch-floor-bf16" python3 "$here/scripts/gpu-bench-torch.py" "$dir" --prompt-tokens "$prompt" --gen-tokens "$gen"
   [ "$mode" = dry ] || rm -rf "$dir" "$dir-Q8_0.gguf" "$dir-Q4_K_M.gguf" # disk: the 4b shape's three copies are ~17 GB
 }

@@ -1,47 +1,80 @@
-// `generate --kernels webgpu --json --dump-logits` as a process (Dawn on the machine's adapter;
-// lavapipe without a GPU): the dump awaits webgpu's asynchronous read-back (issue 47), its
-// last_logits and mtp_top match ../shared/golden/tiny-think.json (the golden tests'
-// tolerance, 1e-4 relative to the largest logit), and its greedy ids equal the wasm run's.
+// The golden prompt logits on webgpu (Dawn on the machine's adapter; lavapipe without a GPU):
+// - `generate --kernels webgpu --json --dump-logits` as a process awaits webgpu's
+//   asynchronous read-back (issue 47): on the longest golden prompt (past 64 positions: the
+//   per-(head, row) attention) its last_logits and mtp_top match ../shared/golden/tiny-think.json
+//   (the golden tests' tolerance, 1e-4 relative to the largest logit), and its greedy ids
+//   equal the wasm process's;
+// - every golden prompt (22 to 264 tokens) through one webgpu engine in this process (the
+//   probe the CLI's dump runs): the same golden checks, and its greedy ids == one wasm
+//   engine's. One engine load instead of a process per prompt: each webgpu process pays
+//   Dawn's start-up and lavapipe's shader compiles (~30 s on a loaded 2-core machine).
+// Each run generates its first GREEDY_TOKENS ids: the dump is of the prompt, and longer
+// webgpu greedy runs are webgpu-engine's and webgpu-device-picks' checks.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Engine } from '../src/engine/engine.js';
+import { topLogits } from '../src/model/probe.js';
+import { withEngine } from './engine-helpers.js';
 import { REPO_ROOT, sharedPath, TINY_THINK } from './paths.js';
 import { relErr } from './numeric.js';
 import { GOLDEN_TOL, type GoldenPrompt } from './golden-check.js';
+import { webgpuEngineKernels } from './webgpu-helpers.js';
 
 interface Dump { output_ids: number[]; last_logits: number[]; mtp_top: [number, number][] | null }
 
 const TOL = GOLDEN_TOL;
+const GREEDY_TOKENS = 4;
+const tokens = (p: GoldenPrompt): number => Math.min(GREEDY_TOKENS, p.greedy_ids.length);
 
-/** One greedy `generate --json --dump-logits` run of `p` on `kernels`. */
-function dump(kernels: string, p: GoldenPrompt): Dump {
+/** One greedy `generate --json --dump-logits` process of `p` on `kernels`. */
+function cliDump(kernels: string, p: GoldenPrompt): Dump {
   const args = ['generate', '--model', TINY_THINK(), '--kernels', kernels, '--prompt-ids', p.prompt_ids.join(','),
-    '--max-tokens', String(p.greedy_ids.length), '--temperature', '0', '--json', '--dump-logits'];
+    '--max-tokens', String(tokens(p)), '--temperature', '0', '--json', '--dump-logits'];
   const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...args], { encoding: 'utf8' });
   assert.equal(r.status, 0, `generate --kernels ${kernels}: ${r.stderr}`);
   return JSON.parse(r.stdout) as Dump;
 }
 
+/** The same dump through a loaded engine: the greedy run, then the CLI's prompt probe. */
+async function engineDump(e: Engine, p: GoldenPrompt): Promise<Dump> {
+  const done = await e.complete({ promptIds: p.prompt_ids, maxTokens: tokens(p), temperature: 0, ignoreEos: true });
+  const probe = await e.info.probePrompt(done.promptIds, done.outputIds[0]);
+  return { output_ids: [...done.outputIds], last_logits: Array.from(probe.lastLogits), mtp_top: probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null };
+}
+
+/** A webgpu dump against the golden prompt and a wasm dump of it. */
+function checkDump(gpu: Dump, cpu: Dump, p: GoldenPrompt): void {
+  assert.equal(gpu.last_logits.length, p.last_logits.length, `${p.name}: last_logits over vocab_size`);
+  const err = relErr(gpu.last_logits, p.last_logits);
+  assert.ok(err <= TOL, `${p.name}: last logits rel err ${err}`);
+  assert.ok(gpu.mtp_top, `${p.name}: tiny-think has an MTP head: mtp_top present`);
+  assert.deepEqual(gpu.mtp_top.map(([id]) => id), p.mtp_logits_top.map(([id]) => id), `${p.name}: MTP top-10 ids`);
+  const maxAbs = Math.max(...p.mtp_logits_top.map(([, v]) => Math.abs(v)));
+  for (const [i, [id, v]] of p.mtp_logits_top.entries()) {
+    assert.ok(Math.abs(gpu.mtp_top[i]![1] - v) / maxAbs <= TOL, `${p.name}: MTP logit ${id}: ${gpu.mtp_top[i]![1]} vs ${v}`);
+  }
+  assert.deepEqual(gpu.output_ids, cpu.output_ids, `${p.name}: greedy ids: webgpu == wasm`);
+  assert.deepEqual(gpu.output_ids, p.greedy_ids.slice(0, gpu.output_ids.length), `${p.name}: greedy ids: a prefix of the golden`);
+  assert.ok(relErr(gpu.last_logits, cpu.last_logits) <= TOL, `${p.name}: webgpu last logits == wasm`);
+}
+
 const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: GoldenPrompt[] };
 assert.ok(golden.prompts.length > 0, 'tiny-think golden has prompts');
+const longest = golden.prompts.reduce((a, b) => (b.prompt_ids.length > a.prompt_ids.length ? b : a));
 
-for (const p of golden.prompts) {
-  test(`generate --kernels webgpu --dump-logits: ${p.name} matches the golden and the wasm run`, { timeout: 240_000 }, () => {
-    const gpu = dump('webgpu', p);
-    assert.equal(gpu.last_logits.length, p.last_logits.length, 'last_logits over vocab_size');
-    const err = relErr(gpu.last_logits, p.last_logits);
-    assert.ok(err <= TOL, `last logits rel err ${err}`);
-    assert.ok(gpu.mtp_top, 'tiny-think has an MTP head: mtp_top present');
-    assert.deepEqual(gpu.mtp_top.map(([id]) => id), p.mtp_logits_top.map(([id]) => id), 'MTP top-10 ids');
-    const maxAbs = Math.max(...p.mtp_logits_top.map(([, v]) => Math.abs(v)));
-    for (const [i, [id, v]] of p.mtp_logits_top.entries()) {
-      assert.ok(Math.abs(gpu.mtp_top[i]![1] - v) / maxAbs <= TOL, `MTP logit ${id}: ${gpu.mtp_top[i]![1]} vs ${v}`);
-    }
-    const cpu = dump('wasm', p);
-    assert.deepEqual(gpu.output_ids, cpu.output_ids, 'greedy ids: webgpu == wasm');
-    assert.deepEqual(gpu.output_ids, p.greedy_ids.slice(0, gpu.output_ids.length), 'greedy ids: a prefix of the golden');
-    assert.ok(relErr(gpu.last_logits, cpu.last_logits) <= TOL, 'webgpu last logits == wasm');
-  });
-}
+test(`generate --kernels webgpu --dump-logits (a process): ${longest.name} matches the golden and the wasm process`, { timeout: 240_000 }, () => {
+  assert.ok(longest.prompt_ids.length > 64, 'the longest golden prompt passes 64 positions');
+  checkDump(cliDump('webgpu', longest), cliDump('wasm', longest), longest);
+});
+
+test('every golden prompt on one webgpu engine: the dump matches the golden and one wasm engine', { timeout: 600_000 }, async () => {
+  await webgpuEngineKernels(); // fails with the reason when no adapter can be had
+  const opts = { model: TINY_THINK(), prefixCache: false, maxRunning: 1 };
+  const run = (e: Engine): Promise<Dump[]> => golden.prompts.reduce<Promise<Dump[]>>(async (acc, p) => [...await acc, await engineDump(e, p)], Promise.resolve([]));
+  const gpu = await withEngine({ ...opts, kernels: 'webgpu' }, run);
+  const cpu = await withEngine({ ...opts, kernels: 'wasm' }, run);
+  golden.prompts.forEach((p, i) => checkDump(gpu[i]!, cpu[i]!, p));
+});

@@ -10,6 +10,12 @@ import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '.
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 import { ATTENTION_GROUP } from '../src/kernels/webgpu/wgsl/attention-group.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE } from '../src/kernels/webgpu/wgsl/rows.js';
+import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE } from '../src/kernels/webgpu/wgsl/dense.js';
+import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
+import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
+import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 
 const SOURCES: Record<ParamKernel, string> = {
   rope_batch: ROPE_BATCH,
@@ -22,6 +28,19 @@ const SOURCES: Record<ParamKernel, string> = {
   gdn_recurrent: GDN_RECURRENT,
   gdn_recurrent_seqs: GDN_RECURRENT_SEQS,
   gdn_gated_seqs: gdnGatedShader(128),
+  copy_rows: COPY_ROWS,
+  fill: FILL,
+  gather_rows: GATHER_ROWS,
+  add_sigmoid_scaled: ADD_SIGMOID_SCALED,
+  moe_combine: MOE_COMBINE,
+  norm: NORM,
+  elementwise: ELEMENTWISE,
+  rope: ROPE,
+  argmax: ARGMAX,
+  moe_route: MOE_ROUTE,
+  gdn_gates: GDN_GATES,
+  gdn_chunked: GDN_CHUNKED,
+  moe_plan: MOE_PLAN,
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {
@@ -47,4 +66,30 @@ test('packParams: each value in its slot, f32 fields as their bits, and a field 
   assert.deepEqual(words, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x3e000000, 12, 13]);
   assert.throws(() => packParams('rope_batch', { rowBase: -1, rows: 1, heads: 1, headDim: 2, half: 1, stride: 2, xOff: 0, csOff: 0 }),
     /rope_batch\.rowBase = -1 is not a u32/);
+});
+
+/** Bytes of the WGSL Params struct: `struct Params { w: array<vec4<u32>, N> }` → 16·N. */
+function paramsStructBytes(header: string): number {
+  const m = /struct Params \{ w: array<vec4<u32>, (\d+)> \}/.exec(header);
+  assert.ok(m, 'HEADER declares struct Params as an array of vec4<u32>');
+  return 16 * Number(m[1]);
+}
+
+test('ABI: the WGSL Params struct is the encoder\'s parameter slot, and each field is the 4-byte word at 4 × its slot', () => {
+  const structBytes = paramsStructBytes(HEADER);
+  assert.equal(structBytes, PARAM_SLOT_BYTES, 'Params struct size == bytes the encoder reserves per dispatch');
+  for (const [kernel, table] of Object.entries(PARAMS) as [ParamKernel, Record<string, 'u32' | 'f32'>][]) {
+    const names = Object.keys(table);
+    assert.ok(4 * names.length <= structBytes, `${kernel}: ${names.length} words fit the ${structBytes}-byte struct`);
+    // distinct values per field (f32 fields: a value with a fraction), packed as the encoder uploads them
+    const values = Object.fromEntries(names.map((n, i) => [n, table[n] === 'f32' ? i + 0.5 : 1000 + i]));
+    const words = packParams(kernel, values as never);
+    const bytes = new DataView(new Uint32Array(words).buffer);
+    for (const [i, n] of names.entries()) {
+      const at = 4 * i; // P.w[i / 4][i % 4]: vec4 i/4 at 16·(i/4) bytes, lane i%4 at 4·(i%4)
+      assert.equal(16 * Math.floor(i / 4) + 4 * (i % 4), at);
+      const got = table[n] === 'f32' ? bytes.getFloat32(at, true) : bytes.getUint32(at, true);
+      assert.equal(got, values[n], `${kernel}.${n}: the word at byte ${at}`);
+    }
+  }
 });

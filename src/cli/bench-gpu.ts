@@ -1,70 +1,96 @@
 // `bench --kernels webgpu`: what a GPU rewards, per timed step — dispatches, weight bytes
 // the matmuls stream against the ideal of each weight byte once per step, KV bytes
-// attention reads against each cached row once, and GPU time from timestamp queries (a
-// separate profiled run: per-dispatch timestamps put every dispatch in its own pass), and
-// the host time of recording a step (per dispatch: what bounds a small model at batch 1).
+// attention reads against each cached row once — and where a step's time goes:
+// - host: recording the dispatches (JS) and encoding them into Dawn (bind groups, passes,
+//   queue.submit), per step and per dispatch: what bounds a small model at batch 1;
+// - GPU: timestamp queries around each step's passes where the adapter has timestamp-query
+//   (the step as it runs; null with the reason where absent), and always the host clock
+//   from queue.submit to the read-back mapped (GPU time plus driver latency: the fallback);
+// - bind groups created and set per step, and the host time creating them (the most that
+//   caching them could save);
+// - the Dawn toggles in force (DELTASERVE_DAWN_TOGGLES, kernels/webgpu-node.ts).
+// `dispatchProfile`: one more run with a timed pass per dispatch (passes change the step, so
+// its total is reported apart). The counted run is one of bench's timed runs (its last).
 import type { AnyKernels } from '../kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../kernels/webgpu/kernels.js';
+import { dawnToggles } from '../kernels/webgpu-node.js';
 
 /** The webgpu backend's counters, or null on a CPU backend. */
 export function gpuCounters(k: AnyKernels): WebGpuBoundaryKernels | null {
   return k.name === 'webgpu' && 'counters' in k ? (k as unknown as WebGpuBoundaryKernels) : null;
 }
 
-interface Snapshot { steps: number; readBackBytes: number; dispatches: number; gpuNs: number; timedSteps: number; wRead: number; wIdeal: number; kvRead: number; kvIdeal: number }
+type Counters = WebGpuBoundaryKernels['counters'];
+interface Snapshot extends Counters { wRead: number; wIdeal: number; kvRead: number; kvIdeal: number }
 
 function snap(k: WebGpuBoundaryKernels): Snapshot {
-  const c = k.counters;
   const t = k.g.traffic;
-  return { steps: c.steps, readBackBytes: c.readBackBytes, dispatches: c.dispatches, gpuNs: c.gpuNs, timedSteps: c.timedSteps,
-    wRead: t.weightBytesRead, wIdeal: t.weightBytesIdeal, kvRead: t.kvBytesRead, kvIdeal: t.kvBytesIdeal };
+  return { ...k.counters, wRead: t.weightBytesRead, wIdeal: t.weightBytesIdeal, kvRead: t.kvBytesRead, kvIdeal: t.kvBytesIdeal };
 }
 
-/** One more run counted from its timed steps; then a profiled run for GPU time. */
-export async function gpuStepReport(k: WebGpuBoundaryKernels, run: (onTimed: () => void) => Promise<{ steps: number; recordMs: number }>):
-  Promise<Record<string, unknown>> {
+type Run = (onTimed: () => void) => Promise<{ steps: number; recordMs: number; threadCpuMs: number | null }>;
+
+/** A run with `timing` on, counted from its timed steps: the counters' differences and the
+ * run's own figures. */
+async function countedRun(k: WebGpuBoundaryKernels, run: Run, timing: WebGpuBoundaryKernels['timing']):
+  Promise<{ d: Snapshot; steps: number; recordMs: number; threadCpuMs: number | null }> {
   let from: Snapshot | null = null;
-  const r = await run(() => { from = snap(k); k.moeTally.restart(); });
-  const to = snap(k);
-  const moe = await k.moeWeightBytes(); // since the timed steps began (a read-back after `to`)
-  const a = from ?? to;
-  const steps = Math.max(1, r.steps);
-  let gpuMs: number | null = null;
-  if (k.g.adapter.features.timestamps) {
-    k.profile = true;
-    let p0: Snapshot | null = null;
-    try {
-      await run(() => { p0 = snap(k); });
-    } finally {
-      k.profile = false;
-    }
-    const p1 = snap(k);
-    const timed = p1.timedSteps - (p0 ?? p1).timedSteps;
-    gpuMs = timed > 0 ? (p1.gpuNs - (p0 ?? p1).gpuNs) / timed / 1e6 : null;
+  k.timing = timing;
+  try {
+    const r = await run(() => { from = snap(k); k.moeTally.restart(); });
+    const to = snap(k);
+    const a: Snapshot = from ?? to;
+    const d = Object.fromEntries(Object.entries(to).map(([key, v]) => [key, v - a[key as keyof Snapshot]])) as unknown as Snapshot;
+    return { d, steps: Math.max(1, r.steps), recordMs: r.recordMs, threadCpuMs: r.threadCpuMs };
+  } finally {
+    k.timing = 'none';
   }
-  const wRead = (to.wRead - a.wRead) / steps;
-  const wIdeal = (to.wIdeal - a.wIdeal) / steps;
-  const kvRead = (to.kvRead - a.kvRead) / steps;
-  const kvIdeal = (to.kvIdeal - a.kvIdeal) / steps;
-  const dispatches = (to.dispatches - a.dispatches) / steps;
+}
+
+/** `run` counted from its timed steps (step timestamps on); then `dispatchProfile`, when
+ * given, with a timed pass per dispatch. */
+export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatchProfile: Run | null): Promise<Record<string, unknown>> {
+  const timestamps = k.g.adapter.features.timestamps;
+  const { d, steps, recordMs, threadCpuMs } = await countedRun(k, run, timestamps ? 'step' : 'none');
+  const moe = await k.moeWeightBytes(); // since the timed steps began (a read-back after the run)
+  const per = (x: number): number => x / steps;
+  const dispatches = per(d.dispatches);
+  const hostMs = per(recordMs + d.encodeMs);
+  const gpuMs = timestamps && d.timedSteps > 0 ? d.gpuNs / d.timedSteps / 1e6 : null;
+  let profiled: number | null = null;
+  if (dispatchProfile && timestamps) {
+    const p = await countedRun(k, dispatchProfile, 'dispatch');
+    profiled = p.d.timedSteps > 0 ? p.d.gpuNs / p.d.timedSteps / 1e6 : null;
+  }
   return {
-    read_backs_per_step: (to.steps - a.steps) / steps,
-    read_back_bytes_per_step: (to.readBackBytes - a.readBackBytes) / steps,
+    read_backs_per_step: per(d.steps),
+    read_back_bytes_per_step: per(d.readBackBytes),
     dispatches_per_step: dispatches,
-    // the host's share: recording a step (encoding every dispatch) before its read-back
-    host_record_ms_per_step: r.recordMs / steps,
-    host_us_per_dispatch: dispatches > 0 ? (1000 * r.recordMs) / steps / dispatches : null,
-    weight_bytes_read_per_step: wRead,
-    weight_bytes_ideal_per_step: wIdeal,
-    weight_read_ratio: wIdeal > 0 ? wRead / wIdeal : null,
-    kv_bytes_read_per_step: kvRead,
-    kv_bytes_ideal_per_step: kvIdeal,
-    kv_read_ratio: kvIdeal > 0 ? kvRead / kvIdeal : null,
+    // the host's share: recording a step (JS, before its read-back) + encoding it into Dawn
+    host_record_ms_per_step: per(recordMs),
+    host_encode_ms_per_step: per(d.encodeMs),
+    host_us_per_dispatch: dispatches > 0 ? (1000 * hostMs) / dispatches : null,
+    // the same on this thread's CPU clock: immune to waiting and to the machine's load
+    host_cpu_ms_per_step: threadCpuMs === null ? null : per(threadCpuMs),
+    host_cpu_us_per_dispatch: threadCpuMs === null || dispatches === 0 ? null : (1000 * per(threadCpuMs)) / dispatches,
+    bind_groups_per_step: per(d.bindGroups),
+    host_bind_group_us_per_step: per(1000 * d.bindGroupMs),
+    weight_bytes_read_per_step: per(d.wRead),
+    weight_bytes_ideal_per_step: per(d.wIdeal),
+    weight_read_ratio: d.wIdeal > 0 ? d.wRead / d.wIdeal : null,
+    kv_bytes_read_per_step: per(d.kvRead),
+    kv_bytes_ideal_per_step: per(d.kvIdeal),
+    kv_read_ratio: d.kvIdeal > 0 ? d.kvRead / d.kvIdeal : null,
     // MoE expert weights the grouped GEMMs read vs each routed expert once (device tally)
-    moe_weight_bytes_read_per_step: moe.read / steps,
-    moe_weight_bytes_routed_ideal_per_step: moe.ideal / steps,
+    moe_weight_bytes_read_per_step: per(moe.read),
+    moe_weight_bytes_routed_ideal_per_step: per(moe.ideal),
     moe_weight_read_ratio: moe.ideal > 0 ? moe.read / moe.ideal : null,
     gpu_ms_per_step: gpuMs,
-    gpu_time_source: gpuMs === null ? 'unavailable (no timestamp-query)' : 'timestamp queries, one pass per dispatch (a profiled run)',
+    gpu_time_source: gpuMs !== null ? 'timestamp queries: the first pass begins to the last pass ends, each timed step'
+      : timestamps ? 'unavailable: no step was timed' : 'unavailable: the adapter has no timestamp-query feature (see queue_done_ms_per_step)',
+    // submit → read-back mapped on the host clock: GPU time + driver latency, host encode excluded
+    queue_done_ms_per_step: per(d.doneMs),
+    ...(dispatchProfile ? { gpu_ms_per_step_pass_per_dispatch: profiled } : {}),
+    dawn_toggles: dawnToggles(),
   };
 }

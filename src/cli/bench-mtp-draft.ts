@@ -1,7 +1,7 @@
 // The model-level time of an MTP draft chain for `bench --mode mtp`: k draft steps per
 // round for B sequences, each step an MTP forward of one token per sequence, the draft
 // head (lm_head) and one read-back, as engine/speculative/draft.ts runs them.
-import type { Tensor } from '../kernels/types.js';
+import { GDN_CHUNK, type Tensor } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
 import { forwardHidden, lmHeadInto, mtpForward } from '../model/forward.js';
 import { allocSequenceMemory, type AnyModel } from '../model/model.js';
@@ -20,7 +20,7 @@ export async function timeDraftChain(model: AnyModel, batch: number, prompt: num
   const v = model.weights.lmHead.rows;
   const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + k + 2));
   const ids = (i: number): number[] => Array.from({ length: prompt }, (_, j) => (i * 31 + j * 7) % Math.min(v, 990));
-  const fw = forwardHidden(model, ws, mems.map((m, i) => ({ tokens: ids(i), start: 0, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked: true })));
+  const fw = forwardHidden(model, ws, mems.map((m, i) => ({ tokens: ids(i), start: 0, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked: prompt >= GDN_CHUNK })));
   const first = ws.draftHidden.rows(batch);
   model.kernels.gatherRows(first, fw.hidden, fw.offsets.map((o) => o + prompt - 1), h);
   await read(model, first, 1);

@@ -153,12 +153,14 @@ export interface RoundPhases { verify: number; draft: number }
 /** The model-level cost of a round's parts at this batch: a verify step of k + 1 tokens per
  * sequence, and the MTP chain (k draft steps, each an MTP forward, the draft head and a
  * read-back). Timed on a model the bench loads after the engines have closed. */
-export async function mtpRoundPhases(model: AnyModel, o: Pick<MtpBenchOptions, 'batch' | 'genTokens' | 'specTokens' | 'seed'>): Promise<RoundPhases> {
+export async function mtpRoundPhases(model: AnyModel, o: Pick<MtpBenchOptions, 'batch' | 'genTokens' | 'specTokens' | 'seed'> & { readonly phasePrompt?: number }):
+  Promise<RoundPhases> {
   const rng = new Rng(o.seed);
   const steps = Math.max(4, Math.min(16, o.genTokens));
-  await benchOnce(model, 'verify', o.batch, 16, 2, o.specTokens + 1, rng); // warm-up
-  const verify = await benchOnce(model, 'verify', o.batch, 32, steps, o.specTokens + 1, rng);
-  const draft = await timeDraftChain(model, o.batch, 32, o.specTokens, Math.max(2, Math.floor(steps / 2)));
+  const prompt = o.phasePrompt ?? 32; // the sequences' length before the timed rounds
+  await benchOnce(model, 'verify', o.batch, Math.min(prompt, 16), 2, o.specTokens + 1, rng); // warm-up
+  const verify = await benchOnce(model, 'verify', o.batch, prompt, steps, o.specTokens + 1, rng);
+  const draft = await timeDraftChain(model, o.batch, prompt, o.specTokens, Math.max(2, Math.floor(steps / 2)));
   return { verify: verify.ms / verify.steps, draft };
 }
 

@@ -3,13 +3,34 @@
 // kernels, as the engine's greedy step) — shared by the mtp bench's verify timing.
 import type { Tensor } from '../kernels/types.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { GDN_CHUNK } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
 import type { Rng } from '../util/rng.js';
 
 /** ms: wall time of the timed steps; recordMs: the part spent before each step's read-back
- * (on a GPU backend the host's cost of recording the step's dispatches). */
-export interface Run { tokens: number; ms: number; steps: number; recordMs: number }
+ * (on a GPU backend the host's cost of recording the step's dispatches); threadCpuMs: this
+ * thread's CPU time recording each step and in the synchronous part of its read-back call
+ * (on webgpu: encoding and submitting) — the host's cost, unaffected by other processes'
+ * load and excluding the wait for the device (Dawn polls on this thread while waiting);
+ * null where Node lacks process.threadCpuUsage (before 23.9). */
+export interface Run { tokens: number; ms: number; steps: number; recordMs: number; threadCpuMs: number | null }
+
+const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
+
+/** This thread's CPU time in ms, or null. */
+export function threadCpuNow(): number | null {
+  if (!threadCpu) return null;
+  const u = threadCpu.call(process);
+  return (u.user + u.system) / 1000;
+}
+
+const since = (c0: number | null): number | null => {
+  const c1 = threadCpuNow();
+  return c0 === null || c1 === null ? null : c1 - c0;
+};
+
+const plus = (a: number | null, b: number | null): number | null => (a === null || b === null ? null : a + b);
 
 function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
@@ -44,15 +65,20 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
     onTimed?.();
     timing(true);
     const t0 = performance.now();
+    const c0 = threadCpuNow();
     const fw = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
     const out = lmHeadInto(model, ws, fw.hidden, fw.offsets.map((o) => o + prompt - 1), ws.head.out.rows(batch));
     const recordMs = performance.now() - t0;
-    await readLogits(model, out, batch * vocab);
+    const read = readLogits(model, out, batch * vocab); // runs to its first await: the submit
+    const threadCpuMs = since(c0);
+    await read;
     const ms = performance.now() - t0;
     timing(false);
-    return { tokens: batch * prompt, ms, steps: 1, recordMs };
+    return { tokens: batch * prompt, ms, steps: 1, recordMs, threadCpuMs };
   }
-  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), true));
+  // the untimed prompt: chunked from one GDN chunk up, as the engine's prefill; a shorter
+  // one token by token (a chunk's algebra costs a whole chunk, however few its tokens)
+  const pre = forwardHidden(model, ws, seqs(mems, prompts, mems.map(() => 0), prompt >= GDN_CHUNK));
   await readLogits(model, pre.hidden, 1);
   const logits = ws.logits.rows(batch * per);
   const ids = model.kernels.allocI32(batch * per);
@@ -61,17 +87,21 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   timing(true);
   const t0 = performance.now();
   let recordMs = 0;
+  let threadCpuMs: number | null = 0;
   for (let s = 0; s < steps; s++) {
     const toks = mems.map(() => randomIds(per));
     const r0 = performance.now();
+    const c0 = threadCpuNow();
     const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
     recordMs += performance.now() - r0;
-    await readPicks(model, ids, logits, batch * per);
+    const read = readPicks(model, ids, logits, batch * per); // runs to its first await: the submit
+    threadCpuMs = plus(threadCpuMs, since(c0));
+    await read;
     pos += per;
   }
   const ms = performance.now() - t0;
   timing(false);
-  return { tokens: batch * steps * per, ms, steps, recordMs };
+  return { tokens: batch * steps * per, ms, steps, recordMs, threadCpuMs };
 }
 

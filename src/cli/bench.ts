@@ -38,7 +38,8 @@ export const BENCH_HELP = `deltaserve bench [options]        prints a table (tes
                             Schema or a JSONSchemaBench entry; repeatable), e.g. test/bench/*.json
   --decode-ms MS            grammar: a decode step of the served model, for the mask / step ratios
   --batch B                 sequences per step (default 1)
-  --prompt-tokens P         prompt length before decoding / prefill length (default 128)
+  --prompt-tokens P         prompt length before decoding / prefill length (default 128; --mode
+                            mtp: the prompt of the round-phase timings, default 32)
   --gen-tokens N            timed steps (default 32)
   --verify-tokens V         tokens per sequence of a verify step (default 4)
   --threads T               (default: available cores)
@@ -48,7 +49,8 @@ export const BENCH_HELP = `deltaserve bench [options]        prints a table (tes
                             against the ideal (each byte once), and GPU time per step
                             (timestamp queries, when the adapter has them)
   --repeat R                repetitions; median/min/max over them (default 3)
-  --profile                 add "profile": wall time per kernel op (matmuls by weight shape)
+  --profile                 add "profile": wall time per kernel op (matmuls by weight shape); on
+                            webgpu also gpu_ms_per_step_pass_per_dispatch (a timed pass each)
 ${SAMPLE_HELP}`;
 
 
@@ -165,10 +167,20 @@ export async function runBench(argv: string[]): Promise<void> {
     // The probe runs right before every run (the machine's load changes by the second);
     // the roofline uses the median probe.
     const probes: number[] = [];
+    const once = async (onTimed?: () => void): Promise<Run> => {
+      const run = await benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed, (on) => profile?.setEnabled(on));
+      runs.push(run);
+      return run;
+    };
+    // webgpu: the last run is also the counted one (step timestamps on: two queries a step);
+    // --profile adds a run with a timed pass per dispatch, outside `runs`
+    let gpuFields: Record<string, unknown> | null = null;
     for (let r = 0; r < repeat; r++) {
       const bw = await probe(kernels);
       if (bw !== null) probes.push(bw);
-      runs.push(await benchOnce(model, mode, batch, prompt, gen, verify, rng, undefined, (on) => profile?.setEnabled(on)));
+      if (gpu && r === repeat - 1) {
+        gpuFields = await gpuStepReport(gpu, once, profile ? (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed) : null);
+      } else await once();
       if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
@@ -178,7 +190,7 @@ export async function runBench(argv: string[]): Promise<void> {
       const steps = runs.reduce((a, r) => a + r.steps, 0);
       result['profile'] = profile.report(steps, runs.reduce((a, r) => a + r.ms, 0));
     }
-    const gpuReport = gpu ? { ...kernelsFields(kernels, kernelName), gpu: await gpuStepReport(gpu, (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed)) } : {};
+    const gpuReport = gpu ? { ...kernelsFields(kernels, kernelName), gpu: gpuFields } : {};
     const full = roundNumbers({ ...result, ...gpuReport });
     if (values.json === true || profile) process.stdout.write(JSON.stringify(full) + '\n');
     else process.stdout.write(formatBenchTable(full as BenchReport));
@@ -202,7 +214,7 @@ async function benchMtp(values: ArgValues): Promise<void> {
       ...(quantize ? { quantize } : {}), ...(kv !== undefined ? { kvCacheTokens: kv } : {}) },
     specTokens: int(values, 'spec-tokens', 1) ?? 3, acceptRates: parseAcceptRates(str(values, 'accept-rate')),
     batch: int(values, 'batch', 1) ?? 1, genTokens: int(values, 'gen-tokens', 2) ?? 32, repeat: int(values, 'repeat', 1) ?? 3,
-    seed: int(values, 'seed', 0) ?? 1,
+    seed: int(values, 'seed', 0) ?? 1, phasePrompt: int(values, 'prompt-tokens', 1) ?? 32,
   };
   const e2e = await runMtpBench(o);
   const kernels = await createKernels(kernelName as KernelsChoice, threads);

@@ -27,7 +27,24 @@ export async function nodeGpu(load: () => Promise<DawnModule> = loadDawn): Promi
   }
   // The WebGPU constants (GPUBufferUsage, GPUMapMode, ...) the browser has as globals.
   for (const [k, v] of Object.entries(mod.globals)) if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
-  const gpu = mod.create([]);
+  const gpu = mod.create(dawnFlags(dawnToggles()));
   if (load === loadDawn) cached = gpu;
   return gpu;
+}
+
+/** Dawn toggles to enable, from DELTASERVE_DAWN_TOGGLES (comma-separated, e.g.
+ * skip_validation): for measuring what they save (docs/kernels.md "Dawn toggles"); none by
+ * default. Read when the first GPU object is created. */
+export function dawnToggles(env: NodeJS.ProcessEnv = process.env): string[] {
+  const raw = env['DELTASERVE_DAWN_TOGGLES'] ?? '';
+  const list = raw.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  for (const t of list) {
+    if (!/^[a-z0-9_]+$/.test(t)) throw new WebGpuPackageError(`DELTASERVE_DAWN_TOGGLES: "${t}" is not a Dawn toggle name (lower_case_with_underscores)`);
+  }
+  return list;
+}
+
+/** The `webgpu` package's create() flags enabling `toggles`. */
+export function dawnFlags(toggles: readonly string[]): string[] {
+  return toggles.length > 0 ? [`enable-dawn-features=${toggles.join(',')}`] : [];
 }

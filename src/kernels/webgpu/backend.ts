@@ -7,7 +7,7 @@
 import type { AttentionDims, GdnDims, Weight } from '../types.js';
 import { isQuantType, type QuantType } from '../quant/formats.js';
 import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContext } from './device.js';
-import { StepEncoder } from './encoder.js';
+import { type EncoderTiming, StepEncoder } from './encoder.js';
 import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
@@ -72,9 +72,9 @@ export class WebGpuKernels {
     return this.scratch.get(purpose, length, elem);
   }
 
-  /** A new encoder for one step (profile: per-dispatch timestamps). */
-  encoder(profile = false): StepEncoder {
-    return new StepEncoder(this.device, profile);
+  /** A new encoder for one step (timing: its timestamp queries, encoder.ts). */
+  encoder(timing: EncoderTiming = 'none'): StepEncoder {
+    return new StepEncoder(this.device, timing);
   }
 
   uploadWeight(w: Weight, label?: string): GpuWeight {
@@ -230,7 +230,7 @@ export class WebGpuKernels {
   rmsNorm(enc: StepEncoder, out: GpuTensor, x: GpuTensor, wv: GpuTensor, m: number, eps: number, zeroCentered: boolean): void {
     const d = wv.length;
     vectorAtStart(wv, 'rmsNorm weight');
-    this.run(enc, 'norm', () => NORM, [d, m, out.offset, x.offset, 0, zeroCentered ? 1 : 0, 0, f32(eps)], null,
+    this.run(enc, 'norm', () => NORM, packParams('norm', { d, rows: m, outOff: out.offset, xOff: x.offset, zOff: 0, zeroCentered: zeroCentered ? 1 : 0, gated: 0, eps }), null,
       [out.buffer, x.buffer, this.dummy, wv.buffer], grid(m), 'rms_norm');
   }
 
@@ -238,7 +238,7 @@ export class WebGpuKernels {
   gatedRmsNorm(enc: StepEncoder, out: GpuTensor, o: GpuTensor, z: GpuTensor, wv: GpuTensor, m: number, eps: number): void {
     const d = wv.length;
     vectorAtStart(wv, 'gatedRmsNorm weight');
-    this.run(enc, 'norm', () => NORM, [d, m, out.offset, o.offset, z.offset, 0, 1, f32(eps)], null,
+    this.run(enc, 'norm', () => NORM, packParams('norm', { d, rows: m, outOff: out.offset, xOff: o.offset, zOff: z.offset, zeroCentered: 0, gated: 1, eps }), null,
       [out.buffer, o.buffer, z.buffer, wv.buffer], grid(m), 'gated_rms_norm');
   }
 
@@ -246,7 +246,7 @@ export class WebGpuKernels {
   rope(enc: StepEncoder, x: GpuTensor, cs: GpuTensor, t: number, heads: number, headDim: number, rotaryDim: number, stride: number): void {
     const half = rotaryDim / 2;
     need(cs, t * half * 2, 'rope table');
-    this.run(enc, 'rope', () => ROPE, [t, heads, headDim, half, stride, x.offset, cs.offset], null,
+    this.run(enc, 'rope', () => ROPE, packParams('rope', { t, heads, headDim, half, stride, xOff: x.offset, csOff: cs.offset }), null,
       [x.buffer, cs.buffer], grid(Math.ceil((t * heads * half) / 64)), 'rope');
   }
 
@@ -264,7 +264,7 @@ export class WebGpuKernels {
   gdnGates(enc: StepEncoder, g: GpuTensor, beta: GpuTensor, a: GpuTensor, b: GpuTensor, aLog: GpuTensor, dtBias: GpuTensor, t: number): void {
     if (aLog.offset !== 0 || dtBias.offset !== 0) throw new RangeError('gdnGates: A_log and dt_bias must start their buffers');
     const hv = aLog.length;
-    this.run(enc, 'gdn_gates', () => GDN_GATES, [t * hv, hv, g.offset, beta.offset, a.offset, b.offset], null,
+    this.run(enc, 'gdn_gates', () => GDN_GATES, packParams('gdn_gates', { n: t * hv, hv, gOff: g.offset, betaOff: beta.offset, aOff: a.offset, bOff: b.offset }), null,
       [g.buffer, beta.buffer, a.buffer, b.buffer, aLog.buffer, dtBias.buffer], grid(Math.ceil((t * hv) / 64)), 'gdn_gates');
   }
 
@@ -286,7 +286,8 @@ export class WebGpuKernels {
     const blocks = Math.ceil(dv / 64);
     const per = 3 * 64 * dk + 4 * 4096;
     const sc = this.scratch.get('gdn_chunked', per * hv * blocks);
-    this.run(enc, 'gdn_chunked', () => GDN_CHUNKED, [t, hk, hv, dk, dv, qkv.offset, g.offset, beta.offset, out.offset, state.offset, pos0, per], null,
+    this.run(enc, 'gdn_chunked', () => GDN_CHUNKED, packParams('gdn_chunked', { t, hk, hv, dk, dv, qkvOff: qkv.offset, gOff: g.offset, betaOff: beta.offset, outOff: out.offset,
+      stateOff: state.offset, pos0, per }), null,
       [out.buffer, qkv.buffer, g.buffer, beta.buffer, state.buffer, sc.buffer], [hv, blocks, 1], 'gdn_chunked');
   }
 
@@ -312,13 +313,14 @@ export class WebGpuKernels {
   /** MoE router: ids i32 [M, topK], weights [M, topK], logits [M, E]. */
   moeRoute(enc: StepEncoder, ids: GpuTensor, weights: GpuTensor, logits: GpuTensor, m: number, e: number, topK: number, renormalize: boolean): void {
     if (e > 1024) throw new RangeError(`moeRoute: ${e} experts > 1024`);
-    this.run(enc, 'moe_route', () => MOE_ROUTE, [m, e, topK, renormalize ? 1 : 0, ids.offset, weights.offset, logits.offset], null,
+    this.run(enc, 'moe_route', () => MOE_ROUTE, packParams('moe_route', { m, e, topK, renormalize: renormalize ? 1 : 0, idsOff: ids.offset, wOff: weights.offset,
+      logitsOff: logits.offset }), null,
       [ids.buffer, weights.buffer, logits.buffer], grid(Math.ceil(m / 64)), 'moe_route');
   }
 
   /** out[i] = the lowest index of the maximum of row i (NaN never wins). out: i32 [M]. */
   argmax(enc: StepEncoder, out: GpuTensor, x: GpuTensor, m: number, n: number, stride = n): void {
-    this.run(enc, 'argmax', () => ARGMAX, [m, n, stride, x.offset, out.offset], null, [out.buffer, x.buffer], grid(m), 'argmax');
+    this.run(enc, 'argmax', () => ARGMAX, packParams('argmax', { m, n, stride, xOff: x.offset, outOff: out.offset }), null, [out.buffer, x.buffer], grid(m), 'argmax');
   }
 
   /** Strided row copy (elements): dst[dstOffset + r·dstStride + j] = src[srcOffset + r·srcStride + j]. */
@@ -332,7 +334,8 @@ export class WebGpuKernels {
       enc.copy({ ...src, offset: src.offset + srcOffset, length: rows * width }, { ...dst, offset: dst.offset + dstOffset, length: rows * width });
       return;
     }
-    this.run(enc, 'copy_rows', () => COPY_ROWS, [rows, width, dst.offset + dstOffset, dstStride, src.offset + srcOffset, srcStride], null,
+    this.run(enc, 'copy_rows', () => COPY_ROWS, packParams('copy_rows', { rows, width, dstOff: dst.offset + dstOffset, dstStride,
+      srcOff: src.offset + srcOffset, srcStride }), null,
       [dst.buffer, src.buffer], grid(Math.ceil((rows * width) / 64)), 'copy_rows');
   }
 
@@ -340,18 +343,18 @@ export class WebGpuKernels {
   fill(enc: StepEncoder, dst: GpuTensor, offset: number, length: number, value: number): void {
     if (length <= 0) return;
     if (offset < 0 || offset + length > dst.length) throw new RangeError(`fill: ${length} elements at ${offset} past ${dst.length}`);
-    this.run(enc, 'fill', () => FILL, [length, dst.offset + offset, f32(value)], null, [dst.buffer], grid(Math.ceil(length / 64)), 'fill');
+    this.run(enc, 'fill', () => FILL, packParams('fill', { n: length, dstOff: dst.offset + offset, value }), null, [dst.buffer], grid(Math.ceil(length / 64)), 'fill');
   }
 
   /** dst[i, :] = src[rows[i], :]; rows: i32 [n] on the GPU. */
   gatherRows(enc: StepEncoder, dst: GpuTensor, src: GpuTensor, rows: GpuTensor, n: number, width: number): void {
-    this.run(enc, 'gather_rows', () => GATHER_ROWS, [n, width, dst.offset, src.offset, rows.offset], null,
+    this.run(enc, 'gather_rows', () => GATHER_ROWS, packParams('gather_rows', { rows: n, width, dstOff: dst.offset, srcOff: src.offset, rowsOff: rows.offset }), null,
       [dst.buffer, src.buffer, rows.buffer], grid(Math.ceil((n * width) / 64)), 'gather_rows');
   }
 
   /** out[i, :] += sigmoid(g[i])·y[i, :] for i < m; out, y: [M, d]; g: [M]. */
   addSigmoidScaled(enc: StepEncoder, out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
-    this.run(enc, 'add_sigmoid_scaled', () => ADD_SIGMOID_SCALED, [m, d, out.offset, y.offset, g.offset], null,
+    this.run(enc, 'add_sigmoid_scaled', () => ADD_SIGMOID_SCALED, packParams('add_sigmoid_scaled', { m, d, outOff: out.offset, yOff: y.offset, gOff: g.offset }), null,
       [out.buffer, y.buffer, g.buffer], grid(Math.ceil((m * d) / 64)), 'add_sigmoid_scaled');
   }
 
@@ -373,7 +376,7 @@ export class WebGpuKernels {
   }
 
   elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {
-    this.run(enc, 'elementwise', () => ELEMENTWISE, [n, op, out.offset, a.offset, b.offset], null,
+    this.run(enc, 'elementwise', () => ELEMENTWISE, packParams('elementwise', { n, op, outOff: out.offset, aOff: a.offset, bOff: b.offset }), null,
       [out.buffer, a.buffer, b.buffer], grid(Math.ceil(n / 64)), label);
   }
 }

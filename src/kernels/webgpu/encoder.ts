@@ -2,11 +2,19 @@
 // A step's GPU work: many dispatches (and buffer copies) recorded in order, encoded into
 // one command buffer on `submit`, with every kernel's parameters packed into one uniform
 // arena uploaded once, and every read-back resolved by a single await.
-// Profile mode puts each dispatch in its own compute pass with timestamp queries (when the
-// device has timestamp-query), so per-kernel GPU time can be reported.
+// Timing (when the device has timestamp-query): 'step' writes one timestamp where the step's
+// first compute pass begins and one where its last ends — the step's GPU time with its passes
+// as they are; 'dispatch' puts each dispatch in its own timed pass (per-kernel GPU time, at
+// the cost of a pass per dispatch). Without timestamp-query, `doneMs` (submit to the
+// read-back mapped, host clock) is the only GPU-side figure.
 import type { GpuTensor } from './tensor.js';
+import { type EncoderTiming, passTimestamps, timingQueries } from './timing.js';
+export type { EncoderTiming };
 
-const SLOT = 256; // bytes of parameters per dispatch (= the usual uniform offset alignment)
+/** Bytes of parameters per dispatch (= the usual uniform offset alignment; the WGSL
+ * Params struct of wgsl/common.ts HEADER is exactly this size). */
+export const PARAM_SLOT_BYTES = 256;
+const SLOT = PARAM_SLOT_BYTES;
 const ARENA_SLOTS = 512;
 const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 const COPY_DST = 0x08;
@@ -45,13 +53,20 @@ export class StepEncoder {
   private arenas: GPUBuffer[] = [];
   /** Dispatches recorded since construction (all submits). */
   dispatchCount = 0;
-  /** Timings of the last profiled submit. */
+  /** Timings of the last timed submit: one per dispatch ('dispatch'), one 'step' ('step'). */
   timings: DispatchTiming[] = [];
   /** Host time (ms) spent encoding and submitting (bind groups, passes, queue.submit),
    * all submits: with the recording time, the host cost per dispatch. */
   encodeMs = 0;
+  /** Of encodeMs: host time in createBindGroup (one bind group per dispatch). */
+  bindGroupMs = 0;
+  /** Bind groups created and set (setBindGroup calls), all submits. */
+  bindGroups = 0;
+  /** Host clock from the last submit's queue.submit to its read-backs mapped (ms): queue
+   * completion, the GPU's time plus the driver's latency (the fallback without timestamps). */
+  doneMs = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly profile = false) {}
+  constructor(private readonly device: GPUDevice, private readonly timing: EncoderTiming = 'none') {}
 
   get pending(): number {
     return this.ops.length;
@@ -107,46 +122,54 @@ export class StepEncoder {
     this.arenas.push(arena);
     if (slots > 0) this.device.queue.writeBuffer(arena, 0, this.params, 0, slots * SLOT);
     const dispatches = ops.filter((o) => o.kind === 'dispatch').length;
-    const timed = this.profile && this.device.features.has('timestamp-query') && dispatches > 0;
-    const querySet = timed ? this.device.createQuerySet({ type: 'timestamp', count: 2 * dispatches }) : null;
+    const mode = this.device.features.has('timestamp-query') && dispatches > 0 ? this.timing : 'none';
+    const queries = timingQueries(mode, dispatches);
+    const querySet = queries > 0 ? this.device.createQuerySet({ type: 'timestamp', count: queries }) : null;
+    const writes = passTimestamps(mode, ops.map((o) => o.kind === 'dispatch'));
     const enc = this.device.createCommandEncoder();
     let pass: GPUComputePassEncoder | null = null;
     const labels: string[] = [];
-    for (const op of ops) {
+    for (const [i, op] of ops.entries()) {
       if (op.kind === 'copy') {
         pass?.end();
         pass = null;
         enc.copyBufferToBuffer(op.src, op.srcOffset, op.dst, op.dstOffset, op.bytes);
         continue;
       }
-      if (querySet) {
-        const q = labels.length;
-        pass = enc.beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: 2 * q, endOfPassWriteIndex: 2 * q + 1 } });
-      } else if (!pass) pass = enc.beginComputePass();
+      if (!pass) {
+        const w = writes[i];
+        pass = enc.beginComputePass(querySet && w ? { timestampWrites: { querySet, ...w } } : {});
+      }
       labels.push(op.label);
       const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: arena, offset: op.slot * SLOT, size: SLOT } }];
-      op.buffers.forEach((buffer, i) => { if (buffer) entries.push({ binding: i + 1, resource: { buffer } }); });
+      op.buffers.forEach((buffer, b) => { if (buffer) entries.push({ binding: b + 1, resource: { buffer } }); });
+      const b0 = performance.now();
       const bg = this.device.createBindGroup({ layout: op.pipeline.getBindGroupLayout(0), entries });
+      this.bindGroupMs += performance.now() - b0;
+      this.bindGroups++;
       pass.setPipeline(op.pipeline);
       pass.setBindGroup(0, bg);
       pass.dispatchWorkgroups(op.groups[0], op.groups[1], op.groups[2]);
-      if (querySet) {
+      if (mode === 'dispatch') {
         pass.end();
         pass = null;
       }
     }
     pass?.end();
     let tsRead: GPUBuffer | null = null;
+    let resolve: GPUBuffer | null = null;
     if (querySet) {
-      const resolve = this.device.createBuffer({ size: 16 * dispatches, usage: QUERY_RESOLVE | COPY_SRC });
-      tsRead = this.device.createBuffer({ size: 16 * dispatches, usage: MAP_READ | COPY_DST });
-      enc.resolveQuerySet(querySet, 0, 2 * dispatches, resolve, 0);
-      enc.copyBufferToBuffer(resolve, 0, tsRead, 0, 16 * dispatches);
+      resolve = this.device.createBuffer({ size: 8 * queries, usage: QUERY_RESOLVE | COPY_SRC });
+      tsRead = this.device.createBuffer({ size: 8 * queries, usage: MAP_READ | COPY_DST });
+      enc.resolveQuerySet(querySet, 0, queries, resolve, 0);
+      enc.copyBufferToBuffer(resolve, 0, tsRead, 0, 8 * queries);
     }
     for (const r of reads) enc.copyBufferToBuffer(r.src.buffer, r.src.offset * 4, r.staging, 0, r.src.length * 4);
     this.device.queue.submit([enc.finish()]);
-    this.encodeMs += performance.now() - t0;
+    const t1 = performance.now();
+    this.encodeMs += t1 - t0;
     await Promise.all([...reads.map((r) => r.staging.mapAsync(MAP_READ)), tsRead?.mapAsync(MAP_READ)]);
+    this.doneMs = performance.now() - t1;
     for (const r of reads) {
       const bytes = r.staging.getMappedRange().slice(0);
       r.out.data = r.src.elem === 'f32' ? new Float32Array(bytes) : new Int32Array(bytes);
@@ -155,9 +178,11 @@ export class StepEncoder {
     }
     if (tsRead) {
       const ts = new BigInt64Array(tsRead.getMappedRange().slice(0));
-      this.timings = labels.map((label, i) => ({ label, ns: Number(ts[2 * i + 1]! - ts[2 * i]!) }));
+      this.timings = mode === 'step' ? [{ label: 'step', ns: Number(ts[1]! - ts[0]!) }]
+        : labels.map((label, i) => ({ label, ns: Number(ts[2 * i + 1]! - ts[2 * i]!) }));
       tsRead.unmap();
       tsRead.destroy();
+      resolve?.destroy();
       querySet?.destroy();
     }
     // The parameter arena is freed only once the GPU is done with it.

@@ -17,7 +17,7 @@ import { argmax as refArgmax } from '../ref/dense.js';
 import { sample as refSample } from '../ref/sampling.js';
 import { ropeTable, WebGpuKernels } from './backend.js';
 import type { AcquireOptions } from './device.js';
-import type { StepEncoder } from './encoder.js';
+import type { EncoderTiming, StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
@@ -99,17 +99,18 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
 
   private get step(): StepEncoder {
-    return (this.enc ??= this.g.encoder(this.profile));
+    return (this.enc ??= this.g.encoder(this.timing));
   }
 
-  /** Per-dispatch timestamps (a compute pass each) when the device has timestamp-query:
-   * GPU time per step for `bench`. Off by default (one pass per step). */
-  profile = false;
+  /** Timestamp queries when the device has timestamp-query (encoder.ts): 'step' brackets
+   * each step's passes, 'dispatch' gives each dispatch a timed pass; GPU time per step for
+   * `bench`. Off by default. */
+  timing: EncoderTiming = 'none';
   /** Expert weight bytes read vs the routed-only ideal, tallied on the device (moe.ts). */
   readonly moeTally: MoeTally;
   /** Since construction: read-backs (steps: each readBack is one), the bytes they carried,
    * dispatches, GPU ns of profiled steps. */
-  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0 };
+  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0, bindGroups: 0, bindGroupMs: 0, doneMs: 0 };
 
   /** Dispatches recorded since construction, the current step's included (a census can
    * read it between any two kernel calls). */
@@ -161,9 +162,15 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (!enc) return;
     this.counters.dispatches += enc.dispatchCount;
     const done = enc.submit();
-    this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
+    this.countEncode(enc); // submit's synchronous part has run
     done.catch(() => {}); // reported by the next readBack, which awaits it
     this.flushed.push(done);
+  }
+
+  private countEncode(enc: StepEncoder): void {
+    this.counters.encodeMs += enc.encodeMs;
+    this.counters.bindGroups += enc.bindGroups;
+    this.counters.bindGroupMs += enc.bindGroupMs;
   }
 
   /** MoE expert weight bytes read since the tally's last restart vs the routed-only ideal
@@ -182,8 +189,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     const flushed = this.flushed;
     this.flushed = [];
     const submitted = enc.submit();
-    this.counters.encodeMs += enc.encodeMs; // submit's synchronous part has run
+    this.countEncode(enc); // submit's synchronous part has run
     await Promise.all([...flushed, submitted]);
+    this.counters.doneMs += enc.doneMs;
     this.uploads.reset();
     this.g.endStep();
     this.counters.steps++;

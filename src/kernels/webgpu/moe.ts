@@ -19,6 +19,7 @@
 // no expert has more than M entries.
 import { TM } from './wgsl/matmul.js';
 import { MOE_MAX_EXPERTS, MOE_PLAN } from './wgsl/moe.js';
+import { packParams } from './params.js';
 import { WHOLE_K } from './wgsl/matmul-group.js';
 import { MOE_COMBINE } from './wgsl/rows.js';
 import { grid } from './wgsl/common.js';
@@ -98,7 +99,7 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   // whole-expert workgroups (each weight read once per call): quantized experts, and float
   // ones whose K fits the registers
   const whole = (h <= WHOLE_K && ie <= WHOLE_K) || experts.every((e) => [e.gate, e.up, e.down].every((w) => isQuantType(w.dtype)));
-  g.run(enc, 'moe_plan', () => MOE_PLAN, [n, ne, ids.offset, whole ? 0 : TM, topK], null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
+  g.run(enc, 'moe_plan', () => MOE_PLAN, packParams('moe_plan', { n, e: ne, idsOff: ids.offset, rowsPerRead: whole ? 0 : TM, topK }), null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
   const xg = g.scratchTensor('moe_x', n * h);
   g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
   const gate = g.scratchTensor('moe_gate', n * ie);
@@ -110,7 +111,7 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   g.mulSilu(enc, up, up, gate, n * ie);
   const downActs = experts.some((e) => isQuantType(e.down.dtype)) ? g.quantActs(enc, up, n, ie) : null;
   experts.forEach((e, i) => expertGemms(g, enc, up, downActs, [{ out: slot, w: e.down }], n, ie, tiles, gemm(i, 'scatter')));
-  g.run(enc, 'moe_combine', () => MOE_COMBINE, [m, topK, h, out.offset, slot.offset, weights.offset], null,
+  g.run(enc, 'moe_combine', () => MOE_COMBINE, packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset, wOff: weights.offset }), null,
     [out.buffer, slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
 }
 

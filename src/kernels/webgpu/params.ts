@@ -39,6 +39,19 @@ export const PARAMS = {
   gdn_gated_seqs: fields({
     hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', aOff: 'u32', bOff: 'u32', zOff: 'u32', outOff: 'u32', seqTable: 'u32', eps: 'f32',
   }),
+  copy_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', dstStride: 'u32', srcOff: 'u32', srcStride: 'u32' }),
+  fill: fields({ n: 'u32', dstOff: 'u32', value: 'f32' }),
+  gather_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', srcOff: 'u32', rowsOff: 'u32' }),
+  add_sigmoid_scaled: fields({ m: 'u32', d: 'u32', outOff: 'u32', yOff: 'u32', gOff: 'u32' }),
+  moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32' }),
+  norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', zeroCentered: 'u32', gated: 'u32', eps: 'f32' }),
+  elementwise: fields({ n: 'u32', op: 'u32', outOff: 'u32', aOff: 'u32', bOff: 'u32' }),
+  rope: fields({ t: 'u32', heads: 'u32', headDim: 'u32', half: 'u32', stride: 'u32', xOff: 'u32', csOff: 'u32' }),
+  argmax: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32' }),
+  moe_route: fields({ m: 'u32', e: 'u32', topK: 'u32', renormalize: 'u32', idsOff: 'u32', wOff: 'u32', logitsOff: 'u32' }),
+  gdn_gates: fields({ n: 'u32', hv: 'u32', gOff: 'u32', betaOff: 'u32', aOff: 'u32', bOff: 'u32' }),
+  gdn_chunked: fields({ t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', stateOff: 'u32', pos0: 'u32', per: 'u32' }),
+  moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
 } as const;
 
 export type ParamKernel = keyof typeof PARAMS;

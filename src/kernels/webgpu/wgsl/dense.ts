@@ -3,6 +3,7 @@
 // ≡ t (mod 64) in order, then a fixed tree — the same order for a row whatever the batch.
 import type { QuantType } from '../../quant/formats.js';
 import { BYTES, HEADER, floatWeightReader, treeSum } from './common.js';
+import { paramConsts } from '../params.js';
 import { hasOffsetType, subBlockDecoder } from './quant.js';
 
 const TREE_SUM = `
@@ -12,6 +13,7 @@ ${treeSum()}`;
 // params: 0 d, 1 rows, 2 out off, 3 x off, 4 z off, 5 zeroCentered, 6 gated, 7 eps (f32).
 // Bindings: 1 OUT, 2 X, 3 Z (gated: the gate; else unused but bound), 4 WV (f32 [d]).
 export const NORM = /* wgsl */ `${HEADER}
+${paramConsts('norm')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
 @group(0) @binding(3) var<storage, read_write> Z: array<f32>;
@@ -20,21 +22,21 @@ ${TREE_SUM}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let row = group_id(wid, nwg);
-  if (row >= pu(1u)) { return; }
-  let d = pu(0u);
-  let xo = pu(3u) + row * d;
+  if (row >= pu(P_rows)) { return; }
+  let d = pu(P_d);
+  let xo = pu(P_xOff) + row * d;
   var ss = 0.0;
   for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
   let total = tree_sum(t, ss);
-  let inv = 1.0 / sqrt(total / f32(d) + pf(7u));
-  let oo = pu(2u) + row * d;
-  let zo = pu(4u) + row * d;
+  let inv = 1.0 / sqrt(total / f32(d) + pf(P_eps));
+  let oo = pu(P_outOff) + row * d;
+  let zo = pu(P_zOff) + row * d;
   for (var p = t; p < d; p += 64u) {
     var y: f32;
-    if (pu(6u) == 1u) {
+    if (pu(P_gated) == 1u) {
       y = X[xo + p] * inv * WV[p] * silu(Z[zo + p]);
     } else {
-      y = X[xo + p] * inv * select(WV[p], 1.0 + WV[p], pu(5u) == 1u);
+      y = X[xo + p] * inv * select(WV[p], 1.0 + WV[p], pu(P_zeroCentered) == 1u);
     }
     OUT[oo + p] = y;
   }
@@ -42,42 +44,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 // Element-wise: op 0 add, 1 a·silu(b), 2 a·sigmoid(b). params: 0 n, 1 op, 2 out, 3 a, 4 b offsets.
 export const ELEMENTWISE = /* wgsl */ `${HEADER}
+${paramConsts('elementwise')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> A: array<f32>;
 @group(0) @binding(3) var<storage, read_write> B: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let i = group_id(wid, nwg) * 64u + t;
-  if (i >= pu(0u)) { return; }
-  let a = A[pu(3u) + i];
-  let b = B[pu(4u) + i];
+  if (i >= pu(P_n)) { return; }
+  let a = A[pu(P_aOff) + i];
+  let b = B[pu(P_bOff) + i];
   var y: f32;
-  switch (pu(1u)) {
+  switch (pu(P_op)) {
     case 0u: { y = a + b; }
     case 1u: { y = a * silu(b); }
     default: { y = a * sigmoid(b); }
   }
-  OUT[pu(2u) + i] = y;
+  OUT[pu(P_outOff) + i] = y;
 }`;
 
 // Partial NeoX RoPE in place with a host-computed cos/sin table CS [T, rotaryDim/2, 2]
 // (f64 angles rounded once, any inverse-frequency table / YaRN attention factor folded in).
 // params: 0 T, 1 heads, 2 headDim, 3 half, 4 stride, 5 x offset, 6 table offset. Thread per (token, head, f).
 export const ROPE = /* wgsl */ `${HEADER}
+${paramConsts('rope')}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> CS: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let half = pu(3u);
-  let heads = pu(1u);
-  if (g >= pu(0u) * heads * half) { return; }
+  let half = pu(P_half);
+  let heads = pu(P_heads);
+  if (g >= pu(P_t) * heads * half) { return; }
   let f = g % half;
   let h = (g / half) % heads;
   let i = g / (half * heads);
-  let b = pu(5u) + i * pu(4u) + h * pu(2u);
-  let c = CS[pu(6u) + (i * half + f) * 2u];
-  let s = CS[pu(6u) + (i * half + f) * 2u + 1u];
+  let b = pu(P_xOff) + i * pu(P_stride) + h * pu(P_headDim);
+  let c = CS[pu(P_csOff) + (i * half + f) * 2u];
+  let s = CS[pu(P_csOff) + (i * half + f) * 2u + 1u];
   let x1 = X[b + f];
   let x2 = X[b + f + half];
   X[b + f] = x1 * c - x2 * s;
@@ -136,6 +140,7 @@ export function quantEmbedValue(type: QuantType): string {
 // params: 0 M, 1 n, 2 stride, 3 x offset, 4 out offset. One workgroup of 64 per row; (value, index)
 // pairs combined by a fixed tree.
 export const ARGMAX = /* wgsl */ `${HEADER}
+${paramConsts('argmax')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<i32>;
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
 var<workgroup> bv: array<f32, 64>;
@@ -149,9 +154,9 @@ fn better(v: f32, i: i32, w: f32, j: i32) -> bool {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let row = group_id(wid, nwg);
-  if (row >= pu(0u)) { return; }
-  let n = pu(1u);
-  let base = pu(3u) + row * pu(2u);
+  if (row >= pu(P_m)) { return; }
+  let n = pu(P_n);
+  let base = pu(P_xOff) + row * pu(P_stride);
   var v = 0.0;
   var i = -1;
   for (var p = t; p < n; p += 64u) {
@@ -165,23 +170,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
     workgroupBarrier();
   }
-  if (t == 0u) { OUT[pu(4u) + row] = max(bi[0], 0); }
+  if (t == 0u) { OUT[pu(P_outOff) + row] = max(bi[0], 0); }
 }`;
 
 // MoE router, thread per row: softmax over E (f32), top-k by logit (ties → lower id),
 // optional renormalisation. params: 0 M, 1 E, 2 topK, 3 renormalize, 4 ids, 5 weights,
 // 6 logits offsets. E ≤ 1024.
 export const MOE_ROUTE = /* wgsl */ `${HEADER}
+${paramConsts('moe_route')}
 @group(0) @binding(1) var<storage, read_write> IDS: array<i32>;
 @group(0) @binding(2) var<storage, read_write> WTS: array<f32>;
 @group(0) @binding(3) var<storage, read_write> L: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let i = group_id(wid, nwg) * 64u + t;
-  if (i >= pu(0u)) { return; }
-  let E = pu(1u);
-  let K = pu(2u);
-  let lo = pu(6u) + i * E;
+  if (i >= pu(P_m)) { return; }
+  let E = pu(P_e);
+  let K = pu(P_topK);
+  let lo = pu(P_logitsOff) + i * E;
   var mx = L[lo];
   for (var x = 1u; x < E; x++) { mx = max(mx, L[lo + x]); }
   var sum = 0.0;
@@ -198,9 +204,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     taken[best / 32u] |= 1u << (best % 32u);
     let p = exp(L[lo + best] - mx) / sum;
-    IDS[pu(4u) + i * K + s] = i32(best);
-    WTS[pu(5u) + i * K + s] = p;
+    IDS[pu(P_idsOff) + i * K + s] = i32(best);
+    WTS[pu(P_wOff) + i * K + s] = p;
     picked = picked + p;
   }
-  if (pu(3u) == 1u) { for (var s = 0u; s < K; s++) { WTS[pu(5u) + i * K + s] = WTS[pu(5u) + i * K + s] / picked; } }
+  if (pu(P_renormalize) == 1u) { for (var s = 0u; s < K; s++) { WTS[pu(P_wOff) + i * K + s] = WTS[pu(P_wOff) + i * K + s] / picked; } }
 }`;

@@ -72,6 +72,7 @@ fn gate_g(al: f32, a: f32, db: f32) -> f32 { return -exp(al) * softplus(a + db);
 // params: 0 T·HV, 1 HV, 2 g off, 3 beta off, 4 a off, 5 b off.
 // Bindings: 1 G, 2 BETA, 3 A, 4 B, 5 AL (f32 [HV]), 6 DB (f32 [HV]).
 export const GDN_GATES = /* wgsl */ `${HEADER}
+${paramConsts('gdn_gates')}
 @group(0) @binding(1) var<storage, read_write> G: array<f32>;
 @group(0) @binding(2) var<storage, read_write> BETA: array<f32>;
 @group(0) @binding(3) var<storage, read_write> A: array<f32>;
@@ -82,10 +83,10 @@ ${GATE_FNS}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let o = group_id(wid, nwg) * 64u + t;
-  if (o >= pu(0u)) { return; }
-  let h = o % pu(1u);
-  G[pu(2u) + o] = gate_g(AL[h], A[pu(4u) + o], DB[h]);
-  BETA[pu(3u) + o] = sigmoid(B[pu(5u) + o]);
+  if (o >= pu(P_n)) { return; }
+  let h = o % pu(P_hv);
+  G[pu(P_gOff) + o] = gate_g(AL[h], A[pu(P_aOff) + o], DB[h]);
+  BETA[pu(P_betaOff) + o] = sigmoid(B[pu(P_bOff) + o]);
 }`;
 
 // Recurrence. Workgroup (value head h, block of 64 state columns[, sequence z]);
@@ -203,6 +204,7 @@ export const GDN_RECURRENT_SEQS = recurrentShader(true);
 //         9 state off, 10 pos0, 11 floats of scratch per workgroup.
 // Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SC (scratch).
 export const GDN_CHUNKED = /* wgsl */ `${HEADER}
+${paramConsts('gdn_chunked')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
 @group(0) @binding(3) var<storage, read_write> G: array<f32>;
@@ -215,15 +217,15 @@ var<workgroup> bet: array<f32, 64>;
 fn sync() { storageBarrier(); workgroupBarrier(); }
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let T = pu(0u); let hk = pu(1u); let hv = pu(2u); let dk = pu(3u); let dv = pu(4u);
+  let T = pu(P_t); let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
   let h = wid.x;
   let c0col = wid.y * 64u;
   let ncol = min(64u, dv - c0col);
   let kh = h / (hv / hk);
   let width = 2u * hk * dk + hv * dv;
-  let so = pu(9u) + h * dk * dv;
+  let so = pu(P_stateOff) + h * dk * dv;
   // scratch regions of this workgroup
-  let base = (wid.y * nwg.x + wid.x) * pu(11u);
+  let base = (wid.y * nwg.x + wid.x) * pu(P_per);
   let QN = base;
   let KN = QN + 64u * dk;
   let WW = KN + 64u * dk;
@@ -234,10 +236,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var c0 = 0u;
   loop {
     if (c0 >= T) { break; }
-    let n = min(select(64u, 64u - pu(10u) % 64u, c0 == 0u), T - c0);
+    let n = min(select(64u, 64u - pu(P_pos0) % 64u, c0 == 0u), T - c0);
     // q̂, k̂ of the chunk's tokens; Γ and β
     for (var i = t; i < n; i += NT) {
-      let row = pu(5u) + (c0 + i) * width;
+      let row = pu(P_qkvOff) + (c0 + i) * width;
       let qo = row + kh * dk;
       let ko = row + hk * dk + kh * dk;
       var sq = 0.0;
@@ -249,7 +251,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     if (t == 0u) {
       var cum = 0.0;
-      for (var i = 0u; i < n; i++) { cum = cum + G[pu(6u) + (c0 + i) * hv + h]; gam[i] = cum; bet[i] = BETA[pu(7u) + (c0 + i) * hv + h]; }
+      for (var i = 0u; i < n; i++) { cum = cum + G[pu(P_gOff) + (c0 + i) * hv + h]; gam[i] = cum; bet[i] = BETA[pu(P_betaOff) + (c0 + i) * hv + h]; }
     }
     sync();
     // A (strictly lower, into TT temporarily as a source) and the masked Q̂K̂ᵀ
@@ -286,7 +288,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let i = p / ncol;
       let c = p % ncol;
       var u = 0.0;
-      for (var l = 0u; l <= i; l++) { u = u + SC[TT + i * 64u + l] * (bet[l] * QKV[pu(5u) + (c0 + l) * width + 2u * hk * dk + h * dv + c0col + c]); }
+      for (var l = 0u; l <= i; l++) { u = u + SC[TT + i * 64u + l] * (bet[l] * QKV[pu(P_qkvOff) + (c0 + l) * width + 2u * hk * dk + h * dv + c0col + c]); }
       SC[UU + i * 64u + c] = u;
     }
     sync();
@@ -307,7 +309,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       for (var d = 0u; d < dk; d++) { a = a + SC[QN + i * dk + d] * S[so + d * dv + c0col + c]; }
       a = a * exp(gam[i]);
       for (var j = 0u; j <= i; j++) { a = a + SC[QK + i * 64u + j] * SC[VN + j * 64u + c]; }
-      OUT[pu(8u) + ((c0 + i) * hv + h) * dv + c0col + c] = a;
+      OUT[pu(P_outOff) + ((c0 + i) * hv + h) * dv + c0col + c] = a;
     }
     sync();
     // S ← S e^{Γ_last} + (K̂ e^{Γ_last − Γ})ᵀ·Vnew

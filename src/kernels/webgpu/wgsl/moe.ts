@@ -8,11 +8,13 @@
 // the row i of each entry; 2 IDS (i32 [M, topK]); 3 TALLY (u32 [E, 2], accumulated over
 // calls): per expert the row tiles its GEMMs run (each reads the expert's weights once)
 // and whether it was routed at all (the routed-only ideal reads it once).
+import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
 
 export const MOE_MAX_EXPERTS = 1024;
 
 export const MOE_PLAN = /* wgsl */ `${HEADER}
+${paramConsts('moe_plan')}
 @group(0) @binding(1) var<storage, read_write> PLAN: array<i32>;
 @group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
 @group(0) @binding(3) var<storage, read_write> TALLY: array<u32>;
@@ -20,9 +22,9 @@ var<workgroup> cnt: array<u32, ${MOE_MAX_EXPERTS}>;
 var<workgroup> first: array<u32, ${MOE_MAX_EXPERTS}>;
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) t: u32) {
-  let n = pu(0u);
-  let e = pu(1u);
-  let io = pu(2u);
+  let n = pu(P_n);
+  let e = pu(P_e);
+  let io = pu(P_idsOff);
   for (var x = t; x < e; x += 64u) {
     var c = 0u;
     for (var p = 0u; p < n; p++) { if (IDS[io + p] == i32(x)) { c++; } }
@@ -39,9 +41,9 @@ fn main(@builtin(local_invocation_index) t: u32) {
     PLAN[e + x] = i32(first[x]);
     var at = first[x];
     for (var p = 0u; p < n; p++) {
-      if (IDS[io + p] == i32(x)) { PLAN[2u * e + at] = i32(p); PLAN[2u * e + n + at] = i32(p / pu(4u)); at++; }
+      if (IDS[io + p] == i32(x)) { PLAN[2u * e + at] = i32(p); PLAN[2u * e + n + at] = i32(p / pu(P_topK)); at++; }
     }
-    let tm = pu(3u);
+    let tm = pu(P_rowsPerRead);
     TALLY[2u * x] += select((cnt[x] + tm - 1u) / max(tm, 1u), min(cnt[x], 1u), tm == 0u);
     TALLY[2u * x + 1u] += select(0u, 1u, cnt[x] > 0u);
   }
