@@ -16,6 +16,7 @@ import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { argmax as refArgmax } from '../ref/dense.js';
 import { sample as refSample } from '../ref/sampling.js';
 import { ropeTable, WebGpuKernels } from './backend.js';
+import { UploadArena } from './upload-arena.js';
 import type { AcquireOptions } from './device.js';
 import type { EncoderTiming, StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
@@ -30,43 +31,9 @@ import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
 
-const UPLOAD_CHUNK = 1 << 16; // elements per upload-arena buffer (grows for larger inputs)
 /** Host writes of at least this many elements go straight to the queue (after flushing
  * what is recorded), never through the upload arena. */
 const DIRECT_WRITE = 1 << 16;
-
-/** Per-step host inputs: appended at distinct offsets, written with queue.writeBuffer
- * (which lands before the step's submit), reset when the step has completed. A full arena
- * is replaced by one twice as large; the old one is freed at the reset (the step that
- * reads it has finished by then), so the arena settles at a step's largest need. */
-class UploadArena {
-  private buf: GpuTensor | null = null;
-  private used = 0;
-  private retired: GpuTensor[] = [];
-
-  constructor(private readonly g: WebGpuKernels) {}
-
-  put(data: ArrayLike<number>, elem: 'f32' | 'i32'): GpuTensor {
-    const n = Math.max(1, data.length);
-    if (!this.buf || this.used + n > this.buf.length) {
-      if (this.buf) this.retired.push(this.buf);
-      this.buf = this.g.alloc.tensor([Math.max(UPLOAD_CHUNK, 2 * (this.buf?.length ?? 0), n)], 'f32', 'upload arena');
-      this.used = 0;
-    }
-    const typed = elem === 'i32' ? Int32Array.from(data) : Float32Array.from(data);
-    const t: GpuTensor = { buffer: this.buf.buffer, offset: this.used, length: data.length, shape: [data.length], elem };
-    if (data.length > 0) this.g.alloc.write(this.buf, typed, this.used);
-    this.used += n;
-    return t;
-  }
-
-  /** After the step's work has completed. */
-  reset(): void {
-    for (const t of this.retired) this.g.alloc.free(t.buffer);
-    this.retired = [];
-    this.used = 0;
-  }
-}
 
 /** Kernels<GpuTensor, GpuTensor>: f32 and int32 tensors are both GpuTensor views. */
 export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
