@@ -1,21 +1,26 @@
 // The WGSL parameter table (src/kernels/webgpu/params.ts) against the shaders: every tabled
 // kernel's source reads exactly the table's fields, each through its type's reader (pu for
-// u32, pf for f32), names every slot (no pu(3u) by number), declares the slot constants in
+// u32, pi for i32, pf for f32), names every slot (no pu(3u) by number), declares the slot constants in
 // table order, and packParams writes each named value into its slot. No GPU needed: the
 // shaders are strings.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PARAMS, packParams, type ParamKernel } from '../src/kernels/webgpu/params.js';
+import { PARAMS, packParams, type ParamKernel, type ParamType } from '../src/kernels/webgpu/params.js';
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '../src/kernels/webgpu/wgsl/batch.js';
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 import { ATTENTION_GROUP } from '../src/kernels/webgpu/wgsl/attention-group.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE } from '../src/kernels/webgpu/wgsl/rows.js';
-import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE } from '../src/kernels/webgpu/wgsl/dense.js';
+import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
+import { ARGMAX_MASKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
+import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
+import { embedPartFloatShader, embedPartQuantShader } from '../src/kernels/webgpu/wgsl/embed-ids.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
+
+const READER: Record<ParamType, string> = { u32: 'pu', i32: 'pi', f32: 'pf' };
 
 const SOURCES: Record<ParamKernel, string> = {
   rope_batch: ROPE_BATCH,
@@ -41,17 +46,24 @@ const SOURCES: Record<ParamKernel, string> = {
   gdn_gates: GDN_GATES,
   gdn_chunked: GDN_CHUNKED,
   moe_plan: MOE_PLAN,
+  embed_float: embedFloatShader('bf16'),
+  embed_quant: embedQuantShader('q4_k'),
+  embed_part_float: embedPartFloatShader('f16'),
+  embed_part_quant: embedPartQuantShader('q6_k'),
+  argmax_masked: ARGMAX_MASKED,
+  kv_write: KV_WRITE,
+  attention: ATTENTION,
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {
   assert.deepEqual(Object.keys(SOURCES).sort(), Object.keys(PARAMS).sort(), 'a source for every table entry');
   for (const [kernel, src] of Object.entries(SOURCES) as [ParamKernel, string][]) {
-    const table = PARAMS[kernel] as Record<string, 'u32' | 'f32'>;
+    const table = PARAMS[kernel] as Record<string, ParamType>;
     assert.doesNotMatch(src, /\bp[uif]\(\s*\d/, `${kernel}: a parameter read by slot number`);
     const reads = [...src.matchAll(/\b(pu|pf|pi)\(P_(\w+)\)/g)].map((m) => ({ reader: m[1]!, field: m[2]! }));
     for (const { reader, field } of reads) {
       assert.ok(field in table, `${kernel}: reads P_${field}, which the table does not have`);
-      assert.equal(reader, table[field] === 'f32' ? 'pf' : 'pu', `${kernel}: P_${field} (${table[field]}) read with ${reader}`);
+      assert.equal(reader, READER[table[field]!], `${kernel}: P_${field} (${table[field]}) read with ${reader}`);
     }
     for (const field of Object.keys(table)) assert.ok(reads.some((r) => r.field === field), `${kernel}: field ${field} is never read`);
     const consts = [...src.matchAll(/const P_(\w+) = (\d+)u;/g)].map((m) => [m[1], Number(m[2])]);
@@ -66,6 +78,8 @@ test('packParams: each value in its slot, f32 fields as their bits, and a field 
   assert.deepEqual(words, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x3e000000, 12, 13]);
   assert.throws(() => packParams('rope_batch', { rowBase: -1, rows: 1, heads: 1, headDim: 2, half: 1, stride: 2, xOff: 0, csOff: 0 }),
     /rope_batch\.rowBase = -1 is not a u32/);
+  assert.deepEqual(packParams('embed_part_float', { t: 1, d: 2, outOff: 3, idsOff: 4, row0: -1, rows: 6 }), [1, 2, 3, 4, 0xffffffff, 6], 'i32 fields: two\'s complement');
+  assert.throws(() => packParams('embed_part_float', { t: 1, d: 2, outOff: 3, idsOff: 4, row0: 2 ** 31, rows: 6 }), /embed_part_float\.row0 = 2147483648 is not an i32/);
 });
 
 /** Bytes of the WGSL Params struct: `struct Params { w: array<vec4<u32>, N> }` → 16·N. */
@@ -78,17 +92,17 @@ function paramsStructBytes(header: string): number {
 test('ABI: the WGSL Params struct is the encoder\'s parameter slot, and each field is the 4-byte word at 4 × its slot', () => {
   const structBytes = paramsStructBytes(HEADER);
   assert.equal(structBytes, PARAM_SLOT_BYTES, 'Params struct size == bytes the encoder reserves per dispatch');
-  for (const [kernel, table] of Object.entries(PARAMS) as [ParamKernel, Record<string, 'u32' | 'f32'>][]) {
+  for (const [kernel, table] of Object.entries(PARAMS) as [ParamKernel, Record<string, ParamType>][]) {
     const names = Object.keys(table);
     assert.ok(4 * names.length <= structBytes, `${kernel}: ${names.length} words fit the ${structBytes}-byte struct`);
     // distinct values per field (f32 fields: a value with a fraction), packed as the encoder uploads them
-    const values = Object.fromEntries(names.map((n, i) => [n, table[n] === 'f32' ? i + 0.5 : 1000 + i]));
+    const values = Object.fromEntries(names.map((n, i) => [n, table[n] === 'f32' ? i + 0.5 : table[n] === 'i32' ? -1000 - i : 1000 + i]));
     const words = packParams(kernel, values as never);
     const bytes = new DataView(new Uint32Array(words).buffer);
     for (const [i, n] of names.entries()) {
       const at = 4 * i; // P.w[i / 4][i % 4]: vec4 i/4 at 16·(i/4) bytes, lane i%4 at 4·(i%4)
       assert.equal(16 * Math.floor(i / 4) + 4 * (i % 4), at);
-      const got = table[n] === 'f32' ? bytes.getFloat32(at, true) : bytes.getUint32(at, true);
+      const got = table[n] === 'f32' ? bytes.getFloat32(at, true) : table[n] === 'i32' ? bytes.getInt32(at, true) : bytes.getUint32(at, true);
       assert.equal(got, values[n], `${kernel}.${n}: the word at byte ${at}`);
     }
   }

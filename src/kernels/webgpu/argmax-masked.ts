@@ -5,10 +5,9 @@
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import { type GpuTensor, view } from './tensor.js';
+import { packParams } from './params.js';
 import { grid } from './wgsl/common.js';
 import { ARGMAX_MASKED } from './wgsl/argmax-masked.js';
-
-const NEG_INF_BITS = 0xff800000;
 
 /** The masks of m rows of n ids as one [m, ceil(n / 32)] word array. */
 export function packMasks(masks: readonly (Uint32Array | null)[], n: number): Uint32Array {
@@ -36,6 +35,6 @@ export function argmaxMaskedDispatch(g: WebGpuKernels, enc: StepEncoder, out: Gp
   upload: (words: Uint32Array) => GpuTensor, masks: readonly (Uint32Array | null)[]): void {
   const words = Math.ceil(n / 32);
   const packed = upload(packMasks(masks, n));
-  g.run(enc, 'argmax_masked', () => ARGMAX_MASKED, [m, n, stride, x.offset, out.offset, packed.offset, words, NEG_INF_BITS], null,
+  g.run(enc, 'argmax_masked', () => ARGMAX_MASKED, packParams('argmax_masked', { m, n, stride, xOff: x.offset, outOff: out.offset, maskOff: packed.offset, words, negInf: -Infinity }), null,
     [out.buffer, x.buffer, packed.buffer], grid(m), 'argmax');
 }

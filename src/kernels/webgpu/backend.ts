@@ -219,11 +219,14 @@ export class WebGpuKernels {
     need(out, t * d, 'embed out');
     const buf = table.parts[0]!.buffer;
     if (isQuantType(table.dtype)) {
-      this.run(enc, `embed_${table.dtype}`, () => embedQuantShader(table.dtype as QuantType), [t, d, out.offset, table.rowBytes, ids.offset], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 32 / 64)), 'embed');
+      const params = packParams('embed_quant', { t, d, outOff: out.offset, rowBytes: table.rowBytes, idsOff: ids.offset });
+      this.run(enc, `embed_${table.dtype}`, () => embedQuantShader(table.dtype as QuantType), params, null, [out.buffer, ids.buffer, buf],
+        grid(Math.ceil((t * d) / 32 / 64)), 'embed');
       return;
     }
     const dtype = table.dtype as 'f32' | 'bf16' | 'f16';
-    this.run(enc, `embed_${dtype}`, () => embedFloatShader(dtype), [t, d, out.offset, table.rows, ids.offset], null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 64)), 'embed');
+    const params = packParams('embed_float', { t, d, outOff: out.offset, idsOff: ids.offset });
+    this.run(enc, `embed_${dtype}`, () => embedFloatShader(dtype), params, null, [out.buffer, ids.buffer, buf], grid(Math.ceil((t * d) / 64)), 'embed');
   }
 
   /** RMSNorm per row of d = wv.length. x, out: [M, d]; wv: f32 [d]. */
@@ -293,7 +296,8 @@ export class WebGpuKernels {
 
   /** Write k, v ([T, kvDim]) at positions start..start+T−1 through the page table (i32). */
   kvWrite(enc: StepEncoder, kv: GpuKvLayer, pageTable: GpuTensor, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
-    this.run(enc, 'kv_write', () => KV_WRITE, [t, kvDim, start, kv.pageSize, k.offset, v.offset, pageTable.offset, kv.k.offset, kv.v.offset], null,
+    this.run(enc, 'kv_write', () => KV_WRITE, packParams('kv_write', { t, kvDim, start, pageSize: kv.pageSize, kOff: k.offset, vOff: v.offset,
+      ptOff: pageTable.offset, kcOff: kv.k.offset, vcOff: kv.v.offset }), null,
       [kv.k.buffer, kv.v.buffer, k.buffer, v.buffer, pageTable.buffer], grid(Math.ceil((t * kvDim) / 64)), 'kv_write');
   }
 
@@ -306,7 +310,8 @@ export class WebGpuKernels {
     this.traffic.kvBytesRead += 2 * 4 * nh * hd * (t * (start + 1) + (t * (t - 1)) / 2);
     this.traffic.kvBytesIdeal += 2 * 4 * nkv * hd * (start + t);
     this.run(enc, 'attention', () => ATTENTION,
-      [t, nh, nkv, hd, start, kv.pageSize, q.offset, qStride, out.offset, pageTable.offset, f32(1 / Math.sqrt(hd)), kv.k.offset, kv.v.offset], null,
+      packParams('attention', { t, nH: nh, nKV: nkv, hd, start, pageSize: kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
+        ptOff: pageTable.offset, scale: 1 / Math.sqrt(hd), kcOff: kv.k.offset, vcOff: kv.v.offset }), null,
       [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer, sc.buffer], [nh, t, 1], 'attention');
   }
 

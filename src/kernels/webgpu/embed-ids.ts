@@ -9,6 +9,7 @@ import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import type { GpuWeight } from './weights.js';
+import { packParams } from './params.js';
 import { grid } from './wgsl/common.js';
 import { embedPartFloatShader, embedPartQuantShader } from './wgsl/embed-ids.js';
 
@@ -24,11 +25,13 @@ export function embedDeviceIds(g: WebGpuKernels, enc: StepEncoder, out: GpuTenso
   const quant = isQuantType(table.dtype);
   const dtype = table.dtype;
   for (const part of table.parts) {
-    const params = [t, d, out.offset, quant ? table.rowBytes : 0, ids.offset, part.row0, part.rows];
+    const common = { t, d, outOff: out.offset, idsOff: ids.offset, row0: part.row0, rows: part.rows };
     const buffers = [out.buffer, ids.buffer, part.buffer];
     if (quant) {
+      const params = packParams('embed_part_quant', { ...common, rowBytes: table.rowBytes });
       g.run(enc, `embed_part_${dtype}`, () => embedPartQuantShader(dtype as QuantType), params, null, buffers, grid(Math.ceil((t * d) / 32 / 64)), 'embed');
     } else {
+      const params = packParams('embed_part_float', common);
       g.run(enc, `embed_part_${dtype}`, () => embedPartFloatShader(dtype as 'f32' | 'bf16' | 'f16'), params, null, buffers, grid(Math.ceil((t * d) / 64)), 'embed');
     }
   }

@@ -2,11 +2,11 @@
 // i with pu(i) or pf(i), wgsl/common.ts HEADER). For each kernel: its fields in slot order
 // and their types. The host fills a block by name (`packParams`), the shader names its slots
 // through `paramConsts` (`const P_<field> = <slot>u;`), so neither side spells a position;
-// test/webgpu-params.test.ts checks that every tabled shader reads exactly its fields, each
+// test/wgsl-params.test.ts checks that every tabled shader reads exactly its fields, each
 // with its type's reader, and no slot by number. Kernels not in the table yet document
 // their positional blocks in their shader's comment.
 
-export type ParamType = 'u32' | 'f32';
+export type ParamType = 'u32' | 'i32' | 'f32';
 
 function fields<const F extends Record<string, ParamType>>(f: F): F {
   return f;
@@ -51,6 +51,16 @@ export const PARAMS = {
   moe_route: fields({ m: 'u32', e: 'u32', topK: 'u32', renormalize: 'u32', idsOff: 'u32', wOff: 'u32', logitsOff: 'u32' }),
   gdn_gates: fields({ n: 'u32', hv: 'u32', gOff: 'u32', betaOff: 'u32', aOff: 'u32', bOff: 'u32' }),
   gdn_chunked: fields({ t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', stateOff: 'u32', pos0: 'u32', per: 'u32' }),
+  argmax_masked: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32', maskOff: 'u32', words: 'u32', negInf: 'f32' }),
+  kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
+  attention: fields({
+    t: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
+    kcOff: 'u32', vcOff: 'u32',
+  }),
+  embed_float: fields({ t: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32' }),
+  embed_quant: fields({ t: 'u32', d: 'u32', outOff: 'u32', rowBytes: 'u32', idsOff: 'u32' }),
+  embed_part_float: fields({ t: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32', row0: 'i32', rows: 'i32' }),
+  embed_part_quant: fields({ t: 'u32', d: 'u32', outOff: 'u32', rowBytes: 'u32', idsOff: 'u32', row0: 'i32', rows: 'i32' }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
 } as const;
 
@@ -61,7 +71,7 @@ const f32Bits = new Float32Array(1);
 const u32Bits = new Uint32Array(f32Bits.buffer);
 
 /** The parameter words of `kernel` in slot order (u32 fields: non-negative integers;
- * f32 fields: their bits). */
+ * i32 fields: integers, as their two's-complement bits; f32 fields: their bits). */
 export function packParams<K extends ParamKernel>(kernel: K, values: ParamValues<K>): number[] {
   const table = PARAMS[kernel] as Record<string, ParamType>;
   return Object.entries(table).map(([name, type]) => {
@@ -69,6 +79,10 @@ export function packParams<K extends ParamKernel>(kernel: K, values: ParamValues
     if (type === 'f32') {
       f32Bits[0] = v;
       return u32Bits[0]!;
+    }
+    if (type === 'i32') {
+      if (!(Number.isInteger(v) && v >= -(2 ** 31) && v < 2 ** 31)) throw new RangeError(`${kernel}.${name} = ${v} is not an i32`);
+      return v >>> 0;
     }
     if (!(Number.isInteger(v) && v >= 0 && v < 2 ** 32)) throw new RangeError(`${kernel}.${name} = ${v} is not a u32`);
     return v;

@@ -1,10 +1,11 @@
 // Paged KV cache shaders: the KV write and causal GQA attention over the page table.
+import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
 
-// KV write, thread per (token, element). params: 0 T, 1 kvDim, 2 start, 3 pageSize,
-// 4 k off, 5 v off, 6 page-table off, 7 KC off, 8 VC off (K and V caches may share a
-// buffer). Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
+// KV write, thread per (token, element). params: PARAMS.kv_write (params.ts; K and V
+// caches may share a buffer). Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
 export const KV_WRITE = /* wgsl */ `${HEADER}
+${paramConsts('kv_write')}
 @group(0) @binding(1) var<storage, read_write> KC: array<f32>;
 @group(0) @binding(2) var<storage, read_write> VC: array<f32>;
 @group(0) @binding(3) var<storage, read_write> K: array<f32>;
@@ -13,15 +14,15 @@ export const KV_WRITE = /* wgsl */ `${HEADER}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let kvDim = pu(1u);
-  if (g >= pu(0u) * kvDim) { return; }
+  let kvDim = pu(P_kvDim);
+  if (g >= pu(P_t) * kvDim) { return; }
   let i = g / kvDim;
   let e = g % kvDim;
-  let pos = pu(2u) + i;
-  let ps = pu(3u);
-  let row = u32(PT[pu(6u) + pos / ps]) * ps + pos % ps;
-  KC[pu(7u) + row * kvDim + e] = K[pu(4u) + g];
-  VC[pu(8u) + row * kvDim + e] = V[pu(5u) + g];
+  let pos = pu(P_start) + i;
+  let ps = pu(P_pageSize);
+  let row = u32(PT[pu(P_ptOff) + pos / ps]) * ps + pos % ps;
+  KC[pu(P_kcOff) + row * kvDim + e] = K[pu(P_kOff) + g];
+  VC[pu(P_vcOff) + row * kvDim + e] = V[pu(P_vOff) + g];
 }`;
 
 // Causal GQA attention over the paged cache, one sequence; workgroup per (head, query).
@@ -74,9 +75,9 @@ export function attendRow(o: AttendRowExprs): string {
 `;
 }
 
-// params: 0 T, 1 nH, 2 nKV, 3 hd, 4 start, 5 pageSize, 6 q off, 7 qStride, 8 out off,
-//         9 page-table off, 10 scale (f32), 11 KC off, 12 VC off. Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
+// params: PARAMS.attention (params.ts). Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
 export const ATTENTION = /* wgsl */ `${HEADER}
+${paramConsts('attention')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Q: array<f32>;
 @group(0) @binding(3) var<storage, read_write> KC: array<f32>;
@@ -84,16 +85,16 @@ export const ATTENTION = /* wgsl */ `${HEADER}
 @group(0) @binding(5) var<storage, read_write> PT: array<i32>;
 @group(0) @binding(6) var<storage, read_write> SC: array<f32>;
 var<workgroup> red: array<f32, 64>;
-fn kv_row(p: u32) -> u32 { let ps = pu(5u); return u32(PT[pu(9u) + p / ps]) * ps + p % ps; }
+fn kv_row(p: u32) -> u32 { let ps = pu(P_pageSize); return u32(PT[pu(P_ptOff) + p / ps]) * ps + p % ps; }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let h = wid.x;
   let i = wid.y;
-  let nH = pu(1u); let nKV = pu(2u); let hd = pu(3u); let T = pu(0u);
-  let n = pu(4u) + i + 1u;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd); let T = pu(P_t);
+  let n = pu(P_start) + i + 1u;
   let kvDim = nKV * hd;
   let ko = (h / (nH / nKV)) * hd;
-  let qo = pu(6u) + i * pu(7u) + h * hd;
-  let sb = (i * nH + h) * (pu(4u) + T);
-${attendRow({ kvRow: (p) => `kv_row(${p})`, kcOff: 'pu(11u)', vcOff: 'pu(12u)', scale: 'pf(10u)', outAt: 'pu(8u) + (i * nH + h) * hd + d' })}
+  let qo = pu(P_qOff) + i * pu(P_qStride) + h * hd;
+  let sb = (i * nH + h) * (pu(P_start) + T);
+${attendRow({ kvRow: (p) => `kv_row(${p})`, kcOff: 'pu(P_kcOff)', vcOff: 'pu(P_vcOff)', scale: 'pf(P_scale)', outAt: 'pu(P_outOff) + (i * nH + h) * hd + d' })}
 }`;

@@ -88,29 +88,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   X[b + f + half] = x2 * c + x1 * s;
 }`;
 
-// Embedding of float tables: out[i, e] = W[ids[i], e]. params: 0 T, 1 D, 2 out off, 3 rows, 4 ids off.
+// Embedding of float tables: out[i, e] = W[ids[i], e]. params: PARAMS.embed_float (params.ts).
 export function embedFloatShader(dtype: 'f32' | 'bf16' | 'f16'): string {
   return `${HEADER}
+${paramConsts('embed_float')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
 ${floatWeightReader(dtype, 3)}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let D = pu(1u);
-  if (g >= pu(0u) * D) { return; }
+  let D = pu(P_d);
+  if (g >= pu(P_t) * D) { return; }
   let i = g / D;
   let e = g % D;
-  let id = u32(IDS[pu(4u) + i]);
-  OUT[pu(2u) + g] = wf(id * D + e);
+  let id = u32(IDS[pu(P_idsOff) + i]);
+  OUT[pu(P_outOff) + g] = wf(id * D + e);
 }`;
 }
 
 // Embedding of quantized tables, GGML's dequantisation: thread per (token, sub-block).
-// params: 0 T, 1 D, 2 out off, 3 row bytes, 4 ids off.
+// params: PARAMS.embed_quant (params.ts).
 export function embedQuantShader(type: QuantType): string {
   const value = quantEmbedValue(type);
   return `${HEADER}
+${paramConsts('embed_quant')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
 @group(0) @binding(3) var<storage, read_write> W: array<u32>;
@@ -119,13 +121,13 @@ ${subBlockDecoder(type)}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let D = pu(1u);
+  let D = pu(P_d);
   let nsb = D / 32u;
-  if (g >= pu(0u) * nsb) { return; }
+  if (g >= pu(P_t) * nsb) { return; }
   let i = g / nsb;
   let j = g % nsb;
-  let sb = sub_block(u32(IDS[pu(4u) + i]) * pu(3u), j);
-  let o = pu(2u) + i * D + j * 32u;
+  let sb = sub_block(u32(IDS[pu(P_idsOff) + i]) * pu(P_rowBytes), j);
+  let o = pu(P_outOff) + i * D + j * 32u;
   for (var l = 0u; l < 32u; l++) { OUT[o + l] = ${value}; }
 }`;
 }
