@@ -17,6 +17,7 @@ import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { embedPartFloatShader, embedPartQuantShader } from '../src/kernels/webgpu/wgsl/embed-ids.js';
+import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 
@@ -46,6 +47,7 @@ const SOURCES: Record<ParamKernel, string> = {
   gdn_gates: GDN_GATES,
   gdn_chunked: GDN_CHUNKED,
   moe_plan: MOE_PLAN,
+  sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),
   embed_quant: embedQuantShader('q4_k'),
   embed_part_float: embedPartFloatShader('f16'),

@@ -61,6 +61,10 @@ export const PARAMS = {
   embed_quant: fields({ t: 'u32', d: 'u32', outOff: 'u32', rowBytes: 'u32', idsOff: 'u32' }),
   embed_part_float: fields({ t: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32', row0: 'i32', rows: 'i32' }),
   embed_part_quant: fields({ t: 'u32', d: 'u32', outOff: 'u32', rowBytes: 'u32', idsOff: 'u32', row0: 'i32', rows: 'i32' }),
+  sample: fields({
+    xOff: 'u32', n: 'u32', invT: 'f32', topK: 'u32', topP: 'f32', minP: 'f32', u: 'f32', patchOff: 'u32', patchCount: 'u32', flags: 'u32', topN: 'u32',
+    distOff: 'u32', wOff: 'u32', resultOff: 'u32', inf: 'f32',
+  }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
 } as const;
 

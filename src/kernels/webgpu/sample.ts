@@ -8,6 +8,7 @@ import type { SampleResult, SampleRow } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
+import { packParams } from './params.js';
 import { SAMPLE, SAMPLE_RESULT_WORDS } from './wgsl/sample.js';
 
 /** One row: as SampleRow, with the logits and the optional dist as GPU views. Patch ids
@@ -16,8 +17,6 @@ export interface GpuSampleRow extends Omit<SampleRow, 'logits' | 'dist'> {
   readonly logits: GpuTensor;
   readonly dist: GpuTensor | null;
 }
-
-const f32bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 /** Record the sampling of `rows`; returns the results tensor ([rows, 44] words) to read. */
 export function recordSample(g: WebGpuKernels, enc: StepEncoder, rows: readonly GpuSampleRow[]): GpuTensor {
@@ -43,8 +42,9 @@ export function recordSample(g: WebGpuKernels, enc: StepEncoder, rows: readonly 
     }
     const flags = (r.draw ? 1 : 0) | (r.logprobs ? 2 : 0) | (r.dist ? 4 : 0);
     const dist = r.dist ?? w;
-    g.run(enc, 'sample', () => SAMPLE, [r.logits.offset, r.n, f32bits(r.invTemperature), r.topK, f32bits(r.topP), f32bits(r.minP),
-      f32bits(r.u), po, r.patchCount, flags, r.logprobs ? r.topN : 0, dist.offset, w.offset + wo, i * SAMPLE_RESULT_WORDS, 0x7f800000], null,
+    g.run(enc, 'sample', () => SAMPLE, packParams('sample', { xOff: r.logits.offset, n: r.n, invT: r.invTemperature, topK: r.topK,
+      topP: r.topP, minP: r.minP, u: r.u, patchOff: po, patchCount: r.patchCount, flags, topN: r.logprobs ? r.topN : 0, distOff: dist.offset,
+      wOff: w.offset + wo, resultOff: i * SAMPLE_RESULT_WORDS, inf: Infinity }), null,
     [r.logits.buffer, pidT.buffer, pvalT.buffer, w.buffer, res.buffer, dist.buffer], [1, 1, 1], 'sample');
     po += r.patchCount;
     wo += r.n;

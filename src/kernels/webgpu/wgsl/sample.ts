@@ -6,15 +6,16 @@
 // by bisection over the bits with exact counts / fixed-order masses; the kept mass and the
 // draw walk ids in order. Thread t owns the contiguous ids [t·cs, (t+1)·cs): every sum is
 // its chunk in id order, then the threads in a fixed tree (or in order, for walks).
-// params: 0 x off, 1 n, 2 invT, 3 topK, 4 topP, 5 minP, 6 u, 7 patch off, 8 patch count,
-//         9 flags (1 draw, 2 logprobs, 4 dist), 10 topN, 11 dist off, 12 W off, 13 result off,
-//         14 +inf (WGSL has no infinity literal).
-// Result words at 13: token, rawMax, rawSumExp, keptMass, topIds[20], topVals[20].
+// params: PARAMS.sample (params.ts); flags: 1 draw, 2 logprobs, 4 dist; inf: +∞ (WGSL has
+// no infinity literal).
+// Result words at resultOff: token, rawMax, rawSumExp, keptMass, topIds[20], topVals[20].
+import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
 
 export const SAMPLE_RESULT_WORDS = 44;
 
 export const SAMPLE = /* wgsl */ `${HEADER}
+${paramConsts('sample')}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> PIDS: array<i32>;
 @group(0) @binding(3) var<storage, read_write> PVALS: array<f32>;
@@ -74,13 +75,13 @@ fn best_pair(t: u32, v: f32, i: i32) -> i32 {
   }
   return workgroupUniformLoad(&ri[0]);
 }
-fn bits(i: u32) -> u32 { return bitcast<u32>(W[pu(12u) + i]); }
+fn bits(i: u32) -> u32 { return bitcast<u32>(W[pu(P_wOff) + i]); }
 fn kept(b: u32, i: u32, tau: u32, lim: i32) -> bool { return b > tau || (b == tau && i32(i) <= lim); }
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) t: u32) {
-  let INF = pf(14u);
-  let xo = pu(0u); let n = pu(1u); let flags = pu(9u); let wo = pu(12u); let ro = pu(13u);
+  let INF = pf(P_inf);
+  let xo = pu(P_xOff); let n = pu(P_n); let flags = pu(P_flags); let wo = pu(P_wOff); let ro = pu(P_resultOff);
   let cs = (n + NT - 1u) / NT;
   let lo = min(t * cs, n);
   let hi = min(lo + cs, n);
@@ -95,7 +96,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
     if (t == 0u) { RES[ro + 1u] = bitcast<u32>(M); RES[ro + 2u] = bitcast<u32>(select(0.0, S, finite)); }
     var lastV = INF;
     var lastI = -1;
-    for (var j = 0u; j < pu(10u); j++) {
+    for (var j = 0u; j < pu(P_topN); j++) {
       var bv = 0.0;
       var bi = -1;
       for (var i = lo; i < hi; i++) {
@@ -116,7 +117,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
   for (var i = lo; i < hi; i++) { W[wo + i] = X[xo + i]; }
   storageBarrier();
   workgroupBarrier();
-  for (var j = t; j < pu(8u); j += NT) { W[wo + u32(PIDS[pu(7u) + j])] = PVALS[pu(7u) + j]; }
+  for (var j = t; j < pu(P_patchCount); j += NT) { W[wo + u32(PIDS[pu(P_patchOff) + j])] = PVALS[pu(P_patchOff) + j]; }
   storageBarrier();
   workgroupBarrier();
   var m = -INF;
@@ -134,8 +135,8 @@ fn main(@builtin(local_invocation_index) t: u32) {
     let f = select(ri[0], 0, ri[0] == i32(n));
     for (var i = lo; i < hi; i++) { W[wo + i] = select(0.0, 1.0, i32(i) == f); }
   } else {
-    let invT = pf(2u);
-    let minP = pf(5u);
+    let invT = pf(P_invT);
+    let minP = pf(P_minP);
     for (var i = lo; i < hi; i++) {
       let e = exp32((W[wo + i] - M) * invT);
       W[wo + i] = select(e, 0.0, e < minP);
@@ -144,7 +145,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
   storageBarrier();
   workgroupBarrier();
   let finite = M > -INF && M < INF;
-  let topK = pu(3u);
+  let topK = pu(P_topK);
   if (finite && topK > 0u && topK < n) {
     // τ: the largest bits b with #{kept, bits ≥ b} ≥ k (fewer kept than k: keep them all)
     var c = 0u;
@@ -179,7 +180,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
       tau = blo;
     }
   }
-  let topP = pf(4u);
+  let topP = pf(P_topP);
   if (finite && topP < 1.0) {
     var ms = 0.0;
     for (var i = lo; i < hi; i++) { if (kept(bits(i), i, tau, lim)) { ms = ms + W[wo + i]; } }
@@ -220,7 +221,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
     let k = kept(bits(i), i, tau, lim);
     let w = select(0.0, W[wo + i], k);
     cm = cm + w;
-    if ((flags & 4u) != 0u) { DIST[pu(11u) + i] = w; }
+    if ((flags & 4u) != 0u) { DIST[pu(P_distOff) + i] = w; }
   }
   rf[t] = cm;
   workgroupBarrier();
@@ -229,7 +230,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
     for (var ch = 0u; ch < NT; ch++) { total = total + rf[ch]; }
     RES[ro + 3u] = bitcast<u32>(total);
     if ((flags & 1u) != 0u) {
-      let goal = pf(6u) * total;
+      let goal = pf(P_u) * total;
       var cum = 0.0;
       var tok = -1;
       for (var ch = 0u; ch < NT && tok < 0; ch++) {
