@@ -18,12 +18,15 @@ import { ARGMAX_MASKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { embedPartFloatShader, embedPartQuantShader } from '../src/kernels/webgpu/wgsl/embed-ids.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
+import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 
 const READER: Record<ParamType, string> = { u32: 'pu', i32: 'pi', f32: 'pf' };
 
-const SOURCES: Record<ParamKernel, string> = {
+/** Each kernel's shader source, or its variants (one block shared by its dtype / MoE
+ * variants: each variant reads only table fields, and every field is read by some variant). */
+const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   rope_batch: ROPE_BATCH,
   kv_write_batch: KV_WRITE_BATCH,
   attention_batch: ATTENTION_BATCH,
@@ -55,24 +58,36 @@ const SOURCES: Record<ParamKernel, string> = {
   argmax_masked: ARGMAX_MASKED,
   kv_write: KV_WRITE,
   attention: ATTENTION,
+  quant_acts: [quantActsShader(true), quantActsShader(false)],
+  qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
+    quantMatmulShader('q5_1', true, false, 'scatter', true)],
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {
   assert.deepEqual(Object.keys(SOURCES).sort(), Object.keys(PARAMS).sort(), 'a source for every table entry');
-  for (const [kernel, src] of Object.entries(SOURCES) as [ParamKernel, string][]) {
+  for (const [kernel, variants] of Object.entries(SOURCES) as [ParamKernel, string | string[]][]) {
     const table = PARAMS[kernel] as Record<string, ParamType>;
-    assert.doesNotMatch(src, /\bp[uif]\(\s*\d/, `${kernel}: a parameter read by slot number`);
-    const reads = [...src.matchAll(/\b(pu|pf|pi)\(P_(\w+)\)/g)].map((m) => ({ reader: m[1]!, field: m[2]! }));
-    for (const { reader, field } of reads) {
-      assert.ok(field in table, `${kernel}: reads P_${field}, which the table does not have`);
-      assert.equal(reader, READER[table[field]!], `${kernel}: P_${field} (${table[field]}) read with ${reader}`);
+    const fieldsRead = new Set<string>();
+    for (const src of typeof variants === 'string' ? [variants] : variants) {
+      for (const field of shaderReads(kernel, table, src)) fieldsRead.add(field);
     }
-    for (const field of Object.keys(table)) assert.ok(reads.some((r) => r.field === field), `${kernel}: field ${field} is never read`);
-    const consts = [...src.matchAll(/const P_(\w+) = (\d+)u;/g)].map((m) => [m[1], Number(m[2])]);
-    assert.deepEqual(consts, Object.keys(table).map((f, i) => [f, i]), `${kernel}: slot constants in table order`);
+    for (const field of Object.keys(table)) assert.ok(fieldsRead.has(field), `${kernel}: field ${field} is never read`);
     assert.ok(Object.keys(table).length <= 64, `${kernel}: the block holds 64 words`);
   }
 });
+
+/** The fields `src` reads, after checking each read's field and reader and the slot constants. */
+function shaderReads(kernel: ParamKernel, table: Record<string, ParamType>, src: string): string[] {
+  assert.doesNotMatch(src, /\bp[uif]\(\s*\d/, `${kernel}: a parameter read by slot number`);
+  const reads = [...src.matchAll(/\b(pu|pf|pi)\(P_(\w+)\)/g)].map((m) => ({ reader: m[1]!, field: m[2]! }));
+  for (const { reader, field } of reads) {
+    assert.ok(field in table, `${kernel}: reads P_${field}, which the table does not have`);
+    assert.equal(reader, READER[table[field]!], `${kernel}: P_${field} (${table[field]}) read with ${reader}`);
+  }
+  const consts = [...src.matchAll(/const P_(\w+) = (\d+)u;/g)].map((m) => [m[1], Number(m[2])]);
+  assert.deepEqual(consts, Object.keys(table).map((f, i) => [f, i]), `${kernel}: slot constants in table order`);
+  return reads.map((r) => r.field);
+}
 
 test('packParams: each value in its slot, f32 fields as their bits, and a field that is not a u32 refused by name', () => {
   const words = packParams('attention_batch', { rowBase: 1, nH: 2, nKV: 3, hd: 4, pageSize: 5, qOff: 6, qStride: 7, outOff: 8, rowTable: 9,

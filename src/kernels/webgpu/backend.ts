@@ -195,7 +195,7 @@ export class WebGpuKernels {
     const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
     const dx = this.scratch.get('dx', m * nb);
     const sx = this.scratch.get('sx', m * nb, 'i32');
-    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), [m, k, x.offset], null,
+    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), packParams('quant_acts', { m, k, xOff: x.offset }), null,
       [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
     return { qx, dx, sx };
   }
@@ -207,7 +207,9 @@ export class WebGpuKernels {
     const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole);
     const key = `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
     for (const part of w.parts) {
-      this.run(enc, key, src, [part.rows, k, m, out.offset, w.rows, part.row0, w.rowBytes, ...(moe ? [moe.expert, moe.experts] : [])], null,
+      const params = packParams('qmatmul', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
+        expert: moe?.expert ?? 0, experts: moe?.experts ?? 0 });
+      this.run(enc, key, src, params, null,
         [out.buffer, acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, part.buffer, ...(moe ? [moe.plan.buffer] : [])], grid(part.rows, tiles), `matmul_${w.dtype}`);
     }
   }

@@ -8,6 +8,7 @@
 // dot product is exact, its f32 terms go to workgroup memory, and thread m adds them in
 // j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
 import type { QuantType } from '../../quant/formats.js';
+import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
 import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
@@ -39,12 +40,13 @@ export function moeOutRow(moe: MoeRows | null): string {
 
 // Float weights: wgsl/matmul-group.ts (one weight or several in one dispatch).
 
-// params: 0 M, 1 K, 2 x offset. Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
+// params: PARAMS.quant_acts (params.ts). Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
 // 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X.
 export function quantActsShader(packedBuiltin: boolean): string {
   const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
     : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
   return `${HEADER}
+${paramConsts('quant_acts')}
 @group(0) @binding(1) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(2) var<storage, read_write> DX: array<f32>;
 @group(0) @binding(3) var<storage, read_write> SX: array<i32>;
@@ -52,10 +54,10 @@ export function quantActsShader(packedBuiltin: boolean): string {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let b = group_id(wid, nwg) * 64u + t;
-  let K = pu(1u);
+  let K = pu(P_k);
   let nb = K / 32u;
-  if (b >= pu(0u) * nb) { return; }
-  let xo = pu(2u) + b * 32u;
+  if (b >= pu(P_m) * nb) { return; }
+  let xo = pu(P_xOff) + b * 32u;
   var amax = 0.0;
   for (var l = 0u; l < 32u; l++) { amax = max(amax, abs(X[xo + l])); }
   let d = amax / 127.0;
@@ -71,12 +73,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 }
 
-// params: 0 rows in part, 1 K, 2 M, 3 out offset, 4 out row stride (N), 5 col0, 6 row bytes.
+// params: PARAMS.qmatmul (params.ts): rows in the part, out row stride (N), expert and E
+// (moe only; m: not moe).
 // Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
 // integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
 /** `accumulate`: out += the sum (Kernels.matmulAdd). */
-/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); params 7 expert, 8 E; binding 6 PLAN. */
+/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); binding 6 PLAN. */
 export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false): string {
   if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
   const offs = hasOffsetType(type);
@@ -99,8 +102,8 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
       }`;
   const tiledBody = `  let m0 = wid.z * TM;
-  ${moeRowsPrelude(moe, 'pu(7u)', 'pu(8u)', 'pu(2u)')}
-  let row = col * pu(6u);
+  ${moeRowsPrelude(moe, 'pu(P_expert)', 'pu(P_experts)', 'pu(P_m)')}
+  let row = col * pu(P_rowBytes);
   var acc = 0.0;
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
     let j = c0 + t;
@@ -118,16 +121,16 @@ ${terms}
     }
     workgroupBarrier();
   }
-  if (t < rows) { let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
+  if (t < rows) { let o = pu(P_outOff) + ${moeOutRow(moe)} * pu(P_outStride) + pu(P_col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
 `;
   // whole: one workgroup runs all of the expert's tiles; each block is decoded once (QP, sb
   // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
   // reloaded exactly), in the tiled body's order
-  const wholeBody = `  let cnt = u32(PLAN[pu(7u)]);
+  const wholeBody = `  let cnt = u32(PLAN[pu(P_expert)]);
   if (cnt == 0u) { return; }
-  let rb = u32(PLAN[pu(8u) + pu(7u)]);
-  let pe = 2u * pu(8u);
-  let row = col * pu(6u);
+  let rb = u32(PLAN[pu(P_experts) + pu(P_expert)]);
+  let pe = 2u * pu(P_experts);
+  let row = col * pu(P_rowBytes);
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
     let j = c0 + t;
     var sb: PB;
@@ -139,7 +142,7 @@ ${terms}
       }
       workgroupBarrier();
       if (t < rows) {
-        let o = pu(3u) + ${moeOutRow(moe)} * pu(4u) + pu(5u) + col;
+        let o = pu(P_outOff) + ${moeOutRow(moe)} * pu(P_outStride) + pu(P_col0) + col;
         var acc = select(OUT[o], 0.0, c0 == 0u);
         let n = min(64u, nb - c0);
         for (var jj = 0u; jj < n; jj++) {
@@ -153,6 +156,7 @@ ${terms}
   }
 `;
   return `${HEADER}
+${paramConsts('qmatmul')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(3) var<storage, read_write> DX: array<f32>;
@@ -168,8 +172,8 @@ var<workgroup> offt: array<f32, ${TM * 64}>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let col = group_id(wid, nwg);
-  if (col >= pu(0u)) { return; }
-  let K = pu(1u);
+  if (col >= pu(P_rows)) { return; }
+  let K = pu(P_k);
   let nb = K / 32u;
 ${whole ? wholeBody : tiledBody}}`;
 }
