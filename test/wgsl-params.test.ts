@@ -19,6 +19,7 @@ import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { embedPartFloatShader, embedPartQuantShader } from '../src/kernels/webgpu/wgsl/embed-ids.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 
@@ -61,6 +62,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   quant_acts: [quantActsShader(true), quantActsShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
     quantMatmulShader('q5_1', true, false, 'scatter', true)],
+  matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
+    floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true)],
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {

@@ -14,7 +14,7 @@ import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type Gpu
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
-import { GROUP_SEGMENTS, floatMatmulGroupShader } from './wgsl/matmul-group.js';
+import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
@@ -158,22 +158,12 @@ export class WebGpuKernels {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
-    const params = [k, m, x.offset, segs.length];
-    let cols = 0;
-    for (const s of segs) {
-      params.push(cols, s.part.rows, s.out.offset, s.n, s.part.row0);
-      cols += s.part.rows;
-    }
     const n = segs.length;
-    if (norm || gate) {
-      while (params.length < 24) params.push(0);
-      params.push(norm ? f32(norm.eps) : 0, norm?.zeroCentered ? 1 : 0, gate?.b.offset ?? 0);
-      if (gate) need(gate.b, m * k, 'matmulAdd gate');
-    }
-    if (moe) {
-      while (params.length < 27) params.push(0);
-      params.push(moe.expert, moe.experts);
-    }
+    if (gate) need(gate.b, m * k, 'matmulAdd gate');
+    const cols = segs.reduce((a, s) => a + s.part.rows, 0);
+    const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })));
+    const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
+      zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0 });
     const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
     this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole), params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),

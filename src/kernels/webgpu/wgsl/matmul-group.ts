@@ -11,13 +11,14 @@
 // sums each of its rows' squares as the NORM kernel does (thread t: indices ≡ t mod 64 in
 // order, then the same tree) and scales x[k] by (x[k]·inv)·w'[k] as NORM writes it — the
 // bits of NORM then the matmul, without the normed rows' round trip or a dispatch.
-// params: 0 K, 1 M, 2 x offset, 3 segments, then per segment s (words 4 + 5s ..):
-//   first workgroup column, rows in part, out offset, out row stride (N), col0;
-//   norm: 24 eps (f32), 25 zero-centred weight; gate: 26 the gate's offset.
+// params: PARAMS.matmul_group (params.ts): per segment s, seg<s>Start (its first workgroup
+//   column), seg<s>Rows (rows in the part), seg<s>OutOff, seg<s>OutStride (N), seg<s>Col0;
+//   norm: eps, zeroCentered; gate: gateOff; moe: expert, experts (E).
 // `gate`: the input element is x ⊙ act(g) (a·silu(b) or a·sigmoid(b), the element-wise
 // kernel's expression), g read at the same element as x.
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
 // gate: 2 + 2S GB.
+import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
 import { TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
 
@@ -26,8 +27,8 @@ export const GROUP_SEGMENTS = 4;
 export const WHOLE_K = 2048;
 
 /** `accumulate`: out += the sum (Kernels.matmulAdd: the bits of matmul then add). */
-/** `moe` (grouped MoE, wgsl/moe.ts's plan): the rows are expert pu(27)'s run of the
- * gathered input (count and first position from PLAN; E = pu(28)); a tile past the count
+/** `moe` (grouped MoE, wgsl/moe.ts's plan): the rows are expert P_expert's run of the
+ * gathered input (count and first position from PLAN; E = P_experts); a tile past the count
  * exits before reading a weight. 'gather': output row = the gathered position; 'scatter':
  * output row = the position's entry i·topK + s. `whole` (K ≤ WHOLE_K): one workgroup runs
  * all of the expert's row tiles (grid z = 1), its weight row read once: thread t keeps the
@@ -38,9 +39,10 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
   if (moe && (norm || gate)) throw new Error('matmul group: a MoE group has no norm or gate');
-  const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(26u) + ${i} - pu(2u)]))` : `X[${i}]`;
-  const put = (v: string): string => `let o = pu(SEG + 2u) + ${moeOutRow(moe)} * pu(SEG + 3u) + pu(SEG + 4u) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
-  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG\b/g, `${4 + 5 * s}u`);
+  const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(P_gateOff) + ${i} - pu(P_xOff)]))` : `X[${i}]`;
+  const put = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  // SEG_<field> → P_seg<s><field>: segment s's parameters
+  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
   const readers = Array.from({ length: segments }, (_, s) =>
     floatWeightReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwf\(/g, `wf${s}(`)).join('\n');
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
@@ -66,18 +68,19 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   // the segment of this workgroup is uniform (from workgroup_id), so the barriers stay in
   // uniform control flow
   const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG);
+    let col = gcol - pu(SEG_Start);
     for (var k = t; k < K; k += 64u) {
       let w = ${whole ? 'wreg[k / 64u]' : 'wf(col * K + k)'};
-      ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(25u) == 1u);' : ''}
+      ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(P_zeroCentered) == 1u);' : ''}
       for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
     }
   }`)).join(' ');
   const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG);${store}
+    let col = gcol - pu(SEG_Start);${store}
   }`)).join(' ');
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
+${paramConsts('matmul_group')}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 ${outs}
 ${readers}
@@ -90,23 +93,23 @@ var<workgroup> red: array<f32, ${TM * 64}>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
   let gcol = group_id(wid, nwg);
-  let K = pu(0u);
+  let K = pu(P_k);
   ${whole ? '' : 'let m0 = wid.z * TM;'}
   var sg = ${segments}u;
-  for (var s = 0u; s < pu(3u); s++) { if (gcol >= pu(4u + 5u * s) && gcol < pu(4u + 5u * s) + pu(5u + 5u * s)) { sg = s; } }
+  ${segmentOf(segments)}
   if (sg == ${segments}u) { return; }
   ${whole ? `${wholePrelude(segments, seg)}
   for (var m0 = 0u; m0 < cnt; m0 += TM) {
-  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pu(27u)', 'pu(28u)', 'pu(1u)')}
+  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pu(P_expert)', 'pu(P_experts)', 'pu(P_m)')}
   var acc: array<f32, ${TM}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
-  let xb = pu(2u) + (rb + m0) * K;${norm ? `
+  let xb = pu(P_xOff) + (rb + m0) * K;${norm ? `
   var inv: array<f32, ${TM}>;
   for (var r = 0u; r < rows; r++) {
     var ss = 0.0;
     for (var p = t; p < K; p += 64u) { let v = X[xb + r * K + p]; ss = ss + v * v; }
     let total = tree_sum(t, ss);
-    inv[r] = 1.0 / sqrt(total / f32(K) + pf(24u));
+    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
   }` : ''}
   ${sums}${reduce}
   ${stores}${whole ? `
@@ -119,13 +122,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
  * read) and this thread's weight elements k ≡ t (mod 64) of the workgroup's column. */
 function wholePrelude(segments: number, seg: (s: number, body: string) => string): string {
   const loads = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG);
+    let col = gcol - pu(SEG_Start);
     for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(col * K + k); }
   }`)).join(' ');
-  return `let cnt = u32(PLAN[pu(27u)]);
+  return `let cnt = u32(PLAN[pu(P_expert)]);
   if (cnt == 0u) { return; }
-  let rb = u32(PLAN[pu(28u) + pu(27u)]);
-  let pe = 2u * pu(28u);
+  let rb = u32(PLAN[pu(P_experts) + pu(P_expert)]);
+  let pe = 2u * pu(P_experts);
   var wreg: array<f32, ${WHOLE_K / 64}>;
   ${loads}`;
+}
+
+/** sg = the segment whose workgroup columns hold gcol (the last such of the first
+ * P_segments; none: stays `segments`). */
+function segmentOf(segments: number): string {
+  return Array.from({ length: segments }, (_, s) =>
+    `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && gcol < pu(P_seg${s}Start) + pu(P_seg${s}Rows)) { sg = ${s}u; }`).join('\n  ');
+}
+
+type SegmentParams = Omit<ParamValues<'matmul_group'>, 'k' | 'm' | 'xOff' | 'segments' | 'eps' | 'zeroCentered' | 'gateOff' | 'expert' | 'experts'>;
+
+/** The matmul_group fields of up to GROUP_SEGMENTS segments (those past the group's: 0);
+ * the segments' workgroup columns are consecutive, so segment s starts after the rows of
+ * the ones before it. */
+export function groupSegmentParams(segs: readonly { rows: number; outOff: number; outStride: number; col0: number }[]): SegmentParams {
+  if (segs.length > GROUP_SEGMENTS) throw new RangeError(`matmul group: ${segs.length} segments > ${GROUP_SEGMENTS}`);
+  const p: Record<string, number> = {};
+  let start = 0;
+  for (let s = 0; s < GROUP_SEGMENTS; s++) {
+    const seg = segs[s] ?? { rows: 0, outOff: 0, outStride: 0, col0: 0 };
+    Object.assign(p, { [`seg${s}Start`]: segs[s] ? start : 0, [`seg${s}Rows`]: seg.rows, [`seg${s}OutOff`]: seg.outOff, [`seg${s}OutStride`]: seg.outStride,
+      [`seg${s}Col0`]: seg.col0 });
+    start += seg.rows;
+  }
+  return p as SegmentParams;
 }
