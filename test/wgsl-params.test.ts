@@ -10,7 +10,7 @@ import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '.
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 import { ATTENTION_GROUP } from '../src/kernels/webgpu/wgsl/attention-group.js';
-import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE } from '../src/kernels/webgpu/wgsl/rows.js';
+import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
@@ -42,6 +42,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   fill: FILL,
   gather_rows: GATHER_ROWS,
   add_sigmoid_scaled: ADD_SIGMOID_SCALED,
+  moe_scatter: MOE_SCATTER,
   moe_combine: MOE_COMBINE,
   norm: NORM,
   elementwise: ELEMENTWISE,

@@ -35,6 +35,7 @@ export function argmaxMaskedDispatch(g: WebGpuKernels, enc: StepEncoder, out: Gp
   upload: (words: Uint32Array) => GpuTensor, masks: readonly (Uint32Array | null)[]): void {
   const words = Math.ceil(n / 32);
   const packed = upload(packMasks(masks, n));
-  g.run(enc, 'argmax_masked', () => ARGMAX_MASKED, packParams('argmax_masked', { m, n, stride, xOff: x.offset, outOff: out.offset, maskOff: packed.offset, words, negInf: -Infinity }), null,
+  const params = packParams('argmax_masked', { m, n, stride, xOff: x.offset, outOff: out.offset, maskOff: packed.offset, words, negInf: -Infinity });
+  g.run(enc, 'argmax_masked', () => ARGMAX_MASKED, params, null,
     [out.buffer, x.buffer, packed.buffer], grid(m), 'argmax');
 }

@@ -1,10 +1,10 @@
 // The table of WGSL kernels' parameter blocks (binding 0: 64 u32 words; a shader reads word
-// i with pu(i) or pf(i), wgsl/common.ts HEADER). For each kernel: its fields in slot order
-// and their types. The host fills a block by name (`packParams`), the shader names its slots
-// through `paramConsts` (`const P_<field> = <slot>u;`), so neither side spells a position;
-// test/wgsl-params.test.ts checks that every tabled shader reads exactly its fields, each
-// with its type's reader, and no slot by number. Kernels not in the table yet document
-// their positional blocks in their shader's comment.
+// i with pu(i), pi(i) or pf(i), wgsl/common.ts HEADER). For each webgpu kernel: its fields
+// in slot order and their types. The host fills a block by name (`packParams`), the shader
+// names its slots through `paramConsts` (`const P_<field> = <slot>u;`), so neither side
+// spells a position; test/wgsl-params.test.ts checks that every shader (each variant of a
+// shared block) reads only its fields, each with its type's reader, no slot by number, and
+// every field in some variant.
 
 export type ParamType = 'u32' | 'i32' | 'f32';
 
@@ -43,6 +43,7 @@ export const PARAMS = {
   fill: fields({ n: 'u32', dstOff: 'u32', value: 'f32' }),
   gather_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', srcOff: 'u32', rowsOff: 'u32' }),
   add_sigmoid_scaled: fields({ m: 'u32', d: 'u32', outOff: 'u32', yOff: 'u32', gOff: 'u32' }),
+  moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
   moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32' }),
   norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', zeroCentered: 'u32', gated: 'u32', eps: 'f32' }),
   elementwise: fields({ n: 'u32', op: 'u32', outOff: 'u32', aOff: 'u32', bOff: 'u32' }),

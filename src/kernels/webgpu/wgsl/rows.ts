@@ -60,24 +60,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 
 // MoE experts. MOE_SCATTER parks expert e's outputs Y [M, H] at the (row, slot)s routed to
-// it: SLOT[(i·topK + s), :] = Y[i, :] where IDS[i, s] = e. params: 0 M, 1 topK, 2 H, 3 e,
-// 4 slot off, 5 y off, 6 ids off. MOE_COMBINE sums a row's slots in slot order:
-// OUT[i, d] = Σ_s W[i, s]·SLOT[(i·topK + s), d] (f32, from 0). params: 0 M, 1 topK, 2 H,
-// 3 out off, 4 slot off, 5 weights off.
+// it: SLOT[(i·topK + s), :] = Y[i, :] where IDS[i, s] = e. MOE_COMBINE sums a row's slots
+// in slot order: OUT[i, d] = Σ_s W[i, s]·SLOT[(i·topK + s), d] (f32, from 0). params:
+// PARAMS.moe_scatter, PARAMS.moe_combine (params.ts).
 export const MOE_SCATTER = /* wgsl */ `${HEADER}
+${paramConsts('moe_scatter')}
 @group(0) @binding(1) var<storage, read_write> SLOT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<storage, read_write> IDS: array<i32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let g = group_id(wid, nwg) * 64u + t;
-  let h = pu(2u);
-  let k = pu(1u);
-  if (g >= pu(0u) * k * h) { return; }
+  let h = pu(P_h);
+  let k = pu(P_topK);
+  if (g >= pu(P_m) * k * h) { return; }
   let is = g / h;
   let d = g % h;
-  if (IDS[pu(6u) + is] != i32(pu(3u))) { return; }
-  SLOT[pu(4u) + is * h + d] = Y[pu(5u) + (is / k) * h + d];
+  if (IDS[pu(P_idsOff) + is] != i32(pu(P_e))) { return; }
+  SLOT[pu(P_slotOff) + is * h + d] = Y[pu(P_yOff) + (is / k) * h + d];
 }`;
 
 export const MOE_COMBINE = /* wgsl */ `${HEADER}
