@@ -16,7 +16,6 @@ import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
-import { embedPartFloatShader, embedPartQuantShader } from '../src/kernels/webgpu/wgsl/embed-ids.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
@@ -55,8 +54,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),
   embed_quant: embedQuantShader('q4_k'),
-  embed_part_float: embedPartFloatShader('f16'),
-  embed_part_quant: embedPartQuantShader('q6_k'),
+  embed_part_float: embedFloatShader('f16', true),
+  embed_part_quant: embedQuantShader('q6_k', true),
   argmax_masked: ARGMAX_MASKED,
   kv_write: KV_WRITE,
   attention: ATTENTION,

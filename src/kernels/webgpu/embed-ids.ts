@@ -3,7 +3,7 @@
 // device int32 tensor (MTP drafts chained on the device: a draft's argmax feeds the next
 // draft's embedding without a read-back). A one-part table takes the embed shader of
 // host ids (the ids' offset is a parameter); a table split in row parts runs one dispatch
-// per part over all ids, each writing only the rows of ids it holds (wgsl/embed-ids.ts).
+// per part over all ids, each writing only the rows of ids it holds (the part form of dense.ts's embed shaders).
 import { isQuantType, type QuantType } from '../quant/formats.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
@@ -11,7 +11,7 @@ import type { GpuTensor } from './tensor.js';
 import type { GpuWeight } from './weights.js';
 import { packParams } from './params.js';
 import { grid } from './wgsl/common.js';
-import { embedPartFloatShader, embedPartQuantShader } from './wgsl/embed-ids.js';
+import { embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 
 /** out[i, :] = table row ids[i] for i < t (ids: an i32 view of t ids, each in [0, table.rows)). */
 export function embedDeviceIds(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, table: GpuWeight, ids: GpuTensor, t: number): void {
@@ -29,10 +29,10 @@ export function embedDeviceIds(g: WebGpuKernels, enc: StepEncoder, out: GpuTenso
     const buffers = [out.buffer, ids.buffer, part.buffer];
     if (quant) {
       const params = packParams('embed_part_quant', { ...common, rowBytes: table.rowBytes });
-      g.run(enc, `embed_part_${dtype}`, () => embedPartQuantShader(dtype as QuantType), params, null, buffers, grid(Math.ceil((t * d) / 32 / 64)), 'embed');
+      g.run(enc, `embed_part_${dtype}`, () => embedQuantShader(dtype as QuantType, true), params, null, buffers, grid(Math.ceil((t * d) / 32 / 64)), 'embed');
     } else {
       const params = packParams('embed_part_float', common);
-      g.run(enc, `embed_part_${dtype}`, () => embedPartFloatShader(dtype as 'f32' | 'bf16' | 'f16'), params, null, buffers, grid(Math.ceil((t * d) / 64)), 'embed');
+      g.run(enc, `embed_part_${dtype}`, () => embedFloatShader(dtype as 'f32' | 'bf16' | 'f16', true), params, null, buffers, grid(Math.ceil((t * d) / 64)), 'embed');
     }
   }
 }

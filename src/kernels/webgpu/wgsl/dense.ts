@@ -88,10 +88,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   X[b + f + half] = x2 * c + x1 * s;
 }`;
 
-// Embedding of float tables: out[i, e] = W[ids[i], e]. params: PARAMS.embed_float (params.ts).
-export function embedFloatShader(dtype: 'f32' | 'bf16' | 'f16'): string {
+// Embedding: out[i, e] = W[ids[i], e]. A part of a split table (part = true; Kernels.embedIds
+// over a table past the binding limit, see embed-ids.ts) runs over all T ids and writes only the
+// rows whose id falls in its range [row0, row0 + rows): the parts together write each row once,
+// with the same readers and dequantisation as the whole table.
+// params: PARAMS.embed_float / embed_quant, or embed_part_float / embed_part_quant (params.ts).
+
+/** The table row of token i: its id, or (a part) the id relative to the part, returning from
+ * main when another part holds it. */
+function tableRow(part: boolean): string {
+  return part
+    ? `let local = IDS[pu(P_idsOff) + i] - pi(P_row0);
+  if (local < 0 || local >= pi(P_rows)) { return; }
+  let id = u32(local);`
+    : 'let id = u32(IDS[pu(P_idsOff) + i]);';
+}
+
+export function embedFloatShader(dtype: 'f32' | 'bf16' | 'f16', part = false): string {
   return `${HEADER}
-${paramConsts('embed_float')}
+${paramConsts(part ? 'embed_part_float' : 'embed_float')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
 ${floatWeightReader(dtype, 3)}
@@ -102,17 +117,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (g >= pu(P_t) * D) { return; }
   let i = g / D;
   let e = g % D;
-  let id = u32(IDS[pu(P_idsOff) + i]);
+  ${tableRow(part)}
   OUT[pu(P_outOff) + g] = wf(id * D + e);
 }`;
 }
 
-// Embedding of quantized tables, GGML's dequantisation: thread per (token, sub-block).
-// params: PARAMS.embed_quant (params.ts).
-export function embedQuantShader(type: QuantType): string {
+// Quantized tables, GGML's dequantisation: thread per (token, sub-block).
+export function embedQuantShader(type: QuantType, part = false): string {
   const value = quantEmbedValue(type);
   return `${HEADER}
-${paramConsts('embed_quant')}
+${paramConsts(part ? 'embed_part_quant' : 'embed_quant')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
 @group(0) @binding(3) var<storage, read_write> W: array<u32>;
@@ -126,7 +140,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (g >= pu(P_t) * nsb) { return; }
   let i = g / nsb;
   let j = g % nsb;
-  let sb = sub_block(u32(IDS[pu(P_idsOff) + i]) * pu(P_rowBytes), j);
+  ${tableRow(part)}
+  let sb = sub_block(id * pu(P_rowBytes), j);
   let o = pu(P_outOff) + i * D + j * 32u;
   for (var l = 0u; l < 32u; l++) { OUT[o + l] = ${value}; }
 }`;
@@ -139,12 +154,21 @@ export function quantEmbedValue(type: QuantType): string {
 }
 
 // Greedy pick per row: the lowest index of the maximum; NaN never wins; all-NaN → 0.
-// params: 0 M, 1 n, 2 stride, 3 x offset, 4 out offset. One workgroup of 64 per row; (value, index)
-// pairs combined by a fixed tree.
-export const ARGMAX = /* wgsl */ `${HEADER}
-${paramConsts('argmax')}
+// One workgroup of 64 per row; (value, index) pairs combined by a fixed tree.
+// Masked (Kernels.argmaxRowsMasked): ids whose mask bit is clear count as −∞ (negInf) — not
+// skipped, so an all-masked row picks as the host's masked row does. Row r's mask: words
+// [maskOff + r·words, + words), bit i & 31 of word i >> 5.
+// params: PARAMS.argmax / PARAMS.argmax_masked (params.ts).
+export function argmaxShader(masked: boolean): string {
+  const value = masked
+    ? `let allowed = ((MASK[mbase + (p >> 5u)] >> (p & 31u)) & 1u) == 1u;
+    let x = select(pf(P_negInf), X[base + p], allowed);`
+    : 'let x = X[base + p];';
+  return /* wgsl */ `${HEADER}
+${paramConsts(masked ? 'argmax_masked' : 'argmax')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<i32>;
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
+${masked ? '@group(0) @binding(3) var<storage, read_write> MASK: array<u32>;' : ''}
 var<workgroup> bv: array<f32, 64>;
 var<workgroup> bi: array<i32, 64>;
 fn better(v: f32, i: i32, w: f32, j: i32) -> bool {
@@ -159,10 +183,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (row >= pu(P_m)) { return; }
   let n = pu(P_n);
   let base = pu(P_xOff) + row * pu(P_stride);
+  ${masked ? 'let mbase = pu(P_maskOff) + row * pu(P_words);' : ''}
   var v = 0.0;
   var i = -1;
   for (var p = t; p < n; p += 64u) {
-    let x = X[base + p];
+    ${value}
     if (x == x && better(v, i, x, i32(p))) { v = x; i = i32(p); }
   }
   bv[t] = v;
@@ -174,6 +199,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   if (t == 0u) { OUT[pu(P_outOff) + row] = max(bi[0], 0); }
 }`;
+}
+
+export const ARGMAX = argmaxShader(false);
 
 // MoE router, thread per row: softmax over E (f32), top-k by logit (ties → lower id),
 // optional renormalisation. params: 0 M, 1 E, 2 topK, 3 renormalize, 4 ids, 5 weights,
