@@ -4,8 +4,9 @@
 // vocabulary, or of those logits under the request's constraint mask (argmaxRowsMasked: the
 // masked ids count as −∞, as adjustInPlace writes them): greedy, no penalty, no logit bias, no
 // logprobs and no logits capture; or greedy with penalties or a non-empty logit bias, the
-// host finishing the pick from a few gathered logits (device-finish.ts). Every other row takes the host path (its logits rows read
-// back, then adjusted and sampled by step-sampling.ts). Both paths give the same ids: the
+// host finishing the pick from a few gathered logits (device-finish.ts). Every other row
+// takes the host path (its logits rows read back, then adjusted and sampled by
+// step-sampling.ts). Both paths give the same ids: the
 // kernels' argmax is the reference's (lowest id among equal maxima; NaN never wins).
 import type { Matcher } from '../constrain/constraint.js';
 import type { RequestView } from './request.js';
