@@ -559,6 +559,12 @@ for (const { label, k } of backends) {
         k.argmaxRowsMasked(got2, 1, x, m, n, stride, masks);
         same(got2.subarray(1), masked, `argmaxRowsMasked n=${n}`);
         assert.equal(masked[0], 0);
+        // gatherPicked: each row's raw logit at its picked id (NaN and −∞ copied as they are)
+        const vals = k.alloc(m + 1);
+        vals.fill(-5);
+        k.gatherPicked(vals, 1, x, got2.subarray(1), m, stride);
+        same(vals.subarray(1), Float32Array.from(masked, (id, i) => x[i * stride + id]!), `gatherPicked n=${n}`);
+        assert.equal(vals[0], -5, 'gatherPicked writes only its m values');
       }
     });
 

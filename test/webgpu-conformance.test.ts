@@ -26,7 +26,7 @@ import { randomWeight, relErr, rng } from './numeric.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { gpuUnderTest, readI32, run } from './webgpu-helpers.js';
 import { embedDeviceIds } from '../src/kernels/webgpu/embed-ids.js';
-import { argmaxMaskedDispatch } from '../src/kernels/webgpu/argmax-masked.js';
+import { argmaxMaskedDispatch, gatherPickedOn } from '../src/kernels/webgpu/argmax-masked.js';
 import { gpuRowBytes } from '../src/kernels/webgpu/weights.js';
 import { view } from '../src/kernels/webgpu/tensor.js';
 
@@ -231,6 +231,10 @@ describe('webgpu kernel conformance', () => {
       const gx = g.alloc.upload(x);
       await run(g, (e) => argmaxMaskedDispatch(g, e, out, gx, m, n, stride, (w) => g.alloc.upload(new Int32Array(w.buffer, w.byteOffset, w.length)), masks));
       same(await readI32(g, out), want, `argmaxRowsMasked n=${n}`);
+      // gatherPicked: each row's logit at the picked id, read on the device
+      const vals = g.alloc.tensor([m + 1]);
+      const [got] = await run(g, (e) => gatherPickedOn(g, e, { out: vals, outOffset: 1, x: gx, ids: out, m, stride }), vals);
+      same(got!.subarray(1), Float32Array.from(want, (id, i) => x[i * stride + id]!), `gatherPicked n=${n}`);
     }
   });
 

@@ -7,7 +7,10 @@
 // - the read-back carries exactly one id instead of one vocabulary row per sampled token;
 // - MTP drafts chain on the device: a round (k drafts + verify) reads back at most twice;
 // - a constrained greedy request picks under its grammar mask on the device (argmaxRowsMasked)
-//   == the host path (mask on read-back logits) == wasm.
+//   == the host path (mask on read-back logits) == wasm;
+// - greedy requests with penalties or logit bias pick on the device over their untouched ids,
+//   the host finishing from the touched ids' logits (engine/device-finish.ts) == the host
+//   path == wasm, reading back a few values per step instead of a row.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -180,6 +183,41 @@ describe('greedy picks on the device', () => {
       for (const r of reqs) alone.push(...await ids(e, [r]));
       assert.deepEqual(await ids(e, reqs), alone);
       assert.deepEqual(alone[1], alone[3], 'logprobs and capture (host picks) agree');
+    });
+  });
+
+  test('greedy with penalties / logit bias: device-finished picks == host path == wasm; a step reads back a few values, not a row', async () => {
+    const [p0, p1] = golden();
+    const n = 6;
+    const reqs: GenerateRequest[] = [
+      { promptIds: p0!.prompt_ids, maxTokens: n, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
+      // the bias pushes the golden run's 2nd token out and lifts its 3rd: the picks change
+      { promptIds: p1!.prompt_ids, maxTokens: n, ignoreEos: true,
+        logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3], [17, 1]]) } },
+    ];
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, reqs));
+    assert.notDeepEqual(want[1], p1!.greedy_ids.slice(0, n), 'the bias changes the picks');
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, async (e) => {
+      const c = counters(e);
+      const vocab = e.model.config.vocabSize;
+      for (const [i, r] of reqs.entries()) {
+        const measure = async (capture: boolean): Promise<{ out: number[]; reads: number; bytes: number }> => {
+          const [r0, b0] = [c.steps, c.readBackBytes];
+          // a logits capture sends the request down the host path (its rows read back)
+          const done = await e.complete({ ...r, ...(capture ? { captureLogits: () => undefined } : {}) });
+          return { out: [...done.outputIds], reads: c.steps - r0, bytes: c.readBackBytes - b0 };
+        };
+        const host = await measure(true);
+        const device = await measure(false);
+        assert.deepEqual(device.out, host.out, `request ${i}: device-finished == host path`);
+        assert.deepEqual(device.out, want[i], `request ${i}: == wasm`);
+        assert.equal(device.reads, host.reads, 'one read-back per step either way');
+        // per sampled token: id + its logit + the touched ids' logits (prompt, output, bias ids) instead of a row
+        const touchedMax = (r.promptIds ?? []).length + n + 3;
+        assert.ok(device.bytes <= n * 4 * (2 + touchedMax), `request ${i}: ${device.bytes} bytes read back for ${n} tokens`);
+        assert.ok(host.bytes - device.bytes >= n * (vocab - 2 - touchedMax) * 4, 'a logits row per token no longer comes back');
+        console.log(JSON.stringify({ request: i, tokens: n, hostBytes: host.bytes, deviceBytes: device.bytes, vocab }));
+      }
     });
   });
 });

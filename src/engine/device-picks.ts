@@ -3,8 +3,10 @@
 // A row picks on the kernels when its token is the argmax of the raw logits over the sample
 // vocabulary, or of those logits under the request's constraint mask (argmaxRowsMasked: the
 // masked ids count as −∞, as adjustInPlace writes them): greedy, no penalty, no logit bias, no
-// logprobs and no logits capture. Every other row takes the host path (its logits rows read
-// back, then adjusted and sampled by step-sampling.ts). Both paths give the same ids: the
+// logprobs and no logits capture; or greedy with penalties or a non-empty logit bias, the
+// host finishing the pick from a few gathered logits (device-finish.ts). Every other row
+// takes the host path (its logits rows read back, then adjusted and sampled by
+// step-sampling.ts). Both paths give the same ids: the
 // kernels' argmax is the reference's (lowest id among equal maxima; NaN never wins).
 import type { Matcher } from '../constrain/constraint.js';
 import type { RequestView } from './request.js';
@@ -30,9 +32,17 @@ export function draftPicksOnKernels(req: RequestView): boolean {
 }
 
 /** Does the request's next token (decode, or each verify position) come from the kernels'
- * argmax (under its constraint mask)? */
+ * argmax (under its constraint mask), finished on the host when finishesOnHost? */
 export function picksOnKernels(req: RequestView): boolean {
-  return maskedArgmax(req) && req.onLogprob === null && req.captureLogits === null;
+  return (maskedArgmax(req) || finishesOnHost(req)) && req.onLogprob === null && req.captureLogits === null;
+}
+
+/** A greedy request with penalties or a non-empty logit bias: the kernels pick over the ids
+ * neither touches, the host finishes with the touched ids' logits (greedy-finish.ts). */
+export function finishesOnHost(req: RequestView): boolean {
+  const p = req.sampling;
+  const penalties = p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
+  return isGreedy(p) && (penalties || (req.adjust?.bias?.size ?? 0) > 0);
 }
 
 /** The mask argmaxRowsMasked applies for a matcher (null: none, or every id allowed). */

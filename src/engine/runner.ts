@@ -14,6 +14,7 @@ import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
 import { idsOf, maskOf, picksOnKernels } from './device-picks.js';
+import { finishMask, finishPicks, planFinish, type FinishPlan } from './device-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
@@ -40,6 +41,8 @@ export class Runner {
   private readonly vocab: number;
   /** The kernels' picks of a step, [rows of `all`] (grown on demand). */
   private picks: { t: Tensor; rows: number } | null = null;
+  /** The host-finished rows' gathered logits (device-finish.ts), grown as needed. */
+  private finishBufs: { values: Tensor; rows: number; touched: Tensor; touchedCap: number } | null = null;
 
   constructor(
     readonly model: AnyModel,
@@ -90,7 +93,9 @@ export class Runner {
     const all = this.ws.logits.rows(want.length);
     if (want.length > 0) lmHeadInto(this.model, this.ws, fw.hidden, want, all);
     const layout = this.logitsLayout(rows, offsets);
-    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout)) : null;
+    const finish = planFinish(rows, layout, this.sampleVocab, this.vocab);
+    const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout, finish)) : null;
+    const gathered = finish ? this.gatherFinish(all, want.length, finish) : null;
     const whole = this.wholePromptHits(rows);
     const h = this.model.config.hiddenSize;
     // the hidden rows a snapshot may read (consecutive rows of fw.hidden per batch row)
@@ -101,12 +106,14 @@ export class Runner {
     const read = await this.model.kernels.readBack([
       { t: whole.logits, offset: 0, length: whole.count * this.vocab },
       ...(picks ? [{ t: picks, offset: 0, length: want.length }] : []),
+      ...(gathered ? [{ t: gathered.values, offset: 0, length: want.length }, { t: gathered.touched, offset: 0, length: finish!.flat.length }] : []),
       ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
       ...hiddenRows.map((i) => ({ t: fw.hidden, offset: offsets[i]! * h, length: rows[i]!.n * h })),
     ]);
     const [hits] = read;
-    const ids = picks ? idsOf(read[1]!) : null;
-    const first = picks ? 2 : 1;
+    const first = (picks ? 2 : 1) + (gathered ? 2 : 0);
+    // rows the host finishes: their ids from the picks and the gathered logits
+    const ids = picks ? (finish ? finishPicks(finish, idsOf(read[1]!), read[2]!, read[3]!) : idsOf(read[1]!)) : null;
     const hostLogits = new Map(hostRows.map((i, r) => [i, read[first + r]!]));
     const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
     return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets);
@@ -126,9 +133,12 @@ export class Runner {
   /** Per logits row of `all`: the constraint mask its kernels pick applies (a decode row's
    * committed matcher, verify position s's matcher after the drafts before it), null for
    * none and for host-path rows (their picks are not used); [] when no row has a mask. */
-  private pickMasks(rows: readonly BatchRow[], layout: { count: number[]; onKernels: boolean[] }): (Uint32Array | null)[] {
+  private pickMasks(rows: readonly BatchRow[], layout: { first: number[]; count: number[]; onKernels: boolean[] }, finish: FinishPlan | null): (Uint32Array | null)[] {
     const masks = rows.flatMap((r, i) => Array.from({ length: layout.count[i]! }, (_, s): Uint32Array | null => {
       const req = r.req!;
+      // a row the host finishes: its allowed ids less the touched ones
+      const untouched = finishMask(finish, layout.first[i]! + s);
+      if (untouched) return untouched;
       if (!layout.onKernels[i] || !req.adjust?.constraint) return null;
       return maskOf(r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req));
     }));
@@ -145,6 +155,21 @@ export class Runner {
     if (masks.length > 0) this.model.kernels.argmaxRowsMasked(this.picks.t, 0, all, n, this.sampleVocab, this.vocab, masks);
     else this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
     return this.picks.t;
+  }
+
+  /** The logits the host's finish reads: per row of `all` [0, n), the logit at its pick
+   * (gatherPicked, after pickRows), and the plan's touched logits (gatherRows, width 1). */
+  private gatherFinish(all: Tensor, n: number, plan: FinishPlan): { values: Tensor; touched: Tensor } {
+    const k = this.model.kernels;
+    if (!this.finishBufs || this.finishBufs.rows < n || this.finishBufs.touchedCap < plan.flat.length) {
+      const rows = Math.max(n, this.finishBufs?.rows ?? 4);
+      const touchedCap = Math.max(plan.flat.length, 2 * (this.finishBufs?.touchedCap ?? 256));
+      this.finishBufs = { values: k.alloc(rows), rows, touched: k.alloc(touchedCap), touchedCap };
+    }
+    const { values, touched } = this.finishBufs;
+    k.gatherPicked(values, 0, all, this.picks!.t, n, this.vocab);
+    if (plan.flat.length > 0) k.gatherRows(touched, all, plan.flat, 1);
+    return { values, touched };
   }
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,

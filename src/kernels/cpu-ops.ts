@@ -11,6 +11,16 @@ export function view(t: Float32Array, offset: number, length: number): Float32Ar
   return t.subarray(offset, offset + length);
 }
 
+/** gatherPicked for host-memory rows: out[outOffset + i] = x[i·stride + ids[i]]. */
+export function gatherPicked(out: Float32Array, outOffset: number, x: Float32Array, ids: Int32Array, m: number, stride: number): void {
+  if (outOffset + m > out.length || m > ids.length) throw new RangeError(`gatherPicked: ${m} rows past the tensors`);
+  for (let i = 0; i < m; i++) {
+    const id = ids[i]!;
+    if (!(id >= 0 && id < stride && i * stride + id < x.length)) throw new RangeError(`gatherPicked: row ${i}'s id ${id} outside its row of ${stride}`);
+    out[outOffset + i] = x[i * stride + id]!;
+  }
+}
+
 /** argmaxRowsMasked for host-memory rows: each masked row copied, its clear ids set to −∞,
  * then the backend's `argmax` (the ref's ids). */
 export function argmaxRowsMasked(argmax: Kernels['argmax'], out: Int32Array, outOffset: number, x: Float32Array, m: number, n: number,

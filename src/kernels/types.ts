@@ -232,6 +232,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * it is. masks.length = m. */
   argmaxRowsMasked(out: I, outOffset: number, x: T, m: number, n: number, stride: number, masks: readonly (Uint32Array | null)[]): void;
 
+  /** out[outOffset + i] = x[i·stride + ids[i]] for i < m (0 ≤ ids[i] < stride): each row's
+   * logit at the id argmaxRows* picked, so a greedy pick the host finishes (penalties, bias:
+   * engine/greedy-finish.ts) reads back that value, not the row. Exact (a copy). */
+  gatherPicked(out: T, outOffset: number, x: T, ids: I, m: number, stride: number): void;
+
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void;

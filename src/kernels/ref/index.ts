@@ -71,6 +71,7 @@ export function createRefKernels(): Kernels {
     argmax: dense.argmax,
     argmaxRows: (out, outOffset, x, m, n, stride) => dense.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride),
     argmaxRowsMasked: (out, outOffset, x, m, n, stride, masks) => cpu.argmaxRowsMasked(dense.argmax, out, outOffset, x, m, n, stride, masks),
+    gatherPicked: (out, outOffset, x, ids, m, stride) => cpu.gatherPicked(out, outOffset, x, ids, m, stride),
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,

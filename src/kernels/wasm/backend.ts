@@ -242,6 +242,11 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     cpu.argmaxRowsMasked((o, r, mm, nn, st) => this.argmax(o, r, mm, nn, st), out, outOffset, x, m, n, stride, masks);
   }
 
+  /** Host rows: a copy per row. */
+  gatherPicked(out: Float32Array, outOffset: number, x: Float32Array, ids: Int32Array, m: number, stride: number): void {
+    cpu.gatherPicked(out, outOffset, x, ids, m, stride);
+  }
+
   /** Ids are views of the arena's memory: embed over them. */
   embedIds(out: Float32Array, table: Weight, ids: Int32Array, idsOffset: number, m: number): void {
     this.embed(out, table, cpu.idsIn(ids, idsOffset, m));

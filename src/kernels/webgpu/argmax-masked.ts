@@ -39,3 +39,13 @@ export function argmaxMaskedDispatch(g: WebGpuKernels, enc: StepEncoder, out: Gp
   g.run(enc, 'argmax_masked', () => ARGMAX_MASKED, params, null,
     [out.buffer, x.buffer, packed.buffer], grid(m), 'argmax');
 }
+
+/** Kernels.gatherPicked: out[outOffset + i] = x[i·stride + ids[i]], the ids read on the device
+ * (one gather_rows of width 1 per row, over row i's view: the rows are few, those the host
+ * finishes). An id past its row reads a neighbour's value, never outside x (the view's bound
+ * is the caller's: ids come from argmaxRows* over n ≤ stride). */
+export function gatherPickedOn(g: WebGpuKernels, enc: StepEncoder, a: { out: GpuTensor; outOffset: number; x: GpuTensor; ids: GpuTensor; m: number; stride: number }): void {
+  const { out, outOffset, x, ids, m, stride } = a;
+  if (outOffset + m > out.length || m > ids.length || (m > 0 && m * stride > x.length)) throw new RangeError(`gatherPicked: ${m} rows past the tensors`);
+  for (let i = 0; i < m; i++) g.gatherRows(enc, view(out, outOffset + i, 1), view(x, i * stride, stride), view(ids, i, 1), 1, 1);
+}

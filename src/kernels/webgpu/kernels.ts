@@ -22,7 +22,7 @@ import type { EncoderTiming, StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
-import { argmaxRowsMaskedOn } from './argmax-masked.js';
+import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -365,6 +365,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   /** On the device (argmax-masked.ts): the masks go up with the step. */
   argmaxRowsMasked(out: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number, masks: readonly (Uint32Array | null)[]): void {
     argmaxRowsMaskedOn(this.g, this.step, { out, outOffset, x, m, n, stride }, masks, (words) => this.uploads.put(words, 'i32'));
+  }
+  gatherPicked(out: GpuTensor, outOffset: number, x: GpuTensor, ids: GpuTensor, m: number, stride: number): void {
+    gatherPickedOn(this.g, this.step, { out, outOffset, x, ids, m, stride });
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
