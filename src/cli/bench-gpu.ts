@@ -13,7 +13,6 @@
 // its total is reported apart). The counted run is one of bench's timed runs (its last).
 import type { AnyKernels } from '../kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../kernels/webgpu/kernels.js';
-import { dawnToggles } from '../kernels/webgpu-node.js';
 
 /** The webgpu backend's counters, or null on a CPU backend. */
 export function gpuCounters(k: AnyKernels): WebGpuBoundaryKernels | null {
@@ -91,6 +90,7 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatch
     // submit → read-back mapped on the host clock: GPU time + driver latency, host encode excluded
     queue_done_ms_per_step: per(d.doneMs),
     ...(dispatchProfile ? { gpu_ms_per_step_pass_per_dispatch: profiled } : {}),
-    dawn_toggles: dawnToggles(),
+    // imported here, not at the top: the CPU path never loads kernels/webgpu-node (kernels-messages)
+    dawn_toggles: (await import('../kernels/webgpu-node.js')).dawnToggles(),
   };
 }
