@@ -104,12 +104,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // sequence's rows.
 // Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR, 7 DS (read only: T is uniform per
 // workgroup, as the barriers in the token loop need).
-/** One input row's L2-normed query and key of head h into workgroup memory (qn, kn): q
- * also scaled by 1/√dk, ε 1e-6, sums in position order. In scope: i, qkvo, width, kh, hk, dk,
- * t, QKV, qn, kn; `stride` is the workgroup size expression. Shared by every recurrence shader. */
-export function normQkRow(stride: string): string {
-  return `
-    let row = qkvo + i * width;
+/** WGSL: the offsets (qo, ko) of head kh's query and key in the input row starting at `row`,
+ * and their L2-norm scales (qs, ks): q also by 1/√dk, ε 1e-6, sums in position order. In
+ * scope: hk, kh, dk and QKV. One text for every recurrence shader. */
+function qkNormScales(row: string): string {
+  return `let row = ${row};
     let qo = row + kh * dk;
     let ko = row + hk * dk + kh * dk;
     var sq = 0.0;
@@ -117,7 +116,15 @@ export function normQkRow(stride: string): string {
     for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
     let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
     let ks = 1.0 / sqrt(sk + 1e-6);
-    for (var d = t; d < dk; d += ${stride}) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
+`;
+}
+
+/** One input row's L2-normed query and key of head h into workgroup memory (qn, kn): q
+ * also scaled by 1/√dk, ε 1e-6, sums in position order. In scope: i, qkvo, width, kh, hk, dk,
+ * t, QKV, qn, kn; `stride` is the workgroup size expression. Shared by every recurrence shader. */
+export function normQkRow(stride: string): string {
+  return `
+    ${qkNormScales('qkvo + i * width')}    for (var d = t; d < dk; d += ${stride}) { qn[d] = QKV[qo + d] * qs; kn[d] = QKV[ko + d] * ks; }
     workgroupBarrier();
 `;
 }
@@ -239,15 +246,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let n = min(select(64u, 64u - pu(P_pos0) % 64u, c0 == 0u), T - c0);
     // q̂, k̂ of the chunk's tokens; Γ and β
     for (var i = t; i < n; i += NT) {
-      let row = pu(P_qkvOff) + (c0 + i) * width;
-      let qo = row + kh * dk;
-      let ko = row + hk * dk + kh * dk;
-      var sq = 0.0;
-      var sk = 0.0;
-      for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
-      let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
-      let ks = 1.0 / sqrt(sk + 1e-6);
-      for (var d = 0u; d < dk; d++) { SC[QN + i * dk + d] = QKV[qo + d] * qs; SC[KN + i * dk + d] = QKV[ko + d] * ks; }
+      ${qkNormScales('pu(P_qkvOff) + (c0 + i) * width')}      for (var d = 0u; d < dk; d++) { SC[QN + i * dk + d] = QKV[qo + d] * qs; SC[KN + i * dk + d] = QKV[ko + d] * ks; }
     }
     if (t == 0u) {
       var cum = 0.0;
