@@ -94,32 +94,62 @@ function topRaw(x: Float32Array, n: number, topN: number, ids: Int32Array, vals:
 }
 
 /** A kept set {bits > tau} ∪ {bits = tau, id ≤ lim}. */
-interface Cut { tau: number; lim: number }
+export interface Cut { readonly tau: number; readonly lim: number }
+
+/** The cut before top-k / top-p: every id of nonzero weight. */
+const NONZERO: Cut = { tau: 0, lim: -1 };
 
 function inSet(k: number, i: number, c: Cut): boolean {
   return k > c.tau || (k === c.tau && i <= c.lim);
 }
 
+/** A row's weighted entries: ids ascending (the full row: every id of [0, n)), their
+ * weights w (min-p applied) and w's bits. Every id of [0, n) that is not an entry has
+ * weight 0 and is kept by no cut (so a row reduced to its entries computes the same bits:
+ * its absent ids would only add +0 to sums of nonnegative f64 values). */
+export interface Entries {
+  readonly ids: Int32Array;
+  readonly w: Float32Array;
+  readonly bits: Uint32Array;
+  /** The row's length (top-k applies when 0 < k < n; blocks of 64 ids cover [0, n)). */
+  readonly n: number;
+}
+
+/** Entries weighed from their patched logits s (m: the row's max s, finite): w =
+ * exp32(f(f(s − m)·invT)), then 0 where w < f(minP). */
+export function weighEntries(ids: Int32Array, s: ArrayLike<number>, n: number, m: number, invTemperature: number, minP: number): Entries {
+  const invT = f(invTemperature);
+  const mp = f(minP);
+  const w = new Float32Array(ids.length);
+  for (let j = 0; j < ids.length; j++) {
+    const e = exp32(f(f(s[j]! - m) * invT));
+    w[j] = e < mp ? 0 : e;
+  }
+  return { ids, w, bits: new Uint32Array(w.buffer), n };
+}
+
 /** The shortest prefix of the order within `set` whose count reaches `param` (count mode)
- * or whose mass reaches param · (mass of the set) (mass mode); the set itself if none. */
-function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, param: number, set: Cut,
-  list: number[] | null = null): Cut {
+ * or whose mass reaches param · (mass of the set) (mass mode); the set itself if none.
+ * `list`: entry positions (ascending) whose level-0 masses are summed in order; null: every
+ * entry, level-0 masses as four partial sums by id mod 4. */
+function select(e: Entries, byMass: boolean, param: number, set: Cut, list: number[] | null = null): Cut {
+  const { ids, w, bits } = e;
   const cnt = new Int32Array(1024);
   const mass = new Float64Array(1024);
-  const ids = list ?? Array.from({ length: n }, (_, i) => i);
+  const all = list ?? Array.from({ length: ids.length }, (_, j) => j);
   if (list) {
-    for (const i of ids) {
-      if (!inSet(bits[i]!, i, set)) continue;
-      cnt[bits[i]! >>> 20]!++;
-      mass[bits[i]! >>> 20]! += w[i]!;
+    for (const j of all) {
+      if (!inSet(bits[j]!, ids[j]!, set)) continue;
+      cnt[bits[j]! >>> 20]!++;
+      mass[bits[j]! >>> 20]! += w[j]!;
     }
   } else {
     // four partial sums by id mod 4, combined (p0 + p1) + (p2 + p3)
     const part = [0, 1, 2, 3].map(() => new Float64Array(1024));
-    for (let i = 0; i < n; i++) {
-      if (!inSet(bits[i]!, i, set)) continue;
-      cnt[bits[i]! >>> 20]!++;
-      part[i & 3]![bits[i]! >>> 20]! += w[i]!;
+    for (let j = 0; j < ids.length; j++) {
+      if (!inSet(bits[j]!, ids[j]!, set)) continue;
+      cnt[bits[j]! >>> 20]!++;
+      part[ids[j]! & 3]![bits[j]! >>> 20]! += w[j]!;
     }
     for (let b = 0; b < 1024; b++) mass[b] = (part[0]![b]! + part[1]![b]!) + (part[2]![b]! + part[3]![b]!);
   }
@@ -139,10 +169,10 @@ function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, 
     if (level > 0) {
       cnt.fill(0);
       mass.fill(0);
-      for (const id of cand) {
-        const b = (bits[id]! >>> shift) & 1023;
+      for (const j of cand) {
+        const b = (bits[j]! >>> shift) & 1023;
         cnt[b]!++;
-        mass[b]! += w[id]!;
+        mass[b]! += w[j]!;
       }
     }
     let hit = -1;
@@ -172,51 +202,99 @@ function select(bits: Uint32Array, w: Float32Array, n: number, byMass: boolean, 
     const hiMask = level === 0 ? 0xfff00000 : level === 1 ? 0xfffffc00 : 0xffffffff;
     if (level === 0) {
       cand = [];
-      for (const i of ids) if (((bits[i]! & hiMask) >>> 0) === key && inSet(bits[i]!, i, set)) cand.push(i);
-    } else cand = cand.filter((id) => ((bits[id]! & hiMask) >>> 0) === key);
+      for (const j of all) if (((bits[j]! & hiMask) >>> 0) === key && inSet(bits[j]!, ids[j]!, set)) cand.push(j);
+    } else cand = cand.filter((j) => ((bits[j]! & hiMask) >>> 0) === key);
   }
   let last = -1;
-  for (const id of cand) {
-    last = id;
+  for (const j of cand) {
+    last = ids[j]!;
     cumC++;
-    cumM += w[id]!;
+    cumM += w[j]!;
     if (reached(cumC, cumM)) break;
   }
   return { tau: key, lim: last };
 }
 
-function keptBlocks(bits: Uint32Array, w: Float32Array, n: number, cut: Cut, blocks: Float64Array, dist: Float32Array | null): number {
+/** The top-k cut (k = topK when 0 < topK < n, else every nonzero entry). */
+export function topKCut(e: Entries, topK: number): Cut {
+  return topK > 0 && topK < e.n ? select(e, false, topK, NONZERO) : NONZERO;
+}
+
+/** The kept cut: top-k, then top-p (p < 1) over the top-k set as a list when top-k applied,
+ * else over every entry. */
+export function keptCut(e: Entries, kCut: Cut, topK: number, topP: number): Cut {
+  if (!(topP < 1)) return kCut;
+  if (topK > 0 && topK < e.n) {
+    const kset: number[] = [];
+    for (let j = 0; j < e.ids.length; j++) if (inSet(e.bits[j]!, e.ids[j]!, kCut)) kset.push(j);
+    return select(e, true, topP, kCut, kset);
+  }
+  return select(e, true, topP, kCut);
+}
+
+/** Per block of 64 ids (blocks[b] for ids [64b, 64b + 64)), the kept weights as lanes by id
+ * mod 4; returns their sum over the blocks in order. dist[id] = kept weight (full rows). */
+function keptBlocks(e: Entries, cut: Cut, blocks: Float64Array, dist: Float32Array | null): number {
+  const { ids, w, bits, n } = e;
   let total = 0;
+  let j = 0;
   for (let b = 0; b * BLOCK < n; b++) {
-    const bs = laneSum(b * BLOCK, Math.min(n, (b + 1) * BLOCK), (i) => {
-      const v = inSet(bits[i]!, i, cut) ? w[i]! : 0;
-      if (dist) dist[i] = v;
-      return v;
-    });
+    const end = (b + 1) * BLOCK;
+    const l = [0, 0, 0, 0];
+    for (; j < ids.length && ids[j]! < end; j++) {
+      const v = inSet(bits[j]!, ids[j]!, cut) ? w[j]! : 0;
+      if (dist) dist[ids[j]!] = v;
+      l[ids[j]! & 3]! += v;
+    }
+    const bs = (l[0]! + l[1]!) + (l[2]! + l[3]!);
     blocks[b] = bs;
     total += bs;
   }
   return total;
 }
 
-function drawKept(bits: Uint32Array, w: Float32Array, n: number, cut: Cut, blocks: Float64Array, target: number): number {
+function drawKept(e: Entries, cut: Cut, blocks: Float64Array, target: number): number {
+  const { ids, w, bits, n } = e;
   let cum = 0;
+  let j = 0;
   for (let b = 0; b * BLOCK < n; b++) {
+    const end = (b + 1) * BLOCK;
     if (!(cum + blocks[b]! > target)) {
       cum += blocks[b]!;
+      while (j < ids.length && ids[j]! < end) j++;
       continue;
     }
     let last = -1;
-    for (let i = b * BLOCK; i < Math.min(n, (b + 1) * BLOCK); i++) {
-      if (!inSet(bits[i]!, i, cut)) continue;
-      cum += w[i]!;
-      last = i;
-      if (cum > target) return i;
+    for (; j < ids.length && ids[j]! < end; j++) {
+      if (!inSet(bits[j]!, ids[j]!, cut)) continue;
+      cum += w[j]!;
+      last = ids[j]!;
+      if (cum > target) return last;
     }
     if (last >= 0) return last;
   }
-  for (let i = n - 1; i >= 0; i--) if (inSet(bits[i]!, i, cut)) return i;
+  for (let k = ids.length - 1; k >= 0; k--) if (inSet(bits[k]!, ids[k]!, cut)) return ids[k]!;
   return 0;
+}
+
+/** The kept mass of `cut` and, when `draw`, the draw with uniform u. */
+export function keptDraw(e: Entries, cut: Cut, u: number, draw: boolean, dist: Float32Array | null = null): { keptMass: number; token: number } {
+  const blocks = new Float64Array(Math.ceil(e.n / BLOCK));
+  const keptMass = keptBlocks(e, cut, blocks, dist);
+  return { keptMass, token: draw ? drawKept(e, cut, blocks, u * keptMass) : -1 };
+}
+
+/** A row whose max is not finite: one-hot on its first maximum (id 0 for an all-NaN row). */
+function oneHot(s: Float32Array, n: number, m: number): Entries {
+  const w = new Float32Array(n);
+  w[Math.max(0, s.indexOf(m))] = 1;
+  return { ids: identity(n), w, bits: new Uint32Array(w.buffer), n };
+}
+
+let identityIds = new Int32Array(0);
+function identity(n: number): Int32Array {
+  if (identityIds.length < n) identityIds = Int32Array.from({ length: n }, (_, i) => i);
+  return identityIds.subarray(0, n);
 }
 
 function sampleRow(row: SampleRow, out: SampleResult): void {
@@ -228,35 +306,19 @@ function sampleRow(row: SampleRow, out: SampleResult): void {
     if (row.topN > 0) topRaw(x, n, row.topN, out.topIds, out.topVals);
   }
   if (!row.draw && !row.dist) return;
-  const w = Float32Array.from(x.subarray(0, n));
-  for (let j = 0; j < row.patchCount; j++) w[row.patchIds![j]!] = row.patchVals![j]!;
-  const bits = new Uint32Array(w.buffer);
-  const m = rowMax(w, n);
-  let cut: Cut = { tau: 0, lim: -1 };
-  if (!(m > -Infinity && m < Infinity)) {
-    const t = Math.max(0, w.indexOf(m));
-    w.fill(0);
-    w[t] = 1;
-  } else {
-    const invT = f(row.invTemperature);
-    const minP = f(row.minP);
-    for (let i = 0; i < n; i++) {
-      const e = exp32(f(f(w[i]! - m) * invT));
-      w[i] = e < minP ? 0 : e;
-    }
-    if (row.topK > 0 && row.topK < n) {
-      cut = select(bits, w, n, false, row.topK, cut);
-      if (row.topP < 1) {
-        const kset: number[] = [];
-        for (let i = 0; i < n; i++) if (inSet(bits[i]!, i, cut)) kset.push(i);
-        cut = select(bits, w, n, true, row.topP, cut, kset); // over the top-k set as a list
-      }
-    } else if (row.topP < 1) cut = select(bits, w, n, true, row.topP, cut);
+  const s = Float32Array.from(x.subarray(0, n));
+  for (let j = 0; j < row.patchCount; j++) s[row.patchIds![j]!] = row.patchVals![j]!;
+  const m = rowMax(s, n);
+  let e: Entries;
+  let cut = NONZERO;
+  if (!(m > -Infinity && m < Infinity)) e = oneHot(s, n, m);
+  else {
+    e = weighEntries(identity(n), s, n, m, row.invTemperature, row.minP);
+    cut = keptCut(e, topKCut(e, row.topK), row.topK, row.topP);
   }
-  const blocks = new Float64Array(Math.ceil(n / BLOCK));
-  const total = keptBlocks(bits, w, n, cut, blocks, row.dist);
-  out.keptMass = total;
-  if (row.draw) out.token = drawKept(bits, w, n, cut, blocks, row.u * total);
+  const r = keptDraw(e, cut, row.u, row.draw, row.dist);
+  out.keptMass = r.keptMass;
+  if (row.draw) out.token = r.token;
 }
 
 /** The Kernels.sample reference: every row independently. */
