@@ -20,6 +20,7 @@ import { probeBandwidth } from '../src/kernels/wasm/index.js';
 import { f16ToF32 } from '../src/kernels/quant/dequant.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
 import { randomWeight, relErr, rng } from './numeric.js';
+import { bruteCandidates, candidateRows } from './candidate-rows.js';
 
 const backends = await wasmBackendsUnderTest();
 const ref = createRefKernels();
@@ -565,6 +566,24 @@ for (const { label, k } of backends) {
         k.gatherPicked(vals, 1, x, got2.subarray(1), m, stride);
         same(vals.subarray(1), Float32Array.from(masked, (id, i) => x[i * stride + id]!), `gatherPicked n=${n}`);
         assert.equal(vals[0], -5, 'gatherPicked writes only its m values');
+      }
+    });
+
+    test('topCandidates: the top c by (value desc, id asc) in id order == the sorted definition (ties, NaN, ±∞, ±0, n < c)', () => {
+      for (const [n, c] of [[1, 4], [5, 8], [100, 16], [1031, 64], [3000, 7]] as const) {
+        const m = 5;
+        const { x, stride } = candidateRows(60 + n, m, n);
+        const xs = fill(k, x.length, () => 0);
+        xs.set(x);
+        const ids = k.allocI32(m * c + 2);
+        const vals = k.alloc(m * c + 2);
+        ids.fill(-7);
+        vals.fill(-7);
+        k.topCandidates(ids, vals, 1, xs, m, n, stride, c);
+        const want = bruteCandidates(x, m, n, stride, c);
+        same(ids.subarray(1, 1 + m * c), want.ids, `ids n=${n} c=${c}`);
+        same(vals.subarray(1, 1 + m * c), want.vals, `vals n=${n} c=${c}`);
+        assert.deepEqual([ids[0], ids[m * c + 1], vals[0], vals[m * c + 1]], [-7, -7, -7, -7], 'writes only its m·c slots');
       }
     });
 

@@ -27,6 +27,8 @@ import { randomScaleMatrix } from './quant-blocks.js';
 import { gpuUnderTest, readI32, run } from './webgpu-helpers.js';
 import { embedDeviceIds } from '../src/kernels/webgpu/embed-ids.js';
 import { argmaxMaskedDispatch, gatherPickedOn } from '../src/kernels/webgpu/argmax-masked.js';
+import { topCandidatesOn } from '../src/kernels/webgpu/top-candidates.js';
+import { candidateRows } from './candidate-rows.js';
 import { gpuRowBytes } from '../src/kernels/webgpu/weights.js';
 import { view } from '../src/kernels/webgpu/tensor.js';
 
@@ -235,6 +237,21 @@ describe('webgpu kernel conformance', () => {
       const vals = g.alloc.tensor([m + 1]);
       const [got] = await run(g, (e) => gatherPickedOn(g, e, { out: vals, outOffset: 1, x: gx, ids: out, m, stride }), vals);
       same(got!.subarray(1), Float32Array.from(want, (id, i) => x[i * stride + id]!), `gatherPicked n=${n}`);
+    }
+  });
+
+  test('topCandidates: the ref sets bit for bit (ties, NaN, ±∞, ±0, n < c, n past one thread chunk)', async () => {
+    for (const [n, c] of [[1, 4], [5, 8], [100, 16], [1031, 64], [3000, 7], [70000, 64]] as const) {
+      const m = 5;
+      const { x, stride } = candidateRows(60 + n, m, n);
+      const want = { ids: new Int32Array(m * c), vals: new Float32Array(m * c) };
+      ref.topCandidates(want.ids, want.vals, 0, x, m, n, stride, c);
+      const ids = g.alloc.tensor([m * c + 1], 'i32');
+      const vals = g.alloc.tensor([m * c + 1]);
+      const gx = g.alloc.upload(x);
+      const [gotVals] = await run(g, (e) => topCandidatesOn(g, e, { ids, vals, outOffset: 1, x: gx, m, n, stride, c }), vals);
+      same((await readI32(g, ids)).subarray(1), want.ids, `ids n=${n} c=${c}`);
+      same(gotVals!.subarray(1), want.vals, `vals n=${n} c=${c}`);
     }
   });
 

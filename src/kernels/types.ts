@@ -237,6 +237,15 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * engine/greedy-finish.ts) reads back that value, not the row. Exact (a copy). */
   gatherPicked(out: T, outOffset: number, x: T, ids: I, m: number, stride: number): void;
 
+  /** The candidates of sampled rows (engine/sampled-candidates.ts): per row i of x
+   * (x[i·stride .. i·stride + n)), the set of its first min(c, #non-NaN) ids in the order
+   * (value desc, id asc; −0 just below +0; NaN never in it), written in ascending id order
+   * at [outOffset + i·c, + c) of ids (int32) and vals (the values' bits, copied); the slots
+   * after the set hold id −1 and −∞. Every id outside the set is NaN or holds a value ≤ the
+   * set's smallest. Exact (compares and copies: kernels/top-candidates.ts is the definition).
+   * A GPU backend selects on the device, so a sampled step reads back c pairs per row. */
+  topCandidates(ids: I, vals: T, outOffset: number, x: T, m: number, n: number, stride: number, c: number): void;
+
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void;

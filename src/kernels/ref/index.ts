@@ -7,6 +7,7 @@ import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
+import { topCandidates } from '../top-candidates.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
@@ -72,6 +73,7 @@ export function createRefKernels(): Kernels {
     argmaxRows: (out, outOffset, x, m, n, stride) => dense.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride),
     argmaxRowsMasked: (out, outOffset, x, m, n, stride, masks) => cpu.argmaxRowsMasked(dense.argmax, out, outOffset, x, m, n, stride, masks),
     gatherPicked: (out, outOffset, x, ids, m, stride) => cpu.gatherPicked(out, outOffset, x, ids, m, stride),
+    topCandidates: (ids, vals, outOffset, x, m, n, stride, c) => topCandidates(ids, vals, outOffset, x, m, n, stride, c),
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,

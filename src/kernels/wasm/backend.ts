@@ -11,6 +11,7 @@ import type { AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, Expe
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
+import { topCandidates } from '../top-candidates.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
@@ -245,6 +246,10 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   /** Host rows: a copy per row. */
   gatherPicked(out: Float32Array, outOffset: number, x: Float32Array, ids: Int32Array, m: number, stride: number): void {
     cpu.gatherPicked(out, outOffset, x, ids, m, stride);
+  }
+  /** Over host memory (kernels/top-candidates.ts, the ref's bits): one pass per row. */
+  topCandidates(ids: Int32Array, vals: Float32Array, outOffset: number, x: Float32Array, m: number, n: number, stride: number, c: number): void {
+    topCandidates(ids, vals, outOffset, x, m, n, stride, c);
   }
 
   /** Ids are views of the arena's memory: embed over them. */

@@ -23,6 +23,7 @@ import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
 import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
+import { topCandidatesOn } from './top-candidates.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -368,6 +369,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   gatherPicked(out: GpuTensor, outOffset: number, x: GpuTensor, ids: GpuTensor, m: number, stride: number): void {
     gatherPickedOn(this.g, this.step, { out, outOffset, x, ids, m, stride });
+  }
+  /** On the device (top-candidates.ts): a sampled step reads back c pairs per row. */
+  topCandidates(ids: GpuTensor, vals: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number, c: number): void {
+    topCandidatesOn(this.g, this.step, { ids, vals, outOffset, x, m, n, stride, c });
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
