@@ -45,8 +45,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     sel[2] = min(c, total);
     sel[3] = min(c, total);
   }
-  for (var pass = 0u; pass < 4u; pass++) {
-    let shift = 24u - 8u * pass;
+  for (var level = 0u; level < 4u; level++) {
+    let shift = 24u - 8u * level;
     atomicStore(&hist[t], 0u);
     workgroupBarrier();
     let prefix = sel[0];

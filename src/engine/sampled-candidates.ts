@@ -1,0 +1,85 @@
+// Sampled picks from a row's top candidates (Kernels.topCandidates) instead of the
+// vocabulary-sized row, computing the reference's bits exactly (kernels/ref/sampling.ts).
+//
+// Why the candidates suffice: the reference's draw core runs on entries (ids, weights), and
+// an id that is absent from the entries is an id of weight 0 that no cut keeps — every sum
+// over the full row would add +0 for it, which changes no f64 bit, and no select, block or
+// draw step looks at it otherwise. So a row reduced to its candidates gives the same kept
+// cut, kept mass and pick as the full row whenever every id OUTSIDE the candidates ends up
+// unkept. The certificate proves that per row, from the candidates alone:
+//   Every outside id is NaN (weight 0) or has s ≤ s_C, the candidates' smallest value; the
+//   weight w = exp32(f(f(s − m)·invT)) is then ≤ w_C (the weight at s_C), because rounding,
+//   the product by invT > 0 and exp32 are monotone — exp32 checked over every f32 of
+//   [−87, 0] by scripts/exp32-monotone.mjs (no inversion; below −87 it is 0). Hence an
+//   outside id is unkept when
+//   (a) w_C = 0 or w_C < f(minP): min-p zeroes it; or
+//   (b) top-k applies and its cut τ (the k-th kept weight's bits) is > w_C's bits: every id
+//       of weight ≥ the k-th is a candidate, so the top-k cut — and top-p over it — are the
+//       full row's, and the outside id lies below τ.
+//   A candidate set smaller than c holds every non-NaN id (nothing outside can be kept).
+// A row that fails the certificate, or whose max is not finite, takes the full-row path.
+import { exp32, keptCut, keptDraw, topKCut, weighEntries, type Cut, type Entries } from '../kernels/ref/sampling.js';
+import type { SamplingParams } from './sampler.js';
+
+const f = Math.fround;
+
+/** The largest candidate count a row asks for (top-k beyond it takes the full row). */
+export const MAX_CANDIDATES = 4096;
+/** Candidates of a min-p row without top-k (its kept ids must all fit: else the full row). */
+export const MIN_P_CANDIDATES = 256;
+
+/** How many candidates a sampled request's row reads back (0: it needs the full row):
+ * top-k on: the next power of two ≥ 2k, at least 64 (room past the k-th for the
+ * certificate's strict margin); else min-p on: MIN_P_CANDIDATES; else 0 (top-p alone keeps
+ * ids down to any weight). */
+export function candidateCount(p: SamplingParams, vocab: number): number {
+  const k = topKOf(p, vocab);
+  if (k > 0) {
+    const c = Math.max(64, 2 ** Math.ceil(Math.log2(2 * k)));
+    return c <= MAX_CANDIDATES ? c : 0;
+  }
+  return p.minP > 0 ? MIN_P_CANDIDATES : 0;
+}
+
+/** The top-k the sampler applies (sampleRowOf's: 0 = off). */
+function topKOf(p: SamplingParams, vocab: number): number {
+  return p.topK > 0 && p.topK < vocab ? p.topK : 0;
+}
+
+/** A row the certificate admits: its candidates weighed, and the top-k cut. */
+export interface CertifiedRow {
+  readonly entries: Entries;
+  readonly kCut: Cut;
+}
+
+const bitsOf = (v: number): number => new Uint32Array(Float32Array.of(v).buffer)[0]!;
+
+/** The certified row of one topCandidates row (`ids`, `vals`: its c slots), or null when the
+ * candidates cannot decide it (see the header). `vocab`: the row's n. */
+export function certify(ids: Int32Array, vals: Float32Array, p: SamplingParams, vocab: number): CertifiedRow | null {
+  let count = 0;
+  while (count < ids.length && ids[count]! >= 0) count++;
+  if (count === 0) return null;
+  let m = -Infinity;
+  let sMin = Infinity;
+  for (let j = 0; j < count; j++) {
+    m = Math.max(m, vals[j]!);
+    sMin = Math.min(sMin, vals[j]!);
+  }
+  if (!(m > -Infinity && m < Infinity)) return null;
+  const invT = 1 / p.temperature;
+  const entries = weighEntries(ids.slice(0, count), vals.slice(0, count), vocab, m, invT, p.minP);
+  const kCut = topKCut(entries, topKOf(p, vocab));
+  if (count === ids.length) {
+    const wC = exp32(f(f(sMin - m) * f(invT)));
+    const outsideZero = wC === 0 || wC < f(p.minP);
+    if (!outsideZero && !(kCut.tau > bitsOf(wC))) return null;
+  }
+  return { entries, kCut };
+}
+
+/** The draw with uniform u over a certified row: the full row's token and kept mass. */
+export function drawCertified(row: CertifiedRow, p: SamplingParams, u: number): { token: number; keptMass: number } {
+  const cut = keptCut(row.entries, row.kCut, topKOf(p, row.entries.n), p.topP);
+  return keptDraw(row.entries, cut, u, true);
+}

@@ -1,0 +1,131 @@
+// The exact sampled finish from candidates (engine/sampled-candidates.ts) against the
+// full-row reference (kernels/ref/sampling.ts): two paths that must agree bit for bit.
+// For thousands of random and crafted rows (ties on coarse grids, flat tails, min-p edges,
+// top-k boundary ties, NaN, −∞), every row the certificate admits gives the reference's
+// token and kept mass (Object.is on the f64); rows it refuses are counted, and crafted rows
+// show that refusing was needed (the candidates alone would give other bits there).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sample as refSample, keptCut, keptDraw, topKCut, weighEntries } from '../src/kernels/ref/sampling.js';
+import { topCandidates } from '../src/kernels/top-candidates.js';
+import { candidateCount, certify, drawCertified } from '../src/engine/sampled-candidates.js';
+import { emptyResult, GREEDY, sampleRowOf, type SamplingParams } from '../src/engine/sampler.js';
+import { rng } from './numeric.js';
+
+interface Outcome { token: number; keptMass: number }
+
+function reference(x: Float32Array, p: SamplingParams, u: number): Outcome {
+  const res = emptyResult();
+  refSample([sampleRowOf(x, p, null, x.length, { u })], [res]);
+  return { token: res.token, keptMass: res.keptMass };
+}
+
+function candidatesOf(x: Float32Array, c: number): { ids: Int32Array; vals: Float32Array } {
+  const ids = new Int32Array(c);
+  const vals = new Float32Array(c);
+  topCandidates(ids, vals, 0, x, 1, x.length, x.length, c);
+  return { ids, vals };
+}
+
+/** Rows of several shapes: gaussian-ish, coarse grids (ties), a flat tail, sparse NaN/−∞. */
+function rowOf(r: () => number, kind: number, n: number): Float32Array {
+  const x = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const g = r() + r() + r() - 1.5;
+    x[i] = kind === 0 ? 4 * g
+      : kind === 1 ? Math.round(8 * g) / 2 // coarse grid: many ties everywhere
+        : kind === 2 ? (i % 97 < 3 ? 5 + r() : 0) // a few peaks over a flat tail
+          : kind === 3 ? (r() < 0.02 ? NaN : r() < 0.05 ? -Infinity : 10 * g)
+            : Math.round(64 * r()) / 64; // kind 4: dense ties near the max
+  }
+  return x;
+}
+
+const paramsGrid: SamplingParams[] = [];
+for (const temperature of [0.3, 0.7, 1, 2]) {
+  for (const [topK, topP, minP] of [[20, 0.8, 0], [20, 1, 0], [1, 1, 0], [50, 0.95, 0.05], [0, 0.8, 0.1], [0, 1, 0.1], [0, 1, 0.5], [7, 0.5, 0.2]] as const) {
+    paramsGrid.push({ ...GREEDY, temperature, topK, topP, minP });
+  }
+}
+
+test('certified candidate rows give the full row\'s token and kept mass bit for bit; the rest fall back', () => {
+  const r = rng(2024);
+  let certified = 0;
+  let fallbacks = 0;
+  for (let trial = 0; trial < 2400; trial++) {
+    const n = [40, 300, 2000][trial % 3]!;
+    const x = rowOf(r, trial % 5, n);
+    const p = paramsGrid[trial % paramsGrid.length]!;
+    const c = candidateCount(p, n);
+    assert.ok(c > 0, 'every grid entry has top-k or min-p on');
+    const { ids, vals } = candidatesOf(x, c);
+    const row = certify(ids, vals, p, n);
+    if (!row) { fallbacks++; continue; }
+    certified++;
+    for (const u of [0, r(), 0.5, 1 - 2 ** -30]) {
+      const want = reference(x, p, u);
+      const got = drawCertified(row, p, u);
+      assert.equal(got.token, want.token, `trial ${trial} (n ${n}, ${JSON.stringify(p)}) u ${u}: token`);
+      assert.ok(Object.is(got.keptMass, want.keptMass), `trial ${trial} u ${u}: kept mass ${got.keptMass} vs ${want.keptMass}`);
+    }
+  }
+  assert.ok(certified > 1500, `certified ${certified}`);
+  assert.ok(fallbacks > 20, `fallbacks ${fallbacks}: the crafted tie / flat rows must exercise the refusal`);
+});
+
+test('a top-k boundary tie reaching the last candidate is refused; a min-p row with more kept ids than candidates too, where the candidates alone would be wrong', () => {
+  // 10 ids at the max, then 200 ids tied at the k-th value: the k-th weight equals the last
+  // candidate's, so an outside id might tie with the k-th — the strict certificate refuses
+  const n = 500;
+  const x = new Float32Array(n).fill(-30);
+  for (let i = 0; i < 10; i++) x[i] = 1;
+  for (let i = 200; i < 400; i++) x[i] = 0.5;
+  const p: SamplingParams = { ...GREEDY, temperature: 1, topK: 20, topP: 1, minP: 0 };
+  const { ids, vals } = candidatesOf(x, candidateCount(p, n));
+  assert.equal(certify(ids, vals, p, n), null);
+  // with the tie inside the candidates (40 ids), the k-th weight beats the last candidate's
+  x.fill(-30, 240, 400);
+  const inside = candidatesOf(x, candidateCount(p, n));
+  const row = certify(inside.ids, inside.vals, p, n);
+  assert.ok(row);
+  assert.deepEqual(drawCertified(row, p, 0.73), reference(x, p, 0.73));
+  // min-p alone over a row with more kept ids than candidates: refused
+  const q: SamplingParams = { ...GREEDY, temperature: 1, topK: 0, topP: 0.9, minP: 0.1 };
+  const c = candidateCount(q, n);
+  const y = new Float32Array(n).fill(0); // every id kept by min-p
+  const cand = candidatesOf(y, c);
+  assert.equal(certify(cand.ids, cand.vals, q, n), null);
+  // … and the candidates alone would give other bits: the kept mass of c ids, not n
+  const e = weighEntries(cand.ids, cand.vals, n, 0, 1, q.minP);
+  const naive = keptDraw(e, keptCut(e, topKCut(e, 0), 0, q.topP), 0.99, true);
+  const want = reference(y, q, 0.99);
+  assert.notEqual(naive.keptMass, want.keptMass);
+  assert.notEqual(naive.token, want.token);
+});
+
+test('top-k off and min-p off asks for the full row; non-finite maxima fall back', () => {
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topP: 0.8 }, 1000), 0);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 20 }, 1000), 64);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 100 }, 1000), 256);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 3000 }, 100000), 0);
+  const p: SamplingParams = { ...GREEDY, temperature: 1, topK: 5, topP: 1, minP: 0 };
+  const x = new Float32Array(100).fill(1);
+  x[7] = Infinity;
+  const { ids, vals } = candidatesOf(x, 64);
+  assert.equal(certify(ids, vals, p, 100), null);
+  assert.equal(certify(...Object.values(candidatesOf(new Float32Array(100).fill(NaN), 64)) as [Int32Array, Float32Array], p, 100), null);
+});
+
+test('rows shorter than c: every non-NaN id is a candidate, always certified', () => {
+  const r = rng(7);
+  for (let t = 0; t < 200; t++) {
+    const x = rowOf(r, t % 5, 30);
+    const p: SamplingParams = { ...GREEDY, temperature: 0.8, topK: 25, topP: 0.9, minP: 0 };
+    const { ids, vals } = candidatesOf(x, 64);
+    const row = certify(ids, vals, p, 30);
+    if (t % 5 === 3 && x.every((v) => !(v > -Infinity && v < Infinity))) continue;
+    assert.ok(row, `trial ${t}`);
+    const u = r();
+    assert.deepEqual(drawCertified(row, p, u), reference(x, p, u));
+  }
+});
