@@ -8,9 +8,11 @@
 // takes the host path (its logits rows read back, then adjusted and sampled by
 // step-sampling.ts). Both paths give the same ids: the
 // kernels' argmax is the reference's (lowest id among equal maxima; NaN never wins).
+// Sampled decode rows read back their top candidates instead (sampledCandidates below).
 import type { Matcher } from '../constrain/constraint.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
+import { candidateCount } from './sampled-candidates.js';
 
 /** Greedy, no penalty, and no adjustment but a constraint mask (an empty bias changes nothing
  * yet keeps the host path: tests use it to compare the two). */
@@ -43,6 +45,19 @@ export function finishesOnHost(req: RequestView): boolean {
   const p = req.sampling;
   const penalties = p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
   return isGreedy(p) && (penalties || (req.adjust?.bias?.size ?? 0) > 0);
+}
+
+/** How many top candidates a sampled request's decode row reads back instead of its logits
+ * row (Kernels.topCandidates; the host draws exactly from them when they certify the row:
+ * sampled-candidates.ts), or 0 for the full row: penalties, logit bias and constraints
+ * (their adjusted logits are the host's), logprobs (the normaliser sums the whole row),
+ * logits capture, and cuts the candidates cannot decide (top-k and min-p both off). */
+export function sampledCandidates(req: RequestView, vocab: number): number {
+  const p = req.sampling;
+  if (isGreedy(p) || req.onLogprob !== null || req.captureLogits !== null || req.snapshotOnly) return 0;
+  if (req.adjust && (req.adjust.bias || req.adjust.constraint)) return 0;
+  if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return 0;
+  return candidateCount(p, vocab);
 }
 
 /** The mask argmaxRowsMasked applies for a matcher (null: none, or every id allowed). */

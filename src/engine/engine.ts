@@ -57,6 +57,11 @@ export class Engine {
   get specTokens(): number {
     return this.speculative.kMax;
   }
+  /** Sampled decode rows drawn from their top candidates since load, and those whose
+   * certificate failed (they read their full logits row): engine/candidate-step.ts. */
+  get sampledCandidates(): { readonly rows: number; readonly fallbacks: number } {
+    return this.runner.candidateCounts;
+  }
   /** Model facts, limits and the prompt frontend: what the server and the CLI read. */
   readonly info: EngineInfo;
   /** The vision tower (null: a text-only model). */
@@ -103,7 +108,8 @@ export class Engine {
       prefix: this.prefix,
     }, kv, state, { finished: (req, reason) => this.finished(req, reason), specRound: (d, a) => this.metrics.specRound(d, a) });
     const prefix = this.prefix;
-    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row));
+    this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row),
+      hooks.sampledCandidates !== false);
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,

@@ -5,6 +5,8 @@
 // those rows' ids, the other sampling rows' logits rows, and the hidden rows of the rows a
 // prefix snapshot may need this step (on CPU backends these are views, returned at once).
 // A step whose rows all pick on the kernels and snapshot nothing reads back ids only.
+// Sampled decode rows that qualify read back their top candidates (candidate-step.ts);
+// one the certificate refuses reads its logits row in a second read-back.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Tensor } from '../kernels/types.js';
@@ -18,6 +20,7 @@ import { finishMask, finishPicks, planFinish, type FinishPlan } from './device-f
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
+import { CandidateStep, planCandidates, type Certified } from './candidate-step.js';
 
 export interface StepResult {
   /** Per real row (batch order): host logits [V] of every position that needs them — the
@@ -27,6 +30,9 @@ export interface StepResult {
   /** Per real row: the kernels' argmax over the sample vocabulary at each of those
    * positions when the row picks on the kernels (device-picks.ts), else null. */
   readonly ids: (Int32Array | null)[];
+  /** Per real row: its certified top candidates when the row's sampled token is drawn from
+   * them (sampled-candidates.ts drawCertified), else null (then `logits` holds its row). */
+  readonly candidates: Certified;
   /** Post-norm hidden of every processed token, [M, H], as a kernel tensor (for the MTP
    * head). */
   readonly hidden: Tensor;
@@ -43,6 +49,8 @@ export class Runner {
   private picks: { t: Tensor; rows: number } | null = null;
   /** The host-finished rows' gathered logits (device-finish.ts), grown as needed. */
   private finishBufs: { values: Tensor; rows: number; touched: Tensor; touchedCap: number } | null = null;
+  /** Sampled rows read as candidates (null: every sampled row reads its logits row). */
+  private readonly cands: CandidateStep | null;
 
   constructor(
     readonly model: AnyModel,
@@ -54,9 +62,17 @@ export class Runner {
     private readonly vision: VisionEngine | null = null,
     /** Does the step's update possibly read this row's hidden rows (a prefix snapshot)? */
     private readonly hiddenNeeded: (row: BatchRow) => boolean = () => true,
+    /** Sampled decode rows read back top candidates (false: their logits rows, as tests compare). */
+    candidates = true,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
+    this.cands = candidates ? new CandidateStep(model.kernels) : null;
+  }
+
+  /** Sampled rows that read candidates, and those the certificate sent to the full row. */
+  get candidateCounts(): { readonly rows: number; readonly fallbacks: number } {
+    return { ...(this.cands?.counts ?? { rows: 0, fallbacks: 0 }) };
   }
 
   /** Forward of a batch: KV written for every processed position, working state slots
@@ -96,27 +112,45 @@ export class Runner {
     const finish = planFinish(rows, layout, this.sampleVocab, this.vocab);
     const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout, finish)) : null;
     const gathered = finish ? this.gatherFinish(all, want.length, finish) : null;
+    const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab) : null;
+    if (cplan) this.cands!.select(all, cplan, this.sampleVocab, this.vocab);
+    const candRanges = cplan ? this.cands!.ranges(cplan) : [];
     const whole = this.wholePromptHits(rows);
     const h = this.model.config.hiddenSize;
     // the hidden rows a snapshot may read (consecutive rows of fw.hidden per batch row)
     const hiddenRows = rows.map((_, i) => i).filter((i) => rows[i]!.n > 0 && this.hiddenNeeded(rows[i]!));
     // the host-path rows' logits: one range each (their positions are consecutive rows of `all`)
-    const hostRows = rows.map((_, i) => i).filter((i) => !layout.onKernels[i] && layout.count[i]! > 0);
+    const hostRows = rows.map((_, i) => i).filter((i) => !layout.onKernels[i] && layout.count[i]! > 0 && !cplan?.rows.some((p) => p.row === i));
     // the step's one read-back (CPU backends: views, at once)
     const read = await this.model.kernels.readBack([
       { t: whole.logits, offset: 0, length: whole.count * this.vocab },
       ...(picks ? [{ t: picks, offset: 0, length: want.length }] : []),
       ...(gathered ? [{ t: gathered.values, offset: 0, length: want.length }, { t: gathered.touched, offset: 0, length: finish!.flat.length }] : []),
+      ...candRanges,
       ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
       ...hiddenRows.map((i) => ({ t: fw.hidden, offset: offsets[i]! * h, length: rows[i]!.n * h })),
     ]);
     const [hits] = read;
-    const first = (picks ? 2 : 1) + (gathered ? 2 : 0);
+    const first = (picks ? 2 : 1) + (gathered ? 2 : 0) + candRanges.length;
     // rows the host finishes: their ids from the picks and the gathered logits
     const ids = picks ? (finish ? finishPicks(finish, idsOf(read[1]!), read[2]!, read[3]!) : idsOf(read[1]!)) : null;
     const hostLogits = new Map(hostRows.map((i, r) => [i, read[first + r]!]));
     const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
-    return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets);
+    const candidates = cplan ? await this.certifyCandidates(cplan, rows, read.slice(first - candRanges.length, first), all, layout, hostLogits)
+      : rows.map(() => null);
+    return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates);
+  }
+
+  /** The planned rows' certificates; a refused row's logits row is read back now (a second
+   * read-back, only then) into `hostLogits`. */
+  private async certifyCandidates(plan: NonNullable<ReturnType<typeof planCandidates>>, rows: readonly BatchRow[], read: readonly Float32Array[],
+    all: Tensor, layout: { first: number[] }, hostLogits: Map<number, Float32Array>): Promise<Certified> {
+    const { certified, refused } = this.cands!.certify(plan, rows, read, this.sampleVocab);
+    if (refused.length > 0) {
+      const back = await this.model.kernels.readBack(refused.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: this.vocab })));
+      refused.forEach((i, j) => hostLogits.set(i, back[j]!));
+    }
+    return certified;
   }
 
   /** Per real row: its first logits row in `all`, how many it has, and whether the kernels
@@ -174,7 +208,7 @@ export class Runner {
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
     hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
-    offsets: readonly number[]): StepResult {
+    offsets: readonly number[], candidates: Certified): StepResult {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
     const logits = rows.map((r, i) => {
@@ -182,7 +216,7 @@ export class Runner {
       const host = hostLogits.get(i);
       return host ? Array.from({ length: layout.count[i]! }, (_, c) => host.subarray(c * this.vocab, (c + 1) * this.vocab)) : [];
     });
-    return { logits, ids, hidden, hostHidden, offsets };
+    return { logits, ids, candidates, hidden, hostHidden, offsets };
   }
 
   /** Logits [Z, V] of the sampling rows with n = 0, in row order: lm_head over each

@@ -1,11 +1,13 @@
 // The "sample" stage of a step: which positions of the batch go through the sampler (one
 // BatchSampler run; rows the kernels picked on the device, device-picks.ts, carry ids and
-// skip it), and what each real row emits — a sampling row's pick, a verify row's
+// skip it, and so do sampled rows drawn from their certified top candidates:
+// sampled-candidates.ts), and what each real row emits — a sampling row's pick, a verify row's
 // accepted drafts and bonus (speculative/) — as the StepOutcome the scheduler's update
 // commits. Reads requests, writes none.
 import type { Batch, BatchRow } from './batch.js';
 import { adjustStepLogits } from './logits-adjust.js';
 import type { StepResult } from './runner.js';
+import { drawCertified } from './sampled-candidates.js';
 import type { BatchSampler, SampleJob, SampleOutcome } from './sample-batch.js';
 import { isGreedy } from './sampler.js';
 import type { Speculator } from './speculative/speculator.js';
@@ -19,7 +21,8 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
   const rows = batch.rows.slice(0, batch.nReal);
   adjustStepLogits(rows, result.logits, vocab);
   // rows the kernels picked (result.ids) have no logits rows here: they sample nothing
-  const picks = sampleStep(sampler, rows, result.logits, vocab, result.ids);
+  const skip = rows.map((_, i) => result.ids[i] !== null || result.candidates[i] !== null);
+  const picks = sampleStep(sampler, rows, result.logits, vocab, skip);
   return {
     kind: 'step', batch,
     rows: rows.map((row, i): RowOutcome => {
@@ -28,6 +31,9 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
       if (row.verify) return ids ? speculative.acceptPicks(row, ids) : speculative.accept(row, logits, picks[i]!);
       if (!row.sample || row.req!.snapshotOnly) return NOTHING;
       if (ids) return { tokens: [ids[0]!], logprobs: [null], logits: [], drafted: 0, accepted: 0 };
+      const cand = result.candidates[i];
+      // the one uniform of this row's draw, from its request's rng as the full-row path draws it
+      if (cand) return { tokens: [drawCertified(cand, row.req!.sampling, row.req!.rng.next()).token], logprobs: [null], logits: [], drafted: 0, accepted: 0 };
       const pick = picks[i]![0]!;
       return { tokens: [pick.token], logprobs: [pick.logprobs], logits: [logits[0]!], drafted: 0, accepted: 0 };
     }),
@@ -40,15 +46,16 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
   };
 }
 
-/** Per real row (batch order), the outcome of each position that samples: a decode row's
+/** Per real row (batch order), the outcome of each position that samples (none for the rows
+ * `picked` marks: their tokens came from the kernels' picks or candidates): a decode row's
  * last position; every verify position of a sampled request (its p given the drafts before
  * it, drawn later by the rejection sampler) or of a request wanting logprobs. */
 export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], logits: readonly Float32Array[][],
-  vocab: number, picked: readonly (Int32Array | null)[] = []): SampleOutcome[][] {
+  vocab: number, picked: readonly boolean[] = []): SampleOutcome[][] {
   const jobs: SampleJob[] = [];
   const at: number[][] = rows.map((row, i) => {
     const req = row.req!;
-    if (picked[i]) return [];
+    if (picked[i] === true) return [];
     const base = { vocab, sampling: req.sampling, history: req.history, logprobs: req.onLogprob ? req.topLogprobs : -1 };
     const first = jobs.length;
     const greedy = isGreedy(req.sampling);

@@ -29,4 +29,7 @@ export interface EngineTestHooks {
   /** The clock of the engine's rate windows (stats().tokensPerSecond), so a test can pass
    * idle time without sleeping. */
   readonly clock?: Clock;
+  /** false: sampled decode rows read back their logits rows, not their top candidates
+   * (engine/candidate-step.ts), so a test can compare the two paths. */
+  readonly sampledCandidates?: boolean;
 }

@@ -1,0 +1,56 @@
+// Sampled decode rows drawn from their top candidates on the webgpu backend (lavapipe):
+// Kernels.topCandidates selects on the device, the step reads back c (id, value) pairs per
+// sampled row instead of its vocabulary row, and the host draws the reference's token
+// (engine/sampled-candidates.ts). Two paths that must agree: candidates on == forced off
+// (seeded ids) == the wasm engine's full rows; and the read-back bytes per sampled token drop.
+import { before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Engine } from '../src/engine/engine.js';
+import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import { withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { webgpuEngineKernels } from './webgpu-helpers.js';
+import { CASES, runAll, sampledRequests } from './sampled-candidates-cases.js';
+
+const gpu = { kernels: 'webgpu' as const, specTokens: 0, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+const N = 8;
+
+function counters(e: Engine): WebGpuBoundaryKernels['counters'] {
+  const k = e.model.kernels as unknown as Partial<WebGpuBoundaryKernels>;
+  assert.ok(k.counters, 'the engine runs on the webgpu backend');
+  return k.counters;
+}
+
+before(webgpuEngineKernels);
+
+test('webgpu candidates == wasm full rows (forced off), for every case (qwen, hot top-k, min-p, refused min-p, top-k off)', async () => {
+  const runCases = (e: Engine): Promise<Awaited<ReturnType<typeof runAll>>[]> =>
+    Object.values(CASES).reduce<Promise<Awaited<ReturnType<typeof runAll>>[]>>(async (acc, sampling) => [...await acc, await runAll(e, sampledRequests(sampling, N))], Promise.resolve([]));
+  const want = await withEngine({ ...gpu, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false }, runCases);
+  const got = await withEngine({ ...gpu, model: TINY_THINK() }, runCases);
+  Object.keys(CASES).forEach((name, i) => {
+    assert.deepEqual(got[i]!.ids, want[i]!.ids, `${name}: webgpu candidates == wasm full rows`);
+    assert.equal(got[i]!.rows > 0, name !== 'topPOnly', `${name}: candidate rows ${got[i]!.rows}`);
+    assert.equal(got[i]!.fallbacks, name === 'minPWide' ? got[i]!.rows : 0, `${name}: fallbacks`);
+  });
+});
+
+test('webgpu: a sampled decode step reads back c pairs, not its logits row (one read-back per step)', async () => {
+  const [req] = sampledRequests(CASES.hotTopK, N);
+  const measure = async (sampledCandidates: boolean): Promise<{ ids: number[]; reads: number; bytes: number; rows: number; fallbacks: number; vocab: number }> =>
+    withEngine({ ...gpu, model: TINY_THINK(), maxRunning: 1, sampledCandidates }, async (e) => {
+      const c = counters(e);
+      const [r0, b0] = [c.steps, c.readBackBytes];
+      const got = await runAll(e, [req!]);
+      return { ids: got.ids[0]!, reads: c.steps - r0, bytes: c.readBackBytes - b0, rows: got.rows, fallbacks: got.fallbacks, vocab: e.model.config.vocabSize };
+    });
+  const off = await measure(false);
+  const on = await measure(true);
+  assert.deepEqual(on.ids, off.ids);
+  assert.equal(on.fallbacks, 0, 'tiny-think under top-k 20: every row certified');
+  assert.equal(on.reads, off.reads, 'no second read-back');
+  const vocab = on.vocab; // the logits row's stride
+  // each candidate row: 64 ids + 64 values instead of a logits row
+  assert.equal(off.bytes - on.bytes, on.rows * (vocab - 2 * 64) * 4, `read-back bytes: off ${off.bytes}, on ${on.bytes}, rows ${on.rows}`);
+  console.log(JSON.stringify({ tinyThinkBytesPerSampledStep: { off: off.bytes / off.reads, on: on.bytes / on.reads }, rows: on.rows }));
+});
