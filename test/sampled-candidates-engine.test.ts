@@ -35,3 +35,12 @@ test('wasm, hot top-k: a request alone == in the batch (candidate path on)', asy
     for (const [i, r] of reqs.entries()) assert.deepEqual((await runAll(e, [r])).ids[0], batched.ids[i], `request ${i}`);
   });
 });
+
+test('wasm, MTP on (k = 3): sampled verify rows keep the full row; the prefill-end rows take candidates; ids == forced off', async () => {
+  const reqs = sampledRequests(CASES.hotTopK, N);
+  const mtp = { ...opts, specTokens: 3, specAdaptive: false };
+  const off = await withEngine({ ...mtp, model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
+  const on = await withEngine({ ...mtp, model: TINY_THINK() }, (e) => runAll(e, reqs));
+  assert.deepEqual(on.ids, off.ids);
+  assert.ok(on.rows >= reqs.length, `candidate rows ${on.rows}`);
+});
