@@ -1,0 +1,61 @@
+// Sampled decode read-backs: the candidate path (engine/candidate-step.ts) against the full
+// logits rows, on one model. Runs the same seeded sampled requests with candidates on and
+// forced off, checks the ids agree, and prints one JSON object: per sampling case the
+// candidate rows, the certificate's refusals (fallback rate), and on webgpu the read-back
+// bytes per step both ways (the kernels' counters; CPU backends read in place: no bytes).
+// Usage: node scripts/bench-sampled-reads.mjs [--model DIR] [--kernels wasm|webgpu]
+//        [--streams S] [--gen N]   (needs dist/: npx tsc)
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { Engine } from '../dist/src/engine/engine.js';
+
+const { values: v } = parseArgs({
+  options: {
+    model: { type: 'string', default: '../shared/models/tiny-think' },
+    kernels: { type: 'string', default: 'wasm' },
+    streams: { type: 'string', default: '4' },
+    gen: { type: 'string', default: '64' },
+  },
+});
+const CASES = {
+  qwenDefault: { temperature: 0.7, topK: 20, topP: 0.8 },
+  hotTopK: { temperature: 2, topK: 20, topP: 0.95 },
+  minP: { temperature: 0.7, minP: 0.1 },
+  hotMinP: { temperature: 2, minP: 0.1 },
+  topPOnly: { temperature: 0.7, topP: 0.8 },
+};
+const streams = Number(v.streams);
+const gen = Number(v.gen);
+
+async function runCase(engine, sampling) {
+  const k = engine.model.kernels.counters;
+  const [s0, b0, c0] = [k?.steps ?? 0, k?.readBackBytes ?? 0, engine.sampledCandidates];
+  const ids = await Promise.all(Array.from({ length: streams }, async (_, i) => {
+    const promptIds = Array.from({ length: 24 }, (_, j) => (j * 37 + i * 101 + 5) % 1000);
+    return [...(await engine.complete({ promptIds, maxTokens: gen, ignoreEos: true, seed: 77 + i, ...sampling })).outputIds];
+  }));
+  const c1 = engine.sampledCandidates;
+  const steps = (k?.steps ?? 0) - s0;
+  return { ids, rows: c1.rows - c0.rows, fallbacks: c1.fallbacks - c0.fallbacks, readBacks: steps, bytes: (k?.readBackBytes ?? 0) - b0 };
+}
+
+const out = { model: resolve(v.model), kernels: v.kernels, streams, gen, node: process.version, cases: {} };
+for (const sampledCandidates of [false, true]) {
+  const engine = await Engine.load({ model: resolve(v.model), kernels: v.kernels, specTokens: 0, prefixCache: false, maxRunning: streams, log: () => {} },
+    { sampledCandidates });
+  try {
+    for (const [name, sampling] of Object.entries(CASES)) {
+      const r = await runCase(engine, sampling);
+      const entry = (out.cases[name] ??= { sampling });
+      const side = sampledCandidates ? 'on' : 'off';
+      if (sampledCandidates && JSON.stringify(r.ids) !== JSON.stringify(entry.offIds)) throw new Error(`${name}: ids differ with candidates on`);
+      if (!sampledCandidates) entry.offIds = r.ids;
+      entry[side] = { readBacks: r.readBacks, bytes: r.bytes, bytesPerReadBack: r.readBacks ? Math.round(r.bytes / r.readBacks) : 0 };
+      if (sampledCandidates) Object.assign(entry, { candidateRows: r.rows, fallbacks: r.fallbacks, fallbackRate: r.rows ? r.fallbacks / r.rows : null });
+    }
+  } finally {
+    await engine.close();
+  }
+}
+for (const c of Object.values(out.cases)) delete c.offIds;
+console.log(JSON.stringify(out, null, 1));
