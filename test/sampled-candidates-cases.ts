@@ -1,7 +1,8 @@
 // Seeded sampled requests for the candidate-path engine tests (wasm: sampled-candidates-
 // engine, webgpu: webgpu-sampled-candidates): Qwen's default cut (temperature 0.7, top-k
 // 20, top-p 0.8) and a hot one, min-p 0.1 without top-k, a min-p the candidates cannot hold
-// (refused: the second read-back), and top-k off (top-p alone: the full row).
+// (refused: the second read-back), top-k off (top-p alone: the full row), penalties, and a
+// logit bias.
 import { readFileSync } from 'node:fs';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
@@ -15,6 +16,9 @@ export const CASES = {
   // min-p keeps more ids than the candidates hold: every row refused, read whole a second time
   minPWide: { temperature: 2, minP: 1e-6 },
   topPOnly: { temperature: 2, topP: 0.95 },
+  // adjustments: the touched ids' logits gathered and adjusted on the host
+  penalised: { temperature: 2, topK: 20, topP: 0.95, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
+  biased: { temperature: 2, topK: 20, topP: 0.95, logitsAdjust: { bias: new Map([[54, 2], [55, 3.5], [57, -4], [200, 6], [999, -100]]) } },
 } as const;
 
 /** Three golden prompts as seeded sampled requests of `maxTokens`. */

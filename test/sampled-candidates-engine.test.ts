@@ -7,6 +7,11 @@ import assert from 'node:assert/strict';
 import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { CASES, runAll, sampledRequests } from './sampled-candidates-cases.js';
+import type { Engine } from '../src/engine/engine.js';
+import type { Constraint } from '../src/constrain/constraint.js';
+import type { ServerContext } from '../src/server/context.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
+import { structuredConstraint } from '../src/server/api/structured.js';
 
 const opts = { kernels: 'wasm' as const, specTokens: 0, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const N = 12;
@@ -23,6 +28,7 @@ for (const [name, sampling] of Object.entries(CASES)) {
       // every decode token after the first (the prefill's last position samples too)
       assert.ok(on.rows >= reqs.length * (N - 1), `candidate rows ${on.rows}`);
       if (name === 'minPWide') assert.equal(on.fallbacks, on.rows, 'more kept ids than candidates: every row refused');
+      else if (name === 'biased') assert.ok(on.fallbacks < on.rows, `fallbacks ${on.fallbacks} of ${on.rows}`);
       else assert.equal(on.fallbacks, 0, `fallbacks ${on.fallbacks} of ${on.rows}`);
     }
   });
@@ -43,4 +49,36 @@ test('wasm, MTP on (k = 3): sampled verify rows keep the full row; the prefill-e
   const on = await withEngine({ ...mtp, model: TINY_THINK() }, (e) => runAll(e, reqs));
   assert.deepEqual(on.ids, off.ids);
   assert.ok(on.rows >= reqs.length, `candidate rows ${on.rows}`);
+});
+
+/** The chat route's JSON-schema constraint over an engine (thinking off). */
+function constraintFor(engine: Engine, schema: unknown): Constraint {
+  const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
+  return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, false)!;
+}
+
+test('wasm, a JSON-schema constraint with a bias and penalties: candidates (masked candidates at −∞) == forced off', async () => {
+  const schema = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 6 } }, required: ['n', 's'] };
+  const run = (sampledCandidates: boolean): Promise<Awaited<ReturnType<typeof runAll>>> =>
+    withEngine({ ...opts, model: TINY_THINK(), sampledCandidates }, (e) => runAll(e, sampledRequests(CASES.hotTopK, 16).map((r, i) => ({
+      ...r, presencePenalty: 0.4, logitsAdjust: { bias: i === 0 ? null : new Map([[54, 1.5]]), constraint: constraintFor(e, schema) },
+    }))));
+  const off = await run(false);
+  const on = await run(true);
+  assert.deepEqual(on.ids, off.ids);
+  assert.ok(on.rows > 0, 'constrained rows read candidates');
+  console.log(`# constrained: ${on.rows} candidate rows, ${on.fallbacks} refused`);
+});
+
+test('wasm, a mixed batch (greedy, greedy + bias, sampled, sampled + logprobs, top-p only): candidates on == forced off', async () => {
+  const [a, b, c, d, e] = [...sampledRequests(CASES.hotTopK, N), ...sampledRequests(CASES.topPOnly, N)];
+  const mixed = [
+    { ...a!, temperature: 0 }, { ...b!, temperature: 0, logitsAdjust: { bias: new Map([[54, 1]]) } }, c!,
+    { ...d!, topK: 20, logprobs: { top: 2, onToken: () => {} } }, e!,
+  ];
+  const off = await withEngine({ ...opts, model: TINY_THINK(), sampledCandidates: false }, (en) => runAll(en, mixed));
+  const on = await withEngine({ ...opts, model: TINY_THINK() }, (en) => runAll(en, mixed));
+  assert.deepEqual(on.ids, off.ids);
+  // only the plain sampled request (c) reads candidates: N rows
+  assert.equal(on.rows, N, `candidate rows ${on.rows}`);
 });

@@ -11,6 +11,9 @@ import { topCandidates } from '../src/kernels/top-candidates.js';
 import { candidateCount, certify, drawCertified } from '../src/engine/sampled-candidates.js';
 import { emptyResult, GREEDY, sampleRowOf, type SamplingParams } from '../src/engine/sampler.js';
 import { rng } from './numeric.js';
+import { adjustInPlace } from '../src/engine/logits-adjust.js';
+import { touchedIds } from '../src/engine/greedy-finish.js';
+import type { Matcher } from '../src/constrain/constraint.js';
 
 interface Outcome { token: number; keptMass: number }
 
@@ -128,4 +131,40 @@ test('rows shorter than c: every non-NaN id is a candidate, always certified', (
     const u = r();
     assert.deepEqual(drawCertified(row, p, u), reference(x, p, u));
   }
+});
+
+test('bias, a constraint mask and penalties: the touched ids adjusted on the host give the full adjusted row\'s bits', () => {
+  const r = rng(99);
+  let certified = 0;
+  let refused = 0;
+  for (let trial = 0; trial < 1500; trial++) {
+    const n = [60, 700, 3000][trial % 3]!;
+    const x = rowOf(r, trial % 5, n);
+    const base = paramsGrid[trial % paramsGrid.length]!;
+    const p: SamplingParams = { ...base, repetitionPenalty: trial % 4 === 0 ? 1 : 1.3, presencePenalty: trial % 3 === 0 ? 0.5 : 0, frequencyPenalty: trial % 5 === 0 ? 0.2 : 0 };
+    const pick = (k: number): number[] => Array.from({ length: k }, () => Math.floor(r() * n));
+    const history = { outputCounts: new Map(pick(6).map((id) => [id, 1 + Math.floor(3 * r())])), promptIds: new Set(pick(10)) };
+    // biases on the top ids too (they move across the candidate boundary), some large
+    const top = Array.from(candidatesOf(x, 8).ids).filter((id) => id >= 0);
+    const bias = trial % 2 === 0 ? null : new Map([...pick(5), ...top.slice(0, 2)].map((id) => [id, (r() - 0.5) * (trial % 7 === 1 ? 40 : 4)]));
+    const mask = trial % 3 === 1 ? Uint32Array.from({ length: Math.ceil(n / 32) }, () => (r() < 0.3 ? 0 : (r() * 2 ** 32) >>> 0)) : null;
+    const a = { sampling: p, history, bias, mask, vocab: n };
+    // the reference: the adjusted full row (adjustInPlace), penalties as sampleRowOf's patches
+    const adjusted = x.slice();
+    adjustInPlace(adjusted, n, { bias }, mask ? ({ mask: () => mask } as unknown as Matcher) : null);
+    const c = candidateCount(p, n);
+    const { ids, vals } = candidatesOf(x, c);
+    const touched = touchedIds(a);
+    const row = certify(ids, vals, p, n, { a, touched, raw: touched.map((id) => x[id]!) });
+    if (!row) { refused++; continue; }
+    certified++;
+    for (const u of [r(), 0.999]) {
+      const res = emptyResult();
+      refSample([sampleRowOf(adjusted, p, history, n, { u })], [res]);
+      const got = drawCertified(row, p, u);
+      assert.equal(got.token, res.token, `trial ${trial} u ${u}: token`);
+      assert.ok(Object.is(got.keptMass, res.keptMass), `trial ${trial}: kept mass ${got.keptMass} vs ${res.keptMass}`);
+    }
+  }
+  assert.ok(certified > 800 && refused > 10, `certified ${certified}, refused ${refused}`);
 });

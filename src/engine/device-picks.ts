@@ -48,16 +48,13 @@ export function finishesOnHost(req: RequestView): boolean {
 }
 
 /** How many top candidates a sampled request's decode row reads back instead of its logits
- * row (Kernels.topCandidates; the host draws exactly from them when they certify the row:
- * sampled-candidates.ts), or 0 for the full row: penalties, logit bias and constraints
- * (their adjusted logits are the host's), logprobs (the normaliser sums the whole row),
- * logits capture, and cuts the candidates cannot decide (top-k and min-p both off). */
+ * row (Kernels.topCandidates; the host draws exactly from them when they certify the row,
+ * its bias, constraint mask and penalties applied to the few ids they touch:
+ * sampled-candidates.ts), or 0 for the full row: logprobs (the normaliser sums the whole
+ * row), logits capture, and cuts the candidates cannot decide (top-k and min-p both off). */
 export function sampledCandidates(req: RequestView, vocab: number): number {
-  const p = req.sampling;
-  if (isGreedy(p) || req.onLogprob !== null || req.captureLogits !== null || req.snapshotOnly) return 0;
-  if (req.adjust && (req.adjust.bias || req.adjust.constraint)) return 0;
-  if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return 0;
-  return candidateCount(p, vocab);
+  if (isGreedy(req.sampling) || req.onLogprob !== null || req.captureLogits !== null || req.snapshotOnly) return 0;
+  return candidateCount(req.sampling, vocab);
 }
 
 /** The mask argmaxRowsMasked applies for a matcher (null: none, or every id allowed). */

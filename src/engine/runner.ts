@@ -112,7 +112,7 @@ export class Runner {
     const finish = planFinish(rows, layout, this.sampleVocab, this.vocab);
     const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout, finish)) : null;
     const gathered = finish ? this.gatherFinish(all, want.length, finish) : null;
-    const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab) : null;
+    const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab, this.vocab) : null;
     if (cplan) this.cands!.select(all, cplan, this.sampleVocab, this.vocab);
     const candRanges = cplan ? this.cands!.ranges(cplan) : [];
     const whole = this.wholePromptHits(rows);

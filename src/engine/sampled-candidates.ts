@@ -18,8 +18,17 @@
 //       full row's, and the outside id lies below τ.
 //   A candidate set smaller than c holds every non-NaN id (nothing outside can be kept).
 // A row that fails the certificate, or whose max is not finite, takes the full-row path.
+//
+// Adjustments (logit bias, a constraint's mask, penalties) change a few known ids: the
+// touched ids (bias keys, penalised ids: greedy-finish.ts touchedIds) come with their raw
+// logits and are adjusted here exactly as adjustInPlace and penaltyPatches adjust them (the
+// biased sum rounded to f32, masked ids −∞, the penalised value rounded to f32); masked
+// candidates count as −∞. The kernel selects over the raw row, so an untouched id outside
+// the candidates still holds a raw logit ≤ s_C (or −∞ when masked): the certificate is
+// unchanged, with m the entries' max (it is the row's when s_C ≤ m; else refused).
 import { exp32, keptCut, keptDraw, topKCut, weighEntries, type Cut, type Entries } from '../kernels/ref/sampling.js';
-import type { SamplingParams } from './sampler.js';
+import { penaltyPatches, type SamplingParams } from './sampler.js';
+import type { GreedyAdjust } from './greedy-finish.js';
 
 const f = Math.fround;
 
@@ -54,24 +63,58 @@ export interface CertifiedRow {
 
 const bitsOf = (v: number): number => new Uint32Array(Float32Array.of(v).buffer)[0]!;
 
-/** The certified row of one topCandidates row (`ids`, `vals`: its c slots), or null when the
- * candidates cannot decide it (see the header). `vocab`: the row's n. */
-export function certify(ids: Int32Array, vals: Float32Array, p: SamplingParams, vocab: number): CertifiedRow | null {
+/** A row's adjustment and its touched ids' raw logits (raw[i] is touched[i]'s). */
+export interface TouchedLogits {
+  readonly a: GreedyAdjust;
+  readonly touched: readonly number[];
+  readonly raw: ArrayLike<number>;
+}
+
+function allowed(mask: Uint32Array | null, id: number): boolean {
+  return mask === null || (((mask[id >>> 5] ?? 0) >>> (id & 31)) & 1) === 1;
+}
+
+/** The touched ids' logits after bias, mask and penalties, as the full row has them when the
+ * reference samples it (adjustInPlace, then sampleRowOf's patches). */
+function adjustedTouched(t: TouchedLogits): Map<number, number> {
+  const { a } = t;
+  const adjusted = new Map<number, number>();
+  const row: { [id: number]: number; length: number } = { length: a.vocab };
+  t.touched.forEach((id, i) => {
+    const b = a.bias?.get(id);
+    const v = allowed(a.mask, id) ? (b === undefined ? t.raw[i]! : f(t.raw[i]! + b)) : -Infinity;
+    adjusted.set(id, v);
+    row[id] = v;
+  });
+  const patches = penaltyPatches(row, a.sampling, a.history, a.vocab, a.extra);
+  if (patches) patches.ids.forEach((id, j) => adjusted.set(id, patches.vals[j]!));
+  return adjusted;
+}
+
+/** The certified row of one topCandidates row (`ids`, `vals`: its c slots of raw logits), or
+ * null when the candidates cannot decide it (see the header). `vocab`: the row's n.
+ * `touched`: the row's adjustment (null: none). */
+export function certify(ids: Int32Array, vals: Float32Array, p: SamplingParams, vocab: number, touched: TouchedLogits | null = null): CertifiedRow | null {
   let count = 0;
   while (count < ids.length && ids[count]! >= 0) count++;
-  if (count === 0) return null;
-  let m = -Infinity;
-  let sMin = Infinity;
+  let sC = Infinity;
+  const s = new Map<number, number>();
   for (let j = 0; j < count; j++) {
-    m = Math.max(m, vals[j]!);
-    sMin = Math.min(sMin, vals[j]!);
+    sC = Math.min(sC, vals[j]!);
+    s.set(ids[j]!, touched && !allowed(touched.a.mask, ids[j]!) ? -Infinity : vals[j]!);
   }
+  if (touched) for (const [id, v] of adjustedTouched(touched)) s.set(id, v);
+  const order = Int32Array.from(s.keys()).sort();
+  const sv = Float32Array.from(order, (id) => s.get(id)!);
+  let m = -Infinity;
+  for (const v of sv) if (v > m) m = v;
   if (!(m > -Infinity && m < Infinity)) return null;
+  if (count === ids.length && !(sC <= m)) return null;
   const invT = 1 / p.temperature;
-  const entries = weighEntries(ids.slice(0, count), vals.slice(0, count), vocab, m, invT, p.minP);
+  const entries = weighEntries(order, sv, vocab, m, invT, p.minP);
   const kCut = topKCut(entries, topKOf(p, vocab));
   if (count === ids.length) {
-    const wC = exp32(f(f(sMin - m) * f(invT)));
+    const wC = exp32(f(f(sC - m) * f(invT)));
     const outsideZero = wC === 0 || wC < f(p.minP);
     if (!outsideZero && !(kCut.tau > bitsOf(wC))) return null;
   }

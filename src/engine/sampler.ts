@@ -56,7 +56,7 @@ function hasPenalties(p: SamplingParams, hist: HistoryView | null): hist is Hist
 
 /** The penalised logit of every id a penalty touches (ids < vocab), in f64. `extra`: ids
  * generated after the history (counted as outputs; speculative verify positions). */
-function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: HistoryView, vocab: number,
+function penaltyAdjustments(logits: ArrayLike<number>, p: SamplingParams, hist: HistoryView, vocab: number,
   extra: readonly number[] = []): Map<number, number> {
   const adj = new Map<number, number>();
   let counts: ReadonlyMap<number, number> = hist.outputCounts;
@@ -82,7 +82,7 @@ function penaltyAdjustments(logits: Float32Array, p: SamplingParams, hist: Histo
 
 /** Penalised logits of the touched ids as kernel patches (values rounded to f32), or
  * null without penalties. Only the ids a penalty touches: never vocabulary-sized. */
-export function penaltyPatches(logits: Float32Array, p: SamplingParams, hist: HistoryView | null, vocab: number,
+export function penaltyPatches(logits: ArrayLike<number>, p: SamplingParams, hist: HistoryView | null, vocab: number,
   extra: readonly number[] = []): { ids: Int32Array; vals: Float32Array } | null {
   if (!hasPenalties(p, hist)) return null;
   const adj = penaltyAdjustments(logits, p, hist, vocab, extra);
