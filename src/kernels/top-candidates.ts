@@ -13,25 +13,27 @@ export function orderKey(b: number): number {
   return (b & 0x80000000) !== 0 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
 }
 
-function isNaNBits(b: number): boolean {
-  return (b & 0x7fffffff) >>> 0 > 0x7f800000;
-}
-
-/** Row r's set: ids (ascending) of its top c by (key desc, id asc). */
-function topOfRow(bits: Uint32Array, base: number, n: number, c: number): number[] {
+/** Row r's set: ids (ascending) of its top c by (key desc, id asc). The scan compares f32
+ * values (a value below the current c-th is out, NaN too); only an equal value (the same
+ * bits, or −0 against +0) compares keys. */
+function topOfRow(x: Float32Array, bits: Uint32Array, base: number, n: number, c: number): number[] {
   // the current top, best first: [key, id] pairs; a later id with an equal key never enters
   const keys: number[] = [];
   const ids: number[] = [];
+  let tv = NaN; // the c-th value once the top is full
   for (let i = 0; i < n; i++) {
-    const b = bits[base + i]!;
-    if (isNaNBits(b)) continue;
-    const k = orderKey(b);
-    if (keys.length === c && !(k > keys[c - 1]!)) continue;
+    const v = x[base + i]!;
+    if (keys.length === c) {
+      if (!(v >= tv)) continue; // below the c-th, or NaN
+      if (v === tv && !(orderKey(bits[base + i]!) > keys[c - 1]!)) continue;
+    } else if (v !== v) continue;
+    const k = orderKey(bits[base + i]!);
     if (keys.length === c) { keys.pop(); ids.pop(); }
     let j = keys.length;
     while (j > 0 && keys[j - 1]! < k) j--;
     keys.splice(j, 0, k);
     ids.splice(j, 0, i);
+    if (keys.length === c) tv = x[base + ids[c - 1]!]!;
   }
   return ids.sort((a, b) => a - b);
 }
@@ -49,7 +51,7 @@ export function topCandidates(ids: Int32Array, vals: Float32Array, outOffset: nu
   const bits = new Uint32Array(x.buffer, x.byteOffset, x.length);
   const outBits = new Uint32Array(vals.buffer, vals.byteOffset, vals.length);
   for (let r = 0; r < m; r++) {
-    const set = topOfRow(bits, r * stride, n, c);
+    const set = topOfRow(x, bits, r * stride, n, c);
     const o = outOffset + r * c;
     for (let j = 0; j < c; j++) {
       const id = set[j];
