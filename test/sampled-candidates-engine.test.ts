@@ -14,13 +14,15 @@ import { TokenTexts } from '../src/server/api/logprobs.js';
 import { structuredConstraint } from '../src/server/api/structured.js';
 
 const opts = { kernels: 'wasm' as const, specTokens: 0, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+// on CPU backends the path is off unless forced (the runner's 'auto'): these tests force it
+const forced = { sampledCandidates: true };
 const N = 12;
 
 for (const [name, sampling] of Object.entries(CASES)) {
   test(`wasm, ${name}: candidate path == full rows (seeded ids), batched`, async () => {
     const reqs = sampledRequests(sampling, N);
     const off = await withEngine({ ...opts, model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
-    const on = await withEngine({ ...opts, model: TINY_THINK() }, (e) => runAll(e, reqs));
+    const on = await withEngine({ ...opts, ...forced, model: TINY_THINK() }, (e) => runAll(e, reqs));
     assert.deepEqual(on.ids, off.ids);
     assert.equal(off.rows, 0, 'forced off: no candidate rows');
     if (name === 'topPOnly') assert.equal(on.rows, 0, 'top-k and min-p off: every row reads its logits row');
@@ -36,7 +38,7 @@ for (const [name, sampling] of Object.entries(CASES)) {
 
 test('wasm, hot top-k: a request alone == in the batch (candidate path on)', async () => {
   const reqs = sampledRequests(CASES.hotTopK, N);
-  await withEngine({ ...opts, model: TINY_THINK() }, async (e) => {
+  await withEngine({ ...opts, ...forced, model: TINY_THINK() }, async (e) => {
     const batched = await runAll(e, reqs);
     for (const [i, r] of reqs.entries()) assert.deepEqual((await runAll(e, [r])).ids[0], batched.ids[i], `request ${i}`);
   });
@@ -46,7 +48,7 @@ test('wasm, MTP on (k = 3): sampled verify rows keep the full row; the prefill-e
   const reqs = sampledRequests(CASES.hotTopK, N);
   const mtp = { ...opts, specTokens: 3, specAdaptive: false };
   const off = await withEngine({ ...mtp, model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
-  const on = await withEngine({ ...mtp, model: TINY_THINK() }, (e) => runAll(e, reqs));
+  const on = await withEngine({ ...mtp, ...forced, model: TINY_THINK() }, (e) => runAll(e, reqs));
   assert.deepEqual(on.ids, off.ids);
   assert.ok(on.rows >= reqs.length, `candidate rows ${on.rows}`);
 });
@@ -77,8 +79,13 @@ test('wasm, a mixed batch (greedy, greedy + bias, sampled, sampled + logprobs, t
     { ...d!, topK: 20, logprobs: { top: 2, onToken: () => {} } }, e!,
   ];
   const off = await withEngine({ ...opts, model: TINY_THINK(), sampledCandidates: false }, (en) => runAll(en, mixed));
-  const on = await withEngine({ ...opts, model: TINY_THINK() }, (en) => runAll(en, mixed));
+  const on = await withEngine({ ...opts, ...forced, model: TINY_THINK() }, (en) => runAll(en, mixed));
   assert.deepEqual(on.ids, off.ids);
   // only the plain sampled request (c) reads candidates: N rows
   assert.equal(on.rows, N, `candidate rows ${on.rows}`);
+});
+
+test('wasm by default (auto): sampled rows read in place and sample on the SIMD sampler, no candidates', async () => {
+  const got = await withEngine({ ...opts, model: TINY_THINK() }, (e) => runAll(e, sampledRequests(CASES.qwen, 4)));
+  assert.equal(got.rows, 0);
 });

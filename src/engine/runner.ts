@@ -62,12 +62,15 @@ export class Runner {
     private readonly vision: VisionEngine | null = null,
     /** Does the step's update possibly read this row's hidden rows (a prefix snapshot)? */
     private readonly hiddenNeeded: (row: BatchRow) => boolean = () => true,
-    /** Sampled decode rows read back top candidates (false: their logits rows, as tests compare). */
-    candidates = true,
+    /** Sampled decode rows read back top candidates: 'auto' when the kernels' tensors are not
+     * host memory (a GPU: the read-back is the cost saved; CPU backends read rows in place, and
+     * their SIMD sampler beats a host-side select), true / false to force (tests compare). */
+    candidates: boolean | 'auto' = 'auto',
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
-    this.cands = candidates ? new CandidateStep(model.kernels) : null;
+    const on = candidates === 'auto' ? !(model.kernels.alloc(1) instanceof Float32Array) : candidates;
+    this.cands = on ? new CandidateStep(model.kernels) : null;
   }
 
   /** Sampled rows that read candidates, and those the certificate sent to the full row. */

@@ -29,7 +29,8 @@ export interface EngineTestHooks {
   /** The clock of the engine's rate windows (stats().tokensPerSecond), so a test can pass
    * idle time without sleeping. */
   readonly clock?: Clock;
-  /** false: sampled decode rows read back their logits rows, not their top candidates
-   * (engine/candidate-step.ts), so a test can compare the two paths. */
+  /** Sampled decode rows read back their top candidates (engine/candidate-step.ts): true /
+   * false forces the path on / off, so a test can compare the two; unset: on for backends
+   * whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly sampledCandidates?: boolean;
 }
