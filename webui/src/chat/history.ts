@@ -130,7 +130,7 @@ export function planNote(plan: ImagePlan): string {
   const n = plan.cut === 1 ? '1 older image is' : `${plan.cut} older images are`;
   if (plan.limit === 0) return `${n} not sent: this model is text-only. The images stay in this chat.`;
   const why = plan.limit !== null && plan.total > plan.limit
-    ? `this server takes at most ${plan.limit} images per request (serve --max-images)`
+    ? `this server takes at most ${plan.limit} images per request (serve --max-images), so the newest are sent`
     : 'with them the conversation was longer than the model\'s context';
-  return `${n} no longer sent to the model: ${why}. The newest ${sentCount(plan)} are sent, a short note stands in for each older one, and every image stays in this chat.`;
+  return `${n} no longer sent to the model: ${why}. A short note stands in for each older one; every image stays in this chat.`;
 }
