@@ -4,7 +4,7 @@
 // candidate rows, the certificate's refusals (fallback rate), and on webgpu the read-back
 // bytes per step both ways (the kernels' counters; CPU backends read in place: no bytes).
 // Usage: node scripts/bench-sampled-reads.mjs [--model DIR] [--kernels wasm|webgpu]
-//        [--streams S] [--gen N]   (needs dist/: npx tsc)
+//        [--streams S] [--gen N] [--cases a,b]   (needs dist/: npx tsc)
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { Engine } from '../dist/src/engine/engine.js';
@@ -15,6 +15,7 @@ const { values: v } = parseArgs({
     kernels: { type: 'string', default: 'wasm' },
     streams: { type: 'string', default: '4' },
     gen: { type: 'string', default: '64' },
+    cases: { type: 'string' },
   },
 });
 const CASES = {
@@ -24,6 +25,7 @@ const CASES = {
   hotMinP: { temperature: 2, minP: 0.1 },
   topPOnly: { temperature: 0.7, topP: 0.8 },
 };
+if (v.cases) for (const name of Object.keys(CASES)) if (!v.cases.split(',').includes(name)) delete CASES[name];
 const streams = Number(v.streams);
 const gen = Number(v.gen);
 

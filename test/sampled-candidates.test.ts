@@ -6,7 +6,7 @@
 // show that refusing was needed (the candidates alone would give other bits there).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { sample as refSample, keptCut, keptDraw, topKCut, weighEntries } from '../src/kernels/ref/sampling.js';
+import { exp32, sample as refSample, keptCut, keptDraw, topKCut, weighEntries } from '../src/kernels/ref/sampling.js';
 import { topCandidates } from '../src/kernels/top-candidates.js';
 import { candidateCount, certify, drawCertified } from '../src/engine/sampled-candidates.js';
 import { emptyResult, GREEDY, sampleRowOf, type SamplingParams } from '../src/engine/sampler.js';
@@ -167,4 +167,28 @@ test('bias, a constraint mask and penalties: the touched ids adjusted on the hos
     }
   }
   assert.ok(certified > 800 && refused > 10, `certified ${certified}, refused ${refused}`);
+});
+
+test('exp32 is monotone around every range-reduction boundary (the full sweep of [−87, 0]: scripts/exp32-monotone.mjs)', () => {
+  // the certificate needs exp32 non-decreasing; inversions would sit where k = round(y·log2 e)
+  // steps, y ≈ (j + ½)·ln 2, and at the ends: walk 2^14 f32 steps either side of each
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  const centres = [-87, -0, ...Array.from({ length: 126 }, (_, j) => -(j + 0.5) * Math.LN2)];
+  let checked = 0;
+  for (const c of centres) {
+    f32[0] = c;
+    const mid = u32[0]!;
+    let prev = Infinity;
+    for (let b = Math.max(0x80000000, mid - 2 ** 14); b <= mid + 2 ** 14; b++) {
+      u32[0] = b; // negative floats: larger bits, smaller y
+      const y: number = f32[0]!;
+      if (y < -87) break;
+      const e: number = exp32(y);
+      if (!(e <= prev)) assert.fail(`exp32 not monotone at y = ${y}: ${e} > ${prev}`);
+      prev = e;
+      checked++;
+    }
+  }
+  assert.ok(checked > 4_000_000, `checked ${checked}`);
 });

@@ -20,7 +20,7 @@ import { finishMask, finishPicks, planFinish, type FinishPlan } from './device-f
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
-import { CandidateStep, planCandidates, type Certified } from './candidate-step.js';
+import { CandidateStep, planCandidates, type CandidatePlan, type Certified } from './candidate-step.js';
 
 export interface StepResult {
   /** Per real row (batch order): host logits [V] of every position that needs them — the
@@ -146,7 +146,7 @@ export class Runner {
 
   /** The planned rows' certificates; a refused row's logits row is read back now (a second
    * read-back, only then) into `hostLogits`. */
-  private async certifyCandidates(plan: NonNullable<ReturnType<typeof planCandidates>>, rows: readonly BatchRow[], read: readonly Float32Array[],
+  private async certifyCandidates(plan: CandidatePlan, rows: readonly BatchRow[], read: readonly Float32Array[],
     all: Tensor, layout: { first: number[] }, hostLogits: Map<number, Float32Array>): Promise<Certified> {
     const { certified, refused } = this.cands!.certify(plan, rows, read, this.sampleVocab);
     if (refused.length > 0) {
