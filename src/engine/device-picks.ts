@@ -25,10 +25,12 @@ export function draftsOnKernels(req: RequestView): boolean {
   return maskedArgmax(req) && !req.adjust?.constraint;
 }
 
-/** Are the request's drafts argmax picks under at most its constraint mask (each draft step
- * then reads back ids, not logits rows: its mask depends on the drafts before it)? */
+/** Are the request's drafts picked on the kernels: argmax picks under at most its constraint
+ * mask, or finished on the host from a few gathered logits (finishesOnHost)? Each draft step
+ * then reads back ids (and those logits), not logits rows: its mask, and the penalties' count
+ * of the drafts before it, depend on the earlier drafts. */
 export function draftPicksOnKernels(req: RequestView): boolean {
-  return maskedArgmax(req);
+  return maskedArgmax(req) || finishesOnHost(req);
 }
 
 /** Does the request's next token (decode, or each verify position) come from the kernels'
