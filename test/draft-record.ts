@@ -1,5 +1,5 @@
 // What an engine's MTP drafting did, for tests comparing the kernels' draft picks with the
-// host's (the hostDrafts hook): every proposal's ids (the draftOverride hook, returning them
+// host's (the hostDrafts hook, switched per run): every proposal's ids (the draftOverride hook, returning them
 // unchanged) and every read-back call (counted by wrapping the engine's kernels' readBack:
 // calls, bytes, the longest range), per run of sequential requests.
 import type { Engine } from '../src/engine/engine.js';
@@ -19,12 +19,20 @@ export interface DraftRun {
   readonly longest: number;
 }
 
-/** The recorder's hook (pass it to the engine) and run(e, reqs): the requests one after
- * another, with what drafting did meanwhile. */
-export function draftRecorder(): { hooks: Pick<EngineTestHooks, 'draftOverride'>; run: (e: Engine, reqs: readonly GenerateRequest[]) => Promise<DraftRun> } {
+/** The recorder's hooks (pass them to the engine) and run(e, reqs, hostDrafts): the
+ * requests one after another, their drafts picked on the host when hostDrafts, with what
+ * drafting did meanwhile. */
+export function draftRecorder(): {
+  hooks: Required<Pick<EngineTestHooks, 'draftOverride' | 'hostDrafts'>>;
+  run: (e: Engine, reqs: readonly GenerateRequest[], hostDrafts: boolean) => Promise<DraftRun>;
+} {
   let log: number[][] = [];
-  const hooks = { draftOverride: (req: HookRequest, drafts: number[]): number[] => { log.push([req.tokens.length, ...drafts]); return drafts; } };
-  const run = async (e: Engine, reqs: readonly GenerateRequest[]): Promise<DraftRun> => {
+  let onHost = false;
+  const hooks = {
+    draftOverride: (req: HookRequest, drafts: number[]): number[] => { log.push([req.tokens.length, ...drafts]); return drafts; },
+    hostDrafts: () => onHost,
+  };
+  const run = async (e: Engine, reqs: readonly GenerateRequest[], hostDrafts: boolean): Promise<DraftRun> => {
     const k = e.model.kernels;
     const readBack = k.readBack;
     let [reads, bytes, longest] = [0, 0, 0];
@@ -34,6 +42,7 @@ export function draftRecorder(): { hooks: Pick<EngineTestHooks, 'draftOverride'>
       return readBack.call(k, ranges);
     };
     log = [];
+    onHost = hostDrafts;
     const r0 = e.stats().spec.rounds;
     try {
       const out: number[][] = [];

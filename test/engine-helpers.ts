@@ -40,7 +40,7 @@ export async function withEngine<T>(opts: EngineOptions & EngineTestHooks, fn: (
     ...(poisonPadding !== undefined ? { poisonPadding } : {}),
     ...(preemptIf ? { preemptIf } : {}),
     ...(draftOverride ? { draftOverride } : {}),
-    ...(hostDrafts !== undefined ? { hostDrafts } : {}),
+    ...(hostDrafts ? { hostDrafts } : {}),
   };
   const engine = await Engine.load(engineOpts, hooks);
   try {

@@ -10,7 +10,9 @@
 //   == the host path (mask on read-back logits) == wasm;
 // - greedy requests with penalties or logit bias pick on the device over their untouched ids,
 //   the host finishing from the touched ids' logits (engine/device-finish.ts) == the host
-//   path == wasm, reading back a few values per step instead of a row.
+//   path == wasm, reading back a few values per step instead of a row; their MTP drafts
+//   too (== the drafts picked on the host, the hostDrafts hook), each draft step reading
+//   back ids and a few logits, never a vocabulary row.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -20,6 +22,7 @@ import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
+import { draftRecorder, type DraftRun } from './draft-record.js';
 import type { Constraint } from '../src/constrain/constraint.js';
 import type { ServerContext } from '../src/server/context.js';
 import { TokenTexts } from '../src/server/api/logprobs.js';
@@ -219,5 +222,35 @@ describe('greedy picks on the device', () => {
         console.log(JSON.stringify({ request: i, tokens: n, hostBytes: host.bytes, deviceBytes: device.bytes, vocab }));
       }
     });
+  });
+
+  test('MTP drafts of penalised / biased greedy requests: device-picked + host finish == host-picked drafts, MTP on == off, no row read back', async () => {
+    const [p0, p1] = golden();
+    const reqs: GenerateRequest[] = [
+      { promptIds: p0!.prompt_ids, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
+      { promptIds: p1!.prompt_ids, maxTokens: 8, ignoreEos: true, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3]]) } },
+    ];
+    // MTP off on wasm: the webgpu picks equal wasm's (the tests above), so MTP on == off here too
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, reqs));
+    for (const k of [2, 4]) {
+      const rec = draftRecorder();
+      const { device, host, vocab } = await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1, ...rec.hooks }, async (e) => {
+        const run = async (hostDrafts: boolean): Promise<DraftRun> => {
+          const [s0, b0] = [counters(e).steps, counters(e).readBackBytes];
+          const r = await rec.run(e, reqs, hostDrafts);
+          assert.deepEqual([counters(e).steps - s0, counters(e).readBackBytes - b0], [r.reads, r.bytes], 'the recorder counts what the backend counts');
+          return r;
+        };
+        return { device: await run(false), host: await run(true), vocab: e.sampleVocab };
+      });
+      assert.deepEqual(device.out, want, `k = ${k}: MTP on == off`);
+      assert.deepEqual(host.out, want, `k = ${k}: host drafts, MTP on == off`);
+      assert.ok(device.drafts.some((d) => d.length > 2), `k = ${k}: the requests drafted`);
+      assert.deepEqual(device.drafts, host.drafts, `k = ${k}: device draft ids == host draft ids`);
+      assert.equal(device.reads, host.reads, `k = ${k}: one read-back per draft step either way`);
+      assert.ok(host.longest >= vocab && device.longest < vocab, `k = ${k}: longest range ${device.longest} (host path ${host.longest})`);
+      assert.ok(device.bytes * 20 < host.bytes, `k = ${k}: bytes ${device.bytes} vs ${host.bytes}`);
+      console.log(`# penalised drafts k=${k} rounds=${device.rounds}: read-backs ${device.reads} (${(device.reads / device.rounds).toFixed(2)}/round), bytes device ${device.bytes} (${(device.bytes / device.rounds).toFixed(0)}/round) host ${host.bytes} (${(host.bytes / host.rounds).toFixed(0)}/round)`);
+    }
   });
 });

@@ -90,9 +90,9 @@ export class MtpDrafter {
     private readonly argmax?: Argmax,
     /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
     draftVocab = sampleVocab,
-    /** Test hook (test-hooks.ts hostDrafts): every draft picked on the host from its
-     * read-back logits row, the reference the kernels' picks must equal. */
-    private readonly hostDrafts = false,
+    /** Test hook (test-hooks.ts hostDrafts), asked every round: true picks the round's
+     * drafts on the host from read-back logits rows, the reference the kernels' picks equal. */
+    private readonly hostDrafts: () => boolean = () => false,
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -126,11 +126,12 @@ export class MtpDrafter {
     const order = active.map((_, i) => i).sort((a, b) => active[b]!.drafts - active[a]!.drafts || a - b);
     const chains = order.map((i) => active[i]!);
     const first = this.pick(out, order.map((i) => rows[i]!));
-    if (!this.hostDrafts && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
+    const host = this.hostDrafts();
+    if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
-        await this.propose(s.active, s.hidden);
+        await this.propose(s.active, s.hidden, host);
       }
     }
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
@@ -202,10 +203,10 @@ export class MtpDrafter {
    * ids (and a finished pick's few logits) for the chains that pick on the kernels, of logits
    * rows for the others. A sampled request's proposal q is kept over the whole sampling
    * vocabulary (zero beyond the draft head), as rejection sampling compares it with the
-   * target's p id by id. */
-  private async propose(chains: readonly Chain[], hidden: Tensor): Promise<void> {
+   * target's p id by id. `host`: every chain picks on the host (the hostDrafts hook). */
+  private async propose(chains: readonly Chain[], hidden: Tensor, host: boolean): Promise<void> {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
-    const onKernels = chains.map((c) => !this.hostDrafts && draftPicksOnKernels(c.req));
+    const onKernels = chains.map((c) => !host && draftPicksOnKernels(c.req));
     const picked = onKernels.some((x) => x) ? this.pickOnKernels(chains, onKernels, t) : null;
     const hostRows = chains.map((_, j) => j).filter((j) => !onKernels[j]);
     const read = await this.model.kernels.readBack([
