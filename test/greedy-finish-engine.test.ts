@@ -39,27 +39,38 @@ test('penalised / biased greedy: kernel-picked + host finish == host path, MTP o
   assert.deepEqual(spec, want, 'MTP k = 3 (verify rows finished on the host) == MTP off');
 });
 
-test('MTP drafts of penalised / biased greedy requests: kernel-picked (ids + a few logits read back) == host-picked draft ids, k = 2..4', async () => {
+test('MTP drafts of penalised / biased greedy requests: kernel-picked == host-picked draft ids, k = 2..4; biased (f32 values) chain on the kernels', async () => {
   const [p0, p1] = prompts;
-  const reqs: GenerateRequest[] = [
-    { promptIds: p0!.prompt_ids, maxTokens: 14, ignoreEos: true, repetitionPenalty: 1.4 },
-    { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, presencePenalty: 0.7 },
-    { promptIds: p0!.prompt_ids, maxTokens: 14, ignoreEos: true, frequencyPenalty: 0.9 },
-    { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -50], [p1!.greedy_ids[3]!, 4]]) } },
+  const bias = (b: number): Map<number, number> => new Map([[p1!.greedy_ids[1]!, -50], [p1!.greedy_ids[3]!, b]]);
+  // chained: drafts chain on the kernels (2 read-backs a round); else ids + a few logits per draft step
+  const cases: { req: GenerateRequest; chained: boolean }[] = [
+    { req: { promptIds: p0!.prompt_ids, maxTokens: 14, ignoreEos: true, repetitionPenalty: 1.4 }, chained: false },
+    { req: { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, presencePenalty: 0.7 }, chained: false },
+    { req: { promptIds: p0!.prompt_ids, maxTokens: 14, ignoreEos: true, frequencyPenalty: 0.9 }, chained: false },
+    { req: { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, logitsAdjust: { bias: bias(4) } }, chained: true },
+    // 4.1 is no f32: its f32 add could round differently from adjustInPlace's, so its drafts finish on the host
+    { req: { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, logitsAdjust: { bias: bias(4.1) } }, chained: false },
+    { req: { promptIds: p0!.prompt_ids, maxTokens: 14, ignoreEos: true, repetitionPenalty: 1.2, logitsAdjust: { bias: bias(2) } }, chained: false },
   ];
-  const want = await withEngine({ ...base, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, reqs));
+  const want = await withEngine({ ...base, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, cases.map((c) => c.req)));
   for (const k of [2, 3, 4]) {
     const rec = draftRecorder();
-    const { device, host, vocab } = await withEngine({ ...base, model: TINY_THINK(), specTokens: k, maxRunning: 1, ...rec.hooks },
-      async (e) => ({ device: await rec.run(e, reqs, false), host: await rec.run(e, reqs, true), vocab: e.sampleVocab }));
-    assert.deepEqual(device.out, want, `k = ${k}: MTP on == off`);
-    assert.deepEqual(host.out, want, `k = ${k}: host drafts, MTP on == off`);
-    assert.ok(device.drafts.length > 0 && device.drafts.some((d) => d.length > 2), `k = ${k}: the requests drafted`);
-    assert.deepEqual(device.drafts, host.drafts, `k = ${k}: the kernels' draft ids == the host's`);
-    // one read-back per draft step either way (a draft's finish feeds the next step's
-    // penalties); the kernels' steps carry ids and a few logits, never a vocabulary row
-    assert.equal(device.reads, host.reads, `k = ${k}: read-backs`);
-    assert.ok(host.longest >= vocab && device.longest < vocab, `k = ${k}: longest range ${device.longest} (host path ${host.longest})`);
-    console.log(JSON.stringify({ k, rounds: device.rounds, reads: device.reads, deviceBytes: device.bytes, hostBytes: host.bytes }));
+    await withEngine({ ...base, model: TINY_THINK(), specTokens: k, maxRunning: 1, ...rec.hooks }, async (e) => {
+      for (const [i, { req, chained }] of cases.entries()) {
+        const device = await rec.run(e, [req], false);
+        const host = await rec.run(e, [req], true);
+        const what = `k = ${k}, request ${i}`;
+        assert.deepEqual(device.out, [want[i]], `${what}: MTP on == off`);
+        assert.deepEqual(host.out, [want[i]], `${what}: host drafts, MTP on == off`);
+        assert.ok(device.drafts.some((d) => d.length > 2), `${what}: the request drafted`);
+        assert.deepEqual(device.drafts, host.drafts, `${what}: the kernels' draft ids == the host's`);
+        // the prefill's read-back, then per round the verify's and (but for the last) the drafts'
+        if (chained) assert.ok(device.reads <= 2 * device.rounds + 1, `${what}: ${device.reads} read-backs for ${device.rounds} rounds: 2 a round`);
+        else assert.equal(device.reads, host.reads, `${what}: a read-back per draft step either way (the finish feeds the next step)`);
+        assert.ok(host.reads > 2 * host.rounds, `${what}: the host path reads back per draft step`);
+        assert.ok(host.longest >= e.sampleVocab && device.longest < e.sampleVocab, `${what}: longest range ${device.longest} (host path ${host.longest})`);
+        console.log(JSON.stringify({ k, request: i, chained, rounds: device.rounds, reads: device.reads, hostReads: host.reads, bytes: device.bytes, hostBytes: host.bytes }));
+      }
+    });
   }
 });

@@ -224,33 +224,39 @@ describe('greedy picks on the device', () => {
     });
   });
 
-  test('MTP drafts of penalised / biased greedy requests: device-picked + host finish == host-picked drafts, MTP on == off, no row read back', async () => {
+  test('MTP drafts of penalised / biased greedy requests: device-picked (+ host finish) == host-picked drafts, MTP on == off, no row read back', async () => {
     const [p0, p1] = golden();
-    const reqs: GenerateRequest[] = [
-      { promptIds: p0!.prompt_ids, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
-      { promptIds: p1!.prompt_ids, maxTokens: 8, ignoreEos: true, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3]]) } },
+    // the penalised request's drafts read back ids + a few logits per draft step; the biased
+    // one's (f32 values) chain on the device: 2 read-backs a round
+    const cases: { req: GenerateRequest; chained: boolean }[] = [
+      { req: { promptIds: p0!.prompt_ids, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 }, chained: false },
+      { req: { promptIds: p1!.prompt_ids, maxTokens: 8, ignoreEos: true, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3]]) } }, chained: true },
     ];
     // MTP off on wasm: the webgpu picks equal wasm's (the tests above), so MTP on == off here too
-    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, reqs));
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, cases.map((c) => c.req)));
     for (const k of [2, 4]) {
       const rec = draftRecorder();
-      const { device, host, vocab } = await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1, ...rec.hooks }, async (e) => {
-        const run = async (hostDrafts: boolean): Promise<DraftRun> => {
+      await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1, ...rec.hooks }, async (e) => {
+        const run = async (req: GenerateRequest, hostDrafts: boolean): Promise<DraftRun> => {
           const [s0, b0] = [counters(e).steps, counters(e).readBackBytes];
-          const r = await rec.run(e, reqs, hostDrafts);
+          const r = await rec.run(e, [req], hostDrafts);
           assert.deepEqual([counters(e).steps - s0, counters(e).readBackBytes - b0], [r.reads, r.bytes], 'the recorder counts what the backend counts');
           return r;
         };
-        return { device: await run(false), host: await run(true), vocab: e.sampleVocab };
+        for (const [i, { req, chained }] of cases.entries()) {
+          const [device, host] = [await run(req, false), await run(req, true)];
+          const what = `k = ${k}, request ${i}`;
+          assert.deepEqual(device.out, [want[i]], `${what}: MTP on == off`);
+          assert.deepEqual(host.out, [want[i]], `${what}: host drafts, MTP on == off`);
+          assert.ok(device.drafts.some((d) => d.length > 2), `${what}: the request drafted`);
+          assert.deepEqual(device.drafts, host.drafts, `${what}: device draft ids == host draft ids`);
+          if (chained) assert.ok(device.reads <= 2 * device.rounds + 1, `${what}: ${device.reads} read-backs for ${device.rounds} rounds: 2 a round`);
+          else assert.equal(device.reads, host.reads, `${what}: one read-back per draft step either way`);
+          assert.ok(host.longest >= e.sampleVocab && device.longest < e.sampleVocab, `${what}: longest range ${device.longest} (host path ${host.longest})`);
+          assert.ok(device.bytes * 20 < host.bytes, `${what}: bytes ${device.bytes} vs ${host.bytes}`);
+          console.log(`# ${chained ? 'biased (chained)' : 'penalised'} drafts k=${k} rounds=${device.rounds}: read-backs device ${device.reads} host ${host.reads}, bytes device ${device.bytes} (${(device.bytes / device.rounds).toFixed(0)}/round) host ${host.bytes} (${(host.bytes / host.rounds).toFixed(0)}/round)`);
+        }
       });
-      assert.deepEqual(device.out, want, `k = ${k}: MTP on == off`);
-      assert.deepEqual(host.out, want, `k = ${k}: host drafts, MTP on == off`);
-      assert.ok(device.drafts.some((d) => d.length > 2), `k = ${k}: the requests drafted`);
-      assert.deepEqual(device.drafts, host.drafts, `k = ${k}: device draft ids == host draft ids`);
-      assert.equal(device.reads, host.reads, `k = ${k}: one read-back per draft step either way`);
-      assert.ok(host.longest >= vocab && device.longest < vocab, `k = ${k}: longest range ${device.longest} (host path ${host.longest})`);
-      assert.ok(device.bytes * 20 < host.bytes, `k = ${k}: bytes ${device.bytes} vs ${host.bytes}`);
-      console.log(`# penalised drafts k=${k} rounds=${device.rounds}: read-backs ${device.reads} (${(device.reads / device.rounds).toFixed(2)}/round), bytes device ${device.bytes} (${(device.bytes / device.rounds).toFixed(0)}/round) host ${host.bytes} (${(host.bytes / host.rounds).toFixed(0)}/round)`);
     }
   });
 });

@@ -5,9 +5,10 @@
 //            committed tokens; its last output predicts d_1;
 //   draft  — k−1 more single-token MTP steps, each fed the previous MTP output and draft.
 // Batched across requests. Drafts of greedy requests are argmax picks; when every chain's
-// drafts are plain argmax picks (device-picks.ts) they chain on the kernels — draft i's
-// argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts of all
-// chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
+// drafts are argmax picks of its logits, or of its logits plus a logit bias added on the
+// kernels (device-picks.ts draftsOnKernels, draft-bias.ts), they chain on the kernels —
+// draft i's argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts
+// of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Otherwise each draft step reads back once (a draft feeds the next step's mask and
 // penalties): ids for the greedy chains — picked under their constraint mask, or, for a
 // penalised or biased one, over the ids no penalty or bias touches and finished on the host
@@ -28,6 +29,7 @@ import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
 import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
+import { DraftBias } from './draft-bias.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -78,6 +80,8 @@ export class MtpDrafter {
   private ids: { t: Tensor; rows: number } | null = null;
   /** The gathered logits of draft picks the host finishes (penalties, bias). */
   private readonly finishGather: FinishGather;
+  /** Chained drafts' logit biases, added on the kernels. */
+  private readonly bias: DraftBias;
 
   constructor(
     private readonly model: AnyModel,
@@ -99,6 +103,7 @@ export class MtpDrafter {
     this.head = this.v < model.weights.lmHead.rows ? model.kernels.weightRows(model.weights.lmHead, this.v) : model.weights.lmHead;
     this.sampler = new BatchSampler(model.kernels, argmax);
     this.finishGather = new FinishGather(model.kernels);
+    this.bias = new DraftBias(model.kernels, this.v);
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -156,18 +161,21 @@ export class MtpDrafter {
     return this.pick(out, chains.map((_, j) => j));
   }
 
-  /** Every draft of every chain (all plain argmax picks) on the kernels: draft step s's
-   * argmaxRows ids land in row s − 1 of a [steps, chains] id tensor, the next step embeds
-   * them from there, and one read-back brings the whole round's drafts. The ids are
-   * argmaxRows' — the reference argmax of the same logits rows (device-picks.ts). */
+  /** Every draft of every chain (all argmax picks, of the logits plus the chain's bias row
+   * when one has a bias) on the kernels: draft step s's argmaxRows ids land in row s − 1 of a
+   * [steps, chains] id tensor, the next step embeds them from there, and one read-back brings
+   * the whole round's drafts. The ids are argmaxRows' — the reference argmax of the same
+   * logits rows (device-picks.ts; the biased rows are adjustInPlace's: draft-bias.ts). */
   private async draftOnKernels(chains: readonly Chain[], first: Tensor): Promise<void> {
     const n = chains.length;
     const steps = chains[0]!.drafts;
     const rec = this.idsFor(n * steps);
+    const bias = this.bias.rowsFor(chains.map((c) => c.req));
     let hidden = first;
     for (let s = 1; s <= steps; s++) {
       const live = drafting(chains, s);
       const t = lmHeadInto(this.model, this.ws, hidden, chains.slice(0, live).map((_, j) => j), this.ws.draftLogits.rows(live), this.head);
+      if (bias) this.model.kernels.add(t, t, bias, live * this.v);
       this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
       const next = drafting(chains, s + 1);
       if (next > 0) hidden = this.draftForward(chains.slice(0, next), hidden, s + 1, () => DEVICE_TOKEN, { ids: rec, offset: (s - 1) * n });
