@@ -253,7 +253,6 @@ describe('greedy picks on the device', () => {
           if (chained) assert.ok(device.reads <= 2 * device.rounds + 1, `${what}: ${device.reads} read-backs for ${device.rounds} rounds: 2 a round`);
           else assert.equal(device.reads, host.reads, `${what}: one read-back per draft step either way`);
           assert.ok(host.longest >= e.sampleVocab && device.longest < e.sampleVocab, `${what}: longest range ${device.longest} (host path ${host.longest})`);
-          assert.ok(device.bytes * 20 < host.bytes, `${what}: bytes ${device.bytes} vs ${host.bytes}`);
           console.log(`# ${chained ? 'biased (chained)' : 'penalised'} drafts k=${k} rounds=${device.rounds}: read-backs device ${device.reads} host ${host.reads}, bytes device ${device.bytes} (${(device.bytes / device.rounds).toFixed(0)}/round) host ${host.bytes} (${(host.bytes / host.rounds).toFixed(0)}/round)`);
         }
       });

@@ -16,7 +16,7 @@ import { isGreedy } from './sampler.js';
  * yet keeps the host path: tests use it to compare the two). */
 function maskedArgmax(req: RequestView): boolean {
   const p = req.sampling;
-  return isGreedy(p) && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0 && (req.adjust === null || !req.adjust.bias);
+  return isGreedy(p) && !penalised(p) && (req.adjust === null || !req.adjust.bias);
 }
 
 /** Are the request's MTP drafts argmax picks of its logits, or of its logits plus a logit
