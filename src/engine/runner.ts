@@ -16,7 +16,7 @@ import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
 import { idsOf, maskOf, picksOnKernels } from './device-picks.js';
-import { finishMask, finishPicks, planFinish, type FinishPlan } from './device-finish.js';
+import { FinishGather, finishMask, finishPicks, planFinish, type FinishPlan } from './device-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
@@ -47,8 +47,8 @@ export class Runner {
   private readonly vocab: number;
   /** The kernels' picks of a step, [rows of `all`] (grown on demand). */
   private picks: { t: Tensor; rows: number } | null = null;
-  /** The host-finished rows' gathered logits (device-finish.ts), grown as needed. */
-  private finishBufs: { values: Tensor; rows: number; touched: Tensor; touchedCap: number } | null = null;
+  /** The host-finished rows' gathered logits (device-finish.ts). */
+  private readonly finishGather: FinishGather;
   /** Sampled rows read as candidates (null: every sampled row reads its logits row). */
   private readonly cands: CandidateStep | null;
 
@@ -69,6 +69,7 @@ export class Runner {
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
+    this.finishGather = new FinishGather(model.kernels);
     const on = candidates === 'auto' ? !(model.kernels.alloc(1) instanceof Float32Array) : candidates;
     this.cands = on ? new CandidateStep(model.kernels) : null;
   }
@@ -114,7 +115,7 @@ export class Runner {
     const layout = this.logitsLayout(rows, offsets);
     const finish = planFinish(rows, layout, this.sampleVocab, this.vocab);
     const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout, finish)) : null;
-    const gathered = finish ? this.gatherFinish(all, want.length, finish) : null;
+    const gathered = finish ? this.finishGather.gather(all, picks!, want.length, this.vocab, finish) : null;
     const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab, this.vocab) : null;
     if (cplan) this.cands!.select(all, cplan, this.sampleVocab, this.vocab);
     const candRanges = cplan ? this.cands!.ranges(cplan) : [];
@@ -192,21 +193,6 @@ export class Runner {
     if (masks.length > 0) this.model.kernels.argmaxRowsMasked(this.picks.t, 0, all, n, this.sampleVocab, this.vocab, masks);
     else this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
     return this.picks.t;
-  }
-
-  /** The logits the host's finish reads: per row of `all` [0, n), the logit at its pick
-   * (gatherPicked, after pickRows), and the plan's touched logits (gatherRows, width 1). */
-  private gatherFinish(all: Tensor, n: number, plan: FinishPlan): { values: Tensor; touched: Tensor } {
-    const k = this.model.kernels;
-    if (!this.finishBufs || this.finishBufs.rows < n || this.finishBufs.touchedCap < plan.flat.length) {
-      const rows = Math.max(n, this.finishBufs?.rows ?? 4);
-      const touchedCap = Math.max(plan.flat.length, 2 * (this.finishBufs?.touchedCap ?? 256));
-      this.finishBufs = { values: k.alloc(rows), rows, touched: k.alloc(touchedCap), touchedCap };
-    }
-    const { values, touched } = this.finishBufs;
-    k.gatherPicked(values, 0, all, this.picks!.t, n, this.vocab);
-    if (plan.flat.length > 0) k.gatherRows(touched, all, plan.flat, 1);
-    return { values, touched };
   }
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
