@@ -21,6 +21,7 @@ import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
+import { BIAS_ACT, LAYER_NORM } from '../src/kernels/webgpu/wgsl/tower.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 
 const READER: Record<ParamType, string> = { u32: 'pu', i32: 'pi', f32: 'pf' };
@@ -61,6 +62,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gather_picked: GATHER_PICKED,
   top_candidates: TOP_CANDIDATES,
   kv_write: KV_WRITE,
+  layer_norm: LAYER_NORM,
+  bias_act: BIAS_ACT,
   attention: ATTENTION,
   quant_acts: [quantActsShader(true), quantActsShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),

@@ -46,6 +46,8 @@ export const PARAMS = {
   moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
   moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32' }),
   norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', zeroCentered: 'u32', gated: 'u32', eps: 'f32' }),
+  layer_norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', wOff: 'u32', bOff: 'u32', eps: 'f32' }),
+  bias_act: fields({ m: 'u32', d: 'u32', act: 'u32', outOff: 'u32', xOff: 'u32', biasOff: 'u32' }),
   elementwise: fields({ n: 'u32', op: 'u32', outOff: 'u32', aOff: 'u32', bOff: 'u32' }),
   rope: fields({ t: 'u32', heads: 'u32', headDim: 'u32', half: 'u32', stride: 'u32', xOff: 'u32', csOff: 'u32' }),
   argmax: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32' }),
