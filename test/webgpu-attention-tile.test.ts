@@ -2,7 +2,8 @@
 // attention kernel (k.attention, the definition of a row's bits): prefill rows of one
 // sequence in tiles of QT / G rows, decode rows beside them (the grouped kernel), contexts 1
 // to 700 over pages of 16, head dims 16 / 64 / 256 and 1 / 4 / 8 query heads per KV head,
-// bit for bit; and the KV bytes read: each tile reads its sequence's cache once per KV head.
+// bit for bit; and the KV bytes read (each tile reads its sequence's cache once per KV
+// head) and the score scratch's bytes.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AttentionDims, BatchSeq, KvLayerView } from '../src/kernels/types.js';
@@ -31,7 +32,7 @@ function upload(a: Float32Array): GpuTensor {
 /** A batch of `spec` over one random paged cache (pages in reverse pool order): the
  * per-(head, row) kernel's output, attentionBatch's, and attentionBatch's KV bytes read. */
 async function tileVsRows(d: AttentionDims, spec: readonly { t: number; start: number }[]):
-  Promise<{ want: Float32Array; got: Float32Array; seqs: BatchSeq[]; read: number; ideal: number }> {
+  Promise<{ want: Float32Array; got: Float32Array; seqs: BatchSeq[]; read: number; ideal: number; scores: number }> {
   const r = rng(211);
   const sym = (n: number) => Float32Array.from({ length: n }, () => 2 * r() - 1);
   const [qd, kvd] = [d.numHeads * d.headDim, d.numKvHeads * d.headDim];
@@ -53,7 +54,8 @@ async function tileVsRows(d: AttentionDims, spec: readonly { t: number; start: n
   const t0 = { ...k.g.traffic };
   k.attentionBatch(tiled, q, qd, seqs.map(() => kv), k.stepBatch(seqs, rope), d);
   const [want, got] = await k.readBack([perRow, tiled].map((t) => ({ t, offset: 0, length: t.length })));
-  return { want: want!, got: got!, seqs, read: k.g.traffic.kvBytesRead - t0.kvBytesRead, ideal: k.g.traffic.kvBytesIdeal - t0.kvBytesIdeal };
+  const tr = k.g.traffic;
+  return { want: want!, got: got!, seqs, read: tr.kvBytesRead - t0.kvBytesRead, ideal: tr.kvBytesIdeal - t0.kvBytesIdeal, scores: tr.scoreBytes - t0.scoreBytes };
 }
 
 describe('webgpu prefill attention tiles', () => {
@@ -64,6 +66,7 @@ describe('webgpu prefill attention tiles', () => {
       assert.ok(tileWorkgroupBytes(s) <= 16384, `head dim ${hd}: ${tileWorkgroupBytes(s)} bytes`);
     }
     assert.deepEqual(tileShapeFor(256, 16384), { qt: 64, bc: 8, hd: 256 });
+    assert.deepEqual(tileShapeFor(64, 16384), { qt: 128, bc: 16, hd: 64 });
     assert.equal(tileShapeFor(1024, 16384), null, 'no shape: the grouped kernel serves');
   });
 
@@ -76,7 +79,7 @@ describe('webgpu prefill attention tiles', () => {
       // a prefill from position 0 over two tiles and a bit (contexts 1 up), one ending at
       // context 700, a decode row and a verify row (the grouped kernel), an empty sequence
       const spec = [{ t: 2 * rows + 3, start: 0 }, { t: 1, start: 450 }, { t: rows + 5, start: 695 - rows }, { t: 0, start: 9 }, { t: 2, start: 64 }];
-      const { want, got, seqs, read, ideal } = await tileVsRows(d, spec);
+      const { want, got, seqs, read, ideal, scores } = await tileVsRows(d, spec);
       const qd = d.numHeads * d.headDim;
       for (const [i, s] of seqs.entries()) {
         const [a, b] = [got.subarray(s.row * qd, (s.row + s.t) * qd), want.subarray(s.row * qd, (s.row + s.t) * qd)];
@@ -90,6 +93,9 @@ describe('webgpu prefill attention tiles', () => {
       const lasts = spec.flatMap((s) => blocks(s, s.t > group ? rows : group));
       assert.equal(read, pos * lasts.reduce((x, y) => x + y, 0), 'tile blocks of QT / G rows, decode and verify once');
       assert.equal(ideal, pos * spec.reduce((x, s) => x + (s.t > 0 ? s.start + s.t : 0), 0));
+      // the score scratch: 16 bytes per (query head, row, position it sees)
+      const seen = spec.reduce((x, s) => x + s.t * s.start + (s.t * (s.t + 1)) / 2, 0);
+      assert.equal(scores, 16 * d.numHeads * seen);
     });
   }
 });

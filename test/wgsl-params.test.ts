@@ -31,7 +31,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   rope_batch: ROPE_BATCH,
   kv_write_batch: KV_WRITE_BATCH,
   attention_batch: ATTENTION_BATCH,
-  attention_group: [ATTENTION_GROUP, attentionTileShader({ qt: 64, bc: 8, hd: 256 })],
+  attention_group: [ATTENTION_GROUP, attentionTileShader({ qt: 64, bc: 8, hd: 256 }), attentionTileShader({ qt: 128, bc: 32, hd: 64 })],
   attention_inputs: ATTENTION_INPUTS,
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,

@@ -2,7 +2,9 @@
 // head, tile) where a tile is up to QT queries = consecutive rows of ONE sequence × the G
 // query heads of the KV head. K and V stream through workgroup memory in tiles of BC cache
 // positions, each position loaded once per tile of queries (so a sequence's cache is read
-// ⌈T / (QT / G)⌉ times per KV head, not ⌈T / (16 / G)⌉ as by ATTENTION_GROUP).
+// ⌈T / (QT / G)⌉ times per KV head, not ⌈T / (16 / G)⌉ as by ATTENTION_GROUP). Scores:
+// thread t takes one position of the tile for QT·BC / 256 queries (a K element from the
+// tile serves them all); output: thread t holds (query, element) pairs t + 256·a.
 // Bits: every query keeps the per-(head, row) kernel's chains (wgsl/attention.ts attendRow):
 // - score: Σ_d q_d·k_pd from d = 0 up, times scale, to SC (the same places);
 // - max: over all its positions (max is exact, so any grouping gives the same value);
@@ -25,9 +27,10 @@ export const TILE_THREADS = 256;
 /** A tile shape: QT queries per workgroup, BC cache positions per K/V tile, for head dim HD. */
 export interface TileShape { readonly qt: number; readonly bc: number; readonly hd: number }
 
-/** Workgroup bytes of a shape: the K/V tile, the weights of a V tile, the trees, per-query words. */
+/** Workgroup bytes of a shape: the K/V tile (rows padded by one), the weights of a V tile,
+ * the trees, per-query words. */
 export function tileWorkgroupBytes(s: TileShape): number {
-  return 4 * (s.bc * s.hd + s.qt * s.bc + TILE_THREADS + 5 * s.qt);
+  return 4 * (s.bc * (s.hd + 1) + s.qt * s.bc + TILE_THREADS + 5 * s.qt);
 }
 
 /** Output accumulators per thread: (query, element) pairs ÷ threads. */
@@ -36,19 +39,20 @@ function accPerThread(s: TileShape): number {
 }
 
 /** The largest shape for head dim `hd` within `storageBytes` of workgroup memory: QT keeps
- * each thread's output accumulators ≤ 64 (QT = 128 up to hd 128, 64 at hd 256), BC the most
- * positions (≤ 64, a multiple of 4) that fit; null when not even 4 positions fit. */
+ * each thread's output accumulators ≤ 64 (QT = 128 up to hd 128, 64 at hd 256); BC, the
+ * positions of a tile, is a power of two from 32 down that fits, with QT·BC ≥ the threads
+ * (each thread scores QT·BC / 256 ≤ 16 queries); null when none fits. */
 export function tileShapeFor(hd: number, storageBytes: number): TileShape | null {
-  const qt = Math.max(4, Math.min(128, 2 ** Math.floor(Math.log2((64 * TILE_THREADS) / hd))));
-  let bc = 64;
-  while (bc >= 4 && tileWorkgroupBytes({ qt, bc, hd }) > storageBytes) bc -= 4;
-  return bc >= 4 ? { qt, bc, hd } : null;
+  const qt = Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * TILE_THREADS) / hd))));
+  for (let bc = 32; qt * bc >= TILE_THREADS; bc /= 2) {
+    if (tileWorkgroupBytes({ qt, bc, hd }) <= storageBytes) return { qt, bc, hd };
+  }
+  return null;
 }
 
 export function attentionTileShader(s: TileShape): string {
   const { qt: QT, bc: BC, hd: HD } = s;
   const WG = TILE_THREADS;
-  const LANES = WG / QT;
   return /* wgsl */ `${HEADER}
 ${paramConsts('attention_group')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
@@ -62,9 +66,11 @@ const QT = ${QT}u;
 const BC = ${BC}u;
 const HD = ${HD}u;
 const WG = ${WG}u;
-const LANES = ${LANES}u;
+const KS = ${HD + 1}u; // a K/V row's stride in kv (padded: the BC threads of a group read different banks)
+const KG = ${WG / BC}u; // query groups in the score phase
+const QPT = ${(QT * BC) / WG}u; // queries per thread in the score phase
 const ACC = ${accPerThread(s)}u;
-var<workgroup> kv: array<f32, ${BC * HD}>;
+var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;
 var<workgroup> w: array<f32, ${QT * BC}>;
 var<workgroup> red: array<f32, ${WG}>;
 var<workgroup> qn: array<u32, ${QT}>;
@@ -103,37 +109,47 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     qsb[t] = b;
   }
   workgroupBarrier();
-  // scores: thread (query j1, lane) takes the tile's positions ≡ lane (mod LANES)
-  let j1 = t % QT;
-  let lane = t / QT;
-  let n1 = qn[j1];
-  let qo1 = qo[j1];
-  let sb1 = qsb[j1];
-  var mx = -3.40282346e38;
+  // scores: thread t takes position k0 + ki of each tile for queries qg + m·KG (m < QPT): a
+  // K element read from the tile once serves QPT queries, whose q elements are the same
+  // address across the BC threads of a query group
+  let ki = t % BC;
+  let qg = t / BC;
+  var qoff: array<u32, QPT>;
+  var mx: array<f32, QPT>;
+  for (var m = 0u; m < QPT; m++) { qoff[m] = qo[qg + m * KG]; mx[m] = -3.40282346e38; }
   for (var k0 = 0u; k0 < nmax; k0 += BC) {
     for (var e = t; e < BC * HD; e += WG) {
       let p = k0 + e / HD;
-      if (p < nmax) { kv[e] = KC[pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
+      if (p < nmax) { kv[(e / HD) * KS + e % HD] = KC[pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
     }
     workgroupBarrier();
-    for (var i = lane; i < BC; i += LANES) {
-      let p = k0 + i;
-      if (p < n1) {
-        var s = 0.0;
-        for (var d = 0u; d < HD; d++) { s = s + Q[qo1 + d] * kv[i * HD + d]; }
-        let v = s * pf(P_scale);
-        SC[sb1 + p] = v;
-        mx = max(mx, v);
+    var s: array<f32, QPT>;
+    for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }
+    for (var d = 0u; d < HD; d++) {
+      let kd = kv[ki * KS + d];
+      for (var m = 0u; m < QPT; m++) { s[m] = s[m] + Q[qoff[m] + d] * kd; }
+    }
+    let p = k0 + ki;
+    for (var m = 0u; m < QPT; m++) {
+      let j = qg + m * KG;
+      if (p < qn[j]) {
+        let v = s[m] * pf(P_scale);
+        SC[qsb[j] + p] = v;
+        mx[m] = max(mx[m], v);
       }
     }
     workgroupBarrier();
   }
-  red[t] = mx;
-  workgroupBarrier();
-  if (t < QT) {
-    var m = red[t];
-    for (var l = 1u; l < LANES; l++) { m = max(m, red[t + l * QT]); }
-    qmax[t] = m;
+  // each query's max over its BC threads' maxima (max is exact: any order gives the same)
+  for (var m = 0u; m < QPT; m++) {
+    red[t] = mx[m];
+    workgroupBarrier();
+    if (ki == 0u) {
+      var x = red[t];
+      for (var l = 1u; l < BC; l++) { x = max(x, red[t + l]); }
+      qmax[qg + m * KG] = x;
+    }
+    workgroupBarrier();
   }
   storageBarrier();
   workgroupBarrier();
@@ -166,7 +182,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var k0 = 0u; k0 < nmax; k0 += BC) {
     for (var e = t; e < BC * HD; e += WG) {
       let p = k0 + e / HD;
-      if (p < nmax) { kv[e] = VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
+      if (p < nmax) { kv[(e / HD) * KS + e % HD] = VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
     }
     for (var e = t; e < QT * BC; e += WG) {
       let j = e / BC;
@@ -182,7 +198,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (j < nq) {
         let n = qn[j];
         for (var i = 0u; i < BC; i++) {
-          if (k0 + i < n) { acc[a] = acc[a] + w[j * BC + i] * kv[i * HD + d]; }
+          if (k0 + i < n) { acc[a] = acc[a] + w[j * BC + i] * kv[i * KS + d]; }
         }
       }
     }
