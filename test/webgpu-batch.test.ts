@@ -112,8 +112,9 @@ describe('webgpu step batch', () => {
     got.forEach((g, i) => assert.ok(sameBits(g, want[i]!), `output ${i} differs`));
   });
 
-  test('attention reads each KV row once per KV head and query block: decode and verify rows at the ideal, a 13-row sequence in two blocks; == per-sequence calls', async () => {
-    // G = 2 query heads per KV head: blocks of 8 rows; 1 + 4 + 13 rows at starts 20, 9, 2
+  test('attention reads each KV row once per KV head and query block: decode and verify rows at the ideal, a 13-row prefill in one tile; == per-sequence calls', async () => {
+    // G = 2 query heads per KV head: grouped blocks of 8 rows, tiles of 64 (head dim 16);
+    // 1 + 4 + 13 rows at starts 20, 9, 2
     const c = makeCase([{ t: 1, start: 20 }, { t: 4, start: 9 }, { t: 13, start: 2 }]);
     const want = await perSequence(c, Array(c.seqs.length).fill(cacheOf(c)));
     const shared = cacheOf(c);
@@ -124,8 +125,8 @@ describe('webgpu step batch', () => {
     const read = k.g.traffic.kvBytesRead - t0.kvBytesRead;
     const ideal = k.g.traffic.kvBytesIdeal - t0.kvBytesIdeal;
     assert.equal(ideal, row * (21 + 13 + 15));
-    // the 13 rows: positions 0..9 for the first block of 8, 0..14 for the rest
-    assert.equal(read, row * (21 + 13 + 10 + 15), 'decode and verify once, the long sequence once per block');
+    // the 13 rows: one tile (positions 0..14), where blocks of 8 read 0..9 and 0..14
+    assert.equal(read, row * (21 + 13 + 15), 'decode, verify and the prefill once');
   });
 
   test('grouped attention past 64 positions (contexts 1, 63, 64, 65, 200, 700; decode and prefill rows; pages of 16) == the per-(head, row) kernel bit for bit, decode KV read once', async () => {

@@ -1,14 +1,18 @@
 // attentionBatch with each KV row read once per block of queries (wgsl/attention-group.ts):
 // a block is up to ATTENTION_QMAX queries, consecutive rows of one sequence × the G query
 // heads of a KV head, so decode (1 row) and verify (k + 1 ≤ QMAX / G rows) read a
-// sequence's cache once per KV head per layer, the ideal. The block table is made on the
-// host once per step batch and block size, and goes up through the upload arena.
+// sequence's cache once per KV head per layer, the ideal. A longer run of one sequence's
+// rows (a prefill) takes the tile kernel (wgsl/attention-tile.ts): blocks of QT / G rows
+// with K and V streamed through workgroup memory, so the cache is read once per QT / G rows
+// (QT = 128 up to head dim 128, 64 at 256) instead of once per 16 / G. The block table is
+// made on the host once per step batch and block sizes, and goes up through the upload arena.
 import type { AttentionDims, BatchSeq, KvLayerView } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { packParams } from './params.js';
 import { ATTENTION_GROUP, ATTENTION_QMAX } from './wgsl/attention-group.js';
+import { attentionTileShader, tileShapeFor, type TileShape } from './wgsl/attention-tile.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -23,47 +27,79 @@ interface StepTable {
 /** A run of the batch's rows over one KV view (batch.ts kvRuns). */
 export interface KvRun { readonly row: number; readonly rows: number; readonly kv: KvLayerView<GpuTensor> }
 
-const blockTables = new WeakMap<StepTable, Map<number, { table: GpuTensor; blocks: { row: number; rows: number; last: number }[] }>>();
+/** A block of one sequence's consecutive rows (first row, rows, last position). */
+interface Block { readonly row: number; readonly rows: number; readonly last: number }
+/** The blocks of each kernel, rows in order, and their table (2 words a block), uploaded once per batch. */
+interface Blocks { readonly table: GpuTensor; readonly group: readonly Block[]; readonly tile: readonly Block[] }
+
+const blockTables = new WeakMap<StepTable, Map<string, Blocks>>();
 
 /** Whether the grouped kernel serves these dims (a KV group of at most QMAX query heads). */
 export function attentionGroupFits(dims: AttentionDims): boolean {
   return dims.numHeads % dims.numKvHeads === 0 && dims.numHeads / dims.numKvHeads <= ATTENTION_QMAX;
 }
 
-/** Blocks of ≤ rowsPer rows of one sequence each (first row, rows, last position), uploaded once per batch. */
-function blocksOf(put: Put, b: StepTable, rowsPer: number): { table: GpuTensor; blocks: { row: number; rows: number; last: number }[] } {
-  let byRows = blockTables.get(b);
-  if (!byRows) blockTables.set(b, (byRows = new Map()));
-  const hit = byRows.get(rowsPer);
+/** The tile kernel's shape for these dims on this device, and its rows per block; null where
+ * its workgroup memory does not fit the adapter's limit or a block would not beat the
+ * grouped kernel's rows. */
+export function attentionTilePlan(g: WebGpuKernels, dims: AttentionDims): { shape: TileShape; rows: number } | null {
+  const shape = tileShapeFor(dims.headDim, g.device.limits.maxComputeWorkgroupStorageSize);
+  if (!shape) return null;
+  const heads = dims.numHeads / dims.numKvHeads;
+  const rows = Math.floor(shape.qt / heads);
+  return rows > Math.floor(ATTENTION_QMAX / heads) ? { shape, rows } : null;
+}
+
+/** Cut each sequence into blocks: one of more than `groupRows` rows (a prefill) into tile
+ * blocks of `tileRows` (when there is a tile plan), else into grouped blocks of `groupRows`. */
+function blocksOf(put: Put, b: StepTable, groupRows: number, tileRows: number): Blocks {
+  let byShape = blockTables.get(b);
+  if (!byShape) blockTables.set(b, (byShape = new Map()));
+  const key = `${groupRows}/${tileRows}`;
+  const hit = byShape.get(key);
   if (hit) return hit;
-  const blocks: { row: number; rows: number; last: number }[] = [];
+  const group: Block[] = [];
+  const tile: Block[] = [];
   for (const s of b.seqs) {
-    for (let i = 0; i < s.t; i += rowsPer) {
-      const rows = Math.min(rowsPer, s.t - i);
-      blocks.push({ row: s.row + i, rows, last: s.start + i + rows - 1 });
+    const [into, per] = tileRows > 0 && s.t > groupRows ? [tile, tileRows] : [group, groupRows];
+    for (let i = 0; i < s.t; i += per) {
+      const rows = Math.min(per, s.t - i);
+      into.push({ row: s.row + i, rows, last: s.start + i + rows - 1 });
     }
   }
-  const made = { table: put(blocks.flatMap((x) => [x.row, x.rows]), 'i32'), blocks };
-  byRows.set(rowsPer, made);
+  const made = { table: put([...group, ...tile].flatMap((x) => [x.row, x.rows]), 'i32'), group, tile };
+  byShape.set(key, made);
   return made;
 }
 
-/** One dispatch per KV run: workgroups (KV head, block of the run's rows). Counts the KV
- * bytes read: each block reads its sequence's rows 0..last once per KV head, K and V. */
+/** The blocks of `blocks` (rows in order) inside a run: first index and count. */
+function blocksIn(blocks: readonly Block[], run: KvRun): { first: number; count: number } {
+  const first = blocks.findIndex((x) => x.row >= run.row && x.row < run.row + run.rows);
+  let count = 0;
+  while (first >= 0 && first + count < blocks.length && blocks[first + count]!.row < run.row + run.rows) count++;
+  return { first, count };
+}
+
+/** Dispatches per KV run: the grouped kernel's blocks (decode, verify) and the tile kernel's
+ * (prefills), workgroups (KV head, block). Counts the KV bytes read: each block reads its
+ * sequence's rows 0..last once per KV head, K and V. Both kernels give a row the same bits. */
 export function attentionGroupDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
   runs: readonly KvRun[], b: StepTable, dims: AttentionDims, sc: GpuTensor): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
-  const rowsPer = Math.max(1, Math.floor(ATTENTION_QMAX / (nh / nkv)));
-  const { table, blocks } = blocksOf(put, b, rowsPer);
-  for (const x of blocks) g.traffic.kvBytesRead += 2 * 4 * nkv * hd * (x.last + 1);
+  const groupRows = Math.max(1, Math.floor(ATTENTION_QMAX / (nh / nkv)));
+  const plan = attentionTilePlan(g, dims);
+  const { table, group, tile } = blocksOf(put, b, groupRows, plan?.rows ?? 0);
+  for (const x of [...group, ...tile]) g.traffic.kvBytesRead += 2 * 4 * nkv * hd * (x.last + 1);
+  const kinds = [{ blocks: group, at: 0, key: 'attention_group', src: () => ATTENTION_GROUP },
+    ...(plan ? [{ blocks: tile, at: group.length, key: `attention_tile_${plan.shape.hd}_${plan.shape.qt}_${plan.shape.bc}`, src: () => attentionTileShader(plan.shape) }] : [])];
   for (const run of runs) {
-    const first = blocks.findIndex((x) => x.row >= run.row && x.row < run.row + run.rows);
-    if (first < 0) continue;
-    let count = 0;
-    while (first + count < blocks.length && blocks[first + count]!.row < run.row + run.rows) count++;
-    g.run(enc, 'attention_group', () => ATTENTION_GROUP,
-      packParams('attention_group', { nH: nh, nKV: nkv, hd, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
-        rowTable: b.rowsOff, seqTable: b.seqsOff, blockTable: table.offset + 2 * first, scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }),
-      null, [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, sc.buffer, table.buffer], [nkv, count, 1], 'attention');
+    for (const kind of kinds) {
+      const { first, count } = blocksIn(kind.blocks, run);
+      if (count === 0) continue;
+      g.run(enc, kind.key, kind.src,
+        packParams('attention_group', { nH: nh, nKV: nkv, hd, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
+          rowTable: b.rowsOff, seqTable: b.seqsOff, blockTable: table.offset + 2 * (kind.at + first), scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }),
+        null, [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, sc.buffer, table.buffer], [nkv, count, 1], 'attention');
+    }
   }
 }

@@ -39,7 +39,7 @@ export class WebGpuKernels {
     return this.dummy;
   }
   private readonly maxBinding: number;
-  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
+  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0, scoreBytes: 0 };
   /** Weights already counted in the ideal of the current step. */
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
@@ -301,6 +301,7 @@ export class WebGpuKernels {
     // query i reads positions 0..start+i, K and V, hd floats per head
     this.traffic.kvBytesRead += 2 * 4 * nh * hd * (t * (start + 1) + (t * (t - 1)) / 2);
     this.traffic.kvBytesIdeal += 2 * 4 * nkv * hd * (start + t);
+    this.traffic.scoreBytes += 16 * nh * (t * (start + 1) + (t * (t - 1)) / 2);
     this.run(enc, 'attention', () => ATTENTION,
       packParams('attention', { t, nH: nh, nKV: nkv, hd, start, pageSize: kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
         ptOff: pageTable.offset, scale: 1 / Math.sqrt(hd), kcOff: kv.k.offset, vcOff: kv.v.offset }), null,

@@ -114,6 +114,7 @@ export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out
   if (runs.length === 0) return;
   const sc = g.scratchTensor('scores', nh * b.scoreRows);
   for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
+  g.traffic.scoreBytes += 16 * nh * b.scoreRows; // every kernel keeps a row's scores in SC
   if (attentionGroupFits(dims)) {
     attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, sc);
     return;
