@@ -159,7 +159,7 @@ export class StepEncoder {
     let pass: GPUComputePassEncoder | null = null;
     let lastPipeline: GPUComputePipeline | null = null;
     const labels: string[] = [];
-    const offsets = [0];
+    const offsets = new Uint32Array(1); // the dynamic offset of binding 0 (the typed-array overload)
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
       if (op.kind === 'copy') {
@@ -181,7 +181,7 @@ export class StepEncoder {
       if (op.pipeline !== lastPipeline) pass.setPipeline(op.pipeline);
       lastPipeline = op.pipeline;
       offsets[0] = op.slot * SLOT;
-      pass.setBindGroup(0, bg, offsets);
+      pass.setBindGroup(0, bg, offsets, 0, 1);
       pass.dispatchWorkgroups(op.groups[0], op.groups[1], op.groups[2]);
       if (mode === 'dispatch') {
         pass.end();
