@@ -3,6 +3,7 @@
 // (pipeline, buffers). A buffer reallocated between steps (a grown scratch, a replaced upload
 // arena, a replaced parameter uniform) must never be read through a stale group: each case
 // is compared with a fresh backend running the same step, and no device error is raised.
+// A submit still in flight keeps its parameters when the next one rewrites the uniform.
 // Warm steps create no bind group.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -89,6 +90,27 @@ describe('webgpu bind-group reuse', () => {
     } finally {
       k.dispose();
       fresh.dispose();
+    }
+  });
+
+  test('a submit in flight keeps its parameters when the next submit rewrites the uniform', async () => {
+    const k = new WebGpuBoundaryKernels(await gpuUnderTest());
+    try {
+      const a = k.alloc(64);
+      const big = k.alloc((1 << 16) + 8);
+      const b = k.alloc(64);
+      k.fill(a, 0, 64, 1); // slot 0 of the first submit
+      k.fill(a, 32, 32, 2);
+      k.write(big, 0, new Float32Array((1 << 16) + 8).fill(3)); // a large write: flushes the first submit unawaited
+      k.fill(b, 0, 64, 4); // slot 0 of the second submit: same uniform bytes, other values
+      k.fill(b, 0, 16, 5);
+      const [ra, rb, rbig] = await k.readBack([{ t: a, offset: 0, length: 64 }, { t: b, offset: 0, length: 64 }, { t: big, offset: (1 << 16) + 7, length: 1 }]);
+      noDeviceError();
+      assert.deepEqual([ra![0], ra![31], ra![32], ra![63]], [1, 1, 2, 2]);
+      assert.deepEqual([rb![0], rb![15], rb![16], rb![63]], [5, 5, 4, 4]);
+      assert.equal(rbig![0], 3);
+    } finally {
+      k.dispose();
     }
   });
 
