@@ -12,6 +12,8 @@ import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { takeUncapturedError } from '../src/kernels/webgpu/device.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
+import { BindGroupCache } from '../src/kernels/webgpu/dispatch-memory.js';
+import { FILL } from '../src/kernels/webgpu/wgsl/rows.js';
 import { sameBits } from './engine-helpers.js';
 
 let g: WebGpuKernels;
@@ -144,5 +146,20 @@ describe('webgpu bind-group reuse', () => {
     } finally {
       k.dispose();
     }
+  });
+
+  test('the cache starts over past its limit and still hands out the group asked for', async () => {
+    const cache = new BindGroupCache(g.device, 2);
+    const params = g.device.createBuffer({ size: 256, usage: 0x40 | 0x08 }); // UNIFORM | COPY_DST
+    const bufs = [g.alloc.buffer(16, 'x0'), g.alloc.buffer(16, 'x1'), g.alloc.buffer(16, 'x2')];
+    const bound = g.pipelines.bind('fill', () => FILL, [bufs[0]!]);
+    const groups = bufs.map((b) => cache.get(bound.pipeline, bound.layout, params, [b]));
+    assert.equal(new Set(groups).size, 3);
+    assert.ok(cache.size <= 2, `size ${cache.size}`);
+    assert.equal(cache.get(bound.pipeline, bound.layout, params, [bufs[2]!]), groups[2], 'the newest is still cached');
+    assert.equal(cache.created, 3);
+    await g.device.queue.onSubmittedWorkDone(); // errors arrive asynchronously
+    noDeviceError();
+    params.destroy();
   });
 });

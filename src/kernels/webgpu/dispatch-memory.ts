@@ -92,6 +92,7 @@ export class BindGroupCache {
   /** The bind group of `pipeline` binding `params` (a PARAM_SLOT_BYTES window, dynamic
    * offset) at 0 and `buffers` at 1.. in order (null: a binding folded into an earlier one). */
   get(pipeline: GPUComputePipeline, layout: GPUBindGroupLayout, params: GPUBuffer, buffers: readonly (GPUBuffer | null)[]): GPUBindGroup {
+    if (this.groups >= this.limit) this.clear();
     let node = this.roots.get(pipeline);
     if (!node) {
       node = newNode();
@@ -108,7 +109,6 @@ export class BindGroupCache {
       node = child;
     }
     if (node.group) return node.group;
-    if (this.groups >= this.limit) this.clear(); // `node` is detached: still a valid slot to fill once
     const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: params, offset: 0, size: PARAM_SLOT_BYTES } }];
     for (let i = 0; i < buffers.length; i++) {
       const buffer = buffers[i];
