@@ -31,7 +31,7 @@ export const TIERS = [
       'scheduler', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params',
       'test-tiers', 'docs-links', 'docs-performance', 'step-timing', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',
       'vision-fixture', 'vision-image', 'vision-kernels', 'vision-mmproj', 'vision-pipeline', 'vision-positions', 'vision-tower',
-      'vision-frontend', 'vision-mrope', 'vision-memory', 'checkpoint-layering',
+      'vision-frontend', 'vision-mrope', 'vision-memory', 'checkpoint-layering', 'webui-history',
       // kernel conformance: wasm (and its variants) against the ref twin
       'kernels-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
       'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',

@@ -8,9 +8,12 @@
 // prompt counted the image's tokens; the answer the page kept equals the greedy answer of
 // the same request sent over HTTP directly; the thumbnail is in the history and survives a
 // reload; editing the text keeps the images; an imported conversation shows its images (and
-// one that is not a data: image URL is refused by name). A corrupt image and one image too
-// many come back as the server's 400 shown under the message box, with the message returned
-// to the composer; a text-only model offers no attach button. Screenshots go to test-artifacts/webui/.
+// one that is not a data: image URL is refused by name). A corrupt image comes back as the
+// server's 400 shown under the message box, with the message returned to the composer; one
+// image too many is refused by the page itself (the model card's max_images). Over
+// --max-images across turns, the oldest image goes as a note and the page says so; over
+// the context with an earlier image, the page answers again without it. A text-only model
+// offers no attach button. Screenshots go to test-artifacts/webui/.
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -256,7 +259,7 @@ test('import: images of a user message are shown; an image that is not a data: i
   assert.match(await page.$eval('#notice', (e) => e.textContent ?? ''), /conversations\[0\]\.messages\[0\]\.images\[0\] must be \{url: "data:image/);
 });
 
-test('the server\'s 400 (corrupt image, too many images) shows under the box; the message returns to the composer', async () => {
+test('the server\'s 400 (corrupt image) and the page\'s own --max-images check show under the box; the message returns to the composer', async () => {
   await openChat(server.url);
   const cut = join(tmp, 'truncated.png');
   writeFileSync(cut, pngs[0]!.bytes.subarray(0, Math.floor(pngs[0]!.bytes.length / 2)));
@@ -283,7 +286,8 @@ test('the server\'s 400 (corrupt image, too many images) shows under the box; th
   await page.focus('#input');
   await page.keyboard.press('Enter');
   await page.waitForFunction(() => /at most/.test(document.getElementById('composer-error')!.textContent ?? ''), { timeout: 60_000 });
-  assert.match((await composerError()) ?? '', new RegExp(`messages\\[0\\]\\.content\\[${MAX_IMAGES}\\]: a request takes at most ${MAX_IMAGES} images`));
+  assert.equal(await composerError(), `This server takes at most ${MAX_IMAGES} images per request (serve --max-images): remove 1.`);
+  assert.equal((await page.$$('.msg')).length, 0, 'nothing was sent');
   // drop the last one: the rest is answered
   const removes = await page.$$('#attachments button.remove');
   await removes[removes.length - 1]!.click();
@@ -291,6 +295,62 @@ test('the server\'s 400 (corrupt image, too many images) shows under the box; th
   await page.keyboard.press('Enter');
   await answered(1);
   assert.equal((await page.$$('.msg.user .thumbs img')).length, MAX_IMAGES);
+  // one image more in the next turn: the oldest is left out of the request, a note in its place
+  const before = sent.length;
+  await input.uploadFile(pngs[2]!.path);
+  await page.waitForFunction(() => document.querySelectorAll('#attachments img').length === 1);
+  await send('and this one?');
+  await answered(2);
+  assert.equal(sent.length, before + 1);
+  const msgs = sent[before]!['messages'] as { content: unknown }[];
+  assert.deepEqual(msgs[0]!.content, [{ type: 'text', text: '[earlier image not shown: pattern-0.png]\n' },
+    { type: 'image_url', image_url: { url: dataUrl(pngs[1]!.bytes) } }, { type: 'text', text: 'describe' }]);
+  assert.deepEqual(msgs[2]!.content, [{ type: 'image_url', image_url: { url: dataUrl(pngs[2]!.bytes) } }, { type: 'text', text: 'and this one?' }]);
+  assert.deepEqual(await page.$$eval('.msg.assistant .error', (els) => els.map((e) => (e as HTMLElement).hidden)), [true, true], 'answered, no error');
+  assert.deepEqual(await page.$$eval('.msg.user .thumbs img.unsent', (els) => els.map((e) => (e as HTMLImageElement).alt)), ['pattern-0.png']);
+  assert.match(await page.$eval('.history-note', (e) => e.textContent ?? ''),
+    new RegExp(`^1 older image is no longer sent to the model: this server takes at most ${MAX_IMAGES} images per request \\(serve --max-images\\)`));
+  assert.equal((await storedMessages()).flatMap((m) => (m['images'] as unknown[] | undefined) ?? []).length, 3, 'the stored chat keeps every image');
+  await shot('vision-older-image-left-out');
+});
+
+test('over the context with earlier images: the page answers again without them and says so', { timeout: 240_000 }, async () => {
+  // turn 2 of a chat with one image per turn, as the page sends it, with and without turn 1's image
+  const q1 = 'first picture';
+  const q2 = 'second picture';
+  const turn1 = { max_tokens: 12, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(pngs[0]!.bytes) } }, { type: 'text', text: q1 }] }] };
+  const a1 = await direct(turn1);
+  const turn2 = (first: Record<string, unknown>): Record<string, unknown> => ({ ...turn1, messages: [
+    { role: 'user', content: [first, { type: 'text', text: q1 }] }, { role: 'assistant', content: a1.content },
+    { role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(pngs[1]!.bytes) } }, { type: 'text', text: q2 }] }] });
+  const withBoth = (await direct(turn2({ type: 'image_url', image_url: { url: dataUrl(pngs[0]!.bytes) } }))).promptTokens;
+  const withNote = (await direct(turn2({ type: 'text', text: '[earlier image not shown: pattern-0.png]\n' }))).promptTokens;
+  assert.ok(withBoth - withNote > 32, `an image is more tokens than its note (${withBoth} vs ${withNote})`);
+  // a server whose context holds turn 2 with the note but not with both images
+  const small = await Engine.load({ model: TINY_VISION, kernels: KERNELS, maxRunning: 2, specAdaptive: false, maxContext: Math.floor((withBoth + withNote) / 2) });
+  const smallServer = await startServer(small, { port: 0 });
+  try {
+    await openChat(smallServer.url);
+    const input = (await page.$('#attach-file')) as ElementHandle<HTMLInputElement>;
+    for (const [i, q] of [q1, q2].entries()) {
+      await input.uploadFile(pngs[i]!.path);
+      await page.waitForFunction(() => document.querySelectorAll('#attachments img').length === 1);
+      await send(q);
+      await answered(i + 1);
+    }
+    const [refused, retried] = sent.slice(-2).map((b) => (b['messages'] as { content: unknown }[])[0]!.content);
+    assert.deepEqual(refused, turn1.messages[0]!.content, 'refused with turn 1\'s image');
+    assert.equal(retried, `[earlier image not shown: pattern-0.png]\n${q1}`, 'answered with its note');
+    const stored = await storedMessages();
+    assert.equal(stored.length, 4);
+    assert.equal((stored[3] as { error?: string }).error, undefined, 'turn 2 was answered');
+    assert.equal((stored[3] as { stats: { prompt_tokens: number } }).stats.prompt_tokens, withNote);
+    assert.match(await page.$eval('.history-note', (e) => e.textContent ?? ''), /^1 older image is no longer sent to the model: with them the conversation was longer than the model's context/);
+    await shot('vision-over-context');
+  } finally {
+    await smallServer.close();
+    await small.close();
+  }
 });
 
 test('the dashboard\'s model card names the image limits', async () => {

@@ -56,6 +56,14 @@ function bad(message: string): never {
   throw new DeltaserveError('bad_request', message);
 }
 
+/** The refusal of a request with more than `max` images (`label`: the first image over),
+ * naming both ways out: fewer images (a chat client resending its history can leave out
+ * the oldest) or a server started with a larger --max-images. */
+export function tooManyImages(label: string, max: number, count: number): string {
+  return `${label}: a request takes at most ${max} images (the server's --max-images); this one has ${count}. `
+    + `Send fewer (leave out images of earlier turns), or start the server with a larger --max-images`;
+}
+
 /** The image token id of `vision`, or a refusal naming the first image. */
 export function imageTokenOf(vision: FrontendVision | null, inputs: readonly ImageInput[]): number {
   const first = inputs[0]?.label ?? 'the request';
@@ -69,7 +77,7 @@ export function imageTokenOf(vision: FrontendVision | null, inputs: readonly Ima
 export async function prepareImages(vision: FrontendVision | null, inputs: readonly ImageInput[], limits: ImageLimits = DEFAULT_IMAGE_LIMITS): Promise<PreparedImage[]> {
   if (inputs.length === 0) return [];
   imageTokenOf(vision, inputs);
-  if (inputs.length > limits.maxImages) bad(`${inputs[limits.maxImages]!.label}: a request takes at most ${limits.maxImages} images (--max-images); this one has ${inputs.length}`);
+  if (inputs.length > limits.maxImages) bad(tooManyImages(inputs[limits.maxImages]!.label, limits.maxImages, inputs.length));
   const out: PreparedImage[] = [];
   for (const input of inputs) out.push(await prepareImage(input.bytes, vision!.cfg, vision!.pre, { label: input.label, maxPixels: limits.maxImagePixels }));
   return out;

@@ -3,7 +3,7 @@
 // base64 `data:` URL (or Anthropic's base64 source) at parse time; an http(s) URL is
 // fetched in the prompt stage, only when the server allows it (--allow-image-urls), under a
 // size and a time limit. Every refusal is a 400 naming the message and part.
-import { DEFAULT_IMAGE_LIMITS, type ImageInput, type ImageLimits } from '../../frontend/images.js';
+import { DEFAULT_IMAGE_LIMITS, type ImageInput, type ImageLimits, tooManyImages } from '../../frontend/images.js';
 import type { PromptImages } from '../../frontend/prompt.js';
 import { randomBytes } from 'node:crypto';
 import { invalid } from '../http/errors.js';
@@ -57,7 +57,7 @@ export class TurnImages {
   async resolve(opts: ServerImageOptions, signal?: AbortSignal): Promise<PromptImages> {
     if (this.parts.length > opts.maxImages) {
       const label = this.parts[opts.maxImages]!.label;
-      throw invalid(label, `${label}: a request takes at most ${opts.maxImages} images (--max-images); this one has ${this.parts.length}`);
+      throw invalid(label, tooManyImages(label, opts.maxImages, this.parts.length));
     }
     const inputs: ImageInput[] = [];
     for (const p of this.parts) inputs.push({ label: p.label, bytes: 'bytes' in p.src ? p.src.bytes : await fetchImage(p.src.url, p.label, opts, signal) });

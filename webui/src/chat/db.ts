@@ -129,6 +129,7 @@ export function parseImport(text: string): Conversation[] {
       created: typeof c['created'] === 'number' ? c['created'] : now,
       updated: now,
       messages: c['messages'].map((m: unknown, j) => checkMessage(m, `conversations[${i}].messages[${j}]`)),
+      ...(Number.isInteger(c['imagesFrom']) && (c['imagesFrom'] as number) > 0 ? { imagesFrom: c['imagesFrom'] as number } : {}),
     };
   });
 }

@@ -6,6 +6,7 @@ import { getJson, ServerError } from '../shared/api.js';
 import { Attachments, type ImagesCard } from './attach.js';
 import { byId, h } from '../shared/dom.js';
 import { ConversationStore, exportJson, newConversation, parseImport } from './db.js';
+import { earlierImagesCut, type ImageLimit, type ImagePlan, imagePlan, imageView, sendsEarlierImages } from './history.js';
 import { bindSettings, loadSettings, requestBody } from './settings.js';
 import { download, renderSidebar } from './sidebar.js';
 import { streamChat } from './stream.js';
@@ -24,6 +25,8 @@ class ChatApp {
   private readonly messagesEl = byId('messages');
   private readonly input = byId<HTMLTextAreaElement>('input');
   private readonly attachments = new Attachments((text) => this.composerProblem(text));
+  /** The model card's image limits: undefined until read, null for a text-only model. */
+  private imagesCard: ImagesCard | null | undefined = undefined;
 
   constructor(private readonly store: ConversationStore) {}
 
@@ -46,7 +49,9 @@ class ChatApp {
         ? `${info.model.spec_tokens} per round (server flag --spec-tokens; adapted to measured speed; not settable per request)`
         : 'off on this server (start with --spec-tokens N on a checkpoint with an MTP head)';
       byId('context-info').textContent = `${info.model.context} tokens`;
-      this.attachments.setCard(info.model.images ?? null);
+      this.imagesCard = info.model.images ?? null;
+      this.attachments.setCard(this.imagesCard);
+      if (!this.running) this.render();
     } catch (e) {
       byId('model-name').textContent = `(server unreachable: ${(e as Error).message})`;
     }
@@ -138,17 +143,35 @@ class ChatApp {
     return this.running === null && this.showSettingsProblem();
   }
 
+  /** What the page knows of the server's --max-images (history.ts). */
+  private imageLimit(): ImageLimit {
+    return this.imagesCard === undefined ? null : this.imagesCard === null ? 0 : this.imagesCard.max_images;
+  }
+
+  /** Which of `conv`'s images the next request sends. */
+  private imagePlanOf(conv: Conversation): ImagePlan {
+    return imagePlan(conv.messages, this.imageLimit(), conv.imagesFrom ?? 0);
+  }
+
+  /** Keep the messages before `index`; a cut set for images that are gone goes with them. */
+  private truncate(index: number): void {
+    const c = this.current;
+    c.messages = c.messages.slice(0, index);
+    if (c.imagesFrom !== undefined) c.imagesFrom = Math.min(c.imagesFrom, imagePlan(c.messages, null).total);
+  }
+
   private readonly actions: MessageActions = {
     edit: (index, text) => {
       if (text.trim() === '' || !this.canSend()) return;
       const old = this.current.messages[index];
       const images = old?.role === 'user' ? old.images : undefined;
-      this.current.messages = [...this.current.messages.slice(0, index), { role: 'user', content: text, ...(images ? { images } : {}) }];
+      this.truncate(index);
+      this.current.messages.push({ role: 'user', content: text, ...(images ? { images } : {}) });
       void this.answer();
     },
     regenerate: (index) => {
       if (!this.canSend()) return;
-      this.current.messages = this.current.messages.slice(0, index);
+      this.truncate(index);
       void this.answer();
     },
     toolResult: (call: ToolCall, text: string) => {
@@ -179,7 +202,8 @@ class ChatApp {
       remove: (id) => void this.remove(id),
     });
     byId('title').textContent = this.current.title;
-    renderMessages(this.messagesEl, this.current.messages, this.actions, this.running !== null);
+    const msgs = this.current.messages;
+    renderMessages(this.messagesEl, msgs, this.actions, this.running !== null, imageView(msgs, this.imagePlanOf(this.current)));
     byId('empty').hidden = this.current.messages.length > 0;
     document.body.classList.toggle('busy', this.running !== null);
     this.scrollDown();
@@ -229,6 +253,11 @@ class ChatApp {
   private sendInput(): void {
     const text = this.input.value;
     if ((text.trim() === '' && this.attachments.count === 0) || !this.canSend()) return;
+    const most = this.imagesCard?.max_images;
+    if (most !== undefined && this.attachments.count > most) {
+      this.composerProblem(`This server takes at most ${most} images per request (serve --max-images): remove ${this.attachments.count - most}.`);
+      return;
+    }
     this.input.value = '';
     this.composerProblem('');
     const images = this.attachments.take();
@@ -236,16 +265,28 @@ class ChatApp {
     void this.answer();
   }
 
-  /** The server refused the request (before answering) whose last message has images: the
-   * message goes back to the composer, images included, with the server's reason under it,
-   * so the image at fault can be removed and the rest sent again. False: not that case. */
+  /** The server refused the request (before answering) whose last message has images, or
+   * any request as over the model's context: the message goes back to the composer, images
+   * included, with the server's reason under it, so the image at fault can be removed and
+   * the rest sent again (or the text taken to a new chat). False: not that case. */
   private takeBack(conv: Conversation, e: unknown): boolean {
     const last = conv.messages.at(-1);
-    if (!(e instanceof ServerError) || last?.role !== 'user' || !last.images?.length) return false;
+    if (!(e instanceof ServerError) || last?.role !== 'user') return false;
+    const tooLong = e.code === 'context_length_exceeded';
+    if (!tooLong && !last.images?.length) return false;
     conv.messages.pop();
     if (this.input.value === '') this.input.value = last.content;
-    this.attachments.restore(last.images);
-    this.composerProblem(`Not sent: ${e.message}`);
+    this.attachments.restore(last.images ?? []);
+    this.composerProblem(`Not sent: ${e.message}${tooLong ? '. The conversation no longer fits the model\'s context: start a new chat, or edit an earlier message (what follows it is dropped).' : ''}`);
+    return true;
+  }
+
+  /** The prompt was over the model's context while it still sent images from earlier turns:
+   * leave those out from now on (the cut is kept on the conversation, so later turns keep
+   * the same prefix) and answer again. False: not that case. */
+  private fitWithoutEarlierImages(conv: Conversation, plan: ImagePlan, e: unknown): boolean {
+    if (!(e instanceof ServerError) || e.code !== 'context_length_exceeded' || !sendsEarlierImages(plan)) return false;
+    conv.imagesFrom = earlierImagesCut(plan);
     return true;
   }
 
@@ -253,8 +294,9 @@ class ChatApp {
   private async answer(): Promise<void> {
     const conv = this.current;
     let body: Record<string, unknown>;
+    const plan = this.imagePlanOf(conv);
     try {
-      body = requestBody(this.settings, conv.messages);
+      body = requestBody(this.settings, conv.messages, plan);
     } catch (e) {
       this.notice((e as Error).message, true);
       this.render();
@@ -286,10 +328,12 @@ class ChatApp {
       });
     } catch (e) {
       m.error = (e as Error).message;
-      if (this.takeBack(conv, e)) {
+      const retry = this.fitWithoutEarlierImages(conv, plan, e);
+      if (retry || this.takeBack(conv, e)) {
         this.running = null;
         live.finish();
         live.el.remove();
+        if (retry) return this.answer();
         await this.keepOrForget(conv);
         this.render();
         return;

@@ -2,7 +2,8 @@
 // requestBody() turns settings + conversation into a /v1/chat/completions body. Fields
 // left empty use the server's defaults (the model's generation_config.json).
 import { byId } from '../shared/dom.js';
-import { DEFAULT_SETTINGS, type ImageAttachment, type Message, type Settings } from './types.js';
+import { apiMessages, type ImagePlan } from './history.js';
+import { DEFAULT_SETTINGS, type Message, type Settings } from './types.js';
 
 const KEY = 'deltaserve.settings';
 
@@ -82,34 +83,9 @@ function num(text: string, what: string, integer = false): number | undefined {
   return v;
 }
 
-/** A user message's content: its text, or with images, image_url parts (data: URLs) and then the text. */
-function userContent(text: string, images: readonly ImageAttachment[]): string | Record<string, unknown>[] {
-  if (images.length === 0) return text;
-  const parts: Record<string, unknown>[] = images.map((im) => ({ type: 'image_url', image_url: { url: im.url } }));
-  if (text !== '') parts.push({ type: 'text', text });
-  return parts;
-}
-
-/** OpenAI messages of a conversation (the system prompt first when set). */
-export function apiMessages(s: Settings, messages: readonly Message[]): Record<string, unknown>[] {
-  const out: Record<string, unknown>[] = s.systemPrompt.trim() !== '' ? [{ role: 'system', content: s.systemPrompt }] : [];
-  for (const m of messages) {
-    if (m.role === 'user') out.push({ role: 'user', content: userContent(m.content, m.images ?? []) });
-    else if (m.role === 'tool') out.push({ role: 'tool', tool_call_id: m.tool_call_id, name: m.name, content: m.content });
-    else if (m.error === undefined || m.content !== '' || (m.tool_calls?.length ?? 0) > 0) {
-      const a: Record<string, unknown> = { role: 'assistant', content: m.content };
-      if (m.tool_calls && m.tool_calls.length > 0) {
-        a['tool_calls'] = m.tool_calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
-      }
-      out.push(a);
-    }
-  }
-  return out;
-}
-
-/** The request body; throws a message naming the setting at fault. */
-export function requestBody(s: Settings, messages: readonly Message[]): Record<string, unknown> {
-  const body: Record<string, unknown> = { messages: apiMessages(s, messages) };
+/** The request body, images as `plan` says (history.ts); throws a message naming the setting at fault. */
+export function requestBody(s: Settings, messages: readonly Message[], plan: ImagePlan | null = null): Record<string, unknown> {
+  const body: Record<string, unknown> = { messages: apiMessages(s.systemPrompt, messages, plan) };
   const put = (k: string, v: unknown): void => {
     if (v !== undefined) body[k] = v;
   };

@@ -55,6 +55,9 @@ export interface Conversation {
   created: number;
   updated: number;
   messages: Message[];
+  /** Images (in conversation order) before this index are no longer sent: set when the
+   * prompt was over the model's context with them (history.ts). Absent: 0. */
+  imagesFrom?: number;
 }
 
 export interface Settings {

@@ -1,6 +1,7 @@
 // Rendering one conversation message as DOM (text nodes only, Markdown through
 // markdown.ts), and the live view of an answer being streamed.
 import { h, replaceChildren } from '../shared/dom.js';
+import type { ImageView } from './history.js';
 import { renderMarkdown } from './markdown.js';
 import { type Schema, validate } from './schema.js';
 import type { AssistantMessage, ImageAttachment, Message, MessageStats, ToolCall } from './types.js';
@@ -14,31 +15,52 @@ export interface MessageActions {
   toolResult(call: ToolCall, text: string): void;
 }
 
-/** The messages of a conversation; `busy` hides the actions that would start a request. */
-export function renderMessages(list: HTMLElement, messages: readonly Message[], actions: MessageActions, busy: boolean): void {
-  const answered = new Set(messages.flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
-  const lastAssistant = messages.map((m) => m.role).lastIndexOf('assistant');
-  replaceChildren(list, ...messages.map((m, i) => {
-    if (m.role === 'user') return userMessage(m.content, m.images ?? [], i, actions, busy);
-    if (m.role === 'tool') return toolResultCard(m.name, m.content);
-    const el = assistantShell();
-    fillAssistant(el, m, null);
-    el.appendChild(toolCards(m.tool_calls ?? [], answered, actions, busy));
-    if (!busy && i === lastAssistant) {
-      el.appendChild(h('div', { class: 'actions' }, h('button', { type: 'button', class: 'regenerate', onclick: () => actions.regenerate(i) }, '↻ Regenerate')));
-    }
-    return el;
-  }));
+/** The messages of a conversation; `busy` hides the actions that would start a request.
+ * `images` marks the images no longer sent and places its note (history.ts). */
+export function renderMessages(list: HTMLElement, messages: readonly Message[], actions: MessageActions, busy: boolean, images: ImageView | null = null): void {
+  const ctx: RenderContext = {
+    answered: new Set(messages.flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : []))),
+    lastAssistant: messages.map((m) => m.role).lastIndexOf('assistant'),
+    actions, busy, images,
+  };
+  const note = images && images.noteAfter >= 0 ? h('div', { class: 'history-note', role: 'note' }, images.note) : null;
+  replaceChildren(list, ...messages.flatMap((m, i) => (i === images?.noteAfter && note ? [messageEl(m, i, ctx), note] : [messageEl(m, i, ctx)])));
 }
 
-/** The images of a user message as thumbnails (alt text: the file's name). */
-function thumbnails(images: readonly ImageAttachment[]): HTMLElement | null {
+interface RenderContext {
+  /** Ids of the tool calls that have a result. */
+  readonly answered: ReadonlySet<string>;
+  /** Index of the last assistant message (the one with ↻ Regenerate). */
+  readonly lastAssistant: number;
+  readonly actions: MessageActions;
+  readonly busy: boolean;
+  readonly images: ImageView | null;
+}
+
+function messageEl(m: Message, i: number, ctx: RenderContext): HTMLElement {
+  if (m.role === 'user') return userMessage(m.content, m.images ?? [], i, ctx.actions, ctx.busy, (k) => ctx.images?.sent(i, k) ?? true);
+  if (m.role === 'tool') return toolResultCard(m.name, m.content);
+  const el = assistantShell();
+  fillAssistant(el, m, null);
+  el.appendChild(toolCards(m.tool_calls ?? [], ctx.answered, ctx.actions, ctx.busy));
+  if (!ctx.busy && i === ctx.lastAssistant) {
+    el.appendChild(h('div', { class: 'actions' }, h('button', { type: 'button', class: 'regenerate', onclick: () => ctx.actions.regenerate(i) }, '↻ Regenerate')));
+  }
+  return el;
+}
+
+/** The images of a user message as thumbnails (alt text: the file's name); one no longer
+ * sent to the model is dimmed and says so. */
+function thumbnails(images: readonly ImageAttachment[], sent: (k: number) => boolean): HTMLElement | null {
   if (images.length === 0) return null;
-  return h('div', { class: 'thumbs' }, ...images.map((im) => h('img', { src: im.url, alt: im.name, title: im.name })));
+  return h('div', { class: 'thumbs' }, ...images.map((im, k) => (sent(k)
+    ? h('img', { src: im.url, alt: im.name, title: im.name })
+    : h('img', { src: im.url, alt: im.name, class: 'unsent', title: `${im.name} (no longer sent to the model)` }))));
 }
 
-function userMessage(text: string, images: readonly ImageAttachment[], index: number, actions: MessageActions, busy: boolean): HTMLElement {
-  const thumbs = thumbnails(images);
+function userMessage(text: string, images: readonly ImageAttachment[], index: number, actions: MessageActions, busy: boolean,
+  sent: (k: number) => boolean): HTMLElement {
+  const thumbs = thumbnails(images, sent);
   const body = h('div', { class: 'text' }, text);
   const el = h('div', { class: 'msg user' }, thumbs, body);
   if (busy) return el;
