@@ -64,8 +64,6 @@ export class StepEncoder {
   /** Dispatches recorded since construction (all submits). */
   dispatchCount = 0;
   private submittedDispatches = 0;
-  /** The cache's creation count when this encoder last counted (bindGroupsCreated). */
-  private createdMark: number;
   /** Timings of the last timed submit: one per dispatch ('dispatch'), one 'step' ('step'). */
   timings: DispatchTiming[] = [];
   /** Host time (ms) spent encoding and submitting (bind groups, passes, queue.submit),
@@ -82,9 +80,7 @@ export class StepEncoder {
    * completion, the GPU's time plus the driver's latency (the fallback without timestamps). */
   doneMs = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly memory: DispatchMemory, private readonly timing: EncoderTiming = 'none') {
-    this.createdMark = memory.bindGroups.created;
-  }
+  constructor(private readonly device: GPUDevice, private readonly memory: DispatchMemory, private readonly timing: EncoderTiming = 'none') {}
 
   get pending(): number {
     return this.ops.length;
@@ -160,6 +156,7 @@ export class StepEncoder {
     let lastPipeline: GPUComputePipeline | null = null;
     const labels: string[] = [];
     const offsets = new Uint32Array(1); // the dynamic offset of binding 0 (the typed-array overload)
+    const createdBefore = memory.bindGroups.created; // this loop runs to its end without yielding
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
       if (op.kind === 'copy') {
@@ -189,9 +186,7 @@ export class StepEncoder {
       }
     }
     pass?.end();
-    const created = memory.bindGroups.created;
-    this.bindGroupsCreated += created - this.createdMark;
-    this.createdMark = created;
+    this.bindGroupsCreated += memory.bindGroups.created - createdBefore;
     let tsRead: GPUBuffer | null = null;
     let resolve: GPUBuffer | null = null;
     if (querySet) {
