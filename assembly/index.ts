@@ -22,3 +22,4 @@ export function heapBase(): usize {
 }
 export { sampleRows, sampleTmpBytes } from './sampling';
 export { quantizeBlocks, quantizeTmpBytes } from './quantize';
+export { layerNorm, biasAct } from './tower';

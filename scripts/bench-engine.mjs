@@ -7,7 +7,9 @@
 // is the engine's own thread). Prints one JSON object.
 // Usage: node scripts/bench-engine.mjs [--dist DIR] [--compare DIR] [--model DIR]
 //        [--kernels wasm|ref] [--threads T] [--repeat R] [--gen N] [--prompt P]
-//        [--tests decode,decode8,verify,prefill]
+//        [--tests decode,decode8,verify,prefill] [--repetition-penalty R] [--presence-penalty P]
+// --repetition-penalty / --presence-penalty: every request is a penalised greedy request
+// (picked on the kernels over its untouched ids and finished on the host, MTP drafts too).
 // --dist: the compiled tree to import (default ./dist). --compare: another build's dist
 // (e.g. main's): both engines are loaded side by side and their runs alternate, so machine
 // load falls on both alike; the output adds the other's numbers and after/before ratios
@@ -27,12 +29,15 @@ const { values: v } = parseArgs({
     gen: { type: 'string', default: '128' },
     prompt: { type: 'string', default: '512' },
     tests: { type: 'string', default: 'decode,decode8,verify,prefill' },
+    'repetition-penalty': { type: 'string', default: '1' },
+    'presence-penalty': { type: 'string', default: '0' },
   },
 });
 const load = async (dist) => (await import(pathToFileURL(resolve(dist, 'src/engine/engine.js')).href)).Engine;
 const builds = [await load(v.dist), ...(v.compare ? [await load(v.compare)] : [])];
 const gen = Number(v.gen);
 const promptLen = Number(v.prompt);
+const penalties = { repetitionPenalty: Number(v['repetition-penalty']), presencePenalty: Number(v['presence-penalty']) };
 
 function options(specTokens) {
   return {
@@ -61,7 +66,7 @@ async function decodeRate(engine, streams, len) {
   let after = 0;
   const one = async (s) => {
     let seen = false;
-    for await (const ev of engine.generate({ promptIds: prompt(len, s), maxTokens: gen, temperature: 0, ignoreEos: true })) {
+    for await (const ev of engine.generate({ promptIds: prompt(len, s), maxTokens: gen, temperature: 0, ignoreEos: true, ...penalties })) {
       if (ev.type !== 'delta' || ev.ids.length === 0) continue;
       if (!seen) {
         seen = true;
@@ -114,7 +119,7 @@ const TESTS = {
   verify: () => measure(3, (e) => decodeRate(e, 1, 32)),
   prefill: () => measure(0, (e, r) => prefillRate(e, promptLen, r + 2)),
 };
-const out = { node: process.version, dist: v.dist, compare: v.compare ?? null, kernels: v.kernels, threads: v.threads ?? null, gen, prompt_tokens: promptLen };
+const out = { node: process.version, dist: v.dist, compare: v.compare ?? null, kernels: v.kernels, threads: v.threads ?? null, gen, prompt_tokens: promptLen, ...penalties };
 for (const name of v.tests.split(',')) {
   if (!(name in TESTS)) throw new Error(`--tests: unknown test ${name} (decode, decode8, verify, prefill)`);
   out[name] = await TESTS[name]();

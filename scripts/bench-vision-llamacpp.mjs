@@ -5,7 +5,10 @@
 // medians. The llama.cpp side needs the shape as GGUF: make-model --layout release (any
 // --layers / --vocab-size: only the tower is timed) then `deltaserve quantize --type f16`,
 // which writes the text GGUF and mmproj-NAME-F16.gguf beside it.
-// Usage: node scripts/bench-vision-llamacpp.mjs LLAMA_BIN TEXT.gguf MMPROJ.gguf [--rounds 3] [--threads 2] [--shape qwen3.5-0.8b]
+// --baseline DIR also times another checkout's tower (DIR/scripts/bench-vision.mjs with its own
+// built dist/ and build/, e.g. a copy made before a change) in the same rounds: a before/after
+// pair measured under the same load.
+// Usage: node scripts/bench-vision-llamacpp.mjs LLAMA_BIN TEXT.gguf MMPROJ.gguf [--rounds 3] [--threads 2] [--shape qwen3.5-0.8b] [--baseline DIR]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +18,8 @@ import { encodePng } from '../dist/test/vision-encode.js';
 
 const { values: v, positionals: [bin, text, mmproj] } = parseArgs({
   allowPositionals: true,
-  options: { rounds: { type: 'string', default: '3' }, threads: { type: 'string', default: '2' }, shape: { type: 'string', default: 'qwen3.5-0.8b' } },
+  options: { rounds: { type: 'string', default: '3' }, threads: { type: 'string', default: '2' }, shape: { type: 'string', default: 'qwen3.5-0.8b' },
+    baseline: { type: 'string' } },
 });
 if (!bin || !text || !mmproj) throw new Error('usage: node scripts/bench-vision-llamacpp.mjs LLAMA_BIN TEXT.gguf MMPROJ.gguf [--rounds N] [--threads N]');
 const SIZE = 448;
@@ -27,8 +31,10 @@ for (let i = 0; i < SIZE * SIZE; i++) for (let c = 0; c < 3; c++) rgba[4 * i + c
 for (let i = 0; i < SIZE * SIZE; i++) rgba[4 * i + 3] = 255;
 writeFileSync(image, await encodePng(rgba, SIZE, SIZE));
 
-function deltaserve() {
-  const out = execFileSync(process.execPath, [new URL('bench-vision.mjs', import.meta.url).pathname, '--shape', v.shape, '--size', String(SIZE), '--threads', v.threads, '--runs', '1'], { encoding: 'utf8' });
+/** One encode by the tower of this checkout (or of `root`, a baseline checkout). */
+function deltaserve(root) {
+  const script = root ? join(root, 'scripts', 'bench-vision.mjs') : new URL('bench-vision.mjs', import.meta.url).pathname;
+  const out = execFileSync(process.execPath, [script, '--shape', v.shape, '--size', String(SIZE), '--threads', v.threads, '--runs', '1'], { encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').at(-1));
 }
 
@@ -46,16 +52,22 @@ function llama() {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const rounds = [];
 for (let r = 0; r < Number(v.rounds); r++) {
+  const base = v.baseline ? deltaserve(v.baseline) : null;
   const ds = deltaserve();
   const lc = llama();
-  rounds.push({ deltaserve_ms: ds.encode_ms, llama_ms: lc.encode_ms, deltaserve_tokens: ds.image_tokens, llama_tokens: lc.image_tokens, load: Number(execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ')[0]) });
-  process.stderr.write(`round ${r + 1}: deltaserve ${ds.encode_ms} ms, llama.cpp ${lc.encode_ms} ms\n`);
+  rounds.push({ ...(base ? { baseline_ms: base.encode_ms, baseline_cpu_ms: base.encode_cpu_ms[0] } : {}),
+    deltaserve_ms: ds.encode_ms, deltaserve_cpu_ms: ds.encode_cpu_ms[0], llama_ms: lc.encode_ms, deltaserve_tokens: ds.image_tokens, llama_tokens: lc.image_tokens, load: Number(execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ')[0]) });
+  process.stderr.write(`round ${r + 1}: ${base ? `baseline ${base.encode_ms} ms, ` : ''}deltaserve ${ds.encode_ms} ms, llama.cpp ${lc.encode_ms} ms\n`);
   if (r === 0) Object.assign(rounds, { meta: { ds, lc } });
 }
 rmSync(dir, { recursive: true, force: true });
 const ds = median(rounds.map((x) => x.deltaserve_ms));
 const lc = median(rounds.map((x) => x.llama_ms));
+const baseline = v.baseline ? {
+  baseline: v.baseline, baseline_ms: median(rounds.map((x) => x.baseline_ms)), baseline_cpu_ms: median(rounds.map((x) => x.baseline_cpu_ms)),
+  baseline_ratio: Number((median(rounds.map((x) => x.baseline_ms)) / lc).toFixed(2)),
+} : {};
 console.log(JSON.stringify({
   shape: v.shape, image: `${SIZE}x${SIZE}`, threads: Number(v.threads), node: process.version, tower: rounds.meta.ds.tower,
-  deltaserve_ms: ds, llama_ms: lc, ratio: Number((ds / lc).toFixed(2)), rounds: rounds.map(({ meta: _m, ...x }) => x), llama_command: rounds.meta.lc.command,
+  deltaserve_ms: ds, deltaserve_cpu_ms: median(rounds.map((x) => x.deltaserve_cpu_ms)), llama_ms: lc, ratio: Number((ds / lc).toFixed(2)), ...baseline, rounds: rounds.map(({ meta: _m, ...x }) => x), llama_command: rounds.meta.lc.command,
 }));

@@ -33,7 +33,7 @@ export const TIERS = [
       'vision-fixture', 'vision-image', 'vision-kernels', 'vision-mmproj', 'vision-pipeline', 'vision-positions', 'vision-tower',
       'vision-frontend', 'vision-mrope', 'vision-memory', 'checkpoint-layering', 'webui-history',
       // kernel conformance: wasm (and its variants) against the ref twin
-      'kernels-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
+      'kernels-conformance', 'kernels-tower-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
       'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',
       // engine invariants on the tiny models
       'golden', 'golden-wasm', 'gdn-chunked', 'engine-invariance', 'spec-parity', 'spec-commit',

@@ -35,11 +35,12 @@ export async function runAll(engine: Engine, reqs: readonly GenerateRequest[], c
 /** Load an engine (options plus test-only hooks, split as Engine.load takes them), run
  * `fn`, close it. */
 export async function withEngine<T>(opts: EngineOptions & EngineTestHooks, fn: (e: Engine) => Promise<T>): Promise<T> {
-  const { poisonPadding, preemptIf, draftOverride, ...engineOpts } = opts;
+  const { poisonPadding, preemptIf, draftOverride, hostDrafts, ...engineOpts } = opts;
   const hooks: EngineTestHooks = {
     ...(poisonPadding !== undefined ? { poisonPadding } : {}),
     ...(preemptIf ? { preemptIf } : {}),
     ...(draftOverride ? { draftOverride } : {}),
+    ...(hostDrafts ? { hostDrafts } : {}),
   };
   const engine = await Engine.load(engineOpts, hooks);
   try {

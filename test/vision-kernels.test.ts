@@ -2,11 +2,13 @@
 // plain-TS tower within f32 accumulation error (the fixture's BF16 weights packed as bf16,
 // random f32 weights as f32), a frame's queries split over several attention calls and the
 // linears run over row blocks give the same bits as one call, a two-frame clip attends within each frame, and a second image on
-// the same tower reuses the packed weights and grows the scratch.
+// the same tower reuses the packed weights and grows the scratch; the 2D rotary as two rope
+// passes is the plain tower's rotation bit for bit.
 // test/vision-conformance.test.ts runs the same comparison on webgpu too.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeImage } from '../src/vision/tower.js';
+import { applyRotary, encodeImage, rotaryTables } from '../src/vision/tower.js';
+import { rotaryAngles, rotaryPasses } from '../src/vision/grid.js';
 import { KernelTower } from '../src/vision/kernel-tower.js';
 import type { VisionConfig } from '../src/vision/config.js';
 import type { VisionWeights } from '../src/vision/weights.js';
@@ -68,4 +70,22 @@ test('a two-frame clip: each frame attends within itself, as the plain tower doe
   const plain = encodeImage(cfg, w, patches, grid);
   const got = await new KernelTower(wasm, cfg, w).encode(patches, grid);
   assert.ok(relErr(got.embeds, plain.embeds) < 1e-5, `relative error ${relErr(got.embeds, plain.embeds)}`);
+});
+
+test('the 2D rotary as two plain rope passes (grid.ts rotaryPasses) == the plain tower\'s rotation, bit for bit (ref kernels)', () => {
+  const cfg = fixtureVisionConfig();
+  const d = cfg.hiddenSize;
+  for (const grid of [{ t: 1, h: 6, w: 4 }, { t: 2, h: 4, w: 8 }]) {
+    const n = grid.t * grid.h * grid.w;
+    const qkv = randomArray(new Rng(31), n * 3 * d, 2);
+    const want = Float32Array.from(qkv);
+    const angles = rotaryTables(rotaryAngles(cfg, grid));
+    applyRotary(want, n, 3 * d, 0, cfg.numHeads, cfg.headDim, angles);
+    applyRotary(want, n, 3 * d, d, cfg.numHeads, cfg.headDim, angles);
+    const got = Float32Array.from(qkv);
+    const ref = createRefKernels();
+    for (const r of rotaryPasses(cfg, grid)) ref.rope(got, r.positions, n, 2 * cfg.numHeads, cfg.headDim, r.table, 3 * d);
+    assert.deepEqual(got, want, `${grid.t}×${grid.h}×${grid.w}`);
+    assert.notDeepEqual(got, qkv, 'the rotation moved something');
+  }
 });

@@ -231,11 +231,33 @@ describe('webgpu kernel conformance', () => {
       const gx = g.alloc.upload(x);
       await run(g, (e) => argmaxMaskedDispatch(g, e, out, gx, m, n, stride, (w) => g.alloc.upload(new Int32Array(w.buffer, w.byteOffset, w.length)), masks));
       same(await readI32(g, out), want, `argmaxRowsMasked n=${n}`);
-      // gatherPicked: each row's logit at the picked id, read on the device
+      // gatherPicked: each row's logit at the picked id, read on the device, in one dispatch
       const vals = g.alloc.tensor([m + 1]);
-      const [got] = await run(g, (e) => gatherPickedOn(g, e, { out: vals, outOffset: 1, x: gx, ids: out, m, stride }), vals);
+      let dispatches = -1;
+      const [got] = await run(g, (e) => { gatherPickedOn(g, e, { out: vals, outOffset: 1, x: gx, ids: out, m, stride }); dispatches = e.dispatchCount; }, vals);
       same(got!.subarray(1), Float32Array.from(want, (id, i) => x[i * stride + id]!), `gatherPicked n=${n}`);
+      assert.equal(dispatches, 1, 'gatherPicked: one dispatch for all rows');
     }
+  });
+
+  test('gatherPicked: one dispatch for more rows than a workgroup, ids at an offset, the value at its offset, nothing else written', async () => {
+    const r = rng(53);
+    const m = 150;
+    const stride = 37;
+    const x = Float32Array.from({ length: m * stride }, () => 2 * r() - 1);
+    x[5 * stride + 3] = NaN;
+    x[9 * stride] = -Infinity;
+    const ids = Int32Array.from({ length: m + 2 }, () => Math.floor(r() * stride));
+    ids[5 + 2] = 3;
+    ids[9 + 2] = 0;
+    const gIds = view(g.alloc.upload(ids), 2, m);
+    const vals = g.alloc.upload(new Float32Array(m + 4).fill(-7));
+    let dispatches = -1;
+    const [got] = await run(g, (e) => { gatherPickedOn(g, e, { out: vals, outOffset: 3, x: g.alloc.upload(x), ids: gIds, m, stride }); dispatches = e.dispatchCount; }, vals);
+    const want = new Float32Array(m + 4).fill(-7);
+    ref.gatherPicked(want, 3, x, ids.subarray(2), m, stride);
+    same(got!, want, 'gatherPicked m=150');
+    assert.equal(dispatches, 1, 'gatherPicked: one dispatch for all rows');
   });
 
   test('embedIds (ids on the device, at an offset): exact, tables whole and split in 4 row parts', async () => {

@@ -10,7 +10,9 @@
 //   == the host path (mask on read-back logits) == wasm;
 // - greedy requests with penalties or logit bias pick on the device over their untouched ids,
 //   the host finishing from the touched ids' logits (engine/device-finish.ts) == the host
-//   path == wasm, reading back a few values per step instead of a row.
+//   path == wasm, reading back a few values per step instead of a row; their MTP drafts
+//   too (== the drafts picked on the host, the hostDrafts hook), each draft step reading
+//   back ids and a few logits, never a vocabulary row.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -20,6 +22,7 @@ import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
+import { draftRecorder, type DraftRun } from './draft-record.js';
 import type { Constraint } from '../src/constrain/constraint.js';
 import type { ServerContext } from '../src/server/context.js';
 import { TokenTexts } from '../src/server/api/logprobs.js';
@@ -217,6 +220,41 @@ describe('greedy picks on the device', () => {
         assert.ok(device.bytes <= n * 4 * (2 + touchedMax), `request ${i}: ${device.bytes} bytes read back for ${n} tokens`);
         assert.ok(host.bytes - device.bytes >= n * (vocab - 2 - touchedMax) * 4, 'a logits row per token no longer comes back');
         console.log(JSON.stringify({ request: i, tokens: n, hostBytes: host.bytes, deviceBytes: device.bytes, vocab }));
+      }
+    });
+  });
+
+  test('MTP drafts of penalised / biased greedy requests: device-picked (+ host finish) == host-picked drafts, MTP on == off, no row read back', async () => {
+    const [p0, p1] = golden();
+    // the penalised request's drafts read back ids + a few logits per draft step; the biased
+    // one's (f32 values) chain on the device: 2 read-backs a round
+    const cases: { req: GenerateRequest; chained: boolean }[] = [
+      { req: { promptIds: p0!.prompt_ids, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 }, chained: false },
+      { req: { promptIds: p1!.prompt_ids, maxTokens: 8, ignoreEos: true, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3]]) } }, chained: true },
+    ];
+    // MTP off on wasm: the webgpu picks equal wasm's (the tests above), so MTP on == off here too
+    const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, cases.map((c) => c.req)));
+    // one k on lavapipe (an engine load costs minutes on a loaded machine); wasm covers k = 2..4 (greedy-finish-engine)
+    const k = 3;
+    const rec = draftRecorder();
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1, ...rec.hooks }, async (e) => {
+      const run = async (req: GenerateRequest, hostDrafts: boolean): Promise<DraftRun> => {
+        const [s0, b0] = [counters(e).steps, counters(e).readBackBytes];
+        const r = await rec.run(e, [req], hostDrafts);
+        assert.deepEqual([counters(e).steps - s0, counters(e).readBackBytes - b0], [r.reads, r.bytes], 'the recorder counts what the backend counts');
+        return r;
+      };
+      for (const [i, { req, chained }] of cases.entries()) {
+        const [device, host] = [await run(req, false), await run(req, true)];
+        const what = `k = ${k}, request ${i}`;
+        assert.deepEqual(device.out, [want[i]], `${what}: MTP on == off`);
+        assert.deepEqual(host.out, [want[i]], `${what}: host drafts, MTP on == off`);
+        assert.ok(device.drafts.some((d) => d.length > 2), `${what}: the request drafted`);
+        assert.deepEqual(device.drafts, host.drafts, `${what}: device draft ids == host draft ids`);
+        if (chained) assert.ok(device.reads <= 2 * device.rounds + 1, `${what}: ${device.reads} read-backs for ${device.rounds} rounds: 2 a round`);
+        else assert.equal(device.reads, host.reads, `${what}: one read-back per draft step either way`);
+        assert.ok(host.longest >= e.sampleVocab && device.longest < e.sampleVocab, `${what}: longest range ${device.longest} (host path ${host.longest})`);
+        console.log(`# ${chained ? 'biased (chained)' : 'penalised'} drafts k=${k} rounds=${device.rounds}: read-backs device ${device.reads} host ${host.reads}, bytes device ${device.bytes} (${(device.bytes / device.rounds).toFixed(0)}/round) host ${host.bytes} (${(host.bytes / host.rounds).toFixed(0)}/round)`);
       }
     });
   });

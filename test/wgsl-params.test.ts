@@ -14,12 +14,13 @@ import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCAT
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
-import { ARGMAX_MASKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
+import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
+import { BIAS_ACT, LAYER_NORM } from '../src/kernels/webgpu/wgsl/tower.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 
 const READER: Record<ParamType, string> = { u32: 'pu', i32: 'pi', f32: 'pf' };
@@ -57,7 +58,10 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   embed_part_float: embedFloatShader('f16', true),
   embed_part_quant: embedQuantShader('q6_k', true),
   argmax_masked: ARGMAX_MASKED,
+  gather_picked: GATHER_PICKED,
   kv_write: KV_WRITE,
+  layer_norm: LAYER_NORM,
+  bias_act: BIAS_ACT,
   attention: ATTENTION,
   quant_acts: [quantActsShader(true), quantActsShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),

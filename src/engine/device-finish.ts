@@ -1,10 +1,13 @@
 // The kernels' side of greedy picks the host finishes (penalties, logit bias:
 // greedy-finish.ts): per logits row of such a request, its adjustment, its touched ids, and
-// where their raw logits land in the step's read-back. The runner's argmax runs under each
-// row's untouched mask, gatherPicked reads the picked id's logit, gatherRows the touched ids'
-// logits; the step reads back those few values and the ids instead of the rows.
+// where their raw logits land in the step's read-back. The argmax runs under each row's
+// untouched mask, gatherPicked reads the picked id's logit, gatherRows the touched ids'
+// logits; the step (the runner's target step, or an MTP draft step: speculative/draft.ts)
+// reads back those few values and the ids instead of the rows.
+import type { AnyKernels, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
 import { finishesOnHost } from './device-picks.js';
+import type { RequestView } from './request.js';
 import { finishGreedy, touchedIds, untouchedMask, type GreedyAdjust } from './greedy-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 
@@ -26,21 +29,40 @@ export interface FinishPlan {
  * each batch row's logits rows in `all`; onKernels: whether the kernels pick them. */
 export function planFinish(rows: readonly BatchRow[], layout: { first: number[]; count: number[]; onKernels: boolean[] }, sampleVocab: number,
   stride: number): FinishPlan | null {
-  const plan = new Map<number, FinishRow>();
-  const flat: number[] = [];
+  const adjusts = new Map<number, GreedyAdjust>();
   rows.forEach((r, i) => {
     const req = r.req!;
     if (!layout.onKernels[i] || !finishesOnHost(req)) return;
     for (let s = 0; s < layout.count[i]!; s++) {
       const matcher = r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req);
-      const a: GreedyAdjust = { sampling: req.sampling, history: req.history, bias: req.adjust?.bias ?? null, mask: matcher?.mask() ?? null,
-        vocab: sampleVocab, extra: r.verify ? req.drafts.slice(0, s) : [] };
-      const touched = touchedIds(a);
-      const row = layout.first[i]! + s;
-      plan.set(row, { a, touched, at: flat.length });
-      for (const id of touched) flat.push(row * stride + id);
+      adjusts.set(layout.first[i]! + s, greedyAdjust(req, matcher?.mask() ?? null, sampleVocab, r.verify ? req.drafts.slice(0, s) : []));
     }
   });
+  return planOf(adjusts, stride);
+}
+
+/** The plan of MTP draft logits rows: row j (stride `stride`) is chain j's, finished on the
+ * host under adjusts[j] (null: a row the plan leaves alone). */
+export function planDraftFinish(adjusts: readonly (GreedyAdjust | null)[], stride: number): FinishPlan | null {
+  const byRow = new Map<number, GreedyAdjust>();
+  adjusts.forEach((a, j) => { if (a) byRow.set(j, a); });
+  return planOf(byRow, stride);
+}
+
+/** What a penalised or biased greedy pick of `req` reads: its constraint `mask` (null: none)
+ * at that position, the ids the pick covers ([0, vocab)), and `extra`, the drafts before it. */
+export function greedyAdjust(req: RequestView, mask: Uint32Array | null, vocab: number, extra: readonly number[]): GreedyAdjust {
+  return { sampling: req.sampling, history: req.history, bias: req.adjust?.bias ?? null, mask, vocab, extra };
+}
+
+function planOf(adjusts: ReadonlyMap<number, GreedyAdjust>, stride: number): FinishPlan | null {
+  const plan = new Map<number, FinishRow>();
+  const flat: number[] = [];
+  for (const [row, a] of [...adjusts].sort((x, y) => x[0] - y[0])) {
+    const touched = touchedIds(a);
+    plan.set(row, { a, touched, at: flat.length });
+    for (const id of touched) flat.push(row * stride + id);
+  }
   return plan.size > 0 ? { rows: plan, flat } : null;
 }
 
@@ -59,4 +81,25 @@ export function finishPicks(plan: FinishPlan, picks: Int32Array, values: Float32
     out[row] = finishGreedy(f.a, f.touched, raw, { id: picks[row]!, logit: values[row]! });
   }
   return out;
+}
+
+/** Kernel buffers for the gathered logits of finished rows (grown on demand), and the
+ * gathers themselves: per row [0, n) of `x`, the logit at its pick (gatherPicked, after
+ * the argmax wrote `picks`) into `values`, the plan's touched logits into `touched`. */
+export class FinishGather {
+  private bufs: { values: Tensor; rows: number; touched: Tensor; touchedCap: number } | null = null;
+
+  constructor(private readonly k: AnyKernels) {}
+
+  gather(x: Tensor, picks: Tensor, n: number, stride: number, plan: FinishPlan): { values: Tensor; touched: Tensor } {
+    if (!this.bufs || this.bufs.rows < n || this.bufs.touchedCap < plan.flat.length) {
+      const rows = Math.max(n, this.bufs?.rows ?? 4);
+      const touchedCap = Math.max(plan.flat.length, 2 * (this.bufs?.touchedCap ?? 256));
+      this.bufs = { values: this.k.alloc(rows), rows, touched: this.k.alloc(touchedCap), touchedCap };
+    }
+    const { values, touched } = this.bufs;
+    this.k.gatherPicked(values, 0, x, picks, n, stride);
+    if (plan.flat.length > 0) this.k.gatherRows(touched, x, plan.flat, 1);
+    return { values, touched };
+  }
 }

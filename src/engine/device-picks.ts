@@ -16,19 +16,37 @@ import { isGreedy } from './sampler.js';
  * yet keeps the host path: tests use it to compare the two). */
 function maskedArgmax(req: RequestView): boolean {
   const p = req.sampling;
-  return isGreedy(p) && p.repetitionPenalty === 1 && p.presencePenalty === 0 && p.frequencyPenalty === 0 && (req.adjust === null || !req.adjust.bias);
+  return isGreedy(p) && !penalised(p) && (req.adjust === null || !req.adjust.bias);
 }
 
-/** Are the request's MTP drafts plain argmax picks (no constraint either)? Then they chain on
- * the kernels with no read-back between draft steps (speculative/draft.ts). */
+/** Are the request's MTP drafts argmax picks of its logits, or of its logits plus a logit
+ * bias the kernels add exactly (no penalty, no constraint)? Then they chain on the kernels with
+ * no read-back between draft steps (speculative/draft.ts, draft-bias.ts). */
 export function draftsOnKernels(req: RequestView): boolean {
-  return maskedArgmax(req) && !req.adjust?.constraint;
+  if (req.adjust?.constraint) return false;
+  const p = req.sampling;
+  const bias = req.adjust?.bias;
+  if (bias && bias.size > 0) return isGreedy(p) && !penalised(p) && biasAddsExactly(bias);
+  return maskedArgmax(req);
 }
 
-/** Are the request's drafts argmax picks under at most its constraint mask (each draft step
- * then reads back ids, not logits rows: its mask depends on the drafts before it)? */
+/** Does an f32 add of these bias values give adjustInPlace's sums (draft-bias.ts says why):
+ * every value an f32, and 0 or of magnitude ≥ 2^-103. */
+export function biasAddsExactly(bias: ReadonlyMap<number, number>): boolean {
+  for (const b of bias.values()) if (Math.fround(b) !== b || (b !== 0 && !(Math.abs(b) >= 2 ** -103))) return false;
+  return true;
+}
+
+function penalised(p: RequestView['sampling']): boolean {
+  return p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
+}
+
+/** Are the request's drafts picked on the kernels: argmax picks under at most its constraint
+ * mask, or finished on the host from a few gathered logits (finishesOnHost)? Each draft step
+ * then reads back ids (and those logits), not logits rows: its mask, and the penalties' count
+ * of the drafts before it, depend on the earlier drafts. */
 export function draftPicksOnKernels(req: RequestView): boolean {
-  return maskedArgmax(req);
+  return maskedArgmax(req) || finishesOnHost(req);
 }
 
 /** Does the request's next token (decode, or each verify position) come from the kernels'
@@ -40,9 +58,7 @@ export function picksOnKernels(req: RequestView): boolean {
 /** A greedy request with penalties or a non-empty logit bias: the kernels pick over the ids
  * neither touches, the host finishes with the touched ids' logits (greedy-finish.ts). */
 export function finishesOnHost(req: RequestView): boolean {
-  const p = req.sampling;
-  const penalties = p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
-  return isGreedy(p) && (penalties || (req.adjust?.bias?.size ?? 0) > 0);
+  return isGreedy(req.sampling) && (penalised(req.sampling) || (req.adjust?.bias?.size ?? 0) > 0);
 }
 
 /** The mask argmaxRowsMasked applies for a matcher (null: none, or every id allowed). */

@@ -106,7 +106,7 @@ export class Engine {
     this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row));
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
-      takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride,
+      takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
     });
     this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,
       visionModel ? { cfg: visionModel.cfg, pre: visionModel.pre, tokens: visionModel.tokens } : null);

@@ -14,7 +14,7 @@ import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
 import { idsOf, maskOf, picksOnKernels } from './device-picks.js';
-import { finishMask, finishPicks, planFinish, type FinishPlan } from './device-finish.js';
+import { FinishGather, finishMask, finishPicks, planFinish, type FinishPlan } from './device-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
@@ -41,8 +41,8 @@ export class Runner {
   private readonly vocab: number;
   /** The kernels' picks of a step, [rows of `all`] (grown on demand). */
   private picks: { t: Tensor; rows: number } | null = null;
-  /** The host-finished rows' gathered logits (device-finish.ts), grown as needed. */
-  private finishBufs: { values: Tensor; rows: number; touched: Tensor; touchedCap: number } | null = null;
+  /** The host-finished rows' gathered logits (device-finish.ts). */
+  private readonly finishGather: FinishGather;
 
   constructor(
     readonly model: AnyModel,
@@ -57,6 +57,7 @@ export class Runner {
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
+    this.finishGather = new FinishGather(model.kernels);
   }
 
   /** Forward of a batch: KV written for every processed position, working state slots
@@ -95,7 +96,7 @@ export class Runner {
     const layout = this.logitsLayout(rows, offsets);
     const finish = planFinish(rows, layout, this.sampleVocab, this.vocab);
     const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout, finish)) : null;
-    const gathered = finish ? this.gatherFinish(all, want.length, finish) : null;
+    const gathered = finish ? this.finishGather.gather(all, picks!, want.length, this.vocab, finish) : null;
     const whole = this.wholePromptHits(rows);
     const h = this.model.config.hiddenSize;
     // the hidden rows a snapshot may read (consecutive rows of fw.hidden per batch row)
@@ -155,21 +156,6 @@ export class Runner {
     if (masks.length > 0) this.model.kernels.argmaxRowsMasked(this.picks.t, 0, all, n, this.sampleVocab, this.vocab, masks);
     else this.model.kernels.argmaxRows(this.picks.t, 0, all, n, this.sampleVocab, this.vocab);
     return this.picks.t;
-  }
-
-  /** The logits the host's finish reads: per row of `all` [0, n), the logit at its pick
-   * (gatherPicked, after pickRows), and the plan's touched logits (gatherRows, width 1). */
-  private gatherFinish(all: Tensor, n: number, plan: FinishPlan): { values: Tensor; touched: Tensor } {
-    const k = this.model.kernels;
-    if (!this.finishBufs || this.finishBufs.rows < n || this.finishBufs.touchedCap < plan.flat.length) {
-      const rows = Math.max(n, this.finishBufs?.rows ?? 4);
-      const touchedCap = Math.max(plan.flat.length, 2 * (this.finishBufs?.touchedCap ?? 256));
-      this.finishBufs = { values: k.alloc(rows), rows, touched: k.alloc(touchedCap), touchedCap };
-    }
-    const { values, touched } = this.finishBufs;
-    k.gatherPicked(values, 0, all, this.picks!.t, n, this.vocab);
-    if (plan.flat.length > 0) k.gatherRows(touched, all, plan.flat, 1);
-    return { values, touched };
   }
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,

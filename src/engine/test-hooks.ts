@@ -20,6 +20,9 @@ export interface EngineTestHooks {
   readonly preemptIf?: (req: HookRequest) => boolean;
   /** Replace a request's MTP drafts (same length or shorter). */
   readonly draftOverride?: (req: HookRequest, drafts: number[]) => number[];
+  /** Asked every MTP round: true picks the round's drafts on the host from their read-back
+   * logits rows (the reference the kernels' draft picks must equal: tests compare the two). */
+  readonly hostDrafts?: () => boolean;
   /** Save the prefix cache on the engine's thread through this file system (to inject short
    * writes and failures) instead of the writer thread. */
   readonly prefixCacheIo?: FileIo;

@@ -262,7 +262,19 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   mulSigmoid(out: T, a: T, b: T, n: number): void;
   /** out[i] = a[i] + b[i] for i < n (out may alias). */
   add(out: T, a: T, b: T, n: number): void;
+
+  /** LayerNorm over rows of length d (the vision tower's): out = (x − μ)·(σ² + eps)^−½·w + b
+   * with μ and the biased σ² of the row (reductions in f64 on CPU backends, f32 on a GPU).
+   * x, out: [M, d] (may alias); w, b: [d]. */
+  layerNorm(out: T, x: T, w: T, b: T, m: number, d: number, eps: number): void;
+  /** out[r, c] = act(x[r, c] + bias[c]) for r < m, c < d: a linear layer's bias with the
+   * activation after it folded in (BiasAct). x, out: [M, d] (may alias); bias: [d]. */
+  biasAct(out: T, x: T, bias: T, m: number, d: number, act: BiasAct): void;
 }
+
+/** The activation of Kernels.biasAct: none; GELU's tanh form (gelu_pytorch_tanh:
+ * x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))); the exact GELU x/2·(1 + erf(x/√2)). */
+export type BiasAct = 'none' | 'geluTanh' | 'geluErf';
 
 /** The kernels as backend-neutral code sees them: opaque tensors. */
 export type AnyKernels = Kernels<Tensor, Tensor>;

@@ -7,6 +7,7 @@
 // window, its m × m patches row-major. So every m² consecutive tokens form one merge window,
 // which is what the merger's reshape relies on.
 import { DeltaserveError } from '../util/errors.js';
+import type { RopeTable } from '../kernels/types.js';
 import type { VisionConfig } from './config.js';
 
 /** An image's patch grid: t temporal patches (1 for a still image), h × w spatial patches. */
@@ -98,7 +99,7 @@ export function interpolatePosEmbed(cfg: VisionConfig, table: Float32Array, g: I
 export function rotaryAngles(cfg: VisionConfig, g: ImageGrid): Float64Array {
   const quarter = cfg.headDim / 4;
   const half = cfg.headDim / 2;
-  const inv = Float64Array.from({ length: quarter }, (_, k) => 1 / cfg.ropeTheta ** ((2 * k) / half));
+  const inv = rotaryInvFreq(cfg);
   const coords = tokenCoords(g, cfg.spatialMergeSize);
   const n = gridTokens(g);
   const out = new Float64Array(n * half);
@@ -109,4 +110,30 @@ export function rotaryAngles(cfg: VisionConfig, g: ImageGrid): Float64Array {
     }
   }
   return out;
+}
+
+/** f_k = θ^(−4k/hd) for k < hd/4: the frequencies of the 2D rotary's pairs. */
+function rotaryInvFreq(cfg: VisionConfig): Float64Array {
+  const half = cfg.headDim / 2;
+  return Float64Array.from({ length: cfg.headDim / 4 }, (_, k) => 1 / cfg.ropeTheta ** ((2 * k) / half));
+}
+
+/** A rotation by Kernels.rope: per-token positions and the table of the hd/2 pairs. */
+export interface RotaryPass { readonly positions: Int32Array; readonly table: RopeTable }
+
+/** The 2D rotary as two passes of the plain rope kernel over whole heads: the row pass turns
+ * pair i < hd/4 by row·f_i, the column pass pair hd/4 + i by col·f_i; each pass gives the
+ * other pairs frequency 0 (angle 0: cos 1, sin 0, an exact identity), so every pair turns
+ * once by rotaryAngles' angle, in the kernel's arithmetic. */
+export function rotaryPasses(cfg: VisionConfig, g: ImageGrid): readonly [RotaryPass, RotaryPass] {
+  const quarter = cfg.headDim / 4;
+  const inv = rotaryInvFreq(cfg);
+  const coords = tokenCoords(g, cfg.spatialMergeSize);
+  const n = gridTokens(g);
+  const axis = (a: number): RotaryPass => {
+    const invFreq = new Float64Array(2 * quarter);
+    invFreq.set(inv, a * quarter);
+    return { positions: Int32Array.from({ length: n }, (_, t) => coords[2 * t + a]!), table: { invFreq, scale: 1 } };
+  };
+  return [axis(0), axis(1)];
 }

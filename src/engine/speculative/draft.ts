@@ -5,24 +5,31 @@
 //            committed tokens; its last output predicts d_1;
 //   draft  — k−1 more single-token MTP steps, each fed the previous MTP output and draft.
 // Batched across requests. Drafts of greedy requests are argmax picks; when every chain's
-// drafts are plain argmax picks (device-picks.ts) they chain on the kernels — draft i's
-// argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts of all
-// chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
-// Otherwise (a penalty, bias or constraint, or a sampling request) each draft step reads
-// back its logits rows; sampling requests draw d_i from q_i (the request's sampling
-// transform of the MTP logits), kept for the rejection test. The drafter writes no request: it returns each chain's proposal, which
-// the scheduler's update records as the request's drafts (update.ts).
+// drafts are argmax picks of its logits, or of its logits plus a logit bias added on the
+// kernels (device-picks.ts draftsOnKernels, draft-bias.ts), they chain on the kernels —
+// draft i's argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts
+// of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
+// Otherwise each draft step reads back once (a draft feeds the next step's mask and
+// penalties): ids for the greedy chains — picked under their constraint mask, or, for a
+// penalised or biased one, over the ids no penalty or bias touches and finished on the host
+// from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
+// and logits rows for the sampling chains, which draw d_i from q_i (the request's sampling
+// transform of the MTP logits), kept for the rejection test. The drafter writes no request:
+// it returns each chain's proposal, which the scheduler's update records as the request's
+// drafts (update.ts).
 import type { KvPool } from '../../cache/kv-pool.js';
 import { lmHeadInto, mtpForward, type MtpDeviceIds, type MtpSeqInput } from '../../model/forward.js';
 import type { StepArena } from '../../model/arena.js';
 import type { AnyModel } from '../../model/model.js';
-import { type Argmax, isGreedy, sampleToken } from '../sampler.js';
+import { type Argmax, greedyToken, isGreedy } from '../sampler.js';
 import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
-import type { Tensor, Weight } from '../../kernels/types.js';
+import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftPicksOnKernels, draftsOnKernels, idsOf, maskOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
+import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
+import { DraftBias } from './draft-bias.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -71,6 +78,10 @@ export class MtpDrafter {
   private readonly qBuffers = new WeakMap<RequestView, Float64Array[]>();
   /** Greedy draft picks of a round, [draft step][chain] (idsFor). */
   private ids: { t: Tensor; rows: number } | null = null;
+  /** The gathered logits of draft picks the host finishes (penalties, bias). */
+  private readonly finishGather: FinishGather;
+  /** Chained drafts' logit biases, added on the kernels. */
+  private readonly bias: DraftBias;
 
   constructor(
     private readonly model: AnyModel,
@@ -83,11 +94,16 @@ export class MtpDrafter {
     private readonly argmax?: Argmax,
     /** Drafts come from ids [0, draftVocab) only (see EngineOptions.draftVocab). */
     draftVocab = sampleVocab,
+    /** Test hook (test-hooks.ts hostDrafts), asked every round: true picks the round's
+     * drafts on the host from read-back logits rows, the reference the kernels' picks equal. */
+    private readonly hostDrafts: () => boolean = () => false,
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
     this.head = this.v < model.weights.lmHead.rows ? model.kernels.weightRows(model.weights.lmHead, this.v) : model.weights.lmHead;
     this.sampler = new BatchSampler(model.kernels, argmax);
+    this.finishGather = new FinishGather(model.kernels);
+    this.bias = new DraftBias(model.kernels, this.v);
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -115,11 +131,12 @@ export class MtpDrafter {
     const order = active.map((_, i) => i).sort((a, b) => active[b]!.drafts - active[a]!.drafts || a - b);
     const chains = order.map((i) => active[i]!);
     const first = this.pick(out, order.map((i) => rows[i]!));
-    if (chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
+    const host = this.hostDrafts();
+    if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
-        await this.propose(s.active, s.hidden);
+        await this.propose(s.active, s.hidden, host);
       }
     }
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
@@ -144,18 +161,21 @@ export class MtpDrafter {
     return this.pick(out, chains.map((_, j) => j));
   }
 
-  /** Every draft of every chain (all plain argmax picks) on the kernels: draft step s's
-   * argmaxRows ids land in row s − 1 of a [steps, chains] id tensor, the next step embeds
-   * them from there, and one read-back brings the whole round's drafts. The ids are
-   * argmaxRows' — the reference argmax of the same logits rows (device-picks.ts). */
+  /** Every draft of every chain (all argmax picks, of the logits plus the chain's bias row
+   * when one has a bias) on the kernels: draft step s's argmaxRows ids land in row s − 1 of a
+   * [steps, chains] id tensor, the next step embeds them from there, and one read-back brings
+   * the whole round's drafts. The ids are argmaxRows' — the reference argmax of the same
+   * logits rows (device-picks.ts; the biased rows are adjustInPlace's: draft-bias.ts). */
   private async draftOnKernels(chains: readonly Chain[], first: Tensor): Promise<void> {
     const n = chains.length;
     const steps = chains[0]!.drafts;
     const rec = this.idsFor(n * steps);
+    const bias = this.bias.rowsFor(chains.map((c) => c.req));
     let hidden = first;
     for (let s = 1; s <= steps; s++) {
       const live = drafting(chains, s);
       const t = lmHeadInto(this.model, this.ws, hidden, chains.slice(0, live).map((_, j) => j), this.ws.draftLogits.rows(live), this.head);
+      if (bias) this.model.kernels.add(t, t, bias, live * this.v);
       this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
       const next = drafting(chains, s + 1);
       if (next > 0) hidden = this.draftForward(chains.slice(0, next), hidden, s + 1, () => DEVICE_TOKEN, { ids: rec, offset: (s - 1) * n });
@@ -187,24 +207,47 @@ export class MtpDrafter {
   }
 
   /** One draft token per request from MTP hidden rows [n, H], over the draft head's ids.
-   * A sampled request's proposal q is kept over the whole sampling vocabulary (zero beyond
-   * the draft head), as rejection sampling compares it with the target's p id by id. */
-  private async propose(chains: readonly Chain[], hidden: Tensor): Promise<void> {
+   * The draft chain needs each step's picks before the next step: one read-back per step, of
+   * ids (and a finished pick's few logits) for the chains that pick on the kernels, of logits
+   * rows for the others. A sampled request's proposal q is kept over the whole sampling
+   * vocabulary (zero beyond the draft head), as rejection sampling compares it with the
+   * target's p id by id. `host`: every chain picks on the host (the hostDrafts hook). */
+  private async propose(chains: readonly Chain[], hidden: Tensor, host: boolean): Promise<void> {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
-    // the draft chain needs each step's picks before the next step: a read-back per step, of
-    // ids when every chain picks by argmax under at most its constraint mask (the mask of a
-    // chain's matcher advanced by its drafts so far, as pickDrafts applies on the host)
-    if (chains.every((c) => draftPicksOnKernels(c.req))) {
-      const ids = this.idsFor(chains.length);
-      const masks = chains.map((c) => (c.req.adjust?.constraint ? maskOf(matcherAfterDrafts(c.req, c.proposed.length, c.proposed)) : null));
-      this.model.kernels.argmaxRowsMasked(ids, 0, t, chains.length, this.v, this.v, masks);
-      const [read] = await this.model.kernels.readBack([{ t: ids, offset: 0, length: chains.length }]);
-      const picks = idsOf(read!);
-      chains.forEach((c, j) => c.proposed.push(picks[j]!));
-      return;
-    }
-    const [logits] = await this.model.kernels.readBack([{ t, offset: 0, length: chains.length * this.v }]);
-    this.pickDrafts(chains, logits!);
+    const onKernels = chains.map((c) => !host && draftPicksOnKernels(c.req));
+    const picked = onKernels.some((x) => x) ? this.pickOnKernels(chains, onKernels, t) : null;
+    const hostRows = chains.map((_, j) => j).filter((j) => !onKernels[j]);
+    const read = await this.model.kernels.readBack([
+      ...(picked?.ranges ?? []),
+      ...hostRows.map((j) => ({ t, offset: j * this.v, length: this.v })),
+    ]);
+    const picks = picked?.finish(read) ?? null;
+    chains.forEach((c, j) => { if (onKernels[j]) c.proposed.push(picks![j]!); });
+    const first = picked?.ranges.length ?? 0;
+    this.pickDrafts(hostRows.map((j) => chains[j]!), hostRows.map((_, r) => read[first + r]!));
+  }
+
+  /** Record the kernels' picks of draft logits rows `t` ([chains, V_draft]) for the chains
+   * `onKernels` marks: the argmax under the chain's constraint mask after its drafts so far
+   * (as pickDrafts applies it on the host), or for a penalised / biased greedy chain over its
+   * untouched ids, finished on the host from the gathered logits (device-finish.ts) with the
+   * drafts so far counted as outputs (greedyToken's `extra`, as pickDrafts counts them). The
+   * ranges to read back, and the picks (by chain; others' entries unused) from what they read. */
+  private pickOnKernels(chains: readonly Chain[], onKernels: readonly boolean[], t: Tensor):
+    { ranges: ReadRange<Tensor>[]; finish: (read: readonly Float32Array[]) => Int32Array } {
+    const n = chains.length;
+    const ids = this.idsFor(n);
+    const constraint = chains.map((c, j) => (onKernels[j] && c.req.adjust?.constraint ? maskOf(matcherAfterDrafts(c.req, c.proposed.length, c.proposed)) : null));
+    const plan = planDraftFinish(chains.map((c, j) => (onKernels[j] && finishesOnHost(c.req) ? greedyAdjust(c.req, constraint[j]!, this.v, c.proposed) : null)), this.v);
+    const masks = chains.map((_, j) => finishMask(plan, j) ?? constraint[j]!);
+    if (masks.some((m) => m)) this.model.kernels.argmaxRowsMasked(ids, 0, t, n, this.v, this.v, masks);
+    else this.model.kernels.argmaxRows(ids, 0, t, n, this.v, this.v);
+    if (!plan) return { ranges: [{ t: ids, offset: 0, length: n }], finish: (read) => idsOf(read[0]!) };
+    const { values, touched } = this.finishGather.gather(t, ids, n, this.v, plan);
+    return {
+      ranges: [{ t: ids, offset: 0, length: n }, { t: values, offset: 0, length: n }, { t: touched, offset: 0, length: plan.flat.length }],
+      finish: (read) => finishPicks(plan, idsOf(read[0]!), read[1]!, read[2]!),
+    };
   }
 
   /** A kernel int32 tensor of at least n ids for a draft step's picks (grown on demand). */
@@ -213,16 +256,17 @@ export class MtpDrafter {
     return this.ids.t;
   }
 
-  /** Each chain's next draft from its host logits row of `logits` ([n, V_draft]). */
-  private pickDrafts(chains: readonly Chain[], logits: Float32Array): void {
+  /** Each chain's next draft from its host logits row (`rows[j]`: chain j's, [V_draft]). */
+  private pickDrafts(chains: readonly Chain[], rows: readonly Float32Array[]): void {
     const sampled: { c: Chain; job: SampleJob }[] = [];
     chains.forEach((c, j) => {
       const req = c.req;
       // drafts are proposed under the request's adjustment, its matcher forked past the
-      // committed ids and advanced by the drafts before this one
-      const l = logits.subarray(j * this.v, (j + 1) * this.v);
+      // committed ids and advanced by the drafts before this one, and its penalties counting
+      // those drafts as outputs (as the verify position after them does)
+      const l = rows[j]!;
       adjustInPlace(l, this.v, req.adjust, matcherAfterDrafts(req, c.proposed.length, c.proposed));
-      if (isGreedy(req.sampling)) c.proposed.push(sampleToken(l, req.sampling, req.history, this.v, req.draftRng, this.argmax));
+      if (isGreedy(req.sampling)) c.proposed.push(greedyToken(l, req.sampling, req.history, this.v, this.argmax, c.proposed));
       else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)

@@ -33,6 +33,8 @@ export interface SpeculatorOptions {
   readonly takeFreePages: (req: RequestView, n: number) => void;
   /** Test hook: replace a request's drafts (same length or shorter). */
   readonly draftOverride?: ((req: RequestView, drafts: number[]) => number[]) | undefined;
+  /** Test hook: true picks the round's drafts on the host (MtpDrafter's hostDrafts). */
+  readonly hostDrafts?: (() => boolean) | undefined;
 }
 
 export class Speculator {
@@ -44,7 +46,7 @@ export class Speculator {
   private readonly verifyProbs: Float64Array[] = [];
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
-    this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab) : null;
+    this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
 

@@ -2,6 +2,7 @@
 import { HOST_LIMITS, type Kernels, type Weight, type WeightDType } from '../types.js';
 import * as dense from './dense.js';
 import * as gdn from './gdn.js';
+import * as tower from './tower-ops.js';
 import { sample } from './sampling.js';
 import { matmulQuant } from './quant.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
@@ -76,6 +77,8 @@ export function createRefKernels(): Kernels {
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,
     add: dense.add,
+    layerNorm: tower.layerNorm,
+    biasAct: tower.biasAct,
   };
   return k;
 }

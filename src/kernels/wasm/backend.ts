@@ -6,7 +6,7 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
@@ -31,6 +31,8 @@ const PAR_ROWS = 1 << 15; // elements of an rmsNorm (prefill-sized: pool)
 // Intel Xeon (2 vCPUs) the pool halves them from 8K elements up (8 streams' or a 4-token
 // verify's rows), where rmsNorm still loses to the launch
 const PAR_EXP_ROWS = 1 << 13;
+/** assembly/tower.ts biasAct's act codes, by index. */
+const BIAS_ACTS: readonly BiasAct[] = ['none', 'geluTanh', 'geluErf'];
 
 export class WasmKernels extends WasmMatmulBackend implements Kernels {
   readonly name = 'wasm';
@@ -289,6 +291,29 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
 
   add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void {
     this.elementwise(out, a, b, n, 2);
+  }
+
+  layerNorm(out: Float32Array, x: Float32Array, w: Float32Array, b: Float32Array, m: number, d: number, eps: number): void {
+    if (m <= 0) return;
+    const c = this.ops.begin(this.ops.target(x, out));
+    const xp = c.in(x, m * d);
+    const wp = c.in(w, d);
+    const bp = c.in(b, d);
+    const op = c.out(out, m * d);
+    packArgs(this.pool.args, 'LAYER_NORM', { out: op, x: xp, w: wp, b: bp, m, d, eps });
+    this.run(Cmd.LAYER_NORM, c.arena, m > 1 && m * d >= PAR_ROWS, Math.min(m, 4 * this.threads));
+    c.end();
+  }
+
+  biasAct(out: Float32Array, x: Float32Array, bias: Float32Array, m: number, d: number, act: BiasAct): void {
+    if (m <= 0) return;
+    const c = this.ops.begin(this.ops.target(x, out));
+    const xp = c.in(x, m * d);
+    const bp = c.in(bias, d);
+    const op = c.out(out, m * d);
+    packArgs(this.pool.args, 'BIAS_ACT', { out: op, x: xp, bias: bp, m, d, act: BIAS_ACTS.indexOf(act) });
+    this.run(Cmd.BIAS_ACT, c.arena, m > 1 && m * d >= (act === 'none' ? PAR_ROWS : PAR_EXP_ROWS), Math.min(m, 4 * this.threads));
+    c.end();
   }
 
   private elementwise(out: Float32Array, a: Float32Array, b: Float32Array, n: number, op: number): void {

@@ -111,6 +111,15 @@ export const COMMANDS = {
     id: 17, args: ['out', 'a', 'b', 'n', 'sigmoid'], split: { total: 'n', unit: 4 },
     exports: ['mulSilu', 'mulSigmoid'], select: 'sigmoid', params: ['out', 'a', 'b', 'lo', 'hi'],
   }),
+  /** The vision tower's LayerNorm and bias + activation (assembly/tower.ts): chunks of whole rows. */
+  LAYER_NORM: spec({
+    id: 30, args: ['out', 'x', 'w', 'b', 'm', 'd', 'eps'], split: { total: 'm', unit: 1 },
+    exports: ['layerNorm'], params: ['out', 'x', 'w', 'b', 'lo', 'hi', 'd', 'eps'],
+  }),
+  BIAS_ACT: spec({
+    id: 31, args: ['out', 'x', 'bias', 'm', 'd', 'act'], split: { total: 'm', unit: 1 },
+    exports: ['biasAct'], params: ['out', 'x', 'bias', 'lo', 'hi', 'd', 'act'],
+  }),
   /** Sampling rows (assembly/sampling.ts), one chunk per row; numbered apart from the model ops. */
   SAMPLE: spec({
     id: 20, args: ['desc', 'rows', 'tmpBase', 'tmpStride'], split: { total: 'rows', unit: 1 },

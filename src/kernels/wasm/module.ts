@@ -36,6 +36,8 @@ export interface KernelExports {
   mulSilu(out: number, a: number, b: number, lo: number, hi: number): void;
   mulSigmoid(out: number, a: number, b: number, lo: number, hi: number): void;
   add(out: number, a: number, b: number, n: number): void;
+  layerNorm(out: number, x: number, w: number, b: number, r0: number, r1: number, d: number, eps: number): void;
+  biasAct(out: number, x: number, bias: number, r0: number, r1: number, d: number, act: number): void;
   gdnGates(g: number, beta: number, a: number, b: number, aLog: number, aLogBf16: number, dtBias: number, dtBf16: number,
     t: number, hv: number): void;
   argmax(out: number, x: number, m: number, n: number, stride: number): void;

@@ -1,13 +1,13 @@
 /// <reference types="@webgpu/types" />
 // Kernels.argmaxRowsMasked on the GPU: the rows' masks packed [m, words] (a null mask: every
 // bit set; words past a mask's end: clear, as the host reads them), uploaded with the step,
-// and one dispatch of wgsl/argmax-masked.ts.
+// and one dispatch of wgsl/argmax-masked.ts; Kernels.gatherPicked, one dispatch too.
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import { type GpuTensor, view } from './tensor.js';
 import { packParams } from './params.js';
 import { grid } from './wgsl/common.js';
-import { ARGMAX_MASKED } from './wgsl/argmax-masked.js';
+import { ARGMAX_MASKED, GATHER_PICKED } from './wgsl/argmax-masked.js';
 
 /** The masks of m rows of n ids as one [m, ceil(n / 32)] word array. */
 export function packMasks(masks: readonly (Uint32Array | null)[], n: number): Uint32Array {
@@ -40,12 +40,13 @@ export function argmaxMaskedDispatch(g: WebGpuKernels, enc: StepEncoder, out: Gp
     [out.buffer, x.buffer, packed.buffer], grid(m), 'argmax');
 }
 
-/** Kernels.gatherPicked: out[outOffset + i] = x[i·stride + ids[i]], the ids read on the device
- * (one gather_rows of width 1 per row, over row i's view: the rows are few, those the host
- * finishes). An id past its row reads a neighbour's value, never outside x (the view's bound
- * is the caller's: ids come from argmaxRows* over n ≤ stride). */
+/** Kernels.gatherPicked: out[outOffset + i] = x[i·stride + ids[i]], the ids read on the device:
+ * one dispatch of GATHER_PICKED for all m rows. An id outside its row writes nothing (the ids
+ * come from argmaxRows* over n ≤ stride). */
 export function gatherPickedOn(g: WebGpuKernels, enc: StepEncoder, a: { out: GpuTensor; outOffset: number; x: GpuTensor; ids: GpuTensor; m: number; stride: number }): void {
   const { out, outOffset, x, ids, m, stride } = a;
   if (outOffset + m > out.length || m > ids.length || (m > 0 && m * stride > x.length)) throw new RangeError(`gatherPicked: ${m} rows past the tensors`);
-  for (let i = 0; i < m; i++) g.gatherRows(enc, view(out, outOffset + i, 1), view(x, i * stride, stride), view(ids, i, 1), 1, 1);
+  if (m <= 0) return;
+  const params = packParams('gather_picked', { m, stride, xOff: x.offset, idsOff: ids.offset, outOff: out.offset + outOffset });
+  g.run(enc, 'gather_picked', () => GATHER_PICKED, params, null, [out.buffer, x.buffer, ids.buffer], grid(Math.ceil(m / 64)), 'gather_picked');
 }

@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -27,6 +27,7 @@ import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch }
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
+import { biasActOn, layerNormOn } from './tower-ops.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -352,6 +353,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   add(out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number): void {
     this.g.add(this.step, out, a, b, n);
+  }
+  layerNorm(out: GpuTensor, x: GpuTensor, w: GpuTensor, b: GpuTensor, m: number, d: number, eps: number): void {
+    layerNormOn(this.g, this.step, out, x, w, b, m, d, eps);
+  }
+  biasAct(out: GpuTensor, x: GpuTensor, bias: GpuTensor, m: number, d: number, act: BiasAct): void {
+    biasActOn(this.g, this.step, out, x, bias, m, d, act);
   }
   /** Host rows (read back): the reference pick. */
   argmax(out: Int32Array, x: Float32Array, m: number, n: number, stride?: number): void {

@@ -46,6 +46,8 @@ export const PARAMS = {
   moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
   moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32' }),
   norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', zeroCentered: 'u32', gated: 'u32', eps: 'f32' }),
+  layer_norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', wOff: 'u32', bOff: 'u32', eps: 'f32' }),
+  bias_act: fields({ m: 'u32', d: 'u32', act: 'u32', outOff: 'u32', xOff: 'u32', biasOff: 'u32' }),
   elementwise: fields({ n: 'u32', op: 'u32', outOff: 'u32', aOff: 'u32', bOff: 'u32' }),
   rope: fields({ t: 'u32', heads: 'u32', headDim: 'u32', half: 'u32', stride: 'u32', xOff: 'u32', csOff: 'u32' }),
   argmax: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32' }),
@@ -53,6 +55,7 @@ export const PARAMS = {
   gdn_gates: fields({ n: 'u32', hv: 'u32', gOff: 'u32', betaOff: 'u32', aOff: 'u32', bOff: 'u32' }),
   gdn_chunked: fields({ t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', stateOff: 'u32', pos0: 'u32', per: 'u32' }),
   argmax_masked: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32', maskOff: 'u32', words: 'u32', negInf: 'f32' }),
+  gather_picked: fields({ m: 'u32', stride: 'u32', xOff: 'u32', idsOff: 'u32', outOff: 'u32' }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
   attention: fields({
     t: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
