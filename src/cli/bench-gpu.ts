@@ -6,8 +6,8 @@
 // - GPU: timestamp queries around each step's passes where the adapter has timestamp-query
 //   (the step as it runs; null with the reason where absent), and always the host clock
 //   from queue.submit to the read-back mapped (GPU time plus driver latency: the fallback);
-// - bind groups created and set per step, and the host time creating them (the most that
-//   caching them could save);
+// - bind groups set per step, how many of them were created (cache misses: none once warm),
+//   and the host time getting them;
 // - the Dawn toggles in force (DELTASERVE_DAWN_TOGGLES, kernels/webgpu-node.ts).
 // `dispatchProfile`: one more run with a timed pass per dispatch (passes change the step, so
 // its total is reported apart). The counted run is one of bench's timed runs (its last).
@@ -73,6 +73,7 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatch
     host_cpu_ms_per_step: threadCpuMs === null ? null : per(threadCpuMs),
     host_cpu_us_per_dispatch: threadCpuMs === null || dispatches === 0 ? null : (1000 * per(threadCpuMs)) / dispatches,
     bind_groups_per_step: per(d.bindGroups),
+    bind_groups_created_per_step: per(d.bindGroupsCreated),
     host_bind_group_us_per_step: per(1000 * d.bindGroupMs),
     weight_bytes_read_per_step: per(d.wRead),
     weight_bytes_ideal_per_step: per(d.wIdeal),

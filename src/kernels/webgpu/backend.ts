@@ -7,7 +7,8 @@
 import type { AttentionDims, GdnDims, Weight } from '../types.js';
 import { isQuantType, type QuantType } from '../quant/formats.js';
 import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContext } from './device.js';
-import { type EncoderTiming, StepEncoder } from './encoder.js';
+import { type DispatchMemory, type EncoderTiming, StepEncoder } from './encoder.js';
+import { BindGroupCache, ParamMemory } from './dispatch-memory.js';
 import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
@@ -33,6 +34,8 @@ export class WebGpuKernels {
   readonly alloc: GpuAllocator;
   readonly pipelines: PipelineCache;
   private readonly scratch: ScratchBuffers;
+  /** The parameter uniform and the bind groups every step's encoder shares. */
+  readonly dispatchMemory: DispatchMemory;
   private readonly dummy: GPUBuffer;
   /** A 4-byte buffer bound where a kernel's optional operand is absent. */
   get dummyBuffer(): GPUBuffer {
@@ -49,7 +52,10 @@ export class WebGpuKernels {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
-    this.alloc = new GpuAllocator(this.device, ctx.adapter.limits.maxStorageBufferBindingSize);
+    const bindGroups = new BindGroupCache(this.device);
+    this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()) };
+    // a freed buffer's bind groups go with it (a new buffer is a new key: never a stale group)
+    this.alloc = new GpuAllocator(this.device, ctx.adapter.limits.maxStorageBufferBindingSize, (b) => bindGroups.forget(b));
     this.pipelines = new PipelineCache(this.device);
     this.scratch = new ScratchBuffers(this.alloc);
     this.dummy = this.alloc.buffer(4, 'dummy');
@@ -74,7 +80,7 @@ export class WebGpuKernels {
 
   /** A new encoder for one step (timing: its timestamp queries, encoder.ts). */
   encoder(timing: EncoderTiming = 'none'): StepEncoder {
-    return new StepEncoder(this.device, timing);
+    return new StepEncoder(this.device, this.dispatchMemory, timing);
   }
 
   uploadWeight(w: Weight, label?: string): GpuWeight {
@@ -366,11 +372,13 @@ export class WebGpuKernels {
     this.elementwise(enc, 2, out, a, b, n, 'mul_sigmoid');
   }
 
-  /** Record one dispatch of the pipeline `key` (alias-folded for shared buffers). */
+  /** Record one dispatch of the pipeline `key` (alias-folded for shared buffers); paramsF32
+   * (if any) follow the u32 words as their f32 bits. */
   run(enc: StepEncoder, key: string, source: () => string, params: readonly number[], paramsF32: readonly number[] | null,
     buffers: readonly GPUBuffer[], groups: readonly [number, number, number], label: string): void {
     const bound = this.pipelines.bind(key, source, buffers);
-    enc.dispatch(bound.pipeline, params, paramsF32, bound.buffers, groups, label);
+    const words = paramsF32 ? [...params, ...new Uint32Array(Float32Array.from(paramsF32).buffer)] : params;
+    enc.dispatch(bound.pipeline, bound.layout, words, bound.buffers, groups, label);
   }
 
   elementwise(enc: StepEncoder, op: number, out: GpuTensor, a: GpuTensor, b: GpuTensor, n: number, label: string): void {

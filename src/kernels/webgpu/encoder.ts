@@ -1,7 +1,10 @@
 /// <reference types="@webgpu/types" />
 // A step's GPU work: many dispatches (and buffer copies) recorded in order, encoded into
-// one command buffer on `submit`, with every kernel's parameters packed into one uniform
-// arena uploaded once, and every read-back resolved by a single await.
+// one command buffer on `submit`. Every kernel's parameters go into one slot of a host block
+// and reach the persistent parameter uniform with one writeBuffer per submit; each dispatch
+// addresses its slot by a dynamic offset, so its bind group depends only on (pipeline,
+// buffers) and comes from a cache shared by every step (dispatch-memory.ts). Every read-back
+// is resolved by a single await.
 // Timing (when the device has timestamp-query): 'step' writes one timestamp where the step's
 // first compute pass begins and one where its last ends — the step's GPU time with its passes
 // as they are; 'dispatch' puts each dispatch in its own timed pass (per-kernel GPU time, at
@@ -9,22 +12,27 @@
 // read-back mapped, host clock) is the only GPU-side figure.
 import type { GpuTensor } from './tensor.js';
 import { type EncoderTiming, passTimestamps, timingQueries } from './timing.js';
+import { type BindGroupCache, PARAM_SLOT_BYTES, type ParamMemory } from './dispatch-memory.js';
 export type { EncoderTiming };
+export { PARAM_SLOT_BYTES };
 
-/** Bytes of parameters per dispatch (= the usual uniform offset alignment; the WGSL
- * Params struct of wgsl/common.ts HEADER is exactly this size). */
-export const PARAM_SLOT_BYTES = 256;
 const SLOT = PARAM_SLOT_BYTES;
-const ARENA_SLOTS = 512;
-const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
+const SLOT_WORDS = SLOT / 4;
 const COPY_DST = 0x08;
 const COPY_SRC = 0x04;
 const MAP_READ = 0x01;
 const QUERY_RESOLVE = 0x200;
 
+/** What the encoders of one device share across steps (WebGpuKernels owns it). */
+export interface DispatchMemory {
+  readonly params: ParamMemory;
+  readonly bindGroups: BindGroupCache;
+}
+
 interface DispatchOp {
   readonly kind: 'dispatch';
   readonly pipeline: GPUComputePipeline;
+  readonly layout: GPUBindGroupLayout;
   readonly slot: number;
   readonly buffers: readonly (GPUBuffer | null)[];
   readonly groups: readonly [number, number, number];
@@ -47,42 +55,48 @@ export interface DispatchTiming { readonly label: string; readonly ns: number }
 
 export class StepEncoder {
   private ops: (DispatchOp | CopyOp)[] = [];
-  private params = new ArrayBuffer(SLOT * ARENA_SLOTS);
+  /** Host block of this step's parameter slots (from the shared pool at the first dispatch,
+   * back to it at submit), and a u32 view of it. */
+  private params: ArrayBuffer | null = null;
+  private words = new Uint32Array(0);
   private slots = 0;
   private reads: { src: GpuTensor; staging: GPUBuffer; out: Readback<Float32Array | Int32Array> }[] = [];
-  private arenas: GPUBuffer[] = [];
   /** Dispatches recorded since construction (all submits). */
   dispatchCount = 0;
+  private submittedDispatches = 0;
   /** Timings of the last timed submit: one per dispatch ('dispatch'), one 'step' ('step'). */
   timings: DispatchTiming[] = [];
   /** Host time (ms) spent encoding and submitting (bind groups, passes, queue.submit),
    * all submits: with the recording time, the host cost per dispatch. */
   encodeMs = 0;
-  /** Of encodeMs: host time in createBindGroup (one bind group per dispatch). */
+  /** Of encodeMs: host time getting each dispatch's bind group (a cache lookup, and
+   * createBindGroup on a miss). */
   bindGroupMs = 0;
-  /** Bind groups created and set (setBindGroup calls), all submits. */
+  /** Bind groups set (one per dispatch), all submits. */
   bindGroups = 0;
+  /** Of those, bind groups created (cache misses). */
+  bindGroupsCreated = 0;
   /** Host clock from the last submit's queue.submit to its read-backs mapped (ms): queue
    * completion, the GPU's time plus the driver's latency (the fallback without timestamps). */
   doneMs = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly timing: EncoderTiming = 'none') {}
+  constructor(private readonly device: GPUDevice, private readonly memory: DispatchMemory, private readonly timing: EncoderTiming = 'none') {}
 
   get pending(): number {
     return this.ops.length;
   }
 
-  /** Record a dispatch: params (≤ 64 words) go to the uniform at binding 0, `buffers` to
-   * bindings 1.. in order. */
-  dispatch(pipeline: GPUComputePipeline, params: ArrayLike<number> | Uint32Array, paramsF32: ArrayLike<number> | null,
+  /** Record a dispatch: params (≤ 64 words, u32 bits) go to the uniform at binding 0,
+   * `buffers` to bindings 1.. in order (null: a binding folded into an earlier one). */
+  dispatch(pipeline: GPUComputePipeline, layout: GPUBindGroupLayout, params: ArrayLike<number>,
     buffers: readonly (GPUBuffer | null)[], groups: readonly [number, number, number], label: string): void {
-    if ((this.slots + 1) * SLOT > this.params.byteLength) this.growArena();
+    if (params.length > SLOT_WORDS) throw new RangeError(`${label}: ${params.length} parameter words > ${SLOT_WORDS}`);
+    if ((this.slots + 1) * SLOT > this.words.byteLength) this.growBlock();
     const slot = this.slots++;
-    const u = new Uint32Array(this.params, slot * SLOT, SLOT / 4);
-    const p = params as ArrayLike<number>;
-    for (let i = 0; i < p.length; i++) u[i] = p[i]! >>> 0;
-    if (paramsF32) new Float32Array(this.params, slot * SLOT + p.length * 4, paramsF32.length).set(paramsF32);
-    this.ops.push({ kind: 'dispatch', pipeline, slot, buffers, groups, label });
+    const base = slot * SLOT_WORDS;
+    const words = this.words;
+    for (let i = 0; i < params.length; i++) words[base + i] = params[i]! >>> 0;
+    this.ops.push({ kind: 'dispatch', pipeline, layout, slot, buffers, groups, label });
     this.dispatchCount++;
   }
 
@@ -101,11 +115,16 @@ export class StepEncoder {
     return out;
   }
 
-  // More dispatches than the host-side parameter block holds: double it.
-  private growArena(): void {
-    const grown = new ArrayBuffer(this.params.byteLength * 2);
-    new Uint8Array(grown).set(new Uint8Array(this.params));
-    this.params = grown;
+  // The first dispatch takes a block from the pool; more dispatches than it holds double it.
+  private growBlock(): void {
+    const had = this.params;
+    if (had) {
+      const grown = new ArrayBuffer(2 * had.byteLength);
+      new Uint8Array(grown).set(new Uint8Array(had));
+      this.params = grown;
+    } else this.params = this.memory.params.takeHost();
+    this.words = new Uint32Array(this.params);
+    if ((this.slots + 1) * SLOT > this.params.byteLength) this.growBlock();
   }
 
   /** Encode and submit everything recorded; resolves when every read-back is mapped. */
@@ -113,23 +132,33 @@ export class StepEncoder {
     const ops = this.ops;
     const reads = this.reads;
     const slots = this.slots;
+    const block = this.params;
     this.ops = [];
     this.reads = [];
     this.slots = 0;
+    this.params = null;
+    this.words = new Uint32Array(0);
     if (ops.length === 0 && reads.length === 0) return;
     const t0 = performance.now();
-    const arena = this.device.createBuffer({ size: Math.max(SLOT, slots * SLOT), usage: UNIFORM | COPY_DST, label: 'params' });
-    this.arenas.push(arena);
-    if (slots > 0) this.device.queue.writeBuffer(arena, 0, this.params, 0, slots * SLOT);
-    const dispatches = ops.filter((o) => o.kind === 'dispatch').length;
+    const memory = this.memory;
+    // one writeBuffer of every slot; the copy is taken now, so the block goes back at once
+    const paramBuffer = block ? memory.params.upload(block, slots * SLOT) : null;
+    if (block) memory.params.giveHost(block);
+    const replacementMark = memory.params.replacements;
+    const dispatches = this.dispatchCount - this.submittedDispatches;
+    this.submittedDispatches = this.dispatchCount;
     const mode = this.device.features.has('timestamp-query') && dispatches > 0 ? this.timing : 'none';
     const queries = timingQueries(mode, dispatches);
     const querySet = queries > 0 ? this.device.createQuerySet({ type: 'timestamp', count: queries }) : null;
-    const writes = passTimestamps(mode, ops.map((o) => o.kind === 'dispatch'));
+    const writes = mode === 'none' ? null : passTimestamps(mode, ops.map((o) => o.kind === 'dispatch'));
     const enc = this.device.createCommandEncoder();
     let pass: GPUComputePassEncoder | null = null;
+    let lastPipeline: GPUComputePipeline | null = null;
     const labels: string[] = [];
-    for (const [i, op] of ops.entries()) {
+    const offsets = new Uint32Array(1); // the dynamic offset of binding 0 (the typed-array overload)
+    const createdBefore = memory.bindGroups.created; // this loop runs to its end without yielding
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
       if (op.kind === 'copy') {
         pass?.end();
         pass = null;
@@ -137,18 +166,19 @@ export class StepEncoder {
         continue;
       }
       if (!pass) {
-        const w = writes[i];
+        const w = writes?.[i];
         pass = enc.beginComputePass(querySet && w ? { timestampWrites: { querySet, ...w } } : {});
+        lastPipeline = null;
       }
-      labels.push(op.label);
-      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: arena, offset: op.slot * SLOT, size: SLOT } }];
-      op.buffers.forEach((buffer, b) => { if (buffer) entries.push({ binding: b + 1, resource: { buffer } }); });
+      if (mode === 'dispatch') labels.push(op.label);
       const b0 = performance.now();
-      const bg = this.device.createBindGroup({ layout: op.pipeline.getBindGroupLayout(0), entries });
+      const bg = memory.bindGroups.get(op.pipeline, op.layout, paramBuffer!, op.buffers);
       this.bindGroupMs += performance.now() - b0;
       this.bindGroups++;
-      pass.setPipeline(op.pipeline);
-      pass.setBindGroup(0, bg);
+      if (op.pipeline !== lastPipeline) pass.setPipeline(op.pipeline);
+      lastPipeline = op.pipeline;
+      offsets[0] = op.slot * SLOT;
+      pass.setBindGroup(0, bg, offsets, 0, 1);
       pass.dispatchWorkgroups(op.groups[0], op.groups[1], op.groups[2]);
       if (mode === 'dispatch') {
         pass.end();
@@ -156,6 +186,7 @@ export class StepEncoder {
       }
     }
     pass?.end();
+    this.bindGroupsCreated += memory.bindGroups.created - createdBefore;
     let tsRead: GPUBuffer | null = null;
     let resolve: GPUBuffer | null = null;
     if (querySet) {
@@ -185,9 +216,10 @@ export class StepEncoder {
       resolve?.destroy();
       querySet?.destroy();
     }
-    // The parameter arena is freed only once the GPU is done with it.
-    if (reads.length === 0) await this.device.queue.onSubmittedWorkDone();
-    for (const a of this.arenas) a.destroy();
-    this.arenas = [];
+    // Resolved = the submit's work completed (callers free what it read after this).
+    if (reads.length === 0 && !tsRead) await this.device.queue.onSubmittedWorkDone();
+    // A replaced parameter buffer is destroyed once the GPU is done with it: now, as this
+    // submit began after its replacement.
+    memory.params.release(replacementMark);
   }
 }

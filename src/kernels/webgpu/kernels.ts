@@ -79,7 +79,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   readonly moeTally: MoeTally;
   /** Since construction: read-backs (steps: each readBack is one), the bytes they carried,
    * dispatches, GPU ns of profiled steps. */
-  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0, bindGroups: 0, bindGroupMs: 0, doneMs: 0 };
+  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0, bindGroups: 0, bindGroupsCreated: 0, bindGroupMs: 0, doneMs: 0 };
 
   /** Dispatches recorded since construction, the current step's included (a census can
    * read it between any two kernel calls). */
@@ -139,6 +139,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   private countEncode(enc: StepEncoder): void {
     this.counters.encodeMs += enc.encodeMs;
     this.counters.bindGroups += enc.bindGroups;
+    this.counters.bindGroupsCreated += enc.bindGroupsCreated;
     this.counters.bindGroupMs += enc.bindGroupMs;
   }
 

@@ -90,23 +90,38 @@ export type ParamValues<K extends ParamKernel> = { readonly [F in keyof (typeof 
 const f32Bits = new Float32Array(1);
 const u32Bits = new Uint32Array(f32Bits.buffer);
 
+/** Each kernel's fields in slot order, listed once (packParams runs per dispatch). */
+const FIELD_LISTS = new Map<ParamKernel, readonly (readonly [string, ParamType])[]>();
+
+function fieldList(kernel: ParamKernel): readonly (readonly [string, ParamType])[] {
+  let list = FIELD_LISTS.get(kernel);
+  if (!list) {
+    list = Object.entries(PARAMS[kernel] as Record<string, ParamType>);
+    FIELD_LISTS.set(kernel, list);
+  }
+  return list;
+}
+
 /** The parameter words of `kernel` in slot order (u32 fields: non-negative integers;
  * i32 fields: integers, as their two's-complement bits; f32 fields: their bits). */
 export function packParams<K extends ParamKernel>(kernel: K, values: ParamValues<K>): number[] {
-  const table = PARAMS[kernel] as Record<string, ParamType>;
-  return Object.entries(table).map(([name, type]) => {
+  const list = fieldList(kernel);
+  const out = new Array<number>(list.length);
+  for (let i = 0; i < list.length; i++) {
+    const [name, type] = list[i]!;
     const v = (values as Record<string, number>)[name]!;
     if (type === 'f32') {
       f32Bits[0] = v;
-      return u32Bits[0]!;
-    }
-    if (type === 'i32') {
+      out[i] = u32Bits[0]!;
+    } else if (type === 'i32') {
       if (!(Number.isInteger(v) && v >= -(2 ** 31) && v < 2 ** 31)) throw new RangeError(`${kernel}.${name} = ${v} is not an i32`);
-      return v >>> 0;
+      out[i] = v >>> 0;
+    } else {
+      if (!(Number.isInteger(v) && v >= 0 && v < 2 ** 32)) throw new RangeError(`${kernel}.${name} = ${v} is not a u32`);
+      out[i] = v;
     }
-    if (!(Number.isInteger(v) && v >= 0 && v < 2 ** 32)) throw new RangeError(`${kernel}.${name} = ${v} is not a u32`);
-    return v;
-  });
+  }
+  return out;
 }
 
 /** WGSL constants naming the slots of `kernel` (`const P_<field> = <slot>u;`). */

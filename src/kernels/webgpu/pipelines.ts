@@ -1,7 +1,8 @@
 /// <reference types="@webgpu/types" />
 // Compiled compute pipelines, one per WGSL source variant (created on first use and cached),
-// with explicit bind-group layouts (binding 0: the parameter uniform; every declared storage
-// binding, used or not by the variant). WebGPU forbids one buffer in two writable bindings
+// with explicit bind-group layouts (binding 0: the parameter uniform, a 256-byte window at a
+// dynamic offset (dispatch-memory.ts); every declared storage binding, used or not by the
+// variant). WebGPU forbids one buffer in two writable bindings
 // of a dispatch, so an op whose operands share a buffer (out aliasing an input, in-place
 // norms) runs an alias variant: the later binding's name is rewritten to the earlier one's
 // and its declaration dropped (offsets still come from the parameters).
@@ -17,50 +18,65 @@ const READ_DECL = /@group\(0\) @binding\((\d+)\) var<storage, read> (\w+)\s*:[^;
 
 export interface BoundPipeline {
   readonly pipeline: GPUComputePipeline;
+  /** Its bind group layout (the one it was created with). */
+  readonly layout: GPUBindGroupLayout;
   /** The buffers to bind at 1.., null where a binding was folded into an earlier one. */
   readonly buffers: readonly (GPUBuffer | null)[];
 }
 
+interface CompiledPipeline {
+  readonly pipeline: GPUComputePipeline;
+  readonly layout: GPUBindGroupLayout;
+}
+
 export class PipelineCache {
-  private readonly cache = new Map<string, GPUComputePipeline>();
+  private readonly cache = new Map<string, CompiledPipeline>();
   private readonly sources = new Map<string, string>();
 
   constructor(private readonly device: GPUDevice) {}
 
-  /** The pipeline of `key` for these buffers (bindings 1.. in order), alias-folded. */
+  /** The pipeline of `key` for these buffers (bindings 1.. in order), alias-folded. The
+   * common case (no buffer bound twice) builds no string and no array. */
   bind(key: string, source: () => string, buffers: readonly GPUBuffer[]): BoundPipeline {
-    const aliasOf = buffers.map((b, i) => buffers.indexOf(b) === i ? -1 : buffers.indexOf(b));
-    const sig = aliasOf.some((a) => a >= 0) ? `${key}|${aliasOf.join(',')}` : key;
-    let p = this.cache.get(sig);
-    if (!p) {
-      let src = this.sources.get(key);
-      if (src === undefined) {
-        src = source();
-        this.sources.set(key, src);
-      }
-      p = this.compile(sig, aliasOf.some((a) => a >= 0) ? foldAliases(src, aliasOf) : src);
-      this.cache.set(sig, p);
+    if (!hasRepeat(buffers)) {
+      const c = this.cache.get(key) ?? this.compileVariant(key, key, source, null);
+      return { pipeline: c.pipeline, layout: c.layout, buffers };
     }
-    return { pipeline: p, buffers: buffers.map((b, i) => (aliasOf[i]! >= 0 ? null : b)) };
+    const aliasOf = buffers.map((b, i) => buffers.indexOf(b) === i ? -1 : buffers.indexOf(b));
+    const sig = `${key}|${aliasOf.join(',')}`;
+    const c = this.cache.get(sig) ?? this.compileVariant(key, sig, source, aliasOf);
+    return { pipeline: c.pipeline, layout: c.layout, buffers: buffers.map((b, i) => (aliasOf[i]! >= 0 ? null : b)) };
   }
 
-  private compile(label: string, code: string): GPUComputePipeline {
+  private compileVariant(key: string, sig: string, source: () => string, aliasOf: readonly number[] | null): CompiledPipeline {
+    let src = this.sources.get(key);
+    if (src === undefined) {
+      src = source();
+      this.sources.set(key, src);
+    }
+    const c = this.compile(sig, aliasOf ? foldAliases(src, aliasOf) : src);
+    this.cache.set(sig, c);
+    return c;
+  }
+
+  private compile(label: string, code: string): CompiledPipeline {
     const bindings = [...code.matchAll(STORAGE_DECL)].map((m) => Number(m[1]));
     const readOnly = [...code.matchAll(READ_DECL)].map((m) => Number(m[1]));
     const layout = this.device.createBindGroupLayout({
       label,
       entries: [
-        { binding: 0, visibility: 4 /* COMPUTE */, buffer: { type: 'uniform' } },
+        { binding: 0, visibility: 4 /* COMPUTE */, buffer: { type: 'uniform', hasDynamicOffset: true } },
         ...bindings.map((binding) => ({ binding, visibility: 4, buffer: { type: 'storage' as const } })),
         ...readOnly.map((binding) => ({ binding, visibility: 4, buffer: { type: 'read-only-storage' as const } })),
       ],
     });
     const module = this.device.createShaderModule({ code, label });
-    return this.device.createComputePipeline({
+    const pipeline = this.device.createComputePipeline({
       label,
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: 'main' },
     });
+    return { pipeline, layout };
   }
 
   /** WGSL compile errors of a source (tests). */
@@ -69,6 +85,14 @@ export class PipelineCache {
     const info = await module.getCompilationInfo();
     return info.messages.filter((m) => m.type === 'error').map((m) => `${key}:${m.lineNum}:${m.linePos} ${m.message}`);
   }
+}
+
+/** Some buffer appears twice (an aliased operand). */
+function hasRepeat(buffers: readonly GPUBuffer[]): boolean {
+  for (let i = 1; i < buffers.length; i++) {
+    for (let j = 0; j < i; j++) if (buffers[i] === buffers[j]) return true;
+  }
+  return false;
 }
 
 /** Rewrite binding i+1 (aliasOf[i] ≥ 0) to the name of binding aliasOf[i]+1. */

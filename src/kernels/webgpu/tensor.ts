@@ -33,7 +33,8 @@ export class GpuAllocator {
   private readonly buffers = new Set<GPUBuffer>();
   private liveBytes = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly maxBinding: number) {}
+  /** onFree: told of each buffer `free` is about to destroy (the bind-group cache drops it). */
+  constructor(private readonly device: GPUDevice, private readonly maxBinding: number, private readonly onFree: (b: GPUBuffer) => void = () => {}) {}
 
   get bytes(): number {
     return this.liveBytes;
@@ -71,6 +72,7 @@ export class GpuAllocator {
 
   free(b: GPUBuffer): void {
     if (!this.buffers.delete(b)) return;
+    this.onFree(b);
     this.liveBytes -= b.size;
     b.destroy();
   }
