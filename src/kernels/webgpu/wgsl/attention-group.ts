@@ -19,8 +19,8 @@ import { paramConsts } from '../params.js';
 /** Queries per block (private arrays of the shader). */
 export const ATTENTION_QMAX = 16;
 
-export const ATTENTION_GROUP = /* wgsl */ `${HEADER}
-${paramConsts('attention_group')}
+/** The grouped and the tile kernels' parameter block and bindings (one layout, one call site). */
+export const ATTENTION_GROUP_BINDINGS = `${paramConsts('attention_group')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Q: array<f32>;
 @group(0) @binding(3) var<storage, read_write> KC: array<f32>;
@@ -28,7 +28,10 @@ ${paramConsts('attention_group')}
 @group(0) @binding(5) var<storage, read> TB: array<i32>;
 @group(0) @binding(6) var<storage, read_write> SC: array<f32>;
 @group(0) @binding(7) var<storage, read> BT: array<i32>;
-const QMAX = ${ATTENTION_QMAX}u;
+`;
+
+export const ATTENTION_GROUP = /* wgsl */ `${HEADER}
+${ATTENTION_GROUP_BINDINGS}const QMAX = ${ATTENTION_QMAX}u;
 var<workgroup> red: array<f32, 64>;
 fn tree(t: u32, v: f32, isMax: bool) -> f32 {
   red[t] = v;

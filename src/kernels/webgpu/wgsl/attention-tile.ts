@@ -19,7 +19,7 @@
 // Every `var` is initialised where it is declared or by explicit stores before use (Dawn on
 // lavapipe has kept a loop's `var` from the previous iteration; see ATTENTION_GROUP).
 import { HEADER } from './common.js';
-import { paramConsts } from '../params.js';
+import { ATTENTION_GROUP_BINDINGS } from './attention-group.js';
 
 /** Threads per workgroup: the WebGPU default maxComputeInvocationsPerWorkgroup. */
 export const TILE_THREADS = 256;
@@ -54,15 +54,7 @@ export function attentionTileShader(s: TileShape): string {
   const { qt: QT, bc: BC, hd: HD } = s;
   const WG = TILE_THREADS;
   return /* wgsl */ `${HEADER}
-${paramConsts('attention_group')}
-@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> Q: array<f32>;
-@group(0) @binding(3) var<storage, read_write> KC: array<f32>;
-@group(0) @binding(4) var<storage, read_write> VC: array<f32>;
-@group(0) @binding(5) var<storage, read> TB: array<i32>;
-@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
-@group(0) @binding(7) var<storage, read> BT: array<i32>;
-const QT = ${QT}u;
+${ATTENTION_GROUP_BINDINGS}const QT = ${QT}u;
 const BC = ${BC}u;
 const HD = ${HD}u;
 const WG = ${WG}u;
