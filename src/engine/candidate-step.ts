@@ -9,6 +9,7 @@ import type { AnyKernels, ReadRange, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
 import { idsOf, sampledCandidates } from './device-picks.js';
 import { certify, type CertifiedRow } from './sampled-candidates.js';
+import { greedyAdjust } from './device-finish.js';
 import { touchedIds, type GreedyAdjust } from './greedy-finish.js';
 import { committedMatcher } from './logits-adjust.js';
 
@@ -47,8 +48,7 @@ export function planCandidates(rows: readonly BatchRow[], layout: { first: numbe
     const want = sampledCandidates(req, sampleVocab);
     if (want === 0) return;
     const at = layout.first[i]!;
-    const a: GreedyAdjust = { sampling: req.sampling, history: req.history, bias: req.adjust?.bias ?? null,
-      mask: committedMatcher(req)?.mask() ?? null, vocab: sampleVocab };
+    const a = greedyAdjust(req, committedMatcher(req)?.mask() ?? null, sampleVocab, []);
     const touched = touchedIds(a);
     planned.push({ row: i, at, a: touched.length > 0 || a.mask ? a : null, touched, touchedAt: flat.length });
     for (const id of touched) flat.push(at * stride + id);
