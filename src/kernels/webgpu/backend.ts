@@ -14,8 +14,8 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { TM, matmulTile, quantActsShader, quantMatmulShader, quantTileRowBytes } from './wgsl/matmul.js';
-import { GROUP_SEGMENTS, floatMatmulGroupShader, floatTileBytes, groupSegmentParams } from './wgsl/matmul-group.js';
+import { TM, denseMatmulTile, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
@@ -155,10 +155,7 @@ export class WebGpuKernels {
   /** Rows per tile of a dense matmul of M rows (wgsl/matmul.ts matmulTile): float (with or
    * without the folded norm) or a quantized type, within the device's workgroup memory. */
   matmulTile(m: number, kind: boolean | QuantType): number {
-    const limit = this.device.limits.maxComputeWorkgroupStorageSize;
-    if (typeof kind !== 'boolean') return matmulTile(m, quantTileRowBytes(kind), 0, limit);
-    const { perRow, extra } = floatTileBytes(kind);
-    return matmulTile(m, perRow, extra, limit);
+    return denseMatmulTile(m, kind, this.device.limits.maxComputeWorkgroupStorageSize);
   }
 
   /** Segments one float dispatch may bind: X, the norm weight, an output and a weight each. */

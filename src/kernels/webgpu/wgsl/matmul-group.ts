@@ -120,12 +120,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 }
 
-/** Workgroup bytes of a float matmul tile: per row, 64 f32 partial sums (RED), plus the
- * norm's 64-wide tree buffer. */
-export function floatTileBytes(norm: boolean): { perRow: number; extra: number } {
-  return { perRow: 64 * 4, extra: norm ? 64 * 4 : 0 };
-}
-
 /** The expert's count and first row from the plan (a count of 0 returns before any weight
  * read) and this thread's weight elements k ≡ t (mod 64) of the workgroup's column. */
 function wholePrelude(segments: number, seg: (s: number, body: string) => string): string {

@@ -38,6 +38,20 @@ export function quantTileRowBytes(type: QuantType): number {
   return 64 * 4 * (hasOffsetType(type) ? 2 : 1);
 }
 
+/** Workgroup bytes of a float matmul tile (wgsl/matmul-group.ts): per row, 64 f32 partial
+ * sums (RED), plus the folded norm's 64-wide tree buffer. */
+export function floatTileBytes(norm: boolean): { perRow: number; extra: number } {
+  return { perRow: 64 * 4, extra: norm ? 64 * 4 : 0 };
+}
+
+/** The tile of a dense matmul of M rows: float (true: with the folded norm) or a quantized
+ * type, under a workgroup memory limit. */
+export function denseMatmulTile(m: number, kind: boolean | QuantType, limitBytes: number): number {
+  if (typeof kind !== 'boolean') return matmulTile(m, quantTileRowBytes(kind), 0, limitBytes);
+  const { perRow, extra } = floatTileBytes(kind);
+  return matmulTile(m, perRow, extra, limitBytes);
+}
+
 /** Grouped MoE rows (wgsl/moe.ts): where a GEMM's output rows go. */
 export type MoeRows = 'gather' | 'scatter';
 
