@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -24,6 +24,7 @@ import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
 import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
 import { topCandidatesOn } from './top-candidates.js';
+import { penaltyPicksOn } from './penalty-picks.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -381,6 +382,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   /** On the device (top-candidates.ts): a sampled step reads back c pairs per row. */
   topCandidates(ids: GpuTensor, vals: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number, c: number): void {
     topCandidatesOn(this.g, this.step, { ids, vals, outOffset, x, m, n, stride, c });
+  }
+  /** On the device (penalty-picks.ts): the penalty tables go up with the step. */
+  penaltyPicks(ids: GpuTensor, x: GpuTensor, vals: GpuTensor, call: PenaltyPicksCall): void {
+    penaltyPicksOn(this.g, this.step, ids, x, vals, call, (words) => this.uploads.put(words, 'i32'));
   }
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
