@@ -39,6 +39,12 @@ export function biasAddsExactly(bias: ReadonlyMap<number, number>): boolean {
   return true;
 }
 
+/** Is the request greedy and penalised, with no constraint? Then its MTP drafts chain on the
+ * kernels with f32 penalties and the host replays each pick exactly (speculative/draft-penalty.ts). */
+export function draftsChainPenalised(req: RequestView): boolean {
+  return isGreedy(req.sampling) && penalised(req.sampling) && !req.adjust?.constraint;
+}
+
 function penalised(p: RequestView['sampling']): boolean {
   return p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
 }

@@ -27,9 +27,10 @@ import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsChainPenalised, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
+import { type DraftSteps, PenaltyDrafts } from './draft-penalty.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -82,6 +83,10 @@ export class MtpDrafter {
   private readonly finishGather: FinishGather;
   /** Chained drafts' logit biases, added on the kernels. */
   private readonly bias: DraftBias;
+  /** Penalised greedy chains on the kernels, replayed exactly on the host (draft-penalty.ts). */
+  readonly penalty: PenaltyDrafts;
+  /** Whether penalised greedy chains draft through `penalty` (else a read-back per step). */
+  private readonly penaltyChain: boolean;
 
   constructor(
     private readonly model: AnyModel,
@@ -97,6 +102,9 @@ export class MtpDrafter {
     /** Test hook (test-hooks.ts hostDrafts), asked every round: true picks the round's
      * drafts on the host from read-back logits rows, the reference the kernels' picks equal. */
     private readonly hostDrafts: () => boolean = () => false,
+    /** Penalised greedy chains draft on the kernels (draft-penalty.ts): 'auto' where the
+     * kernels' tensors are device memory (a read-back is a transfer), off on ref and wasm. */
+    penaltyChain: boolean | 'auto' = 'auto',
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -104,6 +112,8 @@ export class MtpDrafter {
     this.sampler = new BatchSampler(model.kernels, argmax);
     this.finishGather = new FinishGather(model.kernels);
     this.bias = new DraftBias(model.kernels, this.v);
+    this.penalty = new PenaltyDrafts(model.kernels, this.v, this.h);
+    this.penaltyChain = penaltyChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : penaltyChain;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -133,7 +143,9 @@ export class MtpDrafter {
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
-    else {
+    else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainPenalised(c.req))) {
+      await this.penalty.run(chains, first, this.steps);
+    } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
         await this.propose(s.active, s.hidden, host);
@@ -141,6 +153,14 @@ export class MtpDrafter {
     }
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
+
+  /** The MTP steps draft-penalty.ts chains. */
+  private readonly steps: DraftSteps<Chain> = {
+    logits: (hidden, live) => lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), this.ws.draftLogits.rows(live), this.head),
+    forward: (chains, hidden, step, tokens, device) => this.draftForward(chains, hidden, step,
+      tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
+    hiddenRows: (n) => this.ws.draftHidden.rows(n),
+  };
 
   /** The MTP forward of the chains that draft one more step, or null when none does. */
   private nextStep(prev: DraftStep): DraftStep | null {
