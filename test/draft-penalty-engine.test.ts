@@ -69,6 +69,8 @@ test('penalised MTP drafts chained on the kernels == host drafts, MTP on == off,
         assert.ok(device.reads <= 2 + device.rounds + passes, `${what}: ${device.reads} read-backs for ${device.rounds} rounds, ${passes} passes`);
         assert.ok(device.reads < host.reads, `${what}: fewer read-backs than a read-back per draft step (${device.reads} vs ${host.reads})`);
         assert.equal(passes - rounds, disagreements, `${what}: one redraft pass per disagreement (one chain)`);
+        // f32 penalties agree with the f64 definition but at near ties (none on these prompts)
+        assert.ok(disagreements * 10 <= rounds, `${what}: the replay disagreed in ${disagreements} of ${rounds} rounds`);
         const forcedPasses = p2s.passes - p1s.passes;
         assert.ok(p2s.disagreements - p1s.disagreements >= p2s.rounds - p1s.rounds, `${what}: every forced round disagreed`);
         assert.ok(forcedPasses > p2s.rounds - p1s.rounds, `${what}: the forced run redrafted`);

@@ -65,10 +65,11 @@ export function randomCases(): PickCase[] {
   for (let c = 0; c < 12; c++) {
     const steps = c % 4;
     const rows = [0, 1, 2].map((i) => {
-      // coarse values make ties; a few −∞ and NaN
+      // coarse values (even cases) make ties; a few −∞ and NaN
       const logits = Float32Array.from({ length: n }, () => {
         const u = r();
-        return u < 0.01 ? -Infinity : u < 0.015 && c % 3 === 0 ? NaN : Math.round((r() * 8 - 4) * 4) / 4;
+        const v = r() * 8 - 4;
+        return u < 0.01 ? -Infinity : u < 0.015 && c % 3 === 0 ? NaN : c % 2 === 0 ? Math.round(v * 4) / 4 : v;
       });
       const prompt = Array.from({ length: 5 + i * 7 }, id);
       const outputs = Array.from({ length: 3 + c }, () => (r() < 0.5 ? prompt[Math.floor(r() * prompt.length)]! : id()));
@@ -77,8 +78,10 @@ export function randomCases(): PickCase[] {
         prompt, outputs, bias: i === 1 ? [[id(), 2.5], [id(), -1.1]] : [],
       };
       if (p.rp === 1 && p.pp === 0 && p.fp === 0) p.fp = 0.2;
-      // drafts: some from the table (prompt / outputs), some repeated, the best id sometimes
-      const drafts = Array.from({ length: steps }, (_, t) => (t > 0 && r() < 0.3 ? -1 : r() < 0.4 ? outputs[0]! : id()));
+      // drafts: the row's raw best often (its penalty decides the pick), some from the table
+      // (prompt / outputs), some repeated
+      const top = logits.reduce((b, v, j) => (v > logits[b]! ? j : b), 0);
+      const drafts = Array.from({ length: steps }, (_, t) => (t > 0 && r() < 0.3 ? -1 : r() < 0.4 ? top : r() < 0.5 ? outputs[0]! : id()));
       drafts.forEach((d, t) => { if (d < 0) drafts[t] = drafts[t - 1]!; });
       const prefix = c % 2 === 0 ? [] : [id(), outputs[1]!];
       return { logits, p, prefix, drafts };
