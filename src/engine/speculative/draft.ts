@@ -9,7 +9,9 @@
 // kernels (device-picks.ts draftsOnKernels, draft-bias.ts), they chain on the kernels —
 // draft i's argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
-// Otherwise each draft step reads back once (a draft feeds the next step's mask and
+// Penalised greedy chains (no constraint) chain too where read-backs are transfers (webgpu):
+// f32 penalties on the kernels, each pick replayed exactly on the host, a redraft pass per
+// disagreement (draft-penalty.ts). Otherwise each draft step reads back once (a draft feeds the next step's mask and
 // penalties): ids for the greedy chains — picked under their constraint mask, or, for a
 // penalised or biased one, over the ids no penalty or bias touches and finished on the host
 // from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
