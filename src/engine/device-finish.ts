@@ -6,7 +6,7 @@
 // reads back those few values and the ids instead of the rows.
 import type { AnyKernels, PenaltyPickRow, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
-import { finishesOnHost } from './device-picks.js';
+import { finishesOnHost, penalised } from './device-picks.js';
 import type { RequestView } from './request.js';
 import { finishGreedy, touchedIds, untouchedMask, type GreedyAdjust } from './greedy-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
@@ -111,7 +111,7 @@ export class FinishGather {
 export function penaltyRow(req: RequestView, vocab: number, prefix: readonly number[]): PenaltyPickRow {
   const a = greedyAdjust(req, null, vocab, prefix);
   const p = req.sampling;
-  const countsDrafts = p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
+  const countsDrafts = penalised(p);
   const ids = touchedIds(a);
   const counts = ids.map((id) => countsDrafts ? (req.history.outputCounts.get(id) ?? 0) + prefix.reduce((c, d) => c + (d === id ? 1 : 0), 0) : 0);
   return {

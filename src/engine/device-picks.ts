@@ -45,7 +45,8 @@ export function draftsChainPenalised(req: RequestView): boolean {
   return isGreedy(req.sampling) && penalised(req.sampling) && !req.adjust?.constraint;
 }
 
-function penalised(p: RequestView['sampling']): boolean {
+/** Does any penalty apply (repetition ≠ 1, presence or frequency ≠ 0)? */
+export function penalised(p: RequestView['sampling']): boolean {
   return p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
 }
 

@@ -19,7 +19,7 @@
 import type { MtpDeviceIds } from '../../model/forward.js';
 import type { AnyKernels, PenaltyPickRow, Tensor } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
-import { idsOf } from '../device-picks.js';
+import { idsOf, penalised } from '../device-picks.js';
 import { penaltyRow, replayPick } from '../device-finish.js';
 
 /** A chain of the round: its request, how many drafts it proposes, and its exact drafts. */
@@ -45,12 +45,6 @@ function drafting(chains: readonly PenaltyChain[], step: number): number {
   let n = 0;
   while (n < chains.length && chains[n]!.drafts >= step) n++;
   return n;
-}
-
-/** Is the chain's row replayed on the host (its f32 pick a proposal)? */
-function penalised(req: RequestView): boolean {
-  const p = req.sampling;
-  return p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
 }
 
 export class PenaltyDrafts {
@@ -144,7 +138,8 @@ export class PenaltyDrafts {
       for (let s = start; s <= c.drafts; s++) {
         const t = s - start;
         const pick = picks[t * g + i]!;
-        const host = penalised(c.req) ? replayPick(c.req, this.v, rowsAt[t]![i]!, prefix, drafts, vals!, bests[t * g + i]!) : pick;
+        // a penalised row's f32 pick is a proposal; the others' are exact as they come
+        const host = penalised(c.req.sampling) ? replayPick(c.req, this.v, rowsAt[t]![i]!, prefix, drafts, vals!, bests[t * g + i]!) : pick;
         drafts.push(host);
         exact[j]!.push(host);
         if (host !== pick) {
