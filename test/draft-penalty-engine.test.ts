@@ -22,6 +22,8 @@ const penalised: GenerateRequest[] = [
   { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, repetitionPenalty: 1.4 },
   { promptIds: p2!.prompt_ids, maxTokens: 14, ignoreEos: true, frequencyPenalty: 0.9 },
   { promptIds: p1!.prompt_ids, maxTokens: 14, ignoreEos: true, presencePenalty: 0.7, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -50], [p1!.greedy_ids[3]!, 4.1]]) } },
+  // biased, not penalised, 4.1 no f32: its f32 sums are proposals too, replayed
+  { promptIds: p0!.prompt_ids, maxTokens: 14, ignoreEos: true, logitsAdjust: { bias: new Map([[p0!.greedy_ids[1]!, -50], [p0!.greedy_ids[2]!, 4.1]]) } },
 ];
 
 async function ids(e: Engine, reqs: readonly GenerateRequest[]): Promise<number[][]> {

@@ -77,7 +77,9 @@ export function randomCases(): PickCase[] {
         rp: [1, 1.3, 0.8][(c + i) % 3]!, pp: [0, 0.5, 1.25][(c + 2 * i) % 3]!, fp: [0.3, 0, 0.7][(c + i) % 3]!,
         prompt, outputs, bias: i === 1 ? [[id(), 2.5], [id(), -1.1]] : [],
       };
-      if (p.rp === 1 && p.pp === 0 && p.fp === 0) p.fp = 0.2;
+      // a biased row without penalties (its drafts count for nothing) in every fourth case
+      if (c % 4 === 3 && i === 1) [p.rp, p.pp, p.fp] = [1, 0, 0];
+      else if (p.rp === 1 && p.pp === 0 && p.fp === 0) p.fp = 0.2;
       // drafts: the row's raw best often (its penalty decides the pick), some from the table
       // (prompt / outputs), some repeated
       const top = logits.reduce((b, v, j) => (v > logits[b]! ? j : b), 0);

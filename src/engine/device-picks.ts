@@ -39,10 +39,11 @@ export function biasAddsExactly(bias: ReadonlyMap<number, number>): boolean {
   return true;
 }
 
-/** Is the request greedy and penalised, with no constraint? Then its MTP drafts chain on the
- * kernels with f32 penalties and the host replays each pick exactly (speculative/draft-penalty.ts). */
-export function draftsChainPenalised(req: RequestView): boolean {
-  return isGreedy(req.sampling) && penalised(req.sampling) && !req.adjust?.constraint;
+/** Is the request greedy with penalties or a logit bias, and no constraint? Then its MTP drafts
+ * can chain on the kernels with f32 penalties and bias, the host replaying each pick exactly
+ * (speculative/draft-penalty.ts). */
+export function draftsChainReplayed(req: RequestView): boolean {
+  return finishesOnHost(req) && !req.adjust?.constraint;
 }
 
 /** Does any penalty apply (repetition ≠ 1, presence or frequency ≠ 0)? */

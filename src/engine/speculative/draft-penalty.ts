@@ -1,5 +1,5 @@
-// MTP drafts of PENALISED greedy requests chained on the kernels (draft.ts calls it when every
-// chain is penalised greedy without a constraint, or drafts on the kernels anyway).
+// MTP drafts of PENALISED (or biased) greedy requests chained on the kernels (draft.ts calls it
+// when every chain is such a request without a constraint, or a plain argmax chain).
 //
 // A pass runs draft steps start..k with no read-back between them: step s picks with
 // Kernels.penaltyPicks — the request's penalties in f32, the drafts before s counted as outputs
@@ -13,13 +13,14 @@
 // path's (greedyToken over the read-back row, draft.ts pickDrafts), and a round costs 2
 // read-backs (drafts + verify) plus one per redraft pass.
 //
-// Rows of chains that are not penalised (plain argmax, or an f32 logit bias: device-picks.ts
-// draftsOnKernels) ride along: their table holds only the bias, and their picks are exact as
-// they come (the same rows as draft-bias.ts), so they are never replayed.
+// A biased chain that is not penalised has a table of its bias ids only (its drafts change
+// nothing); its f32 sum is adjustInPlace's when the values are f32s (draft-bias.ts), and the
+// replay checks it either way. Plain argmax chains ride along with empty tables: their picks
+// are argmaxRows' ids, exact as they come, and are not replayed.
 import type { MtpDeviceIds } from '../../model/forward.js';
 import type { AnyKernels, PenaltyPickRow, Tensor } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
-import { idsOf, penalised } from '../device-picks.js';
+import { finishesOnHost, idsOf } from '../device-picks.js';
 import { penaltyRow, replayPick } from '../device-finish.js';
 
 /** A chain of the round: its request, how many drafts it proposes, and its exact drafts. */
@@ -138,8 +139,8 @@ export class PenaltyDrafts {
       for (let s = start; s <= c.drafts; s++) {
         const t = s - start;
         const pick = picks[t * g + i]!;
-        // a penalised row's f32 pick is a proposal; the others' are exact as they come
-        const host = penalised(c.req.sampling) ? replayPick(c.req, this.v, rowsAt[t]![i]!, prefix, drafts, vals!, bests[t * g + i]!) : pick;
+        // a penalised or biased row's f32 pick is a proposal; a plain argmax row's is exact
+        const host = finishesOnHost(c.req) ? replayPick(c.req, this.v, rowsAt[t]![i]!, prefix, drafts, vals!, bests[t * g + i]!) : pick;
         drafts.push(host);
         exact[j]!.push(host);
         if (host !== pick) {

@@ -9,9 +9,9 @@
 // kernels (device-picks.ts draftsOnKernels, draft-bias.ts), they chain on the kernels —
 // draft i's argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
-// Penalised greedy chains (no constraint) chain too where read-backs are transfers (webgpu):
-// f32 penalties on the kernels, each pick replayed exactly on the host, a redraft pass per
-// disagreement (draft-penalty.ts). Otherwise each draft step reads back once (a draft feeds the next step's mask and
+// Penalised (or biased) greedy chains without a constraint chain too where read-backs are
+// transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
+// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads back once (a draft feeds the next step's mask and
 // penalties): ids for the greedy chains — picked under their constraint mask, or, for a
 // penalised or biased one, over the ids no penalty or bias touches and finished on the host
 // from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
@@ -29,7 +29,7 @@ import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftPicksOnKernels, draftsChainPenalised, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
 import { type DraftSteps, PenaltyDrafts } from './draft-penalty.js';
@@ -145,7 +145,7 @@ export class MtpDrafter {
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
-    else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainPenalised(c.req))) {
+    else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainReplayed(c.req))) {
       await this.penalty.run(chains, first, this.steps);
     } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
