@@ -41,6 +41,18 @@ export interface DraftSteps<C extends PenaltyChain> {
   hiddenRows(n: number): Tensor;
 }
 
+/** A round's state across its passes. */
+interface Round<C extends PenaltyChain> {
+  readonly chains: readonly C[];
+  readonly steps: DraftSteps<C>;
+  /** exact[j]: chain j's drafts the replay has confirmed (or replaced) so far. */
+  readonly exact: number[][];
+  /** savedAt[j][s − 1]: chain j's MTP hidden row of draft step s in the kept rows. */
+  readonly savedAt: number[][];
+  /** Kept hidden rows written so far this round. */
+  savedRows: number;
+}
+
 /** How many of `chains` (longest first) draft at step `step`. */
 function drafting(chains: readonly PenaltyChain[], step: number): number {
   let n = 0;
@@ -67,15 +79,13 @@ export class PenaltyDrafts {
     const k = chains[0]!.drafts;
     this.reserve(n, k);
     this.stats.rounds++;
-    const exact: number[][] = chains.map(() => []);
-    /** savedAt[j][s − 1]: chain j's MTP hidden row of draft step s in `saved`. */
-    const savedAt: number[][] = chains.map(() => []);
-    const used = { rows: 0 };
+    const round: Round<C> = { chains, steps, exact: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0 };
+    const { exact, savedAt } = round;
     let group = chains.map((_, j) => j);
     let start = 1;
     let hidden = first;
     for (;;) {
-      const restart = await this.pass(chains, group, start, hidden, exact, savedAt, used, steps);
+      const restart = await this.pass(round, group, start, hidden);
       const again = group.filter((j) => restart.has(j));
       if (again.length === 0) break;
       start = Math.min(...again.map((j) => restart.get(j)!));
@@ -92,8 +102,8 @@ export class PenaltyDrafts {
    * kernels, fed `hidden` (rows in group order) and their exact drafts before `start`; then the
    * replay. Appends each chain's exact drafts to exact[j]; returns, for each chain whose
    * kernels' pick differed before its last draft, the step to redraft from. */
-  private async pass<C extends PenaltyChain>(chains: readonly C[], group: readonly number[], start: number, first: Tensor, exact: number[][],
-    savedAt: number[][], used: { rows: number }, steps: DraftSteps<C>): Promise<Map<number, number>> {
+  private async pass<C extends PenaltyChain>(round: Round<C>, group: readonly number[], start: number, first: Tensor): Promise<Map<number, number>> {
+    const { chains, exact, savedAt, steps } = round;
     const g = group.length;
     const members = group.map((j) => chains[j]!);
     const k = members[0]!.drafts;
@@ -110,9 +120,9 @@ export class PenaltyDrafts {
     for (let s = start; s <= k; s++) {
       const t = s - start;
       const live = drafting(members, s);
-      this.k.copyRows(this.saved!, used.rows * this.h, this.h, hidden, 0, this.h, live, this.h);
-      for (let i = 0; i < live; i++) savedAt[group[i]!]![s - 1] = used.rows + i;
-      used.rows += live;
+      this.k.copyRows(this.saved!, round.savedRows * this.h, this.h, hidden, 0, this.h, live, this.h);
+      for (let i = 0; i < live; i++) savedAt[group[i]!]![s - 1] = round.savedRows + i;
+      round.savedRows += live;
       const rows = tables.slice(0, live).map((r) => {
         const at = { ...r, valsAt: vo };
         vo += 1 + r.ids.length + t;
