@@ -11,8 +11,8 @@
 // - greedy requests with penalties or logit bias pick on the device over their untouched ids,
 //   the host finishing from the touched ids' logits (engine/device-finish.ts) == the host
 //   path == wasm, reading back a few values per step instead of a row; their MTP drafts
-//   too (== the drafts picked on the host, the hostDrafts hook), each draft step reading
-//   back ids and a few logits, never a vocabulary row.
+//   chain on the device (== the drafts picked on the host, the hostDrafts hook), the
+//   penalised one's f32 picks replayed exactly on the host: 2 read-backs a round.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
