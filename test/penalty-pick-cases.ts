@@ -5,11 +5,13 @@
 // f64 definition. `check` states what every backend's output must satisfy: the host's replay
 // (device-finish.ts replayPick, from the gathered values only) == greedyToken over the full row.
 import assert from 'node:assert/strict';
-import type { PenaltyPickRow, PenaltyPicksCall } from '../src/kernels/types.js';
+import type { AnyKernels, PenaltyPickRow, PenaltyPicksCall } from '../src/kernels/types.js';
+import { idsOf } from '../src/engine/device-picks.js';
 import type { RequestView } from '../src/engine/request.js';
 import { GREEDY, greedyToken } from '../src/engine/sampler.js';
 import { adjustInPlace } from '../src/engine/logits-adjust.js';
 import { penaltyRow, replayPick } from '../src/engine/device-finish.js';
+import { penaltyValsAt } from '../src/kernels/penalty-picks.js';
 import { rng } from './numeric.js';
 
 export interface PickCase {
@@ -45,15 +47,14 @@ function build(name: string, n: number, stride: number, steps: number, rows: { l
   const ids = new Int32Array(bestOffset + m).fill(-7);
   const x = new Float32Array(m * stride).fill(-3);
   const reqs = rows.map((r) => fakeRequest(r.p));
-  let at = 0;
   const table: PenaltyPickRow[] = rows.map((r, i) => {
     x.set(r.logits, i * stride);
     r.drafts.forEach((d, t) => { ids[t * idsStride + i] = d; });
-    const row = { ...penaltyRow(reqs[i]!, n, r.prefix), valsAt: at };
-    at += 1 + row.ids.length + steps;
-    return row;
+    return penaltyRow(reqs[i]!, n, r.prefix);
   });
-  return { name, x, ids, valsLength: at, call: { m, n, stride, steps, idsStride, bestOffset, rows: table }, reqs, prefix: rows.map((r) => r.prefix), drafts: rows.map((r) => r.drafts) };
+  // the values start past a few unused slots (valsOffset is honoured)
+  const call: PenaltyPicksCall = { m, n, stride, steps, idsStride, bestOffset, valsOffset: 3, rows: table };
+  return { name, x, ids, valsLength: penaltyValsAt(call, m), call, reqs, prefix: rows.map((r) => r.prefix), drafts: rows.map((r) => r.drafts) };
 }
 
 /** Random cases over n = 300 ids (a partial mask word), 0..3 drafts a row. */
@@ -127,13 +128,82 @@ export function check(c: PickCase, ids: Int32Array, vals: Float32Array): boolean
   return Array.from({ length: m }, (_, i) => {
     const what = `${c.name}, row ${i}`;
     const row = rows[i]!;
+    const at = penaltyValsAt(c.call, i);
     const best = ids[bestOffset + i]!;
-    assert.equal(vals[row.valsAt], c.x[i * stride + best], `${what}: the best's raw logit`);
-    row.ids.forEach((id, e) => assert.ok(Object.is(vals[row.valsAt + 1 + e], c.x[i * stride + id]), `${what}: raw logit of table id ${id}`));
+    assert.equal(vals[at], c.x[i * stride + best], `${what}: the best's raw logit`);
+    row.ids.forEach((id, e) => assert.ok(Object.is(vals[at + 1 + e], c.x[i * stride + id]), `${what}: raw logit of table id ${id}`));
     const want = exactPick(c, i);
-    assert.equal(replayPick(c.reqs[i]!, n, row, c.prefix[i]!, c.drafts[i]!, vals, best), want, `${what}: the replay == greedyToken over the full row`);
+    assert.equal(replayPick(c.reqs[i]!, n, row, c.prefix[i]!, c.drafts[i]!, vals, at, best), want, `${what}: the replay == greedyToken over the full row`);
     const pick = ids[steps * idsStride + i]!;
     assert.ok(pick >= 0 && pick < n, `${what}: pick ${pick} in the row`);
     return pick === want;
   });
+}
+
+/** A draft chain of penaltyPicks calls within one step, as draft-penalty.ts makes them: call t
+ * over the first live[t] rows (the same row objects: a backend may keep their table), its
+ * drafts the picks of calls 0..t−1, its values after theirs. */
+export interface ChainCase {
+  readonly n: number;
+  /** Per call, its logits rows [live[t], n]. */
+  readonly x: readonly Float32Array[];
+  readonly live: readonly number[];
+  readonly reqs: readonly RequestView[];
+  readonly rows: readonly PenaltyPickRow[];
+}
+
+export function chainCase(): ChainCase {
+  const r = rng(7);
+  const n = 200;
+  const live = [3, 3, 2, 1];
+  const reqs = [0, 1, 2].map((i) => fakeRequest({
+    rp: [1.3, 1, 0.9][i]!, pp: [0.5, 0.8, 0][i]!, fp: [0.3, 0.4, 0.6][i]!, prompt: [1, 2, 3, 50 + i], outputs: [7, 7, 9 + i], bias: i === 2 ? [[11, 1.5]] : [],
+  }));
+  return {
+    n, live, reqs, rows: reqs.map((q) => penaltyRow(q, n, [])),
+    // a strong top id per row, so the chain keeps drafting it and its penalty grows
+    x: live.map((m) => Float32Array.from({ length: m * n }, (_, j) => (j % n === 20 + Math.floor(j / n) ? 6 : r() * 8 - 4))),
+  };
+}
+
+/** The calls of chain c on kernels k in one step; the picks [t][i], bests [t][i] and values. */
+export async function runChain(k: AnyKernels, c: ChainCase): Promise<{ picks: number[][]; bests: number[][]; vals: Float32Array; calls: PenaltyPicksCall[] }> {
+  const m0 = c.rows.length;
+  const ids = k.allocI32(2 * c.live.length * m0);
+  const calls: PenaltyPicksCall[] = [];
+  let vo = 0;
+  const xs = c.x.map((rows) => { const t = k.alloc(rows.length); k.write(t, 0, rows); return t; });
+  const need = c.live.reduce((a, m, t) => a + penaltyValsAt({ rows: c.rows.slice(0, m), steps: t, valsOffset: 0 }, m), 0);
+  const vals = k.alloc(need);
+  c.live.forEach((m, t) => {
+    const call: PenaltyPicksCall = { m, n: c.n, stride: c.n, steps: t, idsStride: m0, bestOffset: (c.live.length + t) * m0, valsOffset: vo, rows: c.rows.slice(0, m) };
+    vo = penaltyValsAt(call, m);
+    calls.push(call);
+    k.penaltyPicks(ids, xs[t]!, vals, call);
+  });
+  const [idsRead, valsRead] = await k.readBack([{ t: ids, offset: 0, length: 2 * c.live.length * m0 }, { t: vals, offset: 0, length: need }]);
+  const all = idsOf(idsRead!).slice();
+  return {
+    picks: c.live.map((m, t) => Array.from({ length: m }, (_, i) => all[t * m0 + i]!)),
+    bests: c.live.map((m, t) => Array.from({ length: m }, (_, i) => all[(c.live.length + t) * m0 + i]!)),
+    vals: valsRead!.slice(), calls,
+  };
+}
+
+/** The replay of every chain call == greedyToken over its full row, the drafts before it the
+ * chain's picks; returns how many f32 picks equalled the exact ones. */
+export function checkChain(c: ChainCase, got: { picks: number[][]; bests: number[][]; vals: Float32Array; calls: PenaltyPicksCall[] }): number {
+  let same = 0;
+  c.live.forEach((m, t) => {
+    for (let i = 0; i < m; i++) {
+      const drafts = got.picks.slice(0, t).map((p) => p[i]!);
+      const l = c.x[t]!.slice(i * c.n, (i + 1) * c.n);
+      adjustInPlace(l, c.n, c.reqs[i]!.adjust, null);
+      const want = greedyToken(l, c.reqs[i]!.sampling, c.reqs[i]!.history, c.n, undefined, drafts);
+      const replay = replayPick(c.reqs[i]!, c.n, c.rows[i]!, [], drafts, got.vals, penaltyValsAt(got.calls[t]!, i), got.bests[t]![i]!);
+      assert.equal(replay, want, `chain call ${t}, row ${i}: the replay == greedyToken over the full row`);
+      if (got.picks[t]![i] === want) same++;
+    }
+  });
+  return same;
 }

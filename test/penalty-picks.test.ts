@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { Kernels } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
-import { check, nearTieCase, randomCases, type PickCase } from './penalty-pick-cases.js';
+import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, type PickCase } from './penalty-pick-cases.js';
 
 function runOn(k: Kernels, c: PickCase): { ids: Int32Array; vals: Float32Array } {
   const x = k.alloc(c.x.length);
@@ -40,6 +40,22 @@ test('penaltyPicks (ref, wasm): replay from the gathered values == greedyToken; 
     assert.deepEqual(check(tie, r.ids, r.vals), [false], 'the near tie: the f32 pick differs from the exact one (the replay catches it)');
     assert.equal(r.ids[tie.call.steps * tie.call.idsStride], 5);
     console.log(JSON.stringify({ rows, f32PicksExact: agree }));
+  } finally {
+    wasm.dispose();
+  }
+});
+
+test('penaltyPicks in a draft chain (ref, wasm): each call reads the picks before it as drafts, the replay == greedyToken', async () => {
+  const ref = createRefKernels();
+  const wasm = await createWasmKernels({ threads: 1 });
+  try {
+    const c = chainCase();
+    const r = await runChain(ref, c);
+    const w = await runChain(wasm, c);
+    assert.deepEqual([w.picks, w.bests, w.vals], [r.picks, r.bests, r.vals], 'wasm == ref');
+    const same = checkChain(c, r);
+    assert.equal(same, c.live.reduce((a, m) => a + m, 0), 'every f32 pick of the chain == exact (no near tie here)');
+    assert.ok(new Set(r.picks.map((p) => p[0])).size > 1, `the penalties move row 0's picks: ${JSON.stringify(r.picks)}`);
   } finally {
     wasm.dispose();
   }

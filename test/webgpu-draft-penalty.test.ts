@@ -10,16 +10,17 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
-import { penaltyPicksOn } from '../src/kernels/webgpu/penalty-picks.js';
+import { packPenaltyTable, penaltyPicksOn } from '../src/kernels/webgpu/penalty-picks.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { idsOf } from '../src/engine/device-picks.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
 import { corruptFirstPicks, draftRecorder } from './draft-record.js';
-import { check, nearTieCase, randomCases, type PickCase } from './penalty-pick-cases.js';
+import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, type PickCase } from './penalty-pick-cases.js';
+import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { AnyKernels } from '../src/kernels/types.js';
 
 const gpu = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 1 };
 const prompts = (JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: { prompt_ids: number[] }[] }).prompts;
@@ -37,7 +38,7 @@ async function onGpu(g: WebGpuKernels, c: PickCase): Promise<{ ids: Int32Array; 
     g.alloc.write(t, new Int32Array(words.buffer, words.byteOffset, words.length), 0);
     return t;
   };
-  const [idsRead, valsRead] = await run(g, (enc) => penaltyPicksOn(g, enc, ids, x, vals, c.call, upload), ids, vals);
+  const [idsRead, valsRead] = await run(g, (enc) => penaltyPicksOn(g, enc, ids, x, vals, c.call, upload(packPenaltyTable(c.call.rows, c.call.n))), ids, vals);
   return { ids: idsOf(idsRead).slice(), vals: valsRead.slice() };
 }
 
@@ -66,6 +67,16 @@ test('webgpu penaltyPicks: the gathered values == ref\'s, the replay == greedyTo
   const tie = nearTieCase();
   assert.deepEqual(check(tie, (await onGpu(g, tie)).ids, (await onGpu(g, tie)).vals), [false], 'the near tie: the device pick differs from the exact one');
   assert.ok(same >= rows - 1, `${same} of ${rows} webgpu picks == ref's`);
+});
+
+test('webgpu penaltyPicks in a draft chain (one step, calls over a prefix of the same rows: one table upload): == ref\'s gathers, replay exact', async () => {
+  const k = new WebGpuBoundaryKernels(await gpuUnderTest()) as unknown as AnyKernels;
+  const c = chainCase();
+  const got = await runChain(k, c);
+  const want = await runChain(createRefKernels(), c);
+  assert.deepEqual([got.bests, got.vals], [want.bests, want.vals], 'untouched bests and gathered values == ref');
+  assert.equal(checkChain(c, got), c.live.reduce((a, m) => a + m, 0), 'every f32 pick == exact (no near tie here)');
+  assert.deepEqual(got.picks, want.picks, 'picks == ref');
 });
 
 test('webgpu: penalised drafts chained on the device == host drafts, MTP on == off, 2 read-backs a round (k = 2, 3, 4)', async () => {

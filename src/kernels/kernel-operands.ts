@@ -268,13 +268,15 @@ export interface PenaltyPickRow {
   readonly counts: Int32Array;
   /** Bit id & 31 of word id >> 5 set ⟺ id is not in `ids` (words ≥ ceil(n / 32)). */
   readonly untouched: Uint32Array;
-  /** Where the row's gathered values start in `vals` (1 + ids.length + steps of them). */
-  readonly valsAt: number;
 }
 
 /** A `penaltyPicks` call over logits rows x[i·stride .. + n), i < m. `ids` holds the drafts
  * before this call's picks, ids[t·idsStride + i] for t < steps, and receives row i's pick at
- * ids[steps·idsStride + i] and its untouched best at ids[bestOffset + i]. */
+ * ids[steps·idsStride + i] and its untouched best at ids[bestOffset + i]. Row i's gathered
+ * values (1 + ids.length + steps of them) start at valsOffset + Σ_{i' < i} (1 +
+ * rows[i'].ids.length + steps) (penaltyValsAt). The rows' arrays are not modified while a
+ * step is recorded: a GPU backend may upload a table once for the calls of a step that pass
+ * the same rows (a chain's draft steps, each over a prefix of them). */
 export interface PenaltyPicksCall {
   readonly m: number;
   readonly n: number;
@@ -282,5 +284,6 @@ export interface PenaltyPicksCall {
   readonly steps: number;
   readonly idsStride: number;
   readonly bestOffset: number;
+  readonly valsOffset: number;
   readonly rows: readonly PenaltyPickRow[];
 }

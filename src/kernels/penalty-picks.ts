@@ -12,7 +12,8 @@
 //     → ids[steps·idsStride + i];
 //   untouched best: the argmax of the row with every touched id at −∞ (argmaxRowsMasked's rule)
 //     → ids[bestOffset + i];
-//   gathered raw logits at vals[valsAt ..]: the best's, each table id's, each draft's.
+//   gathered raw logits at vals[penaltyValsAt(call, i) ..]: the best's, each table id's, each
+//     draft's (written only where the drafts count).
 //
 // The pick is f32 arithmetic, not the f64 definition of greedyToken (engine/sampler.ts): it is
 // a proposal. The gathered values are what the host needs to replay the exact f64 pick
@@ -36,6 +37,13 @@ export function penalisedValue(r: PenaltyPickRow, raw: number, bias: number, pro
   return v;
 }
 
+/** Where row i's gathered values start in vals. */
+export function penaltyValsAt(call: Pick<PenaltyPicksCall, 'rows' | 'steps' | 'valsOffset'>, i: number): number {
+  let at = call.valsOffset;
+  for (let r = 0; r < i; r++) at += 1 + call.rows[r]!.ids.length + call.steps;
+  return at;
+}
+
 function isUntouched(mask: Uint32Array, id: number): boolean {
   return (((mask[id >>> 5] ?? 0) >>> (id & 31)) & 1) === 1;
 }
@@ -47,7 +55,8 @@ export function penaltyPicks(ids: Int32Array, x: Float32Array, vals: Float32Arra
   if (m > 0 && (steps * idsStride + m > ids.length || bestOffset + m > ids.length || m > idsStride)) throw new RangeError(`penaltyPicks: ${m} rows past the ids`);
   for (let i = 0; i < m; i++) {
     const r = rows[i]!;
-    if (r.valsAt + 1 + r.ids.length + steps > vals.length) throw new RangeError(`penaltyPicks: row ${i}'s values past vals`);
+    const valsAt = penaltyValsAt(a, i);
+    if (valsAt + 1 + r.ids.length + steps > vals.length) throw new RangeError(`penaltyPicks: row ${i}'s values past vals`);
     const base = i * stride;
     const drafts = r.countsDrafts ? Array.from({ length: steps }, (_, t) => ids[t * idsStride + i]!) : [];
     for (const d of drafts) if (!(d >= 0 && d < n)) throw new RangeError(`penaltyPicks: row ${i}'s draft ${d} outside [0, ${n})`);
@@ -64,19 +73,19 @@ export function penaltyPicks(ids: Int32Array, x: Float32Array, vals: Float32Arra
     let tv = 0;
     r.ids.forEach((id, e) => {
       const raw = x[base + id]!;
-      vals[r.valsAt + 1 + e] = raw;
+      vals[valsAt + 1 + e] = raw;
       const v = penalisedValue(r, raw, r.bias[e]!, r.prompt[e] === 1, r.counts[e]! + occurrences(id));
       if (better(tv, ti, v, id)) { tv = v; ti = id; }
     });
     drafts.forEach((id, t) => {
       const raw = x[base + id]!;
-      vals[r.valsAt + 1 + r.ids.length + t] = raw;
+      vals[valsAt + 1 + r.ids.length + t] = raw;
       if (!isUntouched(r.untouched, id) || drafts.indexOf(id) < t) return;
       const v = penalisedValue(r, raw, 0, false, occurrences(id));
       if (better(tv, ti, v, id)) { tv = v; ti = id; }
     });
     const best = Math.max(ui, 0);
-    vals[r.valsAt] = x[base + best]!;
+    vals[valsAt] = x[base + best]!;
     ids[bestOffset + i] = best;
     ids[steps * idsStride + i] = Math.max(better(uv, ui, tv, ti) ? ti : ui, 0);
   }

@@ -18,7 +18,8 @@
 // replay checks it either way. Plain argmax chains ride along with empty tables: their picks
 // are argmaxRows' ids, exact as they come, and are not replayed.
 import type { MtpDeviceIds } from '../../model/forward.js';
-import type { AnyKernels, PenaltyPickRow, Tensor } from '../../kernels/types.js';
+import type { AnyKernels, PenaltyPicksCall, Tensor } from '../../kernels/types.js';
+import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { RequestView } from '../request.js';
 import { finishesOnHost, idsOf } from '../device-picks.js';
 import { penaltyRow, replayPick } from '../device-finish.js';
@@ -110,8 +111,8 @@ export class PenaltyDrafts {
     const ids = this.ids!;
     const bestBase = k * g;
     const tables = members.map((c, i) => penaltyRow(c.req, this.v, exact[group[i]!]!));
-    /** rowsAt[t][i]: row i's table at pass step t (its valsAt). */
-    const rowsAt: PenaltyPickRow[][] = [];
+    /** calls[t]: the penaltyPicks call of pass step t (where each row's values land). */
+    const calls: PenaltyPicksCall[] = [];
     let vo = 0;
     let need = 0;
     for (let s = start; s <= k; s++) need += tables.slice(0, drafting(members, s)).reduce((a, r) => a + 1 + r.ids.length + s - start, 0);
@@ -123,18 +124,15 @@ export class PenaltyDrafts {
       this.k.copyRows(this.saved!, round.savedRows * this.h, this.h, hidden, 0, this.h, live, this.h);
       for (let i = 0; i < live; i++) savedAt[group[i]!]![s - 1] = round.savedRows + i;
       round.savedRows += live;
-      const rows = tables.slice(0, live).map((r) => {
-        const at = { ...r, valsAt: vo };
-        vo += 1 + r.ids.length + t;
-        return at;
-      });
-      rowsAt.push(rows);
-      const x = steps.logits(hidden, live);
-      this.k.penaltyPicks(ids, x, this.vals!, { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: bestBase + t * g, rows });
+      // the same row objects every step (a prefix of them): the device may keep their table
+      const call: PenaltyPicksCall = { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: bestBase + t * g, valsOffset: vo, rows: tables.slice(0, live) };
+      vo = penaltyValsAt(call, live);
+      calls.push(call);
+      this.k.penaltyPicks(ids, steps.logits(hidden, live), this.vals!, call);
       const next = drafting(members, s + 1);
       if (next > 0) hidden = steps.forward(members.slice(0, next), hidden, s + 1, null, { ids, offset: t * g });
     }
-    const passSteps = rowsAt.length;
+    const passSteps = calls.length;
     const [pickRead, bestRead, vals] = await this.k.readBack([
       { t: ids, offset: 0, length: passSteps * g }, { t: ids, offset: bestBase, length: passSteps * g }, { t: this.vals!, offset: 0, length: vo },
     ]);
@@ -150,7 +148,7 @@ export class PenaltyDrafts {
         const t = s - start;
         const pick = picks[t * g + i]!;
         // a penalised or biased row's f32 pick is a proposal; a plain argmax row's is exact
-        const host = finishesOnHost(c.req) ? replayPick(c.req, this.v, rowsAt[t]![i]!, prefix, drafts, vals!, bests[t * g + i]!) : pick;
+        const host = finishesOnHost(c.req) ? replayPick(c.req, this.v, tables[i]!, prefix, drafts, vals!, penaltyValsAt(calls[t]!, i), bests[t * g + i]!) : pick;
         drafts.push(host);
         exact[j]!.push(host);
         if (host !== pick) {

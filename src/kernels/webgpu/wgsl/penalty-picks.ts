@@ -5,7 +5,9 @@
 // argmax order of dense.ts (lowest id among equal maxima, NaN never wins); thread 0 writes
 // the best, its raw logit and the pick (the better of the two).
 // The table (packPenaltyTable, penalty-picks.ts) is u32 words: per row an 8-word header
-// [rp, pp, fp (f32 bits), countsDrafts, nIds, entriesAt, maskAt, valsAt], entries of 4 words
+// [rp, pp, fp (f32 bits), countsDrafts, nIds, entriesAt, maskAt, Σ_{rows before} (1 + nIds)]
+// (row r's values start at valsOff + that + r·steps: the rows before it gather `steps` drafts
+// each, whether they count them or not), entries of 4 words
 // [id, bias (f32 bits), prompt, count] and the row's untouched mask. params: PARAMS.penalty_picks.
 import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
@@ -44,7 +46,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let nIds = tab(h + 4u);
   let entAt = tab(h + 5u);
   let maskAt = tab(h + 6u);
-  let valsAt = pu(P_valsOff) + tab(h + 7u);
+  let valsAt = pu(P_valsOff) + tab(h + 7u) + row * pu(P_steps);
   let base = pu(P_xOff) + row * pu(P_stride);
   var v = 0.0;
   var i = -1;
