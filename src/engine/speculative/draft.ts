@@ -11,8 +11,8 @@
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
-// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads back once (a draft feeds the next step's mask and
-// penalties): ids for the greedy chains — picked under their constraint mask, or, for a
+// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads
+// back once (a draft feeds the next step's mask and penalties): ids for the greedy chains — picked under their constraint mask, or, for a
 // penalised or biased one, over the ids no penalty or bias touches and finished on the host
 // from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
 // and logits rows for the sampling chains, which draw d_i from q_i (the request's sampling
@@ -85,7 +85,7 @@ export class MtpDrafter {
   private readonly finishGather: FinishGather;
   /** Chained drafts' logit biases, added on the kernels. */
   private readonly bias: DraftBias;
-  /** Penalised greedy chains on the kernels, replayed exactly on the host (draft-penalty.ts). */
+  /** Penalised / biased greedy chains on the kernels, replayed exactly on the host (draft-penalty.ts). */
   readonly penalty: PenaltyDrafts;
   /** Whether penalised greedy chains draft through `penalty` (else a read-back per step). */
   private readonly penaltyChain: boolean;
