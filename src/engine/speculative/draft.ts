@@ -12,9 +12,9 @@
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
 // host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads
-// back once (a draft feeds the next step's mask and penalties): ids for the greedy chains — picked under their constraint mask, or, for a
-// penalised or biased one, over the ids no penalty or bias touches and finished on the host
-// from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
+// back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
+// picked under their constraint mask, or, for a penalised or biased one, over the ids no
+// penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
 // and logits rows for the sampling chains, which draw d_i from q_i (the request's sampling
 // transform of the MTP logits), kept for the rejection test. The drafter writes no request:
 // it returns each chain's proposal, which the scheduler's update records as the request's
