@@ -11,6 +11,7 @@
 // [id, bias (f32 bits), prompt, count] and the row's untouched mask. params: PARAMS.penalty_picks.
 import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
+import { ARGMAX_WORKGROUP } from './dense.js';
 
 export const PENALTY_PICKS = /* wgsl */ `${HEADER}
 ${paramConsts('penalty_picks')}
@@ -18,13 +19,7 @@ ${paramConsts('penalty_picks')}
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
 @group(0) @binding(3) var<storage, read_write> VALS: array<f32>;
 @group(0) @binding(4) var<storage, read_write> TAB: array<u32>;
-var<workgroup> bv: array<f32, 64>;
-var<workgroup> bi: array<i32, 64>;
-fn better(v: f32, i: i32, w: f32, j: i32) -> bool {
-  if (j < 0) { return false; }
-  if (i < 0) { return true; }
-  return w > v || (w == v && j < i);
-}
+${ARGMAX_WORKGROUP}
 fn tab(i: u32) -> u32 { return TAB[pu(P_tableOff) + i]; }
 fn untouched(maskAt: u32, p: u32) -> bool { return ((tab(maskAt + (p >> 5u)) >> (p & 31u)) & 1u) == 1u; }
 fn draft(s: u32, row: u32) -> i32 { return IDS[pu(P_idsOff) + s * pu(P_idsStride) + row]; }
@@ -56,13 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let x = select(pf(P_negInf), X[base + p], ok);
     if (x == x && better(v, i, x, i32(p))) { v = x; i = i32(p); }
   }
-  bv[t] = v;
-  bi[t] = i;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
-    workgroupBarrier();
-  }
+  reduceBest(t, v, i);
   let uv = bv[0];
   let ui = bi[0];
   workgroupBarrier();
@@ -91,13 +80,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let x = penalise(raw + bias, prompt, count, rp, pp, fp);
     if (!skip && x == x && better(v, i, x, i32(id))) { v = x; i = i32(id); }
   }
-  bv[t] = v;
-  bi[t] = i;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
-    workgroupBarrier();
-  }
+  reduceBest(t, v, i);
   if (t == 0u) {
     let best = max(ui, 0);
     VALS[valsAt] = X[base + u32(best)];
