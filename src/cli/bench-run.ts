@@ -5,7 +5,7 @@ import type { Tensor } from '../kernels/types.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import { GDN_CHUNK } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
-import { type AnyModel, allocSequenceMemory, type SequenceMemory } from '../model/model.js';
+import { type AnyModel, allocBatchMemory, type SequenceMemory } from '../model/model.js';
 import type { Rng } from '../util/rng.js';
 
 /** ms: wall time of the timed steps; recordMs: the part spent before each step's read-back
@@ -59,7 +59,9 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
   const steps = mode === 'prefill' ? 1 : gen;
   const per = mode === 'verify' ? verify : 1;
-  const mems = Array.from({ length: batch }, () => allocSequenceMemory(model, prompt + steps * per + 2));
+  // the batch's memory shares each layer's buffers, as the engine's pools (one dispatch per
+  // layer on a GPU, whatever the batch)
+  const mems: SequenceMemory<Tensor>[] = allocBatchMemory(model, batch, prompt + steps * per + 2);
   const prompts = mems.map(() => randomIds(prompt));
   if (mode === 'prefill') {
     onTimed?.();

@@ -115,8 +115,8 @@ function noteSkippedVision(ckpt: { readonly tensors: ReadonlyMap<string, { reado
   if (n > 0) process.stderr.write(`deltaserve: the text model skips the vision tower (${n} ${VISION_PREFIX}* tensors, ${(bytes / 1e6).toFixed(1)} MB; read separately for images)\n`);
 }
 
-/** A single request's own KV cache and recurrent state (contiguous pages, identity page
- * table). The engine replaces this with pooled, paged memory. */
+/** A single request's own KV cache and recurrent state (contiguous pages). The engine
+ * replaces this with pooled, paged memory. */
 export interface SequenceMemory<T extends Tensor = Float32Array> {
   readonly capacity: number; // max tokens
   readonly pageTable: Int32Array;
@@ -129,19 +129,57 @@ export function allocSequenceMemory<T extends Tensor, I extends Tensor>(model: M
 /** (Listed last: ReturnType<typeof allocSequenceMemory> is the CPU form.) */
 export function allocSequenceMemory(model: Model, capacity: number, pageSize?: number): SequenceMemory;
 export function allocSequenceMemory<T extends Tensor, I extends Tensor>(model: Model<T, I>, capacity: number, pageSize = 16): SequenceMemory<T> {
+  return allocBatchMemory(model, 1, capacity, pageSize)[0]!;
+}
+
+/** Sequences per shared allocation: as many as keep every allocation within the backend's
+ * largest bindable buffer (at least one); all of them where there is no limit. */
+function sequencesPerAllocation(model: Model<Tensor, Tensor>, pages: number, pageSize: number): number {
+  const { limits } = model.kernels;
+  const caps = [limits.maxBindingBytes, limits.maxBufferBytes].filter((x): x is number => x !== null);
+  if (caps.length === 0) return Infinity;
+  const { kvDim, convSize, ssmSize } = model.layout;
+  const bytesPerSequence = 4 * Math.max(2 * pages * pageSize * kvDim, convSize, ssmSize);
+  return Math.max(1, Math.floor(Math.min(...caps) / bytesPerSequence));
+}
+
+/** `count` sequences' memory laid out as the engine's pools lay out a batch: per layer, ONE
+ * K+V allocation holds the pages of every sequence (sequence i's page table names its own
+ * pages) and ONE allocation each the conv windows and the SSM states (sequence i's view at
+ * offset i·size). Invariant: sequences of one group share each layer's buffers, so a GPU
+ * backend runs a decode step's kvWrite, attention, conv and recurrence over them in one
+ * dispatch per layer (kernels/webgpu/batch.ts kvRuns, seqs.ts), as it does for a serve batch.
+ * Groups are cut only where an allocation would pass the backend's binding limit. */
+export function allocBatchMemory<T extends Tensor, I extends Tensor>(model: Model<T, I>, count: number, capacity: number, pageSize?: number): SequenceMemory<T>[];
+export function allocBatchMemory(model: Model, count: number, capacity: number, pageSize?: number): SequenceMemory[];
+export function allocBatchMemory<T extends Tensor, I extends Tensor>(model: Model<T, I>, count: number, capacity: number, pageSize = 16): SequenceMemory<T>[] {
   const { kernels: k, layout } = model;
   const pages = Math.ceil(capacity / pageSize);
-  const pageTable = new Int32Array(pages).map((_, i) => i);
-  const kvLayer = (): KvLayerView<T> => { // K and V in one allocation: one wasm memory
-    const n = pages * pageSize * layout.kvDim;
-    const kv = k.alloc(2 * n);
-    return { k: k.view(kv, 0, n), v: k.view(kv, n, n), pageSize };
-  };
-  return {
-    capacity: pages * pageSize,
-    pageTable,
-    kv: layout.fullLayers.map(kvLayer),
-    mtpKv: Array.from({ length: layout.mtpLayers }, kvLayer),
-    state: layout.linearLayers.map(() => ({ conv: k.alloc(layout.convSize), ssm: k.alloc(layout.ssmSize) })),
-  };
+  const per = sequencesPerAllocation(model as unknown as Model<Tensor, Tensor>, pages, pageSize);
+  const out: SequenceMemory<T>[] = [];
+  for (let first = 0; first < count; first += per) {
+    const n = Math.min(per, count - first);
+    const kvLayer = (): KvLayerView<T> => { // K and V in one allocation: one wasm memory
+      const len = n * pages * pageSize * layout.kvDim;
+      const kv = k.alloc(2 * len);
+      return { k: k.view(kv, 0, len), v: k.view(kv, len, len), pageSize };
+    };
+    const shared = (size: number): T[] => {
+      const all = k.alloc(n * size);
+      return Array.from({ length: n }, (_, i) => (n === 1 ? all : k.view(all, i * size, size)));
+    };
+    const kv = layout.fullLayers.map(kvLayer);
+    const mtpKv = Array.from({ length: layout.mtpLayers }, kvLayer);
+    const state = layout.linearLayers.map(() => ({ conv: shared(layout.convSize), ssm: shared(layout.ssmSize) }));
+    for (let i = 0; i < n; i++) {
+      out.push({
+        capacity: pages * pageSize,
+        pageTable: new Int32Array(pages).map((_, j) => i * pages + j),
+        kv,
+        mtpKv,
+        state: state.map((s) => ({ conv: s.conv[i]!, ssm: s.ssm[i]! })),
+      });
+    }
+  }
+  return out;
 }
