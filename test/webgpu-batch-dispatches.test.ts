@@ -1,0 +1,91 @@
+// Decode dispatches per step on webgpu do not grow with the number of streams (issue #47:
+// kvWrite, rope, attention, conv and GDN take the whole batch in one dispatch each), on
+// tiny-think:
+// - the bench's step (cli/bench-run.ts, `bench --kernels webgpu`): its batch memory
+//   (model.ts allocBatchMemory) shares each layer's buffers as the engine's pools do, so 4
+//   streams take the dispatches of 1 (each stream's own buffers took +15 per stream);
+// - the engine's decode steps (KvPool, StatePool): 4 concurrent requests == 1 request;
+// - exactness: a batch over the shared memory gives each sequence the bits it gets alone.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Tensor } from '../src/kernels/types.js';
+import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import { benchOnce } from '../src/cli/bench-run.js';
+import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
+import { StepArena } from '../src/model/arena.js';
+import { type AnyModel, allocBatchMemory, allocSequenceMemory, loadModel, type SequenceMemory } from '../src/model/model.js';
+import { Rng } from '../src/util/rng.js';
+import { sameBits, withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { gpuUnderTest } from './webgpu-helpers.js';
+
+let k: WebGpuBoundaryKernels;
+let model: AnyModel;
+before(async () => {
+  k = new WebGpuBoundaryKernels(await gpuUnderTest());
+  model = await loadModel(TINY_THINK(), k) as unknown as AnyModel;
+});
+after(() => k?.dispose());
+
+/** Dispatches per timed decode step of the bench at `streams` streams. */
+async function benchDispatches(streams: number): Promise<number> {
+  let from = { dispatches: 0, steps: 0 };
+  const run = await benchOnce(model, 'decode', streams, 3, 2, 1, new Rng(5), () => { from = { ...k.counters }; });
+  assert.equal(k.counters.steps - from.steps, run.steps, 'one read-back per timed step');
+  return (k.counters.dispatches - from.dispatches) / run.steps;
+}
+
+/** The last row's logits of each sequence after a prompt step and one decode step. */
+async function lastLogits(mems: readonly SequenceMemory<Tensor>[], prompts: readonly number[][]): Promise<Float32Array[]> {
+  const ws = new StepArena(model);
+  const input = (i: number, tokens: number[], start: number): SeqInput<Tensor> =>
+    ({ tokens, start, pageTable: mems[i]!.pageTable, kv: mems[i]!.kv, state: mems[i]!.state, chunked: false });
+  forwardHidden(model, ws, prompts.map((p, i) => input(i, p, 0)));
+  const fw = forwardHidden(model, ws, prompts.map((p, i) => input(i, [(p[0]! * 7) % 900], p.length)));
+  const rows = prompts.map((_, i) => i);
+  const v = model.config.vocabSize;
+  const out = lmHeadInto(model, ws, fw.hidden, rows, ws.logits.rows(rows.length));
+  const [all] = await model.kernels.readBack([{ t: out, offset: 0, length: rows.length * v }]);
+  return rows.map((r) => all!.slice(r * v, (r + 1) * v));
+}
+
+describe('webgpu decode dispatches per step vs streams', () => {
+  test('bench step: 4 streams take the dispatches of 1 stream', async () => {
+    const one = await benchDispatches(1);
+    const four = await benchDispatches(4);
+    assert.ok(one > 0, 'the step dispatched');
+    assert.equal(four, one, `dispatches per decode step: ${four} at 4 streams vs ${one} at 1`);
+  });
+
+  test('a batch over the shared memory == each sequence alone (logits bit for bit)', async () => {
+    const prompts = [[11, 12, 13], [40, 41, 42, 43, 44], [300, 7], [9, 99, 999, 5]];
+    const shared = await lastLogits(allocBatchMemory(model, prompts.length, 16), prompts);
+    for (const [i, p] of prompts.entries()) {
+      const [alone] = await lastLogits([allocSequenceMemory(model, 16)], [p]);
+      assert.ok(sameBits(shared[i]!, alone!), `sequence ${i}: logits in the batch differ from alone`);
+    }
+  });
+
+  test('engine decode steps: 4 concurrent requests take the dispatches of 1 request', async () => {
+    const decodeSteps = async (n: number): Promise<number[]> =>
+      withEngine({ model: TINY_THINK(), kernels: 'webgpu', specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, specTokens: 0, prefixCache: false, maxRunning: n }, async (e) => {
+        const g = e.model.kernels as unknown as WebGpuBoundaryKernels;
+        const perStep: number[] = [];
+        const readBack = g.readBack.bind(g);
+        let last = g.counters.dispatches;
+        g.readBack = async (ranges) => {
+          const got = await readBack(ranges);
+          perStep.push(g.counters.dispatches - last);
+          last = g.counters.dispatches;
+          return got;
+        };
+        const req = { promptIds: [1, 2, 3, 4, 5, 6], maxTokens: 4, ignoreEos: true };
+        await Promise.all(Array.from({ length: n }, () => e.complete(req)));
+        return perStep.slice(1); // the first step is the batch's prefill
+      });
+    const one = await decodeSteps(1);
+    const four = await decodeSteps(4);
+    assert.ok(one.length >= 2 && one.every((d) => d === one[0]), `1 request: ${one.join(', ')}`);
+    assert.deepEqual(four, one, 'dispatches per decode step, 4 requests vs 1');
+  });
+});
