@@ -22,7 +22,7 @@ export const PARAMS = {
     seqTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
   attention_group: fields({
-    nH: 'u32', nKV: 'u32', hd: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
+    nH: 'u32', nKV: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
     blockTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
   attention_inputs: fields({
