@@ -3,7 +3,7 @@
 // of the block kernel (wgsl/attention-tile.ts) give a query the same bits for the same
 // context. Here: a prefill of one sequence in tiles of QT / G rows, the same rows as
 // verify-sized sequences (decode / verify blocks) and row by row, contexts 1 to 700 over
-// pages of 16 (lengths around multiples of the 16-position block), head dims 16 / 64 / 256
+// pages of 16 (lengths around multiples of the 32-position block), head dims 16 / 64 / 256
 // and 1 / 4 / 8 query heads per KV head, bit for bit; each within the conformance tolerance
 // of the reference kernel; and the KV bytes read (each block reads its sequence's cache once
 // per KV head).
@@ -15,7 +15,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { attentionGroupShape, attentionTilePlan } from '../src/kernels/webgpu/attention-group.js';
-import { groupShapeFor, tileShapeFor, tileWorkgroupBytes } from '../src/kernels/webgpu/wgsl/attention-tile.js';
+import { accPerThread, groupShapeFor, tileShapeFor, tileWorkgroupBytes } from '../src/kernels/webgpu/wgsl/attention-tile.js';
 import { ONLINE_BLOCK } from '../src/kernels/webgpu/wgsl/attention-online.js';
 import { relErr, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
@@ -88,12 +88,14 @@ describe('webgpu attention: one online softmax in every kernel', () => {
         assert.ok(s, `head dim ${hd} fits 16 KiB`);
         assert.ok(tileWorkgroupBytes(s) <= 16384, `head dim ${hd}: ${tileWorkgroupBytes(s)} bytes`);
         assert.equal(ONLINE_BLOCK % s.bc, 0, 'a K/V tile divides the softmax block');
-        assert.ok(Math.ceil((s.qt * s.hd) / s.wg) <= 64, 'at most 64 accumulators a thread');
+        assert.ok(accPerThread(s) <= (s.stage ? 64 : 128), `${accPerThread(s)} accumulators a thread`);
       }
     }
-    assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 8, hd: 256 });
-    assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 128, bc: 16, hd: 64 });
-    assert.deepEqual(groupShapeFor(256, 16384), { wg: 64, qt: 16, bc: 8, hd: 256 });
+    assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 4, hd: 256, stage: true, order: 'query' });
+    assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 64, bc: 16, hd: 64, stage: true, order: 'query' });
+    assert.deepEqual(tileShapeFor(64, 32768), { wg: 256, qt: 128, bc: 32, hd: 64, stage: true, order: 'query' });
+    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 32, hd: 256, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 32, hd: 1024, stage: false, order: 'element' });
   });
 
   for (const d of [{ numHeads: 2, numKvHeads: 2, headDim: 16 }, { numHeads: 8, numKvHeads: 2, headDim: 64 }, { numHeads: 8, numKvHeads: 1, headDim: 256 }]) {
@@ -105,10 +107,11 @@ describe('webgpu attention: one online softmax in every kernel', () => {
       const rows = plan.rows;
       const groupRows = Math.floor(16 / g);
       // a prefill from position 0 over two tiles and a bit (contexts 1 up, every block edge
-      // to 2·rows + 3), one ending at context 700, decode rows at contexts 16, 17, 32, 33, 451
-      // (block edges), a verify row pair at 65..66, an empty sequence
+      // to 2·rows + 3), one ending at context 700, decode rows at contexts 31, 32, 33, 64,
+      // 65, 451 (around block edges: OB = 32), verify rows at 64..65, an empty sequence
+      const B = ONLINE_BLOCK;
       const spec = [{ t: 2 * rows + 3, start: 0 }, { t: 1, start: 450 }, { t: rows + 5, start: 695 - rows }, { t: 0, start: 9 },
-        { t: 2, start: 64 }, { t: 1, start: 15 }, { t: 1, start: 16 }, { t: 1, start: 31 }, { t: 1, start: 32 }];
+        { t: 2, start: 2 * B - 1 }, { t: 1, start: B - 2 }, { t: 1, start: B - 1 }, { t: 1, start: B }, { t: 1, start: 2 * B - 1 }, { t: 1, start: 2 * B }];
       const { seqs, read, ideal, rows: got } = await threeWays(d, spec, groupRows);
       for (const [i, x] of got.entries()) {
         const what = `sequence ${i} (${JSON.stringify(spec[i])}; tile ${plan.shape.qt}×${plan.shape.bc}, block ${group.qt}×${group.bc})`;

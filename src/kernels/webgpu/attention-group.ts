@@ -85,7 +85,7 @@ function blocksIn(blocks: readonly Block[], run: KvRun): { first: number; count:
 
 /** The shader key of a shape. */
 function shapeKey(s: TileShape): string {
-  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}`;
+  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}${s.stage ? '_staged' : ''}`;
 }
 
 /** Dispatches per KV run: the decode / verify blocks and the prefill tiles, workgroups (KV

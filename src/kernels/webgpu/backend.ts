@@ -308,7 +308,7 @@ export class WebGpuKernels {
     this.traffic.kvBytesRead += 2 * 4 * nh * hd * (t * (start + 1) + (t * (t - 1)) / 2);
     this.traffic.kvBytesIdeal += 2 * 4 * nkv * hd * (start + t);
     this.run(enc, 'attention', () => ATTENTION,
-      packParams('attention', { t, nH: nh, nKV: nkv, hd, start, pageSize: kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
+      packParams('attention', { nH: nh, nKV: nkv, hd, start, pageSize: kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
         ptOff: pageTable.offset, scale: 1 / Math.sqrt(hd), kcOff: kv.k.offset, vcOff: kv.v.offset }), null,
       [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer], [nh, t, 1], 'attention');
   }

@@ -59,7 +59,7 @@ export const PARAMS = {
   gather_picked: fields({ m: 'u32', stride: 'u32', xOff: 'u32', idsOff: 'u32', outOff: 'u32' }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
   attention: fields({
-    t: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
+    nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
     kcOff: 'u32', vcOff: 'u32',
   }),
   embed_float: fields({ t: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32' }),

@@ -21,44 +21,72 @@ import { ONLINE_BLOCK, ONLINE_SOFTMAX } from './attention-online.js';
 /** Threads of a prefill tile: the WebGPU default maxComputeInvocationsPerWorkgroup. */
 export const TILE_THREADS = 256;
 
-/** A block shape: WG threads, QT queries per workgroup, BC cache positions per K/V tile, head dim HD. */
-export interface TileShape { readonly wg: number; readonly qt: number; readonly bc: number; readonly hd: number }
-
-/** Workgroup bytes of a shape: the K/V tile (rows padded by one), a block's scores of every
- * query, per-query words (positions, q offset, m, l, α). */
-export function tileWorkgroupBytes(s: TileShape): number {
-  return 4 * (s.bc * (s.hd + 1) + s.qt * ONLINE_BLOCK + 5 * s.qt);
+/** A block shape: WG threads, QT queries per workgroup, BC cache positions per K/V tile, head
+ * dim HD; `stage`: K and V go through workgroup memory (prefill tiles: a row serves QT
+ * queries), else each thread reads them from the cache (decode / verify: a row serves few). */
+export interface TileShape {
+  readonly wg: number; readonly qt: number; readonly bc: number; readonly hd: number; readonly stage: boolean;
+  /** The output phase's loop order (elementOrder / queryOrder below): speed only, same bits. */
+  readonly order: 'element' | 'query';
 }
 
-/** Output accumulators per thread: (query, element) pairs ÷ threads. */
-function accPerThread(s: TileShape): number {
-  return Math.ceil((s.qt * s.hd) / s.wg);
+/** Workgroup bytes of a shape: the K/V tile (rows padded by one) or a block's cache rows, a
+ * block's scores of every query (two blocks' unstaged: alternate halves spare a barrier),
+ * per-query words (positions, q offset, m, l, α). */
+export function tileWorkgroupBytes(s: TileShape): number {
+  return 4 * ((s.stage ? s.bc * (s.hd + 1) : ONLINE_BLOCK) + (s.stage ? 1 : 2) * s.qt * ONLINE_BLOCK + 5 * s.qt);
+}
+
+/** The output phase's split: groups of TPG threads (DG of them), a thread DPT elements of
+ * QPG queries (DPT·QPG accumulators). */
+function outputSplit(s: TileShape): { tpg: number; dg: number; dpt: number; qpg: number } {
+  const tpg = Math.min(s.hd, s.wg);
+  const dg = Math.floor(s.wg / tpg);
+  return { tpg, dg, dpt: Math.ceil(s.hd / tpg), qpg: Math.ceil(s.qt / dg) };
+}
+
+/** Output accumulators per thread. */
+export function accPerThread(s: TileShape): number {
+  const o = outputSplit(s);
+  return o.dpt * o.qpg;
 }
 
 /** The K/V tile for (wg, qt, hd): BC a power of two from OB down whose bytes fit. */
 function fitBc(wg: number, qt: number, hd: number, storageBytes: number): TileShape | null {
   for (let bc = ONLINE_BLOCK; bc >= 1; bc /= 2) {
-    if (tileWorkgroupBytes({ wg, qt, bc, hd }) <= storageBytes) return { wg, qt, bc, hd };
+    const s = { wg, qt, bc, hd, stage: true, order: 'query' } as const;
+    if (tileWorkgroupBytes(s) <= storageBytes) return s;
   }
   return null;
 }
 
 /** The prefill tile for head dim `hd` within `storageBytes` of workgroup memory: QT keeps
- * each thread's output accumulators ≤ 64 (QT = 128 up to hd 128, 64 at hd 256); null when
- * none fits. */
+ * each thread's output accumulators ≤ 64 (QT = 128 up to hd 128, 64 at hd 256), halved
+ * until a block's scores and a K/V tile fit; null when none fits. */
 export function tileShapeFor(hd: number, storageBytes: number): TileShape | null {
-  const qt = Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * TILE_THREADS) / hd))));
-  return fitBc(TILE_THREADS, qt, hd, storageBytes);
+  for (let qt = Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * TILE_THREADS) / hd)))); qt >= 8; qt /= 2) {
+    const s = fitBc(TILE_THREADS, qt, hd, storageBytes);
+    if (s) return s;
+  }
+  return null;
 }
 
-/** The decode / verify block for head dim `hd`: ATTENTION_QMAX queries, 64 threads (256 past
- * head dim 256, keeping ≤ 64 accumulators a thread up to hd 1024); null when none fits. */
+/** The decode / verify block for head dim `hd`: ATTENTION_QMAX queries, OB threads (the score
+ * phase: a thread per position, every query), more where a thread would hold over 128
+ * output accumulators (past head dim 256; 128 threads at 1024; fewer threads measured
+ * faster on lavapipe, a GPU may want more), K and
+ * V read from the cache (a block's rows in one pass); the element order from head dim 128
+ * (lavapipe: V reads cost more than accumulator traffic there); null when it does not fit. */
 export function groupShapeFor(hd: number, storageBytes: number): TileShape | null {
-  return fitBc(hd <= 256 ? 64 : TILE_THREADS, ATTENTION_QMAX, hd, storageBytes);
+  const wg = Math.max(ONLINE_BLOCK, Math.min(TILE_THREADS, 2 ** Math.ceil(Math.log2((ATTENTION_QMAX * hd) / 128))));
+  const s = { wg, qt: ATTENTION_QMAX, bc: ONLINE_BLOCK, hd, stage: false, order: hd >= 128 ? 'element' : 'query' } as const;
+  return tileWorkgroupBytes(s) <= storageBytes ? s : null;
 }
 
 export function attentionTileShader(s: TileShape): string {
   const { wg: WG, qt: QT, bc: BC, hd: HD } = s;
+  const out = outputSplit(s);
+  const vAt = s.stage ? 'kv[i * KS + d]' : 'VC[pu(P_vcOff) + rowAt[s0 - b0 + i] + d]';
   if (WG % BC !== 0 || QT > WG) throw new RangeError(`attention tile: ${BC} positions or ${QT} queries do not suit ${WG} threads`);
   return /* wgsl */ `${HEADER}
 ${ATTENTION_GROUP_BINDINGS}const QT = ${QT}u;
@@ -68,9 +96,14 @@ const WG = ${WG}u;
 const KS = ${HD + 1}u; // a K/V row's stride in kv (padded: the BC threads of a group read different banks)
 const KG = ${WG / BC}u; // query groups in the score phase
 const QPT = ${Math.ceil((QT * BC) / WG)}u; // queries per thread in the score phase
-const ACC = ${accPerThread(s)}u;
-var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;
-var<workgroup> w: array<f32, ${QT * ONLINE_BLOCK}>;
+// output: thread t takes elements d = c0 + TPG·c (c < DPT) of queries dg + DG·m (m < QPG),
+// c0 = t mod TPG, dg = t / TPG: a V element read once serves its QPG queries
+const TPG = ${out.tpg}u;
+const DG = ${out.dg}u;
+const DPT = ${out.dpt}u;
+const QPG = ${out.qpg}u;
+${s.stage ? `var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;` : `var<workgroup> rowAt: array<u32, ${ONLINE_BLOCK}>; // a block's cache rows × kvDim + kh·HD`}
+var<workgroup> w: array<f32, ${(s.stage ? 1 : 2) * QT * ONLINE_BLOCK}>;
 var<workgroup> qn: array<u32, ${QT}>;
 var<workgroup> qo: array<u32, ${QT}>;
 var<workgroup> qm: array<f32, ${QT}>;
@@ -110,30 +143,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ki = t % BC;
   let qg = t / BC;
   var qoff: array<u32, QPT>;
-  for (var m = 0u; m < QPT; m++) { qoff[m] = qo[min(qg + m * KG, QT - 1u)]; }
-  var acc: array<f32, ACC>;
-  for (var a = 0u; a < ACC; a++) { acc[a] = 0.0; }
+  var mq = 0u; // this thread's queries in the score phase: qg + m·KG < nq for m < mq
+  for (var m = 0u; m < QPT; m++) {
+    qoff[m] = qo[min(qg + m * KG, QT - 1u)];
+    if (qg + m * KG < nq) { mq = m + 1u; }
+  }
+  let c0 = t % TPG;
+  let dg = t / TPG;
+  var acc: array<f32, ${accPerThread(s)}>;
+  for (var a = 0u; a < ${accPerThread(s)}u; a++) { acc[a] = 0.0; }
   for (var b0 = 0u; b0 < nmax; b0 += OB) {
+    let wo = ${s.stage ? '0u' : '((b0 / OB) % 2u) * QT * OB'};
     // the block's scores, a K tile at a time: w[j·OB + i] for position b0 + i of query j
     for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
-      ${loadTile('KC')}
-      workgroupBarrier();
+      ${s.stage ? `${loadTile('KC')}
+      workgroupBarrier();` : ''}
       var s: array<f32, QPT>;
-      for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }
+      for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }${s.stage ? '' : `
+      let kp = min(s0 + ki, nmax - 1u);
+      let kb = pu(P_kcOff) + (u32(TB[pt + kp / ps]) * ps + kp % ps) * kvDim + kh * HD;`}
       for (var d = 0u; d < HD; d++) {
-        let kd = kv[ki * KS + d];
-        for (var m = 0u; m < QPT; m++) { s[m] = ob_dot(s[m], Q[qoff[m] + d], kd); }
+        let kd = ${s.stage ? 'kv[ki * KS + d]' : 'KC[kb + d]'};
+        for (var m = 0u; m < mq; m++) { s[m] = ob_dot(s[m], Q[qoff[m] + d], kd); }
       }
       let p = s0 + ki;
-      for (var m = 0u; m < QPT; m++) {
+      for (var m = 0u; m < mq; m++) {
         let j = qg + m * KG;
-        if (j < nq && p < qn[j]) { w[j * OB + p - b0] = ob_scale(s[m]); }
+        if (j < nq && p < qn[j]) { w[wo + j * OB + p - b0] = ob_scale(s[m]); }
       }
       workgroupBarrier();
     }
-    // each query folds its block (scores → weights; m, l, α)
+    // each query folds its block (scores → weights; m, l, α)${s.stage ? '' : `
+    if (t < OB) { let p = min(b0 + t, nmax - 1u); rowAt[t] = (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD; }`}
     if (t < nq && b0 < qn[t]) {
-      let r = ob_block(t * OB, min(OB, qn[t] - b0), vec2<f32>(qm[t], ql[t]));
+      let r = ob_block(wo + t * OB, min(OB, qn[t] - b0), vec2<f32>(qm[t], ql[t]));
       qm[t] = r.x;
       ql[t] = r.y;
       qa[t] = r.z;
@@ -141,33 +184,64 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     // values, a V tile at a time: pair (j, d) rescaled at the block's first tile, then Σ in order
     for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
-      ${loadTile('VC')}
-      workgroupBarrier();
-      for (var a = 0u; a < ACC; a++) {
-        let j = (t + WG * a) / HD;
-        if (j >= nq) { break; }
-        let d = (t + WG * a) % HD;
-        let n = qn[j];
-        if (s0 < n) {
-          var x = acc[a];
-          if (s0 == b0) { x = ob_rescale(x, qa[j]); }
-          let cnt = min(BC, n - s0);
-          for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[j * OB + s0 - b0 + i], kv[i * KS + d]); }
-          acc[a] = x;
-        }
+      ${s.stage ? `${loadTile('VC')}
+      workgroupBarrier();` : ''}
+      let cmax = min(BC, nmax - s0);
+      for (var c = 0u; c < DPT; c++) {
+        let d = c0 + TPG * c;
+        if (dg >= DG || d >= HD) { break; }
+        ${s.order === 'element' ? elementOrder(vAt) : queryOrder(vAt)}
       }
-      workgroupBarrier();
+      ${s.stage ? 'workgroupBarrier();' : '// w alternates halves by block: the next block writes the other, no barrier'}
     }
   }
-  for (var a = 0u; a < ACC; a++) {
-    let j = (t + WG * a) / HD;
-    if (j >= nq) { break; }
-    let d = (t + WG * a) % HD;
-    let r = r0 + j / G;
-    let h = kh * G + j % G;
-    OUT[pu(P_outOff) + (r * nH + h) * HD + d] = ob_out(acc[a], ql[j]);
+  for (var c = 0u; c < DPT; c++) {
+    let d = c0 + TPG * c;
+    if (dg >= DG || d >= HD) { break; }
+    for (var m = 0u; m < QPG; m++) {
+      let j = dg + DG * m;
+      if (j >= nq) { break; }
+      let r = r0 + j / G;
+      let h = kh * G + j % G;
+      OUT[pu(P_outOff) + (r * nH + h) * HD + d] = ob_out(acc[c * QPG + m], ql[j]);
+    }
   }
 }`;
+}
+
+/** WGSL, output phase of a tile (in scope: c, d, cmax, s0, b0, wo): element order reads each
+ * V element once for the thread's queries (m inside i); query order keeps one query's sum in
+ * a register (i inside m) and reads V once per query. The same chain per (query, element):
+ * rescale at the block's first tile, then + e_i·v_id for i up. */
+function elementOrder(vAt: string): string {
+  return `for (var m = 0u; m < QPG; m++) {
+          let j = dg + DG * m;
+          if (j >= nq) { break; }
+          if (s0 == b0 && s0 < qn[j]) { acc[c * QPG + m] = ob_rescale(acc[c * QPG + m], qa[j]); }
+        }
+        for (var i = 0u; i < cmax; i++) {
+          let v = ${vAt};
+          for (var m = 0u; m < QPG; m++) {
+            let j = dg + DG * m;
+            if (j >= nq) { break; }
+            if (s0 + i < qn[j]) { acc[c * QPG + m] = ob_acc(acc[c * QPG + m], w[wo + j * OB + s0 - b0 + i], v); }
+          }
+        }`;
+}
+
+function queryOrder(vAt: string): string {
+  return `for (var m = 0u; m < QPG; m++) {
+          let j = dg + DG * m;
+          if (j >= nq) { break; }
+          let n = qn[j];
+          if (s0 < n) {
+            var x = acc[c * QPG + m];
+            if (s0 == b0) { x = ob_rescale(x, qa[j]); }
+            let cnt = min(cmax, n - s0);
+            for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[wo + j * OB + s0 - b0 + i], ${vAt}); }
+            acc[c * QPG + m] = x;
+          }
+        }`;
 }
 
 /** WGSL: cache positions [s0, s0 + BC) (those < nmax) of `src` (KC or VC) into kv. */

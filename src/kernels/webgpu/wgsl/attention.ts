@@ -43,14 +43,15 @@ export const ROW_MAX_HEAD_DIM = 512;
 
 /** Module-scope declarations attendRow needs: the block's scores `w`, the state the block's
  * thread 0 hands the others, the online-softmax helpers. */
-export const ATTEND_ROW_DECLS = `var<workgroup> w: array<f32, ${ONLINE_BLOCK}>;
+export const ATTEND_ROW_DECLS = `var<workgroup> w: array<f32, ${2 * ONLINE_BLOCK}>;
 var<workgroup> st: array<f32, 2>;
 ${ONLINE_SOFTMAX}`;
 
 /** The body every per-(head, row) shader shares: the online softmax over blocks of OB
  * positions (thread i < cnt scores position b0 + i; thread 0 folds the block; thread t holds
- * output elements t + 64·a). In scope: t, n (uniform), hd, kvDim, ko (the KV head's
- * offset), qo, Q, KC, VC, OUT. One text, so every per-row kernel rounds alike. */
+ * output elements t + 64·a). Blocks alternate halves of w, so two barriers a block do. In
+ * scope: t, n (uniform), hd, kvDim, ko (the KV head's offset), qo, Q, KC, VC, OUT. One text,
+ * so every per-row kernel rounds alike. */
 export function attendRow(o: AttendRowExprs): string {
   return `
   var acc: array<f32, ${ROW_MAX_HEAD_DIM / 64}>;
@@ -58,15 +59,16 @@ export function attendRow(o: AttendRowExprs): string {
   var ml = vec2<f32>(OB_MIN, 0.0);
   for (var b0 = 0u; b0 < n; b0 += OB) {
     let cnt = min(OB, n - b0);
-    if (t < cnt) {
-      let kb = ${o.kcOff} + ${o.kvRow('(b0 + t)')} * kvDim + ko;
+    let wo = ((b0 / OB) % 2u) * OB;
+    for (var i = t; i < cnt; i += 64u) {
+      let kb = ${o.kcOff} + ${o.kvRow('(b0 + i)')} * kvDim + ko;
       var s = 0.0;
       for (var d = 0u; d < hd; d++) { s = ob_dot(s, Q[qo + d], KC[kb + d]); }
-      w[t] = ob_scale(s);
+      w[wo + i] = ob_scale(s);
     }
     workgroupBarrier();
     if (t == 0u) {
-      let r = ob_block(0u, cnt, ml);
+      let r = ob_block(wo, cnt, ml);
       ml = r.xy;
       st[0] = r.z;
       st[1] = r.y;
@@ -76,10 +78,9 @@ export function attendRow(o: AttendRowExprs): string {
     for (var a = 0u; t + 64u * a < hd; a++) {
       let d = t + 64u * a;
       var x = ob_rescale(acc[a], alpha);
-      for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[i], VC[${o.vcOff} + ${o.kvRow('(b0 + i)')} * kvDim + ko + d]); }
+      for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[wo + i], VC[${o.vcOff} + ${o.kvRow('(b0 + i)')} * kvDim + ko + d]); }
       acc[a] = x;
     }
-    workgroupBarrier();
   }
   let l = st[1];
   for (var a = 0u; t + 64u * a < hd; a++) { let d = t + 64u * a; OUT[${o.outAt}] = ob_out(acc[a], l); }
