@@ -18,7 +18,10 @@ const SHAPES = [
   { name: 'qwen3.5-0.8b', nh: 8, nkv: 2, hd: 256 },
   { name: 'qwen3.5-4b', nh: 16, nkv: 4, hd: 256 },
 ];
-const STORAGE = 16384; // the WebGPU minimum maxComputeWorkgroupStorageSize
+// maxComputeWorkgroupStorageSize: the WebGPU minimum, and lavapipe's (and many GPUs')
+const STORAGES = [16384, 32768];
+/** The tile's queries before (independent of the storage: the K/V tile shrank instead). */
+const qtBefore = (hd) => Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * 256) / hd))));
 
 /** Σ over blocks of `per` rows of a T-row cold prefill of the positions each block reads. */
 function positionsRead(T, per) {
@@ -27,21 +30,23 @@ function positionsRead(T, per) {
   return n;
 }
 
-function schedules(s, T) {
+function schedules(s, T, storage) {
   const g = s.nh / s.nkv;
   const kvPos = 2 * 4 * s.nkv * s.hd; // K and V bytes of one position, all KV heads
   const qRow = 4 * s.nh * s.hd; // a row's q (and its output)
-  const shape = tileShapeFor(s.hd, STORAGE);
-  const dec = groupShapeFor(s.hd, STORAGE);
+  const shape = tileShapeFor(s.hd, storage);
+  const dec = groupShapeFor(s.hd, storage);
   const tileRows = Math.floor(shape.qt / g);
+  const rowsBefore = Math.floor(qtBefore(s.hd) / g);
   const blocks = s.nkv * Math.ceil(T / tileRows);
   const prefill = { kvIdeal: kvPos * T, io: 2 * qRow * T, sc: 16 * s.nh * ((T * (T + 1)) / 2) };
   const decode = { kvIdeal: kvPos * T, io: 2 * qRow, sc: 16 * s.nh * T };
   const kvTile = kvPos * positionsRead(T, tileRows);
+  const kvBefore = kvPos * positionsRead(T, rowsBefore);
   // a block's q re-read per K tile of BC positions (positions 0..last of the block)
   const qTile = (bc, lastOf) => { let n = 0; for (let r = 0; r < T; r += tileRows) n += Math.ceil(lastOf(r) / bc); return n; };
   const rows = [
-    { case: 'prefill', schedule: 'tile+SC', rows: tileRows, kv: kvTile, scratch: prefill.sc, io: prefill.io, ideal: prefill, workgroups: blocks },
+    { case: 'prefill', schedule: 'tile+SC', rows: rowsBefore, kv: kvBefore, scratch: prefill.sc, io: prefill.io, ideal: prefill, workgroups: s.nkv * Math.ceil(T / rowsBefore) },
     { case: 'prefill', schedule: 'tile', rows: tileRows, kv: kvTile, scratch: 0, io: prefill.io, ideal: prefill, workgroups: blocks,
       q_tile_reads: 4 * shape.qt * s.hd * s.nkv * qTile(shape.bc, (r) => Math.min(T, r + tileRows)) },
     { case: 'decode', schedule: 'decode+SC', rows: 1, kv: kvPos * T, scratch: decode.sc, io: decode.io, ideal: decode, workgroups: s.nkv },
@@ -49,17 +54,17 @@ function schedules(s, T) {
       q_tile_reads: 4 * g * s.hd * s.nkv * Math.ceil(T / dec.bc) },
   ];
   return rows.map(({ ideal, ...r }) => ({
-    model: s.name, T, ...r, q_tile_reads: r.q_tile_reads ?? null,
+    model: s.name, T, storage_kib: storage / 1024, ...r, q_tile_reads: r.q_tile_reads ?? null,
     kv_ratio: r.kv / ideal.kvIdeal, total_ratio: (r.kv + r.scratch + r.io) / (ideal.kvIdeal + ideal.io), mib: (r.kv + r.scratch + r.io) / 2 ** 20,
   }));
 }
 
-const all = SHAPES.flatMap((s) => [256, 2048].flatMap((T) => schedules(s, T)));
+const all = STORAGES.flatMap((st) => SHAPES.flatMap((s) => [256, 2048].flatMap((T) => schedules(s, T, st))));
 if (process.argv.includes('--json')) {
   console.log(JSON.stringify(all, null, 1));
 } else {
-  console.log('model         T     case     schedule   rows  KV÷ideal  all bytes÷ideal  MiB/layer  workgroups');
+  console.log('KiB  model         T     case     schedule   rows  KV÷ideal  all bytes÷ideal  MiB/layer  workgroups');
   for (const r of all) {
-    console.log(`${r.model.padEnd(13)} ${String(r.T).padEnd(5)} ${r.case.padEnd(8)} ${r.schedule.padEnd(10)} ${String(r.rows).padStart(4)} ${r.kv_ratio.toFixed(2).padStart(9)} ${r.total_ratio.toFixed(2).padStart(16)} ${r.mib.toFixed(3).padStart(10)} ${String(r.workgroups).padStart(11)}`);
+    console.log(`${String(r.storage_kib).padEnd(4)} ${r.model.padEnd(13)} ${String(r.T).padEnd(5)} ${r.case.padEnd(8)} ${r.schedule.padEnd(10)} ${String(r.rows).padStart(4)} ${r.kv_ratio.toFixed(2).padStart(9)} ${r.total_ratio.toFixed(2).padStart(16)} ${r.mib.toFixed(3).padStart(10)} ${String(r.workgroups).padStart(11)}`);
   }
 }

@@ -74,12 +74,12 @@ export function tileShapeFor(hd: number, storageBytes: number): TileShape | null
 /** The decode / verify block for head dim `hd`: ATTENTION_QMAX queries, OB threads (the score
  * phase: a thread per position, every query), more where a thread would hold over 128
  * output accumulators (past head dim 256; 128 threads at 1024; fewer threads measured
- * faster on lavapipe, a GPU may want more), K and
- * V read from the cache (a block's rows in one pass); the element order from head dim 128
- * (lavapipe: V reads cost more than accumulator traffic there); null when it does not fit. */
+ * faster on lavapipe, a GPU may want more), K and V read from the cache (a block's rows in
+ * one pass), the output in element order (each V element read once for the block's
+ * queries); null when it does not fit. */
 export function groupShapeFor(hd: number, storageBytes: number): TileShape | null {
   const wg = Math.max(ONLINE_BLOCK, Math.min(TILE_THREADS, 2 ** Math.ceil(Math.log2((ATTENTION_QMAX * hd) / 128))));
-  const s = { wg, qt: ATTENTION_QMAX, bc: ONLINE_BLOCK, hd, stage: false, order: hd >= 128 ? 'element' : 'query' } as const;
+  const s = { wg, qt: ATTENTION_QMAX, bc: ONLINE_BLOCK, hd, stage: false, order: 'element' } as const;
   return tileWorkgroupBytes(s) <= storageBytes ? s : null;
 }
 
