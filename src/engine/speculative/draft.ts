@@ -9,12 +9,15 @@
 // kernels (device-picks.ts draftsOnKernels, draft-bias.ts), they chain on the kernels —
 // draft i's argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
-// Otherwise each draft step reads back once (a draft feeds the next step's mask and
-// penalties): ids for the greedy chains — picked under their constraint mask, or, for a
-// penalised or biased one, over the ids no penalty or bias touches and finished on the host
-// from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
+// Penalised (or biased) greedy chains without a constraint chain too where read-backs are
+// transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
+// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads
+// back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
+// picked under their constraint mask, or, for a penalised or biased one, over the ids no
+// penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
 // and logits rows for the sampling chains, which draw d_i from q_i (the request's sampling
-// transform of the MTP logits), kept for the rejection test. The drafter writes no request:
+// transform of the MTP logits), kept for the rejection test — or, under a top-k or min-p cut,
+// the rows' top candidates, q_i then a list (draft-candidates.ts). The drafter writes no request:
 // it returns each chain's proposal, which the scheduler's update records as the request's
 // drafts (update.ts).
 import type { KvPool } from '../../cache/kv-pool.js';
@@ -27,9 +30,13 @@ import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
+import { DraftCandidates } from './draft-candidates.js';
+import type { CandidateStep } from '../candidate-step.js';
+import type { Dist } from './sparse-accept.js';
+import { type DraftSteps, PenaltyDrafts } from './draft-penalty.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -56,7 +63,7 @@ interface Chain {
   readonly n: number;
   readonly drafts: number;
   readonly proposed: number[];
-  readonly qs: Float64Array[] | null;
+  readonly qs: Dist[] | null;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -82,6 +89,12 @@ export class MtpDrafter {
   private readonly finishGather: FinishGather;
   /** Chained drafts' logit biases, added on the kernels. */
   private readonly bias: DraftBias;
+  /** Sampled chains' drafts from top candidates (null: from their logits rows). */
+  private readonly candidates: DraftCandidates | null;
+  /** Penalised / biased greedy chains on the kernels, replayed exactly on the host (draft-penalty.ts). */
+  readonly penalty: PenaltyDrafts;
+  /** Whether penalised greedy chains draft through `penalty` (else a read-back per step). */
+  private readonly penaltyChain: boolean;
 
   constructor(
     private readonly model: AnyModel,
@@ -97,6 +110,12 @@ export class MtpDrafter {
     /** Test hook (test-hooks.ts hostDrafts), asked every round: true picks the round's
      * drafts on the host from read-back logits rows, the reference the kernels' picks equal. */
     private readonly hostDrafts: () => boolean = () => false,
+    /** Sampled chains' draft rows read top candidates through the runner's candidate step
+     * (null: read whole). */
+    candidateStep: CandidateStep | null = null,
+    /** Penalised greedy chains draft on the kernels (draft-penalty.ts): 'auto' where the
+     * kernels' tensors are device memory (a read-back is a transfer), off on ref and wasm. */
+    penaltyChain: boolean | 'auto' = 'auto',
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -104,6 +123,9 @@ export class MtpDrafter {
     this.sampler = new BatchSampler(model.kernels, argmax);
     this.finishGather = new FinishGather(model.kernels);
     this.bias = new DraftBias(model.kernels, this.v);
+    this.candidates = candidateStep ? new DraftCandidates(candidateStep, this.v) : null;
+    this.penalty = new PenaltyDrafts(model.kernels, this.v, this.h);
+    this.penaltyChain = penaltyChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : penaltyChain;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -133,7 +155,9 @@ export class MtpDrafter {
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
-    else {
+    else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainReplayed(c.req))) {
+      await this.penalty.run(chains, first, this.steps);
+    } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
         await this.propose(s.active, s.hidden, host);
@@ -141,6 +165,14 @@ export class MtpDrafter {
     }
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
+
+  /** The MTP steps draft-penalty.ts chains. */
+  private readonly steps: DraftSteps<Chain> = {
+    logits: (hidden, live) => lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), this.ws.draftLogits.rows(live), this.head),
+    forward: (chains, hidden, step, tokens, device) => this.draftForward(chains, hidden, step,
+      tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
+    hiddenRows: (n) => this.ws.draftHidden.rows(n),
+  };
 
   /** The MTP forward of the chains that draft one more step, or null when none does. */
   private nextStep(prev: DraftStep): DraftStep | null {
@@ -216,15 +248,22 @@ export class MtpDrafter {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
     const onKernels = chains.map((c) => !host && draftPicksOnKernels(c.req));
     const picked = onKernels.some((x) => x) ? this.pickOnKernels(chains, onKernels, t) : null;
-    const hostRows = chains.map((_, j) => j).filter((j) => !onKernels[j]);
+    // sampled chains with a top-k or min-p cut: their top candidates, not the row
+    const cands = this.candidates && !host ? this.candidates.select(chains, onKernels.map((x) => !x), t) : null;
+    const hostRows = chains.map((_, j) => j).filter((j) => !onKernels[j] && !cands?.plan.rows.some((p) => p.row === j));
     const read = await this.model.kernels.readBack([
       ...(picked?.ranges ?? []),
+      ...(cands?.ranges ?? []),
       ...hostRows.map((j) => ({ t, offset: j * this.v, length: this.v })),
     ]);
     const picks = picked?.finish(read) ?? null;
     chains.forEach((c, j) => { if (onKernels[j]) c.proposed.push(picks![j]!); });
-    const first = picked?.ranges.length ?? 0;
-    this.pickDrafts(hostRows.map((j) => chains[j]!), hostRows.map((_, r) => read[first + r]!));
+    const first = (picked?.ranges.length ?? 0) + (cands?.ranges.length ?? 0);
+    const rows = hostRows.map((_, r) => read[first + r]!);
+    const refused = cands ? this.candidates!.finish(chains, cands, read.slice(first - cands.ranges.length, first)) : [];
+    // refused candidate rows: their logits rows in a second read-back
+    if (refused.length > 0) rows.push(...await this.model.kernels.readBack(refused.map((j) => ({ t, offset: j * this.v, length: this.v }))));
+    this.pickDrafts([...hostRows, ...refused].map((j) => chains[j]!), rows);
   }
 
   /** Record the kernels' picks of draft logits rows `t` ([chains, V_draft]) for the chains
