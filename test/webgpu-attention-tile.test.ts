@@ -3,7 +3,7 @@
 // of the block kernel (wgsl/attention-tile.ts) give a query the same bits for the same
 // context. Here: a prefill of one sequence in tiles of QT / G rows, the same rows as
 // verify-sized sequences (decode / verify blocks) and row by row, contexts 1 to 700 over
-// pages of 16 (lengths around multiples of the 32-position block), head dims 16 / 64 / 256
+// pages of 16 (lengths around multiples of the 16-position block), head dims 16 / 64 / 256
 // and 1 / 4 / 8 query heads per KV head, bit for bit; each within the conformance tolerance
 // of the reference kernel; and the KV bytes read (each block reads its sequence's cache once
 // per KV head).
@@ -91,11 +91,11 @@ describe('webgpu attention: one online softmax in every kernel', () => {
         assert.ok(accPerThread(s) <= (s.stage ? 64 : 128), `${accPerThread(s)} accumulators a thread`);
       }
     }
-    assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 4, hd: 256, stage: true, order: 'query' });
-    assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 64, bc: 16, hd: 64, stage: true, order: 'query' });
-    assert.deepEqual(tileShapeFor(64, 32768), { wg: 256, qt: 128, bc: 32, hd: 64, stage: true, order: 'query' });
-    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 32, hd: 256, stage: false, order: 'element' });
-    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 32, hd: 1024, stage: false, order: 'element' });
+    assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 8, hd: 256, stage: true, order: 'query' });
+    assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' });
+    assert.deepEqual(groupShapeFor(64, 16384), { wg: 16, qt: 16, bc: 16, hd: 64, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 16, hd: 1024, stage: false, order: 'element' });
   });
 
   for (const d of [{ numHeads: 2, numKvHeads: 2, headDim: 16 }, { numHeads: 8, numKvHeads: 2, headDim: 64 }, { numHeads: 8, numKvHeads: 1, headDim: 256 }]) {
@@ -107,8 +107,9 @@ describe('webgpu attention: one online softmax in every kernel', () => {
       const rows = plan.rows;
       const groupRows = Math.floor(16 / g);
       // a prefill from position 0 over two tiles and a bit (contexts 1 up, every block edge
-      // to 2·rows + 3), one ending at context 700, decode rows at contexts 31, 32, 33, 64,
-      // 65, 451 (around block edges: OB = 32), verify rows at 64..65, an empty sequence
+      // to 2·rows + 3), one ending at context 700, decode rows at contexts B − 1, B, B + 1,
+      // 2·B, 2·B + 1 and 451 (around the edges of the softmax blocks of B positions), verify
+      // rows at contexts 2·B..2·B + 1, an empty sequence
       const B = ONLINE_BLOCK;
       const spec = [{ t: 2 * rows + 3, start: 0 }, { t: 1, start: 450 }, { t: rows + 5, start: 695 - rows }, { t: 0, start: 9 },
         { t: 2, start: 2 * B - 1 }, { t: 1, start: B - 2 }, { t: 1, start: B - 1 }, { t: 1, start: B }, { t: 1, start: 2 * B - 1 }, { t: 1, start: 2 * B }];

@@ -33,7 +33,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   rope_batch: ROPE_BATCH,
   kv_write_batch: KV_WRITE_BATCH,
   attention_batch: ATTENTION_BATCH,
-  attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 32, hd: 256, stage: false, order: 'element' }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' })],
+  attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' })],
   attention_inputs: ATTENTION_INPUTS,
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,

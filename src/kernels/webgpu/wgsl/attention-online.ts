@@ -21,7 +21,7 @@
 // block's scores, then weights, of a query lie at w[at .. at + cnt).
 
 /** Positions per online-softmax block (every kernel; the tile kernels' K/V tiles divide it). */
-export const ONLINE_BLOCK = 32;
+export const ONLINE_BLOCK = 16;
 
 /** The helper functions (WGSL); the kernel declares `var<workgroup> w: array<f32, N>`. */
 export const ONLINE_SOFTMAX = /* wgsl */ `
