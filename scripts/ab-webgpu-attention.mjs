@@ -75,13 +75,17 @@ for (const c of cases) {
   builds.after.ref.attention(want, h.q, h.qd, { k: h.cache.subarray(0, h.n), v: h.cache.subarray(h.n), pageSize: PAGE }, h.pageTable, c.start, c.t, c.d);
   const calls = { before: setup(builds.before, c, h), after: setup(builds.after, c, h) };
   const row = { case: c.name };
+  const outs = {};
   for (const [name, call] of Object.entries(calls)) { // warm-up (pipelines) and the error vs ref
     const { out } = await call();
+    outs[name] = new Uint32Array(out.buffer, out.byteOffset, out.length);
     let d = 0; let m = 0;
     for (let i = 0; i < want.length; i++) { d = Math.max(d, Math.abs(out[i] - want[i])); m = Math.max(m, Math.abs(want[i])); }
     row[`${name}_max_abs_delta`] = d;
     row[`${name}_rel_err`] = d / m;
   }
+  row.elements_differing = outs.before.reduce((n, x, i) => n + (x === outs.after[i] ? 0 : 1), 0);
+  row.elements = want.length;
   const ms = { before: [], after: [] };
   const cpu = { before: [], after: [] };
   for (let r = 0; r < reps; r++) {
