@@ -11,14 +11,15 @@
 // Output: each file's spec report, contiguous (the oldest running file streams live, the
 // others are held until it ends), then one line per file; the run ends with a summary that
 // counts every file of every tier run, its last line `N passed, N failed[, N skipped]`.
-// Per-file wall times go to .cache/test-times.json (the next run starts the longest first).
+// Per-file wall and CPU seconds go to .cache/test-times.json ({ NAME: { wall, cpu } }; the next
+// run starts the longest wall first; CPU is the steadier cost on a shared machine).
 // Installs nothing: system programs come from `npm run test:setup`.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
-import { TIERS, assignTiers } from './test-tiers.mjs';
+import { TIERS, assignTiers, matches } from './test-tiers.mjs';
 
 const root = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..');
 const distTest = join(root, 'dist', 'test');
@@ -59,8 +60,11 @@ function walk(d) {
 /** Test name of a compiled file: its path under dist/test without .test.js. */
 const nameOf = (file) => relative(distTest, file).replace(/\.test\.js$/, '');
 
+/** Recorded { wall, cpu } seconds per file (an older file's bare numbers are wall times). */
 function readTimes() {
-  try { return JSON.parse(readFileSync(timesFile, 'utf8')); } catch { return {}; }
+  let raw = {};
+  try { raw = JSON.parse(readFileSync(timesFile, 'utf8')); } catch { return {}; }
+  return Object.fromEntries(Object.entries(raw).map(([n, v]) => [n, typeof v === 'number' ? { wall: v, cpu: null } : v]));
 }
 
 /**
@@ -68,8 +72,8 @@ function readTimes() {
  * as longest, and among those the tier's slowFirst hint leads, then the name.
  */
 function order(tier, names, times) {
-  const hint = (n) => { const i = (tier.slowFirst ?? []).indexOf(n); return i < 0 ? Infinity : i; };
-  const time = (n) => times[n] ?? Infinity;
+  const hint = (n) => { const i = (tier.slowFirst ?? []).findIndex((p) => matches(p, n)); return i < 0 ? Infinity : i; };
+  const time = (n) => times[n]?.wall ?? Infinity;
   return [...names].sort((a, b) => (time(b) === time(a) ? 0 : time(b) > time(a) ? 1 : -1) || hint(a) - hint(b) || a.localeCompare(b));
 }
 
@@ -120,7 +124,7 @@ function runFile(name, sink) {
  */
 async function runTier(tier, names, concurrency) {
   const queue = [...names];
-  const isAlone = (n) => (tier.alone ?? []).includes(n);
+  const isAlone = (n) => (tier.alone ?? []).some((p) => matches(p, n));
   const running = []; // { name, lines: string[], done: result | null }, in start order
   const results = [];
   let wake = () => {};
@@ -201,12 +205,12 @@ for (const [i, { tier, names }] of plan.entries()) {
   console.log(`━━ tier ${tier.name}: ${names.length} files, ${concurrency} at a time — ${tier.what}\n`);
   const t0 = Date.now();
   const results = await runTier(tier, order(tier, names, times), concurrency);
-  for (const r of results) times[r.name] = Math.round(r.seconds * 10) / 10;
+  for (const r of results) times[r.name] = { wall: Math.round(r.seconds * 10) / 10, cpu: Math.round(r.cpu * 10) / 10 };
   tierResults.push({ tier, results, seconds: (Date.now() - t0) / 1000 });
   if (results.some((r) => r.failed) && i < plan.length - 1) { stoppedAt = plan.slice(i + 1); break; }
 }
 mkdirSync(dirname(timesFile), { recursive: true });
-writeFileSync(timesFile, `${JSON.stringify(Object.fromEntries(Object.entries(times).sort()), null, 1)}\n`);
+writeFileSync(timesFile, `{\n${Object.entries(times).sort().map(([n, t]) => ` ${JSON.stringify(n)}: ${JSON.stringify(t)}`).join(',\n')}\n}\n`);
 
 const all = tierResults.flatMap((t) => t.results);
 const sum = (k) => all.reduce((a, r) => a + r[k], 0);
@@ -216,6 +220,8 @@ for (const { tier, results, seconds } of tierResults) {
   const f = results.reduce((a, r) => a + r.failed, 0);
   console.log(`tier ${tier.name}: ${results.length} files, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${f} failed, ${seconds.toFixed(1)} s (${results.reduce((a, r) => a + r.cpu, 0).toFixed(0)} s CPU in its Node processes)`);
 }
+const costliest = [...all].sort((x, y) => y.cpu - x.cpu).slice(0, 8);
+if (all.length > 1) console.log(`costliest files (CPU s / wall s): ${costliest.map((r) => `${r.name} ${r.cpu.toFixed(0)}/${r.seconds.toFixed(0)}`).join(', ')}`);
 if (stoppedAt) console.log(`not run, because tier ${tierResults.at(-1).tier.name} failed: ${stoppedAt.map((p) => `${p.tier.name} (${p.names.length} files)`).join(', ')}`);
 for (const r of failedFiles) console.log(`✖ failed: dist/test/${r.name}.test.js (${r.failed}${r.signal ? `, ${r.signal}` : ''})`);
 console.log(`ℹ files ${all.length}`);
