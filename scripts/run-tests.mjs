@@ -28,6 +28,14 @@ const cpuDir = mkdtempSync(join(tmpdir(), 'run-tests-cpu-'));
 process.on('exit', () => rmSync(cpuDir, { recursive: true, force: true }));
 /** A file still running after this long is killed and counted as failed. */
 const FILE_TIMEOUT_MS = 15 * 60_000;
+/** Process groups of the running files: each file runs in its own group (node --test runs the
+ * file in a grandchild, and a test may start servers), so a timeout or an interrupted run
+ * kills all of it, never leaving an orphan that loads the machine. */
+const liveGroups = new Set();
+const killGroup = (pid) => { try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ } };
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => { for (const pid of liveGroups) killGroup(pid); process.exit(130); });
+}
 
 function parseArgs(argv) {
   const opts = { tier: null, filters: [], list: false, check: false, concurrency: null };
@@ -87,7 +95,8 @@ function runFile(name, sink) {
   const cpuLog = join(cpuDir, `${name.replaceAll('/', '_')}.txt`);
   env.RUN_TESTS_CPU_LOG = cpuLog;
   env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --import=${pathToFileURL(join(root, 'scripts', 'cpu-probe.mjs')).href}`.trim();
-  const child = spawn(process.execPath, ['--test', '--test-reporter=spec', join(distTest, `${name}.test.js`)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--test', '--test-reporter=spec', join(distTest, `${name}.test.js`)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  liveGroups.add(child.pid);
   const counts = {};
   const partial = { stdout: '', stderr: '' }; // a line may come in pieces; streams are split apart
   const onData = (stream) => (chunk) => {
@@ -101,10 +110,12 @@ function runFile(name, sink) {
   };
   child.stdout.on('data', onData('stdout'));
   child.stderr.on('data', onData('stderr'));
-  const timer = setTimeout(() => { sink(`run-tests: ${name} still running after ${FILE_TIMEOUT_MS / 60_000} min: killed`); child.kill('SIGKILL'); }, FILE_TIMEOUT_MS);
+  const timer = setTimeout(() => { sink(`run-tests: ${name} still running after ${FILE_TIMEOUT_MS / 60_000} min: killed`); killGroup(child.pid); }, FILE_TIMEOUT_MS);
   return new Promise((resolve) => {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      killGroup(child.pid); // whatever the file left running (a server it did not stop)
+      liveGroups.delete(child.pid);
       for (const rest of Object.values(partial)) if (rest) sink(rest);
       const seconds = (Date.now() - started) / 1000;
       const pass = counts.pass ?? 0;
