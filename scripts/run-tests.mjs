@@ -160,12 +160,16 @@ async function runTier(tier, names, concurrency) {
       if (running.length >= concurrency || running.some((e) => isAlone(e.name))) return false;
       return !isAlone(queue[0]);
     };
-    // An `alone` file waits for the others to end; files behind it that may share go first.
-    if (queue.length && running.length && running.length < concurrency && isAlone(queue[0]) && !running.some((e) => isAlone(e.name))) {
-      const i = queue.findIndex((n) => !isAlone(n));
-      if (i > 0) queue.unshift(queue.splice(i, 1)[0]);
-    }
-    while (canStart()) {
+    // An `alone` file waits for the others to end; files behind it that may share go first
+    // (checked before each start: the file just started may be the one an alone file waits on).
+    const shareFirst = () => {
+      if (queue.length && running.length && running.length < concurrency && isAlone(queue[0]) && !running.some((e) => isAlone(e.name))) {
+        const i = queue.findIndex((n) => !isAlone(n));
+        if (i > 0) queue.unshift(queue.splice(i, 1)[0]);
+      }
+      return canStart();
+    };
+    while (shareFirst()) {
       const entry = { name: queue.shift(), lines: [], done: null };
       running.push(entry);
       runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); })
