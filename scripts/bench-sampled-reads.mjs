@@ -3,8 +3,12 @@
 // forced off, checks the ids agree, and prints one JSON object: per sampling case the
 // candidate rows, the certificate's refusals (fallback rate), and on webgpu the read-back
 // bytes per step both ways (the kernels' counters; CPU backends read in place: no bytes).
+// With --spec K (MTP, k = K drafts, not adaptive), sampled rounds: the verify positions' p_i
+// and the drafts' q_i read candidates too; it also reports read-backs and bytes per verify
+// step (one MTP round of the batch: the drafting after a step, then its verify; the prefill
+// step and its drafting are in the totals).
 // Usage: node scripts/bench-sampled-reads.mjs [--model DIR] [--kernels wasm|webgpu]
-//        [--streams S] [--gen N] [--cases a,b]   (needs dist/: npx tsc)
+//        [--streams S] [--gen N] [--cases a,b] [--spec K]   (needs dist/: npx tsc)
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { Engine } from '../dist/src/engine/engine.js';
@@ -16,6 +20,7 @@ const { values: v } = parseArgs({
     streams: { type: 'string', default: '4' },
     gen: { type: 'string', default: '64' },
     cases: { type: 'string' },
+    spec: { type: 'string', default: '0' },
   },
 });
 const CASES = {
@@ -28,22 +33,25 @@ const CASES = {
 if (v.cases) for (const name of Object.keys(CASES)) if (!v.cases.split(',').includes(name)) delete CASES[name];
 const streams = Number(v.streams);
 const gen = Number(v.gen);
+const spec = Number(v.spec);
 
 async function runCase(engine, sampling) {
   const k = engine.model.kernels.counters;
-  const [s0, b0, c0] = [k?.steps ?? 0, k?.readBackBytes ?? 0, engine.sampledCandidates];
+  const [s0, b0, c0, st0] = [k?.steps ?? 0, k?.readBackBytes ?? 0, engine.sampledCandidates, engine.stats()];
   const ids = await Promise.all(Array.from({ length: streams }, async (_, i) => {
     const promptIds = Array.from({ length: 24 }, (_, j) => (j * 37 + i * 101 + 5) % 1000);
     return [...(await engine.complete({ promptIds, maxTokens: gen, ignoreEos: true, seed: 77 + i, ...sampling })).outputIds];
   }));
   const c1 = engine.sampledCandidates;
+  const st1 = engine.stats();
   const steps = (k?.steps ?? 0) - s0;
-  return { ids, rows: c1.rows - c0.rows, fallbacks: c1.fallbacks - c0.fallbacks, readBacks: steps, bytes: (k?.readBackBytes ?? 0) - b0 };
+  const rounds = { verifySteps: st1.steps.verify - st0.steps.verify, requestRounds: st1.spec.rounds - st0.spec.rounds, accepted: st1.spec.accepted - st0.spec.accepted };
+  return { ids, rows: c1.rows - c0.rows, fallbacks: c1.fallbacks - c0.fallbacks, readBacks: steps, bytes: (k?.readBackBytes ?? 0) - b0, rounds };
 }
 
-const out = { model: resolve(v.model), kernels: v.kernels, streams, gen, node: process.version, cases: {} };
+const out = { model: resolve(v.model), kernels: v.kernels, streams, gen, spec, node: process.version, cases: {} };
 for (const sampledCandidates of [false, true]) {
-  const engine = await Engine.load({ model: resolve(v.model), kernels: v.kernels, specTokens: 0, prefixCache: false, maxRunning: streams, log: () => {} },
+  const engine = await Engine.load({ model: resolve(v.model), kernels: v.kernels, specTokens: spec, specAdaptive: false, prefixCache: false, maxRunning: streams, log: () => {} },
     { sampledCandidates });
   try {
     for (const [name, sampling] of Object.entries(CASES)) {
@@ -53,6 +61,10 @@ for (const sampledCandidates of [false, true]) {
       if (sampledCandidates && JSON.stringify(r.ids) !== JSON.stringify(entry.offIds)) throw new Error(`${name}: ids differ with candidates on`);
       if (!sampledCandidates) entry.offIds = r.ids;
       entry[side] = { readBacks: r.readBacks, bytes: r.bytes, bytesPerReadBack: r.readBacks ? Math.round(r.bytes / r.readBacks) : 0 };
+      if (spec > 0) {
+        const n = r.rounds.verifySteps;
+        Object.assign(entry[side], { ...r.rounds, readBacksPerVerifyStep: n ? r.readBacks / n : null, bytesPerVerifyStep: n ? Math.round(r.bytes / n) : null });
+      }
       if (sampledCandidates) Object.assign(entry, { candidateRows: r.rows, fallbacks: r.fallbacks, fallbackRate: r.rows ? r.fallbacks / r.rows : null });
     }
   } finally {

@@ -22,7 +22,7 @@ export const CASES = {
 } as const;
 
 /** Three golden prompts as seeded sampled requests of `maxTokens`. */
-export function sampledRequests(sampling: (typeof CASES)[keyof typeof CASES], maxTokens: number): GenerateRequest[] {
+export function sampledRequests(sampling: Omit<Partial<GenerateRequest>, 'promptIds'>, maxTokens: number): GenerateRequest[] {
   const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: { prompt_ids: number[] }[] };
   return golden.prompts.slice(0, 3).map((p, i) => ({ promptIds: p.prompt_ids, maxTokens, ignoreEos: true, seed: 1000 + i, ...sampling }));
 }

@@ -58,3 +58,21 @@ test('webgpu: a sampled decode step reads back c pairs, not its logits row (one 
   assert.equal(off.bytes - on.bytes, on.rows * (vocab - 2 * 64) * 4, `read-back bytes: off ${off.bytes}, on ${on.bytes}, rows ${on.rows}`);
   console.log(JSON.stringify({ tinyThinkBytesPerSampledStep: { off: off.bytes / off.reads, on: on.bytes / on.reads }, rows: on.rows }));
 });
+
+test('webgpu MTP k = 3: sampled verify positions and drafts read candidates only; ids == wasm full rows (forced off)', async () => {
+  const reqs = sampledRequests(CASES.qwen, N).slice(0, 2);
+  const mtp = { ...gpu, specTokens: 3 };
+  const want = await withEngine({ ...mtp, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
+  const got = await withEngine({ ...mtp, model: TINY_THINK() }, async (e) => {
+    const c = counters(e);
+    const [r0, b0] = [c.steps, c.readBackBytes];
+    const run = await runAll(e, reqs);
+    return { ...run, reads: c.steps - r0, bytes: c.readBackBytes - b0, verify: e.stats().steps.verify };
+  });
+  assert.deepEqual(got.ids, want.ids);
+  assert.equal(got.fallbacks, 0, 'tiny-think under top-k 20: every row certified');
+  assert.ok(got.verify > 0 && got.rows > got.ids.flat().length, `verify steps ${got.verify}, candidate rows ${got.rows}`);
+  // nothing but candidates comes back (no prefix cache: no hidden rows): 64 ids + 64 values a row
+  assert.equal(got.bytes, got.rows * 8 * 64, `read-back bytes ${got.bytes} for ${got.rows} candidate rows`);
+  console.log(JSON.stringify({ mtpReadBacks: got.reads, verifySteps: got.verify, bytes: got.bytes, rows: got.rows }));
+});

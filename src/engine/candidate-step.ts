@@ -1,22 +1,39 @@
-// The runner's side of sampled picks from candidates (sampled-candidates.ts): which logits
-// rows of a step take them, one Kernels.topCandidates call over the span of those rows, the
-// read ranges (c ids and c values per row, in the step's one read-back), and the
-// certificate per row once read. A row with a logit bias, a constraint or penalties also
-// gathers its touched ids' raw logits (gatherRows), adjusted on the host. A row the
-// certificate refuses reads its logits row in a second read-back (counted: `fallbacks`) and
-// is sampled on the host as before.
+// The runner's and the MTP drafter's side of sampled picks from candidates
+// (sampled-candidates.ts): which logits rows take them — sampled decode rows, every verify
+// position of a sampled request (its p_i given the drafts before it), a sampled chain's draft
+// rows (its q_i) — one Kernels.topCandidates call over the span of those rows, the read
+// ranges (c ids and c values per row, in the caller's read-back), and the certificate per
+// row once read. A row with a logit bias, a constraint or penalties also gathers its touched
+// ids' raw logits (gatherRows), adjusted on the host. A row the certificate refuses is read
+// whole in a second read-back (counted: `fallbacks`) and sampled on the host as before.
 import type { AnyKernels, ReadRange, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
 import { idsOf, sampledCandidates } from './device-picks.js';
 import { certify, type CertifiedRow } from './sampled-candidates.js';
 import { greedyAdjust } from './device-finish.js';
 import { touchedIds, type GreedyAdjust } from './greedy-finish.js';
-import { committedMatcher } from './logits-adjust.js';
+import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
+import type { SamplingParams } from './sampler.js';
+
+/** A logits row to select candidates of: its owner (`row`: a batch row, or a draft chain),
+ * its position there (`pos`: a verify position; 0 otherwise), its logits row `at` in the
+ * tensor the kernel selects over, what the sampler reads of its request (`adjust`: bias,
+ * constraint mask, penalties with the drafts before it counted) and how many candidates it
+ * asks for. */
+export interface CandidateItem {
+  readonly row: number;
+  readonly pos: number;
+  readonly at: number;
+  readonly sampling: SamplingParams;
+  readonly adjust: GreedyAdjust;
+  readonly want: number;
+}
 
 interface PlannedRow {
   readonly row: number;
-  /** Its logits row in the step's `all`. */
+  readonly pos: number;
   readonly at: number;
+  readonly sampling: SamplingParams;
   /** Its adjustment (null: none) and touched ids, whose raw logits start at `touchedAt`. */
   readonly a: GreedyAdjust | null;
   readonly touched: readonly number[];
@@ -24,7 +41,7 @@ interface PlannedRow {
 }
 
 export interface CandidatePlan {
-  /** The planned batch rows, in row order. */
+  /** The planned logits rows, in ascending `at`. */
   readonly rows: readonly PlannedRow[];
   /** Flat indices (logits row · stride + id) of every planned row's touched ids. */
   readonly flat: readonly number[];
@@ -35,35 +52,61 @@ export interface CandidatePlan {
   readonly span: number;
 }
 
-/** The step's candidate rows: sampled decode rows (one logits row, not verify) that the
- * kernels do not pick and whose request qualifies (device-picks.ts sampledCandidates). */
+/** The plan of `items` (ascending `at`; null when none) over logits rows of `stride`. */
+export function planOf(items: readonly CandidateItem[], stride: number): CandidatePlan | null {
+  if (items.length === 0) return null;
+  const flat: number[] = [];
+  const rows = items.map(({ row, pos, at, sampling, adjust: a }): PlannedRow => {
+    const touched = touchedIds(a);
+    const touchedAt = flat.length;
+    for (const id of touched) flat.push(at * stride + id);
+    return { row, pos, at, sampling, a: touched.length > 0 || a.mask ? a : null, touched, touchedAt };
+  });
+  const lo = rows[0]!.at;
+  return { rows, flat, c: Math.max(...items.map((i) => i.want)), lo, span: rows[rows.length - 1]!.at - lo + 1 };
+}
+
+/** The step's candidate rows: sampled decode rows (one logits row) and sampled verify rows
+ * (each of their positions) that the kernels do not pick and whose request qualifies
+ * (device-picks.ts sampledCandidates). Verify position s reads the request as the host path
+ * does: its matcher after d_1..d_s, its penalties counting them as outputs. */
 export function planCandidates(rows: readonly BatchRow[], layout: { first: number[]; count: number[]; onKernels: boolean[] },
   sampleVocab: number, stride: number): CandidatePlan | null {
-  const planned: PlannedRow[] = [];
-  const flat: number[] = [];
-  let c = 0;
+  const items: CandidateItem[] = [];
   rows.forEach((r, i) => {
-    if (r.verify || !r.sample || layout.onKernels[i] || layout.count[i] !== 1) return;
+    if (!r.sample || layout.onKernels[i] || (!r.verify && layout.count[i] !== 1)) return;
     const req = r.req!;
     const want = sampledCandidates(req, sampleVocab);
     if (want === 0) return;
-    const at = layout.first[i]!;
-    const a = greedyAdjust(req, committedMatcher(req)?.mask() ?? null, sampleVocab, []);
-    const touched = touchedIds(a);
-    planned.push({ row: i, at, a: touched.length > 0 || a.mask ? a : null, touched, touchedAt: flat.length });
-    for (const id of touched) flat.push(at * stride + id);
-    c = Math.max(c, want);
+    for (let s = 0; s < layout.count[i]!; s++) {
+      const matcher = r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req);
+      const adjust = greedyAdjust(req, matcher?.mask() ?? null, sampleVocab, r.verify ? req.drafts.slice(0, s) : []);
+      items.push({ row: i, pos: s, at: layout.first[i]! + s, sampling: req.sampling, adjust, want });
+    }
   });
-  if (planned.length === 0) return null;
-  const lo = planned[0]!.at;
-  return { rows: planned, flat, c, lo, span: planned[planned.length - 1]!.at - lo + 1 };
+  return planOf(items, stride);
 }
 
-/** Per batch row: its certified candidates (null: none, or refused). */
-export type Certified = (CertifiedRow | null)[];
+/** Per batch row: its certified candidates, one per logits row (null: none, or refused). */
+export type Certified = (CertifiedRow[] | null)[];
+
+/** Group per-planned-row certificates by owner: an owner is certified when all its rows are;
+ * `refused` lists the others (ascending). */
+export function byOwner(plan: CandidatePlan, got: readonly (CertifiedRow | null)[], owners: number): { certified: Certified; refused: number[] } {
+  const certified: Certified = Array.from({ length: owners }, () => null);
+  const bad = new Set<number>();
+  plan.rows.forEach(({ row }, j) => {
+    const g = got[j];
+    if (!g) bad.add(row);
+    else (certified[row] ??= []).push(g);
+  });
+  for (const row of bad) certified[row] = null;
+  return { certified, refused: [...bad].sort((a, b) => a - b) };
+}
 
 export class CandidateStep {
-  /** Since construction: rows that read candidates, and those the certificate refused. */
+  /** Since construction: logits rows that read candidates, and those then read whole
+   * (refused, or beside a refused row of the same verify row). */
   readonly counts = { rows: 0, fallbacks: 0 };
   private bufs: { ids: Tensor; vals: Tensor; cap: number } | null = null;
   private touchedBuf: { t: Tensor; cap: number } | null = null;
@@ -97,20 +140,20 @@ export class CandidateStep {
     }), ...(plan.flat.length > 0 ? [{ t: this.touchedBuf!.t, offset: 0, length: plan.flat.length }] : [])];
   }
 
-  /** Certify each planned row from its read ranges (`read`: ranges() in order). Returns the
-   * certified rows by batch row and the batch rows refused (they need their logits row). */
-  certify(plan: CandidatePlan, rows: readonly BatchRow[], read: readonly Float32Array[], sampleVocab: number): { certified: Certified; refused: number[] } {
-    const certified: Certified = rows.map(() => null);
-    const refused: number[] = [];
+  /** Certify each planned row from its read ranges (`read`: ranges() in order), over ids
+   * [0, vocab): per planned row, its certified candidates or null (refused: it needs its
+   * logits row). Counts the rows; the caller counts the rows it reads whole (`fallback`). */
+  certify(plan: CandidatePlan, read: readonly Float32Array[], vocab: number): (CertifiedRow | null)[] {
     const touchedRaw = plan.flat.length > 0 ? read[2 * plan.rows.length]! : null;
-    plan.rows.forEach(({ row, a, touched, touchedAt }, j) => {
-      const adjust = a ? { a, touched, raw: touchedRaw ? touchedRaw.subarray(touchedAt, touchedAt + touched.length) : [] } : null;
-      const got = certify(idsOf(read[2 * j]!), read[2 * j + 1]!, rows[row]!.req!.sampling, sampleVocab, adjust);
-      if (got) certified[row] = got;
-      else refused.push(row);
-    });
     this.counts.rows += plan.rows.length;
-    this.counts.fallbacks += refused.length;
-    return { certified, refused };
+    return plan.rows.map(({ sampling, a, touched, touchedAt }, j) => {
+      const adjust = a ? { a, touched, raw: touchedRaw ? touchedRaw.subarray(touchedAt, touchedAt + touched.length) : [] } : null;
+      return certify(idsOf(read[2 * j]!), read[2 * j + 1]!, sampling, vocab, adjust);
+    });
+  }
+
+  /** `n` candidate rows were refused or belong to a refused owner: read whole. */
+  fallback(n: number): void {
+    this.counts.fallbacks += n;
   }
 }

@@ -57,8 +57,9 @@ export class Engine {
   get specTokens(): number {
     return this.speculative.kMax;
   }
-  /** Sampled decode rows drawn from their top candidates since load, and those whose
-   * certificate failed (they read their full logits row): engine/candidate-step.ts. */
+  /** Sampled logits rows (decode, MTP verify positions and drafts) drawn from their top
+   * candidates since load, and those read whole after all (a refused certificate, or a
+   * refused position of the same verify row): engine/candidate-step.ts. */
   get sampledCandidates(): { readonly rows: number; readonly fallbacks: number } {
     return this.runner.candidateCounts;
   }
@@ -113,6 +114,7 @@ export class Engine {
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
+      candidates: this.runner.candidateStep,
     });
     this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,
       visionModel ? { cfg: visionModel.cfg, pre: visionModel.pre, tokens: visionModel.tokens } : null);

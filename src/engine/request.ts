@@ -10,6 +10,7 @@ import type { LogitsAdjust } from './logits-adjust.js';
 import type { TokenLogprob } from './sample-batch.js';
 import { splitReasoning } from '../tokenizer/reasoning.js';
 import type { RequestVision } from './vision.js';
+import type { Dist } from './speculative/sparse-accept.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -115,8 +116,9 @@ export class Request {
   readonly events: EventSource<GenerateEvent> = new EventQueue<GenerateEvent>();
   /** Drafts d_1..d_k for the next verify (empty = plain decode). */
   readonly drafts: readonly number[] = [];
-  /** q_i of each draft for sampling requests (null for greedy). */
-  readonly draftProbs: readonly Float64Array[] | null = null;
+  /** q_i of each draft for sampling requests (null for greedy): a row, or a list when the
+   * draft row was certified from top candidates (speculative/sparse-accept.ts). */
+  readonly draftProbs: readonly Dist[] | null = null;
   /** Prefix-cache lock held while running (null = none). */
   readonly lockHandle: object | null = null;
   /** After a prefix hit: target hidden at position hit−1 (MTP input), until the first step
@@ -207,7 +209,7 @@ interface Progress {
   spec: SpecStats;
   events: EventQueue<GenerateEvent>;
   drafts: number[];
-  draftProbs: Float64Array[] | null;
+  draftProbs: Dist[] | null;
   lockHandle: object | null;
   hitHidden: Float32Array | null;
   history: TokenHistory;

@@ -5,8 +5,8 @@
 // those rows' ids, the other sampling rows' logits rows, and the hidden rows of the rows a
 // prefix snapshot may need this step (on CPU backends these are views, returned at once).
 // A step whose rows all pick on the kernels and snapshot nothing reads back ids only.
-// Sampled decode rows that qualify read back their top candidates (candidate-step.ts);
-// one the certificate refuses reads its logits row in a second read-back.
+// Sampled decode rows and sampled verify rows that qualify read back their top candidates
+// (candidate-step.ts); one the certificate refuses reads its logits rows in a second read-back.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Tensor } from '../kernels/types.js';
@@ -20,7 +20,7 @@ import { FinishGather, finishMask, finishPicks, planFinish, type FinishPlan } fr
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
-import { CandidateStep, planCandidates, type CandidatePlan, type Certified } from './candidate-step.js';
+import { byOwner, CandidateStep, planCandidates, type CandidatePlan, type Certified } from './candidate-step.js';
 
 export interface StepResult {
   /** Per real row (batch order): host logits [V] of every position that needs them — the
@@ -30,8 +30,9 @@ export interface StepResult {
   /** Per real row: the kernels' argmax over the sample vocabulary at each of those
    * positions when the row picks on the kernels (device-picks.ts), else null. */
   readonly ids: (Int32Array | null)[];
-  /** Per real row: its certified top candidates when the row's sampled token is drawn from
-   * them (sampled-candidates.ts drawCertified), else null (then `logits` holds its row). */
+  /** Per real row: its certified top candidates, one per logits position (a decode row's
+   * one; a sampled verify row's k + 1, its p_i: speculative/sparse-accept.ts), when the row
+   * samples from them (sampled-candidates.ts), else null (then `logits` holds its rows). */
   readonly candidates: Certified;
   /** Post-norm hidden of every processed token, [M, H], as a kernel tensor (for the MTP
    * head). */
@@ -74,9 +75,16 @@ export class Runner {
     this.cands = on ? new CandidateStep(model.kernels) : null;
   }
 
-  /** Sampled rows that read candidates, and those the certificate sent to the full row. */
+  /** Sampled logits rows (decode, verify positions, MTP drafts) that read candidates, and
+   * those then read whole. */
   get candidateCounts(): { readonly rows: number; readonly fallbacks: number } {
     return { ...(this.cands?.counts ?? { rows: 0, fallbacks: 0 }) };
+  }
+
+  /** The candidate step the MTP drafter shares (null: the path is off). Runner and drafter
+   * never overlap: the drafter runs after the step's read-backs are certified. */
+  get candidateStep(): CandidateStep | null {
+    return this.cands;
   }
 
   /** Forward of a batch: KV written for every processed position, working state slots
@@ -145,14 +153,17 @@ export class Runner {
     return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates);
   }
 
-  /** The planned rows' certificates; a refused row's logits row is read back now (a second
-   * read-back, only then) into `hostLogits`. */
+  /** The planned rows' certificates, by batch row; a row with a refused logits row (a verify
+   * row: any of its positions) has all its logits rows read back now (a second read-back, only
+   * then) into `hostLogits`. */
   private async certifyCandidates(plan: CandidatePlan, rows: readonly BatchRow[], read: readonly Float32Array[],
-    all: Tensor, layout: { first: number[] }, hostLogits: Map<number, Float32Array>): Promise<Certified> {
-    const { certified, refused } = this.cands!.certify(plan, rows, read, this.sampleVocab);
+    all: Tensor, layout: { first: number[]; count: number[] }, hostLogits: Map<number, Float32Array>): Promise<Certified> {
+    const { certified, refused } = byOwner(plan, this.cands!.certify(plan, read, this.sampleVocab), rows.length);
     if (refused.length > 0) {
-      const back = await this.model.kernels.readBack(refused.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: this.vocab })));
+      const ranges = refused.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab }));
+      const back = await this.model.kernels.readBack(ranges);
       refused.forEach((i, j) => hostLogits.set(i, back[j]!));
+      this.cands!.fallback(refused.reduce((n, i) => n + layout.count[i]!, 0));
     }
     return certified;
   }

@@ -29,6 +29,7 @@
 import { exp32, keptCut, keptDraw, topKCut, weighEntries, type Cut, type Entries } from '../kernels/ref/sampling.js';
 import { penaltyPatches, type SamplingParams } from './sampler.js';
 import type { GreedyAdjust } from './greedy-finish.js';
+import type { SparseDist } from './speculative/sparse-accept.js';
 
 const f = Math.fround;
 
@@ -125,4 +126,19 @@ export function certify(ids: Int32Array, vals: Float32Array, p: SamplingParams, 
 export function drawCertified(row: CertifiedRow, p: SamplingParams, u: number): { token: number; keptMass: number } {
   const cut = keptCut(row.entries, row.kCut, topKOf(p, row.entries.n), p.topP);
   return keptDraw(row.entries, cut, u, true);
+}
+
+/** A certified row's distribution as a list (sampled MTP: a verify position's p, a draft's
+ * q; speculative/sparse-accept.ts): its kept ids, ascending, with w / kept mass — the bits
+ * toProbs gives them from the full row's kept weights, every other id being 0 there. With
+ * `u`, also the draw (drawCertified's token); else token −1. */
+export function certifiedDist(row: CertifiedRow, p: SamplingParams, u: number | null): { token: number; dist: SparseDist } {
+  const cut = keptCut(row.entries, row.kCut, topKOf(p, row.entries.n), p.topP);
+  const { token, keptMass } = keptDraw(row.entries, cut, u ?? 0, u !== null);
+  const { ids, w, bits } = row.entries;
+  const kept: number[] = [];
+  for (let j = 0; j < ids.length; j++) {
+    if (w[j]! > 0 && (bits[j]! > cut.tau || (bits[j] === cut.tau && ids[j]! <= cut.lim))) kept.push(j);
+  }
+  return { token, dist: { ids: Int32Array.from(kept, (j) => ids[j]!), p: Float64Array.from(kept, (j) => w[j]! / keptMass) } };
 }

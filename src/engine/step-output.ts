@@ -5,6 +5,7 @@
 import type { Batch } from './batch.js';
 import type { RequestView } from './request.js';
 import type { LogprobSummary } from './sample-batch.js';
+import type { Dist } from './speculative/sparse-accept.js';
 
 /** What one real row of the step produced (batch order). */
 export interface RowOutcome {
@@ -36,7 +37,7 @@ export interface StepOutcome {
 export interface DraftProposal {
   readonly req: RequestView;
   readonly tokens: readonly number[];
-  readonly probs: readonly Float64Array[] | null;
+  readonly probs: readonly Dist[] | null;
 }
 
 export interface DraftOutcome {

@@ -1,7 +1,7 @@
 // The "sample" stage of a step: which positions of the batch go through the sampler (one
 // BatchSampler run; rows the kernels picked on the device, device-picks.ts, carry ids and
-// skip it, and so do sampled rows drawn from their certified top candidates:
-// sampled-candidates.ts), and what each real row emits — a sampling row's pick, a verify row's
+// skip it, and so do sampled rows — decode, or a verify row's positions — drawn from their
+// certified top candidates: sampled-candidates.ts), and what each real row emits — a sampling row's pick, a verify row's
 // accepted drafts and bonus (speculative/) — as the StepOutcome the scheduler's update
 // commits. Reads requests, writes none.
 import type { Batch, BatchRow } from './batch.js';
@@ -28,12 +28,15 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
     rows: rows.map((row, i): RowOutcome => {
       const logits = result.logits[i]!;
       const ids = result.ids[i];
-      if (row.verify) return ids ? speculative.acceptPicks(row, ids) : speculative.accept(row, logits, picks[i]!);
+      const cand = result.candidates[i];
+      if (row.verify) {
+        if (ids) return speculative.acceptPicks(row, ids);
+        return cand ? speculative.acceptCandidates(row, cand) : speculative.accept(row, logits, picks[i]!);
+      }
       if (!row.sample || row.req!.snapshotOnly) return NOTHING;
       if (ids) return { tokens: [ids[0]!], logprobs: [null], logits: [], drafted: 0, accepted: 0 };
-      const cand = result.candidates[i];
       // the one uniform of this row's draw, from its request's rng as the full-row path draws it
-      if (cand) return { tokens: [drawCertified(cand, row.req!.sampling, row.req!.rng.next()).token], logprobs: [null], logits: [], drafted: 0, accepted: 0 };
+      if (cand) return { tokens: [drawCertified(cand[0]!, row.req!.sampling, row.req!.rng.next()).token], logprobs: [null], logits: [], drafted: 0, accepted: 0 };
       const pick = picks[i]![0]!;
       return { tokens: [pick.token], logprobs: [pick.logprobs], logits: [logits[0]!], drafted: 0, accepted: 0 };
     }),

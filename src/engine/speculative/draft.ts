@@ -14,7 +14,8 @@
 // penalised or biased one, over the ids no penalty or bias touches and finished on the host
 // from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
 // and logits rows for the sampling chains, which draw d_i from q_i (the request's sampling
-// transform of the MTP logits), kept for the rejection test. The drafter writes no request:
+// transform of the MTP logits), kept for the rejection test — or, under a top-k or min-p cut,
+// the rows' top candidates, q_i then a list (draft-candidates.ts). The drafter writes no request:
 // it returns each chain's proposal, which the scheduler's update records as the request's
 // drafts (update.ts).
 import type { KvPool } from '../../cache/kv-pool.js';
@@ -30,6 +31,9 @@ import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
 import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
+import { DraftCandidates } from './draft-candidates.js';
+import type { CandidateStep } from '../candidate-step.js';
+import type { Dist } from './sparse-accept.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -56,7 +60,7 @@ interface Chain {
   readonly n: number;
   readonly drafts: number;
   readonly proposed: number[];
-  readonly qs: Float64Array[] | null;
+  readonly qs: Dist[] | null;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -82,6 +86,8 @@ export class MtpDrafter {
   private readonly finishGather: FinishGather;
   /** Chained drafts' logit biases, added on the kernels. */
   private readonly bias: DraftBias;
+  /** Sampled chains' drafts from top candidates (null: from their logits rows). */
+  private readonly candidates: DraftCandidates | null;
 
   constructor(
     private readonly model: AnyModel,
@@ -97,6 +103,9 @@ export class MtpDrafter {
     /** Test hook (test-hooks.ts hostDrafts), asked every round: true picks the round's
      * drafts on the host from read-back logits rows, the reference the kernels' picks equal. */
     private readonly hostDrafts: () => boolean = () => false,
+    /** Sampled chains' draft rows read top candidates through the runner's candidate step
+     * (null: read whole). */
+    candidateStep: CandidateStep | null = null,
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -104,6 +113,7 @@ export class MtpDrafter {
     this.sampler = new BatchSampler(model.kernels, argmax);
     this.finishGather = new FinishGather(model.kernels);
     this.bias = new DraftBias(model.kernels, this.v);
+    this.candidates = candidateStep ? new DraftCandidates(candidateStep, this.v) : null;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -216,15 +226,22 @@ export class MtpDrafter {
     const t = lmHeadInto(this.model, this.ws, hidden, chains.map((_, j) => j), this.ws.draftLogits.rows(chains.length), this.head);
     const onKernels = chains.map((c) => !host && draftPicksOnKernels(c.req));
     const picked = onKernels.some((x) => x) ? this.pickOnKernels(chains, onKernels, t) : null;
-    const hostRows = chains.map((_, j) => j).filter((j) => !onKernels[j]);
+    // sampled chains with a top-k or min-p cut: their top candidates, not the row
+    const cands = this.candidates && !host ? this.candidates.select(chains, onKernels.map((x) => !x), t) : null;
+    const hostRows = chains.map((_, j) => j).filter((j) => !onKernels[j] && !cands?.plan.rows.some((p) => p.row === j));
     const read = await this.model.kernels.readBack([
       ...(picked?.ranges ?? []),
+      ...(cands?.ranges ?? []),
       ...hostRows.map((j) => ({ t, offset: j * this.v, length: this.v })),
     ]);
     const picks = picked?.finish(read) ?? null;
     chains.forEach((c, j) => { if (onKernels[j]) c.proposed.push(picks![j]!); });
-    const first = picked?.ranges.length ?? 0;
-    this.pickDrafts(hostRows.map((j) => chains[j]!), hostRows.map((_, r) => read[first + r]!));
+    const first = (picked?.ranges.length ?? 0) + (cands?.ranges.length ?? 0);
+    const rows = hostRows.map((_, r) => read[first + r]!);
+    const refused = cands ? this.candidates!.finish(chains, cands, read.slice(first - cands.ranges.length, first)) : [];
+    // refused candidate rows: their logits rows in a second read-back
+    if (refused.length > 0) rows.push(...await this.model.kernels.readBack(refused.map((j) => ({ t, offset: j * this.v, length: this.v }))));
+    this.pickDrafts([...hostRows, ...refused].map((j) => chains[j]!), rows);
   }
 
   /** Record the kernels' picks of draft logits rows `t` ([chains, V_draft]) for the chains

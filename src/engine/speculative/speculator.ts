@@ -18,6 +18,9 @@ import { type Argmax, isGreedy } from '../sampler.js';
 import { type SampleOutcome, toProbs } from '../sample-batch.js';
 import type { CommittedRow, DraftOutcome, RowOutcome } from '../step-output.js';
 import { acceptDrafts, acceptPicked } from './accept.js';
+import { acceptDraftLists, denseOf, isSparse, type SparseDist } from './sparse-accept.js';
+import { certifiedDist, type CertifiedRow } from '../sampled-candidates.js';
+import type { CandidateStep } from '../candidate-step.js';
 import { type ExtendInput, MtpDrafter } from './draft.js';
 import { AdaptiveK } from './policy.js';
 
@@ -35,6 +38,9 @@ export interface SpeculatorOptions {
   readonly draftOverride?: ((req: RequestView, drafts: number[]) => number[]) | undefined;
   /** Test hook: true picks the round's drafts on the host (MtpDrafter's hostDrafts). */
   readonly hostDrafts?: (() => boolean) | undefined;
+  /** Sampled chains' draft rows read back top candidates through this (the runner's; null:
+   * every sampled draft row is read whole). */
+  readonly candidates?: CandidateStep | null;
 }
 
 export class Speculator {
@@ -46,7 +52,8 @@ export class Speculator {
   private readonly verifyProbs: Float64Array[] = [];
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
-    this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts) : null;
+    this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts,
+      opts.candidates ?? null) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
 
@@ -64,8 +71,9 @@ export class Speculator {
    * its k + 1 positions): the tokens it emits are the accepted drafts, then the bonus. */
   accept(row: BatchRow, logits: readonly Float32Array[], picks: readonly SampleOutcome[]): RowOutcome {
     const req = row.req!;
-    const chain = { tokens: req.drafts, probs: req.draftProbs };
     const vocab = this.opts.sampleVocab;
+    // a draft's q read as a list (its row certified) meets a full-row p here: as a row
+    const chain = { tokens: req.drafts, probs: req.draftProbs?.map((q) => denseOf(q, vocab)) ?? null };
     const targetAt = (s: number): Float64Array => {
       const o = picks[s]!;
       this.verifyProbs[s] ??= new Float64Array(vocab);
@@ -80,6 +88,23 @@ export class Speculator {
       tokens, logprobs: tokens.map((_, s) => picks[s]?.logprobs ?? null), logits: tokens.map((_, s) => logits[s]!),
       drafted: chain.tokens.length, accepted,
     };
+  }
+
+  /** accept() for a sampled verify row whose k + 1 positions were certified from top
+   * candidates (`cand[s]`: position s's, its p_s as a list): the same tokens for the same
+   * uniforms (sparse-accept.ts). A draft whose q was read whole makes the walk a full-row one. */
+  acceptCandidates(row: BatchRow, cand: readonly CertifiedRow[]): RowOutcome {
+    const req = row.req!;
+    const vocab = this.opts.sampleVocab;
+    const pAt = (s: number): SparseDist => certifiedDist(cand[s]!, req.sampling, null).dist;
+    const qs = req.draftProbs ?? [];
+    const tokens: number[] = [];
+    const emit = (token: number): boolean => (tokens.push(token), true);
+    const accepted = qs.every(isSparse) ? acceptDraftLists(req.drafts, qs, pAt, req.rng, emit)
+      : acceptDrafts({ tokens: req.drafts, probs: qs.map((q) => denseOf(q, vocab)) }, {
+        sampling: req.sampling, history: req.history, vocab, rng: req.rng, targetAt: (s) => denseOf(pAt(s), vocab),
+      }, () => NO_LOGITS, emit);
+    return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: req.drafts.length, accepted };
   }
 
   /** accept() for a row whose verify positions the kernels picked (device-picks.ts): the
@@ -128,6 +153,9 @@ export class Speculator {
     if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, k, generated, ms);
   }
 }
+
+/** The logits a sampled walk with p given ahead never reads. */
+const NO_LOGITS = new Float32Array(0);
 
 /** The MTP head extends a row's committed positions while its request runs. A request that
  * just finished still gets its MTP KV written when it snapshotted this step: the rows
