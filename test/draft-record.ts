@@ -5,7 +5,7 @@
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { EngineTestHooks, HookRequest } from '../src/engine/test-hooks.js';
-import type { ReadRange, Tensor } from '../src/kernels/types.js';
+import type { PenaltyPicksCall, ReadRange, Tensor } from '../src/kernels/types.js';
 
 export interface DraftRun {
   /** Output ids per request. */
@@ -53,4 +53,16 @@ export function draftRecorder(): {
     }
   };
   return { hooks, run };
+}
+
+/** Make every pass's first pick of row `row` wrong (id 1 + the call's n mod 7, written after the
+ * kernels' pick, in order with the step's work), so the replay disagrees on nearly every pass. */
+export function corruptFirstPicks(e: Engine, row: number): () => void {
+  const k = e.model.kernels;
+  const orig = k.penaltyPicks;
+  k.penaltyPicks = (idsT: Tensor, x: Tensor, vals: Tensor, call: PenaltyPicksCall) => {
+    orig.call(k, idsT, x, vals, call);
+    if (call.steps === 0 && row < call.m) k.write(idsT, call.steps * call.idsStride + row, [1 + (call.n % 7)]);
+  };
+  return () => { k.penaltyPicks = orig; };
 }

@@ -94,6 +94,11 @@ describe('webgpu device layer', () => {
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulGroupShader(d, 1)], [`matmul_group_${d}`, floatMatmulGroupShader(d, 4)], [`embed_${d}`, embedFloatShader(d)]]),
       ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulGroupShader(d, 3, true)]) : []),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),
+      // the 32- and 64-row tiles (wgsl/matmul.ts matmulTile; 64 where the workgroup memory allows)
+      ...[32, 64].filter((tm) => tm * 512 <= g.device.limits.maxComputeWorkgroupStorageSize).flatMap((tm): [string, string][] => [
+        [`qmatmul_q4_k_tm${tm}`, quantMatmulShader('q4_k', true, true, null, false, tm)], [`qmatmul_q8_0_tm${tm}`, quantMatmulShader('q8_0', false, false, null, false, tm)],
+        [`matmul_bf16_norm_tm${tm}`, floatMatmulGroupShader('bf16', 4, false, false, true, null, null, false, tm)],
+        [`matmul_f16_silu_tm${tm}`, floatMatmulGroupShader('f16', 2, g.adapter.features.subgroups, true, false, 'silu', null, false, tm)]]),
     ];
     const errors = (await Promise.all(sources.map(([k, s]) => g.pipelines.errors(k, s)))).flat();
     assert.deepEqual(errors, []);

@@ -16,7 +16,8 @@ import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuan
 import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
-import { TOP_CANDIDATES } from '../src/kernels/webgpu/wgsl/top-candidates.js';
+import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
+import { PENALTY_PICKS } from '../src/kernels/webgpu/wgsl/penalty-picks.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
@@ -62,6 +63,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   argmax_masked: ARGMAX_MASKED,
   gather_picked: GATHER_PICKED,
   top_candidates: TOP_CANDIDATES,
+  top_merge: TOP_MERGE,
+  penalty_picks: PENALTY_PICKS,
   kv_write: KV_WRITE,
   layer_norm: LAYER_NORM,
   bias_act: BIAS_ACT,

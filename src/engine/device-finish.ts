@@ -4,9 +4,9 @@
 // untouched mask, gatherPicked reads the picked id's logit, gatherRows the touched ids'
 // logits; the step (the runner's target step, or an MTP draft step: speculative/draft.ts)
 // reads back those few values and the ids instead of the rows.
-import type { AnyKernels, Tensor } from '../kernels/types.js';
+import type { AnyKernels, PenaltyPickRow, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
-import { finishesOnHost } from './device-picks.js';
+import { finishesOnHost, penalised } from './device-picks.js';
 import type { RequestView } from './request.js';
 import { finishGreedy, touchedIds, untouchedMask, type GreedyAdjust } from './greedy-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
@@ -102,4 +102,36 @@ export class FinishGather {
     if (plan.flat.length > 0) this.k.gatherRows(touched, x, plan.flat, 1);
     return { values, touched };
   }
+}
+
+/** Kernels.penaltyPicks' row of a greedy request whose drafts `prefix` are already known (on
+ * the host) and whose next drafts the kernels pick. Penalised: the
+ * table holds every id touchedIds sees with the prefix counted as outputs; else (a plain or
+ * biased chain) only the bias ids, and the drafts change nothing. */
+export function penaltyRow(req: RequestView, vocab: number, prefix: readonly number[]): PenaltyPickRow {
+  const a = greedyAdjust(req, null, vocab, prefix);
+  const p = req.sampling;
+  const countsDrafts = penalised(p);
+  const ids = touchedIds(a);
+  const counts = ids.map((id) => countsDrafts ? (req.history.outputCounts.get(id) ?? 0) + prefix.reduce((c, d) => c + (d === id ? 1 : 0), 0) : 0);
+  return {
+    repetition: countsDrafts ? p.repetitionPenalty : 1, presence: countsDrafts ? p.presencePenalty : 0, frequency: countsDrafts ? p.frequencyPenalty : 0,
+    countsDrafts, ids: Int32Array.from(ids), bias: Float32Array.from(ids, (id) => a.bias?.get(id) ?? 0),
+    prompt: Uint8Array.from(ids, (id) => (countsDrafts && req.history.promptIds.has(id) ? 1 : 0)), counts: Int32Array.from(counts),
+    untouched: untouchedMask(a, ids),
+  };
+}
+
+/** The exact pick (greedyToken's, f64) of a penaltyPicks row from what the call gathered:
+ * `vals` from `at`, the row's penaltyValsAt (the best's raw logit, the table ids', the drafts'), `best` its
+ * untouched best, `drafts` the call's drafts before it (counted as outputs after `prefix`,
+ * the drafts the row's table already counts). */
+export function replayPick(req: RequestView, vocab: number, row: PenaltyPickRow, prefix: readonly number[], drafts: readonly number[],
+  vals: Float32Array, at: number, best: number): number {
+  const a = greedyAdjust(req, null, vocab, [...prefix, ...drafts]);
+  const raw = new Map<number, number>();
+  row.ids.forEach((id, e) => raw.set(id, vals[at + 1 + e]!));
+  drafts.forEach((id, t) => { if (!raw.has(id)) raw.set(id, vals[at + 1 + row.ids.length + t]!); });
+  const touched = touchedIds(a);
+  return finishGreedy(a, touched, touched.map((id) => raw.get(id)!), { id: best, logit: vals[at]! });
 }

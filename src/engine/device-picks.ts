@@ -39,7 +39,15 @@ export function biasAddsExactly(bias: ReadonlyMap<number, number>): boolean {
   return true;
 }
 
-function penalised(p: RequestView['sampling']): boolean {
+/** Is the request greedy with penalties or a logit bias, and no constraint? Then its MTP drafts
+ * can chain on the kernels with f32 penalties and bias, the host replaying each pick exactly
+ * (speculative/draft-penalty.ts). */
+export function draftsChainReplayed(req: RequestView): boolean {
+  return finishesOnHost(req) && !req.adjust?.constraint;
+}
+
+/** Does any penalty apply (repetition ≠ 1, presence or frequency ≠ 0)? */
+export function penalised(p: RequestView['sampling']): boolean {
   return p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0;
 }
 

@@ -63,6 +63,12 @@ export class Engine {
   get sampledCandidates(): { readonly rows: number; readonly fallbacks: number } {
     return this.runner.candidateCounts;
   }
+  /** MTP rounds of penalised greedy chains drafted on the kernels since load, their passes
+   * (one read-back each; a pass past the first is a redraft) and the chains whose exact replay
+   * disagreed with the kernels' f32 pick (speculative/draft-penalty.ts). */
+  get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
+    return this.speculative.penaltyDrafts;
+  }
   /** Model facts, limits and the prompt frontend: what the server and the CLI read. */
   readonly info: EngineInfo;
   /** The vision tower (null: a text-only model). */
@@ -115,6 +121,7 @@ export class Engine {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
       candidates: this.runner.candidateStep,
+      penaltyChain: hooks.penaltyChain ?? 'auto',
     });
     this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,
       visionModel ? { cfg: visionModel.cfg, pre: visionModel.pre, tokens: visionModel.tokens } : null);

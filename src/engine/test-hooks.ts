@@ -36,4 +36,8 @@ export interface EngineTestHooks {
    * false forces the path on / off, so a test can compare the two; unset: on for backends
    * whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly sampledCandidates?: boolean;
+  /** MTP drafts of penalised greedy requests chain on the kernels, each pick replayed exactly
+   * on the host (speculative/draft-penalty.ts): true / false forces it on / off; unset: on for
+   * backends whose tensors are not host memory (webgpu), off for ref and wasm. */
+  readonly penaltyChain?: boolean;
 }

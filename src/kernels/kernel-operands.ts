@@ -250,3 +250,40 @@ export interface ReadRange<T extends Tensor = Float32Array> {
   readonly offset: number;
   readonly length: number;
 }
+
+/** Row i of a `penaltyPicks` call: a greedy request's penalties and logit bias, as they stand
+ * before the call's drafts (kernels/penalty-picks.ts states the arithmetic). */
+export interface PenaltyPickRow {
+  /** Repetition, presence and frequency penalty (f32 on the kernels). */
+  readonly repetition: number;
+  readonly presence: number;
+  readonly frequency: number;
+  /** Do the call's drafts count as outputs of this row (a penalised request)? */
+  readonly countsDrafts: boolean;
+  /** The ids a penalty or the bias touches before the drafts (ascending, distinct, < n), and
+   * per id its logit bias (0: none), whether the prompt holds it (1/0) and its output count. */
+  readonly ids: Int32Array;
+  readonly bias: Float32Array;
+  readonly prompt: Uint8Array;
+  readonly counts: Int32Array;
+  /** Bit id & 31 of word id >> 5 set ⟺ id is not in `ids` (words ≥ ceil(n / 32)). */
+  readonly untouched: Uint32Array;
+}
+
+/** A `penaltyPicks` call over logits rows x[i·stride .. + n), i < m. `ids` holds the drafts
+ * before this call's picks, ids[t·idsStride + i] for t < steps, and receives row i's pick at
+ * ids[steps·idsStride + i] and its untouched best at ids[bestOffset + i]. Row i's gathered
+ * values (1 + ids.length + steps of them) start at valsOffset + Σ_{i' < i} (1 +
+ * rows[i'].ids.length + steps) (penaltyValsAt). The rows' arrays are not modified while a
+ * step is recorded: a GPU backend may upload a table once for the calls of a step that pass
+ * the same rows (a chain's draft steps, each over a prefix of them). */
+export interface PenaltyPicksCall {
+  readonly m: number;
+  readonly n: number;
+  readonly stride: number;
+  readonly steps: number;
+  readonly idsStride: number;
+  readonly bestOffset: number;
+  readonly valsOffset: number;
+  readonly rows: readonly PenaltyPickRow[];
+}

@@ -21,7 +21,7 @@ import type { StartedQuantizer } from './quant/row-quantizer.js';
 export * from './kernel-operands.js';
 import type {
   AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, GatedInput, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
-  MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
+  MoeScratch, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
 /** The kernel backend. T: its f32 tensor handle, I: its int32 tensor handle. Backend-
@@ -245,6 +245,14 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * set's smallest. Exact (compares and copies: kernels/top-candidates.ts is the definition).
    * A GPU backend selects on the device, so a sampled step reads back c pairs per row. */
   topCandidates(ids: I, vals: T, outOffset: number, x: T, m: number, n: number, stride: number, c: number): void;
+
+  /** One draft step of penalised greedy MTP chains on the kernels (engine/speculative/
+   * draft-penalty.ts): per row, the argmax of the logits penalised in f32 (the drafts before
+   * it, read from `ids`, counted as outputs) into `ids`, with its untouched best and the raw
+   * logits the host needs to replay the exact f64 pick gathered into `vals`. The definition:
+   * kernels/penalty-picks.ts. A GPU backend picks on the device, so a chain of draft steps
+   * needs no read-back between them. */
+  penaltyPicks(ids: I, x: T, vals: T, call: PenaltyPicksCall): void;
 
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */

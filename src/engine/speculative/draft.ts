@@ -9,10 +9,12 @@
 // kernels (device-picks.ts draftsOnKernels, draft-bias.ts), they chain on the kernels —
 // draft i's argmaxRows ids feed draft i+1's embedding (Kernels.embedIds) — and all k drafts
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
-// Otherwise each draft step reads back once (a draft feeds the next step's mask and
-// penalties): ids for the greedy chains — picked under their constraint mask, or, for a
-// penalised or biased one, over the ids no penalty or bias touches and finished on the host
-// from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
+// Penalised (or biased) greedy chains without a constraint chain too where read-backs are
+// transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
+// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads
+// back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
+// picked under their constraint mask, or, for a penalised or biased one, over the ids no
+// penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
 // and logits rows for the sampling chains, which draw d_i from q_i (the request's sampling
 // transform of the MTP logits), kept for the rejection test — or, under a top-k or min-p cut,
 // the rows' top candidates, q_i then a list (draft-candidates.ts). The drafter writes no request:
@@ -28,12 +30,13 @@ import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
+import { type DraftSteps, PenaltyDrafts } from './draft-penalty.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -88,6 +91,10 @@ export class MtpDrafter {
   private readonly bias: DraftBias;
   /** Sampled chains' drafts from top candidates (null: from their logits rows). */
   private readonly candidates: DraftCandidates | null;
+  /** Penalised / biased greedy chains on the kernels, replayed exactly on the host (draft-penalty.ts). */
+  readonly penalty: PenaltyDrafts;
+  /** Whether penalised greedy chains draft through `penalty` (else a read-back per step). */
+  private readonly penaltyChain: boolean;
 
   constructor(
     private readonly model: AnyModel,
@@ -106,6 +113,9 @@ export class MtpDrafter {
     /** Sampled chains' draft rows read top candidates through the runner's candidate step
      * (null: read whole). */
     candidateStep: CandidateStep | null = null,
+    /** Penalised greedy chains draft on the kernels (draft-penalty.ts): 'auto' where the
+     * kernels' tensors are device memory (a read-back is a transfer), off on ref and wasm. */
+    penaltyChain: boolean | 'auto' = 'auto',
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -114,6 +124,8 @@ export class MtpDrafter {
     this.finishGather = new FinishGather(model.kernels);
     this.bias = new DraftBias(model.kernels, this.v);
     this.candidates = candidateStep ? new DraftCandidates(candidateStep, this.v) : null;
+    this.penalty = new PenaltyDrafts(model.kernels, this.v, this.h);
+    this.penaltyChain = penaltyChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : penaltyChain;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -143,7 +155,9 @@ export class MtpDrafter {
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
-    else {
+    else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainReplayed(c.req))) {
+      await this.penalty.run(chains, first, this.steps);
+    } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
         await this.propose(s.active, s.hidden, host);
@@ -151,6 +165,14 @@ export class MtpDrafter {
     }
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
+
+  /** The MTP steps draft-penalty.ts chains. */
+  private readonly steps: DraftSteps<Chain> = {
+    logits: (hidden, live) => lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), this.ws.draftLogits.rows(live), this.head),
+    forward: (chains, hidden, step, tokens, device) => this.draftForward(chains, hidden, step,
+      tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
+    hiddenRows: (n) => this.ws.draftHidden.rows(n),
+  };
 
   /** The MTP forward of the chains that draft one more step, or null when none does. */
   private nextStep(prev: DraftStep): DraftStep | null {

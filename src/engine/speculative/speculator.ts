@@ -41,6 +41,8 @@ export interface SpeculatorOptions {
   /** Sampled chains' draft rows read back top candidates through this (the runner's; null:
    * every sampled draft row is read whole). */
   readonly candidates?: CandidateStep | null;
+  /** Penalised greedy chains draft on the kernels (MtpDrafter's penaltyChain). */
+  readonly penaltyChain?: boolean | 'auto';
 }
 
 export class Speculator {
@@ -51,9 +53,14 @@ export class Speculator {
   /** p of verify positions 0..k in f64 (reused: one verify row is accepted at a time). */
   private readonly verifyProbs: Float64Array[] = [];
 
+  /** The drafter's penalised-chain counts (zeros without MTP). */
+  get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
+    return { ...(this.drafter?.penalty.stats ?? { rounds: 0, passes: 0, disagreements: 0 }) };
+  }
+
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
     this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts,
-      opts.candidates ?? null) : null;
+      opts.candidates ?? null, opts.penaltyChain) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
 

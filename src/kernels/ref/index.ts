@@ -9,6 +9,7 @@ import { isQuantType, quantRowBytes } from '../quant/formats.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { topCandidates } from '../top-candidates.js';
+import { penaltyPicks } from '../penalty-picks.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
@@ -75,6 +76,7 @@ export function createRefKernels(): Kernels {
     argmaxRowsMasked: (out, outOffset, x, m, n, stride, masks) => cpu.argmaxRowsMasked(dense.argmax, out, outOffset, x, m, n, stride, masks),
     gatherPicked: (out, outOffset, x, ids, m, stride) => cpu.gatherPicked(out, outOffset, x, ids, m, stride),
     topCandidates: (ids, vals, outOffset, x, m, n, stride, c) => topCandidates(ids, vals, outOffset, x, m, n, stride, c),
+    penaltyPicks,
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,

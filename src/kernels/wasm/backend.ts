@@ -6,12 +6,13 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
 import { topCandidates } from '../top-candidates.js';
+import { penaltyPicks } from '../penalty-picks.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
@@ -252,6 +253,10 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   /** Over host memory (kernels/top-candidates.ts, the ref's bits): one pass per row. */
   topCandidates(ids: Int32Array, vals: Float32Array, outOffset: number, x: Float32Array, m: number, n: number, stride: number, c: number): void {
     topCandidates(ids, vals, outOffset, x, m, n, stride, c);
+  }
+  /** Over host memory (kernels/penalty-picks.ts, the ref's bits). */
+  penaltyPicks(ids: Int32Array, x: Float32Array, vals: Float32Array, call: PenaltyPicksCall): void {
+    penaltyPicks(ids, x, vals, call);
   }
 
   /** Ids are views of the arena's memory: embed over them. */

@@ -10,7 +10,7 @@ export interface GpuKvLayer {
 }
 
 /** Memory traffic of the recorded dispatches (what a GPU rewards), summed since the last
- * reset: weight bytes the matmuls stream (the weight once per tile of TM rows) against
+ * reset: weight bytes the matmuls stream (the weight once per tile of rows: 16, 32 or 64, wgsl/matmul.ts matmulTile) against
  * each distinct weight once per step; KV bytes attention reads (every head reads its KV
  * head's rows) against each cached row once. */
 export interface GpuTraffic {

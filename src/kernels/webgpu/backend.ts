@@ -14,7 +14,7 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { TM, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { TM, denseMatmulTile, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
@@ -133,23 +133,29 @@ export class WebGpuKernels {
     const fused = norm && !quantized ? norm : undefined;
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
     need(x, m * k, 'matmul x');
-    const tiles = Math.ceil(m / TM);
+    const floatTm = this.matmulTile(m, fused !== undefined);
     for (const { out, w } of group) {
       if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
       need(out, m * w.rows, 'matmul out');
       const bytes = gpuWeightBytes(w);
-      this.traffic.weightBytesRead += bytes * tiles;
+      this.traffic.weightBytesRead += bytes * Math.ceil(m / (isQuantType(w.dtype) ? this.matmulTile(m, w.dtype as QuantType) : floatTm));
       if (!this.stepWeights.has(w)) {
         this.stepWeights.add(w);
         this.traffic.weightBytesIdeal += bytes;
       }
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
-    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, tiles, quant, accumulate);
+    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, quant, accumulate);
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
-      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, tiles, dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate);
+      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, Math.ceil(m / floatTm), dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate, undefined, floatTm);
     }
+  }
+
+  /** Rows per tile of a dense matmul of M rows (wgsl/matmul.ts matmulTile): float (with or
+   * without the folded norm) or a quantized type, within the device's workgroup memory. */
+  matmulTile(m: number, kind: boolean | QuantType): number {
+    return denseMatmulTile(m, kind, this.device.limits.maxComputeWorkgroupStorageSize);
   }
 
   /** Segments one float dispatch may bind: X, the norm weight, an output and a weight each. */
@@ -160,7 +166,7 @@ export class WebGpuKernels {
   /** One float dispatch of up to groupSegments segments (moe: a grouped MoE expert's rows, moe.ts). */
   floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
     segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined,
-    gate: GpuGatedInput | undefined, moe?: MoeGemm): void {
+    gate: GpuGatedInput | undefined, moe?: MoeGemm, tm = TM): void {
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
@@ -170,18 +176,21 @@ export class WebGpuKernels {
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })));
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
       zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0 });
-    const key = `matmul_group_${dtype}_${n}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
-    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole), params, null,
+    const key = `matmul_group_${dtype}_${n}_tm${tm}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm), params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
         ...(moe ? [moe.plan.buffer] : [])],
       grid(cols, tiles), `matmul_${dtype}`);
   }
 
   /** One activation quantization, then each quantized weight part's matmul. */
-  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
+  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
     accumulate: boolean): void {
     const acts = this.quantActs(enc, x, m, k);
-    for (const { out, w } of group) this.quantWeightMatmul(enc, acts, out, w, m, k, tiles, accumulate);
+    for (const { out, w } of group) {
+      const tm = this.matmulTile(m, w.dtype as QuantType);
+      this.quantWeightMatmul(enc, acts, out, w, m, k, Math.ceil(m / tm), accumulate, undefined, tm);
+    }
   }
 
   /** x [M, K] quantized per 32-block (QUANT_ACTS) into the shared qx/dx/sx scratch. */
@@ -198,10 +207,10 @@ export class WebGpuKernels {
 
   /** Each part of one quantized weight over quantized activations (moe: moe.ts's rows). */
   quantWeightMatmul(enc: StepEncoder, acts: QuantActs, out: GpuTensor, w: GpuWeight, m: number, k: number, tiles: number, accumulate: boolean,
-    moe?: MoeGemm): void {
+    moe?: MoeGemm, tm = TM): void {
     const dot4 = this.adapter.features.dot4I8;
-    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole);
-    const key = `qmatmul_${w.dtype}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
+    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole, tm);
+    const key = `qmatmul_${w.dtype}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
     for (const part of w.parts) {
       const params = packParams('qmatmul', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
         expert: moe?.expert ?? 0, experts: moe?.experts ?? 0 });

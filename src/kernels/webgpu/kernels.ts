@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -24,6 +24,7 @@ import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
 import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
 import { topCandidatesOn } from './top-candidates.js';
+import { packPenaltyTable, penaltyPicksOn } from './penalty-picks.js';
 import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -382,6 +383,20 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   topCandidates(ids: GpuTensor, vals: GpuTensor, outOffset: number, x: GpuTensor, m: number, n: number, stride: number, c: number): void {
     topCandidatesOn(this.g, this.step, { ids, vals, outOffset, x, m, n, stride, c });
   }
+  /** On the device (penalty-picks.ts): the penalty table goes up once for the calls of a step
+   * over the same rows (a chain's draft steps; the rows' arrays stay as they are meanwhile). */
+  penaltyPicks(ids: GpuTensor, x: GpuTensor, vals: GpuTensor, call: PenaltyPicksCall): void {
+    if (call.m <= 0) return;
+    const kept = this.penaltyTable;
+    const reuse = kept !== null && kept.step === this.counters.steps && kept.n === call.n && call.m <= kept.rows.length && call.rows.every((r, i) => r === kept.rows[i]);
+    if (!reuse) {
+      const words = packPenaltyTable(call.rows, call.n);
+      this.penaltyTable = { step: this.counters.steps, rows: call.rows, n: call.n, t: this.uploads.put(new Int32Array(words.buffer, words.byteOffset, words.length), 'i32') };
+    }
+    penaltyPicksOn(this.g, this.step, ids, x, vals, call, this.penaltyTable!.t);
+  }
+  /** The penalty table uploaded this step (valid until the step's read-back resets the uploads). */
+  private penaltyTable: { step: number; rows: readonly PenaltyPickRow[]; n: number; t: GpuTensor } | null = null;
   sample(rows: readonly SampleRow[], results: readonly SampleResult[]): void {
     refSample(rows, results);
   }

@@ -55,8 +55,12 @@ export const PARAMS = {
   gdn_gates: fields({ n: 'u32', hv: 'u32', gOff: 'u32', betaOff: 'u32', aOff: 'u32', bOff: 'u32' }),
   gdn_chunked: fields({ t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', stateOff: 'u32', pos0: 'u32', per: 'u32' }),
   argmax_masked: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32', maskOff: 'u32', words: 'u32', negInf: 'f32' }),
-  top_candidates: fields({ m: 'u32', n: 'u32', stride: 'u32', c: 'u32', xOff: 'u32', idsOff: 'u32', valsOff: 'u32' }),
+  top_candidates: fields({ m: 'u32', n: 'u32', stride: 'u32', c: 'u32', xOff: 'u32', idsOff: 'u32', valsOff: 'u32', segments: 'u32', segLen: 'u32' }),
+  top_merge: fields({ m: 'u32', c: 'u32', segments: 'u32', srcIdsOff: 'u32', srcValsOff: 'u32', idsOff: 'u32', valsOff: 'u32' }),
   gather_picked: fields({ m: 'u32', stride: 'u32', xOff: 'u32', idsOff: 'u32', outOff: 'u32' }),
+  penalty_picks: fields({
+    m: 'u32', n: 'u32', stride: 'u32', steps: 'u32', idsStride: 'u32', idsOff: 'u32', bestOff: 'u32', xOff: 'u32', valsOff: 'u32', tableOff: 'u32', negInf: 'f32',
+  }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
   attention: fields({
     t: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',

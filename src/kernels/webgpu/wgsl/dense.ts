@@ -153,6 +153,27 @@ export function quantEmbedValue(type: QuantType): string {
     : hasOffsetType(type) ? 'sb.scale * f32(Q[l]) + sb.offset' : 'sb.scale * f32(Q[l])';
 }
 
+/** The argmax order of one workgroup of 64 (shared by every argmax-like shader): `better`
+ * says whether (w, j) beats (v, i) — the larger value, the lower id among equal values, NaN
+ * never (callers skip x != x), index −1 = nothing yet; `reduceBest(t, v, i)` leaves the
+ * workgroup's best in bv[0], bi[0] (call it in uniform control flow: it has barriers). */
+export const ARGMAX_WORKGROUP = /* wgsl */ `var<workgroup> bv: array<f32, 64>;
+var<workgroup> bi: array<i32, 64>;
+fn better(v: f32, i: i32, w: f32, j: i32) -> bool {
+  if (j < 0) { return false; }
+  if (i < 0) { return true; }
+  return w > v || (w == v && j < i);
+}
+fn reduceBest(t: u32, v: f32, i: i32) {
+  bv[t] = v;
+  bi[t] = i;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
+    workgroupBarrier();
+  }
+}`;
+
 // Greedy pick per row: the lowest index of the maximum; NaN never wins; all-NaN → 0.
 // One workgroup of 64 per row; (value, index) pairs combined by a fixed tree.
 // Masked (Kernels.argmaxRowsMasked): ids whose mask bit is clear count as −∞ (negInf) — not
@@ -169,14 +190,7 @@ ${paramConsts(masked ? 'argmax_masked' : 'argmax')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<i32>;
 @group(0) @binding(2) var<storage, read_write> X: array<f32>;
 ${masked ? '@group(0) @binding(3) var<storage, read_write> MASK: array<u32>;' : ''}
-var<workgroup> bv: array<f32, 64>;
-var<workgroup> bi: array<i32, 64>;
-fn better(v: f32, i: i32, w: f32, j: i32) -> bool {
-  // does (w, j) beat (v, i)?  index −1 = nothing yet
-  if (j < 0) { return false; }
-  if (i < 0) { return true; }
-  return w > v || (w == v && j < i);
-}
+${ARGMAX_WORKGROUP}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let row = group_id(wid, nwg);
@@ -190,13 +204,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     ${value}
     if (x == x && better(v, i, x, i32(p))) { v = x; i = i32(p); }
   }
-  bv[t] = v;
-  bi[t] = i;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s && better(bv[t], bi[t], bv[t + s], bi[t + s])) { bv[t] = bv[t + s]; bi[t] = bi[t + s]; }
-    workgroupBarrier();
-  }
+  reduceBest(t, v, i);
   if (t == 0u) { OUT[pu(P_outOff) + row] = max(bi[0], 0); }
 }`;
 }

@@ -3,7 +3,7 @@
 // `col` of the dispatch belongs to the segment whose column range holds it; per output
 // element the loads, products, order and reduction are the same in every variant, so a
 // group gives the bits of one matmul per weight.
-// One workgroup per (output column, tile of TM rows of x): thread t sums k ≡ t (mod 64) in
+// One workgroup per (output column, tile of `tm` rows of x; wgsl/matmul.ts matmulTile): thread t sums k ≡ t (mod 64) in
 // order, then a fixed tree (or, with `subgroups`, subgroupAdd within each subgroup and the
 // subgroups' sums in subgroup order — subgroups of a 1-D workgroup are runs of consecutive
 // invocations, so subgroup = t / size). Either way the order does not depend on M.
@@ -20,7 +20,7 @@
 // gate: 2 + 2S GB.
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
-import { TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
+import { MATMUL_TILES, TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
 /** `whole` MoE GEMMs: the largest K whose weight row slice fits a thread's registers. */
@@ -34,8 +34,10 @@ export const WHOLE_K = 2048;
  * all of the expert's row tiles (grid z = 1), its weight row read once: thread t keeps the
  * elements k ≡ t (mod 64) it multiplies in registers — the same values in the same order,
  * so the bits of the per-tile grid. */
+/** `tm`: rows per tile (floatTileBytes sizes its workgroup memory). */
 export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
-  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false): string {
+  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM): string {
+  if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
   if (moe && (norm || gate)) throw new Error('matmul group: a MoE group has no norm or gate');
@@ -88,8 +90,8 @@ ${moe ? moePlanBinding(2 + 2 * segments) : ''}
 ${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
 ${treeSum('nred')}` : ''}
-const TM = ${TM}u;
-var<workgroup> red: array<f32, ${TM * 64}>;
+const TM = ${tm}u;
+var<workgroup> red: array<f32, ${tm * 64}>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
   let gcol = group_id(wid, nwg);
@@ -101,10 +103,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   ${whole ? `${wholePrelude(segments, seg)}
   for (var m0 = 0u; m0 < cnt; m0 += TM) {
   let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pu(P_expert)', 'pu(P_experts)', 'pu(P_m)')}
-  var acc: array<f32, ${TM}>;
+  var acc: array<f32, ${tm}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
   let xb = pu(P_xOff) + (rb + m0) * K;${norm ? `
-  var inv: array<f32, ${TM}>;
+  var inv: array<f32, ${tm}>;
   for (var r = 0u; r < rows; r++) {
     var ss = 0.0;
     for (var p = t; p < K; p += 64u) { let v = X[xb + r * K + p]; ss = ss + v * v; }

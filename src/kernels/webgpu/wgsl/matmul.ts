@@ -1,7 +1,9 @@
 // Matmul shaders: out[m, col0 + n] = Σ_k x[m, k] · W[n, k] over one weight part.
-// One workgroup per (output column, tile of TM = 16 rows of x): the weight row is read
-// once per tile (so once per step for M ≤ 16). Batch invariance: the value of (m, n)
-// is computed by the same instructions in the same order whatever M, the tile or the
+// One workgroup per (output column, tile of `tm` rows of x): the weight row is read
+// once per tile. The tile is chosen per dispatch (matmulTile: the smallest of 16, 32, 64
+// that holds M and whose workgroup memory the adapter allows; a pipeline variant each), so
+// up to 32 or 64 rows read each weight once per step. Batch invariance: the value of (m, n)
+// is computed by the same instructions in the same order whatever M, the tile size or the
 // slot of m in it — thread t sums k ≡ t (mod 64) in order, then a fixed tree.
 // Quantized weights: the exact integer arithmetic of kernels/ref/quant.ts. Activations
 // are first quantized per 32-block to int8 (QUANT_ACTS); then per sub-block j the integer
@@ -12,7 +14,43 @@ import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
 import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
+/** The base tile (MoE GEMMs, and M ≤ 16). */
 export const TM = 16;
+/** The tile sizes a dense matmul may use (each ≤ 64: the quantized path sums row t in thread t). */
+export const MATMUL_TILES = [16, 32, 64] as const;
+
+/** The tile of a dense matmul of M rows: the smallest tile ≥ M whose workgroup memory
+ * (bytesPerRow · tile + extraBytes) fits the adapter's limit, else the largest that fits
+ * (16 always: every adapter allows 16 KiB). */
+export function matmulTile(m: number, bytesPerRow: number, extraBytes: number, limitBytes: number): number {
+  let best: number = TM;
+  for (const tile of MATMUL_TILES) {
+    if (tile * bytesPerRow + extraBytes > limitBytes) break;
+    best = tile;
+    if (tile >= m) break;
+  }
+  return best;
+}
+
+/** Workgroup bytes per tile row of the quantized matmul: the f32 terms of 64 blocks (and
+ * the offset terms of the offset types). */
+export function quantTileRowBytes(type: QuantType): number {
+  return 64 * 4 * (hasOffsetType(type) ? 2 : 1);
+}
+
+/** Workgroup bytes of a float matmul tile (wgsl/matmul-group.ts): per row, 64 f32 partial
+ * sums (RED), plus the folded norm's 64-wide tree buffer. */
+export function floatTileBytes(norm: boolean): { perRow: number; extra: number } {
+  return { perRow: 64 * 4, extra: norm ? 64 * 4 : 0 };
+}
+
+/** The tile of a dense matmul of M rows: float (true: with the folded norm) or a quantized
+ * type, under a workgroup memory limit. */
+export function denseMatmulTile(m: number, kind: boolean | QuantType, limitBytes: number): number {
+  if (typeof kind !== 'boolean') return matmulTile(m, quantTileRowBytes(kind), 0, limitBytes);
+  const { perRow, extra } = floatTileBytes(kind);
+  return matmulTile(m, perRow, extra, limitBytes);
+}
 
 /** Grouped MoE rows (wgsl/moe.ts): where a GEMM's output rows go. */
 export type MoeRows = 'gather' | 'scatter';
@@ -79,8 +117,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
 /** `accumulate`: out += the sum (Kernels.matmulAdd). */
-/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); binding 6 PLAN. */
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false): string {
+/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); binding 6 PLAN. `tm`: rows per tile. */
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false, tm = TM): string {
+  if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`quant matmul: a tile of ${tm} rows`);
   if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
@@ -166,9 +205,9 @@ ${moe ? moePlanBinding(6) : ''}
 ${BYTES}
 ${packedBlockDecoder(type)}
 ${dot4Source(packedBuiltin)}
-const TM = ${TM}u;
-var<workgroup> term: array<f32, ${TM * 64}>;
-var<workgroup> offt: array<f32, ${TM * 64}>;
+const TM = ${tm}u;
+var<workgroup> term: array<f32, ${tm * 64}>;
+${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let col = group_id(wid, nwg);
