@@ -11,7 +11,7 @@
 #                                      Dawn only (tar.xz), libvulkan.so.1. Build first (dist/, build/);
 #                                      the Node packed: $DELTASERVE_NODE, else tools/node24's.
 #   scripts/gpu-bench.sh               there: the real shapes. Carry dist/src, build and .gpu-bench.
-#   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (2-layer shapes, a 2,048-token
+#   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (1-layer shapes, a 2,048-token
 #                                      vocabulary, few tokens) on whatever adapter there is
 #                                      (lavapipe here): how the script itself is tested. Add
 #                                      --bundle to run on .gpu-bench's Node as the real run does.
@@ -108,12 +108,15 @@ step() {
 run_shape() {
   local shape="$1" dir="$work/$1"
   local mk=() gen=64 prompt=128 prefill=2048 s8=8 s32=32 mtpGen=128 mtpPrompt=32 rep=3
-  # dry: every step once, as small as still runs it (2 linear-attention layers; the MTP step's
-  # head is a full-attention layer), so the test of the script stays cheap on lavapipe
-  if [ "$mode" = dry ]; then mk=(--layers 2 --vocab-size 2048); gen=2; prompt=4; prefill=8; s8=2; s32=3; mtpGen=4; mtpPrompt=4; rep=1; fi
+  # dry: every step once, as small as still runs it (1 linear-attention layer; the MTP step's
+  # head is a full-attention layer), so the test of the script stays cheap on lavapipe (BF16
+  # matmuls there run at tens of MB/s: a second layer doubled each bench's step)
+  if [ "$mode" = dry ]; then mk=(--layers 1 --vocab-size 2048); gen=2; prompt=4; prefill=8; s8=2; s32=3; mtpGen=4; mtpPrompt=4; rep=1; fi
   step "$shape.make-model" ds make-model --shape "$shape" --out "$dir" "${mk[@]}"
-  step "$shape.quantize-q8_0" ds quantize --model "$dir" --out "$dir-Q8_0.gguf" --type q8_0
-  step "$shape.quantize-q4_k_m" ds quantize --model "$dir" --out "$dir-Q4_K_M.gguf" --type q4_k_m
+  # --no-mmproj: no bench loads the vision tower, so neither quantize writes it (a 200 MB F16
+  # projector each time, for the 0.8b shape; the dry run's largest step)
+  step "$shape.quantize-q8_0" ds quantize --model "$dir" --out "$dir-Q8_0.gguf" --type q8_0 --no-mmproj
+  step "$shape.quantize-q4_k_m" ds quantize --model "$dir" --out "$dir-Q4_K_M.gguf" --type q4_k_m --no-mmproj
   local b=(bench --kernels webgpu --json --repeat "$rep" --prompt-tokens "$prompt" --gen-tokens "$gen")
   step "$shape.decode-bf16" ds "${b[@]}" --model "$dir" --mode decode
   step "$shape.decode-bf16-skip-validation" ds_skip_validation "${b[@]}" --model "$dir" --mode decode

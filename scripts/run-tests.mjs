@@ -11,14 +11,15 @@
 // Output: each file's spec report, contiguous (the oldest running file streams live, the
 // others are held until it ends), then one line per file; the run ends with a summary that
 // counts every file of every tier run, its last line `N passed, N failed[, N skipped]`.
-// Per-file wall times go to .cache/test-times.json (the next run starts the longest first).
+// Per-file wall and CPU seconds go to .cache/test-times.json ({ NAME: { wall, cpu } }; the next
+// run starts the longest wall first; CPU is the steadier cost on a shared machine).
 // Installs nothing: system programs come from `npm run test:setup`.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
-import { TIERS, assignTiers } from './test-tiers.mjs';
+import { TIERS, assignTiers, matches } from './test-tiers.mjs';
 
 const root = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..');
 const distTest = join(root, 'dist', 'test');
@@ -27,6 +28,14 @@ const cpuDir = mkdtempSync(join(tmpdir(), 'run-tests-cpu-'));
 process.on('exit', () => rmSync(cpuDir, { recursive: true, force: true }));
 /** A file still running after this long is killed and counted as failed. */
 const FILE_TIMEOUT_MS = 15 * 60_000;
+/** Process groups of the running files: each file runs in its own group (node --test runs the
+ * file in a grandchild, and a test may start servers), so a timeout or an interrupted run
+ * kills all of it, never leaving an orphan that loads the machine. */
+const liveGroups = new Set();
+const killGroup = (pid) => { try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ } };
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => { for (const pid of liveGroups) killGroup(pid); process.exit(130); });
+}
 
 function parseArgs(argv) {
   const opts = { tier: null, filters: [], list: false, check: false, concurrency: null };
@@ -59,8 +68,11 @@ function walk(d) {
 /** Test name of a compiled file: its path under dist/test without .test.js. */
 const nameOf = (file) => relative(distTest, file).replace(/\.test\.js$/, '');
 
+/** Recorded { wall, cpu } seconds per file (an older file's bare numbers are wall times). */
 function readTimes() {
-  try { return JSON.parse(readFileSync(timesFile, 'utf8')); } catch { return {}; }
+  let raw = {};
+  try { raw = JSON.parse(readFileSync(timesFile, 'utf8')); } catch { return {}; }
+  return Object.fromEntries(Object.entries(raw).map(([n, v]) => [n, typeof v === 'number' ? { wall: v, cpu: null } : v]));
 }
 
 /**
@@ -68,8 +80,8 @@ function readTimes() {
  * as longest, and among those the tier's slowFirst hint leads, then the name.
  */
 function order(tier, names, times) {
-  const hint = (n) => { const i = (tier.slowFirst ?? []).indexOf(n); return i < 0 ? Infinity : i; };
-  const time = (n) => times[n] ?? Infinity;
+  const hint = (n) => { const i = (tier.slowFirst ?? []).findIndex((p) => matches(p, n)); return i < 0 ? Infinity : i; };
+  const time = (n) => times[n]?.wall ?? Infinity;
   return [...names].sort((a, b) => (time(b) === time(a) ? 0 : time(b) > time(a) ? 1 : -1) || hint(a) - hint(b) || a.localeCompare(b));
 }
 
@@ -83,7 +95,8 @@ function runFile(name, sink) {
   const cpuLog = join(cpuDir, `${name.replaceAll('/', '_')}.txt`);
   env.RUN_TESTS_CPU_LOG = cpuLog;
   env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --import=${pathToFileURL(join(root, 'scripts', 'cpu-probe.mjs')).href}`.trim();
-  const child = spawn(process.execPath, ['--test', '--test-reporter=spec', join(distTest, `${name}.test.js`)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--test', '--test-reporter=spec', join(distTest, `${name}.test.js`)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  liveGroups.add(child.pid);
   const counts = {};
   const partial = { stdout: '', stderr: '' }; // a line may come in pieces; streams are split apart
   const onData = (stream) => (chunk) => {
@@ -97,10 +110,12 @@ function runFile(name, sink) {
   };
   child.stdout.on('data', onData('stdout'));
   child.stderr.on('data', onData('stderr'));
-  const timer = setTimeout(() => { sink(`run-tests: ${name} still running after ${FILE_TIMEOUT_MS / 60_000} min: killed`); child.kill('SIGKILL'); }, FILE_TIMEOUT_MS);
+  const timer = setTimeout(() => { sink(`run-tests: ${name} still running after ${FILE_TIMEOUT_MS / 60_000} min: killed`); killGroup(child.pid); }, FILE_TIMEOUT_MS);
   return new Promise((resolve) => {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      killGroup(child.pid); // whatever the file left running (a server it did not stop)
+      liveGroups.delete(child.pid);
       for (const rest of Object.values(partial)) if (rest) sink(rest);
       const seconds = (Date.now() - started) / 1000;
       const pass = counts.pass ?? 0;
@@ -120,7 +135,7 @@ function runFile(name, sink) {
  */
 async function runTier(tier, names, concurrency) {
   const queue = [...names];
-  const isAlone = (n) => (tier.alone ?? []).includes(n);
+  const isAlone = (n) => (tier.alone ?? []).some((p) => matches(p, n));
   const running = []; // { name, lines: string[], done: result | null }, in start order
   const results = [];
   let wake = () => {};
@@ -145,12 +160,16 @@ async function runTier(tier, names, concurrency) {
       if (running.length >= concurrency || running.some((e) => isAlone(e.name))) return false;
       return !isAlone(queue[0]);
     };
-    // An `alone` file waits for the others to end; files behind it that may share go first.
-    if (queue.length && running.length && running.length < concurrency && isAlone(queue[0]) && !running.some((e) => isAlone(e.name))) {
-      const i = queue.findIndex((n) => !isAlone(n));
-      if (i > 0) queue.unshift(queue.splice(i, 1)[0]);
-    }
-    while (canStart()) {
+    // An `alone` file waits for the others to end; files behind it that may share go first
+    // (checked before each start: the file just started may be the one an alone file waits on).
+    const shareFirst = () => {
+      if (queue.length && running.length && running.length < concurrency && isAlone(queue[0]) && !running.some((e) => isAlone(e.name))) {
+        const i = queue.findIndex((n) => !isAlone(n));
+        if (i > 0) queue.unshift(queue.splice(i, 1)[0]);
+      }
+      return canStart();
+    };
+    while (shareFirst()) {
       const entry = { name: queue.shift(), lines: [], done: null };
       running.push(entry);
       runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); })
@@ -201,12 +220,12 @@ for (const [i, { tier, names }] of plan.entries()) {
   console.log(`━━ tier ${tier.name}: ${names.length} files, ${concurrency} at a time — ${tier.what}\n`);
   const t0 = Date.now();
   const results = await runTier(tier, order(tier, names, times), concurrency);
-  for (const r of results) times[r.name] = Math.round(r.seconds * 10) / 10;
+  for (const r of results) times[r.name] = { wall: Math.round(r.seconds * 10) / 10, cpu: Math.round(r.cpu * 10) / 10 };
   tierResults.push({ tier, results, seconds: (Date.now() - t0) / 1000 });
   if (results.some((r) => r.failed) && i < plan.length - 1) { stoppedAt = plan.slice(i + 1); break; }
 }
 mkdirSync(dirname(timesFile), { recursive: true });
-writeFileSync(timesFile, `${JSON.stringify(Object.fromEntries(Object.entries(times).sort()), null, 1)}\n`);
+writeFileSync(timesFile, `{\n${Object.entries(times).sort().map(([n, t]) => ` ${JSON.stringify(n)}: ${JSON.stringify(t)}`).join(',\n')}\n}\n`);
 
 const all = tierResults.flatMap((t) => t.results);
 const sum = (k) => all.reduce((a, r) => a + r[k], 0);
@@ -216,6 +235,8 @@ for (const { tier, results, seconds } of tierResults) {
   const f = results.reduce((a, r) => a + r.failed, 0);
   console.log(`tier ${tier.name}: ${results.length} files, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${f} failed, ${seconds.toFixed(1)} s (${results.reduce((a, r) => a + r.cpu, 0).toFixed(0)} s CPU in its Node processes)`);
 }
+const costliest = [...all].sort((x, y) => y.cpu - x.cpu).slice(0, 8);
+if (all.length > 1) console.log(`costliest files (CPU s / wall s): ${costliest.map((r) => `${r.name} ${r.cpu.toFixed(0)}/${r.seconds.toFixed(0)}`).join(', ')}`);
 if (stoppedAt) console.log(`not run, because tier ${tierResults.at(-1).tier.name} failed: ${stoppedAt.map((p) => `${p.tier.name} (${p.names.length} files)`).join(', ')}`);
 for (const r of failedFiles) console.log(`✖ failed: dist/test/${r.name}.test.js (${r.failed}${r.signal ? `, ${r.signal}` : ''})`);
 console.log(`ℹ files ${all.length}`);

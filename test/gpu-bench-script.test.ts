@@ -1,5 +1,5 @@
 // scripts/gpu-bench.sh --dry-run: the GPU machine's one-call benchmark, run here on tiny
-// settings (2 layers, a few tokens: each step once, cheaply) on the machine's WebGPU adapter
+// settings (1 layer + the MTP head, a few tokens: each step once, cheaply) on the machine's WebGPU adapter
 // (lavapipe without a GPU). Every step of the real run happens — make-model, quantize to Q8_0 and Q4_K_M, the webgpu benches, the MTP bench
 // and the PyTorch floor — and one JSON file comes out whose runs carry their figures; the
 // floor may only fail for want of torch / transformers, and says so.

@@ -1,18 +1,23 @@
-// The prefill tile kernel (kernels/webgpu/wgsl/attention-tile.ts) against the per-(head, row)
-// attention kernel (k.attention, the definition of a row's bits): prefill rows of one
-// sequence in tiles of QT / G rows, decode rows beside them (the grouped kernel), contexts 1
-// to 700 over pages of 16, head dims 16 / 64 / 256 and 1 / 4 / 8 query heads per KV head,
-// bit for bit; and the KV bytes read (each tile reads its sequence's cache once per KV
-// head) and the score scratch's bytes.
+// Every webgpu attention kernel runs one online softmax (kernels/webgpu/wgsl/attention-online.ts):
+// the per-(head, row) kernel (k.attention), the decode / verify blocks and the prefill tiles
+// of the block kernel (wgsl/attention-tile.ts) give a query the same bits for the same
+// context. Here: a prefill of one sequence in tiles of QT / G rows, the same rows as
+// verify-sized sequences (decode / verify blocks) and row by row, contexts 1 to 700 over
+// pages of 16 (lengths around multiples of the 16-position block), head dims 16 / 64 / 256
+// and 1 / 4 / 8 query heads per KV head, bit for bit; each within the conformance tolerance
+// of the reference kernel; and the KV bytes read (each block reads its sequence's cache once
+// per KV head).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AttentionDims, BatchSeq, KvLayerView } from '../src/kernels/types.js';
 import { plainRopeTable } from '../src/kernels/rope-table.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { attentionTilePlan } from '../src/kernels/webgpu/attention-group.js';
-import { tileShapeFor, tileWorkgroupBytes } from '../src/kernels/webgpu/wgsl/attention-tile.js';
-import { rng } from './numeric.js';
+import { attentionGroupShape, attentionTilePlan } from '../src/kernels/webgpu/attention-group.js';
+import { accPerThread, groupShapeFor, tileShapeFor, tileWorkgroupBytes } from '../src/kernels/webgpu/wgsl/attention-tile.js';
+import { ONLINE_BLOCK } from '../src/kernels/webgpu/wgsl/attention-online.js';
+import { relErr, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
 
@@ -22,6 +27,9 @@ after(() => k?.dispose());
 
 const PAGE = 16;
 const rope = plainRopeTable(1e6, 8);
+const ref = createRefKernels();
+
+type Spec = readonly { t: number; start: number }[];
 
 function upload(a: Float32Array): GpuTensor {
   const t = k.alloc(a.length);
@@ -29,73 +37,107 @@ function upload(a: Float32Array): GpuTensor {
   return t;
 }
 
-/** A batch of `spec` over one random paged cache (pages in reverse pool order): the
- * per-(head, row) kernel's output, attentionBatch's, and attentionBatch's KV bytes read. */
-async function tileVsRows(d: AttentionDims, spec: readonly { t: number; start: number }[]):
-  Promise<{ want: Float32Array; got: Float32Array; seqs: BatchSeq[]; read: number; ideal: number; scores: number }> {
+/** Pages of one sequence (enough for its last position). */
+const pagesOf = (s: { t: number; start: number }): number => Math.ceil(Math.max(1, s.start + s.t) / PAGE);
+
+/** A random paged cache (pages in reverse pool order) and queries for `spec`; per sequence:
+ * the per-(head, row) kernel's rows, attentionBatch's rows of `spec` as one batch, of the
+ * same rows cut into sequences of `verifyRows` (decode / verify blocks, sharing the page
+ * table), the reference kernel's rows; and the KV bytes attentionBatch read of `spec`. */
+async function threeWays(d: AttentionDims, spec: Spec, verifyRows: number) {
   const r = rng(211);
   const sym = (n: number) => Float32Array.from({ length: n }, () => 2 * r() - 1);
   const [qd, kvd] = [d.numHeads * d.headDim, d.numKvHeads * d.headDim];
-  const pagesOf = (s: { t: number; start: number }) => Math.ceil(Math.max(1, s.start + s.t) / PAGE);
   let slot = spec.reduce((n, s) => n + pagesOf(s), 0);
   const n = slot * PAGE * kvd;
   let row = 0;
-  const seqs = spec.map((s) => {
+  const seqs: BatchSeq[] = spec.map((s) => {
     const b = { row, t: s.t, start: s.start, pageTable: Array.from({ length: pagesOf(s) }, () => --slot) };
     row += s.t;
     return b;
   });
-  const q = upload(sym(row * qd));
-  const cache = upload(sym(2 * n));
+  const qh = sym(row * qd);
+  const ch = sym(2 * n);
+  const q = upload(qh);
+  const cache = upload(ch);
   const kv: KvLayerView<GpuTensor> = { k: k.view(cache, 0, n), v: k.view(cache, n, n), pageSize: PAGE };
   const perRow = k.alloc(row * qd);
   for (const s of seqs) if (s.t > 0) k.attention(k.view(perRow, s.row * qd, s.t * qd), k.view(q, s.row * qd, s.t * qd), qd, kv, s.pageTable, s.start, s.t, d);
   const tiled = k.alloc(row * qd);
   const t0 = { ...k.g.traffic };
   k.attentionBatch(tiled, q, qd, seqs.map(() => kv), k.stepBatch(seqs, rope), d);
-  const [want, got] = await k.readBack([perRow, tiled].map((t) => ({ t, offset: 0, length: t.length })));
   const tr = k.g.traffic;
-  return { want: want!, got: got!, seqs, read: tr.kvBytesRead - t0.kvBytesRead, ideal: tr.kvBytesIdeal - t0.kvBytesIdeal, scores: tr.scoreBytes - t0.scoreBytes };
+  const read = tr.kvBytesRead - t0.kvBytesRead;
+  const ideal = tr.kvBytesIdeal - t0.kvBytesIdeal;
+  const pieces: BatchSeq[] = seqs.flatMap((s) => Array.from({ length: Math.ceil(s.t / verifyRows) }, (_, i) =>
+    ({ row: s.row + i * verifyRows, t: Math.min(verifyRows, s.t - i * verifyRows), start: s.start + i * verifyRows, pageTable: s.pageTable })));
+  const grouped = k.alloc(row * qd);
+  k.attentionBatch(grouped, q, qd, pieces.map(() => kv), k.stepBatch(pieces, rope), d);
+  const [rows, tiles, blocks] = await k.readBack([perRow, tiled, grouped].map((t) => ({ t, offset: 0, length: t.length })));
+  const want = new Float32Array(row * qd);
+  const refKv = { k: ch.subarray(0, n), v: ch.subarray(n), pageSize: PAGE };
+  for (const s of seqs) if (s.t > 0) ref.attention(want.subarray(s.row * qd), qh.subarray(s.row * qd), qd, refKv, s.pageTable, s.start, s.t, d);
+  const cut = (a: Float32Array, s: BatchSeq) => a.subarray(s.row * qd, (s.row + s.t) * qd);
+  return { seqs, read, ideal, rows: seqs.map((s) => ({ rows: cut(rows!, s), tiles: cut(tiles!, s), blocks: cut(blocks!, s), ref: cut(want, s) })) };
 }
 
-describe('webgpu prefill attention tiles', () => {
+describe('webgpu attention: one online softmax in every kernel', () => {
   test('shapes fit the workgroup memory they are sized for (16 KiB: the WebGPU minimum)', () => {
-    for (const hd of [16, 64, 128, 256]) {
-      const s = tileShapeFor(hd, 16384);
-      assert.ok(s, `head dim ${hd} fits 16 KiB`);
-      assert.ok(tileWorkgroupBytes(s) <= 16384, `head dim ${hd}: ${tileWorkgroupBytes(s)} bytes`);
+    for (const hd of [16, 64, 128, 256, 512, 1024]) {
+      for (const s of [tileShapeFor(hd, 16384), groupShapeFor(hd, 16384)]) {
+        assert.ok(s, `head dim ${hd} fits 16 KiB`);
+        assert.ok(tileWorkgroupBytes(s) <= 16384, `head dim ${hd}: ${tileWorkgroupBytes(s)} bytes`);
+        assert.equal(ONLINE_BLOCK % s.bc, 0, 'a K/V tile divides the softmax block');
+        assert.ok(accPerThread(s) <= (s.stage ? 64 : 128), `${accPerThread(s)} accumulators a thread`);
+      }
     }
-    assert.deepEqual(tileShapeFor(256, 16384), { qt: 64, bc: 8, hd: 256 });
-    assert.deepEqual(tileShapeFor(64, 16384), { qt: 128, bc: 16, hd: 64 });
-    assert.equal(tileShapeFor(1024, 16384), null, 'no shape: the grouped kernel serves');
+    assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 8, hd: 256, stage: true, order: 'query' });
+    assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' });
+    assert.deepEqual(groupShapeFor(64, 16384), { wg: 16, qt: 16, bc: 16, hd: 64, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 16, hd: 1024, stage: false, order: 'element' });
   });
 
   for (const d of [{ numHeads: 2, numKvHeads: 2, headDim: 16 }, { numHeads: 8, numKvHeads: 2, headDim: 64 }, { numHeads: 8, numKvHeads: 1, headDim: 256 }]) {
     const g = d.numHeads / d.numKvHeads;
-    test(`head dim ${d.headDim}, ${g} query heads per KV head: tiles == the per-(head, row) kernel bit for bit, cache read once per tile`, async () => {
+    test(`head dim ${d.headDim}, ${g} query heads per KV head: tiles == blocks == rows bit for bit, ≈ ref, cache read once per block`, async () => {
       const plan = attentionTilePlan(k.g, d);
-      assert.ok(plan, 'the device fits a tile');
+      const group = attentionGroupShape(k.g, d);
+      assert.ok(plan && group, 'the device fits both shapes');
       const rows = plan.rows;
-      // a prefill from position 0 over two tiles and a bit (contexts 1 up), one ending at
-      // context 700, a decode row and a verify row (the grouped kernel), an empty sequence
-      const spec = [{ t: 2 * rows + 3, start: 0 }, { t: 1, start: 450 }, { t: rows + 5, start: 695 - rows }, { t: 0, start: 9 }, { t: 2, start: 64 }];
-      const { want, got, seqs, read, ideal, scores } = await tileVsRows(d, spec);
-      const qd = d.numHeads * d.headDim;
-      for (const [i, s] of seqs.entries()) {
-        const [a, b] = [got.subarray(s.row * qd, (s.row + s.t) * qd), want.subarray(s.row * qd, (s.row + s.t) * qd)];
-        assert.ok(sameBits(a, b), `sequence ${i} (${JSON.stringify(spec[i])}; tile ${plan.shape.qt}×${plan.shape.bc}) differs`);
+      const groupRows = Math.floor(16 / g);
+      // a prefill from position 0 over two tiles and a bit (contexts 1 up, every block edge
+      // to 2·rows + 3), one ending at context 700, decode rows at contexts B − 1, B, B + 1,
+      // 2·B, 2·B + 1 and 451 (around the edges of the softmax blocks of B positions), verify
+      // rows at contexts 2·B..2·B + 1, an empty sequence
+      const B = ONLINE_BLOCK;
+      const spec = [{ t: 2 * rows + 3, start: 0 }, { t: 1, start: 450 }, { t: rows + 5, start: 695 - rows }, { t: 0, start: 9 },
+        { t: 2, start: 2 * B - 1 }, { t: 1, start: B - 2 }, { t: 1, start: B - 1 }, { t: 1, start: B }, { t: 1, start: 2 * B - 1 }, { t: 1, start: 2 * B }];
+      const { seqs, read, ideal, rows: got } = await threeWays(d, spec, groupRows);
+      for (const [i, x] of got.entries()) {
+        const what = `sequence ${i} (${JSON.stringify(spec[i])}; tile ${plan.shape.qt}×${plan.shape.bc}, block ${group.qt}×${group.bc})`;
+        assert.ok(sameBits(x.tiles, x.rows), `${what}: attentionBatch differs from the per-row kernel`);
+        assert.ok(sameBits(x.blocks, x.rows), `${what}: decode / verify blocks differ from the per-row kernel`);
+        assert.ok(relErr(x.rows, x.ref) <= 1e-5, `${what}: rel err ${relErr(x.rows, x.ref)} vs the reference kernel`);
       }
+      assert.equal(seqs.length, spec.length);
       // K and V of every KV head: each block reads positions 0..its last row's
       const pos = 2 * 4 * d.numKvHeads * d.headDim;
       const blocks = (s: { t: number; start: number }, per: number) =>
         Array.from({ length: Math.ceil(s.t / per) }, (_, b) => s.start + Math.min(s.t, (b + 1) * per));
-      const group = Math.floor(16 / g);
-      const lasts = spec.flatMap((s) => blocks(s, s.t > group ? rows : group));
+      const lasts = spec.flatMap((s) => blocks(s, s.t > groupRows ? rows : groupRows));
       assert.equal(read, pos * lasts.reduce((x, y) => x + y, 0), 'tile blocks of QT / G rows, decode and verify once');
       assert.equal(ideal, pos * spec.reduce((x, s) => x + (s.t > 0 ? s.start + s.t : 0), 0));
-      // the score scratch: 16 bytes per (query head, row, position it sees)
-      const seen = spec.reduce((x, s) => x + s.t * s.start + (s.t * (s.t + 1)) / 2, 0);
-      assert.equal(scores, 16 * d.numHeads * seen);
     });
   }
+
+  test('more query heads per KV head than a block holds (the per-row kernel in a batch) == the per-row kernel', async () => {
+    const d = { numHeads: 17, numKvHeads: 1, headDim: 16 };
+    assert.equal(attentionGroupShape(k.g, d), null);
+    const { rows: got } = await threeWays(d, [{ t: 20, start: 0 }, { t: 1, start: 47 }], 3);
+    for (const x of got) {
+      assert.ok(sameBits(x.tiles, x.rows) && sameBits(x.blocks, x.rows), 'ATTENTION_BATCH == ATTENTION');
+      assert.ok(relErr(x.rows, x.ref) <= 1e-5);
+    }
+  });
 });

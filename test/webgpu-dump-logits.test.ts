@@ -1,9 +1,11 @@
 // The golden prompt logits on webgpu (Dawn on the machine's adapter; lavapipe without a GPU):
 // - `generate --kernels webgpu --json --dump-logits` as a process awaits webgpu's
-//   asynchronous read-back (issue 47): on the longest golden prompt (past 64 positions: the
-//   per-(head, row) attention) its last_logits and mtp_top match ../shared/golden/tiny-think.json
-//   (the golden tests' tolerance, 1e-4 relative to the largest logit), and its greedy ids
-//   equal the wasm process's;
+//   asynchronous read-back (issue 47): on the shortest golden prompt past 64 positions (the
+//   per-(head, row) attention over more than one tile) its last_logits and mtp_top match
+//   ../shared/golden/tiny-think.json (the golden tests' tolerance, 1e-4 relative to the
+//   largest logit), and its greedy ids equal the wasm process's. The shortest such prompt:
+//   lavapipe's prefill costs ~0.1 s CPU a prompt token, and the longest prompt's numbers are
+//   the engine check's below (the same probe code, every golden prompt);
 // - every golden prompt (22 to 264 tokens) through one webgpu engine in this process (the
 //   probe the CLI's dump runs): the same golden checks, and its greedy ids == one wasm
 //   engine's. One engine load instead of a process per prompt: each webgpu process pays
@@ -63,11 +65,12 @@ function checkDump(gpu: Dump, cpu: Dump, p: GoldenPrompt): void {
 
 const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: GoldenPrompt[] };
 assert.ok(golden.prompts.length > 0, 'tiny-think golden has prompts');
-const longest = golden.prompts.reduce((a, b) => (b.prompt_ids.length > a.prompt_ids.length ? b : a));
+const pastOneTile = golden.prompts.filter((p) => p.prompt_ids.length > 64)
+  .reduce<GoldenPrompt | null>((a, b) => (a === null || b.prompt_ids.length < a.prompt_ids.length ? b : a), null);
 
-test(`generate --kernels webgpu --dump-logits (a process): ${longest.name} matches the golden and the wasm process`, { timeout: 240_000 }, () => {
-  assert.ok(longest.prompt_ids.length > 64, 'the longest golden prompt passes 64 positions');
-  checkDump(cliDump('webgpu', longest), cliDump('wasm', longest), longest);
+test(`generate --kernels webgpu --dump-logits (a process): ${pastOneTile?.name} matches the golden and the wasm process`, { timeout: 240_000 }, () => {
+  assert.ok(pastOneTile, 'a golden prompt passes 64 positions');
+  checkDump(cliDump('webgpu', pastOneTile), cliDump('wasm', pastOneTile), pastOneTile);
 });
 
 test('every golden prompt on one webgpu engine: the dump matches the golden and one wasm engine', { timeout: 600_000 }, async () => {

@@ -20,11 +20,11 @@ export function gpuCounters(k: AnyKernels): WebGpuBoundaryKernels | null {
 }
 
 type Counters = WebGpuBoundaryKernels['counters'];
-interface Snapshot extends Counters { wRead: number; wIdeal: number; kvRead: number; kvIdeal: number; scores: number }
+interface Snapshot extends Counters { wRead: number; wIdeal: number; kvRead: number; kvIdeal: number }
 
 function snap(k: WebGpuBoundaryKernels): Snapshot {
   const t = k.g.traffic;
-  return { ...k.counters, wRead: t.weightBytesRead, wIdeal: t.weightBytesIdeal, kvRead: t.kvBytesRead, kvIdeal: t.kvBytesIdeal, scores: t.scoreBytes };
+  return { ...k.counters, wRead: t.weightBytesRead, wIdeal: t.weightBytesIdeal, kvRead: t.kvBytesRead, kvIdeal: t.kvBytesIdeal };
 }
 
 type Run = (onTimed: () => void) => Promise<{ steps: number; recordMs: number; threadCpuMs: number | null }>;
@@ -81,9 +81,6 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatch
     kv_bytes_read_per_step: per(d.kvRead),
     kv_bytes_ideal_per_step: per(d.kvIdeal),
     kv_read_ratio: d.kvIdeal > 0 ? d.kvRead / d.kvIdeal : null,
-    // attention's score scratch (16 bytes per (query, position)), and all its bytes ÷ the KV ideal
-    attention_score_bytes_per_step: per(d.scores),
-    attention_bytes_ratio: d.kvIdeal > 0 ? (d.kvRead + d.scores) / d.kvIdeal : null,
     // MoE expert weights the grouped GEMMs read vs each routed expert once (device tally)
     moe_weight_bytes_read_per_step: per(moe.read),
     moe_weight_bytes_routed_ideal_per_step: per(moe.ideal),

@@ -1,18 +1,18 @@
-// attentionBatch with each KV row read once per block of queries (wgsl/attention-group.ts):
-// a block is up to ATTENTION_QMAX queries, consecutive rows of one sequence × the G query
-// heads of a KV head, so decode (1 row) and verify (k + 1 ≤ QMAX / G rows) read a
-// sequence's cache once per KV head per layer, the ideal. A longer run of one sequence's
-// rows (a prefill) takes the tile kernel (wgsl/attention-tile.ts): blocks of QT / G rows
-// with K and V streamed through workgroup memory, so the cache is read once per QT / G rows
-// (QT = 128 up to head dim 128, 64 at 256) instead of once per 16 / G. The block table is
+// attentionBatch with each KV row read once per block of queries (wgsl/attention-tile.ts,
+// one kernel text in two shapes): a decode / verify block is up to ATTENTION_QMAX queries,
+// consecutive rows of one sequence × the G query heads of a KV head, so decode (1 row) and
+// verify (k + 1 ≤ QMAX / G rows) read a sequence's cache once per KV head per layer, the
+// ideal. A longer run of one sequence's rows (a prefill) takes the tile shape: blocks of
+// QT / G rows (QT = 128 up to head dim 128, 64 at 256). Both run the online softmax of
+// wgsl/attention-online.ts, so a row's bits do not depend on its block. The block table is
 // made on the host once per step batch and block sizes, and goes up through the upload arena.
 import type { AttentionDims, BatchSeq, KvLayerView } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { packParams } from './params.js';
-import { ATTENTION_GROUP, ATTENTION_QMAX } from './wgsl/attention-group.js';
-import { attentionTileShader, tileShapeFor, type TileShape } from './wgsl/attention-tile.js';
+import { ATTENTION_QMAX } from './wgsl/attention-group.js';
+import { attentionTileShader, groupShapeFor, tileShapeFor, type TileShape } from './wgsl/attention-tile.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -34,9 +34,12 @@ interface Blocks { readonly table: GpuTensor; readonly group: readonly Block[]; 
 
 const blockTables = new WeakMap<StepTable, Map<string, Blocks>>();
 
-/** Whether the grouped kernel serves these dims (a KV group of at most QMAX query heads). */
-export function attentionGroupFits(dims: AttentionDims): boolean {
-  return dims.numHeads % dims.numKvHeads === 0 && dims.numHeads / dims.numKvHeads <= ATTENTION_QMAX;
+/** The decode / verify block shape for these dims on this device; null where a KV group has
+ * more than QMAX query heads or the shape does not fit the workgroup memory (then a
+ * workgroup per (head, row) serves). */
+export function attentionGroupShape(g: WebGpuKernels, dims: AttentionDims): TileShape | null {
+  if (dims.numHeads % dims.numKvHeads !== 0 || dims.numHeads / dims.numKvHeads > ATTENTION_QMAX) return null;
+  return groupShapeFor(dims.headDim, g.device.limits.maxComputeWorkgroupStorageSize);
 }
 
 /** The tile kernel's shape for these dims on this device, and its rows per block; null where
@@ -80,26 +83,31 @@ function blocksIn(blocks: readonly Block[], run: KvRun): { first: number; count:
   return { first, count };
 }
 
-/** Dispatches per KV run: the grouped kernel's blocks (decode, verify) and the tile kernel's
- * (prefills), workgroups (KV head, block). Counts the KV bytes read: each block reads its
- * sequence's rows 0..last once per KV head, K and V. Both kernels give a row the same bits. */
+/** The shader key of a shape. */
+function shapeKey(s: TileShape): string {
+  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}${s.stage ? '_staged' : ''}`;
+}
+
+/** Dispatches per KV run: the decode / verify blocks and the prefill tiles, workgroups (KV
+ * head, block), for dims with a group shape (attentionGroupShape). Counts the KV bytes read:
+ * each block reads its sequence's rows 0..last once per KV head, K and V. Both shapes give a
+ * row the same bits. */
 export function attentionGroupDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
-  runs: readonly KvRun[], b: StepTable, dims: AttentionDims, sc: GpuTensor): void {
+  runs: readonly KvRun[], b: StepTable, dims: AttentionDims, groupShape: TileShape): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
   const groupRows = Math.max(1, Math.floor(ATTENTION_QMAX / (nh / nkv)));
   const plan = attentionTilePlan(g, dims);
   const { table, group, tile } = blocksOf(put, b, groupRows, plan?.rows ?? 0);
   for (const x of [...group, ...tile]) g.traffic.kvBytesRead += 2 * 4 * nkv * hd * (x.last + 1);
-  const kinds = [{ blocks: group, at: 0, key: 'attention_group', src: () => ATTENTION_GROUP },
-    ...(plan ? [{ blocks: tile, at: group.length, key: `attention_tile_${plan.shape.hd}_${plan.shape.qt}_${plan.shape.bc}`, src: () => attentionTileShader(plan.shape) }] : [])];
+  const kinds = [{ blocks: group, at: 0, shape: groupShape }, ...(plan ? [{ blocks: tile, at: group.length, shape: plan.shape }] : [])];
   for (const run of runs) {
     for (const kind of kinds) {
       const { first, count } = blocksIn(kind.blocks, run);
       if (count === 0) continue;
-      g.run(enc, kind.key, kind.src,
-        packParams('attention_group', { nH: nh, nKV: nkv, hd, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
+      g.run(enc, shapeKey(kind.shape), () => attentionTileShader(kind.shape),
+        packParams('attention_group', { nH: nh, nKV: nkv, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
           rowTable: b.rowsOff, seqTable: b.seqsOff, blockTable: table.offset + 2 * (kind.at + first), scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }),
-        null, [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, sc.buffer, table.buffer], [nkv, count, 1], 'attention');
+        null, [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, table.buffer], [nkv, count, 1], 'attention');
     }
   }
 }

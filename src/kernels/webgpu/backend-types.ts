@@ -18,10 +18,6 @@ export interface GpuTraffic {
   weightBytesIdeal: number;
   kvBytesRead: number;
   kvBytesIdeal: number;
-  /** Bytes of attention's score scratch (SC): the exact chains keep every (query, position)
-   * score in memory, written with the score, read and rewritten with exp, read with the
-   * output: 16 bytes a pair. */
-  scoreBytes: number;
 }
 
 /** A matmulGroup's input norm: the weight widened to f32 (uploadVector), rmsNorm's

@@ -18,7 +18,7 @@ import { TM, denseMatmulTile, quantActsShader, quantMatmulShader } from './wgsl/
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
-import { ATTENTION, KV_WRITE } from './wgsl/attention.js';
+import { ATTENTION, KV_WRITE, ROW_MAX_HEAD_DIM } from './wgsl/attention.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS } from './wgsl/rows.js';
 
 export type { GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
@@ -42,7 +42,7 @@ export class WebGpuKernels {
     return this.dummy;
   }
   private readonly maxBinding: number;
-  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0, scoreBytes: 0 };
+  readonly traffic: GpuTraffic = { weightBytesRead: 0, weightBytesIdeal: 0, kvBytesRead: 0, kvBytesIdeal: 0 };
   /** Weights already counted in the ideal of the current step. */
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
@@ -312,15 +312,14 @@ export class WebGpuKernels {
   attention(enc: StepEncoder, out: GpuTensor, q: GpuTensor, qStride: number, kv: GpuKvLayer, pageTable: GpuTensor,
     start: number, t: number, dims: AttentionDims): void {
     const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
-    const sc = this.scratch.get('scores', t * nh * (start + t));
+    if (hd > ROW_MAX_HEAD_DIM) throw new RangeError(`attention: head dim ${hd} > ${ROW_MAX_HEAD_DIM}`);
     // query i reads positions 0..start+i, K and V, hd floats per head
     this.traffic.kvBytesRead += 2 * 4 * nh * hd * (t * (start + 1) + (t * (t - 1)) / 2);
     this.traffic.kvBytesIdeal += 2 * 4 * nkv * hd * (start + t);
-    this.traffic.scoreBytes += 16 * nh * (t * (start + 1) + (t * (t - 1)) / 2);
     this.run(enc, 'attention', () => ATTENTION,
-      packParams('attention', { t, nH: nh, nKV: nkv, hd, start, pageSize: kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
+      packParams('attention', { nH: nh, nKV: nkv, hd, start, pageSize: kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
         ptOff: pageTable.offset, scale: 1 / Math.sqrt(hd), kcOff: kv.k.offset, vcOff: kv.v.offset }), null,
-      [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer, sc.buffer], [nh, t, 1], 'attention');
+      [out.buffer, q.buffer, kv.k.buffer, kv.v.buffer, pageTable.buffer], [nh, t, 1], 'attention');
   }
 
   /** MoE router: ids i32 [M, topK], weights [M, topK], logits [M, E]. */

@@ -11,7 +11,8 @@ import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from './wgsl/batch.js';
-import { attentionGroupDispatch, attentionGroupFits } from './attention-group.js';
+import { attentionGroupDispatch, attentionGroupShape } from './attention-group.js';
+import { ROW_MAX_HEAD_DIM } from './wgsl/attention.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -23,8 +24,6 @@ export interface GpuStepBatch extends StepBatch {
   /** f32 [M, half, 2]: cos/sin of every row's position, in the table's buffer after the
    * page tables (null without a RoPE table). */
   readonly cs: GpuTensor | null;
-  /** Attention score scratch: nH · this many elements (Σ over rows of pos + 1). */
-  readonly scoreRows: number;
 }
 
 /** Build and upload the batch's table (one arena write each for the table and the angles). */
@@ -33,14 +32,12 @@ export function makeGpuStepBatch(put: Put, seqs: readonly BatchSeq[], rope: Rope
   const pages = seqs.reduce((n, s) => n + s.pageTable.length, 0);
   const words = new Int32Array(4 * rows + 4 * seqs.length + pages);
   const positions = new Int32Array(rows);
-  let score = 0;
   let pageAt = 4 * rows + 4 * seqs.length; // from the table's start (the row table)
   seqs.forEach((s, i) => {
     for (let j = 0; j < s.t; j++) {
       const r = s.row + j;
       positions[r] = s.start + j;
-      words.set([i, s.start + j, score, 0], 4 * r);
-      score += s.start + j + 1;
+      words.set([i, s.start + j, 0, 0], 4 * r);
     }
     words.set([s.row, s.t, s.start, pageAt], 4 * rows + 4 * i);
     words.set(s.pageTable, pageAt);
@@ -55,7 +52,7 @@ export function makeGpuStepBatch(put: Put, seqs: readonly BatchSeq[], rope: Rope
   if (cs) all.set(new Int32Array(cs.buffer, cs.byteOffset, cs.length), words.length);
   const table = put(all, 'i32');
   const csView: GpuTensor | null = cs ? { ...table, offset: table.offset + words.length, length: cs.length, shape: [cs.length], elem: 'f32' } : null;
-  return { seqs, rows, rope, table, rowsOff: table.offset, seqsOff: table.offset + 4 * rows, cs: csView, scoreRows: score };
+  return { seqs, rows, rope, table, rowsOff: table.offset, seqsOff: table.offset + 4 * rows, cs: csView };
 }
 
 /** Overwrite a sequence's rows of the cos/sin table with its multimodal angles: pair f of
@@ -105,20 +102,21 @@ export function kvWriteBatch(g: WebGpuKernels, enc: StepEncoder, kv: readonly Kv
   }
 }
 
-/** Attention of the batch's rows: the grouped kernel (each KV row read once per block of
- * queries, attention-group.ts) where the dims allow, else a workgroup per (head, row). */
+/** Attention of the batch's rows: the block kernel (each KV row read once per block of
+ * queries, attention-group.ts) where the dims allow, else a workgroup per (head, row); the
+ * same online softmax, so the same bits, either way. */
 export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
   kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch, dims: AttentionDims): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
   const runs = kvRuns(kv, b);
   if (runs.length === 0) return;
-  const sc = g.scratchTensor('scores', nh * b.scoreRows);
   for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
-  g.traffic.scoreBytes += 16 * nh * b.scoreRows; // every kernel keeps a row's scores in SC
-  if (attentionGroupFits(dims)) {
-    attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, sc);
+  const shape = attentionGroupShape(g, dims);
+  if (shape) {
+    attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, shape);
     return;
   }
+  if (hd > ROW_MAX_HEAD_DIM) throw new RangeError(`attentionBatch: head dim ${hd} > ${ROW_MAX_HEAD_DIM} with ${nh / nkv} query heads per KV head`);
   for (const s of b.seqs) {
     // query i reads positions 0..start+i, K and V, hd floats per head
     g.traffic.kvBytesRead += 2 * 4 * nh * hd * (s.t * (s.start + 1) + (s.t * (s.t - 1)) / 2);
@@ -127,7 +125,7 @@ export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out
     g.run(enc, 'attention_batch', () => ATTENTION_BATCH,
       packParams('attention_batch', { rowBase: run.row, nH: nh, nKV: nkv, hd, pageSize: run.kv.pageSize, qOff: q.offset, qStride,
         outOff: out.offset, rowTable: b.rowsOff, seqTable: b.seqsOff, scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }), null,
-      [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, sc.buffer], [nh, run.rows, 1], 'attention');
+      [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer], [nh, run.rows, 1], 'attention');
   }
 }
 

@@ -22,7 +22,7 @@ export const PARAMS = {
     seqTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
   attention_group: fields({
-    nH: 'u32', nKV: 'u32', hd: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
+    nH: 'u32', nKV: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
     blockTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
   attention_inputs: fields({
@@ -63,7 +63,7 @@ export const PARAMS = {
   }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
   attention: fields({
-    t: 'u32', nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
+    nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
     kcOff: 'u32', vcOff: 'u32',
   }),
   embed_float: fields({ t: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32' }),

@@ -1,58 +1,93 @@
-// Causal GQA attention for long query blocks (prefill): a workgroup of 256 threads per (KV
-// head, tile) where a tile is up to QT queries = consecutive rows of ONE sequence × the G
-// query heads of the KV head. K and V stream through workgroup memory in tiles of BC cache
-// positions, each position loaded once per tile of queries (so a sequence's cache is read
-// ⌈T / (QT / G)⌉ times per KV head, not ⌈T / (16 / G)⌉ as by ATTENTION_GROUP). Scores:
-// thread t takes one position of the tile for QT·BC / 256 queries (a K element from the
-// tile serves them all); output: thread t holds (query, element) pairs t + 256·a.
-// Bits: every query keeps the per-(head, row) kernel's chains (wgsl/attention.ts attendRow):
-// - score: Σ_d q_d·k_pd from d = 0 up, times scale, to SC (the same places);
-// - max: over all its positions (max is exact, so any grouping gives the same value);
-// - Σ exp(s_p − m): 64 partial sums, partial c over p ≡ c (mod 64) from p = c up, then the
-//   64-wide tree (s = 32, 16, …, 1) — here one group of 64 threads per query;
-// - output element d: Σ_p (e_p / total)·v_pd from p = 0 up (the weight e_p / total is
-//   rounded once, into workgroup memory, then multiplied as the per-row kernel does).
-// params: PARAMS.attention_group (the same block as ATTENTION_GROUP). Block table BT (i32,
-// 2 words per block at blockTable: first row, rows); TB the step table (wgsl/batch.ts).
+// Causal GQA attention over blocks of queries: a workgroup of WG threads per (KV head, block)
+// where a block is up to QT queries = consecutive rows of ONE sequence × the G query heads of
+// the KV head. Two shapes of the one text: decode / verify blocks (QT = ATTENTION_QMAX, 64
+// threads) and prefill tiles (QT = 128 up to head dim 128, 64 at 256; 256 threads). K and V
+// stream through workgroup memory in tiles of BC cache positions, each position loaded once
+// per block of queries, K and V once each: no score scratch in device memory.
+// Bits: every query runs the online softmax of wgsl/attention-online.ts over blocks of OB
+// positions (BC divides OB), the per-(head, row) kernel's chains (wgsl/attention.ts):
+// - score: thread t takes position ki = t mod BC of a K tile for queries qg + m·KG: Σ_d by
+//   ob_dot from d = 0 up, ob_scale, into w[j·OB + i] (a K element read once serves QPT queries);
+// - the block's fold (max, α, weights, l): thread j < nq for query j, by ob_block;
+// - output: thread t holds (query, element) pairs t + WG·a; at a block's first V tile it
+//   rescales by α, then adds e_i·v_id over the block's positions in order.
 // Loop bounds that enclose barriers come from BT / TB (read-only: uniform).
-// Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32), 6 SC, 7 BT (i32).
 // Every `var` is initialised where it is declared or by explicit stores before use (Dawn on
-// lavapipe has kept a loop's `var` from the previous iteration; see ATTENTION_GROUP).
+// lavapipe has kept a loop's `var` from the previous iteration).
 import { HEADER } from './common.js';
-import { ATTENTION_GROUP_BINDINGS } from './attention-group.js';
+import { ATTENTION_GROUP_BINDINGS, ATTENTION_QMAX } from './attention-group.js';
+import { ONLINE_BLOCK, ONLINE_SOFTMAX } from './attention-online.js';
 
-/** Threads per workgroup: the WebGPU default maxComputeInvocationsPerWorkgroup. */
+/** Threads of a prefill tile: the WebGPU default maxComputeInvocationsPerWorkgroup. */
 export const TILE_THREADS = 256;
 
-/** A tile shape: QT queries per workgroup, BC cache positions per K/V tile, for head dim HD. */
-export interface TileShape { readonly qt: number; readonly bc: number; readonly hd: number }
+/** A block shape: WG threads, QT queries per workgroup, BC cache positions per K/V tile, head
+ * dim HD; `stage`: K and V go through workgroup memory (prefill tiles: a row serves QT
+ * queries), else each thread reads them from the cache (decode / verify: a row serves few). */
+export interface TileShape {
+  readonly wg: number; readonly qt: number; readonly bc: number; readonly hd: number; readonly stage: boolean;
+  /** The output phase's loop order (elementOrder / queryOrder below): speed only, same bits. */
+  readonly order: 'element' | 'query';
+}
 
-/** Workgroup bytes of a shape: the K/V tile (rows padded by one), the weights of a V tile,
- * the trees, per-query words. */
+/** Workgroup bytes of a shape: the K/V tile (rows padded by one) or a block's cache rows, a
+ * block's scores of every query (two blocks' unstaged: alternate halves spare a barrier),
+ * per-query words (positions, q offset, m, l, α). */
 export function tileWorkgroupBytes(s: TileShape): number {
-  return 4 * (s.bc * (s.hd + 1) + s.qt * s.bc + TILE_THREADS + 5 * s.qt);
+  return 4 * ((s.stage ? s.bc * (s.hd + 1) : ONLINE_BLOCK) + (s.stage ? 1 : 2) * s.qt * ONLINE_BLOCK + 5 * s.qt);
 }
 
-/** Output accumulators per thread: (query, element) pairs ÷ threads. */
-function accPerThread(s: TileShape): number {
-  return Math.ceil((s.qt * s.hd) / TILE_THREADS);
+/** The output phase's split: groups of TPG threads (DG of them), a thread DPT elements of
+ * QPG queries (DPT·QPG accumulators). */
+function outputSplit(s: TileShape): { tpg: number; dg: number; dpt: number; qpg: number } {
+  const tpg = Math.min(s.hd, s.wg);
+  const dg = Math.floor(s.wg / tpg);
+  return { tpg, dg, dpt: Math.ceil(s.hd / tpg), qpg: Math.ceil(s.qt / dg) };
 }
 
-/** The largest shape for head dim `hd` within `storageBytes` of workgroup memory: QT keeps
- * each thread's output accumulators ≤ 64 (QT = 128 up to hd 128, 64 at hd 256); BC, the
- * positions of a tile, is a power of two from 32 down that fits, with QT·BC ≥ the threads
- * (each thread scores QT·BC / 256 ≤ 16 queries); null when none fits. */
-export function tileShapeFor(hd: number, storageBytes: number): TileShape | null {
-  const qt = Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * TILE_THREADS) / hd))));
-  for (let bc = 32; qt * bc >= TILE_THREADS; bc /= 2) {
-    if (tileWorkgroupBytes({ qt, bc, hd }) <= storageBytes) return { qt, bc, hd };
+/** Output accumulators per thread. */
+export function accPerThread(s: TileShape): number {
+  const o = outputSplit(s);
+  return o.dpt * o.qpg;
+}
+
+/** The K/V tile for (wg, qt, hd): BC a power of two from OB down whose bytes fit. */
+function fitBc(wg: number, qt: number, hd: number, storageBytes: number): TileShape | null {
+  for (let bc = ONLINE_BLOCK; bc >= 1; bc /= 2) {
+    const s = { wg, qt, bc, hd, stage: true, order: 'query' } as const;
+    if (tileWorkgroupBytes(s) <= storageBytes) return s;
   }
   return null;
 }
 
+/** The prefill tile for head dim `hd` within `storageBytes` of workgroup memory: QT keeps
+ * each thread's output accumulators ≤ 64 (QT = 128 up to hd 128, 64 at hd 256), halved
+ * until a block's scores and a K/V tile fit; null when none fits. */
+export function tileShapeFor(hd: number, storageBytes: number): TileShape | null {
+  for (let qt = Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * TILE_THREADS) / hd)))); qt >= 8; qt /= 2) {
+    const s = fitBc(TILE_THREADS, qt, hd, storageBytes);
+    if (s) return s;
+  }
+  return null;
+}
+
+/** The decode / verify block for head dim `hd`: ATTENTION_QMAX queries, OB threads (the score
+ * phase: a thread per position, every query), more where a thread would hold over 128
+ * output accumulators (past head dim 256; 128 threads at 1024; fewer threads measured
+ * faster on lavapipe, a GPU may want more), K and V read from the cache (a block's rows in
+ * one pass), the output in element order (each V element read once for the block's
+ * queries); null when it does not fit. */
+export function groupShapeFor(hd: number, storageBytes: number): TileShape | null {
+  const wg = Math.max(ONLINE_BLOCK, Math.min(TILE_THREADS, 2 ** Math.ceil(Math.log2((ATTENTION_QMAX * hd) / 128))));
+  const s = { wg, qt: ATTENTION_QMAX, bc: ONLINE_BLOCK, hd, stage: false, order: 'element' } as const;
+  return tileWorkgroupBytes(s) <= storageBytes ? s : null;
+}
+
 export function attentionTileShader(s: TileShape): string {
-  const { qt: QT, bc: BC, hd: HD } = s;
-  const WG = TILE_THREADS;
+  const { wg: WG, qt: QT, bc: BC, hd: HD } = s;
+  const out = outputSplit(s);
+  const vAt = s.stage ? 'kv[i * KS + d]' : 'VC[pu(P_vcOff) + rowAt[s0 - b0 + i] + d]';
+  if (WG % BC !== 0 || QT > WG) throw new RangeError(`attention tile: ${BC} positions or ${QT} queries do not suit ${WG} threads`);
   return /* wgsl */ `${HEADER}
 ${ATTENTION_GROUP_BINDINGS}const QT = ${QT}u;
 const BC = ${BC}u;
@@ -60,16 +95,21 @@ const HD = ${HD}u;
 const WG = ${WG}u;
 const KS = ${HD + 1}u; // a K/V row's stride in kv (padded: the BC threads of a group read different banks)
 const KG = ${WG / BC}u; // query groups in the score phase
-const QPT = ${(QT * BC) / WG}u; // queries per thread in the score phase
-const ACC = ${accPerThread(s)}u;
-var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;
-var<workgroup> w: array<f32, ${QT * BC}>;
-var<workgroup> red: array<f32, ${WG}>;
+const QPT = ${Math.ceil((QT * BC) / WG)}u; // queries per thread in the score phase
+// output: thread t takes elements d = c0 + TPG·c (c < DPT) of queries dg + DG·m (m < QPG),
+// c0 = t mod TPG, dg = t / TPG: a V element read once serves its QPG queries
+const TPG = ${out.tpg}u;
+const DG = ${out.dg}u;
+const DPT = ${out.dpt}u;
+const QPG = ${out.qpg}u;
+${s.stage ? `var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;` : `var<workgroup> rowAt: array<u32, ${ONLINE_BLOCK}>; // a block's cache rows × kvDim + kh·HD`}
+var<workgroup> w: array<f32, ${(s.stage ? 1 : 2) * QT * ONLINE_BLOCK}>;
 var<workgroup> qn: array<u32, ${QT}>;
 var<workgroup> qo: array<u32, ${QT}>;
-var<workgroup> qsb: array<u32, ${QT}>;
-var<workgroup> qmax: array<f32, ${QT}>;
-var<workgroup> qtot: array<f32, ${QT}>;
+var<workgroup> qm: array<f32, ${QT}>;
+var<workgroup> ql: array<f32, ${QT}>;
+var<workgroup> qa: array<f32, ${QT}>;
+${ONLINE_SOFTMAX}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let kh = wid.x;
@@ -84,126 +124,131 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let pt = rt + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
   // positions of the block: 0..(the last row's position); uniform (read-only tables)
   let nmax = u32(TB[rt + 4u * (r0 + rows - 1u) + 1u]) + 1u;
-  // query j: row r0 + j / G, head kh·G + j % G; qn its positions, qo its q, qsb its scores
+  // query j: row r0 + j / G, head kh·G + j % G; qn its positions, qo its q; (qm, ql) its state
   if (t < QT) {
     var n = 0u;
     var o = 0u;
-    var b = 0u;
     if (t < nq) {
       let r = r0 + t / G;
-      let h = kh * G + t % G;
       n = u32(TB[rt + 4u * r + 1u]) + 1u;
-      o = pu(P_qOff) + r * pu(P_qStride) + h * HD;
-      b = nH * u32(TB[rt + 4u * r + 2u]) + h * n;
+      o = pu(P_qOff) + r * pu(P_qStride) + (kh * G + t % G) * HD;
     }
     qn[t] = n;
     qo[t] = o;
-    qsb[t] = b;
+    qm[t] = OB_MIN;
+    ql[t] = 0.0;
+    qa[t] = 1.0;
   }
   workgroupBarrier();
-  // scores: thread t takes position k0 + ki of each tile for queries qg + m·KG (m < QPT): a
-  // K element read from the tile once serves QPT queries, whose q elements are the same
-  // address across the BC threads of a query group
   let ki = t % BC;
   let qg = t / BC;
   var qoff: array<u32, QPT>;
-  var mx: array<f32, QPT>;
-  for (var m = 0u; m < QPT; m++) { qoff[m] = qo[qg + m * KG]; mx[m] = -3.40282346e38; }
-  for (var k0 = 0u; k0 < nmax; k0 += BC) {
-    for (var e = t; e < BC * HD; e += WG) {
-      let p = k0 + e / HD;
-      if (p < nmax) { kv[(e / HD) * KS + e % HD] = KC[pu(P_kcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
-    }
-    workgroupBarrier();
-    var s: array<f32, QPT>;
-    for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }
-    for (var d = 0u; d < HD; d++) {
-      let kd = kv[ki * KS + d];
-      for (var m = 0u; m < QPT; m++) { s[m] = s[m] + Q[qoff[m] + d] * kd; }
-    }
-    let p = k0 + ki;
-    for (var m = 0u; m < QPT; m++) {
-      let j = qg + m * KG;
-      if (p < qn[j]) {
-        let v = s[m] * pf(P_scale);
-        SC[qsb[j] + p] = v;
-        mx[m] = max(mx[m], v);
-      }
-    }
-    workgroupBarrier();
-  }
-  // each query's max over its BC threads' maxima (max is exact: any order gives the same)
+  var mq = 0u; // this thread's queries in the score phase: qg + m·KG < nq for m < mq
   for (var m = 0u; m < QPT; m++) {
-    red[t] = mx[m];
-    workgroupBarrier();
-    if (ki == 0u) {
-      var x = red[t];
-      for (var l = 1u; l < BC; l++) { x = max(x, red[t + l]); }
-      qmax[qg + m * KG] = x;
-    }
-    workgroupBarrier();
+    qoff[m] = qo[min(qg + m * KG, QT - 1u)];
+    if (qg + m * KG < nq) { mq = m + 1u; }
   }
-  storageBarrier();
-  workgroupBarrier();
-  // Σ exp: WG / 64 queries at a time, a group of 64 threads each (lane c: p ≡ c mod 64)
-  let grp = t / 64u;
-  let c = t % 64u;
-  for (var j0 = 0u; j0 < nq; j0 += WG / 64u) {
-    let j = j0 + grp;
-    var sum = 0.0;
-    if (j < nq) {
-      let n = qn[j];
-      let sb = qsb[j];
-      let m = qmax[j];
-      for (var p = c; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
-    }
-    red[t] = sum;
-    workgroupBarrier();
-    for (var st = 32u; st > 0u; st >>= 1u) {
-      if (c < st) { red[t] = red[t] + red[t + st]; }
+  let c0 = t % TPG;
+  let dg = t / TPG;
+  var acc: array<f32, ${accPerThread(s)}>;
+  for (var a = 0u; a < ${accPerThread(s)}u; a++) { acc[a] = 0.0; }
+  for (var b0 = 0u; b0 < nmax; b0 += OB) {
+    let wo = ${s.stage ? '0u' : '((b0 / OB) % 2u) * QT * OB'};
+    // the block's scores, a K tile at a time: w[j·OB + i] for position b0 + i of query j
+    for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
+      ${s.stage ? `${loadTile('KC')}
+      workgroupBarrier();` : ''}
+      var s: array<f32, QPT>;
+      for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }${s.stage ? '' : `
+      let kp = min(s0 + ki, nmax - 1u);
+      let kb = pu(P_kcOff) + (u32(TB[pt + kp / ps]) * ps + kp % ps) * kvDim + kh * HD;`}
+      for (var d = 0u; d < HD; d++) {
+        let kd = ${s.stage ? 'kv[ki * KS + d]' : 'KC[kb + d]'};
+        for (var m = 0u; m < mq; m++) { s[m] = ob_dot(s[m], Q[qoff[m] + d], kd); }
+      }
+      let p = s0 + ki;
+      for (var m = 0u; m < mq; m++) {
+        let j = qg + m * KG;
+        if (j < nq && p < qn[j]) { w[wo + j * OB + p - b0] = ob_scale(s[m]); }
+      }
       workgroupBarrier();
     }
-    if (c == 0u && j < nq) { qtot[j] = red[t]; }
-    workgroupBarrier();
-  }
-  storageBarrier();
-  workgroupBarrier();
-  // output: thread t holds pairs t + WG·a = (query j, element d), summed over positions in order
-  var acc: array<f32, ACC>;
-  for (var a = 0u; a < ACC; a++) { acc[a] = 0.0; }
-  for (var k0 = 0u; k0 < nmax; k0 += BC) {
-    for (var e = t; e < BC * HD; e += WG) {
-      let p = k0 + e / HD;
-      if (p < nmax) { kv[(e / HD) * KS + e % HD] = VC[pu(P_vcOff) + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
-    }
-    for (var e = t; e < QT * BC; e += WG) {
-      let j = e / BC;
-      let p = k0 + e % BC;
-      var x = 0.0;
-      if (j < nq && p < qn[j]) { x = SC[qsb[j] + p] / qtot[j]; }
-      w[e] = x;
+    // each query folds its block (scores → weights; m, l, α)${s.stage ? '' : `
+    if (t < OB) { let p = min(b0 + t, nmax - 1u); rowAt[t] = (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD; }`}
+    if (t < nq && b0 < qn[t]) {
+      let r = ob_block(wo + t * OB, min(OB, qn[t] - b0), vec2<f32>(qm[t], ql[t]));
+      qm[t] = r.x;
+      ql[t] = r.y;
+      qa[t] = r.z;
     }
     workgroupBarrier();
-    for (var a = 0u; a < ACC; a++) {
-      let j = (t + WG * a) / HD;
-      let d = (t + WG * a) % HD;
-      if (j < nq) {
-        let n = qn[j];
-        for (var i = 0u; i < BC; i++) {
-          if (k0 + i < n) { acc[a] = acc[a] + w[j * BC + i] * kv[i * KS + d]; }
-        }
+    // values, a V tile at a time: pair (j, d) rescaled at the block's first tile, then Σ in order
+    for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
+      ${s.stage ? `${loadTile('VC')}
+      workgroupBarrier();` : ''}
+      let cmax = min(BC, nmax - s0);
+      for (var c = 0u; c < DPT; c++) {
+        let d = c0 + TPG * c;
+        if (dg >= DG || d >= HD) { break; }
+        ${s.order === 'element' ? elementOrder(vAt) : queryOrder(vAt)}
       }
+      ${s.stage ? 'workgroupBarrier();' : '// w alternates halves by block: the next block writes the other, no barrier'}
     }
-    workgroupBarrier();
   }
-  for (var a = 0u; a < ACC; a++) {
-    let j = (t + WG * a) / HD;
-    let d = (t + WG * a) % HD;
-    if (j < nq) {
+  for (var c = 0u; c < DPT; c++) {
+    let d = c0 + TPG * c;
+    if (dg >= DG || d >= HD) { break; }
+    for (var m = 0u; m < QPG; m++) {
+      let j = dg + DG * m;
+      if (j >= nq) { break; }
       let r = r0 + j / G;
       let h = kh * G + j % G;
-      OUT[pu(P_outOff) + (r * nH + h) * HD + d] = acc[a];
+      OUT[pu(P_outOff) + (r * nH + h) * HD + d] = ob_out(acc[c * QPG + m], ql[j]);
     }
   }
 }`;
+}
+
+/** WGSL, output phase of a tile (in scope: c, d, cmax, s0, b0, wo): element order reads each
+ * V element once for the thread's queries (m inside i); query order keeps one query's sum in
+ * a register (i inside m) and reads V once per query. The same chain per (query, element):
+ * rescale at the block's first tile, then + e_i·v_id for i up. */
+function elementOrder(vAt: string): string {
+  return `for (var m = 0u; m < QPG; m++) {
+          let j = dg + DG * m;
+          if (j >= nq) { break; }
+          if (s0 == b0 && s0 < qn[j]) { acc[c * QPG + m] = ob_rescale(acc[c * QPG + m], qa[j]); }
+        }
+        for (var i = 0u; i < cmax; i++) {
+          let v = ${vAt};
+          for (var m = 0u; m < QPG; m++) {
+            let j = dg + DG * m;
+            if (j >= nq) { break; }
+            if (s0 + i < qn[j]) { acc[c * QPG + m] = ob_acc(acc[c * QPG + m], w[wo + j * OB + s0 - b0 + i], v); }
+          }
+        }`;
+}
+
+function queryOrder(vAt: string): string {
+  return `for (var m = 0u; m < QPG; m++) {
+          let j = dg + DG * m;
+          if (j >= nq) { break; }
+          let n = qn[j];
+          if (s0 < n) {
+            var x = acc[c * QPG + m];
+            if (s0 == b0) { x = ob_rescale(x, qa[j]); }
+            let cnt = min(cmax, n - s0);
+            for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[wo + j * OB + s0 - b0 + i], ${vAt}); }
+            acc[c * QPG + m] = x;
+          }
+        }`;
+}
+
+/** WGSL: cache positions [s0, s0 + BC) (those < nmax) of `src` (KC or VC) into kv. */
+function loadTile(src: 'KC' | 'VC'): string {
+  const off = src === 'KC' ? 'pu(P_kcOff)' : 'pu(P_vcOff)';
+  return `for (var e = t; e < BC * HD; e += WG) {
+        let p = s0 + e / HD;
+        if (p < nmax) { kv[(e / HD) * KS + e % HD] = ${src}[${off} + (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD]; }
+      }`;
 }

@@ -1,6 +1,7 @@
 // Paged KV cache shaders: the KV write and causal GQA attention over the page table.
 import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
+import { ONLINE_BLOCK, ONLINE_SOFTMAX } from './attention-online.js';
 
 // KV write, thread per (token, element). params: PARAMS.kv_write (params.ts; K and V
 // caches may share a buffer). Bindings: 1 KC, 2 VC, 3 K, 4 V, 5 PT (i32).
@@ -25,57 +26,68 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   VC[pu(P_vcOff) + row * kvDim + e] = V[pu(P_vOff) + g];
 }`;
 
-// Causal GQA attention over the paged cache, one sequence; workgroup per (head, query).
-// Scores go to SC ([T, nH, start+T]); max and Σ exp by the fixed tree; the output element
-// d sums over positions in order. A query's result depends only on its position.
+// Causal GQA attention over the paged cache, one sequence; workgroup per (head, query), the
+// online softmax of wgsl/attention-online.ts. A query's result depends only on its position.
 /** WGSL expressions that place one attention row in its shader. */
 export interface AttendRowExprs {
   /** The cache row of position `p` (an expression in p). */
   readonly kvRow: (p: string) => string;
   readonly kcOff: string;
   readonly vcOff: string;
-  readonly scale: string;
   /** Element index of output element d of this (row, head). */
   readonly outAt: string;
 }
 
-/** The body every attention shader shares: one (row, head)'s scaled scores over cache
- * positions [0, n), a max-subtracted softmax (64-thread trees in `red`), and the weighted sum
- * of V rows. In scope: t, n, hd, kvDim, ko (the KV head's offset), qo, sb (its score row in
- * SC), red, Q, KC, VC, SC, OUT. One text, so every attention kernel rounds alike. */
+/** Head dims up to this run per (head, row): a thread keeps hd / 64 accumulators. */
+export const ROW_MAX_HEAD_DIM = 512;
+
+/** Module-scope declarations attendRow needs: the block's scores `w`, the state the block's
+ * thread 0 hands the others, the online-softmax helpers. */
+export const ATTEND_ROW_DECLS = `var<workgroup> w: array<f32, ${2 * ONLINE_BLOCK}>;
+var<workgroup> st: array<f32, 2>;
+${ONLINE_SOFTMAX}`;
+
+/** The body every per-(head, row) shader shares: the online softmax over blocks of OB
+ * positions (thread i < cnt scores position b0 + i; thread 0 folds the block; thread t holds
+ * output elements t + 64·a). Blocks alternate halves of w, so two barriers a block do. In
+ * scope: t, n (uniform), hd, kvDim, ko (the KV head's offset), qo, Q, KC, VC, OUT. One text,
+ * so every per-row kernel rounds alike. */
 export function attendRow(o: AttendRowExprs): string {
   return `
-  var mx = -3.40282346e38;
-  for (var p = t; p < n; p += 64u) {
-    let kb = ${o.kcOff} + ${o.kvRow('p')} * kvDim + ko;
-    var s = 0.0;
-    for (var d = 0u; d < hd; d++) { s = s + Q[qo + d] * KC[kb + d]; }
-    s = s * ${o.scale};
-    SC[sb + p] = s;
-    mx = max(mx, s);
+  var acc: array<f32, ${ROW_MAX_HEAD_DIM / 64}>;
+  for (var a = 0u; a < ${ROW_MAX_HEAD_DIM / 64}u; a++) { acc[a] = 0.0; }
+  var ml = vec2<f32>(OB_MIN, 0.0);
+  for (var b0 = 0u; b0 < n; b0 += OB) {
+    let cnt = min(OB, n - b0);
+    let wo = ((b0 / OB) % 2u) * OB;
+    for (var i = t; i < cnt; i += 64u) {
+      let kb = ${o.kcOff} + ${o.kvRow('(b0 + i)')} * kvDim + ko;
+      var s = 0.0;
+      for (var d = 0u; d < hd; d++) { s = ob_dot(s, Q[qo + d], KC[kb + d]); }
+      w[wo + i] = ob_scale(s);
+    }
+    workgroupBarrier();
+    if (t == 0u) {
+      let r = ob_block(wo, cnt, ml);
+      ml = r.xy;
+      st[0] = r.z;
+      st[1] = r.y;
+    }
+    workgroupBarrier();
+    let alpha = st[0];
+    for (var a = 0u; t + 64u * a < hd; a++) {
+      let d = t + 64u * a;
+      var x = ob_rescale(acc[a], alpha);
+      for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[wo + i], VC[${o.vcOff} + ${o.kvRow('(b0 + i)')} * kvDim + ko + d]); }
+      acc[a] = x;
+    }
   }
-  red[t] = mx;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = max(red[t], red[t + s]); } workgroupBarrier(); }
-  let m = red[0];
-  workgroupBarrier();
-  var sum = 0.0;
-  for (var p = t; p < n; p += 64u) { let e = exp(SC[sb + p] - m); SC[sb + p] = e; sum = sum + e; }
-  red[t] = sum;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) { if (t < s) { red[t] = red[t] + red[t + s]; } workgroupBarrier(); }
-  let total = red[0];
-  storageBarrier();
-  workgroupBarrier();
-  for (var d = t; d < hd; d += 64u) {
-    var acc = 0.0;
-    for (var p = 0u; p < n; p++) { acc = acc + (SC[sb + p] / total) * VC[${o.vcOff} + ${o.kvRow('p')} * kvDim + ko + d]; }
-    OUT[${o.outAt}] = acc;
-  }
+  let l = st[1];
+  for (var a = 0u; t + 64u * a < hd; a++) { let d = t + 64u * a; OUT[${o.outAt}] = ob_out(acc[a], l); }
 `;
 }
 
-// params: PARAMS.attention (params.ts). Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT, 6 SC.
+// params: PARAMS.attention (params.ts). Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 PT.
 export const ATTENTION = /* wgsl */ `${HEADER}
 ${paramConsts('attention')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
@@ -83,18 +95,16 @@ ${paramConsts('attention')}
 @group(0) @binding(3) var<storage, read_write> KC: array<f32>;
 @group(0) @binding(4) var<storage, read_write> VC: array<f32>;
 @group(0) @binding(5) var<storage, read_write> PT: array<i32>;
-@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
-var<workgroup> red: array<f32, 64>;
+${ATTEND_ROW_DECLS}
 fn kv_row(p: u32) -> u32 { let ps = pu(P_pageSize); return u32(PT[pu(P_ptOff) + p / ps]) * ps + p % ps; }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let h = wid.x;
   let i = wid.y;
-  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd); let T = pu(P_t);
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let hd = pu(P_hd);
   let n = pu(P_start) + i + 1u;
   let kvDim = nKV * hd;
   let ko = (h / (nH / nKV)) * hd;
   let qo = pu(P_qOff) + i * pu(P_qStride) + h * hd;
-  let sb = (i * nH + h) * (pu(P_start) + T);
-${attendRow({ kvRow: (p) => `kv_row(${p})`, kcOff: 'pu(P_kcOff)', vcOff: 'pu(P_vcOff)', scale: 'pf(P_scale)', outAt: 'pu(P_outOff) + (i * nH + h) * hd + d' })}
+${attendRow({ kvRow: (p) => `kv_row(${p})`, kcOff: 'pu(P_kcOff)', vcOff: 'pu(P_vcOff)', outAt: 'pu(P_outOff) + (i * nH + h) * hd + d' })}
 }`;

@@ -1,6 +1,6 @@
 // Shaders over a whole step's batch (variable-length sequences in one dispatch), reading the
 // step table the backend uploads once per forward (batch.ts): i32 words
-//   rows [M × 4]: sequence index, position, score offset (Σ of earlier rows' pos + 1), 0
+//   rows [M × 4]: sequence index, position, 0, 0
 //   seqs [S × 4]: first row, t, start, offset of its page table from the table's start
 //   page tables, concatenated.
 // Parameters by name: kernels/webgpu/params.ts. Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
@@ -8,7 +8,7 @@
 // kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
 import { HEADER, treeSum } from './common.js';
 import { paramConsts } from '../params.js';
-import { attendRow } from './attention.js';
+import { ATTEND_ROW_DECLS, attendRow } from './attention.js';
 
 // RoPE of rows, thread per (row, head, pair). params: PARAMS.rope_batch (csOff: the batch's
 // [M, half, 2] cos/sin).
@@ -61,20 +61,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 
 // Causal GQA attention of rows over the paged cache; workgroup per (head, row). Row r
-// (position pos of its sequence) attends to positions 0..pos. Scores go to SC at
-// nH·scoreOff(r) + h·(pos + 1); max and Σ exp by the fixed tree; the output element d sums
-// over positions in order (wgsl/attention.ts ATTENTION, the same chains).
+// (position pos of its sequence) attends to positions 0..pos by the online softmax of
+// wgsl/attention-online.ts (attendRow: ATTENTION's text, the same chains). TB is read only:
+// the block loop's bound n (encloses barriers) must be uniform.
 // params: PARAMS.attention_batch.
-// Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32), 6 SC.
+// Bindings: 1 OUT, 2 Q, 3 KC, 4 VC, 5 TB (i32).
 export const ATTENTION_BATCH = /* wgsl */ `${HEADER}
 ${paramConsts('attention_batch')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Q: array<f32>;
 @group(0) @binding(3) var<storage, read_write> KC: array<f32>;
 @group(0) @binding(4) var<storage, read_write> VC: array<f32>;
-@group(0) @binding(5) var<storage, read_write> TB: array<i32>;
-@group(0) @binding(6) var<storage, read_write> SC: array<f32>;
-var<workgroup> red: array<f32, 64>;
+@group(0) @binding(5) var<storage, read> TB: array<i32>;
+${ATTEND_ROW_DECLS}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let h = wid.x;
@@ -87,8 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let kvDim = nKV * hd;
   let ko = (h / (nH / nKV)) * hd;
   let qo = pu(P_qOff) + r * pu(P_qStride) + h * hd;
-  let sb = nH * u32(TB[pu(P_rowTable) + 4u * r + 2u]) + h * n;
-${attendRow({ kvRow: (p) => `(u32(TB[pt + ${p} / ps]) * ps + ${p} % ps)`, kcOff: 'pu(P_kcOff)', vcOff: 'pu(P_vcOff)', scale: 'pf(P_scale)', outAt: 'pu(P_outOff) + (r * nH + h) * hd + d' })}
+${attendRow({ kvRow: (p) => `(u32(TB[pt + ${p} / ps]) * ps + ${p} % ps)`, kcOff: 'pu(P_kcOff)', vcOff: 'pu(P_vcOff)', outAt: 'pu(P_outOff) + (r * nH + h) * hd + d' })}
 }`;
 
 
