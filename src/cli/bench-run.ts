@@ -13,7 +13,8 @@ import type { Rng } from '../util/rng.js';
  * thread's CPU time recording each step and in the synchronous part of its read-back call
  * (on webgpu: encoding and submitting) — the host's cost, unaffected by other processes'
  * load and excluding the wait for the device (Dawn polls on this thread while waiting);
- * null where Node lacks process.threadCpuUsage (before 23.9). */
+ * null where Node lacks process.threadCpuUsage (before 23.9); it advances in scheduler ticks
+ * (~ms on Linux), so only a run of many steps gives a per-dispatch figure worth reading. */
 export interface Run { tokens: number; ms: number; steps: number; recordMs: number; threadCpuMs: number | null }
 
 const threadCpu = (process as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage;
