@@ -5,7 +5,7 @@
 // f64 definition. `check` states what every backend's output must satisfy: the host's replay
 // (device-finish.ts replayPick, from the gathered values only) == greedyToken over the full row.
 import assert from 'node:assert/strict';
-import type { AnyKernels, PenaltyPickRow, PenaltyPicksCall } from '../src/kernels/types.js';
+import type { AnyKernels, Kernels, PenaltyPickRow, PenaltyPicksCall } from '../src/kernels/types.js';
 import { idsOf } from '../src/engine/device-picks.js';
 import type { RequestView } from '../src/engine/request.js';
 import { GREEDY, greedyToken } from '../src/engine/sampler.js';
@@ -206,4 +206,15 @@ export function checkChain(c: ChainCase, got: { picks: number[][]; bests: number
     }
   });
   return same;
+}
+
+/** One penaltyPicks call of case `c` on host-memory kernels (ref, wasm): the ids and gathered values. */
+export function runOn(k: Kernels, c: PickCase): { ids: Int32Array; vals: Float32Array } {
+  const x = k.alloc(c.x.length);
+  x.set(c.x);
+  const ids = k.allocI32(c.ids.length);
+  ids.set(c.ids);
+  const vals = k.alloc(c.valsLength);
+  k.penaltyPicks(ids, x, vals, c.call);
+  return { ids: ids.slice(), vals: vals.slice() };
 }

@@ -4,20 +4,9 @@
 // wasm == ref bit for bit.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Kernels } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
-import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, type PickCase } from './penalty-pick-cases.js';
-
-function runOn(k: Kernels, c: PickCase): { ids: Int32Array; vals: Float32Array } {
-  const x = k.alloc(c.x.length);
-  x.set(c.x);
-  const ids = k.allocI32(c.ids.length);
-  ids.set(c.ids);
-  const vals = k.alloc(c.valsLength);
-  k.penaltyPicks(ids, x, vals, c.call);
-  return { ids: ids.slice(), vals: vals.slice() };
-}
+import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, runOn } from './penalty-pick-cases.js';
 
 test('penaltyPicks (ref, wasm): replay from the gathered values == greedyToken; f32 picks agree off ties; wasm == ref', async () => {
   const ref = createRefKernels();

@@ -18,7 +18,7 @@ import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
 import { corruptFirstPicks, draftRecorder } from './draft-record.js';
-import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, type PickCase } from './penalty-pick-cases.js';
+import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, runOn, type PickCase } from './penalty-pick-cases.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { AnyKernels } from '../src/kernels/types.js';
 
@@ -48,12 +48,7 @@ test('webgpu penaltyPicks: the gathered values == ref\'s, the replay == greedyTo
   let [rows, same] = [0, 0];
   for (const c of [...randomCases(), nearTieCase()]) {
     const got = await onGpu(g, c);
-    const x = ref.alloc(c.x.length);
-    x.set(c.x);
-    const ids = ref.allocI32(c.ids.length);
-    ids.set(c.ids);
-    const vals = ref.alloc(c.valsLength);
-    ref.penaltyPicks(ids, x, vals, c.call);
+    const { ids, vals } = runOn(ref, c);
     const { m, steps, idsStride, bestOffset } = c.call;
     assert.deepEqual(got.ids.subarray(bestOffset, bestOffset + m), ids.subarray(bestOffset, bestOffset + m), `${c.name}: untouched best == ref`);
     assert.deepEqual(got.vals, vals, `${c.name}: gathered raw logits == ref (copies)`);
