@@ -44,6 +44,14 @@ export function dawnToggles(env: NodeJS.ProcessEnv = process.env): string[] {
   return list;
 }
 
+/** Whether read-backs are paced on a CPU adapter (kernels/webgpu/readback-pacer.ts): on
+ * unless DELTASERVE_READBACK_PACING=off (a measurement switch, docs/kernels.md). */
+export function readbackPacing(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env['DELTASERVE_READBACK_PACING'] ?? 'on';
+  if (raw !== 'on' && raw !== 'off') throw new WebGpuPackageError(`DELTASERVE_READBACK_PACING: "${raw}" is not on or off`);
+  return raw === 'on';
+}
+
 /** The `webgpu` package's create() flags enabling `toggles`. */
 export function dawnFlags(toggles: readonly string[]): string[] {
   return toggles.length > 0 ? [`enable-dawn-features=${toggles.join(',')}`] : [];

@@ -9,6 +9,7 @@ import { isQuantType, type QuantType } from '../quant/formats.js';
 import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContext } from './device.js';
 import { type DispatchMemory, type EncoderTiming, StepEncoder } from './encoder.js';
 import { BindGroupCache, ParamMemory } from './dispatch-memory.js';
+import { ReadbackPacer } from './readback-pacer.js';
 import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
@@ -48,12 +49,13 @@ export class WebGpuKernels {
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   private readonly subgroupSizeDivides64: boolean;
 
-  constructor(ctx: GpuContext, maxBindingOverride?: number) {
+  /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
+  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
-    this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()) };
+    this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()), pacer: pacing && ctx.adapter.cpuEmulation ? new ReadbackPacer() : null };
     // a freed buffer's bind groups go with it (a new buffer is a new key: never a stale group)
     this.alloc = new GpuAllocator(this.device, ctx.adapter.limits.maxStorageBufferBindingSize, (b) => bindGroups.forget(b));
     this.pipelines = new PipelineCache(this.device);
@@ -64,7 +66,7 @@ export class WebGpuKernels {
   }
 
   static async create(gpu: GPU, opts: AcquireOptions & { maxBindingOverride?: number }): Promise<WebGpuKernels> {
-    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride);
+    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true);
   }
 
   dispose(): void {

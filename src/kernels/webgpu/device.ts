@@ -66,6 +66,9 @@ export interface AcquireOptions {
   /** Disable optional features (to test the fallback shaders). */
   readonly disable?: readonly ('shader-f16' | 'subgroups' | 'timestamp-query' | 'dot4I8')[];
   readonly powerPreference?: GPUPowerPreference;
+  /** On a CPU adapter, sleep through most of a submit's expected time before mapping its
+   * read-backs instead of Dawn's busy-poll (readback-pacer.ts). Default true; no effect on a GPU. */
+  readonly readbackPacing?: boolean;
 }
 
 /** The reason no device could be had, for `auto` and for error messages. */

@@ -13,6 +13,7 @@
 import type { GpuTensor } from './tensor.js';
 import { type EncoderTiming, passTimestamps, timingQueries } from './timing.js';
 import { type BindGroupCache, PARAM_SLOT_BYTES, type ParamMemory } from './dispatch-memory.js';
+import { type ReadbackPacer, submitShape } from './readback-pacer.js';
 export type { EncoderTiming };
 export { PARAM_SLOT_BYTES };
 
@@ -27,6 +28,8 @@ const QUERY_RESOLVE = 0x200;
 export interface DispatchMemory {
   readonly params: ParamMemory;
   readonly bindGroups: BindGroupCache;
+  /** On a CPU adapter: sleeps before each read-back instead of Dawn's busy-poll (readback-pacer.ts); null on a GPU. */
+  readonly pacer: ReadbackPacer | null;
 }
 
 interface DispatchOp {
@@ -157,6 +160,7 @@ export class StepEncoder {
     const labels: string[] = [];
     const offsets = new Uint32Array(1); // the dynamic offset of binding 0 (the typed-array overload)
     const createdBefore = memory.bindGroups.created; // this loop runs to its end without yielding
+    let workgroups = 0;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
       if (op.kind === 'copy') {
@@ -180,6 +184,7 @@ export class StepEncoder {
       offsets[0] = op.slot * SLOT;
       pass.setBindGroup(0, bg, offsets, 0, 1);
       pass.dispatchWorkgroups(op.groups[0], op.groups[1], op.groups[2]);
+      workgroups += op.groups[0] * op.groups[1] * op.groups[2];
       if (mode === 'dispatch') {
         pass.end();
         pass = null;
@@ -199,7 +204,10 @@ export class StepEncoder {
     this.device.queue.submit([enc.finish()]);
     const t1 = performance.now();
     this.encodeMs += t1 - t0;
-    await Promise.all([...reads.map((r) => r.staging.mapAsync(MAP_READ)), tsRead?.mapAsync(MAP_READ)]);
+    const shape = submitShape(dispatches, workgroups);
+    const paced = (done: () => Promise<unknown>): Promise<unknown> => memory.pacer?.wait(shape, done) ?? done();
+    const staged = [...reads.map((r) => r.staging), ...(tsRead ? [tsRead] : [])];
+    if (staged.length > 0) await paced(() => Promise.all(staged.map((b) => b.mapAsync(MAP_READ))));
     this.doneMs = performance.now() - t1;
     for (const r of reads) {
       const bytes = r.staging.getMappedRange().slice(0);
@@ -217,7 +225,7 @@ export class StepEncoder {
       querySet?.destroy();
     }
     // Resolved = the submit's work completed (callers free what it read after this).
-    if (reads.length === 0 && !tsRead) await this.device.queue.onSubmittedWorkDone();
+    if (staged.length === 0) await paced(() => this.device.queue.onSubmittedWorkDone());
     // A replaced parameter buffer is destroyed once the GPU is done with it: now, as this
     // submit began after its replacement.
     memory.params.release(replacementMark);
