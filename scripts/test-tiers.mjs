@@ -63,6 +63,9 @@ export const TIERS = [
       'server-soak', 'gpu-bench-script',
     ],
     alone: ['webgpu-*', 'vision-webgpu', 'gpu-bench-script'],
+    // a clean clone has no recorded times: the files that share, longest first (~50 s each
+    // on the CI VM), so the last of them to run beside nothing is a short one
+    slowFirst: ['package-examples', 'eval-baseline', 'package', 'webui-browser', 'node-versions'],
   },
 ];
 
