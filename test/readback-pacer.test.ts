@@ -7,6 +7,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FRACTION, MIN_SLEEP_MS, ReadbackPacer, submitShape } from '../src/kernels/webgpu/readback-pacer.js';
+import { readbackPacing } from '../src/kernels/webgpu-node.js';
 
 const POLL_LATENCY_MS = 0.05;
 
@@ -73,5 +74,12 @@ describe('read-back pacer (simulated clock)', () => {
     assert.equal(submitShape(53, 1000), submitShape(53, 1100));
     assert.notEqual(submitShape(53, 1000), submitShape(54, 1000));
     assert.notEqual(submitShape(66, 1000), submitShape(66, 2000));
+  });
+
+  test('DELTASERVE_READBACK_PACING: on by default, off turns it off, anything else is an error naming the variable', () => {
+    assert.equal(readbackPacing({}), true);
+    assert.equal(readbackPacing({ DELTASERVE_READBACK_PACING: 'on' }), true);
+    assert.equal(readbackPacing({ DELTASERVE_READBACK_PACING: 'off' }), false);
+    assert.throws(() => readbackPacing({ DELTASERVE_READBACK_PACING: '0' }), /DELTASERVE_READBACK_PACING: "0" is not on or off/);
   });
 });
