@@ -17,6 +17,7 @@ import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
 import { PENALTY_PICKS } from '../src/kernels/webgpu/wgsl/penalty-picks.js';
+import { CANDIDATE_DRAWS } from '../src/kernels/webgpu/wgsl/candidate-draws.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
@@ -64,6 +65,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   top_candidates: TOP_CANDIDATES,
   top_merge: TOP_MERGE,
   penalty_picks: PENALTY_PICKS,
+  candidate_draws: CANDIDATE_DRAWS,
   kv_write: KV_WRITE,
   layer_norm: LAYER_NORM,
   bias_act: BIAS_ACT,

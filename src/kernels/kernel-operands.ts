@@ -287,3 +287,16 @@ export interface PenaltyPicksCall {
   readonly valsOffset: number;
   readonly rows: readonly PenaltyPickRow[];
 }
+
+/** Row i of a `candidateDraws` call: a sampled request's cut and the draft step's uniform
+ * (kernels/candidate-draws.ts states the f32 arithmetic). */
+export interface CandidateDraw {
+  readonly invTemperature: number;
+  /** 0: off. */
+  readonly topK: number;
+  /** ≥ 1: off. */
+  readonly topP: number;
+  readonly minP: number;
+  /** The uniform in [0, 1) the exact draw of this draft uses. */
+  readonly u: number;
+}

@@ -21,7 +21,7 @@ import type { StartedQuantizer } from './quant/row-quantizer.js';
 export * from './kernel-operands.js';
 import type {
   AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, GatedInput, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
-  MoeScratch, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
+  MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
 /** The kernel backend. T: its f32 tensor handle, I: its int32 tensor handle. Backend-
@@ -253,6 +253,14 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * kernels/penalty-picks.ts. A GPU backend picks on the device, so a chain of draft steps
    * needs no read-back between them. */
   penaltyPicks(ids: I, x: T, vals: T, call: PenaltyPicksCall): void;
+
+  /** One draft step of sampled MTP chains on the kernels (engine/speculative/draft-sampled.ts):
+   * per row i < rows.length with rows[i] non-null, an f32 draw from its top candidates
+   * (topCandidates' set at [candOffset + i·c, + c) of ids / vals) under its temperature, top-k,
+   * top-p and min-p with its uniform, into out[outOffset + i]. A proposal: the host replays the
+   * exact draw. The definition: kernels/candidate-draws.ts. A GPU backend draws on the device,
+   * so a sampled chain of draft steps needs no read-back between them. */
+  candidateDraws(out: I, outOffset: number, ids: I, vals: T, candOffset: number, c: number, rows: readonly (CandidateDraw | null)[]): void;
 
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */

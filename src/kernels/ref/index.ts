@@ -10,6 +10,7 @@ import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import * as cpu from '../cpu-ops.js';
 import { topCandidates } from '../top-candidates.js';
 import { penaltyPicks } from '../penalty-picks.js';
+import { candidateDraws } from '../candidate-draws.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
@@ -77,6 +78,7 @@ export function createRefKernels(): Kernels {
     gatherPicked: (out, outOffset, x, ids, m, stride) => cpu.gatherPicked(out, outOffset, x, ids, m, stride),
     topCandidates: (ids, vals, outOffset, x, m, n, stride, c) => topCandidates(ids, vals, outOffset, x, m, n, stride, c),
     penaltyPicks,
+    candidateDraws,
     sample,
     mulSilu: dense.mulSilu,
     mulSigmoid: dense.mulSigmoid,

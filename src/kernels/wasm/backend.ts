@@ -6,13 +6,14 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
 import { topCandidates } from '../top-candidates.js';
 import { penaltyPicks } from '../penalty-picks.js';
+import { candidateDraws } from '../candidate-draws.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
@@ -257,6 +258,9 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   /** Over host memory (kernels/penalty-picks.ts, the ref's bits). */
   penaltyPicks(ids: Int32Array, x: Float32Array, vals: Float32Array, call: PenaltyPicksCall): void {
     penaltyPicks(ids, x, vals, call);
+  }
+  candidateDraws(out: Int32Array, outOffset: number, ids: Int32Array, vals: Float32Array, candOffset: number, c: number, rows: readonly (CandidateDraw | null)[]): void {
+    candidateDraws(out, outOffset, ids, vals, candOffset, c, rows);
   }
 
   /** Ids are views of the arena's memory: embed over them. */

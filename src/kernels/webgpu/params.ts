@@ -61,6 +61,7 @@ export const PARAMS = {
   penalty_picks: fields({
     m: 'u32', n: 'u32', stride: 'u32', steps: 'u32', idsStride: 'u32', idsOff: 'u32', bestOff: 'u32', xOff: 'u32', valsOff: 'u32', tableOff: 'u32', negInf: 'f32',
   }),
+  candidate_draws: fields({ m: 'u32', c: 'u32', idsOff: 'u32', valsOff: 'u32', outOff: 'u32', tableOff: 'u32', negInf: 'f32', inf: 'f32' }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
   attention: fields({
     nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',
