@@ -92,14 +92,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (t == 0u) {
     var total = 0.0;
     for (var j = 0u; j < n; j++) { if (inp[j] != 0u) { total = total + w[j]; } }
-    let target = u * total;
+    let goal = u * total;
     var cum = 0.0;
     var pick = -1;
     for (var j = 0u; j < n; j++) {
       if (inp[j] == 0u) { continue; }
       cum = cum + w[j];
       pick = cid(o, j);
-      if (cum > target) { break; }
+      if (cum > goal) { break; }
     }
     OUT[at] = bitcast<u32>(select(pick, cid(o, 0u), pick < 0));
   }
