@@ -11,7 +11,9 @@
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
-// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads
+// host, a redraft pass per disagreement (draft-penalty.ts); so do sampled chains (no penalty,
+// bias or constraint) with plain argmax chains: an f32 draw from each row's top candidates with
+// the draft's pre-drawn uniform, replayed exactly on the host (draft-sampled.ts). Otherwise each draft step reads
 // back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
 // picked under their constraint mask, or, for a penalised or biased one, over the ids no
 // penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
