@@ -3,9 +3,10 @@
 // Runs the same seeded sampled requests both ways (candidates on), checks the ids agree, and
 // prints one JSON object: per case and k, read-backs and bytes per verify step (one MTP round of
 // the batch: its drafting and its verify) both ways, the chained path's rounds, passes,
-// disagreements and refused rows.
+// disagreements and refused rows; with --reps R, each case runs R times per engine and the median
+// wall time is reported too (a same-run A/B: both engines loaded in turn per k).
 // Usage: node scripts/bench-sampled-draws.mjs [--model DIR] [--kernels webgpu|wasm]
-//        [--streams S] [--gen N] [--ks 2,3,4] [--cases a,b]   (needs dist/: npx tsc)
+//        [--streams S] [--gen N] [--ks 2,3,4] [--cases a,b] [--reps R]   (needs dist/: npx tsc)
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { Engine } from '../dist/src/engine/engine.js';
@@ -18,6 +19,7 @@ const { values: v } = parseArgs({
     gen: { type: 'string', default: '16' },
     ks: { type: 'string', default: '2,3,4' },
     cases: { type: 'string' },
+    reps: { type: 'string', default: '1' },
   },
 });
 const CASES = {
@@ -35,6 +37,7 @@ async function runCase(engine, sampling) {
   let [reads, bytes] = [0, 0];
   k.readBack = (ranges) => { reads++; for (const r of ranges) bytes += 4 * r.length; return readBack.call(k, ranges); };
   const [d0, st0] = [engine.sampledDrafts, engine.stats()];
+  const t0 = performance.now();
   try {
     const ids = await Promise.all(Array.from({ length: streams }, async (_, i) => {
       const promptIds = Array.from({ length: 12 }, (_, j) => (j * 37 + i * 101 + 5) % 1000);
@@ -43,7 +46,7 @@ async function runCase(engine, sampling) {
     const [d1, st1] = [engine.sampledDrafts, engine.stats()];
     const verify = st1.steps.verify - st0.steps.verify;
     const chained = Object.fromEntries(Object.keys(d1).map((f) => [f, d1[f] - d0[f]]));
-    return { ids, verify, reads, bytes, chained };
+    return { ids, verify, reads, bytes, chained, ms: performance.now() - t0 };
   } finally {
     k.readBack = readBack;
   }
@@ -56,14 +59,20 @@ for (const spec of v.ks.split(',').map(Number)) {
     const engine = await Engine.load({ model: resolve(v.model), kernels: v.kernels, specTokens: spec, specAdaptive: false, prefixCache: false, maxRunning: streams,
       maxContext: 512, kvCacheTokens: 4096, log: () => {} }, { sampledCandidates: true, sampledChain });
     try {
-      for (const [name, sampling] of Object.entries(CASES)) (got[name] ??= {})[sampledChain ? 'on' : 'off'] = await runCase(engine, sampling);
+      for (const [name, sampling] of Object.entries(CASES)) {
+        const runs = [];
+        for (let r = 0; r < Number(v.reps); r++) runs.push(await runCase(engine, sampling));
+        const ms = runs.map((r) => r.ms).sort((a, b) => a - b);
+        (got[name] ??= {})[sampledChain ? 'on' : 'off'] = { ...runs[0], medianMs: Math.round(ms[Math.floor(ms.length / 2)]) };
+      }
     } finally {
       await engine.close();
     }
   }
   for (const [name, { on, off }] of Object.entries(got)) {
     if (JSON.stringify(on.ids) !== JSON.stringify(off.ids)) throw new Error(`k = ${spec}, ${name}: ids differ with the chained draws`);
-    const per = (r) => ({ verifySteps: r.verify, readBacks: r.reads, readBacksPerVerifyStep: +(r.reads / r.verify).toFixed(2), bytesPerVerifyStep: Math.round(r.bytes / r.verify) });
+    const per = (r) => ({ verifySteps: r.verify, readBacks: r.reads, readBacksPerVerifyStep: +(r.reads / r.verify).toFixed(2), bytesPerVerifyStep: Math.round(r.bytes / r.verify),
+      medianMs: r.medianMs });
     out.runs.push({ k: spec, case: name, sampling: CASES[name], off: per(off), on: { ...per(on), ...on.chained } });
   }
 }

@@ -62,3 +62,26 @@ test('wasm MTP k = 3: a min-p the candidates cannot hold: every row refused, rea
   assert.equal(want.reads - got.reads, 2 * got.sampled.steps - got.sampled.passes - got.sampled.refusedReads);
   assert.ok(got.sampled.refusedReads <= got.sampled.passes, 'at most one read of refused rows a pass');
 });
+
+test('wasm MTP k = 3: sampled chains batched with penalised and biased greedy chains chain together (penaltyPicks replayed), ids == host path', async () => {
+  const [a, b, c] = drawRequests(DRAW_CASES.hot, N, 3);
+  const reqs = [
+    a!, { ...b!, ...DRAW_CASES.qwen },
+    { ...c!, temperature: 0, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
+    { ...a!, temperature: 0, seed: 3, logitsAdjust: { bias: new Map([[54, 2], [57, -4]]) } },
+  ];
+  const base = { ...opts, model: TINY_THINK(), specTokens: 3, sampledCandidates: true };
+  const want = await withEngine({ ...base, sampledChain: false, penaltyChain: false }, (e) => runDraws(e, reqs));
+  const got = await withEngine({ ...base, sampledChain: true, penaltyChain: true }, async (e) => {
+    const clean = await runDraws(e, reqs);
+    const restore = corruptDraws(e);
+    try { return { clean, forced: await runDraws(e, reqs) }; } finally { restore(); }
+  });
+  assert.deepEqual(got.clean.ids, want.ids);
+  assert.deepEqual(got.forced.ids, want.ids, 'corrupted draws: ids == host path');
+  const s = got.clean.sampled;
+  assert.ok(s.rounds > 0, 'the mixed batch chained');
+  assert.equal(want.reads - got.clean.reads, s.steps - s.passes - s.refusedReads, `read-backs ${want.reads} → ${got.clean.reads}`);
+  assert.ok(got.forced.sampled.disagreements > 0);
+  console.log(JSON.stringify({ mixed: s, forced: got.forced.sampled }));
+});

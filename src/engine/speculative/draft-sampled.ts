@@ -22,12 +22,14 @@
 // path does. So the drafts and q's are the host path's, and a round costs 2 read-backs (drafts +
 // verify) plus one per redraft pass and one per pass with refused rows.
 import type { MtpDeviceIds } from '../../model/forward.js';
-import type { AnyKernels, CandidateDraw, ReadRange, Tensor } from '../../kernels/types.js';
+import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
 import { candidateCount, certifiedDist, certify, type CertifiedRow } from '../sampled-candidates.js';
-import { draftsOnKernels, idsOf, penalised } from '../device-picks.js';
+import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
+import { penaltyRow, replayPick } from '../device-finish.js';
+import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { Dist } from './sparse-accept.js';
 
 /** A chain of the round: its request, how many drafts it proposes, its exact drafts and q's. */
@@ -60,11 +62,21 @@ export function drawsOnKernels(req: RequestView, vocab: number): boolean {
   return candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
 }
 
-/** Does a round of these chains take this path: each a sampled chain drawsOnKernels admits or a
- * plain argmax chain (no bias), and at least one sampled. */
-export function sampledRound(reqs: readonly RequestView[], vocab: number): boolean {
-  const rider = (r: RequestView): boolean => draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0;
+/** Does a round of these chains take this path: each a sampled chain drawsOnKernels admits, a
+ * plain argmax chain (no bias), or with `penalties` a penalised or biased greedy chain without a
+ * constraint (penaltyPicks, replayed as draft-penalty.ts does); and at least one sampled. */
+export function sampledRound(reqs: readonly RequestView[], vocab: number, penalties: boolean): boolean {
+  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (penalties && draftsChainReplayed(r));
   return reqs.some((r) => !isGreedy(r.sampling)) && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab));
+}
+
+/** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
+ * tables (every member's; a sampled one's is empty, its pick overwritten by the draw) and each
+ * pass step's call. */
+interface PassPenalties {
+  readonly tables: PenaltyPickRow[];
+  readonly calls: PenaltyPicksCall[];
+  readonly bestBase: number;
 }
 
 /** How many of `chains` (longest first) draft at step `step`. */
@@ -102,6 +114,8 @@ export class SampledDrafts {
   private ids: Tensor | null = null;
   private idsCap = 0;
   private cands: { ids: Tensor; vals: Tensor; cap: number } | null = null;
+  /** penaltyPicks' gathered values (grown before a pass writes them). */
+  private vals: { t: Tensor; cap: number } | null = null;
   /** Per pass step, its draft logits [rows, v] (kept until the pass's replay is done). */
   private logits: { t: Tensor; rows: number }[] = [];
   private saved: Tensor | null = null;
@@ -161,6 +175,8 @@ export class SampledDrafts {
     const ids = this.ids!;
     const { ids: cIds, vals: cVals } = this.cands!;
     const lives: number[] = [];
+    const pen = members.some((m) => finishesOnHost(m.req)) ? this.penaltiesFor(round, group, start) : null;
+    let vo = 0;
     let hidden = first;
     for (let s = start; s <= k; s++) {
       const t = s - start;
@@ -172,7 +188,13 @@ export class SampledDrafts {
       const x = this.logitsFor(t, g);
       steps.logits(hidden, live, x);
       const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null : drawOf(m.req, us[group[i]!]![s - 1]!, this.v)));
-      if (rows.some((r) => r === null)) this.k.argmaxRows(ids, t * g, x, live, this.v, this.v);
+      if (pen) {
+        // the same row objects every step (a prefix of them): the device may keep their table
+        const call: PenaltyPicksCall = { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live) };
+        vo = penaltyValsAt(call, live);
+        pen.calls.push(call);
+        this.k.penaltyPicks(ids, x, this.vals!.t, call);
+      } else if (rows.some((r) => r === null)) this.k.argmaxRows(ids, t * g, x, live, this.v, this.v);
       this.k.topCandidates(cIds, cVals, t * g * c, x, live, this.v, this.v, c);
       this.k.candidateDraws(ids, t * g, cIds, cVals, t * g * c, c, rows);
       const next = drafting(members, s + 1);
@@ -180,6 +202,7 @@ export class SampledDrafts {
     }
     // one read-back: every pick, then per sampled row its candidates or its logits row
     const ranges: ReadRange<Tensor>[] = [{ t: ids, offset: 0, length: lives.length * g }];
+    if (pen) ranges.push({ t: ids, offset: pen.bestBase, length: lives.length * g }, { t: this.vals!.t, offset: 0, length: Math.max(vo, 1) });
     const at: { t: number; i: number; cands: boolean }[] = [];
     lives.forEach((live, t) => {
       for (let i = 0; i < live; i++) {
@@ -194,8 +217,9 @@ export class SampledDrafts {
     const read = await this.k.readBack(ranges);
     this.stats.passes++;
     const picks = idsOf(read[0]!);
+    const penRead = pen ? { ...pen, bests: idsOf(read[1]!), vals: read[2]! } : null;
     const got = new Map<number, StepRead>();
-    let r = 1;
+    let r = pen ? 3 : 1;
     for (const a of at) {
       const req = chains[group[a.i]!]!.req;
       const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v) : null;
@@ -209,13 +233,24 @@ export class SampledDrafts {
       this.stats.refusedReads++;
       refused.forEach(({ i, t }, j) => { got.get(t * g + i)!.row = rows[j]!; });
     }
-    return this.replay(round, group, start, picks, got);
+    return this.replay(round, group, start, picks, got, penRead);
+  }
+
+  /** The penaltyPicks tables of a pass's members (their exact drafts before `start` counted) and
+   * its values buffer, sized for every step. */
+  private penaltiesFor<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number): PassPenalties {
+    const members = group.map((j) => round.chains[j]!);
+    const tables = members.map((m, i) => penaltyRow(m.req, this.v, round.exact[group[i]!]!));
+    let need = 0;
+    for (let s = start; s <= members[0]!.drafts; s++) need += tables.slice(0, drafting(members, s)).reduce((a, row) => a + 1 + row.ids.length + s - start, 0);
+    if (!this.vals || this.vals.cap < need) this.vals = { t: this.k.alloc(Math.max(need, 256)), cap: Math.max(need, 256) };
+    return { tables, calls: [], bestBase: members[0]!.drafts * group.length };
   }
 
   /** Each chain's steps in order with the exact draw and the same uniform: its exact drafts (and
    * q's) appended; at the first disagreement the host's draw wins and the chain redrafts after it. */
   private replay<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number, picks: Int32Array,
-    got: Map<number, StepRead>): Map<number, number> {
+    got: Map<number, StepRead>, pen: (PassPenalties & { bests: Int32Array; vals: Float32Array }) | null): Map<number, number> {
     const { chains, steps, us, exact, exactQ } = round;
     const g = group.length;
     const restart = new Map<number, number>();
@@ -225,7 +260,11 @@ export class SampledDrafts {
         const t = s - start;
         const pick = picks[t * g + i]!;
         let host = pick;
-        if (!isGreedy(ch.req.sampling)) {
+        if (pen && finishesOnHost(ch.req)) {
+          // a penalised or biased greedy row's f32 pick is a proposal: draft-penalty.ts's replay
+          const ex = exact[j]!;
+          host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
+        } else if (!isGreedy(ch.req.sampling)) {
           const rd = got.get(t * g + i)!;
           const u = us[j]![s - 1]!;
           const draw = rd.cert ? certifiedDist(rd.cert, ch.req.sampling, u) : null;
@@ -253,11 +292,11 @@ export class SampledDrafts {
     return fresh.t;
   }
 
-  /** Buffers for a round of n chains, k drafts and c candidates a row: picks [k, n], candidates
+  /** Buffers for a round of n chains, k drafts and c candidates a row: picks and bests [k, n] each, candidates
    * [k, n, c], and kept hidden rows for every step of every pass (a redraft starts a step later). */
   private reserve(n: number, k: number, c: number): void {
-    if (this.idsCap < k * n) {
-      this.idsCap = Math.max(k * n, 16);
+    if (this.idsCap < 2 * k * n) {
+      this.idsCap = Math.max(2 * k * n, 16);
       this.ids = this.k.allocI32(this.idsCap);
     }
     if (!this.cands || this.cands.cap < k * n * c) {

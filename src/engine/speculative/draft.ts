@@ -167,7 +167,7 @@ export class MtpDrafter {
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainReplayed(c.req))) {
       await this.penalty.run(chains, first, this.steps);
-    } else if (!host && this.sampled && sampledRound(chains.map((c) => c.req), this.v)) {
+    } else if (!host && this.sampled && sampledRound(chains.map((c) => c.req), this.v, this.penaltyChain)) {
       await this.sampled.run(chains, first, this.sampledSteps);
     } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
