@@ -6,7 +6,8 @@
 // disagreements and refused rows; with --reps R, each case runs R times per engine and the median
 // wall time is reported too (a same-run A/B: both engines loaded in turn per k).
 // Usage: node scripts/bench-sampled-draws.mjs [--model DIR] [--kernels webgpu|wasm]
-//        [--streams S] [--gen N] [--ks 2,3,4] [--cases a,b] [--reps R]   (needs dist/: npx tsc)
+//        [--streams S] [--gen N] [--ks 2,3,4] [--cases a,b] [--reps R] [--candidates on|off|auto]
+//        (needs dist/: npx tsc; --candidates: the sampled-candidates hook, auto = the backend's default)
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { Engine } from '../dist/src/engine/engine.js';
@@ -20,6 +21,7 @@ const { values: v } = parseArgs({
     ks: { type: 'string', default: '2,3,4' },
     cases: { type: 'string' },
     reps: { type: 'string', default: '1' },
+    candidates: { type: 'string', default: 'on' },
   },
 });
 const CASES = {
@@ -57,7 +59,7 @@ for (const spec of v.ks.split(',').map(Number)) {
   const got = {};
   for (const sampledChain of [false, true]) {
     const engine = await Engine.load({ model: resolve(v.model), kernels: v.kernels, specTokens: spec, specAdaptive: false, prefixCache: false, maxRunning: streams,
-      maxContext: 512, kvCacheTokens: 4096, log: () => {} }, { sampledCandidates: true, sampledChain });
+      maxContext: 512, kvCacheTokens: 4096, log: () => {} }, { ...(v.candidates === 'auto' ? {} : { sampledCandidates: v.candidates === 'on' }), sampledChain });
     try {
       for (const [name, sampling] of Object.entries(CASES)) {
         const runs = [];
