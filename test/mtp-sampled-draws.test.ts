@@ -1,7 +1,7 @@
 // Sampled MTP drafts drawn on the kernels and replayed on the host (speculative/draft-sampled.ts)
 // == the per-step host path (forced off), on the wasm engine (the path forced on: its default
 // is webgpu's): identical ids for the task's cuts at k = 2, 3, 4, one stream and a batch with a
-// greedy stream; one draft read-back a round when every proposal agreed; a corrupted device
+// greedy stream, 8 seeds batched; one draft read-back a round when every proposal agreed; a corrupted device
 // draw is caught by the replay (disagreements counted) and the ids stay identical.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,6 +17,7 @@ for (const k of [2, 3, 4]) {
     const sets = Object.entries(DRAW_CASES).flatMap(([name, s]) => [
       { name: `${name} alone`, reqs: drawRequests(s, N, 1) },
       { name: `${name} batched`, reqs: drawRequests(s, N, 2, true) },
+      { name: `${name}, 8 seeds`, reqs: drawRequests(s, N, 8) },
     ]);
     const run = (sampledChain: boolean) => withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain, sampledCandidates: true },
       async (e) => { const out = []; for (const s of sets) out.push(await runDraws(e, s.reqs)); return out; });

@@ -15,9 +15,11 @@ export const DRAW_CASES = {
   hot: { temperature: 2, topK: 20, topP: 0.95 },
 } as const;
 
-/** `n` sampled requests of a case (seeded), and a greedy one after them when `greedy`. */
+/** `n` sampled requests of a case (the golden prompts in turn, seeds 1000 + i), and a greedy
+ * one after them when `greedy`. */
 export function drawRequests(sampling: Omit<Partial<GenerateRequest>, 'promptIds'>, maxTokens: number, n: number, greedy = false): GenerateRequest[] {
-  const reqs = sampledRequests(sampling, maxTokens).slice(0, n);
+  const golden = sampledRequests(sampling, maxTokens);
+  const reqs = Array.from({ length: n }, (_, i) => ({ ...golden[i % golden.length]!, seed: 1000 + i }));
   return greedy ? [...reqs, { ...reqs[0]!, temperature: 0, seed: 7 }] : reqs;
 }
 
