@@ -47,7 +47,10 @@ test('webgpu MTP k = 3: sampled streams + a greedy one, drafts drawn on the devi
     assert.deepEqual(got.ids, want.ids, 'device-drawn drafts: ids == wasm host path');
     const s = got.sampled;
     assert.ok(s.rounds > 0, 'chained rounds');
-    if (s.disagreements === 0 && s.refused === 0) assert.equal(s.passes, s.rounds, 'one draft read-back a round');
+    // the f32 proposal is the exact draw off cut and draw boundaries (none met in these seeded rounds)
+    assert.ok(s.disagreements <= 1, `${s.disagreements} disagreements in ${s.rounds} rounds`);
+    assert.equal(s.refused, 0, 'tiny-think under these cuts: every candidate row certified');
+    if (s.disagreements === 0) assert.equal(s.passes, s.rounds, 'one draft read-back a round');
     const restore = corruptDraws(e);
     const forced = await runDraws(e, reqs).finally(restore);
     assert.deepEqual(forced.ids, want.ids, 'corrupted draws: ids == wasm host path');
