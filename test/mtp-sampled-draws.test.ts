@@ -34,6 +34,8 @@ for (const k of [2, 3, 4]) {
       assert.equal(b.reads - a.reads, a.sampled.steps - a.sampled.passes - a.sampled.refusedReads, `${s.name}: read-backs ${b.reads} → ${a.reads}`);
       // clean: one draft read-back a round (2 with the verify step's)
       if (a.sampled.disagreements === 0 && a.sampled.refused === 0) assert.equal(a.sampled.passes, a.sampled.rounds, `${s.name}: one pass a round`);
+      // every read-back is a target step's (one each) or a draft pass's: 2 a clean round
+      assert.equal(a.reads, a.targetSteps + a.sampled.passes + a.sampled.refusedReads, `${s.name}: read-backs ${a.reads}, ${a.targetSteps} steps`);
     });
     // the f32 proposals are the exact draws off cut and draw boundaries: disagreements are rare
     const disagreements = on.reduce((n, r) => n + r.sampled.disagreements, 0);

@@ -26,6 +26,8 @@ export function drawRequests(sampling: Omit<Partial<GenerateRequest>, 'promptIds
 export interface DrawRun {
   readonly ids: number[][];
   readonly rounds: number;
+  /** Target steps (prefill, decode, verify) run meanwhile: one read-back each. */
+  readonly targetSteps: number;
   readonly reads: number;
   readonly bytes: number;
   readonly sampled: Engine['sampledDrafts'];
@@ -43,6 +45,8 @@ export async function runDraws(e: Engine, reqs: readonly GenerateRequest[]): Pro
   };
   const s0 = e.sampledDrafts;
   const r0 = e.stats().spec.rounds;
+  const st0 = e.stats().steps;
+  const steps0 = st0.prefill + st0.decode + st0.verify;
   try {
     const ids = await Promise.all(reqs.map(async (r) => [...(await e.complete(r)).outputIds]));
     const s1 = e.sampledDrafts;
@@ -50,7 +54,8 @@ export async function runDraws(e: Engine, reqs: readonly GenerateRequest[]): Pro
       rounds: s1.rounds - s0.rounds, steps: s1.steps - s0.steps, passes: s1.passes - s0.passes, disagreements: s1.disagreements - s0.disagreements,
       refused: s1.refused - s0.refused, refusedReads: s1.refusedReads - s0.refusedReads,
     };
-    return { ids, rounds: e.stats().spec.rounds - r0, reads, bytes, sampled };
+    const st = e.stats().steps;
+    return { ids, rounds: e.stats().spec.rounds - r0, targetSteps: st.prefill + st.decode + st.verify - steps0, reads, bytes, sampled };
   } finally {
     k.readBack = readBack;
   }

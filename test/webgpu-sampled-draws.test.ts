@@ -51,6 +51,8 @@ test('webgpu MTP k = 3: sampled streams + a greedy one, drafts drawn on the devi
     assert.ok(s.disagreements <= 1, `${s.disagreements} disagreements in ${s.rounds} rounds`);
     assert.equal(s.refused, 0, 'tiny-think under these cuts: every candidate row certified');
     if (s.disagreements === 0) assert.equal(s.passes, s.rounds, 'one draft read-back a round');
+    // every read-back is a target step's (one each: no refused candidate row) or a draft pass's: 2 a round
+    assert.equal(got.reads, got.targetSteps + s.passes + s.refusedReads, `read-backs ${got.reads}: ${got.targetSteps} steps, ${s.passes} passes`);
     const restore = corruptDraws(e);
     const forced = await runDraws(e, reqs).finally(restore);
     assert.deepEqual(forced.ids, want.ids, 'corrupted draws: ids == wasm host path');
