@@ -115,7 +115,7 @@ describe('webgpu attention: one online softmax in every kernel', () => {
         { t: 2, start: 2 * B - 1 }, { t: 1, start: B - 2 }, { t: 1, start: B - 1 }, { t: 1, start: B }, { t: 1, start: 2 * B - 1 }, { t: 1, start: 2 * B }];
       const { seqs, read, ideal, rows: got } = await threeWays(d, spec, groupRows);
       for (const [i, x] of got.entries()) {
-        const what = `sequence ${i} (${JSON.stringify(spec[i])}; tile ${plan.shape.qt}×${plan.shape.bc}, block ${group.qt}×${group.bc})`;
+        const what = `sequence ${i} (${JSON.stringify(spec[i])}; ${plan.kind} ${plan.queries}×${plan.bc}, block ${group.qt}×${group.bc})`;
         assert.ok(sameBits(x.tiles, x.rows), `${what}: attentionBatch differs from the per-row kernel`);
         assert.ok(sameBits(x.blocks, x.rows), `${what}: decode / verify blocks differ from the per-row kernel`);
         assert.ok(relErr(x.rows, x.ref) <= 1e-5, `${what}: rel err ${relErr(x.rows, x.ref)} vs the reference kernel`);
