@@ -120,10 +120,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var i = 0u; i < cnt; i++) { s[i] = ob_scale(s[i]); }
         let r = ob_block_r(&s, cnt, ml[m]);
         ml[m] = r.xy;
-        for (var d = 0u; d < HD; d++) { acc[a0 + d] = ob_rescale(acc[a0 + d], r.z); }
-        for (var i = 0u; i < cnt; i++) {
-          let e = s[i];
-          for (var d = 0u; d < HD; d++) { acc[a0 + d] = ob_acc(acc[a0 + d], e, vt[k0 + i * HD + d]); }
+        for (var d = 0u; d < HD; d++) {
+          var x = ob_rescale(acc[a0 + d], r.z);
+          for (var i = 0u; i < cnt; i++) { x = ob_acc(x, s[i], vt[k0 + i * HD + d]); }
+          acc[a0 + d] = x;
         }
       }
     }
