@@ -112,10 +112,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var b0 = s0; b0 < s0 + BC && b0 < n; b0 += OB) {
         let cnt = min(OB, n - b0);
         let k0 = (b0 - s0) * HD;
+        // all OB scores of the block (a fixed trip count: the compiler keeps s in registers);
+        // those past cnt are never read (the fold and the sums stop at cnt)
         for (var i = 0u; i < OB; i++) { s[i] = 0.0; }
         for (var d = 0u; d < HD; d++) {
           let qd = Q[q0 + d];
-          for (var i = 0u; i < cnt; i++) { s[i] = ob_dot(s[i], qd, kt[k0 + i * HD + d]); }
+          for (var i = 0u; i < OB; i++) { s[i] = ob_dot(s[i], qd, kt[k0 + i * HD + d]); }
         }
         for (var i = 0u; i < cnt; i++) { s[i] = ob_scale(s[i]); }
         let r = ob_block_r(&s, cnt, ml[m]);
