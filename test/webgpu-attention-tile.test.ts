@@ -95,9 +95,9 @@ describe('webgpu attention: one online softmax in every kernel', () => {
     }
     assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 8, hd: 256, stage: true, order: 'query' });
     assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' });
-    assert.deepEqual(groupShapeFor(64, 16384), { wg: 16, qt: 16, bc: 16, hd: 64, stage: false, order: 'element' });
-    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' });
-    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 16, hd: 1024, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(64, 16384), { wg: 16, qt: 16, bc: 16, hd: 64, stage: false, order: 'element', ub: 4 });
+    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element', ub: 4 });
+    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 16, hd: 1024, stage: false, order: 'element', ub: 4 });
   });
 
   test('prefill shapes (a query per thread): K and V tiles of whole softmax blocks within the workgroup memory, else none', () => {
