@@ -5,8 +5,9 @@
 // ideal. A longer run of one sequence's rows (a prefill) takes blocks of QT / G rows: a query
 // per thread (wgsl/attention-prefill.ts, QT = 512 up to head dim 64, 256 past it) where its
 // K/V tiles fit the workgroup memory, else the tile shape (QT = 128 up to head dim 128, 64
-// at 256). All run the online softmax of wgsl/attention-online.ts, so a row's bits do not depend on its block. The block table is
-// made on the host once per step batch and block sizes, and goes up through the upload arena.
+// at 256). All run the online softmax of wgsl/attention-online.ts, so a row's bits do not
+// depend on its block. The block table is made on the host once per step batch and block
+// sizes, and goes up through the upload arena.
 import type { AttentionDims, BatchSeq, KvLayerView } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
@@ -65,12 +66,18 @@ export function attentionTilePlan(g: WebGpuKernels, dims: AttentionDims): TilePl
   const heads = dims.numHeads / dims.numKvHeads;
   const pre = prefillShapeFor(dims.headDim, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
   const tile = pre ? null : tileShapeFor(dims.headDim, lim.maxComputeWorkgroupStorageSize);
-  const plan = pre
-    ? { key: `attention_prefill_${pre.hd}_${pre.qpt}_${pre.bc}_${pre.wg}`, shader: () => attentionPrefillShader(pre), queries: prefillQueries(pre), bc: pre.bc, kind: 'prefill' as const, shape: pre }
-    : tile ? { key: shapeKey(tile), shader: () => attentionTileShader(tile), queries: tile.qt, bc: tile.bc, kind: 'tile' as const, shape: tile } : null;
+  const plan = pre ? prefillPlan(pre) : tile ? tilePlan(tile) : null;
   if (!plan) return null;
   const rows = Math.floor(plan.queries / heads);
   return rows > Math.floor(ATTENTION_QMAX / heads) ? { ...plan, rows } : null;
+}
+
+function prefillPlan(s: PrefillShape): Omit<TilePlan, 'rows'> {
+  return { key: `attention_prefill_${s.hd}_${s.qpt}_${s.bc}_${s.wg}`, shader: () => attentionPrefillShader(s), queries: prefillQueries(s), bc: s.bc, kind: 'prefill', shape: s };
+}
+
+function tilePlan(s: TileShape): Omit<TilePlan, 'rows'> {
+  return { key: shapeKey(s), shader: () => attentionTileShader(s), queries: s.qt, bc: s.bc, kind: 'tile', shape: s };
 }
 
 /** Cut each sequence into blocks: one of more than `groupRows` rows (a prefill) into tile
@@ -105,7 +112,7 @@ function blocksIn(blocks: readonly Block[], run: KvRun): { first: number; count:
 
 /** The shader key of a shape. */
 function shapeKey(s: TileShape): string {
-  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}${s.stage ? '_staged' : ''}`;
+  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}_${s.ub ?? 1}${s.stage ? '_staged' : ''}`;
 }
 
 /** Dispatches per KV run: the decode / verify blocks and the prefill tiles, workgroups (KV
