@@ -12,7 +12,8 @@ import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 import { attentionTileShader } from '../src/kernels/webgpu/wgsl/attention-tile.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
-import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { GDN_CHUNKED, GDN_CHUNKED_SEQS } from '../src/kernels/webgpu/wgsl/gdn-chunked.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
@@ -53,6 +54,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   moe_route: MOE_ROUTE,
   gdn_gates: GDN_GATES,
   gdn_chunked: GDN_CHUNKED,
+  gdn_chunked_seqs: GDN_CHUNKED_SEQS,
   moe_plan: MOE_PLAN,
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),

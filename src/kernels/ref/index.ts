@@ -11,7 +11,7 @@ import * as cpu from '../cpu-ops.js';
 import { topCandidates } from '../top-candidates.js';
 import { penaltyPicks } from '../penalty-picks.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
-import { convSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { convSeqsByCalls, gdnChunkedSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { startRefQuantizer } from '../quant/row-quantizer.js';
 
@@ -61,6 +61,7 @@ export function createRefKernels(): Kernels {
     gdnRecurrentSeqs: (out, qkv, g, beta, dims, seqs) => gdnSeqsByCalls(k, out, qkv, g, beta, dims, seqs),
     gdnRecurrentGatedSeqs: (out, qkv, gating, dims, seqs) => gdnGatedSeqsByCalls(k, out, qkv, gating, dims, seqs),
     gdnChunked: gdn.gdnChunked,
+    gdnChunkedSeqs: (out, qkv, g, beta, dims, seqs) => gdnChunkedSeqsByCalls(k, out, qkv, g, beta, dims, seqs),
     kvWrite: dense.kvWrite,
     attention: dense.attention,
     stepBatch: stepBatchOnHost,

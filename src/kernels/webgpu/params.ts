@@ -53,6 +53,7 @@ export const PARAMS = {
   argmax: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32' }),
   moe_route: fields({ m: 'u32', e: 'u32', topK: 'u32', renormalize: 'u32', idsOff: 'u32', wOff: 'u32', logitsOff: 'u32' }),
   gdn_gates: fields({ n: 'u32', hv: 'u32', gOff: 'u32', betaOff: 'u32', aOff: 'u32', bOff: 'u32' }),
+  gdn_chunked_seqs: fields({ hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', seqTable: 'u32', per: 'u32' }),
   gdn_chunked: fields({ t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', stateOff: 'u32', pos0: 'u32', per: 'u32' }),
   argmax_masked: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32', maskOff: 'u32', words: 'u32', negInf: 'f32' }),
   top_candidates: fields({ m: 'u32', n: 'u32', stride: 'u32', c: 'u32', xOff: 'u32', idsOff: 'u32', valsOff: 'u32', segments: 'u32', segLen: 'u32' }),
