@@ -20,7 +20,7 @@ import type { StartedQuantizer } from './quant/row-quantizer.js';
 
 export * from './kernel-operands.js';
 import type {
-  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
+  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, FillRun, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
   MoeScratch, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
@@ -51,6 +51,9 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** dst[offset + i] = value (rounded to f32) for i < length: zeroing a recurrent-state slot,
    * poisoning pool memory in tests. */
   fill(dst: T, offset: number, length: number, value: number): void;
+  /** fill of every run (runs inside dst, not overlapping) in one op: the state pool zeroes
+   * all the slots a step admits with one call (one dispatch on a GPU). */
+  fillRuns(dst: T, runs: readonly FillRun[], value: number): void;
   /** Host data into a tensor: dst[offset + i] = src[i] (rounded to f32). */
   write(dst: T, offset: number, src: ArrayLike<number>): void;
   /** Host copies of tensor ranges, in one transfer. CPU backends return views of their

@@ -27,6 +27,7 @@ export function createRefKernels(): Kernels {
     copyRows: cpu.copyRows,
     gatherRows: cpu.gatherRows,
     fill: cpu.fill,
+    fillRuns: cpu.fillRuns,
     write: cpu.write,
     readBack: cpu.readBack,
     allocWeight(dtype: WeightDType, rows: number, cols: number) {

@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -25,6 +25,7 @@ import { embedDeviceIds } from './embed-ids.js';
 import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
 import { topCandidatesOn } from './top-candidates.js';
 import { packPenaltyTable, penaltyPicksOn } from './penalty-picks.js';
+import { fillRunsDispatch } from './fill-runs.js';
 import { convSeqsDispatch, gdnChunkedSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -109,6 +110,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   fill(dst: GpuTensor, offset: number, length: number, value: number): void {
     this.g.fill(this.step, dst, offset, length, value);
+  }
+  /** One dispatch for every run (wgsl/fill-runs.ts). */
+  fillRuns(dst: GpuTensor, runs: readonly FillRun[], value: number): void {
+    fillRunsDispatch(this.g, this.step, (d) => this.uploads.put(d, 'i32'), dst, runs, value);
   }
   write(dst: GpuTensor, offset: number, src: ArrayLike<number>): void {
     if (offset + src.length > dst.length) throw new RangeError(`write: ${src.length} elements at ${offset} past ${dst.length}`);

@@ -41,6 +41,7 @@ export const PARAMS = {
   }),
   copy_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', dstStride: 'u32', srcOff: 'u32', srcStride: 'u32' }),
   fill: fields({ n: 'u32', dstOff: 'u32', value: 'f32' }),
+  fill_runs: fields({ runTable: 'u32', value: 'f32' }),
   gather_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', srcOff: 'u32', rowsOff: 'u32' }),
   add_sigmoid_scaled: fields({ m: 'u32', d: 'u32', outOff: 'u32', yOff: 'u32', gOff: 'u32' }),
   moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
