@@ -10,6 +10,7 @@ import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '.
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 import { attentionTileShader } from '../src/kernels/webgpu/wgsl/attention-tile.js';
+import { attentionPrefillShader } from '../src/kernels/webgpu/wgsl/attention-prefill.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
@@ -35,7 +36,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   rope_batch: ROPE_BATCH,
   kv_write_batch: KV_WRITE_BATCH,
   attention_batch: ATTENTION_BATCH,
-  attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' })],
+  attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element', ub: 4 }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' }),
+    attentionPrefillShader({ wg: 256, qpt: 2, bc: 64, hd: 64 })],
   attention_inputs: ATTENTION_INPUTS,
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,
