@@ -1,12 +1,13 @@
 // Every webgpu attention kernel runs one online softmax (kernels/webgpu/wgsl/attention-online.ts):
-// the per-(head, row) kernel (k.attention), the decode / verify blocks and the prefill tiles
-// of the block kernel (wgsl/attention-tile.ts) give a query the same bits for the same
-// context. Here: a prefill of one sequence in tiles of QT / G rows, the same rows as
-// verify-sized sequences (decode / verify blocks) and row by row, contexts 1 to 700 over
-// pages of 16 (lengths around multiples of the 16-position block), head dims 16 / 64 / 256
-// and 1 / 4 / 8 query heads per KV head, bit for bit; each within the conformance tolerance
-// of the reference kernel; and the KV bytes read (each block reads its sequence's cache once
-// per KV head).
+// the per-(head, row) kernel (k.attention), the decode / verify blocks of the block kernel
+// (wgsl/attention-tile.ts), the prefill kernel (wgsl/attention-prefill.ts, a query per
+// thread) and the tile kernel's prefill shape where that does not fit give a query the same
+// bits for the same context. Here: a prefill of one sequence in blocks of QT / G rows, the
+// same rows as verify-sized sequences (decode / verify blocks) and row by row, contexts 1 to
+// 700 over pages of 16 (lengths around multiples of the 16-position block), head dims 16 / 64
+// / 256 (prefill kernel) and 512 (tile kernel), 1 / 2 / 4 / 8 query heads per KV head, bit for
+// bit; each within the conformance tolerance of the reference kernel; and the KV bytes read
+// (each block reads its sequence's cache once per KV head).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AttentionDims, BatchSeq, KvLayerView } from '../src/kernels/types.js';
@@ -17,6 +18,7 @@ import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { attentionGroupShape, attentionTilePlan } from '../src/kernels/webgpu/attention-group.js';
 import { accPerThread, groupShapeFor, tileShapeFor, tileWorkgroupBytes } from '../src/kernels/webgpu/wgsl/attention-tile.js';
 import { ONLINE_BLOCK } from '../src/kernels/webgpu/wgsl/attention-online.js';
+import { PREFILL_MAX_ACC, prefillShapeFor, prefillWorkgroupBytes } from '../src/kernels/webgpu/wgsl/attention-prefill.js';
 import { relErr, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
@@ -93,17 +95,39 @@ describe('webgpu attention: one online softmax in every kernel', () => {
     }
     assert.deepEqual(tileShapeFor(256, 16384), { wg: 256, qt: 64, bc: 8, hd: 256, stage: true, order: 'query' });
     assert.deepEqual(tileShapeFor(64, 16384), { wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' });
-    assert.deepEqual(groupShapeFor(64, 16384), { wg: 16, qt: 16, bc: 16, hd: 64, stage: false, order: 'element' });
-    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' });
-    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 16, hd: 1024, stage: false, order: 'element' });
+    assert.deepEqual(groupShapeFor(64, 16384), { wg: 16, qt: 16, bc: 16, hd: 64, stage: false, order: 'element', ub: 4 });
+    assert.deepEqual(groupShapeFor(256, 16384), { wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element', ub: 4 });
+    assert.deepEqual(groupShapeFor(1024, 16384), { wg: 128, qt: 16, bc: 16, hd: 1024, stage: false, order: 'element', ub: 4 });
   });
 
-  for (const d of [{ numHeads: 2, numKvHeads: 2, headDim: 16 }, { numHeads: 8, numKvHeads: 2, headDim: 64 }, { numHeads: 8, numKvHeads: 1, headDim: 256 }]) {
+  test('prefill shapes (a query per thread): K and V tiles of whole softmax blocks within the workgroup memory, else none', () => {
+    for (const storage of [16384, 32768, 49152]) {
+      for (const hd of [16, 64, 128, 256, 512]) {
+        const s = prefillShapeFor(hd, storage, 256);
+        if (!s) { assert.ok(2 * 4 * ONLINE_BLOCK * hd > storage, `head dim ${hd} at ${storage} bytes: one block's K and V fit`); continue; }
+        assert.ok(prefillWorkgroupBytes(s) <= storage && s.bc % ONLINE_BLOCK === 0, `head dim ${hd}: ${s.bc} positions, ${prefillWorkgroupBytes(s)} bytes`);
+        assert.ok(s.qpt * hd <= Math.max(hd, PREFILL_MAX_ACC), `head dim ${hd}: ${s.qpt} queries a thread`);
+      }
+    }
+    assert.deepEqual(prefillShapeFor(64, 32768, 1024), { wg: 256, qpt: 2, bc: 64, hd: 64 });
+    assert.deepEqual(prefillShapeFor(64, 16384, 256), { wg: 256, qpt: 2, bc: 32, hd: 64 });
+    assert.deepEqual(prefillShapeFor(256, 32768, 256), { wg: 256, qpt: 1, bc: 16, hd: 256 });
+    assert.equal(prefillShapeFor(256, 16384, 256), null, 'head dim 256 at 16 KiB: the shared tile kernel');
+  });
+
+  // head dims 16 / 64 / 256 take the query-per-thread prefill kernel on a device with 32 KiB of
+  // workgroup memory (lavapipe, most GPUs), 512 the shared tile kernel (its K and V of one block
+  // need 64 KiB)
+  const cases = [{ numHeads: 2, numKvHeads: 2, headDim: 16, kind: 'prefill' }, { numHeads: 8, numKvHeads: 2, headDim: 64, kind: 'prefill' },
+    { numHeads: 8, numKvHeads: 1, headDim: 256, kind: 'prefill' }, { numHeads: 4, numKvHeads: 2, headDim: 512, kind: 'tile' }] as const;
+  for (const { kind, ...d } of cases) {
     const g = d.numHeads / d.numKvHeads;
-    test(`head dim ${d.headDim}, ${g} query heads per KV head: tiles == blocks == rows bit for bit, ≈ ref, cache read once per block`, async () => {
+    test(`head dim ${d.headDim}, ${g} query heads per KV head (${kind}): tiles == blocks == rows bit for bit, ≈ ref, cache read once per block`, async () => {
       const plan = attentionTilePlan(k.g, d);
       const group = attentionGroupShape(k.g, d);
       assert.ok(plan && group, 'the device fits both shapes');
+      assert.ok(k.g.device.limits.maxComputeWorkgroupStorageSize >= 32768, 'a device with 32 KiB of workgroup memory (the kernel a case covers depends on it)');
+      assert.equal(plan.kind, kind);
       const rows = plan.rows;
       const groupRows = Math.floor(16 / g);
       // a prefill from position 0 over two tiles and a bit (contexts 1 up, every block edge
@@ -115,7 +139,7 @@ describe('webgpu attention: one online softmax in every kernel', () => {
         { t: 2, start: 2 * B - 1 }, { t: 1, start: B - 2 }, { t: 1, start: B - 1 }, { t: 1, start: B }, { t: 1, start: 2 * B - 1 }, { t: 1, start: 2 * B }];
       const { seqs, read, ideal, rows: got } = await threeWays(d, spec, groupRows);
       for (const [i, x] of got.entries()) {
-        const what = `sequence ${i} (${JSON.stringify(spec[i])}; tile ${plan.shape.qt}×${plan.shape.bc}, block ${group.qt}×${group.bc})`;
+        const what = `sequence ${i} (${JSON.stringify(spec[i])}; ${plan.kind} ${plan.queries}×${plan.bc}, block ${group.qt}×${group.bc})`;
         assert.ok(sameBits(x.tiles, x.rows), `${what}: attentionBatch differs from the per-row kernel`);
         assert.ok(sameBits(x.blocks, x.rows), `${what}: decode / verify blocks differ from the per-row kernel`);
         assert.ok(relErr(x.rows, x.ref) <= 1e-5, `${what}: rel err ${relErr(x.rows, x.ref)} vs the reference kernel`);

@@ -61,7 +61,8 @@ test('webgpu: a sampled decode step reads back c pairs, not its logits row (one 
 
 test('webgpu MTP k = 3: sampled verify positions and drafts read candidates only; ids == wasm full rows (forced off)', async () => {
   const reqs = sampledRequests(CASES.qwen, N).slice(0, 2);
-  const mtp = { ...gpu, specTokens: 3 };
+  // the per-step draft path (webgpu-sampled-draws tests the chained one, on by default)
+  const mtp = { ...gpu, specTokens: 3, sampledChain: false };
   const want = await withEngine({ ...mtp, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
   const got = await withEngine({ ...mtp, model: TINY_THINK() }, async (e) => {
     const c = counters(e);

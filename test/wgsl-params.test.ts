@@ -10,13 +10,17 @@ import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '.
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
 import { attentionTileShader } from '../src/kernels/webgpu/wgsl/attention-tile.js';
+import { attentionPrefillShader } from '../src/kernels/webgpu/wgsl/attention-prefill.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
-import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { FILL_RUNS } from '../src/kernels/webgpu/fill-runs.js';
+import { GDN_CHUNKED, GDN_CHUNKED_SEQS } from '../src/kernels/webgpu/wgsl/gdn-chunked.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
 import { PENALTY_PICKS } from '../src/kernels/webgpu/wgsl/penalty-picks.js';
+import { CANDIDATE_DRAWS } from '../src/kernels/webgpu/wgsl/candidate-draws.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
@@ -33,7 +37,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   rope_batch: ROPE_BATCH,
   kv_write_batch: KV_WRITE_BATCH,
   attention_batch: ATTENTION_BATCH,
-  attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element' }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' })],
+  attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element', ub: 4 }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' }),
+    attentionPrefillShader({ wg: 256, qpt: 2, bc: 64, hd: 64 })],
   attention_inputs: ATTENTION_INPUTS,
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,
@@ -42,6 +47,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gdn_gated_seqs: gdnGatedShader(128),
   copy_rows: COPY_ROWS,
   fill: FILL,
+  fill_runs: FILL_RUNS,
   gather_rows: GATHER_ROWS,
   add_sigmoid_scaled: ADD_SIGMOID_SCALED,
   moe_scatter: MOE_SCATTER,
@@ -53,6 +59,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   moe_route: MOE_ROUTE,
   gdn_gates: GDN_GATES,
   gdn_chunked: GDN_CHUNKED,
+  gdn_chunked_seqs: GDN_CHUNKED_SEQS,
   moe_plan: MOE_PLAN,
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),
@@ -64,6 +71,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   top_candidates: TOP_CANDIDATES,
   top_merge: TOP_MERGE,
   penalty_picks: PENALTY_PICKS,
+  candidate_draws: CANDIDATE_DRAWS,
   kv_write: KV_WRITE,
   layer_norm: LAYER_NORM,
   bias_act: BIAS_ACT,

@@ -63,6 +63,12 @@ export class Engine {
   get sampledCandidates(): { readonly rows: number; readonly fallbacks: number } {
     return this.runner.candidateCounts;
   }
+  /** Sampled MTP chains drawn on the kernels since load (speculative/draft-sampled.ts): rounds,
+   * passes, disagreements, rows refused by the certificate and their read-backs. */
+  get sampledDrafts(): Speculator['sampledDrafts'] {
+    return this.speculative.sampledDrafts;
+  }
+
   /** MTP rounds of penalised greedy chains drafted on the kernels since load, their passes
    * (one read-back each; a pass past the first is a redraft) and the chains whose exact replay
    * disagreed with the kernels' f32 pick (speculative/draft-penalty.ts). */
@@ -122,6 +128,7 @@ export class Engine {
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
       candidates: this.runner.candidateStep,
       penaltyChain: hooks.penaltyChain ?? 'auto',
+      sampledChain: hooks.sampledChain ?? 'auto',
     });
     this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,
       visionModel ? { cfg: visionModel.cfg, pre: visionModel.pre, tokens: visionModel.tokens } : null);

@@ -16,7 +16,7 @@ export interface SampleJob {
   /** Ids after the history that count as generated (verify position i: d_1..d_i). */
   readonly extra?: readonly number[];
   /** Pick a token: the argmax when greedy, else a draw with one uniform from rng. */
-  readonly rng: Rng | null;
+  readonly rng: Pick<Rng, 'next'> | null;
   /** Keep the row's sampling distribution (weights + their sum) for speculative decoding. */
   readonly dist?: boolean;
   /** top_logprobs count (0..REQUEST_PARAMS.topLogprobs.max), or −1 for no logprobs. */

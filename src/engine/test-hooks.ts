@@ -40,4 +40,8 @@ export interface EngineTestHooks {
    * on the host (speculative/draft-penalty.ts): true / false forces it on / off; unset: on for
    * backends whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly penaltyChain?: boolean;
+  /** MTP drafts of sampled requests are drawn on the kernels, each draw replayed exactly on the
+   * host (speculative/draft-sampled.ts): true / false forces it on / off; unset: on for backends
+   * whose tensors are not host memory (webgpu), off for ref and wasm. */
+  readonly sampledChain?: boolean;
 }

@@ -20,8 +20,8 @@ import type { StartedQuantizer } from './quant/row-quantizer.js';
 
 export * from './kernel-operands.js';
 import type {
-  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, GatedInput, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
-  MoeScratch, PenaltyPicksCall, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
+  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, FillRun, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
+  MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
 /** The kernel backend. T: its f32 tensor handle, I: its int32 tensor handle. Backend-
@@ -51,6 +51,9 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** dst[offset + i] = value (rounded to f32) for i < length: zeroing a recurrent-state slot,
    * poisoning pool memory in tests. */
   fill(dst: T, offset: number, length: number, value: number): void;
+  /** fill of every run (runs inside dst, not overlapping) in one op: the state pool zeroes
+   * all the slots a step admits with one call (one dispatch on a GPU). */
+  fillRuns(dst: T, runs: readonly FillRun[], value: number): void;
   /** Host data into a tensor: dst[offset + i] = src[i] (rounded to f32). */
   write(dst: T, offset: number, src: ArrayLike<number>): void;
   /** Host copies of tensor ranges, in one transfer. CPU backends return views of their
@@ -179,6 +182,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   gdnChunked(out: T, qkv: T, g: T, beta: T,
     state: T, dims: GdnDims, t: number, pos0?: number): void;
 
+  /** The chunked prefills of a batch in one call: for each sequence, gdnChunked on its rows
+   * once per segment between its split points (a split ends a chunk), in order
+   * (seqs-by-calls.ts gdnChunkedSeqsByCalls defines the bits). A sequence's output and
+   * state do not depend on the other sequences of the call. */
+  gdnChunkedSeqs(out: T, qkv: T, g: T, beta: T, dims: GdnDims, seqs: readonly GdnChunkSeq<T>[]): void;
+
   /** Write k, v ([T, nKV·hd]) of one sequence at positions start..start+T−1. */
   kvWrite(kv: KvLayerView<T>, pageTable: ArrayLike<number>, start: number, k: T,
     v: T, t: number, kvDim: number): void;
@@ -253,6 +262,14 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * kernels/penalty-picks.ts. A GPU backend picks on the device, so a chain of draft steps
    * needs no read-back between them. */
   penaltyPicks(ids: I, x: T, vals: T, call: PenaltyPicksCall): void;
+
+  /** One draft step of sampled MTP chains on the kernels (engine/speculative/draft-sampled.ts):
+   * per row i < rows.length with rows[i] non-null, an f32 draw from its top candidates
+   * (topCandidates' set at [candOffset + i·c, + c) of ids / vals) under its temperature, top-k,
+   * top-p and min-p with its uniform, into out[outOffset + i]. A proposal: the host replays the
+   * exact draw. The definition: kernels/candidate-draws.ts. A GPU backend draws on the device,
+   * so a sampled chain of draft steps needs no read-back between them. */
+  candidateDraws(out: I, outOffset: number, ids: I, vals: T, candOffset: number, c: number, rows: readonly (CandidateDraw | null)[]): void;
 
   /** Sampling over logits rows (temperature, penalties as patches, min-p / top-k / top-p,
    * the draw, the logprob normaliser): results[i] for rows[i]. Rows are independent. */

@@ -11,7 +11,9 @@
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
-// host, a redraft pass per disagreement (draft-penalty.ts). Otherwise each draft step reads
+// host, a redraft pass per disagreement (draft-penalty.ts); so do sampled chains (no penalty,
+// bias or constraint) with plain argmax chains: an f32 draw from each row's top candidates with
+// the draft's pre-drawn uniform, replayed exactly on the host (draft-sampled.ts). Otherwise each draft step reads
 // back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
 // picked under their constraint mask, or, for a penalised or biased one, over the ids no
 // penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
@@ -37,6 +39,7 @@ import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
 import { type DraftSteps, PenaltyDrafts } from './draft-penalty.js';
+import { SampledDrafts, type SampledSteps, sampledRound } from './draft-sampled.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -95,6 +98,8 @@ export class MtpDrafter {
   readonly penalty: PenaltyDrafts;
   /** Whether penalised greedy chains draft through `penalty` (else a read-back per step). */
   private readonly penaltyChain: boolean;
+  /** Sampled chains drawn on the kernels, replayed exactly on the host (draft-sampled.ts; null: a read-back per step). */
+  readonly sampled: SampledDrafts | null;
 
   constructor(
     private readonly model: AnyModel,
@@ -116,6 +121,9 @@ export class MtpDrafter {
     /** Penalised greedy chains draft on the kernels (draft-penalty.ts): 'auto' where the
      * kernels' tensors are device memory (a read-back is a transfer), off on ref and wasm. */
     penaltyChain: boolean | 'auto' = 'auto',
+    /** Sampled chains draft on the kernels (draft-sampled.ts): 'auto' where the kernels' tensors
+     * are device memory (a read-back is a transfer), off on ref and wasm. */
+    sampledChain: boolean | 'auto' = 'auto',
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -126,6 +134,8 @@ export class MtpDrafter {
     this.candidates = candidateStep ? new DraftCandidates(candidateStep, this.v) : null;
     this.penalty = new PenaltyDrafts(model.kernels, this.v, this.h);
     this.penaltyChain = penaltyChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : penaltyChain;
+    const sampledOn = sampledChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : sampledChain;
+    this.sampled = sampledOn ? new SampledDrafts(model.kernels, this.v, this.h, candidateStep !== null) : null;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -157,6 +167,8 @@ export class MtpDrafter {
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainReplayed(c.req))) {
       await this.penalty.run(chains, first, this.steps);
+    } else if (!host && this.sampled && sampledRound(chains.map((c) => c.req), this.v, this.penaltyChain)) {
+      await this.sampled.run(chains, first, this.sampledSteps);
     } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
@@ -172,6 +184,19 @@ export class MtpDrafter {
     forward: (chains, hidden, step, tokens, device) => this.draftForward(chains, hidden, step,
       tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
     hiddenRows: (n) => this.ws.draftHidden.rows(n),
+  };
+
+  /** The MTP steps draft-sampled.ts chains, and the host path's full-row draw it replays. */
+  private readonly sampledSteps: SampledSteps<Chain> = {
+    logits: (hidden, live, into) => void lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), into, this.head),
+    forward: (chains, hidden, step, tokens, device) => this.steps.forward(chains, hidden, step, tokens, device),
+    hiddenRows: (n) => this.ws.draftHidden.rows(n),
+    drawRow: (c, row, u, index, before) => {
+      const [o] = this.sampler.run([{
+        logits: row, vocab: this.v, sampling: c.req.sampling, history: c.req.history, extra: before, rng: { next: () => u }, dist: true, logprobs: -1,
+      }]);
+      return { token: o!.token, q: toProbs(o!.weights!, o!.mass, this.v, this.qBuffer(c.req, index)) };
+    },
   };
 
   /** The MTP forward of the chains that draft one more step, or null when none does. */

@@ -43,6 +43,8 @@ export interface SpeculatorOptions {
   readonly candidates?: CandidateStep | null;
   /** Penalised greedy chains draft on the kernels (MtpDrafter's penaltyChain). */
   readonly penaltyChain?: boolean | 'auto';
+  /** Sampled chains draft on the kernels (MtpDrafter's sampledChain). */
+  readonly sampledChain?: boolean | 'auto';
 }
 
 export class Speculator {
@@ -54,13 +56,19 @@ export class Speculator {
   private readonly verifyProbs: Float64Array[] = [];
 
   /** The drafter's penalised-chain counts (zeros without MTP). */
+  /** The sampled chains' counters (draft-sampled.ts; zeros when that path is off). */
+  get sampledDrafts(): { readonly rounds: number; readonly steps: number; readonly passes: number; readonly disagreements: number; readonly refused: number;
+    readonly refusedReads: number; } {
+    return { ...(this.drafter?.sampled?.stats ?? { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 }) };
+  }
+
   get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
     return { ...(this.drafter?.penalty.stats ?? { rounds: 0, passes: 0, disagreements: 0 }) };
   }
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
     this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts,
-      opts.candidates ?? null, opts.penaltyChain) : null;
+      opts.candidates ?? null, opts.penaltyChain, opts.sampledChain) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
 

@@ -6,16 +6,17 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
 import { topCandidates } from '../top-candidates.js';
 import { penaltyPicks } from '../penalty-picks.js';
+import { candidateDraws } from '../candidate-draws.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
-import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
+import { gdnChunkedSeqsByCalls, gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionBlocking } from './attention-blocking.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { isBf16 } from './backend-memory.js';
@@ -158,6 +159,11 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     gdnGatedSeqsByCalls(this, out, qkv, gating, dims, seqs);
   }
 
+  /** One gdnChunked per segment (each already splits its heads over the pool). */
+  gdnChunkedSeqs(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, dims: GdnDims, seqs: readonly GdnChunkSeq<Float32Array>[]): void {
+    gdnChunkedSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
+  }
+
   gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, state: Float32Array,
     dims: GdnDims, t: number, pos0 = 0): void {
     if (t <= 0) return;
@@ -257,6 +263,9 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   /** Over host memory (kernels/penalty-picks.ts, the ref's bits). */
   penaltyPicks(ids: Int32Array, x: Float32Array, vals: Float32Array, call: PenaltyPicksCall): void {
     penaltyPicks(ids, x, vals, call);
+  }
+  candidateDraws(out: Int32Array, outOffset: number, ids: Int32Array, vals: Float32Array, candOffset: number, c: number, rows: readonly (CandidateDraw | null)[]): void {
+    candidateDraws(out, outOffset, ids, vals, candOffset, c, rows);
   }
 
   /** Ids are views of the arena's memory: embed over them. */

@@ -2,10 +2,12 @@
 // one kernel text in two shapes): a decode / verify block is up to ATTENTION_QMAX queries,
 // consecutive rows of one sequence × the G query heads of a KV head, so decode (1 row) and
 // verify (k + 1 ≤ QMAX / G rows) read a sequence's cache once per KV head per layer, the
-// ideal. A longer run of one sequence's rows (a prefill) takes the tile shape: blocks of
-// QT / G rows (QT = 128 up to head dim 128, 64 at 256). Both run the online softmax of
-// wgsl/attention-online.ts, so a row's bits do not depend on its block. The block table is
-// made on the host once per step batch and block sizes, and goes up through the upload arena.
+// ideal. A longer run of one sequence's rows (a prefill) takes blocks of QT / G rows: a query
+// per thread (wgsl/attention-prefill.ts, QT = 512 up to head dim 64, 256 past it) where its
+// K/V tiles fit the workgroup memory, else the tile shape (QT = 128 up to head dim 128, 64
+// at 256). All run the online softmax of wgsl/attention-online.ts, so a row's bits do not
+// depend on its block. The block table is made on the host once per step batch and block
+// sizes, and goes up through the upload arena.
 import type { AttentionDims, BatchSeq, KvLayerView } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
@@ -13,6 +15,7 @@ import type { GpuTensor } from './tensor.js';
 import { packParams } from './params.js';
 import { ATTENTION_QMAX } from './wgsl/attention-group.js';
 import { attentionTileShader, groupShapeFor, tileShapeFor, type TileShape } from './wgsl/attention-tile.js';
+import { attentionPrefillShader, prefillQueries, prefillShapeFor, type PrefillShape } from './wgsl/attention-prefill.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -42,15 +45,39 @@ export function attentionGroupShape(g: WebGpuKernels, dims: AttentionDims): Tile
   return groupShapeFor(dims.headDim, g.device.limits.maxComputeWorkgroupStorageSize);
 }
 
-/** The tile kernel's shape for these dims on this device, and its rows per block; null where
- * its workgroup memory does not fit the adapter's limit or a block would not beat the
- * grouped kernel's rows. */
-export function attentionTilePlan(g: WebGpuKernels, dims: AttentionDims): { shape: TileShape; rows: number } | null {
-  const shape = tileShapeFor(dims.headDim, g.device.limits.maxComputeWorkgroupStorageSize);
-  if (!shape) return null;
+/** A prefill kernel for some dims: its shader key and text, queries and K/V tile positions
+ * per workgroup, and rows per block (queries ÷ G). */
+export interface TilePlan {
+  readonly key: string;
+  readonly shader: () => string;
+  readonly queries: number;
+  readonly bc: number;
+  readonly rows: number;
+  /** Which kernel: a query per thread (wgsl/attention-prefill.ts) or the shared tile (wgsl/attention-tile.ts). */
+  readonly kind: 'prefill' | 'tile';
+  readonly shape: PrefillShape | TileShape;
+}
+
+/** The prefill kernel for these dims on this device, and its rows per block: the query-per-
+ * thread kernel where a block's K and V tiles fit the workgroup memory, else the shared tile
+ * kernel; null where neither fits or a block would not beat the grouped kernel's rows. */
+export function attentionTilePlan(g: WebGpuKernels, dims: AttentionDims): TilePlan | null {
+  const lim = g.device.limits;
   const heads = dims.numHeads / dims.numKvHeads;
-  const rows = Math.floor(shape.qt / heads);
-  return rows > Math.floor(ATTENTION_QMAX / heads) ? { shape, rows } : null;
+  const pre = prefillShapeFor(dims.headDim, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
+  const tile = pre ? null : tileShapeFor(dims.headDim, lim.maxComputeWorkgroupStorageSize);
+  const plan = pre ? prefillPlan(pre) : tile ? tilePlan(tile) : null;
+  if (!plan) return null;
+  const rows = Math.floor(plan.queries / heads);
+  return rows > Math.floor(ATTENTION_QMAX / heads) ? { ...plan, rows } : null;
+}
+
+function prefillPlan(s: PrefillShape): Omit<TilePlan, 'rows'> {
+  return { key: `attention_prefill_${s.hd}_${s.qpt}_${s.bc}_${s.wg}`, shader: () => attentionPrefillShader(s), queries: prefillQueries(s), bc: s.bc, kind: 'prefill', shape: s };
+}
+
+function tilePlan(s: TileShape): Omit<TilePlan, 'rows'> {
+  return { key: shapeKey(s), shader: () => attentionTileShader(s), queries: s.qt, bc: s.bc, kind: 'tile', shape: s };
 }
 
 /** Cut each sequence into blocks: one of more than `groupRows` rows (a prefill) into tile
@@ -85,7 +112,7 @@ function blocksIn(blocks: readonly Block[], run: KvRun): { first: number; count:
 
 /** The shader key of a shape. */
 function shapeKey(s: TileShape): string {
-  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}${s.stage ? '_staged' : ''}`;
+  return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}_${s.ub ?? 1}${s.stage ? '_staged' : ''}`;
 }
 
 /** Dispatches per KV run: the decode / verify blocks and the prefill tiles, workgroups (KV
@@ -99,12 +126,13 @@ export function attentionGroupDispatch(g: WebGpuKernels, enc: StepEncoder, put: 
   const plan = attentionTilePlan(g, dims);
   const { table, group, tile } = blocksOf(put, b, groupRows, plan?.rows ?? 0);
   for (const x of [...group, ...tile]) g.traffic.kvBytesRead += 2 * 4 * nkv * hd * (x.last + 1);
-  const kinds = [{ blocks: group, at: 0, shape: groupShape }, ...(plan ? [{ blocks: tile, at: group.length, shape: plan.shape }] : [])];
+  const kinds = [{ blocks: group, at: 0, key: shapeKey(groupShape), shader: () => attentionTileShader(groupShape) },
+    ...(plan ? [{ blocks: tile, at: group.length, key: plan.key, shader: plan.shader }] : [])];
   for (const run of runs) {
     for (const kind of kinds) {
       const { first, count } = blocksIn(kind.blocks, run);
       if (count === 0) continue;
-      g.run(enc, shapeKey(kind.shape), () => attentionTileShader(kind.shape),
+      g.run(enc, kind.key, kind.shader,
         packParams('attention_group', { nH: nh, nKV: nkv, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
           rowTable: b.rowsOff, seqTable: b.seqsOff, blockTable: table.offset + 2 * (kind.at + first), scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }),
         null, [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, table.buffer], [nkv, count, 1], 'attention');

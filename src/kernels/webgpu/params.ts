@@ -41,6 +41,7 @@ export const PARAMS = {
   }),
   copy_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', dstStride: 'u32', srcOff: 'u32', srcStride: 'u32' }),
   fill: fields({ n: 'u32', dstOff: 'u32', value: 'f32' }),
+  fill_runs: fields({ runTable: 'u32', value: 'f32' }),
   gather_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', srcOff: 'u32', rowsOff: 'u32' }),
   add_sigmoid_scaled: fields({ m: 'u32', d: 'u32', outOff: 'u32', yOff: 'u32', gOff: 'u32' }),
   moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
@@ -53,6 +54,7 @@ export const PARAMS = {
   argmax: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32' }),
   moe_route: fields({ m: 'u32', e: 'u32', topK: 'u32', renormalize: 'u32', idsOff: 'u32', wOff: 'u32', logitsOff: 'u32' }),
   gdn_gates: fields({ n: 'u32', hv: 'u32', gOff: 'u32', betaOff: 'u32', aOff: 'u32', bOff: 'u32' }),
+  gdn_chunked_seqs: fields({ hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', seqTable: 'u32', per: 'u32' }),
   gdn_chunked: fields({ t: 'u32', hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', betaOff: 'u32', outOff: 'u32', stateOff: 'u32', pos0: 'u32', per: 'u32' }),
   argmax_masked: fields({ m: 'u32', n: 'u32', stride: 'u32', xOff: 'u32', outOff: 'u32', maskOff: 'u32', words: 'u32', negInf: 'f32' }),
   top_candidates: fields({ m: 'u32', n: 'u32', stride: 'u32', c: 'u32', xOff: 'u32', idsOff: 'u32', valsOff: 'u32', segments: 'u32', segLen: 'u32' }),
@@ -61,6 +63,7 @@ export const PARAMS = {
   penalty_picks: fields({
     m: 'u32', n: 'u32', stride: 'u32', steps: 'u32', idsStride: 'u32', idsOff: 'u32', bestOff: 'u32', xOff: 'u32', valsOff: 'u32', tableOff: 'u32', negInf: 'f32',
   }),
+  candidate_draws: fields({ m: 'u32', c: 'u32', idsOff: 'u32', valsOff: 'u32', outOff: 'u32', tableOff: 'u32', negInf: 'f32', inf: 'f32' }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),
   attention: fields({
     nH: 'u32', nKV: 'u32', hd: 'u32', start: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', ptOff: 'u32', scale: 'f32',

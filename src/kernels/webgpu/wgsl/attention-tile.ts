@@ -1,16 +1,19 @@
 // Causal GQA attention over blocks of queries: a workgroup of WG threads per (KV head, block)
 // where a block is up to QT queries = consecutive rows of ONE sequence × the G query heads of
-// the KV head. Two shapes of the one text: decode / verify blocks (QT = ATTENTION_QMAX, 64
-// threads) and prefill tiles (QT = 128 up to head dim 128, 64 at 256; 256 threads). K and V
-// stream through workgroup memory in tiles of BC cache positions, each position loaded once
-// per block of queries, K and V once each: no score scratch in device memory.
+// the KV head. Two shapes of the one text: decode / verify blocks (QT = ATTENTION_QMAX, 16 to
+// 128 threads, K and V read from the cache, passes of UB = 4 softmax blocks between barriers)
+// and prefill tiles where the query-per-thread kernel (wgsl/attention-prefill.ts) does not
+// fit (QT = 128 up to head dim 128, 64 at 256; 256 threads; K and V staged through workgroup
+// memory in tiles of BC positions, one block a pass). No score scratch in device memory.
 // Bits: every query runs the online softmax of wgsl/attention-online.ts over blocks of OB
 // positions (BC divides OB), the per-(head, row) kernel's chains (wgsl/attention.ts):
 // - score: thread t takes position ki = t mod BC of a K tile for queries qg + m·KG: Σ_d by
-//   ob_dot from d = 0 up, ob_scale, into w[j·OB + i] (a K element read once serves QPT queries);
-// - the block's fold (max, α, weights, l): thread j < nq for query j, by ob_block;
-// - output: thread t holds (query, element) pairs t + WG·a; at a block's first V tile it
-//   rescales by α, then adds e_i·v_id over the block's positions in order.
+//   ob_dot from d = 0 up, ob_scale, into w[(u·QT + j)·OB + i] for block u of the pass (a K
+//   element read once serves QPT queries);
+// - the pass's folds (max, α, weights, l): thread j < nq for query j, block by block in
+//   order, by ob_block (α of block u kept at qa[u·QT + j]);
+// - output: thread t holds (query, element) pairs t + WG·a; block by block, at a block's
+//   first V tile it rescales by the block's α, then adds e_i·v_id over its positions in order.
 // Loop bounds that enclose barriers come from BT / TB (read-only: uniform).
 // Every `var` is initialised where it is declared or by explicit stores before use (Dawn on
 // lavapipe has kept a loop's `var` from the previous iteration).
@@ -28,13 +31,20 @@ export interface TileShape {
   readonly wg: number; readonly qt: number; readonly bc: number; readonly hd: number; readonly stage: boolean;
   /** The output phase's loop order (elementOrder / queryOrder below): speed only, same bits. */
   readonly order: 'element' | 'query';
+  /** Softmax blocks a pass between barriers (unstaged only; 1 when absent): a pass scores
+   * UB blocks, folds them in order, then sums them, two barriers a pass. */
+  readonly ub?: number;
 }
 
-/** Workgroup bytes of a shape: the K/V tile (rows padded by one) or a block's cache rows, a
- * block's scores of every query (two blocks' unstaged: alternate halves spare a barrier),
- * per-query words (positions, q offset, m, l, α). */
+/** Softmax blocks per pass of a decode / verify block (4: 64 positions between barriers). */
+export const GROUP_PASS_BLOCKS = 4;
+
+/** Workgroup bytes of a shape: the K/V tile (rows padded by one) or a pass's cache rows, a
+ * pass's scores of every query (two passes' unstaged: alternate halves spare a barrier),
+ * per-query words (positions, q offset, m, l; α per block of a pass). */
 export function tileWorkgroupBytes(s: TileShape): number {
-  return 4 * ((s.stage ? s.bc * (s.hd + 1) : ONLINE_BLOCK) + (s.stage ? 1 : 2) * s.qt * ONLINE_BLOCK + 5 * s.qt);
+  const ub = s.ub ?? 1;
+  return 4 * ((s.stage ? s.bc * (s.hd + 1) : ub * ONLINE_BLOCK) + (s.stage ? 1 : 2) * ub * s.qt * ONLINE_BLOCK + (4 + ub) * s.qt);
 }
 
 /** The output phase's split: groups of TPG threads (DG of them), a thread DPT elements of
@@ -79,15 +89,17 @@ export function tileShapeFor(hd: number, storageBytes: number): TileShape | null
  * queries); null when it does not fit. */
 export function groupShapeFor(hd: number, storageBytes: number): TileShape | null {
   const wg = Math.max(ONLINE_BLOCK, Math.min(TILE_THREADS, 2 ** Math.ceil(Math.log2((ATTENTION_QMAX * hd) / 128))));
-  const s = { wg, qt: ATTENTION_QMAX, bc: ONLINE_BLOCK, hd, stage: false, order: 'element' } as const;
+  const s = { wg, qt: ATTENTION_QMAX, bc: ONLINE_BLOCK, hd, stage: false, order: 'element', ub: GROUP_PASS_BLOCKS } as const;
   return tileWorkgroupBytes(s) <= storageBytes ? s : null;
 }
 
 export function attentionTileShader(s: TileShape): string {
   const { wg: WG, qt: QT, bc: BC, hd: HD } = s;
+  const UB = s.ub ?? 1;
   const out = outputSplit(s);
-  const vAt = s.stage ? 'kv[i * KS + d]' : 'VC[pu(P_vcOff) + rowAt[s0 - b0 + i] + d]';
+  const vAt = s.stage ? 'kv[i * KS + d]' : 'VC[pu(P_vcOff) + rowAt[u * OB + s0 - b0 + i] + d]';
   if (WG % BC !== 0 || QT > WG) throw new RangeError(`attention tile: ${BC} positions or ${QT} queries do not suit ${WG} threads`);
+  if (s.stage && UB !== 1) throw new RangeError('attention tile: a staged shape passes one block at a time');
   return /* wgsl */ `${HEADER}
 ${ATTENTION_GROUP_BINDINGS}const QT = ${QT}u;
 const BC = ${BC}u;
@@ -102,13 +114,14 @@ const TPG = ${out.tpg}u;
 const DG = ${out.dg}u;
 const DPT = ${out.dpt}u;
 const QPG = ${out.qpg}u;
-${s.stage ? `var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;` : `var<workgroup> rowAt: array<u32, ${ONLINE_BLOCK}>; // a block's cache rows × kvDim + kh·HD`}
-var<workgroup> w: array<f32, ${(s.stage ? 1 : 2) * QT * ONLINE_BLOCK}>;
+const UB = ${UB}u; // softmax blocks a pass
+${s.stage ? `var<workgroup> kv: array<f32, ${BC * (HD + 1)}>;` : `var<workgroup> rowAt: array<u32, ${UB * ONLINE_BLOCK}>; // a pass's cache rows × kvDim + kh·HD`}
+var<workgroup> w: array<f32, ${(s.stage ? 1 : 2) * UB * QT * ONLINE_BLOCK}>; // w[wo + (u·QT + j)·OB + i]: block u, query j, position i
 var<workgroup> qn: array<u32, ${QT}>;
 var<workgroup> qo: array<u32, ${QT}>;
 var<workgroup> qm: array<f32, ${QT}>;
 var<workgroup> ql: array<f32, ${QT}>;
-var<workgroup> qa: array<f32, ${QT}>;
+var<workgroup> qa: array<f32, ${UB * QT}>; // α of block u of query j at u·QT + j
 ${ONLINE_SOFTMAX}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -137,7 +150,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     qo[t] = o;
     qm[t] = OB_MIN;
     ql[t] = 0.0;
-    qa[t] = 1.0;
+    for (var u = 0u; u < UB; u++) { qa[u * QT + t] = 1.0; }
   }
   workgroupBarrier();
   let ki = t % BC;
@@ -152,47 +165,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let dg = t / TPG;
   var acc: array<f32, ${accPerThread(s)}>;
   for (var a = 0u; a < ${accPerThread(s)}u; a++) { acc[a] = 0.0; }
-  for (var b0 = 0u; b0 < nmax; b0 += OB) {
-    let wo = ${s.stage ? '0u' : '((b0 / OB) % 2u) * QT * OB'};
-    // the block's scores, a K tile at a time: w[j·OB + i] for position b0 + i of query j
-    for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
-      ${s.stage ? `${loadTile('KC')}
-      workgroupBarrier();` : ''}
-      var s: array<f32, QPT>;
-      for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }${s.stage ? '' : `
-      let kp = min(s0 + ki, nmax - 1u);
-      let kb = pu(P_kcOff) + (u32(TB[pt + kp / ps]) * ps + kp % ps) * kvDim + kh * HD;`}
-      for (var d = 0u; d < HD; d++) {
-        let kd = ${s.stage ? 'kv[ki * KS + d]' : 'KC[kb + d]'};
-        for (var m = 0u; m < mq; m++) { s[m] = ob_dot(s[m], Q[qoff[m] + d], kd); }
+  for (var p0 = 0u; p0 < nmax; p0 += UB * OB) {
+    let wo = ${s.stage ? '0u' : '((p0 / (UB * OB)) % 2u) * UB * QT * OB'};
+    // the pass's scores, block by block, a K tile at a time: w[wo + (u·QT + j)·OB + i] for position b0 + i of query j
+    for (var u = 0u; u < UB; u++) {
+      let b0 = p0 + u * OB;
+      if (b0 >= nmax) { break; }
+      for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
+        ${s.stage ? `${loadTile('KC')}
+        workgroupBarrier();` : ''}
+        var s: array<f32, QPT>;
+        for (var m = 0u; m < QPT; m++) { s[m] = 0.0; }${s.stage ? '' : `
+        let kp = min(s0 + ki, nmax - 1u);
+        let kb = pu(P_kcOff) + (u32(TB[pt + kp / ps]) * ps + kp % ps) * kvDim + kh * HD;`}
+        for (var d = 0u; d < HD; d++) {
+          let kd = ${s.stage ? 'kv[ki * KS + d]' : 'KC[kb + d]'};
+          for (var m = 0u; m < mq; m++) { s[m] = ob_dot(s[m], Q[qoff[m] + d], kd); }
+        }
+        let p = s0 + ki;
+        for (var m = 0u; m < mq; m++) {
+          let j = qg + m * KG;
+          if (j < nq && p < qn[j]) { w[wo + (u * QT + j) * OB + p - b0] = ob_scale(s[m]); }
+        }${s.stage ? `
+        workgroupBarrier();` : ''}
       }
-      let p = s0 + ki;
-      for (var m = 0u; m < mq; m++) {
-        let j = qg + m * KG;
-        if (j < nq && p < qn[j]) { w[wo + j * OB + p - b0] = ob_scale(s[m]); }
+    }${s.stage ? '' : `
+    workgroupBarrier();`}
+    // each query folds the pass's blocks in order (scores → weights; m, l, α per block)${s.stage ? '' : `
+    for (var x = t; x < UB * OB; x += WG) { let p = min(p0 + x, nmax - 1u); rowAt[x] = (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD; }`}
+    if (t < nq) {
+      for (var u = 0u; u < UB; u++) {
+        let b0 = p0 + u * OB;
+        if (b0 >= qn[t]) { break; }
+        let r = ob_block(wo + (u * QT + t) * OB, min(OB, qn[t] - b0), vec2<f32>(qm[t], ql[t]));
+        qm[t] = r.x;
+        ql[t] = r.y;
+        qa[u * QT + t] = r.z;
       }
-      workgroupBarrier();
-    }
-    // each query folds its block (scores → weights; m, l, α)${s.stage ? '' : `
-    if (t < OB) { let p = min(b0 + t, nmax - 1u); rowAt[t] = (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD; }`}
-    if (t < nq && b0 < qn[t]) {
-      let r = ob_block(wo + t * OB, min(OB, qn[t] - b0), vec2<f32>(qm[t], ql[t]));
-      qm[t] = r.x;
-      ql[t] = r.y;
-      qa[t] = r.z;
     }
     workgroupBarrier();
-    // values, a V tile at a time: pair (j, d) rescaled at the block's first tile, then Σ in order
-    for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
-      ${s.stage ? `${loadTile('VC')}
-      workgroupBarrier();` : ''}
-      let cmax = min(BC, nmax - s0);
-      for (var c = 0u; c < DPT; c++) {
-        let d = c0 + TPG * c;
-        if (dg >= DG || d >= HD) { break; }
-        ${s.order === 'element' ? elementOrder(vAt) : queryOrder(vAt)}
+    // values, block by block, a V tile at a time: pair (j, d) rescaled at the block's first tile, then Σ in order
+    for (var u = 0u; u < UB; u++) {
+      let b0 = p0 + u * OB;
+      if (b0 >= nmax) { break; }
+      let wb = wo + u * QT * OB;
+      for (var s0 = b0; s0 < b0 + OB && s0 < nmax; s0 += BC) {
+        ${s.stage ? `${loadTile('VC')}
+        workgroupBarrier();` : ''}
+        let cmax = min(BC, nmax - s0);
+        for (var c = 0u; c < DPT; c++) {
+          let d = c0 + TPG * c;
+          if (dg >= DG || d >= HD) { break; }
+          ${s.order === 'element' ? elementOrder(vAt) : queryOrder(vAt)}
+        }
+        ${s.stage ? 'workgroupBarrier();' : '// w alternates halves by pass: the next pass writes the other, no barrier'}
       }
-      ${s.stage ? 'workgroupBarrier();' : '// w alternates halves by block: the next block writes the other, no barrier'}
     }
   }
   for (var c = 0u; c < DPT; c++) {
@@ -209,7 +236,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }`;
 }
 
-/** WGSL, output phase of a tile (in scope: c, d, cmax, s0, b0, wo): element order reads each
+/** WGSL, output phase of a tile (in scope: c, d, cmax, u, s0, b0, wb): element order reads each
  * V element once for the thread's queries (m inside i); query order keeps one query's sum in
  * a register (i inside m) and reads V once per query. The same chain per (query, element):
  * rescale at the block's first tile, then + e_i·v_id for i up. */
@@ -217,14 +244,14 @@ function elementOrder(vAt: string): string {
   return `for (var m = 0u; m < QPG; m++) {
           let j = dg + DG * m;
           if (j >= nq) { break; }
-          if (s0 == b0 && s0 < qn[j]) { acc[c * QPG + m] = ob_rescale(acc[c * QPG + m], qa[j]); }
+          if (s0 == b0 && s0 < qn[j]) { acc[c * QPG + m] = ob_rescale(acc[c * QPG + m], qa[u * QT + j]); }
         }
         for (var i = 0u; i < cmax; i++) {
           let v = ${vAt};
           for (var m = 0u; m < QPG; m++) {
             let j = dg + DG * m;
             if (j >= nq) { break; }
-            if (s0 + i < qn[j]) { acc[c * QPG + m] = ob_acc(acc[c * QPG + m], w[wo + j * OB + s0 - b0 + i], v); }
+            if (s0 + i < qn[j]) { acc[c * QPG + m] = ob_acc(acc[c * QPG + m], w[wb + j * OB + s0 - b0 + i], v); }
           }
         }`;
 }
@@ -236,9 +263,9 @@ function queryOrder(vAt: string): string {
           let n = qn[j];
           if (s0 < n) {
             var x = acc[c * QPG + m];
-            if (s0 == b0) { x = ob_rescale(x, qa[j]); }
+            if (s0 == b0) { x = ob_rescale(x, qa[u * QT + j]); }
             let cnt = min(cmax, n - s0);
-            for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[wo + j * OB + s0 - b0 + i], ${vAt}); }
+            for (var i = 0u; i < cnt; i++) { x = ob_acc(x, w[wb + j * OB + s0 - b0 + i], ${vAt}); }
             acc[c * QPG + m] = x;
           }
         }`;

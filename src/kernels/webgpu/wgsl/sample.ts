@@ -14,20 +14,9 @@ import { HEADER } from './common.js';
 
 export const SAMPLE_RESULT_WORDS = 44;
 
-export const SAMPLE = /* wgsl */ `${HEADER}
-${paramConsts('sample')}
-@group(0) @binding(1) var<storage, read_write> X: array<f32>;
-@group(0) @binding(2) var<storage, read_write> PIDS: array<i32>;
-@group(0) @binding(3) var<storage, read_write> PVALS: array<f32>;
-@group(0) @binding(4) var<storage, read_write> W: array<f32>;
-@group(0) @binding(5) var<storage, read_write> RES: array<u32>;
-@group(0) @binding(6) var<storage, read_write> DIST: array<f32>;
-const NT = 256u;
-var<workgroup> rf: array<f32, 256>;
-var<workgroup> ru: array<u32, 256>;
-var<workgroup> ri: array<i32, 256>;
-var<workgroup> shared_i: i32;
-
+/** exp32 of kernels/ref/sampling.ts in f32 (Cephes' polynomial; 0 below −87 or NaN): one text
+ * for every shader that weighs logits (sample.ts, candidate-draws.ts). */
+export const EXP32 = /* wgsl */ `
 fn exp32(y: f32) -> f32 {
   if (!(y >= -87.0)) { return 0.0; }
   let k = round(y * 1.44269504088896341);
@@ -43,6 +32,23 @@ fn exp32(y: f32) -> f32 {
   p = p + 1.0;
   return ldexp(p, i32(k));
 }
+`;
+
+export const SAMPLE = /* wgsl */ `${HEADER}
+${paramConsts('sample')}
+@group(0) @binding(1) var<storage, read_write> X: array<f32>;
+@group(0) @binding(2) var<storage, read_write> PIDS: array<i32>;
+@group(0) @binding(3) var<storage, read_write> PVALS: array<f32>;
+@group(0) @binding(4) var<storage, read_write> W: array<f32>;
+@group(0) @binding(5) var<storage, read_write> RES: array<u32>;
+@group(0) @binding(6) var<storage, read_write> DIST: array<f32>;
+const NT = 256u;
+var<workgroup> rf: array<f32, 256>;
+var<workgroup> ru: array<u32, 256>;
+var<workgroup> ri: array<i32, 256>;
+var<workgroup> shared_i: i32;
+
+${EXP32}
 fn sum_f(t: u32, v: f32) -> f32 {
   rf[t] = v;
   workgroupBarrier();

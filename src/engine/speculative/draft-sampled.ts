@@ -1,0 +1,318 @@
+// MTP drafts of SAMPLED requests chained on the kernels, in one read-back per pass (draft.ts
+// calls it when every chain is such a request or a plain argmax chain, and at least one samples).
+//
+// Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
+// (draft-candidates.ts, or the full row's sampler), every draft step, whatever the tokens (no
+// constraint here: its all-masked rows would skip one). So a chain of `drafts` steps consumes
+// exactly `drafts` uniforms, in step order, and they are drawn here before the round: u_s is
+// draft s's in every pass and in the replay.
+//
+// A pass runs draft steps start..k with no read-back between them: step s's logits go to a
+// buffer of their own, Kernels.topCandidates selects each row's candidates, Kernels.
+// candidateDraws draws an f32 proposal from them with u_s (a plain argmax chain: argmaxRows),
+// and the next MTP step embeds the pick from kernel memory. One read-back brings every step's
+// picks and, per sampled row, what the host's exact draw reads: its candidates (the chain
+// certifies rows from them: sampled-candidates.ts), or its logits row (top-p alone). The host
+// then REPLAYS each chain's steps in order with the exact f64 draw (certifiedDist, or the full
+// row's sampler through `drawRow`) and the same u_s, recording q_s as the host path does: where
+// every pick agrees, the pass's drafts are the round's; at the first step s where they differ,
+// the host's pick replaces the device's and the chain redrafts from s + 1 in one more pass (its
+// step-s MTP hidden row kept). Rows the certificate refuses are read whole from their steps'
+// logits buffers (one more read-back for all of a pass's) and drawn from the full row, as the host
+// path does. So the drafts and q's are the host path's, and a round costs 2 read-backs (drafts +
+// verify) plus one per redraft pass and one per pass with refused rows.
+import type { MtpDeviceIds } from '../../model/forward.js';
+import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
+import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
+import type { RequestView } from '../request.js';
+import { isGreedy } from '../sampler.js';
+import { candidateCount, certifiedDist, certify, type CertifiedRow } from '../sampled-candidates.js';
+import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
+import { penaltyRow, replayPick } from '../device-finish.js';
+import { penaltyValsAt } from '../../kernels/penalty-picks.js';
+import type { Dist } from './sparse-accept.js';
+
+/** A chain of the round: its request, how many drafts it proposes, its exact drafts and q's. */
+export interface SampledChain {
+  readonly req: RequestView;
+  readonly drafts: number;
+  readonly proposed: number[];
+  readonly qs: Dist[] | null;
+}
+
+/** The drafter's MTP steps, over the first rows of a hidden tensor. */
+export interface SampledSteps<C extends SampledChain> {
+  /** Draft logits of hidden rows [0, live) into `into` ([≥ live, V_draft]). */
+  logits(hidden: Tensor, live: number, into: Tensor): void;
+  /** MTP hidden rows of draft step `step` of `chains`, their previous draft given on the host
+   * (`tokens`) or in kernel memory (`device`). */
+  forward(chains: readonly C[], hidden: Tensor, step: number, tokens: readonly number[] | null, device: MtpDeviceIds<Tensor> | null): Tensor;
+  /** The arena's draft-hidden rows (where a redraft gathers its kept hidden rows). */
+  hiddenRows(n: number): Tensor;
+  /** The host path's draw of chain c's draft `index` (0-based) from its full logits row with
+   * uniform u (the drafts before it: `before`): the token and q. */
+  drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist };
+}
+
+/** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, no penalty,
+ * no bias, no constraint, and a cut its candidates (at most MAX_DRAW_CANDIDATES) can propose. */
+export function drawsOnKernels(req: RequestView, vocab: number): boolean {
+  const a = req.adjust;
+  if (isGreedy(req.sampling) || penalised(req.sampling) || a?.constraint || (a?.bias?.size ?? 0) > 0) return false;
+  return candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
+}
+
+/** Does a round of these chains take this path: each a sampled chain drawsOnKernels admits, a
+ * plain argmax chain (no bias), or with `penalties` a penalised or biased greedy chain without a
+ * constraint (penaltyPicks, replayed as draft-penalty.ts does); and at least one sampled. */
+export function sampledRound(reqs: readonly RequestView[], vocab: number, penalties: boolean): boolean {
+  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (penalties && draftsChainReplayed(r));
+  return reqs.some((r) => !isGreedy(r.sampling)) && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab));
+}
+
+/** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
+ * tables (every member's; a sampled one's is empty, its pick overwritten by the draw) and each
+ * pass step's call. */
+interface PassPenalties {
+  readonly tables: PenaltyPickRow[];
+  readonly calls: PenaltyPicksCall[];
+  readonly bestBase: number;
+}
+
+/** How many of `chains` (longest first) draft at step `step`. */
+function drafting(chains: readonly SampledChain[], step: number): number {
+  let n = 0;
+  while (n < chains.length && chains[n]!.drafts >= step) n++;
+  return n;
+}
+
+/** A round's state across its passes. */
+interface Round<C extends SampledChain> {
+  readonly chains: readonly C[];
+  readonly steps: SampledSteps<C>;
+  /** us[j][s − 1]: chain j's uniform of draft s (empty for an argmax chain). */
+  readonly us: readonly number[][];
+  /** Per chain: candidates read back (its candidateCount), or 0 (its logits rows). */
+  readonly want: readonly number[];
+  /** Candidates per row of the round's topCandidates calls. */
+  readonly c: number;
+  /** exact[j] / exactQ[j]: chain j's drafts (and q's) the replay confirmed or replaced so far. */
+  readonly exact: number[][];
+  readonly exactQ: Dist[][];
+  /** savedAt[j][s − 1]: chain j's MTP hidden row of draft step s in the kept rows. */
+  readonly savedAt: number[][];
+  savedRows: number;
+}
+
+/** What the replay reads of a sampled row: its certified candidates, else its logits row. */
+interface StepRead {
+  readonly cert: CertifiedRow | null;
+  row: Float32Array | null;
+}
+
+export class SampledDrafts {
+  private ids: Tensor | null = null;
+  private idsCap = 0;
+  private cands: { ids: Tensor; vals: Tensor; cap: number } | null = null;
+  /** penaltyPicks' gathered values (grown before a pass writes them). */
+  private vals: { t: Tensor; cap: number } | null = null;
+  /** Per pass step, its draft logits [rows, v] (kept until the pass's replay is done). */
+  private logits: { t: Tensor; rows: number }[] = [];
+  private saved: Tensor | null = null;
+  private savedCap = 0;
+  /** Since construction: rounds, their draft steps (the host path reads back once a step),
+   * passes (one read-back each), chains whose replay disagreed, rows the certificate refused
+   * (read whole) and the read-backs that brought them. */
+  readonly stats = { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 };
+
+  constructor(private readonly k: AnyKernels, private readonly v: number, private readonly h: number,
+    /** Replay sampled rows from their candidates (else from their logits rows). */
+    private readonly fromCandidates: boolean) {}
+
+  /** Every draft of `chains` (longest first; hidden rows [0, n) of `first` predict d_1). */
+  async run<C extends SampledChain>(chains: readonly C[], first: Tensor, steps: SampledSteps<C>): Promise<void> {
+    const n = chains.length;
+    const k = chains[0]!.drafts;
+    this.stats.rounds++;
+    this.stats.steps += k;
+    const sampled = chains.map((c) => !isGreedy(c.req.sampling));
+    const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? candidateCount(c.req.sampling, this.v) : 0));
+    const c = Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0))));
+    this.reserve(n, k, c);
+    const us = chains.map((ch, j) => (sampled[j] ? Array.from({ length: ch.drafts }, () => ch.req.draftRng.next()) : []));
+    const round: Round<C> = { chains, steps, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0 };
+    let group = chains.map((_, j) => j);
+    let start = 1;
+    let hidden = first;
+    for (;;) {
+      const restart = await this.pass(round, group, start, hidden);
+      const again = group.filter((j) => restart.has(j));
+      if (again.length === 0) break;
+      start = Math.min(...again.map((j) => restart.get(j)!));
+      for (const j of again) {
+        round.exact[j]!.length = start - 1;
+        round.exactQ[j]!.length = Math.min(round.exactQ[j]!.length, start - 1);
+      }
+      const dst = steps.hiddenRows(again.length);
+      this.k.gatherRows(dst, this.saved!, again.map((j) => round.savedAt[j]![start - 2]!), this.h);
+      group = again;
+      hidden = steps.forward(again.map((j) => chains[j]!), dst, start, again.map((j) => round.exact[j]![start - 2]!), null);
+    }
+    chains.forEach((ch, j) => {
+      ch.proposed.push(...round.exact[j]!);
+      if (sampled[j]) ch.qs!.push(...round.exactQ[j]!);
+    });
+  }
+
+  /** Draft steps start.. of the chains `group` on the kernels, then the replay: appends each
+   * chain's exact drafts; returns, per chain whose device pick differed before its last draft,
+   * the step to redraft from. */
+  private async pass<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number, first: Tensor): Promise<Map<number, number>> {
+    const { chains, steps, us, want, c, savedAt } = round;
+    const g = group.length;
+    const members = group.map((j) => chains[j]!);
+    const k = members[0]!.drafts;
+    const ids = this.ids!;
+    const { ids: cIds, vals: cVals } = this.cands!;
+    const lives: number[] = [];
+    const pen = members.some((m) => finishesOnHost(m.req)) ? this.penaltiesFor(round, group, start) : null;
+    let vo = 0;
+    let hidden = first;
+    for (let s = start; s <= k; s++) {
+      const t = s - start;
+      const live = drafting(members, s);
+      lives.push(live);
+      this.k.copyRows(this.saved!, round.savedRows * this.h, this.h, hidden, 0, this.h, live, this.h);
+      for (let i = 0; i < live; i++) savedAt[group[i]!]![s - 1] = round.savedRows + i;
+      round.savedRows += live;
+      const x = this.logitsFor(t, g);
+      steps.logits(hidden, live, x);
+      const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null : drawOf(m.req, us[group[i]!]![s - 1]!, this.v)));
+      if (pen) {
+        // the same row objects every step (a prefix of them): the device may keep their table
+        const call: PenaltyPicksCall = { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live) };
+        vo = penaltyValsAt(call, live);
+        pen.calls.push(call);
+        this.k.penaltyPicks(ids, x, this.vals!.t, call);
+      } else if (rows.some((r) => r === null)) this.k.argmaxRows(ids, t * g, x, live, this.v, this.v);
+      this.k.topCandidates(cIds, cVals, t * g * c, x, live, this.v, this.v, c);
+      this.k.candidateDraws(ids, t * g, cIds, cVals, t * g * c, c, rows);
+      const next = drafting(members, s + 1);
+      if (next > 0) hidden = steps.forward(members.slice(0, next), hidden, s + 1, null, { ids, offset: t * g });
+    }
+    // one read-back: every pick, then per sampled row its candidates or its logits row
+    const ranges: ReadRange<Tensor>[] = [{ t: ids, offset: 0, length: lives.length * g }];
+    if (pen) ranges.push({ t: ids, offset: pen.bestBase, length: lives.length * g }, { t: this.vals!.t, offset: 0, length: Math.max(vo, 1) });
+    const at: { t: number; i: number; cands: boolean }[] = [];
+    lives.forEach((live, t) => {
+      for (let i = 0; i < live; i++) {
+        const j = group[i]!;
+        if (isGreedy(chains[j]!.req.sampling)) continue;
+        const o = (t * g + i) * c;
+        if (want[j]! > 0) ranges.push({ t: cIds, offset: o, length: c }, { t: cVals, offset: o, length: c });
+        else ranges.push({ t: this.logits[t]!.t, offset: i * this.v, length: this.v });
+        at.push({ t, i, cands: want[j]! > 0 });
+      }
+    });
+    const read = await this.k.readBack(ranges);
+    this.stats.passes++;
+    const picks = idsOf(read[0]!);
+    const penRead = pen ? { ...pen, bests: idsOf(read[1]!), vals: read[2]! } : null;
+    const got = new Map<number, StepRead>();
+    let r = pen ? 3 : 1;
+    for (const a of at) {
+      const req = chains[group[a.i]!]!.req;
+      const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v) : null;
+      got.set(a.t * g + a.i, { cert, row: a.cands ? null : read[r++]! });
+    }
+    // rows the certificate refuses: read whole, all in one more read-back
+    const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
+    if (refused.length > 0) {
+      const rows = await this.k.readBack(refused.map(({ i, t }) => ({ t: this.logits[t]!.t, offset: i * this.v, length: this.v })));
+      this.stats.refused += refused.length;
+      this.stats.refusedReads++;
+      refused.forEach(({ i, t }, j) => { got.get(t * g + i)!.row = rows[j]!; });
+    }
+    return this.replay(round, group, start, picks, got, penRead);
+  }
+
+  /** The penaltyPicks tables of a pass's members (their exact drafts before `start` counted) and
+   * its values buffer, sized for every step. */
+  private penaltiesFor<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number): PassPenalties {
+    const members = group.map((j) => round.chains[j]!);
+    const tables = members.map((m, i) => penaltyRow(m.req, this.v, round.exact[group[i]!]!));
+    let need = 0;
+    for (let s = start; s <= members[0]!.drafts; s++) need += tables.slice(0, drafting(members, s)).reduce((a, row) => a + 1 + row.ids.length + s - start, 0);
+    if (!this.vals || this.vals.cap < need) this.vals = { t: this.k.alloc(Math.max(need, 256)), cap: Math.max(need, 256) };
+    return { tables, calls: [], bestBase: members[0]!.drafts * group.length };
+  }
+
+  /** Each chain's steps in order with the exact draw and the same uniform: its exact drafts (and
+   * q's) appended; at the first disagreement the host's draw wins and the chain redrafts after it. */
+  private replay<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number, picks: Int32Array,
+    got: Map<number, StepRead>, pen: (PassPenalties & { bests: Int32Array; vals: Float32Array }) | null): Map<number, number> {
+    const { chains, steps, us, exact, exactQ } = round;
+    const g = group.length;
+    const restart = new Map<number, number>();
+    group.forEach((j, i) => {
+      const ch = chains[j]!;
+      for (let s = start; s <= ch.drafts; s++) {
+        const t = s - start;
+        const pick = picks[t * g + i]!;
+        let host = pick;
+        if (pen && finishesOnHost(ch.req)) {
+          // a penalised or biased greedy row's f32 pick is a proposal: draft-penalty.ts's replay
+          const ex = exact[j]!;
+          host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
+        } else if (!isGreedy(ch.req.sampling)) {
+          const rd = got.get(t * g + i)!;
+          const u = us[j]![s - 1]!;
+          const draw = rd.cert ? certifiedDist(rd.cert, ch.req.sampling, u) : null;
+          const { token, q } = draw ? { token: draw.token, q: draw.dist } : steps.drawRow(ch, rd.row!, u, s - 1, exact[j]!);
+          host = token;
+          exactQ[j]!.push(q);
+        }
+        exact[j]!.push(host);
+        if (host !== pick) {
+          this.stats.disagreements++;
+          if (s < ch.drafts) restart.set(j, s + 1);
+          break;
+        }
+      }
+    });
+    return restart;
+  }
+
+  /** Pass step t's draft logits buffer of at least `rows` rows. */
+  private logitsFor(t: number, rows: number): Tensor {
+    const have = this.logits[t];
+    if (have && have.rows >= rows) return have.t;
+    const fresh = { t: this.k.alloc(rows * this.v), rows };
+    this.logits[t] = fresh;
+    return fresh.t;
+  }
+
+  /** Buffers for a round of n chains, k drafts and c candidates a row: picks and bests [k, n] each, candidates
+   * [k, n, c], and kept hidden rows for every step of every pass (a redraft starts a step later). */
+  private reserve(n: number, k: number, c: number): void {
+    if (this.idsCap < 2 * k * n) {
+      this.idsCap = Math.max(2 * k * n, 16);
+      this.ids = this.k.allocI32(this.idsCap);
+    }
+    if (!this.cands || this.cands.cap < k * n * c) {
+      const cap = Math.max(k * n * c, 2 * (this.cands?.cap ?? 0));
+      this.cands = { ids: this.k.allocI32(cap), vals: this.k.alloc(cap), cap };
+    }
+    const rows = ((k * (k + 1)) / 2) * n;
+    if (this.savedCap < rows) {
+      this.savedCap = rows;
+      this.saved = this.k.alloc(rows * this.h);
+    }
+  }
+}
+
+/** The candidateDraws row of a sampled request's draft with uniform u (sampleRowOf's cut). */
+function drawOf(req: RequestView, u: number, vocab: number): CandidateDraw {
+  const p = req.sampling;
+  return { invTemperature: 1 / p.temperature, topK: p.topK > 0 && p.topK < vocab ? p.topK : 0, topP: p.topP, minP: p.minP, u };
+}

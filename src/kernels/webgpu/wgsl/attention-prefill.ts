@@ -1,0 +1,143 @@
+// Causal GQA prefill attention with a query per thread: a workgroup of WG threads per (KV
+// head, block) where a block is up to QT = WG·QPT queries = consecutive rows of ONE sequence ×
+// the G query heads of the KV head (query j: row r0 + j / G, head kh·G + j % G), thread t
+// holding queries t + WG·m (m < QPT) whole: its scores, softmax state and HD output
+// accumulators each. K and V stream through workgroup memory in tiles of BC cache positions
+// (BC a multiple of the softmax block OB), each position loaded once per block of queries.
+// Two barriers a tile (loaded; read by every thread), none inside it: no query shares a
+// score, a weight or an accumulator with another thread.
+// Bits: every query runs the online softmax of wgsl/attention-online.ts (blocks of OB
+// positions in order), the per-(head, row) kernel's chains: score Σ_d by ob_dot from d = 0 up,
+// ob_scale; the block's fold by ob_block_r (the register twin of ob_block); acc_d rescaled by
+// α, then + e_i·v_id for i = 0 up; out acc_d / l.
+// Loop bounds that enclose barriers come from BT / TB (read-only: uniform). Every `var` is
+// initialised where it is declared or by explicit stores before use (Dawn on lavapipe has kept
+// a loop's `var` from the previous iteration).
+import { HEADER } from './common.js';
+import { ATTENTION_GROUP_BINDINGS } from './attention-group.js';
+import { ONLINE_BLOCK, ONLINE_SOFTMAX_CORE } from './attention-online.js';
+
+/** A prefill shape: WG threads of QPT queries each, K/V tiles of BC positions, head dim HD. */
+export interface PrefillShape { readonly wg: number; readonly qpt: number; readonly bc: number; readonly hd: number }
+
+/** Output accumulators a thread may hold (QPT·HD): 128 floats (hd 64: 2 queries a thread). */
+export const PREFILL_MAX_ACC = 128;
+/** Positions of a K/V tile at most (the tile loop's barrier pair serves BC / OB blocks). */
+export const PREFILL_MAX_BC = 4 * ONLINE_BLOCK;
+
+/** Workgroup bytes of a shape: one K and one V tile, unpadded (every thread reads the same
+ * element at once: a broadcast, no bank conflict). */
+export function prefillWorkgroupBytes(s: PrefillShape): number {
+  return 2 * 4 * s.bc * s.hd;
+}
+
+/** Queries per workgroup. */
+export const prefillQueries = (s: PrefillShape): number => s.wg * s.qpt;
+
+/** The prefill shape for head dim `hd` on an adapter with `storageBytes` of workgroup memory
+ * and `invocations` threads a workgroup: 256 threads (the WebGPU default limit), QPT = 2 up to
+ * head dim 64 (PREFILL_MAX_ACC), BC the largest multiple of OB up to PREFILL_MAX_BC whose K and
+ * V tiles fit; null when not even one block's K and V fit (then the tile kernel of
+ * wgsl/attention-tile.ts serves). */
+export function prefillShapeFor(hd: number, storageBytes: number, invocations: number): PrefillShape | null {
+  const wg = Math.min(256, invocations);
+  const qpt = Math.max(1, Math.min(2, Math.floor(PREFILL_MAX_ACC / hd)));
+  for (let bc = PREFILL_MAX_BC; bc >= ONLINE_BLOCK; bc -= ONLINE_BLOCK) {
+    const s = { wg, qpt, bc, hd };
+    if (prefillWorkgroupBytes(s) <= storageBytes) return s;
+  }
+  return null;
+}
+
+export function attentionPrefillShader(s: PrefillShape): string {
+  const { wg: WG, qpt: QPT, bc: BC, hd: HD } = s;
+  if (BC % ONLINE_BLOCK !== 0) throw new RangeError(`attention prefill: a K/V tile of ${BC} positions does not hold whole blocks of ${ONLINE_BLOCK}`);
+  return /* wgsl */ `${HEADER}
+${ATTENTION_GROUP_BINDINGS}const HD = ${HD}u;
+const BC = ${BC}u;
+const WG = ${WG}u;
+const QPT = ${QPT}u;
+var<workgroup> kt: array<f32, ${BC * HD}>;
+var<workgroup> vt: array<f32, ${BC * HD}>;
+${ONLINE_SOFTMAX_CORE}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let kh = wid.x;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let ps = pu(P_pageSize);
+  let G = nH / nKV;
+  let kvDim = nKV * HD;
+  let r0 = u32(BT[pu(P_blockTable) + 2u * wid.y]);
+  let rows = u32(BT[pu(P_blockTable) + 2u * wid.y + 1u]);
+  let nq = rows * G;
+  let rt = pu(P_rowTable);
+  let seq = u32(TB[rt + 4u * r0]);
+  let pt = rt + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  // positions of the block: 0..(the last row's position); uniform (read-only tables)
+  let nmax = u32(TB[rt + 4u * (r0 + rows - 1u) + 1u]) + 1u;
+  // this thread's queries m: qn positions (0: none), qo its q, ml its (max, sum)
+  var qn: array<u32, QPT>;
+  var qo: array<u32, QPT>;
+  var ml: array<vec2<f32>, QPT>;
+  for (var m = 0u; m < QPT; m++) {
+    let j = t + WG * m;
+    qn[m] = 0u;
+    qo[m] = 0u;
+    ml[m] = vec2<f32>(OB_MIN, 0.0);
+    if (j < nq) {
+      let r = r0 + j / G;
+      qn[m] = u32(TB[rt + 4u * r + 1u]) + 1u;
+      qo[m] = pu(P_qOff) + r * pu(P_qStride) + (kh * G + j % G) * HD;
+    }
+  }
+  var acc: array<f32, ${QPT * HD}>;
+  for (var a = 0u; a < ${QPT * HD}u; a++) { acc[a] = 0.0; }
+  var s: array<f32, OB>;
+  for (var i = 0u; i < OB; i++) { s[i] = 0.0; }
+  for (var s0 = 0u; s0 < nmax; s0 += BC) {
+    // K and V of positions [s0, s0 + BC) (those < nmax): element e of the tile = position s0 + e / HD
+    for (var e = t; e < BC * HD; e += WG) {
+      let p = s0 + e / HD;
+      if (p < nmax) {
+        let at = (u32(TB[pt + p / ps]) * ps + p % ps) * kvDim + kh * HD + e % HD;
+        kt[e] = KC[pu(P_kcOff) + at];
+        vt[e] = VC[pu(P_vcOff) + at];
+      }
+    }
+    workgroupBarrier();
+    for (var m = 0u; m < QPT; m++) {
+      let n = qn[m];
+      let q0 = qo[m];
+      let a0 = m * HD;
+      // the tile's blocks this query attends, in order
+      for (var b0 = s0; b0 < s0 + BC && b0 < n; b0 += OB) {
+        let cnt = min(OB, n - b0);
+        let k0 = (b0 - s0) * HD;
+        // all OB scores of the block (a fixed trip count: the compiler keeps s in registers);
+        // those past cnt are never read (the fold and the sums stop at cnt)
+        for (var i = 0u; i < OB; i++) { s[i] = 0.0; }
+        for (var d = 0u; d < HD; d++) {
+          let qd = Q[q0 + d];
+          for (var i = 0u; i < OB; i++) { s[i] = ob_dot(s[i], qd, kt[k0 + i * HD + d]); }
+        }
+        for (var i = 0u; i < cnt; i++) { s[i] = ob_scale(s[i]); }
+        let r = ob_block_r(&s, cnt, ml[m]);
+        ml[m] = r.xy;
+        for (var d = 0u; d < HD; d++) {
+          var x = ob_rescale(acc[a0 + d], r.z);
+          for (var i = 0u; i < cnt; i++) { x = ob_acc(x, s[i], vt[k0 + i * HD + d]); }
+          acc[a0 + d] = x;
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var m = 0u; m < QPT; m++) {
+    let j = t + WG * m;
+    if (j < nq) {
+      let r = r0 + j / G;
+      let h = kh * G + j % G;
+      for (var d = 0u; d < HD; d++) { OUT[pu(P_outOff) + (r * nH + h) * HD + d] = ob_out(acc[m * HD + d], ml[m].y); }
+    }
+  }
+}`;
+}

@@ -1,0 +1,63 @@
+// Sampled MTP drafts drawn on the device (speculative/draft-sampled.ts, on by default on webgpu)
+// on lavapipe: Kernels.candidateDraws' WGSL twin == the ref's proposals on the seeded cases;
+// on tiny-think at k = 3, a batch of sampled streams (the task's cuts) with a greedy stream
+// gives the wasm engine's host-path ids (forced off), one draft read-back a round when clean
+// (2 with the verify), and a corrupted device draw is replaced by the host's (redraft), ids
+// unchanged. Short prompts, few tokens: lavapipe costs ~0.25 CPU-s a step.
+import { before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { candidateDrawsOn, packDrawTable } from '../src/kernels/webgpu/candidate-draws.js';
+import { idsOf } from '../src/engine/device-picks.js';
+import { withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
+import { drawCases } from './candidate-draw-cases.js';
+import { corruptDraws, DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
+
+before(webgpuEngineKernels);
+
+test('webgpu candidateDraws == ref proposals (every cut, a greedy row left as it was)', async () => {
+  const g = await gpuUnderTest();
+  const ref = createRefKernels();
+  for (const c of drawCases()) {
+    const m = c.rows.length;
+    const want = new Int32Array(m + 1).fill(-7);
+    ref.candidateDraws(want, 1, c.ids, c.vals, 0, c.c, c.rows);
+    const ids = g.alloc.tensor([c.ids.length], 'i32');
+    g.alloc.write(ids, c.ids, 0);
+    const vals = g.alloc.tensor([c.vals.length], 'f32');
+    g.alloc.write(vals, c.vals, 0);
+    const out = g.alloc.tensor([m + 1], 'i32');
+    g.alloc.write(out, new Int32Array(m + 1).fill(-7), 0);
+    const words = packDrawTable(c.rows);
+    const table = g.alloc.tensor([words.length], 'i32');
+    g.alloc.write(table, words, 0);
+    const [got] = await run(g, (e) => candidateDrawsOn(g, e, { out, outOffset: 1, ids, vals, candOffset: 0, c: c.c, m }, table), out);
+    assert.deepEqual(idsOf(got!), want, `${c.name}: webgpu proposals == ref`);
+  }
+});
+
+test('webgpu MTP k = 3: sampled streams + a greedy one, drafts drawn on the device == wasm host path; 2 read-backs a round; corrupted draws redraft', async () => {
+  const reqs = [...drawRequests(DRAW_CASES.qwen, 6, 1), ...drawRequests(DRAW_CASES.minP, 6, 1), ...drawRequests(DRAW_CASES.topP, 6, 1, true)];
+  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+  const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false }, (e) => runDraws(e, reqs));
+  await withEngine({ ...base, model: TINY_THINK() }, async (e) => {
+    const got = await runDraws(e, reqs);
+    assert.deepEqual(got.ids, want.ids, 'device-drawn drafts: ids == wasm host path');
+    const s = got.sampled;
+    assert.ok(s.rounds > 0, 'chained rounds');
+    // the f32 proposal is the exact draw off cut and draw boundaries (none met in these seeded rounds)
+    assert.ok(s.disagreements <= 1, `${s.disagreements} disagreements in ${s.rounds} rounds`);
+    assert.equal(s.refused, 0, 'tiny-think under these cuts: every candidate row certified');
+    if (s.disagreements === 0) assert.equal(s.passes, s.rounds, 'one draft read-back a round');
+    // every read-back is a target step's (one each: no refused candidate row) or a draft pass's: 2 a round
+    assert.equal(got.reads, got.targetSteps + s.passes + s.refusedReads, `read-backs ${got.reads}: ${got.targetSteps} steps, ${s.passes} passes`);
+    const restore = corruptDraws(e);
+    const forced = await runDraws(e, reqs).finally(restore);
+    assert.deepEqual(forced.ids, want.ids, 'corrupted draws: ids == wasm host path');
+    assert.ok(forced.sampled.disagreements > 0 && forced.sampled.passes > forced.sampled.rounds, 'the replay caught them and redrafted');
+    console.log(JSON.stringify({ rounds: s.rounds, steps: s.steps, passes: s.passes, disagreements: s.disagreements, refused: s.refused, reads: got.reads,
+      bytes: got.bytes, forcedDisagreements: forced.sampled.disagreements, forcedPasses: forced.sampled.passes }));
+  });
+});
