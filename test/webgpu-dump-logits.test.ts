@@ -11,7 +11,7 @@
 //   engine. One engine load instead of a process per prompt: each webgpu process pays
 //   Dawn's start-up and lavapipe's shader compiles. The greedy run before each probe (its
 //   first GREEDY_TOKENS ids == wasm's == a prefix of the golden) is left out for the prompts
-//   whose webgpu greedy ids webgpu-device-picks already checks (its three shortest, 10 ids
+//   whose webgpu greedy ids webgpu-device-picks already checks (its three shortest, 10-11 ids
 //   == wasm): their probe is fed the golden's first id, and that id must be the argmax of
 //   the webgpu last logits. Longer webgpu greedy runs are webgpu-engine's and
 //   webgpu-device-picks' checks.
