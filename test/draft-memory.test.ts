@@ -93,6 +93,13 @@ test('a buffer grown past its reservation hands the old one to Kernels.free; a r
     assert.equal(count.bytes, draftPassBytes(shape) + 3 * 100 * 4);
     assert.equal(mem.stats.bytes, count.bytes);
     count.stop();
+    // a backend's binding limit caps each reserved buffer (the plan's bytes stay an upper bound)
+    const narrow = Object.create(k, { limits: { value: { ...k.limits, maxBindingBytes: 4 * 250 } } }) as AnyKernels;
+    const capped = new DraftPassMemory(narrow, 100);
+    capped.reserve(shape);
+    assert.ok(capped.stats.bytes < draftPassBytes(shape), `${capped.stats.bytes} < ${draftPassBytes(shape)}`);
+    assert.equal(capped.logitsRows(0, 2), capped.logitsRows(0, 2), 'two rows of 100 fit 250 elements');
+    assert.equal(capped.stats.allocs, 5 + 3, 'nothing grown past the cap by the shape');
   } finally {
     k.dispose();
   }

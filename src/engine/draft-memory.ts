@@ -94,18 +94,20 @@ export class DraftPassMemory {
     this.candVals = new Held(this, false);
   }
 
-  /** Every buffer at the shape's bound, at once (vals at most one binding of the backend: a
-   * pass needing more grows it then, as it would without a reservation). */
+  /** Every buffer at the shape's bound, at once — each at most one binding of the backend
+   * (a pass needing more grows it then, as it would without a reservation, and fails as it
+   * would past the binding limit): the plan's bytes are an upper bound of what is held. */
   reserve(s: DraftPassShape): void {
     if (s.vocab !== this.vocab) throw new RangeError(`draft memory: a ${s.vocab}-token shape for a ${this.vocab}-token draft head`);
     const e = draftPassElems(s);
     const binding = this.k.limits.maxBindingBytes;
-    this.ids.atLeast(e.ids);
-    this.saved.atLeast(e.saved);
-    this.vals.atLeast(binding === null ? e.vals : Math.min(e.vals, Math.floor(binding / 4)));
-    this.candIds.atLeast(e.cands / 2);
-    this.candVals.atLeast(e.cands / 2);
-    for (let t = 0; t < s.k; t++) this.logitsRows(t, s.batch);
+    const fit = (n: number): number => (binding === null ? n : Math.min(n, Math.floor(binding / 4)));
+    this.ids.atLeast(fit(e.ids));
+    this.saved.atLeast(fit(e.saved));
+    this.vals.atLeast(fit(e.vals));
+    this.candIds.atLeast(fit(e.cands / 2));
+    this.candVals.atLeast(fit(e.cands / 2));
+    for (let t = 0; t < s.k; t++) this.logitsRows(t, Math.floor(fit(s.batch * this.vocab) / this.vocab));
   }
 
   /** Pass step t's draft logits buffer of at least `rows` rows of the draft vocabulary. */
