@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { KvPool } from '../src/cache/kv-pool.js';
 import { StatePool } from '../src/cache/state-pool.js';
+import { hostPoolStorage } from '../src/cache/pool-storage.js';
 import { Rng } from '../src/util/rng.js';
 
 const alloc = (n: number): Float32Array => new Float32Array(n);
@@ -110,4 +111,45 @@ test('state pool chunks: consecutive slots share one allocation up to maxChunkFl
   pool.free(1);
   assert.deepEqual([pool.alloc(), pool.alloc(), pool.alloc(), pool.alloc()], [1, 2, 4, null], 'lowest free slot first');
   assert.ok(pool.view(1)[1]!.ssm.every((x) => x === 0), 'a slot is zeroed when handed out');
+});
+
+test('state pool: the slots admitted together are zeroed by one fillRuns per chunk, before any access; a copy into a new slot is not zeroed after', () => {
+  const fills: { runs: { offset: number; length: number }[]; chunk: number }[] = [];
+  const storage = hostPoolStorage();
+  const chunks: Float32Array[] = [];
+  const counted = {
+    ...storage,
+    alloc: (n: number) => { const a = new Float32Array(n); chunks.push(a); return a; },
+    fill: () => assert.fail('a slot zeroed by its own fill'),
+    fillRuns: (dst: Float32Array, runs: readonly { offset: number; length: number }[], v: number) => {
+      fills.push({ runs: runs.map((r) => ({ ...r })), chunk: chunks.indexOf(dst) });
+      storage.fillRuns(dst, runs, v);
+    },
+  };
+  // a slot is 14 floats; chunks of 4 slots (56 ≤ 60): slots 0..3, 4..7, 8
+  const pool = new StatePool({ slots: 8, numLinear: 2, convSize: 3, ssmSize: 4, batchCapacity: 0, maxSteps: 1, storage: counted, maxChunkFloats: 60 });
+  const dirty = (s: number): void => void pool.slotTensor(s).fill(9);
+  for (let s = 1; s <= 8; s++) dirty(s);
+  const first = [pool.alloc(), pool.alloc(), pool.alloc(), pool.alloc(), pool.alloc()];
+  assert.deepEqual(first, [1, 2, 3, 4, 5]);
+  assert.equal(fills.length, 0, 'alloc records nothing');
+  pool.view(1);
+  assert.deepEqual(fills, [{ runs: [{ offset: 14, length: 42 }], chunk: 0 }, { runs: [{ offset: 0, length: 28 }], chunk: 1 }],
+    'slots 1..3 as one run of chunk 0, 4..5 as one of chunk 1');
+  for (const s of first) assert.ok(pool.slotTensor(s!).every((x) => x === 0), `slot ${s} zeroed`);
+  // a fragmented admission: slots 2 and 4 free, then handed out again with 6 (not adjacent)
+  for (const s of [2, 4]) { dirty(s); pool.free(s); }
+  fills.length = 0;
+  assert.deepEqual([pool.alloc(), pool.alloc(), pool.alloc()], [2, 4, 6]);
+  dirty(7); // an access flushes first: 2, 4 and 6 are zeroed before slot 7 is touched
+  assert.deepEqual(fills, [{ runs: [{ offset: 28, length: 14 }], chunk: 0 }, { runs: [{ offset: 0, length: 14 }, { offset: 28, length: 14 }], chunk: 1 }]);
+  // a copy into a new slot overwrites it whole: no zeroing afterwards
+  dirty(3);
+  fills.length = 0;
+  const snap = pool.alloc()!;
+  assert.equal(snap, 7);
+  pool.copy(snap, 3);
+  assert.ok(pool.slotTensor(snap).every((x) => x === 9), 'the copy stays');
+  assert.equal(fills.length, 0);
+  pool.checkIntegrity([1, 2, 3, 4, 5, 6, snap]);
 });

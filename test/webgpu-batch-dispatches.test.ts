@@ -1,10 +1,15 @@
-// Decode dispatches per step on webgpu do not grow with the number of streams (issue #47:
+// Dispatches per step on webgpu do not grow with the number of streams (issue #47:
 // kvWrite, rope, attention, conv and GDN take the whole batch in one dispatch each), on
-// tiny-think:
+// tiny-think, in decode and in prefill (every chunked GDN prefill of a step in one
+// dispatch, Kernels.gdnChunkedSeqs; the admitted requests' state slots zeroed by one fill,
+// StatePool.flushZeros):
 // - the bench's step (cli/bench-run.ts, `bench --kernels webgpu`): its batch memory
 //   (model.ts allocBatchMemory) shares each layer's buffers as the engine's pools do, so 4
 //   streams take the dispatches of 1 (each stream's own buffers took +15 per stream);
-// - the engine's decode steps (KvPool, StatePool): 4 concurrent requests == 1 request;
+// - the bench's prefill step: 32 sequences take the dispatches of 1 (each took +6 before:
+//   one chunked GDN per sequence and layer);
+// - the engine's steps (KvPool, StatePool): 4 concurrent requests == 1 request, decode and
+//   the prefill step that admits them (each request took +7 there before);
 // - exactness: a batch over the shared memory gives each sequence the bits it gets alone.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,10 +32,11 @@ before(async () => {
 });
 after(() => k?.dispose());
 
-/** Dispatches per timed decode step of the bench at `streams` streams. */
-async function benchDispatches(streams: number): Promise<number> {
+/** Dispatches per timed step of the bench at `streams` streams (decode: after a 3-token
+ * prompt; prefill: a `prompt`-token chunked prefill per stream). */
+async function benchDispatches(streams: number, mode: 'decode' | 'prefill' = 'decode', prompt = 3): Promise<number> {
   let from = { dispatches: 0, steps: 0 };
-  const run = await benchOnce(model, 'decode', streams, 3, 2, 1, new Rng(5), () => { from = { ...k.counters }; });
+  const run = await benchOnce(model, mode, streams, prompt, 2, 1, new Rng(5), () => { from = { ...k.counters }; });
   assert.equal(k.counters.steps - from.steps, run.steps, 'one read-back per timed step');
   return (k.counters.dispatches - from.dispatches) / run.steps;
 }
@@ -49,12 +55,20 @@ async function lastLogits(mems: readonly SequenceMemory<Tensor>[], prompts: read
   return rows.map((r) => all!.slice(r * v, (r + 1) * v));
 }
 
-describe('webgpu decode dispatches per step vs streams', () => {
+describe('webgpu dispatches per step vs streams (decode and prefill)', () => {
   test('bench step: 4 streams take the dispatches of 1 stream', async () => {
     const one = await benchDispatches(1);
     const four = await benchDispatches(4);
     assert.ok(one > 0, 'the step dispatched');
     assert.equal(four, one, `dispatches per decode step: ${four} at 4 streams vs ${one} at 1`);
+  });
+
+  test('bench prefill step: 32 sequences take the dispatches of 1 sequence', async () => {
+    // one token each: lavapipe's time grows with the rows, the dispatch count must not
+    const one = await benchDispatches(1, 'prefill', 1);
+    const many = await benchDispatches(32, 'prefill', 1);
+    assert.ok(one > 0, 'the step dispatched');
+    assert.equal(many, one, `dispatches per prefill step: ${many} at 32 sequences vs ${one} at 1`);
   });
 
   test('a batch over the shared memory == each sequence alone (logits bit for bit)', async () => {
@@ -66,26 +80,29 @@ describe('webgpu decode dispatches per step vs streams', () => {
     }
   });
 
-  test('engine decode steps: 4 concurrent requests take the dispatches of 1 request', async () => {
-    const decodeSteps = async (n: number): Promise<number[]> =>
-      withEngine({ model: TINY_THINK(), kernels: 'webgpu', specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, specTokens: 0, prefixCache: false, maxRunning: n }, async (e) => {
-        const g = e.model.kernels as unknown as WebGpuBoundaryKernels;
-        const perStep: number[] = [];
-        const readBack = g.readBack.bind(g);
-        let last = g.counters.dispatches;
-        g.readBack = async (ranges) => {
-          const got = await readBack(ranges);
-          perStep.push(g.counters.dispatches - last);
-          last = g.counters.dispatches;
-          return got;
-        };
-        const req = { promptIds: [1, 2, 3, 4, 5, 6], maxTokens: 4, ignoreEos: true };
-        await Promise.all(Array.from({ length: n }, () => e.complete(req)));
-        return perStep.slice(1); // the first step is the batch's prefill
-      });
-    const one = await decodeSteps(1);
-    const four = await decodeSteps(4);
+  /** Dispatches of each engine step (prefill first) serving n concurrent requests. */
+  const engineSteps = async (n: number): Promise<number[]> =>
+    withEngine({ model: TINY_THINK(), kernels: 'webgpu', specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, specTokens: 0, prefixCache: false, maxRunning: n }, async (e) => {
+      const g = e.model.kernels as unknown as WebGpuBoundaryKernels;
+      const perStep: number[] = [];
+      const readBack = g.readBack.bind(g);
+      let last = g.counters.dispatches;
+      g.readBack = async (ranges) => {
+        const got = await readBack(ranges);
+        perStep.push(g.counters.dispatches - last);
+        last = g.counters.dispatches;
+        return got;
+      };
+      const req = { promptIds: [1, 2, 3, 4, 5, 6], maxTokens: 4, ignoreEos: true };
+      await Promise.all(Array.from({ length: n }, () => e.complete(req)));
+      return perStep;
+    });
+
+  test('engine steps: 4 concurrent requests take the dispatches of 1 request, in the prefill step that admits them and in decode', async () => {
+    const [onePrefill, ...one] = await engineSteps(1);
+    const [fourPrefill, ...four] = await engineSteps(4);
     assert.ok(one.length >= 2 && one.every((d) => d === one[0]), `1 request: ${one.join(', ')}`);
     assert.deepEqual(four, one, 'dispatches per decode step, 4 requests vs 1');
+    assert.equal(fourPrefill, onePrefill, `dispatches of the prefill step: ${fourPrefill} at 4 requests vs ${onePrefill} at 1`);
   });
 });

@@ -11,7 +11,9 @@ import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
-import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { FILL_RUNS } from '../src/kernels/webgpu/fill-runs.js';
+import { GDN_CHUNKED, GDN_CHUNKED_SEQS } from '../src/kernels/webgpu/wgsl/gdn-chunked.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
@@ -88,9 +90,9 @@ describe('webgpu device layer', () => {
   test('every WGSL variant compiles', async () => {
     const sources: [string, string][] = [
       ['quant_acts', quantActsShader(true)], ['quant_acts_nodot4', quantActsShader(false)], ['norm', NORM], ['elementwise', ELEMENTWISE], ['rope', ROPE], ['argmax', ARGMAX],
-      ['moe_route', MOE_ROUTE], ['moe_scatter', MOE_SCATTER], ['moe_combine', MOE_COMBINE], ['causal_conv', CAUSAL_CONV], ['gdn_gates', GDN_GATES], ['gdn_recurrent', GDN_RECURRENT], ['gdn_chunked', GDN_CHUNKED],
+      ['moe_route', MOE_ROUTE], ['moe_scatter', MOE_SCATTER], ['moe_combine', MOE_COMBINE], ['causal_conv', CAUSAL_CONV], ['gdn_gates', GDN_GATES], ['gdn_recurrent', GDN_RECURRENT], ['gdn_chunked', GDN_CHUNKED], ['gdn_chunked_seqs', GDN_CHUNKED_SEQS],
       ['kv_write', KV_WRITE], ['attention', ATTENTION], ['sample', SAMPLE],
-      ['copy_rows', COPY_ROWS], ['fill', FILL], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
+      ['copy_rows', COPY_ROWS], ['fill', FILL], ['fill_runs', FILL_RUNS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulGroupShader(d, 1)], [`matmul_group_${d}`, floatMatmulGroupShader(d, 4)], [`embed_${d}`, embedFloatShader(d)]]),
       ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulGroupShader(d, 3, true)]) : []),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),

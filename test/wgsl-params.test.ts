@@ -13,7 +13,9 @@ import { attentionTileShader } from '../src/kernels/webgpu/wgsl/attention-tile.j
 import { attentionPrefillShader } from '../src/kernels/webgpu/wgsl/attention-prefill.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
-import { GDN_CHUNKED, GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
+import { FILL_RUNS } from '../src/kernels/webgpu/fill-runs.js';
+import { GDN_CHUNKED, GDN_CHUNKED_SEQS } from '../src/kernels/webgpu/wgsl/gdn-chunked.js';
 import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
@@ -45,6 +47,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gdn_gated_seqs: gdnGatedShader(128),
   copy_rows: COPY_ROWS,
   fill: FILL,
+  fill_runs: FILL_RUNS,
   gather_rows: GATHER_ROWS,
   add_sigmoid_scaled: ADD_SIGMOID_SCALED,
   moe_scatter: MOE_SCATTER,
@@ -56,6 +59,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   moe_route: MOE_ROUTE,
   gdn_gates: GDN_GATES,
   gdn_chunked: GDN_CHUNKED,
+  gdn_chunked_seqs: GDN_CHUNKED_SEQS,
   moe_plan: MOE_PLAN,
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),

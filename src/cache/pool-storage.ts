@@ -25,6 +25,8 @@ export interface PoolStorage<T extends PoolTensor> {
   /** Strided row copy between non-overlapping ranges (Kernels.copyRows). */
   copyRows(dst: T, dstOffset: number, dstStride: number, src: T, srcOffset: number, srcStride: number, rows: number, width: number): void;
   fill(dst: T, offset: number, length: number, value: number): void;
+  /** fill of every run (not overlapping) in one op (Kernels.fillRuns). */
+  fillRuns(dst: T, runs: readonly { readonly offset: number; readonly length: number }[], value: number): void;
   /** Host data in (prefix-cache load). */
   write(dst: T, offset: number, src: ArrayLike<number>): void;
   /** Host copies of ranges; on a CPU backend views at once, on a GPU a promise. */
@@ -48,6 +50,7 @@ export function hostPoolStorage(alloc: (n: number) => Float32Array = (n) => new 
       }
     },
     fill: (dst, offset, length, value) => void dst.fill(value, offset, offset + length),
+    fillRuns: (dst, runs, value) => runs.forEach((r) => dst.fill(value, r.offset, r.offset + r.length)),
     write: (dst, offset, src) => void dst.set(src, offset),
     readBack: (ranges) => ranges.map((r) => r.t.subarray(r.offset, r.offset + r.length)),
   };

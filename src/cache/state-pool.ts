@@ -3,7 +3,10 @@
 // a private region for every row of the batch capacity.
 // Invariants: slot 0 is never allocated (it is the sink for dummy writes); the free
 // list starts at 1; a slot is free iff it is on the free list; alloc hands out the lowest
-// free slot (so running sequences pack into the first chunk).
+// free slot (so running sequences pack into the first chunk). A slot from alloc reads as
+// zeros through every accessor: its zeroing waits for the pool's next access to any slot
+// (view, slotTensor, copy), which zeroes every waiting slot with one fillRuns per chunk —
+// the requests a step admits cost one fill, not one each.
 // Memory: never one arena, and never one allocation per slot. Slots live in chunks: a
 // chunk is ONE allocation of consecutive slots, each slot [layer][conv | ssm]; scratch rows
 // likewise ([row][layer][step][conv] + [layer][step][ssm]). A chunk holds as many slots
@@ -45,15 +48,22 @@ export interface StatePoolOptions<T extends PoolTensor = Float32Array> {
 /** 64 MiB of floats: well inside one WebAssembly memory. */
 export const DEFAULT_CHUNK_FLOATS = 1 << 24;
 
+/** A region of a chunk: its view, the chunk and where in it the region starts. */
+interface Region<T> {
+  readonly view: T;
+  readonly chunk: T;
+  readonly offset: number;
+}
+
 /** `count` regions of `size` floats, in chunks of as many regions as fit in `max` floats
  * (at least one): each region a view of its chunk. */
-function chunkedRegions<T extends PoolTensor>(storage: PoolStorage<T>, count: number, size: number, max: number): T[] {
+function chunkedRegions<T extends PoolTensor>(storage: PoolStorage<T>, count: number, size: number, max: number): Region<T>[] {
   const per = Math.max(1, Math.floor(max / Math.max(1, size)));
-  const regions: T[] = [];
+  const regions: Region<T>[] = [];
   for (let first = 0; first < count; first += per) {
     const n = Math.min(per, count - first);
     const chunk = storage.alloc(n * size);
-    for (let i = 0; i < n; i++) regions.push(n === 1 ? chunk : storage.view(chunk, i * size, size));
+    for (let i = 0; i < n; i++) regions.push({ view: n === 1 ? chunk : storage.view(chunk, i * size, size), chunk, offset: i * size });
   }
   return regions;
 }
@@ -67,6 +77,10 @@ export class StatePool<T extends PoolTensor = Float32Array> {
   private readonly o: StatePoolOptions<T>;
   /** slotMem[slot] = [layer][convSize + ssmSize] (conv window, then SSM state), a view of its chunk */
   private readonly slotMem: T[];
+  /** Where each slot lies in its chunk (for zeroing several slots in one op). */
+  private readonly slotRegion: Region<T>[];
+  /** Allocated slots not zeroed yet (flushZeros). */
+  private readonly pendingZero = new Set<number>();
   /** scratchMem[row] = [layer][step][convSize] followed by [layer][step][ssmSize] */
   private readonly scratchMem: T[];
   private readonly views: StateView<T>[][];
@@ -85,8 +99,9 @@ export class StatePool<T extends PoolTensor = Float32Array> {
     const n = o.slots + 1;
     const perSlot = o.numLinear * (o.convSize + o.ssmSize);
     const max = o.maxChunkFloats ?? DEFAULT_CHUNK_FLOATS;
-    this.slotMem = chunkedRegions(storage, n, perSlot, max);
-    this.scratchMem = chunkedRegions(storage, o.batchCapacity, o.maxSteps * perSlot, max);
+    this.slotRegion = chunkedRegions(storage, n, perSlot, max);
+    this.slotMem = this.slotRegion.map((r) => r.view);
+    this.scratchMem = chunkedRegions(storage, o.batchCapacity, o.maxSteps * perSlot, max).map((r) => r.view);
     this.views = Array.from({ length: n }, (_, s) => this.makeViews(s));
     this.allocated = new Uint8Array(n);
     for (let s = o.slots; s >= 1; s--) this.freeList.push(s);
@@ -105,18 +120,37 @@ export class StatePool<T extends PoolTensor = Float32Array> {
     return this.freeList.length;
   }
 
-  /** The lowest free slot, zeroed, or null when none is free. */
+  /** The lowest free slot, zeroed (before the pool's next access, see the file head), or
+   * null when none is free. */
   alloc(): number | null {
     const s = this.freeList.pop(); // the free list is kept in descending order
     if (s === undefined) return null;
     this.allocated[s] = 1;
-    this.zero(s);
+    this.pendingZero.add(s);
     return s;
+  }
+
+  /** Zero every slot alloc handed out since the last flush: one fillRuns per chunk, slots
+   * adjacent in their chunk as one run. Every accessor calls it first. */
+  flushZeros(): void {
+    if (this.pendingZero.size === 0) return;
+    const byChunk = new Map<T, { offset: number; length: number }[]>();
+    for (const s of [...this.pendingZero].sort((a, b) => a - b)) {
+      const r = this.slotRegion[s]!;
+      const runs = byChunk.get(r.chunk) ?? [];
+      const last = runs[runs.length - 1];
+      if (last && last.offset + last.length === r.offset) last.length += r.view.length;
+      else runs.push({ offset: r.offset, length: r.view.length });
+      byChunk.set(r.chunk, runs);
+    }
+    this.pendingZero.clear();
+    for (const [chunk, runs] of byChunk) this.storage.fillRuns(chunk, runs, 0);
   }
 
   free(slot: number): void {
     assert(slot > 0 && this.allocated[slot] === 1, `free of slot ${slot} that is not allocated`);
     this.allocated[slot] = 0;
+    this.pendingZero.delete(slot);
     // keep the list descending: the lowest slot pops first
     let at = this.freeList.length;
     while (at > 0 && this.freeList[at - 1]! < slot) at--;
@@ -127,12 +161,15 @@ export class StatePool<T extends PoolTensor = Float32Array> {
   view(slot: number): readonly StateView<T>[] {
     const v = this.views[slot];
     assert(v !== undefined, `state slot ${slot} out of range`);
+    this.flushZeros();
     return v;
   }
 
   zero(slot: number): void {
     const mem = this.slotMem[slot];
     assert(mem !== undefined, `state slot ${slot} out of range`);
+    this.pendingZero.delete(slot);
+    this.flushZeros();
     this.storage.fill(mem, 0, mem.length, 0);
   }
 
@@ -140,6 +177,7 @@ export class StatePool<T extends PoolTensor = Float32Array> {
   slotTensor(slot: number): T {
     const mem = this.slotMem[slot];
     assert(mem !== undefined, `state slot ${slot} out of range`);
+    this.flushZeros();
     return mem;
   }
 
@@ -147,6 +185,7 @@ export class StatePool<T extends PoolTensor = Float32Array> {
    * slot 0. */
   copy(dst: number, src: number): void {
     assert(dst > 0 && this.allocated[dst] === 1, `copy into state slot ${dst} that is not allocated`);
+    this.pendingZero.delete(dst); // overwritten whole
     const to = this.slotTensor(dst);
     copyRange(this.storage, to, 0, this.slotTensor(src), 0, to.length);
   }

@@ -70,6 +70,11 @@ export function gatherRows(dst: Float32Array, src: Float32Array, rows: ArrayLike
   }
 }
 
+/** fill of every run, in order. */
+export function fillRuns(dst: Float32Array, runs: readonly { readonly offset: number; readonly length: number }[], value: number): void {
+  for (const r of runs) fill(dst, r.offset, r.length, value);
+}
+
 export function fill(dst: Float32Array, offset: number, length: number, value: number): void {
   if (offset < 0 || length < 0 || offset + length > dst.length) throw new RangeError(`fill: ${length} elements at ${offset} past ${dst.length}`);
   dst.fill(value, offset, offset + length);

@@ -46,6 +46,24 @@ export interface GdnSeq<T> {
   readonly scratch?: T;
 }
 
+/** A range [offset, offset + length) of a fillRuns call. */
+export interface FillRun {
+  readonly offset: number;
+  readonly length: number;
+}
+
+/** One sequence of a gdnChunkedSeqs call: its rows [row, row + t) of the batch's qkv, g,
+ * beta and out, token 0 at position pos0, its state [HV, dk, dv] (advanced in place), and
+ * the positions in (pos0, pos0 + t) where a chunk also ends besides the multiples of
+ * GDN_CHUNK (ascending: the request's split points, engine/prefix.ts). */
+export interface GdnChunkSeq<T> {
+  readonly row: number;
+  readonly t: number;
+  readonly state: T;
+  readonly pos0: number;
+  readonly splits: readonly number[];
+}
+
 /** The gates and the output norm around a batch's recurrent Gated DeltaNet
  * (gdnRecurrentGatedSeqs): rows as the call's qkv and out. */
 export interface GdnGating<T> {

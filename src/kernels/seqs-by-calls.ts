@@ -1,8 +1,8 @@
 // The plain forms of the Kernels calls that take several sequences of a batch at once
-// (causalConvSeqs, gdnRecurrentSeqs): one per-sequence call each, for backends that do not
-// run them as one dispatch (ref, webgpu). Their results define the batched calls': a
+// (causalConvSeqs, gdnRecurrentSeqs, gdnChunkedSeqs): one per-sequence call each, for
+// backends that do not run them as one dispatch (ref, wasm). Their results define the batched calls': a
 // specialised backend must give the same bits as these loops.
-import type { ConvSeq, GdnDims, GdnGating, GdnSeq, Kernels, Tensor, Weight } from './types.js';
+import type { ConvSeq, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, Tensor, Weight } from './types.js';
 
 /** causalConv of every sequence with t > 0, in order, on its rows of x / out ([rows, C],
  * C = w.rows). */
@@ -26,6 +26,35 @@ export function gdnSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gd
     const rows = (buf: T, w: number): T => k.view(buf, s.row * w, s.t * w);
     k.gdnRecurrent(rows(out, hv * dv), rows(qkv, width), rows(g, hv), rows(beta, hv), s.state, dims, s.t, s.scratch);
   }
+}
+
+/** gdnChunked of every sequence with t > 0, in order, once per segment between its split
+ * points (a segment's end is a chunk end), each segment at its own first position. */
+export function gdnChunkedSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gdnChunked' | 'view'>, out: T, qkv: T, g: T, beta: T,
+  dims: GdnDims, seqs: readonly GdnChunkSeq<T>[]): void {
+  const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+  const width = 2 * hk * dk + hv * dv;
+  for (const s of seqs) {
+    if (s.t <= 0) continue;
+    let from = 0;
+    for (const end of [...chunkSplits(s), s.t]) {
+      const seg = (buf: T, w: number): T => k.view(buf, (s.row + from) * w, (end - from) * w);
+      k.gdnChunked(seg(out, hv * dv), seg(qkv, width), seg(g, hv), seg(beta, hv), s.state, dims, end - from, s.pos0 + from);
+      from = end;
+    }
+  }
+}
+
+/** A chunked sequence's split points as token offsets in (0, t), ascending; a split outside
+ * (pos0, pos0 + t) or out of order is the caller's error. */
+export function chunkSplits(s: { readonly t: number; readonly pos0: number; readonly splits: readonly number[] }): number[] {
+  const rel = s.splits.map((p) => p - s.pos0);
+  rel.forEach((r, i) => {
+    if (!(r > 0 && r < s.t) || (i > 0 && r <= rel[i - 1]!)) {
+      throw new RangeError(`gdnChunkedSeqs: split ${s.splits[i]} is not an ascending position inside (${s.pos0}, ${s.pos0 + s.t})`);
+    }
+  });
+  return rel;
 }
 
 /** Row runs [row, row + t) of the sequences with t > 0, adjacent sequences merged. */

@@ -20,7 +20,7 @@ import type { StartedQuantizer } from './quant/row-quantizer.js';
 
 export * from './kernel-operands.js';
 import type {
-  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, GatedInput, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
+  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, FillRun, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
   MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
@@ -55,6 +55,9 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** dst[offset + i] = value (rounded to f32) for i < length: zeroing a recurrent-state slot,
    * poisoning pool memory in tests. */
   fill(dst: T, offset: number, length: number, value: number): void;
+  /** fill of every run (runs inside dst, not overlapping) in one op: the state pool zeroes
+   * all the slots a step admits with one call (one dispatch on a GPU). */
+  fillRuns(dst: T, runs: readonly FillRun[], value: number): void;
   /** Host data into a tensor: dst[offset + i] = src[i] (rounded to f32). */
   write(dst: T, offset: number, src: ArrayLike<number>): void;
   /** Host copies of tensor ranges, in one transfer. CPU backends return views of their
@@ -182,6 +185,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * is rounded to f32 at every chunk boundary). */
   gdnChunked(out: T, qkv: T, g: T, beta: T,
     state: T, dims: GdnDims, t: number, pos0?: number): void;
+
+  /** The chunked prefills of a batch in one call: for each sequence, gdnChunked on its rows
+   * once per segment between its split points (a split ends a chunk), in order
+   * (seqs-by-calls.ts gdnChunkedSeqsByCalls defines the bits). A sequence's output and
+   * state do not depend on the other sequences of the call. */
+  gdnChunkedSeqs(out: T, qkv: T, g: T, beta: T, dims: GdnDims, seqs: readonly GdnChunkSeq<T>[]): void;
 
   /** Write k, v ([T, nKV·hd]) of one sequence at positions start..start+T−1. */
   kvWrite(kv: KvLayerView<T>, pageTable: ArrayLike<number>, start: number, k: T,

@@ -6,8 +6,6 @@
 import type { GroupNorm, Kernels, KvLayerView, StepBatch, Tensor } from '../kernels/types.js';
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
-import { convDim } from './config.js';
-import { rowRuns } from '../kernels/seqs-by-calls.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
 
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
@@ -64,7 +62,6 @@ export function decoderLayer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T
 /** x += out_proj(GDN(norm(x))); tmp: [M, H] scratch. */
 function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: GdnWeights, x: T, norm: GroupNorm<T>, tmp: T, li: number): void {
   const { k, cfg, ws, m } = ctx;
-  const c = convDim(cfg);
   const hv = cfg.linNumValueHeads;
   const vd = hv * cfg.linValueDim;
   const dims = { numKeyHeads: cfg.linNumKeyHeads, numValueHeads: hv, keyDim: cfg.linKeyDim, valueDim: cfg.linValueDim };
@@ -84,22 +81,20 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   if (prefills.length > 0) k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
   // every sequence's conv in one call: [M, convDim] rows, each with its own window
   k.causalConvSeqs(conv, qkv, w.conv, ctx.seqs.map((s) => ({ row: s.offset, t: s.t, window: s.state[li]!.conv, scratch: s.scratch?.[li]?.conv })));
+  if (prefills.length > 0) {
+    // every chunked prefill in one call (a split point ends a chunk), then the gated norm in
+    // one call over the span of their rows: a recurrent sequence's rows inside the span are
+    // rewritten whole by the recurrent call below (the norm is row-wise: no bit depends on
+    // which rows share the call)
+    k.gdnChunkedSeqs(o, conv, g, beta, dims, prefills.map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, pos0: s.start, splits: s.splits })));
+    const first = Math.min(...prefills.map((s) => s.offset));
+    const span = Math.max(...prefills.map((s) => s.offset + s.t)) - first;
+    const rows = (buf: T): T => k.view(buf, first * vd, span * vd);
+    k.gatedRmsNorm(rows(o), rows(o), rows(z), w.norm, span * hv, cfg.rmsNormEps);
+  }
   // the recurrent sequences' gates, GDN and gated norm in one call
   k.gdnRecurrentGatedSeqs(o, conv, { a, b, aLog: w.aLog, dtBias: w.dtBias, g, beta, z, norm: w.norm, eps: cfg.rmsNormEps }, dims,
     ctx.seqs.filter((s) => s.t > 0 && !chunked(s)).map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, scratch: s.scratch?.[li]?.ssm })));
-  // chunked prefills: one call per segment between split points (a call's end is a chunk boundary)
-  for (const s of prefills) {
-    let from = 0;
-    for (const end of [...s.splits.map((p) => p - s.start), s.t]) {
-      const seg = (buf: T, width: number): T => k.view(buf, (s.offset + from) * width, (end - from) * width);
-      k.gdnChunked(seg(o, vd), seg(conv, c), seg(g, hv), seg(beta, hv), s.state[li]!.ssm, dims, end - from, s.start + from);
-      from = end;
-    }
-  }
-  for (const r of rowRuns(prefills.map((s) => ({ row: s.offset, t: s.t })))) {
-    const rows = (buf: T): T => k.view(buf, r.row * vd, r.t * vd);
-    k.gatedRmsNorm(rows(o), rows(o), rows(z), w.norm, r.t * hv, cfg.rmsNormEps);
-  }
   const order = w.outProjHeadOrder;
   k.matmulAdd(x, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
 }

@@ -12,7 +12,7 @@ import { topCandidates } from '../top-candidates.js';
 import { penaltyPicks } from '../penalty-picks.js';
 import { candidateDraws } from '../candidate-draws.js';
 import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
-import { convSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
+import { convSeqsByCalls, gdnChunkedSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { startRefQuantizer } from '../quant/row-quantizer.js';
 
@@ -28,6 +28,7 @@ export function createRefKernels(): Kernels {
     copyRows: cpu.copyRows,
     gatherRows: cpu.gatherRows,
     fill: cpu.fill,
+    fillRuns: cpu.fillRuns,
     write: cpu.write,
     readBack: cpu.readBack,
     allocWeight(dtype: WeightDType, rows: number, cols: number) {
@@ -62,6 +63,7 @@ export function createRefKernels(): Kernels {
     gdnRecurrentSeqs: (out, qkv, g, beta, dims, seqs) => gdnSeqsByCalls(k, out, qkv, g, beta, dims, seqs),
     gdnRecurrentGatedSeqs: (out, qkv, gating, dims, seqs) => gdnGatedSeqsByCalls(k, out, qkv, gating, dims, seqs),
     gdnChunked: gdn.gdnChunked,
+    gdnChunkedSeqs: (out, qkv, g, beta, dims, seqs) => gdnChunkedSeqsByCalls(k, out, qkv, g, beta, dims, seqs),
     kvWrite: dense.kvWrite,
     attention: dense.attention,
     stepBatch: stepBatchOnHost,

@@ -105,6 +105,10 @@ export abstract class WasmBackendMemory {
     cpu.fill(dst, offset, length, value);
   }
 
+  fillRuns(dst: Float32Array, runs: readonly { readonly offset: number; readonly length: number }[], value: number): void {
+    cpu.fillRuns(dst, runs, value);
+  }
+
   write(dst: Float32Array, offset: number, src: ArrayLike<number>): void {
     cpu.write(dst, offset, src);
   }

@@ -6,7 +6,7 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
@@ -16,7 +16,7 @@ import { penaltyPicks } from '../penalty-picks.js';
 import { candidateDraws } from '../candidate-draws.js';
 import { packSampleRows, readSampleResults } from './sample-desc.js';
 import { convSeqsDesc, gdnSeqsDesc } from './seqs-desc.js';
-import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
+import { gdnChunkedSeqsByCalls, gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionBlocking } from './attention-blocking.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { isBf16 } from './backend-memory.js';
@@ -157,6 +157,11 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   /** The plain form (gates, recurrence, norm as three calls). */
   gdnRecurrentGatedSeqs(out: Float32Array, qkv: Float32Array, gating: GdnGating<Float32Array>, dims: GdnDims, seqs: readonly GdnSeq<Float32Array>[]): void {
     gdnGatedSeqsByCalls(this, out, qkv, gating, dims, seqs);
+  }
+
+  /** One gdnChunked per segment (each already splits its heads over the pool). */
+  gdnChunkedSeqs(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, dims: GdnDims, seqs: readonly GdnChunkSeq<Float32Array>[]): void {
+    gdnChunkedSeqsByCalls(this, out, qkv, g, beta, dims, seqs);
   }
 
   gdnChunked(out: Float32Array, qkv: Float32Array, g: Float32Array, beta: Float32Array, state: Float32Array,

@@ -17,7 +17,8 @@ import { packParams } from './params.js';
 import { TM, denseMatmulTile, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
-import { CAUSAL_CONV, GDN_CHUNKED, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
+import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
+import { GDN_CHUNKED, chunkedScratchPer } from './wgsl/gdn-chunked.js';
 import { ATTENTION, KV_WRITE, ROW_MAX_HEAD_DIM } from './wgsl/attention.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS } from './wgsl/rows.js';
 
@@ -290,11 +291,11 @@ export class WebGpuKernels {
   }
 
   /** gdnChunked (prefill): chunks of 64 at absolute multiples of 64 (pos0 = position of
-   * token 0), the chunked algebra of ref/gdn.ts on the GPU (wgsl/gdn.ts GDN_CHUNKED). */
+   * token 0), the chunked algebra of ref/gdn.ts on the GPU (wgsl/gdn-chunked.ts GDN_CHUNKED). */
   gdnChunked(enc: StepEncoder, out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0 = 0): void {
     const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
     const blocks = Math.ceil(dv / 64);
-    const per = 3 * 64 * dk + 4 * 4096;
+    const per = chunkedScratchPer(dk);
     const sc = this.scratch.get('gdn_chunked', per * hv * blocks);
     this.run(enc, 'gdn_chunked', () => GDN_CHUNKED, packParams('gdn_chunked', { t, hk, hv, dk, dv, qkvOff: qkv.offset, gOff: g.offset, betaOff: beta.offset, outOff: out.offset,
       stateOff: state.offset, pos0, per }), null,

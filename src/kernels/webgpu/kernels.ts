@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -26,7 +26,8 @@ import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
 import { topCandidatesOn } from './top-candidates.js';
 import { packPenaltyTable, penaltyPicksOn } from './penalty-picks.js';
 import { candidateDrawsOn, packDrawTable } from './candidate-draws.js';
-import { convSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
+import { fillRunsDispatch } from './fill-runs.js';
+import { convSeqsDispatch, gdnChunkedSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
@@ -118,6 +119,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   fill(dst: GpuTensor, offset: number, length: number, value: number): void {
     this.g.fill(this.step, dst, offset, length, value);
+  }
+  /** One dispatch for every run (wgsl/fill-runs.ts). */
+  fillRuns(dst: GpuTensor, runs: readonly FillRun[], value: number): void {
+    fillRunsDispatch(this.g, this.step, (d) => this.uploads.put(d, 'i32'), dst, runs, value);
   }
   write(dst: GpuTensor, offset: number, src: ArrayLike<number>): void {
     if (offset + src.length > dst.length) throw new RangeError(`write: ${src.length} elements at ${offset} past ${dst.length}`);
@@ -318,6 +323,10 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);
+  }
+  /** Every chunked prefill of the batch in one dispatch per state buffer (seqs.ts). */
+  gdnChunkedSeqs(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, dims: GdnDims, seqs: readonly GdnChunkSeq<GpuTensor>[]): void {
+    gdnChunkedSeqsDispatch(this.g, this.step, this.put, out, qkv, g, beta, dims, seqs);
   }
   kvWrite(kv: GpuKvLayerView, pageTable: ArrayLike<number>, start: number, k: GpuTensor, v: GpuTensor, t: number, kvDim: number): void {
     this.g.kvWrite(this.step, kv, this.uploads.put(pageTable, 'i32'), start, k, v, t, kvDim);

@@ -1,16 +1,18 @@
 // A batch's causal convs and recurrent Gated DeltaNet steps in one dispatch per layer
-// (Kernels.causalConvSeqs, gdnRecurrentSeqs): a descriptor per sequence (first row, t,
+// (Kernels.causalConvSeqs, gdnRecurrentSeqs, gdnChunkedSeqs): a descriptor per sequence (first row, t,
 // window / state offset, scratch offset, scratch or not) goes up through the upload arena,
 // and every sequence runs the single-sequence kernel's body (wgsl/gdn.ts) on its rows.
 // One dispatch per distinct (window or state buffer, scratch buffer) pair: sequences whose
 // slots share a buffer run together: the engine's StatePool keeps consecutive slots in one
 // chunk, so a serve batch is one dispatch per layer.
-import type { ConvSeq, GdnDims, GdnSeq } from '../types.js';
+import type { ConvSeq, GdnChunkSeq, GdnDims, GdnSeq } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { CAUSAL_CONV_SEQS, GDN_RECURRENT_SEQS } from './wgsl/gdn.js';
 import { packParams } from './params.js';
+import { CHUNKED_SEQ_WORDS, GDN_CHUNKED_SEQS, chunkedScratchPer } from './wgsl/gdn-chunked.js';
+import { chunkSplits } from '../seqs-by-calls.js';
 import { GDN_GATED_BINDINGS, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
@@ -97,4 +99,41 @@ export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Pu
       null, [out.buffer, qkv.buffer, a.buffer, b.buffer, grp.own, grp.scratch ?? dummy, ds.buffer, gating.aLog.buffer, gating.dtBias.buffer, z.buffer, gating.norm.buffer],
       [hv, 1, grp.seqs.length], 'gdn_recurrent');
   }
+}
+
+/** The batch's chunked prefills (Kernels.gdnChunkedSeqs): one dispatch per state buffer
+ * (and per scratch binding's worth of sequences), one workgroup per (value head, block of
+ * 64 state columns, sequence), each walking its sequence's chunks in order. */
+export function gdnChunkedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gt: GpuTensor,
+  beta: GpuTensor, dims: GdnDims, seqs: readonly GdnChunkSeq<GpuTensor>[]): void {
+  const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+  const blocks = Math.ceil(dv / 64);
+  const per = chunkedScratchPer(dk);
+  const perSeq = per * hv * blocks;
+  // the scratch stays within one binding even after the allocator's 1.5× growth
+  const cap = Math.max(1, Math.min(65535, Math.floor(g.adapter.limits.maxStorageBufferBindingSize / 4 / 1.5 / perSeq)));
+  for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
+    for (let first = 0; first < grp.seqs.length; first += cap) {
+      const part = grp.seqs.slice(first, first + cap);
+      const sc = g.scratchTensor('gdn_chunked_seqs', perSeq * part.length);
+      const ds = put(chunkedDescriptor(part), 'i32');
+      g.run(enc, 'gdn_chunked_seqs', () => GDN_CHUNKED_SEQS,
+        packParams('gdn_chunked_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, betaOff: beta.offset, outOff: out.offset, seqTable: ds.offset, per }), null,
+        [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, sc.buffer, ds.buffer], [hv, blocks, part.length], 'gdn_chunked');
+    }
+  }
+}
+
+/** CHUNKED_SEQ_WORDS per sequence (row, t, state offset, pos0, where its splits start,
+ * how many), then every sequence's splits as token offsets. Offsets into DS are relative
+ * to the table's start (seqTable is added in the shader through `sp`). */
+function chunkedDescriptor(seqs: readonly GdnChunkSeq<GpuTensor>[]): number[] {
+  const head: number[] = [];
+  const tail: number[] = [];
+  for (const s of seqs) {
+    const rel = chunkSplits(s);
+    head.push(s.row, s.t, s.state.offset, s.pos0, seqs.length * CHUNKED_SEQ_WORDS + tail.length, rel.length);
+    tail.push(...rel);
+  }
+  return [...head, ...tail];
 }
