@@ -73,6 +73,11 @@ export function draftVocabFor(opts: EngineOptions): number {
   return n;
 }
 
+/** The draft head's ids at most (the engine's is this or fewer: it also caps at the tokenizer's). */
+export function engineDraftVocab(opts: EngineOptions, model: AnyModel): number {
+  return Math.min(draftVocabFor(opts), model.config.vocabSize);
+}
+
 export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
   const k = opts.specTokens ?? (mtpLayers > 0 ? 3 : 0);
   if (!Number.isInteger(k) || k < 0 || k > 16) throw new DeltaserveError('bad_config', `--spec-tokens must be an integer in 0..16 (got ${k})`);
@@ -80,8 +85,9 @@ export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
   return k;
 }
 
-/** Pool sizes for the options (memory-plan.ts), from the memory available now. */
-export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number, vision?: TowerMemory): MemoryPlan {
+/** Pool sizes for the options (memory-plan.ts), from the memory available now; `draftPasses`:
+ * the MTP draft passes run on the kernels (their buffers are reserved per running request). */
+export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number, vision?: TowerMemory, draftPasses = false): MemoryPlan {
   const b = opts.memoryBudget;
   const gpu = gpuAdapterOf(model.kernels);
   const available = availableMemory();
@@ -91,7 +97,7 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
     ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
       from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
-  const needs = { ...memoryNeeds(model, k), ...(vision ? { vision } : {}) };
+  const needs = { ...memoryNeeds(model, k, draftPasses ? engineDraftVocab(opts, model) : null), ...(vision ? { vision } : {}) };
   // on a GPU the weights are device buffers (the host keeps only handles)
   const gpuBytes = gpuMemoryBytes(model.kernels);
   return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {

@@ -36,6 +36,8 @@ import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
 import { draftVocabFor, type EngineOptions, kernelArgmax, planEngineMemory, specTokensFor } from './engine-options.js';
+import { draftPassesOnKernels, draftPassMemory } from './draft-memory.js';
+import { MAX_DRAW_CANDIDATES } from '../kernels/candidate-draws.js';
 
 export type { EngineOptions } from './engine-options.js';
 
@@ -130,6 +132,12 @@ export class Engine {
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
     });
+    // the draft passes' buffers at their bound, once (the plan reserved them: draft-memory.ts)
+    if (k > 0 && draftPassesOnKernels(model.kernels, hooks)) {
+      draftPassMemory(model.kernels, Math.min(draftVocabFor(opts), this.sampleVocab)).reserve({
+        batch: opts.maxRunning ?? 16, k, vocab: Math.min(draftVocabFor(opts), this.sampleVocab), hidden: cfg.hiddenSize, candidates: MAX_DRAW_CANDIDATES,
+      });
+    }
     this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,
       visionModel ? { cfg: visionModel.cfg, pre: visionModel.pre, tokens: visionModel.tokens } : null);
     if (this.prefix && opts.prefixCacheDir !== undefined) {
@@ -161,7 +169,7 @@ export class Engine {
       // plan keeps room for its packed weights and the encode of the largest image the limits allow
       const visionModel = loadEngineVision(dir, mmproj, opts.mmproj === false, model, tokenizer);
       const tower = visionModel ? towerMemory(visionModel.cfg, visionModel.pre, visionModel.weights, opts.maxImagePixels ?? DEFAULT_MAX_DECODE_PIXELS) : undefined;
-      const plan = planEngineMemory(opts, model, k, pageSize, tower);
+      const plan = planEngineMemory(opts, model, k, pageSize, tower, k > 0 && draftPassesOnKernels(kernels, hooks));
       // pools are chunked (one allocation per KV layer, per chunk of state slots or scratch rows),
       // so they may span several WebAssembly memories; their memory is the kernels' (on a
       // GPU backend device buffers: copies and snapshots run there, cache/pool-storage.ts)

@@ -4,7 +4,7 @@
 // plus the machine probe (availableMemory) and the budget parser (parseMemoryBudget).
 //
 // Invariants of a plan:
-// - running + cached state + scratch + KV bytes ≤ budget (explicit flags that do not fit
+// - running + cached state + scratch + draft passes + KV bytes ≤ budget (explicit flags that do not fit
 //   are an error naming the flag, never a silent overcommit);
 // - the default budget is a fraction of the memory available now (after the weights are
 //   resident), so defaults never exceed the machine's free memory;
@@ -20,6 +20,7 @@ import type { AnyModel } from '../model/model.js';
 import { fmtBytes } from '../util/bytes.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { TowerMemory } from '../vision/memory.js';
+import { draftRowBytes } from './draft-memory.js';
 
 /** Largest single pool allocation: one wasm memory (4 GiB − 64 KiB) less its 256 MiB
  * staging headroom, rounded down. */
@@ -43,6 +44,10 @@ export interface MemoryNeeds {
   readonly slotBytes: number;
   /** Verify scratch of one batch row (k+1 steps of a slot); 0 without speculation. */
   readonly scratchRowBytes: number;
+  /** MTP draft-pass buffers per running request (draft-memory.ts draftRowBytes: draft logits
+   * of every pass step, candidates, kept hidden rows, penalty values); 0 or absent where the
+   * draft passes do not run on the kernels. */
+  readonly draftRowBytes?: number;
   readonly modelMaxContext: number;
   /** The vision tower (absent: a text-only model). */
   readonly vision?: TowerMemory;
@@ -83,6 +88,8 @@ export interface MemoryPlan {
   readonly cacheStateBytes: number;
   readonly scratchRows: number;
   readonly scratchBytes: number;
+  /** MTP draft-pass buffers for maxRunning chains (allocated once at engine start). */
+  readonly draftBytes: number;
   /** The vision tower (null: a text-only model): its weights (host f32 + packed), the peak
    * of one encode of `visionMaxTokens` patches, and what the budget reserves for it (packed
    * weights + that peak; the host weights are resident before the budget is measured). */
@@ -164,17 +171,18 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
   const budget = whole - visionReserved; // what the pools may take
   const poolsFrom = vision ? `${from}, less ${fmtBytes(visionReserved)} kept for the vision tower` : from;
   const page = choices.pageSize;
-  const perRunning = needs.slotBytes + needs.scratchRowBytes;
-  // running requests first: each needs a working slot and its verify scratch row
+  const draftRow = needs.draftRowBytes ?? 0;
+  const perRunning = needs.slotBytes + needs.scratchRowBytes + draftRow;
+  // running requests first: each needs a working slot, its verify scratch row and its draft-pass rows
   let maxRunning = choices.maxRunning ?? 16;
-  const runningCost = (n: number): number => (n + 1) * needs.slotBytes + n * needs.scratchRowBytes;
+  const runningCost = (n: number): number => (n + 1) * needs.slotBytes + n * (needs.scratchRowBytes + draftRow);
   const kvMin = page * 2 * needs.kvBytesPerToken; // at least a page beside page 0
   if (choices.maxRunning === undefined) {
     while (maxRunning > 1 && runningCost(maxRunning) > (budget - kvMin) / 2) maxRunning--;
   }
   if (runningCost(maxRunning) + kvMin > budget) {
     bad(`memory budget ${fmtBytes(budget)} (${poolsFrom}) cannot hold ${maxRunning} running request(s): ` +
-      `each needs ${fmtBytes(perRunning)} of recurrent state${needs.scratchRowBytes > 0 ? ' and verify scratch' : ''} ` +
+      `each needs ${fmtBytes(perRunning)} of recurrent state${needs.scratchRowBytes > 0 ? ' and verify scratch' : ''}${draftRow > 0 ? ' and MTP draft buffers' : ''} ` +
       `(raise --memory-budget${choices.maxRunning !== undefined ? ' or lower --max-running' : ''})`);
   }
   let left = budget - runningCost(maxRunning);
@@ -222,6 +230,7 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     maxRunning, runningStateBytes: (maxRunning + 1) * needs.slotBytes,
     cacheSlots, cacheStateBytes: cacheSlots * needs.slotBytes,
     scratchRows: needs.scratchRowBytes > 0 ? maxRunning : 0, scratchBytes: needs.scratchRowBytes > 0 ? maxRunning * needs.scratchRowBytes : 0,
+    draftBytes: maxRunning * draftRow,
     visionWeightBytes: vision ? vision.hostWeightBytes + vision.packedWeightBytes : null,
     visionActivationBytes: vision ? vision.activationBytes : null,
     visionMaxTokens: vision ? vision.maxTokens : null,
@@ -231,11 +240,12 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
 
 /** The plan on one line (printed by serve and generate at start). */
 export function formatPlan(p: MemoryPlan): string {
-  const pools = p.kvBytes + p.runningStateBytes + p.cacheStateBytes + p.scratchBytes;
+  const pools = p.kvBytes + p.runningStateBytes + p.cacheStateBytes + p.scratchBytes + p.draftBytes;
   return `memory plan: weights ${fmtBytes(p.weightBytes)}; budget ${fmtBytes(p.budgetBytes)} (${p.budgetFrom}), pools ${fmtBytes(pools)}: ` +
     `KV ${p.kvTokens} tokens ${fmtBytes(p.kvBytes)} (context ${p.maxContext}), ` +
     `state ${p.maxRunning} running ${fmtBytes(p.runningStateBytes)} + ${p.cacheSlots} cached ${fmtBytes(p.cacheStateBytes)}, ` +
     `verify scratch ${p.scratchRows} rows ${fmtBytes(p.scratchBytes)}` +
+    (p.draftBytes > 0 ? `, MTP draft buffers ${fmtBytes(p.draftBytes)}` : '') +
     (p.visionMaxTokens !== null ? `; vision tower: weights ${fmtBytes(p.visionWeightBytes ?? 0)}, ` +
       `encode of the largest image (${p.visionMaxTokens} patches) ${fmtBytes(p.visionActivationBytes ?? 0)}` : '');
 }
@@ -257,8 +267,10 @@ export function weightBytes(weights: object): number {
   return n;
 }
 
-/** Per-unit pool sizes of a model (f32 KV and state) with `specTokens` drafts per round. */
-export function memoryNeeds(model: AnyModel, specTokens: number): MemoryNeeds {
+/** Per-unit pool sizes of a model (f32 KV and state) with `specTokens` drafts per round;
+ * `draftVocab`: the draft head's ids when its draft passes run on the kernels (their buffers
+ * reserved per running request), null when they do not. */
+export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: number | null = null): MemoryNeeds {
   const l = model.layout;
   const kvLayer = 2 * l.kvDim * 4;
   const slotBytes = l.linearLayers.length * (l.convSize + l.ssmSize) * 4;
@@ -268,6 +280,7 @@ export function memoryNeeds(model: AnyModel, specTokens: number): MemoryNeeds {
     kvLayerBytesPerToken: kvLayer,
     slotBytes,
     scratchRowBytes: specTokens > 0 ? (specTokens + 1) * slotBytes : 0,
+    draftRowBytes: draftVocab !== null ? draftRowBytes(specTokens, draftVocab, model.config.hiddenSize) : 0,
     modelMaxContext: model.config.maxPositionEmbeddings,
   };
 }

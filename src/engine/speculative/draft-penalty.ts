@@ -23,6 +23,7 @@ import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { RequestView } from '../request.js';
 import { finishesOnHost, idsOf } from '../device-picks.js';
 import { penaltyRow, replayPick } from '../device-finish.js';
+import { type DraftPassMemory, draftPassMemory } from '../draft-memory.js';
 
 /** A chain of the round: its request, how many drafts it proposes, and its exact drafts. */
 export interface PenaltyChain {
@@ -62,17 +63,19 @@ function drafting(chains: readonly PenaltyChain[], step: number): number {
 }
 
 export class PenaltyDrafts {
+  /** The backend's draft-pass buffers (draft-memory.ts: sized once at engine start, shared
+   * with draft-sampled.ts): picks and bests, gathered values, kept MTP hidden rows. */
+  private readonly mem: DraftPassMemory;
   private ids: Tensor | null = null;
-  private idsCap = 0;
   private vals: Tensor | null = null;
-  private valsCap = 0;
   /** MTP hidden rows of every step of a round's passes, for redrafts. */
   private saved: Tensor | null = null;
-  private savedCap = 0;
   /** Since construction: rounds, passes (one read-back each), chains whose replay disagreed. */
   readonly stats = { rounds: 0, passes: 0, disagreements: 0 };
 
-  constructor(private readonly k: AnyKernels, private readonly v: number, private readonly h: number) {}
+  constructor(private readonly k: AnyKernels, private readonly v: number, private readonly h: number) {
+    this.mem = draftPassMemory(k, v);
+  }
 
   /** Every draft of `chains` (longest first; hidden rows [0, n) of `first` predict d_1). */
   async run<C extends PenaltyChain>(chains: readonly C[], first: Tensor, steps: DraftSteps<C>): Promise<void> {
@@ -164,21 +167,12 @@ export class PenaltyDrafts {
   /** Buffers for a round of n chains and k drafts: ids [k, n] picks + [k, n] bests, and kept
    * hidden rows for every step of every pass (a redraft pass starts a step later). */
   private reserve(n: number, k: number): void {
-    if (this.idsCap < 2 * k * n) {
-      this.idsCap = Math.max(2 * k * n, 16);
-      this.ids = this.k.allocI32(this.idsCap);
-    }
-    const rows = ((k * (k + 1)) / 2) * n;
-    if (this.savedCap < rows) {
-      this.savedCap = rows;
-      this.saved = this.k.alloc(rows * this.h);
-    }
+    this.ids = this.mem.ids.atLeast(2 * k * n);
+    this.saved = this.mem.saved.atLeast(((k * (k + 1)) / 2) * n * this.h);
   }
 
   private ensureVals(n: number): void {
-    if (this.valsCap >= n) return;
     // grown before a pass writes it (its values must survive until its read-back)
-    this.valsCap = Math.max(n, 2 * this.valsCap, 256);
-    this.vals = this.k.alloc(this.valsCap);
+    this.vals = this.mem.vals.atLeast(n);
   }
 }

@@ -31,6 +31,7 @@ import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised 
 import { penaltyRow, replayPick } from '../device-finish.js';
 import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { Dist } from './sparse-accept.js';
+import { type DraftPassMemory, draftPassMemory } from '../draft-memory.js';
 
 /** A chain of the round: its request, how many drafts it proposes, its exact drafts and q's. */
 export interface SampledChain {
@@ -111,15 +112,13 @@ interface StepRead {
 }
 
 export class SampledDrafts {
+  /** The backend's draft-pass buffers (draft-memory.ts: sized once at engine start, shared with
+   * draft-penalty.ts): picks and bests, candidates, penaltyPicks' values, each pass step's draft
+   * logits [rows, v] (kept until the pass's replay is done), kept MTP hidden rows. */
+  private readonly mem: DraftPassMemory;
   private ids: Tensor | null = null;
-  private idsCap = 0;
-  private cands: { ids: Tensor; vals: Tensor; cap: number } | null = null;
-  /** penaltyPicks' gathered values (grown before a pass writes them). */
-  private vals: { t: Tensor; cap: number } | null = null;
-  /** Per pass step, its draft logits [rows, v] (kept until the pass's replay is done). */
-  private logits: { t: Tensor; rows: number }[] = [];
+  private cands: { ids: Tensor; vals: Tensor } | null = null;
   private saved: Tensor | null = null;
-  private savedCap = 0;
   /** Since construction: rounds, their draft steps (the host path reads back once a step),
    * passes (one read-back each), chains whose replay disagreed, rows the certificate refused
    * (read whole) and the read-backs that brought them. */
@@ -127,7 +126,9 @@ export class SampledDrafts {
 
   constructor(private readonly k: AnyKernels, private readonly v: number, private readonly h: number,
     /** Replay sampled rows from their candidates (else from their logits rows). */
-    private readonly fromCandidates: boolean) {}
+    private readonly fromCandidates: boolean) {
+    this.mem = draftPassMemory(k, v);
+  }
 
   /** Every draft of `chains` (longest first; hidden rows [0, n) of `first` predict d_1). */
   async run<C extends SampledChain>(chains: readonly C[], first: Tensor, steps: SampledSteps<C>): Promise<void> {
@@ -193,7 +194,7 @@ export class SampledDrafts {
         const call: PenaltyPicksCall = { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live) };
         vo = penaltyValsAt(call, live);
         pen.calls.push(call);
-        this.k.penaltyPicks(ids, x, this.vals!.t, call);
+        this.k.penaltyPicks(ids, x, this.mem.vals.t!, call);
       } else if (rows.some((r) => r === null)) this.k.argmaxRows(ids, t * g, x, live, this.v, this.v);
       this.k.topCandidates(cIds, cVals, t * g * c, x, live, this.v, this.v, c);
       this.k.candidateDraws(ids, t * g, cIds, cVals, t * g * c, c, rows);
@@ -202,7 +203,7 @@ export class SampledDrafts {
     }
     // one read-back: every pick, then per sampled row its candidates or its logits row
     const ranges: ReadRange<Tensor>[] = [{ t: ids, offset: 0, length: lives.length * g }];
-    if (pen) ranges.push({ t: ids, offset: pen.bestBase, length: lives.length * g }, { t: this.vals!.t, offset: 0, length: Math.max(vo, 1) });
+    if (pen) ranges.push({ t: ids, offset: pen.bestBase, length: lives.length * g }, { t: this.mem.vals.t!, offset: 0, length: Math.max(vo, 1) });
     const at: { t: number; i: number; cands: boolean }[] = [];
     lives.forEach((live, t) => {
       for (let i = 0; i < live; i++) {
@@ -210,7 +211,7 @@ export class SampledDrafts {
         if (isGreedy(chains[j]!.req.sampling)) continue;
         const o = (t * g + i) * c;
         if (want[j]! > 0) ranges.push({ t: cIds, offset: o, length: c }, { t: cVals, offset: o, length: c });
-        else ranges.push({ t: this.logits[t]!.t, offset: i * this.v, length: this.v });
+        else ranges.push({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v });
         at.push({ t, i, cands: want[j]! > 0 });
       }
     });
@@ -228,7 +229,7 @@ export class SampledDrafts {
     // rows the certificate refuses: read whole, all in one more read-back
     const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
     if (refused.length > 0) {
-      const rows = await this.k.readBack(refused.map(({ i, t }) => ({ t: this.logits[t]!.t, offset: i * this.v, length: this.v })));
+      const rows = await this.k.readBack(refused.map(({ i, t }) => ({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v })));
       this.stats.refused += refused.length;
       this.stats.refusedReads++;
       refused.forEach(({ i, t }, j) => { got.get(t * g + i)!.row = rows[j]!; });
@@ -243,7 +244,7 @@ export class SampledDrafts {
     const tables = members.map((m, i) => penaltyRow(m.req, this.v, round.exact[group[i]!]!));
     let need = 0;
     for (let s = start; s <= members[0]!.drafts; s++) need += tables.slice(0, drafting(members, s)).reduce((a, row) => a + 1 + row.ids.length + s - start, 0);
-    if (!this.vals || this.vals.cap < need) this.vals = { t: this.k.alloc(Math.max(need, 256)), cap: Math.max(need, 256) };
+    this.mem.vals.atLeast(need);
     return { tables, calls: [], bestBase: members[0]!.drafts * group.length };
   }
 
@@ -285,29 +286,15 @@ export class SampledDrafts {
 
   /** Pass step t's draft logits buffer of at least `rows` rows. */
   private logitsFor(t: number, rows: number): Tensor {
-    const have = this.logits[t];
-    if (have && have.rows >= rows) return have.t;
-    const fresh = { t: this.k.alloc(rows * this.v), rows };
-    this.logits[t] = fresh;
-    return fresh.t;
+    return this.mem.logitsRows(t, rows);
   }
 
   /** Buffers for a round of n chains, k drafts and c candidates a row: picks and bests [k, n] each, candidates
    * [k, n, c], and kept hidden rows for every step of every pass (a redraft starts a step later). */
   private reserve(n: number, k: number, c: number): void {
-    if (this.idsCap < 2 * k * n) {
-      this.idsCap = Math.max(2 * k * n, 16);
-      this.ids = this.k.allocI32(this.idsCap);
-    }
-    if (!this.cands || this.cands.cap < k * n * c) {
-      const cap = Math.max(k * n * c, 2 * (this.cands?.cap ?? 0));
-      this.cands = { ids: this.k.allocI32(cap), vals: this.k.alloc(cap), cap };
-    }
-    const rows = ((k * (k + 1)) / 2) * n;
-    if (this.savedCap < rows) {
-      this.savedCap = rows;
-      this.saved = this.k.alloc(rows * this.h);
-    }
+    this.ids = this.mem.ids.atLeast(2 * k * n);
+    this.cands = { ids: this.mem.candIds.atLeast(k * n * c), vals: this.mem.candVals.atLeast(k * n * c) };
+    this.saved = this.mem.saved.atLeast(((k * (k + 1)) / 2) * n * this.h);
   }
 }
 

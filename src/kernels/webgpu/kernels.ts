@@ -96,6 +96,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   allocI32(n: number): GpuTensor {
     return this.g.alloc.tensor([n], 'i32');
   }
+  /** Destroyed once the step recorded so far has run (the next readBack): commands already
+   * recorded may still read it. */
+  free(t: GpuTensor): void {
+    if (t.offset !== 0) throw new RangeError('free: a view, not a tensor alloc returned');
+    this.freed.push(t.buffer);
+  }
+  /** Buffers free() gave back, destroyed after the next readBack. */
+  private freed: GPUBuffer[] = [];
   view(t: GpuTensor, offset: number, length: number): GpuTensor {
     if (!(offset >= 0 && length >= 0 && offset + length <= t.length)) throw new RangeError(`view [${offset}, ${offset + length}) of ${t.length}`);
     return { ...t, offset: t.offset + offset, length, shape: [length] };
@@ -165,9 +173,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
     const flushed = this.flushed;
     this.flushed = [];
+    const freed = this.freed;
+    this.freed = [];
     const submitted = enc.submit();
     this.countEncode(enc); // submit's synchronous part has run
     await Promise.all([...flushed, submitted]);
+    for (const b of freed) this.g.alloc.free(b);
     this.counters.doneMs += enc.doneMs;
     this.uploads.reset();
     this.g.endStep();

@@ -1,0 +1,143 @@
+// Device memory of MTP draft passes (speculative/draft-sampled.ts, draft-penalty.ts): what the
+// buffers are, their size at the engine's limits, and the one owner of them per backend.
+//
+// Buffers of a round of b chains drafting k steps over a V-token draft head (hidden size H,
+// c candidates a row), in elements of 4 bytes:
+//   logits  k × [b, V]          f32  each pass step's draft logits, kept until the pass's
+//                                    replay (a refused or top-p-alone row is read whole)
+//   cands   2 × k·b·c           i32 + f32  topCandidates' ids and values of every pass step
+//   ids     2·k·b               i32  picks [k, b] then untouched bests [k, b]
+//   saved   k(k+1)/2 · b · H    f32  MTP hidden rows of every step of every pass (a redraft
+//                                    pass starts a step later), for redrafts
+//   vals    k·b·(1 + V + k)     f32  penaltyPicks' gathered values: per row and step, the
+//                                    best's raw logit, each touched id's (⊆ the V draft ids),
+//                                    each earlier draft's
+// A round is one drafter's (draft.ts runs either the penalised or the sampled path), so the
+// two share ids, saved and vals; logits and cands are the sampled path's.
+//
+// Invariants: every buffer is allocated once at its bound (`reserve`, at engine start from
+// max running × spec tokens) when the engine's draft passes run on the kernels, so a round
+// allocates nothing and the memory plan's `draftBytes` (memory-plan.ts, from draftRowBytes)
+// covers every byte; a buffer used past a reservation (a drafter used without one) grows to
+// what the round needs, the old one handed to Kernels.free (GPU buffers are destroyed,
+// not left to the collector).
+import type { AnyKernels, Tensor } from '../kernels/types.js';
+import { MAX_DRAW_CANDIDATES } from '../kernels/candidate-draws.js';
+
+/** The largest draft round: chains (max running), drafts per chain (spec tokens), the draft
+ * head's vocabulary, the hidden size, candidates a sampled row reads (≤ MAX_DRAW_CANDIDATES). */
+export interface DraftPassShape {
+  readonly batch: number;
+  readonly k: number;
+  readonly vocab: number;
+  readonly hidden: number;
+  readonly candidates: number;
+}
+
+/** Elements of each draft-pass buffer at the shape (the header's table). */
+export function draftPassElems(s: DraftPassShape): { logits: number; cands: number; ids: number; saved: number; vals: number } {
+  const { batch: b, k, vocab: v, hidden: h, candidates: c } = s;
+  return { logits: k * b * v, cands: 2 * k * b * c, ids: 2 * k * b, saved: ((k * (k + 1)) / 2) * b * h, vals: k * b * (1 + v + k) };
+}
+
+/** Bytes of every draft-pass buffer at the shape. */
+export function draftPassBytes(s: DraftPassShape): number {
+  const e = draftPassElems(s);
+  return 4 * (e.logits + e.cands + e.ids + e.saved + e.vals);
+}
+
+/** Bytes per running request (every buffer is linear in the batch): what the plan reserves. */
+export function draftRowBytes(k: number, vocab: number, hidden: number): number {
+  return k > 0 ? draftPassBytes({ batch: 1, k, vocab, hidden, candidates: MAX_DRAW_CANDIDATES }) : 0;
+}
+
+/** Do the engine's MTP draft passes run on the kernels (the penalised or the sampled path:
+ * draft.ts's 'auto' is where tensors are device memory; the test hooks force either)? */
+export function draftPassesOnKernels(kernels: AnyKernels, forced: { readonly sampledChain?: boolean; readonly penaltyChain?: boolean } = {}): boolean {
+  const auto = kernels.limits.deviceMemoryBytes !== null;
+  return (forced.sampledChain ?? auto) || (forced.penaltyChain ?? auto);
+}
+
+/** One buffer of at least `cap` elements, grown (the old one freed) when a round needs more. */
+class Held {
+  t: Tensor | null = null;
+  cap = 0;
+
+  constructor(private readonly mem: DraftPassMemory, private readonly i32: boolean) {}
+
+  atLeast(n: number): Tensor {
+    if (this.t && this.cap >= n) return this.t;
+    if (this.t) this.mem.release(this.t, this.cap);
+    this.cap = Math.max(n, 1);
+    this.t = this.mem.allocate(this.cap, this.i32);
+    return this.t;
+  }
+}
+
+/** The draft-pass buffers of one backend (shared by its drafters; a round is one drafter's). */
+export class DraftPassMemory {
+  readonly ids: Held;
+  readonly saved: Held;
+  readonly vals: Held;
+  readonly candIds: Held;
+  readonly candVals: Held;
+  /** logits[t]: pass step t's draft logits rows. */
+  private readonly logits: Held[] = [];
+  /** Allocations and frees since construction, and the bytes held now. */
+  readonly stats = { allocs: 0, frees: 0, bytes: 0 };
+
+  constructor(private readonly k: AnyKernels, private readonly vocab: number) {
+    this.ids = new Held(this, true);
+    this.saved = new Held(this, false);
+    this.vals = new Held(this, false);
+    this.candIds = new Held(this, true);
+    this.candVals = new Held(this, false);
+  }
+
+  /** Every buffer at the shape's bound, at once — each at most one binding of the backend
+   * (a pass needing more grows it then, as it would without a reservation, and fails as it
+   * would past the binding limit): the plan's bytes are an upper bound of what is held. */
+  reserve(s: DraftPassShape): void {
+    if (s.vocab !== this.vocab) throw new RangeError(`draft memory: a ${s.vocab}-token shape for a ${this.vocab}-token draft head`);
+    const e = draftPassElems(s);
+    const binding = this.k.limits.maxBindingBytes;
+    const fit = (n: number): number => (binding === null ? n : Math.min(n, Math.floor(binding / 4)));
+    this.ids.atLeast(fit(e.ids));
+    this.saved.atLeast(fit(e.saved));
+    this.vals.atLeast(fit(e.vals));
+    this.candIds.atLeast(fit(e.cands / 2));
+    this.candVals.atLeast(fit(e.cands / 2));
+    for (let t = 0; t < s.k; t++) this.logitsRows(t, Math.floor(fit(s.batch * this.vocab) / this.vocab));
+  }
+
+  /** Pass step t's draft logits buffer of at least `rows` rows of the draft vocabulary. */
+  logitsRows(t: number, rows: number): Tensor {
+    return (this.logits[t] ??= new Held(this, false)).atLeast(rows * this.vocab);
+  }
+
+  /** @internal Held's allocation, counted. */
+  allocate(n: number, i32: boolean): Tensor {
+    this.stats.allocs++;
+    this.stats.bytes += 4 * n;
+    return i32 ? this.k.allocI32(n) : this.k.alloc(n);
+  }
+
+  /** @internal A replaced buffer back to the kernels (no pending read of it: a round grows its
+   * buffers before it records anything into them). */
+  release(t: Tensor, n: number): void {
+    this.stats.frees++;
+    this.stats.bytes -= 4 * n;
+    this.k.free?.(t);
+  }
+}
+
+const byKernels = new WeakMap<AnyKernels, Map<number, DraftPassMemory>>();
+
+/** The draft-pass buffers of `kernels` for a `vocab`-token draft head (one per backend and head). */
+export function draftPassMemory(kernels: AnyKernels, vocab: number): DraftPassMemory {
+  let heads = byKernels.get(kernels);
+  if (!heads) byKernels.set(kernels, (heads = new Map()));
+  let m = heads.get(vocab);
+  if (!m) heads.set(vocab, (m = new DraftPassMemory(kernels, vocab)));
+  return m;
+}

@@ -1,0 +1,144 @@
+// Device memory of MTP draft passes (engine/draft-memory.ts): the memory plan reserves the
+// buffers the sampled and penalised draft passes use (a plan for k = 4, batch 16 on the
+// qwen3.5-0.8b shape's vocabulary reports them, and a budget that cannot hold them lowers the
+// running requests); a buffer grown past its reservation gives the old one to Kernels.free;
+// and a long run of sampled and penalised MTP chains (forced on, wasm) allocates every
+// draft-pass byte at engine start, within the plan, and nothing during the run — counted
+// through a wrapper of the kernels' alloc / allocI32 / free.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { formatPlan, type MemoryNeeds, planMemory } from '../src/engine/memory-plan.js';
+import { DraftPassMemory, type DraftPassShape, draftPassBytes, draftPassElems, draftPassMemory, draftRowBytes } from '../src/engine/draft-memory.js';
+import { MAX_DRAW_CANDIDATES } from '../src/kernels/candidate-draws.js';
+import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import type { AnyKernels, Tensor } from '../src/kernels/types.js';
+import { SHAPES } from '../src/tools/model-shapes.js';
+import { withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
+
+const SHAPE = SHAPES['qwen3.5-0.8b']!;
+const MB = 1e6;
+
+/** The plan's needs of a small hybrid model with the 0.8b shape's head (k = 4 verify scratch). */
+function needs(draftRow: number): MemoryNeeds {
+  const slot = 2 * MB;
+  return {
+    weightBytes: 1.5e9, kvBytesPerToken: 7 * 2 * 512 * 4, kvLayerBytesPerToken: 2 * 512 * 4,
+    slotBytes: slot, scratchRowBytes: 5 * slot, draftRowBytes: draftRow, modelMaxContext: 262144,
+  };
+}
+
+test('the plan reserves the draft-pass buffers: k = 4, 16 running, the 0.8b shape (hidden 1024, 248,320 ids)', () => {
+  assert.equal(SHAPE.vocab, 248320);
+  assert.equal(SHAPE.hidden, 1024);
+  for (const vocab of [32768, SHAPE.vocab]) {
+    const shape: DraftPassShape = { batch: 16, k: 4, vocab, hidden: SHAPE.hidden, candidates: MAX_DRAW_CANDIDATES };
+    // the header's table by hand: logits 4 × [16, V]; candidates 2 × 4·16·256; ids 2·4·16;
+    // kept hidden rows 10·16·1024; penalty values 4·16·(1 + V + 4)
+    const want = 4 * (4 * 16 * vocab + 2 * 4 * 16 * 256 + 2 * 4 * 16 + 10 * 16 * 1024 + 4 * 16 * (vocab + 5));
+    assert.equal(draftPassBytes(shape), want);
+    assert.equal(16 * draftRowBytes(4, vocab, SHAPE.hidden), want, 'linear in the batch');
+    const plan = planMemory(needs(draftRowBytes(4, vocab, SHAPE.hidden)), { prefixCache: true, pageSize: 16, maxRunning: 16 }, 64e9);
+    assert.equal(plan.draftBytes, want, `draft buffers at V = ${vocab}`);
+    assert.match(formatPlan(plan), /MTP draft buffers/);
+    const pools = plan.kvBytes + plan.runningStateBytes + plan.cacheStateBytes + plan.scratchBytes + plan.draftBytes;
+    assert.ok(pools <= plan.budgetBytes, `${pools} within ${plan.budgetBytes}`);
+    console.log(JSON.stringify({ vocab, draftBytes: plan.draftBytes, perStepLogits: 4 * 16 * vocab, vals: 4 * draftPassElems(shape).vals }));
+  }
+  // 8.8 MB at the default 32,768-id draft head; 128 MB at the full vocabulary
+  assert.ok(Math.abs(draftPassBytes({ batch: 16, k: 4, vocab: 32768, hidden: 1024, candidates: 256 }) - 17.6 * MB) < 0.1 * MB);
+  assert.equal(draftRowBytes(0, SHAPE.vocab, SHAPE.hidden), 0, 'no speculation, no draft buffers');
+});
+
+test('a budget the draft buffers do not fit: fewer running requests by default, a clear error when --max-running is given', () => {
+  const row = draftRowBytes(4, SHAPE.vocab, SHAPE.hidden);
+  // 2 MB a slot, 10 MB of verify scratch and 8 MB of draft buffers a running request
+  const budget = { bytes: 300 * MB };
+  const without = planMemory(needs(0), { prefixCache: false, pageSize: 16, budget }, 0);
+  const withDrafts = planMemory(needs(row), { prefixCache: false, pageSize: 16, budget }, 0);
+  assert.ok(withDrafts.maxRunning < without.maxRunning, `${withDrafts.maxRunning} < ${without.maxRunning} running`);
+  assert.equal(withDrafts.draftBytes, withDrafts.maxRunning * row);
+  assert.ok(withDrafts.kvBytes + withDrafts.runningStateBytes + withDrafts.scratchBytes + withDrafts.draftBytes <= budget.bytes);
+  assert.equal(planMemory(needs(0), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0).maxRunning, 16);
+  assert.throws(() => planMemory(needs(row), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0),
+    /cannot hold 16 running request\(s\).*MTP draft buffers/);
+});
+
+/** Counts allocations through the kernels (alloc, allocI32, free) until `stop`. */
+function countAllocs(k: AnyKernels): { allocs: number; bytes: number; frees: number; stop: () => void } {
+  const { alloc, allocI32 } = k;
+  const free = k.free;
+  const c = { allocs: 0, bytes: 0, frees: 0, stop: () => { Object.assign(k, { alloc, allocI32, free }); } };
+  k.alloc = (n: number) => { c.allocs++; c.bytes += 4 * n; return alloc.call(k, n); };
+  k.allocI32 = (n: number) => { c.allocs++; c.bytes += 4 * n; return allocI32.call(k, n); };
+  k.free = (t: Tensor) => { c.frees++; c.bytes -= 4 * t.length; free?.call(k, t); };
+  return c;
+}
+
+test('a buffer grown past its reservation hands the old one to Kernels.free; a reservation at the same shape allocates nothing', async () => {
+  const k = await createWasmKernels({ threads: 1 });
+  try {
+    const shape = { batch: 2, k: 3, vocab: 100, hidden: 8, candidates: 16 };
+    const count = countAllocs(k);
+    const mem = new DraftPassMemory(k, 100);
+    mem.reserve(shape);
+    assert.equal(count.bytes, draftPassBytes(shape));
+    assert.equal(mem.stats.bytes, draftPassBytes(shape));
+    mem.reserve(shape);
+    mem.logitsRows(2, 2);
+    assert.equal(count.allocs, mem.stats.allocs, 'nothing new at the reserved shape');
+    mem.logitsRows(1, 5);
+    assert.equal(count.frees, 1, 'the replaced logits buffer freed');
+    assert.equal(count.bytes, draftPassBytes(shape) + 3 * 100 * 4);
+    assert.equal(mem.stats.bytes, count.bytes);
+    count.stop();
+    // a backend's binding limit caps each reserved buffer (the plan's bytes stay an upper bound)
+    const narrow = Object.create(k, { limits: { value: { ...k.limits, maxBindingBytes: 4 * 250 } } }) as AnyKernels;
+    const capped = new DraftPassMemory(narrow, 100);
+    capped.reserve(shape);
+    assert.ok(capped.stats.bytes < draftPassBytes(shape), `${capped.stats.bytes} < ${draftPassBytes(shape)}`);
+    assert.equal(capped.logitsRows(0, 2), capped.logitsRows(0, 2), 'two rows of 100 fit 250 elements');
+    assert.equal(capped.stats.allocs, 5 + 3, 'nothing grown past the cap by the shape');
+  } finally {
+    k.dispose();
+  }
+});
+
+test('wasm, sampled and penalised MTP chains forced on: every draft-pass byte allocated at start, within the plan; a long run allocates none', async () => {
+  const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, prefixCache: false,
+    maxRunning: 8, specTokens: 4, sampledCandidates: true, sampledChain: true, penaltyChain: true };
+  await withEngine(opts, async (e) => {
+    const plan = e.memoryPlan!;
+    const v = Math.min(32768, e.info.sampleVocab);
+    const mem = draftPassMemory(e.model.kernels, v);
+    const h = e.model.config.hiddenSize;
+    assert.equal(mem.stats.bytes, draftPassBytes({ batch: 8, k: 4, vocab: v, hidden: h, candidates: MAX_DRAW_CANDIDATES }), 'reserved at start');
+    assert.ok(plan.draftBytes > 0 && mem.stats.bytes <= plan.draftBytes, `held ${mem.stats.bytes} within the plan's ${plan.draftBytes}`);
+    const start = { ...mem.stats };
+    const count = countAllocs(e.model.kernels);
+    const [a, b, c] = drawRequests(DRAW_CASES.hot, 48, 3);
+    const mixed = [
+      a!, { ...b!, ...DRAW_CASES.qwen },
+      { ...c!, temperature: 0, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
+      { ...a!, temperature: 0, seed: 3, logitsAdjust: { bias: new Map([[54, 2], [57, -4]]) } },
+    ];
+    // penalised greedy chains alone take draft-penalty.ts's passes (with sampled ones, draft-sampled.ts's)
+    const penalised = drawRequests({ temperature: 0, repetitionPenalty: 1.3, frequencyPenalty: 0.2 }, 48, 8);
+    let rounds = 0;
+    try {
+      for (const reqs of [drawRequests(DRAW_CASES.qwen, 48, 8), mixed, penalised, drawRequests(DRAW_CASES.minP, 48, 8)]) {
+        const r = await runDraws(e, reqs);
+        rounds += r.sampled.rounds;
+      }
+    } finally {
+      count.stop();
+    }
+    assert.ok(rounds >= 20, `${rounds} sampled rounds`);
+    assert.ok(e.penaltyDrafts.rounds > 0, 'penalised chains drafted on the kernels too');
+    assert.deepEqual(mem.stats, start, 'the draft passes allocated and freed nothing');
+    assert.equal(count.frees, 0);
+    console.log(JSON.stringify({ rounds, penaltyRounds: e.penaltyDrafts.rounds, draftBytes: mem.stats.bytes, planDraftBytes: plan.draftBytes,
+      runAllocs: count.allocs, runAllocBytes: count.bytes }));
+  });
+});

@@ -1,0 +1,59 @@
+// Device memory of MTP draft passes on webgpu (lavapipe; engine/draft-memory.ts): Kernels.free
+// destroys a buffer once the work recorded before it has run (the next read-back), and an
+// engine whose sampled and penalised draft passes run on the device (its default) reserves
+// their buffers in the memory plan, allocates them at start, and a sampled + penalised run
+// allocates none — counted through a wrapper of the kernels. Few tokens: lavapipe costs
+// ~0.25 CPU-s a step.
+import { before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { draftPassBytes, draftPassMemory, draftRowBytes } from '../src/engine/draft-memory.js';
+import { MAX_DRAW_CANDIDATES } from '../src/kernels/candidate-draws.js';
+import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { Tensor } from '../src/kernels/types.js';
+import { withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { webgpuEngineKernels } from './webgpu-helpers.js';
+import { DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
+
+before(webgpuEngineKernels);
+
+const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+
+test('webgpu: the plan reserves the draft buffers, they are allocated at start, and a sampled + penalised MTP run allocates none; free destroys after the next read-back', async () => {
+  await withEngine({ ...base, model: TINY_THINK() }, async (e) => {
+    const k = e.model.kernels;
+    const g = (k as unknown as WebGpuBoundaryKernels).g;
+    const plan = e.memoryPlan!;
+    const h = e.model.config.hiddenSize;
+    assert.equal(plan.draftBytes, 8 * draftRowBytes(3, Math.min(32768, e.model.config.vocabSize), h), 'the plan reserves 8 chains of 3 drafts');
+    const v = Math.min(32768, e.info.sampleVocab);
+    const mem = draftPassMemory(k, v);
+    assert.equal(mem.stats.bytes, draftPassBytes({ batch: 8, k: 3, vocab: v, hidden: h, candidates: MAX_DRAW_CANDIDATES }), 'allocated at start');
+    assert.ok(mem.stats.bytes <= plan.draftBytes);
+    const start = { ...mem.stats };
+    let allocs = 0;
+    const { alloc, allocI32 } = k;
+    k.alloc = (n: number) => { allocs++; return alloc.call(k, n); };
+    k.allocI32 = (n: number) => { allocs++; return allocI32.call(k, n); };
+    const reqs = [...drawRequests(DRAW_CASES.qwen, 8, 2), { ...drawRequests(DRAW_CASES.hot, 8, 1)[0]!, temperature: 0, repetitionPenalty: 1.3 }];
+    let r;
+    try {
+      r = await runDraws(e, reqs);
+    } finally {
+      Object.assign(k, { alloc, allocI32 });
+    }
+    assert.ok(r.sampled.rounds > 0, 'sampled rounds on the device');
+    assert.deepEqual(mem.stats, start, 'the draft passes allocated nothing');
+    // free: the buffer stays until the next read-back (recorded work may read it), then is destroyed
+    const before = g.alloc.bytes;
+    const t: Tensor = k.alloc(1 << 16);
+    assert.equal(g.alloc.bytes, before + 4 * (1 << 16));
+    k.fill(t, 0, 1 << 16, 3);
+    k.free!(t);
+    assert.equal(g.alloc.bytes, before + 4 * (1 << 16), 'kept until the read-back');
+    const [back] = await k.readBack([{ t, offset: 5, length: 1 }]);
+    assert.equal(back![0], 3, 'work recorded before free ran on the buffer');
+    assert.equal(g.alloc.bytes, before, 'destroyed after the read-back');
+    console.log(JSON.stringify({ planDraftBytes: plan.draftBytes, draftBytes: mem.stats.bytes, rounds: r.sampled.rounds, otherAllocsInRun: allocs }));
+  });
+});
