@@ -1,5 +1,5 @@
 // Sampled MTP rounds: drafts drawn on the kernels and replayed on the host (speculative/
-// draft-sampled.ts) against the per-step draft path (one read-back a draft step), on one model.
+// draft-device.ts) against the per-step draft path (one read-back a draft step), on one model.
 // Runs the same seeded sampled requests both ways (candidates on), checks the ids agree, and
 // prints one JSON object: per case and k, read-backs and bytes per verify step (one MTP round of
 // the batch: its drafting and its verify) both ways, the chained path's rounds, passes,

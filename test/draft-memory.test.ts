@@ -123,7 +123,7 @@ test('wasm, sampled and penalised MTP chains forced on: every draft-pass byte al
       { ...c!, temperature: 0, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
       { ...a!, temperature: 0, seed: 3, logitsAdjust: { bias: new Map([[54, 2], [57, -4]]) } },
     ];
-    // penalised greedy chains alone take draft-penalty.ts's passes (with sampled ones, draft-sampled.ts's)
+    // penalised greedy chains alone make draft-device.ts's penalised rounds (with sampled ones, its sampled rounds)
     const penalised = drawRequests({ temperature: 0, repetitionPenalty: 1.3, frequencyPenalty: 0.2 }, 48, 8);
     let rounds = 0;
     try {

@@ -1,4 +1,4 @@
-// MTP drafts of penalised greedy requests chained on the kernels (speculative/draft-penalty.ts),
+// MTP drafts of penalised greedy requests chained on the kernels (speculative/draft-device.ts),
 // forced on for the wasm engine (the hook; 'auto' turns it on for webgpu only): the drafts ==
 // the host path's (the hostDrafts hook: greedyToken over read-back rows), MTP on == off, 2
 // read-backs a round plus one per redraft pass. A wrapped penaltyPicks that corrupts the first

@@ -1,4 +1,4 @@
-// Sampled MTP drafts drawn on the kernels and replayed on the host (speculative/draft-sampled.ts)
+// Sampled MTP drafts drawn on the kernels and replayed on the host (speculative/draft-device.ts)
 // == the per-step host path (forced off), on the wasm engine (the path forced on: its default
 // is webgpu's): identical ids for the task's cuts at k = 2, 3, 4, one stream and a batch with a
 // greedy stream, 8 seeds batched; one draft read-back a round when every proposal agreed; a corrupted device

@@ -140,7 +140,7 @@ export function check(c: PickCase, ids: Int32Array, vals: Float32Array): boolean
   });
 }
 
-/** A draft chain of penaltyPicks calls within one step, as draft-penalty.ts makes them: call t
+/** A draft chain of penaltyPicks calls within one step, as draft-device.ts makes them: call t
  * over the first live[t] rows (the same row objects: a backend may keep their table), its
  * drafts the picks of calls 0..t−1, its values after theirs. */
 export interface ChainCase {

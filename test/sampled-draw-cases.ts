@@ -1,4 +1,4 @@
-// Engine runs for the sampled-draft chain tests (speculative/draft-sampled.ts), wasm
+// Engine runs for the sampled-draft chain tests (speculative/draft-device.ts), wasm
 // (mtp-sampled-draws) and webgpu (webgpu-sampled-draws): the task's cuts as seeded requests,
 // run together (batched, with greedy streams among them), with the drafter's counters, every
 // read-back counted (draft-record.ts), and a wrapper that corrupts a device draw.

@@ -262,7 +262,7 @@ describe('greedy picks on the device', () => {
   test('MTP drafts of penalised / biased greedy requests: device-picked (+ host finish) == host-picked drafts, MTP on == off, no row read back', async () => {
     const [p0, p1] = shortest(2);
     // both chain on the device: the penalised request's with f32 penalties, each pick replayed
-    // exactly on the host (speculative/draft-penalty.ts), the biased one's (f32 values) as they
+    // exactly on the host (speculative/draft-device.ts), the biased one's (f32 values) as they
     // come: 2 read-backs a round (plus a redraft pass per disagreement, and a last plain step)
     const cases: { req: GenerateRequest }[] = [
       { req: { promptIds: p0!.prompt_ids, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 } },

@@ -1,5 +1,5 @@
 // Penalised greedy MTP drafts on webgpu (lavapipe), chained on the device (speculative/
-// draft-penalty.ts, on by default there): Kernels.penaltyPicks' WGSL twin gathers exactly what
+// draft-device.ts, on by default there): Kernels.penaltyPicks' WGSL twin gathers exactly what
 // the ref's does (the best, its raw logit, the touched ids' raw logits), so the host's replay
 // == greedyToken over the full row, and the near tie's f32 pick differs as the ref's does; on
 // tiny-think, the device-chained drafts == the host path's drafts (the hostDrafts hook), MTP on

@@ -1,4 +1,4 @@
-// Sampled MTP drafts drawn on the device (speculative/draft-sampled.ts, on by default on webgpu)
+// Sampled MTP drafts drawn on the device (speculative/draft-device.ts, on by default on webgpu)
 // on lavapipe: Kernels.candidateDraws' WGSL twin == the ref's proposals on the seeded cases;
 // on tiny-think at k = 3, a batch of sampled streams (the task's cuts) with a greedy stream
 // gives the wasm engine's host-path ids (forced off), one draft read-back a round when clean

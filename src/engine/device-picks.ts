@@ -41,7 +41,7 @@ export function biasAddsExactly(bias: ReadonlyMap<number, number>): boolean {
 
 /** Is the request greedy with penalties or a logit bias, and no constraint? Then its MTP drafts
  * can chain on the kernels with f32 penalties and bias, the host replaying each pick exactly
- * (speculative/draft-penalty.ts). */
+ * (speculative/draft-device.ts). */
 export function draftsChainReplayed(req: RequestView): boolean {
   return finishesOnHost(req) && !req.adjust?.constraint;
 }

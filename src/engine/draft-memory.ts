@@ -1,4 +1,4 @@
-// Device memory of MTP draft passes (speculative/draft-sampled.ts, draft-penalty.ts): what the
+// Device memory of MTP draft passes (speculative/draft-device.ts): what the
 // buffers are, their size at the engine's limits, and the one owner of them per backend.
 //
 // Buffers of a round of b chains drafting k steps over a V-token draft head (hidden size H,
@@ -12,8 +12,8 @@
 //   vals    k·b·(1 + V + k)     f32  penaltyPicks' gathered values: per row and step, the
 //                                    best's raw logit, each touched id's (⊆ the V draft ids),
 //                                    each earlier draft's
-// A round is one drafter's (draft.ts runs either the penalised or the sampled path), so the
-// two share ids, saved and vals; logits and cands are the sampled path's.
+// Every round is draft-device.ts's (penalised rounds and sampled ones); cands serve sampled
+// rounds only, vals rounds with a penalised or biased chain.
 //
 // Invariants: every buffer is allocated once at its bound (`reserve`, at engine start from
 // max running × spec tokens) when the engine's draft passes run on the kernels, so a round

@@ -65,7 +65,7 @@ export class Engine {
   get sampledCandidates(): { readonly rows: number; readonly fallbacks: number } {
     return this.runner.candidateCounts;
   }
-  /** Sampled MTP chains drawn on the kernels since load (speculative/draft-sampled.ts): rounds,
+  /** Sampled MTP chains drawn on the kernels since load (speculative/draft-device.ts): rounds,
    * passes, disagreements, rows refused by the certificate and their read-backs. */
   get sampledDrafts(): Speculator['sampledDrafts'] {
     return this.speculative.sampledDrafts;
@@ -73,7 +73,7 @@ export class Engine {
 
   /** MTP rounds of penalised greedy chains drafted on the kernels since load, their passes
    * (one read-back each; a pass past the first is a redraft) and the chains whose exact replay
-   * disagreed with the kernels' f32 pick (speculative/draft-penalty.ts). */
+   * disagreed with the kernels' f32 pick (speculative/draft-device.ts). */
   get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
     return this.speculative.penaltyDrafts;
   }

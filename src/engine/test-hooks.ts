@@ -37,11 +37,11 @@ export interface EngineTestHooks {
    * whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly sampledCandidates?: boolean;
   /** MTP drafts of penalised greedy requests chain on the kernels, each pick replayed exactly
-   * on the host (speculative/draft-penalty.ts): true / false forces it on / off; unset: on for
+   * on the host (speculative/draft-device.ts): true / false forces it on / off; unset: on for
    * backends whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly penaltyChain?: boolean;
   /** MTP drafts of sampled requests are drawn on the kernels, each draw replayed exactly on the
-   * host (speculative/draft-sampled.ts): true / false forces it on / off; unset: on for backends
+   * host (speculative/draft-device.ts): true / false forces it on / off; unset: on for backends
    * whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly sampledChain?: boolean;
 }

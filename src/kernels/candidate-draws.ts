@@ -3,7 +3,7 @@
 // from each row's top candidates (Kernels.topCandidates' sets: ascending ids, raw values, id −1
 // padding). The pick is a PROPOSAL in f32 arithmetic: the host replays the exact f64 draw
 // (engine/sampled-candidates.ts) and redrafts where it differs (engine/speculative/
-// draft-sampled.ts), so only agreement, not correctness, rests on it.
+// draft-device.ts), so only agreement, not correctness, rests on it.
 // Per row i < m with rows[i] non-null, over its entries j (id ≥ 0), f = round to f32, every sum
 // an f32 sum in ascending id order:
 //   M = max value (NaN ignored); M not finite: the first entry of value M (none: id 0);

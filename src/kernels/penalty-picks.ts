@@ -1,6 +1,6 @@
 // Kernels.penaltyPicks for host-memory rows (ref and wasm: one implementation; the definition
 // the webgpu shader wgsl/penalty-picks.ts follows). One draft step of penalised greedy MTP
-// chains (engine/speculative/draft-penalty.ts), per row i of x (x[i·stride .. + n)):
+// chains (engine/speculative/draft-device.ts), per row i of x (x[i·stride .. + n)):
 //
 //   touched ids: the row's `ids`, then (countsDrafts) its drafts before this step,
 //     d_t = ids[t·idsStride + i], t < steps; a draft's count is its occurrences among them,

@@ -260,14 +260,14 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   topCandidates(ids: I, vals: T, outOffset: number, x: T, m: number, n: number, stride: number, c: number): void;
 
   /** One draft step of penalised greedy MTP chains on the kernels (engine/speculative/
-   * draft-penalty.ts): per row, the argmax of the logits penalised in f32 (the drafts before
+   * draft-device.ts): per row, the argmax of the logits penalised in f32 (the drafts before
    * it, read from `ids`, counted as outputs) into `ids`, with its untouched best and the raw
    * logits the host needs to replay the exact f64 pick gathered into `vals`. The definition:
    * kernels/penalty-picks.ts. A GPU backend picks on the device, so a chain of draft steps
    * needs no read-back between them. */
   penaltyPicks(ids: I, x: T, vals: T, call: PenaltyPicksCall): void;
 
-  /** One draft step of sampled MTP chains on the kernels (engine/speculative/draft-sampled.ts):
+  /** One draft step of sampled MTP chains on the kernels (engine/speculative/draft-device.ts):
    * per row i < rows.length with rows[i] non-null, an f32 draw from its top candidates
    * (topCandidates' set at [candOffset + i·c, + c) of ids / vals) under its temperature, top-k,
    * top-p and min-p with its uniform, into out[outOffset + i]. A proposal: the host replays the

@@ -11,9 +11,9 @@
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
-// host, a redraft pass per disagreement (draft-penalty.ts); so do sampled chains (no penalty,
-// bias or constraint) with plain argmax chains: an f32 draw from each row's top candidates with
-// the draft's pre-drawn uniform, replayed exactly on the host (draft-sampled.ts). Otherwise each draft step reads
+// host, a redraft pass per disagreement; so do sampled chains (no penalty, bias or constraint)
+// with them and plain argmax chains: an f32 draw from each row's top candidates with the draft's
+// pre-drawn uniform, replayed exactly on the host (both: draft-device.ts). Otherwise each draft step reads
 // back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
 // picked under their constraint mask, or, for a penalised or biased one, over the ids no
 // penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
@@ -32,14 +32,13 @@ import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
 import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
-import { draftPicksOnKernels, draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
+import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
-import { type DraftSteps, PenaltyDrafts } from './draft-penalty.js';
-import { SampledDrafts, type SampledSteps, sampledRound } from './draft-sampled.js';
+import { DeviceDrafts, type DeviceChains, type DeviceSteps, deviceRound } from './draft-device.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -94,12 +93,11 @@ export class MtpDrafter {
   private readonly bias: DraftBias;
   /** Sampled chains' drafts from top candidates (null: from their logits rows). */
   private readonly candidates: DraftCandidates | null;
-  /** Penalised / biased greedy chains on the kernels, replayed exactly on the host (draft-penalty.ts). */
-  readonly penalty: PenaltyDrafts;
-  /** Whether penalised greedy chains draft through `penalty` (else a read-back per step). */
-  private readonly penaltyChain: boolean;
-  /** Sampled chains drawn on the kernels, replayed exactly on the host (draft-sampled.ts; null: a read-back per step). */
-  readonly sampled: SampledDrafts | null;
+  /** Penalised / biased greedy and sampled chains on the kernels, replayed exactly on the host
+   * (draft-device.ts; null: neither kind is on, a read-back per step). */
+  readonly device: DeviceDrafts | null;
+  /** Which kinds of chain draft through `device` (else a read-back per step). */
+  private readonly deviceChains: DeviceChains;
 
   constructor(
     private readonly model: AnyModel,
@@ -118,10 +116,10 @@ export class MtpDrafter {
     /** Sampled chains' draft rows read top candidates through the runner's candidate step
      * (null: read whole). */
     candidateStep: CandidateStep | null = null,
-    /** Penalised greedy chains draft on the kernels (draft-penalty.ts): 'auto' where the
+    /** Penalised greedy chains draft on the kernels (draft-device.ts): 'auto' where the
      * kernels' tensors are device memory (a read-back is a transfer), off on ref and wasm. */
     penaltyChain: boolean | 'auto' = 'auto',
-    /** Sampled chains draft on the kernels (draft-sampled.ts): 'auto' where the kernels' tensors
+    /** Sampled chains draft on the kernels (draft-device.ts): 'auto' where the kernels' tensors
      * are device memory (a read-back is a transfer), off on ref and wasm. */
     sampledChain: boolean | 'auto' = 'auto',
   ) {
@@ -132,10 +130,10 @@ export class MtpDrafter {
     this.finishGather = new FinishGather(model.kernels);
     this.bias = new DraftBias(model.kernels, this.v);
     this.candidates = candidateStep ? new DraftCandidates(candidateStep, this.v) : null;
-    this.penalty = new PenaltyDrafts(model.kernels, this.v, this.h);
-    this.penaltyChain = penaltyChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : penaltyChain;
-    const sampledOn = sampledChain === 'auto' ? model.kernels.limits.deviceMemoryBytes !== null : sampledChain;
-    this.sampled = sampledOn ? new SampledDrafts(model.kernels, this.v, this.h, candidateStep !== null) : null;
+    const auto = model.kernels.limits.deviceMemoryBytes !== null;
+    this.deviceChains = { penalties: penaltyChain === 'auto' ? auto : penaltyChain, sampled: sampledChain === 'auto' ? auto : sampledChain };
+    const on = this.deviceChains.penalties || this.deviceChains.sampled;
+    this.device = on ? new DeviceDrafts(model.kernels, this.v, this.h, candidateStep !== null) : null;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
@@ -165,10 +163,8 @@ export class MtpDrafter {
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
-    else if (!host && this.penaltyChain && chains.every((c) => draftsOnKernels(c.req) || draftsChainReplayed(c.req))) {
-      await this.penalty.run(chains, first, this.steps);
-    } else if (!host && this.sampled && sampledRound(chains.map((c) => c.req), this.v, this.penaltyChain)) {
-      await this.sampled.run(chains, first, this.sampledSteps);
+    else if (!host && this.device && deviceRound(chains.map((c) => c.req), this.v, this.deviceChains)) {
+      await this.device.run(chains, first, this.deviceSteps);
     } else {
       // draft step s proposes d_s of every chain still drafting, from its MTP hidden row
       for (let s: DraftStep | null = { active: chains, hidden: first, step: 1 }; s; s = this.nextStep(s)) {
@@ -178,18 +174,11 @@ export class MtpDrafter {
     return active.map((a) => ({ req: a.req, tokens: a.proposed, probs: a.qs }));
   }
 
-  /** The MTP steps draft-penalty.ts chains. */
-  private readonly steps: DraftSteps<Chain> = {
-    logits: (hidden, live) => lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), this.ws.draftLogits.rows(live), this.head),
+  /** The MTP steps draft-device.ts chains, and the host path's full-row draw it replays. */
+  private readonly deviceSteps: DeviceSteps<Chain> = {
+    logits: (hidden, live, into) => void lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), into, this.head),
     forward: (chains, hidden, step, tokens, device) => this.draftForward(chains, hidden, step,
       tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
-    hiddenRows: (n) => this.ws.draftHidden.rows(n),
-  };
-
-  /** The MTP steps draft-sampled.ts chains, and the host path's full-row draw it replays. */
-  private readonly sampledSteps: SampledSteps<Chain> = {
-    logits: (hidden, live, into) => void lmHeadInto(this.model, this.ws, hidden, Array.from({ length: live }, (_, j) => j), into, this.head),
-    forward: (chains, hidden, step, tokens, device) => this.steps.forward(chains, hidden, step, tokens, device),
     hiddenRows: (n) => this.ws.draftHidden.rows(n),
     drawRow: (c, row, u, index, before) => {
       const [o] = this.sampler.run([{

@@ -56,14 +56,14 @@ export class Speculator {
   private readonly verifyProbs: Float64Array[] = [];
 
   /** The drafter's penalised-chain counts (zeros without MTP). */
-  /** The sampled chains' counters (draft-sampled.ts; zeros when that path is off). */
+  /** The sampled chains' counters (draft-device.ts; zeros when that path is off). */
   get sampledDrafts(): { readonly rounds: number; readonly steps: number; readonly passes: number; readonly disagreements: number; readonly refused: number;
     readonly refusedReads: number; } {
-    return { ...(this.drafter?.sampled?.stats ?? { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 }) };
+    return { ...(this.drafter?.device?.stats.sampled ?? { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 }) };
   }
 
   get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
-    return { ...(this.drafter?.penalty.stats ?? { rounds: 0, passes: 0, disagreements: 0 }) };
+    return { ...(this.drafter?.device?.stats.penalised ?? { rounds: 0, passes: 0, disagreements: 0 }) };
   }
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {

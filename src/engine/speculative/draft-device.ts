@@ -1,5 +1,6 @@
-// MTP drafts of SAMPLED requests chained on the kernels, in one read-back per pass (draft.ts
-// calls it when every chain is such a request or a plain argmax chain, and at least one samples).
+// MTP drafts chained on the kernels, in one read-back per pass (draft.ts calls it when every chain
+// is a sampled request drawsOnKernels admits, a penalised or biased greedy request without a
+// constraint, or a plain argmax chain; deviceRound says which rounds, per the engine's switches).
 //
 // Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
 // (draft-candidates.ts, or the full row's sampler), every draft step, whatever the tokens (no
@@ -8,19 +9,29 @@
 // draft s's in every pass and in the replay.
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to a
-// buffer of their own, Kernels.topCandidates selects each row's candidates, Kernels.
-// candidateDraws draws an f32 proposal from them with u_s (a plain argmax chain: argmaxRows),
-// and the next MTP step embeds the pick from kernel memory. One read-back brings every step's
-// picks and, per sampled row, what the host's exact draw reads: its candidates (the chain
+// buffer of their own; a penalised or biased greedy row picks with Kernels.penaltyPicks (its
+// penalties in f32, the drafts before s counted as outputs; it also gathers the untouched best
+// and the raw logits of every touched id), a plain argmax row with argmaxRows (or penaltyPicks'
+// empty table); a sampled row's candidates come from Kernels.topCandidates and Kernels.
+// candidateDraws draws an f32 proposal from them with u_s; the next MTP step embeds the pick
+// from kernel memory. One read-back brings every step's picks, the penalised rows' gathered
+// values, and per sampled row what the host's exact draw reads: its candidates (the chain
 // certifies rows from them: sampled-candidates.ts), or its logits row (top-p alone). The host
-// then REPLAYS each chain's steps in order with the exact f64 draw (certifiedDist, or the full
-// row's sampler through `drawRow`) and the same u_s, recording q_s as the host path does: where
-// every pick agrees, the pass's drafts are the round's; at the first step s where they differ,
-// the host's pick replaces the device's and the chain redrafts from s + 1 in one more pass (its
-// step-s MTP hidden row kept). Rows the certificate refuses are read whole from their steps'
-// logits buffers (one more read-back for all of a pass's) and drawn from the full row, as the host
-// path does. So the drafts and q's are the host path's, and a round costs 2 read-backs (drafts +
-// verify) plus one per redraft pass and one per pass with refused rows.
+// then REPLAYS each chain's steps in order: a penalised or biased row's exact pick (f64,
+// greedyToken's: device-finish.ts replayPick), a sampled row's exact f64 draw (certifiedDist, or
+// the full row's sampler through `drawRow`) with the same u_s, recording q_s as the host path
+// does; a plain argmax row's pick is exact as it comes. Where every pick agrees, the pass's
+// drafts are the round's; at the first step s where they differ, the host's pick replaces the
+// device's and the chain redrafts from s + 1 in one more pass (its step-s MTP hidden row kept).
+// Rows the certificate refuses are read whole from their steps' logits buffers (one more
+// read-back for all of a pass's) and drawn from the full row, as the host path does. So the
+// drafts and q's are the host path's, and a round costs 2 read-backs (drafts + verify) plus one
+// per redraft pass and one per pass with refused rows.
+//
+// A biased chain that is not penalised has a table of its bias ids only (its drafts change
+// nothing); its f32 sum is adjustInPlace's when the values are f32s (draft-bias.ts), and the
+// replay checks it either way. A round without a sampled chain runs no candidate kernels and
+// counts in `stats.penalised`; one with a sampled chain counts in `stats.sampled`.
 import type { MtpDeviceIds } from '../../model/forward.js';
 import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
@@ -42,7 +53,7 @@ export interface SampledChain {
 }
 
 /** The drafter's MTP steps, over the first rows of a hidden tensor. */
-export interface SampledSteps<C extends SampledChain> {
+export interface DeviceSteps<C extends SampledChain> {
   /** Draft logits of hidden rows [0, live) into `into` ([≥ live, V_draft]). */
   logits(hidden: Tensor, live: number, into: Tensor): void;
   /** MTP hidden rows of draft step `step` of `chains`, their previous draft given on the host
@@ -63,12 +74,21 @@ export function drawsOnKernels(req: RequestView, vocab: number): boolean {
   return candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
 }
 
-/** Does a round of these chains take this path: each a sampled chain drawsOnKernels admits, a
- * plain argmax chain (no bias), or with `penalties` a penalised or biased greedy chain without a
- * constraint (penaltyPicks, replayed as draft-penalty.ts does); and at least one sampled. */
-export function sampledRound(reqs: readonly RequestView[], vocab: number, penalties: boolean): boolean {
-  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (penalties && draftsChainReplayed(r));
-  return reqs.some((r) => !isGreedy(r.sampling)) && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab));
+/** Which chains draft on the kernels: penalised or biased greedy ones (`penalties`), sampled
+ * ones (`sampled`); each off means a read-back per draft step for them. */
+export interface DeviceChains {
+  readonly penalties: boolean;
+  readonly sampled: boolean;
+}
+
+/** Does a round of these chains take this path? With a sampled chain (`on.sampled`): each a
+ * sampled chain drawsOnKernels admits, a plain argmax chain (no bias), or with `on.penalties` a
+ * penalised or biased greedy chain without a constraint. Without one (`on.penalties`): each
+ * draftsOnKernels (an f32 bias included) or such a penalised or biased chain. */
+export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
+  if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
+  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));
+  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab));
 }
 
 /** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
@@ -90,12 +110,14 @@ function drafting(chains: readonly SampledChain[], step: number): number {
 /** A round's state across its passes. */
 interface Round<C extends SampledChain> {
   readonly chains: readonly C[];
-  readonly steps: SampledSteps<C>;
+  readonly steps: DeviceSteps<C>;
+  /** The counters the round adds to (DeviceDrafts.stats: sampled or penalised). */
+  readonly stats: { passes: number; disagreements: number; refused?: number; refusedReads?: number };
   /** us[j][s − 1]: chain j's uniform of draft s (empty for an argmax chain). */
   readonly us: readonly number[][];
   /** Per chain: candidates read back (its candidateCount), or 0 (its logits rows). */
   readonly want: readonly number[];
-  /** Candidates per row of the round's topCandidates calls. */
+  /** Candidates per row of the round's topCandidates calls (0: no sampled chain, none run). */
   readonly c: number;
   /** exact[j] / exactQ[j]: chain j's drafts (and q's) the replay confirmed or replaced so far. */
   readonly exact: number[][];
@@ -111,18 +133,22 @@ interface StepRead {
   row: Float32Array | null;
 }
 
-export class SampledDrafts {
-  /** The backend's draft-pass buffers (draft-memory.ts: sized once at engine start, shared with
-   * draft-penalty.ts): picks and bests, candidates, penaltyPicks' values, each pass step's draft
-   * logits [rows, v] (kept until the pass's replay is done), kept MTP hidden rows. */
+export class DeviceDrafts {
+  /** The backend's draft-pass buffers (draft-memory.ts: sized once at engine start): picks and
+   * bests, candidates, penaltyPicks' values, each pass step's draft logits [rows, v] (kept until
+   * the pass's replay is done), kept MTP hidden rows. */
   private readonly mem: DraftPassMemory;
   private ids: Tensor | null = null;
   private cands: { ids: Tensor; vals: Tensor } | null = null;
   private saved: Tensor | null = null;
-  /** Since construction: rounds, their draft steps (the host path reads back once a step),
-   * passes (one read-back each), chains whose replay disagreed, rows the certificate refused
-   * (read whole) and the read-backs that brought them. */
-  readonly stats = { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 };
+  /** Since construction, of rounds with a sampled chain: rounds, their draft steps (the host
+   * path reads back once a step), passes (one read-back each), chains whose replay disagreed,
+   * rows the certificate refused (read whole) and the read-backs that brought them; of rounds
+   * of greedy chains alone: rounds, passes, chains whose replay disagreed. */
+  readonly stats = {
+    sampled: { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 },
+    penalised: { rounds: 0, passes: 0, disagreements: 0 },
+  };
 
   constructor(private readonly k: AnyKernels, private readonly v: number, private readonly h: number,
     /** Replay sampled rows from their candidates (else from their logits rows). */
@@ -131,17 +157,19 @@ export class SampledDrafts {
   }
 
   /** Every draft of `chains` (longest first; hidden rows [0, n) of `first` predict d_1). */
-  async run<C extends SampledChain>(chains: readonly C[], first: Tensor, steps: SampledSteps<C>): Promise<void> {
+  async run<C extends SampledChain>(chains: readonly C[], first: Tensor, steps: DeviceSteps<C>): Promise<void> {
     const n = chains.length;
     const k = chains[0]!.drafts;
-    this.stats.rounds++;
-    this.stats.steps += k;
     const sampled = chains.map((c) => !isGreedy(c.req.sampling));
+    const anySampled = sampled.includes(true);
+    const stats = anySampled ? this.stats.sampled : this.stats.penalised;
+    stats.rounds++;
+    if (anySampled) this.stats.sampled.steps += k;
     const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? candidateCount(c.req.sampling, this.v) : 0));
-    const c = Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0))));
+    const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
     this.reserve(n, k, c);
     const us = chains.map((ch, j) => (sampled[j] ? Array.from({ length: ch.drafts }, () => ch.req.draftRng.next()) : []));
-    const round: Round<C> = { chains, steps, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0 };
+    const round: Round<C> = { chains, steps, stats, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0 };
     let group = chains.map((_, j) => j);
     let start = 1;
     let hidden = first;
@@ -174,7 +202,8 @@ export class SampledDrafts {
     const members = group.map((j) => chains[j]!);
     const k = members[0]!.drafts;
     const ids = this.ids!;
-    const { ids: cIds, vals: cVals } = this.cands!;
+    const cIds = this.cands?.ids;
+    const cVals = this.cands?.vals;
     const lives: number[] = [];
     const pen = members.some((m) => finishesOnHost(m.req)) ? this.penaltiesFor(round, group, start) : null;
     let vo = 0;
@@ -196,8 +225,10 @@ export class SampledDrafts {
         pen.calls.push(call);
         this.k.penaltyPicks(ids, x, this.mem.vals.t!, call);
       } else if (rows.some((r) => r === null)) this.k.argmaxRows(ids, t * g, x, live, this.v, this.v);
-      this.k.topCandidates(cIds, cVals, t * g * c, x, live, this.v, this.v, c);
-      this.k.candidateDraws(ids, t * g, cIds, cVals, t * g * c, c, rows);
+      if (c > 0) {
+        this.k.topCandidates(cIds!, cVals!, t * g * c, x, live, this.v, this.v, c);
+        this.k.candidateDraws(ids, t * g, cIds!, cVals!, t * g * c, c, rows);
+      }
       const next = drafting(members, s + 1);
       if (next > 0) hidden = steps.forward(members.slice(0, next), hidden, s + 1, null, { ids, offset: t * g });
     }
@@ -210,13 +241,13 @@ export class SampledDrafts {
         const j = group[i]!;
         if (isGreedy(chains[j]!.req.sampling)) continue;
         const o = (t * g + i) * c;
-        if (want[j]! > 0) ranges.push({ t: cIds, offset: o, length: c }, { t: cVals, offset: o, length: c });
+        if (want[j]! > 0) ranges.push({ t: cIds!, offset: o, length: c }, { t: cVals!, offset: o, length: c });
         else ranges.push({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v });
         at.push({ t, i, cands: want[j]! > 0 });
       }
     });
     const read = await this.k.readBack(ranges);
-    this.stats.passes++;
+    round.stats.passes++;
     const picks = idsOf(read[0]!);
     const penRead = pen ? { ...pen, bests: idsOf(read[1]!), vals: read[2]! } : null;
     const got = new Map<number, StepRead>();
@@ -230,8 +261,9 @@ export class SampledDrafts {
     const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
     if (refused.length > 0) {
       const rows = await this.k.readBack(refused.map(({ i, t }) => ({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v })));
-      this.stats.refused += refused.length;
-      this.stats.refusedReads++;
+      const st = round.stats;
+      st.refused = (st.refused ?? 0) + refused.length;
+      st.refusedReads = (st.refusedReads ?? 0) + 1;
       refused.forEach(({ i, t }, j) => { got.get(t * g + i)!.row = rows[j]!; });
     }
     return this.replay(round, group, start, picks, got, penRead);
@@ -262,7 +294,7 @@ export class SampledDrafts {
         const pick = picks[t * g + i]!;
         let host = pick;
         if (pen && finishesOnHost(ch.req)) {
-          // a penalised or biased greedy row's f32 pick is a proposal: draft-penalty.ts's replay
+          // a penalised or biased greedy row's f32 pick is a proposal; a plain argmax row's is exact
           const ex = exact[j]!;
           host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
         } else if (!isGreedy(ch.req.sampling)) {
@@ -275,7 +307,7 @@ export class SampledDrafts {
         }
         exact[j]!.push(host);
         if (host !== pick) {
-          this.stats.disagreements++;
+          round.stats.disagreements++;
           if (s < ch.drafts) restart.set(j, s + 1);
           break;
         }
@@ -293,7 +325,7 @@ export class SampledDrafts {
    * [k, n, c], and kept hidden rows for every step of every pass (a redraft starts a step later). */
   private reserve(n: number, k: number, c: number): void {
     this.ids = this.mem.ids.atLeast(2 * k * n);
-    this.cands = { ids: this.mem.candIds.atLeast(k * n * c), vals: this.mem.candVals.atLeast(k * n * c) };
+    if (c > 0) this.cands = { ids: this.mem.candIds.atLeast(k * n * c), vals: this.mem.candVals.atLeast(k * n * c) };
     this.saved = this.mem.saved.atLeast(((k * (k + 1)) / 2) * n * this.h);
   }
 }
