@@ -3,7 +3,7 @@
 // 64-token prefill chunks (every field's rows × width); a budget the arena does not fit
 // lowers the running requests or fails naming the arena; a field grown past its reservation
 // hands the old buffer to Kernels.free; and a long mixed run on wasm (prefill chunks beside
-// verify rows, batches of 1..8, whole-prompt prefix hits, MTP k = 4) allocates and frees
+// verify rows, batches of 1..8, whole-prompt prefix hits, MTP k = 4; dense and MoE models) allocates and frees
 // nothing in the arena after engine start, its bytes within the plan — the frees counted
 // through a wrapper of the kernels' alloc / allocI32 / free.
 import { test } from 'node:test';
@@ -15,7 +15,7 @@ import { ScratchRows, type StepArena } from '../src/model/arena.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { AnyKernels, Tensor } from '../src/kernels/types.js';
 import { withEngine } from './engine-helpers.js';
-import { TINY_THINK } from './paths.js';
+import { sharedPath, TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 
 const LIMITS = { maxRunning: 8, specTokens: 4, maxPrefillTokens: 64, prefixCache: true };
 
@@ -124,8 +124,10 @@ test('a field grown past its reservation hands the old buffer to Kernels.free', 
   }
 });
 
-test('wasm, a long mixed run (prefill chunks, batches of 1..8, prefix hits, MTP k = 4): the arena allocates and frees nothing after start', async () => {
-  const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, ...LIMITS };
+// dense (tiny-think) and MoE with shared experts (tiny-moe, tiny-next-moe: routed ids, expert rows)
+for (const [name, model] of [['tiny-think', TINY_THINK], ['tiny-moe', () => sharedPath('models', 'tiny-moe')], ['tiny-next-moe', TINY_NEXT_MOE]] as const) {
+test(`wasm, ${name}, a long mixed run (prefill chunks, batches of 1..8, prefix hits, MTP k = 4): the arena allocates and frees nothing after start`, async () => {
+  const opts = { model: model(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, ...LIMITS };
   await withEngine(opts, async (e) => {
     const plan = e.memoryPlan!;
     const arena = arenaOf(e);
@@ -151,8 +153,11 @@ test('wasm, a long mixed run (prefill chunks, batches of 1..8, prefix hits, MTP 
     const steps = e.stats().steps;
     assert.ok(steps.verify - steps0.verify > 10 && steps.prefill - steps0.prefill > 8, JSON.stringify(steps));
     assert.ok(e.stats().spec.rounds > 0, 'MTP drafted');
+    const prefix = e.stats().prefixCache!;
+    assert.ok(prefix.hitRequests > 0, 'prompts hit the prefix cache');
     assert.deepEqual(arena.stats, start, 'the arena allocated and freed nothing during the run');
     assert.ok(arena.stats.bytes <= plan.arenaBytes);
-    console.log(JSON.stringify({ generated, steps, arena: arena.stats, planArenaBytes: plan.arenaBytes, runAllocs: count.allocs, runFrees: count.frees }));
+    console.log(JSON.stringify({ name, generated, steps, hits: prefix.hitRequests, reprefill: prefix.reprefillTokens, arena: arena.stats, planArenaBytes: plan.arenaBytes, runAllocs: count.allocs, runFrees: count.frees }));
   });
 });
+}

@@ -291,10 +291,10 @@ function usesOf(model: ArenaModel<Tensor, Tensor>): ArenaUses {
   return {
     linear: where((l) => l.mixer.kind === 'linear'),
     full: where((l) => l.mixer.kind === 'full'),
-    permuted: where((l) => l.mixer.kind === 'linear' && l.mixer.outProjHeadOrder !== undefined && l.mixer.outProjHeadOrder !== null),
+    permuted: where((l) => l.mixer.kind === 'linear' && l.mixer.outProjHeadOrder !== undefined),
     dense: where((l) => l.mlp.kind === 'dense'),
     moe: where((l) => l.mlp.kind === 'moe'),
-    shared: where((l) => l.mlp.kind === 'moe' && l.mlp.shared !== undefined && l.mlp.shared !== null && !!l.mlp.sharedGate),
+    shared: where((l) => l.mlp.kind === 'moe' && l.mlp.shared !== null && l.mlp.sharedGate !== null), // layers.ts moe()
     gated: model.config.attnOutputGate !== false,
   };
 }
