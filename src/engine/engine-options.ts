@@ -85,6 +85,11 @@ export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
   return k;
 }
 
+/** --max-prefill-tokens (default 512): prompt tokens a step processes at most. */
+export function maxPrefillTokensOf(opts: EngineOptions): number {
+  return opts.maxPrefillTokens ?? 512;
+}
+
 /** Pool sizes for the options (memory-plan.ts), from the memory available now; `draftPasses`:
  * the MTP draft passes run on the kernels (their buffers are reserved per running request). */
 export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number, vision?: TowerMemory, draftPasses = false): MemoryPlan {
@@ -97,7 +102,8 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
     ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
       from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
-  const needs = { ...memoryNeeds(model, k, draftPasses ? engineDraftVocab(opts, model) : null), ...(vision ? { vision } : {}) };
+  const arena = { maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: opts.prefixCache !== false };
+  const needs = { ...memoryNeeds(model, k, draftPasses ? engineDraftVocab(opts, model) : null, arena), ...(vision ? { vision } : {}) };
   // on a GPU the weights are device buffers (the host keeps only handles)
   const gpuBytes = gpuMemoryBytes(model.kernels);
   return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {

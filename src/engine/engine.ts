@@ -35,7 +35,7 @@ import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
 import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
-import { draftVocabFor, type EngineOptions, kernelArgmax, planEngineMemory, specTokensFor } from './engine-options.js';
+import { draftVocabFor, type EngineOptions, kernelArgmax, maxPrefillTokensOf, planEngineMemory, specTokensFor } from './engine-options.js';
 import { draftPassesOnKernels, draftPassMemory } from './draft-memory.js';
 import { MAX_DRAW_CANDIDATES } from '../kernels/candidate-draws.js';
 
@@ -117,7 +117,7 @@ export class Engine {
     };
     this.scheduler = new Scheduler({
       maxRunning: opts.maxRunning ?? 16,
-      maxPrefillTokens: opts.maxPrefillTokens ?? 512,
+      maxPrefillTokens: maxPrefillTokensOf(opts),
       chunk,
       trackInterval: interval,
       prefix: this.prefix,
@@ -132,6 +132,8 @@ export class Engine {
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
     });
+    // the model's scratch arena at its bound, once (the plan counted it: model/arena.ts)
+    this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null });
     // the draft passes' buffers at their bound, once (the plan reserved them: draft-memory.ts)
     if (k > 0 && draftPassesOnKernels(model.kernels, hooks)) {
       draftPassMemory(model.kernels, Math.min(draftVocabFor(opts), this.sampleVocab)).reserve({

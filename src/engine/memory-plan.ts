@@ -4,7 +4,7 @@
 // plus the machine probe (availableMemory) and the budget parser (parseMemoryBudget).
 //
 // Invariants of a plan:
-// - running + cached state + scratch + draft passes + KV bytes ≤ budget (explicit flags that do not fit
+// - running + cached state + scratch + draft passes + model arena + KV bytes ≤ budget (explicit flags that do not fit
 //   are an error naming the flag, never a silent overcommit);
 // - the default budget is a fraction of the memory available now (after the weights are
 //   resident), so defaults never exceed the machine's free memory;
@@ -21,6 +21,7 @@ import { fmtBytes } from '../util/bytes.js';
 import { DeltaserveError } from '../util/errors.js';
 import type { TowerMemory } from '../vision/memory.js';
 import { draftRowBytes } from './draft-memory.js';
+import { arenaBytes } from '../model/arena.js';
 
 /** Largest single pool allocation: one wasm memory (4 GiB − 64 KiB) less its 256 MiB
  * staging headroom, rounded down. */
@@ -48,6 +49,12 @@ export interface MemoryNeeds {
    * of every pass step, candidates, kept hidden rows, penalty values); 0 or absent where the
    * draft passes do not run on the kernels. */
   readonly draftRowBytes?: number;
+  /** The model's scratch arena at its bound (model/arena.ts arenaBytes, affine in the running
+   * requests): the part at 0 running (the prefill chunk's rows) and each running request's
+   * (its decode / verify rows, logits rows, draft rows); absent: not counted. Distinct from
+   * scratchRowBytes (per-step recurrent states, cache/state-pool.ts) and draftRowBytes. */
+  readonly arenaFixedBytes?: number;
+  readonly arenaRowBytes?: number;
   readonly modelMaxContext: number;
   /** The vision tower (absent: a text-only model). */
   readonly vision?: TowerMemory;
@@ -90,6 +97,8 @@ export interface MemoryPlan {
   readonly scratchBytes: number;
   /** MTP draft-pass buffers for maxRunning chains (allocated once at engine start). */
   readonly draftBytes: number;
+  /** The model's scratch arena at maxRunning (reserved once at engine start). */
+  readonly arenaBytes: number;
   /** The vision tower (null: a text-only model): its weights (host f32 + packed), the peak
    * of one encode of `visionMaxTokens` patches, and what the budget reserves for it (packed
    * weights + that peak; the host weights are resident before the budget is measured). */
@@ -172,17 +181,21 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
   const poolsFrom = vision ? `${from}, less ${fmtBytes(visionReserved)} kept for the vision tower` : from;
   const page = choices.pageSize;
   const draftRow = needs.draftRowBytes ?? 0;
-  const perRunning = needs.slotBytes + needs.scratchRowBytes + draftRow;
-  // running requests first: each needs a working slot, its verify scratch row and its draft-pass rows
+  const arenaFixed = needs.arenaFixedBytes ?? 0;
+  const arenaRow = needs.arenaRowBytes ?? 0;
+  const perRunning = needs.slotBytes + needs.scratchRowBytes + draftRow + arenaRow;
+  // running requests first: each needs a working slot, its verify scratch row, its draft-pass
+  // rows and its rows of the model's arena (whose prefill rows are there at any count)
   let maxRunning = choices.maxRunning ?? 16;
-  const runningCost = (n: number): number => (n + 1) * needs.slotBytes + n * (needs.scratchRowBytes + draftRow);
+  const runningCost = (n: number): number => arenaFixed + (n + 1) * needs.slotBytes + n * (needs.scratchRowBytes + draftRow + arenaRow);
   const kvMin = page * 2 * needs.kvBytesPerToken; // at least a page beside page 0
   if (choices.maxRunning === undefined) {
     while (maxRunning > 1 && runningCost(maxRunning) > (budget - kvMin) / 2) maxRunning--;
   }
   if (runningCost(maxRunning) + kvMin > budget) {
     bad(`memory budget ${fmtBytes(budget)} (${poolsFrom}) cannot hold ${maxRunning} running request(s): ` +
-      `each needs ${fmtBytes(perRunning)} of recurrent state${needs.scratchRowBytes > 0 ? ' and verify scratch' : ''}${draftRow > 0 ? ' and MTP draft buffers' : ''} ` +
+      `each needs ${fmtBytes(perRunning)} of recurrent state${needs.scratchRowBytes > 0 ? ' and verify scratch' : ''}${draftRow > 0 ? ' and MTP draft buffers' : ''}` +
+      `${arenaRow > 0 ? ' and model scratch arena rows' : ''}${arenaFixed > 0 ? `, beside ${fmtBytes(arenaFixed)} of model scratch arena for --max-prefill-tokens` : ''} ` +
       `(raise --memory-budget${choices.maxRunning !== undefined ? ' or lower --max-running' : ''})`);
   }
   let left = budget - runningCost(maxRunning);
@@ -231,6 +244,7 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     cacheSlots, cacheStateBytes: cacheSlots * needs.slotBytes,
     scratchRows: needs.scratchRowBytes > 0 ? maxRunning : 0, scratchBytes: needs.scratchRowBytes > 0 ? maxRunning * needs.scratchRowBytes : 0,
     draftBytes: maxRunning * draftRow,
+    arenaBytes: arenaFixed + maxRunning * arenaRow,
     visionWeightBytes: vision ? vision.hostWeightBytes + vision.packedWeightBytes : null,
     visionActivationBytes: vision ? vision.activationBytes : null,
     visionMaxTokens: vision ? vision.maxTokens : null,
@@ -240,12 +254,13 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
 
 /** The plan on one line (printed by serve and generate at start). */
 export function formatPlan(p: MemoryPlan): string {
-  const pools = p.kvBytes + p.runningStateBytes + p.cacheStateBytes + p.scratchBytes + p.draftBytes;
+  const pools = p.kvBytes + p.runningStateBytes + p.cacheStateBytes + p.scratchBytes + p.draftBytes + p.arenaBytes;
   return `memory plan: weights ${fmtBytes(p.weightBytes)}; budget ${fmtBytes(p.budgetBytes)} (${p.budgetFrom}), pools ${fmtBytes(pools)}: ` +
     `KV ${p.kvTokens} tokens ${fmtBytes(p.kvBytes)} (context ${p.maxContext}), ` +
     `state ${p.maxRunning} running ${fmtBytes(p.runningStateBytes)} + ${p.cacheSlots} cached ${fmtBytes(p.cacheStateBytes)}, ` +
     `verify scratch ${p.scratchRows} rows ${fmtBytes(p.scratchBytes)}` +
     (p.draftBytes > 0 ? `, MTP draft buffers ${fmtBytes(p.draftBytes)}` : '') +
+    (p.arenaBytes > 0 ? `, model scratch arena ${fmtBytes(p.arenaBytes)}` : '') +
     (p.visionMaxTokens !== null ? `; vision tower: weights ${fmtBytes(p.visionWeightBytes ?? 0)}, ` +
       `encode of the largest image (${p.visionMaxTokens} patches) ${fmtBytes(p.visionActivationBytes ?? 0)}` : '');
 }
@@ -269,11 +284,14 @@ export function weightBytes(weights: object): number {
 
 /** Per-unit pool sizes of a model (f32 KV and state) with `specTokens` drafts per round;
  * `draftVocab`: the draft head's ids when its draft passes run on the kernels (their buffers
- * reserved per running request), null when they do not. */
-export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: number | null = null): MemoryNeeds {
+ * reserved per running request), null when they do not; `arena`: the engine's limits its
+ * scratch arena is reserved at (absent: the arena is not counted). */
+export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: number | null = null,
+  arena?: { readonly maxPrefillTokens: number; readonly prefixCache: boolean }): MemoryNeeds {
   const l = model.layout;
   const kvLayer = 2 * l.kvDim * 4;
   const slotBytes = l.linearLayers.length * (l.convSize + l.ssmSize) * 4;
+  const arenaAt = (maxRunning: number): number => (arena ? arenaBytes(model, { ...arena, maxRunning, specTokens }) : 0);
   return {
     weightBytes: weightBytes(model.weights),
     kvBytesPerToken: kvLayer * (l.fullLayers.length + l.mtpLayers),
@@ -281,6 +299,7 @@ export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: num
     slotBytes,
     scratchRowBytes: specTokens > 0 ? (specTokens + 1) * slotBytes : 0,
     draftRowBytes: draftVocab !== null ? draftRowBytes(specTokens, draftVocab, model.config.hiddenSize) : 0,
+    ...(arena ? { arenaFixedBytes: arenaAt(0), arenaRowBytes: arenaAt(1) - arenaAt(0) } : {}),
     modelMaxContext: model.config.maxPositionEmbeddings,
   };
 }

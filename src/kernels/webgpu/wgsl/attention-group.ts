@@ -19,3 +19,21 @@ export const ATTENTION_GROUP_BINDINGS = `${paramConsts('attention_group')}
 @group(0) @binding(5) var<storage, read> TB: array<i32>;
 @group(0) @binding(6) var<storage, read> BT: array<i32>;
 `;
+
+/** A block's opening lines in `main(wid, t)` (every block kernel): kh the KV head (wid.x), block
+ * wid.y = rows r0..r0+rows−1 of ONE sequence `seq` (nq = rows·G queries), pt its page-table base
+ * in TB, nmax the block's positions 0..(last row's position) — uniform (read-only tables). The
+ * kernel defines HD before. */
+export const ATTENTION_BLOCK_HEAD = `  let kh = wid.x;
+  let nH = pu(P_nH); let nKV = pu(P_nKV); let ps = pu(P_pageSize);
+  let G = nH / nKV;
+  let kvDim = nKV * HD;
+  let r0 = u32(BT[pu(P_blockTable) + 2u * wid.y]);
+  let rows = u32(BT[pu(P_blockTable) + 2u * wid.y + 1u]);
+  let nq = rows * G;
+  let rt = pu(P_rowTable);
+  let seq = u32(TB[rt + 4u * r0]);
+  let pt = rt + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
+  // positions of the block: 0..(the last row's position); uniform (read-only tables)
+  let nmax = u32(TB[rt + 4u * (r0 + rows - 1u) + 1u]) + 1u;
+`;

@@ -14,7 +14,7 @@
 // initialised where it is declared or by explicit stores before use (Dawn on lavapipe has kept
 // a loop's `var` from the previous iteration).
 import { HEADER } from './common.js';
-import { ATTENTION_GROUP_BINDINGS } from './attention-group.js';
+import { ATTENTION_BLOCK_HEAD, ATTENTION_GROUP_BINDINGS } from './attention-group.js';
 import { ONLINE_BLOCK, ONLINE_SOFTMAX_CORE } from './attention-online.js';
 
 /** A prefill shape: WG threads of QPT queries each, K/V tiles of BC positions, head dim HD. */
@@ -62,19 +62,7 @@ var<workgroup> vt: array<f32, ${BC * HD}>;
 ${ONLINE_SOFTMAX_CORE}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let kh = wid.x;
-  let nH = pu(P_nH); let nKV = pu(P_nKV); let ps = pu(P_pageSize);
-  let G = nH / nKV;
-  let kvDim = nKV * HD;
-  let r0 = u32(BT[pu(P_blockTable) + 2u * wid.y]);
-  let rows = u32(BT[pu(P_blockTable) + 2u * wid.y + 1u]);
-  let nq = rows * G;
-  let rt = pu(P_rowTable);
-  let seq = u32(TB[rt + 4u * r0]);
-  let pt = rt + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
-  // positions of the block: 0..(the last row's position); uniform (read-only tables)
-  let nmax = u32(TB[rt + 4u * (r0 + rows - 1u) + 1u]) + 1u;
-  // this thread's queries m: qn positions (0: none), qo its q, ml its (max, sum)
+${ATTENTION_BLOCK_HEAD}  // this thread's queries m: qn positions (0: none), qo its q, ml its (max, sum)
   var qn: array<u32, QPT>;
   var qo: array<u32, QPT>;
   var ml: array<vec2<f32>, QPT>;

@@ -18,7 +18,7 @@
 // Every `var` is initialised where it is declared or by explicit stores before use (Dawn on
 // lavapipe has kept a loop's `var` from the previous iteration).
 import { HEADER } from './common.js';
-import { ATTENTION_GROUP_BINDINGS, ATTENTION_QMAX } from './attention-group.js';
+import { ATTENTION_BLOCK_HEAD, ATTENTION_GROUP_BINDINGS, ATTENTION_QMAX } from './attention-group.js';
 import { ONLINE_BLOCK, ONLINE_SOFTMAX } from './attention-online.js';
 
 /** Threads of a prefill tile: the WebGPU default maxComputeInvocationsPerWorkgroup. */
@@ -125,19 +125,7 @@ var<workgroup> qa: array<f32, ${UB * QT}>; // α of block u of query j at u·QT 
 ${ONLINE_SOFTMAX}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let kh = wid.x;
-  let nH = pu(P_nH); let nKV = pu(P_nKV); let ps = pu(P_pageSize);
-  let G = nH / nKV;
-  let kvDim = nKV * HD;
-  let r0 = u32(BT[pu(P_blockTable) + 2u * wid.y]);
-  let rows = u32(BT[pu(P_blockTable) + 2u * wid.y + 1u]);
-  let nq = rows * G;
-  let rt = pu(P_rowTable);
-  let seq = u32(TB[rt + 4u * r0]);
-  let pt = rt + u32(TB[pu(P_seqTable) + 4u * seq + 3u]);
-  // positions of the block: 0..(the last row's position); uniform (read-only tables)
-  let nmax = u32(TB[rt + 4u * (r0 + rows - 1u) + 1u]) + 1u;
-  // query j: row r0 + j / G, head kh·G + j % G; qn its positions, qo its q; (qm, ql) its state
+${ATTENTION_BLOCK_HEAD}  // query j: row r0 + j / G, head kh·G + j % G; qn its positions, qo its q; (qm, ql) its state
   if (t < QT) {
     var n = 0u;
     var o = 0u;
