@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { gpuBandwidth, summarize, verdict } from './gpu-bench-report.mjs';
-import { killStep, planSteps, runStep, runSteps } from './gpu-bench-steps.mjs';
+import { killSteps, planSteps, runStep, runSteps } from './gpu-bench-steps.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values: o } = parseArgs({ options: {
@@ -82,9 +82,11 @@ function vulkanSetup() {
 
 const node = process.execPath;
 const ds = join(o.app, 'dist', 'src', 'cli', 'main.js');
+// the prep lane (make-model, quantize) runs beside the measurements at a lower priority
 const command = (st) => (st.kind === 'torch'
   ? { cmd: 'python3', args: st.args, env: { ...process.env, PYTHONUNBUFFERED: '1' } }
-  : { cmd: node, args: [ds, ...st.args], env: { ...process.env, ...(st.env ?? {}) } });
+  : st.lane === 'prep' ? { cmd: 'nice', args: ['-n', '10', node, ds, ...st.args], env: process.env }
+    : { cmd: node, args: [ds, ...st.args], env: { ...process.env, ...(st.env ?? {}) } });
 
 const vulkan = vulkanSetup();
 const gpu = nvidiaSmi();
@@ -108,7 +110,7 @@ say(first);
 if (probeError) say(`gpu-bench: adapter probe failed: ${probeError.split('\n').slice(0, 8).join(' | ')}`);
 
 const only = o.only ? new RegExp(o.only) : null;
-const steps = planSteps(mode, shapes, o.work, join(here, 'gpu-bench-torch.py'));
+const steps = planSteps(mode, shapes, o.work, join(here, 'gpu-bench-torch.py'), cpus().length);
 // a step --only leaves out still runs when a chosen step needs what it makes
 const chosen = only ? steps.filter((s) => only.test(s.name)) : steps;
 const needed = new Set(chosen.flatMap((s) => s.needs));
@@ -143,7 +145,7 @@ function bundleInfo() {
 let latest = {};
 for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
   process.once(sig, () => {
-    killStep();
+    killSteps();
     write(latest, false);
     say(`gpu-bench: stopped by ${sig}; ${outFile} holds the steps done`);
     process.exit(1);

@@ -23,16 +23,18 @@ const CAPS = { make: 150, quantize: 120, bench: 90, prefill: 120, mtp: 150, torc
  * The steps in priority order, so that a run cut short by its budget has the figures that
  * matter most: first a sanity decode of every shape (the first is the smallest), then the
  * issue's targets on the largest shape first (verify-4, 32 streams, MTP, the PyTorch floor),
- * the copy bandwidth, then the rest, the quantized files last.
- * A step: {name, kind: 'ds'|'torch', args, cap, needs: [artifact], makes: artifact|null}.
+ * the copy bandwidth, then the rest, the quantized files last. make-model and quantize run in
+ * a second lane ('prep': CPU only, at nice 10, quantize on half the cores) beside the
+ * measurements, which wait for the files they need.
+ * A step: {name, kind: 'ds'|'torch', lane: 'main'|'prep', args, cap, needs: [artifact], makes: artifact|null}.
  */
-export function planSteps(mode, shapes, work, torchScript) {
+export function planSteps(mode, shapes, work, torchScript, cores = 2) {
   const z = SIZES[mode];
   if (!z) throw new Error(`gpu-bench: unknown mode ${mode}`);
   const art = (s, kind) => join(work, kind === 'bf16' ? s : `${s}-${kind === 'q8_0' ? 'Q8_0' : 'Q4_K_M'}.gguf`);
   const b = ['bench', '--kernels', 'webgpu', '--json', '--repeat', String(z.rep), '--prompt-tokens', String(z.prompt), '--gen-tokens', String(z.gen)];
   const defs = {
-    'make-model': (s) => ({ kind: 'ds', cap: CAPS.make, needs: [], makes: art(s, 'bf16'), args: ['make-model', '--shape', s, '--out', art(s, 'bf16'), ...z.mk] }),
+    'make-model': (s) => ({ kind: 'ds', lane: 'prep', cap: CAPS.make, needs: [], makes: art(s, 'bf16'), args: ['make-model', '--shape', s, '--out', art(s, 'bf16'), ...z.mk] }),
     'decode-bf16': (s) => bench(s, ['--mode', 'decode']),
     'verify-4-bf16': (s) => bench(s, ['--mode', 'verify', '--verify-tokens', '4']),
     'streams-32-bf16': (s) => bench(s, ['--mode', 'decode', '--batch', String(z.s32)]),
@@ -56,7 +58,8 @@ export function planSteps(mode, shapes, work, torchScript) {
     return { kind: 'ds', cap: CAPS.bench, needs: [art(s, file)], makes: null, args: [...b, '--model', art(s, file), ...extra] };
   }
   function quantize(s, type) {
-    return { kind: 'ds', cap: CAPS.quantize, needs: [art(s, 'bf16')], makes: art(s, type), args: ['quantize', '--model', art(s, 'bf16'), '--out', art(s, type), '--type', type, '--no-mmproj'] };
+    return { kind: 'ds', lane: 'prep', cap: CAPS.quantize, needs: [art(s, 'bf16')], makes: art(s, type),
+      args: ['quantize', '--model', art(s, 'bf16'), '--out', art(s, type), '--type', type, '--no-mmproj', '--threads', String(Math.max(1, Math.floor(cores / 2)))] };
   }
   const largestFirst = [...shapes].reverse();
   const tiers = [
@@ -74,7 +77,7 @@ export function planSteps(mode, shapes, work, torchScript) {
     }
     for (const s of list) for (const n of names) steps.push({ name: `${s}.${n}`, ...defs[n](s) });
   }
-  return steps.map((st) => ({ ...st, cap: st.cap * z.cap }));
+  return steps.map((st) => ({ lane: 'main', ...st, cap: st.cap * z.cap }));
 }
 
 /** The last stdout line that parses as a JSON object, else null. */
@@ -99,12 +102,12 @@ export function errorTail(text, lines = 12) {
  * (the whole group: SIGTERM, then SIGKILL 5 s later) after `seconds`. Resolves to the step's
  * JSON with `step_seconds`, or {error, exit_code, signal, timed_out, step_seconds, command}.
  */
-/** The process group of the step running now (killStep ends it: the run itself was stopped). */
-let current = null;
-export function killStep() {
-  if (current !== null) {
+/** The process groups of the steps running now (killSteps ends them: the run itself was stopped). */
+const running = new Set();
+export function killSteps() {
+  for (const pid of running) {
     try {
-      process.kill(-current, 'SIGKILL');
+      process.kill(-pid, 'SIGKILL');
     } catch { /* already gone */ }
   }
 }
@@ -126,7 +129,7 @@ export function runStep({ name, cmd, args, env, seconds, dir }) {
       resolve({ error: `could not start ${cmd}: ${e.message}`, step_seconds: 0, command: [cmd, ...args].join(' ') });
       return;
     }
-    current = child.pid;
+    running.add(child.pid);
     const killGroup = (sig) => {
       try {
         process.kill(-child.pid, sig);
@@ -139,7 +142,7 @@ export function runStep({ name, cmd, args, env, seconds, dir }) {
     }, Math.max(1, seconds) * 1000);
     const finish = (code, signal, spawnError) => {
       clearTimeout(timer);
-      current = null;
+      running.delete(child.pid);
       closeSync(fo);
       closeSync(fe);
       const step_seconds = Math.round((performance.now() - t0) / 100) / 10;
@@ -160,22 +163,33 @@ export function runStep({ name, cmd, args, env, seconds, dir }) {
 }
 
 /**
- * Runs `steps` in order within `deadline` (a performance.now() ms value), calling `after(runs)`
- * after each (the caller writes the partial JSON there). A step whose input failed, or that
+ * Runs `steps` within `deadline` (a performance.now() ms value): each lane in its order, the
+ * lanes side by side, a step waiting for the files it needs. `after(runs)` is called after
+ * every step (the caller writes the partial JSON there). A step whose input failed, or that
  * would start with under 5 s left, is {skipped: reason}; `gate(step)` may skip one too (a
- * string: the reason). Artifacts no later step needs are deleted (the 4b shape's three copies
- * are ~17 GB). `command(step)` → {cmd, args, env}.
+ * string: the reason). Files no unfinished step needs are deleted (the 4b shape's three
+ * copies are ~17 GB). `command(step)` → {cmd, args, env}. Every result has `started_s`.
  */
 export async function runSteps(steps, { dir, deadline, command, after, gate = () => null, log = () => {} }) {
   const runs = {};
-  const failedArtifacts = new Map();
-  for (let i = 0; i < steps.length; i++) {
-    const st = steps[i];
+  const t0 = performance.now();
+  const made = new Map();
+  const settle = new Map();
+  steps.forEach((st, i) => {
+    for (const need of st.needs) {
+      const maker = steps.findIndex((m) => m.makes === need);
+      if (maker >= 0 && steps[maker].lane === st.lane && maker > i) throw new Error(`gpu-bench: ${st.name} needs ${need}, made later in its lane`);
+    }
+    if (st.makes) made.set(st.makes, new Promise((resolve) => settle.set(st.makes, resolve)));
+  });
+  const unfinished = new Set(steps);
+  async function one(st) {
+    const why = (await Promise.all(st.needs.map((a) => made.get(a) ?? null))).find((x) => x !== null);
     const left = (deadline - performance.now()) / 1000;
-    const missing = st.needs.find((a) => failedArtifacts.has(a));
     const gated = gate(st);
+    const started_s = Math.round((performance.now() - t0) / 100) / 10;
     let r;
-    if (missing) r = { skipped: `its input was not made (${failedArtifacts.get(missing)})` };
+    if (why) r = { skipped: `its input was not made (${why})` };
     else if (gated) r = { skipped: gated };
     else if (left < 5) r = { skipped: `the run's time budget was spent (${Math.max(0, left).toFixed(0)} s left)` };
     else {
@@ -184,13 +198,17 @@ export async function runSteps(steps, { dir, deadline, command, after, gate = ()
       r = await runStep({ name: st.name, ...command(st), seconds, dir });
       log(`gpu-bench: ${st.name}: ${r.error ? `FAILED after ${r.step_seconds} s: ${r.error.split('\n')[0]}` : `${r.step_seconds} s`}`);
     }
-    if (st.makes && (r.error || r.skipped)) failedArtifacts.set(st.makes, `${st.name}: ${r.error ? 'failed' : 'skipped'}`);
-    runs[st.name] = r;
-    const later = steps.slice(i + 1);
-    for (const a of new Set(steps.slice(0, i + 1).map((s) => s.makes).filter(Boolean))) {
-      if (!later.some((s) => s.needs.includes(a)) && existsSync(a)) rmSync(a, { recursive: true, force: true });
+    if (st.makes) settle.get(st.makes)(r.error || r.skipped ? `${st.name}: ${r.error ? 'failed' : 'skipped'}` : null);
+    runs[st.name] = { ...r, started_s };
+    unfinished.delete(st);
+    for (const a of made.keys()) {
+      if (![...unfinished].some((s) => s.needs.includes(a) || s.makes === a) && existsSync(a)) rmSync(a, { recursive: true, force: true });
     }
     after(runs);
   }
+  const lane = async (list) => {
+    for (const st of list) await one(st);
+  };
+  await Promise.all([...new Set(steps.map((s) => s.lane ?? 'main'))].map((l) => lane(steps.filter((s) => (s.lane ?? 'main') === l))));
   return runs;
 }

@@ -12,7 +12,7 @@ import { REPO_ROOT } from './paths.js';
 
 type Runs = Record<string, Record<string, unknown>>;
 interface Bandwidth { tb_s: number | null; copy_tb_s: number | null; matched: string | null; source: string }
-interface Step { name: string; kind: string; cap: number; needs: string[]; makes: string | null; args: string[] }
+interface Step { name: string; kind: string; lane?: string; cap: number; needs: string[]; makes: string | null; args: string[] }
 interface Target { value: number | null; target: number; met: boolean | null }
 interface Summary { bandwidth_tb_s_used: number | null; shapes: Record<string, Record<string, number | null>>; targets: Record<string, Target> & { shape: string } }
 const load = async <T>(name: string): Promise<T> => (await import(pathToFileURL(join(REPO_ROOT, 'scripts', name)).href)) as T;
@@ -22,7 +22,7 @@ const report = await load<{
   summarize(runs: Runs, shapes: string[], bw: Bandwidth): Summary;
 }>('gpu-bench-report.mjs');
 const steps = await load<{
-  planSteps(mode: string, shapes: string[], work: string, torch: string): Step[];
+  planSteps(mode: string, shapes: string[], work: string, torch: string, cores?: number): Step[];
   runSteps(steps: Step[], o: { dir: string; deadline: number; command: (s: Step) => { cmd: string; args: string[]; env: NodeJS.ProcessEnv }; after: (r: Runs) => void }): Promise<Runs>;
 }>('gpu-bench-steps.mjs');
 const record = await load<{ toResult(rep: object, o: { seq: number; rawFile: string }): { rows: Record<string, string>[]; notes: string[] } & Record<string, unknown> }>('gpu-bench-record.mjs');
@@ -94,8 +94,11 @@ test('the ratios and the issue\'s targets, from the steps\' JSON', () => {
 });
 
 test('the plan: every shape\'s sanity decode first, the targets on the largest shape next, quantized files last', () => {
-  const plan = steps.planSteps('full', ['qwen3.5-0.8b', 'qwen3.5-4b'], '/w', 't.py');
+  const plan = steps.planSteps('full', ['qwen3.5-0.8b', 'qwen3.5-4b'], '/w', 't.py', 16);
   const names = plan.map((s) => s.name);
+  // making files is CPU work: it runs in its own lane beside the measurements, on half the cores
+  for (const s of plan) assert.equal(s.lane, /make-model|quantize/.test(s.name) ? 'prep' : 'main', s.name);
+  assert.deepEqual(plan.find((s) => s.name === 'qwen3.5-4b.quantize-q4_k_m')!.args.slice(-2), ['--threads', '8']);
   assert.deepEqual(names.slice(0, 5), ['qwen3.5-0.8b.make-model', 'qwen3.5-0.8b.decode-bf16', 'qwen3.5-4b.make-model', 'qwen3.5-4b.decode-bf16', 'qwen3.5-4b.verify-4-bf16']);
   assert.ok(names.indexOf('qwen3.5-4b.mtp-0.8-bf16') < names.indexOf('qwen3.5-0.8b.verify-4-bf16'));
   assert.ok(names.slice(-8).every((n) => /quantize|q8_0|q4_k_m/.test(n)), names.slice(-8).join());
@@ -144,6 +147,20 @@ test('each step in its own time box: a hung step is killed, a failing one keeps 
     const late = await steps.runSteps(plan.slice(3, 4), { dir: join(dir, 'r'), deadline: performance.now() + 1000,
       command: (s) => ({ cmd: process.execPath, args: ['-e', s.args[0]!], env: process.env }), after: () => {} });
     assert.match(String(late['no-json']!['skipped']), /time budget was spent/);
+    // lanes side by side: the measurement waits for its file, not for the other lane's queue
+    const file = join(dir, 'slow-file');
+    const lanes: Step[] = [
+      { name: 'make-slowly', kind: 'x', lane: 'prep', cap: 30, needs: [], makes: file, args: [`setTimeout(() => { require('fs').writeFileSync(${JSON.stringify(file)}, ''); console.log('{}') }, 1500)`] },
+      { name: 'measure-now', kind: 'x', lane: 'main', cap: 30, needs: [], makes: null, args: ['console.log("{}")'] },
+      { name: 'measure-file', kind: 'x', lane: 'main', cap: 30, needs: [file], makes: null, args: [`console.log(JSON.stringify({ had: require('fs').existsSync(${JSON.stringify(file)}) }))`] },
+    ];
+    const both = await steps.runSteps(lanes, { dir: join(dir, 'r'), deadline: performance.now() + 60_000,
+      command: (s) => ({ cmd: process.execPath, args: ['-e', s.args[0]!], env: process.env }), after: () => {} });
+    assert.ok((both['measure-now']!['started_s'] as number) < 1, 'the main lane did not wait for the prep lane');
+    assert.equal(both['measure-file']!['had'], true, 'a step starts once its file is made');
+    assert.ok((both['measure-file']!['started_s'] as number) >= 1.4);
+    await assert.rejects(steps.runSteps([lanes[2]!, { ...lanes[0]!, lane: 'main' }], { dir, deadline: 0, command: () => ({ cmd: '', args: [], env: {} }), after: () => {} }),
+      /made later in its lane/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
