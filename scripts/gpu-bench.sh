@@ -92,9 +92,10 @@ pack() {
 
 # the JSON when nothing else can write it (no Node): the error, so the call still brings it back
 fail_json() {
+  local msg="${1//[\"\\]/\'}"
   mkdir -p "$out"
-  printf '{"what":"scripts/gpu-bench.sh","format":2,"mode":"%s","finished":false,"failed":["runtime"],"runs":{},"error":"%s"}\n' "$mode" "$1" > "$out/gpu-bench.json"
-  echo "gpu-bench: DIAGNOSTICS PROBLEM: $1" >&2
+  printf '{"what":"scripts/gpu-bench.sh","format":2,"mode":"%s","finished":false,"failed":["runtime"],"runs":{},"error":"%s"}\n' "$mode" "$msg" > "$out/gpu-bench.json"
+  echo "gpu-bench: DIAGNOSTICS PROBLEM: $msg"
   exit 1
 }
 
