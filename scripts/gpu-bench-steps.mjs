@@ -167,8 +167,8 @@ export function runStep({ name, cmd, args, env, seconds, dir }) {
 }
 
 /**
- * Runs `steps` within `deadline` (a performance.now() ms value): each lane in its order, the
- * lanes side by side, a step waiting for the files it needs. `after(runs)` is called after
+ * Runs `steps` within `deadline` (a performance.now() ms value): the lanes side by side, each
+ * in its order except that a step whose files are not made yet lets the next ready one go first. `after(runs)` is called after
  * every step (the caller writes the partial JSON there). A step whose input failed, or that
  * would start with under 5 s left, is {skipped: reason}; `gate(step)` may skip one too (a
  * string: the reason). Files no unfinished step needs are deleted (the 4b shape's three
@@ -186,6 +186,7 @@ export async function runSteps(steps, { dir, deadline, command, after, gate = ()
     }
     if (st.makes) made.set(st.makes, new Promise((resolve) => settle.set(st.makes, resolve)));
   });
+  const settled = new Set();
   const unfinished = new Set(steps);
   async function one(st) {
     const why = (await Promise.all(st.needs.map((a) => made.get(a) ?? null))).find((x) => x !== null);
@@ -202,7 +203,10 @@ export async function runSteps(steps, { dir, deadline, command, after, gate = ()
       r = await runStep({ name: st.name, ...command(st), seconds, dir });
       log(`gpu-bench: ${st.name}: ${r.error ? `FAILED after ${r.step_seconds} s: ${r.error.split('\n')[0]}` : `${r.step_seconds} s`}`);
     }
-    if (st.makes) settle.get(st.makes)(r.error || r.skipped ? `${st.name}: ${r.error ? 'failed' : 'skipped'}` : null);
+    if (st.makes) {
+      settled.add(st.makes);
+      settle.get(st.makes)(r.error || r.skipped ? `${st.name}: ${r.error ? 'failed' : 'skipped'}` : null);
+    }
     runs[st.name] = { ...r, started_s };
     unfinished.delete(st);
     for (const a of made.keys()) {
@@ -210,8 +214,18 @@ export async function runSteps(steps, { dir, deadline, command, after, gate = ()
     }
     after(runs);
   }
+  // a lane runs its first step whose files are made (or failed): a measurement waiting for the
+  // largest shape's file lets the ones after it go first
   const lane = async (list) => {
-    for (const st of list) await one(st);
+    const todo = [...list];
+    while (todo.length > 0) {
+      const i = todo.findIndex((st) => st.needs.every((a) => !made.has(a) || settled.has(a)));
+      if (i < 0) {
+        await Promise.race(todo.flatMap((st) => st.needs.filter((a) => !settled.has(a)).map((a) => made.get(a))));
+        continue;
+      }
+      await one(todo.splice(i, 1)[0]);
+    }
   };
   await Promise.all([...new Set(steps.map((s) => s.lane ?? 'main'))].map((l) => lane(steps.filter((s) => (s.lane ?? 'main') === l))));
   return runs;

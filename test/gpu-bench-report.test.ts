@@ -147,19 +147,19 @@ test('each step in its own time box: a hung step is killed, a failing one keeps 
     const late = await steps.runSteps(plan.slice(3, 4), { dir: join(dir, 'r'), deadline: performance.now() + 1000,
       command: (s) => ({ cmd: process.execPath, args: ['-e', s.args[0]!], env: process.env }), after: () => {} });
     assert.match(String(late['no-json']!['skipped']), /time budget was spent/);
-    // lanes side by side: the measurement waits for its file, not for the other lane's queue
+    // lanes side by side: a measurement waits for its file, and the next ready one goes first
     const file = join(dir, 'slow-file');
     const lanes: Step[] = [
       { name: 'make-slowly', kind: 'x', lane: 'prep', cap: 30, needs: [], makes: file, args: [`setTimeout(() => { require('fs').writeFileSync(${JSON.stringify(file)}, ''); console.log('{}') }, 1500)`] },
-      { name: 'measure-now', kind: 'x', lane: 'main', cap: 30, needs: [], makes: null, args: ['console.log("{}")'] },
       { name: 'measure-file', kind: 'x', lane: 'main', cap: 30, needs: [file], makes: null, args: [`console.log(JSON.stringify({ had: require('fs').existsSync(${JSON.stringify(file)}) }))`] },
+      { name: 'measure-now', kind: 'x', lane: 'main', cap: 30, needs: [], makes: null, args: ['console.log("{}")'] },
     ];
     const both = await steps.runSteps(lanes, { dir: join(dir, 'r'), deadline: performance.now() + 60_000,
       command: (s) => ({ cmd: process.execPath, args: ['-e', s.args[0]!], env: process.env }), after: () => {} });
-    assert.ok((both['measure-now']!['started_s'] as number) < 1, 'the main lane did not wait for the prep lane');
+    assert.ok((both['measure-now']!['started_s'] as number) < 1, 'a ready step went ahead of one waiting for the other lane\'s file');
     assert.equal(both['measure-file']!['had'], true, 'a step starts once its file is made');
     assert.ok((both['measure-file']!['started_s'] as number) >= 1.4);
-    await assert.rejects(steps.runSteps([lanes[2]!, { ...lanes[0]!, lane: 'main' }], { dir, deadline: 0, command: () => ({ cmd: '', args: [], env: {} }), after: () => {} }),
+    await assert.rejects(steps.runSteps([lanes[1]!, { ...lanes[0]!, lane: 'main' }], { dir, deadline: 0, command: () => ({ cmd: '', args: [], env: {} }), after: () => {} }),
       /made later in its lane/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
