@@ -168,8 +168,8 @@ export function runStep({ name, cmd, args, env, seconds, dir }) {
 
 /**
  * Runs `steps` within `deadline` (a performance.now() ms value): the lanes side by side, each
- * in its order except that a step whose files are not made yet lets the next ready one go first. `after(runs)` is called after
- * every step (the caller writes the partial JSON there). A step whose input failed, or that
+ * in its order except that a step whose files are not made yet lets the next ready one go
+ * first. `after(runs)` is called after every step (the caller writes the partial JSON there). A step whose input failed, or that
  * would start with under 5 s left, is {skipped: reason}; `gate(step)` may skip one too (a
  * string: the reason). Files no unfinished step needs are deleted (the 4b shape's three
  * copies are ~17 GB). `command(step)` → {cmd, args, env}. Every result has `started_s`.
@@ -221,7 +221,7 @@ export async function runSteps(steps, { dir, deadline, command, after, gate = ()
     while (todo.length > 0) {
       const i = todo.findIndex((st) => st.needs.every((a) => !made.has(a) || settled.has(a)));
       if (i < 0) {
-        await Promise.race(todo.flatMap((st) => st.needs.filter((a) => !settled.has(a)).map((a) => made.get(a))));
+        await Promise.race(todo.flatMap((st) => st.needs.filter((a) => made.has(a) && !settled.has(a)).map((a) => made.get(a))));
         continue;
       }
       await one(todo.splice(i, 1)[0]);
