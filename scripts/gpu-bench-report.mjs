@@ -53,7 +53,7 @@ export function verdict(adapter, gpu, mode) {
     if (mode === 'dry') return { ok: true, runWebgpu: true, line: `adapter "${name}" is a CPU emulation (expected in a dry run)` };
     return { ok: false, runWebgpu: false,
       line: `USELESS RUN: the WebGPU adapter is "${name}", a CPU emulation (llvmpipe/lavapipe), not ${gpu ? `the GPU (${gpu.name})` : 'a GPU'}: ` +
-        'the NVIDIA Vulkan ICD was not used (diagnostics.icd); webgpu steps skipped' };
+        'the NVIDIA Vulkan ICD was not used (diagnostics.icd_in_use, icds_found, icd_library_found); webgpu steps skipped' };
   }
   return { ok: true, runWebgpu: true, line: `adapter "${name}" (${adapter.vendor || '?'} ${adapter.architecture || '?'}) is a real GPU` };
 }

@@ -163,4 +163,4 @@ const report = write(runs, true);
 say(`gpu-bench: wrote ${outFile}: ${Object.keys(runs).length - report.failed.length - report.skipped.length} steps measured, ` +
   `${report.failed.length} failed${report.failed.length ? ` (${report.failed.join(', ')})` : ''}, ${report.skipped.length} skipped, ${report.seconds} s`);
 say(`gpu-bench: targets: ${JSON.stringify(report.summary.targets)}`);
-if (!v.ok) say(`gpu-bench: ${first}`); // the problem again, at the end of the output too
+if (!v.ok) say(first); // the problem again, at the end of the output too
