@@ -58,7 +58,9 @@ def main() -> dict:
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     out['device'] = torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu'
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=getattr(torch, a.dtype)).to(device).eval()
+        # transformers 5 names the argument dtype (torch_dtype before)
+        key = 'dtype' if int(transformers.__version__.split('.')[0]) >= 5 else 'torch_dtype'
+        model = transformers.AutoModelForCausalLM.from_pretrained(a.model, **{key: getattr(torch, a.dtype)}).to(device).eval()
     except Exception as e:  # noqa: BLE001 - e.g. a transformers without this model type
         return {**out, 'error': f'loading the model failed: {type(e).__name__}: {str(e)[:400]}'}
     ids = torch.randint(0, 990, (1, a.prompt_tokens), device=device, generator=torch.Generator(device=device).manual_seed(1))
