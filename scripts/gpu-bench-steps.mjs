@@ -11,7 +11,7 @@ import { join } from 'node:path';
  * (streams-8 runs 2 streams there), so the report and its rendering are tested as they are. */
 const SIZES = {
   full: { mk: [], gen: 64, prompt: 128, prefill: 2048, s8: 8, s32: 32, mtpGen: 128, mtpPrompt: 32, rep: 3, kv: 4096, cap: 1 },
-  dry: { mk: ['--layers', '1', '--vocab-size', '2048'], gen: 2, prompt: 4, prefill: 8, s8: 2, s32: 3, mtpGen: 4, mtpPrompt: 4, rep: 1, kv: 128, cap: 8 },
+  dry: { mk: ['--layers', '1', '--vocab-size', '2048'], gen: 2, prompt: 2, prefill: 8, s8: 2, s32: 3, mtpGen: 4, mtpPrompt: 2, rep: 1, kv: 128, cap: 8 },
 };
 
 /** Time box of each kind of step on a GPU machine, seconds (× SIZES.cap: lavapipe on a loaded
