@@ -99,6 +99,16 @@ fail_json() {
   exit 1
 }
 
+# xz may be missing from the GPU machine's image; Python's lzma reads the same files
+unxz_to() {
+  if command -v xz > /dev/null; then xz -dc "$1" > "$2"
+  else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"; fi
+}
+untar_xz() {
+  if command -v xz > /dev/null; then tar -C "$2" -xJf "$1"
+  else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))' "$1" "$2"; fi
+}
+
 if [ "$mode" = pack ]; then pack; exit 0; fi
 mkdir -p "$work" "$out" || exit 1
 NODE="$here/scripts/node.sh"
@@ -107,8 +117,8 @@ if [ "$mode" = full ] || [ "$use_bundle" = 1 ]; then
   [ -f "$bundle/node.xz" ] && [ -f "$bundle/app.tar.xz" ] || fail_json "no .gpu-bench bundle (run scripts/gpu-bench.sh --pack here and carry .gpu-bench)"
   app="$work/app"
   rm -rf "$app" && mkdir -p "$app/bin" || fail_json "cannot write $work"
-  xz -dc "$bundle/node.xz" > "$app/bin/node" && chmod +x "$app/bin/node" || fail_json "unpacking node.xz failed"
-  tar -C "$app" -xJf "$bundle/app.tar.xz" || fail_json "unpacking app.tar.xz failed"
+  unxz_to "$bundle/node.xz" "$app/bin/node" && chmod +x "$app/bin/node" || fail_json "unpacking node.xz failed (xz: $(command -v xz || echo none))"
+  untar_xz "$bundle/app.tar.xz" "$app" || fail_json "unpacking app.tar.xz failed"
   ln -s "$here/package.json" "$here/models" "$app/" || fail_json "linking package.json and models into $app failed"
   NODE="$app/bin/node"
   "$NODE" --version > /dev/null || fail_json "the bundled Node does not run here ($(uname -m), $(ldd --version 2>&1 | head -n 1))"
