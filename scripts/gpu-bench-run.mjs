@@ -104,7 +104,7 @@ const bandwidth = gpuBandwidth(gpu?.name ?? null, adapterText, process.env.GPU_B
 const v = verdict(adapter, gpu, mode);
 const runWebgpu = v.runWebgpu || o['allow-cpu-adapter'] === true;
 const first = `gpu-bench: DIAGNOSTICS ${v.ok ? 'OK' : 'PROBLEM'}: ${v.line}; GPU ${gpu ? `${gpu.name} (driver ${gpu.driver}, ${gpu.memory_mib} MiB)` : 'none (no nvidia-smi)'}` +
-  `; bandwidth ${bandwidth.tb_s ?? '?'} TB/s (${bandwidth.matched ?? bandwidth.source}); Vulkan loader ${vulkan.loader}; ICD ${vulkan.icd_in_use}` +
+  `; bandwidth ${bandwidth.tb_s ?? '?'} TB/s (${bandwidth.matched ?? 'not in the table: gpu.bandwidth.source says more'}); Vulkan loader ${vulkan.loader}; ICD ${vulkan.icd_in_use}` +
   `${vulkan.icd_library ? ` → ${vulkan.icd_library} (${vulkan.icd_library_found ? 'found' : 'NOT FOUND'})` : ''}; mode ${mode}, budget ${budget} s`;
 say(first);
 if (probeError) say(`gpu-bench: adapter probe failed: ${probeError.split('\n').slice(0, 8).join(' | ')}`);
