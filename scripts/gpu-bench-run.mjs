@@ -59,7 +59,8 @@ function vulkanSetup() {
   const icds = dirs.flatMap((d) => (existsSync(d) ? readdirSync(d).filter((f) => f.endsWith('.json')).map((f) => join(d, f)) : []));
   const nvidia = icds.find((f) => /nvidia/i.test(f));
   const preset = env.VK_DRIVER_FILES || env.VK_ICD_FILENAMES || null;
-  if (!preset && nvidia && mode === 'full') env.VK_DRIVER_FILES = nvidia;
+  // VK_ICD_FILENAMES too: loaders before 1.3.207 (Ubuntu 22.04's) know only that name
+  if (!preset && nvidia && mode === 'full') env.VK_DRIVER_FILES = env.VK_ICD_FILENAMES = nvidia;
   const chosen = env.VK_DRIVER_FILES || env.VK_ICD_FILENAMES || null;
   let library = null;
   if (chosen && existsSync(chosen.split(':')[0])) {
