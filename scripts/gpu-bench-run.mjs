@@ -5,7 +5,7 @@
 // Usage: node gpu-bench-run.mjs --mode full|dry --app DIR --out DIR --work DIR
 //          [--budget SECONDS] [--shapes a,b] [--only REGEX] [--loader-dir DIR] [--allow-cpu-adapter]
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -51,10 +51,20 @@ function nvidiaSmi() {
  * cannot fall back to a software one) and makes the ICD's library findable. */
 function vulkanSetup() {
   const env = process.env;
-  const system = (sh('ldconfig', ['-p']) ?? '').split('\n').find((l) => /libvulkan\.so\.1 .*x86-64/.test(l));
-  const loader = system ? `system: ${system.split('=>').pop().trim()}`
-    : o['loader-dir'] && existsSync(join(o['loader-dir'], 'libvulkan.so.1')) ? `bundled: ${o['loader-dir']}/libvulkan.so.1` : 'NONE (no libvulkan.so.1)';
-  if (!system && o['loader-dir']) env.LD_LIBRARY_PATH = [o['loader-dir'], env.LD_LIBRARY_PATH].filter(Boolean).join(':');
+  const cache = sh('ldconfig', ['-p']) ?? '';
+  const inCache = (soname) => cache.split('\n').some((l) => l.trim().startsWith(`${soname} `) && /x86-64/.test(l));
+  // the bundled libraries the system lacks (only those: a bundled one must not shadow the system's)
+  const bundled = o['loader-dir'] && existsSync(o['loader-dir']) ? readdirSync(o['loader-dir']) : [];
+  const missing = bundled.filter((f) => !inCache(f));
+  if (missing.length > 0) {
+    const dir = join(o.work, 'lib-missing');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    for (const f of missing) symlinkSync(join(o['loader-dir'], f), join(dir, f));
+    env.LD_LIBRARY_PATH = [dir, env.LD_LIBRARY_PATH].filter(Boolean).join(':');
+  }
+  const loader = inCache('libvulkan.so.1') ? `system: ${cache.split('\n').find((l) => l.trim().startsWith('libvulkan.so.1 '))?.split('=>').pop()?.trim()}`
+    : missing.includes('libvulkan.so.1') ? `bundled: ${o['loader-dir']}/libvulkan.so.1` : 'NONE (no libvulkan.so.1)';
   const dirs = ['/usr/local/nvidia/share/vulkan/icd.d', '/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
   const icds = dirs.flatMap((d) => (existsSync(d) ? readdirSync(d).filter((f) => f.endsWith('.json')).map((f) => join(d, f)) : []));
   const nvidia = icds.find((f) => /nvidia/i.test(f));
@@ -69,7 +79,7 @@ function vulkanSetup() {
     } catch { /* reported as null */ }
   }
   // a bare library name must be in the linker's cache or on LD_LIBRARY_PATH
-  let libraryFound = library ? library.includes('/') ? existsSync(library) : (sh('ldconfig', ['-p']) ?? '').includes(library) : null;
+  let libraryFound = library ? library.includes('/') ? existsSync(library) : cache.includes(library) : null;
   if (library && !libraryFound && !library.includes('/')) {
     const dir = ['/usr/local/nvidia/lib64', '/usr/local/nvidia/lib', '/usr/lib/x86_64-linux-gnu', '/usr/lib64'].find((d) => existsSync(join(d, library)));
     if (dir) {
@@ -77,7 +87,7 @@ function vulkanSetup() {
       libraryFound = `via LD_LIBRARY_PATH ${dir}`;
     }
   }
-  return { loader, icds_found: icds, icd_in_use: chosen ?? 'the loader default (every ICD it finds)', icd_library: library, icd_library_found: libraryFound,
+  return { loader, bundled_libs_used: missing, icds_found: icds, icd_in_use: chosen ?? 'the loader default (every ICD it finds)', icd_library: library, icd_library_found: libraryFound,
     vk_driver_files_preset: preset, ld_library_path: env.LD_LIBRARY_PATH ?? null };
 }
 

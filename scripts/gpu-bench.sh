@@ -14,8 +14,9 @@
 #   scripts/gpu-bench.sh --pack        here, after `npx tsc -p tsconfig.json`: write .gpu-bench/
 #                                      (git-ignored, the ONE carried path): Node 24 (xz), app.tar.xz
 #                                      (dist/src's .js, build/*.wasm, the runtime node_modules with
-#                                      only the webgpu package's linux-x64 Dawn), libvulkan.so.1,
-#                                      bundle.json; fails when the tree + bundle pass 64 MiB.
+#                                      only the webgpu package's linux-x64 Dawn, lib/: libvulkan.so.1
+#                                      and glvnd's GL libraries, bundle.json); fails when the tree +
+#                                      bundle pass 64 MiB.
 #   scripts/gpu-bench.sh               there: the real shapes, within --budget (default 450 s).
 #   scripts/gpu-bench.sh --dry-run     the same steps on tiny settings (1-layer shapes, a 2,048-token
 #                                      vocabulary, a few tokens) on whatever adapter there is
@@ -61,16 +62,29 @@ pack() {
   "$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 24 ? 0 : 1)' \
     || { echo "gpu-bench --pack: $node is not Node >= 24 (npm ci installs it into tools/node24)" >&2; exit 1; }
   [ -f dist/src/cli/main.js ] || { echo "gpu-bench --pack: dist/ is not built (npx tsc -p tsconfig.json)" >&2; exit 1; }
-  rm -rf "$bundle" && mkdir -p "$bundle/lib" || exit 1
-  echo "gpu-bench --pack: compressing $node ($("$node" --version))" >&2
-  xz -9 -T0 -c "$node" > "$bundle/node.xz" || exit 1
+  # node.xz is kept when it already holds this Node (xz -9 of it costs minutes of CPU)
+  mkdir -p "$bundle" && find "$bundle" -mindepth 1 -maxdepth 1 ! -name node.xz -exec rm -rf {} + || exit 1
+  if [ -f "$bundle/node.xz" ] && xz -dc "$bundle/node.xz" 2>/dev/null | cmp -s - "$node"; then
+    echo "gpu-bench --pack: node.xz already holds $node ($("$node" --version))" >&2
+  else
+    echo "gpu-bench --pack: compressing $node ($("$node" --version))" >&2
+    xz -9 -T0 -c "$node" > "$bundle/node.xz.part" && mv "$bundle/node.xz.part" "$bundle/node.xz" || exit 1
+  fi
   app="$(mktemp -d)"
-  mkdir -p "$app/node_modules/webgpu/dist" "$app/node_modules/@huggingface" "$app/build"
+  mkdir -p "$app/node_modules/webgpu/dist" "$app/node_modules/@huggingface" "$app/build" "$app/lib"
   find dist/src -name '*.js' -print0 | xargs -0 cp --parents -t "$app/" || exit 1
   cp build/*.wasm "$app/build/" || exit 1
   cp -rL node_modules/webgpu/package.json node_modules/webgpu/index.js "$app/node_modules/webgpu/"
   cp -rL node_modules/webgpu/dist/linux-x64 "$app/node_modules/webgpu/dist/"
   cp -rL node_modules/@huggingface/jinja node_modules/@huggingface/tokenizers "$app/node_modules/@huggingface/"
+  # the Vulkan loader, and the GL dispatch libraries NVIDIA's ICD library may need (the device
+  # tool's README brings the same set as .debs); used there only where the system lacks one
+  cp -L "$(ldconfig -p | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')" "$app/lib/libvulkan.so.1" || exit 1
+  local lib
+  for lib in libGLdispatch.so.0 libGLX.so.0 libEGL.so.1 libOpenGL.so.0 libGL.so.1 libGLESv2.so.2; do
+    local at; at="$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')"
+    [ -n "$at" ] && cp -L "$at" "$app/lib/$lib"
+  done
   printf '{"commit":"%s","dirty":%s,"packed":"%s","node":"%s"}\n' "$(git rev-parse HEAD)" \
     "$([ -z "$(git status --porcelain --untracked-files=no)" ] && echo false || echo true)" "$(date -u +%FT%TZ)" "$("$node" --version)" > "$app/bundle.json"
   tar -C "$app" -cJf "$bundle/app.tar.xz" . || exit 1
@@ -78,11 +92,10 @@ pack() {
   # the bundle works: its Node decompresses to the one packed, the app has the CLI and Dawn
   xz -dc "$bundle/node.xz" | cmp -s - "$node" || { echo "gpu-bench --pack: node.xz does not decompress to $node" >&2; exit 1; }
   tar -tJf "$bundle/app.tar.xz" > "$bundle/app.list" || exit 1
-  for f in ./dist/src/cli/main.js ./node_modules/webgpu/dist/linux-x64/dawn.node ./build/kernels.wasm; do
+  for f in ./dist/src/cli/main.js ./node_modules/webgpu/dist/linux-x64/dawn.node ./build/kernels.wasm ./lib/libvulkan.so.1; do
     grep -qxF "$f" "$bundle/app.list" || { echo "gpu-bench --pack: $f missing from app.tar.xz" >&2; exit 1; }
   done
   rm -f "$bundle/app.list"
-  cp -L "$(ldconfig -p | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')" "$bundle/lib/libvulkan.so.1" || exit 1
   local tree carry
   tree=$(tree_bytes); carry=$(du -sb "$bundle" | cut -f1)
   echo "gpu-bench --pack: tree $((tree / 1048576)) MiB + .gpu-bench $((carry / 1048576)) MiB = $(((tree + carry) / 1048576)) MiB of 64" >&2
@@ -123,4 +136,6 @@ if [ "$mode" = full ] || [ "$use_bundle" = 1 ]; then
   NODE="$app/bin/node"
   "$NODE" --version > /dev/null || fail_json "the bundled Node does not run here ($(uname -m), $(ldd --version 2>&1 | head -n 1))"
 fi
-exec "$NODE" "$here/scripts/gpu-bench-run.mjs" --mode "$mode" --app "$app" --out "$out" --work "$work" --loader-dir "$bundle/lib" "${pass[@]}"
+# the bundled Vulkan loader and GL libraries ($app/lib): used only where the system lacks one
+[ -d "$app/lib" ] && pass+=(--loader-dir "$app/lib")
+exec "$NODE" "$here/scripts/gpu-bench-run.mjs" --mode "$mode" --app "$app" --out "$out" --work "$work" "${pass[@]}"
