@@ -5,13 +5,15 @@
 // hands the old buffer to Kernels.free; and a long mixed run on wasm (prefill chunks beside
 // verify rows, batches of 1..8, whole-prompt prefix hits, MTP k = 4; dense and MoE models) allocates and frees
 // nothing in the arena after engine start, its bytes within the plan — the frees counted
-// through a wrapper of the kernels' alloc / allocI32 / free.
+// through a wrapper of the kernels' alloc / allocI32 / free. The draft logits rows are as wide
+// as the draft head (--draft-vocab): tiny-think at 512 ids, and the qwen3.5-0.8b shape's plan.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatPlan, memoryNeeds, planMemory } from '../src/engine/memory-plan.js';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import { ScratchRows, type StepArena } from '../src/model/arena.js';
+import { type ArenaModel, arenaBytes, ScratchRows, type StepArena } from '../src/model/arena.js';
+import { SHAPES } from '../src/tools/model-shapes.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { AnyKernels, Tensor } from '../src/kernels/types.js';
 import { withEngine } from './engine-helpers.js';
@@ -21,8 +23,9 @@ const LIMITS = { maxRunning: 8, specTokens: 4, maxPrefillTokens: 64, prefixCache
 
 /** tiny-think's arena bytes at n running, k = 4, 64-token chunks, by hand from its config
  * (hidden 256, intermediate 768, vocab 1024; GDN: 2 key heads × 64, 4 value heads × 64;
- * attention: 4 heads, 2 KV heads, head dim 64, output gate; one MTP layer, full attention). */
-function handBytes(n: number): number {
+ * attention: 4 heads, 2 KV heads, head dim 64, output gate; one MTP layer, full attention);
+ * the draft logits rows `draft` wide (the engine's: --draft-vocab capped at the tokenizer's 1000 ids). */
+function handBytes(n: number, draft = 1000): number {
   const step = 64 + n * 5; // the prefill chunk + 1 + k tokens a request
   const mtp = step + n; // + the position before a prefix hit, a request
   const logits = n * 5;
@@ -37,7 +40,7 @@ function handBytes(n: number): number {
     mtp * (attn + mlp + mtpHead) + // full attention and dense MLP: main and MTP layers
     logits * 256 + logits * 1024 + // lm_head input rows, the step's logits
     (n + 1) * 256 + n * 1024 + // prefix hits' hidden (+ the deepstack row) and logits
-    n * 1024 + n * 256; // draft logits and draft hidden rows
+    n * draft + n * 256; // draft logits and draft hidden rows
   return 4 * rows;
 }
 
@@ -81,7 +84,7 @@ test('the plan counts the arena at its bound: tiny-think, k = 4, 8 running, 64-t
     const pools = plan.kvBytes + plan.runningStateBytes + plan.cacheStateBytes + plan.scratchBytes + plan.draftBytes + plan.arenaBytes;
     assert.ok(pools <= plan.budgetBytes);
     // the needs: the prefill chunk's part, and each running request's
-    const needs = memoryNeeds(e.model, 4, null, { maxPrefillTokens: 64, prefixCache: true });
+    const needs = memoryNeeds(e.model, 4, null, { maxPrefillTokens: 64, prefixCache: true, draftVocab: 1000 });
     assert.equal(needs.arenaFixedBytes, handBytes(0));
     assert.equal(needs.arenaRowBytes, handBytes(1) - handBytes(0));
     assert.equal(arenaOf(e).stats.bytes, handBytes(8), 'reserved at engine start (wasm: no binding cap)');
@@ -102,6 +105,51 @@ test('the plan counts the arena at its bound: tiny-think, k = 4, 8 running, 64-t
     assert.throws(() => planMemory(needs, { prefixCache: false, pageSize: 16, budget: exact, maxRunning: 16 }, 0),
       /cannot hold 16 running request\(s\).*model scratch arena/);
   });
+});
+
+/** The parts of a loaded qwen3.5-0.8b-shaped model the arena reads (sizes only: nothing is
+ * allocated): its layers' kinds and widths, the MTP layer, the lm_head's rows. */
+function shapeOnly(k: AnyKernels): ArenaModel<Tensor, Tensor> {
+  const s = SHAPES['qwen3.5-0.8b']!;
+  const cfg = { hiddenSize: s.hidden, vocabSize: s.vocab, numHeads: s.heads, numKvHeads: s.kvHeads, headDim: s.headDim, attnOutputGate: true,
+    linNumKeyHeads: s.linKeyHeads, linNumValueHeads: s.linValueHeads, linKeyDim: s.linKeyDim, linValueDim: s.linValueDim };
+  const mlp = { kind: 'dense', gate: { rows: s.intermediate } };
+  const full = { mixer: { kind: 'full', qProj: { rows: 2 * s.heads * s.headDim } }, mlp };
+  const linear = { mixer: { kind: 'linear' }, mlp };
+  const layers = Array.from({ length: s.layers }, (_, i) => ((i + 1) % s.fullAttentionInterval === 0 ? full : linear));
+  return { kernels: k, config: cfg, weights: { layers, mtp: [{ layer: full }], lmHead: { rows: s.vocab } } } as unknown as ArenaModel<Tensor, Tensor>;
+}
+
+test('draft logits rows as wide as --draft-vocab: tiny-think at 512 ids (plan == reservation == hand count less the columns), the 0.8b shape', async () => {
+  const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, ...LIMITS, draftVocab: 512 };
+  await withEngine(opts, async (e) => {
+    const narrow = handBytes(8, 512);
+    assert.equal(e.memoryPlan!.arenaBytes, narrow, 'the plan counts 512-wide draft rows');
+    assert.equal(arenaOf(e).stats.bytes, narrow, 'reserved at that width');
+    assert.equal(arenaOf(e).draftLogits.width, 512);
+    const start = { ...arenaOf(e).stats };
+    const done = await e.complete({ promptIds: promptOf(40, 3), maxTokens: 12, temperature: 0 });
+    assert.equal(done.outputIds.length, 12);
+    assert.ok(e.stats().spec.rounds > 0, 'MTP drafted over the narrow rows');
+    assert.deepEqual(arenaOf(e).stats, start, 'and grew nothing');
+    const full = memoryNeeds(e.model, 4, null, { maxPrefillTokens: 64, prefixCache: true });
+    assert.equal(full.arenaRowBytes, handBytes(1, 1024) - handBytes(0, 1024), 'no draftVocab: the whole vocabulary (the width before)');
+    console.log(JSON.stringify({ tinyThink: { before: handBytes(8, 1024), atDefault: handBytes(8), at512: narrow } }));
+  });
+  // the qwen3.5-0.8b shape at 16 running, k = 4, 512-token chunks: the default 32,768-id draft head
+  const k = await createWasmKernels({ threads: 1 });
+  try {
+    const model = shapeOnly(k);
+    const l = { maxRunning: 16, specTokens: 4, maxPrefillTokens: 512, prefixCache: true };
+    const before = arenaBytes(model, l);
+    const after = arenaBytes(model, { ...l, draftVocab: 32768 });
+    assert.equal(before - after, 16 * (248320 - 32768) * 4, '16 draft rows of 215,552 fewer columns');
+    assert.equal(arenaBytes(model, { ...l, draftVocab: 10 ** 6 }), before, 'capped at the vocabulary');
+    assert.throws(() => arenaBytes(model, { ...l, draftVocab: 0 }), /a 0-column draft head/);
+    console.log(JSON.stringify({ qwen35_08b: { before, after, savedMB: (before - after) / 1e6 } }));
+  } finally {
+    k.dispose();
+  }
 });
 
 test('a field grown past its reservation hands the old buffer to Kernels.free', async () => {
