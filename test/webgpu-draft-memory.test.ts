@@ -2,7 +2,8 @@
 // destroys a buffer once the work recorded before it has run (the next read-back), and an
 // engine whose sampled and penalised draft passes run on the device (its default) reserves
 // their buffers in the memory plan, allocates them at start, and a sampled + penalised run
-// allocates none — counted through a wrapper of the kernels. Few tokens: lavapipe costs
+// allocates none — counted through a wrapper of the kernels; Kernels.stage copies a range as
+// it is when recorded, delivered by the next read-back. Few tokens: lavapipe costs
 // ~0.25 CPU-s a step.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -55,6 +56,19 @@ test('webgpu: the plan reserves the draft buffers, they are allocated at start, 
     const [back] = await k.readBack([{ t, offset: 5, length: 1 }]);
     assert.equal(back![0], 3, 'work recorded before free ran on the buffer');
     assert.equal(g.alloc.bytes, before, 'destroyed after the read-back');
+    // stage: a copy recorded in order (later work overwrites the tensor), mapped by the next
+    // read-back — one transfer, its bytes counted there — and no device buffer holds it
+    const c = (k as unknown as WebGpuBoundaryKernels).counters;
+    const s0 = { steps: c.steps, bytes: c.readBackBytes, held: g.alloc.bytes };
+    const u: Tensor = k.alloc(8);
+    k.write(u, 0, [1, 2, 3, 4, 5, 6, 7, 8]);
+    const staged = k.stage([{ t: u, offset: 2, length: 2 }, { t: u, offset: 7, length: 1 }]);
+    k.fill(u, 0, 8, 9);
+    assert.equal(staged.data, null, 'not before the read-back');
+    const [now] = await k.readBack([{ t: u, offset: 0, length: 1 }]);
+    assert.deepEqual([...now!], [9]);
+    assert.deepEqual(staged.data!.map((d) => [...d]), [[3, 4], [8]], 'the values as they were when staged');
+    assert.deepEqual([c.steps - s0.steps, c.readBackBytes - s0.bytes, g.alloc.bytes - s0.held], [1, 4 * 4, 4 * 8], 'one read-back of 4 values; only the tensor held');
     console.log(JSON.stringify({ planDraftBytes: plan.draftBytes, draftBytes: mem.stats.bytes, rounds: r.sampled.rounds, otherAllocsInRun: allocs }));
   });
 });

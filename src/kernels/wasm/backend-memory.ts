@@ -117,6 +117,10 @@ export abstract class WasmBackendMemory {
     return cpu.readBack(ranges);
   }
 
+  stage(ranges: readonly ReadRange<Float32Array>[]): { readonly data: Float32Array[] } {
+    return cpu.stage(ranges);
+  }
+
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
     if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 / Q4_K / Q6_K with room to repack in place
       const size = rows * quantRowBytes(dtype, cols);
