@@ -16,6 +16,8 @@ import { type ArenaModel, arenaBytes, ScratchRows, type StepArena } from '../src
 import { SHAPES } from '../src/tools/model-shapes.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { AnyKernels, Tensor } from '../src/kernels/types.js';
+import type { MemorySet } from '../src/kernels/wasm/memory.js';
+import { DraftPassMemory } from '../src/engine/draft-memory.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 
@@ -167,6 +169,53 @@ test('a field grown past its reservation hands the old buffer to Kernels.free', 
     assert.ok(count.freed.has(first), 'the replaced buffer freed');
     assert.deepEqual(stats, { allocs: 2, frees: 1, bytes: 4 * 9 * 8 });
     count.stop();
+  } finally {
+    k.dispose();
+  }
+});
+
+/** The wasm backend's memory (its arenas), read here only. */
+function wasmMemory(k: AnyKernels): MemorySet {
+  return (k as unknown as { mem: MemorySet }).mem;
+}
+
+test('wasm Kernels.free: a replaced arena field\'s and draft buffer\'s memory is reused, zeroed; the top stays', async () => {
+  const k = await createWasmKernels({ threads: 1 });
+  try {
+    const arena = wasmMemory(k).arenas[0]!;
+    const stats = { allocs: 0, frees: 0, bytes: 0 };
+    const rows = new ScratchRows(k, 256, stats);
+    const first = rows.atLeast(64); // 64 KiB
+    first.fill(7);
+    k.alloc(16); // something after it (a freed top block would just lower the top)
+    rows.atLeast(128); // grown: the first buffer freed, a new one bumped above
+    const top = arena.usedBytes;
+    assert.equal(arena.freeBytes, 64 * 256 * 4, 'the replaced buffer is on the free list');
+    const next = k.alloc(64 * 256);
+    assert.equal(next.byteOffset, first.byteOffset, 'the next allocation it holds takes its bytes');
+    assert.ok(next.every((x) => x === 0), 'zeroed, as alloc() hands out');
+    assert.equal(arena.usedBytes, top, 'the memory\'s top did not move');
+    assert.equal(arena.freeBytes, 0);
+    // a draft-pass buffer grown past its reservation, the same
+    const mem = new DraftPassMemory(k, 1000);
+    const small = mem.logitsRows(4) as Float32Array;
+    k.alloc(16);
+    mem.logitsRows(8);
+    const top2 = arena.usedBytes;
+    assert.equal(k.allocI32(4 * 1000).byteOffset, small.byteOffset, 'the replaced logits buffer reused');
+    assert.equal(arena.usedBytes, top2);
+    // frees merge; a block ending at the top lowers it; views and double frees are refused
+    const [a, b, c] = [k.alloc(100), k.alloc(100), k.alloc(100)];
+    const end = arena.usedBytes;
+    assert.throws(() => k.free!(k.view(a, 16, 16)), /starts no live allocation/);
+    assert.throws(() => k.free!(k.view(a, 0, 50)), /a view of a 448-byte allocation/);
+    k.free!(a);
+    assert.throws(() => k.free!(a), /freed twice/);
+    k.free!(b);
+    assert.equal(arena.freeBytes, 2 * 448, 'a and b merged');
+    assert.equal(k.alloc(200).byteOffset, a.byteOffset, '800 bytes fit the merged block');
+    k.free!(c);
+    assert.ok(arena.usedBytes < end, 'c ended at the top: the top came down');
   } finally {
     k.dispose();
   }

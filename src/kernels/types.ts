@@ -45,8 +45,8 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** Allocate a zero-filled int32 tensor. */
   allocI32(n: number): I;
   /** Give back a tensor alloc / allocI32 returned (not a view), once no later call uses it:
-   * a GPU backend destroys its buffer after the work recorded so far has run. Absent: the
-   * backend's memory is not given back tensor by tensor (ref: the collector's; wasm: an arena). */
+   * a GPU backend destroys its buffer after the work recorded so far has run; wasm puts its
+   * bytes on its arena's free list. Absent (ref): the collector's. */
   free?(t: T | I): void;
   /** Elements [offset, offset + length) of t, sharing its memory. */
   view(t: T, offset: number, length: number): T;
