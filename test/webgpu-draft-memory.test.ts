@@ -2,8 +2,10 @@
 // destroys a buffer once the work recorded before it has run (the next read-back), and an
 // engine whose sampled and penalised draft passes run on the device (its default) reserves
 // their buffers in the memory plan, allocates them at start, and a sampled + penalised run
-// allocates none — counted through a wrapper of the kernels; Kernels.stage copies a range as
-// it is when recorded, delivered by the next read-back. Few tokens: lavapipe costs
+// allocates none — counted through a wrapper of the kernels — its ids the wasm host path's with
+// a request whose candidate rows are refused (recomputed from kept hidden rows into the one
+// draft logits buffer); Kernels.stage copies a range as it is when recorded, delivered by the
+// next read-back. Few tokens: lavapipe costs
 // ~0.25 CPU-s a step.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,7 +22,13 @@ before(webgpuEngineKernels);
 
 const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 
-test('webgpu: the plan reserves the draft buffers, they are allocated at start, and a sampled + penalised MTP run allocates none; free destroys after the next read-back', async () => {
+// a min-p the candidates cannot hold: its rows refused, recomputed from kept hidden rows into the one logits buffer
+const reqs = [...drawRequests(DRAW_CASES.qwen, 8, 2), { ...drawRequests(DRAW_CASES.hot, 8, 1)[0]!, temperature: 0, repetitionPenalty: 1.3 },
+  { ...drawRequests({ temperature: 2, minP: 1e-6 }, 8, 1)[0]!, seed: 77 }];
+
+test('webgpu: the plan reserves the draft buffers, they are allocated at start, and a sampled + penalised MTP run allocates none (refused rows recomputed: ids == wasm host path); free destroys after the next read-back', async () => {
+  const host = { ...base, kernels: 'wasm' as const, model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false };
+  const want = await withEngine(host, (e) => runDraws(e, reqs));
   await withEngine({ ...base, model: TINY_THINK() }, async (e) => {
     const k = e.model.kernels;
     const g = (k as unknown as WebGpuBoundaryKernels).g;
@@ -37,7 +45,6 @@ test('webgpu: the plan reserves the draft buffers, they are allocated at start, 
     const { alloc, allocI32 } = k;
     k.alloc = (n: number) => { allocs++; return alloc.call(k, n); };
     k.allocI32 = (n: number) => { allocs++; return allocI32.call(k, n); };
-    const reqs = [...drawRequests(DRAW_CASES.qwen, 8, 2), { ...drawRequests(DRAW_CASES.hot, 8, 1)[0]!, temperature: 0, repetitionPenalty: 1.3 }];
     let r;
     try {
       r = await runDraws(e, reqs);
@@ -45,6 +52,8 @@ test('webgpu: the plan reserves the draft buffers, they are allocated at start, 
       Object.assign(k, { alloc, allocI32 });
     }
     assert.ok(r.sampled.rounds > 0, 'sampled rounds on the device');
+    assert.ok(r.sampled.refused > 0 && r.sampled.refusedReads <= r.sampled.passes, `refused rows ${r.sampled.refused}`);
+    assert.deepEqual(r.ids, want.ids, 'ids == the wasm host path (refused rows recomputed bit for bit)');
     assert.deepEqual(mem.stats, start, 'the draft passes allocated nothing');
     // free: the buffer stays until the next read-back (recorded work may read it), then is destroyed
     const before = g.alloc.bytes;
@@ -69,6 +78,7 @@ test('webgpu: the plan reserves the draft buffers, they are allocated at start, 
     assert.deepEqual([...now!], [9]);
     assert.deepEqual(staged.data!.map((d) => [...d]), [[3, 4], [8]], 'the values as they were when staged');
     assert.deepEqual([c.steps - s0.steps, c.readBackBytes - s0.bytes, g.alloc.bytes - s0.held], [1, 4 * 4, 4 * 8], 'one read-back of 4 values; only the tensor held');
-    console.log(JSON.stringify({ planDraftBytes: plan.draftBytes, draftBytes: mem.stats.bytes, rounds: r.sampled.rounds, otherAllocsInRun: allocs }));
+    console.log(JSON.stringify({ planDraftBytes: plan.draftBytes, draftBytes: mem.stats.bytes, rounds: r.sampled.rounds, refused: r.sampled.refused,
+      refusedReads: r.sampled.refusedReads, otherAllocsInRun: allocs }));
   });
 });

@@ -9,10 +9,10 @@
 // draft s's in every pass and in the replay.
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to the
-// one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased greedy row picks with Kernels.penaltyPicks (its
-// penalties in f32, the drafts before s counted as outputs; it also gathers the untouched best
-// and the raw logits of every touched id), a plain argmax row with argmaxRows (or penaltyPicks'
-// empty table); a sampled row's candidates come from Kernels.topCandidates and Kernels.
+// one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased
+// greedy row picks with Kernels.penaltyPicks (its penalties in f32, the drafts before s counted
+// as outputs; it also gathers the untouched best and the raw logits of every touched id), a
+// plain argmax row with argmaxRows (or penaltyPicks' empty table); a sampled row's candidates come from Kernels.topCandidates and Kernels.
 // candidateDraws draws an f32 proposal from them with u_s; the next MTP step embeds the pick
 // from kernel memory. One read-back brings every step's picks, the penalised rows' gathered
 // values, and per sampled row what the host's exact draw reads: its candidates (the chain
