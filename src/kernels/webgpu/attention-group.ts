@@ -6,8 +6,8 @@
 // per thread (wgsl/attention-prefill.ts, QT = 512 up to head dim 64, 256 past it, up to head
 // dim 256) where one block's K fits the workgroup memory (K and V together, else one after
 // the other: head dim 256 at 16 KiB), else the tile shape (QT = 128 up to head dim 128, 64
-// at 256, 32 at 512). All run the online softmax of wgsl/attention-online.ts, so a row's bits do not
-// depend on its block. The block table is made on the host once per step batch and block
+// at 256, 32 at 512). All run the online softmax of wgsl/attention-online.ts, so a row's
+// bits do not depend on its block. The block table is made on the host once per step batch and block
 // sizes, and goes up through the upload arena.
 import type { AttentionDims, BatchSeq, KvLayerView } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
