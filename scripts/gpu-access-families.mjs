@@ -7,7 +7,7 @@ import {
 
 export const ASSUMPTIONS = [
   'batch 1, one decode step: model/forward (forwardHidden + lmHeadInto) as recorded on this machine; device argmax and read-back not counted',
-  'recorded on a cut of the shape (a few decoder layers, a 4,096-token vocabulary) and scaled: each layer kind x its real count, the lm_head rows to the real vocabulary (one dispatch per recorded part: the split on an H100 binding limit is not modelled)',
+  'recorded on a cut of the shape (a few decoder layers, a 4,096-token vocabulary) and scaled: each layer kind x its real count, the lm_head rows to the real vocabulary (one dispatch per recorded part: the split on an H100 binding limit is not modelled); Q4_K_M per-tensor types (Q6_K for some layers) follow the cut, not the 32-layer file',
   'bytes: weights once + f32 activations, state and KV each once; attention reads K and V of --context positions',
   'DRAM time = bytes / peak; latency bound (Little): SMs busy x resident warps/SM x DRAM bytes a warp has in flight per loop iteration x unroll / latency',
   'resident warps/SM: min(64, 32 workgroups, shared memory / the WGSL var<workgroup> bytes, launched warps / 132); registers assumed not limiting',
