@@ -93,7 +93,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var j = t; j < n; j += NT) {
     var rank = 0u;
     if (topK != 0u && w[j] > 0.0) {
-      for (var i = 0u; i < n; i++) { if (before(j, i)) { rank++; } }
+      // past topK the entry is out whatever the rest: stop there
+      for (var i = 0u; i < n && rank < topK; i++) { if (before(j, i)) { rank++; } }
     }
     if (w[j] > 0.0 && (topK == 0u || rank < topK)) { atomicOr(&kept[j >> 5u], 1u << (j & 31u)); }
   }
@@ -109,7 +110,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var mass = 0.0;
     let k = is_kept(j);
     if (k && topP < 1.0) {
-      for (var i = 0u; i < n; i++) { if (is_kept(i) && before(j, i)) { mass = mass + w[i]; } }
+      // the f32 sum of nonnegative weights never decreases: once at the target, it stays out
+      for (var i = 0u; i < n && mass < target_p; i++) { if (is_kept(i) && before(j, i)) { mass = mass + w[i]; } }
     }
     if (k && (!(topP < 1.0) || mass < target_p)) { atomicOr(&inp[j >> 5u], 1u << (j & 31u)); }
   }
