@@ -51,3 +51,20 @@ test('top-k 200 / 1000 (± top-p), MTP k = 2: webgpu device candidates and devic
   assert.ok(got.sampled.rounds > 0 && got.sampled.steps > 0, `sampled rounds on the device chain: ${JSON.stringify(got.sampled)}`);
   console.log(JSON.stringify({ candidateRows: got.rows, fallbacks: got.fallbacks, drafts: got.sampled, reads: got.reads, targetSteps: got.targetSteps, bytes: got.bytes }));
 });
+
+test('top-p 0.9 alone over the flat random head: every try refused (read whole, ids == wasm full rows), backing off to tries at steps 0, 2 and 6 of 12', async () => {
+  const base = { model: dir, specTokens: 0, kvCacheTokens: 1024, maxContext: 256, prefixCache: false, maxRunning: 4 };
+  const reqs: GenerateRequest[] = [0, 1].map((i) => ({ promptIds: [5 + i, 77, 900 + i], maxTokens: 12, ignoreEos: true, seed: 40 + i, temperature: 1, topP: 0.9 }));
+  const run = async (kernels: 'wasm' | 'webgpu', sampledCandidates: boolean): Promise<{ ids: number[][]; rows: number; fallbacks: number }> =>
+    withEngine({ ...base, kernels, sampledCandidates }, async (e) => {
+      const c0 = e.sampledCandidates;
+      const ids = await Promise.all(reqs.map(async (r) => [...(await e.complete(r)).outputIds]));
+      return { ids, rows: e.sampledCandidates.rows - c0.rows, fallbacks: e.sampledCandidates.fallbacks - c0.fallbacks };
+    });
+  const want = await run('wasm', false);
+  const got = await run('webgpu', true);
+  assert.deepEqual(got.ids, want.ids, 'refused rows drawn from their full rows == wasm');
+  assert.equal(got.fallbacks, got.rows, `the nucleus never fits 1,024 candidates: every try refused (${got.rows})`);
+  // 12 sampled steps a request (the prefill's last position, 11 decodes): tries at 0, 2 and 6
+  assert.equal(got.rows, 3 * reqs.length, `candidate tries ${got.rows}`);
+});

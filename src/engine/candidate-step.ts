@@ -6,14 +6,15 @@
 // row once read. A row with a logit bias, a constraint or penalties also gathers its touched
 // ids' raw logits (gatherRows), adjusted on the host. A row the certificate refuses is read
 // whole in a second read-back (counted: `fallbacks`) and sampled on the host as before. A
-// request whose rows were refused reads its logits rows outright for its next 2^r − 1 steps
-// (r: its refused steps in a row, at most MAX_BACKOFF), so a request whose candidates never
-// certify (a flat nucleus under top-p alone, a min-p keeping thousands of ids) pays the second
-// read-back on a few of its steps only; ids are the same either way.
+// top-p request without top-k or min-p (sampled-candidates.ts nucleusOnly: it read its logits
+// rows before certificate (c)) whose rows were refused reads its logits rows outright for its
+// next 2^r − 1 tries (r: its refused tries in a row, at most MAX_BACKOFF), so a flat nucleus,
+// which never certifies, pays the second read-back on a few of its steps only; ids are the
+// same either way.
 import type { AnyKernels, ReadRange, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
 import { idsOf, sampledCandidates } from './device-picks.js';
-import { certify, type CertifiedRow } from './sampled-candidates.js';
+import { certify, nucleusOnly, type CertifiedRow } from './sampled-candidates.js';
 import { greedyAdjust } from './device-finish.js';
 import { touchedIds, type GreedyAdjust } from './greedy-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
@@ -85,7 +86,7 @@ export function planCandidates(rows: readonly BatchRow[], layout: { first: numbe
     if (!r.sample || layout.onKernels[i] || (!r.verify && layout.count[i] !== 1)) return;
     const req = r.req!;
     const want = sampledCandidates(req, sampleVocab);
-    if (want === 0 || !admitted(req)) return;
+    if (want === 0 || (nucleusOnly(req.sampling, sampleVocab) && !admitted(req))) return;
     for (let s = 0; s < layout.count[i]!; s++) {
       const matcher = r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req);
       const adjust = greedyAdjust(req, matcher?.mask() ?? null, sampleVocab, r.verify ? req.drafts.slice(0, s) : []);
@@ -164,11 +165,12 @@ export class CandidateStep {
       const adjust = a ? { a, touched, raw: touchedRaw ? touchedRaw.subarray(touchedAt, touchedAt + touched.length) : [] } : null;
       return certify(idsOf(read[2 * j]!), read[2 * j + 1]!, sampling, vocab, adjust);
     });
-    this.settle(plan, got);
+    this.settle(plan, got, vocab);
     return got;
   }
 
-  /** Does `req` read candidates this step (false: it backs off after refusals; counts the step)? */
+  /** Does a nucleusOnly request read candidates this try (false: it backs off after refusals;
+   * counts the try)? */
   admits(req: object): boolean {
     const b = this.backoff.get(req);
     if (!b || b.skip === 0) return true;
@@ -178,10 +180,10 @@ export class CandidateStep {
 
   /** Each planned request's outcome (`got`: certify's, per planned row): refused when any of
    * its rows is; a certified step ends its backoff. */
-  private settle(plan: CandidatePlan, got: readonly (CertifiedRow | null)[]): void {
+  private settle(plan: CandidatePlan, got: readonly (CertifiedRow | null)[], vocab: number): void {
     const refused = new Map<object, boolean>();
-    plan.rows.forEach(({ req }, j) => {
-      if (req) refused.set(req, (refused.get(req) ?? false) || got[j] === null);
+    plan.rows.forEach(({ req, sampling }, j) => {
+      if (req && nucleusOnly(sampling, vocab)) refused.set(req, (refused.get(req) ?? false) || got[j] === null);
     });
     for (const [req, no] of refused) {
       if (!no) this.backoff.delete(req);

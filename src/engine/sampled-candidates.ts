@@ -64,6 +64,20 @@ export function candidateCount(p: SamplingParams, vocab: number): number {
   return p.minP > 0 ? MIN_P_CANDIDATES : 0;
 }
 
+/** Candidates a draft pass on the kernels reads back for a sampled draft row
+ * (speculative/draft-device.ts): candidateCount's, but 0 (its logits row) for top-p without
+ * top-k or min-p — a pass keeps no backoff, and a refused row there costs a read-back and a
+ * recompute, so a flat nucleus would pay them every pass. */
+export function draftCandidateCount(p: SamplingParams, vocab: number): number {
+  return nucleusOnly(p, vocab) ? 0 : candidateCount(p, vocab);
+}
+
+/** Top-p without top-k or min-p: its candidates certify only through (c), a nucleus above
+ * the last candidate (a flat one never does: candidate-step.ts backs such requests off). */
+export function nucleusOnly(p: SamplingParams, vocab: number): boolean {
+  return topKOf(p, vocab) === 0 && !(p.minP > 0) && p.topP < 1;
+}
+
 /** The top-k the sampler applies (sampleRowOf's: 0 = off). */
 function topKOf(p: SamplingParams, vocab: number): number {
   return p.topK > 0 && p.topK < vocab ? p.topK : 0;
