@@ -37,9 +37,9 @@ import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadR
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
-import { candidateCount, certifiedDist, certify, type CertifiedRow } from '../sampled-candidates.js';
+import { candidateCount, certifiedDist, certify, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
-import { penaltyRow, replayPick } from '../device-finish.js';
+import { penaltyRow, replayPick, replayTouched } from '../device-finish.js';
 import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { Dist } from './sparse-accept.js';
 import { type DraftPassMemory, draftPassMemory } from '../draft-memory.js';
@@ -61,17 +61,32 @@ export interface DeviceSteps<C extends SampledChain> {
   forward(chains: readonly C[], hidden: Tensor, step: number, tokens: readonly number[] | null, device: MtpDeviceIds<Tensor> | null): Tensor;
   /** The arena's draft-hidden rows (where a redraft gathers its kept hidden rows). */
   hiddenRows(n: number): Tensor;
-  /** The host path's draw of chain c's draft `index` (0-based) from its full logits row with
-   * uniform u (the drafts before it: `before`): the token and q. */
+  /** The host path's draw of chain c's draft `index` (0-based) from its full raw logits row
+   * (adjusted here: bias, then penalties counting `before`, the drafts before it) with uniform
+   * u: the token and q. The row may be modified. */
   drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist };
 }
 
 /** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, no penalty,
  * no bias, no constraint, and a cut its candidates (at most MAX_DRAW_CANDIDATES) can propose. */
 export function drawsOnKernels(req: RequestView, vocab: number): boolean {
-  const a = req.adjust;
-  if (isGreedy(req.sampling) || penalised(req.sampling) || a?.constraint || (a?.bias?.size ?? 0) > 0) return false;
-  return candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
+  return !adjusted(req) && drawable(req, vocab);
+}
+
+/** A sampled request with penalties or a logit bias (no constraint) whose cut the candidates
+ * can propose: its rows are adjusted in f32 by penaltyPicks (`apply`) before the draw, and the
+ * replay certifies them with the touched ids' raw logits (sampled-candidates.ts). */
+export function drawsAdjusted(req: RequestView, vocab: number): boolean {
+  return adjusted(req) && drawable(req, vocab);
+}
+
+function drawable(req: RequestView, vocab: number): boolean {
+  return !isGreedy(req.sampling) && !req.adjust?.constraint && candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
+}
+
+/** Does a penalty or a non-empty logit bias touch the request's rows (a penaltyPicks table)? */
+function adjusted(req: RequestView): boolean {
+  return penalised(req.sampling) || (req.adjust?.bias?.size ?? 0) > 0;
 }
 
 /** Which chains draft on the kernels: penalised or biased greedy ones (`penalties`), sampled
@@ -83,12 +98,13 @@ export interface DeviceChains {
 
 /** Does a round of these chains take this path? With a sampled chain (`on.sampled`): each a
  * sampled chain drawsOnKernels admits, a plain argmax chain (no bias), or with `on.penalties` a
- * penalised or biased greedy chain without a constraint. Without one (`on.penalties`): each
- * draftsOnKernels (an f32 bias included) or such a penalised or biased chain. */
+ * penalised or biased chain without a constraint, greedy or sampled (drawsAdjusted). Without
+ * one (`on.penalties`): each draftsOnKernels (an f32 bias included) or such a penalised or
+ * biased greedy chain. */
 export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
   if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
   const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));
-  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab));
+  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab) || (on.penalties && drawsAdjusted(r, vocab)));
 }
 
 /** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
@@ -127,10 +143,12 @@ interface Round<C extends SampledChain> {
   savedRows: number;
 }
 
-/** What the replay reads of a sampled row: its certified candidates, else its logits row. */
+/** What the replay reads of a sampled row: its certified candidates, else its raw logits row;
+ * and an adjusted row's touched ids with their raw logits (null: none). */
 interface StepRead {
   readonly cert: CertifiedRow | null;
   row: Float32Array | null;
+  readonly touched: TouchedLogits | null;
 }
 
 export class DeviceDrafts {
@@ -205,7 +223,7 @@ export class DeviceDrafts {
     const cIds = this.cands?.ids;
     const cVals = this.cands?.vals;
     const lives: number[] = [];
-    const pen = members.some((m) => finishesOnHost(m.req)) ? this.penaltiesFor(round, group, start) : null;
+    const pen = members.some((m) => adjusted(m.req)) ? this.penaltiesFor(round, group, start) : null;
     let vo = 0;
     let hidden = first;
     for (let s = start; s <= k; s++) {
@@ -220,7 +238,10 @@ export class DeviceDrafts {
       const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null : drawOf(m.req, us[group[i]!]![s - 1]!, this.v)));
       if (pen) {
         // the same row objects every step (a prefix of them): the device may keep their table
-        const call: PenaltyPicksCall = { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live) };
+        // with a sampled row, x becomes the f32-adjusted rows its candidates and draw read
+        const call: PenaltyPicksCall = {
+          m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live), apply: c > 0,
+        };
         vo = penaltyValsAt(call, live);
         pen.calls.push(call);
         this.k.penaltyPicks(ids, x, this.mem.vals.t!, call);
@@ -253,9 +274,16 @@ export class DeviceDrafts {
     const got = new Map<number, StepRead>();
     let r = pen ? 3 : 1;
     for (const a of at) {
-      const req = chains[group[a.i]!]!.req;
-      const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v) : null;
-      got.set(a.t * g + a.i, { cert, row: a.cands ? null : read[r++]! });
+      const j = group[a.i]!;
+      const req = chains[j]!.req;
+      // an adjusted row's touched ids, as they stand if the replay reaches it (the pass's picks
+      // before it then are the chain's exact drafts)
+      const touched = penRead && adjusted(req)
+        ? replayTouched(req, this.v, penRead.tables[a.i]!, round.exact[j]!.slice(0, start - 1), Array.from({ length: a.t }, (_, t) => picks[t * g + a.i]!),
+          penRead.vals, penaltyValsAt(penRead.calls[a.t]!, a.i))
+        : null;
+      const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v, touched) : null;
+      got.set(a.t * g + a.i, { cert, row: a.cands ? null : rawRow(read[r++]!, touched), touched });
     }
     // rows the certificate refuses: read whole, all in one more read-back
     const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
@@ -264,7 +292,10 @@ export class DeviceDrafts {
       const st = round.stats;
       st.refused = (st.refused ?? 0) + refused.length;
       st.refusedReads = (st.refusedReads ?? 0) + 1;
-      refused.forEach(({ i, t }, j) => { got.get(t * g + i)!.row = rows[j]!; });
+      refused.forEach(({ i, t }, j) => {
+        const rd = got.get(t * g + i)!;
+        rd.row = rawRow(rows[j]!, rd.touched);
+      });
     }
     return this.replay(round, group, start, picks, got, penRead);
   }
@@ -328,6 +359,14 @@ export class DeviceDrafts {
     if (c > 0) this.cands = { ids: this.mem.candIds.atLeast(k * n * c), vals: this.mem.candVals.atLeast(k * n * c) };
     this.saved = this.mem.saved.atLeast(((k * (k + 1)) / 2) * n * this.h);
   }
+}
+
+/** A copy of a read logits row with the touched ids' raw logits put back (penaltyPicks' `apply`
+ * wrote their f32-adjusted values there): the row the host path adjusts and samples. */
+function rawRow(read: Float32Array, touched: TouchedLogits | null): Float32Array {
+  const row = read.slice();
+  touched?.touched.forEach((id, e) => { row[id] = touched.raw[e]!; });
+  return row;
 }
 
 /** The candidateDraws row of a sampled request's draft with uniform u (sampleRowOf's cut). */

@@ -181,6 +181,7 @@ export class MtpDrafter {
       tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
     hiddenRows: (n) => this.ws.draftHidden.rows(n),
     drawRow: (c, row, u, index, before) => {
+      adjustInPlace(row, this.v, c.req.adjust, null);
       const [o] = this.sampler.run([{
         logits: row, vocab: this.v, sampling: c.req.sampling, history: c.req.history, extra: before, rng: { next: () => u }, dist: true, logprobs: -1,
       }]);
