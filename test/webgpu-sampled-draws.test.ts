@@ -3,7 +3,9 @@
 // on tiny-think at k = 3, a batch of sampled streams (the task's cuts) with a greedy stream
 // gives the wasm engine's host-path ids (forced off), one draft read-back a round when clean
 // (2 with the verify), and a corrupted device draw is replaced by the host's (redraft), ids
-// unchanged. Short prompts, few tokens: lavapipe costs ~0.25 CPU-s a step.
+// unchanged; penalised and biased sampled streams (their rows adjusted in f32 on the device
+// before the draw, replayed exactly) give the wasm host path's ids too. Short prompts, few
+// tokens: lavapipe costs ~0.25 CPU-s a step.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -59,5 +61,25 @@ test('webgpu MTP k = 3: sampled streams + a greedy one, drafts drawn on the devi
     assert.ok(forced.sampled.disagreements > 0 && forced.sampled.passes > forced.sampled.rounds, 'the replay caught them and redrafted');
     console.log(JSON.stringify({ rounds: s.rounds, steps: s.steps, passes: s.passes, disagreements: s.disagreements, refused: s.refused, reads: got.reads,
       bytes: got.bytes, forcedDisagreements: forced.sampled.disagreements, forcedPasses: forced.sampled.passes }));
+  });
+});
+
+test('webgpu MTP k = 3: penalised and biased sampled streams + a penalised greedy one, adjusted on the device (penaltyPicks apply) == wasm host path; 2 read-backs a clean round', async () => {
+  const penalties = { repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 };
+  const [a, b] = drawRequests({ ...DRAW_CASES.hot, ...penalties }, 6, 2, true);
+  const [c] = drawRequests({ ...DRAW_CASES.qwen, logitsAdjust: { bias: new Map([[54, 2.1], [57, -4], [200, 6]]) } }, 6, 1);
+  const reqs = [a!, { ...c!, seed: 1001 }, { ...b!, ...penalties }];
+  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+  const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false }, (e) => runDraws(e, reqs));
+  await withEngine({ ...base, model: TINY_THINK() }, async (e) => {
+    const got = await runDraws(e, reqs);
+    assert.deepEqual(got.ids, want.ids, 'device-adjusted drafts: ids == wasm host path');
+    const s = got.sampled;
+    assert.ok(s.rounds > 0, 'chained rounds');
+    assert.ok(s.passes <= s.rounds + s.disagreements, `${s.passes} passes`);
+    if (s.disagreements === 0 && s.refused === 0) assert.equal(s.passes, s.rounds, 'one draft read-back a round');
+    assert.equal(got.reads, got.targetSteps + s.passes + s.refusedReads + got.greedyPasses, `read-backs ${got.reads}: ${got.targetSteps} steps, ${s.passes} passes`);
+    console.log(JSON.stringify({ adjusted: true, rounds: s.rounds, steps: s.steps, passes: s.passes, disagreements: s.disagreements, refused: s.refused, reads: got.reads,
+      targetSteps: got.targetSteps, greedyPasses: got.greedyPasses }));
   });
 });
