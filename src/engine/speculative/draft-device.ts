@@ -1,6 +1,7 @@
 // MTP drafts chained on the kernels, in one read-back per pass (draft.ts calls it when every chain
-// is a sampled request drawsOnKernels admits, a penalised or biased greedy request without a
-// constraint, or a plain argmax chain; deviceRound says which rounds, per the engine's switches).
+// is a sampled request drawsOnKernels or drawsAdjusted admits, a penalised or biased greedy
+// request without a constraint, or a plain argmax chain; deviceRound says which rounds, per the
+// engine's switches).
 //
 // Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
 // (draft-candidates.ts, or the full row's sampler), every draft step, whatever the tokens (no
@@ -30,7 +31,15 @@
 //
 // A biased chain that is not penalised has a table of its bias ids only (its drafts change
 // nothing); its f32 sum is adjustInPlace's when the values are f32s (draft-bias.ts), and the
-// replay checks it either way. A round without a sampled chain runs no candidate kernels and
+// replay checks it either way. A sampled chain with penalties or a bias has a table too, and a
+// pass with a sampled chain calls penaltyPicks with `apply`: the touched ids' f32-adjusted
+// values overwrite the step's logits rows before topCandidates and candidateDraws, so the
+// proposal is drawn from the adjusted row. Its replay certifies the candidates with the touched
+// ids' raw logits (gathered by the same call) adjusted exactly (replayTouched: the certificate's
+// touched ids, sampled-candidates.ts); a row read whole gets those raw logits back (rawRow) and
+// is adjusted and drawn by the host path's sampler. Untouched ids are raw in both rows, and
+// every candidate outside the touched ids holds its raw logit, so the certificate's argument
+// (outside ids ≤ the smallest candidate) is unchanged. A round without a sampled chain runs no candidate kernels and
 // counts in `stats.penalised`; one with a sampled chain counts in `stats.sampled`.
 import type { MtpDeviceIds } from '../../model/forward.js';
 import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
