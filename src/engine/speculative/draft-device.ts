@@ -48,7 +48,8 @@ import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
 import { candidateCount, certifiedDist, certify, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
-import { penaltyRow, replayPick, replayTouched } from '../device-finish.js';
+import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
+import { matcherAfterDrafts } from '../logits-adjust.js';
 import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { Dist } from './sparse-accept.js';
 import { type DraftPassMemory, draftPassMemory } from '../draft-memory.js';
@@ -71,26 +72,18 @@ export interface DeviceSteps<C extends SampledChain> {
   /** The arena's draft-hidden rows (where a redraft gathers its kept hidden rows). */
   hiddenRows(n: number): Tensor;
   /** The host path's draw of chain c's draft `index` (0-based) from its full raw logits row
-   * (adjusted here: bias, then penalties counting `before`, the drafts before it) with uniform
-   * u: the token and q. The row may be modified. */
-  drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist };
+   * (adjusted here: bias and constraint mask after `before`, the drafts before it, then
+   * penalties counting them) with uniform u: the token and q, and whether u was used (not for a
+   * row the constraint masks whole: draft 0, sure to be rejected). The row may be modified. */
+  drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist; drew: boolean };
 }
 
-/** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, no penalty,
- * no bias, no constraint, and a cut its candidates (at most MAX_DRAW_CANDIDATES) can propose. */
-export function drawsOnKernels(req: RequestView, vocab: number): boolean {
-  return !adjusted(req) && drawable(req, vocab);
-}
-
-/** A sampled request with penalties or a logit bias (no constraint) whose cut the candidates
- * can propose: its rows are adjusted in f32 by penaltyPicks (`apply`) before the draw, and the
- * replay certifies them with the touched ids' raw logits (sampled-candidates.ts). */
-export function drawsAdjusted(req: RequestView, vocab: number): boolean {
-  return adjusted(req) && drawable(req, vocab);
-}
-
-function drawable(req: RequestView, vocab: number): boolean {
-  return !isGreedy(req.sampling) && !req.adjust?.constraint && candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
+/** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, and a cut its
+ * candidates (at most MAX_DRAW_CANDIDATES) can propose; with penalties or a logit bias only
+ * where `penalties` is on (penaltyPicks adjusts its rows). A constraint's mask depends on the
+ * drafts before it: the proposals are drawn without it, the replay applies it (see the header). */
+export function drawsOnKernels(req: RequestView, vocab: number, penalties: boolean): boolean {
+  return !isGreedy(req.sampling) && candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES && (penalties || !adjusted(req));
 }
 
 /** Does a penalty or a non-empty logit bias touch the request's rows (a penaltyPicks table)? */
@@ -113,7 +106,7 @@ export interface DeviceChains {
 export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
   if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
   const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));
-  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab) || (on.penalties && drawsAdjusted(r, vocab)));
+  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab, on.penalties));
 }
 
 /** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
@@ -138,8 +131,11 @@ interface Round<C extends SampledChain> {
   readonly steps: DeviceSteps<C>;
   /** The counters the round adds to (DeviceDrafts.stats: sampled or penalised). */
   readonly stats: { passes: number; disagreements: number; refused?: number; refusedReads?: number };
-  /** us[j][s − 1]: chain j's uniform of draft s (empty for an argmax chain). */
+  /** us[j][u]: chain j's u-th uniform of the round (looked ahead at on a fork of its draft rng;
+   * empty for an argmax chain). A draft uses the next one unless its row is all masked. */
   readonly us: readonly number[][];
+  /** drew[j][s − 1]: did chain j's exact draft s use a uniform (parallel to exact[j]). */
+  readonly drew: boolean[][];
   /** Per chain: candidates read back (its candidateCount), or 0 (its logits rows). */
   readonly want: readonly number[];
   /** Candidates per row of the round's topCandidates calls (0: no sampled chain, none run). */
@@ -195,8 +191,13 @@ export class DeviceDrafts {
     const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? candidateCount(c.req.sampling, this.v) : 0));
     const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
     this.reserve(n, k, c);
-    const us = chains.map((ch, j) => (sampled[j] ? Array.from({ length: ch.drafts }, () => ch.req.draftRng.next()) : []));
-    const round: Round<C> = { chains, steps, stats, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0 };
+    const us = chains.map((ch, j) => {
+      const rng = ch.req.draftRng.fork();
+      return sampled[j] ? Array.from({ length: ch.drafts }, () => rng.next()) : [];
+    });
+    const round: Round<C> = {
+      chains, steps, stats, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), drew: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0,
+    };
     let group = chains.map((_, j) => j);
     let start = 1;
     let hidden = first;
@@ -208,6 +209,7 @@ export class DeviceDrafts {
       for (const j of again) {
         round.exact[j]!.length = start - 1;
         round.exactQ[j]!.length = Math.min(round.exactQ[j]!.length, start - 1);
+        round.drew[j]!.length = Math.min(round.drew[j]!.length, start - 1);
       }
       const dst = steps.hiddenRows(again.length);
       this.k.gatherRows(dst, this.saved!, again.map((j) => round.savedAt[j]![start - 2]!), this.h);
@@ -216,7 +218,10 @@ export class DeviceDrafts {
     }
     chains.forEach((ch, j) => {
       ch.proposed.push(...round.exact[j]!);
-      if (sampled[j]) ch.qs!.push(...round.exactQ[j]!);
+      if (!sampled[j]) return;
+      ch.qs!.push(...round.exactQ[j]!);
+      // the draft rng moves by the uniforms the exact drafts used, as on the host path
+      for (const d of round.drew[j]!) if (d) ch.req.draftRng.next();
     });
   }
 
@@ -244,7 +249,8 @@ export class DeviceDrafts {
       round.savedRows += live;
       const x = this.logitsFor(t, g);
       steps.logits(hidden, live, x);
-      const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null : drawOf(m.req, us[group[i]!]![s - 1]!, this.v)));
+      const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null
+        : drawOf(m.req, us[group[i]!]![usedBefore(round, group[i]!, start) + t]!, this.v)));
       if (pen) {
         // the same row objects every step (a prefix of them): the device may keep their table
         // with a sampled row, x becomes the f32-adjusted rows its candidates and draw read
@@ -280,22 +286,26 @@ export class DeviceDrafts {
     round.stats.passes++;
     const picks = idsOf(read[0]!);
     const penRead = pen ? { ...pen, bests: idsOf(read[1]!), vals: read[2]! } : null;
-    const got = new Map<number, StepRead>();
+    const data = new Map<number, { ids: Int32Array; vals: Float32Array } | Float32Array>();
     let r = pen ? 3 : 1;
-    for (const a of at) {
-      const j = group[a.i]!;
+    for (const a of at) data.set(a.t * g + a.i, a.cands ? { ids: idsOf(read[r++]!), vals: read[r++]! } : read[r++]!);
+    const got = new Map<number, StepRead>();
+    group.forEach((j, i) => {
       const req = chains[j]!.req;
-      // an adjusted row's touched ids, as they stand if the replay reaches it (the pass's picks
-      // before it then are the chain's exact drafts)
-      const touched = penRead && adjusted(req)
-        ? replayTouched(req, this.v, penRead.tables[a.i]!, round.exact[j]!.slice(0, start - 1), Array.from({ length: a.t }, (_, t) => picks[t * g + a.i]!),
-          penRead.vals, penaltyValsAt(penRead.calls[a.t]!, a.i))
-        : null;
-      const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v, touched) : null;
-      got.set(a.t * g + a.i, { cert, row: a.cands ? null : rawRow(read[r++]!, touched), touched });
-    }
-    // rows the certificate refuses: read whole, all in one more read-back
-    const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
+      if (isGreedy(req.sampling)) return;
+      for (let t = 0; t < lives.length && i < lives[t]!; t++) {
+        // the row's adjustment as it stands if the replay reaches it (the pass's picks before it
+        // then are the chain's exact drafts)
+        const adjust = this.stepAdjust(round, j, i, start, Array.from({ length: t }, (_, u) => picks[u * g + i]!), penRead, t);
+        const d = data.get(t * g + i)!;
+        const cert = d instanceof Float32Array ? null : certify(d.ids, d.vals, req.sampling, this.v, adjust);
+        got.set(t * g + i, { cert, row: d instanceof Float32Array ? rawRow(d, adjust) : null, touched: adjust });
+        // a pick the constraint refuses: the exact draft differs there, the replay stops there
+        if (adjust?.a.mask && !allowed(adjust.a.mask, picks[t * g + i]!)) break;
+      }
+    });
+    // rows the certificate refuses (that the replay can reach): read whole, all in one more read-back
+    const refused = at.filter((a) => a.cands && got.has(a.t * g + a.i) && !got.get(a.t * g + a.i)!.cert);
     if (refused.length > 0) {
       const rows = await this.k.readBack(refused.map(({ i, t }) => ({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v })));
       const st = round.stats;
@@ -307,6 +317,22 @@ export class DeviceDrafts {
       });
     }
     return this.replay(round, group, start, picks, got, penRead);
+  }
+
+  /** What the replay applies to chain j's (pass member i's) sampled row at pass step t, its pass
+   * drafts before it `drafts`: the constraint's mask after the drafts before it, and for a
+   * penalised or biased chain the touched ids with the raw logits its penaltyPicks call gathered
+   * (null: neither). */
+  private stepAdjust<C extends SampledChain>(round: Round<C>, j: number, i: number, start: number, drafts: readonly number[],
+    pen: (PassPenalties & { vals: Float32Array }) | null, t: number): TouchedLogits | null {
+    const req = round.chains[j]!.req;
+    const prefix = round.exact[j]!.slice(0, start - 1);
+    const mask = req.adjust?.constraint ? (matcherAfterDrafts(req, prefix.length + t, [...prefix, ...drafts])?.mask() ?? null) : null;
+    if (pen && adjusted(req)) {
+      const x = replayTouched(req, this.v, pen.tables[i]!, prefix, drafts, pen.vals, penaltyValsAt(pen.calls[t]!, i));
+      return { ...x, a: { ...x.a, mask } };
+    }
+    return mask ? { a: greedyAdjust(req, mask, this.v, [...prefix, ...drafts]), touched: [], raw: [] } : null;
   }
 
   /** The penaltyPicks tables of a pass's members (their exact drafts before `start` counted) and
@@ -333,20 +359,24 @@ export class DeviceDrafts {
         const t = s - start;
         const pick = picks[t * g + i]!;
         let host = pick;
+        let drew = false;
         if (pen && finishesOnHost(ch.req)) {
           // a penalised or biased greedy row's f32 pick is a proposal; a plain argmax row's is exact
           const ex = exact[j]!;
           host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
         } else if (!isGreedy(ch.req.sampling)) {
-          const rd = got.get(t * g + i)!;
-          const u = us[j]![s - 1]!;
+          const rd = got.get(t * g + i);
+          if (!rd) throw new Error(`internal error: draft step ${s} reached by the replay was not read`);
+          const u = us[j]![drawn(round.drew[j]!)]!;
           const draw = rd.cert ? certifiedDist(rd.cert, ch.req.sampling, u) : null;
-          const { token, q } = draw ? { token: draw.token, q: draw.dist } : steps.drawRow(ch, rd.row!, u, s - 1, exact[j]!);
-          host = token;
-          exactQ[j]!.push(q);
+          const out = draw ? { token: draw.token, q: draw.dist, drew: true } : steps.drawRow(ch, rd.row!, u, s - 1, exact[j]!);
+          [host, drew] = [out.token, out.drew];
+          exactQ[j]!.push(out.q);
         }
         exact[j]!.push(host);
-        if (host !== pick) {
+        round.drew[j]!.push(drew);
+        // a draft that used no uniform (an all-masked row) shifts the later ones: redraft after it
+        if (host !== pick || (!drew && !isGreedy(ch.req.sampling))) {
           round.stats.disagreements++;
           if (s < ch.drafts) restart.set(j, s + 1);
           break;
@@ -368,6 +398,20 @@ export class DeviceDrafts {
     if (c > 0) this.cands = { ids: this.mem.candIds.atLeast(k * n * c), vals: this.mem.candVals.atLeast(k * n * c) };
     this.saved = this.mem.saved.atLeast(((k * (k + 1)) / 2) * n * this.h);
   }
+}
+
+/** How many uniforms a chain's exact drafts used. */
+function drawn(drew: readonly boolean[]): number {
+  return drew.reduce((n, d) => n + (d ? 1 : 0), 0);
+}
+
+/** The uniforms chain j's drafts before pass step `start` used (its pass steps use the next). */
+function usedBefore<C extends SampledChain>(round: Round<C>, j: number, start: number): number {
+  return drawn(round.drew[j]!.slice(0, start - 1));
+}
+
+function allowed(mask: Uint32Array, id: number): boolean {
+  return (((mask[id >>> 5] ?? 0) >>> (id & 31)) & 1) === 1;
 }
 
 /** A copy of a read logits row with the touched ids' raw logits put back (penaltyPicks' `apply`
