@@ -8,11 +8,13 @@
 // wall time is reported too (a same-run A/B: both engines loaded in turn per k).
 // Usage: node scripts/bench-sampled-draws.mjs [--model DIR] [--kernels webgpu|wasm]
 //        [--streams S] [--gen N] [--ks 2,3,4] [--cases a,b] [--reps R] [--candidates on|off|auto]
-//        (cases: qwen, minP, topP, penalised, biased; default all)
+//        (cases: qwen, minP, topP, penalised, biased, json; default all)
 //        (needs dist/: npx tsc; --candidates: the sampled-candidates hook, auto = the backend's default)
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { Engine } from '../dist/src/engine/engine.js';
+import { TokenTexts } from '../dist/src/server/api/logprobs.js';
+import { structuredConstraint } from '../dist/src/server/api/structured.js';
 
 const { values: v } = parseArgs({
   options: {
@@ -33,7 +35,18 @@ const CASES = {
   // adjusted rows (penaltyPicks `apply` on the device, replayed with the touched ids' raw logits)
   penalised: { temperature: 0.7, topK: 20, topP: 0.8, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
   biased: { temperature: 0.7, topK: 20, topP: 0.8, logitsAdjust: { bias: new Map([[54, 2.1], [57, -4], [200, 6]]) } },
+  // a JSON schema (the chat route's constraint, a fresh one per request): proposals drawn
+  // without the mask, the replay applies it (draft-device.ts)
+  json: { temperature: 0.7, topK: 20, topP: 0.8, schema: { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 8 } }, required: ['n', 's'] } },
 };
+
+/** The request fields of a case: `schema` becomes a JSON-schema constraint over the engine. */
+function requestOf(engine, sampling) {
+  const { schema, ...rest } = sampling;
+  if (!schema) return rest;
+  const ctx = { engine, texts: new TokenTexts(engine.tokenizer) };
+  return { ...rest, logitsAdjust: { bias: null, constraint: structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, false) } };
+}
 if (v.cases) for (const name of Object.keys(CASES)) if (!v.cases.split(',').includes(name)) delete CASES[name];
 const streams = Number(v.streams);
 const gen = Number(v.gen);
@@ -48,7 +61,7 @@ async function runCase(engine, sampling) {
   try {
     const ids = await Promise.all(Array.from({ length: streams }, async (_, i) => {
       const promptIds = Array.from({ length: 12 }, (_, j) => (j * 37 + i * 101 + 5) % 1000);
-      return [...(await engine.complete({ promptIds, maxTokens: gen, ignoreEos: true, seed: 77 + i, ...sampling })).outputIds];
+      return [...(await engine.complete({ promptIds, maxTokens: gen, ignoreEos: true, seed: 77 + i, ...requestOf(engine, sampling) })).outputIds];
     }));
     const [d1, st1] = [engine.sampledDrafts, engine.stats()];
     const verify = st1.steps.verify - st0.steps.verify;
