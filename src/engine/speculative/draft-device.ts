@@ -1,13 +1,24 @@
 // MTP drafts chained on the kernels, in one read-back per pass (draft.ts calls it when every chain
-// is a sampled request drawsOnKernels or drawsAdjusted admits, a penalised or biased greedy
-// request without a constraint, or a plain argmax chain; deviceRound says which rounds, per the
-// engine's switches).
+// is a sampled request drawsOnKernels admits (penalties, bias and constraints included), a
+// penalised or biased greedy request without a constraint, or a plain argmax chain; deviceRound
+// says which rounds, per the engine's switches).
 //
 // Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
-// (draft-candidates.ts, or the full row's sampler), every draft step, whatever the tokens (no
-// constraint here: its all-masked rows would skip one). So a chain of `drafts` steps consumes
-// exactly `drafts` uniforms, in step order, and they are drawn here before the round: u_s is
-// draft s's in every pass and in the replay.
+// (draft-candidates.ts, or the full row's sampler), in step order, except a draft whose row its
+// constraint masks whole (draft 0, no uniform: draft.ts pickDrafts). So the round looks ahead at
+// `drafts` uniforms on a fork of the rng (Rng.fork); a pass step uses the next one after those
+// the chain's exact drafts used; the replay records which drafts used one (a masked-whole row
+// counts as a disagreement, so the steps after it redraft with the uniforms shifted), and the
+// request's rng then advances by the number used, as on the host path.
+//
+// Constraints: the mask of draft s depends on drafts 1..s−1, so the device draws proposals
+// WITHOUT it (over the raw or penalty-adjusted row). The replay computes each step's mask from
+// the matcher after the chain's exact drafts and certifies the candidates under it (masked
+// candidates at −∞: sampled-candidates.ts); where the mask changes the draw, the proposal
+// differs, the host's draw wins and the chain redrafts. A step after a proposal its mask refuses
+// is never reached (the exact draft differs there), so it is neither certified nor read whole.
+// Constrained GREEDY chains keep the per-step path (draft.ts: argmaxRowsMasked, one read-back a
+// step).
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to a
 // buffer of their own; a penalised or biased greedy row picks with Kernels.penaltyPicks (its
@@ -99,10 +110,10 @@ export interface DeviceChains {
 }
 
 /** Does a round of these chains take this path? With a sampled chain (`on.sampled`): each a
- * sampled chain drawsOnKernels admits, a plain argmax chain (no bias), or with `on.penalties` a
- * penalised or biased chain without a constraint, greedy or sampled (drawsAdjusted). Without
- * one (`on.penalties`): each draftsOnKernels (an f32 bias included) or such a penalised or
- * biased greedy chain. */
+ * sampled chain drawsOnKernels admits (a penalised or biased one with `on.penalties`), a plain
+ * argmax chain (no bias), or with `on.penalties` a penalised or biased greedy chain without a
+ * constraint. Without one (`on.penalties`): each draftsOnKernels (an f32 bias included) or such
+ * a penalised or biased greedy chain. */
 export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
   if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
   const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));

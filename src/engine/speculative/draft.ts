@@ -11,8 +11,9 @@
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
-// host, a redraft pass per disagreement; so do sampled chains (no constraint; penalties and bias
-// applied in f32 on the kernels before the draw) with them and plain argmax chains: an f32 draw from each row's top candidates with the draft's
+// host, a redraft pass per disagreement; so do sampled chains (penalties and bias applied in f32
+// on the kernels before the draw; a constraint's mask applied by the replay) with them and plain
+// argmax chains: an f32 draw from each row's top candidates with the draft's
 // pre-drawn uniform, replayed exactly on the host (both: draft-device.ts). Otherwise each draft step reads
 // back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
 // picked under their constraint mask, or, for a penalised or biased one, over the ids no
