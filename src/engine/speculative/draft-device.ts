@@ -53,7 +53,7 @@
 // (outside ids ≤ the smallest candidate) is unchanged. A round without a sampled chain runs no candidate kernels and
 // counts in `stats.penalised`; one with a sampled chain counts in `stats.sampled`.
 import type { MtpDeviceIds } from '../../model/forward.js';
-import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
+import type { AnyKernels, CandidateDraw, FillRun, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
@@ -260,6 +260,7 @@ export class DeviceDrafts {
       round.savedRows += live;
       const x = this.logitsFor(t, g);
       steps.logits(hidden, live, x);
+      if (t === 0) this.maskFirst(round, group, start, live, x);
       const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null
         : drawOf(m.req, us[group[i]!]![usedBefore(round, group[i]!, start) + t]!, this.v)));
       if (pen) {
@@ -328,6 +329,21 @@ export class DeviceDrafts {
       });
     }
     return this.replay(round, group, start, picks, got, penRead);
+  }
+
+  /** The pass's first step under the constraint masks of its constrained members (known: the
+   * drafts before it are exact): masked ids of their logits rows set to −∞ (one fillRuns), as
+   * adjustInPlace writes them. The replay masks them too, so only the proposal changes. */
+  private maskFirst<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number, live: number, x: Tensor): void {
+    const runs: FillRun[] = [];
+    for (let i = 0; i < live; i++) {
+      const j = group[i]!;
+      const req = round.chains[j]!.req;
+      if (!req.adjust?.constraint || isGreedy(req.sampling)) continue;
+      const mask = matcherAfterDrafts(req, start - 1, round.exact[j]!.slice(0, start - 1))?.mask();
+      if (mask) runs.push(...maskedRuns(mask, this.v, i * this.v));
+    }
+    if (runs.length > 0) this.k.fillRuns(x, runs, -Infinity);
   }
 
   /** What the replay applies to chain j's (pass member i's) sampled row at pass step t, its pass
@@ -419,6 +435,21 @@ function drawn(drew: readonly boolean[]): number {
 /** The uniforms chain j's drafts before pass step `start` used (its pass steps use the next). */
 function usedBefore<C extends SampledChain>(round: Round<C>, j: number, start: number): number {
   return drawn(round.drew[j]!.slice(0, start - 1));
+}
+
+/** The runs of ids in [0, v) a mask clears, at `offset` + id. */
+function maskedRuns(mask: Uint32Array, v: number, offset: number): FillRun[] {
+  const runs: FillRun[] = [];
+  let from = -1;
+  for (let id = 0; id <= v; id++) {
+    const masked = id < v && !allowed(mask, id);
+    if (masked && from < 0) from = id;
+    else if (!masked && from >= 0) {
+      runs.push({ offset: offset + from, length: id - from });
+      from = -1;
+    }
+  }
+  return runs;
 }
 
 function allowed(mask: Uint32Array, id: number): boolean {
