@@ -11,8 +11,10 @@
 // counts as a disagreement, so the steps after it redraft with the uniforms shifted), and the
 // request's rng then advances by the number used, as on the host path.
 //
-// Constraints: the mask of draft s depends on drafts 1..s−1, so the device draws proposals
-// WITHOUT it (over the raw or penalty-adjusted row). The replay computes each step's mask from
+// Constraints: the mask of draft s depends on drafts 1..s−1, so the device draws a pass's later
+// proposals WITHOUT it (over the raw or penalty-adjusted row); the pass's first step, whose
+// drafts before it are exact, is drawn under its mask (masked ids set to −∞ by one fillRuns, as
+// adjustInPlace writes them: the replay masks them anyway). The replay computes each step's mask from
 // the matcher after the chain's exact drafts and certifies the candidates under it (masked
 // candidates at −∞: sampled-candidates.ts); where the mask changes the draw, the proposal
 // differs, the host's draw wins and the chain redrafts. A step after a proposal its mask refuses
