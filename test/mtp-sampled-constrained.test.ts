@@ -3,8 +3,9 @@
 // before it; the replay applies the mask after the exact drafts, certifies the candidates under
 // it and redrafts where the proposal differs) == the per-step host path (forced off), on the
 // wasm engine (the path forced on): identical ids at k = 2, 3, 4, with penalties and a bias too,
-// and with a 12-id draft head (rows the schema masks whole: draft 0 without a uniform, the
-// later uniforms shifted as on the host path). Draft read-backs never exceed the host path's.
+// and with a 40-id draft head (rows the schema masks whole: draft 0 without a uniform, the
+// later uniforms shifted as on the host path). Every proposal (the draftOverride hook) equals
+// the host path's, not only the output ids; draft read-backs never exceed the host path's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
@@ -21,24 +22,34 @@ const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 204
 const N = 10;
 const SCHEMA = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 8 } }, required: ['n', 's'] };
 
-function constraintFor(engine: Engine): Constraint {
+// a string first: with a 40-id draft head, '{', the key's letters and ':' are masked whole, '"'
+// and the string's content are drawn (uniforms used between masked-whole rows)
+const STRING_SCHEMA = { type: 'object', properties: { s: { type: 'string' } }, required: ['s'] };
+
+function constraintFor(engine: Engine, schema: unknown): Constraint {
   const ctx = { engine, texts: new TokenTexts(engine.tokenizer) } as unknown as ServerContext;
-  return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema: SCHEMA }, null, false)!;
+  return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, false)!;
 }
 
 /** Sampled requests under the schema (a fresh constraint per request): hot top-k, Qwen's cut
  * with penalties and a bias, top-p alone. */
-function constrained(e: Engine): GenerateRequest[] {
-  const c = (r: GenerateRequest, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({ ...r, ...extra, logitsAdjust: { bias: extra.logitsAdjust?.bias ?? null, constraint: constraintFor(e) } });
-  const [hot] = drawRequests(DRAW_CASES.hot, N, 1);
-  const [qwen] = drawRequests(DRAW_CASES.qwen, N, 1);
-  const [topP] = drawRequests({ temperature: 0.6, topP: 0.9 }, N, 1);
+function constrained(e: Engine, schema: unknown, n: number): GenerateRequest[] {
+  const c = (r: GenerateRequest, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({ ...r, ...extra, logitsAdjust: { bias: extra.logitsAdjust?.bias ?? null, constraint: constraintFor(e, schema) } });
+  const [hot] = drawRequests(DRAW_CASES.hot, n, 1);
+  const [qwen] = drawRequests(DRAW_CASES.qwen, n, 1);
+  const [topP] = drawRequests({ temperature: 0.6, topP: 0.9 }, n, 1);
   return [c(hot!), c({ ...qwen!, seed: 1001 }, { presencePenalty: 0.4, repetitionPenalty: 1.2, logitsAdjust: { bias: new Map([[54, 1.5]]) } }), c({ ...topP!, seed: 1002 })];
 }
 
-async function run(k: number, on: boolean, draftVocab?: number): Promise<DrawRun> {
-  return withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain: on, penaltyChain: on, ...(draftVocab ? { draftVocab } : {}) },
-    (e) => runDraws(e, constrained(e)));
+/** The run, and every proposal in order ([committed length, ...drafts]: the draftOverride hook,
+ * returning them unchanged): the drafts, not only the ids, must be the host path's. */
+async function run(k: number, on: boolean, draftVocab?: number): Promise<DrawRun & { drafts: number[][] }> {
+  const [schema, n] = draftVocab ? [STRING_SCHEMA, 20] : [SCHEMA, N];
+  const drafts: number[][] = [];
+  const draftOverride = (req: { tokens: readonly number[] }, d: number[]): number[] => { drafts.push([req.tokens.length, ...d]); return d; };
+  const got = await withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain: on, penaltyChain: on, draftOverride, ...(draftVocab ? { draftVocab } : {}) },
+    (e) => runDraws(e, constrained(e, schema, n)));
+  return { ...got, drafts };
 }
 
 for (const k of [2, 3, 4]) {
@@ -46,6 +57,7 @@ for (const k of [2, 3, 4]) {
     const off = await run(k, false);
     const on = await run(k, true);
     assert.deepEqual(on.ids, off.ids, 'ids == host path');
+    assert.deepEqual(on.drafts, off.drafts, 'every proposal == the host path\'s');
     assert.ok(on.ids.every((ids) => ids.length > 0));
     const s = on.sampled;
     assert.equal(off.sampled.rounds, 0, 'forced off: no chained round');
@@ -56,11 +68,12 @@ for (const k of [2, 3, 4]) {
   });
 }
 
-test('wasm MTP k = 3, a 12-id draft head: rows the schema masks whole (draft 0, no uniform) keep the uniforms aligned: ids == host path', async () => {
-  // ids 0..11 are the byte tokens '!'..',': '{' and the digits lie outside, '"' and ',' inside
-  const off = await run(3, false, 12);
-  const on = await run(3, true, 12);
+test('wasm MTP k = 3, a 40-id draft head: rows the schema masks whole (draft 0, no uniform) keep the uniforms aligned: ids == host path', async () => {
+  // ids 0..39: control bytes, then '!'.."'": '{', the key's letters and ':' lie outside
+  const off = await run(3, false, 40);
+  const on = await run(3, true, 40);
   assert.deepEqual(on.ids, off.ids, 'ids == host path');
+  assert.deepEqual(on.drafts, off.drafts, 'every proposal == the host path\'s (the uniforms after a masked-whole row shifted)');
   assert.ok(on.sampled.rounds > 0 && on.sampled.disagreements > 0, `chained rounds ${on.sampled.rounds}, disagreements ${on.sampled.disagreements}`);
-  console.log(JSON.stringify({ draftVocab: 12, reads: [off.reads, on.reads], ...on.sampled }));
+  console.log(JSON.stringify({ draftVocab: 40, reads: [off.reads, on.reads], ...on.sampled }));
 });

@@ -5,7 +5,8 @@
 // webgpu's): identical ids at k = 2, 3, 4 for penalised, biased (f32 and non-f32 values), top-p
 // alone (the raw row restored from the gathered values) and a min-p the candidates cannot hold
 // (refused rows read whole); one draft read-back a round when clean (2 with the verify); a
-// corrupted device draw is caught and the ids stay identical.
+// corrupted device draw is caught and the ids stay identical. Every proposal (the draftOverride
+// hook) equals the host path's, not only the output ids.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { withEngine } from './engine-helpers.js';
@@ -45,11 +46,18 @@ for (const k of [2, 3, 4]) {
       { name: `${name} batched`, reqs: drawRequests(s, N, 2, true) },
       { name: `${name}, 4 seeds`, reqs: drawRequests(s, N, 4) },
     ]);
-    const run = (on: boolean) => withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain: on, penaltyChain: on, sampledCandidates: true },
-      async (e) => { const out = []; for (const s of sets) out.push(await runDraws(e, s.reqs)); return out; });
+    // every proposal in order ([committed length, ...drafts]): the drafts, not only the ids, are the host path's
+    const run = async (on: boolean) => {
+      const drafts: number[][] = [];
+      const draftOverride = (req: { tokens: readonly number[] }, d: number[]): number[] => { drafts.push([req.tokens.length, ...d]); return d; };
+      const out = await withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain: on, penaltyChain: on, sampledCandidates: true, draftOverride },
+        async (e) => { const runs = []; for (const s of sets) runs.push(await runDraws(e, s.reqs)); return runs; });
+      return Object.assign(out, { drafts });
+    };
     const off = await run(false);
     const on = await run(true);
     sets.forEach((s, i) => assertReads(on[i]!, off[i]!, s.name));
+    assert.deepEqual(on.drafts, off.drafts, 'every proposal == the host path\'s');
     const disagreements = on.reduce((n, r) => n + r.sampled.disagreements, 0);
     assert.ok(disagreements <= 2, `${disagreements} disagreements`);
     console.log(JSON.stringify({ k, rounds: on.map((r) => r.sampled.rounds), steps: on.map((r) => r.sampled.steps), passes: on.map((r) => r.sampled.passes),
