@@ -1,6 +1,6 @@
 // CONSTRAINED sampled MTP chains (a JSON schema, temperature > 0) drafted on the kernels
-// (speculative/draft-device.ts: proposals drawn without the mask, which depends on the drafts
-// before it; the replay applies the mask after the exact drafts, certifies the candidates under
+// (speculative/draft-device.ts: a pass's first proposal drawn under its mask, later ones without
+// it, as it depends on the drafts before it; the replay applies the mask after the exact drafts, certifies the candidates under
 // it and redrafts where the proposal differs) == the per-step host path (forced off), on the
 // wasm engine (the path forced on): identical ids at k = 2, 3, 4, with penalties and a bias too,
 // and with a 40-id draft head (rows the schema masks whole: draft 0 without a uniform, the

@@ -77,10 +77,19 @@ test('webgpu MTP k = 3: penalised and biased sampled streams + a penalised greed
   const [c] = drawRequests({ ...DRAW_CASES.qwen, logitsAdjust: { bias: new Map([[54, 2.1], [57, -4], [200, 6]]) } }, 6, 1);
   const reqs = [a!, { ...c!, seed: 1001 }, { ...b!, ...penalties }];
   const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
-  const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false }, (e) => runDraws(e, reqs));
-  await withEngine({ ...base, model: TINY_THINK() }, async (e) => {
+  // every proposal in order ([committed length, ...drafts]): the drafts, not only the ids
+  const recorder = () => {
+    const drafts: number[][] = [];
+    return { drafts, draftOverride: (req: { tokens: readonly number[] }, d: number[]): number[] => { drafts.push([req.tokens.length, ...d]); return d; } };
+  };
+  const host = recorder();
+  const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false, draftOverride: host.draftOverride },
+    (e) => runDraws(e, reqs));
+  const device = recorder();
+  await withEngine({ ...base, model: TINY_THINK(), draftOverride: device.draftOverride }, async (e) => {
     const got = await runDraws(e, reqs);
     assert.deepEqual(got.ids, want.ids, 'device-adjusted drafts: ids == wasm host path');
+    assert.deepEqual(device.drafts, host.drafts, 'every proposal == the wasm host path\'s');
     const s = got.sampled;
     assert.ok(s.rounds > 0, 'chained rounds');
     assert.ok(s.passes <= s.rounds + s.disagreements, `${s.passes} passes`);
