@@ -15,7 +15,7 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { TM, denseMatmulTile, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
@@ -131,7 +131,6 @@ export class WebGpuKernels {
     const k = group[0]!.w.cols;
     // a norm folds into float matmuls; quantized ones quantize the normed rows
     const quantized = group.some((g) => isQuantType(g.w.dtype));
-    if (norm && quantized) this.rmsNorm(enc, norm.out, input, norm.wv, m, norm.eps, norm.zeroCentered);
     const x = norm && quantized ? norm.out : input;
     const fused = norm && !quantized ? norm : undefined;
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
@@ -148,7 +147,11 @@ export class WebGpuKernels {
       }
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
-    if (quant.length > 0) this.quantMatmuls(enc, x, m, k, quant, accumulate);
+    if (quant.length > 0) {
+      // the normed rows (norm.out, float weights read them too) and their quantization: one dispatch
+      const acts = norm ? this.normQuantActs(enc, norm, input, m, k) : this.quantActs(enc, x, m, k);
+      this.quantMatmuls(enc, acts, m, k, quant, accumulate);
+    }
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
       for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, Math.ceil(m / floatTm), dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate, undefined, floatTm);
@@ -186,10 +189,9 @@ export class WebGpuKernels {
       grid(cols, tiles), `matmul_${dtype}`);
   }
 
-  /** One activation quantization, then each quantized weight part's matmul. */
-  private quantMatmuls(enc: StepEncoder, x: GpuTensor, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
+  /** Each quantized weight part's matmul over the group's one activation quantization. */
+  private quantMatmuls(enc: StepEncoder, acts: QuantActs, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
     accumulate: boolean): void {
-    const acts = this.quantActs(enc, x, m, k);
     for (const { out, w } of group) {
       const tm = this.matmulTile(m, w.dtype as QuantType);
       this.quantWeightMatmul(enc, acts, out, w, m, k, Math.ceil(m / tm), accumulate, undefined, tm);
@@ -200,12 +202,30 @@ export class WebGpuKernels {
   quantActs(enc: StepEncoder, x: GpuTensor, m: number, k: number): QuantActs {
     const nb = k / 32;
     const dot4 = this.adapter.features.dot4I8;
-    const qx = this.scratch.get('qx', (m * k) / 4, 'i32');
-    const dx = this.scratch.get('dx', m * nb);
-    const sx = this.scratch.get('sx', m * nb, 'i32');
+    const { qx, dx, sx } = this.actScratch(m, k);
     this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), packParams('quant_acts', { m, k, xOff: x.offset }), null,
       [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
     return { qx, dx, sx };
+  }
+
+  /** norm.out = rmsNorm(x) (rmsNorm's bits) and its quantization (quantActs' bits) in one
+   * dispatch, one workgroup per row (wgsl/matmul.ts normQuantActsShader). */
+  normQuantActs(enc: StepEncoder, norm: GpuGroupNorm, x: GpuTensor, m: number, k: number): QuantActs {
+    vectorAtStart(norm.wv, 'matmulGroup norm weight');
+    if (norm.wv.length !== k) throw new RangeError(`matmulGroup: a norm weight of ${norm.wv.length} for an input of ${k} columns`);
+    need(x, m * k, 'matmul x');
+    need(norm.out, m * k, 'matmulGroup norm out');
+    const dot4 = this.adapter.features.dot4I8;
+    const { qx, dx, sx } = this.actScratch(m, k);
+    const params = packParams('norm_quant_acts', { m, k, xOff: x.offset, outOff: norm.out.offset, zeroCentered: norm.zeroCentered ? 1 : 0, eps: norm.eps });
+    this.run(enc, `norm_quant_acts${dot4 ? '' : '_nodot4'}`, () => normQuantActsShader(dot4), params, null,
+      [qx.buffer, dx.buffer, sx.buffer, x.buffer, norm.out.buffer, norm.wv.buffer], grid(m), 'norm_quant_acts');
+    return { qx, dx, sx };
+  }
+
+  private actScratch(m: number, k: number): QuantActs {
+    const nb = k / 32;
+    return { qx: this.scratch.get('qx', (m * k) / 4, 'i32'), dx: this.scratch.get('dx', m * nb), sx: this.scratch.get('sx', m * nb, 'i32') };
   }
 
   /** Each part of one quantized weight over quantized activations (moe: moe.ts's rows). */

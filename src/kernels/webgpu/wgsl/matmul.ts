@@ -11,7 +11,7 @@
 // j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
-import { BYTES, HEADER } from './common.js';
+import { BYTES, HEADER, treeSum } from './common.js';
 import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
 /** The base tile (MoE GEMMs, and M ≤ 16). */
@@ -81,34 +81,82 @@ export function moeOutRow(moe: MoeRows | null): string {
 // params: PARAMS.quant_acts (params.ts). Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
 // 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X.
 export function quantActsShader(packedBuiltin: boolean): string {
-  const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
-    : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
   return `${HEADER}
 ${paramConsts('quant_acts')}
-@group(0) @binding(1) var<storage, read_write> QX: array<u32>;
-@group(0) @binding(2) var<storage, read_write> DX: array<f32>;
-@group(0) @binding(3) var<storage, read_write> SX: array<i32>;
-@group(0) @binding(4) var<storage, read_write> X: array<f32>;
+${QUANT_ACTS_BINDINGS}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let b = group_id(wid, nwg) * 64u + t;
   let K = pu(P_k);
   let nb = K / 32u;
   if (b >= pu(P_m) * nb) { return; }
-  let xo = pu(P_xOff) + b * 32u;
+  quant_block(b, pu(P_xOff) + b * 32u);
+}
+${quantBlockFn('X', packedBuiltin)}`;
+}
+
+const QUANT_ACTS_BINDINGS = `@group(0) @binding(1) var<storage, read_write> QX: array<u32>;
+@group(0) @binding(2) var<storage, read_write> DX: array<f32>;
+@group(0) @binding(3) var<storage, read_write> SX: array<i32>;
+@group(0) @binding(4) var<storage, read_write> X: array<f32>;`;
+
+/** quant_block(b, xo): block b (32 elements of SRC from xo) quantized to int8 lanes, its
+ * scale and its lanes' sum — the one QUANT_ACTS expression both shaders use. */
+function quantBlockFn(src: 'X' | 'OUT', packedBuiltin: boolean): string {
+  const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
+    : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
+  return `fn quant_block(b: u32, xo: u32) {
   var amax = 0.0;
-  for (var l = 0u; l < 32u; l++) { amax = max(amax, abs(X[xo + l])); }
+  for (var l = 0u; l < 32u; l++) { amax = max(amax, abs(${src}[xo + l])); }
   let d = amax / 127.0;
   let id = select(0.0, 1.0 / d, d != 0.0);
   var s = 0;
   for (var w = 0u; w < 8u; w++) {
     var q: array<i32, 4>;
-    for (var i = 0u; i < 4u; i++) { q[i] = i32(round(X[xo + 4u * w + i] * id)); s += q[i]; }
+    for (var i = 0u; i < 4u; i++) { q[i] = i32(round(${src}[xo + 4u * w + i] * id)); s += q[i]; }
     QX[b * 8u + w] = ${pack};
   }
   DX[b] = d;
   SX[b] = s;
 }`;
+}
+
+// A matmulGroup's input norm and the activation quantization in one dispatch (quantized
+// weights): one workgroup per row computes NORM's expression in NORM's order (wgsl/dense.ts:
+// thread t sums p ≡ t mod 64, then the same tree) and stores the normed row to OUT as NORM
+// does; after a storage barrier (the row is this workgroup's own) thread t quantizes blocks
+// j ≡ t (mod 64) of it from OUT — the loads QUANT_ACTS makes after NORM, so the bits of the
+// two dispatches.
+// params: PARAMS.norm_quant_acts. Bindings: 1 QX, 2 DX, 3 SX, 4 X (the input), 5 OUT (the
+// normed rows), 6 WV (the norm weight, f32 [K]).
+export function normQuantActsShader(packedBuiltin: boolean): string {
+  return `${HEADER}
+${paramConsts('norm_quant_acts')}
+${QUANT_ACTS_BINDINGS}
+@group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(6) var<storage, read_write> WV: array<f32>;
+${treeSum()}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let row = group_id(wid, nwg);
+  if (row >= pu(P_m)) { return; }
+  let d = pu(P_k);
+  let xo = pu(P_xOff) + row * d;
+  var ss = 0.0;
+  for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
+  let total = tree_sum(t, ss);
+  let inv = 1.0 / sqrt(total / f32(d) + pf(P_eps));
+  let oo = pu(P_outOff) + row * d;
+  for (var p = t; p < d; p += 64u) {
+    var y: f32;
+    y = X[xo + p] * inv * select(WV[p], 1.0 + WV[p], pu(P_zeroCentered) == 1u);
+    OUT[oo + p] = y;
+  }
+  storageBarrier();
+  let nb = d / 32u;
+  for (var j = t; j < nb; j += 64u) { quant_block(row * nb + j, oo + j * 32u); }
+}
+${quantBlockFn('OUT', packedBuiltin)}`;
 }
 
 // params: PARAMS.qmatmul (params.ts): rows in the part, out row stride (N), expert and E

@@ -1,0 +1,106 @@
+// A matmulGroup of quantized weights on webgpu (issue #47: quantized GGUF decode took a norm,
+// an activation quantization and one qmatmul per weight — 5 dispatches for q/k/v):
+// - the grouped path gives the bits of separate calls: rmsNorm, then each weight's own
+//   matmul over the normed rows (its own quantization), for outputs AND the normed rows
+//   (norm.out, which float weights of a mixed group read), per quant type, zero-centred or
+//   not, M = 1, 3 and 17 (tiles 16 and 32), and in a mixed float + quantized group;
+// - the dispatch count: the norm and the activation quantization are ONE dispatch.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Weight, WeightDType } from '../src/kernels/types.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
+import type { QuantType } from '../src/kernels/quant/formats.js';
+import type { GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
+import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
+import { randomWeight, rng } from './numeric.js';
+import { randomScaleMatrix } from './quant-blocks.js';
+import { gpuUnderTest, run } from './webgpu-helpers.js';
+
+const ref = createRefKernels();
+let g: WebGpuKernels;
+before(async () => { g = await gpuUnderTest(); });
+after(() => g?.dispose());
+
+const K = 512; // a multiple of every block size (32, 256)
+const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
+
+function anyWeight(dtype: WeightDType, rows: number, r: () => number): GpuWeight {
+  const sym = () => 2 * r() - 1;
+  if (dtype === 'bf16' || dtype === 'f32' || dtype === 'f16') return g.uploadWeight(randomWeight(ref, dtype, rows, K, sym));
+  const { weight, bytes } = ref.allocWeight(dtype, rows, K);
+  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * K, sym), rows, K, bytes);
+  else bytes.set(randomScaleMatrix(dtype, rows, K, Math.floor(r() * 2 ** 31)));
+  return g.uploadWeight(weight as Weight);
+}
+
+function sameBits(got: Float32Array, want: Float32Array, what: string): void {
+  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
+  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  assert.equal(a.length, b.length, `${what}: length`);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]} (not bit-identical)`);
+}
+
+interface Case { ws: GpuWeight[]; x: Float32Array; nw: GpuTensor; zeroCentered: boolean }
+
+function makeCase(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Case {
+  const r = rng(seed);
+  const ws = dtypes.map((d, i) => anyWeight(d, [37, 64, 5, 19][i % 4]!, r));
+  const x = fill(m * K, () => 3 * (2 * r() - 1));
+  const nw = g.uploadVector(randomWeight(ref, 'bf16', 1, K, () => 0.5 * (2 * r() - 1)));
+  return { ws, x, nw, zeroCentered };
+}
+
+/** The group in one matmulGroup call (norm folded): each output, then the normed rows. */
+async function grouped(c: Case, m: number): Promise<{ outs: Float32Array[]; dispatches: number }> {
+  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
+  const norm: GpuGroupNorm = { wv: c.nw, eps: 1e-6, zeroCentered: c.zeroCentered, out: g.alloc.upload(fill(m * K, () => NaN)) };
+  const x = g.alloc.upload(c.x);
+  let dispatches = 0;
+  const got = await run(g, (e) => {
+    const d0 = e.dispatchCount;
+    g.matmulGroup(e, x, m, c.ws.map((w, j) => ({ out: outs[j]!, w })), false, norm);
+    dispatches = e.dispatchCount - d0;
+  }, ...outs, norm.out);
+  return { outs: got, dispatches };
+}
+
+/** Separate calls: rmsNorm, then one matmul per weight over the normed rows. */
+async function separate(c: Case, m: number): Promise<Float32Array[]> {
+  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
+  const normed = g.alloc.upload(fill(m * K, () => NaN));
+  const x = g.alloc.upload(c.x);
+  return run(g, (e) => {
+    g.rmsNorm(e, normed, x, c.nw, m, 1e-6, c.zeroCentered);
+    c.ws.forEach((w, j) => g.matmul(e, outs[j]!, normed, w, m));
+  }, ...outs, normed);
+}
+
+async function check(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Promise<number> {
+  const c = makeCase(dtypes, m, seed, zeroCentered);
+  const got = await grouped(c, m);
+  const want = await separate(c, m);
+  const what = `${dtypes.join('+')} M=${m}${zeroCentered ? ' zero-centred' : ''}`;
+  c.ws.forEach((w, j) => sameBits(got.outs[j]!, want[j]!, `${what}: weight ${j} (${w.dtype} ${w.rows}x${w.cols})`));
+  sameBits(got.outs[c.ws.length]!, want[c.ws.length]!, `${what}: the normed rows`);
+  return got.dispatches;
+}
+
+describe('webgpu quantized matmulGroup', () => {
+  for (const dtype of ['q8_0', 'q4_k', 'q6_k', 'q5_0'] as const satisfies readonly QuantType[]) {
+    test(`${dtype}: grouped with its norm == rmsNorm + a matmul per weight, bit for bit (M = 1, 3, 17)`, async () => {
+      for (const [i, m] of [1, 3, 17].entries()) await check([dtype, dtype, dtype], m, 11 * i + m, i % 2 === 0);
+    });
+  }
+
+  test('mixed group (q8_0, bf16, q4_k): outputs and normed rows == separate calls', async () => {
+    for (const m of [1, 5]) await check(['q8_0', 'bf16', 'q4_k'], m, 90 + m, true);
+  });
+
+  test('dispatches of a normed q8_0 q/k/v group at M = 1: the norm and the activation quantization are one', async () => {
+    const n = await check(['q8_0', 'q8_0', 'q8_0'], 1, 7, false);
+    // before: rms_norm + quant_acts + 3 qmatmul = 5
+    assert.equal(n, 1 + 3, `dispatches: ${n}`);
+  });
+});
