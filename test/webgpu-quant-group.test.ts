@@ -3,8 +3,11 @@
 // - the grouped path gives the bits of separate calls: rmsNorm, then each weight's own
 //   matmul over the normed rows (its own quantization), for outputs AND the normed rows
 //   (norm.out, which float weights of a mixed group read), per quant type, zero-centred or
-//   not, M = 1, 3 and 17 (tiles 16 and 32), and in a mixed float + quantized group;
-// - the dispatch count: the norm and the activation quantization are ONE dispatch.
+//   not, M = 1, 3 and 17 (tiles 16 and 32), in a mixed float + quantized group and in a
+//   group of more weights than one dispatch's segments;
+// - the dispatch count: the norm and the activation quantization are ONE dispatch, and
+//   the weights of one quant type are ONE qmatmul_group dispatch (segments, as the float
+//   path's matmul_group).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Weight, WeightDType } from '../src/kernels/types.js';
@@ -98,9 +101,15 @@ describe('webgpu quantized matmulGroup', () => {
     for (const m of [1, 5]) await check(['q8_0', 'bf16', 'q4_k'], m, 90 + m, true);
   });
 
-  test('dispatches of a normed q8_0 q/k/v group at M = 1: the norm and the activation quantization are one', async () => {
-    const n = await check(['q8_0', 'q8_0', 'q8_0'], 1, 7, false);
-    // before: rms_norm + quant_acts + 3 qmatmul = 5
-    assert.equal(n, 1 + 3, `dispatches: ${n}`);
+  test('more weights than one dispatch binds (6 q4_k, 2 q8_0): == separate calls', async () => {
+    assert.ok(g.quantGroupSegments < 6, `${g.quantGroupSegments} segments per dispatch`);
+    for (const m of [1, 4]) await check(['q4_k', 'q4_k', 'q8_0', 'q4_k', 'q4_k', 'q8_0', 'q4_k', 'q4_k'], m, 70 + m, false);
+  });
+
+  test('dispatches of a normed group at M = 1: norm + quantization one, each quant type one', async () => {
+    // before: rms_norm + quant_acts + one qmatmul per weight (q/k/v: 5, gate/up: 4)
+    assert.equal(await check(['q8_0', 'q8_0', 'q8_0'], 1, 7, false), 2, 'q8_0 q/k/v');
+    assert.equal(await check(['q4_k', 'q4_k'], 1, 8, true), 2, 'q4_k gate/up');
+    assert.equal(await check(['q4_k', 'q6_k', 'q4_k'], 1, 9, false), 3, 'q4_k, q6_k, q4_k');
   });
 });

@@ -23,6 +23,7 @@ import { PENALTY_PICKS } from '../src/kernels/webgpu/wgsl/penalty-picks.js';
 import { CANDIDATE_DRAWS } from '../src/kernels/webgpu/wgsl/candidate-draws.js';
 import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
+import { quantMatmulGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-group.js';
 import { normQuantActsShader, quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
@@ -80,6 +81,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   norm_quant_acts: [normQuantActsShader(true), normQuantActsShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
     quantMatmulShader('q5_1', true, false, 'scatter', true)],
+  qmatmul_group: [quantMatmulGroupShader('q4_k', GROUP_SEGMENTS, true), quantMatmulGroupShader('q6_k', 2, false, true, 32)],
   matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
     floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true)],
 };

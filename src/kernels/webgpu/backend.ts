@@ -15,6 +15,7 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
+import { quantGroupDispatch } from './qmatmul-group.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
@@ -192,10 +193,25 @@ export class WebGpuKernels {
   /** Each quantized weight part's matmul over the group's one activation quantization. */
   private quantMatmuls(enc: StepEncoder, acts: QuantActs, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
     accumulate: boolean): void {
-    for (const { out, w } of group) {
-      const tm = this.matmulTile(m, w.dtype as QuantType);
-      this.quantWeightMatmul(enc, acts, out, w, m, k, Math.ceil(m / tm), accumulate, undefined, tm);
+    // the parts of one quant type as segments of one dispatch; a lone part: the single-weight kernel
+    for (const dtype of new Set(group.map((g) => g.w.dtype as QuantType))) {
+      const ws = group.filter((g) => g.w.dtype === dtype);
+      const tm = this.matmulTile(m, dtype);
+      const segs = ws.flatMap(({ out, w }) => w.parts.map((part) => ({ out, w, part })));
+      if (segs.length === 1) {
+        this.quantWeightMatmul(enc, acts, ws[0]!.out, ws[0]!.w, m, k, Math.ceil(m / tm), accumulate, undefined, tm);
+        continue;
+      }
+      for (let i = 0; i < segs.length; i += this.quantGroupSegments) {
+        const d = quantGroupDispatch(acts, m, k, dtype, segs.slice(i, i + this.quantGroupSegments), accumulate, tm, this.adapter.features.dot4I8);
+        this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, `matmul_${dtype}`);
+      }
     }
+  }
+
+  /** Segments one quantized dispatch may bind: QX, DX, SX, an output and a weight each. */
+  get quantGroupSegments(): number {
+    return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 3) / 2)));
   }
 
   /** x [M, K] quantized per 32-block (QUANT_ACTS) into the shared qx/dx/sx scratch. */

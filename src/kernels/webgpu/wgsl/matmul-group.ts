@@ -137,7 +137,7 @@ function wholePrelude(segments: number, seg: (s: number, body: string) => string
 
 /** sg = the segment whose workgroup columns hold gcol (the last such of the first
  * P_segments; none: stays `segments`). */
-function segmentOf(segments: number): string {
+export function segmentOf(segments: number): string {
   return Array.from({ length: segments }, (_, s) =>
     `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && gcol < pu(P_seg${s}Start) + pu(P_seg${s}Rows)) { sg = ${s}u; }`).join('\n  ');
 }

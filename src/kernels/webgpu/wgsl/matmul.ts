@@ -159,16 +159,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 ${quantBlockFn('OUT', packedBuiltin)}`;
 }
 
-// params: PARAMS.qmatmul (params.ts): rows in the part, out row stride (N), expert and E
-// (moe only; m: not moe).
-// Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
-// integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
-// exact integer the ref forms; the f32 terms are then chained in sub-block order.
-/** `accumulate`: out += the sum (Kernels.matmulAdd). */
-/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); binding 6 PLAN. `tm`: rows per tile. */
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false, tm = TM): string {
-  if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`quant matmul: a tile of ${tm} rows`);
-  if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
+/** The per-(row, block) integer dot products and their f32 terms into workgroup memory
+ * (`term`, `offt`), for tile rows r < rows of column `col` (row byte `row`, block j). */
+function quantTerms(type: QuantType): string {
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
   const sumi = q6
@@ -188,7 +181,14 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
         term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
       }`;
-  const tiledBody = `  let m0 = wid.z * TM;
+  return terms;
+}
+
+/** The tiled (not `whole`) body: tile wid.z of rows, the sum of column `col` in block order. */
+export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null): string {
+  const offs = hasOffsetType(type);
+  const terms = quantTerms(type);
+  return `  let m0 = wid.z * TM;
   ${moeRowsPrelude(moe, 'pu(P_expert)', 'pu(P_experts)', 'pu(P_m)')}
   let row = col * pu(P_rowBytes);
   var acc = 0.0;
@@ -210,6 +210,21 @@ ${terms}
   }
   if (t < rows) { let o = pu(P_outOff) + ${moeOutRow(moe)} * pu(P_outStride) + pu(P_col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
 `;
+}
+
+// params: PARAMS.qmatmul (params.ts): rows in the part, out row stride (N), expert and E
+// (moe only; m: not moe).
+// Bindings: 1 OUT, 2 QX, 3 DX, 4 SX, 5 W (the part's blocks). Per (row, sub-block) the
+// integer sum is 8 dot4 of packed lanes minus bias·Σx (Q6_K: per 16-group, scaled) — the
+// exact integer the ref forms; the f32 terms are then chained in sub-block order.
+/** `accumulate`: out += the sum (Kernels.matmulAdd). */
+/** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); binding 6 PLAN. `tm`: rows per tile. */
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false, tm = TM): string {
+  if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`quant matmul: a tile of ${tm} rows`);
+  if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
+  const offs = hasOffsetType(type);
+  const terms = quantTerms(type);
+  const tiledBody = quantTiledBody(type, accumulate, moe);
   // whole: one workgroup runs all of the expert's tiles; each block is decoded once (QP, sb
   // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
   // reloaded exactly), in the tiled body's order

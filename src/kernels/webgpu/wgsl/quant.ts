@@ -157,9 +157,18 @@ const PACKED_BODIES: Record<QuantType, string> = {
 /** WGSL: struct PB {scale, offset, bias, q6a, q6b}, private QP, `packed_block(row_byte, j)`
  * (needs BYTES; Q4_K/Q5_K also the scale reader). */
 export function packedBlockDecoder(type: QuantType): string {
-  return `struct PB { scale: f32, offset: f32, bias: i32, q6a: i32, q6b: i32 }
-var<private> QP: array<u32, 8>;
-${WORD_AT}
+  return `${PACKED_BLOCK_STATE}
+${packedBlockFns(type)}`;
+}
+
+/** The decoder's declarations (struct PB, private QP), once per shader. */
+export const PACKED_BLOCK_STATE = `struct PB { scale: f32, offset: f32, bias: i32, q6a: i32, q6b: i32 }
+var<private> QP: array<u32, 8>;`;
+
+/** The decoder's functions over the weight binding W (word_at, spread4, the Q4_K/Q5_K scale
+ * reader, packed_block; they need BYTES). */
+export function packedBlockFns(type: QuantType): string {
+  return `${WORD_AT}
 ${type === 'q4_k' || type === 'q5_k' ? K4_SCALES : ''}
 fn packed_block(row: u32, j: u32) -> PB {
   ${PACKED_BODIES[type]}
