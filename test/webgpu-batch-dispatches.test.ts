@@ -10,7 +10,13 @@
 //   one chunked GDN per sequence and layer);
 // - the engine's steps (KvPool, StatePool): 4 concurrent requests == 1 request, decode and
 //   the prefill step that admits them (each request took +7 there before);
-// - exactness: a batch over the shared memory gives each sequence the bits it gets alone.
+// - exactness: a batch over the shared memory gives each sequence the bits it gets alone;
+// - quantized GGUF weights (tiny-think Q8_0 / Q4_K_M, tiny-moe Q4_K_M) against their BF16
+//   GGUF twins, per decode step: a matmulGroup's norm folds into its activation
+//   quantization (rms_norm dispatches == the BF16 model's; before: +1 per group), and a
+//   group's weights of one quant type are one dispatch (Q8_0: matmul dispatches == BF16's;
+//   Q4_K_M: + at most one per layer for a group mixing q4_k and q6_k). Before (decode step,
+//   8 layers): Q8_0 166 dispatches, Q4_K_M 166, MoE Q4_K_M 638; after 120, 124, 604.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Tensor } from '../src/kernels/types.js';
@@ -21,7 +27,8 @@ import { StepArena } from '../src/model/arena.js';
 import { type AnyModel, allocBatchMemory, allocSequenceMemory, loadModel, type SequenceMemory } from '../src/model/model.js';
 import { Rng } from '../src/util/rng.js';
 import { sameBits, withEngine } from './engine-helpers.js';
-import { TINY_THINK } from './paths.js';
+import { TINY_THINK, sharedPath } from './paths.js';
+import { StepEncoder } from '../src/kernels/webgpu/encoder.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 
 let k: WebGpuBoundaryKernels;
@@ -104,5 +111,50 @@ describe('webgpu dispatches per step vs streams (decode and prefill)', () => {
     assert.ok(one.length >= 2 && one.every((d) => d === one[0]), `1 request: ${one.join(', ')}`);
     assert.deepEqual(four, one, 'dispatches per decode step, 4 requests vs 1');
     assert.equal(fourPrefill, onePrefill, `dispatches of the prefill step: ${fourPrefill} at 4 requests vs ${onePrefill} at 1`);
+  });
+});
+
+/** Dispatches per decode step of the bench (1 stream) by label, for the model at `path`. */
+async function labelsPerStep(path: string): Promise<Map<string, number>> {
+  const m = await loadModel(path, k) as unknown as AnyModel;
+  const counts = new Map<string, number>();
+  const dispatch = StepEncoder.prototype.dispatch;
+  let on = false;
+  StepEncoder.prototype.dispatch = function (this: StepEncoder, ...a: Parameters<typeof dispatch>): void {
+    if (on) counts.set(a[5], (counts.get(a[5]) ?? 0) + 1);
+    dispatch.apply(this, a);
+  };
+  try {
+    const run = await benchOnce(m, 'decode', 1, 3, 2, 1, new Rng(5), () => { on = true; });
+    return new Map([...counts].map(([l, n]) => [l, n / run.steps]));
+  } finally {
+    StepEncoder.prototype.dispatch = dispatch;
+  }
+}
+
+const sum = (c: Map<string, number>, f: (label: string) => boolean): number => [...c].filter(([l]) => f(l)).reduce((a, [, n]) => a + n, 0);
+const isMatmul = (l: string): boolean => l.startsWith('matmul_');
+const gguf = (name: string): string => sharedPath('models', 'gguf', name);
+
+describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () => {
+  test('tiny-think Q8_0 and Q4_K_M: norms folded, one matmul dispatch per group and quant type', async () => {
+    const bf16 = await labelsPerStep(gguf('tiny-think-BF16.gguf'));
+    const layers = 8;
+    for (const [name, extraMatmuls] of [['tiny-think-Q8_0.gguf', 0], ['tiny-think-Q4_K_M.gguf', layers]] as const) {
+      const q = await labelsPerStep(gguf(name));
+      const what = `${name}: ${JSON.stringify(Object.fromEntries(q))}`;
+      assert.equal(q.get('rms_norm') ?? 0, bf16.get('rms_norm') ?? 0, `rms_norm dispatches per step, ${what}`);
+      assert.ok(sum(q, isMatmul) <= sum(bf16, isMatmul) + extraMatmuls, `matmul dispatches per step ${sum(q, isMatmul)} vs BF16 ${sum(bf16, isMatmul)}, ${what}`);
+      // one activation quantization per matmul call at most (BF16: one dispatch per call)
+      const acts = sum(q, (l) => l === 'rms_norm' || l === 'quant_acts' || l === 'norm_quant_acts');
+      assert.ok(acts <= sum(bf16, isMatmul) + (bf16.get('rms_norm') ?? 0), `norm + quantization dispatches per step ${acts}, ${what}`);
+    }
+  });
+
+  test('tiny-moe Q4_K_M: the group norms fold into the activation quantization', async () => {
+    const bf16 = await labelsPerStep(gguf('tiny-moe-BF16.gguf'));
+    const q = await labelsPerStep(gguf('tiny-moe-Q4_K_M.gguf'));
+    assert.equal(q.get('rms_norm') ?? 0, bf16.get('rms_norm') ?? 0, `rms_norm dispatches per step: ${JSON.stringify(Object.fromEntries(q))}`);
+    assert.ok((q.get('norm_quant_acts') ?? 0) > 0, 'the normed groups quantize with their norm');
   });
 });
