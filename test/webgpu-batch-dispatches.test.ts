@@ -15,8 +15,10 @@
 //   GGUF twins, per decode step: a matmulGroup's norm folds into its activation
 //   quantization (rms_norm dispatches == the BF16 model's; before: +1 per group), and a
 //   group's weights of one quant type are one dispatch (Q8_0: matmul dispatches == BF16's;
-//   Q4_K_M: + at most one per layer for a group mixing q4_k and q6_k). Before (decode step,
-//   8 layers): Q8_0 166 dispatches, Q4_K_M 166, MoE Q4_K_M 638; after 120, 124, 604.
+//   Q4_K_M: + at most one per layer for a group mixing q4_k and q6_k), and a gated
+//   matmulAdd's product folds into its activation quantization (mul_silu / mul_sigmoid
+//   dispatches == the BF16 model's). Before (decode step, 8 layers): Q8_0 166 dispatches,
+//   Q4_K_M 166, MoE Q4_K_M 638.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Tensor } from '../src/kernels/types.js';
@@ -135,6 +137,7 @@ async function labelsPerStep(path: string): Promise<Map<string, number>> {
 const sum = (c: Map<string, number>, f: (label: string) => boolean): number => [...c].filter(([l]) => f(l)).reduce((a, [, n]) => a + n, 0);
 const isMatmul = (l: string): boolean => l.startsWith('matmul_');
 const gguf = (name: string): string => sharedPath('models', 'gguf', name);
+const isGateProduct = (l: string): boolean => l === 'mul_silu' || l === 'mul_sigmoid';
 
 describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () => {
   test('tiny-think Q8_0 and Q4_K_M: norms folded, one matmul dispatch per group and quant type', async () => {
@@ -144,6 +147,7 @@ describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () =
       const q = await labelsPerStep(gguf(name));
       const what = `${name}: ${JSON.stringify(Object.fromEntries(q))}`;
       assert.equal(q.get('rms_norm') ?? 0, bf16.get('rms_norm') ?? 0, `rms_norm dispatches per step, ${what}`);
+      assert.equal(sum(q, isGateProduct), sum(bf16, isGateProduct), `gate product dispatches per step, ${what}`);
       assert.ok(sum(q, isMatmul) <= sum(bf16, isMatmul) + extraMatmuls, `matmul dispatches per step ${sum(q, isMatmul)} vs BF16 ${sum(bf16, isMatmul)}, ${what}`);
       // one activation quantization per matmul call at most (BF16: one dispatch per call)
       const acts = sum(q, (l) => l === 'rms_norm' || l === 'quant_acts' || l === 'norm_quant_acts');
@@ -151,10 +155,11 @@ describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () =
     }
   });
 
-  test('tiny-moe Q4_K_M: the group norms fold into the activation quantization', async () => {
+  test('tiny-moe Q4_K_M: the group norms and the gate products fold into the activation quantization', async () => {
     const bf16 = await labelsPerStep(gguf('tiny-moe-BF16.gguf'));
     const q = await labelsPerStep(gguf('tiny-moe-Q4_K_M.gguf'));
     assert.equal(q.get('rms_norm') ?? 0, bf16.get('rms_norm') ?? 0, `rms_norm dispatches per step: ${JSON.stringify(Object.fromEntries(q))}`);
     assert.ok((q.get('norm_quant_acts') ?? 0) > 0, 'the normed groups quantize with their norm');
+    assert.equal(sum(q, isGateProduct), sum(bf16, isGateProduct), `gate product dispatches per step: ${JSON.stringify(Object.fromEntries(q))}`);
   });
 });

@@ -5,6 +5,9 @@
 //   (norm.out, which float weights of a mixed group read), per quant type, zero-centred or
 //   not, M = 1, 3 and 17 (tiles 16 and 32), in a mixed float + quantized group and in a
 //   group of more weights than one dispatch's segments;
+// - a quantized matmulAdd with a gated input (down_proj's silu(gate)·up, attention's
+//   sigmoid output gate) == the element-wise product then matmulAdd, for the output and for
+//   x (both write the product in place), in 2 dispatches (before: 3);
 // - the dispatch count: the norm and the activation quantization are ONE dispatch, and
 //   the weights of one quant type are ONE qmatmul_group dispatch (segments, as the float
 //   path's matmul_group).
@@ -111,5 +114,34 @@ describe('webgpu quantized matmulGroup', () => {
     assert.equal(await check(['q8_0', 'q8_0', 'q8_0'], 1, 7, false), 2, 'q8_0 q/k/v');
     assert.equal(await check(['q4_k', 'q4_k'], 1, 8, true), 2, 'q4_k gate/up');
     assert.equal(await check(['q4_k', 'q6_k', 'q4_k'], 1, 9, false), 3, 'q4_k, q6_k, q4_k');
+  });
+
+  test('gated quantized matmulAdd == element-wise product then matmulAdd (silu, sigmoid; M = 1, 5)', async () => {
+    for (const [i, act] of (['silu', 'sigmoid'] as const).entries()) {
+      for (const m of [1, 5]) {
+        const r = rng(200 + 10 * i + m);
+        const w = anyWeight(i === 0 ? 'q4_k' : 'q8_0', 21, r);
+        const x = fill(m * K, () => 3 * (2 * r() - 1));
+        const gb = fill(m * K, () => 4 * (2 * r() - 1));
+        const acc = fill(m * w.rows, () => 2 * r() - 1);
+        let dispatches = 0;
+        const gx = g.alloc.upload(x);
+        const gout = g.alloc.upload(acc);
+        const got = await run(g, (e) => {
+          const d0 = e.dispatchCount;
+          g.matmulAdd(e, gout, gx, w, m, { b: g.alloc.upload(gb), act });
+          dispatches = e.dispatchCount - d0;
+        }, gout, gx);
+        const sx = g.alloc.upload(x);
+        const sout = g.alloc.upload(acc);
+        const want = await run(g, (e) => {
+          g.elementwise(e, act === 'silu' ? 1 : 2, sx, sx, g.alloc.upload(gb), m * K, `mul_${act}`);
+          g.matmulAdd(e, sout, sx, w, m);
+        }, sout, sx);
+        sameBits(got[0], want[0], `${act} M=${m}: out`);
+        sameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
+        assert.equal(dispatches, 2, `${act} M=${m}: quantization with the gate + the matmul`);
+      }
+    }
   });
 });

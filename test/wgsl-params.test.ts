@@ -77,7 +77,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   layer_norm: LAYER_NORM,
   bias_act: BIAS_ACT,
   attention: ATTENTION,
-  quant_acts: [quantActsShader(true), quantActsShader(false)],
+  quant_acts: [quantActsShader(true), quantActsShader(false, 'sigmoid')],
   norm_quant_acts: [normQuantActsShader(true), normQuantActsShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
     quantMatmulShader('q5_1', true, false, 'scatter', true)],

@@ -110,14 +110,10 @@ export class WebGpuKernels {
   }
 
   /** out += (x or x ⊙ act(gate.b))·Wᵀ in the matmul's own dispatch (the bits of the
-   * element-wise product, matmul, then add). Quantized weights: the product runs first, in
-   * place in x (Kernels.matmulAdd allows it). */
+   * element-wise product, matmul, then add). Quantized weights: the activation
+   * quantization writes the product in place in x (Kernels.matmulAdd allows it) and
+   * quantizes it, in one dispatch. */
   matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number, gate?: GpuGatedInput): void {
-    if (gate && isQuantType(w.dtype)) {
-      this.elementwise(enc, gate.act === 'silu' ? 1 : 2, x, x, gate.b, m * w.cols, gate.act === 'silu' ? 'mul_silu' : 'mul_sigmoid');
-      this.matmulGroup(enc, x, m, [{ out, w }], true);
-      return;
-    }
     this.matmulGroup(enc, x, m, [{ out, w }], true, undefined, gate);
   }
 
@@ -127,11 +123,12 @@ export class WebGpuKernels {
    * Every output element has the bits of its own matmul. */
   matmulGroup(enc: StepEncoder, input: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false,
     norm?: GpuGroupNorm, gate?: GpuGatedInput): void {
-    if (gate && (norm || group.some((g) => isQuantType(g.w.dtype)))) throw new Error('matmulGroup: a gated input is for float weights without a norm');
+    const quantized = group.some((g) => isQuantType(g.w.dtype));
+    // a quantized group's gate overwrites x with the product: no float weight may then read x
+    if (gate && (norm || (quantized && group.some((g) => !isQuantType(g.w.dtype))))) throw new Error('matmulGroup: a gated input is for one weight kind without a norm');
     if (group.length === 0 || m <= 0) return;
     const k = group[0]!.w.cols;
     // a norm folds into float matmuls; quantized ones quantize the normed rows
-    const quantized = group.some((g) => isQuantType(g.w.dtype));
     const x = norm && quantized ? norm.out : input;
     const fused = norm && !quantized ? norm : undefined;
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
@@ -150,7 +147,7 @@ export class WebGpuKernels {
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     if (quant.length > 0) {
       // the normed rows (norm.out, float weights read them too) and their quantization: one dispatch
-      const acts = norm ? this.normQuantActs(enc, norm, input, m, k) : this.quantActs(enc, x, m, k);
+      const acts = norm ? this.normQuantActs(enc, norm, input, m, k) : this.quantActs(enc, x, m, k, gate);
       this.quantMatmuls(enc, acts, m, k, quant, accumulate);
     }
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
@@ -215,12 +212,15 @@ export class WebGpuKernels {
   }
 
   /** x [M, K] quantized per 32-block (QUANT_ACTS) into the shared qx/dx/sx scratch. */
-  quantActs(enc: StepEncoder, x: GpuTensor, m: number, k: number): QuantActs {
+  /** gate: x ⊙ act(gate.b) is written to x first, in the same dispatch (matmulAdd). */
+  quantActs(enc: StepEncoder, x: GpuTensor, m: number, k: number, gate?: GpuGatedInput): QuantActs {
     const nb = k / 32;
     const dot4 = this.adapter.features.dot4I8;
     const { qx, dx, sx } = this.actScratch(m, k);
-    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}`, () => quantActsShader(dot4), packParams('quant_acts', { m, k, xOff: x.offset }), null,
-      [qx.buffer, dx.buffer, sx.buffer, x.buffer], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
+    if (gate) need(gate.b, m * k, 'matmulAdd gate');
+    const params = packParams('quant_acts', { m, k, xOff: x.offset, gateOff: gate?.b.offset ?? 0 });
+    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}${gate ? `_${gate.act}` : ''}`, () => quantActsShader(dot4, gate?.act ?? null), params, null,
+      [qx.buffer, dx.buffer, sx.buffer, x.buffer, ...(gate ? [gate.b.buffer] : [])], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
     return { qx, dx, sx };
   }
 

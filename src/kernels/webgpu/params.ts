@@ -77,7 +77,7 @@ export const PARAMS = {
     xOff: 'u32', n: 'u32', invT: 'f32', topK: 'u32', topP: 'f32', minP: 'f32', u: 'f32', patchOff: 'u32', patchCount: 'u32', flags: 'u32', topN: 'u32',
     distOff: 'u32', wOff: 'u32', resultOff: 'u32', inf: 'f32',
   }),
-  quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32' }),
+  quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', gateOff: 'u32' }),
   norm_quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', outOff: 'u32', zeroCentered: 'u32', eps: 'f32' }),
   qmatmul: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', expert: 'u32', experts: 'u32' }),
   // GROUP_SEGMENTS (wgsl/matmul-group.ts) = 4 segments

@@ -79,18 +79,32 @@ export function moeOutRow(moe: MoeRows | null): string {
 // Float weights: wgsl/matmul-group.ts (one weight or several in one dispatch).
 
 // params: PARAMS.quant_acts (params.ts). Bindings: 1 QX (u32 [M, K/4]: 4 int8 lanes, element 4w + lane),
-// 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X.
-export function quantActsShader(packedBuiltin: boolean): string {
+// 2 DX f32 [M, K/32], 3 SX i32 [M, K/32], 4 X, gate: 5 GB.
+/** `gate` (a quantized matmulAdd's gated input): the thread first writes its block's
+ * x ⊙ act(g) into X in place (ELEMENTWISE's expression, wgsl/dense.ts) and quantizes what
+ * it wrote — the bits of the element-wise dispatch then QUANT_ACTS. */
+export function quantActsShader(packedBuiltin: boolean, gate: 'silu' | 'sigmoid' | null = null): string {
+  const gated = gate ? `
+  let go = pu(P_gateOff) + b * 32u;
+  for (var l = 0u; l < 32u; l++) {
+    let a = X[xo + l];
+    let g = GB[go + l];
+    var y: f32;
+    y = a * ${gate}(g);
+    X[xo + l] = y;
+  }` : '';
   return `${HEADER}
 ${paramConsts('quant_acts')}
 ${QUANT_ACTS_BINDINGS}
+${gate ? '@group(0) @binding(5) var<storage, read_write> GB: array<f32>;' : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let b = group_id(wid, nwg) * 64u + t;
   let K = pu(P_k);
   let nb = K / 32u;
   if (b >= pu(P_m) * nb) { return; }
-  quant_block(b, pu(P_xOff) + b * 32u);
+  let xo = pu(P_xOff) + b * 32u;${gated}
+  quant_block(b, xo);
 }
 ${quantBlockFn('X', packedBuiltin)}`;
 }
