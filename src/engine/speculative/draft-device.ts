@@ -19,8 +19,14 @@
 // candidates at −∞: sampled-candidates.ts); where the mask changes the draw, the proposal
 // differs, the host's draw wins and the chain redrafts. A step after a proposal its mask refuses
 // is never reached (the exact draft differs there), so it is neither certified nor read whole.
-// Constrained GREEDY chains keep the per-step path (draft.ts: argmaxRowsMasked, one read-back a
-// step).
+// Constrained GREEDY chains (no penalty, no bias: maskReplayed) chain the same way: the pass's
+// first step is picked under its mask (exact), a later step's pick is unmasked, and the replay
+// keeps it iff the step's exact mask allows it and its logit (penaltyPicks' gathered best, an
+// empty table) is above −∞. Then it IS the masked argmax: a mask only sets ids to −∞, the pick
+// holds the row's maximum M > −∞ at the lowest id, so the masked maximum is M and no allowed id
+// below it holds M (the reference's ties: lowest id). An all −∞/NaN row fails the test (there
+// the masked argmax can differ: the first masked id). Else the chain redrafts FROM that step,
+// whose next pass masks it exactly (the host holds no row to pick from).
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to the
 // one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased
@@ -64,7 +70,7 @@ import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
 import { candidateCount, certifiedDist, certify, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
-import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
+import { draftPicksOnKernels, draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
 import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
 import { matcherAfterDrafts } from '../logits-adjust.js';
 import { penaltyValsAt } from '../../kernels/penalty-picks.js';
@@ -108,6 +114,13 @@ function adjusted(req: RequestView): boolean {
   return penalised(req.sampling) || (req.adjust?.bias?.size ?? 0) > 0;
 }
 
+/** Is the request a constrained greedy chain with no penalty and no bias (argmaxRowsMasked's
+ * per-step picks on the host path)? Its drafts chain on the kernels, the replay checking each
+ * unmasked pick against its exact mask (see the header). */
+export function maskReplayed(req: RequestView): boolean {
+  return isGreedy(req.sampling) && !!req.adjust?.constraint && draftPicksOnKernels(req) && !finishesOnHost(req);
+}
+
 /** Which chains draft on the kernels: penalised or biased greedy ones (`penalties`), sampled
  * ones (`sampled`); each off means a read-back per draft step for them. */
 export interface DeviceChains {
@@ -121,8 +134,9 @@ export interface DeviceChains {
  * constraint. Without one (`on.penalties`): each draftsOnKernels (an f32 bias included) or such
  * a penalised or biased greedy chain. */
 export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
-  if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
-  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));
+  const replayed = (r: RequestView): boolean => draftsChainReplayed(r) || maskReplayed(r);
+  if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || replayed(r));
+  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && replayed(r));
   return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab, on.penalties));
 }
 
@@ -256,7 +270,8 @@ export class DeviceDrafts {
     const lives: number[] = [];
     /** Rows read whole (sampled, no candidates), by t·g + i: staged at their step. */
     const whole = new Map<number, StagedRead>();
-    const pen = members.some((m) => adjusted(m.req)) ? this.penaltiesFor(round, group, start) : null;
+    // a constrained greedy chain's picks gather their logits (penaltyPicks, an empty table)
+    const pen = members.some((m) => adjusted(m.req) || maskReplayed(m.req)) ? this.penaltiesFor(round, group, start) : null;
     let vo = 0;
     let hidden = first;
     for (let s = start; s <= k; s++) {
@@ -349,7 +364,7 @@ export class DeviceDrafts {
     for (let i = 0; i < live; i++) {
       const j = group[i]!;
       const req = round.chains[j]!.req;
-      if (!req.adjust?.constraint || isGreedy(req.sampling)) continue;
+      if (!req.adjust?.constraint) continue;
       const mask = matcherAfterDrafts(req, start - 1, round.exact[j]!.slice(0, start - 1))?.mask();
       if (mask) runs.push(...maskedRuns(mask, this.v, i * this.v));
     }
@@ -401,6 +416,11 @@ export class DeviceDrafts {
           // a penalised or biased greedy row's f32 pick is a proposal; a plain argmax row's is exact
           const ex = exact[j]!;
           host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
+        } else if (pen && maskReplayed(ch.req) && t > 0 && !maskedPickExact(ch.req, exact[j]!, pick, pen.vals[penaltyValsAt(pen.calls[t]!, i)]!)) {
+          // the unmasked pick may not be the masked one: redraft from this step (masked there)
+          round.stats.disagreements++;
+          restart.set(j, s);
+          break;
         } else if (!isGreedy(ch.req.sampling)) {
           const rd = got.get(t * g + i);
           if (!rd) throw new Error(`internal error: draft step ${s} reached by the replay was not read`);
@@ -478,6 +498,13 @@ function maskedRuns(mask: Uint32Array, v: number, offset: number): FillRun[] {
     }
   }
   return runs;
+}
+
+/** Is a constrained greedy chain's unmasked pick (its logit `logit`) the argmax under its mask
+ * after the exact drafts `before` (the header's argument)? */
+function maskedPickExact(req: RequestView, before: readonly number[], pick: number, logit: number): boolean {
+  const mask = matcherAfterDrafts(req, before.length, before)?.mask() ?? null;
+  return mask === null || (allowed(mask, pick) && logit > -Infinity);
 }
 
 function allowed(mask: Uint32Array, id: number): boolean {
