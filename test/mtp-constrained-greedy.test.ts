@@ -18,6 +18,9 @@ import { structuredConstraint } from '../src/server/api/structured.js';
 import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { DRAW_CASES, drawRequests, runDraws, type DrawRun } from './sampled-draw-cases.js';
+import { Rng } from '../src/util/rng.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { unmaskedPickExact } from '../src/engine/speculative/draft-device.js';
 
 const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8, sampledCandidates: true };
 const N = 24;
@@ -79,3 +82,34 @@ for (const k of [2, 3, 4]) {
     });
   }
 }
+
+test('the replay\'s test: an allowed unmasked argmax above −∞ is the masked argmax (ties to the lowest id, NaN, ±∞: the reference\'s argmaxRowsMasked)', () => {
+  const k = createRefKernels();
+  const n = 70;
+  const rng = new Rng(12345);
+  const next = (m: number): number => Math.floor(rng.next() * m);
+  const values = [-Infinity, Infinity, NaN, -1, 0, -0, 2.5, 2.5, 7];
+  const [out, masked] = [new Int32Array(1), new Int32Array(1)];
+  let [kept, refusedByLogit] = [0, 0];
+  for (let trial = 0; trial < 4000; trial++) {
+    // few distinct values (ties everywhere); some rows all −∞ / NaN
+    const pool = trial % 5 === 0 ? [-Infinity, NaN] : values;
+    const row = Float32Array.from({ length: n }, () => pool[next(pool.length)]!);
+    const mask = Uint32Array.from({ length: 3 }, () => (next(4) === 0 ? 0xffffffff : (next(1 << 16) * 65536 + next(1 << 16)) >>> 0));
+    k.argmax(out, row, 1, n);
+    k.argmaxRowsMasked(masked, 0, row, 1, n, n, [mask]);
+    const pick = out[0]!;
+    if (unmaskedPickExact(mask, pick, row[pick]!)) {
+      kept++;
+      assert.equal(masked[0], pick, `row ${trial}: the kept pick is the masked argmax`);
+    } else if (((mask[pick >>> 5]! >>> (pick & 31)) & 1) === 1) refusedByLogit++;
+  }
+  assert.ok(kept > 1000, `picks kept ${kept}`);
+  assert.ok(refusedByLogit > 0, 'allowed picks at −∞ refused');
+  // why the logit matters: NaN then −∞, id 0 masked: the unmasked argmax is 1 (allowed), the masked one 0
+  const row = Float32Array.from([NaN, -Infinity, NaN]);
+  k.argmax(out, row, 1, 3);
+  k.argmaxRowsMasked(masked, 0, row, 1, 3, 3, [Uint32Array.of(0b110)]);
+  assert.deepEqual([out[0], masked[0]], [1, 0]);
+  assert.equal(unmaskedPickExact(Uint32Array.of(0b110), 1, -Infinity), false);
+});

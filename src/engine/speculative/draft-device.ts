@@ -503,7 +503,12 @@ function maskedRuns(mask: Uint32Array, v: number, offset: number): FillRun[] {
 /** Is a constrained greedy chain's unmasked pick (its logit `logit`) the argmax under its mask
  * after the exact drafts `before` (the header's argument)? */
 function maskedPickExact(req: RequestView, before: readonly number[], pick: number, logit: number): boolean {
-  const mask = matcherAfterDrafts(req, before.length, before)?.mask() ?? null;
+  return unmaskedPickExact(matcherAfterDrafts(req, before.length, before)?.mask() ?? null, pick, logit);
+}
+
+/** Is a row's argmax `pick` (its logit `logit`) also its argmax under `mask` (null: none)?
+ * Where it is allowed and its logit is above −∞ (the header's argument). */
+export function unmaskedPickExact(mask: Uint32Array | null, pick: number, logit: number): boolean {
   return mask === null || (allowed(mask, pick) && logit > -Infinity);
 }
 
