@@ -69,7 +69,7 @@ import type { AnyKernels, CandidateDraw, FillRun, PenaltyPickRow, PenaltyPicksCa
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
-import { candidateCount, certifiedDist, certify, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
+import { candidateCount, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { draftPicksOnKernels, draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
 import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
 import { matcherAfterDrafts } from '../logits-adjust.js';
@@ -219,7 +219,7 @@ export class DeviceDrafts {
     const stats = anySampled ? this.stats.sampled : this.stats.penalised;
     stats.rounds++;
     if (anySampled) this.stats.sampled.steps += k;
-    const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? candidateCount(c.req.sampling, this.v) : 0));
+    const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? draftCandidateCount(c.req.sampling, this.v) : 0));
     const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
     this.reserve(n, k, c);
     const us = chains.map((ch, j) => {
