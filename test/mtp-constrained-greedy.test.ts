@@ -4,9 +4,10 @@
 // from that step) == the per-step path (argmaxRowsMasked, a read-back per draft step; forced
 // off), on the wasm engine (forced on): identical ids AND every proposal (the draftOverride
 // hook) at k = 2, 3, 4, one request alone, three batched, and two with a sampled constrained
-// chain (its rounds chain as sampled rounds, the greedy chains riding). Every read-back is a target step or a draft pass: 2 per round without a disagreement.
-// The schema makes unmasked picks disallowed (disagreements > 0): skipping the mask check
-// changes the proposals.
+// chain (its rounds chain as sampled rounds, the greedy chains riding), and a penalised and a
+// biased one (finished from gathered logits under the mask). Every read-back is a target step
+// or a draft pass: 2 per round without a disagreement. The schema makes unmasked picks
+// disallowed (disagreements > 0): skipping the mask check changes the proposals.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
@@ -31,13 +32,18 @@ function constraintFor(engine: Engine): Constraint {
   return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema: SCHEMA }, null, false)!;
 }
 
-type Mix = 'alone' | 'batched' | 'mixed';
+type Mix = 'alone' | 'batched' | 'mixed' | 'penalised';
 
 /** Greedy requests under the schema (a fresh constraint each): one alone, three prompts
- * batched, or two with a sampled (hot) one mixed (its rounds chain as sampled rounds). */
+ * batched, two with a sampled (hot) one mixed (its rounds chain as sampled rounds), or a
+ * penalised one and a biased one (finished from gathered logits, under the mask). */
 function constrained(e: Engine, mix: Mix): GenerateRequest[] {
-  const c = (r: GenerateRequest): GenerateRequest => ({ ...r, logitsAdjust: { bias: null, constraint: constraintFor(e) } });
-  const greedy = drawRequests({ temperature: 0 }, N, { alone: 1, batched: 3, mixed: 2 }[mix]).map(c);
+  const c = (r: GenerateRequest, bias: Map<number, number> | null = null): GenerateRequest => ({ ...r, logitsAdjust: { bias, constraint: constraintFor(e) } });
+  if (mix === 'penalised') {
+    const [a, b] = drawRequests({ temperature: 0 }, N, 2);
+    return [c({ ...a!, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 }), c(b!, new Map([[54, 2.1], [57, -4], [125, 6]]))];
+  }
+  const greedy = drawRequests({ temperature: 0 }, N, { alone: 1, batched: 3, mixed: 2 }[mix]).map((r) => c(r));
   return mix === 'mixed' ? [...greedy, c({ ...drawRequests(DRAW_CASES.hot, N, 1)[0]!, seed: 1003 })] : greedy;
 }
 
@@ -57,7 +63,7 @@ async function run(k: number, on: boolean, mix: Mix): Promise<Run> {
 }
 
 for (const k of [2, 3, 4]) {
-  for (const mix of ['alone', 'batched', 'mixed'] as const) {
+  for (const mix of ['alone', 'batched', 'mixed', 'penalised'] as const) {
     test(`wasm MTP k = ${k}, ${mix}: JSON-schema greedy chains drafted on the kernels == the per-step path, 2 read-backs a clean round`, async () => {
       const off = await run(k, false, mix);
       const on = await run(k, true, mix);

@@ -19,14 +19,17 @@
 // candidates at −∞: sampled-candidates.ts); where the mask changes the draw, the proposal
 // differs, the host's draw wins and the chain redrafts. A step after a proposal its mask refuses
 // is never reached (the exact draft differs there), so it is neither certified nor read whole.
-// Constrained GREEDY chains (no penalty, no bias: maskReplayed) chain the same way: the pass's
+// Constrained GREEDY chains (maskReplayed) chain the same way: the pass's
 // first step is picked under its mask (exact), a later step's pick is unmasked, and the replay
 // keeps it iff the step's exact mask allows it and its logit (penaltyPicks' gathered best, an
 // empty table) is above −∞. Then it IS the masked argmax: a mask only sets ids to −∞, the pick
 // holds the row's maximum M > −∞ at the lowest id, so the masked maximum is M and no allowed id
 // below it holds M (the reference's ties: lowest id). An all −∞/NaN row fails the test (there
 // the masked argmax can differ: the first masked id). Else the chain redrafts FROM that step,
-// whose next pass masks it exactly (the host holds no row to pick from).
+// whose next pass masks it exactly (the host holds no row to pick from). A penalised or biased
+// one is finished from its gathered logits under the mask (replayPick with the mask: its touched
+// ids masked exactly), which is exact where its untouched best is allowed with a logit above −∞
+// (then it is the best allowed untouched id, by the same argument); else it redrafts likewise.
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to the
 // one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased
@@ -114,11 +117,12 @@ function adjusted(req: RequestView): boolean {
   return penalised(req.sampling) || (req.adjust?.bias?.size ?? 0) > 0;
 }
 
-/** Is the request a constrained greedy chain with no penalty and no bias (argmaxRowsMasked's
- * per-step picks on the host path)? Its drafts chain on the kernels, the replay checking each
- * unmasked pick against its exact mask (see the header). */
+/** Is the request a constrained greedy chain picked on the kernels on the host path
+ * (argmaxRowsMasked, or with penalties or a bias finished from gathered logits)? Its drafts
+ * chain on the kernels, the replay checking each unmasked pick (a finished row's untouched
+ * best) against its exact mask (see the header). */
 export function maskReplayed(req: RequestView): boolean {
-  return isGreedy(req.sampling) && !!req.adjust?.constraint && draftPicksOnKernels(req) && !finishesOnHost(req);
+  return isGreedy(req.sampling) && !!req.adjust?.constraint && draftPicksOnKernels(req);
 }
 
 /** Which chains draft on the kernels: penalised or biased greedy ones (`penalties`), sampled
@@ -415,7 +419,15 @@ export class DeviceDrafts {
         if (pen && finishesOnHost(ch.req)) {
           // a penalised or biased greedy row's f32 pick is a proposal; a plain argmax row's is exact
           const ex = exact[j]!;
-          host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
+          const [at, best] = [penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!];
+          const mask = ch.req.adjust?.constraint ? (matcherAfterDrafts(ch.req, ex.length, ex)?.mask() ?? null) : null;
+          // constrained, after the first step: the untouched best must be the best allowed one
+          if (t > 0 && !unmaskedPickExact(mask, best, pen.vals[at]!)) {
+            round.stats.disagreements++;
+            restart.set(j, s);
+            break;
+          }
+          host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, at, best, mask);
         } else if (pen && maskReplayed(ch.req) && t > 0 && !maskedPickExact(ch.req, exact[j]!, pick, pen.vals[penaltyValsAt(pen.calls[t]!, i)]!)) {
           // the unmasked pick may not be the masked one: redraft from this step (masked there)
           round.stats.disagreements++;
