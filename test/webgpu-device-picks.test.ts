@@ -150,10 +150,10 @@ describe('greedy picks on the device', () => {
     const p = shortest(2)[1]!;
     const req = { promptIds: p.prompt_ids, maxTokens: 10, ignoreEos: true };
     const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, [req]));
-    // k = 1 reads back twice on either path; the largest k bounds the rest. k = 3 (the shared
-    // engine): the penalised / biased chains' test below bounds the same drafter's rounds
-    // (draft-device.ts: one pass for plain, penalised and biased greedy drafts); k = 2 was
-    // a third engine load here (~14 CPU-s on lavapipe) for a bound k = 3 and 4 hold.
+    // k = 1 reads back twice on either path; the largest k bounds the rest: a read-back per
+    // draft step, or a pass of fewer than k drafts, breaks it at k = 4 (the latter not at
+    // k = 2, once a second engine here: ~14 CPU-s on lavapipe). MTP on == off at k = 2 on
+    // webgpu: webgpu-engine's batch; at k = 3: the golden test above.
     for (const k of [4]) {
       await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1 }, async (e) => {
         const run = async (r: GenerateRequest): Promise<{ out: number[][]; rounds: number; reads: number; bytes: number }> => {
