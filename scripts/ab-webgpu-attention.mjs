@@ -4,16 +4,18 @@
 // the process (lavapipe's threads are in it: less sensitive to a loaded machine than wall time). Also each build's largest
 // |Δ| and relative error against the reference kernel (f64-free f32 host code) per case.
 // Usage: node scripts/ab-webgpu-attention.mjs --before /tmp/old/dist --after dist [--reps 5] [--cases a,b]
-// Cases: <model>-<kind>-<context>: tiny-think (4 heads, 2 KV, hd 64) / qwen3.5-0.8b (8, 2, 256);
-// decode (1 row), verify4 (4 rows), prefill (T rows from 0).
+//   [--workgroup-storage 16384] (both devices capped at that many bytes of workgroup memory, as
+//   a 16 KiB GPU: the after build's test/webgpu-limits.js)
+// Cases: <model>-<kind>-<context>: tiny-think (4 heads, 2 KV, hd 64) / qwen3.5-0.8b (8, 2, 256) /
+// qwen3.5-4b (16, 4, 256); decode (1 row), verify4 (4 rows), prefill (T rows from 0).
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 
-const { values: v } = parseArgs({ options: { before: { type: 'string' }, after: { type: 'string', default: 'dist' }, reps: { type: 'string', default: '5' }, cases: { type: 'string' } } });
+const { values: v } = parseArgs({ options: { before: { type: 'string' }, after: { type: 'string', default: 'dist' }, reps: { type: 'string', default: '5' }, cases: { type: 'string' }, 'workgroup-storage': { type: 'string' } } });
 if (!v.before) throw new Error('--before DIST is required (a dist folder built from the base commit)');
 const reps = Number(v.reps);
 const PAGE = 16;
-const DIMS = { 'tiny-think': { numHeads: 4, numKvHeads: 2, headDim: 64 }, 'qwen3.5-0.8b': { numHeads: 8, numKvHeads: 2, headDim: 256 } };
+const DIMS = { 'tiny-think': { numHeads: 4, numKvHeads: 2, headDim: 64 }, 'qwen3.5-0.8b': { numHeads: 8, numKvHeads: 2, headDim: 256 }, 'qwen3.5-4b': { numHeads: 16, numKvHeads: 4, headDim: 256 } };
 const ALL = ['tiny-think-decode-256', 'tiny-think-decode-2048', 'tiny-think-verify4-2048', 'tiny-think-prefill-256', 'qwen3.5-0.8b-decode-2048', 'qwen3.5-0.8b-verify4-2048', 'qwen3.5-0.8b-prefill-256'];
 const cases = (v.cases ? v.cases.split(',') : ALL).map((name) => {
   const m = /^(.*)-(decode|verify4|prefill)-(\d+)$/.exec(name);
@@ -23,6 +25,13 @@ const cases = (v.cases ? v.cases.split(',') : ALL).map((name) => {
   return { name, d: DIMS[m[1]], t, start: ctx - t };
 });
 
+/** The GPU object as is, or with --workgroup-storage applied to its adapters. */
+async function capped(gpu) {
+  if (!v['workgroup-storage']) return gpu;
+  const { gpuWithWorkgroupStorage } = await import(`${resolve(v.after)}/test/webgpu-limits.js`);
+  return gpuWithWorkgroupStorage(gpu, Number(v['workgroup-storage']));
+}
+
 async function load(dir) {
   const root = resolve(dir);
   const { nodeGpu } = await import(`${root}/src/kernels/webgpu-node.js`);
@@ -30,7 +39,7 @@ async function load(dir) {
   const { WebGpuBoundaryKernels } = await import(`${root}/src/kernels/webgpu/kernels.js`);
   const { plainRopeTable } = await import(`${root}/src/kernels/rope-table.js`);
   const { createRefKernels } = await import(`${root}/src/kernels/ref/index.js`);
-  const k = new WebGpuBoundaryKernels(await WebGpuKernels.create(await nodeGpu(), { allowCpuEmulation: true }));
+  const k = new WebGpuBoundaryKernels(await WebGpuKernels.create(await capped(await nodeGpu()), { allowCpuEmulation: true }));
   return { k, rope: plainRopeTable(1e6, 8), ref: createRefKernels() };
 }
 
@@ -103,5 +112,5 @@ for (const c of cases) {
   result.push(row);
   console.error(JSON.stringify(row));
 }
-console.log(JSON.stringify({ reps, page: PAGE, node: process.version, cases: result }, null, 1));
+console.log(JSON.stringify({ reps, page: PAGE, node: process.version, workgroup_storage: Object.fromEntries(Object.entries(builds).map(([n, b]) => [n, b.k.g.device.limits.maxComputeWorkgroupStorageSize])), cases: result }, null, 1));
 for (const b of Object.values(builds)) b.k.dispose();

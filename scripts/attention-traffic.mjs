@@ -5,19 +5,20 @@
 // output: 16 bytes per (query head, position)); q read once per block and the output written
 // once; all of it ÷ the ideal (K/V, q and the output each once); the workgroups a schedule
 // launches; barriers a workgroup passes per 16 cache positions. Run after `npx tsc`:
-// node scripts/attention-traffic.mjs [--json]
+// node scripts/attention-traffic.mjs [--json] [--storage 16,32,48,64] (KiB of workgroup memory; default 16,32)
 // Schedules:
 //   tile+SC   the prefill tile kernel before the online softmax: blocks of QT / G rows, scores through SC
 //   tile      the online tile kernel (wgsl/attention-tile.ts tileShapeFor): no SC, QT = 128 (64 at hd 256)
 //   prefill   the kernel attentionTilePlan picks now: a query per thread (wgsl/attention-prefill.ts,
 //             256 threads × 2 queries up to head dim 64, × 1 past it) where one block's K and V
-//             fit the workgroup memory, else `tile`
+//             fit the workgroup memory together; `prefill-split` where only one block's K (then
+//             its V) fits (head dim 256 at 16 KiB); else `tile`
 //   decode+SC, decode   one row at context T in a decode block (ATTENTION_QMAX queries), before / now
 // Not counted: q re-read from device memory per block of positions (q_tile_reads: per K tile
 // of a block in `tile`, per query and 16-position block in `prefill`; a thread's q is hd·4
 // bytes: an L1/L2 hit on a GPU).
 import { groupShapeFor, tileShapeFor } from '../dist/src/kernels/webgpu/wgsl/attention-tile.js';
-import { prefillQueries, prefillShapeFor } from '../dist/src/kernels/webgpu/wgsl/attention-prefill.js';
+import { prefillBarriersPerBlock, prefillQueries, prefillShapeFor } from '../dist/src/kernels/webgpu/wgsl/attention-prefill.js';
 import { ONLINE_BLOCK } from '../dist/src/kernels/webgpu/wgsl/attention-online.js';
 
 const SHAPES = [
@@ -25,8 +26,9 @@ const SHAPES = [
   { name: 'qwen3.5-0.8b', nh: 8, nkv: 2, hd: 256 },
   { name: 'qwen3.5-4b', nh: 16, nkv: 4, hd: 256 },
 ];
-// maxComputeWorkgroupStorageSize: the WebGPU minimum, and lavapipe's (and many GPUs')
-const STORAGES = [16384, 32768];
+// maxComputeWorkgroupStorageSize: the WebGPU minimum, and lavapipe's (and many GPUs'); --storage for others
+const storageArg = process.argv.indexOf('--storage');
+const STORAGES = (storageArg > 0 ? process.argv[storageArg + 1].split(',').map(Number) : [16, 32]).map((kib) => kib * 1024);
 /** The tile's queries before (independent of the storage: the K/V tile shrank instead). */
 const qtBefore = (hd) => Math.max(8, Math.min(128, 2 ** Math.floor(Math.log2((64 * 256) / hd))));
 
@@ -39,9 +41,8 @@ function positionsRead(T, per) {
 
 /** Barriers per 16 positions: the tile kernel passes, per block of 16, one after each K tile
  * load and its scores, one after the fold, one after each V tile load and its sums; the
- * prefill kernel two per K+V tile of BC positions. */
+ * prefill kernel two per K+V tile of BC positions, four per block split (prefillBarriersPerBlock). */
 const tileBarriers = (bc) => 4 * (ONLINE_BLOCK / bc) + 1;
-const prefillBarriers = (bc) => (2 * ONLINE_BLOCK) / bc;
 
 function schedules(s, T, storage) {
   const g = s.nh / s.nkv;
@@ -65,8 +66,8 @@ function schedules(s, T, storage) {
       workgroups: workgroups(rowsBefore), barriers_per_16: null },
     { case: 'prefill', schedule: 'tile', rows: tileRows, kv: kvPos * positionsRead(T, tileRows), scratch: 0, io: prefill.io, ideal: prefill,
       workgroups: workgroups(tileRows), barriers_per_16: tileBarriers(tile.bc), q_tile_reads: qTile(tileRows, tile.bc) },
-    { case: 'prefill', schedule: pre ? 'prefill' : 'prefill=tile', rows: preRows, kv: kvPos * positionsRead(T, preRows), scratch: 0, io: prefill.io, ideal: prefill,
-      workgroups: workgroups(preRows), barriers_per_16: pre ? prefillBarriers(pre.bc) : tileBarriers(tile.bc), q_tile_reads: pre ? qPre() : qTile(tileRows, tile.bc) },
+    { case: 'prefill', schedule: pre ? (pre.split ? 'prefill-split' : 'prefill') : 'prefill=tile', rows: preRows, kv: kvPos * positionsRead(T, preRows), scratch: 0, io: prefill.io, ideal: prefill,
+      workgroups: workgroups(preRows), barriers_per_16: pre ? prefillBarriersPerBlock(pre) : tileBarriers(tile.bc), q_tile_reads: pre ? qPre() : qTile(tileRows, tile.bc) },
     { case: 'decode', schedule: 'decode+SC', rows: 1, kv: kvPos * T, scratch: decode.sc, io: decode.io, ideal: decode, workgroups: s.nkv, barriers_per_16: null },
     { case: 'decode', schedule: 'decode', rows: 1, kv: kvPos * T, scratch: 0, io: decode.io, ideal: decode, workgroups: s.nkv, barriers_per_16: null,
       q_tile_reads: 4 * g * s.hd * s.nkv * Math.ceil(T / dec.bc) },

@@ -26,6 +26,7 @@ const GROUPS = [
   { id: 'grammar', title: 'Structured output: grammar masks', intro: null },
   { id: 'mtp', title: 'MTP speculative decoding: on ÷ off', intro: null },
   { id: 'vision', title: 'Vision: image encode side by side with llama.cpp', intro: null },
+  { id: 'gpu', title: 'WebGPU on a GPU (scripts/gpu-bench.sh)', intro: 'Written by `npm run gpu:record` from the JSON of one device-tool call ([gpu-bench.md](gpu-bench.md)).' },
 ];
 
 /** Decimals of the fields whose figures are printed at a fixed precision. */

@@ -5,15 +5,19 @@
 // hands the old buffer to Kernels.free; and a long mixed run on wasm (prefill chunks beside
 // verify rows, batches of 1..8, whole-prompt prefix hits, MTP k = 4; dense and MoE models) allocates and frees
 // nothing in the arena after engine start, its bytes within the plan — the frees counted
-// through a wrapper of the kernels' alloc / allocI32 / free.
+// through a wrapper of the kernels' alloc / allocI32 / free. The draft logits rows are as wide
+// as the draft head (--draft-vocab): tiny-think at 512 ids, and the qwen3.5-0.8b shape's plan.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatPlan, memoryNeeds, planMemory } from '../src/engine/memory-plan.js';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import { ScratchRows, type StepArena } from '../src/model/arena.js';
+import { type ArenaModel, arenaBytes, ScratchRows, type StepArena } from '../src/model/arena.js';
+import { SHAPES } from '../src/tools/model-shapes.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { AnyKernels, Tensor } from '../src/kernels/types.js';
+import type { MemorySet } from '../src/kernels/wasm/memory.js';
+import { DraftPassMemory } from '../src/engine/draft-memory.js';
 import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 
@@ -21,8 +25,9 @@ const LIMITS = { maxRunning: 8, specTokens: 4, maxPrefillTokens: 64, prefixCache
 
 /** tiny-think's arena bytes at n running, k = 4, 64-token chunks, by hand from its config
  * (hidden 256, intermediate 768, vocab 1024; GDN: 2 key heads × 64, 4 value heads × 64;
- * attention: 4 heads, 2 KV heads, head dim 64, output gate; one MTP layer, full attention). */
-function handBytes(n: number): number {
+ * attention: 4 heads, 2 KV heads, head dim 64, output gate; one MTP layer, full attention);
+ * the draft logits rows `draft` wide (the engine's: --draft-vocab capped at the tokenizer's 1000 ids). */
+function handBytes(n: number, draft = 1000): number {
   const step = 64 + n * 5; // the prefill chunk + 1 + k tokens a request
   const mtp = step + n; // + the position before a prefix hit, a request
   const logits = n * 5;
@@ -37,7 +42,7 @@ function handBytes(n: number): number {
     mtp * (attn + mlp + mtpHead) + // full attention and dense MLP: main and MTP layers
     logits * 256 + logits * 1024 + // lm_head input rows, the step's logits
     (n + 1) * 256 + n * 1024 + // prefix hits' hidden (+ the deepstack row) and logits
-    n * 1024 + n * 256; // draft logits and draft hidden rows
+    n * draft + n * 256; // draft logits and draft hidden rows
   return 4 * rows;
 }
 
@@ -81,7 +86,7 @@ test('the plan counts the arena at its bound: tiny-think, k = 4, 8 running, 64-t
     const pools = plan.kvBytes + plan.runningStateBytes + plan.cacheStateBytes + plan.scratchBytes + plan.draftBytes + plan.arenaBytes;
     assert.ok(pools <= plan.budgetBytes);
     // the needs: the prefill chunk's part, and each running request's
-    const needs = memoryNeeds(e.model, 4, null, { maxPrefillTokens: 64, prefixCache: true });
+    const needs = memoryNeeds(e.model, 4, null, { maxPrefillTokens: 64, prefixCache: true, draftVocab: 1000 });
     assert.equal(needs.arenaFixedBytes, handBytes(0));
     assert.equal(needs.arenaRowBytes, handBytes(1) - handBytes(0));
     assert.equal(arenaOf(e).stats.bytes, handBytes(8), 'reserved at engine start (wasm: no binding cap)');
@@ -104,6 +109,51 @@ test('the plan counts the arena at its bound: tiny-think, k = 4, 8 running, 64-t
   });
 });
 
+/** The parts of a loaded qwen3.5-0.8b-shaped model the arena reads (sizes only: nothing is
+ * allocated): its layers' kinds and widths, the MTP layer, the lm_head's rows. */
+function shapeOnly(k: AnyKernels): ArenaModel<Tensor, Tensor> {
+  const s = SHAPES['qwen3.5-0.8b']!;
+  const cfg = { hiddenSize: s.hidden, vocabSize: s.vocab, numHeads: s.heads, numKvHeads: s.kvHeads, headDim: s.headDim, attnOutputGate: true,
+    linNumKeyHeads: s.linKeyHeads, linNumValueHeads: s.linValueHeads, linKeyDim: s.linKeyDim, linValueDim: s.linValueDim };
+  const mlp = { kind: 'dense', gate: { rows: s.intermediate } };
+  const full = { mixer: { kind: 'full', qProj: { rows: 2 * s.heads * s.headDim } }, mlp };
+  const linear = { mixer: { kind: 'linear' }, mlp };
+  const layers = Array.from({ length: s.layers }, (_, i) => ((i + 1) % s.fullAttentionInterval === 0 ? full : linear));
+  return { kernels: k, config: cfg, weights: { layers, mtp: [{ layer: full }], lmHead: { rows: s.vocab } } } as unknown as ArenaModel<Tensor, Tensor>;
+}
+
+test('draft logits rows as wide as --draft-vocab: tiny-think at 512 ids (plan == reservation == hand count less the columns), the 0.8b shape', async () => {
+  const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, ...LIMITS, draftVocab: 512 };
+  await withEngine(opts, async (e) => {
+    const narrow = handBytes(8, 512);
+    assert.equal(e.memoryPlan!.arenaBytes, narrow, 'the plan counts 512-wide draft rows');
+    assert.equal(arenaOf(e).stats.bytes, narrow, 'reserved at that width');
+    assert.equal(arenaOf(e).draftLogits.width, 512);
+    const start = { ...arenaOf(e).stats };
+    const done = await e.complete({ promptIds: promptOf(40, 3), maxTokens: 12, temperature: 0 });
+    assert.equal(done.outputIds.length, 12);
+    assert.ok(e.stats().spec.rounds > 0, 'MTP drafted over the narrow rows');
+    assert.deepEqual(arenaOf(e).stats, start, 'and grew nothing');
+    const full = memoryNeeds(e.model, 4, null, { maxPrefillTokens: 64, prefixCache: true });
+    assert.equal(full.arenaRowBytes, handBytes(1, 1024) - handBytes(0, 1024), 'no draftVocab: the whole vocabulary (the width before)');
+    console.log(JSON.stringify({ tinyThink: { before: handBytes(8, 1024), atDefault: handBytes(8), at512: narrow } }));
+  });
+  // the qwen3.5-0.8b shape at 16 running, k = 4, 512-token chunks: the default 32,768-id draft head
+  const k = await createWasmKernels({ threads: 1 });
+  try {
+    const model = shapeOnly(k);
+    const l = { maxRunning: 16, specTokens: 4, maxPrefillTokens: 512, prefixCache: true };
+    const before = arenaBytes(model, l);
+    const after = arenaBytes(model, { ...l, draftVocab: 32768 });
+    assert.equal(before - after, 16 * (248320 - 32768) * 4, '16 draft rows of 215,552 fewer columns');
+    assert.equal(arenaBytes(model, { ...l, draftVocab: 10 ** 6 }), before, 'capped at the vocabulary');
+    assert.throws(() => arenaBytes(model, { ...l, draftVocab: 0 }), /a 0-column draft head/);
+    console.log(JSON.stringify({ qwen35_08b: { before, after, savedMB: (before - after) / 1e6 } }));
+  } finally {
+    k.dispose();
+  }
+});
+
 test('a field grown past its reservation hands the old buffer to Kernels.free', async () => {
   const k = await createWasmKernels({ threads: 1 });
   try {
@@ -119,6 +169,53 @@ test('a field grown past its reservation hands the old buffer to Kernels.free', 
     assert.ok(count.freed.has(first), 'the replaced buffer freed');
     assert.deepEqual(stats, { allocs: 2, frees: 1, bytes: 4 * 9 * 8 });
     count.stop();
+  } finally {
+    k.dispose();
+  }
+});
+
+/** The wasm backend's memory (its arenas), read here only. */
+function wasmMemory(k: AnyKernels): MemorySet {
+  return (k as unknown as { mem: MemorySet }).mem;
+}
+
+test('wasm Kernels.free: a replaced arena field\'s and draft buffer\'s memory is reused, zeroed; the top stays', async () => {
+  const k = await createWasmKernels({ threads: 1 });
+  try {
+    const arena = wasmMemory(k).arenas[0]!;
+    const stats = { allocs: 0, frees: 0, bytes: 0 };
+    const rows = new ScratchRows(k, 256, stats);
+    const first = rows.atLeast(64); // 64 KiB
+    first.fill(7);
+    k.alloc(16); // something after it (a freed top block would just lower the top)
+    rows.atLeast(128); // grown: the first buffer freed, a new one bumped above
+    const top = arena.usedBytes;
+    assert.equal(arena.freeBytes, 64 * 256 * 4, 'the replaced buffer is on the free list');
+    const next = k.alloc(64 * 256);
+    assert.equal(next.byteOffset, first.byteOffset, 'the next allocation it holds takes its bytes');
+    assert.ok(next.every((x) => x === 0), 'zeroed, as alloc() hands out');
+    assert.equal(arena.usedBytes, top, 'the memory\'s top did not move');
+    assert.equal(arena.freeBytes, 0);
+    // a draft-pass buffer grown past its reservation, the same
+    const mem = new DraftPassMemory(k, 1000);
+    const small = mem.logitsRows(4) as Float32Array;
+    k.alloc(16);
+    mem.logitsRows(8);
+    const top2 = arena.usedBytes;
+    assert.equal(k.allocI32(4 * 1000).byteOffset, small.byteOffset, 'the replaced logits buffer reused');
+    assert.equal(arena.usedBytes, top2);
+    // frees merge; a block ending at the top lowers it; views and double frees are refused
+    const [a, b, c] = [k.alloc(100), k.alloc(100), k.alloc(100)];
+    const end = arena.usedBytes;
+    assert.throws(() => k.free!(k.view(a, 16, 16)), /starts no live allocation/);
+    assert.throws(() => k.free!(k.view(a, 0, 50)), /a view of a 448-byte allocation/);
+    k.free!(a);
+    assert.throws(() => k.free!(a), /freed twice/);
+    k.free!(b);
+    assert.equal(arena.freeBytes, 2 * 448, 'a and b merged');
+    assert.equal(k.alloc(200).byteOffset, a.byteOffset, '800 bytes fit the merged block');
+    k.free!(c);
+    assert.ok(arena.usedBytes < end, 'c ended at the top: the top came down');
   } finally {
     k.dispose();
   }

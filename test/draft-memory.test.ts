@@ -4,13 +4,17 @@
 // running requests); a buffer grown past its reservation gives the old one to Kernels.free;
 // and a long run of sampled and penalised MTP chains (forced on, wasm) allocates every
 // draft-pass byte at engine start, within the plan, and nothing during the run — counted
-// through a wrapper of the kernels' alloc / allocI32 / free.
+// through a wrapper of the kernels' alloc / allocI32 / free. One draft logits buffer serves a
+// pass: rows read whole are staged at their step (Kernels.stage: a copy as of then, delivered
+// by the next read-back), refused rows recomputed from kept hidden rows — a pass refusing more
+// rows than the buffer holds still reads them in one read-back, ids == the host path.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatPlan, type MemoryNeeds, planMemory } from '../src/engine/memory-plan.js';
 import { DraftPassMemory, type DraftPassShape, draftPassBytes, draftPassElems, draftPassMemory, draftRowBytes } from '../src/engine/draft-memory.js';
 import { MAX_DRAW_CANDIDATES } from '../src/kernels/candidate-draws.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { AnyKernels, Tensor } from '../src/kernels/types.js';
 import { SHAPES } from '../src/tools/model-shapes.js';
 import { withEngine } from './engine-helpers.js';
@@ -34,9 +38,11 @@ test('the plan reserves the draft-pass buffers: k = 4, 16 running, the 0.8b shap
   assert.equal(SHAPE.hidden, 1024);
   for (const vocab of [32768, SHAPE.vocab]) {
     const shape: DraftPassShape = { batch: 16, k: 4, vocab, hidden: SHAPE.hidden, candidates: MAX_DRAW_CANDIDATES };
-    // the header's table by hand: logits 4 × [16, V]; candidates 2 × 4·16·256; ids 2·4·16;
+    // the header's table by hand: logits ONE [16, V]; candidates 2 × 4·16·256; ids 2·4·16;
     // kept hidden rows 10·16·1024; penalty values 4·16·(1 + V + 4)
-    const want = 4 * (4 * 16 * vocab + 2 * 4 * 16 * 256 + 2 * 4 * 16 + 10 * 16 * 1024 + 4 * 16 * (vocab + 5));
+    const want = 4 * (16 * vocab + 2 * 4 * 16 * 256 + 2 * 4 * 16 + 10 * 16 * 1024 + 4 * 16 * (vocab + 5));
+    // before: a logits buffer a pass step, 4 × [16, V] — (k − 1)·b·V·4 bytes more
+    const before = want + 3 * 16 * vocab * 4;
     assert.equal(draftPassBytes(shape), want);
     assert.equal(16 * draftRowBytes(4, vocab, SHAPE.hidden), want, 'linear in the batch');
     const plan = planMemory(needs(draftRowBytes(4, vocab, SHAPE.hidden)), { prefixCache: true, pageSize: 16, maxRunning: 16 }, 64e9);
@@ -44,17 +50,19 @@ test('the plan reserves the draft-pass buffers: k = 4, 16 running, the 0.8b shap
     assert.match(formatPlan(plan), /MTP draft buffers/);
     const pools = plan.kvBytes + plan.runningStateBytes + plan.cacheStateBytes + plan.scratchBytes + plan.draftBytes;
     assert.ok(pools <= plan.budgetBytes, `${pools} within ${plan.budgetBytes}`);
-    console.log(JSON.stringify({ vocab, draftBytes: plan.draftBytes, perStepLogits: 4 * 16 * vocab, vals: 4 * draftPassElems(shape).vals }));
+    const line = formatPlan(plan).match(/MTP draft buffers [^,]*/)![0];
+    console.log(JSON.stringify({ vocab, draftBytes: plan.draftBytes, beforeBytes: before, savedBytes: before - plan.draftBytes, line, logits: 4 * 16 * vocab,
+      vals: 4 * draftPassElems(shape).vals }));
   }
-  // 8.8 MB at the default 32,768-id draft head; 128 MB at the full vocabulary
-  assert.ok(Math.abs(draftPassBytes({ batch: 16, k: 4, vocab: 32768, hidden: 1024, candidates: 256 }) - 17.6 * MB) < 0.1 * MB);
+  // 11.3 MB at the default 32,768-id draft head (17.6 MB with a logits buffer a step)
+  assert.ok(Math.abs(draftPassBytes({ batch: 16, k: 4, vocab: 32768, hidden: 1024, candidates: 256 }) - 11.3 * MB) < 0.1 * MB);
   assert.equal(draftRowBytes(0, SHAPE.vocab, SHAPE.hidden), 0, 'no speculation, no draft buffers');
 });
 
 test('a budget the draft buffers do not fit: fewer running requests by default, a clear error when --max-running is given', () => {
   const row = draftRowBytes(4, SHAPE.vocab, SHAPE.hidden);
-  // 2 MB a slot, 10 MB of verify scratch and 8 MB of draft buffers a running request
-  const budget = { bytes: 300 * MB };
+  // 2 MB a slot, 10 MB of verify scratch and 5 MB of draft buffers a running request
+  const budget = { bytes: 250 * MB };
   const without = planMemory(needs(0), { prefixCache: false, pageSize: 16, budget }, 0);
   const withDrafts = planMemory(needs(row), { prefixCache: false, pageSize: 16, budget }, 0);
   assert.ok(withDrafts.maxRunning < without.maxRunning, `${withDrafts.maxRunning} < ${without.maxRunning} running`);
@@ -86,9 +94,10 @@ test('a buffer grown past its reservation hands the old one to Kernels.free; a r
     assert.equal(count.bytes, draftPassBytes(shape));
     assert.equal(mem.stats.bytes, draftPassBytes(shape));
     mem.reserve(shape);
-    mem.logitsRows(2, 2);
+    assert.equal(count.allocs, 6, 'ids, saved, vals, candidate ids and values, ONE logits buffer');
+    mem.logitsRows(2);
     assert.equal(count.allocs, mem.stats.allocs, 'nothing new at the reserved shape');
-    mem.logitsRows(1, 5);
+    mem.logitsRows(5);
     assert.equal(count.frees, 1, 'the replaced logits buffer freed');
     assert.equal(count.bytes, draftPassBytes(shape) + 3 * 100 * 4);
     assert.equal(mem.stats.bytes, count.bytes);
@@ -98,8 +107,8 @@ test('a buffer grown past its reservation hands the old one to Kernels.free; a r
     const capped = new DraftPassMemory(narrow, 100);
     capped.reserve(shape);
     assert.ok(capped.stats.bytes < draftPassBytes(shape), `${capped.stats.bytes} < ${draftPassBytes(shape)}`);
-    assert.equal(capped.logitsRows(0, 2), capped.logitsRows(0, 2), 'two rows of 100 fit 250 elements');
-    assert.equal(capped.stats.allocs, 5 + 3, 'nothing grown past the cap by the shape');
+    assert.equal(capped.logitsRows(2), capped.logitsRows(2), 'two rows of 100 fit 250 elements');
+    assert.equal(capped.stats.allocs, 6, 'nothing grown past the cap by the shape');
   } finally {
     k.dispose();
   }
@@ -141,4 +150,44 @@ test('wasm, sampled and penalised MTP chains forced on: every draft-pass byte al
     console.log(JSON.stringify({ rounds, penaltyRounds: e.penaltyDrafts.rounds, draftBytes: mem.stats.bytes, planDraftBytes: plan.draftBytes,
       runAllocs: count.allocs, runAllocBytes: count.bytes }));
   });
+});
+
+for (const [name, make] of [['ref', async () => createRefKernels()], ['wasm', () => createWasmKernels({ threads: 1 })]] as const) {
+  test(`${name}: Kernels.stage copies ranges as they are now; the next read-back delivers them with its own`, async () => {
+    const k: AnyKernels = await make();
+    try {
+      const t = k.alloc(8);
+      k.write(t, 0, [1, 2, 3, 4, 5, 6, 7, 8]);
+      const staged = k.stage([{ t, offset: 2, length: 2 }, { t, offset: 7, length: 1 }]);
+      k.fill(t, 0, 8, 9); // a later kernel overwrites the buffer
+      const [now] = await k.readBack([{ t, offset: 0, length: 1 }]);
+      assert.deepEqual([...now!], [9]);
+      assert.deepEqual(staged.data!.map((d) => [...d]), [[3, 4], [8]]);
+    } finally {
+      k.dispose();
+    }
+  });
+}
+
+test('wasm MTP k = 4, 8 chains: every row refused (up to 4 × 8, the one logits buffer holds 8) or top-p alone (staged): ids and read-backs == host path\'s', async () => {
+  const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, prefixCache: false,
+    maxRunning: 8, specTokens: 4, sampledCandidates: true };
+  for (const sampling of [{ temperature: 2, minP: 1e-6 }, DRAW_CASES.topP]) {
+    const reqs = drawRequests(sampling, 10, 8);
+    const want = await withEngine({ ...opts, sampledChain: false }, (e) => runDraws(e, reqs));
+    const got = await withEngine({ ...opts, sampledChain: true }, (e) => runDraws(e, reqs));
+    assert.deepEqual(got.ids, want.ids, `${JSON.stringify(sampling)}: ids == host path`);
+    const s = got.sampled;
+    assert.ok(s.rounds > 0);
+    assert.ok(s.refusedReads <= s.passes, 'at most one read of refused rows a pass');
+    if ('minP' in sampling) {
+      // the host path reads each draft step twice (candidates, then the refused rows); here one pass and one read of its refused rows
+      assert.equal(want.reads - got.reads, 2 * s.steps - s.passes - s.refusedReads, `read-backs ${want.reads} → ${got.reads}`);
+      assert.ok(s.refused > 8 * s.refusedReads, `${s.refused} refused rows in ${s.refusedReads} reads: some read carried more than the buffer's 8 rows`);
+    } else {
+      assert.equal(want.reads - got.reads, s.steps - s.passes, `read-backs ${want.reads} → ${got.reads}`);
+      assert.equal(s.refused, 0, 'top-p alone: read whole, never refused');
+    }
+    console.log(JSON.stringify({ sampling, rounds: s.rounds, passes: s.passes, refused: s.refused, refusedReads: s.refusedReads, reads: got.reads, hostReads: want.reads }));
+  }
 });

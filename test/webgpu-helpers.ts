@@ -6,10 +6,13 @@ import { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { takeUncapturedError, type AcquireOptions } from '../src/kernels/webgpu/device.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import { gpuWithWorkgroupStorage } from './webgpu-limits.js';
 
-export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable'] } = {}): Promise<WebGpuKernels> {
+/** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
+export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number } = {}): Promise<WebGpuKernels> {
   try {
-    return await WebGpuKernels.create(await nodeGpu(), { allowCpuEmulation: true, ...opts });
+    const gpu = opts.workgroupStorage === undefined ? await nodeGpu() : gpuWithWorkgroupStorage(await nodeGpu(), opts.workgroupStorage);
+    return await WebGpuKernels.create(gpu, { allowCpuEmulation: true, ...opts });
   } catch (e) {
     throw new Error(`webgpu tests need a WebGPU adapter (on a machine without a GPU: Mesa lavapipe, mesa-vulkan-drivers >= 23 from bookworm-backports; run \`npm run test:setup\`): ${(e as Error).message}`);
   }

@@ -3,8 +3,12 @@
 //
 // Buffers of a round of b chains drafting k steps over a V-token draft head (hidden size H,
 // c candidates a row), in elements of 4 bytes:
-//   logits  k × [b, V]          f32  each pass step's draft logits, kept until the pass's
-//                                    replay (a refused or top-p-alone row is read whole)
+//   logits  [b, V]              f32  the pass step's draft logits: ONE buffer, each step
+//                                    overwrites the last; a row read whole (top-p alone) is
+//                                    staged (Kernels.stage: read-back staging, no device
+//                                    buffer) right after its step, and a row the certificate
+//                                    refuses is recomputed by the draft lm_head from its kept
+//                                    hidden row (saved) after the pass (draft-device.ts)
 //   cands   2 × k·b·c           i32 + f32  topCandidates' ids and values of every pass step
 //   ids     2·k·b               i32  picks [k, b] then untouched bests [k, b]
 //   saved   k(k+1)/2 · b · H    f32  MTP hidden rows of every step of every pass (a redraft
@@ -37,7 +41,7 @@ export interface DraftPassShape {
 /** Elements of each draft-pass buffer at the shape (the header's table). */
 export function draftPassElems(s: DraftPassShape): { logits: number; cands: number; ids: number; saved: number; vals: number } {
   const { batch: b, k, vocab: v, hidden: h, candidates: c } = s;
-  return { logits: k * b * v, cands: 2 * k * b * c, ids: 2 * k * b, saved: ((k * (k + 1)) / 2) * b * h, vals: k * b * (1 + v + k) };
+  return { logits: b * v, cands: 2 * k * b * c, ids: 2 * k * b, saved: ((k * (k + 1)) / 2) * b * h, vals: k * b * (1 + v + k) };
 }
 
 /** Bytes of every draft-pass buffer at the shape. */
@@ -81,8 +85,8 @@ export class DraftPassMemory {
   readonly vals: Held;
   readonly candIds: Held;
   readonly candVals: Held;
-  /** logits[t]: pass step t's draft logits rows. */
-  private readonly logits: Held[] = [];
+  /** The pass step's draft logits rows (each step's overwrite the last's). */
+  private readonly logits: Held;
   /** Allocations and frees since construction, and the bytes held now. */
   readonly stats = { allocs: 0, frees: 0, bytes: 0 };
 
@@ -92,6 +96,7 @@ export class DraftPassMemory {
     this.vals = new Held(this, false);
     this.candIds = new Held(this, true);
     this.candVals = new Held(this, false);
+    this.logits = new Held(this, false);
   }
 
   /** Every buffer at the shape's bound, at once — each at most one binding of the backend
@@ -107,12 +112,12 @@ export class DraftPassMemory {
     this.vals.atLeast(fit(e.vals));
     this.candIds.atLeast(fit(e.cands / 2));
     this.candVals.atLeast(fit(e.cands / 2));
-    for (let t = 0; t < s.k; t++) this.logitsRows(t, Math.floor(fit(s.batch * this.vocab) / this.vocab));
+    this.logitsRows(Math.floor(fit(s.batch * this.vocab) / this.vocab));
   }
 
-  /** Pass step t's draft logits buffer of at least `rows` rows of the draft vocabulary. */
-  logitsRows(t: number, rows: number): Tensor {
-    return (this.logits[t] ??= new Held(this, false)).atLeast(rows * this.vocab);
+  /** The draft logits buffer, of at least `rows` rows of the draft vocabulary. */
+  logitsRows(rows: number): Tensor {
+    return this.logits.atLeast(rows * this.vocab);
   }
 
   /** @internal Held's allocation, counted. */

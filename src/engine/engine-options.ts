@@ -73,9 +73,10 @@ export function draftVocabFor(opts: EngineOptions): number {
   return n;
 }
 
-/** The draft head's ids at most (the engine's is this or fewer: it also caps at the tokenizer's). */
-export function engineDraftVocab(opts: EngineOptions, model: AnyModel): number {
-  return Math.min(draftVocabFor(opts), model.config.vocabSize);
+/** The draft head's ids: --draft-vocab capped at the model's vocabulary and the tokenizer's
+ * (`tokenizerSize`; absent: the model's bound, which the engine's head may undercut). */
+export function engineDraftVocab(opts: EngineOptions, model: AnyModel, tokenizerSize = Infinity): number {
+  return Math.min(draftVocabFor(opts), model.config.vocabSize, tokenizerSize);
 }
 
 export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
@@ -91,8 +92,10 @@ export function maxPrefillTokensOf(opts: EngineOptions): number {
 }
 
 /** Pool sizes for the options (memory-plan.ts), from the memory available now; `draftPasses`:
- * the MTP draft passes run on the kernels (their buffers are reserved per running request). */
-export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number, vision?: TowerMemory, draftPasses = false): MemoryPlan {
+ * the MTP draft passes run on the kernels (their buffers are reserved per running request);
+ * `tokenizerSize`: the tokenizer's ids (the draft head's width is capped there too). */
+export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number, pageSize: number, vision?: TowerMemory, draftPasses = false,
+  tokenizerSize = Infinity): MemoryPlan {
   const b = opts.memoryBudget;
   const gpu = gpuAdapterOf(model.kernels);
   const available = availableMemory();
@@ -102,8 +105,9 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
     ? gpu ? { bytes: Math.floor(Math.min(available * DEFAULT_BUDGET_FRACTION, gpu.limits.maxBufferSize)),
       from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
-  const arena = { maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: opts.prefixCache !== false };
-  const needs = { ...memoryNeeds(model, k, draftPasses ? engineDraftVocab(opts, model) : null, arena), ...(vision ? { vision } : {}) };
+  const draftVocab = engineDraftVocab(opts, model, tokenizerSize);
+  const arena = { maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: opts.prefixCache !== false, draftVocab };
+  const needs = { ...memoryNeeds(model, k, draftPasses ? draftVocab : null, arena), ...(vision ? { vision } : {}) };
   // on a GPU the weights are device buffers (the host keeps only handles)
   const gpuBytes = gpuMemoryBytes(model.kernels);
   return planMemory(gpuBytes !== null ? { ...needs, weightBytes: gpuBytes } : needs, {

@@ -133,7 +133,8 @@ export class Engine {
       sampledChain: hooks.sampledChain ?? 'auto',
     });
     // the model's scratch arena at its bound, once (the plan counted it: model/arena.ts)
-    this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null });
+    this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null,
+      draftVocab: Math.min(draftVocabFor(opts), this.sampleVocab) });
     // the draft passes' buffers at their bound, once (the plan reserved them: draft-memory.ts)
     if (k > 0 && draftPassesOnKernels(model.kernels, hooks)) {
       draftPassMemory(model.kernels, Math.min(draftVocabFor(opts), this.sampleVocab)).reserve({
@@ -171,7 +172,7 @@ export class Engine {
       // plan keeps room for its packed weights and the encode of the largest image the limits allow
       const visionModel = loadEngineVision(dir, mmproj, opts.mmproj === false, model, tokenizer);
       const tower = visionModel ? towerMemory(visionModel.cfg, visionModel.pre, visionModel.weights, opts.maxImagePixels ?? DEFAULT_MAX_DECODE_PIXELS) : undefined;
-      const plan = planEngineMemory(opts, model, k, pageSize, tower, k > 0 && draftPassesOnKernels(kernels, hooks));
+      const plan = planEngineMemory(opts, model, k, pageSize, tower, k > 0 && draftPassesOnKernels(kernels, hooks), tokenizer.size);
       // pools are chunked (one allocation per KV layer, per chunk of state slots or scratch rows),
       // so they may span several WebAssembly memories; their memory is the kernels' (on a
       // GPU backend device buffers: copies and snapshots run there, cache/pool-storage.ts)

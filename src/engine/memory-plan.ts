@@ -285,9 +285,10 @@ export function weightBytes(weights: object): number {
 /** Per-unit pool sizes of a model (f32 KV and state) with `specTokens` drafts per round;
  * `draftVocab`: the draft head's ids when its draft passes run on the kernels (their buffers
  * reserved per running request), null when they do not; `arena`: the engine's limits its
- * scratch arena is reserved at (absent: the arena is not counted). */
+ * scratch arena is reserved at (absent: the arena is not counted; its draft logits rows are
+ * `arena.draftVocab` wide, default the whole vocabulary). */
 export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: number | null = null,
-  arena?: { readonly maxPrefillTokens: number; readonly prefixCache: boolean }): MemoryNeeds {
+  arena?: { readonly maxPrefillTokens: number; readonly prefixCache: boolean; readonly draftVocab?: number }): MemoryNeeds {
   const l = model.layout;
   const kvLayer = 2 * l.kvDim * 4;
   const slotBytes = l.linearLayers.length * (l.convSize + l.ssmSize) * 4;

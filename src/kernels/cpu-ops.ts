@@ -90,6 +90,11 @@ export function readBack(ranges: readonly ReadRange<Float32Array>[]): Float32Arr
   return ranges.map((r) => view(r.t, r.offset, r.length));
 }
 
+/** Copies, at once (the next write may change the views readBack would give). */
+export function stage(ranges: readonly ReadRange<Float32Array>[]): { readonly data: Float32Array[] } {
+  return { data: ranges.map((r) => view(r.t, r.offset, r.length).slice()) };
+}
+
 export function addSigmoidScaled(out: Float32Array, y: Float32Array, g: Float32Array, m: number, d: number): void {
   for (let i = 0; i < m; i++) {
     const gate = 1 / (1 + Math.exp(-g[i]!));

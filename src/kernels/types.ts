@@ -24,6 +24,11 @@ import type {
   MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
+/** Ranges `Kernels.stage` copied: their host arrays once the next readBack has resolved. */
+export interface StagedRead {
+  readonly data: readonly Float32Array[] | null;
+}
+
 /** The kernel backend. T: its f32 tensor handle, I: its int32 tensor handle. Backend-
  * neutral code (model/, engine/) holds a Kernels<Tensor, Tensor> (see AnyKernels). */
 export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int32Array> {
@@ -40,8 +45,8 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** Allocate a zero-filled int32 tensor. */
   allocI32(n: number): I;
   /** Give back a tensor alloc / allocI32 returned (not a view), once no later call uses it:
-   * a GPU backend destroys its buffer after the work recorded so far has run. Absent: the
-   * backend's memory is not given back tensor by tensor (ref: the collector's; wasm: an arena). */
+   * a GPU backend destroys its buffer after the work recorded so far has run; wasm puts its
+   * bytes on its arena's free list. Absent (ref): the collector's. */
   free?(t: T | I): void;
   /** Elements [offset, offset + length) of t, sharing its memory. */
   view(t: T, offset: number, length: number): T;
@@ -64,6 +69,13 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * own memory at once (valid until the tensors are next written); a GPU backend returns a
    * promise that settles when the copies have landed. The engine calls it once per step. */
   readBack(ranges: readonly ReadRange<T>[]): Float32Array[] | Promise<Float32Array[]>;
+  /** Host copies of tensor ranges as they are NOW (in order with the work recorded so far, so a
+   * later kernel may overwrite them), delivered by the next readBack — no transfer of its own,
+   * and no device memory holds them meanwhile: a GPU backend copies each range into read-back
+   * staging at once (its bytes count in that readBack's transfer); CPU backends copy to the
+   * host at once. `data` (one array a range, like readBack's) is set when that readBack has
+   * resolved (CPU: at once). */
+  stage(ranges: readonly ReadRange<T>[]): StagedRead;
   /** Allocate a weight [rows, cols] in backend memory. The caller fills `bytes`
    * (little-endian, rows*cols elements of dtype; for a QuantType exactly
    * rows × quantRowBytes(dtype, cols) bytes of GGML blocks) before first use — e.g. the checkpoint

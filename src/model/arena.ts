@@ -32,6 +32,9 @@ export interface ArenaLimits {
   readonly maxPrefillTokens: number;
   /** Whole-prompt prefix hits may take logits from a stored hidden row. */
   readonly prefixCache: boolean;
+  /** Columns the MTP draft head reads (--draft-vocab, capped at the vocabulary): the width of
+   * the draft logits rows (default: the whole vocabulary). */
+  readonly draftVocab?: number;
 }
 
 /** Rows of each kind of arena tensor at the limits (each affine in maxRunning). */
@@ -61,6 +64,16 @@ export class ScratchRows<T extends Tensor> {
 
   constructor(private readonly k: Kernels<T, Tensor>, readonly width: number, private readonly stats: ArenaStats) {}
 
+  /** Give the buffer back (Kernels.free); the next use allocates again. */
+  release(): void {
+    if (!this.buf) return;
+    this.stats.frees++;
+    this.stats.bytes -= 4 * this.cap * this.width;
+    this.k.free?.(this.buf);
+    this.buf = null;
+    this.cap = 0;
+  }
+
   /** [n, width]: the first n rows (contents are whatever the last user left). */
   rows(n: number): T {
     return this.k.view(this.atLeast(n), 0, n * this.width);
@@ -69,11 +82,7 @@ export class ScratchRows<T extends Tensor> {
   /** The buffer, of at least n rows (a larger one replaces it, the old one freed). */
   atLeast(n: number): T {
     if (this.buf && n <= this.cap) return this.buf;
-    if (this.buf) {
-      this.stats.frees++;
-      this.stats.bytes -= 4 * this.cap * this.width;
-      this.k.free?.(this.buf);
-    }
+    this.release();
     this.cap = Math.max(n, 1);
     this.buf = this.k.alloc(this.cap * this.width);
     this.stats.allocs++;
@@ -171,7 +180,12 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
   readonly head: { readonly in: ScratchRows<T>; readonly out: ScratchRows<T> }; // [R, H], [R, V]
   readonly logits: ScratchRows<T>; // [R, V] the engine step's logits rows
   readonly hit: { readonly hidden: ScratchRows<T>; readonly logits: ScratchRows<T> }; // [Z, H], [Z, V] whole-prompt prefix hits
-  readonly draftLogits: ScratchRows<T>; // [R, V] MTP draft logits
+  /** [R, Vd] MTP draft logits: Vd the draft head's columns (ArenaLimits.draftVocab; until
+   * `reserve` sets it, the whole vocabulary). */
+  get draftLogits(): ScratchRows<T> {
+    return this.draft;
+  }
+  private draft: ScratchRows<T>;
   readonly draftHidden: ScratchRows<T>; // [R, H] the MTP outputs the next draft step reads
   readonly host: { readonly ids: HostInts; readonly positions: HostInts; readonly mtpIds: HostInts };
   /** The device tensors' allocations, frees and bytes held (host rows not included). */
@@ -215,7 +229,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
     this.head = { in: f(h), out: f(v) };
     this.logits = f(v);
     this.hit = { hidden: f(h), logits: f(v) };
-    this.draftLogits = f(v);
+    this.draft = f(v);
     this.draftHidden = f(h);
     this.host = { ids: new HostInts(), positions: new HostInts(), mtpIds: new HostInts() };
     this.uses = usesOf(model);
@@ -223,6 +237,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
 
   /** Every device tensor with its rows at the limits (rows 0: the engine never uses it). */
   bounds(l: ArenaLimits): { readonly t: ScratchRows<T> | ScratchInts<I>; readonly rows: number; readonly width: number }[] {
+    this.draftWidth(l);
     const r = arenaRows(l);
     const u = this.uses;
     // a decoder layer's rows: the main stack's step, and the MTP layer's extend when it runs
@@ -253,6 +268,16 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
     // the routed experts' ids: topK a row, at least 16 (ScratchInts' floor)
     const ids = moe > 0 ? [{ t: this.moe.ids, rows: Math.max(moe * topK, 16), width: 1 }] : [];
     return [...rows.map(([t, n]) => ({ t, rows: n, width: t.width })), ...ids];
+  }
+
+  /** The draft logits rows `l.draftVocab` wide (the buffer they replace is freed). */
+  private draftWidth(l: ArenaLimits): void {
+    const v = this.model.weights.lmHead.rows;
+    const w = Math.min(l.draftVocab ?? v, v);
+    if (!(Number.isInteger(w) && w >= 1 && w <= v)) throw new RangeError(`arena: a ${w}-column draft head over a ${v}-token vocabulary`);
+    if (w === this.draft.width) return;
+    this.draft.release();
+    this.draft = new ScratchRows(this.model.kernels, w, this.stats);
   }
 
   /** Device bytes of every tensor at its bound (what `reserve` holds, binding caps aside). */

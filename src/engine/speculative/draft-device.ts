@@ -8,23 +8,26 @@
 // exactly `drafts` uniforms, in step order, and they are drawn here before the round: u_s is
 // draft s's in every pass and in the replay.
 //
-// A pass runs draft steps start..k with no read-back between them: step s's logits go to a
-// buffer of their own; a penalised or biased greedy row picks with Kernels.penaltyPicks (its
-// penalties in f32, the drafts before s counted as outputs; it also gathers the untouched best
-// and the raw logits of every touched id), a plain argmax row with argmaxRows (or penaltyPicks'
-// empty table); a sampled row's candidates come from Kernels.topCandidates and Kernels.
+// A pass runs draft steps start..k with no read-back between them: step s's logits go to the
+// one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased
+// greedy row picks with Kernels.penaltyPicks (its penalties in f32, the drafts before s counted
+// as outputs; it also gathers the untouched best and the raw logits of every touched id), a
+// plain argmax row with argmaxRows (or penaltyPicks' empty table); a sampled row's candidates come from Kernels.topCandidates and Kernels.
 // candidateDraws draws an f32 proposal from them with u_s; the next MTP step embeds the pick
 // from kernel memory. One read-back brings every step's picks, the penalised rows' gathered
 // values, and per sampled row what the host's exact draw reads: its candidates (the chain
-// certifies rows from them: sampled-candidates.ts), or its logits row (top-p alone). The host
+// certifies rows from them: sampled-candidates.ts), or its logits row (top-p alone: staged by
+// Kernels.stage right after its step, before the next overwrites it). The host
 // then REPLAYS each chain's steps in order: a penalised or biased row's exact pick (f64,
 // greedyToken's: device-finish.ts replayPick), a sampled row's exact f64 draw (certifiedDist, or
 // the full row's sampler through `drawRow`) with the same u_s, recording q_s as the host path
 // does; a plain argmax row's pick is exact as it comes. Where every pick agrees, the pass's
 // drafts are the round's; at the first step s where they differ, the host's pick replaces the
 // device's and the chain redrafts from s + 1 in one more pass (its step-s MTP hidden row kept).
-// Rows the certificate refuses are read whole from their steps' logits buffers (one more
-// read-back for all of a pass's) and drawn from the full row, as the host path does. So the
+// Rows the certificate refuses are read whole (one more read-back for all of a pass's): the
+// draft lm_head recomputes them from their kept MTP hidden rows (refusedRows; the kernels'
+// batch invariance makes them the pass's rows bit for bit), and they are drawn from the full
+// row, as the host path does. So the
 // drafts and q's are the host path's, and a round costs 2 read-backs (drafts + verify) plus one
 // per redraft pass and one per pass with refused rows.
 //
@@ -33,7 +36,7 @@
 // replay checks it either way. A round without a sampled chain runs no candidate kernels and
 // counts in `stats.penalised`; one with a sampled chain counts in `stats.sampled`.
 import type { MtpDeviceIds } from '../../model/forward.js';
-import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, Tensor } from '../../kernels/types.js';
+import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, StagedRead, Tensor } from '../../kernels/types.js';
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
@@ -135,8 +138,8 @@ interface StepRead {
 
 export class DeviceDrafts {
   /** The backend's draft-pass buffers (draft-memory.ts: sized once at engine start): picks and
-   * bests, candidates, penaltyPicks' values, each pass step's draft logits [rows, v] (kept until
-   * the pass's replay is done), kept MTP hidden rows. */
+   * bests, candidates, penaltyPicks' values, one draft logits buffer [rows, v] (each pass step
+   * overwrites it), kept MTP hidden rows. */
   private readonly mem: DraftPassMemory;
   private ids: Tensor | null = null;
   private cands: { ids: Tensor; vals: Tensor } | null = null;
@@ -205,6 +208,8 @@ export class DeviceDrafts {
     const cIds = this.cands?.ids;
     const cVals = this.cands?.vals;
     const lives: number[] = [];
+    /** Rows read whole (sampled, no candidates), by t·g + i: staged at their step. */
+    const whole = new Map<number, StagedRead>();
     const pen = members.some((m) => finishesOnHost(m.req)) ? this.penaltiesFor(round, group, start) : null;
     let vo = 0;
     let hidden = first;
@@ -215,7 +220,7 @@ export class DeviceDrafts {
       this.k.copyRows(this.saved!, round.savedRows * this.h, this.h, hidden, 0, this.h, live, this.h);
       for (let i = 0; i < live; i++) savedAt[group[i]!]![s - 1] = round.savedRows + i;
       round.savedRows += live;
-      const x = this.logitsFor(t, g);
+      const x = this.logitsFor(g);
       steps.logits(hidden, live, x);
       const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null : drawOf(m.req, us[group[i]!]![s - 1]!, this.v)));
       if (pen) {
@@ -228,6 +233,9 @@ export class DeviceDrafts {
       if (c > 0) {
         this.k.topCandidates(cIds!, cVals!, t * g * c, x, live, this.v, this.v, c);
         this.k.candidateDraws(ids, t * g, cIds!, cVals!, t * g * c, c, rows);
+      }
+      for (let i = 0; i < live; i++) {
+        if (rows[i] && want[group[i]!] === 0) whole.set(t * g + i, this.k.stage([{ t: x, offset: i * this.v, length: this.v }]));
       }
       const next = drafting(members, s + 1);
       if (next > 0) hidden = steps.forward(members.slice(0, next), hidden, s + 1, null, { ids, offset: t * g });
@@ -242,7 +250,6 @@ export class DeviceDrafts {
         if (isGreedy(chains[j]!.req.sampling)) continue;
         const o = (t * g + i) * c;
         if (want[j]! > 0) ranges.push({ t: cIds!, offset: o, length: c }, { t: cVals!, offset: o, length: c });
-        else ranges.push({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v });
         at.push({ t, i, cands: want[j]! > 0 });
       }
     });
@@ -255,12 +262,12 @@ export class DeviceDrafts {
     for (const a of at) {
       const req = chains[group[a.i]!]!.req;
       const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v) : null;
-      got.set(a.t * g + a.i, { cert, row: a.cands ? null : read[r++]! });
+      got.set(a.t * g + a.i, { cert, row: a.cands ? null : whole.get(a.t * g + a.i)!.data![0]! });
     }
     // rows the certificate refuses: read whole, all in one more read-back
     const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
     if (refused.length > 0) {
-      const rows = await this.k.readBack(refused.map(({ i, t }) => ({ t: this.logitsFor(t, 0), offset: i * this.v, length: this.v })));
+      const rows = await this.refusedRows(round, group, start, refused);
       const st = round.stats;
       st.refused = (st.refused ?? 0) + refused.length;
       st.refusedReads = (st.refusedReads ?? 0) + 1;
@@ -316,9 +323,27 @@ export class DeviceDrafts {
     return restart;
   }
 
-  /** Pass step t's draft logits buffer of at least `rows` rows. */
-  private logitsFor(t: number, rows: number): Tensor {
-    return this.mem.logitsRows(t, rows);
+  /** The draft logits buffer, of at least `rows` rows. */
+  private logitsFor(rows: number): Tensor {
+    return this.mem.logitsRows(rows);
+  }
+
+  /** The logits rows of refused (step t, member i) rows, in order, in one read-back: the draft
+   * lm_head over their kept MTP hidden rows (the inputs of their steps' logits), a group's
+   * worth at a time into the one logits buffer, each batch staged before the next. */
+  private async refusedRows<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number,
+    refused: readonly { readonly t: number; readonly i: number }[]): Promise<Float32Array[]> {
+    const staged: StagedRead[] = [];
+    for (let o = 0; o < refused.length; o += group.length) {
+      const part = refused.slice(o, o + group.length);
+      const hidden = round.steps.hiddenRows(part.length);
+      this.k.gatherRows(hidden, this.saved!, part.map(({ t, i }) => round.savedAt[group[i]!]![start + t - 1]!), this.h);
+      const x = this.logitsFor(part.length);
+      round.steps.logits(hidden, part.length, x);
+      staged.push(this.k.stage(part.map((_, r) => ({ t: x, offset: r * this.v, length: this.v }))));
+    }
+    await this.k.readBack([]);
+    return staged.flatMap((st) => st.data!);
   }
 
   /** Buffers for a round of n chains, k drafts and c candidates a row: picks and bests [k, n] each, candidates

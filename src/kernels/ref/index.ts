@@ -31,6 +31,7 @@ export function createRefKernels(): Kernels {
     fillRuns: cpu.fillRuns,
     write: cpu.write,
     readBack: cpu.readBack,
+    stage: cpu.stage,
     allocWeight(dtype: WeightDType, rows: number, cols: number) {
       if (isQuantType(dtype)) {
         const data = new Uint8Array(rows * quantRowBytes(dtype, cols));

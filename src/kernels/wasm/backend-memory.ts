@@ -117,6 +117,10 @@ export abstract class WasmBackendMemory {
     return cpu.readBack(ranges);
   }
 
+  stage(ranges: readonly ReadRange<Float32Array>[]): { readonly data: Float32Array[] } {
+    return cpu.stage(ranges);
+  }
+
   allocWeight(dtype: WeightDType, rows: number, cols: number): { weight: Weight; bytes: Uint8Array } {
     if (isQuantType(dtype)) { // GGML blocks, row-major; Q8_0 / Q4_K / Q6_K with room to repack in place
       const size = rows * quantRowBytes(dtype, cols);
@@ -191,14 +195,10 @@ export abstract class WasmBackendMemory {
     return repackedView(w, spec);
   }
 
-  /** Give back the memory of `view` if it is its arena's newest allocation (else no-op).
-   * The view is zeroed first: alloc() hands out zeroed memory (memory.ts), and released
-   * bytes are handed out again. `view` must not be used afterwards. */
+  /** Give back the allocation `view` starts (zeroed, to the arena's free list: memory.ts);
+   * no-op for memory not allocated here. `view` must not be used afterwards. */
   releaseLast(view: ArrayBufferView): void {
-    const arena = this.mem.locate(view);
-    if (!arena) return;
-    new Uint8Array(view.buffer, view.byteOffset, view.byteLength).fill(0);
-    arena.release(view.byteOffset, view.byteLength);
+    this.mem.locate(view)?.release(view.byteOffset);
   }
 
   embed(out: Float32Array, table: Weight, ids: ArrayLike<number>): void {
@@ -265,8 +265,7 @@ export abstract class WasmBackendMemory {
       }
       return total / (best * 1e6);
     } finally {
-      arena.u8(ptr, total).fill(0); // alloc() hands out zeroed memory: restore before reuse
-      arena.release(ptr, total);
+      arena.release(ptr); // zeroed: alloc() hands out zeroed memory
     }
   }
 }

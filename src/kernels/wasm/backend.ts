@@ -41,6 +41,15 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   readonly name = 'wasm';
   readonly limits = HOST_LIMITS;
 
+  /** A tensor alloc / allocI32 returned back to its arena's free list, zeroed (memory.ts); a
+   * later allocation it holds reuses it. Kernel calls here finish before they return, so no
+   * recorded work can still read it. A view (or a tensor freed twice) is refused. */
+  free(t: Float32Array | Int32Array): void {
+    const arena = this.mem.locate(t);
+    if (!arena) throw new RangeError('free: not a tensor of this wasm backend');
+    arena.free(t.byteOffset, t.byteLength);
+  }
+
   rmsNorm(out: Float32Array, x: Float32Array, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     if (m <= 0) return;
     const d = w.cols;

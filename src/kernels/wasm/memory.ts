@@ -1,6 +1,9 @@
 // Memory of the wasm backend: one or more Arenas, each a shared WebAssembly memory (at
-// most 4 GiB − 64 KiB: 65535 pages) with a bump allocator. Allocations never move and are never
-// freed (the Kernels interface has no free); fresh pages are zero, so alloc() is zeroed.
+// most 4 GiB − 64 KiB: 65535 pages) with a bump allocator and a free list. Allocations never
+// move; Kernels.free gives one back (`Arena.free`): its bytes are zeroed and join the free
+// list (adjacent blocks merge; a block ending at the top lowers it), and a later allocation
+// takes the first free block that holds it before bumping. Invariant: every byte above the
+// top and in a free block is zero (fresh pages are zero), so alloc() is zeroed.
 //
 // Locating a view: a view's `buffer` is one of the SharedArrayBuffers its memory has
 // returned (growing a shared memory keeps old views valid but `memory.buffer` changes
@@ -33,6 +36,10 @@ export class Arena {
   private current: SharedArrayBuffer;
   private stageTop = 0;
   private tmpBytes = 0;
+  /** Live allocations: pointer → bytes (64-byte multiples), what `free` accepts. */
+  private readonly live = new Map<number, number>();
+  /** Freed blocks below the top, by address, none adjacent to another (merged). */
+  private readonly freeBlocks: { ptr: number; bytes: number }[] = [];
 
   constructor(readonly index: number, module: WasmModule, maxBytes: number,
     private readonly onBuffer: (b: SharedArrayBuffer, a: Arena) => void) {
@@ -60,20 +67,74 @@ export class Arena {
     return this.top;
   }
 
-  /** Bump-allocate `bytes` (64-byte aligned) below the soft limit; -1 if it does not fit.
-   * Grows the memory as needed. */
+  /** Bytes in free blocks below the top (what later allocations take first). */
+  get freeBytes(): number {
+    return this.freeBlocks.reduce((n, b) => n + b.bytes, 0);
+  }
+
+  /** Allocate `bytes` (64-byte aligned): the first free block that holds them, else bumped
+   * below the soft limit; -1 if it does not fit. Grows the memory as needed. */
   reserve(bytes: number): number {
+    const size = align(Math.max(bytes, 1), 64);
+    const i = this.freeBlocks.findIndex((b) => b.bytes >= size);
+    if (i >= 0) {
+      const b = this.freeBlocks[i]!;
+      const ptr = b.ptr;
+      if (b.bytes === size) this.freeBlocks.splice(i, 1);
+      else this.freeBlocks[i] = { ptr: ptr + size, bytes: b.bytes - size };
+      this.live.set(ptr, size);
+      return ptr;
+    }
     const ptr = this.top;
-    const end = ptr + align(Math.max(bytes, 1), 64);
+    const end = ptr + size;
     if (end > this.softLimit) return -1;
     this.commit(end);
     this.top = end;
+    this.live.set(ptr, size);
     return ptr;
   }
 
-  /** Give back the most recent reservation (only if nothing was reserved after it). */
-  release(ptr: number, bytes: number): void {
-    if (this.top === ptr + align(Math.max(bytes, 1), 64)) this.top = ptr;
+  /** Give back the whole allocation starting at `ptr`, whatever view of it the caller holds
+   * (calibration's operands, the bandwidth probe's block); no-op if none starts there. */
+  release(ptr: number): void {
+    const size = this.live.get(ptr);
+    if (size !== undefined) this.free(ptr, size);
+  }
+
+  /** Give back the live allocation at `ptr` of `bytes` (as reserved): zeroed, into the free
+   * list. A pointer inside or a length short of an allocation (a view), or one already freed,
+   * is refused. */
+  free(ptr: number, bytes: number): void {
+    const size = this.live.get(ptr);
+    if (size === undefined) throw new RangeError(`free: byte ${ptr} of wasm memory ${this.index} starts no live allocation (a view, or freed twice)`);
+    if (align(Math.max(bytes, 1), 64) !== size) throw new RangeError(`free: ${bytes} bytes at ${ptr} are a view of a ${size}-byte allocation`);
+    this.live.delete(ptr);
+    this.u8(ptr, size).fill(0);
+    const blocks = this.freeBlocks;
+    let i = 0;
+    while (i < blocks.length && blocks[i]!.ptr < ptr) i++;
+    const before = blocks[i - 1];
+    const after = blocks[i];
+    let block = { ptr, bytes: size };
+    if (before && before.ptr + before.bytes === ptr) {
+      block = { ptr: before.ptr, bytes: before.bytes + size };
+      blocks.splice(--i, 1);
+    }
+    if (after && block.ptr + block.bytes === after.ptr) {
+      block = { ptr: block.ptr, bytes: block.bytes + after.bytes };
+      blocks.splice(i, 1);
+    }
+    blocks.splice(i, 0, block);
+    this.absorbTop();
+  }
+
+  /** A free block that ends at the top lowers it. */
+  private absorbTop(): void {
+    const last = this.freeBlocks[this.freeBlocks.length - 1];
+    if (last && last.ptr + last.bytes === this.top) {
+      this.top = last.ptr;
+      this.freeBlocks.pop();
+    }
   }
 
   /** Make [0, end) addressable. */

@@ -3,10 +3,11 @@
 // consecutive rows of one sequence × the G query heads of a KV head, so decode (1 row) and
 // verify (k + 1 ≤ QMAX / G rows) read a sequence's cache once per KV head per layer, the
 // ideal. A longer run of one sequence's rows (a prefill) takes blocks of QT / G rows: a query
-// per thread (wgsl/attention-prefill.ts, QT = 512 up to head dim 64, 256 past it) where its
-// K/V tiles fit the workgroup memory, else the tile shape (QT = 128 up to head dim 128, 64
-// at 256). All run the online softmax of wgsl/attention-online.ts, so a row's bits do not
-// depend on its block. The block table is made on the host once per step batch and block
+// per thread (wgsl/attention-prefill.ts, QT = 512 up to head dim 64, 256 past it, up to head
+// dim 256) where one block's K fits the workgroup memory (K and V together, else one after
+// the other: head dim 256 at 16 KiB), else the tile shape (QT = 128 up to head dim 128, 64
+// at 256, 32 at 512). All run the online softmax of wgsl/attention-online.ts, so a row's
+// bits do not depend on its block. The block table is made on the host once per step batch and block
 // sizes, and goes up through the upload arena.
 import type { AttentionDims, BatchSeq, KvLayerView } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
@@ -58,11 +59,18 @@ export interface TilePlan {
   readonly shape: PrefillShape | TileShape;
 }
 
-/** The prefill kernel for these dims on this device, and its rows per block: the query-per-
- * thread kernel where a block's K and V tiles fit the workgroup memory, else the shared tile
- * kernel; null where neither fits or a block would not beat the grouped kernel's rows. */
+/** The workgroup limits a prefill plan depends on (a device's, or a test's). */
+export type WorkgroupLimits = Pick<GPUSupportedLimits, 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup'>;
+
+/** The prefill kernel for these dims on this device, and its rows per block (attentionPlanFor). */
 export function attentionTilePlan(g: WebGpuKernels, dims: AttentionDims): TilePlan | null {
-  const lim = g.device.limits;
+  return attentionPlanFor(g.device.limits, dims);
+}
+
+/** The prefill kernel for these dims within these limits: the query-per-thread kernel where
+ * one block's K fits the workgroup memory (K and V together, else split), else the shared tile
+ * kernel; null where neither fits or a block would not beat the grouped kernel's rows. */
+export function attentionPlanFor(lim: WorkgroupLimits, dims: AttentionDims): TilePlan | null {
   const heads = dims.numHeads / dims.numKvHeads;
   const pre = prefillShapeFor(dims.headDim, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
   const tile = pre ? null : tileShapeFor(dims.headDim, lim.maxComputeWorkgroupStorageSize);
@@ -73,7 +81,7 @@ export function attentionTilePlan(g: WebGpuKernels, dims: AttentionDims): TilePl
 }
 
 function prefillPlan(s: PrefillShape): Omit<TilePlan, 'rows'> {
-  return { key: `attention_prefill_${s.hd}_${s.qpt}_${s.bc}_${s.wg}`, shader: () => attentionPrefillShader(s), queries: prefillQueries(s), bc: s.bc, kind: 'prefill', shape: s };
+  return { key: `attention_prefill_${s.hd}_${s.qpt}_${s.bc}_${s.wg}${s.split ? '_split' : ''}`, shader: () => attentionPrefillShader(s), queries: prefillQueries(s), bc: s.bc, kind: 'prefill', shape: s };
 }
 
 function tilePlan(s: TileShape): Omit<TilePlan, 'rows'> {

@@ -63,7 +63,8 @@ export class StepEncoder {
   private params: ArrayBuffer | null = null;
   private words = new Uint32Array(0);
   private slots = 0;
-  private reads: { src: GpuTensor; staging: GPUBuffer; out: Readback<Float32Array | Int32Array> }[] = [];
+  /** `copied`: its copy into staging is an op, in order (readNow); else it is made after every op. */
+  private reads: { src: GpuTensor; staging: GPUBuffer; out: Readback<Float32Array | Int32Array>; copied: boolean }[] = [];
   /** Dispatches recorded since construction (all submits). */
   dispatchCount = 0;
   private submittedDispatches = 0;
@@ -114,7 +115,17 @@ export class StepEncoder {
   read<T extends Float32Array | Int32Array>(t: GpuTensor): Readback<T> {
     const staging = this.device.createBuffer({ size: Math.max(4, t.length * 4), usage: MAP_READ | COPY_DST, label: 'readback' });
     const out: Readback<T> = { data: null };
-    this.reads.push({ src: t, staging, out: out as Readback<Float32Array | Int32Array> });
+    this.reads.push({ src: t, staging, out: out as Readback<Float32Array | Int32Array>, copied: false });
+    return out;
+  }
+
+  /** Queue a read-back of `t` as it is now: its copy into staging is recorded here, in order
+   * with the ops (later ops may overwrite `t`); mapped with this step's other reads. */
+  readNow<T extends Float32Array | Int32Array>(t: GpuTensor): Readback<T> {
+    const staging = this.device.createBuffer({ size: Math.max(4, t.length * 4), usage: MAP_READ | COPY_DST, label: 'readback' });
+    if (t.length > 0) this.ops.push({ kind: 'copy', src: t.buffer, srcOffset: t.offset * 4, dst: staging, dstOffset: 0, bytes: t.length * 4 });
+    const out: Readback<T> = { data: null };
+    this.reads.push({ src: t, staging, out: out as Readback<Float32Array | Int32Array>, copied: true });
     return out;
   }
 
@@ -200,7 +211,7 @@ export class StepEncoder {
       enc.resolveQuerySet(querySet, 0, queries, resolve, 0);
       enc.copyBufferToBuffer(resolve, 0, tsRead, 0, 8 * queries);
     }
-    for (const r of reads) enc.copyBufferToBuffer(r.src.buffer, r.src.offset * 4, r.staging, 0, r.src.length * 4);
+    for (const r of reads) if (!r.copied) enc.copyBufferToBuffer(r.src.buffer, r.src.offset * 4, r.staging, 0, r.src.length * 4);
     this.device.queue.submit([enc.finish()]);
     const t1 = performance.now();
     this.encodeMs += t1 - t0;

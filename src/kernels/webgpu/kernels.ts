@@ -8,7 +8,7 @@
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
 import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
-  GroupMatmul, Weight, WeightDType } from '../types.js';
+  GroupMatmul, StagedRead, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
@@ -167,9 +167,25 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
 
   /** Submit the step; resolves with host copies of the ranges (the step's one await). */
+  /** Copies into read-back staging recorded now (StepEncoder.readNow), mapped by the next
+   * readBack's submit (or an earlier flush's, which that readBack awaits). */
+  stage(ranges: readonly ReadRange<GpuTensor>[]): StagedRead {
+    const enc = this.step;
+    const reads = ranges.map((r) => {
+      if (!(r.offset >= 0 && r.length >= 0 && r.offset + r.length <= r.t.length)) throw new RangeError(`stage [${r.offset}, ${r.offset + r.length}) of ${r.t.length}`);
+      this.stagedBytes += 4 * r.length;
+      return enc.readNow<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length });
+    });
+    return { get data() { return reads.every((r) => r.data) ? reads.map((r) => r.data!) : null; } };
+  }
+  /** Bytes staged since the last readBack (counted in its transfer). */
+  private stagedBytes = 0;
+
   async readBack(ranges: readonly ReadRange<GpuTensor>[]): Promise<Float32Array[]> {
     const enc = this.step;
     this.enc = null;
+    const stagedBytes = this.stagedBytes; // the stage() copies this submit maps
+    this.stagedBytes = 0;
     const reads = ranges.map((r) => enc.read<Float32Array>({ ...r.t, elem: 'f32', offset: r.t.offset + r.offset, length: r.length }));
     const flushed = this.flushed;
     this.flushed = [];
@@ -183,7 +199,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.uploads.reset();
     this.g.endStep();
     this.counters.steps++;
-    this.counters.readBackBytes += 4 * ranges.reduce((a, r) => a + r.length, 0);
+    this.counters.readBackBytes += 4 * ranges.reduce((a, r) => a + r.length, 0) + stagedBytes;
     this.counters.dispatches += enc.dispatchCount;
     if (enc.timings.length > 0) {
       this.counters.timedSteps++;
