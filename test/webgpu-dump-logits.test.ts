@@ -11,12 +11,12 @@
 //   engine. One engine load instead of a process per prompt: each webgpu process pays
 //   Dawn's start-up and lavapipe's shader compiles. The greedy run before the probe (its
 //   first GREEDY_TOKENS ids == wasm's == a prefix of the golden) is the longest prompt's
-//   alone (264 tokens: decode attention past four 64-position blocks); the other prompts'
-//   probes are fed the golden's first id, and that id must be the argmax of the webgpu
-//   last logits. webgpu-device-picks checks the three shortest prompts' greedy ids (10-11
-//   ids, the third past 64 positions). A greedy run prefills its prompt a second time
-//   (lavapipe: ~0.075 CPU-s a prompt token): the middle two prompts' runs (89 and 171
-//   tokens, for 3 and 1 decode steps past their first id) cost ~20 CPU-s, and were left out.
+//   alone (264 tokens: its steps, MTP verify blocks at the default k = 3, attend past 256
+//   positions); the other prompts' probes are fed the golden's first id, and that id must
+//   be the argmax of the webgpu last logits. webgpu-device-picks checks the three shortest
+//   prompts' greedy ids (10-11 ids, the third past 64 positions). A greedy run prefills its
+//   prompt a second time (lavapipe: ~0.1 CPU-s a prompt token): the middle two prompts'
+//   runs (89 and 171 tokens, for 3 and 1 ids past their first) cost ~35 CPU-s, left out.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
