@@ -31,6 +31,8 @@ import { GOLDEN_TOL, type GoldenPrompt } from './golden-check.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
 
 interface Dump { output_ids: number[]; last_logits: number[]; mtp_top: [number, number][] | null }
+/** An engine dump: also each greedy step's logits row (none without the greedy run). */
+interface EngineDump extends Dump { step_logits: Float32Array[] }
 
 const TOL = GOLDEN_TOL;
 const GREEDY_TOKENS = 4;
@@ -45,15 +47,28 @@ function cliDump(kernels: string, p: GoldenPrompt): Dump {
   return JSON.parse(r.stdout) as Dump;
 }
 
-/** The same dump through a loaded engine: the greedy run (unless `greedy` is false: then
- * output_ids is the last logits' argmax, the probe fed the golden's first id), then the
- * CLI's prompt probe. */
-async function engineDump(e: Engine, p: GoldenPrompt, greedy: boolean): Promise<Dump> {
-  const out = greedy ? [...(await e.complete({ promptIds: p.prompt_ids, maxTokens: tokens(p), temperature: 0, ignoreEos: true })).outputIds] : null;
+/** The same dump through a loaded engine: the greedy run, its steps' logits rows captured
+ * (unless `greedy` is false: then output_ids is the last logits' argmax, the probe fed the
+ * golden's first id), then the CLI's prompt probe. */
+async function engineDump(e: Engine, p: GoldenPrompt, greedy: boolean): Promise<EngineDump> {
+  const steps: Float32Array[] = [];
+  const out = greedy ? [...(await e.complete({ promptIds: p.prompt_ids, maxTokens: tokens(p), temperature: 0, ignoreEos: true,
+    captureLogits: (l) => steps.push(l.slice()) })).outputIds] : null;
   const probe = await e.info.probePrompt(p.prompt_ids, out?.[0] ?? p.greedy_ids[0]);
   const lastLogits = Array.from(probe.lastLogits);
   const argmax = lastLogits.reduce((best, v, i) => (v > lastLogits[best]! ? i : best), 0);
-  return { output_ids: out ?? [argmax], last_logits: lastLogits, mtp_top: probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null };
+  return { output_ids: out ?? [argmax], last_logits: lastLogits, mtp_top: probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null, step_logits: steps };
+}
+
+/** Each greedy step's logits: webgpu == wasm within the golden tolerance. Ids alone miss a
+ * step's attention reading too few positions (verify blocks capped at 128 of 264: the ids
+ * held, the rows moved by 3e-3 of their scale). */
+function checkSteps(gpu: EngineDump, cpu: EngineDump, p: GoldenPrompt): void {
+  assert.equal(gpu.step_logits.length, cpu.step_logits.length, `${p.name}: greedy steps captured`);
+  gpu.step_logits.forEach((row, i) => {
+    const err = relErr(row, cpu.step_logits[i]!);
+    assert.ok(err <= TOL, `${p.name}: greedy step ${i} logits: webgpu vs wasm rel err ${err}`);
+  });
 }
 
 /** A webgpu dump against the golden prompt and a wasm dump of it. */
@@ -87,9 +102,12 @@ test('every golden prompt on one webgpu engine: the dump matches the golden and 
   await webgpuEngineKernels(); // fails with the reason when no adapter can be had
   const opts = { model: TINY_THINK(), prefixCache: false, maxRunning: 1 };
   assert.ok(longest.prompt_ids.length > 256, `the greedy run here decodes past 256 positions (${longest.name}: ${longest.prompt_ids.length} tokens)`);
-  const run = (e: Engine): Promise<Dump[]> => golden.prompts.reduce<Promise<Dump[]>>(
+  const run = (e: Engine): Promise<EngineDump[]> => golden.prompts.reduce<Promise<EngineDump[]>>(
     async (acc, p) => [...await acc, await engineDump(e, p, p === longest)], Promise.resolve([]));
   const gpu = await withEngine({ ...opts, kernels: 'webgpu' }, run);
   const cpu = await withEngine({ ...opts, kernels: 'wasm' }, run);
   golden.prompts.forEach((p, i) => checkDump(gpu[i]!, cpu[i]!, p));
+  const at = golden.prompts.indexOf(longest);
+  assert.equal(gpu[at]!.step_logits.length, tokens(longest), `${longest.name}: a logits row per greedy step`);
+  checkSteps(gpu[at]!, cpu[at]!, longest);
 });
