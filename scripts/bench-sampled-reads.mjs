@@ -29,6 +29,11 @@ const CASES = {
   minP: { temperature: 0.7, minP: 0.1 },
   hotMinP: { temperature: 2, minP: 0.1 },
   topPOnly: { temperature: 0.7, topP: 0.8 },
+  // issue 47's sweep: top-k past 128 (OpenAI / llama.cpp-style clients) and top-p alone
+  topK20: { temperature: 1, topK: 20 },
+  topK200: { temperature: 1, topK: 200 },
+  topK1000: { temperature: 1, topK: 1000 },
+  topP09: { temperature: 1, topP: 0.9 },
 };
 if (v.cases) for (const name of Object.keys(CASES)) if (!v.cases.split(',').includes(name)) delete CASES[name];
 const streams = Number(v.streams);

@@ -1,7 +1,7 @@
 // Cases for Kernels.candidateDraws (kernels/candidate-draws.ts), shared by the ref/wasm test
 // (candidate-draws.test.ts) and the webgpu one (webgpu-sampled-draws.test.ts): seeded logits
 // rows reduced to their top candidates (topCandidates' ref), under the task's cuts (T 0.7
-// top-k 20 top-p 0.8; T 1.0 min-p 0.1; T 0.3 top-p 0.95 over 256 candidates; a hot top-k), each
+// top-k 20 top-p 0.8; T 1.0 min-p 0.1; T 0.3 top-p 0.95; a hot top-k; top-k 200 and 1000), each
 // with a seeded uniform; and the exact pick the host replays (sampled-candidates.ts: the
 // certified row's draw, or the full row's when refused).
 import { Rng } from '../src/util/rng.js';
@@ -16,7 +16,13 @@ export const DRAW_SAMPLINGS: Record<string, Partial<SamplingParams>> = {
   minP: { temperature: 1, minP: 0.1 },
   topP: { temperature: 0.3, topP: 0.95 },
   hot: { temperature: 2, topK: 40, topP: 0.95 },
+  // top-k past 128 (512 and 2048 candidates: MAX_DRAW_CANDIDATES), over rows longer than c
+  topK200: { temperature: 1, topK: 200 },
+  topK1000: { temperature: 1, topK: 1000, topP: 0.9 },
 };
+
+/** Ids per row: longer than the candidates, so the certificate has an outside to rule on. */
+const ROW_IDS: Record<string, number> = { topK200: 1500, topK1000: 3000 };
 
 export interface DrawCase {
   readonly name: string;
@@ -36,9 +42,9 @@ export function drawCases(): DrawCase[] {
   const out: DrawCase[] = [];
   for (const [name, s] of Object.entries(DRAW_SAMPLINGS)) {
     const sampling: SamplingParams = { ...GREEDY, ...s };
-    const n = 700;
+    const n = ROW_IDS[name] ?? 700;
     const c = candidateCount(sampling, n) || 256;
-    const m = 24;
+    const m = n > 700 ? 8 : 24;
     const x = new Float32Array(m * n);
     for (let r = 0; r < m; r++) {
       const scale = 1 + (r % 4) * 2;

@@ -40,7 +40,7 @@ test('candidateDraws (ref, wasm): the f32 proposal == the exact draw on nearly e
 test('candidateDraws: bounds name the call', () => {
   const ref = createRefKernels();
   const row = { invTemperature: 1, topK: 0, topP: 1, minP: 0, u: 0.5 };
-  assert.throws(() => ref.candidateDraws(new Int32Array(1), 0, new Int32Array(300), new Float32Array(300), 0, 300, [row]), /candidateDraws: c = 300/);
+  assert.throws(() => ref.candidateDraws(new Int32Array(1), 0, new Int32Array(3000), new Float32Array(3000), 0, 3000, [row]), /candidateDraws: c = 3000/);
   assert.throws(() => ref.candidateDraws(new Int32Array(1), 1, new Int32Array(4), new Float32Array(4), 0, 4, [row]), /past the output/);
   assert.throws(() => ref.candidateDraws(new Int32Array(2), 0, new Int32Array(4), new Float32Array(4), 0, 4, [row, row]), /past the candidates/);
 });

@@ -38,9 +38,9 @@ test('the plan reserves the draft-pass buffers: k = 4, 16 running, the 0.8b shap
   assert.equal(SHAPE.hidden, 1024);
   for (const vocab of [32768, SHAPE.vocab]) {
     const shape: DraftPassShape = { batch: 16, k: 4, vocab, hidden: SHAPE.hidden, candidates: MAX_DRAW_CANDIDATES };
-    // the header's table by hand: logits ONE [16, V]; candidates 2 × 4·16·256; ids 2·4·16;
+    // the header's table by hand: logits ONE [16, V]; candidates 2 × 4·16·c (c = MAX_DRAW_CANDIDATES); ids 2·4·16;
     // kept hidden rows 10·16·1024; penalty values 4·16·(1 + V + 4)
-    const want = 4 * (16 * vocab + 2 * 4 * 16 * 256 + 2 * 4 * 16 + 10 * 16 * 1024 + 4 * 16 * (vocab + 5));
+    const want = 4 * (16 * vocab + 2 * 4 * 16 * MAX_DRAW_CANDIDATES + 2 * 4 * 16 + 10 * 16 * 1024 + 4 * 16 * (vocab + 5));
     // before: a logits buffer a pass step, 4 × [16, V] — (k − 1)·b·V·4 bytes more
     const before = want + 3 * 16 * vocab * 4;
     assert.equal(draftPassBytes(shape), want);

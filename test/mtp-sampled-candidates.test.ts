@@ -61,7 +61,7 @@ test('wasm MTP k = 3, a mixed batch (greedy, greedy + penalties, sampled, sample
   ];
   const { on, off } = await onAndOff(mixed);
   assert.deepEqual(on.ids, off.ids);
-  // only the plain sampled request (c) reads candidates: its verify positions and drafts
+  // the plain sampled request (c) and the top-p one (e) read candidates: verify positions and drafts
   assert.ok(on.rows > 1.5 * N, `candidate rows ${on.rows}`);
 });
 

@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import type { AnyKernels, Kernels, PenaltyPickRow, PenaltyPicksCall } from '../src/kernels/types.js';
 import { idsOf } from '../src/engine/device-picks.js';
 import type { RequestView } from '../src/engine/request.js';
-import { GREEDY, greedyToken } from '../src/engine/sampler.js';
+import { GREEDY, greedyToken, penaltyPatches } from '../src/engine/sampler.js';
 import { adjustInPlace } from '../src/engine/logits-adjust.js';
-import { penaltyRow, replayPick } from '../src/engine/device-finish.js';
+import { greedyAdjust, penaltyRow, replayPick } from '../src/engine/device-finish.js';
+import { touchedIds } from '../src/engine/greedy-finish.js';
 import { penaltyValsAt } from '../src/kernels/penalty-picks.js';
 import { rng } from './numeric.js';
 
@@ -209,12 +210,47 @@ export function checkChain(c: ChainCase, got: { picks: number[][]; bests: number
 }
 
 /** One penaltyPicks call of case `c` on host-memory kernels (ref, wasm): the ids and gathered values. */
-export function runOn(k: Kernels, c: PickCase): { ids: Int32Array; vals: Float32Array } {
+export function runOn(k: Kernels, c: PickCase): { ids: Int32Array; vals: Float32Array; x: Float32Array } {
   const x = k.alloc(c.x.length);
   x.set(c.x);
   const ids = k.allocI32(c.ids.length);
   ids.set(c.ids);
   const vals = k.alloc(c.valsLength);
   k.penaltyPicks(ids, x, vals, c.call);
-  return { ids: ids.slice(), vals: vals.slice() };
+  return { ids: ids.slice(), vals: vals.slice(), x: x.slice() };
+}
+
+/** Case c with the call's `apply` on (x becomes the f32-adjusted rows). */
+export function applying(c: PickCase): PickCase {
+  return { ...c, name: `${c.name} (apply)`, call: { ...c.call, apply: true } };
+}
+
+/** Checks x after an `apply` call of case c: every id no penalty or bias touches (and the
+ * stride's padding) keeps its raw logit bit for bit; every touched id holds its adjusted value
+ * within f32 rounding of the host's definition (adjustInPlace's bias, then penaltyPatches with
+ * the row's drafts counted). Returns how many touched values were checked. */
+export function checkApplied(c: PickCase, after: Float32Array): number {
+  const { m, n, stride } = c.call;
+  let checked = 0;
+  for (let i = 0; i < m; i++) {
+    const req = c.reqs[i]!;
+    const extra = [...c.prefix[i]!, ...c.drafts[i]!];
+    const touched = new Set(touchedIds(greedyAdjust(req, null, n, extra)));
+    const l = c.x.slice(i * stride, i * stride + n);
+    adjustInPlace(l, n, req.adjust, null);
+    const patches = penaltyPatches(l, req.sampling, req.history, n, extra);
+    patches?.ids.forEach((id, j) => { l[id] = patches.vals[j]!; });
+    for (let p = 0; p < stride; p++) {
+      const [got, raw] = [after[i * stride + p]!, c.x[i * stride + p]!];
+      if (!touched.has(p)) {
+        assert.ok(Object.is(got, raw), `${c.name}, row ${i}: untouched id ${p} keeps its raw logit (${got} vs ${raw})`);
+        continue;
+      }
+      const want = l[p]!;
+      const close = Object.is(got, want) || Math.abs(got - want) <= 2 ** -20 * Math.max(1, Math.abs(want));
+      assert.ok(close, `${c.name}, row ${i}: touched id ${p} adjusted to ${got}, the definition's ${want}`);
+      checked++;
+    }
+  }
+  return checked;
 }

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
-import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, runOn } from './penalty-pick-cases.js';
+import { applying, chainCase, check, checkApplied, checkChain, nearTieCase, randomCases, runChain, runOn } from './penalty-pick-cases.js';
 
 test('penaltyPicks (ref, wasm): replay from the gathered values == greedyToken; f32 picks agree off ties; wasm == ref', async () => {
   const ref = createRefKernels();
@@ -45,6 +45,27 @@ test('penaltyPicks in a draft chain (ref, wasm): each call reads the picks befor
     const same = checkChain(c, r);
     assert.equal(same, c.live.reduce((a, m) => a + m, 0), 'every f32 pick of the chain == exact (no near tie here)');
     assert.ok(new Set(r.picks.map((p) => p[0])).size > 1, `the penalties move row 0's picks: ${JSON.stringify(r.picks)}`);
+  } finally {
+    wasm.dispose();
+  }
+});
+
+test('penaltyPicks with apply (ref, wasm): x holds the f32-adjusted rows (touched ids ≈ the definition, the rest raw), picks and values unchanged; wasm == ref', async () => {
+  const ref = createRefKernels();
+  const wasm = await createWasmKernels({ threads: 1 });
+  try {
+    let touched = 0;
+    for (const base of randomCases()) {
+      const c = applying(base);
+      const r = runOn(ref, c);
+      const w = runOn(wasm, c);
+      assert.deepEqual(w, r, `${c.name}: wasm == ref (ids, values, x)`);
+      const plain = runOn(ref, base);
+      assert.deepEqual([r.ids, r.vals], [plain.ids, plain.vals], `${c.name}: picks and gathered values as without apply`);
+      assert.ok(plain.x.every((v, i) => Object.is(v, base.x[i])), `${base.name}: without apply x is unchanged`);
+      touched += checkApplied(c, r.x);
+    }
+    assert.ok(touched > 100, `${touched} touched values checked`);
   } finally {
     wasm.dispose();
   }

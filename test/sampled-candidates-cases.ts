@@ -1,7 +1,7 @@
 // Seeded sampled requests for the candidate-path engine tests (wasm: sampled-candidates-
 // engine, webgpu: webgpu-sampled-candidates): Qwen's default cut (temperature 0.7, top-k
 // 20, top-p 0.8) and a hot one, min-p 0.1 without top-k, a min-p the candidates cannot hold
-// (refused: the second read-back), top-k off (top-p alone: the full row), penalties, and a
+// (refused: the second read-back), top-k off (top-p alone: certificate (c)), penalties, and a
 // logit bias.
 import { readFileSync } from 'node:fs';
 import type { Engine } from '../src/engine/engine.js';

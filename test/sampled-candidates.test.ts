@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { exp32, sample as refSample, keptCut, keptDraw, topKCut, weighEntries } from '../src/kernels/ref/sampling.js';
 import { topCandidates } from '../src/kernels/top-candidates.js';
-import { candidateCount, certify, drawCertified } from '../src/engine/sampled-candidates.js';
+import { candidateCount, certify, drawCertified, MIN_P_CANDIDATES, NUCLEUS_CANDIDATES } from '../src/engine/sampled-candidates.js';
 import { emptyResult, GREEDY, sampleRowOf, type SamplingParams } from '../src/engine/sampler.js';
 import { rng } from './numeric.js';
 import { adjustInPlace } from '../src/engine/logits-adjust.js';
@@ -92,22 +92,28 @@ test('a top-k boundary tie reaching the last candidate is refused; a min-p row w
   const row = certify(inside.ids, inside.vals, p, n);
   assert.ok(row);
   assert.deepEqual(drawCertified(row, p, 0.73), reference(x, p, 0.73));
-  // min-p alone over a row with more kept ids than candidates: refused
+  // min-p and top-p over a row with more kept ids than candidates: refused (the nucleus
+  // reaches the last candidate's weight)
   const q: SamplingParams = { ...GREEDY, temperature: 1, topK: 0, topP: 0.9, minP: 0.1 };
   const c = candidateCount(q, n);
-  const y = new Float32Array(n).fill(0); // every id kept by min-p
+  const wide = 3 * c;
+  const y = new Float32Array(wide).fill(0); // every id kept by min-p
   const cand = candidatesOf(y, c);
-  assert.equal(certify(cand.ids, cand.vals, q, n), null);
+  assert.equal(certify(cand.ids, cand.vals, q, wide), null);
   // … and the candidates alone would give other bits: the kept mass of c ids, not n
-  const e = weighEntries(cand.ids, cand.vals, n, 0, 1, q.minP);
+  const e = weighEntries(cand.ids, cand.vals, wide, 0, 1, q.minP);
   const naive = keptDraw(e, keptCut(e, topKCut(e, 0), 0, q.topP), 0.99, true);
   const want = reference(y, q, 0.99);
   assert.notEqual(naive.keptMass, want.keptMass);
   assert.notEqual(naive.token, want.token);
 });
 
-test('top-k off and min-p off asks for the full row; non-finite maxima fall back', () => {
-  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topP: 0.8 }, 1000), 0);
+test('candidate counts: top-k, top-p alone, min-p alone; neither asks for the full row; non-finite maxima fall back', () => {
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topP: 0.8 }, 1000), NUCLEUS_CANDIDATES);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topP: 0.8, minP: 0.05 }, 1000), NUCLEUS_CANDIDATES);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, minP: 0.05 }, 1000), MIN_P_CANDIDATES);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7 }, 1000), 0);
+  assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 1000 }, 248_320), 2048);
   assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 20 }, 1000), 64);
   assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 100 }, 1000), 256);
   assert.equal(candidateCount({ ...GREEDY, temperature: 0.7, topK: 3000 }, 100000), 0);
@@ -117,6 +123,65 @@ test('top-k off and min-p off asks for the full row; non-finite maxima fall back
   const { ids, vals } = candidatesOf(x, 64);
   assert.equal(certify(ids, vals, p, 100), null);
   assert.equal(certify(...Object.values(candidatesOf(new Float32Array(100).fill(NaN), 64)) as [Int32Array, Float32Array], p, 100), null);
+});
+
+test('top-p without top-k (certificate c), 300 rows of 3,000 / 8,000 ids: certified nuclei give the full row\'s token and kept mass bit for bit; refusals are needed', () => {
+  const r = rng(4711);
+  let certified = 0;
+  let refused = 0;
+  let naiveWrong = 0;
+  for (let trial = 0; trial < 300; trial++) {
+    const n = [3000, 8000][trial % 2]!;
+    const c = [64, 256][(trial >> 1) % 2]!;
+    // peaked rows (a real model's nucleus) to flat ones (a nucleus past the candidates)
+    const x = rowOf(r, trial % 5, n).map((v) => v * [1, 3, 6][trial % 3]!);
+    const p: SamplingParams = { ...GREEDY, temperature: [0.3, 0.7, 1, 1.5][trial % 4]!, topP: [0.5, 0.8, 0.9, 0.95, 0.999][trial % 5]!, minP: trial % 7 === 0 ? 0.02 : 0 };
+    const { ids, vals } = candidatesOf(x, c);
+    const row = certify(ids, vals, p, n);
+    const u = r();
+    const want = reference(x, p, u);
+    if (!row) {
+      refused++;
+      // the candidates' own top-p (their mass taken for the row's): other bits, often
+      const m = Math.max(...vals);
+      if (m > -Infinity && m < Infinity) {
+        const e = weighEntries(Int32Array.from(ids).sort(), vals, n, m, 1 / p.temperature, p.minP);
+        const naive = keptDraw(e, keptCut(e, topKCut(e, 0), 0, p.topP), u, true);
+        if (!Object.is(naive.keptMass, want.keptMass)) naiveWrong++;
+      }
+      continue;
+    }
+    certified++;
+    for (const v of [u, 1 - 2 ** -30]) {
+      const w = v === u ? want : reference(x, p, v);
+      const got = drawCertified(row, p, v);
+      assert.equal(got.token, w.token, `trial ${trial} (n ${n}, c ${c}, ${JSON.stringify(p)}) u ${v}: token`);
+      assert.ok(Object.is(got.keptMass, w.keptMass), `trial ${trial} u ${v}: kept mass ${got.keptMass} vs ${w.keptMass}`);
+    }
+  }
+  console.log(`# top-p alone: ${certified} certified, ${refused} refused (${naiveWrong} of them wrong from the candidates alone)`);
+  assert.ok(certified > 75 && refused > 50, `certified ${certified}, refused ${refused}`);
+  assert.ok(naiveWrong > 25, `refused rows where the candidates alone give other bits: ${naiveWrong}`);
+});
+
+test('top-p alone: a tail that could carry the nucleus past the candidates is refused, a negligible one is not', () => {
+  // 8 ids hold ~all the mass at the max; the rest sit 9 below (weight e^-9 ≈ 1.2e-4 each)
+  const p: SamplingParams = { ...GREEDY, temperature: 1, topP: 0.9 };
+  const rowWith = (n: number): Float32Array => {
+    const x = new Float32Array(n).fill(-9);
+    for (let i = 0; i < 8; i++) x[100 * i + 5] = 0;
+    return x;
+  };
+  // n = 1000: the tail's mass ≈ 0.12 against 8 at the top: the 0.9 nucleus is 8 ids either way
+  const small = rowWith(1000);
+  const a = candidatesOf(small, 64);
+  const row = certify(a.ids, a.vals, p, small.length);
+  assert.ok(row, 'a negligible tail: certified');
+  assert.deepEqual(drawCertified(row, p, 0.4), reference(small, p, 0.4));
+  // n = 200,000: the unknown tail may weigh ≈ 24, three times the top: refused
+  const big = rowWith(200_000);
+  const b = candidatesOf(big, 64);
+  assert.equal(certify(b.ids, b.vals, p, big.length), null);
 });
 
 test('rows shorter than c: every non-NaN id is a candidate, always certified', () => {

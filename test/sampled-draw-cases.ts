@@ -31,6 +31,8 @@ export interface DrawRun {
   readonly reads: number;
   readonly bytes: number;
   readonly sampled: Engine['sampledDrafts'];
+  /** Draft passes of rounds without a sampled chain (greedy chains alone, penalised or biased). */
+  readonly greedyPasses: number;
 }
 
 /** The requests run together; read-backs counted over the run. */
@@ -44,6 +46,7 @@ export async function runDraws(e: Engine, reqs: readonly GenerateRequest[]): Pro
     return readBack.call(k, ranges);
   };
   const s0 = e.sampledDrafts;
+  const p0 = e.penaltyDrafts.passes;
   const r0 = e.stats().spec.rounds;
   const st0 = e.stats().steps;
   const steps0 = st0.prefill + st0.decode + st0.verify;
@@ -55,7 +58,7 @@ export async function runDraws(e: Engine, reqs: readonly GenerateRequest[]): Pro
       refused: s1.refused - s0.refused, refusedReads: s1.refusedReads - s0.refusedReads,
     };
     const st = e.stats().steps;
-    return { ids, rounds: e.stats().spec.rounds - r0, targetSteps: st.prefill + st.decode + st.verify - steps0, reads, bytes, sampled };
+    return { ids, rounds: e.stats().spec.rounds - r0, targetSteps: st.prefill + st.decode + st.verify - steps0, reads, bytes, sampled, greedyPasses: e.penaltyDrafts.passes - p0 };
   } finally {
     k.readBack = readBack;
   }

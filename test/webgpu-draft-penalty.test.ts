@@ -18,7 +18,7 @@ import { withEngine } from './engine-helpers.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
 import { corruptFirstPicks, draftRecorder } from './draft-record.js';
-import { chainCase, check, checkChain, nearTieCase, randomCases, runChain, runOn, type PickCase } from './penalty-pick-cases.js';
+import { applying, chainCase, check, checkApplied, checkChain, nearTieCase, randomCases, runChain, runOn, type PickCase } from './penalty-pick-cases.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { AnyKernels } from '../src/kernels/types.js';
 
@@ -27,7 +27,7 @@ const prompts = (JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json')
 
 before(webgpuEngineKernels);
 
-async function onGpu(g: WebGpuKernels, c: PickCase): Promise<{ ids: Int32Array; vals: Float32Array }> {
+async function onGpu(g: WebGpuKernels, c: PickCase): Promise<{ ids: Int32Array; vals: Float32Array; x: Float32Array }> {
   const x = g.alloc.tensor([c.x.length], 'f32');
   g.alloc.write(x, c.x, 0);
   const ids = g.alloc.tensor([c.ids.length], 'i32');
@@ -38,8 +38,8 @@ async function onGpu(g: WebGpuKernels, c: PickCase): Promise<{ ids: Int32Array; 
     g.alloc.write(t, new Int32Array(words.buffer, words.byteOffset, words.length), 0);
     return t;
   };
-  const [idsRead, valsRead] = await run(g, (enc) => penaltyPicksOn(g, enc, ids, x, vals, c.call, upload(packPenaltyTable(c.call.rows, c.call.n))), ids, vals);
-  return { ids: idsOf(idsRead).slice(), vals: valsRead.slice() };
+  const [idsRead, valsRead, xRead] = await run(g, (enc) => penaltyPicksOn(g, enc, ids, x, vals, c.call, upload(packPenaltyTable(c.call.rows, c.call.n))), ids, vals, x);
+  return { ids: idsOf(idsRead).slice(), vals: valsRead.slice(), x: xRead.slice() };
 }
 
 test('webgpu penaltyPicks: the gathered values == ref\'s, the replay == greedyToken, the near tie disagrees', async () => {
@@ -62,6 +62,23 @@ test('webgpu penaltyPicks: the gathered values == ref\'s, the replay == greedyTo
   const tie = nearTieCase();
   assert.deepEqual(check(tie, (await onGpu(g, tie)).ids, (await onGpu(g, tie)).vals), [false], 'the near tie: the device pick differs from the exact one');
   assert.ok(same >= rows - 1, `${same} of ${rows} webgpu picks == ref's`);
+});
+
+test('webgpu penaltyPicks with apply: x == the ref\'s adjusted rows (division may round apart), untouched ids raw, gathers as without apply', async () => {
+  const g = await gpuUnderTest();
+  const ref = createRefKernels();
+  let [touched, same, values] = [0, 0, 0];
+  for (const base of randomCases()) {
+    const c = applying(base);
+    const got = await onGpu(g, c);
+    const want = runOn(ref, c);
+    assert.deepEqual(got.vals, want.vals, `${c.name}: gathered raw logits == ref`);
+    touched += checkApplied(c, got.x);
+    values += got.x.length;
+    got.x.forEach((v, i) => { if (Object.is(v, want.x[i])) same++; });
+  }
+  assert.ok(touched > 100, `${touched} touched values checked`);
+  assert.ok(same >= values - 4, `${same} of ${values} adjusted values bit-equal to the ref's`);
 });
 
 test('webgpu penaltyPicks in a draft chain (one step, calls over a prefix of the same rows: one table upload): == ref\'s gathers, replay exact', async () => {

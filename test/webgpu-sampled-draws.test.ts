@@ -3,7 +3,10 @@
 // on tiny-think at k = 3, a batch of sampled streams (the task's cuts) with a greedy stream
 // gives the wasm engine's host-path ids (forced off), one draft read-back a round when clean
 // (2 with the verify), and a corrupted device draw is replaced by the host's (redraft), ids
-// unchanged. Short prompts, few tokens: lavapipe costs ~0.25 CPU-s a step.
+// unchanged; penalised and biased sampled streams (their rows adjusted in f32 on the device
+// before the draw, replayed exactly) give the wasm host path's ids too. Short prompts, few
+// tokens: lavapipe costs ~0.25 CPU-s a step. A JSON-schema sampled stream (its mask applied by
+// the replay) gives the wasm host path's ids.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -14,6 +17,12 @@ import { TINY_THINK } from './paths.js';
 import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
 import { drawCases } from './candidate-draw-cases.js';
 import { corruptDraws, DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
+import type { Engine } from '../src/engine/engine.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { Constraint } from '../src/constrain/constraint.js';
+import type { ServerContext } from '../src/server/context.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
+import { structuredConstraint } from '../src/server/api/structured.js';
 
 before(webgpuEngineKernels);
 
@@ -61,3 +70,46 @@ test('webgpu MTP k = 3: sampled streams + a greedy one, drafts drawn on the devi
       bytes: got.bytes, forcedDisagreements: forced.sampled.disagreements, forcedPasses: forced.sampled.passes }));
   });
 });
+
+test('webgpu MTP k = 3: penalised and biased sampled streams + a penalised greedy one, adjusted on the device (penaltyPicks apply) == wasm host path; 2 read-backs a clean round; a JSON-schema stream too', async () => {
+  const penalties = { repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 };
+  const [a, b] = drawRequests({ ...DRAW_CASES.hot, ...penalties }, 6, 2, true);
+  const [c] = drawRequests({ ...DRAW_CASES.qwen, logitsAdjust: { bias: new Map([[54, 2.1], [57, -4], [200, 6]]) } }, 6, 1);
+  const reqs = [a!, { ...c!, seed: 1001 }, { ...b!, ...penalties }];
+  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+  // every proposal in order ([committed length, ...drafts]): the drafts, not only the ids
+  const recorder = () => {
+    const drafts: number[][] = [];
+    return { drafts, draftOverride: (req: { tokens: readonly number[] }, d: number[]): number[] => { drafts.push([req.tokens.length, ...d]); return d; } };
+  };
+  const host = recorder();
+  const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false, draftOverride: host.draftOverride },
+    (e) => runDraws(e, reqs));
+  const device = recorder();
+  await withEngine({ ...base, model: TINY_THINK(), draftOverride: device.draftOverride }, async (e) => {
+    const got = await runDraws(e, reqs);
+    assert.deepEqual(got.ids, want.ids, 'device-adjusted drafts: ids == wasm host path');
+    assert.deepEqual(device.drafts, host.drafts, 'every proposal == the wasm host path\'s');
+    const s = got.sampled;
+    assert.ok(s.rounds > 0, 'chained rounds');
+    assert.ok(s.passes <= s.rounds + s.disagreements, `${s.passes} passes`);
+    if (s.disagreements === 0 && s.refused === 0) assert.equal(s.passes, s.rounds, 'one draft read-back a round');
+    assert.equal(got.reads, got.targetSteps + s.passes + s.refusedReads + got.greedyPasses, `read-backs ${got.reads}: ${got.targetSteps} steps, ${s.passes} passes`);
+    console.log(JSON.stringify({ adjusted: true, rounds: s.rounds, steps: s.steps, passes: s.passes, disagreements: s.disagreements, refused: s.refused, reads: got.reads,
+      targetSteps: got.targetSteps, greedyPasses: got.greedyPasses }));
+    // a JSON-schema sampled stream: proposals drawn without the mask, the replay applies it
+    const json = (en: Engine): GenerateRequest[] => [{ ...a!, maxTokens: 5, logitsAdjust: { bias: null, constraint: schemaConstraint(en) } }];
+    const wantJson = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false }, (w) => runDraws(w, json(w)));
+    const gotJson = await runDraws(e, json(e));
+    assert.deepEqual(gotJson.ids, wantJson.ids, 'JSON-schema drafts: ids == wasm host path');
+    assert.ok(gotJson.sampled.rounds > 0, 'the constrained chain drafted on the device');
+    console.log(JSON.stringify({ constrained: true, ...gotJson.sampled, reads: gotJson.reads, targetSteps: gotJson.targetSteps }));
+  });
+});
+
+/** The chat route's JSON-schema constraint over an engine (a fresh matcher per request). */
+function schemaConstraint(e: Engine): Constraint {
+  const ctx = { engine: e, texts: new TokenTexts(e.tokenizer) } as unknown as ServerContext;
+  const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+  return structuredConstraint(ctx, { kind: 'json_schema', name: 't', schema }, null, false)!;
+}

@@ -2,7 +2,8 @@
 // segment's top c, pass 2 merges the S·c survivors. The sets must be the ref's bit for bit
 // (kernels/top-candidates.ts) whatever S: ties on a coarse grid that straddle segment
 // boundaries, a tie run placed across one boundary, NaN rows, ±∞, ±0, segments shorter than
-// c, more segments than ids, and a Qwen3.5-sized row (248,320 ids) at the automatic S.
+// c, more segments than ids, and a Qwen3.5-sized row (248,320 ids) at the automatic S (c up
+// to 2048, top-k 1000's).
 // Also the dispatch count (2 when split, 1 when not) and the choice of S.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -69,9 +70,9 @@ describe('webgpu topCandidates in segments', () => {
     await check(x, m, n, stride, 300, segments, 'tie runs, c past a segment');
   });
 
-  test('a Qwen3.5 row (248,320 ids) at the automatic S == the ref; two dispatches', async () => {
+  test('a Qwen3.5 row (248,320 ids) at the automatic S == the ref; two dispatches (c up to 2048: top-k 1000)', async () => {
     const n = 248_320;
-    for (const [m, c] of [[1, 64], [3, 256]] as const) {
+    for (const [m, c] of [[1, 64], [3, 256], [1, 2048]] as const) {
       const { x, stride } = candidateRows(7 + m, m, n);
       const s = topSegments(m, n, c);
       assert.ok(s > 1, `m ${m} c ${c}: split (S = ${s})`);

@@ -5,11 +5,16 @@
 // ranges (c ids and c values per row, in the caller's read-back), and the certificate per
 // row once read. A row with a logit bias, a constraint or penalties also gathers its touched
 // ids' raw logits (gatherRows), adjusted on the host. A row the certificate refuses is read
-// whole in a second read-back (counted: `fallbacks`) and sampled on the host as before.
+// whole in a second read-back (counted: `fallbacks`) and sampled on the host as before. A
+// top-p request without top-k or min-p (sampled-candidates.ts nucleusOnly: it read its logits
+// rows before certificate (c)) whose rows were refused reads its logits rows outright for its
+// next 2^r − 1 tries (r: its refused tries in a row, at most MAX_BACKOFF), so a flat nucleus,
+// which never certifies, pays the second read-back on a few of its steps only; ids are the
+// same either way.
 import type { AnyKernels, ReadRange, Tensor } from '../kernels/types.js';
 import type { BatchRow } from './batch.js';
 import { idsOf, sampledCandidates } from './device-picks.js';
-import { certify, type CertifiedRow } from './sampled-candidates.js';
+import { certify, nucleusOnly, type CertifiedRow } from './sampled-candidates.js';
 import { greedyAdjust } from './device-finish.js';
 import { touchedIds, type GreedyAdjust } from './greedy-finish.js';
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
@@ -21,6 +26,8 @@ import type { SamplingParams } from './sampler.js';
  * constraint mask, penalties with the drafts before it counted) and how many candidates it
  * asks for. */
 export interface CandidateItem {
+  /** The request (its refusals back off: CandidateStep.admits); absent: no backoff. */
+  readonly req?: object;
   readonly row: number;
   readonly pos: number;
   readonly at: number;
@@ -30,6 +37,7 @@ export interface CandidateItem {
 }
 
 interface PlannedRow {
+  readonly req: object | null;
   readonly row: number;
   readonly pos: number;
   readonly at: number;
@@ -56,11 +64,11 @@ export interface CandidatePlan {
 export function planOf(items: readonly CandidateItem[], stride: number): CandidatePlan | null {
   if (items.length === 0) return null;
   const flat: number[] = [];
-  const rows = items.map(({ row, pos, at, sampling, adjust: a }): PlannedRow => {
+  const rows = items.map(({ req, row, pos, at, sampling, adjust: a }): PlannedRow => {
     const touched = touchedIds(a);
     const touchedAt = flat.length;
     for (const id of touched) flat.push(at * stride + id);
-    return { row, pos, at, sampling, a: touched.length > 0 || a.mask ? a : null, touched, touchedAt };
+    return { req: req ?? null, row, pos, at, sampling, a: touched.length > 0 || a.mask ? a : null, touched, touchedAt };
   });
   const lo = rows[0]!.at;
   return { rows, flat, c: Math.max(...items.map((i) => i.want)), lo, span: rows[rows.length - 1]!.at - lo + 1 };
@@ -68,20 +76,21 @@ export function planOf(items: readonly CandidateItem[], stride: number): Candida
 
 /** The step's candidate rows: sampled decode rows (one logits row) and sampled verify rows
  * (each of their positions) that the kernels do not pick and whose request qualifies
- * (device-picks.ts sampledCandidates). Verify position s reads the request as the host path
- * does: its matcher after d_1..d_s, its penalties counting them as outputs. */
+ * (device-picks.ts sampledCandidates) and is `admitted` (CandidateStep.admits: not backing
+ * off). Verify position s reads the request as the host path does: its matcher after
+ * d_1..d_s, its penalties counting them as outputs. */
 export function planCandidates(rows: readonly BatchRow[], layout: { first: number[]; count: number[]; onKernels: boolean[] },
-  sampleVocab: number, stride: number): CandidatePlan | null {
+  sampleVocab: number, stride: number, admitted: (req: object) => boolean = () => true): CandidatePlan | null {
   const items: CandidateItem[] = [];
   rows.forEach((r, i) => {
     if (!r.sample || layout.onKernels[i] || (!r.verify && layout.count[i] !== 1)) return;
     const req = r.req!;
     const want = sampledCandidates(req, sampleVocab);
-    if (want === 0) return;
+    if (want === 0 || (nucleusOnly(req.sampling, sampleVocab) && !admitted(req))) return;
     for (let s = 0; s < layout.count[i]!; s++) {
       const matcher = r.verify ? matcherAfterDrafts(req, s) : committedMatcher(req);
       const adjust = greedyAdjust(req, matcher?.mask() ?? null, sampleVocab, r.verify ? req.drafts.slice(0, s) : []);
-      items.push({ row: i, pos: s, at: layout.first[i]! + s, sampling: req.sampling, adjust, want });
+      items.push({ req, row: i, pos: s, at: layout.first[i]! + s, sampling: req.sampling, adjust, want });
     }
   });
   return planOf(items, stride);
@@ -104,10 +113,16 @@ export function byOwner(plan: CandidatePlan, got: readonly (CertifiedRow | null)
   return { certified, refused: [...bad].sort((a, b) => a - b) };
 }
 
+/** The most refused steps in a row a backoff counts: then 2^MAX_BACKOFF − 1 steps on the full
+ * row between tries (at most one refused try in 32 steps). */
+export const MAX_BACKOFF = 5;
+
 export class CandidateStep {
   /** Since construction: logits rows that read candidates, and those then read whole
    * (refused, or beside a refused row of the same verify row). */
   readonly counts = { rows: 0, fallbacks: 0 };
+  /** Per request that was refused: refused steps in a row, steps still to skip. */
+  private readonly backoff = new WeakMap<object, { refused: number; skip: number }>();
   private bufs: { ids: Tensor; vals: Tensor; cap: number } | null = null;
   private touchedBuf: { t: Tensor; cap: number } | null = null;
 
@@ -146,10 +161,37 @@ export class CandidateStep {
   certify(plan: CandidatePlan, read: readonly Float32Array[], vocab: number): (CertifiedRow | null)[] {
     const touchedRaw = plan.flat.length > 0 ? read[2 * plan.rows.length]! : null;
     this.counts.rows += plan.rows.length;
-    return plan.rows.map(({ sampling, a, touched, touchedAt }, j) => {
+    const got = plan.rows.map(({ sampling, a, touched, touchedAt }, j) => {
       const adjust = a ? { a, touched, raw: touchedRaw ? touchedRaw.subarray(touchedAt, touchedAt + touched.length) : [] } : null;
       return certify(idsOf(read[2 * j]!), read[2 * j + 1]!, sampling, vocab, adjust);
     });
+    this.settle(plan, got, vocab);
+    return got;
+  }
+
+  /** Does a nucleusOnly request read candidates this try (false: it backs off after refusals;
+   * counts the try)? */
+  admits(req: object): boolean {
+    const b = this.backoff.get(req);
+    if (!b || b.skip === 0) return true;
+    b.skip--;
+    return false;
+  }
+
+  /** Each planned request's outcome (`got`: certify's, per planned row): refused when any of
+   * its rows is; a certified step ends its backoff. */
+  private settle(plan: CandidatePlan, got: readonly (CertifiedRow | null)[], vocab: number): void {
+    const refused = new Map<object, boolean>();
+    plan.rows.forEach(({ req, sampling }, j) => {
+      if (req && nucleusOnly(sampling, vocab)) refused.set(req, (refused.get(req) ?? false) || got[j] === null);
+    });
+    for (const [req, no] of refused) {
+      if (!no) this.backoff.delete(req);
+      else {
+        const r = Math.min(MAX_BACKOFF, (this.backoff.get(req)?.refused ?? 0) + 1);
+        this.backoff.set(req, { refused: r, skip: 2 ** r - 1 });
+      }
+    }
   }
 
   /** `n` candidate rows were refused or belong to a refused owner: read whole. */

@@ -128,10 +128,20 @@ export function penaltyRow(req: RequestView, vocab: number, prefix: readonly num
  * the drafts the row's table already counts). */
 export function replayPick(req: RequestView, vocab: number, row: PenaltyPickRow, prefix: readonly number[], drafts: readonly number[],
   vals: Float32Array, at: number, best: number): number {
+  const { a, touched, raw } = replayTouched(req, vocab, row, prefix, drafts, vals, at);
+  return finishGreedy(a, touched, raw, { id: best, logit: vals[at]! });
+}
+
+/** A penaltyPicks row's adjustment at the call (its drafts `drafts` counted after `prefix`),
+ * its touched ids and their raw logits from the call's gathered `vals` (from `at`, the row's
+ * penaltyValsAt): what replayPick finishes a greedy pick from, and what a sampled draft's
+ * certificate adjusts its candidates with (sampled-candidates.ts TouchedLogits). */
+export function replayTouched(req: RequestView, vocab: number, row: PenaltyPickRow, prefix: readonly number[], drafts: readonly number[],
+  vals: Float32Array, at: number): { a: GreedyAdjust; touched: number[]; raw: number[] } {
   const a = greedyAdjust(req, null, vocab, [...prefix, ...drafts]);
-  const raw = new Map<number, number>();
-  row.ids.forEach((id, e) => raw.set(id, vals[at + 1 + e]!));
-  drafts.forEach((id, t) => { if (!raw.has(id)) raw.set(id, vals[at + 1 + row.ids.length + t]!); });
+  const byId = new Map<number, number>();
+  row.ids.forEach((id, e) => byId.set(id, vals[at + 1 + e]!));
+  drafts.forEach((id, t) => { if (!byId.has(id)) byId.set(id, vals[at + 1 + row.ids.length + t]!); });
   const touched = touchedIds(a);
-  return finishGreedy(a, touched, touched.map((id) => raw.get(id)!), { id: best, logit: vals[at]! });
+  return { a, touched, raw: touched.map((id) => byId.get(id)!) };
 }

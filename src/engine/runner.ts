@@ -124,7 +124,7 @@ export class Runner {
     const finish = planFinish(rows, layout, this.sampleVocab, this.vocab);
     const picks = layout.onKernels.some((x) => x) ? this.pickRows(all, want.length, this.pickMasks(rows, layout, finish)) : null;
     const gathered = finish ? this.finishGather.gather(all, picks!, want.length, this.vocab, finish) : null;
-    const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab, this.vocab) : null;
+    const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab, this.vocab, (q) => this.cands!.admits(q)) : null;
     if (cplan) this.cands!.select(all, cplan, this.sampleVocab, this.vocab);
     const candRanges = cplan ? this.cands!.ranges(cplan) : [];
     const whole = this.wholePromptHits(rows);

@@ -16,6 +16,14 @@
 //   (b) top-k applies and its cut τ (the k-th kept weight's bits) is > w_C's bits: every id
 //       of weight ≥ the k-th is a candidate, so the top-k cut — and top-p over it — are the
 //       full row's, and the outside id lies below τ.
+//   (c) top-k is off, top-p is on (p < 1) and the nucleus lies above w_C: select's top-p walk
+//       (kernels/ref/sampling.ts walkCut) is replayed with its level-0 buckets at or below
+//       w_C's unknown (outside ids may add to them) and the row's total mass T bounded:
+//       T ≥ T_C, the candidates' own total (every f64 step of the sum is monotone, and an
+//       outside id adds +0 or more), and T ≤ (T_C + (n − #entries)·w_C) widened by the
+//       summation's rounding bound. When every comparison of the walk is decided the same
+//       for p·T_lo and p·T_hi (f64 products are monotone too) and it never reaches an
+//       unknown bucket, the cut is the full row's and lies above w_C: no outside id is kept.
 //   A candidate set smaller than c holds every non-NaN id (nothing outside can be kept).
 // A row that fails the certificate, or whose max is not finite, takes the full-row path.
 //
@@ -26,7 +34,7 @@
 // candidates count as −∞. The kernel selects over the raw row, so an untouched id outside
 // the candidates still holds a raw logit ≤ s_C (or −∞ when masked): the certificate is
 // unchanged, with m the entries' max (it is the row's when s_C ≤ m; else refused).
-import { exp32, keptCut, keptDraw, topKCut, weighEntries, type Cut, type Entries } from '../kernels/ref/sampling.js';
+import { exp32, keptCut, keptDraw, levelZero, massTotal, NONZERO, topKCut, walkCut, weighEntries, type Cut, type Entries } from '../kernels/ref/sampling.js';
 import { penaltyPatches, type SamplingParams } from './sampler.js';
 import type { GreedyAdjust } from './greedy-finish.js';
 import type { SparseDist } from './speculative/sparse-accept.js';
@@ -35,20 +43,39 @@ const f = Math.fround;
 
 /** The largest candidate count a row asks for (top-k beyond it takes the full row). */
 export const MAX_CANDIDATES = 4096;
-/** Candidates of a min-p row without top-k (its kept ids must all fit: else the full row). */
+/** Candidates of a min-p row without top-k or top-p (its kept ids must all fit: else the
+ * full row). */
 export const MIN_P_CANDIDATES = 256;
+/** Candidates of a top-p row without top-k (min-p or not): its nucleus must lie above the
+ * last candidate's weight with room for the unknown tail's mass (certificate (c)). */
+export const NUCLEUS_CANDIDATES = 1024;
 
 /** How many candidates a sampled request's row reads back (0: it needs the full row):
  * top-k on: the next power of two ≥ 2k, at least 64 (room past the k-th for the
- * certificate's strict margin); else min-p on: MIN_P_CANDIDATES; else 0 (top-p alone keeps
- * ids down to any weight). */
+ * certificate's strict margin); else top-p on: NUCLEUS_CANDIDATES; else min-p on:
+ * MIN_P_CANDIDATES; else 0 (every id of nonzero weight is kept). */
 export function candidateCount(p: SamplingParams, vocab: number): number {
   const k = topKOf(p, vocab);
   if (k > 0) {
     const c = Math.max(64, 2 ** Math.ceil(Math.log2(2 * k)));
     return c <= MAX_CANDIDATES ? c : 0;
   }
+  if (p.topP < 1) return NUCLEUS_CANDIDATES;
   return p.minP > 0 ? MIN_P_CANDIDATES : 0;
+}
+
+/** Candidates a draft pass on the kernels reads back for a sampled draft row
+ * (speculative/draft-device.ts): candidateCount's, but 0 (its logits row) for top-p without
+ * top-k or min-p — a pass keeps no backoff, and a refused row there costs a read-back and a
+ * recompute, so a flat nucleus would pay them every pass. */
+export function draftCandidateCount(p: SamplingParams, vocab: number): number {
+  return nucleusOnly(p, vocab) ? 0 : candidateCount(p, vocab);
+}
+
+/** Top-p without top-k or min-p: its candidates certify only through (c), a nucleus above
+ * the last candidate (a flat one never does: candidate-step.ts backs such requests off). */
+export function nucleusOnly(p: SamplingParams, vocab: number): boolean {
+  return topKOf(p, vocab) === 0 && !(p.minP > 0) && p.topP < 1;
 }
 
 /** The top-k the sampler applies (sampleRowOf's: 0 = off). */
@@ -56,10 +83,12 @@ function topKOf(p: SamplingParams, vocab: number): number {
   return p.topK > 0 && p.topK < vocab ? p.topK : 0;
 }
 
-/** A row the certificate admits: its candidates weighed, and the top-k cut. */
+/** A row the certificate admits: its candidates weighed, the top-k cut, and the kept cut
+ * (top-k then top-p: the full row's). */
 export interface CertifiedRow {
   readonly entries: Entries;
   readonly kCut: Cut;
+  readonly cut: Cut;
 }
 
 const bitsOf = (v: number): number => new Uint32Array(Float32Array.of(v).buffer)[0]!;
@@ -113,27 +142,57 @@ export function certify(ids: Int32Array, vals: Float32Array, p: SamplingParams, 
   if (count === ids.length && !(sC <= m)) return null;
   const invT = 1 / p.temperature;
   const entries = weighEntries(order, sv, vocab, m, invT, p.minP);
-  const kCut = topKCut(entries, topKOf(p, vocab));
-  if (count === ids.length) {
-    const wC = exp32(f(f(sC - m) * f(invT)));
-    const outsideZero = wC === 0 || wC < f(p.minP);
-    if (!outsideZero && !(kCut.tau > bitsOf(wC))) return null;
-  }
-  return { entries, kCut };
+  const k = topKOf(p, vocab);
+  const kCut = topKCut(entries, k);
+  const admitted = (): CertifiedRow => ({ entries, kCut, cut: keptCut(entries, kCut, k, p.topP) });
+  if (count < ids.length) return admitted();
+  const wC = exp32(f(f(sC - m) * f(invT)));
+  if (wC === 0 || wC < f(p.minP) || (k > 0 && kCut.tau > bitsOf(wC))) return admitted();
+  if (k > 0 || !(p.topP < 1)) return null;
+  const cut = nucleusCut(entries, p.topP, wC, vocab - order.length);
+  return cut ? { entries, kCut, cut } : null;
 }
 
-/** The draw with uniform u over a certified row: the full row's token and kept mass. */
-export function drawCertified(row: CertifiedRow, p: SamplingParams, u: number): { token: number; keptMass: number } {
-  const cut = keptCut(row.entries, row.kCut, topKOf(p, row.entries.n), p.topP);
-  return keptDraw(row.entries, cut, u, true);
+/** Certificate (c): the top-p cut (no top-k) of a row known through its entries, the
+ * `others` ids outside them each of weight ≤ wC (> 0); null when the unknown tail could
+ * change any comparison of the walk. */
+export function nucleusCut(entries: Entries, topP: number, wC: number, others: number): Cut | null {
+  const { cnt, mass } = levelZero(entries, NONZERO, null);
+  const lo = massTotal(mass);
+  // every sum of select's total is a chain of at most n/4 + 1026 f64 additions of
+  // nonnegative terms: relative error ≤ d·2^-53·1.01; widened twice over (and for the
+  // few operations here) by the factor 1 + 2γ each way
+  const gamma = 2 * (entries.n + 2048) * 2 ** -53;
+  const hi = (lo * (1 + 2 * gamma) + others * wC) * (1 + 2 * gamma);
+  const tLo = topP * lo;
+  const tHi = topP * hi;
+  // buckets at or below wC's may hold outside ids: any look at one is undecided
+  for (let b = 0; b <= bitsOf(wC) >>> 20; b++) {
+    cnt[b] = 1;
+    mass[b] = NaN;
+  }
+  let decided = true;
+  const all = Array.from({ length: entries.ids.length }, (_, j) => j);
+  const cut = walkCut(entries, NONZERO, all, cnt, mass, (_c, x) => {
+    const reached = x >= tLo;
+    if (reached !== x >= tHi || x !== x) decided = false;
+    return reached;
+  });
+  return decided ? cut : null;
+}
+
+/** The draw with uniform u over a certified row: the full row's token and kept mass.
+ * (`_sampling`: the row's request's; its cut is fixed by certify.) */
+export function drawCertified(row: CertifiedRow, _sampling: SamplingParams, u: number): { token: number; keptMass: number } {
+  return keptDraw(row.entries, row.cut, u, true);
 }
 
 /** A certified row's distribution as a list (sampled MTP: a verify position's p, a draft's
  * q; speculative/sparse-accept.ts): its kept ids, ascending, with w / kept mass — the bits
  * toProbs gives them from the full row's kept weights, every other id being 0 there. With
  * `u`, also the draw (drawCertified's token); else token −1. */
-export function certifiedDist(row: CertifiedRow, p: SamplingParams, u: number | null): { token: number; dist: SparseDist } {
-  const cut = keptCut(row.entries, row.kCut, topKOf(p, row.entries.n), p.topP);
+export function certifiedDist(row: CertifiedRow, _sampling: SamplingParams, u: number | null): { token: number; dist: SparseDist } {
+  const { cut } = row;
   const { token, keptMass } = keptDraw(row.entries, cut, u ?? 0, u !== null);
   const { ids, w, bits } = row.entries;
   const kept: number[] = [];

@@ -18,8 +18,9 @@
 import type { CandidateDraw } from './kernel-operands.js';
 import { exp32 } from './ref/sampling.js';
 
-/** The most candidates per row a draw reads (the webgpu shader's workgroup arrays). */
-export const MAX_DRAW_CANDIDATES = 256;
+/** The most candidates per row a draw reads (the webgpu shader's workgroup arrays: 8 KiB of
+ * weights): top-k up to 1024 (candidateCount's 2k). A multiple of 32 (the kept bitsets). */
+export const MAX_DRAW_CANDIDATES = 2048;
 
 const f = Math.fround;
 

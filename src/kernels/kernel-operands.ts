@@ -304,6 +304,10 @@ export interface PenaltyPicksCall {
   readonly bestOffset: number;
   readonly valsOffset: number;
   readonly rows: readonly PenaltyPickRow[];
+  /** Also write each touched id's penalised f32 value into x, after every read of the row
+   * (a sampled draft's candidates are then selected and drawn from the adjusted row; the
+   * gathered raw values let the host restore the raw row). Default false: x is unchanged. */
+  readonly apply?: boolean;
 }
 
 /** Row i of a `candidateDraws` call: a sampled request's cut and the draft step's uniform

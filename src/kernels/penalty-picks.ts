@@ -13,7 +13,9 @@
 //   untouched best: the argmax of the row with every touched id at −∞ (argmaxRowsMasked's rule)
 //     → ids[bestOffset + i];
 //   gathered raw logits at vals[penaltyValsAt(call, i) ..]: the best's, each table id's, each
-//     draft's (written only where the drafts count).
+//     draft's (written only where the drafts count);
+//   with `apply`, last: x[id] = the penalised value of each touched id (table ids, and drafts
+//     outside the table), so x holds the f32-adjusted row a sampled draft is drawn from.
 //
 // The pick is f32 arithmetic, not the f64 definition of greedyToken (engine/sampler.ts): it is
 // a proposal. The gathered values are what the host needs to replay the exact f64 pick
@@ -88,5 +90,18 @@ export function penaltyPicks(ids: Int32Array, x: Float32Array, vals: Float32Arra
     vals[valsAt] = x[base + best]!;
     ids[bestOffset + i] = best;
     ids[steps * idsStride + i] = Math.max(better(uv, ui, tv, ti) ? ti : ui, 0);
+    if (a.apply) applyRow(x, base, r, drafts, occurrences);
   }
+}
+
+/** x[base + id] = the penalised value of every touched id: the table's (bias and counts), then
+ * the drafts outside the table (each once; no bias, no prompt). */
+function applyRow(x: Float32Array, base: number, r: PenaltyPickRow, drafts: readonly number[], occurrences: (id: number) => number): void {
+  r.ids.forEach((id, e) => {
+    x[base + id] = penalisedValue(r, x[base + id]!, r.bias[e]!, r.prompt[e] === 1, r.counts[e]! + occurrences(id));
+  });
+  drafts.forEach((id, t) => {
+    if (!isUntouched(r.untouched, id) || drafts.indexOf(id) < t) return;
+    x[base + id] = penalisedValue(r, x[base + id]!, 0, false, occurrences(id));
+  });
 }

@@ -48,6 +48,14 @@ export class Rng {
     if ((this.s0 | this.s1 | this.s2 | this.s3) === 0) this.s0 = 1;
   }
 
+  /** A generator in this one's state (its sequence from here is this one's, which it leaves
+   * as it is): draws can be looked ahead at, then this one advanced by the number used. */
+  fork(): Rng {
+    const r = new Rng(0);
+    [r.s0, r.s1, r.s2, r.s3, r.spare] = [this.s0, this.s1, this.s2, this.s3, this.spare];
+    return r;
+  }
+
   /** Uniform integer in [0, 2^32). */
   nextU32(): number {
     const s1 = this.s1;

@@ -9,7 +9,7 @@
 import type { ReadRange, Tensor } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
-import { candidateCount, certifiedDist } from '../sampled-candidates.js';
+import { candidateCount, certifiedDist, nucleusOnly } from '../sampled-candidates.js';
 import { type CandidateItem, type CandidatePlan, type CandidateStep, planOf } from '../candidate-step.js';
 import { greedyAdjust } from '../device-finish.js';
 import { matcherAfterDrafts } from '../logits-adjust.js';
@@ -33,16 +33,17 @@ export class DraftCandidates {
 
   /** Select the candidates of the sampled chains among `chains` that `hostSide` marks (their
    * draft rows j of `t`, [chains, v]); null when none qualifies. Drafts report no logprobs,
-   * so a request's top-k or min-p alone decides (candidateCount). */
+   * so a request's cut alone decides (candidateCount); a top-p-only request backing off after
+   * refusals (CandidateStep.admits) reads its row. */
   select(chains: readonly SampledChain[], hostSide: readonly boolean[], t: Tensor): DraftCandidateRead | null {
     const items: CandidateItem[] = [];
     chains.forEach((c, j) => {
       const req = c.req;
       if (!hostSide[j] || isGreedy(req.sampling)) return;
       const want = candidateCount(req.sampling, this.v);
-      if (want === 0) return;
+      if (want === 0 || (nucleusOnly(req.sampling, this.v) && !this.cands.admits(req))) return;
       const mask = matcherAfterDrafts(req, c.proposed.length, c.proposed)?.mask() ?? null;
-      items.push({ row: j, pos: 0, at: j, sampling: req.sampling, adjust: greedyAdjust(req, mask, this.v, c.proposed), want });
+      items.push({ req, row: j, pos: 0, at: j, sampling: req.sampling, adjust: greedyAdjust(req, mask, this.v, c.proposed), want });
     });
     const plan = planOf(items, this.v);
     if (!plan) return null;

@@ -1,12 +1,26 @@
 // MTP drafts chained on the kernels, in one read-back per pass (draft.ts calls it when every chain
-// is a sampled request drawsOnKernels admits, a penalised or biased greedy request without a
-// constraint, or a plain argmax chain; deviceRound says which rounds, per the engine's switches).
+// is a sampled request drawsOnKernels admits (penalties, bias and constraints included), a
+// penalised or biased greedy request without a constraint, or a plain argmax chain; deviceRound
+// says which rounds, per the engine's switches).
 //
 // Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
-// (draft-candidates.ts, or the full row's sampler), every draft step, whatever the tokens (no
-// constraint here: its all-masked rows would skip one). So a chain of `drafts` steps consumes
-// exactly `drafts` uniforms, in step order, and they are drawn here before the round: u_s is
-// draft s's in every pass and in the replay.
+// (draft-candidates.ts, or the full row's sampler), in step order, except a draft whose row its
+// constraint masks whole (draft 0, no uniform: draft.ts pickDrafts). So the round looks ahead at
+// `drafts` uniforms on a fork of the rng (Rng.fork); a pass step uses the next one after those
+// the chain's exact drafts used; the replay records which drafts used one (a masked-whole row
+// counts as a disagreement, so the steps after it redraft with the uniforms shifted), and the
+// request's rng then advances by the number used, as on the host path.
+//
+// Constraints: the mask of draft s depends on drafts 1..s−1, so the device draws a pass's later
+// proposals WITHOUT it (over the raw or penalty-adjusted row); the pass's first step, whose
+// drafts before it are exact, is drawn under its mask (masked ids set to −∞ by one fillRuns, as
+// adjustInPlace writes them: the replay masks them anyway). The replay computes each step's mask from
+// the matcher after the chain's exact drafts and certifies the candidates under it (masked
+// candidates at −∞: sampled-candidates.ts); where the mask changes the draw, the proposal
+// differs, the host's draw wins and the chain redrafts. A step after a proposal its mask refuses
+// is never reached (the exact draft differs there), so it is neither certified nor read whole.
+// Constrained GREEDY chains keep the per-step path (draft.ts: argmaxRowsMasked, one read-back a
+// step).
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to the
 // one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased
@@ -33,16 +47,26 @@
 //
 // A biased chain that is not penalised has a table of its bias ids only (its drafts change
 // nothing); its f32 sum is adjustInPlace's when the values are f32s (draft-bias.ts), and the
-// replay checks it either way. A round without a sampled chain runs no candidate kernels and
+// replay checks it either way. A sampled chain with penalties or a bias has a table too, and a
+// pass with a sampled chain calls penaltyPicks with `apply`: the touched ids' f32-adjusted
+// values overwrite the step's logits rows before topCandidates and candidateDraws, so the
+// proposal is drawn from the adjusted row. Its replay certifies the candidates with the touched
+// ids' raw logits (gathered by the same call) adjusted exactly (replayTouched: the certificate's
+// touched ids, sampled-candidates.ts); a row read whole gets those raw logits back (rawRow) and
+// is adjusted and drawn by the host path's sampler (a refused row, recomputed from its hidden
+// row, is raw already: putting the raw logits back changes nothing). Untouched ids are raw in both rows, and
+// every candidate outside the touched ids holds its raw logit, so the certificate's argument
+// (outside ids ≤ the smallest candidate) is unchanged. A round without a sampled chain runs no candidate kernels and
 // counts in `stats.penalised`; one with a sampled chain counts in `stats.sampled`.
 import type { MtpDeviceIds } from '../../model/forward.js';
-import type { AnyKernels, CandidateDraw, PenaltyPickRow, PenaltyPicksCall, ReadRange, StagedRead, Tensor } from '../../kernels/types.js';
+import type { AnyKernels, CandidateDraw, FillRun, PenaltyPickRow, PenaltyPicksCall, ReadRange, StagedRead, Tensor } from '../../kernels/types.js';
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
-import { candidateCount, certifiedDist, certify, type CertifiedRow } from '../sampled-candidates.js';
+import { candidateCount, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
-import { penaltyRow, replayPick } from '../device-finish.js';
+import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
+import { matcherAfterDrafts } from '../logits-adjust.js';
 import { penaltyValsAt } from '../../kernels/penalty-picks.js';
 import type { Dist } from './sparse-accept.js';
 import { type DraftPassMemory, draftPassMemory } from '../draft-memory.js';
@@ -64,17 +88,24 @@ export interface DeviceSteps<C extends SampledChain> {
   forward(chains: readonly C[], hidden: Tensor, step: number, tokens: readonly number[] | null, device: MtpDeviceIds<Tensor> | null): Tensor;
   /** The arena's draft-hidden rows (where a redraft gathers its kept hidden rows). */
   hiddenRows(n: number): Tensor;
-  /** The host path's draw of chain c's draft `index` (0-based) from its full logits row with
-   * uniform u (the drafts before it: `before`): the token and q. */
-  drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist };
+  /** The host path's draw of chain c's draft `index` (0-based) from its full raw logits row
+   * (adjusted here: bias and constraint mask after `before`, the drafts before it, then
+   * penalties counting them) with uniform u: the token and q, and whether u was used (not for a
+   * row the constraint masks whole: draft 0, sure to be rejected). The row may be modified. */
+  drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist; drew: boolean };
 }
 
-/** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, no penalty,
- * no bias, no constraint, and a cut its candidates (at most MAX_DRAW_CANDIDATES) can propose. */
-export function drawsOnKernels(req: RequestView, vocab: number): boolean {
-  const a = req.adjust;
-  if (isGreedy(req.sampling) || penalised(req.sampling) || a?.constraint || (a?.bias?.size ?? 0) > 0) return false;
-  return candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES;
+/** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, and a cut its
+ * candidates (at most MAX_DRAW_CANDIDATES) can propose; with penalties or a logit bias only
+ * where `penalties` is on (penaltyPicks adjusts its rows). A constraint's mask depends on the
+ * drafts before it: the proposals are drawn without it, the replay applies it (see the header). */
+export function drawsOnKernels(req: RequestView, vocab: number, penalties: boolean): boolean {
+  return !isGreedy(req.sampling) && candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES && (penalties || !adjusted(req));
+}
+
+/** Does a penalty or a non-empty logit bias touch the request's rows (a penaltyPicks table)? */
+function adjusted(req: RequestView): boolean {
+  return penalised(req.sampling) || (req.adjust?.bias?.size ?? 0) > 0;
 }
 
 /** Which chains draft on the kernels: penalised or biased greedy ones (`penalties`), sampled
@@ -85,13 +116,14 @@ export interface DeviceChains {
 }
 
 /** Does a round of these chains take this path? With a sampled chain (`on.sampled`): each a
- * sampled chain drawsOnKernels admits, a plain argmax chain (no bias), or with `on.penalties` a
- * penalised or biased greedy chain without a constraint. Without one (`on.penalties`): each
- * draftsOnKernels (an f32 bias included) or such a penalised or biased chain. */
+ * sampled chain drawsOnKernels admits (a penalised or biased one with `on.penalties`), a plain
+ * argmax chain (no bias), or with `on.penalties` a penalised or biased greedy chain without a
+ * constraint. Without one (`on.penalties`): each draftsOnKernels (an f32 bias included) or such
+ * a penalised or biased greedy chain. */
 export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
   if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
   const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));
-  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab));
+  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab, on.penalties));
 }
 
 /** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
@@ -116,8 +148,11 @@ interface Round<C extends SampledChain> {
   readonly steps: DeviceSteps<C>;
   /** The counters the round adds to (DeviceDrafts.stats: sampled or penalised). */
   readonly stats: { passes: number; disagreements: number; refused?: number; refusedReads?: number };
-  /** us[j][s − 1]: chain j's uniform of draft s (empty for an argmax chain). */
+  /** us[j][u]: chain j's u-th uniform of the round (looked ahead at on a fork of its draft rng;
+   * empty for an argmax chain). A draft uses the next one unless its row is all masked. */
   readonly us: readonly number[][];
+  /** drew[j][s − 1]: did chain j's exact draft s use a uniform (parallel to exact[j]). */
+  readonly drew: boolean[][];
   /** Per chain: candidates read back (its candidateCount), or 0 (its logits rows). */
   readonly want: readonly number[];
   /** Candidates per row of the round's topCandidates calls (0: no sampled chain, none run). */
@@ -130,10 +165,12 @@ interface Round<C extends SampledChain> {
   savedRows: number;
 }
 
-/** What the replay reads of a sampled row: its certified candidates, else its logits row. */
+/** What the replay reads of a sampled row: its certified candidates, else its raw logits row;
+ * and an adjusted row's touched ids with their raw logits (null: none). */
 interface StepRead {
   readonly cert: CertifiedRow | null;
   row: Float32Array | null;
+  readonly touched: TouchedLogits | null;
 }
 
 export class DeviceDrafts {
@@ -168,11 +205,16 @@ export class DeviceDrafts {
     const stats = anySampled ? this.stats.sampled : this.stats.penalised;
     stats.rounds++;
     if (anySampled) this.stats.sampled.steps += k;
-    const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? candidateCount(c.req.sampling, this.v) : 0));
+    const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? draftCandidateCount(c.req.sampling, this.v) : 0));
     const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
     this.reserve(n, k, c);
-    const us = chains.map((ch, j) => (sampled[j] ? Array.from({ length: ch.drafts }, () => ch.req.draftRng.next()) : []));
-    const round: Round<C> = { chains, steps, stats, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0 };
+    const us = chains.map((ch, j) => {
+      const rng = ch.req.draftRng.fork();
+      return sampled[j] ? Array.from({ length: ch.drafts }, () => rng.next()) : [];
+    });
+    const round: Round<C> = {
+      chains, steps, stats, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), drew: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0,
+    };
     let group = chains.map((_, j) => j);
     let start = 1;
     let hidden = first;
@@ -184,6 +226,7 @@ export class DeviceDrafts {
       for (const j of again) {
         round.exact[j]!.length = start - 1;
         round.exactQ[j]!.length = Math.min(round.exactQ[j]!.length, start - 1);
+        round.drew[j]!.length = Math.min(round.drew[j]!.length, start - 1);
       }
       const dst = steps.hiddenRows(again.length);
       this.k.gatherRows(dst, this.saved!, again.map((j) => round.savedAt[j]![start - 2]!), this.h);
@@ -192,7 +235,10 @@ export class DeviceDrafts {
     }
     chains.forEach((ch, j) => {
       ch.proposed.push(...round.exact[j]!);
-      if (sampled[j]) ch.qs!.push(...round.exactQ[j]!);
+      if (!sampled[j]) return;
+      ch.qs!.push(...round.exactQ[j]!);
+      // the draft rng moves by the uniforms the exact drafts used, as on the host path
+      for (const d of round.drew[j]!) if (d) ch.req.draftRng.next();
     });
   }
 
@@ -210,7 +256,7 @@ export class DeviceDrafts {
     const lives: number[] = [];
     /** Rows read whole (sampled, no candidates), by t·g + i: staged at their step. */
     const whole = new Map<number, StagedRead>();
-    const pen = members.some((m) => finishesOnHost(m.req)) ? this.penaltiesFor(round, group, start) : null;
+    const pen = members.some((m) => adjusted(m.req)) ? this.penaltiesFor(round, group, start) : null;
     let vo = 0;
     let hidden = first;
     for (let s = start; s <= k; s++) {
@@ -222,10 +268,15 @@ export class DeviceDrafts {
       round.savedRows += live;
       const x = this.logitsFor(g);
       steps.logits(hidden, live, x);
-      const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null : drawOf(m.req, us[group[i]!]![s - 1]!, this.v)));
+      if (t === 0) this.maskFirst(round, group, start, live, x);
+      const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null
+        : drawOf(m.req, us[group[i]!]![usedBefore(round, group[i]!, start) + t]!, this.v)));
       if (pen) {
         // the same row objects every step (a prefix of them): the device may keep their table
-        const call: PenaltyPicksCall = { m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live) };
+        // with a sampled row, x becomes the f32-adjusted rows its candidates and draw read
+        const call: PenaltyPicksCall = {
+          m: live, n: this.v, stride: this.v, steps: t, idsStride: g, bestOffset: pen.bestBase + t * g, valsOffset: vo, rows: pen.tables.slice(0, live), apply: c > 0,
+        };
         vo = penaltyValsAt(call, live);
         pen.calls.push(call);
         this.k.penaltyPicks(ids, x, this.mem.vals.t!, call);
@@ -257,23 +308,68 @@ export class DeviceDrafts {
     round.stats.passes++;
     const picks = idsOf(read[0]!);
     const penRead = pen ? { ...pen, bests: idsOf(read[1]!), vals: read[2]! } : null;
-    const got = new Map<number, StepRead>();
+    const data = new Map<number, { ids: Int32Array; vals: Float32Array } | Float32Array>();
     let r = pen ? 3 : 1;
-    for (const a of at) {
-      const req = chains[group[a.i]!]!.req;
-      const cert = a.cands ? certify(idsOf(read[r++]!), read[r++]!, req.sampling, this.v) : null;
-      got.set(a.t * g + a.i, { cert, row: a.cands ? null : whole.get(a.t * g + a.i)!.data![0]! });
-    }
-    // rows the certificate refuses: read whole, all in one more read-back
-    const refused = at.filter((a) => a.cands && !got.get(a.t * g + a.i)!.cert);
+    for (const a of at) data.set(a.t * g + a.i, a.cands ? { ids: idsOf(read[r++]!), vals: read[r++]! } : whole.get(a.t * g + a.i)!.data![0]!);
+    const got = new Map<number, StepRead>();
+    group.forEach((j, i) => {
+      const req = chains[j]!.req;
+      if (isGreedy(req.sampling)) return;
+      for (let t = 0; t < lives.length && i < lives[t]!; t++) {
+        // the row's adjustment as it stands if the replay reaches it (the pass's picks before it
+        // then are the chain's exact drafts)
+        const adjust = this.stepAdjust(round, j, i, start, Array.from({ length: t }, (_, u) => picks[u * g + i]!), penRead, t);
+        const d = data.get(t * g + i)!;
+        const cert = d instanceof Float32Array ? null : certify(d.ids, d.vals, req.sampling, this.v, adjust);
+        got.set(t * g + i, { cert, row: d instanceof Float32Array ? rawRow(d, adjust) : null, touched: adjust });
+        // a pick the constraint refuses: the exact draft differs there, the replay stops there
+        if (adjust?.a.mask && !allowed(adjust.a.mask, picks[t * g + i]!)) break;
+      }
+    });
+    // rows the certificate refuses (that the replay can reach): read whole, all in one more read-back
+    const refused = at.filter((a) => a.cands && got.has(a.t * g + a.i) && !got.get(a.t * g + a.i)!.cert);
     if (refused.length > 0) {
       const rows = await this.refusedRows(round, group, start, refused);
       const st = round.stats;
       st.refused = (st.refused ?? 0) + refused.length;
       st.refusedReads = (st.refusedReads ?? 0) + 1;
-      refused.forEach(({ i, t }, j) => { got.get(t * g + i)!.row = rows[j]!; });
+      refused.forEach(({ i, t }, j) => {
+        const rd = got.get(t * g + i)!;
+        rd.row = rawRow(rows[j]!, rd.touched);
+      });
     }
     return this.replay(round, group, start, picks, got, penRead);
+  }
+
+  /** The pass's first step under the constraint masks of its constrained members (known: the
+   * drafts before it are exact): masked ids of their logits rows set to −∞ (one fillRuns), as
+   * adjustInPlace writes them. The replay masks them too, so only the proposal changes. */
+  private maskFirst<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number, live: number, x: Tensor): void {
+    const runs: FillRun[] = [];
+    for (let i = 0; i < live; i++) {
+      const j = group[i]!;
+      const req = round.chains[j]!.req;
+      if (!req.adjust?.constraint || isGreedy(req.sampling)) continue;
+      const mask = matcherAfterDrafts(req, start - 1, round.exact[j]!.slice(0, start - 1))?.mask();
+      if (mask) runs.push(...maskedRuns(mask, this.v, i * this.v));
+    }
+    if (runs.length > 0) this.k.fillRuns(x, runs, -Infinity);
+  }
+
+  /** What the replay applies to chain j's (pass member i's) sampled row at pass step t, its pass
+   * drafts before it `drafts`: the constraint's mask after the drafts before it, and for a
+   * penalised or biased chain the touched ids with the raw logits its penaltyPicks call gathered
+   * (null: neither). */
+  private stepAdjust<C extends SampledChain>(round: Round<C>, j: number, i: number, start: number, drafts: readonly number[],
+    pen: (PassPenalties & { vals: Float32Array }) | null, t: number): TouchedLogits | null {
+    const req = round.chains[j]!.req;
+    const prefix = round.exact[j]!.slice(0, start - 1);
+    const mask = req.adjust?.constraint ? (matcherAfterDrafts(req, prefix.length + t, [...prefix, ...drafts])?.mask() ?? null) : null;
+    if (pen && adjusted(req)) {
+      const x = replayTouched(req, this.v, pen.tables[i]!, prefix, drafts, pen.vals, penaltyValsAt(pen.calls[t]!, i));
+      return { ...x, a: { ...x.a, mask } };
+    }
+    return mask ? { a: greedyAdjust(req, mask, this.v, [...prefix, ...drafts]), touched: [], raw: [] } : null;
   }
 
   /** The penaltyPicks tables of a pass's members (their exact drafts before `start` counted) and
@@ -300,20 +396,24 @@ export class DeviceDrafts {
         const t = s - start;
         const pick = picks[t * g + i]!;
         let host = pick;
+        let drew = false;
         if (pen && finishesOnHost(ch.req)) {
           // a penalised or biased greedy row's f32 pick is a proposal; a plain argmax row's is exact
           const ex = exact[j]!;
           host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
         } else if (!isGreedy(ch.req.sampling)) {
-          const rd = got.get(t * g + i)!;
-          const u = us[j]![s - 1]!;
+          const rd = got.get(t * g + i);
+          if (!rd) throw new Error(`internal error: draft step ${s} reached by the replay was not read`);
+          const u = us[j]![drawn(round.drew[j]!)]!;
           const draw = rd.cert ? certifiedDist(rd.cert, ch.req.sampling, u) : null;
-          const { token, q } = draw ? { token: draw.token, q: draw.dist } : steps.drawRow(ch, rd.row!, u, s - 1, exact[j]!);
-          host = token;
-          exactQ[j]!.push(q);
+          const out = draw ? { token: draw.token, q: draw.dist, drew: true } : steps.drawRow(ch, rd.row!, u, s - 1, exact[j]!);
+          [host, drew] = [out.token, out.drew];
+          exactQ[j]!.push(out.q);
         }
         exact[j]!.push(host);
-        if (host !== pick) {
+        round.drew[j]!.push(drew);
+        // a draft that used no uniform (an all-masked row) shifts the later ones: redraft after it
+        if (host !== pick || (!drew && !isGreedy(ch.req.sampling))) {
           round.stats.disagreements++;
           if (s < ch.drafts) restart.set(j, s + 1);
           break;
@@ -353,6 +453,43 @@ export class DeviceDrafts {
     if (c > 0) this.cands = { ids: this.mem.candIds.atLeast(k * n * c), vals: this.mem.candVals.atLeast(k * n * c) };
     this.saved = this.mem.saved.atLeast(((k * (k + 1)) / 2) * n * this.h);
   }
+}
+
+/** How many uniforms a chain's exact drafts used. */
+function drawn(drew: readonly boolean[]): number {
+  return drew.reduce((n, d) => n + (d ? 1 : 0), 0);
+}
+
+/** The uniforms chain j's drafts before pass step `start` used (its pass steps use the next). */
+function usedBefore<C extends SampledChain>(round: Round<C>, j: number, start: number): number {
+  return drawn(round.drew[j]!.slice(0, start - 1));
+}
+
+/** The runs of ids in [0, v) a mask clears, at `offset` + id. */
+function maskedRuns(mask: Uint32Array, v: number, offset: number): FillRun[] {
+  const runs: FillRun[] = [];
+  let from = -1;
+  for (let id = 0; id <= v; id++) {
+    const masked = id < v && !allowed(mask, id);
+    if (masked && from < 0) from = id;
+    else if (!masked && from >= 0) {
+      runs.push({ offset: offset + from, length: id - from });
+      from = -1;
+    }
+  }
+  return runs;
+}
+
+function allowed(mask: Uint32Array, id: number): boolean {
+  return (((mask[id >>> 5] ?? 0) >>> (id & 31)) & 1) === 1;
+}
+
+/** A copy of a read logits row with the touched ids' raw logits put back (penaltyPicks' `apply`
+ * wrote their f32-adjusted values there): the row the host path adjusts and samples. */
+function rawRow(read: Float32Array, touched: TouchedLogits | null): Float32Array {
+  const row = read.slice();
+  touched?.touched.forEach((id, e) => { row[id] = touched.raw[e]!; });
+  return row;
 }
 
 /** The candidateDraws row of a sampled request's draft with uniform u (sampleRowOf's cut). */

@@ -11,8 +11,9 @@
 // of all chains come back in ONE read-back of ids (with the verify step's, 2 per MTP round).
 // Penalised (or biased) greedy chains without a constraint chain too where read-backs are
 // transfers (webgpu): f32 penalties and bias on the kernels, each pick replayed exactly on the
-// host, a redraft pass per disagreement; so do sampled chains (no penalty, bias or constraint)
-// with them and plain argmax chains: an f32 draw from each row's top candidates with the draft's
+// host, a redraft pass per disagreement; so do sampled chains (penalties and bias applied in f32
+// on the kernels before the draw; a constraint's mask applied by the replay) with them and plain
+// argmax chains: an f32 draw from each row's top candidates with the draft's
 // pre-drawn uniform, replayed exactly on the host (both: draft-device.ts). Otherwise each draft step reads
 // back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
 // picked under their constraint mask, or, for a penalised or biased one, over the ids no
@@ -181,10 +182,12 @@ export class MtpDrafter {
       tokens ? (c) => [tokens[chains.indexOf(c)]!] : () => DEVICE_TOKEN, device),
     hiddenRows: (n) => this.ws.draftHidden.rows(n),
     drawRow: (c, row, u, index, before) => {
+      adjustInPlace(row, this.v, c.req.adjust, matcherAfterDrafts(c.req, before.length, before));
+      if (c.req.adjust?.constraint && allMasked(row)) return { token: 0, q: this.maskedDraft(c.req, index), drew: false };
       const [o] = this.sampler.run([{
         logits: row, vocab: this.v, sampling: c.req.sampling, history: c.req.history, extra: before, rng: { next: () => u }, dist: true, logprobs: -1,
       }]);
-      return { token: o!.token, q: toProbs(o!.weights!, o!.mass, this.v, this.qBuffer(c.req, index)) };
+      return { token: o!.token, q: toProbs(o!.weights!, o!.mass, this.v, this.qBuffer(c.req, index)), drew: true };
     },
   };
 
@@ -323,11 +326,8 @@ export class MtpDrafter {
       else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
-        const q = this.qBuffer(req, c.qs!.length);
-        q.fill(0);
-        q[0] = 1;
+        c.qs!.push(this.maskedDraft(req, c.qs!.length));
         c.proposed.push(0);
-        c.qs!.push(q);
       } else {
         sampled.push({ c, job: {
           logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: req.draftRng, dist: true, logprobs: -1,
@@ -340,6 +340,14 @@ export class MtpDrafter {
       c.proposed.push(o.token);
       c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
     });
+  }
+
+  /** q of draft i of a row the constraint masks whole: all mass on id 0 (the draft proposed). */
+  private maskedDraft(req: RequestView, i: number): Float64Array {
+    const q = this.qBuffer(req, i);
+    q.fill(0);
+    q[0] = 1;
+    return q;
   }
 
   /** The request's i-th reusable q buffer (zero beyond the draft vocabulary). */

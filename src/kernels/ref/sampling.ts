@@ -97,7 +97,7 @@ function topRaw(x: Float32Array, n: number, topN: number, ids: Int32Array, vals:
 export interface Cut { readonly tau: number; readonly lim: number }
 
 /** The cut before top-k / top-p: every id of nonzero weight. */
-const NONZERO: Cut = { tau: 0, lim: -1 };
+export const NONZERO: Cut = { tau: 0, lim: -1 };
 
 function inSet(k: number, i: number, c: Cut): boolean {
   return k > c.tau || (k === c.tau && i <= c.lim);
@@ -133,33 +133,49 @@ export function weighEntries(ids: Int32Array, s: ArrayLike<number>, n: number, m
  * `list`: entry positions (ascending) whose level-0 masses are summed in order; null: every
  * entry, level-0 masses as four partial sums by id mod 4. */
 function select(e: Entries, byMass: boolean, param: number, set: Cut, list: number[] | null = null): Cut {
+  const { cnt, mass } = levelZero(e, set, list);
+  let target = param;
+  if (byMass) target = param * massTotal(mass);
+  const all = list ?? Array.from({ length: e.ids.length }, (_, j) => j);
+  return walkCut(e, set, all, cnt, mass, byMass ? (_c, m) => m >= target : (c) => c >= param);
+}
+
+/** Level 0 of select: per bucket of weight bits 30..20, the count and f64 mass of the set's
+ * entries (list: in list order; null: four partial sums by id mod 4, (p0 + p1) + (p2 + p3)). */
+export function levelZero(e: Entries, set: Cut, list: number[] | null): { cnt: Int32Array; mass: Float64Array } {
   const { ids, w, bits } = e;
   const cnt = new Int32Array(1024);
   const mass = new Float64Array(1024);
-  const all = list ?? Array.from({ length: ids.length }, (_, j) => j);
   if (list) {
-    for (const j of all) {
+    for (const j of list) {
       if (!inSet(bits[j]!, ids[j]!, set)) continue;
       cnt[bits[j]! >>> 20]!++;
       mass[bits[j]! >>> 20]! += w[j]!;
     }
-  } else {
-    // four partial sums by id mod 4, combined (p0 + p1) + (p2 + p3)
-    const part = [0, 1, 2, 3].map(() => new Float64Array(1024));
-    for (let j = 0; j < ids.length; j++) {
-      if (!inSet(bits[j]!, ids[j]!, set)) continue;
-      cnt[bits[j]! >>> 20]!++;
-      part[ids[j]! & 3]![bits[j]! >>> 20]! += w[j]!;
-    }
-    for (let b = 0; b < 1024; b++) mass[b] = (part[0]![b]! + part[1]![b]!) + (part[2]![b]! + part[3]![b]!);
+    return { cnt, mass };
   }
-  let target = param;
-  if (byMass) {
-    let total = 0;
-    for (let b = 1023; b >= 0; b--) total += mass[b]!;
-    target = param * total;
+  const part = [0, 1, 2, 3].map(() => new Float64Array(1024));
+  for (let j = 0; j < ids.length; j++) {
+    if (!inSet(bits[j]!, ids[j]!, set)) continue;
+    cnt[bits[j]! >>> 20]!++;
+    part[ids[j]! & 3]![bits[j]! >>> 20]! += w[j]!;
   }
-  const reached = (c: number, m: number): boolean => (byMass ? m >= target : c >= param);
+  for (let b = 0; b < 1024; b++) mass[b] = (part[0]![b]! + part[1]![b]!) + (part[2]![b]! + part[3]![b]!);
+  return { cnt, mass };
+}
+
+/** select's mass of the set: the level-0 bucket masses summed from the top bucket down. */
+export function massTotal(mass: Float64Array): number {
+  let total = 0;
+  for (let b = 1023; b >= 0; b--) total += mass[b]!;
+  return total;
+}
+
+/** select's radix walk from its level-0 buckets (`cnt`, `mass`; consumed): `all` the entry
+ * positions it draws the hit bucket's entries from (ascending), `reached(count, mass)` the
+ * test of a running count and mass (called in the walk's order). */
+export function walkCut(e: Entries, set: Cut, all: readonly number[], cnt: Int32Array, mass: Float64Array, reached: (c: number, m: number) => boolean): Cut {
+  const { ids, w, bits } = e;
   let cumC = 0;
   let cumM = 0;
   let key = 0;

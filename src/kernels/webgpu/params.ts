@@ -61,7 +61,7 @@ export const PARAMS = {
   top_merge: fields({ m: 'u32', c: 'u32', segments: 'u32', srcIdsOff: 'u32', srcValsOff: 'u32', idsOff: 'u32', valsOff: 'u32' }),
   gather_picked: fields({ m: 'u32', stride: 'u32', xOff: 'u32', idsOff: 'u32', outOff: 'u32' }),
   penalty_picks: fields({
-    m: 'u32', n: 'u32', stride: 'u32', steps: 'u32', idsStride: 'u32', idsOff: 'u32', bestOff: 'u32', xOff: 'u32', valsOff: 'u32', tableOff: 'u32', negInf: 'f32',
+    m: 'u32', n: 'u32', stride: 'u32', steps: 'u32', idsStride: 'u32', idsOff: 'u32', bestOff: 'u32', xOff: 'u32', valsOff: 'u32', tableOff: 'u32', negInf: 'f32', apply: 'u32',
   }),
   candidate_draws: fields({ m: 'u32', c: 'u32', idsOff: 'u32', valsOff: 'u32', outOff: 'u32', tableOff: 'u32', negInf: 'f32', inf: 'f32' }),
   kv_write: fields({ t: 'u32', kvDim: 'u32', start: 'u32', pageSize: 'u32', kOff: 'u32', vOff: 'u32', ptOff: 'u32', kcOff: 'u32', vcOff: 'u32' }),

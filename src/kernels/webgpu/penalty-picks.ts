@@ -51,7 +51,7 @@ export function penaltyPicksOn(g: WebGpuKernels, enc: StepEncoder, ids: GpuTenso
   if (penaltyValsAt(a, m) > vals.length) throw new RangeError(`penaltyPicks: ${m} rows' values past vals`);
   const params = packParams('penalty_picks', {
     m, n, stride, steps, idsStride, idsOff: ids.offset, bestOff: ids.offset + bestOffset, xOff: x.offset, valsOff: vals.offset + valsOffset,
-    tableOff: table.offset, negInf: -Infinity,
+    tableOff: table.offset, negInf: -Infinity, apply: a.apply ? 1 : 0,
   });
   g.run(enc, 'penalty_picks', () => PENALTY_PICKS, params, null, [ids.buffer, x.buffer, vals.buffer, table.buffer], grid(m), 'penalty_picks');
 }

@@ -3,7 +3,9 @@
 // pass 2 gives each thread table entries, then drafts, penalising their raw logits in f32
 // (counting the drafts as outputs) and gathering the raw values; both reduce with the
 // argmax order of dense.ts (lowest id among equal maxima, NaN never wins); thread 0 writes
-// the best, its raw logit and the pick (the better of the two).
+// the best, its raw logit and the pick (the better of the two). With P_apply, after a barrier
+// (every read of X done), each thread writes the penalised values of its entries into X (a
+// draft inside the table or repeated is written once, by its table entry or first slot).
 // The table (packPenaltyTable, penalty-picks.ts) is u32 words: per row an 8-word header
 // [rp, pp, fp (f32 bits), countsDrafts, nIds, entriesAt, maskAt, Σ_{rows before} (1 + nIds)]
 // (row r's values start at valsOff + that + r·steps: the rows before it gather `steps` drafts
@@ -86,5 +88,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     VALS[valsAt] = X[base + u32(best)];
     IDS[pu(P_bestOff) + row] = best;
     IDS[pu(P_idsOff) + pu(P_steps) * pu(P_idsStride) + row] = max(select(ui, bi[0], better(uv, ui, bv[0], bi[0])), 0);
+  }
+  storageBarrier();
+  workgroupBarrier();
+  if (pu(P_apply) == 0u) { return; }
+  for (var e = t; e < nIds + steps; e += 64u) {
+    var id = 0u;
+    var bias = 0.0;
+    var prompt = false;
+    var count = 0u;
+    if (e < nIds) {
+      id = tab(entAt + e * 4u);
+      bias = bitcast<f32>(tab(entAt + e * 4u + 1u));
+      prompt = tab(entAt + e * 4u + 2u) != 0u;
+      count = tab(entAt + e * 4u + 3u);
+    } else {
+      let s0 = e - nIds;
+      id = u32(draft(s0, row));
+      var dup = !untouched(maskAt, id);
+      for (var s = 0u; s < s0; s++) { if (draft(s, row) == i32(id)) { dup = true; } }
+      if (dup) { continue; }
+    }
+    for (var s = 0u; s < steps; s++) { if (draft(s, row) == i32(id)) { count += 1u; } }
+    X[base + id] = penalise(VALS[valsAt + 1u + e] + bias, prompt, count, rp, pp, fp);
   }
 }`;

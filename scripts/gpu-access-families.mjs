@@ -1,0 +1,103 @@
+// Kernel families of scripts/gpu-access-model.mjs: a recorded dispatch (key, WGSL, parameter
+// words, grid) → the bytes it must move at batch 1 and its warps' load pattern
+// (src/kernels/webgpu/access-model.ts); and the step's table.
+import {
+  COALESCED_F32, floatWeightLoads, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+} from '../dist/src/kernels/webgpu/access-model.js';
+
+export const ASSUMPTIONS = [
+  'batch 1, one decode step: model/forward (forwardHidden + lmHeadInto) as recorded on this machine; device argmax and read-back not counted',
+  'recorded on a cut of the shape (a few decoder layers, a 4,096-token vocabulary) and scaled: each layer kind x its real count, the lm_head rows to the real vocabulary (one dispatch per recorded part: the split on an H100 binding limit is not modelled); Q4_K_M per-tensor types (Q6_K for some layers) follow the cut, not the 32-layer file',
+  'bytes: weights once + f32 activations, state and KV each once; attention reads K and V of --context positions',
+  'DRAM time = bytes / peak; latency bound (Little): SMs busy x resident warps/SM x DRAM bytes a warp has in flight per loop iteration x unroll / latency',
+  'resident warps/SM: min(64, 32 workgroups, shared memory / the WGSL var<workgroup> bytes, launched warps / 132); registers assumed not limiting',
+  'a warp has one loop iteration of loads in flight: float matmuls and the GDN state lo = 1 iteration, hi = 4 (the driver compiler may unroll the loop: no barrier inside); quantized matmuls 1 (a barrier ends each 64-block chunk); attention: a K or V tile (BC x HD / threads coalesced loads per thread); other kernels (coalesced f32 loops) lo 1, hi 4',
+  'L1 bound: every load instruction costs its distinct 32-byte sectors; 4 sectors per SM per clock at 1.755 GHz; sectors shared by instructions of an iteration are fetched from DRAM once (L1 keeps them)',
+  'a fixed gap per dispatch (gpu.gapUs) for launch and the barrier between dependent dispatches of one pass',
+  'host recording/encoding time is not in the fraction (the GPU side only); host_ms_at_30us_per_dispatch shows that bound separately',
+];
+
+const COAL = { iteration: COALESCED_F32 };
+
+/** Bytes and pattern of one recorded dispatch. `config`: the model's config (head dims). */
+export function modelDispatch(r, { context, vocabScale, config }) {
+  const p = namedParams(r.wgsl, r.words);
+  const threads = workgroupSize(r.wgsl);
+  const wgBytes = workgroupBytes(r.wgsl);
+  const workgroups = r.groups[0] * r.groups[1] * r.groups[2] * vocabScale;
+  const base = { key: r.key, threadsPerWorkgroup: threads, workgroupBytes: wgBytes, workgroups };
+  if (r.key.startsWith('matmul_group_')) {
+    const dtype = r.key.split('_')[2];
+    const elem = dtype === 'f32' ? 4 : 2;
+    let rows = 0;
+    for (let s = 0; s < p.segments; s++) rows += p[`seg${s}Rows`];
+    rows *= vocabScale;
+    const extra = [COALESCED_F32, ...(r.key.includes('_norm') ? [COALESCED_F32] : []), ...(/_(silu|sigmoid)/.test(r.key) ? [COALESCED_F32] : [])];
+    const loads = floatWeightLoads(dtype, p.k);
+    const it = warpIteration(loads, extra.map(() => Array.from({ length: 32 }, (_, l) => [4 * l, 4])));
+    return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows, iteration: it, unroll: [1, 4] };
+  }
+  if (r.key.startsWith('qmatmul_')) {
+    const type = r.key.slice('qmatmul_'.length, r.key.indexOf('_tm'));
+    const rows = p.rows * vocabScale;
+    const it = warpIteration(quantWeightLoads(type, p.rowBytes), quantActLoads());
+    return { ...base, weight: true, bytes: rows * p.rowBytes + 1.25 * p.k + 4 * rows, iteration: it, unroll: [1, 1] };
+  }
+  const coal = (bytes) => ({ ...base, weight: false, bytes, ...COAL, unroll: [1, 4] });
+  if (r.key.startsWith('embed_')) return coal(8 * p.d);
+  if (r.key === 'norm') return coal(4 * p.d * (p.gated ? 4 : 3));
+  if (r.key.startsWith('quant_acts')) return coal(p.k * (4 + 1) + 8 * (p.k / 32));
+  if (r.key === 'elementwise') return coal(12 * p.n);
+  if (r.key === 'copy_rows' || r.key === 'gather_rows') return coal(8 * p.rows * p.width);
+  if (r.key.startsWith('causal_conv')) return coal(4 * p.c * (2 * p.taps + 2 * (p.taps - 1) + 2));
+  if (r.key.startsWith('gdn_gated_seqs') || r.key.startsWith('gdn_recurrent')) {
+    const width = 2 * p.hk * p.dk + p.hv * p.dv;
+    // thread c reads S[so + a·dv + c] for a < dk: coalesced, independent over a (no barrier)
+    return coal(2 * 4 * p.hv * p.dk * p.dv + 4 * (width + 3 * p.hv * p.dv));
+  }
+  if (r.key.startsWith('attention_tile') || r.key.startsWith('attention_group') || r.key === 'attention') {
+    // a block's K (then V) tile of BC positions × HD is loaded by the workgroup together:
+    // BC·HD / threads independent coalesced loads per thread (key: attention_tile_<HD>_<QT>_<BC>_...)
+    const hd = config.headDim;
+    const bc = Number(r.key.split('_')[4]) || 16;
+    return { ...coal(2 * 4 * p.nKV * hd * context + 8 * p.nH * hd), unroll: [Math.max(1, (bc * hd) / threads), Math.max(1, (bc * hd) / threads)] };
+  }
+  if (r.key === 'attention_inputs') return coal(4 * (3 * p.nH * p.hd + 4 * p.nKV * p.hd));
+  return coal(4 * 64 * workgroups);
+}
+
+const round = (v, d = 3) => +v.toFixed(d);
+
+/** The step's table: per distinct (key, where) its count, bytes, workgroups, load facts and
+ * estimates (lo / hi unroll), the step's GPU fraction and the kernels holding it below 0.5. */
+export function stepSummary(rows, gpu, estimate) {
+  const groups = new Map();
+  let bytes = 0;
+  const us = [0, 0];
+  let dispatches = 0;
+  for (const { key, label, where, times, d } of rows) {
+    const est = d.unroll.map((u) => estimate({ ...d, unroll: u }, gpu));
+    bytes += times * d.bytes;
+    dispatches += times;
+    est.forEach((e, i) => { us[i] += times * e.us; });
+    const id = `${where} ${label} ${key} ${d.workgroups}`;
+    const g = groups.get(id) ?? { where, label, key, per_step: 0, bytes_each: d.bytes, workgroups: d.workgroups, threads: d.threadsPerWorkgroup,
+      workgroup_bytes: d.workgroupBytes, warps_per_sm: est[0].warpsPerSm, sms_busy: est[0].smsBusy,
+      bytes_per_warp_load: round(d.iteration.bytesPerLoad, 1), sectors_per_warp_load: round(d.iteration.sectorsPerLoad, 1),
+      dram_bytes_per_warp_iteration: d.iteration.dramBytes, l1_sectors_per_dram_sector: round(d.iteration.l1Sectors / (d.iteration.dramBytes / 32), 2),
+      fraction: est.map((e) => round(e.fraction)), bound: est.map((e) => e.bound), us_each: est.map((e) => round(e.us, 2)), us_step: [0, 0] };
+    g.per_step += times;
+    est.forEach((e, i) => { g.us_step[i] += times * e.us; });
+    groups.set(id, g);
+  }
+  const ideal = (1e6 * bytes) / gpu.peakBytesPerS;
+  const table = [...groups.values()].map((g) => ({ ...g, per_step: round(g.per_step, 2), us_step: g.us_step.map((v) => round(v, 1)),
+    share_of_step: g.us_step.map((v, i) => round(v / us[i])) })).sort((a, b) => b.us_step[0] - a.us_step[0]);
+  // a kernel holds the step below 0.5 when its time beyond the 0.5-of-peak time of its bytes is large
+  const holding = table.filter((g) => g.fraction[0] < 0.5 && g.share_of_step[0] >= 0.02).map((g) => `${g.where} ${g.label} (${g.key})`);
+  return {
+    dispatches_per_step: round(dispatches, 1), bytes_per_step: Math.round(bytes), ideal_us: round(ideal, 1),
+    gpu_us: us.map((v) => round(v, 1)), fraction_of_peak: us.map((v) => round(ideal / v)),
+    host_ms_at_30us_per_dispatch: round((dispatches * 30) / 1000, 2), holding_below_half: holding, table,
+  };
+}

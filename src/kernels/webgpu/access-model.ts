@@ -1,0 +1,201 @@
+// A GPU memory-access model of recorded webgpu dispatches (scripts/gpu-access-model.mjs):
+// per dispatch the bytes it must move, the workgroups it launches against a GPU's SMs, and
+// the pattern of its weight loads — bytes per 32-lane warp per load instruction and the
+// 32-byte sectors those touch — read off the WGSL (wgsl/matmul-group.ts, matmul.ts,
+// quant.ts): each weight-load site is re-enumerated here lane by lane with the shader's own
+// index expressions. From those, an attainable fraction of the GPU's DRAM bandwidth:
+//   time = max(bytes / peak,                       (DRAM)
+//              bytes / (SMs · warps/SM · inflight / latency),   (Little's law: loads in flight)
+//              L1 sectors / (SMs · sectors per clock · clock))  (the load/store unit)
+//          + a fixed gap per dispatch (launch and the barrier between dependent dispatches).
+// A model, not a measurement: docs/kernels.md "GPU memory-access model" states every
+// assumption, and the JSON repeats them.
+import type { QuantType } from '../quant/formats.js';
+
+/** A GPU's figures the model uses (public spec sheets; latency and gap: assumptions). */
+export interface GpuSpec {
+  readonly name: string;
+  readonly sms: number;
+  readonly peakBytesPerS: number;
+  /** Loaded DRAM latency (ns): a warp's load waits this long. */
+  readonly latencyNs: number;
+  readonly clockHz: number;
+  /** 32-byte L1 sectors an SM's load/store unit serves per clock. */
+  readonly l1SectorsPerClock: number;
+  readonly maxWarpsPerSm: number;
+  readonly maxBlocksPerSm: number;
+  readonly sharedBytesPerSm: number;
+  /** GPU time between two dependent dispatches of one pass (drain, barrier, launch), µs. */
+  readonly gapUs: number;
+}
+
+export const GPUS: Readonly<Record<'h100' | 'h200', GpuSpec>> = {
+  h100: { name: 'H100 SXM (HBM3 3.35 TB/s)', sms: 132, peakBytesPerS: 3.35e12, latencyNs: 650, clockHz: 1.755e9, l1SectorsPerClock: 4,
+    maxWarpsPerSm: 64, maxBlocksPerSm: 32, sharedBytesPerSm: 228 * 1024, gapUs: 2 },
+  h200: { name: 'H200 (HBM3e 4.8 TB/s)', sms: 132, peakBytesPerS: 4.8e12, latencyNs: 650, clockHz: 1.755e9, l1SectorsPerClock: 4,
+    maxWarpsPerSm: 64, maxBlocksPerSm: 32, sharedBytesPerSm: 228 * 1024, gapUs: 2 },
+};
+
+/** One load instruction of a warp: the byte ranges its active lanes read (start, length). */
+export type WarpLoad = readonly (readonly [number, number])[];
+
+/** Bytes a warp load asks for (distinct) and the 32-byte sectors it touches. */
+export function loadFacts(load: WarpLoad): { bytes: number; sectors: Set<number> } {
+  const bytes = new Set<number>();
+  const sectors = new Set<number>();
+  for (const [start, len] of load) for (let b = start; b < start + len; b++) { bytes.add(b); sectors.add(Math.floor(b / 32)); }
+  return { bytes: bytes.size, sectors };
+}
+
+const lanes = (f: (lane: number) => readonly [number, number] | null): WarpLoad =>
+  Array.from({ length: 32 }, (_, l) => f(l)).filter((r): r is readonly [number, number] => r !== null);
+const word = (i: number): readonly [number, number] => [4 * i, 4];
+
+/** The weight loads of one loop iteration of warp 0 (threads 0..31) of a float matmul
+ * (matmul-group.ts: `for (var k = t; k < K; k += 64u) { let w = wf(col * K + k); ...`):
+ * wf reads u32 word i >> 1 (bf16, f16) or i (f32). Column 1, iteration 0. */
+export function floatWeightLoads(dtype: 'f32' | 'bf16' | 'f16', k: number): WarpLoad[] {
+  const col = 1;
+  return [lanes((t) => word(dtype === 'f32' ? col * k + t : (col * k + t) >> 1))];
+}
+
+/** word_at(off) of quant.ts: W[off >> 2], and W[(off >> 2) + 1] in a second (divergent)
+ * load for the lanes whose off is not 4-aligned. */
+function wordAt(offs: readonly number[]): WarpLoad[] {
+  const first = offs.map((o) => word(o >> 2));
+  const second = offs.filter((o) => (o & 3) !== 0).map((o) => word((o >> 2) + 1));
+  return second.length > 0 ? [first, second] : [first];
+}
+/** b8(i): the word W[i >> 2]. */
+const b8 = (offs: readonly number[]): WarpLoad[] => [offs.map((o) => word(o >> 2))];
+/** f16at(i): b8(i), b8(i + 1). */
+const f16at = (offs: readonly number[]): WarpLoad[] => [...b8(offs), ...b8(offs.map((o) => o + 1))];
+
+/** The weight loads of packed_block(row, j) (quant.ts PACKED_BODIES) for lanes j = 0..31
+ * of the first 64-block chunk, row = col · rowBytes (column 1). Types the decode shapes use. */
+export function quantWeightLoads(type: QuantType, rowBytes: number): WarpLoad[] {
+  const row = rowBytes;
+  const js = Array.from({ length: 32 }, (_, j) => j);
+  const out: WarpLoad[] = [];
+  const words = (base: (j: number) => number): void => { for (let w = 0; w < 8; w++) out.push(...wordAt(js.map((j) => base(j) + 4 * w))); };
+  if (type === 'q8_0') {
+    words((j) => row + j * 34 + 2);
+    out.push(...f16at(js.map((j) => row + j * 34)));
+  } else if (type === 'q4_k') {
+    const p = (j: number): number => row + Math.floor(j / 8) * 144;
+    // scale_min_k4(p + 4, s): s < 4 reads b8(p+4+s), b8(p+8+s); else 4 bytes (both branches run in a warp)
+    out.push(...b8(js.map((j) => p(j) + 4 + (j % 8))), ...b8(js.map((j) => p(j) + 8 + (j % 8))));
+    out.push(...b8(js.map((j) => p(j) + 4 + (j % 8) + 4)), ...b8(js.map((j) => p(j) + 4 + (j % 8) - 4)));
+    words((j) => p(j) + 16 + ((j % 8) >> 1) * 32);
+    out.push(...f16at(js.map(p)), ...f16at(js.map((j) => p(j) + 2)));
+  } else if (type === 'q6_k') {
+    const p = (j: number): number => row + Math.floor(j / 8) * 210;
+    const e0 = (j: number): number => (j % 8) * 32;
+    const ql = (j: number): number => p(j) + (e0(j) >> 7) * 64 + (((e0(j) & 127) >> 5) & 1) * 32;
+    const qh = (j: number): number => p(j) + 128 + (e0(j) >> 7) * 32;
+    for (let w = 0; w < 8; w++) out.push(...wordAt(js.map((j) => ql(j) + 4 * w)), ...wordAt(js.map((j) => qh(j) + 4 * w)));
+    out.push(...f16at(js.map((j) => p(j) + 208)), ...b8(js.map((j) => p(j) + 192 + (e0(j) >> 4))), ...b8(js.map((j) => p(j) + 193 + (e0(j) >> 4))));
+  } else {
+    throw new RangeError(`access model: no load pattern for ${type} yet`);
+  }
+  return out;
+}
+
+/** The activation loads of one quantized block per lane (matmul.ts `terms`, one row):
+ * QX[xo + w] and QX[xo + w + 4] for w < 4 (xo = j·8 words), DX[j], SX[j] (and Q6_K's
+ * four more QX words, the same ones: L1 hits). Byte offsets within each array. */
+export function quantActLoads(): WarpLoad[] {
+  const out: WarpLoad[] = [];
+  for (let w = 0; w < 8; w++) out.push(lanes((j) => word(j * 8 + w)));
+  out.push(lanes((j) => word(j)), lanes((j) => word(j)));
+  return out;
+}
+
+/** What a warp does per iteration of its main loop: DRAM bytes it brings (distinct sectors of
+ * the weight), L1 sectors its load instructions touch (all of them), and load instructions. */
+export interface WarpIteration {
+  readonly dramBytes: number;
+  readonly l1Sectors: number;
+  readonly loads: number;
+  /** Distinct weight bytes per weight-load instruction (mean): the "bytes per warp-load". */
+  readonly bytesPerLoad: number;
+  readonly sectorsPerLoad: number;
+}
+
+export function warpIteration(weight: readonly WarpLoad[], other: readonly WarpLoad[]): WarpIteration {
+  const all = new Set<number>();
+  let wSectors = 0;
+  let wBytes = 0;
+  for (const l of weight) {
+    const f = loadFacts(l);
+    wBytes += f.bytes;
+    wSectors += f.sectors.size;
+    for (const s of f.sectors) all.add(s);
+  }
+  const otherSectors = other.reduce((a, l) => a + loadFacts(l).sectors.size, 0);
+  return { dramBytes: 32 * all.size, l1Sectors: wSectors + otherSectors, loads: weight.length + other.length,
+    bytesPerLoad: wBytes / weight.length, sectorsPerLoad: wSectors / weight.length };
+}
+
+/** A coalesced f32 stream (thread i reads element i): 128 bytes, 4 sectors per warp-load. */
+export const COALESCED_F32: WarpIteration = { dramBytes: 128, l1Sectors: 4, loads: 1, bytesPerLoad: 128, sectorsPerLoad: 4 };
+
+/** A dispatch as the model sees it. `unroll`: iterations of the main loop whose loads a warp
+ * may have in flight together (1: none overlap — a barrier or a dependence between them). */
+export interface ModelledDispatch {
+  readonly key: string;
+  readonly bytes: number;
+  readonly workgroups: number;
+  readonly threadsPerWorkgroup: number;
+  readonly workgroupBytes: number;
+  readonly iteration: WarpIteration;
+  readonly unroll: number;
+}
+
+export interface DispatchEstimate {
+  readonly warpsPerSm: number;
+  readonly smsBusy: number;
+  /** Attainable fraction of peak while the dispatch runs, and its bound. */
+  readonly fraction: number;
+  readonly bound: 'dram' | 'latency' | 'l1';
+  /** µs including the dispatch gap. */
+  readonly us: number;
+}
+
+export function estimate(d: ModelledDispatch, gpu: GpuSpec): DispatchEstimate {
+  const warpsPerGroup = Math.ceil(d.threadsPerWorkgroup / 32);
+  const bySmem = d.workgroupBytes > 0 ? Math.floor(gpu.sharedBytesPerSm / d.workgroupBytes) : gpu.maxBlocksPerSm;
+  const groupsPerSm = Math.max(1, Math.min(gpu.maxBlocksPerSm, bySmem, Math.floor(gpu.maxWarpsPerSm / warpsPerGroup)));
+  const smsBusy = Math.min(gpu.sms, d.workgroups);
+  // the warps on a busy SM: its share of the workgroups, up to what fits at once
+  const warpsPerSm = Math.min(groupsPerSm, Math.ceil(d.workgroups / gpu.sms)) * warpsPerGroup;
+  const it = d.iteration;
+  const dramS = d.bytes / gpu.peakBytesPerS;
+  const inflight = smsBusy * warpsPerSm * it.dramBytes * d.unroll;
+  const latencyS = d.bytes / (inflight / (gpu.latencyNs * 1e-9));
+  const l1S = ((d.bytes / it.dramBytes) * it.l1Sectors) / (smsBusy * gpu.l1SectorsPerClock * gpu.clockHz);
+  const s = Math.max(dramS, latencyS, l1S);
+  const bound = s === dramS ? 'dram' : s === latencyS ? 'latency' : 'l1';
+  return { warpsPerSm, smsBusy, fraction: dramS / s, bound, us: 1e6 * s + gpu.gapUs };
+}
+
+/** Workgroup memory a WGSL module declares (bytes of its var<workgroup> arrays of 4-byte elements). */
+export function workgroupBytes(wgsl: string): number {
+  let n = 0;
+  for (const m of wgsl.matchAll(/var<workgroup>\s+\w+\s*:\s*array<\s*(?:f32|i32|u32)\s*,\s*(\d+)\s*>/g)) n += 4 * Number(m[1]);
+  return n;
+}
+
+/** The workgroup size a WGSL module declares (x · y · z). */
+export function workgroupSize(wgsl: string): number {
+  const m = /@workgroup_size\(([^)]*)\)/.exec(wgsl);
+  if (!m) throw new Error('access model: a shader without @workgroup_size');
+  return m[1]!.split(',').map((v) => Number(v.trim().replace(/u$/, '')) || 1).reduce((a, b) => a * b, 1);
+}
+
+/** The u32 parameter words of a dispatch by name, from the shader's `const P_<name> = <slot>u;`. */
+export function namedParams(wgsl: string, words: ArrayLike<number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of wgsl.matchAll(/const P_(\w+) = (\d+)u;/g)) out[m[1]!] = words[Number(m[2])] ?? 0;
+  return out;
+}

@@ -1,0 +1,63 @@
+// The GPU memory-access model (kernels/webgpu/access-model.ts, scripts/gpu-access-model.mjs):
+// its weight-load sites must be the shaders' own (a shader change that moves a load fails
+// here until the model follows), its parameter decoding must invert packParams, and its
+// bounds must move the right way.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  GPUS, estimate, floatWeightLoads, loadFacts, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  type ModelledDispatch,
+} from '../src/kernels/webgpu/access-model.js';
+import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
+import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { packParams } from '../src/kernels/webgpu/params.js';
+
+test('float weight loads mirror matmul-group.ts: thread t reads element k ≡ t (mod 64) through wf', () => {
+  const src = floatMatmulGroupShader('bf16', 1, true, false, true);
+  assert.match(src, /for \(var k = t; k < K; k \+= 64u\)/);
+  assert.match(src, /let w = wf0\(col \* K \+ k\);/);
+  assert.match(src, /fn wf0\(i: u32\) -> f32 \{ let word = W0\[i >> 1u\];/);
+  const bf16 = loadFacts(floatWeightLoads('bf16', 2560)[0]!);
+  assert.deepEqual([bf16.bytes, bf16.sectors.size], [64, 2]); // 32 lanes, 16 words: half an ideal 128-byte warp-load
+  const f32 = loadFacts(floatWeightLoads('f32', 2560)[0]!);
+  assert.deepEqual([f32.bytes, f32.sectors.size], [128, 4]);
+});
+
+test('quantized weight loads mirror quant.ts: lane j decodes block j (Q8_0: 34-byte stride)', () => {
+  const src = quantMatmulShader('q8_0', true);
+  assert.match(src, /let j = c0 \+ t;/);
+  assert.match(src, /let p = row \+ j \* 34u;/);
+  assert.match(src, /QP\[w\] = word_at\(p \+ 2u \+ 4u \* w\);/);
+  assert.match(quantMatmulShader('q4_k', true), /let qs = p \+ 16u \+ \(s >> 1u\) \* 32u;/);
+  const q8 = warpIteration(quantWeightLoads('q8_0', 2720), quantActLoads());
+  // every lane's word is its own: 128 bytes asked, but spread over the 32 blocks' span
+  assert.equal(loadFacts(quantWeightLoads('q8_0', 2720)[0]!).bytes, 128);
+  assert.ok(q8.sectorsPerLoad > 20, `Q8_0 sectors per warp-load ${q8.sectorsPerLoad}`);
+  assert.equal(q8.dramBytes, 32 * Math.ceil((32 * 34) / 32)); // the 32 blocks' bytes, once
+  const q4 = warpIteration(quantWeightLoads('q4_k', 1440), quantActLoads());
+  assert.equal(q4.dramBytes, 4 * 144 + 32 * 0); // 4 super-blocks of 144 bytes, 32-byte aligned rows
+});
+
+test('namedParams inverts packParams through the shader text', () => {
+  const values = { rows: 9216, k: 2560, m: 1, outOff: 7, outStride: 9216, col0: 0, rowBytes: 2720, expert: 0, experts: 0 };
+  const src = quantMatmulShader('q8_0', true);
+  assert.deepEqual(namedParams(src, packParams('qmatmul', values)), values);
+  assert.equal(workgroupSize(src), 64);
+  assert.equal(workgroupBytes(src), 16 * 64 * 4);
+  assert.equal(workgroupBytes(quantMatmulShader('q4_k', true)), 2 * 16 * 64 * 4);
+});
+
+test('estimate: many workgroups with enough in flight reach the DRAM bound; few do not; unroll helps', () => {
+  const it = warpIteration(floatWeightLoads('bf16', 2560), []);
+  const d: ModelledDispatch = { key: 'm', bytes: 9216 * 2560 * 2, workgroups: 9216, threadsPerWorkgroup: 64, workgroupBytes: 4096, iteration: it, unroll: 1 };
+  const gpu = GPUS.h100;
+  const one = estimate(d, gpu);
+  const four = estimate({ ...d, unroll: 4 }, gpu);
+  assert.equal(one.warpsPerSm, 64);
+  assert.ok(four.fraction > one.fraction);
+  const wide = estimate({ ...d, iteration: { ...it, dramBytes: 512 }, unroll: 4 }, gpu);
+  assert.equal(wide.bound, 'dram');
+  const few = estimate({ ...d, workgroups: 4 }, gpu);
+  assert.equal(few.smsBusy, 4);
+  assert.ok(few.fraction < 0.05);
+});
