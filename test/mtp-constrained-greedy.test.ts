@@ -21,7 +21,7 @@ import { TINY_THINK } from './paths.js';
 import { DRAW_CASES, drawRequests, runDraws, type DrawRun } from './sampled-draw-cases.js';
 import { Rng } from '../src/util/rng.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { unmaskedPickExact } from '../src/engine/speculative/draft-device.js';
+import { unmaskedPickExact } from '../src/engine/speculative/draft-rules.js';
 
 const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8, sampledCandidates: true };
 const N = 24;

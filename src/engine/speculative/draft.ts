@@ -41,7 +41,8 @@ import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
-import { DeviceDrafts, type DeviceChains, type DeviceSteps, deviceRound } from './draft-device.js';
+import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
+import { type DeviceChains, deviceRound } from './draft-rules.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
