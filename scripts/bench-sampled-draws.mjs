@@ -8,7 +8,8 @@
 // wall time is reported too (a same-run A/B: both engines loaded in turn per k).
 // Usage: node scripts/bench-sampled-draws.mjs [--model DIR] [--kernels webgpu|wasm]
 //        [--streams S] [--gen N] [--ks 2,3,4] [--cases a,b] [--reps R] [--candidates on|off|auto]
-//        (cases: qwen, minP, topP, penalised, biased, json; default all)
+//        (cases: qwen, minP, topP, penalised, biased, json, jsonGreedy; default all)
+//        (off: every chain per step; on: sampled and greedy replayed chains on the kernels)
 //        (needs dist/: npx tsc; --candidates: the sampled-candidates hook, auto = the backend's default)
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
@@ -38,6 +39,8 @@ const CASES = {
   // a JSON schema (the chat route's constraint, a fresh one per request): proposals drawn
   // without the mask, the replay applies it (draft-device.ts)
   json: { temperature: 0.7, topK: 20, topP: 0.8, schema: { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 8 } }, required: ['n', 's'] } },
+  // the same schema, greedy: later picks unmasked, kept where the exact mask allows them
+  jsonGreedy: { temperature: 0, schema: { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 8 } }, required: ['n', 's'] } },
 };
 
 /** The request fields of a case: `schema` becomes a JSON-schema constraint over the engine. */
@@ -56,17 +59,19 @@ async function runCase(engine, sampling) {
   const readBack = k.readBack;
   let [reads, bytes] = [0, 0];
   k.readBack = (ranges) => { reads++; for (const r of ranges) bytes += 4 * r.length; return readBack.call(k, ranges); };
-  const [d0, st0] = [engine.sampledDrafts, engine.stats()];
+  const [d0, g0, st0] = [engine.sampledDrafts, engine.penaltyDrafts, engine.stats()];
   const t0 = performance.now();
   try {
     const ids = await Promise.all(Array.from({ length: streams }, async (_, i) => {
       const promptIds = Array.from({ length: 12 }, (_, j) => (j * 37 + i * 101 + 5) % 1000);
       return [...(await engine.complete({ promptIds, maxTokens: gen, ignoreEos: true, seed: 77 + i, ...requestOf(engine, sampling) })).outputIds];
     }));
-    const [d1, st1] = [engine.sampledDrafts, engine.stats()];
+    const [d1, g1, st1] = [engine.sampledDrafts, engine.penaltyDrafts, engine.stats()];
     const verify = st1.steps.verify - st0.steps.verify;
     const targetSteps = ['prefill', 'decode', 'verify'].reduce((n, f) => n + st1.steps[f] - st0.steps[f], 0);
     const chained = Object.fromEntries(Object.keys(d1).map((f) => [f, d1[f] - d0[f]]));
+    // rounds of greedy chains alone (constrained, penalised): their own counters
+    chained.greedy = Object.fromEntries(Object.keys(g1).map((f) => [f, g1[f] - g0[f]]));
     return { ids, verify, targetSteps, reads, bytes, chained, ms: performance.now() - t0 };
   } finally {
     k.readBack = readBack;
@@ -78,7 +83,7 @@ for (const spec of v.ks.split(',').map(Number)) {
   const got = {};
   for (const sampledChain of [false, true]) {
     const engine = await Engine.load({ model: resolve(v.model), kernels: v.kernels, specTokens: spec, specAdaptive: false, prefixCache: false, maxRunning: streams,
-      maxContext: 512, kvCacheTokens: 4096, log: () => {} }, { ...(v.candidates === 'auto' ? {} : { sampledCandidates: v.candidates === 'on' }), sampledChain });
+      maxContext: 512, kvCacheTokens: 4096, log: () => {} }, { ...(v.candidates === 'auto' ? {} : { sampledCandidates: v.candidates === 'on' }), sampledChain, penaltyChain: sampledChain });
     try {
       for (const [name, sampling] of Object.entries(CASES)) {
         const runs = [];

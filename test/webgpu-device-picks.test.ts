@@ -59,7 +59,7 @@ const sharedEngines = new Map<number, Promise<Engine>>();
  * the last test: each load compiles every pipeline again on lavapipe. Every test runs its
  * requests on it one after another or as one batch, counting around its own runs; with the
  * prefix cache off no request leaves state that another reads. Engines whose options a test
- * varies (k = 2, 4; the wasm references) stay the test's own.
+ * varies (k = 4; the wasm references) stay the test's own.
  */
 function sharedGpu(specTokens: 0 | 3): Promise<Engine> {
   let e = sharedEngines.get(specTokens);
@@ -146,12 +146,15 @@ describe('greedy picks on the device', () => {
     assert.ok(device.reads < host.reads, `read-backs: device ${device.reads} < host ${host.reads}`);
   });
 
-  test('an MTP round (k drafts + verify) reads back at most twice, k = 2 and 4 (k = 3: the golden test above); the host-drafted round reads 1 + k', async () => {
+  test('an MTP round (k drafts + verify) reads back at most twice, k = 4; the host-drafted round reads 1 + k', async () => {
     const p = shortest(2)[1]!;
     const req = { promptIds: p.prompt_ids, maxTokens: 10, ignoreEos: true };
     const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, [req]));
-    // k = 1 reads back twice on either path; k = 2 and the largest k bound the rest (an engine load each)
-    for (const k of [2, 4]) {
+    // k = 1 reads back twice on either path; the largest k bounds the rest: a read-back per
+    // draft step, or a pass of fewer than k drafts, breaks it at k = 4 (the latter not at
+    // k = 2, once a second engine here: ~14 CPU-s on lavapipe). MTP on == off at k = 2 on
+    // webgpu: webgpu-engine's batch; at k = 3: the golden test above.
+    for (const k of [4]) {
       await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, maxRunning: 1 }, async (e) => {
         const run = async (r: GenerateRequest): Promise<{ out: number[][]; rounds: number; reads: number; bytes: number }> => {
           const c = counters(e);

@@ -9,12 +9,14 @@
 // - every golden prompt (22 to 264 tokens) through one webgpu engine in this process (the
 //   probe the CLI's dump runs): the same golden checks against the golden and one wasm
 //   engine. One engine load instead of a process per prompt: each webgpu process pays
-//   Dawn's start-up and lavapipe's shader compiles. The greedy run before each probe (its
-//   first GREEDY_TOKENS ids == wasm's == a prefix of the golden) is left out for the prompts
-//   whose webgpu greedy ids webgpu-device-picks already checks (its three shortest, 10-11 ids
-//   == wasm): their probe is fed the golden's first id, and that id must be the argmax of
-//   the webgpu last logits. Longer webgpu greedy runs are webgpu-engine's and
-//   webgpu-device-picks' checks.
+//   Dawn's start-up and lavapipe's shader compiles. The greedy run before the probe (its
+//   first GREEDY_TOKENS ids == wasm's == a prefix of the golden) is the longest prompt's
+//   alone (264 tokens: its steps, MTP verify blocks at the default k = 3, attend past 256
+//   positions); the other prompts' probes are fed the golden's first id, and that id must
+//   be the argmax of the webgpu last logits. webgpu-device-picks checks the three shortest
+//   prompts' greedy ids (10-11 ids, the third past 64 positions). A greedy run prefills its
+//   prompt a second time (lavapipe: ~0.1 CPU-s a prompt token): the middle two prompts'
+//   runs (89 and 171 tokens, for 3 and 1 ids past their first) cost ~35 CPU-s, left out.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -29,6 +31,8 @@ import { GOLDEN_TOL, type GoldenPrompt } from './golden-check.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
 
 interface Dump { output_ids: number[]; last_logits: number[]; mtp_top: [number, number][] | null }
+/** An engine dump: also each greedy step's logits row (none without the greedy run). */
+interface EngineDump extends Dump { step_logits: Float32Array[] }
 
 const TOL = GOLDEN_TOL;
 const GREEDY_TOKENS = 4;
@@ -43,15 +47,28 @@ function cliDump(kernels: string, p: GoldenPrompt): Dump {
   return JSON.parse(r.stdout) as Dump;
 }
 
-/** The same dump through a loaded engine: the greedy run (unless `greedy` is false: then
- * output_ids is the last logits' argmax, the probe fed the golden's first id), then the
- * CLI's prompt probe. */
-async function engineDump(e: Engine, p: GoldenPrompt, greedy: boolean): Promise<Dump> {
-  const out = greedy ? [...(await e.complete({ promptIds: p.prompt_ids, maxTokens: tokens(p), temperature: 0, ignoreEos: true })).outputIds] : null;
+/** The same dump through a loaded engine: the greedy run, its steps' logits rows captured
+ * (unless `greedy` is false: then output_ids is the last logits' argmax, the probe fed the
+ * golden's first id), then the CLI's prompt probe. */
+async function engineDump(e: Engine, p: GoldenPrompt, greedy: boolean): Promise<EngineDump> {
+  const steps: Float32Array[] = [];
+  const out = greedy ? [...(await e.complete({ promptIds: p.prompt_ids, maxTokens: tokens(p), temperature: 0, ignoreEos: true,
+    captureLogits: (l) => steps.push(l.slice()) })).outputIds] : null;
   const probe = await e.info.probePrompt(p.prompt_ids, out?.[0] ?? p.greedy_ids[0]);
   const lastLogits = Array.from(probe.lastLogits);
   const argmax = lastLogits.reduce((best, v, i) => (v > lastLogits[best]! ? i : best), 0);
-  return { output_ids: out ?? [argmax], last_logits: lastLogits, mtp_top: probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null };
+  return { output_ids: out ?? [argmax], last_logits: lastLogits, mtp_top: probe.mtpLogits ? topLogits(probe.mtpLogits, 10) : null, step_logits: steps };
+}
+
+/** Each greedy step's logits: webgpu == wasm within the golden tolerance. Ids alone miss a
+ * step's attention reading too few positions (verify blocks capped at 128 of 264: the ids
+ * held, the rows moved by 3e-3 of their scale). */
+function checkSteps(gpu: EngineDump, cpu: EngineDump, p: GoldenPrompt): void {
+  assert.equal(gpu.step_logits.length, cpu.step_logits.length, `${p.name}: greedy steps captured`);
+  gpu.step_logits.forEach((row, i) => {
+    const err = relErr(row, cpu.step_logits[i]!);
+    assert.ok(err <= TOL, `${p.name}: greedy step ${i} logits: webgpu vs wasm rel err ${err}`);
+  });
 }
 
 /** A webgpu dump against the golden prompt and a wasm dump of it. */
@@ -74,8 +91,8 @@ const golden = JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 
 assert.ok(golden.prompts.length > 0, 'tiny-think golden has prompts');
 const byLength = [...golden.prompts].sort((a, b) => a.prompt_ids.length - b.prompt_ids.length);
 const shortest = byLength[0]!;
-/** The prompts whose webgpu greedy ids webgpu-device-picks checks (its `shortest(3)`). */
-const greedyCheckedElsewhere = new Set(byLength.slice(0, 3));
+/** The prompt whose webgpu greedy run is checked here (see the header). */
+const longest = byLength.at(-1)!;
 
 test(`generate --kernels webgpu --dump-logits (a process): ${shortest.name} matches the golden and the wasm process`, { timeout: 240_000 }, () => {
   checkDump(cliDump('webgpu', shortest), cliDump('wasm', shortest), shortest);
@@ -84,10 +101,13 @@ test(`generate --kernels webgpu --dump-logits (a process): ${shortest.name} matc
 test('every golden prompt on one webgpu engine: the dump matches the golden and one wasm engine', { timeout: 600_000 }, async () => {
   await webgpuEngineKernels(); // fails with the reason when no adapter can be had
   const opts = { model: TINY_THINK(), prefixCache: false, maxRunning: 1 };
-  assert.ok(golden.prompts.some((p) => p.prompt_ids.length > 64 && !greedyCheckedElsewhere.has(p)), 'a greedy run past 64 positions stays here');
-  const run = (e: Engine): Promise<Dump[]> => golden.prompts.reduce<Promise<Dump[]>>(
-    async (acc, p) => [...await acc, await engineDump(e, p, !greedyCheckedElsewhere.has(p))], Promise.resolve([]));
+  assert.ok(longest.prompt_ids.length > 256, `the greedy run here decodes past 256 positions (${longest.name}: ${longest.prompt_ids.length} tokens)`);
+  const run = (e: Engine): Promise<EngineDump[]> => golden.prompts.reduce<Promise<EngineDump[]>>(
+    async (acc, p) => [...await acc, await engineDump(e, p, p === longest)], Promise.resolve([]));
   const gpu = await withEngine({ ...opts, kernels: 'webgpu' }, run);
   const cpu = await withEngine({ ...opts, kernels: 'wasm' }, run);
   golden.prompts.forEach((p, i) => checkDump(gpu[i]!, cpu[i]!, p));
+  const at = golden.prompts.indexOf(longest);
+  assert.equal(gpu[at]!.step_logits.length, tokens(longest), `${longest.name}: a logits row per greedy step`);
+  checkSteps(gpu[at]!, cpu[at]!, longest);
 });

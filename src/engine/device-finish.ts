@@ -122,14 +122,15 @@ export function penaltyRow(req: RequestView, vocab: number, prefix: readonly num
   };
 }
 
-/** The exact pick (greedyToken's, f64) of a penaltyPicks row from what the call gathered:
+/** The exact pick (greedyToken's, f64) of a penaltyPicks row from what the call gathered
+ * (under `mask`, a constraint's, when given: exact where `best` is the best allowed untouched id):
  * `vals` from `at`, the row's penaltyValsAt (the best's raw logit, the table ids', the drafts'), `best` its
  * untouched best, `drafts` the call's drafts before it (counted as outputs after `prefix`,
  * the drafts the row's table already counts). */
 export function replayPick(req: RequestView, vocab: number, row: PenaltyPickRow, prefix: readonly number[], drafts: readonly number[],
-  vals: Float32Array, at: number, best: number): number {
+  vals: Float32Array, at: number, best: number, mask: Uint32Array | null = null): number {
   const { a, touched, raw } = replayTouched(req, vocab, row, prefix, drafts, vals, at);
-  return finishGreedy(a, touched, raw, { id: best, logit: vals[at]! });
+  return finishGreedy(mask ? { ...a, mask } : a, touched, raw, { id: best, logit: vals[at]! });
 }
 
 /** A penaltyPicks row's adjustment at the call (its drafts `drafts` counted after `prefix`),

@@ -71,9 +71,10 @@ export class Engine {
     return this.speculative.sampledDrafts;
   }
 
-  /** MTP rounds of penalised greedy chains drafted on the kernels since load, their passes
-   * (one read-back each; a pass past the first is a redraft) and the chains whose exact replay
-   * disagreed with the kernels' f32 pick (speculative/draft-device.ts). */
+  /** MTP rounds of penalised or constrained greedy chains (no sampled chain among them) drafted
+   * on the kernels since load, their passes (one read-back each; a pass past the first is a
+   * redraft) and the chains whose exact replay disagreed with the kernels' pick: an f32 near
+   * tie, or an unmasked pick the constraint refuses (speculative/draft-device.ts). */
   get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
     return this.speculative.penaltyDrafts;
   }

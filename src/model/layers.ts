@@ -100,11 +100,18 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
 }
 
 /** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
- * o, out: [M, HV·dv]. */
+ * o, out: [M, HV·dv], read as [M·HV, dv] rows by one gather (one dispatch, not one per head). */
 function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, order: Int32Array, m: number, dv: number): T {
-  const width = order.length * dv;
-  for (let j = 0; j < order.length; j++) k.copyRows(out, j * dv, width, o, order[j]! * dv, width, m, dv);
+  k.gatherRows(out, o, headGatherRows(order, m), dv);
   return out;
+}
+
+/** Source row of each [dv] head block of the permuted [M, HV] blocks: i·HV + order[j]. */
+function headGatherRows(order: Int32Array, m: number): Int32Array {
+  const hv = order.length;
+  const rows = new Int32Array(m * hv);
+  for (let i = 0; i < m; i++) for (let j = 0; j < hv; j++) rows[i * hv + j] = i * hv + order[j]!;
+  return rows;
 }
 
 /** x += o_proj(attention(norm(x))); tmp: [M, H] scratch. */

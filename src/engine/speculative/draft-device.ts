@@ -1,7 +1,7 @@
 // MTP drafts chained on the kernels, in one read-back per pass (draft.ts calls it when every chain
 // is a sampled request drawsOnKernels admits (penalties, bias and constraints included), a
-// penalised or biased greedy request without a constraint, or a plain argmax chain; deviceRound
-// says which rounds, per the engine's switches).
+// penalised, biased or constrained greedy request, or a plain argmax chain; deviceRound in
+// draft-rules.ts says which rounds, per the engine's switches).
 //
 // Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
 // (draft-candidates.ts, or the full row's sampler), in step order, except a draft whose row its
@@ -19,8 +19,17 @@
 // candidates at −∞: sampled-candidates.ts); where the mask changes the draw, the proposal
 // differs, the host's draw wins and the chain redrafts. A step after a proposal its mask refuses
 // is never reached (the exact draft differs there), so it is neither certified nor read whole.
-// Constrained GREEDY chains keep the per-step path (draft.ts: argmaxRowsMasked, one read-back a
-// step).
+// Constrained GREEDY chains (maskReplayed) chain the same way: the pass's
+// first step is picked under its mask (exact), a later step's pick is unmasked, and the replay
+// keeps it iff the step's exact mask allows it and its logit (penaltyPicks' gathered best, an
+// empty table) is above −∞. Then it IS the masked argmax: a mask only sets ids to −∞, the pick
+// holds the row's maximum M > −∞ at the lowest id, so the masked maximum is M and no allowed id
+// below it holds M (the reference's ties: lowest id). An all −∞/NaN row fails the test (there
+// the masked argmax can differ: the first masked id). Else the chain redrafts FROM that step,
+// whose next pass masks it exactly (the host holds no row to pick from). A penalised or biased
+// one is finished from its gathered logits under the mask (replayPick with the mask: its touched
+// ids masked exactly), which is exact where its untouched best is allowed with a logit above −∞
+// (then it is the best allowed untouched id, by the same argument); else it redrafts likewise.
 //
 // A pass runs draft steps start..k with no read-back between them: step s's logits go to the
 // one draft logits buffer (draft-memory.ts), overwriting step s − 1's; a penalised or biased
@@ -61,10 +70,11 @@
 import type { MtpDeviceIds } from '../../model/forward.js';
 import type { AnyKernels, CandidateDraw, FillRun, PenaltyPickRow, PenaltyPicksCall, ReadRange, StagedRead, Tensor } from '../../kernels/types.js';
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
+import { adjusted, allowed, maskReplayed, maskedPickExact, maskedRuns, unmaskedPickExact } from './draft-rules.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
 import { candidateCount, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
-import { draftsChainReplayed, draftsOnKernels, finishesOnHost, idsOf, penalised } from '../device-picks.js';
+import { finishesOnHost, idsOf } from '../device-picks.js';
 import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
 import { matcherAfterDrafts } from '../logits-adjust.js';
 import { penaltyValsAt } from '../../kernels/penalty-picks.js';
@@ -93,37 +103,6 @@ export interface DeviceSteps<C extends SampledChain> {
    * penalties counting them) with uniform u: the token and q, and whether u was used (not for a
    * row the constraint masks whole: draft 0, sure to be rejected). The row may be modified. */
   drawRow(c: C, row: Float32Array, u: number, index: number, before: readonly number[]): { token: number; q: Dist; drew: boolean };
-}
-
-/** Can the request's drafts be drawn by candidateDraws and replayed here: sampled, and a cut its
- * candidates (at most MAX_DRAW_CANDIDATES) can propose; with penalties or a logit bias only
- * where `penalties` is on (penaltyPicks adjusts its rows). A constraint's mask depends on the
- * drafts before it: the proposals are drawn without it, the replay applies it (see the header). */
-export function drawsOnKernels(req: RequestView, vocab: number, penalties: boolean): boolean {
-  return !isGreedy(req.sampling) && candidateCount(req.sampling, vocab) <= MAX_DRAW_CANDIDATES && (penalties || !adjusted(req));
-}
-
-/** Does a penalty or a non-empty logit bias touch the request's rows (a penaltyPicks table)? */
-function adjusted(req: RequestView): boolean {
-  return penalised(req.sampling) || (req.adjust?.bias?.size ?? 0) > 0;
-}
-
-/** Which chains draft on the kernels: penalised or biased greedy ones (`penalties`), sampled
- * ones (`sampled`); each off means a read-back per draft step for them. */
-export interface DeviceChains {
-  readonly penalties: boolean;
-  readonly sampled: boolean;
-}
-
-/** Does a round of these chains take this path? With a sampled chain (`on.sampled`): each a
- * sampled chain drawsOnKernels admits (a penalised or biased one with `on.penalties`), a plain
- * argmax chain (no bias), or with `on.penalties` a penalised or biased greedy chain without a
- * constraint. Without one (`on.penalties`): each draftsOnKernels (an f32 bias included) or such
- * a penalised or biased greedy chain. */
-export function deviceRound(reqs: readonly RequestView[], vocab: number, on: DeviceChains): boolean {
-  if (!reqs.some((r) => !isGreedy(r.sampling))) return on.penalties && reqs.every((r) => draftsOnKernels(r) || draftsChainReplayed(r));
-  const rider = (r: RequestView): boolean => (draftsOnKernels(r) && (r.adjust?.bias?.size ?? 0) === 0) || (on.penalties && draftsChainReplayed(r));
-  return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab, on.penalties));
 }
 
 /** A pass's penaltyPicks calls (when a greedy chain of it is penalised or biased): the rows'
@@ -256,7 +235,8 @@ export class DeviceDrafts {
     const lives: number[] = [];
     /** Rows read whole (sampled, no candidates), by t·g + i: staged at their step. */
     const whole = new Map<number, StagedRead>();
-    const pen = members.some((m) => adjusted(m.req)) ? this.penaltiesFor(round, group, start) : null;
+    // a constrained greedy chain's picks gather their logits (penaltyPicks, an empty table)
+    const pen = members.some((m) => adjusted(m.req) || maskReplayed(m.req)) ? this.penaltiesFor(round, group, start) : null;
     let vo = 0;
     let hidden = first;
     for (let s = start; s <= k; s++) {
@@ -349,7 +329,7 @@ export class DeviceDrafts {
     for (let i = 0; i < live; i++) {
       const j = group[i]!;
       const req = round.chains[j]!.req;
-      if (!req.adjust?.constraint || isGreedy(req.sampling)) continue;
+      if (!req.adjust?.constraint) continue;
       const mask = matcherAfterDrafts(req, start - 1, round.exact[j]!.slice(0, start - 1))?.mask();
       if (mask) runs.push(...maskedRuns(mask, this.v, i * this.v));
     }
@@ -400,7 +380,20 @@ export class DeviceDrafts {
         if (pen && finishesOnHost(ch.req)) {
           // a penalised or biased greedy row's f32 pick is a proposal; a plain argmax row's is exact
           const ex = exact[j]!;
-          host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!);
+          const [at, best] = [penaltyValsAt(pen.calls[t]!, i), pen.bests[t * g + i]!];
+          const mask = ch.req.adjust?.constraint ? (matcherAfterDrafts(ch.req, ex.length, ex)?.mask() ?? null) : null;
+          // constrained, after the first step: the untouched best must be the best allowed one
+          if (t > 0 && !unmaskedPickExact(mask, best, pen.vals[at]!)) {
+            round.stats.disagreements++;
+            restart.set(j, s);
+            break;
+          }
+          host = replayPick(ch.req, this.v, pen.tables[i]!, ex.slice(0, start - 1), ex.slice(start - 1), pen.vals, at, best, mask);
+        } else if (pen && maskReplayed(ch.req) && t > 0 && !maskedPickExact(ch.req, exact[j]!, pick, pen.vals[penaltyValsAt(pen.calls[t]!, i)]!)) {
+          // the unmasked pick may not be the masked one: redraft from this step (masked there)
+          round.stats.disagreements++;
+          restart.set(j, s);
+          break;
         } else if (!isGreedy(ch.req.sampling)) {
           const rd = got.get(t * g + i);
           if (!rd) throw new Error(`internal error: draft step ${s} reached by the replay was not read`);
@@ -463,25 +456,6 @@ function drawn(drew: readonly boolean[]): number {
 /** The uniforms chain j's drafts before pass step `start` used (its pass steps use the next). */
 function usedBefore<C extends SampledChain>(round: Round<C>, j: number, start: number): number {
   return drawn(round.drew[j]!.slice(0, start - 1));
-}
-
-/** The runs of ids in [0, v) a mask clears, at `offset` + id. */
-function maskedRuns(mask: Uint32Array, v: number, offset: number): FillRun[] {
-  const runs: FillRun[] = [];
-  let from = -1;
-  for (let id = 0; id <= v; id++) {
-    const masked = id < v && !allowed(mask, id);
-    if (masked && from < 0) from = id;
-    else if (!masked && from >= 0) {
-      runs.push({ offset: offset + from, length: id - from });
-      from = -1;
-    }
-  }
-  return runs;
-}
-
-function allowed(mask: Uint32Array, id: number): boolean {
-  return (((mask[id >>> 5] ?? 0) >>> (id & 31)) & 1) === 1;
 }
 
 /** A copy of a read logits row with the touched ids' raw logits put back (penaltyPicks' `apply`

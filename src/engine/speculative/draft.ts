@@ -14,7 +14,9 @@
 // host, a redraft pass per disagreement; so do sampled chains (penalties and bias applied in f32
 // on the kernels before the draw; a constraint's mask applied by the replay) with them and plain
 // argmax chains: an f32 draw from each row's top candidates with the draft's
-// pre-drawn uniform, replayed exactly on the host (both: draft-device.ts). Otherwise each draft step reads
+// pre-drawn uniform, replayed exactly on the host; and constrained greedy chains: unmasked
+// picks after a pass's first, each kept where its exact mask allows it (all: draft-device.ts).
+// Otherwise each draft step reads
 // back once (a draft feeds the next step's mask and penalties): ids for the greedy chains —
 // picked under their constraint mask, or, for a penalised or biased one, over the ids no
 // penalty or bias touches and finished on the host from the few gathered logits (device-finish.ts), the drafts so far counted as outputs —
@@ -39,7 +41,8 @@ import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
-import { DeviceDrafts, type DeviceChains, type DeviceSteps, deviceRound } from './draft-device.js';
+import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
+import { type DeviceChains, deviceRound } from './draft-rules.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
