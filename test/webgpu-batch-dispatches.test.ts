@@ -17,8 +17,9 @@
 //   group's weights of one quant type are one dispatch (Q8_0: matmul dispatches == BF16's;
 //   Q4_K_M: + at most one per layer for a group mixing q4_k and q6_k), and a gated
 //   matmulAdd's product folds into its activation quantization (mul_silu / mul_sigmoid
-//   dispatches == the BF16 model's). Before (decode step, 8 layers): Q8_0 166 dispatches,
-//   Q4_K_M 166, MoE Q4_K_M 638; after 110, 114, 602 (BF16: 53, 397).
+//   dispatches == the BF16 model's). Before (decode step, 8 layers, with the one-gather
+//   head order): Q8_0 148 dispatches, Q4_K_M 148, MoE Q4_K_M 620; after 92, 96, 584
+//   (BF16: 53, 397).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Tensor } from '../src/kernels/types.js';
