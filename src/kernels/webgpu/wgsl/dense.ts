@@ -2,7 +2,7 @@
 // routing. Reductions over a row use one workgroup of 64 threads: thread t sums indices
 // ≡ t (mod 64) in order, then a fixed tree — the same order for a row whatever the batch.
 import type { QuantType } from '../../quant/formats.js';
-import { BYTES, HEADER, floatWeightReader, treeSum } from './common.js';
+import { BYTES, HEADER, floatWeightReader, rmsRowOpening, treeSum } from './common.js';
 import { paramConsts } from '../params.js';
 import { hasOffsetType, subBlockDecoder } from './quant.js';
 
@@ -21,15 +21,7 @@ ${paramConsts('norm')}
 ${TREE_SUM}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let row = group_id(wid, nwg);
-  if (row >= pu(P_rows)) { return; }
-  let d = pu(P_d);
-  let xo = pu(P_xOff) + row * d;
-  var ss = 0.0;
-  for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
-  let total = tree_sum(t, ss);
-  let inv = 1.0 / sqrt(total / f32(d) + pf(P_eps));
-  let oo = pu(P_outOff) + row * d;
+${rmsRowOpening('P_rows', 'P_d')}
   let zo = pu(P_zOff) + row * d;
   for (var p = t; p < d; p += 64u) {
     var y: f32;

@@ -11,7 +11,7 @@
 // j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
-import { BYTES, HEADER, treeSum } from './common.js';
+import { BYTES, HEADER, rmsRowOpening, treeSum } from './common.js';
 import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
 
 /** The base tile (MoE GEMMs, and M ≤ 16). */
@@ -152,15 +152,7 @@ ${QUANT_ACTS_BINDINGS}
 ${treeSum()}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let row = group_id(wid, nwg);
-  if (row >= pu(P_m)) { return; }
-  let d = pu(P_k);
-  let xo = pu(P_xOff) + row * d;
-  var ss = 0.0;
-  for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
-  let total = tree_sum(t, ss);
-  let inv = 1.0 / sqrt(total / f32(d) + pf(P_eps));
-  let oo = pu(P_outOff) + row * d;
+${rmsRowOpening('P_m', 'P_k')}
   for (var p = t; p < d; p += 64u) {
     var y: f32;
     y = X[xo + p] * inv * select(WV[p], 1.0 + WV[p], pu(P_zeroCentered) == 1u);
