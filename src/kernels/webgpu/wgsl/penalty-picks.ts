@@ -31,6 +31,26 @@ fn penalise(raw: f32, prompt: bool, count: u32, rp: f32, pp: f32, fp: f32) -> f3
   if (count > 0u) { v = (v - pp) - fp * f32(count); }
   return v;
 }
+/// Touched id e of a row: table entry e < nIds (id, bias, prompt flag, count), else draft e − nIds
+/// (bias 0; skipped when masked or an earlier draft's id), its count raised by the drafts equal
+/// to it. One text for the pick loop and the apply loop, so both see the same entries.
+struct Entry { id: u32, bias: f32, prompt: bool, count: u32, skip: bool }
+fn entry(row: u32, e: u32, nIds: u32, entAt: u32, maskAt: u32, steps: u32) -> Entry {
+  var en = Entry(0u, 0.0, false, 0u, false);
+  if (e < nIds) {
+    en.id = tab(entAt + e * 4u);
+    en.bias = bitcast<f32>(tab(entAt + e * 4u + 1u));
+    en.prompt = tab(entAt + e * 4u + 2u) != 0u;
+    en.count = tab(entAt + e * 4u + 3u);
+  } else {
+    let s0 = e - nIds;
+    en.id = u32(draft(s0, row));
+    en.skip = !untouched(maskAt, en.id);
+    for (var s = 0u; s < s0; s++) { if (draft(s, row) == i32(en.id)) { en.skip = true; } }
+  }
+  for (var s = 0u; s < steps; s++) { if (draft(s, row) == i32(en.id)) { en.count += 1u; } }
+  return en;
+}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let row = group_id(wid, nwg);
@@ -60,27 +80,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   v = 0.0;
   i = -1;
   for (var e = t; e < nIds + steps; e += 64u) {
-    var id = 0u;
-    var bias = 0.0;
-    var prompt = false;
-    var count = 0u;
-    var skip = false;
-    if (e < nIds) {
-      id = tab(entAt + e * 4u);
-      bias = bitcast<f32>(tab(entAt + e * 4u + 1u));
-      prompt = tab(entAt + e * 4u + 2u) != 0u;
-      count = tab(entAt + e * 4u + 3u);
-    } else {
-      let s0 = e - nIds;
-      id = u32(draft(s0, row));
-      skip = !untouched(maskAt, id);
-      for (var s = 0u; s < s0; s++) { if (draft(s, row) == i32(id)) { skip = true; } }
-    }
-    for (var s = 0u; s < steps; s++) { if (draft(s, row) == i32(id)) { count += 1u; } }
-    let raw = X[base + id];
+    let en = entry(row, e, nIds, entAt, maskAt, steps);
+    let raw = X[base + en.id];
     VALS[valsAt + 1u + e] = raw;
-    let x = penalise(raw + bias, prompt, count, rp, pp, fp);
-    if (!skip && x == x && better(v, i, x, i32(id))) { v = x; i = i32(id); }
+    let x = penalise(raw + en.bias, en.prompt, en.count, rp, pp, fp);
+    if (!en.skip && x == x && better(v, i, x, i32(en.id))) { v = x; i = i32(en.id); }
   }
   reduceBest(t, v, i);
   if (t == 0u) {
@@ -93,23 +97,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   workgroupBarrier();
   if (pu(P_apply) == 0u) { return; }
   for (var e = t; e < nIds + steps; e += 64u) {
-    var id = 0u;
-    var bias = 0.0;
-    var prompt = false;
-    var count = 0u;
-    if (e < nIds) {
-      id = tab(entAt + e * 4u);
-      bias = bitcast<f32>(tab(entAt + e * 4u + 1u));
-      prompt = tab(entAt + e * 4u + 2u) != 0u;
-      count = tab(entAt + e * 4u + 3u);
-    } else {
-      let s0 = e - nIds;
-      id = u32(draft(s0, row));
-      var dup = !untouched(maskAt, id);
-      for (var s = 0u; s < s0; s++) { if (draft(s, row) == i32(id)) { dup = true; } }
-      if (dup) { continue; }
-    }
-    for (var s = 0u; s < steps; s++) { if (draft(s, row) == i32(id)) { count += 1u; } }
-    X[base + id] = penalise(VALS[valsAt + 1u + e] + bias, prompt, count, rp, pp, fp);
+    let en = entry(row, e, nIds, entAt, maskAt, steps);
+    if (en.skip) { continue; }
+    X[base + en.id] = penalise(VALS[valsAt + 1u + e] + en.bias, en.prompt, en.count, rp, pp, fp);
   }
 }`;
