@@ -54,9 +54,11 @@ async function checkpoint(shape, format) {
   // imported here: only when a checkpoint is missing
   const { makeModel } = await import('../dist/src/tools/make-model.js');
   const { quantizeToGguf } = await import('../dist/src/tools/quantize-gguf.js');
+  // the built-in tokenizer, as the make-model CLI (quantize writes it into the GGUF)
+  const { BUILTIN_MODEL } = await import('../dist/src/hub/builtin.js');
   if (!existsSync(join(st, 'config.json'))) {
     mkdirSync(dir, { recursive: true });
-    await makeModel({ shape, dtype: 'bf16', seed: 1, out: st, layers: cutLayers, vocabSize: REC_VOCAB, layout: 'flat' });
+    await makeModel({ shape, dtype: 'bf16', seed: 1, out: st, layers: cutLayers, vocabSize: REC_VOCAB, layout: 'flat', tokenizer: BUILTIN_MODEL });
   }
   if (format === 'bf16') return st;
   const gguf = join(dir, `${format}.gguf`);

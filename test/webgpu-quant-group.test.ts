@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import type { Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
-import type { QuantType } from '../src/kernels/quant/formats.js';
+import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import type { GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
@@ -92,6 +92,37 @@ async function check(dtypes: readonly WeightDType[], m: number, seed: number, ze
   sameBits(got.outs[c.ws.length]!, want[c.ws.length]!, `${what}: the normed rows`);
   return got.dispatches;
 }
+
+/** A random quantized [rows, k] weight (both forms: the ref's and the uploaded). */
+function quantPair(dtype: QuantType, rows: number, k: number, r: () => number): { weight: Weight; gw: GpuWeight } {
+  const { weight, bytes } = ref.allocWeight(dtype, rows, k);
+  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * k, () => 2 * r() - 1), rows, k, bytes);
+  else bytes.set(randomScaleMatrix(dtype, rows, k, Math.floor(r() * 2 ** 31)));
+  return { weight: weight as Weight, gw: g.uploadWeight(weight as Weight) };
+}
+
+describe('webgpu quantized matmul: 8 lanes per block (coalesced weight loads)', () => {
+  // K 2,304: 72 blocks of 32 = a full 64-block chunk and a partial one (the lanes' blocks past
+  // nb idle); the integer share of each lane sums to the per-block integer of ref/quant.ts in
+  // any order, the f32 chain stays in block order: the ref's bits (which the per-block-thread
+  // kernel before it also gave on lavapipe: webgpu-conformance)
+  for (const dtype of QUANT_TYPES) {
+    test(`${dtype}: == the ref bit for bit across chunks (K 2304; M = 1, 17)`, async () => {
+      const r = rng(300 + QUANT_TYPES.indexOf(dtype));
+      const k = 2304;
+      const { weight, gw } = quantPair(dtype, 13, k, r);
+      for (const m of [1, 17]) {
+        const x = fill(m * k, () => 3 * (2 * r() - 1));
+        const want = new Float32Array(m * 13);
+        ref.matmul(want, x, weight, m);
+        const out = g.alloc.upload(fill(m * 13, () => NaN));
+        const [got] = await run(g, (e) => g.matmul(e, out, g.alloc.upload(x), gw, m), out);
+        if (g.adapter.cpuEmulation) sameBits(got!, want, `${dtype} M=${m}`);
+        else for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got![i]! - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!)), `${dtype} M=${m} [${i}]`);
+      }
+    });
+  }
+});
 
 describe('webgpu quantized matmulGroup', () => {
   for (const dtype of ['q8_0', 'q4_k', 'q6_k', 'q5_0'] as const satisfies readonly QuantType[]) {
