@@ -2,7 +2,7 @@
 // words, grid) → the bytes it must move at batch 1 and its warps' load pattern
 // (src/kernels/webgpu/access-model.ts); and the step's table.
 import {
-  COALESCED_F32, floatWeightLoads, namedParams, quantIteration, warpIteration, workgroupBytes, workgroupSize,
+  COALESCED_F32, floatWeightLoads, namedParams, quantActsIteration, quantIteration, warpIteration, workgroupBytes, workgroupSize,
 } from '../dist/src/kernels/webgpu/access-model.js';
 
 export const ASSUMPTIONS = [
@@ -36,6 +36,13 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     const loads = floatWeightLoads(dtype, p.k);
     const it = warpIteration(loads, extra.map(() => Array.from({ length: 32 }, (_, l) => [4 * l, 4])));
     return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows, iteration: it, unroll: [1, 4] };
+  }
+  if (r.key.startsWith('qmatmul_acts_')) {
+    // one weight part quantizing its own f32 input (x, and the gate's x ⊙ act(g)); rows ≤ 4
+    const type = /^qmatmul_acts_(q\d_[0-9k])/.exec(r.key)[1];
+    const gated = /_(silu|sigmoid)$/.test(r.key);
+    const rows = p.rows * vocabScale;
+    return { ...base, weight: true, bytes: rows * p.rowBytes + (gated ? 8 : 4) * p.k + 4 * rows, iteration: quantActsIteration(type, p.rowBytes, gated), unroll: [1, 1] };
   }
   if (r.key.startsWith('qmatmul_')) {
     // qmatmul_<type>_tm.. (one weight part) or qmatmul_group_<type>_<segments>_tm.. (segments)

@@ -23,6 +23,7 @@ import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
+import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
@@ -170,8 +171,51 @@ describe('webgpu quantized matmulGroup', () => {
           g.matmulAdd(e, sout, sx, w, m);
         }, sout, sx);
         sameBits(got[0], want[0], `${act} M=${m}: out`);
-        sameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
-        assert.equal(dispatches, 2, `${act} M=${m}: quantization with the gate + the matmul`);
+        if (m <= ACTS_TILE) {
+          // the matmul quantizes x ⊙ act(g) itself: one dispatch, x left as it was
+          sameBits(got[1], x, `${act} M=${m}: x unchanged`);
+          assert.equal(dispatches, 1, `${act} M=${m}: the matmul quantizing its gated input`);
+        } else {
+          sameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
+          assert.equal(dispatches, 2, `${act} M=${m}: quantization with the gate + the matmul`);
+        }
+      }
+    }
+  });
+
+  test('M ≤ ACTS_TILE: the matmul quantizing its own input == quant_acts + the tiled qmatmul, every type, gated or not, bit for bit', async () => {
+    // the separate path forced by a second weight in the group (quant_acts once, then
+    // qmatmul_group: the single-weight kernel's bits); K 2304: two chunks
+    const k = 2304;
+    for (const [ti, dtype] of QUANT_TYPES.entries()) {
+      const r = rng(400 + ti);
+      const { weight, gw } = quantPair(dtype, 11, k, r);
+      const { gw: other } = quantPair(dtype, 3, k, r);
+      for (const m of [1, ACTS_TILE]) {
+        const gate = ([null, 'silu', 'sigmoid'] as const)[(ti + m) % 3]!;
+        const x = fill(m * k, () => 3 * (2 * r() - 1));
+        const gb = fill(m * k, () => 4 * (2 * r() - 1));
+        const acc = fill(m * 11, () => 2 * r() - 1);
+        const what = `${dtype} M=${m} gate ${gate ?? 'none'}`;
+        const fout = g.alloc.upload(acc);
+        let dispatches = 0;
+        const [fused] = await run(g, (e) => {
+          const d0 = e.dispatchCount;
+          g.matmulGroup(e, g.alloc.upload(x), m, [{ out: fout, w: gw }], true, undefined, gate ? { b: g.alloc.upload(gb), act: gate } : undefined);
+          dispatches = e.dispatchCount - d0;
+        }, fout);
+        assert.equal(dispatches, 1, `${what}: one dispatch`);
+        const sout = g.alloc.upload(acc);
+        const [separate] = await run(g, (e) => g.matmulGroup(e, g.alloc.upload(x), m, [{ out: sout, w: gw }, { out: g.alloc.upload(fill(m * 3, () => 0)), w: other }],
+          true, undefined, gate ? { b: g.alloc.upload(gb), act: gate } : undefined), sout);
+        sameBits(fused!, separate!, what);
+        if (!gate && g.adapter.cpuEmulation) {
+          const want = new Float32Array(m * 11);
+          ref.matmul(want, x, weight, m);
+          const plain = g.alloc.upload(fill(m * 11, () => NaN));
+          const [got] = await run(g, (e) => g.matmul(e, plain, g.alloc.upload(x), gw, m), plain);
+          sameBits(got!, want, `${what}: == ref`);
+        }
       }
     }
   });

@@ -140,6 +140,28 @@ export function quantIteration(type: QuantType, rowBytes: number): WarpIteration
   return warpIteration([0, 1].flatMap((w) => quantWeightLoads(type, rowBytes, w)), [0, 1].flatMap((w) => quantActLoads(type, w)), 2);
 }
 
+/** The f32 input loads of one chunk by warp \`warp\` of the activation-quantizing matmul
+ * (wgsl/qmatmul-acts.ts, one row): act_at(e + l), l < 4, e = j·32 + 4w, in the max pass and
+ * again in the quantizing pass; a gate reads GB at the same elements. */
+export function quantFusedActLoads(gated: boolean, warp = 0): WarpLoad[] {
+  const out: WarpLoad[] = [];
+  for (let pass = 0; pass < 2; pass++) {
+    for (let i = 0; i < 8; i++) {
+      for (let l = 0; l < 4; l++) {
+        const load = laneBlocks(warp, i).map(({ jb, w }) => word(jb * 32 + 4 * w + l));
+        out.push(load, ...(gated ? [load] : []));
+      }
+    }
+  }
+  return out;
+}
+
+/** quantIteration for the activation-quantizing matmul: the same weight loads, the f32 input
+ * in place of the int8 words. */
+export function quantActsIteration(type: QuantType, rowBytes: number, gated: boolean): WarpIteration {
+  return warpIteration([0, 1].flatMap((w) => quantWeightLoads(type, rowBytes, w)), [0, 1].flatMap((w) => quantFusedActLoads(gated, w)), 2);
+}
+
 /** What a warp does per iteration of its main loop: DRAM bytes it brings (distinct sectors of
  * the weight), L1 sectors its load instructions touch (all of them), and load instructions. */
 export interface WarpIteration {

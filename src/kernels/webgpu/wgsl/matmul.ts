@@ -33,10 +33,10 @@ export function matmulTile(m: number, bytesPerRow: number, extraBytes: number, l
   return best;
 }
 
-/** Workgroup bytes per tile row of the quantized matmul: the f32 terms of 64 blocks (and
- * the offset terms of the offset types) and their integer sums (isum). */
+/** Workgroup bytes per tile row of the quantized matmul: the integer sums of 64 blocks, then
+ * their f32 terms in the same words (isum), and the offset terms of the offset types. */
 export function quantTileRowBytes(type: QuantType): number {
-  return 64 * 4 * (hasOffsetType(type) ? 3 : 2);
+  return 64 * 4 * (hasOffsetType(type) ? 2 : 1);
 }
 
 /** Workgroup bytes of a float matmul tile (wgsl/matmul-group.ts): per row, 64 f32 partial
@@ -185,7 +185,7 @@ function quantTerms(type: QuantType): string {
         for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
         ${sumi}
         let dx = DX[(rb + m0 + r) * nb + j];
-        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
+        atomicStore(&isum[r * 64u + t], bitcast<i32>((sb.scale * dx) * f32(sumi)));
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
       }`;
   return terms;
@@ -205,7 +205,9 @@ function laneShare(type: QuantType): string {
 }
 
 /** The workgroup's integer sums per (tile row, block of the chunk): the tiled body's lanes add
- * their shares (integer adds: exact in any order). */
+ * their shares (integer adds: exact in any order); thread t then stores block t's f32 term's
+ * bits in place, and thread m reads and zeroes its row's in the chain (the next chunk's sums
+ * start at 0). */
 export function quantSumsDecl(tm: number): string {
   return `var<workgroup> isum: array<atomic<i32>, ${tm * 64}>;`;
 }
@@ -215,7 +217,7 @@ export function quantSumsDecl(tm: number): string {
  * (t >> 3) + 8i (i < 8), so a warp's load covers 4 blocks' consecutive bytes, and the
  * activation words it pairs with are consecutive too. Each lane adds its integer share into
  * isum (laneShare); then thread t forms block c0 + t's f32 terms from the exact sums, as
- * quantTerms does, and thread m chains them in j order. */
+ * quantTerms does (stored in place of the sums), and thread m chains them in j order. */
 export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null): string {
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
@@ -255,9 +257,9 @@ export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRow
       let sb = packed_head(row, j);
       for (var r = 0u; r < rows; r++) {
         let xr = rb + m0 + r;
-        let sumi = atomicExchange(&isum[r * 64u + t], 0);
+        let sumi = atomicLoad(&isum[r * 64u + t]);
         let dx = DX[xr * nb + j];
-        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
+        atomicStore(&isum[r * 64u + t], bitcast<i32>((sb.scale * dx) * f32(sumi)));
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[xr * nb + j]);' : ''}
       }
     }
@@ -265,7 +267,7 @@ export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRow
     if (t < rows) {
       let n = min(64u, nb - c0);
       for (var jj = 0u; jj < n; jj++) {
-        acc = acc + term[t * 64u + jj];
+        acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
         ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
       }
     }
@@ -311,7 +313,7 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
         var acc = select(OUT[o], 0.0, c0 == 0u);
         let n = min(64u, nb - c0);
         for (var jj = 0u; jj < n; jj++) {
-          acc = acc + term[t * 64u + jj];
+          acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
           ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
         }
         OUT[o] = acc;
@@ -332,9 +334,8 @@ ${BYTES}
 ${packedBlockDecoder(type)}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
-var<workgroup> term: array<f32, ${tm * 64}>;
+${whole ? `var<workgroup> term: array<f32, ${tm * 64}>;` : quantSumsDecl(tm)}
 ${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
-${whole ? '' : quantSumsDecl(tm)}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let col = group_id(wid, nwg);

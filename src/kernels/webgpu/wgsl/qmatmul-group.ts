@@ -46,9 +46,8 @@ ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
-var<workgroup> term: array<f32, ${tm * 64}>;
-${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 ${quantSumsDecl(tm)}
+${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let gcol = group_id(wid, nwg);
