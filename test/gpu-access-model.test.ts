@@ -5,11 +5,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  GPUS, estimate, floatWeightLoads, loadFacts, namedParams, quantActLoads, quantIteration, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  GPUS, estimate, floatWeightLoads, loadFacts, namedParams, quantActLoads, quantActsIteration, quantFusedActLoads, quantIteration, quantWeightLoads, warpIteration,
+  workgroupBytes, workgroupSize,
   type ModelledDispatch,
 } from '../src/kernels/webgpu/access-model.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { quantMatmulActsShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 
 test('float weight loads mirror matmul-group.ts: thread t reads element k ≡ t (mod 64) through wf', () => {
@@ -46,6 +48,21 @@ test('quantized weight loads mirror quant.ts and the tiled body: 8 lanes per blo
   assert.equal(q4.dramBytes, (8 * 144) / 2); // 8 super-blocks of 144 bytes (32-byte aligned rows), per warp
   // the L1 sectors per DRAM sector: the strided layout had ~21 (Q8_0); the lanes now share blocks
   assert.ok(q8.l1Sectors / (q8.dramBytes / 32) < 8, `Q8_0 L1 sectors per DRAM sector ${q8.l1Sectors / (q8.dramBytes / 32)}`);
+});
+
+test('the activation-quantizing matmul\'s input loads mirror qmatmul-acts.ts: lane w reads elements 4w..4w+3 of its blocks, twice', () => {
+  const src = quantMatmulActsShader('q8_0', true, false, 'silu');
+  assert.match(src, /let e = \(m0 \+ r\) \* K \+ j \* 32u \+ 4u \* w;/);
+  assert.match(src, /for \(var l = 0u; l < 4u; l\+\+\) \{ mx = max\(mx, abs\(act_at\(e \+ l\)\)\); \}/);
+  assert.match(src, /q\[l\] = i32\(round\(act_at\(e \+ l\) \* id\)\)/);
+  assert.match(src, /let a = X\[pu\(P_xOff\) \+ e\];\s+let g = GB\[pu\(P_gateOff\) \+ e\];/);
+  // a warp-load: 4 blocks of 128 bytes, one f32 per lane at a 16-byte stride: 16 sectors
+  assert.deepEqual(loadFacts(quantFusedActLoads(false)[0]!).sectors.size, 16);
+  assert.equal(quantFusedActLoads(true).length, 2 * quantFusedActLoads(false).length);
+  const fused = quantActsIteration('q8_0', 2720, true);
+  const split = quantIteration('q8_0', 2720);
+  assert.equal(fused.dramBytes, split.dramBytes);
+  assert.ok(fused.l1Sectors > 4 * split.l1Sectors, 'the f32 input costs L1 sectors the int8 words did not');
 });
 
 test('namedParams inverts packParams through the shader text', () => {
