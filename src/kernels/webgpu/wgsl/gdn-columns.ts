@@ -7,29 +7,30 @@
 // Column c's update reads and writes only column c of S (the delta rule, MODEL-NOTES.md:
 // kv_c = Σ_a S[a,c]·e^g·k̂[a], δ_c = β(v_c − kv_c), S'[:,c] = S[:,c]·e^g + k̂ δ_c,
 // o_c = Σ_a S'[a,c]·q̂[a]); what columns share, q̂, k̂, e^g and β, every workgroup computes by
-// the same text (normQkRow, gate_g). So a column's chain is the fused kernel's chain
+// the same text (qkNormScales' sums, by one thread per workgroup; gate_g). So a column's chain is the fused kernel's chain
 // (deltaRuleColumn) on the same values, and the norm pass is the fused kernel's norm
 // (GATED_NORM_ROW) on the same row: the bits equal the one-workgroup-per-head launch
 // (test/webgpu-gdn-columns.test.ts).
 //
 // Memory: the workgroup stages its columns S[:, c0 .. c0 + CB) into workgroup memory with all
-// 256 threads (consecutive threads read consecutive columns of a row: CB · 4 contiguous bytes
-// per row, 4 independent loads per thread in flight), runs each column's chain from there
+// GDN_COLUMN_THREADS threads (consecutive threads read consecutive columns of a row: CB · 4
+// contiguous bytes per row; GDN_STAGE_LOADS independent loads per thread in flight, a whole
+// dk = 128 block in one go), runs each column's chain from there
 // (thread t < CB owns column c0 + t), and writes the block back at the end (mode 0) or after
 // every token to that token's scratch (mode 1, verify).
 // params: PARAMS.gdn_gated_seqs; DS as gdn-gated.ts (i32, 5 words per sequence at seqTable:
 // first row, t, state off, scratch off, mode).
 import { HEADER } from './common.js';
-import { GATE_FNS, deltaRuleColumn, normQkRow, type ColumnState } from './gdn.js';
+import { GATE_FNS, QK_SCALE_SUMS, deltaRuleColumn, qkOffsets, type ColumnState } from './gdn.js';
 import { GATED_NORM_ROW } from './gdn-gated.js';
 import { paramConsts } from '../params.js';
 
 /** State columns per workgroup of the column launch (the staged block is dk · 8 floats ≤ 8 KiB). */
 export const GDN_COLUMNS = 8;
 /** Threads per workgroup of the column launch's recurrence. */
-export const GDN_COLUMN_THREADS = 256;
+export const GDN_COLUMN_THREADS = 64;
 /** Loads each thread issues before it stores any (independent, so in flight together). */
-export const GDN_STAGE_LOADS = 4;
+export const GDN_STAGE_LOADS = 16;
 
 const STAGED: ColumnState = { get: (a) => `st[${a} * CB + t]`, set: (a, v) => `st[${a} * CB + t] = ${v}` };
 
@@ -50,6 +51,18 @@ function stageOut(buf: 'S' | 'SCR', base: string): string {
   return `for (var e = t; e < n; e += WG) { if (c0 + e % CB < dv) { ${buf}[${blockAt(base)}] = st[e]; } }`;
 }
 
+/** WGSL: normQkRow (gdn.ts) with the scales summed once per workgroup, by thread 0 (the
+ * same text, so the same bits), and shared through workgroup memory. In scope: i, qkvo,
+ * width, kh, hk, dk, t, QKV, qn, kn, qks. */
+const NORM_QK_ONCE = `    ${qkOffsets('qkvo + i * width')}    if (t == 0u) {
+      ${QK_SCALE_SUMS}      qks[0] = qs;
+      qks[1] = ks;
+    }
+    workgroupBarrier();
+    for (var d = t; d < dk; d += WG) { qn[d] = QKV[qo + d] * qks[0]; kn[d] = QKV[ko + d] * qks[1]; }
+    workgroupBarrier();
+`;
+
 /** The column launch's recurrence: gates and delta rule, the un-normed o to OUT.
  * Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]). */
 export const GDN_GATED_COLUMNS = /* wgsl */ `${HEADER}
@@ -68,6 +81,7 @@ const CB = ${GDN_COLUMNS}u;
 var<workgroup> qn: array<f32, 256>;
 var<workgroup> kn: array<f32, 256>;
 var<workgroup> st: array<f32, ${256 * GDN_COLUMNS}>;
+var<workgroup> qks: array<f32, 2>;
 ${GATE_FNS}
 @compute @workgroup_size(${GDN_COLUMN_THREADS})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -87,7 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let n = dk * CB;
   ${stageIn('sto + so')}
   for (var i = 0u; i < T; i++) {
-${normQkRow('WG')}
+${NORM_QK_ONCE}
     if (t < CB && c < dv) {
 ${deltaRuleColumn('exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))', 'sigmoid(B[bo + i * hv + h])', STAGED)}
       OUT[oo + (i * hv + h) * dv + c] = acc;

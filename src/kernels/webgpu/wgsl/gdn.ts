@@ -104,19 +104,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // sequence's rows.
 // Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR, 7 DS (read only: T is uniform per
 // workgroup, as the barriers in the token loop need).
-/** WGSL: the offsets (qo, ko) of head kh's query and key in the input row starting at `row`,
- * and their L2-norm scales (qs, ks): q also by 1/√dk, ε 1e-6, sums in position order. In
- * scope: hk, kh, dk and QKV. One text for every recurrence shader. */
-export function qkNormScales(row: string): string {
+/** WGSL: the offsets (qo, ko) of head kh's query and key in the input row starting at `row`.
+ * In scope: hk, kh, dk. */
+export function qkOffsets(row: string): string {
   return `let row = ${row};
     let qo = row + kh * dk;
     let ko = row + hk * dk + kh * dk;
-    var sq = 0.0;
+`;
+}
+
+/** WGSL: the L2-norm scales (qs, ks) of the query and key at qo, ko: q also by 1/√dk, ε 1e-6,
+ * sums in position order. In scope: dk, qo, ko and QKV. */
+export const QK_SCALE_SUMS = `var sq = 0.0;
     var sk = 0.0;
     for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
     let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
     let ks = 1.0 / sqrt(sk + 1e-6);
 `;
+
+/** WGSL: qkOffsets and QK_SCALE_SUMS. In scope: hk, kh, dk and QKV. One text for every
+ * recurrence shader. */
+export function qkNormScales(row: string): string {
+  return `${qkOffsets(row)}    ${QK_SCALE_SUMS}`;
 }
 
 /** One input row's L2-normed query and key of head h into workgroup memory (qn, kn): q
