@@ -3,7 +3,9 @@
 // and 'columns' (a workgroup per block of 8 state columns, then the norm pass,
 // wgsl/gdn-columns.ts) must give the same bits: outputs, in-place states and every verify
 // scratch snapshot, for a batch of sequences of different lengths (0, 1 and several tokens,
-// in place and to scratch), value dims that leave a partial block, key dims up to 256.
+// in place and to scratch), value dims that leave a partial block, key dims up to 256; and
+// tiny-think's forward (decode, a 3-token verify to scratch, a 3-token in-place step) gives
+// the same logits and states either way.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, GdnSeq, Weight } from '../src/kernels/types.js';
@@ -11,6 +13,11 @@ import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forceGdnLaunch, gdnLaunch, type GdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
+import type { Tensor } from '../src/kernels/types.js';
+import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
+import { StepArena } from '../src/model/arena.js';
+import { type AnyModel, allocSequenceMemory, loadModel } from '../src/model/model.js';
+import { TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
@@ -89,4 +96,42 @@ describe('webgpu gated recurrence: the column launch == the head launch, bit for
       assert.ok(!sameBits(head.states, x.states), 'the states were updated');
     });
   }
+});
+
+/** tiny-think on `launch`: a chunked 6-token prompt, a decode step, a 3-token verify to
+ * scratch, a 3-token in-place step; every step's logits, then the states and the scratch. */
+async function forwardAs(model: AnyModel, launch: GdnLaunch): Promise<{ results: Float32Array[]; dispatches: number }> {
+  forceGdnLaunch(k.g, launch);
+  const d0 = k.recordedDispatches;
+  const mem = allocSequenceMemory(model, 64);
+  const ws = new StepArena(model);
+  const { layout } = model;
+  const scratch = layout.linearLayers.map(() => ({ conv: k.alloc(3 * layout.convSize), ssm: k.alloc(3 * layout.ssmSize) }));
+  const v = model.config.vocabSize;
+  const got: Float32Array[] = [];
+  const step = async (tokens: number[], start: number, extra: Partial<SeqInput<Tensor>>): Promise<void> => {
+    const fw = forwardHidden(model, ws, [{ tokens, start, pageTable: mem.pageTable, kv: mem.kv, state: mem.state, chunked: false, ...extra }]);
+    const rows = tokens.map((_, i) => fw.offsets[0]! + i);
+    const out = lmHeadInto(model, ws, fw.hidden, rows, ws.logits.rows(rows.length));
+    const [logits] = await k.readBack([{ t: out as GpuTensor, offset: 0, length: rows.length * v }]);
+    got.push(logits!);
+  };
+  await step([11, 12, 13, 14, 15, 16], 0, { chunked: true });
+  await step([17], 6, {});
+  await step([18, 19, 20], 7, { scratch });
+  await step([21, 22, 23], 7, {});
+  const tensors = [...mem.state.map((s) => s.ssm), ...scratch.map((s) => s.ssm)] as unknown as GpuTensor[];
+  const dispatches = k.recordedDispatches - d0;
+  got.push(...await k.readBack(tensors.map((t) => ({ t, offset: 0, length: t.length }))) as Float32Array[]);
+  return { results: got, dispatches };
+}
+
+test('tiny-think forward: the column launch == the head launch, bit for bit (logits, states, verify scratch)', async () => {
+  const model = await loadModel(TINY_THINK(), k) as unknown as AnyModel;
+  const head = await forwardAs(model, 'head');
+  const cols = await forwardAs(model, 'columns');
+  // each of the 3 recurrent steps runs one norm pass more per linear layer
+  assert.equal(cols.dispatches - head.dispatches, 3 * model.layout.linearLayers.length, 'the column launch ran');
+  assert.equal(cols.results.length, head.results.length);
+  head.results.forEach((h, i) => assert.ok(sameBits(cols.results[i]!, h), `result ${i} differs (0-3: logits of each step, then states, scratch)`));
 });
