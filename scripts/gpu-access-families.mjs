@@ -52,7 +52,7 @@ export function modelDispatch(r, { context, vocabScale, config }) {
   if (r.key === 'elementwise') return coal(12 * p.n);
   if (r.key === 'copy_rows' || r.key === 'gather_rows') return coal(8 * p.rows * p.width);
   if (r.key.startsWith('causal_conv')) return coal(4 * p.c * (2 * p.taps + 2 * (p.taps - 1) + 2));
-  if (r.key === 'gdn_gated_columns') {
+  if (r.key === 'gdn_gated_columns' || r.key === 'gdn_recurrent_columns') {
     // the column launch: a workgroup stages its columns' state with GDN_STAGE_LOADS
     // independent coalesced loads per thread (all of a dk ≤ 128 block in one iteration)
     const width = 2 * p.hk * p.dk + p.hv * p.dv;

@@ -1,8 +1,9 @@
 // The fused gated recurrence (Kernels.gdnRecurrentGatedSeqs) on webgpu launched both ways
 // (kernels/webgpu/gdn-columns.ts): 'head' (one workgroup per value head, wgsl/gdn-gated.ts)
 // and 'columns' (a workgroup per block of 8 state columns, then the norm pass,
-// wgsl/gdn-columns.ts) must give the same bits: outputs, in-place states and every verify
-// scratch snapshot, for a batch of sequences of different lengths (0, 1 and several tokens,
+// wgsl/gdn-columns.ts) must give the same bits, and so must the plain recurrence
+// (gdnRecurrentSeqs: 64-column workgroups vs the column launch's): outputs, in-place
+// states and every verify scratch snapshot, for a batch of sequences of different lengths (0, 1 and several tokens,
 // in place and to scratch), value dims that leave a partial block, key dims up to 256; and
 // tiny-think's forward (decode, a 3-token verify to scratch, a 3-token in-place step) gives
 // the same logits and states either way.
@@ -50,8 +51,9 @@ function inputs(seed: number, dims: GdnDims): Inputs {
 
 interface Result { dispatches: number; out: Float32Array; states: Float32Array; scratch: Float32Array }
 
-/** Every sequence of TS in one call, launched as `launch`. */
-async function runAs(launch: GdnLaunch, x: Inputs): Promise<Result> {
+/** Every sequence of TS in one call, launched as `launch`: the fused gated recurrence, or
+ * the plain one (gdnRecurrentSeqs, the gates given: g = −|a|, β = σ(b) stand-ins). */
+async function runAs(launch: GdnLaunch, x: Inputs, form: 'gated' | 'plain' = 'gated'): Promise<Result> {
   forceGdnLaunch(k.g, launch);
   assert.equal(gdnLaunch(k.g), launch);
   const { numValueHeads: hv, keyDim: dk, valueDim: dv } = x.dims;
@@ -68,7 +70,8 @@ async function runAs(launch: GdnLaunch, x: Inputs): Promise<Result> {
   });
   await k.readBack([{ t: qkv, offset: 0, length: 1 }]);
   const d0 = k.recordedDispatches;
-  k.gdnRecurrentGatedSeqs(out, qkv, { a, b, aLog: x.aLog, dtBias: x.dtBias, g: k.alloc(a.length), beta: k.alloc(a.length), z, norm: x.norm, eps: 1e-6 }, x.dims, seqs);
+  if (form === 'gated') k.gdnRecurrentGatedSeqs(out, qkv, { a, b, aLog: x.aLog, dtBias: x.dtBias, g: k.alloc(a.length), beta: k.alloc(a.length), z, norm: x.norm, eps: 1e-6 }, x.dims, seqs);
+  else k.gdnRecurrentSeqs(out, qkv, up(x.a.map((v) => -Math.abs(v))), up(x.b.map((v) => 1 / (1 + Math.exp(-v)))), x.dims, seqs);
   const dispatches = k.recordedDispatches - d0;
   const [o, st, sc] = await k.readBack([out, states, scr].map((t) => ({ t, offset: 0, length: t.length })));
   return { dispatches, out: o!, states: st!, scratch: sc! };
@@ -94,6 +97,16 @@ describe('webgpu gated recurrence: the column launch == the head launch, bit for
       assert.ok(sameBits(cols.states, head.states), 'in-place states differ');
       assert.ok(sameBits(cols.scratch, head.scratch), 'verify scratch snapshots differ');
       assert.ok(!sameBits(head.states, x.states), 'the states were updated');
+    });
+    test(`plain recurrence (gdnRecurrentSeqs), dk ${dims.keyDim}, dv ${dims.valueDim}`, async () => {
+      const x = inputs(dims.keyDim * dims.valueDim, dims);
+      const head = await runAs('head', x, 'plain');
+      const cols = await runAs('columns', x, 'plain');
+      assert.deepEqual([head.dispatches, cols.dispatches], [1, 1]);
+      assert.ok(head.out.some((v) => v !== 0), 'the outputs are not all zero');
+      assert.ok(sameBits(cols.out, head.out), 'outputs differ');
+      assert.ok(sameBits(cols.states, head.states), 'in-place states differ');
+      assert.ok(sameBits(cols.scratch, head.scratch), 'verify scratch snapshots differ');
     });
   }
 });

@@ -1,4 +1,6 @@
-// How the fused gated recurrence (Kernels.gdnRecurrentGatedSeqs) is launched on an adapter:
+// How the recurrent GDN kernels are launched on an adapter (the fused gated recurrence,
+// Kernels.gdnRecurrentGatedSeqs, as below; the plain one, gdnRecurrentSeqs, likewise
+// without the norm pass):
 // 'head', one workgroup per (value head, sequence) holding every state column and norming
 // the output row in the workgroup (wgsl/gdn-gated.ts, one dispatch); or 'columns', one
 // workgroup per (value head, block of GDN_COLUMNS columns, sequence) and the gated norm as

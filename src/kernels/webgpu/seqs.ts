@@ -15,6 +15,7 @@ import { CHUNKED_SEQ_WORDS, GDN_CHUNKED_SEQS, chunkedScratchPer } from './wgsl/g
 import { chunkSplits } from '../seqs-by-calls.js';
 import { GDN_GATED_BINDINGS, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
 import { gdnGatedColumnsRun, gdnLaunch } from './gdn-columns.js';
+import { GDN_COLUMNS, GDN_RECURRENT_COLUMNS } from './wgsl/gdn-columns.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -51,16 +52,20 @@ export function convSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, o
   }
 }
 
-/** The batch's recurrent GDN steps: one dispatch per buffer group. */
+/** The batch's recurrent GDN steps: one dispatch per buffer group, a workgroup per (value
+ * head, 64 columns, sequence) or, as the adapter's launch (gdn-columns.ts), per (value head,
+ * GDN_COLUMNS columns, sequence) with the block staged (wgsl/gdn-columns.ts): same bits. */
 export function gdnSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gt: GpuTensor,
   beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   if (dk > 256) throw new RangeError(`gdnRecurrentSeqs: key dim ${dk} > 256`);
+  const columns = gdnLaunch(g) === 'columns';
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
     const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
-    g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS,
-      packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset }), null,
-      [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer], [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
+    const params = packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset });
+    const buffers = [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer];
+    if (columns) g.run(enc, 'gdn_recurrent_columns', () => GDN_RECURRENT_COLUMNS, params, null, buffers, [hv, Math.ceil(dv / GDN_COLUMNS), grp.seqs.length], 'gdn_recurrent');
+    else g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS, params, null, buffers, [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
   }
 }
 

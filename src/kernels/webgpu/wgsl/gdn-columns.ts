@@ -18,8 +18,10 @@
 // dk = 128 block in one go), runs each column's chain from there
 // (thread t < CB owns column c0 + t), and writes the block back at the end (mode 0) or after
 // every token to that token's scratch (mode 1, verify).
-// params: PARAMS.gdn_gated_seqs; DS as gdn-gated.ts (i32, 5 words per sequence at seqTable:
-// first row, t, state off, scratch off, mode).
+// The plain recurrence (gates given, no norm: GDN_RECURRENT_SEQS, which adapters under 11
+// storage bindings run) has its column form from the same text (GDN_RECURRENT_COLUMNS).
+// params: PARAMS.gdn_gated_seqs / gdn_recurrent_seqs; DS as gdn-gated.ts (i32, 5 words per
+// sequence at seqTable: first row, t, state off, scratch off, mode).
 import { HEADER } from './common.js';
 import { GATE_FNS, QK_SCALE_SUMS, deltaRuleColumn, qkOffsets, type ColumnState } from './gdn.js';
 import { GATED_NORM_ROW } from './gdn-gated.js';
@@ -63,26 +65,52 @@ const NORM_QK_ONCE = `    ${qkOffsets('qkvo + i * width')}    if (t == 0u) {
     workgroupBarrier();
 `;
 
-/** The column launch's recurrence: gates and delta rule, the un-normed o to OUT.
- * Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]). */
-export const GDN_GATED_COLUMNS = /* wgsl */ `${HEADER}
-${paramConsts('gdn_gated_seqs')}
+/** What differs between the fused (gated) and the plain recurrence of the column launch:
+ * bindings 3, 4 (and 8, 9), the per-token gate offsets, e^g and β. */
+const FORMS = {
+  gated: {
+    params: 'gdn_gated_seqs',
+    bindings: `@group(0) @binding(3) var<storage, read_write> A: array<f32>;
+@group(0) @binding(4) var<storage, read_write> B: array<f32>;`,
+    extraBindings: `@group(0) @binding(8) var<storage, read_write> AL: array<f32>;
+@group(0) @binding(9) var<storage, read_write> DB: array<f32>;
+${GATE_FNS}`,
+    offsets: 'let ao = pu(P_aOff) + row0 * hv; let bo = pu(P_bOff) + row0 * hv;',
+    decay: 'exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))',
+    beta: 'sigmoid(B[bo + i * hv + h])',
+  },
+  plain: {
+    params: 'gdn_recurrent_seqs',
+    bindings: `@group(0) @binding(3) var<storage, read_write> G: array<f32>;
+@group(0) @binding(4) var<storage, read_write> BETA: array<f32>;`,
+    extraBindings: '',
+    offsets: 'let go = pu(P_gOff) + row0 * hv; let bo = pu(P_betaOff) + row0 * hv;',
+    decay: 'exp(G[go + i * hv + h])',
+    beta: 'BETA[bo + i * hv + h]',
+  },
+} as const;
+
+/** The column launch's recurrence, the un-normed o to OUT: 'gated' computes the gates
+ * (the fused kernel's expressions; its norm is GDN_GATED_NORM's pass), 'plain' reads them
+ * (GDN_RECURRENT_SEQS' form, whose output is final). Bindings: 1 OUT, 2 QKV, 3 A / G,
+ * 4 B / BETA, 5 S, 6 SCR, 7 DS; gated also 8 AL (f32 [HV]), 9 DB (f32 [HV]). */
+function columnsShader(form: keyof typeof FORMS): string {
+  const f = FORMS[form];
+  return `${HEADER}
+${paramConsts(f.params)}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> QKV: array<f32>;
-@group(0) @binding(3) var<storage, read_write> A: array<f32>;
-@group(0) @binding(4) var<storage, read_write> B: array<f32>;
+${f.bindings}
 @group(0) @binding(5) var<storage, read_write> S: array<f32>;
 @group(0) @binding(6) var<storage, read_write> SCR: array<f32>;
 @group(0) @binding(7) var<storage, read> DS: array<i32>;
-@group(0) @binding(8) var<storage, read_write> AL: array<f32>;
-@group(0) @binding(9) var<storage, read_write> DB: array<f32>;
+${f.extraBindings}
 const WG = ${GDN_COLUMN_THREADS}u;
 const CB = ${GDN_COLUMNS}u;
 var<workgroup> qn: array<f32, 256>;
 var<workgroup> kn: array<f32, 256>;
 var<workgroup> st: array<f32, ${256 * GDN_COLUMNS}>;
 var<workgroup> qks: array<f32, 2>;
-${GATE_FNS}
 @compute @workgroup_size(${GDN_COLUMN_THREADS})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
@@ -90,7 +118,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sd = pu(P_seqTable) + 5u * wid.z;
   let row0 = u32(DS[sd]);
   let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
-  let qkvo = pu(P_qkvOff) + row0 * width; let ao = pu(P_aOff) + row0 * hv; let bo = pu(P_bOff) + row0 * hv;
+  let qkvo = pu(P_qkvOff) + row0 * width; ${f.offsets}
   let oo = pu(P_outOff) + row0 * hv * dv;
   let h = wid.x;
   let c0 = wid.y * CB;
@@ -103,7 +131,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = 0u; i < T; i++) {
 ${NORM_QK_ONCE}
     if (t < CB && c < dv) {
-${deltaRuleColumn('exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))', 'sigmoid(B[bo + i * hv + h])', STAGED)}
+${deltaRuleColumn(f.decay, f.beta, STAGED)}
       OUT[oo + (i * hv + h) * dv + c] = acc;
     }
     workgroupBarrier();
@@ -115,6 +143,10 @@ ${deltaRuleColumn('exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))', 'sigmoid(B[bo
     ${stageOut('S', 'sto + so')}
   }
 }`;
+}
+
+export const GDN_GATED_COLUMNS = columnsShader('gated');
+export const GDN_RECURRENT_COLUMNS = columnsShader('plain');
 
 /** The column launch's second pass: the gated RMSNorm of each recurrent output row, in
  * place. Workgroup (value head, token, sequence); a token past its sequence's t returns.
