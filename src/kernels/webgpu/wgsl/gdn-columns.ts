@@ -7,15 +7,15 @@
 // Column c's update reads and writes only column c of S (the delta rule, MODEL-NOTES.md:
 // kv_c = Σ_a S[a,c]·e^g·k̂[a], δ_c = β(v_c − kv_c), S'[:,c] = S[:,c]·e^g + k̂ δ_c,
 // o_c = Σ_a S'[a,c]·q̂[a]); what columns share, q̂, k̂, e^g and β, every workgroup computes by
-// the same text (qkNormScales' sums, by one thread per workgroup; gate_g). So a column's chain is the fused kernel's chain
-// (deltaRuleColumn) on the same values, and the norm pass is the fused kernel's norm
-// (GATED_NORM_ROW) on the same row: the bits equal the one-workgroup-per-head launch
-// (test/webgpu-gdn-columns.test.ts).
+// the same text (qkNormScales' sums, by one thread per workgroup; gate_g). So a column's
+// chain is the fused kernel's chain (deltaRuleColumn) on the same values, and the norm pass
+// is the fused kernel's norm (GATED_NORM_ROW) on the same row: the bits equal the
+// one-workgroup-per-head launch (test/webgpu-gdn-columns.test.ts).
 //
-// Memory: the workgroup stages its columns S[:, c0 .. c0 + CB) into workgroup memory with all
-// GDN_COLUMN_THREADS threads (consecutive threads read consecutive columns of a row: CB · 4
-// contiguous bytes per row; GDN_STAGE_LOADS independent loads per thread in flight, a whole
-// dk = 128 block in one go), runs each column's chain from there
+// Memory: the workgroup stages its columns S[:, c0 .. c0 + CB) into workgroup memory with
+// all GDN_COLUMN_THREADS threads (consecutive threads read consecutive columns of a row: a
+// warp-load is 4 rows × CB · 4 = 32 contiguous bytes; GDN_STAGE_LOADS independent loads per
+// thread in flight, a whole dk = 128 block in one go), runs each column's chain from there
 // (thread t < CB owns column c0 + t), and writes the block back at the end (mode 0) or after
 // every token to that token's scratch (mode 1, verify).
 // The plain recurrence (gates given, no norm: GDN_RECURRENT_SEQS, which adapters under 11
