@@ -13,8 +13,9 @@ export const GROWTH_ENGINE = { specAdaptive: false, kvCacheTokens: 1024, maxCont
 /** Ids 400..999 biased by multiples of 1/8 in [−1, 1] (f32 values: the f32 and f64 sums agree). */
 export const WIDE_BIAS: ReadonlyMap<number, number> = new Map(Array.from({ length: 600 }, (_, i) => [400 + i, (((i * 37) % 17) - 8) / 8]));
 
-export function growthRequests(): GenerateRequest[] {
-  const [a, b] = drawRequests({ temperature: 2, topK: 20, topP: 0.95 }, 12, 2);
+/** The two requests, `maxTokens` out each. */
+export function growthRequests(maxTokens = 12): GenerateRequest[] {
+  const [a, b] = drawRequests({ temperature: 2, topK: 20, topP: 0.95 }, maxTokens, 2);
   return [
     { ...a!, temperature: 0, repetitionPenalty: 1.3, frequencyPenalty: 0.2, logitsAdjust: { bias: WIDE_BIAS } },
     { ...b!, logitsAdjust: { bias: WIDE_BIAS } },
