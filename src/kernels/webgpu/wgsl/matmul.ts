@@ -185,7 +185,7 @@ function quantTerms(type: QuantType): string {
         for (var w = 0u; w < 4u; w++) { d0 += dot4(QP[w], QX[xo + w]); d1 += dot4(QP[w + 4u], QX[xo + w + 4u]); }
         ${sumi}
         let dx = DX[(rb + m0 + r) * nb + j];
-        atomicStore(&isum[r * 64u + t], bitcast<i32>((sb.scale * dx) * f32(sumi)));
+        term[r * 64u + t] = (sb.scale * dx) * f32(sumi);
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[(rb + m0 + r) * nb + j]);' : ''}
       }`;
   return terms;
@@ -313,7 +313,7 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
         var acc = select(OUT[o], 0.0, c0 == 0u);
         let n = min(64u, nb - c0);
         for (var jj = 0u; jj < n; jj++) {
-          acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
+          acc = acc + term[t * 64u + jj];
           ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
         }
         OUT[o] = acc;
