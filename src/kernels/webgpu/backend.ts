@@ -51,11 +51,17 @@ export class WebGpuKernels {
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   private readonly subgroupSizeDivides64: boolean;
+  /** At M ≤ ACTS_TILE an unnormed quantized weight quantizes its own input in its matmul
+   * (one dispatch, not two; the same bits). Off on a CPU adapter, where every workgroup's
+   * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
+   * decode step); tests set it to count a GPU's dispatches or compare the paths. */
+  foldQuantActs: boolean;
 
   /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
   constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
+    this.foldQuantActs = !ctx.adapter.cpuEmulation;
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
     this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()), pacer: pacing && ctx.adapter.cpuEmulation ? new ReadbackPacer() : null };
@@ -148,7 +154,7 @@ export class WebGpuKernels {
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
-    const lone = !norm && m <= ACTS_TILE && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
+    const lone = this.foldQuantActs && !norm && m <= ACTS_TILE && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
     if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
     else if (quant.length > 0) {
       // the normed rows (norm.out, float weights read them too) and their quantization: one dispatch
