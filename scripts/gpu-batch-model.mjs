@@ -142,7 +142,7 @@ function model(recording, gpu) {
   const one = decode[1];
   const ref = batch1Reference(scen.decode[1], { kinds, config, shape, gpu });
   if (Math.abs(ref[0] - one.us[0]) > 0.06) throw new Error(`batch model at M = 1 (${one.us[0]} µs) is not the batch-1 model's (${ref[0]} µs)`);
-  const ratio = (fn) => ({ gpu: one.us.map((_, i) => r3(fn((c) => c.us[i]))), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, r3(fn((c) => c.us[0] + c.dispatches * h))])) });
+  const ratio = (fn) => ({ gpu: one.us.map((_, i) => r3(fn((c) => c.us[i]))), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, one.us.map((_, i) => r3(fn((c) => c.us[i] + c.dispatches * h)))])) });
   const streams = Object.fromEntries(STREAMS.filter((s) => s > 1).map((s) => [s, {
     dispatches: r1(decode[s].dispatches), gb: r3(decode[s].bytes / 1e9), gpu_us: decode[s].us.map(r1), bound_share: shares(decode[s].bound), top_lo: decode[s].top,
     throughput_vs_one: ratio((t) => (s * t(one)) / t(decode[s])), step: withHost(decode[s].us[0], decode[s].dispatches),
@@ -165,7 +165,7 @@ function model(recording, gpu) {
     const dispatches = cost((c) => c.dispatches) + kk;
     const gpuUs = one.us.map((_, i) => cost((c) => c.us[i]) + kk * gpu.gapUs);
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
-      speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, r3((e * (one.us[0] + one.dispatches * h)) / (gpuUs[0] + dispatches * h))])) } }];
+      speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])) } }];
   }));
   return { shape, format, gpu: gpu.name, decode_1: { dispatches: r1(one.dispatches), top_lo: one.top, gb: r3(one.bytes / 1e9), gpu_us: one.us.map(r1), batch1_model_gpu_us: ref, fraction_of_peak: one.us.map((u) => r3((1e6 * one.bytes) / gpu.peakBytesPerS / u)), step: withHost(one.us[0], one.dispatches) },
     streams, verify, mtp_round: { accept_rate: accept, by_k: rounds } };
