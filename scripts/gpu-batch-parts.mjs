@@ -45,7 +45,7 @@ export function batchDispatch(r, { context, vocabScale, config, seqs, tokensPerS
     const unroll = Math.max(1, (bc * hd) / workgroupSize(r.wgsl));
     d = { ...d, bytes: 2 * 4 * p.nKV * hd * context + 8 * p.nH * hd, iteration: COALESCED_F32, unroll: [unroll, unroll] };
   }
-  if (r.key.startsWith('attention_') && r.key !== 'attention_inputs' || r.key === 'attention') {
+  if ((r.key.startsWith('attention_') && r.key !== 'attention_inputs') || r.key === 'attention') {
     const hd = config.headDim;
     const seqBytes = 2 * 4 * p.nKV * hd * context;
     const prefill = r.key.startsWith('attention_prefill');
