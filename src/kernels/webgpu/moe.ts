@@ -28,12 +28,9 @@ import { view, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
 import type { MoeGemm, QuantActs, WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
+import { stackedPartWeight, type GpuExpert, type MoeStacks, type StackedExperts } from './moe-stack.js';
 
-export interface GpuExpert {
-  readonly gate: GpuWeight;
-  readonly up: GpuWeight;
-  readonly down: GpuWeight;
-}
+export type { GpuExpert } from './moe-stack.js';
 
 /** One MoE layer's device tally: u32 [E, 2] = (row tiles run, routed at all) per expert,
  * and each expert's weight bytes (gate + up + down). */
@@ -87,7 +84,7 @@ export function moeTallyBytes(layers: readonly MoeLayerTally[], words: readonly 
 }
 
 /** out [M, H] = Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order; slot: [M·topK, H]. */
-export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: MoeTally, out: GpuTensor, x: GpuTensor, ids: GpuTensor,
+export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: MoeTally, stacks: MoeStacks, out: GpuTensor, x: GpuTensor, ids: GpuTensor,
   weights: GpuTensor, m: number, topK: number, experts: readonly GpuExpert[], slot: GpuTensor): void {
   if (m <= 0 || experts.length === 0) return;
   const ne = experts.length;
@@ -106,11 +103,16 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   const up = g.scratchTensor('moe_up', n * ie);
   const tiles = whole ? 1 : Math.ceil(m / TM);
   const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows, whole });
+  const stacked = stacks.of(experts);
   const gateUpActs = experts.some((e) => isQuantType(e.gate.dtype) || isQuantType(e.up.dtype)) ? g.quantActs(enc, xg, n, h) : null;
-  experts.forEach((e, i) => expertGemms(g, enc, xg, gateUpActs, [{ out: gate, w: e.gate }, { out: up, w: e.up }], n, h, tiles, gemm(i, 'gather')));
+  const gemms = (kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], input: GpuTensor, acts: QuantActs | null, k: number, rows: 'gather' | 'scatter'): void => {
+    if (stacked) stackedGemms(g, enc, input, acts, stacked, kinds, n, k, tiles, { ...gemm(0, rows), span: 1 });
+    else experts.forEach((e, i) => expertGemms(g, enc, input, acts, kinds.map(({ out, kind }) => ({ out, w: e[kind] })), n, k, tiles, gemm(i, rows)));
+  };
+  gemms([{ out: gate, kind: 'gate' }, { out: up, kind: 'up' }], xg, gateUpActs, h, 'gather');
   g.mulSilu(enc, up, up, gate, n * ie);
   const downActs = experts.some((e) => isQuantType(e.down.dtype)) ? g.quantActs(enc, up, n, ie) : null;
-  experts.forEach((e, i) => expertGemms(g, enc, up, downActs, [{ out: slot, w: e.down }], n, ie, tiles, gemm(i, 'scatter')));
+  gemms([{ out: slot, kind: 'down' }], up, downActs, ie, 'scatter');
   g.run(enc, 'moe_combine', () => MOE_COMBINE, packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset, wOff: weights.offset }), null,
     [out.buffer, slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
 }
@@ -127,4 +129,16 @@ function expertGemms(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, acts: Qua
     const segs = mats.filter((s) => s.w.dtype === dtype).flatMap((s) => s.w.parts.map((part) => ({ out: s.out, n: s.w.rows, part })));
     for (let i = 0; i < segs.length; i += g.groupSegments) g.floatSegments(enc, x, n, k, tiles, dtype, segs.slice(i, i + g.groupSegments), false, undefined, undefined, moe);
   }
+}
+
+/** Every expert's matmuls of one input at once: per part of the stack, one dispatch per
+ * quantized kind and one for the float kinds of a dtype, its grid z spanning the part's
+ * experts (an expert without routed rows exits before reading a weight). */
+function stackedGemms(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, acts: QuantActs | null, stacked: StackedExperts,
+  kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], n: number, k: number, tiles: number, moe: MoeGemm): void {
+  const parts = stacked[kinds[0]!.kind].parts;
+  parts.forEach((part, p) => {
+    const mats = kinds.map(({ out, kind }) => ({ out, w: stackedPartWeight(stacked[kind], stacked[kind].parts[p]!) }));
+    expertGemms(g, enc, x, acts, mats, n, k, tiles, { ...moe, expert: part.first, span: part.count });
+  });
 }

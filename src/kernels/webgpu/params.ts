@@ -79,7 +79,7 @@ export const PARAMS = {
   }),
   quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', gateOff: 'u32' }),
   norm_quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', outOff: 'u32', zeroCentered: 'u32', eps: 'f32' }),
-  qmatmul: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', expert: 'u32', experts: 'u32' }),
+  qmatmul: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32' }),
   // GROUP_SEGMENTS (wgsl/matmul-group.ts) = 4 segments
   matmul_group: fields({
     k: 'u32', m: 'u32', xOff: 'u32', segments: 'u32',
@@ -87,7 +87,7 @@ export const PARAMS = {
     seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
     seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
-    eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32',
+    eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32',
   }),
   // GROUP_SEGMENTS segments, as matmul_group
   qmatmul_group: fields({

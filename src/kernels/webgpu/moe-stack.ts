@@ -1,0 +1,114 @@
+/// <reference types="@webgpu/types" />
+// A MoE layer's experts stacked on the GPU, so one dispatch per GEMM kind runs every
+// expert (moe.ts): per kind (gate, up, down) the experts' weights are copied back to back
+// into parts of whole experts, expert e at bytes (e − first of its part)·expertBytes of
+// part ⌊e / perPart⌋ — the rows a MoE GEMM reads for expert ex (wgsl/matmul.ts
+// moeWeightRow). Every kind's parts hold the same experts (perPart from the largest kind),
+// so gate and up of one part share a float dispatch. The per-expert buffers are copied on
+// the queue (ordered after their uploads, before any later submit) and destroyed: the
+// stacked copy is the only one, so device memory does not grow. A stacked expert's own
+// handle is then refused by the plain matmuls (WebGpuBoundaryKernels.gpuWeight).
+import type { WebGpuKernels } from './backend.js';
+import type { GpuWeight } from './weights.js';
+
+export interface GpuExpert {
+  readonly gate: GpuWeight;
+  readonly up: GpuWeight;
+  readonly down: GpuWeight;
+}
+
+/** One weight part of stacked experts first .. first + count − 1. */
+export interface StackedPart {
+  readonly buffer: GPUBuffer;
+  readonly first: number;
+  readonly count: number;
+}
+
+export interface StackedKind {
+  readonly like: GpuWeight;
+  readonly parts: readonly StackedPart[];
+}
+
+export interface StackedExperts {
+  readonly gate: StackedKind;
+  readonly up: StackedKind;
+  readonly down: StackedKind;
+}
+
+const KINDS = ['gate', 'up', 'down'] as const;
+
+/** Why a layer's experts cannot be stacked (they then run one dispatch per expert), or null. */
+export function unstackableReason(experts: readonly GpuExpert[], maxBinding: number): string | null {
+  for (const kind of KINDS) {
+    const w0 = experts[0]![kind];
+    for (const e of experts) {
+      const w = e[kind];
+      if (w.dtype !== w0.dtype || w.rows !== w0.rows || w.cols !== w0.cols) return `${kind}: experts differ in type or shape`;
+      if (w.parts.length !== 1) return `${kind}: an expert is split in parts`;
+    }
+    const bytes = w0.rows * w0.rowBytes;
+    if (bytes % 4 !== 0) return `${kind}: ${bytes} bytes per expert is not a whole number of words`;
+    if (bytes > maxBinding) return `${kind}: one expert exceeds the storage binding limit`;
+  }
+  return null;
+}
+
+/** Stacked experts per layer (keyed by the layer's first gate weight); moved: the
+ * per-expert weights whose buffers were stacked and destroyed. */
+export class MoeStacks {
+  private readonly layers = new Map<GpuWeight, StackedExperts | null>();
+  private readonly moved = new WeakSet<GpuWeight>();
+  /** false: every layer runs one dispatch per expert (the tests' per-expert path). */
+  enabled = true;
+
+  constructor(private readonly g: WebGpuKernels) {}
+
+  isMoved(w: GpuWeight): boolean {
+    return this.moved.has(w);
+  }
+
+  /** The layer's stacked experts (stacking them on first use), or null: per-expert dispatches. */
+  of(experts: readonly GpuExpert[]): StackedExperts | null {
+    const key = experts[0]!.gate;
+    if (this.layers.has(key)) return this.layers.get(key)!;
+    if (!this.enabled || experts.some((e) => KINDS.some((k) => this.moved.has(e[k])))) return null;
+    const maxBinding = this.g.adapter.limits.maxStorageBufferBindingSize;
+    const stacked = unstackableReason(experts, maxBinding) === null ? this.stack(experts, maxBinding) : null;
+    this.layers.set(key, stacked);
+    return stacked;
+  }
+
+  private stack(experts: readonly GpuExpert[], maxBinding: number): StackedExperts {
+    const perPart = Math.floor(maxBinding / Math.max(...KINDS.map((k) => experts[0]![k].rows * experts[0]![k].rowBytes)));
+    const enc = this.g.device.createCommandEncoder({ label: 'moe_stack' });
+    const kind = (k: (typeof KINDS)[number]): StackedKind => {
+      const like = experts[0]![k];
+      const bytes = like.rows * like.rowBytes;
+      const parts: StackedPart[] = [];
+      for (let first = 0; first < experts.length; first += perPart) {
+        const count = Math.min(perPart, experts.length - first);
+        const buffer = this.g.alloc.buffer(count * bytes, `experts_${k}[${first}..${first + count})`);
+        for (let i = 0; i < count; i++) enc.copyBufferToBuffer(experts[first + i]![k].parts[0]!.buffer, 0, buffer, i * bytes, bytes);
+        parts.push({ buffer, first, count });
+      }
+      return { like, parts };
+    };
+    const stacked = { gate: kind('gate'), up: kind('up'), down: kind('down') };
+    this.g.device.queue.submit([enc.finish()]);
+    // destroyed after the submit: the copies already queued still read them
+    for (const e of experts) {
+      for (const k of KINDS) {
+        this.moved.add(e[k]);
+        this.g.alloc.free(e[k].parts[0]!.buffer);
+      }
+    }
+    return stacked;
+  }
+}
+
+/** Part p of a stacked kind as a one-expert-wide weight (rows = one expert's), its buffer
+ * holding the part's experts back to back: the MoE GEMMs' operand with MoeGemm.span. */
+export function stackedPartWeight(kind: StackedKind, part: StackedPart): GpuWeight {
+  const w = kind.like;
+  return { dtype: w.dtype, rows: w.rows, cols: w.cols, rowBytes: w.rowBytes, parts: [{ buffer: part.buffer, row0: 0, rows: w.rows }] };
+}
