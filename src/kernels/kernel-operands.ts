@@ -216,6 +216,14 @@ export interface ExpertMats {
   readonly down: Weight; // [H, Ie]
 }
 
+/** The rest of a MoE layer after its routed sum (Kernels.moeExperts' tail): with `shared`,
+ * out[i, :] += σ(shared.logit[i])·shared.y[i, :] (addSigmoidScaled), then residual += out
+ * (add): the bits of those two calls after moeExperts, in one pass where a backend can. */
+export interface MoeTail<T extends Tensor = Float32Array> {
+  readonly shared: { readonly y: T; readonly logit: T } | null;
+  readonly residual: T;
+}
+
 /** Scratch of one moeExperts call (from the caller's step arena; no two alias). */
 export interface MoeScratch<T extends Tensor = Float32Array> {
   readonly slot: T; // [M·topK, H] each (row, slot)'s expert output

@@ -58,8 +58,11 @@ export function unstackableReason(experts: readonly GpuExpert[], maxBinding: num
 export class MoeStacks {
   private readonly layers = new Map<GpuWeight, StackedExperts | null>();
   private readonly moved = new WeakSet<GpuWeight>();
-  /** false: every layer runs one dispatch per expert (the tests' per-expert path). */
+  /** false: layers first seen now run one dispatch per expert (the tests' per-expert path). */
   enabled = true;
+  /** Bytes per stacked part (default: the storage binding limit); smaller splits a layer's
+   * experts over more parts (tests). */
+  partBytes: number | null = null;
 
   constructor(private readonly g: WebGpuKernels) {}
 
@@ -71,9 +74,9 @@ export class MoeStacks {
   of(experts: readonly GpuExpert[]): StackedExperts | null {
     const key = experts[0]!.gate;
     if (this.layers.has(key)) return this.layers.get(key)!;
-    if (!this.enabled || experts.some((e) => KINDS.some((k) => this.moved.has(e[k])))) return null;
-    const maxBinding = this.g.adapter.limits.maxStorageBufferBindingSize;
-    const stacked = unstackableReason(experts, maxBinding) === null ? this.stack(experts, maxBinding) : null;
+    const maxBinding = this.partBytes ?? this.g.adapter.limits.maxStorageBufferBindingSize;
+    const stackable = this.enabled && !experts.some((e) => KINDS.some((k) => this.moved.has(e[k]))) && unstackableReason(experts, maxBinding) === null;
+    const stacked = stackable ? this.stack(experts, maxBinding) : null;
     this.layers.set(key, stacked);
     return stacked;
   }

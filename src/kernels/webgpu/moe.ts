@@ -18,15 +18,15 @@
 // every-expert path. Invariant used: a row's topK ids are distinct (moeRoute's top-k), so
 // no expert has more than M entries.
 import { TM } from './wgsl/matmul.js';
-import { MOE_MAX_EXPERTS, MOE_PLAN } from './wgsl/moe.js';
+import { MOE_MAX_EXPERTS, MOE_PLAN, moeCombineShader } from './wgsl/moe.js';
 import { packParams } from './params.js';
 import { WHOLE_K } from './wgsl/matmul-group.js';
-import { MOE_COMBINE } from './wgsl/rows.js';
+import type { MoeTail } from '../types.js';
 import { grid } from './wgsl/common.js';
 import { isQuantType } from '../quant/formats.js';
 import { view, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
-import type { MoeGemm, QuantActs, WebGpuKernels } from './backend.js';
+import type { GpuGatedInput, MoeGemm, QuantActs, WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import { stackedPartWeight, type GpuExpert, type MoeStacks, type StackedExperts } from './moe-stack.js';
 
@@ -85,7 +85,7 @@ export function moeTallyBytes(layers: readonly MoeLayerTally[], words: readonly 
 
 /** out [M, H] = Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order; slot: [M·topK, H]. */
 export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: MoeTally, stacks: MoeStacks, out: GpuTensor, x: GpuTensor, ids: GpuTensor,
-  weights: GpuTensor, m: number, topK: number, experts: readonly GpuExpert[], slot: GpuTensor): void {
+  weights: GpuTensor, m: number, topK: number, experts: readonly GpuExpert[], slot: GpuTensor, tail?: MoeTail<GpuTensor>): void {
   if (m <= 0 || experts.length === 0) return;
   const ne = experts.length;
   if (ne > MOE_MAX_EXPERTS) throw new RangeError(`moeExperts: ${ne} experts > ${MOE_MAX_EXPERTS}`);
@@ -105,40 +105,59 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows, whole });
   const stacked = stacks.of(experts);
   const gateUpActs = experts.some((e) => isQuantType(e.gate.dtype) || isQuantType(e.up.dtype)) ? g.quantActs(enc, xg, n, h) : null;
-  const gemms = (kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], input: GpuTensor, acts: QuantActs | null, k: number, rows: 'gather' | 'scatter'): void => {
-    if (stacked) stackedGemms(g, enc, input, acts, stacked, kinds, n, k, tiles, { ...gemm(0, rows), span: 1 });
-    else experts.forEach((e, i) => expertGemms(g, enc, input, acts, kinds.map(({ out, kind }) => ({ out, w: e[kind] })), n, k, tiles, gemm(i, rows)));
+  const gemms = (kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], input: GpuTensor, acts: QuantActs | null, k: number, rows: 'gather' | 'scatter',
+    gated?: GpuGatedInput): void => {
+    const x = { x: input, acts, gated };
+    if (stacked) stackedGemms(g, enc, x, stacked, kinds, n, k, tiles, { ...gemm(0, rows), span: 1 });
+    else experts.forEach((e, i) => expertGemms(g, enc, x, kinds.map(({ out, kind }) => ({ out, w: e[kind] })), n, k, tiles, gemm(i, rows)));
   };
   gemms([{ out: gate, kind: 'gate' }, { out: up, kind: 'up' }], xg, gateUpActs, h, 'gather');
-  g.mulSilu(enc, up, up, gate, n * ie);
-  const downActs = experts.some((e) => isQuantType(e.down.dtype)) ? g.quantActs(enc, up, n, ie) : null;
-  gemms([{ out: slot, kind: 'down' }], up, downActs, ie, 'scatter');
-  g.run(enc, 'moe_combine', () => MOE_COMBINE, packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset, wOff: weights.offset }), null,
-    [out.buffer, slot.buffer, weights.buffer], grid(Math.ceil((m * h) / 64)), 'moe_combine');
+  // the down input up ⊙ silu(gate), folded where the bits allow: into the activation
+  // quantization (quantized experts: quantActs' gate) or the float GEMM's loads (its gate)
+  const downQuant = experts.filter((e) => isQuantType(e.down.dtype)).length;
+  const silu: GpuGatedInput = { b: gate, act: 'silu' };
+  if (downQuant > 0 && downQuant < ne) g.mulSilu(enc, up, up, gate, n * ie);
+  const downActs = downQuant === 0 ? null : g.quantActs(enc, up, n, ie, downQuant === ne ? silu : undefined);
+  gemms([{ out: slot, kind: 'down' }], up, downActs, ie, 'scatter', downQuant === 0 ? silu : undefined);
+  const kind = tail ? (tail.shared ? 'shared' : 'residual') : null;
+  const sh = tail?.shared;
+  g.run(enc, `moe_combine${kind ? `_${kind}` : ''}`, () => moeCombineShader(kind), packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset,
+    wOff: weights.offset, resOff: tail?.residual.offset ?? 0, yOff: sh?.y.offset ?? 0, gOff: sh?.logit.offset ?? 0 }), null,
+  [out.buffer, slot.buffer, weights.buffer, ...(tail ? [tail.residual.buffer] : []), ...(sh ? [sh.y.buffer, sh.logit.buffer] : [])], grid(Math.ceil((m * h) / 64)), 'moe_combine');
+}
+
+/** A GEMM input: the rows, their quantization (quantized weights), and the float
+ * weights' gated input (x ⊙ act(b), read in the loads). */
+interface GemmInput {
+  readonly x: GpuTensor;
+  readonly acts: QuantActs | null;
+  readonly gated: GpuGatedInput | undefined;
 }
 
 /** One expert's matmuls of one input: float weights of a dtype as segments of one dispatch,
  * quantized ones over the shared quantized activations. */
-function expertGemms(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, acts: QuantActs | null, mats: readonly { out: GpuTensor; w: GpuWeight }[],
+function expertGemms(g: WebGpuKernels, enc: StepEncoder, input: GemmInput, mats: readonly { out: GpuTensor; w: GpuWeight }[],
   n: number, k: number, tiles: number, moe: MoeGemm): void {
   for (const { out, w } of mats) {
     if (w.cols !== k) throw new RangeError(`moeExperts: expert ${moe.expert} has ${w.cols} input columns, not ${k}`);
-    if (isQuantType(w.dtype)) g.quantWeightMatmul(enc, acts!, out, w, n, k, tiles, false, moe);
+    if (isQuantType(w.dtype)) g.quantWeightMatmul(enc, input.acts!, out, w, n, k, tiles, false, moe);
   }
   for (const dtype of ['f32', 'bf16', 'f16'] as const) {
     const segs = mats.filter((s) => s.w.dtype === dtype).flatMap((s) => s.w.parts.map((part) => ({ out: s.out, n: s.w.rows, part })));
-    for (let i = 0; i < segs.length; i += g.groupSegments) g.floatSegments(enc, x, n, k, tiles, dtype, segs.slice(i, i + g.groupSegments), false, undefined, undefined, moe);
+    for (let i = 0; i < segs.length; i += g.groupSegments) {
+      g.floatSegments(enc, input.x, n, k, tiles, dtype, segs.slice(i, i + g.groupSegments), false, undefined, input.gated, moe);
+    }
   }
 }
 
 /** Every expert's matmuls of one input at once: per part of the stack, one dispatch per
  * quantized kind and one for the float kinds of a dtype, its grid z spanning the part's
  * experts (an expert without routed rows exits before reading a weight). */
-function stackedGemms(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, acts: QuantActs | null, stacked: StackedExperts,
+function stackedGemms(g: WebGpuKernels, enc: StepEncoder, input: GemmInput, stacked: StackedExperts,
   kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], n: number, k: number, tiles: number, moe: MoeGemm): void {
   const parts = stacked[kinds[0]!.kind].parts;
   parts.forEach((part, p) => {
     const mats = kinds.map(({ out, kind }) => ({ out, w: stackedPartWeight(stacked[kind], stacked[kind].parts[p]!) }));
-    expertGemms(g, enc, x, acts, mats, n, k, tiles, { ...moe, expert: part.first, span: part.count });
+    expertGemms(g, enc, input, mats, n, k, tiles, { ...moe, expert: part.first, span: part.count });
   });
 }

@@ -45,7 +45,7 @@ export const PARAMS = {
   gather_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', srcOff: 'u32', rowsOff: 'u32' }),
   add_sigmoid_scaled: fields({ m: 'u32', d: 'u32', outOff: 'u32', yOff: 'u32', gOff: 'u32' }),
   moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
-  moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32' }),
+  moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32', resOff: 'u32', yOff: 'u32', gOff: 'u32' }),
   norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', zeroCentered: 'u32', gated: 'u32', eps: 'f32' }),
   layer_norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', wOff: 'u32', bOff: 'u32', eps: 'f32' }),
   bias_act: fields({ m: 'u32', d: 'u32', act: 'u32', outOff: 'u32', xOff: 'u32', biasOff: 'u32' }),

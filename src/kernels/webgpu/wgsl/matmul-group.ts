@@ -17,7 +17,7 @@
 // `gate`: the input element is x ⊙ act(g) (a·silu(b) or a·sigmoid(b), the element-wise
 // kernel's expression), g read at the same element as x.
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
-// gate: 2 + 2S GB.
+// gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB).
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
@@ -40,7 +40,7 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
-  if (moe && (norm || gate)) throw new Error('matmul group: a MoE group has no norm or gate');
+  if (moe && norm) throw new Error('matmul group: a MoE group has no norm');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(P_gateOff) + ${i} - pu(P_xOff)]))` : `X[${i}]`;
   const put = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   // SEG_<field> → P_seg<s><field>: segment s's parameters
@@ -86,7 +86,7 @@ ${paramConsts('matmul_group')}
 @group(0) @binding(1) var<storage, read_write> X: array<f32>;
 ${outs}
 ${readers}
-${moe ? moePlanBinding(2 + 2 * segments) : ''}
+${moe ? moePlanBinding(2 + 2 * segments + (gate ? 1 : 0)) : ''}
 ${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
 ${treeSum('nred')}` : ''}

@@ -48,3 +48,35 @@ fn main(@builtin(local_invocation_index) t: u32) {
     TALLY[2u * x + 1u] += select(0u, 1u, cnt[x] > 0u);
   }
 }`;
+
+// MOE_COMBINE: a row's slots summed in slot order, OUT[i, d] = Σ_s W[i, s]·SLOT[i·topK + s, d]
+// (f32, from 0), then the layer's tail (Kernels.moeExperts' MoeTail) in the same thread:
+// 'shared': OUT += σ(GT[i])·Y[i, d] (ADD_SIGMOID_SCALED's expression), then (either tail)
+// RES += OUT (ELEMENTWISE add's a + b, a = RES): each value is rounded to f32 as the separate
+// dispatches store it, so the bits of combine, add_sigmoid_scaled, add.
+// params: PARAMS.moe_combine. Bindings: 1 OUT, 2 SLOT, 3 WTS; tail: 4 RES; shared: 5 Y, 6 GT.
+export function moeCombineShader(tail: 'residual' | 'shared' | null): string {
+  const shared = tail === 'shared' ? `
+  acc = acc + sigmoid(GT[pu(P_gOff) + i]) * Y[pu(P_yOff) + g];` : '';
+  return `${HEADER}
+${paramConsts('moe_combine')}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> SLOT: array<f32>;
+@group(0) @binding(3) var<storage, read_write> WTS: array<f32>;
+${tail ? '@group(0) @binding(4) var<storage, read_write> RES: array<f32>;' : ''}
+${tail === 'shared' ? `@group(0) @binding(5) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(6) var<storage, read_write> GT: array<f32>;` : ''}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let g = group_id(wid, nwg) * 64u + t;
+  let h = pu(P_h);
+  let k = pu(P_topK);
+  if (g >= pu(P_m) * h) { return; }
+  let i = g / h;
+  let d = g % h;
+  var acc = 0.0;
+  for (var s = 0u; s < k; s++) { acc = acc + WTS[pu(P_wOff) + i * k + s] * SLOT[pu(P_slotOff) + (i * k + s) * h + d]; }${shared}
+  OUT[pu(P_outOff) + g] = acc;${tail ? `
+  RES[pu(P_resOff) + g] = RES[pu(P_resOff) + g] + acc;` : ''}
+}`;
+}

@@ -1,0 +1,135 @@
+// Stacked MoE experts on webgpu (kernels/webgpu/moe-stack.ts): every expert's GEMM of a kind
+// in one dispatch (grid z = (expert, tile)) against the per-expert dispatches
+// (MoeStacks.enabled = false), for float (bf16) and quantized (q4_k) experts, at decode (1
+// row) and in prefill (20 rows: one expert gets more than a 16-row tile), with the layer
+// split over 3 stacked parts (2 experts per part) and unsplit:
+// - the slots (each (row, slot)'s expert output) and the layer's output are the same bits;
+// - the fused tail (combine + σ(shared logit)·shared + residual add in one dispatch) has the
+//   bits of moeExperts then addSigmoidScaled then add;
+// - a row alone == in the batch;
+// - dispatches: per-expert paths grow with the experts, the stacked path takes a fixed
+//   number per stacked part (counted below per kind).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Weight } from '../src/kernels/types.js';
+import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
+import { randomWeight, rng } from './numeric.js';
+import { gpuUnderTest } from './webgpu-helpers.js';
+import { sameBits } from './engine-helpers.js';
+
+let k: WebGpuBoundaryKernels;
+before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
+after(() => k?.dispose());
+
+const ref = createRefKernels();
+const [H, IE, E, TOPK] = [256, 256, 5, 2];
+type Experts = readonly { gate: Weight; up: Weight; down: Weight }[];
+
+function hostWeight(dtype: 'bf16' | 'q4_k', rows: number, cols: number, sym: () => number): Weight {
+  if (dtype === 'bf16') return randomWeight(ref, dtype, rows, cols, sym);
+  const q = ref.allocWeight(dtype, rows, cols);
+  quantizeRowsGgml(dtype, Float32Array.from({ length: rows * cols }, sym), rows, cols, q.bytes);
+  return q.weight;
+}
+
+/** A fresh upload of the experts (each layer key stacks once, retiring its handles). */
+function packed(host: Experts): Experts {
+  return host.map((e) => ({ gate: k.packWeight(e.gate), up: k.packWeight(e.up), down: k.packWeight(e.down) }));
+}
+
+async function read(t: GpuTensor): Promise<Float32Array> {
+  return (await k.readBack([{ t, offset: 0, length: t.length }]))[0]!;
+}
+
+interface Inputs { x: Float32Array; ids: number[]; wts: Float32Array; res: Float32Array; shared: Float32Array; logit: Float32Array; m: number }
+
+function up(data: ArrayLike<number>, i32 = false): GpuTensor {
+  const t = i32 ? k.allocI32(data.length) : k.alloc(data.length);
+  k.write(t, 0, data);
+  return t;
+}
+
+/** One moeExperts call: fused tail, or (fused false) no tail then addSigmoidScaled and add.
+ * Returns the slots, the routed(+shared) output, the residual and the call's dispatches. */
+async function run(experts: Experts, inp: Inputs, fused: boolean) {
+  const { m } = inp;
+  const [x, ids, wts, res, shared, logit] = [up(inp.x), up(inp.ids, true), up(inp.wts), up(inp.res), up(inp.shared), up(inp.logit)];
+  const out = k.alloc(m * H);
+  const slot = k.alloc(m * TOPK * H);
+  const before = k.recordedDispatches;
+  k.moeExperts(out, x, ids, wts, m, TOPK, experts, { slot, rowsIn: k.alloc(m * H), rowsOut: k.alloc(m * H), gate: k.alloc(m * IE), up: k.alloc(m * IE) },
+    fused ? { shared: { y: shared, logit }, residual: res } : undefined);
+  const dispatches = k.recordedDispatches - before;
+  if (!fused) {
+    k.addSigmoidScaled(out, shared, logit, m, H);
+    k.add(res, res, out, m * H);
+  }
+  return { slots: await read(slot), out: await read(out), res: await read(res), dispatches };
+}
+
+function inputs(m: number, sym: () => number, r: () => number): Inputs {
+  const ids = Array.from({ length: m }, (_, i) => [1, [0, 3, 4, 2][i % 4]!]).flat();
+  return { m, ids, x: Float32Array.from({ length: m * H }, sym), wts: Float32Array.from({ length: m * TOPK }, r), res: Float32Array.from({ length: m * H }, sym),
+    shared: Float32Array.from({ length: m * H }, sym), logit: Float32Array.from({ length: m }, sym) };
+}
+
+/** Row `i` of the inputs as a batch of one. */
+function row(inp: Inputs, i: number): Inputs {
+  const s = <T extends { subarray(a: number, b: number): T }>(a: T, w: number): T => a.subarray(i * w, (i + 1) * w);
+  return { m: 1, ids: inp.ids.slice(i * TOPK, (i + 1) * TOPK), x: s(inp.x, H), wts: s(inp.wts, TOPK), res: s(inp.res, H), shared: s(inp.shared, H), logit: s(inp.logit, 1) };
+}
+
+describe('webgpu stacked MoE experts', () => {
+  // dispatches of one stacked part: bf16 gate+up (one float dispatch), down; q4_k gate, up, down
+  for (const [dtype, perPart, fixed] of [['bf16', 2, 3], ['q4_k', 3, 5]] as const) {
+    // fixed: plan, gather, combine (+ the two activation quantizations, q4_k)
+    test(`${dtype}: stacked (1 part, 3 parts) == per-expert dispatches bit for bit, fused tail == separate calls, alone == batched`, async () => {
+      const r = rng(61);
+      const sym = () => 2 * r() - 1;
+      const host = Array.from({ length: E }, () => ({ gate: hostWeight(dtype, IE, H, sym), up: hostWeight(dtype, IE, H, sym), down: hostWeight(dtype, H, IE, sym) }));
+      const expertBytes = (k.storedWeightBytes(host[0]!.gate) + k.storedWeightBytes(host[0]!.up) + k.storedWeightBytes(host[0]!.down)) / 3;
+      k.moeStacks.enabled = false;
+      const perExpert = packed(host);
+      await run(perExpert, inputs(1, sym, r), false); // first sight of the layer: per-expert from now on
+      k.moeStacks.enabled = true;
+      const whole = packed(host);
+      k.moeStacks.partBytes = 2 * expertBytes; // 2 experts per part: 3 parts
+      const split = packed(host);
+      await run(split, inputs(1, sym, r), false);
+      k.moeStacks.partBytes = null;
+      for (const m of [1, 20]) {
+        const inp = inputs(m, sym, r);
+        const want = await run(perExpert, inp, false);
+        assert.ok(want.dispatches >= E * perPart, `${dtype} m ${m}: per-expert path ${want.dispatches} dispatches`);
+        for (const [name, experts, parts] of [['1 part', whole, 1], ['3 parts', split, 3]] as const) {
+          for (const fused of [false, true]) {
+            const got = await run(experts, inp, fused);
+            const what = `${dtype} m ${m} ${name}${fused ? ' fused tail' : ''}`;
+            assert.ok(sameBits(got.slots, want.slots), `${what}: slots`);
+            assert.ok(sameBits(got.out, want.out), `${what}: routed + shared output`);
+            assert.ok(sameBits(got.res, want.res), `${what}: residual`);
+            assert.equal(got.dispatches, fixed + perPart * parts, `${what}: dispatches`);
+          }
+          const i = 13 % m;
+          const alone = await run(experts, row(inp, i), true);
+          const batched = await run(experts, inp, true);
+          assert.ok(sameBits(alone.res, batched.res.subarray(i * H, (i + 1) * H)), `${dtype} m ${m} ${name}: row ${i} alone differs from the batch`);
+        }
+      }
+    });
+  }
+
+  test('a stacked expert is refused by the plain matmuls, naming why', async () => {
+    const r = rng(7);
+    const sym = () => 2 * r() - 1;
+    const [h, ie] = [64, 32];
+    const experts = packed(Array.from({ length: 2 }, () => ({ gate: hostWeight('bf16', ie, h, sym), up: hostWeight('bf16', ie, h, sym), down: hostWeight('bf16', h, ie, sym) })));
+    k.moeExperts(k.alloc(h), up(Float32Array.from({ length: h }, sym)), up([0, 1], true), up([0.5, 0.5]), 1, TOPK, experts,
+      { slot: k.alloc(TOPK * h), rowsIn: k.alloc(h), rowsOut: k.alloc(h), gate: k.alloc(ie), up: k.alloc(ie) });
+    await k.readBack([]);
+    assert.throws(() => k.matmul(k.alloc(ie), k.alloc(h), experts[0]!.gate, 1), /stacked with its layer's experts/);
+  });
+});
