@@ -2,10 +2,12 @@
 // in one dispatch (grid z = (expert, tile)) against the per-expert dispatches
 // (MoeStacks.enabled = false), for float (bf16) and quantized (q4_k) experts, at decode (1
 // row) and in prefill (20 rows: one expert gets more than a 16-row tile), with the layer
-// split over 3 stacked parts (2 experts per part) and unsplit:
+// split over 3 stacked parts (2 experts per part) and unsplit, and at 70 rows (past the
+// fused routing's 64):
 // - the slots (each (row, slot)'s expert output) and the layer's output are the same bits;
-// - the fused tail (combine + σ(shared logit)·shared + residual add in one dispatch) has the
-//   bits of moeExperts then addSigmoidScaled then add;
+// - the fused call (MoeFusion: the router's rows and the plan (and the gather) in one
+//   dispatch, then the combine with σ(shared logit)·shared and the residual add in one) has
+//   the bits of moeRoute, moeExperts, addSigmoidScaled, add;
 // - a row alone == in the batch;
 // - dispatches: per-expert paths grow with the experts, the stacked path takes a fixed
 //   number per stacked part (counted below per kind).
@@ -44,7 +46,7 @@ async function read(t: GpuTensor): Promise<Float32Array> {
   return (await k.readBack([{ t, offset: 0, length: t.length }]))[0]!;
 }
 
-interface Inputs { x: Float32Array; ids: number[]; wts: Float32Array; res: Float32Array; shared: Float32Array; logit: Float32Array; m: number }
+interface Inputs { x: Float32Array; logits: Float32Array; res: Float32Array; shared: Float32Array; logit: Float32Array; m: number }
 
 function up(data: ArrayLike<number>, i32 = false): GpuTensor {
   const t = i32 ? k.allocI32(data.length) : k.alloc(data.length);
@@ -52,41 +54,55 @@ function up(data: ArrayLike<number>, i32 = false): GpuTensor {
   return t;
 }
 
-/** One moeExperts call: fused tail, or (fused false) no tail then addSigmoidScaled and add.
- * Returns the slots, the routed(+shared) output, the residual and the call's dispatches. */
+/** The MoE layer's calls: fused (moeExperts routes and ends the layer), or moeRoute,
+ * moeExperts, addSigmoidScaled, add. Returns the routing, the slots, the routed + shared
+ * output, the residual and the dispatches of the calls. */
 async function run(experts: Experts, inp: Inputs, fused: boolean) {
   const { m } = inp;
-  const [x, ids, wts, res, shared, logit] = [up(inp.x), up(inp.ids, true), up(inp.wts), up(inp.res), up(inp.shared), up(inp.logit)];
+  const [x, logits, res, shared, logit] = [up(inp.x), up(inp.logits), up(inp.res), up(inp.shared), up(inp.logit)];
+  const [ids, wts] = [k.allocI32(m * TOPK), k.alloc(m * TOPK)];
   const out = k.alloc(m * H);
   const slot = k.alloc(m * TOPK * H);
   const before = k.recordedDispatches;
-  k.moeExperts(out, x, ids, wts, m, TOPK, experts, { slot, rowsIn: k.alloc(m * H), rowsOut: k.alloc(m * H), gate: k.alloc(m * IE), up: k.alloc(m * IE) },
-    fused ? { shared: { y: shared, logit }, residual: res } : undefined);
-  const dispatches = k.recordedDispatches - before;
-  if (!fused) {
+  const scratch = { slot, rowsIn: k.alloc(m * H), rowsOut: k.alloc(m * H), gate: k.alloc(m * IE), up: k.alloc(m * IE) };
+  if (fused) {
+    k.moeExperts(out, x, ids, wts, m, TOPK, experts, scratch, { route: { logits, renormalize: true }, tail: { shared: { y: shared, logit }, residual: res } });
+  } else {
+    k.moeRoute(ids, wts, logits, m, E, TOPK, true);
+    k.moeExperts(out, x, ids, wts, m, TOPK, experts, scratch);
     k.addSigmoidScaled(out, shared, logit, m, H);
     k.add(res, res, out, m * H);
   }
-  return { slots: await read(slot), out: await read(out), res: await read(res), dispatches };
+  const dispatches = k.recordedDispatches - before;
+  const [routed, weights, slots, o, r] = await k.readBack([ids, wts, slot, out, res].map((t) => ({ t, offset: 0, length: t.length })));
+  // ids come back as f32 views of their i32 words
+  return { routed: new Int32Array(routed!.buffer, routed!.byteOffset, routed!.length), weights: weights!, slots: slots!, out: o!, res: r!, dispatches };
 }
 
+/** Row i's router logits: expert 1 first (20 rows: more than a 16-row tile), then one of
+ * 0, 3, 4, 2, the others lower. */
 function inputs(m: number, sym: () => number, r: () => number): Inputs {
-  const ids = Array.from({ length: m }, (_, i) => [1, [0, 3, 4, 2][i % 4]!]).flat();
-  return { m, ids, x: Float32Array.from({ length: m * H }, sym), wts: Float32Array.from({ length: m * TOPK }, r), res: Float32Array.from({ length: m * H }, sym),
+  const logits = Float32Array.from({ length: m * E }, () => r() - 2);
+  for (let i = 0; i < m; i++) {
+    logits[i * E + 1] = 3 + r();
+    logits[i * E + [0, 3, 4, 2][i % 4]!] = 1 + r();
+  }
+  return { m, logits, x: Float32Array.from({ length: m * H }, sym), res: Float32Array.from({ length: m * H }, sym),
     shared: Float32Array.from({ length: m * H }, sym), logit: Float32Array.from({ length: m }, sym) };
 }
 
 /** Row `i` of the inputs as a batch of one. */
 function row(inp: Inputs, i: number): Inputs {
-  const s = <T extends { subarray(a: number, b: number): T }>(a: T, w: number): T => a.subarray(i * w, (i + 1) * w);
-  return { m: 1, ids: inp.ids.slice(i * TOPK, (i + 1) * TOPK), x: s(inp.x, H), wts: s(inp.wts, TOPK), res: s(inp.res, H), shared: s(inp.shared, H), logit: s(inp.logit, 1) };
+  const s = (a: Float32Array, w: number): Float32Array => a.subarray(i * w, (i + 1) * w);
+  return { m: 1, logits: s(inp.logits, E), x: s(inp.x, H), res: s(inp.res, H), shared: s(inp.shared, H), logit: s(inp.logit, 1) };
 }
 
 describe('webgpu stacked MoE experts', () => {
-  // dispatches of one stacked part: bf16 gate+up (one float dispatch), down; q4_k gate, up, down
-  for (const [dtype, perPart, fixed] of [['bf16', 2, 3], ['q4_k', 3, 5]] as const) {
-    // fixed: plan, gather, combine (+ the two activation quantizations, q4_k)
-    test(`${dtype}: stacked (1 part, 3 parts) == per-expert dispatches bit for bit, fused tail == separate calls, alone == batched`, async () => {
+  // dispatches of one stacked part: bf16 gate+up (one float dispatch), down; q4_k gate, up,
+  // down. The rest: route, plan, gather, combine, add_sigmoid_scaled, add; fused: route +
+  // plan + gather, combine (+ the two activation quantizations, q4_k)
+  for (const [dtype, perPart, fixed, fusedFixed] of [['bf16', 2, 6, 2], ['q4_k', 3, 8, 4]] as const) {
+    test(`${dtype}: stacked (1 part, 3 parts) == per-expert dispatches bit for bit, fused calls == separate calls, alone == batched`, async () => {
       const r = rng(61);
       const sym = () => 2 * r() - 1;
       const host = Array.from({ length: E }, () => ({ gate: hostWeight(dtype, IE, H, sym), up: hostWeight(dtype, IE, H, sym), down: hostWeight(dtype, H, IE, sym) }));
@@ -100,18 +116,26 @@ describe('webgpu stacked MoE experts', () => {
       const split = packed(host);
       await run(split, inputs(1, sym, r), false);
       k.moeStacks.partBytes = null;
-      for (const m of [1, 20]) {
+      for (const m of [1, 20, 70]) {
         const inp = inputs(m, sym, r);
         const want = await run(perExpert, inp, false);
+        assert.deepEqual([...want.routed].filter((_, p) => p % TOPK === 0), Array.from({ length: m }, () => 1), 'expert 1 first in every row');
         assert.ok(want.dispatches >= E * perPart, `${dtype} m ${m}: per-expert path ${want.dispatches} dispatches`);
         for (const [name, experts, parts] of [['1 part', whole, 1], ['3 parts', split, 3]] as const) {
-          for (const fused of [false, true]) {
+          // fused: the gather in the routing workgroup, or (gatherElements 0) apart
+          for (const [fused, gatherElements] of [[false, 0], [true, 1 << 16], [true, 0]] as const) {
+            k.moeStacks.fusedGatherElements = gatherElements;
             const got = await run(experts, inp, fused);
-            const what = `${dtype} m ${m} ${name}${fused ? ' fused tail' : ''}`;
+            k.moeStacks.fusedGatherElements = 1 << 16;
+            const what = `${dtype} m ${m} ${name}${fused ? ` fused, gather ≤ ${gatherElements}` : ''}`;
+            assert.deepEqual([...got.routed], [...want.routed], `${what}: routed ids`);
+            assert.ok(sameBits(got.weights, want.weights), `${what}: routing weights`);
             assert.ok(sameBits(got.slots, want.slots), `${what}: slots`);
             assert.ok(sameBits(got.out, want.out), `${what}: routed + shared output`);
             assert.ok(sameBits(got.res, want.res), `${what}: residual`);
-            assert.equal(got.dispatches, fixed + perPart * parts, `${what}: dispatches`);
+            // fused: + the gather when apart; past 64 rows route, plan and gather apart
+            const extra = !fused ? 0 : m > 64 ? 2 : gatherElements === 0 ? 1 : 0;
+            assert.equal(got.dispatches, (fused ? fusedFixed : fixed) + extra + perPart * parts, `${what}: dispatches`);
           }
           const i = 13 % m;
           const alone = await run(experts, row(inp, i), true);

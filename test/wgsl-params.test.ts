@@ -16,7 +16,7 @@ import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuan
 import { GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { FILL_RUNS } from '../src/kernels/webgpu/fill-runs.js';
 import { GDN_CHUNKED, GDN_CHUNKED_SEQS } from '../src/kernels/webgpu/wgsl/gdn-chunked.js';
-import { MOE_PLAN, moeCombineShader } from '../src/kernels/webgpu/wgsl/moe.js';
+import { MOE_PLAN, moeCombineShader, moePlanShader } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
 import { PENALTY_PICKS } from '../src/kernels/webgpu/wgsl/penalty-picks.js';
@@ -62,6 +62,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gdn_chunked: GDN_CHUNKED,
   gdn_chunked_seqs: GDN_CHUNKED_SEQS,
   moe_plan: MOE_PLAN,
+  moe_route_plan: [moePlanShader('route'), moePlanShader('gather')],
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),
   embed_quant: embedQuantShader('q4_k'),

@@ -216,12 +216,20 @@ export interface ExpertMats {
   readonly down: Weight; // [H, Ie]
 }
 
-/** The rest of a MoE layer after its routed sum (Kernels.moeExperts' tail): with `shared`,
+/** The rest of a MoE layer after its routed sum (MoeFusion.tail): with `shared`,
  * out[i, :] += σ(shared.logit[i])·shared.y[i, :] (addSigmoidScaled), then residual += out
  * (add): the bits of those two calls after moeExperts, in one pass where a backend can. */
 export interface MoeTail<T extends Tensor = Float32Array> {
   readonly shared: { readonly y: T; readonly logit: T } | null;
   readonly residual: T;
+}
+
+/** What a moeExperts call also does, fused where a backend can, with the bits of the
+ * separate calls: `route` first (ids and weights = moeRoute(ids, weights, route.logits, m,
+ * E = the experts, topK, route.renormalize)), `tail` last. */
+export interface MoeFusion<T extends Tensor = Float32Array> {
+  readonly route?: { readonly logits: T; readonly renormalize: boolean };
+  readonly tail?: MoeTail<T>;
 }
 
 /** Scratch of one moeExperts call (from the caller's step arena; no two alias). */

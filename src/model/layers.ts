@@ -164,12 +164,11 @@ function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x:
 
 /** residual += routed experts (softmax → top-k → renormalise) plus the sigmoid-gated shared
  * expert. Each row sums its experts in top-k slot order, then the shared expert, then the
- * residual add (moeExperts' tail: one pass on the GPU): the result of a row never depends
- * on which other rows share the batch. The shared expert runs first (its own scratch), so
- * the routed sum can end the layer. out: [M, H] scratch. */
+ * residual add: the result of a row never depends on which other rows share the batch. The
+ * shared expert runs first (its own scratch), so one moeExperts call routes, runs the
+ * routed experts and ends the layer (MoeFusion: fused on the GPU). out: [M, H] scratch. */
 function moe<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MoeWeights, x: T, out: T, residual: T): void {
   const { k, ws, m } = ctx;
-  const e = w.router.rows;
   const topK = w.topK;
   const logits = ws.moe.logits.rows(m);
   const sh = w.shared && w.sharedGate ? {
@@ -180,12 +179,11 @@ function moe<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MoeWeig
     ...(sh ? [{ out: sh.logit, w: sh.gateW }, { out: sh.gate, w: sh.mlp.gate }, { out: sh.up, w: sh.mlp.up }] : [])]);
   const ids = ws.moe.ids.atLeast(m * topK);
   const wts = ws.moe.weights.rows(m);
-  k.moeRoute(ids, wts, logits, m, e, topK, w.normTopkProb);
   if (sh) {
     k.mulSilu(sh.up, sh.up, sh.gate, m * sh.mlp.gate.rows);
     k.matmul(sh.y, sh.up, sh.mlp.down, m);
   }
   k.moeExperts(out, x, ids, wts, m, topK, w.experts, {
     slot: ws.moe.slot.rows(m), rowsIn: ws.moe.rowsIn.rows(m), rowsOut: ws.moe.rowsOut.rows(m), gate: ws.moe.gate.rows(m), up: ws.moe.up.rows(m),
-  }, { shared: sh ? { y: sh.y, logit: sh.logit } : null, residual });
+  }, { route: { logits, renormalize: w.normTopkProb }, tail: { shared: sh ? { y: sh.y, logit: sh.logit } : null, residual } });
 }

@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, MoeTail, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, StagedRead, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -386,9 +386,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   /** The boundary's moeExperts: grouped, routed experts only (moe.ts). */
   moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
-    experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>, tail?: MoeTail<GpuTensor>): void {
+    experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>, fused?: MoeFusion<GpuTensor>): void {
     const gpu = experts.map((e) => ({ gate: this.packedOf(e.gate), up: this.packedOf(e.up), down: this.packedOf(e.down) }));
-    groupedMoeExperts(this.g, this.step, this.moeTally, this.moeStacks, out, x, ids, weights, m, topK, gpu, scratch.slot, tail);
+    groupedMoeExperts(this.g, this.step, this.moeTally, this.moeStacks, out, x, ids, weights, m, topK, gpu, scratch.slot, fused);
   }
   addSigmoidScaled(out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
     this.g.addSigmoidScaled(this.step, out, y, g, m, d);

@@ -63,6 +63,11 @@ export class MoeStacks {
   /** Bytes per stacked part (default: the storage binding limit); smaller splits a layer's
    * experts over more parts (tests). */
   partBytes: number | null = null;
+  /** A moeExperts call that routes (MoeFusion.route) routes and plans in one workgroup up
+   * to this many rows (the router's own dispatch holds 64), and also gathers its input up to
+   * this many elements (a decode step's few rows; more keep the wide gather dispatch). */
+  fusedRouteRows = 64;
+  fusedGatherElements = 1 << 16;
 
   constructor(private readonly g: WebGpuKernels) {}
 

@@ -18,10 +18,10 @@
 // every-expert path. Invariant used: a row's topK ids are distinct (moeRoute's top-k), so
 // no expert has more than M entries.
 import { TM } from './wgsl/matmul.js';
-import { MOE_MAX_EXPERTS, MOE_PLAN, moeCombineShader } from './wgsl/moe.js';
+import { MOE_MAX_EXPERTS, MOE_PLAN, moeCombineShader, moePlanShader } from './wgsl/moe.js';
 import { packParams } from './params.js';
 import { WHOLE_K } from './wgsl/matmul-group.js';
-import type { MoeTail } from '../types.js';
+import type { MoeFusion } from '../types.js';
 import { grid } from './wgsl/common.js';
 import { isQuantType } from '../quant/formats.js';
 import { view, type GpuTensor } from './tensor.js';
@@ -85,7 +85,7 @@ export function moeTallyBytes(layers: readonly MoeLayerTally[], words: readonly 
 
 /** out [M, H] = Σ_s weights[i, s]·expert_{ids[i, s]}(x[i]) in slot order; slot: [M·topK, H]. */
 export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: MoeTally, stacks: MoeStacks, out: GpuTensor, x: GpuTensor, ids: GpuTensor,
-  weights: GpuTensor, m: number, topK: number, experts: readonly GpuExpert[], slot: GpuTensor, tail?: MoeTail<GpuTensor>): void {
+  weights: GpuTensor, m: number, topK: number, experts: readonly GpuExpert[], slot: GpuTensor, fused?: MoeFusion<GpuTensor>): void {
   if (m <= 0 || experts.length === 0) return;
   const ne = experts.length;
   if (ne > MOE_MAX_EXPERTS) throw new RangeError(`moeExperts: ${ne} experts > ${MOE_MAX_EXPERTS}`);
@@ -96,9 +96,21 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   // whole-expert workgroups (each weight read once per call): quantized experts, and float
   // ones whose K fits the registers
   const whole = (h <= WHOLE_K && ie <= WHOLE_K) || experts.every((e) => [e.gate, e.up, e.down].every((w) => isQuantType(w.dtype)));
-  g.run(enc, 'moe_plan', () => MOE_PLAN, packParams('moe_plan', { n, e: ne, idsOff: ids.offset, rowsPerRead: whole ? 0 : TM, topK }), null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
   const xg = g.scratchTensor('moe_x', n * h);
-  g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
+  const planParams = { n, e: ne, idsOff: ids.offset, rowsPerRead: whole ? 0 : TM, topK };
+  const route = fused?.route;
+  if (route && m <= stacks.fusedRouteRows) {
+    // one workgroup routes the rows, plans, and (a small input) gathers it
+    const gather = n * h <= stacks.fusedGatherElements;
+    g.run(enc, `moe_route_plan${gather ? '_gather' : ''}`, () => moePlanShader(gather ? 'gather' : 'route'), packParams('moe_route_plan', { ...planParams, m,
+      renormalize: route.renormalize ? 1 : 0, wOff: weights.offset, logitsOff: route.logits.offset, h, xOff: x.offset, xgOff: xg.offset }), null,
+    [plan.buffer, ids.buffer, t.tally.buffer, weights.buffer, route.logits.buffer, ...(gather ? [x.buffer, xg.buffer] : [])], [1, 1, 1], 'moe_plan');
+    if (!gather) g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
+  } else {
+    if (route) g.moeRoute(enc, ids, weights, route.logits, m, ne, topK, route.renormalize);
+    g.run(enc, 'moe_plan', () => MOE_PLAN, packParams('moe_plan', planParams), null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
+    g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
+  }
   const gate = g.scratchTensor('moe_gate', n * ie);
   const up = g.scratchTensor('moe_up', n * ie);
   const tiles = whole ? 1 : Math.ceil(m / TM);
@@ -119,6 +131,7 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   if (downQuant > 0 && downQuant < ne) g.mulSilu(enc, up, up, gate, n * ie);
   const downActs = downQuant === 0 ? null : g.quantActs(enc, up, n, ie, downQuant === ne ? silu : undefined);
   gemms([{ out: slot, kind: 'down' }], up, downActs, ie, 'scatter', downQuant === 0 ? silu : undefined);
+  const tail = fused?.tail;
   const kind = tail ? (tail.shared ? 'shared' : 'residual') : null;
   const sh = tail?.shared;
   g.run(enc, `moe_combine${kind ? `_${kind}` : ''}`, () => moeCombineShader(kind), packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset,

@@ -98,6 +98,9 @@ export const PARAMS = {
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
   }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
+  // moe_plan's fields and moe_route's, and the gathered input's (wgsl/moe.ts moePlanShader)
+  moe_route_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32', m: 'u32', renormalize: 'u32', wOff: 'u32', logitsOff: 'u32',
+    h: 'u32', xOff: 'u32', xgOff: 'u32' }),
 } as const;
 
 export type ParamKernel = keyof typeof PARAMS;

@@ -10,21 +10,41 @@
 // and whether it was routed at all (the routed-only ideal reads it once).
 import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
+import { MOE_ROUTE_ROW, moeRouteBindings } from './dense.js';
 
 export const MOE_MAX_EXPERTS = 1024;
 
-export const MOE_PLAN = /* wgsl */ `${HEADER}
-${paramConsts('moe_plan')}
+/** The plan (one workgroup). \`fused\`: the router's rows first (route_row, wgsl/dense.ts:
+ * thread t routes rows i ≡ t mod 64, the bits of MOE_ROUTE), and with 'gather' the gathered
+ * input after the plan (XG[j, :] = X[row of entry j, :], GATHER_ROWS's copy), each phase
+ * after a storage barrier (the workgroup's own writes). params: PARAMS.moe_plan, or
+ * PARAMS.moe_route_plan (fused). Fused bindings: 4 WTS, 5 L (the router's), gather: 6 X, 7 XG. */
+export function moePlanShader(fused: 'route' | 'gather' | null): string {
+  const route = fused ? `
+  for (var i = t; i < pu(P_m); i += 64u) { route_row(i); }
+  storageBarrier();` : '';
+  const gather = fused === 'gather' ? `
+  storageBarrier();
+  let h = pu(P_h);
+  for (var q = t; q < n * h; q += 64u) {
+    let j = q / h;
+    XG[pu(P_xgOff) + j * h + q % h] = X[pu(P_xOff) + u32(PLAN[2u * e + n + j]) * h + q % h];
+  }` : '';
+  return `${HEADER}
+${paramConsts(fused ? 'moe_route_plan' : 'moe_plan')}
 @group(0) @binding(1) var<storage, read_write> PLAN: array<i32>;
-@group(0) @binding(2) var<storage, read_write> IDS: array<i32>;
+${fused ? moeRouteBindings(2, 4, 5) : '@group(0) @binding(2) var<storage, read_write> IDS: array<i32>;'}
 @group(0) @binding(3) var<storage, read_write> TALLY: array<u32>;
+${fused === 'gather' ? `@group(0) @binding(6) var<storage, read_write> X: array<f32>;
+@group(0) @binding(7) var<storage, read_write> XG: array<f32>;` : ''}
+${fused ? MOE_ROUTE_ROW : ''}
 var<workgroup> cnt: array<u32, ${MOE_MAX_EXPERTS}>;
 var<workgroup> first: array<u32, ${MOE_MAX_EXPERTS}>;
 @compute @workgroup_size(64)
-fn main(@builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let n = pu(P_n);
   let e = pu(P_e);
-  let io = pu(P_idsOff);
+  let io = pu(P_idsOff);${route}
   for (var x = t; x < e; x += 64u) {
     var c = 0u;
     for (var p = 0u; p < n; p++) { if (IDS[io + p] == i32(x)) { c++; } }
@@ -46,8 +66,11 @@ fn main(@builtin(local_invocation_index) t: u32) {
     let tm = pu(P_rowsPerRead);
     TALLY[2u * x] += select((cnt[x] + tm - 1u) / max(tm, 1u), min(cnt[x], 1u), tm == 0u);
     TALLY[2u * x + 1u] += select(0u, 1u, cnt[x] > 0u);
-  }
+  }${gather}
 }`;
+}
+
+export const MOE_PLAN = moePlanShader(null);
 
 // MOE_COMBINE: a row's slots summed in slot order, OUT[i, d] = Σ_s W[i, s]·SLOT[i·topK + s, d]
 // (f32, from 0), then the layer's tail (Kernels.moeExperts' MoeTail) in the same thread:
