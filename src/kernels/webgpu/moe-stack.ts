@@ -1,10 +1,10 @@
 /// <reference types="@webgpu/types" />
-// A MoE layer's experts stacked on the GPU, so one dispatch per GEMM kind runs every
-// expert (moe.ts): per kind (gate, up, down) the experts' weights are copied back to back
-// into parts of whole experts, expert e at bytes (e − first of its part)·expertBytes of
-// part ⌊e / perPart⌋ — the rows a MoE GEMM reads for expert ex (wgsl/matmul.ts
-// moeWeightRow). Every kind's parts hold the same experts (perPart from the largest kind),
-// so gate and up of one part share a float dispatch. The per-expert buffers are copied on
+// A MoE layer's experts stacked on the GPU, so one dispatch runs every expert's gate and up,
+// and one every expert's down (moe.ts): the gate weights then the up weights (2E stacked
+// experts: s < E is gate s, s ≥ E up s − E), and the down weights, copied back to back
+// into parts of whole experts, stacked expert s at bytes (s − first of its part)·expertBytes
+// of its part — the rows a MoE GEMM reads for expert ex (wgsl/matmul.ts moeWeightRow; the
+// plan's expert is ex mod E and an up's output rows follow the gate's, moeOutRow). The per-expert buffers are copied on
 // the queue (ordered after their uploads, before any later submit) and destroyed: the
 // stacked copy is the only one, so device memory does not grow. A stacked expert's own
 // handle is then refused by the plain matmuls (WebGpuBoundaryKernels.gpuWeight).
@@ -30,8 +30,8 @@ export interface StackedKind {
 }
 
 export interface StackedExperts {
-  readonly gate: StackedKind;
-  readonly up: StackedKind;
+  /** 2E stacked experts: every gate, then every up. */
+  readonly gateUp: StackedKind;
   readonly down: StackedKind;
 }
 
@@ -39,6 +39,8 @@ const KINDS = ['gate', 'up', 'down'] as const;
 
 /** Why a layer's experts cannot be stacked (they then run one dispatch per expert), or null. */
 export function unstackableReason(experts: readonly GpuExpert[], maxBinding: number): string | null {
+  const { gate, up } = experts[0]!;
+  if (gate.dtype !== up.dtype || gate.rows !== up.rows || gate.cols !== up.cols) return 'gate and up differ in type or shape';
   for (const kind of KINDS) {
     const w0 = experts[0]![kind];
     for (const e of experts) {
@@ -87,21 +89,21 @@ export class MoeStacks {
   }
 
   private stack(experts: readonly GpuExpert[], maxBinding: number): StackedExperts {
-    const perPart = Math.floor(maxBinding / Math.max(...KINDS.map((k) => experts[0]![k].rows * experts[0]![k].rowBytes)));
     const enc = this.g.device.createCommandEncoder({ label: 'moe_stack' });
-    const kind = (k: (typeof KINDS)[number]): StackedKind => {
-      const like = experts[0]![k];
+    const kind = (label: string, weights: readonly GpuWeight[]): StackedKind => {
+      const like = weights[0]!;
       const bytes = like.rows * like.rowBytes;
+      const perPart = Math.floor(maxBinding / bytes);
       const parts: StackedPart[] = [];
-      for (let first = 0; first < experts.length; first += perPart) {
-        const count = Math.min(perPart, experts.length - first);
-        const buffer = this.g.alloc.buffer(count * bytes, `experts_${k}[${first}..${first + count})`);
-        for (let i = 0; i < count; i++) enc.copyBufferToBuffer(experts[first + i]![k].parts[0]!.buffer, 0, buffer, i * bytes, bytes);
+      for (let first = 0; first < weights.length; first += perPart) {
+        const count = Math.min(perPart, weights.length - first);
+        const buffer = this.g.alloc.buffer(count * bytes, `experts_${label}[${first}..${first + count})`);
+        for (let i = 0; i < count; i++) enc.copyBufferToBuffer(weights[first + i]!.parts[0]!.buffer, 0, buffer, i * bytes, bytes);
         parts.push({ buffer, first, count });
       }
       return { like, parts };
     };
-    const stacked = { gate: kind('gate'), up: kind('up'), down: kind('down') };
+    const stacked = { gateUp: kind('gate_up', [...experts.map((e) => e.gate), ...experts.map((e) => e.up)]), down: kind('down', experts.map((e) => e.down)) };
     this.g.device.queue.submit([enc.finish()]);
     // destroyed after the submit: the copies already queued still read them
     for (const e of experts) {

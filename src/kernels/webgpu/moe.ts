@@ -28,7 +28,7 @@ import { view, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, type GpuWeight } from './weights.js';
 import type { GpuGatedInput, MoeGemm, QuantActs, WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
-import { stackedPartWeight, type GpuExpert, type MoeStacks, type StackedExperts } from './moe-stack.js';
+import { stackedPartWeight, type GpuExpert, type MoeStacks, type StackedKind } from './moe-stack.js';
 
 export type { GpuExpert } from './moe-stack.js';
 
@@ -111,8 +111,9 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
     g.run(enc, 'moe_plan', () => MOE_PLAN, packParams('moe_plan', planParams), null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
     g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
   }
-  const gate = g.scratchTensor('moe_gate', n * ie);
-  const up = g.scratchTensor('moe_up', n * ie);
+  // gate rows then up rows in one scratch (the stacked gate+up GEMM writes both)
+  const gateUp = g.scratchTensor('moe_gate_up', 2 * n * ie);
+  const [gate, up] = [view(gateUp, 0, n * ie), view(gateUp, n * ie, n * ie)];
   const tiles = whole ? 1 : Math.ceil(m / TM);
   const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows, whole });
   const stacked = stacks.of(experts);
@@ -120,9 +121,10 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   const gemms = (kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], input: GpuTensor, acts: QuantActs | null, k: number, rows: 'gather' | 'scatter',
     gated?: GpuGatedInput): void => {
     const x = { x: input, acts, gated };
-    if (stacked) stackedGemms(g, enc, x, stacked, kinds, n, k, tiles, { ...gemm(0, rows), span: 1 });
+    if (stacked) stackedGemms(g, enc, x, rows === 'gather' ? stacked.gateUp : stacked.down, kinds[0]!.out, n, k, tiles, gemm(0, rows));
     else experts.forEach((e, i) => expertGemms(g, enc, x, kinds.map(({ out, kind }) => ({ out, w: e[kind] })), n, k, tiles, gemm(i, rows)));
   };
+  // stacked: gate and up as one stack (the up rows land n rows after the gate's: up)
   gemms([{ out: gate, kind: 'gate' }, { out: up, kind: 'up' }], xg, gateUpActs, h, 'gather');
   // the down input up ⊙ silu(gate), folded where the bits allow: into the activation
   // quantization (quantized experts: quantActs' gate) or the float GEMM's loads (its gate)
@@ -163,14 +165,10 @@ function expertGemms(g: WebGpuKernels, enc: StepEncoder, input: GemmInput, mats:
   }
 }
 
-/** Every expert's matmuls of one input at once: per part of the stack, one dispatch per
- * quantized kind and one for the float kinds of a dtype, its grid z spanning the part's
- * experts (an expert without routed rows exits before reading a weight). */
-function stackedGemms(g: WebGpuKernels, enc: StepEncoder, input: GemmInput, stacked: StackedExperts,
-  kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], n: number, k: number, tiles: number, moe: MoeGemm): void {
-  const parts = stacked[kinds[0]!.kind].parts;
-  parts.forEach((part, p) => {
-    const mats = kinds.map(({ out, kind }) => ({ out, w: stackedPartWeight(stacked[kind], stacked[kind].parts[p]!) }));
-    expertGemms(g, enc, input, mats, n, k, tiles, { ...moe, expert: part.first, span: part.count });
-  });
+/** Every stacked expert's matmul of one input at once: one dispatch per part of the stack
+ * (per quantized weight, or the float dtype's), its grid z spanning the part's experts (an
+ * expert without routed rows exits before reading a weight). */
+function stackedGemms(g: WebGpuKernels, enc: StepEncoder, input: GemmInput, kind: StackedKind, out: GpuTensor, n: number, k: number, tiles: number,
+  moe: MoeGemm): void {
+  for (const part of kind.parts) expertGemms(g, enc, input, [{ out, w: stackedPartWeight(kind, part) }], n, k, tiles, { ...moe, expert: part.first, span: part.count });
 }

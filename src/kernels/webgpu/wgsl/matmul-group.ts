@@ -102,7 +102,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (sg == ${segments}u) { return; }
   ${whole ? `${wholePrelude(segments, seg)}
   for (var m0 = 0u; m0 < cnt; m0 += TM) {
-  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'ex', 'pu(P_experts)', 'pu(P_m)')}
+  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
   var acc: array<f32, ${tm}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
   let xb = pu(P_xOff) + (rb + m0) * K;${norm ? `
@@ -127,9 +127,9 @@ function wholePrelude(segments: number, seg: (s: number, body: string) => string
     let col = gcol - pu(SEG_Start);
     for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(${moeWeightRow('gather', 'col', 'pu(SEG_Rows)')} * K + k); }
   }`)).join(' ');
-  return `let cnt = u32(PLAN[ex]);
+  return `let cnt = u32(PLAN[pex]);
   if (cnt == 0u) { return; }
-  let rb = u32(PLAN[pu(P_experts) + ex]);
+  let rb = u32(PLAN[pu(P_experts) + pex]);
   let pe = 2u * pu(P_experts);
   var wreg: array<f32, ${WHOLE_K / 64}>;
   ${loads}`;

@@ -73,9 +73,11 @@ export function moeRowsPrelude(moe: MoeRows | null, expert: string, e: string, m
 
 /** A grouped MoE GEMM's expert \`ex\` (moe only): the grid's z spans (expert of the
  * dispatch, row tile), so ex = P_expert (the weight part's first expert) + wid.z / P_tiles;
- * a one-expert dispatch has z < P_tiles, so ex = P_expert. */
+ * a one-expert dispatch has z < P_tiles, so ex = P_expert. A stack may hold each expert
+ * twice (gate then up: ex in [0, 2E)): \`pex\` = ex mod E is the plan's expert, and the
+ * second copy's rows go ex / E whole inputs (P_m rows) further in the output (moeOutRow). */
 export function moeExpertLine(moe: MoeRows | null): string {
-  return moe ? 'let ex = pu(P_expert) + wid.z / pu(P_tiles);' : '';
+  return moe ? 'let ex = pu(P_expert) + wid.z / pu(P_tiles);\n  let pex = ex % pu(P_experts);' : '';
 }
 
 /** m0 (the tile's first row) and, for MoE, \`ex\` (moeExpertLine): the tile is wid.z, or
@@ -90,8 +92,9 @@ export function moeWeightRow(moe: MoeRows | null, col: string, rows: string): st
   return moe ? `((ex - pu(P_expert)) * ${rows} + ${col})` : col;
 }
 
-/** The output row of tile row t. */
+/** The output row of tile row t (gather: P_m rows further per copy of the experts, moeExpertLine). */
 export function moeOutRow(moe: MoeRows | null): string {
+  if (moe === 'gather') return '((ex / pu(P_experts)) * pu(P_m) + rb + m0 + t)';
   return moe === 'scatter' ? 'u32(PLAN[pe + rb + m0 + t])' : '(rb + m0 + t)';
 }
 
@@ -214,7 +217,7 @@ export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRow
   const offs = hasOffsetType(type);
   const terms = quantTerms(type);
   return `  ${moeTileStart(moe)}
-  ${moeRowsPrelude(moe, 'ex', 'pu(P_experts)', 'pu(P_m)')}
+  ${moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
   let row = ${moeWeightRow(moe, 'col', 'pu(P_rows)')} * pu(P_rowBytes);
   var acc = 0.0;
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
@@ -254,9 +257,9 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
   // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
   // reloaded exactly), in the tiled body's order
   const wholeBody = `  ${moeExpertLine(moe)}
-  let cnt = u32(PLAN[ex]);
+  let cnt = u32(PLAN[pex]);
   if (cnt == 0u) { return; }
-  let rb = u32(PLAN[pu(P_experts) + ex]);
+  let rb = u32(PLAN[pu(P_experts) + pex]);
   let pe = 2u * pu(P_experts);
   let row = ${moeWeightRow(moe, 'col', 'pu(P_rows)')} * pu(P_rowBytes);
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
