@@ -46,7 +46,7 @@ async function read(t: GpuTensor): Promise<Float32Array> {
   return (await k.readBack([{ t, offset: 0, length: t.length }]))[0]!;
 }
 
-interface Inputs { x: Float32Array; logits: Float32Array; res: Float32Array; shared: Float32Array; logit: Float32Array; m: number }
+interface Inputs { x: Float32Array; logits: Float32Array; res: Float32Array; sgate: Float32Array; sup: Float32Array; logit: Float32Array; m: number }
 
 function up(data: ArrayLike<number>, i32 = false): GpuTensor {
   const t = i32 ? k.allocI32(data.length) : k.alloc(data.length);
@@ -54,22 +54,27 @@ function up(data: ArrayLike<number>, i32 = false): GpuTensor {
   return t;
 }
 
-/** The MoE layer's calls: fused (moeExperts routes and ends the layer), or moeRoute,
- * moeExperts, addSigmoidScaled, add. Returns the routing, the slots, the routed + shared
- * output, the residual and the dispatches of the calls. */
-async function run(experts: Experts, inp: Inputs, fused: boolean) {
+/** The MoE layer's calls: fused (moeExperts routes, runs the shared expert's down and ends
+ * the layer), or moeRoute, moeExperts, mulSilu and matmul (the shared down), addSigmoidScaled,
+ * add. Returns the routing, the slots, the routed + shared output, the residual and the
+ * dispatches of the calls. */
+async function run(experts: Experts, sharedDown: Weight, inp: Inputs, fused: boolean) {
   const { m } = inp;
-  const [x, logits, res, shared, logit] = [up(inp.x), up(inp.logits), up(inp.res), up(inp.shared), up(inp.logit)];
+  const [x, logits, res, sgate, sup, logit] = [up(inp.x), up(inp.logits), up(inp.res), up(inp.sgate), up(inp.sup), up(inp.logit)];
+  const shared = k.alloc(m * H);
   const [ids, wts] = [k.allocI32(m * TOPK), k.alloc(m * TOPK)];
   const out = k.alloc(m * H);
   const slot = k.alloc(m * TOPK * H);
   const before = k.recordedDispatches;
   const scratch = { slot, rowsIn: k.alloc(m * H), rowsOut: k.alloc(m * H), gate: k.alloc(m * IE), up: k.alloc(m * IE) };
   if (fused) {
-    k.moeExperts(out, x, ids, wts, m, TOPK, experts, scratch, { route: { logits, renormalize: true }, tail: { shared: { y: shared, logit }, residual: res } });
+    const down = { w: sharedDown, gate: sgate, up: sup };
+    k.moeExperts(out, x, ids, wts, m, TOPK, experts, scratch, { route: { logits, renormalize: true }, tail: { shared: { y: shared, logit, down }, residual: res } });
   } else {
     k.moeRoute(ids, wts, logits, m, E, TOPK, true);
     k.moeExperts(out, x, ids, wts, m, TOPK, experts, scratch);
+    k.mulSilu(sup, sup, sgate, m * IE);
+    k.matmul(shared, sup, sharedDown, m);
     k.addSigmoidScaled(out, shared, logit, m, H);
     k.add(res, res, out, m * H);
   }
@@ -88,44 +93,46 @@ function inputs(m: number, sym: () => number, r: () => number): Inputs {
     logits[i * E + [0, 3, 4, 2][i % 4]!] = 1 + r();
   }
   return { m, logits, x: Float32Array.from({ length: m * H }, sym), res: Float32Array.from({ length: m * H }, sym),
-    shared: Float32Array.from({ length: m * H }, sym), logit: Float32Array.from({ length: m }, sym) };
+    sgate: Float32Array.from({ length: m * IE }, sym), sup: Float32Array.from({ length: m * IE }, sym), logit: Float32Array.from({ length: m }, sym) };
 }
 
 /** Row `i` of the inputs as a batch of one. */
 function row(inp: Inputs, i: number): Inputs {
   const s = (a: Float32Array, w: number): Float32Array => a.subarray(i * w, (i + 1) * w);
-  return { m: 1, logits: s(inp.logits, E), x: s(inp.x, H), res: s(inp.res, H), shared: s(inp.shared, H), logit: s(inp.logit, 1) };
+  return { m: 1, logits: s(inp.logits, E), x: s(inp.x, H), res: s(inp.res, H), sgate: s(inp.sgate, IE), sup: s(inp.sup, IE), logit: s(inp.logit, 1) };
 }
 
 describe('webgpu stacked MoE experts', () => {
   // one dispatch per stacked part (gate+up parts, then down parts). The rest: route, plan,
-  // gather, combine, add_sigmoid_scaled, add; fused: route + plan + gather, combine (+ the
-  // two activation quantizations, q4_k). The per-expert path: 2 or 3 per expert.
-  for (const [dtype, perExpertMin, fixed, fusedFixed] of [['bf16', 2, 6, 2], ['q4_k', 3, 8, 4]] as const) {
+  // gather, combine, mul_silu, the shared down, add_sigmoid_scaled, add; fused: route + plan
+  // + gather, the gated shared down, combine (q4_k: + the two activation quantizations, and
+  // the shared down's, gated when fused). The per-expert path: 2 or 3 per expert.
+  for (const [dtype, perExpertMin, fixed, fusedFixed] of [['bf16', 2, 8, 3], ['q4_k', 3, 11, 6]] as const) {
     test(`${dtype}: stacked (1 part, parts of 2) == per-expert dispatches bit for bit, fused calls == separate calls, alone == batched`, async () => {
       const r = rng(61);
       const sym = () => 2 * r() - 1;
       const host = Array.from({ length: E }, () => ({ gate: hostWeight(dtype, IE, H, sym), up: hostWeight(dtype, IE, H, sym), down: hostWeight(dtype, H, IE, sym) }));
+      const sharedDown = k.packWeight(hostWeight(dtype, H, IE, sym));
       const expertBytes = (k.storedWeightBytes(host[0]!.gate) + k.storedWeightBytes(host[0]!.up) + k.storedWeightBytes(host[0]!.down)) / 3;
       k.moeStacks.enabled = false;
       const perExpert = packed(host);
-      await run(perExpert, inputs(1, sym, r), false); // first sight of the layer: per-expert from now on
+      await run(perExpert, sharedDown, inputs(1, sym, r), false); // first sight of the layer: per-expert from now on
       k.moeStacks.enabled = true;
       const whole = packed(host);
       k.moeStacks.partBytes = 2 * expertBytes; // 2 experts per part: 3 parts
       const split = packed(host);
-      await run(split, inputs(1, sym, r), false);
+      await run(split, sharedDown, inputs(1, sym, r), false);
       k.moeStacks.partBytes = null;
       for (const m of [1, 20, 70]) {
         const inp = inputs(m, sym, r);
-        const want = await run(perExpert, inp, false);
+        const want = await run(perExpert, sharedDown, inp, false);
         assert.deepEqual([...want.routed].filter((_, p) => p % TOPK === 0), Array.from({ length: m }, () => 1), 'expert 1 first in every row');
         assert.ok(want.dispatches >= E * perExpertMin, `${dtype} m ${m}: per-expert path ${want.dispatches} dispatches`);
         for (const [name, experts, parts] of [['1 part', whole, 1 + 1], ['parts of 2', split, 5 + 3]] as const) {
           // fused: the gather in the routing workgroup, or (gatherElements 0) apart
           for (const [fused, gatherElements] of [[false, 0], [true, 1 << 16], [true, 0]] as const) {
             k.moeStacks.fusedGatherElements = gatherElements;
-            const got = await run(experts, inp, fused);
+            const got = await run(experts, sharedDown, inp, fused);
             k.moeStacks.fusedGatherElements = 1 << 16;
             const what = `${dtype} m ${m} ${name}${fused ? ` fused, gather ≤ ${gatherElements}` : ''}`;
             assert.deepEqual([...got.routed], [...want.routed], `${what}: routed ids`);
@@ -138,8 +145,8 @@ describe('webgpu stacked MoE experts', () => {
             assert.equal(got.dispatches, (fused ? fusedFixed : fixed) + extra + parts, `${what}: dispatches`);
           }
           const i = 13 % m;
-          const alone = await run(experts, row(inp, i), true);
-          const batched = await run(experts, inp, true);
+          const alone = await run(experts, sharedDown, row(inp, i), true);
+          const batched = await run(experts, sharedDown, inp, true);
           assert.ok(sameBits(alone.res, batched.res.subarray(i * H, (i + 1) * H)), `${dtype} m ${m} ${name}: row ${i} alone differs from the batch`);
         }
       }

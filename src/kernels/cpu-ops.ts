@@ -143,6 +143,11 @@ export function moeExperts(k: Kernels, out: Float32Array, x: Float32Array, ids: 
   }
   const tail = fused?.tail;
   if (!tail) return;
+  const down = tail.shared?.down;
+  if (down) {
+    k.mulSilu(down.up, down.up, down.gate, m * down.w.cols);
+    k.matmul(tail.shared!.y, down.up, down.w, m);
+  }
   if (tail.shared) k.addSigmoidScaled(out, tail.shared.y, tail.shared.logit, m, h);
   k.add(tail.residual, tail.residual, out, m * h);
 }

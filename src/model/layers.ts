@@ -179,11 +179,7 @@ function moe<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MoeWeig
     ...(sh ? [{ out: sh.logit, w: sh.gateW }, { out: sh.gate, w: sh.mlp.gate }, { out: sh.up, w: sh.mlp.up }] : [])]);
   const ids = ws.moe.ids.atLeast(m * topK);
   const wts = ws.moe.weights.rows(m);
-  if (sh) {
-    k.mulSilu(sh.up, sh.up, sh.gate, m * sh.mlp.gate.rows);
-    k.matmul(sh.y, sh.up, sh.mlp.down, m);
-  }
   k.moeExperts(out, x, ids, wts, m, topK, w.experts, {
     slot: ws.moe.slot.rows(m), rowsIn: ws.moe.rowsIn.rows(m), rowsOut: ws.moe.rowsOut.rows(m), gate: ws.moe.gate.rows(m), up: ws.moe.up.rows(m),
-  }, { route: { logits, renormalize: w.normTopkProb }, tail: { shared: sh ? { y: sh.y, logit: sh.logit } : null, residual } });
+  }, { route: { logits, renormalize: w.normTopkProb }, tail: { shared: sh ? { y: sh.y, logit: sh.logit, down: { w: sh.mlp.down, gate: sh.gate, up: sh.up } } : null, residual } });
 }

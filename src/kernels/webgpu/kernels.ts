@@ -388,6 +388,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
     experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>, fused?: MoeFusion<GpuTensor>): void {
     const gpu = experts.map((e) => ({ gate: this.packedOf(e.gate), up: this.packedOf(e.up), down: this.packedOf(e.down) }));
+    const shared = fused?.tail?.shared;
+    // the shared expert's down over up ⊙ silu(gate), the product folded into its dispatch
+    if (shared?.down && m > 0) this.g.matmulGroup(this.step, shared.down.up, m, [{ out: shared.y, w: this.gpuWeight(shared.down.w) }], false, undefined, { b: shared.down.gate, act: 'silu' });
     groupedMoeExperts(this.g, this.step, this.moeTally, this.moeStacks, out, x, ids, weights, m, topK, gpu, scratch.slot, fused);
   }
   addSigmoidScaled(out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
