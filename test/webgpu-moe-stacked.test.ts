@@ -104,10 +104,13 @@ function row(inp: Inputs, i: number): Inputs {
 
 describe('webgpu stacked MoE experts', () => {
   // one dispatch per stacked part (gate+up parts, then down parts). The rest: route, plan,
-  // gather, combine, mul_silu, the shared down, add_sigmoid_scaled, add; fused: route + plan
-  // + gather, the gated shared down, combine (q4_k: + the two activation quantizations, and
-  // the shared down's, gated when fused). The per-expert path: 2 or 3 per expert.
-  for (const [dtype, perExpertMin, fixed, fusedFixed] of [['bf16', 2, 8, 3], ['q4_k', 3, 11, 6]] as const) {
+  // gather, combine, mul_silu, the shared down, add_sigmoid_scaled, add (q4_k: + the two
+  // activation quantizations and the shared down's); fused: route + plan + gather (q4_k: +
+  // the gate/up input's quantization), the gated shared down (q4_k: + its gated
+  // quantization), the down input's (q4_k) quantization, combine. Fused with the gather
+  // apart: + the gather (q4_k: + the quantization); past 64 rows: + route, plan apart too.
+  // The per-expert path: 2 or 3 per expert.
+  for (const [dtype, perExpertMin, fixed, fusedFixed, apart] of [['bf16', 2, 8, 3, 1], ['q4_k', 3, 11, 5, 2]] as const) {
     test(`${dtype}: stacked (1 part, parts of 2) == per-expert dispatches bit for bit, fused calls == separate calls, alone == batched`, async () => {
       const r = rng(61);
       const sym = () => 2 * r() - 1;
@@ -141,7 +144,7 @@ describe('webgpu stacked MoE experts', () => {
             assert.ok(sameBits(got.out, want.out), `${what}: routed + shared output`);
             assert.ok(sameBits(got.res, want.res), `${what}: residual`);
             // fused: + the gather when apart; past 64 rows route, plan and gather apart
-            const extra = !fused ? 0 : m > 64 ? 2 : gatherElements === 0 ? 1 : 0;
+            const extra = !fused ? 0 : m > 64 ? apart + 1 : gatherElements === 0 ? apart : 0;
             assert.equal(got.dispatches, (fused ? fusedFixed : fixed) + extra + parts, `${what}: dispatches`);
           }
           const i = 13 % m;

@@ -62,7 +62,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gdn_chunked: GDN_CHUNKED,
   gdn_chunked_seqs: GDN_CHUNKED_SEQS,
   moe_plan: MOE_PLAN,
-  moe_route_plan: [moePlanShader('route'), moePlanShader('gather')],
+  moe_route_plan: [moePlanShader('route'), moePlanShader('gather'), moePlanShader('quant', true)],
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),
   embed_quant: embedQuantShader('q4_k'),

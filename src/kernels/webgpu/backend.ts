@@ -239,7 +239,8 @@ export class WebGpuKernels {
     return { qx, dx, sx };
   }
 
-  private actScratch(m: number, k: number): QuantActs {
+  /** The shared quantized-activation scratch for x [M, K] (also filled by moe.ts's fused plan). */
+  actScratch(m: number, k: number): QuantActs {
     const nb = k / 32;
     return { qx: this.scratch.get('qx', (m * k) / 4, 'i32'), dx: this.scratch.get('dx', m * nb), sx: this.scratch.get('sx', m * nb, 'i32') };
   }

@@ -97,27 +97,15 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   // ones whose K fits the registers
   const whole = (h <= WHOLE_K && ie <= WHOLE_K) || experts.every((e) => [e.gate, e.up, e.down].every((w) => isQuantType(w.dtype)));
   const xg = g.scratchTensor('moe_x', n * h);
-  const planParams = { n, e: ne, idsOff: ids.offset, rowsPerRead: whole ? 0 : TM, topK };
-  const route = fused?.route;
-  if (route && m <= stacks.fusedRouteRows) {
-    // one workgroup routes the rows, plans, and (a small input) gathers it
-    const gather = n * h <= stacks.fusedGatherElements;
-    g.run(enc, `moe_route_plan${gather ? '_gather' : ''}`, () => moePlanShader(gather ? 'gather' : 'route'), packParams('moe_route_plan', { ...planParams, m,
-      renormalize: route.renormalize ? 1 : 0, wOff: weights.offset, logitsOff: route.logits.offset, h, xOff: x.offset, xgOff: xg.offset }), null,
-    [plan.buffer, ids.buffer, t.tally.buffer, weights.buffer, route.logits.buffer, ...(gather ? [x.buffer, xg.buffer] : [])], [1, 1, 1], 'moe_plan');
-    if (!gather) g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
-  } else {
-    if (route) g.moeRoute(enc, ids, weights, route.logits, m, ne, topK, route.renormalize);
-    g.run(enc, 'moe_plan', () => MOE_PLAN, packParams('moe_plan', planParams), null, [plan.buffer, ids.buffer, t.tally.buffer], [1, 1, 1], 'moe_plan');
-    g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
-  }
+  const quantGateUp = experts.every((e) => isQuantType(e.gate.dtype) && isQuantType(e.up.dtype));
+  const planned = planInput(g, enc, stacks, { plan, ids, weights, x, xg, tally: t.tally, m, n, h, ne, topK, whole }, fused?.route, quantGateUp);
   // gate rows then up rows in one scratch (the stacked gate+up GEMM writes both)
   const gateUp = g.scratchTensor('moe_gate_up', 2 * n * ie);
   const [gate, up] = [view(gateUp, 0, n * ie), view(gateUp, n * ie, n * ie)];
   const tiles = whole ? 1 : Math.ceil(m / TM);
   const gemm = (expert: number, rows: 'gather' | 'scatter'): MoeGemm => ({ plan, expert, experts: ne, rows, whole });
   const stacked = stacks.of(experts);
-  const gateUpActs = experts.some((e) => isQuantType(e.gate.dtype) || isQuantType(e.up.dtype)) ? g.quantActs(enc, xg, n, h) : null;
+  const gateUpActs = planned ?? (experts.some((e) => isQuantType(e.gate.dtype) || isQuantType(e.up.dtype)) ? g.quantActs(enc, xg, n, h) : null);
   const gemms = (kinds: readonly { out: GpuTensor; kind: 'gate' | 'up' | 'down' }[], input: GpuTensor, acts: QuantActs | null, k: number, rows: 'gather' | 'scatter',
     gated?: GpuGatedInput): void => {
     const x = { x: input, acts, gated };
@@ -139,6 +127,41 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   g.run(enc, `moe_combine${kind ? `_${kind}` : ''}`, () => moeCombineShader(kind), packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset,
     wOff: weights.offset, resOff: tail?.residual.offset ?? 0, yOff: sh?.y.offset ?? 0, gOff: sh?.logit.offset ?? 0 }), null,
   [out.buffer, slot.buffer, weights.buffer, ...(tail ? [tail.residual.buffer] : []), ...(sh ? [sh.y.buffer, sh.logit.buffer] : [])], grid(Math.ceil((m * h) / 64)), 'moe_combine');
+}
+
+interface PlanOperands {
+  readonly plan: GpuTensor; readonly ids: GpuTensor; readonly weights: GpuTensor; readonly x: GpuTensor; readonly xg: GpuTensor; readonly tally: GpuTensor;
+  readonly m: number; readonly n: number; readonly h: number; readonly ne: number; readonly topK: number; readonly whole: boolean;
+}
+
+/** Storage buffers of the fused plan that also quantizes (wgsl/moe.ts 'quant'). */
+const QUANT_PLAN_BINDINGS = 9;
+
+/** The plan and the gate/up input: with a routing call of at most fusedRouteRows rows, one
+ * workgroup routes, plans and, for a small input (fusedGatherElements), gathers it (float
+ * gate/up) or quantizes the gathered rows (every gate/up quantized, where the device binds
+ * 9 storage buffers): that quantization is returned; else the router (if asked), the plan
+ * and the gather run apart, and null is returned (moeExperts quantizes xg). */
+function planInput(g: WebGpuKernels, enc: StepEncoder, stacks: MoeStacks, p: PlanOperands, route: MoeFusion<GpuTensor>['route'],
+  quantGateUp: boolean): QuantActs | null {
+  const { plan, ids, weights, x, xg, tally, m, n, h, ne, topK, whole } = p;
+  const planParams = { n, e: ne, idsOff: ids.offset, rowsPerRead: whole ? 0 : TM, topK };
+  if (!route || m > stacks.fusedRouteRows) {
+    if (route) g.moeRoute(enc, ids, weights, route.logits, m, ne, topK, route.renormalize);
+    g.run(enc, 'moe_plan', () => MOE_PLAN, packParams('moe_plan', planParams), null, [plan.buffer, ids.buffer, tally.buffer], [1, 1, 1], 'moe_plan');
+    g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
+    return null;
+  }
+  const small = n * h <= stacks.fusedGatherElements;
+  const kind = !small ? 'route' : quantGateUp && g.adapter.limits.maxStorageBuffersPerShaderStage >= QUANT_PLAN_BINDINGS ? 'quant' : 'gather';
+  const dot4 = g.adapter.features.dot4I8;
+  const acts = kind === 'quant' ? g.actScratch(n, h) : null;
+  const buffers = kind === 'quant' ? [x.buffer, acts!.qx.buffer, acts!.dx.buffer, acts!.sx.buffer] : kind === 'gather' ? [x.buffer, xg.buffer] : [];
+  g.run(enc, `moe_route_plan_${kind}${kind === 'quant' && !dot4 ? '_nodot4' : ''}`, () => moePlanShader(kind, dot4), packParams('moe_route_plan', { ...planParams, m,
+    renormalize: route.renormalize ? 1 : 0, wOff: weights.offset, logitsOff: route.logits.offset, h, xOff: x.offset, xgOff: xg.offset }), null,
+  [plan.buffer, ids.buffer, tally.buffer, weights.buffer, route.logits.buffer, ...buffers], [1, 1, 1], 'moe_plan');
+  if (kind === 'route') g.gatherRows(enc, xg, x, view(plan, 2 * ne + n, n), n, h);
+  return acts;
 }
 
 /** A GEMM input: the rows, their quantization (quantized weights), and the float

@@ -138,7 +138,7 @@ const QUANT_ACTS_BINDINGS = `@group(0) @binding(1) var<storage, read_write> QX: 
 
 /** quant_block(b, xo): block b (32 elements of SRC from xo) quantized to int8 lanes, its
  * scale and its lanes' sum — the one QUANT_ACTS expression both shaders use. */
-function quantBlockFn(src: 'X' | 'OUT', packedBuiltin: boolean): string {
+export function quantBlockFn(src: string, packedBuiltin: boolean): string {
   const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
     : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
   return `fn quant_block(b: u32, xo: u32) {

@@ -11,15 +11,18 @@
 import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
 import { MOE_ROUTE_ROW, moeRouteBindings } from './dense.js';
+import { quantBlockFn } from './matmul.js';
 
 export const MOE_MAX_EXPERTS = 1024;
 
 /** The plan (one workgroup). \`fused\`: the router's rows first (route_row, wgsl/dense.ts:
  * thread t routes rows i ≡ t mod 64, the bits of MOE_ROUTE), and with 'gather' the gathered
- * input after the plan (XG[j, :] = X[row of entry j, :], GATHER_ROWS's copy), each phase
- * after a storage barrier (the workgroup's own writes). params: PARAMS.moe_plan, or
- * PARAMS.moe_route_plan (fused). Fused bindings: 4 WTS, 5 L (the router's), gather: 6 X, 7 XG. */
-export function moePlanShader(fused: 'route' | 'gather' | null): string {
+ * input after the plan (XG[j, :] = X[row of entry j, :], GATHER_ROWS's copy), with 'quant'
+ * instead its quantization (block b of gathered row j from X's row: quant_block, the bits of
+ * QUANT_ACTS over the gathered rows), each phase after a storage barrier (the workgroup's own
+ * writes). params: PARAMS.moe_plan, or PARAMS.moe_route_plan (fused). Fused bindings: 4 WTS,
+ * 5 L (the router's), 6 X; gather: 7 XG; quant: 7 QX, 8 DX, 9 SX. */
+export function moePlanShader(fused: 'route' | 'gather' | 'quant' | null, packedBuiltin = false): string {
   const route = fused ? `
   for (var i = t; i < pu(P_m); i += 64u) { route_row(i); }
   storageBarrier();` : '';
@@ -29,14 +32,22 @@ export function moePlanShader(fused: 'route' | 'gather' | null): string {
   for (var q = t; q < n * h; q += 64u) {
     let j = q / h;
     XG[pu(P_xgOff) + j * h + q % h] = X[pu(P_xOff) + u32(PLAN[2u * e + n + j]) * h + q % h];
-  }` : '';
+  }` : fused === 'quant' ? `
+  storageBarrier();
+  let h = pu(P_h);
+  let nb = h / 32u;
+  for (var b = t; b < n * nb; b += 64u) { quant_block(b, pu(P_xOff) + u32(PLAN[2u * e + n + b / nb]) * h + (b % nb) * 32u); }` : '';
   return `${HEADER}
 ${paramConsts(fused ? 'moe_route_plan' : 'moe_plan')}
 @group(0) @binding(1) var<storage, read_write> PLAN: array<i32>;
 ${fused ? moeRouteBindings(2, 4, 5) : '@group(0) @binding(2) var<storage, read_write> IDS: array<i32>;'}
 @group(0) @binding(3) var<storage, read_write> TALLY: array<u32>;
-${fused === 'gather' ? `@group(0) @binding(6) var<storage, read_write> X: array<f32>;
-@group(0) @binding(7) var<storage, read_write> XG: array<f32>;` : ''}
+${fused === 'gather' || fused === 'quant' ? '@group(0) @binding(6) var<storage, read_write> X: array<f32>;' : ''}
+${fused === 'gather' ? '@group(0) @binding(7) var<storage, read_write> XG: array<f32>;' : ''}
+${fused === 'quant' ? `@group(0) @binding(7) var<storage, read_write> QX: array<u32>;
+@group(0) @binding(8) var<storage, read_write> DX: array<f32>;
+@group(0) @binding(9) var<storage, read_write> SX: array<i32>;
+${quantBlockFn('X', packedBuiltin)}` : ''}
 ${fused ? MOE_ROUTE_ROW : ''}
 var<workgroup> cnt: array<u32, ${MOE_MAX_EXPERTS}>;
 var<workgroup> first: array<u32, ${MOE_MAX_EXPERTS}>;
