@@ -10,7 +10,12 @@
 //   the bits of moeRoute, moeExperts, addSigmoidScaled, add;
 // - a row alone == in the batch;
 // - dispatches: per-expert paths grow with the experts, the stacked path takes a fixed
-//   number per stacked part (counted below per kind).
+//   number per stacked part (counted below per kind);
+// - a whole model's decode step (tiny-moe BF16 safetensors and Q4_K_M GGUF, 8 MoE layers of
+//   16 experts): the router runs inside the plan, no gather, gate product, shared-gate or
+//   residual dispatch is left, and the matmuls are 6 per layer (BF16: the attention/GDN
+//   input group and output, the router group, gate+up, down, shared down; Q4_K_M: ≤ 8) + the
+//   LM head.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Weight } from '../src/kernels/types.js';
@@ -21,6 +26,11 @@ import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 import { randomWeight, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
+import { StepEncoder } from '../src/kernels/webgpu/encoder.js';
+import { benchOnce } from '../src/cli/bench-run.js';
+import { type AnyModel, loadModel } from '../src/model/model.js';
+import { Rng } from '../src/util/rng.js';
+import { sharedPath } from './paths.js';
 
 let k: WebGpuBoundaryKernels;
 before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
@@ -166,4 +176,39 @@ describe('webgpu stacked MoE experts', () => {
     await k.readBack([]);
     assert.throws(() => k.matmul(k.alloc(ie), k.alloc(h), experts[0]!.gate, 1), /stacked with its layer's experts/);
   });
+
+  test('tiny-moe decode (BF16, Q4_K_M GGUF): one plan and one combine per MoE layer, no per-expert or glue dispatches', async () => {
+    for (const path of [sharedPath('models', 'tiny-moe'), sharedPath('models', 'gguf', 'tiny-moe-Q4_K_M.gguf')]) {
+      const counts = await labelsPerStep(path);
+      const what = `${path}: ${JSON.stringify(Object.fromEntries(counts))}`;
+      const layers = 8;
+      assert.equal(counts.get('moe_plan'), layers, what);
+      assert.equal(counts.get('moe_combine'), layers, what);
+      for (const glue of ['moe_route', 'mul_silu', 'add_sigmoid_scaled', 'add']) assert.equal(counts.get(glue) ?? 0, 0, `${glue}: ${what}`);
+      // the LM head's rows (GGUF: + the head-order gather of each of the 6 GDN layers)
+      assert.ok((counts.get('gather_rows') ?? 0) <= 1 + (path.endsWith('.gguf') ? 6 : 0), `gather_rows: ${what}`);
+      const matmuls = [...counts].filter(([l]) => l.startsWith('matmul_')).reduce((a, [, n]) => a + n, 0);
+      // Q4_K_M: + 2 per layer: the f32 router and shared gate apart from the quantized shared
+      // gate/up, and a group mixing quant types
+      assert.ok(matmuls <= (path.endsWith('.gguf') ? 8 : 6) * layers + 1, `matmul dispatches ${matmuls}: ${what}`);
+    }
+  });
 });
+
+/** Dispatches per decode step of the bench (1 stream) by label. */
+async function labelsPerStep(path: string): Promise<Map<string, number>> {
+  const m = await loadModel(path, k) as unknown as AnyModel;
+  const counts = new Map<string, number>();
+  const dispatch = StepEncoder.prototype.dispatch;
+  let on = false;
+  StepEncoder.prototype.dispatch = function (this: StepEncoder, ...a: Parameters<typeof dispatch>): void {
+    if (on) counts.set(a[5], (counts.get(a[5]) ?? 0) + 1);
+    dispatch.apply(this, a);
+  };
+  try {
+    const run = await benchOnce(m, 'decode', 1, 3, 2, 1, new Rng(5), () => { on = true; });
+    return new Map([...counts].map(([l, n]) => [l, n / run.steps]));
+  } finally {
+    StepEncoder.prototype.dispatch = dispatch;
+  }
+}
