@@ -2,16 +2,20 @@
 // Grouped MoE experts on the GPU (the boundary's moeExperts): the routing stays on the
 // device and only routed experts' weights are read. Per layer:
 //   1 MOE_PLAN: the router's ids → per-expert counts, first positions and the (row, slot)
-//     entries sorted by expert (wgsl/moe.ts), plus the layer's read tally;
+//     entries sorted by expert (wgsl/moe.ts), plus the layer's read tally; with
+//     MoeFusion.route and ≤ 64 rows the same workgroup routes first and (small inputs)
+//     gathers or quantizes the input (planInput);
 //   2 the gathered input xg [M·topK, H] (row of each entry, expert order);
-//   3 per expert, gate and up over its run of xg (one dispatch for float weights): a fixed
+//   3 gate and up over each expert's run of xg, every expert in one dispatch (the layer's
+//     experts stacked, moe-stack.ts; per-expert dispatches when they cannot be): a fixed
 //     grid where a workgroup of an unrouted expert (or a tile past its count) exits before
 //     reading a weight. One workgroup per column runs all the expert's 16-row tiles, so each
 //     routed weight is read once per call, in prefill too (quantized: each block decoded
 //     once, a row's f32 chain continued in the output); float experts past WHOLE_K run
 //     ceil(M/16) tiles instead, each reading the weights;
-//   4 silu(gate)·up over all entries; 5 per expert, down written straight to the entry's
-//     slot row; 6 MOE_COMBINE: each row's slots summed in slot order.
+//   4 down over up ⊙ silu(gate) (folded into its loads or its activation quantization),
+//     written straight to the entry's slot row; 5 MOE_COMBINE: each row's slots summed in
+//     slot order (and MoeFusion.tail: + σ(logit)·shared, residual += the sum).
 // Exactness: the GEMMs are row-invariant (a row's value never depends on its tile, slot or
 // the other rows), so every (row, slot) gets the bits of its expert's MLP run alone and the
 // combine keeps the slot order: a row alone == in a batch, and the bits of the former
@@ -21,7 +25,7 @@ import { TM } from './wgsl/matmul.js';
 import { MOE_MAX_EXPERTS, MOE_PLAN, moeCombineShader, moePlanShader } from './wgsl/moe.js';
 import { packParams } from './params.js';
 import { WHOLE_K } from './wgsl/matmul-group.js';
-import type { MoeFusion } from '../types.js';
+import type { MoeFusion, MoeTail } from '../types.js';
 import { grid } from './wgsl/common.js';
 import { isQuantType } from '../quant/formats.js';
 import { view, type GpuTensor } from './tensor.js';
@@ -121,7 +125,12 @@ export function groupedMoeExperts(g: WebGpuKernels, enc: StepEncoder, tally: Moe
   if (downQuant > 0 && downQuant < ne) g.mulSilu(enc, up, up, gate, n * ie);
   const downActs = downQuant === 0 ? null : g.quantActs(enc, up, n, ie, downQuant === ne ? silu : undefined);
   gemms([{ out: slot, kind: 'down' }], up, downActs, ie, 'scatter', downQuant === 0 ? silu : undefined);
-  const tail = fused?.tail;
+  combine(g, enc, out, slot, weights, m, topK, h, fused?.tail);
+}
+
+/** out = each row's slots summed in slot order; tail: + σ(logit)·shared, residual += out. */
+function combine(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, slot: GpuTensor, weights: GpuTensor, m: number, topK: number, h: number,
+  tail: MoeTail<GpuTensor> | undefined): void {
   const kind = tail ? (tail.shared ? 'shared' : 'residual') : null;
   const sh = tail?.shared;
   g.run(enc, `moe_combine${kind ? `_${kind}` : ''}`, () => moeCombineShader(kind), packParams('moe_combine', { m, topK, h, outOff: out.offset, slotOff: slot.offset,
