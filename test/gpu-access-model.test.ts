@@ -69,7 +69,7 @@ test('the activation-quantizing matmul\'s input loads mirror qmatmul-acts.ts: la
 });
 
 test('namedParams inverts packParams through the shader text', () => {
-  const values = { rows: 9216, k: 2560, m: 1, outOff: 7, outStride: 9216, col0: 0, rowBytes: 2720, expert: 0, experts: 0 };
+  const values = { rows: 9216, k: 2560, m: 1, outOff: 7, outStride: 9216, col0: 0, rowBytes: 2720, expert: 0, experts: 0, tiles: 1 };
   const src = quantMatmulShader('q8_0', true);
   assert.deepEqual(namedParams(src, packParams('qmatmul', values)), values);
   assert.equal(workgroupSize(src), 64);
