@@ -13,9 +13,11 @@
 // counts every file of every tier run, its last line `N passed, N failed[, N skipped]`.
 // Per-file wall and CPU seconds go to .cache/test-times.json ({ NAME: { wall, cpu } }; the next
 // run starts the longest wall first; CPU is the steadier cost on a shared machine).
+// A tier's lavapipe files run with LP_NUM_THREADS = cores ÷ its concurrency (unless set), so
+// the files running at once share the cores (scripts/test-tiers.mjs says why).
 // Installs nothing: system programs come from `npm run test:setup`.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
@@ -87,10 +89,11 @@ function order(tier, names, times) {
 
 const SUMMARY_LINE = /^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$/;
 
-/** Runs one file; `sink` receives its output lines (minus node's per-file summary). */
-function runFile(name, sink) {
+/** Runs one file; `sink` receives its output lines (minus node's per-file summary); `extraEnv`
+ * is added to its environment. */
+function runFile(name, sink, extraEnv = {}) {
   const started = Date.now();
-  const env = { ...process.env };
+  const env = { ...process.env, ...extraEnv };
   delete env.NODE_TEST_CONTEXT; // a runner above us would take the reports instead of stdout
   const cpuLog = join(cpuDir, `${name.replaceAll('/', '_')}.txt`);
   env.RUN_TESTS_CPU_LOG = cpuLog;
@@ -136,6 +139,9 @@ function runFile(name, sink) {
 async function runTier(tier, names, concurrency) {
   const queue = [...names];
   const isAlone = (n) => (tier.alone ?? []).some((p) => matches(p, n));
+  // lavapipe's threads per file: the cores shared by the files running at once (see test-tiers.mjs)
+  const lavapipeEnv = (n) => (tier.lavapipe ?? []).some((p) => matches(p, n)) && process.env.LP_NUM_THREADS === undefined
+    ? { LP_NUM_THREADS: String(Math.max(1, Math.floor(availableParallelism() / concurrency))) } : {};
   const running = []; // { name, lines: string[], done: result | null }, in start order
   const results = [];
   let wake = () => {};
@@ -172,7 +178,7 @@ async function runTier(tier, names, concurrency) {
     while (shareFirst()) {
       const entry = { name: queue.shift(), lines: [], done: null };
       running.push(entry);
-      runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); })
+      runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); }, lavapipeEnv(entry.name))
         .then((r) => { entry.done = r; results.push(r); wake(); });
     }
     flush();

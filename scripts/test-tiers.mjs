@@ -15,8 +15,12 @@
 // slowFirst: started first (longest-processing-time order), so the tier's last minute is not
 // one long file running by itself. Only an ordering hint: a name here that no file has is an
 // error of --check like any other stale entry.
+// lavapipe: files that drive Mesa's lavapipe (software Vulkan under Dawn); each runs with
+// LP_NUM_THREADS = cores ÷ the tier's concurrency (1 on the 2-core CI VM; a value the caller
+// set is kept), so the files running at once share the cores instead of each spreading every
+// dispatch over all of them.
 
-/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[] }} Tier */
+/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[], lavapipe?: string[] }} Tier */
 
 /** @type {Tier[]} */
 export const TIERS = [
@@ -52,20 +56,25 @@ export const TIERS = [
   {
     name: 'system',
     what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
-    // Two at a time, but every lavapipe file alone: lavapipe runs a shader on every core (on
-    // the 2-core CI VM the webgpu files ran at 1.9 CPU-seconds per second, the whole tier one
-    // at a time at 1.7), while the others wait on npm, Chromium, nginx or a second Node
-    // (1.0–1.5) and overlap in pairs.
+    // Two at a time, lavapipe files too, each on one lavapipe thread. Alone on the default
+    // 2 threads a lavapipe file kept 1.69–1.78 of the 2 cores busy (CI, 544 s of the tier's
+    // 626); on 1 thread its main thread and lavapipe's worker mostly take turns (runnable
+    // 1.17 threads on average, the same CPU-seconds), so two of them fill both cores, and a
+    // file waiting on npm, Chromium, nginx or a second Node fills what one leaves.
     concurrency: 2,
     files: [
       'vision-cli', 'vision-webgpu', 'vision-conformance',
       'webui-browser', 'webui-vision', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
       'server-soak', 'gpu-bench-script',
     ],
-    alone: ['webgpu-*', 'vision-webgpu', 'gpu-bench-script'],
-    // a clean clone has no recorded times: the files that share, longest first (~50 s each
-    // on the CI VM), so the last of them to run beside nothing is a short one
-    slowFirst: ['package-examples', 'eval-baseline', 'package', 'webui-browser', 'node-versions'],
+    lavapipe: ['webgpu-*', 'vision-webgpu', 'vision-conformance'],
+    // its budgets were measured on lavapipe's default threads with nothing beside it
+    alone: ['gpu-bench-script'],
+    // a clean clone has no recorded times: the longest first (CI wall seconds alone: 112, 81,
+    // 65, 54, 43, 42, 38, 26, 25, 25, 21, 21), so the last files to run beside nothing are short
+    slowFirst: ['webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-engine', 'webgpu-qwen35-shape', 'eval-baseline',
+      'webgpu-sampled-draws', 'webgpu-sampled-candidates', 'node-versions', 'webgpu-moe', 'webui-browser', 'package-examples',
+      'webgpu-draft-penalty'],
   },
 ];
 
@@ -93,7 +102,7 @@ export function assignTiers(names, tiers = TIERS) {
     byTier.get((hits[0] ?? { name: DEFAULT_TIER }).name).push(name);
   }
   for (const t of tiers) {
-    for (const list of ['files', 'alone', 'slowFirst']) {
+    for (const list of ['files', 'alone', 'slowFirst', 'lavapipe']) {
       for (const p of t[list] ?? []) {
         if (!names.some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' matches no test file (stale entry in scripts/test-tiers.mjs)`);
         else if (list !== 'files' && !byTier.get(t.name).some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' names a file of another tier`);
