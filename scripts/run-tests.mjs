@@ -13,8 +13,8 @@
 // counts every file of every tier run, its last line `N passed, N failed[, N skipped]`.
 // Per-file wall and CPU seconds go to .cache/test-times.json ({ NAME: { wall, cpu } }; the next
 // run starts the longest wall first; CPU is the steadier cost on a shared machine).
-// A tier's lavapipe files run with LP_NUM_THREADS = cores ÷ its concurrency (unless set), so
-// the files running at once share the cores (scripts/test-tiers.mjs says why).
+// A tier's lavapipe files run with LP_NUM_THREADS = cores ÷ its concurrency (unless set, or
+// only one file runs), so the files running at once share the cores (test-tiers.mjs says why).
 // Installs nothing: system programs come from `npm run test:setup`.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -139,9 +139,11 @@ function runFile(name, sink, extraEnv = {}) {
 async function runTier(tier, names, concurrency) {
   const queue = [...names];
   const isAlone = (n) => (tier.alone ?? []).some((p) => matches(p, n));
-  // lavapipe's threads per file: the cores shared by the files running at once (see test-tiers.mjs)
-  const lavapipeEnv = (n) => (tier.lavapipe ?? []).some((p) => matches(p, n)) && process.env.LP_NUM_THREADS === undefined
-    ? { LP_NUM_THREADS: String(Math.max(1, Math.floor(availableParallelism() / concurrency))) } : {};
+  // lavapipe's threads per file: the cores shared by the files that may run at once (see
+  // test-tiers.mjs); a run of one file keeps lavapipe's default
+  const sharing = Math.min(concurrency, names.length);
+  const lavapipeEnv = (n) => (tier.lavapipe ?? []).some((p) => matches(p, n)) && process.env.LP_NUM_THREADS === undefined && sharing > 1
+    ? { LP_NUM_THREADS: String(Math.max(1, Math.floor(availableParallelism() / sharing))) } : {};
   const running = []; // { name, lines: string[], done: result | null }, in start order
   const results = [];
   let wake = () => {};
