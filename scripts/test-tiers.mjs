@@ -59,8 +59,9 @@ export const TIERS = [
     // Two at a time, lavapipe files too, each on one lavapipe thread. Alone on the default
     // 2 threads a lavapipe file kept 1.69–1.78 of the 2 cores busy (CI, 544 s of the tier's
     // 626); on 1 thread its main thread and lavapipe's worker mostly take turns (runnable
-    // 1.17 threads on average, the same CPU-seconds), so two of them fill both cores, and a
-    // file waiting on npm, Chromium, nginx or a second Node fills what one leaves.
+    // threads on average: 1.17 in a decode loop, 1.57 for a whole file with its wasm
+    // reference runs; the same CPU-seconds), so two of them fill both cores, and a file
+    // waiting on npm, Chromium, nginx or a second Node fills what one leaves.
     concurrency: 2,
     files: [
       'vision-cli', 'vision-webgpu', 'vision-conformance',
