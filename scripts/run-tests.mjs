@@ -13,11 +13,9 @@
 // counts every file of every tier run, its last line `N passed, N failed[, N skipped]`.
 // Per-file wall and CPU seconds go to .cache/test-times.json ({ NAME: { wall, cpu } }; the next
 // run starts the longest wall first; CPU is the steadier cost on a shared machine).
-// A tier's lavapipe files run with LP_NUM_THREADS = cores ÷ its concurrency (unless set, or
-// only one file runs), so the files running at once share the cores (test-tiers.mjs says why).
 // Installs nothing: system programs come from `npm run test:setup`.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
@@ -89,11 +87,10 @@ function order(tier, names, times) {
 
 const SUMMARY_LINE = /^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$/;
 
-/** Runs one file; `sink` receives its output lines (minus node's per-file summary); `extraEnv`
- * is added to its environment. */
-function runFile(name, sink, extraEnv = {}) {
+/** Runs one file; `sink` receives its output lines (minus node's per-file summary). */
+function runFile(name, sink) {
   const started = Date.now();
-  const env = { ...process.env, ...extraEnv };
+  const env = { ...process.env };
   delete env.NODE_TEST_CONTEXT; // a runner above us would take the reports instead of stdout
   const cpuLog = join(cpuDir, `${name.replaceAll('/', '_')}.txt`);
   env.RUN_TESTS_CPU_LOG = cpuLog;
@@ -139,11 +136,6 @@ function runFile(name, sink, extraEnv = {}) {
 async function runTier(tier, names, concurrency) {
   const queue = [...names];
   const isAlone = (n) => (tier.alone ?? []).some((p) => matches(p, n));
-  // lavapipe's threads per file: the cores shared by the files that may run at once (see
-  // test-tiers.mjs); a run of one file keeps lavapipe's default
-  const sharing = Math.min(concurrency, names.length);
-  const lavapipeEnv = (n) => (tier.lavapipe ?? []).some((p) => matches(p, n)) && process.env.LP_NUM_THREADS === undefined && sharing > 1
-    ? { LP_NUM_THREADS: String(Math.max(1, Math.floor(availableParallelism() / sharing))) } : {};
   const running = []; // { name, lines: string[], done: result | null }, in start order
   const results = [];
   let wake = () => {};
@@ -180,7 +172,7 @@ async function runTier(tier, names, concurrency) {
     while (shareFirst()) {
       const entry = { name: queue.shift(), lines: [], done: null };
       running.push(entry);
-      runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); }, lavapipeEnv(entry.name))
+      runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); })
         .then((r) => { entry.done = r; results.push(r); wake(); });
     }
     flush();

@@ -15,12 +15,8 @@
 // slowFirst: started first (longest-processing-time order), so the tier's last minute is not
 // one long file running by itself. Only an ordering hint: a name here that no file has is an
 // error of --check like any other stale entry.
-// lavapipe: files that drive Mesa's lavapipe (software Vulkan under Dawn); each runs with
-// LP_NUM_THREADS = cores ÷ the tier's concurrency (1 on the 2-core CI VM; a value the caller
-// set is kept), so the files running at once share the cores instead of each spreading every
-// dispatch over all of them.
 
-/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[], lavapipe?: string[] }} Tier */
+/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[] }} Tier */
 
 /** @type {Tier[]} */
 export const TIERS = [
@@ -56,20 +52,20 @@ export const TIERS = [
   {
     name: 'system',
     what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
-    // Two at a time, lavapipe files too, each on one lavapipe thread. Alone on the default
-    // 2 threads a lavapipe file kept 1.69–1.78 of the 2 cores busy (CI, 544 s of the tier's
-    // 626); on 1 thread its main thread and lavapipe's worker mostly take turns (runnable
-    // threads on average: 1.17 in a decode loop, 1.57 for a whole file with its wasm
-    // reference runs; the same CPU-seconds), so two of them fill both cores, and a file
-    // waiting on npm, Chromium, nginx or a second Node fills what one leaves.
+    // Two at a time, lavapipe files too. Alone, a lavapipe file kept 1.69–1.78 of the 2 cores
+    // busy (CI: 544 s of the tier's 626 for 920 CPU-s: its main thread records and waits while
+    // lavapipe's threads run, and back); a second file fills those gaps. Measured on this VM
+    // under a load of 10–25: the CPU-seconds of a file are the same in a pair as alone
+    // (webgpu-sampled-candidates 28.2 vs 28.1–29.3, webgpu-sampled-draws 29.2 vs 28.7–29.4),
+    // so lavapipe's threads do not spin when they share the cores. LP_NUM_THREADS=1 (one
+    // lavapipe thread each) cost 7–9 % more CPU-seconds: not set.
     concurrency: 2,
     files: [
       'vision-cli', 'vision-webgpu', 'vision-conformance',
       'webui-browser', 'webui-vision', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
       'server-soak', 'gpu-bench-script',
     ],
-    lavapipe: ['webgpu-*', 'vision-webgpu', 'vision-conformance'],
-    // its budgets were measured on lavapipe's default threads with nothing beside it
+    // its time-boxed steps were sized with nothing beside it
     alone: ['gpu-bench-script'],
     // a clean clone has no recorded times: the longest first (CI wall seconds alone: 112, 81,
     // 65, 54, 43, 42, 38, 26, 25, 25, 21, 21), so the last files to run beside nothing are short
@@ -103,7 +99,7 @@ export function assignTiers(names, tiers = TIERS) {
     byTier.get((hits[0] ?? { name: DEFAULT_TIER }).name).push(name);
   }
   for (const t of tiers) {
-    for (const list of ['files', 'alone', 'slowFirst', 'lavapipe']) {
+    for (const list of ['files', 'alone', 'slowFirst']) {
       for (const p of t[list] ?? []) {
         if (!names.some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' matches no test file (stale entry in scripts/test-tiers.mjs)`);
         else if (list !== 'files' && !byTier.get(t.name).some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' names a file of another tier`);
