@@ -55,6 +55,7 @@ async function record() {
   forceGdnLaunch(k.g, 'columns'); // a GPU adapter's launch
   forceConvLaunch(k.g, 'channels'); // likewise
   k.g.foldQuantActs = true; // likewise: M ≤ 4 quantized matmuls quantize their own input
+  k.g.quantLayout = 'lanes'; // and the tiled quantized matmuls share blocks as a GPU's do
   const out = [];
   for (const shape of values.shapes.split(',')) {
     for (const format of values.formats.split(',')) {

@@ -12,7 +12,7 @@
 //   the weights of one quant type are ONE qmatmul_group dispatch (segments, as the float
 //   path's matmul_group);
 // - the tiled kernel's 8 lanes per block (coalesced loads, integer shares in workgroup
-//   atomics) == the ref across two 64-block chunks;
+//   atomics) and the CPU adapters' thread-per-block layout == the ref across two 64-block chunks;
 // - at M ≤ ACTS_TILE one unnormed weight quantizes its own (gated) input in its matmul
 //   (wgsl/qmatmul-acts.ts): ONE dispatch, the bits of quant_acts + qmatmul, x left as it was.
 import { after, before, describe, test } from 'node:test';
@@ -32,7 +32,9 @@ import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 const ref = createRefKernels();
 let g: WebGpuKernels;
 // the matmul quantizing its own input at M ≤ ACTS_TILE, as on a GPU (off by default on lavapipe)
-before(async () => { g = await gpuUnderTest(); g.foldQuantActs = true; });
+// and the tiled matmuls' GPU layout (8 lanes a block; a CPU adapter defaults to 'block', which
+// the chunk test below checks too, and every other quantized webgpu test runs)
+before(async () => { g = await gpuUnderTest(); g.foldQuantActs = true; g.quantLayout = 'lanes'; });
 after(() => g?.dispose());
 
 const K = 512; // a multiple of every block size (32, 256)
@@ -113,8 +115,9 @@ describe('webgpu quantized matmul: 8 lanes per block (coalesced weight loads)', 
   // any order, the f32 chain stays in block order: the ref's bits (which the per-block-thread
   // kernel before it also gave on lavapipe: webgpu-conformance)
   // (every type within one chunk: webgpu-conformance; here the types of the shipped GGUFs)
-  for (const dtype of ['q8_0', 'q4_k', 'q6_k'] as const satisfies readonly QuantType[]) {
-    test(`${dtype}: == the ref bit for bit across chunks (K 2304; M = 1, 17)`, async () => {
+  for (const dtype of ['q8_0', 'q4_k', 'q6_k'] as const satisfies readonly QuantType[]) for (const layout of ['lanes', 'block'] as const) {
+    test(`${dtype}, ${layout} layout: == the ref bit for bit across chunks (K 2304; M = 1, 17)`, async () => {
+      g.quantLayout = layout;
       const r = rng(300 + QUANT_TYPES.indexOf(dtype));
       const k = 2304;
       const { weight, gw } = quantPair(dtype, 13, k, r);
@@ -127,6 +130,7 @@ describe('webgpu quantized matmul: 8 lanes per block (coalesced weight loads)', 
         if (g.adapter.cpuEmulation) sameBits(got!, want, `${dtype} M=${m}`);
         else for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got![i]! - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!)), `${dtype} M=${m} [${i}]`);
       }
+      g.quantLayout = 'lanes';
     });
   }
 });

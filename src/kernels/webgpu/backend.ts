@@ -17,7 +17,7 @@ import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { quantGroupDispatch } from './qmatmul-group.js';
 import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
-import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
+import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
@@ -56,12 +56,18 @@ export class WebGpuKernels {
    * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
    * decode step); tests set it to count a GPU's dispatches or compare the paths. */
   foldQuantActs: boolean;
+  /** How tiled quantized matmuls share weight blocks among threads (wgsl/matmul.ts
+   * QuantLayout; the same bits): 'lanes' on GPUs, 'block' on a CPU adapter (lavapipe,
+   * tiny-think Q4_K_M decode: ~3.6 vs ~6.5 CPU-s for a 24-token bench). The access-model
+   * scripts set 'lanes' to record what a GPU runs. */
+  quantLayout: QuantLayout;
 
   /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
   constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
     this.foldQuantActs = !ctx.adapter.cpuEmulation;
+    this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
     this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()), pacer: pacing && ctx.adapter.cpuEmulation ? new ReadbackPacer() : null };
@@ -226,7 +232,7 @@ export class WebGpuKernels {
         continue;
       }
       for (let i = 0; i < segs.length; i += this.quantGroupSegments) {
-        const d = quantGroupDispatch(acts, m, k, dtype, segs.slice(i, i + this.quantGroupSegments), accumulate, tm, this.adapter.features.dot4I8);
+        const d = quantGroupDispatch(acts, m, k, dtype, segs.slice(i, i + this.quantGroupSegments), accumulate, tm, this.adapter.features.dot4I8, this.quantLayout);
         this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, `matmul_${dtype}`);
       }
     }
@@ -275,8 +281,9 @@ export class WebGpuKernels {
   quantWeightMatmul(enc: StepEncoder, acts: QuantActs, out: GpuTensor, w: GpuWeight, m: number, k: number, tiles: number, accumulate: boolean,
     moe?: MoeGemm, tm = TM): void {
     const dot4 = this.adapter.features.dot4I8;
-    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole, tm);
-    const key = `qmatmul_${w.dtype}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
+    const layout = this.quantLayout;
+    const src = () => quantMatmulShader(w.dtype as QuantType, dot4, accumulate, moe?.rows ?? null, moe?.whole, tm, layout);
+    const key = `qmatmul_${w.dtype}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}${layout === 'block' && !moe?.whole ? '_block' : ''}`;
     for (const part of w.parts) {
       const params = packParams('qmatmul', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
         expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles });

@@ -7,6 +7,7 @@ import type { GpuWeight } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { groupSegmentParams } from './wgsl/matmul-group.js';
+import type { QuantLayout } from './wgsl/matmul.js';
 import { quantMatmulGroupShader } from './wgsl/qmatmul-group.js';
 
 /** One weight part of a group and the output its rows go to. */
@@ -27,7 +28,7 @@ export interface QuantGroupDispatch {
 /** The segments (all of `type`, every weight K columns) over the activations `acts` of m
  * rows in tiles of `tm`. */
 export function quantGroupDispatch(acts: QuantActs, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
-  tm: number, dot4: boolean): QuantGroupDispatch {
+  tm: number, dot4: boolean, layout: QuantLayout = 'lanes'): QuantGroupDispatch {
   const rowBytes = segs[0]!.w.rowBytes;
   for (const s of segs) {
     if (s.w.dtype !== type || s.w.cols !== k || s.w.rowBytes !== rowBytes) throw new RangeError(`quant matmul group: a ${s.w.dtype} weight of ${s.w.cols} columns among ${type} of ${k}`);
@@ -36,8 +37,8 @@ export function quantGroupDispatch(acts: QuantActs, m: number, k: number, type: 
   const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.w.rows, col0: s.part.row0 })));
   const cols = segs.reduce((a, s) => a + s.part.rows, 0);
   return {
-    key: `qmatmul_group_${type}_${n}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}`,
-    source: () => quantMatmulGroupShader(type, n, dot4, accumulate, tm),
+    key: `qmatmul_group_${type}_${n}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${layout === 'block' ? '_block' : ''}`,
+    source: () => quantMatmulGroupShader(type, n, dot4, accumulate, tm, layout),
     params: packParams('qmatmul_group', { k, m, rowBytes, segments: n, ...segments }),
     buffers: [...segs.map((s) => s.out.buffer), acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, ...segs.map((s) => s.part.buffer)],
     groups: grid(cols, Math.ceil(m / tm)),

@@ -230,8 +230,44 @@ function laneShare(type: QuantType): string {
  * their shares (integer adds: exact in any order); thread t then stores block t's f32 term's
  * bits in place, and thread m reads and zeroes its row's in the chain (the next chunk's sums
  * start at 0). */
-export function quantSumsDecl(tm: number): string {
+export function quantSumsDecl(tm: number, layout: QuantLayout = 'lanes'): string {
+  if (layout === 'block') return `var<workgroup> term: array<f32, ${tm * 64}>;`;
   return `var<workgroup> isum: array<atomic<i32>, ${tm * 64}>;`;
+}
+
+/** How a tiled quantized matmul's threads share the weight blocks: 'lanes' (8 lanes a block,
+ * coalesced: what a GPU wants) or 'block' (thread t decodes block j ≡ t mod 64 whole, its
+ * integer sums in the thread: CPU adapters, where lavapipe runs the lanes' workgroup atomics
+ * at ~1.8× the CPU time). Both give the same bits: each block's integer sum is exact, and the
+ * f32 chain over blocks is the same in both. */
+export type QuantLayout = 'lanes' | 'block';
+
+/** The 'block' layout's tiled body: thread t's block's integer sums and f32 terms for every
+ * tile row (quantTerms), then thread m chains its row's terms in j order. */
+function blockTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null): string {
+  const offs = hasOffsetType(type);
+  return `  ${moeTileStart(moe)}
+  ${moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
+  let row = ${moeWeightRow(moe, 'col', 'pu(P_rows)')} * pu(P_rowBytes);
+  var acc = 0.0;
+  for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    let j = c0 + t;
+    if (j < nb) {
+      let sb = packed_block(row, j);
+${quantTerms(type)}
+    }
+    workgroupBarrier();
+    if (t < rows) {
+      let n = min(64u, nb - c0);
+      for (var jj = 0u; jj < n; jj++) {
+        acc = acc + term[t * 64u + jj];
+        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+      }
+    }
+    workgroupBarrier();
+  }
+  if (t < rows) { let o = pu(P_outOff) + ${moeOutRow(moe)} * pu(P_outStride) + pu(P_col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
+`;
 }
 
 /** The tiled (not `whole`) body: tile wid.z of rows, the sum of column `col` in block order.
@@ -240,7 +276,8 @@ export function quantSumsDecl(tm: number): string {
  * activation words it pairs with are consecutive too. Each lane adds its integer share into
  * isum (laneShare); then thread t forms block c0 + t's f32 terms from the exact sums, as
  * quantTerms does (stored in place of the sums), and thread m chains them in j order. */
-export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null): string {
+export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null, layout: QuantLayout = 'lanes'): string {
+  if (layout === 'block') return blockTiledBody(type, accumulate, moe);
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
   return `  ${moeTileStart(moe)}
@@ -306,12 +343,13 @@ export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRow
 // exact integer the ref forms; the f32 terms are then chained in sub-block order.
 /** `accumulate`: out += the sum (Kernels.matmulAdd). */
 /** `moe`, `whole`: floatMatmulGroupShader's (whole: any K); binding 6 PLAN. `tm`: rows per tile. */
-export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false, tm = TM): string {
+export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accumulate = false, moe: MoeRows | null = null, whole = false, tm = TM,
+  layout: QuantLayout = 'lanes'): string {
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`quant matmul: a tile of ${tm} rows`);
   if (whole && (!moe || accumulate)) throw new Error('quant matmul: whole-expert tiles are for MoE GEMMs without accumulate');
   const offs = hasOffsetType(type);
   const terms = quantTerms(type);
-  const tiledBody = quantTiledBody(type, accumulate, moe);
+  const tiledBody = quantTiledBody(type, accumulate, moe, layout);
   // whole: one workgroup runs all of the expert's tiles; each block is decoded once (QP, sb
   // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
   // reloaded exactly), in the tiled body's order
@@ -357,7 +395,7 @@ ${BYTES}
 ${packedBlockDecoder(type)}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
-${whole ? `var<workgroup> term: array<f32, ${tm * 64}>;` : quantSumsDecl(tm)}
+${whole ? `var<workgroup> term: array<f32, ${tm * 64}>;` : quantSumsDecl(tm, layout)}
 ${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {

@@ -10,7 +10,7 @@
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
-import { MATMUL_TILES, TM, quantSumsDecl, quantTiledBody } from './matmul.js';
+import { MATMUL_TILES, TM, quantSumsDecl, quantTiledBody, type QuantLayout } from './matmul.js';
 import { GROUP_SEGMENTS, segmentOf } from './matmul-group.js';
 import { PACKED_BLOCK_STATE, dot4Source, hasOffsetType, packedBlockFns } from './quant.js';
 
@@ -21,12 +21,13 @@ function forSegment(s: number, text: string): string {
   return text.replace(/\bW\b/g, `W${s}`).replace(new RegExp(`\\b(${WEIGHT_FNS.join('|')})\\(`, 'g'), `$1_${s}(`);
 }
 
-/** `accumulate`: out += the sum. `tm`: rows per tile. */
-export function quantMatmulGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate = false, tm = TM): string {
+/** `accumulate`: out += the sum. `tm`: rows per tile. `layout`: quantTiledBody's. */
+export function quantMatmulGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate = false, tm = TM,
+  layout: QuantLayout = 'lanes'): string {
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`quant matmul group: a tile of ${tm} rows`);
   if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant matmul group: ${segments} segments`);
   const offs = hasOffsetType(type);
-  const body = quantTiledBody(type, accumulate, null);
+  const body = quantTiledBody(type, accumulate, null, layout);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
@@ -46,7 +47,7 @@ ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
-${quantSumsDecl(tm)}
+${quantSumsDecl(tm, layout)}
 ${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
