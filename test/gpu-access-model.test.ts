@@ -5,21 +5,38 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  GPUS, estimate, floatWeightLoads, loadFacts, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  GPUS, estimate, floatInputLoads, floatWeightLoads, loadFacts, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
   type ModelledDispatch,
 } from '../src/kernels/webgpu/access-model.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 
-test('float weight loads mirror matmul-group.ts: thread t reads element k ≡ t (mod 64) through wf', () => {
+test('float weight loads mirror matmul-group.ts: thread t reads the 16-byte chunks c ≡ t (mod 64) of its row through wc', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true);
+  assert.match(src, /let kc = K \/ 8u;\s+for \(var c = t; c < kc; c \+= 64u\) \{\s+let w = wc0\(col \* kc \+ c\);/);
+  assert.match(src, /var<storage, read_write> W0: array<vec4<u32>>;\nfn wc0\(c: u32\) -> array<f32, 8> \{ let q = W0\[c\];/);
+  assert.match(src, /let x0 = xq\(xo \+ 0u\);\s+let x1 = xq\(xo \+ 4u\);/);
+  assert.match(src, /fn xq\(i: u32\) -> vec4<f32> \{ return X\[i >> 2u\]; \}/);
+  assert.match(floatMatmulGroupShader('f32', 1), /let kc = K \/ 4u;/);
+  const bf16 = loadFacts(floatWeightLoads('bf16', 2560)[0]!);
+  assert.deepEqual([bf16.bytes, bf16.sectors.size], [512, 16]); // 32 lanes × 16 bytes, contiguous
+  const f32 = loadFacts(floatWeightLoads('f32', 2560)[0]!);
+  assert.deepEqual([f32.bytes, f32.sectors.size], [512, 16]);
+  // x per row: two vec4<f32> of the lane's 8 elements (32-byte lane stride); as scalars, eight loads
+  assert.deepEqual(floatInputLoads('bf16', 'vec4').map((l) => loadFacts(l).sectors.size), [32, 32]);
+  assert.equal(floatInputLoads('bf16', 'vec4w').length, 8);
+  assert.deepEqual(floatInputLoads('f32', 'vec4').map((l) => loadFacts(l).bytes), [512]);
+});
+
+test('float element loads (K not a multiple of the chunk) mirror the element path: thread t reads element k ≡ t (mod 64) through wf', () => {
+  const src = floatMatmulGroupShader('bf16', 1, true, false, true, null, null, false, 16, 'element');
   assert.match(src, /for \(var k = t; k < K; k \+= 64u\)/);
   assert.match(src, /let w = wf0\(col \* K \+ k\);/);
   assert.match(src, /fn wf0\(i: u32\) -> f32 \{ let word = W0\[i >> 1u\];/);
-  const bf16 = loadFacts(floatWeightLoads('bf16', 2560)[0]!);
+  const bf16 = loadFacts(floatWeightLoads('bf16', 2560, 'element')[0]!);
   assert.deepEqual([bf16.bytes, bf16.sectors.size], [64, 2]); // 32 lanes, 16 words: half an ideal 128-byte warp-load
-  const f32 = loadFacts(floatWeightLoads('f32', 2560)[0]!);
+  const f32 = loadFacts(floatWeightLoads('f32', 2560, 'element')[0]!);
   assert.deepEqual([f32.bytes, f32.sectors.size], [128, 4]);
 });
 
@@ -48,7 +65,7 @@ test('namedParams inverts packParams through the shader text', () => {
 });
 
 test('estimate: many workgroups with enough in flight reach the DRAM bound; few do not; unroll helps', () => {
-  const it = warpIteration(floatWeightLoads('bf16', 2560), []);
+  const it = warpIteration(floatWeightLoads('bf16', 2560, 'element'), []);
   const d: ModelledDispatch = { key: 'm', bytes: 9216 * 2560 * 2, workgroups: 9216, threadsPerWorkgroup: 64, workgroupBytes: 4096, iteration: it, unroll: 1 };
   const gpu = GPUS.h100;
   const one = estimate(d, gpu);

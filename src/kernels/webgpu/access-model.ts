@@ -11,6 +11,7 @@
 // A model, not a measurement: docs/kernels.md "GPU memory-access model" states every
 // assumption, and the JSON repeats them.
 import type { QuantType } from '../quant/formats.js';
+import { floatChunkElems, type FloatLoads } from './wgsl/float-chunks.js';
 
 /** A GPU's figures the model uses (public spec sheets; latency and gap: assumptions). */
 export interface GpuSpec {
@@ -51,12 +52,33 @@ const lanes = (f: (lane: number) => readonly [number, number] | null): WarpLoad 
   Array.from({ length: 32 }, (_, l) => f(l)).filter((r): r is readonly [number, number] => r !== null);
 const word = (i: number): readonly [number, number] => [4 * i, 4];
 
-/** The weight loads of one loop iteration of warp 0 (threads 0..31) of a float matmul
- * (matmul-group.ts: `for (var k = t; k < K; k += 64u) { let w = wf(col * K + k); ...`):
- * wf reads u32 word i >> 1 (bf16, f16) or i (f32). Column 1, iteration 0. */
-export function floatWeightLoads(dtype: 'f32' | 'bf16' | 'f16', k: number): WarpLoad[] {
+/** The weight loads of one loop iteration of warp 0 (threads 0..31) of a float matmul,
+ * column 1, iteration 0. Chunked loads (matmul-group.ts / float-chunks.ts 'vec4', 'vec4w':
+ * `for (var c = t; c < kc; c += 64u) { let w = wc(col * kc + c); ...`, kc = K / E): wc reads
+ * the vec4<u32> W[c], 16 bytes. 'element' (`for (var k = t; k < K; k += 64u) { let w =
+ * wf(col * K + k); ...`): wf reads u32 word i >> 1 (bf16, f16) or i (f32). */
+export function floatWeightLoads(dtype: 'f32' | 'bf16' | 'f16', k: number, loads: FloatLoads = 'vec4'): WarpLoad[] {
   const col = 1;
+  if (loads !== 'element') {
+    const kc = k / floatChunkElems(dtype);
+    return [lanes((t) => [16 * (col * kc + t), 16])];
+  }
   return [lanes((t) => word(dtype === 'f32' ? col * k + t : (col * k + t) >> 1))];
+}
+
+/** The loads of one f32 input array (x; the gate and the folded norm's weight alike) per
+ * tile row in one loop iteration of warp 0: chunked loads read the chunk's E elements from
+ * element E·t — xq(xo + 4q), q < E / 4: a vec4<f32> ('vec4') or 4 scalars ('vec4w'); the
+ * element path reads element t (coalesced). Byte offsets within the array. */
+export function floatInputLoads(dtype: 'f32' | 'bf16' | 'f16', loads: FloatLoads): WarpLoad[] {
+  if (loads === 'element') return [lanes((t) => word(t))];
+  const e = floatChunkElems(dtype);
+  const out: WarpLoad[] = [];
+  for (let q = 0; q < e / 4; q++) {
+    if (loads === 'vec4') out.push(lanes((t) => [4 * (e * t + 4 * q), 16]));
+    else for (let i = 0; i < 4; i++) out.push(lanes((t) => word(e * t + 4 * q + i)));
+  }
+  return out;
 }
 
 /** word_at(off) of quant.ts: W[off >> 2], and W[(off >> 2) + 1] in a second (divergent)
