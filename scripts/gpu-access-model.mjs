@@ -10,6 +10,8 @@
 //   node scripts/gpu-access-model.mjs [--shapes qwen3.5-4b,qwen3.5-0.8b] [--formats bf16,q8_0,q4_k_m]
 //        [--gpu h100,h200] [--context 1024] [--work DIR] [--out FILE.json]
 //        [--records FILE] (also write the raw recordings) [--from FILE] (model saved recordings: no adapter)
+//        [--gdn-launch columns|head] (the GDN recurrence's launch to record: a GPU adapter's,
+//        columns, by default; head is the one-workgroup-per-head kernel CPU adapters run)
 import { parseArgs } from 'node:util';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -21,6 +23,7 @@ import { forwardHidden, lmHeadInto } from '../dist/src/model/forward.js';
 import { SHAPES } from '../dist/src/tools/model-shapes.js';
 import { modelDispatch, stepSummary, ASSUMPTIONS } from './gpu-access-families.mjs';
 import { GPUS, estimate } from '../dist/src/kernels/webgpu/access-model.js';
+import { forceGdnLaunch } from '../dist/src/kernels/webgpu/gdn-columns.js';
 
 const { values } = parseArgs({
   options: {
@@ -33,6 +36,7 @@ const { values } = parseArgs({
     out: { type: 'string' },
     records: { type: 'string' },
     from: { type: 'string' },
+    'gdn-launch': { type: 'string', default: 'columns' },
   },
 });
 const gpus = values.gpu.split(',').map((g) => {
@@ -46,6 +50,9 @@ for (const [k, v] of Object.entries(globals)) if (!(k in globalThis)) globalThis
 // kept referenced: a collected GPU instance takes Dawn down with it (aborts, segfaults)
 const dawn = values.from ? null : create([]);
 const k = dawn ? await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: true }) : null;
+const gdnLaunch = values['gdn-launch'];
+if (gdnLaunch !== 'columns' && gdnLaunch !== 'head') throw new Error(`--gdn-launch: "${gdnLaunch}" is not columns or head`);
+if (k) forceGdnLaunch(k.g, gdnLaunch);
 
 /** The cut checkpoint of `shape` in `format` (made once under --work). */
 async function checkpoint(shape, format) {
@@ -132,7 +139,7 @@ for (const { shape, format, rec, kinds, config, lavapipeStepMs } of recordings) 
     for (const gpu of gpus) results.push({ shape, format, gpu: gpu.name, ...stepSummary(rows, gpu, estimate), lavapipe_step_ms: +lavapipeStepMs.toFixed(1), cut_layers: cut });
   }
 }
-const out = { gpus, context, batch: 1, assumptions: ASSUMPTIONS, adapter_recorded_on: k ? k.g.adapter.description || k.g.adapter.device : `(${values.from})`, results };
+const out = { gpus, context, batch: 1, gdn_launch: values.from ? '(as recorded)' : gdnLaunch, assumptions: ASSUMPTIONS, adapter_recorded_on: k ? k.g.adapter.description || k.g.adapter.device : `(${values.from})`, results };
 const text = JSON.stringify(out, null, 1);
 if (values.out) writeFileSync(values.out, text + '\n');
 console.log(text);

@@ -11,7 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatPlan, type MemoryNeeds, planMemory } from '../src/engine/memory-plan.js';
-import { DraftPassMemory, type DraftPassShape, draftPassBytes, draftPassElems, draftPassMemory, draftRowBytes } from '../src/engine/draft-memory.js';
+import { DraftPassMemory, type DraftPassShape, draftPassBytes, draftPassElems, draftPassMemory, draftRowBytes, penaltyTableBound } from '../src/engine/draft-memory.js';
 import { MAX_DRAW_CANDIDATES } from '../src/kernels/candidate-draws.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -20,12 +20,13 @@ import { SHAPES } from '../src/tools/model-shapes.js';
 import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
+import { GROWTH_ENGINE, growthRequests, WIDE_BIAS } from './penalty-growth-cases.js';
 
 const SHAPE = SHAPES['qwen3.5-0.8b']!;
 const MB = 1e6;
 
 /** The plan's needs of a small hybrid model with the 0.8b shape's head (k = 4 verify scratch). */
-function needs(draftRow: number): MemoryNeeds {
+function needs(draftRow: (context: number) => number): MemoryNeeds {
   const slot = 2 * MB;
   return {
     weightBytes: 1.5e9, kvBytesPerToken: 7 * 2 * 512 * 4, kvLayerBytesPerToken: 2 * 512 * 4,
@@ -33,43 +34,64 @@ function needs(draftRow: number): MemoryNeeds {
   };
 }
 
-test('the plan reserves the draft-pass buffers: k = 4, 16 running, the 0.8b shape (hidden 1024, 248,320 ids)', () => {
+const rowAt = (k: number, vocab: number) => (context: number) => draftRowBytes(k, vocab, SHAPE.hidden, context);
+
+test('the plan reserves the draft-pass buffers: k = 4, 16 running, the 0.8b shape (hidden 1024, 248,320 ids), penalty values bounded by the context', () => {
   assert.equal(SHAPE.vocab, 248320);
   assert.equal(SHAPE.hidden, 1024);
   for (const vocab of [32768, SHAPE.vocab]) {
-    const shape: DraftPassShape = { batch: 16, k: 4, vocab, hidden: SHAPE.hidden, candidates: MAX_DRAW_CANDIDATES };
-    // the header's table by hand: logits ONE [16, V]; candidates 2 × 4·16·c (c = MAX_DRAW_CANDIDATES); ids 2·4·16;
-    // kept hidden rows 10·16·1024; penalty values 4·16·(1 + V + 4)
-    const want = 4 * (16 * vocab + 2 * 4 * 16 * MAX_DRAW_CANDIDATES + 2 * 4 * 16 + 10 * 16 * 1024 + 4 * 16 * (vocab + 5));
-    // before: a logits buffer a pass step, 4 × [16, V] — (k − 1)·b·V·4 bytes more
-    const before = want + 3 * 16 * vocab * 4;
-    assert.equal(draftPassBytes(shape), want);
-    assert.equal(16 * draftRowBytes(4, vocab, SHAPE.hidden), want, 'linear in the batch');
-    const plan = planMemory(needs(draftRowBytes(4, vocab, SHAPE.hidden)), { prefixCache: true, pageSize: 16, maxRunning: 16 }, 64e9);
-    assert.equal(plan.draftBytes, want, `draft buffers at V = ${vocab}`);
-    assert.match(formatPlan(plan), /MTP draft buffers/);
-    const pools = plan.kvBytes + plan.runningStateBytes + plan.cacheStateBytes + plan.scratchBytes + plan.draftBytes;
-    assert.ok(pools <= plan.budgetBytes, `${pools} within ${plan.budgetBytes}`);
-    const line = formatPlan(plan).match(/MTP draft buffers [^,]*/)![0];
-    console.log(JSON.stringify({ vocab, draftBytes: plan.draftBytes, beforeBytes: before, savedBytes: before - plan.draftBytes, line, logits: 4 * 16 * vocab,
-      vals: 4 * draftPassElems(shape).vals }));
+    for (const context of [4096, 32768]) {
+      const shape: DraftPassShape = { batch: 16, k: 4, vocab, hidden: SHAPE.hidden, candidates: MAX_DRAW_CANDIDATES, context };
+      // the header's table by hand: logits ONE [16, V]; candidates 2 × 4·16·c (c = MAX_DRAW_CANDIDATES); ids 2·4·16;
+      // kept hidden rows 10·16·1024; penalty values 4·16·(1 + T) + 16·6, T = min(V, C + 4) table ids a row
+      const t = Math.min(vocab, context + 4);
+      const vals = 4 * 16 * (1 + t) + 16 * 6;
+      const want = 4 * (16 * vocab + 2 * 4 * 16 * MAX_DRAW_CANDIDATES + 2 * 4 * 16 + 10 * 16 * 1024 + vals);
+      // before: penalty values 4·16·(1 + V + 4), whatever the context
+      const before = want + 4 * (4 * 16 * (vocab + 5) - vals);
+      assert.equal(draftPassElems(shape).vals, vals);
+      assert.equal(draftPassBytes(shape), want);
+      assert.equal(16 * draftRowBytes(4, vocab, SHAPE.hidden, context), want, 'linear in the batch');
+      const plan = planMemory(needs(rowAt(4, vocab)), { prefixCache: true, pageSize: 16, maxRunning: 16, maxContext: context }, 64e9);
+      assert.equal(plan.maxContext, context);
+      assert.equal(plan.draftBytes, want, `draft buffers at V = ${vocab}, context ${context}`);
+      assert.match(formatPlan(plan), /MTP draft buffers/);
+      const pools = plan.kvBytes + plan.runningStateBytes + plan.cacheStateBytes + plan.scratchBytes + plan.draftBytes;
+      assert.ok(pools <= plan.budgetBytes, `${pools} within ${plan.budgetBytes}`);
+      const line = formatPlan(plan).match(/MTP draft buffers [^,]*/)![0];
+      console.log(JSON.stringify({ vocab, context, draftBytes: plan.draftBytes, beforeBytes: before, savedBytes: before - plan.draftBytes, line,
+        valsBytes: 4 * vals, valsBeforeBytes: 4 * 4 * 16 * (vocab + 5) }));
+    }
   }
-  // 11.3 MB at the default 32,768-id draft head (17.6 MB with a logits buffer a step)
-  assert.ok(Math.abs(draftPassBytes({ batch: 16, k: 4, vocab: 32768, hidden: 1024, candidates: 256 }) - 11.3 * MB) < 0.1 * MB);
-  assert.equal(draftRowBytes(0, SHAPE.vocab, SHAPE.hidden), 0, 'no speculation, no draft buffers');
+  // the bound: the context's ids and the drafts before a pass, at most the vocabulary
+  assert.equal(penaltyTableBound(1000, 100, 4), 104);
+  assert.equal(penaltyTableBound(1000, 4096, 4), 1000);
+  assert.equal(draftPassElems({ batch: 16, k: 4, vocab: 32768, hidden: 1024, candidates: 256, context: 1 << 20 }).vals, 4 * 16 * 32769 + 16 * 6, 'at most V');
+  assert.equal(draftRowBytes(0, SHAPE.vocab, SHAPE.hidden, 4096), 0, 'no speculation, no draft buffers');
+});
+
+test('the plan counts running requests at the context cap and reserves the draft buffers at the max context it settles on', () => {
+  // a budget whose KV holds fewer tokens than the model's 262,144: the context settles lower
+  const budget = { bytes: 2 * 1e9 };
+  const plan = planMemory(needs(rowAt(4, SHAPE.vocab)), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0);
+  assert.ok(plan.maxContext < 262144 && plan.maxContext < SHAPE.vocab, `context ${plan.maxContext}`);
+  assert.equal(plan.draftBytes, 16 * draftRowBytes(4, SHAPE.vocab, SHAPE.hidden, plan.maxContext));
+  assert.ok(plan.draftBytes < 16 * draftRowBytes(4, SHAPE.vocab, SHAPE.hidden, 262144), 'less than at the cap');
+  const pools = plan.kvBytes + plan.runningStateBytes + plan.scratchBytes + plan.draftBytes;
+  assert.ok(pools <= budget.bytes, `${pools} within ${budget.bytes}`);
 });
 
 test('a budget the draft buffers do not fit: fewer running requests by default, a clear error when --max-running is given', () => {
-  const row = draftRowBytes(4, SHAPE.vocab, SHAPE.hidden);
+  const row = draftRowBytes(4, SHAPE.vocab, SHAPE.hidden, 262144);
   // 2 MB a slot, 10 MB of verify scratch and 5 MB of draft buffers a running request
   const budget = { bytes: 250 * MB };
-  const without = planMemory(needs(0), { prefixCache: false, pageSize: 16, budget }, 0);
-  const withDrafts = planMemory(needs(row), { prefixCache: false, pageSize: 16, budget }, 0);
+  const without = planMemory(needs(() => 0), { prefixCache: false, pageSize: 16, budget }, 0);
+  const withDrafts = planMemory(needs(() => row), { prefixCache: false, pageSize: 16, budget }, 0);
   assert.ok(withDrafts.maxRunning < without.maxRunning, `${withDrafts.maxRunning} < ${without.maxRunning} running`);
   assert.equal(withDrafts.draftBytes, withDrafts.maxRunning * row);
   assert.ok(withDrafts.kvBytes + withDrafts.runningStateBytes + withDrafts.scratchBytes + withDrafts.draftBytes <= budget.bytes);
-  assert.equal(planMemory(needs(0), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0).maxRunning, 16);
-  assert.throws(() => planMemory(needs(row), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0),
+  assert.equal(planMemory(needs(() => 0), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0).maxRunning, 16);
+  assert.throws(() => planMemory(needs(() => row), { prefixCache: false, pageSize: 16, maxRunning: 16, budget }, 0),
     /cannot hold 16 running request\(s\).*MTP draft buffers/);
 });
 
@@ -87,7 +109,7 @@ function countAllocs(k: AnyKernels): { allocs: number; bytes: number; frees: num
 test('a buffer grown past its reservation hands the old one to Kernels.free; a reservation at the same shape allocates nothing', async () => {
   const k = await createWasmKernels({ threads: 1 });
   try {
-    const shape = { batch: 2, k: 3, vocab: 100, hidden: 8, candidates: 16 };
+    const shape = { batch: 2, k: 3, vocab: 100, hidden: 8, candidates: 16, context: 1000 };
     const count = countAllocs(k);
     const mem = new DraftPassMemory(k, 100);
     mem.reserve(shape);
@@ -122,7 +144,7 @@ test('wasm, sampled and penalised MTP chains forced on: every draft-pass byte al
     const v = Math.min(32768, e.info.sampleVocab);
     const mem = draftPassMemory(e.model.kernels, v);
     const h = e.model.config.hiddenSize;
-    assert.equal(mem.stats.bytes, draftPassBytes({ batch: 8, k: 4, vocab: v, hidden: h, candidates: MAX_DRAW_CANDIDATES }), 'reserved at start');
+    assert.equal(mem.stats.bytes, draftPassBytes({ batch: 8, k: 4, vocab: v, hidden: h, candidates: MAX_DRAW_CANDIDATES, context: e.maxContext }), 'reserved at start');
     assert.ok(plan.draftBytes > 0 && mem.stats.bytes <= plan.draftBytes, `held ${mem.stats.bytes} within the plan's ${plan.draftBytes}`);
     const start = { ...mem.stats };
     const count = countAllocs(e.model.kernels);
@@ -190,4 +212,26 @@ test('wasm MTP k = 4, 8 chains: every row refused (up to 4 × 8, the one logits 
     }
     console.log(JSON.stringify({ sampling, rounds: s.rounds, passes: s.passes, refused: s.refused, refusedReads: s.refusedReads, reads: got.reads, hostReads: want.reads }));
   }
+});
+
+test('wasm: biased chains whose tables pass the reserved bound (600 bias ids, context 128) grow the penalty values (doubling, each old buffer freed); ids == host path', async () => {
+  const opts = { ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'wasm' as const, sampledCandidates: true };
+  const reqs = growthRequests();
+  const want = await withEngine({ ...opts, sampledChain: false, penaltyChain: false }, (e) => runDraws(e, reqs));
+  await withEngine({ ...opts, sampledChain: true, penaltyChain: true }, async (e) => {
+    const v = Math.min(32768, e.info.sampleVocab);
+    const mem = draftPassMemory(e.model.kernels, v);
+    const reserved = draftPassElems({ batch: 2, k: 4, vocab: v, hidden: e.model.config.hiddenSize, candidates: MAX_DRAW_CANDIDATES, context: 128 }).vals;
+    assert.ok(penaltyTableBound(v, 128, 4) === 132 && WIDE_BIAS.size > 132, `the bias (${WIDE_BIAS.size} ids) passes the bound`);
+    assert.equal(mem.vals.cap, reserved, 'reserved at the context bound');
+    const start = { ...mem.stats };
+    const got = await runDraws(e, reqs);
+    assert.deepEqual(got.ids, want.ids, 'ids == host path');
+    assert.ok(got.sampled.rounds > 0, 'the chains (a sampled one among them) drafted on the kernels');
+    assert.ok(mem.vals.cap > reserved, `penalty values grew: ${reserved} → ${mem.vals.cap}`);
+    assert.equal(mem.stats.allocs - start.allocs, mem.stats.frees - start.frees, 'each growth freed the buffer it replaced');
+    const growths = mem.stats.allocs - start.allocs;
+    assert.ok(growths > 0 && mem.vals.cap >= reserved * 2 ** growths, `${growths} growths, each at least doubling`);
+    console.log(JSON.stringify({ reservedVals: reserved, grownVals: mem.vals.cap, growths, rounds: got.rounds }));
+  });
 });

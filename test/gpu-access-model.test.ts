@@ -5,12 +5,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  GPUS, estimate, floatInputLoads, floatWeightLoads, loadFacts, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  GPUS, estimate, floatInputLoads, floatWeightLoads, gdnStageLoads, loadFacts, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
   type ModelledDispatch,
 } from '../src/kernels/webgpu/access-model.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
+import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_GATED_COLUMNS, GDN_STAGE_LOADS } from '../src/kernels/webgpu/wgsl/gdn-columns.js';
 
 test('float weight loads mirror matmul-group.ts: thread t reads the 16-byte chunks c ≡ t (mod 64) of its row through wc', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true);
@@ -77,4 +78,17 @@ test('estimate: many workgroups with enough in flight reach the DRAM bound; few 
   const few = estimate({ ...d, workgroups: 4 }, gpu);
   assert.equal(few.smsBusy, 4);
   assert.ok(few.fraction < 0.05);
+});
+
+test('GDN column launch: the state staging mirrors gdn-columns.ts, 128-byte warp-loads, the whole block in one iteration', () => {
+  const src = GDN_GATED_COLUMNS;
+  assert.match(src, /for \(var e0 = t; e0 < n; e0 \+= 16u \* WG\)/);
+  assert.match(src, /let e = e0 \+ j \* WG; if \(e < n && c0 \+ e % CB < dv\) \{ v\[j\] = S\[sto \+ so \+ \(e \/ CB\) \* dv \+ c0 \+ e % CB\]; \}/);
+  assert.match(src, /let c0 = wid\.y \* CB;/);
+  assert.equal(GDN_STAGE_LOADS, 16);
+  assert.equal(workgroupSize(src), GDN_COLUMN_THREADS);
+  const it = warpIteration(gdnStageLoads(128, GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_STAGE_LOADS), []);
+  assert.deepEqual([it.loads, it.bytesPerLoad, it.sectorsPerLoad, it.dramBytes], [16, 128, 4, 2048]);
+  // one staging iteration covers a dk = 128 block: 64 threads × 16 loads = 128 rows × 8 columns
+  assert.equal(GDN_COLUMN_THREADS * GDN_STAGE_LOADS, 128 * GDN_COLUMNS);
 });

@@ -36,9 +36,9 @@ test('webgpu: the plan reserves the draft buffers, they are allocated at start, 
     const h = e.model.config.hiddenSize;
     // the draft head's width: --draft-vocab capped at the model's and the tokenizer's ids
     const v = Math.min(32768, e.info.sampleVocab);
-    assert.equal(plan.draftBytes, 8 * draftRowBytes(3, v, h), 'the plan reserves 8 chains of 3 drafts');
+    assert.equal(plan.draftBytes, 8 * draftRowBytes(3, v, h, plan.maxContext), 'the plan reserves 8 chains of 3 drafts');
     const mem = draftPassMemory(k, v);
-    assert.equal(mem.stats.bytes, draftPassBytes({ batch: 8, k: 3, vocab: v, hidden: h, candidates: MAX_DRAW_CANDIDATES }), 'allocated at start');
+    assert.equal(mem.stats.bytes, draftPassBytes({ batch: 8, k: 3, vocab: v, hidden: h, candidates: MAX_DRAW_CANDIDATES, context: e.maxContext }), 'allocated at start');
     assert.ok(mem.stats.bytes <= plan.draftBytes);
     const start = { ...mem.stats };
     let allocs = 0;

@@ -4,7 +4,8 @@
 // == greedyToken over the full row, and the near tie's f32 pick differs as the ref's does; on
 // tiny-think, the device-chained drafts == the host path's drafts (the hostDrafts hook), MTP on
 // == off (wasm), and a round costs 2 read-backs (plus one per redraft pass); forced
-// disagreements redraft on the device to the same ids.
+// disagreements redraft on the device to the same ids; tables past the draft memory's reserved
+// bound (a wide logit bias) grow the penalty values buffer, ids unchanged.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -21,6 +22,9 @@ import { corruptFirstPicks, draftRecorder } from './draft-record.js';
 import { applying, chainCase, check, checkApplied, checkChain, nearTieCase, randomCases, runChain, runOn, type PickCase } from './penalty-pick-cases.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { AnyKernels } from '../src/kernels/types.js';
+import { draftPassMemory, penaltyTableBound } from '../src/engine/draft-memory.js';
+import { runDraws } from './sampled-draw-cases.js';
+import { GROWTH_ENGINE, growthRequests, WIDE_BIAS } from './penalty-growth-cases.js';
 
 const gpu = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 1 };
 const prompts = (JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: { prompt_ids: number[] }[] }).prompts;
@@ -126,4 +130,21 @@ test('webgpu: penalised drafts chained on the device == host drafts, MTP on == o
         bytesPerRound: Math.round(device.bytes / device.rounds), chainRounds: rounds, passes, disagreements }));
     });
   }
+});
+
+test('webgpu: chains whose penalty tables pass the reserved bound (600 bias ids, context 128) grow the penalty values, ids == the wasm host path', async () => {
+  const reqs = growthRequests(6); // the first pass grows: few tokens on lavapipe
+  const want = await withEngine({ ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'wasm', sampledCandidates: true, sampledChain: false, penaltyChain: false },
+    (e) => runDraws(e, reqs));
+  await withEngine({ ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'webgpu' }, async (e) => {
+    const v = Math.min(32768, e.info.sampleVocab);
+    const mem = draftPassMemory(e.model.kernels, v);
+    const reserved = mem.vals.cap;
+    assert.ok(penaltyTableBound(v, e.maxContext, 4) < WIDE_BIAS.size, 'the bias passes the bound');
+    const got = await runDraws(e, reqs);
+    assert.deepEqual(got.ids, want.ids, 'ids == wasm host path');
+    assert.ok(got.sampled.rounds > 0, 'drafted on the device');
+    assert.ok(mem.vals.cap > reserved, `penalty values grew: ${reserved} → ${mem.vals.cap}`);
+    console.log(JSON.stringify({ reservedVals: reserved, grownVals: mem.vals.cap, rounds: got.rounds, reads: got.reads }));
+  });
 });

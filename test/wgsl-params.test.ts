@@ -9,6 +9,7 @@ import { PARAMS, packParams, type ParamKernel, type ParamType } from '../src/ker
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from '../src/kernels/webgpu/wgsl/batch.js';
 import { CAUSAL_CONV, CAUSAL_CONV_SEQS, GDN_RECURRENT, GDN_RECURRENT_SEQS } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { gdnGatedShader } from '../src/kernels/webgpu/wgsl/gdn-gated.js';
+import { GDN_GATED_COLUMNS, GDN_RECURRENT_COLUMNS, gdnGatedNormShader } from '../src/kernels/webgpu/wgsl/gdn-columns.js';
 import { attentionTileShader } from '../src/kernels/webgpu/wgsl/attention-tile.js';
 import { attentionPrefillShader } from '../src/kernels/webgpu/wgsl/attention-prefill.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS, MOE_COMBINE, MOE_SCATTER } from '../src/kernels/webgpu/wgsl/rows.js';
@@ -44,8 +45,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,
   gdn_recurrent: GDN_RECURRENT,
-  gdn_recurrent_seqs: GDN_RECURRENT_SEQS,
-  gdn_gated_seqs: gdnGatedShader(128),
+  gdn_recurrent_seqs: [GDN_RECURRENT_SEQS, GDN_RECURRENT_COLUMNS],
+  gdn_gated_seqs: [gdnGatedShader(128), GDN_GATED_COLUMNS, gdnGatedNormShader(128)],
   copy_rows: COPY_ROWS,
   fill: FILL,
   fill_runs: FILL_RUNS,

@@ -140,6 +140,7 @@ export class Engine {
     if (k > 0 && draftPassesOnKernels(model.kernels, hooks)) {
       draftPassMemory(model.kernels, Math.min(draftVocabFor(opts), this.sampleVocab)).reserve({
         batch: opts.maxRunning ?? 16, k, vocab: Math.min(draftVocabFor(opts), this.sampleVocab), hidden: cfg.hiddenSize, candidates: MAX_DRAW_CANDIDATES,
+        context: this.maxContext,
       });
     }
     this.info = engineInfo(model, tokenizer, { maxContext: this.maxContext, sampleVocab: this.sampleVocab }, () => this.specTokens,

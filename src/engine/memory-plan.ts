@@ -45,10 +45,12 @@ export interface MemoryNeeds {
   readonly slotBytes: number;
   /** Verify scratch of one batch row (k+1 steps of a slot); 0 without speculation. */
   readonly scratchRowBytes: number;
-  /** MTP draft-pass buffers per running request (draft-memory.ts draftRowBytes: draft logits
-   * of every pass step, candidates, kept hidden rows, penalty values); 0 or absent where the
-   * draft passes do not run on the kernels. */
-  readonly draftRowBytes?: number;
+  /** MTP draft-pass buffers per running request at a max context (draft-memory.ts
+   * draftRowBytes: draft logits, candidates, kept hidden rows, penalty values — these bounded
+   * by the context; non-decreasing in it); absent where the draft passes do not run on the
+   * kernels. The running requests are counted at the context's cap, the plan's bytes at the
+   * max context it settles on (no more). */
+  readonly draftRowBytes?: (maxContext: number) => number;
   /** The model's scratch arena at its bound (model/arena.ts arenaBytes, affine in the running
    * requests): the part at 0 running (the prefill chunk's rows) and each running request's
    * (its decode / verify rows, logits rows, draft rows); absent: not counted. Distinct from
@@ -180,7 +182,9 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
   const budget = whole - visionReserved; // what the pools may take
   const poolsFrom = vision ? `${from}, less ${fmtBytes(visionReserved)} kept for the vision tower` : from;
   const page = choices.pageSize;
-  const draftRow = needs.draftRowBytes ?? 0;
+  const ctxCap = Math.min(choices.maxContext ?? needs.modelMaxContext, needs.modelMaxContext);
+  const draftRowAt = (context: number): number => needs.draftRowBytes?.(context) ?? 0;
+  const draftRow = draftRowAt(ctxCap);
   const arenaFixed = needs.arenaFixedBytes ?? 0;
   const arenaRow = needs.arenaRowBytes ?? 0;
   const perRunning = needs.slotBytes + needs.scratchRowBytes + draftRow + arenaRow;
@@ -217,7 +221,6 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
   // KV: what is left, capped by one memory per layer and by what the context can use
   const maxAlloc = choices.maxAllocBytes ?? MAX_ALLOC_BYTES;
   const kvCap = needs.kvLayerBytesPerToken > 0 ? Math.floor(maxAlloc / needs.kvLayerBytesPerToken / page) * page - page : Infinity;
-  const ctxCap = Math.min(choices.maxContext ?? needs.modelMaxContext, needs.modelMaxContext);
   const affordable = needs.kvBytesPerToken > 0 ? Math.floor(left / needs.kvBytesPerToken / page) * page - page : Infinity;
   let kvTokens: number;
   if (choices.kvCacheTokens !== undefined) {
@@ -243,7 +246,7 @@ export function planMemory(needs: MemoryNeeds, choices: MemoryChoices, available
     maxRunning, runningStateBytes: (maxRunning + 1) * needs.slotBytes,
     cacheSlots, cacheStateBytes: cacheSlots * needs.slotBytes,
     scratchRows: needs.scratchRowBytes > 0 ? maxRunning : 0, scratchBytes: needs.scratchRowBytes > 0 ? maxRunning * needs.scratchRowBytes : 0,
-    draftBytes: maxRunning * draftRow,
+    draftBytes: maxRunning * draftRowAt(maxContext),
     arenaBytes: arenaFixed + maxRunning * arenaRow,
     visionWeightBytes: vision ? vision.hostWeightBytes + vision.packedWeightBytes : null,
     visionActivationBytes: vision ? vision.activationBytes : null,
@@ -299,7 +302,7 @@ export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: num
     kvLayerBytesPerToken: kvLayer,
     slotBytes,
     scratchRowBytes: specTokens > 0 ? (specTokens + 1) * slotBytes : 0,
-    draftRowBytes: draftVocab !== null ? draftRowBytes(specTokens, draftVocab, model.config.hiddenSize) : 0,
+    ...(draftVocab !== null && specTokens > 0 ? { draftRowBytes: (context: number) => draftRowBytes(specTokens, draftVocab, model.config.hiddenSize, context) } : {}),
     ...(arena ? { arenaFixedBytes: arenaAt(0), arenaRowBytes: arenaAt(1) - arenaAt(0) } : {}),
     modelMaxContext: model.config.maxPositionEmbeddings,
   };

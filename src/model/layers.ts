@@ -7,6 +7,7 @@ import type { GroupNorm, Kernels, KvLayerView, StepBatch, Tensor } from '../kern
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
+import { headGatherRows } from './head-gather.js';
 
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
 export interface LinearStateView<T extends Tensor = Float32Array> {
@@ -102,16 +103,8 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
 /** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
  * o, out: [M, HV·dv], read as [M·HV, dv] rows by one gather (one dispatch, not one per head). */
 function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, order: Int32Array, m: number, dv: number): T {
-  k.gatherRows(out, o, headGatherRows(order, m), dv);
+  k.gatherRows(out, o, headGatherRows(order, m), dv); // cached per (order, m): head-gather.ts
   return out;
-}
-
-/** Source row of each [dv] head block of the permuted [M, HV] blocks: i·HV + order[j]. */
-function headGatherRows(order: Int32Array, m: number): Int32Array {
-  const hv = order.length;
-  const rows = new Int32Array(m * hv);
-  for (let i = 0; i < m; i++) for (let j = 0; j < hv; j++) rows[i * hv + j] = i * hv + order[j]!;
-  return rows;
 }
 
 /** x += o_proj(attention(norm(x))); tmp: [M, H] scratch. */

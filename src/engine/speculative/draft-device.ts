@@ -353,7 +353,9 @@ export class DeviceDrafts {
   }
 
   /** The penaltyPicks tables of a pass's members (their exact drafts before `start` counted) and
-   * its values buffer, sized for every step. */
+   * its values buffer, sized for every step: grown here (before the pass records anything) when
+   * the tables pass the reservation's bound (draft-memory.ts: a logit bias of ids outside the
+   * context). */
   private penaltiesFor<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number): PassPenalties {
     const members = group.map((j) => round.chains[j]!);
     const tables = members.map((m, i) => penaltyRow(m.req, this.v, round.exact[group[i]!]!));

@@ -133,6 +133,16 @@ export function quantActLoads(): WarpLoad[] {
   return out;
 }
 
+/** The GDN column launch's state loads (wgsl/gdn-columns.ts stageIn): warp 0 of the
+ * workgroup of column block 1, its GDN_STAGE_LOADS loads of one staging iteration, load j
+ * of lane t at element e = t + j·threads, state word (e / cols)·dv + cols + e mod cols. */
+export function gdnStageLoads(dv: number, cols: number, threads: number, loads: number): WarpLoad[] {
+  return Array.from({ length: loads }, (_, j) => lanes((t) => {
+    const e = t + j * threads;
+    return word(Math.floor(e / cols) * dv + cols + (e % cols));
+  }));
+}
+
 /** What a warp does per iteration of its main loop: DRAM bytes it brings (distinct sectors of
  * the weight), L1 sectors its load instructions touch (all of them), and load instructions. */
 export interface WarpIteration {

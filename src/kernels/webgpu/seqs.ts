@@ -14,6 +14,8 @@ import { packParams } from './params.js';
 import { CHUNKED_SEQ_WORDS, GDN_CHUNKED_SEQS, chunkedScratchPer } from './wgsl/gdn-chunked.js';
 import { chunkSplits } from '../seqs-by-calls.js';
 import { GDN_GATED_BINDINGS, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
+import { gdnGatedColumnsRun, gdnLaunch } from './gdn-columns.js';
+import { GDN_COLUMNS, GDN_RECURRENT_COLUMNS } from './wgsl/gdn-columns.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
@@ -50,16 +52,20 @@ export function convSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, o
   }
 }
 
-/** The batch's recurrent GDN steps: one dispatch per buffer group. */
+/** The batch's recurrent GDN steps: one dispatch per buffer group, a workgroup per (value
+ * head, 64 columns, sequence) or, as the adapter's launch (gdn-columns.ts), per (value head,
+ * GDN_COLUMNS columns, sequence) with the block staged (wgsl/gdn-columns.ts): same bits. */
 export function gdnSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gt: GpuTensor,
   beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   if (dk > 256) throw new RangeError(`gdnRecurrentSeqs: key dim ${dk} > 256`);
+  const columns = gdnLaunch(g) === 'columns';
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
     const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
-    g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS,
-      packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset }), null,
-      [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer], [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
+    const params = packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset });
+    const buffers = [out.buffer, qkv.buffer, gt.buffer, beta.buffer, grp.own, grp.scratch ?? dummy, ds.buffer];
+    if (columns) g.run(enc, 'gdn_recurrent_columns', () => GDN_RECURRENT_COLUMNS, params, null, buffers, [hv, Math.ceil(dv / GDN_COLUMNS), grp.seqs.length], 'gdn_recurrent');
+    else g.run(enc, 'gdn_recurrent_seqs', () => GDN_RECURRENT_SEQS, params, null, buffers, [hv, Math.ceil(dv / 64), grp.seqs.length], 'gdn_recurrent');
   }
 }
 
@@ -82,8 +88,9 @@ export function gdnGatedFits(g: WebGpuKernels, dims: GdnDims): boolean {
   return dims.keyDim <= 256 && gdnGatedThreads(dims.valueDim) <= 256 && lim.maxStorageBuffersPerShaderStage >= GDN_GATED_BINDINGS;
 }
 
-/** The batch's recurrent GDN steps with their gates and gated RMSNorm (wgsl/gdn-gated.ts):
- * one dispatch per buffer group, one workgroup per (value head, sequence). */
+/** The batch's recurrent GDN steps with their gates and gated RMSNorm, per buffer group as
+ * the adapter's launch (gdn-columns.ts): one dispatch of a workgroup per (value head,
+ * sequence) (wgsl/gdn-gated.ts), or the column launch's two (wgsl/gdn-columns.ts). */
 export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gating: GpuGating,
   dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
@@ -91,13 +98,14 @@ export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Pu
     if (t.offset !== 0) throw new RangeError(`gdnRecurrentGatedSeqs: ${name} must start its buffer`);
   }
   const wg = gdnGatedThreads(dv);
+  const launch = gdnLaunch(g);
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
     const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
     const { a, b, z } = gating;
-    g.run(enc, `gdn_gated_seqs_${wg}`, () => gdnGatedShader(wg),
-      packParams('gdn_gated_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, aOff: a.offset, bOff: b.offset, zOff: z.offset, outOff: out.offset, seqTable: ds.offset, eps: gating.eps }),
-      null, [out.buffer, qkv.buffer, a.buffer, b.buffer, grp.own, grp.scratch ?? dummy, ds.buffer, gating.aLog.buffer, gating.dtBias.buffer, z.buffer, gating.norm.buffer],
-      [hv, 1, grp.seqs.length], 'gdn_recurrent');
+    const params = packParams('gdn_gated_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, aOff: a.offset, bOff: b.offset, zOff: z.offset, outOff: out.offset, seqTable: ds.offset, eps: gating.eps });
+    const buffers = [out.buffer, qkv.buffer, a.buffer, b.buffer, grp.own, grp.scratch ?? dummy, ds.buffer, gating.aLog.buffer, gating.dtBias.buffer, z.buffer, gating.norm.buffer];
+    if (launch === 'columns') gdnGatedColumnsRun(g, enc, params, buffers, { hv, dv }, grp.seqs.length, grp.seqs.reduce((m, s) => Math.max(m, s.t), 0));
+    else g.run(enc, `gdn_gated_seqs_${wg}`, () => gdnGatedShader(wg), params, null, buffers, [hv, 1, grp.seqs.length], 'gdn_recurrent');
   }
 }
 

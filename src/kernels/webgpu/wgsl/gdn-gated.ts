@@ -24,6 +24,28 @@ export function gdnGatedThreads(dv: number): number {
   return 64 * Math.ceil(dv / 64);
 }
 
+/** WGSL: the gated RMSNorm of output row (i, h), held in ov[0..dv), written to OUT (NORM's
+ * order: thread t of the first 64 sums columns ≡ t mod 64 in order, then a fixed tree). In
+ * scope: t, c, i, h, hv, dv, oo, zo, ov, red, OUT, Z, NW. One text for the fused kernel and
+ * the column launch's norm pass (wgsl/gdn-columns.ts), so both compute the same bits. */
+export const GATED_NORM_ROW = `    // the gated RMSNorm of output row (i, h)
+    if (t < 64u) {
+      var sq2 = 0.0;
+      for (var p = t; p < dv; p += 64u) { let v = ov[p]; sq2 = sq2 + v * v; }
+      red[t] = sq2;
+    }
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+      if (t < s) { red[t] = red[t] + red[t + s]; }
+      workgroupBarrier();
+    }
+    let inv = 1.0 / sqrt(red[0] / f32(dv) + pf(P_eps));
+    if (c < dv) {
+      let r = (i * hv + h) * dv + c;
+      OUT[oo + r] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
+    }
+`;
+
 /** The shader for workgroups of `wg` threads (gdnGatedThreads; ≤ 256). */
 export function gdnGatedShader(wg: number): string {
   return `${HEADER}
@@ -73,23 +95,7 @@ ${deltaRuleColumn('exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))', 'sigmoid(B[bo
       ov[c] = acc;
     }
     workgroupBarrier();
-    // the gated RMSNorm of output row (i, h)
-    if (t < 64u) {
-      var sq2 = 0.0;
-      for (var p = t; p < dv; p += 64u) { let v = ov[p]; sq2 = sq2 + v * v; }
-      red[t] = sq2;
-    }
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-      if (t < s) { red[t] = red[t] + red[t + s]; }
-      workgroupBarrier();
-    }
-    let inv = 1.0 / sqrt(red[0] / f32(dv) + pf(P_eps));
-    if (c < dv) {
-      let r = (i * hv + h) * dv + c;
-      OUT[oo + r] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
-    }
-    workgroupBarrier();
+${GATED_NORM_ROW}    workgroupBarrier();
   }
 }`;
 }

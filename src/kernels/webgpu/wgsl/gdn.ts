@@ -104,19 +104,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // sequence's rows.
 // Bindings: 1 OUT, 2 QKV, 3 G, 4 BETA, 5 S, 6 SCR, 7 DS (read only: T is uniform per
 // workgroup, as the barriers in the token loop need).
-/** WGSL: the offsets (qo, ko) of head kh's query and key in the input row starting at `row`,
- * and their L2-norm scales (qs, ks): q also by 1/√dk, ε 1e-6, sums in position order. In
- * scope: hk, kh, dk and QKV. One text for every recurrence shader. */
-export function qkNormScales(row: string): string {
+/** WGSL: the offsets (qo, ko) of head kh's query and key in the input row starting at `row`.
+ * In scope: hk, kh, dk. */
+export function qkOffsets(row: string): string {
   return `let row = ${row};
     let qo = row + kh * dk;
     let ko = row + hk * dk + kh * dk;
-    var sq = 0.0;
+`;
+}
+
+/** WGSL: the L2-norm scales (qs, ks) of the query and key at qo, ko: q also by 1/√dk, ε 1e-6,
+ * sums in position order. In scope: dk, qo, ko and QKV. */
+export const QK_SCALE_SUMS = `var sq = 0.0;
     var sk = 0.0;
     for (var d = 0u; d < dk; d++) { sq = sq + QKV[qo + d] * QKV[qo + d]; sk = sk + QKV[ko + d] * QKV[ko + d]; }
     let qs = 1.0 / sqrt(sq + 1e-6) / sqrt(f32(dk));
     let ks = 1.0 / sqrt(sk + 1e-6);
 `;
+
+/** WGSL: qkOffsets and QK_SCALE_SUMS. In scope: hk, kh, dk and QKV. One text for every
+ * recurrence shader. */
+export function qkNormScales(row: string): string {
+  return `${qkOffsets(row)}    ${QK_SCALE_SUMS}`;
 }
 
 /** One input row's L2-normed query and key of head h into workgroup memory (qn, kn): q
@@ -129,22 +138,36 @@ export function normQkRow(stride: string): string {
 `;
 }
 
-/** Token i's delta-rule update of state column c of head h, in place or to the step's
- * scratch (sget/sset by mode), leaving o_c = Σ_a S'[a,c]·q̂[a] in `acc`:
+/** Where a recurrence shader keeps state column c while it updates it: WGSL text reading
+ * and writing row `a` of the column. */
+export interface ColumnState {
+  get(a: string): string;
+  set(a: string, v: string): string;
+}
+
+/** The column in the state buffers: S in place (mode 0), or token i's scratch (mode 1, read
+ * from the previous token's scratch). In scope: i, c, so, dv, ss, sto, sco, mode. */
+export const GLOBAL_COLUMN: ColumnState = {
+  get: (a) => `sget(mode, i, so + ${a} * dv + c, ss, sto, sco)`,
+  set: (a, v) => `sset(mode, i, so + ${a} * dv + c, ss, ${v}, sto, sco)`,
+};
+
+/** Token i's delta-rule update of state column c of head h (held where `column` says),
+ * leaving o_c = Σ_a S'[a,c]·q̂[a] in `acc`:
  *   kv = Σ_a S[a,c]·e^g·k̂[a];  δ = β(v_c − kv);  S' = S·e^g + k̂ δ.
  * `decay` and `beta` are WGSL expressions for e^g and β. In scope: i, c, h, row, hk, dk,
- * dv, so, ss, sto, sco, mode, QKV, qn, kn. Shared by every recurrence shader, so each
- * column's chain is the same. */
-export function deltaRuleColumn(decay: string, beta: string): string {
+ * dv, QKV, qn, kn and what `column` needs. Shared by every recurrence shader, so each
+ * column's chain is the same instructions in the same order wherever the column lives. */
+export function deltaRuleColumn(decay: string, beta: string, column: ColumnState = GLOBAL_COLUMN): string {
   return `      let decay = ${decay};
       let bt = ${beta};
       var kv = 0.0;
-      for (var a = 0u; a < dk; a++) { kv = kv + sget(mode, i, so + a * dv + c, ss, sto, sco) * decay * kn[a]; }
+      for (var a = 0u; a < dk; a++) { kv = kv + ${column.get('a')} * decay * kn[a]; }
       let delta = bt * (QKV[row + 2u * hk * dk + h * dv + c] - kv);
       var acc = 0.0;
       for (var a = 0u; a < dk; a++) {
-        let s = sget(mode, i, so + a * dv + c, ss, sto, sco) * decay + kn[a] * delta;
-        sset(mode, i, so + a * dv + c, ss, s, sto, sco);
+        let s = ${column.get('a')} * decay + kn[a] * delta;
+        ${column.set('a', 's')};
         acc = acc + s * qn[a];
       }`;
 }

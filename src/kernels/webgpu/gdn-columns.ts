@@ -1,0 +1,48 @@
+// How the recurrent GDN kernels are launched on an adapter (the fused gated recurrence,
+// Kernels.gdnRecurrentGatedSeqs, as below; the plain one, gdnRecurrentSeqs, likewise
+// without the norm pass):
+// 'head', one workgroup per (value head, sequence) holding every state column and norming
+// the output row in the workgroup (wgsl/gdn-gated.ts, one dispatch); or 'columns', one
+// workgroup per (value head, block of GDN_COLUMNS columns, sequence) and the gated norm as
+// a second dispatch (wgsl/gdn-columns.ts). Both give the same bits
+// (test/webgpu-gdn-columns.test.ts). The choice depends on the adapter only, never on the
+// batch, so every recurrent row of a device (decode, verify, alone or batched) takes it.
+import type { WebGpuKernels } from './backend.js';
+import type { StepEncoder } from './encoder.js';
+import { GDN_COLUMNS, GDN_GATED_COLUMNS, gdnGatedNormShader } from './wgsl/gdn-columns.js';
+import { gdnGatedThreads } from './wgsl/gdn-gated.js';
+
+export type GdnLaunch = 'head' | 'columns';
+
+const forced = new WeakMap<WebGpuKernels, GdnLaunch>();
+
+/** The launch on this adapter: 'head' on CPU emulations (lavapipe: HV workgroups already
+ * fill the cores, and a second dispatch and the staging only cost there), 'columns' on GPUs
+ * (HV workgroups leave most SMs idle: docs/kernels.md "GPU memory-access model"). */
+export function gdnLaunch(g: WebGpuKernels): GdnLaunch {
+  return forced.get(g) ?? (g.adapter.cpuEmulation ? 'head' : 'columns');
+}
+
+/** Set the launch of `g` (null: the adapter's default). For tests comparing the two and for
+ * scripts/gpu-access-model.mjs, which records on lavapipe what a GPU would run. */
+export function forceGdnLaunch(g: WebGpuKernels, launch: GdnLaunch | null): void {
+  if (launch === null) forced.delete(g);
+  else forced.set(g, launch);
+}
+
+/** The fused kernel's bindings (OUT, QKV, A, B, S, SCR, DS, AL, DB, Z, NW) each pass takes. */
+const RECURRENCE_BINDINGS = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+const NORM_BINDINGS = [0, 9, 10, 6];
+
+/** One buffer group's sequences of the fused gated recurrence, as the 'columns' launch:
+ * the recurrence over (head, column block, sequence), then the norm over (head, token,
+ * sequence). `buffers`: the fused kernel's eleven; `params`: its gdn_gated_seqs block. */
+export function gdnGatedColumnsRun(g: WebGpuKernels, enc: StepEncoder, params: readonly number[], buffers: readonly GPUBuffer[],
+  dims: { hv: number; dv: number }, seqs: number, maxT: number): void {
+  if (maxT > 65535) throw new RangeError(`gdnRecurrentGatedSeqs: ${maxT} recurrent tokens in one sequence exceed the norm pass's dispatch grid (65535)`);
+  const pick = (at: readonly number[]): GPUBuffer[] => at.map((i) => buffers[i]!);
+  g.run(enc, 'gdn_gated_columns', () => GDN_GATED_COLUMNS, params, null, pick(RECURRENCE_BINDINGS),
+    [dims.hv, Math.ceil(dims.dv / GDN_COLUMNS), seqs], 'gdn_recurrent');
+  const wg = gdnGatedThreads(dims.dv);
+  g.run(enc, `gdn_gated_norm_${wg}`, () => gdnGatedNormShader(wg), params, null, pick(NORM_BINDINGS), [dims.hv, maxT, seqs], 'gdn_gated_norm');
+}

@@ -1,0 +1,119 @@
+// The GPU access model at M > 1 rows (kernels/webgpu/access-batch.ts, scripts/gpu-batch-model.mjs):
+// at one row it must be the batch-1 model exactly; its bytes must scale as the kernels read
+// (weights once per tile of rows, activations per row, KV and state per sequence); a step's
+// time must not fall as rows are added; and its tokens per MTP round must be the mean of the
+// bench's own accept draws (engine/speculative/accept-rate.ts).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GPUS, estimate, floatWeightLoads, warpIteration, COALESCED_F32, type ModelledDispatch } from '../src/kernels/webgpu/access-model.js';
+import {
+  atBatch, batchBytes, estimateAtBatch, expectedTokensPerRound, stepTime, tilesOf, weightBytesPerRow, type BatchParts, type BatchUse,
+} from '../src/kernels/webgpu/access-batch.js';
+import { denseMatmulTile } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { positionDraw } from '../src/engine/speculative/accept-rate.js';
+
+// qwen3.5-4b's linear-layer qkv+z matmul with the norm folded: 12,352 rows of K = 2,560 BF16
+const ROWS = 12352;
+const K = 2560;
+const parts: BatchParts = { weightBytes: ROWS * K * 2, rowBytes: 4 * K + 4 * ROWS, seqBytes: 0, tokenStateBytes: 0, macsPerRow: ROWS * K, rowL1Sectors: COALESCED_F32.l1Sectors };
+const extra = [COALESCED_F32, COALESCED_F32].map(() => Array.from({ length: 32 }, (_, l): readonly [number, number] => [4 * l, 4]));
+const base = (tiles: number, unroll: number): ModelledDispatch => ({
+  key: 'matmul_group_bf16_4_tm16_sg_norm', bytes: parts.weightBytes + parts.rowBytes, workgroups: ROWS * tiles, threadsPerWorkgroup: 64,
+  workgroupBytes: 4096, iteration: warpIteration(floatWeightLoads('bf16', K), extra), unroll,
+});
+const use = (rows: number, limit: number): BatchUse => ({ rows, seqs: rows, tiles: tilesOf(rows, denseMatmulTile(rows, true, limit)) });
+
+test('one row of one sequence is the batch-1 model: same bytes, same load pattern, same µs', () => {
+  for (const gpu of [GPUS.h100, GPUS.h200]) {
+    for (const unroll of [1, 4]) {
+      const d = base(1, unroll);
+      const one = { rows: 1, seqs: 1, tiles: 1 };
+      assert.deepEqual(atBatch(d, parts, one), d);
+      const e = estimateAtBatch(d, parts, one, gpu);
+      assert.equal(e.us, estimate(d, gpu).us);
+      assert.notEqual(e.bound, 'compute');
+    }
+  }
+});
+
+test('weight bytes per row fall as 1/M while the rows fit one tile, and step up with a second tile', () => {
+  const roomy = 64 * 1024;
+  for (let m = 1; m <= 64; m++) {
+    const u = use(m, roomy);
+    assert.equal(u.tiles, 1, `M ${m}: one tile of ≤ 64 rows fits ${roomy} bytes`);
+    assert.equal(weightBytesPerRow(parts, u), parts.weightBytes / m);
+  }
+  // a 16 KiB workgroup memory holds a 32-row tile with the norm (32 × 256 + 256) but not 64
+  const small = 16 * 1024;
+  assert.equal(denseMatmulTile(40, true, small), 32);
+  assert.equal(weightBytesPerRow(parts, use(33, small)), (2 * parts.weightBytes) / 33);
+  assert.ok(weightBytesPerRow(parts, use(33, small)) > weightBytesPerRow(parts, use(32, small)));
+  assert.equal(batchBytes(parts, use(33, small)), 2 * parts.weightBytes + 33 * parts.rowBytes);
+});
+
+test('a step\'s GPU time does not fall as rows are added (either unroll, either GPU, either tile limit)', () => {
+  for (const gpu of [GPUS.h100, GPUS.h200]) {
+    for (const limit of [16 * 1024, 64 * 1024]) {
+      for (const unroll of [1, 4]) {
+        let prev = 0;
+        for (let m = 1; m <= 64; m++) {
+          const u = use(m, limit);
+          const us = estimateAtBatch(base(u.tiles, unroll), parts, u, gpu).us;
+          assert.ok(us >= prev - 1e-9, `${gpu.name} limit ${limit} unroll ${unroll}: M ${m} ${us} µs < M ${m - 1} ${prev} µs`);
+          prev = us;
+        }
+      }
+    }
+  }
+});
+
+test('each further row of a tile adds its activation loads to every iteration (L1), not DRAM weight bytes', () => {
+  const d = base(1, 4);
+  const at16 = atBatch(d, parts, { rows: 16, seqs: 16, tiles: 1 });
+  assert.equal(at16.iteration.l1Sectors, d.iteration.l1Sectors + 15 * COALESCED_F32.l1Sectors);
+  assert.equal(at16.iteration.dramBytes, d.iteration.dramBytes);
+  assert.equal(at16.bytes, parts.weightBytes + 16 * parts.rowBytes);
+  // 32 rows of one tile: far below 32 steps' time (weights once), above one step's
+  const one = estimateAtBatch(d, parts, { rows: 1, seqs: 1, tiles: 1 }, GPUS.h200).us;
+  const many = estimateAtBatch(d, parts, { rows: 32, seqs: 32, tiles: 1 }, GPUS.h200).us;
+  assert.ok(many > one && many < 32 * one, `32 rows ${many} µs vs one ${one} µs`);
+});
+
+test('KV and recurrent state scale per sequence; a verify writes a state per token', () => {
+  const state = 4 * 32 * 128 * 128;
+  const gdn: BatchParts = { weightBytes: 0, rowBytes: 4 * 8192, seqBytes: state, tokenStateBytes: state, macsPerRow: 0, rowL1Sectors: 0 };
+  // decode, 1 sequence: read + write the state (the batch-1 model's 2 × state)
+  assert.equal(batchBytes(gdn, { rows: 1, seqs: 1, tiles: 1 }), 2 * state + 4 * 8192);
+  // verify of 5 rows of one sequence: read once, 5 scratch states written
+  assert.equal(batchBytes(gdn, { rows: 5, seqs: 1, tiles: 1 }), 6 * state + 5 * 4 * 8192);
+  // 8 decode streams: 8 states read and written
+  assert.equal(batchBytes(gdn, { rows: 8, seqs: 8, tiles: 1 }), 16 * state + 8 * 4 * 8192);
+});
+
+test('tokens per MTP round: 1 + P + … + P^k, the mean of accept-rate.ts\'s own draws', () => {
+  assert.equal(expectedTokensPerRound(0, 4), 1);
+  assert.equal(expectedTokensPerRound(1, 3), 4);
+  assert.ok(Math.abs(expectedTokensPerRound(0.8, 4) - 3.3616) < 1e-12);
+  assert.throws(() => expectedTokensPerRound(1.2, 2), /accept rate/);
+  // rounds of k drafts over consecutive positions, each accepted where its draw < P, until
+  // the first rejection; a round commits the accepted drafts plus the verify's own token
+  const p = 0.8;
+  for (const k of [1, 2, 4]) {
+    let pos = 0;
+    let tokens = 0;
+    const rounds = 20000;
+    for (let r = 0; r < rounds; r++) {
+      let accepted = 0;
+      while (accepted < k && positionDraw(7, 12345, pos + accepted) < p) accepted++;
+      tokens += accepted + 1;
+      pos += accepted + 1;
+    }
+    const mean = tokens / rounds;
+    assert.ok(Math.abs(mean - expectedTokensPerRound(p, k)) < 0.05, `k ${k}: draws ${mean} vs ${expectedTokensPerRound(p, k)}`);
+  }
+});
+
+test('host and GPU: the engine waits for a step before recording the next, so the times add', () => {
+  assert.deepEqual(stepTime(4000, 220, 24), { hostUs: 5280, serialUs: 9280, overlappedUs: 5280 });
+  assert.deepEqual(stepTime(9000, 100, 30), { hostUs: 3000, serialUs: 12000, overlappedUs: 9000 });
+});
