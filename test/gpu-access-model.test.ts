@@ -13,21 +13,21 @@ import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_GATED_COLUMNS, GDN_STAGE_LOADS } from '../src/kernels/webgpu/wgsl/gdn-columns.js';
 
-test('float weight loads mirror matmul-group.ts: thread t reads the 16-byte chunks c ≡ t (mod 64) of its row through wc', () => {
+test('float weight loads mirror matmul-group.ts: thread t reads the 4-element units u ≡ t (mod 64) of its row through wu, two an iteration', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true);
-  assert.match(src, /let kc = K \/ 8u;\s+for \(var c = t; c < kc; c \+= 64u\) \{\s+let w = wc0\(col \* kc \+ c\);/);
-  assert.match(src, /var<storage, read_write> W0: array<vec4<u32>>;\nfn wc0\(c: u32\) -> array<f32, 8> \{ let q = W0\[c\];/);
-  assert.match(src, /let x0 = xq\(xo \+ 0u\);\s+let x1 = xq\(xo \+ 4u\);/);
+  assert.match(src, /let ku = K \/ 4u;\s+for \(var u0 = t; u0 < ku; u0 \+= 128u\) \{\s+let u1 = u0 \+ 64u;\s+let has1 = u1 < ku;\s+let w0 = wu0\(col \* ku \+ u0\);\s+var w1 = vec4<f32>\(0.0\);\s+if \(has1\) \{ w1 = wu0\(col \* ku \+ u1\); \}/);
+  assert.match(src, /var<storage, read_write> W0: array<vec2<u32>>;\nfn wu0\(u: u32\) -> vec4<f32> \{ let q = W0\[u\];/);
+  assert.match(src, /let x0 = xq\(xo \+ 4u \* u0\);[^]*let x1 = xq\(xo \+ 4u \* u1\);/);
   assert.match(src, /fn xq\(i: u32\) -> vec4<f32> \{ return X\[i >> 2u\]; \}/);
-  assert.match(floatMatmulGroupShader('f32', 1), /let kc = K \/ 4u;/);
-  const bf16 = loadFacts(floatWeightLoads('bf16', 2560)[0]!);
-  assert.deepEqual([bf16.bytes, bf16.sectors.size], [512, 16]); // 32 lanes × 16 bytes, contiguous
-  const f32 = loadFacts(floatWeightLoads('f32', 2560)[0]!);
-  assert.deepEqual([f32.bytes, f32.sectors.size], [512, 16]);
-  // x per row: two vec4<f32> of the lane's 8 elements (32-byte lane stride); as scalars, eight loads
-  assert.deepEqual(floatInputLoads('bf16', 'vec4').map((l) => loadFacts(l).sectors.size), [32, 32]);
+  assert.match(floatMatmulGroupShader('f32', 1), /W0: array<vec4<u32>>;\nfn wu0\(u: u32\) -> vec4<f32> \{ return bitcast<vec4<f32>>\(W0\[u\]\); \}/);
+  const bf16 = floatWeightLoads('bf16', 2560).map((l) => loadFacts(l));
+  assert.deepEqual(bf16.map((f) => [f.bytes, f.sectors.size]), [[256, 8], [256, 8]]); // 32 lanes × 8 bytes, contiguous; two loads an iteration
+  const f32 = floatWeightLoads('f32', 2560).map((l) => loadFacts(l));
+  assert.deepEqual(f32.map((f) => [f.bytes, f.sectors.size]), [[512, 16], [512, 16]]);
+  // x per row: a vec4<f32> per unit, 32 lanes contiguous (16 sectors); as scalars, four loads a unit
+  assert.deepEqual(floatInputLoads('bf16', 'vec4').map((l) => loadFacts(l).sectors.size), [16, 16]);
   assert.equal(floatInputLoads('bf16', 'vec4w').length, 8);
-  assert.deepEqual(floatInputLoads('f32', 'vec4').map((l) => loadFacts(l).bytes), [512]);
+  assert.equal(warpIteration(floatWeightLoads('bf16', 2560), floatInputLoads('bf16', 'vec4')).dramBytes, 512);
 });
 
 test('float element loads (K not a multiple of the chunk) mirror the element path: thread t reads element k ≡ t (mod 64) through wf', () => {

@@ -1,9 +1,10 @@
 // The float matmuls' load widths (wgsl/float-chunks.ts FloatLoads): a dispatch reads its
-// weight in 16-byte chunks (vec4<u32>: 8 bf16 / 8 f16 / 4 f32) where K allows, and x (and
+// weight in units of 4 elements (vec2<u32> of bf16 / f16, vec4<u32> of f32) where K allows
+// (K ≡ 0 mod 4), and x (and
 // the gate) as vec4<f32> where their offsets are 4-aligned, else as scalars. Both input
 // widths read the same values in the same order, so x at an offset of 1 ('vec4w') must give
 // the bits of x at offset 0 ('vec4'), plain, with the folded norm and with a gated input;
-// every path (the element path of K not a multiple of 8 too) must match the ref within the
+// every path (the element path of K not a multiple of 4 too) must match the ref within the
 // float-matmul tolerance. The dispatch keys are checked so the comparison is of two paths.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -67,12 +68,12 @@ function weights(dtype: 'f32' | 'bf16' | 'f16', n: number, k: number, r: () => n
 }
 
 describe('webgpu float matmul loads', () => {
-  test('floatLoadsFor: chunks where K is a multiple of the chunk, vec4 inputs where the offsets are 4-aligned', () => {
+  test('floatLoadsFor: 4-element units where K is a multiple of 4, vec4 inputs where the offsets are 4-aligned', () => {
     assert.equal(floatLoadsFor('bf16', 2560, 0, null), 'vec4');
     assert.equal(floatLoadsFor('bf16', 2560, 6, null), 'vec4w');
     assert.equal(floatLoadsFor('f16', 2560, 8, 2), 'vec4w');
-    assert.equal(floatLoadsFor('bf16', 100, 0, null), 'element');
-    assert.equal(floatLoadsFor('f32', 100, 0, null), 'vec4');
+    assert.equal(floatLoadsFor('bf16', 100, 0, null), 'vec4');
+    assert.equal(floatLoadsFor('bf16', 102, 0, null), 'element');
     assert.equal(floatLoadsFor('f32', 102, 0, null), 'element');
   });
 
@@ -126,10 +127,10 @@ describe('webgpu float matmul loads', () => {
     }
   });
 
-  test('K not a multiple of 8 keeps the element loads (bf16, f16) and matches the ref', async () => {
+  test('K not a multiple of 4 keeps the element loads (bf16, f16) and matches the ref', async () => {
     const r = rng(79);
     for (const dtype of ['bf16', 'f16'] as const) {
-      const [n, k, m] = [9, 100, 4];
+      const [n, k, m] = [9, 102, 4];
       const { gw, wr } = weights(dtype, n, k, r);
       const x = fill(m * k, () => 2 * r() - 1);
       const want = new Float32Array(m * n);

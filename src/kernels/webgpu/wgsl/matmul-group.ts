@@ -5,12 +5,13 @@
 // group gives the bits of one matmul per weight.
 // One workgroup per (output column, tile of `tm` rows of x; wgsl/matmul.ts matmulTile).
 // Weight loads (`FloatLoads`, chosen per dispatch from K and the offsets, never from M):
-// 'vec4' / 'vec4w' read the weight row as 16-byte chunks — a vec4<u32>, E = 8 bf16 / 8 f16 /
-// 4 f32 elements (K a multiple of E) — thread t taking chunks c ≡ t (mod 64), so a warp's
-// lanes read 32 consecutive chunks (512 bytes) per load; it adds the chunk's E products
-// into each row's sum in element order. x (and the norm weight, the gate) are read as
-// vec4<f32> ('vec4': x and the gate at 4-aligned offsets) or as 4 scalars ('vec4w': the
-// same values). 'element' (K not a multiple of E): thread t sums k ≡ t (mod 64) in order
+// 'vec4' / 'vec4w' read the weight row in units of 4 elements (wgsl/float-chunks.ts: a
+// vec2<u32> of bf16 / f16, a vec4<u32> of f32; K a multiple of 4), thread t taking units
+// u ≡ t (mod 64) in order, two an iteration — a warp's lanes read 32 consecutive units per
+// load — and adding each unit's 4 products into each row's sum in element order. x (and the
+// norm weight, the gate) are read as the unit's vec4<f32> ('vec4': x and the gate at
+// 4-aligned offsets) or as 4 scalars ('vec4w': the same values). 'element' (K not a
+// multiple of 4): thread t sums k ≡ t (mod 64) in order
 // through wf. Then either way a fixed tree (or, with `subgroups`, subgroupAdd within each subgroup and the
 // subgroups' sums in subgroup order — subgroups of a 1-D workgroup are runs of consecutive
 // invocations, so subgroup = t / size). Either way the order does not depend on M.
@@ -54,9 +55,9 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   const put = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   // SEG_<field> → P_seg<s><field>: segment s's parameters (seg, above)
   const chunked = loads !== 'element';
-  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\b(wf|wc)\(/g, `$1${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
+  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
   const readers = Array.from({ length: segments }, (_, s) =>
-    (chunked ? floatChunkReader(dtype, 2 + segments + s) : floatWeightReader(dtype, 2 + segments + s)).replace(/\bW\b/g, `W${s}`).replace(/\b(wf|wc)\(/g, `$1${s}(`)).join('\n');
+    (chunked ? floatChunkReader(dtype, 2 + segments + s) : floatWeightReader(dtype, 2 + segments + s)).replace(/\bW\b/g, `W${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`)).join('\n');
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
   const store = subgroups ? `
     if (t < rows) {
@@ -132,7 +133,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 /** The expert's count and first row from the plan (a count of 0 returns before any weight
  * read) and this thread's weight elements of the workgroup's column: k ≡ t (mod 64), or
- * (chunkLoads) its chunks c ≡ t (mod 64). */
+ * (chunkLoads) its units u ≡ t (mod 64). */
 function wholePrelude(segments: number, seg: (s: number, body: string) => string, chunkLoads: string | null): string {
   const loads = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);
