@@ -2,7 +2,7 @@
 // words, grid) → the bytes it must move at batch 1 and its warps' load pattern
 // (src/kernels/webgpu/access-model.ts); and the step's table.
 import {
-  COALESCED_F32, floatInputLoads, floatWeightLoads, gdnStageLoads, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  COALESCED_F32, convChannelLoads, floatInputLoads, floatWeightLoads, gdnStageLoads, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
 } from '../dist/src/kernels/webgpu/access-model.js';
 import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_STAGE_LOADS } from '../dist/src/kernels/webgpu/wgsl/gdn-columns.js';
 
@@ -15,6 +15,7 @@ export const ASSUMPTIONS = [
   'a warp has one loop iteration of loads in flight: float matmuls and the GDN state lo = 1 iteration, hi = 4 (the driver compiler may unroll the loop: no barrier inside); quantized matmuls 1 (a barrier ends each 64-block chunk); attention: a K or V tile (BC x HD / threads coalesced loads per thread); other kernels (coalesced f32 loops) lo 1, hi 4',
   'L1 bound: every load instruction costs its distinct 32-byte sectors; 4 sectors per SM per clock at 1.755 GHz; sectors shared by instructions of an iteration are fetched from DRAM once (L1 keeps them)',
   'GDN recurrence: the column launch (gdn_gated_columns, what a GPU adapter runs; --gdn-launch head models the one-workgroup-per-head kernel) stages each workgroup\'s state columns with 16 independent coalesced loads per thread (64 threads), one iteration; each column\'s serial chain (2 x dk dependent steps from workgroup memory per token, ~0.3-4 us at 4-30 cycles a step) is not modelled',
+  'GDN causal conv: the channel launch (causal_conv_channels_<taps>, what a GPU adapter runs; --conv-launch thread models the 64-thread kernel) has one-warp workgroups whose every weight and row load of a token is in flight at once (taps unrolled): one iteration',
   'a fixed gap per dispatch (gpu.gapUs) for launch and the barrier between dependent dispatches of one pass',
   'host recording/encoding time is not in the fraction (the GPU side only); host_ms_at_30us_per_dispatch shows that bound separately',
 ];
@@ -55,6 +56,10 @@ export function modelDispatch(r, { context, vocabScale, config }) {
   if (r.key.startsWith('quant_acts')) return coal(p.k * (4 + 1) + 8 * (p.k / 32));
   if (r.key === 'elementwise') return coal(12 * p.n);
   if (r.key === 'copy_rows' || r.key === 'gather_rows') return coal(8 * p.rows * p.width);
+  if (r.key.startsWith('causal_conv_channels')) {
+    // the channel launch: every weight and row load of a token issued at once (taps unrolled)
+    return { ...base, weight: false, bytes: 4 * p.c * (2 * p.taps + 2 * (p.taps - 1) + 2), iteration: warpIteration(convChannelLoads(p.taps), []), unroll: [1, 1] };
+  }
   if (r.key.startsWith('causal_conv')) return coal(4 * p.c * (2 * p.taps + 2 * (p.taps - 1) + 2));
   if (r.key === 'gdn_gated_columns' || r.key === 'gdn_recurrent_columns') {
     // the column launch: a workgroup stages its columns' state with GDN_STAGE_LOADS

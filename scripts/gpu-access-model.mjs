@@ -12,6 +12,8 @@
 //        [--records FILE] (also write the raw recordings) [--from FILE] (model saved recordings: no adapter)
 //        [--gdn-launch columns|head] (the GDN recurrence's launch to record: a GPU adapter's,
 //        columns, by default; head is the one-workgroup-per-head kernel CPU adapters run)
+//        [--conv-launch channels|thread] (the GDN causal conv's launch: a GPU adapter's,
+//        channels, by default; thread is the 64-thread kernel CPU adapters run)
 import { parseArgs } from 'node:util';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -24,6 +26,7 @@ import { SHAPES } from '../dist/src/tools/model-shapes.js';
 import { modelDispatch, stepSummary, ASSUMPTIONS } from './gpu-access-families.mjs';
 import { GPUS, estimate } from '../dist/src/kernels/webgpu/access-model.js';
 import { forceGdnLaunch } from '../dist/src/kernels/webgpu/gdn-columns.js';
+import { forceConvLaunch } from '../dist/src/kernels/webgpu/conv-launch.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,6 +40,7 @@ const { values } = parseArgs({
     records: { type: 'string' },
     from: { type: 'string' },
     'gdn-launch': { type: 'string', default: 'columns' },
+    'conv-launch': { type: 'string', default: 'channels' },
   },
 });
 const gpus = values.gpu.split(',').map((g) => {
@@ -53,6 +57,9 @@ const k = dawn ? await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: t
 const gdnLaunch = values['gdn-launch'];
 if (gdnLaunch !== 'columns' && gdnLaunch !== 'head') throw new Error(`--gdn-launch: "${gdnLaunch}" is not columns or head`);
 if (k) forceGdnLaunch(k.g, gdnLaunch);
+const convLaunch = values['conv-launch'];
+if (convLaunch !== 'channels' && convLaunch !== 'thread') throw new Error(`--conv-launch: "${convLaunch}" is not channels or thread`);
+if (k) forceConvLaunch(k.g, convLaunch);
 
 /** The cut checkpoint of `shape` in `format` (made once under --work). */
 async function checkpoint(shape, format) {
@@ -139,7 +146,7 @@ for (const { shape, format, rec, kinds, config, lavapipeStepMs } of recordings) 
     for (const gpu of gpus) results.push({ shape, format, gpu: gpu.name, ...stepSummary(rows, gpu, estimate), lavapipe_step_ms: +lavapipeStepMs.toFixed(1), cut_layers: cut });
   }
 }
-const out = { gpus, context, batch: 1, gdn_launch: values.from ? '(as recorded)' : gdnLaunch, assumptions: ASSUMPTIONS, adapter_recorded_on: k ? k.g.adapter.description || k.g.adapter.device : `(${values.from})`, results };
+const out = { gpus, context, batch: 1, gdn_launch: values.from ? '(as recorded)' : gdnLaunch, conv_launch: values.from ? '(as recorded)' : convLaunch, assumptions: ASSUMPTIONS, adapter_recorded_on: k ? k.g.adapter.description || k.g.adapter.device : `(${values.from})`, results };
 const text = JSON.stringify(out, null, 1);
 if (values.out) writeFileSync(values.out, text + '\n');
 console.log(text);

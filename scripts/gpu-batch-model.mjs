@@ -47,11 +47,13 @@ async function record() {
   const { create, globals } = await import('webgpu');
   const { WebGpuBoundaryKernels } = await import('../dist/src/kernels/webgpu/kernels.js');
   const { forceGdnLaunch } = await import('../dist/src/kernels/webgpu/gdn-columns.js');
+  const { forceConvLaunch } = await import('../dist/src/kernels/webgpu/conv-launch.js');
   const { recorder } = await import('./gpu-batch-record.mjs');
   for (const [k, v] of Object.entries(globals)) if (!(k in globalThis)) globalThis[k] = v;
   const dawn = create([]);
   const k = await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: true });
   forceGdnLaunch(k.g, 'columns'); // a GPU adapter's launch
+  forceConvLaunch(k.g, 'channels'); // likewise
   const out = [];
   for (const shape of values.shapes.split(',')) {
     for (const format of values.formats.split(',')) {

@@ -52,20 +52,26 @@ export const TIERS = [
   {
     name: 'system',
     what: 'system programs and whole-product checks: browser, nginx, lavapipe/webgpu, both Node versions, the npm package, the eval baseline, soak',
-    // Two at a time, but every lavapipe file alone: lavapipe runs a shader on every core (on
-    // the 2-core CI VM the webgpu files ran at 1.9 CPU-seconds per second, the whole tier one
-    // at a time at 1.7), while the others wait on npm, Chromium, nginx or a second Node
-    // (1.0–1.5) and overlap in pairs.
+    // Two at a time, lavapipe files too. Alone, a lavapipe file kept 1.69–1.78 of the 2 cores
+    // busy (CI: 544 s of the tier's 626 for 920 CPU-s: its main thread records and waits while
+    // lavapipe's threads run, and back); a second file fills those gaps. Measured on this VM
+    // under a load of 10–25: the CPU-seconds of a file are the same in a pair as alone
+    // (webgpu-sampled-candidates 28.2 vs 28.1–29.3, webgpu-sampled-draws 29.2 vs 28.7–29.4),
+    // so lavapipe's threads do not spin when they share the cores. LP_NUM_THREADS=1 (one
+    // lavapipe thread each) cost 7–9 % more CPU-seconds: not set.
     concurrency: 2,
     files: [
       'vision-cli', 'vision-webgpu', 'vision-conformance',
       'webui-browser', 'webui-vision', 'replicas', 'webgpu-*', 'node-versions', 'package', 'package-examples', 'eval-baseline',
       'server-soak', 'gpu-bench-script',
     ],
-    alone: ['webgpu-*', 'vision-webgpu', 'gpu-bench-script'],
-    // a clean clone has no recorded times: the files that share, longest first (~50 s each
-    // on the CI VM), so the last of them to run beside nothing is a short one
-    slowFirst: ['package-examples', 'eval-baseline', 'package', 'webui-browser', 'node-versions'],
+    // its time-boxed steps were sized with nothing beside it
+    alone: ['gpu-bench-script'],
+    // a clean clone has no recorded times: the longest first (CI wall seconds alone: 112, 81,
+    // 65, 54, 43, 42, 38, 26, 25, 25, 21, 21), so the last files to run beside nothing are short
+    slowFirst: ['webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-engine', 'webgpu-qwen35-shape', 'eval-baseline',
+      'webgpu-sampled-draws', 'webgpu-sampled-candidates', 'node-versions', 'webgpu-moe', 'webui-browser', 'package-examples',
+      'webgpu-draft-penalty'],
   },
 ];
 

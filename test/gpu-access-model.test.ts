@@ -12,6 +12,8 @@ import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.
 import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_GATED_COLUMNS, GDN_STAGE_LOADS } from '../src/kernels/webgpu/wgsl/gdn-columns.js';
+import { convChannelLoads } from '../src/kernels/webgpu/access-model.js';
+import { CONV_CHANNEL_THREADS, convChannelsShader } from '../src/kernels/webgpu/wgsl/gdn.js';
 
 test('float weight loads mirror matmul-group.ts: thread t reads the 4-element units u ≡ t (mod 64) of its row through wu, two an iteration', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true);
@@ -57,7 +59,7 @@ test('quantized weight loads mirror quant.ts: lane j decodes block j (Q8_0: 34-b
 });
 
 test('namedParams inverts packParams through the shader text', () => {
-  const values = { rows: 9216, k: 2560, m: 1, outOff: 7, outStride: 9216, col0: 0, rowBytes: 2720, expert: 0, experts: 0 };
+  const values = { rows: 9216, k: 2560, m: 1, outOff: 7, outStride: 9216, col0: 0, rowBytes: 2720, expert: 0, experts: 0, tiles: 1 };
   const src = quantMatmulShader('q8_0', true);
   assert.deepEqual(namedParams(src, packParams('qmatmul', values)), values);
   assert.equal(workgroupSize(src), 64);
@@ -91,4 +93,23 @@ test('GDN column launch: the state staging mirrors gdn-columns.ts, 128-byte warp
   assert.deepEqual([it.loads, it.bytesPerLoad, it.sectorsPerLoad, it.dramBytes], [16, 128, 4, 2048]);
   // one staging iteration covers a dk = 128 block: 64 threads × 16 loads = 128 rows × 8 columns
   assert.equal(GDN_COLUMN_THREADS * GDN_STAGE_LOADS, 128 * GDN_COLUMNS);
+});
+
+test('GDN conv channel launch: loads mirror convChannelsShader (strided taps, coalesced rows), all in one iteration', () => {
+  const src = convChannelsShader(4);
+  assert.equal(CONV_CHANNEL_THREADS, 32);
+  assert.match(src, /let ch = wid\.x \* 32u \+ t;/);
+  assert.match(src, /for \(var j = 0u; j < 4u; j\+\+\) \{ w\[j\] = WC\[ch \* 4u \+ j\]; \}/);
+  assert.match(src, /for \(var r = 0u; r < 3u; r\+\+\) \{ v\[r\] = WIN\[wo \+ r \* C \+ ch\]; \}/);
+  assert.match(src, /v\[3\] = X\[xo \+ i \* C \+ ch\];/);
+  const loads = convChannelLoads(4);
+  assert.equal(loads.length, 8); // 4 tap weights + 3 window rows + the x row
+  assert.deepEqual(loads.slice(0, 4).map((l) => loadFacts(l).sectors.size), [16, 16, 16, 16]); // 16-byte lane stride
+  assert.deepEqual(loads.slice(4).map((l) => loadFacts(l).sectors.size), [4, 4, 4, 4]);
+  const it = warpIteration(loads, []);
+  assert.equal(it.dramBytes, 512 + 4 * 128); // the warp's weights once (L1 shares their sectors) + 4 rows
+  const conv = (iteration: typeof it, unroll: number, threads: number): ModelledDispatch =>
+    ({ key: 'c', bytes: 4 * 8192 * 14, workgroups: 8192 / threads, threadsPerWorkgroup: threads, workgroupBytes: 0, iteration, unroll });
+  const coalesced = warpIteration([loads[4]!], []);
+  assert.ok(estimate(conv(it, 1, 32), GPUS.h100).us < estimate(conv(coalesced, 4, 64), GPUS.h100).us, 'the channel launch beats 64 threads even at unroll 4');
 });

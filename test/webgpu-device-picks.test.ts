@@ -40,15 +40,32 @@ const cpu = { ...gpu, kernels: 'wasm' as const };
 type Golden = { name: string; prompt_ids: number[]; greedy_ids: number[] };
 const goldenPrompts = (): Golden[] =>
   (JSON.parse(readFileSync(sharedPath('golden', 'tiny-think.json'), 'utf8')) as { prompts: Golden[] }).prompts;
-/** The `n` shortest golden prompts (22, 39, 67 tokens): lavapipe's prefill costs ~0.1 s CPU
- * a prompt token and no check here depends on a prompt's length (the third passes 64
- * positions: a second attention tile); every golden prompt, the longest included, runs on
- * webgpu in webgpu-dump-logits. */
+/** The `n` shortest golden prompts (22, 39, 67 tokens), for the golden ids: lavapipe's
+ * prefill costs ~0.12 CPU-s a prompt token (as much as a decode step); every golden prompt,
+ * the longest included, runs on webgpu in webgpu-dump-logits. */
 const shortest = (n: number): Golden[] => {
   const got = [...goldenPrompts()].sort((a, b) => a.prompt_ids.length - b.prompt_ids.length).slice(0, n);
   assert.equal(got.length, n, `tiny-think's golden has ${n} prompts`);
   return got;
 };
+/** The first BRIEF_TOKENS ids of the `n` shortest golden prompts (`<|im_start|>user\n` and
+ * the start of their text; distinct prompts), for the checks that compare two paths over the
+ * same prompt, where no golden id is asserted and no check depends on a prompt's length: each
+ * of these tests was most of its CPU in prefill on the 22/39-token golden prompts. With these
+ * ids the repetition penalty of prompt ids changes the picks (a device finish that leaves the
+ * prompt ids untouched fails the penalties test; ids 3..11 of the text did not catch it), and
+ * every plain greedy pick wins by ≥ 2 % of the row's scale (wasm). */
+const BRIEF_TOKENS = 8;
+const brief = (n: number): number[][] => {
+  const got = shortest(n).map((p) => p.prompt_ids.slice(0, BRIEF_TOKENS));
+  assert.equal(new Set(got.map((ids) => ids.join())).size, n, 'distinct brief prompts');
+  return got;
+};
+/** The first 8 plain greedy ids (MTP off, wasm) of the two brief prompts: a greedy row's
+ * ids alone, and the ids a logit bias must change. */
+let plainBrief: Promise<number[][]> | null = null;
+const plainGreedyBrief = (): Promise<number[][]> =>
+  (plainBrief ??= withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, brief(2).map((promptIds) => ({ promptIds, maxTokens: 8, ignoreEos: true })))));
 
 /** The MTP drafts' recorder of the shared k = 3 engine (its hooks change nothing until a
  * run asks for host drafts). */
@@ -104,7 +121,7 @@ describe('greedy picks on the device', () => {
   });
 
   test('a greedy step reads back its id, not its logits row; device pick == host pick', async () => {
-    const p = shortest(1)[0]!;
+    const [prompt] = brief(1);
     const n = 6;
     const e = await sharedGpu(0);
     const c = counters(e);
@@ -112,7 +129,7 @@ describe('greedy picks on the device', () => {
     const measure = async (capture: boolean): Promise<{ out: number[]; logits: Float32Array[]; reads: number; bytes: number }> => {
       const logits: Float32Array[] = [];
       const [r0, b0] = [c.steps, c.readBackBytes];
-      const done = await e.complete({ promptIds: p.prompt_ids, maxTokens: n, ignoreEos: true,
+      const done = await e.complete({ promptIds: prompt, maxTokens: n, ignoreEos: true,
         ...(capture ? { captureLogits: (l: Float32Array) => logits.push(l.slice()) } : {}) });
       return { out: [...done.outputIds], logits, reads: c.steps - r0, bytes: c.readBackBytes - b0 };
     };
@@ -127,7 +144,7 @@ describe('greedy picks on the device', () => {
   });
 
   test('MTP drafts picked on the device (ids read back) == drafts picked on the host: same acceptance, same ids', async () => {
-    const reqs = shortest(2).map((p) => ({ promptIds: p.prompt_ids, maxTokens: 8, ignoreEos: true }));
+    const reqs = brief(2).map((promptIds) => ({ promptIds, maxTokens: 8, ignoreEos: true }));
     // an empty logit bias changes no logit but sends the request down the host path
     const hostPath = reqs.map((r) => ({ ...r, logitsAdjust: { bias: new Map<number, number>() } }));
     const e = await sharedGpu(3);
@@ -147,8 +164,7 @@ describe('greedy picks on the device', () => {
   });
 
   test('an MTP round (k drafts + verify) reads back at most twice, k = 4; the host-drafted round reads 1 + k', async () => {
-    const p = shortest(2)[1]!;
-    const req = { promptIds: p.prompt_ids, maxTokens: 10, ignoreEos: true };
+    const req = { promptIds: brief(2)[1]!, maxTokens: 10, ignoreEos: true };
     const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, [req]));
     // k = 1 reads back twice on either path; the largest k bounds the rest: a read-back per
     // draft step, or a pass of fewer than k drafts, breaks it at k = 4 (the latter not at
@@ -178,7 +194,7 @@ describe('greedy picks on the device', () => {
 
   test('a constrained greedy request picks under its mask on the device (ids read back) == the host path == wasm, MTP off and on', async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 6 } }, required: ['n', 's'] };
-    const prompt = shortest(1)[0]!.prompt_ids;
+    const [prompt] = brief(1);
     // bias null: the mask is applied on the kernels; an empty bias: the host path, same logits
     const reqOf = (e: Engine, hostPath: boolean): GenerateRequest => ({
       promptIds: prompt, maxTokens: 14, temperature: 0, logitsAdjust: { bias: hostPath ? new Map<number, number>() : null, constraint: constraintFor(e, schema) },
@@ -204,41 +220,44 @@ describe('greedy picks on the device', () => {
     }
   });
 
-  // Each greedy row alone is known without running it: its golden ids (webgpu's alone ==
-  // wasm's == the golden: the first test and golden-wasm); the penalised row's alone == wasm
-  // (the penalties test below checks webgpu alone == wasm); only the sampled row (a seeded
-  // draw over webgpu's own logits) runs alone here.
+  // Each greedy row alone is known without running it on lavapipe: wasm's ids alone (webgpu's
+  // greedy ids == wasm's: the first test, the penalties test below); the penalised row's alone
+  // == wasm (the penalties test below checks webgpu alone == wasm); only the sampled row (a
+  // seeded draw over webgpu's own logits) runs alone here.
   test('a mixed batch (device rows, host rows: logprobs, sampled, capture) == each request alone', async () => {
-    const [a, b] = shortest(2);
+    const [a, b] = brief(2);
     const none = (): void => {};
     const reqs: GenerateRequest[] = [
-      { promptIds: a!.prompt_ids, maxTokens: 6, ignoreEos: true },
-      { promptIds: b!.prompt_ids, maxTokens: 6, ignoreEos: true, logprobs: { top: 2, onToken: none } },
-      { promptIds: a!.prompt_ids, maxTokens: 6, ignoreEos: true, temperature: 0.8, topK: 20, seed: 7 },
-      { promptIds: b!.prompt_ids, maxTokens: 6, ignoreEos: true, captureLogits: none },
-      { promptIds: b!.prompt_ids, maxTokens: 6, ignoreEos: true, repetitionPenalty: 1.3 },
+      { promptIds: a!, maxTokens: 6, ignoreEos: true },
+      { promptIds: b!, maxTokens: 6, ignoreEos: true, logprobs: { top: 2, onToken: none } },
+      { promptIds: a!, maxTokens: 6, ignoreEos: true, temperature: 0.8, topK: 20, seed: 7 },
+      { promptIds: b!, maxTokens: 6, ignoreEos: true, captureLogits: none },
+      { promptIds: b!, maxTokens: 6, ignoreEos: true, repetitionPenalty: 1.3 },
     ];
-    const greedyAlone = (p: Golden): number[] => p.greedy_ids.slice(0, 6);
+    const [greedyA, greedyB] = (await plainGreedyBrief()).map((out) => out.slice(0, 6));
     const [penalisedAlone] = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, [reqs[4]!]));
+    assert.notDeepEqual(penalisedAlone, greedyB, 'the penalty changes the picks');
     const e = await sharedGpu(0);
     const [sampledAlone] = await ids(e, [reqs[2]!]);
-    const alone = [greedyAlone(a!), greedyAlone(b!), sampledAlone!, greedyAlone(b!), penalisedAlone!];
+    const alone = [greedyA!, greedyB!, sampledAlone!, greedyB!, penalisedAlone!];
     const batched = await ids(e, reqs);
     assert.deepEqual(batched, alone);
     assert.deepEqual(batched[1], batched[3], 'logprobs and capture (host picks) agree');
   });
 
   test('greedy with penalties / logit bias: device-finished picks == host path == wasm; a step reads back a few values, not a row', async () => {
-    const [p0, p1] = shortest(2);
+    // the penalties change the second brief prompt's first pick, the first's 6th
+    const [a, b] = brief(2);
+    const [plainA, plainB] = await plainGreedyBrief();
     const n = 6;
     const reqs: GenerateRequest[] = [
-      { promptIds: p0!.prompt_ids, maxTokens: n, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
-      // the bias pushes the golden run's 2nd token out and lifts its 3rd: the picks change
-      { promptIds: p1!.prompt_ids, maxTokens: n, ignoreEos: true,
-        logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3], [17, 1]]) } },
+      { promptIds: b!, maxTokens: n, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 },
+      // the bias pushes the plain run's 2nd token out and lifts its 3rd: the picks change
+      { promptIds: a!, maxTokens: n, ignoreEos: true,
+        logitsAdjust: { bias: new Map([[plainA![1]!, -100], [plainA![2]!, 3], [17, 1]]) } },
     ];
     const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, reqs));
-    assert.notDeepEqual(want[1], p1!.greedy_ids.slice(0, n), 'the bias changes the picks');
+    [plainB!, plainA!].forEach((plain, i) => assert.notDeepEqual(want[i], plain.slice(0, n), `request ${i}: the penalties / the bias change the picks`));
     const e = await sharedGpu(0);
     const c = counters(e);
     const vocab = e.model.config.vocabSize;
@@ -263,16 +282,18 @@ describe('greedy picks on the device', () => {
   });
 
   test('MTP drafts of penalised / biased greedy requests: device-picked (+ host finish) == host-picked drafts, MTP on == off, no row read back', async () => {
-    const [p0, p1] = shortest(2);
+    const [a, b] = brief(2);
+    const [plainA, plainB] = await plainGreedyBrief();
     // both chain on the device: the penalised request's with f32 penalties, each pick replayed
     // exactly on the host (speculative/draft-device.ts), the biased one's (f32 values) as they
     // come: 2 read-backs a round (plus a redraft pass per disagreement, and a last plain step)
     const cases: { req: GenerateRequest }[] = [
-      { req: { promptIds: p0!.prompt_ids, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 } },
-      { req: { promptIds: p1!.prompt_ids, maxTokens: 8, ignoreEos: true, logitsAdjust: { bias: new Map([[p1!.greedy_ids[1]!, -100], [p1!.greedy_ids[2]!, 3]]) } } },
+      { req: { promptIds: b!, maxTokens: 8, ignoreEos: true, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 } },
+      { req: { promptIds: a!, maxTokens: 8, ignoreEos: true, logitsAdjust: { bias: new Map([[plainA![1]!, -100], [plainA![2]!, 3]]) } } },
     ];
     // MTP off on wasm: the webgpu picks equal wasm's (the tests above), so MTP on == off here too
     const want = await withEngine({ ...cpu, model: TINY_THINK(), specTokens: 0, maxRunning: 1 }, (e) => ids(e, cases.map((c) => c.req)));
+    [plainB!, plainA!].forEach((plain, i) => assert.notDeepEqual(want[i], plain, `request ${i}: the penalties / the bias change the picks`));
     // one k on lavapipe (the shared engine's); wasm covers k = 2..4 (greedy-finish-engine)
     const k = 3;
     const e = await sharedGpu(k);

@@ -25,11 +25,20 @@ after(() => k?.dispose());
 const ref = createRefKernels();
 const [IE, E, TOPK] = [256, 5, 2];
 
+/** A host weight (packed per use: each packWeight uploads its own copy). */
 function weight(dtype: 'bf16' | 'f16' | 'q8_0' | 'q4_k', rows: number, cols: number, sym: () => number): Weight {
-  if (dtype === 'bf16' || dtype === 'f16') return k.packWeight(randomWeight(ref, dtype, rows, cols, sym));
+  if (dtype === 'bf16' || dtype === 'f16') return randomWeight(ref, dtype, rows, cols, sym);
   const q = ref.allocWeight(dtype, rows, cols);
   quantizeRowsGgml(dtype, Float32Array.from({ length: rows * cols }, sym), rows, cols, q.bytes);
-  return k.packWeight(q.weight);
+  return q.weight;
+}
+
+type Experts = readonly { gate: Weight; up: Weight; down: Weight }[];
+
+/** The experts uploaded afresh (a grouped call stacks a layer's experts and retires their
+ * own handles, so each path gets its own copy). */
+function packed(experts: Experts): Experts {
+  return experts.map((e) => ({ gate: k.packWeight(e.gate), up: k.packWeight(e.up), down: k.packWeight(e.down) }));
 }
 
 async function read(t: GpuTensor, length = t.length): Promise<Float32Array> {
@@ -61,7 +70,9 @@ describe('webgpu grouped MoE kernel', () => {
     test(`${dtype} experts, H ${H}: == the every-expert path bit for bit (1 and 20 rows); alone == batched; tally = host count`, async () => {
       const r = rng(47);
       const sym = () => 2 * r() - 1;
-      const experts = Array.from({ length: E }, () => ({ gate: weight(dtype, IE, H, sym), up: weight(dtype, IE, H, sym), down: weight(dtype, H, IE, sym) }));
+      const host = Array.from({ length: E }, () => ({ gate: weight(dtype, IE, H, sym), up: weight(dtype, IE, H, sym), down: weight(dtype, H, IE, sym) }));
+      const every = packed(host);
+      const experts = packed(host);
       for (const m of [1, 20]) {
         const x = Float32Array.from({ length: m * H }, sym);
         const ids = routing(m);
@@ -70,7 +81,7 @@ describe('webgpu grouped MoE kernel', () => {
         const gx = k.alloc(m * H);
         k.write(gx, 0, x);
         const ys: Float32Array[] = [];
-        for (const e of experts) {
+        for (const e of every) {
           const [g, u, y] = [k.alloc(m * IE), k.alloc(m * IE), k.alloc(m * H)];
           k.matmul(g, gx, e.gate, m);
           k.matmul(u, gx, e.up, m);

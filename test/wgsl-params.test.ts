@@ -17,7 +17,7 @@ import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuan
 import { GDN_GATES } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { FILL_RUNS } from '../src/kernels/webgpu/fill-runs.js';
 import { GDN_CHUNKED, GDN_CHUNKED_SEQS } from '../src/kernels/webgpu/wgsl/gdn-chunked.js';
-import { MOE_PLAN } from '../src/kernels/webgpu/wgsl/moe.js';
+import { MOE_PLAN, moeCombineShader, moePlanShader } from '../src/kernels/webgpu/wgsl/moe.js';
 import { ARGMAX_MASKED, GATHER_PICKED } from '../src/kernels/webgpu/wgsl/argmax-masked.js';
 import { TOP_CANDIDATES, TOP_MERGE } from '../src/kernels/webgpu/wgsl/top-candidates.js';
 import { PENALTY_PICKS } from '../src/kernels/webgpu/wgsl/penalty-picks.js';
@@ -53,7 +53,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gather_rows: GATHER_ROWS,
   add_sigmoid_scaled: ADD_SIGMOID_SCALED,
   moe_scatter: MOE_SCATTER,
-  moe_combine: MOE_COMBINE,
+  moe_combine: [MOE_COMBINE, moeCombineShader('residual'), moeCombineShader('shared')],
   norm: NORM,
   elementwise: ELEMENTWISE,
   rope: ROPE,
@@ -63,6 +63,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gdn_chunked: GDN_CHUNKED,
   gdn_chunked_seqs: GDN_CHUNKED_SEQS,
   moe_plan: MOE_PLAN,
+  moe_route_plan: [moePlanShader('route'), moePlanShader('gather'), moePlanShader('quant', true)],
   sample: SAMPLE,
   embed_float: embedFloatShader('bf16'),
   embed_quant: embedQuantShader('q4_k'),

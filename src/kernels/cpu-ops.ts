@@ -2,7 +2,7 @@
 // whose tensors are Float32Array / Int32Array views (ref and wasm): one implementation,
 // so both compute the same bits. The arithmetic here is the definition the interface
 // states (types.ts) for every backend.
-import type { ExpertMats, Kernels, MoeScratch, ReadRange } from './types.js';
+import type { ExpertMats, Kernels, MoeFusion, MoeScratch, ReadRange } from './types.js';
 
 export function view(t: Float32Array, offset: number, length: number): Float32Array {
   if (offset < 0 || length < 0 || offset + length > t.length) {
@@ -116,8 +116,9 @@ function expertMlp(k: Kernels, e: ExpertMats, x: Float32Array, out: Float32Array
  * parked per (row, slot), then per row the slots summed in order: out = Σ_s fround(out +
  * w_s·y_s) from 0 (f64 product and sum, rounded to f32 after every slot). */
 export function moeExperts(k: Kernels, out: Float32Array, x: Float32Array, ids: Int32Array, weights: Float32Array, m: number,
-  topK: number, experts: readonly ExpertMats[], s: MoeScratch): void {
+  topK: number, experts: readonly ExpertMats[], s: MoeScratch, fused?: MoeFusion): void {
   if (m <= 0) return;
+  if (fused?.route) k.moeRoute(ids, weights, fused.route.logits, m, experts.length, topK, fused.route.renormalize);
   const h = experts[0]!.gate.cols;
   const sel = new Int32Array(m * topK); // (row, slot) indices routed to one expert
   for (let ex = 0; ex < experts.length; ex++) {
@@ -140,4 +141,13 @@ export function moeExperts(k: Kernels, out: Float32Array, x: Float32Array, ids: 
       for (let d = 0; d < h; d++) o[d] = o[d]! + wgt * src[d]!;
     }
   }
+  const tail = fused?.tail;
+  if (!tail) return;
+  const down = tail.shared?.down;
+  if (down) {
+    k.mulSilu(down.up, down.up, down.gate, m * down.w.cols);
+    k.matmul(tail.shared!.y, down.up, down.w, m);
+  }
+  if (tail.shared) k.addSigmoidScaled(out, tail.shared.y, tail.shared.logit, m, h);
+  k.add(tail.residual, tail.residual, out, m * h);
 }

@@ -216,6 +216,31 @@ export interface ExpertMats {
   readonly down: Weight; // [H, Ie]
 }
 
+/** The shared expert's output y [M, H] and gate logit [M]; with `down`, y is computed first
+ * as (up ⊙ silu(gate))·downᵀ — the bits of mulSilu(up, up, gate) then matmul(y, up, down)
+ * (up then holds the product, or is left as it was by a backend that folds it). */
+export interface MoeShared<T extends Tensor = Float32Array> {
+  readonly y: T;
+  readonly logit: T;
+  readonly down?: { readonly w: Weight; readonly gate: T; readonly up: T };
+}
+
+/** The rest of a MoE layer after its routed sum (MoeFusion.tail): with `shared`,
+ * out[i, :] += σ(shared.logit[i])·shared.y[i, :] (addSigmoidScaled), then residual += out
+ * (add): the bits of those two calls after moeExperts, in one pass where a backend can. */
+export interface MoeTail<T extends Tensor = Float32Array> {
+  readonly shared: MoeShared<T> | null;
+  readonly residual: T;
+}
+
+/** What a moeExperts call also does, fused where a backend can, with the bits of the
+ * separate calls: `route` first (ids and weights = moeRoute(ids, weights, route.logits, m,
+ * E = the experts, topK, route.renormalize)), `tail` last. */
+export interface MoeFusion<T extends Tensor = Float32Array> {
+  readonly route?: { readonly logits: T; readonly renormalize: boolean };
+  readonly tail?: MoeTail<T>;
+}
+
 /** Scratch of one moeExperts call (from the caller's step arena; no two alias). */
 export interface MoeScratch<T extends Tensor = Float32Array> {
   readonly slot: T; // [M·topK, H] each (row, slot)'s expert output

@@ -21,7 +21,7 @@ import type { StartedQuantizer } from './quant/row-quantizer.js';
 export * from './kernel-operands.js';
 import type {
   AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, FillRun, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
-  MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
+  MoeFusion, MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
 /** Ranges `Kernels.stage` copied: their host arrays once the next readBack has resolved. */
@@ -298,9 +298,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   /** The routed experts of a MoE layer: out[i] = Σ_s weights[i, s] · expert_{ids[i, s]}(x[i]),
    * summed in slot order s = 0..topK−1 (f64 products, f32 accumulator: kernels/cpu-ops.ts
    * states the exact arithmetic). Each expert runs once over the rows routed to it, in
-   * ascending (row, slot) order. x, out: [M, H]; ids, weights: [M, topK]. */
+   * ascending (row, slot) order. x, out: [M, H]; ids, weights: [M, topK]. `fused`: the
+   * routing first and the shared expert's gated add and the residual add last (MoeFusion),
+   * as those calls would. */
   moeExperts(out: T, x: T, ids: I, weights: T, m: number, topK: number, experts: readonly ExpertMats[],
-    scratch: MoeScratch<T>): void;
+    scratch: MoeScratch<T>, fused?: MoeFusion<T>): void;
 
   /** out[i, :] += sigmoid(g[i]) · y[i, :] for i < m (sigmoid and product in f64, one
    * rounding per element). out, y: [M, d]; g: [M]. */

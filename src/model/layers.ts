@@ -138,8 +138,7 @@ function mlp<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MlpWeig
   }
   // the routed experts read the normed rows several times: the norm runs on its own
   k.rmsNorm(norm.out, x, norm.w, m, norm.eps, norm.zeroCentered);
-  moe(ctx, w, norm.out, tmp);
-  k.add(x, x, tmp, m * ctx.cfg.hiddenSize);
+  moe(ctx, w, norm.out, tmp, x);
 }
 
 /** down(up(x) ⊙ silu(gate(x))). x: [n, H], out: [n, H]; gate, up: [n, I] scratch. `fused`:
@@ -156,27 +155,24 @@ function expertMlp<T extends Tensor>(k: Kernels<T, Tensor>, w: ExpertWeights, x:
   k.matmul(out, up, w.down, n);
 }
 
-/** Routed experts (softmax → top-k → renormalise) plus the sigmoid-gated shared expert.
- * Each row sums its experts in top-k slot order, then the shared expert: the result of a
- * row never depends on which other rows share the batch. */
-function moe<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MoeWeights, x: T, out: T): void {
-  const { k, ws, m, cfg } = ctx;
-  const h = cfg.hiddenSize;
-  const e = w.router.rows;
+/** residual += routed experts (softmax → top-k → renormalise) plus the sigmoid-gated shared
+ * expert. Each row sums its experts in top-k slot order, then the shared expert, then the
+ * residual add: the result of a row never depends on which other rows share the batch. The
+ * shared expert runs first (its own scratch), so one moeExperts call routes, runs the
+ * routed experts and ends the layer (MoeFusion: fused on the GPU). out: [M, H] scratch. */
+function moe<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: MoeWeights, x: T, out: T, residual: T): void {
+  const { k, ws, m } = ctx;
   const topK = w.topK;
   const logits = ws.moe.logits.rows(m);
-  k.matmul(logits, x, w.router, m);
+  const sh = w.shared && w.sharedGate ? {
+    mlp: w.shared, gateW: w.sharedGate, gate: ws.moe.sharedGate.rows(m), up: ws.moe.sharedUp.rows(m), y: ws.moe.sharedOut.rows(m), logit: ws.moe.sharedLogit.rows(m),
+  } : null;
+  // the router, the shared expert's gate logit and its gate and up: one matmul group
+  k.matmulGroup(x, m, [{ out: logits, w: w.router },
+    ...(sh ? [{ out: sh.logit, w: sh.gateW }, { out: sh.gate, w: sh.mlp.gate }, { out: sh.up, w: sh.mlp.up }] : [])]);
   const ids = ws.moe.ids.atLeast(m * topK);
   const wts = ws.moe.weights.rows(m);
-  k.moeRoute(ids, wts, logits, m, e, topK, w.normTopkProb);
   k.moeExperts(out, x, ids, wts, m, topK, w.experts, {
     slot: ws.moe.slot.rows(m), rowsIn: ws.moe.rowsIn.rows(m), rowsOut: ws.moe.rowsOut.rows(m), gate: ws.moe.gate.rows(m), up: ws.moe.up.rows(m),
-  });
-  if (w.shared && w.sharedGate) {
-    const shared = ws.moe.sharedOut.rows(m);
-    expertMlp(k, w.shared, x, shared, m, ws.moe.sharedGate.rows(m), ws.moe.sharedUp.rows(m));
-    const sg = ws.moe.sharedLogit.rows(m);
-    k.matmul(sg, x, w.sharedGate, m);
-    k.addSigmoidScaled(out, shared, sg, m, h);
-  }
+  }, { route: { logits, renormalize: w.normTopkProb }, tail: { shared: sh ? { y: sh.y, logit: sh.logit, down: { w: sh.mlp.down, gate: sh.gate, up: sh.up } } : null, residual } });
 }

@@ -73,7 +73,7 @@ export function createRefKernels(): Kernels {
     attentionBatch: (out, q, qStride, kv, batch, dims) => attentionByCalls(k, out, q, qStride, kv, batch, dims),
     attentionInputs: (a, batch, dims) => attentionInputsByCalls(k, a, batch, dims),
     moeRoute: dense.moeRoute,
-    moeExperts: (out, x, ids, weights, m, topK, experts, scratch) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch),
+    moeExperts: (out, x, ids, weights, m, topK, experts, scratch, fused) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch, fused),
     addSigmoidScaled: cpu.addSigmoidScaled,
     argmax: dense.argmax,
     argmaxRows: (out, outOffset, x, m, n, stride) => dense.argmax(out.subarray(outOffset, outOffset + m), x, m, n, stride),

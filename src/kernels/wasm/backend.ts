@@ -6,7 +6,7 @@
 // the matmul family is in backend-matmul.ts, memory and tensor management in
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
   Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
@@ -301,8 +301,8 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   }
 
   moeExperts(out: Float32Array, x: Float32Array, ids: Int32Array, weights: Float32Array, m: number, topK: number,
-    experts: readonly ExpertMats[], scratch: MoeScratch): void {
-    cpu.moeExperts(this, out, x, ids, weights, m, topK, experts, scratch);
+    experts: readonly ExpertMats[], scratch: MoeScratch, fused?: MoeFusion): void {
+    cpu.moeExperts(this, out, x, ids, weights, m, topK, experts, scratch, fused);
   }
 
   addSigmoidScaled(out: Float32Array, y: Float32Array, g: Float32Array, m: number, d: number): void {

@@ -144,6 +144,17 @@ export function gdnStageLoads(dv: number, cols: number, threads: number, loads: 
   }));
 }
 
+/** The loads of warp 0 of the conv's channel launch (convChannelsShader, wgsl/gdn.ts) for
+ * one decode token, all independent (taps unrolled, no barrier): lane l reads its `taps`
+ * weights WC[l·taps + j] (strided: the warp's taps loads share 4·taps sectors), then
+ * taps − 1 window rows and the x row, each coalesced (distinct buffers: laid apart). */
+export function convChannelLoads(taps: number): WarpLoad[] {
+  const weights = Array.from({ length: taps }, (_, j) => lanes((l) => word(l * taps + j)));
+  const rowBase = 32 * taps; // words past warp 0's weights
+  const rows = Array.from({ length: taps }, (_, r) => lanes((l) => word(rowBase + 32 * r + l)));
+  return [...weights, ...rows];
+}
+
 /** What a warp does per iteration of its main loop: DRAM bytes it brings (distinct sectors of
  * the weight), L1 sectors its load instructions touch (all of them), and load instructions. */
 export interface WarpIteration {

@@ -50,4 +50,7 @@ export interface MoeGemm {
   readonly rows: MoeRows;
   /** One workgroup per column runs all the expert's tiles (quantized, or float with K ≤ WHOLE_K). */
   readonly whole: boolean;
+  /** Experts expert .. expert + span − 1 in one dispatch (grid z = span · tiles), their
+   * weights stacked in the part (moe.ts's stacked experts); absent: 1. */
+  readonly span?: number;
 }

@@ -180,15 +180,15 @@ export class WebGpuKernels {
     const cols = segs.reduce((a, s) => a + s.part.rows, 0);
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })));
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
-      zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0 });
-    // 16-byte weight chunks where K allows (float-chunks.ts; from K and offsets only, not M)
+      zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles });
+    // 4-element weight units where K allows (float-chunks.ts; from K and offsets only, not M)
     const aliased = segs.some((s) => s.out.buffer === x.buffer || s.out.buffer === gate?.b.buffer);
     const loads = floatLoadsFor(dtype, k, x.offset, gate ? gate.b.offset : null, aliased);
     const key = `matmul_group_${dtype}_${n}_tm${tm}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}_${loads}`;
     this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm, loads), params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
         ...(moe ? [moe.plan.buffer] : [])],
-      grid(cols, tiles), `matmul_${dtype}`);
+      grid(cols, tiles * (moe?.span ?? 1)), `matmul_${dtype}`);
   }
 
   /** Each quantized weight part's matmul over the group's one activation quantization. */
@@ -243,7 +243,8 @@ export class WebGpuKernels {
     return { qx, dx, sx };
   }
 
-  private actScratch(m: number, k: number): QuantActs {
+  /** The shared quantized-activation scratch for x [M, K] (also filled by moe.ts's fused plan). */
+  actScratch(m: number, k: number): QuantActs {
     const nb = k / 32;
     return { qx: this.scratch.get('qx', (m * k) / 4, 'i32'), dx: this.scratch.get('dx', m * nb), sx: this.scratch.get('sx', m * nb, 'i32') };
   }
@@ -256,9 +257,9 @@ export class WebGpuKernels {
     const key = `qmatmul_${w.dtype}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
     for (const part of w.parts) {
       const params = packParams('qmatmul', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
-        expert: moe?.expert ?? 0, experts: moe?.experts ?? 0 });
+        expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles });
       this.run(enc, key, src, params, null,
-        [out.buffer, acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, part.buffer, ...(moe ? [moe.plan.buffer] : [])], grid(part.rows, tiles), `matmul_${w.dtype}`);
+        [out.buffer, acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, part.buffer, ...(moe ? [moe.plan.buffer] : [])], grid(part.rows, tiles * (moe?.span ?? 1)), `matmul_${w.dtype}`);
     }
   }
 

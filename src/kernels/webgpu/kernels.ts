@@ -7,7 +7,7 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, StagedRead, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
@@ -30,6 +30,7 @@ import { fillRunsDispatch } from './fill-runs.js';
 import { convSeqsDispatch, gdnChunkedSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
+import { MoeStacks } from './moe-stack.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import { biasActOn, layerNormOn } from './tower-ops.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
@@ -60,6 +61,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   constructor(readonly g: WebGpuKernels) {
     this.uploads = new UploadArena(g);
     this.moeTally = new MoeTally(g);
+    this.moeStacks = new MoeStacks(g);
   }
 
   static async create(gpu: GPU, opts: AcquireOptions): Promise<WebGpuBoundaryKernels> {
@@ -80,6 +82,8 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   timing: EncoderTiming = 'none';
   /** Expert weight bytes read vs the routed-only ideal, tallied on the device (moe.ts). */
   readonly moeTally: MoeTally;
+  /** Each MoE layer's experts stacked for one dispatch per GEMM kind (moe-stack.ts). */
+  readonly moeStacks: MoeStacks;
   /** Since construction: read-backs (steps: each readBack is one), the bytes they carried,
    * dispatches, GPU ns of profiled steps. */
   readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0, bindGroups: 0, bindGroupsCreated: 0, bindGroupMs: 0, doneMs: 0 };
@@ -247,6 +251,11 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     return gw ? gpuWeightBytes(gw) : weightBytes(w);
   }
   private gpuWeight(w: Weight): GpuWeight {
+    const gw = this.packedOf(w);
+    if (this.moeStacks.isMoved(gw)) throw new Error(`webgpu kernels: expert weight [${w.rows}, ${w.cols}] was stacked with its layer's experts; only moeExperts reads it`);
+    return gw;
+  }
+  private packedOf(w: Weight): GpuWeight {
     const gw = this.packed.get(w);
     if (!gw) throw new Error(`webgpu kernels: weight [${w.rows}, ${w.cols}] was not packed (packWeight) for this backend`);
     return gw;
@@ -377,9 +386,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   }
   /** The boundary's moeExperts: grouped, routed experts only (moe.ts). */
   moeExperts(out: GpuTensor, x: GpuTensor, ids: GpuTensor, weights: GpuTensor, m: number, topK: number,
-    experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>): void {
-    const gpu = experts.map((e) => ({ gate: this.gpuWeight(e.gate), up: this.gpuWeight(e.up), down: this.gpuWeight(e.down) }));
-    groupedMoeExperts(this.g, this.step, this.moeTally, out, x, ids, weights, m, topK, gpu, scratch.slot);
+    experts: readonly ExpertMats[], scratch: MoeScratch<GpuTensor>, fused?: MoeFusion<GpuTensor>): void {
+    const gpu = experts.map((e) => ({ gate: this.packedOf(e.gate), up: this.packedOf(e.up), down: this.packedOf(e.down) }));
+    const shared = fused?.tail?.shared;
+    // the shared expert's down over up ⊙ silu(gate), the product folded into its dispatch
+    if (shared?.down && m > 0) this.g.matmulGroup(this.step, shared.down.up, m, [{ out: shared.y, w: this.gpuWeight(shared.down.w) }], false, undefined, { b: shared.down.gate, act: 'silu' });
+    groupedMoeExperts(this.g, this.step, this.moeTally, this.moeStacks, out, x, ids, weights, m, topK, gpu, scratch.slot, fused);
   }
   addSigmoidScaled(out: GpuTensor, y: GpuTensor, g: GpuTensor, m: number, d: number): void {
     this.g.addSigmoidScaled(this.step, out, y, g, m, d);

@@ -45,7 +45,7 @@ export const PARAMS = {
   gather_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', srcOff: 'u32', rowsOff: 'u32' }),
   add_sigmoid_scaled: fields({ m: 'u32', d: 'u32', outOff: 'u32', yOff: 'u32', gOff: 'u32' }),
   moe_scatter: fields({ m: 'u32', topK: 'u32', h: 'u32', e: 'u32', slotOff: 'u32', yOff: 'u32', idsOff: 'u32' }),
-  moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32' }),
+  moe_combine: fields({ m: 'u32', topK: 'u32', h: 'u32', outOff: 'u32', slotOff: 'u32', wOff: 'u32', resOff: 'u32', yOff: 'u32', gOff: 'u32' }),
   norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', zeroCentered: 'u32', gated: 'u32', eps: 'f32' }),
   layer_norm: fields({ d: 'u32', rows: 'u32', outOff: 'u32', xOff: 'u32', wOff: 'u32', bOff: 'u32', eps: 'f32' }),
   bias_act: fields({ m: 'u32', d: 'u32', act: 'u32', outOff: 'u32', xOff: 'u32', biasOff: 'u32' }),
@@ -79,7 +79,7 @@ export const PARAMS = {
   }),
   quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', gateOff: 'u32' }),
   norm_quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', outOff: 'u32', zeroCentered: 'u32', eps: 'f32' }),
-  qmatmul: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', expert: 'u32', experts: 'u32' }),
+  qmatmul: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32' }),
   // GROUP_SEGMENTS (wgsl/matmul-group.ts) = 4 segments
   matmul_group: fields({
     k: 'u32', m: 'u32', xOff: 'u32', segments: 'u32',
@@ -87,7 +87,7 @@ export const PARAMS = {
     seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
     seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
-    eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32',
+    eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32',
   }),
   // GROUP_SEGMENTS segments, as matmul_group
   qmatmul_group: fields({
@@ -98,6 +98,9 @@ export const PARAMS = {
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
   }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
+  // moe_plan's fields and moe_route's, and the gathered input's (wgsl/moe.ts moePlanShader)
+  moe_route_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32', m: 'u32', renormalize: 'u32', wOff: 'u32', logitsOff: 'u32',
+    h: 'u32', xOff: 'u32', xgOff: 'u32' }),
 } as const;
 
 export type ParamKernel = keyof typeof PARAMS;

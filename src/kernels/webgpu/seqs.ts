@@ -9,7 +9,8 @@ import type { ConvSeq, GdnChunkSeq, GdnDims, GdnSeq } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
-import { CAUSAL_CONV_SEQS, GDN_RECURRENT_SEQS } from './wgsl/gdn.js';
+import { CAUSAL_CONV_SEQS, CONV_CHANNEL_THREADS, GDN_RECURRENT_SEQS, convChannelsShader } from './wgsl/gdn.js';
+import { convLaunchFor } from './conv-launch.js';
 import { packParams } from './params.js';
 import { CHUNKED_SEQ_WORDS, GDN_CHUNKED_SEQS, chunkedScratchPer } from './wgsl/gdn-chunked.js';
 import { chunkSplits } from '../seqs-by-calls.js';
@@ -40,15 +41,21 @@ function descriptor<S extends SeqCommon>(live: readonly S[], own: (s: S) => GpuT
   return live.flatMap((s) => [s.row, s.t, own(s).offset, s.scratch?.offset ?? 0, s.scratch ? 1 : 0]);
 }
 
-/** The batch's convs: one dispatch per buffer group. */
+/** The batch's convs: one dispatch per buffer group, launched as the adapter's conv launch
+ * (conv-launch.ts): 64 channels per workgroup, or CONV_CHANNEL_THREADS with the taps compiled in. */
 export function convSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, x: GpuTensor, wc: GpuTensor,
   c: number, seqs: readonly ConvSeq<GpuTensor>[], dummy: GPUBuffer): void {
-  if (Math.ceil(c / 64) > 65535) throw new RangeError(`causalConvSeqs: ${c} channels exceed the dispatch grid`);
+  const taps = wc.length / c;
+  const channels = convLaunchFor(g, taps) === 'channels';
+  const per = channels ? CONV_CHANNEL_THREADS : 64;
+  if (Math.ceil(c / per) > 65535) throw new RangeError(`causalConvSeqs: ${c} channels exceed the dispatch grid`);
+  const key = channels ? `causal_conv_channels_${taps}` : 'causal_conv_seqs';
+  const shader = channels ? () => convChannelsShader(taps) : () => CAUSAL_CONV_SEQS;
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.window)) {
     const ds = put(descriptor(grp.seqs, (s) => s.window), 'i32');
-    g.run(enc, 'causal_conv_seqs', () => CAUSAL_CONV_SEQS,
-      packParams('causal_conv_seqs', { c, taps: wc.length / c, outOff: out.offset, xOff: x.offset, seqTable: ds.offset }), null,
-      [out.buffer, x.buffer, grp.own, wc.buffer, grp.scratch ?? dummy, ds.buffer], [Math.ceil(c / 64), grp.seqs.length, 1], 'causal_conv');
+    g.run(enc, key, shader,
+      packParams('causal_conv_seqs', { c, taps, outOff: out.offset, xOff: x.offset, seqTable: ds.offset }), null,
+      [out.buffer, x.buffer, grp.own, wc.buffer, grp.scratch ?? dummy, ds.buffer], [Math.ceil(c / per), grp.seqs.length, 1], 'causal_conv');
   }
 }
 

@@ -205,16 +205,8 @@ export const ARGMAX = argmaxShader(false);
 
 // MoE router, thread per row: softmax over E (f32), top-k by logit (ties → lower id),
 // optional renormalisation. params: 0 M, 1 E, 2 topK, 3 renormalize, 4 ids, 5 weights,
-// 6 logits offsets. E ≤ 1024.
-export const MOE_ROUTE = /* wgsl */ `${HEADER}
-${paramConsts('moe_route')}
-@group(0) @binding(1) var<storage, read_write> IDS: array<i32>;
-@group(0) @binding(2) var<storage, read_write> WTS: array<f32>;
-@group(0) @binding(3) var<storage, read_write> L: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let i = group_id(wid, nwg) * 64u + t;
-  if (i >= pu(P_m)) { return; }
+// 6 logits offsets. E ≤ 1024. route_row(i): row i (also wgsl/moe.ts's fused route + plan).
+export const MOE_ROUTE_ROW = /* wgsl */ `fn route_row(i: u32) {
   let E = pu(P_e);
   let K = pu(P_topK);
   let lo = pu(P_logitsOff) + i * E;
@@ -239,4 +231,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     picked = picked + p;
   }
   if (pu(P_renormalize) == 1u) { for (var s = 0u; s < K; s++) { WTS[pu(P_wOff) + i * K + s] = WTS[pu(P_wOff) + i * K + s] / picked; } }
+}`;
+
+/** Bindings of the router's outputs and logits (MOE_ROUTE, and the fused route + plan). */
+export function moeRouteBindings(ids: number, wts: number, logits: number): string {
+  return `@group(0) @binding(${ids}) var<storage, read_write> IDS: array<i32>;
+@group(0) @binding(${wts}) var<storage, read_write> WTS: array<f32>;
+@group(0) @binding(${logits}) var<storage, read_write> L: array<f32>;`;
+}
+
+export const MOE_ROUTE = /* wgsl */ `${HEADER}
+${paramConsts('moe_route')}
+${moeRouteBindings(1, 2, 3)}
+${MOE_ROUTE_ROW}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let i = group_id(wid, nwg) * 64u + t;
+  if (i >= pu(P_m)) { return; }
+  route_row(i);
 }`;

@@ -51,19 +51,20 @@ fn ${fn}s(i: u32) -> f32 { return ${name}[i]; }
 fn ${fn}q(i: u32) -> vec4<f32> { return vec4<f32>(${name}[i], ${name}[i + 1u], ${name}[i + 2u], ${name}[i + 3u]); }`;
 }
 
-/** The unit loop of one segment (`wu`, `col`, `K`, `xb`, `rows`, `acc` in scope; `whole`:
+/** The unit loop of one segment (`wu`, `K`, `xb`, `rows`, `acc` in scope; `row`: the
+ * weight row (the column, or a stacked MoE expert's row); `whole`:
  * the units from `wreg`): thread t takes units u ≡ t (mod 64) in order, two an iteration
  * (u0 and u0 + 64: both weight loads in flight together), each unit's 4 products added to
  * each row's sum in element order. `norm` / `gate`: the input element as the element path
  * forms it ((x·inv)·w', x·act(g)), component by component. */
-export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | 'sigmoid' | null, whole: boolean): string {
+export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | 'sigmoid' | null, whole: boolean, row = 'col'): string {
   const comps = ['x', 'y', 'z', 'w'];
   const xAt = (h: number, c: string): string =>
     norm ? `((x${h}.${c} * inv[r]) * nw${h}.${c})` : gate ? `(x${h}.${c} * ${gate}(g${h}.${c}))` : `x${h}.${c}`;
   const adds = (h: number): string => comps.map((c) => `a = a + w${h}.${c} * ${xAt(h, c)};`).join(' ');
   const load = (h: number): string => whole
     ? `vec4<f32>(wreg[(u${h} / 64u) * 4u], wreg[(u${h} / 64u) * 4u + 1u], wreg[(u${h} / 64u) * 4u + 2u], wreg[(u${h} / 64u) * 4u + 3u])`
-    : `wu(col * ku + u${h})`;
+    : `wu(${row} * ku + u${h})`;
   const nw = (h: number): string => norm ? `let nw${h} = select(NW[u${h}], 1.0 + NW[u${h}], pu(P_zeroCentered) == 1u);` : '';
   // the gate element of x element i: GB[gateOff + i - xOff] (the element path's index)
   const inputs = (h: number): string => `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}`;
@@ -92,12 +93,12 @@ export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | '
     }`;
 }
 
-/** `whole`: this thread's units u ≡ t (mod 64) of the column into wreg (4 values each, at
+/** `whole`: this thread's units u ≡ t (mod 64) of weight row `row` into wreg (4 values each, at
  * (u / 64)·4). */
-export function chunkWholeLoads(_dtype: FloatDType): string {
+export function chunkWholeLoads(_dtype: FloatDType, row = 'col'): string {
   return `let ku = K / 4u;
     for (var u = t; u < ku; u += 64u) {
-      let w = wu(col * ku + u);
+      let w = wu(${row} * ku + u);
       let wb = (u / 64u) * 4u;
       wreg[wb] = w.x; wreg[wb + 1u] = w.y; wreg[wb + 2u] = w.z; wreg[wb + 3u] = w.w;
     }`;

@@ -56,6 +56,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 export const CAUSAL_CONV = convShader(false);
 export const CAUSAL_CONV_SEQS = convShader(true);
 
+/** Threads per workgroup of the channel launch: one warp, so C = 8192 channels are 256
+ * workgroups (every SM of a 132-SM GPU busy) instead of 128. */
+export const CONV_CHANNEL_THREADS = 32;
+/** Taps the channel launch holds in registers; more take the thread launch. */
+export const CONV_CHANNELS_MAX_TAPS = 8;
+
+/** CAUSAL_CONV_SEQS as the channel launch (kernels/webgpu/conv-launch.ts): same params,
+ * bindings and grid rows, CONV_CHANNEL_THREADS consecutive channels per workgroup, `taps`
+ * compiled in so the tap loops unroll: a thread loads its taps' weights and the window
+ * rows at once (all independent), then slides a register window of the virtual rows
+ * [window; x] over the tokens. Each output is the same expression over the same values in
+ * the same order as CAUSAL_CONV_SEQS (acc = acc + w·v, j = 0..K-1, then silu): same bits
+ * (test/webgpu-conv-channels.test.ts). The window is written only after every read of it. */
+export function convChannelsShader(taps: number): string {
+  if (!Number.isInteger(taps) || taps < 1 || taps > CONV_CHANNELS_MAX_TAPS) throw new RangeError(`convChannelsShader: ${taps} taps (1..${CONV_CHANNELS_MAX_TAPS})`);
+  const hist = taps - 1;
+  return `${HEADER}
+${paramConsts('causal_conv_seqs')}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@group(0) @binding(3) var<storage, read_write> WIN: array<f32>;
+@group(0) @binding(4) var<storage, read_write> WC: array<f32>;
+@group(0) @binding(5) var<storage, read_write> SCR: array<f32>;
+@group(0) @binding(6) var<storage, read> DS: array<i32>;
+@compute @workgroup_size(${CONV_CHANNEL_THREADS})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let ch = wid.x * ${CONV_CHANNEL_THREADS}u + t;
+  let sd = pu(P_seqTable) + 5u * wid.y;
+  let row = u32(DS[sd]);
+  let T = u32(DS[sd + 1u]); let oo = pu(P_outOff) + row * pu(P_c); let xo = pu(P_xOff) + row * pu(P_c);
+  let wo = u32(DS[sd + 2u]); let so = u32(DS[sd + 3u]); let scr = u32(DS[sd + 4u]);
+  let C = pu(P_c);
+  if (ch >= C) { return; }
+  var w: array<f32, ${taps}>;
+  // v[j]: virtual row i + j while token i is computed (rows < ${hist} are the window's)
+  var v: array<f32, ${taps}>;
+  for (var j = 0u; j < ${taps}u; j++) { w[j] = WC[ch * ${taps}u + j]; }
+  for (var r = 0u; r < ${hist}u; r++) { v[r] = WIN[wo + r * C + ch]; }
+  for (var i = 0u; i < T; i++) {
+    v[${hist}] = X[xo + i * C + ch];
+    var acc = 0.0;
+    for (var j = 0u; j < ${taps}u; j++) { acc = acc + w[j] * v[j]; }
+    OUT[oo + i * C + ch] = silu(acc);
+    if (scr == 1u) {
+      for (var r = 0u; r < ${hist}u; r++) { SCR[so + (i * ${hist}u + r) * C + ch] = v[r + 1u]; }
+    }
+    for (var r = 0u; r < ${hist}u; r++) { v[r] = v[r + 1u]; }
+  }
+  // v[r] is now virtual row T + r: the new window
+  if (scr == 0u) {
+    for (var r = 0u; r < ${hist}u; r++) { WIN[wo + r * C + ch] = v[r]; }
+  }
+}`;
+}
+
 /** The gate g of one (token, value head), shared by GDN_GATES and the fused recurrence
  * (gdn-gated.ts), so both compute it by the same expression. */
 export const GATE_FNS = /* wgsl */ `

@@ -25,11 +25,11 @@
 // `gate`: the input element is x ⊙ act(g) (a·silu(b) or a·sigmoid(b), the element-wise
 // kernel's expression), g read at the same element as x.
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
-// gate: 2 + 2S GB.
+// gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB).
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
 import { chunkSumLoop, chunkWholeLoads, f32Input, floatChunkReader, type FloatDType, type FloatLoads } from './float-chunks.js';
-import { MATMUL_TILES, TM, moeOutRow, moePlanBinding, moeRowsPrelude, type MoeRows } from './matmul.js';
+import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
 /** `whole` MoE GEMMs: the largest K whose weight row slice fits a thread's registers. */
@@ -50,7 +50,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
-  if (moe && (norm || gate)) throw new Error('matmul group: a MoE group has no norm or gate');
+  if (moe && norm) throw new Error('matmul group: a MoE group has no norm');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(P_gateOff) + ${i} - pu(P_xOff)]))` : `X[${i}]`;
   const put = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   // SEG_<field> → P_seg<s><field>: segment s's parameters (seg, above)
@@ -82,8 +82,8 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   // uniform control flow
   const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);
-    ${chunked ? chunkSumLoop(dtype, norm, gate, whole) : `for (var k = t; k < K; k += 64u) {
-      let w = ${whole ? 'wreg[k / 64u]' : 'wf(col * K + k)'};
+    ${chunked ? chunkSumLoop(dtype, norm, gate, whole, moeWeightRow(moe, 'col', 'pu(SEG_Rows)')) : `for (var k = t; k < K; k += 64u) {
+      let w = ${whole ? 'wreg[k / 64u]' : `wf(${moeWeightRow(moe, 'col', 'pu(SEG_Rows)')} * K + k)`};
       ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(P_zeroCentered) == 1u);' : ''}
       for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
     }`}
@@ -97,7 +97,7 @@ ${paramConsts('matmul_group')}
 ${chunked ? f32Input('X', 'x', 1, loads === 'vec4') : '@group(0) @binding(1) var<storage, read_write> X: array<f32>;'}
 ${outs}
 ${readers}
-${moe ? moePlanBinding(2 + 2 * segments) : ''}
+${moe ? moePlanBinding(2 + 2 * segments + (gate ? 1 : 0)) : ''}
 ${gate ? chunked ? f32Input('GB', 'g', 2 + 2 * segments, loads === 'vec4') : `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<${chunked ? 'vec4<f32>' : 'f32'}>;
 ${treeSum('nred')}` : ''}
@@ -107,13 +107,13 @@ var<workgroup> red: array<f32, ${tm * 64}>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
   let gcol = group_id(wid, nwg);
   let K = pu(P_k);
-  ${whole ? '' : 'let m0 = wid.z * TM;'}
+  ${whole ? moeExpertLine(moe) : moeTileStart(moe)}
   var sg = ${segments}u;
   ${segmentOf(segments)}
   if (sg == ${segments}u) { return; }
-  ${whole ? `${wholePrelude(segments, seg, chunked ? chunkWholeLoads(dtype) : null)}
+  ${whole ? `${wholePrelude(segments, seg, chunked ? chunkWholeLoads(dtype, moeWeightRow('gather', 'col', 'pu(SEG_Rows)')) : null)}
   for (var m0 = 0u; m0 < cnt; m0 += TM) {
-  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pu(P_expert)', 'pu(P_experts)', 'pu(P_m)')}
+  let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
   var acc: array<f32, ${tm}>;
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
   let xb = pu(P_xOff) + (rb + m0) * K;${norm ? `
@@ -137,11 +137,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 function wholePrelude(segments: number, seg: (s: number, body: string) => string, chunkLoads: string | null): string {
   const loads = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);
-    ${chunkLoads ?? 'for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(col * K + k); }'}
+    ${chunkLoads ?? `for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(${moeWeightRow('gather', 'col', 'pu(SEG_Rows)')} * K + k); }`}
   }`)).join(' ');
-  return `let cnt = u32(PLAN[pu(P_expert)]);
+  return `let cnt = u32(PLAN[pex]);
   if (cnt == 0u) { return; }
-  let rb = u32(PLAN[pu(P_experts) + pu(P_expert)]);
+  let rb = u32(PLAN[pu(P_experts) + pex]);
   let pe = 2u * pu(P_experts);
   var wreg: array<f32, ${WHOLE_K / 64}>;
   ${loads}`;
@@ -154,7 +154,7 @@ export function segmentOf(segments: number): string {
     `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && gcol < pu(P_seg${s}Start) + pu(P_seg${s}Rows)) { sg = ${s}u; }`).join('\n  ');
 }
 
-type SegmentParams = Omit<ParamValues<'matmul_group'>, 'k' | 'm' | 'xOff' | 'segments' | 'eps' | 'zeroCentered' | 'gateOff' | 'expert' | 'experts'>;
+type SegmentParams = Omit<ParamValues<'matmul_group'>, 'k' | 'm' | 'xOff' | 'segments' | 'eps' | 'zeroCentered' | 'gateOff' | 'expert' | 'experts' | 'tiles'>;
 
 /** The matmul_group fields of up to GROUP_SEGMENTS segments (those past the group's: 0);
  * the segments' workgroup columns are consecutive, so segment s starts after the rows of

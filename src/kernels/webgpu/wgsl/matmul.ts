@@ -71,8 +71,30 @@ export function moeRowsPrelude(moe: MoeRows | null, expert: string, e: string, m
   let pe = 2u * ${e};`;
 }
 
-/** The output row of tile row t. */
+/** A grouped MoE GEMM's expert \`ex\` (moe only): the grid's z spans (expert of the
+ * dispatch, row tile), so ex = P_expert (the weight part's first expert) + wid.z / P_tiles;
+ * a one-expert dispatch has z < P_tiles, so ex = P_expert. A stack may hold each expert
+ * twice (gate then up: ex in [0, 2E)): \`pex\` = ex mod E is the plan's expert, and the
+ * second copy's rows go ex / E whole inputs (P_m rows) further in the output (moeOutRow). */
+export function moeExpertLine(moe: MoeRows | null): string {
+  return moe ? 'let ex = pu(P_expert) + wid.z / pu(P_tiles);\n  let pex = ex % pu(P_experts);' : '';
+}
+
+/** m0 (the tile's first row) and, for MoE, \`ex\` (moeExpertLine): the tile is wid.z, or
+ * wid.z mod P_tiles when z also spans the experts. */
+export function moeTileStart(moe: MoeRows | null): string {
+  return moe ? `${moeExpertLine(moe)}\n  let m0 = (wid.z % pu(P_tiles)) * TM;` : 'let m0 = wid.z * TM;';
+}
+
+/** The weight row of output column \`col\`: a MoE part stacks its experts' rows (\`rows\`
+ * each, expert P_expert first), so expert ex's column col is row (ex − P_expert)·rows + col. */
+export function moeWeightRow(moe: MoeRows | null, col: string, rows: string): string {
+  return moe ? `((ex - pu(P_expert)) * ${rows} + ${col})` : col;
+}
+
+/** The output row of tile row t (gather: P_m rows further per copy of the experts, moeExpertLine). */
 export function moeOutRow(moe: MoeRows | null): string {
+  if (moe === 'gather') return '((ex / pu(P_experts)) * pu(P_m) + rb + m0 + t)';
   return moe === 'scatter' ? 'u32(PLAN[pe + rb + m0 + t])' : '(rb + m0 + t)';
 }
 
@@ -116,7 +138,7 @@ const QUANT_ACTS_BINDINGS = `@group(0) @binding(1) var<storage, read_write> QX: 
 
 /** quant_block(b, xo): block b (32 elements of SRC from xo) quantized to int8 lanes, its
  * scale and its lanes' sum — the one QUANT_ACTS expression both shaders use. */
-function quantBlockFn(src: 'X' | 'OUT', packedBuiltin: boolean): string {
+export function quantBlockFn(src: string, packedBuiltin: boolean): string {
   const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
     : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
   return `fn quant_block(b: u32, xo: u32) {
@@ -194,9 +216,9 @@ function quantTerms(type: QuantType): string {
 export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null): string {
   const offs = hasOffsetType(type);
   const terms = quantTerms(type);
-  return `  let m0 = wid.z * TM;
-  ${moeRowsPrelude(moe, 'pu(P_expert)', 'pu(P_experts)', 'pu(P_m)')}
-  let row = col * pu(P_rowBytes);
+  return `  ${moeTileStart(moe)}
+  ${moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
+  let row = ${moeWeightRow(moe, 'col', 'pu(P_rows)')} * pu(P_rowBytes);
   var acc = 0.0;
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
     let j = c0 + t;
@@ -234,11 +256,12 @@ export function quantMatmulShader(type: QuantType, packedBuiltin: boolean, accum
   // whole: one workgroup runs all of the expert's tiles; each block is decoded once (QP, sb
   // stay in the thread across tiles) and each row's f32 chain continues in OUT (stored and
   // reloaded exactly), in the tiled body's order
-  const wholeBody = `  let cnt = u32(PLAN[pu(P_expert)]);
+  const wholeBody = `  ${moeExpertLine(moe)}
+  let cnt = u32(PLAN[pex]);
   if (cnt == 0u) { return; }
-  let rb = u32(PLAN[pu(P_experts) + pu(P_expert)]);
+  let rb = u32(PLAN[pu(P_experts) + pex]);
   let pe = 2u * pu(P_experts);
-  let row = col * pu(P_rowBytes);
+  let row = ${moeWeightRow(moe, 'col', 'pu(P_rows)')} * pu(P_rowBytes);
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
     let j = c0 + t;
     var sb: PB;

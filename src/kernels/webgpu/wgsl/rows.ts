@@ -1,6 +1,7 @@
 // Row moves and the shared-expert gate: strided copies, gathers, out += σ(g)·y.
 import { paramConsts } from '../params.js';
 import { HEADER } from './common.js';
+import { moeCombineShader } from './moe.js';
 
 // Row moves. COPY_ROWS params: 0 rows, 1 width, 2 dst off, 3 dst stride, 4 src off,
 // 5 src stride. GATHER_ROWS params: 0 rows, 1 width, 2 dst off, 3 src off, 4 row-list off.
@@ -61,8 +62,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 // MoE experts. MOE_SCATTER parks expert e's outputs Y [M, H] at the (row, slot)s routed to
 // it: SLOT[(i·topK + s), :] = Y[i, :] where IDS[i, s] = e. MOE_COMBINE sums a row's slots
-// in slot order: OUT[i, d] = Σ_s W[i, s]·SLOT[(i·topK + s), d] (f32, from 0). params:
-// PARAMS.moe_scatter, PARAMS.moe_combine (params.ts).
+// in slot order: OUT[i, d] = Σ_s W[i, s]·SLOT[(i·topK + s), d] (f32, from 0; wgsl/moe.ts
+// moeCombineShader). params: PARAMS.moe_scatter, PARAMS.moe_combine (params.ts).
 export const MOE_SCATTER = /* wgsl */ `${HEADER}
 ${paramConsts('moe_scatter')}
 @group(0) @binding(1) var<storage, read_write> SLOT: array<f32>;
@@ -80,20 +81,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   SLOT[pu(P_slotOff) + is * h + d] = Y[pu(P_yOff) + (is / k) * h + d];
 }`;
 
-export const MOE_COMBINE = /* wgsl */ `${HEADER}
-${paramConsts('moe_combine')}
-@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> SLOT: array<f32>;
-@group(0) @binding(3) var<storage, read_write> WTS: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let g = group_id(wid, nwg) * 64u + t;
-  let h = pu(P_h);
-  let k = pu(P_topK);
-  if (g >= pu(P_m) * h) { return; }
-  let i = g / h;
-  let d = g % h;
-  var acc = 0.0;
-  for (var s = 0u; s < k; s++) { acc = acc + WTS[pu(P_wOff) + i * k + s] * SLOT[pu(P_slotOff) + (i * k + s) * h + d]; }
-  OUT[pu(P_outOff) + g] = acc;
-}`;
+export const MOE_COMBINE = moeCombineShader(null);
