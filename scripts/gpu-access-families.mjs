@@ -2,7 +2,8 @@
 // words, grid) → the bytes it must move at batch 1 and its warps' load pattern
 // (src/kernels/webgpu/access-model.ts); and the step's table.
 import {
-  COALESCED_F32, convChannelLoads, floatInputLoads, floatWeightLoads, gdnStageLoads, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  COALESCED_F32, convChannelLoads, floatInputLoads, floatWeightLoads, gdnStageLoads, namedParams, quantActsIteration, quantIteration, warpIteration, workgroupBytes,
+  workgroupSize,
 } from '../dist/src/kernels/webgpu/access-model.js';
 import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_STAGE_LOADS } from '../dist/src/kernels/webgpu/wgsl/gdn-columns.js';
 
@@ -44,16 +45,28 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     const it = warpIteration(floatWeightLoads(dtype, p.k, widths), extra);
     return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows, iteration: it, unroll: [1, 4] };
   }
-  if (r.key.startsWith('qmatmul_')) {
-    const type = r.key.slice('qmatmul_'.length, r.key.indexOf('_tm'));
+  if (r.key.startsWith('qmatmul_acts_')) {
+    // one weight part quantizing its own f32 input (x, and the gate's x ⊙ act(g)); rows ≤ 4
+    const type = /^qmatmul_acts_(q\d_[0-9k])/.exec(r.key)[1];
+    const gated = /_(silu|sigmoid)$/.test(r.key);
     const rows = p.rows * vocabScale;
-    const it = warpIteration(quantWeightLoads(type, p.rowBytes), quantActLoads());
-    return { ...base, weight: true, bytes: rows * p.rowBytes + 1.25 * p.k + 4 * rows, iteration: it, unroll: [1, 1] };
+    return { ...base, weight: true, bytes: rows * p.rowBytes + (gated ? 8 : 4) * p.k + 4 * rows, iteration: quantActsIteration(type, p.rowBytes, gated), unroll: [1, 1] };
+  }
+  if (r.key.startsWith('qmatmul_')) {
+    // qmatmul_<type>_tm.. (one weight part) or qmatmul_group_<type>_<segments>_tm.. (segments)
+    const group = /^qmatmul_group_(\w+?)_(\d+)_tm/.exec(r.key);
+    const type = group ? group[1] : r.key.slice('qmatmul_'.length, r.key.indexOf('_tm'));
+    let rows = p.rows;
+    if (group) { rows = 0; for (let s = 0; s < p.segments; s++) rows += p[`seg${s}Rows`]; }
+    rows *= vocabScale;
+    return { ...base, weight: true, bytes: rows * p.rowBytes + 1.25 * p.k + 4 * rows, iteration: quantIteration(type, p.rowBytes), unroll: [1, 1] };
   }
   const coal = (bytes) => ({ ...base, weight: false, bytes, ...COAL, unroll: [1, 4] });
   if (r.key.startsWith('embed_')) return coal(8 * p.d);
   if (r.key === 'norm') return coal(4 * p.d * (p.gated ? 4 : 3));
   if (r.key.startsWith('quant_acts')) return coal(p.k * (4 + 1) + 8 * (p.k / 32));
+  // x, the norm weight and the normed row (f32), the int8 row and its block scales and sums
+  if (r.key.startsWith('norm_quant_acts')) return coal(p.m * (p.k * (3 * 4 + 1) + 8 * (p.k / 32)));
   if (r.key === 'elementwise') return coal(12 * p.n);
   if (r.key === 'copy_rows' || r.key === 'gather_rows') return coal(8 * p.rows * p.width);
   if (r.key.startsWith('causal_conv_channels')) {

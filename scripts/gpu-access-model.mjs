@@ -14,6 +14,8 @@
 //        columns, by default; head is the one-workgroup-per-head kernel CPU adapters run)
 //        [--conv-launch channels|thread] (the GDN causal conv's launch: a GPU adapter's,
 //        channels, by default; thread is the 64-thread kernel CPU adapters run)
+//        [--fold-quant-acts on|off] (an unnormed quantized matmul of M ≤ 4 quantizes its own
+//        input: a GPU adapter's choice, on, by default; off is quant_acts + qmatmul, as CPU adapters)
 import { parseArgs } from 'node:util';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -41,6 +43,7 @@ const { values } = parseArgs({
     from: { type: 'string' },
     'gdn-launch': { type: 'string', default: 'columns' },
     'conv-launch': { type: 'string', default: 'channels' },
+    'fold-quant-acts': { type: 'string', default: 'on' },
   },
 });
 const gpus = values.gpu.split(',').map((g) => {
@@ -60,6 +63,9 @@ if (k) forceGdnLaunch(k.g, gdnLaunch);
 const convLaunch = values['conv-launch'];
 if (convLaunch !== 'channels' && convLaunch !== 'thread') throw new Error(`--conv-launch: "${convLaunch}" is not channels or thread`);
 if (k) forceConvLaunch(k.g, convLaunch);
+const foldActs = values['fold-quant-acts'];
+if (foldActs !== 'on' && foldActs !== 'off') throw new Error(`--fold-quant-acts: "${foldActs}" is not on or off`);
+if (k) k.g.foldQuantActs = foldActs === 'on';
 
 /** The cut checkpoint of `shape` in `format` (made once under --work). */
 async function checkpoint(shape, format) {
@@ -68,9 +74,11 @@ async function checkpoint(shape, format) {
   // imported here: only when a checkpoint is missing
   const { makeModel } = await import('../dist/src/tools/make-model.js');
   const { quantizeToGguf } = await import('../dist/src/tools/quantize-gguf.js');
+  // the built-in tokenizer, as the make-model CLI (quantize writes it into the GGUF)
+  const { BUILTIN_MODEL } = await import('../dist/src/hub/builtin.js');
   if (!existsSync(join(st, 'config.json'))) {
     mkdirSync(dir, { recursive: true });
-    await makeModel({ shape, dtype: 'bf16', seed: 1, out: st, layers: cutLayers, vocabSize: REC_VOCAB, layout: 'flat' });
+    await makeModel({ shape, dtype: 'bf16', seed: 1, out: st, layers: cutLayers, vocabSize: REC_VOCAB, layout: 'flat', tokenizer: BUILTIN_MODEL });
   }
   if (format === 'bf16') return st;
   const gguf = join(dir, `${format}.gguf`);

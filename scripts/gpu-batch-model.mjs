@@ -54,6 +54,7 @@ async function record() {
   const k = await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: true });
   forceGdnLaunch(k.g, 'columns'); // a GPU adapter's launch
   forceConvLaunch(k.g, 'channels'); // likewise
+  k.g.foldQuantActs = true; // likewise: M ≤ 4 quantized matmuls quantize their own input
   const out = [];
   for (const shape of values.shapes.split(',')) {
     for (const format of values.formats.split(',')) {

@@ -4,7 +4,8 @@
 import { COALESCED_F32, floatInputLoads, loadFacts, namedParams, quantActLoads, workgroupSize } from '../dist/src/kernels/webgpu/access-model.js';
 import { modelDispatch } from './gpu-access-families.mjs';
 
-const QUANT_ROW_L1 = quantActLoads().reduce((a, l) => a + loadFacts(l).sectors.size, 0);
+// one warp's activation loads of one row per 64-block chunk (the 8-lane layout; Q8_0: no SX in the lane shares)
+const QUANT_ROW_L1 = quantActLoads('q8_0').reduce((a, l) => a + loadFacts(l).sectors.size, 0);
 const fixed = (d) => ({ parts: { weightBytes: 0, rowBytes: d.bytes, seqBytes: 0, tokenStateBytes: 0, macsPerRow: 0, rowL1Sectors: 0 }, use: { rows: 1, seqs: 1, tiles: 1 } });
 const perRow = (d, rows) => ({ parts: { ...fixed(d).parts, rowBytes: d.bytes }, use: { rows, seqs: 1, tiles: 1 } });
 

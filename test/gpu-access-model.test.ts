@@ -5,11 +5,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  GPUS, estimate, floatInputLoads, floatWeightLoads, gdnStageLoads, loadFacts, namedParams, quantActLoads, quantWeightLoads, warpIteration, workgroupBytes, workgroupSize,
+  GPUS, estimate, floatInputLoads, floatWeightLoads, gdnStageLoads, loadFacts, namedParams, quantActLoads, quantActsIteration, quantFusedActLoads, quantIteration, quantWeightLoads,
+  warpIteration, workgroupBytes, workgroupSize,
   type ModelledDispatch,
 } from '../src/kernels/webgpu/access-model.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { quantMatmulActsShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_GATED_COLUMNS, GDN_STAGE_LOADS } from '../src/kernels/webgpu/wgsl/gdn-columns.js';
 import { convChannelLoads } from '../src/kernels/webgpu/access-model.js';
@@ -43,19 +45,44 @@ test('float element loads (K not a multiple of the chunk) mirror the element pat
   assert.deepEqual([f32.bytes, f32.sectors.size], [128, 4]);
 });
 
-test('quantized weight loads mirror quant.ts: lane j decodes block j (Q8_0: 34-byte stride)', () => {
+test('quantized weight loads mirror quant.ts and the tiled body: 8 lanes per block, lane t reads word t & 7 of block (t >> 3) + 8i', () => {
   const src = quantMatmulShader('q8_0', true);
-  assert.match(src, /let j = c0 \+ t;/);
-  assert.match(src, /let p = row \+ j \* 34u;/);
-  assert.match(src, /QP\[w\] = word_at\(p \+ 2u \+ 4u \* w\);/);
-  assert.match(quantMatmulShader('q4_k', true), /let qs = p \+ 16u \+ \(s >> 1u\) \* 32u;/);
-  const q8 = warpIteration(quantWeightLoads('q8_0', 2720), quantActLoads());
-  // every lane's word is its own: 128 bytes asked, but spread over the 32 blocks' span
-  assert.equal(loadFacts(quantWeightLoads('q8_0', 2720)[0]!).bytes, 128);
-  assert.ok(q8.sectorsPerLoad > 20, `Q8_0 sectors per warp-load ${q8.sectorsPerLoad}`);
-  assert.equal(q8.dramBytes, 32 * Math.ceil((32 * 34) / 32)); // the 32 blocks' bytes, once
-  const q4 = warpIteration(quantWeightLoads('q4_k', 1440), quantActLoads());
-  assert.equal(q4.dramBytes, 4 * 144 + 32 * 0); // 4 super-blocks of 144 bytes, 32-byte aligned rows
+  assert.match(src, /let w = t & 7u;/);
+  assert.match(src, /let j = c0 \+ \(t >> 3u\) \+ 8u \* i;\s+if \(j < nb\) \{\s+qw\[i\] = packed_word\(row, j, w\);/);
+  assert.match(src, /let a = QX\[\(xr \* K \+ j \* 32u\) \/ 4u \+ w\];/);
+  assert.match(src, /let p = row \+ j \* 34u;\s+return word_at\(p \+ 2u \+ 4u \* w\);/);
+  assert.match(src, /let sb = packed_head\(row, j\);/);
+  const q4src = quantMatmulShader('q4_k', true);
+  assert.match(q4src, /let qs = p \+ 16u \+ \(s >> 1u\) \* 32u;\s+let sh = \(s & 1u\) \* 4u;\s+return \(word_at\(qs \+ 4u \* w\) >> sh\) & 0x0f0f0f0fu;/);
+  assert.match(quantMatmulShader('q6_k', true), /let sc = packed_q6\(row, j\);/);
+  // Q8_0, first word load of warp 0: blocks 0..3, lane w reads bytes p + 2 + 4w: 4 blocks' consecutive bytes
+  const first = loadFacts(quantWeightLoads('q8_0', 2720)[0]!);
+  assert.equal(first.bytes, 128);
+  assert.ok(first.sectors.size <= 6, `Q8_0 sectors of a warp's word load ${first.sectors.size}`);
+  const q8 = quantIteration('q8_0', 2720);
+  assert.ok(q8.sectorsPerLoad < 8, `Q8_0 sectors per warp-load ${q8.sectorsPerLoad}`); // was ~25 (lane j: block j)
+  assert.equal(q8.dramBytes, (32 * Math.ceil((2720 + 64 * 34) / 32) - 32 * Math.floor(2720 / 32)) / 2); // the chunk's 64 blocks, once, per warp
+  // activation words: lane-consecutive (4 sectors per warp-load)
+  assert.deepEqual(quantActLoads('q8_0').slice(0, 1).map((l) => loadFacts(l).sectors.size), [4]);
+  const q4 = quantIteration('q4_k', 1440);
+  assert.equal(q4.dramBytes, (8 * 144) / 2); // 8 super-blocks of 144 bytes (32-byte aligned rows), per warp
+  // the L1 sectors per DRAM sector: the strided layout had ~21 (Q8_0); the lanes now share blocks
+  assert.ok(q8.l1Sectors / (q8.dramBytes / 32) < 8, `Q8_0 L1 sectors per DRAM sector ${q8.l1Sectors / (q8.dramBytes / 32)}`);
+});
+
+test('the activation-quantizing matmul\'s input loads mirror qmatmul-acts.ts: lane w reads elements 4w..4w+3 of its blocks, twice', () => {
+  const src = quantMatmulActsShader('q8_0', true, false, 'silu');
+  assert.match(src, /let e = \(m0 \+ r\) \* K \+ j \* 32u \+ 4u \* w;/);
+  assert.match(src, /for \(var l = 0u; l < 4u; l\+\+\) \{ mx = max\(mx, abs\(act_at\(e \+ l\)\)\); \}/);
+  assert.match(src, /q\[l\] = i32\(round\(act_at\(e \+ l\) \* id\)\)/);
+  assert.match(src, /let a = X\[pu\(P_xOff\) \+ e\];\s+let g = GB\[pu\(P_gateOff\) \+ e\];/);
+  // a warp-load: 4 blocks of 128 bytes, one f32 per lane at a 16-byte stride: 16 sectors
+  assert.deepEqual(loadFacts(quantFusedActLoads(false)[0]!).sectors.size, 16);
+  assert.equal(quantFusedActLoads(true).length, 2 * quantFusedActLoads(false).length);
+  const fused = quantActsIteration('q8_0', 2720, true);
+  const split = quantIteration('q8_0', 2720);
+  assert.equal(fused.dramBytes, split.dramBytes);
+  assert.ok(fused.l1Sectors > 4 * split.l1Sectors, 'the f32 input costs L1 sectors the int8 words did not');
 });
 
 test('namedParams inverts packParams through the shader text', () => {
@@ -63,7 +90,7 @@ test('namedParams inverts packParams through the shader text', () => {
   const src = quantMatmulShader('q8_0', true);
   assert.deepEqual(namedParams(src, packParams('qmatmul', values)), values);
   assert.equal(workgroupSize(src), 64);
-  assert.equal(workgroupBytes(src), 16 * 64 * 4);
+  assert.equal(workgroupBytes(src), 16 * 64 * 4); // the integer sums, then the f32 terms in their words (atomics)
   assert.equal(workgroupBytes(quantMatmulShader('q4_k', true)), 2 * 16 * 64 * 4);
 });
 

@@ -18,7 +18,8 @@
 //   Q4_K_M: + at most one per layer for a group mixing q4_k and q6_k), and a gated
 //   matmulAdd's product folds into its activation quantization (mul_silu / mul_sigmoid
 //   dispatches == the BF16 model's). Before (decode step, 8 layers, with the one-gather
-//   head order): Q8_0 148 dispatches, Q4_K_M 148, MoE Q4_K_M 620; after 92, 96, 584
+//   head order): Q8_0 148 dispatches, Q4_K_M 148, MoE Q4_K_M 620; after 92, 96, 584;
+//   with the unnormed projections quantizing their own input at M ≤ 4: Q8_0 75
 //   (BF16: 53, 397).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -141,6 +142,9 @@ const gguf = (name: string): string => sharedPath('models', 'gguf', name);
 const isGateProduct = (l: string): boolean => l === 'mul_silu' || l === 'mul_sigmoid';
 
 describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () => {
+  // a GPU's dispatches: the unnormed projections quantize their own input (off by default on a CPU adapter)
+  before(() => { k.g.foldQuantActs = true; });
+  after(() => { k.g.foldQuantActs = !k.g.adapter.cpuEmulation; });
   test('tiny-think Q8_0 and Q4_K_M: norms folded, one matmul dispatch per group and quant type', async () => {
     const bf16 = await labelsPerStep(gguf('tiny-think-BF16.gguf'));
     const layers = 8;
@@ -151,6 +155,9 @@ describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () =
       assert.equal(sum(q, isGateProduct), sum(bf16, isGateProduct), `gate product dispatches per step, ${what}`);
       assert.ok(sum(q, isMatmul) <= sum(bf16, isMatmul) + extraMatmuls, `matmul dispatches per step ${sum(q, isMatmul)} vs BF16 ${sum(bf16, isMatmul)}, ${what}`);
       // one activation quantization per matmul call at most (BF16: one dispatch per call)
+      // decode (M = 1): the unnormed projections (out_proj, o_proj, down_proj, lm_head) quantize
+      // their own input in the matmul's dispatch (wgsl/qmatmul-acts.ts; before: + one quant_acts each)
+      assert.equal(q.get('quant_acts') ?? 0, 0, `quant_acts dispatches per decode step, ${what}`);
       const acts = sum(q, (l) => l === 'rms_norm' || l === 'quant_acts' || l === 'norm_quant_acts');
       assert.ok(acts <= sum(bf16, isMatmul) + (bf16.get('rms_norm') ?? 0), `norm + quantization dispatches per step ${acts}, ${what}`);
     }

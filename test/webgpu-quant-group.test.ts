@@ -10,23 +10,29 @@
 //   x (both write the product in place), in 2 dispatches (before: 3);
 // - the dispatch count: the norm and the activation quantization are ONE dispatch, and
 //   the weights of one quant type are ONE qmatmul_group dispatch (segments, as the float
-//   path's matmul_group).
+//   path's matmul_group);
+// - the tiled kernel's 8 lanes per block (coalesced loads, integer shares in workgroup
+//   atomics) == the ref across two 64-block chunks;
+// - at M ≤ ACTS_TILE one unnormed weight quantizes its own (gated) input in its matmul
+//   (wgsl/qmatmul-acts.ts): ONE dispatch, the bits of quant_acts + qmatmul, x left as it was.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
-import type { QuantType } from '../src/kernels/quant/formats.js';
+import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import type { GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
+import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest(); });
+// the matmul quantizing its own input at M ≤ ACTS_TILE, as on a GPU (off by default on lavapipe)
+before(async () => { g = await gpuUnderTest(); g.foldQuantActs = true; });
 after(() => g?.dispose());
 
 const K = 512; // a multiple of every block size (32, 256)
@@ -93,6 +99,38 @@ async function check(dtypes: readonly WeightDType[], m: number, seed: number, ze
   return got.dispatches;
 }
 
+/** A random quantized [rows, k] weight (both forms: the ref's and the uploaded). */
+function quantPair(dtype: QuantType, rows: number, k: number, r: () => number): { weight: Weight; gw: GpuWeight } {
+  const { weight, bytes } = ref.allocWeight(dtype, rows, k);
+  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * k, () => 2 * r() - 1), rows, k, bytes);
+  else bytes.set(randomScaleMatrix(dtype, rows, k, Math.floor(r() * 2 ** 31)));
+  return { weight: weight as Weight, gw: g.uploadWeight(weight as Weight) };
+}
+
+describe('webgpu quantized matmul: 8 lanes per block (coalesced weight loads)', () => {
+  // K 2,304: 72 blocks of 32 = a full 64-block chunk and a partial one (the lanes' blocks past
+  // nb idle); the integer share of each lane sums to the per-block integer of ref/quant.ts in
+  // any order, the f32 chain stays in block order: the ref's bits (which the per-block-thread
+  // kernel before it also gave on lavapipe: webgpu-conformance)
+  // (every type within one chunk: webgpu-conformance; here the types of the shipped GGUFs)
+  for (const dtype of ['q8_0', 'q4_k', 'q6_k'] as const satisfies readonly QuantType[]) {
+    test(`${dtype}: == the ref bit for bit across chunks (K 2304; M = 1, 17)`, async () => {
+      const r = rng(300 + QUANT_TYPES.indexOf(dtype));
+      const k = 2304;
+      const { weight, gw } = quantPair(dtype, 13, k, r);
+      for (const m of [1, 17]) {
+        const x = fill(m * k, () => 3 * (2 * r() - 1));
+        const want = new Float32Array(m * 13);
+        ref.matmul(want, x, weight, m);
+        const out = g.alloc.upload(fill(m * 13, () => NaN));
+        const [got] = await run(g, (e) => g.matmul(e, out, g.alloc.upload(x), gw, m), out);
+        if (g.adapter.cpuEmulation) sameBits(got!, want, `${dtype} M=${m}`);
+        else for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got![i]! - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!)), `${dtype} M=${m} [${i}]`);
+      }
+    });
+  }
+});
+
 describe('webgpu quantized matmulGroup', () => {
   for (const dtype of ['q8_0', 'q4_k', 'q6_k', 'q5_0'] as const satisfies readonly QuantType[]) {
     test(`${dtype}: grouped with its norm == rmsNorm + a matmul per weight, bit for bit (M = 1, 3, 17)`, async () => {
@@ -139,8 +177,52 @@ describe('webgpu quantized matmulGroup', () => {
           g.matmulAdd(e, sout, sx, w, m);
         }, sout, sx);
         sameBits(got[0], want[0], `${act} M=${m}: out`);
-        sameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
-        assert.equal(dispatches, 2, `${act} M=${m}: quantization with the gate + the matmul`);
+        if (m <= ACTS_TILE) {
+          // the matmul quantizes x ⊙ act(g) itself: one dispatch, x left as it was
+          sameBits(got[1], x, `${act} M=${m}: x unchanged`);
+          assert.equal(dispatches, 1, `${act} M=${m}: the matmul quantizing its gated input`);
+        } else {
+          sameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
+          assert.equal(dispatches, 2, `${act} M=${m}: quantization with the gate + the matmul`);
+        }
+      }
+    }
+  });
+
+  test('M ≤ ACTS_TILE: the matmul quantizing its own input == quant_acts + the tiled qmatmul, gated or not, bit for bit', async () => {
+    // the separate path forced by a second weight in the group (quant_acts once, then
+    // qmatmul_group: the single-weight kernel's bits); K 2304: two chunks
+    const k = 2304;
+    // one type of each lane share: plain (q8_0), a zero point (q4_0), an offset term (q4_k), Q6_K
+    for (const [ti, dtype] of (['q8_0', 'q4_0', 'q4_k', 'q6_k'] as const).entries()) {
+      const r = rng(400 + ti);
+      const { weight, gw } = quantPair(dtype, 11, k, r);
+      const { gw: other } = quantPair(dtype, 3, k, r);
+      for (const m of [1, ACTS_TILE]) {
+        const gate = ([null, 'silu', 'sigmoid'] as const)[(ti + m) % 3]!;
+        const x = fill(m * k, () => 3 * (2 * r() - 1));
+        const gb = fill(m * k, () => 4 * (2 * r() - 1));
+        const acc = fill(m * 11, () => 2 * r() - 1);
+        const what = `${dtype} M=${m} gate ${gate ?? 'none'}`;
+        const fout = g.alloc.upload(acc);
+        let dispatches = 0;
+        const [fused] = await run(g, (e) => {
+          const d0 = e.dispatchCount;
+          g.matmulGroup(e, g.alloc.upload(x), m, [{ out: fout, w: gw }], true, undefined, gate ? { b: g.alloc.upload(gb), act: gate } : undefined);
+          dispatches = e.dispatchCount - d0;
+        }, fout);
+        assert.equal(dispatches, 1, `${what}: one dispatch`);
+        const sout = g.alloc.upload(acc);
+        const [separate] = await run(g, (e) => g.matmulGroup(e, g.alloc.upload(x), m, [{ out: sout, w: gw }, { out: g.alloc.upload(fill(m * 3, () => 0)), w: other }],
+          true, undefined, gate ? { b: g.alloc.upload(gb), act: gate } : undefined), sout);
+        sameBits(fused!, separate!, what);
+        if (!gate && g.adapter.cpuEmulation) {
+          const want = new Float32Array(m * 11);
+          ref.matmul(want, x, weight, m);
+          const plain = g.alloc.upload(fill(m * 11, () => NaN));
+          const [got] = await run(g, (e) => g.matmul(e, plain, g.alloc.upload(x), gw, m), plain);
+          sameBits(got!, want, `${what}: == ref`);
+        }
       }
     }
   });

@@ -26,6 +26,7 @@ import { ATTENTION, KV_WRITE } from '../src/kernels/webgpu/wgsl/attention.js';
 import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantMatmulGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-group.js';
 import { normQuantActsShader, quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { quantMatmulActsShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { BIAS_ACT, LAYER_NORM } from '../src/kernels/webgpu/wgsl/tower.js';
@@ -80,6 +81,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   bias_act: BIAS_ACT,
   attention: ATTENTION,
   quant_acts: [quantActsShader(true), quantActsShader(false, 'sigmoid')],
+  qmatmul_acts: [quantMatmulActsShader('q4_k', true, true, 'silu'), quantMatmulActsShader('q8_0', false, false, null)],
   norm_quant_acts: [normQuantActsShader(true), normQuantActsShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
     quantMatmulShader('q5_1', true, false, 'scatter', true)],

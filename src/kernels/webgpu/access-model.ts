@@ -94,44 +94,95 @@ const b8 = (offs: readonly number[]): WarpLoad[] => [offs.map((o) => word(o >> 2
 /** f16at(i): b8(i), b8(i + 1). */
 const f16at = (offs: readonly number[]): WarpLoad[] => [...b8(offs), ...b8(offs.map((o) => o + 1))];
 
-/** The weight loads of packed_block(row, j) (quant.ts PACKED_BODIES) for lanes j = 0..31
- * of the first 64-block chunk, row = col · rowBytes (column 1). Types the decode shapes use. */
-export function quantWeightLoads(type: QuantType, rowBytes: number): WarpLoad[] {
+/** The lanes of warp `warp` (0 or 1) of the tiled quantized matmul (matmul.ts quantTiledBody)
+ * in iteration i of its word loop: thread t = 32·warp + lane reads word w = t & 7 of block
+ * jb = (t >> 3) + 8i of the first 64-block chunk. */
+function laneBlocks(warp: number, i: number): { jb: number; w: number }[] {
+  return Array.from({ length: 32 }, (_, lane) => { const t = 32 * warp + lane; return { jb: (t >> 3) + 8 * i, w: t & 7 }; });
+}
+
+/** The weight loads of one 64-block chunk by warp `warp` of the tiled quantized matmul
+ * (column 1, row = rowBytes): the 8 word loads per lane (packed_word, quant.ts PACKED_BODIES,
+ * word w of block jb), Q6_K's per-lane int scales (packed_q6), then the block heads thread t
+ * decodes for block t (packed_head). Types the decode shapes use. */
+export function quantWeightLoads(type: QuantType, rowBytes: number, warp = 0): WarpLoad[] {
   const row = rowBytes;
-  const js = Array.from({ length: 32 }, (_, j) => j);
   const out: WarpLoad[] = [];
-  const words = (base: (j: number) => number): void => { for (let w = 0; w < 8; w++) out.push(...wordAt(js.map((j) => base(j) + 4 * w))); };
+  const words = (at: (jb: number, w: number) => number): void => {
+    for (let i = 0; i < 8; i++) out.push(...wordAt(laneBlocks(warp, i).map(({ jb, w }) => at(jb, w))));
+  };
+  const heads = Array.from({ length: 32 }, (_, lane) => 32 * warp + lane);
   if (type === 'q8_0') {
-    words((j) => row + j * 34 + 2);
-    out.push(...f16at(js.map((j) => row + j * 34)));
+    words((jb, w) => row + jb * 34 + 2 + 4 * w);
+    out.push(...f16at(heads.map((j) => row + j * 34)));
   } else if (type === 'q4_k') {
     const p = (j: number): number => row + Math.floor(j / 8) * 144;
+    words((jb, w) => p(jb) + 16 + ((jb % 8) >> 1) * 32 + 4 * w);
     // scale_min_k4(p + 4, s): s < 4 reads b8(p+4+s), b8(p+8+s); else 4 bytes (both branches run in a warp)
-    out.push(...b8(js.map((j) => p(j) + 4 + (j % 8))), ...b8(js.map((j) => p(j) + 8 + (j % 8))));
-    out.push(...b8(js.map((j) => p(j) + 4 + (j % 8) + 4)), ...b8(js.map((j) => p(j) + 4 + (j % 8) - 4)));
-    words((j) => p(j) + 16 + ((j % 8) >> 1) * 32);
-    out.push(...f16at(js.map(p)), ...f16at(js.map((j) => p(j) + 2)));
+    out.push(...b8(heads.map((j) => p(j) + 4 + (j % 8))), ...b8(heads.map((j) => p(j) + 8 + (j % 8))));
+    out.push(...b8(heads.map((j) => p(j) + 4 + (j % 8) + 4)), ...b8(heads.map((j) => p(j) + 4 + (j % 8) - 4)));
+    out.push(...f16at(heads.map(p)), ...f16at(heads.map((j) => p(j) + 2)));
   } else if (type === 'q6_k') {
     const p = (j: number): number => row + Math.floor(j / 8) * 210;
     const e0 = (j: number): number => (j % 8) * 32;
     const ql = (j: number): number => p(j) + (e0(j) >> 7) * 64 + (((e0(j) & 127) >> 5) & 1) * 32;
     const qh = (j: number): number => p(j) + 128 + (e0(j) >> 7) * 32;
-    for (let w = 0; w < 8; w++) out.push(...wordAt(js.map((j) => ql(j) + 4 * w)), ...wordAt(js.map((j) => qh(j) + 4 * w)));
-    out.push(...f16at(js.map((j) => p(j) + 208)), ...b8(js.map((j) => p(j) + 192 + (e0(j) >> 4))), ...b8(js.map((j) => p(j) + 193 + (e0(j) >> 4))));
+    for (let i = 0; i < 8; i++) {
+      const lb = laneBlocks(warp, i);
+      out.push(...wordAt(lb.map(({ jb, w }) => ql(jb) + 4 * w)), ...wordAt(lb.map(({ jb, w }) => qh(jb) + 4 * w)));
+      out.push(...b8(lb.map(({ jb }) => p(jb) + 192 + (e0(jb) >> 4))), ...b8(lb.map(({ jb }) => p(jb) + 193 + (e0(jb) >> 4))));
+    }
+    out.push(...f16at(heads.map((j) => p(j) + 208)), ...b8(heads.map((j) => p(j) + 192 + (e0(j) >> 4))), ...b8(heads.map((j) => p(j) + 193 + (e0(j) >> 4))));
   } else {
     throw new RangeError(`access model: no load pattern for ${type} yet`);
   }
   return out;
 }
 
-/** The activation loads of one quantized block per lane (matmul.ts `terms`, one row):
- * QX[xo + w] and QX[xo + w + 4] for w < 4 (xo = j·8 words), DX[j], SX[j] (and Q6_K's
- * four more QX words, the same ones: L1 hits). Byte offsets within each array. */
-export function quantActLoads(): WarpLoad[] {
+/** The activation loads of one chunk by warp `warp`, one row (matmul.ts quantTiledBody):
+ * per word-loop iteration QX[(j·32)/4 + w] (lane-consecutive words) and, where the lane's
+ * share carries the bias or Q6_K term, SX[j] (select reads it on every lane); then thread t's
+ * DX[t] (and SX[t] for the offset types). Byte offsets within each array. */
+export function quantActLoads(type: QuantType, warp = 0): WarpLoad[] {
   const out: WarpLoad[] = [];
-  for (let w = 0; w < 8; w++) out.push(lanes((j) => word(j * 8 + w)));
-  out.push(lanes((j) => word(j)), lanes((j) => word(j)));
+  const sxInShare = type !== 'q8_0' && type !== 'q4_1' && type !== 'q5_1' && type !== 'q4_k' && type !== 'q5_k';
+  for (let i = 0; i < 8; i++) {
+    const lb = laneBlocks(warp, i);
+    out.push(lb.map(({ jb, w }) => word(jb * 8 + w)));
+    if (sxInShare) out.push(lb.map(({ jb }) => word(jb)));
+  }
+  const heads = lanes((lane) => word(32 * warp + lane));
+  out.push(heads);
+  if (type === 'q4_1' || type === 'q5_1' || type === 'q4_k' || type === 'q5_k') out.push(heads);
   return out;
+}
+
+/** A chunk of the tiled quantized matmul averaged over the workgroup's 2 warps (DRAM sectors
+ * the two share are fetched once). */
+export function quantIteration(type: QuantType, rowBytes: number): WarpIteration {
+  return warpIteration([0, 1].flatMap((w) => quantWeightLoads(type, rowBytes, w)), [0, 1].flatMap((w) => quantActLoads(type, w)), 2);
+}
+
+/** The f32 input loads of one chunk by warp \`warp\` of the activation-quantizing matmul
+ * (wgsl/qmatmul-acts.ts, one row): act_at(e + l), l < 4, e = j·32 + 4w, in the max pass and
+ * again in the quantizing pass; a gate reads GB at the same elements. */
+export function quantFusedActLoads(gated: boolean, warp = 0): WarpLoad[] {
+  const out: WarpLoad[] = [];
+  for (let pass = 0; pass < 2; pass++) {
+    for (let i = 0; i < 8; i++) {
+      for (let l = 0; l < 4; l++) {
+        const load = laneBlocks(warp, i).map(({ jb, w }) => word(jb * 32 + 4 * w + l));
+        out.push(load, ...(gated ? [load] : []));
+      }
+    }
+  }
+  return out;
+}
+
+/** quantIteration for the activation-quantizing matmul: the same weight loads, the f32 input
+ * in place of the int8 words. */
+export function quantActsIteration(type: QuantType, rowBytes: number, gated: boolean): WarpIteration {
+  return warpIteration([0, 1].flatMap((w) => quantWeightLoads(type, rowBytes, w)), [0, 1].flatMap((w) => quantFusedActLoads(gated, w)), 2);
 }
 
 /** The GDN column launch's state loads (wgsl/gdn-columns.ts stageIn): warp 0 of the
@@ -166,7 +217,9 @@ export interface WarpIteration {
   readonly sectorsPerLoad: number;
 }
 
-export function warpIteration(weight: readonly WarpLoad[], other: readonly WarpLoad[]): WarpIteration {
+/** `warps`: the loads are those of that many warps together (a workgroup's), and the
+ * figures are per warp (their mean; DRAM sectors two warps share count once). */
+export function warpIteration(weight: readonly WarpLoad[], other: readonly WarpLoad[], warps = 1): WarpIteration {
   const all = new Set<number>();
   let wSectors = 0;
   let wBytes = 0;
@@ -177,7 +230,7 @@ export function warpIteration(weight: readonly WarpLoad[], other: readonly WarpL
     for (const s of f.sectors) all.add(s);
   }
   const otherSectors = other.reduce((a, l) => a + loadFacts(l).sectors.size, 0);
-  return { dramBytes: 32 * all.size, l1Sectors: wSectors + otherSectors, loads: weight.length + other.length,
+  return { dramBytes: (32 * all.size) / warps, l1Sectors: (wSectors + otherSectors) / warps, loads: (weight.length + other.length) / warps,
     bytesPerLoad: wBytes / weight.length, sectorsPerLoad: wSectors / weight.length };
 }
 
@@ -223,10 +276,10 @@ export function estimate(d: ModelledDispatch, gpu: GpuSpec): DispatchEstimate {
   return { warpsPerSm, smsBusy, fraction: dramS / s, bound, us: 1e6 * s + gpu.gapUs };
 }
 
-/** Workgroup memory a WGSL module declares (bytes of its var<workgroup> arrays of 4-byte elements). */
+/** Workgroup memory a WGSL module declares (bytes of its var<workgroup> arrays of 4-byte elements, atomics too). */
 export function workgroupBytes(wgsl: string): number {
   let n = 0;
-  for (const m of wgsl.matchAll(/var<workgroup>\s+\w+\s*:\s*array<\s*(?:f32|i32|u32)\s*,\s*(\d+)\s*>/g)) n += 4 * Number(m[1]);
+  for (const m of wgsl.matchAll(/var<workgroup>\s+\w+\s*:\s*array<\s*(?:f32|i32|u32|atomic<[iu]32>)\s*,\s*(\d+)\s*>/g)) n += 4 * Number(m[1]);
   return n;
 }
 

@@ -16,6 +16,7 @@ import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type Gpu
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { quantGroupDispatch } from './qmatmul-group.js';
+import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { floatLoadsFor } from './wgsl/float-chunks.js';
@@ -51,11 +52,17 @@ export class WebGpuKernels {
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   private readonly subgroupSizeDivides64: boolean;
+  /** At M ≤ ACTS_TILE an unnormed quantized weight quantizes its own input in its matmul
+   * (one dispatch, not two; the same bits). Off on a CPU adapter, where every workgroup's
+   * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
+   * decode step); tests set it to count a GPU's dispatches or compare the paths. */
+  foldQuantActs: boolean;
 
   /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
   constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
+    this.foldQuantActs = !ctx.adapter.cpuEmulation;
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
     this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()), pacer: pacing && ctx.adapter.cpuEmulation ? new ReadbackPacer() : null };
@@ -113,7 +120,8 @@ export class WebGpuKernels {
   /** out += (x or x ⊙ act(gate.b))·Wᵀ in the matmul's own dispatch (the bits of the
    * element-wise product, matmul, then add). Quantized weights: the activation
    * quantization writes the product in place in x (Kernels.matmulAdd allows it) and
-   * quantizes it, in one dispatch. */
+   * quantizes it, in one dispatch; at M ≤ ACTS_TILE (one weight part) the matmul quantizes
+   * x ⊙ act(gate.b) itself and x is left as it was. */
   matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number, gate?: GpuGatedInput): void {
     this.matmulGroup(enc, x, m, [{ out, w }], true, undefined, gate);
   }
@@ -146,7 +154,10 @@ export class WebGpuKernels {
       }
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
-    if (quant.length > 0) {
+    // few rows into one unnormed quantized weight part: the matmul quantizes its own input
+    const lone = this.foldQuantActs && !norm && m <= ACTS_TILE && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
+    if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
+    else if (quant.length > 0) {
       // the normed rows (norm.out, float weights read them too) and their quantization: one dispatch
       const acts = norm ? this.normQuantActs(enc, norm, input, m, k) : this.quantActs(enc, x, m, k, gate);
       this.quantMatmuls(enc, acts, m, k, quant, accumulate);
@@ -189,6 +200,21 @@ export class WebGpuKernels {
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
         ...(moe ? [moe.plan.buffer] : [])],
       grid(cols, tiles * (moe?.span ?? 1)), `matmul_${dtype}`);
+  }
+
+  /** out (+)= quantActs(x or x ⊙ act(gate.b)) · Wᵀ for M ≤ ACTS_TILE in one dispatch
+   * (wgsl/qmatmul-acts.ts: the bits of quantActs then the qmatmul; x is left as it was). */
+  private quantMatmulActs(enc: StepEncoder, x: GpuTensor, out: GpuTensor, w: GpuWeight, m: number, k: number, accumulate: boolean,
+    gate?: GpuGatedInput): void {
+    const dot4 = this.adapter.features.dot4I8;
+    const type = w.dtype as QuantType;
+    const part = w.parts[0]!;
+    if (gate) need(gate.b, m * k, 'matmulAdd gate');
+    const params = packParams('qmatmul_acts', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
+      xOff: x.offset, gateOff: gate?.b.offset ?? 0 });
+    const key = `qmatmul_acts_${type}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${gate ? `_${gate.act}` : ''}`;
+    this.run(enc, key, () => quantMatmulActsShader(type, dot4, accumulate, gate?.act ?? null), params, null,
+      [out.buffer, x.buffer, part.buffer, ...(gate ? [gate.b.buffer] : [])], grid(part.rows, Math.ceil(m / ACTS_TILE)), `matmul_${type}`);
   }
 
   /** Each quantized weight part's matmul over the group's one activation quantization. */

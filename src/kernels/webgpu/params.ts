@@ -80,6 +80,7 @@ export const PARAMS = {
   quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', gateOff: 'u32' }),
   norm_quant_acts: fields({ m: 'u32', k: 'u32', xOff: 'u32', outOff: 'u32', zeroCentered: 'u32', eps: 'f32' }),
   qmatmul: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32' }),
+  qmatmul_acts: fields({ rows: 'u32', k: 'u32', m: 'u32', outOff: 'u32', outStride: 'u32', col0: 'u32', rowBytes: 'u32', xOff: 'u32', gateOff: 'u32' }),
   // GROUP_SEGMENTS (wgsl/matmul-group.ts) = 4 segments
   matmul_group: fields({
     k: 'u32', m: 'u32', xOff: 'u32', segments: 'u32',

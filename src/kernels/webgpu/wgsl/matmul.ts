@@ -7,12 +7,13 @@
 // slot of m in it — thread t sums k ≡ t (mod 64) in order, then a fixed tree.
 // Quantized weights: the exact integer arithmetic of kernels/ref/quant.ts. Activations
 // are first quantized per 32-block to int8 (QUANT_ACTS); then per sub-block j the integer
-// dot product is exact, its f32 terms go to workgroup memory, and thread m adds them in
-// j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
+// dot product is exact (8 lanes share a block, each adding its integer share: any split
+// and order give the same i32), its f32 terms go to workgroup memory, and thread m adds
+// them in j order: acc = f32(acc + f32(f32(scale·d)·Σ)) (+ the offset term) — one f32 chain.
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER, rmsRowOpening, treeSum } from './common.js';
-import { dot4Source, hasOffsetType, packedBlockDecoder } from './quant.js';
+import { dot4Source, hasOffsetType, packedBias, packedBlockDecoder } from './quant.js';
 
 /** The base tile (MoE GEMMs, and M ≤ 16). */
 export const TM = 16;
@@ -32,8 +33,8 @@ export function matmulTile(m: number, bytesPerRow: number, extraBytes: number, l
   return best;
 }
 
-/** Workgroup bytes per tile row of the quantized matmul: the f32 terms of 64 blocks (and
- * the offset terms of the offset types). */
+/** Workgroup bytes per tile row of the quantized matmul: the integer sums of 64 blocks, then
+ * their f32 terms in the same words (isum), and the offset terms of the offset types. */
 export function quantTileRowBytes(type: QuantType): number {
   return 64 * 4 * (hasOffsetType(type) ? 2 : 1);
 }
@@ -212,25 +213,83 @@ function quantTerms(type: QuantType): string {
   return terms;
 }
 
-/** The tiled (not `whole`) body: tile wid.z of rows, the sum of column `col` in block order. */
+/** Lane w's share of block j's integer sum for row xr (\`c\`, from its word qw[i] and the
+ * activation word \`a\`): Σ over the 8 lanes is, in i32 (wrapping: a ring, so any split and
+ * order), exactly quantTerms' sumi: d0 + d1 − bias·SX (lane 0 carries the SX term); Q6_K's
+ * q6a·(d0 − 32·s0) + q6b·(d1 − 32·(SX − s0)) = Σ_{w<4} (q6a·dq + 32·(q6b − q6a)·s) +
+ * Σ_{w≥4} q6b·dq − 32·q6b·SX, with the lane's factors (q6[i]: dq's, s's, SX's) made once
+ * per block in the word loop. */
+function laneShare(type: QuantType): string {
+  const sx = 'SX[xr * nb + j]';
+  if (type === 'q6_k') return `let c = q6[i].x * dot4(qw[i], a) + q6[i].y * dot4(0x01010101u, a) - select(0, q6[i].z * ${sx}, w == 0u);`;
+  const bias = packedBias(type);
+  return bias === 0 ? 'let c = dot4(qw[i], a);' : `let c = dot4(qw[i], a) - select(0, ${bias} * ${sx}, w == 0u);`;
+}
+
+/** The workgroup's integer sums per (tile row, block of the chunk): the tiled body's lanes add
+ * their shares (integer adds: exact in any order); thread t then stores block t's f32 term's
+ * bits in place, and thread m reads and zeroes its row's in the chain (the next chunk's sums
+ * start at 0). */
+export function quantSumsDecl(tm: number): string {
+  return `var<workgroup> isum: array<atomic<i32>, ${tm * 64}>;`;
+}
+
+/** The tiled (not `whole`) body: tile wid.z of rows, the sum of column `col` in block order.
+ * Per chunk of 64 blocks, 8 lanes share a block: lane t reads word w = t & 7 of blocks
+ * (t >> 3) + 8i (i < 8), so a warp's load covers 4 blocks' consecutive bytes, and the
+ * activation words it pairs with are consecutive too. Each lane adds its integer share into
+ * isum (laneShare); then thread t forms block c0 + t's f32 terms from the exact sums, as
+ * quantTerms does (stored in place of the sums), and thread m chains them in j order. */
 export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRows | null): string {
   const offs = hasOffsetType(type);
-  const terms = quantTerms(type);
+  const q6 = type === 'q6_k';
   return `  ${moeTileStart(moe)}
   ${moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
   let row = ${moeWeightRow(moe, 'col', 'pu(P_rows)')} * pu(P_rowBytes);
+  let w = t & 7u;
   var acc = 0.0;
+  for (var r = 0u; r < rows; r++) { atomicStore(&isum[r * 64u + t], 0); }
+  workgroupBarrier();
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
+    // this lane's weight words of the chunk, all loaded before any is used
+    var qw: array<u32, 8>;
+    ${q6 ? 'var q6: array<vec3<i32>, 8>;' : ''}
+    for (var i = 0u; i < 8u; i++) {
+      let j = c0 + (t >> 3u) + 8u * i;
+      if (j < nb) {
+        qw[i] = packed_word(row, j, w);
+        ${q6 ? 'let sc = packed_q6(row, j);\n        q6[i] = vec3<i32>(select(sc.y, sc.x, w < 4u), select(0, 32 * (sc.y - sc.x), w < 4u), 32 * sc.y);' : ''}
+      }
+    }
+    for (var r = 0u; r < rows; r++) {
+      let xr = rb + m0 + r;
+      for (var i = 0u; i < 8u; i++) {
+        let jb = (t >> 3u) + 8u * i;
+        let j = c0 + jb;
+        if (j < nb) {
+          let a = QX[(xr * K + j * 32u) / 4u + w];
+          ${laneShare(type)}
+          atomicAdd(&isum[r * 64u + jb], c);
+        }
+      }
+    }
+    workgroupBarrier();
     let j = c0 + t;
     if (j < nb) {
-      let sb = packed_block(row, j);
-${terms}
+      let sb = packed_head(row, j);
+      for (var r = 0u; r < rows; r++) {
+        let xr = rb + m0 + r;
+        let sumi = atomicLoad(&isum[r * 64u + t]);
+        let dx = DX[xr * nb + j];
+        atomicStore(&isum[r * 64u + t], bitcast<i32>((sb.scale * dx) * f32(sumi)));
+        ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[xr * nb + j]);' : ''}
+      }
     }
     workgroupBarrier();
     if (t < rows) {
       let n = min(64u, nb - c0);
       for (var jj = 0u; jj < n; jj++) {
-        acc = acc + term[t * 64u + jj];
+        acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
         ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
       }
     }
@@ -298,7 +357,7 @@ ${BYTES}
 ${packedBlockDecoder(type)}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
-var<workgroup> term: array<f32, ${tm * 64}>;
+${whole ? `var<workgroup> term: array<f32, ${tm * 64}>;` : quantSumsDecl(tm)}
 ${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {

@@ -10,12 +10,12 @@
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
-import { MATMUL_TILES, TM, quantTiledBody } from './matmul.js';
+import { MATMUL_TILES, TM, quantSumsDecl, quantTiledBody } from './matmul.js';
 import { GROUP_SEGMENTS, segmentOf } from './matmul-group.js';
 import { PACKED_BLOCK_STATE, dot4Source, hasOffsetType, packedBlockFns } from './quant.js';
 
 /** The weight readers' functions, renamed per segment (each reads its own binding). */
-const WEIGHT_FNS = ['b8', 's8', 'f16at', 'u32at', 'word_at', 'spread4', 'scale_min_k4', 'packed_block'];
+const WEIGHT_FNS = ['b8', 's8', 'f16at', 'u32at', 'word_at', 'spread4', 'scale_min_k4', 'packed_head', 'packed_word', 'packed_block', 'packed_q6'];
 
 function forSegment(s: number, text: string): string {
   return text.replace(/\bW\b/g, `W${s}`).replace(new RegExp(`\\b(${WEIGHT_FNS.join('|')})\\(`, 'g'), `$1_${s}(`);
@@ -46,7 +46,7 @@ ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
-var<workgroup> term: array<f32, ${tm * 64}>;
+${quantSumsDecl(tm)}
 ${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {

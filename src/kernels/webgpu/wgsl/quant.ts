@@ -99,60 +99,48 @@ fn word_at(off: u32) -> u32 {
 // bits 0..3 of b to bit 4 of each byte lane
 fn spread4(b: u32) -> u32 { return ((b & 1u) << 4u) | ((b & 2u) << 11u) | ((b & 4u) << 18u) | ((b & 8u) << 25u); }`;
 
-const PACKED_BODIES: Record<QuantType, string> = {
-  q8_0: `let p = row + j * 34u;
-  for (var w = 0u; w < 8u; w++) { QP[w] = word_at(p + 2u + 4u * w); }
-  return PB(f16at(p), 0.0, 0, 0, 0);`,
-  q4_0: `let p = row + j * 18u;
-  for (var w = 0u; w < 4u; w++) { let v = word_at(p + 2u + 4u * w); QP[w] = v & 0x0f0f0f0fu; QP[w + 4u] = (v >> 4u) & 0x0f0f0f0fu; }
-  return PB(f16at(p), 0.0, 8, 0, 0);`,
-  q4_1: `let p = row + j * 20u;
-  for (var w = 0u; w < 4u; w++) { let v = word_at(p + 4u + 4u * w); QP[w] = v & 0x0f0f0f0fu; QP[w + 4u] = (v >> 4u) & 0x0f0f0f0fu; }
-  return PB(f16at(p), f16at(p + 2u), 0, 0, 0);`,
-  q5_0: `let p = row + j * 22u;
-  let qh = u32at(p + 2u);
-  for (var w = 0u; w < 4u; w++) {
-    let v = word_at(p + 6u + 4u * w);
-    QP[w] = (v & 0x0f0f0f0fu) | spread4(qh >> (4u * w));
-    QP[w + 4u] = ((v >> 4u) & 0x0f0f0f0fu) | spread4(qh >> (16u + 4u * w));
-  }
-  return PB(f16at(p), 0.0, 16, 0, 0);`,
-  q5_1: `let p = row + j * 24u;
-  let qh = u32at(p + 4u);
-  for (var w = 0u; w < 4u; w++) {
-    let v = word_at(p + 8u + 4u * w);
-    QP[w] = (v & 0x0f0f0f0fu) | spread4(qh >> (4u * w));
-    QP[w + 4u] = ((v >> 4u) & 0x0f0f0f0fu) | spread4(qh >> (16u + 4u * w));
-  }
-  return PB(f16at(p), f16at(p + 2u), 0, 0, 0);`,
-  q4_k: `let p = row + (j / 8u) * 144u;
-  let s = j % 8u;
-  let sm = scale_min_k4(p + 4u, s);
-  let qs = p + 16u + (s >> 1u) * 32u;
+/** Per type: `at` opens block j of the row (p, and what both readers need), `head` returns its
+ * PB (scales, bias) and `word` its packed word w (0..7: elements 4w..4w+3). The lanes of the
+ * tiled matmul read one word each (packed_word); packed_block = the head and all 8 words. */
+interface PackedBody { readonly at: string; readonly head: string; readonly word: string }
+
+const K4_AT = (bytes: number): string => `let p = row + (j / 8u) * ${bytes}u;
+  let s = j % 8u;`;
+const K4_HEAD = `let sm = scale_min_k4(p + 4u, s);
+  return PB(f16at(p) * sm.x, -(f16at(p + 2u) * sm.y), 0, 0, 0);`;
+const Q6_AT = `let p = row + (j / 8u) * 210u;
+  let e0 = (j % 8u) * 32u;`;
+/** Q4_0/Q4_1: word w & 3 of the nibbles, low (w < 4) or high (w ≥ 4) halves. */
+const nibbleWord = (qs: number): string => `let v = word_at(p + ${qs}u + 4u * (w & 3u));
+  return (v >> (4u * (w >> 2u))) & 0x0f0f0f0fu;`;
+/** Q5_0/Q5_1: the nibbles and bit 4 from the 32-bit qh (element l's bit l). */
+const q5Word = (qh: number, qs: number): string => `let v = word_at(p + ${qs}u + 4u * (w & 3u));
+  return ((v >> (4u * (w >> 2u))) & 0x0f0f0f0fu) | spread4(u32at(p + ${qh}u) >> (4u * w));`;
+
+const PACKED_BODIES: Record<QuantType, PackedBody> = {
+  q8_0: { at: 'let p = row + j * 34u;', head: 'return PB(f16at(p), 0.0, 0, 0, 0);', word: 'return word_at(p + 2u + 4u * w);' },
+  q4_0: { at: 'let p = row + j * 18u;', head: 'return PB(f16at(p), 0.0, 8, 0, 0);', word: nibbleWord(2) },
+  q4_1: { at: 'let p = row + j * 20u;', head: 'return PB(f16at(p), f16at(p + 2u), 0, 0, 0);', word: nibbleWord(4) },
+  q5_0: { at: 'let p = row + j * 22u;', head: 'return PB(f16at(p), 0.0, 16, 0, 0);', word: q5Word(2, 6) },
+  q5_1: { at: 'let p = row + j * 24u;', head: 'return PB(f16at(p), f16at(p + 2u), 0, 0, 0);', word: q5Word(4, 8) },
+  q4_k: { at: K4_AT(144), head: K4_HEAD, word: `let qs = p + 16u + (s >> 1u) * 32u;
   let sh = (s & 1u) * 4u;
-  for (var w = 0u; w < 8u; w++) { QP[w] = (word_at(qs + 4u * w) >> sh) & 0x0f0f0f0fu; }
-  return PB(f16at(p) * sm.x, -(f16at(p + 2u) * sm.y), 0, 0, 0);`,
-  q5_k: `let p = row + (j / 8u) * 176u;
-  let s = j % 8u;
-  let sm = scale_min_k4(p + 4u, s);
-  let qs = p + 48u + (s >> 1u) * 32u;
+  return (word_at(qs + 4u * w) >> sh) & 0x0f0f0f0fu;` },
+  q5_k: { at: K4_AT(176), head: K4_HEAD, word: `let qs = p + 48u + (s >> 1u) * 32u;
   let sh = (s & 1u) * 4u;
-  for (var w = 0u; w < 8u; w++) {
-    QP[w] = ((word_at(qs + 4u * w) >> sh) & 0x0f0f0f0fu) | (((word_at(p + 16u + 4u * w) >> s) & 0x01010101u) << 4u);
-  }
-  return PB(f16at(p) * sm.x, -(f16at(p + 2u) * sm.y), 0, 0, 0);`,
-  q6_k: `let p = row + (j / 8u) * 210u;
-  let e0 = (j % 8u) * 32u;
-  let half = e0 >> 7u;
+  return ((word_at(qs + 4u * w) >> sh) & 0x0f0f0f0fu) | (((word_at(p + 16u + 4u * w) >> s) & 0x01010101u) << 4u);` },
+  q6_k: { at: Q6_AT, head: 'return PB(f16at(p + 208u), 0.0, 32, s8(p + 192u + (e0 >> 4u)), s8(p + 193u + (e0 >> 4u)));', word: `let half = e0 >> 7u;
   let run = (e0 & 127u) >> 5u;
   let ql = p + half * 64u + (run & 1u) * 32u;
   let qhb = p + 128u + half * 32u;
   let sh = select(0u, 4u, run >= 2u);
-  for (var w = 0u; w < 8u; w++) {
-    QP[w] = ((word_at(ql + 4u * w) >> sh) & 0x0f0f0f0fu) | (((word_at(qhb + 4u * w) >> (2u * run)) & 0x03030303u) << 4u);
-  }
-  return PB(f16at(p + 208u), 0.0, 32, s8(p + 192u + (e0 >> 4u)), s8(p + 193u + (e0 >> 4u)));`,
+  return ((word_at(ql + 4u * w) >> sh) & 0x0f0f0f0fu) | (((word_at(qhb + 4u * w) >> (2u * run)) & 0x03030303u) << 4u);` },
 };
+
+/** The format's zero point (PB.bias) as a TypeScript number: Σ (q − bias)·x. */
+export function packedBias(type: QuantType): number {
+  return type === 'q4_0' ? 8 : type === 'q5_0' ? 16 : type === 'q6_k' ? 32 : 0;
+}
 
 /** WGSL: struct PB {scale, offset, bias, q6a, q6b}, private QP, `packed_block(row_byte, j)`
  * (needs BYTES; Q4_K/Q5_K also the scale reader). */
@@ -166,13 +154,27 @@ export const PACKED_BLOCK_STATE = `struct PB { scale: f32, offset: f32, bias: i3
 var<private> QP: array<u32, 8>;`;
 
 /** The decoder's functions over the weight binding W (word_at, spread4, the Q4_K/Q5_K scale
- * reader, packed_block; they need BYTES). */
+ * reader, packed_head, packed_word, packed_block; they need BYTES). */
 export function packedBlockFns(type: QuantType): string {
+  const b = PACKED_BODIES[type];
   return `${WORD_AT}
 ${type === 'q4_k' || type === 'q5_k' ? K4_SCALES : ''}
-fn packed_block(row: u32, j: u32) -> PB {
-  ${PACKED_BODIES[type]}
+fn packed_head(row: u32, j: u32) -> PB {
+  ${b.at}
+  ${b.head}
 }
+fn packed_word(row: u32, j: u32, w: u32) -> u32 {
+  ${b.at}
+  ${b.word}
+}
+fn packed_block(row: u32, j: u32) -> PB {
+  for (var w = 0u; w < 8u; w++) { QP[w] = packed_word(row, j, w); }
+  return packed_head(row, j);
+}
+${type === 'q6_k' ? `fn packed_q6(row: u32, j: u32) -> vec2<i32> {
+  ${b.at}
+  return vec2<i32>(s8(p + 192u + (e0 >> 4u)), s8(p + 193u + (e0 >> 4u)));
+}` : ''}
 `;
 }
 
