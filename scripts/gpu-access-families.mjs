@@ -2,7 +2,7 @@
 // words, grid) → the bytes it must move at batch 1 and its warps' load pattern
 // (src/kernels/webgpu/access-model.ts); and the step's table.
 import {
-  COALESCED_F32, convChannelLoads, floatWeightLoads, gdnStageLoads, namedParams, quantActsIteration, quantIteration, warpIteration, workgroupBytes,
+  COALESCED_F32, convChannelLoads, floatInputLoads, floatWeightLoads, gdnStageLoads, namedParams, quantActsIteration, quantIteration, warpIteration, workgroupBytes,
   workgroupSize,
 } from '../dist/src/kernels/webgpu/access-model.js';
 import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_STAGE_LOADS } from '../dist/src/kernels/webgpu/wgsl/gdn-columns.js';
@@ -36,9 +36,13 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     let rows = 0;
     for (let s = 0; s < p.segments; s++) rows += p[`seg${s}Rows`];
     rows *= vocabScale;
-    const extra = [COALESCED_F32, ...(r.key.includes('_norm') ? [COALESCED_F32] : []), ...(/_(silu|sigmoid)/.test(r.key) ? [COALESCED_F32] : [])];
-    const loads = floatWeightLoads(dtype, p.k);
-    const it = warpIteration(loads, extra.map(() => Array.from({ length: 32 }, (_, l) => [4 * l, 4])));
+    // the load widths (wgsl/float-chunks.ts FloatLoads): the key's last field
+    const widths = /_(vec4w?|element)$/.exec(r.key)?.[1] ?? 'element';
+    const x = floatInputLoads(dtype, widths);
+    // per iteration: x (one tile row at batch 1), the norm weight (vec4 in the chunked paths), the gate
+    const extra = [...x, ...(r.key.includes('_norm') ? floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4') : []),
+      ...(/_(silu|sigmoid)/.test(r.key) ? x : [])];
+    const it = warpIteration(floatWeightLoads(dtype, p.k, widths), extra);
     return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows, iteration: it, unroll: [1, 4] };
   }
   if (r.key.startsWith('qmatmul_acts_')) {

@@ -1,7 +1,7 @@
 // What each recorded dispatch's work scales with at M > 1 rows (src/kernels/webgpu/
 // access-batch.ts BatchParts / BatchUse), from its key, parameter words and grid; the
 // batch-1 dispatch comes from gpu-access-families.mjs modelDispatch.
-import { COALESCED_F32, loadFacts, namedParams, quantActLoads, workgroupSize } from '../dist/src/kernels/webgpu/access-model.js';
+import { COALESCED_F32, floatInputLoads, loadFacts, namedParams, quantActLoads, workgroupSize } from '../dist/src/kernels/webgpu/access-model.js';
 import { modelDispatch } from './gpu-access-families.mjs';
 
 // one warp's activation loads of one row per 64-block chunk (the 8-lane layout; Q8_0: no SX in the lane shares)
@@ -22,7 +22,9 @@ export function batchDispatch(r, { context, vocabScale, config, seqs, tokensPerS
     for (let s = 0; s < p.segments; s++) rows += p[`seg${s}Rows`];
     rows *= vocabScale;
     const gate = /_(silu|sigmoid)/.test(r.key) ? 1 : 0;
-    return { d, parts: { ...zero, weightBytes: rows * p.k * elem, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: COALESCED_F32.l1Sectors * (1 + gate) },
+    // a row's x loads per iteration as the shader's load width makes them (wgsl/float-chunks.ts; the key's last field)
+    const xSectors = floatInputLoads(r.key.split('_')[2], /_(vec4w?|element)$/.exec(r.key)?.[1] ?? 'element').reduce((a, l) => a + loadFacts(l).sectors.size, 0);
+    return { d, parts: { ...zero, weightBytes: rows * p.k * elem, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: xSectors * (1 + gate) },
       use: { rows: p.m, seqs: 1, tiles: r.groups[2] } };
   }
   if (r.key.startsWith('qmatmul_')) {

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  GPUS, estimate, floatWeightLoads, gdnStageLoads, loadFacts, namedParams, quantActLoads, quantActsIteration, quantFusedActLoads, quantIteration, quantWeightLoads,
+  GPUS, estimate, floatInputLoads, floatWeightLoads, gdnStageLoads, loadFacts, namedParams, quantActLoads, quantActsIteration, quantFusedActLoads, quantIteration, quantWeightLoads,
   warpIteration, workgroupBytes, workgroupSize,
   type ModelledDispatch,
 } from '../src/kernels/webgpu/access-model.js';
@@ -17,14 +17,31 @@ import { GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_GATED_COLUMNS, GDN_STAGE_LOADS } f
 import { convChannelLoads } from '../src/kernels/webgpu/access-model.js';
 import { CONV_CHANNEL_THREADS, convChannelsShader } from '../src/kernels/webgpu/wgsl/gdn.js';
 
-test('float weight loads mirror matmul-group.ts: thread t reads element k ≡ t (mod 64) through wf', () => {
+test('float weight loads mirror matmul-group.ts: thread t reads the 4-element units u ≡ t (mod 64) of its row through wu, two an iteration', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true);
+  assert.match(src, /let ku = K \/ 4u;\s+for \(var u0 = t; u0 < ku; u0 \+= 128u\) \{\s+let u1 = u0 \+ 64u;\s+let has1 = u1 < ku;\s+let w0 = wu0\(col \* ku \+ u0\);\s+var w1 = vec4<f32>\(0.0\);\s+if \(has1\) \{ w1 = wu0\(col \* ku \+ u1\); \}/);
+  assert.match(src, /var<storage, read_write> W0: array<vec2<u32>>;\nfn wu0\(u: u32\) -> vec4<f32> \{ let q = W0\[u\];/);
+  assert.match(src, /let x0 = xq\(xo \+ 4u \* u0\);[^]*let x1 = xq\(xo \+ 4u \* u1\);/);
+  assert.match(src, /fn xq\(i: u32\) -> vec4<f32> \{ return X\[i >> 2u\]; \}/);
+  assert.match(floatMatmulGroupShader('f32', 1), /W0: array<vec4<u32>>;\nfn wu0\(u: u32\) -> vec4<f32> \{ return bitcast<vec4<f32>>\(W0\[u\]\); \}/);
+  const bf16 = floatWeightLoads('bf16', 2560).map((l) => loadFacts(l));
+  assert.deepEqual(bf16.map((f) => [f.bytes, f.sectors.size]), [[256, 8], [256, 8]]); // 32 lanes × 8 bytes, contiguous; two loads an iteration
+  const f32 = floatWeightLoads('f32', 2560).map((l) => loadFacts(l));
+  assert.deepEqual(f32.map((f) => [f.bytes, f.sectors.size]), [[512, 16], [512, 16]]);
+  // x per row: a vec4<f32> per unit, 32 lanes contiguous (16 sectors); as scalars, four loads a unit
+  assert.deepEqual(floatInputLoads('bf16', 'vec4').map((l) => loadFacts(l).sectors.size), [16, 16]);
+  assert.equal(floatInputLoads('bf16', 'vec4w').length, 8);
+  assert.equal(warpIteration(floatWeightLoads('bf16', 2560), floatInputLoads('bf16', 'vec4')).dramBytes, 512);
+});
+
+test('float element loads (K not a multiple of the chunk) mirror the element path: thread t reads element k ≡ t (mod 64) through wf', () => {
+  const src = floatMatmulGroupShader('bf16', 1, true, false, true, null, null, false, 16, 'element');
   assert.match(src, /for \(var k = t; k < K; k \+= 64u\)/);
   assert.match(src, /let w = wf0\(col \* K \+ k\);/);
   assert.match(src, /fn wf0\(i: u32\) -> f32 \{ let word = W0\[i >> 1u\];/);
-  const bf16 = loadFacts(floatWeightLoads('bf16', 2560)[0]!);
+  const bf16 = loadFacts(floatWeightLoads('bf16', 2560, 'element')[0]!);
   assert.deepEqual([bf16.bytes, bf16.sectors.size], [64, 2]); // 32 lanes, 16 words: half an ideal 128-byte warp-load
-  const f32 = loadFacts(floatWeightLoads('f32', 2560)[0]!);
+  const f32 = loadFacts(floatWeightLoads('f32', 2560, 'element')[0]!);
   assert.deepEqual([f32.bytes, f32.sectors.size], [128, 4]);
 });
 
@@ -78,7 +95,7 @@ test('namedParams inverts packParams through the shader text', () => {
 });
 
 test('estimate: many workgroups with enough in flight reach the DRAM bound; few do not; unroll helps', () => {
-  const it = warpIteration(floatWeightLoads('bf16', 2560), []);
+  const it = warpIteration(floatWeightLoads('bf16', 2560, 'element'), []);
   const d: ModelledDispatch = { key: 'm', bytes: 9216 * 2560 * 2, workgroups: 9216, threadsPerWorkgroup: 64, workgroupBytes: 4096, iteration: it, unroll: 1 };
   const gpu = GPUS.h100;
   const one = estimate(d, gpu);

@@ -95,6 +95,10 @@ describe('webgpu device layer', () => {
       ['copy_rows', COPY_ROWS], ['fill', FILL], ['fill_runs', FILL_RUNS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulGroupShader(d, 1)], [`matmul_group_${d}`, floatMatmulGroupShader(d, 4)], [`embed_${d}`, embedFloatShader(d)]]),
       ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulGroupShader(d, 3, true)]) : []),
+      // the float matmuls' other load widths (wgsl/float-chunks.ts): scalar inputs, element loads
+      ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}_vec4w`, floatMatmulGroupShader(d, 2, false, true, false, 'sigmoid', null, false, 16, 'vec4w')],
+        [`matmul_${d}_norm_vec4w`, floatMatmulGroupShader(d, 2, false, false, true, null, null, false, 16, 'vec4w')],
+        [`matmul_${d}_element`, floatMatmulGroupShader(d, 2, false, false, true, null, null, false, 16, 'element')]]),
       ...QUANT_TYPES.flatMap((q): [string, string][] => [[`qmatmul_${q}`, quantMatmulShader(q, true)], [`qmatmul_${q}_nodot4`, quantMatmulShader(q, false)], [`embed_${q}`, embedQuantShader(q)]]),
       // the 32- and 64-row tiles (wgsl/matmul.ts matmulTile; 64 where the workgroup memory allows)
       ...[32, 64].filter((tm) => tm * 512 <= g.device.limits.maxComputeWorkgroupStorageSize).flatMap((tm): [string, string][] => [

@@ -11,6 +11,7 @@
 // A model, not a measurement: docs/kernels.md "GPU memory-access model" states every
 // assumption, and the JSON repeats them.
 import type { QuantType } from '../quant/formats.js';
+import { floatChunkElems, type FloatLoads } from './wgsl/float-chunks.js';
 
 /** A GPU's figures the model uses (public spec sheets; latency and gap: assumptions). */
 export interface GpuSpec {
@@ -51,12 +52,34 @@ const lanes = (f: (lane: number) => readonly [number, number] | null): WarpLoad 
   Array.from({ length: 32 }, (_, l) => f(l)).filter((r): r is readonly [number, number] => r !== null);
 const word = (i: number): readonly [number, number] => [4 * i, 4];
 
-/** The weight loads of one loop iteration of warp 0 (threads 0..31) of a float matmul
- * (matmul-group.ts: `for (var k = t; k < K; k += 64u) { let w = wf(col * K + k); ...`):
- * wf reads u32 word i >> 1 (bf16, f16) or i (f32). Column 1, iteration 0. */
-export function floatWeightLoads(dtype: 'f32' | 'bf16' | 'f16', k: number): WarpLoad[] {
+/** The weight loads of one loop iteration of warp 0 (threads 0..31) of a float matmul,
+ * column 1, iteration 0. Unit loads (matmul-group.ts / float-chunks.ts 'vec4', 'vec4w':
+ * `for (var u0 = t; u0 < ku; u0 += 128u) { ... w0 = wu(col * ku + u0); ... w1 = wu(col * ku + u1)`,
+ * ku = K / 4, u1 = u0 + 64): wu reads W[u], a vec2<u32> (bf16, f16: 8 bytes) or a
+ * vec4<u32> (f32: 16 bytes). 'element' (`for (var k = t; k < K; k += 64u) { let w =
+ * wf(col * K + k); ...`): wf reads u32 word i >> 1 (bf16, f16) or i (f32). */
+export function floatWeightLoads(dtype: 'f32' | 'bf16' | 'f16', k: number, loads: FloatLoads = 'vec4'): WarpLoad[] {
   const col = 1;
+  if (loads !== 'element') {
+    const ku = k / floatChunkElems(dtype);
+    const bytes = dtype === 'f32' ? 16 : 8;
+    return [0, 64].map((h) => lanes((t) => [bytes * (col * ku + h + t), bytes]));
+  }
   return [lanes((t) => word(dtype === 'f32' ? col * k + t : (col * k + t) >> 1))];
+}
+
+/** The loads of one f32 input array (x; the gate and the folded norm's weight alike) per
+ * tile row in one loop iteration of warp 0: unit loads read unit u's 4 elements from
+ * element 4u — xq(xo + 4u·u0), xq(xo + 4u·u1): a vec4<f32> each ('vec4') or 4 scalars each
+ * ('vec4w'); the element path reads element t (coalesced). Byte offsets within the array. */
+export function floatInputLoads(_dtype: 'f32' | 'bf16' | 'f16', loads: FloatLoads): WarpLoad[] {
+  if (loads === 'element') return [lanes((t) => word(t))];
+  const out: WarpLoad[] = [];
+  for (const h of [0, 64]) {
+    if (loads === 'vec4') out.push(lanes((t) => [16 * (h + t), 16]));
+    else for (let i = 0; i < 4; i++) out.push(lanes((t) => word(4 * (h + t) + i)));
+  }
+  return out;
 }
 
 /** word_at(off) of quant.ts: W[off >> 2], and W[(off >> 2) + 1] in a second (divergent)

@@ -19,6 +19,7 @@ import { quantGroupDispatch } from './qmatmul-group.js';
 import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
+import { floatLoadsFor } from './wgsl/float-chunks.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
 import { GDN_CHUNKED, chunkedScratchPer } from './wgsl/gdn-chunked.js';
@@ -197,8 +198,11 @@ export class WebGpuKernels {
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })));
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
       zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles });
-    const key = `matmul_group_${dtype}_${n}_tm${tm}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}`;
-    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm), params, null,
+    // 4-element weight units where K allows (float-chunks.ts; from K and offsets only, not M)
+    const aliased = segs.some((s) => s.out.buffer === x.buffer || s.out.buffer === gate?.b.buffer);
+    const loads = floatLoadsFor(dtype, k, x.offset, gate ? gate.b.offset : null, aliased);
+    const key = `matmul_group_${dtype}_${n}_tm${tm}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}_${loads}`;
+    this.run(enc, key, () => floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm, loads), params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
         ...(moe ? [moe.plan.buffer] : [])],
       grid(cols, tiles * (moe?.span ?? 1)), `matmul_${dtype}`);

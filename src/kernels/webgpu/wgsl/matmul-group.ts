@@ -3,8 +3,16 @@
 // `col` of the dispatch belongs to the segment whose column range holds it; per output
 // element the loads, products, order and reduction are the same in every variant, so a
 // group gives the bits of one matmul per weight.
-// One workgroup per (output column, tile of `tm` rows of x; wgsl/matmul.ts matmulTile): thread t sums k ≡ t (mod 64) in
-// order, then a fixed tree (or, with `subgroups`, subgroupAdd within each subgroup and the
+// One workgroup per (output column, tile of `tm` rows of x; wgsl/matmul.ts matmulTile).
+// Weight loads (`FloatLoads`, chosen per dispatch from K and the offsets, never from M):
+// 'vec4' / 'vec4w' read the weight row in units of 4 elements (wgsl/float-chunks.ts: a
+// vec2<u32> of bf16 / f16, a vec4<u32> of f32; K a multiple of 4), thread t taking units
+// u ≡ t (mod 64) in order, two an iteration — a warp's lanes read 32 consecutive units per
+// load — and adding each unit's 4 products into each row's sum in element order. x (and the
+// norm weight, the gate) are read as the unit's vec4<f32> ('vec4': x and the gate at
+// 4-aligned offsets) or as 4 scalars ('vec4w': the same values). 'element' (K not a
+// multiple of 4): thread t sums k ≡ t (mod 64) in order
+// through wf. Then either way a fixed tree (or, with `subgroups`, subgroupAdd within each subgroup and the
 // subgroups' sums in subgroup order — subgroups of a 1-D workgroup are runs of consecutive
 // invocations, so subgroup = t / size). Either way the order does not depend on M.
 // `norm`: the input rows are RMS-normed first (Kernels.matmulGroup's norm): the workgroup
@@ -20,6 +28,7 @@
 // gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB).
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
+import { chunkSumLoop, chunkWholeLoads, f32Input, floatChunkReader, type FloatDType, type FloatLoads } from './float-chunks.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
@@ -34,19 +43,21 @@ export const WHOLE_K = 2048;
  * all of the expert's row tiles (grid z = 1), its weight row read once: thread t keeps the
  * elements k ≡ t (mod 64) it multiplies in registers — the same values in the same order,
  * so the bits of the per-tile grid. */
-/** `tm`: rows per tile (floatTileBytes sizes its workgroup memory). */
-export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: number, subgroups = false, accumulate = false,
-  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM): string {
+/** `tm`: rows per tile (floatTileBytes sizes its workgroup memory). `loads`: FloatLoads
+ * (float-chunks.ts; the dispatcher's floatLoadsFor). */
+export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subgroups = false, accumulate = false,
+  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM, loads: FloatLoads = 'vec4'): string {
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
   if (moe && norm) throw new Error('matmul group: a MoE group has no norm');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(P_gateOff) + ${i} - pu(P_xOff)]))` : `X[${i}]`;
   const put = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
-  // SEG_<field> → P_seg<s><field>: segment s's parameters
-  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwf\(/g, `wf${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
+  // SEG_<field> → P_seg<s><field>: segment s's parameters (seg, above)
+  const chunked = loads !== 'element';
+  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
   const readers = Array.from({ length: segments }, (_, s) =>
-    floatWeightReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwf\(/g, `wf${s}(`)).join('\n');
+    (chunked ? floatChunkReader(dtype, 2 + segments + s) : floatWeightReader(dtype, 2 + segments + s)).replace(/\bW\b/g, `W${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`)).join('\n');
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
   const store = subgroups ? `
     if (t < rows) {
@@ -71,11 +82,11 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   // uniform control flow
   const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);
-    for (var k = t; k < K; k += 64u) {
+    ${chunked ? chunkSumLoop(dtype, norm, gate, whole, moeWeightRow(moe, 'col', 'pu(SEG_Rows)')) : `for (var k = t; k < K; k += 64u) {
       let w = ${whole ? 'wreg[k / 64u]' : `wf(${moeWeightRow(moe, 'col', 'pu(SEG_Rows)')} * K + k)`};
       ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(P_zeroCentered) == 1u);' : ''}
       for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
-    }
+    }`}
   }`)).join(' ');
   const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);${store}
@@ -83,12 +94,12 @@ export function floatMatmulGroupShader(dtype: 'f32' | 'bf16' | 'f16', segments: 
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
 ${paramConsts('matmul_group')}
-@group(0) @binding(1) var<storage, read_write> X: array<f32>;
+${chunked ? f32Input('X', 'x', 1, loads === 'vec4') : '@group(0) @binding(1) var<storage, read_write> X: array<f32>;'}
 ${outs}
 ${readers}
 ${moe ? moePlanBinding(2 + 2 * segments + (gate ? 1 : 0)) : ''}
-${gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
-${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<f32>;
+${gate ? chunked ? f32Input('GB', 'g', 2 + 2 * segments, loads === 'vec4') : `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
+${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<${chunked ? 'vec4<f32>' : 'f32'}>;
 ${treeSum('nred')}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
@@ -100,7 +111,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var sg = ${segments}u;
   ${segmentOf(segments)}
   if (sg == ${segments}u) { return; }
-  ${whole ? `${wholePrelude(segments, seg)}
+  ${whole ? `${wholePrelude(segments, seg, chunked ? chunkWholeLoads(dtype, moeWeightRow('gather', 'col', 'pu(SEG_Rows)')) : null)}
   for (var m0 = 0u; m0 < cnt; m0 += TM) {
   let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
   var acc: array<f32, ${tm}>;
@@ -109,7 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var inv: array<f32, ${tm}>;
   for (var r = 0u; r < rows; r++) {
     var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = X[xb + r * K + p]; ss = ss + v * v; }
+    for (var p = t; p < K; p += 64u) { let v = ${chunked ? 'xs(xb + r * K + p)' : 'X[xb + r * K + p]'}; ss = ss + v * v; }
     let total = tree_sum(t, ss);
     inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
   }` : ''}
@@ -121,11 +132,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 
 /** The expert's count and first row from the plan (a count of 0 returns before any weight
- * read) and this thread's weight elements k ≡ t (mod 64) of the workgroup's column. */
-function wholePrelude(segments: number, seg: (s: number, body: string) => string): string {
+ * read) and this thread's weight elements of the workgroup's column: k ≡ t (mod 64), or
+ * (chunkLoads) its units u ≡ t (mod 64). */
+function wholePrelude(segments: number, seg: (s: number, body: string) => string, chunkLoads: string | null): string {
   const loads = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);
-    for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(${moeWeightRow('gather', 'col', 'pu(SEG_Rows)')} * K + k); }
+    ${chunkLoads ?? `for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(${moeWeightRow('gather', 'col', 'pu(SEG_Rows)')} * K + k); }`}
   }`)).join(' ');
   return `let cnt = u32(PLAN[pex]);
   if (cnt == 0u) { return; }

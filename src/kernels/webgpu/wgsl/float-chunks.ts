@@ -1,0 +1,105 @@
+// The 4-element-unit loads of the float matmuls (wgsl/matmul-group.ts, FloatLoads): a weight
+// row read as units of 4 elements — a vec2<u32> of bf16 / f16 (2 per u32, low half first) or
+// a vec4<u32> of f32 — lane t of a warp reading unit t, so a warp-load is 32 consecutive
+// units (256 bytes bf16 / f16, 512 f32), and the f32 inputs (x, the gate, the norm weight)
+// read as the unit's vec4<f32>, 32 consecutive 16-byte pieces (512 bytes) a warp-load. A
+// thread takes two units an iteration (both loads in flight). Every reader returns the
+// element values `wf` and the scalar reads give (the same bits); only the width of the load
+// instructions differs.
+
+export type FloatDType = 'f32' | 'bf16' | 'f16';
+
+/** How a float matmul dispatch loads (chosen from K and the offsets, never from M):
+ * 'vec4': weight units and x / gate as vec4<f32>; 'vec4w': weight units, x / gate as
+ * scalars (an offset not a multiple of 4); 'element': one element a load (K not a multiple
+ * of 4). */
+export type FloatLoads = 'element' | 'vec4w' | 'vec4';
+
+/** Elements of a weight unit: 4 (a vec2<u32> of bf16 / f16, a vec4<u32> of f32). */
+export function floatChunkElems(_dtype: FloatDType): 4 {
+  return 4;
+}
+
+/** The loads a dispatch of a weight of K columns over x at element offset `xOff` (and a gate
+ * at `gateOff`, if any) uses: units need K ≡ 0 (mod 4) (each row starts a unit: parts
+ * start on whole rows of their own buffers); vec4<f32> inputs need 4-aligned offsets and
+ * no output in x's or the gate's buffer (`outAliasesInput`: pipelines.ts would fold the f32
+ * output's name into the vec4 input's). */
+export function floatLoadsFor(dtype: FloatDType, k: number, xOff: number, gateOff: number | null, outAliasesInput = false): FloatLoads {
+  if (k % floatChunkElems(dtype) !== 0) return 'element';
+  return xOff % 4 === 0 && (gateOff === null || gateOff % 4 === 0) && !outAliasesInput ? 'vec4' : 'vec4w';
+}
+
+/** `W` (binding given) as 4-element units and `wu(u)`: unit u's elements in order. */
+export function floatChunkReader(dtype: FloatDType, binding: number): string {
+  const value = dtype === 'f32' ? 'bitcast<vec4<f32>>(W[u])'
+    : dtype === 'bf16' ? 'vec4<f32>(bitcast<f32>(q.x << 16u), bitcast<f32>(q.x & 0xffff0000u), bitcast<f32>(q.y << 16u), bitcast<f32>(q.y & 0xffff0000u))'
+    : 'vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y))';
+  return `@group(0) @binding(${binding}) var<storage, read_write> W: array<${dtype === 'f32' ? 'vec4<u32>' : 'vec2<u32>'}>;
+fn wu(u: u32) -> vec4<f32> { ${dtype === 'f32' ? '' : 'let q = W[u]; '}return ${value}; }
+`;
+}
+
+/** An f32 input array `name` (binding given) and its readers: `<fn>s(i)` one element,
+ * `<fn>q(i)` elements i..i+3 (i ≡ 0 mod 4 where `vec`: the array is then of vec4<f32>). */
+export function f32Input(name: string, fn: string, binding: number, vec: boolean): string {
+  return vec ? `@group(0) @binding(${binding}) var<storage, read_write> ${name}: array<vec4<f32>>;
+fn ${fn}s(i: u32) -> f32 { return ${name}[i >> 2u][i & 3u]; }
+fn ${fn}q(i: u32) -> vec4<f32> { return ${name}[i >> 2u]; }`
+    : `@group(0) @binding(${binding}) var<storage, read_write> ${name}: array<f32>;
+fn ${fn}s(i: u32) -> f32 { return ${name}[i]; }
+fn ${fn}q(i: u32) -> vec4<f32> { return vec4<f32>(${name}[i], ${name}[i + 1u], ${name}[i + 2u], ${name}[i + 3u]); }`;
+}
+
+/** The unit loop of one segment (`wu`, `K`, `xb`, `rows`, `acc` in scope; `row`: the
+ * weight row (the column, or a stacked MoE expert's row); `whole`:
+ * the units from `wreg`): thread t takes units u ≡ t (mod 64) in order, two an iteration
+ * (u0 and u0 + 64: both weight loads in flight together), each unit's 4 products added to
+ * each row's sum in element order. `norm` / `gate`: the input element as the element path
+ * forms it ((x·inv)·w', x·act(g)), component by component. */
+export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | 'sigmoid' | null, whole: boolean, row = 'col'): string {
+  const comps = ['x', 'y', 'z', 'w'];
+  const xAt = (h: number, c: string): string =>
+    norm ? `((x${h}.${c} * inv[r]) * nw${h}.${c})` : gate ? `(x${h}.${c} * ${gate}(g${h}.${c}))` : `x${h}.${c}`;
+  const adds = (h: number): string => comps.map((c) => `a = a + w${h}.${c} * ${xAt(h, c)};`).join(' ');
+  const load = (h: number): string => whole
+    ? `vec4<f32>(wreg[(u${h} / 64u) * 4u], wreg[(u${h} / 64u) * 4u + 1u], wreg[(u${h} / 64u) * 4u + 2u], wreg[(u${h} / 64u) * 4u + 3u])`
+    : `wu(${row} * ku + u${h})`;
+  const nw = (h: number): string => norm ? `let nw${h} = select(NW[u${h}], 1.0 + NW[u${h}], pu(P_zeroCentered) == 1u);` : '';
+  // the gate element of x element i: GB[gateOff + i - xOff] (the element path's index)
+  const inputs = (h: number): string => `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}`;
+  return `let ku = K / 4u;
+    for (var u0 = t; u0 < ku; u0 += 128u) {
+      let u1 = u0 + 64u;
+      let has1 = u1 < ku;
+      let w0 = ${load(0)};
+      var w1 = vec4<f32>(0.0);
+      if (has1) { w1 = ${load(1)}; }
+      ${norm ? `${nw(0)}
+      var nw1 = vec4<f32>(0.0);
+      if (has1) { nw1 = select(NW[u1], 1.0 + NW[u1], pu(P_zeroCentered) == 1u); }` : ''}
+      for (var r = 0u; r < rows; r++) {
+        let xo = xb + r * K;
+        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : ''}
+        var a = acc[r];
+        ${inputs(0)}
+        ${adds(0)}
+        if (has1) {
+          ${inputs(1)}
+          ${adds(1)}
+        }
+        acc[r] = a;
+      }
+    }`;
+}
+
+/** `whole`: this thread's units u ≡ t (mod 64) of weight row `row` into wreg (4 values each, at
+ * (u / 64)·4). */
+export function chunkWholeLoads(_dtype: FloatDType, row = 'col'): string {
+  return `let ku = K / 4u;
+    for (var u = t; u < ku; u += 64u) {
+      let w = wu(${row} * ku + u);
+      let wb = (u / 64u) * 4u;
+      wreg[wb] = w.x; wreg[wb + 1u] = w.y; wreg[wb + 2u] = w.z; wreg[wb + 3u] = w.w;
+    }`;
+}
