@@ -23,7 +23,7 @@
 // params: PARAMS.gdn_gated_seqs / gdn_recurrent_seqs; DS as gdn-gated.ts (i32, 5 words per
 // sequence at seqTable: first row, t, state off, scratch off, mode).
 import { HEADER } from './common.js';
-import { GATE_FNS, QK_SCALE_SUMS, deltaRuleColumn, qkOffsets, type ColumnState } from './gdn.js';
+import { GATE_FNS, GDN_SEQ_OPENING, QK_SCALE_SUMS, deltaRuleColumn, qkOffsets, type ColumnState } from './gdn.js';
 import { GATED_NORM_ROW } from './gdn-gated.js';
 import { paramConsts } from '../params.js';
 
@@ -113,12 +113,8 @@ var<workgroup> st: array<f32, ${256 * GDN_COLUMNS}>;
 var<workgroup> qks: array<f32, 2>;
 @compute @workgroup_size(${GDN_COLUMN_THREADS})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
-  let width = 2u * hk * dk + hv * dv;
-  let sd = pu(P_seqTable) + 5u * wid.z;
-  let row0 = u32(DS[sd]);
-  let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
-  let qkvo = pu(P_qkvOff) + row0 * width; ${f.offsets}
+${GDN_SEQ_OPENING}
+  ${f.offsets}
   let oo = pu(P_outOff) + row0 * hv * dv;
   let h = wid.x;
   let c0 = wid.y * CB;

@@ -13,7 +13,7 @@
 // Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]),
 // 10 Z [rows, HV·dv], 11 NW (f32 [dv]).
 import { HEADER } from './common.js';
-import { GATE_FNS, deltaRuleColumn, normQkRow } from './gdn.js';
+import { GATE_FNS, GDN_SEQ_OPENING, deltaRuleColumn, normQkRow } from './gdn.js';
 import { paramConsts } from '../params.js';
 
 /** Storage bindings the fused kernel needs (the adapter must allow this many per stage). */
@@ -76,12 +76,8 @@ fn sset(mode: u32, i: u32, idx: u32, ss: u32, v: f32, sto: u32, sco: u32) {
 }
 @compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
-  let width = 2u * hk * dk + hv * dv;
-  let sd = pu(P_seqTable) + 5u * wid.z;
-  let row0 = u32(DS[sd]);
-  let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
-  let qkvo = pu(P_qkvOff) + row0 * width; let ao = pu(P_aOff) + row0 * hv; let bo = pu(P_bOff) + row0 * hv;
+${GDN_SEQ_OPENING}
+  let ao = pu(P_aOff) + row0 * hv; let bo = pu(P_bOff) + row0 * hv;
   let oo = pu(P_outOff) + row0 * hv * dv; let zo = pu(P_zOff) + row0 * hv * dv;
   let h = wid.x;
   let c = t;

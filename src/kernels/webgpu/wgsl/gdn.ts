@@ -227,6 +227,16 @@ export function deltaRuleColumn(decay: string, beta: string, column: ColumnState
       }`;
 }
 
+/** A batched GDN shader's opening: the shapes, sequence wid.z's row of the step's sequence
+ * table (row0, T tokens, state offset sto, scratch offset sco, mode: 0 in place, else the
+ * per-token scratch) and its q/k/v row offset qkvo (width = 2·hk·dk + hv·dv per token). */
+export const GDN_SEQ_OPENING = `  let hk = pu(P_hk); let hv = pu(P_hv); let dk = pu(P_dk); let dv = pu(P_dv);
+  let width = 2u * hk * dk + hv * dv;
+  let sd = pu(P_seqTable) + 5u * wid.z;
+  let row0 = u32(DS[sd]);
+  let T = u32(DS[sd + 1u]); let sto = u32(DS[sd + 2u]); let sco = u32(DS[sd + 3u]); let mode = u32(DS[sd + 4u]);
+  let qkvo = pu(P_qkvOff) + row0 * width;`;
+
 function recurrentShader(batched: boolean): string {
   const seq = batched
     ? `let sd = pu(P_seqTable) + 5u * wid.z;

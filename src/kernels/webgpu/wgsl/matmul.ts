@@ -270,6 +270,21 @@ ${quantTerms(type)}
 `;
 }
 
+/** Lane w's weight words of blocks (t >> 3) + 8i (i < 8) of the chunk from c0, all loaded
+ * before any is used (qw; Q6_K also its lane factors q6: laneShare's). Shared by the tiled
+ * body and wgsl/qmatmul-acts.ts. */
+export function laneWeightWords(q6: boolean): string {
+  return `    var qw: array<u32, 8>;
+    ${q6 ? 'var q6: array<vec3<i32>, 8>;' : ''}
+    for (var i = 0u; i < 8u; i++) {
+      let j = c0 + (t >> 3u) + 8u * i;
+      if (j < nb) {
+        qw[i] = packed_word(row, j, w);
+        ${q6 ? 'let sc = packed_q6(row, j);\n        q6[i] = vec3<i32>(select(sc.y, sc.x, w < 4u), select(0, 32 * (sc.y - sc.x), w < 4u), 32 * sc.y);' : ''}
+      }
+    }`;
+}
+
 /** The tiled (not `whole`) body: tile wid.z of rows, the sum of column `col` in block order.
  * Per chunk of 64 blocks, 8 lanes share a block: lane t reads word w = t & 7 of blocks
  * (t >> 3) + 8i (i < 8), so a warp's load covers 4 blocks' consecutive bytes, and the
@@ -288,16 +303,7 @@ export function quantTiledBody(type: QuantType, accumulate: boolean, moe: MoeRow
   for (var r = 0u; r < rows; r++) { atomicStore(&isum[r * 64u + t], 0); }
   workgroupBarrier();
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
-    // this lane's weight words of the chunk, all loaded before any is used
-    var qw: array<u32, 8>;
-    ${q6 ? 'var q6: array<vec3<i32>, 8>;' : ''}
-    for (var i = 0u; i < 8u; i++) {
-      let j = c0 + (t >> 3u) + 8u * i;
-      if (j < nb) {
-        qw[i] = packed_word(row, j, w);
-        ${q6 ? 'let sc = packed_q6(row, j);\n        q6[i] = vec3<i32>(select(sc.y, sc.x, w < 4u), select(0, 32 * (sc.y - sc.x), w < 4u), 32 * sc.y);' : ''}
-      }
-    }
+${laneWeightWords(q6)}
     for (var r = 0u; r < rows; r++) {
       let xr = rb + m0 + r;
       for (var i = 0u; i < 8u; i++) {

@@ -14,7 +14,7 @@
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
-import { quantSumsDecl } from './matmul.js';
+import { laneWeightWords, quantSumsDecl } from './matmul.js';
 import { dot4Source, hasOffsetType, packedBias, packedBlockDecoder } from './quant.js';
 
 /** Rows one workgroup of the activation-quantizing matmul holds (the largest M it serves). */
@@ -74,15 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   workgroupBarrier();
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
-    var qw: array<u32, 8>;
-    ${q6 ? 'var q6: array<vec3<i32>, 8>;' : ''}
-    for (var i = 0u; i < 8u; i++) {
-      let j = c0 + (t >> 3u) + 8u * i;
-      if (j < nb) {
-        qw[i] = packed_word(row, j, w);
-        ${q6 ? 'let sc = packed_q6(row, j);\n        q6[i] = vec3<i32>(select(sc.y, sc.x, w < 4u), select(0, 32 * (sc.y - sc.x), w < 4u), 32 * sc.y);' : ''}
-      }
-    }
+${laneWeightWords(q6)}
     // each block's max |y| over its 8 lanes
     for (var r = 0u; r < rows; r++) {
       for (var i = 0u; i < 8u; i++) {
