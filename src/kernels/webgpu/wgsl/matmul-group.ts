@@ -157,9 +157,10 @@ export function segmentOf(segments: number): string {
 type SegmentParams = Omit<ParamValues<'matmul_group'>, 'k' | 'm' | 'xOff' | 'segments' | 'eps' | 'zeroCentered' | 'gateOff' | 'expert' | 'experts' | 'tiles'>;
 
 /** The matmul_group fields of up to GROUP_SEGMENTS segments (those past the group's: 0);
- * the segments' workgroup columns are consecutive, so segment s starts after the rows of
- * the ones before it. */
-export function groupSegmentParams(segs: readonly { rows: number; outOff: number; outStride: number; col0: number }[]): SegmentParams {
+ * the segments' workgroup columns are consecutive, so segment s starts after the
+ * workgroups of the ones before it: one a row, or ceil(rows / columns) where a workgroup
+ * computes `columns` output columns (wgsl/matmul-columns.ts). */
+export function groupSegmentParams(segs: readonly { rows: number; outOff: number; outStride: number; col0: number }[], columns = 1): SegmentParams {
   if (segs.length > GROUP_SEGMENTS) throw new RangeError(`matmul group: ${segs.length} segments > ${GROUP_SEGMENTS}`);
   const p: Record<string, number> = {};
   let start = 0;
@@ -167,7 +168,7 @@ export function groupSegmentParams(segs: readonly { rows: number; outOff: number
     const seg = segs[s] ?? { rows: 0, outOff: 0, outStride: 0, col0: 0 };
     Object.assign(p, { [`seg${s}Start`]: segs[s] ? start : 0, [`seg${s}Rows`]: seg.rows, [`seg${s}OutOff`]: seg.outOff, [`seg${s}OutStride`]: seg.outStride,
       [`seg${s}Col0`]: seg.col0 });
-    start += seg.rows;
+    start += Math.ceil(seg.rows / columns);
   }
   return p as SegmentParams;
 }

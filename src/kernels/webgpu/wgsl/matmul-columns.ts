@@ -1,0 +1,116 @@
+// The multi-column float matmul (Kernels.matmul / matmulGroup at M > 1 on a GPU): one
+// workgroup computes FLOAT_COLUMNS output columns of one segment for its tile of rows, so
+// each x unit a thread loads is multiplied against the columns' weight units (x read from
+// L1 once per C columns, not once per column). Plain or accumulating, chunked loads, no MoE,
+// norm or gate (wgsl/matmul-group.ts keeps those).
+// Invariant (the same bits as floatMatmulGroupShader): each (row, column)'s sum is formed by
+// the same f32 operations in the same order — thread t's units u ≡ t (mod 64), two an
+// iteration (u0, then u0 + 64), each unit's 4 products added in element order into that
+// (row, column)'s own accumulator; then, column by column, the same fixed tree (or
+// subgroupAdd and the subgroups' sums in order) through the same 64-wide buffer per row.
+// The workgroup memory is the one-column kernel's (the columns are reduced one after
+// another through it), so the tile of rows is the one matmulTile gives.
+// Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
+// its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
+// row (the last one) and is never stored.
+import { paramConsts } from '../params.js';
+import { HEADER } from './common.js';
+import { f32Input, floatChunkReader, type FloatDType } from './float-chunks.js';
+import { MATMUL_TILES, TM } from './matmul.js';
+
+/** Output columns a multi-column workgroup computes. */
+export const FLOAT_COLUMNS = 4;
+
+/** The unit loop of C columns (`wu`, `K`, `xb`, `rows`, `acc`, `cb` (first column), `last`
+ * (the segment's last row) in scope): acc[r·C + c] is (row r, column cb + c)'s sum. */
+function columnsSumLoop(columns: number): string {
+  const cs = Array.from({ length: columns }, (_, c) => c);
+  const comps = ['x', 'y', 'z', 'w'];
+  const adds = (h: number, c: number): string => comps.map((e) => `a${c} = a${c} + w${h}_${c}.${e} * x${h}.${e};`).join(' ');
+  return `let ku = K / 4u;
+    for (var u0 = t; u0 < ku; u0 += 128u) {
+      let u1 = u0 + 64u;
+      let has1 = u1 < ku;
+      ${cs.map((c) => `let row${c} = min(cb + ${c}u, last) * ku;
+      let w0_${c} = wu(row${c} + u0);
+      var w1_${c} = vec4<f32>(0.0);
+      if (has1) { w1_${c} = wu(row${c} + u1); }`).join('\n      ')}
+      for (var r = 0u; r < rows; r++) {
+        let xo = xb + r * K;
+        ${cs.map((c) => `var a${c} = acc[r * ${columns}u + ${c}u];`).join(' ')}
+        let x0 = xq(xo + 4u * u0);
+        ${cs.map((c) => adds(0, c)).join('\n        ')}
+        if (has1) {
+          let x1 = xq(xo + 4u * u1);
+          ${cs.map((c) => adds(1, c)).join('\n          ')}
+        }
+        ${cs.map((c) => `acc[r * ${columns}u + ${c}u] = a${c};`).join(' ')}
+      }
+    }`;
+}
+
+/** The multi-column variant of floatMatmulGroupShader (plain or `accumulate`, chunked loads
+ * `vec4` (x as vec4<f32>) or not (scalars)); bindings and params as there, the segments'
+ * starts in workgroups (groupSegmentParams with `columns`). */
+export function floatColumnsShader(dtype: FloatDType, segments: number, subgroups: boolean, accumulate: boolean, tm = TM, vec4 = true,
+  columns = FLOAT_COLUMNS): string {
+  if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
+  if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
+  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwu\(/g, `wu${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
+  const readers = Array.from({ length: segments }, (_, s) =>
+    floatChunkReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwu\(/g, `wu${s}(`)).join('\n');
+  const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
+  const put = (v: string): string => `let o = pu(SEG_OutOff) + (m0 + t) * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  const store = subgroups ? `if (t < rows && col < pu(SEG_Rows)) {
+      var sum = 0.0;
+      for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
+      ${put('sum')}
+    }` : `if (t < rows && col < pu(SEG_Rows)) { ${put('red[t * 64u]')} }`;
+  const reduce = subgroups ? `for (var r = 0u; r < rows; r++) {
+      let v = subgroupAdd(acc[r * ${columns}u + c]);
+      if (sgi == 0u) { red[r * 64u + t / sgs] = v; }
+    }
+    workgroupBarrier();` : `for (var r = 0u; r < TM; r++) { red[r * 64u + t] = acc[r * ${columns}u + c]; }
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+      if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
+      workgroupBarrier();
+    }`;
+  const branches = (body: (s: number) => string): string => Array.from({ length: segments }, (_, s) =>
+    seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+    let cb = (gcol - pu(SEG_Start)) * ${columns}u;
+    let last = pu(SEG_Rows) - 1u;
+    ${body(s)}
+  }`)).join(' ');
+  const segmentOf = Array.from({ length: segments }, (_, s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `
+    + `gcol < pu(P_seg${s}Start) + (pu(P_seg${s}Rows) + ${columns - 1}u) / ${columns}u) { sg = ${s}u; }`).join('\n  ');
+  return `${subgroups ? 'enable subgroups;' : ''}
+${HEADER}
+${paramConsts('matmul_group')}
+${f32Input('X', 'x', 1, vec4)}
+${outs}
+${readers}
+const TM = ${tm}u;
+var<workgroup> red: array<f32, ${tm * 64}>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
+  let gcol = group_id(wid, nwg);
+  let K = pu(P_k);
+  let m0 = wid.z * TM;
+  var sg = ${segments}u;
+  ${segmentOf}
+  if (sg == ${segments}u) { return; }
+  let rows = min(TM, pu(P_m) - m0);
+  var acc: array<f32, ${tm * columns}>;
+  for (var i = 0u; i < TM * ${columns}u; i++) { acc[i] = 0.0; }
+  let xb = pu(P_xOff) + m0 * K;
+  ${branches(() => columnsSumLoop(columns))}
+  // column by column through the one-column kernel's buffer and reduction
+  for (var c = 0u; c < ${columns}u; c++) {
+    ${reduce}
+    ${branches(() => `let col = cb + c;
+    ${store}`)}
+    workgroupBarrier();
+  }
+}`;
+}

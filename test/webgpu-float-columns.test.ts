@@ -1,0 +1,138 @@
+// The multi-column float matmul (wgsl/matmul-columns.ts, WebGpuKernels.floatColumns): one
+// workgroup computes FLOAT_COLUMNS output columns of a segment, each (row, column)'s sum by
+// the one-column kernel's operations in its order — so forced on (lavapipe defaults it off)
+// it must give the one-column kernel's bits, element by element (a column computed from
+// another's weight row, or stored at another's place, differs there), for M = 2, 5, 17, 33,
+// segments of 1, 3 (fewer rows than a workgroup's columns), 13 and 8 rows (13: not a multiple
+// of the columns), bf16 (x vector and scalar loads) and f32, plain and accumulating; and M = 1
+// keeps the one-column kernel. The dispatch keys show the two runs took the two kernels.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Weight } from '../src/kernels/types.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { f16ToF32, f32ToF16 } from '../src/kernels/quant/dequant.js';
+import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
+import { view, type GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
+import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { randomWeight, relErr, rng } from './numeric.js';
+import { gpuUnderTest, run } from './webgpu-helpers.js';
+
+const ref = createRefKernels();
+let g: WebGpuKernels;
+before(async () => { g = await gpuUnderTest(); });
+after(() => g?.dispose());
+
+const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
+type DType = 'f32' | 'bf16' | 'f16';
+
+function sameBits(got: Float32Array, want: Float32Array, what: string): void {
+  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
+  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  assert.equal(a.length, b.length, `${what}: length`);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]}`);
+}
+
+function uploadAt(data: Float32Array, at: number): GpuTensor {
+  const padded = new Float32Array(at + data.length + 3);
+  padded.set(data, at);
+  return view(g.alloc.upload(padded), at, data.length);
+}
+
+function weights(dtype: DType, n: number, k: number, r: () => number): { gw: GpuWeight; wr: Weight } {
+  if (dtype !== 'f16') {
+    const w = randomWeight(ref, dtype, n, k, () => 2 * r() - 1);
+    return { gw: g.uploadWeight(w), wr: w };
+  }
+  const bits = Uint16Array.from({ length: n * k }, () => f32ToF16(2 * r() - 1));
+  const wr = ref.allocWeight('f32', n, k).weight;
+  (wr.data as Float32Array).set(Array.from(bits, f16ToF32));
+  return { gw: g.uploadWeightBytes('f16', n, k, new Uint8Array(bits.buffer)), wr };
+}
+
+/** The outputs of `body` (one tensor a weight) and its float matmul dispatch keys, with
+ * `columns` output columns a workgroup allowed. */
+async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<typeof run>[1]): Promise<{ keys: string[]; got: Float32Array[] }> {
+  const keys: string[] = [];
+  const plain = g.run;
+  const was = g.floatColumns;
+  g.floatColumns = columns;
+  g.run = function (this: WebGpuKernels, ...args: Parameters<WebGpuKernels['run']>) {
+    if (args[1].startsWith('matmul_group_')) keys.push(args[1]);
+    return plain.apply(this, args);
+  };
+  try {
+    return { keys, got: await run(g, body, ...outs) };
+  } finally {
+    g.run = plain;
+    g.floatColumns = was;
+  }
+}
+
+const SEG_ROWS = [13, 1, 8, 3];
+
+describe('webgpu multi-column float matmul', () => {
+  test('a CPU adapter defaults to one column a workgroup', () => {
+    assert.equal(g.floatColumns, 1);
+    assert.ok(FLOAT_COLUMNS >= 2);
+  });
+
+  // (lavapipe compiles each tile's pipelines: f32 with vector x loads only, to keep the file short)
+  for (const [dtype, loadsOf] of [['bf16', [[0, 'vec4'], [1, 'vec4w']]], ['f32', [[0, 'vec4']]]] as const) {
+    test(`${dtype}: C columns == one column, bit for bit per element, M = 2, 5, 17, 33, four segments (${loadsOf.map(([, l]) => l).join(', ')})`, async () => {
+      const r = rng(dtype === 'bf16' ? 101 : 103);
+      const k = 264; // 66 units: thread t has two units for t < 2 only (has1 both ways)
+      const ws = SEG_ROWS.map((n) => weights(dtype, n, k, r));
+      for (const m of [2, 5, 17, 33]) {
+        const x = fill(m * k, () => 2 * r() - 1);
+        for (const [at, loads] of loadsOf) {
+          const runs: Float32Array[][] = [];
+          for (const columns of [1, FLOAT_COLUMNS]) {
+            const outs = SEG_ROWS.map((n) => g.alloc.tensor([m, n]));
+            const { keys, got } = await withColumns(columns, outs, (e) => g.matmulGroup(e, uploadAt(x, at), m, ws.map((w, i) => ({ out: outs[i]!, w: w.gw }))));
+            const multi = columns > 1;
+            assert.deepEqual(keys.map((key) => [key.endsWith(multi ? `_${loads}_cols${columns}` : `_${loads}`), key.includes('_cols')]), [[true, multi]], keys.join(' '));
+            runs.push(got);
+          }
+          SEG_ROWS.forEach((n, i) => {
+            const want = new Float32Array(m * n);
+            ref.matmul(want, x, ws[i]!.wr, m);
+            assert.ok(relErr(runs[1]![i]!, want) <= 1e-5, `${dtype} M=${m} segment ${i}: rel err ${relErr(runs[1]![i]!, want)}`);
+            sameBits(runs[1]![i]!, runs[0]![i]!, `${dtype} M=${m} ${loads} segment ${i} (${n} rows)`);
+          });
+        }
+      }
+    });
+  }
+
+  test('accumulating (matmulAdd) with C columns == one column, bit for bit', async () => {
+    const r = rng(109);
+    const [n, k, m] = [21, 128, 6];
+    const { gw } = weights('bf16', n, k, r);
+    const x = fill(m * k, () => 2 * r() - 1);
+    const start = fill(m * n, () => 2 * r() - 1);
+    const got: Float32Array[] = [];
+    for (const columns of [1, FLOAT_COLUMNS]) {
+      const acc = g.alloc.upload(start);
+      const res = await withColumns(columns, [acc], (e) => g.matmulAdd(e, acc, uploadAt(x, 0), gw, m));
+      assert.deepEqual(res.keys.map((key) => key.includes('_acc') && key.includes('_cols') === columns > 1), [true], res.keys.join(' '));
+      got.push(res.got[0]!);
+    }
+    sameBits(got[1]!, got[0]!, 'bf16 accumulate');
+  });
+
+  test('M = 1 keeps the one-column kernel with columns allowed; the same bits', async () => {
+    const r = rng(113);
+    const [n, k] = [10, 64];
+    const { gw } = weights('bf16', n, k, r);
+    const x = fill(k, () => 2 * r() - 1);
+    const got: Float32Array[] = [];
+    for (const columns of [1, FLOAT_COLUMNS]) {
+      const out = g.alloc.tensor([1, n]);
+      const res = await withColumns(columns, [out], (e) => g.matmul(e, out, uploadAt(x, 0), gw, 1));
+      assert.deepEqual(res.keys.map((key) => key.includes('_cols')), [false], res.keys.join(' '));
+      got.push(res.got[0]!);
+    }
+    sameBits(got[1]!, got[0]!, 'bf16 M=1');
+  });
+});
