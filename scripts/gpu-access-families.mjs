@@ -23,12 +23,19 @@ export const ASSUMPTIONS = [
 
 const COAL = { iteration: COALESCED_F32 };
 
+/** Output columns a workgroup of float matmul key `key` computes (…_cols<C>; else 1). */
+export function floatColumnsOf(key) {
+  return Number(/^matmul_group_.*_cols(\d+)$/.exec(key)?.[1] ?? 1);
+}
+
 /** Bytes and pattern of one recorded dispatch. `config`: the model's config (head dims). */
 export function modelDispatch(r, { context, vocabScale, config }) {
   const p = namedParams(r.wgsl, r.words);
   const threads = workgroupSize(r.wgsl);
   const wgBytes = workgroupBytes(r.wgsl);
-  const workgroups = r.groups[0] * r.groups[1] * r.groups[2] * vocabScale;
+  // a multi-column float matmul (key …_cols<C>, wgsl/matmul-columns.ts) as the one-column
+  // dispatch it replaces: C workgroups of one column each (its x-load saving: gpu-batch-parts.mjs)
+  const workgroups = r.groups[0] * r.groups[1] * r.groups[2] * vocabScale * floatColumnsOf(r.key);
   const base = { key: r.key, threadsPerWorkgroup: threads, workgroupBytes: wgBytes, workgroups };
   if (r.key.startsWith('matmul_group_')) {
     const dtype = r.key.split('_')[2];
@@ -37,7 +44,7 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     for (let s = 0; s < p.segments; s++) rows += p[`seg${s}Rows`];
     rows *= vocabScale;
     // the load widths (wgsl/float-chunks.ts FloatLoads): the key's last field
-    const widths = /_(vec4w?|element)$/.exec(r.key)?.[1] ?? 'element';
+    const widths = /_(vec4w?|element)(?:_cols\d+)?$/.exec(r.key)?.[1] ?? 'element';
     const x = floatInputLoads(dtype, widths);
     // per iteration: x (one tile row at batch 1), the norm weight (vec4 in the chunked paths), the gate
     const extra = [...x, ...(r.key.includes('_norm') ? floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4') : []),

@@ -16,6 +16,7 @@ import { GPUS, estimate } from '../dist/src/kernels/webgpu/access-model.js';
 import { estimateAtBatch, expectedTokensPerRound, stepTime } from '../dist/src/kernels/webgpu/access-batch.js';
 import { modelDispatch, stepSummary } from './gpu-access-families.mjs';
 import { batchDispatch } from './gpu-batch-parts.mjs';
+import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
 
 const { values } = parseArgs({
   options: {
@@ -56,6 +57,7 @@ async function record() {
   forceConvLaunch(k.g, 'channels'); // likewise
   k.g.foldQuantActs = true; // likewise: M ≤ 4 quantized matmuls quantize their own input
   k.g.quantLayout = 'lanes'; // and the tiled quantized matmuls share blocks as a GPU's do
+  k.g.floatColumns = FLOAT_COLUMNS; // and plain float matmuls of M ≥ 2 rows compute C columns a workgroup
   const out = [];
   for (const shape of values.shapes.split(',')) {
     for (const format of values.formats.split(',')) {

@@ -2,7 +2,7 @@
 // access-batch.ts BatchParts / BatchUse), from its key, parameter words and grid; the
 // batch-1 dispatch comes from gpu-access-families.mjs modelDispatch.
 import { COALESCED_F32, floatInputLoads, loadFacts, namedParams, quantActLoads, workgroupSize } from '../dist/src/kernels/webgpu/access-model.js';
-import { modelDispatch } from './gpu-access-families.mjs';
+import { floatColumnsOf, modelDispatch } from './gpu-access-families.mjs';
 
 // one warp's activation loads of one row per 64-block chunk (the 8-lane layout; Q8_0: no SX in the lane shares)
 const QUANT_ROW_L1 = quantActLoads('q8_0').reduce((a, l) => a + loadFacts(l).sectors.size, 0);
@@ -23,8 +23,13 @@ export function batchDispatch(r, { context, vocabScale, config, seqs, tokensPerS
     rows *= vocabScale;
     const gate = /_(silu|sigmoid)/.test(r.key) ? 1 : 0;
     // a row's x loads per iteration as the shader's load width makes them (wgsl/float-chunks.ts; the key's last field)
-    const xSectors = floatInputLoads(r.key.split('_')[2], /_(vec4w?|element)$/.exec(r.key)?.[1] ?? 'element').reduce((a, l) => a + loadFacts(l).sectors.size, 0);
-    return { d, parts: { ...zero, weightBytes: rows * p.k * elem, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: xSectors * (1 + gate) },
+    const xSectors = floatInputLoads(r.key.split('_')[2], /_(vec4w?|element)(?:_cols\d+)?$/.exec(r.key)?.[1] ?? 'element').reduce((a, l) => a + loadFacts(l).sectors.size, 0);
+    // a multi-column workgroup (…_cols<C>) loads each row's x once for its C columns: per column, 1/C
+    const columns = floatColumnsOf(r.key);
+    // …the first row's too (modelDispatch counts it once a column)
+    const rowX = xSectors * (1 + gate);
+    if (columns > 1) d = { ...d, iteration: { ...d.iteration, l1Sectors: d.iteration.l1Sectors - rowX * (1 - 1 / columns) } };
+    return { d, parts: { ...zero, weightBytes: rows * p.k * elem, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: rowX / columns },
       use: { rows: p.m, seqs: 1, tiles: r.groups[2] } };
   }
   if (r.key.startsWith('qmatmul_')) {
