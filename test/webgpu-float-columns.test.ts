@@ -4,7 +4,8 @@
 // it must give the one-column kernel's bits, element by element (a column computed from
 // another's weight row, or stored at another's place, differs there), for M = 2, 5, 17, 33,
 // segments of 1, 3 (fewer rows than a workgroup's columns), 13 and 8 rows (13: not a multiple
-// of the columns), bf16 (x vector and scalar loads) and f32, plain and accumulating; and M = 1
+// of the columns), bf16 (x vector and scalar loads) and f32, plain, accumulating, with the folded norm and
+// with a gated input; and M = 1
 // keeps the one-column kernel. The dispatch keys show the two runs took the two kernels.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -119,6 +120,29 @@ describe('webgpu multi-column float matmul', () => {
       got.push(res.got[0]!);
     }
     sameBits(got[1]!, got[0]!, 'bf16 accumulate');
+  });
+
+  test('folded norm and gated input (silu, sigmoid) with C columns == one column, bit for bit', async () => {
+    const r = rng(127);
+    const [k, m] = [136, 5];
+    const rows = [7, 2];
+    const ws = rows.map((n) => weights('bf16', n, k, r).gw);
+    const nw = g.uploadVector(randomWeight(ref, 'bf16', 1, k, () => 0.3 * (2 * r() - 1)));
+    const x = fill(m * k, () => 3 * (2 * r() - 1));
+    const gate = fill(m * k, () => 2 * r() - 1);
+    for (const kind of ['norm', 'silu', 'sigmoid'] as const) {
+      const runs: Float32Array[][] = [];
+      for (const columns of [1, FLOAT_COLUMNS]) {
+        const outs = rows.map((n) => g.alloc.tensor([m, n]));
+        const group = ws.map((w, i) => ({ out: outs[i]!, w }));
+        const norm = { wv: nw, eps: 1e-6, zeroCentered: true, out: g.alloc.tensor([m, k]) };
+        const res = await withColumns(columns, outs, (e) => kind === 'norm' ? g.matmulGroup(e, uploadAt(x, 0), m, group, false, norm)
+          : g.matmulGroup(e, uploadAt(x, 0), m, group, false, undefined, { b: uploadAt(gate, 0), act: kind }));
+        assert.deepEqual(res.keys.map((key) => key.includes(`_${kind}_`) && key.includes('_cols') === columns > 1), [true], res.keys.join(' '));
+        runs.push(res.got);
+      }
+      rows.forEach((n, i) => sameBits(runs[1]![i]!, runs[0]![i]!, `${kind} segment ${i} (${n} rows)`));
+    }
   });
 
   test('M = 1 keeps the one-column kernel with columns allowed; the same bits', async () => {

@@ -63,7 +63,7 @@ export class WebGpuKernels {
    * tiny-think Q4_K_M decode: ~3.6 vs ~6.5 CPU-s for a 24-token bench). The access-model
    * scripts set 'lanes' to record what a GPU runs. */
   quantLayout: QuantLayout;
-  /** Output columns a workgroup of a plain float matmul computes at M ≥ 2 rows
+  /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes at M ≥ 2 rows
    * (wgsl/matmul-columns.ts: x loaded once per FLOAT_COLUMNS columns; the same bits):
    * FLOAT_COLUMNS on GPUs, 1 (the one-column kernel) on a CPU adapter, where the L1 re-reads
    * it saves are not the cost. Tests and the access-model scripts set it. */
@@ -204,16 +204,15 @@ export class WebGpuKernels {
     // 4-element weight units where K allows (float-chunks.ts; from K and offsets only, not M)
     const aliased = segs.some((s) => s.out.buffer === x.buffer || s.out.buffer === gate?.b.buffer);
     const loads = floatLoadsFor(dtype, k, x.offset, gate ? gate.b.offset : null, aliased);
-    // several output columns a workgroup: plain chunked matmuls of ≥ 2 rows (matmul-columns.ts)
-    const columns = this.floatColumns > 1 && m >= 2 && !norm && !gate && !moe && loads !== 'element' ? this.floatColumns : 1;
+    // several output columns a workgroup: chunked non-MoE matmuls of ≥ 2 rows (matmul-columns.ts)
+    const columns = this.floatColumns > 1 && m >= 2 && !moe && loads !== 'element' ? this.floatColumns : 1;
     const cols = segs.reduce((a, s) => a + Math.ceil(s.part.rows / columns), 0);
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })), columns);
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
       zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles });
     const base = `matmul_group_${dtype}_${n}_tm${tm}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}`;
-    const key = columns > 1 ? `${base}_${loads}_cols${columns}`
-      : `${base}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}_${loads}`;
-    const shader = (): string => columns > 1 ? floatColumnsShader(dtype, n, sg, accumulate, tm, loads === 'vec4', columns)
+    const key = `${base}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}_${loads}${columns > 1 ? `_cols${columns}` : ''}`;
+    const shader = (): string => columns > 1 ? floatColumnsShader(dtype, n, sg, accumulate, tm, loads === 'vec4', columns, norm !== undefined, gate?.act ?? null)
       : floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm, loads);
     this.run(enc, key, shader, params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),

@@ -1,20 +1,21 @@
 // The multi-column float matmul (Kernels.matmul / matmulGroup at M > 1 on a GPU): one
 // workgroup computes FLOAT_COLUMNS output columns of one segment for its tile of rows, so
 // each x unit a thread loads is multiplied against the columns' weight units (x read from
-// L1 once per C columns, not once per column). Plain or accumulating, chunked loads, no MoE,
-// norm or gate (wgsl/matmul-group.ts keeps those).
+// L1 once per C columns, not once per column). Plain, accumulating, with the folded norm or
+// a gated input; chunked loads; no MoE (wgsl/matmul-group.ts keeps MoE and element loads).
 // Invariant (the same bits as floatMatmulGroupShader): each (row, column)'s sum is formed by
 // the same f32 operations in the same order — thread t's units u ≡ t (mod 64), two an
 // iteration (u0, then u0 + 64), each unit's 4 products added in element order into that
 // (row, column)'s own accumulator; then, column by column, the same fixed tree (or
 // subgroupAdd and the subgroups' sums in order) through the same 64-wide buffer per row.
 // The workgroup memory is the one-column kernel's (the columns are reduced one after
-// another through it), so the tile of rows is the one matmulTile gives.
+// another through it; the norm's tree buffer as there), so the tile of rows is the one
+// matmulTile gives. The norm's inverse RMS per row: the one-column kernel's loop and tree.
 // Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
 import { paramConsts } from '../params.js';
-import { HEADER } from './common.js';
+import { HEADER, treeSum } from './common.js';
 import { f32Input, floatChunkReader, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
 
@@ -22,11 +23,16 @@ import { MATMUL_TILES, TM } from './matmul.js';
 export const FLOAT_COLUMNS = 4;
 
 /** The unit loop of C columns (`wu`, `K`, `xb`, `rows`, `acc`, `cb` (first column), `last`
- * (the segment's last row) in scope): acc[r·C + c] is (row r, column cb + c)'s sum. */
-function columnsSumLoop(columns: number): string {
+ * (the segment's last row) in scope): acc[r·C + c] is (row r, column cb + c)'s sum. The
+ * input element is formed once for the C columns by the one-column kernel's expression
+ * (`norm`: (x·inv)·w', `gate`: x·act(g)), so each product is of the same two values. */
+function columnsSumLoop(columns: number, norm: boolean, gate: 'silu' | 'sigmoid' | null): string {
   const cs = Array.from({ length: columns }, (_, c) => c);
   const comps = ['x', 'y', 'z', 'w'];
-  const adds = (h: number, c: number): string => comps.map((e) => `a${c} = a${c} + w${h}_${c}.${e} * x${h}.${e};`).join(' ');
+  const elem = (h: number, e: string): string => norm ? `((x${h}.${e} * inv[r]) * nw${h}.${e})` : gate ? `(x${h}.${e} * ${gate}(g${h}.${e}))` : `x${h}.${e}`;
+  const input = (h: number): string => `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}
+        let e${h} = vec4<f32>(${comps.map((e) => elem(h, e)).join(', ')});`;
+  const adds = (h: number, c: number): string => comps.map((e) => `a${c} = a${c} + w${h}_${c}.${e} * e${h}.${e};`).join(' ');
   return `let ku = K / 4u;
     for (var u0 = t; u0 < ku; u0 += 128u) {
       let u1 = u0 + 64u;
@@ -34,14 +40,18 @@ function columnsSumLoop(columns: number): string {
       ${cs.map((c) => `let row${c} = min(cb + ${c}u, last) * ku;
       let w0_${c} = wu(row${c} + u0);
       var w1_${c} = vec4<f32>(0.0);
-      if (has1) { w1_${c} = wu(row${c} + u1); }`).join('\n      ')}
+      if (has1) { w1_${c} = wu(row${c} + u1); }`).join('\n      ')}${norm ? `
+      let nw0 = select(NW[u0], 1.0 + NW[u0], pu(P_zeroCentered) == 1u);
+      var nw1 = vec4<f32>(0.0);
+      if (has1) { nw1 = select(NW[u1], 1.0 + NW[u1], pu(P_zeroCentered) == 1u); }` : ''}
       for (var r = 0u; r < rows; r++) {
         let xo = xb + r * K;
+        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : ''}
         ${cs.map((c) => `var a${c} = acc[r * ${columns}u + ${c}u];`).join(' ')}
-        let x0 = xq(xo + 4u * u0);
+        ${input(0)}
         ${cs.map((c) => adds(0, c)).join('\n        ')}
         if (has1) {
-          let x1 = xq(xo + 4u * u1);
+          ${input(1)}
           ${cs.map((c) => adds(1, c)).join('\n          ')}
         }
         ${cs.map((c) => `acc[r * ${columns}u + ${c}u] = a${c};`).join(' ')}
@@ -53,7 +63,8 @@ function columnsSumLoop(columns: number): string {
  * `vec4` (x as vec4<f32>) or not (scalars)); bindings and params as there, the segments'
  * starts in workgroups (groupSegmentParams with `columns`). */
 export function floatColumnsShader(dtype: FloatDType, segments: number, subgroups: boolean, accumulate: boolean, tm = TM, vec4 = true,
-  columns = FLOAT_COLUMNS): string {
+  columns = FLOAT_COLUMNS, norm = false, gate: 'silu' | 'sigmoid' | null = null): string {
+  if (norm && gate) throw new Error('matmul columns: a norm and a gated input together');
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
   if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwu\(/g, `wu${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
@@ -90,6 +101,9 @@ ${paramConsts('matmul_group')}
 ${f32Input('X', 'x', 1, vec4)}
 ${outs}
 ${readers}
+${gate ? f32Input('GB', 'g', 2 + 2 * segments, vec4) : ''}
+${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<vec4<f32>>;
+${treeSum('nred')}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
 @compute @workgroup_size(64)
@@ -103,8 +117,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rows = min(TM, pu(P_m) - m0);
   var acc: array<f32, ${tm * columns}>;
   for (var i = 0u; i < TM * ${columns}u; i++) { acc[i] = 0.0; }
-  let xb = pu(P_xOff) + m0 * K;
-  ${branches(() => columnsSumLoop(columns))}
+  let xb = pu(P_xOff) + m0 * K;${norm ? `
+  var inv: array<f32, ${tm}>;
+  for (var r = 0u; r < rows; r++) {
+    var ss = 0.0;
+    for (var p = t; p < K; p += 64u) { let v = xs(xb + r * K + p); ss = ss + v * v; }
+    let total = tree_sum(t, ss);
+    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
+  }` : ''}
+  ${branches(() => columnsSumLoop(columns, norm, gate))}
   // column by column through the one-column kernel's buffer and reduction
   for (var c = 0u; c < ${columns}u; c++) {
     ${reduce}
