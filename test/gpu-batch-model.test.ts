@@ -10,6 +10,12 @@ import {
   atBatch, batchBytes, estimateAtBatch, expectedTokensPerRound, stepTime, tilesOf, weightBytesPerRow, type BatchParts, type BatchUse,
 } from '../src/kernels/webgpu/access-batch.js';
 import { denseMatmulTile } from '../src/kernels/webgpu/wgsl/matmul.js';
+import { floatMatmulGroupShader, groupSegmentParams } from '../src/kernels/webgpu/wgsl/matmul-group.js';
+import { FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { packParams } from '../src/kernels/webgpu/params.js';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { REPO_ROOT } from './paths.js';
 import { positionDraw } from '../src/engine/speculative/accept-rate.js';
 
 // qwen3.5-4b's linear-layer qkv+z matmul with the norm folded: 12,352 rows of K = 2,560 BF16
@@ -116,4 +122,28 @@ test('tokens per MTP round: 1 + P + … + P^k, the mean of accept-rate.ts\'s own
 test('host and GPU: the engine waits for a step before recording the next, so the times add', () => {
   assert.deepEqual(stepTime(4000, 220, 24), { hostUs: 5280, serialUs: 9280, overlappedUs: 5280 });
   assert.deepEqual(stepTime(9000, 100, 30), { hostUs: 3000, serialUs: 12000, overlappedUs: 9000 });
+});
+
+test('a multi-column float matmul (…_cols4) counts a row\'s x L1 loads once per 4 columns; weights and workgroups as the one-column dispatch', async () => {
+  const { batchDispatch } = (await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'gpu-batch-parts.mjs')).href)) as {
+    batchDispatch(r: unknown, o: unknown): { d: ModelledDispatch; parts: BatchParts };
+  };
+  const [k, n, m] = [2560, 9216, 5];
+  const words = packParams('matmul_group', { k, m, xOff: 0, segments: 1, ...groupSegmentParams([{ rows: n, outOff: 0, outStride: n, col0: 0 }]), eps: 0,
+    zeroCentered: 0, gateOff: 0, expert: 0, experts: 0, tiles: 1 });
+  const record = (key: string, wgsl: string, groups: number) => ({ key, wgsl, words, groups: [groups, 1, 1], layer: 0, label: 'matmul' });
+  const opts = { context: 1024, vocabScale: 1, config: {}, seqs: 1, tokensPerSeq: m };
+  const one = batchDispatch(record('matmul_group_bf16_1_tm16_vec4', floatMatmulGroupShader('bf16', 1, false, false, false, null, null, false, 16, 'vec4'), n), opts);
+  const cols = batchDispatch(record(`matmul_group_bf16_1_tm16_vec4_cols${FLOAT_COLUMNS}`, floatColumnsShader('bf16', 1, false, false, 16, true), n / FLOAT_COLUMNS), opts);
+  assert.equal(cols.parts.weightBytes, one.parts.weightBytes);
+  assert.equal(cols.d.workgroups, one.d.workgroups);
+  assert.ok(one.parts.rowL1Sectors > 0);
+  assert.equal(cols.parts.rowL1Sectors, one.parts.rowL1Sectors / FLOAT_COLUMNS);
+  // the first row's x too: the iteration keeps the weight sectors and 1/C of the x sectors
+  const x = one.parts.rowL1Sectors;
+  assert.equal(cols.d.iteration.l1Sectors, one.d.iteration.l1Sectors - x + x / FLOAT_COLUMNS);
+  // never slower; faster where the rows' x loads made it L1-bound (32 rows)
+  const us = (b: typeof one, rows: number): number => estimateAtBatch({ ...b.d, unroll: 1 }, b.parts, { rows, seqs: 1, tiles: 1 }, GPUS.h200).us;
+  assert.ok(us(cols, m) <= us(one, m), `${m} rows: ${us(cols, m)} vs ${us(one, m)} µs`);
+  assert.ok(us(cols, 32) < us(one, 32), `32 rows: ${us(cols, 32)} vs ${us(one, 32)} µs`);
 });
