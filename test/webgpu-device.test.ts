@@ -10,6 +10,7 @@ import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
+import { floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from '../src/kernels/webgpu/wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from '../src/kernels/webgpu/wgsl/gdn.js';
 import { FILL_RUNS } from '../src/kernels/webgpu/fill-runs.js';
@@ -95,6 +96,11 @@ describe('webgpu device layer', () => {
       ['copy_rows', COPY_ROWS], ['fill', FILL], ['fill_runs', FILL_RUNS], ['gather_rows', GATHER_ROWS], ['add_sigmoid_scaled', ADD_SIGMOID_SCALED],
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}`, floatMatmulGroupShader(d, 1)], [`matmul_group_${d}`, floatMatmulGroupShader(d, 4)], [`embed_${d}`, embedFloatShader(d)]]),
       ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulGroupShader(d, 3, true)]) : []),
+      // the multi-column float matmuls (wgsl/matmul-columns.ts): plain, accumulating + scalar x, normed, gated, subgroups
+      ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_cols_${d}`, floatColumnsShader(d, 4, false, false)],
+        [`matmul_cols_${d}_acc_vec4w`, floatColumnsShader(d, 2, false, true, 32, false)], [`matmul_cols_${d}_norm`, floatColumnsShader(d, 3, false, false, 16, true, 4, true)],
+        [`matmul_cols_${d}_silu`, floatColumnsShader(d, 1, false, true, 16, true, 4, false, 'silu')]]),
+      ...(g.adapter.features.subgroups ? (['f32', 'bf16'] as const).map((d): [string, string] => [`matmul_cols_${d}_sg`, floatColumnsShader(d, 2, true, false)]) : []),
       // the float matmuls' other load widths (wgsl/float-chunks.ts): scalar inputs, element loads
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_${d}_vec4w`, floatMatmulGroupShader(d, 2, false, true, false, 'sigmoid', null, false, 16, 'vec4w')],
         [`matmul_${d}_norm_vec4w`, floatMatmulGroupShader(d, 2, false, false, true, null, null, false, 16, 'vec4w')],
