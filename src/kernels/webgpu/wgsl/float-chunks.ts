@@ -103,3 +103,12 @@ export function chunkWholeLoads(_dtype: FloatDType, row = 'col'): string {
       wreg[wb] = w.x; wreg[wb + 1u] = w.y; wreg[wb + 2u] = w.z; wreg[wb + 3u] = w.w;
     }`;
 }
+
+/** The float matmuls' entry point (wgsl/matmul-group.ts and matmul-columns.ts): 64 threads,
+ * the subgroup builtins when `subgroups`, gcol (the workgroup's column) and K. */
+export function floatMatmulEntry(subgroups: boolean): string {
+  return `@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
+  let gcol = group_id(wid, nwg);
+  let K = pu(P_k);`;
+}

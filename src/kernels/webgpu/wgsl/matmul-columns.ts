@@ -16,7 +16,7 @@
 // row (the last one) and is never stored.
 import { paramConsts } from '../params.js';
 import { HEADER, treeSum } from './common.js';
-import { f32Input, floatChunkReader, type FloatDType } from './float-chunks.js';
+import { f32Input, floatChunkReader, floatMatmulEntry, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
 
 /** Output columns a multi-column workgroup computes. */
@@ -106,10 +106,7 @@ ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: a
 ${treeSum('nred')}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
-  let gcol = group_id(wid, nwg);
-  let K = pu(P_k);
+${floatMatmulEntry(subgroups)}
   let m0 = wid.z * TM;
   var sg = ${segments}u;
   ${segmentOf}

@@ -28,7 +28,7 @@
 // gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB).
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
-import { chunkSumLoop, chunkWholeLoads, f32Input, floatChunkReader, type FloatDType, type FloatLoads } from './float-chunks.js';
+import { chunkSumLoop, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, type FloatDType, type FloatLoads } from './float-chunks.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
@@ -103,10 +103,7 @@ ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: a
 ${treeSum('nred')}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32${subgroups ? ', @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgs: u32' : ''}) {
-  let gcol = group_id(wid, nwg);
-  let K = pu(P_k);
+${floatMatmulEntry(subgroups)}
   ${whole ? moeExpertLine(moe) : moeTileStart(moe)}
   var sg = ${segments}u;
   ${segmentOf(segments)}

@@ -285,6 +285,22 @@ export function laneWeightWords(q6: boolean): string {
     }`;
 }
 
+/** Thread m (< rows) adds its row's f32 terms of the chunk in block order, reading each
+ * from isum (where thread t stored block c0 + t's term's bits) and zeroing it for the next
+ * chunk's integer sums — the one f32 chain of the lanes' kernels (the tiled body and
+ * wgsl/qmatmul-acts.ts), between the barriers that order it. */
+export function laneTermChain(offs: boolean): string {
+  return `    workgroupBarrier();
+    if (t < rows) {
+      let n = min(64u, nb - c0);
+      for (var jj = 0u; jj < n; jj++) {
+        acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
+        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
+      }
+    }
+    workgroupBarrier();`;
+}
+
 /** The tiled (not `whole`) body: tile wid.z of rows, the sum of column `col` in block order.
  * Per chunk of 64 blocks, 8 lanes share a block: lane t reads word w = t & 7 of blocks
  * (t >> 3) + 8i (i < 8), so a warp's load covers 4 blocks' consecutive bytes, and the
@@ -328,15 +344,7 @@ ${laneWeightWords(q6)}
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(SX[xr * nb + j]);' : ''}
       }
     }
-    workgroupBarrier();
-    if (t < rows) {
-      let n = min(64u, nb - c0);
-      for (var jj = 0u; jj < n; jj++) {
-        acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
-        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
-      }
-    }
-    workgroupBarrier();
+${laneTermChain(offs)}
   }
   if (t < rows) { let o = pu(P_outOff) + ${moeOutRow(moe)} * pu(P_outStride) + pu(P_col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
 `;

@@ -14,7 +14,7 @@
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
-import { laneWeightWords, quantSumsDecl } from './matmul.js';
+import { laneTermChain, laneWeightWords, quantSumsDecl } from './matmul.js';
 import { dot4Source, hasOffsetType, packedBias, packedBlockDecoder } from './quant.js';
 
 /** Rows one workgroup of the activation-quantizing matmul holds (the largest M it serves). */
@@ -119,15 +119,7 @@ ${laneWeightWords(q6)}
         ${offs ? 'offt[r * 64u + t] = (sb.offset * dx) * f32(atomicExchange(&ssum[r * 64u + t], 0));' : ''}
       }
     }
-    workgroupBarrier();
-    if (t < rows) {
-      let n = min(64u, nb - c0);
-      for (var jj = 0u; jj < n; jj++) {
-        acc = acc + bitcast<f32>(atomicExchange(&isum[t * 64u + jj], 0));
-        ${offs ? 'acc = acc + offt[t * 64u + jj];' : ''}
-      }
-    }
-    workgroupBarrier();
+${laneTermChain(offs)}
   }
   if (t < rows) { let o = pu(P_outOff) + (m0 + t) * pu(P_outStride) + pu(P_col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
 }`;
