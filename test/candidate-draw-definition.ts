@@ -3,28 +3,15 @@
 // sums the kept entries ranked before it in id order. The oracle the ref (sort-based, O(c log c))
 // and the WGSL twin are compared with (candidate-draws.test.ts, webgpu-candidate-draws.test.ts).
 import type { CandidateDraw } from '../src/kernels/types.js';
-import { exp32 } from '../src/kernels/ref/sampling.js';
+import { drawWeights } from '../src/kernels/candidate-draws.js';
 
 const f = Math.fround;
 
 /** The proposal of one row (its entries: ids[o, o + c), vals[o, o + c)), by the definition. */
 export function drawRowByDefinition(ids: Int32Array, vals: Float32Array, o: number, c: number, r: CandidateDraw): number {
-  let count = 0;
-  while (count < c && ids[o + count]! >= 0) count++;
-  if (count === 0) return 0;
-  let m = -Infinity;
-  for (let j = 0; j < count; j++) if (vals[o + j]! > m) m = vals[o + j]!;
-  if (!(m > -Infinity && m < Infinity)) {
-    for (let j = 0; j < count; j++) if (vals[o + j] === m) return ids[o + j]!;
-    return ids[o]!;
-  }
-  const invT = f(r.invTemperature);
-  const minP = f(r.minP);
-  const w = new Float32Array(count);
-  for (let j = 0; j < count; j++) {
-    const e = exp32(f(f(vals[o + j]! - m) * invT));
-    w[j] = e < minP ? 0 : e;
-  }
+  const weighted = drawWeights(ids, vals, o, c, r);
+  if (typeof weighted === 'number') return weighted;
+  const { count, w } = weighted;
   const before = (j: number, i: number): boolean => w[i]! > w[j]! || (w[i] === w[j] && i < j);
   const kept = new Uint8Array(count);
   for (let j = 0; j < count; j++) {

@@ -32,7 +32,7 @@ import { type AnyModel, allocBatchMemory, allocSequenceMemory, loadModel, type S
 import { Rng } from '../src/util/rng.js';
 import { sameBits, withEngine } from './engine-helpers.js';
 import { TINY_THINK, sharedPath } from './paths.js';
-import { StepEncoder } from '../src/kernels/webgpu/encoder.js';
+import { labelsPerStep } from './webgpu-step-labels.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 
 let k: WebGpuBoundaryKernels;
@@ -118,24 +118,6 @@ describe('webgpu dispatches per step vs streams (decode and prefill)', () => {
   });
 });
 
-/** Dispatches per decode step of the bench (1 stream) by label, for the model at `path`. */
-async function labelsPerStep(path: string): Promise<Map<string, number>> {
-  const m = await loadModel(path, k) as unknown as AnyModel;
-  const counts = new Map<string, number>();
-  const dispatch = StepEncoder.prototype.dispatch;
-  let on = false;
-  StepEncoder.prototype.dispatch = function (this: StepEncoder, ...a: Parameters<typeof dispatch>): void {
-    if (on) counts.set(a[5], (counts.get(a[5]) ?? 0) + 1);
-    dispatch.apply(this, a);
-  };
-  try {
-    const run = await benchOnce(m, 'decode', 1, 3, 2, 1, new Rng(5), () => { on = true; });
-    return new Map([...counts].map(([l, n]) => [l, n / run.steps]));
-  } finally {
-    StepEncoder.prototype.dispatch = dispatch;
-  }
-}
-
 const sum = (c: Map<string, number>, f: (label: string) => boolean): number => [...c].filter(([l]) => f(l)).reduce((a, [, n]) => a + n, 0);
 const isMatmul = (l: string): boolean => l.startsWith('matmul_');
 const gguf = (name: string): string => sharedPath('models', 'gguf', name);
@@ -146,10 +128,10 @@ describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () =
   before(() => { k.g.foldQuantActs = true; });
   after(() => { k.g.foldQuantActs = !k.g.adapter.cpuEmulation; });
   test('tiny-think Q8_0 and Q4_K_M: norms folded, one matmul dispatch per group and quant type', async () => {
-    const bf16 = await labelsPerStep(gguf('tiny-think-BF16.gguf'));
+    const bf16 = await labelsPerStep(gguf('tiny-think-BF16.gguf'), k);
     const layers = 8;
     for (const [name, extraMatmuls] of [['tiny-think-Q8_0.gguf', 0], ['tiny-think-Q4_K_M.gguf', layers]] as const) {
-      const q = await labelsPerStep(gguf(name));
+      const q = await labelsPerStep(gguf(name), k);
       const what = `${name}: ${JSON.stringify(Object.fromEntries(q))}`;
       assert.equal(q.get('rms_norm') ?? 0, bf16.get('rms_norm') ?? 0, `rms_norm dispatches per step, ${what}`);
       assert.equal(sum(q, isGateProduct), sum(bf16, isGateProduct), `gate product dispatches per step, ${what}`);
@@ -164,8 +146,8 @@ describe('webgpu quantized decode dispatches vs the BF16 twin (issue #47)', () =
   });
 
   test('tiny-moe Q4_K_M: the group norms and the gate products fold into the activation quantization', async () => {
-    const bf16 = await labelsPerStep(gguf('tiny-moe-BF16.gguf'));
-    const q = await labelsPerStep(gguf('tiny-moe-Q4_K_M.gguf'));
+    const bf16 = await labelsPerStep(gguf('tiny-moe-BF16.gguf'), k);
+    const q = await labelsPerStep(gguf('tiny-moe-Q4_K_M.gguf'), k);
     assert.equal(q.get('rms_norm') ?? 0, bf16.get('rms_norm') ?? 0, `rms_norm dispatches per step: ${JSON.stringify(Object.fromEntries(q))}`);
     assert.ok((q.get('norm_quant_acts') ?? 0) > 0, 'the normed groups quantize with their norm');
     assert.equal(sum(q, isGateProduct), sum(bf16, isGateProduct), `gate product dispatches per step: ${JSON.stringify(Object.fromEntries(q))}`);

@@ -6,9 +6,7 @@
 // rows' slots left as they were.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { candidateDrawsOn, packDrawTable } from '../src/kernels/webgpu/candidate-draws.js';
-import { idsOf } from '../src/engine/device-picks.js';
-import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
+import { drawsOnGpu, gpuUnderTest, webgpuEngineKernels } from './webgpu-helpers.js';
 import { drawBatches } from './candidate-draw-property.js';
 import { candidateDrawsByDefinition } from './candidate-draw-definition.js';
 
@@ -21,17 +19,7 @@ test('webgpu candidateDraws == the definition on adversarial rows (ties, ±∞, 
     const m = b.rows.length;
     const want = new Int32Array(m + 1).fill(-7);
     candidateDrawsByDefinition(want, 1, b.ids, b.vals, 0, b.c, b.rows);
-    const ids = g.alloc.tensor([b.ids.length], 'i32');
-    g.alloc.write(ids, b.ids, 0);
-    const vals = g.alloc.tensor([b.vals.length], 'f32');
-    g.alloc.write(vals, b.vals, 0);
-    const out = g.alloc.tensor([m + 1], 'i32');
-    g.alloc.write(out, new Int32Array(m + 1).fill(-7), 0);
-    const words = packDrawTable(b.rows);
-    const table = g.alloc.tensor([words.length], 'i32');
-    g.alloc.write(table, words, 0);
-    const [got] = await run(g, (e) => candidateDrawsOn(g, e, { out, outOffset: 1, ids, vals, candOffset: 0, c: b.c, m }, table), out);
-    const picks = idsOf(got!);
+    const picks = await drawsOnGpu(g, b.ids, b.vals, b.c, b.rows);
     b.rows.forEach((r, i) => {
       rows++;
       if (r) drawn++;

@@ -7,6 +7,9 @@ import { takeUncapturedError, type AcquireOptions } from '../src/kernels/webgpu/
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { gpuWithWorkgroupStorage } from './webgpu-limits.js';
+import type { CandidateDraw } from '../src/kernels/types.js';
+import { candidateDrawsOn, packDrawTable } from '../src/kernels/webgpu/candidate-draws.js';
+import { idsOf } from '../src/engine/device-picks.js';
 
 /** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
 export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number } = {}): Promise<WebGpuKernels> {
@@ -42,4 +45,21 @@ export async function readI32(g: WebGpuKernels, t: GpuTensor): Promise<Int32Arra
 export async function webgpuEngineKernels(): Promise<void> {
   const k = await gpuUnderTest();
   k.dispose();
+}
+
+/** The WGSL candidateDraws' picks of `rows` over candidates (ids, vals) of c per row, written
+ * at [1, m] of an m + 1 output prefilled with −7 (slot 0 must stay −7: nothing before the output). */
+export async function drawsOnGpu(g: WebGpuKernels, ids: Int32Array, vals: Float32Array, c: number, rows: readonly (CandidateDraw | null)[]): Promise<Int32Array> {
+  const m = rows.length;
+  const idsT = g.alloc.tensor([ids.length], 'i32');
+  g.alloc.write(idsT, ids, 0);
+  const valsT = g.alloc.tensor([vals.length], 'f32');
+  g.alloc.write(valsT, vals, 0);
+  const out = g.alloc.tensor([m + 1], 'i32');
+  g.alloc.write(out, new Int32Array(m + 1).fill(-7), 0);
+  const words = packDrawTable(rows);
+  const table = g.alloc.tensor([words.length], 'i32');
+  g.alloc.write(table, words, 0);
+  const [got] = await run(g, (e) => candidateDrawsOn(g, e, { out, outOffset: 1, ids: idsT, vals: valsT, candOffset: 0, c, m }, table), out);
+  return idsOf(got!);
 }

@@ -26,10 +26,7 @@ import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 import { randomWeight, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
-import { StepEncoder } from '../src/kernels/webgpu/encoder.js';
-import { benchOnce } from '../src/cli/bench-run.js';
-import { type AnyModel, loadModel } from '../src/model/model.js';
-import { Rng } from '../src/util/rng.js';
+import { labelsPerStep } from './webgpu-step-labels.js';
 import { sharedPath } from './paths.js';
 
 let k: WebGpuBoundaryKernels;
@@ -179,7 +176,7 @@ describe('webgpu stacked MoE experts', () => {
 
   test('tiny-moe decode (BF16, Q4_K_M GGUF): one plan and one combine per MoE layer, no per-expert or glue dispatches', async () => {
     for (const path of [sharedPath('models', 'tiny-moe'), sharedPath('models', 'gguf', 'tiny-moe-Q4_K_M.gguf')]) {
-      const counts = await labelsPerStep(path);
+      const counts = await labelsPerStep(path, k);
       const what = `${path}: ${JSON.stringify(Object.fromEntries(counts))}`;
       const layers = 8;
       assert.equal(counts.get('moe_plan'), layers, what);
@@ -195,20 +192,3 @@ describe('webgpu stacked MoE experts', () => {
   });
 });
 
-/** Dispatches per decode step of the bench (1 stream) by label. */
-async function labelsPerStep(path: string): Promise<Map<string, number>> {
-  const m = await loadModel(path, k) as unknown as AnyModel;
-  const counts = new Map<string, number>();
-  const dispatch = StepEncoder.prototype.dispatch;
-  let on = false;
-  StepEncoder.prototype.dispatch = function (this: StepEncoder, ...a: Parameters<typeof dispatch>): void {
-    if (on) counts.set(a[5], (counts.get(a[5]) ?? 0) + 1);
-    dispatch.apply(this, a);
-  };
-  try {
-    const run = await benchOnce(m, 'decode', 1, 3, 2, 1, new Rng(5), () => { on = true; });
-    return new Map([...counts].map(([l, n]) => [l, n / run.steps]));
-  } finally {
-    StepEncoder.prototype.dispatch = dispatch;
-  }
-}

@@ -10,11 +10,9 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { candidateDrawsOn, packDrawTable } from '../src/kernels/webgpu/candidate-draws.js';
-import { idsOf } from '../src/engine/device-picks.js';
 import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
-import { gpuUnderTest, run, webgpuEngineKernels } from './webgpu-helpers.js';
+import { drawsOnGpu, gpuUnderTest, webgpuEngineKernels } from './webgpu-helpers.js';
 import { drawCases } from './candidate-draw-cases.js';
 import { corruptDraws, DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
 import type { Engine } from '../src/engine/engine.js';
@@ -40,17 +38,7 @@ test('webgpu candidateDraws == ref proposals (every cut, a greedy row left as it
     const m = c.rows.length;
     const want = new Int32Array(m + 1).fill(-7);
     ref.candidateDraws(want, 1, c.ids, c.vals, 0, c.c, c.rows);
-    const ids = g.alloc.tensor([c.ids.length], 'i32');
-    g.alloc.write(ids, c.ids, 0);
-    const vals = g.alloc.tensor([c.vals.length], 'f32');
-    g.alloc.write(vals, c.vals, 0);
-    const out = g.alloc.tensor([m + 1], 'i32');
-    g.alloc.write(out, new Int32Array(m + 1).fill(-7), 0);
-    const words = packDrawTable(c.rows);
-    const table = g.alloc.tensor([words.length], 'i32');
-    g.alloc.write(table, words, 0);
-    const [got] = await run(g, (e) => candidateDrawsOn(g, e, { out, outOffset: 1, ids, vals, candOffset: 0, c: c.c, m }, table), out);
-    assert.deepEqual(idsOf(got!), want, `${c.name}: webgpu proposals == ref`);
+    assert.deepEqual(await drawsOnGpu(g, c.ids, c.vals, c.c, c.rows), want, `${c.name}: webgpu proposals == ref`);
   }
 });
 

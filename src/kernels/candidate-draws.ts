@@ -25,14 +25,10 @@ export const MAX_DRAW_CANDIDATES = 2048;
 
 const f = Math.fround;
 
-/** The proposal of one row (its entries: ids[o, o + c), vals[o, o + c)), O(c log c): the
- * positive entries sorted by the definition's order (weight descending, index ascending) give
- * every rank; top-p's kept ranks are a prefix [0, R) — mass(r), the f32 sum in id order of the
- * weights of rank < r, never decreases as r grows (a nonnegative term added anywhere in an f32
- * sum never lowers it: rounding is monotone) — so R, the first rank whose mass reaches
- * f(topP·T), is found by bisection over the same id-order sums the definition compares
- * (test/candidate-draw-definition.ts writes the definition out, O(c²): the tests' oracle). */
-function drawRow(ids: Int32Array, vals: Float32Array, o: number, c: number, r: CandidateDraw): number {
+/** A row's entries and weights by the header's definition: its entry count and w_j, or the
+ * pick itself when no weight is defined (no entries: id 0; M not finite: the first entry of
+ * value M). Shared by drawRow and the tests' O(c²) oracle (test/candidate-draw-definition.ts). */
+export function drawWeights(ids: Int32Array, vals: Float32Array, o: number, c: number, r: CandidateDraw): { count: number; w: Float32Array } | number {
   let count = 0;
   while (count < c && ids[o + count]! >= 0) count++;
   if (count === 0) return 0;
@@ -49,6 +45,20 @@ function drawRow(ids: Int32Array, vals: Float32Array, o: number, c: number, r: C
     const e = exp32(f(f(vals[o + j]! - m) * invT));
     w[j] = e < minP ? 0 : e;
   }
+  return { count, w };
+}
+
+/** The proposal of one row (its entries: ids[o, o + c), vals[o, o + c)), O(c log c): the
+ * positive entries sorted by the definition's order (weight descending, index ascending) give
+ * every rank; top-p's kept ranks are a prefix [0, R) — mass(r), the f32 sum in id order of the
+ * weights of rank < r, never decreases as r grows (a nonnegative term added anywhere in an f32
+ * sum never lowers it: rounding is monotone) — so R, the first rank whose mass reaches
+ * f(topP·T), is found by bisection over the same id-order sums the definition compares
+ * (test/candidate-draw-definition.ts writes the definition out, O(c²): the tests' oracle). */
+function drawRow(ids: Int32Array, vals: Float32Array, o: number, c: number, r: CandidateDraw): number {
+  const weighted = drawWeights(ids, vals, o, c, r);
+  if (typeof weighted === 'number') return weighted;
+  const { count, w } = weighted;
   const rank = ranks(w);
   const positives = rank.reduce((n, x) => n + (x >= 0 ? 1 : 0), 0);
   // ranked(j, r): rank_j < r (an entry of weight ≤ 0 has none)
