@@ -86,9 +86,12 @@ export class StepEncoder {
   /** Dispatches recorded since construction (all submits). */
   dispatchCount = 0;
   private submittedDispatches = 0;
-  /** The step's submits so far, and their dispatches' total workgroups (the pacer's shape). */
+  /** Submits since construction (all steps), and those of the step being recorded with their
+   * dispatches and total workgroups (the chunk policy's count, the pacer's shape). */
   submits = 0;
-  private workgroups = 0;
+  private stepSubmits = 0;
+  private stepDispatches = 0;
+  private stepWorkgroups = 0;
   private stamps: PendingTimestamps[] = [];
   /** Timings of the last timed step: one per dispatch ('dispatch'), one 'step' ('step': its
    * span from the first submit's first pass to the last submit's last pass). */
@@ -127,7 +130,7 @@ export class StepEncoder {
   dispatch(pipeline: GPUComputePipeline, layout: GPUBindGroupLayout, params: ArrayLike<number>,
     buffers: readonly (GPUBuffer | null)[], groups: readonly [number, number, number], label: string): void {
     if (params.length > SLOT_WORDS) throw new RangeError(`${label}: ${params.length} parameter words > ${SLOT_WORDS}`);
-    if (this.dispatchCount - this.submittedDispatches >= chunkLimit(this.chunks, this.submits)) {
+    if (this.dispatchCount - this.submittedDispatches >= chunkLimit(this.chunks, this.stepSubmits)) {
       const t0 = performance.now();
       this.encodeAndSubmit(false);
       this.chunkEncodeMs += performance.now() - t0;
@@ -181,7 +184,7 @@ export class StepEncoder {
   /** Submit everything recorded (the last submit of the step); resolves when every
    * read-back is mapped (and the step's work has completed). */
   async submit(): Promise<void> {
-    if (this.ops.length === 0 && this.reads.length === 0 && this.submits === 0) return;
+    if (this.ops.length === 0 && this.reads.length === 0 && this.stepSubmits === 0) return;
     const t1 = this.encodeAndSubmit(true);
     const reads = this.reads;
     this.reads = [];
@@ -195,7 +198,10 @@ export class StepEncoder {
     if (block) memory.params.giveHost(block); // every slot uploaded (writeBuffer copied them)
     const stamps = this.stamps;
     this.stamps = [];
-    const shape = submitShape(this.submittedDispatches, this.workgroups, this.submits);
+    const shape = submitShape(this.stepDispatches, this.stepWorkgroups, this.stepSubmits);
+    this.stepSubmits = 0;
+    this.stepDispatches = 0;
+    this.stepWorkgroups = 0;
     const paced = (done: () => Promise<unknown>): Promise<unknown> => memory.pacer?.wait(shape, done) ?? done();
     const staged = [...reads.map((r) => r.staging), ...stamps.map((s) => s.read)];
     if (staged.length > 0) await paced(() => Promise.all(staged.map((b) => b.mapAsync(MAP_READ))));
@@ -229,6 +235,7 @@ export class StepEncoder {
     const paramBuffer = this.params && to > from ? memory.params.upload(this.params, from, to) : null;
     const dispatches = this.dispatchCount - this.submittedDispatches;
     this.submittedDispatches = this.dispatchCount;
+    this.stepDispatches += dispatches;
     const mode = this.device.features.has('timestamp-query') && dispatches > 0 ? this.timing : 'none';
     const queries = timingQueries(mode, dispatches);
     const querySet = queries > 0 ? this.device.createQuerySet({ type: 'timestamp', count: queries }) : null;
@@ -245,6 +252,7 @@ export class StepEncoder {
     if (last) for (const r of this.reads) if (!r.copied) enc.copyBufferToBuffer(r.src.buffer, r.src.offset * 4, r.staging, 0, r.src.length * 4);
     this.device.queue.submit([enc.finish()]);
     this.submits++;
+    this.stepSubmits++;
     const t1 = performance.now();
     this.encodeMs += t1 - t0;
     return t1;
@@ -284,7 +292,7 @@ export class StepEncoder {
       offsets[0] = op.slot * SLOT;
       pass.setBindGroup(0, bg, offsets, 0, 1);
       pass.dispatchWorkgroups(op.groups[0], op.groups[1], op.groups[2]);
-      this.workgroups += op.groups[0] * op.groups[1] * op.groups[2];
+      this.stepWorkgroups += op.groups[0] * op.groups[1] * op.groups[2];
       if (passEach) {
         pass.end();
         pass = null;
