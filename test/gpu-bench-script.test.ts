@@ -17,7 +17,7 @@ import { REPO_ROOT } from './paths.js';
 
 interface GpuFields {
   dispatches_per_step: number; host_us_per_dispatch: number | null; host_cpu_us_per_dispatch: number | null; bind_groups_per_step: number; gpu_ms_per_step: number | null;
-  gpu_time_source: string; queue_done_ms_per_step: number; dawn_toggles: string[];
+  gpu_time_source: string; queue_done_ms_per_step: number; dawn_toggles: string[]; submits_per_step: number;
 }
 interface BenchRun { error?: string; skipped?: string; tok_s?: { median: number }; gpu?: GpuFields; batch?: number }
 interface Report {
@@ -106,6 +106,8 @@ test('gpu-bench.sh --dry-run writes one JSON with every step measured', { timeou
     const skip = j.runs[`${s}.decode-bf16-skip-validation`];
     assert.ok(skip && !skip.error && skip.gpu!.host_us_per_dispatch! > 0, `decode with validation skipped: ${JSON.stringify(skip)}`);
     assert.deepEqual(skip.gpu!.dawn_toggles, ['skip_validation'], 'the run reports the toggle it ran with');
+    const single = j.runs[`${s}.decode-bf16-single-submit`];
+    assert.ok(single && !single.error && single.gpu!.submits_per_step === 1, `decode with one submit a step: ${JSON.stringify(single)}`);
     const mtp = j.runs[`${s}.mtp-0.8-bf16`] as unknown as { runs: { accept: number; outputs_identical: boolean; speedup: number }[] };
     assert.equal(mtp.runs[0]!.accept, 0.8);
     assert.equal(mtp.runs[0]!.outputs_identical, true);

@@ -74,6 +74,8 @@ describe('read-back pacer (simulated clock)', () => {
     assert.equal(submitShape(53, 1000), submitShape(53, 1100));
     assert.notEqual(submitShape(53, 1000), submitShape(54, 1000));
     assert.notEqual(submitShape(66, 1000), submitShape(66, 2000));
+    assert.equal(submitShape(53, 1000, 1), submitShape(53, 1000), 'one submit: the shape as before');
+    assert.notEqual(submitShape(53, 1000, 3), submitShape(53, 1000), 'a chunked step waits on less after its last submit');
   });
 
   test('DELTASERVE_READBACK_PACING: on by default, off turns it off, anything else is an error naming the variable', () => {

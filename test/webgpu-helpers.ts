@@ -1,7 +1,7 @@
 // The webgpu backend under test: Dawn (npm `webgpu`) on whatever adapter the machine has —
 // on machines without a GPU, Mesa's lavapipe (`npm run test:setup` installs it).
 // No adapter is a failure with the reason, never a skip.
-import { nodeGpu } from '../src/kernels/webgpu-node.js';
+import { nodeGpu, submitChunks } from '../src/kernels/webgpu-node.js';
 import { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { takeUncapturedError, type AcquireOptions } from '../src/kernels/webgpu/device.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
@@ -15,7 +15,9 @@ import { idsOf } from '../src/engine/device-picks.js';
 export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number } = {}): Promise<WebGpuKernels> {
   try {
     const gpu = opts.workgroupStorage === undefined ? await nodeGpu() : gpuWithWorkgroupStorage(await nodeGpu(), opts.workgroupStorage);
-    return await WebGpuKernels.create(gpu, { allowCpuEmulation: true, ...opts });
+    // DELTASERVE_SUBMIT_CHUNK as the engine reads it: kernel suites can run with chunked submits forced
+    const chunks = submitChunks();
+    return await WebGpuKernels.create(gpu, { allowCpuEmulation: true, ...(chunks ? { submitChunks: chunks } : {}), ...opts });
   } catch (e) {
     throw new Error(`webgpu tests need a WebGPU adapter (on a machine without a GPU: Mesa lavapipe, mesa-vulkan-drivers >= 23 from bookworm-backports; run \`npm run test:setup\`): ${(e as Error).message}`);
   }

@@ -3,9 +3,11 @@
 // attention reads against each cached row once — and where a step's time goes:
 // - host: recording the dispatches (JS) and encoding them into Dawn (bind groups, passes,
 //   queue.submit), per step and per dispatch: what bounds a small model at batch 1;
-// - GPU: timestamp queries around each step's passes where the adapter has timestamp-query
-//   (the step as it runs; null with the reason where absent), and always the host clock
-//   from queue.submit to the read-back mapped (GPU time plus driver latency: the fallback);
+// - submits per step (chunked: the GPU runs a chunk while the host records the next);
+// - GPU: timestamp queries around each submit's passes where the adapter has timestamp-query
+//   (the step as it runs, first pass to last, and busy: each submit's span summed; null with
+//   the reason where absent), and always the host clock from the last queue.submit to the
+//   read-back mapped (GPU time still queued plus driver latency: the fallback);
 // - bind groups set per step, how many of them were created (cache misses: none once warm),
 //   and the host time getting them;
 // - the Dawn toggles in force (DELTASERVE_DAWN_TOGGLES, kernels/webgpu-node.ts).
@@ -54,8 +56,11 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatch
   const moe = await k.moeWeightBytes(); // since the timed steps began (a read-back after the run)
   const per = (x: number): number => x / steps;
   const dispatches = per(d.dispatches);
-  const hostMs = per(recordMs + d.encodeMs);
+  // chunked submits (submit-chunks.ts) encode while recording: that share of recordMs is encoding
+  const pureRecordMs = recordMs - d.chunkEncodeMs;
+  const hostMs = per(pureRecordMs + d.encodeMs);
   const gpuMs = timestamps && d.timedSteps > 0 ? d.gpuNs / d.timedSteps / 1e6 : null;
+  const gpuBusyMs = timestamps && d.timedSteps > 0 ? d.gpuBusyNs / d.timedSteps / 1e6 : null;
   let profiled: number | null = null;
   if (dispatchProfile && timestamps) {
     const p = await countedRun(k, dispatchProfile, 'dispatch');
@@ -65,8 +70,12 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatch
     read_backs_per_step: per(d.steps),
     read_back_bytes_per_step: per(d.readBackBytes),
     dispatches_per_step: dispatches,
-    // the host's share: recording a step (JS, before its read-back) + encoding it into Dawn
-    host_record_ms_per_step: per(recordMs),
+    // command buffers submitted a step (1, or the chunks of submit_chunks)
+    submits_per_step: per(d.submits),
+    submit_chunks: k.g.submitChunks,
+    // the host's share: recording a step (JS, before its read-back; chunk submits excluded) +
+    // encoding it into Dawn (every submit's, the chunks' made while recording included)
+    host_record_ms_per_step: per(pureRecordMs),
     host_encode_ms_per_step: per(d.encodeMs),
     host_us_per_dispatch: dispatches > 0 ? (1000 * hostMs) / dispatches : null,
     // the same on this thread's CPU clock: immune to waiting and to the machine's load
@@ -86,9 +95,11 @@ export async function gpuStepReport(k: WebGpuBoundaryKernels, run: Run, dispatch
     moe_weight_bytes_routed_ideal_per_step: per(moe.ideal),
     moe_weight_read_ratio: moe.ideal > 0 ? moe.read / moe.ideal : null,
     gpu_ms_per_step: gpuMs,
-    gpu_time_source: gpuMs !== null ? 'timestamp queries: the first pass begins to the last pass ends, each timed step'
+    // of gpu_ms_per_step, the submits' own spans summed: the GPU's idle gaps between a step's submits left out
+    gpu_busy_ms_per_step: gpuBusyMs,
+    gpu_time_source: gpuMs !== null ? 'timestamp queries: the first submit\'s first pass begins to the last submit\'s last pass ends, each timed step'
       : timestamps ? 'unavailable: no step was timed' : 'unavailable: the adapter has no timestamp-query feature (see queue_done_ms_per_step)',
-    // submit → read-back mapped on the host clock: GPU time + driver latency, host encode excluded
+    // the last submit → read-back mapped on the host clock: GPU time still queued + driver latency, host encode excluded
     queue_done_ms_per_step: per(d.doneMs),
     ...(dispatchProfile ? { gpu_ms_per_step_pass_per_dispatch: profiled } : {}),
     // imported here, not at the top: the CPU path never loads kernels/webgpu-node (kernels-messages)

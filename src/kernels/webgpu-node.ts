@@ -2,6 +2,7 @@
 // loaded on first use only). Kept outside kernels/webgpu/ so that directory stays
 // browser-ready (a browser passes navigator.gpu).
 /// <reference types="@webgpu/types" />
+import { parseSubmitChunks, type SubmitChunks } from './webgpu/submit-chunks.js';
 
 interface DawnModule { create(flags: string[]): GPU; globals: Record<string, unknown> }
 
@@ -50,6 +51,16 @@ export function readbackPacing(env: NodeJS.ProcessEnv = process.env): boolean {
   const raw = env['DELTASERVE_READBACK_PACING'] ?? 'on';
   if (raw !== 'on' && raw !== 'off') throw new WebGpuPackageError(`DELTASERVE_READBACK_PACING: "${raw}" is not on or off`);
   return raw === 'on';
+}
+
+/** Dispatches per submit from DELTASERVE_SUBMIT_CHUNK ("0": one submit a step, "N", or
+ * "F,N": the first F then N; kernels/webgpu/submit-chunks.ts), or undefined: the adapter's default. */
+export function submitChunks(env: NodeJS.ProcessEnv = process.env): SubmitChunks | undefined {
+  const raw = env['DELTASERVE_SUBMIT_CHUNK'];
+  if (raw === undefined || raw === '') return undefined;
+  const p = parseSubmitChunks(raw);
+  if (!p) throw new WebGpuPackageError(`DELTASERVE_SUBMIT_CHUNK: "${raw}" is not 0, N or F,N (dispatches a submit)`);
+  return p;
 }
 
 /** The `webgpu` package's create() flags enabling `toggles`. */

@@ -10,6 +10,7 @@ import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContex
 import { type DispatchMemory, type EncoderTiming, StepEncoder } from './encoder.js';
 import { BindGroupCache, ParamMemory } from './dispatch-memory.js';
 import { ReadbackPacer } from './readback-pacer.js';
+import { defaultSubmitChunks, type SubmitChunks } from './submit-chunks.js';
 import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
@@ -68,14 +69,19 @@ export class WebGpuKernels {
    * FLOAT_COLUMNS on GPUs, 1 (the one-column kernel) on a CPU adapter, where the L1 re-reads
    * it saves are not the cost. Tests and the access-model scripts set it. */
   floatColumns: number;
+  /** How each step's dispatches are split into submits (submit-chunks.ts; the same bits):
+   * chunked on GPUs, one submit on a CPU adapter, unless AcquireOptions.submitChunks says
+   * (DELTASERVE_SUBMIT_CHUNK). Read by each new step's encoder; tests set it. */
+  submitChunks: SubmitChunks;
 
   /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
-  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true) {
+  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
     this.foldQuantActs = !ctx.adapter.cpuEmulation;
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
+    this.submitChunks = submitChunks ?? defaultSubmitChunks(ctx.adapter.cpuEmulation);
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
     this.dispatchMemory = { bindGroups, params: new ParamMemory(this.device, () => bindGroups.clear()), pacer: pacing && ctx.adapter.cpuEmulation ? new ReadbackPacer() : null };
@@ -89,7 +95,7 @@ export class WebGpuKernels {
   }
 
   static async create(gpu: GPU, opts: AcquireOptions & { maxBindingOverride?: number }): Promise<WebGpuKernels> {
-    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true);
+    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true, opts.submitChunks);
   }
 
   dispose(): void {
@@ -103,9 +109,10 @@ export class WebGpuKernels {
     return this.scratch.get(purpose, length, elem);
   }
 
-  /** A new encoder for one step (timing: its timestamp queries, encoder.ts). */
+  /** A new encoder for one step (timing: its timestamp queries, encoder.ts; submitted in
+   * chunks as `submitChunks` says). */
   encoder(timing: EncoderTiming = 'none'): StepEncoder {
-    return new StepEncoder(this.device, this.dispatchMemory, timing);
+    return new StepEncoder(this.device, this.dispatchMemory, timing, this.submitChunks);
   }
 
   uploadWeight(w: Weight, label?: string): GpuWeight {

@@ -8,6 +8,7 @@
 // features the kernels use when present: shader-f16, subgroups, timestamp-query.
 
 import type { GpuAdapterSummary } from './adapter-summary.js';
+import type { SubmitChunks } from './submit-chunks.js';
 export type { GpuAdapterSummary };
 
 export interface GpuContext {
@@ -69,6 +70,8 @@ export interface AcquireOptions {
   /** On a CPU adapter, sleep through most of a submit's expected time before mapping its
    * read-backs instead of Dawn's busy-poll (readback-pacer.ts). Default true; no effect on a GPU. */
   readonly readbackPacing?: boolean;
+  /** Dispatches per submit (submit-chunks.ts); default: chunked on a GPU, one submit on a CPU adapter. */
+  readonly submitChunks?: SubmitChunks;
 }
 
 /** The reason no device could be had, for `auto` and for error messages. */

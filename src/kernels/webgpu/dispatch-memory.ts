@@ -2,7 +2,8 @@
 // What every step's dispatches share across steps (encoder.ts): the parameter uniform and
 // the bind groups.
 // - ParamMemory: one persistent uniform buffer holding a step's parameter slots (256 bytes
-//   each, addressed by a dynamic offset), written with ONE queue.writeBuffer per submit, and
+//   each, addressed by a dynamic offset; a step's slots in order, each submit of the step
+//   writing its own with one queue.writeBuffer), and
 //   a pool of host blocks the encoders fill (no per-step allocation once warm). Queue order
 //   makes one buffer enough: a submit's writeBuffer lands after every earlier submit ran.
 // - BindGroupCache: since the parameters move to a dynamic offset, a dispatch's bind group
@@ -39,19 +40,21 @@ export class ParamMemory {
     if (this.spare.length < 4) this.spare.push(block);
   }
 
-  /** Upload the first `bytes` of `host` to the uniform buffer (grown to fit: a larger one
-   * replaces it, the old one retired until the submits that may read it have run).
-   * Returns the buffer this submit's bind groups address. */
-  upload(host: ArrayBuffer, bytes: number): GPUBuffer {
+  /** Upload bytes [from, to) of `host` to the same bytes of the uniform buffer (grown to
+   * hold `to`: a larger one replaces it, the old one retired until the submits that may read
+   * it have run; a submit's dispatches address only their own slots, so a replacement
+   * between two submits of a step needs no earlier slot). Returns the buffer this submit's
+   * bind groups address. */
+  upload(host: ArrayBuffer, from: number, to: number): GPUBuffer {
     let gpu = this.gpu;
-    if (!gpu || gpu.size < bytes) {
+    if (!gpu || gpu.size < to) {
       if (gpu) this.retired.push({ buffer: gpu, at: ++this.replacements });
-      const size = Math.max(bytes, 2 * (gpu?.size ?? 0), PARAM_SLOT_BYTES * FIRST_SLOTS);
+      const size = Math.max(to, 2 * (gpu?.size ?? 0), PARAM_SLOT_BYTES * FIRST_SLOTS);
       gpu = this.device.createBuffer({ size, usage: UNIFORM | COPY_DST, label: 'params' });
       this.gpu = gpu;
       this.onReplace();
     }
-    if (bytes > 0) this.device.queue.writeBuffer(gpu, 0, host, 0, bytes);
+    if (to > from) this.device.queue.writeBuffer(gpu, from, host, from, to - from);
     return gpu;
   }
 

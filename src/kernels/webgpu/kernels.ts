@@ -85,8 +85,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   /** Each MoE layer's experts stacked for one dispatch per GEMM kind (moe-stack.ts). */
   readonly moeStacks: MoeStacks;
   /** Since construction: read-backs (steps: each readBack is one), the bytes they carried,
-   * dispatches, GPU ns of profiled steps. */
-  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0, bindGroups: 0, bindGroupsCreated: 0, bindGroupMs: 0, doneMs: 0 };
+   * dispatches, submits (encoder.ts: a step's chunks), GPU ns of profiled steps (span and busy). */
+  readonly counters = { steps: 0, readBackBytes: 0, dispatches: 0, gpuNs: 0, timedSteps: 0, encodeMs: 0, bindGroups: 0, bindGroupsCreated: 0, bindGroupMs: 0, doneMs: 0,
+    submits: 0, chunkEncodeMs: 0, gpuBusyNs: 0 };
 
   /** Dispatches recorded since construction, the current step's included (a census can
    * read it between any two kernel calls). */
@@ -160,6 +161,8 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     this.counters.bindGroups += enc.bindGroups;
     this.counters.bindGroupsCreated += enc.bindGroupsCreated;
     this.counters.bindGroupMs += enc.bindGroupMs;
+    this.counters.submits += enc.submits;
+    this.counters.chunkEncodeMs += enc.chunkEncodeMs;
   }
 
   /** MoE expert weight bytes read since the tally's last restart vs the routed-only ideal
@@ -208,6 +211,7 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
     if (enc.timings.length > 0) {
       this.counters.timedSteps++;
       this.counters.gpuNs += enc.timings.reduce((s, d) => s + d.ns, 0);
+      this.counters.gpuBusyNs += enc.gpuBusyNs;
     }
     return reads.map((r) => r.data!);
   }

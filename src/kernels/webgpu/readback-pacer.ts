@@ -5,7 +5,8 @@
 // 2-core VM a tiny-think decode spent 3.6 of its 8.9 CPU-seconds polling (24 steps).
 //
 // So on a CPU adapter the encoder sleeps (a timer: the event loop is idle, nothing polls)
-// for FRACTION of the time a submit of the same shape last took, then maps. The results do
+// for FRACTION of the time a step of the same shape last took from its last submit to its
+// read-backs mapped, then maps (earlier submits of a chunked step are never waited on). The results do
 // not depend on it: the same buffers are mapped after the same submit, only later.
 // Invariants of the estimate (`nextEstimate`), per submit shape:
 // - a wait after the sleep longer than OVERSLEPT_MS means the work outlasted the sleep: the
@@ -35,11 +36,13 @@ export function sleepFor(estimate: number | undefined): number {
 }
 
 /**
- * A submit's shape: its dispatch count and, in buckets of about 19 %, its total workgroups
- * (decode steps of one batch share a shape; prefills of different lengths do not).
+ * A step's shape: its dispatch count, in buckets of about 19 % its total workgroups (decode
+ * steps of one batch share a shape; prefills of different lengths do not), and its submits
+ * (submit-chunks.ts: the wait after a step's last submit is the GPU work still queued, which
+ * chunking changes).
  */
-export function submitShape(dispatches: number, workgroups: number): string {
-  return `${dispatches}:${Math.round(4 * Math.log2(1 + workgroups))}`;
+export function submitShape(dispatches: number, workgroups: number, submits = 1): string {
+  return `${dispatches}:${Math.round(4 * Math.log2(1 + workgroups))}${submits > 1 ? `:${submits}` : ''}`;
 }
 
 export class ReadbackPacer {

@@ -30,16 +30,22 @@ export function recordSample(g: WebGpuKernels, enc: StepEncoder, rows: readonly 
   }
   const pids = new Int32Array(Math.max(1, patches));
   const pvals = new Float32Array(Math.max(1, patches));
-  const w = g.scratchTensor('sample.w', wlen);
-  const pidT = g.alloc.upload(pids);
-  const pvalT = g.alloc.upload(pvals);
   let po = 0;
-  let wo = 0;
-  rows.forEach((r, i) => {
+  for (const r of rows) {
     for (let j = 0; j < r.patchCount; j++) {
       pids[po + j] = r.patchIds![j]!;
       pvals[po + j] = r.patchVals![j]!;
     }
+    po += r.patchCount;
+  }
+  const w = g.scratchTensor('sample.w', wlen);
+  // uploaded before the dispatches are recorded (a chunked encoder may submit some of them
+  // before this function returns: encoder.ts)
+  const pidT = g.alloc.upload(pids);
+  const pvalT = g.alloc.upload(pvals);
+  po = 0;
+  let wo = 0;
+  rows.forEach((r, i) => {
     const flags = (r.draw ? 1 : 0) | (r.logprobs ? 2 : 0) | (r.dist ? 4 : 0);
     const dist = r.dist ?? w;
     g.run(enc, 'sample', () => SAMPLE, packParams('sample', { xOff: r.logits.offset, n: r.n, invT: r.invTemperature, topK: r.topK,
@@ -49,8 +55,6 @@ export function recordSample(g: WebGpuKernels, enc: StepEncoder, rows: readonly 
     po += r.patchCount;
     wo += r.n;
   });
-  g.alloc.write(pidT, pids);
-  g.alloc.write(pvalT, pvals);
   return res;
 }
 

@@ -33,3 +33,24 @@ export function passTimestamps(mode: EncoderTiming, isDispatch: readonly boolean
   out[last] = { ...out[last], endOfPassWriteIndex: 1 };
   return out;
 }
+
+/** One submit's timestamps (ns, as resolved) and, in 'dispatch' mode, its dispatches' labels. */
+export interface SubmitTimestamps { readonly ts: BigInt64Array; readonly labels: readonly string[] }
+
+/** A step's GPU times from its submits' timestamps, in submit order. 'step': `spanNs` from
+ * the first submit's first pass beginning to the last submit's last pass ending (idle gaps
+ * between submits included: a GPU waiting for the host), `busyNs` the sum of each submit's
+ * own span (the gaps left out); one submit: both the same. 'dispatch': each dispatch's
+ * pass, by label, and their sum as both. */
+export function stepGpuTimes(mode: EncoderTiming, submits: readonly SubmitTimestamps[]):
+  { readonly spanNs: number; readonly busyNs: number; readonly dispatches: readonly { label: string; ns: number }[] } {
+  if (mode === 'dispatch') {
+    const dispatches = submits.flatMap((s) => s.labels.map((label, i) => ({ label, ns: Number(s.ts[2 * i + 1]! - s.ts[2 * i]!) })));
+    const sum = dispatches.reduce((a, d) => a + d.ns, 0);
+    return { spanNs: sum, busyNs: sum, dispatches };
+  }
+  if (mode === 'none' || submits.length === 0) return { spanNs: 0, busyNs: 0, dispatches: [] };
+  const busyNs = submits.reduce((a, s) => a + Number(s.ts[1]! - s.ts[0]!), 0);
+  const spanNs = Number(submits[submits.length - 1]!.ts[1]! - submits[0]!.ts[0]!);
+  return { spanNs, busyNs, dispatches: [] };
+}

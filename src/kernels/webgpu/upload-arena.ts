@@ -6,7 +6,9 @@ import type { GpuTensor } from './tensor.js';
 
 const UPLOAD_CHUNK = 1 << 16; // elements per upload-arena buffer (grows for larger inputs)
 /** Per-step host inputs: appended at distinct offsets, written with queue.writeBuffer
- * (which lands before the step's submit), reset when the step has completed. A full arena
+ * (which lands after the submits made so far and before the next: the one holding the copy
+ * that reads it, with chunked submits too; distinct offsets, so no submitted op's input is
+ * overwritten), reset when the step has completed. A full arena
  * is replaced by one twice as large; the old one is freed at the reset (the step that
  * reads it has finished by then), so the arena settles at a step's largest need. */
 export class UploadArena {
