@@ -31,6 +31,8 @@ const { values } = parseArgs({
     'target-tbs': { type: 'string', default: '4.3' },
     // on: a quantized matmul of M ≤ 4 rows quantizes its own input (a GPU adapter's choice); off: quant_acts + the tiled qmatmul
     'fold-quant-acts': { type: 'string', default: 'on' },
+    // a what-if for the multi-column float matmuls: C columns, tiles of T rows, later tiles' weights from l2 or dram
+    'float-plan': { type: 'string' },
     work: { type: 'string', default: '/tmp/gpu-batch-model' },
     // quantize-gguf reads the checkpoint's tokenizer: one is copied in from here when absent
     tokenizer: { type: 'string', default: '../shared/models/tiny-think' },
@@ -46,6 +48,10 @@ const accept = Number(values.accept);
 const hostUs = values['host-us'].split(',').map(Number);
 const chunk = Number(values.chunk);
 const targetTbs = Number(values['target-tbs']);
+const floatPlan = values['float-plan'] ? (([c, t, from]) => {
+  if (!(Number(c) >= 2 && Number(t) >= 1 && ['l2', 'dram'].includes(from))) throw new Error(`--float-plan: "${values['float-plan']}" is not C,T,l2|dram`);
+  return { columns: Number(c), tileRows: Number(t), secondTiles: from };
+})(values['float-plan'].split(',')) : null;
 const REC_VOCAB = 4096;
 const STREAMS = [1, 8, 32];
 const KS = [1, 2, 3, 4];
@@ -99,7 +105,7 @@ function passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu }) {
     const kind = typeof r.layer === 'number' ? kinds[r.layer] : null;
     const times = kind ? real[kind] / cut[kind] : 1;
     const vocabScale = r.layer === 'head' && r.label.startsWith('matmul') ? spec.vocab / REC_VOCAB : 1;
-    const c = dispatchCost(r, { context, vocabScale, config, seqs, tokensPerSeq }, gpu);
+    const c = dispatchCost(r, { context, vocabScale, config, seqs, tokensPerSeq, floatPlan }, gpu);
     c.us.forEach((u, i) => { us[i] += times * u; });
     bound[c.bound] = (bound[c.bound] ?? 0) + times * c.us[0];
     const key = r.key.replace(/_tm\d+.*$/, '');

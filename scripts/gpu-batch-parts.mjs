@@ -29,20 +29,43 @@ function matmulRows(p, vocabScale) {
 }
 
 /** The float matmul (matmul_group_<dtype>_<segments>_tm<T>_…, …_cols<C>). */
-function floatMatmul(r, d, p, { vocabScale }) {
+function floatMatmul(r, d, p, { vocabScale, floatPlan }) {
   const dtype = r.key.split('_')[2];
   const elem = dtype === 'f32' ? 4 : 2;
   const rows = matmulRows(p, vocabScale);
   const gate = /_(silu|sigmoid)/.test(r.key) ? 1 : 0;
   // a row's x loads per iteration as the shader's load width makes them (wgsl/float-chunks.ts; the key's last field)
-  const xSectors = sectorsOf(floatInputLoads(dtype, /_(vec4w?|element)(?:_cols\d+)?$/.exec(r.key)?.[1] ?? 'element'));
+  const widths = /_(vec4w?|element)(?:_cols\d+)?$/.exec(r.key)?.[1] ?? 'element';
+  const xSectors = sectorsOf(floatInputLoads(dtype, widths));
+  // the folded norm's weight: loaded once an iteration for every row (and, in a …_cols<C> workgroup, for its C columns)
+  const normSectors = r.key.includes('_norm') ? sectorsOf(floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4')) : 0;
   // a multi-column workgroup (…_cols<C>) loads each row's x once for its C columns: per column, 1/C
   const columns = floatColumnsOf(r.key);
   // …the first row's too (modelDispatch counts it once a column)
   const rowX = xSectors * (1 + gate);
-  if (columns > 1) d = { ...d, iteration: { ...d.iteration, l1Sectors: d.iteration.l1Sectors - rowX * (1 - 1 / columns) } };
-  return { d, parts: { ...ZERO, weightBytes: rows * p.k * elem, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: rowX / columns },
+  const weightBytes = rows * p.k * elem;
+  if (columns > 1 && floatPlan) return plannedColumns(r, d, p, { weightBytes, rows, rowX, normSectors, plan: floatPlan });
+  if (columns > 1) d = { ...d, iteration: { ...d.iteration, l1Sectors: d.iteration.l1Sectors - (rowX + normSectors) * (1 - 1 / columns) } };
+  return { d, parts: { ...ZERO, weightBytes, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: rowX / columns },
     use: { ...ONE, rows: p.m, tiles: r.groups[2] } };
+}
+
+/** A what-if for the multi-column matmul (gpu-batch-model.mjs --float-plan C,T,l2|dram): C
+ * columns a workgroup over tiles of T rows (C · T accumulators a thread), in place of the
+ * recorded C and tile. Each tile's workgroups read the weights through L1 (per tile: the
+ * weight sectors, the row-independent loads, T rows' x ÷ C); the tiles after the first read
+ * them from DRAM again ('dram') or from L2 ('l2': DRAM bytes once, L2 bandwidth not modelled). */
+function plannedColumns(r, d, p, { weightBytes, rows, rowX, normSectors, plan }) {
+  const tiles = Math.ceil(p.m / plan.tileRows);
+  const rowsPerTile = p.m / tiles;
+  // per tile: the weights' sectors, the norm weight's ÷ C, each row's x ÷ C
+  const perTile = d.iteration.l1Sectors - rowX - normSectors + (normSectors + rowX * rowsPerTile) / plan.columns;
+  const workgroups = (d.workgroups / r.groups[2]) * tiles;
+  const l2 = plan.secondTiles === 'l2';
+  // l2: the DRAM iterations are the weights' once, each run by every tile's workgroups
+  const it = { ...d.iteration, l1Sectors: l2 ? tiles * perTile : perTile };
+  return { d: { ...d, workgroups, iteration: it }, parts: { ...ZERO, weightBytes: l2 ? weightBytes / tiles : weightBytes, rowBytes: 4 * p.k + 4 * rows,
+    macsPerRow: rows * p.k, rowL1Sectors: 0 }, use: { ...ONE, rows: p.m, tiles } };
 }
 
 /** The tiled quantized matmul, one weight part or a group of segments (qmatmul_<type>_tm…, qmatmul_group_<type>_<S>_tm…). */
@@ -122,12 +145,12 @@ export function ruleOf(key) {
 /** The batch-1 modelled dispatch of record `r`, its BatchParts, BatchUse and rule name.
  * `seqs`, `tokensPerSeq`: the step's sequences and rows of each (GDN, conv: one dispatch for
  * all of them; verify attention: one sequence's query block). Throws for a key no rule covers. */
-export function batchDispatch(r, { context, vocabScale, config, seqs, tokensPerSeq }) {
+export function batchDispatch(r, { context, vocabScale, config, seqs, tokensPerSeq, floatPlan = null }) {
   const rule = ruleOf(r.key);
   if (!rule) throw new Error(`batch model: no rule for dispatch "${r.key}" (${r.label}): add one to scripts/gpu-batch-parts.mjs BATCH_RULES`);
   const p = namedParams(r.wgsl, r.words);
   const d = modelDispatch(r, { context, vocabScale, config });
-  return { ...rule.parts(r, d, p, { context, vocabScale, config, seqs, tokensPerSeq }), rule: rule.name };
+  return { ...rule.parts(r, d, p, { context, vocabScale, config, seqs, tokensPerSeq, floatPlan }), rule: rule.name };
 }
 
 /** Record `r`'s GPU µs at each of its unrolls (lo, hi) on `gpu`, with its bytes, bound and
