@@ -1,5 +1,6 @@
 // The multi-column float matmul (Kernels.matmul / matmulGroup at M > 1 on a GPU): one
-// workgroup computes FLOAT_COLUMNS output columns of one segment for its tile of rows, so
+// workgroup computes FLOAT_COLUMNS output columns of one segment for its tile of rows
+// (floatColumnsTile: columns × rows ≤ COLUMN_ACCUMULATORS), so
 // each x unit a thread loads is multiplied against the columns' weight units (x read from
 // L1 once per C columns, not once per column). Plain, accumulating, with the folded norm or
 // a gated input; chunked loads; no MoE (wgsl/matmul-group.ts keeps MoE and element loads).
@@ -9,8 +10,8 @@
 // (row, column)'s own accumulator; then, column by column, the same fixed tree (or
 // subgroupAdd and the subgroups' sums in order) through the same 64-wide buffer per row.
 // The workgroup memory is the one-column kernel's (the columns are reduced one after
-// another through it; the norm's tree buffer as there), so the tile of rows is the one
-// matmulTile gives. The norm's inverse RMS per row: the one-column kernel's loop and tree.
+// another through it; the norm's tree buffer as there); the tile of rows is matmulTile's
+// capped by the accumulators (floatColumnsTile). The norm's inverse RMS per row: the one-column kernel's loop and tree.
 // Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
@@ -20,7 +21,21 @@ import { f32Input, floatChunkReader, floatMatmulEntry, type FloatDType } from '.
 import { MATMUL_TILES, TM } from './matmul.js';
 
 /** Output columns a multi-column workgroup computes. */
-export const FLOAT_COLUMNS = 4;
+export const FLOAT_COLUMNS = 8;
+
+/** The f32 accumulators a thread of a multi-column workgroup keeps, columns × tile rows, at
+ * most (a register budget: 4 columns × 32 rows before, 8 × 16 now). */
+export const COLUMN_ACCUMULATORS = 128;
+
+/** The tile of rows of a `columns`-column workgroup: the dense matmul's tile `tm`
+ * (matmulTile), or the largest tile of MATMUL_TILES that keeps columns × tile within
+ * COLUMN_ACCUMULATORS (8 columns: 16 rows, so M = 32 runs two tiles, each reading the
+ * weights: twice the weight traffic for half the x re-reads of 4 columns × 32 rows). */
+export function floatColumnsTile(tm: number, columns: number): number {
+  const tile = [...MATMUL_TILES].reverse().find((t) => t <= tm && t * columns <= COLUMN_ACCUMULATORS);
+  if (tile === undefined) throw new RangeError(`matmul columns: no tile of ≤ ${tm} rows for ${columns} columns within ${COLUMN_ACCUMULATORS} accumulators`);
+  return tile;
+}
 
 /** The unit loop of C columns (`wu`, `K`, `xb`, `rows`, `acc`, `cb` (first column), `last`
  * (the segment's last row) in scope): acc[r·C + c] is (row r, column cb + c)'s sum. The
@@ -67,6 +82,7 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
   if (norm && gate) throw new Error('matmul columns: a norm and a gated input together');
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
   if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
+  if (columns * tm > COLUMN_ACCUMULATORS) throw new RangeError(`matmul columns: ${columns} columns × ${tm} rows exceed ${COLUMN_ACCUMULATORS} accumulators`);
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwu\(/g, `wu${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
   const readers = Array.from({ length: segments }, (_, s) =>
     floatChunkReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwu\(/g, `wu${s}(`)).join('\n');
