@@ -11,7 +11,7 @@ import {
 } from '../src/kernels/webgpu/access-batch.js';
 import { denseMatmulTile } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader, groupSegmentParams } from '../src/kernels/webgpu/wgsl/matmul-group.js';
-import { FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -124,7 +124,7 @@ test('host and GPU: the engine waits for a step before recording the next, so th
   assert.deepEqual(stepTime(9000, 100, 30), { hostUs: 3000, serialUs: 12000, overlappedUs: 9000 });
 });
 
-test('a multi-column float matmul (…_cols4) counts a row\'s x L1 loads once per 4 columns; weights and workgroups as the one-column dispatch', async () => {
+test('a multi-column float matmul (…_cols<C>) counts a row\'s x L1 loads once per C columns; weights and workgroups as the one-column dispatch', async () => {
   const { batchDispatch } = (await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'gpu-batch-parts.mjs')).href)) as {
     batchDispatch(r: unknown, o: unknown): { d: ModelledDispatch; parts: BatchParts };
   };
@@ -146,6 +146,34 @@ test('a multi-column float matmul (…_cols4) counts a row\'s x L1 loads once pe
   const us = (b: typeof one, rows: number): number => estimateAtBatch({ ...b.d, unroll: 1 }, b.parts, { rows, seqs: 1, tiles: 1 }, GPUS.h200).us;
   assert.ok(us(cols, m) <= us(one, m), `${m} rows: ${us(cols, m)} vs ${us(one, m)} µs`);
   assert.ok(us(cols, 32) < us(one, 32), `32 rows: ${us(cols, 32)} vs ${us(one, 32)} µs`);
+});
+
+test('the folded norm\'s weight is loaded once for C columns; the --float-plan what-if of the recorded columns and tile is the recorded model', async () => {
+  const { batchDispatch, dispatchCost } = (await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'gpu-batch-parts.mjs')).href)) as {
+    batchDispatch(r: unknown, o: unknown): { d: ModelledDispatch; parts: BatchParts };
+    dispatchCost(r: unknown, o: unknown, gpu: unknown): { us: number[]; bytes: number };
+  };
+  const [k, n, m, tile] = [2560, 9216, 32, COLUMN_ACCUMULATORS / FLOAT_COLUMNS];
+  const words = packParams('matmul_group', { k, m, xOff: 0, segments: 1, ...groupSegmentParams([{ rows: n, outOff: 0, outStride: n, col0: 0 }]), eps: 0,
+    zeroCentered: 1, gateOff: 0, expert: 0, experts: 0, tiles: m / tile });
+  const record = (key: string, wgsl: string, groups: number[]) => ({ key, wgsl, words, groups, layer: 0, label: 'matmul' });
+  const opts = { context: 1024, vocabScale: 1, config: {}, seqs: m, tokensPerSeq: 1 };
+  const one = batchDispatch(record('matmul_group_bf16_1_tm64_norm_vec4', floatMatmulGroupShader('bf16', 1, false, false, true, null, null, false, 64, 'vec4'), [n, 1, 1]), opts);
+  const colsRec = record(`matmul_group_bf16_1_tm${tile}_norm_vec4_cols${FLOAT_COLUMNS}`, floatColumnsShader('bf16', 1, false, false, tile, true, FLOAT_COLUMNS, true), [n / FLOAT_COLUMNS, 1, m / tile]);
+  const cols = batchDispatch(colsRec, opts);
+  // x (32 sectors a row) and the norm weight (32) ÷ C; the weights' 16 sectors stay
+  const [x, nw] = [one.parts.rowL1Sectors, 32];
+  assert.equal(cols.d.iteration.l1Sectors, one.d.iteration.l1Sectors - (x + nw) * (1 - 1 / FLOAT_COLUMNS));
+  assert.equal(cols.d.iteration.l1Sectors, 16 + (x + nw) / FLOAT_COLUMNS);
+  // two tiles of 16 rows: the weights twice from DRAM, as a --float-plan C,16,dram what-if of the same record
+  const recorded = dispatchCost(colsRec, opts, GPUS.h200);
+  const planned = dispatchCost(colsRec, { ...opts, floatPlan: { columns: FLOAT_COLUMNS, tileRows: tile, secondTiles: 'dram' } }, GPUS.h200);
+  assert.equal(recorded.bytes, 2 * cols.parts.weightBytes + m * cols.parts.rowBytes);
+  assert.equal(planned.bytes, recorded.bytes);
+  planned.us.forEach((u, i) => assert.ok(Math.abs(u - recorded.us[i]!) < 1e-9, `unroll ${i}: ${u} vs ${recorded.us[i]} µs`));
+  // 'l2': the weights once from DRAM, every tile's L1 loads kept
+  const l2 = dispatchCost(colsRec, { ...opts, floatPlan: { columns: FLOAT_COLUMNS, tileRows: tile, secondTiles: 'l2' } }, GPUS.h200);
+  assert.equal(l2.bytes, cols.parts.weightBytes + m * cols.parts.rowBytes);
 });
 
 test('a step submitted in chunks: the first chunk\'s host time, then the GPU bound or the host bound', () => {
