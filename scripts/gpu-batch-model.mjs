@@ -13,10 +13,9 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from
 import { join, resolve } from 'node:path';
 import { SHAPES } from '../dist/src/tools/model-shapes.js';
 import { GPUS, estimate } from '../dist/src/kernels/webgpu/access-model.js';
-import { estimateAtBatch, expectedTokensPerRound, stepTime } from '../dist/src/kernels/webgpu/access-batch.js';
+import { chunkedStepTime, expectedTokensPerRound, stepTime } from '../dist/src/kernels/webgpu/access-batch.js';
 import { modelDispatch, stepSummary } from './gpu-access-families.mjs';
-import { batchDispatch } from './gpu-batch-parts.mjs';
-import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
+import { dispatchCost } from './gpu-batch-parts.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -27,6 +26,13 @@ const { values } = parseArgs({
     layers: { type: 'string', default: '4' },
     accept: { type: 'string', default: '0.8' },
     'host-us': { type: 'string', default: '24,33.5,36' },
+    // dispatches a submitted chunk (the encoder submits chunk i while it records chunk i + 1)
+    chunk: { type: 'string', default: '32' },
+    'target-tbs': { type: 'string', default: '4.3' },
+    // on: a quantized matmul of M ≤ 4 rows quantizes its own input (a GPU adapter's choice); off: quant_acts + the tiled qmatmul
+    'fold-quant-acts': { type: 'string', default: 'on' },
+    // a what-if for the multi-column float matmuls: C columns, tiles of T rows, later tiles' weights from l2 or dram
+    'float-plan': { type: 'string' },
     work: { type: 'string', default: '/tmp/gpu-batch-model' },
     // quantize-gguf reads the checkpoint's tokenizer: one is copied in from here when absent
     tokenizer: { type: 'string', default: '../shared/models/tiny-think' },
@@ -40,36 +46,28 @@ const gpus = values.gpu.split(',').map((g) => {
 const context = Number(values.context);
 const accept = Number(values.accept);
 const hostUs = values['host-us'].split(',').map(Number);
+const chunk = Number(values.chunk);
+const targetTbs = Number(values['target-tbs']);
+const floatPlan = values['float-plan'] ? (([c, t, from]) => {
+  if (!(Number(c) >= 2 && Number(t) >= 1 && ['l2', 'dram'].includes(from))) throw new Error(`--float-plan: "${values['float-plan']}" is not C,T,l2|dram`);
+  return { columns: Number(c), tileRows: Number(t), secondTiles: from };
+})(values['float-plan'].split(',')) : null;
 const REC_VOCAB = 4096;
 const STREAMS = [1, 8, 32];
 const KS = [1, 2, 3, 4];
 
 async function record() {
-  const { create, globals } = await import('webgpu');
-  const { WebGpuBoundaryKernels } = await import('../dist/src/kernels/webgpu/kernels.js');
-  const { forceGdnLaunch } = await import('../dist/src/kernels/webgpu/gdn-columns.js');
-  const { forceConvLaunch } = await import('../dist/src/kernels/webgpu/conv-launch.js');
-  const { recorder } = await import('./gpu-batch-record.mjs');
-  for (const [k, v] of Object.entries(globals)) if (!(k in globalThis)) globalThis[k] = v;
-  const dawn = create([]);
-  const k = await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: true });
-  forceGdnLaunch(k.g, 'columns'); // a GPU adapter's launch
-  forceConvLaunch(k.g, 'channels'); // likewise
-  k.g.foldQuantActs = true; // likewise: M ≤ 4 quantized matmuls quantize their own input
-  k.g.quantLayout = 'lanes'; // and the tiled quantized matmuls share blocks as a GPU's do
-  k.g.floatColumns = FLOAT_COLUMNS; // and plain float matmuls of M ≥ 2 rows compute C columns a workgroup
+  const { gpuLikeKernels, recordScenarios } = await import('./gpu-batch-record.mjs');
+  if (!['on', 'off'].includes(values['fold-quant-acts'])) throw new Error(`--fold-quant-acts: "${values['fold-quant-acts']}" is not on or off`);
+  const k = await gpuLikeKernels({ foldQuantActs: values['fold-quant-acts'] === 'on' });
   const out = [];
   for (const shape of values.shapes.split(',')) {
     for (const format of values.formats.split(',')) {
-      const r = recorder(k, await checkpoint(shape, format));
-      const scen = { decode: {}, verify: {}, mtp: {}, head: r.head(1) };
-      for (const s of STREAMS) scen.decode[s] = r.decode(s);
-      for (const kk of KS) scen.verify[kk + 1] = r.verify(kk + 1);
-      for (let rows = 1; rows <= KS.length + 1; rows++) scen.mtp[rows] = r.mtp(rows);
-      out.push({ shape, format, kinds: r.kinds, config: r.model.config, scen, adapter: k.g.adapter.description || k.g.adapter.device });
+      const rec = recordScenarios(k, await checkpoint(shape, format), { streams: STREAMS, ks: KS });
+      out.push({ shape, format, ...rec, adapter: k.g.adapter.description || k.g.adapter.device });
     }
   }
-  void dawn;
+  k.dispose();
   return out;
 }
 
@@ -89,7 +87,9 @@ async function checkpoint(shape, format) {
   return gguf;
 }
 
-/** A recorded pass's GPU µs (lo, hi unroll), bytes and dispatches, scaled to the real shape. */
+/** A recorded pass's GPU µs (lo, hi unroll), bytes and dispatches, scaled to the real shape;
+ * `seq`: each real dispatch's GPU µs (lo) in the step's order (the cut's decoder layers
+ * repeated as the real shape's, for the chunked host estimate). */
 function passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu }) {
   const spec = SHAPES[shape];
   const realFull = Math.floor(spec.layers / spec.fullAttentionInterval);
@@ -100,22 +100,40 @@ function passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu }) {
   const byKey = {};
   let bytes = 0;
   let dispatches = 0;
+  const costs = [];
   for (const r of rec) {
     const kind = typeof r.layer === 'number' ? kinds[r.layer] : null;
     const times = kind ? real[kind] / cut[kind] : 1;
     const vocabScale = r.layer === 'head' && r.label.startsWith('matmul') ? spec.vocab / REC_VOCAB : 1;
-    const { d, parts, use } = batchDispatch(r, { context, vocabScale, config, seqs, tokensPerSeq });
-    d.unroll.forEach((u, i) => {
-      const e = estimateAtBatch({ ...d, unroll: u }, parts, use, gpu);
-      us[i] += times * e.us;
-      if (i === 0) bound[e.bound] = (bound[e.bound] ?? 0) + times * e.us;
-      if (i === 0) byKey[r.key.replace(/_tm\d+.*$/, '')] = (byKey[r.key.replace(/_tm\d+.*$/, '')] ?? 0) + times * e.us;
-    });
-    bytes += times * (parts.weightBytes * use.tiles + (parts.rowBytes + parts.tokenStateBytes) * use.rows + parts.seqBytes * use.seqs);
+    const c = dispatchCost(r, { context, vocabScale, config, seqs, tokensPerSeq, floatPlan }, gpu);
+    c.us.forEach((u, i) => { us[i] += times * u; });
+    bound[c.bound] = (bound[c.bound] ?? 0) + times * c.us[0];
+    const key = r.key.replace(/_tm\d+.*$/, '');
+    byKey[key] = (byKey[key] ?? 0) + times * c.us[0];
+    bytes += times * c.bytes;
     dispatches += times;
+    costs.push({ layered: kind !== null, times, us: c.us[0] });
   }
   const top = Object.entries(byKey).sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${(v / us[0]).toFixed(2)}`);
-  return { us, bytes, dispatches, bound, top };
+  return { us, bytes, dispatches, bound, top, seq: stepOrder(costs) };
+}
+
+/** The real step's dispatch order: the cut's decoder-layer dispatches repeated as a block
+ * (the real layers are the cut's kinds repeated: qwen3.5 shapes, R = real ÷ cut layers of
+ * each kind), between what comes before and after them; a kind scaled unevenly repeats each
+ * dispatch in place. */
+function stepOrder(costs) {
+  const layered = costs.filter((c) => c.layered);
+  const reps = new Set(layered.map((c) => c.times));
+  const first = costs.findIndex((c) => c.layered);
+  const last = costs.length - 1 - [...costs].reverse().findIndex((c) => c.layered);
+  if (first < 0) return costs.map((c) => c.us);
+  const r = [...reps][0];
+  const inPlace = (list) => list.flatMap((c) => Array(Math.round(c.times)).fill(c.us));
+  if (reps.size !== 1 || !Number.isInteger(r)) return inPlace(costs);
+  const block = costs.slice(first, last + 1);
+  return [...inPlace(costs.slice(0, first)), ...Array.from({ length: r }, () => block.map((c) => (c.layered ? c.us : c.us / r))).flat(),
+    ...inPlace(costs.slice(last + 1))];
 }
 
 /** The existing batch-1 model's GPU µs of the same decode recording (the check that the
@@ -135,11 +153,18 @@ function batch1Reference(rec, { kinds, config, shape, gpu }) {
 
 const r1 = (v) => +v.toFixed(1);
 const r3 = (v) => +v.toFixed(3);
-/** Serial (the engine: host then GPU) and overlapped step µs at each host cost. */
-const withHost = (gpuUs, dispatches) => Object.fromEntries(hostUs.map((h) => {
-  const t = stepTime(gpuUs, dispatches, h);
-  return [`${h}us`, { host_us: r1(t.hostUs), serial_us: r1(t.serialUs), overlapped_us: r1(t.overlappedUs) }];
+/** Serial (the engine today: host then GPU), chunked (submitted in chunks of --chunk
+ * dispatches while recording: access-batch.ts chunkedStepTime) and overlapped (max) step µs
+ * at each host cost; GPU µs at lo unroll. */
+const withHost = (pass) => Object.fromEntries(hostUs.map((h) => {
+  const t = stepTime(pass.us[0], pass.dispatches, h);
+  const c = chunkedStepTime(pass.seq, h, chunk);
+  return [`${h}us`, { host_us: r1(t.hostUs), serial_us: r1(t.serialUs), chunked_us: r1(c.chunkedUs), overlapped_us: r1(t.overlappedUs),
+    first_chunk_host_us: r1(c.firstChunkHostUs), chunks: c.chunks }];
 }));
+/** A pass's step µs with the host at `h` µs a dispatch: serial, or chunked (lo unroll). */
+const serialUs = (pass, h, i) => pass.us[i] + pass.dispatches * h;
+const chunkedUs = (pass, h) => chunkedStepTime(pass.seq, h, chunk).chunkedUs;
 
 function model(recording, gpu) {
   const { shape, format, kinds, config, scen } = recording;
@@ -148,10 +173,13 @@ function model(recording, gpu) {
   const one = decode[1];
   const ref = batch1Reference(scen.decode[1], { kinds, config, shape, gpu });
   if (Math.abs(ref[0] - one.us[0]) > 0.06) throw new Error(`batch model at M = 1 (${one.us[0]} µs) is not the batch-1 model's (${ref[0]} µs)`);
-  const ratio = (fn) => ({ gpu: one.us.map((_, i) => r3(fn((c) => c.us[i]))), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, one.us.map((_, i) => r3(fn((c) => c.us[i] + c.dispatches * h)))])) });
+  // lo – hi GPU-only, serial with the host (lo – hi), chunked with the host (lo)
+  const ratio = (fn) => ({ gpu: one.us.map((_, i) => r3(fn((c) => c.us[i]))),
+    ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, one.us.map((_, i) => r3(fn((c) => serialUs(c, h, i))))])),
+    ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3(fn((c) => chunkedUs(c, h)))])) });
   const streams = Object.fromEntries(STREAMS.filter((s) => s > 1).map((s) => [s, {
     dispatches: r1(decode[s].dispatches), gb: r3(decode[s].bytes / 1e9), gpu_us: decode[s].us.map(r1), bound_share: shares(decode[s].bound), top_lo: decode[s].top,
-    throughput_vs_one: ratio((t) => (s * t(one)) / t(decode[s])), step: withHost(decode[s].us[0], decode[s].dispatches),
+    throughput_vs_one: ratio((t) => (s * t(one)) / t(decode[s])), step: withHost(decode[s]),
   }]));
   const verify = Object.fromEntries(KS.map((kk) => {
     const v = at(scen.verify[kk + 1], kk + 1);
@@ -170,10 +198,18 @@ function model(recording, gpu) {
     const cost = (pick) => pick(v) + ext(pick) + kk * (pick(head)) + (kk - 1) * pick(mtp[1]);
     const dispatches = cost((c) => c.dispatches) + kk;
     const gpuUs = one.us.map((_, i) => cost((c) => c.us[i]) + kk * gpu.gapUs);
+    // chunked: each pass (verify, extend, a draft's lm_head + argmax, an MTP step) submitted in
+    // chunks as it is recorded, the passes one after another (each waits on the last's result)
+    const draft = { seq: [...head.seq, gpu.gapUs] };
+    const chunkedRound = (h) => chunkedUs(v, h) + ext((c) => chunkedUs(c, h)) + kk * chunkedUs(draft, h) + (kk - 1) * chunkedUs(mtp[1], h);
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
-      speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])) } }];
+      speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])),
+        ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3((e * chunkedUs(one, h)) / chunkedRound(h))])) } }];
   }));
-  return { shape, format, gpu: gpu.name, decode_1: { dispatches: r1(one.dispatches), top_lo: one.top, gb: r3(one.bytes / 1e9), gpu_us: one.us.map(r1), batch1_model_gpu_us: ref, fraction_of_peak: one.us.map((u) => r3((1e6 * one.bytes) / gpu.peakBytesPerS / u)), step: withHost(one.us[0], one.dispatches) },
+  return { shape, format, gpu: gpu.name, decode_1: { dispatches: r1(one.dispatches), top_lo: one.top, gb: r3(one.bytes / 1e9), gpu_us: one.us.map(r1), batch1_model_gpu_us: ref, fraction_of_peak: one.us.map((u) => r3((1e6 * one.bytes) / gpu.peakBytesPerS / u)), step: withHost(one),
+      // issue #47's decode target: ≥ 0.5 of --target-tbs (H200: 4.3 TB/s) with the host's time
+      fraction_of_target: { target_tbs: targetTbs, gpu_only: one.us.map((u) => r3((1e6 * one.bytes) / (targetTbs * 1e12) / u)),
+        ...Object.fromEntries(hostUs.map((h) => [`${h}us`, { serial: r3((1e6 * one.bytes) / (targetTbs * 1e12) / serialUs(one, h, 0)), chunked: r3((1e6 * one.bytes) / (targetTbs * 1e12) / chunkedUs(one, h)) }])) } },
     streams, verify, mtp_round: { accept_rate: accept, by_k: rounds } };
 }
 

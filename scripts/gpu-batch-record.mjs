@@ -7,6 +7,38 @@
 import { loadModel } from '../dist/src/model/model.js';
 import { StepArena } from '../dist/src/model/arena.js';
 import { forwardHidden, lmHeadInto, mtpForward } from '../dist/src/model/forward.js';
+import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
+
+/** Kernels on this machine's adapter (lavapipe works: nothing runs) with a GPU adapter's
+ * launches forced: the GDN column and conv channel launches, the quantized matmuls' lanes
+ * layout, C columns a workgroup for float matmuls of M ≥ 2 rows, and (foldQuantActs) M ≤ 4
+ * quantized matmuls quantizing their own input. Dispose of it when done. */
+export async function gpuLikeKernels({ foldQuantActs = true } = {}) {
+  const { nodeGpu } = await import('../dist/src/kernels/webgpu-node.js');
+  const { WebGpuBoundaryKernels } = await import('../dist/src/kernels/webgpu/kernels.js');
+  const { forceGdnLaunch } = await import('../dist/src/kernels/webgpu/gdn-columns.js');
+  const { forceConvLaunch } = await import('../dist/src/kernels/webgpu/conv-launch.js');
+  // nodeGpu keeps the GPU object referenced (a collected one takes Dawn down with it)
+  const k = await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation: true });
+  forceGdnLaunch(k.g, 'columns');
+  forceConvLaunch(k.g, 'channels');
+  k.g.foldQuantActs = foldQuantActs;
+  k.g.quantLayout = 'lanes';
+  k.g.floatColumns = FLOAT_COLUMNS;
+  return k;
+}
+
+/** Every scenario the batch model prices, recorded over `k` from the checkpoint at `path`:
+ * decode of each of `streams`, verify of k + 1 rows for each of `ks`, the MTP head over
+ * 1..max(ks) + 1 rows, one lm_head row. */
+export function recordScenarios(k, path, { streams = [1, 8, 32], ks = [1, 2, 3, 4] } = {}) {
+  const r = recorder(k, path);
+  const scen = { decode: {}, verify: {}, mtp: {}, head: r.head(1) };
+  for (const s of streams) scen.decode[s] = r.decode(s);
+  for (const kk of ks) scen.verify[kk + 1] = r.verify(kk + 1);
+  for (let rows = 1; rows <= Math.max(...ks) + 1; rows++) scen.mtp[rows] = r.mtp(rows);
+  return { kinds: r.kinds, config: r.model.config, scen };
+}
 
 /** A recorder over kernels `k` and the model at `path`. */
 export function recorder(k, path) {

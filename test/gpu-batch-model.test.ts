@@ -7,15 +7,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { GPUS, estimate, floatWeightLoads, warpIteration, COALESCED_F32, type ModelledDispatch } from '../src/kernels/webgpu/access-model.js';
 import {
-  atBatch, batchBytes, estimateAtBatch, expectedTokensPerRound, stepTime, tilesOf, weightBytesPerRow, type BatchParts, type BatchUse,
+  atBatch, batchBytes, chunkedStepTime, estimateAtBatch, expectedTokensPerRound, stepTime, tilesOf, weightBytesPerRow, type BatchParts, type BatchUse,
 } from '../src/kernels/webgpu/access-batch.js';
 import { denseMatmulTile } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader, groupSegmentParams } from '../src/kernels/webgpu/wgsl/matmul-group.js';
-import { FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { REPO_ROOT } from './paths.js';
+import { REPO_ROOT, TINY_THINK, sharedPath } from './paths.js';
 import { positionDraw } from '../src/engine/speculative/accept-rate.js';
 
 // qwen3.5-4b's linear-layer qkv+z matmul with the norm folded: 12,352 rows of K = 2,560 BF16
@@ -124,7 +124,7 @@ test('host and GPU: the engine waits for a step before recording the next, so th
   assert.deepEqual(stepTime(9000, 100, 30), { hostUs: 3000, serialUs: 12000, overlappedUs: 9000 });
 });
 
-test('a multi-column float matmul (…_cols4) counts a row\'s x L1 loads once per 4 columns; weights and workgroups as the one-column dispatch', async () => {
+test('a multi-column float matmul (…_cols<C>) counts a row\'s x L1 loads once per C columns; weights and workgroups as the one-column dispatch', async () => {
   const { batchDispatch } = (await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'gpu-batch-parts.mjs')).href)) as {
     batchDispatch(r: unknown, o: unknown): { d: ModelledDispatch; parts: BatchParts };
   };
@@ -146,4 +146,124 @@ test('a multi-column float matmul (…_cols4) counts a row\'s x L1 loads once pe
   const us = (b: typeof one, rows: number): number => estimateAtBatch({ ...b.d, unroll: 1 }, b.parts, { rows, seqs: 1, tiles: 1 }, GPUS.h200).us;
   assert.ok(us(cols, m) <= us(one, m), `${m} rows: ${us(cols, m)} vs ${us(one, m)} µs`);
   assert.ok(us(cols, 32) < us(one, 32), `32 rows: ${us(cols, 32)} vs ${us(one, 32)} µs`);
+});
+
+test('the folded norm\'s weight is loaded once for C columns; the --float-plan what-if of the recorded columns and tile is the recorded model', async () => {
+  const { batchDispatch, dispatchCost } = (await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'gpu-batch-parts.mjs')).href)) as {
+    batchDispatch(r: unknown, o: unknown): { d: ModelledDispatch; parts: BatchParts };
+    dispatchCost(r: unknown, o: unknown, gpu: unknown): { us: number[]; bytes: number };
+  };
+  const [k, n, m, tile] = [2560, 9216, 32, COLUMN_ACCUMULATORS / FLOAT_COLUMNS];
+  const words = packParams('matmul_group', { k, m, xOff: 0, segments: 1, ...groupSegmentParams([{ rows: n, outOff: 0, outStride: n, col0: 0 }]), eps: 0,
+    zeroCentered: 1, gateOff: 0, expert: 0, experts: 0, tiles: m / tile });
+  const record = (key: string, wgsl: string, groups: number[]) => ({ key, wgsl, words, groups, layer: 0, label: 'matmul' });
+  const opts = { context: 1024, vocabScale: 1, config: {}, seqs: m, tokensPerSeq: 1 };
+  const one = batchDispatch(record('matmul_group_bf16_1_tm64_norm_vec4', floatMatmulGroupShader('bf16', 1, false, false, true, null, null, false, 64, 'vec4'), [n, 1, 1]), opts);
+  const colsRec = record(`matmul_group_bf16_1_tm${tile}_norm_vec4_cols${FLOAT_COLUMNS}`, floatColumnsShader('bf16', 1, false, false, tile, true, FLOAT_COLUMNS, true), [n / FLOAT_COLUMNS, 1, m / tile]);
+  const cols = batchDispatch(colsRec, opts);
+  // x (32 sectors a row) and the norm weight (32) ÷ C; the weights' 16 sectors stay
+  const [x, nw] = [one.parts.rowL1Sectors, 32];
+  assert.equal(cols.d.iteration.l1Sectors, one.d.iteration.l1Sectors - (x + nw) * (1 - 1 / FLOAT_COLUMNS));
+  assert.equal(cols.d.iteration.l1Sectors, 16 + (x + nw) / FLOAT_COLUMNS);
+  // two tiles of 16 rows: the weights twice from DRAM, as a --float-plan C,16,dram what-if of the same record
+  const recorded = dispatchCost(colsRec, opts, GPUS.h200);
+  const planned = dispatchCost(colsRec, { ...opts, floatPlan: { columns: FLOAT_COLUMNS, tileRows: tile, secondTiles: 'dram' } }, GPUS.h200);
+  assert.equal(recorded.bytes, 2 * cols.parts.weightBytes + m * cols.parts.rowBytes);
+  assert.equal(planned.bytes, recorded.bytes);
+  planned.us.forEach((u, i) => assert.ok(Math.abs(u - recorded.us[i]!) < 1e-9, `unroll ${i}: ${u} vs ${recorded.us[i]} µs`));
+  // 'l2': the weights once from DRAM, every tile's L1 loads kept
+  const l2 = dispatchCost(colsRec, { ...opts, floatPlan: { columns: FLOAT_COLUMNS, tileRows: tile, secondTiles: 'l2' } }, GPUS.h200);
+  assert.equal(l2.bytes, cols.parts.weightBytes + m * cols.parts.rowBytes);
+});
+
+test('a step submitted in chunks: the first chunk\'s host time, then the GPU bound or the host bound', () => {
+  // GPU-bound: 100 dispatches of 50 µs, 10 µs of host each, chunks of 32: the GPU starts after
+  // the first chunk's 320 µs and never waits again
+  const slowGpu = Array(100).fill(50);
+  assert.deepEqual(chunkedStepTime(slowGpu, 10, 32), { chunks: 4, firstChunkHostUs: 320, chunkedUs: 320 + 5000 });
+  // host-bound: 1 µs a dispatch on the GPU, 30 on the host: all the host time, then the last chunk's GPU time
+  assert.equal(chunkedStepTime(Array(100).fill(1), 30, 32).chunkedUs, 100 * 30 + 4);
+  // between serial (host + GPU) and overlapped (max), and ≈ first chunk + max(remaining host, GPU)
+  for (const [gpu, h] of [[20, 24], [30, 24], [24, 24], [5, 36]] as const) {
+    const seq = Array.from({ length: 220 }, (_, i) => (i === 219 ? 40 * gpu : gpu));
+    const g = seq.reduce((a, b) => a + b, 0);
+    const c = chunkedStepTime(seq, h, 32).chunkedUs;
+    const t = stepTime(g, seq.length, h);
+    assert.ok(c <= t.serialUs && c >= t.overlappedUs, `${gpu}/${h}: ${c} outside [${t.overlappedUs}, ${t.serialUs}]`);
+    assert.ok(c >= 32 * h + Math.max(188 * h, g) - 1e-9, `${gpu}/${h}: ${c} below the first chunk + max(rest, GPU)`);
+  }
+  // one chunk of everything: the engine's serial step
+  assert.equal(chunkedStepTime(slowGpu, 10, 1000).chunkedUs, stepTime(5000, 100, 10).serialUs);
+  assert.throws(() => chunkedStepTime(slowGpu, 10, 0), /chunks of 0/);
+});
+
+const PER_ROW_RULES = ['attention inputs', 'GDN gated norm', 'embedding', 'rms norm', 'activation quantization', 'norm + activation quantization'];
+type Rec = { key: string; label: string; wgsl: string; words: number[]; groups: number[]; layer: unknown };
+type Cost = { us: number[]; bytes: number; rule: string; d: ModelledDispatch; parts: BatchParts; use: BatchUse };
+
+test('every dispatch of the BF16, Q8_0 and Q4_K_M recordings (decode 1/8/32, verify 2..5, MTP head, lm_head) is modelled by a rule', async () => {
+  const script = (name: string): string => pathToFileURL(join(REPO_ROOT, 'scripts', name)).href;
+  const rec = (await import(script('gpu-batch-record.mjs'))) as {
+    gpuLikeKernels(o: { foldQuantActs: boolean }): Promise<{ g: { foldQuantActs: boolean }; dispose(): void }>;
+    recordScenarios(k: unknown, path: string): { config: unknown; scen: { decode: Record<string, Rec[]>; verify: Record<string, Rec[]>; mtp: Record<string, Rec[]>; head: Rec[] } };
+  };
+  const parts = (await import(script('gpu-batch-parts.mjs'))) as { dispatchCost(r: Rec, o: unknown, gpu: unknown): Cost; ruleOf(key: string): { name: string } | null };
+  const families = (await import(script('gpu-access-families.mjs'))) as { modelDispatch(r: Rec, o: unknown): ModelledDispatch };
+  const rules = new Set<string>();
+  const keys = new Set<string>();
+  const k = await rec.gpuLikeKernels({ foldQuantActs: true });
+  try {
+    for (const foldQuantActs of [true, false]) {
+      k.g.foldQuantActs = foldQuantActs;
+      for (const path of [TINY_THINK(), sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf'), sharedPath('models', 'gguf', 'tiny-think-Q4_K_M.gguf')]) {
+        const { config, scen } = rec.recordScenarios(k, path);
+        const passes: [string, Rec[], number, number][] = [['head', scen.head, 1, 1],
+          ...Object.entries(scen.decode).map(([s, r]): [string, Rec[], number, number] => [`decode ${s}`, r, 1, Number(s)]),
+          ...Object.entries(scen.verify).map(([t, r]): [string, Rec[], number, number] => [`verify ${t}`, r, Number(t), 1]),
+          ...Object.entries(scen.mtp).map(([t, r]): [string, Rec[], number, number] => [`mtp ${t}`, r, Number(t), 1])];
+        // the per-row families: S streams move S × one stream's bytes (same layer, key, order)
+      const perRowBytes = (records: Rec[], seqs: number): number[] => records.flatMap((r) => {
+        const c = parts.dispatchCost(r, { context: 1024, vocabScale: 1, config, seqs, tokensPerSeq: 1 }, GPUS.h200);
+        return PER_ROW_RULES.includes(c.rule) ? [c.bytes] : [];
+      });
+      // (8 and 32 streams: the same dispatches; 1 stream too where no matmul quantizes its own input)
+      const pairs: [number, number][] = [[8, 32], ...(path === TINY_THINK() ? [[1, 8] as [number, number]] : [])];
+      for (const [a, b] of pairs) {
+        const few = perRowBytes(scen.decode[String(a)]!, a);
+        const many = perRowBytes(scen.decode[String(b)]!, b);
+        assert.ok(few.length > 0 && many.length === few.length, `${path}: per-row dispatches at ${a} and ${b} streams`);
+        many.forEach((m, i) => assert.ok(Math.abs(m - (b / a) * few[i]!) <= 1e-9 * m, `${path} per-row dispatch ${i}: ${m} bytes at ${b} streams vs ${few[i]} at ${a}`));
+      }
+      for (const [pass, records, tokensPerSeq, seqs] of passes) {
+          assert.ok(records.length > 0, `${path} ${pass}: no dispatches recorded`);
+          for (const r of records) {
+            const opts = { context: 1024, vocabScale: 1, config, seqs, tokensPerSeq };
+            for (const gpu of [GPUS.h100, GPUS.h200]) {
+              const c = parts.dispatchCost(r, opts, gpu);
+              assert.ok(c.us.length === 2 && c.us.every((u) => Number.isFinite(u) && u > gpu.gapUs), `${path} ${pass} ${r.key}: ${c.us} µs`);
+              rules.add(c.rule);
+              keys.add(r.key.replace(/_tm\d+.*$/, ''));
+            }
+            // one row of one sequence: the parts add up to the batch-1 model's bytes
+            if (pass === 'decode 1' || pass === 'head') {
+              const c = parts.dispatchCost(r, opts, GPUS.h200);
+              const one = families.modelDispatch(r, opts);
+              assert.ok(Math.abs(batchBytes(c.parts, c.use) - one.bytes) <= 1e-9 * one.bytes, `${path} ${pass} ${r.key}: parts ${batchBytes(c.parts, c.use)} vs ${one.bytes} bytes`);
+            }
+          }
+        }
+      }
+    }
+  } finally { k.dispose(); }
+  // the quantized families the brief named are among them, each under its own rule
+  for (const key of ['norm_quant_acts', 'quant_acts', 'quant_acts_silu', 'qmatmul_acts_q8_0', 'qmatmul_group_q8_0_2', 'qmatmul_q8_0', 'qmatmul_group_q4_k_2', 'matmul_group_bf16_2']) {
+    assert.ok(keys.has(key), `no ${key} dispatch recorded (${[...keys].join(' ')})`);
+  }
+  assert.ok(rules.size >= 10, [...rules].join(', '));
+  // a dispatch no rule covers, or one whose parts are not numbers, is an error, never a NaN
+  const anyRecord = { key: 'unheard_of_kernel', label: 'x', wgsl: '@workgroup_size(64)', words: [], groups: [1, 1, 1], layer: 0 };
+  assert.equal(parts.ruleOf(anyRecord.key), null);
+  assert.throws(() => parts.dispatchCost(anyRecord, { context: 1024, vocabScale: 1, config: {}, seqs: 1, tokensPerSeq: 1 }, GPUS.h200), /no rule for dispatch "unheard_of_kernel"/);
+  const noRows = { ...anyRecord, key: 'qmatmul_group_q8_0_2_tm16', wgsl: 'const P_k = 0u;\nconst P_m = 1u;\nconst P_rowBytes = 2u;\nconst P_segments = 3u;\n@workgroup_size(64)', words: [64, 1, 68, 1], label: 'matmul_q8_0' };
+  assert.throws(() => parts.dispatchCost(noRows, { context: 1024, vocabScale: 1, config: {}, seqs: 1, tokensPerSeq: 1 }, GPUS.h200), /not modelled/);
 });

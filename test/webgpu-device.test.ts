@@ -98,7 +98,7 @@ describe('webgpu device layer', () => {
       ...(g.adapter.features.subgroups ? (['f32', 'bf16', 'f16'] as const).map((d): [string, string] => [`matmul_${d}_sg`, floatMatmulGroupShader(d, 3, true)]) : []),
       // the multi-column float matmuls (wgsl/matmul-columns.ts): plain, accumulating + scalar x, normed, gated, subgroups
       ...(['f32', 'bf16', 'f16'] as const).flatMap((d): [string, string][] => [[`matmul_cols_${d}`, floatColumnsShader(d, 4, false, false)],
-        [`matmul_cols_${d}_acc_vec4w`, floatColumnsShader(d, 2, false, true, 32, false)], [`matmul_cols_${d}_norm`, floatColumnsShader(d, 3, false, false, 16, true, 4, true)],
+        [`matmul_cols_${d}_acc_vec4w`, floatColumnsShader(d, 2, false, true, 32, false, 4)], [`matmul_cols_${d}_norm`, floatColumnsShader(d, 3, false, false, 16, true, 4, true)],
         [`matmul_cols_${d}_silu`, floatColumnsShader(d, 1, false, true, 16, true, 4, false, 'silu')]]),
       ...(g.adapter.features.subgroups ? (['f32', 'bf16'] as const).map((d): [string, string] => [`matmul_cols_${d}_sg`, floatColumnsShader(d, 2, true, false)]) : []),
       // the float matmuls' other load widths (wgsl/float-chunks.ts): scalar inputs, element loads

@@ -5,7 +5,8 @@
 // another's weight row, or stored at another's place, differs there), for M = 2, 5, 17, 33,
 // segments of 1, 3 (fewer rows than a workgroup's columns), 13 and 8 rows (13: not a multiple
 // of the columns), bf16 (x vector and scalar loads) and f32, plain, accumulating, with the folded norm and
-// with a gated input; and M = 1
+// with a gated input (8 columns over tiles of 16 rows: M = 17 and 33 take 2 and 3 tiles where
+// the one-column kernel takes lavapipe's one tile of 64); and M = 1
 // keeps the one-column kernel. The dispatch keys show the two runs took the two kernels.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,7 +16,7 @@ import { f16ToF32, f32ToF16 } from '../src/kernels/quant/dequant.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { view, type GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
-import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS, floatColumnsTile } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { randomWeight, relErr, rng } from './numeric.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
@@ -93,6 +94,8 @@ describe('webgpu multi-column float matmul', () => {
             const { keys, got } = await withColumns(columns, outs, (e) => g.matmulGroup(e, uploadAt(x, at), m, ws.map((w, i) => ({ out: outs[i]!, w: w.gw }))));
             const multi = columns > 1;
             assert.deepEqual(keys.map((key) => [key.endsWith(multi ? `_${loads}_cols${columns}` : `_${loads}`), key.includes('_cols')]), [[true, multi]], keys.join(' '));
+            // C columns × the tile's rows within the accumulator budget: 8 columns, tiles of 16 rows (M = 17, 33: 2, 3 tiles)
+            if (multi) assert.ok(keys.every((key) => key.includes(`_tm${floatColumnsTile(64, columns)}_`) && floatColumnsTile(64, columns) * columns <= COLUMN_ACCUMULATORS), keys.join(' '));
             runs.push(got);
           }
           SEG_ROWS.forEach((n, i) => {

@@ -92,6 +92,28 @@ export function stepTime(gpuUs: number, dispatches: number, hostUsPerDispatch: n
   return { hostUs, serialUs: hostUs + gpuUs, overlappedUs: Math.max(hostUs, gpuUs) };
 }
 
+/** A step encoded and submitted in chunks of `chunk` dispatches (the encoder submits a chunk
+ * while it records the next: the GPU runs chunk i while the host encodes chunk i + 1).
+ * `gpuUs`: each dispatch's GPU µs in the step's order. Chunk i (1-based, its last dispatch
+ * n_i) is submitted at host time n_i · h and runs on the GPU once submitted and once chunk
+ * i − 1 is done: end_i = max(n_i · h, end_{i−1}) + its GPU µs. The step is end of the last
+ * chunk: between the first chunk's host time + the GPU's (a GPU that never waits: the GPU
+ * bound) and all the host time + the last chunk's GPU µs (a GPU that waits on the host
+ * between chunks: the host bound); ≈ first chunk's host + max(remaining host, GPU). */
+export function chunkedStepTime(gpuUs: readonly number[], hostUsPerDispatch: number, chunk: number): { chunks: number; firstChunkHostUs: number; chunkedUs: number } {
+  if (!(Number.isInteger(chunk) && chunk >= 1) || !(hostUsPerDispatch >= 0)) throw new RangeError(`batch model: chunks of ${chunk} dispatches at ${hostUsPerDispatch} µs`);
+  let end = 0;
+  let chunks = 0;
+  for (let start = 0; start < gpuUs.length; start += chunk) {
+    const stop = Math.min(gpuUs.length, start + chunk);
+    let us = 0;
+    for (let i = start; i < stop; i++) us += gpuUs[i]!;
+    end = Math.max(stop * hostUsPerDispatch, end) + us;
+    chunks++;
+  }
+  return { chunks, firstChunkHostUs: Math.min(chunk, gpuUs.length) * hostUsPerDispatch, chunkedUs: end };
+}
+
 /** Expected tokens a speculative round commits with k drafts, each accepted independently
  * with probability p while the previous ones were (engine/speculative/accept-rate.ts), plus
  * the verify step's own token: 1 + p + … + p^k. */

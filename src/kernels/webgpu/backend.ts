@@ -20,7 +20,7 @@ import { quantGroupDispatch } from './qmatmul-group.js';
 import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
-import { FLOAT_COLUMNS, floatColumnsShader } from './wgsl/matmul-columns.js';
+import { FLOAT_COLUMNS, floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
 import { floatLoadsFor } from './wgsl/float-chunks.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
@@ -213,6 +213,8 @@ export class WebGpuKernels {
     const loads = floatLoadsFor(dtype, k, x.offset, gate ? gate.b.offset : null, aliased);
     // several output columns a workgroup: chunked non-MoE matmuls of ≥ 2 rows (matmul-columns.ts)
     const columns = this.floatColumns > 1 && m >= 2 && !moe && loads !== 'element' ? this.floatColumns : 1;
+    // its tile keeps columns × rows accumulators within the budget (matmul-columns.ts floatColumnsTile)
+    if (columns > 1) { tm = floatColumnsTile(tm, columns); tiles = Math.ceil(m / tm); }
     const cols = segs.reduce((a, s) => a + Math.ceil(s.part.rows / columns), 0);
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })), columns);
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,

@@ -1,16 +1,19 @@
 // The multi-column float matmul (Kernels.matmul / matmulGroup at M > 1 on a GPU): one
-// workgroup computes FLOAT_COLUMNS output columns of one segment for its tile of rows, so
+// workgroup computes FLOAT_COLUMNS output columns of one segment for its tile of rows
+// (floatColumnsTile: columns × rows ≤ COLUMN_ACCUMULATORS), so
 // each x unit a thread loads is multiplied against the columns' weight units (x read from
 // L1 once per C columns, not once per column). Plain, accumulating, with the folded norm or
 // a gated input; chunked loads; no MoE (wgsl/matmul-group.ts keeps MoE and element loads).
 // Invariant (the same bits as floatMatmulGroupShader): each (row, column)'s sum is formed by
 // the same f32 operations in the same order — thread t's units u ≡ t (mod 64), two an
 // iteration (u0, then u0 + 64), each unit's 4 products added in element order into that
-// (row, column)'s own accumulator; then, column by column, the same fixed tree (or
+// (row, column)'s own sum (a named scalar: the tile's rows are unrolled, so a compiler can
+// keep the C × tile sums in registers); then, column by column, the same fixed tree (or
 // subgroupAdd and the subgroups' sums in order) through the same 64-wide buffer per row.
 // The workgroup memory is the one-column kernel's (the columns are reduced one after
-// another through it; the norm's tree buffer as there), so the tile of rows is the one
-// matmulTile gives. The norm's inverse RMS per row: the one-column kernel's loop and tree.
+// another through it; the norm's tree buffer as there); the tile of rows is matmulTile's
+// capped by the accumulators (floatColumnsTile). The norm's inverse RMS per row: the
+// one-column kernel's loop and tree.
 // Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
@@ -20,42 +23,65 @@ import { f32Input, floatChunkReader, floatMatmulEntry, type FloatDType } from '.
 import { MATMUL_TILES, TM } from './matmul.js';
 
 /** Output columns a multi-column workgroup computes. */
-export const FLOAT_COLUMNS = 4;
+export const FLOAT_COLUMNS = 8;
 
-/** The unit loop of C columns (`wu`, `K`, `xb`, `rows`, `acc`, `cb` (first column), `last`
- * (the segment's last row) in scope): acc[r·C + c] is (row r, column cb + c)'s sum. The
- * input element is formed once for the C columns by the one-column kernel's expression
- * (`norm`: (x·inv)·w', `gate`: x·act(g)), so each product is of the same two values. */
-function columnsSumLoop(columns: number, norm: boolean, gate: 'silu' | 'sigmoid' | null): string {
-  const cs = Array.from({ length: columns }, (_, c) => c);
+/** The f32 accumulators a thread of a multi-column workgroup keeps, columns × tile rows, at
+ * most (a register budget: 4 columns × 32 rows before, 8 × 16 now). */
+export const COLUMN_ACCUMULATORS = 128;
+
+/** The tile of rows of a `columns`-column workgroup: the dense matmul's tile `tm`
+ * (matmulTile), or the largest tile of MATMUL_TILES that keeps columns × tile within
+ * COLUMN_ACCUMULATORS (8 columns: 16 rows, so M = 32 runs two tiles, each reading the
+ * weights: twice the weight traffic for half the x re-reads of 4 columns × 32 rows). */
+export function floatColumnsTile(tm: number, columns: number): number {
+  const tile = [...MATMUL_TILES].reverse().find((t) => t <= tm && t * columns <= COLUMN_ACCUMULATORS);
+  if (tile === undefined) throw new RangeError(`matmul columns: no tile of ≤ ${tm} rows for ${columns} columns within ${COLUMN_ACCUMULATORS} accumulators`);
+  return tile;
+}
+
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+
+/** The unit loop of C columns over a tile of `tm` rows (`sg` (the segment, its weights
+ * `wu<sg>`), `K`, `xb`, `rows`, `cb` (first column), `last` (the segment's last row) in
+ * scope; `inv<r>` with the norm): `s<r>_<c>` is
+ * (row r, column cb + c)'s sum. The rows are unrolled (row r's block runs where r < rows), so
+ * every sum is a named scalar a compiler can keep in a register (a sum array indexed by a
+ * runtime row would live in local memory). The input element is formed once for the C
+ * columns by the one-column kernel's expression (`norm`: (x·inv)·w', `gate`: x·act(g)), so
+ * each product is of the same two values, added in the one-column kernel's order. */
+function columnsSumLoop(columns: number, tm: number, segments: number, norm: boolean, gate: 'silu' | 'sigmoid' | null): string {
+  const cs = range(columns);
   const comps = ['x', 'y', 'z', 'w'];
-  const elem = (h: number, e: string): string => norm ? `((x${h}.${e} * inv[r]) * nw${h}.${e})` : gate ? `(x${h}.${e} * ${gate}(g${h}.${e}))` : `x${h}.${e}`;
-  const input = (h: number): string => `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}
-        let e${h} = vec4<f32>(${comps.map((e) => elem(h, e)).join(', ')});`;
-  const adds = (h: number, c: number): string => comps.map((e) => `a${c} = a${c} + w${h}_${c}.${e} * e${h}.${e};`).join(' ');
+  const elem = (h: number, r: number, e: string): string => norm ? `((x${h}.${e} * inv${r}) * nw${h}.${e})` : gate ? `(x${h}.${e} * ${gate}(g${h}.${e}))` : `x${h}.${e}`;
+  const input = (h: number, r: number): string => `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}
+        let e${h} = vec4<f32>(${comps.map((e) => elem(h, r, e)).join(', ')});`;
+  const adds = (h: number, r: number, c: number): string => comps.map((e) => `s${r}_${c} = s${r}_${c} + w${h}_${c}.${e} * e${h}.${e};`).join(' ');
+  const row = (r: number): string => `if (${r}u < rows) {
+        let xo = xb + ${r}u * K;
+        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : ''}
+        ${input(0, r)}
+        ${cs.map((c) => adds(0, r, c)).join('\n        ')}
+        if (has1) {
+          ${input(1, r)}
+          ${cs.map((c) => adds(1, r, c)).join('\n          ')}
+        }
+      }`;
+  // the C columns' weight units from the segment's binding (wu<s>; the same loads for every segment's workgroups)
+  const loads = range(segments).map((sg) => `${sg === 0 ? '' : 'else '}if (sg == ${sg}u) {
+        ${cs.map((c) => `w0_${c} = wu${sg}(row${c} + u0); if (has1) { w1_${c} = wu${sg}(row${c} + u1); }`).join('\n        ')}
+      }`).join(' ');
   return `let ku = K / 4u;
     for (var u0 = t; u0 < ku; u0 += 128u) {
       let u1 = u0 + 64u;
       let has1 = u1 < ku;
       ${cs.map((c) => `let row${c} = min(cb + ${c}u, last) * ku;
-      let w0_${c} = wu(row${c} + u0);
-      var w1_${c} = vec4<f32>(0.0);
-      if (has1) { w1_${c} = wu(row${c} + u1); }`).join('\n      ')}${norm ? `
+      var w0_${c} = vec4<f32>(0.0);
+      var w1_${c} = vec4<f32>(0.0);`).join('\n      ')}
+      ${loads}${norm ? `
       let nw0 = select(NW[u0], 1.0 + NW[u0], pu(P_zeroCentered) == 1u);
       var nw1 = vec4<f32>(0.0);
       if (has1) { nw1 = select(NW[u1], 1.0 + NW[u1], pu(P_zeroCentered) == 1u); }` : ''}
-      for (var r = 0u; r < rows; r++) {
-        let xo = xb + r * K;
-        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : ''}
-        ${cs.map((c) => `var a${c} = acc[r * ${columns}u + ${c}u];`).join(' ')}
-        ${input(0)}
-        ${cs.map((c) => adds(0, c)).join('\n        ')}
-        if (has1) {
-          ${input(1)}
-          ${cs.map((c) => adds(1, c)).join('\n          ')}
-        }
-        ${cs.map((c) => `acc[r * ${columns}u + ${c}u] = a${c};`).join(' ')}
-      }
+      ${range(tm).map(row).join('\n      ')}
     }`;
 }
 
@@ -67,6 +93,7 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
   if (norm && gate) throw new Error('matmul columns: a norm and a gated input together');
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
   if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
+  if (columns * tm > COLUMN_ACCUMULATORS) throw new RangeError(`matmul columns: ${columns} columns × ${tm} rows exceed ${COLUMN_ACCUMULATORS} accumulators`);
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwu\(/g, `wu${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
   const readers = Array.from({ length: segments }, (_, s) =>
     floatChunkReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwu\(/g, `wu${s}(`)).join('\n');
@@ -77,22 +104,19 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
       for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
       ${put('sum')}
     }` : `if (t < rows && col < pu(SEG_Rows)) { ${put('red[t * 64u]')} }`;
-  const reduce = subgroups ? `for (var r = 0u; r < rows; r++) {
-      let v = subgroupAdd(acc[r * ${columns}u + c]);
-      if (sgi == 0u) { red[r * 64u + t / sgs] = v; }
-    }
-    workgroupBarrier();` : `for (var r = 0u; r < TM; r++) { red[r * 64u + t] = acc[r * ${columns}u + c]; }
+  // column c's sums through the one-column kernel's 64-wide buffer: the same subgroup sums or tree
+  const reduce = (c: number): string => subgroups ? `${range(tm).map((r) => `if (${r}u < rows) {
+      let v = subgroupAdd(s${r}_${c});
+      if (sgi == 0u) { red[${r}u * 64u + t / sgs] = v; }
+    }`).join('\n    ')}
+    workgroupBarrier();` : `${range(tm).map((r) => `red[${r}u * 64u + t] = s${r}_${c};`).join(' ')}
     workgroupBarrier();
     for (var s = 32u; s > 0u; s >>= 1u) {
       if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
       workgroupBarrier();
     }`;
-  const branches = (body: (s: number) => string): string => Array.from({ length: segments }, (_, s) =>
-    seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let cb = (gcol - pu(SEG_Start)) * ${columns}u;
-    let last = pu(SEG_Rows) - 1u;
-    ${body(s)}
-  }`)).join(' ');
+  const branches = (body: string): string => Array.from({ length: segments }, (_, s) =>
+    seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) { ${body} }`)).join(' ');
   const segmentOf = Array.from({ length: segments }, (_, s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `
     + `gcol < pu(P_seg${s}Start) + (pu(P_seg${s}Rows) + ${columns - 1}u) / ${columns}u) { sg = ${s}u; }`).join('\n  ');
   return `${subgroups ? 'enable subgroups;' : ''}
@@ -112,23 +136,26 @@ ${floatMatmulEntry(subgroups)}
   ${segmentOf}
   if (sg == ${segments}u) { return; }
   let rows = min(TM, pu(P_m) - m0);
-  var acc: array<f32, ${tm * columns}>;
-  for (var i = 0u; i < TM * ${columns}u; i++) { acc[i] = 0.0; }
+  ${range(tm).map((r) => range(columns).map((c) => `var s${r}_${c} = 0.0;`).join(' ')).join('\n  ')}
   let xb = pu(P_xOff) + m0 * K;${norm ? `
-  var inv: array<f32, ${tm}>;
-  for (var r = 0u; r < rows; r++) {
+  ${range(tm).map((r) => `var inv${r} = 0.0;`).join(' ')}
+  ${range(tm).map((r) => `if (${r}u < rows) {
     var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = xs(xb + r * K + p); ss = ss + v * v; }
+    for (var p = t; p < K; p += 64u) { let v = xs(xb + ${r}u * K + p); ss = ss + v * v; }
     let total = tree_sum(t, ss);
-    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
-  }` : ''}
-  ${branches(() => columnsSumLoop(columns, norm, gate))}
+    inv${r} = 1.0 / sqrt(total / f32(K) + pf(P_eps));
+  }`).join('\n  ')}` : ''}
+  // the segment's first column and last row
+  var cb = 0u;
+  var last = 0u;
+  ${branches(`cb = (gcol - pu(SEG_Start)) * ${columns}u; last = pu(SEG_Rows) - 1u;`)}
+  ${columnsSumLoop(columns, tm, segments, norm, gate)}
   // column by column through the one-column kernel's buffer and reduction
-  for (var c = 0u; c < ${columns}u; c++) {
-    ${reduce}
-    ${branches(() => `let col = cb + c;
+  ${range(columns).map((c) => `{
+    ${reduce(c)}
+    ${branches(`let col = cb + ${c}u;
     ${store}`)}
     workgroupBarrier();
-  }
+  }`).join('\n  ')}
 }`;
 }
