@@ -89,8 +89,9 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
     quantMatmulShader('q5_1', true, false, 'scatter', true)],
   qmatmul_group: [quantMatmulGroupShader('q4_k', GROUP_SEGMENTS, true), quantMatmulGroupShader('q6_k', 2, false, true, 32)],
   matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
-    floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true),
-    floatMatmulGroupShader('bf16', 1, false, true, false, null, null, false, 16, 'vec4', 32)],
+    floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true)],
+  matmul_head_norm: [floatMatmulGroupShader('bf16', 1, false, true, false, null, null, false, 16, 'vec4', 32),
+    floatMatmulGroupShader('f32', 1, true, true, false, null, null, false, 16, 'vec4w', 4)],
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {

@@ -9,7 +9,7 @@ import { gdnLaunch } from './gdn-columns.js';
 import type { GpuWeight } from './weights.js';
 import { floatLoadsFor, type FloatDType } from './wgsl/float-chunks.js';
 import { matmulTile } from './wgsl/matmul.js';
-import { floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
+import { floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
@@ -77,9 +77,8 @@ export function outProjHeadNorm(g: WebGpuKernels, enc: StepEncoder, out: GpuTens
   const tm = headNormTile(g, m, gn.hv);
   const tiles = Math.ceil(m / tm);
   g.countWeightReads(w, tiles);
-  const params = packParams('matmul_group', { k, m, xOff: o.offset, segments: 1,
-    ...groupSegmentParams([{ rows: part.rows, outOff: out.offset, outStride: w.rows, col0: part.row0 }]), eps: gn.eps, zeroCentered: 0, gateOff: 0,
-    expert: 0, experts: 0, tiles, gnZOff: gn.z.offset, gnOrderOff: gn.order.offset });
+  const params = packParams('matmul_head_norm', { k, m, xOff: o.offset, segments: 1, seg0Start: 0, seg0Rows: part.rows, seg0OutOff: out.offset,
+    seg0OutStride: w.rows, seg0Col0: part.row0, eps: gn.eps, gnZOff: gn.z.offset, gnOrderOff: gn.order.offset });
   const key = `matmul_group_${dtype}_1_tm${tm}${sg ? '_sg' : ''}_acc_headnorm${gn.hv}_${loads}`;
   g.run(enc, key, () => floatMatmulGroupShader(dtype, 1, sg, true, false, null, null, false, tm, loads, gn.hv), params, null,
     [o.buffer, out.buffer, part.buffer, gn.norm.buffer, gn.z.buffer, gn.order.buffer], grid(part.rows, tiles), `matmul_${dtype}`);

@@ -98,7 +98,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   }`)).join(' ');
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
-${paramConsts('matmul_group')}
+${paramConsts(headNorm > 0 ? 'matmul_head_norm' : 'matmul_group')}
 ${chunked ? f32Input('X', 'x', 1, loads === 'vec4') : '@group(0) @binding(1) var<storage, read_write> X: array<f32>;'}
 ${outs}
 ${readers}
