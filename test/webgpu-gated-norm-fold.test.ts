@@ -7,7 +7,9 @@
 //   matmulAdd element by element (BF16 and F32, M = 1, 2, 5, with and without an order), and
 //   a multi-column M ≥ 2 (which keeps the pass) gives the same bits;
 // - tiny-think (BF16 safetensors and the Q8_0 GGUF) equals the former path (norm, gather_rows,
-//   out_proj: head-order-oracle.ts) on both launches.
+//   out_proj: head-order-oracle.ts) on both launches;
+// - the engine with a GPU's launches forced (column GDN launch, 4-column float matmuls: the
+//   fold at M = 1, the pass at M ≥ 2): MTP on in a batch == each request alone, MTP off.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
@@ -21,6 +23,9 @@ import { randomWeight, rng } from './numeric.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
 import { formerHeadPath, headPathSteps } from './head-order-oracle.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { Engine } from '../src/engine/engine.js';
+import { runAll, withEngine, type RunResult } from './engine-helpers.js';
 
 let k: WebGpuBoundaryKernels;
 before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
@@ -194,5 +199,39 @@ describe('webgpu: tiny-think == the former head-order path (norm, gather_rows, o
         now.forEach((g, i) => assert.ok(sameBits(g, before[i]!), `result ${i} differs (logits of each step, then states)`));
       });
     }
+  }
+});
+
+describe('engine on webgpu with a GPU\'s launches forced: MTP on, batched == alone, MTP off, bit for bit', () => {
+  const prompts: GenerateRequest[] = [
+    { prompt: 'What is 12 + 7?', maxTokens: 5, ignoreEos: true },
+    { prompt: 'Name a color.', maxTokens: 4, ignoreEos: true },
+  ];
+  const gpuLaunches = (e: Engine): void => {
+    const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
+    forceGdnLaunch(g, 'columns');
+    g.floatColumns = 4;
+  };
+  for (const [name, path] of [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')]] as const) {
+    test(name, async () => {
+      const base = { model: path(), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 512, prefixCache: false };
+      const alone = await withEngine({ ...base, specTokens: 0, maxRunning: 1 }, async (e) => {
+        gpuLaunches(e);
+        const out: RunResult[] = [];
+        for (const p of prompts) out.push(...await runAll(e, [p]));
+        return out;
+      });
+      const batched = await withEngine({ ...base, specTokens: 2, maxRunning: 3, poisonPadding: true }, async (e) => {
+        gpuLaunches(e);
+        const out = await runAll(e, [...prompts, prompts[0]!]);
+        assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
+        return out;
+      });
+      batched.forEach((r, i) => {
+        const want = alone[i % prompts.length]!;
+        assert.deepEqual(r.ids, want.ids, `request ${i}: ids`);
+        r.logits.forEach((l, j) => assert.ok(sameBits(l, want.logits[j]!), `request ${i}: logits of token ${j} differ`));
+      });
+    });
   }
 });
