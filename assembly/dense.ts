@@ -41,22 +41,26 @@ export function rmsNorm(out: usize, x: usize, w: usize, wBf16: i32, r0: i32, r1:
   return v128.load(w + (<usize>p << 2));
 }
 
-/** Gated RMSNorm of rows [r0, r1): out = o·rsqrt(mean(o²)+eps)·w·silu(z).
- * o, z, out: [M, d] (out may alias o); w: [d] (plain w). */
+/** Gated RMSNorm of rows [r0, r1) of out: out = o·rsqrt(mean(o²)+eps)·w·silu(z).
+ * o, z, out: [M, d] (out may alias o without `order`); w: [d] (plain w). order: 0, or i32
+ * [hv] — out row r then reads row r − r mod hv + order[r mod hv] of o and z (a head
+ * permutation of tokens of hv rows; out overlaps neither). */
 export function gatedRmsNorm(out: usize, o: usize, z: usize, w: usize, wBf16: i32, r0: i32, r1: i32, d: i32,
-  eps: f64): void {
+  eps: f64, order: usize, hv: i32): void {
   for (let r = r0; r < r1; r++) {
-    const base = (<usize>r * <usize>d) << 2;
+    const src = order ? r - r % hv + load<i32>(order + (<usize>(r % hv) << 2)) : r;
+    const base = (<usize>src * <usize>d) << 2;
+    const ob = out + ((<usize>r * <usize>d) << 2);
     const inv = <f32>(1.0 / Math.sqrt(<f64>sumSq(o + base, d) / <f64>d + eps));
     // silu(z) vectorised (bit-identical to the scalar twin), then the products in order
     const d4 = d & ~3;
     for (let p = 0; p < d4; p += 4) {
       const zo = z + base + (<usize>p << 2);
-      v128.store(out + base + (<usize>p << 2), f32x4.mul(
+      v128.store(ob + (<usize>p << 2), f32x4.mul(
         f32x4.mul(f32x4.mul(v128.load(o + base + (<usize>p << 2)), f32x4.splat(inv)), wVec(w, p, wBf16)), silu4(v128.load(zo))));
     }
     for (let p = d4; p < d; p++) {
-      f32Set(out + base, p, f32At(o + base, p) * inv * wAt(w, p, wBf16) * siluf(f32At(z + base, p)));
+      f32Set(ob, p, f32At(o + base, p) * inv * wAt(w, p, wBf16) * siluf(f32At(z + base, p)));
     }
   }
 }

@@ -27,7 +27,7 @@ export const TIERS = [
     files: [
       // units: no model, or synthetic weights
       'adaptive-k', 'bench-profile', 'chat-injection', 'config', 'dawn-stderr', 'idna', 'json-limits',
-      'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'greedy-finish', 'penalty-picks', 'rng-fork', 'readback-pacer', 'candidate-draws', 'head-gather', 'sampled-candidates', 'sparse-accept', 'tool-parser', 'tool-stream',
+      'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'greedy-finish', 'penalty-picks', 'rng-fork', 'readback-pacer', 'candidate-draws', 'sampled-candidates', 'sparse-accept', 'tool-parser', 'tool-stream',
       'tool-template', 'frontend-golden', 'frontend-boundary', 'structured', 'structured-schema', 'json-schema-suite', 'prefix-points', 'pools',
       'scheduler', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params', 'gpu-access-model', 'gpu-batch-model',
       'test-tiers', 'docs-links', 'docs-performance', 'gpu-bench-report', 'step-timing', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',

@@ -418,6 +418,70 @@ for (const { label, k } of backends) {
       }
     });
 
+    test('head order: gatedRmsNorm and gdnRecurrentGatedSeqs (perm, project) == the unpermuted rows moved, then matmulAdd, bit for bit', () => {
+      const r = rng(83);
+      const dims = gdnCases[0]![0]; // HV 4, dv 12
+      const { numValueHeads: hv, valueDim: dv } = dims;
+      const order = Int32Array.from([2, 0, 3, 1]);
+      const moved = (src: Float32Array, m: number): Float32Array => {
+        const out = new Float32Array(m * hv * dv);
+        for (let i = 0; i < m; i++) for (let j = 0; j < hv; j++) out.set(src.subarray((i * hv + order[j]!) * dv, (i * hv + order[j]! + 1) * dv), (i * hv + j) * dv);
+        return out;
+      };
+      for (const m of [1, 3, 40 /* pool */]) {
+        const norm = weight(k, 'bf16', 1, dv, () => 0.5 + r());
+        const o = fill(k, m * hv * dv, sym(r));
+        const z = fill(k, m * hv * dv, () => 4 * (2 * r() - 1));
+        const plain = k.alloc(m * hv * dv);
+        k.gatedRmsNorm(plain, o, z, norm, m * hv, 1e-6);
+        const perm = k.alloc(m * hv * dv);
+        k.gatedRmsNorm(perm, o, z, norm, m * hv, 1e-6, order);
+        same(perm, moved(plain, m), `gatedRmsNorm m=${m}`);
+        const refPlain = new Float32Array(m * hv * dv);
+        ref.gatedRmsNorm(refPlain, o, z, norm, m * hv, 1e-6);
+        const refPerm = new Float32Array(m * hv * dv);
+        ref.gatedRmsNorm(refPerm, o, z, norm, m * hv, 1e-6, order);
+        same(refPerm, moved(refPlain, m), `ref gatedRmsNorm m=${m}`);
+        close(perm, refPerm, 1e-5, `gatedRmsNorm vs ref m=${m}`);
+      }
+      // two sequences (t = 1, 2): perm and project vs the plain call, moved, then matmulAdd
+      const rows = 3;
+      const h = 9;
+      const { qkv } = gdnInputs(r, dims, rows);
+      const a = fill(k, rows * hv, sym(r));
+      const b = fill(k, rows * hv, sym(r));
+      const z = fill(k, rows * hv * dv, () => 3 * (2 * r() - 1));
+      const aLog = weight(k, 'f32', 1, hv, () => r() - 1);
+      const dtBias = weight(k, 'bf16', 1, hv, sym(r));
+      const norm = weight(k, 'f32', 1, dv, () => 0.5 + r());
+      const { w } = linear(k, 'bf16', h, hv * dv, sym(r));
+      const x0 = fill(k, rows * h, sym(r));
+      const s0 = [gdnInputs(r, dims, 1).state, gdnInputs(r, dims, 1).state].map((v) => Float32Array.from(v));
+      const run = (gating: 'plain' | 'perm' | 'project'): { out: Float32Array; normed: Float32Array; x: Float32Array; states: Float32Array[] } => {
+        const states = s0.map((v) => { const t = k.alloc(v.length); t.set(v); return t; });
+        const out = k.alloc(rows * hv * dv);
+        const normed = k.alloc(rows * hv * dv);
+        const x = k.alloc(rows * h);
+        x.set(x0);
+        const seqs = [{ row: 0, t: 1, state: states[0]! }, { row: 1, t: 2, state: states[1]! }];
+        k.gdnRecurrentGatedSeqs(out, qkv, { a, b, aLog, dtBias, g: k.alloc(rows * hv), beta: k.alloc(rows * hv), z, norm, eps: 1e-6,
+          ...(gating !== 'plain' ? { perm: { order, out: normed } } : {}), ...(gating === 'project' ? { project: { x, w, m: rows, tmp: k.alloc(rows * h) } } : {}) },
+        dims, seqs);
+        return { out, normed, x, states };
+      };
+      const plain = run('plain');
+      const perm = run('perm');
+      same(perm.normed, moved(plain.out, rows), 'gdnRecurrentGatedSeqs perm');
+      for (const i of [0, 1]) same(perm.states[i]!, plain.states[i]!, `state ${i}`);
+      const proj = run('project');
+      const want = k.alloc(rows * h);
+      want.set(x0);
+      const input = k.alloc(rows * hv * dv);
+      input.set(moved(plain.out, rows));
+      k.matmulAdd(want, input, w, rows, k.alloc(rows * h));
+      same(proj.x, want, 'gdnRecurrentGatedSeqs project');
+    });
+
     test('gdnChunked vs the ref chunked form (T across chunk boundaries, pos0 ≠ 0)', () => {
       const r = rng(9);
       const dims: GdnDims = { numKeyHeads: 2, numValueHeads: 4, keyDim: 16, valueDim: 12 };

@@ -31,6 +31,7 @@ import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wg
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { BIAS_ACT, LAYER_NORM } from '../src/kernels/webgpu/wgsl/tower.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
+import { GATED_NORM_PERM } from '../src/kernels/webgpu/wgsl/gated-norm.js';
 
 const READER: Record<ParamType, string> = { u32: 'pu', i32: 'pi', f32: 'pf' };
 
@@ -48,6 +49,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   gdn_recurrent: GDN_RECURRENT,
   gdn_recurrent_seqs: [GDN_RECURRENT_SEQS, GDN_RECURRENT_COLUMNS],
   gdn_gated_seqs: [gdnGatedShader(128), GDN_GATED_COLUMNS, gdnGatedNormShader(128)],
+  gated_norm_perm: GATED_NORM_PERM,
   copy_rows: COPY_ROWS,
   fill: FILL,
   fill_runs: FILL_RUNS,
@@ -88,6 +90,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   qmatmul_group: [quantMatmulGroupShader('q4_k', GROUP_SEGMENTS, true), quantMatmulGroupShader('q6_k', 2, false, true, 32)],
   matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
     floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true)],
+  matmul_head_norm: [floatMatmulGroupShader('bf16', 1, false, true, false, null, null, false, 16, 'vec4', 32),
+    floatMatmulGroupShader('f32', 1, true, true, false, null, null, false, 16, 'vec4w', 4)],
 };
 
 test('every tabled shader reads exactly its table fields, by name, with the reader of its type', () => {

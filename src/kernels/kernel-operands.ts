@@ -76,6 +76,10 @@ export interface GdnGating<T> {
   readonly z: T; // [rows, HV·dv] the output gate of gatedRmsNorm
   readonly norm: Weight; // [dv]
   readonly eps: number;
+  /** The normed rows to `out` [rows, HV·dv] with head block j = head order[j] ([HV]). */
+  readonly perm?: { readonly order: Int32Array; readonly out: T };
+  /** Then x += normed · wᵀ (Kernels.matmulAdd; x, tmp: [m, H]; w: [H, HV·dv]). */
+  readonly project?: { readonly x: T; readonly w: Weight; readonly m: number; readonly tmp: T };
 }
 
 /** One sequence of a step's batch: rows [row, row + t) of the stacked activations, at

@@ -69,16 +69,21 @@ export function rowRuns(seqs: readonly { readonly row: number; readonly t: numbe
   return runs;
 }
 
-/** gdnRecurrentGatedSeqs as its three plain calls: gdnGates on the sequences' rows,
- * gdnRecurrentSeqs, gatedRmsNorm of out in place on the same rows (one call per run of
- * adjacent rows: each op is row-wise, so the split does not change a bit). */
-export function gdnGatedSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gdnGates' | 'gdnRecurrentSeqs' | 'gatedRmsNorm' | 'view'>,
+/** gdnRecurrentGatedSeqs as its plain calls: gdnGates on the sequences' rows,
+ * gdnRecurrentSeqs, gatedRmsNorm of out on the same rows (in place, or with gating.perm
+ * into perm.out with its head order; one call per run of adjacent rows: each op is
+ * row-wise, so the split does not change a bit), then gating.project's matmulAdd. */
+export function gdnGatedSeqsByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'gdnGates' | 'gdnRecurrentSeqs' | 'gatedRmsNorm' | 'matmulAdd' | 'view'>,
   out: T, qkv: T, gating: GdnGating<T>, dims: GdnDims, seqs: readonly GdnSeq<T>[]): void {
   const { numValueHeads: hv, valueDim: dv } = dims;
-  const { a, b, g, beta, z } = gating;
+  const { a, b, g, beta, z, perm, project } = gating;
   const runs = rowRuns(seqs);
   const rows = (buf: T, r: { row: number; t: number }, w: number): T => k.view(buf, r.row * w, r.t * w);
   for (const r of runs) k.gdnGates(rows(g, r, hv), rows(beta, r, hv), rows(a, r, hv), rows(b, r, hv), gating.aLog, gating.dtBias, r.t);
   k.gdnRecurrentSeqs(out, qkv, g, beta, dims, seqs);
-  for (const r of runs) k.gatedRmsNorm(rows(out, r, hv * dv), rows(out, r, hv * dv), rows(z, r, hv * dv), gating.norm, r.t * hv, gating.eps);
+  const normed = perm?.out ?? out;
+  for (const r of runs) {
+    k.gatedRmsNorm(rows(normed, r, hv * dv), rows(out, r, hv * dv), rows(z, r, hv * dv), gating.norm, r.t * hv, gating.eps, perm?.order);
+  }
+  if (project) k.matmulAdd(project.x, normed, project.w, project.m, project.tmp);
 }

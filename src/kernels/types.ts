@@ -143,8 +143,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   rmsNorm(out: T, x: T, w: Weight, m: number, eps: number, zeroCentered: boolean): void;
 
   /** Gated RMSNorm of Gated DeltaNet: out = o·rsqrt(mean(o²)+eps)·w·silu(z), per row of dv.
-   * o, z, out: [M, dv] (M = tokens·HV; out may alias o). */
-  gatedRmsNorm(out: T, o: T, z: T, w: Weight, m: number, eps: number): void;
+   * o, z, out: [M, dv] (M = tokens·HV; out may alias o).
+   * With `headOrder` ([HV], a permutation; M a multiple of HV): row i·HV + j of out gets the
+   * normed row i·HV + headOrder[j] — the same values, moved (out_proj's stored head order of
+   * a GGUF, model/weights.ts outProjHeadOrder); out then overlaps neither o nor z. */
+  gatedRmsNorm(out: T, o: T, z: T, w: Weight, m: number, eps: number, headOrder?: Int32Array): void;
 
   /** Partial NeoX RoPE in place on the first 2·table.invFreq.length dims of every head
    * (plain, linear-scaled and YaRN alike: see RopeTable). x: [T, heads, headDim] with row
@@ -187,7 +190,12 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * out in place, on the sequences' rows, as one op (plain form: seqs-by-calls.ts
    * gdnGatedSeqsByCalls). A backend may fuse it into one dispatch whose last bits differ
    * from the plain form's; it then runs every recurrent row through the fused form, so a
-   * row's bits still do not depend on its batch, and decode equals verify. */
+   * row's bits still do not depend on its batch, and decode equals verify.
+   * gating.perm: the normed rows go to perm.out, head blocks in perm.order (gatedRmsNorm's
+   * headOrder), and out's rows are left unspecified. gating.project: then also
+   * matmulAdd(project.x, the normed rows, project.w, project.m, project.tmp) — the caller
+   * passes it only when the sequences' rows are all of [0, project.m); the normed rows are
+   * then left unspecified (a backend may fold the norm into the matmul's input). */
   gdnRecurrentGatedSeqs(out: T, qkv: T, gating: GdnGating<T>, dims: GdnDims, seqs: readonly GdnSeq<T>[]): void;
 
   /** Same contract as gdnRecurrent (no scratch), computed in chunks of GDN_CHUNK tokens whose

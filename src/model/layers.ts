@@ -7,7 +7,6 @@ import type { GroupNorm, Kernels, KvLayerView, StepBatch, Tensor } from '../kern
 import type { StepArena } from './arena.js';
 import type { ModelConfig } from './config.js';
 import type { AttnWeights, ExpertWeights, GdnWeights, LayerWeights, MlpWeights, MoeWeights } from './weights.js';
-import { headGatherRows } from './head-gather.js';
 
 /** Recurrent state of one Gated DeltaNet layer for one sequence (a view into a slot). */
 export interface LinearStateView<T extends Tensor = Float32Array> {
@@ -82,6 +81,10 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   if (prefills.length > 0) k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
   // every sequence's conv in one call: [M, convDim] rows, each with its own window
   k.causalConvSeqs(conv, qkv, w.conv, ctx.seqs.map((s) => ({ row: s.offset, t: s.t, window: s.state[li]!.conv, scratch: s.scratch?.[li]?.conv })));
+  // the gated norm's rows, head blocks in out_proj's stored order (a GGUF's
+  // outProjHeadOrder: the norm writes each head's block where out_proj reads it)
+  const order = w.outProjHeadOrder;
+  const normed = order ? ws.gdn.oPerm.rows(m) : o; // [M, HV·dv]
   if (prefills.length > 0) {
     // every chunked prefill in one call (a split point ends a chunk), then the gated norm in
     // one call over the span of their rows: a recurrent sequence's rows inside the span are
@@ -91,20 +94,15 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
     const first = Math.min(...prefills.map((s) => s.offset));
     const span = Math.max(...prefills.map((s) => s.offset + s.t)) - first;
     const rows = (buf: T): T => k.view(buf, first * vd, span * vd);
-    k.gatedRmsNorm(rows(o), rows(o), rows(z), w.norm, span * hv, cfg.rmsNormEps);
+    k.gatedRmsNorm(rows(normed), rows(o), rows(z), w.norm, span * hv, cfg.rmsNormEps, order);
   }
-  // the recurrent sequences' gates, GDN and gated norm in one call
-  k.gdnRecurrentGatedSeqs(o, conv, { a, b, aLog: w.aLog, dtBias: w.dtBias, g, beta, z, norm: w.norm, eps: cfg.rmsNormEps }, dims,
-    ctx.seqs.filter((s) => s.t > 0 && !chunked(s)).map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, scratch: s.scratch?.[li]?.ssm })));
-  const order = w.outProjHeadOrder;
-  k.matmulAdd(x, order ? permuteHeads(k, ws.gdn.oPerm.rows(m), o, order, m, cfg.linValueDim) : o, w.outProj, m, tmp);
-}
-
-/** out[i, j·dv + c] = o[i, order[j]·dv + c]: head blocks in out_proj's stored column order.
- * o, out: [M, HV·dv], read as [M·HV, dv] rows by one gather (one dispatch, not one per head). */
-function permuteHeads<T extends Tensor>(k: Kernels<T, Tensor>, out: T, o: T, order: Int32Array, m: number, dv: number): T {
-  k.gatherRows(out, o, headGatherRows(order, m), dv); // cached per (order, m): head-gather.ts
-  return out;
+  // the recurrent sequences' gates, GDN and gated norm in one call; with no chunked rows,
+  // out_proj too (a backend may fold the norm into its input)
+  const project = prefills.length === 0 ? { x, w: w.outProj, m, tmp } : undefined;
+  k.gdnRecurrentGatedSeqs(o, conv, { a, b, aLog: w.aLog, dtBias: w.dtBias, g, beta, z, norm: w.norm, eps: cfg.rmsNormEps,
+    ...(order ? { perm: { order, out: normed } } : {}), ...(project ? { project } : {}) }, dims,
+  ctx.seqs.filter((s) => s.t > 0 && !chunked(s)).map((s) => ({ row: s.offset, t: s.t, state: s.state[li]!.ssm, scratch: s.scratch?.[li]?.ssm })));
+  if (!project) k.matmulAdd(x, normed, w.outProj, m, tmp);
 }
 
 /** x += o_proj(attention(norm(x))); tmp: [M, H] scratch. */

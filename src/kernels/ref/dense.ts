@@ -84,15 +84,20 @@ export function sigmoid(x: number): number {
   return 1 / (1 + Math.exp(-x));
 }
 
-export function gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number): void {
+/** Row i of out gets the normed row src(i): i, or with headOrder (HV heads a token) the
+ * token's head headOrder[i mod HV] (Kernels.gatedRmsNorm). */
+export function gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number, headOrder?: Int32Array): void {
   const d = w.cols;
   const wv = weightVector(w);
+  const hv = headOrder?.length ?? 1;
+  if (headOrder && m % hv !== 0) throw new RangeError(`gatedRmsNorm: ${m} rows are not whole tokens of ${hv} heads`);
   for (let i = 0; i < m; i++) {
-    const b = i * d;
+    const b = (headOrder ? i - (i % hv) + headOrder[i % hv]! : i) * d;
+    const ob = i * d;
     let ss = 0;
     for (let p = 0; p < d; p++) ss += o[b + p]! * o[b + p]!;
     const inv = 1 / Math.sqrt(ss / d + eps);
-    for (let p = 0; p < d; p++) out[b + p] = o[b + p]! * inv * wv[p]! * silu(z[b + p]!);
+    for (let p = 0; p < d; p++) out[ob + p] = o[b + p]! * inv * wv[p]! * silu(z[b + p]!);
   }
 }
 

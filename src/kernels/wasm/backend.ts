@@ -62,15 +62,19 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
     c.end();
   }
 
-  gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number): void {
+  /** headOrder: each out row reads its token's head headOrder[row mod HV] (the kernel's order table). */
+  gatedRmsNorm(out: Float32Array, o: Float32Array, z: Float32Array, w: Weight, m: number, eps: number, headOrder?: Int32Array): void {
     if (m <= 0) return;
     const d = w.cols;
+    const hv = headOrder?.length ?? 1;
+    if (headOrder && m % hv !== 0) throw new RangeError(`gatedRmsNorm: ${m} rows are not whole tokens of ${hv} heads`);
     const c = this.ops.begin(this.ops.target(o, out));
     const opIn = c.in(o, m * d);
     const zp = c.in(z, m * d);
     const wp = c.weight(w);
+    const order = headOrder ? c.ints(headOrder, hv) : 0;
     const op = c.out(out, m * d);
-    packArgs(this.pool.args, 'GATED_RMS_NORM', { out: op, o: opIn, z: zp, w: wp, wBf16: isBf16(w), m, d, eps });
+    packArgs(this.pool.args, 'GATED_RMS_NORM', { out: op, o: opIn, z: zp, w: wp, wBf16: isBf16(w), m, d, eps, order, hv });
     this.run(Cmd.GATED_RMS_NORM, c.arena, m > 1 && m * d >= PAR_EXP_ROWS, Math.min(m, 4 * this.threads));
     c.end();
   }

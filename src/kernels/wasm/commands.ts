@@ -103,8 +103,8 @@ export const COMMANDS = {
     exports: ['rmsNorm'], params: ['out', 'x', 'w', 'wBf16', 'lo', 'hi', 'd', 'eps', 'zeroCentered'],
   }),
   GATED_RMS_NORM: spec({
-    id: 16, args: ['out', 'o', 'z', 'w', 'wBf16', 'm', 'd', 'eps'], split: { total: 'm', unit: 1 },
-    exports: ['gatedRmsNorm'], params: ['out', 'o', 'z', 'w', 'wBf16', 'lo', 'hi', 'd', 'eps'],
+    id: 16, args: ['out', 'o', 'z', 'w', 'wBf16', 'm', 'd', 'eps', 'order', 'hv'], split: { total: 'm', unit: 1 },
+    exports: ['gatedRmsNorm'], params: ['out', 'o', 'z', 'w', 'wBf16', 'lo', 'hi', 'd', 'eps', 'order', 'hv'],
   }),
   /** a·silu(b) or, with `sigmoid` set, a·sigmoid(b): chunks of elements. */
   MUL_ACT: spec({

@@ -31,7 +31,7 @@ export interface KernelExports {
   matmulF32(out: number, x: number, w: number, m: number, n: number, k: number, n0: number, n1: number, tmp: number): void;
   streamRead(p: number, bytes: number): number;
   rmsNorm(out: number, x: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number, zc: number): void;
-  gatedRmsNorm(out: number, o: number, z: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number): void;
+  gatedRmsNorm(out: number, o: number, z: number, w: number, wBf16: number, r0: number, r1: number, d: number, eps: number, order: number, hv: number): void;
   rope(x: number, positions: number, t: number, heads: number, headDim: number, invFreq: number, half: number, scale: number, stride: number): void;
   mulSilu(out: number, a: number, b: number, lo: number, hi: number): void;
   mulSigmoid(out: number, a: number, b: number, lo: number, hi: number): void;

@@ -53,7 +53,7 @@ export class WebGpuKernels {
   /** Weights already counted in the ideal of the current step. */
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
-  private readonly subgroupSizeDivides64: boolean;
+  readonly subgroupSizeDivides64: boolean;
   /** At M ≤ ACTS_TILE an unnormed quantized weight quantizes its own input in its matmul
    * (one dispatch, not two; the same bits). Off on a CPU adapter, where every workgroup's
    * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
@@ -166,12 +166,7 @@ export class WebGpuKernels {
     for (const { out, w } of group) {
       if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
       need(out, m * w.rows, 'matmul out');
-      const bytes = gpuWeightBytes(w);
-      this.traffic.weightBytesRead += bytes * Math.ceil(m / (isQuantType(w.dtype) ? this.matmulTile(m, w.dtype as QuantType) : floatTm));
-      if (!this.stepWeights.has(w)) {
-        this.stepWeights.add(w);
-        this.traffic.weightBytesIdeal += bytes;
-      }
+      this.countWeightReads(w, Math.ceil(m / (isQuantType(w.dtype) ? this.matmulTile(m, w.dtype as QuantType) : floatTm)));
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
@@ -185,6 +180,16 @@ export class WebGpuKernels {
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
       for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, Math.ceil(m / floatTm), dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate, undefined, floatTm);
+    }
+  }
+
+  /** Weight traffic of a matmul reading w once per row tile (`tiles` times). */
+  countWeightReads(w: GpuWeight, tiles: number): void {
+    const bytes = gpuWeightBytes(w);
+    this.traffic.weightBytesRead += bytes * tiles;
+    if (!this.stepWeights.has(w)) {
+      this.stepWeights.add(w);
+      this.traffic.weightBytesIdeal += bytes;
     }
   }
 

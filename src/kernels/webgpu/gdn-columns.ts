@@ -30,19 +30,22 @@ export function forceGdnLaunch(g: WebGpuKernels, launch: GdnLaunch | null): void
   else forced.set(g, launch);
 }
 
-/** The fused kernel's bindings (OUT, QKV, A, B, S, SCR, DS, AL, DB, Z, NW) each pass takes. */
+/** The fused kernel's bindings (OUT, QKV, A, B, S, SCR, DS, AL, DB, Z, NW) and the normed
+ * rows' tensor (DST) each pass takes. */
 const RECURRENCE_BINDINGS = [0, 1, 2, 3, 4, 5, 6, 7, 8];
-const NORM_BINDINGS = [0, 9, 10, 6];
+const NORM_BINDINGS = [0, 9, 10, 6, 11];
 
 /** One buffer group's sequences of the fused gated recurrence, as the 'columns' launch:
  * the recurrence over (head, column block, sequence), then the norm over (head, token,
- * sequence). `buffers`: the fused kernel's eleven; `params`: its gdn_gated_seqs block. */
+ * sequence) unless `normFolded`. `buffers`: the fused kernel's eleven and DST; `params`: its
+ * gdn_gated_seqs block. */
 export function gdnGatedColumnsRun(g: WebGpuKernels, enc: StepEncoder, params: readonly number[], buffers: readonly GPUBuffer[],
-  dims: { hv: number; dv: number }, seqs: number, maxT: number): void {
+  dims: { hv: number; dv: number }, seqs: number, maxT: number, normFolded = false): void {
   if (maxT > 65535) throw new RangeError(`gdnRecurrentGatedSeqs: ${maxT} recurrent tokens in one sequence exceed the norm pass's dispatch grid (65535)`);
   const pick = (at: readonly number[]): GPUBuffer[] => at.map((i) => buffers[i]!);
   g.run(enc, 'gdn_gated_columns', () => GDN_GATED_COLUMNS, params, null, pick(RECURRENCE_BINDINGS),
     [dims.hv, Math.ceil(dims.dv / GDN_COLUMNS), seqs], 'gdn_recurrent');
+  if (normFolded) return; // out_proj forms the norm of OUT's rows (gated-norm.ts outProjHeadNorm)
   const wg = gdnGatedThreads(dims.dv);
   g.run(enc, `gdn_gated_norm_${wg}`, () => gdnGatedNormShader(wg), params, null, pick(NORM_BINDINGS), [dims.hv, maxT, seqs], 'gdn_gated_norm');
 }

@@ -33,6 +33,7 @@ import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { MoeStacks } from './moe-stack.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import { biasActOn, layerNormOn } from './tower-ops.js';
+import { gatedRmsNormPermuted, headNormFolds, identityOrder, outProjHeadNorm } from './gated-norm.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -316,8 +317,9 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);
   }
-  gatedRmsNorm(out: GpuTensor, o: GpuTensor, z: GpuTensor, w: Weight, m: number, eps: number): void {
-    this.g.gatedRmsNorm(this.step, out, o, z, this.vector(w), m, eps);
+  gatedRmsNorm(out: GpuTensor, o: GpuTensor, z: GpuTensor, w: Weight, m: number, eps: number, headOrder?: Int32Array): void {
+    if (headOrder) gatedRmsNormPermuted(this.g, this.step, out, o, z, this.vector(w), m, eps, this.uploads.put(headOrder, 'i32'), headOrder.length);
+    else this.g.gatedRmsNorm(this.step, out, o, z, this.vector(w), m, eps);
   }
   rope(x: GpuTensor, positions: ArrayLike<number>, t: number, heads: number, headDim: number, table: RopeTable, stride: number): void {
     const rot = 2 * table.invFreq.length;
@@ -347,8 +349,16 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
       gdnGatedSeqsByCalls(this, out, qkv, gating, dims, seqs);
       return;
     }
-    const gpu = { a: gating.a, b: gating.b, z: gating.z, aLog: this.vector(gating.aLog), dtBias: this.vector(gating.dtBias), norm: this.vector(gating.norm), eps: gating.eps };
-    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer);
+    const gpu = { a: gating.a, b: gating.b, z: gating.z, aLog: this.vector(gating.aLog), dtBias: this.vector(gating.dtBias), norm: this.vector(gating.norm), eps: gating.eps,
+      ...(gating.perm ? { perm: gating.perm } : {}) };
+    const p = gating.project;
+    const gw = p ? this.gpuWeight(p.w) : null;
+    const fold = p && gw ? headNormFolds(this.g, gw, p.m, dims) : false;
+    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer, fold);
+    if (p && gw && fold) {
+      const order = this.uploads.put(gating.perm?.order ?? identityOrder(dims.numValueHeads), 'i32');
+      outProjHeadNorm(this.g, this.step, p.x, out, gw, p.m, { z: gating.z, norm: gpu.norm, eps: gating.eps, order, hv: dims.numValueHeads });
+    } else if (p) this.matmulAdd(p.x, gating.perm?.out ?? out, p.w, p.m, p.tmp);
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {
     this.g.gdnChunked(this.step, out, qkv, g, beta, state, dims, t, pos0);

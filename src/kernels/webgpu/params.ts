@@ -38,7 +38,9 @@ export const PARAMS = {
   gdn_recurrent_seqs: fields({ hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', gOff: 'u32', outOff: 'u32', betaOff: 'u32', seqTable: 'u32' }),
   gdn_gated_seqs: fields({
     hk: 'u32', hv: 'u32', dk: 'u32', dv: 'u32', qkvOff: 'u32', aOff: 'u32', bOff: 'u32', zOff: 'u32', outOff: 'u32', seqTable: 'u32', eps: 'f32',
+    perm: 'u32', dstOff: 'u32',
   }),
+  gated_norm_perm: fields({ d: 'u32', rows: 'u32', hv: 'u32', outOff: 'u32', xOff: 'u32', zOff: 'u32', orderOff: 'u32', eps: 'f32' }),
   copy_rows: fields({ rows: 'u32', width: 'u32', dstOff: 'u32', dstStride: 'u32', srcOff: 'u32', srcStride: 'u32' }),
   fill: fields({ n: 'u32', dstOff: 'u32', value: 'f32' }),
   fill_runs: fields({ runTable: 'u32', value: 'f32' }),
@@ -89,6 +91,11 @@ export const PARAMS = {
     seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
     eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32',
+  }),
+  // one segment of matmul_group's, then the gated-norm input's (kernels/webgpu/gated-norm.ts)
+  matmul_head_norm: fields({
+    k: 'u32', m: 'u32', xOff: 'u32', segments: 'u32', seg0Start: 'u32', seg0Rows: 'u32', seg0OutOff: 'u32', seg0OutStride: 'u32', seg0Col0: 'u32',
+    eps: 'f32', gnZOff: 'u32', gnOrderOff: 'u32',
   }),
   // GROUP_SEGMENTS segments, as matmul_group
   qmatmul_group: fields({

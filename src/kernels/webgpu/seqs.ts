@@ -14,7 +14,7 @@ import { convLaunchFor } from './conv-launch.js';
 import { packParams } from './params.js';
 import { CHUNKED_SEQ_WORDS, GDN_CHUNKED_SEQS, chunkedScratchPer } from './wgsl/gdn-chunked.js';
 import { chunkSplits } from '../seqs-by-calls.js';
-import { GDN_GATED_BINDINGS, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
+import { GDN_GATED_BINDINGS, destHeads, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
 import { gdnGatedColumnsRun, gdnLaunch } from './gdn-columns.js';
 import { GDN_COLUMNS, GDN_RECURRENT_COLUMNS } from './wgsl/gdn-columns.js';
 
@@ -86,6 +86,8 @@ export interface GpuGating {
   readonly dtBias: GpuTensor;
   readonly norm: GpuTensor;
   readonly eps: number;
+  /** Kernels' gating.perm: the normed rows to `out`, head blocks in `order`. */
+  readonly perm?: { readonly order: Int32Array; readonly out: GpuTensor };
 }
 
 /** Whether this adapter runs the fused gated recurrence (gdnGatedSeqsDispatch) for these
@@ -97,22 +99,33 @@ export function gdnGatedFits(g: WebGpuKernels, dims: GdnDims): boolean {
 
 /** The batch's recurrent GDN steps with their gates and gated RMSNorm, per buffer group as
  * the adapter's launch (gdn-columns.ts): one dispatch of a workgroup per (value head,
- * sequence) (wgsl/gdn-gated.ts), or the column launch's two (wgsl/gdn-columns.ts). */
+ * sequence) (wgsl/gdn-gated.ts), or the column launch's two (wgsl/gdn-columns.ts) — only the
+ * recurrence where `normFolded` (the column launch: out_proj forms the norm, gated-norm.ts;
+ * out gets the un-normed rows). */
 export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gating: GpuGating,
-  dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
+  dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer, normFolded = false): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   for (const [name, t] of [['A_log', gating.aLog], ['dt_bias', gating.dtBias], ['norm weight', gating.norm]] as const) {
     if (t.offset !== 0) throw new RangeError(`gdnRecurrentGatedSeqs: ${name} must start its buffer`);
   }
   const wg = gdnGatedThreads(dv);
   const launch = gdnLaunch(g);
+  const { a, b, z, perm } = gating;
+  const dest = perm ? destHeads(perm.order) : [];
+  if (perm && perm.order.length !== hv) throw new RangeError(`gdnRecurrentGatedSeqs: a head order of ${perm.order.length} for ${hv} value heads`);
+  // the normed rows' tensor: out in place, or perm.out (the head launch never stores the
+  // un-normed rows, so it writes perm.out directly)
+  const dst = perm?.out ?? out;
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
-    const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
-    const { a, b, z } = gating;
-    const params = packParams('gdn_gated_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, aOff: a.offset, bOff: b.offset, zOff: z.offset, outOff: out.offset, seqTable: ds.offset, eps: gating.eps });
-    const buffers = [out.buffer, qkv.buffer, a.buffer, b.buffer, grp.own, grp.scratch ?? dummy, ds.buffer, gating.aLog.buffer, gating.dtBias.buffer, z.buffer, gating.norm.buffer];
-    if (launch === 'columns') gdnGatedColumnsRun(g, enc, params, buffers, { hv, dv }, grp.seqs.length, grp.seqs.reduce((m, s) => Math.max(m, s.t), 0));
-    else g.run(enc, `gdn_gated_seqs_${wg}`, () => gdnGatedShader(wg), params, null, buffers, [hv, 1, grp.seqs.length], 'gdn_recurrent');
+    const table = descriptor(grp.seqs, (s) => s.state);
+    const ds = put([...table, ...dest], 'i32');
+    const rec = launch === 'columns' ? out : dst;
+    const params = packParams('gdn_gated_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, aOff: a.offset, bOff: b.offset, zOff: z.offset, outOff: rec.offset,
+      seqTable: ds.offset, eps: gating.eps, perm: perm ? table.length : 0, dstOff: dst.offset });
+    const buffers = [rec.buffer, qkv.buffer, a.buffer, b.buffer, grp.own, grp.scratch ?? dummy, ds.buffer, gating.aLog.buffer, gating.dtBias.buffer, z.buffer,
+      gating.norm.buffer, dst.buffer];
+    if (launch === 'columns') gdnGatedColumnsRun(g, enc, params, buffers, { hv, dv }, grp.seqs.length, grp.seqs.reduce((m, s) => Math.max(m, s.t), 0), normFolded);
+    else g.run(enc, `gdn_gated_seqs_${wg}`, () => gdnGatedShader(wg), params, null, buffers.slice(0, 11), [hv, 1, grp.seqs.length], 'gdn_recurrent');
   }
 }
 

@@ -59,12 +59,12 @@ export function grid(n: number, z = 1): [number, number, number] {
 /** The opening of a one-workgroup-per-row RMSNorm (after tree_sum): `row` (returning past the
  * rows in param `rows`), `d` (param `dim`), `xo` the row in X, `inv` = 1/√(mean(x²) + eps),
  * `oo` the row in OUT. One text for NORM and norm_quant_acts, so their normed rows are the
- * same bits. */
-export function rmsRowOpening(rows: string, dim: string): string {
+ * same bits. `src`: the row of X read (WGSL in `row`, `d`; default the row itself). */
+export function rmsRowOpening(rows: string, dim: string, src = 'row'): string {
   return `  let row = group_id(wid, nwg);
   if (row >= pu(${rows})) { return; }
   let d = pu(${dim});
-  let xo = pu(P_xOff) + row * d;
+  let xo = pu(P_xOff) + (${src}) * d;
   var ss = 0.0;
   for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
   let total = tree_sum(t, ss);

@@ -93,6 +93,74 @@ export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | '
     }`;
 }
 
+/** The unit loop with the gated-norm input of out_proj (`heads` = HV; K = HV·dv, dv ≡ 0 mod
+ * 4): input element k of row r is the gated RMSNorm of head h = ORD[k / dv], column c = k mod
+ * dv — ((o·inv)·w_c)·silu(z), the gated norm kernel's expression (wgsl/gdn-gated.ts
+ * gatedNormRow) with its inv (ginv[r·HV + h]) — read at h·dv + c of the un-normed rows (a
+ * unit stays inside one head). Units, loads and sums otherwise as chunkSumLoop's. */
+export function chunkSumLoopHeadNorm(row = 'col'): string {
+  const comps = ['x', 'y', 'z', 'w'];
+  const xAt = (h: number, c: string): string => `(((x${h}.${c} * gi${h}) * nw${h}.${c}) * silu(z${h}.${c}))`;
+  const adds = (h: number): string => comps.map((c) => `a = a + w${h}.${c} * ${xAt(h, c)};`).join(' ');
+  const inputs = (h: number): string => `let x${h} = xq(xo + s${h}); let z${h} = zq(zo + s${h}); let gi${h} = ginv[r * GH + s${h} / gdv];`;
+  return `let ku = K / 4u;
+    for (var u0 = t; u0 < ku; u0 += 128u) {
+      let u1 = u0 + 64u;
+      let has1 = u1 < ku;
+      let w0 = wu(${row} * ku + u0);
+      let s0 = head_src(4u * u0, gdv);
+      let nw0 = NW[((4u * u0) % gdv) / 4u];
+      var w1 = vec4<f32>(0.0);
+      var s1 = 0u;
+      var nw1 = vec4<f32>(0.0);
+      if (has1) { w1 = wu(${row} * ku + u1); s1 = head_src(4u * u1, gdv); nw1 = NW[((4u * u1) % gdv) / 4u]; }
+      for (var r = 0u; r < rows; r++) {
+        let xo = xb + r * K;
+        let zo = pu(P_gnZOff) + xo - pu(P_xOff);
+        var a = acc[r];
+        ${inputs(0)}
+        ${adds(0)}
+        if (has1) {
+          ${inputs(1)}
+          ${adds(1)}
+        }
+        acc[r] = a;
+      }
+    }`;
+}
+
+/** The gated-norm input's bindings and helpers (`heads` = HV, `tm` rows a tile, bindings
+ * from `binding`: NW (f32 [dv] as vec4), Z (the gate, as X), ORD (i32 [HV]: out_proj's head
+ * order at gnOrderOff)), and ginv: per tile row r and head h, 1/√(mean(o²) + eps) summed as
+ * gatedNormRow sums (thread t < 64: columns ≡ t mod 64 in order; the halving tree) — all
+ * heads' trees side by side (head h's partials at gred[h·64 ..]), the same adds per head. */
+export function headNormDecls(heads: number, tm: number, binding: number, vec: boolean): string {
+  return `@group(0) @binding(${binding}) var<storage, read_write> NW: array<vec4<f32>>;
+${f32Input('Z', 'z', binding + 1, vec)}
+@group(0) @binding(${binding + 2}) var<storage, read> ORD: array<i32>;
+const GH = ${heads}u;
+var<workgroup> gred: array<f32, ${heads * 64}>;
+var<workgroup> ginv: array<f32, ${tm * heads}>;
+fn head_src(k: u32, gdv: u32) -> u32 { return u32(ORD[pu(P_gnOrderOff) + k / gdv]) * gdv + k % gdv; }`;
+}
+
+/** WGSL: ginv of the tile's rows (headNormDecls; in scope: t, K, xb, rows, xs). */
+export const HEAD_NORM_INV = `let gdv = K / GH;
+  for (var r = 0u; r < rows; r++) {
+    for (var h = 0u; h < GH; h++) {
+      var sq2 = 0.0;
+      for (var p = t; p < gdv; p += 64u) { let v = xs(xb + r * K + h * gdv + p); sq2 = sq2 + v * v; }
+      gred[h * 64u + t] = sq2;
+    }
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+      if (t < s) { for (var h = 0u; h < GH; h++) { gred[h * 64u + t] = gred[h * 64u + t] + gred[h * 64u + t + s]; } }
+      workgroupBarrier();
+    }
+    for (var h = t; h < GH; h += 64u) { ginv[r * GH + h] = 1.0 / sqrt(gred[h * 64u] / f32(gdv) + pf(P_eps)); }
+    workgroupBarrier();
+  }`;
+
 /** `whole`: this thread's units u ≡ t (mod 64) of weight row `row` into wreg (4 values each, at
  * (u / 64)·4). */
 export function chunkWholeLoads(_dtype: FloatDType, row = 'col'): string {

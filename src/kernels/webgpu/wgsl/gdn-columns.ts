@@ -9,7 +9,7 @@
 // o_c = Σ_a S'[a,c]·q̂[a]); what columns share, q̂, k̂, e^g and β, every workgroup computes by
 // the same text (qkNormScales' sums, by one thread per workgroup; gate_g). So a column's
 // chain is the fused kernel's chain (deltaRuleColumn) on the same values, and the norm pass
-// is the fused kernel's norm (GATED_NORM_ROW) on the same row: the bits equal the
+// is the fused kernel's norm (gatedNormRow) on the same row: the bits equal the
 // one-workgroup-per-head launch (test/webgpu-gdn-columns.test.ts).
 //
 // Memory: the workgroup stages its columns S[:, c0 .. c0 + CB) into workgroup memory with
@@ -24,7 +24,7 @@
 // sequence at seqTable: first row, t, state off, scratch off, mode).
 import { HEADER } from './common.js';
 import { GATE_FNS, GDN_SEQ_OPENING, QK_SCALE_SUMS, deltaRuleColumn, qkOffsets, type ColumnState } from './gdn.js';
-import { GATED_NORM_ROW } from './gdn-gated.js';
+import { DEST_HEAD_FN, gatedNormRow } from './gdn-gated.js';
 import { paramConsts } from '../params.js';
 
 /** State columns per workgroup of the column launch (the staged block is dk · 8 floats ≤ 8 KiB). */
@@ -144,9 +144,11 @@ ${deltaRuleColumn(f.decay, f.beta, STAGED)}
 export const GDN_GATED_COLUMNS = columnsShader('gated');
 export const GDN_RECURRENT_COLUMNS = columnsShader('plain');
 
-/** The column launch's second pass: the gated RMSNorm of each recurrent output row, in
- * place. Workgroup (value head, token, sequence); a token past its sequence's t returns.
- * Bindings: 1 OUT, 2 Z [rows, HV·dv], 3 NW (f32 [dv]), 4 DS. `wg`: gdnGatedThreads(dv). */
+/** The column launch's second pass: the gated RMSNorm of each recurrent output row of OUT,
+ * to DST at dstOff (OUT itself, or gating.perm's tensor with the row in head block
+ * dest_head(h)). Workgroup (value head, token, sequence); a token past its sequence's t
+ * returns. Bindings: 1 OUT, 2 Z [rows, HV·dv], 3 NW (f32 [dv]), 4 DS, 5 DST. `wg`:
+ * gdnGatedThreads(dv). */
 export function gdnGatedNormShader(wg: number): string {
   return `${HEADER}
 ${paramConsts('gdn_gated_seqs')}
@@ -154,8 +156,10 @@ ${paramConsts('gdn_gated_seqs')}
 @group(0) @binding(2) var<storage, read_write> Z: array<f32>;
 @group(0) @binding(3) var<storage, read_write> NW: array<f32>;
 @group(0) @binding(4) var<storage, read> DS: array<i32>;
+@group(0) @binding(5) var<storage, read_write> DST: array<f32>;
 var<workgroup> ov: array<f32, ${wg}>;
 var<workgroup> red: array<f32, 64>;
+${DEST_HEAD_FN}
 @compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let hv = pu(P_hv); let dv = pu(P_dv);
@@ -169,5 +173,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let c = t;
   if (c < dv) { ov[c] = OUT[oo + (i * hv + h) * dv + c]; }
   workgroupBarrier();
-${GATED_NORM_ROW}}`;
+${gatedNormRow('DST', 'pu(P_dstOff) + row0 * hv * dv')}}`;
 }

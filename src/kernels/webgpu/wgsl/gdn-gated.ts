@@ -10,6 +10,8 @@
 // batch: a sequence alone or in any batch, decode or verify, gets the same output.
 // params: PARAMS.gdn_gated_seqs; the descriptor DS is seqs.ts's (i32, 5 words per sequence
 // at seqTable: first row, t, state off, scratch off, mode 0 in place / 1 to scratch).
+// With gating.perm, OUT is the permuted rows' tensor (the un-normed o is never stored) and
+// row (i, h) lands in head block dest_head(h).
 // Bindings: 1 OUT, 2 QKV, 3 A, 4 B, 5 S, 6 SCR, 7 DS, 8 AL (f32 [HV]), 9 DB (f32 [HV]),
 // 10 Z [rows, HV·dv], 11 NW (f32 [dv]).
 import { HEADER } from './common.js';
@@ -24,11 +26,30 @@ export function gdnGatedThreads(dv: number): number {
   return 64 * Math.ceil(dv / 64);
 }
 
-/** WGSL: the gated RMSNorm of output row (i, h), held in ov[0..dv), written to OUT (NORM's
- * order: thread t of the first 64 sums columns ≡ t mod 64 in order, then a fixed tree). In
- * scope: t, c, i, h, hv, dv, oo, zo, ov, red, OUT, Z, NW. One text for the fused kernel and
- * the column launch's norm pass (wgsl/gdn-columns.ts), so both compute the same bits. */
-export const GATED_NORM_ROW = `    // the gated RMSNorm of output row (i, h)
+/** WGSL: the head block the normed row of head h is written to: h, or with P_perm ≠ 0 the
+ * entry h of the destination table at DS[seqTable + perm] (the inverse of out_proj's head
+ * order: Kernels.gdnRecurrentGatedSeqs' gating.perm). */
+export const DEST_HEAD_FN = `fn dest_head(h: u32) -> u32 {
+  if (pu(P_perm) == 0u) { return h; }
+  return u32(DS[pu(P_seqTable) + pu(P_perm) + h]);
+}`;
+
+/** dest_head's table for out_proj's head order (entry h: the block j with order[j] = h),
+ * appended to the sequence descriptor. */
+export function destHeads(order: Int32Array): number[] {
+  const dest = new Array<number>(order.length).fill(-1);
+  order.forEach((h, j) => { dest[h] = j; });
+  if (dest.some((j) => j < 0)) throw new RangeError('gdnRecurrentGatedSeqs: the head order is not a permutation');
+  return dest;
+}
+
+/** WGSL: the gated RMSNorm of output row (i, h), held in ov[0..dv), written to `target` at
+ * `base` + its row (i, dest_head(h)) (NORM's order: thread t of the first 64 sums columns ≡ t
+ * mod 64 in order, then a fixed tree). In scope: t, c, i, h, hv, dv, zo, ov, red, Z, NW,
+ * dest_head. One text for the fused kernel and the column launch's norm pass
+ * (wgsl/gdn-columns.ts), so both compute the same bits; where the row lands moves no bit. */
+export function gatedNormRow(target: string, base: string): string {
+  return `    // the gated RMSNorm of output row (i, h)
     if (t < 64u) {
       var sq2 = 0.0;
       for (var p = t; p < dv; p += 64u) { let v = ov[p]; sq2 = sq2 + v * v; }
@@ -42,9 +63,10 @@ export const GATED_NORM_ROW = `    // the gated RMSNorm of output row (i, h)
     let inv = 1.0 / sqrt(red[0] / f32(dv) + pf(P_eps));
     if (c < dv) {
       let r = (i * hv + h) * dv + c;
-      OUT[oo + r] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
+      ${target}[${base} + (i * hv + dest_head(h)) * dv + c] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
     }
 `;
+}
 
 /** The shader for workgroups of `wg` threads (gdnGatedThreads; ≤ 256). */
 export function gdnGatedShader(wg: number): string {
@@ -67,6 +89,7 @@ var<workgroup> kn: array<f32, 256>;
 var<workgroup> ov: array<f32, ${wg}>;
 var<workgroup> red: array<f32, 64>;
 ${GATE_FNS}
+${DEST_HEAD_FN}
 fn sget(mode: u32, i: u32, idx: u32, ss: u32, sto: u32, sco: u32) -> f32 {
   if (mode == 0u || i == 0u) { return S[sto + idx]; }
   return SCR[sco + (i - 1u) * ss + idx];
@@ -91,7 +114,7 @@ ${deltaRuleColumn('exp(gate_g(AL[h], A[ao + i * hv + h], DB[h]))', 'sigmoid(B[bo
       ov[c] = acc;
     }
     workgroupBarrier();
-${GATED_NORM_ROW}    workgroupBarrier();
+${gatedNormRow('OUT', 'oo')}    workgroupBarrier();
   }
 }`;
 }

@@ -28,7 +28,8 @@
 // gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB).
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
-import { chunkSumLoop, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, type FloatDType, type FloatLoads } from './float-chunks.js';
+import { HEAD_NORM_INV, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
+  type FloatLoads } from './float-chunks.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
@@ -44,10 +45,14 @@ export const WHOLE_K = 2048;
  * elements k ≡ t (mod 64) it multiplies in registers — the same values in the same order,
  * so the bits of the per-tile grid. */
 /** `tm`: rows per tile (floatTileBytes sizes its workgroup memory). `loads`: FloatLoads
- * (float-chunks.ts; the dispatcher's floatLoadsFor). */
+ * (float-chunks.ts; the dispatcher's floatLoadsFor). `headNorm` (HV; 0: none): the input is
+ * Gated DeltaNet's gated RMSNorm of x per head, head blocks in out_proj's order
+ * (float-chunks.ts chunkSumLoopHeadNorm; 'vec4' / 'vec4w' loads, no other input mode). */
 export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subgroups = false, accumulate = false,
-  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM, loads: FloatLoads = 'vec4'): string {
+  norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM, loads: FloatLoads = 'vec4',
+  headNorm = 0): string {
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
+  if (headNorm > 0 && (norm || gate || moe || loads === 'element')) throw new Error('matmul group: the head norm input is alone, over 4-element units');
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
   if (moe && norm) throw new Error('matmul group: a MoE group has no norm');
@@ -82,7 +87,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   // uniform control flow
   const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
     let col = gcol - pu(SEG_Start);
-    ${chunked ? chunkSumLoop(dtype, norm, gate, whole, moeWeightRow(moe, 'col', 'pu(SEG_Rows)')) : `for (var k = t; k < K; k += 64u) {
+    ${headNorm > 0 ? chunkSumLoopHeadNorm() : chunked ? chunkSumLoop(dtype, norm, gate, whole, moeWeightRow(moe, 'col', 'pu(SEG_Rows)')) : `for (var k = t; k < K; k += 64u) {
       let w = ${whole ? 'wreg[k / 64u]' : `wf(${moeWeightRow(moe, 'col', 'pu(SEG_Rows)')} * K + k)`};
       ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(P_zeroCentered) == 1u);' : ''}
       for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
@@ -93,14 +98,15 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   }`)).join(' ');
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
-${paramConsts('matmul_group')}
+${paramConsts(headNorm > 0 ? 'matmul_head_norm' : 'matmul_group')}
 ${chunked ? f32Input('X', 'x', 1, loads === 'vec4') : '@group(0) @binding(1) var<storage, read_write> X: array<f32>;'}
 ${outs}
 ${readers}
 ${moe ? moePlanBinding(2 + 2 * segments + (gate ? 1 : 0)) : ''}
 ${gate ? chunked ? f32Input('GB', 'g', 2 + 2 * segments, loads === 'vec4') : `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<${chunked ? 'vec4<f32>' : 'f32'}>;
-${treeSum('nred')}` : ''}
+${treeSum('nred')}` : ''}${headNorm > 0 ? `
+${headNormDecls(headNorm, tm, 2 + 2 * segments, loads === 'vec4')}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
 ${floatMatmulEntry(subgroups)}
@@ -120,7 +126,8 @@ ${floatMatmulEntry(subgroups)}
     for (var p = t; p < K; p += 64u) { let v = ${chunked ? 'xs(xb + r * K + p)' : 'X[xb + r * K + p]'}; ss = ss + v * v; }
     let total = tree_sum(t, ss);
     inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
-  }` : ''}
+  }` : ''}${headNorm > 0 ? `
+  ${HEAD_NORM_INV}` : ''}
   ${sums}${reduce}
   ${stores}${whole ? `
   workgroupBarrier();

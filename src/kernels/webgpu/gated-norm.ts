@@ -1,0 +1,94 @@
+// Gated DeltaNet's gated norm where out_proj reads it, on the GPU. Kernels.gatedRmsNorm with
+// a head order (wgsl/gated-norm.ts): the normed rows land in out_proj's stored head order in
+// the norm's own dispatch (no gather_rows after it). outProjHeadNorm: the column launch's
+// norm formed inside out_proj's one-column float matmul (no norm pass, no normed rows).
+import type { GdnDims } from '../types.js';
+import { isQuantType } from '../quant/formats.js';
+import type { WebGpuKernels } from './backend.js';
+import { gdnLaunch } from './gdn-columns.js';
+import type { GpuWeight } from './weights.js';
+import { floatLoadsFor, type FloatDType } from './wgsl/float-chunks.js';
+import { matmulTile } from './wgsl/matmul.js';
+import { floatMatmulGroupShader } from './wgsl/matmul-group.js';
+import type { StepEncoder } from './encoder.js';
+import type { GpuTensor } from './tensor.js';
+import { grid } from './wgsl/common.js';
+import { GATED_NORM_PERM } from './wgsl/gated-norm.js';
+import { packParams } from './params.js';
+
+/** out[i·HV + j] = gatedRmsNorm(o, z)[i·HV + order[j]] per row of d = wv.length; `order`: the
+ * HV heads' order as an i32 tensor of HV elements. out overlaps neither o nor z. */
+export function gatedRmsNormPermuted(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, o: GpuTensor, z: GpuTensor, wv: GpuTensor, m: number,
+  eps: number, order: GpuTensor, hv: number): void {
+  if (m % hv !== 0) throw new RangeError(`gatedRmsNorm: ${m} rows are not whole tokens of ${hv} heads`);
+  if (wv.offset !== 0) throw new RangeError('gatedRmsNorm weight must start its buffer');
+  const n = m * wv.length;
+  const overlaps = (a: GpuTensor): boolean => a.buffer === out.buffer && a.offset < out.offset + n && out.offset < a.offset + n;
+  if (overlaps(o) || overlaps(z)) throw new RangeError('gatedRmsNorm: a permuted norm writes outside o and z');
+  const params = packParams('gated_norm_perm', { d: wv.length, rows: m, hv, outOff: out.offset, xOff: o.offset, zOff: z.offset, orderOff: order.offset, eps });
+  g.run(enc, 'gated_norm_perm', () => GATED_NORM_PERM, params, null, [out.buffer, o.buffer, z.buffer, wv.buffer, order.buffer], grid(m), 'gated_rms_norm');
+}
+
+/** The gated norm folded into out_proj's input (Kernels.gdnRecurrentGatedSeqs' project on the
+ * column launch): the norm pass's rows are never stored. */
+export interface HeadNormInput {
+  readonly z: GpuTensor; // [M, HV·dv] the gate
+  readonly norm: GpuTensor; // f32 [dv], starting its buffer
+  readonly eps: number;
+  readonly order: GpuTensor; // i32 [HV]: out_proj's head order (identity without one)
+  readonly hv: number;
+}
+
+/** Workgroup bytes of the folded matmul's tile of `tm` rows: the float tile's partial sums
+ * plus HV inverses per row, and the HV side-by-side 64-wide trees. */
+function headNormTileBytes(tm: number, hv: number): number {
+  return tm * (64 * 4 + hv * 4) + hv * 64 * 4;
+}
+
+/** Whether out_proj (w) over M rows of HV·dv takes the gated norm as its input on this
+ * device: the column launch (its norm is a pass of its own), a float weight in one part, the
+ * one-column kernel at this M (the multi-column one keeps the pass), dv ≡ 0 (mod 4) (a
+ * weight unit inside one head), and the tile within the workgroup memory and bindings. */
+export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
+  const { numValueHeads: hv, valueDim: dv } = dims;
+  if (gdnLaunch(g) !== 'columns' || isQuantType(w.dtype) || w.parts.length !== 1 || w.cols !== hv * dv || dv % 4 !== 0) return false;
+  if (g.floatColumns > 1 && m >= 2) return false;
+  const lim = g.device.limits;
+  return headNormTileBytes(headNormTile(g, m, hv), hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
+}
+
+function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
+  return matmulTile(m, 64 * 4 + hv * 4, hv * 64 * 4, g.device.limits.maxComputeWorkgroupStorageSize);
+}
+
+/** out += gatedNorm(o)·wᵀ, the normed rows formed in the matmul (wgsl/matmul-group.ts
+ * headNorm): the bits of the column launch's norm pass (with the head order) then
+ * matmulAdd's one-column float matmul. o: [M, HV·dv] un-normed; out: [M, w.rows]. */
+export function outProjHeadNorm(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, o: GpuTensor, w: GpuWeight, m: number, gn: HeadNormInput): void {
+  const k = w.cols;
+  const dtype = w.dtype as FloatDType;
+  const part = w.parts[0]!;
+  if (gn.norm.offset !== 0) throw new RangeError('out_proj head norm: the norm weight must start its buffer');
+  for (const [t, n, what] of [[o, m * k, 'o'], [gn.z, m * k, 'z'], [out, m * w.rows, 'out'], [gn.order, gn.hv, 'order']] as const) {
+    if (t.length < n) throw new RangeError(`out_proj head norm: ${what} holds ${t.length} < ${n}`);
+  }
+  const sg = g.adapter.features.subgroups && g.subgroupSizeDivides64;
+  const loads = floatLoadsFor(dtype, k, o.offset, gn.z.offset, out.buffer === o.buffer || out.buffer === gn.z.buffer);
+  const tm = headNormTile(g, m, gn.hv);
+  const tiles = Math.ceil(m / tm);
+  g.countWeightReads(w, tiles);
+  const params = packParams('matmul_head_norm', { k, m, xOff: o.offset, segments: 1, seg0Start: 0, seg0Rows: part.rows, seg0OutOff: out.offset,
+    seg0OutStride: w.rows, seg0Col0: part.row0, eps: gn.eps, gnZOff: gn.z.offset, gnOrderOff: gn.order.offset });
+  const key = `matmul_group_${dtype}_1_tm${tm}${sg ? '_sg' : ''}_acc_headnorm${gn.hv}_${loads}`;
+  g.run(enc, key, () => floatMatmulGroupShader(dtype, 1, sg, true, false, null, null, false, tm, loads, gn.hv), params, null,
+    [o.buffer, out.buffer, part.buffer, gn.norm.buffer, gn.z.buffer, gn.order.buffer], grid(part.rows, tiles), `matmul_${dtype}`);
+}
+
+const identities = new Map<number, Int32Array>();
+
+/** [0, 1, …, hv − 1] (a model without a head order), one array per hv. */
+export function identityOrder(hv: number): Int32Array {
+  let o = identities.get(hv);
+  if (!o) identities.set(hv, (o = Int32Array.from({ length: hv }, (_, i) => i)));
+  return o;
+}

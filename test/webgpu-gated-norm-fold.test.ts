@@ -1,0 +1,237 @@
+// The Gated DeltaNet gated norm where out_proj reads it, on webgpu (kernels/webgpu/gated-norm.ts):
+// - with out_proj's head order (a quantized GGUF's), the norm writes each head's block at
+//   its stored position: Kernels.gatedRmsNorm(headOrder) and gdnRecurrentGatedSeqs(perm), on
+//   the head and the column launch, equal the unpermuted rows moved, bit for bit;
+// - on the column launch, gdnRecurrentGatedSeqs(project) forms the norm inside out_proj's
+//   one-column float matmul (no norm pass): x + out_proj(norm(o)) equals the norm pass then
+//   matmulAdd element by element (BF16 and F32, M = 1, 2, 5, with and without an order), and
+//   a multi-column M ≥ 2 (which keeps the pass) gives the same bits;
+// - tiny-think (BF16 safetensors and the Q8_0 GGUF) equals the former path (norm, gather_rows,
+//   out_proj: head-order-oracle.ts) on both launches;
+// - the engine with a GPU's launches forced (column GDN launch, 4-column float matmuls: the
+//   fold at M = 1, the pass at M ≥ 2): MTP on in a batch == each request alone, MTP off.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { GdnDims, Kernels, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
+import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import { forceGdnLaunch, type GdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { loadModel, type AnyModel } from '../src/model/model.js';
+import { sharedPath, TINY_THINK } from './paths.js';
+import { randomWeight, rng } from './numeric.js';
+import { gpuUnderTest } from './webgpu-helpers.js';
+import { sameBits } from './engine-helpers.js';
+import { formerHeadPath, headPathSteps } from './head-order-oracle.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { Engine } from '../src/engine/engine.js';
+import { runAll, withEngine, type RunResult } from './engine-helpers.js';
+
+let k: WebGpuBoundaryKernels;
+before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
+after(() => { if (k) forceGdnLaunch(k.g, null); k?.dispose(); });
+
+const ref = createRefKernels();
+
+/** Block j of each token's HV blocks of `src` = block order[j] (order null: src). */
+function moved(src: Float32Array, order: Int32Array | null, dv: number): Float32Array {
+  if (!order) return src;
+  const hv = order.length;
+  const out = new Float32Array(src.length);
+  for (let r = 0; r < src.length / dv; r++) {
+    const from = r - (r % hv) + order[r % hv]!;
+    out.set(src.subarray(from * dv, (from + 1) * dv), r * dv);
+  }
+  return out;
+}
+
+const up = (a: Float32Array): GpuTensor => { const t = k.alloc(a.length); k.write(t, 0, a); return t; };
+const read = async (t: GpuTensor, n = t.length): Promise<Float32Array> => (await k.readBack([{ t, offset: 0, length: n }]))[0]!;
+
+function orderOf(hv: number, seed: number): Int32Array {
+  const r = rng(seed);
+  const o = Int32Array.from({ length: hv }, (_, i) => i);
+  for (let i = hv - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); [o[i], o[j]] = [o[j]!, o[i]!]; }
+  return o;
+}
+
+interface Case { dims: GdnDims; m: number; h: number; dtype: WeightDType; ordered: boolean }
+
+/** One recurrent step of M one-token sequences (a batch of decodes), as `form`: 'separate'
+ * (the norm, to the permuted rows when ordered, then matmulAdd) or 'project'. */
+async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate' | 'project', columns = 1) {
+  const { dims, m, h } = c;
+  const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+  const r = rng(7 + m + hv);
+  const sym = (n: number, s = 1) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
+  const order = c.ordered ? orderOf(hv, 3) : null;
+  const qkv = up(sym(m * (2 * hk * dk + hv * dv)));
+  const [a, b] = [up(sym(m * hv, 4)), up(sym(m * hv, 4))];
+  const z = up(sym(m * hv * dv, 3));
+  const ss = hv * dk * dv;
+  const states = up(sym(m * ss, 0.5));
+  const aLog = randomWeight(ref, 'f32', 1, hv, () => r() - 1);
+  const dtBias = randomWeight(ref, 'bf16', 1, hv, () => 2 * r() - 1);
+  const norm = randomWeight(ref, 'f32', 1, dv, () => 0.5 + r());
+  const w: Weight = k.packWeight(randomWeight(ref, c.dtype, h, hv * dv, () => (2 * r() - 1) / 8));
+  const x = up(sym(m * h));
+  const out = k.alloc(m * hv * dv);
+  const normed = order ? k.alloc(m * hv * dv) : out;
+  const seqs = Array.from({ length: m }, (_, i) => ({ row: i, t: 1, state: k.view(states, i * ss, ss) }));
+  forceGdnLaunch(k.g, launch);
+  const was = k.g.floatColumns;
+  k.g.floatColumns = columns;
+  try {
+    await read(x, 1);
+    const d0 = k.recordedDispatches;
+    const gating = { a, b, aLog, dtBias, g: k.alloc(m * hv), beta: k.alloc(m * hv), z, norm, eps: 1e-6, ...(order ? { perm: { order, out: normed } } : {}) };
+    if (form === 'project') k.gdnRecurrentGatedSeqs(out, qkv, { ...gating, project: { x, w, m, tmp: k.alloc(m * h) } }, dims, seqs);
+    else {
+      k.gdnRecurrentGatedSeqs(out, qkv, gating, dims, seqs);
+      k.matmulAdd(x, normed, w, m, k.alloc(m * h));
+    }
+    const dispatches = k.recordedDispatches - d0;
+    return { dispatches, x: await read(x), states: await read(states) };
+  } finally {
+    k.g.floatColumns = was;
+  }
+}
+
+const QWEN = { numKeyHeads: 16, numValueHeads: 32, keyDim: 128, valueDim: 128 }; // qwen3.5-4b's linear heads
+const SMALL = { numKeyHeads: 2, numValueHeads: 4, keyDim: 32, valueDim: 40 };
+
+describe('webgpu: out_proj forms the gated norm (column launch, one-column float matmul) == the norm pass then matmulAdd, bit for bit', () => {
+  for (const dtype of ['bf16', 'f32'] as const) {
+    for (const [dims, ms] of [[SMALL, [1, 2, 5]], [QWEN, [1, 2]]] as const) {
+      for (const m of ms) {
+        for (const ordered of [false, true]) {
+          test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}`, async () => {
+            const c: Case = { dims, m, h: 48, dtype, ordered };
+            const sep = await recurrentThenOutProj(c, 'columns', 'separate');
+            const fold = await recurrentThenOutProj(c, 'columns', 'project');
+            assert.equal(sep.dispatches, 3, 'recurrence, norm pass, out_proj');
+            assert.equal(fold.dispatches, 2, 'recurrence, out_proj with the norm');
+            assert.ok(sameBits(fold.states, sep.states), 'states differ');
+            assert.ok(sameBits(fold.x, sep.x), 'x + out_proj(norm(o)) differs');
+            // the head launch's fused norm and the multi-column kernel (M ≥ 2 keeps the pass)
+            const head = await recurrentThenOutProj(c, 'head', 'project');
+            assert.ok(sameBits(head.x, sep.x), 'the head launch differs');
+            if (m >= 2) {
+              const multi = await recurrentThenOutProj(c, 'columns', 'project', 4);
+              assert.equal(multi.dispatches, 3, 'M ≥ 2 on the multi-column kernel keeps the norm pass');
+              assert.ok(sameBits(multi.x, sep.x), 'the multi-column out_proj differs');
+            }
+          });
+        }
+      }
+    }
+  }
+});
+
+describe('webgpu: the gated norm writes out_proj\'s head order == the rows moved, bit for bit', () => {
+  test('gatedRmsNorm(headOrder)', async () => {
+    const r = rng(5);
+    const [hv, dv, tokens] = [8, 40, 3];
+    const order = orderOf(hv, 9);
+    const norm = randomWeight(ref, 'bf16', 1, dv, () => 0.5 + r());
+    const o = up(Float32Array.from({ length: tokens * hv * dv }, () => 2 * r() - 1));
+    const z = up(Float32Array.from({ length: tokens * hv * dv }, () => 4 * r() - 2));
+    const plain = k.alloc(tokens * hv * dv);
+    const perm = k.alloc(tokens * hv * dv);
+    k.gatedRmsNorm(plain, o, z, norm, tokens * hv, 1e-6);
+    k.gatedRmsNorm(perm, o, z, norm, tokens * hv, 1e-6, order);
+    const [p, q] = [await read(plain), await read(perm)];
+    assert.ok(p.some((v) => v !== 0));
+    assert.ok(sameBits(q, moved(p, order, dv)), 'permuted rows differ');
+  });
+  for (const launch of ['head', 'columns'] as const) {
+    test(`gdnRecurrentGatedSeqs(perm), ${launch} launch`, async () => {
+      const dims = SMALL;
+      const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
+      const r = rng(11);
+      const sym = (n: number, s = 1) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
+      const rows = 4;
+      const order = orderOf(hv, 4);
+      const inputs = { qkv: sym(rows * (2 * hk * dk + hv * dv)), a: sym(rows * hv, 4), b: sym(rows * hv, 4), z: sym(rows * hv * dv, 3), s: sym(2 * hv * dk * dv, 0.5) };
+      const aLog = randomWeight(ref, 'f32', 1, hv, () => r() - 1);
+      const dtBias = randomWeight(ref, 'bf16', 1, hv, () => 2 * r() - 1);
+      const norm = randomWeight(ref, 'f32', 1, dv, () => 0.5 + r());
+      forceGdnLaunch(k.g, launch);
+      const run = async (permuted: boolean) => {
+        const ss = hv * dk * dv;
+        const states = up(inputs.s);
+        const out = k.alloc(rows * hv * dv);
+        const dst = k.alloc(rows * hv * dv);
+        const seqs = [{ row: 0, t: 1, state: k.view(states, 0, ss) }, { row: 1, t: 3, state: k.view(states, ss, ss) }];
+        await read(out, 1);
+        const d0 = k.recordedDispatches;
+        k.gdnRecurrentGatedSeqs(out, up(inputs.qkv), { a: up(inputs.a), b: up(inputs.b), aLog, dtBias, g: k.alloc(rows * hv), beta: k.alloc(rows * hv),
+          z: up(inputs.z), norm, eps: 1e-6, ...(permuted ? { perm: { order, out: dst } } : {}) }, dims, seqs);
+        const dispatches = k.recordedDispatches - d0;
+        return { dispatches, normed: await read(permuted ? dst : out), states: await read(states) };
+      };
+      const plain = await run(false);
+      const perm = await run(true);
+      assert.equal(perm.dispatches, plain.dispatches, 'no dispatch for the order');
+      assert.ok(sameBits(perm.states, plain.states));
+      assert.ok(sameBits(perm.normed, moved(plain.normed, order, dv)), 'permuted rows differ');
+    });
+  }
+});
+
+describe('webgpu: tiny-think == the former head-order path (norm, gather_rows, out_proj), bit for bit', () => {
+  const Q8 = (): string => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf');
+  for (const [name, path] of [['Q8_0 GGUF', Q8], ['BF16', TINY_THINK]] as const) {
+    for (const launch of ['head', 'columns'] as const) {
+      test(`${name}, ${launch} launch`, async () => {
+        forceGdnLaunch(k.g, launch);
+        const readT = (t: Tensor, n: number): Promise<Float32Array> => read(t as GpuTensor, n);
+        const kk = k as unknown as Kernels<Tensor, Tensor>;
+        const d0 = k.recordedDispatches;
+        const now = await headPathSteps(loadModel(path(), kk) as unknown as AnyModel, readT);
+        const d1 = k.recordedDispatches;
+        const before = await headPathSteps(loadModel(path(), formerHeadPath(kk)) as unknown as AnyModel, readT);
+        const d2 = k.recordedDispatches;
+        // the GGUF loses its gathers; BF16 on the column launch its norm passes
+        if (name === 'BF16' && launch === 'head') assert.equal(d1 - d0, d2 - d1, 'the same dispatches');
+        else assert.ok(d1 - d0 < d2 - d1, `fewer dispatches (${d1 - d0} vs ${d2 - d1})`);
+        assert.equal(now.length, before.length);
+        now.forEach((g, i) => assert.ok(sameBits(g, before[i]!), `result ${i} differs (logits of each step, then states)`));
+      });
+    }
+  }
+});
+
+describe('engine on webgpu with a GPU\'s launches forced: MTP on, batched == alone, MTP off, bit for bit', () => {
+  const prompts: GenerateRequest[] = [
+    { prompt: 'What is 12 + 7?', maxTokens: 5, ignoreEos: true },
+    { prompt: 'Name a color.', maxTokens: 4, ignoreEos: true },
+  ];
+  const gpuLaunches = (e: Engine): void => {
+    const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
+    forceGdnLaunch(g, 'columns');
+    g.floatColumns = 4;
+  };
+  for (const [name, path] of [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')]] as const) {
+    test(name, async () => {
+      const base = { model: path(), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 512, prefixCache: false };
+      const alone = await withEngine({ ...base, specTokens: 0, maxRunning: 1 }, async (e) => {
+        gpuLaunches(e);
+        const out: RunResult[] = [];
+        for (const p of prompts) out.push(...await runAll(e, [p]));
+        return out;
+      });
+      const batched = await withEngine({ ...base, specTokens: 2, maxRunning: 3, poisonPadding: true }, async (e) => {
+        gpuLaunches(e);
+        const out = await runAll(e, [...prompts, prompts[0]!]);
+        assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
+        return out;
+      });
+      batched.forEach((r, i) => {
+        const want = alone[i % prompts.length]!;
+        assert.deepEqual(r.ids, want.ids, `request ${i}: ids`);
+        r.logits.forEach((l, j) => assert.ok(sameBits(l, want.logits[j]!), `request ${i}: logits of token ${j} differ`));
+      });
+    });
+  }
+});
