@@ -9,7 +9,9 @@ import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { gpuWithWorkgroupStorage } from './webgpu-limits.js';
 
 /** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
-export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number } = {}): Promise<WebGpuKernels> {
+/** `readbackPacing: false`: no sleep before a read-back (AcquireOptions; on by default). */
+export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number;
+  readbackPacing?: boolean; } = {}): Promise<WebGpuKernels> {
   try {
     const gpu = opts.workgroupStorage === undefined ? await nodeGpu() : gpuWithWorkgroupStorage(await nodeGpu(), opts.workgroupStorage);
     return await WebGpuKernels.create(gpu, { allowCpuEmulation: true, ...opts });
