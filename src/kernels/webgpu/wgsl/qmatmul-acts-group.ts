@@ -47,7 +47,7 @@ export function quantMatmulActsGroupShader(type: QuantType, segments: number, pa
   if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant acts group: ${segments} segments`);
   const norm = input === 'norm';
   const gate = input === 'silu' || input === 'sigmoid' ? input : null;
-  const body = actsColumnBody(type, packedBuiltin, accumulate);
+  const body = actsColumnBody(type, packedBuiltin, accumulate, true);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');

@@ -55,12 +55,16 @@ ${quantSumsDecl(tm)}
 var<workgroup> amx: array<atomic<u32>, ${tm * 64}>;`;
 }
 
-/** Output column \`col\` over the tile's rows (m0, rows; K, nb, t in scope): per chunk of 64
+/** Output column `col` over the tile's rows (m0, rows; K, nb, t in scope): per chunk of 64
  * blocks the max pass, the quantizing pass with the lanes' integer shares, the f32 terms and
- * the chain. The input element (row r of the tile, column p; e = (m0 + r)·K + p) is
- * act_at(e, r, p). Ends with the store to OUT at P_outOff / P_outStride / P_col0. */
-export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean): string {
+ * the chain. The input element e = (m0 + r)·K + p (row r of the tile, column p) is
+ * act_at(e), or act_at(e, r, p) with `rowAndColumn`. Ends with the store to OUT at
+ * P_outOff / P_outStride / P_col0. */
+export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false): string {
   const offs = hasOffsetType(type);
+  // element l of the lane's 4: act_at(e + l), or with its tile row and column (`rowAndColumn`)
+  const at = (l: string): string => rowAndColumn ? `act_at(e + ${l}, r, p + ${l})` : `act_at(e + ${l})`;
+  const pos = `let e = (m0 + r) * K + j * 32u + 4u * w;${rowAndColumn ? '\n          let p = j * 32u + 4u * w;' : ''}`;
   const q6 = type === 'q6_k';
   return `  let row = col * pu(P_rowBytes);
   let w = t & 7u;
@@ -79,10 +83,9 @@ ${laneWeightWords(q6)}
         let jb = (t >> 3u) + 8u * i;
         let j = c0 + jb;
         if (j < nb) {
-          let p = j * 32u + 4u * w;
-          let e = (m0 + r) * K + p;
+          ${pos}
           var mx = 0.0;
-          for (var l = 0u; l < 4u; l++) { mx = max(mx, abs(act_at(e + l, r, p + l))); }
+          for (var l = 0u; l < 4u; l++) { mx = max(mx, abs(${at('l')})); }
           atomicMax(&amx[r * 64u + jb], bitcast<u32>(mx));
         }
       }
@@ -94,13 +97,12 @@ ${laneWeightWords(q6)}
         let jb = (t >> 3u) + 8u * i;
         let j = c0 + jb;
         if (j < nb) {
-          let p = j * 32u + 4u * w;
-          let e = (m0 + r) * K + p;
+          ${pos}
           let d = bitcast<f32>(atomicLoad(&amx[r * 64u + jb])) / 127.0;
           let id = select(0.0, 1.0 / d, d != 0.0);
           var q: array<i32, 4>;
           var s = 0;
-          for (var l = 0u; l < 4u; l++) { q[l] = i32(round(act_at(e + l, r, p + l) * id)); s += q[l]; }
+          for (var l = 0u; l < 4u; l++) { q[l] = i32(round(${at('l')} * id)); s += q[l]; }
           let a = ${packLanes(packedBuiltin)};
           ${laneShare(type)}
           atomicAdd(&isum[r * 64u + jb], c);
@@ -136,8 +138,8 @@ ${BYTES}
 ${packedBlockDecoder(type)}
 ${dot4Source(packedBuiltin)}
 ${actsWorkgroupDecls(type)}
-// element e of the input rows (r, p: unused): x, or QUANT_ACTS' gated product
-fn act_at(e: u32, r: u32, p: u32) -> f32 {
+// element e of the input rows: x, or QUANT_ACTS' gated product
+fn act_at(e: u32) -> f32 {
   ${plainOrGatedAct(gate)}
 }
 @compute @workgroup_size(64)
