@@ -12,7 +12,9 @@ import { candidateDrawsOn, packDrawTable } from '../src/kernels/webgpu/candidate
 import { idsOf } from '../src/engine/device-picks.js';
 
 /** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
-export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number } = {}): Promise<WebGpuKernels> {
+/** `readbackPacing: false`: no sleep before a read-back (AcquireOptions; on by default). */
+export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number;
+  readbackPacing?: boolean; } = {}): Promise<WebGpuKernels> {
   try {
     const gpu = opts.workgroupStorage === undefined ? await nodeGpu() : gpuWithWorkgroupStorage(await nodeGpu(), opts.workgroupStorage);
     // DELTASERVE_SUBMIT_CHUNK as the engine reads it: kernel suites can run with chunked submits forced

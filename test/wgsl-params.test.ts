@@ -27,6 +27,7 @@ import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantMatmulGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-group.js';
 import { normQuantActsShader, quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { quantMatmulActsShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { quantMatmulActsGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts-group.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { BIAS_ACT, LAYER_NORM } from '../src/kernels/webgpu/wgsl/tower.js';
@@ -88,6 +89,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
     quantMatmulShader('q5_1', true, false, 'scatter', true)],
   qmatmul_group: [quantMatmulGroupShader('q4_k', GROUP_SEGMENTS, true), quantMatmulGroupShader('q6_k', 2, false, true, 32)],
+  qmatmul_acts_group: [quantMatmulActsGroupShader('q4_k', GROUP_SEGMENTS, true, false, 'norm'), quantMatmulActsGroupShader('q6_k', 1, false, true, 'silu'),
+    quantMatmulActsGroupShader('q8_0', 2, true, false, 'plain')],
   matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
     floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true)],
   matmul_head_norm: [floatMatmulGroupShader('bf16', 1, false, true, false, null, null, false, 16, 'vec4', 32),

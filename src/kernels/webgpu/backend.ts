@@ -16,7 +16,7 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { quantGroupDispatch } from './qmatmul-group.js';
+import { quantActsGroupDispatches, quantGroupDispatch } from './qmatmul-group.js';
 import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
@@ -158,8 +158,10 @@ export class WebGpuKernels {
     if (group.length === 0 || m <= 0) return;
     const k = group[0]!.w.cols;
     // a norm folds into float matmuls; quantized ones quantize the normed rows
-    const x = norm && quantized ? norm.out : input;
-    const fused = norm && !quantized ? norm : undefined;
+    // few rows: the quantized matmuls quantize (and norm) their own input (qmatmul-group.ts)
+    const foldActs = this.foldQuantActs && quantized && m <= ACTS_TILE;
+    const x = norm && quantized && !foldActs ? norm.out : input;
+    const fused = norm && (!quantized || foldActs) ? norm : undefined;
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
     need(x, m * k, 'matmul x');
     const floatTm = this.matmulTile(m, fused !== undefined);
@@ -170,9 +172,13 @@ export class WebGpuKernels {
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
-    const lone = this.foldQuantActs && !norm && m <= ACTS_TILE && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
+    const lone = foldActs && !norm && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
     if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
-    else if (quant.length > 0) {
+    else if (foldActs) {
+      for (const d of quantActsGroupDispatches({ x, norm, gate }, m, k, quant, accumulate, this.adapter.features.dot4I8, this.groupSegments)) {
+        this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, d.label);
+      }
+    } else if (quant.length > 0) {
       // the normed rows (norm.out, float weights read them too) and their quantization: one dispatch
       const acts = norm ? this.normQuantActs(enc, norm, input, m, k) : this.quantActs(enc, x, m, k, gate);
       this.quantMatmuls(enc, acts, m, k, quant, accumulate);

@@ -105,6 +105,16 @@ export const PARAMS = {
     seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
   }),
+  // rows: the dispatch's output columns (Σ segment rows); qmatmul_group's; the input's: x
+  // (offset), the gate's offset, the norm's eps and kind
+  qmatmul_acts_group: fields({
+    rows: 'u32', k: 'u32', m: 'u32', rowBytes: 'u32', segments: 'u32',
+    seg0Start: 'u32', seg0Rows: 'u32', seg0OutOff: 'u32', seg0OutStride: 'u32', seg0Col0: 'u32',
+    seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
+    seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
+    seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
+    xOff: 'u32', gateOff: 'u32', eps: 'f32', zeroCentered: 'u32',
+  }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
   // moe_plan's fields and moe_route's, and the gathered input's (wgsl/moe.ts moePlanShader)
   moe_route_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32', m: 'u32', renormalize: 'u32', wOff: 'u32', logitsOff: 'u32',

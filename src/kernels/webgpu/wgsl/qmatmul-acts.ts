@@ -8,7 +8,9 @@
 // its weight word (the tiled body's lanes, quantTiledBody). The integer shares add up to
 // quantTerms' sumi as there (the bias and Q6_K SX terms distributed over the lanes' own sums:
 // Σ_w s_w = SX), the f32 terms and the j-order chain are the tiled body's: the bits of
-// quantActs then the qmatmul. x is left as it was (Kernels.matmulAdd allows it).
+// quantActs then the qmatmul. x is left as it was (Kernels.matmulAdd allows it). Each input
+// element is formed twice (act_at in the max pass and in the quantizing pass): keeping the
+// lane's 32 values in registers across the barrier made lavapipe's compile take 7–120 s.
 // params: PARAMS.qmatmul_acts. Bindings: 1 OUT, 2 X (f32 [M, K] from xOff), 3 W (the part's
 // blocks), gate: 4 GB (f32 [M, K] from gateOff).
 import type { QuantType } from '../../quant/formats.js';
@@ -27,44 +29,44 @@ function laneShare(type: QuantType): string {
   return bias === 0 ? 'let c = dot4(qw[i], a);' : `let c = dot4(qw[i], a) - ${bias} * s;`;
 }
 
-export function quantMatmulActsShader(type: QuantType, packedBuiltin: boolean, accumulate: boolean, gate: 'silu' | 'sigmoid' | null): string {
-  const offs = hasOffsetType(type);
-  const q6 = type === 'q6_k';
-  const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
+/** The lanes' pack of q[0..3] into one word (QUANT_ACTS' QX word). */
+function packLanes(packedBuiltin: boolean): string {
+  return packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
     : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
-  const act = gate ? `let a = X[pu(P_xOff) + e];
+}
+
+/** act_at's body for a plain or gated input: x, or QUANT_ACTS' gated product (ELEMENTWISE's
+ * expression); e is the element of X (and GB) past their offsets. */
+export function plainOrGatedAct(gate: 'silu' | 'sigmoid' | null): string {
+  return gate ? `let a = X[pu(P_xOff) + e];
   let g = GB[pu(P_gateOff) + e];
   var y: f32;
   y = a * ${gate}(g);
   return y;` : 'return X[pu(P_xOff) + e];';
+}
+
+/** The workgroup memory of the activation-quantizing body (TM = ACTS_TILE rows). */
+export function actsWorkgroupDecls(type: QuantType): string {
   const tm = ACTS_TILE;
-  return `${HEADER}
-${paramConsts('qmatmul_acts')}
-@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> X: array<f32>;
-@group(0) @binding(3) var<storage, read_write> W: array<u32>;
-${gate ? '@group(0) @binding(4) var<storage, read_write> GB: array<f32>;' : ''}
-${BYTES}
-${packedBlockDecoder(type)}
-${dot4Source(packedBuiltin)}
-const TM = ${tm}u;
-${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;
+  return `const TM = ${tm}u;
+${hasOffsetType(type) ? `var<workgroup> offt: array<f32, ${tm * 64}>;
 var<workgroup> ssum: array<atomic<i32>, ${tm * 64}>;` : ''}
 ${quantSumsDecl(tm)}
-var<workgroup> amx: array<atomic<u32>, ${tm * 64}>;
-// element e of the input rows: x, or QUANT_ACTS' gated product
-fn act_at(e: u32) -> f32 {
-  ${act}
+var<workgroup> amx: array<atomic<u32>, ${tm * 64}>;`;
 }
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let col = group_id(wid, nwg);
-  if (col >= pu(P_rows)) { return; }
-  let K = pu(P_k);
-  let nb = K / 32u;
-  let m0 = wid.z * TM;
-  let rows = min(TM, pu(P_m) - m0);
-  let row = col * pu(P_rowBytes);
+
+/** Output column `col` over the tile's rows (m0, rows; K, nb, t in scope): per chunk of 64
+ * blocks the max pass, the quantizing pass with the lanes' integer shares, the f32 terms and
+ * the chain. The input element e = (m0 + r)·K + p (row r of the tile, column p) is
+ * act_at(e), or act_at(e, r, p) with `rowAndColumn`. Ends with the store to OUT at
+ * P_outOff / P_outStride / P_col0. */
+export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false): string {
+  const offs = hasOffsetType(type);
+  // element l of the lane's 4: act_at(e + l), or with its tile row and column (`rowAndColumn`)
+  const at = (l: string): string => rowAndColumn ? `act_at(e + ${l}, r, p + ${l})` : `act_at(e + ${l})`;
+  const pos = `let e = (m0 + r) * K + j * 32u + 4u * w;${rowAndColumn ? '\n          let p = j * 32u + 4u * w;' : ''}`;
+  const q6 = type === 'q6_k';
+  return `  let row = col * pu(P_rowBytes);
   let w = t & 7u;
   var acc = 0.0;
   for (var r = 0u; r < rows; r++) {
@@ -81,9 +83,9 @@ ${laneWeightWords(q6)}
         let jb = (t >> 3u) + 8u * i;
         let j = c0 + jb;
         if (j < nb) {
-          let e = (m0 + r) * K + j * 32u + 4u * w;
+          ${pos}
           var mx = 0.0;
-          for (var l = 0u; l < 4u; l++) { mx = max(mx, abs(act_at(e + l))); }
+          for (var l = 0u; l < 4u; l++) { mx = max(mx, abs(${at('l')})); }
           atomicMax(&amx[r * 64u + jb], bitcast<u32>(mx));
         }
       }
@@ -95,13 +97,13 @@ ${laneWeightWords(q6)}
         let jb = (t >> 3u) + 8u * i;
         let j = c0 + jb;
         if (j < nb) {
-          let e = (m0 + r) * K + j * 32u + 4u * w;
+          ${pos}
           let d = bitcast<f32>(atomicLoad(&amx[r * 64u + jb])) / 127.0;
           let id = select(0.0, 1.0 / d, d != 0.0);
           var q: array<i32, 4>;
           var s = 0;
-          for (var l = 0u; l < 4u; l++) { q[l] = i32(round(act_at(e + l) * id)); s += q[l]; }
-          let a = ${pack};
+          for (var l = 0u; l < 4u; l++) { q[l] = i32(round(${at('l')} * id)); s += q[l]; }
+          let a = ${packLanes(packedBuiltin)};
           ${laneShare(type)}
           atomicAdd(&isum[r * 64u + jb], c);
           ${offs ? 'atomicAdd(&ssum[r * 64u + jb], s);' : ''}
@@ -122,5 +124,31 @@ ${laneWeightWords(q6)}
 ${laneTermChain(offs)}
   }
   if (t < rows) { let o = pu(P_outOff) + (m0 + t) * pu(P_outStride) + pu(P_col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc; }
-}`;
+`;
+}
+
+export function quantMatmulActsShader(type: QuantType, packedBuiltin: boolean, accumulate: boolean, gate: 'silu' | 'sigmoid' | null): string {
+  return `${HEADER}
+${paramConsts('qmatmul_acts')}
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@group(0) @binding(3) var<storage, read_write> W: array<u32>;
+${gate ? '@group(0) @binding(4) var<storage, read_write> GB: array<f32>;' : ''}
+${BYTES}
+${packedBlockDecoder(type)}
+${dot4Source(packedBuiltin)}
+${actsWorkgroupDecls(type)}
+// element e of the input rows: x, or QUANT_ACTS' gated product
+fn act_at(e: u32) -> f32 {
+  ${plainOrGatedAct(gate)}
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let col = group_id(wid, nwg);
+  if (col >= pu(P_rows)) { return; }
+  let K = pu(P_k);
+  let nb = K / 32u;
+  let m0 = wid.z * TM;
+  let rows = min(TM, pu(P_m) - m0);
+${actsColumnBody(type, packedBuiltin, accumulate)}}`;
 }

@@ -17,7 +17,8 @@ import { PACKED_BLOCK_STATE, dot4Source, hasOffsetType, packedBlockFns } from '.
 /** The weight readers' functions, renamed per segment (each reads its own binding). */
 const WEIGHT_FNS = ['b8', 's8', 'f16at', 'u32at', 'word_at', 'spread4', 'scale_min_k4', 'packed_head', 'packed_word', 'packed_block', 'packed_q6'];
 
-function forSegment(s: number, text: string): string {
+/** `text` reading segment s's weight binding W<s> through its own readers. */
+export function forSegment(s: number, text: string): string {
   return text.replace(/\bW\b/g, `W${s}`).replace(new RegExp(`\\b(${WEIGHT_FNS.join('|')})\\(`, 'g'), `$1_${s}(`);
 }
 

@@ -1,0 +1,91 @@
+// Quantized matmuls of few rows (M ≤ ACTS_TILE) over one input, one quant type, in ONE
+// dispatch that quantizes its own activations — and, with `norm`, RMS-norms them first
+// (Kernels.matmulGroup's norm; issue #47: the norm_quant_acts dispatch before in_proj,
+// q/k/v and gate/up folded away). Segments as wgsl/qmatmul-group.ts (up to GROUP_SEGMENTS
+// weight parts, each its own output; the workgroup's segment from its column, uniform).
+// Each segment's body is wgsl/qmatmul-acts.ts actsColumnBody (the lone activation-quantizing
+// matmul's: the bits of quant_acts then qmatmul), its input element act_at(e, r, p):
+// - plain: x; gated: x ⊙ act(g) (QUANT_ACTS' gated product);
+// - norm: NORM's y = (x·inv)·w' (w' = w or 1 + w, zero-centred), where every workgroup first
+//   forms inv of each of its rows exactly as NORM / norm_quant_acts do (common.ts
+//   rmsRowOpening: thread t sums x² over p ≡ t mod 64 in order, the same tree_sum, then
+//   1 / √(Σ / K + eps)), so y — and the quantized blocks, made from y as QUANT_ACTS makes
+//   them from norm_quant_acts' stored row — are the same bits. The normed rows are not
+//   stored (Kernels.matmulGroup lets a folded norm leave norm.out unwritten).
+// Cost: each workgroup reads its rows of x once more for inv (K f32 per row, L1/L2-resident
+// across the dispatch's workgroups), and x (and the norm weight) twice in the passes, as the
+// lone kernel does.
+// params: PARAMS.qmatmul_acts_group. Bindings: 1 + s: OUT_s, 1 + S: X (f32 [M, K] from xOff),
+// 2 + S + s: W_s (S = segments of the variant), then norm: 2 + 2S WV (f32 [K]) or gate:
+// 2 + 2S GB (f32 [M, K] from gateOff).
+import type { QuantType } from '../../quant/formats.js';
+import { paramConsts } from '../params.js';
+import { BYTES, HEADER, treeSum } from './common.js';
+import { GROUP_SEGMENTS, segmentOf } from './matmul-group.js';
+import { ACTS_TILE, actsColumnBody, actsWorkgroupDecls, plainOrGatedAct } from './qmatmul-acts.js';
+import { forSegment } from './qmatmul-group.js';
+import { PACKED_BLOCK_STATE, dot4Source, packedBlockFns } from './quant.js';
+
+/** The input of the group: plain x, x ⊙ act(g), or RMS-normed x. */
+export type ActsInput = 'plain' | 'norm' | 'silu' | 'sigmoid';
+
+/** Each tile row's inv as NORM forms it (rmsRowOpening's loop, tree and expression). */
+const ROW_INVS = `  for (var r = 0u; r < rows; r++) {
+    let xo = pu(P_xOff) + (m0 + r) * K;
+    var ss = 0.0;
+    for (var p = t; p < K; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
+    let total = tree_sum(t, ss);
+    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
+  }`;
+
+/** NORM's normed element (wgsl/dense.ts, normQuantActsShader: y = x · inv · w'). */
+const NORMED_AT = `var y: f32;
+  y = X[pu(P_xOff) + e] * inv[r] * select(WV[p], 1.0 + WV[p], pu(P_zeroCentered) == 1u);
+  return y;`;
+
+export function quantMatmulActsGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate: boolean, input: ActsInput): string {
+  if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant acts group: ${segments} segments`);
+  const norm = input === 'norm';
+  const gate = input === 'silu' || input === 'sigmoid' ? input : null;
+  const body = actsColumnBody(type, packedBuiltin, accumulate, true);
+  const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
+    .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
+  const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
+  const weights = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + segments + s}) var<storage, read_write> W${s}: array<u32>;
+${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
+  const extra = norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> WV: array<f32>;`
+    : gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : '';
+  // the segment is uniform (from workgroup_id), so the bodies' barriers stay in uniform control flow
+  const bodies = Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+  let col = gcol - pu(P_seg${s}Start);
+${seg(s, body)}  }`).join(' ');
+  return `${HEADER}
+${paramConsts('qmatmul_acts_group')}
+${outs}
+@group(0) @binding(${1 + segments}) var<storage, read_write> X: array<f32>;
+${extra}
+${PACKED_BLOCK_STATE}
+${weights}
+${dot4Source(packedBuiltin)}
+${actsWorkgroupDecls(type)}
+${norm ? `${treeSum()}
+var<private> inv: array<f32, ${ACTS_TILE}>;` : ''}
+// element e = (m0 + r)·K + p of the input rows (past xOff)
+fn act_at(e: u32, r: u32, p: u32) -> f32 {
+  ${norm ? NORMED_AT : plainOrGatedAct(gate)}
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let gcol = group_id(wid, nwg);
+  if (gcol >= pu(P_rows)) { return; }
+  let K = pu(P_k);
+  let nb = K / 32u;
+  var sg = ${segments}u;
+  ${segmentOf(segments)}
+  if (sg == ${segments}u) { return; }
+  let m0 = wid.z * TM;
+  let rows = min(TM, pu(P_m) - m0);
+${norm ? ROW_INVS : ''}
+  ${bodies}
+}`;
+}

@@ -1,0 +1,202 @@
+// The RMS norm folded into the activation-quantizing quantized matmul group (issue #47: a
+// quantized decode layer's norm_quant_acts dispatches before in_proj / q,k,v / gate,up; at
+// M ≤ ACTS_TILE on a GPU adapter, wgsl/qmatmul-acts-group.ts): every workgroup forms its
+// rows' inverse RMS as NORM does, norms, quantizes and multiplies in ONE dispatch per quant
+// type. Checked here, with the GPU's settings forced on lavapipe (foldQuantActs, 'lanes'):
+// - the quant types of the GGUFs and each lane share (q5: lavapipe compiles too slowly), M = 1..4, groups of 2–4 outputs, zero-centred and plain norm weights:
+//   each output == norm_quant_acts + the tiled qmatmul group (the fold off), AND == rmsNorm +
+//   the lone activation-quantizing qmatmul per weight, bit for bit; one dispatch, and the
+//   normed rows left unwritten (no norm ran);
+// - a mixed float + quantized group: the float weights fold the norm themselves, 2 dispatches;
+// - an unnormed quantized group and a gated matmulAdd over a weight split in parts: one
+//   dispatch each, == quant_acts (+ the gate product) then the tiled matmuls; x left as it was;
+// - M > ACTS_TILE keeps norm_quant_acts + the tiled group.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Weight, WeightDType } from '../src/kernels/types.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
+import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
+import type { GpuGatedInput, GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
+import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
+import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
+import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { randomWeight, rng } from './numeric.js';
+import { randomScaleMatrix } from './quant-blocks.js';
+import { gpuUnderTest, run } from './webgpu-helpers.js';
+
+const ref = createRefKernels();
+let g: WebGpuKernels;
+// no read-back pacing: its sleeps learn per submit shape, and this file's shapes vary
+before(async () => { g = await gpuUnderTest({ readbackPacing: false }); g.quantLayout = 'lanes'; });
+after(() => g?.dispose());
+
+const K = 2304; // 72 blocks of 32 (two 64-block chunks), 9 super-blocks of 256
+const ROWS = [37, 64, 5, 19];
+const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
+
+function anyWeight(k: WebGpuKernels, dtype: WeightDType, rows: number, r: () => number): GpuWeight {
+  const sym = () => 2 * r() - 1;
+  if (dtype === 'bf16' || dtype === 'f32' || dtype === 'f16') return k.uploadWeight(randomWeight(ref, dtype, rows, K, sym));
+  const { weight, bytes } = ref.allocWeight(dtype, rows, K);
+  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * K, sym), rows, K, bytes);
+  else bytes.set(randomScaleMatrix(dtype, rows, K, Math.floor(r() * 2 ** 31)));
+  return k.uploadWeight(weight as Weight);
+}
+
+function sameBits(got: Float32Array, want: Float32Array, what: string): void {
+  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
+  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  assert.equal(a.length, b.length, `${what}: length`);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]} (not bit-identical)`);
+}
+
+interface Case { ws: GpuWeight[]; x: Float32Array; nw: GpuTensor; zeroCentered: boolean }
+
+function makeCase(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Case {
+  const r = rng(seed);
+  const ws = dtypes.map((d, i) => anyWeight(g, d, ROWS[i % 4]!, r));
+  const x = fill(m * K, () => 3 * (2 * r() - 1));
+  const nw = g.uploadVector(randomWeight(ref, 'bf16', 1, K, () => 0.5 * (2 * r() - 1)));
+  return { ws, x, nw, zeroCentered };
+}
+
+/** The group in one matmulGroup call with its norm (fold on or off): the outputs, the
+ * normed rows' tensor and the dispatch count. */
+async function normedGroup(c: Case, m: number, fold: boolean): Promise<{ outs: Float32Array[]; normed: Float32Array; dispatches: number }> {
+  g.foldQuantActs = fold;
+  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
+  const norm: GpuGroupNorm = { wv: c.nw, eps: 1e-6, zeroCentered: c.zeroCentered, out: g.alloc.upload(fill(m * K, () => NaN)) };
+  const x = g.alloc.upload(c.x);
+  let dispatches = 0;
+  const got = await run(g, (e) => {
+    const d0 = e.dispatchCount;
+    g.matmulGroup(e, x, m, c.ws.map((w, j) => ({ out: outs[j]!, w })), false, norm);
+    dispatches = e.dispatchCount - d0;
+  }, ...outs, norm.out);
+  return { outs: got.slice(0, c.ws.length), normed: got[c.ws.length]!, dispatches };
+}
+
+/** rmsNorm, then each weight's own matmul over the normed rows (fold on: at M ≤ ACTS_TILE
+ * the lone activation-quantizing qmatmul). */
+async function perWeight(c: Case, m: number): Promise<Float32Array[]> {
+  g.foldQuantActs = true;
+  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
+  const normed = g.alloc.upload(fill(m * K, () => NaN));
+  const x = g.alloc.upload(c.x);
+  return run(g, (e) => {
+    g.rmsNorm(e, normed, x, c.nw, m, 1e-6, c.zeroCentered);
+    c.ws.forEach((w, j) => g.matmul(e, outs[j]!, normed, w, m));
+  }, ...outs);
+}
+
+const allNaN = (v: Float32Array): boolean => v.every((e) => Number.isNaN(e));
+
+describe('webgpu quantized matmul group: the RMS norm folded into the activation-quantizing matmul (M ≤ ACTS_TILE)', () => {
+  // the shipped GGUFs' types (Q8_0, Q4_K_M: q4_k, q6_k) and the other lane shares (a zero
+  // point: q4_0, an offset: q4_1); the q5 types' variants take lavapipe ~6 min each to compile
+  // (they passed here once: q5_0, q5_1 in 365 s and 371 s)
+  for (const dtype of ['q8_0', 'q4_k', 'q6_k', 'q4_0', 'q4_1'] as const satisfies readonly QuantType[]) {
+    const ti = QUANT_TYPES.indexOf(dtype);
+    test(`${dtype}: == norm_quant_acts + qmatmul group and == rmsNorm + qmatmul_acts per weight, bit for bit (M = 1..4, 2–4 outputs)`, async () => {
+      for (let m = 1; m <= ACTS_TILE; m++) {
+        const segs = 2 + ((m + ti) % 3);
+        const zeroCentered = (m + ti) % 2 === 0;
+        const c = makeCase(Array<QuantType>(segs).fill(dtype), m, 1000 + 10 * ti + m, zeroCentered);
+        const what = `${dtype} M=${m} ${segs} outputs${zeroCentered ? ' zero-centred' : ''}`;
+        const folded = await normedGroup(c, m, true);
+        assert.equal(folded.dispatches, 1, `${what}: one dispatch`);
+        assert.ok(allNaN(folded.normed), `${what}: no norm dispatch wrote the normed rows`);
+        const unfolded = await normedGroup(c, m, false);
+        assert.equal(unfolded.dispatches, 2, `${what}: norm_quant_acts + the group (fold off)`);
+        const separate = await perWeight(c, m);
+        c.ws.forEach((w, j) => {
+          sameBits(folded.outs[j]!, unfolded.outs[j]!, `${what}: weight ${j} (${w.rows}x${w.cols}) vs norm_quant_acts + qmatmul`);
+          sameBits(folded.outs[j]!, separate[j]!, `${what}: weight ${j} vs rmsNorm + qmatmul_acts`);
+        });
+      }
+    });
+  }
+
+  test('mixed group (q4_k, bf16, q6_k, q8_0): each kind folds the norm, one dispatch a kind and quant type, == separate calls', async () => {
+    for (const m of [1, 3]) {
+      const c = makeCase(['q4_k', 'bf16', 'q6_k', 'q8_0'], m, 60 + m, m === 1);
+      const folded = await normedGroup(c, m, true);
+      assert.equal(folded.dispatches, 4, `M=${m}: q4_k, q6_k, q8_0 and the bf16 matmul with its norm`);
+      const separate = await perWeight(c, m);
+      c.ws.forEach((w, j) => sameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j} (${w.dtype})`));
+    }
+  });
+
+  test('M > ACTS_TILE keeps norm_quant_acts + the tiled group (the normed rows written)', async () => {
+    const m = ACTS_TILE + 1;
+    const c = makeCase(['q8_0', 'q8_0'], m, 77, true);
+    const folded = await normedGroup(c, m, true);
+    assert.equal(folded.dispatches, 2);
+    assert.ok(!folded.normed.some((e) => Number.isNaN(e)), 'norm_quant_acts wrote the normed rows');
+    const separate = await perWeight(c, m);
+    c.ws.forEach((_, j) => sameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j}`));
+  });
+
+  test('unnormed group (q4_1 ×3, M = 2): one dispatch == quant_acts + the tiled group', async () => {
+    const m = 2;
+    const c = makeCase(['q4_1', 'q4_1', 'q4_1'], m, 88, false);
+    const plain = async (fold: boolean): Promise<{ outs: Float32Array[]; dispatches: number }> => {
+      g.foldQuantActs = fold;
+      const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
+      let dispatches = 0;
+      const got = await run(g, (e) => {
+        const d0 = e.dispatchCount;
+        g.matmulGroup(e, g.alloc.upload(c.x), m, c.ws.map((w, j) => ({ out: outs[j]!, w })));
+        dispatches = e.dispatchCount - d0;
+      }, ...outs);
+      return { outs: got, dispatches };
+    };
+    const folded = await plain(true);
+    const unfolded = await plain(false);
+    assert.equal(folded.dispatches, 1);
+    assert.equal(unfolded.dispatches, 2);
+    c.ws.forEach((_, j) => sameBits(folded.outs[j]!, unfolded.outs[j]!, `weight ${j}`));
+  });
+
+  test('gated matmulAdd over a weight split in 3 parts (q4_k silu, q8_0 sigmoid; M = 1, 4): one dispatch == gate product + quant_acts + the parts', async () => {
+    for (const [i, [dtype, act]] of ([['q4_k', 'silu'], ['q8_0', 'sigmoid']] as const).entries()) {
+      const probe = anyWeight(g, dtype, 1, rng(5));
+      const split = await gpuUnderTest({ maxBindingOverride: 8 * probe.rowBytes, readbackPacing: false });
+      try {
+        split.quantLayout = 'lanes';
+        const r = rng(500 + i);
+        const w = anyWeight(split, dtype, 21, r);
+        assert.equal(w.parts.length, 3, 'the weight is split in 3 parts');
+        for (const m of [1, ACTS_TILE]) {
+          const x = fill(m * K, () => 3 * (2 * r() - 1));
+          const gb = fill(m * K, () => 4 * (2 * r() - 1));
+          const acc = fill(m * w.rows, () => 2 * r() - 1);
+          const once = async (fold: boolean): Promise<{ out: Float32Array; x: Float32Array; dispatches: number }> => {
+            split.foldQuantActs = fold;
+            const gx = split.alloc.upload(x);
+            const out = split.alloc.upload(acc);
+            const gate: GpuGatedInput = { b: split.alloc.upload(gb), act };
+            let dispatches = 0;
+            const [o, xs] = await run(split, (e: StepEncoder) => {
+              const d0 = e.dispatchCount;
+              split.matmulAdd(e, out, gx, w, m, gate);
+              dispatches = e.dispatchCount - d0;
+            }, out, gx);
+            return { out: o, x: xs, dispatches };
+          };
+          const folded = await once(true);
+          const unfolded = await once(false);
+          const what = `${dtype} ${act} M=${m}`;
+          assert.equal(folded.dispatches, 1, `${what}: one dispatch`);
+          assert.equal(unfolded.dispatches, 2, `${what}: quant_acts with the gate + the parts' group (fold off)`);
+          sameBits(folded.out, unfolded.out, what);
+          sameBits(folded.x, x, `${what}: x left as it was`);
+        }
+      } finally {
+        split.dispose();
+      }
+    }
+  });
+});
