@@ -7,7 +7,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FRACTION, MIN_SLEEP_MS, ReadbackPacer, submitShape } from '../src/kernels/webgpu/readback-pacer.js';
-import { readbackPacing } from '../src/kernels/webgpu-node.js';
+import { foldQuantActs, readbackPacing } from '../src/kernels/webgpu-node.js';
 
 const POLL_LATENCY_MS = 0.05;
 
@@ -83,5 +83,12 @@ describe('read-back pacer (simulated clock)', () => {
     assert.equal(readbackPacing({ DELTASERVE_READBACK_PACING: 'on' }), true);
     assert.equal(readbackPacing({ DELTASERVE_READBACK_PACING: 'off' }), false);
     assert.throws(() => readbackPacing({ DELTASERVE_READBACK_PACING: '0' }), /DELTASERVE_READBACK_PACING: "0" is not on or off/);
+  });
+
+  test('DELTASERVE_FOLD_QUANT_ACTS: unset is the adapter\'s default, on / off force it, anything else is an error naming the variable', () => {
+    assert.equal(foldQuantActs({}), undefined);
+    assert.equal(foldQuantActs({ DELTASERVE_FOLD_QUANT_ACTS: 'on' }), true);
+    assert.equal(foldQuantActs({ DELTASERVE_FOLD_QUANT_ACTS: 'off' }), false);
+    assert.throws(() => foldQuantActs({ DELTASERVE_FOLD_QUANT_ACTS: '1' }), /DELTASERVE_FOLD_QUANT_ACTS: "1" is not on or off/);
   });
 });

@@ -63,6 +63,17 @@ export function submitChunks(env: NodeJS.ProcessEnv = process.env): SubmitChunks
   return p;
 }
 
+/** Whether quantized matmuls of few rows quantize and norm their own input
+ * (WebGpuKernels.foldQuantActs) from DELTASERVE_FOLD_QUANT_ACTS=on|off, or undefined: the
+ * adapter's default (on a GPU). A measurement switch: scripts/gpu-bench.sh runs quantized
+ * decode both ways, the GPU batch model disagreeing with itself across formats (docs/kernels.md). */
+export function foldQuantActs(env: NodeJS.ProcessEnv = process.env): boolean | undefined {
+  const raw = env['DELTASERVE_FOLD_QUANT_ACTS'];
+  if (raw === undefined || raw === '') return undefined;
+  if (raw !== 'on' && raw !== 'off') throw new WebGpuPackageError(`DELTASERVE_FOLD_QUANT_ACTS: "${raw}" is not on or off`);
+  return raw === 'on';
+}
+
 /** The `webgpu` package's create() flags enabling `toggles`. */
 export function dawnFlags(toggles: readonly string[]): string[] {
   return toggles.length > 0 ? [`enable-dawn-features=${toggles.join(',')}`] : [];

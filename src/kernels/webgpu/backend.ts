@@ -75,10 +75,10 @@ export class WebGpuKernels {
   submitChunks: SubmitChunks;
 
   /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
-  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks) {
+  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks, foldQuantActs?: boolean) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
-    this.foldQuantActs = !ctx.adapter.cpuEmulation;
+    this.foldQuantActs = foldQuantActs ?? !ctx.adapter.cpuEmulation;
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
     this.submitChunks = submitChunks ?? defaultSubmitChunks(ctx.adapter.cpuEmulation);
@@ -95,7 +95,7 @@ export class WebGpuKernels {
   }
 
   static async create(gpu: GPU, opts: AcquireOptions & { maxBindingOverride?: number }): Promise<WebGpuKernels> {
-    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true, opts.submitChunks);
+    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true, opts.submitChunks, opts.foldQuantActs);
   }
 
   dispose(): void {

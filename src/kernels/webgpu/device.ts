@@ -72,6 +72,9 @@ export interface AcquireOptions {
   readonly readbackPacing?: boolean;
   /** Dispatches per submit (submit-chunks.ts); default: chunked on a GPU, one submit on a CPU adapter. */
   readonly submitChunks?: SubmitChunks;
+  /** Quantized matmuls of M ≤ ACTS_TILE rows quantize (and norm) their own input
+   * (WebGpuKernels.foldQuantActs); default: on a GPU, off on a CPU adapter. */
+  readonly foldQuantActs?: boolean;
 }
 
 /** The reason no device could be had, for `auto` and for error messages. */
