@@ -78,9 +78,17 @@ export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | '
       ${norm ? `${nw(0)}
       var nw1 = vec4<f32>(0.0);
       if (has1) { nw1 = select(NW[u1], 1.0 + NW[u1], pu(P_zeroCentered) == 1u); }` : ''}
-      for (var r = 0u; r < rows; r++) {
+      ${rowSums(gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : '', inputs, adds)}
+    }`;
+}
+
+/** Per row r of the tile: the row's x offset `xo` (then `opening`), and the iteration's units
+ * u0 (and u1 where has1) added to acc[r] — `inputs(h)` forms unit h's input, `adds(h)` its 4
+ * products in element order. */
+function rowSums(opening: string, inputs: (h: number) => string, adds: (h: number) => string): string {
+  return `for (var r = 0u; r < rows; r++) {
         let xo = xb + r * K;
-        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : ''}
+        ${opening}
         var a = acc[r];
         ${inputs(0)}
         ${adds(0)}
@@ -89,8 +97,7 @@ export function chunkSumLoop(_dtype: FloatDType, norm: boolean, gate: 'silu' | '
           ${adds(1)}
         }
         acc[r] = a;
-      }
-    }`;
+      }`;
 }
 
 /** The unit loop with the gated-norm input of out_proj (`heads` = HV; K = HV·dv, dv ≡ 0 mod
@@ -114,18 +121,7 @@ export function chunkSumLoopHeadNorm(row = 'col'): string {
       var s1 = 0u;
       var nw1 = vec4<f32>(0.0);
       if (has1) { w1 = wu(${row} * ku + u1); s1 = head_src(4u * u1, gdv); nw1 = NW[((4u * u1) % gdv) / 4u]; }
-      for (var r = 0u; r < rows; r++) {
-        let xo = xb + r * K;
-        let zo = pu(P_gnZOff) + xo - pu(P_xOff);
-        var a = acc[r];
-        ${inputs(0)}
-        ${adds(0)}
-        if (has1) {
-          ${inputs(1)}
-          ${adds(1)}
-        }
-        acc[r] = a;
-      }
+      ${rowSums('let zo = pu(P_gnZOff) + xo - pu(P_xOff);', inputs, adds)}
     }`;
 }
 
