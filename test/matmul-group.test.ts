@@ -14,7 +14,7 @@ import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import { WasmKernels } from '../src/kernels/wasm/backend.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { wasmBackendsUnderTest } from './wasm-backends.js';
-import { randomWeight, rng } from './numeric.js';
+import { assertSameBits, randomWeight, rng } from './numeric.js';
 
 const backends = await wasmBackendsUnderTest();
 const three = await createWasmKernels({ threads: 3 });
@@ -45,15 +45,6 @@ function input(k: Kernels, m: number, seed: number, jsHeap = false): Float32Arra
 }
 
 /** Bits of a and b equal (NaN-poisoned outputs catch unwritten elements). */
-function sameBits(got: Float32Array, want: Float32Array, what: string): void {
-  assert.equal(got.length, want.length, what);
-  const g = new Uint32Array(got.buffer, got.byteOffset, got.length);
-  const w = new Uint32Array(want.buffer, want.byteOffset, want.length);
-  for (let i = 0; i < g.length; i++) {
-    if (g[i] !== w[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]} (not bit-identical)`);
-  }
-}
-
 /** matmulGroup(x, m, ws) == matmul per weight, for every m of MS. */
 function checkGroup(k: Kernels, ws: readonly Weight[], what: string, opts: { jsHeap?: boolean; ms?: readonly number[] } = {}): void {
   for (const m of opts.ms ?? MS) {
@@ -63,7 +54,7 @@ function checkGroup(k: Kernels, ws: readonly Weight[], what: string, opts: { jsH
     ws.forEach((w, j) => {
       const want = k.alloc(m * w.rows).fill(NaN);
       k.matmul(want, x, w, m);
-      sameBits(outs[j]!, want, `${what} M=${m}: weight ${j} (${w.dtype} ${w.layout ?? 'ggml'} ${w.rows}x${w.cols})`);
+      assertSameBits(outs[j]!, want, `${what} M=${m}: weight ${j} (${w.dtype} ${w.layout ?? 'ggml'} ${w.rows}x${w.cols})`);
     });
   }
 }

@@ -1,4 +1,5 @@
 // Numeric helpers shared by the tests.
+import assert from 'node:assert/strict';
 import type { Kernels, Weight, WeightDType } from '../src/kernels/types.js';
 import { f32ToF16 } from '../src/kernels/quant/dequant.js';
 
@@ -46,4 +47,13 @@ export function randomWeight(k: Pick<Kernels, 'allocWeight'>, dtype: WeightDType
 function anyF16Bits(u: number): number {
   const bits = Math.floor(Math.abs(u) * 0x4000) & 0x3fff; // exponent 0..15, any mantissa
   return (u < 0 ? 0x8000 : 0) | bits;
+}
+
+/** Fails unless `got` and `want` hold the same f32 bit patterns, element by element (naming
+ * the first that differs). */
+export function assertSameBits(got: Float32Array, want: Float32Array, what: string): void {
+  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
+  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  assert.equal(a.length, b.length, `${what}: length`);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]} (not bit-identical)`);
 }

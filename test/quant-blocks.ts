@@ -1,7 +1,9 @@
 // Hand-built GGML blocks for tests: encoders written field by field from the format spec
 // (ggml-common.h), independent of the decoder under test, with the exact values they hold.
 import { QUANT_FORMATS, quantRowBytes, type QuantType } from '../src/kernels/quant/formats.js';
-import { rng } from './numeric.js';
+import { randomWeight, rng } from './numeric.js';
+import type { Kernels, Weight, WeightDType } from '../src/kernels/types.js';
+import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 
 // Exactly representable f16 scales: bits → value.
 const F16 = { half: 0x3800, quarter: 0x3400, minusOne: 0xbc00, two: 0x4000, eighth: 0x3000, oneHalf: 0x3e00 } as const;
@@ -142,4 +144,16 @@ export function randomScaleMatrix(type: QuantType, rows: number, cols: number, s
     }
   }
   return bytes;
+}
+
+/** A random [rows, cols] weight of any dtype, values drawn from r: float types uniform in
+ * [−1, 1); q8_0 and q4_k those values quantized by ggml's rules; other quant types random
+ * scales over random codes (randomScaleMatrix). */
+export function randomAnyWeight(ref: Pick<Kernels, 'allocWeight'>, dtype: WeightDType, rows: number, cols: number, r: () => number): Weight {
+  const sym = (): number => 2 * r() - 1;
+  if (dtype === 'bf16' || dtype === 'f32' || dtype === 'f16') return randomWeight(ref, dtype, rows, cols, sym);
+  const { weight, bytes } = ref.allocWeight(dtype, rows, cols);
+  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, Float32Array.from({ length: rows * cols }, sym), rows, cols, bytes);
+  else bytes.set(randomScaleMatrix(dtype, rows, cols, Math.floor(r() * 2 ** 31)));
+  return weight as Weight;
 }

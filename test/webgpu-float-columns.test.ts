@@ -17,7 +17,7 @@ import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { view, type GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS, floatColumnsTile } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
-import { randomWeight, relErr, rng } from './numeric.js';
+import { assertSameBits, randomWeight, relErr, rng } from './numeric.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
@@ -27,13 +27,6 @@ after(() => g?.dispose());
 
 const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
 type DType = 'f32' | 'bf16' | 'f16';
-
-function sameBits(got: Float32Array, want: Float32Array, what: string): void {
-  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
-  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
-  assert.equal(a.length, b.length, `${what}: length`);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]}`);
-}
 
 function uploadAt(data: Float32Array, at: number): GpuTensor {
   const padded = new Float32Array(at + data.length + 3);
@@ -102,7 +95,7 @@ describe('webgpu multi-column float matmul', () => {
             const want = new Float32Array(m * n);
             ref.matmul(want, x, ws[i]!.wr, m);
             assert.ok(relErr(runs[1]![i]!, want) <= 1e-5, `${dtype} M=${m} segment ${i}: rel err ${relErr(runs[1]![i]!, want)}`);
-            sameBits(runs[1]![i]!, runs[0]![i]!, `${dtype} M=${m} ${loads} segment ${i} (${n} rows)`);
+            assertSameBits(runs[1]![i]!, runs[0]![i]!, `${dtype} M=${m} ${loads} segment ${i} (${n} rows)`);
           });
         }
       }
@@ -122,7 +115,7 @@ describe('webgpu multi-column float matmul', () => {
       assert.deepEqual(res.keys.map((key) => key.includes('_acc') && key.includes('_cols') === columns > 1), [true], res.keys.join(' '));
       got.push(res.got[0]!);
     }
-    sameBits(got[1]!, got[0]!, 'bf16 accumulate');
+    assertSameBits(got[1]!, got[0]!, 'bf16 accumulate');
   });
 
   test('folded norm and gated input (silu, sigmoid) with C columns == one column, bit for bit', async () => {
@@ -144,7 +137,7 @@ describe('webgpu multi-column float matmul', () => {
         assert.deepEqual(res.keys.map((key) => key.includes(`_${kind}_`) && key.includes('_cols') === columns > 1), [true], res.keys.join(' '));
         runs.push(res.got);
       }
-      rows.forEach((n, i) => sameBits(runs[1]![i]!, runs[0]![i]!, `${kind} segment ${i} (${n} rows)`));
+      rows.forEach((n, i) => assertSameBits(runs[1]![i]!, runs[0]![i]!, `${kind} segment ${i} (${n} rows)`));
     }
   });
 
@@ -160,6 +153,6 @@ describe('webgpu multi-column float matmul', () => {
       assert.deepEqual(res.keys.map((key) => key.includes('_cols')), [false], res.keys.join(' '));
       got.push(res.got[0]!);
     }
-    sameBits(got[1]!, got[0]!, 'bf16 M=1');
+    assertSameBits(got[1]!, got[0]!, 'bf16 M=1');
   });
 });

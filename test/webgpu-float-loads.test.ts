@@ -15,7 +15,7 @@ import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { view, type GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { floatLoadsFor } from '../src/kernels/webgpu/wgsl/float-chunks.js';
-import { randomWeight, relErr, rng } from './numeric.js';
+import { assertSameBits, randomWeight, relErr, rng } from './numeric.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
@@ -26,13 +26,6 @@ before(async () => { g = await gpuUnderTest(); g.floatColumns = 1; });
 after(() => g?.dispose());
 
 const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
-
-function sameBits(got: Float32Array, want: Float32Array, what: string): void {
-  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
-  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
-  assert.equal(a.length, b.length, `${what}: length`);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]}`);
-}
 
 /** `data` uploaded `at` elements into a fresh buffer (the view's offset is `at`). */
 function uploadAt(data: Float32Array, at: number): GpuTensor {
@@ -96,7 +89,7 @@ describe('webgpu float matmul loads', () => {
           assert.ok(relErr(got, want) <= 1e-5, `${dtype} M=${m} ${loads}: rel err ${relErr(got, want)}`);
           outs.push(got);
         }
-        sameBits(outs[1]!, outs[0]!, `${dtype} M=${m}`);
+        assertSameBits(outs[1]!, outs[0]!, `${dtype} M=${m}`);
       }
     }
   });
@@ -123,8 +116,8 @@ describe('webgpu float matmul loads', () => {
         gated.push(b.got);
       }
       for (const i of [1, 2]) {
-        sameBits(normed[i]!, normed[0]!, `${dtype} norm, variant ${i}`);
-        sameBits(gated[i]!, gated[0]!, `${dtype} gated, variant ${i}`);
+        assertSameBits(normed[i]!, normed[0]!, `${dtype} norm, variant ${i}`);
+        assertSameBits(gated[i]!, gated[0]!, `${dtype} gated, variant ${i}`);
       }
     }
   });

@@ -14,7 +14,7 @@ import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { MATMUL_TILES, TM, floatTileBytes, matmulTile, quantTileRowBytes } from '../src/kernels/webgpu/wgsl/matmul.js';
-import { randomWeight, rng } from './numeric.js';
+import { assertSameBits, randomWeight, rng } from './numeric.js';
 import { randomScaleMatrix } from './quant-blocks.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
@@ -36,13 +36,6 @@ function anyWeight(dtype: WeightDType, rows: number, cols: number, r: () => numb
   return weight;
 }
 
-function sameBits(got: Float32Array, want: Float32Array, what: string): void {
-  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
-  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
-  assert.equal(a.length, b.length, `${what}: length`);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]}`);
-}
-
 /** The rows of `body` over x's first M rows (out [M, n]). */
 async function rowsOf(m: number, n: number, body: (out: ReturnType<WebGpuKernels['alloc']['tensor']>) => (e: Parameters<Parameters<typeof run>[1]>[0]) => void):
   Promise<Float32Array> {
@@ -59,7 +52,7 @@ async function checkInvariant(what: string, k: number, n: number, mm: (e: Parame
   for (const row of ROWS) alone.set(row, await rowsOf(1, n, (out) => (e) => mm(e, out, g.alloc.upload(x.subarray(row * k, (row + 1) * k)), 1, row)));
   for (const m of BATCHES) {
     const all = await rowsOf(m, n, (out) => (e) => mm(e, out, g.alloc.upload(x.subarray(0, m * k)), m, 0));
-    for (const row of ROWS.filter((i) => i < m)) sameBits(alone.get(row)!, all.subarray(row * n, (row + 1) * n), `${what}: row ${row} of M = ${m}`);
+    for (const row of ROWS.filter((i) => i < m)) assertSameBits(alone.get(row)!, all.subarray(row * n, (row + 1) * n), `${what}: row ${row} of M = ${m}`);
   }
 }
 

@@ -13,17 +13,16 @@
 // - M > ACTS_TILE keeps norm_quant_acts + the tiled group.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Weight, WeightDType } from '../src/kernels/types.js';
+import type { WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import type { GpuGatedInput, GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
-import { randomWeight, rng } from './numeric.js';
-import { randomScaleMatrix } from './quant-blocks.js';
+import { assertSameBits, randomWeight, rng } from './numeric.js';
+import { randomAnyWeight } from './quant-blocks.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
@@ -37,19 +36,7 @@ const ROWS = [37, 64, 5, 19];
 const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
 
 function anyWeight(k: WebGpuKernels, dtype: WeightDType, rows: number, r: () => number): GpuWeight {
-  const sym = () => 2 * r() - 1;
-  if (dtype === 'bf16' || dtype === 'f32' || dtype === 'f16') return k.uploadWeight(randomWeight(ref, dtype, rows, K, sym));
-  const { weight, bytes } = ref.allocWeight(dtype, rows, K);
-  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * K, sym), rows, K, bytes);
-  else bytes.set(randomScaleMatrix(dtype, rows, K, Math.floor(r() * 2 ** 31)));
-  return k.uploadWeight(weight as Weight);
-}
-
-function sameBits(got: Float32Array, want: Float32Array, what: string): void {
-  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
-  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
-  assert.equal(a.length, b.length, `${what}: length`);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]} (not bit-identical)`);
+  return k.uploadWeight(randomAnyWeight(ref, dtype, rows, K, r));
 }
 
 interface Case { ws: GpuWeight[]; x: Float32Array; nw: GpuTensor; zeroCentered: boolean }
@@ -112,8 +99,8 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
         assert.equal(unfolded.dispatches, 2, `${what}: norm_quant_acts + the group (fold off)`);
         const separate = await perWeight(c, m);
         c.ws.forEach((w, j) => {
-          sameBits(folded.outs[j]!, unfolded.outs[j]!, `${what}: weight ${j} (${w.rows}x${w.cols}) vs norm_quant_acts + qmatmul`);
-          sameBits(folded.outs[j]!, separate[j]!, `${what}: weight ${j} vs rmsNorm + qmatmul_acts`);
+          assertSameBits(folded.outs[j]!, unfolded.outs[j]!, `${what}: weight ${j} (${w.rows}x${w.cols}) vs norm_quant_acts + qmatmul`);
+          assertSameBits(folded.outs[j]!, separate[j]!, `${what}: weight ${j} vs rmsNorm + qmatmul_acts`);
         });
       }
     });
@@ -125,7 +112,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
       const folded = await normedGroup(c, m, true);
       assert.equal(folded.dispatches, 4, `M=${m}: q4_k, q6_k, q8_0 and the bf16 matmul with its norm`);
       const separate = await perWeight(c, m);
-      c.ws.forEach((w, j) => sameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j} (${w.dtype})`));
+      c.ws.forEach((w, j) => assertSameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j} (${w.dtype})`));
     }
   });
 
@@ -136,7 +123,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
     assert.equal(folded.dispatches, 2);
     assert.ok(!folded.normed.some((e) => Number.isNaN(e)), 'norm_quant_acts wrote the normed rows');
     const separate = await perWeight(c, m);
-    c.ws.forEach((_, j) => sameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j}`));
+    c.ws.forEach((_, j) => assertSameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j}`));
   });
 
   test('unnormed group (q4_1 ×3, M = 2): one dispatch == quant_acts + the tiled group', async () => {
@@ -157,7 +144,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
     const unfolded = await plain(false);
     assert.equal(folded.dispatches, 1);
     assert.equal(unfolded.dispatches, 2);
-    c.ws.forEach((_, j) => sameBits(folded.outs[j]!, unfolded.outs[j]!, `weight ${j}`));
+    c.ws.forEach((_, j) => assertSameBits(folded.outs[j]!, unfolded.outs[j]!, `weight ${j}`));
   });
 
   test('gated matmulAdd over a weight split in 3 parts (q4_k silu, q8_0 sigmoid; M = 1, 4): one dispatch == gate product + quant_acts + the parts', async () => {
@@ -191,8 +178,8 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
           const what = `${dtype} ${act} M=${m}`;
           assert.equal(folded.dispatches, 1, `${what}: one dispatch`);
           assert.equal(unfolded.dispatches, 2, `${what}: quant_acts with the gate + the parts' group (fold off)`);
-          sameBits(folded.out, unfolded.out, what);
-          sameBits(folded.x, x, `${what}: x left as it was`);
+          assertSameBits(folded.out, unfolded.out, what);
+          assertSameBits(folded.x, x, `${what}: x left as it was`);
         }
       } finally {
         split.dispose();

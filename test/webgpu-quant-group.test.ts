@@ -20,13 +20,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import type { GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
-import { randomWeight, rng } from './numeric.js';
-import { randomScaleMatrix } from './quant-blocks.js';
+import { assertSameBits, randomWeight, rng } from './numeric.js';
+import { randomAnyWeight } from './quant-blocks.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 
@@ -42,19 +41,7 @@ const K = 512; // a multiple of every block size (32, 256)
 const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
 
 function anyWeight(dtype: WeightDType, rows: number, r: () => number): GpuWeight {
-  const sym = () => 2 * r() - 1;
-  if (dtype === 'bf16' || dtype === 'f32' || dtype === 'f16') return g.uploadWeight(randomWeight(ref, dtype, rows, K, sym));
-  const { weight, bytes } = ref.allocWeight(dtype, rows, K);
-  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * K, sym), rows, K, bytes);
-  else bytes.set(randomScaleMatrix(dtype, rows, K, Math.floor(r() * 2 ** 31)));
-  return g.uploadWeight(weight as Weight);
-}
-
-function sameBits(got: Float32Array, want: Float32Array, what: string): void {
-  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
-  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
-  assert.equal(a.length, b.length, `${what}: length`);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) assert.fail(`${what}: [${i}] ${got[i]} !== ${want[i]} (not bit-identical)`);
+  return g.uploadWeight(randomAnyWeight(ref, dtype, rows, K, r));
 }
 
 interface Case { ws: GpuWeight[]; x: Float32Array; nw: GpuTensor; zeroCentered: boolean }
@@ -97,19 +84,17 @@ async function check(dtypes: readonly WeightDType[], m: number, seed: number, ze
   const got = await grouped(c, m);
   const want = await separate(c, m);
   const what = `${dtypes.join('+')} M=${m}${zeroCentered ? ' zero-centred' : ''}`;
-  c.ws.forEach((w, j) => sameBits(got.outs[j]!, want[j]!, `${what}: weight ${j} (${w.dtype} ${w.rows}x${w.cols})`));
+  c.ws.forEach((w, j) => assertSameBits(got.outs[j]!, want[j]!, `${what}: weight ${j} (${w.dtype} ${w.rows}x${w.cols})`));
   // at M ≤ ACTS_TILE every matmul folds the norm (wgsl/qmatmul-acts-group.ts; float:
   // matmul_group's): the normed rows are not written (Kernels.matmulGroup allows it)
-  if (m > ACTS_TILE) sameBits(got.outs[c.ws.length]!, want[c.ws.length]!, `${what}: the normed rows`);
+  if (m > ACTS_TILE) assertSameBits(got.outs[c.ws.length]!, want[c.ws.length]!, `${what}: the normed rows`);
   return got.dispatches;
 }
 
 /** A random quantized [rows, k] weight (both forms: the ref's and the uploaded). */
 function quantPair(dtype: QuantType, rows: number, k: number, r: () => number): { weight: Weight; gw: GpuWeight } {
-  const { weight, bytes } = ref.allocWeight(dtype, rows, k);
-  if (dtype === 'q8_0' || dtype === 'q4_k') quantizeRowsGgml(dtype, fill(rows * k, () => 2 * r() - 1), rows, k, bytes);
-  else bytes.set(randomScaleMatrix(dtype, rows, k, Math.floor(r() * 2 ** 31)));
-  return { weight: weight as Weight, gw: g.uploadWeight(weight as Weight) };
+  const weight = randomAnyWeight(ref, dtype, rows, k, r);
+  return { weight, gw: g.uploadWeight(weight) };
 }
 
 describe('webgpu quantized matmul: 8 lanes per block (coalesced weight loads)', () => {
@@ -130,7 +115,7 @@ describe('webgpu quantized matmul: 8 lanes per block (coalesced weight loads)', 
         ref.matmul(want, x, weight, m);
         const out = g.alloc.upload(fill(m * 13, () => NaN));
         const [got] = await run(g, (e) => g.matmul(e, out, g.alloc.upload(x), gw, m), out);
-        if (g.adapter.cpuEmulation) sameBits(got!, want, `${dtype} M=${m}`);
+        if (g.adapter.cpuEmulation) assertSameBits(got!, want, `${dtype} M=${m}`);
         else for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got![i]! - want[i]!) <= 1e-5 * (1 + Math.abs(want[i]!)), `${dtype} M=${m} [${i}]`);
       }
       g.quantLayout = 'lanes';
@@ -185,13 +170,13 @@ describe('webgpu quantized matmulGroup', () => {
           g.elementwise(e, act === 'silu' ? 1 : 2, sx, sx, g.alloc.upload(gb), m * K, `mul_${act}`);
           g.matmulAdd(e, sout, sx, w, m);
         }, sout, sx);
-        sameBits(got[0], want[0], `${act} M=${m}: out`);
+        assertSameBits(got[0], want[0], `${act} M=${m}: out`);
         if (m <= ACTS_TILE) {
           // the matmul quantizes x ⊙ act(g) itself: one dispatch, x left as it was
-          sameBits(got[1], x, `${act} M=${m}: x unchanged`);
+          assertSameBits(got[1], x, `${act} M=${m}: x unchanged`);
           assert.equal(dispatches, 1, `${act} M=${m}: the matmul quantizing its gated input`);
         } else {
-          sameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
+          assertSameBits(got[1], want[1], `${act} M=${m}: x ⊙ ${act}(g) in place`);
           assert.equal(dispatches, 2, `${act} M=${m}: quantization with the gate + the matmul`);
         }
       }
@@ -224,13 +209,13 @@ describe('webgpu quantized matmulGroup', () => {
         const sout = g.alloc.upload(acc);
         const [separate] = await run(g, (e) => g.matmulGroup(e, g.alloc.upload(x), m, [{ out: sout, w: gw }, { out: g.alloc.upload(fill(m * 3, () => 0)), w: other }],
           true, undefined, gate ? { b: g.alloc.upload(gb), act: gate } : undefined), sout);
-        sameBits(fused!, separate!, what);
+        assertSameBits(fused!, separate!, what);
         if (!gate && g.adapter.cpuEmulation) {
           const want = new Float32Array(m * 11);
           ref.matmul(want, x, weight, m);
           const plain = g.alloc.upload(fill(m * 11, () => NaN));
           const [got] = await run(g, (e) => g.matmul(e, plain, g.alloc.upload(x), gw, m), plain);
-          sameBits(got!, want, `${what}: == ref`);
+          assertSameBits(got!, want, `${what}: == ref`);
         }
       }
     }
