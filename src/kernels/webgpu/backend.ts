@@ -67,7 +67,9 @@ export class WebGpuKernels {
   quantLayout: QuantLayout;
   /** How quant_acts / norm_quant_acts split a 32-block (the same bits): 'lanes' (8 lanes a
    * block, 8 blocks a workgroup: wgsl/quant-acts-lanes.ts) or 'block' (a thread a block;
-   * norm_quant_acts one workgroup a row: wgsl/matmul.ts). Tests set it. */
+   * norm_quant_acts one workgroup a row: wgsl/matmul.ts): 'lanes' on GPUs, 'block' on a CPU
+   * adapter (lavapipe, tiny-think Q8_0 decode: 17.9 vs 17.5 process CPU-s, 214 vs 157 ms a
+   * step, medians of 5 alternating). Tests and the access-model scripts set it. */
   actsLayout: QuantLayout;
   /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes at M ≥ 2 rows
    * (wgsl/matmul-columns.ts: x loaded once per FLOAT_COLUMNS columns; the same bits):
@@ -85,7 +87,7 @@ export class WebGpuKernels {
     this.adapter = ctx.adapter;
     this.foldQuantActs = foldQuantActs ?? !ctx.adapter.cpuEmulation;
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
-    this.actsLayout = 'lanes';
+    this.actsLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
     this.submitChunks = submitChunks ?? defaultSubmitChunks(ctx.adapter.cpuEmulation);
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
