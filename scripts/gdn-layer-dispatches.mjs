@@ -17,6 +17,7 @@ forceGdnLaunch(k.g, 'columns');
 forceConvLaunch(k.g, 'channels');
 k.g.foldQuantActs = true;
 k.g.quantLayout = 'lanes';
+k.g.actsLayout = 'lanes';
 k.g.floatColumns = FLOAT_COLUMNS;
 for (const path of process.argv.slice(2)) {
   const r = recorder(k, path);

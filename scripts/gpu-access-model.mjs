@@ -67,6 +67,7 @@ const foldActs = values['fold-quant-acts'];
 if (foldActs !== 'on' && foldActs !== 'off') throw new Error(`--fold-quant-acts: "${foldActs}" is not on or off`);
 if (k) k.g.foldQuantActs = foldActs === 'on';
 if (k) k.g.quantLayout = 'lanes'; // a GPU's layout (a CPU adapter defaults to 'block')
+if (k) k.g.actsLayout = 'lanes';
 
 /** The cut checkpoint of `shape` in `format` (made once under --work). */
 async function checkpoint(shape, format) {

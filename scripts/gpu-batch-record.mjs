@@ -24,6 +24,7 @@ export async function gpuLikeKernels({ foldQuantActs = true } = {}) {
   forceConvLaunch(k.g, 'channels');
   k.g.foldQuantActs = foldQuantActs;
   k.g.quantLayout = 'lanes';
+  k.g.actsLayout = 'lanes';
   k.g.floatColumns = FLOAT_COLUMNS;
   return k;
 }

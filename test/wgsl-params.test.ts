@@ -27,6 +27,7 @@ import { SAMPLE } from '../src/kernels/webgpu/wgsl/sample.js';
 import { quantMatmulGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-group.js';
 import { normQuantActsShader, quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { quantMatmulActsShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { normQuantActsLanesShader, quantActsLanesShader } from '../src/kernels/webgpu/wgsl/quant-acts-lanes.js';
 import { quantMatmulActsGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-acts-group.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
@@ -83,9 +84,9 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   layer_norm: LAYER_NORM,
   bias_act: BIAS_ACT,
   attention: ATTENTION,
-  quant_acts: [quantActsShader(true), quantActsShader(false, 'sigmoid')],
+  quant_acts: [quantActsShader(true), quantActsShader(false, 'sigmoid'), quantActsLanesShader(true, 'silu'), quantActsLanesShader(false)],
   qmatmul_acts: [quantMatmulActsShader('q4_k', true, true, 'silu'), quantMatmulActsShader('q8_0', false, false, null)],
-  norm_quant_acts: [normQuantActsShader(true), normQuantActsShader(false)],
+  norm_quant_acts: [normQuantActsShader(true), normQuantActsShader(false), normQuantActsLanesShader(true), normQuantActsLanesShader(false)],
   qmatmul: [quantMatmulShader('q4_k', true), quantMatmulShader('q6_k', false, true), quantMatmulShader('q8_0', true, false, 'gather'),
     quantMatmulShader('q5_1', true, false, 'scatter', true)],
   qmatmul_group: [quantMatmulGroupShader('q4_k', GROUP_SEGMENTS, true), quantMatmulGroupShader('q6_k', 2, false, true, 32)],

@@ -19,6 +19,7 @@ import { packParams } from './params.js';
 import { quantActsGroupDispatches, quantGroupDispatch } from './qmatmul-group.js';
 import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
+import { normQuantActsLanesShader, quantActsLanesShader } from './wgsl/quant-acts-lanes.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { FLOAT_COLUMNS, floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
 import { floatLoadsFor } from './wgsl/float-chunks.js';
@@ -64,6 +65,12 @@ export class WebGpuKernels {
    * tiny-think Q4_K_M decode: ~3.6 vs ~6.5 CPU-s for a 24-token bench). The access-model
    * scripts set 'lanes' to record what a GPU runs. */
   quantLayout: QuantLayout;
+  /** How quant_acts / norm_quant_acts split a 32-block (the same bits): 'lanes' (8 lanes a
+   * block, 8 blocks a workgroup: wgsl/quant-acts-lanes.ts) or 'block' (a thread a block;
+   * norm_quant_acts one workgroup a row: wgsl/matmul.ts): 'lanes' on GPUs, 'block' on a CPU
+   * adapter (lavapipe, tiny-think Q8_0 decode: 17.9 vs 17.5 process CPU-s, 214 vs 157 ms a
+   * step, medians of 5 alternating). Tests and the access-model scripts set it. */
+  actsLayout: QuantLayout;
   /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes at M ≥ 2 rows
    * (wgsl/matmul-columns.ts: x loaded once per FLOAT_COLUMNS columns; the same bits):
    * FLOAT_COLUMNS on GPUs, 1 (the one-column kernel) on a CPU adapter, where the L1 re-reads
@@ -80,6 +87,7 @@ export class WebGpuKernels {
     this.adapter = ctx.adapter;
     this.foldQuantActs = foldQuantActs ?? !ctx.adapter.cpuEmulation;
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
+    this.actsLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
     this.submitChunks = submitChunks ?? defaultSubmitChunks(ctx.adapter.cpuEmulation);
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
@@ -287,13 +295,15 @@ export class WebGpuKernels {
     const { qx, dx, sx } = this.actScratch(m, k);
     if (gate) need(gate.b, m * k, 'matmulAdd gate');
     const params = packParams('quant_acts', { m, k, xOff: x.offset, gateOff: gate?.b.offset ?? 0 });
-    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}${gate ? `_${gate.act}` : ''}`, () => quantActsShader(dot4, gate?.act ?? null), params, null,
-      [qx.buffer, dx.buffer, sx.buffer, x.buffer, ...(gate ? [gate.b.buffer] : [])], grid(Math.ceil((m * nb) / 64)), 'quant_acts');
+    const lanes = this.actsLayout === 'lanes';
+    this.run(enc, `quant_acts${dot4 ? '' : '_nodot4'}${gate ? `_${gate.act}` : ''}${lanes ? '' : '_block'}`,
+      () => (lanes ? quantActsLanesShader : quantActsShader)(dot4, gate?.act ?? null), params, null,
+      [qx.buffer, dx.buffer, sx.buffer, x.buffer, ...(gate ? [gate.b.buffer] : [])], grid(Math.ceil((m * nb) / (lanes ? 8 : 64))), 'quant_acts');
     return { qx, dx, sx };
   }
 
   /** norm.out = rmsNorm(x) (rmsNorm's bits) and its quantization (quantActs' bits) in one
-   * dispatch, one workgroup per row (wgsl/matmul.ts normQuantActsShader). */
+   * dispatch: 'lanes' a workgroup per (8 blocks, row), else one per row (actsLayout). */
   normQuantActs(enc: StepEncoder, norm: GpuGroupNorm, x: GpuTensor, m: number, k: number): QuantActs {
     vectorAtStart(norm.wv, 'matmulGroup norm weight');
     if (norm.wv.length !== k) throw new RangeError(`matmulGroup: a norm weight of ${norm.wv.length} for an input of ${k} columns`);
@@ -302,8 +312,9 @@ export class WebGpuKernels {
     const dot4 = this.adapter.features.dot4I8;
     const { qx, dx, sx } = this.actScratch(m, k);
     const params = packParams('norm_quant_acts', { m, k, xOff: x.offset, outOff: norm.out.offset, zeroCentered: norm.zeroCentered ? 1 : 0, eps: norm.eps });
-    this.run(enc, `norm_quant_acts${dot4 ? '' : '_nodot4'}`, () => normQuantActsShader(dot4), params, null,
-      [qx.buffer, dx.buffer, sx.buffer, x.buffer, norm.out.buffer, norm.wv.buffer], grid(m), 'norm_quant_acts');
+    const lanes = this.actsLayout === 'lanes';
+    this.run(enc, `norm_quant_acts${dot4 ? '' : '_nodot4'}${lanes ? '' : '_block'}`, () => (lanes ? normQuantActsLanesShader : normQuantActsShader)(dot4), params, null,
+      [qx.buffer, dx.buffer, sx.buffer, x.buffer, norm.out.buffer, norm.wv.buffer], lanes ? grid(Math.ceil(k / 256), m) : grid(m), 'norm_quant_acts');
     return { qx, dx, sx };
   }
 

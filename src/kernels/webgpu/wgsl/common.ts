@@ -59,9 +59,10 @@ export function grid(n: number, z = 1): [number, number, number] {
 /** The opening of a one-workgroup-per-row RMSNorm (after tree_sum): `row` (returning past the
  * rows in param `rows`), `d` (param `dim`), `xo` the row in X, `inv` = 1/√(mean(x²) + eps),
  * `oo` the row in OUT. One text for NORM and norm_quant_acts, so their normed rows are the
- * same bits. `src`: the row of X read (WGSL in `row`, `d`; default the row itself). */
-export function rmsRowOpening(rows: string, dim: string, src = 'row'): string {
-  return `  let row = group_id(wid, nwg);
+ * same bits. `src`: the row of X read (WGSL in `row`, `d`; default the row itself); `rowOf`:
+ * the row's WGSL (default the workgroup's linear id; a uniform value: tree_sum follows). */
+export function rmsRowOpening(rows: string, dim: string, src = 'row', rowOf = 'group_id(wid, nwg)'): string {
+  return `  let row = ${rowOf};
   if (row >= pu(${rows})) { return; }
   let d = pu(${dim});
   let xo = pu(P_xOff) + (${src}) * d;

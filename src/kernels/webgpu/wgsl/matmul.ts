@@ -132,16 +132,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 ${quantBlockFn('X', packedBuiltin)}`;
 }
 
-const QUANT_ACTS_BINDINGS = `@group(0) @binding(1) var<storage, read_write> QX: array<u32>;
+export const QUANT_ACTS_BINDINGS = `@group(0) @binding(1) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(2) var<storage, read_write> DX: array<f32>;
 @group(0) @binding(3) var<storage, read_write> SX: array<i32>;
 @group(0) @binding(4) var<storage, read_write> X: array<f32>;`;
 
+/** QUANT_ACTS' QX word from q[0..3] (element 4w + i in byte i). */
+export function packQuad(packedBuiltin: boolean): string {
+  return packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
+    : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
+}
+
 /** quant_block(b, xo): block b (32 elements of SRC from xo) quantized to int8 lanes, its
  * scale and its lanes' sum — the one QUANT_ACTS expression both shaders use. */
 export function quantBlockFn(src: string, packedBuiltin: boolean): string {
-  const pack = packedBuiltin ? 'pack4xI8(vec4<i32>(q[0], q[1], q[2], q[3]))'
-    : '(u32(q[0]) & 0xffu) | ((u32(q[1]) & 0xffu) << 8u) | ((u32(q[2]) & 0xffu) << 16u) | ((u32(q[3]) & 0xffu) << 24u)';
+  const pack = packQuad(packedBuiltin);
   return `fn quant_block(b: u32, xo: u32) {
   var amax = 0.0;
   for (var l = 0u; l < 32u; l++) { amax = max(amax, abs(${src}[xo + l])); }
