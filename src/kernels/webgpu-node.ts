@@ -65,8 +65,8 @@ export function submitChunks(env: NodeJS.ProcessEnv = process.env): SubmitChunks
 
 /** Whether quantized matmuls of few rows quantize and norm their own input
  * (WebGpuKernels.foldQuantActs) from DELTASERVE_FOLD_QUANT_ACTS=on|off, or undefined: the
- * adapter's default (on a GPU). A measurement switch: scripts/gpu-bench.sh runs quantized
- * decode both ways, the GPU batch model disagreeing with itself across formats (docs/kernels.md). */
+ * default (off). A measurement switch: scripts/gpu-bench.sh runs Q4_K_M decode both ways (the
+ * GPU batch model rates the fold slower on the GPU, fewer dispatches on the host). */
 export function foldQuantActs(env: NodeJS.ProcessEnv = process.env): boolean | undefined {
   const raw = env['DELTASERVE_FOLD_QUANT_ACTS'];
   if (raw === undefined || raw === '') return undefined;

@@ -55,10 +55,15 @@ export class WebGpuKernels {
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   readonly subgroupSizeDivides64: boolean;
-  /** At M ≤ ACTS_TILE an unnormed quantized weight quantizes its own input in its matmul
-   * (one dispatch, not two; the same bits). Off on a CPU adapter, where every workgroup's
-   * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
-   * decode step); tests set it to count a GPU's dispatches or compare the paths. */
+  /** At M ≤ ACTS_TILE a quantized group quantizes (and norms) its own input in its matmul
+   * (one dispatch, not two or three; the same bits). Off by default: on a CPU adapter every
+   * workgroup's redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325
+   * CPU-ms a decode step), and on a GPU the batch model rates its L1-bound per-row input loads
+   * slower than the lane-parallel quantization (qwen3.5-4b Q8_0 H200 decode 7.3 – 7.4 against
+   * 2.6 – 3.3 ms GPU, MTP k = 3 at P 0.8 0.80 × against 2.13 × chunked, though 129 dispatches
+   * fewer; docs/kernels.md) until a GPU run says otherwise (gpu-bench's
+   * `decode-q4_k_m-folded`). AcquireOptions.foldQuantActs / DELTASERVE_FOLD_QUANT_ACTS=on turn
+   * it on; tests set it to count a GPU's dispatches or compare the paths. */
   foldQuantActs: boolean;
   /** How tiled quantized matmuls share weight blocks among threads (wgsl/matmul.ts
    * QuantLayout; the same bits): 'lanes' on GPUs, 'block' on a CPU adapter (lavapipe,
@@ -85,7 +90,7 @@ export class WebGpuKernels {
   constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks, foldQuantActs?: boolean) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
-    this.foldQuantActs = foldQuantActs ?? !ctx.adapter.cpuEmulation;
+    this.foldQuantActs = foldQuantActs ?? false;
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.actsLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
