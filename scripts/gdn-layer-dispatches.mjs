@@ -3,22 +3,10 @@
 // scripts/gpu-batch-model.mjs forces them), for each checkpoint given:
 //   node scripts/gdn-layer-dispatches.mjs DIR_OR_GGUF...
 // Prints per checkpoint the labels of the first linear layer's dispatches and their count.
-import { create, globals } from 'webgpu';
-import { WebGpuBoundaryKernels } from '../dist/src/kernels/webgpu/kernels.js';
-import { forceGdnLaunch } from '../dist/src/kernels/webgpu/gdn-columns.js';
-import { forceConvLaunch } from '../dist/src/kernels/webgpu/conv-launch.js';
-import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
-import { recorder } from './gpu-batch-record.mjs';
+import { gpuLikeKernels, recorder } from './gpu-batch-record.mjs';
 
-for (const [key, v] of Object.entries(globals)) if (!(key in globalThis)) globalThis[key] = v;
-const dawn = create([]);
-const k = await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: true });
-forceGdnLaunch(k.g, 'columns');
-forceConvLaunch(k.g, 'channels');
-k.g.foldQuantActs = true;
-k.g.quantLayout = 'lanes';
-k.g.actsLayout = 'lanes';
-k.g.floatColumns = FLOAT_COLUMNS;
+// the fold on: the fewest dispatches a GPU adapter can take (its default is off: docs/kernels.md)
+const k = await gpuLikeKernels({ foldQuantActs: true });
 for (const path of process.argv.slice(2)) {
   const r = recorder(k, path);
   const first = r.kinds.indexOf('linear');
@@ -28,4 +16,3 @@ for (const path of process.argv.slice(2)) {
   }
 }
 k.dispose();
-void dawn;

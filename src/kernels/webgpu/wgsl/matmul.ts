@@ -163,6 +163,16 @@ export function quantBlockFn(src: string, packedBuiltin: boolean): string {
 }`;
 }
 
+/** The header, parameters, bindings and tree sum every norm_quant_acts layout declares. */
+export function normQuantActsDecls(): string {
+  return `${HEADER}
+${paramConsts('norm_quant_acts')}
+${QUANT_ACTS_BINDINGS}
+@group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(6) var<storage, read_write> WV: array<f32>;
+${treeSum()}`;
+}
+
 // A matmulGroup's input norm and the activation quantization in one dispatch (quantized
 // weights): one workgroup per row computes NORM's expression in NORM's order (wgsl/dense.ts:
 // thread t sums p ≡ t mod 64, then the same tree) and stores the normed row to OUT as NORM
@@ -172,12 +182,7 @@ export function quantBlockFn(src: string, packedBuiltin: boolean): string {
 // params: PARAMS.norm_quant_acts. Bindings: 1 QX, 2 DX, 3 SX, 4 X (the input), 5 OUT (the
 // normed rows), 6 WV (the norm weight, f32 [K]).
 export function normQuantActsShader(packedBuiltin: boolean): string {
-  return `${HEADER}
-${paramConsts('norm_quant_acts')}
-${QUANT_ACTS_BINDINGS}
-@group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(6) var<storage, read_write> WV: array<f32>;
-${treeSum()}
+  return `${normQuantActsDecls()}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
 ${rmsRowOpening('P_m', 'P_k')}

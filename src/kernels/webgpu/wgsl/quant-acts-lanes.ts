@@ -10,8 +10,8 @@
 // keeps (WebGpuKernels.actsLayout).
 // Bindings as wgsl/matmul.ts's: 1 QX, 2 DX, 3 SX, 4 X (gate: 5 GB; norm: 5 OUT, 6 WV).
 import { paramConsts } from '../params.js';
-import { HEADER, rmsRowOpening, treeSum } from './common.js';
-import { QUANT_ACTS_BINDINGS, packQuad } from './matmul.js';
+import { HEADER, rmsRowOpening } from './common.js';
+import { QUANT_ACTS_BINDINGS, normQuantActsDecls, packQuad } from './matmul.js';
 
 /** quant_lanes(t, b, valid, y): block b quantized by its 8 lanes (y: lane t & 7's 4 values;
  * `valid` false past the last block: it takes part in the barriers, writes nothing). Called
@@ -81,12 +81,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
  * by every block group of it), writes NORM's y for its blocks' elements to OUT and quantizes
  * them from the same f32 values. */
 export function normQuantActsLanesShader(packedBuiltin: boolean): string {
-  return `${HEADER}
-${paramConsts('norm_quant_acts')}
-${QUANT_ACTS_BINDINGS}
-@group(0) @binding(5) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(6) var<storage, read_write> WV: array<f32>;
-${treeSum()}
+  return `${normQuantActsDecls()}
 ${quantLanesFn(packedBuiltin)}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
