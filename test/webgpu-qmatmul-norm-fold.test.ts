@@ -16,13 +16,13 @@ import assert from 'node:assert/strict';
 import type { WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
-import type { GpuGatedInput, GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
+import type { GpuGatedInput, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
-import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
-import { assertSameBits, randomWeight, rng } from './numeric.js';
+import { assertSameBits, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
+import { makeQuantCase, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
@@ -32,42 +32,23 @@ before(async () => { g = await gpuUnderTest({ readbackPacing: false }); g.quantL
 after(() => g?.dispose());
 
 const K = 2304; // 72 blocks of 32 (two 64-block chunks), 9 super-blocks of 256
-const ROWS = [37, 64, 5, 19];
 const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
 
 function anyWeight(k: WebGpuKernels, dtype: WeightDType, rows: number, r: () => number): GpuWeight {
   return k.uploadWeight(randomAnyWeight(ref, dtype, rows, K, r));
 }
 
-interface Case { ws: GpuWeight[]; x: Float32Array; nw: GpuTensor; zeroCentered: boolean }
-
-function makeCase(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Case {
-  const r = rng(seed);
-  const ws = dtypes.map((d, i) => anyWeight(g, d, ROWS[i % 4]!, r));
-  const x = fill(m * K, () => 3 * (2 * r() - 1));
-  const nw = g.uploadVector(randomWeight(ref, 'bf16', 1, K, () => 0.5 * (2 * r() - 1)));
-  return { ws, x, nw, zeroCentered };
-}
-
 /** The group in one matmulGroup call with its norm (fold on or off): the outputs, the
  * normed rows' tensor and the dispatch count. */
-async function normedGroup(c: Case, m: number, fold: boolean): Promise<{ outs: Float32Array[]; normed: Float32Array; dispatches: number }> {
+async function normedGroup(c: QuantCase, m: number, fold: boolean): Promise<{ outs: Float32Array[]; normed: Float32Array; dispatches: number }> {
   g.foldQuantActs = fold;
-  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
-  const norm: GpuGroupNorm = { wv: c.nw, eps: 1e-6, zeroCentered: c.zeroCentered, out: g.alloc.upload(fill(m * K, () => NaN)) };
-  const x = g.alloc.upload(c.x);
-  let dispatches = 0;
-  const got = await run(g, (e) => {
-    const d0 = e.dispatchCount;
-    g.matmulGroup(e, x, m, c.ws.map((w, j) => ({ out: outs[j]!, w })), false, norm);
-    dispatches = e.dispatchCount - d0;
-  }, ...outs, norm.out);
-  return { outs: got.slice(0, c.ws.length), normed: got[c.ws.length]!, dispatches };
+  const { outs, dispatches } = await normedGroupOnce(g, c, m);
+  return { outs: outs.slice(0, c.ws.length), normed: outs[c.ws.length]!, dispatches };
 }
 
 /** rmsNorm, then each weight's own matmul over the normed rows (fold on: at M ≤ ACTS_TILE
  * the lone activation-quantizing qmatmul). */
-async function perWeight(c: Case, m: number): Promise<Float32Array[]> {
+async function perWeight(c: QuantCase, m: number): Promise<Float32Array[]> {
   g.foldQuantActs = true;
   const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
   const normed = g.alloc.upload(fill(m * K, () => NaN));
@@ -92,7 +73,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
       for (let m = 1; m <= ACTS_TILE; m++) {
         const segs = 2 + ((m + ti) % 3);
         const zeroCentered = (m + ti) % 2 === 0;
-        const c = makeCase(Array<QuantType>(segs).fill(dtype), m, 1000 + 10 * ti + m, zeroCentered);
+        const c = makeQuantCase(g, ref, K, Array<QuantType>(segs).fill(dtype), m, 1000 + 10 * ti + m, zeroCentered);
         const what = `${dtype} M=${m} ${segs} outputs${zeroCentered ? ' zero-centred' : ''}`;
         const folded = await normedGroup(c, m, true);
         assert.equal(folded.dispatches, 1, `${what}: one dispatch`);
@@ -110,7 +91,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
 
   test('mixed group (q4_k, bf16, q6_k, q8_0): each kind folds the norm, one dispatch a kind and quant type, == separate calls', async () => {
     for (const m of [1, 3]) {
-      const c = makeCase(['q4_k', 'bf16', 'q6_k', 'q8_0'], m, 60 + m, m === 1);
+      const c = makeQuantCase(g, ref, K, ['q4_k', 'bf16', 'q6_k', 'q8_0'], m, 60 + m, m === 1);
       const folded = await normedGroup(c, m, true);
       assert.equal(folded.dispatches, 4, `M=${m}: q4_k, q6_k, q8_0 and the bf16 matmul with its norm`);
       const separate = await perWeight(c, m);
@@ -120,7 +101,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
 
   test('M > ACTS_TILE keeps norm_quant_acts + the tiled group (the normed rows written)', async () => {
     const m = ACTS_TILE + 1;
-    const c = makeCase(['q8_0', 'q8_0'], m, 77, true);
+    const c = makeQuantCase(g, ref, K, ['q8_0', 'q8_0'], m, 77, true);
     const folded = await normedGroup(c, m, true);
     assert.equal(folded.dispatches, 2);
     assert.ok(!folded.normed.some((e) => Number.isNaN(e)), 'norm_quant_acts wrote the normed rows');
@@ -130,7 +111,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
 
   test('unnormed group (q4_1 ×3, M = 2): one dispatch == quant_acts + the tiled group', async () => {
     const m = 2;
-    const c = makeCase(['q4_1', 'q4_1', 'q4_1'], m, 88, false);
+    const c = makeQuantCase(g, ref, K, ['q4_1', 'q4_1', 'q4_1'], m, 88, false);
     const plain = async (fold: boolean): Promise<{ outs: Float32Array[]; dispatches: number }> => {
       g.foldQuantActs = fold;
       const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));

@@ -21,11 +21,11 @@ import assert from 'node:assert/strict';
 import type { Weight, WeightDType } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
-import type { GpuGroupNorm, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
-import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
-import { assertSameBits, randomWeight, rng } from './numeric.js';
+import { assertSameBits, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
+import { makeQuantCase, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 
@@ -44,32 +44,8 @@ function anyWeight(dtype: WeightDType, rows: number, r: () => number): GpuWeight
   return g.uploadWeight(randomAnyWeight(ref, dtype, rows, K, r));
 }
 
-interface Case { ws: GpuWeight[]; x: Float32Array; nw: GpuTensor; zeroCentered: boolean }
-
-function makeCase(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Case {
-  const r = rng(seed);
-  const ws = dtypes.map((d, i) => anyWeight(d, [37, 64, 5, 19][i % 4]!, r));
-  const x = fill(m * K, () => 3 * (2 * r() - 1));
-  const nw = g.uploadVector(randomWeight(ref, 'bf16', 1, K, () => 0.5 * (2 * r() - 1)));
-  return { ws, x, nw, zeroCentered };
-}
-
-/** The group in one matmulGroup call (norm folded): each output, then the normed rows. */
-async function grouped(c: Case, m: number): Promise<{ outs: Float32Array[]; dispatches: number }> {
-  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
-  const norm: GpuGroupNorm = { wv: c.nw, eps: 1e-6, zeroCentered: c.zeroCentered, out: g.alloc.upload(fill(m * K, () => NaN)) };
-  const x = g.alloc.upload(c.x);
-  let dispatches = 0;
-  const got = await run(g, (e) => {
-    const d0 = e.dispatchCount;
-    g.matmulGroup(e, x, m, c.ws.map((w, j) => ({ out: outs[j]!, w })), false, norm);
-    dispatches = e.dispatchCount - d0;
-  }, ...outs, norm.out);
-  return { outs: got, dispatches };
-}
-
 /** Separate calls: rmsNorm, then one matmul per weight over the normed rows. */
-async function separate(c: Case, m: number): Promise<Float32Array[]> {
+async function separate(c: QuantCase, m: number): Promise<Float32Array[]> {
   const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
   const normed = g.alloc.upload(fill(m * K, () => NaN));
   const x = g.alloc.upload(c.x);
@@ -80,8 +56,8 @@ async function separate(c: Case, m: number): Promise<Float32Array[]> {
 }
 
 async function check(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Promise<number> {
-  const c = makeCase(dtypes, m, seed, zeroCentered);
-  const got = await grouped(c, m);
+  const c = makeQuantCase(g, ref, K, dtypes, m, seed, zeroCentered);
+  const got = await normedGroupOnce(g, c, m);
   const want = await separate(c, m);
   const what = `${dtypes.join('+')} M=${m}${zeroCentered ? ' zero-centred' : ''}`;
   c.ws.forEach((w, j) => assertSameBits(got.outs[j]!, want[j]!, `${what}: weight ${j} (${w.dtype} ${w.rows}x${w.cols})`));
