@@ -14,6 +14,7 @@ import { join, resolve } from 'node:path';
 import { SHAPES } from '../dist/src/tools/model-shapes.js';
 import { GPUS, estimate } from '../dist/src/kernels/webgpu/access-model.js';
 import { chunkedStepTime, expectedTokensPerRound, stepTime } from '../dist/src/kernels/webgpu/access-batch.js';
+import { draftVocabFor } from '../dist/src/engine/engine-options.js';
 import { modelDispatch, stepSummary } from './gpu-access-families.mjs';
 import { dispatchCost } from './gpu-batch-parts.mjs';
 
@@ -29,6 +30,8 @@ const { values } = parseArgs({
     // dispatches a submitted chunk (the encoder submits chunk i while it records chunk i + 1)
     chunk: { type: 'string', default: '32' },
     'target-tbs': { type: 'string', default: '4.3' },
+    // ids an MTP draft lm_head reads (the engine's --draft-vocab; default: its default), capped at the vocabulary
+    'draft-vocab': { type: 'string' },
     // on: a quantized matmul of M ≤ 4 rows quantizes its own input (a GPU adapter's choice); off: quant_acts + the tiled qmatmul
     'fold-quant-acts': { type: 'string', default: 'on' },
     // a what-if for the multi-column float matmuls: C columns, tiles of T rows, later tiles' weights from l2 or dram
@@ -48,6 +51,8 @@ const accept = Number(values.accept);
 const hostUs = values['host-us'].split(',').map(Number);
 const chunk = Number(values.chunk);
 const targetTbs = Number(values['target-tbs']);
+const draftVocab = values['draft-vocab'] === undefined ? draftVocabFor({}) : Number(values['draft-vocab']);
+if (!(Number.isInteger(draftVocab) && draftVocab >= 1)) throw new Error(`--draft-vocab: "${values['draft-vocab']}" is not a positive integer`);
 const floatPlan = values['float-plan'] ? (([c, t, from]) => {
   if (!(Number(c) >= 2 && Number(t) >= 1 && ['l2', 'dram'].includes(from))) throw new Error(`--float-plan: "${values['float-plan']}" is not C,T,l2|dram`);
   return { columns: Number(c), tileRows: Number(t), secondTiles: from };
@@ -90,7 +95,7 @@ async function checkpoint(shape, format) {
 /** A recorded pass's GPU µs (lo, hi unroll), bytes and dispatches, scaled to the real shape;
  * `seq`: each real dispatch's GPU µs (lo) in the step's order (the cut's decoder layers
  * repeated as the real shape's, for the chunked host estimate). */
-function passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu }) {
+function passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu, headVocab = SHAPES[shape].vocab }) {
   const spec = SHAPES[shape];
   const realFull = Math.floor(spec.layers / spec.fullAttentionInterval);
   const real = { linear: spec.layers - realFull, full: realFull };
@@ -104,7 +109,7 @@ function passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu }) {
   for (const r of rec) {
     const kind = typeof r.layer === 'number' ? kinds[r.layer] : null;
     const times = kind ? real[kind] / cut[kind] : 1;
-    const vocabScale = r.layer === 'head' && r.label.startsWith('matmul') ? spec.vocab / REC_VOCAB : 1;
+    const vocabScale = r.layer === 'head' && r.label.startsWith('matmul') ? headVocab / REC_VOCAB : 1;
     const c = dispatchCost(r, { context, vocabScale, config, seqs, tokensPerSeq, floatPlan }, gpu);
     c.us.forEach((u, i) => { us[i] += times * u; });
     bound[c.bound] = (bound[c.bound] ?? 0) + times * c.us[0];
@@ -168,7 +173,7 @@ const chunkedUs = (pass, h) => chunkedStepTime(pass.seq, h, chunk).chunkedUs;
 
 function model(recording, gpu) {
   const { shape, format, kinds, config, scen } = recording;
-  const at = (rec, tokensPerSeq, seqs = 1) => passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu });
+  const at = (rec, tokensPerSeq, seqs = 1, headVocab = SHAPES[shape].vocab) => passCost(rec, { kinds, config, shape, seqs, tokensPerSeq, gpu, headVocab });
   const decode = Object.fromEntries(STREAMS.map((s) => [s, at(scen.decode[s], 1, s)]));
   const one = decode[1];
   const ref = batch1Reference(scen.decode[1], { kinds, config, shape, gpu });
@@ -185,7 +190,8 @@ function model(recording, gpu) {
     const v = at(scen.verify[kk + 1], kk + 1);
     return [kk, { rows: kk + 1, dispatches: r1(v.dispatches), gb: r3(v.bytes / 1e9), gpu_us: v.us.map(r1), bound_share: shares(v.bound), top_lo: v.top, verify_vs_decode: ratio((t) => t(v) / t(one)) }];
   }));
-  const head = at(scen.head, 1);
+  // a draft's lm_head reads the first --draft-vocab rows only (the engine's draft head)
+  const head = at(scen.head, 1, 1, Math.min(draftVocab, SHAPES[shape].vocab));
   const mtp = Object.fromEntries(Object.entries(scen.mtp).map(([rows, rec]) => [rows, at(rec, Number(rows))]));
   const rounds = Object.fromEntries(KS.map((kk) => {
     const e = expectedTokensPerRound(accept, kk);
@@ -222,14 +228,14 @@ const recordings = values.from ? JSON.parse(readFileSync(values.from, 'utf8')) :
 if (values.records) writeFileSync(values.records, JSON.stringify(recordings));
 const results = recordings.flatMap((rec) => gpus.map((g) => model(rec, g)));
 const out = {
-  context, accept_rate: accept, host_us_per_dispatch: hostUs, adapter_recorded_on: recordings[0]?.adapter ?? null,
+  context, accept_rate: accept, draft_vocab: draftVocab, host_us_per_dispatch: hostUs, adapter_recorded_on: recordings[0]?.adapter ?? null,
   assumptions: [
     'the batch-1 model (gpu-access-model.mjs) per dispatch; at M = 1 its GPU µs are reproduced exactly (checked)',
     'weights read from DRAM once per tile of rows (grid z of a dense matmul: ceil(M / tile), tile as matmulTile picked it on the recording adapter); each further row of a tile adds its activation loads to every main-loop iteration (L1)',
     'attention: K and V of --context positions read once per sequence (decode: a sequence per grid row; verify: one query block); GDN and conv: one dispatch per sequence, its state read once and a state written per token (verify: per-step scratch states)',
     'compute bound: the shaders\' f32 multiply-adds (2 FLOP each, no tensor cores from WGSL) at 67 TFLOPS FP32 on the SMs the dispatch keeps busy; the GDN serial chain per token is not modelled',
     'host: dispatches x host µs per dispatch (24 and 36: issue #47\'s Dawn figures; 33.5: Dawn encode 6.5 + queue.submit 27 measured on lavapipe, docs/kernels.md); the engine records, submits and waits for the read-back before recording the next step, so serial = host + GPU; overlapped = max is the bound with encoding ahead',
-    'MTP round (greedy, drafts chained on the kernels): verify of k + 1 rows, the MTP extend over the E committed rows (E = 1 + P + ... + P^k, interpolated between recorded row counts), k draft lm_heads (full vocabulary) + k argmax dispatches (a gap each), k - 1 single-row MTP steps; two submits a round; vs MTP off: one decode step a token',
+    'MTP round (greedy, drafts chained on the kernels): verify of k + 1 rows, the MTP extend over the E committed rows (E = 1 + P + ... + P^k, interpolated between recorded row counts), k draft lm_heads (the first --draft-vocab rows: the engine\'s draft head) + k argmax dispatches (a gap each), k - 1 single-row MTP steps; two submits a round; vs MTP off: one decode step a token',
   ],
   results,
 };
