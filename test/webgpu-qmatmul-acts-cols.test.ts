@@ -16,7 +16,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { quantActsDispatch, quantActsGroupDispatch } from '../src/kernels/webgpu/qmatmul-group.js';
 import { view } from '../src/kernels/webgpu/tensor.js';
-import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { ACTS_COLUMNS, actsColumnsWithin } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
 import { checkActsColumns, K, uploadAt } from './webgpu-qmatmul-acts-cols-cases.js';
@@ -44,6 +44,11 @@ describe(`webgpu activation-quantizing quantized matmuls, ${ACTS_COLUMNS} output
     const d = quantActsGroupDispatch({ x }, 4, K, 'q8_0', [seg, seg], false, true, 8);
     assert.equal(d.key, 'qmatmul_acts_q8_0_c8v_g2');
     assert.deepEqual(d.groups, [4, 1, 1], 'ceil(13 / 8) workgroups a segment');
+    // an offset type's C = 8 needs ~18 KB of workgroup memory: C = 4 within WebGPU's default 16 KB
+    assert.equal(actsColumnsWithin('q4_k', 8, 16384), 4);
+    assert.equal(actsColumnsWithin('q8_0', 8, 16384), 8);
+    const w4 = g.uploadWeight(randomAnyWeight(ref, 'q4_k', 13, K, rng(2)));
+    assert.equal(quantActsDispatch(x, undefined, out, w4, 1, K, false, true, 8, 16384).key, 'qmatmul_acts_q4_k_c4v');
     // an output in the input's buffer: scalar loads
     assert.equal(quantActsGroupDispatch({ x: view(x, 0, K) }, 1, K, 'q8_0', [{ ...seg, out: view(x, 0, 13) }], false, true, 8).key, 'qmatmul_acts_q8_0_c8_g1');
   });

@@ -193,7 +193,8 @@ export class WebGpuKernels {
     const lone = foldActs && !norm && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
     if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
     else if (foldActs) {
-      for (const d of quantActsGroupDispatches({ x, norm, gate }, m, k, quant, accumulate, this.adapter.features.dot4I8, this.groupSegments, this.actsColumns)) {
+      for (const d of quantActsGroupDispatches({ x, norm, gate }, m, k, quant, accumulate, this.adapter.features.dot4I8, this.groupSegments, this.actsColumns,
+        this.device.limits.maxComputeWorkgroupStorageSize)) {
         this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, d.label);
       }
     } else if (quant.length > 0) {
@@ -263,7 +264,7 @@ export class WebGpuKernels {
   private quantMatmulActs(enc: StepEncoder, x: GpuTensor, out: GpuTensor, w: GpuWeight, m: number, k: number, accumulate: boolean,
     gate?: GpuGatedInput): void {
     if (gate) need(gate.b, m * k, 'matmulAdd gate');
-    const d = quantActsDispatch(x, gate, out, w, m, k, accumulate, this.adapter.features.dot4I8, this.actsColumns);
+    const d = quantActsDispatch(x, gate, out, w, m, k, accumulate, this.adapter.features.dot4I8, this.actsColumns, this.device.limits.maxComputeWorkgroupStorageSize);
     this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, `matmul_${w.dtype}`);
   }
 

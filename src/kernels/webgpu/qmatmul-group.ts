@@ -10,7 +10,7 @@ import { packParams } from './params.js';
 import { groupSegmentParams } from './wgsl/matmul-group.js';
 import type { QuantLayout } from './wgsl/matmul.js';
 import { quantMatmulGroupShader } from './wgsl/qmatmul-group.js';
-import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
+import { ACTS_TILE, actsColumnsWithin, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { quantMatmulActsGroupShader, type ActsInput } from './wgsl/qmatmul-acts-group.js';
 
 /** One weight part of a group and the output its rows go to. */
@@ -75,11 +75,13 @@ function actsVec4(x: GpuTensor, gate: GpuTensor | undefined, outs: readonly GpuT
 }
 
 /** One unnormed weight part over m ≤ ACTS_TILE rows of x (or x ⊙ act(gate)) quantizing its
- * own input (wgsl/qmatmul-acts.ts), `cols` output columns a workgroup. */
+ * own input (wgsl/qmatmul-acts.ts), up to `maxCols` output columns a workgroup (as many as fit
+ * `limitBytes` of workgroup memory). */
 export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; readonly act: 'silu' | 'sigmoid' } | undefined, out: GpuTensor, w: GpuWeight,
-  m: number, k: number, accumulate: boolean, dot4: boolean, cols = 1): QuantGroupDispatch {
+  m: number, k: number, accumulate: boolean, dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
   if (m > ACTS_TILE) throw new RangeError(`quant acts: ${m} rows > ${ACTS_TILE}`);
   const type = w.dtype as QuantType;
+  const cols = actsColumnsWithin(type, maxCols, limitBytes);
   const part = w.parts[0]!;
   const vec = actsVec4(x, gate?.b, [out]);
   return {
@@ -93,10 +95,11 @@ export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; r
 }
 
 /** The segments (all of `type`, every weight K columns) over m ≤ ACTS_TILE rows of the input,
- * each workgroup quantizing (and norming) its rows itself for `cols` output columns of one
- * segment (wgsl/qmatmul-acts-group.ts). */
+ * each workgroup quantizing (and norming) its rows itself for up to `maxCols` output columns
+ * of one segment, as many as fit `limitBytes` (wgsl/qmatmul-acts-group.ts). */
 export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
-  dot4: boolean, cols = 1): QuantGroupDispatch {
+  dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
+  const cols = actsColumnsWithin(type, maxCols, limitBytes);
   if (m > ACTS_TILE) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_TILE}`);
   if (input.norm && input.gate) throw new Error('quant acts group: a norm and a gate together');
   const rowBytes = checkSegments(k, type, segs);
@@ -121,7 +124,7 @@ export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: numb
  * norm) their own input: per quant type, its weights' parts as segments, up to `maxSegments`
  * a dispatch. The norm weight must start its buffer and span K (as norm_quant_acts reads it). */
 export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate: boolean,
-  dot4: boolean, maxSegments: number, cols = 1): (QuantGroupDispatch & { readonly label: string })[] {
+  dot4: boolean, maxSegments: number, cols = 1, limitBytes = Infinity): (QuantGroupDispatch & { readonly label: string })[] {
   if (input.norm && (input.norm.wv.offset !== 0 || input.norm.wv.length !== k)) {
     throw new RangeError(`matmulGroup: a norm weight of ${input.norm.wv.length} at ${input.norm.wv.offset} for an input of ${k} columns`);
   }
@@ -130,7 +133,7 @@ export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: nu
   for (const type of new Set(group.map((g) => g.w.dtype as QuantType))) {
     const segs = group.filter((g) => g.w.dtype === type).flatMap(({ out: o, w }) => w.parts.map((part) => ({ out: o, w, part })));
     for (let i = 0; i < segs.length; i += maxSegments) {
-      out.push({ ...quantActsGroupDispatch(input, m, k, type, segs.slice(i, i + maxSegments), accumulate, dot4, cols), label: `matmul_${type}` });
+      out.push({ ...quantActsGroupDispatch(input, m, k, type, segs.slice(i, i + maxSegments), accumulate, dot4, cols, limitBytes), label: `matmul_${type}` });
     }
   }
   return out;

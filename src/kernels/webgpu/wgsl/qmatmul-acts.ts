@@ -34,6 +34,21 @@ export const ACTS_TILE = 4;
  * batch model's pick (docs/kernels.md; 4b and 0.8b grids keep ≥ 128 workgroups a dispatch). */
 export const ACTS_COLUMNS = 8;
 
+/** Workgroup bytes of the activation-quantizing kernel at C = `cols` (actsWorkgroupDecls, and
+ * the folded norm's 64-float tree). */
+export function actsWorkgroupBytes(type: QuantType, cols: number): number {
+  const perColumn = (hasOffsetType(type) ? 2 : 1) * ACTS_TILE * 64 * 4;
+  return cols * perColumn + (hasOffsetType(type) ? 2 : 1) * ACTS_TILE * 64 * 4 + 64 * 4;
+}
+
+/** The most columns ≤ `cols` (halving) whose workgroup memory fits `limitBytes` (an offset
+ * type's C = 8 needs ~18 KB: past WebGPU's 16 KB default limit, within a GPU's 32–48 KB). */
+export function actsColumnsWithin(type: QuantType, cols: number, limitBytes: number): number {
+  let c = cols;
+  while (c > 1 && actsWorkgroupBytes(type, c) > limitBytes) c = Math.max(1, Math.floor(c / 2));
+  return c;
+}
+
 /** Lane w's integer share `v` from its packed word `a`, its own 4-element sum `s` and the
  * weight word qw[k] (Q6_K: its scales q6[k]). */
 function laneShare(type: QuantType, k: string, v: string): string {
