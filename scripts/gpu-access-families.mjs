@@ -28,6 +28,14 @@ export function floatColumnsOf(key) {
   return Number(/^matmul_group_.*_cols(\d+)$/.exec(key)?.[1] ?? 1);
 }
 
+/** An activation-quantizing matmul's key (qmatmul_acts_<type>[_c<C>][v][_g<S>]…[_norm|_silu|_sigmoid],
+ * qmatmul-group.ts): its quant type, output columns a workgroup and input (FusedActsInput). */
+export function actsInputOf(key) {
+  const m = /^qmatmul_acts_(q\d_[0-9k])(?:_c(\d+))?(_?v)?(?:_|$)/.exec(key);
+  if (!m) throw new Error(`access model: "${key}" is not an activation-quantizing matmul key`);
+  return { type: m[1], columns: Number(m[2] ?? 1), input: { gated: /_(silu|sigmoid)$/.test(key), norm: /_norm$/.test(key), vec: m[3] !== undefined } };
+}
+
 /** Bytes and pattern of one recorded dispatch. `config`: the model's config (head dims). */
 export function modelDispatch(r, { context, vocabScale, config }) {
   const p = namedParams(r.wgsl, r.words);
@@ -53,11 +61,15 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows, iteration: it, unroll: [1, 4] };
   }
   if (r.key.startsWith('qmatmul_acts_')) {
-    // one weight part quantizing its own f32 input (x, and the gate's x ⊙ act(g)); rows ≤ 4
-    const type = /^qmatmul_acts_(q\d_[0-9k])/.exec(r.key)[1];
-    const gated = /_(silu|sigmoid)$/.test(r.key);
-    const rows = p.rows * vocabScale;
-    return { ...base, weight: true, bytes: rows * p.rowBytes + (gated ? 8 : 4) * p.k + 4 * rows, iteration: quantActsIteration(type, p.rowBytes, gated), unroll: [1, 1] };
+    // weight parts quantizing their own f32 input (x, the gate's x ⊙ act(g), or the normed x);
+    // rows ≤ 4; C columns a workgroup (…_c<C>), its input loads once for the C (actsInputOf)
+    const { type, columns, input } = actsInputOf(r.key);
+    let rows = 0;
+    if (p.segments === undefined) rows = p.rows;
+    else for (let s = 0; s < p.segments; s++) rows += p[`seg${s}Rows`];
+    rows *= vocabScale;
+    return { ...base, weight: true, bytes: rows * p.rowBytes + (input.gated ? 8 : 4) * p.k + 4 * rows, iteration: quantActsIteration(type, p.rowBytes, input, columns),
+      unroll: [1, 1] };
   }
   if (r.key.startsWith('qmatmul_')) {
     // qmatmul_<type>_tm.. (one weight part) or qmatmul_group_<type>_<segments>_tm.. (segments)

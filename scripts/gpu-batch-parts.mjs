@@ -6,14 +6,14 @@
 // records the tiny models in BF16, Q8_0 and Q4_K_M and checks every dispatch is modelled).
 import { COALESCED_F32, floatInputLoads, loadFacts, namedParams, quantActLoads, quantFusedActLoads, workgroupSize } from '../dist/src/kernels/webgpu/access-model.js';
 import { batchBytes, estimateAtBatch } from '../dist/src/kernels/webgpu/access-batch.js';
-import { floatColumnsOf, modelDispatch } from './gpu-access-families.mjs';
+import { actsInputOf, floatColumnsOf, modelDispatch } from './gpu-access-families.mjs';
 
 const sectorsOf = (loads) => loads.reduce((a, l) => a + loadFacts(l).sectors.size, 0);
 /** One row's activation L1 sectors per 64-block chunk, per warp (the mean of the workgroup's 2
  * warps, as quantIteration): the tiled body's int8 words QX, DX (SX for the offset types). */
 const quantRowL1 = (type) => (sectorsOf(quantActLoads(type, 0)) + sectorsOf(quantActLoads(type, 1))) / 2;
-/** …and the activation-quantizing matmul's f32 input (and gate), read in the max pass and again in the quantizing pass. */
-const quantFusedRowL1 = (gated) => (sectorsOf(quantFusedActLoads(gated, 0)) + sectorsOf(quantFusedActLoads(gated, 1))) / 2;
+/** …and the activation-quantizing matmul's f32 input (and gate or norm weight; a norm's inv pass), read in the max pass and again in the quantizing pass. */
+const quantFusedRowL1 = (input) => (sectorsOf(quantFusedActLoads(input, 0)) + sectorsOf(quantFusedActLoads(input, 1))) / 2;
 const ZERO = { weightBytes: 0, rowBytes: 0, seqBytes: 0, tokenStateBytes: 0, macsPerRow: 0, rowL1Sectors: 0 };
 const ONE = { rows: 1, seqs: 1, tiles: 1 };
 /** d.bytes already counts every row (its parameters do). */
@@ -76,11 +76,13 @@ function quantMatmul(r, d, p, { vocabScale }) {
     use: { ...ONE, rows: p.m, tiles: r.groups[2] } };
 }
 
-/** The activation-quantizing matmul (qmatmul_acts_<type>[_acc][_silu|_sigmoid], M ≤ ACTS_TILE rows a workgroup). */
+/** The activation-quantizing matmul (qmatmul_acts_<type>[_c<C>][v][_g<S>][_acc][_norm|_silu|_sigmoid], M ≤ ACTS_TILE rows a
+ * workgroup of C columns). A further row's input loads are once per workgroup iteration, shared by its C columns (d's
+ * iteration holds the C columns' weight loads: modelDispatch). */
 function quantActsMatmul(r, d, p, { vocabScale }) {
-  const gated = /_(silu|sigmoid)$/.test(r.key);
+  const { input } = actsInputOf(r.key);
   const rows = matmulRows(p, vocabScale);
-  return { d, parts: { ...ZERO, weightBytes: rows * p.rowBytes, rowBytes: (gated ? 8 : 4) * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: quantFusedRowL1(gated) },
+  return { d, parts: { ...ZERO, weightBytes: rows * p.rowBytes, rowBytes: (input.gated ? 8 : 4) * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: quantFusedRowL1(input) },
     use: { ...ONE, rows: p.m, tiles: r.groups[2] } };
 }
 
@@ -117,7 +119,7 @@ export const BATCH_RULES = [
   ['float matmul', (k) => k.startsWith('matmul_group_'),
     'weights once per tile of rows (grid z); 4K + 4N activation bytes a row; each further row of a tile adds its x (and gate) loads to every main-loop iteration (L1), ÷ the columns of a …_cols<C> workgroup', floatMatmul],
   ['quantized matmul quantizing its input', (k) => k.startsWith('qmatmul_acts_'),
-    'weights once per tile of ≤ 4 rows (grid z); f32 input (and gate) 4K (8K) + 4N bytes a row; each further row of a tile adds its f32 loads of both passes (one f32 per lane at a 16-byte stride: quantFusedActLoads) to every 64-block chunk (L1)', quantActsMatmul],
+    'weights once per tile of ≤ 4 rows (grid z); f32 input (and gate) 4K (8K) + 4N bytes a row; each further row of a tile adds its f32 loads of both passes (4 f32 per lane at a 16-byte stride, or one vec4; a gate or norm weight again; a norm\'s inv pass: quantFusedActLoads) to every 64-block chunk (L1); a …_c<C> workgroup makes those loads once for its C columns (the rows\' quantization is the same for every column): ÷ C a column', quantActsMatmul],
   ['quantized matmul (tiled)', (k) => k.startsWith('qmatmul_'),
     'weights once per tile of rows (grid z; a group: the segments\' rows); int8 row, block scales and sums 1.25K + 4N bytes a row; each further row of a tile adds its QX words and DX (SX) loads (quantActLoads) to every 64-block chunk (L1)', quantMatmul],
   ['GDN recurrence', (k) => /^gdn_(gated|recurrent)_(columns|seqs)|^gdn_recurrent$/.test(k),

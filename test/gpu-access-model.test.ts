@@ -73,16 +73,27 @@ test('quantized weight loads mirror quant.ts and the tiled body: 8 lanes per blo
 test('the activation-quantizing matmul\'s input loads mirror qmatmul-acts.ts: lane w reads elements 4w..4w+3 of its blocks, twice', () => {
   const src = quantMatmulActsShader('q8_0', true, false, 'silu');
   assert.match(src, /let e = \(m0 \+ r\) \* K \+ j \* 32u \+ 4u \* w;/);
-  assert.match(src, /for \(var l = 0u; l < 4u; l\+\+\) \{ mx = max\(mx, abs\(act_at\(e \+ l\)\)\); \}/);
-  assert.match(src, /q\[l\] = i32\(round\(act_at\(e \+ l\) \* id\)\)/);
+  assert.equal(src.match(/let y = act4\(e\);/g)?.length, 2, 'act4 in the max pass and in the quantizing pass');
+  assert.match(src, /fn act4\(e: u32\) -> vec4<f32> \{ return vec4<f32>\(act_at\(e\), act_at\(e \+ 1u\), act_at\(e \+ 2u\), act_at\(e \+ 3u\)\); \}/);
   assert.match(src, /let a = X\[pu\(P_xOff\) \+ e\];\s+let g = GB\[pu\(P_gateOff\) \+ e\];/);
-  // a warp-load: 4 blocks of 128 bytes, one f32 per lane at a 16-byte stride: 16 sectors
+  // vec4 loads: one vec4<f32> of x and of the gate a lane
+  assert.match(quantMatmulActsShader('q8_0', true, false, 'silu', 8, true), /let a = x4\(pu\(P_xOff\) \+ e\);\s+let g = g4\(pu\(P_gateOff\) \+ e\);/);
+  // a warp-load: 4 blocks of 128 bytes, one f32 per lane at a 16-byte stride: 16 sectors; a vec4 load the same 16 for 4 elements
   assert.deepEqual(loadFacts(quantFusedActLoads(false)[0]!).sectors.size, 16);
   assert.equal(quantFusedActLoads(true).length, 2 * quantFusedActLoads(false).length);
+  assert.equal(quantFusedActLoads({ vec: true }).length, quantFusedActLoads(false).length / 4);
+  assert.deepEqual(loadFacts(quantFusedActLoads({ vec: true })[0]!).sectors.size, 16);
+  // a norm: its weight in both passes and the inv pass (32 coalesced loads a warp)
+  assert.equal(quantFusedActLoads({ norm: true }).length, 2 * quantFusedActLoads(false).length + 32);
   const fused = quantActsIteration('q8_0', 2720, true);
   const split = quantIteration('q8_0', 2720);
   assert.equal(fused.dramBytes, split.dramBytes);
   assert.ok(fused.l1Sectors > 4 * split.l1Sectors, 'the f32 input costs L1 sectors the int8 words did not');
+  // C columns: each column's weights, the input once
+  const cols = quantActsIteration('q8_0', 2720, true, 8);
+  assert.equal(cols.dramBytes, 8 * fused.dramBytes);
+  const weightL1 = [0, 1].reduce((a, w) => a + quantWeightLoads('q8_0', 2720, w).reduce((b, l) => b + loadFacts(l).sectors.size, 0), 0) / 2;
+  assert.equal(cols.l1Sectors - fused.l1Sectors, 7 * weightL1);
 });
 
 test('namedParams inverts packParams through the shader text', () => {

@@ -13,6 +13,7 @@ import { denseMatmulTile } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader, groupSegmentParams } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
+import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { REPO_ROOT, TINY_THINK, sharedPath } from './paths.js';
@@ -257,7 +258,7 @@ test('every dispatch of the BF16, Q8_0 and Q4_K_M recordings (decode 1/8/32, ver
     }
   } finally { k.dispose(); }
   // the quantized families the brief named are among them, each under its own rule
-  for (const key of ['norm_quant_acts', 'quant_acts', 'quant_acts_silu', 'qmatmul_acts_q8_0', 'qmatmul_group_q8_0_2', 'qmatmul_q8_0', 'qmatmul_group_q4_k_2', 'matmul_group_bf16_2']) {
+  for (const key of ['norm_quant_acts', 'quant_acts', 'quant_acts_silu', `qmatmul_acts_q8_0_c${ACTS_COLUMNS}v`, 'qmatmul_group_q8_0_2', 'qmatmul_q8_0', 'qmatmul_group_q4_k_2', 'matmul_group_bf16_2']) {
     assert.ok(keys.has(key), `no ${key} dispatch recorded (${[...keys].join(' ')})`);
   }
   assert.ok(rules.size >= 10, [...rules].join(', '));

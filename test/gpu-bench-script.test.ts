@@ -108,8 +108,8 @@ test('gpu-bench.sh --dry-run writes one JSON with every step measured', { timeou
     assert.deepEqual(skip.gpu!.dawn_toggles, ['skip_validation'], 'the run reports the toggle it ran with');
     const single = j.runs[`${s}.decode-bf16-single-submit`];
     assert.ok(single && !single.error && single.gpu!.submits_per_step === 1, `decode with one submit a step: ${JSON.stringify(single)}`);
-    const folded = j.runs[`${s}.decode-q4_k_m-folded`];
-    assert.ok(folded && !folded.error && folded.gpu!.host_us_per_dispatch! > 0, `Q4_K_M decode, activation quantization folded: ${JSON.stringify(folded)}`);
+    const unfolded = j.runs[`${s}.decode-q4_k_m-unfolded`];
+    assert.ok(unfolded && !unfolded.error && unfolded.gpu!.host_us_per_dispatch! > 0, `Q4_K_M decode, activation quantization separate: ${JSON.stringify(unfolded)}`);
     const mtp = j.runs[`${s}.mtp-0.8-bf16`] as unknown as { runs: { accept: number; outputs_identical: boolean; speedup: number }[] };
     assert.equal(mtp.runs[0]!.accept, 0.8);
     assert.equal(mtp.runs[0]!.outputs_identical, true);

@@ -65,8 +65,8 @@ export function submitChunks(env: NodeJS.ProcessEnv = process.env): SubmitChunks
 
 /** Whether quantized matmuls of few rows quantize and norm their own input
  * (WebGpuKernels.foldQuantActs) from DELTASERVE_FOLD_QUANT_ACTS=on|off, or undefined: the
- * default (off). A measurement switch: scripts/gpu-bench.sh runs Q4_K_M decode both ways (the
- * GPU batch model rates the fold slower on the GPU, fewer dispatches on the host). */
+ * default (on for a GPU, off for a CPU adapter). A measurement switch: scripts/gpu-bench.sh
+ * runs Q4_K_M decode both ways (decode-q4_k_m-unfolded: off). */
 export function foldQuantActs(env: NodeJS.ProcessEnv = process.env): boolean | undefined {
   const raw = env['DELTASERVE_FOLD_QUANT_ACTS'];
   if (raw === undefined || raw === '') return undefined;

@@ -163,26 +163,39 @@ export function quantIteration(type: QuantType, rowBytes: number): WarpIteration
   return warpIteration([0, 1].flatMap((w) => quantWeightLoads(type, rowBytes, w)), [0, 1].flatMap((w) => quantActLoads(type, w)), 2);
 }
 
-/** The f32 input loads of one chunk by warp \`warp\` of the activation-quantizing matmul
- * (wgsl/qmatmul-acts.ts, one row): act_at(e + l), l < 4, e = j·32 + 4w, in the max pass and
- * again in the quantizing pass; a gate reads GB at the same elements. */
-export function quantFusedActLoads(gated: boolean, warp = 0): WarpLoad[] {
+/** What the activation-quantizing matmul's input reads (wgsl/qmatmul-acts.ts): a gate (GB at
+ * x's elements), a folded norm (the norm weight at x's columns, and each row's inv pass), a
+ * lane's 4 elements as one vec4<f32> load (`vec`) or 4 scalar ones. */
+export interface FusedActsInput { readonly gated?: boolean; readonly norm?: boolean; readonly vec?: boolean }
+
+/** The input loads of one chunk (64 blocks: 2,048 elements of a row) by warp \`warp\` of the
+ * activation-quantizing matmul, one row: act4(e), e = j·32 + 4w, in the max pass and again in
+ * the quantizing pass — 4 f32 at a 16-byte stride across the lanes, or one vec4 — each
+ * repeated for a gate or a norm weight (same elements / columns); a norm's inv pass reads the
+ * row once more, coalesced (thread t: p ≡ t mod 64; a warp's share of 2,048 elements: 32
+ * loads). `gated` as a boolean: FusedActsInput { gated }. */
+export function quantFusedActLoads(input: boolean | FusedActsInput, warp = 0): WarpLoad[] {
+  const { gated = false, norm = false, vec = false } = typeof input === 'boolean' ? { gated: input } : input;
   const out: WarpLoad[] = [];
+  const twice = gated || norm;
   for (let pass = 0; pass < 2; pass++) {
     for (let i = 0; i < 8; i++) {
-      for (let l = 0; l < 4; l++) {
-        const load = laneBlocks(warp, i).map(({ jb, w }) => word(jb * 32 + 4 * w + l));
-        out.push(load, ...(gated ? [load] : []));
-      }
+      const lb = laneBlocks(warp, i);
+      const loads: WarpLoad[] = vec ? [lb.map(({ jb, w }) => [4 * (jb * 32 + 4 * w), 16] as const)]
+        : [0, 1, 2, 3].map((l) => lb.map(({ jb, w }) => word(jb * 32 + 4 * w + l)));
+      for (const load of loads) out.push(load, ...(twice ? [load] : []));
     }
   }
+  if (norm) for (let n = 0; n < 32; n++) out.push(lanes((lane) => word(64 * n + 32 * warp + lane)));
   return out;
 }
 
-/** quantIteration for the activation-quantizing matmul: the same weight loads, the f32 input
- * in place of the int8 words. */
-export function quantActsIteration(type: QuantType, rowBytes: number, gated: boolean): WarpIteration {
-  return warpIteration([0, 1].flatMap((w) => quantWeightLoads(type, rowBytes, w)), [0, 1].flatMap((w) => quantFusedActLoads(gated, w)), 2);
+/** quantIteration for the activation-quantizing matmul of \`columns\` output columns a
+ * workgroup: each column's weight loads (rows \`rowBytes\` apart), the f32 input once for all
+ * of them. */
+export function quantActsIteration(type: QuantType, rowBytes: number, input: boolean | FusedActsInput, columns = 1): WarpIteration {
+  const weights = [0, 1].flatMap((w) => Array.from({ length: columns }, (_, c) => quantWeightLoads(type, (c + 1) * rowBytes, w)).flat());
+  return warpIteration(weights, [0, 1].flatMap((w) => quantFusedActLoads(input, w)), 2);
 }
 
 /** The GDN column launch's state loads (wgsl/gdn-columns.ts stageIn): warp 0 of the

@@ -16,8 +16,8 @@ import { GpuAllocator, type GpuTensor } from './tensor.js';
 import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type GpuWeight, type GpuWeightDType } from './weights.js';
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
-import { quantActsGroupDispatches, quantGroupDispatch } from './qmatmul-group.js';
-import { ACTS_TILE, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
+import { quantActsDispatch, quantActsGroupDispatches, quantGroupDispatch } from './qmatmul-group.js';
+import { ACTS_COLUMNS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { normQuantActsLanesShader, quantActsLanesShader } from './wgsl/quant-acts-lanes.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
@@ -56,15 +56,19 @@ export class WebGpuKernels {
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   readonly subgroupSizeDivides64: boolean;
   /** At M ≤ ACTS_TILE a quantized group quantizes (and norms) its own input in its matmul
-   * (one dispatch, not two or three; the same bits). Off by default: on a CPU adapter every
-   * workgroup's redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325
-   * CPU-ms a decode step), and on a GPU the batch model rates its L1-bound per-row input loads
-   * slower than the lane-parallel quantization (qwen3.5-4b Q8_0 H200 decode 7.3 – 7.4 against
-   * 2.6 – 3.3 ms GPU, MTP k = 3 at P 0.8 0.80 × against 2.13 × chunked, though 129 dispatches
-   * fewer; docs/kernels.md) until a GPU run says otherwise (gpu-bench's
-   * `decode-q4_k_m-folded`). AcquireOptions.foldQuantActs / DELTASERVE_FOLD_QUANT_ACTS=on turn
-   * it on; tests set it to count a GPU's dispatches or compare the paths. */
+   * (one dispatch, not two or three; the same bits). On by default on GPUs: with C =
+   * ACTS_COLUMNS output columns a workgroup (the input work once for C columns) and vec4
+   * input loads, the batch model rates it faster than the lane-parallel quantization + tiled
+   * matmul on the GPU as well as on the host (qwen3.5-4b Q8_0 H200 decode 2.3 – 2.2 against
+   * 3.3 – 2.6 ms GPU, 220 dispatches against 349; docs/kernels.md) until a GPU run says
+   * otherwise (gpu-bench's `decode-q4_k_m-unfolded`). Off on a CPU adapter: every workgroup's
+   * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
+   * decode step). AcquireOptions.foldQuantActs / DELTASERVE_FOLD_QUANT_ACTS=on|off override
+   * it; tests set it to count a GPU's dispatches or compare the paths. */
   foldQuantActs: boolean;
+  /** Output columns an activation-quantizing workgroup computes (wgsl/qmatmul-acts.ts; the
+   * same bits at any C): ACTS_COLUMNS on GPUs, 1 on a CPU adapter; tests set it. */
+  actsColumns: number;
   /** How tiled quantized matmuls share weight blocks among threads (wgsl/matmul.ts
    * QuantLayout; the same bits): 'lanes' on GPUs, 'block' on a CPU adapter (lavapipe,
    * tiny-think Q4_K_M decode: ~3.6 vs ~6.5 CPU-s for a 24-token bench). The access-model
@@ -90,7 +94,8 @@ export class WebGpuKernels {
   constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks, foldQuantActs?: boolean) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
-    this.foldQuantActs = foldQuantActs ?? false;
+    this.foldQuantActs = foldQuantActs ?? !ctx.adapter.cpuEmulation;
+    this.actsColumns = ctx.adapter.cpuEmulation ? 1 : ACTS_COLUMNS;
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.actsLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
@@ -188,7 +193,8 @@ export class WebGpuKernels {
     const lone = foldActs && !norm && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
     if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
     else if (foldActs) {
-      for (const d of quantActsGroupDispatches({ x, norm, gate }, m, k, quant, accumulate, this.adapter.features.dot4I8, this.groupSegments)) {
+      for (const d of quantActsGroupDispatches({ x, norm, gate }, m, k, quant, accumulate, this.adapter.features.dot4I8, this.groupSegments, this.actsColumns,
+        this.device.limits.maxComputeWorkgroupStorageSize)) {
         this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, d.label);
       }
     } else if (quant.length > 0) {
@@ -257,15 +263,9 @@ export class WebGpuKernels {
    * (wgsl/qmatmul-acts.ts: the bits of quantActs then the qmatmul; x is left as it was). */
   private quantMatmulActs(enc: StepEncoder, x: GpuTensor, out: GpuTensor, w: GpuWeight, m: number, k: number, accumulate: boolean,
     gate?: GpuGatedInput): void {
-    const dot4 = this.adapter.features.dot4I8;
-    const type = w.dtype as QuantType;
-    const part = w.parts[0]!;
     if (gate) need(gate.b, m * k, 'matmulAdd gate');
-    const params = packParams('qmatmul_acts', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
-      xOff: x.offset, gateOff: gate?.b.offset ?? 0 });
-    const key = `qmatmul_acts_${type}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${gate ? `_${gate.act}` : ''}`;
-    this.run(enc, key, () => quantMatmulActsShader(type, dot4, accumulate, gate?.act ?? null), params, null,
-      [out.buffer, x.buffer, part.buffer, ...(gate ? [gate.b.buffer] : [])], grid(part.rows, Math.ceil(m / ACTS_TILE)), `matmul_${type}`);
+    const d = quantActsDispatch(x, gate, out, w, m, k, accumulate, this.adapter.features.dot4I8, this.actsColumns, this.device.limits.maxComputeWorkgroupStorageSize);
+    this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, `matmul_${w.dtype}`);
   }
 
   /** Each quantized weight part's matmul over the group's one activation quantization. */

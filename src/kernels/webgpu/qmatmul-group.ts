@@ -10,7 +10,7 @@ import { packParams } from './params.js';
 import { groupSegmentParams } from './wgsl/matmul-group.js';
 import type { QuantLayout } from './wgsl/matmul.js';
 import { quantMatmulGroupShader } from './wgsl/qmatmul-group.js';
-import { ACTS_TILE } from './wgsl/qmatmul-acts.js';
+import { ACTS_TILE, actsColumnsWithin, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { quantMatmulActsGroupShader, type ActsInput } from './wgsl/qmatmul-acts-group.js';
 
 /** One weight part of a group and the output its rows go to. */
@@ -61,25 +61,62 @@ export interface ActsGroupInput {
   readonly gate?: { readonly b: GpuTensor; readonly act: 'silu' | 'sigmoid' };
 }
 
+/** The activation-quantizing kernels' key field after the type: `_c<C>` (C output columns a
+ * workgroup, C > 1), `v` with vec4 input loads. */
+function actsVariant(cols: number, vec: boolean): string {
+  if (!Number.isInteger(cols) || cols < 1) throw new RangeError(`quant acts: ${cols} columns`);
+  return `${cols > 1 ? `_c${cols}` : ''}${vec ? `${cols > 1 ? '' : '_'}v` : ''}`;
+}
+
+/** vec4 input loads: the input (and gate) at offsets ≡ 0 mod 4, no output in their buffers
+ * (K ≡ 0 mod 32 keeps every lane's 4 elements in one vec4). */
+function actsVec4(x: GpuTensor, gate: GpuTensor | undefined, outs: readonly GpuTensor[]): boolean {
+  return x.offset % 4 === 0 && (gate === undefined || gate.offset % 4 === 0) && !outs.some((o) => o.buffer === x.buffer || o.buffer === gate?.buffer);
+}
+
+/** One unnormed weight part over m ≤ ACTS_TILE rows of x (or x ⊙ act(gate)) quantizing its
+ * own input (wgsl/qmatmul-acts.ts), up to `maxCols` output columns a workgroup (as many as fit
+ * `limitBytes` of workgroup memory). */
+export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; readonly act: 'silu' | 'sigmoid' } | undefined, out: GpuTensor, w: GpuWeight,
+  m: number, k: number, accumulate: boolean, dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
+  if (m > ACTS_TILE) throw new RangeError(`quant acts: ${m} rows > ${ACTS_TILE}`);
+  const type = w.dtype as QuantType;
+  const cols = actsColumnsWithin(type, maxCols, limitBytes);
+  const part = w.parts[0]!;
+  const vec = actsVec4(x, gate?.b, [out]);
+  return {
+    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${gate ? `_${gate.act}` : ''}`,
+    source: () => quantMatmulActsShader(type, dot4, accumulate, gate?.act ?? null, cols, vec),
+    params: packParams('qmatmul_acts', { rows: part.rows, k, m, outOff: out.offset, outStride: w.rows, col0: part.row0, rowBytes: w.rowBytes,
+      xOff: x.offset, gateOff: gate?.b.offset ?? 0 }),
+    buffers: [out.buffer, x.buffer, part.buffer, ...(gate ? [gate.b.buffer] : [])],
+    groups: grid(Math.ceil(part.rows / cols), Math.ceil(m / ACTS_TILE)),
+  };
+}
+
 /** The segments (all of `type`, every weight K columns) over m ≤ ACTS_TILE rows of the input,
- * each workgroup quantizing (and norming) its rows itself (wgsl/qmatmul-acts-group.ts). */
+ * each workgroup quantizing (and norming) its rows itself for up to `maxCols` output columns
+ * of one segment, as many as fit `limitBytes` (wgsl/qmatmul-acts-group.ts). */
 export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
-  dot4: boolean): QuantGroupDispatch {
+  dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
+  const cols = actsColumnsWithin(type, maxCols, limitBytes);
   if (m > ACTS_TILE) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_TILE}`);
   if (input.norm && input.gate) throw new Error('quant acts group: a norm and a gate together');
   const rowBytes = checkSegments(k, type, segs);
   const n = segs.length;
   const kind: ActsInput = input.norm ? 'norm' : input.gate ? input.gate.act : 'plain';
-  const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.w.rows, col0: s.part.row0 })));
-  const cols = segs.reduce((a, s) => a + s.part.rows, 0);
+  const vec = actsVec4(input.x, input.gate?.b, segs.map((s) => s.out));
+  const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.w.rows, col0: s.part.row0 })), cols);
+  const rows = segs.reduce((a, s) => a + s.part.rows, 0);
+  const workgroups = segs.reduce((a, s) => a + Math.ceil(s.part.rows / cols), 0);
   const extra = input.norm ? [input.norm.wv.buffer] : input.gate ? [input.gate.b.buffer] : [];
   return {
-    key: `qmatmul_acts_${type}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${kind === 'plain' ? '' : `_${kind}`}`,
-    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind),
-    params: packParams('qmatmul_acts_group', { rows: cols, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, gateOff: input.gate?.b.offset ?? 0,
+    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${kind === 'plain' ? '' : `_${kind}`}`,
+    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec),
+    params: packParams('qmatmul_acts_group', { rows, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, gateOff: input.gate?.b.offset ?? 0,
       eps: input.norm?.eps ?? 0, zeroCentered: input.norm?.zeroCentered ? 1 : 0 }),
     buffers: [...segs.map((s) => s.out.buffer), input.x.buffer, ...segs.map((s) => s.part.buffer), ...extra],
-    groups: grid(cols, Math.ceil(m / ACTS_TILE)),
+    groups: grid(workgroups, Math.ceil(m / ACTS_TILE)),
   };
 }
 
@@ -87,7 +124,7 @@ export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: numb
  * norm) their own input: per quant type, its weights' parts as segments, up to `maxSegments`
  * a dispatch. The norm weight must start its buffer and span K (as norm_quant_acts reads it). */
 export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate: boolean,
-  dot4: boolean, maxSegments: number): (QuantGroupDispatch & { readonly label: string })[] {
+  dot4: boolean, maxSegments: number, cols = 1, limitBytes = Infinity): (QuantGroupDispatch & { readonly label: string })[] {
   if (input.norm && (input.norm.wv.offset !== 0 || input.norm.wv.length !== k)) {
     throw new RangeError(`matmulGroup: a norm weight of ${input.norm.wv.length} at ${input.norm.wv.offset} for an input of ${k} columns`);
   }
@@ -96,7 +133,7 @@ export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: nu
   for (const type of new Set(group.map((g) => g.w.dtype as QuantType))) {
     const segs = group.filter((g) => g.w.dtype === type).flatMap(({ out: o, w }) => w.parts.map((part) => ({ out: o, w, part })));
     for (let i = 0; i < segs.length; i += maxSegments) {
-      out.push({ ...quantActsGroupDispatch(input, m, k, type, segs.slice(i, i + maxSegments), accumulate, dot4), label: `matmul_${type}` });
+      out.push({ ...quantActsGroupDispatch(input, m, k, type, segs.slice(i, i + maxSegments), accumulate, dot4, cols, limitBytes), label: `matmul_${type}` });
     }
   }
   return out;

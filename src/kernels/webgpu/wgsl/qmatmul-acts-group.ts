@@ -14,15 +14,15 @@
 //   stored (Kernels.matmulGroup lets a folded norm leave norm.out unwritten).
 // Cost: each workgroup reads its rows of x once more for inv (K f32 per row, L1/L2-resident
 // across the dispatch's workgroups), and x (and the norm weight) twice in the passes, as the
-// lone kernel does.
+// lone kernel does — once for its C output columns (`cols`: consecutive rows of one segment).
 // params: PARAMS.qmatmul_acts_group. Bindings: 1 + s: OUT_s, 1 + S: X (f32 [M, K] from xOff),
 // 2 + S + s: W_s (S = segments of the variant), then norm: 2 + 2S WV (f32 [K]) or gate:
 // 2 + 2S GB (f32 [M, K] from gateOff).
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER, treeSum } from './common.js';
-import { GROUP_SEGMENTS, segmentOf } from './matmul-group.js';
-import { ACTS_TILE, actsColumnBody, actsWorkgroupDecls, plainOrGatedAct } from './qmatmul-acts.js';
+import { GROUP_SEGMENTS } from './matmul-group.js';
+import { ACTS_TILE, actsColumnBody, actsInputDecls, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
 import { forSegment } from './qmatmul-group.js';
 import { PACKED_BLOCK_STATE, dot4Source, packedBlockFns } from './quant.js';
 
@@ -33,7 +33,7 @@ export type ActsInput = 'plain' | 'norm' | 'silu' | 'sigmoid';
 const ROW_INVS = `  for (var r = 0u; r < rows; r++) {
     let xo = pu(P_xOff) + (m0 + r) * K;
     var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
+    for (var p = t; p < K; p += 64u) { let v = xs(xo + p); ss = ss + v * v; }
     let total = tree_sum(t, ss);
     inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
   }`;
@@ -43,37 +43,57 @@ const NORMED_AT = `var y: f32;
   y = X[pu(P_xOff) + e] * inv[r] * select(WV[p], 1.0 + WV[p], pu(P_zeroCentered) == 1u);
   return y;`;
 
-export function quantMatmulActsGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate: boolean, input: ActsInput): string {
+/** …elements e..e+3 over vec4 bindings (p ≡ 0 mod 4): the same expression per component. */
+const NORMED_AT4 = `let wv = WV[p >> 2u];
+  var y: vec4<f32>;
+  y = x4(pu(P_xOff) + e) * inv[r] * select(wv, 1.0 + wv, pu(P_zeroCentered) == 1u);
+  return y;`;
+
+/** Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)). */
+function segmentOfColumns(segments: number): string {
+  return Array.from({ length: segments }, (_, s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `
+    + `gcol < pu(P_seg${s}Start) + (pu(P_seg${s}Rows) + C - 1u) / C) { sg = ${s}u; }`).join('\n  ');
+}
+
+/** `cols`: output columns a workgroup (C; the segments' starts in workgroups, groupSegmentParams'
+ * `columns`); `vec`: vec4<f32> input loads (xOff, gateOff ≡ 0 mod 4; the norm weight too). */
+export function quantMatmulActsGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate: boolean, input: ActsInput, cols = 1,
+  vec = false): string {
   if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant acts group: ${segments} segments`);
   const norm = input === 'norm';
   const gate = input === 'silu' || input === 'sigmoid' ? input : null;
-  const body = actsColumnBody(type, packedBuiltin, accumulate, true);
+  const body = actsColumnBody(type, packedBuiltin, accumulate, true, cols);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
   const weights = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + segments + s}) var<storage, read_write> W${s}: array<u32>;
 ${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
-  const extra = norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> WV: array<f32>;`
-    : gate ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : '';
+  const extra = norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> WV: array<${vec ? 'vec4<f32>' : 'f32'}>;` : '';
   // the segment is uniform (from workgroup_id), so the bodies' barriers stay in uniform control flow
   const bodies = Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-  let col = gcol - pu(P_seg${s}Start);
+  let cb = (gcol - pu(P_seg${s}Start)) * C;
+  let last = pu(P_seg${s}Rows) - 1u;
 ${seg(s, body)}  }`).join(' ');
   return `${HEADER}
 ${paramConsts('qmatmul_acts_group')}
 ${outs}
-@group(0) @binding(${1 + segments}) var<storage, read_write> X: array<f32>;
+${actsInputDecls(1 + segments, gate ? 2 + 2 * segments : null, vec)}
 ${extra}
 ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
-${actsWorkgroupDecls(type)}
+${actsWorkgroupDecls(type, cols)}
 ${norm ? `${treeSum()}
 var<private> inv: array<f32, ${ACTS_TILE}>;` : ''}
-// element e = (m0 + r)·K + p of the input rows (past xOff)
-fn act_at(e: u32, r: u32, p: u32) -> f32 {
+// elements e..e+3, e = (m0 + r)·K + p, of the input rows (past xOff)
+${vec ? `fn act4(e: u32, r: u32, p: u32) -> vec4<f32> {
+  ${norm ? NORMED_AT4 : plainOrGatedAct4(gate)}
+}` : `fn act_at(e: u32, r: u32, p: u32) -> f32 {
   ${norm ? NORMED_AT : plainOrGatedAct(gate)}
 }
+fn act4(e: u32, r: u32, p: u32) -> vec4<f32> {
+  return vec4<f32>(act_at(e, r, p), act_at(e + 1u, r, p + 1u), act_at(e + 2u, r, p + 2u), act_at(e + 3u, r, p + 3u));
+}`}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let gcol = group_id(wid, nwg);
@@ -81,7 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let K = pu(P_k);
   let nb = K / 32u;
   var sg = ${segments}u;
-  ${segmentOf(segments)}
+  ${segmentOfColumns(segments)}
   if (sg == ${segments}u) { return; }
   let m0 = wid.z * TM;
   let rows = min(TM, pu(P_m) - m0);
