@@ -28,12 +28,15 @@ export function floatColumnsOf(key) {
   return Number(/^matmul_group_.*_cols(\d+)$/.exec(key)?.[1] ?? 1);
 }
 
-/** An activation-quantizing matmul's key (qmatmul_acts_<type>[_c<C>][v][_g<S>]…[_norm|_silu|_sigmoid],
- * qmatmul-group.ts): its quant type, output columns a workgroup and input (FusedActsInput). */
+/** An activation-quantizing matmul's key (qmatmul_acts_<type>[_c<C>][v][_g<S>]…[_norm|_silu|_sigmoid|
+ * _headnorm<HV>], qmatmul-group.ts): its quant type, output columns a workgroup and input
+ * (FusedActsInput). A head norm (GDN's gated norm of o) is priced as gated and normed: o and z
+ * in each pass, o once more for the inverses (its dv-wide norm weight: L1 hits, not counted). */
 export function actsInputOf(key) {
   const m = /^qmatmul_acts_(q\d_[0-9k])(?:_c(\d+))?(_?v)?(?:_|$)/.exec(key);
   if (!m) throw new Error(`access model: "${key}" is not an activation-quantizing matmul key`);
-  return { type: m[1], columns: Number(m[2] ?? 1), input: { gated: /_(silu|sigmoid)$/.test(key), norm: /_norm$/.test(key), vec: m[3] !== undefined } };
+  const headNorm = /_headnorm\d+$/.test(key);
+  return { type: m[1], columns: Number(m[2] ?? 1), input: { gated: headNorm || /_(silu|sigmoid)$/.test(key), norm: headNorm || /_norm$/.test(key), vec: m[3] !== undefined } };
 }
 
 /** Bytes and pattern of one recorded dispatch. `config`: the model's config (head dims). */

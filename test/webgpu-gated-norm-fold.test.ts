@@ -20,6 +20,8 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, type AnyModel } from '../src/model/model.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
+import { randomAnyWeight } from './quant-blocks.js';
+import { isQuantType } from '../src/kernels/quant/formats.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
 import { formerHeadPath, headPathSteps } from './head-order-oracle.js';
@@ -55,7 +57,9 @@ function orderOf(hv: number, seed: number): Int32Array {
   return o;
 }
 
-interface Case { dims: GdnDims; m: number; h: number; dtype: WeightDType; ordered: boolean }
+/** pad: o and z at an odd element offset (the quantized fold's scalar loads); acts: C columns
+ * of the activation-quantizing matmuls, the fold on (a GPU's), for a quantized out_proj. */
+interface Case { dims: GdnDims; m: number; h: number; dtype: WeightDType; ordered: boolean; pad?: number; acts?: number }
 
 /** One recurrent step of M one-token sequences (a batch of decodes), as `form`: 'separate'
  * (the norm, to the permuted rows when ordered, then matmulAdd) or 'project'. */
@@ -67,20 +71,23 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
   const order = c.ordered ? orderOf(hv, 3) : null;
   const qkv = up(sym(m * (2 * hk * dk + hv * dv)));
   const [a, b] = [up(sym(m * hv, 4)), up(sym(m * hv, 4))];
-  const z = up(sym(m * hv * dv, 3));
+  const padded = (n: number): GpuTensor => k.view(k.alloc(n + (c.pad ?? 0)), c.pad ?? 0, n);
+  const z = padded(m * hv * dv);
+  k.write(z, 0, sym(m * hv * dv, 3));
   const ss = hv * dk * dv;
   const states = up(sym(m * ss, 0.5));
   const aLog = randomWeight(ref, 'f32', 1, hv, () => r() - 1);
   const dtBias = randomWeight(ref, 'bf16', 1, hv, () => 2 * r() - 1);
   const norm = randomWeight(ref, 'f32', 1, dv, () => 0.5 + r());
-  const w: Weight = k.packWeight(randomWeight(ref, c.dtype, h, hv * dv, () => (2 * r() - 1) / 8));
+  const w: Weight = k.packWeight(isQuantType(c.dtype) ? randomAnyWeight(ref, c.dtype, h, hv * dv, r) : randomWeight(ref, c.dtype, h, hv * dv, () => (2 * r() - 1) / 8));
   const x = up(sym(m * h));
-  const out = k.alloc(m * hv * dv);
+  const out = padded(m * hv * dv);
   const normed = order ? k.alloc(m * hv * dv) : out;
   const seqs = Array.from({ length: m }, (_, i) => ({ row: i, t: 1, state: k.view(states, i * ss, ss) }));
   forceGdnLaunch(k.g, launch);
-  const was = k.g.floatColumns;
+  const was = { columns: k.g.floatColumns, fold: k.g.foldQuantActs, acts: k.g.actsColumns };
   k.g.floatColumns = columns;
+  if (c.acts) [k.g.foldQuantActs, k.g.actsColumns] = [true, c.acts];
   try {
     await read(x, 1);
     const d0 = k.recordedDispatches;
@@ -93,7 +100,7 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
     const dispatches = k.recordedDispatches - d0;
     return { dispatches, x: await read(x), states: await read(states) };
   } finally {
-    k.g.floatColumns = was;
+    [k.g.floatColumns, k.g.foldQuantActs, k.g.actsColumns] = [was.columns, was.fold, was.acts];
   }
 }
 
@@ -125,6 +132,26 @@ describe('webgpu: out_proj forms the gated norm (column launch, one-column float
         }
       }
     }
+  }
+});
+
+// quantized out_proj (HV · dv a multiple of 256 for the k-quants), the fold on at C columns
+const QSMALL = { numKeyHeads: 2, numValueHeads: 4, keyDim: 32, valueDim: 64 };
+describe('webgpu: a quantized out_proj of M ≤ 4 forms the gated norm in its activation-quantizing matmul == the norm pass then matmulAdd, bit for bit', () => {
+  const cases: [WeightDType, GdnDims, number, boolean, number, number][] = [
+    ['q8_0', QWEN, 1, true, 0, 8], ['q8_0', QWEN, 4, false, 0, 8], ['q8_0', QSMALL, 2, true, 1, 8],
+    ['q4_k', QSMALL, 1, true, 0, 4], ['q4_k', QSMALL, 3, false, 0, 4], ['q6_k', QSMALL, 2, true, 1, 8],
+  ];
+  for (const [dtype, dims, m, ordered, pad, acts] of cases) {
+    test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}, C = ${acts}${pad ? ', scalar loads' : ''}`, async () => {
+      const c: Case = { dims, m, h: 37, dtype, ordered, pad, acts };
+      const sep = await recurrentThenOutProj(c, 'columns', 'separate');
+      const fold = await recurrentThenOutProj(c, 'columns', 'project');
+      assert.equal(sep.dispatches, 3, 'recurrence, norm pass, out_proj');
+      assert.equal(fold.dispatches, 2, 'recurrence, out_proj with the norm');
+      assert.ok(sameBits(fold.states, sep.states), 'states differ');
+      assert.ok(sameBits(fold.x, sep.x), 'x + out_proj(norm(o)) differs');
+    });
   }
 });
 
@@ -181,10 +208,13 @@ describe('webgpu: the gated norm writes out_proj\'s head order == the rows moved
 
 describe('webgpu: tiny-think == the former head-order path (norm, gather_rows, out_proj), bit for bit', () => {
   const Q8 = (): string => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf');
-  for (const [name, path] of [['Q8_0 GGUF', Q8], ['BF16', TINY_THINK]] as const) {
-    for (const launch of ['head', 'columns'] as const) {
-      test(`${name}, ${launch} launch`, async () => {
+  for (const [name, path, folded] of [['Q8_0 GGUF', Q8, false], ['BF16', TINY_THINK, false], ['Q8_0 GGUF, matmuls quantizing their input', Q8, true]] as const) {
+    for (const launch of folded ? ['columns'] as const : ['head', 'columns'] as const) {
+      test(`${name}, ${launch} launch`, async (t) => {
         forceGdnLaunch(k.g, launch);
+        const was = [k.g.foldQuantActs, k.g.actsColumns] as const;
+        if (folded) [k.g.foldQuantActs, k.g.actsColumns] = [true, 8]; // out_proj forms the gated norm
+        t.after(() => { [k.g.foldQuantActs, k.g.actsColumns] = was; });
         const readT = (t: Tensor, n: number): Promise<Float32Array> => read(t as GpuTensor, n);
         const kk = k as unknown as Kernels<Tensor, Tensor>;
         const d0 = k.recordedDispatches;
@@ -211,6 +241,7 @@ describe('engine on webgpu with a GPU\'s launches forced: MTP on, batched == alo
     const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
     forceGdnLaunch(g, 'columns');
     g.floatColumns = 4;
+    [g.foldQuantActs, g.actsColumns] = [true, 8]; // Q8_0: out_proj forms the gated norm at M ≤ 4
   };
   for (const [name, path] of [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')]] as const) {
     test(name, async () => {

@@ -1,7 +1,9 @@
 // Gated DeltaNet's gated norm where out_proj reads it, on the GPU. Kernels.gatedRmsNorm with
 // a head order (wgsl/gated-norm.ts): the normed rows land in out_proj's stored head order in
 // the norm's own dispatch (no gather_rows after it). outProjHeadNorm: the column launch's
-// norm formed inside out_proj's one-column float matmul (no norm pass, no normed rows).
+// norm formed inside out_proj's one-column float matmul (no norm pass, no normed rows), or, for
+// a quantized out_proj of M ≤ ACTS_TILE rows, inside its activation-quantizing matmul
+// (outProjHeadNormQuant).
 import type { GdnDims } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
 import type { WebGpuKernels } from './backend.js';
@@ -15,6 +17,9 @@ import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
 import { GATED_NORM_PERM } from './wgsl/gated-norm.js';
 import { packParams } from './params.js';
+import { headNormActsBytes, quantActsGroupDispatches } from './qmatmul-group.js';
+import { ACTS_TILE, actsWorkgroupBytes } from './wgsl/qmatmul-acts.js';
+import type { QuantType } from '../quant/formats.js';
 
 /** out[i·HV + j] = gatedRmsNorm(o, z)[i·HV + order[j]] per row of d = wv.length; `order`: the
  * HV heads' order as an i32 tensor of HV elements. out overlaps neither o nor z. */
@@ -55,6 +60,28 @@ export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: G
   if (g.floatColumns > 1 && m >= 2) return false;
   const lim = g.device.limits;
   return headNormTileBytes(headNormTile(g, m, hv), hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
+}
+
+/** Whether a quantized out_proj (w) over M rows of HV·dv takes the gated norm as its input:
+ * the column launch, the activation-quantizing matmuls on (foldQuantActs, M ≤ ACTS_TILE),
+ * dv ≡ 0 (mod 4), and one column's workgroup within the device's memory and bindings (OUT, X,
+ * W, z, the norm weight and the order per part: one part a dispatch keeps it at 6). */
+export function quantHeadNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
+  const { numValueHeads: hv, valueDim: dv } = dims;
+  if (gdnLaunch(g) !== 'columns' || !isQuantType(w.dtype) || !g.foldQuantActs || m > ACTS_TILE || w.cols !== hv * dv || dv % 4 !== 0) return false;
+  const lim = g.device.limits;
+  return actsWorkgroupBytes(w.dtype as QuantType, 1) + headNormActsBytes(hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
+}
+
+/** out += gatedNorm(o)·wᵀ over a quantized w, the normed rows formed and quantized in the
+ * matmul (wgsl/qmatmul-acts-group.ts 'headnorm'): the bits of the column launch's norm pass
+ * (with the head order) then matmulAdd's activation-quantizing matmul. o: [M, HV·dv]. */
+export function outProjHeadNormQuant(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, o: GpuTensor, w: GpuWeight, m: number, gn: HeadNormInput): void {
+  g.countWeightReads(w, 1);
+  for (const d of quantActsGroupDispatches({ x: o, headNorm: { z: gn.z, norm: gn.norm, eps: gn.eps, order: gn.order, hv: gn.hv } }, m, w.cols, [{ out, w }], true,
+    g.adapter.features.dot4I8, 1, g.actsColumns, g.device.limits.maxComputeWorkgroupStorageSize)) {
+    g.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, d.label);
+  }
 }
 
 function headNormTile(g: WebGpuKernels, m: number, hv: number): number {

@@ -33,7 +33,7 @@ import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { MoeStacks } from './moe-stack.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import { biasActOn, layerNormOn } from './tower-ops.js';
-import { gatedRmsNormPermuted, headNormFolds, identityOrder, outProjHeadNorm } from './gated-norm.js';
+import { gatedRmsNormPermuted, headNormFolds, identityOrder, outProjHeadNorm, outProjHeadNormQuant, quantHeadNormFolds } from './gated-norm.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -353,11 +353,12 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
       ...(gating.perm ? { perm: gating.perm } : {}) };
     const p = gating.project;
     const gw = p ? this.gpuWeight(p.w) : null;
-    const fold = p && gw ? headNormFolds(this.g, gw, p.m, dims) : false;
-    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer, fold);
+    const fold = p && gw ? (headNormFolds(this.g, gw, p.m, dims) ? 'float' : quantHeadNormFolds(this.g, gw, p.m, dims) ? 'quant' : null) : null;
+    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer, fold !== null);
     if (p && gw && fold) {
       const order = this.uploads.put(gating.perm?.order ?? identityOrder(dims.numValueHeads), 'i32');
-      outProjHeadNorm(this.g, this.step, p.x, out, gw, p.m, { z: gating.z, norm: gpu.norm, eps: gating.eps, order, hv: dims.numValueHeads });
+      const gn = { z: gating.z, norm: gpu.norm, eps: gating.eps, order, hv: dims.numValueHeads };
+      (fold === 'float' ? outProjHeadNorm : outProjHeadNormQuant)(this.g, this.step, p.x, out, gw, p.m, gn);
     } else if (p) this.matmulAdd(p.x, gating.perm?.out ?? out, p.w, p.m, p.tmp);
   }
   gdnChunked(out: GpuTensor, qkv: GpuTensor, g: GpuTensor, beta: GpuTensor, state: GpuTensor, dims: GdnDims, t: number, pos0?: number): void {

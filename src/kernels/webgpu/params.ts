@@ -113,7 +113,7 @@ export const PARAMS = {
     seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
     seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
-    xOff: 'u32', gateOff: 'u32', eps: 'f32', zeroCentered: 'u32',
+    xOff: 'u32', gateOff: 'u32', eps: 'f32', zeroCentered: 'u32', orderOff: 'u32',
   }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
   // moe_plan's fields and moe_route's, and the gathered input's (wgsl/moe.ts moePlanShader)

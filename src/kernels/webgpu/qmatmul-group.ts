@@ -54,11 +54,19 @@ export function quantGroupDispatch(acts: QuantActs, m: number, k: number, type: 
   };
 }
 
-/** The input of an activation-quantizing group: x [M, K], and its norm or its gate. */
+/** The input of an activation-quantizing group: x [M, K], and its norm or its gate, or the
+ * GDN gated norm of x per head (x: o [M, HV·dv], z the gate, norm f32 [dv] starting its buffer,
+ * order i32 [HV]: out_proj's head order). */
 export interface ActsGroupInput {
   readonly x: GpuTensor;
   readonly norm?: { readonly wv: GpuTensor; readonly eps: number; readonly zeroCentered: boolean };
   readonly gate?: { readonly b: GpuTensor; readonly act: 'silu' | 'sigmoid' };
+  readonly headNorm?: { readonly z: GpuTensor; readonly norm: GpuTensor; readonly eps: number; readonly order: GpuTensor; readonly hv: number };
+}
+
+/** Workgroup bytes a head-norm input adds (its inverses and side-by-side trees). */
+export function headNormActsBytes(hv: number): number {
+  return ACTS_TILE * hv * 4 + Math.min(hv, 8) * 64 * 4;
 }
 
 /** The activation-quantizing kernels' key field after the type: `_c<C>` (C output columns a
@@ -99,22 +107,27 @@ export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; r
  * of one segment, as many as fit `limitBytes` (wgsl/qmatmul-acts-group.ts). */
 export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
   dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
-  const cols = actsColumnsWithin(type, maxCols, limitBytes);
+  const hn = input.headNorm;
+  const cols = actsColumnsWithin(type, maxCols, limitBytes - (hn ? headNormActsBytes(hn.hv) : 0));
   if (m > ACTS_TILE) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_TILE}`);
-  if (input.norm && input.gate) throw new Error('quant acts group: a norm and a gate together');
+  if ([input.norm, input.gate, hn].filter(Boolean).length > 1) throw new Error('quant acts group: more than one of a norm, a gate and a head norm');
+  if (hn && (k % hn.hv !== 0 || (k / hn.hv) % 4 !== 0 || hn.norm.offset !== 0 || hn.norm.length !== k / hn.hv)) {
+    throw new RangeError(`quant acts group: a head norm of ${hn.hv} heads and ${hn.norm.length} weights over ${k} columns`);
+  }
   const rowBytes = checkSegments(k, type, segs);
   const n = segs.length;
-  const kind: ActsInput = input.norm ? 'norm' : input.gate ? input.gate.act : 'plain';
-  const vec = actsVec4(input.x, input.gate?.b, segs.map((s) => s.out));
+  const kind: ActsInput = input.norm ? 'norm' : input.gate ? input.gate.act : hn ? 'headnorm' : 'plain';
+  const gateIn = input.gate?.b ?? hn?.z;
+  const vec = actsVec4(input.x, gateIn, segs.map((s) => s.out));
   const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.w.rows, col0: s.part.row0 })), cols);
   const rows = segs.reduce((a, s) => a + s.part.rows, 0);
   const workgroups = segs.reduce((a, s) => a + Math.ceil(s.part.rows / cols), 0);
-  const extra = input.norm ? [input.norm.wv.buffer] : input.gate ? [input.gate.b.buffer] : [];
+  const extra = input.norm ? [input.norm.wv.buffer] : input.gate ? [input.gate.b.buffer] : hn ? [hn.z.buffer, hn.norm.buffer, hn.order.buffer] : [];
   return {
-    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${kind === 'plain' ? '' : `_${kind}`}`,
-    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec),
-    params: packParams('qmatmul_acts_group', { rows, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, gateOff: input.gate?.b.offset ?? 0,
-      eps: input.norm?.eps ?? 0, zeroCentered: input.norm?.zeroCentered ? 1 : 0 }),
+    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${kind === 'plain' ? '' : `_${kind}`}${hn ? hn.hv : ''}`,
+    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec, hn?.hv ?? 0),
+    params: packParams('qmatmul_acts_group', { rows, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, gateOff: gateIn?.offset ?? 0,
+      eps: input.norm?.eps ?? hn?.eps ?? 0, zeroCentered: input.norm?.zeroCentered ? 1 : 0, orderOff: hn?.order.offset ?? 0 }),
     buffers: [...segs.map((s) => s.out.buffer), input.x.buffer, ...segs.map((s) => s.part.buffer), ...extra],
     groups: grid(workgroups, Math.ceil(m / ACTS_TILE)),
   };
@@ -128,7 +141,10 @@ export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: nu
   if (input.norm && (input.norm.wv.offset !== 0 || input.norm.wv.length !== k)) {
     throw new RangeError(`matmulGroup: a norm weight of ${input.norm.wv.length} at ${input.norm.wv.offset} for an input of ${k} columns`);
   }
-  if (input.x.length < m * k || (input.gate && input.gate.b.length < m * k)) throw new RangeError(`quant acts group: an input shorter than ${m} × ${k}`);
+  if (input.x.length < m * k || (input.gate && input.gate.b.length < m * k) || (input.headNorm && input.headNorm.z.length < m * k)) {
+    throw new RangeError(`quant acts group: an input shorter than ${m} × ${k}`);
+  }
+  if (input.headNorm && input.headNorm.order.length < input.headNorm.hv) throw new RangeError(`quant acts group: a head order of ${input.headNorm.order.length} < ${input.headNorm.hv} heads`);
   const out: (QuantGroupDispatch & { readonly label: string })[] = [];
   for (const type of new Set(group.map((g) => g.w.dtype as QuantType))) {
     const segs = group.filter((g) => g.w.dtype === type).flatMap(({ out: o, w }) => w.parts.map((part) => ({ out: o, w, part })));

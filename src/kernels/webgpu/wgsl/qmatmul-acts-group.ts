@@ -15,9 +15,15 @@
 // Cost: each workgroup reads its rows of x once more for inv (K f32 per row, L1/L2-resident
 // across the dispatch's workgroups), and x (and the norm weight) twice in the passes, as the
 // lone kernel does — once for its C output columns (`cols`: consecutive rows of one segment).
+// - headnorm (out_proj after the GDN column launch, whose norm pass it replaces): x is the
+//   recurrence's un-normed o [M, HV·dv]; column p of the input is GDN_GATED_NORM's
+//   o·inv·w·silu(z) of head ORD[p / dv]'s element p mod dv (out_proj's head order), inv
+//   formed per (row, head) as that pass forms it — the bits of the norm pass then the
+//   plain kernel (kernels/webgpu/gated-norm.ts outProjHeadNorm's quantized twin).
 // params: PARAMS.qmatmul_acts_group. Bindings: 1 + s: OUT_s, 1 + S: X (f32 [M, K] from xOff),
 // 2 + S + s: W_s (S = segments of the variant), then norm: 2 + 2S WV (f32 [K]) or gate:
-// 2 + 2S GB (f32 [M, K] from gateOff).
+// 2 + 2S GB (f32 [M, K] from gateOff), or headnorm: 2 + 2S GB (z), 3 + 2S NW (f32 [dv]),
+// 4 + 2S ORD (i32 [HV] from orderOff).
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER, treeSum } from './common.js';
@@ -26,8 +32,9 @@ import { ACTS_TILE, actsColumnBody, actsInputDecls, actsWorkgroupDecls, plainOrG
 import { forSegment } from './qmatmul-group.js';
 import { PACKED_BLOCK_STATE, dot4Source, packedBlockFns } from './quant.js';
 
-/** The input of the group: plain x, x ⊙ act(g), or RMS-normed x. */
-export type ActsInput = 'plain' | 'norm' | 'silu' | 'sigmoid';
+/** The input of the group: plain x, x ⊙ act(g), RMS-normed x, or Gated DeltaNet's gated norm
+ * of x per head in out_proj's head order ('headnorm'). */
+export type ActsInput = 'plain' | 'norm' | 'silu' | 'sigmoid' | 'headnorm';
 
 /** Each tile row's inv as NORM forms it (rmsRowOpening's loop, tree and expression). */
 const ROW_INVS = `  for (var r = 0u; r < rows; r++) {
@@ -49,6 +56,69 @@ const NORMED_AT4 = `let wv = WV[p >> 2u];
   y = x4(pu(P_xOff) + e) * inv[r] * select(wv, 1.0 + wv, pu(P_zeroCentered) == 1u);
   return y;`;
 
+/** Heads whose 64-wide trees sum side by side in the head norm's inv pass (workgroup floats
+ * HEAD_TREES · 64: the same adds per head as one tree, fewer barriers). */
+const HEAD_TREES = 8;
+
+/** The gated norm's bindings from `binding` (GB, the gate z, comes with the input's): NW (f32
+ * [dv]), ORD (i32 [HV]: out_proj's head order at orderOff), its inverses per (tile row, head)
+ * and the side-by-side trees. head_src(p): the element of o (and z) column p of out_proj's
+ * input reads. */
+function headNormDecls(heads: number, binding: number, vec: boolean): string {
+  return `@group(0) @binding(${binding}) var<storage, read_write> NW: array<${vec ? 'vec4<f32>' : 'f32'}>;
+@group(0) @binding(${binding + 1}) var<storage, read> ORD: array<i32>;
+const GH = ${heads}u;
+var<workgroup> gred: array<f32, ${Math.min(heads, HEAD_TREES) * 64}>;
+var<workgroup> ginv: array<f32, ${ACTS_TILE * heads}>;
+fn head_of(p: u32, gdv: u32) -> u32 { return u32(ORD[pu(P_orderOff) + p / gdv]); }`;
+}
+
+/** Each tile row's inverse per head h as the GDN gated norm forms it (wgsl/gdn-gated.ts
+ * gatedNormRow: thread t sums o² over p ≡ t mod 64 of the head in order, the halving tree,
+ * 1 / √(Σ / dv + eps)), HEAD_TREES heads' trees side by side. */
+function rowHeadInvs(heads: number): string {
+  const hr = Math.min(heads, HEAD_TREES);
+  return `  let gdv = K / GH;
+  for (var r = 0u; r < rows; r++) {
+    let xo = pu(P_xOff) + (m0 + r) * K;
+    for (var h0 = 0u; h0 < GH; h0 += ${hr}u) {
+      for (var hh = 0u; hh < ${hr}u; hh++) {
+        var sq2 = 0.0;
+        if (h0 + hh < GH) { for (var p = t; p < gdv; p += 64u) { let v = xs(xo + (h0 + hh) * gdv + p); sq2 = sq2 + v * v; } }
+        gred[hh * 64u + t] = sq2;
+      }
+      workgroupBarrier();
+      for (var s = 32u; s > 0u; s >>= 1u) {
+        if (t < s) { for (var hh = 0u; hh < ${hr}u; hh++) { gred[hh * 64u + t] = gred[hh * 64u + t] + gred[hh * 64u + t + s]; } }
+        workgroupBarrier();
+      }
+      if (t < ${hr}u && h0 + t < GH) { ginv[r * GH + h0 + t] = 1.0 / sqrt(gred[t * 64u] / f32(gdv) + pf(P_eps)); }
+      workgroupBarrier();
+    }
+  }`;
+}
+
+/** The gated norm's element of out_proj's input column p (GDN_GATED_NORM's o·inv·w·silu(z),
+ * in its order, from head head_of(p)'s element). */
+const HEAD_NORMED_AT = `let gdv = pu(P_k) / GH;
+  let h = head_of(p, gdv);
+  let src = e - p + h * gdv + p % gdv;
+  var y: f32;
+  y = X[pu(P_xOff) + src] * ginv[r * GH + h] * NW[p % gdv] * silu(GB[pu(P_gateOff) + src]);
+  return y;`;
+
+/** …elements e..e+3 over vec4 bindings (dv ≡ 0 mod 4: the 4 lie in one head). */
+const HEAD_NORMED_AT4 = `let gdv = pu(P_k) / GH;
+  let h = head_of(p, gdv);
+  let src = e - p + h * gdv + p % gdv;
+  let a = x4(pu(P_xOff) + src);
+  let z = g4(pu(P_gateOff) + src);
+  let nw = NW[(p % gdv) >> 2u];
+  let inv = ginv[r * GH + h];
+  var y: vec4<f32>;
+  for (var l = 0u; l < 4u; l++) { y[l] = a[l] * inv * nw[l] * silu(z[l]); }
+  return y;`;
+
 /** Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)). */
 function segmentOfColumns(segments: number): string {
   return Array.from({ length: segments }, (_, s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `
@@ -57,9 +127,12 @@ function segmentOfColumns(segments: number): string {
 
 /** `cols`: output columns a workgroup (C; the segments' starts in workgroups, groupSegmentParams'
  * `columns`); `vec`: vec4<f32> input loads (xOff, gateOff ≡ 0 mod 4; the norm weight too). */
+/** `heads` (HV; 'headnorm' only): the gated norm's heads, K = HV · dv. */
 export function quantMatmulActsGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate: boolean, input: ActsInput, cols = 1,
-  vec = false): string {
+  vec = false, heads = 0): string {
   if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant acts group: ${segments} segments`);
+  const headNorm = input === 'headnorm';
+  if (headNorm !== heads > 0) throw new RangeError(`quant acts group: ${heads} heads for a ${input} input`);
   const norm = input === 'norm';
   const gate = input === 'silu' || input === 'sigmoid' ? input : null;
   const body = actsColumnBody(type, packedBuiltin, accumulate, true, cols);
@@ -77,8 +150,8 @@ ${seg(s, body)}  }`).join(' ');
   return `${HEADER}
 ${paramConsts('qmatmul_acts_group')}
 ${outs}
-${actsInputDecls(1 + segments, gate ? 2 + 2 * segments : null, vec)}
-${extra}
+${actsInputDecls(1 + segments, gate || headNorm ? 2 + 2 * segments : null, vec)}
+${extra}${headNorm ? headNormDecls(heads, 3 + 2 * segments, vec) : ''}
 ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
@@ -87,9 +160,9 @@ ${norm ? `${treeSum()}
 var<private> inv: array<f32, ${ACTS_TILE}>;` : ''}
 // elements e..e+3, e = (m0 + r)·K + p, of the input rows (past xOff)
 ${vec ? `fn act4(e: u32, r: u32, p: u32) -> vec4<f32> {
-  ${norm ? NORMED_AT4 : plainOrGatedAct4(gate)}
+  ${norm ? NORMED_AT4 : headNorm ? HEAD_NORMED_AT4 : plainOrGatedAct4(gate)}
 }` : `fn act_at(e: u32, r: u32, p: u32) -> f32 {
-  ${norm ? NORMED_AT : plainOrGatedAct(gate)}
+  ${norm ? NORMED_AT : headNorm ? HEAD_NORMED_AT : plainOrGatedAct(gate)}
 }
 fn act4(e: u32, r: u32, p: u32) -> vec4<f32> {
   return vec4<f32>(act_at(e, r, p), act_at(e + 1u, r, p + 1u), act_at(e + 2u, r, p + 2u), act_at(e + 3u, r, p + 3u));
@@ -105,7 +178,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (sg == ${segments}u) { return; }
   let m0 = wid.z * TM;
   let rows = min(TM, pu(P_m) - m0);
-${norm ? ROW_INVS : ''}
+${norm ? ROW_INVS : headNorm ? rowHeadInvs(heads) : ''}
   ${bodies}
 }`;
 }
