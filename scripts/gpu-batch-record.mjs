@@ -8,10 +8,11 @@ import { loadModel } from '../dist/src/model/model.js';
 import { StepArena } from '../dist/src/model/arena.js';
 import { forwardHidden, lmHeadInto, mtpForward } from '../dist/src/model/forward.js';
 import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
+import { QUANT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/qmatmul-columns.js';
 
 /** Kernels on this machine's adapter (lavapipe works: nothing runs) with a GPU adapter's
  * launches forced: the GDN column and conv channel launches, the quantized matmuls' lanes
- * layout, C columns a workgroup for float matmuls of M ≥ 2 rows, and (foldQuantActs) M ≤ 4
+ * layout, C columns a workgroup for float and tiled quantized matmuls of M ≥ 2 rows, and (foldQuantActs) M ≤ 4
  * quantized matmuls quantizing their own input. Dispose of it when done. */
 export async function gpuLikeKernels({ foldQuantActs = true } = {}) {
   const { nodeGpu } = await import('../dist/src/kernels/webgpu-node.js');
@@ -26,6 +27,7 @@ export async function gpuLikeKernels({ foldQuantActs = true } = {}) {
   k.g.quantLayout = 'lanes';
   k.g.actsLayout = 'lanes';
   k.g.floatColumns = FLOAT_COLUMNS;
+  k.g.quantColumns = QUANT_COLUMNS;
   return k;
 }
 
