@@ -10,9 +10,10 @@
 // chunk and a partial one); a lone weight (matmul) and a group of two segments of 37 and 3
 // rows (neither a multiple of the columns; 3 fewer than a workgroup's) accumulating
 // (matmulGroup with accumulate, as matmulAdd), outputs at an offset. (Few variants: lavapipe
-// compiles a 4-column variant in ~10 s alone, ~30–80 s as a group of 2–3 segments.) M = 1
-// keeps the one-column kernel. The dispatch keys show which kernel ran. Then the engine with the kernel forced: tiny-think Q8_0 and Q4_K_M GGUFs,
-// MTP on in a batch == each request alone on the CPU adapter's default kernels, bit for bit.
+// compiled a cold 4-column variant in ~10 s alone, 55–95 s as a group of 3 segments, on a
+// loaded 2-core VM.) M = 1 keeps the one-column kernel. The dispatch keys show which kernel
+// ran. Then the engine with the kernel forced: tiny-think Q8_0 and Q4_K_M GGUFs, MTP on in a
+// batch of 2 == each request alone on the CPU adapter's default kernels (MTP off), bit for bit.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
