@@ -68,11 +68,18 @@ function plannedColumns(r, d, p, { weightBytes, rows, rowX, normSectors, plan })
     macsPerRow: rows * p.k, rowL1Sectors: 0 }, use: { ...ONE, rows: p.m, tiles } };
 }
 
-/** The tiled quantized matmul, one weight part or a group of segments (qmatmul_<type>_tm…, qmatmul_group_<type>_<S>_tm…). */
+/** The tiled quantized matmul, one weight part or a group of segments (qmatmul_<type>_tm…,
+ * qmatmul_group_<type>_<S>_tm…[_cols<C>]). A …_cols<C> workgroup (wgsl/qmatmul-columns.ts,
+ * the recorded grid: a workgroup per C columns) runs the C columns' weight loads of a chunk
+ * and each row's activation loads once: per chunk C × the one-column weight sectors and DRAM
+ * bytes, one row's activation sectors — the activation L1 per weight byte ÷ C. */
 function quantMatmul(r, d, p, { vocabScale }) {
   const type = /^qmatmul_(?:group_)?(q\d_[0-9k])/.exec(r.key)[1];
   const rows = matmulRows(p, vocabScale);
-  return { d, parts: { ...ZERO, weightBytes: rows * p.rowBytes, rowBytes: 1.25 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: quantRowL1(type) },
+  const columns = Number(/_cols(\d+)$/.exec(r.key)?.[1] ?? 1);
+  const act = quantRowL1(type);
+  if (columns > 1) d = { ...d, iteration: { ...d.iteration, dramBytes: columns * d.iteration.dramBytes, l1Sectors: columns * (d.iteration.l1Sectors - act) + act } };
+  return { d, parts: { ...ZERO, weightBytes: rows * p.rowBytes, rowBytes: 1.25 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: act },
     use: { ...ONE, rows: p.m, tiles: r.groups[2] } };
 }
 
@@ -121,7 +128,7 @@ export const BATCH_RULES = [
   ['quantized matmul quantizing its input', (k) => k.startsWith('qmatmul_acts_'),
     'weights once per tile of ≤ 4 rows (grid z); f32 input (and gate) 4K (8K) + 4N bytes a row; each further row of a tile adds its f32 loads of both passes (4 f32 per lane at a 16-byte stride, or one vec4; a gate or norm weight again; a norm\'s inv pass: quantFusedActLoads) to every 64-block chunk (L1); a …_c<C> workgroup makes those loads once for its C columns (the rows\' quantization is the same for every column): ÷ C a column', quantActsMatmul],
   ['quantized matmul (tiled)', (k) => k.startsWith('qmatmul_'),
-    'weights once per tile of rows (grid z; a group: the segments\' rows); int8 row, block scales and sums 1.25K + 4N bytes a row; each further row of a tile adds its QX words and DX (SX) loads (quantActLoads) to every 64-block chunk (L1)', quantMatmul],
+    'weights once per tile of rows (grid z; a group: the segments\' rows); int8 row, block scales and sums 1.25K + 4N bytes a row; each further row of a tile adds its QX words and DX (SX) loads (quantActLoads) to every 64-block chunk (L1), ÷ C for a …_cols<C> workgroup (an activation word loaded once for C columns\' weight words)', quantMatmul],
   ['GDN recurrence', (k) => /^gdn_(gated|recurrent)_(columns|seqs)|^gdn_recurrent$/.test(k),
     'each sequence\'s state read once, a state written per token (decode: its slot; verify: a scratch state a row); q, k, v, gates per row', gdnState],
   ['GDN causal conv', (k) => k.startsWith('causal_conv'), 'taps\' weights and the window once per sequence; the row in and out per token', causalConv],

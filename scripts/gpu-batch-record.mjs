@@ -9,12 +9,13 @@ import { StepArena } from '../dist/src/model/arena.js';
 import { forwardHidden, lmHeadInto, mtpForward } from '../dist/src/model/forward.js';
 import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { QUANT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/qmatmul-columns.js';
 
 /** Kernels on this machine's adapter (lavapipe works: nothing runs) with a GPU adapter's
  * launches forced: the GDN column and conv channel launches, the quantized matmuls' lanes
- * layout, C columns a workgroup for float matmuls of M ≥ 2 rows, and (foldQuantActs) M ≤ 4
- * quantized matmuls quantizing their own input (`actsColumns` output columns a workgroup).
- * Dispose of it when done. */
+ * layout, C columns a workgroup for float and tiled quantized matmuls of M ≥ 2 rows, and
+ * (foldQuantActs) M ≤ 4 quantized matmuls quantizing their own input (`actsColumns` output
+ * columns a workgroup). Dispose of it when done. */
 export async function gpuLikeKernels({ foldQuantActs = true, actsColumns = ACTS_COLUMNS } = {}) {
   const { nodeGpu } = await import('../dist/src/kernels/webgpu-node.js');
   const { WebGpuBoundaryKernels } = await import('../dist/src/kernels/webgpu/kernels.js');
@@ -29,6 +30,7 @@ export async function gpuLikeKernels({ foldQuantActs = true, actsColumns = ACTS_
   k.g.quantLayout = 'lanes';
   k.g.actsLayout = 'lanes';
   k.g.floatColumns = FLOAT_COLUMNS;
+  k.g.quantColumns = QUANT_COLUMNS;
   return k;
 }
 

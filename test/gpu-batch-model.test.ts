@@ -12,6 +12,8 @@ import {
 import { denseMatmulTile } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader, groupSegmentParams } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS, floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { QUANT_COLUMNS, quantColumnsShader } from '../src/kernels/webgpu/wgsl/qmatmul-columns.js';
+import { quantMatmulGroupShader } from '../src/kernels/webgpu/wgsl/qmatmul-group.js';
 import { packParams } from '../src/kernels/webgpu/params.js';
 import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { join } from 'node:path';
@@ -147,6 +149,31 @@ test('a multi-column float matmul (…_cols<C>) counts a row\'s x L1 loads once 
   const us = (b: typeof one, rows: number): number => estimateAtBatch({ ...b.d, unroll: 1 }, b.parts, { rows, seqs: 1, tiles: 1 }, GPUS.h200).us;
   assert.ok(us(cols, m) <= us(one, m), `${m} rows: ${us(cols, m)} vs ${us(one, m)} µs`);
   assert.ok(us(cols, 32) < us(one, 32), `32 rows: ${us(cols, 32)} vs ${us(one, 32)} µs`);
+});
+
+test('a multi-column quantized matmul (qmatmul_group_…_cols<C>) loads a row\'s activations once per C columns: per weight byte, the activation L1 sectors ÷ C', async () => {
+  const { batchDispatch } = (await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'gpu-batch-parts.mjs')).href)) as {
+    batchDispatch(r: unknown, o: unknown): { d: ModelledDispatch; parts: BatchParts };
+  };
+  const [k, n, m] = [2560, 9216, 5];
+  const rowBytes = (k / 32) * 34;
+  const words = (columns: number) => packParams('qmatmul_group', { k, m, rowBytes, segments: 1, ...groupSegmentParams([{ rows: n, outOff: 0, outStride: n, col0: 0 }], columns) });
+  const record = (key: string, wgsl: string, groups: number, columns: number) => ({ key, wgsl, words: words(columns), groups: [groups, 1, 1], layer: 0, label: 'matmul' });
+  const opts = { context: 1024, vocabScale: 1, config: {}, seqs: 1, tokensPerSeq: m };
+  const one = batchDispatch(record('qmatmul_group_q8_0_1_tm16', quantMatmulGroupShader('q8_0', 1, true, false, 16), n, 1), opts);
+  const cols = batchDispatch(record(`qmatmul_group_q8_0_1_tm8_cols${QUANT_COLUMNS}`, quantColumnsShader('q8_0', 1, true, false, 8), n / QUANT_COLUMNS, QUANT_COLUMNS), opts);
+  assert.equal(cols.parts.weightBytes, one.parts.weightBytes);
+  assert.equal(cols.parts.rowL1Sectors, one.parts.rowL1Sectors);
+  assert.equal(cols.d.workgroups, one.d.workgroups / QUANT_COLUMNS, 'the recorded grid: a workgroup per C columns');
+  // per DRAM byte: the weight sectors as before, each row's activation sectors ÷ C
+  const act = one.parts.rowL1Sectors;
+  const perByte = (b: typeof one, rows: number): number => (b.d.iteration.l1Sectors + (rows - 1) * act) / b.d.iteration.dramBytes;
+  const weightSectors = one.d.iteration.l1Sectors - act;
+  for (const rows of [1, 5, 32]) {
+    assert.ok(Math.abs(perByte(cols, rows) - (weightSectors + (rows * act) / QUANT_COLUMNS) / one.d.iteration.dramBytes) < 1e-9, `${rows} rows`);
+  }
+  const us = (b: typeof one, rows: number): number => estimateAtBatch({ ...b.d, unroll: 1 }, b.parts, { rows, seqs: 1, tiles: 1 }, GPUS.h200).us;
+  assert.ok(us(cols, m) < us(one, m), `${m} rows: ${us(cols, m)} vs ${us(one, m)} µs`);
 });
 
 test('the folded norm\'s weight is loaded once for C columns; the --float-plan what-if of the recorded columns and tile is the recorded model', async () => {

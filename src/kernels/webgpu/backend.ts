@@ -22,6 +22,7 @@ import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulS
 import { normQuantActsLanesShader, quantActsLanesShader } from './wgsl/quant-acts-lanes.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
 import { FLOAT_COLUMNS, floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
+import { QUANT_COLUMNS, quantColumnsTile } from './wgsl/qmatmul-columns.js';
 import { floatLoadsFor } from './wgsl/float-chunks.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
@@ -85,6 +86,10 @@ export class WebGpuKernels {
    * FLOAT_COLUMNS on GPUs, 1 (the one-column kernel) on a CPU adapter, where the L1 re-reads
    * it saves are not the cost. Tests and the access-model scripts set it. */
   floatColumns: number;
+  /** Output columns a workgroup of a tiled quantized matmul computes at M ≥ 2 rows
+   * (wgsl/qmatmul-columns.ts: each activation word loaded once per QUANT_COLUMNS columns;
+   * the same bits): QUANT_COLUMNS on GPUs, 1 on a CPU adapter. Tests and the access-model scripts set it. */
+  quantColumns: number;
   /** How each step's dispatches are split into submits (submit-chunks.ts; the same bits):
    * chunked on GPUs, one submit on a CPU adapter, unless AcquireOptions.submitChunks says
    * (DELTASERVE_SUBMIT_CHUNK). Read by each new step's encoder; tests set it. */
@@ -99,6 +104,7 @@ export class WebGpuKernels {
     this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.actsLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
     this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
+    this.quantColumns = ctx.adapter.cpuEmulation ? 1 : QUANT_COLUMNS;
     this.submitChunks = submitChunks ?? defaultSubmitChunks(ctx.adapter.cpuEmulation);
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
@@ -186,7 +192,7 @@ export class WebGpuKernels {
     for (const { out, w } of group) {
       if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
       need(out, m * w.rows, 'matmul out');
-      this.countWeightReads(w, Math.ceil(m / (isQuantType(w.dtype) ? this.matmulTile(m, w.dtype as QuantType) : floatTm)));
+      this.countWeightReads(w, Math.ceil(m / (isQuantType(w.dtype) ? this.quantTile(m, w.dtype as QuantType).tm : floatTm)));
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
@@ -222,6 +228,13 @@ export class WebGpuKernels {
    * without the folded norm) or a quantized type, within the device's workgroup memory. */
   matmulTile(m: number, kind: boolean | QuantType): number {
     return denseMatmulTile(m, kind, this.device.limits.maxComputeWorkgroupStorageSize);
+  }
+
+  /** The tile and output columns a workgroup of a tiled quantized matmul of M rows: C =
+   * quantColumns at M ≥ 2 (its tile: quantColumnsTile), else one column (matmulTile). */
+  quantTile(m: number, type: QuantType): { tm: number; columns: number } {
+    const tm = this.quantColumns > 1 && m >= 2 ? quantColumnsTile(m, type, this.quantColumns, this.device.limits.maxComputeWorkgroupStorageSize) : null;
+    return tm === null ? { tm: this.matmulTile(m, type), columns: 1 } : { tm, columns: this.quantColumns };
   }
 
   /** Segments one float dispatch may bind: X, the norm weight, an output and a weight each. */
@@ -274,14 +287,15 @@ export class WebGpuKernels {
     // the parts of one quant type as segments of one dispatch; a lone part: the single-weight kernel
     for (const dtype of new Set(group.map((g) => g.w.dtype as QuantType))) {
       const ws = group.filter((g) => g.w.dtype === dtype);
-      const tm = this.matmulTile(m, dtype);
+      const { tm, columns } = this.quantTile(m, dtype);
       const segs = ws.flatMap(({ out, w }) => w.parts.map((part) => ({ out, w, part })));
-      if (segs.length === 1) {
+      // C columns a workgroup: a lone part too runs as a one-segment group
+      if (segs.length === 1 && columns === 1) {
         this.quantWeightMatmul(enc, acts, ws[0]!.out, ws[0]!.w, m, k, Math.ceil(m / tm), accumulate, undefined, tm);
         continue;
       }
       for (let i = 0; i < segs.length; i += this.quantGroupSegments) {
-        const d = quantGroupDispatch(acts, m, k, dtype, segs.slice(i, i + this.quantGroupSegments), accumulate, tm, this.adapter.features.dot4I8, this.quantLayout);
+        const d = quantGroupDispatch(acts, m, k, dtype, segs.slice(i, i + this.quantGroupSegments), accumulate, tm, this.adapter.features.dot4I8, this.quantLayout, columns);
         this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, `matmul_${dtype}`);
       }
     }

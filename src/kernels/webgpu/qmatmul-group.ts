@@ -10,6 +10,7 @@ import { packParams } from './params.js';
 import { groupSegmentParams } from './wgsl/matmul-group.js';
 import type { QuantLayout } from './wgsl/matmul.js';
 import { quantMatmulGroupShader } from './wgsl/qmatmul-group.js';
+import { quantColumnsShader } from './wgsl/qmatmul-columns.js';
 import { ACTS_TILE, actsColumnsWithin, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { quantMatmulActsGroupShader, type ActsInput } from './wgsl/qmatmul-acts-group.js';
 
@@ -38,16 +39,18 @@ function checkSegments(k: number, type: QuantType, segs: readonly QuantSegment[]
 }
 
 /** The segments (all of `type`, every weight K columns) over the activations `acts` of m
- * rows in tiles of `tm`. */
+ * rows in tiles of `tm`; `columns` > 1: that many output columns a workgroup
+ * (wgsl/qmatmul-columns.ts, `tm` from quantColumnsTile; `layout` unused). */
 export function quantGroupDispatch(acts: QuantActs, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
-  tm: number, dot4: boolean, layout: QuantLayout = 'lanes'): QuantGroupDispatch {
+  tm: number, dot4: boolean, layout: QuantLayout = 'lanes', columns = 1): QuantGroupDispatch {
   const rowBytes = checkSegments(k, type, segs);
   const n = segs.length;
-  const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.w.rows, col0: s.part.row0 })));
-  const cols = segs.reduce((a, s) => a + s.part.rows, 0);
+  const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.w.rows, col0: s.part.row0 })), columns);
+  const cols = segs.reduce((a, s) => a + Math.ceil(s.part.rows / columns), 0);
+  const variant = columns > 1 ? `_cols${columns}` : layout === 'block' ? '_block' : '';
   return {
-    key: `qmatmul_group_${type}_${n}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${layout === 'block' ? '_block' : ''}`,
-    source: () => quantMatmulGroupShader(type, n, dot4, accumulate, tm, layout),
+    key: `qmatmul_group_${type}_${n}_tm${tm}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${variant}`,
+    source: () => (columns > 1 ? quantColumnsShader(type, n, dot4, accumulate, tm, columns) : quantMatmulGroupShader(type, n, dot4, accumulate, tm, layout)),
     params: packParams('qmatmul_group', { k, m, rowBytes, segments: n, ...segments }),
     buffers: [...segs.map((s) => s.out.buffer), acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, ...segs.map((s) => s.part.buffer)],
     groups: grid(cols, Math.ceil(m / tm)),
