@@ -137,10 +137,10 @@ describe('webgpu: out_proj forms the gated norm (column launch, one-column float
 
 // quantized out_proj (HV · dv a multiple of 256 for the k-quants), the fold on at C columns
 const QSMALL = { numKeyHeads: 2, numValueHeads: 4, keyDim: 32, valueDim: 64 };
-describe('webgpu: a quantized out_proj of M ≤ 4 forms the gated norm in its activation-quantizing matmul == the norm pass then matmulAdd, bit for bit', () => {
+describe('webgpu: a quantized out_proj of M ≤ 8 (two tiles past 4) forms the gated norm in its activation-quantizing matmul == the norm pass then matmulAdd, bit for bit', () => {
   const cases: [WeightDType, GdnDims, number, boolean, number, number][] = [
     ['q8_0', QWEN, 1, true, 0, 8], ['q8_0', QWEN, 4, false, 0, 8], ['q8_0', QSMALL, 2, true, 1, 8],
-    ['q4_k', QSMALL, 1, true, 0, 4], ['q4_k', QSMALL, 3, false, 0, 4], ['q6_k', QSMALL, 2, true, 1, 8],
+    ['q4_k', QSMALL, 1, true, 0, 4], ['q4_k', QSMALL, 3, false, 0, 4], ['q6_k', QSMALL, 2, true, 1, 8], ['q8_0', QSMALL, 7, true, 0, 8],
   ];
   for (const [dtype, dims, m, ordered, pad, acts] of cases) {
     test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}, C = ${acts}${pad ? ', scalar loads' : ''}`, async () => {

@@ -10,7 +10,8 @@
 // - a mixed float + quantized group: the float weights fold the norm themselves, 2 dispatches;
 // - an unnormed quantized group and a gated matmulAdd over a weight split in parts: one
 //   dispatch each, == quant_acts (+ the gate product) then the tiled matmuls; x left as it was;
-// - M > ACTS_TILE keeps norm_quant_acts + the tiled group.
+// - M = ACTS_TILE + 1 .. ACTS_FOLD_ROWS fold in two tiles of rows (the same bits); past that
+//   norm_quant_acts + the tiled group.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { WeightDType } from '../src/kernels/types.js';
@@ -19,7 +20,7 @@ import { QUANT_TYPES, type QuantType } from '../src/kernels/quant/formats.js';
 import type { GpuGatedInput, WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
-import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { assertSameBits, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
 import { makeQuantCase, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
@@ -99,14 +100,20 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
     }
   });
 
-  test('M > ACTS_TILE keeps norm_quant_acts + the tiled group (the normed rows written)', async () => {
-    const m = ACTS_TILE + 1;
-    const c = makeQuantCase(g, ref, K, ['q8_0', 'q8_0'], m, 77, true);
-    const folded = await normedGroup(c, m, true);
-    assert.equal(folded.dispatches, 2);
-    assert.ok(!folded.normed.some((e) => Number.isNaN(e)), 'norm_quant_acts wrote the normed rows');
-    const separate = await perWeight(c, m);
-    c.ws.forEach((_, j) => assertSameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j}`));
+  test('M = ACTS_TILE + 1 .. ACTS_FOLD_ROWS fold in two tiles == the fold off and == per weight; past ACTS_FOLD_ROWS norm_quant_acts + the tiled group', async () => {
+    for (const m of [ACTS_TILE + 1, ACTS_FOLD_ROWS, ACTS_FOLD_ROWS + 1]) {
+      const c = makeQuantCase(g, ref, K, ['q8_0', 'q8_0'], m, 77 + m, true);
+      const folded = await normedGroup(c, m, true);
+      const kept = m > ACTS_FOLD_ROWS;
+      assert.equal(folded.dispatches, kept ? 2 : 1, `M=${m}`);
+      assert.equal(folded.normed.some((e) => Number.isNaN(e)), !kept, kept ? 'norm_quant_acts wrote the normed rows' : 'no norm ran');
+      const separate = await perWeight(c, m);
+      const unfolded = kept ? folded : await normedGroup(c, m, false);
+      c.ws.forEach((_, j) => {
+        assertSameBits(folded.outs[j]!, separate[j]!, `M=${m} weight ${j}: per weight`);
+        assertSameBits(folded.outs[j]!, unfolded.outs[j]!, `M=${m} weight ${j}: the fold off`);
+      });
+    }
   });
 
   test('unnormed group (q4_1 ×3, M = 2): one dispatch == quant_acts + the tiled group', async () => {

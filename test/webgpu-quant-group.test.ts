@@ -13,7 +13,7 @@
 //   path's matmul_group);
 // - the tiled kernel's 8 lanes per block (coalesced loads, integer shares in workgroup
 //   atomics) and the CPU adapters' thread-per-block layout == the ref across two 64-block chunks;
-// - at M ≤ ACTS_TILE one unnormed weight quantizes its own (gated) input in its matmul
+// - at M ≤ ACTS_FOLD_ROWS one unnormed weight quantizes its own (gated) input in its matmul
 //   (wgsl/qmatmul-acts.ts): ONE dispatch, the bits of quant_acts + qmatmul, x left as it was;
 //   a normed group folds its norm there too (test/webgpu-qmatmul-norm-fold.test.ts).
 import { after, before, describe, test } from 'node:test';
@@ -27,11 +27,14 @@ import { assertSameBits, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
 import { makeQuantCase, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
-import { ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+
+/** Rows past the activation-quantizing matmuls (quant_acts / norm_quant_acts + the tiled qmatmuls). */
+const PAST = ACTS_FOLD_ROWS + 1;
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-// the matmul quantizing its own input at M ≤ ACTS_TILE, as on a GPU (off by default on lavapipe)
+// the matmul quantizing its own input at M ≤ ACTS_FOLD_ROWS, as on a GPU (off by default on lavapipe)
 // and the tiled matmuls' GPU layout (8 lanes a block; a CPU adapter defaults to 'block', which
 // the chunk test below checks too, and every other quantized webgpu test runs)
 before(async () => { g = await gpuUnderTest(); g.foldQuantActs = true; g.quantLayout = 'lanes'; });
@@ -61,9 +64,9 @@ async function check(dtypes: readonly WeightDType[], m: number, seed: number, ze
   const want = await separate(c, m);
   const what = `${dtypes.join('+')} M=${m}${zeroCentered ? ' zero-centred' : ''}`;
   c.ws.forEach((w, j) => assertSameBits(got.outs[j]!, want[j]!, `${what}: weight ${j} (${w.dtype} ${w.rows}x${w.cols})`));
-  // at M ≤ ACTS_TILE every matmul folds the norm (wgsl/qmatmul-acts-group.ts; float:
+  // at M ≤ ACTS_FOLD_ROWS every matmul folds the norm (wgsl/qmatmul-acts-group.ts; float:
   // matmul_group's): the normed rows are not written (Kernels.matmulGroup allows it)
-  if (m > ACTS_TILE) assertSameBits(got.outs[c.ws.length]!, want[c.ws.length]!, `${what}: the normed rows`);
+  if (m > ACTS_FOLD_ROWS) assertSameBits(got.outs[c.ws.length]!, want[c.ws.length]!, `${what}: the normed rows`);
   return got.dispatches;
 }
 
@@ -107,7 +110,7 @@ describe('webgpu quantized matmulGroup', () => {
   }
 
   test('mixed group (q8_0, bf16, q4_k): outputs and normed rows == separate calls', async () => {
-    for (const m of [1, 5]) await check(['q8_0', 'bf16', 'q4_k'], m, 90 + m, true);
+    for (const m of [1, PAST]) await check(['q8_0', 'bf16', 'q4_k'], m, 90 + m, true);
   });
 
   test('more weights than one dispatch binds (6 q4_k, 2 q8_0): == separate calls', async () => {
@@ -115,18 +118,18 @@ describe('webgpu quantized matmulGroup', () => {
     for (const m of [1, 4]) await check(['q4_k', 'q4_k', 'q8_0', 'q4_k', 'q4_k', 'q8_0', 'q4_k', 'q4_k'], m, 70 + m, false);
   });
 
-  test('dispatches of a normed group: M = 1, each quant type one (the norm folded); M = 5, norm + quantization one more', async () => {
+  test('dispatches of a normed group: M = 1, each quant type one (the norm folded); M = ACTS_FOLD_ROWS + 1, norm + quantization one more', async () => {
     // before: rms_norm + quant_acts + one qmatmul per weight (q/k/v: 5, gate/up: 4); then
     // norm_quant_acts + one qmatmul_group per quant type (2, 2, 3)
     assert.equal(await check(['q8_0', 'q8_0', 'q8_0'], 1, 7, false), 1, 'q8_0 q/k/v');
     assert.equal(await check(['q4_k', 'q4_k'], 1, 8, true), 1, 'q4_k gate/up');
     assert.equal(await check(['q4_k', 'q6_k', 'q4_k'], 1, 9, false), 2, 'q4_k, q6_k, q4_k');
-    assert.equal(await check(['q8_0', 'q8_0', 'q8_0'], 5, 10, true), 2, 'q8_0 q/k/v, M = 5');
+    assert.equal(await check(['q8_0', 'q8_0', 'q8_0'], PAST, 10, true), 2, `q8_0 q/k/v, M = ${PAST}`);
   });
 
-  test('gated quantized matmulAdd == element-wise product then matmulAdd (silu, sigmoid; M = 1, 5)', async () => {
+  test('gated quantized matmulAdd == element-wise product then matmulAdd (silu, sigmoid; M = 1, ACTS_FOLD_ROWS + 1)', async () => {
     for (const [i, act] of (['silu', 'sigmoid'] as const).entries()) {
-      for (const m of [1, 5]) {
+      for (const m of [1, PAST]) {
         const r = rng(200 + 10 * i + m);
         const w = anyWeight(i === 0 ? 'q4_k' : 'q8_0', 21, r);
         const x = fill(m * K, () => 3 * (2 * r() - 1));
@@ -147,7 +150,7 @@ describe('webgpu quantized matmulGroup', () => {
           g.matmulAdd(e, sout, sx, w, m);
         }, sout, sx);
         assertSameBits(got[0], want[0], `${act} M=${m}: out`);
-        if (m <= ACTS_TILE) {
+        if (m <= ACTS_FOLD_ROWS) {
           // the matmul quantizes x ⊙ act(g) itself: one dispatch, x left as it was
           assertSameBits(got[1], x, `${act} M=${m}: x unchanged`);
           assert.equal(dispatches, 1, `${act} M=${m}: the matmul quantizing its gated input`);

@@ -17,7 +17,7 @@ import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type Gpu
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { quantActsDispatch, quantActsGroupDispatches, quantGroupDispatch } from './qmatmul-group.js';
-import { ACTS_COLUMNS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
+import { ACTS_COLUMNS, ACTS_FOLD_ROWS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { normQuantActsLanesShader, quantActsLanesShader } from './wgsl/quant-acts-lanes.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
@@ -56,7 +56,7 @@ export class WebGpuKernels {
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   readonly subgroupSizeDivides64: boolean;
-  /** At M ≤ ACTS_TILE a quantized group quantizes (and norms) its own input in its matmul
+  /** At M ≤ ACTS_FOLD_ROWS a quantized group quantizes (and norms) its own input in its matmul
    * (one dispatch, not two or three; the same bits). On by default on GPUs: with C =
    * ACTS_COLUMNS output columns a workgroup (the input work once for C columns) and vec4
    * input loads, the batch model rates it faster than the lane-parallel quantization + tiled
@@ -164,7 +164,7 @@ export class WebGpuKernels {
   /** out += (x or x ⊙ act(gate.b))·Wᵀ in the matmul's own dispatch (the bits of the
    * element-wise product, matmul, then add). Quantized weights: the activation
    * quantization writes the product in place in x (Kernels.matmulAdd allows it) and
-   * quantizes it, in one dispatch; at M ≤ ACTS_TILE (one weight part) the matmul quantizes
+   * quantizes it, in one dispatch; at M ≤ ACTS_FOLD_ROWS (one weight part) the matmul quantizes
    * x ⊙ act(gate.b) itself and x is left as it was. */
   matmulAdd(enc: StepEncoder, out: GpuTensor, x: GpuTensor, w: GpuWeight, m: number, gate?: GpuGatedInput): void {
     this.matmulGroup(enc, x, m, [{ out, w }], true, undefined, gate);
@@ -183,7 +183,7 @@ export class WebGpuKernels {
     const k = group[0]!.w.cols;
     // a norm folds into float matmuls; quantized ones quantize the normed rows
     // few rows: the quantized matmuls quantize (and norm) their own input (qmatmul-group.ts)
-    const foldActs = this.foldQuantActs && quantized && m <= ACTS_TILE;
+    const foldActs = this.foldQuantActs && quantized && m <= ACTS_FOLD_ROWS;
     const x = norm && quantized && !foldActs ? norm.out : input;
     const fused = norm && (!quantized || foldActs) ? norm : undefined;
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
@@ -192,7 +192,7 @@ export class WebGpuKernels {
     for (const { out, w } of group) {
       if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
       need(out, m * w.rows, 'matmul out');
-      this.countWeightReads(w, Math.ceil(m / (isQuantType(w.dtype) ? this.quantTile(m, w.dtype as QuantType).tm : floatTm)));
+      this.countWeightReads(w, Math.ceil(m / (!isQuantType(w.dtype) ? floatTm : foldActs ? ACTS_TILE : this.quantTile(m, w.dtype as QuantType).tm)));
     }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
@@ -272,7 +272,7 @@ export class WebGpuKernels {
       grid(cols, tiles * (moe?.span ?? 1)), `matmul_${dtype}`);
   }
 
-  /** out (+)= quantActs(x or x ⊙ act(gate.b)) · Wᵀ for M ≤ ACTS_TILE in one dispatch
+  /** out (+)= quantActs(x or x ⊙ act(gate.b)) · Wᵀ for M ≤ ACTS_FOLD_ROWS in one dispatch
    * (wgsl/qmatmul-acts.ts: the bits of quantActs then the qmatmul; x is left as it was). */
   private quantMatmulActs(enc: StepEncoder, x: GpuTensor, out: GpuTensor, w: GpuWeight, m: number, k: number, accumulate: boolean,
     gate?: GpuGatedInput): void {

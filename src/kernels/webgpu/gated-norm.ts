@@ -2,7 +2,7 @@
 // a head order (wgsl/gated-norm.ts): the normed rows land in out_proj's stored head order in
 // the norm's own dispatch (no gather_rows after it). outProjHeadNorm: the column launch's
 // norm formed inside out_proj's one-column float matmul (no norm pass, no normed rows), or, for
-// a quantized out_proj of M ≤ ACTS_TILE rows, inside its activation-quantizing matmul
+// a quantized out_proj of M ≤ ACTS_FOLD_ROWS rows, inside its activation-quantizing matmul
 // (outProjHeadNormQuant).
 import type { GdnDims } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
@@ -18,7 +18,7 @@ import { grid } from './wgsl/common.js';
 import { GATED_NORM_PERM } from './wgsl/gated-norm.js';
 import { packParams } from './params.js';
 import { headNormActsBytes, quantActsGroupDispatches } from './qmatmul-group.js';
-import { ACTS_TILE, actsWorkgroupBytes } from './wgsl/qmatmul-acts.js';
+import { ACTS_FOLD_ROWS, actsWorkgroupBytes } from './wgsl/qmatmul-acts.js';
 import type { QuantType } from '../quant/formats.js';
 
 /** out[i·HV + j] = gatedRmsNorm(o, z)[i·HV + order[j]] per row of d = wv.length; `order`: the
@@ -63,12 +63,12 @@ export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: G
 }
 
 /** Whether a quantized out_proj (w) over M rows of HV·dv takes the gated norm as its input:
- * the column launch, the activation-quantizing matmuls on (foldQuantActs, M ≤ ACTS_TILE),
+ * the column launch, the activation-quantizing matmuls on (foldQuantActs, M ≤ ACTS_FOLD_ROWS),
  * dv ≡ 0 (mod 4), and one column's workgroup within the device's memory and bindings (OUT, X,
  * W, z, the norm weight and the order per part: one part a dispatch keeps it at 6). */
 export function quantHeadNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
   const { numValueHeads: hv, valueDim: dv } = dims;
-  if (gdnLaunch(g) !== 'columns' || !isQuantType(w.dtype) || !g.foldQuantActs || m > ACTS_TILE || w.cols !== hv * dv || dv % 4 !== 0) return false;
+  if (gdnLaunch(g) !== 'columns' || !isQuantType(w.dtype) || !g.foldQuantActs || m > ACTS_FOLD_ROWS || w.cols !== hv * dv || dv % 4 !== 0) return false;
   const lim = g.device.limits;
   return actsWorkgroupBytes(w.dtype as QuantType, 1) + headNormActsBytes(hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
 }

@@ -1,6 +1,6 @@
 // The dispatch of a quantized matmul group (wgsl/qmatmul-group.ts): its pipeline key, source,
 // parameter block, bindings and grid, for WebGpuKernels.matmulGroup to run; and the
-// activation-quantizing group of M ≤ ACTS_TILE rows (wgsl/qmatmul-acts-group.ts).
+// activation-quantizing group of M ≤ ACTS_FOLD_ROWS rows (wgsl/qmatmul-acts-group.ts).
 import type { QuantType } from '../quant/formats.js';
 import type { QuantActs } from './backend-types.js';
 import type { GpuTensor } from './tensor.js';
@@ -11,7 +11,7 @@ import { groupSegmentParams } from './wgsl/matmul-group.js';
 import type { QuantLayout } from './wgsl/matmul.js';
 import { quantMatmulGroupShader } from './wgsl/qmatmul-group.js';
 import { quantColumnsShader } from './wgsl/qmatmul-columns.js';
-import { ACTS_TILE, actsColumnsWithin, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE, actsColumnsWithin, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { quantMatmulActsGroupShader, type ActsInput } from './wgsl/qmatmul-acts-group.js';
 
 /** One weight part of a group and the output its rows go to. */
@@ -85,12 +85,12 @@ function actsVec4(x: GpuTensor, gate: GpuTensor | undefined, outs: readonly GpuT
   return x.offset % 4 === 0 && (gate === undefined || gate.offset % 4 === 0) && !outs.some((o) => o.buffer === x.buffer || o.buffer === gate?.buffer);
 }
 
-/** One unnormed weight part over m ≤ ACTS_TILE rows of x (or x ⊙ act(gate)) quantizing its
+/** One unnormed weight part over m ≤ ACTS_FOLD_ROWS rows (tiles of ACTS_TILE) of x (or x ⊙ act(gate)) quantizing its
  * own input (wgsl/qmatmul-acts.ts), up to `maxCols` output columns a workgroup (as many as fit
  * `limitBytes` of workgroup memory). */
 export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; readonly act: 'silu' | 'sigmoid' } | undefined, out: GpuTensor, w: GpuWeight,
   m: number, k: number, accumulate: boolean, dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
-  if (m > ACTS_TILE) throw new RangeError(`quant acts: ${m} rows > ${ACTS_TILE}`);
+  if (m > ACTS_FOLD_ROWS) throw new RangeError(`quant acts: ${m} rows > ${ACTS_FOLD_ROWS}`);
   const type = w.dtype as QuantType;
   const cols = actsColumnsWithin(type, maxCols, limitBytes);
   const part = w.parts[0]!;
@@ -105,14 +105,14 @@ export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; r
   };
 }
 
-/** The segments (all of `type`, every weight K columns) over m ≤ ACTS_TILE rows of the input,
+/** The segments (all of `type`, every weight K columns) over m ≤ ACTS_FOLD_ROWS rows of the input (tiles of ACTS_TILE),
  * each workgroup quantizing (and norming) its rows itself for up to `maxCols` output columns
  * of one segment, as many as fit `limitBytes` (wgsl/qmatmul-acts-group.ts). */
 export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
   dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
   const hn = input.headNorm;
   const cols = actsColumnsWithin(type, maxCols, limitBytes - (hn ? headNormActsBytes(hn.hv) : 0));
-  if (m > ACTS_TILE) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_TILE}`);
+  if (m > ACTS_FOLD_ROWS) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_FOLD_ROWS}`);
   if ([input.norm, input.gate, hn].filter(Boolean).length > 1) throw new Error('quant acts group: more than one of a norm, a gate and a head norm');
   if (hn && (k % hn.hv !== 0 || (k / hn.hv) % 4 !== 0 || hn.norm.offset !== 0 || hn.norm.length !== k / hn.hv)) {
     throw new RangeError(`quant acts group: a head norm of ${hn.hv} heads and ${hn.norm.length} weights over ${k} columns`);
@@ -136,7 +136,7 @@ export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: numb
   };
 }
 
-/** The dispatches of a group's quantized weights over m ≤ ACTS_TILE rows that quantize (and
+/** The dispatches of a group's quantized weights over m ≤ ACTS_FOLD_ROWS rows that quantize (and
  * norm) their own input: per quant type, its weights' parts as segments, up to `maxSegments`
  * a dispatch. The norm weight must start its buffer and span K (as norm_quant_acts reads it). */
 export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate: boolean,

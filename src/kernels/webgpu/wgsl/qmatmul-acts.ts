@@ -25,8 +25,14 @@ import { BYTES, HEADER } from './common.js';
 import { quantSumsDecl } from './matmul.js';
 import { dot4Source, hasOffsetType, packedBias, packedBlockDecoder } from './quant.js';
 
-/** Rows one workgroup of the activation-quantizing matmul holds (the largest M it serves). */
+/** Rows one workgroup of the activation-quantizing matmul holds (a tile; grid z the tiles). */
 export const ACTS_TILE = 4;
+
+/** The most rows the activation-quantizing matmuls serve (an MTP verify of k ≤ 7 drafts),
+ * ACTS_TILE a workgroup: past one tile each tile reads the weights again, which costs less
+ * than the quantized activations' own dispatches (`norm_quant_acts` / `quant_acts`, ~5 a
+ * layer) on a step bound by the host's time per dispatch (docs/kernels.md "Batch M > 1"). */
+export const ACTS_FOLD_ROWS = 2 * ACTS_TILE;
 
 /** Output columns a GPU adapter's activation-quantizing workgroup computes (C): its rows'
  * per-workgroup input work — the norm's inv, the block maxima, the quantizing and packing —
