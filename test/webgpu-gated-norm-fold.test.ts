@@ -104,6 +104,18 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
   }
 }
 
+/** The column launch's norm pass then out_proj against out_proj forming the norm: 3 against 2
+ * dispatches, the same states and x, bit for bit. Returns the pass's run. */
+async function foldEqualsPass(c: Case): Promise<{ x: Float32Array }> {
+  const sep = await recurrentThenOutProj(c, 'columns', 'separate');
+  const fold = await recurrentThenOutProj(c, 'columns', 'project');
+  assert.equal(sep.dispatches, 3, 'recurrence, norm pass, out_proj');
+  assert.equal(fold.dispatches, 2, 'recurrence, out_proj with the norm');
+  assert.ok(sameBits(fold.states, sep.states), 'states differ');
+  assert.ok(sameBits(fold.x, sep.x), 'x + out_proj(norm(o)) differs');
+  return sep;
+}
+
 const QWEN = { numKeyHeads: 16, numValueHeads: 32, keyDim: 128, valueDim: 128 }; // qwen3.5-4b's linear heads
 const SMALL = { numKeyHeads: 2, numValueHeads: 4, keyDim: 32, valueDim: 40 };
 
@@ -114,12 +126,7 @@ describe('webgpu: out_proj forms the gated norm (column launch, one-column float
         for (const ordered of [false, true]) {
           test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}`, async () => {
             const c: Case = { dims, m, h: 48, dtype, ordered };
-            const sep = await recurrentThenOutProj(c, 'columns', 'separate');
-            const fold = await recurrentThenOutProj(c, 'columns', 'project');
-            assert.equal(sep.dispatches, 3, 'recurrence, norm pass, out_proj');
-            assert.equal(fold.dispatches, 2, 'recurrence, out_proj with the norm');
-            assert.ok(sameBits(fold.states, sep.states), 'states differ');
-            assert.ok(sameBits(fold.x, sep.x), 'x + out_proj(norm(o)) differs');
+            const sep = await foldEqualsPass(c);
             // the head launch's fused norm and the multi-column kernel (M ≥ 2 keeps the pass)
             const head = await recurrentThenOutProj(c, 'head', 'project');
             assert.ok(sameBits(head.x, sep.x), 'the head launch differs');
@@ -145,12 +152,7 @@ describe('webgpu: a quantized out_proj of M ≤ 8 (two tiles past 4) forms the g
   for (const [dtype, dims, m, ordered, pad, acts] of cases) {
     test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}, C = ${acts}${pad ? ', scalar loads' : ''}`, async () => {
       const c: Case = { dims, m, h: 37, dtype, ordered, pad, acts };
-      const sep = await recurrentThenOutProj(c, 'columns', 'separate');
-      const fold = await recurrentThenOutProj(c, 'columns', 'project');
-      assert.equal(sep.dispatches, 3, 'recurrence, norm pass, out_proj');
-      assert.equal(fold.dispatches, 2, 'recurrence, out_proj with the norm');
-      assert.ok(sameBits(fold.states, sep.states), 'states differ');
-      assert.ok(sameBits(fold.x, sep.x), 'x + out_proj(norm(o)) differs');
+      await foldEqualsPass(c);
     });
   }
 });

@@ -17,11 +17,11 @@
 // (a valid one) and is never stored.
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
-import { BYTES, HEADER } from './common.js';
-import { PACKED_BLOCK_STATE, dot4Source, hasOffsetType, packedBias, packedBlockFns } from './quant.js';
+import { HEADER } from './common.js';
+import { dot4Source, hasOffsetType, packedBias } from './quant.js';
 import { laneWeightWords, quantTileRowBytes } from './matmul.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
-import { forSegment } from './qmatmul-group.js';
+import { forSegment, quantGroupBindings } from './qmatmul-group.js';
 
 /** Output columns a multi-column quantized workgroup computes (GPU launch at M ≥ 2). */
 export const QUANT_COLUMNS = 4;
@@ -92,9 +92,6 @@ export function quantColumnsShader(type: QuantType, segments: number, packedBuil
   const cs = range(columns);
   const ss = range(segments);
   const branch = (text: (s: number) => string): string => ss.map((s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) { ${text(s)} }`).join(' ');
-  const outs = ss.map((s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
-  const weights = ss.map((s) => `@group(0) @binding(${4 + segments + s}) var<storage, read_write> W${s}: array<u32>;
-${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
   const segmentOf = ss.map((s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `
     + `gcol < pu(P_seg${s}Start) + (pu(P_seg${s}Rows) + ${columns - 1}u) / ${columns}u) { sg = ${s}u; }`).join('\n  ');
   const share = cs.map((c) => `atomicAdd(&isum[(${c}u * TM + r) * 64u + jb], ${columnShare(type, c)});`).join('\n          ');
@@ -108,12 +105,7 @@ ${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
       OUT${s}[o] = ${accumulate ? `OUT${s}[o] + ` : ''}acc;`;
   return `${HEADER}
 ${paramConsts('qmatmul_group')}
-${outs}
-@group(0) @binding(${1 + segments}) var<storage, read_write> QX: array<u32>;
-@group(0) @binding(${2 + segments}) var<storage, read_write> DX: array<f32>;
-@group(0) @binding(${3 + segments}) var<storage, read_write> SX: array<i32>;
-${PACKED_BLOCK_STATE}
-${weights}
+${quantGroupBindings(type, segments)}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
 ${quantColumnsDecls(type, columns, tm)}

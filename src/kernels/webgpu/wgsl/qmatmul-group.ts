@@ -22,6 +22,21 @@ export function forSegment(s: number, text: string): string {
   return text.replace(/\bW\b/g, `W${s}`).replace(new RegExp(`\\b(${WEIGHT_FNS.join('|')})\\(`, 'g'), `$1_${s}(`);
 }
 
+/** The group's bindings over quantized activations (wgsl/qmatmul-columns.ts's too): 1 + s
+ * OUT_s, 1 + S QX, 2 + S DX, 3 + S SX, 4 + S + s W_s with its own readers (S = `segments`). */
+export function quantGroupBindings(type: QuantType, segments: number): string {
+  const ss = Array.from({ length: segments }, (_, s) => s);
+  const outs = ss.map((s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
+  const weights = ss.map((s) => `@group(0) @binding(${4 + segments + s}) var<storage, read_write> W${s}: array<u32>;
+${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
+  return `${outs}
+@group(0) @binding(${1 + segments}) var<storage, read_write> QX: array<u32>;
+@group(0) @binding(${2 + segments}) var<storage, read_write> DX: array<f32>;
+@group(0) @binding(${3 + segments}) var<storage, read_write> SX: array<i32>;
+${PACKED_BLOCK_STATE}
+${weights}`;
+}
+
 /** `accumulate`: out += the sum. `tm`: rows per tile. `layout`: quantTiledBody's. */
 export function quantMatmulGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate = false, tm = TM,
   layout: QuantLayout = 'lanes'): string {
@@ -31,21 +46,13 @@ export function quantMatmulGroupShader(type: QuantType, segments: number, packed
   const body = quantTiledBody(type, accumulate, null, layout);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
-  const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
-  const weights = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${4 + segments + s}) var<storage, read_write> W${s}: array<u32>;
-${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
   // the segment is uniform (from workgroup_id), so the body's barriers stay in uniform control flow
   const bodies = Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
   let col = gcol - pu(P_seg${s}Start);
 ${seg(s, body)}  }`).join(' ');
   return `${HEADER}
 ${paramConsts('qmatmul_group')}
-${outs}
-@group(0) @binding(${1 + segments}) var<storage, read_write> QX: array<u32>;
-@group(0) @binding(${2 + segments}) var<storage, read_write> DX: array<f32>;
-@group(0) @binding(${3 + segments}) var<storage, read_write> SX: array<i32>;
-${PACKED_BLOCK_STATE}
-${weights}
+${quantGroupBindings(type, segments)}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
 ${quantSumsDecl(tm, layout)}
