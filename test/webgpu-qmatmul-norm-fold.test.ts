@@ -23,7 +23,7 @@ import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { ACTS_FOLD_ROWS, ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { assertSameBits, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
-import { makeQuantCase, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
+import { makeQuantCase, normThenEachMatmul, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
@@ -51,13 +51,7 @@ async function normedGroup(c: QuantCase, m: number, fold: boolean): Promise<{ ou
  * the lone activation-quantizing qmatmul). */
 async function perWeight(c: QuantCase, m: number): Promise<Float32Array[]> {
   g.foldQuantActs = true;
-  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
-  const normed = g.alloc.upload(fill(m * K, () => NaN));
-  const x = g.alloc.upload(c.x);
-  return run(g, (e) => {
-    g.rmsNorm(e, normed, x, c.nw, m, 1e-6, c.zeroCentered);
-    c.ws.forEach((w, j) => g.matmul(e, outs[j]!, normed, w, m));
-  }, ...outs);
+  return (await normThenEachMatmul(g, c, m)).slice(0, c.ws.length);
 }
 
 const allNaN = (v: Float32Array): boolean => v.every((e) => Number.isNaN(e));

@@ -38,3 +38,15 @@ export async function normedGroupOnce(g: WebGpuKernels, c: QuantCase, m: number)
   }, ...outs, norm.out);
   return { outs: got, dispatches };
 }
+
+/** The same in separate calls, as g's settings route them: rmsNorm, then one matmul per
+ * weight over the normed rows. Each output, then the normed rows. */
+export async function normThenEachMatmul(g: WebGpuKernels, c: QuantCase, m: number): Promise<Float32Array[]> {
+  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
+  const normed = g.alloc.upload(fill(m * c.k, () => NaN));
+  const x = g.alloc.upload(c.x);
+  return run(g, (e) => {
+    g.rmsNorm(e, normed, x, c.nw, m, 1e-6, c.zeroCentered);
+    c.ws.forEach((w, j) => g.matmul(e, outs[j]!, normed, w, m));
+  }, ...outs, normed);
+}

@@ -25,7 +25,7 @@ import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import type { GpuWeight } from '../src/kernels/webgpu/weights.js';
 import { assertSameBits, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
-import { makeQuantCase, normedGroupOnce, type QuantCase } from './webgpu-quant-cases.js';
+import { makeQuantCase, normThenEachMatmul, normedGroupOnce } from './webgpu-quant-cases.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 import { ACTS_FOLD_ROWS, ACTS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 
@@ -47,21 +47,10 @@ function anyWeight(dtype: WeightDType, rows: number, r: () => number): GpuWeight
   return g.uploadWeight(randomAnyWeight(ref, dtype, rows, K, r));
 }
 
-/** Separate calls: rmsNorm, then one matmul per weight over the normed rows. */
-async function separate(c: QuantCase, m: number): Promise<Float32Array[]> {
-  const outs = c.ws.map((w) => g.alloc.upload(fill(m * w.rows, () => NaN)));
-  const normed = g.alloc.upload(fill(m * K, () => NaN));
-  const x = g.alloc.upload(c.x);
-  return run(g, (e) => {
-    g.rmsNorm(e, normed, x, c.nw, m, 1e-6, c.zeroCentered);
-    c.ws.forEach((w, j) => g.matmul(e, outs[j]!, normed, w, m));
-  }, ...outs, normed);
-}
-
 async function check(dtypes: readonly WeightDType[], m: number, seed: number, zeroCentered: boolean): Promise<number> {
   const c = makeQuantCase(g, ref, K, dtypes, m, seed, zeroCentered);
   const got = await normedGroupOnce(g, c, m);
-  const want = await separate(c, m);
+  const want = await normThenEachMatmul(g, c, m);
   const what = `${dtypes.join('+')} M=${m}${zeroCentered ? ' zero-centred' : ''}`;
   c.ws.forEach((w, j) => assertSameBits(got.outs[j]!, want[j]!, `${what}: weight ${j} (${w.dtype} ${w.rows}x${w.cols})`));
   // at M ≤ ACTS_FOLD_ROWS every matmul folds the norm (wgsl/qmatmul-acts-group.ts; float:
