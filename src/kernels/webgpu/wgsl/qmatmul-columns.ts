@@ -21,7 +21,7 @@ import { HEADER } from './common.js';
 import { dot4Source, hasOffsetType, packedBias } from './quant.js';
 import { laneWeightWords, quantTileRowBytes } from './matmul.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
-import { forSegment, quantGroupBindings } from './qmatmul-group.js';
+import { forSegment, quantGroupBindings, quantGroupEntry } from './qmatmul-group.js';
 
 /** Output columns a multi-column quantized workgroup computes (GPU launch at M ≥ 2). */
 export const QUANT_COLUMNS = 4;
@@ -109,14 +109,7 @@ ${quantGroupBindings(type, segments)}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
 ${quantColumnsDecls(type, columns, tm)}
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let gcol = group_id(wid, nwg);
-  let K = pu(P_k);
-  let nb = K / 32u;
-  var sg = ${segments}u;
-  ${segmentOf}
-  if (sg == ${segments}u) { return; }
+${quantGroupEntry(segments, segmentOf)}
   // the segment's first column of this workgroup and its rows
   var cb = 0u;
   var segRows = 0u;

@@ -37,6 +37,19 @@ ${PACKED_BLOCK_STATE}
 ${weights}`;
 }
 
+/** The group's entry point (wgsl/qmatmul-columns.ts's too): gcol, K, nb, and sg the segment
+ * `segmentOfText` picks for the workgroup (uniform), returning past the last segment. */
+export function quantGroupEntry(segments: number, segmentOfText: string): string {
+  return `@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let gcol = group_id(wid, nwg);
+  let K = pu(P_k);
+  let nb = K / 32u;
+  var sg = ${segments}u;
+  ${segmentOfText}
+  if (sg == ${segments}u) { return; }`;
+}
+
 /** `accumulate`: out += the sum. `tm`: rows per tile. `layout`: quantTiledBody's. */
 export function quantMatmulGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate = false, tm = TM,
   layout: QuantLayout = 'lanes'): string {
@@ -57,14 +70,7 @@ ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
 ${quantSumsDecl(tm, layout)}
 ${offs ? `var<workgroup> offt: array<f32, ${tm * 64}>;` : ''}
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let gcol = group_id(wid, nwg);
-  let K = pu(P_k);
-  let nb = K / 32u;
-  var sg = ${segments}u;
-  ${segmentOf(segments)}
-  if (sg == ${segments}u) { return; }
+${quantGroupEntry(segments, segmentOf(segments))}
   ${bodies}
 }`;
 }
