@@ -34,6 +34,7 @@ import { HEADER } from '../src/kernels/webgpu/wgsl/common.js';
 import { BIAS_ACT, LAYER_NORM } from '../src/kernels/webgpu/wgsl/tower.js';
 import { PARAM_SLOT_BYTES } from '../src/kernels/webgpu/encoder.js';
 import { GATED_NORM_PERM } from '../src/kernels/webgpu/wgsl/gated-norm.js';
+import { mtpInputsShader } from '../src/kernels/webgpu/wgsl/mtp-inputs.js';
 
 const READER: Record<ParamType, string> = { u32: 'pu', i32: 'pi', f32: 'pf' };
 
@@ -74,6 +75,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   embed_quant: embedQuantShader('q4_k'),
   embed_part_float: embedFloatShader('f16', true),
   embed_part_quant: embedQuantShader('q6_k', true),
+  mtp_inputs_float: [mtpInputsShader('bf16'), mtpInputsShader('f32')],
+  mtp_inputs_quant: [mtpInputsShader('q4_k'), mtpInputsShader('q8_0')],
   argmax_masked: ARGMAX_MASKED,
   gather_picked: GATHER_PICKED,
   top_candidates: TOP_CANDIDATES,

@@ -17,6 +17,8 @@
 //    order that does not depend on how many rows are processed together.
 
 import type { StartedQuantizer } from './quant/row-quantizer.js';
+import type { MtpInputs } from './mtp-inputs.js';
+export type { MtpHiddenRun, MtpInputs, MtpTokenIds } from './mtp-inputs.js';
 
 export * from './kernel-operands.js';
 import type {
@@ -137,6 +139,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * (CPU backends throw; the callers' ids are argmaxRows picks of the table's own rows). A
    * GPU backend gathers without a read-back, so MTP drafts chain on the device. */
   embedIds(out: T, table: Weight, ids: I, idsOffset: number, m: number): void;
+
+  /** The MTP head's input rows: per row i, cat[i] = [rmsNorm(embedding row of id i,
+   * normEmbedding) | rmsNorm(hidden row i, normHidden)] — the bits of the separate calls of
+   * kernels/mtp-inputs-by-calls.ts (CPU backends run them); webgpu: one dispatch. */
+  mtpInputs(a: MtpInputs<T, I>): void;
 
   /** RMSNorm over rows of length d: y = x·rsqrt(mean(x²)+eps)·(1+w) if `zeroCentered`,
    * else ·w. x, out: [M, d] (may alias), w: [1, d]. */

@@ -133,13 +133,26 @@ export function forwardHidden<T extends Tensor, I extends Tensor>(model: Model<T
 }
 
 /** logits[i] = lm_head(hidden[rows[i]]) → [rows.length, V] written to `out`. `head`: a
- * row prefix of the lm_head (MTP drafts over the first head.rows ids); then V = head.rows. */
+ * row prefix of the lm_head (MTP drafts over the first head.rows ids); then V = head.rows.
+ * Contiguous rows (a decode step's, a draft step's) are read through a view of `hidden`;
+ * others are gathered into ws.head.in first (the same values: the matmul's bits per row do
+ * not depend on where its input row lies). `out` must not overlap `hidden`. */
 export function lmHeadInto<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>, hidden: T,
   rows: readonly number[], out: T, head: Weight = model.weights.lmHead): T {
-  const picked = ws.head.in.rows(rows.length);
-  model.kernels.gatherRows(picked, hidden, rows, model.config.hiddenSize);
-  model.kernels.matmul(out, picked, head, rows.length);
+  const h = model.config.hiddenSize;
+  const k = model.kernels;
+  let picked: T;
+  if (contiguous(rows) && (rows[0]! + rows.length) * h <= hidden.length) picked = k.view(hidden, rows[0]! * h, rows.length * h);
+  else k.gatherRows((picked = ws.head.in.rows(rows.length)), hidden, rows, h);
+  k.matmul(out, picked, head, rows.length);
   return out;
+}
+
+/** rows = r, r + 1, …, r + n − 1 (n ≥ 1): the head reads a view of them, no gather. */
+function contiguous(rows: readonly number[]): boolean {
+  if (rows.length === 0 || !(Number.isInteger(rows[0]) && rows[0]! >= 0)) return false;
+  for (let i = 1; i < rows.length; i++) if (rows[i] !== rows[0]! + i) return false;
+  return true;
 }
 
 /** lmHeadInto, read back into a fresh host array [rows.length, V] (inspection and tests:
@@ -191,21 +204,12 @@ export function mtpForward<T extends Tensor, I extends Tensor>(model: Model<T, I
   const m = rowsOf(seqs);
   const seqSpans = spans(ws.host.positions.rows(m), seqs.map((s) => ({ ...s, state: [], chunked: false })), (i) => [seqs[i]!.kv]);
   const cat = ws.mtp.cat.rows(m); // [M, 2H]: normed embedding | normed hidden
-  const e = ws.mtp.e.rows(m);
-  const hid = ws.mtp.h.rows(m);
-  seqs.forEach((s, i) => {
-    const first = seqSpans[i]!.offset;
-    const t = s.tokens.length;
-    const head = s.hiddenFirst ? 1 : 0;
-    if (s.hiddenFirst) k.write(hid, first * h, s.hiddenFirst);
-    k.copyRows(hid, (first + head) * h, h, s.hidden, (s.hiddenRow ?? 0) * h, h, t - head, h);
+  k.mtpInputs({
+    cat, e: ws.mtp.e.rows(m), hid: ws.mtp.h.rows(m), table: w.embed,
+    ids: deviceIds ? { device: deviceIds.ids, offset: deviceIds.offset } : { host: stackIds(ws.host.mtpIds.rows(m), seqs) },
+    normEmbedding: mtp.normEmbedding, normHidden: mtp.normHidden, eps: cfg.rmsNormEps, zeroCentered: true,
+    runs: seqs.map((s) => ({ src: s.hidden, row: s.hiddenRow ?? 0, n: s.tokens.length - (s.hiddenFirst ? 1 : 0), first: s.hiddenFirst ?? null })),
   });
-  if (deviceIds) k.embedIds(e, w.embed, deviceIds.ids, deviceIds.offset, m);
-  else k.embed(e, w.embed, stackIds(ws.host.mtpIds.rows(m), seqs));
-  k.rmsNorm(e, e, mtp.normEmbedding, m, cfg.rmsNormEps, true);
-  k.rmsNorm(hid, hid, mtp.normHidden, m, cfg.rmsNormEps, true);
-  k.copyRows(cat, 0, 2 * h, e, 0, h, m, h);
-  k.copyRows(cat, h, 2 * h, hid, 0, h, m, h);
   const x = ws.mtp.x.rows(m);
   k.matmul(x, cat, mtp.fc, m);
   decoderLayer({ k, cfg, ws, m, seqs: seqSpans, batch: stepBatchOf(model, seqSpans) }, mtp.layer, x, 0);

@@ -15,6 +15,7 @@ import { matmulAddByCalls, matmulGroupByCalls } from '../matmul-group.js';
 import { convSeqsByCalls, gdnChunkedSeqsByCalls, gdnGatedSeqsByCalls, gdnSeqsByCalls } from '../seqs-by-calls.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { startRefQuantizer } from '../quant/row-quantizer.js';
+import { mtpInputsByCalls } from '../mtp-inputs-by-calls.js';
 
 export function createRefKernels(): Kernels {
   const k: Kernels = {
@@ -55,6 +56,7 @@ export function createRefKernels(): Kernels {
     embed: dense.embed,
     embedIds: (out, table, ids, idsOffset, m) => dense.embed(out, table, cpu.idsIn(ids, idsOffset, m)),
     rmsNorm: dense.rmsNorm,
+    mtpInputs: (a) => mtpInputsByCalls(k, a),
     gatedRmsNorm: dense.gatedRmsNorm,
     rope: dense.rope,
     causalConv: gdn.causalConv,

@@ -7,7 +7,7 @@
 // backend-memory.ts (a class chain: WasmBackendMemory → WasmMatmulBackend → WasmKernels).
 import { HOST_LIMITS } from '../types.js';
 import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, StepBatch, ConvSeq, ExpertMats, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPicksCall, CandidateDraw, RopeTable, SampleResult, SampleRow,
-  Weight } from '../types.js';
+  MtpInputs, Weight } from '../types.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
 import * as cpu from '../cpu-ops.js';
@@ -20,6 +20,7 @@ import { gdnChunkedSeqsByCalls, gdnGatedSeqsByCalls } from '../seqs-by-calls.js'
 import { attentionBlocking } from './attention-blocking.js';
 import { attentionByCalls, attentionInputsByCalls, kvWriteByCalls, ropeByCalls, stepBatchOnHost } from '../batch-by-calls.js';
 import { isBf16 } from './backend-memory.js';
+import { mtpInputsByCalls } from '../mtp-inputs-by-calls.js';
 import { WasmMatmulBackend } from './backend-matmul.js';
 
 // Work below these sizes (~10–20 µs on one thread) runs on the main thread alone: a pool
@@ -236,6 +237,9 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   }
   attentionInputs(a: AttentionInputs, batch: StepBatch, dims: AttentionDims): void {
     attentionInputsByCalls(this, a, batch, dims);
+  }
+  mtpInputs(a: MtpInputs): void {
+    mtpInputsByCalls(this, a);
   }
 
   moeRoute(ids: Int32Array, weights: Float32Array, logits: Float32Array, m: number, e: number, topK: number,

@@ -8,7 +8,7 @@
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
 import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
-  GroupMatmul, StagedRead, Weight, WeightDType } from '../types.js';
+  GroupMatmul, MtpInputs, StagedRead, Weight, WeightDType } from '../types.js';
 import { groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
@@ -22,6 +22,8 @@ import type { EncoderTiming, StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { gpuWeightBytes, planSplitEmbed, type GpuWeight } from './weights.js';
 import { embedDeviceIds } from './embed-ids.js';
+import { mtpInputsDispatch, mtpInputsFits } from './mtp-inputs.js';
+import { mtpInputsByCalls } from '../mtp-inputs-by-calls.js';
 import { argmaxRowsMaskedOn, gatherPickedOn } from './argmax-masked.js';
 import { topCandidatesOn } from './top-candidates.js';
 import { packPenaltyTable, penaltyPicksOn } from './penalty-picks.js';
@@ -313,6 +315,13 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   /** Ids on the device (embed-ids.ts): no read-back between an argmaxRows and this gather. */
   embedIds(out: GpuTensor, table: Weight, ids: GpuTensor, idsOffset: number, m: number): void {
     if (m > 0) embedDeviceIds(this.g, this.step, out, this.tableOf(table), this.view(ids, idsOffset, m), m);
+  }
+  /** One dispatch (mtp-inputs.ts) where it fits, else the separate calls. */
+  mtpInputs(a: MtpInputs<GpuTensor, GpuTensor>): void {
+    const table = this.tableOf(a.table);
+    if (!mtpInputsFits(this.g, a, table)) return mtpInputsByCalls(this, a);
+    mtpInputsDispatch(this.g, this.step, a, { table, normEmbedding: this.vector(a.normEmbedding), normHidden: this.vector(a.normHidden),
+      put: (d, elem) => this.uploads.put(d, elem) });
   }
   rmsNorm(out: GpuTensor, x: GpuTensor, w: Weight, m: number, eps: number, zeroCentered: boolean): void {
     this.g.rmsNorm(this.step, out, x, this.vector(w), m, eps, zeroCentered);

@@ -75,6 +75,8 @@ export const PARAMS = {
   embed_quant: fields({ t: 'u32', d: 'u32', outOff: 'u32', rowBytes: 'u32', idsOff: 'u32' }),
   embed_part_float: fields({ t: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32', row0: 'i32', rows: 'i32' }),
   embed_part_quant: fields({ t: 'u32', d: 'u32', outOff: 'u32', rowBytes: 'u32', idsOff: 'u32', row0: 'i32', rows: 'i32' }),
+  mtp_inputs_float: fields({ rows: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32', srcOff: 'u32', zeroCentered: 'u32', eps: 'f32' }),
+  mtp_inputs_quant: fields({ rows: 'u32', d: 'u32', outOff: 'u32', idsOff: 'u32', srcOff: 'u32', zeroCentered: 'u32', eps: 'f32', rowBytes: 'u32' }),
   sample: fields({
     xOff: 'u32', n: 'u32', invT: 'f32', topK: 'u32', topP: 'f32', minP: 'f32', u: 'f32', patchOff: 'u32', patchCount: 'u32', flags: 'u32', topN: 'u32',
     distOff: 'u32', wOff: 'u32', resultOff: 'u32', inf: 'f32',
