@@ -86,6 +86,9 @@ export function modelDispatch(r, { context, vocabScale, config }) {
   const coal = (bytes) => ({ ...base, weight: false, bytes, ...COAL, unroll: [1, 4] });
   if (r.key.startsWith('embed_')) return coal(8 * p.d);
   if (r.key === 'norm') return coal(4 * p.d * (p.gated ? 4 : 3));
+  // a row of each half: the embedding (4 B an element as embed_) and the hidden row read, the two norm weights,
+  // the raw half written to cat and read back, the normed half written (one row's: the batch rule scales by rows)
+  if (r.key.startsWith('mtp_inputs_')) return coal(40 * p.d);
   if (r.key.startsWith('quant_acts')) return coal(p.k * (4 + 1) + 8 * (p.k / 32));
   // x, the norm weight and the normed row (f32), the int8 row and its block scales and sums
   if (r.key.startsWith('norm_quant_acts')) return coal(p.m * (p.k * (3 * 4 + 1) + 8 * (p.k / 32)));

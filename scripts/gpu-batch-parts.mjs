@@ -138,6 +138,7 @@ export const BATCH_RULES = [
   ['GDN gated norm', (k) => k.startsWith('gdn_gated_norm'), 'per row (grid y × z: tokens × sequences)', (r, d) => perRow(d, r.groups[1] * r.groups[2])],
   ['embedding', (k) => k.startsWith('embed_'), 'per token (parameter t)', (r, d, p) => perRow(d, p.t)],
   ['rms norm', (k) => k === 'norm', 'per row (parameter rows)', (r, d, p) => perRow(d, p.rows)],
+  ['MTP head inputs', (k) => k.startsWith('mtp_inputs_'), 'per row (parameter rows): its embedding and hidden rows normed into cat', (r, d, p) => perRow(d, p.rows)],
   ['activation quantization', (k) => k.startsWith('quant_acts'), 'per row (parameter m); a gated one reads x and the gate, writes x', (r, d, p) => perRow(d, p.m)],
   ['norm + activation quantization', (k) => k.startsWith('norm_quant_acts'),
     'per row (one workgroup a row; the batch-1 bytes count the recorded m rows)', (r, d, p) => perRow({ ...d, bytes: d.bytes / p.m }, p.m)],

@@ -8,6 +8,7 @@ import { nodeGpu } from '../src/kernels/webgpu-node.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
+import { mtpInputsShader } from '../src/kernels/webgpu/wgsl/mtp-inputs.js';
 import { quantActsShader, quantMatmulShader } from '../src/kernels/webgpu/wgsl/matmul.js';
 import { floatMatmulGroupShader } from '../src/kernels/webgpu/wgsl/matmul-group.js';
 import { floatColumnsShader } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
@@ -111,6 +112,8 @@ describe('webgpu device layer', () => {
         [`qmatmul_q4_k_tm${tm}`, quantMatmulShader('q4_k', true, true, null, false, tm)], [`qmatmul_q8_0_tm${tm}`, quantMatmulShader('q8_0', false, false, null, false, tm)],
         [`matmul_bf16_norm_tm${tm}`, floatMatmulGroupShader('bf16', 4, false, false, true, null, null, false, tm)],
         [`matmul_f16_silu_tm${tm}`, floatMatmulGroupShader('f16', 2, g.adapter.features.subgroups, true, false, 'silu', null, false, tm)]]),
+      // the MTP head's inputs (wgsl/mtp-inputs.ts), every table type
+      ...(['f32', 'bf16', 'f16', ...QUANT_TYPES] as const).map((d): [string, string] => [`mtp_inputs_${d}`, mtpInputsShader(d)]),
     ];
     const errors = (await Promise.all(sources.map(([k, s]) => g.pipelines.errors(k, s)))).flat();
     assert.deepEqual(errors, []);
