@@ -9,7 +9,8 @@
 // - the bench's prefill step: 32 sequences take the dispatches of 1 (each took +6 before:
 //   one chunked GDN per sequence and layer);
 // - the engine's steps (KvPool, StatePool): 4 concurrent requests == 1 request, decode and
-//   the prefill step that admits them (each request took +7 there before);
+//   the prefill step that admits them (each request took +7 there before), but for the lm_head's
+//   gather_rows of the prompts' last rows (one prompt's: a view, no dispatch);
 // - exactness: a batch over the shared memory gives each sequence the bits it gets alone;
 // - quantized GGUF weights (tiny-think Q8_0 / Q4_K_M, tiny-moe Q4_K_M) against their BF16
 //   GGUF twins, per decode step: a matmulGroup's norm folds into its activation
@@ -114,7 +115,9 @@ describe('webgpu dispatches per step vs streams (decode and prefill)', () => {
     const [fourPrefill, ...four] = await engineSteps(4);
     assert.ok(one.length >= 2 && one.every((d) => d === one[0]), `1 request: ${one.join(', ')}`);
     assert.deepEqual(four, one, 'dispatches per decode step, 4 requests vs 1');
-    assert.equal(fourPrefill, onePrefill, `dispatches of the prefill step: ${fourPrefill} at 4 requests vs ${onePrefill} at 1`);
+    // the lm_head reads one prompt's last row through a view (forward.ts lmHeadInto); the last rows
+    // of 4 prompts are not contiguous: one gather_rows more, whatever the number of prompts
+    assert.equal(fourPrefill, onePrefill! + 1, `dispatches of the prefill step: ${fourPrefill} at 4 requests vs ${onePrefill} at 1`);
   });
 });
 

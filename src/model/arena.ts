@@ -259,7 +259,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
       ...[this.moe.logits, this.moe.weights, this.moe.slot, this.moe.rowsIn, this.moe.rowsOut, this.moe.gate, this.moe.up].map((t) => [t, moe] as [ScratchRows<T>, number]),
       ...[this.moe.sharedGate, this.moe.sharedUp, this.moe.sharedOut, this.moe.sharedLogit].map((t) => [t, shared] as [ScratchRows<T>, number]),
       ...[this.mtp.cat, this.mtp.e, this.mtp.h, this.mtp.x, this.mtp.out].map((t) => [t, r.mtp] as [ScratchRows<T>, number]),
-      // every lm_head call gathers its rows first: the step's logits, the hits', a draft step's
+      // an lm_head call over rows that are not contiguous gathers them first (forward.ts lmHeadInto)
       [this.head.in, Math.max(r.logits, r.hits, r.chains)], [this.head.out, 0], // head.out: lmHead (probe, bench) only
       [this.logits, r.logits],
       [this.hit.hidden, r.hits + 1], [this.hit.logits, r.hits], // + 1: the deepstack row of a vision step

@@ -29,7 +29,7 @@ export interface MtpInputsOn {
 export function mtpInputsFits(g: WebGpuKernels, a: MtpInputs<GpuTensor, GpuTensor>, table: GpuWeight): boolean {
   const src = a.runs[0]?.src.buffer;
   return table.parts.length === 1 && src !== undefined && a.runs.every((r) => r.src.buffer === src) && src !== a.cat.buffer
-    && !('device' in a.ids && a.ids.device.buffer === a.cat.buffer) && mtpInputRows(a.runs) > 0
+    && !('device' in a.ids && (a.ids.device.buffer === a.cat.buffer || a.ids.device.buffer === src)) && mtpInputRows(a.runs) > 0
     && g.adapter.limits.maxStorageBuffersPerShaderStage >= MTP_INPUTS_BINDINGS;
 }
 
