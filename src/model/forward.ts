@@ -200,10 +200,10 @@ export function mtpForward<T extends Tensor, I extends Tensor>(model: Model<T, I
   const { config: cfg, weights: w, kernels: k } = model;
   const mtp = w.mtp[layer];
   if (!mtp) throw new Error(`model has no MTP layer ${layer}`);
-  const h = cfg.hiddenSize;
   const m = rowsOf(seqs);
   const seqSpans = spans(ws.host.positions.rows(m), seqs.map((s) => ({ ...s, state: [], chunked: false })), (i) => [seqs[i]!.kv]);
   const cat = ws.mtp.cat.rows(m); // [M, 2H]: normed embedding | normed hidden
+  // one op (webgpu: one dispatch); e and hid ([M, H]) serve the backends that run its calls
   k.mtpInputs({
     cat, e: ws.mtp.e.rows(m), hid: ws.mtp.h.rows(m), table: w.embed,
     ids: deviceIds ? { device: deviceIds.ids, offset: deviceIds.offset } : { host: stackIds(ws.host.mtpIds.rows(m), seqs) },
