@@ -121,15 +121,12 @@ export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out
   kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch, dims: AttentionDims, inputs?: AttentionBatchInputs): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
   const runs = kvRuns(kv, b);
+  if (runs.length === 0) return; // no rows: no inputs either
+  for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
   if (inputs) {
-    if (attentionFoldDispatch(g, enc, put, out, q, qStride, runs, inputs.a, b, dims, inputs.qw, inputs.kw)) {
-      for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
-      return;
-    }
+    if (attentionFoldDispatch(g, enc, put, out, q, qStride, runs, inputs.a, b, dims, inputs.qw, inputs.kw)) return;
     if (!attentionInputsDispatch(g, enc, inputs.a, b, dims, inputs.qw, inputs.kw)) inputs.byCalls();
   }
-  if (runs.length === 0) return;
-  for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
   const shape = attentionGroupShape(g, dims);
   if (shape) {
     attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, shape);
