@@ -117,11 +117,16 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     // BC·HD / threads independent coalesced loads per thread (key: attention_tile_<HD>_<QT>_<BC>_...)
     const hd = config.headDim;
     const bc = Number(r.key.split('_')[4]) || 16;
-    return { ...coal(2 * 4 * p.nKV * hd * context + 8 * p.nH * hd), unroll: [Math.max(1, (bc * hd) / threads), Math.max(1, (bc * hd) / threads)] };
+    // …_fold: the attention inputs folded in (attention-fold.ts): attention_inputs' bytes too
+    const inputs = r.key.endsWith('_fold') ? attentionInputsBytes(p) : 0;
+    return { ...coal(2 * 4 * p.nKV * hd * context + 8 * p.nH * hd + inputs), unroll: [Math.max(1, (bc * hd) / threads), Math.max(1, (bc * hd) / threads)] };
   }
-  if (r.key === 'attention_inputs') return coal(4 * (3 * p.nH * p.hd + 4 * p.nKV * p.hd));
+  if (r.key === 'attention_inputs') return coal(attentionInputsBytes(p));
   return coal(4 * 64 * workgroups);
 }
+
+/** A row's attention inputs (q / gate, k, v in; q, gate, k, K and V cache rows out). */
+export const attentionInputsBytes = (p) => 4 * (3 * p.nH * p.hd + 4 * p.nKV * p.hd);
 
 const round = (v, d = 3) => +v.toFixed(d);
 

@@ -121,6 +121,16 @@ function attention(r, d, p, { context, config, tokensPerSeq }) {
     use: { ...ONE, rows: prefill ? tokensPerSeq : seqs, seqs } };
 }
 
+/** Attention with its inputs folded in (attention_tile_…_fold, kernels/webgpu/attention-fold.ts: every
+ * sequence one decode / verify block, grid y): K and V of --context positions once per sequence; the
+ * inputs (attention_inputs' bytes), q and out per row — every row of every block. */
+function attentionFolded(r, d, p, { context, config, tokensPerSeq }) {
+  const seqBytes = 2 * 4 * p.nKV * config.headDim * context;
+  const seqs = r.groups[1];
+  return { d, parts: { ...ZERO, seqBytes, rowBytes: d.bytes - seqBytes, macsPerRow: 2 * p.nH * config.headDim * context },
+    use: { ...ONE, rows: seqs * tokensPerSeq, seqs } };
+}
+
 /** The rules, first match wins: [name, key test, what the dispatch's bytes and L1 loads scale with, parts]. */
 export const BATCH_RULES = [
   ['float matmul', (k) => k.startsWith('matmul_group_'),
@@ -132,6 +142,8 @@ export const BATCH_RULES = [
   ['GDN recurrence', (k) => /^gdn_(gated|recurrent)_(columns|seqs)|^gdn_recurrent$/.test(k),
     'each sequence\'s state read once, a state written per token (decode: its slot; verify: a scratch state a row); q, k, v, gates per row', gdnState],
   ['GDN causal conv', (k) => k.startsWith('causal_conv'), 'taps\' weights and the window once per sequence; the row in and out per token', causalConv],
+  ['attention with its inputs folded', (k) => k.startsWith('attention_tile_') && k.endsWith('_fold'),
+    'K and V of --context positions once per sequence (a sequence per grid row: one block each); the inputs (q/k norms, RoPE, gate split, KV write: attention_inputs\' bytes), q and out per row', attentionFolded],
   ['attention', (k) => (k.startsWith('attention_') && k !== 'attention_inputs') || k === 'attention',
     'K and V of --context positions once per sequence (decode: a sequence per grid row; verify: one query block); q and out per row', attention],
   ['attention inputs', (k) => k === 'attention_inputs', 'per row (grid y: the rows)', (r, d) => perRow(d, r.groups[1])],

@@ -584,6 +584,32 @@ for (const { label, k } of backends) {
       assert.throws(() => k.kvWriteBatch([b.kv], batch, b.kk, b.v, kvDim), /1 KV views for a batch of 4 sequences/);
     });
 
+    test('attentionBatch with its inputs == attentionInputs then attentionBatch (gated and not), bit for bit', () => {
+      const r = rng(13);
+      const [nH, nKV, hd, ps] = [4, 2, 16, 4];
+      const [qd, kvDim] = [nH * hd, nKV * hd];
+      const table = plainRopeTable(1e6, 8);
+      const dims = { numHeads: nH, numKvHeads: nKV, headDim: hd };
+      const seqs = [{ row: 0, t: 1, start: 7 }, { row: 1, t: 3, start: 2 }].map((s, i) => ({ ...s, pageTable: Int32Array.from({ length: 3 }, (_, p) => 2 * p + i) }));
+      const pool = 6 * ps * kvDim;
+      const [qNorm, kNorm] = [weight(k, 'bf16', 1, hd, sym(r)), weight(k, 'bf16', 1, hd, sym(r))];
+      for (const gated of [true, false]) {
+        const init = [4 * qd * (gated ? 2 : 1), 4 * kvDim, 4 * kvDim, pool, pool].map((n) => Array.from({ length: n }, () => 2 * r() - 1));
+        const runOnce = (together: boolean): Float32Array[] => {
+          const [qg, kk, v, ck, cv] = init.map((a) => fill(k, a.length, (() => { let i = 0; return () => a[i++]!; })()));
+          const kv: KvLayerView = { k: ck!, v: cv!, pageSize: ps };
+          const [q, gate, out] = [gated ? k.alloc(4 * qd) : qg!, gated ? k.alloc(4 * qd) : null, k.alloc(4 * qd)];
+          const batch = k.stepBatch(seqs, table);
+          const a = { qg: qg!, gated, q, gate, k: kk!, v: v!, qNorm, kNorm, eps: 1e-6, kv: [kv, kv] };
+          if (!together) k.attentionInputs(a, batch, dims);
+          k.attentionBatch(out, q, qd, [kv, kv], batch, dims, together ? a : undefined);
+          return [out, q, gate ?? q, kk!, ck!, cv!].map((x) => Float32Array.from(x));
+        };
+        const want = runOnce(false);
+        runOnce(true).forEach((g, i) => same(g, want[i]!, `gated ${gated}: output ${i}`));
+      }
+    });
+
     test('argmax: exact, ties → lowest index, NaN ignored, -inf rows, strided rows, tails', () => {
       const r = rng(40);
       for (const n of [1, 3, 4, 7, 64, 1001]) {

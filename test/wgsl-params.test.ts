@@ -46,6 +46,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   attention_batch: ATTENTION_BATCH,
   attention_group: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element', ub: 4 }), attentionTileShader({ wg: 256, qt: 128, bc: 16, hd: 64, stage: true, order: 'query' }),
     attentionPrefillShader({ wg: 256, qpt: 2, bc: 64, hd: 64, split: false }), attentionPrefillShader({ wg: 256, qpt: 1, bc: 16, hd: 256, split: true })],
+  attention_fold: [attentionTileShader({ wg: 32, qt: 16, bc: 16, hd: 256, stage: false, order: 'element', ub: 4 }, true)],
   attention_inputs: ATTENTION_INPUTS,
   causal_conv: CAUSAL_CONV,
   causal_conv_seqs: CAUSAL_CONV_SEQS,

@@ -244,8 +244,10 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
   kvWriteBatch(kv: readonly KvLayerView<T>[], batch: StepBatch, k: T, v: T, kvDim: number): void;
 
   /** attention of every sequence of the batch over its cache `kv[i]` (q, out: [rows, nH, hd],
-   * q row stride qStride): one call per layer. Same bits as attention per sequence. */
-  attentionBatch(out: T, q: T, qStride: number, kv: readonly KvLayerView<T>[], batch: StepBatch, dims: AttentionDims): void;
+   * q row stride qStride): one call per layer. Same bits as attention per sequence. `inputs`:
+   * attentionInputs(inputs) first (its q is `q`, its kv `kv`), the same bits; webgpu folds it
+   * into the decode / verify attention dispatch (kernels/webgpu/attention-fold.ts). */
+  attentionBatch(out: T, q: T, qStride: number, kv: readonly KvLayerView<T>[], batch: StepBatch, dims: AttentionDims, inputs?: AttentionInputs<T>): void;
 
   /** Everything between the q/k/v projections and attention, for the whole batch: the query
    * and gate halves split (gated), the per-head q and k norms, RoPE, and the KV write — the

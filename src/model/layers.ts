@@ -118,12 +118,12 @@ function attnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: A
   const q = gated ? ws.attn.q.rows(m) : qg; // [M, nH, hd]
   const gate = gated ? ws.attn.gate.rows(m) : null; // [M, nH, hd]
   const o = ws.attn.o.rows(m);
-  // the whole batch in one call each; every sequence writes its own KV rows (at positions
-  // ≥ its start, in pages no other sequence of the step writes) before any attention reads
+  // the whole batch in one call: the attention inputs (every sequence writes its own KV rows,
+  // at positions ≥ its start, in pages no other sequence of the step writes) before any
+  // attention reads (a backend may fold them into the attention: Kernels.attentionBatch)
   const kvs = ctx.seqs.map((s) => s.kv[fi]!);
-  k.attentionInputs({ qg, gated, q, gate, k: kk, v: vv, qNorm: w.qNorm, kNorm: w.kNorm, eps: cfg.rmsNormEps, kv: kvs }, ctx.batch,
-    { numHeads: nh, numKvHeads: nkv, headDim: hd });
-  k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd });
+  k.attentionBatch(o, q, qd, kvs, ctx.batch, { numHeads: nh, numKvHeads: nkv, headDim: hd },
+    { qg, gated, q, gate, k: kk, v: vv, qNorm: w.qNorm, kNorm: w.kNorm, eps: cfg.rmsNormEps, kv: kvs });
   k.matmulAdd(x, o, w.oProj, m, tmp, gate ? { b: gate, act: 'sigmoid' } : undefined);
 }
 

@@ -72,7 +72,10 @@ export function createRefKernels(): Kernels {
     stepBatch: stepBatchOnHost,
     ropeBatch: (x, batch, heads, headDim, stride) => ropeByCalls(k, x, batch, heads, headDim, stride),
     kvWriteBatch: (kv, batch, kk, v, kvDim) => kvWriteByCalls(k, kv, batch, kk, v, kvDim),
-    attentionBatch: (out, q, qStride, kv, batch, dims) => attentionByCalls(k, out, q, qStride, kv, batch, dims),
+    attentionBatch: (out, q, qStride, kv, batch, dims, inputs) => {
+      if (inputs) attentionInputsByCalls(k, inputs, batch, dims);
+      attentionByCalls(k, out, q, qStride, kv, batch, dims);
+    },
     attentionInputs: (a, batch, dims) => attentionInputsByCalls(k, a, batch, dims),
     moeRoute: dense.moeRoute,
     moeExperts: (out, x, ids, weights, m, topK, experts, scratch, fused) => cpu.moeExperts(k, out, x, ids, weights, m, topK, experts, scratch, fused),

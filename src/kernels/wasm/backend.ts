@@ -232,7 +232,8 @@ export class WasmKernels extends WasmMatmulBackend implements Kernels {
   kvWriteBatch(kv: readonly KvLayerView[], batch: StepBatch, k: Float32Array, v: Float32Array, kvDim: number): void {
     kvWriteByCalls(this, kv, batch, k, v, kvDim);
   }
-  attentionBatch(out: Float32Array, q: Float32Array, qStride: number, kv: readonly KvLayerView[], batch: StepBatch, dims: AttentionDims): void {
+  attentionBatch(out: Float32Array, q: Float32Array, qStride: number, kv: readonly KvLayerView[], batch: StepBatch, dims: AttentionDims, inputs?: AttentionInputs): void {
+    if (inputs) attentionInputsByCalls(this, inputs, batch, dims);
     attentionByCalls(this, out, q, qStride, kv, batch, dims);
   }
   attentionInputs(a: AttentionInputs, batch: StepBatch, dims: AttentionDims): void {

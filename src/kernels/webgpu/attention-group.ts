@@ -123,27 +123,46 @@ function shapeKey(s: TileShape): string {
   return `attention_tile_${s.hd}_${s.qt}_${s.bc}_${s.wg}_${s.ub ?? 1}${s.stage ? '_staged' : ''}`;
 }
 
+/** The attention inputs a decode / verify dispatch folds in (attention-fold.ts): the
+ * attention_fold parameters past attention_group's, and bindings 7.. (QG, GATE, K, V, QW, KW). */
+export interface GroupFold {
+  readonly params: { readonly hd: number; readonly half: number; readonly gated: number; readonly qgOff: number; readonly gateOff: number;
+    readonly kOff: number; readonly vOff: number; readonly csOff: number; readonly eps: number };
+  readonly buffers: readonly GPUBuffer[];
+}
+
 /** Dispatches per KV run: the decode / verify blocks and the prefill tiles, workgroups (KV
  * head, block), for dims with a group shape (attentionGroupShape). Counts the KV bytes read:
  * each block reads its sequence's rows 0..last once per KV head, K and V. Both shapes give a
- * row the same bits. */
+ * row the same bits. `fold`: every sequence is one decode / verify block, and the blocks run
+ * the folded shape (its inputs first). */
 export function attentionGroupDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
-  runs: readonly KvRun[], b: StepTable, dims: AttentionDims, groupShape: TileShape): void {
+  runs: readonly KvRun[], b: StepTable, dims: AttentionDims, groupShape: TileShape, fold?: GroupFold): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
-  const groupRows = Math.max(1, Math.floor(ATTENTION_QMAX / (nh / nkv)));
+  const groupRows = groupRowsOf(dims);
   const plan = attentionTilePlan(g, dims);
   const { table, group, tile } = blocksOf(put, b, groupRows, plan?.rows ?? 0);
+  if (fold && (tile.length > 0 || group.length !== b.seqs.filter((s) => s.t > 0).length)) throw new RangeError('attention fold: a sequence is more than one block');
   for (const x of [...group, ...tile]) g.traffic.kvBytesRead += 2 * 4 * nkv * hd * (x.last + 1);
-  const kinds = [{ blocks: group, at: 0, key: shapeKey(groupShape), shader: () => attentionTileShader(groupShape) },
+  const groupKind = fold ? { key: `${shapeKey(groupShape)}_fold`, shader: () => attentionTileShader(groupShape, true) }
+    : { key: shapeKey(groupShape), shader: () => attentionTileShader(groupShape) };
+  const kinds = [{ blocks: group, at: 0, ...groupKind },
     ...(plan ? [{ blocks: tile, at: group.length, key: plan.key, shader: plan.shader }] : [])];
   for (const run of runs) {
     for (const kind of kinds) {
       const { first, count } = blocksIn(kind.blocks, run);
       if (count === 0) continue;
+      const common = { nH: nh, nKV: nkv, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
+        rowTable: b.rowsOff, seqTable: b.seqsOff, blockTable: table.offset + 2 * (kind.at + first), scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset };
+      const buffers = [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, table.buffer];
       g.run(enc, kind.key, kind.shader,
-        packParams('attention_group', { nH: nh, nKV: nkv, pageSize: run.kv.pageSize, qOff: q.offset, qStride, outOff: out.offset,
-          rowTable: b.rowsOff, seqTable: b.seqsOff, blockTable: table.offset + 2 * (kind.at + first), scale: 1 / Math.sqrt(hd), kcOff: run.kv.k.offset, vcOff: run.kv.v.offset }),
-        null, [out.buffer, q.buffer, run.kv.k.buffer, run.kv.v.buffer, b.table.buffer, table.buffer], [nkv, count, 1], 'attention');
+        fold ? packParams('attention_fold', { ...common, ...fold.params }) : packParams('attention_group', common),
+        null, fold ? [...buffers, ...fold.buffers] : buffers, [nkv, count, 1], 'attention');
     }
   }
+}
+
+/** Rows of a decode / verify block: the QMAX queries ÷ G. */
+export function groupRowsOf(dims: AttentionDims): number {
+  return Math.max(1, Math.floor(ATTENTION_QMAX / (dims.numHeads / dims.numKvHeads)));
 }

@@ -12,9 +12,19 @@ import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { ATTENTION_BATCH, ATTENTION_INPUTS, KV_WRITE_BATCH, ROPE_BATCH } from './wgsl/batch.js';
 import { attentionGroupDispatch, attentionGroupShape } from './attention-group.js';
+import { attentionFoldDispatch } from './attention-fold.js';
 import { ROW_MAX_HEAD_DIM } from './wgsl/attention.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
+
+/** The attention inputs attentionBatch runs first: the operands, the norm weights' vectors,
+ * and the separate calls where no single dispatch serves. */
+export interface AttentionBatchInputs {
+  readonly a: AttentionInputs<GpuTensor>;
+  readonly qw: GpuTensor;
+  readonly kw: GpuTensor;
+  readonly byCalls: () => void;
+}
 
 export interface GpuStepBatch extends StepBatch {
   /** i32: rows [M × 4], then seqs [S × 4], then the page tables (wgsl/batch.ts). */
@@ -72,7 +82,7 @@ function mropeRows(cs: Float32Array, q: BatchSeq, rope: RopeTable): void {
 
 /** Row ranges that share one cache: all rows when every sequence's view is the same
  * region, else each sequence's own rows. */
-function kvRuns(kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch): { row: number; rows: number; kv: KvLayerView<GpuTensor> }[] {
+export function kvRuns(kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch): { row: number; rows: number; kv: KvLayerView<GpuTensor> }[] {
   if (kv.length !== b.seqs.length) throw new RangeError(`${kv.length} KV views for a batch of ${b.seqs.length} sequences`);
   const first = kv[0];
   if (!first || b.rows === 0) return [];
@@ -104,13 +114,19 @@ export function kvWriteBatch(g: WebGpuKernels, enc: StepEncoder, kv: readonly Kv
 
 /** Attention of the batch's rows: the block kernel (each KV row read once per block of
  * queries, attention-group.ts) where the dims allow, else a workgroup per (head, row); the
- * same online softmax, so the same bits, either way. */
+ * same online softmax, so the same bits, either way. `inputs` (with its norm weights' vectors):
+ * its attentionInputs first, folded into the block kernel where attention-fold.ts can,
+ * else its own dispatch (attentionInputsDispatch, else `byCalls`). */
 export function attentionBatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, q: GpuTensor, qStride: number,
-  kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch, dims: AttentionDims): void {
+  kv: readonly KvLayerView<GpuTensor>[], b: GpuStepBatch, dims: AttentionDims, inputs?: AttentionBatchInputs): void {
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = dims;
   const runs = kvRuns(kv, b);
-  if (runs.length === 0) return;
+  if (runs.length === 0) return; // no rows: no inputs either
   for (const s of b.seqs) g.traffic.kvBytesIdeal += s.t > 0 ? 2 * 4 * nkv * hd * (s.start + s.t) : 0;
+  if (inputs) {
+    if (attentionFoldDispatch(g, enc, put, out, q, qStride, runs, inputs.a, b, dims, inputs.qw, inputs.kw)) return;
+    if (!attentionInputsDispatch(g, enc, inputs.a, b, dims, inputs.qw, inputs.kw)) inputs.byCalls();
+  }
   const shape = attentionGroupShape(g, dims);
   if (shape) {
     attentionGroupDispatch(g, enc, put, out, q, qStride, runs, b, dims, shape);

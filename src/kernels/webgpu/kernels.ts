@@ -396,8 +396,11 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   kvWriteBatch(kv: readonly GpuKvLayerView[], batch: StepBatch, k: GpuTensor, v: GpuTensor, kvDim: number): void {
     kvWriteBatch(this.g, this.step, kv, gpuBatch(batch), k, v, kvDim);
   }
-  attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims): void {
-    attentionBatch(this.g, this.step, this.put, out, q, qStride, kv, gpuBatch(batch), dims);
+  /** With `inputs`: folded into the decode / verify attention dispatch where it can (batch.ts). */
+  attentionBatch(out: GpuTensor, q: GpuTensor, qStride: number, kv: readonly GpuKvLayerView[], batch: StepBatch, dims: AttentionDims,
+    inputs?: AttentionInputs<GpuTensor>): void {
+    attentionBatch(this.g, this.step, this.put, out, q, qStride, kv, gpuBatch(batch), dims,
+      inputs ? { a: inputs, qw: this.vector(inputs.qNorm), kw: this.vector(inputs.kNorm), byCalls: () => attentionInputsByCalls(this, inputs, batch, dims) } : undefined);
   }
   /** One dispatch (batch.ts attentionInputsDispatch), else the separate calls. */
   attentionInputs(a: AttentionInputs<GpuTensor>, batch: StepBatch, dims: AttentionDims): void {

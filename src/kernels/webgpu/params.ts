@@ -25,6 +25,11 @@ export const PARAMS = {
     nH: 'u32', nKV: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
     blockTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32',
   }),
+  attention_fold: fields({
+    nH: 'u32', nKV: 'u32', pageSize: 'u32', qOff: 'u32', qStride: 'u32', outOff: 'u32', rowTable: 'u32', seqTable: 'u32',
+    blockTable: 'u32', scale: 'f32', kcOff: 'u32', vcOff: 'u32', hd: 'u32', half: 'u32', gated: 'u32', qgOff: 'u32', gateOff: 'u32',
+    kOff: 'u32', vOff: 'u32', csOff: 'u32', eps: 'f32',
+  }),
   attention_inputs: fields({
     nH: 'u32', nKV: 'u32', hd: 'u32', half: 'u32', gated: 'u32', qgOff: 'u32', qOff: 'u32', gateOff: 'u32', kOff: 'u32', vOff: 'u32',
     kcOff: 'u32', vcOff: 'u32', pageSize: 'u32', rowTable: 'u32', seqTable: 'u32', csOff: 'u32', eps: 'f32',

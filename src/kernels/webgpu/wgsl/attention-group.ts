@@ -10,15 +10,21 @@ import { paramConsts } from '../params.js';
 /** Queries per decode / verify block. */
 export const ATTENTION_QMAX = 16;
 
-/** The block kernel's parameter block and bindings (one layout, one call site). */
-export const ATTENTION_GROUP_BINDINGS = `${paramConsts('attention_group')}
+/** The block kernel's parameter block and bindings (one layout, one call site); `fold`: the
+ * decode / verify shape with the attention inputs folded in (PARAMS.attention_fold, the
+ * group's fields first; bindings 7 QG, 8 GATE, 9 K, 10 V, 11 QW, 12 KW as ATTENTION_INPUTS'). */
+export function attentionGroupBindings(fold: boolean): string {
+  return `${paramConsts(fold ? 'attention_fold' : 'attention_group')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Q: array<f32>;
 @group(0) @binding(3) var<storage, read_write> KC: array<f32>;
 @group(0) @binding(4) var<storage, read_write> VC: array<f32>;
 @group(0) @binding(5) var<storage, read> TB: array<i32>;
 @group(0) @binding(6) var<storage, read> BT: array<i32>;
-`;
+${fold ? ['QG', 'GATE', 'K', 'V', 'QW', 'KW'].map((n, i) => `@group(0) @binding(${7 + i}) var<storage, read_write> ${n}: array<f32>;\n`).join('') : ''}`;
+}
+
+export const ATTENTION_GROUP_BINDINGS = attentionGroupBindings(false);
 
 /** A block's opening lines in `main(wid, t)` (every block kernel): kh the KV head (wid.x), block
  * wid.y = rows r0..r0+rows−1 of ONE sequence `seq` (nq = rows·G queries), pt its page-table base

@@ -18,7 +18,8 @@
 // Every `var` is initialised where it is declared or by explicit stores before use (Dawn on
 // lavapipe has kept a loop's `var` from the previous iteration).
 import { HEADER } from './common.js';
-import { ATTENTION_BLOCK_HEAD, ATTENTION_GROUP_BINDINGS, ATTENTION_QMAX } from './attention-group.js';
+import { ATTENTION_BLOCK_HEAD, ATTENTION_QMAX, attentionGroupBindings } from './attention-group.js';
+import { headInputsDecls, headNormRope, type HeadInputs } from './head-inputs.js';
 import { ONLINE_BLOCK, ONLINE_SOFTMAX } from './attention-online.js';
 
 /** Threads of a prefill tile: the WebGPU default maxComputeInvocationsPerWorkgroup. */
@@ -93,15 +94,23 @@ export function groupShapeFor(hd: number, storageBytes: number): TileShape | nul
   return tileWorkgroupBytes(s) <= storageBytes ? s : null;
 }
 
-export function attentionTileShader(s: TileShape): string {
+/** Workgroup bytes of the folded decode / verify shape: the shape's, a head row and the 64 lanes. */
+export function foldWorkgroupBytes(s: TileShape): number {
+  return tileWorkgroupBytes(s) + 4 * (s.hd + 64);
+}
+
+/** The kernel text of shape `s`; `fold` (an unstaged decode / verify shape only): the block's
+ * attention inputs first (foldedInputs). */
+export function attentionTileShader(s: TileShape, fold = false): string {
   const { wg: WG, qt: QT, bc: BC, hd: HD } = s;
   const UB = s.ub ?? 1;
   const out = outputSplit(s);
   const vAt = s.stage ? 'kv[i * KS + d]' : 'VC[pu(P_vcOff) + rowAt[u * OB + s0 - b0 + i] + d]';
   if (WG % BC !== 0 || QT > WG) throw new RangeError(`attention tile: ${BC} positions or ${QT} queries do not suit ${WG} threads`);
   if (s.stage && UB !== 1) throw new RangeError('attention tile: a staged shape passes one block at a time');
+  if (fold && s.stage) throw new RangeError('attention tile: only the decode / verify shape folds its inputs');
   return /* wgsl */ `${HEADER}
-${ATTENTION_GROUP_BINDINGS}const QT = ${QT}u;
+${attentionGroupBindings(fold)}const QT = ${QT}u;
 const BC = ${BC}u;
 const HD = ${HD}u;
 const WG = ${WG}u;
@@ -122,10 +131,10 @@ var<workgroup> qo: array<u32, ${QT}>;
 var<workgroup> qm: array<f32, ${QT}>;
 var<workgroup> ql: array<f32, ${QT}>;
 var<workgroup> qa: array<f32, ${UB * QT}>; // α of block u of query j at u·QT + j
-${ONLINE_SOFTMAX}
+${ONLINE_SOFTMAX}${fold ? `\n${headInputsDecls(HD, 'WG')}` : ''}
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-${ATTENTION_BLOCK_HEAD}  // query j: row r0 + j / G, head kh·G + j % G; qn its positions, qo its q; (qm, ql) its state
+${ATTENTION_BLOCK_HEAD}${fold ? foldedInputs() : ''}  // query j: row r0 + j / G, head kh·G + j % G; qn its positions, qo its q; (qm, ql) its state
   if (t < QT) {
     var n = 0u;
     var o = 0u;
@@ -222,6 +231,43 @@ ${ATTENTION_BLOCK_HEAD}  // query j: row r0 + j / G, head kh·G + j % G; qn its 
     }
   }
 }`;
+}
+
+/** The folded shape's operands of headNormRope (in scope: cs, the row's angles in TB). */
+const FOLD_ROW: Omit<HeadInputs, 'src' | 'weight' | 'store'> = {
+  cos: (f) => `bitcast<f32>(TB[cs + ${f} * 2u])`, sin: (f) => `bitcast<f32>(TB[cs + ${f} * 2u + 1u])`,
+  hd: 'pu(P_hd)', half: 'pu(P_half)', eps: 'pf(P_eps)', threads: 'WG',
+};
+
+/** WGSL after the block head of a folded decode / verify block (Kernels.attentionBatch with
+ * its inputs; every sequence of the step is one block, so this workgroup is the only one of
+ * the dispatch on KV head kh of its sequence, and each query head belongs to one KV head):
+ * for each row of the block, K head kh normed and rotated to K and the cache, V head kh to
+ * the cache, then the G query heads normed and rotated to Q (a gated head's gate half to
+ * GATE) — ATTENTION_INPUTS' text (wgsl/head-inputs.ts), so its bits; then a storage barrier
+ * before the attention reads the cache and Q. Loop bounds from BT / params: uniform. */
+function foldedInputs(): string {
+  return `  let qgw = select(1u, 2u, pu(P_gated) == 1u); // qg's floats per head: query (and gate)
+  for (var j = 0u; j < rows; j++) {
+    let r = r0 + j;
+    let pos = u32(TB[rt + 4u * r + 1u]);
+    let crow = (u32(TB[pt + pos / ps]) * ps + pos % ps) * kvDim + kh * HD;
+    let cs = pu(P_csOff) + r * pu(P_half) * 2u;
+    let kr = pu(P_kOff) + r * kvDim + kh * HD;
+    for (var p = t; p < HD; p += WG) { VC[pu(P_vcOff) + crow + p] = V[pu(P_vOff) + r * kvDim + kh * HD + p]; }
+    ${headNormRope({ ...FOLD_ROW, src: (p) => `K[kr + ${p}]`, weight: 'KW', store: (p, o) => `K[kr + ${p}] = ${o}; KC[pu(P_kcOff) + crow + ${p}] = ${o};` })}
+    for (var x = 0u; x < G; x++) {
+      let h = kh * G + x;
+      let src = pu(P_qgOff) + r * nH * HD * qgw + h * HD * qgw;
+      if (qgw == 2u) {
+        for (var p = t; p < HD; p += WG) { GATE[pu(P_gateOff) + (r * nH + h) * HD + p] = QG[src + HD + p]; }
+      }
+      ${headNormRope({ ...FOLD_ROW, src: (p) => `QG[src + ${p}]`, weight: 'QW', store: (p, o) => `Q[pu(P_qOff) + (r * nH + h) * HD + ${p}] = ${o};` })}
+    }
+  }
+  storageBarrier();
+  workgroupBarrier();
+`;
 }
 
 /** WGSL, output phase of a tile (in scope: c, d, cmax, u, s0, b0, wb): element order reads each

@@ -6,7 +6,8 @@
 // Parameters by name: kernels/webgpu/params.ts. Each dispatch covers rows [rowBase, rowBase + rows) (all rows, or one sequence's when the
 // sequences' caches differ). The arithmetic of every output element is the per-sequence
 // kernel's (wgsl/attention.ts, dense.ts ROPE), only the indexing differs: same bits.
-import { HEADER, treeSum } from './common.js';
+import { HEADER } from './common.js';
+import { headInputsDecls, headNormRope, type HeadInputs } from './head-inputs.js';
 import { paramConsts } from '../params.js';
 import { ATTEND_ROW_DECLS, attendRow } from './attention.js';
 
@@ -92,13 +93,18 @@ ${attendRow({ kvRow: (p) => `(u32(TB[pt + ${p} / ps]) * ps + ${p} % ps)`, kcOff:
 
 // Attention inputs of rows (Kernels.attentionInputs), workgroup per (head slot, row): slots
 // [0, nH) the query heads, [nH, nH + nKV) the key heads, then the value heads. A query or key
-// head is RMS-normed as NORM does (d = hd: thread t sums p ≡ t mod 64 in order, the same
-// tree, y = (x·inv)·(1 + w)), held in workgroup memory, then rotated as ROPE_BATCH does and
-// stored (q; k to K and through the page table to the cache); a gated query head also
+// head is RMS-normed as NORM does and rotated as ROPE_BATCH does (wgsl/head-inputs.ts, the
+// text the folded attention runs too) and stored (q; k to K and through the page table to the cache); a gated query head also
 // copies its gate half; a value head is copied to the cache. The bits of the separate calls.
 // params: PARAMS.attention_inputs (qg row stride = nH·hd·(1 + gated)).
 // The cos/sin are read from the table's buffer (csOff: the batch's angles, stored there as
 // f32 bits). Bindings: 1 QG, 2 Q, 3 GATE, 4 K, 5 V, 6 KC, 7 VC, 8 TB (i32), 9 QW, 10 KW (f32 [hd]).
+/** ATTENTION_INPUTS' row operands of headNormRope (cs: the row's angles in TB). */
+const INPUTS_ROW: Omit<HeadInputs, 'src' | 'weight' | 'store'> = {
+  cos: (f) => `bitcast<f32>(TB[cs + ${f} * 2u])`, sin: (f) => `bitcast<f32>(TB[cs + ${f} * 2u + 1u])`,
+  hd: 'hd', half: 'half', eps: 'pf(P_eps)', threads: '64u',
+};
+
 export const ATTENTION_INPUTS = /* wgsl */ `${HEADER}
 ${paramConsts('attention_inputs')}
 @group(0) @binding(1) var<storage, read_write> QG: array<f32>;
@@ -111,8 +117,7 @@ ${paramConsts('attention_inputs')}
 @group(0) @binding(8) var<storage, read_write> TB: array<i32>;
 @group(0) @binding(9) var<storage, read_write> QW: array<f32>;
 @group(0) @binding(10) var<storage, read_write> KW: array<f32>;
-${treeSum()}
-var<workgroup> y: array<f32, 512>;
+${headInputsDecls(512, '64u')}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let slot = wid.x;
@@ -129,39 +134,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var p = t; p < hd; p += 64u) { VC[pu(P_vcOff) + crow * kvDim + e + p] = V[pu(P_vOff) + r * kvDim + e + p]; }
     return;
   }
-  let isQ = slot < nH;
   let gated = pu(P_gated) == 1u;
-  var src: u32;
-  if (isQ) { src = pu(P_qgOff) + r * nH * hd * select(1u, 2u, gated) + slot * hd * select(1u, 2u, gated); }
-  else { src = pu(P_kOff) + r * kvDim + (slot - nH) * hd; }
-  var ss = 0.0;
-  for (var p = t; p < hd; p += 64u) {
-    var v: f32;
-    if (isQ) { v = QG[src + p]; } else { v = K[src + p]; }
-    ss = ss + v * v;
-  }
-  let total = tree_sum(t, ss);
-  let inv = 1.0 / sqrt(total / f32(hd) + pf(P_eps));
-  for (var p = t; p < hd; p += 64u) {
-    if (isQ) { y[p] = QG[src + p] * inv * (1.0 + QW[p]); } else { y[p] = K[src + p] * inv * (1.0 + KW[p]); }
-  }
-  workgroupBarrier();
-  if (isQ && gated) {
-    for (var p = t; p < hd; p += 64u) { GATE[pu(P_gateOff) + (r * nH + slot) * hd + p] = QG[src + hd + p]; }
-  }
-  for (var p = t; p < hd; p += 64u) {
-    var o: f32 = y[p];
-    if (p < 2u * half) {
-      let f = p % half;
-      let c = bitcast<f32>(TB[pu(P_csOff) + (r * half + f) * 2u]);
-      let s = bitcast<f32>(TB[pu(P_csOff) + (r * half + f) * 2u + 1u]);
-      if (p < half) { o = y[f] * c - y[f + half] * s; } else { o = y[f + half] * c + y[f] * s; }
+  let qgw = select(1u, 2u, gated); // qg's floats per head: query (and gate)
+  let cs = pu(P_csOff) + r * half * 2u;
+  if (slot < nH) {
+    let src = pu(P_qgOff) + r * nH * hd * qgw + slot * hd * qgw;
+    if (gated) {
+      for (var p = t; p < hd; p += 64u) { GATE[pu(P_gateOff) + (r * nH + slot) * hd + p] = QG[src + hd + p]; }
     }
-    if (isQ) { Q[pu(P_qOff) + (r * nH + slot) * hd + p] = o; }
-    else {
-      let e = (slot - nH) * hd + p;
-      K[pu(P_kOff) + r * kvDim + e] = o;
-      KC[pu(P_kcOff) + crow * kvDim + e] = o;
-    }
+    ${headNormRope({ ...INPUTS_ROW, src: (p) => `QG[src + ${p}]`, weight: 'QW', store: (p, o) => `Q[pu(P_qOff) + (r * nH + slot) * hd + ${p}] = ${o};` })}
+  } else {
+    let kr = pu(P_kOff) + r * kvDim + (slot - nH) * hd;
+    let kc = pu(P_kcOff) + crow * kvDim + (slot - nH) * hd;
+    ${headNormRope({ ...INPUTS_ROW, src: (p) => `K[kr + ${p}]`, weight: 'KW', store: (p, o) => `K[kr + ${p}] = ${o}; KC[kc + ${p}] = ${o};` })}
   }
 }`;
