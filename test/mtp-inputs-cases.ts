@@ -194,3 +194,43 @@ export async function checkHeadView(model: AnyModel, seed: number): Promise<void
     assert.ok(sameBits(a, b), `lm_head row ${rows[i]}: the view's logits differ from the gathered row's`);
   }
 }
+
+/** Draft steps chained as the drafter chains them (speculative/draft.ts draftForward): step
+ * s + 1 reads step s's MTP output rows where they are — the arena's `mtp.out`, which step
+ * s + 1's own final norm rewrites — against the same rows first copied to a tensor of their
+ * own (the gather the drafter made before). Every step's output rows and draft logits, bit
+ * for bit, over 2 chains and 3 steps. */
+export async function checkChainedSteps(model: AnyModel, seed: number): Promise<void> {
+  const k = model.kernels;
+  const h = model.config.hiddenSize;
+  const vocab = model.weights.lmHead.rows;
+  const [chains, steps] = [2, 3];
+  const run = async (copied: boolean): Promise<Float32Array> => {
+    const pageSize = 16;
+    const kv: KvLayerView<Tensor> = { k: k.alloc(2 * chains * pageSize * model.layout.kvDim), v: k.alloc(2 * chains * pageSize * model.layout.kvDim), pageSize };
+    const ws = new StepArena(model);
+    const saved = k.alloc(steps * chains * (h + vocab));
+    let hidden = k.alloc(chains * h);
+    k.write(hidden, 0, values(chains * h, seed, 4));
+    for (let s = 0; s < steps; s++) {
+      const out = mtpForward(model, ws, Array.from({ length: chains }, (_, j): MtpSeqInput<Tensor> => ({
+        tokens: [(seed * 31 + s * 7 + j * 13) % model.weights.embed.rows], hidden, hiddenRow: j, start: 3 + s, pageTable: [2 * j, 2 * j + 1], kv,
+      })));
+      const logits = lmHeadInto(model, ws, out, Array.from({ length: chains }, (_, j) => j), ws.logits.rows(chains));
+      k.copyRows(saved, s * chains * h, h, out, 0, h, chains, h);
+      k.copyRows(saved, steps * chains * h + s * chains * vocab, vocab, logits, 0, vocab, chains, vocab);
+      if (copied) {
+        const own = k.alloc(chains * h);
+        k.copyRows(own, 0, h, out, 0, h, chains, h);
+        hidden = own;
+      } else {
+        hidden = out;
+      }
+    }
+    return read(k, saved, steps * chains * (h + vocab));
+  };
+  const got = await run(false);
+  const want = await run(true);
+  assert.ok(want.some((v) => v !== 0) && want.every(Number.isFinite), 'reference rows are finite and not all zero');
+  assert.ok(sameBits(got, want), `chained draft steps reading the MTP output in place differ from a copy: first at ${firstDiff(got, want)}`);
+}

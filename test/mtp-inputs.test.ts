@@ -9,7 +9,7 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { createWasmKernels } from '../src/kernels/wasm/index.js';
 import type { AnyKernels } from '../src/kernels/types.js';
 import { loadModel } from '../src/model/model.js';
-import { CASES, checkCat, checkDraftLogits, checkHeadView } from './mtp-inputs-cases.js';
+import { CASES, checkCat, checkChainedSteps, checkDraftLogits, checkHeadView } from './mtp-inputs-cases.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 
 const wasm = await createWasmKernels({ threads: 2 });
@@ -29,6 +29,9 @@ for (const [backend, k] of BACKENDS) {
       });
       test('lm_head over contiguous rows (a view) == the rows gathered', async () => {
         await checkHeadView(model, 5);
+      });
+      test('chained draft steps: the next step reads the MTP output in place == a copy', async () => {
+        await checkChainedSteps(model, 9);
       });
     });
   }

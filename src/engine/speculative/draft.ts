@@ -210,7 +210,10 @@ export class MtpDrafter {
     const out = mtpForward(this.model, this.ws, chains.map((c, j): MtpSeqInput<Tensor> => ({
       tokens: tokens(c), hidden, hiddenRow: j, start: c.start + c.n + step - 2, pageTable: c.req.pages, kv: this.kv.mtpLayers[0]!,
     })), 0, deviceIds);
-    return this.pick(out, chains.map((_, j) => j));
+    // rows [0, chains) of the MTP output, in chain order: the next step reads them as they
+    // are (its input rows are read before its final norm rewrites the output; nothing reads a
+    // step's hidden rows after the next step is recorded)
+    return out;
   }
 
   /** Every draft of every chain (all argmax picks, of the logits plus the chain's bias row
