@@ -39,6 +39,23 @@ export function actsInputOf(key) {
   return { type: m[1], columns: Number(m[2] ?? 1), input: { gated: headNorm || /_(silu|sigmoid)$/.test(key), norm: headNorm || /_norm$/.test(key), vec: m[3] !== undefined } };
 }
 
+/** The causal conv a float matmul folds (key …_conv<K>m<mask>…, wgsl/conv-fold.ts): its taps
+ * and channels (the conv segments' rows), or null. */
+export function convFoldOf(key, p) {
+  const m = /^matmul_group_.*_conv(\d+)m(\d+)/.exec(key);
+  if (!m) return null;
+  let channels = 0;
+  for (let s = 0; s < p.segments; s++) if ((Number(m[2]) >> s) & 1) channels += p[`seg${s}Rows`];
+  return { taps: Number(m[1]), channels };
+}
+
+/** A folded conv's bytes at one row: the f32 taps' weights, the row's window read and written
+ * (the post-conv row replaces the matmul's stored row: counted there). */
+export function convFoldBytes(key, p) {
+  const f = convFoldOf(key, p);
+  return f ? 4 * f.channels * (f.taps + 2 * (f.taps - 1)) : 0;
+}
+
 /** Bytes and pattern of one recorded dispatch. `config`: the model's config (head dims). */
 export function modelDispatch(r, { context, vocabScale, config }) {
   const p = namedParams(r.wgsl, r.words);
@@ -61,7 +78,7 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     const extra = [...x, ...(r.key.includes('_norm') ? floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4') : []),
       ...(/_(silu|sigmoid)/.test(r.key) ? x : [])];
     const it = warpIteration(floatWeightLoads(dtype, p.k, widths), extra);
-    return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows, iteration: it, unroll: [1, 4] };
+    return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows + convFoldBytes(r.key, p), iteration: it, unroll: [1, 4] };
   }
   if (r.key.startsWith('qmatmul_acts_')) {
     // weight parts quantizing their own f32 input (x, the gate's x ⊙ act(g), or the normed x);

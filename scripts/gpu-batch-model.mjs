@@ -6,7 +6,7 @@
 // (scripts/gpu-batch-record.mjs) on a --layers cut and scaled as gpu-access-model.mjs does.
 // A model, not a measurement: docs/kernels.md "Batch M > 1" lists the assumptions.
 //   node scripts/gpu-batch-model.mjs [--shapes qwen3.5-4b,qwen3.5-0.8b] [--formats bf16]
-//        [--gpu h100,h200] [--context 1024] [--accept 0.8] [--host-us 24,33.5,36] [--acts-columns C]
+//        [--gpu h100,h200] [--context 1024] [--accept 0.8] [--host-us 24,33.5,36] [--acts-columns C] [--conv-fold on|off]
 //        [--work DIR] [--records FILE] [--from FILE] [--out FILE.json]
 import { parseArgs } from 'node:util';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -34,6 +34,8 @@ const { values } = parseArgs({
     'draft-vocab': { type: 'string' },
     // on: a quantized matmul of M ≤ 4 rows quantizes its own input (a GPU adapter's choice); off: quant_acts + the tiled qmatmul
     'fold-quant-acts': { type: 'string', default: 'on' },
+    // on: the GDN causal conv folds into the in_proj matmul at decode (a GPU adapter's choice); off: its own dispatch
+    'conv-fold': { type: 'string', default: 'on' },
     // output columns an activation-quantizing workgroup computes (default: a GPU adapter's, ACTS_COLUMNS)
     'acts-columns': { type: 'string' },
     // a what-if for the multi-column float matmuls: C columns, tiles of T rows, later tiles' weights from l2 or dram
@@ -66,7 +68,8 @@ const KS = [1, 2, 3, 4];
 async function record() {
   const { gpuLikeKernels, recordScenarios } = await import('./gpu-batch-record.mjs');
   if (!['on', 'off'].includes(values['fold-quant-acts'])) throw new Error(`--fold-quant-acts: "${values['fold-quant-acts']}" is not on or off`);
-  const k = await gpuLikeKernels({ foldQuantActs: values['fold-quant-acts'] === 'on', ...(values['acts-columns'] ? { actsColumns: Number(values['acts-columns']) } : {}) });
+  if (!['on', 'off'].includes(values['conv-fold'])) throw new Error(`--conv-fold: "${values['conv-fold']}" is not on or off`);
+  const k = await gpuLikeKernels({ foldQuantActs: values['fold-quant-acts'] === 'on', convFold: values['conv-fold'] === 'on', ...(values['acts-columns'] ? { actsColumns: Number(values['acts-columns']) } : {}) });
   const out = [];
   for (const shape of values.shapes.split(',')) {
     for (const format of values.formats.split(',')) {

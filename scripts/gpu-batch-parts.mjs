@@ -6,7 +6,7 @@
 // records the tiny models in BF16, Q8_0 and Q4_K_M and checks every dispatch is modelled).
 import { COALESCED_F32, floatInputLoads, loadFacts, namedParams, quantActLoads, quantFusedActLoads, workgroupSize } from '../dist/src/kernels/webgpu/access-model.js';
 import { batchBytes, estimateAtBatch } from '../dist/src/kernels/webgpu/access-batch.js';
-import { actsInputOf, floatColumnsOf, modelDispatch } from './gpu-access-families.mjs';
+import { actsInputOf, convFoldOf, floatColumnsOf, modelDispatch } from './gpu-access-families.mjs';
 
 const sectorsOf = (loads) => loads.reduce((a, l) => a + loadFacts(l).sectors.size, 0);
 /** One row's activation L1 sectors per 64-block chunk, per warp (the mean of the workgroup's 2
@@ -48,6 +48,15 @@ function floatMatmul(r, d, p, { vocabScale, floatPlan }) {
   if (columns > 1) d = { ...d, iteration: { ...d.iteration, l1Sectors: d.iteration.l1Sectors - (rowX + normSectors) * (1 - 1 / columns) } };
   return { d, parts: { ...ZERO, weightBytes, rowBytes: 4 * p.k + 4 * rows, macsPerRow: rows * p.k, rowL1Sectors: rowX / columns },
     use: { ...ONE, rows: p.m, tiles: r.groups[2] } };
+}
+
+/** The float matmul with the GDN causal conv folded into its stores (…_conv<K>m<mask>…):
+ * the matmul's parts, plus the taps' f32 weights once a dispatch and, per row (decode: a
+ * sequence a row), its window's K − 1 rows read and written for each conv channel. */
+function convFoldedMatmul(r, d, p, opts) {
+  const { taps, channels } = convFoldOf(r.key, p);
+  const m = floatMatmul(r, d, p, opts);
+  return { ...m, parts: { ...m.parts, weightBytes: m.parts.weightBytes + 4 * taps * channels, rowBytes: m.parts.rowBytes + 8 * (taps - 1) * channels } };
 }
 
 /** A what-if for the multi-column matmul (gpu-batch-model.mjs --float-plan C,T,l2|dram): C
@@ -133,6 +142,8 @@ function attentionFolded(r, d, p, { context, config, tokensPerSeq }) {
 
 /** The rules, first match wins: [name, key test, what the dispatch's bytes and L1 loads scale with, parts]. */
 export const BATCH_RULES = [
+  ['float matmul with the causal conv folded', (k) => /^matmul_group_.*_conv\d+m\d+/.test(k),
+    'the float matmul\'s, plus the conv\'s f32 weights once a dispatch and each row\'s window (K − 1 rows a channel) read and written', convFoldedMatmul],
   ['float matmul', (k) => k.startsWith('matmul_group_'),
     'weights once per tile of rows (grid z); 4K + 4N activation bytes a row; each further row of a tile adds its x (and gate) loads to every main-loop iteration (L1), ÷ the columns of a …_cols<C> workgroup', floatMatmul],
   ['quantized matmul quantizing its input', (k) => k.startsWith('qmatmul_acts_'),

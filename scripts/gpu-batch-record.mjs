@@ -15,16 +15,18 @@ import { QUANT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/qmatmul-columns.j
  * launches forced: the GDN column and conv channel launches, the quantized matmuls' lanes
  * layout, C columns a workgroup for float and tiled quantized matmuls of M ≥ 2 rows, and
  * (foldQuantActs) M ≤ 4 quantized matmuls quantizing their own input (`actsColumns` output
- * columns a workgroup). Dispose of it when done. */
-export async function gpuLikeKernels({ foldQuantActs = true, actsColumns = ACTS_COLUMNS } = {}) {
+ * columns a workgroup), (convFold) the GDN causal conv folded into in_proj at decode.
+ * Dispose of it when done. */
+export async function gpuLikeKernels({ foldQuantActs = true, actsColumns = ACTS_COLUMNS, convFold = true } = {}) {
   const { nodeGpu } = await import('../dist/src/kernels/webgpu-node.js');
   const { WebGpuBoundaryKernels } = await import('../dist/src/kernels/webgpu/kernels.js');
   const { forceGdnLaunch } = await import('../dist/src/kernels/webgpu/gdn-columns.js');
-  const { forceConvLaunch } = await import('../dist/src/kernels/webgpu/conv-launch.js');
+  const { forceConvFold, forceConvLaunch } = await import('../dist/src/kernels/webgpu/conv-launch.js');
   // nodeGpu keeps the GPU object referenced (a collected one takes Dawn down with it)
   const k = await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation: true });
   forceGdnLaunch(k.g, 'columns');
   forceConvLaunch(k.g, 'channels');
+  forceConvFold(k.g, convFold);
   k.g.foldQuantActs = foldQuantActs;
   k.g.actsColumns = actsColumns;
   k.g.quantLayout = 'lanes';

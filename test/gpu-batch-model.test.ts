@@ -133,7 +133,7 @@ test('a multi-column float matmul (…_cols<C>) counts a row\'s x L1 loads once 
   };
   const [k, n, m] = [2560, 9216, 5];
   const words = packParams('matmul_group', { k, m, xOff: 0, segments: 1, ...groupSegmentParams([{ rows: n, outOff: 0, outStride: n, col0: 0 }]), eps: 0,
-    zeroCentered: 0, gateOff: 0, expert: 0, experts: 0, tiles: 1 });
+    zeroCentered: 0, gateOff: 0, expert: 0, experts: 0, tiles: 1, convOutOff: 0, convTable: 0 });
   const record = (key: string, wgsl: string, groups: number) => ({ key, wgsl, words, groups: [groups, 1, 1], layer: 0, label: 'matmul' });
   const opts = { context: 1024, vocabScale: 1, config: {}, seqs: 1, tokensPerSeq: m };
   const one = batchDispatch(record('matmul_group_bf16_1_tm16_vec4', floatMatmulGroupShader('bf16', 1, false, false, false, null, null, false, 16, 'vec4'), n), opts);
@@ -183,7 +183,7 @@ test('the folded norm\'s weight is loaded once for C columns; the --float-plan w
   };
   const [k, n, m, tile] = [2560, 9216, 32, COLUMN_ACCUMULATORS / FLOAT_COLUMNS];
   const words = packParams('matmul_group', { k, m, xOff: 0, segments: 1, ...groupSegmentParams([{ rows: n, outOff: 0, outStride: n, col0: 0 }]), eps: 0,
-    zeroCentered: 1, gateOff: 0, expert: 0, experts: 0, tiles: m / tile });
+    zeroCentered: 1, gateOff: 0, expert: 0, experts: 0, tiles: m / tile, convOutOff: 0, convTable: 0 });
   const record = (key: string, wgsl: string, groups: number[]) => ({ key, wgsl, words, groups, layer: 0, label: 'matmul' });
   const opts = { context: 1024, vocabScale: 1, config: {}, seqs: m, tokensPerSeq: 1 };
   const one = batchDispatch(record('matmul_group_bf16_1_tm64_norm_vec4', floatMatmulGroupShader('bf16', 1, false, false, true, null, null, false, 64, 'vec4'), [n, 1, 1]), opts);

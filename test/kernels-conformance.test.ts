@@ -315,6 +315,33 @@ for (const { label, k } of backends) {
       }
     });
 
+    test('matmulGroup with a conv == the group, then causalConvSeqs on its first output, bit for bit', () => {
+      const r = rng(67);
+      const [h, c, kw] = [64, 40, 4];
+      const ws = [weight(k, 'bf16', c, h, sym(r)), weight(k, 'bf16', 24, h, sym(r))].map((w) => k.packWeight(w));
+      const wc = weight(k, 'f32', c, kw, sym(r));
+      const spans = [{ t: 1 }, { t: 3, scratch: true }, { t: 1 }];
+      const m = 5;
+      const x = fill(k, m * h, sym(r));
+      const win0 = spans.map(() => Float32Array.from(fill(k, (kw - 1) * c, sym(r))));
+      const run = (fold: boolean): Float32Array[] => {
+        const win = win0.map((v) => { const a = k.alloc(v.length); a.set(v); return a; });
+        const sc = spans.map((s) => (s.scratch ? k.alloc(s.t * (kw - 1) * c) : undefined));
+        const [qkv, z, out] = [k.alloc(m * c), k.alloc(m * 24), k.alloc(m * c)];
+        let row = 0;
+        const seqs = spans.map((s, i) => { const q = { row, t: s.t, window: win[i]!, scratch: sc[i] }; row += s.t; return q; });
+        const group = [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }];
+        if (fold) k.matmulGroup(x, m, group, undefined, { out, w: wc, seqs });
+        else {
+          k.matmulGroup(x, m, group);
+          k.causalConvSeqs(out, qkv, wc, seqs);
+        }
+        return [out, z, ...win, ...sc.filter((v): v is Float32Array => v !== undefined)];
+      };
+      const [a, b] = [run(true), run(false)];
+      a.forEach((v, i) => same(v, b[i]!, `result ${i} (post-conv rows, z, windows, scratch)`));
+    });
+
     test('gdnGates', () => {
       const r = rng(7);
       const hv = 5;

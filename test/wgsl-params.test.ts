@@ -98,7 +98,7 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
     quantMatmulActsGroupShader('q8_0', 2, true, false, 'plain'), quantMatmulActsGroupShader('q8_0', 1, true, true, 'headnorm', 8, true, 32),
     quantMatmulActsGroupShader('q4_k', 1, false, true, 'headnorm', 4, false, 4)],
   matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
-    floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true)],
+    floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true), floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, false, true, null, null, false, 16, 'vec4', 0, { taps: 4, mask: 1 })],
   matmul_head_norm: [floatMatmulGroupShader('bf16', 1, false, true, false, null, null, false, 16, 'vec4', 32),
     floatMatmulGroupShader('f32', 1, true, true, false, null, null, false, 16, 'vec4w', 4)],
 };

@@ -254,6 +254,14 @@ export interface MoeScratch<T extends Tensor = Float32Array> {
   readonly up: T; // [M, Ie]
 }
 
+/** The causal conv a matmulGroup call runs on its first entry's output (Kernels.matmulGroup's
+ * `conv`): causalConvSeqs(out, group[0].out, w, seqs) after the group. */
+export interface GroupConv<T extends Tensor = Float32Array> {
+  readonly out: T; // [M, C] post-conv rows; C = group[0].w.rows
+  readonly w: Weight; // [C, K]
+  readonly seqs: readonly ConvSeq<T>[];
+}
+
 /** One matmul of a `matmulGroup` call: out [M, w.rows] = x · wᵀ. */
 export interface GroupMatmul<T extends Tensor = Float32Array> {
   readonly out: T;

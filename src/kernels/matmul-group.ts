@@ -1,7 +1,7 @@
 // The plain forms of Kernels.matmulGroup (one matmul call per entry) and Kernels.matmulAdd
 // (matmul, then add), for backends that do not fuse them (ref; wasm for matmulAdd). Their
 // results define the fused calls': a specialised backend must give the same bits.
-import type { GatedInput, GroupMatmul, GroupNorm, Kernels, Tensor, Weight } from './types.js';
+import type { GatedInput, GroupConv, GroupMatmul, GroupNorm, Kernels, Tensor, Weight } from './types.js';
 
 /** Checks every backend's matmulGroup makes of its arguments: m ≥ 0 and every weight has
  * the same inner size (x: [M, K]). Returns K (0 for an empty group). */
@@ -21,12 +21,20 @@ export function normedInput<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'rmsNo
   return norm.out;
 }
 
-/** matmul(out, x, w, m) for every entry, in order (after the norm, if any). */
-export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'rmsNorm'>, x: T, m: number,
-  group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>): void {
+/** matmul(out, x, w, m) for every entry, in order (after the norm, if any), then the conv. */
+export function matmulGroupByCalls<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'matmul' | 'rmsNorm' | 'causalConvSeqs'>, x: T, m: number,
+  group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>, conv?: GroupConv<T>): void {
   groupInnerSize(group, m);
   const input = normedInput(k, x, m, norm);
   for (const g of group) k.matmul(g.out, input, g.w, m);
+  groupConvByCall(k, group, conv);
+}
+
+/** The plain form of a matmulGroup's conv: causalConvSeqs on group[0].out. */
+export function groupConvByCall<T extends Tensor>(k: Pick<Kernels<T, Tensor>, 'causalConvSeqs'>, group: readonly GroupMatmul<T>[], conv?: GroupConv<T>): void {
+  if (!conv) return;
+  if (group.length === 0) throw new RangeError('matmulGroup: a conv without a group entry to read');
+  k.causalConvSeqs(conv.out, group[0]!.out, conv.w, conv.seqs);
 }
 
 /** x ← x ⊙ act(gate.b) (if gated), matmul(tmp, x, w, m), then out += tmp. */

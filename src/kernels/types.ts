@@ -22,7 +22,7 @@ export type { MtpHiddenRun, MtpInputs, MtpTokenIds } from './mtp-inputs.js';
 
 export * from './kernel-operands.js';
 import type {
-  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, FillRun, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
+  AttentionDims, AttentionInputs, BatchSeq, ConvSeq, ExpertMats, FillRun, GatedInput, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupConv, GroupMatmul, GroupNorm, KernelLimits, KvLayerView,
   MoeFusion, MoeScratch, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow, StepBatch, Tensor, Weight, WeightDType,
 } from './kernel-operands.js';
 
@@ -128,8 +128,11 @@ export interface Kernels<T extends Tensor = Float32Array, I extends Tensor = Int
    * one pool run, x quantized once); others loop (kernels/matmul-group.ts).
    * With `norm`: the entries read rmsNorm(x) — the bits of rmsNorm(norm.out, x, norm.w, m,
    * norm.eps, norm.zeroCentered) and then the group on norm.out; a backend that folds the
-   * norm into the matmuls (webgpu, float weights) may leave norm.out unwritten. */
-  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>): void;
+   * norm into the matmuls (webgpu, float weights) may leave norm.out unwritten.
+   * With `conv`: then causalConvSeqs(conv.out, group[0].out, conv.w, conv.seqs) — its bits
+   * (post-conv rows, windows, scratch); a backend that folds the conv into the matmul's
+   * stores (webgpu: one row per sequence, no scratch) may leave group[0].out unwritten. */
+  matmulGroup(x: T, m: number, group: readonly GroupMatmul<T>[], norm?: GroupNorm<T>, conv?: GroupConv<T>): void;
 
   /** out[m, :] = embedding row ids[m] (widened to f32). out: [M, D]. */
   embed(out: T, table: Weight, ids: ArrayLike<number>): void;

@@ -69,9 +69,13 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const z = ws.gdn.z.rows(m); // [M, HV·dv]
   const b = ws.gdn.b.rows(m); // [M, HV]
   const a = ws.gdn.a.rows(m);
-  // the four input projections of x in one kernel call (bits as four matmul calls)
-  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }], norm);
   const conv = ws.gdn.conv.rows(m); // [M, convDim] post-conv
+  // the four input projections of x in one kernel call (bits as four matmul calls), then
+  // every sequence's conv of the qkv rows, each with its own window (a backend may fold it
+  // into the matmul: qkv then stays unwritten)
+  const convSeqs = ctx.seqs.map((s) => ({ row: s.offset, t: s.t, window: s.state[li]!.conv, scratch: s.scratch?.[li]?.conv }));
+  k.matmulGroup(x, m, [{ out: qkv, w: w.inProjQkv }, { out: z, w: w.inProjZ }, { out: b, w: w.inProjB }, { out: a, w: w.inProjA }], norm,
+    { out: conv, w: w.conv, seqs: convSeqs });
   const g = ws.gdn.g.rows(m);
   const beta = ws.gdn.beta.rows(m);
   const o = ws.gdn.o.rows(m); // [M, HV, dv]
@@ -79,8 +83,6 @@ function gdnMixer<T extends Tensor, I extends Tensor>(ctx: LayerCtx<T, I>, w: Gd
   const prefills = ctx.seqs.filter(chunked);
   // the chunked prefills' gates (all rows in one call; the recurrent rows compute their own)
   if (prefills.length > 0) k.gdnGates(g, beta, a, b, w.aLog, w.dtBias, m);
-  // every sequence's conv in one call: [M, convDim] rows, each with its own window
-  k.causalConvSeqs(conv, qkv, w.conv, ctx.seqs.map((s) => ({ row: s.offset, t: s.t, window: s.state[li]!.conv, scratch: s.scratch?.[li]?.conv })));
   // the gated norm's rows, head blocks in out_proj's stored order (a GGUF's
   // outProjHeadOrder: the norm writes each head's block where out_proj reads it)
   const order = w.outProjHeadOrder;

@@ -51,7 +51,7 @@ export function createRefKernels(): Kernels {
     weightRows: rowMajorPrefix,
     storedWeightBytes: weightBytes,
     matmul: (out, x, w, m) => (isQuantType(w.dtype) ? matmulQuant(out, x, w, m) : dense.matmul(out, x, w, m)),
-    matmulGroup: (x, m, group, norm) => matmulGroupByCalls(k, x, m, group, norm),
+    matmulGroup: (x, m, group, norm, conv) => matmulGroupByCalls(k, x, m, group, norm, conv),
     matmulAdd: (out, x, w, m, tmp, gate) => matmulAddByCalls(k, out, x, w, m, tmp, gate),
     embed: dense.embed,
     embedIds: (out, table, ids, idsOffset, m) => dense.embed(out, table, cpu.idsIn(ids, idsOffset, m)),

@@ -2,8 +2,8 @@
 // on packed panels, integer matmuls on repacked quantized weights, grouped matmuls of one
 // input (one pool run per memory: matmul-group.ts), matmulAdd, and the choice of quantized
 // kernel families with its calibration at weightsLoaded().
-import type { GatedInput, GroupNorm, GroupMatmul, Weight } from '../types.js';
-import { groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
+import type { ConvSeq, GatedInput, GroupConv, GroupNorm, GroupMatmul, Weight } from '../types.js';
+import { groupConvByCall, groupInnerSize, matmulAddByCalls, normedInput } from '../matmul-group.js';
 import { groupFits, matmulSplit, runMatmulGroup, stageQuantActs } from './matmul-group.js';
 import { Cmd } from './exec.js';
 import { packArgs } from './commands.js';
@@ -29,6 +29,7 @@ export abstract class WasmMatmulBackend extends WasmBackendMemory {
   abstract mulSilu(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
   abstract mulSigmoid(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
   abstract add(out: Float32Array, a: Float32Array, b: Float32Array, n: number): void;
+  abstract causalConvSeqs(out: Float32Array, x: Float32Array, w: Weight, seqs: readonly ConvSeq<Float32Array>[]): void;
 
   /** Calibrate the kernel families of the quantized formats the loaded weights use (each
    * format once per backend; a BF16 model times none). */
@@ -59,8 +60,13 @@ export abstract class WasmMatmulBackend extends WasmBackendMemory {
   /** Several matmuls of one input x [M, K] (Kernels.matmulGroup): the weights of each
    * arena as one pool run (matmul-group.ts; the same bits as separate calls), a weight
    * alone in its arena (or outside wasm memory) as a plain matmul call. A norm runs first
-   * (its own call, into norm.out). */
-  matmulGroup(input: Float32Array, m: number, group: readonly GroupMatmul[], norm?: GroupNorm): void {
+   * (its own call, into norm.out); the conv after (its own call). */
+  matmulGroup(input: Float32Array, m: number, group: readonly GroupMatmul[], norm?: GroupNorm, conv?: GroupConv): void {
+    this.matmulGroupOnly(input, m, group, norm);
+    groupConvByCall(this, group, conv);
+  }
+
+  private matmulGroupOnly(input: Float32Array, m: number, group: readonly GroupMatmul[], norm?: GroupNorm): void {
     const k = groupInnerSize(group, m);
     if (m === 0 || group.length === 0) return;
     const x = normedInput(this, input, m, norm);

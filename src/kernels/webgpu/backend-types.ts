@@ -54,3 +54,15 @@ export interface MoeGemm {
    * weights stacked in the part (moe.ts's stacked experts); absent: 1. */
   readonly span?: number;
 }
+
+/** The causal conv folded into a float matmul group's stores (wgsl/conv-fold.ts; decided and
+ * built by conv-launch.ts): the segments of the entry whose out is `x` store the conv of
+ * their values into `out` and update the windows. */
+export interface GpuConvFold {
+  readonly x: GpuTensor; // [M, C] the conv's input: a group entry's out (left unwritten)
+  readonly out: GpuTensor; // [M, C] post-conv rows
+  readonly wc: GpuTensor; // f32 [C, K]
+  readonly taps: number;
+  readonly window: GPUBuffer; // every row's window ([K−1, C] at its offset)
+  readonly table: GpuTensor; // i32 [M]: each row's window offset in `window`, −1 none
+}

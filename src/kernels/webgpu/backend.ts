@@ -30,8 +30,9 @@ import { GDN_CHUNKED, chunkedScratchPer } from './wgsl/gdn-chunked.js';
 import { ATTENTION, KV_WRITE, ROW_MAX_HEAD_DIM } from './wgsl/attention.js';
 import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS } from './wgsl/rows.js';
 
-export type { GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
-import type { GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
+export type { GpuConvFold, GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
+import type { GpuConvFold, GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
+import { CONV_FOLD_BINDINGS, convFoldKey } from './wgsl/conv-fold.js';
 export { ropeTable } from './rope-table.js';
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
@@ -173,9 +174,10 @@ export class WebGpuKernels {
   /** Several matmuls of one input x [M, K]: float weights' parts as segments of one
    * dispatch (wgsl/matmul-group.ts; as many segments as the device's storage bindings
    * allow, by dtype), quantized ones after one activation quantization shared by all.
-   * Every output element has the bits of its own matmul. */
+   * Every output element has the bits of its own matmul. `conv`: the float entry whose out
+   * is conv.x stores the causal conv of its values instead (conv-launch.ts convFoldPlan). */
   matmulGroup(enc: StepEncoder, input: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false,
-    norm?: GpuGroupNorm, gate?: GpuGatedInput): void {
+    norm?: GpuGroupNorm, gate?: GpuGatedInput, conv?: GpuConvFold): void {
     const quantized = group.some((g) => isQuantType(g.w.dtype));
     // a quantized group's gate overwrites x with the product: no float weight may then read x
     if (gate && (norm || (quantized && group.some((g) => !isQuantType(g.w.dtype))))) throw new Error('matmulGroup: a gated input is for one weight kind without a norm');
@@ -209,8 +211,10 @@ export class WebGpuKernels {
       this.quantMatmuls(enc, acts, m, k, quant, accumulate);
     }
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
-      const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part })));
-      for (let i = 0; i < segs.length; i += this.groupSegments) this.floatSegments(enc, x, m, k, Math.ceil(m / floatTm), dtype, segs.slice(i, i + this.groupSegments), accumulate, fused, gate, undefined, floatTm);
+      const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part, conv: g.out === conv?.x })));
+      // a dispatch holding conv segments binds the fold's buffers too
+      const per = segs.some((s) => s.conv) ? this.convGroupSegments : this.groupSegments;
+      for (let i = 0; i < segs.length; i += per) this.floatSegments(enc, x, m, k, Math.ceil(m / floatTm), dtype, segs.slice(i, i + per), accumulate, fused, gate, undefined, floatTm, conv);
     }
   }
 
@@ -242,10 +246,20 @@ export class WebGpuKernels {
     return Math.max(1, Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2) / 2)));
   }
 
-  /** One float dispatch of up to groupSegments segments (moe: a grouped MoE expert's rows, moe.ts). */
+  /** Segments a float dispatch with the conv fold may bind (its CONV_FOLD_BINDINGS besides; 0: none). */
+  get convGroupSegments(): number {
+    return Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2 - CONV_FOLD_BINDINGS) / 2));
+  }
+
+  /** One float dispatch of up to groupSegments segments (moe: a grouped MoE expert's rows,
+   * moe.ts; conv: the segments marked conv store through the fold). */
   floatSegments(enc: StepEncoder, x: GpuTensor, m: number, k: number, tiles: number, dtype: 'f32' | 'bf16' | 'f16',
-    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number] }[], accumulate: boolean, norm: GpuGroupNorm | undefined,
-    gate: GpuGatedInput | undefined, moe?: MoeGemm, tm = TM): void {
+    segs: readonly { out: GpuTensor; n: number; part: GpuWeight['parts'][number]; conv?: boolean }[], accumulate: boolean, norm: GpuGroupNorm | undefined,
+    gate: GpuGatedInput | undefined, moe?: MoeGemm, tm = TM, convFold?: GpuConvFold): void {
+    const mask = segs.reduce((a, s, i) => (s.conv ? a | (1 << i) : a), 0);
+    const conv = convFold && mask !== 0 ? convFold : undefined;
+    const shape = conv ? { taps: conv.taps, mask } : null;
+    if (conv && (accumulate || moe)) throw new Error('matmulGroup: the conv fold is for a plain (not accumulating, not MoE) group');
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
     const sg = this.adapter.features.subgroups && this.subgroupSizeDivides64;
@@ -261,14 +275,15 @@ export class WebGpuKernels {
     const cols = segs.reduce((a, s) => a + Math.ceil(s.part.rows / columns), 0);
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })), columns);
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
-      zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles });
+      zeroCentered: norm?.zeroCentered ? 1 : 0, gateOff: gate?.b.offset ?? 0, expert: moe?.expert ?? 0, experts: moe?.experts ?? 0, tiles,
+      convOutOff: conv?.out.offset ?? 0, convTable: conv?.table.offset ?? 0 });
     const base = `matmul_group_${dtype}_${n}_tm${tm}${sg ? '_sg' : ''}${accumulate ? '_acc' : ''}`;
-    const key = `${base}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}_${loads}${columns > 1 ? `_cols${columns}` : ''}`;
-    const shader = (): string => columns > 1 ? floatColumnsShader(dtype, n, sg, accumulate, tm, loads === 'vec4', columns, norm !== undefined, gate?.act ?? null)
-      : floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm, loads);
+    const key = `${base}${convFoldKey(shape)}${norm ? '_norm' : ''}${gate ? `_${gate.act}` : ''}${moe ? `_moe_${moe.rows}${moe.whole ? '_whole' : ''}` : ''}_${loads}${columns > 1 ? `_cols${columns}` : ''}`;
+    const shader = (): string => columns > 1 ? floatColumnsShader(dtype, n, sg, accumulate, tm, loads === 'vec4', columns, norm !== undefined, gate?.act ?? null, shape)
+      : floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm, loads, 0, shape);
     this.run(enc, key, shader, params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
-        ...(moe ? [moe.plan.buffer] : [])],
+        ...(moe ? [moe.plan.buffer] : []), ...(conv ? [conv.wc.buffer, conv.window, conv.table.buffer, conv.out.buffer] : [])],
       grid(cols, tiles * (moe?.span ?? 1)), `matmul_${dtype}`);
   }
 

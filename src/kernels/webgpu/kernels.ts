@@ -7,9 +7,9 @@
 // they keep program order with the ops; `readBack` submits the step and resolves once.
 // argmax and sample work on host rows (the boundary reads logits back); the GPU kernels
 // for both (WebGpuKernels.argmax, sample.ts) serve a device-side pick later.
-import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
+import type { BiasAct, AttentionDims, AttentionInputs, BatchSeq, GatedInput, GroupNorm, KernelLimits, StepBatch, ConvSeq, ExpertMats, FillRun, GdnChunkSeq, GdnDims, GdnGating, GdnSeq, GroupConv, Kernels, KvLayerView, MoeFusion, MoeScratch, PenaltyPickRow, PenaltyPicksCall, CandidateDraw, ReadRange, RopeTable, SampleResult, SampleRow,
   GroupMatmul, MtpInputs, StagedRead, Weight, WeightDType } from '../types.js';
-import { groupInnerSize } from '../matmul-group.js';
+import { groupConvByCall, groupInnerSize } from '../matmul-group.js';
 import { attentionInputsByCalls } from '../batch-by-calls.js';
 import { rowMajorPrefix, weightBytes } from '../weight-view.js';
 import { isQuantType, quantRowBytes } from '../quant/formats.js';
@@ -29,6 +29,7 @@ import { topCandidatesOn } from './top-candidates.js';
 import { packPenaltyTable, penaltyPicksOn } from './penalty-picks.js';
 import { candidateDrawsOn, packDrawTable } from './candidate-draws.js';
 import { fillRunsDispatch } from './fill-runs.js';
+import { convFoldPlan } from './conv-launch.js';
 import { convSeqsDispatch, gdnChunkedSeqsDispatch, gdnGatedFits, gdnGatedSeqsDispatch, gdnSeqsDispatch } from './seqs.js';
 import { gdnGatedSeqsByCalls } from '../seqs-by-calls.js';
 import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
@@ -288,11 +289,15 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
   matmulAdd(out: GpuTensor, x: GpuTensor, w: Weight, m: number, _tmp: GpuTensor, gate?: GatedInput<GpuTensor>): void {
     this.g.matmulAdd(this.step, out, x, this.gpuWeight(w), m, gate);
   }
-  /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup). */
-  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[], norm?: GroupNorm<GpuTensor>): void {
+  /** One dispatch for the group's float weights (WebGpuKernels.matmulGroup); the conv folded
+   * into it where convFoldPlan allows, else its own dispatch after. */
+  matmulGroup(x: GpuTensor, m: number, group: readonly GroupMatmul<GpuTensor>[], norm?: GroupNorm<GpuTensor>, conv?: GroupConv<GpuTensor>): void {
     groupInnerSize(group, m);
-    this.g.matmulGroup(this.step, x, m, group.map((e) => ({ out: e.out, w: this.gpuWeight(e.w) })), false,
-      norm ? { wv: this.vector(norm.w), eps: norm.eps, zeroCentered: norm.zeroCentered, out: norm.out } : undefined);
+    const gws = group.map((e) => ({ out: e.out, w: this.gpuWeight(e.w) }));
+    const fold = conv && gws[0] && m > 0 ? convFoldPlan(this.g, this.put, m, gws[0].out, gws[0].w, { out: conv.out, wc: this.vector(conv.w), seqs: conv.seqs }) : null;
+    this.g.matmulGroup(this.step, x, m, gws, false,
+      norm ? { wv: this.vector(norm.w), eps: norm.eps, zeroCentered: norm.zeroCentered, out: norm.out } : undefined, undefined, fold ?? undefined);
+    if (!fold) groupConvByCall(this, group, conv);
   }
   embed(out: GpuTensor, table: Weight, ids: ArrayLike<number>): void {
     for (let i = 0; i < ids.length; i++) {

@@ -97,7 +97,7 @@ export const PARAMS = {
     seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
     seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
     seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
-    eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32',
+    eps: 'f32', zeroCentered: 'u32', gateOff: 'u32', expert: 'u32', experts: 'u32', tiles: 'u32', convOutOff: 'u32', convTable: 'u32',
   }),
   // one segment of matmul_group's, then the gated-norm input's (kernels/webgpu/gated-norm.ts)
   matmul_head_norm: fields({

@@ -21,6 +21,7 @@ import { paramConsts } from '../params.js';
 import { HEADER, treeSum } from './common.js';
 import { f32Input, floatChunkReader, floatMatmulEntry, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
+import { convFoldDecls, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
 
 /** Output columns a multi-column workgroup computes. */
 export const FLOAT_COLUMNS = 8;
@@ -86,11 +87,12 @@ function columnsSumLoop(columns: number, tm: number, segments: number, norm: boo
 }
 
 /** The multi-column variant of floatMatmulGroupShader (plain or `accumulate`, chunked loads
- * `vec4` (x as vec4<f32>) or not (scalars)); bindings and params as there, the segments'
+ * `vec4` (x as vec4<f32>) or not (scalars); `conv` as there); bindings and params as there, the segments'
  * starts in workgroups (groupSegmentParams with `columns`). */
 export function floatColumnsShader(dtype: FloatDType, segments: number, subgroups: boolean, accumulate: boolean, tm = TM, vec4 = true,
-  columns = FLOAT_COLUMNS, norm = false, gate: 'silu' | 'sigmoid' | null = null): string {
+  columns = FLOAT_COLUMNS, norm = false, gate: 'silu' | 'sigmoid' | null = null, conv: ConvFoldShape | null = null): string {
   if (norm && gate) throw new Error('matmul columns: a norm and a gated input together');
+  if (conv && accumulate) throw new Error('matmul columns: the conv fold is for a plain (not accumulating) group');
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
   if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
   if (columns * tm > COLUMN_ACCUMULATORS) throw new RangeError(`matmul columns: ${columns} columns × ${tm} rows exceed ${COLUMN_ACCUMULATORS} accumulators`);
@@ -98,12 +100,25 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
   const readers = Array.from({ length: segments }, (_, s) =>
     floatChunkReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwu\(/g, `wu${s}(`)).join('\n');
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
-  const put = (v: string): string => `let o = pu(SEG_OutOff) + (m0 + t) * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  const plainPut = (v: string): string => `let o = pu(SEG_OutOff) + (m0 + t) * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
   const store = subgroups ? `if (t < rows && col < pu(SEG_Rows)) {
       var sum = 0.0;
       for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
-      ${put('sum')}
-    }` : `if (t < rows && col < pu(SEG_Rows)) { ${put('red[t * 64u]')} }`;
+      ${plainPut('sum')}
+    }` : `if (t < rows && col < pu(SEG_Rows)) { ${plainPut('red[t * 64u]')} }`;
+  // the conv of a conv segment's values (wgsl/conv-fold.ts), after the last barrier: thread t
+  // reads back the pre-conv values it stored for its row and the C columns (its own writes),
+  // one loop with nothing live across it (inline in each column's block, LLVM's coroutine
+  // lowering of lavapipe's barriers spends minutes on the live sums)
+  const convTail = (s: number): string => conv && convSegment(conv, s) ? `if (t < rows) {
+    for (var cc0 = 0u; cc0 < ${columns}u; cc0++) {
+      let col = cb + cc0;
+      if (col < pu(SEG_Rows)) {
+        let o = pu(SEG_OutOff) + (m0 + t) * pu(SEG_OutStride) + pu(SEG_Col0) + col;
+        ${convFoldStore('OUT[o]', '(m0 + t)', conv.taps)}
+      }
+    }
+  }` : '';
   // column c's sums through the one-column kernel's 64-wide buffer: the same subgroup sums or tree
   const reduce = (c: number): string => subgroups ? `${range(tm).map((r) => `if (${r}u < rows) {
       let v = subgroupAdd(s${r}_${c});
@@ -115,8 +130,8 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
       if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
       workgroupBarrier();
     }`;
-  const branches = (body: string): string => Array.from({ length: segments }, (_, s) =>
-    seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) { ${body} }`)).join(' ');
+  const branches = (body: string | ((s: number) => string)): string => Array.from({ length: segments }, (_, s) =>
+    seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) { ${typeof body === 'string' ? body : body(s)} }`)).join(' ');
   const segmentOf = Array.from({ length: segments }, (_, s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `
     + `gcol < pu(P_seg${s}Start) + (pu(P_seg${s}Rows) + ${columns - 1}u) / ${columns}u) { sg = ${s}u; }`).join('\n  ');
   return `${subgroups ? 'enable subgroups;' : ''}
@@ -127,7 +142,8 @@ ${outs}
 ${readers}
 ${gate ? f32Input('GB', 'g', 2 + 2 * segments, vec4) : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<vec4<f32>>;
-${treeSum('nred')}` : ''}
+${treeSum('nred')}` : ''}${conv ? `
+${convFoldDecls(2 + 2 * segments + (norm || gate ? 1 : 0))}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
 ${floatMatmulEntry(subgroups)}
@@ -156,6 +172,7 @@ ${floatMatmulEntry(subgroups)}
     ${branches(`let col = cb + ${c}u;
     ${store}`)}
     workgroupBarrier();
-  }`).join('\n  ')}
+  }`).join('\n  ')}${conv ? `
+  ${branches(convTail)}` : ''}
 }`;
 }

@@ -25,11 +25,13 @@
 // `gate`: the input element is x ⊙ act(g) (a·silu(b) or a·sigmoid(b), the element-wise
 // kernel's expression), g read at the same element as x.
 // Bindings: 1 X, 2 + s: OUT_s, 2 + S + s: W_s (S = segments of the variant), norm: 2 + 2S NW,
-// gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB).
+// gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB); `conv` (wgsl/conv-fold.ts): its
+// CONV_FOLD_BINDINGS after X, the segments and NW / GB.
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
 import { HEAD_NORM_INV, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
   type FloatLoads } from './float-chunks.js';
+import { convFoldDecls, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
@@ -50,27 +52,30 @@ export const WHOLE_K = 2048;
  * (float-chunks.ts chunkSumLoopHeadNorm; 'vec4' / 'vec4w' loads, no other input mode). */
 export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subgroups = false, accumulate = false,
   norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM, loads: FloatLoads = 'vec4',
-  headNorm = 0): string {
+  headNorm = 0, conv: ConvFoldShape | null = null): string {
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
+  if (conv && (moe || accumulate || headNorm > 0)) throw new Error('matmul group: the conv fold is for a plain (not accumulating, not MoE) group');
   if (headNorm > 0 && (norm || gate || moe || loads === 'element')) throw new Error('matmul group: the head norm input is alone, over 4-element units');
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
   if (moe && norm) throw new Error('matmul group: a MoE group has no norm');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(P_gateOff) + ${i} - pu(P_xOff)]))` : `X[${i}]`;
-  const put = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  const plainPut = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  // a conv segment stores the conv of its value instead (wgsl/conv-fold.ts)
+  const put = (v: string, s: number): string => conv && convSegment(conv, s) ? convFoldStore(v, moeOutRow(null), conv.taps) : plainPut(v);
   // SEG_<field> → P_seg<s><field>: segment s's parameters (seg, above)
   const chunked = loads !== 'element';
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
   const readers = Array.from({ length: segments }, (_, s) =>
     (chunked ? floatChunkReader(dtype, 2 + segments + s) : floatWeightReader(dtype, 2 + segments + s)).replace(/\bW\b/g, `W${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`)).join('\n');
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
-  const store = subgroups ? `
+  const store = (s: number): string => subgroups ? `
     if (t < rows) {
       var sum = 0.0;
       for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
-      ${put('sum')}
+      ${put('sum', s)}
     }` : `
-    if (t < rows) { ${put('red[t * 64u]')} }`;
+    if (t < rows) { ${put('red[t * 64u]', s)} }`;
   const reduce = subgroups ? `
   for (var r = 0u; r < rows; r++) {
     let v = subgroupAdd(acc[r]);
@@ -94,7 +99,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
     }`}
   }`)).join(' ');
   const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG_Start);${store}
+    let col = gcol - pu(SEG_Start);${store(s)}
   }`)).join(' ');
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
@@ -106,7 +111,8 @@ ${moe ? moePlanBinding(2 + 2 * segments + (gate ? 1 : 0)) : ''}
 ${gate ? chunked ? f32Input('GB', 'g', 2 + 2 * segments, loads === 'vec4') : `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<${chunked ? 'vec4<f32>' : 'f32'}>;
 ${treeSum('nred')}` : ''}${headNorm > 0 ? `
-${headNormDecls(headNorm, tm, 2 + 2 * segments, loads === 'vec4')}` : ''}
+${headNormDecls(headNorm, tm, 2 + 2 * segments, loads === 'vec4')}` : ''}${conv ? `
+${convFoldDecls(2 + 2 * segments + (norm || gate ? 1 : 0))}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
 ${floatMatmulEntry(subgroups)}

@@ -1,0 +1,253 @@
+// The causal conv folded into the Gated DeltaNet in_proj matmul's stores on webgpu
+// (Kernels.matmulGroup's conv; kernels/webgpu/conv-launch.ts convFoldPlan, wgsl/conv-fold.ts),
+// forced on lavapipe (a CPU adapter keeps the separate dispatch by default):
+// - the group of gdnMixer's shape (qkv, z, b, a; BF16 and F32, with the folded input norm)
+//   at M = 1, 3, 6 decode rows (one row a sequence, a row no sequence owns), on the
+//   one-column and (BF16) the 8-column float launch: post-conv rows, every window and the other
+//   outputs equal the matmul then causalConvSeqs element by element, with one dispatch
+//   fewer and no causal_conv;
+// - a verify (t > 1, scratch windows), a quantized qkv weight, or windows in two buffers
+//   keep the separate conv dispatch (same bits);
+// - tiny-think (BF16) and tiny-next-moe (Qwen3-Next: interleaved in_proj_qkvz regrouped at
+//   load) forward with the fold == without: logits of a prompt, decode steps (one sequence,
+//   then two batched), a verify, and the conv windows;
+// - the engine with a GPU's launches forced: fold on, batched (MTP off: the fold runs every
+//   decode; MTP on: drafts verified) == fold off, each request alone.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ConvSeq, GroupMatmul, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
+import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
+import { convFoldOn, forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
+import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
+import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
+import { StepArena } from '../src/model/arena.js';
+import { type AnyModel, allocBatchMemory, loadModel } from '../src/model/model.js';
+import { TINY_NEXT_MOE, TINY_THINK } from './paths.js';
+import { randomWeight, rng } from './numeric.js';
+import { randomAnyWeight } from './quant-blocks.js';
+import { gpuUnderTest } from './webgpu-helpers.js';
+import { runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { Engine } from '../src/engine/engine.js';
+
+let k: WebGpuBoundaryKernels;
+let keys: string[] = [];
+before(async () => {
+  // no read-back pacing: a shader's first compile (minutes on lavapipe) would teach the pacer to sleep
+  k = new WebGpuBoundaryKernels(await gpuUnderTest({ readbackPacing: false }));
+  const run = k.g.run;
+  // every dispatch's pipeline key, so a test can see what ran
+  k.g.run = function (...args: Parameters<typeof run>) {
+    keys.push(args[1]);
+    return run.apply(this, args);
+  };
+});
+after(() => { if (k) { forceConvFold(k.g, null); forceConvLaunch(k.g, null); forceGdnLaunch(k.g, null); } k?.dispose(); });
+
+const ref = createRefKernels();
+const TAPS = 4;
+const H = 96; // in_proj's input width (a multiple of 32: the quantized case's blocks)
+const C = 100; // conv channels (qkv columns): not a multiple of the 8-column launch
+const ZW = 48;
+const HV = 6;
+
+interface Case {
+  readonly dtype: WeightDType;
+  /** Each sequence's rows (t) and whether it writes scratch; rows follow in order. */
+  readonly seqs: readonly { t: number; scratch?: boolean }[];
+  /** Rows after the sequences' that no sequence owns. */
+  readonly spare?: number;
+  /** Windows of the second half of the sequences in another buffer. */
+  readonly split?: boolean;
+  readonly columns: number;
+}
+
+interface Result { keys: string[]; outs: Float32Array[] }
+
+/** gdnMixer's group (qkv, z, b, a) with the input norm and the conv of `c`, fold `on`;
+ * returns the dispatch keys and [conv out, windows (both buffers), scratch, z, b, a, qkv]. */
+async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
+  forceConvFold(k.g, on);
+  assert.equal(convFoldOn(k.g), on);
+  k.g.floatColumns = c.columns;
+  const r = rng(seed);
+  const sym = (n: number, s = 2) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
+  const m = c.seqs.reduce((a, s) => a + s.t, 0) + (c.spare ?? 0);
+  const hist = TAPS - 1;
+  const up = (a: Float32Array): GpuTensor => { const t = k.alloc(a.length); k.write(t, 0, a); return t; };
+  const weight = (dtype: WeightDType, rows: number): Weight => k.packWeight(dtype === 'bf16' || dtype === 'f32' ? randomWeight(ref, dtype, rows, H, () => r() - 0.5)
+    : randomAnyWeight(ref, dtype, rows, H, r));
+  const ws: Weight[] = [weight(c.dtype, C), weight('bf16', ZW), weight('bf16', HV), weight('bf16', HV)];
+  const wc = randomWeight(ref, 'f32', C, TAPS, () => r() - 0.5);
+  const normW = randomWeight(ref, 'f32', 1, H, () => r() - 0.5);
+  const x = up(sym(m * H));
+  const n = c.seqs.length;
+  const half = c.split ? Math.ceil(n / 2) : n;
+  const winA = up(sym(half * hist * C));
+  const winB = up(sym(Math.max(1, n - half) * hist * C));
+  const scr = up(new Float32Array(Math.max(1, m * hist * C)).fill(-7));
+  // outputs in one buffer (the step arena's): qkv, conv, z, b, a
+  const arena = up(new Float32Array(m * (2 * C + ZW + 2 * HV)).fill(-3));
+  const qkv = k.view(arena, 0, m * C);
+  const conv = k.view(arena, m * C, m * C);
+  const z = k.view(arena, 2 * m * C, m * ZW);
+  const b = k.view(arena, m * (2 * C + ZW), m * HV);
+  const a = k.view(arena, m * (2 * C + ZW + HV), m * HV);
+  let row = 0;
+  const seqs: ConvSeq<GpuTensor>[] = c.seqs.map((s, i) => {
+    const window = i < half ? k.view(winA, i * hist * C, hist * C) : k.view(winB, (i - half) * hist * C, hist * C);
+    const seq = { row, t: s.t, window, scratch: s.scratch ? k.view(scr, row * hist * C, s.t * hist * C) : undefined };
+    row += s.t;
+    return seq;
+  });
+  const group: GroupMatmul<GpuTensor>[] = [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }];
+  const normOut = k.alloc(m * H);
+  await k.readBack([{ t: x, offset: 0, length: 1 }]);
+  keys = [];
+  k.matmulGroup(x, m, group, { w: normW, eps: 1e-6, zeroCentered: true, out: normOut }, { out: conv, w: wc, seqs });
+  const ran = keys;
+  const outs = await k.readBack([conv, winA, winB, scr, z, b, a, qkv].map((t) => ({ t, offset: 0, length: t.length })));
+  return { keys: ran, outs: outs as Float32Array[] };
+}
+
+const DECODE = (n: number) => Array.from({ length: n }, () => ({ t: 1 }));
+const NAMES = ['post-conv rows', 'windows', 'windows (second buffer)', 'scratch', 'z', 'b', 'a'];
+
+/** Fold on == fold off for `c`, element by element (qkv too where the fold does not run). */
+async function foldEqualsCalls(c: Case, folds: boolean): Promise<void> {
+  const seed = 17 + c.seqs.length * 5 + (c.spare ?? 0);
+  const off = await runGroup(c, false, seed);
+  const on = await runGroup(c, true, seed);
+  const convs = (ks: string[]) => ks.filter((x) => x.startsWith('causal_conv')).length;
+  assert.ok(convs(off.keys) > 0, 'fold off: the conv ran as its own dispatch');
+  if (folds) {
+    assert.equal(convs(on.keys), 0, 'fold on: no conv dispatch');
+    assert.equal(on.keys.length, off.keys.length - convs(off.keys), `fold on: the conv dispatch went away (${on.keys.join(' ')})`);
+    assert.ok(on.keys.some((x) => /_conv4m\d+/.test(x)), 'a matmul variant carries the fold');
+  } else assert.deepEqual(on.keys, off.keys, 'no fold: the same dispatches');
+  assert.ok(!off.outs[0]!.slice(0, C).includes(-3), 'the first row\'s conv was written');
+  NAMES.forEach((name, i) => assert.ok(sameBits(on.outs[i]!, off.outs[i]!), `${name} differ`));
+  if (!folds) assert.ok(sameBits(on.outs[7]!, off.outs[7]!), 'qkv differ');
+  const other = await runGroup(c, true, seed + 1);
+  assert.ok(!sameBits(other.outs[0]!, on.outs[0]!) && !sameBits(other.outs[1]!, on.outs[1]!), 'another input gives other rows and windows (the comparison can fail)');
+}
+
+describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then causalConvSeqs, bit for bit', () => {
+  // (F32 on the one-column launch only: each variant of the 8-column kernel takes lavapipe's
+  // LLVM minutes to compile; BF16's is the one a GPU runs)
+  for (const dtype of ['bf16', 'f32'] as const) {
+    for (const columns of dtype === 'bf16' ? [1, FLOAT_COLUMNS] : [1]) {
+      for (const [streams, spare] of [[1, 0], [3, 0], [5, 1]] as const) {
+        test(`${dtype}, ${columns}-column launch, ${streams} decode rows${spare ? ' and a row no sequence owns' : ''}`, async () => {
+          await foldEqualsCalls({ dtype, seqs: DECODE(streams), spare, columns }, true);
+        });
+      }
+    }
+  }
+  test('a verify (3 rows to scratch, 2 in place) keeps the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1 }, { t: 3, scratch: true }, { t: 2 }], columns: FLOAT_COLUMNS }, false);
+  });
+  test('a decode row writing scratch keeps the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1 }, { t: 1, scratch: true }], columns: 1 }, false);
+  });
+  test('windows in two buffers keep the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: DECODE(4), split: true, columns: FLOAT_COLUMNS }, false);
+  });
+  test('a quantized qkv weight (Q8_0) keeps the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'q8_0', seqs: DECODE(2), columns: 1 }, false);
+  });
+});
+
+/** `model` forward with the fold `on` and a GPU's launches: two chunked prompts, a decode of
+ * one sequence, a decode of two sequences batched, a 3-row verify to scratch;
+ * every step's logits, then the conv windows. */
+async function forwardAs(model: AnyModel, on: boolean): Promise<{ results: Float32Array[]; keys: string[] }> {
+  forceConvFold(k.g, on);
+  forceConvLaunch(k.g, 'channels');
+  forceGdnLaunch(k.g, 'columns');
+  k.g.floatColumns = FLOAT_COLUMNS;
+  keys = [];
+  // one allocation per layer for both sequences' windows (as the engine's state pool): the batched decode folds too
+  const mems = allocBatchMemory(model, 2, 64);
+  const ws = new StepArena(model);
+  const { layout } = model;
+  const scratch = layout.linearLayers.map(() => ({ conv: k.alloc(3 * layout.convSize), ssm: k.alloc(3 * layout.ssmSize) }));
+  const v = model.config.vocabSize;
+  const got: Float32Array[] = [];
+  const step = async (inputs: { tokens: number[]; start: number; seq: number; extra?: Partial<SeqInput<Tensor>> }[]): Promise<void> => {
+    const fw = forwardHidden(model, ws, inputs.map(({ tokens, start, seq, extra }) => {
+      const mem = mems[seq]!;
+      return { tokens, start, pageTable: mem.pageTable, kv: mem.kv, state: mem.state, chunked: false, ...extra };
+    }));
+    const rows = inputs.flatMap((s, i) => s.tokens.map((_, j) => fw.offsets[i]! + j));
+    const out = lmHeadInto(model, ws, fw.hidden, rows, ws.logits.rows(rows.length));
+    const [logits] = await k.readBack([{ t: out as GpuTensor, offset: 0, length: rows.length * v }]);
+    got.push(logits!);
+  };
+  await step([{ tokens: [11, 12, 13, 14, 15, 16], start: 0, seq: 0, extra: { chunked: true } }]);
+  await step([{ tokens: [31, 32, 33], start: 0, seq: 1, extra: { chunked: true } }]);
+  await step([{ tokens: [17], start: 6, seq: 0 }]);
+  await step([{ tokens: [18], start: 7, seq: 0 }, { tokens: [34], start: 3, seq: 1 }]);
+  await step([{ tokens: [19, 20, 21], start: 8, seq: 0, extra: { scratch } }]);
+  const ran = keys;
+  const tensors = [...mems.flatMap((mem) => mem.state.map((s) => s.conv)), ...scratch.map((s) => s.conv)] as unknown as GpuTensor[];
+  got.push(...await k.readBack(tensors.map((t) => ({ t, offset: 0, length: t.length }))) as Float32Array[]);
+  return { results: got, keys: ran };
+}
+
+describe('webgpu forward with the conv fold == without, bit for bit (logits, conv windows, verify scratch)', () => {
+  for (const [name, path] of [['tiny-think (BF16)', TINY_THINK], ['tiny-next-moe (Qwen3-Next, regrouped in_proj_qkvz)', TINY_NEXT_MOE]] as const) {
+    test(name, async () => {
+      const model = await loadModel(path(), k) as unknown as AnyModel;
+      const off = await forwardAs(model, false);
+      const on = await forwardAs(model, true);
+      const count = (ks: string[], re: RegExp) => ks.filter((x) => re.test(x)).length;
+      const linear = model.layout.linearLayers.length;
+      // the 2 decode steps (one sequence, two batched) fold every linear layer's conv; prompts and the verify keep theirs
+      assert.equal(count(on.keys, /_conv\d+m\d+/), 2 * linear, 'each decode step folds every linear layer\'s conv');
+      assert.equal(count(off.keys, /^causal_conv/) - count(on.keys, /^causal_conv/), 2 * linear, 'the decode steps\' conv dispatches went away');
+      assert.equal(on.keys.length, off.keys.length - 2 * linear);
+      assert.equal(on.results.length, off.results.length);
+      off.results.forEach((h, i) => assert.ok(sameBits(on.results[i]!, h), `result ${i} differs (0-4: logits of each step, then windows, scratch)`));
+    });
+  }
+});
+
+describe('engine on webgpu with a GPU\'s launches forced: fold on (MTP off and on, batched) == fold off alone, bit for bit', () => {
+  const prompts: GenerateRequest[] = [
+    { prompt: 'What is 12 + 7?', maxTokens: 5, ignoreEos: true },
+    { prompt: 'Name a color.', maxTokens: 4, ignoreEos: true },
+  ];
+  const gpuLaunches = (e: Engine, fold: boolean): void => {
+    const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
+    forceGdnLaunch(g, 'columns');
+    forceConvLaunch(g, 'channels');
+    forceConvFold(g, fold);
+    g.floatColumns = FLOAT_COLUMNS;
+  };
+  test('tiny-think BF16', async () => {
+    const base = { model: TINY_THINK(), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 512, prefixCache: false };
+    const alone = await withEngine({ ...base, specTokens: 0, maxRunning: 1 }, async (e) => {
+      gpuLaunches(e, false);
+      const out: RunResult[] = [];
+      for (const p of prompts) out.push(...await runAll(e, [p]));
+      return out;
+    });
+    for (const spec of [0, 2]) {
+      const batched = await withEngine({ ...base, specTokens: spec, maxRunning: 3, poisonPadding: true }, async (e) => {
+        gpuLaunches(e, true);
+        const out = await runAll(e, [...prompts, prompts[0]!]);
+        if (spec > 0) assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
+        return out;
+      });
+      batched.forEach((r, i) => {
+        const want = alone[i % prompts.length]!;
+        assert.deepEqual(r.ids, want.ids, `MTP ${spec}, request ${i}: ids`);
+        r.logits.forEach((l, j) => assert.ok(sameBits(l, want.logits[j]!), `MTP ${spec}, request ${i}: logits of token ${j} differ`));
+      });
+    }
+  });
+});
