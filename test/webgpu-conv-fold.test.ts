@@ -6,8 +6,11 @@
 //   one-column and (BF16) the 8-column float launch: post-conv rows, every window and the other
 //   outputs equal the matmul then causalConvSeqs element by element, with one dispatch
 //   fewer and no causal_conv;
-// - a verify (t > 1, scratch windows), a quantized qkv weight, or windows in two buffers
-//   keep the separate conv dispatch (same bits);
+// - a verify (t = 2..5 rows to scratch; 2 sequences; decode, scratch and in-place rows mixed)
+//   on the 8-column launch: the steps variant — post-conv rows, windows and every scratch
+//   window equal element by element;
+// - past 8 rows, a verify on the one-column launch, a quantized qkv weight, or windows in two
+//   buffers keep the separate conv dispatch (same bits);
 // - tiny-think (BF16) and tiny-next-moe (Qwen3-Next: interleaved in_proj_qkvz regrouped at
 //   load) forward with the fold == without: logits of a prompt, decode steps (one sequence,
 //   then two batched), a verify, and the conv windows;
@@ -131,8 +134,12 @@ async function foldEqualsCalls(c: Case, folds: boolean): Promise<void> {
   assert.ok(!off.outs[0]!.slice(0, C).includes(-3), 'the first row\'s conv was written');
   NAMES.forEach((name, i) => assert.ok(sameBits(on.outs[i]!, off.outs[i]!), `${name} differ`));
   if (!folds) assert.ok(sameBits(on.outs[7]!, off.outs[7]!), 'qkv differ');
+  const scratchRows = c.seqs.reduce((a, s) => a + (s.scratch ? s.t : 0), 0);
+  const written = (a: Float32Array) => a.filter((v) => v !== -7).length;
+  assert.equal(written(off.outs[3]!), scratchRows * (TAPS - 1) * C, 'every scratch step\'s window was written (and nothing else)');
   const other = await runGroup(c, true, seed + 1);
   assert.ok(!sameBits(other.outs[0]!, on.outs[0]!) && !sameBits(other.outs[1]!, on.outs[1]!), 'another input gives other rows and windows (the comparison can fail)');
+  if (scratchRows > 0) assert.ok(!sameBits(other.outs[3]!, on.outs[3]!), 'another input gives other scratch windows');
 }
 
 describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then causalConvSeqs, bit for bit', () => {
@@ -147,11 +154,26 @@ describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then ca
       }
     }
   }
-  test('a verify (3 rows to scratch, 2 in place) keeps the conv dispatch', async () => {
-    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1 }, { t: 3, scratch: true }, { t: 2 }], columns: FLOAT_COLUMNS }, false);
+  // the steps variant (8-column launch, 2 ≤ M ≤ 8): a verify's rows, every step's scratch window
+  for (let t = 2; t <= 5; t++) {
+    test(`BF16, 8-column launch, a verify of ${t} rows to scratch`, async () => {
+      await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t, scratch: true }], columns: FLOAT_COLUMNS }, true);
+    });
+  }
+  test('BF16, 8-column launch, 2 verifies (2 and 4 rows to scratch)', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 2, scratch: true }, { t: 4, scratch: true }], columns: FLOAT_COLUMNS }, true);
   });
-  test('a decode row writing scratch keeps the conv dispatch', async () => {
-    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1 }, { t: 1, scratch: true }], columns: 1 }, false);
+  test('BF16, 8-column launch, a decode row, 3 rows to scratch, 2 rows in place and a row no sequence owns', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1 }, { t: 3, scratch: true }, { t: 2 }], spare: 1, columns: FLOAT_COLUMNS }, true);
+  });
+  test('a verify of 9 rows (past 8) keeps the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 5, scratch: true }, { t: 4, scratch: true }], columns: FLOAT_COLUMNS }, false);
+  });
+  test('a verify on the one-column launch keeps the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1 }, { t: 3, scratch: true }], columns: 1 }, false);
+  });
+  test('a decode row writing scratch at M = 1 keeps the conv dispatch', async () => {
+    await foldEqualsCalls({ dtype: 'bf16', seqs: [{ t: 1, scratch: true }], columns: FLOAT_COLUMNS }, false);
   });
   test('windows in two buffers keep the conv dispatch', async () => {
     await foldEqualsCalls({ dtype: 'bf16', seqs: DECODE(4), split: true, columns: FLOAT_COLUMNS }, false);
@@ -206,10 +228,13 @@ describe('webgpu forward with the conv fold == without, bit for bit (logits, con
       const on = await forwardAs(model, true);
       const count = (ks: string[], re: RegExp) => ks.filter((x) => re.test(x)).length;
       const linear = model.layout.linearLayers.length;
-      // the 2 decode steps (one sequence, two batched) fold every linear layer's conv; prompts and the verify keep theirs
-      assert.equal(count(on.keys, /_conv\d+m\d+/), 2 * linear, 'each decode step folds every linear layer\'s conv');
-      assert.equal(count(off.keys, /^causal_conv/) - count(on.keys, /^causal_conv/), 2 * linear, 'the decode steps\' conv dispatches went away');
-      assert.equal(on.keys.length, off.keys.length - 2 * linear);
+      // every step folds every linear layer's conv: the 2 decode steps (one sequence, two batched),
+      // the verify (3 rows to scratch) and the prompts (6 and 3 rows ≤ 8) on the steps variant
+      assert.equal(count(on.keys, /_conv\d+m\d+_/), 2 * linear, 'each decode step folds every linear layer\'s conv');
+      assert.equal(count(on.keys, /_conv\d+m\d+s_/), 3 * linear, 'the verify and the prompts fold on the steps variant');
+      assert.equal(count(off.keys, /^causal_conv/), 5 * linear, 'fold off: a conv dispatch a layer and step');
+      assert.equal(count(on.keys, /^causal_conv/), 0, 'fold on: no conv dispatch');
+      assert.equal(on.keys.length, off.keys.length - 5 * linear);
       assert.equal(on.results.length, off.results.length);
       off.results.forEach((h, i) => assert.ok(sameBits(on.results[i]!, h), `result ${i} differs (0-4: logits of each step, then windows, scratch)`));
     });
@@ -236,7 +261,7 @@ describe('engine on webgpu with a GPU\'s launches forced: fold on (MTP off and o
       for (const p of prompts) out.push(...await runAll(e, [p]));
       return out;
     });
-    for (const spec of [0, 2]) {
+    for (const spec of [0, 3]) {
       const batched = await withEngine({ ...base, specTokens: spec, maxRunning: 3, poisonPadding: true }, async (e) => {
         gpuLaunches(e, true);
         const out = await runAll(e, [...prompts, prompts[0]!]);

@@ -32,7 +32,7 @@ import { ADD_SIGMOID_SCALED, COPY_ROWS, FILL, GATHER_ROWS } from './wgsl/rows.js
 
 export type { GpuConvFold, GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
 import type { GpuConvFold, GpuGatedInput, GpuGroupNorm, GpuKvLayer, GpuTraffic, MoeGemm, QuantActs } from './backend-types.js';
-import { CONV_FOLD_BINDINGS, convFoldKey } from './wgsl/conv-fold.js';
+import { CONV_FOLD_BINDINGS, CONV_FOLD_STEP_BINDINGS, convFoldKey } from './wgsl/conv-fold.js';
 export { ropeTable } from './rope-table.js';
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
@@ -213,7 +213,7 @@ export class WebGpuKernels {
     for (const dtype of ['f32', 'bf16', 'f16'] as const) {
       const segs = group.filter((g) => g.w.dtype === dtype).flatMap((g) => g.w.parts.map((part) => ({ out: g.out, n: g.w.rows, part, conv: g.out === conv?.x })));
       // a dispatch holding conv segments binds the fold's buffers too
-      const per = segs.some((s) => s.conv) ? this.convGroupSegments : this.groupSegments;
+      const per = segs.some((s) => s.conv) ? this.convFoldSegments(conv?.steps === true) : this.groupSegments;
       for (let i = 0; i < segs.length; i += per) this.floatSegments(enc, x, m, k, Math.ceil(m / floatTm), dtype, segs.slice(i, i + per), accumulate, fused, gate, undefined, floatTm, conv);
     }
   }
@@ -248,7 +248,11 @@ export class WebGpuKernels {
 
   /** Segments a float dispatch with the conv fold may bind (its CONV_FOLD_BINDINGS besides; 0: none). */
   get convGroupSegments(): number {
-    return Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2 - CONV_FOLD_BINDINGS) / 2));
+    return this.convFoldSegments(false);
+  }
+  /** The same for the fold's steps variant (`steps`: CONV_FOLD_STEP_BINDINGS). */
+  convFoldSegments(steps: boolean): number {
+    return Math.min(GROUP_SEGMENTS, Math.floor((this.adapter.limits.maxStorageBuffersPerShaderStage - 2 - (steps ? CONV_FOLD_STEP_BINDINGS : CONV_FOLD_BINDINGS)) / 2));
   }
 
   /** One float dispatch of up to groupSegments segments (moe: a grouped MoE expert's rows,
@@ -258,7 +262,7 @@ export class WebGpuKernels {
     gate: GpuGatedInput | undefined, moe?: MoeGemm, tm = TM, convFold?: GpuConvFold): void {
     const mask = segs.reduce((a, s, i) => (s.conv ? a | (1 << i) : a), 0);
     const conv = convFold && mask !== 0 ? convFold : undefined;
-    const shape = conv ? { taps: conv.taps, mask } : null;
+    const shape = conv ? { taps: conv.taps, mask, steps: conv.steps === true } : null;
     if (conv && (accumulate || moe)) throw new Error('matmulGroup: the conv fold is for a plain (not accumulating, not MoE) group');
     // subgroupAdd needs the subgroup to be the whole SIMD group of 64 invocations' slices:
     // sizes that divide 64 (every adapter reports 4..64 or 128)
@@ -272,6 +276,7 @@ export class WebGpuKernels {
     const columns = this.floatColumns > 1 && m >= 2 && !moe && loads !== 'element' ? this.floatColumns : 1;
     // its tile keeps columns × rows accumulators within the budget (matmul-columns.ts floatColumnsTile)
     if (columns > 1) { tm = floatColumnsTile(tm, columns); tiles = Math.ceil(m / tm); }
+    if (conv?.steps && (columns === 1 || tiles !== 1)) throw new Error('matmulGroup: the conv fold\'s steps need the multi-column launch and one tile (convFoldPlan)');
     const cols = segs.reduce((a, s) => a + Math.ceil(s.part.rows / columns), 0);
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })), columns);
     const params = packParams('matmul_group', { k, m, xOff: x.offset, segments: n, ...segments, eps: norm?.eps ?? 0,
@@ -283,7 +288,7 @@ export class WebGpuKernels {
       : floatMatmulGroupShader(dtype, n, sg, accumulate, norm !== undefined, gate?.act ?? null, moe?.rows ?? null, moe?.whole, tm, loads, 0, shape);
     this.run(enc, key, shader, params, null,
       [x.buffer, ...segs.map((s) => s.out.buffer), ...segs.map((s) => s.part.buffer), ...(norm ? [norm.wv.buffer] : []), ...(gate ? [gate.b.buffer] : []),
-        ...(moe ? [moe.plan.buffer] : []), ...(conv ? [conv.wc.buffer, conv.window, conv.table.buffer, conv.out.buffer] : [])],
+        ...(moe ? [moe.plan.buffer] : []), ...(conv ? [conv.wc.buffer, conv.window, conv.table.buffer, conv.out.buffer, ...(conv.steps ? [conv.scratch ?? this.dummy] : [])] : [])],
       grid(cols, tiles * (moe?.span ?? 1)), `matmul_${dtype}`);
   }
 

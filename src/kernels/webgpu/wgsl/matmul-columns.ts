@@ -21,7 +21,7 @@ import { paramConsts } from '../params.js';
 import { HEADER, treeSum } from './common.js';
 import { f32Input, floatChunkReader, floatMatmulEntry, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
-import { convFoldDecls, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
+import { convFoldDecls, convFoldSteps, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
 
 /** Output columns a multi-column workgroup computes. */
 export const FLOAT_COLUMNS = 8;
@@ -108,6 +108,8 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
     }` : `if (t < rows && col < pu(SEG_Rows)) { ${plainPut('red[t * 64u]')} }`;
   // the conv of a conv segment's values (wgsl/conv-fold.ts), after the last barrier: thread t
   // reads back the pre-conv values it stored for its row and the C columns (its own writes),
+  // (the steps variant: the first row's thread reads its sequence's rows, other threads'
+  // stores, after a storageBarrier; a sequence's rows lie in one tile: M ≤ the tile),
   // one loop with nothing live across it (inline in each column's block, LLVM's coroutine
   // lowering of lavapipe's barriers spends minutes on the live sums)
   const convTail = (s: number): string => conv && convSegment(conv, s) ? `if (t < rows) {
@@ -115,7 +117,7 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
       let col = cb + cc0;
       if (col < pu(SEG_Rows)) {
         let o = pu(SEG_OutOff) + (m0 + t) * pu(SEG_OutStride) + pu(SEG_Col0) + col;
-        ${convFoldStore('OUT[o]', '(m0 + t)', conv.taps)}
+        ${conv.steps ? convFoldSteps('(m0 + t)', conv.taps) : convFoldStore('OUT[o]', '(m0 + t)', conv.taps)}
       }
     }
   }` : '';
@@ -143,7 +145,7 @@ ${readers}
 ${gate ? f32Input('GB', 'g', 2 + 2 * segments, vec4) : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<vec4<f32>>;
 ${treeSum('nred')}` : ''}${conv ? `
-${convFoldDecls(2 + 2 * segments + (norm || gate ? 1 : 0))}` : ''}
+${convFoldDecls(2 + 2 * segments + (norm || gate ? 1 : 0), conv.steps)}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
 ${floatMatmulEntry(subgroups)}
@@ -172,7 +174,8 @@ ${floatMatmulEntry(subgroups)}
     ${branches(`let col = cb + ${c}u;
     ${store}`)}
     workgroupBarrier();
-  }`).join('\n  ')}${conv ? `
+  }`).join('\n  ')}${conv ? `${conv.steps ? `
+  storageBarrier();` : ''}
   ${branches(convTail)}` : ''}
 }`;
 }

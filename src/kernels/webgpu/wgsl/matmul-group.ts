@@ -54,6 +54,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   norm = false, gate: 'silu' | 'sigmoid' | null = null, moe: MoeRows | null = null, whole = false, tm = TM, loads: FloatLoads = 'vec4',
   headNorm = 0, conv: ConvFoldShape | null = null): string {
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul group: a tile of ${tm} rows`);
+  if (conv?.steps) throw new Error('matmul group: the conv fold\'s steps variant is for the multi-column kernel');
   if (conv && (moe || accumulate || headNorm > 0)) throw new Error('matmul group: the conv fold is for a plain (not accumulating, not MoE) group');
   if (headNorm > 0 && (norm || gate || moe || loads === 'element')) throw new Error('matmul group: the head norm input is alone, over 4-element units');
   if (whole && !moe) throw new Error('matmul group: whole-expert tiles are for MoE groups');
