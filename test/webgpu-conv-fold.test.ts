@@ -252,7 +252,14 @@ describe('engine on webgpu with a GPU\'s launches forced: fold on (MTP off and o
     forceConvLaunch(g, 'channels');
     forceConvFold(g, fold);
     g.floatColumns = FLOAT_COLUMNS;
+    const run = g.run;
+    // the steps variant's dispatches (a verify of ≤ 8 rows folds)
+    g.run = function (...args: Parameters<typeof run>) {
+      if (/_conv\d+m\d+s_/.test(args[1])) stepFolds++;
+      return run.apply(this, args);
+    };
   };
+  let stepFolds = 0;
   test('tiny-think BF16', async () => {
     const base = { model: TINY_THINK(), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 512, prefixCache: false };
     const alone = await withEngine({ ...base, specTokens: 0, maxRunning: 1 }, async (e) => {
@@ -262,10 +269,12 @@ describe('engine on webgpu with a GPU\'s launches forced: fold on (MTP off and o
       return out;
     });
     for (const spec of [0, 3]) {
+      stepFolds = 0;
       const batched = await withEngine({ ...base, specTokens: spec, maxRunning: 3, poisonPadding: true }, async (e) => {
         gpuLaunches(e, true);
         const out = await runAll(e, [...prompts, prompts[0]!]);
         if (spec > 0) assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
+        if (spec > 0) assert.ok(stepFolds > 0, 'a verify folded its conv (steps variant)');
         return out;
       });
       batched.forEach((r, i) => {
