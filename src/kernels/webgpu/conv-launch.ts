@@ -67,7 +67,7 @@ export const CONV_FOLD_MAX_ROWS = 8;
  * and otherwise (a verify: t ≥ 1 rows a sequence, scratch windows in one buffer) the steps
  * variant folds into the 8-column launch at 2 ≤ M ≤ CONV_FOLD_MAX_ROWS (one tile: the thread
  * of a sequence's first row reads its other rows' stores; wgsl/conv-fold.ts convFoldSteps).
- * Prefill keeps causalConvSeqs. */
+ * A prompt of ≤ 8 rows folds the same way; longer ones keep causalConvSeqs. */
 export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, elem: 'i32') => GpuTensor, m: number, x: GpuTensor, w: GpuWeight,
   conv: { readonly out: GpuTensor; readonly wc: GpuTensor; readonly seqs: readonly ConvSeq<GpuTensor>[] }): GpuConvFold | null {
   if (!convFoldOn(g) || isQuantType(w.dtype)) return null;
