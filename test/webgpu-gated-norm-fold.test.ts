@@ -311,13 +311,18 @@ describe('engine on webgpu, BF16 tiny-think, MTP k = 3, 8-column float matmuls f
       kk.g.floatColumns = 8;
       // the model's layers on the former path: the norm pass, then matmulAdd (no fold)
       if (unfolded) (e.model as unknown as { kernels: unknown }).kernels = formerHeadPath((e.model as unknown as Model<Tensor, Tensor>).kernels);
+      // the multi-column out_proj forming the norm (…_headnorm<HV>_<loads>_cols8), counted
+      let colsFolds = 0;
+      const run = kk.g.run.bind(kk.g);
+      kk.g.run = (enc, key, ...rest) => { if (/_headnorm\d+_\w+_cols8$/.test(key)) colsFolds++; run(enc, key, ...rest); };
       const d0 = kk.recordedDispatches;
       const out = await runAll(e, prompts);
       assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
-      return { out, dispatches: kk.recordedDispatches - d0 };
+      return { out, dispatches: kk.recordedDispatches - d0, colsFolds };
     });
     const folded = await run(false);
     const unfolded = await run(true);
+    assert.ok(folded.colsFolds > 0 && unfolded.colsFolds === 0, `multi-column folds: ${folded.colsFolds}, unfolded ${unfolded.colsFolds}`);
     assert.ok(folded.dispatches < unfolded.dispatches, `fewer dispatches (${folded.dispatches} vs ${unfolded.dispatches})`);
     assert.equal(folded.out.length, prompts.length);
     folded.out.forEach((r, i) => {
