@@ -5,11 +5,16 @@
 // - on the column launch, gdnRecurrentGatedSeqs(project) forms the norm inside out_proj's
 //   one-column float matmul (no norm pass): x + out_proj(norm(o)) equals the norm pass then
 //   matmulAdd element by element (BF16 and F32, M = 1, 2, 5, with and without an order), and
-//   a multi-column M ≥ 2 (which keeps the pass) gives the same bits;
+//   a multi-column M ≥ 2 (folding it too up to M = 8) gives the same bits;
+// - the multi-column float matmul forming the norm (g.floatColumns forced, 2 ≤ M ≤ 8: M = 2,
+//   3, 5, 8, with and without an order, 8 and 4 columns) == the norm pass then the
+//   multi-column matmulAdd, 2 dispatches against 3; M = 9 keeps the pass;
 // - tiny-think (BF16 safetensors and the Q8_0 GGUF) equals the former path (norm, gather_rows,
 //   out_proj: head-order-oracle.ts) on both launches;
 // - the engine with a GPU's launches forced (column GDN launch, 4-column float matmuls: the
-//   fold at M = 1, the pass at M ≥ 2): MTP on in a batch == each request alone, MTP off.
+//   fold at M = 1, the pass at M ≥ 2): MTP on in a batch == each request alone, MTP off;
+//   BF16 MTP k = 3 with 8-column matmuls (verifies of 4 and 8 rows folding the norm) == the
+//   model on the unfolded path (head-order-oracle.ts formerHeadPath), ids and logits.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
@@ -25,6 +30,7 @@ import { isQuantType } from '../src/kernels/quant/formats.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
 import { formerHeadPath, headPathSteps } from './head-order-oracle.js';
+import type { Model } from '../src/model/model.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { Engine } from '../src/engine/engine.js';
 import { runAll, withEngine, type RunResult } from './engine-helpers.js';
@@ -106,9 +112,9 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
 
 /** The column launch's norm pass then out_proj against out_proj forming the norm: 3 against 2
  * dispatches, the same states and x, bit for bit. Returns the pass's run. */
-async function foldEqualsPass(c: Case): Promise<{ x: Float32Array }> {
-  const sep = await recurrentThenOutProj(c, 'columns', 'separate');
-  const fold = await recurrentThenOutProj(c, 'columns', 'project');
+async function foldEqualsPass(c: Case, columns = 1): Promise<{ x: Float32Array }> {
+  const sep = await recurrentThenOutProj(c, 'columns', 'separate', columns);
+  const fold = await recurrentThenOutProj(c, 'columns', 'project', columns);
   assert.equal(sep.dispatches, 3, 'recurrence, norm pass, out_proj');
   assert.equal(fold.dispatches, 2, 'recurrence, out_proj with the norm');
   assert.ok(sameBits(fold.states, sep.states), 'states differ');
@@ -127,12 +133,12 @@ describe('webgpu: out_proj forms the gated norm (column launch, one-column float
           test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}`, async () => {
             const c: Case = { dims, m, h: 48, dtype, ordered };
             const sep = await foldEqualsPass(c);
-            // the head launch's fused norm and the multi-column kernel (M ≥ 2 keeps the pass)
+            // the head launch's fused norm and the multi-column kernel (folding the norm too)
             const head = await recurrentThenOutProj(c, 'head', 'project');
             assert.ok(sameBits(head.x, sep.x), 'the head launch differs');
             if (m >= 2) {
               const multi = await recurrentThenOutProj(c, 'columns', 'project', 4);
-              assert.equal(multi.dispatches, 3, 'M ≥ 2 on the multi-column kernel keeps the norm pass');
+              assert.equal(multi.dispatches, 2, 'the multi-column kernel forms the norm at 2 ≤ M ≤ 8');
               assert.ok(sameBits(multi.x, sep.x), 'the multi-column out_proj differs');
             }
           });
@@ -140,6 +146,29 @@ describe('webgpu: out_proj forms the gated norm (column launch, one-column float
       }
     }
   }
+});
+
+describe('webgpu: the multi-column float out_proj of 2 ≤ M ≤ 8 forms the gated norm == the norm pass then the multi-column matmulAdd, bit for bit', () => {
+  const cases: [WeightDType, GdnDims, number, number, boolean][] = [
+    ...[2, 3, 5, 8].flatMap((m) => [false, true].map((o): [WeightDType, GdnDims, number, number, boolean] => ['bf16', SMALL, 8, m, o])),
+    ['f32', SMALL, 4, 3, true], ['bf16', QWEN, 8, 2, true], ['bf16', QWEN, 8, 5, false],
+  ];
+  for (const [dtype, dims, columns, m, ordered] of cases) {
+    test(`${dtype} HV ${dims.numValueHeads} dv ${dims.valueDim} M ${m}${ordered ? ', head order' : ''}, C = ${columns}`, async () => {
+      const c: Case = { dims, m, h: 37, dtype, ordered };
+      const sep = await foldEqualsPass(c, columns);
+      // the one-column kernel's pass: the same bits (the multi-column invariant)
+      const one = await recurrentThenOutProj(c, 'columns', 'separate');
+      assert.ok(sameBits(one.x, sep.x), 'the one-column out_proj differs');
+    });
+  }
+  test('M = 9 (past COLUMNS_HEAD_NORM_ROWS) keeps the norm pass', async () => {
+    const c: Case = { dims: SMALL, m: 9, h: 37, dtype: 'bf16', ordered: true };
+    const sep = await recurrentThenOutProj(c, 'columns', 'separate', 8);
+    const proj = await recurrentThenOutProj(c, 'columns', 'project', 8);
+    assert.equal(proj.dispatches, 3);
+    assert.ok(sameBits(proj.x, sep.x));
+  });
 });
 
 // quantized out_proj (HV · dv a multiple of 256 for the k-quants), the fold on at C columns
@@ -267,4 +296,39 @@ describe('engine on webgpu with a GPU\'s launches forced: MTP on, batched == alo
       });
     });
   }
+});
+
+describe('engine on webgpu, BF16 tiny-think, MTP k = 3, 8-column float matmuls forming the gated norm == the unfolded path, bit for bit', () => {
+  test('two requests batched (verifies of 4 and 8 rows)', async () => {
+    const prompts: GenerateRequest[] = [
+      { prompt: 'What is 12 + 7?', maxTokens: 6, ignoreEos: true },
+      { prompt: 'Name a color.', maxTokens: 5, ignoreEos: true },
+    ];
+    const opts = { model: TINY_THINK(), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 512, prefixCache: false, specTokens: 3, maxRunning: 2 };
+    const run = (unfolded: boolean) => withEngine(opts, async (e) => {
+      const kk = e.model.kernels as unknown as WebGpuBoundaryKernels;
+      forceGdnLaunch(kk.g, 'columns');
+      kk.g.floatColumns = 8;
+      // the model's layers on the former path: the norm pass, then matmulAdd (no fold)
+      if (unfolded) (e.model as unknown as { kernels: unknown }).kernels = formerHeadPath((e.model as unknown as Model<Tensor, Tensor>).kernels);
+      // the multi-column out_proj forming the norm (…_headnorm<HV>_<loads>_cols8), counted
+      let colsFolds = 0;
+      const run = kk.g.run.bind(kk.g);
+      kk.g.run = (enc, key, ...rest) => { if (/_headnorm\d+_\w+_cols8$/.test(key)) colsFolds++; run(enc, key, ...rest); };
+      const d0 = kk.recordedDispatches;
+      const out = await runAll(e, prompts);
+      assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
+      return { out, dispatches: kk.recordedDispatches - d0, colsFolds };
+    });
+    const folded = await run(false);
+    const unfolded = await run(true);
+    assert.ok(folded.colsFolds > 0 && unfolded.colsFolds === 0, `multi-column folds: ${folded.colsFolds}, unfolded ${unfolded.colsFolds}`);
+    assert.ok(folded.dispatches < unfolded.dispatches, `fewer dispatches (${folded.dispatches} vs ${unfolded.dispatches})`);
+    assert.equal(folded.out.length, prompts.length);
+    folded.out.forEach((r, i) => {
+      assert.deepEqual(r.ids, unfolded.out[i]!.ids, `request ${i}: ids`);
+      assert.equal(r.logits.length, unfolded.out[i]!.logits.length);
+      r.logits.forEach((l, j) => assert.ok(sameBits(l, unfolded.out[i]!.logits[j]!), `request ${i}: logits of token ${j} differ`));
+    });
+  });
 });

@@ -1,7 +1,8 @@
 // Gated DeltaNet's gated norm where out_proj reads it, on the GPU. Kernels.gatedRmsNorm with
 // a head order (wgsl/gated-norm.ts): the normed rows land in out_proj's stored head order in
 // the norm's own dispatch (no gather_rows after it). outProjHeadNorm: the column launch's
-// norm formed inside out_proj's one-column float matmul (no norm pass, no normed rows), or, for
+// norm formed inside out_proj's float matmul (the one-column kernel, or the multi-column one at
+// 2 ≤ M ≤ COLUMNS_HEAD_NORM_ROWS: no norm pass, no normed rows), or, for
 // a quantized out_proj of M ≤ ACTS_FOLD_ROWS rows, inside its activation-quantizing matmul
 // (outProjHeadNormQuant).
 import type { GdnDims } from '../types.js';
@@ -12,6 +13,7 @@ import type { GpuWeight } from './weights.js';
 import { floatLoadsFor, type FloatDType } from './wgsl/float-chunks.js';
 import { matmulTile } from './wgsl/matmul.js';
 import { floatMatmulGroupShader } from './wgsl/matmul-group.js';
+import { floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { grid } from './wgsl/common.js';
@@ -50,14 +52,18 @@ function headNormTileBytes(tm: number, hv: number): number {
   return tm * (64 * 4 + hv * 4) + hv * 64 * 4;
 }
 
+/** Rows up to which the multi-column float out_proj (g.floatColumns > 1, M ≥ 2) takes the
+ * head norm (a verify of k + 1 ≤ 8 rows, a few streams); above, the norm keeps its pass. */
+export const COLUMNS_HEAD_NORM_ROWS = 8;
+
 /** Whether out_proj (w) over M rows of HV·dv takes the gated norm as its input on this
  * device: the column launch (its norm is a pass of its own), a float weight in one part, the
- * one-column kernel at this M (the multi-column one keeps the pass), dv ≡ 0 (mod 4) (a
- * weight unit inside one head), and the tile within the workgroup memory and bindings. */
+ * one-column kernel at this M or the multi-column one at M ≤ COLUMNS_HEAD_NORM_ROWS, dv ≡ 0
+ * (mod 4) (a weight unit inside one head), and the tile within the workgroup memory and bindings. */
 export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
   const { numValueHeads: hv, valueDim: dv } = dims;
   if (gdnLaunch(g) !== 'columns' || isQuantType(w.dtype) || w.parts.length !== 1 || w.cols !== hv * dv || dv % 4 !== 0) return false;
-  if (g.floatColumns > 1 && m >= 2) return false;
+  if (headNormColumns(g, m) > 1 && m > COLUMNS_HEAD_NORM_ROWS) return false;
   const lim = g.device.limits;
   return headNormTileBytes(headNormTile(g, m, hv), hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
 }
@@ -84,13 +90,23 @@ export function outProjHeadNormQuant(g: WebGpuKernels, enc: StepEncoder, out: Gp
   }
 }
 
-function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
-  return matmulTile(m, 64 * 4 + hv * 4, hv * 64 * 4, g.device.limits.maxComputeWorkgroupStorageSize);
+/** Output columns a workgroup of the folded out_proj: floatSegments' choice at this M. */
+function headNormColumns(g: WebGpuKernels, m: number): number {
+  return g.floatColumns > 1 && m >= 2 ? g.floatColumns : 1;
 }
 
-/** out += gatedNorm(o)·wᵀ, the normed rows formed in the matmul (wgsl/matmul-group.ts
- * headNorm): the bits of the column launch's norm pass (with the head order) then
- * matmulAdd's one-column float matmul. o: [M, HV·dv] un-normed; out: [M, w.rows]. */
+/** The folded out_proj's tile: the one-column kernel's within the workgroup memory, capped by
+ * the accumulators for C columns (floatColumnsTile, as floatSegments caps it). */
+function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
+  const tm = matmulTile(m, 64 * 4 + hv * 4, hv * 64 * 4, g.device.limits.maxComputeWorkgroupStorageSize);
+  const columns = headNormColumns(g, m);
+  return columns > 1 ? floatColumnsTile(tm, columns) : tm;
+}
+
+/** out += gatedNorm(o)·wᵀ, the normed rows formed in the matmul (wgsl/matmul-group.ts or, C
+ * columns a workgroup at M ≥ 2, wgsl/matmul-columns.ts headNorm): the bits of the column
+ * launch's norm pass (with the head order) then matmulAdd's float matmul at this M.
+ * o: [M, HV·dv] un-normed; out: [M, w.rows]. */
 export function outProjHeadNorm(g: WebGpuKernels, enc: StepEncoder, out: GpuTensor, o: GpuTensor, w: GpuWeight, m: number, gn: HeadNormInput): void {
   const k = w.cols;
   const dtype = w.dtype as FloatDType;
@@ -101,14 +117,18 @@ export function outProjHeadNorm(g: WebGpuKernels, enc: StepEncoder, out: GpuTens
   }
   const sg = g.adapter.features.subgroups && g.subgroupSizeDivides64;
   const loads = floatLoadsFor(dtype, k, o.offset, gn.z.offset, out.buffer === o.buffer || out.buffer === gn.z.buffer);
+  if (loads === 'element') throw new RangeError('out_proj head norm: K is not whole 4-element units');
   const tm = headNormTile(g, m, gn.hv);
   const tiles = Math.ceil(m / tm);
+  const columns = headNormColumns(g, m);
   g.countWeightReads(w, tiles);
   const params = packParams('matmul_head_norm', { k, m, xOff: o.offset, segments: 1, seg0Start: 0, seg0Rows: part.rows, seg0OutOff: out.offset,
     seg0OutStride: w.rows, seg0Col0: part.row0, eps: gn.eps, gnZOff: gn.z.offset, gnOrderOff: gn.order.offset });
-  const key = `matmul_group_${dtype}_1_tm${tm}${sg ? '_sg' : ''}_acc_headnorm${gn.hv}_${loads}`;
-  g.run(enc, key, () => floatMatmulGroupShader(dtype, 1, sg, true, false, null, null, false, tm, loads, gn.hv), params, null,
-    [o.buffer, out.buffer, part.buffer, gn.norm.buffer, gn.z.buffer, gn.order.buffer], grid(part.rows, tiles), `matmul_${dtype}`);
+  const key = `matmul_group_${dtype}_1_tm${tm}${sg ? '_sg' : ''}_acc_headnorm${gn.hv}_${loads}${columns > 1 ? `_cols${columns}` : ''}`;
+  const shader = (): string => columns > 1 ? floatColumnsShader(dtype, 1, sg, true, tm, loads === 'vec4', columns, false, null, null, gn.hv)
+    : floatMatmulGroupShader(dtype, 1, sg, true, false, null, null, false, tm, loads, gn.hv);
+  g.run(enc, key, shader, params, null,
+    [o.buffer, out.buffer, part.buffer, gn.norm.buffer, gn.z.buffer, gn.order.buffer], grid(Math.ceil(part.rows / columns), tiles), `matmul_${dtype}`);
 }
 
 const identities = new Map<number, Int32Array>();

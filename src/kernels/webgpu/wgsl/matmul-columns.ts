@@ -13,13 +13,17 @@
 // The workgroup memory is the one-column kernel's (the columns are reduced one after
 // another through it; the norm's tree buffer as there); the tile of rows is matmulTile's
 // capped by the accumulators (floatColumnsTile). The norm's inverse RMS per row: the
-// one-column kernel's loop and tree.
+// one-column kernel's loop and tree. The head norm (out_proj after the GDN column launch,
+// `headNorm` = HV, 2 ≤ M ≤ 8): each tile row's per-head inverses formed once a workgroup by
+// the one-column kernel's HEAD_NORM_INV, the input element its (((o·inv)·w)·silu(z)) read
+// through out_proj's head order (float-chunks.ts chunkSumLoopHeadNorm's expression): the bits
+// of the gated norm pass then this kernel.
 // Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
 import { paramConsts } from '../params.js';
 import { HEADER, treeSum } from './common.js';
-import { f32Input, floatChunkReader, floatMatmulEntry, type FloatDType } from './float-chunks.js';
+import { HEAD_NORM_INV, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
 import { convFoldDecls, convFoldSteps, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
 
@@ -50,16 +54,20 @@ const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
  * runtime row would live in local memory). The input element is formed once for the C
  * columns by the one-column kernel's expression (`norm`: (x·inv)·w', `gate`: x·act(g)), so
  * each product is of the same two values, added in the one-column kernel's order. */
-function columnsSumLoop(columns: number, tm: number, segments: number, norm: boolean, gate: 'silu' | 'sigmoid' | null): string {
+function columnsSumLoop(columns: number, tm: number, segments: number, norm: boolean, gate: 'silu' | 'sigmoid' | null, headNorm: boolean): string {
   const cs = range(columns);
   const comps = ['x', 'y', 'z', 'w'];
-  const elem = (h: number, r: number, e: string): string => norm ? `((x${h}.${e} * inv${r}) * nw${h}.${e})` : gate ? `(x${h}.${e} * ${gate}(g${h}.${e}))` : `x${h}.${e}`;
-  const input = (h: number, r: number): string => `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}
+  const elem = (h: number, r: number, e: string): string => headNorm ? `(((x${h}.${e} * gi${h}) * nw${h}.${e}) * silu(z${h}.${e}))`
+    : norm ? `((x${h}.${e} * inv${r}) * nw${h}.${e})` : gate ? `(x${h}.${e} * ${gate}(g${h}.${e}))` : `x${h}.${e}`;
+  // the head norm's unit h: o and z at its source hs<h> (head ORD[k / dv]'s element), that head's inverse
+  const load = (h: number, r: number): string => headNorm ? `let x${h} = xq(xo + hs${h}); let z${h} = zq(zo + hs${h}); let gi${h} = ginv[${r}u * GH + hs${h} / gdv];`
+    : `let x${h} = xq(xo + 4u * u${h});${gate ? ` let g${h} = gq(go + 4u * u${h});` : ''}`;
+  const input = (h: number, r: number): string => `${load(h, r)}
         let e${h} = vec4<f32>(${comps.map((e) => elem(h, r, e)).join(', ')});`;
   const adds = (h: number, r: number, c: number): string => comps.map((e) => `s${r}_${c} = s${r}_${c} + w${h}_${c}.${e} * e${h}.${e};`).join(' ');
   const row = (r: number): string => `if (${r}u < rows) {
         let xo = xb + ${r}u * K;
-        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : ''}
+        ${gate ? 'let go = pu(P_gateOff) + xo - pu(P_xOff);' : headNorm ? 'let zo = pu(P_gnZOff) + xo - pu(P_xOff);' : ''}
         ${input(0, r)}
         ${cs.map((c) => adds(0, r, c)).join('\n        ')}
         if (has1) {
@@ -81,17 +89,23 @@ function columnsSumLoop(columns: number, tm: number, segments: number, norm: boo
       ${loads}${norm ? `
       let nw0 = select(NW[u0], 1.0 + NW[u0], pu(P_zeroCentered) == 1u);
       var nw1 = vec4<f32>(0.0);
-      if (has1) { nw1 = select(NW[u1], 1.0 + NW[u1], pu(P_zeroCentered) == 1u); }` : ''}
+      if (has1) { nw1 = select(NW[u1], 1.0 + NW[u1], pu(P_zeroCentered) == 1u); }` : ''}${headNorm ? `
+      let hs0 = head_src(4u * u0, gdv);
+      let nw0 = NW[((4u * u0) % gdv) / 4u];
+      var hs1 = 0u;
+      var nw1 = vec4<f32>(0.0);
+      if (has1) { hs1 = head_src(4u * u1, gdv); nw1 = NW[((4u * u1) % gdv) / 4u]; }` : ''}
       ${range(tm).map(row).join('\n      ')}
     }`;
 }
 
 /** The multi-column variant of floatMatmulGroupShader (plain or `accumulate`, chunked loads
- * `vec4` (x as vec4<f32>) or not (scalars); `conv` as there); bindings and params as there, the segments'
- * starts in workgroups (groupSegmentParams with `columns`). */
+ * `vec4` (x as vec4<f32>) or not (scalars); `conv` and `headNorm` (HV; 0: none) as there);
+ * bindings and params as there, the segments' starts in workgroups (groupSegmentParams with `columns`). */
 export function floatColumnsShader(dtype: FloatDType, segments: number, subgroups: boolean, accumulate: boolean, tm = TM, vec4 = true,
-  columns = FLOAT_COLUMNS, norm = false, gate: 'silu' | 'sigmoid' | null = null, conv: ConvFoldShape | null = null): string {
+  columns = FLOAT_COLUMNS, norm = false, gate: 'silu' | 'sigmoid' | null = null, conv: ConvFoldShape | null = null, headNorm = 0): string {
   if (norm && gate) throw new Error('matmul columns: a norm and a gated input together');
+  if (headNorm > 0 && (norm || gate || conv || segments !== 1)) throw new Error('matmul columns: the head norm input is alone, one segment');
   if (conv && accumulate) throw new Error('matmul columns: the conv fold is for a plain (not accumulating) group');
   if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
   if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
@@ -138,13 +152,14 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
     + `gcol < pu(P_seg${s}Start) + (pu(P_seg${s}Rows) + ${columns - 1}u) / ${columns}u) { sg = ${s}u; }`).join('\n  ');
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
-${paramConsts('matmul_group')}
+${paramConsts(headNorm > 0 ? 'matmul_head_norm' : 'matmul_group')}
 ${f32Input('X', 'x', 1, vec4)}
 ${outs}
 ${readers}
 ${gate ? f32Input('GB', 'g', 2 + 2 * segments, vec4) : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<vec4<f32>>;
-${treeSum('nred')}` : ''}${conv ? `
+${treeSum('nred')}` : ''}${headNorm > 0 ? `
+${headNormDecls(headNorm, tm, 2 + 2 * segments, vec4)}` : ''}${conv ? `
 ${convFoldDecls(2 + 2 * segments + (norm || gate ? 1 : 0), conv.steps)}` : ''}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
@@ -162,12 +177,13 @@ ${floatMatmulEntry(subgroups)}
     for (var p = t; p < K; p += 64u) { let v = xs(xb + ${r}u * K + p); ss = ss + v * v; }
     let total = tree_sum(t, ss);
     inv${r} = 1.0 / sqrt(total / f32(K) + pf(P_eps));
-  }`).join('\n  ')}` : ''}
+  }`).join('\n  ')}` : ''}${headNorm > 0 ? `
+  ${HEAD_NORM_INV}` : ''}
   // the segment's first column and last row
   var cb = 0u;
   var last = 0u;
   ${branches(`cb = (gcol - pu(SEG_Start)) * ${columns}u; last = pu(SEG_Rows) - 1u;`)}
-  ${columnsSumLoop(columns, tm, segments, norm, gate)}
+  ${columnsSumLoop(columns, tm, segments, norm, gate, headNorm > 0)}
   // column by column through the one-column kernel's buffer and reduction
   ${range(columns).map((c) => `{
     ${reduce(c)}
