@@ -8,26 +8,14 @@ import { lmHeadInto, mtpForward, type MtpDeviceIds, type MtpSeqInput } from '../
 import { StepArena } from '../src/model/arena.js';
 import type { Model } from '../src/model/model.js';
 import { sameBits } from './engine-helpers.js';
+import { mtpInputsByCalls } from '../src/kernels/mtp-inputs-by-calls.js';
 
 type AnyModel = Model<Tensor, Tensor>;
 
-/** The calls mtpForward issued before Kernels.mtpInputs, verbatim (the reference bits). */
+/** The calls mtpForward issued before Kernels.mtpInputs (the reference bits: the by-calls
+ * definition ref and wasm run). */
 export function oldMtpInputs(k: AnyKernels, a: MtpInputs<Tensor, Tensor>): void {
-  const h = a.table.cols;
-  const m = a.runs.reduce((n, r) => n + r.n + (r.first ? 1 : 0), 0);
-  let first = 0;
-  for (const s of a.runs) {
-    const head = s.first ? 1 : 0;
-    if (s.first) k.write(a.hid, first * h, s.first);
-    k.copyRows(a.hid, (first + head) * h, h, s.src, s.row * h, h, s.n, h);
-    first += head + s.n;
-  }
-  if ('device' in a.ids) k.embedIds(a.e, a.table, a.ids.device, a.ids.offset, m);
-  else k.embed(a.e, a.table, a.ids.host);
-  k.rmsNorm(a.e, a.e, a.normEmbedding, m, a.eps, a.zeroCentered);
-  k.rmsNorm(a.hid, a.hid, a.normHidden, m, a.eps, a.zeroCentered);
-  k.copyRows(a.cat, 0, 2 * h, a.e, 0, h, m, h);
-  k.copyRows(a.cat, h, 2 * h, a.hid, 0, h, m, h);
+  mtpInputsByCalls(k, a);
 }
 
 /** A sequence of a case: rows [row, row + n) of the hidden source, after a host first row. */

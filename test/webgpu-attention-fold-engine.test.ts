@@ -11,6 +11,7 @@ import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import { forceAttentionFold } from '../src/kernels/webgpu/attention-fold.js';
 import { type RunResult, runAll, sameBits, withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
+import { dispatchesPerReadBack } from './webgpu-helpers.js';
 
 const base = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, prefixCache: false, maxRunning: 2 };
 // two prompts together (8 and 9 tokens: the 9-token prefill is two blocks, not folded)
@@ -21,15 +22,7 @@ async function runs(fold: boolean, spec: number): Promise<{ out: RunResult[]; st
   return withEngine({ ...base, model: TINY_THINK(), specTokens: spec }, async (e: Engine) => {
     const k = e.model.kernels as unknown as WebGpuBoundaryKernels;
     forceAttentionFold(k.g, fold);
-    const steps: number[] = [];
-    const readBack = k.readBack.bind(k);
-    let last = k.counters.dispatches;
-    k.readBack = async (ranges) => {
-      const got = await readBack(ranges);
-      steps.push(k.counters.dispatches - last);
-      last = k.counters.dispatches;
-      return got;
-    };
+    const steps = dispatchesPerReadBack(k);
     const out = await runAll(e, PROMPTS);
     return { out, steps, rounds: e.stats().spec.rounds };
   });

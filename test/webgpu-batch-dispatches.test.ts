@@ -34,7 +34,7 @@ import { Rng } from '../src/util/rng.js';
 import { sameBits, withEngine } from './engine-helpers.js';
 import { TINY_THINK, sharedPath } from './paths.js';
 import { labelsPerStep } from './webgpu-step-labels.js';
-import { gpuUnderTest } from './webgpu-helpers.js';
+import { dispatchesPerReadBack, gpuUnderTest } from './webgpu-helpers.js';
 
 let k: WebGpuBoundaryKernels;
 let model: AnyModel;
@@ -96,15 +96,7 @@ describe('webgpu dispatches per step vs streams (decode and prefill)', () => {
   const engineSteps = async (n: number): Promise<number[]> =>
     withEngine({ model: TINY_THINK(), kernels: 'webgpu', specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, specTokens: 0, prefixCache: false, maxRunning: n }, async (e) => {
       const g = e.model.kernels as unknown as WebGpuBoundaryKernels;
-      const perStep: number[] = [];
-      const readBack = g.readBack.bind(g);
-      let last = g.counters.dispatches;
-      g.readBack = async (ranges) => {
-        const got = await readBack(ranges);
-        perStep.push(g.counters.dispatches - last);
-        last = g.counters.dispatches;
-        return got;
-      };
+      const perStep = dispatchesPerReadBack(g);
       const req = { promptIds: [1, 2, 3, 4, 5, 6], maxTokens: 4, ignoreEos: true };
       await Promise.all(Array.from({ length: n }, () => e.complete(req)));
       return perStep;

@@ -10,6 +10,7 @@ import { gpuWithWorkgroupStorage } from './webgpu-limits.js';
 import type { CandidateDraw } from '../src/kernels/types.js';
 import { candidateDrawsOn, packDrawTable } from '../src/kernels/webgpu/candidate-draws.js';
 import { idsOf } from '../src/engine/device-picks.js';
+import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 
 /** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
 /** `readbackPacing: false`: no sleep before a read-back (AcquireOptions; on by default). */
@@ -66,4 +67,19 @@ export async function drawsOnGpu(g: WebGpuKernels, ids: Int32Array, vals: Float3
   g.alloc.write(table, words, 0);
   const [got] = await run(g, (e) => candidateDrawsOn(g, e, { out, outOffset: 1, ids: idsT, vals: valsT, candOffset: 0, c, m }, table), out);
   return idsOf(got!);
+}
+
+/** The dispatches of each step from now on (one entry per read-back call, the step's end),
+ * counted by wrapping the kernels' readBack: the returned array fills as the engine runs. */
+export function dispatchesPerReadBack(k: WebGpuBoundaryKernels): number[] {
+  const steps: number[] = [];
+  const readBack = k.readBack.bind(k);
+  let last = k.counters.dispatches;
+  k.readBack = async (ranges) => {
+    const got = await readBack(ranges);
+    steps.push(k.counters.dispatches - last);
+    last = k.counters.dispatches;
+    return got;
+  };
+  return steps;
 }

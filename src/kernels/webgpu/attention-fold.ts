@@ -7,21 +7,17 @@
 // attends after a storage barrier: one dispatch where attention_inputs + attention were two,
 // the same bits (one WGSL text for the norms and RoPE, wgsl/head-inputs.ts). A step with a
 // longer sequence (a prefill: several blocks, tile blocks) keeps the separate dispatch.
-import type { AttentionDims, AttentionInputs, BatchSeq, RopeTable } from '../types.js';
+import type { AttentionDims, AttentionInputs, RopeTable } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
-import { attentionGroupDispatch, attentionGroupShape, groupRowsOf, type KvRun } from './attention-group.js';
+import { attentionGroupDispatch, attentionGroupShape, groupRowsOf, type KvRun, type StepTable } from './attention-group.js';
 import { foldWorkgroupBytes } from './wgsl/attention-tile.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
-/** What the fold reads of a step batch (batch.ts GpuStepBatch). */
-interface FoldBatch {
-  readonly seqs: readonly BatchSeq[];
-  readonly table: GpuTensor;
-  readonly rowsOff: number;
-  readonly seqsOff: number;
+/** What the fold reads of a step batch (batch.ts GpuStepBatch): the kernel's, and the rope's. */
+interface FoldBatch extends StepTable {
   readonly cs: GpuTensor | null;
   readonly rope: RopeTable | null;
 }

@@ -21,7 +21,7 @@ import { attentionPrefillShader, prefillQueries, prefillShapeFor, type PrefillSh
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
 
 /** What the kernel reads of a step batch (batch.ts StepTable). */
-interface StepTable {
+export interface StepTable {
   readonly seqs: readonly BatchSeq[];
   readonly table: GpuTensor;
   readonly rowsOff: number;
