@@ -3,6 +3,7 @@
 // mtpForward + lmHeadInto (contiguous rows: a view of the hidden rows) against the old calls
 // + a gathered lm_head. Shared by test/mtp-inputs (ref, wasm) and test/webgpu-mtp-inputs.
 import assert from 'node:assert/strict';
+import { test } from 'node:test';
 import type { AnyKernels, KvLayerView, MtpInputs, Tensor } from '../src/kernels/types.js';
 import { lmHeadInto, mtpForward, type MtpDeviceIds, type MtpSeqInput } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
@@ -221,4 +222,19 @@ export async function checkChainedSteps(model: AnyModel, seed: number): Promise<
   const want = await run(true);
   assert.ok(want.some((v) => v !== 0) && want.every(Number.isFinite), 'reference rows are finite and not all zero');
   assert.ok(sameBits(got, want), `chained draft steps reading the MTP output in place differ from a copy: first at ${firstDiff(got, want)}`);
+}
+
+/** The checks every backend runs the same way, registered as tests of the current suite:
+ * draft logits, the lm_head view and chained draft steps over `model()` (a getter: a suite
+ * may load its model in a `before`). */
+export function registerDraftChecks(model: () => AnyModel): void {
+  test('draft logits (mtpForward + lm_head view) == the old calls + gathered lm_head', async () => {
+    for (const [i, c] of CASES.entries()) for (const device of [false, true]) await checkDraftLogits(model(), c, device, 21 + i);
+  });
+  test('lm_head over contiguous rows (a view) == the rows gathered', async () => {
+    await checkHeadView(model(), 5);
+  });
+  test('chained draft steps: the next step reads the MTP output in place == a copy', async () => {
+    await checkChainedSteps(model(), 9);
+  });
 }
