@@ -96,6 +96,8 @@ export function shapeSummary(runs, shape, bandwidth) {
     decode_over_pytorch: ratio(decodeTokS, floorTokS),
     host_us_per_dispatch: fig(decode, 'gpu', 'host_us_per_dispatch'),
     gpu_ms_per_step: fig(decode, 'gpu', 'gpu_ms_per_step'),
+    // overlapped decode (the default, as the engine's greedy decode) ÷ the plain loop, tok/s
+    overlap_over_plain: ratio(decodeTokS, fig(r('decode-bf16-plain'), 'tok_s', 'median')),
     skip_validation_over_plain: ratio(fig(r('decode-bf16-skip-validation'), 'tok_s', 'median'), decodeTokS),
     // the adapter's default submits (chunked on a GPU) ÷ one submit a step, decode tok/s
     default_submits_over_single: ratio(decodeTokS, fig(r('decode-bf16-single-submit'), 'tok_s', 'median')),

@@ -52,6 +52,9 @@ export function planSteps(mode, shapes, work, torchScript, cores = 2) {
       args: ['bench', '--kernels', 'webgpu', '--json', '--repeat', '1', '--model', art(s, 'bf16'), '--mode', 'prefill', '--prompt-tokens', String(z.prefill)] }),
     // Dawn's validation skipped: what it costs the host per dispatch
     'decode-bf16-skip-validation': (s) => ({ ...bench(s, ['--mode', 'decode']), env: { DELTASERVE_DAWN_TOGGLES: 'skip_validation' } }),
+    // the plain loop: each step recorded after the one before it was read back (the default
+    // overlaps them, as the engine's greedy decode: engine/overlap.ts)
+    'decode-bf16-plain': (s) => bench(s, ['--mode', 'decode', '--overlap', 'off']),
     // one submit a step (a GPU's default submits in chunks: kernels/webgpu/submit-chunks.ts)
     'decode-bf16-single-submit': (s) => ({ ...bench(s, ['--mode', 'decode']), env: { DELTASERVE_SUBMIT_CHUNK: '0' } }),
     // --no-mmproj: a flat checkpoint has no vision tower to write
@@ -75,7 +78,7 @@ export function planSteps(mode, shapes, work, torchScript, cores = 2) {
     [shapes, ['make-model', 'decode-bf16']],
     [largestFirst, ['verify-4-bf16', 'streams-32-bf16', 'mtp-0.8-bf16', 'pytorch-floor-bf16']],
     [null, ['copy-bandwidth']],
-    [shapes, ['streams-8-bf16', 'prefill-2048-bf16', 'decode-bf16-skip-validation', 'decode-bf16-single-submit']],
+    [shapes, ['streams-8-bf16', 'prefill-2048-bf16', 'decode-bf16-plain', 'decode-bf16-skip-validation', 'decode-bf16-single-submit']],
     [shapes, ['quantize-q8_0', 'decode-q8_0', 'quantize-q4_k_m', 'decode-q4_k_m', 'decode-q4_k_m-unfolded']],
   ];
   const steps = [];

@@ -106,6 +106,9 @@ test('gpu-bench.sh --dry-run writes one JSON with every step measured', { timeou
     const skip = j.runs[`${s}.decode-bf16-skip-validation`];
     assert.ok(skip && !skip.error && skip.gpu!.host_us_per_dispatch! > 0, `decode with validation skipped: ${JSON.stringify(skip)}`);
     assert.deepEqual(skip.gpu!.dawn_toggles, ['skip_validation'], 'the run reports the toggle it ran with');
+    const plain = j.runs[`${s}.decode-bf16-plain`] as unknown as { overlap?: boolean; error?: string } | undefined;
+    assert.ok(plain && !plain.error && plain.overlap === false, `decode in the plain loop: ${JSON.stringify(plain)}`);
+    assert.equal((j.runs[`${s}.decode-bf16`] as unknown as { overlap?: boolean }).overlap, true, 'decode overlapped by default');
     const single = j.runs[`${s}.decode-bf16-single-submit`];
     assert.ok(single && !single.error && single.gpu!.submits_per_step === 1, `decode with one submit a step: ${JSON.stringify(single)}`);
     const unfolded = j.runs[`${s}.decode-q4_k_m-unfolded`];

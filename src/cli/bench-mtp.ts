@@ -98,12 +98,14 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
   // MTP off: the reference outputs and speed
   const offEngine = await Engine.load({ ...base, specTokens: 0 });
   let off: Awaited<ReturnType<typeof measure>>;
+  const gpu = offEngine.model.kernels.limits.deviceMemoryBytes !== null; // overlapped decode is on
   try {
     await timedRun(offEngine, warm);
     off = await measure(offEngine, reqs, o.repeat);
   } finally {
     await offEngine.close();
   }
+  const plain = gpu ? await plainLoop(base, warm, reqs, o.repeat, off.last) : null;
   const targets = new Map(off.last.prompts.map((p, i) => [p.join(','), off.last.ids[i]!]));
   // one on-engine for every rate: the hook consults the rate being measured
   const simulated: { fn: DraftOverride | null } = { fn: null };
@@ -135,10 +137,29 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
     }
     return {
       mode: 'mtp', kernels: onEngine.info.kernels.name, model: base.model ?? 'built-in', batch: o.batch, spec_tokens: o.specTokens,
-      gen_tokens: o.genTokens, repeat: o.repeat, node: process.version, tok_s_off: off.tokS, runs: results,
+      gen_tokens: o.genTokens, repeat: o.repeat, node: process.version, tok_s_off: off.tokS,
+      ...(plain ? { tok_s_off_no_overlap: plain.tokS, overlap_speedup: off.tokS / plain.tokS } : {}), runs: results,
     };
   } finally {
     await onEngine.close();
+  }
+}
+
+/** On a GPU backend, MTP off with overlapped decode off too (engine/overlap.ts; a CPU
+ * backend never overlaps): the plain loop's speed, its outputs checked equal to the
+ * overlapped run's. */
+async function plainLoop(base: EngineOptions, warm: readonly GenerateRequest[], reqs: readonly GenerateRequest[], repeat: number,
+  overlapped: RunOut): Promise<Awaited<ReturnType<typeof measure>>> {
+  const e = await Engine.load({ ...base, specTokens: 0, overlapSteps: false });
+  try {
+    await timedRun(e, warm);
+    const plain = await measure(e, reqs, repeat);
+    plain.last.ids.forEach((ids, i) => {
+      if (ids.join(',') !== overlapped.ids[i]!.join(',')) throw new DeltaserveError('internal', `bench mtp: request ${i}'s output with overlapped decode differs from the plain loop's`);
+    });
+    return plain;
+  } finally {
+    await e.close();
   }
 }
 

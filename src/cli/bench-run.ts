@@ -2,7 +2,7 @@
 // directly (no scheduler), one read-back per step carrying the greedy ids (the argmax on the
 // kernels, as the engine's greedy step) — shared by the mtp bench's verify timing.
 import type { Tensor } from '../kernels/types.js';
-import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { DEVICE_TOKEN, forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import { GDN_CHUNK } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
 import { type AnyModel, allocBatchMemory, type SequenceMemory } from '../model/model.js';
@@ -33,7 +33,7 @@ const since = (c0: number | null): number | null => {
 
 const plus = (a: number | null, b: number | null): number | null => (a === null || b === null ? null : a + b);
 
-function seqs(mems: SequenceMemory<Tensor>[], tokens: number[][], start: number[], chunked: boolean): SeqInput<Tensor>[] {
+function seqs(mems: SequenceMemory<Tensor>[], tokens: ArrayLike<number>[], start: number[], chunked: boolean): SeqInput<Tensor>[] {
   return mems.map((m, i) => ({ tokens: tokens[i]!, start: start[i]!, pageTable: m.pageTable, kv: m.kv, state: m.state, chunked }));
 }
 
@@ -52,9 +52,11 @@ async function readPicks(model: AnyModel, ids: Tensor, logits: Tensor, rows: num
 }
 
 /** One timed run; `onTimed` is called right before the timed steps (after the prompt), and
- * `timing` (the profiler's switch) is on exactly while the clock runs. */
+ * `timing` (the profiler's switch) is on exactly while the clock runs. `overlap` (decode on a
+ * GPU backend, as the engine's overlapped decode: engine/overlap.ts): step s + 1 is recorded
+ * and submitted before step s's read-back is awaited, its tokens step s's picks on the device. */
 export async function benchOnce(model: AnyModel, mode: string, batch: number, prompt: number, gen: number, verify: number, rng: Rng,
-  onTimed?: () => void, timing: (on: boolean) => void = () => {}): Promise<Run> {
+  onTimed?: () => void, timing: (on: boolean) => void = () => {}, overlap = false): Promise<Run> {
   const ws = new StepArena(model);
   const vocab = model.config.vocabSize;
   const randomIds = (n: number): number[] => Array.from({ length: n }, () => Math.floor(rng.next() * Math.min(vocab, 990)));
@@ -91,18 +93,24 @@ export async function benchOnce(model: AnyModel, mode: string, batch: number, pr
   const t0 = performance.now();
   let recordMs = 0;
   let threadCpuMs: number | null = 0;
+  const chained = overlap && mode === 'decode';
+  let previous: Promise<void> | null = null; // the step whose read-back is pending (overlap)
   for (let s = 0; s < steps; s++) {
-    const toks = mems.map(() => randomIds(per));
+    const toks = mems.map(() => (chained && s > 0 ? DEVICE_TOKEN : randomIds(per)));
     const r0 = performance.now();
     const c0 = threadCpuNow();
-    const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false));
+    const fw = forwardHidden(model, ws, seqs(mems, toks, mems.map(() => pos), false), chained && s > 0 ? { ids, offset: 0 } : null);
     lmHeadInto(model, ws, fw.hidden, Array.from({ length: batch * per }, (_, r) => r), logits);
     recordMs += performance.now() - r0;
     const read = readPicks(model, ids, logits, batch * per); // runs to its first await: the submit
     threadCpuMs = plus(threadCpuMs, since(c0));
-    await read;
+    if (chained) {
+      await previous;
+      previous = read;
+    } else await read;
     pos += per;
   }
+  await previous;
   const ms = performance.now() - t0;
   timing(false);
   return { tokens: batch * steps * per, ms, steps, recordMs, threadCpuMs };

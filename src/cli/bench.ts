@@ -42,6 +42,9 @@ export const BENCH_HELP = `deltaserve bench [options]        prints a table (tes
                             mtp: the prompt of the round-phase timings, default 32)
   --gen-tokens N            timed steps (default 32)
   --verify-tokens V         tokens per sequence of a verify step (default 4)
+  --overlap on|off          decode on a GPU backend: record step s + 1 before step s's read-back,
+                            its tokens step s's picks on the device, as the engine's greedy decode
+                            does (default on; "overlap" in the JSON)
   --threads T               (default: available cores)
   --quantize q8_0|q4_k      quantize matmul weights as they load
   --kernels cpu|wasm|ref|webgpu|auto  (default cpu: wasm when built); on webgpu the JSON adds
@@ -116,7 +119,7 @@ export async function runBench(argv: string[]): Promise<void> {
       model: { type: 'string' }, mode: { type: 'string' }, batch: { type: 'string' }, 'prompt-tokens': { type: 'string' },
       'gen-tokens': { type: 'string' }, 'verify-tokens': { type: 'string' }, threads: { type: 'string' }, kernels: { type: 'string' },
       repeat: { type: 'string' }, vocab: { type: 'string' }, quantize: { type: 'string' }, profile: { type: 'boolean' }, json: { type: 'boolean' },
-      schema: { type: 'string', multiple: true }, 'decode-ms': { type: 'string' },
+      schema: { type: 'string', multiple: true }, 'decode-ms': { type: 'string' }, overlap: { type: 'string' },
       'accept-rate': { type: 'string' }, 'spec-tokens': { type: 'string' }, 'kv-cache-tokens': { type: 'string' }, seed: { type: 'string' },
       ...SAMPLE_OPTIONS,
     },
@@ -159,7 +162,9 @@ export async function runBench(argv: string[]): Promise<void> {
       return;
     }
     const rng = new Rng(1);
-    await benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng); // warm-up
+    // decode on a GPU backend: overlapped as the engine's greedy decode (--overlap off: the plain loop)
+    const overlap = mode === 'decode' && kernels.limits.deviceMemoryBytes !== null && overlapFlag(str(values, 'overlap'));
+    await benchOnce(model, mode, batch, Math.min(prompt, 16), 2, verify, rng, undefined, undefined, overlap); // warm-up
     const gpu = gpuCounters(kernels);
     const emulation = emulationWarning(kernels);
     if (emulation) process.stderr.write(`deltaserve: ${emulation}\n`);
@@ -168,7 +173,7 @@ export async function runBench(argv: string[]): Promise<void> {
     // the roofline uses the median probe.
     const probes: number[] = [];
     const once = async (onTimed?: () => void): Promise<Run> => {
-      const run = await benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed, (on) => profile?.setEnabled(on));
+      const run = await benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed, (on) => profile?.setEnabled(on), overlap);
       runs.push(run);
       return run;
     };
@@ -179,13 +184,13 @@ export async function runBench(argv: string[]): Promise<void> {
       const bw = await probe(kernels);
       if (bw !== null) probes.push(bw);
       if (gpu && r === repeat - 1) {
-        gpuFields = await gpuStepReport(gpu, once, profile ? (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed) : null);
+        gpuFields = await gpuStepReport(gpu, once, profile ? (onTimed) => benchOnce(model, mode, batch, prompt, gen, verify, rng, onTimed, undefined, overlap) : null);
       } else await once();
       if (process.stderr.isTTY) process.stderr.write(`\rbench ${mode}: run ${r + 1}/${repeat}`);
     }
     if (process.stderr.isTTY) process.stderr.write('\n');
     const bandwidth = probes.length > 0 ? median(probes) : null;
-    const result: Record<string, unknown> = { ...report(model, kernels, mode, batch, prompt, verify, runs, bandwidth), gen_tokens: gen };
+    const result: Record<string, unknown> = { ...report(model, kernels, mode, batch, prompt, verify, runs, bandwidth), gen_tokens: gen, overlap };
     if (profile) {
       const steps = runs.reduce((a, r) => a + r.steps, 0);
       result['profile'] = profile.report(steps, runs.reduce((a, r) => a + r.ms, 0));
@@ -225,6 +230,13 @@ async function benchMtp(values: ArgValues): Promise<void> {
   } finally {
     kernels.dispose();
   }
+}
+
+/** --overlap on|off (default on). */
+function overlapFlag(s: string | undefined): boolean {
+  if (s === undefined || s === 'on') return true;
+  if (s === 'off') return false;
+  throw new DeltaserveError('bad_request', `--overlap must be on or off (got "${s}")`);
 }
 
 function report(model: AnyModel, kernels: AnyKernels, mode: string, batch: number, prompt: number, verify: number, runs: Run[],

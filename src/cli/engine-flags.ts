@@ -29,6 +29,7 @@ export const ENGINE_FLAGS = {
   'max-context': { type: 'string' },
   'spec-tokens': { type: 'string' },
   'spec-adaptive': { type: 'string' },
+  'overlap': { type: 'string' },
   'draft-vocab': { type: 'string' },
   'no-prefix-cache': { type: 'boolean' },
   'state-track-interval': { type: 'string' },
@@ -61,6 +62,8 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
   --max-context N           context length cap (default: the model's, lowered to what the memory budget allows)
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
   --spec-adaptive on|off    adapt k to measured throughput (default on; sampled requests keep k)
+  --overlap on|off          GPU: record each greedy decode step while the one before it runs
+                            (its picks stay on the device; the same outputs; default on)
   --draft-vocab N           MTP drafts among token ids < N only: a cheaper draft lm_head,
                             lossless for any N (default 32768)
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)
@@ -92,7 +95,8 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'kv-cache-tokens', 1) !== undefined ? { kvCacheTokens: int(v, 'kv-cache-tokens', 1)! } : {}),
     ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
     ...(int(v, 'spec-tokens', 0) !== undefined ? { specTokens: int(v, 'spec-tokens', 0)! } : {}),
-    ...(specAdaptive(v) !== undefined ? { specAdaptive: specAdaptive(v)! } : {}),
+    ...(onOff(v, 'spec-adaptive') !== undefined ? { specAdaptive: onOff(v, 'spec-adaptive')! } : {}),
+    ...(onOff(v, 'overlap') !== undefined ? { overlapSteps: onOff(v, 'overlap')! } : {}),
     ...(int(v, 'draft-vocab', 1) !== undefined ? { draftVocab: int(v, 'draft-vocab', 1)! } : {}),
     ...(v['no-prefix-cache'] ? { prefixCache: false } : {}),
     ...(int(v, 'state-track-interval', 1) !== undefined ? { stateTrackInterval: int(v, 'state-track-interval', 1)! } : {}),
@@ -167,9 +171,10 @@ function mmprojArg(v: ArgValues): { mmproj?: string | false } {
   return v['no-mmproj'] ? { mmproj: false } : {};
 }
 
-function specAdaptive(v: ArgValues): boolean | undefined {
-  const s = str(v, 'spec-adaptive');
+/** An on|off flag's value (undefined: not given). */
+function onOff(v: ArgValues, name: string): boolean | undefined {
+  const s = str(v, name);
   if (s === undefined) return undefined;
   if (s === 'on' || s === 'off') return s === 'on';
-  throw new DeltaserveError('bad_request', `--spec-adaptive must be on or off (got "${s}")`);
+  throw new DeltaserveError('bad_request', `--${name} must be on or off (got "${s}")`);
 }

@@ -62,6 +62,15 @@ export class BatchSlots {
     return b;
   }
 
+  /** Append a one-token decode row at `start` whose token is not appended yet: an
+   * overlapped step's row (overlap.ts), recorded before the step that samples it commits. */
+  pushChained(b: Batch, req: RequestView, start: number): BatchRow {
+    const row = this.push(b, req, 1, false);
+    row.start = start;
+    row.sample = true;
+    return row;
+  }
+
   /** Append a real row; rows stay packed at the front (rows < nReal are real). */
   push(b: Batch, req: RequestView, n: number, chunked: boolean, verify = false): BatchRow {
     const row = b.rows[b.nReal];

@@ -50,6 +50,10 @@ export interface EngineOptions {
    * turn that includes the answer hits: an internal prefill of the generated tokens in
    * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
   readonly prefixCacheGenerationSnapshots?: boolean;
+  /** Overlapped decode (engine/overlap.ts; default true): on a GPU backend, greedy decode
+   * steps are recorded and submitted while the step before them runs, its picks feeding
+   * their embedding on the device. The same outputs either way; CPU backends never overlap. */
+  readonly overlapSteps?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
   /** MTP drafts are chosen among token ids [0, draftVocab) only: the draft lm_head reads

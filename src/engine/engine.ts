@@ -26,6 +26,7 @@ import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { type PrefixContext, queueGenerationSnapshot, rowMaySnapshot } from './prefix.js';
+import { chainable, type ChainFacts } from './overlap.js';
 import { resolveModel } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
 import type { VisionModel } from '../vision/load.js';
@@ -54,6 +55,12 @@ export class Engine {
   private loopDone: Promise<void>;
   /** The last step started: steps run one at a time (close() queues one behind the loop's). */
   private lastStep: Promise<void> = Promise.resolve();
+  /** Overlapped decode (overlap.ts) is on: a GPU backend, and not turned off. */
+  private readonly overlap: boolean;
+  /** The step recorded ahead (overlap.ts), taken by the next step() instead of scheduling. */
+  private chained: RunningStep | null = null;
+  /** When the last step's update ended (an overlapped step's time starts there at the earliest). */
+  private lastStepEnd = 0;
   readonly maxContext: number;
   /** MTP draft tokens per verify round at most (0 = speculation off). */
   get specTokens(): number {
@@ -100,6 +107,8 @@ export class Engine {
   ) {
     this.vision = visionModel ? new VisionEngine(visionModel, model.kernels, model.config.rotaryDim / 2, opts.maxImagePixels) : null;
     this.metrics = new EngineMetrics(hooks.clock);
+    // a CPU backend computes while it records: there is nothing to overlap
+    this.overlap = (opts.overlapSteps ?? true) && model.kernels.limits.deviceMemoryBytes !== null;
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
@@ -262,6 +271,7 @@ export class Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     for (const r of [...this.scheduler.running, ...this.scheduler.waiting]) this.scheduler.abort(r);
+    while (this.chained) await this.runStep(); // a step recorded ahead (aborted rows chain no further)
     await this.runStep(); // reaps the aborted requests
     this.closed = true;
     this.wake?.();
@@ -281,7 +291,7 @@ export class Engine {
 
   private async loop(): Promise<void> {
     while (!this.closed) {
-      if (!this.scheduler.hasWork()) {
+      if (!this.scheduler.hasWork() && !this.chained) {
         this.checkIntegrity();
         this.persist?.maybeSave();
         // idle: wait for work, or until unsaved cache changes are due for saving
@@ -308,18 +318,32 @@ export class Engine {
   }
 
   /** One step: schedule → execute → sample → update → draft. A failure of the forward or
-   * the sampler fails this batch's requests only; one of the MTP head, the drafting ones. */
+   * the sampler fails this batch's requests only; one of the MTP head, the drafting ones.
+   * Overlapped decode (overlap.ts): the step after this one may be recorded and submitted
+   * before this one's read-back; the next call then takes it instead of scheduling. */
   private async step(): Promise<void> {
-    this.testPreempt();
-    const batch = this.scheduler.schedule(); // reaps aborts, admits, preempts
-    if (!batch) return;
-    const t0 = performance.now();
+    let running = this.chained;
+    this.chained = null;
+    if (!running) {
+      this.testPreempt();
+      const batch = this.scheduler.schedule(); // reaps aborts, admits, preempts
+      if (!batch) return;
+      this.testPoison(batch);
+      const t0 = performance.now();
+      running = { batch, result: this.runner.run(batch), t0, chained: false }; // recorded and submitted
+    }
+    const { batch, t0 } = running;
+    if (chainable(batch, this.chainFacts())) {
+      const next = this.scheduler.chain(batch);
+      const t0 = performance.now();
+      if (next) this.chained = { batch: next, result: this.runner.run(next, true), t0, chained: true };
+      this.chained?.result.catch(() => undefined); // its failure is reported when its step is taken
+    }
     const k = this.speculative.verifiedK;
     let result: StepResult;
     let sampled: StepOutcome;
     try {
-      this.testPoison(batch);
-      result = await this.runner.run(batch); // execute: the step's one await of a read-back
+      result = await running.result; // execute: the step's one await of a read-back
       sampled = stepOutcome(batch, result, this.sampler, this.speculative, this.model.config.hiddenSize, this.sampleVocab); // sample
     } catch (e) {
       this.scheduler.update({ kind: 'failed', reqs: batch.rows.slice(0, batch.nReal).map((r) => r.req!), error: e });
@@ -327,9 +351,23 @@ export class Engine {
     }
     const commit = this.scheduler.update(sampled); // update: the only writer of request progress
     await this.draft(commit, result); // draft: the next round's drafts, recorded by the update
-    const ms = performance.now() - t0;
+    // an overlapped step's time runs from its recording or the step before it ended, the later
+    const end = performance.now();
+    const ms = end - Math.max(t0, this.lastStepEnd);
+    this.lastStepEnd = end;
     this.speculative.observe(batch, k, commit.generated, ms);
-    this.metrics.stepDone(batch, commit.generated, ms);
+    this.metrics.stepDone(batch, commit.generated, ms, running.chained);
+  }
+
+  /** What decides whether the step after a batch may be recorded before its read-back. */
+  private chainFacts(): ChainFacts {
+    const prefix = this.prefix;
+    return {
+      enabled: this.overlap && !this.closed && this.hooks.preemptIf === undefined && !this.hooks.poisonPadding,
+      speculating: this.speculative.kMax > 0,
+      waiting: this.scheduler.waiting.length,
+      maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
+    };
   }
 
   /** Draft the next round for what the step committed; update records the drafts. */
@@ -363,6 +401,16 @@ export class Engine {
       queueGenerationSnapshot(this.prefix, req, this.tokenizer, this.nextId++, this.maxContext, (r) => this.scheduler.add(r));
     }
   }
+}
+
+/** A step whose forward is recorded and submitted, its read-back pending. */
+interface RunningStep {
+  readonly batch: Batch;
+  readonly result: Promise<StepResult>;
+  /** When its recording began (host clock, ms). */
+  readonly t0: number;
+  /** Recorded before the step before it was read back (overlap.ts). */
+  readonly chained: boolean;
 }
 
 /** State-pool chunks within the backend's binding limit (GPU: a batch's slots in one

@@ -19,7 +19,9 @@ export interface EngineStats {
   readonly tokensPerSecond: number;
   readonly requests: { readonly started: number; readonly finished: number };
   readonly tokens: { readonly prompt: number; readonly generated: number };
-  readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number };
+  /** Steps by kind; `overlapped`: decode steps recorded before the step before them was
+   * read back (overlap.ts; counted among `decode` too). */
+  readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number; readonly overlapped: number };
   readonly preemptions: number;
   readonly spec: SpecMetrics;
   /** Prefix cache (null when off). */
@@ -73,7 +75,7 @@ export class EngineMetrics {
   private finished = 0;
   private promptTokens = 0;
   private generated = 0;
-  private readonly steps = { prefill: 0, decode: 0, verify: 0 };
+  private readonly steps = { prefill: 0, decode: 0, verify: 0, overlapped: 0 };
   /** Steps that ended in the last RATE_WINDOW_MS (`at`: end time), oldest first; trimmed
    * on every write and read, so an idle engine's rates fall to 0. */
   private readonly recent: { at: number; tokens: number; ms: number }[] = [];
@@ -133,8 +135,9 @@ export class EngineMetrics {
     return this.outputs.length > 0 ? Math.ceil(this.outputs.reduce((a, n) => a + n, 0) / this.outputs.length) : null;
   }
 
-  stepDone(batch: Batch, generated: number, ms: number): void {
+  stepDone(batch: Batch, generated: number, ms: number, overlapped = false): void {
     if (batch.kind === 'prefill' || batch.kind === 'decode' || batch.kind === 'verify') this.steps[batch.kind]++;
+    if (overlapped) this.steps.overlapped++;
     this.generated += generated;
     const now = this.now();
     this.firstStepStart ??= now - ms;

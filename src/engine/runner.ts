@@ -11,7 +11,7 @@ import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
 import type { Tensor } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
-import { forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
+import { DEVICE_TOKEN, type DeviceTokens, forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
 import type { Batch, BatchRow } from './batch.js';
 import { assert } from '../util/errors.js';
@@ -91,16 +91,21 @@ export class Runner {
    * advanced in place (verify: per-step states to the rows' scratch). A row with n = 0 (a
    * prefix hit that covers the whole prompt) runs no model layer: its logits come from the
    * lm_head over the hit's stored hidden (post-norm, position hit−1), the same bits a cold
-   * run computes there. Verify rows are laid out by speculative/verify-layout.ts. */
-  async run(batch: Batch): Promise<StepResult> {
+   * run computes there. Verify rows are laid out by speculative/verify-layout.ts.
+   * `chained`: an overlapped decode step (overlap.ts), recorded before the step before it
+   * has been read back: its rows are that step's rows in order, one token each, and their
+   * tokens are that step's picks, still on the kernels. Everything up to the read-back is
+   * recorded and submitted before this returns its promise. */
+  async run(batch: Batch, chained = false): Promise<StepResult> {
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
+    const picked = chained ? this.chainedTokens(live) : null;
     for (const r of live) if (r.req!.vision && this.vision) await this.vision.encodeRows(r.req!.vision, r.start, rowTokens(r).length);
     const seqs: SeqInput<Tensor>[] = live.map((r) => {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it
       assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
-      const tokens = rowTokens(r);
+      const tokens = picked ? DEVICE_TOKEN : rowTokens(r);
       // a request with images: image rows and multimodal RoPE (text-only rows: neither)
       const vision = req.vision && this.vision ? { vision: this.vision.rows(req.vision, r.start, tokens.length, this.model.config.hiddenSize) } : {};
       return {
@@ -115,7 +120,7 @@ export class Runner {
         splits: r.chunked ? req.splits.filter((p) => p > r.start && p < r.start + r.n) : [],
       };
     });
-    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs) : { hidden: this.ws.hidden.rows(0), offsets: [] };
+    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs, picked) : { hidden: this.ws.hidden.rows(0), offsets: [] };
     const offsets = rows.map((r) => (r.n > 0 ? fw.offsets[live.indexOf(r)]! : 0));
     const want = rows.flatMap((r, i) => logitPositions(r, offsets[i]!));
     const all = this.ws.logits.rows(want.length);
@@ -166,6 +171,14 @@ export class Runner {
       this.cands!.fallback(refused.reduce((n, i) => n + layout.count[i]!, 0));
     }
     return certified;
+  }
+
+  /** The tokens of a chained step's rows (one token each): the previous step's picks [M]. */
+  private chainedTokens(rows: readonly BatchRow[]): DeviceTokens<Tensor> {
+    const m = rows.length;
+    assert(rows.every((r) => r.n === 1 && !r.verify && !r.req!.vision), 'a chained step has only one-token decode rows of text');
+    assert(this.picks !== null && this.picks.rows >= m, `a chained step of ${m} rows without the previous step's ${m} picks`);
+    return { ids: this.picks.t, offset: 0 };
   }
 
   /** Per real row: its first logits row in `all`, how many it has, and whether the kernels

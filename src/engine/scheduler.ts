@@ -14,7 +14,7 @@
 import type { Tensor } from '../kernels/types.js';
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
-import { type Batch, BatchSlots } from './batch.js';
+import { type Batch, BatchSlots, type DecodeBatch } from './batch.js';
 import type { MutableRequest, Request, RequestView } from './request.js';
 import { DeltaserveError } from '../util/errors.js';
 import { findPrefixHit, lastSplitBy, nextSnapshotPoint, type PrefixContext, type PrefixHit } from './prefix.js';
@@ -44,6 +44,9 @@ export class Scheduler {
   private readonly queued: MutableRequest[] = [];
   private readonly active: MutableRequest[] = [];
   private readonly slots: BatchSlots;
+  /** Batches of overlapped steps (chain): two, alternating. */
+  private readonly chainSlots: readonly BatchSlots[];
+  private chainFlip = 0;
   private readonly ctx: UpdateContext;
   /** Requests preempted so far (for stats/tests). */
   preemptions = 0;
@@ -66,6 +69,7 @@ export class Scheduler {
       throw new DeltaserveError('bad_config', `state pool has ${state.slots} slots, fewer than --max-running ${opts.maxRunning}`);
     }
     this.slots = new BatchSlots(opts.maxRunning);
+    this.chainSlots = [new BatchSlots(opts.maxRunning), new BatchSlots(opts.maxRunning)];
     this.ctx = { state, prefix: opts.prefix, finish: (req) => this.finish(req), listener };
   }
 
@@ -144,6 +148,28 @@ export class Scheduler {
     // a preempted request may have been planned before it was chosen as a victim
     for (const p of plan) if (p.req.status === 'running') this.slots.push(batch, p.req, p.n, p.chunked, p.verify);
     return batch.nReal > 0 ? batch : null;
+  }
+
+  /** The decode step after `prev` for an overlapped step (overlap.ts), built before prev's
+   * update: prev's rows in the same order, each one position on. Null when a row's next
+   * position needs a page that is not free (nor evictable from the cache): schedule() then
+   * decides, preempting if it must. Pages taken stay with their requests (the next step
+   * needs them either way). Successive chained batches alternate between two batch slots, as
+   * one is built while the other's step runs. */
+  chain(prev: Batch): DecodeBatch | null {
+    const rows = prev.rows.slice(0, prev.nReal);
+    for (const r of rows) {
+      const req = own(r.req!);
+      const need = this.kv.pagesFor(r.start + 2) - req.pages.length;
+      if (need <= 0) continue;
+      if (!this.reservePages(need)) return null;
+      req.pages.push(...this.kv.alloc(need)!);
+    }
+    this.chainFlip = 1 - this.chainFlip;
+    const slots = this.chainSlots[this.chainFlip]!;
+    const batch = slots.begin('decode');
+    for (const r of rows) slots.pushChained(batch, r.req!, r.start + 1);
+    return batch;
   }
 
   /** Tokens of `req`'s prefill to process within `budget`, ending on one of its split

@@ -110,14 +110,26 @@ function rowsOf(seqs: readonly { readonly tokens: ArrayLike<number> }[]): number
   return seqs.reduce((n, s) => n + s.tokens.length, 0);
 }
 
-/** Run every decoder layer over the stacked tokens of all sequences. */
+/** Token ids already on the kernels: rows [offset, offset + M) of `ids` are the stacked
+ * tokens (an overlapped decode step embeds the previous step's picks: engine/overlap.ts). */
+export interface DeviceTokens<I extends Tensor> {
+  readonly ids: I;
+  readonly offset: number;
+}
+
+/** A one-token sequence's `tokens` when its id is in kernel memory: only its length is read. */
+export const DEVICE_TOKEN: ArrayLike<number> = { length: 1 };
+
+/** Run every decoder layer over the stacked tokens of all sequences (`deviceTokens`: their
+ * ids are on the kernels, and `seqs`' tokens only give each sequence's length). */
 export function forwardHidden<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>,
-  seqs: readonly SeqInput<T>[]): ForwardResult<T> {
+  seqs: readonly SeqInput<T>[], deviceTokens: DeviceTokens<I> | null = null): ForwardResult<T> {
   const { config: cfg, weights: w, kernels: k } = model;
   const m = rowsOf(seqs);
   const seqSpans = spans(ws.host.positions.rows(m), seqs, (i) => seqs[i]!.kv);
   const x = ws.x.rows(m); // [M, H] residual stream
-  k.embed(x, w.embed, stackIds(ws.host.ids.rows(m), seqs));
+  if (deviceTokens) k.embedIds(x, w.embed, deviceTokens.ids, deviceTokens.offset, m);
+  else k.embed(x, w.embed, stackIds(ws.host.ids.rows(m), seqs));
   const vision = seqs.some((s) => s.vision);
   if (vision) writeImageRows(model, x, seqs, seqSpans);
   const ctx: LayerCtx<T, I> = { k, cfg, ws, m, seqs: seqSpans, batch: stepBatchOf(model, seqSpans, seqs.map((s) => s.vision?.mrope)) };
@@ -188,10 +200,7 @@ export interface MtpSeqInput<T extends Tensor = Float32Array> {
 /** The stacked token ids of an MTP forward, already in kernel memory: row i's x_{t+1} is
  * ids[offset + i] (drafts chained on the device); the seqs' `tokens` then give only their
  * lengths. */
-export interface MtpDeviceIds<I extends Tensor> {
-  readonly ids: I;
-  readonly offset: number;
-}
+export type MtpDeviceIds<I extends Tensor> = DeviceTokens<I>;
 
 /** MTP head: z = fc([norm_e(embed(x_{t+1})) ; norm_h(h_t)]), one full-attention decoder
  * layer, then mtp.norm. Returns [M, H] (feed to lmHead for draft logits). */

@@ -26,7 +26,7 @@
 // it returns each chain's proposal, which the scheduler's update records as the request's
 // drafts (update.ts).
 import type { KvPool } from '../../cache/kv-pool.js';
-import { lmHeadInto, mtpForward, type MtpDeviceIds, type MtpSeqInput } from '../../model/forward.js';
+import { DEVICE_TOKEN, lmHeadInto, mtpForward, type MtpDeviceIds, type MtpSeqInput } from '../../model/forward.js';
 import type { StepArena } from '../../model/arena.js';
 import type { AnyModel } from '../../model/model.js';
 import { type Argmax, greedyToken, isGreedy } from '../sampler.js';
@@ -364,8 +364,6 @@ export class MtpDrafter {
   }
 }
 
-/** A draft step's token whose id is in kernel memory (MtpDeviceIds): only its length is read. */
-const DEVICE_TOKEN: ArrayLike<number> = { length: 1 };
 
 /** How many of `chains` (longest first) draft at step `step`. */
 function drafting(chains: readonly Chain[], step: number): number {

@@ -1,0 +1,54 @@
+// Overlapped decode steps: on a GPU the engine records and submits decode step N + 1 before
+// step N's read-back has resolved, so the GPU runs step N while the host records N + 1 and
+// the host never waits on an idle GPU between steps (the role of sglang's overlap scheduler
+// and vLLM's async scheduling). Step N + 1 embeds the ids step N's argmax left on the device
+// (Runner.run's `chained`: Kernels.embedIds over the runner's picks); its batch is step N's
+// rows, each one position on (Scheduler.chain), built before N's update.
+//
+// Invariants (why the outputs are those of the plain loop, bit for bit):
+// - A chained step is the step schedule() would build after N's update for every row whose
+//   request is still running: the same rows in the same order, one token each at start + 1,
+//   that token N's pick. schedule() would admit nothing (no request waits), reap nothing (no
+//   row's request is aborted), preempt nothing (the next positions' pages are free), and
+//   draft nothing (MTP is off), so it would build exactly that.
+// - N's update may not write device memory that N + 1 has already read or written: only a
+//   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
+//   chains (rowMaySnapshot). Every pick is the kernels' plain argmax (greedy, no penalty, bias,
+//   constraint, logprobs or logits capture), so N's update needs nothing else of the device.
+// - A row whose request finished at N (a stop id or string) was computed for nothing: update
+//   commits nothing for it (update.ts). Its slot and pages were freed at N's update; GPU work
+//   runs in submission order, so any later user of them writes after N + 1 has run. A chain
+//   with such a row ends there (its picks are no longer the next step's rows).
+// - Requests arriving, or aborted, during a chain wait for its end: one step at most.
+import type { Batch, BatchRow } from './batch.js';
+import { finishesOnHost, picksOnKernels } from './device-picks.js';
+
+/** What the engine knows when deciding whether step N + 1 may be recorded now. */
+export interface ChainFacts {
+  /** Overlap is on (a GPU backend, or forced) and no test hook steers scheduling. */
+  readonly enabled: boolean;
+  /** MTP drafts after every step (the next step is a verify, or the MTP head extends). */
+  readonly speculating: boolean;
+  /** Requests wait for admission. */
+  readonly waiting: number;
+  /** May the update of step N snapshot `row`'s working state (prefix.ts rowMaySnapshot)? */
+  readonly maySnapshot: (row: BatchRow) => boolean;
+}
+
+/** May the step after `batch` be recorded before `batch`'s read-back (Scheduler.chain)? */
+export function chainable(batch: Batch, facts: ChainFacts): boolean {
+  if (!facts.enabled || facts.speculating || facts.waiting > 0 || batch.kind !== 'decode' || batch.nReal === 0) return false;
+  return batch.rows.slice(0, batch.nReal).every((row) => rowChains(row, facts));
+}
+
+/** A running text request's one-token decode row, picked by the kernels' plain argmax, that
+ * neither snapshots nor reaches its length limit at this step. */
+function rowChains(row: BatchRow, facts: ChainFacts): boolean {
+  const req = row.req!;
+  if (row.n !== 1 || !row.sample || row.verify || row.chunked) return false;
+  if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
+  if (!picksOnKernels(req) || finishesOnHost(req) || req.adjust?.constraint) return false;
+  // the token this step appends ends the request by length: its next step would be wasted
+  if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
+  return !facts.maySnapshot(row);
+}

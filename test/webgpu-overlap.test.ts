@@ -1,0 +1,124 @@
+// Overlapped decode on webgpu (engine/overlap.ts): a greedy decode step is recorded and
+// submitted while the step before it runs, embedding that step's picks on the device. The
+// outputs must be those of the plain loop (--overlap off) token for token, whatever ends a
+// request mid-chain (a stop id, a stop string, max_tokens), whoever arrives or aborts
+// during a chain, and with the prefix cache's snapshots; and the chain must actually run
+// (steps.overlapped counts the chained steps).
+import { before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Engine } from '../src/engine/engine.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import { type RunResult, runAll, withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { webgpuEngineKernels } from './webgpu-helpers.js';
+
+const base = { kernels: 'webgpu' as const, specTokens: 0, kvCacheTokens: 2048, maxContext: 1024, maxRunning: 4 };
+
+/** Chat requests ending every way a chain can see: a stop id (tiny-think answers and stops),
+ * max_tokens, a stop string, and ignore_eos past the stop id. */
+const REQUESTS: GenerateRequest[] = [
+  { messages: [{ role: 'user', content: 'What is 12 + 7?' }], maxTokens: 40 },
+  { messages: [{ role: 'user', content: 'Name a color.' }], maxTokens: 9 },
+  { messages: [{ role: 'user', content: 'What is 3 + 4?' }], maxTokens: 40, stop: ['+'] },
+  { prompt: 'The capital of France is', maxTokens: 14, ignoreEos: true },
+];
+
+interface Outcome { runs: RunResult[]; overlapped: number; decode: number; generated: number }
+
+async function generate(overlapSteps: boolean, reqs: readonly GenerateRequest[], prefixCache = false): Promise<Outcome> {
+  return withEngine({ ...base, model: TINY_THINK(), overlapSteps, prefixCache }, async (e) => {
+    const runs = await runAll(e, reqs, false);
+    e.checkIntegrity();
+    const { overlapped, decode } = e.stats().steps;
+    return { runs, overlapped, decode, generated: e.stats().tokens.generated };
+  });
+}
+
+function sameRuns(got: readonly RunResult[], want: readonly RunResult[], what: string): void {
+  assert.equal(got.length, want.length);
+  got.forEach((g, i) => {
+    assert.deepEqual(g.ids, want[i]!.ids, `${what}: request ${i}'s ids`);
+    assert.equal(g.finishReason, want[i]!.finishReason, `${what}: request ${i}'s finish reason`);
+    assert.equal(g.text, want[i]!.text, `${what}: request ${i}'s text`);
+  });
+}
+
+let plain: Outcome;
+
+before(async () => {
+  await webgpuEngineKernels(); // fails with the reason when no adapter can be had
+  plain = await generate(false, REQUESTS);
+});
+
+describe('overlapped decode on webgpu', () => {
+  test('a batch ending by stop id, max_tokens, stop string and length: the plain loop\'s outputs, most decode steps chained', async () => {
+    assert.equal(plain.overlapped, 0, '--overlap off chains nothing');
+    assert.deepEqual(plain.runs.map((r) => r.finishReason).sort(), ['length', 'length', 'stop', 'stop'], 'every way to end is covered');
+    const on = await generate(true, REQUESTS);
+    sameRuns(on.runs, plain.runs, 'overlap on');
+    // a row whose request stopped at the step before commits nothing (update.ts)
+    assert.equal(on.generated, on.runs.reduce((n, r) => n + r.ids.length, 0), 'tokens generated = tokens returned');
+    assert.ok(on.overlapped >= on.decode / 2, `most decode steps chained (${on.overlapped} of ${on.decode})`);
+  });
+
+  test('each request alone, then a second request arriving mid-chain: the same outputs', async () => {
+    const on = await withEngine({ ...base, model: TINY_THINK(), overlapSteps: true, prefixCache: false }, async (e) => {
+      const first = e.complete({ ...REQUESTS[3]!, maxTokens: 30 });
+      await firstTokens(e, 3);
+      const second = await e.complete(REQUESTS[0]!);
+      e.checkIntegrity();
+      return { first: await first, second, overlapped: e.stats().steps.overlapped };
+    });
+    const alone = await generate(false, [{ ...REQUESTS[3]!, maxTokens: 30 }, REQUESTS[0]!]);
+    assert.deepEqual([...on.first.outputIds], alone.runs[0]!.ids, 'the running request');
+    assert.deepEqual([...on.second.outputIds], alone.runs[1]!.ids, 'the request that arrived mid-chain');
+    assert.ok(on.overlapped > 0, 'chained steps ran');
+  });
+
+  test('an abort mid-chain ends that request only; close() during a chain ends the rest', async () => {
+    await withEngine({ ...base, model: TINY_THINK(), overlapSteps: true, prefixCache: false }, async (e) => {
+      const controller = new AbortController();
+      const doomed = collect(e, { ...REQUESTS[3]!, maxTokens: 200 }, controller.signal, 4, () => controller.abort());
+      const kept = e.complete(REQUESTS[1]!);
+      assert.equal((await doomed).finishReason, 'abort');
+      assert.deepEqual([...(await kept).outputIds], plain.runs[1]!.ids, 'the other request is untouched');
+      e.checkIntegrity();
+      const last = e.complete({ ...REQUESTS[3]!, maxTokens: 200 });
+      await firstTokens(e, 3);
+      await e.close();
+      assert.equal((await last).finishReason, 'abort', 'close() ends a chained request with abort');
+    });
+  });
+
+  test('prefix cache on: a second chat turn hits the same snapshot and answers the same', async () => {
+    const first: GenerateRequest = { messages: [{ role: 'user', content: 'What is 12 + 7?' }], maxTokens: 40 };
+    const turns = async (overlapSteps: boolean): Promise<{ ids: number[][]; cached: number; overlapped: number }> =>
+      withEngine({ ...base, model: TINY_THINK(), overlapSteps, prefixCache: true }, async (e) => {
+        const a = await e.complete(first);
+        const b = await e.complete({ messages: [...first.messages!, { role: 'assistant', content: a.text }, { role: 'user', content: 'And 2 + 2?' }], maxTokens: 40 });
+        e.checkIntegrity();
+        return { ids: [[...a.outputIds], [...b.outputIds]], cached: b.usage.cachedTokens, overlapped: e.stats().steps.overlapped };
+      });
+    const off = await turns(false);
+    const on = await turns(true);
+    assert.deepEqual(on.ids, off.ids, 'both turns');
+    assert.equal(on.cached, off.cached, 'the second turn reuses as much of the conversation');
+    assert.ok(on.cached > 0, 'the second turn hit the cache');
+    assert.ok(on.overlapped > 0, 'chained steps ran');
+  });
+});
+
+/** Resolves once the running requests have produced `n` tokens in all (polls the stats). */
+async function firstTokens(e: Engine, n: number): Promise<void> {
+  while (e.stats().tokens.generated < n) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** Stream `req`; call `after` once it has `n` tokens; resolve with its done event. */
+async function collect(e: Engine, req: GenerateRequest, signal: AbortSignal, n: number, after: () => void): Promise<{ finishReason: string }> {
+  let seen = 0;
+  for await (const ev of e.generate({ ...req, signal })) {
+    if (ev.type === 'delta' && (seen += ev.ids.length) >= n && seen - ev.ids.length < n) after();
+    if (ev.type === 'done') return ev;
+  }
+  throw new Error('no done event');
+}
