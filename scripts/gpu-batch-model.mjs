@@ -175,6 +175,8 @@ const withHost = (pass) => Object.fromEntries(hostUs.map((h) => {
 /** A pass's step µs with the host at `h` µs a dispatch: serial, or chunked (lo unroll). */
 const serialUs = (pass, h, i) => pass.us[i] + pass.dispatches * h;
 const chunkedUs = (pass, h) => chunkedStepTime(pass.seq, h, chunk).chunkedUs;
+/** Overlapped (the engine's greedy decode since engine/overlap.ts): max(host, GPU), lo unroll. */
+const overlappedUs = (pass, h) => stepTime(pass.us[0], pass.dispatches, h).overlappedUs;
 
 function model(recording, gpu) {
   const { shape, format, kinds, config, scen } = recording;
@@ -215,12 +217,15 @@ function model(recording, gpu) {
     const chunkedRound = (h) => chunkedUs(v, h) + ext((c) => chunkedUs(c, h)) + kk * chunkedUs(draft, h) + (kk - 1) * chunkedUs(mtp[1], h);
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
       speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])),
-        ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3((e * chunkedUs(one, h)) / chunkedRound(h))])) } }];
+        ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3((e * chunkedUs(one, h)) / chunkedRound(h))])),
+        // vs MTP off as the engine runs it now: greedy decode overlapped (engine/overlap.ts), rounds chunked
+        ...Object.fromEntries(hostUs.map((h) => [`vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedRound(h))])) } }];
   }));
   return { shape, format, gpu: gpu.name, decode_1: { dispatches: r1(one.dispatches), top_lo: one.top, gb: r3(one.bytes / 1e9), gpu_us: one.us.map(r1), batch1_model_gpu_us: ref, fraction_of_peak: one.us.map((u) => r3((1e6 * one.bytes) / gpu.peakBytesPerS / u)), step: withHost(one),
       // issue #47's decode target: ≥ 0.5 of --target-tbs (H200: 4.3 TB/s) with the host's time
       fraction_of_target: { target_tbs: targetTbs, gpu_only: one.us.map((u) => r3((1e6 * one.bytes) / (targetTbs * 1e12) / u)),
-        ...Object.fromEntries(hostUs.map((h) => [`${h}us`, { serial: r3((1e6 * one.bytes) / (targetTbs * 1e12) / serialUs(one, h, 0)), chunked: r3((1e6 * one.bytes) / (targetTbs * 1e12) / chunkedUs(one, h)) }])) } },
+        ...Object.fromEntries(hostUs.map((h) => [`${h}us`, { serial: r3((1e6 * one.bytes) / (targetTbs * 1e12) / serialUs(one, h, 0)), chunked: r3((1e6 * one.bytes) / (targetTbs * 1e12) / chunkedUs(one, h)),
+          overlapped: r3((1e6 * one.bytes) / (targetTbs * 1e12) / overlappedUs(one, h)) }])) } },
     streams, verify, mtp_round: { accept_rate: accept, by_k: rounds } };
 }
 
@@ -239,7 +244,7 @@ const out = {
     'weights read from DRAM once per tile of rows (grid z of a dense matmul: ceil(M / tile), tile as matmulTile picked it on the recording adapter); each further row of a tile adds its activation loads to every main-loop iteration (L1)',
     'attention: K and V of --context positions read once per sequence (decode: a sequence per grid row; verify: one query block); GDN and conv: one dispatch per sequence, its state read once and a state written per token (verify: per-step scratch states)',
     'compute bound: the shaders\' f32 multiply-adds (2 FLOP each, no tensor cores from WGSL) at 67 TFLOPS FP32 on the SMs the dispatch keeps busy; the GDN serial chain per token is not modelled',
-    'host: dispatches x host µs per dispatch (24 and 36: issue #47\'s Dawn figures; 33.5: Dawn encode 6.5 + queue.submit 27 measured on lavapipe, docs/kernels.md); the engine records, submits and waits for the read-back before recording the next step, so serial = host + GPU; overlapped = max is the bound with encoding ahead',
+    'host: dispatches x host µs per dispatch (24 and 36: issue #47\'s Dawn figures; 33.5: Dawn encode 6.5 + queue.submit 27 measured on lavapipe, docs/kernels.md); the engine\'s plain loop records, submits and waits for the read-back before recording the next step, so serial = host + GPU; overlapped = max is the bound with encoding ahead, and the engine\'s greedy MTP-off decode since overlapped decode (engine/overlap.ts)',
     'MTP round (greedy, drafts chained on the kernels): verify of k + 1 rows, the MTP extend over the E committed rows (E = 1 + P + ... + P^k, interpolated between recorded row counts), k draft lm_heads (the first --draft-vocab rows: the engine\'s draft head) + k argmax dispatches (a gap each), k - 1 single-row MTP steps; two submits a round; vs MTP off: one decode step a token',
   ],
   results,
