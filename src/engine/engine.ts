@@ -335,8 +335,8 @@ export class Engine {
     const { batch, t0 } = running;
     if (chainable(batch, this.chainFacts())) {
       const next = this.scheduler.chain(batch);
-      const t0 = performance.now();
-      if (next) this.chained = { batch: next, result: this.runner.run(next, true), t0, chained: true };
+      const recorded = performance.now();
+      if (next) this.chained = { batch: next, result: this.runner.run(next, true), t0: recorded, chained: true };
       this.chained?.result.catch(() => undefined); // its failure is reported when its step is taken
     }
     const k = this.speculative.verifiedK;
