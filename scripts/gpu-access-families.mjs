@@ -74,9 +74,11 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     // the load widths (wgsl/float-chunks.ts FloatLoads): the key's last field
     const widths = /_(vec4w?|element)(?:_cols\d+)?$/.exec(r.key)?.[1] ?? 'element';
     const x = floatInputLoads(dtype, widths);
-    // per iteration: x (one tile row at batch 1), the norm weight (vec4 in the chunked paths), the gate
-    const extra = [...x, ...(r.key.includes('_norm') ? floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4') : []),
-      ...(/_(silu|sigmoid)/.test(r.key) ? x : [])];
+    // per iteration: x (one tile row at batch 1), the norm weight (vec4 in the chunked paths), the gate;
+    // the GDN head norm (…_headnorm<HV>, gated-norm.ts): its weight, z as a gate and x again (the inverses' pass)
+    const headNorm = /_headnorm\d+/.test(r.key);
+    const extra = [...x, ...(r.key.includes('_norm') || headNorm ? floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4') : []),
+      ...(/_(silu|sigmoid)/.test(r.key) || headNorm ? x : []), ...(headNorm ? x : [])];
     const it = warpIteration(floatWeightLoads(dtype, p.k, widths), extra);
     return { ...base, weight: true, bytes: rows * p.k * elem + 4 * p.k + 4 * rows + convFoldBytes(r.key, p), iteration: it, unroll: [1, 4] };
   }
@@ -123,6 +125,8 @@ export function modelDispatch(r, { context, vocabScale, config }) {
     const it = warpIteration(gdnStageLoads(p.dv, GDN_COLUMNS, GDN_COLUMN_THREADS, GDN_STAGE_LOADS), []);
     return { ...base, weight: false, bytes: 2 * 4 * p.hv * p.dk * p.dv + 4 * (width + p.hv * p.dv), iteration: it, unroll: [1, 1] };
   }
+  // the quantizing pass (gated-norm.ts normQuantFolds) stores int8 rows and a block's scale and sum
+  if (r.key.startsWith('gdn_gated_norm_quant')) return coal(4 * (2 * p.hv * p.dv + p.dv) + 1.25 * p.hv * p.dv);
   if (r.key.startsWith('gdn_gated_norm')) return coal(4 * (3 * p.hv * p.dv + p.dv));
   if (r.key.startsWith('gdn_gated_seqs') || r.key.startsWith('gdn_recurrent')) {
     const width = 2 * p.hk * p.dk + p.hv * p.dv;

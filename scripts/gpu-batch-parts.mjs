@@ -33,16 +33,18 @@ function floatMatmul(r, d, p, { vocabScale, floatPlan }) {
   const dtype = r.key.split('_')[2];
   const elem = dtype === 'f32' ? 4 : 2;
   const rows = matmulRows(p, vocabScale);
-  const gate = /_(silu|sigmoid)/.test(r.key) ? 1 : 0;
+  // the GDN head norm (…_headnorm<HV>): z loaded as a gate, x once more (the inverses' pass), its weight as a norm's
+  const headNorm = /_headnorm\d+/.test(r.key);
+  const gate = /_(silu|sigmoid)/.test(r.key) || headNorm ? 1 : 0;
   // a row's x loads per iteration as the shader's load width makes them (wgsl/float-chunks.ts; the key's last field)
   const widths = /_(vec4w?|element)(?:_cols\d+)?$/.exec(r.key)?.[1] ?? 'element';
   const xSectors = sectorsOf(floatInputLoads(dtype, widths));
   // the folded norm's weight: loaded once an iteration for every row (and, in a …_cols<C> workgroup, for its C columns)
-  const normSectors = r.key.includes('_norm') ? sectorsOf(floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4')) : 0;
+  const normSectors = r.key.includes('_norm') || headNorm ? sectorsOf(floatInputLoads(dtype, widths === 'element' ? 'element' : 'vec4')) : 0;
   // a multi-column workgroup (…_cols<C>) loads each row's x once for its C columns: per column, 1/C
   const columns = floatColumnsOf(r.key);
   // …the first row's too (modelDispatch counts it once a column)
-  const rowX = xSectors * (1 + gate);
+  const rowX = xSectors * (1 + gate + (headNorm ? 1 : 0));
   const weightBytes = rows * p.k * elem;
   if (columns > 1 && floatPlan) return plannedColumns(r, d, p, { weightBytes, rows, rowX, normSectors, plan: floatPlan });
   if (columns > 1) d = { ...d, iteration: { ...d.iteration, l1Sectors: d.iteration.l1Sectors - (rowX + normSectors) * (1 - 1 / columns) } };

@@ -301,8 +301,9 @@ export class WebGpuKernels {
     this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, `matmul_${w.dtype}`);
   }
 
-  /** Each quantized weight part's matmul over the group's one activation quantization. */
-  private quantMatmuls(enc: StepEncoder, acts: QuantActs, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
+  /** Each quantized weight part's matmul over the group's one activation quantization
+   * (also over the gated norm pass's quantized rows: gated-norm.ts outProjNormQuant). */
+  quantMatmuls(enc: StepEncoder, acts: QuantActs, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[],
     accumulate: boolean): void {
     // the parts of one quant type as segments of one dispatch; a lone part: the single-weight kernel
     for (const dtype of new Set(group.map((g) => g.w.dtype as QuantType))) {

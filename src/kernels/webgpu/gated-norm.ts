@@ -2,9 +2,9 @@
 // a head order (wgsl/gated-norm.ts): the normed rows land in out_proj's stored head order in
 // the norm's own dispatch (no gather_rows after it). outProjHeadNorm: the column launch's
 // norm formed inside out_proj's float matmul (the one-column kernel, or the multi-column one at
-// 2 ≤ M ≤ COLUMNS_HEAD_NORM_ROWS: no norm pass, no normed rows), or, for
-// a quantized out_proj of M ≤ ACTS_FOLD_ROWS rows, inside its activation-quantizing matmul
-// (outProjHeadNormQuant).
+// 2 ≤ M ≤ COLUMNS_HEAD_NORM_ROWS: no norm pass, no normed rows), or, for a quantized out_proj of M ≤ ACTS_FOLD_ROWS
+// rows, inside its activation-quantizing matmul (outProjHeadNormQuant); a quantized one of more
+// rows reads the activations the norm pass quantized (normQuantFolds, outProjNormQuant).
 import type { GdnDims } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
 import type { WebGpuKernels } from './backend.js';
@@ -22,6 +22,7 @@ import { packParams } from './params.js';
 import { headNormActsBytes, quantActsGroupDispatches } from './qmatmul-group.js';
 import { ACTS_FOLD_ROWS, actsWorkgroupBytes } from './wgsl/qmatmul-acts.js';
 import type { QuantType } from '../quant/formats.js';
+import type { QuantActs } from './backend-types.js';
 
 /** out[i·HV + j] = gatedRmsNorm(o, z)[i·HV + order[j]] per row of d = wv.length; `order`: the
  * HV heads' order as an i32 tensor of HV elements. out overlaps neither o nor z. */
@@ -53,8 +54,13 @@ function headNormTileBytes(tm: number, hv: number): number {
 }
 
 /** Rows up to which the multi-column float out_proj (g.floatColumns > 1, M ≥ 2) takes the
- * head norm (a verify of k + 1 ≤ 8 rows, a few streams); above, the norm keeps its pass. */
-export const COLUMNS_HEAD_NORM_ROWS = 8;
+ * head norm (verifies, up to 16 streams); above, the norm keeps its pass. Every workgroup of
+ * the folded kernel forms its tile's inverses and loads z: at M rows that is N ÷ C × M rows
+ * read twice more, against one dispatch saved. The batch model (qwen3.5-4b BF16, 8 columns,
+ * chunked at 24 µs a dispatch; `scripts/gpu-batch-model.mjs` with those loads priced) puts
+ * the fold ahead up to 16 streams (H200 14.31 → 15.47 × one), even at 24 (18.69 → 18.55)
+ * and behind at 32 (22.18 → 21.78; its GPU µs 6,102 → 6,227). */
+export const COLUMNS_HEAD_NORM_ROWS = 16;
 
 /** Whether out_proj (w) over M rows of HV·dv takes the gated norm as its input on this
  * device: the column launch (its norm is a pass of its own), a float weight in one part, the
@@ -88,6 +94,26 @@ export function outProjHeadNormQuant(g: WebGpuKernels, enc: StepEncoder, out: Gp
     g.adapter.features.dot4I8, 1, g.actsColumns, g.device.limits.maxComputeWorkgroupStorageSize)) {
     g.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, d.label);
   }
+}
+
+/** Whether the column launch's norm pass writes a quantized out_proj's (w) quantized input
+ * for these `rows` (the Σ t of the recurrent sequences; M = `m`): w not taking the norm itself
+ * (quantHeadNormFolds false) and its input not quantized in its own matmul either (the
+ * activation-quantizing matmuls off or M > ACTS_FOLD_ROWS: else quant_acts then the tiled
+ * matmul), every row recurrent (the pass writes every block), a q8 block within one head
+ * (dv ≡ 0 mod 32) and the pass's 7 bindings. */
+export function normQuantFolds(g: WebGpuKernels, w: GpuWeight, m: number, rows: number, dims: GdnDims): boolean {
+  const { numValueHeads: hv, valueDim: dv } = dims;
+  if (gdnLaunch(g) !== 'columns' || !isQuantType(w.dtype) || w.cols !== hv * dv || dv % 32 !== 0 || rows !== m) return false;
+  if (g.foldQuantActs && m <= ACTS_FOLD_ROWS) return false;
+  return g.device.limits.maxStorageBuffersPerShaderStage >= 7;
+}
+
+/** out += acts·wᵀ over the gated norm pass's quantized rows (normQuantFolds): matmulAdd's
+ * tiled quantized matmuls at this M without its quant_acts. x: [M, w.rows]. */
+export function outProjNormQuant(g: WebGpuKernels, enc: StepEncoder, x: GpuTensor, w: GpuWeight, m: number, acts: QuantActs): void {
+  g.countWeightReads(w, Math.ceil(m / g.quantTile(m, w.dtype as QuantType).tm));
+  g.quantMatmuls(enc, acts, m, w.cols, [{ out: x, w }], true);
 }
 
 /** Output columns a workgroup of the folded out_proj: floatSegments' choice at this M. */

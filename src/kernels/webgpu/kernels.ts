@@ -36,7 +36,7 @@ import { groupedMoeExperts, moeTallyBytes, MoeTally } from './moe.js';
 import { MoeStacks } from './moe-stack.js';
 import { attentionBatch, attentionInputsDispatch, kvWriteBatch, makeGpuStepBatch, ropeBatch, type GpuStepBatch } from './batch.js';
 import { biasActOn, layerNormOn } from './tower-ops.js';
-import { gatedRmsNormPermuted, headNormFolds, identityOrder, outProjHeadNorm, outProjHeadNormQuant, quantHeadNormFolds } from './gated-norm.js';
+import { gatedRmsNormPermuted, headNormFolds, identityOrder, normQuantFolds, outProjHeadNorm, outProjHeadNormQuant, outProjNormQuant, quantHeadNormFolds } from './gated-norm.js';
 import type { StartedQuantizer } from '../quant/row-quantizer.js';
 
 type GpuKvLayerView = KvLayerView<GpuTensor>;
@@ -367,9 +367,14 @@ export class WebGpuBoundaryKernels implements Kernels<GpuTensor, GpuTensor> {
       ...(gating.perm ? { perm: gating.perm } : {}) };
     const p = gating.project;
     const gw = p ? this.gpuWeight(p.w) : null;
-    const fold = p && gw ? (headNormFolds(this.g, gw, p.m, dims) ? 'float' : quantHeadNormFolds(this.g, gw, p.m, dims) ? 'quant' : null) : null;
-    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer, fold !== null);
-    if (p && gw && fold) {
+    const rows = seqs.reduce((n, s) => n + s.t, 0);
+    const fold = p && gw ? (headNormFolds(this.g, gw, p.m, dims) ? 'float' : quantHeadNormFolds(this.g, gw, p.m, dims) ? 'quant'
+      : normQuantFolds(this.g, gw, p.m, rows, dims) ? 'pass' : null) : null;
+    // 'pass': the norm pass quantizes out_proj's input (gated-norm.ts normQuantFolds)
+    const acts = p && fold === 'pass' ? this.g.actScratch(p.m, gw!.cols) : null;
+    gdnGatedSeqsDispatch(this.g, this.step, this.put, out, qkv, gpu, dims, seqs, this.g.dummyBuffer, acts ?? fold !== null);
+    if (p && gw && acts) outProjNormQuant(this.g, this.step, p.x, gw, p.m, acts);
+    else if (p && gw && fold) {
       const order = this.uploads.put(gating.perm?.order ?? identityOrder(dims.numValueHeads), 'i32');
       const gn = { z: gating.z, norm: gpu.norm, eps: gating.eps, order, hv: dims.numValueHeads };
       (fold === 'float' ? outProjHeadNorm : outProjHeadNormQuant)(this.g, this.step, p.x, out, gw, p.m, gn);

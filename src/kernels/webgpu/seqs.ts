@@ -8,6 +8,7 @@
 import type { ConvSeq, GdnChunkSeq, GdnDims, GdnSeq } from '../types.js';
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
+import type { QuantActs } from './backend-types.js';
 import type { GpuTensor } from './tensor.js';
 import { CAUSAL_CONV_SEQS, CONV_CHANNEL_THREADS, GDN_RECURRENT_SEQS, convChannelsShader } from './wgsl/gdn.js';
 import { convLaunchFor } from './conv-launch.js';
@@ -101,15 +102,17 @@ export function gdnGatedFits(g: WebGpuKernels, dims: GdnDims): boolean {
  * the adapter's launch (gdn-columns.ts): one dispatch of a workgroup per (value head,
  * sequence) (wgsl/gdn-gated.ts), or the column launch's two (wgsl/gdn-columns.ts) — only the
  * recurrence where `normFolded` (the column launch: out_proj forms the norm, gated-norm.ts;
- * out gets the un-normed rows). */
+ * out gets the un-normed rows; activations: the norm pass quantizes the normed rows into
+ * them, gated-norm.ts). */
 export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, out: GpuTensor, qkv: GpuTensor, gating: GpuGating,
-  dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer, normFolded = false): void {
+  dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer, normFolded: boolean | QuantActs = false): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   for (const [name, t] of [['A_log', gating.aLog], ['dt_bias', gating.dtBias], ['norm weight', gating.norm]] as const) {
     if (t.offset !== 0) throw new RangeError(`gdnRecurrentGatedSeqs: ${name} must start its buffer`);
   }
   const wg = gdnGatedThreads(dv);
   const launch = gdnLaunch(g);
+  if (normFolded !== false && launch !== 'columns') throw new Error('gdnRecurrentGatedSeqs: only the column launch leaves its norm to out_proj');
   const { a, b, z, perm } = gating;
   const dest = perm ? destHeads(perm.order) : [];
   if (perm && perm.order.length !== hv) throw new RangeError(`gdnRecurrentGatedSeqs: a head order of ${perm.order.length} for ${hv} value heads`);

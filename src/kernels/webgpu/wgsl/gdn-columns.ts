@@ -144,6 +144,21 @@ ${deltaRuleColumn(f.decay, f.beta, STAGED)}
 export const GDN_GATED_COLUMNS = columnsShader('gated');
 export const GDN_RECURRENT_COLUMNS = columnsShader('plain');
 
+/** WGSL: the norm pass's opening — workgroup (h, i, sequence wid.z) loads output row (i, h)
+ * of OUT into ov (returning past the sequence's T tokens); defines hv, dv, row0, T, i, oo, zo,
+ * h, c for gatedNormRow. Shared with wgsl/gated-norm.ts's quantizing pass. */
+export const GATED_NORM_PASS_OPENING = `  let hv = pu(P_hv); let dv = pu(P_dv);
+  let sd = pu(P_seqTable) + 5u * wid.z;
+  let row0 = u32(DS[sd]);
+  let T = u32(DS[sd + 1u]);
+  let i = wid.y;
+  if (i >= T) { return; }
+  let oo = pu(P_outOff) + row0 * hv * dv; let zo = pu(P_zOff) + row0 * hv * dv;
+  let h = wid.x;
+  let c = t;
+  if (c < dv) { ov[c] = OUT[oo + (i * hv + h) * dv + c]; }
+  workgroupBarrier();`;
+
 /** The column launch's second pass: the gated RMSNorm of each recurrent output row of OUT,
  * to DST at dstOff (OUT itself, or gating.perm's tensor with the row in head block
  * dest_head(h)). Workgroup (value head, token, sequence); a token past its sequence's t
@@ -162,16 +177,6 @@ var<workgroup> red: array<f32, 64>;
 ${DEST_HEAD_FN}
 @compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let hv = pu(P_hv); let dv = pu(P_dv);
-  let sd = pu(P_seqTable) + 5u * wid.z;
-  let row0 = u32(DS[sd]);
-  let T = u32(DS[sd + 1u]);
-  let i = wid.y;
-  if (i >= T) { return; }
-  let oo = pu(P_outOff) + row0 * hv * dv; let zo = pu(P_zOff) + row0 * hv * dv;
-  let h = wid.x;
-  let c = t;
-  if (c < dv) { ov[c] = OUT[oo + (i * hv + h) * dv + c]; }
-  workgroupBarrier();
+${GATED_NORM_PASS_OPENING}
 ${gatedNormRow('DST', 'pu(P_dstOff) + row0 * hv * dv')}}`;
 }

@@ -47,8 +47,9 @@ export function destHeads(order: Int32Array): number[] {
  * `base` + its row (i, dest_head(h)) (NORM's order: thread t of the first 64 sums columns ≡ t
  * mod 64 in order, then a fixed tree). In scope: t, c, i, h, hv, dv, zo, ov, red, Z, NW,
  * dest_head. One text for the fused kernel and the column launch's norm pass
- * (wgsl/gdn-columns.ts), so both compute the same bits; where the row lands moves no bit. */
-export function gatedNormRow(target: string, base: string): string {
+ * (wgsl/gdn-columns.ts, wgsl/gated-norm.ts), so all compute the same bits; where the row
+ * lands moves no bit (`at`: the index in `target` instead of base + the row's). */
+export function gatedNormRow(target: string, base: string, at = `${base} + (i * hv + dest_head(h)) * dv + c`): string {
   return `    // the gated RMSNorm of output row (i, h)
     if (t < 64u) {
       var sq2 = 0.0;
@@ -63,7 +64,7 @@ export function gatedNormRow(target: string, base: string): string {
     let inv = 1.0 / sqrt(red[0] / f32(dv) + pf(P_eps));
     if (c < dv) {
       let r = (i * hv + h) * dv + c;
-      ${target}[${base} + (i * hv + dest_head(h)) * dv + c] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
+      ${target}[${at}] = ov[c] * inv * NW[c] * silu(Z[zo + r]);
     }
 `;
 }

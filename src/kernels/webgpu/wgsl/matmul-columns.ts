@@ -14,7 +14,7 @@
 // another through it; the norm's tree buffer as there); the tile of rows is matmulTile's
 // capped by the accumulators (floatColumnsTile). The norm's inverse RMS per row: the
 // one-column kernel's loop and tree. The head norm (out_proj after the GDN column launch,
-// `headNorm` = HV, 2 ≤ M ≤ 8): each tile row's per-head inverses formed once a workgroup by
+// `headNorm` = HV, 2 ≤ M ≤ 16): each tile row's per-head inverses formed once a workgroup by
 // the one-column kernel's HEAD_NORM_INV, the input element its (((o·inv)·w)·silu(z)) read
 // through out_proj's head order (float-chunks.ts chunkSumLoopHeadNorm's expression): the bits
 // of the gated norm pass then this kernel.
