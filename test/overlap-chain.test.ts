@@ -15,7 +15,7 @@ import { Rng } from '../src/util/rng.js';
 import { checkPools, GREEDY, request, type Setup, setup } from './scheduler-helpers.js';
 
 const CHUNK = 4;
-const FACTS: ChainFacts = { enabled: true, speculating: false, waiting: 0, maySnapshot: () => false };
+const FACTS: ChainFacts = { enabled: true, speculating: false, admitting: false, maySnapshot: () => false };
 const STOP = 4999;
 
 interface RowKey { id: number; start: number; n: number; sample: boolean; chunked: boolean; verify: boolean }
@@ -87,7 +87,7 @@ test('chainable refuses every step the plain loop would not build the same way',
   assert.ok(chainable(batch, FACTS));
   assert.equal(chainable(batch, { ...FACTS, enabled: false }), false, 'overlap off');
   assert.equal(chainable(batch, { ...FACTS, speculating: true }), false, 'MTP drafts after every step');
-  assert.equal(chainable(batch, { ...FACTS, waiting: 1 }), false, 'a request waits for admission');
+  assert.equal(chainable(batch, { ...FACTS, admitting: true }), false, 'a request would be admitted');
   assert.equal(chainable(batch, { ...FACTS, maySnapshot: (r) => r.req!.id === 1 }), false, 'a row may snapshot');
   const req = s.sched.running[0]! as Request;
   req.adjust = { bias: null, constraint: {} as never };
@@ -99,6 +99,19 @@ test('chainable refuses every step the plain loop would not build the same way',
   assert.ok(chainable(batch, FACTS));
   s.sched.abort(req);
   assert.equal(chainable(batch, FACTS), false, 'an aborted request');
+});
+
+test('a request waiting blocks the chain only while the batch has room for it', () => {
+  const s = setup({ pages: 40, pageSize: 4, slots: 4, maxRunning: 2, budget: 64, chunk: CHUNK });
+  s.sched.add(request(1, 5, 20, CHUNK));
+  assert.equal(s.sched.admits, true, 'an empty batch admits');
+  s.sched.schedule();
+  s.sched.add(request(2, 3, 20, CHUNK));
+  assert.equal(s.sched.admits, true, 'one running of two: the next schedule admits');
+  s.sched.schedule();
+  s.sched.add(request(3, 3, 20, CHUNK));
+  assert.equal(s.sched.waiting.length, 1);
+  assert.equal(s.sched.admits, false, 'a full batch admits nothing: a saturated server keeps overlapping');
 });
 
 test('a row at its max_tokens does not chain; nor does a row without a free page for its next position', () => {

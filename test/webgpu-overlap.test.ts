@@ -25,8 +25,8 @@ const REQUESTS: GenerateRequest[] = [
 
 interface Outcome { runs: RunResult[]; overlapped: number; decode: number; generated: number }
 
-async function generate(overlapSteps: boolean, reqs: readonly GenerateRequest[], prefixCache = false): Promise<Outcome> {
-  return withEngine({ ...base, model: TINY_THINK(), overlapSteps, prefixCache }, async (e) => {
+async function generate(overlapSteps: boolean, reqs: readonly GenerateRequest[], maxRunning = base.maxRunning): Promise<Outcome> {
+  return withEngine({ ...base, model: TINY_THINK(), overlapSteps, prefixCache: false, maxRunning }, async (e) => {
     const runs = await runAll(e, reqs, false);
     e.checkIntegrity();
     const { overlapped, decode } = e.stats().steps;
@@ -54,7 +54,9 @@ describe('overlapped decode on webgpu', () => {
   test('a batch ending by stop id, max_tokens, stop string and length: the plain loop\'s outputs, most decode steps chained', async () => {
     assert.equal(plain.overlapped, 0, '--overlap off chains nothing');
     assert.deepEqual(plain.runs.map((r) => r.finishReason).sort(), ['length', 'length', 'stop', 'stop'], 'every way to end is covered');
-    const on = await generate(true, REQUESTS);
+    // two at a time: a full batch with two waiting keeps chaining; a request that ends frees
+    // its slot and the chain ends a step later for the next one's admission
+    const on = await generate(true, REQUESTS, 2);
     sameRuns(on.runs, plain.runs, 'overlap on');
     // a row whose request stopped at the step before commits nothing (update.ts)
     assert.equal(on.generated, on.runs.reduce((n, r) => n + r.ids.length, 0), 'tokens generated = tokens returned');

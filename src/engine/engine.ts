@@ -365,7 +365,7 @@ export class Engine {
     return {
       enabled: this.overlap && !this.closed && this.hooks.preemptIf === undefined && !this.hooks.poisonPadding,
       speculating: this.speculative.kMax > 0,
-      waiting: this.scheduler.waiting.length,
+      admitting: this.scheduler.admits,
       maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
     };
   }

@@ -8,7 +8,8 @@
 // Invariants (why the outputs are those of the plain loop, bit for bit):
 // - A chained step is the step schedule() would build after N's update for every row whose
 //   request is still running: the same rows in the same order, one token each at start + 1,
-//   that token N's pick. schedule() would admit nothing (no request waits), reap nothing (no
+//   that token N's pick. schedule() would admit nothing (no request waits, or the batch is
+//   full: a slot freed at N is taken one step later, as by a request arriving), reap nothing (no
 //   row's request is aborted), preempt nothing (the next positions' pages are free), and
 //   draft nothing (MTP is off), so it would build exactly that.
 // - N's update may not write device memory that N + 1 has already read or written: only a
@@ -19,7 +20,8 @@
 //   commits nothing for it (update.ts). Its slot and pages were freed at N's update; GPU work
 //   runs in submission order, so any later user of them writes after N + 1 has run. A chain
 //   with such a row ends there (its picks are no longer the next step's rows).
-// - Requests arriving, or aborted, during a chain wait for its end: one step at most.
+// - Requests arriving, or aborted, during a chain wait for its end: one step at most. A
+//   saturated server (a full batch and a queue) keeps overlapping.
 import type { Batch, BatchRow } from './batch.js';
 import { finishesOnHost, picksOnKernels } from './device-picks.js';
 
@@ -29,15 +31,15 @@ export interface ChainFacts {
   readonly enabled: boolean;
   /** MTP drafts after every step (the next step is a verify, or the MTP head extends). */
   readonly speculating: boolean;
-  /** Requests wait for admission. */
-  readonly waiting: number;
+  /** schedule() would admit a waiting request now (one waits and the batch has room). */
+  readonly admitting: boolean;
   /** May the update of step N snapshot `row`'s working state (prefix.ts rowMaySnapshot)? */
   readonly maySnapshot: (row: BatchRow) => boolean;
 }
 
 /** May the step after `batch` be recorded before `batch`'s read-back (Scheduler.chain)? */
 export function chainable(batch: Batch, facts: ChainFacts): boolean {
-  if (!facts.enabled || facts.speculating || facts.waiting > 0 || batch.kind !== 'decode' || batch.nReal === 0) return false;
+  if (!facts.enabled || facts.speculating || facts.admitting || batch.kind !== 'decode' || batch.nReal === 0) return false;
   return batch.rows.slice(0, batch.nReal).every((row) => rowChains(row, facts));
 }
 

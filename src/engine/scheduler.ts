@@ -88,6 +88,11 @@ export class Scheduler {
     insertByArrival(this.queued, own(req));
   }
 
+  /** Would schedule() admit a waiting request now (one waits and the batch has room)? */
+  get admits(): boolean {
+    return this.queued.length > 0 && this.active.length < this.opts.maxRunning;
+  }
+
   hasWork(): boolean {
     return this.queued.length > 0 || this.active.length > 0;
   }
