@@ -215,11 +215,16 @@ function model(recording, gpu) {
     // chunks as it is recorded, the passes one after another (each waits on the last's result)
     const draft = { seq: [...head.seq, gpu.gapUs] };
     const chunkedRound = (h) => chunkedUs(v, h) + ext((c) => chunkedUs(c, h)) + kk * chunkedUs(draft, h) + (kk - 1) * chunkedUs(mtp[1], h);
+    const extRows = mtp[Math.min(Math.round(e), KS.length + 1)];
+    const oneReadBackSeq = [...extRows.seq, ...Array.from({ length: kk }, () => draft.seq).flat(), ...Array.from({ length: kk - 1 }, () => mtp[1].seq).flat(), ...v.seq];
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
       speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])),
         ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3((e * chunkedUs(one, h)) / chunkedRound(h))])),
         // vs MTP off as the engine runs it now: greedy decode overlapped (engine/overlap.ts), rounds chunked
-        ...Object.fromEntries(hostUs.map((h) => [`vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedRound(h))])) } }];
+        ...Object.fromEntries(hostUs.map((h) => [`vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedRound(h))])),
+        // a round of one read-back (not built): the drafts feed the next verify's embedding on the
+        // device and come back with its picks, so extend, drafts and verify are one chunked pass
+        ...Object.fromEntries(hostUs.map((h) => [`one_read_back_vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedUs({ seq: oneReadBackSeq }, h))])) } }];
   }));
   return { shape, format, gpu: gpu.name, decode_1: { dispatches: r1(one.dispatches), top_lo: one.top, gb: r3(one.bytes / 1e9), gpu_us: one.us.map(r1), batch1_model_gpu_us: ref, fraction_of_peak: one.us.map((u) => r3((1e6 * one.bytes) / gpu.peakBytesPerS / u)), step: withHost(one),
       // issue #47's decode target: ≥ 0.5 of --target-tbs (H200: 4.3 TB/s) with the host's time
