@@ -26,6 +26,7 @@ import { loadModel, type AnyModel } from '../src/model/model.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
+import { headOrderOf, runGatedStep } from './gated-step-cases.js';
 import { isQuantType } from '../src/kernels/quant/formats.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
@@ -56,12 +57,6 @@ function moved(src: Float32Array, order: Int32Array | null, dv: number): Float32
 const up = (a: Float32Array): GpuTensor => { const t = k.alloc(a.length); k.write(t, 0, a); return t; };
 const read = async (t: GpuTensor, n = t.length): Promise<Float32Array> => (await k.readBack([{ t, offset: 0, length: n }]))[0]!;
 
-function orderOf(hv: number, seed: number): Int32Array {
-  const r = rng(seed);
-  const o = Int32Array.from({ length: hv }, (_, i) => i);
-  for (let i = hv - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); [o[i], o[j]] = [o[j]!, o[i]!]; }
-  return o;
-}
 
 /** pad: o and z at an odd element offset (the quantized fold's scalar loads); acts: C columns
  * of the activation-quantizing matmuls, the fold on (a GPU's), for a quantized out_proj. */
@@ -74,7 +69,7 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   const r = rng(7 + m + hv);
   const sym = (n: number, s = 1) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
-  const order = c.ordered ? orderOf(hv, 3) : null;
+  const order = c.ordered ? headOrderOf(hv, 3) : null;
   const qkv = up(sym(m * (2 * hk * dk + hv * dv)));
   const [a, b] = [up(sym(m * hv, 4)), up(sym(m * hv, 4))];
   const padded = (n: number): GpuTensor => k.view(k.alloc(n + (c.pad ?? 0)), c.pad ?? 0, n);
@@ -95,16 +90,8 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
   k.g.floatColumns = columns;
   if (c.acts) [k.g.foldQuantActs, k.g.actsColumns] = [true, c.acts];
   try {
-    await read(x, 1);
-    const d0 = k.recordedDispatches;
-    const gating = { a, b, aLog, dtBias, g: k.alloc(m * hv), beta: k.alloc(m * hv), z, norm, eps: 1e-6, ...(order ? { perm: { order, out: normed } } : {}) };
-    if (form === 'project') k.gdnRecurrentGatedSeqs(out, qkv, { ...gating, project: { x, w, m, tmp: k.alloc(m * h) } }, dims, seqs);
-    else {
-      k.gdnRecurrentGatedSeqs(out, qkv, gating, dims, seqs);
-      k.matmulAdd(x, normed, w, m, k.alloc(m * h));
-    }
-    const dispatches = k.recordedDispatches - d0;
-    return { dispatches, x: await read(x), states: await read(states) };
+    const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
+    return await runGatedStep(k, inputs, dims, seqs, form === 'project' ? 'project' : 'pass', () => read(x, 1), (t) => read(t));
   } finally {
     [k.g.floatColumns, k.g.foldQuantActs, k.g.actsColumns] = [was.columns, was.fold, was.acts];
   }
@@ -190,7 +177,7 @@ describe('webgpu: the gated norm writes out_proj\'s head order == the rows moved
   test('gatedRmsNorm(headOrder)', async () => {
     const r = rng(5);
     const [hv, dv, tokens] = [8, 40, 3];
-    const order = orderOf(hv, 9);
+    const order = headOrderOf(hv, 9);
     const norm = randomWeight(ref, 'bf16', 1, dv, () => 0.5 + r());
     const o = up(Float32Array.from({ length: tokens * hv * dv }, () => 2 * r() - 1));
     const z = up(Float32Array.from({ length: tokens * hv * dv }, () => 4 * r() - 2));
@@ -209,7 +196,7 @@ describe('webgpu: the gated norm writes out_proj\'s head order == the rows moved
       const r = rng(11);
       const sym = (n: number, s = 1) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
       const rows = 4;
-      const order = orderOf(hv, 4);
+      const order = headOrderOf(hv, 4);
       const inputs = { qkv: sym(rows * (2 * hk * dk + hv * dv)), a: sym(rows * hv, 4), b: sym(rows * hv, 4), z: sym(rows * hv * dv, 3), s: sym(2 * hv * dk * dv, 0.5) };
       const aLog = randomWeight(ref, 'f32', 1, hv, () => r() - 1);
       const dtBias = randomWeight(ref, 'bf16', 1, hv, () => 2 * r() - 1);

@@ -27,6 +27,7 @@ import type { Engine } from '../src/engine/engine.js';
 import { sharedPath, TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
+import { headOrderOf, runGatedStep } from './gated-step-cases.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import { runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { formerHeadPath } from './head-order-oracle.js';
@@ -38,13 +39,6 @@ after(() => { if (k) forceGdnLaunch(k.g, null); k?.dispose(); });
 const ref = createRefKernels();
 const up = (a: Float32Array): GpuTensor => { const t = k.alloc(a.length); k.write(t, 0, a); return t; };
 const read = async (t: GpuTensor): Promise<Float32Array> => (await k.readBack([{ t, offset: 0, length: t.length }]))[0]!;
-
-function orderOf(hv: number, seed: number): Int32Array {
-  const r = rng(seed);
-  const o = Int32Array.from({ length: hv }, (_, i) => i);
-  for (let i = hv - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); [o[i], o[j]] = [o[j]!, o[i]!]; }
-  return o;
-}
 
 /** seqs: tokens per sequence (M = their sum); foldActs: the GPU default (the activation-
  * quantizing matmuls on, so only M > ACTS_FOLD_ROWS leaves the quantization to the pass);
@@ -60,7 +54,7 @@ async function stepThenOutProj(c: Case, form: 'pass' | 'project') {
   const m = c.seqs.reduce((a, b) => a + b, 0);
   const r = rng(11 + m + hv);
   const sym = (n: number, s = 1) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
-  const order = c.ordered ? orderOf(hv, 5) : null;
+  const order = c.ordered ? headOrderOf(hv, 5) : null;
   const qkv = up(sym(m * (2 * hk * dk + hv * dv)));
   const [a, b] = [up(sym(m * hv, 4)), up(sym(m * hv, 4))];
   const z = up(sym(m * hv * dv, 3));
@@ -83,16 +77,8 @@ async function stepThenOutProj(c: Case, form: 'pass' | 'project') {
   g.actsLayout = c.lanes ? 'lanes' : 'block';
   [g.quantLayout, g.quantColumns] = ['lanes', QUANT_COLUMNS];
   try {
-    await read(k.view(x, 0, 1));
-    const d0 = k.recordedDispatches;
-    const gating = { a, b, aLog, dtBias, g: k.alloc(m * hv), beta: k.alloc(m * hv), z, norm, eps: 1e-6, ...(order ? { perm: { order, out: normed } } : {}) };
-    if (form === 'project') k.gdnRecurrentGatedSeqs(out, qkv, { ...gating, project: { x, w, m, tmp: k.alloc(m * h) } }, dims, seqs);
-    else {
-      k.gdnRecurrentGatedSeqs(out, qkv, gating, dims, seqs);
-      k.matmulAdd(x, normed, w, m, k.alloc(m * h));
-    }
-    const dispatches = k.recordedDispatches - d0;
-    return { dispatches, x: await read(x), states: await read(states) };
+    const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
+    return await runGatedStep(k, inputs, dims, seqs, form, () => read(k.view(x, 0, 1)), read);
   } finally {
     forceGdnLaunch(g, null);
     [g.floatColumns, g.foldQuantActs, g.actsLayout, g.quantLayout, g.quantColumns] = [was.columns, was.fold, was.acts, was.layout, was.qcols];

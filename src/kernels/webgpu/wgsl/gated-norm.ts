@@ -6,8 +6,8 @@
 // order at orderOff).
 import { HEADER, rmsRowOpening, treeSum } from './common.js';
 import { paramConsts } from '../params.js';
-import { GATED_NORM_PASS_OPENING } from './gdn-columns.js';
-import { DEST_HEAD_FN, gatedNormRow } from './gdn-gated.js';
+import { gatedNormPassHead } from './gdn-columns.js';
+import { gatedNormRow } from './gdn-gated.js';
 import { quantBlockFn } from './matmul.js';
 
 export const GATED_NORM_PERM = /* wgsl */ `${HEADER}
@@ -37,21 +37,9 @@ ${rmsRowOpening('P_rows', 'P_d', 'row - row % pu(P_hv) + u32(ORD[pu(P_orderOff) 
  * params: PARAMS.gdn_gated_seqs. Bindings: 1 OUT, 2 Z, 3 NW, 4 DS (the pass's), 5 QX, 6 DX,
  * 7 SX (the activation scratch, from element 0). */
 export function gdnGatedNormQuantShader(wg: number, packedBuiltin: boolean): string {
-  return `${HEADER}
-${paramConsts('gdn_gated_seqs')}
-@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
-@group(0) @binding(2) var<storage, read_write> Z: array<f32>;
-@group(0) @binding(3) var<storage, read_write> NW: array<f32>;
-@group(0) @binding(4) var<storage, read> DS: array<i32>;
-@group(0) @binding(5) var<storage, read_write> QX: array<u32>;
+  return `${gatedNormPassHead(wg, `@group(0) @binding(5) var<storage, read_write> QX: array<u32>;
 @group(0) @binding(6) var<storage, read_write> DX: array<f32>;
-@group(0) @binding(7) var<storage, read_write> SX: array<i32>;
-var<workgroup> ov: array<f32, ${wg}>;
-var<workgroup> red: array<f32, 64>;
-${DEST_HEAD_FN}
-@compute @workgroup_size(${wg})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-${GATED_NORM_PASS_OPENING}
+@group(0) @binding(7) var<storage, read_write> SX: array<i32>;`)}
 ${gatedNormRow('ov', '', 'c')}  workgroupBarrier();
   let nbh = dv / 32u;
   if (t < nbh) { quant_block(((row0 + i) * hv + dest_head(h)) * nbh + t, 32u * t); }

@@ -165,18 +165,25 @@ export const GATED_NORM_PASS_OPENING = `  let hv = pu(P_hv); let dv = pu(P_dv);
  * returns. Bindings: 1 OUT, 2 Z [rows, HV·dv], 3 NW (f32 [dv]), 4 DS, 5 DST. `wg`:
  * gdnGatedThreads(dv). */
 export function gdnGatedNormShader(wg: number): string {
+  return `${gatedNormPassHead(wg, `@group(0) @binding(5) var<storage, read_write> DST: array<f32>;`)}
+${gatedNormRow('DST', 'pu(P_dstOff) + row0 * hv * dv')}}`;
+}
+
+/** A gated norm pass's text up to its main's opening (GATED_NORM_PASS_OPENING included):
+ * header, params, bindings 1 OUT, 2 Z, 3 NW, 4 DS, then `bindings` (the pass's own), the
+ * workgroup arrays and dest_head. */
+export function gatedNormPassHead(wg: number, bindings: string): string {
   return `${HEADER}
 ${paramConsts('gdn_gated_seqs')}
 @group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Z: array<f32>;
 @group(0) @binding(3) var<storage, read_write> NW: array<f32>;
 @group(0) @binding(4) var<storage, read> DS: array<i32>;
-@group(0) @binding(5) var<storage, read_write> DST: array<f32>;
+${bindings}
 var<workgroup> ov: array<f32, ${wg}>;
 var<workgroup> red: array<f32, 64>;
 ${DEST_HEAD_FN}
 @compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-${GATED_NORM_PASS_OPENING}
-${gatedNormRow('DST', 'pu(P_dstOff) + row0 * hv * dv')}}`;
+${GATED_NORM_PASS_OPENING}`;
 }
