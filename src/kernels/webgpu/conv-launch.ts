@@ -12,6 +12,7 @@ import type { GpuWeight } from './weights.js';
 import { CONV_CHANNELS_MAX_TAPS } from './wgsl/gdn.js';
 import { CONV_STEP_WORDS } from './wgsl/conv-fold.js';
 import { floatChunkElems, type FloatDType } from './wgsl/float-chunks.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
 
 export type ConvLaunch = 'thread' | 'channels';
 
@@ -67,10 +68,15 @@ export const CONV_FOLD_MAX_ROWS = 8;
  * and otherwise (a verify: t ≥ 1 rows a sequence, scratch windows in one buffer) the steps
  * variant folds into the 8-column launch at 2 ≤ M ≤ CONV_FOLD_MAX_ROWS (one tile: the thread
  * of a sequence's first row reads its other rows' stores; wgsl/conv-fold.ts convFoldSteps).
- * A prompt of ≤ 8 rows folds the same way; longer ones keep causalConvSeqs. */
+ * A prompt of ≤ 8 rows folds the same way; longer ones keep causalConvSeqs. A quantized qkv
+ * weight folds where matmulGroup runs the activation-quantizing kernels (foldQuantActs,
+ * M ≤ ACTS_FOLD_ROWS; wgsl/qmatmul-acts.ts actsStore): a decode as above, a verify's
+ * sequences each within one tile of ACTS_TILE rows (rows 0–3 or 4–7). */
 export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, elem: 'i32') => GpuTensor, m: number, x: GpuTensor, w: GpuWeight,
   conv: { readonly out: GpuTensor; readonly wc: GpuTensor; readonly seqs: readonly ConvSeq<GpuTensor>[] }): GpuConvFold | null {
-  if (!convFoldOn(g) || isQuantType(w.dtype)) return null;
+  const quant = isQuantType(w.dtype);
+  // a quantized qkv folds into the activation-quantizing kernels only (M ≤ ACTS_FOLD_ROWS)
+  if (!convFoldOn(g) || (quant && !(g.foldQuantActs && m <= ACTS_FOLD_ROWS))) return null;
   const c = w.rows;
   const taps = conv.wc.length / c;
   if (!Number.isInteger(taps) || taps < 1 || taps > CONV_FOLD_MAX_TAPS) return null;
@@ -91,9 +97,12 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
     return { x, out: conv.out, wc: conv.wc, taps, window, table: put(table, 'i32') };
   }
   const scratch = live.find((s) => s.scratch)?.scratch?.buffer ?? null;
-  // the steps variant: the 8-column launch (matmulGroup's choice at M ≥ 2 with chunked loads) in one tile
-  if (g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0
-    || g.convFoldSegments(true) < 1 || live.some((s) => s.scratch && s.scratch.buffer !== scratch)) return null;
+  if (g.convFoldSegments(true) < 1 || live.some((s) => s.scratch && s.scratch.buffer !== scratch)) return null;
+  // the steps variant: quantized, each sequence's rows within one ACTS_TILE tile of the
+  // activation-quantizing kernel (its first row's workgroup stores them all); float, the
+  // 8-column launch (matmulGroup's choice at M ≥ 2 with chunked loads) in one tile
+  if (quant ? live.some((s) => Math.floor(s.row / ACTS_TILE) !== Math.floor((s.row + s.t - 1) / ACTS_TILE))
+    : g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0) return null;
   // per row: window offset (−1: starts no sequence), t, scratch offset, use scratch
   const table = new Int32Array(m * CONV_STEP_WORDS).fill(-1);
   const owned = new Uint8Array(m);

@@ -22,6 +22,7 @@
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
+import { convFoldSteps, convFoldStore, type ConvFoldShape } from './conv-fold.js';
 import { quantSumsDecl } from './matmul.js';
 import { dot4Source, hasOffsetType, packedBias, packedBlockDecoder } from './quant.js';
 
@@ -120,9 +121,10 @@ var<workgroup> amx: array<atomic<u32>, ${tm * 64}>;`;
  * chains — thread c·TM + r chains column c's row r in j order, as thread r did for one
  * column. The input words are act4(e), or act4(e, r, p) with `rowAndColumn`: elements
  * e..e+3, e = (m0 + r)·K + p (row r of the tile, column p of x). Ends with the stores to OUT
- * at P_outOff / P_outStride / P_col0. Columns past `last` (the part's last row) repeat its
- * weights and are not stored. */
-export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false, cols = 1): string {
+ * at P_outOff / P_outStride / P_col0 (`conv`: through the conv fold, actsStore). Columns
+ * past `last` (the part's last row) repeat its weights and are not stored. */
+export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false, cols = 1,
+  conv: ConvFoldShape | null = null): string {
   if (!Number.isInteger(cols) || cols < 1) throw new RangeError(`quant acts: ${cols} columns`);
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
@@ -218,11 +220,36 @@ export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumula
     }
     workgroupBarrier();
   }
-  if (t < C * TM && t % TM < rows && cb + t / TM <= last) {
+${actsStore(accumulate, conv)}`;
+}
+
+/** The body's end: thread c·TM + r stores column cb + c of row m0 + r, or with `conv` (a
+ * conv segment, wgsl/conv-fold.ts) the conv of that value — that thread alone stores (row,
+ * column), so it alone touches channel P_col0 + cb + c of the row's window; the steps variant
+ * stores the pre-conv value, then after a storageBarrier the thread of a sequence's first
+ * row runs the conv over its sequence's rows (all in this tile: convFoldPlan). */
+function actsStore(accumulate: boolean, conv: ConvFoldShape | null): string {
+  if (conv && accumulate) throw new Error('quant acts: the conv fold is for a plain (not accumulating) matmul');
+  // the fold's segment fields are the body's (SEG_OutStride = P_outStride, SEG_Col0 = P_col0)
+  const fold = (text: string): string => text.replace(/\bSEG_(OutStride|Col0)\b/g, (_, f: string) => `P_${f[0]!.toLowerCase()}${f.slice(1)}`);
+  const own = (text: string): string => `if (t < C * TM && t % TM < rows && cb + t / TM <= last) {
+    let col = cb + t / TM;
+    let o = pu(P_outOff) + (m0 + t % TM) * pu(P_outStride) + pu(P_col0) + col;
+    ${text}
+  }`;
+  const plain = `OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc;`;
+  // (no conv: the text the kernels always had, so compiled pipelines stay cached)
+  if (!conv) {
+    return `  if (t < C * TM && t % TM < rows && cb + t / TM <= last) {
     let o = pu(P_outOff) + (m0 + t % TM) * pu(P_outStride) + pu(P_col0) + cb + t / TM;
-    OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc;
+    ${plain}
   }
 `;
+  }
+  if (!conv.steps) return own(fold(convFoldStore('acc', '(m0 + t % TM)', conv.taps)));
+  return `${own(plain)}
+  storageBarrier();
+  ${own(fold(convFoldSteps('(m0 + t % TM)', conv.taps)))}`;
 }
 
 /** The lone activation-quantizing matmul: C columns a workgroup (`cols`), vec4 input loads
