@@ -3,10 +3,11 @@
 // conv of qkv column c from the thread that forms c (wgsl/qmatmul-acts.ts actsStore;
 // kernels/webgpu/conv-launch.ts convFoldPlan), forced on lavapipe (a CPU adapter keeps the
 // separate dispatch and the quant_acts + qmatmul path by default):
-// - gdnMixer's group (qkv, z, b, a of one quant type, the input norm folded) at decode rows (1, 3,
-//   and 6 over two tiles with a row no sequence owns), on the 8-column kernel (Q8_0: the
-//   one-column too): post-conv rows, windows and z, b, a equal the matmul then causalConvSeqs element by element, with the
-//   conv dispatch gone; Q8_0 and Q4_K (a GPU's types), the other quant types at 3 rows;
+// - gdnMixer's group (qkv, z, b, a of one quant type, the input norm folded) at decode rows (1,
+//   3, and 6 over two tiles with a row no sequence owns), on the 8-column kernel (Q8_0: the
+//   one-column too): post-conv rows, windows and z, b, a equal the matmul then causalConvSeqs
+//   element by element, with the conv dispatch gone; Q8_0 and Q4_K (a GPU's types), the other
+//   quant types at 3 decode rows and at mixed verify rows (their qkv kernel alone);
 // - verify rows (steps variant): t = 1..4 rows to scratch, 3 sequences in two tiles, decode /
 //   scratch / in-place rows mixed — every scratch window equal;
 // - a sequence across the tiles of ACTS_TILE rows, 9 rows (past the activation-quantizing
@@ -175,6 +176,9 @@ describe('webgpu: the conv folded into the quantized in_proj (activation-quantiz
     test(`${dtype} qkv (z, b, a BF16), 3 decode rows`, async () => {
       await foldEqualsCalls({ dtype, seqs: DECODE(3), columns: 1, qkvAlone: true }, 'decode');
     });
+    test(`${dtype} qkv (z, b, a BF16), a decode row, 3 rows to scratch, 2 rows in place and a row no sequence owns`, async () => {
+      await foldEqualsCalls({ dtype, seqs: [{ t: 1 }, { t: 3, scratch: true }, { t: 2 }], spare: 1, columns: 1, qkvAlone: true }, 'steps');
+    });
   }
   test('a verify across two tiles (rows 2..6) keeps the conv dispatch', async () => {
     await foldEqualsCalls({ dtype: 'q8_0', seqs: [{ t: 2, scratch: true }, { t: 5, scratch: true }], columns: 1 }, null);
@@ -280,7 +284,9 @@ describe('engine on webgpu with a GPU\'s launches forced, tiny-think Q8_0 GGUF: 
     });
     for (const spec of [0, 3]) {
       folds = { decode: 0, steps: 0 };
-      const batched = await withEngine({ ...base, specTokens: spec, maxRunning: 3, poisonPadding: true }, async (e) => {
+      // MTP on: two running sequences, whose verify rows (4 each) lie in the kernel's two 4-row
+      // tiles (the steps variant); three sequences' rows cross a tile (their conv's own dispatch)
+      const batched = await withEngine({ ...base, specTokens: spec, maxRunning: spec > 0 ? 2 : 3, poisonPadding: true }, async (e) => {
         gpuLaunches(e, true);
         const out = await runAll(e, [...prompts, prompts[0]!]);
         if (spec > 0) assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');
