@@ -10,8 +10,10 @@
 //   quant types at 3 decode rows and at mixed verify rows (their qkv kernel alone);
 // - verify rows (steps variant): t = 1..4 rows to scratch, 3 sequences in two tiles, decode /
 //   scratch / in-place rows mixed — every scratch window equal;
-// - a sequence across the tiles of ACTS_TILE rows, 9 rows (past the activation-quantizing
-//   kernels) and the fold with those kernels off keep the conv dispatch (same bits);
+// - sequences across the tiles of ACTS_TILE rows (a 5-row verify; 3 verifies, one across row
+//   4): the steps variant on one tile of CONV_STEPS_TILE = 8 rows;
+// - 9 rows (past the activation-quantizing kernels) and the fold with those kernels off keep
+//   the conv dispatch (same bits);
 // - tiny-think Q8_0 and Q4_K_M GGUF and tiny-next-moe quantized to Q8_0 at load: forward with the
 //   fold == without (prompt logits, decode of one and two sequences, a verify, the windows);
 // - the engine (tiny-think Q8_0 GGUF, a GPU's launches): fold on, batched, MTP off and on ==
@@ -25,7 +27,7 @@ import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
 import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
-import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
+import { ACTS_COLUMNS, CONV_STEPS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
@@ -123,8 +125,9 @@ const DECODE = (n: number) => Array.from({ length: n }, () => ({ t: 1 }));
 const NAMES = ['post-conv rows', 'windows', 'scratch', 'z', 'b', 'a'];
 
 /** Fold on == fold off for `c`, element by element (qkv too where the fold does not run);
- * `folds`: the fold's variant ('decode', 'steps') or null (the conv keeps its dispatch). */
-async function foldEqualsCalls(c: Case, folds: 'decode' | 'steps' | null): Promise<void> {
+ * `folds`: the fold's variant ('decode', 'steps'; 'steps8': on one tile of CONV_STEPS_TILE
+ * rows) or null (the conv keeps its dispatch). */
+async function foldEqualsCalls(c: Case, folds: 'decode' | 'steps' | 'steps8' | null): Promise<void> {
   const seed = 29 + c.seqs.length * 7 + (c.spare ?? 0);
   const off = await runGroup(c, false, seed);
   const on = await runGroup(c, true, seed);
@@ -133,7 +136,7 @@ async function foldEqualsCalls(c: Case, folds: 'decode' | 'steps' | null): Promi
   if (folds) {
     assert.equal(convs(on.keys), 0, 'fold on: no conv dispatch');
     assert.equal(on.keys.length, off.keys.length - convs(off.keys), `fold on: the conv dispatch went away (${on.keys.join(' ')})`);
-    const variant = new RegExp(`^qmatmul_acts_${c.dtype}_.*_conv4m1${folds === 'steps' ? 's' : ''}_norm$`);
+    const variant = new RegExp(`^qmatmul_acts_${c.dtype}_.*_conv4m1${{ decode: '', steps: 's', steps8: `s_t${CONV_STEPS_TILE}` }[folds]}_norm$`);
     assert.ok(on.keys.some((x) => variant.test(x)), `the activation-quantizing group carries the fold (${on.keys.join(' ')})`);
   } else assert.deepEqual(on.keys, off.keys, 'no fold: the same dispatches');
   assert.ok(!off.outs[0]!.slice(0, C).includes(-3), 'the first row\'s conv was written');
@@ -169,6 +172,13 @@ describe('webgpu: the conv folded into the quantized in_proj (activation-quantiz
       test(`${at}, a decode row, 3 rows to scratch, 2 rows in place and a row no sequence owns`, async () => {
         await foldEqualsCalls({ dtype, seqs: [{ t: 1 }, { t: 3, scratch: true }, { t: 2 }], spare: 1, columns }, 'steps');
       });
+      // sequences across the 4-row tiles: every row in one 8-row tile
+      test(`${at}, a verify of 5 rows to scratch (one 8-row tile)`, async () => {
+        await foldEqualsCalls({ dtype, seqs: [{ t: 5, scratch: true }], columns }, 'steps8');
+      });
+      test(`${at}, verifies of 3, 2 and 3 rows to scratch, the second across row 4 (one 8-row tile)`, async () => {
+        await foldEqualsCalls({ dtype, seqs: [{ t: 3, scratch: true }, { t: 2, scratch: true }, { t: 3, scratch: true }], columns }, 'steps8');
+      });
     }
   }
   // every other type the activation-quantizing kernels serve (the fold's code is the same), qkv's kernel alone
@@ -180,9 +190,6 @@ describe('webgpu: the conv folded into the quantized in_proj (activation-quantiz
       await foldEqualsCalls({ dtype, seqs: [{ t: 1 }, { t: 3, scratch: true }, { t: 2 }], spare: 1, columns: 1, qkvAlone: true }, 'steps');
     });
   }
-  test('a verify across two tiles (rows 2..6) keeps the conv dispatch', async () => {
-    await foldEqualsCalls({ dtype: 'q8_0', seqs: [{ t: 2, scratch: true }, { t: 5, scratch: true }], columns: 1 }, null);
-  });
   test('9 decode rows (past the activation-quantizing kernels) keep the conv dispatch', async () => {
     await foldEqualsCalls({ dtype: 'q8_0', seqs: DECODE(9), columns: 1 }, null);
   });
@@ -192,8 +199,8 @@ describe('webgpu: the conv folded into the quantized in_proj (activation-quantiz
 });
 
 /** `model` forward with the fold `on` and a GPU's launches: two chunked prompts (6 rows across
- * two tiles: the conv's dispatch; 3 rows: folded), a decode of one sequence, a decode of two
- * sequences batched, a 3-row verify to scratch; every step's logits, then the conv windows. */
+ * two 4-row tiles: the 8-row tile; 3 rows), a decode of one sequence, a decode of two sequences
+ * batched, a 3-row verify to scratch; every step's logits, then the conv windows. */
 async function forwardAs(model: AnyModel, on: boolean): Promise<{ results: Float32Array[]; keys: string[] }> {
   forceConvFold(k.g, on);
   forceConvLaunch(k.g, 'channels');
@@ -238,12 +245,13 @@ function forwardTest(name: string, path: () => string, quantize?: 'q8_0'): void 
     const count = (ks: string[], re: RegExp) => ks.filter((x) => re.test(x)).length;
     const linear = model.layout.linearLayers.length;
     // the 2 decode steps fold every linear layer's conv; the verify (3 rows to scratch) and
-    // the 3-row prompt on the steps variant; the 6-row prompt spans two tiles: its own dispatch
+    // the 3-row prompt on the steps variant; the 6-row prompt spans two 4-row tiles: one 8-row tile
     assert.equal(count(on.keys, /^qmatmul_acts_.*_conv\d+m\d+_/), 2 * linear, `each decode step folds every linear layer's conv (${on.keys.join(' ')})`);
-    assert.equal(count(on.keys, /^qmatmul_acts_.*_conv\d+m\d+s_/), 2 * linear, 'the verify and the 3-row prompt fold on the steps variant');
+    assert.equal(count(on.keys, /^qmatmul_acts_.*_conv\d+m\d+s_norm/), 2 * linear, 'the verify and the 3-row prompt fold on the steps variant');
+    assert.equal(count(on.keys, /^qmatmul_acts_.*_conv\d+m\d+s_t8_norm/), linear, 'the 6-row prompt folds on one 8-row tile');
     assert.equal(count(off.keys, /^causal_conv/), 5 * linear, 'fold off: a conv dispatch a layer and step');
-    assert.equal(count(on.keys, /^causal_conv/), linear, 'fold on: the 6-row prompt\'s conv dispatches only');
-    assert.equal(on.keys.length, off.keys.length - 4 * linear);
+    assert.equal(count(on.keys, /^causal_conv/), 0, 'fold on: no conv dispatch');
+    assert.equal(on.keys.length, off.keys.length - 5 * linear);
     assert.equal(on.results.length, off.results.length);
     off.results.forEach((h, i) => assert.ok(sameBits(on.results[i]!, h), `result ${i} differs (0-4: logits of each step, then windows, scratch)`));
   });
@@ -284,9 +292,8 @@ describe('engine on webgpu with a GPU\'s launches forced, tiny-think Q8_0 GGUF: 
     });
     for (const spec of [0, 3]) {
       folds = { decode: 0, steps: 0 };
-      // MTP on: two running sequences, whose verify rows (4 each) lie in the kernel's two 4-row
-      // tiles (the steps variant); three sequences' rows cross a tile (their conv's own dispatch)
-      const batched = await withEngine({ ...base, specTokens: spec, maxRunning: spec > 0 ? 2 : 3, poisonPadding: true }, async (e) => {
+      // MTP on: three sequences' verify rows (≤ 8) cross the 4-row tiles: one 8-row tile; 9+ rows keep the dispatch
+      const batched = await withEngine({ ...base, specTokens: spec, maxRunning: 3, poisonPadding: true }, async (e) => {
         gpuLaunches(e, true);
         const out = await runAll(e, [...prompts, prompts[0]!]);
         if (spec > 0) assert.ok(e.stats().spec.rounds > 0, 'drafts were verified');

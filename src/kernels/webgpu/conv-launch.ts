@@ -12,7 +12,7 @@ import type { GpuWeight } from './weights.js';
 import { CONV_CHANNELS_MAX_TAPS } from './wgsl/gdn.js';
 import { CONV_STEP_WORDS } from './wgsl/conv-fold.js';
 import { floatChunkElems, type FloatDType } from './wgsl/float-chunks.js';
-import { ACTS_FOLD_ROWS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE, CONV_STEPS_TILE } from './wgsl/qmatmul-acts.js';
 
 export type ConvLaunch = 'thread' | 'channels';
 
@@ -70,8 +70,9 @@ export const CONV_FOLD_MAX_ROWS = 8;
  * of a sequence's first row reads its other rows' stores; wgsl/conv-fold.ts convFoldSteps).
  * A prompt of ≤ 8 rows folds the same way; longer ones keep causalConvSeqs. A quantized qkv
  * weight folds where matmulGroup runs the activation-quantizing kernels (foldQuantActs,
- * M ≤ ACTS_FOLD_ROWS; wgsl/qmatmul-acts.ts actsStore): a decode as above, a verify's
- * sequences each within one tile of ACTS_TILE rows (rows 0–3 or 4–7). */
+ * M ≤ ACTS_FOLD_ROWS; wgsl/qmatmul-acts.ts actsStore): a decode as above, a verify on the
+ * kernel's ACTS_TILE-row tiles where each sequence lies in one (rows 0–3 or 4–7), else on one
+ * tile of CONV_STEPS_TILE rows (`tile`). */
 export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, elem: 'i32') => GpuTensor, m: number, x: GpuTensor, w: GpuWeight,
   conv: { readonly out: GpuTensor; readonly wc: GpuTensor; readonly seqs: readonly ConvSeq<GpuTensor>[] }): GpuConvFold | null {
   const quant = isQuantType(w.dtype);
@@ -98,11 +99,12 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
   }
   const scratch = live.find((s) => s.scratch)?.scratch?.buffer ?? null;
   if (g.convFoldSegments(true) < 1 || live.some((s) => s.scratch && s.scratch.buffer !== scratch)) return null;
-  // the steps variant: quantized, each sequence's rows within one ACTS_TILE tile of the
-  // activation-quantizing kernel (its first row's workgroup stores them all); float, the
-  // 8-column launch (matmulGroup's choice at M ≥ 2 with chunked loads) in one tile
-  if (quant ? live.some((s) => Math.floor(s.row / ACTS_TILE) !== Math.floor((s.row + s.t - 1) / ACTS_TILE))
-    : g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0) return null;
+  // the steps variant: a sequence's first-row thread reads its rows' stores, so they must lie in
+  // its workgroup's tile — float, the 8-column launch (matmulGroup's choice at M ≥ 2 with
+  // chunked loads) in one tile; quantized, the activation-quantizing kernel's ACTS_TILE rows, or
+  // where a sequence crosses them every row in one tile of CONV_STEPS_TILE (M ≤ 8)
+  if (!quant && (g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0)) return null;
+  const crosses = live.some((s) => Math.floor(s.row / ACTS_TILE) !== Math.floor((s.row + s.t - 1) / ACTS_TILE));
   // per row: window offset (−1: starts no sequence), t, scratch offset, use scratch
   const table = new Int32Array(m * CONV_STEP_WORDS).fill(-1);
   const owned = new Uint8Array(m);
@@ -113,5 +115,5 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
     }
     table.set([s.window.offset, s.t, s.scratch?.offset ?? 0, s.scratch ? 1 : 0], s.row * CONV_STEP_WORDS);
   }
-  return { x, out: conv.out, wc: conv.wc, taps, window, table: put(table, 'i32'), steps: true, scratch };
+  return { x, out: conv.out, wc: conv.wc, taps, window, table: put(table, 'i32'), steps: true, scratch, ...(quant && crosses ? { tile: CONV_STEPS_TILE } : {}) };
 }

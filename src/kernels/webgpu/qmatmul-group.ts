@@ -122,7 +122,13 @@ export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; r
 export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
   dot4: boolean, maxCols = 1, limitBytes = Infinity, conv?: ActsConvFold): QuantGroupDispatch {
   const hn = input.headNorm;
-  const cols = actsColumnsWithin(type, maxCols, limitBytes - (hn ? headNormActsBytes(hn.hv) : 0));
+  // the conv fold where a segment writes the conv's input (bit s: segment s stores through it)
+  const mask = conv ? segs.reduce((a, s, i) => (s.out === conv.fold.x ? a | (1 << i) : a), 0) : 0;
+  const fold = conv && mask !== 0 ? conv.fold : null;
+  const shape: ConvFoldShape | null = fold ? { taps: fold.taps, mask, steps: fold.steps === true } : null;
+  // rows a workgroup: ACTS_TILE, or the steps fold's one tile of every row
+  const tm = fold?.steps ? fold.tile ?? ACTS_TILE : ACTS_TILE;
+  const cols = actsColumnsWithin(type, maxCols, limitBytes - (hn ? headNormActsBytes(hn.hv) : 0), tm);
   if (m > ACTS_FOLD_ROWS) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_FOLD_ROWS}`);
   if ([input.norm, input.gate, hn].filter(Boolean).length > 1) throw new Error('quant acts group: more than one of a norm, a gate and a head norm');
   if (hn && (k % hn.hv !== 0 || (k / hn.hv) % 4 !== 0 || hn.norm.offset !== 0 || hn.norm.length !== k / hn.hv)) {
@@ -137,20 +143,16 @@ export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: numb
   const rows = segs.reduce((a, s) => a + s.part.rows, 0);
   const workgroups = segs.reduce((a, s) => a + Math.ceil(s.part.rows / cols), 0);
   const extra = input.norm ? [input.norm.wv.buffer] : input.gate ? [input.gate.b.buffer] : hn ? [hn.z.buffer, hn.norm.buffer, hn.order.buffer] : [];
-  // the conv fold where a segment writes the conv's input (bit s: segment s stores through it)
-  const mask = conv ? segs.reduce((a, s, i) => (s.out === conv.fold.x ? a | (1 << i) : a), 0) : 0;
-  const fold = conv && mask !== 0 ? conv.fold : null;
-  const shape: ConvFoldShape | null = fold ? { taps: fold.taps, mask, steps: fold.steps === true } : null;
   if (fold && (accumulate || input.gate || hn)) throw new Error('quant acts group: the conv fold is for a plain or normed input, not accumulating');
   const head = { rows, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, eps: input.norm?.eps ?? hn?.eps ?? 0, zeroCentered: input.norm?.zeroCentered ? 1 : 0 };
   const convBuffers = fold ? [fold.wc.buffer, fold.window, fold.table.buffer, fold.out.buffer, ...(fold.steps ? [fold.scratch ?? conv!.dummy] : [])] : [];
   return {
-    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${convFoldKey(shape)}${kind === 'plain' ? '' : `_${kind}`}${hn ? hn.hv : ''}`,
-    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec, hn?.hv ?? 0, shape),
+    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${convFoldKey(shape)}${tm === ACTS_TILE ? '' : `_t${tm}`}${kind === 'plain' ? '' : `_${kind}`}${hn ? hn.hv : ''}`,
+    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec, hn?.hv ?? 0, shape, tm),
     params: fold ? packParams('qmatmul_acts_group_conv', { ...head, convOutOff: fold.out.offset, convTable: fold.table.offset })
       : packParams('qmatmul_acts_group', { ...head, gateOff: gateIn?.offset ?? 0, orderOff: hn?.order.offset ?? 0 }),
     buffers: [...segs.map((s) => s.out.buffer), input.x.buffer, ...segs.map((s) => s.part.buffer), ...extra, ...convBuffers],
-    groups: grid(workgroups, Math.ceil(m / ACTS_TILE)),
+    groups: grid(workgroups, Math.ceil(m / tm)),
   };
 }
 

@@ -131,17 +131,19 @@ function segmentOfColumns(segments: number): string {
  * `columns`); `vec`: vec4<f32> input loads (xOff, gateOff ≡ 0 mod 4; the norm weight too). */
 /** `heads` (HV; 'headnorm' only): the gated norm's heads, K = HV · dv. */
 /** `conv`: the GDN causal conv folded into its segments' stores (wgsl/conv-fold.ts; a plain or
- * normed input, not accumulating): its bindings after the input's. */
+ * normed input, not accumulating): its bindings after the input's; `tm` rows a workgroup
+ * (ACTS_TILE; the steps variant may take CONV_STEPS_TILE). */
 export function quantMatmulActsGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate: boolean, input: ActsInput, cols = 1,
-  vec = false, heads = 0, conv: ConvFoldShape | null = null): string {
+  vec = false, heads = 0, conv: ConvFoldShape | null = null, tm = ACTS_TILE): string {
   if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant acts group: ${segments} segments`);
   const headNorm = input === 'headnorm';
   if (headNorm !== heads > 0) throw new RangeError(`quant acts group: ${heads} heads for a ${input} input`);
   const norm = input === 'norm';
   const gate = input === 'silu' || input === 'sigmoid' ? input : null;
   if (conv && (gate || headNorm || accumulate)) throw new Error('quant acts group: the conv fold is for a plain or normed input, not accumulating');
+  if (tm !== ACTS_TILE && !conv?.steps) throw new RangeError(`quant acts group: a tile of ${tm} rows is the conv fold's steps variant's (CONV_STEPS_TILE)`);
   // each segment's body: a conv segment stores through the fold
-  const body = (s: number): string => actsColumnBody(type, packedBuiltin, accumulate, true, cols, conv && convSegment(conv, s) ? conv : null);
+  const body = (s: number): string => actsColumnBody(type, packedBuiltin, accumulate, true, cols, conv && convSegment(conv, s) ? conv : null, tm);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
@@ -162,9 +164,9 @@ ${convFoldDecls(2 + 2 * segments + (norm ? 1 : 0), conv.steps)}` : ''}
 ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
-${actsWorkgroupDecls(type, cols)}
+${actsWorkgroupDecls(type, cols, tm)}
 ${norm ? `${treeSum()}
-var<private> inv: array<f32, ${ACTS_TILE}>;` : ''}
+var<private> inv: array<f32, ${tm}>;` : ''}
 // elements e..e+3, e = (m0 + r)·K + p, of the input rows (past xOff)
 ${vec ? `fn act4(e: u32, r: u32, p: u32) -> vec4<f32> {
   ${norm ? NORMED_AT4 : headNorm ? HEAD_NORMED_AT4 : plainOrGatedAct4(gate)}
