@@ -192,15 +192,18 @@ export class WebGpuKernels {
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
     need(x, m * k, 'matmul x');
     const floatTm = this.matmulTile(m, fused !== undefined);
-    for (const { out, w } of group) {
-      if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
-      need(out, m * w.rows, 'matmul out');
-      this.countWeightReads(w, Math.ceil(m / (!isQuantType(w.dtype) ? floatTm : foldActs ? ACTS_TILE : this.quantTile(m, w.dtype as QuantType).tm)));
-    }
     const quant = group.filter((g) => isQuantType(g.w.dtype));
     // the conv folded into a quantized entry: only the activation-quantizing group kernels fold it
     const quantConv = conv && quant.some((g) => g.out === conv.x) ? conv : undefined;
     if (quantConv && !foldActs) throw new Error('matmulGroup: the conv fold of a quantized weight needs the activation-quantizing matmuls (convFoldPlan)');
+    // rows a workgroup of those kernels: the conv's steps fold may take one tile of every row (its weight type's dispatch)
+    const convType = quantConv ? quant.find((g) => g.out === quantConv.x)!.w.dtype : null;
+    const actsTile = (w: GpuWeight): number => (w.dtype === convType ? quantConv?.tile ?? ACTS_TILE : ACTS_TILE);
+    for (const { out, w } of group) {
+      if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
+      need(out, m * w.rows, 'matmul out');
+      this.countWeightReads(w, Math.ceil(m / (!isQuantType(w.dtype) ? floatTm : foldActs ? actsTile(w) : this.quantTile(m, w.dtype as QuantType).tm)));
+    }
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
     const lone = foldActs && !norm && !quantConv && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
     if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
