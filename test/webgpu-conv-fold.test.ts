@@ -9,7 +9,9 @@
 // - a verify (t = 2..5 rows to scratch; 2 sequences; decode, scratch and in-place rows mixed)
 //   on the 8-column launch: the steps variant — post-conv rows, windows and every scratch
 //   window equal element by element;
-// - past 8 rows, a verify on the one-column launch, a quantized qkv weight, or windows in two
+// - past 8 rows, a verify on the one-column launch, a quantized qkv weight on the quant_acts +
+//   qmatmul path (lavapipe's default; the activation-quantizing kernels fold it:
+//   test/webgpu-conv-fold-quant), or windows in two
 //   buffers keep the separate conv dispatch (same bits);
 // - tiny-think (BF16) and tiny-next-moe (Qwen3-Next: interleaved in_proj_qkvz regrouped at
 //   load) forward with the fold == without: logits of a prompt, decode steps (one sequence,
@@ -178,7 +180,8 @@ describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then ca
   test('windows in two buffers keep the conv dispatch', async () => {
     await foldEqualsCalls({ dtype: 'bf16', seqs: DECODE(4), split: true, columns: FLOAT_COLUMNS }, false);
   });
-  test('a quantized qkv weight (Q8_0) keeps the conv dispatch', async () => {
+  test('a quantized qkv weight (Q8_0) on the quant_acts + qmatmul path keeps the conv dispatch', async () => {
+    assert.equal(k.g.foldQuantActs, false, 'the CPU adapter\'s default: no activation-quantizing matmuls');
     await foldEqualsCalls({ dtype: 'q8_0', seqs: DECODE(2), columns: 1 }, false);
   });
 });

@@ -97,6 +97,8 @@ const SOURCES: Record<ParamKernel, string | readonly string[]> = {
   qmatmul_acts_group: [quantMatmulActsGroupShader('q4_k', GROUP_SEGMENTS, true, false, 'norm'), quantMatmulActsGroupShader('q6_k', 1, false, true, 'silu'),
     quantMatmulActsGroupShader('q8_0', 2, true, false, 'plain'), quantMatmulActsGroupShader('q8_0', 1, true, true, 'headnorm', 8, true, 32),
     quantMatmulActsGroupShader('q4_k', 1, false, true, 'headnorm', 4, false, 4)],
+  qmatmul_acts_group_conv: [quantMatmulActsGroupShader('q8_0', GROUP_SEGMENTS, true, false, 'norm', 8, true, 0, { taps: 4, mask: 1 }),
+    quantMatmulActsGroupShader('q4_k', 2, false, false, 'plain', 1, false, 0, { taps: 3, mask: 2, steps: true })],
   matmul_group: [floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, true, true), floatMatmulGroupShader('f16', 1, false, false, false, 'silu'),
     floatMatmulGroupShader('f32', 2, false, false, false, null, 'scatter', true), floatMatmulGroupShader('bf16', GROUP_SEGMENTS, true, false, true, null, null, false, 16, 'vec4', 0, { taps: 4, mask: 1 })],
   matmul_head_norm: [floatMatmulGroupShader('bf16', 1, false, true, false, null, null, false, 16, 'vec4', 32),

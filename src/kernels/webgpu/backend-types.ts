@@ -65,6 +65,7 @@ export interface GpuConvFold {
   readonly taps: number;
   readonly window: GPUBuffer; // every row's window ([K−1, C] at its offset)
   readonly table: GpuTensor; // i32 [M]: each row's window offset in `window`, −1 none (steps: [M, CONV_STEP_WORDS])
-  readonly steps?: boolean; // a verify's rows / scratch windows (wgsl/conv-fold.ts convFoldSteps; 8-column kernel)
+  readonly steps?: boolean; // a verify's rows / scratch windows (wgsl/conv-fold.ts convFoldSteps; 8-column or quantized acts kernel)
   readonly scratch?: GPUBuffer | null; // steps: the scratch windows' buffer (null: none)
+  readonly tile?: number; // quantized steps: rows a workgroup (CONV_STEPS_TILE where a sequence crosses ACTS_TILE rows)
 }

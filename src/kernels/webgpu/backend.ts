@@ -174,8 +174,9 @@ export class WebGpuKernels {
   /** Several matmuls of one input x [M, K]: float weights' parts as segments of one
    * dispatch (wgsl/matmul-group.ts; as many segments as the device's storage bindings
    * allow, by dtype), quantized ones after one activation quantization shared by all.
-   * Every output element has the bits of its own matmul. `conv`: the float entry whose out
-   * is conv.x stores the causal conv of its values instead (conv-launch.ts convFoldPlan). */
+   * Every output element has the bits of its own matmul. `conv`: the entry whose out is
+   * conv.x (a float weight, or a quantized one on the activation-quantizing kernels) stores
+   * the causal conv of its values instead (conv-launch.ts convFoldPlan). */
   matmulGroup(enc: StepEncoder, input: GpuTensor, m: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate = false,
     norm?: GpuGroupNorm, gate?: GpuGatedInput, conv?: GpuConvFold): void {
     const quantized = group.some((g) => isQuantType(g.w.dtype));
@@ -191,18 +192,25 @@ export class WebGpuKernels {
     if (fused) vectorAtStart(fused.wv, 'matmulGroup norm weight');
     need(x, m * k, 'matmul x');
     const floatTm = this.matmulTile(m, fused !== undefined);
+    const quant = group.filter((g) => isQuantType(g.w.dtype));
+    // the conv folded into a quantized entry: only the activation-quantizing group kernels fold it
+    const quantConv = conv && quant.some((g) => g.out === conv.x) ? conv : undefined;
+    if (quantConv && !foldActs) throw new Error('matmulGroup: the conv fold of a quantized weight needs the activation-quantizing matmuls (convFoldPlan)');
+    // rows a workgroup of those kernels: the conv's steps fold may take one tile of every row (its weight type's dispatch)
+    const convType = quantConv ? quant.find((g) => g.out === quantConv.x)!.w.dtype : null;
+    const actsTile = (w: GpuWeight): number => (w.dtype === convType ? quantConv?.tile ?? ACTS_TILE : ACTS_TILE);
     for (const { out, w } of group) {
       if (w.cols !== k) throw new RangeError(`matmulGroup: weights of ${k} and ${w.cols} columns share one input`);
       need(out, m * w.rows, 'matmul out');
-      this.countWeightReads(w, Math.ceil(m / (!isQuantType(w.dtype) ? floatTm : foldActs ? ACTS_TILE : this.quantTile(m, w.dtype as QuantType).tm)));
+      this.countWeightReads(w, Math.ceil(m / (!isQuantType(w.dtype) ? floatTm : foldActs ? actsTile(w) : this.quantTile(m, w.dtype as QuantType).tm)));
     }
-    const quant = group.filter((g) => isQuantType(g.w.dtype));
     // few rows into one unnormed quantized weight part: the matmul quantizes its own input
-    const lone = foldActs && !norm && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
+    const lone = foldActs && !norm && !quantConv && quant.length === 1 && quant[0]!.w.parts.length === 1 ? quant[0]! : null;
     if (lone) this.quantMatmulActs(enc, x, lone.out, lone.w, m, k, accumulate, gate);
     else if (foldActs) {
+      const actsConv = quantConv ? { fold: quantConv, segments: this.convFoldSegments(quantConv.steps === true), dummy: this.dummy } : undefined;
       for (const d of quantActsGroupDispatches({ x, norm, gate }, m, k, quant, accumulate, this.adapter.features.dot4I8, this.groupSegments, this.actsColumns,
-        this.device.limits.maxComputeWorkgroupStorageSize)) {
+        this.device.limits.maxComputeWorkgroupStorageSize, actsConv)) {
         this.run(enc, d.key, d.source, d.params, null, d.buffers, d.groups, d.label);
       }
     } else if (quant.length > 0) {

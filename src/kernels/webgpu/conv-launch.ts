@@ -12,6 +12,7 @@ import type { GpuWeight } from './weights.js';
 import { CONV_CHANNELS_MAX_TAPS } from './wgsl/gdn.js';
 import { CONV_STEP_WORDS } from './wgsl/conv-fold.js';
 import { floatChunkElems, type FloatDType } from './wgsl/float-chunks.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE, CONV_STEPS_TILE } from './wgsl/qmatmul-acts.js';
 
 export type ConvLaunch = 'thread' | 'channels';
 
@@ -67,10 +68,16 @@ export const CONV_FOLD_MAX_ROWS = 8;
  * and otherwise (a verify: t ≥ 1 rows a sequence, scratch windows in one buffer) the steps
  * variant folds into the 8-column launch at 2 ≤ M ≤ CONV_FOLD_MAX_ROWS (one tile: the thread
  * of a sequence's first row reads its other rows' stores; wgsl/conv-fold.ts convFoldSteps).
- * A prompt of ≤ 8 rows folds the same way; longer ones keep causalConvSeqs. */
+ * A prompt of ≤ 8 rows folds the same way; longer ones keep causalConvSeqs. A quantized qkv
+ * weight folds where matmulGroup runs the activation-quantizing kernels (foldQuantActs,
+ * M ≤ ACTS_FOLD_ROWS; wgsl/qmatmul-acts.ts actsStore): a decode as above, a verify on the
+ * kernel's ACTS_TILE-row tiles where each sequence lies in one (rows 0–3 or 4–7), else on one
+ * tile of CONV_STEPS_TILE rows (`tile`). */
 export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, elem: 'i32') => GpuTensor, m: number, x: GpuTensor, w: GpuWeight,
   conv: { readonly out: GpuTensor; readonly wc: GpuTensor; readonly seqs: readonly ConvSeq<GpuTensor>[] }): GpuConvFold | null {
-  if (!convFoldOn(g) || isQuantType(w.dtype)) return null;
+  const quant = isQuantType(w.dtype);
+  // a quantized qkv folds into the activation-quantizing kernels only (M ≤ ACTS_FOLD_ROWS)
+  if (!convFoldOn(g) || (quant && !(g.foldQuantActs && m <= ACTS_FOLD_ROWS))) return null;
   const c = w.rows;
   const taps = conv.wc.length / c;
   if (!Number.isInteger(taps) || taps < 1 || taps > CONV_FOLD_MAX_TAPS) return null;
@@ -91,9 +98,13 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
     return { x, out: conv.out, wc: conv.wc, taps, window, table: put(table, 'i32') };
   }
   const scratch = live.find((s) => s.scratch)?.scratch?.buffer ?? null;
-  // the steps variant: the 8-column launch (matmulGroup's choice at M ≥ 2 with chunked loads) in one tile
-  if (g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0
-    || g.convFoldSegments(true) < 1 || live.some((s) => s.scratch && s.scratch.buffer !== scratch)) return null;
+  if (g.convFoldSegments(true) < 1 || live.some((s) => s.scratch && s.scratch.buffer !== scratch)) return null;
+  // the steps variant: a sequence's first-row thread reads its rows' stores, so they must lie in
+  // its workgroup's tile — float, the 8-column launch (matmulGroup's choice at M ≥ 2 with
+  // chunked loads) in one tile; quantized, the activation-quantizing kernel's ACTS_TILE rows, or
+  // where a sequence crosses them every row in one tile of CONV_STEPS_TILE (M ≤ 8)
+  if (!quant && (g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0)) return null;
+  const crosses = live.some((s) => Math.floor(s.row / ACTS_TILE) !== Math.floor((s.row + s.t - 1) / ACTS_TILE));
   // per row: window offset (−1: starts no sequence), t, scratch offset, use scratch
   const table = new Int32Array(m * CONV_STEP_WORDS).fill(-1);
   const owned = new Uint8Array(m);
@@ -104,5 +115,5 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
     }
     table.set([s.window.offset, s.t, s.scratch?.offset ?? 0, s.scratch ? 1 : 0], s.row * CONV_STEP_WORDS);
   }
-  return { x, out: conv.out, wc: conv.wc, taps, window, table: put(table, 'i32'), steps: true, scratch };
+  return { x, out: conv.out, wc: conv.wc, taps, window, table: put(table, 'i32'), steps: true, scratch, ...(quant && crosses ? { tile: CONV_STEPS_TILE } : {}) };
 }

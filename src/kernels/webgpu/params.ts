@@ -12,6 +12,15 @@ function fields<const F extends Record<string, ParamType>>(f: F): F {
   return f;
 }
 
+/** The activation-quantizing group's leading fields: qmatmul_group's with the output columns. */
+const ACTS_GROUP_SEGMENTS = {
+  rows: 'u32', k: 'u32', m: 'u32', rowBytes: 'u32', segments: 'u32',
+  seg0Start: 'u32', seg0Rows: 'u32', seg0OutOff: 'u32', seg0OutStride: 'u32', seg0Col0: 'u32',
+  seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
+  seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
+  seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
+} as const;
+
 export const PARAMS = {
   rope_batch: fields({ rowBase: 'u32', rows: 'u32', heads: 'u32', headDim: 'u32', half: 'u32', stride: 'u32', xOff: 'u32', csOff: 'u32' }),
   kv_write_batch: fields({
@@ -114,14 +123,10 @@ export const PARAMS = {
   }),
   // rows: the dispatch's output columns (Σ segment rows); qmatmul_group's; the input's: x
   // (offset), the gate's offset, the norm's eps and kind
-  qmatmul_acts_group: fields({
-    rows: 'u32', k: 'u32', m: 'u32', rowBytes: 'u32', segments: 'u32',
-    seg0Start: 'u32', seg0Rows: 'u32', seg0OutOff: 'u32', seg0OutStride: 'u32', seg0Col0: 'u32',
-    seg1Start: 'u32', seg1Rows: 'u32', seg1OutOff: 'u32', seg1OutStride: 'u32', seg1Col0: 'u32',
-    seg2Start: 'u32', seg2Rows: 'u32', seg2OutOff: 'u32', seg2OutStride: 'u32', seg2Col0: 'u32',
-    seg3Start: 'u32', seg3Rows: 'u32', seg3OutOff: 'u32', seg3OutStride: 'u32', seg3Col0: 'u32',
-    xOff: 'u32', gateOff: 'u32', eps: 'f32', zeroCentered: 'u32', orderOff: 'u32',
-  }),
+  qmatmul_acts_group: fields({ ...ACTS_GROUP_SEGMENTS, xOff: 'u32', gateOff: 'u32', eps: 'f32', zeroCentered: 'u32', orderOff: 'u32' }),
+  // …with the GDN conv folded into its stores (a plain or normed input; wgsl/conv-fold.ts,
+  // matmul_group's conv fields): a kind of its own, so the kernels without it keep their text
+  qmatmul_acts_group_conv: fields({ ...ACTS_GROUP_SEGMENTS, xOff: 'u32', eps: 'f32', zeroCentered: 'u32', convOutOff: 'u32', convTable: 'u32' }),
   moe_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32' }),
   // moe_plan's fields and moe_route's, and the gathered input's (wgsl/moe.ts moePlanShader)
   moe_route_plan: fields({ n: 'u32', e: 'u32', idsOff: 'u32', rowsPerRead: 'u32', topK: 'u32', m: 'u32', renormalize: 'u32', wOff: 'u32', logitsOff: 'u32',

@@ -1,8 +1,9 @@
 // The dispatch of a quantized matmul group (wgsl/qmatmul-group.ts): its pipeline key, source,
 // parameter block, bindings and grid, for WebGpuKernels.matmulGroup to run; and the
-// activation-quantizing group of M ≤ ACTS_FOLD_ROWS rows (wgsl/qmatmul-acts-group.ts).
+// activation-quantizing group of M ≤ ACTS_FOLD_ROWS rows (wgsl/qmatmul-acts-group.ts), with
+// the GDN causal conv folded into its stores where convFoldPlan allows.
 import type { QuantType } from '../quant/formats.js';
-import type { QuantActs } from './backend-types.js';
+import type { GpuConvFold, QuantActs } from './backend-types.js';
 import type { GpuTensor } from './tensor.js';
 import type { GpuWeight } from './weights.js';
 import { grid } from './wgsl/common.js';
@@ -13,6 +14,7 @@ import { quantMatmulGroupShader } from './wgsl/qmatmul-group.js';
 import { quantColumnsShader } from './wgsl/qmatmul-columns.js';
 import { ACTS_FOLD_ROWS, ACTS_TILE, actsColumnsWithin, quantMatmulActsShader } from './wgsl/qmatmul-acts.js';
 import { quantMatmulActsGroupShader, type ActsInput } from './wgsl/qmatmul-acts-group.js';
+import { convFoldKey, type ConvFoldShape } from './wgsl/conv-fold.js';
 
 /** One weight part of a group and the output its rows go to. */
 export interface QuantSegment {
@@ -55,6 +57,15 @@ export function quantGroupDispatch(acts: QuantActs, m: number, k: number, type: 
     buffers: [...segs.map((s) => s.out.buffer), acts.qx.buffer, acts.dx.buffer, acts.sx.buffer, ...segs.map((s) => s.part.buffer)],
     groups: grid(cols, Math.ceil(m / tm)),
   };
+}
+
+/** The GDN causal conv folded into an activation-quantizing group (conv-launch.ts
+ * convFoldPlan): the fold, the segments a dispatch holding conv segments may bind
+ * (WebGpuKernels.convFoldSegments) and a buffer for an absent scratch binding. */
+export interface ActsConvFold {
+  readonly fold: GpuConvFold;
+  readonly segments: number;
+  readonly dummy: GPUBuffer;
 }
 
 /** The input of an activation-quantizing group: x [M, K], and its norm or its gate, or the
@@ -109,9 +120,15 @@ export function quantActsDispatch(x: GpuTensor, gate: { readonly b: GpuTensor; r
  * each workgroup quantizing (and norming) its rows itself for up to `maxCols` output columns
  * of one segment, as many as fit `limitBytes` (wgsl/qmatmul-acts-group.ts). */
 export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: number, type: QuantType, segs: readonly QuantSegment[], accumulate: boolean,
-  dot4: boolean, maxCols = 1, limitBytes = Infinity): QuantGroupDispatch {
+  dot4: boolean, maxCols = 1, limitBytes = Infinity, conv?: ActsConvFold): QuantGroupDispatch {
   const hn = input.headNorm;
-  const cols = actsColumnsWithin(type, maxCols, limitBytes - (hn ? headNormActsBytes(hn.hv) : 0));
+  // the conv fold where a segment writes the conv's input (bit s: segment s stores through it)
+  const mask = conv ? segs.reduce((a, s, i) => (s.out === conv.fold.x ? a | (1 << i) : a), 0) : 0;
+  const fold = conv && mask !== 0 ? conv.fold : null;
+  const shape: ConvFoldShape | null = fold ? { taps: fold.taps, mask, steps: fold.steps === true } : null;
+  // rows a workgroup: ACTS_TILE, or the steps fold's one tile of every row
+  const tm = fold?.steps ? fold.tile ?? ACTS_TILE : ACTS_TILE;
+  const cols = actsColumnsWithin(type, maxCols, limitBytes - (hn ? headNormActsBytes(hn.hv) : 0), tm);
   if (m > ACTS_FOLD_ROWS) throw new RangeError(`quant acts group: ${m} rows > ${ACTS_FOLD_ROWS}`);
   if ([input.norm, input.gate, hn].filter(Boolean).length > 1) throw new Error('quant acts group: more than one of a norm, a gate and a head norm');
   if (hn && (k % hn.hv !== 0 || (k / hn.hv) % 4 !== 0 || hn.norm.offset !== 0 || hn.norm.length !== k / hn.hv)) {
@@ -126,13 +143,16 @@ export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: numb
   const rows = segs.reduce((a, s) => a + s.part.rows, 0);
   const workgroups = segs.reduce((a, s) => a + Math.ceil(s.part.rows / cols), 0);
   const extra = input.norm ? [input.norm.wv.buffer] : input.gate ? [input.gate.b.buffer] : hn ? [hn.z.buffer, hn.norm.buffer, hn.order.buffer] : [];
+  if (fold && (accumulate || input.gate || hn)) throw new Error('quant acts group: the conv fold is for a plain or normed input, not accumulating');
+  const head = { rows, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, eps: input.norm?.eps ?? hn?.eps ?? 0, zeroCentered: input.norm?.zeroCentered ? 1 : 0 };
+  const convBuffers = fold ? [fold.wc.buffer, fold.window, fold.table.buffer, fold.out.buffer, ...(fold.steps ? [fold.scratch ?? conv!.dummy] : [])] : [];
   return {
-    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${kind === 'plain' ? '' : `_${kind}`}${hn ? hn.hv : ''}`,
-    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec, hn?.hv ?? 0),
-    params: packParams('qmatmul_acts_group', { rows, k, m, rowBytes, segments: n, ...segments, xOff: input.x.offset, gateOff: gateIn?.offset ?? 0,
-      eps: input.norm?.eps ?? hn?.eps ?? 0, zeroCentered: input.norm?.zeroCentered ? 1 : 0, orderOff: hn?.order.offset ?? 0 }),
-    buffers: [...segs.map((s) => s.out.buffer), input.x.buffer, ...segs.map((s) => s.part.buffer), ...extra],
-    groups: grid(workgroups, Math.ceil(m / ACTS_TILE)),
+    key: `qmatmul_acts_${type}${actsVariant(cols, vec)}_g${n}${dot4 ? '' : '_nodot4'}${accumulate ? '_acc' : ''}${convFoldKey(shape)}${tm === ACTS_TILE ? '' : `_t${tm}`}${kind === 'plain' ? '' : `_${kind}`}${hn ? hn.hv : ''}`,
+    source: () => quantMatmulActsGroupShader(type, n, dot4, accumulate, kind, cols, vec, hn?.hv ?? 0, shape, tm),
+    params: fold ? packParams('qmatmul_acts_group_conv', { ...head, convOutOff: fold.out.offset, convTable: fold.table.offset })
+      : packParams('qmatmul_acts_group', { ...head, gateOff: gateIn?.offset ?? 0, orderOff: hn?.order.offset ?? 0 }),
+    buffers: [...segs.map((s) => s.out.buffer), input.x.buffer, ...segs.map((s) => s.part.buffer), ...extra, ...convBuffers],
+    groups: grid(workgroups, Math.ceil(m / tm)),
   };
 }
 
@@ -140,7 +160,7 @@ export function quantActsGroupDispatch(input: ActsGroupInput, m: number, k: numb
  * norm) their own input: per quant type, its weights' parts as segments, up to `maxSegments`
  * a dispatch. The norm weight must start its buffer and span K (as norm_quant_acts reads it). */
 export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: number, group: readonly { out: GpuTensor; w: GpuWeight }[], accumulate: boolean,
-  dot4: boolean, maxSegments: number, cols = 1, limitBytes = Infinity): (QuantGroupDispatch & { readonly label: string })[] {
+  dot4: boolean, maxSegments: number, cols = 1, limitBytes = Infinity, conv?: ActsConvFold): (QuantGroupDispatch & { readonly label: string })[] {
   if (input.norm && (input.norm.wv.offset !== 0 || input.norm.wv.length !== k)) {
     throw new RangeError(`matmulGroup: a norm weight of ${input.norm.wv.length} at ${input.norm.wv.offset} for an input of ${k} columns`);
   }
@@ -151,8 +171,11 @@ export function quantActsGroupDispatches(input: ActsGroupInput, m: number, k: nu
   const out: (QuantGroupDispatch & { readonly label: string })[] = [];
   for (const type of new Set(group.map((g) => g.w.dtype as QuantType))) {
     const segs = group.filter((g) => g.w.dtype === type).flatMap(({ out: o, w }) => w.parts.map((part) => ({ out: o, w, part })));
-    for (let i = 0; i < segs.length; i += maxSegments) {
-      out.push({ ...quantActsGroupDispatch(input, m, k, type, segs.slice(i, i + maxSegments), accumulate, dot4, cols, limitBytes), label: `matmul_${type}` });
+    // a type holding the conv's segments binds the fold's buffers too: fewer segments a dispatch
+    const per = conv && segs.some((s) => s.out === conv.fold.x) ? conv.segments : maxSegments;
+    if (per < 1) throw new RangeError('quant acts group: no segment fits beside the conv fold\'s bindings');
+    for (let i = 0; i < segs.length; i += per) {
+      out.push({ ...quantActsGroupDispatch(input, m, k, type, segs.slice(i, i + per), accumulate, dot4, cols, limitBytes, conv), label: `matmul_${type}` });
     }
   }
   return out;

@@ -23,10 +23,12 @@
 // params: PARAMS.qmatmul_acts_group. Bindings: 1 + s: OUT_s, 1 + S: X (f32 [M, K] from xOff),
 // 2 + S + s: W_s (S = segments of the variant), then norm: 2 + 2S WV (f32 [K]) or gate:
 // 2 + 2S GB (f32 [M, K] from gateOff), or headnorm: 2 + 2S GB (z), 3 + 2S NW (f32 [dv]),
-// 4 + 2S ORD (i32 [HV] from orderOff).
+// 4 + 2S ORD (i32 [HV] from orderOff); with the conv fold its WC, WIN, CT, COUT (and SCR)
+// after X, the weights and the norm weight (wgsl/conv-fold.ts; PARAMS.qmatmul_acts_group_conv).
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER, treeSum } from './common.js';
+import { convFoldDecls, convSegment, type ConvFoldShape } from './conv-fold.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
 import { ACTS_TILE, actsColumnBody, actsInputDecls, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
 import { forSegment } from './qmatmul-group.js';
@@ -128,14 +130,20 @@ function segmentOfColumns(segments: number): string {
 /** `cols`: output columns a workgroup (C; the segments' starts in workgroups, groupSegmentParams'
  * `columns`); `vec`: vec4<f32> input loads (xOff, gateOff ≡ 0 mod 4; the norm weight too). */
 /** `heads` (HV; 'headnorm' only): the gated norm's heads, K = HV · dv. */
+/** `conv`: the GDN causal conv folded into its segments' stores (wgsl/conv-fold.ts; a plain or
+ * normed input, not accumulating): its bindings after the input's; `tm` rows a workgroup
+ * (ACTS_TILE; the steps variant may take CONV_STEPS_TILE). */
 export function quantMatmulActsGroupShader(type: QuantType, segments: number, packedBuiltin: boolean, accumulate: boolean, input: ActsInput, cols = 1,
-  vec = false, heads = 0): string {
+  vec = false, heads = 0, conv: ConvFoldShape | null = null, tm = ACTS_TILE): string {
   if (!Number.isInteger(segments) || segments < 1 || segments > GROUP_SEGMENTS) throw new RangeError(`quant acts group: ${segments} segments`);
   const headNorm = input === 'headnorm';
   if (headNorm !== heads > 0) throw new RangeError(`quant acts group: ${heads} heads for a ${input} input`);
   const norm = input === 'norm';
   const gate = input === 'silu' || input === 'sigmoid' ? input : null;
-  const body = actsColumnBody(type, packedBuiltin, accumulate, true, cols);
+  if (conv && (gate || headNorm || accumulate)) throw new Error('quant acts group: the conv fold is for a plain or normed input, not accumulating');
+  if (tm !== ACTS_TILE && !conv?.steps) throw new RangeError(`quant acts group: a tile of ${tm} rows is the conv fold's steps variant's (CONV_STEPS_TILE)`);
+  // each segment's body: a conv segment stores through the fold
+  const body = (s: number): string => actsColumnBody(type, packedBuiltin, accumulate, true, cols, conv && convSegment(conv, s) ? conv : null, tm);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
@@ -146,18 +154,19 @@ ${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
   const bodies = Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
   let cb = (gcol - pu(P_seg${s}Start)) * C;
   let last = pu(P_seg${s}Rows) - 1u;
-${seg(s, body)}  }`).join(' ');
+${seg(s, body(s))}  }`).join(' ');
   return `${HEADER}
-${paramConsts('qmatmul_acts_group')}
+${paramConsts(conv ? 'qmatmul_acts_group_conv' : 'qmatmul_acts_group')}
 ${outs}
 ${actsInputDecls(1 + segments, gate || headNorm ? 2 + 2 * segments : null, vec)}
-${extra}${headNorm ? headNormDecls(heads, 3 + 2 * segments, vec) : ''}
+${extra}${headNorm ? headNormDecls(heads, 3 + 2 * segments, vec) : ''}${conv ? `
+${convFoldDecls(2 + 2 * segments + (norm ? 1 : 0), conv.steps)}` : ''}
 ${PACKED_BLOCK_STATE}
 ${weights}
 ${dot4Source(packedBuiltin)}
-${actsWorkgroupDecls(type, cols)}
+${actsWorkgroupDecls(type, cols, tm)}
 ${norm ? `${treeSum()}
-var<private> inv: array<f32, ${ACTS_TILE}>;` : ''}
+var<private> inv: array<f32, ${tm}>;` : ''}
 // elements e..e+3, e = (m0 + r)·K + p, of the input rows (past xOff)
 ${vec ? `fn act4(e: u32, r: u32, p: u32) -> vec4<f32> {
   ${norm ? NORMED_AT4 : headNorm ? HEAD_NORMED_AT4 : plainOrGatedAct4(gate)}

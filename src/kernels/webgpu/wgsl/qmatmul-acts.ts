@@ -22,6 +22,7 @@
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
+import { convFoldSteps, convFoldStore, type ConvFoldShape } from './conv-fold.js';
 import { quantSumsDecl } from './matmul.js';
 import { dot4Source, hasOffsetType, packedBias, packedBlockDecoder } from './quant.js';
 
@@ -40,18 +41,23 @@ export const ACTS_FOLD_ROWS = 2 * ACTS_TILE;
  * batch model's pick (docs/kernels.md; 4b and 0.8b grids keep ≥ 128 workgroups a dispatch). */
 export const ACTS_COLUMNS = 8;
 
-/** Workgroup bytes of the activation-quantizing kernel at C = `cols` (actsWorkgroupDecls, and
- * the folded norm's 64-float tree). */
-export function actsWorkgroupBytes(type: QuantType, cols: number): number {
-  const perColumn = (hasOffsetType(type) ? 2 : 1) * ACTS_TILE * 64 * 4;
-  return cols * perColumn + (hasOffsetType(type) ? 2 : 1) * ACTS_TILE * 64 * 4 + 64 * 4;
+/** The tile of a conv fold's steps variant whose sequences cross an ACTS_TILE boundary (a
+ * verify of 5 rows, three streams' 4-row verifies): every row of M ≤ ACTS_FOLD_ROWS in one
+ * workgroup (TM = 8, C·TM ≤ 64 chains), so a sequence's first-row thread sees all its rows. */
+export const CONV_STEPS_TILE = ACTS_FOLD_ROWS;
+
+/** Workgroup bytes of the activation-quantizing kernel at C = `cols`, `tm` rows a tile
+ * (actsWorkgroupDecls, and the folded norm's 64-float tree). */
+export function actsWorkgroupBytes(type: QuantType, cols: number, tm = ACTS_TILE): number {
+  const perColumn = (hasOffsetType(type) ? 2 : 1) * tm * 64 * 4;
+  return cols * perColumn + (hasOffsetType(type) ? 2 : 1) * tm * 64 * 4 + 64 * 4;
 }
 
 /** The most columns ≤ `cols` (halving) whose workgroup memory fits `limitBytes` (an offset
  * type's C = 8 needs ~18 KB: past WebGPU's 16 KB default limit, within a GPU's 32–48 KB). */
-export function actsColumnsWithin(type: QuantType, cols: number, limitBytes: number): number {
+export function actsColumnsWithin(type: QuantType, cols: number, limitBytes: number, tm = ACTS_TILE): number {
   let c = cols;
-  while (c > 1 && actsWorkgroupBytes(type, c) > limitBytes) c = Math.max(1, Math.floor(c / 2));
+  while (c > 1 && (actsWorkgroupBytes(type, c, tm) > limitBytes || c * tm > 64)) c = Math.max(1, Math.floor(c / 2));
   return c;
 }
 
@@ -101,11 +107,11 @@ export function plainOrGatedAct4(gate: 'silu' | 'sigmoid' | null): string {
   return y;` : 'return x4(pu(P_xOff) + e);';
 }
 
-/** The workgroup memory of the activation-quantizing body (TM = ACTS_TILE rows, C columns):
- * the integer sums and offset terms per (column, row, block), the block maxima and (offset
- * types) the blocks' activation sums per (row, block). */
-export function actsWorkgroupDecls(type: QuantType, cols = 1): string {
-  const tm = ACTS_TILE;
+/** The workgroup memory of the activation-quantizing body (TM = `tm` rows, ACTS_TILE but for
+ * CONV_STEPS_TILE; C columns): the integer sums and offset terms per (column, row, block), the
+ * block maxima and (offset types) the blocks' activation sums per (row, block). */
+export function actsWorkgroupDecls(type: QuantType, cols = 1, tm = ACTS_TILE): string {
+  if (cols * tm > 64) throw new RangeError(`quant acts: ${cols} columns × ${tm} rows past the 64 chain threads`);
   return `const TM = ${tm}u;
 const C = ${cols}u;
 ${hasOffsetType(type) ? `var<workgroup> offt: array<f32, ${cols * tm * 64}>;
@@ -120,9 +126,11 @@ var<workgroup> amx: array<atomic<u32>, ${tm * 64}>;`;
  * chains — thread c·TM + r chains column c's row r in j order, as thread r did for one
  * column. The input words are act4(e), or act4(e, r, p) with `rowAndColumn`: elements
  * e..e+3, e = (m0 + r)·K + p (row r of the tile, column p of x). Ends with the stores to OUT
- * at P_outOff / P_outStride / P_col0. Columns past `last` (the part's last row) repeat its
- * weights and are not stored. */
-export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false, cols = 1): string {
+ * at P_outOff / P_outStride / P_col0 (`conv`: through the conv fold, actsStore). Columns
+ * past `last` (the part's last row) repeat its weights and are not stored. `tm`: TM, as
+ * actsWorkgroupDecls'. */
+export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false, cols = 1,
+  conv: ConvFoldShape | null = null, tm = ACTS_TILE): string {
   if (!Number.isInteger(cols) || cols < 1) throw new RangeError(`quant acts: ${cols} columns`);
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
@@ -191,8 +199,8 @@ export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumula
     // thread t: block c0 + t's f32 terms, per column and row, in place of the integer sums
     let j = c0 + t;
     if (j < nb) {
-      var dx: array<f32, ${ACTS_TILE}>;
-      ${offs ? `var sx: array<f32, ${ACTS_TILE}>;` : ''}
+      var dx: array<f32, ${tm}>;
+      ${offs ? `var sx: array<f32, ${tm}>;` : ''}
       for (var r = 0u; r < rows; r++) {
         dx[r] = bitcast<f32>(atomicExchange(&amx[r * 64u + t], 0u)) / 127.0;
         ${offs ? 'sx[r] = f32(atomicExchange(&ssum[r * 64u + t], 0));' : ''}
@@ -218,11 +226,36 @@ export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumula
     }
     workgroupBarrier();
   }
-  if (t < C * TM && t % TM < rows && cb + t / TM <= last) {
+${actsStore(accumulate, conv)}`;
+}
+
+/** The body's end: thread c·TM + r stores column cb + c of row m0 + r, or with `conv` (a
+ * conv segment, wgsl/conv-fold.ts) the conv of that value — that thread alone stores (row,
+ * column), so it alone touches channel P_col0 + cb + c of the row's window; the steps variant
+ * stores the pre-conv value, then after a storageBarrier the thread of a sequence's first
+ * row runs the conv over its sequence's rows (all in this tile: convFoldPlan). */
+function actsStore(accumulate: boolean, conv: ConvFoldShape | null): string {
+  if (conv && accumulate) throw new Error('quant acts: the conv fold is for a plain (not accumulating) matmul');
+  // the fold's segment fields are the body's (SEG_OutStride = P_outStride, SEG_Col0 = P_col0)
+  const fold = (text: string): string => text.replace(/\bSEG_(OutStride|Col0)\b/g, (_, f: string) => `P_${f[0]!.toLowerCase()}${f.slice(1)}`);
+  const own = (text: string): string => `if (t < C * TM && t % TM < rows && cb + t / TM <= last) {
+    let col = cb + t / TM;
+    let o = pu(P_outOff) + (m0 + t % TM) * pu(P_outStride) + pu(P_col0) + col;
+    ${text}
+  }`;
+  const plain = `OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc;`;
+  // (no conv: the text the kernels always had, so compiled pipelines stay cached)
+  if (!conv) {
+    return `  if (t < C * TM && t % TM < rows && cb + t / TM <= last) {
     let o = pu(P_outOff) + (m0 + t % TM) * pu(P_outStride) + pu(P_col0) + cb + t / TM;
-    OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}acc;
+    ${plain}
   }
 `;
+  }
+  if (!conv.steps) return own(fold(convFoldStore('acc', '(m0 + t % TM)', conv.taps)));
+  return `${own(plain)}
+  storageBarrier();
+  ${own(fold(convFoldSteps('(m0 + t % TM)', conv.taps)))}`;
 }
 
 /** The lone activation-quantizing matmul: C columns a workgroup (`cols`), vec4 input loads
