@@ -151,9 +151,10 @@ async function foldEqualsCalls(c: Case, folds: 'decode' | 'steps' | 'steps8' | n
 }
 
 describe('webgpu: the conv folded into the quantized in_proj (activation-quantizing kernels) == matmulGroup then causalConvSeqs, bit for bit', () => {
-  // (Q4_K at a GPU's columns only: each variant takes lavapipe minutes to compile)
+  // a GPU's columns only (one column runs on CPU adapters, which never fold): each variant
+  // takes lavapipe 40-90 s to compile with a cold Mesa shader cache
   for (const dtype of ['q8_0', 'q4_k'] as const) {
-    for (const columns of dtype === 'q8_0' ? [1, ACTS_COLUMNS] : [ACTS_COLUMNS]) {
+    for (const columns of [ACTS_COLUMNS]) {
       const at = `${dtype}, ${columns} column${columns > 1 ? 's' : ''} a workgroup`;
       for (const [streams, spare] of [[1, 0], [3, 0], [5, 1]] as const) {
         test(`${at}, ${streams} decode rows${spare ? ' and a row no sequence owns (two tiles)' : ''}`, async () => {
