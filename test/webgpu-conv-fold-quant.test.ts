@@ -29,9 +29,8 @@ import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS, CONV_STEPS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
-import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
-import { StepArena } from '../src/model/arena.js';
-import { type AnyModel, allocBatchMemory, loadModel } from '../src/model/model.js';
+import { type AnyModel, loadModel } from '../src/model/model.js';
+import { convFoldForward } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, sharedPath } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
@@ -209,32 +208,8 @@ async function forwardAs(model: AnyModel, on: boolean): Promise<{ results: Float
   k.g.floatColumns = FLOAT_COLUMNS;
   [k.g.foldQuantActs, k.g.actsColumns] = [true, ACTS_COLUMNS];
   keys = [];
-  // one allocation per layer for both sequences' windows (as the engine's state pool): the batched decode folds too
-  const mems = allocBatchMemory(model, 2, 64);
-  const ws = new StepArena(model);
-  const { layout } = model;
-  const scratch = layout.linearLayers.map(() => ({ conv: k.alloc(3 * layout.convSize), ssm: k.alloc(3 * layout.ssmSize) }));
-  const v = model.config.vocabSize;
-  const got: Float32Array[] = [];
-  const step = async (inputs: { tokens: number[]; start: number; seq: number; extra?: Partial<SeqInput<Tensor>> }[]): Promise<void> => {
-    const fw = forwardHidden(model, ws, inputs.map(({ tokens, start, seq, extra }) => {
-      const mem = mems[seq]!;
-      return { tokens, start, pageTable: mem.pageTable, kv: mem.kv, state: mem.state, chunked: false, ...extra };
-    }));
-    const rows = inputs.flatMap((s, i) => s.tokens.map((_, j) => fw.offsets[i]! + j));
-    const out = lmHeadInto(model, ws, fw.hidden, rows, ws.logits.rows(rows.length));
-    const [logits] = await k.readBack([{ t: out as GpuTensor, offset: 0, length: rows.length * v }]);
-    got.push(logits!);
-  };
-  await step([{ tokens: [11, 12, 13, 14, 15, 16], start: 0, seq: 0, extra: { chunked: true } }]);
-  await step([{ tokens: [31, 32, 33], start: 0, seq: 1, extra: { chunked: true } }]);
-  await step([{ tokens: [17], start: 6, seq: 0 }]);
-  await step([{ tokens: [18], start: 7, seq: 0 }, { tokens: [34], start: 3, seq: 1 }]);
-  await step([{ tokens: [19, 20, 21], start: 8, seq: 0, extra: { scratch } }]);
-  const ran = keys;
-  const tensors = [...mems.flatMap((mem) => mem.state.map((s) => s.conv)), ...scratch.map((s) => s.conv)] as unknown as GpuTensor[];
-  got.push(...await k.readBack(tensors.map((t) => ({ t, offset: 0, length: t.length }))) as Float32Array[]);
-  return { results: got, keys: ran };
+  const results = await convFoldForward(k, model);
+  return { results, keys };
 }
 
 /** The forward of `path` (`quantize`: at load) with the fold == without; every step's fold as planned. */
