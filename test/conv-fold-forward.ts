@@ -1,13 +1,16 @@
-// The forward both conv-fold suites (webgpu-conv-fold, webgpu-conv-fold-quant) run with the
-// fold on and off: two chunked prompts (6 rows across two 4-row tiles; 3 rows), a decode of
+// Shared by the conv-fold suites (webgpu-conv-fold, webgpu-conv-fold-quant): the check that a
+// fold equals matmulGroup then causalConvSeqs, and the model forward they run with the fold on
+// and off: two chunked prompts (6 rows across two 4-row tiles; 3 rows), a decode of
 // one sequence, a decode of two sequences batched, a 3-row verify to scratch. Returns every
 // step's logits, then the conv windows (both sequences', then the scratch's).
+import assert from 'node:assert/strict';
 import type { Tensor } from '../src/kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
 import { type AnyModel, allocBatchMemory } from '../src/model/model.js';
+import { sameBits } from './engine-helpers.js';
 
 export async function convFoldForward(k: WebGpuBoundaryKernels, model: AnyModel): Promise<Float32Array[]> {
   // one allocation per layer for both sequences' windows (as the engine's state pool): the batched decode folds too
@@ -35,4 +38,36 @@ export async function convFoldForward(k: WebGpuBoundaryKernels, model: AnyModel)
   const tensors = [...mems.flatMap((mem) => mem.state.map((s) => s.conv)), ...scratch.map((s) => s.conv)] as unknown as GpuTensor[];
   got.push(...await k.readBack(tensors.map((t) => ({ t, offset: 0, length: t.length }))) as Float32Array[]);
   return got;
+}
+
+/** What one runGroup call of a conv-fold suite gave: the dispatch labels its matmulGroup
+ * recorded, and its outputs read back (post-conv rows first, the windows second). */
+export interface FoldRun { readonly keys: string[]; readonly outs: Float32Array[] }
+
+/** Fold on == fold off, element by element, for one case of a conv-fold suite: `run(on,
+ * seed)` runs it; `names` label the outputs compared (all but qkv, the last, compared only
+ * where the conv keeps its dispatch); `scratch` is the scratch windows' index (filled with −7
+ * before, so exactly `scratchRows` × (taps − 1) × channels elements are written); `carries`:
+ * the fold's matmul variant among the on run's labels, or null when the conv keeps its
+ * dispatch. A second input must change the rows and windows (the comparison can fail). */
+export async function checkFoldEqualsCalls(run: (on: boolean, seed: number) => Promise<FoldRun>, seed: number,
+  o: { names: readonly string[]; scratch: number; scratchRows: number; taps: number; channels: number; carries: RegExp | null }): Promise<void> {
+  const off = await run(false, seed);
+  const on = await run(true, seed);
+  const convs = (ks: string[]) => ks.filter((x) => x.startsWith('causal_conv')).length;
+  assert.ok(convs(off.keys) > 0, 'fold off: the conv ran as its own dispatch');
+  if (o.carries) {
+    assert.equal(convs(on.keys), 0, 'fold on: no conv dispatch');
+    assert.equal(on.keys.length, off.keys.length - convs(off.keys), `fold on: the conv dispatch went away (${on.keys.join(' ')})`);
+    assert.ok(on.keys.some((x) => o.carries!.test(x)), `a matmul variant carries the fold (${on.keys.join(' ')})`);
+  } else assert.deepEqual(on.keys, off.keys, 'no fold: the same dispatches');
+  assert.ok(!off.outs[0]!.slice(0, o.channels).includes(-3), 'the first row\'s conv was written');
+  o.names.forEach((name, i) => assert.ok(sameBits(on.outs[i]!, off.outs[i]!), `${name} differ`));
+  const qkv = o.names.length;
+  if (!o.carries) assert.ok(sameBits(on.outs[qkv]!, off.outs[qkv]!), 'qkv differ');
+  const written = (a: Float32Array) => a.filter((v) => v !== -7).length;
+  assert.equal(written(off.outs[o.scratch]!), o.scratchRows * (o.taps - 1) * o.channels, 'every scratch step\'s window was written (and nothing else)');
+  const other = await run(true, seed + 1);
+  assert.ok(!sameBits(other.outs[0]!, on.outs[0]!) && !sameBits(other.outs[1]!, on.outs[1]!), 'another input gives other rows and windows (the comparison can fail)');
+  if (o.scratchRows > 0) assert.ok(!sameBits(other.outs[o.scratch]!, on.outs[o.scratch]!), 'another input gives other scratch windows');
 }

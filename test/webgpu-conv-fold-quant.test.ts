@@ -30,7 +30,7 @@ import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS, CONV_STEPS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
-import { convFoldForward } from './conv-fold-forward.js';
+import { checkFoldEqualsCalls, convFoldForward } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, sharedPath } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
@@ -127,26 +127,10 @@ const NAMES = ['post-conv rows', 'windows', 'scratch', 'z', 'b', 'a'];
  * `folds`: the fold's variant ('decode', 'steps'; 'steps8': on one tile of CONV_STEPS_TILE
  * rows) or null (the conv keeps its dispatch). */
 async function foldEqualsCalls(c: Case, folds: 'decode' | 'steps' | 'steps8' | null): Promise<void> {
-  const seed = 29 + c.seqs.length * 7 + (c.spare ?? 0);
-  const off = await runGroup(c, false, seed);
-  const on = await runGroup(c, true, seed);
-  const convs = (ks: string[]) => ks.filter((x) => x.startsWith('causal_conv')).length;
-  assert.ok(convs(off.keys) > 0, 'fold off: the conv ran as its own dispatch');
-  if (folds) {
-    assert.equal(convs(on.keys), 0, 'fold on: no conv dispatch');
-    assert.equal(on.keys.length, off.keys.length - convs(off.keys), `fold on: the conv dispatch went away (${on.keys.join(' ')})`);
-    const variant = new RegExp(`^qmatmul_acts_${c.dtype}_.*_conv4m1${{ decode: '', steps: 's', steps8: `s_t${CONV_STEPS_TILE}` }[folds]}_norm$`);
-    assert.ok(on.keys.some((x) => variant.test(x)), `the activation-quantizing group carries the fold (${on.keys.join(' ')})`);
-  } else assert.deepEqual(on.keys, off.keys, 'no fold: the same dispatches');
-  assert.ok(!off.outs[0]!.slice(0, C).includes(-3), 'the first row\'s conv was written');
-  NAMES.forEach((name, i) => assert.ok(sameBits(on.outs[i]!, off.outs[i]!), `${name} differ`));
-  if (!folds) assert.ok(sameBits(on.outs[6]!, off.outs[6]!), 'qkv differ');
   const scratchRows = c.seqs.reduce((a, s) => a + (s.scratch ? s.t : 0), 0);
-  const written = (a: Float32Array) => a.filter((v) => v !== -7).length;
-  assert.equal(written(off.outs[2]!), scratchRows * (TAPS - 1) * C, 'every scratch step\'s window was written (and nothing else)');
-  const other = await runGroup(c, true, seed + 1);
-  assert.ok(!sameBits(other.outs[0]!, on.outs[0]!) && !sameBits(other.outs[1]!, on.outs[1]!), 'another input gives other rows and windows (the comparison can fail)');
-  if (scratchRows > 0) assert.ok(!sameBits(other.outs[2]!, on.outs[2]!), 'another input gives other scratch windows');
+  const carries = folds ? new RegExp(`^qmatmul_acts_${c.dtype}_.*_conv4m1${{ decode: '', steps: 's', steps8: `s_t${CONV_STEPS_TILE}` }[folds]}_norm$`) : null;
+  await checkFoldEqualsCalls((on, seed) => runGroup(c, on, seed), 29 + c.seqs.length * 7 + (c.spare ?? 0),
+    { names: NAMES, scratch: 2, scratchRows, taps: TAPS, channels: C, carries });
 }
 
 describe('webgpu: the conv folded into the quantized in_proj (activation-quantizing kernels) == matmulGroup then causalConvSeqs, bit for bit', () => {

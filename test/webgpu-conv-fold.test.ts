@@ -28,7 +28,7 @@ import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
-import { convFoldForward } from './conv-fold-forward.js';
+import { checkFoldEqualsCalls, convFoldForward } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
@@ -122,25 +122,9 @@ const NAMES = ['post-conv rows', 'windows', 'windows (second buffer)', 'scratch'
 
 /** Fold on == fold off for `c`, element by element (qkv too where the fold does not run). */
 async function foldEqualsCalls(c: Case, folds: boolean): Promise<void> {
-  const seed = 17 + c.seqs.length * 5 + (c.spare ?? 0);
-  const off = await runGroup(c, false, seed);
-  const on = await runGroup(c, true, seed);
-  const convs = (ks: string[]) => ks.filter((x) => x.startsWith('causal_conv')).length;
-  assert.ok(convs(off.keys) > 0, 'fold off: the conv ran as its own dispatch');
-  if (folds) {
-    assert.equal(convs(on.keys), 0, 'fold on: no conv dispatch');
-    assert.equal(on.keys.length, off.keys.length - convs(off.keys), `fold on: the conv dispatch went away (${on.keys.join(' ')})`);
-    assert.ok(on.keys.some((x) => /_conv4m\d+/.test(x)), 'a matmul variant carries the fold');
-  } else assert.deepEqual(on.keys, off.keys, 'no fold: the same dispatches');
-  assert.ok(!off.outs[0]!.slice(0, C).includes(-3), 'the first row\'s conv was written');
-  NAMES.forEach((name, i) => assert.ok(sameBits(on.outs[i]!, off.outs[i]!), `${name} differ`));
-  if (!folds) assert.ok(sameBits(on.outs[7]!, off.outs[7]!), 'qkv differ');
   const scratchRows = c.seqs.reduce((a, s) => a + (s.scratch ? s.t : 0), 0);
-  const written = (a: Float32Array) => a.filter((v) => v !== -7).length;
-  assert.equal(written(off.outs[3]!), scratchRows * (TAPS - 1) * C, 'every scratch step\'s window was written (and nothing else)');
-  const other = await runGroup(c, true, seed + 1);
-  assert.ok(!sameBits(other.outs[0]!, on.outs[0]!) && !sameBits(other.outs[1]!, on.outs[1]!), 'another input gives other rows and windows (the comparison can fail)');
-  if (scratchRows > 0) assert.ok(!sameBits(other.outs[3]!, on.outs[3]!), 'another input gives other scratch windows');
+  await checkFoldEqualsCalls((on, seed) => runGroup(c, on, seed), 17 + c.seqs.length * 5 + (c.spare ?? 0),
+    { names: NAMES, scratch: 3, scratchRows, taps: TAPS, channels: C, carries: folds ? /_conv4m\d+/ : null });
 }
 
 describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then causalConvSeqs, bit for bit', () => {
