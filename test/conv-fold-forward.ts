@@ -4,7 +4,7 @@
 // one sequence, a decode of two sequences batched, a 3-row verify to scratch. Returns every
 // step's logits, then the conv windows (both sequences', then the scratch's).
 import assert from 'node:assert/strict';
-import type { Tensor } from '../src/kernels/types.js';
+import type { GroupMatmul, Tensor, Weight } from '../src/kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
@@ -70,4 +70,19 @@ export async function checkFoldEqualsCalls(run: (on: boolean, seed: number) => P
   const other = await run(true, seed + 1);
   assert.ok(!sameBits(other.outs[0]!, on.outs[0]!) && !sameBits(other.outs[1]!, on.outs[1]!), 'another input gives other rows and windows (the comparison can fail)');
   if (o.scratchRows > 0) assert.ok(!sameBits(other.outs[o.scratch]!, on.outs[o.scratch]!), 'another input gives other scratch windows');
+}
+
+/** A conv-fold case's outputs in one buffer, as the step arena holds them (qkv, conv, z, b,
+ * a; −3 before the run), and the in_proj group writing them from `ws` (qkv, z, b, a). */
+export function groupOutputs(k: WebGpuBoundaryKernels, m: number, dims: { c: number; zw: number; hv: number }, ws: readonly Weight[]):
+  { qkv: GpuTensor; conv: GpuTensor; z: GpuTensor; b: GpuTensor; a: GpuTensor; group: GroupMatmul<GpuTensor>[] } {
+  const { c: C, zw: ZW, hv: HV } = dims;
+  const arena = k.alloc(m * (2 * C + ZW + 2 * HV));
+  k.write(arena, 0, new Float32Array(arena.length).fill(-3));
+  const qkv = k.view(arena, 0, m * C);
+  const conv = k.view(arena, m * C, m * C);
+  const z = k.view(arena, 2 * m * C, m * ZW);
+  const b = k.view(arena, m * (2 * C + ZW), m * HV);
+  const a = k.view(arena, m * (2 * C + ZW + HV), m * HV);
+  return { qkv, conv, z, b, a, group: [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }] };
 }

@@ -20,7 +20,7 @@
 //   fold off, each request alone.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ConvSeq, GroupMatmul, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
+import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import type { QuantType } from '../src/kernels/quant/formats.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
@@ -30,7 +30,7 @@ import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS, CONV_STEPS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
-import { checkFoldEqualsCalls, convFoldForward } from './conv-fold-forward.js';
+import { checkFoldEqualsCalls, convFoldForward, groupOutputs } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, sharedPath } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
@@ -97,20 +97,13 @@ async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
   const x = up(sym(m * H));
   const win = up(sym(c.seqs.length * hist * C));
   const scr = up(new Float32Array(Math.max(1, m * hist * C)).fill(-7));
-  // outputs in one buffer (the step arena's): qkv, conv, z, b, a
-  const arena = up(new Float32Array(m * (2 * C + ZW + 2 * HV)).fill(-3));
-  const qkv = k.view(arena, 0, m * C);
-  const conv = k.view(arena, m * C, m * C);
-  const z = k.view(arena, 2 * m * C, m * ZW);
-  const b = k.view(arena, m * (2 * C + ZW), m * HV);
-  const a = k.view(arena, m * (2 * C + ZW + HV), m * HV);
+  const { qkv, conv, z, b, a, group } = groupOutputs(k, m, { c: C, zw: ZW, hv: HV }, ws);
   let row = 0;
   const seqs: ConvSeq<GpuTensor>[] = c.seqs.map((s, i) => {
     const seq = { row, t: s.t, window: k.view(win, i * hist * C, hist * C), scratch: s.scratch ? k.view(scr, row * hist * C, s.t * hist * C) : undefined };
     row += s.t;
     return seq;
   });
-  const group: GroupMatmul<GpuTensor>[] = [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }];
   const normOut = k.alloc(m * H);
   await k.readBack([{ t: x, offset: 0, length: 1 }]);
   keys = [];

@@ -20,7 +20,7 @@
 //   decode; MTP on: drafts verified) == fold off, each request alone.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ConvSeq, GroupMatmul, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
+import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { convFoldOn, forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
@@ -28,7 +28,7 @@ import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
-import { checkFoldEqualsCalls, convFoldForward } from './conv-fold-forward.js';
+import { checkFoldEqualsCalls, convFoldForward, groupOutputs } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
@@ -93,13 +93,7 @@ async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
   const winA = up(sym(half * hist * C));
   const winB = up(sym(Math.max(1, n - half) * hist * C));
   const scr = up(new Float32Array(Math.max(1, m * hist * C)).fill(-7));
-  // outputs in one buffer (the step arena's): qkv, conv, z, b, a
-  const arena = up(new Float32Array(m * (2 * C + ZW + 2 * HV)).fill(-3));
-  const qkv = k.view(arena, 0, m * C);
-  const conv = k.view(arena, m * C, m * C);
-  const z = k.view(arena, 2 * m * C, m * ZW);
-  const b = k.view(arena, m * (2 * C + ZW), m * HV);
-  const a = k.view(arena, m * (2 * C + ZW + HV), m * HV);
+  const { qkv, conv, z, b, a, group } = groupOutputs(k, m, { c: C, zw: ZW, hv: HV }, ws);
   let row = 0;
   const seqs: ConvSeq<GpuTensor>[] = c.seqs.map((s, i) => {
     const window = i < half ? k.view(winA, i * hist * C, hist * C) : k.view(winB, (i - half) * hist * C, hist * C);
@@ -107,7 +101,6 @@ async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
     row += s.t;
     return seq;
   });
-  const group: GroupMatmul<GpuTensor>[] = [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }];
   const normOut = k.alloc(m * H);
   await k.readBack([{ t: x, offset: 0, length: 1 }]);
   keys = [];
