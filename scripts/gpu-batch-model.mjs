@@ -216,15 +216,20 @@ function model(recording, gpu) {
     const draft = { seq: [...head.seq, gpu.gapUs] };
     const chunkedRound = (h) => chunkedUs(v, h) + ext((c) => chunkedUs(c, h)) + kk * chunkedUs(draft, h) + (kk - 1) * chunkedUs(mtp[1], h);
     const extRows = mtp[Math.min(Math.round(e), KS.length + 1)];
-    const oneReadBackSeq = [...extRows.seq, ...Array.from({ length: kk }, () => draft.seq).flat(), ...Array.from({ length: kk - 1 }, () => mtp[1].seq).flat(), ...v.seq];
+    // the engine's greedy round (engine/speculative/pending-drafts.ts): extend, drafts and the
+    // next verify recorded as one pass, one read-back; the verify embeds its drafts from the
+    // device (forward.ts embedMixed: two more small dispatches, a gap each)
+    const oneReadBackSeq = [...extRows.seq, ...Array.from({ length: kk }, () => draft.seq).flat(), ...Array.from({ length: kk - 1 }, () => mtp[1].seq).flat(),
+      gpu.gapUs, gpu.gapUs, ...v.seq];
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
       speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])),
         ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3((e * chunkedUs(one, h)) / chunkedRound(h))])),
-        // vs MTP off as the engine runs it now: greedy decode overlapped (engine/overlap.ts), rounds chunked
-        ...Object.fromEntries(hostUs.map((h) => [`vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedRound(h))])),
-        // a round of one read-back (not built): the drafts feed the next verify's embedding on the
-        // device and come back with its picks, so extend, drafts and verify are one chunked pass
-        ...Object.fromEntries(hostUs.map((h) => [`one_read_back_vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedUs({ seq: oneReadBackSeq }, h))])) } }];
+        // vs MTP off as the engine runs it: greedy decode overlapped (engine/overlap.ts); the greedy
+        // round of one read-back (pending-drafts.ts): extend, drafts and verify one chunked pass
+        ...Object.fromEntries(hostUs.map((h) => [`vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedUs({ seq: oneReadBackSeq }, h))])),
+        // the round of two read-backs (drafts, then verify: --overlap off, or a round with a
+        // sampled, penalised or constrained chain), each pass chunked
+        ...Object.fromEntries(hostUs.map((h) => [`two_read_backs_vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedRound(h))])) } }];
   }));
   return { shape, format, gpu: gpu.name, decode_1: { dispatches: r1(one.dispatches), top_lo: one.top, gb: r3(one.bytes / 1e9), gpu_us: one.us.map(r1), batch1_model_gpu_us: ref, fraction_of_peak: one.us.map((u) => r3((1e6 * one.bytes) / gpu.peakBytesPerS / u)), step: withHost(one),
       // issue #47's decode target: ≥ 0.5 of --target-tbs (H200: 4.3 TB/s) with the host's time
@@ -250,7 +255,7 @@ const out = {
     'attention: K and V of --context positions read once per sequence (decode: a sequence per grid row; verify: one query block); GDN and conv: one dispatch per sequence, its state read once and a state written per token (verify: per-step scratch states)',
     'compute bound: the shaders\' f32 multiply-adds (2 FLOP each, no tensor cores from WGSL) at 67 TFLOPS FP32 on the SMs the dispatch keeps busy; the GDN serial chain per token is not modelled',
     'host: dispatches x host µs per dispatch (24 and 36: issue #47\'s Dawn figures; 33.5: Dawn encode 6.5 + queue.submit 27 measured on lavapipe, docs/kernels.md); the engine\'s plain loop records, submits and waits for the read-back before recording the next step, so serial = host + GPU; overlapped = max is the bound with encoding ahead, and the engine\'s greedy MTP-off decode since overlapped decode (engine/overlap.ts)',
-    'MTP round (greedy, drafts chained on the kernels): verify of k + 1 rows, the MTP extend over the E committed rows (E = 1 + P + ... + P^k, interpolated between recorded row counts), k draft lm_heads (the first --draft-vocab rows: the engine\'s draft head) + k argmax dispatches (a gap each), k - 1 single-row MTP steps; two submits a round; vs MTP off: one decode step a token',
+    'MTP round (greedy, drafts chained on the kernels): verify of k + 1 rows, the MTP extend over the E committed rows (E = 1 + P + ... + P^k, interpolated between recorded row counts), k draft lm_heads (the first --draft-vocab rows: the engine\'s draft head) + k argmax dispatches (a gap each), k - 1 single-row MTP steps; vs MTP off: one decode step a token. chunked_*: two read-backs a round (drafts, then verify); vs_overlapped_decode_*: the engine\'s greedy round since pending-drafts.ts, extend + drafts + verify (+ 2 small embed dispatches) one chunked pass, one read-back, against overlapped decode',
   ],
   results,
 };

@@ -126,9 +126,12 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
       const steps = (after.steps.verify - before.steps.verify) + (after.steps.decode - before.steps.decode);
       const drafted = after.spec.drafted - before.spec.drafted;
       const accepted = after.spec.accepted - before.spec.accepted;
+      const deferred = after.spec.deferredRounds - before.spec.deferredRounds;
       results.push({
         accept: p === null ? 'mtp head' : p, accept_len_mean: rounds > 0 ? (accepted + rounds) / rounds : null,
         rounds, drafted, accepted,
+        // steps whose verify read back their drafts with its picks (engine/speculative/pending-drafts.ts)
+        deferred_rounds: deferred,
         tok_s_on: on.tokS, speedup: on.tokS / off.tokS, outputs_identical: true,
         round_ms: steps > 0 ? on.decodeMs / (steps / o.repeat) : null,
         // webgpu: every read-back of the runs (prefill steps included) per verify round

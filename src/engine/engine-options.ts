@@ -52,7 +52,9 @@ export interface EngineOptions {
   readonly prefixCacheGenerationSnapshots?: boolean;
   /** Overlapped decode (engine/overlap.ts; default true): on a GPU backend, greedy decode
    * steps are recorded and submitted while the step before them runs, its picks feeding
-   * their embedding on the device. The same outputs either way; CPU backends never overlap. */
+   * their embedding on the device. With it, a greedy MTP round's drafts stay on the device
+   * until the verify that reads them back with its picks: one read-back a round
+   * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap. */
   readonly overlapSteps?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
@@ -110,7 +112,9 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
       from: `WebGPU: ${Math.round(DEFAULT_BUDGET_FRACTION * 100)}% of host memory, at most the adapter's max buffer size` } : undefined
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
   const draftVocab = engineDraftVocab(opts, model, tokenizerSize);
-  const arena = { maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: opts.prefixCache !== false, draftVocab };
+  // MTP drafts stay on the kernels until their verify where overlapped decode runs (engine.ts)
+  const deferredDrafts = (opts.overlapSteps ?? true) && model.kernels.limits.deviceMemoryBytes !== null;
+  const arena = { maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: opts.prefixCache !== false, draftVocab, deferredDrafts };
   const needs = { ...memoryNeeds(model, k, draftPasses ? draftVocab : null, arena), ...(vision ? { vision } : {}) };
   // on a GPU the weights are device buffers (the host keeps only handles)
   const gpuBytes = gpuMemoryBytes(model.kernels);

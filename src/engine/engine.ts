@@ -141,10 +141,11 @@ export class Engine {
       candidates: this.runner.candidateStep,
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
+      deferDrafts: hooks.deferredDrafts ?? this.overlap,
     });
     // the model's scratch arena at its bound, once (the plan counted it: model/arena.ts)
     this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null,
-      draftVocab: Math.min(draftVocabFor(opts), this.sampleVocab) });
+      draftVocab: Math.min(draftVocabFor(opts), this.sampleVocab), deferredDrafts: hooks.deferredDrafts ?? this.overlap });
     // the draft passes' buffers at their bound, once (the plan reserved them: draft-memory.ts)
     if (k > 0 && draftPassesOnKernels(model.kernels, hooks)) {
       draftPassMemory(model.kernels, Math.min(draftVocabFor(opts), this.sampleVocab)).reserve({
@@ -330,7 +331,8 @@ export class Engine {
       if (!batch) return;
       this.testPoison(batch);
       const t0 = performance.now();
-      running = { batch, result: this.runner.run(batch), t0, chained: false }; // recorded and submitted
+      // recorded and submitted; a round drafted on the kernels comes back with it (pending-drafts.ts)
+      running = { batch, result: this.runner.run(batch, false, this.speculative.pending), t0, chained: false };
     }
     const { batch, t0 } = running;
     if (chainable(batch, this.chainFacts())) {
@@ -344,6 +346,10 @@ export class Engine {
     let sampled: StepOutcome;
     try {
       result = await running.result; // execute: the step's one await of a read-back
+      if (result.draftIds) { // the drafts it verified
+        this.scheduler.update(this.speculative.resolve(result.draftIds));
+        this.metrics.draftsReadWithVerify();
+      }
       sampled = stepOutcome(batch, result, this.sampler, this.speculative, this.model.config.hiddenSize, this.sampleVocab); // sample
     } catch (e) {
       this.scheduler.update({ kind: 'failed', reqs: batch.rows.slice(0, batch.nReal).map((r) => r.req!), error: e });

@@ -291,7 +291,7 @@ export function weightBytes(weights: object): number {
  * scratch arena is reserved at (absent: the arena is not counted; its draft logits rows are
  * `arena.draftVocab` wide, default the whole vocabulary). */
 export function memoryNeeds(model: AnyModel, specTokens: number, draftVocab: number | null = null,
-  arena?: { readonly maxPrefillTokens: number; readonly prefixCache: boolean; readonly draftVocab?: number }): MemoryNeeds {
+  arena?: { readonly maxPrefillTokens: number; readonly prefixCache: boolean; readonly draftVocab?: number; readonly deferredDrafts?: boolean }): MemoryNeeds {
   const l = model.layout;
   const kvLayer = 2 * l.kvDim * 4;
   const slotBytes = l.linearLayers.length * (l.convSize + l.ssmSize) * 4;

@@ -30,6 +30,9 @@ export interface EngineStats {
 
 export interface SpecMetrics {
   readonly rounds: number;
+  /** Rounds whose drafts stayed on the kernels and came back with their verify's picks (one
+   * read-back a round: speculative/pending-drafts.ts). */
+  readonly deferredRounds: number;
   readonly drafted: number;
   readonly accepted: number;
   /** Mean tokens emitted per verify round (accepted drafts + 1). */
@@ -83,6 +86,7 @@ export class EngineMetrics {
   private firstStepStart: number | null = null;
   private readonly outputs: number[] = [];
   private specRounds = 0;
+  private deferredRounds = 0;
   private specDrafted = 0;
   private specAccepted = 0;
   private readonly acceptHist: number[] = [];
@@ -94,6 +98,11 @@ export class EngineMetrics {
   constructor(private readonly now: Clock = () => performance.now()) {}
 
   /** A verify round drafted k tokens and accepted j of them. */
+  /** A round's drafts were read back with the step that verified them. */
+  draftsReadWithVerify(): void {
+    this.deferredRounds++;
+  }
+
   specRound(k: number, j: number): void {
     this.specRounds++;
     this.specDrafted += k;
@@ -185,6 +194,7 @@ export class EngineMetrics {
       prefixCache: cache ? { ...cache, hitRate: cache.lookups > 0 ? cache.hits / cache.lookups : 0 } : null,
       spec: {
         rounds: this.specRounds,
+        deferredRounds: this.deferredRounds,
         drafted: this.specDrafted,
         accepted: this.specAccepted,
         acceptLenMean: this.specRounds > 0 ? (this.specAccepted + this.specRounds) / this.specRounds : 0,

@@ -11,6 +11,7 @@ import type { TokenLogprob } from './sample-batch.js';
 import { splitReasoning } from '../tokenizer/reasoning.js';
 import type { RequestVision } from './vision.js';
 import type { Dist } from './speculative/sparse-accept.js';
+import type { PendingDraft } from './speculative/draft-round.js';
 
 export type RequestStatus = 'waiting' | 'running' | 'finished';
 
@@ -91,7 +92,7 @@ export interface EventSource<T> {
 
 /**
  * A request inside the engine. Its PROGRESS (status, tokens, computed, prefillEnd, pages,
- * slot, aborted, finishReason, cachedTokens, preemptions, spec, drafts, draftProbs,
+ * slot, aborted, finishReason, cachedTokens, preemptions, spec, drafts, draftProbs, pendingDrafts,
  * lockHandle, hitHidden, history, output, events) is read-only here: the scheduler alone
  * writes it (scheduler.ts and its update, update.ts), through MutableRequest. Its
  * CONFIGURATION (splits, adjust, sampling hooks, ...) is set while the request is built,
@@ -119,6 +120,9 @@ export class Request {
   /** q_i of each draft for sampling requests (null for greedy): a row, or a list when the
    * draft row was certified from top candidates (speculative/sparse-accept.ts). */
   readonly draftProbs: readonly Dist[] | null = null;
+  /** The drafts are still on the kernels, chain `chain` of a pending round: `drafts` holds
+   * placeholders until the verify's read-back resolves them (speculative/pending-drafts.ts). */
+  readonly pendingDrafts: PendingDraft | null = null;
   /** Prefix-cache lock held while running (null = none). */
   readonly lockHandle: object | null = null;
   /** After a prefix hit: target hidden at position hit−1 (MTP input), until the first step
@@ -210,6 +214,7 @@ interface Progress {
   events: EventQueue<GenerateEvent>;
   drafts: number[];
   draftProbs: Dist[] | null;
+  pendingDrafts: PendingDraft | null;
   lockHandle: object | null;
   hitHidden: Float32Array | null;
   history: TokenHistory;
@@ -223,5 +228,5 @@ export type MutableRequest = Omit<Request, keyof Progress> & Progress;
 /** Every progress field (the ownership test greps for writes to them). */
 export const PROGRESS_FIELDS: readonly (keyof Progress)[] = [
   'status', 'tokens', 'computed', 'prefillEnd', 'pages', 'slot', 'aborted', 'finishReason', 'cachedTokens', 'preemptions',
-  'spec', 'events', 'drafts', 'draftProbs', 'lockHandle', 'hitHidden', 'history', 'output',
+  'spec', 'events', 'drafts', 'draftProbs', 'pendingDrafts', 'lockHandle', 'hitHidden', 'history', 'output',
 ];

@@ -20,6 +20,8 @@ import { FinishGather, finishMask, finishPicks, planFinish, type FinishPlan } fr
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
+import type { DraftRound } from './speculative/draft-round.js';
+import { deviceRowsOf, hostTokensOf } from './speculative/pending-drafts.js';
 import { byOwner, CandidateStep, planCandidates, type CandidatePlan, type Certified } from './candidate-step.js';
 
 export interface StepResult {
@@ -41,6 +43,8 @@ export interface StepResult {
    * backends the same memory), or null when `hiddenNeeded` said no snapshot can read them. */
   readonly hostHidden: (Float32Array | null)[];
   readonly offsets: readonly number[];
+  /** The pending draft round's ids ([span]), read back with this step's (null: none passed). */
+  readonly draftIds: Int32Array | null;
 }
 
 export class Runner {
@@ -95,17 +99,22 @@ export class Runner {
    * `chained`: an overlapped decode step (overlap.ts), recorded before the step before it
    * has been read back: its rows are that step's rows in order, one token each, and their
    * tokens are that step's picks, still on the kernels. Everything up to the read-back is
-   * recorded and submitted before this returns its promise. */
-  async run(batch: Batch, chained = false): Promise<StepResult> {
+   * recorded and submitted before this returns its promise.
+   * `pending`: an MTP round whose drafts are still on the kernels (speculative/pending-drafts.ts):
+   * the verify rows claiming it embed them from there, and its ids come back in this step's
+   * read-back (`draftIds`), whether or not a row of this batch claims it. */
+  async run(batch: Batch, chained = false, pending: DraftRound | null = null): Promise<StepResult> {
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
     const picked = chained ? this.chainedTokens(live) : null;
+    const claimed = deviceRowsOf(live, pending);
+    const device: DeviceTokens<Tensor> | null = picked ?? (claimed ? { ids: pending!.ids, offset: 0, at: claimed } : null);
     for (const r of live) if (r.req!.vision && this.vision) await this.vision.encodeRows(r.req!.vision, r.start, rowTokens(r).length);
     const seqs: SeqInput<Tensor>[] = live.map((r) => {
       const req = r.req!;
       // slot 0 is the dummy sink: a real request never reads or writes through it
       assert(req.slot > 0, `batch row ${rows.indexOf(r)} (request ${req.id}) has no state slot`);
-      const tokens = picked ? DEVICE_TOKEN : rowTokens(r);
+      const tokens = picked ? DEVICE_TOKEN : hostTokensOf(r);
       // a request with images: image rows and multimodal RoPE (text-only rows: neither)
       const vision = req.vision && this.vision ? { vision: this.vision.rows(req.vision, r.start, tokens.length, this.model.config.hiddenSize) } : {};
       return {
@@ -120,7 +129,7 @@ export class Runner {
         splits: r.chunked ? req.splits.filter((p) => p > r.start && p < r.start + r.n) : [],
       };
     });
-    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs, picked) : { hidden: this.ws.hidden.rows(0), offsets: [] };
+    const fw = seqs.length > 0 ? forwardHidden(this.model, this.ws, seqs, device) : { hidden: this.ws.hidden.rows(0), offsets: [] };
     const offsets = rows.map((r) => (r.n > 0 ? fw.offsets[live.indexOf(r)]! : 0));
     const want = rows.flatMap((r, i) => logitPositions(r, offsets[i]!));
     const all = this.ws.logits.rows(want.length);
@@ -146,7 +155,9 @@ export class Runner {
       ...candRanges,
       ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
       ...hiddenRows.map((i) => ({ t: fw.hidden, offset: offsets[i]! * h, length: rows[i]!.n * h })),
+      ...(pending ? [{ t: pending.ids, offset: 0, length: pending.span }] : []),
     ]);
+    const draftIds = pending ? idsOf(read[read.length - 1]!) : null;
     const [hits] = read;
     const first = (picks ? 2 : 1) + (gathered ? 2 : 0) + candRanges.length;
     // rows the host finishes: their ids from the picks and the gathered logits
@@ -155,7 +166,7 @@ export class Runner {
     const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
     const candidates = cplan ? await this.certifyCandidates(cplan, rows, read.slice(first - candRanges.length, first), all, layout, hostLogits)
       : rows.map(() => null);
-    return this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates);
+    return { ...this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates), draftIds };
   }
 
   /** The planned rows' certificates, by batch row; a row with a refused logits row (a verify
@@ -221,7 +232,7 @@ export class Runner {
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
     hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
-    offsets: readonly number[], candidates: Certified): StepResult {
+    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftIds'> {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
     const logits = rows.map((r, i) => {

@@ -287,6 +287,7 @@ export class Scheduler {
     req.prefillEnd = req.tokens.length;
     req.drafts = [];
     req.draftProbs = null;
+    req.pendingDrafts = null;
     req.status = 'waiting';
     req.preemptions++;
     this.preemptions++;

@@ -6,6 +6,7 @@ import type { Batch } from './batch.js';
 import type { RequestView } from './request.js';
 import type { LogprobSummary } from './sample-batch.js';
 import type { Dist } from './speculative/sparse-accept.js';
+import type { DraftRound, PendingDraft } from './speculative/draft-round.js';
 
 /** What one real row of the step produced (batch order). */
 export interface RowOutcome {
@@ -38,11 +39,16 @@ export interface DraftProposal {
   readonly req: RequestView;
   readonly tokens: readonly number[];
   readonly probs: readonly Dist[] | null;
+  /** The drafts are still on the kernels (tokens: placeholders; speculative/pending-drafts.ts). */
+  readonly pending?: PendingDraft;
 }
 
 export interface DraftOutcome {
   readonly kind: 'drafts';
   readonly proposals: readonly DraftProposal[];
+  /** The proposals are a pending round's ids, read back: each applies only to a request still
+   * claiming that round (one preempted or finished since has dropped its claim). */
+  readonly resolves?: DraftRound;
 }
 
 /** The step failed for `reqs` (and only them): they finish with reason 'error'. */

@@ -44,4 +44,8 @@ export interface EngineTestHooks {
    * host (speculative/draft-device.ts): true / false forces it on / off; unset: on for backends
    * whose tensors are not host memory (webgpu), off for ref and wasm. */
   readonly sampledChain?: boolean;
+  /** Greedy MTP rounds leave their drafts on the kernels for the verify to embed and read back
+   * with its picks (speculative/pending-drafts.ts): true / false forces it on / off; unset: on
+   * where overlapped decode is (a GPU backend, --overlap on), off for ref and wasm. */
+  readonly deferredDrafts?: boolean;
 }

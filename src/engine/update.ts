@@ -84,12 +84,16 @@ export function applyStep(ctx: UpdateContext, out: StepOutcome): StepCommit {
   return { rows, generated };
 }
 
-/** Record each proposal as its request's drafts for the next verify. */
+/** Record each proposal as its request's drafts for the next verify (a pending round's:
+ * placeholders and the claim; its resolution: the ids, for the requests still claiming it). */
 export function applyDrafts(out: DraftOutcome): void {
   for (const p of out.proposals) {
     const req = own(p.req);
+    if (out.resolves && (req.pendingDrafts?.round !== out.resolves || req.status !== 'running')) continue;
+    assert(!out.resolves || req.drafts.length === p.tokens.length, `request ${req.id}: ${p.tokens.length} drafts resolve ${req.drafts.length} pending`);
     req.drafts = [...p.tokens];
     req.draftProbs = p.probs ? [...p.probs] : null;
+    req.pendingDrafts = p.pending ?? null;
   }
 }
 
@@ -116,6 +120,7 @@ function commitVerify(ctx: UpdateContext, req: MutableRequest, row: number, star
   hiddenAt: (step: number) => Float32Array): number {
   // a token that finishes the request ends the round there (later accepted drafts are dropped)
   const accepted = Math.min(o.accepted, emitTokens(ctx, req, o));
+  assert(req.pendingDrafts === null, `request ${req.id}: a verify committed with its drafts still on the kernels`);
   req.drafts = [];
   req.draftProbs = null;
   req.spec.rounds++;

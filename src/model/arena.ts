@@ -32,6 +32,9 @@ export interface ArenaLimits {
   readonly maxPrefillTokens: number;
   /** Whole-prompt prefix hits may take logits from a stored hidden row. */
   readonly prefixCache: boolean;
+  /** MTP drafts may stay on the kernels until the verify that reads them (a GPU:
+   * engine/speculative/pending-drafts.ts): the verify embeds through `mixedEmbed`. */
+  readonly deferredDrafts?: boolean;
   /** Columns the MTP draft head reads (--draft-vocab, capped at the vocabulary): the width of
    * the draft logits rows (default: the whole vocabulary). */
   readonly draftVocab?: number;
@@ -136,6 +139,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
   readonly normed: ScratchRows<T>;
   readonly mixed: ScratchRows<T>;
   readonly hidden: ScratchRows<T>; // after the final norm
+  readonly mixedEmbed: ScratchRows<T>; // [M + chains·k, H] a verify step's embeddings, its drafts' ids on the kernels (forward.ts embedMixed)
   readonly gdn: {
     readonly qkv: ScratchRows<T>; // [M, convDim] pre-conv
     readonly conv: ScratchRows<T>; // [M, convDim] post-conv
@@ -215,6 +219,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
     this.normed = f(h);
     this.mixed = f(h);
     this.hidden = f(h);
+    this.mixedEmbed = f(h);
     this.gdn = {
       qkv: f(convDim(cfg)), conv: f(convDim(cfg)), z: f(vd), o: f(vd), oPerm: f(vd), a: f(hv), b: f(hv), g: f(hv), beta: f(hv),
     };
@@ -251,6 +256,7 @@ export class StepArena<T extends Tensor = Float32Array, I extends Tensor = Int32
     const topK = this.moe.weights.width;
     const rows: [ScratchRows<T>, number][] = [
       [this.x, r.step], [this.normed, any], [this.mixed, any], [this.hidden, r.step],
+      [this.mixedEmbed, l.deferredDrafts && l.specTokens > 0 ? r.step + r.chains * l.specTokens : 0],
       ...[this.gdn.qkv, this.gdn.conv, this.gdn.z, this.gdn.o, this.gdn.a, this.gdn.b, this.gdn.g, this.gdn.beta].map((t) => [t, gdn] as [ScratchRows<T>, number]),
       [this.gdn.oPerm, layer(u.permuted.main, u.permuted.mtp)],
       [this.attn.qg, attn], [this.attn.k, attn], [this.attn.v, attn], [this.attn.o, attn],

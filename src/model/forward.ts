@@ -99,6 +99,26 @@ function addDeepstack<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws
   });
 }
 
+/** x [M, H] = the embeddings of stacked ids some of which are on the kernels (DeviceRows):
+ * the host ids' rows and the kernels' span of ids are embedded into one scratch, [M + span,
+ * H] (host rows first; a row whose id is on the kernels embeds its placeholder there), and
+ * one gather puts each row's embedding in place. Three calls for any number of rows. */
+function embedMixed<T extends Tensor, I extends Tensor>(model: Model<T, I>, ws: StepArena<T, I>, x: T, hostIds: Int32Array,
+  device: DeviceTokens<I>, at: DeviceRows): void {
+  const { kernels: k, weights: w } = model;
+  const m = hostIds.length;
+  const h = model.config.hiddenSize;
+  if (at.index.length !== m) throw new RangeError(`embed: ${at.index.length} device-row indices for ${m} rows`);
+  const scratch = ws.mixedEmbed.rows(m + at.span);
+  k.embed(k.view(scratch, 0, m * h), w.embed, hostIds);
+  k.embedIds(k.view(scratch, m * h, at.span * h), w.embed, device.ids, device.offset, at.span);
+  const rows = Array.from(at.index, (j, r) => {
+    if (j >= at.span || j < -1) throw new RangeError(`embed: row ${r} takes device id ${j} of ${at.span}`);
+    return j < 0 ? r : m + j;
+  });
+  k.gatherRows(x, scratch, rows, h);
+}
+
 /** The token ids of all sequences, stacked (host). */
 function stackIds(out: Int32Array, seqs: readonly { readonly tokens: ArrayLike<number> }[]): Int32Array {
   let o = 0;
@@ -111,10 +131,21 @@ function rowsOf(seqs: readonly { readonly tokens: ArrayLike<number> }[]): number
 }
 
 /** Token ids already on the kernels: rows [offset, offset + M) of `ids` are the stacked
- * tokens (an overlapped decode step embeds the previous step's picks: engine/overlap.ts). */
+ * tokens (an overlapped decode step embeds the previous step's picks: engine/overlap.ts), or,
+ * with `at`, only some rows' tokens (a verify step whose drafts are still on the kernels:
+ * engine/speculative/pending-drafts.ts). */
 export interface DeviceTokens<I extends Tensor> {
   readonly ids: I;
   readonly offset: number;
+  readonly at?: DeviceRows;
+}
+
+/** Which stacked rows take their id from the kernels: row r's is ids[offset + index[r]] when
+ * index[r] ≥ 0, its sequence's host token when index[r] = −1. The `span` ids from `offset` are
+ * all embedded (each a valid id: every index[r] < span). */
+export interface DeviceRows {
+  readonly index: Int32Array; // [M]
+  readonly span: number;
 }
 
 /** A one-token sequence's `tokens` when its id is in kernel memory: only its length is read. */
@@ -128,7 +159,8 @@ export function forwardHidden<T extends Tensor, I extends Tensor>(model: Model<T
   const m = rowsOf(seqs);
   const seqSpans = spans(ws.host.positions.rows(m), seqs, (i) => seqs[i]!.kv);
   const x = ws.x.rows(m); // [M, H] residual stream
-  if (deviceTokens) k.embedIds(x, w.embed, deviceTokens.ids, deviceTokens.offset, m);
+  if (deviceTokens?.at) embedMixed(model, ws, x, stackIds(ws.host.ids.rows(m), seqs), deviceTokens, deviceTokens.at);
+  else if (deviceTokens) k.embedIds(x, w.embed, deviceTokens.ids, deviceTokens.offset, m);
   else k.embed(x, w.embed, stackIds(ws.host.ids.rows(m), seqs));
   const vision = seqs.some((s) => s.vision);
   if (vision) writeImageRows(model, x, seqs, seqSpans);

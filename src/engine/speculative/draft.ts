@@ -42,6 +42,8 @@ import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
 import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
+import type { DraftRound } from './draft-round.js';
+import { defersDrafts, type RoundMembers } from './pending-drafts.js';
 import { type DeviceChains, deviceRound } from './draft-rules.js';
 
 export interface ExtendInput {
@@ -59,6 +61,12 @@ export interface ExtendInput {
   /** Page table to write through (default req.pages; a request that finished this step
    * has released its own, and passes the one it ran with). */
   readonly pages?: readonly number[];
+}
+
+/** A round left on the kernels (run's `defer`): its handle and its requests, by chain. */
+export interface PendingRound {
+  readonly round: DraftRound;
+  readonly members: RoundMembers;
 }
 
 /** A request that drafts this round: its extend [start, start + n), its draft count, and
@@ -141,8 +149,10 @@ export class MtpDrafter {
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
-   * every chain picks on the kernels, else one per draft step: its picks feed the next). */
-  async run(inputs: readonly ExtendInput[]): Promise<DraftProposal[]> {
+   * every chain picks on the kernels, else one per draft step: its picks feed the next).
+   * `defer`: when every chain defers (pending-drafts.ts), nothing is read back: the round stays
+   * on the kernels, returned with its members (by chain) for the verify to read. */
+  async run(inputs: readonly ExtendInput[], defer = false): Promise<DraftProposal[] | PendingRound> {
     if (inputs.length === 0) return [];
     const mtpKv = this.kv.mtpLayers[0]!;
     const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput<Tensor> => ({
@@ -166,6 +176,9 @@ export class MtpDrafter {
     const chains = order.map((i) => active[i]!);
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
+    if (!host && defer && chains.every((c) => defersDrafts(c.req))) {
+      return { round: this.recordOnKernels(chains, first), members: chains.map((c) => ({ req: c.req, count: c.drafts })) };
+    }
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else if (!host && this.device && deviceRound(chains.map((c) => c.req), this.v, this.deviceChains)) {
       await this.device.run(chains, first, this.deviceSteps);
@@ -223,6 +236,19 @@ export class MtpDrafter {
    * logits rows (device-picks.ts; the biased rows are adjustInPlace's: draft-bias.ts). */
   private async draftOnKernels(chains: readonly Chain[], first: Tensor): Promise<void> {
     const n = chains.length;
+    const round = this.recordOnKernels(chains, first);
+    const [read] = await this.model.kernels.readBack([{ t: round.ids, offset: 0, length: round.span }]);
+    const picks = idsOf(read!);
+    chains.forEach((c, j) => {
+      for (let s = 0; s < c.drafts; s++) c.proposed.push(picks[s * n + j]!);
+    });
+  }
+
+  /** Record draftOnKernels' chain: the round's ids [steps, chains] stay on the kernels. Entries
+   * of chains shorter than the longest keep the ids an earlier round left, or zeros (the tensor
+   * is zeroed when allocated): valid ids, as a pending round's verify embeds them all. */
+  private recordOnKernels(chains: readonly Chain[], first: Tensor): DraftRound {
+    const n = chains.length;
     const steps = chains[0]!.drafts;
     const rec = this.idsFor(n * steps);
     const bias = this.bias.rowsFor(chains.map((c) => c.req));
@@ -235,11 +261,7 @@ export class MtpDrafter {
       const next = drafting(chains, s + 1);
       if (next > 0) hidden = this.draftForward(chains.slice(0, next), hidden, s + 1, () => DEVICE_TOKEN, { ids: rec, offset: (s - 1) * n });
     }
-    const [read] = await this.model.kernels.readBack([{ t: rec, offset: 0, length: n * steps }]);
-    const picks = idsOf(read!);
-    chains.forEach((c, j) => {
-      for (let s = 0; s < c.drafts; s++) c.proposed.push(picks[s * n + j]!);
-    });
+    return { ids: rec, chains: n, span: n * steps };
   }
 
   /** Drafts that fit: each writes MTP KV at one more position, whose page must exist

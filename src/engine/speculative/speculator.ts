@@ -21,7 +21,10 @@ import { acceptDrafts, acceptPicked } from './accept.js';
 import { acceptDraftLists, denseOf, isSparse, type SparseDist } from './sparse-accept.js';
 import { certifiedDist, type CertifiedRow } from '../sampled-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
-import { type ExtendInput, MtpDrafter } from './draft.js';
+import { type ExtendInput, MtpDrafter, type PendingRound } from './draft.js';
+import type { DraftRound } from './draft-round.js';
+import { pendingProposals, resolvedDrafts } from './pending-drafts.js';
+import { assert } from '../../util/errors.js';
 import { AdaptiveK } from './policy.js';
 
 export interface SpeculatorOptions {
@@ -45,6 +48,9 @@ export interface SpeculatorOptions {
   readonly penaltyChain?: boolean | 'auto';
   /** Sampled chains draft on the kernels (MtpDrafter's sampledChain). */
   readonly sampledChain?: boolean | 'auto';
+  /** Rounds whose chains all defer leave their drafts on the kernels for the verify to read
+   * back with its picks (pending-drafts.ts: one read-back a round). */
+  readonly deferDrafts?: boolean;
 }
 
 export class Speculator {
@@ -54,6 +60,8 @@ export class Speculator {
   private draftedK = 0;
   /** p of verify positions 0..k in f64 (reused: one verify row is accepted at a time). */
   private readonly verifyProbs: Float64Array[] = [];
+  /** The round drafted on the kernels and not yet read back (pending-drafts.ts). */
+  private pendingRound: PendingRound | null = null;
 
   /** The drafter's penalised-chain counts (zeros without MTP). */
   /** The sampled chains' counters (draft-device.ts; zeros when that path is off). */
@@ -75,6 +83,21 @@ export class Speculator {
   /** Draft tokens per round at most (0 = off). */
   get kMax(): number {
     return this.policy.kMax;
+  }
+
+  /** The round whose drafts are still on the kernels: the next step reads its ids back (the
+   * runner) and resolve() turns them into the drafts before that step is sampled. */
+  get pending(): DraftRound | null {
+    return this.pendingRound?.round ?? null;
+  }
+
+  /** The pending round's drafts from its read-back ids, for the update (before the step that
+   * read them is sampled: its verify rows accept them). */
+  resolve(ids: Int32Array): DraftOutcome {
+    const p = this.pendingRound;
+    assert(p !== null, 'draft ids read back with no round pending');
+    this.pendingRound = null;
+    return resolvedDrafts(p.round, p.members, ids);
   }
 
   /** The k the drafts verified by the coming step were made with (read before draft()). */
@@ -126,6 +149,7 @@ export class Speculator {
    * same tokens, from ids [k + 1] instead of logits rows. */
   acceptPicks(row: BatchRow, ids: Int32Array): RowOutcome {
     const drafts = row.req!.drafts;
+    assert(row.req!.pendingDrafts === null, `verify row of request ${row.req!.id}: its drafts were never resolved`);
     if (ids.length !== drafts.length + 1) throw new Error(`verify row of request ${row.req!.id}: ${ids.length} picks for ${drafts.length} drafts`);
     const { tokens, accepted } = acceptPicked(drafts, ids);
     return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: drafts.length, accepted };
@@ -154,8 +178,13 @@ export class Speculator {
     if (k === 0 && extend.every((e) => kFor(e.req) === 0)) return null;
     const inputs = extend.map((c) => extendInput(c, hidden, offsets[c.row]!,
       c.req.prefilling || c.req.status !== 'running' ? 0 : draftRoom(c.req, kFor(c.req))));
-    const proposals = await this.drafter!.run(inputs);
     const o = this.opts.draftOverride;
+    assert(this.pendingRound === null, 'an MTP round drafted with the last one still pending');
+    const proposals = await this.drafter!.run(inputs, this.opts.deferDrafts ?? false);
+    if (!Array.isArray(proposals)) {
+      this.pendingRound = proposals;
+      return pendingProposals(proposals.round, proposals.members, o);
+    }
     return {
       kind: 'drafts',
       proposals: o ? proposals.map((p) => ({ ...p, tokens: o(p.req, [...p.tokens]).slice(0, p.tokens.length) })) : proposals,

@@ -10,6 +10,7 @@ import type { BatchRow } from '../batch.js';
 /** Input ids of a row: a verify row's [bonus, drafts], else its scheduled tokens. */
 export function rowTokens(row: BatchRow): number[] {
   const req = row.req!;
+  if (row.verify && req.pendingDrafts) throw new Error(`request ${req.id}: its drafts are still on the kernels (pending-drafts.ts)`);
   return row.verify ? [req.tokens[row.start]!, ...req.drafts] : req.tokens.slice(row.start, row.start + row.n);
 }
 

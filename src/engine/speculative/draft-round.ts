@@ -1,0 +1,18 @@
+// The handle of an MTP round whose drafts are still on the kernels (pending-drafts.ts), and a
+// request's claim on it (Request.pendingDrafts). Types only: request.ts and step-output.ts read
+// them without importing the engine's speculative code.
+import type { Tensor } from '../../kernels/types.js';
+
+/** A round's drafts on the kernels: chain j's draft s (1-based) is ids[(s − 1)·chains + j]. */
+export interface DraftRound {
+  readonly ids: Tensor;
+  readonly chains: number;
+  /** Ids the round wrote: steps · chains (every one a valid id). */
+  readonly span: number;
+}
+
+/** A request's claim on a pending round: its drafts are chain `chain`'s. */
+export interface PendingDraft {
+  readonly round: DraftRound;
+  readonly chain: number;
+}

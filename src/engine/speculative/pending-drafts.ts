@@ -1,0 +1,96 @@
+// One read-back per MTP round (a GPU): the drafts stay on the kernels until the verify that
+// reads them. After a verify's read-back and update, the drafter records the MTP extend and the
+// whole draft chain (draft.ts draftOnKernels: argmax picks, each embedded by the next step from
+// kernel memory) and reads nothing back; the round's ids, [steps, chains], stay on the kernels.
+// The scheduler's next batch verifies them: a row's length is 1 + its draft count, known on the
+// host, and the runner embeds the drafts from the kernels (forward.ts DeviceRows) and reads
+// the round's ids back in the same read-back as the verify's picks. Before that step is
+// sampled, the update records the ids as the requests' drafts (resolvedDrafts), so acceptance
+// runs on host ids exactly as before. Without this the round waits on the GPU twice: once for
+// the drafts, once for the verify.
+//
+// Invariants (why the outputs are the 2-read-back round's, bit for bit):
+// - A pending request's drafts are placeholders (PENDING_DRAFT, of the right count; a draft the
+//   draftOverride hook set is a host id, embedded from the host) that nothing reads: its verify row embeds them from the kernels, its picks are the plain argmax
+//   (deferrable: no mask, penalty, bias, logprobs or capture reads a draft), and the update
+//   resolves them before acceptance. The ids the kernels embed are the ids read back.
+// - Every step that runs a batch reads back the pending round (if any) and resolves it before
+//   the next round is drafted, so a round's ids tensor is never overwritten while pending.
+//   A request preempted or finished since drafting drops its claim (pendingDrafts = null): the
+//   resolution skips it.
+// - The round's tensor holds valid ids in every entry (argmax picks, or zeros): the verify
+//   embeds its whole span, and a shorter chain's unused entries are embedded for nothing.
+import type { DeviceRows } from '../../model/forward.js';
+import type { BatchRow } from '../batch.js';
+import { draftsOnKernels, finishesOnHost, picksOnKernels } from '../device-picks.js';
+import type { RequestView } from '../request.js';
+import type { DraftOutcome } from '../step-output.js';
+import type { DraftRound } from './draft-round.js';
+import { rowTokens } from './verify-layout.js';
+import { assert } from '../../util/errors.js';
+
+/** The requests of a pending round, by chain, and how many drafts each proposed. */
+export type RoundMembers = readonly { readonly req: RequestView; readonly count: number }[];
+
+/** What a pending request's drafts hold until resolved (no valid id: a read of one fails). */
+export const PENDING_DRAFT = -1;
+
+/** May the request's drafts stay on the kernels until its verify: argmax picks chained on the
+ * kernels (no bias: its verify pick finishes on the host), and a verify whose picks read no
+ * draft on the host (plain argmax: no constraint, penalty, logprobs or capture) and no image. */
+export function defersDrafts(req: RequestView): boolean {
+  return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !req.adjust?.constraint && req.vision === null;
+}
+
+/** The members' drafts as placeholders, each with its claim on `round` (the update records
+ * them). `override` (the draftOverride test hook, bench --mode mtp --accept-rate) may replace
+ * drafts by host ids (same count or fewer): a position it leaves a placeholder keeps the
+ * model's own draft, on the kernels; a request with none left claims nothing. */
+export function pendingProposals(round: DraftRound, members: RoundMembers,
+  override?: (req: RequestView, drafts: number[]) => number[]): DraftOutcome {
+  return {
+    kind: 'drafts',
+    proposals: members.map((m, chain) => {
+      const placeholders = new Array<number>(m.count).fill(PENDING_DRAFT);
+      const tokens = override ? override(m.req, placeholders).slice(0, m.count) : placeholders;
+      return { req: m.req, tokens, probs: null, ...(tokens.includes(PENDING_DRAFT) ? { pending: { round, chain } } : {}) };
+    }),
+  };
+}
+
+/** The round's drafts from its read-back ids ([span]) in place of the placeholders, for the
+ * requests still claiming them (the update skips the others). */
+export function resolvedDrafts(round: DraftRound, members: RoundMembers, ids: Int32Array): DraftOutcome {
+  assert(ids.length === round.span, `a draft round of ${round.span} ids read back as ${ids.length}`);
+  return {
+    kind: 'drafts',
+    resolves: round,
+    proposals: members.map((m, chain) => ({
+      req: m.req, tokens: m.req.drafts.map((d, s) => (d === PENDING_DRAFT ? ids[s * round.chains + chain]! : d)), probs: null,
+    })),
+  };
+}
+
+/** The stacked rows of a step (live rows, in order) whose drafts are on the kernels in
+ * `round`: a pending verify row's positions 1..k take the round's ids; null when no row's do. */
+export function deviceRowsOf(rows: readonly BatchRow[], round: DraftRound | null): DeviceRows | null {
+  const index: number[] = [];
+  let any = false;
+  for (const r of rows) {
+    const claim = r.req!.pendingDrafts;
+    const mine = r.verify && claim !== null;
+    assert(!mine || claim!.round === round, `request ${r.req!.id}: a verify row whose drafts are on the kernels in a round not read back now`);
+    const drafts = r.req!.drafts;
+    for (let s = 0; s < r.n; s++) index.push(mine && s > 0 && drafts[s - 1] === PENDING_DRAFT ? (s - 1) * claim!.round.chains + claim!.chain : -1);
+    any ||= mine;
+  }
+  return any ? { index: Int32Array.from(index), span: round!.span } : null;
+}
+
+/** A row's host token ids: a pending verify row's placeholders as id 0, which its DeviceRows
+ * replace (embedded for nothing), else verify-layout's rowTokens. */
+export function hostTokensOf(row: BatchRow): number[] {
+  const req = row.req!;
+  if (!(row.verify && req.pendingDrafts)) return rowTokens(row);
+  return [req.tokens[row.start]!, ...req.drafts.map((d) => (d === PENDING_DRAFT ? 0 : d))];
+}

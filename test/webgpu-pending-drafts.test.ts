@@ -1,0 +1,65 @@
+// One read-back per MTP round on webgpu (engine/speculative/pending-drafts.ts; on by default with
+// overlapped decode): a greedy round's drafts stay on the device, the verify embeds them there and
+// reads them back with its picks. The outputs must be those of the 2-read-back round (--overlap
+// off) and of MTP off, and every step must read back once: no read-back of drafts between steps.
+import { before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Engine } from '../src/engine/engine.js';
+import type { GenerateRequest } from '../src/engine/request-builder.js';
+import { type RunResult, runAll, withEngine } from './engine-helpers.js';
+import { TINY_THINK } from './paths.js';
+import { webgpuEngineKernels } from './webgpu-helpers.js';
+
+const base = { kernels: 'webgpu' as const, kvCacheTokens: 2048, maxContext: 1024, maxRunning: 4, specAdaptive: false, prefixCache: false };
+
+/** Three requests of unequal lengths (chains near max_tokens draft fewer than k). */
+const REQUESTS: GenerateRequest[] = [
+  { messages: [{ role: 'user', content: 'What is 12 + 7?' }], maxTokens: 30 },
+  { messages: [{ role: 'user', content: 'Name a color.' }], maxTokens: 11 },
+  { prompt: 'The capital of France is', maxTokens: 13, ignoreEos: true },
+];
+
+interface Outcome { runs: RunResult[]; readBacks: number; steps: number; deferred: number }
+
+async function generate(specTokens: number, overlapSteps: boolean, reqs: readonly GenerateRequest[]): Promise<Outcome> {
+  return withEngine({ ...base, model: TINY_THINK(), specTokens, overlapSteps }, async (e: Engine) => {
+    const k = e.model.kernels as { readBack: (...a: never[]) => unknown };
+    const original = k.readBack.bind(k);
+    let readBacks = 0;
+    k.readBack = ((...a: never[]) => (readBacks++, original(...a))) as typeof k.readBack;
+    const runs = await runAll(e, reqs, false);
+    k.readBack = original;
+    e.checkIntegrity();
+    const s = e.stats();
+    return { runs, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify, deferred: s.spec.deferredRounds };
+  });
+}
+
+function sameRuns(got: readonly RunResult[], want: readonly RunResult[], what: string): void {
+  assert.equal(got.length, want.length);
+  got.forEach((g, i) => {
+    assert.deepEqual(g.ids, want[i]!.ids, `${what}: request ${i}'s ids`);
+    assert.equal(g.finishReason, want[i]!.finishReason, `${what}: request ${i}'s finish reason`);
+    assert.equal(g.text, want[i]!.text, `${what}: request ${i}'s text`);
+  });
+}
+
+before(async () => {
+  await webgpuEngineKernels(); // fails with the reason when no adapter can be had
+});
+
+test('webgpu MTP k = 3: drafts read back with their verify == the 2-read-back round == MTP off; one read-back a step', async () => {
+  const off = await generate(0, true, REQUESTS);
+  const twoReads = await generate(3, false, REQUESTS);
+  const oneRead = await generate(3, true, REQUESTS);
+  sameRuns(twoReads.runs, off.runs, '--overlap off');
+  sameRuns(oneRead.runs, off.runs, 'drafts on the device');
+  assert.equal(twoReads.deferred, 0, '--overlap off defers nothing');
+  assert.ok(twoReads.readBacks > twoReads.steps, `the 2-read-back round: ${twoReads.readBacks} read-backs in ${twoReads.steps} steps`);
+  assert.ok(oneRead.deferred > 0, 'rounds were deferred');
+  assert.equal(oneRead.readBacks, oneRead.steps, `${oneRead.readBacks} read-backs in ${oneRead.steps} steps`);
+  // alone, every round after the first verify is one read-back
+  const alone = await generate(3, true, REQUESTS.slice(0, 1));
+  sameRuns(alone.runs, off.runs.slice(0, 1), 'alone');
+  assert.equal(alone.readBacks, alone.steps);
+});
