@@ -3,15 +3,19 @@
 // --streams count, runs alternating on/off for --reps, the median decode tokens/s (from the
 // last request's first token to the end) and the median process CPU seconds of a run (on a
 // CPU adapter lavapipe's threads are in it). Outputs are checked identical. Prints JSON.
-// Usage: node scripts/ab-overlap.mjs [--model DIR] [--streams 1,4] [--gen 32] [--reps 5]
+// --spec-tokens K (> 0): MTP on in both engines, and the A/B is of one read-back a round
+// (src/engine/speculative/pending-drafts.ts: drafts read back with their verify) against two
+// (drafts read back first), the model's own MTP head drafting.
+// Usage: node scripts/ab-overlap.mjs [--model DIR] [--streams 1,4] [--gen 32] [--reps 5] [--spec-tokens K]
 import { parseArgs } from 'node:util';
 import { Engine } from '../dist/src/engine/engine.js';
 import { gpuAdapterOf } from '../dist/src/kernels/index.js';
 
 const { values: v } = parseArgs({ options: {
   model: { type: 'string', default: 'models/tiny-think' }, streams: { type: 'string', default: '1,4' },
-  gen: { type: 'string', default: '32' }, reps: { type: 'string', default: '5' },
+  gen: { type: 'string', default: '32' }, reps: { type: 'string', default: '5' }, 'spec-tokens': { type: 'string', default: '0' },
 } });
+const k = Number(v['spec-tokens']);
 const gen = Number(v.gen);
 const reps = Number(v.reps);
 const PROMPTS = ['The capital of France is', 'Counting from one: one, two, three,', 'Twelve plus seven equals', 'Spell cat backwards:'];
@@ -34,9 +38,10 @@ async function run(e, streams) {
   return { tokS: (streams * (gen - 1) * 1000) / ms, cpuS: (cpu.user + cpu.system) / 1e6, ids: done.map((d) => d.outputIds.join(',')) };
 }
 
-const opts = { model: v.model, kernels: 'webgpu', specTokens: 0, prefixCache: false, maxRunning: 8, kvCacheTokens: 4096, maxContext: 1024 };
-const on = await Engine.load({ ...opts, overlapSteps: true });
-const off = await Engine.load({ ...opts, overlapSteps: false });
+const opts = { model: v.model, kernels: 'webgpu', specTokens: k, specAdaptive: false, prefixCache: false, maxRunning: 8, kvCacheTokens: 4096, maxContext: 1024 };
+// MTP: both engines overlap (decode never chains while speculating); the hook picks the round
+const on = await Engine.load({ ...opts, overlapSteps: true }, k > 0 ? { deferredDrafts: true } : {});
+const off = await Engine.load({ ...opts, overlapSteps: k > 0 }, k > 0 ? { deferredDrafts: false } : {});
 const adapter = gpuAdapterOf(on.model.kernels);
 const results = [];
 for (const streams of v.streams.split(',').map(Number)) {
@@ -57,9 +62,11 @@ for (const streams of v.streams.split(',').map(Number)) {
   });
 }
 const steps = on.stats().steps;
+const spec = on.stats().spec;
 await on.close();
 await off.close();
 console.log(JSON.stringify({
-  bench: 'ab-overlap', model: v.model, adapter: adapter ? `${adapter.description || adapter.device} (${adapter.cpuEmulation ? 'CPU emulation' : 'GPU'})` : null,
-  node: process.version, reps, overlapped_steps: steps.overlapped, decode_steps: steps.decode, results,
+  bench: 'ab-overlap', ab: k > 0 ? `MTP k = ${k}: one read-back a round (on) vs two (off)` : 'overlapped decode (on) vs the plain loop (off)', model: v.model, adapter: adapter ? `${adapter.description || adapter.device} (${adapter.cpuEmulation ? 'CPU emulation' : 'GPU'})` : null,
+  node: process.version, reps, overlapped_steps: steps.overlapped, decode_steps: steps.decode,
+  ...(k > 0 ? { deferred_rounds: spec.deferredRounds, verify_steps: steps.verify, accept_len_mean: +spec.acceptLenMean.toFixed(3) } : {}), results,
 }, null, 1));

@@ -92,6 +92,9 @@ export function shapeSummary(runs, shape, bandwidth) {
     prefill_2048_tok_s: fig(r('prefill-2048-bf16'), 'tok_s', 'median'),
     mtp_0_8_speedup: mtpRun && typeof mtpRun.speedup === 'number' ? mtpRun.speedup : null,
     mtp_0_8_accept_len: mtpRun && typeof mtpRun.accept_len_mean === 'number' ? mtpRun.accept_len_mean : null,
+    // read-backs a verify round (prefill steps included): 1 when the drafts come back with the
+    // verify's picks (engine/speculative/pending-drafts.ts), 2 when they are read back first
+    mtp_0_8_read_backs_per_round: mtpRun && typeof mtpRun.read_backs_per_round === 'number' ? mtpRun.read_backs_per_round : null,
     pytorch_decode_tok_s: floorTokS,
     decode_over_pytorch: ratio(decodeTokS, floorTokS),
     host_us_per_dispatch: fig(decode, 'gpu', 'host_us_per_dispatch'),

@@ -1,4 +1,5 @@
 // Shared helpers for engine tests: run a workload, capture every step's logits.
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Engine, type EngineOptions } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
@@ -51,6 +52,30 @@ export async function withEngine<T>(opts: EngineOptions & EngineTestHooks, fn: (
     return await fn(engine);
   } finally {
     await engine.close();
+  }
+}
+
+/** Two runs of the same requests gave the same ids, finish reasons and texts, request by request. */
+export function assertSameRuns(got: readonly RunResult[], want: readonly RunResult[], what: string): void {
+  assert.equal(got.length, want.length, `${what}: ${got.length} results for ${want.length}`);
+  got.forEach((g, i) => {
+    assert.deepEqual(g.ids, want[i]!.ids, `${what}: request ${i}'s ids`);
+    assert.equal(g.finishReason, want[i]!.finishReason, `${what}: request ${i}'s finish reason`);
+    assert.equal(g.text, want[i]!.text, `${what}: request ${i}'s text`);
+  });
+}
+
+/** Count the kernels' read-back calls: `readBack` of the engine's kernels while
+ * `fn` runs. */
+export async function countingReadBacks<T>(e: Engine, fn: () => Promise<T>): Promise<{ value: T; readBacks: number }> {
+  const k = e.model.kernels as { readBack: (...a: never[]) => unknown };
+  const original = k.readBack.bind(k);
+  let readBacks = 0;
+  k.readBack = ((...a: never[]) => (readBacks++, original(...a))) as typeof k.readBack;
+  try {
+    return { value: await fn(), readBacks };
+  } finally {
+    k.readBack = original;
   }
 }
 

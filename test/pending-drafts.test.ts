@@ -7,9 +7,8 @@
 // deferred run reads back once: no read-back of drafts between steps.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import { evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
+import { assertSameRuns, countingReadBacks, evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 
 const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
@@ -21,36 +20,16 @@ function requests(n: number, maxTokens: number): GenerateRequest[] {
 
 interface Run { results: RunResult[]; readBacks: number; steps: number; deferred: number; rounds: number; accepted: number }
 
-/** Count the kernels' read-back calls while `fn` runs. */
-async function counting(e: Engine, fn: () => Promise<RunResult[]>): Promise<{ results: RunResult[]; readBacks: number }> {
-  const k = e.model.kernels as { readBack: (...a: never[]) => unknown };
-  const original = k.readBack.bind(k);
-  let readBacks = 0;
-  k.readBack = ((...a: never[]) => (readBacks++, original(...a))) as typeof k.readBack;
-  try {
-    return { results: await fn(), readBacks };
-  } finally {
-    k.readBack = original;
-  }
-}
 
 async function run(reqs: readonly GenerateRequest[], specTokens: number, deferredDrafts: boolean, extra: Parameters<typeof withEngine>[0] = {}): Promise<Run> {
   return withEngine({ model: TINY_THINK(), kernels: KERNELS, specTokens, specAdaptive: false, maxRunning: 8, poisonPadding: true, deferredDrafts, ...extra },
     async (e) => {
-      const { results, readBacks } = await counting(e, () => runAll(e, reqs, false));
+      const { value: results, readBacks } = await countingReadBacks(e, () => runAll(e, reqs, false));
       const s = e.stats();
       return { results, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify, deferred: s.spec.deferredRounds, rounds: s.spec.rounds, accepted: s.spec.accepted };
     });
 }
 
-function assertSame(got: readonly RunResult[], want: readonly RunResult[], label: string): void {
-  assert.equal(got.length, want.length);
-  got.forEach((g, i) => {
-    assert.deepEqual(g.ids, want[i]!.ids, `${label}: request ${i} ids`);
-    assert.equal(g.text, want[i]!.text, `${label}: request ${i} text`);
-    assert.equal(g.finishReason, want[i]!.finishReason, `${label}: request ${i} finish`);
-  });
-}
 
 test('drafts read back with their verify: the ids of the 2-read-back round and of MTP off, one read-back a step (k = 1..4, 1 / 3 / 8 concurrent)', async () => {
   const reqs = requests(8, 14);
@@ -59,13 +38,13 @@ test('drafts read back with their verify: the ids of the 2-read-back round and o
     for (const n of [1, 3, 8]) {
       const label = `k=${k} n=${n}`;
       const deferred = await run(reqs.slice(0, n), k, true);
-      assertSame(deferred.results, off.results.slice(0, n), label);
+      assertSameRuns(deferred.results, off.results.slice(0, n), label);
       assert.ok(deferred.rounds > 0 && deferred.deferred > 0, `${label}: rounds ${deferred.rounds}, deferred ${deferred.deferred}`);
       // every read-back is a step's: the drafts came back with the verify
       assert.equal(deferred.readBacks, deferred.steps, `${label}: ${deferred.readBacks} read-backs for ${deferred.steps} steps`);
       if (n === 3) {
         const plain = await run(reqs.slice(0, n), k, false);
-        assertSame(plain.results, off.results.slice(0, n), `${label} (drafts read back)`);
+        assertSameRuns(plain.results, off.results.slice(0, n), `${label} (drafts read back)`);
         // the 2-read-back round reads its drafts back between steps
         assert.ok(plain.readBacks > plain.steps, `${label}: the plain round read back ${plain.readBacks} times in ${plain.steps} steps`);
         assert.equal(plain.deferred, 0);
@@ -79,7 +58,7 @@ test('stop strings, stop ids and max_tokens inside a deferred round end it as MT
   const reqs = base.map((r, i) => (i % 2 === 0 ? { ...r, stop: ['\n', ' '] } : { ...r, ignoreEos: true, maxTokens: 5 + i }));
   const off = await run(reqs, 0, false);
   const deferred = await run(reqs, 3, true);
-  assertSame(deferred.results, off.results, 'stops');
+  assertSameRuns(deferred.results, off.results, 'stops');
   assert.ok(deferred.deferred > 0);
 });
 
@@ -93,7 +72,7 @@ test('a round mixing greedy chains with sampled, penalised and logprobs ones rea
   });
   const plain = await run(reqs, 3, false);
   const deferred = await run(reqs, 3, true);
-  assertSame(deferred.results, plain.results, 'mixed');
+  assertSameRuns(deferred.results, plain.results, 'mixed');
   // rounds with only the greedy chains left (the others ended first) may still defer; a round
   // with a chain that cannot defer reads its drafts back: more read-backs than steps
   assert.ok(deferred.readBacks > deferred.steps, `mixed: ${deferred.readBacks} read-backs in ${deferred.steps} steps`);
@@ -109,7 +88,7 @@ test('preemption between a deferred round and its verify drops the claim; the re
   const deferred = await run(reqs, 3, true, {
     preemptIf: (r) => r.tokens.length > r.promptIds.length + 2 && ++calls % 7 === 0,
   });
-  assertSame(deferred.results, off.results, 'preempted');
+  assertSameRuns(deferred.results, off.results, 'preempted');
   assert.ok(calls >= 7, 'preemption happened');
 });
 
@@ -128,7 +107,7 @@ test('aborting a request whose drafts are pending on the kernels loses no other 
     })();
     const others = runAll(e, reqs.slice(1), false);
     assert.equal(await victim, 'abort');
-    assertSame(await others, off.results.slice(1), 'beside an abort');
+    assertSameRuns(await others, off.results.slice(1), 'beside an abort');
     assert.ok(e.stats().spec.deferredRounds > 0);
     e.checkIntegrity();
   });
@@ -153,8 +132,8 @@ test('draftOverride (bench --accept-rate) over a deferred round: overridden draf
   };
   const plain = await run(reqs, 3, false, { draftOverride });
   const deferred = await run(reqs, 3, true, { draftOverride });
-  assertSame(plain.results, off.results, 'override, drafts read back');
-  assertSame(deferred.results, off.results, 'override, deferred');
+  assertSameRuns(plain.results, off.results, 'override, drafts read back');
+  assertSameRuns(deferred.results, off.results, 'override, deferred');
   assert.equal(deferred.rounds, plain.rounds, 'the same rounds');
   assert.equal(deferred.accepted, plain.accepted, 'the same drafts accepted');
   assert.ok(deferred.accepted > deferred.rounds, `drafts after an overridden one were accepted: ${deferred.accepted} in ${deferred.rounds} rounds`);

@@ -8,7 +8,7 @@ import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import { type RunResult, runAll, withEngine } from './engine-helpers.js';
+import { assertSameRuns, type RunResult, runAll, withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
 
@@ -34,14 +34,6 @@ async function generate(overlapSteps: boolean, reqs: readonly GenerateRequest[],
   });
 }
 
-function sameRuns(got: readonly RunResult[], want: readonly RunResult[], what: string): void {
-  assert.equal(got.length, want.length);
-  got.forEach((g, i) => {
-    assert.deepEqual(g.ids, want[i]!.ids, `${what}: request ${i}'s ids`);
-    assert.equal(g.finishReason, want[i]!.finishReason, `${what}: request ${i}'s finish reason`);
-    assert.equal(g.text, want[i]!.text, `${what}: request ${i}'s text`);
-  });
-}
 
 let plain: Outcome;
 
@@ -57,7 +49,7 @@ describe('overlapped decode on webgpu', () => {
     // two at a time: a full batch with two waiting keeps chaining; a request that ends frees
     // its slot and the chain ends a step later for the next one's admission
     const on = await generate(true, REQUESTS, 2);
-    sameRuns(on.runs, plain.runs, 'overlap on');
+    assertSameRuns(on.runs, plain.runs, 'overlap on');
     // a row whose request stopped at the step before commits nothing (update.ts)
     assert.equal(on.generated, on.runs.reduce((n, r) => n + r.ids.length, 0), 'tokens generated = tokens returned');
     assert.ok(on.overlapped >= on.decode / 2, `most decode steps chained (${on.overlapped} of ${on.decode})`);
