@@ -15,7 +15,7 @@ import { Rng } from '../src/util/rng.js';
 import { checkPools, GREEDY, request, type Setup, setup } from './scheduler-helpers.js';
 
 const CHUNK = 4;
-const FACTS: ChainFacts = { enabled: true, speculating: false, admitting: false, maySnapshot: () => false };
+const FACTS: ChainFacts = { enabled: true, draftsAfter: () => false, admitting: false, maySnapshot: () => false };
 const STOP = 4999;
 
 interface RowKey { id: number; start: number; n: number; sample: boolean; chunked: boolean; verify: boolean }
@@ -86,7 +86,14 @@ test('chainable refuses every step the plain loop would not build the same way',
   const { s, batch } = decoding();
   assert.ok(chainable(batch, FACTS));
   assert.equal(chainable(batch, { ...FACTS, enabled: false }), false, 'overlap off');
-  assert.equal(chainable(batch, { ...FACTS, speculating: true }), false, 'MTP drafts after every step');
+  assert.equal(chainable(batch, { ...FACTS, draftsAfter: () => true }), false, 'MTP drafts after this step');
+  // the policy's choice is made only once every other condition holds (it is consumed)
+  let asked = 0;
+  const counting = { ...FACTS, draftsAfter: () => (asked++, false) };
+  assert.ok(chainable(batch, counting));
+  assert.equal(chainable(batch, { ...counting, admitting: true }), false);
+  assert.equal(chainable(batch, { ...counting, enabled: false }), false);
+  assert.equal(asked, 1, 'draftsAfter asked once, by the step that chains');
   assert.equal(chainable(batch, { ...FACTS, admitting: true }), false, 'a request would be admitted');
   assert.equal(chainable(batch, { ...FACTS, maySnapshot: (r) => r.req!.id === 1 }), false, 'a row may snapshot');
   const req = s.sched.running[0]! as Request;

@@ -2,6 +2,8 @@
 // overlapped decode): a greedy round's drafts stay on the device, the verify embeds them there and
 // reads them back with its picks. The outputs must be those of the 2-read-back round (--overlap
 // off) and of MTP off, and every step must read back once: no read-back of drafts between steps.
+// And with MTP on, decode steps the adaptive policy leaves without drafts (k = 0) overlap
+// (engine/overlap.ts), switching back to rounds when k rises again.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
@@ -19,14 +21,16 @@ const REQUESTS: GenerateRequest[] = [
   { prompt: 'The capital of France is', maxTokens: 13, ignoreEos: true },
 ];
 
-interface Outcome { runs: RunResult[]; readBacks: number; steps: number; deferred: number }
+interface Outcome { runs: RunResult[]; readBacks: number; steps: number; deferred: number; overlapped: number; rounds: number }
 
-async function generate(specTokens: number, overlapSteps: boolean, reqs: readonly GenerateRequest[]): Promise<Outcome> {
-  return withEngine({ ...base, model: TINY_THINK(), specTokens, overlapSteps }, async (e: Engine) => {
+async function generate(specTokens: number, overlapSteps: boolean, reqs: readonly GenerateRequest[],
+  specK?: (decoding: number) => number): Promise<Outcome> {
+  return withEngine({ ...base, model: TINY_THINK(), specTokens, overlapSteps, ...(specK ? { specK } : {}) }, async (e: Engine) => {
     const { value: runs, readBacks } = await countingReadBacks(e, () => runAll(e, reqs, false));
     e.checkIntegrity();
     const s = e.stats();
-    return { runs, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify, deferred: s.spec.deferredRounds };
+    return { runs, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify, deferred: s.spec.deferredRounds, overlapped: s.steps.overlapped,
+      rounds: s.spec.rounds };
   });
 }
 
@@ -35,8 +39,10 @@ before(async () => {
   await webgpuEngineKernels(); // fails with the reason when no adapter can be had
 });
 
+let off: Outcome;
+
 test('webgpu MTP k = 3: drafts read back with their verify == the 2-read-back round == MTP off; one read-back a step', async () => {
-  const off = await generate(0, true, REQUESTS);
+  off = await generate(0, true, REQUESTS);
   const twoReads = await generate(3, false, REQUESTS);
   const oneRead = await generate(3, true, REQUESTS);
   assertSameRuns(twoReads.runs, off.runs, '--overlap off');
@@ -45,4 +51,15 @@ test('webgpu MTP k = 3: drafts read back with their verify == the 2-read-back ro
   assert.ok(twoReads.readBacks > twoReads.steps, `the 2-read-back round: ${twoReads.readBacks} read-backs in ${twoReads.steps} steps`);
   assert.ok(oneRead.deferred > 0, 'rounds were deferred');
   assert.equal(oneRead.readBacks, oneRead.steps, `${oneRead.readBacks} read-backs in ${oneRead.steps} steps`);
+});
+
+test('webgpu MTP on, the policy at k = 0 for a stretch: those decode steps overlap, rounds resume after; outputs == MTP off', async () => {
+  let calls = 0;
+  // k = 0 from the 4th choice to the 21st, k = 3 around it (one choice a step: a policy asked twice
+  // for a chained step would chain at the 21st and draft at the 22nd)
+  const specK = (): number => (++calls >= 4 && calls <= 21 ? 0 : 3);
+  const mixed = await generate(3, true, REQUESTS, specK);
+  assertSameRuns(mixed.runs, off.runs, 'k switched off and on');
+  assert.ok(mixed.overlapped > 0, 'decode steps at k = 0 were chained');
+  assert.ok(mixed.rounds > 0 && mixed.deferred > 0, 'MTP rounds ran before and after');
 });

@@ -142,6 +142,7 @@ export class Engine {
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
       deferDrafts: hooks.deferredDrafts ?? this.overlap,
+      chooseK: hooks.specK,
     });
     // the model's scratch arena at its bound, once (the plan counted it: model/arena.ts)
     this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null,
@@ -370,7 +371,8 @@ export class Engine {
     const prefix = this.prefix;
     return {
       enabled: this.overlap && !this.closed && this.hooks.preemptIf === undefined && !this.hooks.poisonPadding,
-      speculating: this.speculative.kMax > 0,
+      // every row is greedy (rowChains), so the round after drafts iff its k is not 0
+      draftsAfter: (batch) => this.speculative.kMax > 0 && this.speculative.chooseNextK(batch.nReal) > 0,
       admitting: this.scheduler.admits,
       maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
     };

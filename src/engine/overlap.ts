@@ -11,7 +11,8 @@
 //   that token N's pick. schedule() would admit nothing (no request waits, or the batch is
 //   full: a slot freed at N is taken one step later, as by a request arriving), reap nothing (no
 //   row's request is aborted), preempt nothing (the next positions' pages are free), and
-//   draft nothing (MTP is off), so it would build exactly that.
+//   draft nothing (MTP is off, or the adaptive policy chose k = 0 for the round after N: its
+//   choice is made now, once, and the draft after N uses it), so it would build exactly that.
 // - N's update may not write device memory that N + 1 has already read or written: only a
 //   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
 //   chains (rowMaySnapshot). Every pick is the kernels' plain argmax (greedy, no penalty, bias,
@@ -29,8 +30,10 @@ import { finishesOnHost, picksOnKernels } from './device-picks.js';
 export interface ChainFacts {
   /** Overlap is on (a GPU backend, or forced) and no test hook steers scheduling. */
   readonly enabled: boolean;
-  /** MTP drafts after every step (the next step is a verify, or the MTP head extends). */
-  readonly speculating: boolean;
+  /** Will the update of `batch` be followed by MTP drafts (the next step a verify)? Asked
+   * last, once every other condition holds: with MTP on it makes the policy's choice of the
+   * next round's k (Speculator.chooseNextK), which the draft after this step then uses. */
+  readonly draftsAfter: (batch: Batch) => boolean;
   /** schedule() would admit a waiting request now (one waits and the batch has room). */
   readonly admitting: boolean;
   /** May the update of step N snapshot `row`'s working state (prefix.ts rowMaySnapshot)? */
@@ -39,8 +42,8 @@ export interface ChainFacts {
 
 /** May the step after `batch` be recorded before `batch`'s read-back (Scheduler.chain)? */
 export function chainable(batch: Batch, facts: ChainFacts): boolean {
-  if (!facts.enabled || facts.speculating || facts.admitting || batch.kind !== 'decode' || batch.nReal === 0) return false;
-  return batch.rows.slice(0, batch.nReal).every((row) => rowChains(row, facts));
+  if (!facts.enabled || facts.admitting || batch.kind !== 'decode' || batch.nReal === 0) return false;
+  return batch.rows.slice(0, batch.nReal).every((row) => rowChains(row, facts)) && !facts.draftsAfter(batch);
 }
 
 /** A running text request's one-token decode row, picked by the kernels' plain argmax, that

@@ -48,4 +48,7 @@ export interface EngineTestHooks {
    * with its picks (speculative/pending-drafts.ts): true / false forces it on / off; unset: on
    * where overlapped decode is (a GPU backend, --overlap on), off for ref and wasm. */
   readonly deferredDrafts?: boolean;
+  /** The k of each MTP round in place of the adaptive policy's choice (given the round's
+   * decode rows; 0 drafts nothing), so a test can switch speculation off and on mid-run. */
+  readonly specK?: (decoding: number) => number;
 }

@@ -51,6 +51,8 @@ export interface SpeculatorOptions {
   /** Rounds whose chains all defer leave their drafts on the kernels for the verify to read
    * back with its picks (pending-drafts.ts: one read-back a round). */
   readonly deferDrafts?: boolean;
+  /** Test hook: the k of each round in place of the adaptive policy's (given the decode rows). */
+  readonly chooseK?: ((decoding: number) => number) | undefined;
 }
 
 export class Speculator {
@@ -62,6 +64,8 @@ export class Speculator {
   private readonly verifyProbs: Float64Array[] = [];
   /** The round drafted on the kernels and not yet read back (pending-drafts.ts). */
   private pendingRound: PendingRound | null = null;
+  /** The next draft's k, chosen ahead (chooseNextK), or null: draft() chooses. */
+  private chosenK: number | null = null;
 
   /** The drafter's penalised-chain counts (zeros without MTP). */
   /** The sampled chains' counters (draft-device.ts; zeros when that path is off). */
@@ -98,6 +102,19 @@ export class Speculator {
     assert(p !== null, 'draft ids read back with no round pending');
     this.pendingRound = null;
     return resolvedDrafts(p.round, p.members, ids);
+  }
+
+  /** Make the adaptive policy's choice of the next round's k now, for a step of `decoding`
+   * greedy decode rows (the engine asks before recording the step after it ahead:
+   * overlap.ts); the next draft() uses it, as it would have chosen then. */
+  chooseNextK(decoding: number): number {
+    this.chosenK = this.chooseK(decoding);
+    return this.chosenK;
+  }
+
+  private chooseK(decoding: number): number {
+    const hook = this.opts.chooseK;
+    return hook ? Math.max(0, Math.min(this.policy.kMax, hook(decoding))) : this.policy.choose(decoding);
   }
 
   /** The k the drafts verified by the coming step were made with (read before draft()). */
@@ -164,10 +181,12 @@ export class Speculator {
    * rows, row i's first at offsets[i]), then drafts for its next verify; null when no
    * request drafts. */
   async draft(rows: readonly CommittedRow[], hidden: Tensor, offsets: readonly number[]): Promise<DraftOutcome | null> {
+    const chosen = this.chosenK;
+    this.chosenK = null;
     const extend = this.drafter ? rows.filter(extends_) : [];
     if (extend.length === 0) return null;
     const decoding = extend.filter((e) => !e.req.prefilling).length;
-    const k = this.policy.choose(decoding);
+    const k = chosen ?? this.chooseK(decoding);
     this.draftedK = k;
     // Seeded sampling must be reproducible, and which random draws a round consumes
     // depends on k: sampling requests always draft the configured k, never the adaptive one.
