@@ -128,6 +128,13 @@ export class CandidateStep {
 
   constructor(private readonly kernels: AnyKernels) {}
 
+  /** The last select's candidates: span row r's c ids and values at r · c (a chained draw reads
+   * them: Runner.drawChained). */
+  get buffers(): { readonly ids: Tensor; readonly vals: Tensor } {
+    if (!this.bufs) throw new Error('internal: no candidates selected yet');
+    return this.bufs;
+  }
+
   /** topCandidates over the plan's span of `all` (rows of `stride`, ids < sampleVocab). */
   select(all: Tensor, plan: CandidatePlan, sampleVocab: number, stride: number): void {
     const need = plan.span * plan.c;

@@ -50,9 +50,9 @@ export interface EngineOptions {
    * turn that includes the answer hits: an internal prefill of the generated tokens in
    * the chunked form (default true; see prefix.ts queueGenerationSnapshot). */
   readonly prefixCacheGenerationSnapshots?: boolean;
-  /** Overlapped decode (engine/overlap.ts; default true): on a GPU backend, greedy decode
-   * steps are recorded and submitted while the step before them runs, its picks feeding
-   * their embedding on the device. With it, a greedy MTP round's drafts stay on the device
+  /** Overlapped decode (engine/overlap.ts; default true): on a GPU backend, greedy and sampled
+   * (top-k / min-p) decode steps are recorded and submitted while the step before them runs,
+   * its picks and draws feeding their embedding on the device. With it, a greedy MTP round's drafts stay on the device
    * until the verify that reads them back with its picks: one read-back a round
    * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap. */
   readonly overlapSteps?: boolean;

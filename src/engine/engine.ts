@@ -21,6 +21,8 @@ import { stepOutcome } from './step-sampling.js';
 import { EngineMetrics, type EngineStats } from './metrics.js';
 import type { FinishReason } from './output.js';
 import type { Batch } from './batch.js';
+import { isGreedy } from './sampler.js';
+import { candidateDrawOf } from './sampled-candidates.js';
 import type { StepCommit, StepOutcome } from './step-output.js';
 import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
@@ -336,17 +338,13 @@ export class Engine {
       running = { batch, result: this.runner.run(batch, false, this.speculative.pending), t0, chained: false };
     }
     const { batch, t0 } = running;
-    if (chainable(batch, this.chainFacts())) {
-      const next = this.scheduler.chain(batch);
-      const recorded = performance.now();
-      if (next) this.chained = { batch: next, result: this.runner.run(next, true), t0: recorded, chained: true };
-      this.chained?.result.catch(() => undefined); // its failure is reported when its step is taken
-    }
+    if (chainable(batch, this.chainFacts())) this.chainAfter(batch);
     const k = this.speculative.verifiedK;
     let result: StepResult;
     let sampled: StepOutcome;
     try {
       result = await running.result; // execute: the step's one await of a read-back
+      if (result.chainedInputs) this.dropMispredicted(batch, result.chainedInputs);
       if (result.draftIds) { // the drafts it verified
         this.scheduler.update(this.speculative.resolve(result.draftIds));
         this.metrics.draftsReadWithVerify();
@@ -369,13 +367,49 @@ export class Engine {
   /** What decides whether the step after a batch may be recorded before its read-back. */
   private chainFacts(): ChainFacts {
     const prefix = this.prefix;
+    const sampled = (batch: Batch): boolean => batch.rows.slice(0, batch.nReal).some((r) => !isGreedy(r.req!.sampling));
     return {
       enabled: this.overlap && !this.closed && this.hooks.preemptIf === undefined && !this.hooks.poisonPadding,
-      // every row is greedy (rowChains), so the round after drafts iff its k is not 0
-      draftsAfter: (batch) => this.speculative.kMax > 0 && this.speculative.chooseNextK(batch.nReal) > 0,
+      // a sampled request drafts every round; greedy ones draft iff the round's k is not 0
+      draftsAfter: (batch) => this.speculative.kMax > 0 && (sampled(batch) || this.speculative.chooseNextK(batch.nReal) > 0),
       admitting: this.scheduler.admits,
       maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
+      sampleVocab: this.sampleVocab,
     };
+  }
+
+  /** Record and submit the step after `batch` now (overlap.ts): its sampled rows' tokens drawn
+   * on the device with the uniforms their requests' exact draws will use. Nothing is chained
+   * when that cannot be recorded (the batch's own step failed before its candidates). */
+  private chainAfter(batch: Batch): void {
+    const next = this.scheduler.chain(batch);
+    if (!next) return;
+    const recorded = performance.now();
+    try {
+      this.runner.drawChained(batch, batch.rows.slice(0, batch.nReal).map((r) => {
+        const req = r.req!;
+        if (isGreedy(req.sampling)) return null;
+        const u = req.rng.fork().next(); // the uniform the exact draw of this token will take
+        return candidateDrawOf(req.sampling, this.hooks.chainDrawU?.(u) ?? u, this.sampleVocab);
+      }));
+    } catch {
+      return; // the next schedule() builds the step (the pages chain() took stay with their requests)
+    }
+    this.chained = { batch: next, result: this.runner.run(next, true), t0: recorded, chained: true };
+    this.chained.result.catch(() => undefined); // its failure is reported when its step is taken
+  }
+
+  /** A chained step's rows whose input token (the device's proposal) is not the token the step
+   * before committed: computed for nothing, and their state written with it. Their requests
+   * recompute (preempted: every later row of theirs commits nothing, and they sample nothing
+   * more until they run again). */
+  private dropMispredicted(batch: Batch, inputs: Int32Array): void {
+    batch.rows.slice(0, batch.nReal).forEach((row, i) => {
+      const req = row.req!;
+      if (req.status !== 'running' || row.start !== req.computed || req.tokens[row.start] === inputs[i]) return;
+      this.scheduler.preempt(req);
+      this.metrics.chainMispredicted();
+    });
   }
 
   /** Draft the next round for what the step committed; update records the drafts. */

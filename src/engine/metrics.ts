@@ -21,7 +21,10 @@ export interface EngineStats {
   readonly tokens: { readonly prompt: number; readonly generated: number };
   /** Steps by kind; `overlapped`: decode steps recorded before the step before them was
    * read back (overlap.ts; counted among `decode` too). */
-  readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number; readonly overlapped: number };
+  readonly steps: { readonly prefill: number; readonly decode: number; readonly verify: number; readonly overlapped: number;
+    /** Chained sampled rows whose device draw the host's exact draw overruled (their requests
+     * recomputed: overlap.ts). */
+    readonly mispredicted: number; };
   readonly preemptions: number;
   readonly spec: SpecMetrics;
   /** Prefix cache (null when off). */
@@ -78,7 +81,7 @@ export class EngineMetrics {
   private finished = 0;
   private promptTokens = 0;
   private generated = 0;
-  private readonly steps = { prefill: 0, decode: 0, verify: 0, overlapped: 0 };
+  private readonly steps = { prefill: 0, decode: 0, verify: 0, overlapped: 0, mispredicted: 0 };
   /** Steps that ended in the last RATE_WINDOW_MS (`at`: end time), oldest first; trimmed
    * on every write and read, so an idle engine's rates fall to 0. */
   private readonly recent: { at: number; tokens: number; ms: number }[] = [];
@@ -98,6 +101,11 @@ export class EngineMetrics {
   constructor(private readonly now: Clock = () => performance.now()) {}
 
   /** A verify round drafted k tokens and accepted j of them. */
+  /** A chained row's device draw was overruled by the host's exact draw. */
+  chainMispredicted(): void {
+    this.steps.mispredicted++;
+  }
+
   /** A round's drafts were read back with the step that verified them. */
   draftsReadWithVerify(): void {
     this.deferredRounds++;

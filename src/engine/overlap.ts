@@ -15,8 +15,16 @@
 //   choice is made now, once, and the draft after N uses it), so it would build exactly that.
 // - N's update may not write device memory that N + 1 has already read or written: only a
 //   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
-//   chains (rowMaySnapshot). Every pick is the kernels' plain argmax (greedy, no penalty, bias,
+//   chains (rowMaySnapshot). Every greedy pick is the kernels' plain argmax (no penalty, bias,
 //   constraint, logprobs or logits capture), so N's update needs nothing else of the device.
+// - A sampled row (top-k or min-p on, no penalty, bias, constraint, logprobs or capture) chains
+//   on a proposal: the device draws N + 1's token from N's top candidates with the uniform
+//   the host's exact draw will use (the request's next one, looked ahead at on a fork of its
+//   rng: Runner.drawChained). N + 1 reads back the tokens it embedded; where the host's draw
+//   at N differs (an f32 draw at a boundary the f64 one falls on the other side of: rare),
+//   that row computed on a wrong token and wrote its state: the engine preempts its request
+//   (it recomputes, its rng untouched by the wasted row), and every later row of it commits
+//   nothing. So the tokens, and the uniforms each consumes, are the plain loop's.
 // - A row whose request finished at N (a stop id or string) was computed for nothing: update
 //   commits nothing for it (update.ts). Its slot and pages were freed at N's update; GPU work
 //   runs in submission order, so any later user of them writes after N + 1 has run. A chain
@@ -24,7 +32,10 @@
 // - Requests arriving, or aborted, during a chain wait for its end: one step at most. A
 //   saturated server (a full batch and a queue) keeps overlapping.
 import type { Batch, BatchRow } from './batch.js';
-import { finishesOnHost, picksOnKernels } from './device-picks.js';
+import { finishesOnHost, penalised, picksOnKernels, sampledCandidates } from './device-picks.js';
+import type { RequestView } from './request.js';
+import { nucleusOnly } from './sampled-candidates.js';
+import { isGreedy } from './sampler.js';
 
 /** What the engine knows when deciding whether step N + 1 may be recorded now. */
 export interface ChainFacts {
@@ -38,6 +49,8 @@ export interface ChainFacts {
   readonly admitting: boolean;
   /** May the update of step N snapshot `row`'s working state (prefix.ts rowMaySnapshot)? */
   readonly maySnapshot: (row: BatchRow) => boolean;
+  /** Ids a token may take (sampled rows' candidates are over them). */
+  readonly sampleVocab: number;
 }
 
 /** May the step after `batch` be recorded before `batch`'s read-back (Scheduler.chain)? */
@@ -46,14 +59,24 @@ export function chainable(batch: Batch, facts: ChainFacts): boolean {
   return batch.rows.slice(0, batch.nReal).every((row) => rowChains(row, facts)) && !facts.draftsAfter(batch);
 }
 
-/** A running text request's one-token decode row, picked by the kernels' plain argmax, that
- * neither snapshots nor reaches its length limit at this step. */
+/** A running text request's one-token decode row, picked by the kernels' plain argmax or drawn
+ * on the device (drawsChained), that neither snapshots nor reaches its length limit at this step. */
 function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   const req = row.req!;
   if (row.n !== 1 || !row.sample || row.verify || row.chunked) return false;
   if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
-  if (!picksOnKernels(req) || finishesOnHost(req) || req.adjust?.constraint) return false;
+  const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : drawsChained(req, facts.sampleVocab);
+  if (!plain || req.adjust?.constraint) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
   return !facts.maySnapshot(row);
+}
+
+/** A sampled request whose next token the device can propose from its top candidates, the
+ * host's draw from the same candidates confirming it: top-k or min-p on (the candidates always
+ * decide the draw: sampled-candidates.ts), no adjustment (penalty, bias, constraint), no
+ * logprobs or capture. */
+export function drawsChained(req: RequestView, sampleVocab: number): boolean {
+  return !isGreedy(req.sampling) && sampledCandidates(req, sampleVocab) > 0 && !nucleusOnly(req.sampling, sampleVocab)
+    && !penalised(req.sampling) && req.adjust === null;
 }

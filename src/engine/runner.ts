@@ -9,7 +9,7 @@
 // (candidate-step.ts); one the certificate refuses reads its logits rows in a second read-back.
 import type { KvPool } from '../cache/kv-pool.js';
 import type { StatePool } from '../cache/state-pool.js';
-import type { Tensor } from '../kernels/types.js';
+import type { CandidateDraw, Tensor } from '../kernels/types.js';
 import { StepArena } from '../model/arena.js';
 import { DEVICE_TOKEN, type DeviceTokens, forwardHidden, lmHeadInto, type SeqInput } from '../model/forward.js';
 import type { AnyModel } from '../model/model.js';
@@ -45,6 +45,10 @@ export interface StepResult {
   readonly offsets: readonly number[];
   /** The pending draft round's ids ([span]), read back with this step's (null: none passed). */
   readonly draftIds: Int32Array | null;
+  /** A chained step's input tokens as it embedded them, per real row (null: not chained):
+   * the previous step's argmax picks and device draws (overlap.ts), for the engine to check
+   * against the tokens that step committed. */
+  readonly chainedInputs: Int32Array | null;
 }
 
 export class Runner {
@@ -56,6 +60,9 @@ export class Runner {
   private readonly finishGather: FinishGather;
   /** Sampled rows read as candidates (null: every sampled row reads its logits row). */
   private readonly cands: CandidateStep | null;
+  /** The last step's candidate plan (its candidates are still in `cands`' buffers until the
+   * next step selects): drawChained draws from it. */
+  private lastPlan: CandidatePlan | null = null;
 
   constructor(
     readonly model: AnyModel,
@@ -104,9 +111,12 @@ export class Runner {
    * the verify rows claiming it embed them from there, and its ids come back in this step's
    * read-back (`draftIds`), whether or not a row of this batch claims it. */
   async run(batch: Batch, chained = false, pending: DraftRound | null = null): Promise<StepResult> {
+    this.lastPlan = null; // set again once this step selects its candidates
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
     const picked = chained ? this.chainedTokens(live) : null;
+    // the tokens the chained step embeds, as they are now (its own picks overwrite them)
+    const inputs = picked ? this.model.kernels.stage([{ t: picked.ids, offset: 0, length: live.length }]) : null;
     const claimed = deviceRowsOf(live, pending);
     const device: DeviceTokens<Tensor> | null = picked ?? (claimed ? { ids: pending!.ids, offset: 0, at: claimed } : null);
     for (const r of live) if (r.req!.vision && this.vision) await this.vision.encodeRows(r.req!.vision, r.start, rowTokens(r).length);
@@ -140,6 +150,7 @@ export class Runner {
     const gathered = finish ? this.finishGather.gather(all, picks!, want.length, this.vocab, finish) : null;
     const cplan = this.cands ? planCandidates(rows, layout, this.sampleVocab, this.vocab, (q) => this.cands!.admits(q)) : null;
     if (cplan) this.cands!.select(all, cplan, this.sampleVocab, this.vocab);
+    this.lastPlan = cplan;
     const candRanges = cplan ? this.cands!.ranges(cplan) : [];
     const whole = this.wholePromptHits(rows);
     const h = this.model.config.hiddenSize;
@@ -166,7 +177,24 @@ export class Runner {
     const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
     const candidates = cplan ? await this.certifyCandidates(cplan, rows, read.slice(first - candRanges.length, first), all, layout, hostLogits)
       : rows.map(() => null);
-    return { ...this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates), draftIds };
+    const chainedInputs = inputs ? idsOf(inputs.data![0]!) : null;
+    return { ...this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates),
+      draftIds, chainedInputs };
+  }
+
+  /** Record the device's proposals of the next tokens of `batch`'s sampled rows (the step just
+   * run; a decode step: one logits row a row, row i's at i), drawn from its top candidates with
+   * `draws[i]` (null: a row the kernels' argmax picked), into the picks the chained step embeds
+   * (overlap.ts). Every drawn row must have had its candidates selected. */
+  drawChained(batch: Batch, draws: readonly (CandidateDraw | null)[]): void {
+    const n = batch.nReal;
+    const plan = this.lastPlan;
+    const drawn = draws.map((d, i) => (d ? i : -1)).filter((i) => i >= 0);
+    if (drawn.length === 0) return;
+    assert(plan !== null && drawn.every((i) => plan.rows.some((p) => p.at === i && p.pos === 0)), 'a chained draw of a row without its candidates');
+    if (!this.picks || this.picks.rows < n) this.picks = { t: this.model.kernels.allocI32(Math.max(n, 8)), rows: Math.max(n, 8) };
+    const rows = Array.from({ length: plan.span }, (_, r) => draws[plan.lo + r] ?? null);
+    this.model.kernels.candidateDraws(this.picks.t, plan.lo, this.cands!.buffers.ids, this.cands!.buffers.vals, 0, plan.c, rows);
   }
 
   /** The planned rows' certificates, by batch row; a row with a refused logits row (a verify
@@ -232,7 +260,7 @@ export class Runner {
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
     hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
-    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftIds'> {
+    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftIds' | 'chainedInputs'> {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
     const logits = rows.map((r, i) => {

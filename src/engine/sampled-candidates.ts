@@ -38,6 +38,7 @@ import { exp32, keptCut, keptDraw, levelZero, massTotal, NONZERO, topKCut, walkC
 import { penaltyPatches, type SamplingParams } from './sampler.js';
 import type { GreedyAdjust } from './greedy-finish.js';
 import type { SparseDist } from './speculative/sparse-accept.js';
+import type { CandidateDraw } from '../kernels/types.js';
 
 const f = Math.fround;
 
@@ -76,6 +77,13 @@ export function draftCandidateCount(p: SamplingParams, vocab: number): number {
  * the last candidate (a flat one never does: candidate-step.ts backs such requests off). */
 export function nucleusOnly(p: SamplingParams, vocab: number): boolean {
   return topKOf(p, vocab) === 0 && !(p.minP > 0) && p.topP < 1;
+}
+
+/** The Kernels.candidateDraws row of a draw under `p` with uniform u (sampleRowOf's cut): an
+ * f32 proposal the host's exact draw with the same u then confirms (MTP drafts, overlapped
+ * sampled decode). */
+export function candidateDrawOf(p: SamplingParams, u: number, vocab: number): CandidateDraw {
+  return { invTemperature: 1 / p.temperature, topK: topKOf(p, vocab), topP: p.topP, minP: p.minP, u };
 }
 
 /** The top-k the sampler applies (sampleRowOf's: 0 = off). */

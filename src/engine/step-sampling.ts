@@ -20,12 +20,16 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
   vocab: number): StepOutcome {
   const rows = batch.rows.slice(0, batch.nReal);
   adjustStepLogits(rows, result.logits, vocab);
-  // rows the kernels picked (result.ids) have no logits rows here: they sample nothing
-  const skip = rows.map((_, i) => result.ids[i] !== null || result.candidates[i] !== null);
+  // rows the kernels picked (result.ids) have no logits rows here: they sample nothing; nor do
+  // the rows of a request no longer running (an overlapped step's: overlap.ts), whose uniforms
+  // stay for the request's real steps
+  const gone = rows.map((r) => r.req!.status !== 'running');
+  const skip = rows.map((_, i) => gone[i] || result.ids[i] !== null || result.candidates[i] !== null);
   const picks = sampleStep(sampler, rows, result.logits, vocab, skip);
   return {
     kind: 'step', batch,
     rows: rows.map((row, i): RowOutcome => {
+      if (gone[i]) return NOTHING;
       const logits = result.logits[i]!;
       const ids = result.ids[i];
       const cand = result.candidates[i];

@@ -51,4 +51,8 @@ export interface EngineTestHooks {
   /** The k of each MTP round in place of the adaptive policy's choice (given the round's
    * decode rows; 0 drafts nothing), so a test can switch speculation off and on mid-run. */
   readonly specK?: (decoding: number) => number;
+  /** Overlapped sampled decode: replace the uniform of the device's proposal of a chained row's
+   * token (the host's exact draw keeps the true one), so a test can force proposals the host
+   * overrules (engine/overlap.ts). */
+  readonly chainDrawU?: (u: number) => number;
 }

@@ -10,8 +10,9 @@
 //   - every appended token: stream its text, then the stop decision (stop id or string,
 //     max_tokens, the context, a constraint's end error); a finished request releases its
 //     memory and gets its done event;
-//   - a row whose request has finished (an overlapped step recorded before the step that
-//     finished it committed: overlap.ts) commits nothing.
+//   - a row whose request has finished or was preempted (an overlapped step recorded before
+//     the step that finished it committed, or a chained row whose token the host overruled:
+//     overlap.ts) commits nothing.
 // It also records the MTP drafts for the next verify and fails requests a step could not
 // run. Nothing else writes a request's progress (test/request-ownership.test.ts).
 import type { Tensor } from '../kernels/types.js';
@@ -54,9 +55,9 @@ export function applyStep(ctx: UpdateContext, out: StepOutcome): StepCommit {
   let generated = 0;
   out.batch.rows.slice(0, out.batch.nReal).forEach((row, i) => {
     const req = own(row.req!);
-    // an overlapped step's row whose request finished at the step before it (overlap.ts):
-    // its token was computed for nothing, and nothing is committed
-    if (req.status === 'finished') return;
+    // an overlapped step's row whose request finished at the step before it, or was preempted
+    // to recompute (its device draw overruled: overlap.ts): computed for nothing, nothing committed
+    if (req.status !== 'running') return;
     assert(row.start === req.computed, `request ${req.id}: a step row at ${row.start}, but ${req.computed} tokens computed`);
     const o = out.rows[i]!;
     const before = req.tokens.length;

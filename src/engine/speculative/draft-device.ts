@@ -73,7 +73,7 @@ import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import { adjusted, allowed, maskReplayed, maskedPickExact, maskedRuns, unmaskedPickExact } from './draft-rules.js';
 import type { RequestView } from '../request.js';
 import { isGreedy } from '../sampler.js';
-import { candidateCount, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
+import { candidateCount, candidateDrawOf, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { finishesOnHost, idsOf } from '../device-picks.js';
 import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
 import { matcherAfterDrafts } from '../logits-adjust.js';
@@ -250,7 +250,7 @@ export class DeviceDrafts {
       steps.logits(hidden, live, x);
       if (t === 0) this.maskFirst(round, group, start, live, x);
       const rows = members.slice(0, live).map((m, i): CandidateDraw | null => (isGreedy(m.req.sampling) ? null
-        : drawOf(m.req, us[group[i]!]![usedBefore(round, group[i]!, start) + t]!, this.v)));
+        : candidateDrawOf(m.req.sampling, us[group[i]!]![usedBefore(round, group[i]!, start) + t]!, this.v)));
       if (pen) {
         // the same row objects every step (a prefix of them): the device may keep their table
         // with a sampled row, x becomes the f32-adjusted rows its candidates and draw read
@@ -468,8 +468,3 @@ function rawRow(read: Float32Array, touched: TouchedLogits | null): Float32Array
   return row;
 }
 
-/** The candidateDraws row of a sampled request's draft with uniform u (sampleRowOf's cut). */
-function drawOf(req: RequestView, u: number, vocab: number): CandidateDraw {
-  const p = req.sampling;
-  return { invTemperature: 1 / p.temperature, topK: p.topK > 0 && p.topK < vocab ? p.topK : 0, topP: p.topP, minP: p.minP, u };
-}
