@@ -6,14 +6,15 @@
 // --spec-tokens K (> 0): MTP on in both engines, and the A/B is of one read-back a round
 // (src/engine/speculative/pending-drafts.ts: drafts read back with their verify) against two
 // (drafts read back first), the model's own MTP head drafting.
-// Usage: node scripts/ab-overlap.mjs [--model DIR] [--streams 1,4] [--gen 32] [--reps 5] [--spec-tokens K]
+// --sampled: the requests sample (temperature 0.8, top-k 20, a seed each) instead of greedy.
+// Usage: node scripts/ab-overlap.mjs [--model DIR] [--streams 1,4] [--gen 32] [--reps 5] [--spec-tokens K] [--sampled]
 import { parseArgs } from 'node:util';
 import { Engine } from '../dist/src/engine/engine.js';
 import { gpuAdapterOf } from '../dist/src/kernels/index.js';
 
 const { values: v } = parseArgs({ options: {
   model: { type: 'string', default: 'models/tiny-think' }, streams: { type: 'string', default: '1,4' },
-  gen: { type: 'string', default: '32' }, reps: { type: 'string', default: '5' }, 'spec-tokens': { type: 'string', default: '0' },
+  gen: { type: 'string', default: '32' }, reps: { type: 'string', default: '5' }, 'spec-tokens': { type: 'string', default: '0' }, sampled: { type: 'boolean', default: false },
 } });
 const k = Number(v['spec-tokens']);
 const gen = Number(v.gen);
@@ -28,7 +29,8 @@ async function run(e, streams) {
   let lastFirst = t0;
   const done = await Promise.all(Array.from({ length: streams }, async (_, i) => {
     let first = true;
-    for await (const ev of e.generate({ prompt: PROMPTS[i % PROMPTS.length], maxTokens: gen, ignoreEos: true, temperature: 0 })) {
+    const sampling = v.sampled ? { temperature: 0.8, topK: 20, seed: 7 + i } : { temperature: 0 };
+    for await (const ev of e.generate({ prompt: PROMPTS[i % PROMPTS.length], maxTokens: gen, ignoreEos: true, ...sampling })) {
       if (ev.type === 'delta' && first && ev.ids.length > 0) { first = false; lastFirst = Math.max(lastFirst, performance.now()); }
       if (ev.type === 'done') return ev;
     }
@@ -66,7 +68,8 @@ const spec = on.stats().spec;
 await on.close();
 await off.close();
 console.log(JSON.stringify({
-  bench: 'ab-overlap', ab: k > 0 ? `MTP k = ${k}: one read-back a round (on) vs two (off)` : 'overlapped decode (on) vs the plain loop (off)', model: v.model, adapter: adapter ? `${adapter.description || adapter.device} (${adapter.cpuEmulation ? 'CPU emulation' : 'GPU'})` : null,
-  node: process.version, reps, overlapped_steps: steps.overlapped, decode_steps: steps.decode,
+  bench: 'ab-overlap', ab: k > 0 ? `MTP k = ${k}: one read-back a round (on) vs two (off)` : 'overlapped decode (on) vs the plain loop (off)',
+  requests: v.sampled ? 'sampled: temperature 0.8, top-k 20, seeded' : 'greedy', model: v.model, adapter: adapter ? `${adapter.description || adapter.device} (${adapter.cpuEmulation ? 'CPU emulation' : 'GPU'})` : null,
+  node: process.version, reps, overlapped_steps: steps.overlapped, mispredicted: steps.mispredicted, decode_steps: steps.decode,
   ...(k > 0 ? { deferred_rounds: spec.deferredRounds, verify_steps: steps.verify, accept_len_mean: +spec.acceptLenMean.toFixed(3) } : {}), results,
 }, null, 1));

@@ -57,6 +57,9 @@ export class Engine {
   private loopDone: Promise<void>;
   /** The last step started: steps run one at a time (close() queues one behind the loop's). */
   private lastStep: Promise<void> = Promise.resolve();
+  /** Requests whose candidates were refused past a chained step (overlap.ts): their sampled
+   * rows chain no more. */
+  private readonly recomputed = new WeakSet<RequestView>();
   /** Overlapped decode (overlap.ts) is on: a GPU backend, and not turned off. */
   private readonly overlap: boolean;
   /** The step recorded ahead (overlap.ts), taken by the next step() instead of scheduling. */
@@ -136,7 +139,7 @@ export class Engine {
     }, kv, state, { finished: (req, reason) => this.finished(req, reason), specRound: (d, a) => this.metrics.specRound(d, a) });
     const prefix = this.prefix;
     this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row),
-      hooks.sampledCandidates ?? 'auto');
+      hooks.sampledCandidates ?? 'auto', hooks.refuseCandidate ?? null);
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
@@ -345,6 +348,7 @@ export class Engine {
     try {
       result = await running.result; // execute: the step's one await of a read-back
       if (result.chainedInputs) this.dropMispredicted(batch, result.chainedInputs);
+      for (const i of result.lost) this.recompute(batch.rows[i]!.req!, true);
       if (result.draftIds) { // the drafts it verified
         this.scheduler.update(this.speculative.resolve(result.draftIds));
         this.metrics.draftsReadWithVerify();
@@ -375,6 +379,7 @@ export class Engine {
       admitting: this.scheduler.admits,
       maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
       sampleVocab: this.sampleVocab,
+      recomputed: (req) => this.recomputed.has(req),
     };
   }
 
@@ -407,9 +412,19 @@ export class Engine {
     batch.rows.slice(0, batch.nReal).forEach((row, i) => {
       const req = row.req!;
       if (req.status !== 'running' || row.start !== req.computed || req.tokens[row.start] === inputs[i]) return;
-      this.scheduler.preempt(req);
-      this.metrics.chainMispredicted();
+      this.recompute(req, false);
     });
+  }
+
+  /** A request whose step (a chained row, or a row whose logits a chained step overwrote) was
+   * computed for nothing: it recomputes, sampling nothing now (overlap.ts). `chainsNoMore`: a
+   * refused row (ties at its candidates' edge may recur every step); an overruled draw is a
+   * rare accident of f32 rounding, and the request keeps chaining. */
+  private recompute(req: RequestView, chainsNoMore: boolean): void {
+    if (req.status !== 'running') return;
+    if (chainsNoMore) this.recomputed.add(req);
+    this.scheduler.preempt(req);
+    this.metrics.chainMispredicted();
   }
 
   /** Draft the next round for what the step committed; update records the drafts. */

@@ -17,14 +17,16 @@
 //   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
 //   chains (rowMaySnapshot). Every greedy pick is the kernels' plain argmax (no penalty, bias,
 //   constraint, logprobs or logits capture), so N's update needs nothing else of the device.
-// - A sampled row (top-k or min-p on, no penalty, bias, constraint, logprobs or capture) chains
+// - A sampled row (top-k on, no penalty, bias, constraint, logprobs or capture) chains
 //   on a proposal: the device draws N + 1's token from N's top candidates with the uniform
 //   the host's exact draw will use (the request's next one, looked ahead at on a fork of its
 //   rng: Runner.drawChained). N + 1 reads back the tokens it embedded; where the host's draw
 //   at N differs (an f32 draw at a boundary the f64 one falls on the other side of: rare),
 //   that row computed on a wrong token and wrote its state: the engine preempts its request
 //   (it recomputes, its rng untouched by the wasted row), and every later row of it commits
-//   nothing. So the tokens, and the uniforms each consumes, are the plain loop's.
+//   nothing. So the tokens, and the uniforms each consumes, are the plain loop's. A row of
+//   N whose candidates the host refuses (ties at the edge: rare) would read its logits row in
+//   a second read-back, but N + 1 has overwritten it by then: its request recomputes too.
 // - A row whose request finished at N (a stop id or string) was computed for nothing: update
 //   commits nothing for it (update.ts). Its slot and pages were freed at N's update; GPU work
 //   runs in submission order, so any later user of them writes after N + 1 has run. A chain
@@ -34,7 +36,6 @@
 import type { Batch, BatchRow } from './batch.js';
 import { finishesOnHost, penalised, picksOnKernels, sampledCandidates } from './device-picks.js';
 import type { RequestView } from './request.js';
-import { nucleusOnly } from './sampled-candidates.js';
 import { isGreedy } from './sampler.js';
 
 /** What the engine knows when deciding whether step N + 1 may be recorded now. */
@@ -51,6 +52,10 @@ export interface ChainFacts {
   readonly maySnapshot: (row: BatchRow) => boolean;
   /** Ids a token may take (sampled rows' candidates are over them). */
   readonly sampleVocab: number;
+  /** Has a row of this request had its candidates refused past a chained step (its request
+   * recomputed)? Its sampled rows chain no more: a row that ties at its candidates' edge
+   * every step would recompute every step. */
+  readonly recomputed: (req: RequestView) => boolean;
 }
 
 /** May the step after `batch` be recorded before `batch`'s read-back (Scheduler.chain)? */
@@ -65,7 +70,7 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   const req = row.req!;
   if (row.n !== 1 || !row.sample || row.verify || row.chunked) return false;
   if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
-  const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : drawsChained(req, facts.sampleVocab);
+  const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
   if (!plain || req.adjust?.constraint) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
@@ -73,10 +78,11 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
 }
 
 /** A sampled request whose next token the device can propose from its top candidates, the
- * host's draw from the same candidates confirming it: top-k or min-p on (the candidates always
- * decide the draw: sampled-candidates.ts), no adjustment (penalty, bias, constraint), no
- * logprobs or capture. */
+ * host's draw from the same candidates confirming it: a top-k cut (its 2k candidates decide
+ * the draw but for ties at the edge: sampled-candidates.ts certify; a min-p or top-p row can be
+ * refused often, and a refused row of a step chained past costs a recompute), no adjustment
+ * (penalty, bias, constraint), no logprobs or capture. */
 export function drawsChained(req: RequestView, sampleVocab: number): boolean {
-  return !isGreedy(req.sampling) && sampledCandidates(req, sampleVocab) > 0 && !nucleusOnly(req.sampling, sampleVocab)
-    && !penalised(req.sampling) && req.adjust === null;
+  const p = req.sampling;
+  return !isGreedy(p) && p.topK > 0 && p.topK < sampleVocab && sampledCandidates(req, sampleVocab) > 0 && !penalised(p) && req.adjust === null;
 }

@@ -45,10 +45,13 @@ export interface StepResult {
   readonly offsets: readonly number[];
   /** The pending draft round's ids ([span]), read back with this step's (null: none passed). */
   readonly draftIds: Int32Array | null;
-  /** A chained step's input tokens as it embedded them, per real row (null: not chained):
-   * the previous step's argmax picks and device draws (overlap.ts), for the engine to check
-   * against the tokens that step committed. */
+  /** A chained step's input tokens as it embedded them, per real row (null: not chained, or
+   * no row's token was a device draw): the previous step's argmax picks and device draws
+   * (overlap.ts), for the engine to check against the tokens that step committed. */
   readonly chainedInputs: Int32Array | null;
+  /** Batch rows whose refused candidate rows could not be read whole: a later step, recorded
+   * since (overlap.ts), has overwritten their logits. Their requests must recompute. */
+  readonly lost: readonly number[];
 }
 
 export class Runner {
@@ -63,6 +66,10 @@ export class Runner {
   /** The last step's candidate plan (its candidates are still in `cands`' buffers until the
    * next step selects): drawChained draws from it. */
   private lastPlan: CandidatePlan | null = null;
+  /** Steps run so far (a step's read-backs after a later step was recorded see its buffers). */
+  private serial = 0;
+  /** The last drawChained drew a row on the device: the chained step reads its inputs back. */
+  private drewChained = false;
 
   constructor(
     readonly model: AnyModel,
@@ -78,6 +85,8 @@ export class Runner {
      * host memory (a GPU: the read-back is the cost saved; CPU backends read rows in place, and
      * their SIMD sampler beats a host-side select), true / false to force (tests compare). */
     candidates: boolean | 'auto' = 'auto',
+    /** Test hook: refuse a certified candidate row anyway (its row then read whole). */
+    private readonly refuseCandidate: (() => boolean) | null = null,
   ) {
     this.ws = new StepArena(model);
     this.vocab = model.config.vocabSize;
@@ -112,11 +121,14 @@ export class Runner {
    * read-back (`draftIds`), whether or not a row of this batch claims it. */
   async run(batch: Batch, chained = false, pending: DraftRound | null = null): Promise<StepResult> {
     this.lastPlan = null; // set again once this step selects its candidates
+    const serial = ++this.serial;
     const rows = batch.rows.slice(0, batch.nReal);
     const live = rows.filter((r) => r.n > 0);
     const picked = chained ? this.chainedTokens(live) : null;
-    // the tokens the chained step embeds, as they are now (its own picks overwrite them)
-    const inputs = picked ? this.model.kernels.stage([{ t: picked.ids, offset: 0, length: live.length }]) : null;
+    // the tokens the chained step embeds, as they are now (its own picks overwrite them); an
+    // argmax pick is the exact token, a device draw only a proposal the engine checks
+    const inputs = picked && this.drewChained ? this.model.kernels.stage([{ t: picked.ids, offset: 0, length: live.length }]) : null;
+    this.drewChained = false;
     const claimed = deviceRowsOf(live, pending);
     const device: DeviceTokens<Tensor> | null = picked ?? (claimed ? { ids: pending!.ids, offset: 0, at: claimed } : null);
     for (const r of live) if (r.req!.vision && this.vision) await this.vision.encodeRows(r.req!.vision, r.start, rowTokens(r).length);
@@ -175,11 +187,12 @@ export class Runner {
     const ids = picks ? (finish ? finishPicks(finish, idsOf(read[1]!), read[2]!, read[3]!) : idsOf(read[1]!)) : null;
     const hostLogits = new Map(hostRows.map((i, r) => [i, read[first + r]!]));
     const hidden = new Map(hiddenRows.map((i, r) => [i, read[first + hostRows.length + r]!]));
-    const candidates = cplan ? await this.certifyCandidates(cplan, rows, read.slice(first - candRanges.length, first), all, layout, hostLogits)
-      : rows.map(() => null);
+    const lost: number[] = [];
+    const candidates = cplan ? await this.certifyCandidates(cplan, rows, read.slice(first - candRanges.length, first), all, layout, hostLogits,
+      serial === this.serial ? null : lost) : rows.map(() => null);
     const chainedInputs = inputs ? idsOf(inputs.data![0]!) : null;
     return { ...this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates),
-      draftIds, chainedInputs };
+      draftIds, chainedInputs, lost };
   }
 
   /** Record the device's proposals of the next tokens of `batch`'s sampled rows (the step just
@@ -195,15 +208,19 @@ export class Runner {
     if (!this.picks || this.picks.rows < n) this.picks = { t: this.model.kernels.allocI32(Math.max(n, 8)), rows: Math.max(n, 8) };
     const rows = Array.from({ length: plan.span }, (_, r) => draws[plan.lo + r] ?? null);
     this.model.kernels.candidateDraws(this.picks.t, plan.lo, this.cands!.buffers.ids, this.cands!.buffers.vals, 0, plan.c, rows);
+    this.drewChained = true;
   }
 
   /** The planned rows' certificates, by batch row; a row with a refused logits row (a verify
    * row: any of its positions) has all its logits rows read back now (a second read-back, only
-   * then) into `hostLogits`. */
+   * then) into `hostLogits` — unless a later step has been recorded since (`lost` given: those
+   * logits are overwritten), when the refused rows go to `lost` instead. */
   private async certifyCandidates(plan: CandidatePlan, rows: readonly BatchRow[], read: readonly Float32Array[],
-    all: Tensor, layout: { first: number[]; count: number[] }, hostLogits: Map<number, Float32Array>): Promise<Certified> {
-    const { certified, refused } = byOwner(plan, this.cands!.certify(plan, read, this.sampleVocab), rows.length);
-    if (refused.length > 0) {
+    all: Tensor, layout: { first: number[]; count: number[] }, hostLogits: Map<number, Float32Array>, lost: number[] | null): Promise<Certified> {
+    const got = this.cands!.certify(plan, read, this.sampleVocab);
+    const { certified, refused } = byOwner(plan, this.refuseCandidate ? got.map((g) => (this.refuseCandidate!() ? null : g)) : got, rows.length);
+    if (refused.length > 0 && lost) lost.push(...refused);
+    else if (refused.length > 0) {
       const ranges = refused.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab }));
       const back = await this.model.kernels.readBack(ranges);
       refused.forEach((i, j) => hostLogits.set(i, back[j]!));
@@ -260,7 +277,7 @@ export class Runner {
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
     hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
-    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftIds' | 'chainedInputs'> {
+    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftIds' | 'chainedInputs' | 'lost'> {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
     const logits = rows.map((r, i) => {

@@ -55,4 +55,8 @@ export interface EngineTestHooks {
    * token (the host's exact draw keeps the true one), so a test can force proposals the host
    * overrules (engine/overlap.ts). */
   readonly chainDrawU?: (u: number) => number;
+  /** Asked for each certified candidate row of a step: true refuses it anyway (as ties at the
+   * candidates' edge would), so its logits row is read whole — or, when a chained step has
+   * overwritten it, its request recomputes (engine/overlap.ts). */
+  readonly refuseCandidate?: () => boolean;
 }
