@@ -15,7 +15,7 @@ import { Rng } from '../src/util/rng.js';
 import { checkPools, GREEDY, request, type Setup, setup } from './scheduler-helpers.js';
 
 const CHUNK = 4;
-const FACTS: ChainFacts = { enabled: true, draftsAfter: () => false, admitting: false, maySnapshot: () => false, sampleVocab: 1000, recomputed: () => false };
+const FACTS: ChainFacts = { enabled: true, draftsAfter: () => false, admitting: false, maySnapshot: () => false, sampleVocab: 1000, candidates: true, recomputed: () => false };
 const STOP = 4999;
 
 interface RowKey { id: number; start: number; n: number; sample: boolean; chunked: boolean; verify: boolean }

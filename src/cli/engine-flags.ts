@@ -63,7 +63,7 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
   --spec-adaptive on|off    adapt k to measured throughput (default on; sampled requests keep k)
   --overlap on|off          GPU: record each decode step while the one before it runs (its
-                            greedy picks and top-k / min-p draws stay on the device), and read
+                            greedy picks and top-k draws stay on the device), and read
                             a greedy MTP round's drafts back with its verify (the same
                             outputs; default on)
   --draft-vocab N           MTP drafts among token ids < N only: a cheaper draft lm_head,

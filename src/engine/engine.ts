@@ -379,6 +379,7 @@ export class Engine {
       admitting: this.scheduler.admits,
       maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
       sampleVocab: this.sampleVocab,
+      candidates: this.runner.candidateStep !== null,
       recomputed: (req) => this.recomputed.has(req),
     };
   }

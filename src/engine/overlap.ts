@@ -52,6 +52,8 @@ export interface ChainFacts {
   readonly maySnapshot: (row: BatchRow) => boolean;
   /** Ids a token may take (sampled rows' candidates are over them). */
   readonly sampleVocab: number;
+  /** Sampled rows read top candidates (Runner.candidateStep: a GPU), which a device draw needs. */
+  readonly candidates: boolean;
   /** Has a row of this request had its candidates refused past a chained step (its request
    * recomputed)? Its sampled rows chain no more: a row that ties at its candidates' edge
    * every step would recompute every step. */
@@ -70,7 +72,7 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   const req = row.req!;
   if (row.n !== 1 || !row.sample || row.verify || row.chunked) return false;
   if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
-  const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
+  const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : facts.candidates && drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
   if (!plain || req.adjust?.constraint) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
