@@ -6,6 +6,7 @@
 // probability P per position (engine/speculative/accept-rate.ts), the MTP head's time
 // being real. Every MTP-on run's outputs are checked equal to MTP off (lossless): a
 // difference is an error, never a number.
+import { overlapsSteps } from '../engine/engine-options.js';
 import { Engine, type EngineOptions } from '../engine/engine.js';
 import type { GenerateRequest } from '../engine/request-builder.js';
 import { acceptRateDrafts } from '../engine/speculative/accept-rate.js';
@@ -98,7 +99,7 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
   // MTP off: the reference outputs and speed
   const offEngine = await Engine.load({ ...base, specTokens: 0 });
   let off: Awaited<ReturnType<typeof measure>>;
-  const gpu = offEngine.model.kernels.limits.deviceMemoryBytes !== null; // overlapped decode is on
+  const gpu = overlapsSteps(base, offEngine.model.kernels); // overlapped decode is on (engine-options.ts)
   try {
     await timedRun(offEngine, warm);
     off = await measure(offEngine, reqs, o.repeat);

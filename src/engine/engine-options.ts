@@ -54,7 +54,8 @@ export interface EngineOptions {
    * (top-k) decode steps are recorded and submitted while the step before them runs,
    * its picks and draws feeding their embedding on the device. With it, a greedy MTP round's drafts stay on the device
    * until the verify that reads them back with its picks: one read-back a round
-   * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap. */
+   * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap,
+   * CPU-emulated adapters (lavapipe) only when this is true (overlapsSteps). */
   readonly overlapSteps?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
@@ -113,7 +114,7 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
     : typeof b === 'number' ? { bytes: b } : parseMemoryBudget(b);
   const draftVocab = engineDraftVocab(opts, model, tokenizerSize);
   // MTP drafts stay on the kernels until their verify where overlapped decode runs (engine.ts)
-  const deferredDrafts = (opts.overlapSteps ?? true) && model.kernels.limits.deviceMemoryBytes !== null;
+  const deferredDrafts = overlapsSteps(opts, model.kernels);
   const arena = { maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: opts.prefixCache !== false, draftVocab, deferredDrafts };
   const needs = { ...memoryNeeds(model, k, draftPasses ? draftVocab : null, arena), ...(vision ? { vision } : {}) };
   // on a GPU the weights are device buffers (the host keeps only handles)
@@ -127,6 +128,16 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
     ...(opts.maxContext !== undefined ? { maxContext: opts.maxContext } : {}),
     prefixCache: opts.prefixCache !== false, pageSize,
   }, available);
+}
+
+/** Does the engine record a step ahead (overlap.ts) and read MTP drafts back with their verify
+ * (pending-drafts.ts)? --overlap, by default on a GPU; never on a CPU backend, which computes
+ * while it records; by default not on a CPU-emulated adapter (lavapipe), whose "GPU" shares the
+ * host's cores: there overlap measured 0.95–0.98 × the plain loop (scripts/ab-overlap.mjs,
+ * tiny-think, 2-core EPYC, Node 24). */
+export function overlapsSteps(opts: EngineOptions, kernels: AnyKernels): boolean {
+  if (kernels.limits.deviceMemoryBytes === null) return false;
+  return opts.overlapSteps ?? !(gpuAdapterOf(kernels)?.cpuEmulation ?? false);
 }
 
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */

@@ -38,7 +38,7 @@ import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
 import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
-import { draftVocabFor, type EngineOptions, kernelArgmax, maxPrefillTokensOf, planEngineMemory, specTokensFor } from './engine-options.js';
+import { draftVocabFor, type EngineOptions, kernelArgmax, maxPrefillTokensOf, overlapsSteps, planEngineMemory, specTokensFor } from './engine-options.js';
 import { draftPassesOnKernels, draftPassMemory } from './draft-memory.js';
 import { MAX_DRAW_CANDIDATES } from '../kernels/candidate-draws.js';
 
@@ -113,7 +113,7 @@ export class Engine {
     this.vision = visionModel ? new VisionEngine(visionModel, model.kernels, model.config.rotaryDim / 2, opts.maxImagePixels) : null;
     this.metrics = new EngineMetrics(hooks.clock);
     // a CPU backend computes while it records: there is nothing to overlap
-    this.overlap = (opts.overlapSteps ?? true) && model.kernels.limits.deviceMemoryBytes !== null;
+    this.overlap = overlapsSteps(opts, model.kernels);
     const cfg = model.config;
     this.maxContext = Math.min(opts.maxContext ?? cfg.maxPositionEmbeddings, cfg.maxPositionEmbeddings, kv.usablePages * kv.pageSize);
     this.sampleVocab = Math.min(cfg.vocabSize, tokenizer.size);
