@@ -4,8 +4,12 @@
 // one sequence, a decode of two sequences batched, a 3-row verify to scratch. Returns every
 // step's logits, then the conv windows (both sequences', then the scratch's).
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import type { GroupMatmul, Tensor, Weight } from '../src/kernels/types.js';
-import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import { forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
+import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
+import { gpuUnderTest } from './webgpu-helpers.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
@@ -85,4 +89,28 @@ export function groupOutputs(k: WebGpuBoundaryKernels, m: number, dims: { c: num
   const b = k.view(arena, m * (2 * C + ZW), m * HV);
   const a = k.view(arena, m * (2 * C + ZW + HV), m * HV);
   return { qkv, conv, z, b, a, group: [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }] };
+}
+
+/** The suites' kernels, made before the file's tests (`use` receives them) with no read-back
+ * pacing (a shader's first compile, minutes on lavapipe, would teach the pacer to sleep), each
+ * dispatch's pipeline key passed to `dispatched` (so a test can see what ran); after the tests
+ * the forced launches are reset and the kernels disposed. */
+export function convFoldKernels(use: (k: WebGpuBoundaryKernels) => void, dispatched: (key: string) => void): void {
+  let k: WebGpuBoundaryKernels | null = null;
+  before(async () => {
+    k = new WebGpuBoundaryKernels(await gpuUnderTest({ readbackPacing: false }));
+    const run = k.g.run;
+    k.g.run = function (...args: Parameters<typeof run>) {
+      dispatched(args[1]);
+      return run.apply(this, args);
+    };
+    use(k);
+  });
+  after(() => {
+    if (!k) return;
+    forceConvFold(k.g, null);
+    forceConvLaunch(k.g, null);
+    forceGdnLaunch(k.g, null);
+    k.dispose();
+  });
 }

@@ -18,11 +18,11 @@
 //   fold == without (prompt logits, decode of one and two sequences, a verify, the windows);
 // - the engine (tiny-think Q8_0 GGUF, a GPU's launches): fold on, batched, MTP off and on ==
 //   fold off, each request alone.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import type { QuantType } from '../src/kernels/quant/formats.js';
-import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
 import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
@@ -30,30 +30,17 @@ import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS, CONV_STEPS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
-import { checkFoldEqualsCalls, convFoldForward, groupOutputs } from './conv-fold-forward.js';
+import { checkFoldEqualsCalls, convFoldForward, convFoldKernels, groupOutputs } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, sharedPath } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
-import { gpuUnderTest } from './webgpu-helpers.js';
 import { runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { Engine } from '../src/engine/engine.js';
 
 let k: WebGpuBoundaryKernels;
 let keys: string[] = [];
-before(async () => {
-  // no read-back pacing: a shader's first compile (minutes on lavapipe) would teach the pacer to sleep
-  k = new WebGpuBoundaryKernels(await gpuUnderTest({ readbackPacing: false }));
-  const run = k.g.run;
-  k.g.run = function (...args: Parameters<typeof run>) {
-    keys.push(args[1]);
-    return run.apply(this, args);
-  };
-});
-after(() => {
-  if (k) { forceConvFold(k.g, null); forceConvLaunch(k.g, null); forceGdnLaunch(k.g, null); }
-  k?.dispose();
-});
+convFoldKernels((kernels) => { k = kernels; }, (key) => keys.push(key));
 
 const ref = createRefKernels();
 const TAPS = 4;

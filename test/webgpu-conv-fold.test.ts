@@ -18,38 +18,27 @@
 //   then two batched), a verify, and the conv windows;
 // - the engine with a GPU's launches forced: fold on, batched (MTP off: the fold runs every
 //   decode; MTP on: drafts verified) == fold off, each request alone.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
-import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { convFoldOn, forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
 import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
-import { checkFoldEqualsCalls, convFoldForward, groupOutputs } from './conv-fold-forward.js';
+import { checkFoldEqualsCalls, convFoldForward, convFoldKernels, groupOutputs } from './conv-fold-forward.js';
 import { TINY_NEXT_MOE, TINY_THINK } from './paths.js';
 import { randomWeight, rng } from './numeric.js';
 import { randomAnyWeight } from './quant-blocks.js';
-import { gpuUnderTest } from './webgpu-helpers.js';
 import { runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { Engine } from '../src/engine/engine.js';
 
 let k: WebGpuBoundaryKernels;
 let keys: string[] = [];
-before(async () => {
-  // no read-back pacing: a shader's first compile (minutes on lavapipe) would teach the pacer to sleep
-  k = new WebGpuBoundaryKernels(await gpuUnderTest({ readbackPacing: false }));
-  const run = k.g.run;
-  // every dispatch's pipeline key, so a test can see what ran
-  k.g.run = function (...args: Parameters<typeof run>) {
-    keys.push(args[1]);
-    return run.apply(this, args);
-  };
-});
-after(() => { if (k) { forceConvFold(k.g, null); forceConvLaunch(k.g, null); forceGdnLaunch(k.g, null); } k?.dispose(); });
+convFoldKernels((kernels) => { k = kernels; }, (key) => keys.push(key));
 
 const ref = createRefKernels();
 const TAPS = 4;

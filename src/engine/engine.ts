@@ -140,18 +140,20 @@ export class Engine {
     const prefix = this.prefix;
     this.runner = new Runner(model, kv, state, this.sampleVocab, this.vision, (row) => prefix !== null && rowMaySnapshot(prefix, row),
       hooks.sampledCandidates ?? 'auto', hooks.refuseCandidate ?? null);
+    // MTP drafts stay on the kernels until their verify where steps overlap (pending-drafts.ts)
+    const deferredDrafts = hooks.deferredDrafts ?? this.overlap;
     this.speculative = new Speculator(model, kv, this.runner.ws, {
       k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
       candidates: this.runner.candidateStep,
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
-      deferDrafts: hooks.deferredDrafts ?? this.overlap,
+      deferDrafts: deferredDrafts,
       chooseK: hooks.specK,
     });
     // the model's scratch arena at its bound, once (the plan counted it: model/arena.ts)
     this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null,
-      draftVocab: Math.min(draftVocabFor(opts), this.sampleVocab), deferredDrafts: hooks.deferredDrafts ?? this.overlap });
+      draftVocab: Math.min(draftVocabFor(opts), this.sampleVocab), deferredDrafts });
     // the draft passes' buffers at their bound, once (the plan reserved them: draft-memory.ts)
     if (k > 0 && draftPassesOnKernels(model.kernels, hooks)) {
       draftPassMemory(model.kernels, Math.min(draftVocabFor(opts), this.sampleVocab)).reserve({
