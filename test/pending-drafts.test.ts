@@ -8,7 +8,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
-import { assertSameRuns, countingReadBacks, evalPrompts, runAll, withEngine, type RunResult } from './engine-helpers.js';
+import { assertSameRuns, countingReadBacks, evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
+import { createRefKernels } from '../src/kernels/ref/index.js';
+import { allocBatchMemory, loadModel } from '../src/model/model.js';
+import { StepArena } from '../src/model/arena.js';
+import { forwardHidden } from '../src/model/forward.js';
 import { TINY_THINK } from './paths.js';
 
 const KERNELS = (process.env['DELTASERVE_TEST_KERNELS'] ?? 'wasm') as 'ref' | 'wasm';
@@ -138,4 +142,32 @@ test('draftOverride (bench --accept-rate) over a deferred round: overridden draf
   assert.equal(deferred.accepted, plain.accepted, 'the same drafts accepted');
   assert.ok(deferred.accepted > deferred.rounds, `drafts after an overridden one were accepted: ${deferred.accepted} in ${deferred.rounds} rounds`);
   assert.equal(deferred.readBacks, deferred.steps);
+});
+
+test('forwardHidden with some ids on the kernels (DeviceRows: embed, embedIds, one gather) == every id from the host, bit for bit', () => {
+  const k = createRefKernels();
+  const model = loadModel(TINY_THINK(), k);
+  // three sequences: a verify-like row whose last two ids are on the kernels, a decode row, a
+  // prefill row whose last id is; the kernels' ids hold unused entries between (valid ids)
+  const host = [[5, 17, 42], [9], [100, 200, 300, 400]];
+  const onKernels = new Map([[1, 4], [2, 1], [7, 0]]); // stacked row → index into the ids
+  const ids = k.allocI32(6);
+  ids.set([400, 42, 3, 3, 17, 3]);
+  const hiddenOf = (device: boolean): Float32Array => {
+    const mems = allocBatchMemory(model, 3, 64);
+    const ws = new StepArena(model);
+    const first = [0, 3, 4]; // each sequence's first stacked row
+    const seqs = host.map((tokens, s) => ({
+      // a row whose id is on the kernels carries a placeholder on the host
+      tokens: tokens.map((t, j) => (device && onKernels.has(first[s]! + j) ? 0 : t)),
+      start: 0, pageTable: mems[s]!.pageTable, kv: mems[s]!.kv, state: mems[s]!.state, chunked: false,
+    }));
+    const index = Int32Array.from({ length: 8 }, (_, r) => onKernels.get(r) ?? -1);
+    const fw = forwardHidden(model, ws, seqs, device ? { ids, offset: 0, at: { index, span: ids.length } } : null);
+    return fw.hidden.slice();
+  };
+  const want = hiddenOf(false);
+  const got = hiddenOf(true);
+  assert.equal(got.length, want.length);
+  assert.ok(sameBits(got, want), 'hidden rows differ');
 });
