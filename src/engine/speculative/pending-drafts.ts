@@ -11,13 +11,14 @@
 //
 // Invariants (why the outputs are the 2-read-back round's, bit for bit):
 // - A pending request's drafts are placeholders (PENDING_DRAFT, of the right count; a draft the
-//   draftOverride hook set is a host id, embedded from the host) that nothing reads: its verify row embeds them from the kernels, its picks are the plain argmax
-//   (deferrable: no mask, penalty, bias, logprobs or capture reads a draft), and the update
-//   resolves them before acceptance. The ids the kernels embed are the ids read back.
+//   draftOverride hook set is a host id, embedded from the host) that nothing reads: its verify
+//   row embeds them from the kernels, its picks are the plain argmax (deferrable: no mask,
+//   penalty, bias, logprobs or capture reads a draft), and the update resolves them before
+//   acceptance. The ids the kernels embed are the ids read back.
 // - Every step that runs a batch reads back the pending round (if any) and resolves it before
 //   the next round is drafted, so a round's ids tensor is never overwritten while pending.
-//   A request preempted or finished since drafting drops its claim (pendingDrafts = null): the
-//   resolution skips it.
+//   A request preempted since drafting has dropped its claim (preempt sets pendingDrafts to
+//   null); the resolution skips it, and any request no longer running.
 // - The round's tensor holds valid ids in every entry (argmax picks, or zeros): the verify
 //   embeds its whole span, and a shorter chain's unused entries are embedded for nothing.
 import type { DeviceRows } from '../../model/forward.js';
