@@ -18,7 +18,8 @@ import type { ServerContext } from '../src/server/context.js';
 import { TokenTexts } from '../src/server/api/logprobs.js';
 import { structuredConstraint } from '../src/server/api/structured.js';
 
-const opts = { kernels: 'wasm' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+// rejection sampling (seeded requests are matched under 'auto'): its q's and p's must be exact
+const opts = { kernels: 'wasm' as const, specTokens: 3, specAdaptive: false, specSampling: 'rejection' as const, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const N = 16;
 
 const MTP_CASES = {

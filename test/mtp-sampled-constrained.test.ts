@@ -18,7 +18,8 @@ import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { DRAW_CASES, drawRequests, runDraws, type DrawRun } from './sampled-draw-cases.js';
 
-const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8, sampledCandidates: true };
+// rejection sampling (seeded requests are matched under 'auto'): its q's and p's must be exact
+const opts = { kernels: 'wasm' as const, specAdaptive: false, specSampling: 'rejection' as const, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8, sampledCandidates: true };
 const N = 10;
 const SCHEMA = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 8 } }, required: ['n', 's'] };
 

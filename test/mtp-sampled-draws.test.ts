@@ -9,7 +9,8 @@ import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { corruptDraws, DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
 
-const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+// rejection sampling (seeded requests are matched under 'auto'): its q's must be exact
+const opts = { kernels: 'wasm' as const, specAdaptive: false, specSampling: 'rejection' as const, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const N = 8;
 
 for (const k of [2, 3, 4]) {

@@ -13,7 +13,8 @@ import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { corruptDraws, drawRequests, runDraws, type DrawRun } from './sampled-draw-cases.js';
 
-const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+// rejection sampling (seeded requests are matched under 'auto'): its q's and p's must be exact
+const opts = { kernels: 'wasm' as const, specAdaptive: false, specSampling: 'rejection' as const, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const N = 8;
 const PENALTIES = { repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.3 };
 

@@ -44,7 +44,7 @@ test('wasm, hot top-k: a request alone == in the batch (candidate path on)', asy
 
 test('wasm, MTP on (k = 3): sampled verify rows, drafts and the prefill-end rows take candidates; ids == forced off (more: mtp-sampled-candidates)', async () => {
   const reqs = sampledRequests(CASES.hotTopK, N);
-  const mtp = { ...opts, specTokens: 3, specAdaptive: false };
+  const mtp = { ...opts, specTokens: 3, specAdaptive: false, specSampling: 'rejection' as const };
   const off = await withEngine({ ...mtp, model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
   const on = await withEngine({ ...mtp, ...forced, model: TINY_THINK() }, (e) => runAll(e, reqs));
   assert.deepEqual(on.ids, off.ids);

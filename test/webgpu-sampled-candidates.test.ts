@@ -79,7 +79,7 @@ test('webgpu MTP k = 3: sampled verify positions and drafts read candidates only
   // candidates (drafts, verify positions); an off-by-one verify distribution or a draft
   // drawn with 1 − u changes its ids (checked on wasm, candidates on vs off)
   const reqs = gpuRequests(CASES.qwen, 5).slice(0, 1);
-  const mtp = { ...gpu, specTokens: 3, sampledChain: false };
+  const mtp = { ...gpu, specTokens: 3, sampledChain: false, specSampling: 'rejection' as const };
   const want = await withEngine({ ...mtp, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false }, (e) => runAll(e, reqs));
   const got = await withEngine({ ...mtp, model: TINY_THINK() }, async (e) => {
     const c = counters(e);

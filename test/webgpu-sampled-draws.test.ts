@@ -44,7 +44,7 @@ test('webgpu candidateDraws == ref proposals (every cut, a greedy row left as it
 
 test('webgpu MTP k = 3: sampled streams + a greedy one, drafts drawn on the device == wasm host path; 2 read-backs a round; corrupted draws redraft', async () => {
   const reqs = brief([...drawRequests(DRAW_CASES.qwen, 6, 1), ...drawRequests(DRAW_CASES.minP, 6, 1), ...drawRequests(DRAW_CASES.topP, 6, 1, true)]);
-  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, specSampling: 'rejection' as const, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
   const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false }, (e) => runDraws(e, reqs));
   await withEngine({ ...base, model: TINY_THINK() }, async (e) => {
     const got = await runDraws(e, reqs);
@@ -72,7 +72,7 @@ test('webgpu MTP k = 3: penalised and biased sampled streams + a penalised greed
   const [c] = drawRequests({ ...DRAW_CASES.qwen, logitsAdjust: { bias: new Map([[54, 2.1], [57, -4], [200, 6]]) } }, 6, 1);
   const reqs = brief([a!, { ...c!, seed: 1001 }, { ...b!, ...penalties }]);
   const [briefA] = reqs;
-  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+  const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, specSampling: 'rejection' as const, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
   // every proposal in order ([committed length, ...drafts]): the drafts, not only the ids
   const recorder = () => {
     const drafts: number[][] = [];

@@ -11,6 +11,7 @@ import { BUILTIN_MODEL } from '../hub/builtin.js';
 import { type ArgValues, int, str } from './args.js';
 import { parseQuantizeMode } from '../checkpoint/quantize-load.js';
 import { checkPrefixCacheDir } from '../engine/prefix-persist.js';
+import { isSpecSampling, type SpecSampling } from '../engine/speculative/accept.js';
 
 /** The built-in default model, shipped in the repository and the package. */
 export const DEFAULT_MODEL = BUILTIN_MODEL;
@@ -29,6 +30,7 @@ export const ENGINE_FLAGS = {
   'max-context': { type: 'string' },
   'spec-tokens': { type: 'string' },
   'spec-adaptive': { type: 'string' },
+  'spec-sampling': { type: 'string' },
   'overlap': { type: 'string' },
   'draft-vocab': { type: 'string' },
   'no-prefix-cache': { type: 'boolean' },
@@ -61,7 +63,13 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
   --kv-cache-tokens N       KV pool capacity in tokens (default: what the memory budget allows, up to max(context, 16384))
   --max-context N           context length cap (default: the model's, lowered to what the memory budget allows)
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
-  --spec-adaptive on|off    adapt k to measured throughput (default on; sampled requests keep k)
+  --spec-adaptive on|off    adapt k to measured throughput (default on)
+  --spec-sampling auto|match|rejection  how sampled requests' drafts are verified: match
+                            (the draw MTP off makes: a seed gives MTP off's tokens at any k),
+                            rejection (rejection sampling: the same distribution, more drafts
+                            accepted where they are uncertain; a seed's tokens depend on k, so
+                            a seeded request keeps k); auto (default): match for a request that
+                            names its seed, rejection for one that does not
   --overlap on|off          GPU: record each decode step while the one before it runs (its
                             greedy picks and top-k draws stay on the device), and read
                             a greedy MTP round's drafts back with its verify (the same
@@ -98,6 +106,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
     ...(int(v, 'spec-tokens', 0) !== undefined ? { specTokens: int(v, 'spec-tokens', 0)! } : {}),
     ...(onOff(v, 'spec-adaptive') !== undefined ? { specAdaptive: onOff(v, 'spec-adaptive')! } : {}),
+    ...(str(v, 'spec-sampling') !== undefined ? { specSampling: specSamplingArg(str(v, 'spec-sampling')!) } : {}),
     ...(onOff(v, 'overlap') !== undefined ? { overlapSteps: onOff(v, 'overlap')! } : {}),
     ...(int(v, 'draft-vocab', 1) !== undefined ? { draftVocab: int(v, 'draft-vocab', 1)! } : {}),
     ...(v['no-prefix-cache'] ? { prefixCache: false } : {}),
@@ -174,6 +183,11 @@ function mmprojArg(v: ArgValues): { mmproj?: string | false } {
 }
 
 /** An on|off flag's value (undefined: not given). */
+function specSamplingArg(s: string): SpecSampling {
+  if (isSpecSampling(s)) return s;
+  throw new DeltaserveError('bad_request', `--spec-sampling must be auto, match or rejection (got "${s}")`);
+}
+
 function onOff(v: ArgValues, name: string): boolean | undefined {
   const s = str(v, name);
   if (s === undefined) return undefined;

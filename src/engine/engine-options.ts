@@ -8,6 +8,7 @@ import { DeltaserveError } from '../util/errors.js';
 import type { TowerMemory } from '../vision/memory.js';
 import type { Argmax } from './sampler.js';
 import { availableMemory, DEFAULT_BUDGET_FRACTION, type MemoryPlan, memoryNeeds, parseMemoryBudget, planMemory } from './memory-plan.js';
+import { isSpecSampling, type SpecSampling } from './speculative/accept.js';
 
 export interface EngineOptions {
   /** Model directory (HF layout), a .gguf file, or a hub reference `org/name[@revision]`
@@ -33,6 +34,11 @@ export interface EngineOptions {
   readonly specTokens?: number;
   /** Adapt k to measured throughput (default true). */
   readonly specAdaptive?: boolean;
+  /** How sampled requests' drafts are verified (speculative/accept.ts SpecSampling; default
+   * 'auto': a request that names its seed gets MTP off's tokens at any k, one that does not
+   * gets rejection sampling's higher acceptance; either way k adapts, except for a seeded
+   * request under 'rejection', whose tokens depend on k). */
+  readonly specSampling?: SpecSampling;
   /** Prefix cache with recurrent-state snapshots (default true). */
   readonly prefixCache?: boolean;
   /** Snapshot interval in tokens (default 256; a multiple of 64 and of the page size, ≥ k+1). */
@@ -91,6 +97,13 @@ export function specTokensFor(opts: EngineOptions, mtpLayers: number): number {
   if (!Number.isInteger(k) || k < 0 || k > 16) throw new DeltaserveError('bad_config', `--spec-tokens must be an integer in 0..16 (got ${k})`);
   if (k > 0 && mtpLayers === 0) throw new DeltaserveError('bad_config', '--spec-tokens > 0 needs a checkpoint with an MTP head (this one has none)');
   return k;
+}
+
+/** --spec-sampling (default 'auto'; speculative/accept.ts). */
+export function specSamplingOf(opts: EngineOptions): SpecSampling {
+  const s = opts.specSampling ?? 'auto';
+  if (!isSpecSampling(s)) throw new DeltaserveError('bad_config', `--spec-sampling must be auto, match or rejection (got ${JSON.stringify(s)})`);
+  return s;
 }
 
 /** --max-prefill-tokens (default 512): prompt tokens a step processes at most. */

@@ -38,7 +38,7 @@ import { DEFAULT_MAX_DECODE_PIXELS } from '../vision/decode.js';
 import { VisionEngine } from './vision.js';
 import type { EngineTestHooks } from './test-hooks.js';
 import { availableMemory, type MemoryPlan } from './memory-plan.js';
-import { draftVocabFor, type EngineOptions, kernelArgmax, maxPrefillTokensOf, overlapsSteps, planEngineMemory, specTokensFor } from './engine-options.js';
+import { draftVocabFor, type EngineOptions, kernelArgmax, maxPrefillTokensOf, overlapsSteps, planEngineMemory, specSamplingOf, specTokensFor } from './engine-options.js';
 import { draftPassesOnKernels, draftPassMemory } from './draft-memory.js';
 import { MAX_DRAW_CANDIDATES } from '../kernels/candidate-draws.js';
 
@@ -143,13 +143,14 @@ export class Engine {
     // MTP drafts stay on the kernels until their verify where steps overlap (pending-drafts.ts)
     const deferredDrafts = hooks.deferredDrafts ?? this.overlap;
     this.speculative = new Speculator(model, kv, this.runner.ws, {
-      k, adaptive: opts.specAdaptive ?? true, draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
+      k, adaptive: opts.specAdaptive ?? true, sampling: specSamplingOf(opts), draftVocab: draftVocabFor(opts), sampleVocab: this.sampleVocab, argmax,
       takeFreePages: (req, n) => this.scheduler.takeFreePages(req, n), draftOverride: hooks.draftOverride, hostDrafts: hooks.hostDrafts,
       candidates: this.runner.candidateStep,
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
       deferDrafts: deferredDrafts,
       chooseK: hooks.specK,
+      draftUniforms: hooks.draftUniforms,
     });
     // the model's scratch arena at its bound, once (the plan counted it: model/arena.ts)
     this.runner.ws.reserve({ maxRunning: opts.maxRunning ?? 16, specTokens: k, maxPrefillTokens: maxPrefillTokensOf(opts), prefixCache: this.prefix !== null,

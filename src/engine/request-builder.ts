@@ -121,6 +121,7 @@ export function buildRequest(ctx: RequestContext, id: number, req: EngineRequest
   const r = new Request(id, id, promptIds, budget, promptIds.length + budget,
     sampling, new Rng(seed), new Rng(BigInt(seed) ^ 0x5eed_d4a7n), new TokenHistory(promptIds), output);
   r.startsInReasoning = promptOpensThinking(ctx.tokenizer.decode(promptIds.slice(-THINK_TAIL_TOKENS)));
+  r.seeded = req.seed !== undefined && req.seed !== null;
   r.captureLogits = req.captureLogits ?? null;
   r.adjust = req.logitsAdjust ?? null;
   if (req.logprobs) {

@@ -154,6 +154,9 @@ export class Request {
   /** The prompt ends inside a reasoning block (a template's `<think>\n`): the output starts
    * as reasoning (set by the request builder). */
   startsInReasoning = false;
+  /** The request named its seed: its sampled tokens must be reproducible (speculative/accept.ts
+   * 'auto' verifies its drafts by matching, so they are MTP off's). */
+  seeded = false;
   /** The prompt's images (null: none): embeddings over its pad rows, multimodal RoPE, image
    * prefix-cache keys (vision.ts). */
   vision: RequestVision | null = null;

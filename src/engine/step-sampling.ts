@@ -5,6 +5,7 @@
 // accepted drafts and bonus (speculative/) — as the StepOutcome the scheduler's update
 // commits. Reads requests, writes none.
 import type { Batch, BatchRow } from './batch.js';
+import type { RequestView } from './request.js';
 import { adjustStepLogits } from './logits-adjust.js';
 import type { StepResult } from './runner.js';
 import { drawCertified } from './sampled-candidates.js';
@@ -25,7 +26,7 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
   // stay for the request's real steps
   const gone = rows.map((r) => r.req!.status !== 'running');
   const skip = rows.map((_, i) => gone[i] || result.ids[i] !== null || result.candidates[i] !== null);
-  const picks = sampleStep(sampler, rows, result.logits, vocab, skip);
+  const picks = sampleStep(sampler, rows, result.logits, vocab, skip, (req) => speculative.matches(req));
   return {
     kind: 'step', batch,
     rows: rows.map((row, i): RowOutcome => {
@@ -55,10 +56,13 @@ export function stepOutcome(batch: Batch, result: StepResult, sampler: BatchSamp
 
 /** Per real row (batch order), the outcome of each position that samples (none for the rows
  * `picked` marks: their tokens came from the kernels' picks or candidates): a decode row's
- * last position; every verify position of a sampled request (its p given the drafts before
- * it, drawn later by the rejection sampler) or of a request wanting logprobs. */
+ * last position; every verify position of a sampled request or of a request wanting logprobs.
+ * A sampled verify position s given the drafts before it is drawn with the request's s-th
+ * uniform ahead when `matches` says so (the draw MTP off would make there: accept.ts 'match';
+ * the acceptance advances the rng by the tokens it emits), else keeps its p for the rejection
+ * sampler. */
 export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], logits: readonly Float32Array[][],
-  vocab: number, picked: readonly boolean[] = []): SampleOutcome[][] {
+  vocab: number, picked: readonly boolean[] = [], matches: (req: RequestView) => boolean = () => false): SampleOutcome[][] {
   const jobs: SampleJob[] = [];
   const at: number[][] = rows.map((row, i) => {
     const req = row.req!;
@@ -67,7 +71,10 @@ export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], log
     const first = jobs.length;
     const greedy = isGreedy(req.sampling);
     if (row.verify) {
-      if (!greedy || req.onLogprob) {
+      if (!greedy && matches(req)) {
+        const ahead = req.rng.fork();
+        logits[i]!.forEach((l, s) => jobs.push({ ...base, logits: l, extra: req.drafts.slice(0, s), rng: uniform(ahead.next()) }));
+      } else if (!greedy || req.onLogprob) {
         logits[i]!.forEach((l, s) => jobs.push({ ...base, logits: l, extra: req.drafts.slice(0, s), rng: null, dist: !greedy }));
       }
     } else if (row.sample && !req.snapshotOnly) jobs.push({ ...base, logits: logits[i]![0]!, rng: req.rng });
@@ -75,4 +82,9 @@ export function sampleStep(sampler: BatchSampler, rows: readonly BatchRow[], log
   });
   const out = sampler.run(jobs);
   return at.map((idx) => idx.map((j) => out[j]!));
+}
+
+/** A source of one given uniform (a draw made ahead of the request's rng). */
+function uniform(u: number): { next(): number } {
+  return { next: () => u };
 }

@@ -4,6 +4,7 @@
 import type { FileIo } from '../cache/store-io.js';
 import type { LogitsAdjust } from './logits-adjust.js';
 import type { Clock } from './metrics.js';
+import type { SpecSampling } from './speculative/accept.js';
 
 /** What a hook sees of a running request. */
 export interface HookRequest {
@@ -59,4 +60,7 @@ export interface EngineTestHooks {
    * candidates' edge would), so its logits row is read whole — or, when a chained step has
    * overwritten it, its request recomputes (engine/overlap.ts). */
   readonly refuseCandidate?: () => boolean;
+  /** Where sampled drafts take their uniforms (speculative/draft.ts draftUniforms), in place of
+   * the verify mode's own: a test measures what the target's uniforms add to acceptance. */
+  readonly draftUniforms?: SpecSampling;
 }

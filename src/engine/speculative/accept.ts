@@ -1,12 +1,34 @@
 // Acceptance of a chain of k drafts against the target's k+1 verify logits.
 // Greedy: accept while draft == the target's pick (argmax after penalties); the first
-// mismatch (or position k) gives the bonus token. Sampling (lossless rejection sampling):
+// mismatch (or position k) gives the bonus token.
+// Sampling, 'match' (SpecSampling; the default for a request that names its seed): position i draws its token exactly as MTP off
+// would (the sampler's draw with the request's next uniform, i.e. the (i+1)-th ahead at the
+// round's start), and the walk is the greedy one on those draws: accept while draft == draw.
+// Every emitted token is the plain loop's token for the same seed, for any k and any drafts
+// (the drafter draws its proposals with the same uniforms, so a draft head close to the
+// target proposes the token the target draws). Sampling, 'rejection':
 // accept d_i with probability min(1, p_i(d_i)/q_i(d_i)); on rejection draw the bonus from
 // norm(max(0, p_i − q_i)); when all are accepted draw it from p_k. p_i is the request's
 // full sampling distribution (penalties, temperature, top-k/p, min-p) given every token
 // accepted before it, so the output distribution equals decoding without drafts.
 import type { Rng } from '../../util/rng.js';
 import { type Argmax, drawFrom, greedyToken, type HistoryView, isGreedy, type SamplingParams, targetDistribution } from '../sampler.js';
+
+/** How a sampled request's drafts are verified: 'match' emits the plain loop's draws (the same
+ * tokens as MTP off for a seed, whatever k); 'rejection' is rejection sampling (the same
+ * distribution; accepts more where the draft's distribution is flat, but its draws, so a
+ * seed's tokens, depend on k); 'auto' (the engine's default): 'match' for a request that named
+ * its seed, 'rejection' for one that did not (nothing of it is reproducible). */
+export type SpecSampling = 'auto' | 'match' | 'rejection';
+
+export function isSpecSampling(s: unknown): s is SpecSampling {
+  return s === 'auto' || s === 'match' || s === 'rejection';
+}
+
+/** The verification of a sampled request under an engine's choice. */
+export function samplingOf(mode: SpecSampling, seeded: boolean): 'match' | 'rejection' {
+  return mode === 'auto' ? (seeded ? 'match' : 'rejection') : mode;
+}
 
 export interface DraftChain {
   readonly tokens: readonly number[]; // d_1..d_k
@@ -80,10 +102,11 @@ export function residual(p: Float64Array, q: Float64Array): Float64Array {
   return r;
 }
 
-/** Greedy acceptance on picks made already (the kernels' argmax of verify positions 0..k,
- * engine/device-picks.ts): the tokens are the accepted drafts then the bonus — the walk of
- * acceptDrafts for a greedy request without penalties, whose pick at position i is ids[i]. */
-export function acceptPicked(drafts: readonly number[], ids: Int32Array): { tokens: number[]; accepted: number } {
+/** Acceptance on picks made already: the kernels' argmax of verify positions 0..k
+ * (engine/device-picks.ts: the walk of acceptDrafts for a greedy request without penalties),
+ * or a sampled request's draws at them ('match'). The tokens are the accepted drafts, then
+ * the bonus (the first pick that differs from its draft, or pick k). */
+export function acceptPicked(drafts: readonly number[], ids: ArrayLike<number>): { tokens: number[]; accepted: number } {
   const tokens: number[] = [];
   for (let i = 0; i <= drafts.length; i++) {
     const pick = ids[i]!;

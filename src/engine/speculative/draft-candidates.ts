@@ -1,13 +1,14 @@
 // Sampled MTP drafts from top candidates (draft.ts, sampling chains): a sampled chain's draft
 // logits row reads back its top candidates (Kernels.topCandidates, candidate-step.ts) instead
 // of the draft head's row, and when the certificate admits it (sampled-candidates.ts) the
-// host draws d_i from the list with the chain's draft rng, as the full row's sampler draws it
+// host draws d_i from the list with the chain's next draft uniform, as the full row's sampler draws it
 // (one uniform per draft, the same token), and keeps q_i as a list (sparse-accept.ts). The row
 // is read under the request's adjustment at that draft: its constraint matcher after the
 // drafts before it, its penalties counting them as outputs (pickDrafts' adjustInPlace and
 // sampler job). A refused row is read whole in a second read-back and sampled as before.
 import type { ReadRange, Tensor } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
+import type { Rng } from '../../util/rng.js';
 import { isGreedy } from '../sampler.js';
 import { candidateCount, certifiedDist, nucleusOnly } from '../sampled-candidates.js';
 import { type CandidateItem, type CandidatePlan, type CandidateStep, planOf } from '../candidate-step.js';
@@ -20,6 +21,8 @@ export interface SampledChain {
   readonly req: RequestView;
   readonly proposed: number[];
   readonly qs: (Float64Array | SparseDist)[] | null;
+  /** Its sampled drafts' uniforms, one a draft in order (draft.ts draftUniforms). */
+  readonly rng: Rng;
 }
 
 /** One draft step's candidate rows: the chains planned, and the ranges to read back. */
@@ -51,7 +54,7 @@ export class DraftCandidates {
     return { plan, ranges: this.cands.ranges(plan) };
   }
 
-  /** From the read ranges: each certified chain's draft drawn (one uniform of its draft rng)
+  /** From the read ranges: each certified chain's draft drawn (its next draft uniform)
    * and its q recorded; returns the chains refused (ascending; their rows are read whole). */
   finish(chains: readonly SampledChain[], r: DraftCandidateRead, read: readonly Float32Array[]): number[] {
     const got = this.cands.certify(r.plan, read, this.v);
@@ -63,7 +66,7 @@ export class DraftCandidates {
         refused.push(j);
         return;
       }
-      const { token, dist } = certifiedDist(g, c.req.sampling, c.req.draftRng.next());
+      const { token, dist } = certifiedDist(g, c.req.sampling, c.rng.next());
       c.proposed.push(token);
       c.qs!.push(dist);
     });

@@ -3,13 +3,13 @@
 // penalised, biased or constrained greedy request, or a plain argmax chain; deviceRound in
 // draft-rules.ts says which rounds, per the engine's switches).
 //
-// Uniforms: the host path draws each sampled draft with ONE uniform of the request's draft rng
+// Uniforms: the host path draws each sampled draft with ONE uniform of the chain's (draft.ts draftUniforms)
 // (draft-candidates.ts, or the full row's sampler), in step order, except a draft whose row its
 // constraint masks whole (draft 0, no uniform: draft.ts pickDrafts). So the round looks ahead at
 // `drafts` uniforms on a fork of the rng (Rng.fork); a pass step uses the next one after those
 // the chain's exact drafts used; the replay records which drafts used one (a masked-whole row
 // counts as a disagreement, so the steps after it redraft with the uniforms shifted), and the
-// request's rng then advances by the number used, as on the host path.
+// chain's uniforms then advance by the number used, as on the host path.
 //
 // Constraints: the mask of draft s depends on drafts 1..s−1, so the device draws a pass's later
 // proposals WITHOUT it (over the raw or penalty-adjusted row); the pass's first step, whose
@@ -72,6 +72,7 @@ import type { AnyKernels, CandidateDraw, FillRun, PenaltyPickRow, PenaltyPicksCa
 import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import { adjusted, allowed, maskReplayed, maskedPickExact, maskedRuns, unmaskedPickExact } from './draft-rules.js';
 import type { RequestView } from '../request.js';
+import type { Rng } from '../../util/rng.js';
 import { isGreedy } from '../sampler.js';
 import { candidateCount, candidateDrawOf, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { finishesOnHost, idsOf } from '../device-picks.js';
@@ -87,6 +88,8 @@ export interface SampledChain {
   readonly drafts: number;
   readonly proposed: number[];
   readonly qs: Dist[] | null;
+  /** Its sampled drafts' uniforms, one a draft in order (draft.ts draftUniforms). */
+  readonly rng: Rng;
 }
 
 /** The drafter's MTP steps, over the first rows of a hidden tensor. */
@@ -127,7 +130,7 @@ interface Round<C extends SampledChain> {
   readonly steps: DeviceSteps<C>;
   /** The counters the round adds to (DeviceDrafts.stats: sampled or penalised). */
   readonly stats: { passes: number; disagreements: number; refused?: number; refusedReads?: number };
-  /** us[j][u]: chain j's u-th uniform of the round (looked ahead at on a fork of its draft rng;
+  /** us[j][u]: chain j's u-th uniform of the round (looked ahead at on a fork of its uniforms;
    * empty for an argmax chain). A draft uses the next one unless its row is all masked. */
   readonly us: readonly number[][];
   /** drew[j][s − 1]: did chain j's exact draft s use a uniform (parallel to exact[j]). */
@@ -188,7 +191,7 @@ export class DeviceDrafts {
     const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
     this.reserve(n, k, c);
     const us = chains.map((ch, j) => {
-      const rng = ch.req.draftRng.fork();
+      const rng = ch.rng.fork();
       return sampled[j] ? Array.from({ length: ch.drafts }, () => rng.next()) : [];
     });
     const round: Round<C> = {
@@ -216,8 +219,8 @@ export class DeviceDrafts {
       ch.proposed.push(...round.exact[j]!);
       if (!sampled[j]) return;
       ch.qs!.push(...round.exactQ[j]!);
-      // the draft rng moves by the uniforms the exact drafts used, as on the host path
-      for (const d of round.drew[j]!) if (d) ch.req.draftRng.next();
+      // the chain's uniforms move by those the exact drafts used, as on the host path
+      for (const d of round.drew[j]!) if (d) ch.rng.next();
     });
   }
 

@@ -41,6 +41,8 @@ import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
+import { samplingOf, type SpecSampling } from './accept.js';
+import type { Rng } from '../../util/rng.js';
 import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
 import type { DraftRound } from './draft-round.js';
 import { defersDrafts, type RoundMembers } from './pending-drafts.js';
@@ -78,6 +80,8 @@ interface Chain {
   readonly drafts: number;
   readonly proposed: number[];
   readonly qs: Dist[] | null;
+  /** The uniforms of its sampled drafts, one a draft in order (draftUniforms). */
+  readonly rng: Rng;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -134,6 +138,8 @@ export class MtpDrafter {
     /** Sampled chains draft on the kernels (draft-device.ts): 'auto' where the kernels' tensors
      * are device memory (a read-back is a transfer), off on ref and wasm. */
     sampledChain: boolean | 'auto' = 'auto',
+    /** How the verify accepts sampled drafts (accept.ts), which decides their uniforms. */
+    private readonly uniforms: SpecSampling = 'auto',
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -165,7 +171,7 @@ export class MtpDrafter {
     let offset = 0;
     for (const i of inputs) {
       if (i.drafts > 0) {
-        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [] });
+        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [], rng: draftUniforms(i.req, this.uniforms) });
         rows.push(offset + i.n - 1);
       }
       offset += i.n;
@@ -358,7 +364,7 @@ export class MtpDrafter {
         c.proposed.push(0);
       } else {
         sampled.push({ c, job: {
-          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: req.draftRng, dist: true, logprobs: -1,
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: c.rng, dist: true, logprobs: -1,
         } });
       }
     });
@@ -397,4 +403,13 @@ function drafting(chains: readonly Chain[], step: number): number {
 function allMasked(l: Float32Array): boolean {
   for (let i = 0; i < l.length; i++) if (l[i] !== -Infinity) return false;
   return true;
+}
+
+/** Where a chain's sampled drafts take their uniforms, one a draft in order. Verified by
+ * matching: the target's own, looked ahead at on a fork of the request's rng (draft i takes
+ * the uniform verify position i − 1 will draw with, so a draft head whose distribution is the
+ * target's proposes the very token the target draws; the fork leaves the request's rng as it
+ * is). By rejection: the request's draft rng, which moves by the uniforms used. */
+export function draftUniforms(req: RequestView, mode: SpecSampling): Rng {
+  return samplingOf(mode, req.seeded) === 'match' ? req.rng.fork() : req.draftRng;
 }

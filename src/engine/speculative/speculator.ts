@@ -17,9 +17,9 @@ import type { RequestView } from '../request.js';
 import { type Argmax, isGreedy } from '../sampler.js';
 import { type SampleOutcome, toProbs } from '../sample-batch.js';
 import type { CommittedRow, DraftOutcome, RowOutcome } from '../step-output.js';
-import { acceptDrafts, acceptPicked } from './accept.js';
+import { acceptDrafts, acceptPicked, samplingOf, type SpecSampling } from './accept.js';
 import { acceptDraftLists, denseOf, isSparse, type SparseDist } from './sparse-accept.js';
-import { certifiedDist, type CertifiedRow } from '../sampled-candidates.js';
+import { certifiedDist, type CertifiedRow, drawCertified } from '../sampled-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import { type ExtendInput, MtpDrafter, type PendingRound } from './draft.js';
 import type { DraftRound } from './draft-round.js';
@@ -31,6 +31,10 @@ export interface SpeculatorOptions {
   /** Draft tokens per round at most (0 = speculation off). */
   readonly k: number;
   readonly adaptive: boolean;
+  /** How sampled requests' drafts are verified (accept.ts SpecSampling). */
+  readonly sampling: SpecSampling;
+  /** Test hook: sampled drafts' uniforms as this mode takes them (default: `sampling`'s). */
+  readonly draftUniforms?: SpecSampling | undefined;
   /** Drafts come from ids [0, draftVocab) only (EngineOptions.draftVocab). */
   readonly draftVocab: number;
   readonly sampleVocab: number;
@@ -80,7 +84,7 @@ export class Speculator {
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
     this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts,
-      opts.candidates ?? null, opts.penaltyChain, opts.sampledChain) : null;
+      opts.candidates ?? null, opts.penaltyChain, opts.sampledChain, opts.draftUniforms ?? opts.sampling) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
 
@@ -126,6 +130,12 @@ export class Speculator {
    * its k + 1 positions): the tokens it emits are the accepted drafts, then the bonus. */
   accept(row: BatchRow, logits: readonly Float32Array[], picks: readonly SampleOutcome[]): RowOutcome {
     const req = row.req!;
+    if (this.matches(req)) {
+      // the positions were drawn with the rng's uniforms ahead (step-sampling.ts): it moves by the tokens emitted
+      const { tokens, accepted } = acceptPicked(req.drafts, picks.map((o) => o.token));
+      for (let s = 0; s < tokens.length; s++) req.rng.next();
+      return { tokens, logprobs: tokens.map((_, s) => picks[s]?.logprobs ?? null), logits: tokens.map((_, s) => logits[s]!), drafted: req.drafts.length, accepted };
+    }
     const vocab = this.opts.sampleVocab;
     // a draft's q read as a list (its row certified) meets a full-row p here: as a row
     const chain = { tokens: req.drafts, probs: req.draftProbs?.map((q) => denseOf(q, vocab)) ?? null };
@@ -150,6 +160,15 @@ export class Speculator {
    * uniforms (sparse-accept.ts). A draft whose q was read whole makes the walk a full-row one. */
   acceptCandidates(row: BatchRow, cand: readonly CertifiedRow[]): RowOutcome {
     const req = row.req!;
+    if (this.matches(req)) {
+      // position s's draw (the decode path's drawCertified) with the request's next uniform, while the drafts match
+      const tokens: number[] = [];
+      for (let s = 0; s <= req.drafts.length; s++) {
+        tokens.push(drawCertified(cand[s]!, req.sampling, req.rng.next()).token);
+        if (tokens[s] !== req.drafts[s]) break;
+      }
+      return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: req.drafts.length, accepted: tokens.length - 1 };
+    }
     const vocab = this.opts.sampleVocab;
     const pAt = (s: number): SparseDist => certifiedDist(cand[s]!, req.sampling, null).dist;
     const qs = req.draftProbs ?? [];
@@ -188,9 +207,11 @@ export class Speculator {
     const decoding = extend.filter((e) => !e.req.prefilling).length;
     const k = chosen ?? this.chooseK(decoding);
     this.draftedK = k;
-    // Seeded sampling must be reproducible, and which random draws a round consumes
-    // depends on k: sampling requests always draft the configured k, never the adaptive one.
-    const kFor = (r: RequestView): number => (isGreedy(r.sampling) ? k : this.policy.kMax);
+    // Seeded sampling must be reproducible: under rejection sampling the draws a round consumes
+    // depend on k, so a seeded request verified that way drafts the configured k, never the
+    // adaptive one (matching draws MTP off's tokens at any k; an unseeded request has nothing to
+    // reproduce).
+    const kFor = (r: RequestView): number => (isGreedy(r.sampling) || this.matches(r) || !r.seeded ? k : this.policy.kMax);
     // When the policy has turned speculation off and no request needs drafts, the MTP
     // head is skipped entirely: its KV for these positions goes stale, which can only
     // lower the acceptance of later drafts (outputs are lossless either way).
@@ -208,6 +229,11 @@ export class Speculator {
       kind: 'drafts',
       proposals: o ? proposals.map((p) => ({ ...p, tokens: o(p.req, [...p.tokens]).slice(0, p.tokens.length) })) : proposals,
     };
+  }
+
+  /** A sampled request whose verify emits the plain loop's draws (accept.ts 'match'). */
+  matches(req: RequestView): boolean {
+    return !isGreedy(req.sampling) && samplingOf(this.opts.sampling, req.seeded) === 'match';
   }
 
   /** A decode / verify step of `batch` made `generated` tokens in `ms`, with drafts of
