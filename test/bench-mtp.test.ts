@@ -54,6 +54,17 @@ test('runMtpBench on tiny-think: P = 0 accepts nothing, P = 1 everything; output
   assert.ok(runs[3]!.accept_len_mean > 1 && runs[3]!.accept_len_mean < runs[2]!.accept_len_mean);
 });
 
+test('runMtpBench --sample: seeded sampled requests, verified by matching; outputs == MTP off, P = 1 accepts every draft; rejection refused', { timeout: 300_000 }, async () => {
+  const sampling = { temperature: 0.8, topK: 20, topP: 0.9, minP: 0, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1 };
+  const o = { engine: { model: TINY_THINK(), kernels: 'cpu' as const, threads: 1 }, specTokens: 3, acceptRates: [null, 1], batch: 2, genTokens: 14, repeat: 1, seed: 5, sampling };
+  const r = await runMtpBench(o);
+  assert.deepEqual(r['sampling'], { ...sampling, verified_by: 'match' });
+  const runs = r['runs'] as { rounds: number; drafted: number; accepted: number; outputs_identical: boolean }[];
+  for (const x of runs) assert.ok(x.outputs_identical && x.rounds > 0 && x.drafted > 0);
+  assert.equal(runs[1]!.accepted, runs[1]!.drafted, 'P = 1: every draft (MTP off\'s draw) accepted');
+  await assert.rejects(runMtpBench({ ...o, engine: { ...o.engine, specSampling: 'rejection' } }), /verifies by matching/);
+});
+
 test('mtpRoundPhases times a verify step and a draft chain; withPhases splits each measured round', async () => {
   const k = await createKernels('cpu', 1);
   try {

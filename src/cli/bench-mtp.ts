@@ -1,5 +1,6 @@
 // `deltaserve bench --mode mtp`: end-to-end tokens/s with MTP speculative decoding on ÷ off,
-// on the same prompts through the engine (greedy), with the accept length and the time of a
+// on the same prompts through the engine (greedy, or seeded sampling with --sample: verified by
+// matching, speculative/accept.ts, so its outputs are MTP off's too), with the accept length and the time of a
 // round split into draft, verify and the rest (acceptance, state commit, sampling,
 // scheduling). Without --accept-rate the model's own MTP head proposes the drafts (real
 // acceptance); with --accept-rate P a draft equals the target's greedy token with
@@ -14,6 +15,7 @@ import type { EngineTestHooks } from '../engine/test-hooks.js';
 import type { AnyModel } from '../model/model.js';
 import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
+import type { SamplingParams } from '../engine/sampler.js';
 import { benchOnce } from './bench-run.js';
 import { timeDraftChain } from './bench-mtp-draft.js';
 import { gpuCounters } from './bench-gpu.js';
@@ -36,14 +38,19 @@ export interface MtpBenchOptions {
   readonly genTokens: number;
   readonly repeat: number;
   readonly seed: number;
+  /** Seeded sampled requests with these settings (request i: seed + i) instead of greedy ones:
+   * their drafts are verified by matching, so the outputs are MTP off's (null: greedy). */
+  readonly sampling?: SamplingParams | null;
 }
 
 type DraftOverride = NonNullable<EngineTestHooks['draftOverride']>;
 
 interface RunOut { ids: (readonly number[])[]; prompts: (readonly number[])[]; wallMs: number; decodeMs: number; decodeTokens: number }
 
-function requests(batch: number, gen: number): GenerateRequest[] {
-  return Array.from({ length: batch }, (_, i) => ({ prompt: PROMPTS[i % PROMPTS.length]!, maxTokens: gen, ignoreEos: true, temperature: 0 }));
+function requests(batch: number, gen: number, sampling: SamplingParams | null, seed: number): GenerateRequest[] {
+  return Array.from({ length: batch }, (_, i) => ({
+    prompt: PROMPTS[i % PROMPTS.length]!, maxTokens: gen, ignoreEos: true, ...(sampling ? { ...sampling, seed: seed + i } : { temperature: 0 }),
+  }));
 }
 
 /** All requests at once; decode time runs from the last request's first token to the end. */
@@ -93,9 +100,15 @@ function checkLossless(on: RunOut, off: RunOut, what: string): void {
 
 export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, unknown>> {
   if (!(o.specTokens >= 1)) throw new DeltaserveError('bad_request', `--mode mtp needs --spec-tokens ≥ 1 (got ${o.specTokens})`);
-  const reqs = requests(o.batch, o.genTokens);
-  const warm = requests(Math.min(o.batch, 2), 4);
-  const base: EngineOptions = { ...o.engine, specAdaptive: false, prefixCache: false, maxRunning: Math.max(o.batch, o.engine.maxRunning ?? 1) };
+  const sampling = o.sampling ?? null;
+  if (sampling && o.engine.specSampling === 'rejection') {
+    throw new DeltaserveError('bad_request', 'bench --mode mtp --sample verifies by matching (outputs == MTP off); --spec-sampling rejection draws other tokens');
+  }
+  const reqs = requests(o.batch, o.genTokens, sampling, o.seed);
+  const warm = requests(Math.min(o.batch, 2), 4, sampling, o.seed);
+  const base: EngineOptions = {
+    ...o.engine, specAdaptive: false, prefixCache: false, maxRunning: Math.max(o.batch, o.engine.maxRunning ?? 1), ...(sampling ? { specSampling: 'match' } : {}),
+  };
   // MTP off: the reference outputs and speed
   const offEngine = await Engine.load({ ...base, specTokens: 0 });
   let off: Awaited<ReturnType<typeof measure>>;
@@ -141,6 +154,7 @@ export async function runMtpBench(o: MtpBenchOptions): Promise<Record<string, un
     }
     return {
       mode: 'mtp', kernels: onEngine.info.kernels.name, model: base.model ?? 'built-in', batch: o.batch, spec_tokens: o.specTokens,
+      sampling: sampling ? { ...sampling, verified_by: 'match' } : 'greedy',
       gen_tokens: o.genTokens, repeat: o.repeat, node: process.version, tok_s_off: off.tokS,
       ...(plain ? { tok_s_off_no_overlap: plain.tokS, overlap_speedup: off.tokS / plain.tokS } : {}), runs: results,
     };

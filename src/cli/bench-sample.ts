@@ -19,7 +19,8 @@ import { DeltaserveError } from '../util/errors.js';
 import { Rng } from '../util/rng.js';
 import { type ArgValues, int, num } from './args.js';
 
-export const SAMPLE_HELP = `  --sample                  decode mode: also decode with sampling and report its cost vs greedy
+export const SAMPLE_HELP = `  --sample                  decode mode: also decode with sampling and report its cost vs greedy;
+                            mtp mode: seeded sampled requests instead of greedy ones
   --temperature T --top-p P --top-k K --min-p P --presence-penalty P --frequency-penalty F
   --repetition-penalty R    sampling settings of --sample (default temperature 1)
   --logprobs N              with --sample: logprobs + N top_logprobs per token (0..${REQUEST_PARAMS.topLogprobs.max})`;

@@ -8,6 +8,7 @@ import type { AnyKernels, Weight } from '../kernels/types.js';
 import { type AnyModel, loadModel } from '../model/model.js';
 import { benchOnce, type Run } from './bench-run.js';
 import type { ModelWeights, MlpWeights } from '../model/weights.js';
+import type { SamplingParams } from '../engine/sampler.js';
 import { cpus } from 'node:os';
 import { DeltaserveError } from '../util/errors.js';
 import { hugePageStatus } from '../util/huge-pages.js';
@@ -27,8 +28,10 @@ export const BENCH_HELP = `deltaserve bench [options]        prints a table (tes
                             digits); --mode grammar, --sample and --profile always print JSON
   --model DIR               (default: built-in tiny-think)
   --mode decode|verify|prefill|grammar|mtp   (grammar: per-token structured-output mask cost;
-                            mtp: engine tokens/s with MTP on ÷ off, greedy, same prompts)
-  --accept-rate P[,P...]    mtp: drafts agree with the target's greedy token with probability P
+                            mtp: engine tokens/s with MTP on ÷ off, same prompts: greedy, or
+                            with --sample seeded sampling, verified by matching)
+  --accept-rate P[,P...]    mtp: drafts agree with the target's token (greedy, or MTP off's draw
+                            with --sample) with probability P
                             per position (simulated; the MTP head still runs); "real": the
                             model's own MTP head (default)
   --spec-tokens K           mtp: draft tokens per round (default 3)
@@ -204,6 +207,13 @@ export async function runBench(argv: string[]): Promise<void> {
   }
 }
 
+/** --sample's settings for --mode mtp (null: greedy); logprobs are not part of it. */
+function mtpSampling(values: ArgValues): SamplingParams | null {
+  const s = sampleSettings(values);
+  if (s && s.logprobs >= 0) throw new DeltaserveError('bad_request', '--logprobs is not measured by --mode mtp (drop it, or use --mode decode --sample)');
+  return s?.sampling ?? null;
+}
+
 /** `--mode mtp` (bench-mtp.ts): the engines end to end, then the round's parts timed on a
  * model loaded here; always one JSON object. */
 async function benchMtp(values: ArgValues): Promise<void> {
@@ -220,6 +230,7 @@ async function benchMtp(values: ArgValues): Promise<void> {
     specTokens: int(values, 'spec-tokens', 1) ?? 3, acceptRates: parseAcceptRates(str(values, 'accept-rate')),
     batch: int(values, 'batch', 1) ?? 1, genTokens: int(values, 'gen-tokens', 2) ?? 32, repeat: int(values, 'repeat', 1) ?? 3,
     seed: int(values, 'seed', 0) ?? 1, phasePrompt: int(values, 'prompt-tokens', 1) ?? 32,
+    sampling: mtpSampling(values),
   };
   const e2e = await runMtpBench(o);
   const kernels = await createKernels(kernelName as KernelsChoice, threads);
