@@ -82,6 +82,8 @@ interface Chain {
   readonly qs: Dist[] | null;
   /** The uniforms of its sampled drafts, one a draft in order (draftUniforms). */
   readonly rng: Rng;
+  /** Its sampled drafts' q's are kept: its verify is rejection sampling (matching reads none). */
+  readonly keepsQ: boolean;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -138,8 +140,9 @@ export class MtpDrafter {
     /** Sampled chains draft on the kernels (draft-device.ts): 'auto' where the kernels' tensors
      * are device memory (a read-back is a transfer), off on ref and wasm. */
     sampledChain: boolean | 'auto' = 'auto',
-    /** How the verify accepts sampled drafts (accept.ts), which decides their uniforms. */
-    private readonly uniforms: SpecSampling = 'auto',
+    /** How the verify accepts sampled drafts (accept.ts), which decides their uniforms and
+     * whether their q's are kept; `uniforms` (a test hook) takes the uniforms another way. */
+    private readonly sampling: { readonly verify: SpecSampling; readonly uniforms: SpecSampling } = { verify: 'auto', uniforms: 'auto' },
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -171,7 +174,8 @@ export class MtpDrafter {
     let offset = 0;
     for (const i of inputs) {
       if (i.drafts > 0) {
-        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [], rng: draftUniforms(i.req, this.uniforms) });
+        active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [],
+          rng: draftUniforms(i.req, this.sampling.uniforms), keepsQ: samplingOf(this.sampling.verify, i.req.seeded) === 'rejection' });
         rows.push(offset + i.n - 1);
       }
       offset += i.n;
@@ -360,11 +364,11 @@ export class MtpDrafter {
       else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
-        c.qs!.push(this.maskedDraft(req, c.qs!.length));
+        if (c.keepsQ) c.qs!.push(this.maskedDraft(req, c.qs!.length));
         c.proposed.push(0);
       } else {
         sampled.push({ c, job: {
-          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: c.rng, dist: true, logprobs: -1,
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: c.rng, dist: c.keepsQ, logprobs: -1,
         } });
       }
     });
@@ -372,7 +376,7 @@ export class MtpDrafter {
     sampled.forEach(({ c }, j) => {
       const o = out[j]!;
       c.proposed.push(o.token);
-      c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
+      if (c.keepsQ) c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
     });
   }
 
