@@ -18,9 +18,9 @@ const MODEL = 'tiny-think';
 const ASK = [{ role: 'user' as const, content: 'What is 12 + 30?' }];
 
 before(async () => {
-  // Fixed MTP k: with adaptive k the number of drafts per round depends on timing, and so
-  // does which sample a seed gives (seeded sampling is then not reproducible).
-  engine = await Engine.load({ model: TINY_THINK(), kernels: KERNELS, maxRunning: 8, specAdaptive: false });
+  // MTP on with the adaptive k (the defaults): a seeded request's drafts are verified by
+  // matching, so what it samples does not depend on the k chosen at run time
+  engine = await Engine.load({ model: TINY_THINK(), kernels: KERNELS, maxRunning: 8 });
   server = await startServer(engine, { port: 0 });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
@@ -124,6 +124,24 @@ test('n = 2 with a seed: two choices, reproducible, seeds differ per choice', as
   // choice 1 of seed 1 is choice 0 of seed 2
   const c = await client.chat.completions.create({ ...req, n: 1, seed: 2 });
   assert.equal(texts(c)[0], texts(a)[1]);
+});
+
+test('a seeded sampled chat over HTTP: the same answer from a server with MTP off (and its adaptive k on here)', async () => {
+  const req = {
+    model: MODEL, messages: [{ role: 'user' as const, content: 'Here are some values:' }], max_tokens: 32,
+    temperature: 0.9, top_k: 40, n: 3, seed: 9, ignore_eos: true,
+  } as OpenAI.ChatCompletionCreateParamsNonStreaming;
+  const on = await client.chat.completions.create(req);
+  const offEngine = await Engine.load({ model: TINY_THINK(), kernels: KERNELS, maxRunning: 8, specTokens: 0 });
+  const offServer = await startServer(offEngine, { port: 0 });
+  try {
+    const off = await new OpenAI({ baseURL: `${offServer.url}/v1`, apiKey: 'unused', maxRetries: 0 }).chat.completions.create(req);
+    assert.deepEqual(on.choices.map((c) => c.message), off.choices.map((c) => c.message));
+  } finally {
+    await offServer.close();
+    await offEngine.close();
+  }
+  assert.ok(engine.stats().spec.rounds > 0, 'MTP ran on this server');
 });
 
 test('chat logprobs: greedy token is the top alternative; streaming logprobs match', async () => {
