@@ -73,7 +73,7 @@ import { MAX_DRAW_CANDIDATES } from '../../kernels/candidate-draws.js';
 import { adjusted, allowed, maskReplayed, maskedPickExact, maskedRuns, unmaskedPickExact } from './draft-rules.js';
 import type { RequestView } from '../request.js';
 import type { Rng } from '../../util/rng.js';
-import { isGreedy } from '../sampler.js';
+import { isGreedy, type SamplingParams } from '../sampler.js';
 import { candidateCount, candidateDrawOf, certifiedDist, certify, draftCandidateCount, type CertifiedRow, type TouchedLogits } from '../sampled-candidates.js';
 import { finishesOnHost, idsOf } from '../device-picks.js';
 import { greedyAdjust, penaltyRow, replayPick, replayTouched } from '../device-finish.js';
@@ -176,6 +176,20 @@ export class DeviceDrafts {
     /** Replay sampled rows from their candidates (else from their logits rows). */
     private readonly fromCandidates: boolean) {
     this.mem = draftPassMemory(k, v);
+  }
+
+  /** Record the draws of a draft step's sampled rows into ids[offset + j] (rows[j] non-null;
+   * the others keep what is there): the top candidates of logits rows [rows.length, v] of `x`,
+   * then Kernels.candidateDraws. Nothing is read back or replayed: a deferred round of chains
+   * verified by matching (pending-drafts.ts) takes the f32 proposals as its drafts. `cuts`: the
+   * sampled rows' settings, which size the candidates as a pass's. */
+  recordDraws(ids: Tensor, offset: number, x: Tensor, rows: readonly (CandidateDraw | null)[], cuts: readonly SamplingParams[]): void {
+    const m = rows.length;
+    const c = Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...cuts.map((p) => candidateCount(p, this.v) || MAX_DRAW_CANDIDATES)));
+    const cIds = this.mem.candIds.atLeast(m * c);
+    const cVals = this.mem.candVals.atLeast(m * c);
+    this.k.topCandidates(cIds, cVals, 0, x, m, this.v, this.v, c);
+    this.k.candidateDraws(ids, offset, cIds, cVals, 0, c, rows);
   }
 
   /** Every draft of `chains` (longest first; hidden rows [0, n) of `first` predict d_1). */

@@ -42,10 +42,11 @@ import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
 import { samplingOf, type SpecSampling } from './accept.js';
+import { candidateDrawOf } from '../sampled-candidates.js';
 import type { Rng } from '../../util/rng.js';
 import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
 import type { DraftRound } from './draft-round.js';
-import { defersDrafts, type RoundMembers } from './pending-drafts.js';
+import { defersDrafts, defersSampledDrafts, type RoundMembers } from './pending-drafts.js';
 import { type DeviceChains, deviceRound } from './draft-rules.js';
 
 export interface ExtendInput {
@@ -82,8 +83,9 @@ interface Chain {
   readonly qs: Dist[] | null;
   /** The uniforms of its sampled drafts, one a draft in order (draftUniforms). */
   readonly rng: Rng;
-  /** Its sampled drafts' q's are kept: its verify is rejection sampling (matching reads none). */
-  readonly keepsQ: boolean;
+  /** A sampled request verified by matching (accept.ts): any proposal serves, and its q's are
+   * not kept (rejection sampling alone reads them). */
+  readonly matched: boolean;
 }
 
 /** Draft step `step` (1-based) of the `active` chains, fed their MTP hidden rows. */
@@ -175,7 +177,7 @@ export class MtpDrafter {
     for (const i of inputs) {
       if (i.drafts > 0) {
         active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [],
-          rng: draftUniforms(i.req, this.sampling.uniforms), keepsQ: samplingOf(this.sampling.verify, i.req.seeded) === 'rejection' });
+          rng: draftUniforms(i.req, this.sampling.uniforms), matched: matchedDrafts(i.req, this.sampling.verify) });
         rows.push(offset + i.n - 1);
       }
       offset += i.n;
@@ -186,7 +188,7 @@ export class MtpDrafter {
     const chains = order.map((i) => active[i]!);
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
-    if (!host && defer && chains.every((c) => defersDrafts(c.req))) {
+    if (!host && defer && chains.every((c) => defersDrafts(c.req) || (c.matched && this.device !== null && defersSampledDrafts(c.req)))) {
       return { round: this.recordOnKernels(chains, first), members: chains.map((c) => ({ req: c.req, count: c.drafts })) };
     }
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
@@ -256,18 +258,26 @@ export class MtpDrafter {
 
   /** Record draftOnKernels' chain: the round's ids [steps, chains] stay on the kernels. Entries
    * of chains shorter than the longest keep the ids an earlier round left, or zeros (the tensor
-   * is zeroed when allocated): valid ids, as a pending round's verify embeds them all. */
+   * is zeroed when allocated): valid ids, as a pending round's verify embeds them all. A
+   * matched sampled chain (a deferred round only) draws its drafts on the kernels from their top
+   * candidates with its uniforms (draftUniforms: one a step): f32 proposals, which serve as
+   * they are, since matching accepts any draft equal to the target's exact draw. */
   private recordOnKernels(chains: readonly Chain[], first: Tensor): DraftRound {
     const n = chains.length;
     const steps = chains[0]!.drafts;
     const rec = this.idsFor(n * steps);
     const bias = this.bias.rowsFor(chains.map((c) => c.req));
+    const draws = chains.some((c) => c.matched) ? chains.map((c) => (c.matched ? c.req.sampling : null)) : null;
     let hidden = first;
     for (let s = 1; s <= steps; s++) {
       const live = drafting(chains, s);
       const t = lmHeadInto(this.model, this.ws, hidden, chains.slice(0, live).map((_, j) => j), this.ws.draftLogits.rows(live), this.head);
       if (bias) this.model.kernels.add(t, t, bias, live * this.v);
       this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
+      if (draws) {
+        this.device!.recordDraws(rec, (s - 1) * n, t, chains.slice(0, live).map((c, j) => (draws[j] ? candidateDrawOf(draws[j], c.rng.next(), this.v) : null)),
+          draws.filter((p) => p !== null));
+      }
       const next = drafting(chains, s + 1);
       if (next > 0) hidden = this.draftForward(chains.slice(0, next), hidden, s + 1, () => DEVICE_TOKEN, { ids: rec, offset: (s - 1) * n });
     }
@@ -364,11 +374,11 @@ export class MtpDrafter {
       else if (req.adjust?.constraint && allMasked(l)) {
         // the constraint allows no id of the draft head: a sure-to-be-rejected draft keeps
         // the chain shape (rejection then samples from the target's p, still lossless)
-        if (c.keepsQ) c.qs!.push(this.maskedDraft(req, c.qs!.length));
+        if (!c.matched) c.qs!.push(this.maskedDraft(req, c.qs!.length));
         c.proposed.push(0);
       } else {
         sampled.push({ c, job: {
-          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: c.rng, dist: c.keepsQ, logprobs: -1,
+          logits: l, vocab: this.v, sampling: req.sampling, history: req.history, extra: c.proposed, rng: c.rng, dist: !c.matched, logprobs: -1,
         } });
       }
     });
@@ -376,7 +386,7 @@ export class MtpDrafter {
     sampled.forEach(({ c }, j) => {
       const o = out[j]!;
       c.proposed.push(o.token);
-      if (c.keepsQ) c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
+      if (!c.matched) c.qs!.push(toProbs(o.weights!, o.mass, this.v, this.qBuffer(c.req, c.qs!.length)));
     });
   }
 
@@ -416,4 +426,9 @@ function allMasked(l: Float32Array): boolean {
  * is). By rejection: the request's draft rng, which moves by the uniforms used. */
 export function draftUniforms(req: RequestView, mode: SpecSampling): Rng {
   return samplingOf(mode, req.seeded) === 'match' ? req.rng.fork() : req.draftRng;
+}
+
+/** Is `req` a sampled request whose drafts are verified by matching under `mode`. */
+function matchedDrafts(req: RequestView, mode: SpecSampling): boolean {
+  return !isGreedy(req.sampling) && samplingOf(mode, req.seeded) === 'match';
 }

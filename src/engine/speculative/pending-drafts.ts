@@ -9,12 +9,17 @@
 // runs on host ids exactly as before. Without this the round waits on the GPU twice: once for
 // the drafts, once for the verify.
 //
+// A sampled request verified by matching (accept.ts, a seeded one by default) defers too: its
+// drafts are drawn on the kernels from their top candidates with the uniforms its verify
+// positions will draw with (draft.ts recordOnKernels), and since matching accepts whatever
+// equals the target's exact draw, those f32 proposals serve as they are (no replay).
+//
 // Invariants (why the outputs are the 2-read-back round's, bit for bit):
 // - A pending request's drafts are placeholders (PENDING_DRAFT, of the right count; a draft the
 //   draftOverride hook set is a host id, embedded from the host) that nothing reads: its verify
-//   row embeds them from the kernels, its picks are the plain argmax (deferrable: no mask,
-//   penalty, bias, logprobs or capture reads a draft), and the update resolves them before
-//   acceptance. The ids the kernels embed are the ids read back.
+//   row embeds them from the kernels, its picks are the plain argmax or its positions'
+//   candidates / rows (deferrable: no mask, penalty, bias, logprobs or capture reads a draft),
+//   and the update resolves them before acceptance. The ids the kernels embed are the ids read back.
 // - Every step that runs a batch reads back the pending round (if any) and resolves it before
 //   the next round is drafted, so a round's ids tensor is never overwritten while pending.
 //   A request preempted since drafting has dropped its claim (preempt sets pendingDrafts to
@@ -23,7 +28,8 @@
 //   embeds its whole span, and a shorter chain's unused entries are embedded for nothing.
 import type { DeviceRows } from '../../model/forward.js';
 import type { BatchRow } from '../batch.js';
-import { draftsOnKernels, finishesOnHost, picksOnKernels } from '../device-picks.js';
+import { draftsOnKernels, finishesOnHost, penalised, picksOnKernels } from '../device-picks.js';
+import { isGreedy } from '../sampler.js';
 import type { RequestView } from '../request.js';
 import type { DraftOutcome } from '../step-output.js';
 import type { DraftRound } from './draft-round.js';
@@ -41,6 +47,17 @@ export const PENDING_DRAFT = -1;
  * draft on the host (plain argmax: no constraint, penalty, logprobs or capture) and no image. */
 export function defersDrafts(req: RequestView): boolean {
   return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !req.adjust?.constraint && req.vision === null;
+}
+
+/** May a sampled request verified by matching (accept.ts) leave its drafts on the kernels: its
+ * drafts are the kernels' draws from their top candidates (any proposal serves), and its verify
+ * reads what a plain sampled step reads (candidates, or whole rows) with nothing that reads a
+ * draft before the update resolves them: no penalty or bias (the drafts count as outputs), no
+ * constraint, logprobs, capture or image. The caller knows it is matched. */
+export function defersSampledDrafts(req: RequestView): boolean {
+  const p = req.sampling;
+  return !isGreedy(p) && !penalised(p) && !(req.adjust?.bias && req.adjust.bias.size > 0) && !req.adjust?.constraint
+    && req.onLogprob === null && req.captureLogits === null && req.vision === null;
 }
 
 /** The members' drafts as placeholders, each with its claim on `round` (the update records
