@@ -1,10 +1,11 @@
 // Sampled MTP verified by matching (speculative/accept.ts; 'auto' for seeded requests) on
 // lavapipe: drafts drawn on the device with the target's uniforms (draft-device.ts), verify
 // positions drawn from their certified candidates (Speculator.acceptCandidates): seeded sampled
-// streams batched with a greedy one give the ids of MTP off on webgpu, at k = 3, and with
-// the policy switching k every round. With the round deferred (pending-drafts.ts: drafts drawn
-// on the device, taken as they are, read back with the verify) the ids are the same and a step
-// reads back once. Short prompts, few tokens: lavapipe costs ~0.25 CPU-s a step.
+// streams batched with a greedy one give the ids of MTP off on webgpu at k = 3. With the round
+// deferred (pending-drafts.ts: drafts drawn on the device, taken as they are, read back with
+// the verify) the ids are the same, as many drafts are accepted (the device draws with the
+// same uniforms), and a step reads back once. Short prompts, few tokens: lavapipe costs
+// ~0.25 CPU-s a step.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
@@ -17,7 +18,8 @@ before(webgpuEngineKernels);
 
 const base = { kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const brief = (reqs: GenerateRequest[]): GenerateRequest[] => reqs.map((r) => ({ ...r, promptIds: r.promptIds!.slice(3, 11) }));
-const reqs = brief([...drawRequests(DRAW_CASES.qwen, 10, 2), ...drawRequests(DRAW_CASES.hot, 10, 1), ...drawRequests(DRAW_CASES.minP, 10, 1, true)]);
+// a hot cut (T 2, top-k 20: a draw's uniform decides it), the qwen cut, and a greedy stream
+const reqs = brief([...drawRequests(DRAW_CASES.hot, 18, 4), ...drawRequests(DRAW_CASES.qwen, 18, 2, true)]);
 
 interface Outcome { ids: number[][]; accepted: number; rounds: number; deferred: number; steps: number; readBacks: number }
 
@@ -35,22 +37,16 @@ let readRun: Promise<Outcome> | null = null;
 const off = (): Promise<Outcome> => (offRun ??= ids({ specTokens: 0 }));
 const twoReads = (): Promise<Outcome> => (readRun ??= ids({ specTokens: 3, deferredDrafts: false }));
 
-test('webgpu, match: seeded sampled ids == MTP off at k = 3, and with k switching every round', async () => {
-  const want = (await off()).ids;
+test('webgpu, match: seeded sampled ids == MTP off at k = 3 (k switching between rounds: spec-match on wasm)', async () => {
   const on = await twoReads();
-  assert.deepEqual(on.ids, want, 'k = 3');
+  assert.deepEqual(on.ids, (await off()).ids, 'k = 3');
   assert.ok(on.accepted > 0 && on.rounds > 0, `${on.accepted} drafts accepted in ${on.rounds} rounds`);
-  let round = 0;
-  const switching = await ids({ specTokens: 3, specAdaptive: true, specK: () => [2, 0, 3, 1][round++ % 4]! });
-  assert.deepEqual(switching.ids, want, 'k switching');
 });
 
 test('webgpu, match, deferred rounds: sampled drafts drawn on the device stay there until the verify; ids == MTP off, a read-back a step', async () => {
-  // a hot cut (T 2, top-k 20), where a draw's uniform decides it, and a greedy stream
-  const hot = brief(drawRequests(DRAW_CASES.hot, 20, 6, true));
-  const [off, two, one] = [await ids({ specTokens: 0 }, hot), await ids({ specTokens: 3, deferredDrafts: false }, hot), await ids({ specTokens: 3, deferredDrafts: true }, hot)];
-  assert.deepEqual(one.ids, off.ids, 'deferred');
-  assert.deepEqual(two.ids, off.ids, 'drafts read back');
+  const two = await twoReads();
+  const one = await ids({ specTokens: 3, deferredDrafts: true });
+  assert.deepEqual(one.ids, (await off()).ids, 'deferred');
   assert.equal(two.deferred, 0);
   assert.ok(one.deferred > 0, `${one.deferred} rounds deferred`);
   // the device's f32 draws with the chains' uniforms are the host's exact draws but at a boundary
@@ -58,5 +54,5 @@ test('webgpu, match, deferred rounds: sampled drafts drawn on the device stay th
   assert.ok(two.readBacks > two.steps, `drafts read back: ${two.readBacks} read-backs in ${two.steps} steps`);
   // a verify position whose candidates the certificate refuses is read whole (one more read-back)
   assert.ok(one.readBacks <= one.steps + 2, `deferred: ${one.readBacks} read-backs in ${one.steps} steps`);
-  console.log(JSON.stringify({ accepted: [two.accepted, one.accepted], drafted: two.rounds, steps: [two.steps, one.steps], readBacks: [two.readBacks, one.readBacks] }));
+  console.log(JSON.stringify({ accepted: [two.accepted, one.accepted], steps: [two.steps, one.steps], readBacks: [two.readBacks, one.readBacks] }));
 });
