@@ -72,8 +72,9 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
                             names its seed, rejection for one that does not
   --overlap on|off          GPU: record each decode step while the one before it runs (its
                             greedy picks and top-k draws stay on the device), and read
-                            a greedy MTP round's drafts back with its verify (the same
-                            outputs; default on, off on a CPU-emulated adapter)
+                            a greedy or seeded sampled MTP round's drafts back with its
+                            verify (the same outputs; default on, off on a CPU-emulated
+                            adapter)
   --draft-vocab N           MTP drafts among token ids < N only: a cheaper draft lm_head,
                             lossless for any N (default 32768)
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)

@@ -58,7 +58,7 @@ export interface EngineOptions {
   readonly prefixCacheGenerationSnapshots?: boolean;
   /** Overlapped decode (engine/overlap.ts; default true): on a GPU backend, greedy and sampled
    * (top-k) decode steps are recorded and submitted while the step before them runs,
-   * its picks and draws feeding their embedding on the device. With it, a greedy MTP round's drafts stay on the device
+   * its picks and draws feeding their embedding on the device. With it, a greedy or matched sampled MTP round's drafts stay on the device
    * until the verify that reads them back with its picks: one read-back a round
    * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap,
    * CPU-emulated adapters (lavapipe) only when this is true (overlapsSteps). */
