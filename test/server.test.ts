@@ -109,11 +109,13 @@ test('chat stop strings cut the reasoning; finish_reason stop', async () => {
   assert.equal(msg.content, '');
 });
 
+/** A sampled chat request (one user turn, past EOS) with these settings. */
+function sampledChat(o: { max_tokens: number; temperature: number; n: number; seed: number; top_p?: number; top_k?: number }): OpenAI.ChatCompletionCreateParamsNonStreaming {
+  return { model: MODEL, messages: [{ role: 'user', content: 'Here are some values:' }], ignore_eos: true, ...o } as OpenAI.ChatCompletionCreateParamsNonStreaming;
+}
+
 test('n = 2 with a seed: two choices, reproducible, seeds differ per choice', async () => {
-  const req = {
-    model: MODEL, messages: [{ role: 'user' as const, content: 'Here are some values:' }], max_tokens: 24,
-    temperature: 1.2, top_p: 0.95, n: 2, seed: 1, ignore_eos: true,
-  } as OpenAI.ChatCompletionCreateParamsNonStreaming;
+  const req = sampledChat({ max_tokens: 24, temperature: 1.2, top_p: 0.95, n: 2, seed: 1 });
   const a = await client.chat.completions.create(req);
   const b = await client.chat.completions.create(req);
   assert.deepEqual(a.choices.map((c) => c.index), [0, 1]);
@@ -127,10 +129,7 @@ test('n = 2 with a seed: two choices, reproducible, seeds differ per choice', as
 });
 
 test('a seeded sampled chat over HTTP: the same answer from a server with MTP off (and its adaptive k on here)', async () => {
-  const req = {
-    model: MODEL, messages: [{ role: 'user' as const, content: 'Here are some values:' }], max_tokens: 32,
-    temperature: 0.9, top_k: 40, n: 3, seed: 9, ignore_eos: true,
-  } as OpenAI.ChatCompletionCreateParamsNonStreaming;
+  const req = sampledChat({ max_tokens: 32, temperature: 0.9, top_k: 40, n: 3, seed: 9 });
   const on = await client.chat.completions.create(req);
   const offEngine = await Engine.load({ model: TINY_THINK(), kernels: KERNELS, maxRunning: 8, specTokens: 0 });
   const offServer = await startServer(offEngine, { port: 0 });
