@@ -3,7 +3,8 @@
 // reads them back with its picks. The outputs must be those of the 2-read-back round (--overlap
 // off) and of MTP off, and every step must read back once: no read-back of drafts between steps.
 // And with MTP on, decode steps the adaptive policy leaves without drafts (k = 0) overlap
-// (engine/overlap.ts), switching back to rounds when k rises again.
+// (engine/overlap.ts), switching back to rounds when k rises again; a seeded sampled request
+// among them follows the policy (only a seeded one verified by rejection keeps its k).
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine } from '../src/engine/engine.js';
@@ -53,13 +54,15 @@ test('webgpu MTP k = 3: drafts read back with their verify == the 2-read-back ro
   assert.equal(oneRead.readBacks, oneRead.steps, `${oneRead.readBacks} read-backs in ${oneRead.steps} steps`);
 });
 
-test('webgpu MTP on, the policy at k = 0 for a stretch: those decode steps overlap, rounds resume after; outputs == MTP off', async () => {
+test('webgpu MTP on, the policy at k = 0 for a stretch: those decode steps overlap (a seeded sampled request among them), rounds resume after; outputs == MTP off', async () => {
   let calls = 0;
   // k = 0 from the 4th choice to the 21st, k = 3 around it (one choice a step: a policy asked twice
   // for a chained step would chain at the 21st and draft at the 22nd)
   const specK = (): number => (++calls >= 4 && calls <= 21 ? 0 : 3);
-  const mixed = await generate(3, true, REQUESTS, specK);
-  assertSameRuns(mixed.runs, off.runs, 'k switched off and on');
+  // a seeded sampled request follows the policy too (verified by matching: accept.ts)
+  const reqs = [...REQUESTS, { prompt: 'Counting from one: one, two,', maxTokens: 24, ignoreEos: true, temperature: 0.7, topK: 20, seed: 3 }];
+  const mixed = await generate(3, true, reqs, specK);
+  assertSameRuns(mixed.runs, (await generate(0, true, reqs)).runs, 'k switched off and on');
   assert.ok(mixed.overlapped > 0, 'decode steps at k = 0 were chained');
   assert.ok(mixed.rounds > 0 && mixed.deferred > 0, 'MTP rounds ran before and after');
 });

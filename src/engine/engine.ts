@@ -374,11 +374,11 @@ export class Engine {
   /** What decides whether the step after a batch may be recorded before its read-back. */
   private chainFacts(): ChainFacts {
     const prefix = this.prefix;
-    const sampled = (batch: Batch): boolean => batch.rows.slice(0, batch.nReal).some((r) => !isGreedy(r.req!.sampling));
+    const fixedK = (batch: Batch): boolean => batch.rows.slice(0, batch.nReal).some((r) => this.speculative.fixedK(r.req!));
     return {
       enabled: this.overlap && !this.closed && this.hooks.preemptIf === undefined && !this.hooks.poisonPadding,
-      // a sampled request drafts every round; greedy ones draft iff the round's k is not 0
-      draftsAfter: (batch) => this.speculative.kMax > 0 && (sampled(batch) || this.speculative.chooseNextK(batch.nReal) > 0),
+      // a request at a fixed k drafts every round; the others draft iff the round's k is not 0
+      draftsAfter: (batch) => this.speculative.kMax > 0 && (fixedK(batch) || this.speculative.chooseNextK(batch.nReal) > 0),
       admitting: this.scheduler.admits,
       maySnapshot: (row) => prefix !== null && rowMaySnapshot(prefix, row),
       sampleVocab: this.sampleVocab,

@@ -211,7 +211,7 @@ export class Speculator {
     // depend on k, so a seeded request verified that way drafts the configured k, never the
     // adaptive one (matching draws MTP off's tokens at any k; an unseeded request has nothing to
     // reproduce).
-    const kFor = (r: RequestView): number => (isGreedy(r.sampling) || this.matches(r) || !r.seeded ? k : this.policy.kMax);
+    const kFor = (r: RequestView): number => (this.fixedK(r) ? this.policy.kMax : k);
     // When the policy has turned speculation off and no request needs drafts, the MTP
     // head is skipped entirely: its KV for these positions goes stale, which can only
     // lower the acceptance of later drafts (outputs are lossless either way).
@@ -229,6 +229,12 @@ export class Speculator {
       kind: 'drafts',
       proposals: o ? proposals.map((p) => ({ ...p, tokens: o(p.req, [...p.tokens]).slice(0, p.tokens.length) })) : proposals,
     };
+  }
+
+  /** A request that drafts the configured k whatever the policy chooses: a seeded sampled one
+   * verified by rejection sampling (its draws, so its tokens, depend on k). */
+  fixedK(req: RequestView): boolean {
+    return !isGreedy(req.sampling) && req.seeded && !this.matches(req);
   }
 
   /** A sampled request whose verify emits the plain loop's draws (accept.ts 'match'). */
