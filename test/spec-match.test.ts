@@ -5,7 +5,8 @@
 // The drafts take the target's uniforms (draft.ts draftUniforms): with the draft rng instead,
 // the first draft's acceptance drops on a hot cut (the test measures both on the same requests).
 // Under 'auto' (the default) a seeded request is matched; rejection sampling keeps a seeded
-// request's k fixed, and only its.
+// request's k fixed, and only its. A matched chain drafting on the kernels takes the device's
+// draws as they are (draft-device.ts: no replay).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine, EngineOptions } from '../src/engine/engine.js';
@@ -13,7 +14,7 @@ import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { EngineTestHooks } from '../src/engine/test-hooks.js';
 import { withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
-import { DRAW_CASES, drawRequests } from './sampled-draw-cases.js';
+import { corruptDraws, DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
 
 const opts = { kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, prefixCache: false, maxRunning: 8 };
 const N = 24;
@@ -51,6 +52,20 @@ test('match: seeded sampled ids == MTP off at k = 1..4, host drafts and drafts o
       assert.ok(on.accepted > on.rounds / 2, `k = ${k}: drafts accepted (${on.accepted} in ${on.rounds} rounds)`);
     }
   }
+});
+
+test('match, drafts on the kernels: the device\'s draws are the drafts as they are (no replay): a corrupted draw is proposed, ids == MTP off', async () => {
+  const reqs = drawRequests(DRAW_CASES.hot, N, 4, true);
+  const base = { ...opts, model: TINY_THINK(), specTokens: 3, sampledChain: true, sampledCandidates: true };
+  const off = await withEngine({ ...base, specTokens: 0 }, (e) => runDraws(e, reqs));
+  const got = await withEngine(base, async (e) => {
+    const restore = corruptDraws(e);
+    try { return await runDraws(e, reqs); } finally { restore(); }
+  });
+  assert.deepEqual(got.ids, off.ids);
+  assert.ok(got.sampled.rounds > 0, 'rounds drafted on the kernels');
+  assert.equal(got.sampled.disagreements, 0, 'nothing replayed');
+  assert.equal(got.sampled.passes, got.sampled.rounds, 'one pass a round');
 });
 
 test('match: the adaptive policy switching k every round (0..4) keeps the ids of MTP off', async () => {

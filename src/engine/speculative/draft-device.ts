@@ -54,6 +54,12 @@
 // drafts and q's are the host path's, and a round costs 2 read-backs (drafts + verify) plus one
 // per redraft pass and one per pass with refused rows.
 //
+// A sampled chain verified by matching (accept.ts; draft.ts Chain.matched) and not constrained
+// is TAKEN: matching accepts any draft, so its device draws are its drafts as they are. Nothing
+// of its rows is read back (no candidates, no rows) and the replay confirms nothing: one pass a
+// round. (A constrained one is replayed as above: its later steps' draws are unmasked, and a
+// refused draw would waste the rest of its chain.)
+//
 // A biased chain that is not penalised has a table of its bias ids only (its drafts change
 // nothing); its f32 sum is adjustInPlace's when the values are f32s (draft-bias.ts), and the
 // replay checks it either way. A sampled chain with penalties or a bias has a table too, and a
@@ -90,6 +96,8 @@ export interface SampledChain {
   readonly qs: Dist[] | null;
   /** Its sampled drafts' uniforms, one a draft in order (draft.ts draftUniforms). */
   readonly rng: Rng;
+  /** Verified by matching (accept.ts): any proposal serves, no q is read (draft.ts). */
+  readonly matched?: boolean;
 }
 
 /** The drafter's MTP steps, over the first rows of a hidden tensor. */
@@ -137,6 +145,9 @@ interface Round<C extends SampledChain> {
   readonly drew: boolean[][];
   /** Per chain: candidates read back (its candidateCount), or 0 (its logits rows). */
   readonly want: readonly number[];
+  /** Per chain: its device proposals are its drafts as they are (a matched sampled chain without
+   * a constraint: matching accepts any draft, so nothing is read back for it or replayed). */
+  readonly taken: readonly boolean[];
   /** Candidates per row of the round's topCandidates calls (0: no sampled chain, none run). */
   readonly c: number;
   /** exact[j] / exactQ[j]: chain j's drafts (and q's) the replay confirmed or replaced so far. */
@@ -201,7 +212,8 @@ export class DeviceDrafts {
     const stats = anySampled ? this.stats.sampled : this.stats.penalised;
     stats.rounds++;
     if (anySampled) this.stats.sampled.steps += k;
-    const want = chains.map((c, j) => (sampled[j] && this.fromCandidates ? draftCandidateCount(c.req.sampling, this.v) : 0));
+    const taken = chains.map((ch, j) => sampled[j]! && ch.matched === true && !ch.req.adjust?.constraint);
+    const want = chains.map((ch, j) => (sampled[j] && !taken[j] && this.fromCandidates ? draftCandidateCount(ch.req.sampling, this.v) : 0));
     const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
     this.reserve(n, k, c);
     const us = chains.map((ch, j) => {
@@ -209,7 +221,7 @@ export class DeviceDrafts {
       return sampled[j] ? Array.from({ length: ch.drafts }, () => rng.next()) : [];
     });
     const round: Round<C> = {
-      chains, steps, stats, us, want, c, exact: chains.map(() => []), exactQ: chains.map(() => []), drew: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0,
+      chains, steps, stats, us, want, taken, c, exact: chains.map(() => []), exactQ: chains.map(() => []), drew: chains.map(() => []), savedAt: chains.map(() => []), savedRows: 0,
     };
     let group = chains.map((_, j) => j);
     let start = 1;
@@ -242,7 +254,7 @@ export class DeviceDrafts {
    * chain's exact drafts; returns, per chain whose device pick differed before its last draft,
    * the step to redraft from. */
   private async pass<C extends SampledChain>(round: Round<C>, group: readonly number[], start: number, first: Tensor): Promise<Map<number, number>> {
-    const { chains, steps, us, want, c, savedAt } = round;
+    const { chains, steps, us, want, taken, c, savedAt } = round;
     const g = group.length;
     const members = group.map((j) => chains[j]!);
     const k = members[0]!.drafts;
@@ -283,7 +295,7 @@ export class DeviceDrafts {
         this.k.candidateDraws(ids, t * g, cIds!, cVals!, t * g * c, c, rows);
       }
       for (let i = 0; i < live; i++) {
-        if (rows[i] && want[group[i]!] === 0) whole.set(t * g + i, this.k.stage([{ t: x, offset: i * this.v, length: this.v }]));
+        if (rows[i] && want[group[i]!] === 0 && !taken[group[i]!]) whole.set(t * g + i, this.k.stage([{ t: x, offset: i * this.v, length: this.v }]));
       }
       const next = drafting(members, s + 1);
       if (next > 0) hidden = steps.forward(members.slice(0, next), hidden, s + 1, null, { ids, offset: t * g });
@@ -295,7 +307,7 @@ export class DeviceDrafts {
     lives.forEach((live, t) => {
       for (let i = 0; i < live; i++) {
         const j = group[i]!;
-        if (isGreedy(chains[j]!.req.sampling)) continue;
+        if (isGreedy(chains[j]!.req.sampling) || taken[j]) continue;
         const o = (t * g + i) * c;
         if (want[j]! > 0) ranges.push({ t: cIds!, offset: o, length: c }, { t: cVals!, offset: o, length: c });
         at.push({ t, i, cands: want[j]! > 0 });
@@ -311,7 +323,7 @@ export class DeviceDrafts {
     const got = new Map<number, StepRead>();
     group.forEach((j, i) => {
       const req = chains[j]!.req;
-      if (isGreedy(req.sampling)) return;
+      if (isGreedy(req.sampling) || round.taken[j]) return;
       for (let t = 0; t < lives.length && i < lives[t]!; t++) {
         // the row's adjustment as it stands if the replay reaches it (the pass's picks before it
         // then are the chain's exact drafts)
@@ -413,6 +425,8 @@ export class DeviceDrafts {
           round.stats.disagreements++;
           restart.set(j, s);
           break;
+        } else if (round.taken[j]) {
+          drew = true; // the device's draw, with this step's uniform, is the draft
         } else if (!isGreedy(ch.req.sampling)) {
           const rd = got.get(t * g + i);
           if (!rd) throw new Error(`internal error: draft step ${s} reached by the replay was not read`);
