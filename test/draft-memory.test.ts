@@ -136,9 +136,11 @@ test('a buffer grown past its reservation hands the old one to Kernels.free; a r
   }
 });
 
+// Sampled chains verified by rejection sampling (seeded requests are matched under 'auto', and a
+// matched chain's rows are neither read back nor replayed): the replay's buffers are what is tested.
 test('wasm, sampled and penalised MTP chains forced on: every draft-pass byte allocated at start, within the plan; a long run allocates none', async () => {
   const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, prefixCache: false,
-    maxRunning: 8, specTokens: 4, sampledCandidates: true, sampledChain: true, penaltyChain: true };
+    maxRunning: 8, specTokens: 4, sampledCandidates: true, sampledChain: true, penaltyChain: true, specSampling: 'rejection' as const };
   await withEngine(opts, async (e) => {
     const plan = e.memoryPlan!;
     const v = Math.min(32768, e.info.sampleVocab);
@@ -193,7 +195,7 @@ for (const [name, make] of [['ref', async () => createRefKernels()], ['wasm', ()
 
 test('wasm MTP k = 4, 8 chains: every row refused (up to 4 × 8, the one logits buffer holds 8) or top-p alone (staged): ids and read-backs == host path\'s', async () => {
   const opts = { model: TINY_THINK(), kernels: 'wasm' as const, specAdaptive: false, kvCacheTokens: 4096, maxContext: 1024, prefixCache: false,
-    maxRunning: 8, specTokens: 4, sampledCandidates: true };
+    maxRunning: 8, specTokens: 4, sampledCandidates: true, specSampling: 'rejection' as const };
   for (const sampling of [{ temperature: 2, minP: 1e-6 }, DRAW_CASES.topP]) {
     const reqs = drawRequests(sampling, 10, 8);
     const want = await withEngine({ ...opts, sampledChain: false }, (e) => runDraws(e, reqs));
@@ -215,7 +217,7 @@ test('wasm MTP k = 4, 8 chains: every row refused (up to 4 × 8, the one logits 
 });
 
 test('wasm: biased chains whose tables pass the reserved bound (600 bias ids, context 128) grow the penalty values (doubling, each old buffer freed); ids == host path', async () => {
-  const opts = { ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'wasm' as const, sampledCandidates: true };
+  const opts = { ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'wasm' as const, sampledCandidates: true, specSampling: 'rejection' as const };
   const reqs = growthRequests();
   const want = await withEngine({ ...opts, sampledChain: false, penaltyChain: false }, (e) => runDraws(e, reqs));
   await withEngine({ ...opts, sampledChain: true, penaltyChain: true }, async (e) => {

@@ -20,7 +20,9 @@ import { DRAW_CASES, drawRequests, runDraws } from './sampled-draw-cases.js';
 
 before(webgpuEngineKernels);
 
-const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8 };
+// rejection sampling: a seeded request's chain is matched under 'auto', and a matched chain's rows are
+// neither read back nor replayed (the refused rows recomputed here are the replay's)
+const base = { kernels: 'webgpu' as const, specTokens: 3, specAdaptive: false, kvCacheTokens: 2048, maxContext: 1024, prefixCache: false, maxRunning: 8, specSampling: 'rejection' as const };
 
 // a min-p the candidates cannot hold: its rows refused, recomputed from kept hidden rows into the one logits buffer
 const reqs = [...drawRequests(DRAW_CASES.qwen, 8, 2), { ...drawRequests(DRAW_CASES.hot, 8, 1)[0]!, temperature: 0, repetitionPenalty: 1.3 },

@@ -134,9 +134,9 @@ test('webgpu: penalised drafts chained on the device == host drafts, MTP on == o
 
 test('webgpu: chains whose penalty tables pass the reserved bound (600 bias ids, context 128) grow the penalty values, ids == the wasm host path', async () => {
   const reqs = growthRequests(6); // the first pass grows: few tokens on lavapipe
-  const want = await withEngine({ ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'wasm', sampledCandidates: true, sampledChain: false, penaltyChain: false },
+  const want = await withEngine({ ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'wasm', sampledCandidates: true, sampledChain: false, penaltyChain: false, specSampling: 'rejection' as const },
     (e) => runDraws(e, reqs));
-  await withEngine({ ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'webgpu' }, async (e) => {
+  await withEngine({ ...GROWTH_ENGINE, model: TINY_THINK(), kernels: 'webgpu', specSampling: 'rejection' as const }, async (e) => {
     const v = Math.min(32768, e.info.sampleVocab);
     const mem = draftPassMemory(e.model.kernels, v);
     const reserved = mem.vals.cap;

@@ -38,7 +38,8 @@ function requests(): GenerateRequest[] {
 }
 
 test('top-k 200 / 1000 (± top-p), MTP k = 2: webgpu device candidates and device-drawn drafts == wasm full rows and host drafts (same seeds)', async () => {
-  const base = { model: dir, specTokens: 2, specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, prefixCache: false, maxRunning: 4 };
+  // rejection sampling: its device-drawn drafts are replayed exactly (a matched chain's are taken as they are)
+  const base = { model: dir, specTokens: 2, specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, prefixCache: false, maxRunning: 4, specSampling: 'rejection' as const };
   const want = await withEngine({ ...base, kernels: 'wasm', sampledCandidates: false, sampledChain: false }, (e) => runDraws(e, requests()));
   const got = await withEngine({ ...base, kernels: 'webgpu' }, async (e) => {
     const c0 = e.sampledCandidates;
