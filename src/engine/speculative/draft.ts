@@ -41,7 +41,6 @@ import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
-import { samplingOf, type SpecSampling } from './accept.js';
 import { candidateDrawOf } from '../sampled-candidates.js';
 import type { Rng } from '../../util/rng.js';
 import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
@@ -142,9 +141,10 @@ export class MtpDrafter {
     /** Sampled chains draft on the kernels (draft-device.ts): 'auto' where the kernels' tensors
      * are device memory (a read-back is a transfer), off on ref and wasm. */
     sampledChain: boolean | 'auto' = 'auto',
-    /** How the verify accepts sampled drafts (accept.ts), which decides their uniforms and
-     * whether their q's are kept; `uniforms` (a test hook) takes the uniforms another way. */
-    private readonly sampling: { readonly verify: SpecSampling; readonly uniforms: SpecSampling } = { verify: 'auto', uniforms: 'auto' },
+    /** Is a request's verify matching (Speculator.matches: accept.ts): its drafts take the
+     * target's uniforms, keep no q, and serve as proposed; `targetUniforms` (a test hook) may
+     * give a chain its uniforms otherwise. */
+    private readonly sampling: { readonly matches: (req: RequestView) => boolean; readonly targetUniforms?: (req: RequestView) => boolean } = { matches: () => false },
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -177,7 +177,7 @@ export class MtpDrafter {
     for (const i of inputs) {
       if (i.drafts > 0) {
         active.push({ req: i.req, start: i.start, n: i.n, drafts: this.draftRoom(i), proposed: [], qs: isGreedy(i.req.sampling) ? null : [],
-          rng: draftUniforms(i.req, this.sampling.uniforms), matched: matchedDrafts(i.req, this.sampling.verify) });
+          rng: draftUniforms(i.req, (this.sampling.targetUniforms ?? this.sampling.matches)(i.req)), matched: this.sampling.matches(i.req) });
         rows.push(offset + i.n - 1);
       }
       offset += i.n;
@@ -419,16 +419,12 @@ function allMasked(l: Float32Array): boolean {
   return true;
 }
 
-/** Where a chain's sampled drafts take their uniforms, one a draft in order. Verified by
- * matching: the target's own, looked ahead at on a fork of the request's rng (draft i takes
- * the uniform verify position i − 1 will draw with, so a draft head whose distribution is the
- * target's proposes the very token the target draws; the fork leaves the request's rng as it
- * is). By rejection: the request's draft rng, which moves by the uniforms used. */
-export function draftUniforms(req: RequestView, mode: SpecSampling): Rng {
-  return samplingOf(mode, req.seeded) === 'match' ? req.rng.fork() : req.draftRng;
-}
-
-/** Is `req` a sampled request whose drafts are verified by matching under `mode`. */
-function matchedDrafts(req: RequestView, mode: SpecSampling): boolean {
-  return !isGreedy(req.sampling) && samplingOf(mode, req.seeded) === 'match';
+/** Where a chain's sampled drafts take their uniforms, one a draft in order. `target` (a
+ * request verified by matching): the target's own, looked ahead at on a fork of the request's
+ * rng (draft i takes the uniform verify position i − 1 will draw with, so a draft head whose
+ * distribution is the target's proposes the very token the target draws; the fork leaves the
+ * request's rng as it is). Else (rejection): the request's draft rng, which moves by the
+ * uniforms used. */
+export function draftUniforms(req: RequestView, target: boolean): Rng {
+  return target ? req.rng.fork() : req.draftRng;
 }

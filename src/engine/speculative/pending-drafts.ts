@@ -28,7 +28,8 @@
 //   embeds its whole span, and a shorter chain's unused entries are embedded for nothing.
 import type { DeviceRows } from '../../model/forward.js';
 import type { BatchRow } from '../batch.js';
-import { draftsOnKernels, finishesOnHost, penalised, picksOnKernels } from '../device-picks.js';
+import { draftsOnKernels, finishesOnHost, picksOnKernels } from '../device-picks.js';
+import { adjusted } from './draft-rules.js';
 import { isGreedy } from '../sampler.js';
 import type { RequestView } from '../request.js';
 import type { DraftOutcome } from '../step-output.js';
@@ -55,9 +56,7 @@ export function defersDrafts(req: RequestView): boolean {
  * draft before the update resolves them: no penalty or bias (the drafts count as outputs), no
  * constraint, logprobs, capture or image. The caller knows it is matched. */
 export function defersSampledDrafts(req: RequestView): boolean {
-  const p = req.sampling;
-  return !isGreedy(p) && !penalised(p) && !(req.adjust?.bias && req.adjust.bias.size > 0) && !req.adjust?.constraint
-    && req.onLogprob === null && req.captureLogits === null && req.vision === null;
+  return !isGreedy(req.sampling) && !adjusted(req) && !req.adjust?.constraint && req.onLogprob === null && req.captureLogits === null && req.vision === null;
 }
 
 /** The members' drafts as placeholders, each with its claim on `round` (the update records

@@ -84,7 +84,10 @@ export class Speculator {
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
     this.drafter = opts.k > 0 ? new MtpDrafter(model, kv, ws, opts.sampleVocab, opts.takeFreePages, opts.argmax, opts.draftVocab, opts.hostDrafts,
-      opts.candidates ?? null, opts.penaltyChain, opts.sampledChain, { verify: opts.sampling, uniforms: opts.draftUniforms ?? opts.sampling }) : null;
+      opts.candidates ?? null, opts.penaltyChain, opts.sampledChain, {
+        matches: (req) => this.matches(req),
+        ...(opts.draftUniforms ? { targetUniforms: (req: RequestView) => samplingOf(opts.draftUniforms!, req.seeded) === 'match' } : {}),
+      }) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
 
