@@ -221,12 +221,20 @@ function model(recording, gpu) {
     // device (forward.ts embedMixed: two more small dispatches, a gap each)
     const oneReadBackSeq = [...extRows.seq, ...Array.from({ length: kk }, () => draft.seq).flat(), ...Array.from({ length: kk - 1 }, () => mtp[1].seq).flat(),
       gpu.gapUs, gpu.gapUs, ...v.seq];
+    // a sampled round deferred the same way (a seeded one verified by matching, an unseeded one
+    // by rejection sampling: deferred-rejection.ts): each draft step also runs topCandidates and
+    // candidateDraws (two small dispatches, a gap each); its verify selects candidates where the
+    // greedy one takes argmax (one dispatch either way). MTP off's sampled decode, overlapped,
+    // runs topCandidates + candidateDraws where greedy decode runs argmax: one more a step
+    const sampledSeq = [...oneReadBackSeq, ...Array.from({ length: 2 * kk }, () => gpu.gapUs)];
+    const sampledOne = { us: [one.us[0] + gpu.gapUs], dispatches: one.dispatches + 1 };
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
       speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])),
         ...Object.fromEntries(hostUs.map((h) => [`chunked_${h}us`, r3((e * chunkedUs(one, h)) / chunkedRound(h))])),
         // vs MTP off as the engine runs it: greedy decode overlapped (engine/overlap.ts); the greedy
         // round of one read-back (pending-drafts.ts): extend, drafts and verify one chunked pass
         ...Object.fromEntries(hostUs.map((h) => [`vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedUs({ seq: oneReadBackSeq }, h))])),
+        ...Object.fromEntries(hostUs.map((h) => [`sampled_vs_overlapped_sampled_decode_${h}us`, r3((e * overlappedUs(sampledOne, h)) / chunkedUs({ seq: sampledSeq }, h))])),
         // the round of two read-backs (drafts, then verify: --overlap off, or a round with a
         // sampled, penalised or constrained chain), each pass chunked
         ...Object.fromEntries(hostUs.map((h) => [`two_read_backs_vs_overlapped_decode_${h}us`, r3((e * overlappedUs(one, h)) / chunkedRound(h))])) } }];

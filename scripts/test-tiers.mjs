@@ -37,7 +37,7 @@ export const TIERS = [
       'kernels-conformance', 'kernels-tower-conformance', 'kernels-invariance', 'kernel-boundary', 'sampling-kernels', 'wasm-variant',
       'quant-kernel-families', 'matmul-group', 'pool-storage', 'quantize-wasm',
       // engine invariants on the tiny models
-      'golden', 'golden-wasm', 'gdn-chunked', 'engine-invariance', 'spec-parity', 'spec-commit', 'pending-drafts',
+      'golden', 'golden-wasm', 'gdn-chunked', 'engine-invariance', 'spec-parity', 'spec-commit', 'pending-drafts', 'spec-defer-law',
     ],
     slowFirst: ['kernels-conformance', 'golden-wasm', 'engine-invariance', 'spec-parity'],
   },

@@ -36,7 +36,8 @@ export async function runAll(engine: Engine, reqs: readonly GenerateRequest[], c
 /** Load an engine (options plus test-only hooks, split as Engine.load takes them), run
  * `fn`, close it. */
 export async function withEngine<T>(opts: EngineOptions & EngineTestHooks, fn: (e: Engine) => Promise<T>): Promise<T> {
-  const { poisonPadding, preemptIf, draftOverride, hostDrafts, sampledCandidates, penaltyChain, sampledChain, deferredDrafts, specK, chainDrawU, refuseCandidate, draftUniforms, ...engineOpts } = opts;
+  const { poisonPadding, preemptIf, draftOverride, hostDrafts, sampledCandidates, penaltyChain, sampledChain, deferredDrafts, specK, chainDrawU, refuseCandidate, draftUniforms,
+    deferredRejection, deferSeededRejection, ...engineOpts } = opts;
   const hooks: EngineTestHooks = {
     ...(sampledCandidates !== undefined ? { sampledCandidates } : {}),
     ...(penaltyChain !== undefined ? { penaltyChain } : {}),
@@ -46,6 +47,8 @@ export async function withEngine<T>(opts: EngineOptions & EngineTestHooks, fn: (
     ...(chainDrawU ? { chainDrawU } : {}),
     ...(refuseCandidate ? { refuseCandidate } : {}),
     ...(draftUniforms ? { draftUniforms } : {}),
+    ...(deferredRejection !== undefined ? { deferredRejection } : {}),
+    ...(deferSeededRejection !== undefined ? { deferSeededRejection } : {}),
     ...(poisonPadding !== undefined ? { poisonPadding } : {}),
     ...(preemptIf ? { preemptIf } : {}),
     ...(draftOverride ? { draftOverride } : {}),

@@ -5,7 +5,8 @@
 // deferred (pending-drafts.ts: drafts drawn on the device, taken as they are, read back with
 // the verify) the ids are the same, as many drafts are accepted (the device draws with the
 // same uniforms), and a step reads back once. Short prompts, few tokens: lavapipe costs
-// ~0.25 CPU-s a step.
+// ~0.25 CPU-s a step. Rejection sampling (--spec-sampling rejection) defers its rounds too:
+// the candidates of its device draws come back with the verify (deferred-rejection.ts).
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
@@ -21,13 +22,15 @@ const brief = (reqs: GenerateRequest[]): GenerateRequest[] => reqs.map((r) => ({
 // a hot cut (T 2, top-k 20: a draw's uniform decides it), the qwen cut, and a greedy stream
 const reqs = brief([...drawRequests(DRAW_CASES.hot, 18, 4), ...drawRequests(DRAW_CASES.qwen, 18, 2, true)]);
 
-interface Outcome { ids: number[][]; accepted: number; rounds: number; deferred: number; steps: number; readBacks: number }
+interface Outcome { ids: number[][]; accepted: number; rounds: number; deferred: number; steps: number; readBacks: number; rejectionChains: number }
 
 async function ids(o: Record<string, unknown>, set: readonly GenerateRequest[] = reqs): Promise<Outcome> {
   return withEngine({ ...base, model: TINY_THINK(), ...o }, async (e) => {
     const { value: out, readBacks } = await countingReadBacks(e, () => Promise.all(set.map(async (r) => [...(await e.complete(r)).outputIds])));
     const s = e.stats();
-    return { ids: out, accepted: s.spec.accepted, rounds: s.spec.rounds, deferred: s.spec.deferredRounds, steps: s.steps.prefill + s.steps.decode + s.steps.verify, readBacks };
+    const ends = e.deferredRejection;
+    return { ids: out, accepted: s.spec.accepted, rounds: s.spec.rounds, deferred: s.spec.deferredRounds, steps: s.steps.prefill + s.steps.decode + s.steps.verify, readBacks,
+      rejectionChains: ends.whole + ends.refused + ends.redrawn };
   });
 }
 
@@ -55,4 +58,18 @@ test('webgpu, match, deferred rounds: sampled drafts drawn on the device stay th
   // a verify position whose candidates the certificate refuses is read whole (one more read-back)
   assert.ok(one.readBacks <= one.steps + 2, `deferred: ${one.readBacks} read-backs in ${one.steps} steps`);
   console.log(JSON.stringify({ accepted: [two.accepted, one.accepted], steps: [two.steps, one.steps], readBacks: [two.readBacks, one.readBacks] }));
+});
+
+test('webgpu, rejection, deferred rounds: drafts drawn on the device, their candidates read with the verify; ids == the replayed rounds\', a read-back a step', async () => {
+  // seeded requests verified by rejection sampling (a test hook lets them defer, as unseeded ones
+  // do by default), so both engines draw the same uniforms: spec-defer-rejection on wasm
+  const o = { specTokens: 3, specSampling: 'rejection', deferredDrafts: true };
+  const replayed = await ids({ ...o, deferredRejection: false });
+  const deferred = await ids({ ...o, deferSeededRejection: true });
+  console.log(JSON.stringify({ rejection: { steps: [replayed.steps, deferred.steps], readBacks: [replayed.readBacks, deferred.readBacks], chains: deferred.rejectionChains } }));
+  assert.deepEqual(deferred.ids, replayed.ids);
+  assert.equal(deferred.accepted, replayed.accepted);
+  assert.ok(deferred.rejectionChains > 0 && replayed.rejectionChains === 0, `${deferred.rejectionChains} rejection chains deferred`);
+  assert.ok(replayed.readBacks > replayed.steps, `replayed: ${replayed.readBacks} read-backs in ${replayed.steps} steps`);
+  assert.ok(deferred.readBacks <= deferred.steps + 2, `deferred: ${deferred.readBacks} read-backs in ${deferred.steps} steps`);
 });

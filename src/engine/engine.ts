@@ -83,6 +83,12 @@ export class Engine {
     return this.speculative.sampledDrafts;
   }
 
+  /** Chains of deferred rounds verified by rejection sampling since load, by how their drafts
+   * resolved (speculative/deferred-rejection.ts): whole, cut at a refused row, ended by a redraw. */
+  get deferredRejection(): Readonly<Speculator['deferredRejection']> {
+    return { ...this.speculative.deferredRejection };
+  }
+
   /** MTP rounds of penalised or constrained greedy chains (no sampled chain among them) drafted
    * on the kernels since load, their passes (one read-back each; a pass past the first is a
    * redraft) and the chains whose exact replay disagreed with the kernels' pick: an f32 near
@@ -149,6 +155,8 @@ export class Engine {
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
       deferDrafts: deferredDrafts,
+      deferRejection: hooks.deferredRejection ?? true,
+      deferSeededRejection: hooks.deferSeededRejection ?? false,
       chooseK: hooks.specK,
       draftUniforms: hooks.draftUniforms,
     });
@@ -352,8 +360,8 @@ export class Engine {
       result = await running.result; // execute: the step's one await of a read-back
       if (result.chainedInputs) this.dropMispredicted(batch, result.chainedInputs);
       for (const i of result.lost) this.recompute(batch.rows[i]!.req!, true);
-      if (result.draftIds) { // the drafts it verified
-        this.scheduler.update(this.speculative.resolve(result.draftIds));
+      if (result.draftRead) { // the drafts it verified
+        this.scheduler.update(this.speculative.resolve(result.draftRead));
         this.metrics.draftsReadWithVerify();
       }
       sampled = stepOutcome(batch, result, this.sampler, this.speculative, this.model.config.hiddenSize, this.sampleVocab); // sample

@@ -93,7 +93,7 @@ export interface EventSource<T> {
 /**
  * A request inside the engine. Its PROGRESS (status, tokens, computed, prefillEnd, pages,
  * slot, aborted, finishReason, cachedTokens, preemptions, spec, drafts, draftProbs, pendingDrafts,
- * lockHandle, hitHidden, history, output, events) is read-only here: the scheduler alone
+ * lastDraftUnverified, lockHandle, hitHidden, history, output, events) is read-only here: the scheduler alone
  * writes it (scheduler.ts and its update, update.ts), through MutableRequest. Its
  * CONFIGURATION (splits, adjust, sampling hooks, ...) is set while the request is built,
  * before it is queued, and never changes after.
@@ -123,6 +123,10 @@ export class Request {
   /** The drafts are still on the kernels, chain `chain` of a pending round: `drafts` holds
    * placeholders until the verify's read-back resolves them (speculative/pending-drafts.ts). */
   readonly pendingDrafts: PendingDraft | null = null;
+  /** The last draft is the host's redraw of a deferred round's proposal, and the verify row
+   * embedded the device's token there (speculative/deferred-rejection.ts): the target after it
+   * is not this chain's, so an accepted last draft ends the round with no bonus. */
+  readonly lastDraftUnverified: boolean = false;
   /** Prefix-cache lock held while running (null = none). */
   readonly lockHandle: object | null = null;
   /** After a prefix hit: target hidden at position hit−1 (MTP input), until the first step
@@ -218,6 +222,7 @@ interface Progress {
   drafts: number[];
   draftProbs: Dist[] | null;
   pendingDrafts: PendingDraft | null;
+  lastDraftUnverified: boolean;
   lockHandle: object | null;
   hitHidden: Float32Array | null;
   history: TokenHistory;
@@ -231,5 +236,5 @@ export type MutableRequest = Omit<Request, keyof Progress> & Progress;
 /** Every progress field (the ownership test greps for writes to them). */
 export const PROGRESS_FIELDS: readonly (keyof Progress)[] = [
   'status', 'tokens', 'computed', 'prefillEnd', 'pages', 'slot', 'aborted', 'finishReason', 'cachedTokens', 'preemptions',
-  'spec', 'events', 'drafts', 'draftProbs', 'pendingDrafts', 'lockHandle', 'hitHidden', 'history', 'output',
+  'spec', 'events', 'drafts', 'draftProbs', 'pendingDrafts', 'lastDraftUnverified', 'lockHandle', 'hitHidden', 'history', 'output',
 ];

@@ -20,8 +20,8 @@ import { FinishGather, finishMask, finishPicks, planFinish, type FinishPlan } fr
 import { committedMatcher, matcherAfterDrafts } from './logits-adjust.js';
 import type { VisionEngine } from './vision.js';
 import { logitPositions, rowScratch, rowTokens } from './speculative/verify-layout.js';
-import type { DraftRound } from './speculative/draft-round.js';
-import { deviceRowsOf, hostTokensOf } from './speculative/pending-drafts.js';
+import type { DraftRound, DraftRoundRead } from './speculative/draft-round.js';
+import { deviceRowsOf, draftRoundOf, draftRoundRanges, hostTokensOf } from './speculative/pending-drafts.js';
 import { byOwner, CandidateStep, planCandidates, type CandidatePlan, type Certified } from './candidate-step.js';
 
 export interface StepResult {
@@ -43,8 +43,9 @@ export interface StepResult {
    * backends the same memory), or null when `hiddenNeeded` said no snapshot can read them. */
   readonly hostHidden: (Float32Array | null)[];
   readonly offsets: readonly number[];
-  /** The pending draft round's ids ([span]), read back with this step's (null: none passed). */
-  readonly draftIds: Int32Array | null;
+  /** The pending draft round's ids ([span]) and kept candidates, read back with this step's
+   * (null: none passed). */
+  readonly draftRead: DraftRoundRead | null;
   /** A chained step's input tokens as it embedded them, per real row (null: not chained, or
    * no row's token was a device draw): the previous step's argmax picks and device draws
    * (overlap.ts), for the engine to check against the tokens that step committed. */
@@ -118,7 +119,7 @@ export class Runner {
    * recorded and submitted before this returns its promise.
    * `pending`: an MTP round whose drafts are still on the kernels (speculative/pending-drafts.ts):
    * the verify rows claiming it embed them from there, and its ids come back in this step's
-   * read-back (`draftIds`), whether or not a row of this batch claims it. */
+   * read-back (`draftRead`), whether or not a row of this batch claims it. */
   async run(batch: Batch, chained = false, pending: DraftRound | null = null): Promise<StepResult> {
     this.lastPlan = null; // set again once this step selects its candidates
     const serial = ++this.serial;
@@ -178,9 +179,9 @@ export class Runner {
       ...candRanges,
       ...hostRows.map((i) => ({ t: all, offset: layout.first[i]! * this.vocab, length: layout.count[i]! * this.vocab })),
       ...hiddenRows.map((i) => ({ t: fw.hidden, offset: offsets[i]! * h, length: rows[i]!.n * h })),
-      ...(pending ? [{ t: pending.ids, offset: 0, length: pending.span }] : []),
+      ...(pending ? draftRoundRanges(pending) : []),
     ]);
-    const draftIds = pending ? idsOf(read[read.length - 1]!) : null;
+    const draftRead = pending ? draftRoundOf(pending, read) : null;
     const [hits] = read;
     const first = (picks ? 2 : 1) + (gathered ? 2 : 0) + candRanges.length;
     // rows the host finishes: their ids from the picks and the gathered logits
@@ -192,7 +193,7 @@ export class Runner {
       serial === this.serial ? null : lost) : rows.map(() => null);
     const chainedInputs = inputs ? idsOf(inputs.data![0]!) : null;
     return { ...this.result(rows, layout, ids, hostLogits, hits!, rows.map((_, i) => hidden.get(i) ?? null), fw.hidden, offsets, candidates),
-      draftIds, chainedInputs, lost };
+      draftRead, chainedInputs, lost };
   }
 
   /** Record the device's proposals of the next tokens of `batch`'s sampled rows (the step just
@@ -277,7 +278,7 @@ export class Runner {
 
   private result(rows: Batch['rows'], layout: { first: number[]; count: number[]; onKernels: boolean[] }, picks: Int32Array | null,
     hostLogits: ReadonlyMap<number, Float32Array>, whole: Float32Array, hostHidden: (Float32Array | null)[], hidden: Tensor,
-    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftIds' | 'chainedInputs' | 'lost'> {
+    offsets: readonly number[], candidates: Certified): Omit<StepResult, 'draftRead' | 'chainedInputs' | 'lost'> {
     let z = 0;
     const ids = rows.map((_, i) => (layout.onKernels[i] ? picks!.slice(layout.first[i]!, layout.first[i]! + layout.count[i]!) : null));
     const logits = rows.map((r, i) => {

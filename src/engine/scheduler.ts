@@ -288,6 +288,7 @@ export class Scheduler {
     req.drafts = [];
     req.draftProbs = null;
     req.pendingDrafts = null;
+    req.lastDraftUnverified = false;
     req.status = 'waiting';
     req.preemptions++;
     this.preemptions++;

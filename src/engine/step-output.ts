@@ -41,6 +41,8 @@ export interface DraftProposal {
   readonly probs: readonly Dist[] | null;
   /** The drafts are still on the kernels (tokens: placeholders; speculative/pending-drafts.ts). */
   readonly pending?: PendingDraft;
+  /** The last draft's verify row embedded another token (Request.lastDraftUnverified). */
+  readonly lastUnverified?: boolean;
 }
 
 export interface DraftOutcome {

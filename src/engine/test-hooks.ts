@@ -49,6 +49,14 @@ export interface EngineTestHooks {
    * with its picks (speculative/pending-drafts.ts): true / false forces it on / off; unset: on
    * where overlapped decode is (a GPU backend, --overlap on), off for ref and wasm. */
   readonly deferredDrafts?: boolean;
+  /** Deferred rounds (deferredDrafts) take sampled chains verified by rejection sampling too,
+   * their q's resolved from candidates read with the verify (speculative/deferred-rejection.ts):
+   * false keeps them on the replayed path (two read-backs a round); unset: on. */
+  readonly deferredRejection?: boolean;
+  /** A seeded request verified by rejection sampling (--spec-sampling rejection) defers its
+   * rounds like an unseeded one, so a test can compare the deferred path with the replayed one
+   * on the same uniforms; unset: it does not (its drafts stay the host path's on every backend). */
+  readonly deferSeededRejection?: boolean;
   /** The k of each MTP round in place of the adaptive policy's choice (given the round's
    * decode rows; 0 drafts nothing), so a test can switch speculation off and on mid-run. */
   readonly specK?: (decoding: number) => number;

@@ -91,10 +91,12 @@ export function applyDrafts(out: DraftOutcome): void {
   for (const p of out.proposals) {
     const req = own(p.req);
     if (out.resolves && (req.pendingDrafts?.round !== out.resolves || req.status !== 'running')) continue;
-    assert(!out.resolves || req.drafts.length === p.tokens.length, `request ${req.id}: ${p.tokens.length} drafts resolve ${req.drafts.length} pending`);
+    // a deferred rejection chain may resolve to fewer drafts (deferred-rejection.ts), never more
+    assert(!out.resolves || p.tokens.length <= req.drafts.length, `request ${req.id}: ${p.tokens.length} drafts resolve ${req.drafts.length} pending`);
     req.drafts = [...p.tokens];
     req.draftProbs = p.probs ? [...p.probs] : null;
     req.pendingDrafts = p.pending ?? null;
+    req.lastDraftUnverified = p.lastUnverified ?? false;
   }
 }
 
@@ -124,6 +126,7 @@ function commitVerify(ctx: UpdateContext, req: MutableRequest, row: number, star
   assert(req.pendingDrafts === null, `request ${req.id}: a verify committed with its drafts still on the kernels`);
   req.drafts = [];
   req.draftProbs = null;
+  req.lastDraftUnverified = false;
   req.spec.rounds++;
   req.spec.drafted += o.drafted;
   req.spec.accepted += accepted;

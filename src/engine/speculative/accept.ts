@@ -12,6 +12,7 @@
 // full sampling distribution (penalties, temperature, top-k/p, min-p) given every token
 // accepted before it, so the output distribution equals decoding without drafts.
 import type { Rng } from '../../util/rng.js';
+import { assert } from '../../util/errors.js';
 import { type Argmax, drawFrom, greedyToken, type HistoryView, isGreedy, type SamplingParams, targetDistribution } from '../sampler.js';
 
 /** How a sampled request's drafts are verified: 'match' emits the plain loop's draws (the same
@@ -53,12 +54,16 @@ export interface AcceptContext {
 /** Walk the chain. `logitsAt(i)` = target logits after verify input i (i = 0..k).
  * `emit(token)` commits a token (accepted draft or bonus) and returns false when the
  * request just finished (eos/stop/length) — the walk then stops right there.
- * Returns the number of accepted drafts (the bonus is emitted after them). */
+ * Returns the number of accepted drafts (the bonus is emitted after them). `bonus` false
+ * (sampled chains only): position k's target is not the chain's, so a walk that accepts
+ * every draft ends there with no bonus (deferred-rejection.ts). */
 export function acceptDrafts(chain: DraftChain, ctx: AcceptContext, logitsAt: (i: number) => Float32Array,
-  emit: (token: number) => boolean): number {
+  emit: (token: number) => boolean, bonus = true): number {
   const k = chain.tokens.length;
   const greedy = isGreedy(ctx.sampling);
+  assert(bonus || !greedy, 'a greedy walk always has its bonus');
   for (let i = 0; i <= k; i++) {
+    if (i === k && !bonus) return k;
     const logits = logitsAt(i);
     const draft = i < k ? chain.tokens[i]! : -1;
     if (greedy) {

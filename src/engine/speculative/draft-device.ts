@@ -189,18 +189,30 @@ export class DeviceDrafts {
     this.mem = draftPassMemory(k, v);
   }
 
+  /** Candidates a row of a recorded round's draw steps holds (recordDraws): enough for every
+   * sampled chain's cut (`cuts`), at least 64. */
+  drawCandidates(cuts: readonly SamplingParams[]): number {
+    return Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...cuts.map((p) => candidateCount(p, this.v) || MAX_DRAW_CANDIDATES)));
+  }
+
+  /** The candidate buffers holding `rows` rows of `c` for a recorded round (reserved before its
+   * first step: a later step's call must not move the rows an earlier one wrote). */
+  candidateRows(rows: number, c: number): { ids: Tensor; vals: Tensor } {
+    return { ids: this.mem.candIds.atLeast(rows * c), vals: this.mem.candVals.atLeast(rows * c) };
+  }
+
   /** Record the draws of a draft step's sampled rows into ids[offset + j] (rows[j] non-null;
-   * the others keep what is there): the top candidates of logits rows [rows.length, v] of `x`,
-   * then Kernels.candidateDraws. Nothing is read back or replayed: a deferred round of chains
-   * verified by matching (pending-drafts.ts) takes the f32 proposals as its drafts. `cuts`: the
-   * sampled rows' settings, which size the candidates as a pass's. */
-  recordDraws(ids: Tensor, offset: number, x: Tensor, rows: readonly (CandidateDraw | null)[], cuts: readonly SamplingParams[]): void {
+   * the others keep what is there): the top candidates of logits rows [rows.length, v] of `x`
+   * into candidate rows [at, at + rows.length) (c = drawCandidates(cuts) each), then
+   * Kernels.candidateDraws. Nothing is read back or replayed here: a deferred round takes the
+   * f32 proposals of chains verified by matching as its drafts, and reads the candidates of
+   * those verified by rejection sampling back with the verify (deferred-rejection.ts). */
+  recordDraws(ids: Tensor, offset: number, x: Tensor, rows: readonly (CandidateDraw | null)[], cuts: readonly SamplingParams[], at = 0): void {
     const m = rows.length;
-    const c = Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...cuts.map((p) => candidateCount(p, this.v) || MAX_DRAW_CANDIDATES)));
-    const cIds = this.mem.candIds.atLeast(m * c);
-    const cVals = this.mem.candVals.atLeast(m * c);
-    this.k.topCandidates(cIds, cVals, 0, x, m, this.v, this.v, c);
-    this.k.candidateDraws(ids, offset, cIds, cVals, 0, c, rows);
+    const c = this.drawCandidates(cuts);
+    const { ids: cIds, vals: cVals } = this.candidateRows(at + m, c);
+    this.k.topCandidates(cIds, cVals, at * c, x, m, this.v, this.v, c);
+    this.k.candidateDraws(ids, offset, cIds, cVals, at * c, c, rows);
   }
 
   /** Every draft of `chains` (longest first; hidden rows [0, n) of `first` predict d_1). */
@@ -214,7 +226,7 @@ export class DeviceDrafts {
     if (anySampled) this.stats.sampled.steps += k;
     const taken = chains.map((ch, j) => sampled[j]! && ch.matched === true && !ch.req.adjust?.constraint);
     const want = chains.map((ch, j) => (sampled[j] && !taken[j] && this.fromCandidates ? draftCandidateCount(ch.req.sampling, this.v) : 0));
-    const c = anySampled ? Math.min(MAX_DRAW_CANDIDATES, Math.max(64, ...chains.map((ch, j) => (sampled[j] ? candidateCount(ch.req.sampling, this.v) || MAX_DRAW_CANDIDATES : 0)))) : 0;
+    const c = anySampled ? this.drawCandidates(chains.filter((_, j) => sampled[j]).map((ch) => ch.req.sampling)) : 0;
     this.reserve(n, k, c);
     const us = chains.map((ch, j) => {
       const rng = ch.rng.fork();

@@ -9,6 +9,18 @@ export interface DraftRound {
   readonly chains: number;
   /** Ids the round wrote: steps · chains (every one a valid id). */
   readonly span: number;
+  /** Each draft step's top candidates, kept for chains verified by rejection sampling
+   * (deferred-rejection.ts): draft s of chain j's at rows (s − 1)·chains + j of [span, c]
+   * ids and raw logits, read back with the ids. Null: no such chain. */
+  readonly cands: { readonly ids: Tensor; readonly vals: Tensor; readonly c: number } | null;
+}
+
+/** What the verify's read-back brings of a pending round. */
+export interface DraftRoundRead {
+  /** The round's ids ([span]). */
+  readonly ids: Int32Array;
+  /** Its candidates ([span · c] each) when it kept them. */
+  readonly cands: { readonly ids: Int32Array; readonly vals: Float32Array } | null;
 }
 
 /** A request's claim on a pending round: its drafts are chain `chain`'s. */

@@ -41,7 +41,7 @@ import { DraftBias } from './draft-bias.js';
 import { DraftCandidates } from './draft-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import type { Dist } from './sparse-accept.js';
-import { candidateDrawOf } from '../sampled-candidates.js';
+import { candidateDrawOf, draftCandidateCount } from '../sampled-candidates.js';
 import type { Rng } from '../../util/rng.js';
 import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
 import type { DraftRound } from './draft-round.js';
@@ -143,8 +143,10 @@ export class MtpDrafter {
     sampledChain: boolean | 'auto' = 'auto',
     /** Is a request's verify matching (Speculator.matches: accept.ts): its drafts take the
      * target's uniforms, keep no q, and serve as proposed; `targetUniforms` (a test hook) may
-     * give a chain its uniforms otherwise. */
-    private readonly sampling: { readonly matches: (req: RequestView) => boolean; readonly targetUniforms?: (req: RequestView) => boolean } = { matches: () => false },
+     * give a chain its uniforms otherwise; `deferSeededRejection` (a test hook) lets a seeded
+     * request verified by rejection sampling defer its round (rejectionDefers). */
+    private readonly sampling: { readonly matches: (req: RequestView) => boolean; readonly targetUniforms?: (req: RequestView) => boolean;
+      readonly deferSeededRejection?: boolean } = { matches: () => false },
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -162,8 +164,9 @@ export class MtpDrafter {
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when
    * every chain picks on the kernels, else one per draft step: its picks feed the next).
    * `defer`: when every chain defers (pending-drafts.ts), nothing is read back: the round stays
-   * on the kernels, returned with its members (by chain) for the verify to read. */
-  async run(inputs: readonly ExtendInput[], defer = false): Promise<DraftProposal[] | PendingRound> {
+   * on the kernels, returned with its members (by chain) for the verify to read. `deferRejection`:
+   * sampled chains verified by rejection sampling may defer too (deferred-rejection.ts). */
+  async run(inputs: readonly ExtendInput[], defer = false, deferRejection = false): Promise<DraftProposal[] | PendingRound> {
     if (inputs.length === 0) return [];
     const mtpKv = this.kv.mtpLayers[0]!;
     const out = mtpForward(this.model, this.ws, inputs.map((i): MtpSeqInput<Tensor> => ({
@@ -188,8 +191,11 @@ export class MtpDrafter {
     const chains = order.map((i) => active[i]!);
     const first = this.pick(out, order.map((i) => rows[i]!));
     const host = this.hostDrafts();
-    if (!host && defer && chains.every((c) => defersDrafts(c.req) || (c.matched && this.device !== null && defersSampledDrafts(c.req)))) {
-      return { round: this.recordOnKernels(chains, first), members: chains.map((c) => ({ req: c.req, count: c.drafts })) };
+    const rejected = chains.map((c) => deferRejection && !c.matched && this.rejectionDefers(c.req));
+    if (!host && defer && chains.every((c, j) => defersDrafts(c.req) || ((c.matched || rejected[j]) && this.device !== null && defersSampledDrafts(c.req)))) {
+      const uniforms = chains.map(() => [] as number[]);
+      const round = this.recordOnKernels(chains, first, rejected, uniforms);
+      return { round, members: chains.map((c, j) => ({ req: c.req, count: c.drafts, ...(rejected[j] ? { rejection: { uniforms: uniforms[j]!, vocab: this.v } } : {}) })) };
     }
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else if (!host && this.device && deviceRound(chains.map((c) => c.req), this.v, this.deviceChains)) {
@@ -259,15 +265,20 @@ export class MtpDrafter {
   /** Record draftOnKernels' chain: the round's ids [steps, chains] stay on the kernels. Entries
    * of chains shorter than the longest keep the ids an earlier round left, or zeros (the tensor
    * is zeroed when allocated): valid ids, as a pending round's verify embeds them all. A
-   * matched sampled chain (a deferred round only) draws its drafts on the kernels from their top
-   * candidates with its uniforms (draftUniforms: one a step): f32 proposals, which serve as
-   * they are, since matching accepts any draft equal to the target's exact draw. */
-  private recordOnKernels(chains: readonly Chain[], first: Tensor): DraftRound {
+   * sampled chain (a deferred round only) draws its drafts on the kernels from their top
+   * candidates with its uniforms (draftUniforms: one a step): f32 proposals. Matched ones serve
+   * as they are, since matching accepts whatever equals the target's exact draw; a chain
+   * `rejected` marks (verified by rejection sampling) gets its uniforms pushed to `uniforms[j]`
+   * and its candidates kept in the round (the verify reads them: deferred-rejection.ts). */
+  private recordOnKernels(chains: readonly Chain[], first: Tensor, rejected: readonly boolean[] = [], uniforms: number[][] = []): DraftRound {
     const n = chains.length;
     const steps = chains[0]!.drafts;
     const rec = this.idsFor(n * steps);
     const bias = this.bias.rowsFor(chains.map((c) => c.req));
-    const draws = chains.some((c) => c.matched) ? chains.map((c) => (c.matched ? c.req.sampling : null)) : null;
+    const draws = chains.some((c, j) => c.matched || rejected[j]) ? chains.map((c, j) => (c.matched || rejected[j] ? c.req.sampling : null)) : null;
+    const cuts = draws?.filter((p) => p !== null) ?? [];
+    const kept = rejected.includes(true) ? this.device!.drawCandidates(cuts) : 0;
+    const cands = kept > 0 ? { ...this.device!.candidateRows(n * steps, kept), c: kept } : null;
     let hidden = first;
     for (let s = 1; s <= steps; s++) {
       const live = drafting(chains, s);
@@ -275,13 +286,29 @@ export class MtpDrafter {
       if (bias) this.model.kernels.add(t, t, bias, live * this.v);
       this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
       if (draws) {
-        this.device!.recordDraws(rec, (s - 1) * n, t, chains.slice(0, live).map((c, j) => (draws[j] ? candidateDrawOf(draws[j], c.rng.next(), this.v) : null)),
-          draws.filter((p) => p !== null));
+        const rows = chains.slice(0, live).map((c, j) => {
+          if (!draws[j]) return null;
+          const u = c.rng.next();
+          if (rejected[j]) uniforms[j]!.push(u);
+          return candidateDrawOf(draws[j], u, this.v);
+        });
+        // kept candidates: step s's rows at (s − 1)·n (reserved above); else each step overwrites the last's
+        this.device!.recordDraws(rec, (s - 1) * n, t, rows, cuts, cands ? (s - 1) * n : 0);
       }
       const next = drafting(chains, s + 1);
       if (next > 0) hidden = this.draftForward(chains.slice(0, next), hidden, s + 1, () => DEVICE_TOKEN, { ids: rec, offset: (s - 1) * n });
     }
-    return { ids: rec, chains: n, span: n * steps };
+    return { ids: rec, chains: n, span: n * steps, cands };
+  }
+
+  /** May a sampled chain verified by rejection sampling leave its drafts on the kernels
+   * (deferred-rejection.ts; defersSampledDrafts decides the rest): its q's come from its draft
+   * rows' candidates (a top-k or min-p cut: draftCandidateCount), read with the verify; and it
+   * named no seed (a seeded request keeps the replayed drafts, the host path's on every
+   * backend, unless a test hook says otherwise). */
+  private rejectionDefers(req: RequestView): boolean {
+    return !isGreedy(req.sampling) && this.candidates !== null && draftCandidateCount(req.sampling, this.v) > 0
+      && (!req.seeded || this.sampling.deferSeededRejection === true);
   }
 
   /** Drafts that fit: each writes MTP KV at one more position, whose page must exist

@@ -28,17 +28,25 @@
 //   embeds its whole span, and a shorter chain's unused entries are embedded for nothing.
 import type { DeviceRows } from '../../model/forward.js';
 import type { BatchRow } from '../batch.js';
-import { draftsOnKernels, finishesOnHost, picksOnKernels } from '../device-picks.js';
+import { draftsOnKernels, finishesOnHost, idsOf, picksOnKernels } from '../device-picks.js';
 import { adjusted } from './draft-rules.js';
-import { isGreedy } from '../sampler.js';
+import { isGreedy, type SamplingParams } from '../sampler.js';
+import { type RejectionEnd, type ResolvedRejection, resolveRejectionChain } from './deferred-rejection.js';
 import type { RequestView } from '../request.js';
 import type { DraftOutcome } from '../step-output.js';
-import type { DraftRound } from './draft-round.js';
+import type { DraftRound, DraftRoundRead } from './draft-round.js';
+import type { ReadRange, Tensor } from '../../kernels/types.js';
 import { rowTokens } from './verify-layout.js';
 import { assert } from '../../util/errors.js';
 
-/** The requests of a pending round, by chain, and how many drafts each proposed. */
-export type RoundMembers = readonly { readonly req: RequestView; readonly count: number }[];
+/** The requests of a pending round, by chain, and how many drafts each proposed. A chain
+ * verified by rejection sampling also keeps its drafts' uniforms and the draft head's
+ * vocabulary: the read-back's candidates are resolved into its drafts (deferred-rejection.ts). */
+export type RoundMembers = readonly {
+  readonly req: RequestView;
+  readonly count: number;
+  readonly rejection?: { readonly uniforms: readonly number[]; readonly vocab: number };
+}[];
 
 /** What a pending request's drafts hold until resolved (no valid id: a read of one fails). */
 export const PENDING_DRAFT = -1;
@@ -75,17 +83,55 @@ export function pendingProposals(round: DraftRound, members: RoundMembers,
   };
 }
 
-/** The round's drafts from its read-back ids ([span]) in place of the placeholders, for the
- * requests still claiming them (the update skips the others). */
-export function resolvedDrafts(round: DraftRound, members: RoundMembers, ids: Int32Array): DraftOutcome {
+/** The round's drafts from its read-back in place of the placeholders, for the requests still
+ * claiming them (the update skips the others): a chain's ids as read, or, for a chain verified
+ * by rejection sampling, the drafts and q's its candidates resolve to (deferred-rejection.ts;
+ * `ended` hears how each such chain ended). */
+export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: DraftRoundRead,
+  ended: (end: RejectionEnd) => void = () => undefined): DraftOutcome {
+  const { ids } = read;
   assert(ids.length === round.span, `a draft round of ${round.span} ids read back as ${ids.length}`);
   return {
     kind: 'drafts',
     resolves: round,
-    proposals: members.map((m, chain) => ({
-      req: m.req, tokens: m.req.drafts.map((d, s) => (d === PENDING_DRAFT ? ids[s * round.chains + chain]! : d)), probs: null,
-    })),
+    proposals: members.map((m, chain) => {
+      const device = m.req.drafts.map((d, s) => (d === PENDING_DRAFT ? ids[s * round.chains + chain]! : d));
+      if (!m.rejection) return { req: m.req, tokens: device, probs: null };
+      const r = rejectionChain(round, read, chain, device, m.req.sampling, m.rejection);
+      ended(r.end);
+      return { req: m.req, tokens: r.tokens, probs: r.qs, ...(r.lastUnverified ? { lastUnverified: true } : {}) };
+    }),
   };
+}
+
+/** resolveRejectionChain over chain `chain`'s rows of the read-back. */
+function rejectionChain(round: DraftRound, read: DraftRoundRead, chain: number, device: readonly number[], sampling: SamplingParams,
+  r: { readonly uniforms: readonly number[]; readonly vocab: number }): ResolvedRejection {
+  const cands = read.cands;
+  assert(round.cands !== null && cands !== null, 'a rejection chain of a round that kept no candidates');
+  const c = round.cands.c;
+  return resolveRejectionChain({
+    device, uniforms: r.uniforms, sampling, vocab: r.vocab,
+    candidates: (s) => {
+      const at = (s * round.chains + chain) * c;
+      return { ids: cands.ids.subarray(at, at + c), vals: cands.vals.subarray(at, at + c) };
+    },
+  });
+}
+
+/** The read-back ranges of a pending round: its ids, then its kept candidates (if any), last
+ * in the verify's read-back (draftRoundOf reads them from its end). */
+export function draftRoundRanges(round: DraftRound): ReadRange<Tensor>[] {
+  const c = round.cands;
+  return [{ t: round.ids, offset: 0, length: round.span },
+    ...(c ? [{ t: c.ids, offset: 0, length: round.span * c.c }, { t: c.vals, offset: 0, length: round.span * c.c }] : [])];
+}
+
+/** The round's part of a read-back whose last ranges are draftRoundRanges(round). */
+export function draftRoundOf(round: DraftRound, read: readonly Float32Array[]): DraftRoundRead {
+  const n = round.cands ? 3 : 1;
+  const [ids, cIds, cVals] = read.slice(read.length - n);
+  return { ids: idsOf(ids!), cands: round.cands ? { ids: idsOf(cIds!), vals: cVals! } : null };
 }
 
 /** The stacked rows of a step (live rows, in order) whose drafts are on the kernels in

@@ -90,11 +90,14 @@ export function residualList(p: SparseDist, q: SparseDist): SparseDist {
 
 /** acceptDrafts' sampled walk on lists: `drafts` d_1..d_k, `qs` their q_i, `pAt(i)` the
  * target's p_i (i = 0..k). `emit` commits a token and returns false when the request just
- * finished. Returns the number of accepted drafts (the bonus is emitted after them). */
+ * finished. Returns the number of accepted drafts (the bonus is emitted after them).
+ * `bonus` false: p_k is not the chain's (deferred-rejection.ts: d_k redrawn on the host), so
+ * when every draft is accepted the walk ends there, emitting no bonus. */
 export function acceptDraftLists(drafts: readonly number[], qs: readonly SparseDist[], pAt: (i: number) => SparseDist, rng: Rng,
-  emit: (token: number) => boolean): number {
+  emit: (token: number) => boolean, bonus = true): number {
   const k = drafts.length;
   for (let i = 0; i <= k; i++) {
+    if (i === k && !bonus) return k;
     const p = pAt(i);
     if (i === k) {
       emit(drawFromList(p, rng));

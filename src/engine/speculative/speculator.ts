@@ -22,7 +22,8 @@ import { acceptDraftLists, denseOf, isSparse, type SparseDist } from './sparse-a
 import { certifiedDist, type CertifiedRow, drawCertified } from '../sampled-candidates.js';
 import type { CandidateStep } from '../candidate-step.js';
 import { type ExtendInput, MtpDrafter, type PendingRound } from './draft.js';
-import type { DraftRound } from './draft-round.js';
+import type { DraftRound, DraftRoundRead } from './draft-round.js';
+import type { RejectionEnd } from './deferred-rejection.js';
 import { pendingProposals, resolvedDrafts } from './pending-drafts.js';
 import { assert } from '../../util/errors.js';
 import { AdaptiveK } from './policy.js';
@@ -55,6 +56,11 @@ export interface SpeculatorOptions {
   /** Rounds whose chains all defer leave their drafts on the kernels for the verify to read
    * back with its picks (pending-drafts.ts: one read-back a round). */
   readonly deferDrafts?: boolean;
+  /** Deferred rounds take sampled chains verified by rejection sampling too (deferred-rejection.ts;
+   * never with draftOverride: its host ids have no q). Default: on. */
+  readonly deferRejection?: boolean;
+  /** Test hook: seeded requests verified by rejection sampling defer like unseeded ones. */
+  readonly deferSeededRejection?: boolean;
   /** Test hook: the k of each round in place of the adaptive policy's (given the decode rows). */
   readonly chooseK?: ((decoding: number) => number) | undefined;
 }
@@ -70,6 +76,9 @@ export class Speculator {
   private pendingRound: PendingRound | null = null;
   /** The next draft's k, chosen ahead (chooseNextK), or null: draft() chooses. */
   private chosenK: number | null = null;
+  /** Chains of deferred rounds verified by rejection sampling, by how their resolution ended
+   * (deferred-rejection.ts): every draft stood, cut before a refused step, or ended by a redraw. */
+  readonly deferredRejection: Record<RejectionEnd, number> = { whole: 0, refused: 0, redrawn: 0 };
 
   /** The drafter's penalised-chain counts (zeros without MTP). */
   /** The sampled chains' counters (draft-device.ts; zeros when that path is off). */
@@ -87,6 +96,7 @@ export class Speculator {
       opts.candidates ?? null, opts.penaltyChain, opts.sampledChain, {
         matches: (req) => this.matches(req),
         ...(opts.draftUniforms ? { targetUniforms: (req: RequestView) => samplingOf(opts.draftUniforms!, req.seeded) === 'match' } : {}),
+        deferSeededRejection: opts.deferSeededRejection ?? false,
       }) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
@@ -102,13 +112,13 @@ export class Speculator {
     return this.pendingRound?.round ?? null;
   }
 
-  /** The pending round's drafts from its read-back ids, for the update (before the step that
-   * read them is sampled: its verify rows accept them). */
-  resolve(ids: Int32Array): DraftOutcome {
+  /** The pending round's drafts from its read-back, for the update (before the step that read
+   * them is sampled: its verify rows accept them). */
+  resolve(read: DraftRoundRead): DraftOutcome {
     const p = this.pendingRound;
     assert(p !== null, 'draft ids read back with no round pending');
     this.pendingRound = null;
-    return resolvedDrafts(p.round, p.members, ids);
+    return resolvedDrafts(p.round, p.members, read, (end) => { this.deferredRejection[end]++; });
   }
 
   /** Make the adaptive policy's choice of the next round's k now, for a step of `decoding`
@@ -148,13 +158,13 @@ export class Speculator {
       return toProbs(o.weights!, o.mass, vocab, this.verifyProbs[s]!);
     };
     const tokens: number[] = [];
-    const accepted = acceptDrafts(chain, {
+    const walked = acceptDrafts(chain, {
       sampling: req.sampling, history: req.history, vocab, rng: req.rng, argmax: this.opts.argmax,
       ...(isGreedy(req.sampling) ? {} : { targetAt }),
-    }, (s) => logits[s]!, (token) => (tokens.push(token), true));
+    }, (s) => logits[s]!, (token) => (tokens.push(token), true), !req.lastDraftUnverified);
     return {
       tokens, logprobs: tokens.map((_, s) => picks[s]?.logprobs ?? null), logits: tokens.map((_, s) => logits[s]!),
-      drafted: chain.tokens.length, accepted,
+      drafted: chain.tokens.length, accepted: committedDrafts(walked, tokens.length),
     };
   }
 
@@ -177,11 +187,12 @@ export class Speculator {
     const qs = req.draftProbs ?? [];
     const tokens: number[] = [];
     const emit = (token: number): boolean => (tokens.push(token), true);
-    const accepted = qs.every(isSparse) ? acceptDraftLists(req.drafts, qs, pAt, req.rng, emit)
+    const bonus = !req.lastDraftUnverified;
+    const walked = qs.every(isSparse) ? acceptDraftLists(req.drafts, qs, pAt, req.rng, emit, bonus)
       : acceptDrafts({ tokens: req.drafts, probs: qs.map((q) => denseOf(q, vocab)) }, {
         sampling: req.sampling, history: req.history, vocab, rng: req.rng, targetAt: (s) => denseOf(pAt(s), vocab),
-      }, () => NO_LOGITS, emit);
-    return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: req.drafts.length, accepted };
+      }, () => NO_LOGITS, emit, bonus);
+    return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: req.drafts.length, accepted: committedDrafts(walked, tokens.length) };
   }
 
   /** accept() for a row whose verify positions the kernels picked (device-picks.ts): the
@@ -223,7 +234,7 @@ export class Speculator {
       c.req.prefilling || c.req.status !== 'running' ? 0 : draftRoom(c.req, kFor(c.req))));
     const o = this.opts.draftOverride;
     assert(this.pendingRound === null, 'an MTP round drafted with the last one still pending');
-    const proposals = await this.drafter!.run(inputs, this.opts.deferDrafts ?? false);
+    const proposals = await this.drafter!.run(inputs, this.opts.deferDrafts ?? false, (this.opts.deferRejection ?? true) && !o);
     if (!Array.isArray(proposals)) {
       this.pendingRound = proposals;
       return pendingProposals(proposals.round, proposals.members, o);
@@ -250,6 +261,15 @@ export class Speculator {
   observe(batch: Batch, k: number, generated: number, ms: number): void {
     if (batch.kind !== 'prefill') this.policy.observe(batch.nReal, k, generated, ms);
   }
+}
+
+/** The drafts a verify row commits past its first input, for the update (RowOutcome.accepted):
+ * the walk's accepted count, but one fewer when it ended with no bonus (an accepted last draft
+ * the verify row did not embed: Request.lastDraftUnverified). That draft then stands where the
+ * bonus stands, the round's last token, the next step's input: the update commits the state
+ * after the verify input before it, as for any bonus. */
+function committedDrafts(walked: number, emitted: number): number {
+  return emitted === walked ? walked - 1 : walked;
 }
 
 /** The logits a sampled walk with p given ahead never reads. */
