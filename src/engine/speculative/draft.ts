@@ -284,7 +284,8 @@ export class MtpDrafter {
       const live = drafting(chains, s);
       const t = lmHeadInto(this.model, this.ws, hidden, chains.slice(0, live).map((_, j) => j), this.ws.draftLogits.rows(live), this.head);
       if (bias) this.model.kernels.add(t, t, bias, live * this.v);
-      this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
+      // every live row drawn (a round of sampled chains alone): the draws write every id the argmax would
+      if (!draws || draws.slice(0, live).includes(null)) this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
       if (draws) {
         const rows = chains.slice(0, live).map((c, j) => {
           if (!draws[j]) return null;
