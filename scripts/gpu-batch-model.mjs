@@ -222,11 +222,12 @@ function model(recording, gpu) {
     const oneReadBackSeq = [...extRows.seq, ...Array.from({ length: kk }, () => draft.seq).flat(), ...Array.from({ length: kk - 1 }, () => mtp[1].seq).flat(),
       gpu.gapUs, gpu.gapUs, ...v.seq];
     // a sampled round deferred the same way (a seeded one verified by matching, an unseeded one
-    // by rejection sampling: deferred-rejection.ts): each draft step also runs topCandidates and
-    // candidateDraws (two small dispatches, a gap each); its verify selects candidates where the
-    // greedy one takes argmax (one dispatch either way). MTP off's sampled decode, overlapped,
-    // runs topCandidates + candidateDraws where greedy decode runs argmax: one more a step
-    const sampledSeq = [...oneReadBackSeq, ...Array.from({ length: 2 * kk }, () => gpu.gapUs)];
+    // by rejection sampling: deferred-rejection.ts): each draft step runs topCandidates and
+    // candidateDraws where a greedy one runs argmax (one more small dispatch, a gap; a round of
+    // sampled chains alone skips the argmax); its verify selects candidates where the greedy
+    // one takes argmax (one dispatch either way). MTP off's sampled decode, overlapped, runs
+    // topCandidates + candidateDraws where greedy decode runs argmax: one more a step
+    const sampledSeq = [...oneReadBackSeq, ...Array.from({ length: kk }, () => gpu.gapUs)];
     const sampledOne = { us: [one.us[0] + gpu.gapUs], dispatches: one.dispatches + 1 };
     return [kk, { tokens_per_round: r3(e), dispatches: r1(dispatches), gpu_us: gpuUs.map(r1),
       speedup: { gpu: gpuUs.map((g, i) => r3((e * one.us[i]) / g)), ...Object.fromEntries(hostUs.map((h) => [`serial_${h}us`, gpuUs.map((g, i) => r3((e * (one.us[i] + one.dispatches * h)) / (g + dispatches * h)))])),
