@@ -77,6 +77,8 @@ export function shapeSummary(runs, shape, bandwidth) {
   const streams = (n) => fig(r(`streams-${n}-bf16`), 'tok_s', 'median');
   const mtp = r('mtp-0.8-bf16');
   const mtpRun = Array.isArray(mtp?.runs) ? mtp.runs.find((x) => x.accept === 0.8) ?? null : null;
+  const sampled = r('mtp-0.8-sampled-bf16');
+  const sampledRun = Array.isArray(sampled?.runs) ? sampled.runs.find((x) => x.accept === 0.8) ?? null : null;
   const floor = r('pytorch-floor-bf16');
   const floorTokS = fig(floor, 'decode_tok_s');
   const copy = fig(runs['copy-bandwidth'], 'copy_tb_s');
@@ -95,6 +97,9 @@ export function shapeSummary(runs, shape, bandwidth) {
     // read-backs a verify round (prefill steps included): 1 when the drafts come back with the
     // verify's picks (engine/speculative/pending-drafts.ts), 2 when they are read back first
     mtp_0_8_read_backs_per_round: mtpRun && typeof mtpRun.read_backs_per_round === 'number' ? mtpRun.read_backs_per_round : null,
+    // seeded sampled requests (matched: outputs == MTP off), drafts drawn on the device
+    mtp_0_8_sampled_speedup: sampledRun && typeof sampledRun.speedup === 'number' ? sampledRun.speedup : null,
+    mtp_0_8_sampled_read_backs_per_round: sampledRun && typeof sampledRun.read_backs_per_round === 'number' ? sampledRun.read_backs_per_round : null,
     pytorch_decode_tok_s: floorTokS,
     decode_over_pytorch: ratio(decodeTokS, floorTokS),
     host_us_per_dispatch: fig(decode, 'gpu', 'host_us_per_dispatch'),
