@@ -9,6 +9,7 @@
 //   that draft, with no bonus), a request whose cut is top-k 1 (its p and q one-hot at the
 //   argmax: rejection sampling emits the target's argmax whatever the drafts) gives greedy
 //   MTP off's ids: a commit of the wrong row, or a bonus after the redrawn draft, breaks them.
+//   Preempted now and then (a pending round's claim dropped mid-flight), the same ids.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine, EngineOptions } from '../src/engine/engine.js';
@@ -24,7 +25,7 @@ const base = {
   specSampling: 'rejection' as const, sampledChain: true, sampledCandidates: true, deferredDrafts: true,
 };
 
-interface Run { ids: number[][]; ends: Engine['deferredRejection']; deferred: number; accepted: number; readBacks: number; steps: number }
+interface Run { ids: number[][]; ends: Engine['deferredRejection']; deferred: number; accepted: number; readBacks: number; steps: number; preemptions: number }
 
 async function run(o: Partial<EngineOptions> & EngineTestHooks, reqs: readonly GenerateRequest[], corrupt = false): Promise<Run> {
   return withEngine({ ...base, model: TINY_THINK(), ...o }, async (e) => {
@@ -32,7 +33,8 @@ async function run(o: Partial<EngineOptions> & EngineTestHooks, reqs: readonly G
     try {
       const { value: ids, readBacks } = await countingReadBacks(e, () => Promise.all(reqs.map(async (r) => [...(await e.complete(r)).outputIds])));
       const s = e.stats();
-      return { ids, ends: e.deferredRejection, deferred: s.spec.deferredRounds, accepted: s.spec.accepted, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify };
+      return { ids, ends: e.deferredRejection, deferred: s.spec.deferredRounds, accepted: s.spec.accepted, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify,
+        preemptions: s.preemptions };
     } finally {
       restore();
     }
@@ -64,8 +66,13 @@ test('deferred rejection rounds, drafts redrawn on the host: top-k 1 sampled ids
   assert.ok(redrawn.ends.redrawn > 0, `${redrawn.ends.redrawn} chains ended by a redraw`);
   assert.ok(redrawn.accepted > 0, 'redrawn drafts are accepted');
   assert.deepEqual(redrawn.ids, off.ids);
-  // unseeded requests defer by default (no test hook): the same ids
+  // unseeded requests defer by default (no test hook): the same ids; preempted now and then
+  // (a pending round's claim dropped, its request recomputed), the same ids again
   const unseeded = await run({}, top1.map(({ seed: _, ...r }) => r), true);
   assert.ok(unseeded.ends.redrawn > 0);
   assert.deepEqual(unseeded.ids, off.ids);
+  let asked = 0;
+  const preempted = await run({ preemptIf: () => ++asked % 11 === 0 }, top1.map(({ seed: _, ...r }) => r), true);
+  assert.ok(preempted.preemptions > 2 && preempted.ends.redrawn > 0, `${preempted.preemptions} preemptions`);
+  assert.deepEqual(preempted.ids, off.ids);
 });
