@@ -64,8 +64,10 @@ test('webgpu, rejection, deferred rounds: drafts drawn on the device, their cand
   // seeded requests verified by rejection sampling (a test hook lets them defer, as unseeded ones
   // do by default), so both engines draw the same uniforms: spec-defer-rejection on wasm
   const o = { specTokens: 3, specSampling: 'rejection', deferredDrafts: true };
-  const replayed = await ids({ ...o, deferredRejection: false });
-  const deferred = await ids({ ...o, deferSeededRejection: true });
+  // fewer and shorter streams than the match tests' (lavapipe time): two hot, one qwen, a greedy one
+  const few = brief([...drawRequests(DRAW_CASES.hot, 12, 2), ...drawRequests(DRAW_CASES.qwen, 12, 1, true)]);
+  const replayed = await ids({ ...o, deferredRejection: false }, few);
+  const deferred = await ids({ ...o, deferSeededRejection: true }, few);
   console.log(JSON.stringify({ rejection: { steps: [replayed.steps, deferred.steps], readBacks: [replayed.readBacks, deferred.readBacks], chains: deferred.rejectionChains } }));
   assert.deepEqual(deferred.ids, replayed.ids);
   assert.equal(deferred.accepted, replayed.accepted);
