@@ -9,7 +9,8 @@
 //   that draft, with no bonus), a request whose cut is top-k 1 (its p and q one-hot at the
 //   argmax: rejection sampling emits the target's argmax whatever the drafts) gives greedy
 //   MTP off's ids: a commit of the wrong row, or a bonus after the redrawn draft, breaks them.
-//   Preempted now and then (a pending round's claim dropped mid-flight), the same ids.
+//   Preempted now and then (a pending round's claim dropped mid-flight), the same ids; with
+//   candidate rows refused (chains ending before a refused draft), the same ids.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Engine, EngineOptions } from '../src/engine/engine.js';
@@ -75,4 +76,10 @@ test('deferred rejection rounds, drafts redrawn on the host: top-k 1 sampled ids
   const preempted = await run({ preemptIf: () => ++asked % 11 === 0 }, top1.map(({ seed: _, ...r }) => r), true);
   assert.ok(preempted.preemptions > 2 && preempted.ends.redrawn > 0, `${preempted.preemptions} preemptions`);
   assert.deepEqual(preempted.ids, off.ids);
+  // a third of the candidate rows refused (draft rows: the chain ends before one; verify rows:
+  // read whole), none corrupted: chains end before a refused step, some with no draft left
+  let rows = 0;
+  const refused = await run({ refuseCandidate: () => ++rows % 3 === 0 }, top1.map(({ seed: _, ...r }) => r));
+  assert.ok(refused.ends.refused > 0 && refused.ends.whole > 0, JSON.stringify(refused.ends));
+  assert.deepEqual(refused.ids, off.ids);
 });

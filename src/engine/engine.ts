@@ -157,6 +157,7 @@ export class Engine {
       deferDrafts: deferredDrafts,
       deferRejection: hooks.deferredRejection ?? true,
       deferSeededRejection: hooks.deferSeededRejection ?? false,
+      refuseCandidate: hooks.refuseCandidate,
       chooseK: hooks.specK,
       draftUniforms: hooks.draftUniforms,
     });

@@ -66,7 +66,9 @@ export interface EngineTestHooks {
   readonly chainDrawU?: (u: number) => number;
   /** Asked for each certified candidate row of a step: true refuses it anyway (as ties at the
    * candidates' edge would), so its logits row is read whole — or, when a chained step has
-   * overwritten it, its request recomputes (engine/overlap.ts). */
+   * overwritten it, its request recomputes (engine/overlap.ts). Also asked for each draft row
+   * of a deferred rejection chain as it resolves: a refused one ends the chain before it
+   * (speculative/deferred-rejection.ts). */
   readonly refuseCandidate?: () => boolean;
   /** Where sampled drafts take their uniforms (speculative/draft.ts draftUniforms), in place of
    * the verify mode's own: a test measures what the target's uniforms add to acceptance. */

@@ -43,6 +43,8 @@ export interface RejectionChainRead {
   readonly sampling: SamplingParams;
   /** The draft head's vocabulary (the candidates' rows are over it). */
   readonly vocab: number;
+  /** Test hook (EngineTestHooks.refuseCandidate): true refuses a certified row anyway. */
+  readonly refuse?: (() => boolean) | null;
 }
 
 /** How a chain's resolution ended: every draft stands; cut before a refused step; or ended by a
@@ -65,7 +67,7 @@ export function resolveRejectionChain(r: RejectionChainRead): ResolvedRejection 
   for (let s = 0; s < r.device.length; s++) {
     const { ids, vals } = r.candidates(s);
     const row = certify(ids, vals, r.sampling, r.vocab);
-    if (!row) return { tokens, qs, lastUnverified: false, end: 'refused' };
+    if (!row || r.refuse?.()) return { tokens, qs, lastUnverified: false, end: 'refused' };
     const { token, dist } = certifiedDist(row, r.sampling, r.uniforms[s]!);
     tokens.push(token);
     qs.push(dist);

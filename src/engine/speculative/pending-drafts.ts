@@ -88,7 +88,7 @@ export function pendingProposals(round: DraftRound, members: RoundMembers,
  * by rejection sampling, the drafts and q's its candidates resolve to (deferred-rejection.ts;
  * `ended` hears how each such chain ended). */
 export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: DraftRoundRead,
-  ended: (end: RejectionEnd) => void = () => undefined): DraftOutcome {
+  ended: (end: RejectionEnd) => void = () => undefined, refuse: (() => boolean) | null = null): DraftOutcome {
   const { ids } = read;
   assert(ids.length === round.span, `a draft round of ${round.span} ids read back as ${ids.length}`);
   return {
@@ -97,7 +97,7 @@ export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: D
     proposals: members.map((m, chain) => {
       const device = m.req.drafts.map((d, s) => (d === PENDING_DRAFT ? ids[s * round.chains + chain]! : d));
       if (!m.rejection) return { req: m.req, tokens: device, probs: null };
-      const r = rejectionChain(round, read, chain, device, m.req.sampling, m.rejection);
+      const r = rejectionChain(round, read, chain, device, m.req.sampling, m.rejection, refuse);
       ended(r.end);
       return { req: m.req, tokens: r.tokens, probs: r.qs, ...(r.lastUnverified ? { lastUnverified: true } : {}) };
     }),
@@ -106,12 +106,12 @@ export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: D
 
 /** resolveRejectionChain over chain `chain`'s rows of the read-back. */
 function rejectionChain(round: DraftRound, read: DraftRoundRead, chain: number, device: readonly number[], sampling: SamplingParams,
-  r: { readonly uniforms: readonly number[]; readonly vocab: number }): ResolvedRejection {
+  r: { readonly uniforms: readonly number[]; readonly vocab: number }, refuse: (() => boolean) | null): ResolvedRejection {
   const cands = read.cands;
   assert(round.cands !== null && cands !== null, 'a rejection chain of a round that kept no candidates');
   const c = round.cands.c;
   return resolveRejectionChain({
-    device, uniforms: r.uniforms, sampling, vocab: r.vocab,
+    device, uniforms: r.uniforms, sampling, vocab: r.vocab, refuse,
     candidates: (s) => {
       const at = (s * round.chains + chain) * c;
       return { ids: cands.ids.subarray(at, at + c), vals: cands.vals.subarray(at, at + c) };

@@ -59,6 +59,9 @@ export interface SpeculatorOptions {
   /** Deferred rounds take sampled chains verified by rejection sampling too (deferred-rejection.ts;
    * never with draftOverride: its host ids have no q). Default: on. */
   readonly deferRejection?: boolean;
+  /** Test hook: true refuses a certified candidate row anyway (here: a deferred rejection
+   * chain's draft rows, deferred-rejection.ts; the runner's hook refuses verify rows). */
+  readonly refuseCandidate?: (() => boolean) | undefined;
   /** Test hook: seeded requests verified by rejection sampling defer like unseeded ones. */
   readonly deferSeededRejection?: boolean;
   /** Test hook: the k of each round in place of the adaptive policy's (given the decode rows). */
@@ -118,7 +121,7 @@ export class Speculator {
     const p = this.pendingRound;
     assert(p !== null, 'draft ids read back with no round pending');
     this.pendingRound = null;
-    return resolvedDrafts(p.round, p.members, read, (end) => { this.deferredRejection[end]++; });
+    return resolvedDrafts(p.round, p.members, read, (end) => { this.deferredRejection[end]++; }, this.opts.refuseCandidate ?? null);
   }
 
   /** Make the adaptive policy's choice of the next round's k now, for a step of `decoding`
