@@ -96,7 +96,8 @@ export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: D
     resolves: round,
     proposals: members.map((m, chain) => {
       const device = m.req.drafts.map((d, s) => (d === PENDING_DRAFT ? ids[s * round.chains + chain]! : d));
-      if (!m.rejection) return { req: m.req, tokens: device, probs: null };
+      // (a request no longer claiming the round is skipped by the update: nothing to resolve)
+      if (!m.rejection || m.req.pendingDrafts?.round !== round) return { req: m.req, tokens: device, probs: null };
       const r = rejectionChain(round, read, chain, device, m.req.sampling, m.rejection, refuse);
       ended(r.end);
       return { req: m.req, tokens: r.tokens, probs: r.qs, ...(r.lastUnverified ? { lastUnverified: true } : {}) };
