@@ -5,10 +5,14 @@
 //   relative to the largest logit), and its greedy ids equal the wasm process's. The
 //   shortest: lavapipe's prefill costs ~0.07 s CPU a prompt token, and the longer prompts'
 //   numbers (past 64 positions: attention over more than one tile) are the engine check's
-//   below (the same probe code the process runs, every golden prompt);
-// - every golden prompt (22 to 264 tokens) through one webgpu engine in this process (the
-//   probe the CLI's dump runs): the same golden checks against the golden and one wasm
-//   engine. One engine load instead of a process per prompt: each webgpu process pays
+//   below (the same probe code the process runs);
+// - the golden prompts of ENGINE_PROMPTS (67, 171 and 264 tokens: attention over 2, 3 and 5
+//   64-position tiles, past 128 and past 256 positions) through one webgpu engine in this
+//   process (the probe the CLI's dump runs): the same golden checks against the golden and
+//   one wasm engine. Left to others: 22 tokens (one tile) is the process check's above, and
+//   39 (one tile) and 89 (two tiles, as 67) add no position range; their probes cost ~25
+//   CPU-s (webgpu-device-picks checks the 39-token prompt's greedy ids on webgpu). One
+//   engine load instead of a process per prompt: each webgpu process pays
 //   Dawn's start-up and lavapipe's shader compiles. The greedy run before the probe (its
 //   first GREEDY_TOKENS ids == wasm's == a prefix of the golden) is the longest prompt's
 //   alone (264 tokens: its steps, MTP verify blocks at the default k = 3, attend past 256
@@ -93,21 +97,26 @@ const byLength = [...golden.prompts].sort((a, b) => a.prompt_ids.length - b.prom
 const shortest = byLength[0]!;
 /** The prompt whose webgpu greedy run is checked here (see the header). */
 const longest = byLength.at(-1)!;
+/** The prompts of the engine check (see the header): 2, 3 and 5 tiles of attention. */
+const ENGINE_PROMPTS = ['recall-zeroshot-think', 'mcq-fewshot-nothink', 'recall-fewshot-think'];
+const enginePrompts = byLength.filter((p) => ENGINE_PROMPTS.includes(p.name));
+assert.deepEqual(enginePrompts.map((p) => Math.ceil(p.prompt_ids.length / 64)), [2, 3, 5], 'the engine prompts span 2, 3 and 5 tiles');
+assert.ok(enginePrompts.includes(longest), 'the longest prompt is the engine check\'s');
 
 test(`generate --kernels webgpu --dump-logits (a process): ${shortest.name} matches the golden and the wasm process`, { timeout: 240_000 }, () => {
   checkDump(cliDump('webgpu', shortest), cliDump('wasm', shortest), shortest);
 });
 
-test('every golden prompt on one webgpu engine: the dump matches the golden and one wasm engine', { timeout: 600_000 }, async () => {
+test('the golden prompts past one tile on one webgpu engine: the dump matches the golden and one wasm engine', { timeout: 600_000 }, async () => {
   await webgpuEngineKernels(); // fails with the reason when no adapter can be had
   const opts = { model: TINY_THINK(), prefixCache: false, maxRunning: 1 };
   assert.ok(longest.prompt_ids.length > 256, `the greedy run here decodes past 256 positions (${longest.name}: ${longest.prompt_ids.length} tokens)`);
-  const run = (e: Engine): Promise<EngineDump[]> => golden.prompts.reduce<Promise<EngineDump[]>>(
+  const run = (e: Engine): Promise<EngineDump[]> => enginePrompts.reduce<Promise<EngineDump[]>>(
     async (acc, p) => [...await acc, await engineDump(e, p, p === longest)], Promise.resolve([]));
   const gpu = await withEngine({ ...opts, kernels: 'webgpu' }, run);
   const cpu = await withEngine({ ...opts, kernels: 'wasm' }, run);
-  golden.prompts.forEach((p, i) => checkDump(gpu[i]!, cpu[i]!, p));
-  const at = golden.prompts.indexOf(longest);
+  enginePrompts.forEach((p, i) => checkDump(gpu[i]!, cpu[i]!, p));
+  const at = enginePrompts.indexOf(longest);
   assert.equal(gpu[at]!.step_logits.length, tokens(longest), `${longest.name}: a logits row per greedy step`);
   checkSteps(gpu[at]!, cpu[at]!, longest);
 });

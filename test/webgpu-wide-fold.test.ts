@@ -128,10 +128,14 @@ describe('webgpu: the multi-column float out_proj forming the gated norm at 8 < 
   });
 });
 
-describe('engine on webgpu, tiny-think, 10 requests batched with MTP k = 3 (a GPU\'s launches) == the former path and == each alone, bit for bit', () => {
+// 5 requests batched (was each prompt twice, 10: ~1/3 of the file's CPU-s went to the extra
+// rows): the prefill step and a verify step of all 5 (20 rows) pass 16 rows (the quantizing
+// pass; the float pass kept), and as requests finish (max tokens 4 to 6) steps of 9 to 16
+// rows fold the norm: the `seen` counts below assert that both kinds ran.
+describe('engine on webgpu, tiny-think, 5 requests batched with MTP k = 3 (a GPU\'s launches) == the former path and == each alone, bit for bit', () => {
   const prompts: GenerateRequest[] = ['What is 12 + 7?', 'Name a color.', 'Count to five.', 'Say hi.', 'What is 3 times 4?']
     .map((prompt, i) => ({ prompt, maxTokens: 4 + (i % 3), ignoreEos: true }));
-  const requests = [...prompts, ...prompts];
+  const requests = prompts;
   const gpuLaunches = (e: Engine): WebGpuBoundaryKernels => {
     const kk = e.model.kernels as unknown as WebGpuBoundaryKernels;
     forceGdnLaunch(kk.g, 'columns');
@@ -150,7 +154,7 @@ describe('engine on webgpu, tiny-think, 10 requests batched with MTP k = 3 (a GP
         // per recurrent step (its rows): norm passes storing f32 rows, passes quantizing out_proj's
         // input, multi-column out_proj forming the norm
         let rows = 0;
-        const seen = { plainAtFold: 0, plainPastFold: 0, quant: 0, colsFold: 0, wide: 0 };
+        const seen = { plainAtFold: 0, plainPastFold: 0, quant: 0, colsFold: 0, wide: 0, foldRange: 0, pastFold: 0 };
         const run = kk.g.run.bind(kk.g);
         kk.g.run = (enc, key, ...rest) => {
           if (/^gdn_gated_norm_\d+$/.test(key)) seen[rows > COLUMNS_HEAD_NORM_ROWS ? 'plainPastFold' : 'plainAtFold']++;
@@ -162,6 +166,8 @@ describe('engine on webgpu, tiny-think, 10 requests batched with MTP k = 3 (a GP
         kk.gdnRecurrentGatedSeqs = (out, qkv, gating, dims, seqs) => {
           rows = seqs.reduce((n, s) => n + s.t, 0);
           if (rows > 8) seen.wide++;
+          if (rows > 8 && rows <= COLUMNS_HEAD_NORM_ROWS) seen.foldRange++;
+          if (rows > COLUMNS_HEAD_NORM_ROWS) seen.pastFold++;
           gated(out, qkv, gating, dims, seqs);
         };
         const out = await runAll(e, requests);
@@ -172,6 +178,7 @@ describe('engine on webgpu, tiny-think, 10 requests batched with MTP k = 3 (a GP
       const former = await batched(true);
       const s = folded.seen;
       assert.ok(s.wide > 0, 'steps of more than 8 recurrent rows');
+      assert.ok(s.foldRange > 0 && s.pastFold > 0, `steps of 9 to ${COLUMNS_HEAD_NORM_ROWS} rows and of more: ${JSON.stringify(s)}`);
       // every step of ≤ 16 rows folds its norm (into out_proj, or the quantizing pass); a float
       // out_proj of more rows keeps the pass, a quantized one's pass quantizes
       assert.equal(s.plainAtFold, 0, 'a norm pass stored f32 rows at ≤ 16 rows');
