@@ -5,6 +5,7 @@
 // way (waiting requests, MTP, a snapshot, a row at its length limit, a non-greedy or
 // constrained pick, a prefill). The GPU side and the outputs: webgpu-overlap.test.ts.
 import { test } from 'node:test';
+import type { Matcher } from '../src/constrain/constraint.js';
 import assert from 'node:assert/strict';
 import type { Batch } from '../src/engine/batch.js';
 import { chainable, type ChainFacts } from '../src/engine/overlap.js';
@@ -97,9 +98,20 @@ test('chainable refuses every step the plain loop would not build the same way',
   assert.equal(chainable(batch, { ...FACTS, admitting: true }), false, 'a request would be admitted');
   assert.equal(chainable(batch, { ...FACTS, maySnapshot: (r) => r.req!.id === 1 }), false, 'a row may snapshot');
   const req = s.sched.running[0]! as Request;
-  req.adjust = { bias: null, constraint: {} as never };
+  // a constraint's mask after the token: unknown for a matcher whose mask may change; its fixed
+  // mask (the closed-think mask of a chat answer) is the same at every position
+  const matcher = (fixed: boolean, n = 0): Matcher => ({
+    get length() { return n; }, mask: () => null, advance() { n++; }, fork: () => matcher(fixed, n), endError: () => null,
+    ...(fixed ? { fixedMask: () => new Uint32Array(32).fill(0xffffffff) } : {}),
+  });
+  // (two requests: a request's matcher is started once, its constraint never changes)
+  const other = s.sched.running[1]! as Request;
+  req.adjust = { bias: null, constraint: { start: () => matcher(true) } };
+  assert.ok(chainable(batch, FACTS), 'a fixed mask is the same after any token');
+  other.adjust = { bias: null, constraint: { start: () => matcher(false) } };
   assert.equal(chainable(batch, FACTS), false, 'a constrained pick needs the matcher after the token');
   req.adjust = null;
+  other.adjust = null;
   (req as { sampling: Request['sampling'] }).sampling = { ...GREEDY, temperature: 0.7 };
   assert.equal(chainable(batch, FACTS), false, 'a sampled row');
   (req as { sampling: Request['sampling'] }).sampling = GREEDY;

@@ -20,6 +20,10 @@ export interface Matcher {
   fork(): Matcher;
   /** Why the output may not end here (a stop id is about to end it), or null when it may. */
   endError(): string | null;
+  /** The mask of every later position, when it can no longer change whatever allowed ids
+   * follow (then it is mask()); undefined when it may. The engine lets such a request's MTP
+   * rounds stay on the kernels under that one mask (engine/logits-adjust.ts fixedMaskOf). */
+  fixedMask?(): Uint32Array | undefined;
 }
 
 /** A compiled constraint: where every sequence under it starts. Shared by every sequence

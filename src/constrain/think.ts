@@ -116,4 +116,8 @@ class ClosedThinkMatcher implements Matcher {
   endError(): string | null {
     return this.inner ? this.inner.endError() : null;
   }
+  /** Closed and alone: the tags are masked at every later position, so nothing reopens it. */
+  fixedMask(): Uint32Array | undefined {
+    return this.closed && this.inner === null ? this.t.noTags : undefined;
+  }
 }

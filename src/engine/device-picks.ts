@@ -10,6 +10,7 @@
 // kernels' argmax is the reference's (lowest id among equal maxima; NaN never wins).
 // Sampled decode rows read back their top candidates instead (sampledCandidates below).
 import type { Matcher } from '../constrain/constraint.js';
+import { fixedMaskOf } from './logits-adjust.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
 import { candidateCount } from './sampled-candidates.js';
@@ -22,10 +23,12 @@ function maskedArgmax(req: RequestView): boolean {
 }
 
 /** Are the request's MTP drafts argmax picks of its logits, or of its logits plus a logit
- * bias the kernels add exactly (no penalty, no constraint)? Then they chain on the kernels with
- * no read-back between draft steps (speculative/draft.ts, draft-bias.ts). */
+ * bias the kernels add exactly (no penalty, no constraint), or of its logits under a fixed
+ * constraint mask (logits-adjust.ts fixedMaskOf: the closed-think mask of a chat answer; no
+ * bias)? Then they chain on the kernels with no read-back between draft steps
+ * (speculative/draft.ts, draft-bias.ts). */
 export function draftsOnKernels(req: RequestView): boolean {
-  if (req.adjust?.constraint) return false;
+  if (req.adjust?.constraint) return fixedMaskOf(req) !== undefined && maskedArgmax(req);
   const p = req.sampling;
   const bias = req.adjust?.bias;
   if (bias && bias.size > 0) return isGreedy(p) && !penalised(p) && biasAddsExactly(bias);

@@ -55,7 +55,9 @@ export function committedMatcher(req: AdjustedRequest): Matcher | null {
  * Read only for the caller. */
 export function matcherAfterDrafts(req: AdjustedRequest, k: number, drafts: readonly number[] = req.drafts): Matcher | null {
   const base = committedMatcher(req);
-  if (!base || k === 0) return base;
+  // a fixed mask stands for every later position, whatever the drafts (placeholders of drafts
+  // still on the kernels included: speculative/pending-drafts.ts)
+  if (!base || k === 0 || base.fixedMask?.() !== undefined) return base;
   let f = forks.get(req);
   if (!f || f.base !== base.length || f.read.length > k || f.read.some((id, i) => id !== drafts[i])) {
     f = { base: base.length, m: base.fork(), read: [] };
@@ -67,6 +69,14 @@ export function matcherAfterDrafts(req: AdjustedRequest, k: number, drafts: read
     f.read.push(id);
   }
   return f.m;
+}
+
+/** The mask of every position from the request's committed ids on, when its constraint's can
+ * no longer change (Matcher.fixedMask; the closed-think mask of a chat answer): null without
+ * a constraint; undefined when the mask may change with the ids that follow. */
+export function fixedMaskOf(req: AdjustedRequest): Uint32Array | null | undefined {
+  const m = committedMatcher(req);
+  return m ? m.fixedMask?.() : null;
 }
 
 /** Why the request may not end now, as its constraint sees its committed ids (null: it may,

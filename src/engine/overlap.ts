@@ -16,7 +16,9 @@
 // - N's update may not write device memory that N + 1 has already read or written: only a
 //   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
 //   chains (rowMaySnapshot). Every greedy pick is the kernels' plain argmax (no penalty, bias,
-//   constraint, logprobs or logits capture), so N's update needs nothing else of the device.
+//   logprobs or logits capture), or their masked argmax under a constraint whose mask is fixed
+//   (logits-adjust.ts fixedMaskOf: the same for N + 1 whatever N picks), so N's update needs
+//   nothing else of the device.
 // - A sampled row (top-k on, no penalty, bias, constraint, logprobs or capture) chains
 //   on a proposal: the device draws N + 1's token from N's top candidates with the uniform
 //   the host's exact draw will use (the request's next one, looked ahead at on a fork of its
@@ -37,6 +39,7 @@ import type { Batch, BatchRow } from './batch.js';
 import { finishesOnHost, penalised, picksOnKernels, sampledCandidates } from './device-picks.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
+import { fixedMaskOf } from './logits-adjust.js';
 
 /** What the engine knows when deciding whether step N + 1 may be recorded now. */
 export interface ChainFacts {
@@ -73,7 +76,9 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   if (row.n !== 1 || !row.sample || row.verify || row.chunked) return false;
   if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
   const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : facts.candidates && drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
-  if (!plain || req.adjust?.constraint) return false;
+  // a constraint's mask after N's pick must be known now: a fixed one (the closed-think mask of
+  // a chat answer) is the same at every position
+  if (!plain || (req.adjust?.constraint && fixedMaskOf(req) === undefined)) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
   return !facts.maySnapshot(row);

@@ -43,6 +43,8 @@ export interface RejectionChainRead {
   readonly sampling: SamplingParams;
   /** The draft head's vocabulary (the candidates' rows are over it). */
   readonly vocab: number;
+  /** The fixed constraint mask the rows were drawn under (masked ids −∞; null: none). */
+  readonly mask?: Uint32Array | null;
   /** Test hook (EngineTestHooks.refuseCandidate): true refuses a certified row anyway. */
   readonly refuse?: (() => boolean) | null;
 }
@@ -64,9 +66,11 @@ export interface ResolvedRejection {
 export function resolveRejectionChain(r: RejectionChainRead): ResolvedRejection {
   const tokens: number[] = [];
   const qs: SparseDist[] = [];
+  // a mask alone: no touched ids (no bias, no penalty), masked candidates −∞
+  const masked = r.mask ? { a: { sampling: r.sampling, history: null, bias: null, mask: r.mask, vocab: r.vocab }, touched: [], raw: [] } : null;
   for (let s = 0; s < r.device.length; s++) {
     const { ids, vals } = r.candidates(s);
-    const row = certify(ids, vals, r.sampling, r.vocab);
+    const row = certify(ids, vals, r.sampling, r.vocab, masked);
     if (!row || r.refuse?.()) return { tokens, qs, lastUnverified: false, end: 'refused' };
     const { token, dist } = certifiedDist(row, r.sampling, r.uniforms[s]!);
     tokens.push(token);

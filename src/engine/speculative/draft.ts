@@ -34,7 +34,7 @@ import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
-import { adjustInPlace, matcherAfterDrafts } from '../logits-adjust.js';
+import { adjustInPlace, fixedMaskOf, matcherAfterDrafts } from '../logits-adjust.js';
 import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
@@ -46,7 +46,7 @@ import type { Rng } from '../../util/rng.js';
 import { DeviceDrafts, type DeviceSteps } from './draft-device.js';
 import type { DraftRound } from './draft-round.js';
 import { defersDrafts, defersSampledDrafts, type RoundMembers } from './pending-drafts.js';
-import { type DeviceChains, deviceRound } from './draft-rules.js';
+import { type DeviceChains, deviceRound, maskedRuns } from './draft-rules.js';
 
 export interface ExtendInput {
   readonly req: RequestView;
@@ -195,7 +195,8 @@ export class MtpDrafter {
     if (!host && defer && chains.every((c, j) => defersDrafts(c.req) || ((c.matched || rejected[j]) && this.device !== null && defersSampledDrafts(c.req)))) {
       const uniforms = chains.map(() => [] as number[]);
       const round = this.recordOnKernels(chains, first, rejected, uniforms);
-      return { round, members: chains.map((c, j) => ({ req: c.req, count: c.drafts, ...(rejected[j] ? { rejection: { uniforms: uniforms[j]!, vocab: this.v } } : {}) })) };
+      return { round, members: chains.map((c, j) => ({ req: c.req, count: c.drafts,
+        ...(rejected[j] ? { rejection: { uniforms: uniforms[j]!, vocab: this.v, mask: fixedMaskOf(c.req) ?? null } } : {}) })) };
     }
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else if (!host && this.device && deviceRound(chains.map((c) => c.req), this.v, this.deviceChains)) {
@@ -279,13 +280,24 @@ export class MtpDrafter {
     const cuts = draws?.filter((p) => p !== null) ?? [];
     const kept = rejected.includes(true) ? this.device!.drawCandidates(cuts) : 0;
     const cands = kept > 0 ? { ...this.device!.candidateRows(n * steps, kept), c: kept } : null;
+    // a chain under a fixed constraint mask (draftsOnKernels): every step's pick or draw under it
+    const masks = chains.map((c) => (c.req.adjust?.constraint ? fixedMaskOf(c.req) ?? null : null));
+    const masked = masks.some((m) => m !== null);
+    const drawnRuns = draws && masked ? chains.map((_, j) => (draws[j] && masks[j] ? maskedRuns(masks[j], this.v, 0) : null)) : null;
     let hidden = first;
     for (let s = 1; s <= steps; s++) {
       const live = drafting(chains, s);
       const t = lmHeadInto(this.model, this.ws, hidden, chains.slice(0, live).map((_, j) => j), this.ws.draftLogits.rows(live), this.head);
       if (bias) this.model.kernels.add(t, t, bias, live * this.v);
       // every live row drawn (a round of sampled chains alone): the draws write every id the argmax would
-      if (!draws || draws.slice(0, live).includes(null)) this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
+      if (!draws || draws.slice(0, live).includes(null)) {
+        if (masked) this.model.kernels.argmaxRowsMasked(rec, (s - 1) * n, t, live, this.v, this.v, masks.slice(0, live));
+        else this.model.kernels.argmaxRows(rec, (s - 1) * n, t, live, this.v, this.v);
+      }
+      if (drawnRuns) { // masked ids −∞ in the drawn rows, as adjustInPlace writes them
+        const runs = drawnRuns.slice(0, live).flatMap((r, j) => (r ? r.map((x) => ({ offset: x.offset + j * this.v, length: x.length })) : []));
+        if (runs.length > 0) this.model.kernels.fillRuns(t, runs, -Infinity);
+      }
       if (draws) {
         const rows = chains.slice(0, live).map((c, j) => {
           if (!draws[j]) return null;

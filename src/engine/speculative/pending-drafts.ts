@@ -37,6 +37,7 @@ import type { DraftOutcome } from '../step-output.js';
 import type { DraftRound, DraftRoundRead } from './draft-round.js';
 import type { ReadRange, Tensor } from '../../kernels/types.js';
 import { rowTokens } from './verify-layout.js';
+import { fixedMaskOf } from '../logits-adjust.js';
 import { assert } from '../../util/errors.js';
 
 /** The requests of a pending round, by chain, and how many drafts each proposed. A chain
@@ -45,8 +46,16 @@ import { assert } from '../../util/errors.js';
 export type RoundMembers = readonly {
   readonly req: RequestView;
   readonly count: number;
-  readonly rejection?: { readonly uniforms: readonly number[]; readonly vocab: number };
+  readonly rejection?: RejectionMember;
 }[];
+
+/** A rejection chain's part of a pending round: its drafts' uniforms, the draft head's
+ * vocabulary, and its fixed constraint mask (null: none), which its draft rows were drawn under. */
+export interface RejectionMember {
+  readonly uniforms: readonly number[];
+  readonly vocab: number;
+  readonly mask: Uint32Array | null;
+}
 
 /** What a pending request's drafts hold until resolved (no valid id: a read of one fails). */
 export const PENDING_DRAFT = -1;
@@ -55,7 +64,7 @@ export const PENDING_DRAFT = -1;
  * kernels (no bias: its verify pick finishes on the host), and a verify whose picks read no
  * draft on the host (plain argmax: no constraint, penalty, logprobs or capture) and no image. */
 export function defersDrafts(req: RequestView): boolean {
-  return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !req.adjust?.constraint && req.vision === null;
+  return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !varyingConstraint(req) && req.vision === null;
 }
 
 /** May a sampled request verified by matching (accept.ts) leave its drafts on the kernels: its
@@ -64,7 +73,14 @@ export function defersDrafts(req: RequestView): boolean {
  * draft before the update resolves them: no penalty or bias (the drafts count as outputs), no
  * constraint, logprobs, capture or image. The caller knows it is matched. */
 export function defersSampledDrafts(req: RequestView): boolean {
-  return !isGreedy(req.sampling) && !adjusted(req) && !req.adjust?.constraint && req.onLogprob === null && req.captureLogits === null && req.vision === null;
+  return !isGreedy(req.sampling) && !adjusted(req) && !varyingConstraint(req) && req.onLogprob === null && req.captureLogits === null && req.vision === null;
+}
+
+/** A constraint whose mask may change with the drafts (it is read per position from them):
+ * not a fixed one (logits-adjust.ts fixedMaskOf), which a round records under, every draft
+ * step and verify position alike. */
+function varyingConstraint(req: RequestView): boolean {
+  return !!req.adjust?.constraint && fixedMaskOf(req) === undefined;
 }
 
 /** The members' drafts as placeholders, each with its claim on `round` (the update records
@@ -107,12 +123,12 @@ export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: D
 
 /** resolveRejectionChain over chain `chain`'s rows of the read-back. */
 function rejectionChain(round: DraftRound, read: DraftRoundRead, chain: number, device: readonly number[], sampling: SamplingParams,
-  r: { readonly uniforms: readonly number[]; readonly vocab: number }, refuse: (() => boolean) | null): ResolvedRejection {
+  r: RejectionMember, refuse: (() => boolean) | null): ResolvedRejection {
   const cands = read.cands;
   assert(round.cands !== null && cands !== null, 'a rejection chain of a round that kept no candidates');
   const c = round.cands.c;
   return resolveRejectionChain({
-    device, uniforms: r.uniforms, sampling, vocab: r.vocab, refuse,
+    device, uniforms: r.uniforms, sampling, vocab: r.vocab, refuse, mask: r.mask,
     candidates: (s) => {
       const at = (s * round.chains + chain) * c;
       return { ids: cands.ids.subarray(at, at + c), vals: cands.vals.subarray(at, at + c) };
