@@ -10,7 +10,7 @@
 // kernels' argmax is the reference's (lowest id among equal maxima; NaN never wins).
 // Sampled decode rows read back their top candidates instead (sampledCandidates below).
 import type { Matcher } from '../constrain/constraint.js';
-import { fixedMaskOf } from './logits-adjust.js';
+import { masksVary } from './logits-adjust.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
 import { candidateCount } from './sampled-candidates.js';
@@ -28,7 +28,7 @@ function maskedArgmax(req: RequestView): boolean {
  * bias)? Then they chain on the kernels with no read-back between draft steps
  * (speculative/draft.ts, draft-bias.ts). */
 export function draftsOnKernels(req: RequestView): boolean {
-  if (req.adjust?.constraint) return fixedMaskOf(req) !== undefined && maskedArgmax(req);
+  if (req.adjust?.constraint) return !masksVary(req) && maskedArgmax(req);
   const p = req.sampling;
   const bias = req.adjust?.bias;
   if (bias && bias.size > 0) return isGreedy(p) && !penalised(p) && biasAddsExactly(bias);

@@ -79,6 +79,12 @@ export function fixedMaskOf(req: AdjustedRequest): Uint32Array | null | undefine
   return m ? m.fixedMask?.() : null;
 }
 
+/** Does the request's constraint mask depend on the ids that follow (a constraint without a
+ * fixed mask)? Such a request's masks are read per position, after the drafts before it. */
+export function masksVary(req: AdjustedRequest): boolean {
+  return fixedMaskOf(req) === undefined;
+}
+
 /** Why the request may not end now, as its constraint sees its committed ids (null: it may,
  * or it has no constraint). */
 export function constraintEndError(req: AdjustedRequest): string | null {

@@ -39,7 +39,7 @@ import type { Batch, BatchRow } from './batch.js';
 import { finishesOnHost, penalised, picksOnKernels, sampledCandidates } from './device-picks.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
-import { fixedMaskOf } from './logits-adjust.js';
+import { masksVary } from './logits-adjust.js';
 
 /** What the engine knows when deciding whether step N + 1 may be recorded now. */
 export interface ChainFacts {
@@ -78,7 +78,7 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : facts.candidates && drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
   // a constraint's mask after N's pick must be known now: a fixed one (the closed-think mask of
   // a chat answer) is the same at every position
-  if (!plain || (req.adjust?.constraint && fixedMaskOf(req) === undefined)) return false;
+  if (!plain || masksVary(req)) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
   return !facts.maySnapshot(row);

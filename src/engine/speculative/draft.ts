@@ -281,7 +281,7 @@ export class MtpDrafter {
     const kept = rejected.includes(true) ? this.device!.drawCandidates(cuts) : 0;
     const cands = kept > 0 ? { ...this.device!.candidateRows(n * steps, kept), c: kept } : null;
     // a chain under a fixed constraint mask (draftsOnKernels): every step's pick or draw under it
-    const masks = chains.map((c) => (c.req.adjust?.constraint ? fixedMaskOf(c.req) ?? null : null));
+    const masks = chains.map((c) => fixedMaskOf(c.req) ?? null);
     const masked = masks.some((m) => m !== null);
     const drawnRuns = draws && masked ? chains.map((_, j) => (draws[j] && masks[j] ? maskedRuns(masks[j], this.v, 0) : null)) : null;
     let hidden = first;

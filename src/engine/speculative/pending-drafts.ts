@@ -37,7 +37,7 @@ import type { DraftOutcome } from '../step-output.js';
 import type { DraftRound, DraftRoundRead } from './draft-round.js';
 import type { ReadRange, Tensor } from '../../kernels/types.js';
 import { rowTokens } from './verify-layout.js';
-import { fixedMaskOf } from '../logits-adjust.js';
+import { masksVary } from '../logits-adjust.js';
 import { assert } from '../../util/errors.js';
 
 /** The requests of a pending round, by chain, and how many drafts each proposed. A chain
@@ -64,7 +64,7 @@ export const PENDING_DRAFT = -1;
  * kernels (no bias: its verify pick finishes on the host), and a verify whose picks read no
  * draft on the host (plain argmax: no constraint, penalty, logprobs or capture) and no image. */
 export function defersDrafts(req: RequestView): boolean {
-  return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !varyingConstraint(req) && req.vision === null;
+  return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !masksVary(req) && req.vision === null;
 }
 
 /** May a sampled request verified by matching (accept.ts) leave its drafts on the kernels: its
@@ -73,15 +73,10 @@ export function defersDrafts(req: RequestView): boolean {
  * draft before the update resolves them: no penalty or bias (the drafts count as outputs), no
  * constraint, logprobs, capture or image. The caller knows it is matched. */
 export function defersSampledDrafts(req: RequestView): boolean {
-  return !isGreedy(req.sampling) && !adjusted(req) && !varyingConstraint(req) && req.onLogprob === null && req.captureLogits === null && req.vision === null;
+  return !isGreedy(req.sampling) && !adjusted(req) && !masksVary(req) && req.onLogprob === null && req.captureLogits === null && req.vision === null;
 }
 
-/** A constraint whose mask may change with the drafts (it is read per position from them):
- * not a fixed one (logits-adjust.ts fixedMaskOf), which a round records under, every draft
- * step and verify position alike. */
-function varyingConstraint(req: RequestView): boolean {
-  return !!req.adjust?.constraint && fixedMaskOf(req) === undefined;
-}
+
 
 /** The members' drafts as placeholders, each with its claim on `round` (the update records
  * them). `override` (the draftOverride test hook, bench --mode mtp --accept-rate) may replace
