@@ -100,16 +100,19 @@ test('chainable refuses every step the plain loop would not build the same way',
   const req = s.sched.running[0]! as Request;
   // a constraint's mask after the token: unknown for a matcher whose mask may change; its fixed
   // mask (the closed-think mask of a chat answer) is the same at every position
-  const matcher = (fixed: boolean, n = 0): Matcher => ({
-    get length() { return n; }, mask: () => null, advance() { n++; }, fork: () => matcher(fixed, n), endError: () => null,
-    ...(fixed ? { fixedMask: () => new Uint32Array(32).fill(0xffffffff) } : {}),
+  const matcher = (run: 'fixed' | 'until' | null, n = 0): Matcher => ({
+    get length() { return n; }, mask: () => null, advance() { n++; }, fork: () => matcher(run, n), endError: () => null,
+    ...(run ? { maskRun: () => ({ mask: new Uint32Array(32).fill(0xffffffff), until: run === 'until' ? [7] : [] }) } : {}),
   });
-  // (two requests: a request's matcher is started once, its constraint never changes)
+  // (a request's matcher is started once, its constraint never changes: each case a new constraint object)
   const other = s.sched.running[1]! as Request;
-  req.adjust = { bias: null, constraint: { start: () => matcher(true) } };
+  req.adjust = { bias: null, constraint: { start: () => matcher('fixed') } };
   assert.ok(chainable(batch, FACTS), 'a fixed mask is the same after any token');
-  other.adjust = { bias: null, constraint: { start: () => matcher(false) } };
-  assert.equal(chainable(batch, FACTS), false, 'a constrained pick needs the matcher after the token');
+  other.adjust = { bias: null, constraint: { start: () => matcher('until') } };
+  assert.equal(chainable(batch, FACTS), false, 'a mask run the pick may end (an open reasoning block) is not known after it');
+  const fresh = decoding();
+  (fresh.s.sched.running[1]! as Request).adjust = { bias: null, constraint: { start: () => matcher(null) } };
+  assert.equal(chainable(fresh.batch, FACTS), false, 'a constrained pick needs the matcher after the token');
   req.adjust = null;
   other.adjust = null;
   (req as { sampling: Request['sampling'] }).sampling = { ...GREEDY, temperature: 0.7 };

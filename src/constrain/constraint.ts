@@ -20,10 +20,38 @@ export interface Matcher {
   fork(): Matcher;
   /** Why the output may not end here (a stop id is about to end it), or null when it may. */
   endError(): string | null;
-  /** The mask of every later position, when it can no longer change whatever allowed ids
-   * follow (then it is mask()); undefined when it may. The engine lets such a request's MTP
-   * rounds stay on the kernels under that one mask (engine/logits-adjust.ts fixedMaskOf). */
-  fixedMask?(): Uint32Array | undefined;
+  /** The mask of every later position while none of the run's `until` ids is taken (then it
+   * is mask()), when the matcher can say so; undefined when the mask may change with other ids.
+   * The engine lets such a request's MTP rounds stay on the kernels under that one mask and
+   * cuts a round after a drafted `until` id (engine/logits-adjust.ts maskRunOf). */
+  maskRun?(): MaskRun | undefined;
+}
+
+/** A mask that holds at every position until one of `until` is taken, for at most `positions`
+ * positions (both absent: for good). Position 0 is the next id's. */
+export interface MaskRun {
+  /** null: any id. */
+  readonly mask: Uint32Array | null;
+  /** Ids after which the mask may change (the position after one of them is outside the run). */
+  readonly until: readonly number[];
+  /** Positions 0..positions − 1 at most are inside the run (absent: no limit; ≥ 1). */
+  readonly positions?: number;
+}
+
+/** Any id, for good. */
+export const ANY_ID_RUN: MaskRun = { mask: null, until: [] };
+
+/** The run of two matchers' masks applied together (null: either has none): their masks
+ * intersected, until either's ends. */
+export function bothRuns(a: MaskRun | undefined, b: MaskRun | undefined, words: number): MaskRun | undefined {
+  if (!a || !b) return undefined;
+  if (a === ANY_ID_RUN) return b;
+  if (b === ANY_ID_RUN) return a;
+  const positions = Math.min(a.positions ?? Infinity, b.positions ?? Infinity);
+  return {
+    mask: intersect(a.mask, b.mask, words), until: [...new Set([...a.until, ...b.until])],
+    ...(positions < Infinity ? { positions } : {}),
+  };
 }
 
 /** A compiled constraint: where every sequence under it starts. Shared by every sequence

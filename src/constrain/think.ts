@@ -11,7 +11,7 @@
 //
 // Both are functions of the ids generated so far only, applied alike to MTP drafts and the
 // target, so MTP on == off stays exact under them. Each keeps O(1) state per sequence.
-import { type Constraint, intersect, type Matcher, maskWords } from './constraint.js';
+import { ANY_ID_RUN, bothRuns, type Constraint, intersect, type MaskRun, type Matcher, maskWords } from './constraint.js';
 
 /** Where the prompt leaves the reasoning block: `open` (it ends with `<think>\n`), `closed`
  * (it ends with a closed block), or `none` (no block: the model may open one as its first token). */
@@ -38,12 +38,13 @@ export function withReasoningBudget(inner: Constraint | null, closeId: number | 
   if (closeId === undefined) return null;
   const only = new Uint32Array(maskWords(vocab));
   only[closeId >>> 5] = 1 << (closeId & 31);
-  return { start: () => new BudgetMatcher(inner?.start() ?? null, closeId, budget, only, 0, false) };
+  const onlyClose: MaskRun = { mask: only, until: [closeId] };
+  return { start: () => new BudgetMatcher(inner?.start() ?? null, closeId, budget, only, onlyClose, 0, false) };
 }
 
 class BudgetMatcher implements Matcher {
   constructor(private readonly inner: Matcher | null, private readonly closeId: number, private readonly budget: number,
-    private readonly only: Uint32Array, private n: number, private closed: boolean) {}
+    private readonly only: Uint32Array, private readonly onlyClose: MaskRun, private n: number, private closed: boolean) {}
 
   get length(): number {
     return this.n;
@@ -58,10 +59,19 @@ class BudgetMatcher implements Matcher {
     if (id === this.closeId) this.closed = true;
   }
   fork(): BudgetMatcher {
-    return new BudgetMatcher(this.inner?.fork() ?? null, this.closeId, this.budget, this.only, this.n, this.closed);
+    return new BudgetMatcher(this.inner?.fork() ?? null, this.closeId, this.budget, this.only, this.onlyClose, this.n, this.closed);
   }
   endError(): string | null {
     return this.inner ? this.inner.endError() : null;
+  }
+  /** Closed: the inner constraint's run. Open: the inner's mask for the budget's positions left
+   * (or until `</think>`), then only `</think>` until it is taken. */
+  maskRun(): MaskRun | undefined {
+    const inner = this.inner ? this.inner.maskRun?.() : ANY_ID_RUN;
+    if (this.closed || !inner) return inner;
+    if (this.n >= this.budget) return this.onlyClose;
+    const positions = Math.min(inner.positions ?? Infinity, this.budget - this.n);
+    return { mask: inner.mask, until: inner.until.includes(this.closeId) ? inner.until : [...inner.until, this.closeId], positions };
   }
 }
 
@@ -76,7 +86,8 @@ export function withClosedThinkMask(inner: Constraint | null, start: ThinkStart,
   for (const id of tags) noTags[id >>> 5]! &= ~(1 << (id & 31));
   const noClose = new Uint32Array(words).fill(0xffffffff);
   if (ids.close !== undefined && ids.close < vocab) noClose[ids.close >>> 5]! &= ~(1 << (ids.close & 31));
-  const masks: ThinkMasks = { start, ids, words, noTags, noClose };
+  const closeTag = ids.close !== undefined && ids.close < vocab ? [ids.close] : [];
+  const masks: ThinkMasks = { start, ids, words, noTags, noClose, closedRun: { mask: noTags, until: [] }, openRun: { mask: null, until: closeTag } };
   return { start: () => new ClosedThinkMatcher(inner?.start() ?? null, masks, 0, start === 'closed') };
 }
 
@@ -88,6 +99,10 @@ interface ThinkMasks {
   readonly noTags: Uint32Array;
   /** All ids but `</think>`. */
   readonly noClose: Uint32Array;
+  /** The mask run once closed: no tags, for good. */
+  readonly closedRun: MaskRun;
+  /** The mask run while open: any id, until `</think>` closes it. */
+  readonly openRun: MaskRun;
 }
 
 /** `closed` is reasoningClosed(history) kept up to date one id at a time. */
@@ -116,8 +131,12 @@ class ClosedThinkMatcher implements Matcher {
   endError(): string | null {
     return this.inner ? this.inner.endError() : null;
   }
-  /** Closed and alone: the tags are masked at every later position, so nothing reopens it. */
-  fixedMask(): Uint32Array | undefined {
-    return this.closed && this.inner === null ? this.t.noTags : undefined;
+  /** Once closed, the tags are masked at every later position, so nothing reopens it; while
+   * open (past a `none` prompt's first id), any id until `</think>`; with the inner
+   * constraint's run, when it has one. */
+  maskRun(): MaskRun | undefined {
+    if (!this.closed && this.t.start === 'none' && this.n === 0) return undefined;
+    const own = this.closed ? this.t.closedRun : this.t.openRun;
+    return this.inner ? bothRuns(this.inner.maskRun?.(), own, this.t.words) : own;
   }
 }

@@ -23,10 +23,12 @@ function maskedArgmax(req: RequestView): boolean {
 }
 
 /** Are the request's MTP drafts argmax picks of its logits, or of its logits plus a logit
- * bias the kernels add exactly (no penalty, no constraint), or of its logits under a fixed
- * constraint mask (logits-adjust.ts fixedMaskOf: the closed-think mask of a chat answer; no
- * bias)? Then they chain on the kernels with no read-back between draft steps
- * (speculative/draft.ts, draft-bias.ts). */
+ * bias the kernels add exactly (no penalty, no constraint), or of its logits under a
+ * constraint's mask run (logits-adjust.ts maskRunOf: the closed-think mask of a chat answer, an
+ * open reasoning block's none; no bias)? Then they chain on the kernels with no read-back
+ * between draft steps (speculative/draft.ts, draft-bias.ts); drafts past a drafted `until` id
+ * are proposals under a stale mask, which the verify (per-position masks) rejects or a
+ * deferred round's resolution cuts. */
 export function draftsOnKernels(req: RequestView): boolean {
   if (req.adjust?.constraint) return !masksVary(req) && maskedArgmax(req);
   const p = req.sampling;

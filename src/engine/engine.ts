@@ -89,6 +89,12 @@ export class Engine {
     return { ...this.speculative.deferredRejection };
   }
 
+  /** Chains of deferred MTP rounds cut after a draft that ended their constraint's mask run
+   * since load (a drafted `</think>` in an open reasoning block: speculative/pending-drafts.ts). */
+  get maskRunCuts(): number {
+    return this.speculative.runCuts;
+  }
+
   /** MTP rounds of penalised or constrained greedy chains (no sampled chain among them) drafted
    * on the kernels since load, their passes (one read-back each; a pass past the first is a
    * redraft) and the chains whose exact replay disagreed with the kernels' pick: an f32 near

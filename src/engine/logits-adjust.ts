@@ -13,7 +13,7 @@
 //   allows only the stop ids and says so), or null when it may; a reason turns the stop into
 //   an `error` finish carrying it, so an incomplete constrained output never looks like a
 //   normal stop.
-import type { Constraint, Matcher } from '../constrain/constraint.js';
+import { ANY_ID_RUN, type Constraint, type MaskRun, type Matcher } from '../constrain/constraint.js';
 
 export interface LogitsAdjust {
   readonly bias: ReadonlyMap<number, number> | null;
@@ -48,16 +48,23 @@ export function committedMatcher(req: AdjustedRequest): Matcher | null {
   return m;
 }
 
-/** The request's matcher after its committed ids and drafts[0..k): the committed one for
- * k = 0, else the request's fork when it is on the way there (it is advanced by the drafts it
+/** The request's matcher after its committed ids and drafts[0..k), k = min(at, drafts): the
+ * committed one for k = 0 or inside the committed matcher's mask run, else the request's fork when it is on the way there (it is advanced by the drafts it
  * has not read), else a new fork. `drafts`: the request's drafts (verify), or the chain the
  * MTP drafter is proposing (not the request's until the scheduler's update records it).
  * Read only for the caller. */
-export function matcherAfterDrafts(req: AdjustedRequest, k: number, drafts: readonly number[] = req.drafts): Matcher | null {
+export function matcherAfterDrafts(req: AdjustedRequest, at: number, drafts: readonly number[] = req.drafts): Matcher | null {
   const base = committedMatcher(req);
-  // a fixed mask stands for every later position, whatever the drafts (placeholders of drafts
-  // still on the kernels included: speculative/pending-drafts.ts)
-  if (!base || k === 0 || base.fixedMask?.() !== undefined) return base;
+  // a verify position past a resolved chain's last draft (a deferred round cut shorter:
+  // pending-drafts.ts) is never accepted from: it reads the matcher after every draft
+  const k = Math.min(at, drafts.length);
+  if (!base || k === 0) return base;
+  // a mask run stands for every later position until one of its `until` ids or its positions'
+  // end; drafts still on the kernels (placeholders, negative: speculative/pending-drafts.ts) are
+  // recorded under the run's mask at every position, and the round is cut at the run's end
+  // when it resolves
+  const run = base.maskRun?.();
+  if (run && (firstOutside(run, drafts, k) < 0 || drafts.some((id, i) => i < k && id < 0))) return base;
   let f = forks.get(req);
   if (!f || f.base !== base.length || f.read.length > k || f.read.some((id, i) => id !== drafts[i])) {
     f = { base: base.length, m: base.fork(), read: [] };
@@ -71,18 +78,44 @@ export function matcherAfterDrafts(req: AdjustedRequest, k: number, drafts: read
   return f.m;
 }
 
-/** The mask of every position from the request's committed ids on, when its constraint's can
- * no longer change (Matcher.fixedMask; the closed-think mask of a chat answer): null without
- * a constraint; undefined when the mask may change with the ids that follow. */
-export function fixedMaskOf(req: AdjustedRequest): Uint32Array | null | undefined {
+
+/** The mask run of the request's positions from its committed ids on (Matcher.maskRun: the
+ * closed-think mask of a chat answer, for good; an open reasoning block's "any id" until
+ * `</think>` or its budget's end): ANY_ID_RUN without a constraint; undefined when the mask may
+ * change with other ids. */
+export function maskRunOf(req: AdjustedRequest): MaskRun | undefined {
   const m = committedMatcher(req);
-  return m ? m.fixedMask?.() : null;
+  return m ? m.maskRun?.() : ANY_ID_RUN;
 }
 
-/** Does the request's constraint mask depend on the ids that follow (a constraint without a
- * fixed mask)? Such a request's masks are read per position, after the drafts before it. */
+/** A chain of drafts `ids` cut to the part whose verify positions are inside `run`: `keep`
+ * drafts, and `ended` when the position after the last kept one (its bonus) is outside (the
+ * chain went past the run's positions, or through an `until` id, kept as its last). */
+export function runCut(run: MaskRun, ids: readonly number[]): { keep: number; ended: boolean } {
+  const at = firstOutside(run, ids, ids.length);
+  return at < 0 ? { keep: ids.length, ended: false } : { keep: at, ended: true };
+}
+
+/** The first of positions 1..n outside `run` for a chain of ids (position i follows ids[0..i)):
+ * past the run's positions, or after an `until` id; −1 when positions 0..n are all inside. */
+function firstOutside(run: MaskRun, ids: readonly number[], n: number): number {
+  const last = run.positions ?? Infinity;
+  if (run.until.length === 0 && last > n) return -1;
+  for (let i = 1; i <= n; i++) if (i >= last || run.until.includes(ids[i - 1]!)) return i;
+  return -1;
+}
+
+/** Does the request's constraint mask depend on the ids that follow other than through a mask
+ * run? Such a request's masks are read per position, after the drafts before it. */
 export function masksVary(req: AdjustedRequest): boolean {
-  return fixedMaskOf(req) === undefined;
+  return maskRunOf(req) === undefined;
+}
+
+/** Is the request's mask the same at every later position whatever the ids (a mask run with no
+ * `until` ids or positions, or no constraint)? */
+export function maskFixed(req: AdjustedRequest): boolean {
+  const run = maskRunOf(req);
+  return run !== undefined && run.until.length === 0 && run.positions === undefined;
 }
 
 /** Why the request may not end now, as its constraint sees its committed ids (null: it may,

@@ -17,7 +17,7 @@
 //   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
 //   chains (rowMaySnapshot). Every greedy pick is the kernels' plain argmax (no penalty, bias,
 //   logprobs or logits capture), or their masked argmax under a constraint whose mask is fixed
-//   (logits-adjust.ts fixedMaskOf: the same for N + 1 whatever N picks), so N's update needs
+//   (logits-adjust.ts maskFixed: the same for N + 1 whatever N picks), so N's update needs
 //   nothing else of the device.
 // - A sampled row (top-k on, no penalty, bias, constraint, logprobs or capture) chains
 //   on a proposal: the device draws N + 1's token from N's top candidates with the uniform
@@ -39,7 +39,7 @@ import type { Batch, BatchRow } from './batch.js';
 import { finishesOnHost, penalised, picksOnKernels, sampledCandidates } from './device-picks.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
-import { masksVary } from './logits-adjust.js';
+import { maskFixed } from './logits-adjust.js';
 
 /** What the engine knows when deciding whether step N + 1 may be recorded now. */
 export interface ChainFacts {
@@ -77,8 +77,8 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
   const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : facts.candidates && drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
   // a constraint's mask after N's pick must be known now: a fixed one (the closed-think mask of
-  // a chat answer) is the same at every position
-  if (!plain || masksVary(req)) return false;
+  // a chat answer) is the same at every position (a mask run that N's pick may end is not)
+  if (!plain || !maskFixed(req)) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
   return !facts.maySnapshot(row);

@@ -110,10 +110,13 @@ export function residual(p: Float64Array, q: Float64Array): Float64Array {
 /** Acceptance on picks made already: the kernels' argmax of verify positions 0..k
  * (engine/device-picks.ts: the walk of acceptDrafts for a greedy request without penalties),
  * or a sampled request's draws at them ('match'). The tokens are the accepted drafts, then
- * the bonus (the first pick that differs from its draft, or pick k). */
-export function acceptPicked(drafts: readonly number[], ids: ArrayLike<number>): { tokens: number[]; accepted: number } {
+ * the bonus (the first pick that differs from its draft, or pick k); with `bonus` false
+ * (Request.lastDraftUnverified: pick k is not the target's) a walk that accepts every draft
+ * ends with the last, which is then committed as the bonus is (accepted counts one fewer). */
+export function acceptPicked(drafts: readonly number[], ids: ArrayLike<number>, bonus = true): { tokens: number[]; accepted: number } {
   const tokens: number[] = [];
   for (let i = 0; i <= drafts.length; i++) {
+    if (i === drafts.length && !bonus && i > 0) return { tokens, accepted: i - 1 };
     const pick = ids[i]!;
     tokens.push(pick);
     if (i === drafts.length || pick !== drafts[i]) return { tokens, accepted: i };

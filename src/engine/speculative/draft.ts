@@ -34,7 +34,7 @@ import { BatchSampler, type SampleJob, toProbs } from '../sample-batch.js';
 import type { ReadRange, Tensor, Weight } from '../../kernels/types.js';
 import type { RequestView } from '../request.js';
 import type { DraftProposal } from '../step-output.js';
-import { adjustInPlace, fixedMaskOf, matcherAfterDrafts } from '../logits-adjust.js';
+import { adjustInPlace, maskRunOf, matcherAfterDrafts } from '../logits-adjust.js';
 import { draftPicksOnKernels, draftsOnKernels, finishesOnHost, idsOf, maskOf } from '../device-picks.js';
 import { FinishGather, finishMask, finishPicks, greedyAdjust, planDraftFinish } from '../device-finish.js';
 import { DraftBias } from './draft-bias.js';
@@ -195,8 +195,8 @@ export class MtpDrafter {
     if (!host && defer && chains.every((c, j) => defersDrafts(c.req) || ((c.matched || rejected[j]) && this.device !== null && defersSampledDrafts(c.req)))) {
       const uniforms = chains.map(() => [] as number[]);
       const round = this.recordOnKernels(chains, first, rejected, uniforms);
-      return { round, members: chains.map((c, j) => ({ req: c.req, count: c.drafts,
-        ...(rejected[j] ? { rejection: { uniforms: uniforms[j]!, vocab: this.v, mask: fixedMaskOf(c.req) ?? null } } : {}) })) };
+      return { round, members: chains.map((c, j) => ({ req: c.req, count: c.drafts, run: maskRunOf(c.req)!,
+        ...(rejected[j] ? { rejection: { uniforms: uniforms[j]!, vocab: this.v } } : {}) })) };
     }
     if (!host && chains.every((c) => draftsOnKernels(c.req))) await this.draftOnKernels(chains, first);
     else if (!host && this.device && deviceRound(chains.map((c) => c.req), this.v, this.deviceChains)) {
@@ -280,8 +280,9 @@ export class MtpDrafter {
     const cuts = draws?.filter((p) => p !== null) ?? [];
     const kept = rejected.includes(true) ? this.device!.drawCandidates(cuts) : 0;
     const cands = kept > 0 ? { ...this.device!.candidateRows(n * steps, kept), c: kept } : null;
-    // a chain under a fixed constraint mask (draftsOnKernels): every step's pick or draw under it
-    const masks = chains.map((c) => fixedMaskOf(c.req) ?? null);
+    // a chain under a constraint's mask run (draftsOnKernels): every step's pick or draw under
+    // it (steps past a drafted `until` id too: the round is cut after it, pending-drafts.ts)
+    const masks = chains.map((c) => maskRunOf(c.req)?.mask ?? null);
     const masked = masks.some((m) => m !== null);
     const drawnRuns = draws && masked ? chains.map((_, j) => (draws[j] && masks[j] ? maskedRuns(masks[j], this.v, 0) : null)) : null;
     let hidden = first;

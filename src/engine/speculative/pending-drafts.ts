@@ -18,7 +18,9 @@
 // - A pending request's drafts are placeholders (PENDING_DRAFT, of the right count; a draft the
 //   draftOverride hook set is a host id, embedded from the host) that nothing reads: its verify
 //   row embeds them from the kernels, its picks are the plain argmax or its positions'
-//   candidates / rows (deferrable: no mask, penalty, bias, logprobs or capture reads a draft),
+//   candidates / rows (deferrable: no penalty, bias, logprobs or capture reads a draft, and a
+//   constraint's mask is a run, logits-adjust.ts maskRunOf, the same at every position of the
+//   chain until a draft ends it: the resolution cuts the chain after such a draft, no bonus),
 //   and the update resolves them before acceptance. The ids the kernels embed are the ids read back.
 // - Every step that runs a batch reads back the pending round (if any) and resolves it before
 //   the next round is drafted, so a round's ids tensor is never overwritten while pending.
@@ -32,29 +34,32 @@ import { draftsOnKernels, finishesOnHost, idsOf, picksOnKernels } from '../devic
 import { adjusted } from './draft-rules.js';
 import { isGreedy, type SamplingParams } from '../sampler.js';
 import { type RejectionEnd, type ResolvedRejection, resolveRejectionChain } from './deferred-rejection.js';
+import type { SparseDist } from './sparse-accept.js';
 import type { RequestView } from '../request.js';
 import type { DraftOutcome } from '../step-output.js';
 import type { DraftRound, DraftRoundRead } from './draft-round.js';
 import type { ReadRange, Tensor } from '../../kernels/types.js';
 import { rowTokens } from './verify-layout.js';
-import { masksVary } from '../logits-adjust.js';
+import { masksVary, runCut } from '../logits-adjust.js';
+import type { MaskRun } from '../../constrain/constraint.js';
 import { assert } from '../../util/errors.js';
 
-/** The requests of a pending round, by chain, and how many drafts each proposed. A chain
+/** The requests of a pending round, by chain, how many drafts each proposed, and the mask run
+ * its drafts and verify positions are recorded under (logits-adjust.ts maskRunOf). A chain
  * verified by rejection sampling also keeps its drafts' uniforms and the draft head's
  * vocabulary: the read-back's candidates are resolved into its drafts (deferred-rejection.ts). */
 export type RoundMembers = readonly {
   readonly req: RequestView;
   readonly count: number;
+  readonly run: MaskRun;
   readonly rejection?: RejectionMember;
 }[];
 
-/** A rejection chain's part of a pending round: its drafts' uniforms, the draft head's
- * vocabulary, and its fixed constraint mask (null: none), which its draft rows were drawn under. */
+/** A rejection chain's part of a pending round: its drafts' uniforms and the draft head's
+ * vocabulary (its draft rows were drawn under its run's mask). */
 export interface RejectionMember {
   readonly uniforms: readonly number[];
   readonly vocab: number;
-  readonly mask: Uint32Array | null;
 }
 
 /** What a pending request's drafts hold until resolved (no valid id: a read of one fails). */
@@ -62,7 +67,8 @@ export const PENDING_DRAFT = -1;
 
 /** May the request's drafts stay on the kernels until its verify: argmax picks chained on the
  * kernels (no bias: its verify pick finishes on the host), and a verify whose picks read no
- * draft on the host (plain argmax: no constraint, penalty, logprobs or capture) and no image. */
+ * draft on the host (plain argmax, or masked by a constraint's mask run: no penalty, logprobs
+ * or capture) and no image. */
 export function defersDrafts(req: RequestView): boolean {
   return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !masksVary(req) && req.vision === null;
 }
@@ -71,7 +77,7 @@ export function defersDrafts(req: RequestView): boolean {
  * drafts are the kernels' draws from their top candidates (any proposal serves), and its verify
  * reads what a plain sampled step reads (candidates, or whole rows) with nothing that reads a
  * draft before the update resolves them: no penalty or bias (the drafts count as outputs), no
- * constraint, logprobs, capture or image. The caller knows it is matched. */
+ * constraint but a mask run, no logprobs, capture or image. The caller knows it is matched. */
 export function defersSampledDrafts(req: RequestView): boolean {
   return !isGreedy(req.sampling) && !adjusted(req) && !masksVary(req) && req.onLogprob === null && req.captureLogits === null && req.vision === null;
 }
@@ -99,7 +105,12 @@ export function pendingProposals(round: DraftRound, members: RoundMembers,
  * by rejection sampling, the drafts and q's its candidates resolve to (deferred-rejection.ts;
  * `ended` hears how each such chain ended). */
 export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: DraftRoundRead,
-  ended: (end: RejectionEnd) => void = () => undefined, refuse: (() => boolean) | null = null): DraftOutcome {
+  ended: (end: RejectionEnd) => void = () => undefined, refuse: (() => boolean) | null = null, runCut: () => void = () => undefined): DraftOutcome {
+  const cut = (run: MaskRun, tokens: number[], qs: SparseDist[] | null, lastUnverified: boolean) => {
+    const r = withinRun(run, tokens, qs, lastUnverified);
+    if (r.runEnded) runCut();
+    return { tokens: r.tokens, probs: r.probs, ...(r.lastUnverified ? { lastUnverified: true } : {}) };
+  };
   const { ids } = read;
   assert(ids.length === round.span, `a draft round of ${round.span} ids read back as ${ids.length}`);
   return {
@@ -108,22 +119,36 @@ export function resolvedDrafts(round: DraftRound, members: RoundMembers, read: D
     proposals: members.map((m, chain) => {
       const device = m.req.drafts.map((d, s) => (d === PENDING_DRAFT ? ids[s * round.chains + chain]! : d));
       // (a request no longer claiming the round is skipped by the update: nothing to resolve)
-      if (!m.rejection || m.req.pendingDrafts?.round !== round) return { req: m.req, tokens: device, probs: null };
-      const r = rejectionChain(round, read, chain, device, m.req.sampling, m.rejection, refuse);
+      if (m.req.pendingDrafts?.round !== round) return { req: m.req, tokens: device, probs: null };
+      if (!m.rejection) return { req: m.req, ...cut(m.run, device, null, false) };
+      const r = rejectionChain(round, read, chain, device, m.req.sampling, m.rejection, m.run.mask, refuse);
       ended(r.end);
-      return { req: m.req, tokens: r.tokens, probs: r.qs, ...(r.lastUnverified ? { lastUnverified: true } : {}) };
+      return { req: m.req, ...cut(m.run, r.tokens, r.qs, r.lastUnverified) };
     }),
   };
 }
 
+/** A resolved chain cut where its mask run ends (`runEnded`: after a drafted `</think>` in an
+ * open reasoning block, or at the reasoning budget's end): the verify positions past it were
+ * masked as inside the run, so the chain ends with its last draft inside, no bonus (the target
+ * after it is computed again next step, under its own mask: Request.lastDraftUnverified).
+ * Whether the walk goes on past a draft depends only on the drafts up to it, so the emitted
+ * tokens keep their law (and greedy ids, MTP off's). */
+function withinRun(run: MaskRun, tokens: number[], qs: SparseDist[] | null, lastUnverified: boolean):
+  { tokens: number[]; probs: SparseDist[] | null; lastUnverified: boolean; runEnded: boolean } {
+  const { keep, ended } = runCut(run, tokens);
+  // a rejection chain already cut before the run's end keeps its own last-draft status
+  return { tokens: tokens.slice(0, keep), probs: qs ? qs.slice(0, keep) : null, lastUnverified: lastUnverified || ended, runEnded: ended };
+}
+
 /** resolveRejectionChain over chain `chain`'s rows of the read-back. */
 function rejectionChain(round: DraftRound, read: DraftRoundRead, chain: number, device: readonly number[], sampling: SamplingParams,
-  r: RejectionMember, refuse: (() => boolean) | null): ResolvedRejection {
+  r: RejectionMember, mask: Uint32Array | null, refuse: (() => boolean) | null): ResolvedRejection {
   const cands = read.cands;
   assert(round.cands !== null && cands !== null, 'a rejection chain of a round that kept no candidates');
   const c = round.cands.c;
   return resolveRejectionChain({
-    device, uniforms: r.uniforms, sampling, vocab: r.vocab, refuse, mask: r.mask,
+    device, uniforms: r.uniforms, sampling, vocab: r.vocab, refuse, mask,
     candidates: (s) => {
       const at = (s * round.chains + chain) * c;
       return { ids: cands.ids.subarray(at, at + c), vals: cands.vals.subarray(at, at + c) };

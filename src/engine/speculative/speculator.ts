@@ -82,6 +82,9 @@ export class Speculator {
   /** Chains of deferred rounds verified by rejection sampling, by how their resolution ended
    * (deferred-rejection.ts): every draft stood, cut before a refused step, or ended by a redraw. */
   readonly deferredRejection: Record<RejectionEnd, number> = { whole: 0, refused: 0, redrawn: 0 };
+  /** Chains of deferred rounds cut after a draft that ended their constraint's mask run (a
+   * drafted `</think>`: pending-drafts.ts). */
+  runCuts = 0;
 
   /** The drafter's penalised-chain counts (zeros without MTP). */
   /** The sampled chains' counters (draft-device.ts; zeros when that path is off). */
@@ -121,7 +124,8 @@ export class Speculator {
     const p = this.pendingRound;
     assert(p !== null, 'draft ids read back with no round pending');
     this.pendingRound = null;
-    return resolvedDrafts(p.round, p.members, read, (end) => { this.deferredRejection[end]++; }, this.opts.refuseCandidate ?? null);
+    return resolvedDrafts(p.round, p.members, read, (end) => { this.deferredRejection[end]++; }, this.opts.refuseCandidate ?? null,
+      () => { this.runCuts++; });
   }
 
   /** Make the adaptive policy's choice of the next round's k now, for a step of `decoding`
@@ -148,7 +152,7 @@ export class Speculator {
     const req = row.req!;
     if (this.matches(req)) {
       // the positions were drawn with the rng's uniforms ahead (step-sampling.ts): it moves by the tokens emitted
-      const { tokens, accepted } = acceptPicked(req.drafts, picks.map((o) => o.token));
+      const { tokens, accepted } = acceptPicked(req.drafts, picks.map((o) => o.token), !req.lastDraftUnverified);
       for (let s = 0; s < tokens.length; s++) req.rng.next();
       return { tokens, logprobs: tokens.map((_, s) => picks[s]?.logprobs ?? null), logits: tokens.map((_, s) => logits[s]!), drafted: req.drafts.length, accepted };
     }
@@ -179,7 +183,9 @@ export class Speculator {
     if (this.matches(req)) {
       // position s's draw (the decode path's drawCertified) with the request's next uniform, while the drafts match
       const tokens: number[] = [];
-      for (let s = 0; s <= req.drafts.length; s++) {
+      // (no bonus draw after an unverified last draft: the walk ends with it)
+      const last = req.lastDraftUnverified ? req.drafts.length - 1 : req.drafts.length;
+      for (let s = 0; s <= last; s++) {
         tokens.push(drawCertified(cand[s]!, req.sampling, req.rng.next()).token);
         if (tokens[s] !== req.drafts[s]) break;
       }
@@ -201,10 +207,14 @@ export class Speculator {
   /** accept() for a row whose verify positions the kernels picked (device-picks.ts): the
    * same tokens, from ids [k + 1] instead of logits rows. */
   acceptPicks(row: BatchRow, ids: Int32Array): RowOutcome {
-    const drafts = row.req!.drafts;
-    assert(row.req!.pendingDrafts === null, `verify row of request ${row.req!.id}: its drafts were never resolved`);
-    if (ids.length !== drafts.length + 1) throw new Error(`verify row of request ${row.req!.id}: ${ids.length} picks for ${drafts.length} drafts`);
-    const { tokens, accepted } = acceptPicked(drafts, ids);
+    const req = row.req!;
+    const drafts = req.drafts;
+    assert(req.pendingDrafts === null, `verify row of request ${req.id}: its drafts were never resolved`);
+    // a deferred round's chain cut after a draft that ended its mask run has fewer drafts than picks
+    if (ids.length !== drafts.length + 1 && !(req.lastDraftUnverified && ids.length > drafts.length)) {
+      throw new Error(`verify row of request ${req.id}: ${ids.length} picks for ${drafts.length} drafts`);
+    }
+    const { tokens, accepted } = acceptPicked(drafts, ids, !req.lastDraftUnverified);
     return { tokens, logprobs: tokens.map(() => null), logits: [], drafted: drafts.length, accepted };
   }
 
