@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import type { Matcher } from '../src/constrain/constraint.js';
 import assert from 'node:assert/strict';
 import type { Batch } from '../src/engine/batch.js';
-import { chainable, type ChainFacts } from '../src/engine/overlap.js';
+import { chainable, chainedPickStands, type ChainFacts } from '../src/engine/overlap.js';
 import { Request, type RequestView } from '../src/engine/request.js';
 import { OutputText } from '../src/engine/output.js';
 import { TokenHistory } from '../src/engine/sampler.js';
@@ -100,19 +100,22 @@ test('chainable refuses every step the plain loop would not build the same way',
   const req = s.sched.running[0]! as Request;
   // a constraint's mask after the token: unknown for a matcher whose mask may change; its fixed
   // mask (the closed-think mask of a chat answer) is the same at every position
-  const matcher = (run: 'fixed' | 'until' | null, n = 0): Matcher => ({
+  const runs = { fixed: { until: [] }, until: { until: [7] }, lastPosition: { until: [7], positions: 1 } };
+  const matcher = (run: keyof typeof runs | null, n = 0): Matcher => ({
     get length() { return n; }, mask: () => null, advance() { n++; }, fork: () => matcher(run, n), endError: () => null,
-    ...(run ? { maskRun: () => ({ mask: new Uint32Array(32).fill(0xffffffff), until: run === 'until' ? [7] : [] }) } : {}),
+    ...(run ? { maskRun: () => ({ mask: new Uint32Array(32).fill(0xffffffff), ...runs[run] }) } : {}),
   });
   // (a request's matcher is started once, its constraint never changes: each case a new constraint object)
   const other = s.sched.running[1]! as Request;
   req.adjust = { bias: null, constraint: { start: () => matcher('fixed') } };
   assert.ok(chainable(batch, FACTS), 'a fixed mask is the same after any token');
   other.adjust = { bias: null, constraint: { start: () => matcher('until') } };
-  assert.equal(chainable(batch, FACTS), false, 'a mask run the pick may end (an open reasoning block) is not known after it');
-  const fresh = decoding();
-  (fresh.s.sched.running[1]! as Request).adjust = { bias: null, constraint: { start: () => matcher(null) } };
-  assert.equal(chainable(fresh.batch, FACTS), false, 'a constrained pick needs the matcher after the token');
+  assert.ok(chainable(batch, FACTS), 'a mask run the pick may end (an open reasoning block): the next pick is checked once it is known');
+  for (const [run, why] of [[null, 'a constrained pick needs the matcher after the token'], ['lastPosition', 'a mask run that ends at this position']] as const) {
+    const fresh = decoding();
+    (fresh.s.sched.running[1]! as Request).adjust = { bias: null, constraint: { start: () => matcher(run) } };
+    assert.equal(chainable(fresh.batch, FACTS), false, why);
+  }
   req.adjust = null;
   other.adjust = null;
   (req as { sampling: Request['sampling'] }).sampling = { ...GREEDY, temperature: 0.7 };
@@ -148,4 +151,27 @@ test('a row at its max_tokens does not chain; nor does a row without a free page
   }
   assert.equal(chained, null, 'the chain stops where a page would have to be evicted or preempted for');
   checkPools(tight.s);
+});
+
+test('a chained pick made under a mask run stands unless the run ended and the mask after it refuses it or widens the run\'s', () => {
+  const words = 32;
+  const allow = (...ids: number[]): Uint32Array => {
+    const m = new Uint32Array(words);
+    for (const id of ids) m[id >>> 5]! |= 1 << (id & 31);
+    return m;
+  };
+  // a request whose committed matcher's mask is `now` (its last committed id is the step before's pick)
+  const withMask = (now: Uint32Array | null): RequestView => {
+    const matcher = (n: number): Matcher => ({ get length() { return n; }, mask: () => now, advance() { n++; }, fork: () => matcher(n), endError: () => null });
+    return { adjust: { bias: null, constraint: { start: () => matcher(0) } }, tokens: [1, 2, 9], promptIds: [1, 2], drafts: [] } as unknown as RequestView;
+  };
+  const open = { mask: null, until: [9] };
+  assert.ok(chainedPickStands(withMask(allow(3)), undefined, 9, 4), 'no run: nothing to check');
+  assert.ok(chainedPickStands(withMask(allow(3)), open, 8, 4), 'the run did not end');
+  assert.ok(chainedPickStands(withMask(allow(3, 4)), open, 9, 4), 'ended; the mask after allows the pick, and the run allowed every id');
+  assert.equal(chainedPickStands(withMask(allow(3)), open, 9, 4), false, 'ended; the mask after refuses the pick');
+  const narrow = { mask: allow(3, 4), until: [9] };
+  assert.ok(chainedPickStands(withMask(allow(4)), narrow, 9, 4), 'the mask after within the run\'s');
+  assert.equal(chainedPickStands(withMask(allow(4, 5)), narrow, 9, 4), false, 'the mask after allows 5, which the run\'s refused: 5 may be its argmax');
+  assert.equal(chainedPickStands(withMask(null), narrow, 9, 4), false, 'no mask after a narrower run');
 });

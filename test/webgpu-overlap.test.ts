@@ -6,7 +6,10 @@
 // (steps.overlapped counts the chained steps).
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Constraint, Matcher } from '../src/constrain/constraint.js';
+import { withClosedThinkMask } from '../src/constrain/think.js';
 import type { Engine } from '../src/engine/engine.js';
+import { THINK_CLOSE, THINK_OPEN } from '../src/tokenizer/reasoning.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import { assertSameRuns, type RunResult, runAll, withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
@@ -108,7 +111,53 @@ describe('overlapped decode on webgpu', () => {
     assert.ok(on.cached > 0, 'the second turn hit the cache');
     assert.ok(on.overlapped > 0, 'chained steps ran in the turn that hit the cache');
   });
+
+  // The open reasoning block's mask run (any id until `</think>`) chains; N + 1's pick, made
+  // under the run, is checked against the mask after N's pick once it is known (overlap.ts
+  // chainedPickStands): beside the real closed-think mask, a run that a newline ends and whose
+  // mask after it allows one id only, which the row chained past the newline did not pick: that
+  // request recomputes (steps.mispredicted), and both answer as the plain loop does.
+  test('mask runs chain: an open reasoning block, and a run whose end refuses the chained pick (recomputed); the plain loop\'s ids', async () => {
+    const reqs = (e: Engine): GenerateRequest[] => {
+      const t = e.tokenizer;
+      const ids = { open: t.tokenToId(THINK_OPEN), close: t.tokenToId(THINK_CLOSE) };
+      const prompt = (q: string) => t.encode(`<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n<think>\n`);
+      return [
+        { promptIds: prompt('What is 2 + 3?'), maxTokens: 24, ignoreEos: true, logitsAdjust: { bias: null, constraint: withClosedThinkMask(null, 'open', ids, e.sampleVocab) } },
+        { promptIds: prompt('What is 4 + 1?'), maxTokens: 16, ignoreEos: true, logitsAdjust: { bias: null, constraint: onlyAfter(t.encode('\n')[0]!, 5) } },
+      ];
+    };
+    const run = (overlapSteps: boolean) => withEngine({ ...base, model: TINY_THINK(), overlapSteps, prefixCache: false }, async (e) => {
+      const ids = await Promise.all(reqs(e).map(async (r) => [...(await e.complete(r)).outputIds]));
+      e.checkIntegrity();
+      const { overlapped, mispredicted } = e.stats().steps;
+      return { ids, overlapped, mispredicted, text: ids.map((i) => e.tokenizer.decode(i)) };
+    });
+    const off = await run(false);
+    const on = await run(true);
+    assert.deepEqual(on.ids, off.ids, 'overlap on');
+    assert.ok(off.text[0]!.includes('</think>'), `the reasoning closes mid-answer: ${JSON.stringify(off.text[0])}`);
+    assert.ok(on.overlapped > 10, `steps chained under the runs (${on.overlapped})`);
+    assert.ok(on.mispredicted >= 1, `the pick past the run's end was refused and recomputed (${on.mispredicted})`);
+  });
 });
+
+/** Any id until `switchId`, then only `only` (a mask run with an end, then a fixed one). */
+function onlyAfter(switchId: number, only: number): Constraint {
+  const single = new Uint32Array(32);
+  single[only >>> 5] = 1 << (only & 31);
+  const before = { mask: null, until: [switchId] };
+  const after = { mask: single, until: [] };
+  const matcher = (n: number, switched: boolean): Matcher => ({
+    get length() { return n; },
+    mask: () => (switched ? single : null),
+    advance(id: number) { n++; switched ||= id === switchId; },
+    fork: () => matcher(n, switched),
+    endError: () => null,
+    maskRun: () => (switched ? after : before),
+  });
+  return { start: () => matcher(0, false) };
+}
 
 /** Resolves once the running requests have produced `n` tokens in all (polls the stats). */
 async function firstTokens(e: Engine, n: number): Promise<void> {

@@ -28,7 +28,9 @@ import { Speculator } from './speculative/speculator.js';
 import { RadixCache } from '../cache/radix-cache.js';
 import { modelIdentity, PrefixPersistence } from './prefix-persist.js';
 import { type PrefixContext, queueGenerationSnapshot, rowMaySnapshot } from './prefix.js';
-import { chainable, type ChainFacts } from './overlap.js';
+import { chainable, chainedPickStands, type ChainFacts } from './overlap.js';
+import { maskRunOf } from './logits-adjust.js';
+import type { MaskRun } from '../constrain/constraint.js';
 import { resolveModel } from '../hub/resolve.js';
 import { BUILTIN_MODEL } from '../hub/builtin.js';
 import type { VisionModel } from '../vision/load.js';
@@ -366,6 +368,7 @@ export class Engine {
     try {
       result = await running.result; // execute: the step's one await of a read-back
       if (result.chainedInputs) this.dropMispredicted(batch, result.chainedInputs);
+      if (running.runs) this.dropMaskedOut(batch, result, running.runs);
       for (const i of result.lost) this.recompute(batch.rows[i]!.req!, true);
       if (result.draftRead) { // the drafts it verified
         this.scheduler.update(this.speculative.resolve(result.draftRead));
@@ -419,8 +422,22 @@ export class Engine {
     } catch {
       return; // the next schedule() builds the step (the pages chain() took stay with their requests)
     }
-    this.chained = { batch: next, result: this.runner.run(next, true), t0: recorded, chained: true };
+    // each row's mask run as its pick is recorded under it (N's update may end it)
+    const runs = batch.rows.slice(0, batch.nReal).map((r) => maskRunOf(r.req!));
+    this.chained = { batch: next, result: this.runner.run(next, true), t0: recorded, chained: true, runs };
     this.chained.result.catch(() => undefined); // its failure is reported when its step is taken
+  }
+
+  /** A chained step's greedy rows whose pick was made under a mask run that the step before
+   * ended (a `</think>`) and that the mask after it does not confirm (overlap.ts
+   * chainedPickStands): their requests recompute, as for a mispredicted input. */
+  private dropMaskedOut(batch: Batch, result: StepResult, runs: readonly (MaskRun | undefined)[]): void {
+    batch.rows.slice(0, batch.nReal).forEach((row, i) => {
+      const req = row.req!;
+      const pick = result.ids[i]?.[0];
+      if (req.status !== 'running' || row.start !== req.computed || pick === undefined) return;
+      if (!chainedPickStands(req, runs[i], req.tokens[row.start]!, pick)) this.recompute(req, false);
+    });
   }
 
   /** A chained step's rows whose input token (the device's proposal) is not the token the step
@@ -487,6 +504,8 @@ interface RunningStep {
   readonly t0: number;
   /** Recorded before the step before it was read back (overlap.ts). */
   readonly chained: boolean;
+  /** A chained step's rows' mask runs when it was recorded (chainedPickStands). */
+  readonly runs?: readonly (MaskRun | undefined)[];
 }
 
 /** State-pool chunks within the backend's binding limit (GPU: a batch's slots in one

@@ -111,13 +111,6 @@ export function masksVary(req: AdjustedRequest): boolean {
   return maskRunOf(req) === undefined;
 }
 
-/** Is the request's mask the same at every later position whatever the ids (a mask run with no
- * `until` ids or positions, or no constraint)? */
-export function maskFixed(req: AdjustedRequest): boolean {
-  const run = maskRunOf(req);
-  return run !== undefined && run.until.length === 0 && run.positions === undefined;
-}
-
 /** Why the request may not end now, as its constraint sees its committed ids (null: it may,
  * or it has no constraint). */
 export function constraintEndError(req: AdjustedRequest): string | null {

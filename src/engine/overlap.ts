@@ -17,8 +17,11 @@
 //   prefix-cache snapshot of a working slot does, so a step whose rows may snapshot never
 //   chains (rowMaySnapshot). Every greedy pick is the kernels' plain argmax (no penalty, bias,
 //   logprobs or logits capture), or their masked argmax under a constraint whose mask is fixed
-//   (logits-adjust.ts maskFixed: the same for N + 1 whatever N picks), so N's update needs
-//   nothing else of the device.
+//   (logits-adjust.ts maskRunOf: a mask run, recorded for N + 1 as for N), so N's update needs
+//   nothing else of the device. Where N's pick ends the run (a `</think>` in an open reasoning
+//   block) N + 1 picked under the run's mask, not the one after it: its pick stands when the mask
+//   after N allows it and allows nothing the run's did not (then it is that mask's argmax too;
+//   chainedPickStands), else the request recomputes, as for an overruled draw below.
 // - A sampled row (top-k on, no penalty, bias, constraint, logprobs or capture) chains
 //   on a proposal: the device draws N + 1's token from N's top candidates with the uniform
 //   the host's exact draw will use (the request's next one, looked ahead at on a fork of its
@@ -39,7 +42,8 @@ import type { Batch, BatchRow } from './batch.js';
 import { finishesOnHost, penalised, picksOnKernels, sampledCandidates } from './device-picks.js';
 import type { RequestView } from './request.js';
 import { isGreedy } from './sampler.js';
-import { maskFixed } from './logits-adjust.js';
+import type { MaskRun } from '../constrain/constraint.js';
+import { committedMatcher, maskRunOf } from './logits-adjust.js';
 
 /** What the engine knows when deciding whether step N + 1 may be recorded now. */
 export interface ChainFacts {
@@ -76,9 +80,12 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
   if (row.n !== 1 || !row.sample || row.verify || row.chunked) return false;
   if (req.status !== 'running' || req.aborted || req.snapshotOnly || req.vision !== null) return false;
   const plain = isGreedy(req.sampling) ? picksOnKernels(req) && !finishesOnHost(req) : facts.candidates && drawsChained(req, facts.sampleVocab) && !facts.recomputed(req);
-  // a constraint's mask after N's pick must be known now: a fixed one (the closed-think mask of
-  // a chat answer) is the same at every position (a mask run that N's pick may end is not)
-  if (!plain || !maskFixed(req)) return false;
+  // a constraint's mask after N's pick must be known now: a mask run covering N + 1's position
+  // (the closed-think mask of a chat answer, for good; an open reasoning block's, until
+  // `</think>`: N + 1's pick is checked against the mask after N's once that is known,
+  // chainedPickStands)
+  const run = maskRunOf(req);
+  if (!plain || !run || (run.positions !== undefined && run.positions < 2)) return false;
   // the token this step appends ends the request by length: its next step would be wasted
   if (req.numGenerated + 1 >= req.maxTokens || req.tokens.length + 1 >= req.maxLength) return false;
   return !facts.maySnapshot(row);
@@ -92,4 +99,16 @@ function rowChains(row: BatchRow, facts: ChainFacts): boolean {
 export function drawsChained(req: RequestView, sampleVocab: number): boolean {
   const p = req.sampling;
   return !isGreedy(p) && p.topK > 0 && p.topK < sampleVocab && sampledCandidates(req, sampleVocab) > 0 && !penalised(p) && req.adjust === null;
+}
+
+/** A chained greedy row's pick (N + 1's), made under `run` (its request's mask run when N + 1
+ * was recorded): does it stand once N's pick is committed? Yes unless N's pick ended the run
+ * and the mask after it (the committed matcher's now) refuses the pick or allows an id the
+ * run's mask did not (the pick may not be its argmax then). */
+export function chainedPickStands(req: RequestView, run: MaskRun | undefined, inputToken: number, pick: number): boolean {
+  if (!run || !run.until.includes(inputToken)) return true;
+  const now = committedMatcher(req)?.mask() ?? null;
+  if (now === null) return run.mask === null;
+  if (((now[pick >>> 5]! >>> (pick & 31)) & 1) === 0) return false;
+  return run.mask === null || now.every((w, i) => (w & ~run.mask![i]!) === 0);
 }
