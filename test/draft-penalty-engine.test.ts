@@ -1,9 +1,11 @@
 // MTP drafts of penalised greedy requests chained on the kernels (speculative/draft-device.ts),
 // forced on for the wasm engine (the hook; 'auto' turns it on for webgpu only): the drafts ==
 // the host path's (the hostDrafts hook: greedyToken over read-back rows), MTP on == off, 2
-// read-backs a round plus one per redraft pass. A wrapped penaltyPicks that corrupts the first
-// pick of every pass forces a disagreement each pass: the replay must catch it and redraft, and
-// the ids still equal the host path's. A batch mixing penalised, plain and biased chains too.
+// read-backs a round plus one per redraft pass (specRedrafts). A wrapped penaltyPicks that
+// corrupts the first pick of every pass forces a disagreement each pass: the replay must catch
+// it and redraft, and the ids still equal the host path's. A batch mixing penalised, plain and
+// biased chains too. Without redrafts (the default) a disagreement ends the chain: ids still
+// MTP off's, one draft pass a round.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -34,7 +36,8 @@ test('penalised MTP drafts chained on the kernels == host drafts, MTP on == off,
   const want = await withEngine({ ...base, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, penalised));
   for (const k of [2, 3, 4]) {
     const rec = draftRecorder();
-    await withEngine({ ...base, model: TINY_THINK(), specTokens: k, penaltyChain: true, ...rec.hooks }, async (e) => {
+    // redrafts allowed (specRedrafts): every chain's drafts are the host path's
+    await withEngine({ ...base, model: TINY_THINK(), specTokens: k, penaltyChain: true, specRedrafts: k, ...rec.hooks }, async (e) => {
       for (const [i, req] of penalised.entries()) {
         const what = `k = ${k}, request ${i}`;
         const host = await rec.run(e, [req], true);
@@ -78,7 +81,7 @@ test('a batch of penalised, plain and biased greedy chains drafts on the kernels
   ];
   const batch = { ...base, maxRunning: 4 };
   const want = await withEngine({ ...batch, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, reqs));
-  await withEngine({ ...batch, model: TINY_THINK(), specTokens: 3, penaltyChain: true }, async (e) => {
+  await withEngine({ ...batch, model: TINY_THINK(), specTokens: 3, penaltyChain: true, specRedrafts: 3 }, async (e) => {
     assert.deepEqual(await ids(e, reqs), want, 'batched chains: MTP on == off');
     const s0 = e.penaltyDrafts;
     assert.ok(s0.rounds > 0, 'the batch drafted through the penalised chain');
@@ -89,5 +92,20 @@ test('a batch of penalised, plain and biased greedy chains drafts on the kernels
     const got = await ids(e, reqs.filter((_, i) => i !== 1)).finally(restore);
     assert.deepEqual(got, want.filter((_, i) => i !== 1), 'forced redrafts in a batch: MTP on == off');
     assert.ok(e.penaltyDrafts.disagreements > s0.disagreements, 'the batch redrafted');
+  });
+});
+
+test('no redraft pass (the default): a disagreement ends its chain there; MTP on == off, one draft pass a round', async () => {
+  const want = await withEngine({ ...base, model: TINY_THINK(), specTokens: 0 }, (e) => ids(e, penalised));
+  await withEngine({ ...base, model: TINY_THINK(), specTokens: 3, penaltyChain: true }, async (e) => {
+    const s0 = e.penaltyDrafts;
+    const restore = corruptFirstPicks(e, 0);
+    const got = await ids(e, penalised).finally(restore);
+    const s1 = e.penaltyDrafts;
+    assert.deepEqual(got, want, 'forced disagreements, no redraft: MTP on == off');
+    const [rounds, passes, disagreements, ended] = [s1.rounds - s0.rounds, s1.passes - s0.passes, s1.disagreements - s0.disagreements, s1.ended - s0.ended];
+    // (a disagreement at a chain's last draft ends nothing: the host's pick is the last draft anyway)
+    assert.ok(ended > 0 && ended <= disagreements, `disagreements ended chains (${ended} of ${disagreements})`);
+    assert.equal(passes, rounds, 'one draft pass a round: drafts and verify, two read-backs');
   });
 });

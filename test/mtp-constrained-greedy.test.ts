@@ -47,18 +47,18 @@ function constrained(e: Engine, mix: Mix): GenerateRequest[] {
   return mix === 'mixed' ? [...greedy, c({ ...drawRequests(DRAW_CASES.hot, N, 1)[0]!, seed: 1003 })] : greedy;
 }
 
-type Run = DrawRun & { drafts: number[][]; greedy: { rounds: number; passes: number; disagreements: number } };
+type Run = DrawRun & { drafts: number[][]; greedy: { rounds: number; passes: number; disagreements: number; ended: number } };
 
 /** The run, every proposal in order ([committed length, ...drafts]), and the greedy rounds'
  * counters (DeviceDrafts.stats.penalised: rounds of greedy chains alone). */
-async function run(k: number, on: boolean, mix: Mix): Promise<Run> {
+async function run(k: number, on: boolean, mix: Mix, specRedrafts = k): Promise<Run> {
   const drafts: number[][] = [];
   const draftOverride = (req: { tokens: readonly number[] }, d: number[]): number[] => { drafts.push([req.tokens.length, ...d]); return d; };
-  return withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain: on, penaltyChain: on, draftOverride }, async (e) => {
+  return withEngine({ ...opts, model: TINY_THINK(), specTokens: k, sampledChain: on, penaltyChain: on, specRedrafts, draftOverride }, async (e) => {
     const g0 = e.penaltyDrafts;
     const got = await runDraws(e, constrained(e, mix));
     const g1 = e.penaltyDrafts;
-    return { ...got, drafts, greedy: { rounds: g1.rounds - g0.rounds, passes: g1.passes - g0.passes, disagreements: g1.disagreements - g0.disagreements } };
+    return { ...got, drafts, greedy: { rounds: g1.rounds - g0.rounds, passes: g1.passes - g0.passes, disagreements: g1.disagreements - g0.disagreements, ended: g1.ended - g0.ended } };
   });
 }
 
@@ -88,6 +88,19 @@ for (const k of [2, 3, 4]) {
     });
   }
 }
+
+test('no redraft pass (the default): a refused pick ends its chain; ids == the per-step path, every read-back a target step or a round\'s one draft pass', async () => {
+  for (const mix of ['alone', 'penalised'] as const) {
+    const off = await run(3, false, mix);
+    const on = await run(3, true, mix, 0);
+    const g = on.greedy;
+    assert.deepEqual(on.ids, off.ids, `${mix}: ids == per-step path`);
+    // (a refused pick at a chain's last draft ends nothing: the verify picks there anyway)
+    assert.ok(g.ended > 0 && g.ended <= g.disagreements, `${mix}: refused picks ended chains (${g.ended} of ${g.disagreements})`);
+    assert.equal(g.passes, g.rounds, `${mix}: one draft pass a round`);
+    assert.equal(on.reads, on.targetSteps + g.passes, `${mix}: read-backs: target steps + one draft pass a round`);
+  }
+});
 
 test('the replay\'s test: an allowed unmasked argmax above −∞ is the masked argmax (ties to the lowest id, NaN, ±∞: the reference\'s argmaxRowsMasked)', () => {
   const k = createRefKernels();

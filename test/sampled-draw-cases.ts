@@ -55,7 +55,7 @@ export async function runDraws(e: Engine, reqs: readonly GenerateRequest[]): Pro
     const s1 = e.sampledDrafts;
     const sampled = {
       rounds: s1.rounds - s0.rounds, steps: s1.steps - s0.steps, passes: s1.passes - s0.passes, disagreements: s1.disagreements - s0.disagreements,
-      refused: s1.refused - s0.refused, refusedReads: s1.refusedReads - s0.refusedReads,
+      refused: s1.refused - s0.refused, refusedReads: s1.refusedReads - s0.refusedReads, ended: s1.ended - s0.ended,
     };
     const st = e.stats().steps;
     return { ids, rounds: e.stats().spec.rounds - r0, targetSteps: st.prefill + st.decode + st.verify - steps0, reads, bytes, sampled, greedyPasses: e.penaltyDrafts.passes - p0 };

@@ -104,7 +104,8 @@ test('webgpu: penalised drafts chained on the device == host drafts, MTP on == o
   // k is an engine option: one load each (slow on lavapipe); the host path runs at k = 3 only
   for (const k of [3, 4]) {
     const rec = draftRecorder();
-    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, ...rec.hooks }, async (e: Engine) => {
+    // redrafts allowed (specRedrafts): the chain's drafts are the host path's, forced disagreements too
+    await withEngine({ ...gpu, model: TINY_THINK(), specTokens: k, specRedrafts: k, ...rec.hooks }, async (e: Engine) => {
       const c = (e.model.kernels as unknown as Partial<WebGpuBoundaryKernels>).counters;
       assert.ok(c, 'the engine runs on the webgpu backend');
       const s0 = e.penaltyDrafts;

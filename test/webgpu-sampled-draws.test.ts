@@ -82,7 +82,8 @@ test('webgpu MTP k = 3: penalised and biased sampled streams + a penalised greed
   const want = await withEngine({ ...base, kernels: 'wasm', model: TINY_THINK(), sampledCandidates: false, sampledChain: false, penaltyChain: false, draftOverride: host.draftOverride },
     (e) => runDraws(e, reqs));
   const device = recorder();
-  await withEngine({ ...base, model: TINY_THINK(), draftOverride: device.draftOverride }, async (e) => {
+  // redrafts allowed (specRedrafts): every proposal the host path's, the greedy stream's included
+  await withEngine({ ...base, model: TINY_THINK(), specRedrafts: 3, draftOverride: device.draftOverride }, async (e) => {
     const got = await runDraws(e, reqs);
     assert.deepEqual(got.ids, want.ids, 'device-adjusted drafts: ids == wasm host path');
     assert.deepEqual(device.drafts, host.drafts, 'every proposal == the wasm host path\'s');

@@ -30,6 +30,7 @@ export const ENGINE_FLAGS = {
   'max-context': { type: 'string' },
   'spec-tokens': { type: 'string' },
   'spec-adaptive': { type: 'string' },
+  'spec-redrafts': { type: 'string' },
   'spec-sampling': { type: 'string' },
   'overlap': { type: 'string' },
   'draft-vocab': { type: 'string' },
@@ -64,6 +65,9 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
   --max-context N           context length cap (default: the model's, lowered to what the memory budget allows)
   --spec-tokens K           MTP speculative draft tokens per round (default 3 with an MTP head; 0 = off)
   --spec-adaptive on|off    adapt k to measured throughput (default on)
+  --spec-redrafts N         GPU: extra MTP draft passes a round may run where the exact replay
+                            overrules a device draft (a grammar-refused pick); default 0: the
+                            chain ends there, a round reads back at most twice
   --spec-sampling auto|match|rejection  how sampled requests' drafts are verified: match
                             (the draw MTP off makes: a seed gives MTP off's tokens at any k),
                             rejection (rejection sampling: the same distribution, more drafts
@@ -107,6 +111,7 @@ export function engineOptions(v: ArgValues): EngineOptions {
     ...(int(v, 'max-context', 2) !== undefined ? { maxContext: int(v, 'max-context', 2)! } : {}),
     ...(int(v, 'spec-tokens', 0) !== undefined ? { specTokens: int(v, 'spec-tokens', 0)! } : {}),
     ...(onOff(v, 'spec-adaptive') !== undefined ? { specAdaptive: onOff(v, 'spec-adaptive')! } : {}),
+    ...(int(v, 'spec-redrafts', 0) !== undefined ? { specRedrafts: int(v, 'spec-redrafts', 0)! } : {}),
     ...(str(v, 'spec-sampling') !== undefined ? { specSampling: specSamplingArg(str(v, 'spec-sampling')!) } : {}),
     ...(onOff(v, 'overlap') !== undefined ? { overlapSteps: onOff(v, 'overlap')! } : {}),
     ...(int(v, 'draft-vocab', 1) !== undefined ? { draftVocab: int(v, 'draft-vocab', 1)! } : {}),

@@ -34,6 +34,12 @@ export interface EngineOptions {
   readonly specTokens?: number;
   /** Adapt k to measured throughput (default true). */
   readonly specAdaptive?: boolean;
+  /** MTP draft passes on a GPU after a round's first (speculative/draft-device.ts): a chain the
+   * host's exact replay overrules (a constrained pick its grammar refuses, an f32 near tie)
+   * redrafts from there in one more pass, one more read-back; past them it ends there. Default
+   * 0: a round reads back at most twice (drafts, verify). A seeded request verified by rejection
+   * sampling redrafts whatever this says (its seed gives the same tokens on every backend). */
+  readonly specRedrafts?: number;
   /** How sampled requests' drafts are verified (speculative/accept.ts SpecSampling; default
    * 'auto': a request that names its seed gets MTP off's tokens at any k, one that does not
    * gets rejection sampling's higher acceptance; either way k adapts, except for a seeded

@@ -101,7 +101,7 @@ export class Engine {
    * on the kernels since load, their passes (one read-back each; a pass past the first is a
    * redraft) and the chains whose exact replay disagreed with the kernels' pick: an f32 near
    * tie, or an unmasked pick the constraint refuses (speculative/draft-device.ts). */
-  get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
+  get penaltyDrafts(): Speculator['penaltyDrafts'] {
     return this.speculative.penaltyDrafts;
   }
   /** Model facts, limits and the prompt frontend: what the server and the CLI read. */
@@ -162,6 +162,7 @@ export class Engine {
       candidates: this.runner.candidateStep,
       penaltyChain: hooks.penaltyChain ?? 'auto',
       sampledChain: hooks.sampledChain ?? 'auto',
+      redrafts: opts.specRedrafts ?? 0,
       deferDrafts: deferredDrafts,
       deferRejection: hooks.deferredRejection ?? true,
       deferSeededRejection: hooks.deferSeededRejection ?? false,

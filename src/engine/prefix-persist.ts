@@ -35,7 +35,7 @@ export interface DiskStats {
 /** Options that never change a snapshot's bits (scheduling, sizes, this;
  * the kernel backend actually used and whether the MTP head runs are hashed on their own).
  * Any other option — including ones added later — is part of the identity. */
-const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive', 'specSampling',
+const NUMERICS_FREE = new Set(['model', 'kernels', 'specTokens', 'prefixCacheGenerationSnapshots', 'threads', 'maxRunning', 'maxPrefillTokens', 'kvCacheTokens', 'maxContext', 'specAdaptive', 'specSampling', 'specRedrafts',
   'draftVocab', 'stateTrackInterval', 'cacheStateSlots', 'prefixCache', 'prefixCacheDir', 'prefixCacheDiskBytes',
   'prefixCacheSaveMs', 'memoryBudget', 'log']);
 

@@ -46,13 +46,21 @@
 // the full row's sampler through `drawRow`) with the same u_s, recording q_s as the host path
 // does; a plain argmax row's pick is exact as it comes. Where every pick agrees, the pass's
 // drafts are the round's; at the first step s where they differ, the host's pick replaces the
-// device's and the chain redrafts from s + 1 in one more pass (its step-s MTP hidden row kept).
+// device's and the chain redrafts from s + 1 in one more pass (its step-s MTP hidden row kept)
+// while the round has a redraft pass left (EngineOptions.specRedrafts; default none). Past
+// them the chain ENDS with its exact drafts: the host's pick at s its last (a refused
+// constrained greedy pick: the drafts before s), a shorter chain the verify embeds as it is.
+// That keeps the law of a chain verified by rejection sampling: d_s is still the exact draw
+// from q_s, and where the chain stops only decides whether position s + 1 is a draft or the
+// bonus, each drawn from the target given the tokens before it (test/spec-defer-law's redraw
+// case is this one). A seeded one verified that way redrafts whatever the option says
+// (mustRedraft: its drafts decide its tokens, and a seed gives the same on every backend).
 // Rows the certificate refuses are read whole (one more read-back for all of a pass's): the
 // draft lm_head recomputes them from their kept MTP hidden rows (refusedRows; the kernels'
 // batch invariance makes them the pass's rows bit for bit), and they are drawn from the full
 // row, as the host path does. So the
-// drafts and q's are the host path's, and a round costs 2 read-backs (drafts + verify) plus one
-// per redraft pass and one per pass with refused rows.
+// drafts and q's are the host path's as far as each chain goes, and a round costs 2 read-backs
+// (drafts + verify) plus one per redraft pass and one per pass with refused rows.
 //
 // A sampled chain verified by matching (accept.ts; draft.ts Chain.matched) and not constrained
 // is TAKEN: matching accepts any draft, so its device draws are its drafts as they are. Nothing
@@ -137,7 +145,7 @@ interface Round<C extends SampledChain> {
   readonly chains: readonly C[];
   readonly steps: DeviceSteps<C>;
   /** The counters the round adds to (DeviceDrafts.stats: sampled or penalised). */
-  readonly stats: { passes: number; disagreements: number; refused?: number; refusedReads?: number };
+  readonly stats: { passes: number; disagreements: number; refused?: number; refusedReads?: number; ended: number };
   /** us[j][u]: chain j's u-th uniform of the round (looked ahead at on a fork of its uniforms;
    * empty for an argmax chain). A draft uses the next one unless its row is all masked. */
   readonly us: readonly number[][];
@@ -179,13 +187,17 @@ export class DeviceDrafts {
    * rows the certificate refused (read whole) and the read-backs that brought them; of rounds
    * of greedy chains alone: rounds, passes, chains whose replay disagreed. */
   readonly stats = {
-    sampled: { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 },
-    penalised: { rounds: 0, passes: 0, disagreements: 0 },
+    sampled: { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0, ended: 0 },
+    penalised: { rounds: 0, passes: 0, disagreements: 0, ended: 0 },
   };
 
   constructor(private readonly k: AnyKernels, private readonly v: number, private readonly h: number,
     /** Replay sampled rows from their candidates (else from their logits rows). */
-    private readonly fromCandidates: boolean) {
+    private readonly fromCandidates: boolean,
+    /** Passes after the first a round may run: past them, a chain whose replay disagreed ends
+     * where its exact drafts end (`ended`; but a chain that must keep the host path's drafts,
+     * mustRedraft, redrafts on). */
+    private readonly redrafts = 0) {
     this.mem = draftPassMemory(k, v);
   }
 
@@ -238,16 +250,17 @@ export class DeviceDrafts {
     let group = chains.map((_, j) => j);
     let start = 1;
     let hidden = first;
-    for (;;) {
+    for (let pass = 0; ; pass++) {
       const restart = await this.pass(round, group, start, hidden);
-      const again = group.filter((j) => restart.has(j));
+      let again = group.filter((j) => restart.has(j));
+      if (pass >= this.redrafts) { // no redraft left: a chain ends with its exact drafts
+        for (const j of again) if (!mustRedraft(chains[j]!)) keepExact(round, j, restart.get(j)! - 1);
+        stats.ended += again.filter((j) => !mustRedraft(chains[j]!)).length;
+        again = again.filter((j) => mustRedraft(chains[j]!));
+      }
       if (again.length === 0) break;
       start = Math.min(...again.map((j) => restart.get(j)!));
-      for (const j of again) {
-        round.exact[j]!.length = start - 1;
-        round.exactQ[j]!.length = Math.min(round.exactQ[j]!.length, start - 1);
-        round.drew[j]!.length = Math.min(round.drew[j]!.length, start - 1);
-      }
+      for (const j of again) keepExact(round, j, start - 1);
       const dst = steps.hiddenRows(again.length);
       this.k.gatherRows(dst, this.saved!, again.map((j) => round.savedAt[j]![start - 2]!), this.h);
       group = again;
@@ -496,6 +509,21 @@ export class DeviceDrafts {
 /** How many uniforms a chain's exact drafts used. */
 function drawn(drew: readonly boolean[]): number {
   return drew.reduce((n, d) => n + (d ? 1 : 0), 0);
+}
+
+/** Chain j's exact drafts (and q's, and uniforms used) cut to the first `n`. */
+function keepExact(round: Round<SampledChain>, j: number, n: number): void {
+  round.exact[j]!.length = n;
+  round.exactQ[j]!.length = Math.min(round.exactQ[j]!.length, n);
+  round.drew[j]!.length = Math.min(round.drew[j]!.length, n);
+}
+
+/** Must the chain's drafts be the host path's whatever the passes cost: a seeded sampled
+ * request verified by rejection sampling (its tokens depend on its drafts, and a seed gives the
+ * same tokens on every backend). A greedy or matched chain's drafts only decide how many are
+ * accepted, and an unseeded one has nothing to reproduce: it may end at a disagreement. */
+function mustRedraft(ch: SampledChain): boolean {
+  return !isGreedy(ch.req.sampling) && ch.matched !== true && ch.req.seeded;
 }
 
 /** The uniforms chain j's drafts before pass step `start` used (its pass steps use the next). */

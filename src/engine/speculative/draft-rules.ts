@@ -50,15 +50,24 @@ export function deviceRound(reqs: readonly RequestView[], vocab: number, on: Dev
   return on.sampled && reqs.every((r) => rider(r) || drawsOnKernels(r, vocab, on.penalties));
 }
 
-/** The runs of ids in [0, v) a mask clears, at `offset` + id. */
-export function maskedRuns(mask: Uint32Array, v: number, offset: number): FillRun[] {
+/** The runs of ids in [0, v) a mask clears, at `offset` + id (read only: a mask's runs are
+ * kept, masks being never written: Matcher.mask; the closed-think mask is one per model). */
+export function maskedRuns(mask: Uint32Array, v: number, offset: number): readonly FillRun[] {
+  let kept = runsOfMask.get(mask);
+  if (!kept || kept.v !== v) runsOfMask.set(mask, (kept = { v, runs: scanMaskedRuns(mask, v) }));
+  return offset === 0 ? kept.runs : kept.runs.map((r) => ({ offset: r.offset + offset, length: r.length }));
+}
+
+const runsOfMask = new WeakMap<Uint32Array, { readonly v: number; readonly runs: readonly FillRun[] }>();
+
+function scanMaskedRuns(mask: Uint32Array, v: number): FillRun[] {
   const runs: FillRun[] = [];
   let from = -1;
   for (let id = 0; id <= v; id++) {
     const masked = id < v && !allowed(mask, id);
     if (masked && from < 0) from = id;
     else if (!masked && from >= 0) {
-      runs.push({ offset: offset + from, length: id - from });
+      runs.push({ offset: from, length: id - from });
       from = -1;
     }
   }

@@ -146,7 +146,7 @@ export class MtpDrafter {
      * give a chain its uniforms otherwise; `deferSeededRejection` (a test hook) lets a seeded
      * request verified by rejection sampling defer its round (rejectionDefers). */
     private readonly sampling: { readonly matches: (req: RequestView) => boolean; readonly targetUniforms?: (req: RequestView) => boolean;
-      readonly deferSeededRejection?: boolean } = { matches: () => false },
+      readonly deferSeededRejection?: boolean; readonly redrafts?: number } = { matches: () => false },
   ) {
     this.h = model.config.hiddenSize;
     this.v = Math.min(draftVocab, sampleVocab);
@@ -158,7 +158,7 @@ export class MtpDrafter {
     const auto = model.kernels.limits.deviceMemoryBytes !== null;
     this.deviceChains = { penalties: penaltyChain === 'auto' ? auto : penaltyChain, sampled: sampledChain === 'auto' ? auto : sampledChain };
     const on = this.deviceChains.penalties || this.deviceChains.sampled;
-    this.device = on ? new DeviceDrafts(model.kernels, this.v, this.h, candidateStep !== null) : null;
+    this.device = on ? new DeviceDrafts(model.kernels, this.v, this.h, candidateStep !== null, sampling.redrafts ?? 0) : null;
   }
 
   /** Extend, then draft: the proposal of every input that drafts (one read-back in all when

@@ -53,6 +53,8 @@ export interface SpeculatorOptions {
   readonly penaltyChain?: boolean | 'auto';
   /** Sampled chains draft on the kernels (MtpDrafter's sampledChain). */
   readonly sampledChain?: boolean | 'auto';
+  /** Passes after the first a round drafted on the kernels may run (draft-device.ts; default 0). */
+  readonly redrafts?: number;
   /** Rounds whose chains all defer leave their drafts on the kernels for the verify to read
    * back with its picks (pending-drafts.ts: one read-back a round). */
   readonly deferDrafts?: boolean;
@@ -86,15 +88,15 @@ export class Speculator {
    * drafted `</think>`: pending-drafts.ts). */
   runCuts = 0;
 
-  /** The drafter's penalised-chain counts (zeros without MTP). */
   /** The sampled chains' counters (draft-device.ts; zeros when that path is off). */
   get sampledDrafts(): { readonly rounds: number; readonly steps: number; readonly passes: number; readonly disagreements: number; readonly refused: number;
-    readonly refusedReads: number; } {
-    return { ...(this.drafter?.device?.stats.sampled ?? { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0 }) };
+    readonly refusedReads: number; readonly ended: number } {
+    return { ...(this.drafter?.device?.stats.sampled ?? { rounds: 0, steps: 0, passes: 0, disagreements: 0, refused: 0, refusedReads: 0, ended: 0 }) };
   }
 
-  get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number } {
-    return { ...(this.drafter?.device?.stats.penalised ?? { rounds: 0, passes: 0, disagreements: 0 }) };
+  /** The drafter's penalised and constrained greedy chains' counters (zeros without that path). */
+  get penaltyDrafts(): { readonly rounds: number; readonly passes: number; readonly disagreements: number; readonly ended: number } {
+    return { ...(this.drafter?.device?.stats.penalised ?? { rounds: 0, passes: 0, disagreements: 0, ended: 0 }) };
   }
 
   constructor(model: AnyModel, kv: KvPool<Tensor>, ws: StepArena<Tensor, Tensor>, private readonly opts: SpeculatorOptions) {
@@ -103,6 +105,7 @@ export class Speculator {
         matches: (req) => this.matches(req),
         ...(opts.draftUniforms ? { targetUniforms: (req: RequestView) => samplingOf(opts.draftUniforms!, req.seeded) === 'match' } : {}),
         deferSeededRejection: opts.deferSeededRejection ?? false,
+        redrafts: opts.redrafts ?? 0,
       }) : null;
     this.policy = new AdaptiveK(opts.k, opts.adaptive);
   }
