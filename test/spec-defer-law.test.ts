@@ -4,9 +4,11 @@
 // (resolveRejectionChain, acceptDraftLists with and without a bonus). A toy Markov chain of 4
 // ids: the target's p(next | last) and a different draft q(next | last); a verify row i embeds
 // the device's proposal i, so the target after a redrawn draft is the wrong token's. The
-// empirical joint law of the first two tokens must match p(x1 | start)·p(x2 | x1); two wrong
-// resolutions (cutting before a disagreement; drawing the bonus after a redrawn draft) must
-// not, which shows the test can fail.
+// empirical joint law of the first two tokens must match p(x1 | start)·p(x2 | x1), as must a
+// chain read back before its verify that ends at its redrawn draft (draft-device.ts without a
+// redraft pass: the verify embeds the host's tokens, the bonus stands); two wrong resolutions
+// (cutting before a disagreement; drawing the bonus after a redrawn draft the verify did not
+// embed) must not, which shows the test can fail.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { certifiedDist, certify } from '../src/engine/sampled-candidates.js';
@@ -38,7 +40,11 @@ function distOf(logits: readonly number[]): SparseDist {
   return certifiedDist(certify(ids, vals, SAMPLING, V)!, SAMPLING, null).dist;
 }
 
-type Variant = 'engine' | 'cut-before-disagreement' | 'bonus-after-redraw';
+/** 'engine': the deferred round's resolution; 'ended-host-embedded': a chain drafted on the
+ * device and read back before its verify that ends at its first disagreement (draft-device.ts,
+ * no redraft pass): the same drafts, but the verify embeds the host's tokens, so the bonus
+ * after a redrawn draft is the target's; the other two are wrong. */
+type Variant = 'engine' | 'ended-host-embedded' | 'cut-before-disagreement' | 'bonus-after-redraw';
 
 /** One round from `last`: the tokens it emits. */
 function round(last: number, r: Rng, variant: Variant): number[] {
@@ -61,11 +67,13 @@ function round(last: number, r: Rng, variant: Variant): number[] {
   if (variant === 'cut-before-disagreement' && got.end === 'redrawn') {
     got = { ...got, tokens: got.tokens.slice(0, -1), qs: got.qs.slice(0, -1), lastUnverified: false };
   }
-  // verify row i embeds [last, device drafts...]: p_i is the target after that token
-  const embedded = [last, ...device];
+  // verify row i embeds [last, device drafts...] (deferred: p_i is the target after that
+  // token), or [last, host drafts...] (read back first)
+  const hostEmbedded = variant === 'ended-host-embedded';
+  const embedded = [last, ...(hostEmbedded ? got.tokens : device)];
   const out: number[] = [];
   acceptDraftLists(got.tokens, got.qs, (i) => distOf(TARGET[embedded[i]!]!), r, (t) => (out.push(t), true),
-    variant === 'bonus-after-redraw' ? true : !got.lastUnverified);
+    variant === 'bonus-after-redraw' || hostEmbedded ? true : !got.lastUnverified);
   return out;
 }
 
@@ -118,10 +126,12 @@ test('a no-bonus walk accepting every draft emits the drafts alone', () => {
 test('deferred rejection rounds emit the target law (and two wrong resolutions do not)', () => {
   const n = 30_000;
   const engine = deviation('engine', n, 11);
+  const ended = deviation('ended-host-embedded', n, 11);
   const cut = deviation('cut-before-disagreement', n, 11);
   const bonus = deviation('bonus-after-redraw', n, 11);
-  console.log(JSON.stringify({ n, standardErrors: { engine, cut, bonus } }));
+  console.log(JSON.stringify({ n, standardErrors: { engine, ended, cut, bonus } }));
   assert.ok(engine < 4.5, `the engine's resolution is off the target law by ${engine.toFixed(1)} standard errors`);
+  assert.ok(ended < 4.5, `a chain ended at its redrawn draft, verified on the host's tokens, is off the target law by ${ended.toFixed(1)} standard errors`);
   assert.ok(cut > 8, `cutting before a disagreement should bias the law: ${cut.toFixed(1)} standard errors`);
   assert.ok(bonus > 8, `a bonus after a redrawn draft should bias the law: ${bonus.toFixed(1)} standard errors`);
 });

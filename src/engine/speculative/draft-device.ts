@@ -52,8 +52,8 @@
 // constrained greedy pick: the drafts before s), a shorter chain the verify embeds as it is.
 // That keeps the law of a chain verified by rejection sampling: d_s is still the exact draw
 // from q_s, and where the chain stops only decides whether position s + 1 is a draft or the
-// bonus, each drawn from the target given the tokens before it (test/spec-defer-law's redraw
-// case is this one). A seeded one verified that way redrafts whatever the option says
+// bonus, each drawn from the target given the tokens before it (test/spec-defer-law,
+// 'ended-host-embedded'). A seeded one verified that way redrafts whatever the option says
 // (mustRedraft: its drafts decide its tokens, and a seed gives the same on every backend).
 // Rows the certificate refuses are read whole (one more read-back for all of a pass's): the
 // draft lm_head recomputes them from their kept MTP hidden rows (refusedRows; the kernels'
