@@ -79,6 +79,8 @@ export function shapeSummary(runs, shape, bandwidth) {
   const mtpRun = Array.isArray(mtp?.runs) ? mtp.runs.find((x) => x.accept === 0.8) ?? null : null;
   const sampled = r('mtp-0.8-sampled-bf16');
   const sampledRun = Array.isArray(sampled?.runs) ? sampled.runs.find((x) => x.accept === 0.8) ?? null : null;
+  const qwen = r('mtp-0.8-qwen-sampled-bf16');
+  const qwenRun = Array.isArray(qwen?.runs) ? qwen.runs.find((x) => x.accept === 0.8) ?? null : null;
   const floor = r('pytorch-floor-bf16');
   const floorTokS = fig(floor, 'decode_tok_s');
   const copy = fig(runs['copy-bandwidth'], 'copy_tb_s');
@@ -100,6 +102,9 @@ export function shapeSummary(runs, shape, bandwidth) {
     // seeded sampled requests (matched: outputs == MTP off), drafts drawn on the device
     mtp_0_8_sampled_speedup: sampledRun && typeof sampledRun.speedup === 'number' ? sampledRun.speedup : null,
     mtp_0_8_sampled_read_backs_per_round: sampledRun && typeof sampledRun.read_backs_per_round === 'number' ? sampledRun.read_backs_per_round : null,
+    // Qwen3.5's recommended sampling (presence penalty 1.5: drafts read back before the verify)
+    mtp_0_8_qwen_sampled_speedup: qwenRun && typeof qwenRun.speedup === 'number' ? qwenRun.speedup : null,
+    mtp_0_8_qwen_sampled_read_backs_per_round: qwenRun && typeof qwenRun.read_backs_per_round === 'number' ? qwenRun.read_backs_per_round : null,
     pytorch_decode_tok_s: floorTokS,
     decode_over_pytorch: ratio(decodeTokS, floorTokS),
     host_us_per_dispatch: fig(decode, 'gpu', 'host_us_per_dispatch'),

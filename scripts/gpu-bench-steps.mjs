@@ -52,6 +52,13 @@ export function planSteps(mode, shapes, work, torchScript, cores = 2) {
       args: ['bench', '--kernels', 'webgpu', '--model', art(s, 'bf16'), '--mode', 'mtp', '--accept-rate', '0.8', '--spec-tokens', '3', '--sample',
         '--temperature', '0.7', '--top-k', '20', '--top-p', '0.8',
         '--gen-tokens', String(z.mtpGen), '--prompt-tokens', String(z.mtpPrompt), '--repeat', '1', '--kv-cache-tokens', String(z.kv)] }),
+    // the same with Qwen3.5's recommended thinking-mode sampling (T 1.0, top-p 0.95, top-k 20,
+    // presence penalty 1.5): a penalised chain reads its drafts back before the verify (two
+    // read-backs a round), outputs checked equal to MTP off's
+    'mtp-0.8-qwen-sampled-bf16': (s) => ({ kind: 'ds', cap: CAPS.mtp, needs: [art(s, 'bf16')], makes: null,
+      args: ['bench', '--kernels', 'webgpu', '--model', art(s, 'bf16'), '--mode', 'mtp', '--accept-rate', '0.8', '--spec-tokens', '3', '--sample',
+        '--temperature', '1', '--top-k', '20', '--top-p', '0.95', '--presence-penalty', '1.5',
+        '--gen-tokens', String(z.mtpGen), '--prompt-tokens', String(z.mtpPrompt), '--repeat', '1', '--kv-cache-tokens', String(z.kv)] }),
     'pytorch-floor-bf16': (s) => ({ kind: 'torch', cap: CAPS.torch, needs: [art(s, 'bf16')], makes: null,
       args: [torchScript, art(s, 'bf16'), '--prompt-tokens', String(z.prompt), '--gen-tokens', String(z.gen)] }),
     'prefill-2048-bf16': (s) => ({ kind: 'ds', cap: CAPS.prefill, needs: [art(s, 'bf16')], makes: null,
@@ -84,7 +91,7 @@ export function planSteps(mode, shapes, work, torchScript, cores = 2) {
     [shapes, ['make-model', 'decode-bf16']],
     [largestFirst, ['verify-4-bf16', 'streams-32-bf16', 'mtp-0.8-bf16', 'pytorch-floor-bf16']],
     [null, ['copy-bandwidth']],
-    [shapes, ['streams-8-bf16', 'mtp-0.8-sampled-bf16', 'prefill-2048-bf16', 'decode-bf16-plain', 'decode-bf16-skip-validation', 'decode-bf16-single-submit']],
+    [shapes, ['streams-8-bf16', 'mtp-0.8-sampled-bf16', 'mtp-0.8-qwen-sampled-bf16', 'prefill-2048-bf16', 'decode-bf16-plain', 'decode-bf16-skip-validation', 'decode-bf16-single-submit']],
     [shapes, ['quantize-q8_0', 'decode-q8_0', 'quantize-q4_k_m', 'decode-q4_k_m', 'decode-q4_k_m-unfolded']],
   ];
   const steps = [];
