@@ -50,3 +50,19 @@ export function maskFrom(inner: Constraint, after: number, only: Uint32Array): C
   });
   return { start: () => wrap(inner.start()) };
 }
+
+/** Any id until `switchId` is taken, then `then` for good; it says so (Matcher.maskRun: a run
+ * that `switchId` ends, then one with no end), as an open reasoning block does with `</think>`. */
+export function switchesTo(switchId: number, then: Uint32Array): Constraint {
+  const before = { mask: null, until: [switchId] };
+  const after = { mask: then, until: [] };
+  const matcher = (n: number, switched: boolean): Matcher => ({
+    get length() { return n; },
+    mask: () => (switched ? then : null),
+    advance(id: number) { n++; switched ||= id === switchId; },
+    fork: () => matcher(n, switched),
+    endError: () => null,
+    maskRun: () => (switched ? after : before),
+  });
+  return { start: () => matcher(0, false) };
+}

@@ -21,6 +21,7 @@ import type { Engine, EngineOptions } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { EngineTestHooks } from '../src/engine/test-hooks.js';
 import { THINK_CLOSE, THINK_OPEN } from '../src/tokenizer/reasoning.js';
+import { switchesTo } from './constraint-helpers.js';
 import { countingReadBacks, withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { corruptDraws, DRAW_CASES, drawRequests } from './sampled-draw-cases.js';
@@ -105,24 +106,6 @@ test('a fixed mask: MTP rounds on the kernels, deferred; greedy, matched and rej
   assert.ok(rejection.deferred === rejection.verifySteps && rejection.rounds > 0, `rejection: ${rejection.deferred} of ${rejection.verifySteps} deferred`);
 });
 
-/** A constraint that masks nothing until `switchId` is taken, then `after` for good; it says so
- * (a mask run that `switchId` ends, then one with no end), as the open reasoning block does. */
-function switchBan(switchId: number, after: readonly number[], vocab: number): Constraint {
-  const then = new Uint32Array(Math.ceil(vocab / 32)).fill(0xffffffff);
-  for (const id of after) then[id >>> 5]! &= ~(1 << (id & 31));
-  const open = { mask: null, until: [switchId] };
-  const closed = { mask: then, until: [] };
-  const matcher = (n: number, switched: boolean): Matcher => ({
-    get length() { return n; },
-    mask: () => (switched ? then : null),
-    advance(id: number) { n++; switched ||= id === switchId; },
-    fork: () => matcher(n, switched),
-    endError: () => null,
-    maskRun: () => (switched ? closed : open),
-  });
-  return { start: () => matcher(0, false) };
-}
-
 test('a mask run that a drafted id ends: rounds cut after it, every round deferred; greedy, matched and rejection ids == MTP off', async () => {
   const greedy = drawRequests({ temperature: 0 }, N, 3);
   // the switch: the id MTP off picks most away from an answer's ends; the mask after it bans
@@ -133,7 +116,12 @@ test('a mask run that a drafted id ends: rounds cut after it, every round deferr
   const switchId = top(count(unmasked.ids.flatMap((ids) => ids.slice(2, -4))), 1)[0]!;
   const followers = unmasked.ids.flatMap((ids) => ids.flatMap((id, i) => (id === switchId ? ids.slice(i + 1, i + 3) : [])));
   const after = [switchId, ...top(count(followers), 6).filter((id) => id !== switchId)].slice(0, 6);
-  const under = (reqs: GenerateRequest[]) => (e: Engine): GenerateRequest[] => reqs.map((r) => ({ ...r, logitsAdjust: { bias: null, constraint: switchBan(switchId, after, e.sampleVocab) } }));
+  const banAfter = (vocab: number): Uint32Array => {
+    const then = new Uint32Array(Math.ceil(vocab / 32)).fill(0xffffffff);
+    for (const id of after) then[id >>> 5]! &= ~(1 << (id & 31));
+    return then;
+  };
+  const under = (reqs: GenerateRequest[]) => (e: Engine): GenerateRequest[] => reqs.map((r) => ({ ...r, logitsAdjust: { bias: null, constraint: switchesTo(switchId, banAfter(e.sampleVocab)) } }));
   const cuts = { n: 0 };
   const off = await run({ specTokens: 0 }, under(greedy));
   assert.notDeepEqual(off.ids, unmasked.ids, 'the mask after the switch decides tokens');

@@ -6,11 +6,11 @@
 // (steps.overlapped counts the chained steps).
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Constraint, Matcher } from '../src/constrain/constraint.js';
 import { withClosedThinkMask } from '../src/constrain/think.js';
 import type { Engine } from '../src/engine/engine.js';
 import { THINK_CLOSE, THINK_OPEN } from '../src/tokenizer/reasoning.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
+import { switchesTo } from './constraint-helpers.js';
 import { assertSameRuns, type RunResult, runAll, withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
 import { webgpuEngineKernels } from './webgpu-helpers.js';
@@ -124,9 +124,10 @@ describe('overlapped decode on webgpu', () => {
       const prompt = (q: string) => t.encode(`<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n<think>\n`);
       return [
         { promptIds: prompt('What is 2 + 3?'), maxTokens: 24, ignoreEos: true, logitsAdjust: { bias: null, constraint: withClosedThinkMask(null, 'open', ids, e.sampleVocab) } },
-        { promptIds: prompt('What is 4 + 1?'), maxTokens: 16, ignoreEos: true, logitsAdjust: { bias: null, constraint: onlyAfter(t.encode('\n')[0]!, 5) } },
+        { promptIds: prompt('What is 4 + 1?'), maxTokens: 16, ignoreEos: true, logitsAdjust: { bias: null, constraint: switchesTo(t.encode('\n')[0]!, onlyId(5)) } },
       ];
     };
+    const onlyId = (id: number): Uint32Array => Uint32Array.from({ length: 32 }, (_, w) => (w === id >>> 5 ? 1 << (id & 31) : 0));
     const run = (overlapSteps: boolean) => withEngine({ ...base, model: TINY_THINK(), overlapSteps, prefixCache: false }, async (e) => {
       const ids = await Promise.all(reqs(e).map(async (r) => [...(await e.complete(r)).outputIds]));
       e.checkIntegrity();
@@ -141,23 +142,6 @@ describe('overlapped decode on webgpu', () => {
     assert.ok(on.mispredicted >= 1, `the pick past the run's end was refused and recomputed (${on.mispredicted})`);
   });
 });
-
-/** Any id until `switchId`, then only `only` (a mask run with an end, then a fixed one). */
-function onlyAfter(switchId: number, only: number): Constraint {
-  const single = new Uint32Array(32);
-  single[only >>> 5] = 1 << (only & 31);
-  const before = { mask: null, until: [switchId] };
-  const after = { mask: single, until: [] };
-  const matcher = (n: number, switched: boolean): Matcher => ({
-    get length() { return n; },
-    mask: () => (switched ? single : null),
-    advance(id: number) { n++; switched ||= id === switchId; },
-    fork: () => matcher(n, switched),
-    endError: () => null,
-    maskRun: () => (switched ? after : before),
-  });
-  return { start: () => matcher(0, false) };
-}
 
 /** Resolves once the running requests have produced `n` tokens in all (polls the stats). */
 async function firstTokens(e: Engine, n: number): Promise<void> {
