@@ -49,8 +49,8 @@ export function committedMatcher(req: AdjustedRequest): Matcher | null {
 }
 
 /** The request's matcher after its committed ids and drafts[0..k), k = min(at, drafts): the
- * committed one for k = 0 or inside the committed matcher's mask run, else the request's fork when it is on the way there (it is advanced by the drafts it
- * has not read), else a new fork. `drafts`: the request's drafts (verify), or the chain the
+ * committed one for k = 0 or inside the committed matcher's mask run, else the request's fork
+ * when it is on the way there (it is advanced by the drafts it has not read), else a new fork. `drafts`: the request's drafts (verify), or the chain the
  * MTP drafter is proposing (not the request's until the scheduler's update records it).
  * Read only for the caller. */
 export function matcherAfterDrafts(req: AdjustedRequest, at: number, drafts: readonly number[] = req.drafts): Matcher | null {
@@ -77,7 +77,6 @@ export function matcherAfterDrafts(req: AdjustedRequest, at: number, drafts: rea
   }
   return f.m;
 }
-
 
 /** The mask run of the request's positions from its committed ids on (Matcher.maskRun: the
  * closed-think mask of a chat answer, for good; an open reasoning block's "any id" until
