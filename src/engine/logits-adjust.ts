@@ -50,9 +50,9 @@ export function committedMatcher(req: AdjustedRequest): Matcher | null {
 
 /** The request's matcher after its committed ids and drafts[0..k), k = min(at, drafts): the
  * committed one for k = 0 or inside the committed matcher's mask run, else the request's fork
- * when it is on the way there (it is advanced by the drafts it has not read), else a new fork. `drafts`: the request's drafts (verify), or the chain the
- * MTP drafter is proposing (not the request's until the scheduler's update records it).
- * Read only for the caller. */
+ * when it is on the way there (it is advanced by the drafts it has not read), else a new fork.
+ * `drafts`: the request's drafts (verify), or the chain the MTP drafter is proposing (not the
+ * request's until the scheduler's update records it). Read only for the caller. */
 export function matcherAfterDrafts(req: AdjustedRequest, at: number, drafts: readonly number[] = req.drafts): Matcher | null {
   const base = committedMatcher(req);
   // a verify position past a resolved chain's last draft (a deferred round cut shorter:
