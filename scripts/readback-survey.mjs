@@ -31,6 +31,7 @@ const KINDS = {
   'sampled, presence penalty 1.5': { think: 'open', sampling: { ...SAMPLED, presencePenalty: 1.5 } },
   'greedy, logprobs 5': { think: 'open', sampling: { logprobs: { top: 5, onToken: () => undefined } } },
   'greedy, JSON schema': { think: 'closed', schema: true },
+  'greedy, JSON schema, reasoning open': { think: 'open', schema: true },
   'sampled, JSON schema': { think: 'closed', schema: true, sampling: SAMPLED },
 };
 
@@ -43,11 +44,11 @@ for (const [kind, k] of Object.entries(KINDS)) {
   try {
     const t = e.tokenizer;
     const ids = { open: t.tokenToId(THINK_OPEN), close: t.tokenToId(THINK_CLOSE) };
-    const schema = k.schema ? structuredConstraint({ engine: e, texts: new TokenTexts(t) }, { kind: 'json_schema', name: 'answer', schema: SCHEMA }, null, false) : null;
+    const schema = k.schema ? structuredConstraint({ engine: e, texts: new TokenTexts(t) }, { kind: 'json_schema', name: 'answer', schema: SCHEMA }, null, k.think === 'open') : null;
     const inner = k.budget ? withReasoningBudget(schema, ids.close, k.budget, e.sampleVocab) : schema;
     const head = k.think === 'open' ? '<think>\n' : '<think>\n\n</think>\n\n';
     const req = {
-      promptIds: t.encode(`<|im_start|>user\nWhat is 12 + 7?<|im_end|>\n<|im_start|>assistant\n${head}`), maxTokens: Number(v.tokens), ignoreEos: !k.schema,
+      promptIds: t.encode(`<|im_start|>user\nWhat is 12 + 7?<|im_end|>\n<|im_start|>assistant\n${head}`), maxTokens: Number(v.tokens) + (k.schema && k.think === 'open' ? 16 : 0), ignoreEos: !k.schema,
       ...(k.sampling ?? {}), logitsAdjust: { bias: null, constraint: withClosedThinkMask(inner, k.think, ids, e.sampleVocab) },
     };
     const kernels = e.model.kernels;

@@ -12,7 +12,9 @@
 // - a test run that switches masks after an id the model picks mid-answer (the second mask bans
 //   what MTP off picks most after it): the same three, every round deferred, rounds cut;
 // - the closed-think mask itself, closed and open blocks, and with a reasoning budget (a run of
-//   a few positions, then only `</think>`): every round deferred, ids == MTP off.
+//   a few positions, then only `</think>`): every round deferred, ids == MTP off;
+// - a JSON-schema answer with reasoning open (the grammar's free reasoning is a mask run): the
+//   reasoning's rounds deferred, the answer's not, ids == MTP off.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Constraint, Matcher } from '../src/constrain/constraint.js';
@@ -21,6 +23,9 @@ import type { Engine, EngineOptions } from '../src/engine/engine.js';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
 import type { EngineTestHooks } from '../src/engine/test-hooks.js';
 import { THINK_CLOSE, THINK_OPEN } from '../src/tokenizer/reasoning.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
+import { structuredConstraint } from '../src/server/api/structured.js';
+import type { ServerContext } from '../src/server/context.js';
 import { switchesTo } from './constraint-helpers.js';
 import { countingReadBacks, withEngine } from './engine-helpers.js';
 import { TINY_THINK } from './paths.js';
@@ -168,4 +173,21 @@ test('the closed-think mask: closed and open blocks, and a reasoning budget, def
     // the budget's end cuts a round (its positions), then forces </think> (a drafted </think> cuts the next)
     if (budget !== null) assert.ok(cuts.n >= 2, `${what}: ${cuts.n} chains cut`);
   }
+});
+
+test('a JSON-schema answer with reasoning open: the reasoning\'s rounds defer (free reasoning\'s mask run), the answer\'s read drafts back; ids == MTP off', async () => {
+  const reqs = (e: Engine): GenerateRequest[] => {
+    const t = e.tokenizer;
+    const ids = { open: t.tokenToId(THINK_OPEN), close: t.tokenToId(THINK_CLOSE) };
+    const ctx = { engine: e, texts: new TokenTexts(t) } as unknown as ServerContext;
+    const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+    return ['What is 2 + 3?', 'What is 7 + 5?'].map((q) => ({
+      promptIds: t.encode(`<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n<think>\n`), maxTokens: 40,
+      logitsAdjust: { bias: null, constraint: withClosedThinkMask(structuredConstraint(ctx, { kind: 'json_schema', name: 'a', schema }, null, true), 'open', ids, e.sampleVocab) },
+    }));
+  };
+  const off = await run({ specTokens: 0 }, reqs);
+  const on = await run({ specTokens: 3 }, reqs);
+  assert.deepEqual(on.ids, off.ids, 'greedy');
+  assert.ok(on.deferred > 0 && on.deferred < on.verifySteps, `${on.deferred} of ${on.verifySteps} verify steps deferred (the reasoning's)`);
 });

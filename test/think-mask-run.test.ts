@@ -4,12 +4,23 @@
 // answers mask() with exactly the run's mask. Random id sequences over a small vocabulary heavy
 // with the think tags, for the closed-think mask alone (open, closed and `none` prompts) and with
 // a reasoning budget in front; and the runs' shapes: the open block's "any id until </think>",
-// the closed block's "no tags" for good, the budget's positions and then "only </think>".
+// the closed block's "no tags" for good, the budget's positions and then "only </think>". A
+// JSON-schema grammar behind a reasoning block (the server's structured output with thinking on)
+// over tiny-think's vocabulary: its free reasoning's run (every id but the stop ids, until an id
+// whose bytes leave it) holds at every position it covers too.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Constraint, Matcher } from '../src/constrain/constraint.js';
+import { grammarConstraint } from '../src/constrain/grammar-matcher.js';
+import { valueGrammar, withThinkPrefix } from '../src/constrain/grammars.js';
+import { MaskCache, tokenVocab } from '../src/constrain/mask.js';
+import { compileSchema } from '../src/constrain/schema.js';
 import { type ThinkStart, withClosedThinkMask, withReasoningBudget } from '../src/constrain/think.js';
 import { runCut } from '../src/engine/logits-adjust.js';
+import { TokenTexts } from '../src/server/api/logprobs.js';
+import { THINK_CLOSE, THINK_OPEN } from '../src/tokenizer/reasoning.js';
+import { TextTokenizer } from '../src/tokenizer/tokenizer.js';
+import { TINY_THINK } from './paths.js';
 
 const VOCAB = 40;
 const IDS = { open: 7, close: 9 };
@@ -99,4 +110,41 @@ test('the runs: open any id until </think>; closed no tags for good; a budget\'s
   assert.deepEqual(runCut({ mask: null, until: [IDS.close], positions: 2 }, [1, 2, 3]), { keep: 2, ended: true });
   assert.deepEqual(runCut({ mask: null, until: [], positions: 4 }, [1, 2, 3]), { keep: 3, ended: false });
   assert.deepEqual(runCut({ mask: null, until: [], positions: 3 }, [1, 2, 3]), { keep: 3, ended: true });
+});
+
+test('a JSON-schema grammar behind a reasoning block: free reasoning\'s run holds at every position it covers', () => {
+  const tok = TextTokenizer.load(TINY_THINK());
+  const v = tokenVocab(tok, new TokenTexts(tok), tok.size, tok.stopIds());
+  const ids = { open: tok.tokenToId(THINK_OPEN), close: tok.tokenToId(THINK_CLOSE) };
+  const schema = compileSchema({ type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
+  const grammar = grammarConstraint(v, withThinkPrefix(valueGrammar(schema), true), new MaskCache());
+  const answer = withClosedThinkMask(grammar, 'open', ids, tok.size)!;
+  const run0 = answer.start().maskRun!()!;
+  assert.ok(run0 !== undefined && run0.until.includes(ids.close!), 'reasoning open: a run that </think> ends');
+  // ids that leave free reasoning: </think> and those ending inside a partial one ("<", "</")
+  const leaving = run0.until.filter((id) => id !== ids.close);
+  assert.ok(leaving.length > 0 && leaving.every((id) => /<\/?t?h?i?n?k?$|<\/think>/.test(tok.decode([id]))), `leaving ids: ${leaving.map((id) => JSON.stringify(tok.decode([id]))).join(' ')}`);
+  const rand = lcg(99);
+  const allowed = [...Array(tok.size).keys()].filter((id) => ((run0.mask![id >>> 5]! >>> (id & 31)) & 1) === 1);
+  const pick = (): number => (rand() < 0.15 ? run0.until[Math.floor(rand() * run0.until.length)]! : allowed[Math.floor(rand() * allowed.length)]!);
+  let covered = 0;
+  let ended = 0;
+  for (let trial = 0; trial < 150; trial++) {
+    const m = answer.start();
+    for (let i = Math.floor(rand() * 4); i > 0; i--) m.advance(allowed[Math.floor(rand() * allowed.length)]!);
+    const run = m.maskRun!();
+    if (!run) continue; // out of free reasoning: the grammar's masks vary
+    const chain = Array.from({ length: 1 + Math.floor(rand() * 5) }, pick);
+    const cut = runCut(run, chain);
+    const inside = cut.ended ? cut.keep : chain.length + 1;
+    for (let i = 0; i < inside; i++) {
+      assert.ok(same(after(m, chain, i).mask(), run.mask), `position ${i} of [${chain}] is inside the run, its mask differs`);
+      covered++;
+    }
+    if (cut.ended) {
+      ended++;
+      assert.equal(after(m, chain, cut.keep).maskRun?.() === run, false, 'past the cut, not the same run');
+    }
+  }
+  assert.ok(covered > 200 && ended > 30, `${covered} positions covered, ${ended} chains cut`);
 });

@@ -47,12 +47,21 @@ export function bothRuns(a: MaskRun | undefined, b: MaskRun | undefined, words: 
   if (!a || !b) return undefined;
   if (a === ANY_ID_RUN) return b;
   if (b === ANY_ID_RUN) return a;
+  // runs are values: a pair asked again (a grammar's free reasoning beside the open block's) is one object
+  const kept = bothRunsOf.get(a)?.get(b);
+  if (kept) return kept;
   const positions = Math.min(a.positions ?? Infinity, b.positions ?? Infinity);
-  return {
+  const run = {
     mask: intersect(a.mask, b.mask, words), until: [...new Set([...a.until, ...b.until])],
     ...(positions < Infinity ? { positions } : {}),
   };
+  let byB = bothRunsOf.get(a);
+  if (!byB) bothRunsOf.set(a, (byB = new WeakMap()));
+  byB.set(b, run);
+  return run;
 }
+
+const bothRunsOf = new WeakMap<MaskRun, WeakMap<MaskRun, MaskRun>>();
 
 /** A compiled constraint: where every sequence under it starts. Shared by every sequence
  * (e.g. a request's choices); the matchers it starts are per sequence. */

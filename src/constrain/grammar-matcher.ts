@@ -2,7 +2,8 @@
 // matcher state, advanced token by token and forked for MTP draft and verify positions, with
 // masks from the grammar's shared mask cache (mask.ts). GrammarConstraint gives the same
 // answers by whole history — the reference the matcher is tested against.
-import type { Constraint, Matcher } from './constraint.js';
+import type { Constraint, MaskRun, Matcher } from './constraint.js';
+import { advanceMatch, THINK_END } from './frames.js';
 import type { MaskCache, TokenVocab } from './mask.js';
 import { canEnd, type State, step } from './matcher.js';
 
@@ -10,6 +11,28 @@ import { canEnd, type State, step } from './matcher.js';
 function freeReasoning(state: State): boolean {
   const top = state.length === 1 ? state[0] : null;
   return top !== null && top !== undefined && top.f.t === 'think' && top.f.m === 0;
+}
+
+/** Per vocabulary, free reasoning's mask run: every id but the stop ids, until an id whose
+ * bytes leave it (they end inside a partial `</think>`, or go through a whole one). */
+const reasoningRuns = new WeakMap<TokenVocab, MaskRun>();
+
+/** The mask run of a state in free reasoning (freeReasoning): the think frame reads bytes
+ * alone (matcher.ts 'think': advanceMatch over THINK_END), so an allowed id keeps the state
+ * free exactly when its bytes never complete `</think>` and end with nothing of it matched. */
+function freeReasoningRun(v: TokenVocab): MaskRun {
+  let run = reasoningRuns.get(v);
+  if (run) return run;
+  const until: number[] = [];
+  v.bytesOf.forEach((bytes, id) => {
+    if (((v.allButStop[id >>> 5]! >>> (id & 31)) & 1) === 0 || !bytes) return; // never taken in reasoning
+    let m = 0;
+    for (let j = 0; j < bytes.length && m < THINK_END.length; j++) m = advanceMatch(THINK_END, m, bytes[j]!);
+    if (m !== 0) until.push(id);
+  });
+  run = { mask: v.allButStop, until };
+  reasoningRuns.set(v, run);
+  return run;
 }
 
 /** What every matcher of one grammar over one vocabulary shares (read only). */
@@ -84,6 +107,11 @@ export class GrammarMatcher implements Matcher {
   /** Has the output so far matched completely (the answer may end here)? */
   complete(): boolean {
     return this.state.some((s) => canEnd(s));
+  }
+  /** In free reasoning (a grammar behind a reasoning block: grammars.ts withThinkPrefix), every
+   * id but the stop ids until one that leaves it; elsewhere the mask varies with every id. */
+  maskRun(): MaskRun | undefined {
+    return freeReasoning(this.state) ? freeReasoningRun(this.g.v) : undefined;
   }
 }
 
