@@ -2,12 +2,14 @@
 // on the kernels until the verify that embeds them and reads them back with its picks. Forced on
 // the CPU backend (a GPU turns it on by default), it must give the ids, texts and finish reasons
 // of the 2-read-back round and of MTP off, batched and alone, with chains cut short by max_tokens,
-// stop strings, preemption, aborts, and rounds mixing requests that cannot defer (sampled,
-// penalised, logprobs: such a round reads its drafts back as before). Every step of a
-// deferred run reads back once: no read-back of drafts between steps.
+// stop strings, preemption, aborts, and rounds mixing requests that cannot defer (sampled
+// without the device draw path, penalised: such a round reads its drafts back as before);
+// logprobs requests defer (their rows come back whole), with MTP off's logprobs. Every step of
+// a deferred run reads back once: no read-back of drafts between steps.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GenerateRequest } from '../src/engine/request-builder.js';
+import type { TokenLogprob } from '../src/engine/sample-batch.js';
 import { assertSameRuns, countingReadBacks, evalPrompts, runAll, sameBits, withEngine, type RunResult } from './engine-helpers.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { allocBatchMemory, loadModel } from '../src/model/model.js';
@@ -22,7 +24,8 @@ function requests(n: number, maxTokens: number): GenerateRequest[] {
   return evalPrompts(n).map((messages, i) => ({ messages, maxTokens: maxTokens + (i % 4) }));
 }
 
-interface Run { results: RunResult[]; readBacks: number; steps: number; deferred: number; rounds: number; accepted: number }
+/** deferred: verify steps whose drafts came back with them, of `verifySteps`; rounds: requests' verify rounds. */
+interface Run { results: RunResult[]; readBacks: number; steps: number; verifySteps: number; deferred: number; rounds: number; accepted: number }
 
 
 async function run(reqs: readonly GenerateRequest[], specTokens: number, deferredDrafts: boolean, extra: Parameters<typeof withEngine>[0] = {}): Promise<Run> {
@@ -30,7 +33,8 @@ async function run(reqs: readonly GenerateRequest[], specTokens: number, deferre
     async (e) => {
       const { value: results, readBacks } = await countingReadBacks(e, () => runAll(e, reqs, false));
       const s = e.stats();
-      return { results, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify, deferred: s.spec.deferredRounds, rounds: s.spec.rounds, accepted: s.spec.accepted };
+      return { results, readBacks, steps: s.steps.prefill + s.steps.decode + s.steps.verify, verifySteps: s.steps.verify, deferred: s.spec.deferredRounds,
+        rounds: s.spec.rounds, accepted: s.spec.accepted };
     });
 }
 
@@ -66,7 +70,7 @@ test('stop strings, stop ids and max_tokens inside a deferred round end it as MT
   assert.ok(deferred.deferred > 0);
 });
 
-test('a round mixing greedy chains with sampled, penalised and logprobs ones reads its drafts back: the same outputs', async () => {
+test('a round mixing greedy chains with sampled and penalised ones reads its drafts back: the same outputs', async () => {
   const base = requests(6, 16);
   const reqs: GenerateRequest[] = base.map((r, i) => {
     if (i === 1) return { ...r, temperature: 0.8, seed: 7 };
@@ -82,6 +86,33 @@ test('a round mixing greedy chains with sampled, penalised and logprobs ones rea
   assert.ok(deferred.readBacks > deferred.steps, `mixed: ${deferred.readBacks} read-backs in ${deferred.steps} steps`);
   const greedyOnly = await run([base[0]!, base[2]!], 3, true);
   assert.equal(greedyOnly.readBacks, greedyOnly.steps);
+});
+
+test('logprobs requests defer (their verify rows come back whole, sampled after the drafts resolve): ids and logprobs of the 2-read-back round and MTP off, one read-back a step', async () => {
+  const base = requests(4, 14);
+  const streams: TokenLogprob[][] = [];
+  // greedy and seeded sampled (verified by matching: MTP off's draws), each with top logprobs
+  const reqs = (): GenerateRequest[] => base.map((r, i) => {
+    const out: TokenLogprob[] = [];
+    streams.push(out);
+    return { ...r, ...(i % 2 === 1 ? { temperature: 0.8, topK: 20, seed: 11 + i } : {}), logprobs: { top: 3, onToken: (e: TokenLogprob) => out.push(e) } };
+  });
+  const sampledPaths = { sampledChain: true, sampledCandidates: true } as const;
+  const logprobsOf = async (k: number, deferredDrafts: boolean): Promise<{ run: Run; logprobs: TokenLogprob[][] }> => {
+    streams.length = 0;
+    const got = await run(reqs(), k, deferredDrafts, sampledPaths);
+    return { run: got, logprobs: [...streams] };
+  };
+  const off = await logprobsOf(0, false);
+  const plain = await logprobsOf(3, false);
+  const deferred = await logprobsOf(3, true);
+  assertSameRuns(deferred.run.results, off.run.results, 'logprobs, deferred vs MTP off');
+  assertSameRuns(plain.run.results, off.run.results, 'logprobs, 2-read-back round vs MTP off');
+  assert.deepEqual(deferred.logprobs, off.logprobs, 'the logprobs of every token, as MTP off reports them');
+  assert.ok(deferred.logprobs.every((l, i) => l.length === off.run.results[i]!.ids.length && l.length > 0));
+  assert.ok(deferred.run.deferred > 0 && deferred.run.deferred === deferred.run.verifySteps, `${deferred.run.deferred} of ${deferred.run.verifySteps} verify steps deferred`);
+  assert.equal(deferred.run.readBacks, deferred.run.steps, `${deferred.run.readBacks} read-backs in ${deferred.run.steps} steps`);
+  assert.ok(plain.run.readBacks > plain.run.steps, 'the 2-read-back round reads its drafts back between steps');
 });
 
 test('preemption between a deferred round and its verify drops the claim; the request recomputes to the same ids', async () => {

@@ -18,10 +18,11 @@
 // - A pending request's drafts are placeholders (PENDING_DRAFT, of the right count; a draft the
 //   draftOverride hook set is a host id, embedded from the host) that nothing reads: its verify
 //   row embeds them from the kernels, its picks are the plain argmax or its positions'
-//   candidates / rows (deferrable: no penalty, bias, logprobs or capture reads a draft, and a
-//   constraint's mask is a run, logits-adjust.ts maskRunOf, the same at every position of the
-//   chain until a draft ends it: the resolution cuts the chain after such a draft, no bonus),
-//   and the update resolves them before acceptance. The ids the kernels embed are the ids read back.
+//   candidates / rows (deferrable: no penalty or bias reads a draft before the read-back; rows
+//   read whole for logprobs or capture are sampled after it; and a constraint's mask is a run,
+//   logits-adjust.ts maskRunOf, the same at every position of the chain until a draft ends it:
+//   the resolution cuts the chain after such a draft, no bonus), and the update resolves them
+//   before acceptance. The ids the kernels embed are the ids read back.
 // - Every step that runs a batch reads back the pending round (if any) and resolves it before
 //   the next round is drafted, so a round's ids tensor is never overwritten while pending.
 //   A request preempted since drafting has dropped its claim (preempt sets pendingDrafts to
@@ -30,7 +31,7 @@
 //   embeds its whole span, and a shorter chain's unused entries are embedded for nothing.
 import type { DeviceRows } from '../../model/forward.js';
 import type { BatchRow } from '../batch.js';
-import { draftsOnKernels, finishesOnHost, idsOf, picksOnKernels } from '../device-picks.js';
+import { draftsOnKernels, finishesOnHost, idsOf } from '../device-picks.js';
 import { adjusted } from './draft-rules.js';
 import { isGreedy, type SamplingParams } from '../sampler.js';
 import { type RejectionEnd, type ResolvedRejection, resolveRejectionChain } from './deferred-rejection.js';
@@ -66,20 +67,22 @@ export interface RejectionMember {
 export const PENDING_DRAFT = -1;
 
 /** May the request's drafts stay on the kernels until its verify: argmax picks chained on the
- * kernels (no bias: its verify pick finishes on the host), and a verify whose picks read no
- * draft on the host (plain argmax, or masked by a constraint's mask run: no penalty, logprobs
- * or capture) and no image. */
+ * kernels, and a verify that reads no draft on the host before the round resolves: its picks
+ * are the plain argmax, or masked by a constraint's mask run (no penalty or bias: a finish
+ * plan counts the drafts), or its rows come back whole (logprobs, capture) and are sampled
+ * after the update has resolved the drafts; and no image. */
 export function defersDrafts(req: RequestView): boolean {
-  return draftsOnKernels(req) && picksOnKernels(req) && !finishesOnHost(req) && !masksVary(req) && req.vision === null;
+  return draftsOnKernels(req) && !finishesOnHost(req) && !masksVary(req) && req.vision === null;
 }
 
-/** May a sampled request verified by matching (accept.ts) leave its drafts on the kernels: its
- * drafts are the kernels' draws from their top candidates (any proposal serves), and its verify
- * reads what a plain sampled step reads (candidates, or whole rows) with nothing that reads a
- * draft before the update resolves them: no penalty or bias (the drafts count as outputs), no
- * constraint but a mask run, no logprobs, capture or image. The caller knows it is matched. */
+/** May a sampled request leave its drafts on the kernels (the caller knows how it is verified:
+ * matching takes the kernels' draws as they are, rejection sampling resolves them from the
+ * candidates read back with the verify): its verify reads what a plain sampled step reads
+ * (candidates, or whole rows: logprobs, capture) with nothing that reads a draft before the
+ * update resolves them: no penalty or bias (a candidate plan counts the drafts), no constraint
+ * but a mask run, no image. */
 export function defersSampledDrafts(req: RequestView): boolean {
-  return !isGreedy(req.sampling) && !adjusted(req) && !masksVary(req) && req.onLogprob === null && req.captureLogits === null && req.vision === null;
+  return !isGreedy(req.sampling) && !adjusted(req) && !masksVary(req) && req.vision === null;
 }
 
 
