@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
-import { TIERS, assignTiers, matches } from './test-tiers.mjs';
+import { TIERS, assignTiers, fileEnvOf, matches } from './test-tiers.mjs';
 
 const root = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..');
 const distTest = join(root, 'dist', 'test');
@@ -90,10 +90,11 @@ function order(tier, names, times) {
 
 const SUMMARY_LINE = /^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$/;
 
-/** Runs one file; `sink` receives its output lines (minus node's per-file summary). */
-function runFile(name, sink) {
+/** Runs one file with its tier's `fileEnv` (a variable already set here wins); `sink` receives
+ * its output lines (minus node's per-file summary). */
+function runFile(name, fileEnv, sink) {
   const started = Date.now();
-  const env = { ...process.env };
+  const env = { ...fileEnv, ...process.env };
   delete env.NODE_TEST_CONTEXT; // a runner above us would take the reports instead of stdout
   const cpuLog = join(cpuDir, `${name.replaceAll('/', '_')}.txt`);
   env.RUN_TESTS_CPU_LOG = cpuLog;
@@ -175,7 +176,7 @@ async function runTier(tier, names, concurrency) {
     while (shareFirst()) {
       const entry = { name: queue.shift(), lines: [], done: null };
       running.push(entry);
-      runFile(entry.name, (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); })
+      runFile(entry.name, fileEnvOf(tier, entry.name), (line) => { if (entry === running[0]) console.log(line); else entry.lines.push(line); })
         .then((r) => { entry.done = r; results.push(r); wake(); });
     }
     flush();

@@ -15,8 +15,25 @@
 // slowFirst: started first (longest-processing-time order), so the tier's last minute is not
 // one long file running by itself. Only an ordering hint: a name here that no file has is an
 // error of --check like any other stale entry.
+// fileEnv: environment variables for some of the tier's files ({ files, env }, files as in
+// `files`; a variable the caller already set wins).
 
-/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[] }} Tier */
+/** @typedef {{ files: string[], env: Record<string, string> }} FileEnv */
+/** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[], fileEnv?: FileEnv[] }} Tier */
+
+/** lavapipe (llvmpipe) compiles each compute pipeline once, on its first dispatch, with LLVM
+ * over 8 invocations a vector (AVX2); with 4 (LP_NATIVE_VECTOR_WIDTH=128) the fully unrolled
+ * quantized group kernels a GPU runs (8 columns × 8 blocks of per-lane atomics) compile 2.3–3×
+ * faster, and run ~1.4× slower. A clean machine's shader cache is empty, so the files that
+ * force a GPU's launch variants are bound by compiling (measured 2026-12-06 on this 2-core VM,
+ * an empty cache: webgpu-conv-fold-quant's unit tests 675 → 235 s), while a file that runs
+ * the engine for many steps is bound by running (webgpu-spec-match warm: 101 → 138 s). Only
+ * the compile-bound files get the narrow vectors; the numerics are IEEE f32 per invocation
+ * either way (every one of these files compares two paths bit for bit on the same device). */
+const NARROW_LAVAPIPE = { LP_NATIVE_VECTOR_WIDTH: '128' };
+/** The files that force a GPU's quantized and folded launch variants on lavapipe. */
+const COMPILE_BOUND = ['webgpu-conv-fold-quant', 'webgpu-qmatmul-norm-fold', 'webgpu-quant-columns', 'webgpu-quant-group',
+  'webgpu-qmatmul-acts-cols*', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-float-columns'];
 
 /** @type {Tier[]} */
 export const TIERS = [
@@ -67,6 +84,7 @@ export const TIERS = [
     ],
     // its time-boxed steps were sized with nothing beside it
     alone: ['gpu-bench-script'],
+    fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
     // a clean clone has no recorded times: the longest first, so the last files to run beside
     // nothing are short. CPU-seconds (2026-12-06: clean-clone CI, and the five files cut that
     // day measured after their cut): 135, 124, 123, 107, 100, 82, 81, 77, 66, 58, 56, 50, 47,
@@ -79,6 +97,11 @@ export const TIERS = [
 ];
 
 export const DEFAULT_TIER = 'main';
+
+/** The environment `tier` gives file `name` (its fileEnv entries that match, in order). */
+export function fileEnvOf(tier, name) {
+  return Object.assign({}, ...(tier.fileEnv ?? []).filter((e) => e.files.some((p) => matches(p, name))).map((e) => e.env));
+}
 
 /** '*' matches any run of characters; everything else is literal. */
 export function matches(pattern, name) {
@@ -102,8 +125,9 @@ export function assignTiers(names, tiers = TIERS) {
     byTier.get((hits[0] ?? { name: DEFAULT_TIER }).name).push(name);
   }
   for (const t of tiers) {
-    for (const list of ['files', 'alone', 'slowFirst']) {
-      for (const p of t[list] ?? []) {
+    const lists = { files: t.files, alone: t.alone, slowFirst: t.slowFirst, fileEnv: (t.fileEnv ?? []).flatMap((e) => e.files) };
+    for (const [list, patterns] of Object.entries(lists)) {
+      for (const p of patterns ?? []) {
         if (!names.some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' matches no test file (stale entry in scripts/test-tiers.mjs)`);
         else if (list !== 'files' && !byTier.get(t.name).some((n) => matches(p, n))) errors.push(`tier ${t.name}: ${list} entry '${p}' names a file of another tier`);
       }

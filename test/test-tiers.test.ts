@@ -7,11 +7,12 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { REPO_ROOT } from './paths.js';
 
-interface Tier { name: string; concurrency: number; files: string[]; alone?: string[]; slowFirst?: string[] }
+interface Tier { name: string; concurrency: number; files: string[]; alone?: string[]; slowFirst?: string[]; fileEnv?: { files: string[]; env: Record<string, string> }[] }
 interface TiersModule {
   TIERS: Tier[];
   DEFAULT_TIER: string;
   assignTiers(names: string[], tiers?: Tier[]): { byTier: Map<string, string[]>; errors: string[] };
+  fileEnvOf(tier: Tier, name: string): Record<string, string>;
 }
 const load = async (): Promise<TiersModule> => await import(pathToFileURL(join(REPO_ROOT, 'scripts', 'test-tiers.mjs')).href) as TiersModule;
 
@@ -41,4 +42,23 @@ test('tiers run fast → main → system; an unlisted file lands in main; mistak
   const misplaced = assignTiers(['a', 'b1', 'c', 'sys-x'], [table[0]!, { name: 'main', concurrency: 2, files: [], alone: ['a'] }, table[2]!]);
   assert.ok(misplaced.errors.some((e) => e.includes("alone entry 'a' names a file of another tier")), misplaced.errors.join('\n'));
   assert.ok(assignTiers(['a'], [table[0]!]).errors.some((e) => e.includes("default tier 'main' is not defined")));
+});
+
+test('fileEnv: a tier gives some files environment variables; a stale or misplaced entry is an error', async () => {
+  const { TIERS, assignTiers, fileEnvOf } = await load();
+  const sys: Tier = { name: 'system', concurrency: 2, files: ['gpu-*', 'other'],
+    fileEnv: [{ files: ['gpu-fold*'], env: { A: '1' } }, { files: ['gpu-fold-q'], env: { B: '2' } }] };
+  const main: Tier = { name: 'main', concurrency: 2, files: [] };
+  assert.deepEqual(fileEnvOf(sys, 'gpu-fold-q'), { A: '1', B: '2' });
+  assert.deepEqual(fileEnvOf(sys, 'gpu-fold'), { A: '1' });
+  assert.deepEqual(fileEnvOf(sys, 'other'), {});
+  assert.deepEqual(assignTiers(['gpu-fold', 'gpu-fold-q', 'other'], [main, sys]).errors, []);
+  const stale = assignTiers(['gpu-fold', 'other'], [main, sys]);
+  assert.ok(stale.errors.some((e) => e.includes("fileEnv entry 'gpu-fold-q' matches no test file")), stale.errors.join('\n'));
+  const misplaced = assignTiers(['gpu-fold', 'gpu-fold-q', 'other', 'x'], [{ ...main, fileEnv: [{ files: ['gpu-fold'], env: {} }] }, sys]);
+  assert.ok(misplaced.errors.some((e) => e.includes("fileEnv entry 'gpu-fold' names a file of another tier")), misplaced.errors.join('\n'));
+  // the real table: the lavapipe files bound by compiling get llvmpipe's 4-wide vectors, the rest none
+  const system = TIERS.find((t) => t.name === 'system')!;
+  assert.equal(fileEnvOf(system, 'webgpu-conv-fold-quant').LP_NATIVE_VECTOR_WIDTH, '128');
+  assert.deepEqual(fileEnvOf(system, 'webgpu-spec-match'), {});
 });
