@@ -85,14 +85,16 @@ export const TIERS = [
     // its time-boxed steps were sized with nothing beside it
     alone: ['gpu-bench-script'],
     fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
-    // a clean clone has no recorded times: the longest first, so the last files to run beside
-    // nothing are short. CPU-seconds (2026-12-06: clean-clone CI, and the five files cut that
-    // day measured after their cut): 135, 124, 123, 107, 100, 82, 81, 77, 66, 58, 56, 50, 47,
-    // 38, 31, 30, 28, 26
-    slowFirst: ['webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-wide-fold', 'webgpu-spec-match', 'webgpu-overlap',
-      'webgpu-engine', 'webgpu-qwen35-shape', 'webgpu-pending-drafts', 'webgpu-overlap-sampled', 'eval-baseline',
-      'webgpu-draft-penalty', 'webgpu-gated-norm-fold', 'webgpu-moe', 'webgpu-batch-dispatches', 'webgpu-sampled-draws',
-      'webgpu-sampled-candidates', 'node-versions', 'package-examples'],
+    // a clean clone has no recorded times (and an empty shader cache): the longest first, so the
+    // last files to run beside nothing are short. CPU-seconds on a clean machine (2026-12-06:
+    // clean-clone CI with an empty cache, the compile-bound files at 4-wide vectors): 1,320,
+    // 758, 694, 507, 405, 206, 195, 161, 149, 149, 140, 139, 138, 130, 82, 70, 70, 56, 47, 31,
+    // 29, 26, 23
+    slowFirst: ['webgpu-conv-fold-quant', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-qmatmul-norm-fold',
+      'webgpu-quant-columns', 'webgpu-qwen35-shape', 'webgpu-quant-group', 'webgpu-moe', 'webgpu-device-picks',
+      'webgpu-dump-logits', 'webgpu-engine', 'webgpu-spec-match', 'webgpu-overlap', 'webgpu-qmatmul-acts-cols-k',
+      'webgpu-pending-drafts', 'webgpu-batch-dispatches', 'webgpu-overlap-sampled', 'eval-baseline', 'webgpu-draft-penalty',
+      'webgpu-sampled-draws', 'webgpu-sampled-candidates', 'node-versions', 'package-examples'],
   },
 ];
 
