@@ -24,12 +24,13 @@
 /** lavapipe (llvmpipe) compiles each compute pipeline once, on its first dispatch, with LLVM
  * over 8 invocations a vector (AVX2); with 4 (LP_NATIVE_VECTOR_WIDTH=128) the fully unrolled
  * quantized group kernels a GPU runs (8 columns × 8 blocks of per-lane atomics) compile 2.3–3×
- * faster, and run ~1.4× slower. A clean machine's shader cache is empty, so the files that
+ * faster (a file of them 1.2–2×), and run ~1.4× slower. A clean machine's shader cache is empty, so the files that
  * force a GPU's launch variants are bound by compiling (measured 2026-12-06 on this 2-core VM,
  * an empty cache: webgpu-conv-fold-quant's unit tests 675 → 235 s), while a file that runs
  * the engine for many steps is bound by running (webgpu-spec-match warm: 101 → 138 s). Only
- * the compile-bound files get the narrow vectors; the numerics are IEEE f32 per invocation
- * either way (every one of these files compares two paths bit for bit on the same device). */
+ * the compile-bound files get the narrow vectors. Four-wide also hides AVX and FMA from the code
+ * generator, so a shader's bits may differ from 8-wide's: each of these files compares two
+ * paths bit for bit on one device, compiled alike (clean-clone CI passed at both widths). */
 const NARROW_LAVAPIPE = { LP_NATIVE_VECTOR_WIDTH: '128' };
 /** The files that force a GPU's quantized and folded launch variants on lavapipe. */
 const COMPILE_BOUND = ['webgpu-conv-fold-quant', 'webgpu-qmatmul-norm-fold', 'webgpu-quant-columns', 'webgpu-quant-group',
