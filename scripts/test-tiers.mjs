@@ -88,10 +88,10 @@ export const TIERS = [
     fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
     // a clean clone has no recorded times (and an empty shader cache): the longest first, so the
     // last files to run beside nothing are short. CPU-seconds on a clean machine (2026-12-06:
-    // clean-clone CI with an empty cache, the compile-bound files at 4-wide vectors): 1,320,
-    // 758, 694, 507, ~460 (webgpu-conv-fold, then at 8 wide), 405, 206, 195, 161, 149, 149, 140, 139, 138, 130, 82, 70, 70, 56, 47, 31,
+    // clean-clone CI with an empty cache, the compile-bound files at 4-wide vectors): 1,356
+    // (webgpu-conv-fold, at 8 wide), 1,118, 758, 694, 507, 405, 206, 195, 161, 149, 149, 140, 139, 138, 130, 82, 70, 70, 56, 47, 31,
     // 29, 26, 23
-    slowFirst: ['webgpu-conv-fold-quant', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-qmatmul-norm-fold', 'webgpu-conv-fold',
+    slowFirst: ['webgpu-conv-fold', 'webgpu-conv-fold-quant', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-qmatmul-norm-fold',
       'webgpu-quant-columns', 'webgpu-qwen35-shape', 'webgpu-quant-group', 'webgpu-moe', 'webgpu-device-picks',
       'webgpu-dump-logits', 'webgpu-engine', 'webgpu-spec-match', 'webgpu-overlap', 'webgpu-qmatmul-acts-cols-k',
       'webgpu-pending-drafts', 'webgpu-batch-dispatches', 'webgpu-overlap-sampled', 'eval-baseline', 'webgpu-draft-penalty',
