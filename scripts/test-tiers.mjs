@@ -32,8 +32,10 @@
  * generator, so a shader's bits may differ from 8-wide's: each of these files compares two
  * paths bit for bit on one device, compiled alike (clean-clone CI passed at both widths). */
 const NARROW_LAVAPIPE = { LP_NATIVE_VECTOR_WIDTH: '128' };
-/** The files that force a GPU's quantized and folded launch variants on lavapipe. */
-const COMPILE_BOUND = ['webgpu-conv-fold-quant', 'webgpu-qmatmul-norm-fold', 'webgpu-quant-columns', 'webgpu-quant-group',
+/** The files that force a GPU's quantized and folded launch variants on lavapipe (the group
+ * kernels' cold compile, scripts/shader-compile-bench.mjs, 8 wide: a 4-part BF16 group of 8
+ * columns 37 s, its Q8_0 activation-quantizing twin 17 s). */
+const COMPILE_BOUND = ['webgpu-conv-fold', 'webgpu-conv-fold-quant', 'webgpu-qmatmul-norm-fold', 'webgpu-quant-columns', 'webgpu-quant-group',
   'webgpu-qmatmul-acts-cols*', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-float-columns'];
 
 /** @type {Tier[]} */

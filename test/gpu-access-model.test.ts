@@ -19,7 +19,9 @@ import { CONV_CHANNEL_THREADS, convChannelsShader } from '../src/kernels/webgpu/
 
 test('float weight loads mirror matmul-group.ts: thread t reads the 4-element units u ≡ t (mod 64) of its row through wu, two an iteration', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true);
-  assert.match(src, /let ku = K \/ 4u;\s+for \(var u0 = t; u0 < ku; u0 \+= 128u\) \{\s+let u1 = u0 \+ 64u;\s+let has1 = u1 < ku;\s+let w0 = wu0\(col \* ku \+ u0\);\s+var w1 = vec4<f32>\(0.0\);\s+if \(has1\) \{ w1 = wu0\(col \* ku \+ u1\); \}/);
+  assert.match(src, /let ku = K \/ 4u;\s+for \(var u0 = t; u0 < ku; u0 \+= 128u\) \{\s+let u1 = u0 \+ 64u;\s+let has1 = u1 < ku;\s+let w0 = seg_wu\(sg, col \* ku \+ u0\);\s+var w1 = vec4<f32>\(0.0\);\s+if \(has1\) \{ w1 = seg_wu\(sg, col \* ku \+ u1\); \}/);
+  // the segment's own reader (one segment: the dispatcher's only arm)
+  assert.match(src, /fn seg_wu\(sg: u32, u: u32\) -> vec4<f32> \{\s+return wu0\(u\);\s+\}/);
   assert.match(src, /var<storage, read_write> W0: array<vec2<u32>>;\nfn wu0\(u: u32\) -> vec4<f32> \{ let q = W0\[u\];/);
   assert.match(src, /let x0 = xq\(xo \+ 4u \* u0\);[^]*let x1 = xq\(xo \+ 4u \* u1\);/);
   assert.match(src, /fn xq\(i: u32\) -> vec4<f32> \{ return X\[i >> 2u\]; \}/);
@@ -37,7 +39,8 @@ test('float weight loads mirror matmul-group.ts: thread t reads the 4-element un
 test('float element loads (K not a multiple of the chunk) mirror the element path: thread t reads element k ≡ t (mod 64) through wf', () => {
   const src = floatMatmulGroupShader('bf16', 1, true, false, true, null, null, false, 16, 'element');
   assert.match(src, /for \(var k = t; k < K; k \+= 64u\)/);
-  assert.match(src, /let w = wf0\(col \* K \+ k\);/);
+  assert.match(src, /let w = seg_wf\(sg, col \* K \+ k\);/);
+  assert.match(src, /fn seg_wf\(sg: u32, i: u32\) -> f32 \{\s+return wf0\(i\);\s+\}/);
   assert.match(src, /fn wf0\(i: u32\) -> f32 \{ let word = W0\[i >> 1u\];/);
   const bf16 = loadFacts(floatWeightLoads('bf16', 2560, 'element')[0]!);
   assert.deepEqual([bf16.bytes, bf16.sectors.size], [64, 2]); // 32 lanes, 16 words: half an ideal 128-byte warp-load

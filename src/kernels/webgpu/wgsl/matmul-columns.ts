@@ -18,6 +18,9 @@
 // the one-column kernel's HEAD_NORM_INV, the input element its (((o·inv)·w)·silu(z)) read
 // through out_proj's head order (float-chunks.ts chunkSumLoopHeadNorm's expression): the bits
 // of the gated norm pass then this kernel.
+// Only the weight loads and put_out (the binding a store goes to) branch on the segment; its
+// output fields are hoisted once (a store block per segment and column made lavapipe's
+// compile of a 4-part group 2.5× longer).
 // Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
@@ -25,6 +28,7 @@ import { paramConsts } from '../params.js';
 import { HEADER, treeSum } from './common.js';
 import { HEAD_NORM_INV, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
+import { segmentPut } from './matmul-group.js';
 import { convFoldDecls, convFoldSteps, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
 
 /** Output columns a multi-column workgroup computes. */
@@ -114,12 +118,14 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
   const readers = Array.from({ length: segments }, (_, s) =>
     floatChunkReader(dtype, 2 + segments + s).replace(/\bW\b/g, `W${s}`).replace(/\bwu\(/g, `wu${s}(`)).join('\n');
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
-  const plainPut = (v: string): string => `let o = pu(SEG_OutOff) + (m0 + t) * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
-  const store = subgroups ? `if (t < rows && col < pu(SEG_Rows)) {
+  // one store for every segment: its output fields hoisted (oOff, oStride, oCol0, segRows), the
+  // binding chosen in put_out
+  const plainPut = (v: string): string => `let o = oOff + (m0 + t) * oStride + oCol0 + col; put_out(sg, o, ${v});`;
+  const store = subgroups ? `if (t < rows && col < segRows) {
       var sum = 0.0;
       for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
       ${plainPut('sum')}
-    }` : `if (t < rows && col < pu(SEG_Rows)) { ${plainPut('red[t * 64u]')} }`;
+    }` : `if (t < rows && col < segRows) { ${plainPut('red[t * 64u]')} }`;
   // the conv of a conv segment's values (wgsl/conv-fold.ts), after the last barrier: thread t
   // reads back the pre-conv values it stored for its row and the C columns (its own writes),
   // (the steps variant: the first row's thread reads its sequence's rows, other threads'
@@ -161,6 +167,7 @@ ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: a
 ${treeSum('nred')}` : ''}${headNorm > 0 ? `
 ${headNormDecls(headNorm, tm, 2 + 2 * segments, vec4)}` : ''}${conv ? `
 ${convFoldDecls(2 + 2 * segments + (norm || gate ? 1 : 0), conv.steps)}` : ''}
+${segmentPut(segments, accumulate)}
 const TM = ${tm}u;
 var<workgroup> red: array<f32, ${tm * 64}>;
 ${floatMatmulEntry(subgroups)}
@@ -179,16 +186,21 @@ ${floatMatmulEntry(subgroups)}
     inv${r} = 1.0 / sqrt(total / f32(K) + pf(P_eps));
   }`).join('\n  ')}` : ''}${headNorm > 0 ? `
   ${HEAD_NORM_INV}` : ''}
-  // the segment's first column and last row
+  // the segment's first column, last row and output fields
   var cb = 0u;
   var last = 0u;
-  ${branches(`cb = (gcol - pu(SEG_Start)) * ${columns}u; last = pu(SEG_Rows) - 1u;`)}
+  var segRows = 0u;
+  var oOff = 0u;
+  var oStride = 0u;
+  var oCol0 = 0u;
+  ${branches(`cb = (gcol - pu(SEG_Start)) * ${columns}u; segRows = pu(SEG_Rows); last = segRows - 1u;
+    oOff = pu(SEG_OutOff); oStride = pu(SEG_OutStride); oCol0 = pu(SEG_Col0);`)}
   ${columnsSumLoop(columns, tm, segments, norm, gate, headNorm > 0)}
   // column by column through the one-column kernel's buffer and reduction
   ${range(columns).map((c) => `{
     ${reduce(c)}
-    ${branches(`let col = cb + ${c}u;
-    ${store}`)}
+    let col = cb + ${c}u;
+    ${store}
     workgroupBarrier();
   }`).join('\n  ')}${conv ? `${conv.steps ? `
   storageBarrier();` : ''}

@@ -31,10 +31,18 @@ import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, treeSum } from './common.js';
 import { HEAD_NORM_INV, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
   type FloatLoads } from './float-chunks.js';
-import { convFoldDecls, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
+import { convFoldDecls, convFoldStore, type ConvFoldShape } from './conv-fold.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
 
 export const GROUP_SEGMENTS = 4;
+
+/** put_out(sg, o, v): OUT<sg>[o] = v (`accumulate`: += v), segment sg's output binding. */
+export function segmentPut(segments: number, accumulate: boolean): string {
+  return `fn put_out(sg: u32, o: u32, v: f32) {
+  ${Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) { OUT${s}[o] = ${accumulate ? `OUT${s}[o] + ` : ''}v; }`).join(' ')}
+}`;
+}
+
 /** `whole` MoE GEMMs: the largest K whose weight row slice fits a thread's registers. */
 export const WHOLE_K = 2048;
 
@@ -61,22 +69,33 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   if (norm && gate) throw new Error('matmul group: a norm and a gated input together');
   if (moe && norm) throw new Error('matmul group: a MoE group has no norm');
   const xAt = (i: string): string => norm ? `((X[${i}] * inv[r]) * nw)` : gate ? `(X[${i}] * ${gate}(GB[pu(P_gateOff) + ${i} - pu(P_xOff)]))` : `X[${i}]`;
-  const plainPut = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; OUT[o] = ${accumulate ? 'OUT[o] + ' : ''}${v};`;
+  // One body for every segment (the segment is uniform: from workgroup_id, so the barriers stay
+  // in uniform control flow): its column and fields hoisted (col, segRows, segOutOff, …), its
+  // weight reads through seg_wf / seg_wu (segment sg's reader of its own binding), its store
+  // through put_out — a body per segment multiplied the shader, and a driver's compile, by S.
+  const one = (text: string): string => text.replace(/\b(wf|wu)\(/g, 'seg_$1(sg, ')
+    .replace(/pu\(SEG_(Rows|OutOff|OutStride|Col0)\)/g, (_, f: string) => `seg${f}`);
+  const plainPut = (v: string): string => `let o = pu(SEG_OutOff) + ${moeOutRow(moe)} * pu(SEG_OutStride) + pu(SEG_Col0) + col; put_out(sg, o, ${v});`;
   // a conv segment stores the conv of its value instead (wgsl/conv-fold.ts)
-  const put = (v: string, s: number): string => conv && convSegment(conv, s) ? convFoldStore(v, moeOutRow(null), conv.taps) : plainPut(v);
-  // SEG_<field> → P_seg<s><field>: segment s's parameters (seg, above)
+  const put = (v: string): string => conv ? `if (((${conv.mask}u >> sg) & 1u) == 1u) {
+        ${convFoldStore(v, moeOutRow(null), conv.taps)}
+      } else { ${plainPut(v)} }` : plainPut(v);
   const chunked = loads !== 'element';
-  const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
+  const reader = chunked ? { name: 'wu', param: 'u', ret: 'vec4<f32>' } : { name: 'wf', param: 'i', ret: 'f32' };
   const readers = Array.from({ length: segments }, (_, s) =>
     (chunked ? floatChunkReader(dtype, 2 + segments + s) : floatWeightReader(dtype, 2 + segments + s)).replace(/\bW\b/g, `W${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`)).join('\n');
+  const segReader = `fn seg_${reader.name}(sg: u32, ${reader.param}: u32) -> ${reader.ret} {
+  ${Array.from({ length: segments - 1 }, (_, s) => `if (sg == ${s}u) { return ${reader.name}${s}(${reader.param}); }`).join('\n  ')}
+  return ${reader.name}${segments - 1}(${reader.param});
+}`;
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
-  const store = (s: number): string => subgroups ? `
+  const store = one(subgroups ? `
     if (t < rows) {
       var sum = 0.0;
       for (var g = 0u; g < 64u / sgs; g++) { sum = sum + red[t * 64u + g]; }
-      ${put('sum', s)}
+      ${put('sum')}
     }` : `
-    if (t < rows) { ${put('red[t * 64u]', s)} }`;
+    if (t < rows) { ${put('red[t * 64u]')} }`);
   const reduce = subgroups ? `
   for (var r = 0u; r < rows; r++) {
     let v = subgroupAdd(acc[r]);
@@ -89,25 +108,27 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
     if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
     workgroupBarrier();
   }`;
-  // the segment of this workgroup is uniform (from workgroup_id), so the barriers stay in
-  // uniform control flow
-  const sums = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG_Start);
-    ${headNorm > 0 ? chunkSumLoopHeadNorm() : chunked ? chunkSumLoop(dtype, norm, gate, whole, moeWeightRow(moe, 'col', 'pu(SEG_Rows)')) : `for (var k = t; k < K; k += 64u) {
+  const fields = `var col = 0u;
+  var segRows = 0u;
+  var segOutOff = 0u;
+  var segOutStride = 0u;
+  var segCol0 = 0u;
+  ${Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
+    col = gcol - pu(P_seg${s}Start); segRows = pu(P_seg${s}Rows); segOutOff = pu(P_seg${s}OutOff); segOutStride = pu(P_seg${s}OutStride); segCol0 = pu(P_seg${s}Col0);
+  }`).join(' ')}`;
+  const sums = one(headNorm > 0 ? chunkSumLoopHeadNorm() : chunked ? chunkSumLoop(dtype, norm, gate, whole, moeWeightRow(moe, 'col', 'pu(SEG_Rows)')) : `for (var k = t; k < K; k += 64u) {
       let w = ${whole ? 'wreg[k / 64u]' : `wf(${moeWeightRow(moe, 'col', 'pu(SEG_Rows)')} * K + k)`};
       ${norm ? 'let nw = select(NW[k], 1.0 + NW[k], pu(P_zeroCentered) == 1u);' : ''}
       for (var r = 0u; r < rows; r++) { acc[r] = acc[r] + w * ${xAt('xb + r * K + k')}; }
-    }`}
-  }`)).join(' ');
-  const stores = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG_Start);${store(s)}
-  }`)).join(' ');
+    }`);
   return `${subgroups ? 'enable subgroups;' : ''}
 ${HEADER}
 ${paramConsts(headNorm > 0 ? 'matmul_head_norm' : 'matmul_group')}
 ${chunked ? f32Input('X', 'x', 1, loads === 'vec4') : '@group(0) @binding(1) var<storage, read_write> X: array<f32>;'}
 ${outs}
 ${readers}
+${segReader}
+${segmentPut(segments, accumulate)}
 ${moe ? moePlanBinding(2 + 2 * segments + (gate ? 1 : 0)) : ''}
 ${gate ? chunked ? f32Input('GB', 'g', 2 + 2 * segments, loads === 'vec4') : `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> GB: array<f32>;` : ''}
 ${norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> NW: array<${chunked ? 'vec4<f32>' : 'f32'}>;
@@ -121,7 +142,9 @@ ${floatMatmulEntry(subgroups)}
   var sg = ${segments}u;
   ${segmentOf(segments)}
   if (sg == ${segments}u) { return; }
-  ${whole ? `${wholePrelude(segments, seg, chunked ? chunkWholeLoads(dtype, moeWeightRow('gather', 'col', 'pu(SEG_Rows)')) : null)}
+  ${fields}
+  ${whole ? `${wholePrelude(one(chunked ? chunkWholeLoads(dtype, moeWeightRow('gather', 'col', 'pu(SEG_Rows)'))
+    : `for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(${moeWeightRow('gather', 'col', 'pu(SEG_Rows)')} * K + k); }`))}
   for (var m0 = 0u; m0 < cnt; m0 += TM) {
   let rows = min(TM, cnt - m0);` : moeRowsPrelude(moe, 'pex', 'pu(P_experts)', 'pu(P_m)')}
   var acc: array<f32, ${tm}>;
@@ -136,20 +159,16 @@ ${floatMatmulEntry(subgroups)}
   }` : ''}${headNorm > 0 ? `
   ${HEAD_NORM_INV}` : ''}
   ${sums}${reduce}
-  ${stores}${whole ? `
+  ${store}${whole ? `
   workgroupBarrier();
   }` : ''}
 }`;
 }
 
 /** The expert's count and first row from the plan (a count of 0 returns before any weight
- * read) and this thread's weight elements of the workgroup's column: k ≡ t (mod 64), or
- * (chunkLoads) its units u ≡ t (mod 64). */
-function wholePrelude(segments: number, seg: (s: number, body: string) => string, chunkLoads: string | null): string {
-  const loads = Array.from({ length: segments }, (_, s) => seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-    let col = gcol - pu(SEG_Start);
-    ${chunkLoads ?? `for (var k = t; k < K; k += 64u) { wreg[k / 64u] = wf(${moeWeightRow('gather', 'col', 'pu(SEG_Rows)')} * K + k); }`}
-  }`)).join(' ');
+ * read) and this thread's weight elements of the workgroup's column (`loads`: k ≡ t (mod 64),
+ * or chunked, its units u ≡ t (mod 64)). */
+function wholePrelude(loads: string): string {
   return `let cnt = u32(PLAN[pex]);
   if (cnt == 0u) { return; }
   let rb = u32(PLAN[pu(P_experts) + pex]);

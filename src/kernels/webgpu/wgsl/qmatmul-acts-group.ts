@@ -3,8 +3,11 @@
 // (Kernels.matmulGroup's norm; issue #47: the norm_quant_acts dispatch before in_proj,
 // q/k/v and gate/up folded away). Segments as wgsl/qmatmul-group.ts (up to GROUP_SEGMENTS
 // weight parts, each its own output; the workgroup's segment from its column, uniform).
-// Each segment's body is wgsl/qmatmul-acts.ts actsColumnBody (the lone activation-quantizing
-// matmul's: the bits of quant_acts then qmatmul), its input element act_at(e, r, p):
+// The body is wgsl/qmatmul-acts.ts actsColumnBody (the lone activation-quantizing matmul's:
+// the bits of quant_acts then qmatmul), written once: only its weight reads (seg_packed_*)
+// and its store branch on the workgroup's segment (a body per segment multiplied the shader,
+// and a driver's compile time, by the segments: lavapipe 56 → 13 s for a 4-part Q8_0 group
+// of 8 columns). Its input element act_at(e, r, p):
 // - plain: x; gated: x ⊙ act(g) (QUANT_ACTS' gated product);
 // - norm: NORM's y = (x·inv)·w' (w' = w or 1 + w, zero-centred), where every workgroup first
 //   forms inv of each of its rows exactly as NORM / norm_quant_acts do (common.ts
@@ -30,8 +33,8 @@ import { paramConsts } from '../params.js';
 import { BYTES, HEADER, treeSum } from './common.js';
 import { convFoldDecls, convSegment, type ConvFoldShape } from './conv-fold.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
-import { ACTS_TILE, actsColumnBody, actsInputDecls, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
-import { forSegment } from './qmatmul-group.js';
+import { ACTS_TILE, actsColumnSums, actsInputDecls, actsStore, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
+import { forSegment, throughSegments } from './qmatmul-group.js';
 import { PACKED_BLOCK_STATE, dot4Source, packedBlockFns } from './quant.js';
 
 /** The input of the group: plain x, x ⊙ act(g), RMS-normed x, or Gated DeltaNet's gated norm
@@ -142,19 +145,25 @@ export function quantMatmulActsGroupShader(type: QuantType, segments: number, pa
   const gate = input === 'silu' || input === 'sigmoid' ? input : null;
   if (conv && (gate || headNorm || accumulate)) throw new Error('quant acts group: the conv fold is for a plain or normed input, not accumulating');
   if (tm !== ACTS_TILE && !conv?.steps) throw new RangeError(`quant acts group: a tile of ${tm} rows is the conv fold's steps variant's (CONV_STEPS_TILE)`);
-  // each segment's body: a conv segment stores through the fold
-  const body = (s: number): string => actsColumnBody(type, packedBuiltin, accumulate, true, cols, conv && convSegment(conv, s) ? conv : null, tm);
+  // one body (the lone kernel's sums, its weight reads through seg_*: the segment's binding);
+  // each segment's store (a conv segment's through the fold) behind a branch
+  const { text: sums, readers } = throughSegments(actsColumnSums(type, packedBuiltin, true, cols, tm), segments);
+  const store = (s: number): string => actsStore(accumulate, conv && convSegment(conv, s) ? conv : null);
   const seg = (s: number, text: string): string => forSegment(s, text).replace(/\bOUT\b/g, `OUT${s}`)
     .replace(/\bP_(outOff|outStride|col0)\b/g, (_, f: string) => `P_seg${s}${f[0]!.toUpperCase()}${f.slice(1)}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${1 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
   const weights = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + segments + s}) var<storage, read_write> W${s}: array<u32>;
 ${forSegment(s, `${BYTES}\n${packedBlockFns(type)}`)}`).join('\n');
   const extra = norm ? `@group(0) @binding(${2 + 2 * segments}) var<storage, read_write> WV: array<${vec ? 'vec4<f32>' : 'f32'}>;` : '';
-  // the segment is uniform (from workgroup_id), so the bodies' barriers stay in uniform control flow
-  const bodies = Array.from({ length: segments }, (_, s) => `${s === 0 ? '' : 'else '}if (sg == ${s}u) {
-  let cb = (gcol - pu(P_seg${s}Start)) * C;
-  let last = pu(P_seg${s}Rows) - 1u;
-${seg(s, body(s))}  }`).join(' ');
+  // the segment is uniform (from workgroup_id), so the stores' barriers (the conv steps
+  // variant's) stay in uniform control flow
+  const branch = (text: (s: number) => string): string => Array.from({ length: segments }, (_, s) =>
+    `${s === 0 ? '' : 'else '}if (sg == ${s}u) {\n${text(s)}  }`).join(' ');
+  const bodies = `var cb = 0u;
+  var last = 0u;
+  ${branch((s) => `  cb = (gcol - pu(P_seg${s}Start)) * C;\n  last = pu(P_seg${s}Rows) - 1u;\n`)}
+${sums}
+  ${branch((s) => seg(s, store(s)))}`;
   return `${HEADER}
 ${paramConsts(conv ? 'qmatmul_acts_group_conv' : 'qmatmul_acts_group')}
 ${outs}
@@ -163,6 +172,7 @@ ${extra}${headNorm ? headNormDecls(heads, 3 + 2 * segments, vec) : ''}${conv ? `
 ${convFoldDecls(2 + 2 * segments + (norm ? 1 : 0), conv.steps)}` : ''}
 ${PACKED_BLOCK_STATE}
 ${weights}
+${readers}
 ${dot4Source(packedBuiltin)}
 ${actsWorkgroupDecls(type, cols, tm)}
 ${norm ? `${treeSum()}

@@ -131,6 +131,12 @@ var<workgroup> amx: array<atomic<u32>, ${tm * 64}>;`;
  * actsWorkgroupDecls'. */
 export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumulate: boolean, rowAndColumn = false, cols = 1,
   conv: ConvFoldShape | null = null, tm = ACTS_TILE): string {
+  return `${actsColumnSums(type, packedBuiltin, rowAndColumn, cols, tm)}
+${actsStore(accumulate, conv)}`;
+}
+
+/** actsColumnBody up to its stores: each thread's chain ends in `acc`. */
+export function actsColumnSums(type: QuantType, packedBuiltin: boolean, rowAndColumn = false, cols = 1, tm = ACTS_TILE): string {
   if (!Number.isInteger(cols) || cols < 1) throw new RangeError(`quant acts: ${cols} columns`);
   const offs = hasOffsetType(type);
   const q6 = type === 'q6_k';
@@ -225,8 +231,7 @@ export function actsColumnBody(type: QuantType, packedBuiltin: boolean, accumula
       }
     }
     workgroupBarrier();
-  }
-${actsStore(accumulate, conv)}`;
+  }`;
 }
 
 /** The body's end: thread c·TM + r stores column cb + c of row m0 + r, or with `conv` (a
@@ -234,7 +239,7 @@ ${actsStore(accumulate, conv)}`;
  * column), so it alone touches channel P_col0 + cb + c of the row's window; the steps variant
  * stores the pre-conv value, then after a storageBarrier the thread of a sequence's first
  * row runs the conv over its sequence's rows (all in this tile: convFoldPlan). */
-function actsStore(accumulate: boolean, conv: ConvFoldShape | null): string {
+export function actsStore(accumulate: boolean, conv: ConvFoldShape | null): string {
   if (conv && accumulate) throw new Error('quant acts: the conv fold is for a plain (not accumulating) matmul');
   // the fold's segment fields are the body's (SEG_OutStride = P_outStride, SEG_Col0 = P_col0)
   const fold = (text: string): string => text.replace(/\bSEG_(OutStride|Col0)\b/g, (_, f: string) => `P_${f[0]!.toLowerCase()}${f.slice(1)}`);
