@@ -34,7 +34,7 @@
 const NARROW_LAVAPIPE = { LP_NATIVE_VECTOR_WIDTH: '128' };
 /** The files that force a GPU's quantized and folded launch variants on lavapipe (the group
  * kernels' cold compile, scripts/shader-compile-bench.mjs, 8 wide: a 4-part BF16 group of 8
- * columns 37 s, its Q8_0 activation-quantizing twin 17 s). */
+ * columns ~40 s, its Q8_0 activation-quantizing twin ~15 s). */
 const COMPILE_BOUND = ['webgpu-conv-fold', 'webgpu-conv-fold-quant', 'webgpu-qmatmul-norm-fold', 'webgpu-quant-columns', 'webgpu-quant-group',
   'webgpu-qmatmul-acts-cols*', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-float-columns'];
 
@@ -89,15 +89,16 @@ export const TIERS = [
     alone: ['gpu-bench-script'],
     fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
     // a clean clone has no recorded times (and an empty shader cache): the longest first, so the
-    // last files to run beside nothing are short. CPU-seconds on a clean machine (2026-12-06:
-    // clean-clone CI with an empty cache, the compile-bound files at 4-wide vectors): 1,356
-    // (webgpu-conv-fold, at 8 wide), 1,118, 758, 694, 507, 405, 206, 195, 161, 149, 149, 140, 139, 138, 130, 82, 70, 70, 56, 47, 31,
-    // 29, 26, 23
-    slowFirst: ['webgpu-conv-fold', 'webgpu-conv-fold-quant', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-qmatmul-norm-fold',
-      'webgpu-quant-columns', 'webgpu-qwen35-shape', 'webgpu-quant-group', 'webgpu-moe', 'webgpu-device-picks',
-      'webgpu-dump-logits', 'webgpu-engine', 'webgpu-spec-match', 'webgpu-overlap', 'webgpu-qmatmul-acts-cols-k',
-      'webgpu-pending-drafts', 'webgpu-batch-dispatches', 'webgpu-overlap-sampled', 'eval-baseline', 'webgpu-draft-penalty',
-      'webgpu-sampled-draws', 'webgpu-sampled-candidates', 'node-versions', 'package-examples'],
+    // last files to run beside nothing are short. CPU-seconds on a clean machine (2026-12-07:
+    // clean-clone CI with an empty cache, one body per matmul group, the compile-bound files at
+    // 4-wide vectors): 547, 482, 458, 418, 192, 158, 138, 132, 130, 129, 116, 90, 88, 81, 80, 67,
+    // 63, 56, 53, 50, 49, 41, 35, 33
+    slowFirst: ['webgpu-gated-norm-fold', 'webgpu-conv-fold', 'webgpu-wide-fold', 'webgpu-conv-fold-quant', 'webgpu-quant-columns',
+      'webgpu-qwen35-shape', 'webgpu-spec-match', 'webgpu-overlap', 'webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-moe',
+      'webgpu-qmatmul-norm-fold', 'webgpu-conformance', 'webgpu-pending-drafts', 'webgpu-engine', 'webgpu-overlap-sampled',
+      'webgpu-float-columns', 'webgpu-batch-dispatches', 'eval-baseline', 'webgpu-quant-group', 'webgpu-draft-penalty',
+      'webgpu-mtp-inputs', 'webgpu-qmatmul-acts-cols-k', 'webgpu-sampled-draws', 'webgpu-sampled-candidates', 'node-versions',
+      'package-examples'],
   },
 ];
 

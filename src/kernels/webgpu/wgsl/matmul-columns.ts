@@ -20,7 +20,7 @@
 // of the gated norm pass then this kernel.
 // Only the weight loads and put_out (the binding a store goes to) branch on the segment; its
 // output fields are hoisted once (a store block per segment and column made lavapipe's
-// compile of a 4-part group 2.5× longer).
+// compile of a 4-part group 1.25–1.4× longer at 16 rows, 2.5× at one).
 // Segment s owns workgroup columns [seg<s>Start, seg<s>Start + ceil(seg<s>Rows / C)) and
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
