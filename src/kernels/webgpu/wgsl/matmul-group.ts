@@ -36,6 +36,16 @@ import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrel
 
 export const GROUP_SEGMENTS = 4;
 
+/** fn seg_<name>(sg, params) -> ret: segment sg's own reader `readerOf(s)` called with `args`
+ * (a branch on the workgroup's uniform segment; a group's one body reads weights through it). */
+export function segmentReader(name: string, params: string, args: string, ret: string, segments: number, readerOf: (s: number) => string): string {
+  const arms = Array.from({ length: segments - 1 }, (_, s) => `if (sg == ${s}u) { return ${readerOf(s)}(${args}); }`).join('\n  ');
+  return `fn seg_${name}(sg: u32, ${params}) -> ${ret} {
+  ${arms}
+  return ${readerOf(segments - 1)}(${args});
+}`;
+}
+
 /** put_out(sg, o, v): OUT<sg>[o] = v (`accumulate`: += v), segment sg's output binding. */
 export function segmentPut(segments: number, accumulate: boolean): string {
   return `fn put_out(sg: u32, o: u32, v: f32) {
@@ -84,10 +94,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   const reader = chunked ? { name: 'wu', param: 'u', ret: 'vec4<f32>' } : { name: 'wf', param: 'i', ret: 'f32' };
   const readers = Array.from({ length: segments }, (_, s) =>
     (chunked ? floatChunkReader(dtype, 2 + segments + s) : floatWeightReader(dtype, 2 + segments + s)).replace(/\bW\b/g, `W${s}`).replace(/\b(wf|wu)\(/g, `$1${s}(`)).join('\n');
-  const segReader = `fn seg_${reader.name}(sg: u32, ${reader.param}: u32) -> ${reader.ret} {
-  ${Array.from({ length: segments - 1 }, (_, s) => `if (sg == ${s}u) { return ${reader.name}${s}(${reader.param}); }`).join('\n  ')}
-  return ${reader.name}${segments - 1}(${reader.param});
-}`;
+  const segReader = segmentReader(reader.name, `${reader.param}: u32`, reader.param, reader.ret, segments, (s) => `${reader.name}${s}`);
   const outs = Array.from({ length: segments }, (_, s) => `@group(0) @binding(${2 + s}) var<storage, read_write> OUT${s}: array<f32>;`).join('\n');
   const store = one(subgroups ? `
     if (t < rows) {

@@ -12,7 +12,7 @@ import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
 import { BYTES, HEADER } from './common.js';
 import { MATMUL_TILES, TM, quantSumsDecl, quantTiledBody, type QuantLayout } from './matmul.js';
-import { GROUP_SEGMENTS, segmentOf, segmentPut } from './matmul-group.js';
+import { GROUP_SEGMENTS, segmentOf, segmentPut, segmentReader } from './matmul-group.js';
 import { PACKED_BLOCK_STATE, dot4Source, hasOffsetType, packedBlockFns } from './quant.js';
 
 /** The weight readers' functions, renamed per segment (each reads its own binding). */
@@ -40,11 +40,7 @@ export function throughSegments(text: string, segments: number): { text: string;
   const names = Object.keys(SEGMENT_READERS).filter((n) => new RegExp(`\\b${n}\\(`).test(text));
   const readers = names.map((n) => {
     const r = SEGMENT_READERS[n]!;
-    const arms = Array.from({ length: segments - 1 }, (_, sg) => `if (sg == ${sg}u) { return ${n}_${sg}(${r.args}); }`).join('\n  ');
-    return `fn seg_${n}(sg: u32, ${r.params}) -> ${r.ret} {
-  ${arms}
-  return ${n}_${segments - 1}(${r.args});
-}`;
+    return segmentReader(n, r.params, r.args, r.ret, segments, (s) => `${n}_${s}`);
   }).join('\n');
   return { text: text.replace(/\b(packed_word|packed_head|packed_block|packed_q6)\(/g, 'seg_$1(sg, '), readers };
 }
