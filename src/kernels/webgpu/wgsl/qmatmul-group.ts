@@ -42,7 +42,8 @@ export function throughSegments(text: string, segments: number): { text: string;
     const r = SEGMENT_READERS[n]!;
     return segmentReader(n, r.params, r.args, r.ret, segments, (s) => `${n}_${s}`);
   }).join('\n');
-  return { text: text.replace(/\b(packed_word|packed_head|packed_block|packed_q6)\(/g, 'seg_$1(sg, '), readers };
+  if (names.length === 0) return { text, readers: '' };
+  return { text: text.replace(new RegExp(`\\b(${names.join('|')})\\(`, 'g'), 'seg_$1(sg, '), readers };
 }
 
 /** The group's bindings over quantized activations (wgsl/qmatmul-columns.ts's too): 1 + s
