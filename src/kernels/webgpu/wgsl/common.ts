@@ -32,6 +32,19 @@ fn tree_sum(t: u32, v: f32) -> f32 {
 }`;
 }
 
+/** Each tile row's 1/√(mean(x²) + eps) into `inv[r]` for r < rows (`inv`, `rows`, `t`, K and
+ * tree_sum in scope): thread t's Σ v² over p ≡ t (mod 64), `read` the element (WGSL in r and
+ * p), then tree_sum — rmsRowOpening's bits. A loop over the rows: one unrolled per row made
+ * lavapipe's compile of the 8-column float kernel 2.5× longer. */
+export function rowInvs(read: string): string {
+  return `for (var r = 0u; r < rows; r++) {
+    var ss = 0.0;
+    for (var p = t; p < K; p += 64u) { let v = ${read}; ss = ss + v * v; }
+    let total = tree_sum(t, ss);
+    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
+  }`;
+}
+
 /** `W` (binding given) as u32 words, and `wf(i)`: element i of a float weight of `dtype`. */
 export function floatWeightReader(dtype: 'f32' | 'bf16' | 'f16', binding: number): string {
   const body = dtype === 'f32' ? 'return bitcast<f32>(W[i]);'

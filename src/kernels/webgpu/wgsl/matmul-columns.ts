@@ -25,7 +25,7 @@
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
 import { paramConsts } from '../params.js';
-import { HEADER, treeSum } from './common.js';
+import { HEADER, rowInvs, treeSum } from './common.js';
 import { HEAD_NORM_INV, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
 import { segmentPut } from './matmul-group.js';
@@ -178,13 +178,9 @@ ${floatMatmulEntry(subgroups)}
   let rows = min(TM, pu(P_m) - m0);
   ${range(tm).map((r) => range(columns).map((c) => `var s${r}_${c} = 0.0;`).join(' ')).join('\n  ')}
   let xb = pu(P_xOff) + m0 * K;${norm ? `
-  ${range(tm).map((r) => `var inv${r} = 0.0;`).join(' ')}
-  ${range(tm).map((r) => `if (${r}u < rows) {
-    var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = xs(xb + ${r}u * K + p); ss = ss + v * v; }
-    let total = tree_sum(t, ss);
-    inv${r} = 1.0 / sqrt(total / f32(K) + pf(P_eps));
-  }`).join('\n  ')}` : ''}${headNorm > 0 ? `
+  var inv: array<f32, ${tm}>;
+  ${rowInvs('xs(xb + r * K + p)')}
+  ${range(tm).map((r) => `let inv${r} = inv[${r}u];`).join(' ')}` : ''}${headNorm > 0 ? `
   ${HEAD_NORM_INV}` : ''}
   // the segment's first column, last row and output fields
   var cb = 0u;

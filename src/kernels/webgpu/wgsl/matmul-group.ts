@@ -28,7 +28,7 @@
 // gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB); `conv` (wgsl/conv-fold.ts): its
 // CONV_FOLD_BINDINGS after X, the segments and NW / GB.
 import { paramConsts, type ParamValues } from '../params.js';
-import { HEADER, floatWeightReader, treeSum } from './common.js';
+import { HEADER, floatWeightReader, rowInvs, treeSum } from './common.js';
 import { HEAD_NORM_INV, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
   type FloatLoads } from './float-chunks.js';
 import { convFoldDecls, convFoldStore, type ConvFoldShape } from './conv-fold.js';
@@ -158,12 +158,7 @@ ${floatMatmulEntry(subgroups)}
   for (var r = 0u; r < TM; r++) { acc[r] = 0.0; }
   let xb = pu(P_xOff) + (rb + m0) * K;${norm ? `
   var inv: array<f32, ${tm}>;
-  for (var r = 0u; r < rows; r++) {
-    var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = ${chunked ? 'xs(xb + r * K + p)' : 'X[xb + r * K + p]'}; ss = ss + v * v; }
-    let total = tree_sum(t, ss);
-    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
-  }` : ''}${headNorm > 0 ? `
+  ${rowInvs(chunked ? 'xs(xb + r * K + p)' : 'X[xb + r * K + p]')}` : ''}${headNorm > 0 ? `
   ${HEAD_NORM_INV}` : ''}
   ${sums}${reduce}
   ${store}${whole ? `

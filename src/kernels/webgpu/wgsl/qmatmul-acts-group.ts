@@ -30,7 +30,7 @@
 // after X, the weights and the norm weight (wgsl/conv-fold.ts; PARAMS.qmatmul_acts_group_conv).
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
-import { BYTES, HEADER, treeSum } from './common.js';
+import { BYTES, HEADER, rowInvs, treeSum } from './common.js';
 import { convFoldDecls, convSegment, type ConvFoldShape } from './conv-fold.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
 import { ACTS_TILE, actsColumnSums, actsInputDecls, actsStore, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
@@ -42,13 +42,7 @@ import { PACKED_BLOCK_STATE, dot4Source, packedBlockFns } from './quant.js';
 export type ActsInput = 'plain' | 'norm' | 'silu' | 'sigmoid' | 'headnorm';
 
 /** Each tile row's inv as NORM forms it (rmsRowOpening's loop, tree and expression). */
-const ROW_INVS = `  for (var r = 0u; r < rows; r++) {
-    let xo = pu(P_xOff) + (m0 + r) * K;
-    var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = xs(xo + p); ss = ss + v * v; }
-    let total = tree_sum(t, ss);
-    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
-  }`;
+const ROW_INVS = `  ${rowInvs('xs(pu(P_xOff) + (m0 + r) * K + p)')}`;
 
 /** NORM's normed element (wgsl/dense.ts, normQuantActsShader: y = x · inv · w'). */
 const NORMED_AT = `var y: f32;
