@@ -22,6 +22,7 @@ async function variants(root, sg, dot4) {
   const { floatMatmulGroupShader } = await at('matmul-group');
   const { quantMatmulActsGroupShader } = await at('qmatmul-acts-group');
   const { quantMatmulGroupShader } = await at('qmatmul-group');
+  const { quantColumnsShader } = await at('qmatmul-columns');
   const conv = { taps: 4, mask: 1, steps: false };
   return {
     'float 8 columns, 4 parts, norm (bf16 in_proj, GPU launch)': () => floatColumnsShader('bf16', 4, sg, false, 16, true, 8, true),
@@ -29,10 +30,14 @@ async function variants(root, sg, dot4) {
     'float 1 column, 4 parts, norm (bf16 in_proj, CPU adapter)': () => floatMatmulGroupShader('bf16', 4, sg, false, true),
     'acts-quantizing q8_0, 8 columns, 4 parts, norm': () => quantMatmulActsGroupShader('q8_0', 4, dot4, false, 'norm', 8, true),
     'acts-quantizing q4_k, 8 columns, 2 parts, norm': () => quantMatmulActsGroupShader('q4_k', 2, dot4, false, 'norm', 8, true),
+    'acts-quantizing q8_0, 8 columns, head norm of 32 heads (out_proj)': () => quantMatmulActsGroupShader('q8_0', 1, dot4, true, 'headnorm', 8, true, 32),
+    'float 8 columns, head norm of 16 heads (bf16 out_proj)': () => floatColumnsShader('bf16', 1, sg, true, 16, true, 8, false, null, null, 16),
     'acts-quantizing q8_0, 8 columns, 4 parts, norm, conv fold': () => quantMatmulActsGroupShader('q8_0', 4, dot4, false, 'norm', 8, true, 0, conv),
     'quantized q8_0, 4 parts, block layout (CPU adapter)': () => quantMatmulGroupShader('q8_0', 4, dot4, false, 16, 'block'),
     'quantized q4_k, 2 parts, block layout (CPU adapter)': () => quantMatmulGroupShader('q4_k', 2, dot4, false, 16, 'block'),
     'quantized q6_k, 4 parts, lanes layout (GPU)': () => quantMatmulGroupShader('q6_k', 4, dot4, false, 16, 'lanes'),
+    'quantized q4_k, 4 columns, 4 parts, 8 rows (GPU launch at M >= 2)': () => quantColumnsShader('q4_k', 4, dot4, false, 8),
+    'quantized q6_k, 4 columns, 1 part, 16 rows': () => quantColumnsShader('q6_k', 1, dot4, false, 16),
   };
 }
 

@@ -47,20 +47,20 @@ function weights(dtype: DType, n: number, k: number, r: () => number): { gw: Gpu
 
 /** The outputs of `body` (one tensor a weight) and its float matmul dispatch keys, with
  * `columns` output columns a workgroup allowed. */
-async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<typeof run>[1]): Promise<{ keys: string[]; got: Float32Array[] }> {
+async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<typeof run>[1], kk = g): Promise<{ keys: string[]; got: Float32Array[] }> {
   const keys: string[] = [];
-  const plain = g.run;
-  const was = g.floatColumns;
-  g.floatColumns = columns;
-  g.run = function (this: WebGpuKernels, ...args: Parameters<WebGpuKernels['run']>) {
+  const plain = kk.run;
+  const was = kk.floatColumns;
+  kk.floatColumns = columns;
+  kk.run = function (this: WebGpuKernels, ...args: Parameters<WebGpuKernels['run']>) {
     if (args[1].startsWith('matmul_group_')) keys.push(args[1]);
     return plain.apply(this, args);
   };
   try {
-    return { keys, got: await run(g, body, ...outs) };
+    return { keys, got: await run(kk, body, ...outs) };
   } finally {
-    g.run = plain;
-    g.floatColumns = was;
+    kk.run = plain;
+    kk.floatColumns = was;
   }
 }
 
@@ -138,6 +138,32 @@ describe('webgpu multi-column float matmul', () => {
         runs.push(res.got);
       }
       rows.forEach((n, i) => assertSameBits(runs[1]![i]!, runs[0]![i]!, `${kind} segment ${i} (${n} rows)`));
+    }
+  });
+
+  test('without subgroups (the shared-memory trees, side by side): C columns == one column, bit for bit, plain and with the folded norm', async () => {
+    const plain = await gpuUnderTest({ disable: ['subgroups'] });
+    try {
+      assert.equal(plain.adapter.features.subgroups, false);
+      const r = rng(131);
+      const [n, k] = [13, 264];
+      const { wr } = weights('f32', n, k, r);
+      const w = plain.uploadWeight(wr);
+      const nw = plain.uploadVector(randomWeight(ref, 'f32', 1, k, () => 0.3 * (2 * r() - 1)));
+      for (const [m, norm] of [[5, false], [17, false], [5, true]] as const) {
+        const x = fill(m * k, () => 2 * r() - 1);
+        const got: Float32Array[] = [];
+        for (const columns of [1, FLOAT_COLUMNS]) {
+          const out = plain.alloc.tensor([m, n]);
+          const fold = norm ? { wv: nw, eps: 1e-6, zeroCentered: false, out: plain.alloc.tensor([m, k]) } : undefined;
+          const res = await withColumns(columns, [out], (e) => plain.matmulGroup(e, plain.alloc.upload(x), m, [{ out, w }], false, fold), plain);
+          assert.deepEqual(res.keys.map((key) => !key.includes('_sg') && key.includes('_norm') === norm && key.includes('_cols') === columns > 1), [true], res.keys.join(' '));
+          got.push(res.got[0]!);
+        }
+        assertSameBits(got[1]!, got[0]!, `no subgroups, M=${m}${norm ? ', norm' : ''}`);
+      }
+    } finally {
+      plain.dispose();
     }
   });
 

@@ -32,6 +32,19 @@ fn tree_sum(t: u32, v: f32) -> f32 {
 }`;
 }
 
+/** `count` (WGSL) 64-wide trees side by side in `buf` (tree q at q·64, `t` in scope), each
+ * summed by tree_sum's halving tree (at stride s, lane l < s adds lane l + s): each tree's
+ * bits are tree_sum's. Every level's adds are spread over the 64 threads, so all the trees
+ * take 6 barriers; a loop over the trees inside `if (t < s)` made lavapipe's compile of a
+ * kernel with it 2× longer. */
+export function sideBySideTrees(buf: string, count: string): string {
+  return `for (var tb = 5i; tb >= 0i; tb--) {
+    let ts = 1u << u32(tb);
+    for (var ti = t; ti < ${count} * ts; ti += 64u) { let tj = ((ti >> u32(tb)) << 6u) + (ti & (ts - 1u)); ${buf}[tj] = ${buf}[tj] + ${buf}[tj + ts]; }
+    workgroupBarrier();
+  }`;
+}
+
 /** Each tile row's 1/√(mean(x²) + eps) into `inv[r]` for r < rows (`inv`, `rows`, `t`, K and
  * tree_sum in scope): thread t's Σ v² over p ≡ t (mod 64), `read` the element (WGSL in r and
  * p), then tree_sum — rmsRowOpening's bits. A loop over the rows: one unrolled per row made

@@ -7,6 +7,8 @@
 // element values `wf` and the scalar reads give (the same bits); only the width of the load
 // instructions differs.
 
+import { sideBySideTrees } from './common.js';
+
 export type FloatDType = 'f32' | 'bf16' | 'f16';
 
 /** How a float matmul dispatch loads (chosen from K and the offsets, never from M):
@@ -149,10 +151,7 @@ export const HEAD_NORM_INV = `let gdv = K / GH;
       gred[h * 64u + t] = sq2;
     }
     workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-      if (t < s) { for (var h = 0u; h < GH; h++) { gred[h * 64u + t] = gred[h * 64u + t] + gred[h * 64u + t + s]; } }
-      workgroupBarrier();
-    }
+    ${sideBySideTrees('gred', 'GH')}
     for (var h = t; h < GH; h += 64u) { ginv[r * GH + h] = 1.0 / sqrt(gred[h * 64u] / f32(gdv) + pf(P_eps)); }
     workgroupBarrier();
   }`;

@@ -25,7 +25,7 @@
 // its workgroup j the columns j·C .. j·C + C − 1; a column ≥ seg<s>Rows loads a valid
 // row (the last one) and is never stored.
 import { paramConsts } from '../params.js';
-import { HEADER, rowInvs, treeSum } from './common.js';
+import { HEADER, rowInvs, sideBySideTrees, treeSum } from './common.js';
 import { HEAD_NORM_INV, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
 import { segmentPut } from './matmul-group.js';
@@ -148,10 +148,7 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
     }`).join('\n    ')}
     workgroupBarrier();` : `${range(tm).map((r) => `red[${r}u * 64u + t] = s${r}_${c};`).join(' ')}
     workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-      if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
-      workgroupBarrier();
-    }`;
+    ${sideBySideTrees('red', 'rows')}`;
   const branches = (body: string | ((s: number) => string)): string => Array.from({ length: segments }, (_, s) =>
     seg(s, `${s === 0 ? '' : 'else '}if (sg == ${s}u) { ${typeof body === 'string' ? body : body(s)} }`)).join(' ');
   const segmentOf = Array.from({ length: segments }, (_, s) => `if (${s}u < pu(P_segments) && gcol >= pu(P_seg${s}Start) && `

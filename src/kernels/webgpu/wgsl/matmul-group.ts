@@ -28,7 +28,7 @@
 // gate: 2 + 2S GB, moe: then PLAN (2 + 2S, or 3 + 2S after GB); `conv` (wgsl/conv-fold.ts): its
 // CONV_FOLD_BINDINGS after X, the segments and NW / GB.
 import { paramConsts, type ParamValues } from '../params.js';
-import { HEADER, floatWeightReader, rowInvs, treeSum } from './common.js';
+import { HEADER, floatWeightReader, rowInvs, sideBySideTrees, treeSum } from './common.js';
 import { HEAD_NORM_INV, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
   type FloatLoads } from './float-chunks.js';
 import { convFoldDecls, convFoldStore, type ConvFoldShape } from './conv-fold.js';
@@ -111,10 +111,7 @@ export function floatMatmulGroupShader(dtype: FloatDType, segments: number, subg
   workgroupBarrier();` : `
   for (var r = 0u; r < TM; r++) { red[r * 64u + t] = acc[r]; }
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s) { for (var r = 0u; r < rows; r++) { red[r * 64u + t] = red[r * 64u + t] + red[r * 64u + t + s]; } }
-    workgroupBarrier();
-  }`;
+  ${sideBySideTrees('red', 'rows')}`;
   const fields = `var col = 0u;
   var segRows = 0u;
   var segOutOff = 0u;

@@ -30,7 +30,7 @@
 // after X, the weights and the norm weight (wgsl/conv-fold.ts; PARAMS.qmatmul_acts_group_conv).
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
-import { BYTES, HEADER, rowInvs, treeSum } from './common.js';
+import { BYTES, HEADER, rowInvs, sideBySideTrees, treeSum } from './common.js';
 import { convFoldDecls, convSegment, type ConvFoldShape } from './conv-fold.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
 import { ACTS_TILE, actsColumnSums, actsInputDecls, actsStore, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
@@ -87,10 +87,7 @@ function rowHeadInvs(heads: number): string {
         gred[hh * 64u + t] = sq2;
       }
       workgroupBarrier();
-      for (var s = 32u; s > 0u; s >>= 1u) {
-        if (t < s) { for (var hh = 0u; hh < ${hr}u; hh++) { gred[hh * 64u + t] = gred[hh * 64u + t] + gred[hh * 64u + t + s]; } }
-        workgroupBarrier();
-      }
+      ${sideBySideTrees('gred', `${hr}u`)}
       if (t < ${hr}u && h0 + t < GH) { ginv[r * GH + h0 + t] = 1.0 / sqrt(gred[t * 64u] / f32(gdv) + pf(P_eps)); }
       workgroupBarrier();
     }

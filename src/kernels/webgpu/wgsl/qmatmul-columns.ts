@@ -21,7 +21,7 @@ import { HEADER } from './common.js';
 import { dot4Source, hasOffsetType, packedBias } from './quant.js';
 import { laneWeightWords, quantTileRowBytes } from './matmul.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
-import { forSegment, quantGroupBindings, quantGroupEntry } from './qmatmul-group.js';
+import { quantGroupBindings, quantGroupEntry, throughSegments } from './qmatmul-group.js';
 
 /** Output columns a multi-column quantized workgroup computes (GPU launch at M ≥ 2). */
 export const QUANT_COLUMNS = 4;
@@ -103,9 +103,16 @@ export function quantColumnsShader(type: QuantType, segments: number, packedBuil
         }`).join('\n        ');
   const store = (s: number): string => `let o = pu(P_seg${s}OutOff) + (m0 + ur) * pu(P_seg${s}OutStride) + pu(P_seg${s}Col0) + cb + uc;
       OUT${s}[o] = ${accumulate ? `OUT${s}[o] + ` : ''}acc;`;
+  // the columns' weight words and heads through the segment's readers (seg_packed_word, …):
+  // one copy a column, not a column and segment
+  // (the words' readers — packed_word, packed_q6 — and the heads' — packed_head — are disjoint)
+  const words = throughSegments(cs.map((c) => columnWeightWords(q6, c)).join('\n'), segments);
+  const heads = throughSegments(cs.map((c) => `sb${c} = packed_head(row${c}, j);`).join(' '), segments);
   return `${HEADER}
 ${paramConsts('qmatmul_group')}
 ${quantGroupBindings(type, segments)}
+${words.readers}
+${heads.readers}
 ${dot4Source(packedBuiltin)}
 const TM = ${tm}u;
 ${quantColumnsDecls(type, columns, tm)}
@@ -130,7 +137,7 @@ ${quantGroupEntry(segments, segmentOf)}
   workgroupBarrier();
   for (var c0 = 0u; c0 < nb; c0 += 64u) {
     ${cs.map((c) => `var qw${c}: array<u32, 8>;${q6 ? ` var q6${c}: array<vec3<i32>, 8>;` : ''}`).join('\n    ')}
-    ${branch((s) => forSegment(s, cs.map((c) => columnWeightWords(q6, c)).join('\n')))}
+    ${words.text}
     for (var r = 0u; r < rows; r++) {
       let xr = m0 + r;
       for (var i = 0u; i < 8u; i++) {
@@ -148,7 +155,7 @@ ${quantGroupEntry(segments, segmentOf)}
     let j = c0 + t;
     if (j < nb) {
       ${cs.map((c) => `var sb${c}: PB;`).join(' ')}
-      ${branch((s) => cs.map((c) => `sb${c} = packed_head_${s}(row${c}, j);`).join(' '))}
+      ${heads.text}
       for (var r = 0u; r < rows; r++) {
         let xr = m0 + r;
         let dx = DX[xr * nb + j];
