@@ -90,7 +90,8 @@ for (const name of names) {
   const ms = Object.fromEntries(Object.keys(trees).map((t) => [t, []]));
   const bytes = Object.fromEntries(Object.keys(trees).map((t) => [t, trees[t][name]().length]));
   for (let r = 0; r < Number(v.runs); r++) {
-    for (const t of Object.keys(trees)) ms[t].push(Math.round(await compileMs(device, trees[t][name]())));
+    // a distinct comment a compile: Dawn would hand back its own pipeline for a source it has seen
+    for (const t of Object.keys(trees)) ms[t].push(Math.round(await compileMs(device, `${trees[t][name]()}\n// ${t} ${r}`)));
   }
   const row = { variant: name, wgsl_bytes: bytes.tree, ms: median(ms.tree), runs: ms.tree };
   if (v.base) Object.assign(row, { base_wgsl_bytes: bytes.base, base_ms: median(ms.base), base_runs: ms.base, base_over_tree: +(median(ms.base) / median(ms.tree)).toFixed(2) });
