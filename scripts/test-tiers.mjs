@@ -89,11 +89,15 @@ export const TIERS = [
     alone: ['gpu-bench-script'],
     fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
     // a clean clone has no recorded times (and an empty shader cache): the longest first, so the
-    // last files to run beside nothing are short. CPU-seconds on a clean machine (2026-12-07:
-    // clean-clone CI with an empty cache, one body per matmul group, the compile-bound files at
-    // 4-wide vectors): 547, 482, 458, 418, 192, 158, 138, 132, 130, 129, 116, 90, 88, 81, 80, 67,
-    // 63, 56, 53, 50, 49, 41, 35, 33
-    slowFirst: ['webgpu-gated-norm-fold', 'webgpu-conv-fold', 'webgpu-wide-fold', 'webgpu-conv-fold-quant', 'webgpu-quant-columns',
+    // last files to run beside nothing are short. CPU-seconds on a clean machine, in this list's
+    // order (CI7, 2026-12-07: clean-clone CI with an empty cache, the compile-bound files at
+    // 4-wide vectors): 388, 217, 344, 309, 333, 167, 155, 139, 138, 127, 124, 69, 107, 92, 84,
+    // 66, 86, 58, 49, 45, 45, 33, 26, 29, 29, 26, 22. The five compile-bound files share many pipelines (a GPU's launches of
+    // the same models: a pipeline compiled by one file is in the cache for the next, unless both
+    // compile it at once): the first, wide-fold, starts beside quant-columns, which shares few
+    // of its pipelines; the conv and gated-norm files find the BF16 8-column and Q8_0
+    // activation-quantizing groups compiled when they reach their engine tests
+    slowFirst: ['webgpu-wide-fold', 'webgpu-quant-columns', 'webgpu-conv-fold-quant', 'webgpu-conv-fold', 'webgpu-gated-norm-fold',
       'webgpu-qwen35-shape', 'webgpu-spec-match', 'webgpu-overlap', 'webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-moe',
       'webgpu-qmatmul-norm-fold', 'webgpu-conformance', 'webgpu-pending-drafts', 'webgpu-engine', 'webgpu-overlap-sampled',
       'webgpu-float-columns', 'webgpu-batch-dispatches', 'eval-baseline', 'webgpu-quant-group', 'webgpu-draft-penalty',

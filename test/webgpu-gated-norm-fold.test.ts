@@ -21,6 +21,8 @@ import type { GdnDims, Kernels, Tensor, Weight, WeightDType } from '../src/kerne
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forceGdnLaunch, type GdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
+import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, type AnyModel } from '../src/model/model.js';
 import { sharedPath, TINY_THINK } from './paths.js';
@@ -231,7 +233,7 @@ describe('webgpu: tiny-think == the former head-order path (norm, gather_rows, o
       test(`${name}, ${launch} launch`, async (t) => {
         forceGdnLaunch(k.g, launch);
         const was = [k.g.foldQuantActs, k.g.actsColumns] as const;
-        if (folded) [k.g.foldQuantActs, k.g.actsColumns] = [true, 8]; // out_proj forms the gated norm
+        if (folded) [k.g.foldQuantActs, k.g.actsColumns] = [true, ACTS_COLUMNS]; // out_proj forms the gated norm
         t.after(() => { [k.g.foldQuantActs, k.g.actsColumns] = was; });
         const readT = (t: Tensor, n: number): Promise<Float32Array> => read(t as GpuTensor, n);
         const kk = k as unknown as Kernels<Tensor, Tensor>;
@@ -258,8 +260,10 @@ describe('engine on webgpu with a GPU\'s launches forced: MTP on, batched == alo
   const gpuLaunches = (e: Engine): void => {
     const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
     forceGdnLaunch(g, 'columns');
-    g.floatColumns = 4;
-    [g.foldQuantActs, g.actsColumns] = [true, 8]; // Q8_0: out_proj forms the gated norm at M ≤ 4
+    // a GPU adapter's columns (was 4 columns, FLOAT_COLUMNS before it became 8: pipelines no
+    // other test compiled, ~150 CPU-s of a cold run's compile)
+    g.floatColumns = FLOAT_COLUMNS;
+    [g.foldQuantActs, g.actsColumns] = [true, ACTS_COLUMNS]; // Q8_0: out_proj forms the gated norm at M ≤ 4
   };
   for (const [name, path] of [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')]] as const) {
     test(name, async () => {
@@ -295,7 +299,7 @@ describe('engine on webgpu, BF16 tiny-think, MTP k = 3, 8-column float matmuls f
     const run = (unfolded: boolean) => withEngine(opts, async (e) => {
       const kk = e.model.kernels as unknown as WebGpuBoundaryKernels;
       forceGdnLaunch(kk.g, 'columns');
-      kk.g.floatColumns = 8;
+      kk.g.floatColumns = FLOAT_COLUMNS;
       // the model's layers on the former path: the norm pass, then matmulAdd (no fold)
       if (unfolded) (e.model as unknown as { kernels: unknown }).kernels = formerHeadPath((e.model as unknown as Model<Tensor, Tensor>).kernels);
       // the multi-column out_proj forming the norm (…_headnorm<HV>_<loads>_cols8), counted

@@ -19,6 +19,8 @@ import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { COLUMNS_HEAD_NORM_ROWS } from '../src/kernels/webgpu/gated-norm.js';
 import { QUANT_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-columns.js';
+import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { isQuantType } from '../src/kernels/quant/formats.js';
 import type { Model } from '../src/model/model.js';
@@ -139,8 +141,9 @@ describe('engine on webgpu, tiny-think, 5 requests batched with MTP k = 3 (a GPU
   const gpuLaunches = (e: Engine): WebGpuBoundaryKernels => {
     const kk = e.model.kernels as unknown as WebGpuBoundaryKernels;
     forceGdnLaunch(kk.g, 'columns');
-    kk.g.floatColumns = 8;
-    [kk.g.foldQuantActs, kk.g.actsColumns, kk.g.actsLayout, kk.g.quantLayout, kk.g.quantColumns] = [true, 1, 'lanes', 'lanes', QUANT_COLUMNS];
+    kk.g.floatColumns = FLOAT_COLUMNS;
+    // a GPU adapter's knobs (actsColumns was 1: activation-quantizing pipelines no other test compiled)
+    [kk.g.foldQuantActs, kk.g.actsColumns, kk.g.actsLayout, kk.g.quantLayout, kk.g.quantColumns] = [true, ACTS_COLUMNS, 'lanes', 'lanes', QUANT_COLUMNS];
     return kk;
   };
   const models: [string, () => string][] = [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')],
