@@ -89,16 +89,18 @@ export const TIERS = [
     alone: ['gpu-bench-script'],
     fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
     // a clean clone has no recorded times (and an empty shader cache): the longest first, so the
-    // last files to run beside nothing are short. CPU-seconds on a clean machine, in this list's
-    // order (CI7, 2026-12-07: clean-clone CI with an empty cache, the compile-bound files at
-    // 4-wide vectors): 388, 217, 344, 309, 333, 167, 155, 139, 138, 127, 124, 69, 107, 92, 84,
-    // 66, 86, 58, 49, 45, 45, 33, 26, 29, 29, 26, 22. The five compile-bound files share many pipelines (a GPU's launches of
-    // the same models: a pipeline compiled by one file is in the cache for the next, unless both
-    // compile it at once): the first, wide-fold, starts beside quant-columns, which shares few
-    // of its pipelines; the conv and gated-norm files find the BF16 8-column and Q8_0
-    // activation-quantizing groups compiled when they reach their engine tests
-    slowFirst: ['webgpu-wide-fold', 'webgpu-quant-columns', 'webgpu-conv-fold-quant', 'webgpu-conv-fold', 'webgpu-gated-norm-fold',
-      'webgpu-qwen35-shape', 'webgpu-spec-match', 'webgpu-overlap', 'webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-moe',
+    // last files to run beside nothing are short. The five compile-bound files share many
+    // pipelines (a GPU's launches of the same models; llvmpipe's cache keeps what one file
+    // compiled for the next, but two files compiling one pipeline at once both pay), so
+    // wide-fold, the longest, starts beside qwen35-shape (8-wide: another cache, no pipeline in
+    // common) and quant-columns (its quantized column matmuls are wide-fold's engine's) comes
+    // last of them. Clean-clone CI, CPU-seconds: CI7 (the compile-bound files in the order
+    // gated-norm-fold, conv-fold, wide-fold, conv-fold-quant, quant-columns) 333, 309, 388, 344,
+    // 217; CI8 (wide-fold beside quant-columns, then conv-fold-quant, conv-fold, gated-norm-fold)
+    // 335, 310, 253, 154, 112; then, in this list's order from qwen35-shape, CI7's: 167, 155,
+    // 139, 138, 127, 124, 69, 107, 92, 84, 66, 86, 58, 49, 45, 45, 33, 26, 29, 29, 26, 22
+    slowFirst: ['webgpu-wide-fold', 'webgpu-qwen35-shape', 'webgpu-conv-fold-quant', 'webgpu-conv-fold', 'webgpu-gated-norm-fold', 'webgpu-quant-columns',
+      'webgpu-spec-match', 'webgpu-overlap', 'webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-moe',
       'webgpu-qmatmul-norm-fold', 'webgpu-conformance', 'webgpu-pending-drafts', 'webgpu-engine', 'webgpu-overlap-sampled',
       'webgpu-float-columns', 'webgpu-batch-dispatches', 'eval-baseline', 'webgpu-quant-group', 'webgpu-draft-penalty',
       'webgpu-mtp-inputs', 'webgpu-qmatmul-acts-cols-k', 'webgpu-sampled-draws', 'webgpu-sampled-candidates', 'node-versions',

@@ -76,18 +76,19 @@ export async function checkFoldEqualsCalls(run: (on: boolean, seed: number) => P
   if (o.scratchRows > 0) assert.ok(!sameBits(other.outs[o.scratch]!, on.outs[o.scratch]!), 'another input gives other scratch windows');
 }
 
-/** A conv-fold case's outputs in one buffer, as the step arena holds them (qkv, conv, z, b,
- * a; −3 before the run), and the in_proj group writing them from `ws` (qkv, z, b, a). */
+/** A conv-fold case's outputs (qkv, conv, z, b, a; −3 before the run), each its own buffer as
+ * the step arena holds them (StepArena: a ScratchRows a field, a buffer each), and the in_proj
+ * group writing them from `ws` (qkv, z, b, a). One shared buffer (as before) ran the kernels'
+ * alias-folded variants, which the engine never runs: ~20 pipelines no other test compiled. */
 export function groupOutputs(k: WebGpuBoundaryKernels, m: number, dims: { c: number; zw: number; hv: number }, ws: readonly Weight[]):
   { qkv: GpuTensor; conv: GpuTensor; z: GpuTensor; b: GpuTensor; a: GpuTensor; group: GroupMatmul<GpuTensor>[] } {
   const { c: C, zw: ZW, hv: HV } = dims;
-  const arena = k.alloc(m * (2 * C + ZW + 2 * HV));
-  k.write(arena, 0, new Float32Array(arena.length).fill(-3));
-  const qkv = k.view(arena, 0, m * C);
-  const conv = k.view(arena, m * C, m * C);
-  const z = k.view(arena, 2 * m * C, m * ZW);
-  const b = k.view(arena, m * (2 * C + ZW), m * HV);
-  const a = k.view(arena, m * (2 * C + ZW + HV), m * HV);
+  const rows = (width: number): GpuTensor => {
+    const t = k.alloc(m * width);
+    k.write(t, 0, new Float32Array(t.length).fill(-3));
+    return t;
+  };
+  const [qkv, conv, z, b, a] = [rows(C), rows(C), rows(ZW), rows(HV), rows(HV)];
   return { qkv, conv, z, b, a, group: [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }] };
 }
 
