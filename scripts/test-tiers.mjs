@@ -97,8 +97,9 @@ export const TIERS = [
     // last of them. Clean-clone CI, CPU-seconds: CI7 (the compile-bound files in the order
     // gated-norm-fold, conv-fold, wide-fold, conv-fold-quant, quant-columns) 333, 309, 388, 344,
     // 217; CI8 (wide-fold beside quant-columns, then conv-fold-quant, conv-fold, gated-norm-fold)
-    // 335, 310, 253, 154, 112; then, in this list's order from qwen35-shape, CI7's: 167, 155,
-    // 139, 138, 127, 124, 69, 107, 92, 84, 66, 86, 58, 49, 45, 45, 33, 26, 29, 29, 26, 22
+    // 335, 310, 253, 154, 112; CI9 (this list's order) 396, 149, 186, 89, 109, 147, then
+    // 143, 123, 121, 116, and CI7's for the rest: 124, 69, 107, 92, 84, 66, 86, 58, 49, 45, 45,
+    // 33, 26, 29, 29, 26, 22
     slowFirst: ['webgpu-wide-fold', 'webgpu-qwen35-shape', 'webgpu-conv-fold-quant', 'webgpu-conv-fold', 'webgpu-gated-norm-fold', 'webgpu-quant-columns',
       'webgpu-spec-match', 'webgpu-overlap', 'webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-moe',
       'webgpu-qmatmul-norm-fold', 'webgpu-conformance', 'webgpu-pending-drafts', 'webgpu-engine', 'webgpu-overlap-sampled',
