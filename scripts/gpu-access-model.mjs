@@ -27,8 +27,6 @@ import { forwardHidden, lmHeadInto } from '../dist/src/model/forward.js';
 import { SHAPES } from '../dist/src/tools/model-shapes.js';
 import { modelDispatch, stepSummary, ASSUMPTIONS } from './gpu-access-families.mjs';
 import { GPUS, estimate } from '../dist/src/kernels/webgpu/access-model.js';
-import { forceGdnLaunch } from '../dist/src/kernels/webgpu/gdn-columns.js';
-import { forceConvLaunch } from '../dist/src/kernels/webgpu/conv-launch.js';
 
 const { values } = parseArgs({
   options: {
@@ -59,15 +57,12 @@ const dawn = values.from ? null : create([]);
 const k = dawn ? await WebGpuBoundaryKernels.create(dawn, { allowCpuEmulation: true }) : null;
 const gdnLaunch = values['gdn-launch'];
 if (gdnLaunch !== 'columns' && gdnLaunch !== 'head') throw new Error(`--gdn-launch: "${gdnLaunch}" is not columns or head`);
-if (k) forceGdnLaunch(k.g, gdnLaunch);
 const convLaunch = values['conv-launch'];
 if (convLaunch !== 'channels' && convLaunch !== 'thread') throw new Error(`--conv-launch: "${convLaunch}" is not channels or thread`);
-if (k) forceConvLaunch(k.g, convLaunch);
 const foldActs = values['fold-quant-acts'];
 if (foldActs !== 'on' && foldActs !== 'off') throw new Error(`--fold-quant-acts: "${foldActs}" is not on or off`);
-if (k) k.g.foldQuantActs = foldActs === 'on';
-if (k) k.g.quantLayout = 'lanes'; // a GPU's layout (a CPU adapter defaults to 'block')
-if (k) k.g.actsLayout = 'lanes';
+// what a GPU adapter runs (kernels/webgpu/launches.ts), with the flags' choices
+if (k) k.g.useLaunches('gpu', { gdnLaunch, convLaunch, foldQuantActs: foldActs === 'on' });
 
 /** The cut checkpoint of `shape` in `format` (made once under --work). */
 async function checkpoint(shape, format) {

@@ -7,32 +7,18 @@
 import { loadModel } from '../dist/src/model/model.js';
 import { StepArena } from '../dist/src/model/arena.js';
 import { forwardHidden, lmHeadInto, mtpForward } from '../dist/src/model/forward.js';
-import { FLOAT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/qmatmul-acts.js';
-import { QUANT_COLUMNS } from '../dist/src/kernels/webgpu/wgsl/qmatmul-columns.js';
 
 /** Kernels on this machine's adapter (lavapipe works: nothing runs) with a GPU adapter's
- * launches forced: the GDN column and conv channel launches, the quantized matmuls' lanes
- * layout, C columns a workgroup for float and tiled quantized matmuls of M ≥ 2 rows, and
- * (foldQuantActs) M ≤ 4 quantized matmuls quantizing their own input (`actsColumns` output
- * columns a workgroup), (convFold) the GDN causal conv folded into in_proj at decode.
- * Dispose of it when done. */
+ * launch profile (kernels/webgpu/launches.ts), but `foldQuantActs` (M ≤ 4 quantized matmuls
+ * quantizing their own input, `actsColumns` output columns a workgroup) and `convFold` (the GDN
+ * causal conv folded into in_proj at decode) as given. Dispose of it when done. */
 export async function gpuLikeKernels({ foldQuantActs = true, actsColumns = ACTS_COLUMNS, convFold = true } = {}) {
   const { nodeGpu } = await import('../dist/src/kernels/webgpu-node.js');
   const { WebGpuBoundaryKernels } = await import('../dist/src/kernels/webgpu/kernels.js');
-  const { forceGdnLaunch } = await import('../dist/src/kernels/webgpu/gdn-columns.js');
-  const { forceConvFold, forceConvLaunch } = await import('../dist/src/kernels/webgpu/conv-launch.js');
   // nodeGpu keeps the GPU object referenced (a collected one takes Dawn down with it)
-  const k = await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation: true });
-  forceGdnLaunch(k.g, 'columns');
-  forceConvLaunch(k.g, 'channels');
-  forceConvFold(k.g, convFold);
-  k.g.foldQuantActs = foldQuantActs;
-  k.g.actsColumns = actsColumns;
-  k.g.quantLayout = 'lanes';
-  k.g.actsLayout = 'lanes';
-  k.g.floatColumns = FLOAT_COLUMNS;
-  k.g.quantColumns = QUANT_COLUMNS;
+  const k = await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation: true, launches: 'gpu' });
+  k.g.useLaunches('gpu', { foldQuantActs, actsColumns, convFold });
   return k;
 }
 

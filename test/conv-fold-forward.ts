@@ -7,8 +7,6 @@ import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
 import type { GroupMatmul, Tensor, Weight } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
-import { forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
-import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { gpuUnderTest } from './webgpu-helpers.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
@@ -94,8 +92,8 @@ export function groupOutputs(k: WebGpuBoundaryKernels, m: number, dims: { c: num
 
 /** The suites' kernels, made before the file's tests (`use` receives them) with no read-back
  * pacing (a shader's first compile, minutes on lavapipe, would teach the pacer to sleep), each
- * dispatch's pipeline key passed to `dispatched` (so a test can see what ran); after the tests
- * the forced launches are reset and the kernels disposed. */
+ * dispatch's pipeline key passed to `dispatched` (so a test can see what ran); disposed after
+ * the tests. */
 export function convFoldKernels(use: (k: WebGpuBoundaryKernels) => void, dispatched: (key: string) => void): void {
   let k: WebGpuBoundaryKernels | null = null;
   before(async () => {
@@ -107,11 +105,5 @@ export function convFoldKernels(use: (k: WebGpuBoundaryKernels) => void, dispatc
     };
     use(k);
   });
-  after(() => {
-    if (!k) return;
-    forceConvFold(k.g, null);
-    forceConvLaunch(k.g, null);
-    forceGdnLaunch(k.g, null);
-    k.dispose();
-  });
+  after(() => { k?.dispose(); });
 }

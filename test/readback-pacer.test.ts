@@ -7,7 +7,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FRACTION, MIN_SLEEP_MS, ReadbackPacer, submitShape } from '../src/kernels/webgpu/readback-pacer.js';
-import { foldQuantActs, readbackPacing } from '../src/kernels/webgpu-node.js';
+import { foldQuantActs, launchProfile, readbackPacing } from '../src/kernels/webgpu-node.js';
 
 const POLL_LATENCY_MS = 0.05;
 
@@ -90,5 +90,12 @@ describe('read-back pacer (simulated clock)', () => {
     assert.equal(foldQuantActs({ DELTASERVE_FOLD_QUANT_ACTS: 'on' }), true);
     assert.equal(foldQuantActs({ DELTASERVE_FOLD_QUANT_ACTS: 'off' }), false);
     assert.throws(() => foldQuantActs({ DELTASERVE_FOLD_QUANT_ACTS: '1' }), /DELTASERVE_FOLD_QUANT_ACTS: "1" is not on or off/);
+  });
+
+  test('DELTASERVE_LAUNCHES: unset is the adapter\'s own profile, gpu / cpu pick one, anything else is an error naming the variable', () => {
+    assert.equal(launchProfile({}), undefined);
+    assert.equal(launchProfile({ DELTASERVE_LAUNCHES: 'gpu' }), 'gpu');
+    assert.equal(launchProfile({ DELTASERVE_LAUNCHES: 'cpu' }), 'cpu');
+    assert.throws(() => launchProfile({ DELTASERVE_LAUNCHES: 'GPU' }), /DELTASERVE_LAUNCHES: "GPU" is not gpu or cpu/);
   });
 });

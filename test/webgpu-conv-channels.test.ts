@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import type { ConvSeq, Tensor } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { convLaunch, forceConvLaunch, type ConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
+import type { ConvLaunch } from '../src/kernels/webgpu/launches.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
@@ -33,7 +33,7 @@ before(async () => {
     return run.apply(this, args);
   };
 });
-after(() => { if (k) forceConvLaunch(k.g, null); k?.dispose(); });
+after(() => { k?.dispose(); });
 
 const ref = createRefKernels();
 // decode, empty, 3-token verify to scratch, 2 tokens in place, decode to scratch, 5 in place
@@ -44,8 +44,7 @@ interface Result { keys: string[]; out: Float32Array; windows: Float32Array; scr
 
 /** Every sequence of TS in one causalConvSeqs call over `c` channels and `taps` taps, launched as `launch`. */
 async function runAs(launch: ConvLaunch, c: number, taps: number, seed: number): Promise<Result> {
-  forceConvLaunch(k.g, launch);
-  assert.equal(convLaunch(k.g), launch);
+  k.g.useLaunches('cpu', { convLaunch: launch });
   const r = rng(seed);
   const sym = (n: number) => Float32Array.from({ length: n }, () => 4 * r() - 2);
   const rows = TS.reduce((a, b) => a + b, 0);
@@ -96,7 +95,7 @@ describe('webgpu causal conv: the channel launch == the thread launch, bit for b
 /** tiny-think on `launch`: a chunked 6-token prompt, a decode step, a 3-token verify to
  * scratch, a 3-token in-place step; every step's logits, then the conv windows and scratch. */
 async function forwardAs(model: AnyModel, launch: ConvLaunch): Promise<{ results: Float32Array[]; keys: string[] }> {
-  forceConvLaunch(k.g, launch);
+  k.g.useLaunches('cpu', { convLaunch: launch });
   keys = [];
   const mem = allocSequenceMemory(model, 64);
   const ws = new StepArena(model);

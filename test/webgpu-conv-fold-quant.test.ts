@@ -24,9 +24,6 @@ import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.
 import type { QuantType } from '../src/kernels/quant/formats.js';
 import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
-import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
-import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { ACTS_COLUMNS, CONV_STEPS_TILE } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
@@ -69,8 +66,7 @@ interface Result { keys: string[]; outs: Float32Array[] }
 /** gdnMixer's group (qkv, z, b, a, all `c.dtype`; qkvAlone: z, b, a BF16) with the input norm and the conv of `c`, fold
  * `on`; returns the dispatch keys and [conv out, windows, scratch, z, b, a, qkv]. */
 async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
-  forceConvFold(k.g, on);
-  [k.g.foldQuantActs, k.g.actsColumns] = [c.acts ?? true, c.columns];
+  k.g.useLaunches('cpu', { convFold: on, foldQuantActs: c.acts ?? true, actsColumns: c.columns });
   const r = rng(seed);
   const sym = (n: number, s = 2) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
   const m = c.seqs.reduce((a, s) => a + s.t, 0) + (c.spare ?? 0);
@@ -166,11 +162,7 @@ describe('webgpu: the conv folded into the quantized in_proj (activation-quantiz
  * two 4-row tiles: the 8-row tile; 3 rows), a decode of one sequence, a decode of two sequences
  * batched, a 3-row verify to scratch; every step's logits, then the conv windows. */
 async function forwardAs(model: AnyModel, on: boolean): Promise<{ results: Float32Array[]; keys: string[] }> {
-  forceConvFold(k.g, on);
-  forceConvLaunch(k.g, 'channels');
-  forceGdnLaunch(k.g, 'columns');
-  k.g.floatColumns = FLOAT_COLUMNS;
-  [k.g.foldQuantActs, k.g.actsColumns] = [true, ACTS_COLUMNS];
+  k.g.useLaunches('gpu', { convFold: on });
   keys = [];
   const results = await convFoldForward(k, model);
   return { results, keys };
@@ -210,11 +202,7 @@ describe('engine on webgpu with a GPU\'s launches forced, tiny-think Q8_0 GGUF: 
   let folds = { decode: 0, steps: 0 };
   const gpuLaunches = (e: Engine, fold: boolean): void => {
     const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
-    forceGdnLaunch(g, 'columns');
-    forceConvLaunch(g, 'channels');
-    forceConvFold(g, fold);
-    g.floatColumns = FLOAT_COLUMNS;
-    [g.foldQuantActs, g.actsColumns] = [true, ACTS_COLUMNS];
+    g.useLaunches('gpu', { convFold: fold });
     const run = g.run;
     g.run = function (...args: Parameters<typeof run>) {
       if (/^qmatmul_acts_.*_conv\d+m\d+_/.test(args[1])) folds.decode++;

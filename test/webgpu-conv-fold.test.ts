@@ -23,8 +23,6 @@ import assert from 'node:assert/strict';
 import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { convFoldOn, forceConvFold, forceConvLaunch } from '../src/kernels/webgpu/conv-launch.js';
-import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
@@ -63,9 +61,7 @@ interface Result { keys: string[]; outs: Float32Array[] }
 /** gdnMixer's group (qkv, z, b, a) with the input norm and the conv of `c`, fold `on`;
  * returns the dispatch keys and [conv out, windows (both buffers), scratch, z, b, a, qkv]. */
 async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
-  forceConvFold(k.g, on);
-  assert.equal(convFoldOn(k.g), on);
-  k.g.floatColumns = c.columns;
+  k.g.useLaunches('cpu', { convFold: on, floatColumns: c.columns });
   const r = rng(seed);
   const sym = (n: number, s = 2) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
   const m = c.seqs.reduce((a, s) => a + s.t, 0) + (c.spare ?? 0);
@@ -146,7 +142,6 @@ describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then ca
     await foldEqualsCalls({ dtype: 'bf16', seqs: DECODE(4), split: true, columns: FLOAT_COLUMNS }, false);
   });
   test('a quantized qkv weight (Q8_0) on the quant_acts + qmatmul path keeps the conv dispatch', async () => {
-    assert.equal(k.g.foldQuantActs, false, 'the CPU adapter\'s default: no activation-quantizing matmuls');
     await foldEqualsCalls({ dtype: 'q8_0', seqs: DECODE(2), columns: 1 }, false);
   });
 });
@@ -155,10 +150,7 @@ describe('webgpu: the conv folded into the in_proj matmul == matmulGroup then ca
  * one sequence, a decode of two sequences batched, a 3-row verify to scratch;
  * every step's logits, then the conv windows. */
 async function forwardAs(model: AnyModel, on: boolean): Promise<{ results: Float32Array[]; keys: string[] }> {
-  forceConvFold(k.g, on);
-  forceConvLaunch(k.g, 'channels');
-  forceGdnLaunch(k.g, 'columns');
-  k.g.floatColumns = FLOAT_COLUMNS;
+  k.g.useLaunches('gpu', { convFold: on });
   keys = [];
   const results = await convFoldForward(k, model);
   return { results, keys };
@@ -192,10 +184,7 @@ describe('engine on webgpu with a GPU\'s launches forced: fold on (MTP off and o
   ];
   const gpuLaunches = (e: Engine, fold: boolean): void => {
     const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
-    forceGdnLaunch(g, 'columns');
-    forceConvLaunch(g, 'channels');
-    forceConvFold(g, fold);
-    g.floatColumns = FLOAT_COLUMNS;
+    g.useLaunches('gpu', { convFold: fold });
     const run = g.run;
     // the steps variant's dispatches (a verify of ≤ 8 rows folds)
     g.run = function (...args: Parameters<typeof run>) {

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { describeAdapter, isCpuEmulation, probeAuto } from '../src/kernels/webgpu/device.js';
 import { nodeGpu } from '../src/kernels/webgpu-node.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
+import { adapterProfile, launchesOf, type Launches } from '../src/kernels/webgpu/launches.js';
 import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
 import { QUANT_TYPES } from '../src/kernels/quant/formats.js';
 import { mtpInputsShader } from '../src/kernels/webgpu/wgsl/mtp-inputs.js';
@@ -63,6 +64,23 @@ describe('webgpu device layer', () => {
     const line = describeAdapter(a);
     assert.match(line, /binding \d+ MiB, buffer \d+ MiB, features /);
     if (a.cpuEmulation) assert.match(line, /\(CPU emulation\)/);
+  });
+
+  test('launch profiles: a backend takes its adapter\'s, AcquireOptions.launches the other (foldQuantActs over it), useLaunches overrides single choices', async () => {
+    const own = adapterProfile(g.adapter.cpuEmulation);
+    const pick = (k: WebGpuKernels): Launches => Object.fromEntries(Object.keys(launchesOf('gpu')).map((n) => [n, k[n as keyof Launches]])) as unknown as Launches;
+    assert.deepEqual(pick(g), launchesOf(own));
+    const other = own === 'cpu' ? 'gpu' : 'cpu';
+    const k = await gpuUnderTest({ launches: other, foldQuantActs: own === 'cpu' ? false : true });
+    try {
+      assert.deepEqual(pick(k), { ...launchesOf(other), foldQuantActs: own !== 'cpu' });
+      k.useLaunches('adapter', { floatColumns: 4, gdnLaunch: 'columns' });
+      assert.deepEqual(pick(k), { ...launchesOf(own), floatColumns: 4, gdnLaunch: 'columns' });
+      // every choice differs between the two profiles (else it is no choice of the adapter's)
+      for (const [n, v] of Object.entries(launchesOf('gpu'))) assert.notDeepEqual(v, launchesOf('cpu')[n as keyof Launches], n);
+    } finally {
+      k.dispose();
+    }
   });
 
   test('row split: parts hold whole rows within the binding limit', () => {

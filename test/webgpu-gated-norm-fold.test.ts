@@ -11,17 +11,16 @@
 //   multi-column matmulAdd, 2 dispatches against 3; M = 17 keeps the pass (webgpu-wide-fold: 9 ≤ M ≤ 16);
 // - tiny-think (BF16 safetensors and the Q8_0 GGUF) equals the former path (norm, gather_rows,
 //   out_proj: head-order-oracle.ts) on both launches;
-// - the engine with a GPU's launches forced (column GDN launch, 4-column float matmuls: the
-//   fold at M = 1, the pass at M ≥ 2): MTP on in a batch == each request alone, MTP off;
-//   BF16 MTP k = 3 with 8-column matmuls (verifies of 4 and 8 rows folding the norm) == the
-//   model on the unfolded path (head-order-oracle.ts formerHeadPath), ids and logits.
+// - the engine with a GPU's launch profile (kernels/webgpu/launches.ts: the column GDN launch,
+//   8-column float matmuls, the conv fold, matmuls quantizing their input): MTP on in a batch
+//   == each request alone, MTP off; BF16 MTP k = 3 (verifies of 4 and 8 rows folding the norm)
+//   == the model on the unfolded path (head-order-oracle.ts formerHeadPath), ids and logits.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Kernels, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { forceGdnLaunch, type GdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
-import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import type { GdnLaunch } from '../src/kernels/webgpu/launches.js';
 import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { loadModel, type AnyModel } from '../src/model/model.js';
@@ -40,7 +39,7 @@ import { runAll, withEngine, type RunResult } from './engine-helpers.js';
 
 let k: WebGpuBoundaryKernels;
 before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
-after(() => { if (k) forceGdnLaunch(k.g, null); k?.dispose(); });
+after(() => { k?.dispose(); });
 
 const ref = createRefKernels();
 
@@ -87,16 +86,9 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
   const out = padded(m * hv * dv);
   const normed = order ? k.alloc(m * hv * dv) : out;
   const seqs = Array.from({ length: m }, (_, i) => ({ row: i, t: 1, state: k.view(states, i * ss, ss) }));
-  forceGdnLaunch(k.g, launch);
-  const was = { columns: k.g.floatColumns, fold: k.g.foldQuantActs, acts: k.g.actsColumns };
-  k.g.floatColumns = columns;
-  if (c.acts) [k.g.foldQuantActs, k.g.actsColumns] = [true, c.acts];
-  try {
-    const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
-    return await runGatedStep(k, inputs, dims, seqs, form === 'project' ? 'project' : 'pass', () => read(x, 1), (t) => read(t));
-  } finally {
-    [k.g.floatColumns, k.g.foldQuantActs, k.g.actsColumns] = [was.columns, was.fold, was.acts];
-  }
+  k.g.useLaunches('cpu', { gdnLaunch: launch, floatColumns: columns, ...(c.acts ? { foldQuantActs: true, actsColumns: c.acts } : {}) });
+  const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
+  return await runGatedStep(k, inputs, dims, seqs, form === 'project' ? 'project' : 'pass', () => read(x, 1), (t) => read(t));
 }
 
 /** The column launch's norm pass then out_proj against out_proj forming the norm: 3 against 2
@@ -203,7 +195,7 @@ describe('webgpu: the gated norm writes out_proj\'s head order == the rows moved
       const aLog = randomWeight(ref, 'f32', 1, hv, () => r() - 1);
       const dtBias = randomWeight(ref, 'bf16', 1, hv, () => 2 * r() - 1);
       const norm = randomWeight(ref, 'f32', 1, dv, () => 0.5 + r());
-      forceGdnLaunch(k.g, launch);
+      k.g.useLaunches('cpu', { gdnLaunch: launch });
       const run = async (permuted: boolean) => {
         const ss = hv * dk * dv;
         const states = up(inputs.s);
@@ -230,11 +222,9 @@ describe('webgpu: tiny-think == the former head-order path (norm, gather_rows, o
   const Q8 = (): string => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf');
   for (const [name, path, folded] of [['Q8_0 GGUF', Q8, false], ['BF16', TINY_THINK, false], ['Q8_0 GGUF, matmuls quantizing their input', Q8, true]] as const) {
     for (const launch of folded ? ['columns'] as const : ['head', 'columns'] as const) {
-      test(`${name}, ${launch} launch`, async (t) => {
-        forceGdnLaunch(k.g, launch);
-        const was = [k.g.foldQuantActs, k.g.actsColumns] as const;
-        if (folded) [k.g.foldQuantActs, k.g.actsColumns] = [true, ACTS_COLUMNS]; // out_proj forms the gated norm
-        t.after(() => { [k.g.foldQuantActs, k.g.actsColumns] = was; });
+      test(`${name}, ${launch} launch`, async () => {
+        // folded: out_proj forms the gated norm
+        k.g.useLaunches('cpu', { gdnLaunch: launch, ...(folded ? { foldQuantActs: true, actsColumns: ACTS_COLUMNS } : {}) });
         const readT = (t: Tensor, n: number): Promise<Float32Array> => read(t as GpuTensor, n);
         const kk = k as unknown as Kernels<Tensor, Tensor>;
         const d0 = k.recordedDispatches;
@@ -259,11 +249,9 @@ describe('engine on webgpu with a GPU\'s launches forced: MTP on, batched == alo
   ];
   const gpuLaunches = (e: Engine): void => {
     const g = (e.model.kernels as unknown as WebGpuBoundaryKernels).g;
-    forceGdnLaunch(g, 'columns');
-    // a GPU adapter's columns (was 4 columns, FLOAT_COLUMNS before it became 8: pipelines no
-    // other test compiled, ~150 CPU-s of a cold run's compile)
-    g.floatColumns = FLOAT_COLUMNS;
-    [g.foldQuantActs, g.actsColumns] = [true, ACTS_COLUMNS]; // Q8_0: out_proj forms the gated norm at M ≤ 4
+    // the whole profile (Q8_0: out_proj forms the gated norm at M ≤ 4), not knob by knob: the
+    // pipelines the other engine tests compile (4 float columns here compiled ~150 CPU-s no other test shared)
+    g.useLaunches('gpu');
   };
   for (const [name, path] of [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')]] as const) {
     test(name, async () => {
@@ -298,8 +286,7 @@ describe('engine on webgpu, BF16 tiny-think, MTP k = 3, 8-column float matmuls f
     const opts = { model: TINY_THINK(), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024, maxContext: 512, prefixCache: false, specTokens: 3, maxRunning: 2 };
     const run = (unfolded: boolean) => withEngine(opts, async (e) => {
       const kk = e.model.kernels as unknown as WebGpuBoundaryKernels;
-      forceGdnLaunch(kk.g, 'columns');
-      kk.g.floatColumns = FLOAT_COLUMNS;
+      kk.g.useLaunches('gpu');
       // the model's layers on the former path: the norm pass, then matmulAdd (no fold)
       if (unfolded) (e.model as unknown as { kernels: unknown }).kernels = formerHeadPath((e.model as unknown as Model<Tensor, Tensor>).kernels);
       // the multi-column out_proj forming the norm (…_headnorm<HV>_<loads>_cols8), counted

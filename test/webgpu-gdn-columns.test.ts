@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import type { GdnDims, GdnSeq, Weight } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { forceGdnLaunch, gdnLaunch, type GdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
+import type { GdnLaunch } from '../src/kernels/webgpu/launches.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { Tensor } from '../src/kernels/types.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
@@ -25,7 +25,7 @@ import { sameBits } from './engine-helpers.js';
 
 let k: WebGpuBoundaryKernels;
 before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
-after(() => { if (k) forceGdnLaunch(k.g, null); k?.dispose(); });
+after(() => { k?.dispose(); });
 
 const ref = createRefKernels();
 const TS = [1, 0, 3, 2, 1, 4];
@@ -54,8 +54,7 @@ interface Result { dispatches: number; out: Float32Array; states: Float32Array; 
 /** Every sequence of TS in one call, launched as `launch`: the fused gated recurrence, or
  * the plain one (gdnRecurrentSeqs, the gates given: g = −|a|, β = σ(b) stand-ins). */
 async function runAs(launch: GdnLaunch, x: Inputs, form: 'gated' | 'plain' = 'gated'): Promise<Result> {
-  forceGdnLaunch(k.g, launch);
-  assert.equal(gdnLaunch(k.g), launch);
+  k.g.useLaunches('cpu', { gdnLaunch: launch });
   const { numValueHeads: hv, keyDim: dk, valueDim: dv } = x.dims;
   const ss = hv * dk * dv;
   const up = (a: Float32Array): GpuTensor => { const t = k.alloc(a.length); k.write(t, 0, a); return t; };
@@ -114,7 +113,7 @@ describe('webgpu gated recurrence: the column launch == the head launch, bit for
 /** tiny-think on `launch`: a chunked 6-token prompt, a decode step, a 3-token verify to
  * scratch, a 3-token in-place step; every step's logits, then the states and the scratch. */
 async function forwardAs(model: AnyModel, launch: GdnLaunch): Promise<{ results: Float32Array[]; dispatches: number }> {
-  forceGdnLaunch(k.g, launch);
+  k.g.useLaunches('cpu', { gdnLaunch: launch });
   const d0 = k.recordedDispatches;
   const mem = allocSequenceMemory(model, 64);
   const ws = new StepArena(model);

@@ -1,7 +1,7 @@
 // The webgpu backend under test: Dawn (npm `webgpu`) on whatever adapter the machine has —
 // on machines without a GPU, Mesa's lavapipe (`npm run test:setup` installs it).
 // No adapter is a failure with the reason, never a skip.
-import { nodeGpu, submitChunks } from '../src/kernels/webgpu-node.js';
+import { launchProfile, nodeGpu, submitChunks } from '../src/kernels/webgpu-node.js';
 import { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { takeUncapturedError, type AcquireOptions } from '../src/kernels/webgpu/device.js';
 import type { StepEncoder } from '../src/kernels/webgpu/encoder.js';
@@ -15,12 +15,14 @@ import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 /** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
 /** `readbackPacing: false`: no sleep before a read-back (AcquireOptions; on by default). */
 export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number;
-  readbackPacing?: boolean; } = {}): Promise<WebGpuKernels> {
+  readbackPacing?: boolean; launches?: AcquireOptions['launches']; foldQuantActs?: boolean } = {}): Promise<WebGpuKernels> {
   try {
     const gpu = opts.workgroupStorage === undefined ? await nodeGpu() : gpuWithWorkgroupStorage(await nodeGpu(), opts.workgroupStorage);
-    // DELTASERVE_SUBMIT_CHUNK as the engine reads it: kernel suites can run with chunked submits forced
+    // DELTASERVE_SUBMIT_CHUNK and DELTASERVE_LAUNCHES as the engine reads them: kernel suites can
+    // run with chunked submits or the other launch profile forced
     const chunks = submitChunks();
-    return await WebGpuKernels.create(gpu, { allowCpuEmulation: true, ...(chunks ? { submitChunks: chunks } : {}), ...opts });
+    const launches = launchProfile();
+    return await WebGpuKernels.create(gpu, { allowCpuEmulation: true, ...(chunks ? { submitChunks: chunks } : {}), ...(launches ? { launches } : {}), ...opts });
   } catch (e) {
     throw new Error(`webgpu tests need a WebGPU adapter (on a machine without a GPU: Mesa lavapipe, mesa-vulkan-drivers >= 23 from bookworm-backports; run \`npm run test:setup\`): ${(e as Error).message}`);
   }

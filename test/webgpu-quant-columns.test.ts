@@ -12,8 +12,9 @@
 // (matmulGroup with accumulate, as matmulAdd), outputs at an offset. (Few variants: lavapipe
 // compiled a cold 4-column variant in ~10 s alone, 55–95 s as a group of 3 segments, on a
 // loaded 2-core VM.) M = 1 keeps the one-column kernel. The dispatch keys show which kernel
-// ran. Then the engine with the kernel forced: tiny-think Q8_0 and Q4_K_M GGUFs, MTP on in a
-// batch of 2 == each request alone on the CPU adapter's default kernels (MTP off), bit for bit.
+// ran. Then the engine with a GPU's launch profile (the kernel among them): tiny-think Q8_0 and
+// Q4_K_M GGUFs, MTP on in a batch of 2 == each request alone on the CPU profile (MTP off), bit
+// for bit.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRefKernels } from '../src/kernels/ref/index.js';
@@ -113,7 +114,7 @@ describe('webgpu multi-column tiled quantized matmul', () => {
   });
 });
 
-describe('engine on webgpu with the multi-column quantized matmul forced: MTP on, batched == alone on the default kernels, bit for bit', () => {
+describe('engine on webgpu with a GPU\'s launch profile (multi-column quantized matmuls among them): MTP on, batched == alone on the CPU profile, bit for bit', () => {
   const prompts: GenerateRequest[] = [
     { prompt: 'What is 12 + 7?', maxTokens: 5, ignoreEos: true },
     { prompt: 'Name a color.', maxTokens: 4, ignoreEos: true },
@@ -124,7 +125,7 @@ describe('engine on webgpu with the multi-column quantized matmul forced: MTP on
       const base = { model: sharedPath('models', 'gguf', `tiny-think-${name}.gguf`), kernels: 'webgpu' as const, specAdaptive: false, kvCacheTokens: 1024,
         maxContext: 512, prefixCache: false };
       const alone = await withEngine({ ...base, specTokens: 0, maxRunning: 1 }, async (e) => {
-        assert.equal(kernelsOf(e).quantColumns, 1, 'the CPU adapter\'s default');
+        kernelsOf(e).useLaunches('cpu');
         const out: RunResult[] = [];
         for (const p of prompts) out.push(...await runAll(e, [p]));
         return out;
@@ -132,8 +133,8 @@ describe('engine on webgpu with the multi-column quantized matmul forced: MTP on
       let columnsRan = 0;
       const batched = await withEngine({ ...base, specTokens: 2, maxRunning: 2, poisonPadding: true }, async (e) => {
         const k = kernelsOf(e);
-        k.quantColumns = QUANT_COLUMNS;
-        k.quantLayout = 'lanes';
+        // the whole profile, as the other engine tests with a GPU's launches (the pipelines they compile)
+        k.useLaunches('gpu');
         const plain = k.run;
         k.run = function (this: WebGpuKernels, ...args: Parameters<WebGpuKernels['run']>) {
           if (args[1].endsWith(`_cols${QUANT_COLUMNS}`) && args[1].startsWith('qmatmul_')) columnsRan++;

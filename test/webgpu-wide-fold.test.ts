@@ -1,5 +1,5 @@
 // The many-row step's GDN gated norm (M > 8: 8–32 decode streams, big verify batches), on
-// webgpu with a GPU's launches forced (column GDN launch; kernels/webgpu/gated-norm.ts):
+// webgpu with the column GDN launch forced (kernels/webgpu/gated-norm.ts):
 // - a quantized out_proj: the norm pass quantizes the normed rows into out_proj's activations
 //   (wgsl/gated-norm.ts gdnGatedNormQuantShader) == the pass then quant_acts then the tiled
 //   matmul, bit for bit (q8_0, q4_k, q6_k; M 9–33; with and without a head order; several
@@ -7,20 +7,17 @@
 // - a float out_proj (BF16 / F32): the multi-column kernel forms the norm at 8 < M ≤ 16 too
 //   (gated-norm.ts headNormFolds) == the pass then the multi-column matmulAdd, 2 against 3;
 //   M = 17 keeps the pass;
-// - tiny-think (BF16 safetensors, the Q8_0 and Q4_K_M GGUFs): the engine with 10 requests
-//   batched, MTP k = 3 (decodes of 10 rows, verifies of up to 40) == the same engine on the
-//   former path (the norm pass, then matmulAdd: head-order-oracle.ts formerHeadPath), ids and
+// - tiny-think (BF16 safetensors, the Q8_0 and Q4_K_M GGUFs): the engine with a GPU's launch
+//   profile (kernels/webgpu/launches.ts, the conv fold included) and 5 requests batched, MTP
+//   k = 3 (decodes of up to 5 rows, verifies of up to 20) == the same engine on the former path (the norm pass, then matmulAdd: head-order-oracle.ts formerHeadPath), ids and
 //   logits, and == each request alone.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { GdnDims, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { forceGdnLaunch } from '../src/kernels/webgpu/gdn-columns.js';
 import { COLUMNS_HEAD_NORM_ROWS } from '../src/kernels/webgpu/gated-norm.js';
 import { QUANT_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-columns.js';
-import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
-import { ACTS_COLUMNS } from '../src/kernels/webgpu/wgsl/qmatmul-acts.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { isQuantType } from '../src/kernels/quant/formats.js';
 import type { Model } from '../src/model/model.js';
@@ -36,7 +33,7 @@ import { formerHeadPath } from './head-order-oracle.js';
 
 let k: WebGpuBoundaryKernels;
 before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
-after(() => { if (k) forceGdnLaunch(k.g, null); k?.dispose(); });
+after(() => { k?.dispose(); });
 
 const ref = createRefKernels();
 const up = (a: Float32Array): GpuTensor => { const t = k.alloc(a.length); k.write(t, 0, a); return t; };
@@ -72,19 +69,10 @@ async function stepThenOutProj(c: Case, form: 'pass' | 'project') {
   let row = 0;
   const seqs = c.seqs.map((t, i) => ({ row: (row += t) - t, t, state: k.view(states, i * ss, ss) }));
   const g = k.g;
-  const was = { columns: g.floatColumns, fold: g.foldQuantActs, acts: g.actsLayout, layout: g.quantLayout, qcols: g.quantColumns };
-  forceGdnLaunch(g, 'columns');
-  g.floatColumns = c.columns ?? 8;
-  g.foldQuantActs = c.foldActs ?? false;
-  g.actsLayout = c.lanes ? 'lanes' : 'block';
-  [g.quantLayout, g.quantColumns] = ['lanes', QUANT_COLUMNS];
-  try {
-    const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
-    return await runGatedStep(k, inputs, dims, seqs, form, () => read(k.view(x, 0, 1)), read);
-  } finally {
-    forceGdnLaunch(g, null);
-    [g.floatColumns, g.foldQuantActs, g.actsLayout, g.quantLayout, g.quantColumns] = [was.columns, was.fold, was.acts, was.layout, was.qcols];
-  }
+  g.useLaunches('cpu', { gdnLaunch: 'columns', floatColumns: c.columns ?? 8, foldQuantActs: c.foldActs ?? false, actsLayout: c.lanes ? 'lanes' : 'block',
+    quantLayout: 'lanes', quantColumns: QUANT_COLUMNS });
+  const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
+  return await runGatedStep(k, inputs, dims, seqs, form, () => read(k.view(x, 0, 1)), read);
 }
 
 async function foldEqualsPass(c: Case, passDispatches: number): Promise<void> {
@@ -140,10 +128,7 @@ describe('engine on webgpu, tiny-think, 5 requests batched with MTP k = 3 (a GPU
   const requests = prompts;
   const gpuLaunches = (e: Engine): WebGpuBoundaryKernels => {
     const kk = e.model.kernels as unknown as WebGpuBoundaryKernels;
-    forceGdnLaunch(kk.g, 'columns');
-    kk.g.floatColumns = FLOAT_COLUMNS;
-    // a GPU adapter's knobs (actsColumns was 1: activation-quantizing pipelines no other test compiled)
-    [kk.g.foldQuantActs, kk.g.actsColumns, kk.g.actsLayout, kk.g.quantLayout, kk.g.quantColumns] = [true, ACTS_COLUMNS, 'lanes', 'lanes', QUANT_COLUMNS];
+    kk.g.useLaunches('gpu');
     return kk;
   };
   const models: [string, () => string][] = [['BF16', TINY_THINK], ['Q8_0 GGUF', () => sharedPath('models', 'gguf', 'tiny-think-Q8_0.gguf')],

@@ -70,9 +70,9 @@ async function createWebGpu(allowCpuEmulation: boolean): Promise<AnyKernels> {
 /** The webgpu backend, or the loader's / device's own error. The modules (and Dawn) load
  * only here: nothing on the CPU path imports them. */
 async function openWebGpu(allowCpuEmulation: boolean): Promise<AnyKernels> {
-  const { foldQuantActs, nodeGpu, readbackPacing, submitChunks } = await import('./webgpu-node.js');
+  const { foldQuantActs, launchProfile, nodeGpu, readbackPacing, submitChunks } = await import('./webgpu-node.js');
   const { WebGpuBoundaryKernels } = await import('./webgpu/kernels.js');
-  return await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation, readbackPacing: readbackPacing(), submitChunks: submitChunks(), foldQuantActs: foldQuantActs() }) as unknown as AnyKernels;
+  return await WebGpuBoundaryKernels.create(await nodeGpu(), { allowCpuEmulation, readbackPacing: readbackPacing(), submitChunks: submitChunks(), launches: launchProfile(), foldQuantActs: foldQuantActs() }) as unknown as AnyKernels;
 }
 
 async function createAuto(threads?: number): Promise<AnyKernels> {

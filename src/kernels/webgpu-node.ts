@@ -3,6 +3,7 @@
 // browser-ready (a browser passes navigator.gpu).
 /// <reference types="@webgpu/types" />
 import { parseSubmitChunks, type SubmitChunks } from './webgpu/submit-chunks.js';
+import { LAUNCH_PROFILES, type LaunchProfile } from './webgpu/launches.js';
 
 interface DawnModule { create(flags: string[]): GPU; globals: Record<string, unknown> }
 
@@ -72,6 +73,16 @@ export function foldQuantActs(env: NodeJS.ProcessEnv = process.env): boolean | u
   if (raw === undefined || raw === '') return undefined;
   if (raw !== 'on' && raw !== 'off') throw new WebGpuPackageError(`DELTASERVE_FOLD_QUANT_ACTS: "${raw}" is not on or off`);
   return raw === 'on';
+}
+
+/** The launch profile from DELTASERVE_LAUNCHES=gpu|cpu (kernels/webgpu/launches.ts), or
+ * undefined: the adapter's own. `gpu` on lavapipe runs the kernels a GPU runs (the same bits,
+ * slower there): scripts/gpu-bench.sh --dry-run uses it to run what the device will. */
+export function launchProfile(env: NodeJS.ProcessEnv = process.env): LaunchProfile | undefined {
+  const raw = env['DELTASERVE_LAUNCHES'];
+  if (raw === undefined || raw === '') return undefined;
+  if (!(LAUNCH_PROFILES as readonly string[]).includes(raw)) throw new WebGpuPackageError(`DELTASERVE_LAUNCHES: "${raw}" is not ${LAUNCH_PROFILES.join(' or ')}`);
+  return raw as LaunchProfile;
 }
 
 /** The `webgpu` package's create() flags enabling `toggles`. */

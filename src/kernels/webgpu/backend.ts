@@ -10,6 +10,7 @@ import { acquireGpu, type AcquireOptions, type GpuAdapterSummary, type GpuContex
 import { type DispatchMemory, type EncoderTiming, StepEncoder } from './encoder.js';
 import { BindGroupCache, ParamMemory } from './dispatch-memory.js';
 import { ReadbackPacer } from './readback-pacer.js';
+import { adapterProfile, launchesOf, type ConvLaunch, type GdnLaunch, type LaunchProfile, type Launches } from './launches.js';
 import { defaultSubmitChunks, type SubmitChunks } from './submit-chunks.js';
 import { PipelineCache, ScratchBuffers } from './pipelines.js';
 import { GpuAllocator, type GpuTensor } from './tensor.js';
@@ -17,12 +18,12 @@ import { gpuWeightBytes, uploadVector, uploadWeight, uploadWeightBytes, type Gpu
 import { grid } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { quantActsDispatch, quantActsGroupDispatches, quantGroupDispatch } from './qmatmul-group.js';
-import { ACTS_COLUMNS, ACTS_FOLD_ROWS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
+import { ACTS_FOLD_ROWS, ACTS_TILE } from './wgsl/qmatmul-acts.js';
 import { TM, denseMatmulTile, normQuantActsShader, quantActsShader, quantMatmulShader, type QuantLayout } from './wgsl/matmul.js';
 import { normQuantActsLanesShader, quantActsLanesShader } from './wgsl/quant-acts-lanes.js';
 import { GROUP_SEGMENTS, floatMatmulGroupShader, groupSegmentParams } from './wgsl/matmul-group.js';
-import { FLOAT_COLUMNS, floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
-import { QUANT_COLUMNS, quantColumnsTile } from './wgsl/qmatmul-columns.js';
+import { floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
+import { quantColumnsTile } from './wgsl/qmatmul-columns.js';
 import { floatLoadsFor } from './wgsl/float-chunks.js';
 import { ARGMAX, ELEMENTWISE, MOE_ROUTE, NORM, ROPE, embedFloatShader, embedQuantShader } from './wgsl/dense.js';
 import { CAUSAL_CONV, GDN_GATES, GDN_RECURRENT } from './wgsl/gdn.js';
@@ -37,7 +38,7 @@ export { ropeTable } from './rope-table.js';
 
 const f32 = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
-export class WebGpuKernels {
+export class WebGpuKernels implements Launches {
   readonly name = 'webgpu';
   readonly device: GPUDevice;
   readonly adapter: GpuAdapterSummary;
@@ -57,55 +58,28 @@ export class WebGpuKernels {
   private stepWeights = new Set<GpuWeight>();
   /** Subgroup sizes of the adapter all divide 64 (the matmul's workgroup). */
   readonly subgroupSizeDivides64: boolean;
-  /** At M ≤ ACTS_FOLD_ROWS a quantized group quantizes (and norms) its own input in its matmul
-   * (one dispatch, not two or three; the same bits). On by default on GPUs: with C =
-   * ACTS_COLUMNS output columns a workgroup (the input work once for C columns) and vec4
-   * input loads, the batch model rates it faster than the lane-parallel quantization + tiled
-   * matmul on the GPU as well as on the host (qwen3.5-4b Q8_0 H200 decode 2.3 – 2.2 against
-   * 3.3 – 2.6 ms GPU, 220 dispatches against 349; docs/kernels.md) until a GPU run says
-   * otherwise (gpu-bench's `decode-q4_k_m-unfolded`). Off on a CPU adapter: every workgroup's
-   * redundant quantization is CPU time (lavapipe, tiny-think Q4_K_M: ~190 → ~325 CPU-ms a
-   * decode step). AcquireOptions.foldQuantActs / DELTASERVE_FOLD_QUANT_ACTS=on|off override
-   * it; tests set it to count a GPU's dispatches or compare the paths. */
-  foldQuantActs: boolean;
-  /** Output columns an activation-quantizing workgroup computes (wgsl/qmatmul-acts.ts; the
-   * same bits at any C): ACTS_COLUMNS on GPUs, 1 on a CPU adapter; tests set it. */
-  actsColumns: number;
-  /** How tiled quantized matmuls share weight blocks among threads (wgsl/matmul.ts
-   * QuantLayout; the same bits): 'lanes' on GPUs, 'block' on a CPU adapter (lavapipe,
-   * tiny-think Q4_K_M decode: ~3.6 vs ~6.5 CPU-s for a 24-token bench). The access-model
-   * scripts set 'lanes' to record what a GPU runs. */
-  quantLayout: QuantLayout;
-  /** How quant_acts / norm_quant_acts split a 32-block (the same bits): 'lanes' (8 lanes a
-   * block, 8 blocks a workgroup: wgsl/quant-acts-lanes.ts) or 'block' (a thread a block;
-   * norm_quant_acts one workgroup a row: wgsl/matmul.ts): 'lanes' on GPUs, 'block' on a CPU
-   * adapter (lavapipe, tiny-think Q8_0 decode: 17.9 vs 17.5 process CPU-s, 214 vs 157 ms a
-   * step, medians of 5 alternating). Tests and the access-model scripts set it. */
-  actsLayout: QuantLayout;
-  /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes at M ≥ 2 rows
-   * (wgsl/matmul-columns.ts: x loaded once per FLOAT_COLUMNS columns; the same bits):
-   * FLOAT_COLUMNS on GPUs, 1 (the one-column kernel) on a CPU adapter, where the L1 re-reads
-   * it saves are not the cost. Tests and the access-model scripts set it. */
-  floatColumns: number;
-  /** Output columns a workgroup of a tiled quantized matmul computes at M ≥ 2 rows
-   * (wgsl/qmatmul-columns.ts: each activation word loaded once per QUANT_COLUMNS columns;
-   * the same bits): QUANT_COLUMNS on GPUs, 1 on a CPU adapter. Tests and the access-model scripts set it. */
-  quantColumns: number;
+  // The launch choices (launches.ts says each one's variants and why a profile takes it):
+  // the adapter's profile unless AcquireOptions say otherwise; tests override single ones.
+  gdnLaunch!: GdnLaunch;
+  convLaunch!: ConvLaunch;
+  convFold!: boolean;
+  foldQuantActs!: boolean;
+  actsColumns!: number;
+  quantLayout!: QuantLayout;
+  actsLayout!: QuantLayout;
+  floatColumns!: number;
+  quantColumns!: number;
   /** How each step's dispatches are split into submits (submit-chunks.ts; the same bits):
    * chunked on GPUs, one submit on a CPU adapter, unless AcquireOptions.submitChunks says
    * (DELTASERVE_SUBMIT_CHUNK). Read by each new step's encoder; tests set it. */
   submitChunks: SubmitChunks;
 
   /** pacing: sleep before read-backs on a CPU adapter (readback-pacer.ts; default on). */
-  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks, foldQuantActs?: boolean) {
+  constructor(ctx: GpuContext, maxBindingOverride?: number, pacing = true, submitChunks?: SubmitChunks, launches?: LaunchProfile, foldQuantActs?: boolean) {
     this.device = ctx.device;
     this.adapter = ctx.adapter;
-    this.foldQuantActs = foldQuantActs ?? !ctx.adapter.cpuEmulation;
-    this.actsColumns = ctx.adapter.cpuEmulation ? 1 : ACTS_COLUMNS;
-    this.quantLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
-    this.actsLayout = ctx.adapter.cpuEmulation ? 'block' : 'lanes';
-    this.floatColumns = ctx.adapter.cpuEmulation ? 1 : FLOAT_COLUMNS;
-    this.quantColumns = ctx.adapter.cpuEmulation ? 1 : QUANT_COLUMNS;
+    this.useLaunches(launches ?? 'adapter');
+    if (foldQuantActs !== undefined) this.foldQuantActs = foldQuantActs;
     this.submitChunks = submitChunks ?? defaultSubmitChunks(ctx.adapter.cpuEmulation);
     this.maxBinding = maxBindingOverride ?? ctx.adapter.limits.maxStorageBufferBindingSize;
     const bindGroups = new BindGroupCache(this.device);
@@ -120,7 +94,14 @@ export class WebGpuKernels {
   }
 
   static async create(gpu: GPU, opts: AcquireOptions & { maxBindingOverride?: number }): Promise<WebGpuKernels> {
-    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true, opts.submitChunks, opts.foldQuantActs);
+    return new WebGpuKernels(await acquireGpu(gpu, opts), opts.maxBindingOverride, opts.readbackPacing ?? true, opts.submitChunks, opts.launches, opts.foldQuantActs);
+  }
+
+  /** Take `profile`'s launch choices ('adapter': this adapter's own profile), then any of
+   * `overrides`. Read by each later dispatch; a step already recorded keeps its kernels. */
+  useLaunches(profile: LaunchProfile | 'adapter', overrides: Partial<Launches> = {}): void {
+    const launches = launchesOf(profile === 'adapter' ? adapterProfile(this.adapter.cpuEmulation) : profile);
+    Object.assign(this, launches, overrides);
   }
 
   dispose(): void {

@@ -3,10 +3,12 @@
 // 'channels', one-warp workgroups with the taps compiled in and held in registers
 // (convChannelsShader, wgsl/gdn.ts). Both give the same bits (test/webgpu-conv-channels.test.ts).
 // At decode and verify a GPU folds it into the in_proj matmul instead (convFoldPlan below; no dispatch).
-// The choice depends on the adapter only (and the tap count), never on the batch.
+// The choice is the backend's convLaunch (launches.ts: by adapter, never by batch) and the
+// tap count; the fold is its convFold.
 import type { ConvSeq } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
 import type { GpuConvFold, WebGpuKernels } from './backend.js';
+import type { ConvLaunch } from './launches.js';
 import type { GpuTensor } from './tensor.js';
 import type { GpuWeight } from './weights.js';
 import { CONV_CHANNELS_MAX_TAPS } from './wgsl/gdn.js';
@@ -14,44 +16,9 @@ import { CONV_STEP_WORDS } from './wgsl/conv-fold.js';
 import { floatChunkElems, type FloatDType } from './wgsl/float-chunks.js';
 import { ACTS_FOLD_ROWS, ACTS_TILE, CONV_STEPS_TILE } from './wgsl/qmatmul-acts.js';
 
-export type ConvLaunch = 'thread' | 'channels';
-
-const forced = new WeakMap<WebGpuKernels, ConvLaunch>();
-
-/** The launch on this adapter: 'thread' on CPU emulations (lavapipe: today's kernel, its
- * 64-thread workgroups already fill the cores), 'channels' on GPUs (C / 64 workgroups of
- * two warps each leave SMs idle and a warp one load in flight: docs/kernels.md
- * "GPU memory-access model"). */
-export function convLaunch(g: WebGpuKernels): ConvLaunch {
-  return forced.get(g) ?? (g.adapter.cpuEmulation ? 'thread' : 'channels');
-}
-
 /** The launch that runs `taps` taps: the adapter's, but 'thread' past CONV_CHANNELS_MAX_TAPS. */
 export function convLaunchFor(g: WebGpuKernels, taps: number): ConvLaunch {
-  return taps <= CONV_CHANNELS_MAX_TAPS ? convLaunch(g) : 'thread';
-}
-
-/** Set the launch of `g` (null: the adapter's default). For tests comparing the two and for
- * scripts/gpu-access-model.mjs, which records on lavapipe what a GPU would run. */
-export function forceConvLaunch(g: WebGpuKernels, launch: ConvLaunch | null): void {
-  if (launch === null) forced.delete(g);
-  else forced.set(g, launch);
-}
-
-// The conv folded into the in_proj matmul's stores (Kernels.matmulGroup's conv;
-// wgsl/conv-fold.ts): on GPUs by default, off on CPU emulations (the separate dispatch costs
-// lavapipe little); forced either way by tests and scripts/gpu-batch-record.mjs.
-const foldForced = new WeakMap<WebGpuKernels, boolean>();
-
-/** Whether this adapter folds the conv where a call allows it (convFoldPlan). */
-export function convFoldOn(g: WebGpuKernels): boolean {
-  return foldForced.get(g) ?? !g.adapter.cpuEmulation;
-}
-
-/** Set whether `g` folds the conv (null: the adapter's default). */
-export function forceConvFold(g: WebGpuKernels, on: boolean | null): void {
-  if (on === null) foldForced.delete(g);
-  else foldForced.set(g, on);
+  return taps <= CONV_CHANNELS_MAX_TAPS ? g.convLaunch : 'thread';
 }
 
 /** The most taps the fold compiles in (the channel launch's bound: a thread's registers). */
@@ -77,7 +44,7 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
   conv: { readonly out: GpuTensor; readonly wc: GpuTensor; readonly seqs: readonly ConvSeq<GpuTensor>[] }): GpuConvFold | null {
   const quant = isQuantType(w.dtype);
   // a quantized qkv folds into the activation-quantizing kernels only (M ≤ ACTS_FOLD_ROWS)
-  if (!convFoldOn(g) || (quant && !(g.foldQuantActs && m <= ACTS_FOLD_ROWS))) return null;
+  if (!g.convFold || (quant && !(g.foldQuantActs && m <= ACTS_FOLD_ROWS))) return null;
   const c = w.rows;
   const taps = conv.wc.length / c;
   if (!Number.isInteger(taps) || taps < 1 || taps > CONV_FOLD_MAX_TAPS) return null;

@@ -9,6 +9,7 @@
 
 import type { GpuAdapterSummary } from './adapter-summary.js';
 import type { SubmitChunks } from './submit-chunks.js';
+import type { LaunchProfile } from './launches.js';
 export type { GpuAdapterSummary };
 
 export interface GpuContext {
@@ -72,8 +73,11 @@ export interface AcquireOptions {
   readonly readbackPacing?: boolean;
   /** Dispatches per submit (submit-chunks.ts); default: chunked on a GPU, one submit on a CPU adapter. */
   readonly submitChunks?: SubmitChunks;
+  /** The launch choices (launches.ts): default the adapter's own profile ('gpu' on a GPU,
+   * 'cpu' on a CPU emulation); 'gpu' on lavapipe runs what a GPU runs. */
+  readonly launches?: LaunchProfile;
   /** Quantized matmuls of M ≤ ACTS_FOLD_ROWS rows quantize (and norm) their own input
-   * (WebGpuKernels.foldQuantActs); default on a GPU, off on a CPU adapter (backend.ts says why). */
+   * (Launches.foldQuantActs), overriding the profile's choice. */
   readonly foldQuantActs?: boolean;
 }
 

@@ -8,7 +8,6 @@
 import type { GdnDims } from '../types.js';
 import { isQuantType } from '../quant/formats.js';
 import type { WebGpuKernels } from './backend.js';
-import { gdnLaunch } from './gdn-columns.js';
 import type { GpuWeight } from './weights.js';
 import { floatLoadsFor, type FloatDType } from './wgsl/float-chunks.js';
 import { matmulTile } from './wgsl/matmul.js';
@@ -68,7 +67,7 @@ export const COLUMNS_HEAD_NORM_ROWS = 16;
  * (mod 4) (a weight unit inside one head), and the tile within the workgroup memory and bindings. */
 export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
   const { numValueHeads: hv, valueDim: dv } = dims;
-  if (gdnLaunch(g) !== 'columns' || isQuantType(w.dtype) || w.parts.length !== 1 || w.cols !== hv * dv || dv % 4 !== 0) return false;
+  if (g.gdnLaunch !== 'columns' || isQuantType(w.dtype) || w.parts.length !== 1 || w.cols !== hv * dv || dv % 4 !== 0) return false;
   if (headNormColumns(g, m) > 1 && m > COLUMNS_HEAD_NORM_ROWS) return false;
   const lim = g.device.limits;
   return headNormTileBytes(headNormTile(g, m, hv), hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
@@ -80,7 +79,7 @@ export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: G
  * W, z, the norm weight and the order per part: one part a dispatch keeps it at 6). */
 export function quantHeadNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
   const { numValueHeads: hv, valueDim: dv } = dims;
-  if (gdnLaunch(g) !== 'columns' || !isQuantType(w.dtype) || !g.foldQuantActs || m > ACTS_FOLD_ROWS || w.cols !== hv * dv || dv % 4 !== 0) return false;
+  if (g.gdnLaunch !== 'columns' || !isQuantType(w.dtype) || !g.foldQuantActs || m > ACTS_FOLD_ROWS || w.cols !== hv * dv || dv % 4 !== 0) return false;
   const lim = g.device.limits;
   return actsWorkgroupBytes(w.dtype as QuantType, 1) + headNormActsBytes(hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
 }
@@ -104,7 +103,7 @@ export function outProjHeadNormQuant(g: WebGpuKernels, enc: StepEncoder, out: Gp
  * (dv ≡ 0 mod 32) and the pass's 7 bindings. */
 export function normQuantFolds(g: WebGpuKernels, w: GpuWeight, m: number, rows: number, dims: GdnDims): boolean {
   const { numValueHeads: hv, valueDim: dv } = dims;
-  if (gdnLaunch(g) !== 'columns' || !isQuantType(w.dtype) || w.cols !== hv * dv || dv % 32 !== 0 || rows !== m) return false;
+  if (g.gdnLaunch !== 'columns' || !isQuantType(w.dtype) || w.cols !== hv * dv || dv % 32 !== 0 || rows !== m) return false;
   if (g.foldQuantActs && m <= ACTS_FOLD_ROWS) return false;
   return g.device.limits.maxStorageBuffersPerShaderStage >= 7;
 }

@@ -5,32 +5,15 @@
 // the output row in the workgroup (wgsl/gdn-gated.ts, one dispatch); or 'columns', one
 // workgroup per (value head, block of GDN_COLUMNS columns, sequence) and the gated norm as
 // a second dispatch (wgsl/gdn-columns.ts). Both give the same bits
-// (test/webgpu-gdn-columns.test.ts). The choice depends on the adapter only, never on the
-// batch, so every recurrent row of a device (decode, verify, alone or batched) takes it.
+// (test/webgpu-gdn-columns.test.ts). The choice is the backend's gdnLaunch (launches.ts: by
+// adapter, never by batch), so every recurrent row of a device (decode, verify, alone or
+// batched) takes it.
 import type { WebGpuKernels } from './backend.js';
 import type { StepEncoder } from './encoder.js';
 import { GDN_COLUMNS, GDN_GATED_COLUMNS, gdnGatedNormShader } from './wgsl/gdn-columns.js';
 import { gdnGatedThreads } from './wgsl/gdn-gated.js';
 import { gdnGatedNormQuantShader } from './wgsl/gated-norm.js';
 import type { QuantActs } from './backend-types.js';
-
-export type GdnLaunch = 'head' | 'columns';
-
-const forced = new WeakMap<WebGpuKernels, GdnLaunch>();
-
-/** The launch on this adapter: 'head' on CPU emulations (lavapipe: HV workgroups already
- * fill the cores, and a second dispatch and the staging only cost there), 'columns' on GPUs
- * (HV workgroups leave most SMs idle: docs/kernels.md "GPU memory-access model"). */
-export function gdnLaunch(g: WebGpuKernels): GdnLaunch {
-  return forced.get(g) ?? (g.adapter.cpuEmulation ? 'head' : 'columns');
-}
-
-/** Set the launch of `g` (null: the adapter's default). For tests comparing the two and for
- * scripts/gpu-access-model.mjs, which records on lavapipe what a GPU would run. */
-export function forceGdnLaunch(g: WebGpuKernels, launch: GdnLaunch | null): void {
-  if (launch === null) forced.delete(g);
-  else forced.set(g, launch);
-}
 
 /** The fused kernel's bindings (OUT, QKV, A, B, S, SCR, DS, AL, DB, Z, NW) and the normed
  * rows' tensor (DST) each pass takes. */

@@ -16,7 +16,7 @@ import { packParams } from './params.js';
 import { CHUNKED_SEQ_WORDS, GDN_CHUNKED_SEQS, chunkedScratchPer } from './wgsl/gdn-chunked.js';
 import { chunkSplits } from '../seqs-by-calls.js';
 import { GDN_GATED_BINDINGS, destHeads, gdnGatedShader, gdnGatedThreads } from './wgsl/gdn-gated.js';
-import { gdnGatedColumnsRun, gdnLaunch } from './gdn-columns.js';
+import { gdnGatedColumnsRun } from './gdn-columns.js';
 import { GDN_COLUMNS, GDN_RECURRENT_COLUMNS } from './wgsl/gdn-columns.js';
 
 type Put = (data: ArrayLike<number>, elem: 'f32' | 'i32') => GpuTensor;
@@ -67,7 +67,7 @@ export function gdnSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Put, ou
   beta: GpuTensor, dims: GdnDims, seqs: readonly GdnSeq<GpuTensor>[], dummy: GPUBuffer): void {
   const { numKeyHeads: hk, numValueHeads: hv, keyDim: dk, valueDim: dv } = dims;
   if (dk > 256) throw new RangeError(`gdnRecurrentSeqs: key dim ${dk} > 256`);
-  const columns = gdnLaunch(g) === 'columns';
+  const columns = g.gdnLaunch === 'columns';
   for (const grp of byBuffers(seqs.filter((s) => s.t > 0), (s) => s.state)) {
     const ds = put(descriptor(grp.seqs, (s) => s.state), 'i32');
     const params = packParams('gdn_recurrent_seqs', { hk, hv, dk, dv, qkvOff: qkv.offset, gOff: gt.offset, outOff: out.offset, betaOff: beta.offset, seqTable: ds.offset });
@@ -111,7 +111,7 @@ export function gdnGatedSeqsDispatch(g: WebGpuKernels, enc: StepEncoder, put: Pu
     if (t.offset !== 0) throw new RangeError(`gdnRecurrentGatedSeqs: ${name} must start its buffer`);
   }
   const wg = gdnGatedThreads(dv);
-  const launch = gdnLaunch(g);
+  const launch = g.gdnLaunch;
   if (normFolded !== false && launch !== 'columns') throw new Error('gdnRecurrentGatedSeqs: only the column launch leaves its norm to out_proj');
   const { a, b, z, perm } = gating;
   const dest = perm ? destHeads(perm.order) : [];
