@@ -22,6 +22,7 @@
 #                                      vocabulary, a few tokens) on whatever adapter there is
 #                                      (lavapipe here): how the script itself is tested. Add
 #                                      --bundle to run on .gpu-bench's Node and app as the real run does.
+#                                      DELTASERVE_LAUNCHES=gpu runs a GPU's kernels there (docs/gpu-bench.md).
 # Options: --shapes a,b (default qwen3.5-0.8b,qwen3.5-4b), --only REGEX (steps by name, plus
 # what they need), --budget SECONDS, --out DIR (default $OUT, else test-artifacts/gpu-bench),
 # --work DIR (models; default /tmp/deltaserve-gpu-bench), --allow-cpu-adapter.
