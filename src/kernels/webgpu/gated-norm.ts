@@ -15,7 +15,7 @@ import { floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
-import { grid } from './wgsl/common.js';
+import { grid, headInvBytes } from './wgsl/common.js';
 import { GATED_NORM_PERM } from './wgsl/gated-norm.js';
 import { packParams } from './params.js';
 import { headNormActsBytes, quantActsGroupDispatches } from './qmatmul-group.js';
@@ -47,9 +47,9 @@ export interface HeadNormInput {
 }
 
 /** Workgroup bytes of the folded matmul's tile of `tm` rows: the float tile's partial sums
- * plus HV inverses per row, and the HV side-by-side 64-wide trees. */
+ * plus the head inverses' memory (wgsl/common.ts headInvDecls). */
 function headNormTileBytes(tm: number, hv: number): number {
-  return tm * (64 * 4 + hv * 4) + hv * 64 * 4;
+  return tm * 64 * 4 + headInvBytes(hv, tm);
 }
 
 /** Rows up to which the multi-column float out_proj (g.floatColumns > 1, M ≥ 2) takes the
@@ -123,7 +123,7 @@ function headNormColumns(g: WebGpuKernels, m: number): number {
 /** The folded out_proj's tile: the one-column kernel's within the workgroup memory, capped by
  * the accumulators for C columns (floatColumnsTile, as floatSegments caps it). */
 function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
-  const tm = matmulTile(m, 64 * 4 + hv * 4, hv * 64 * 4, g.device.limits.maxComputeWorkgroupStorageSize);
+  const tm = matmulTile(m, 64 * 4 + hv * 4, headInvBytes(hv, 0), g.device.limits.maxComputeWorkgroupStorageSize);
   const columns = headNormColumns(g, m);
   return columns > 1 ? floatColumnsTile(tm, columns) : tm;
 }

@@ -6,7 +6,7 @@ import type { QuantType } from '../quant/formats.js';
 import type { GpuConvFold, QuantActs } from './backend-types.js';
 import type { GpuTensor } from './tensor.js';
 import type { GpuWeight } from './weights.js';
-import { grid } from './wgsl/common.js';
+import { grid, headInvBytes } from './wgsl/common.js';
 import { packParams } from './params.js';
 import { groupSegmentParams } from './wgsl/matmul-group.js';
 import type { QuantLayout } from './wgsl/matmul.js';
@@ -80,7 +80,7 @@ export interface ActsGroupInput {
 
 /** Workgroup bytes a head-norm input adds (its inverses and side-by-side trees). */
 export function headNormActsBytes(hv: number): number {
-  return ACTS_TILE * hv * 4 + Math.min(hv, 8) * 64 * 4;
+  return headInvBytes(hv, ACTS_TILE);
 }
 
 /** The activation-quantizing kernels' key field after the type: `_c<C>` (C output columns a

@@ -45,16 +45,60 @@ export function sideBySideTrees(buf: string, count: string): string {
   }`;
 }
 
-/** Each tile row's 1/√(mean(x²) + eps) into `inv[r]` for r < rows (`inv`, `rows`, `t`, K and
- * tree_sum in scope): thread t's Σ v² over p ≡ t (mod 64), `read` the element (WGSL in r and
- * p), then tree_sum — rmsRowOpening's bits. A loop over the rows: one unrolled per row made
- * lavapipe's compile of the 8-column float kernel 2.5× longer. */
+/** The RMS inverse of one row of `dim` elements, as every norm here forms it: thread t's
+ * Σ v² over p ≡ t (mod 64) (`read`: the element, WGSL in p), tree_sum (in scope with t),
+ * then 1/√(total / dim + eps) as `target` (a `let` name, or an lvalue with `assign`). */
+function rmsInverse(read: string, dim: string, target: string, assign = false): string {
+  return `var ss = 0.0;
+    for (var p = t; p < ${dim}; p += 64u) { let v = ${read}; ss = ss + v * v; }
+    let total = tree_sum(t, ss);
+    ${assign ? '' : 'let '}${target} = 1.0 / sqrt(total / f32(${dim}) + pf(P_eps));`;
+}
+
+/** Each tile row's RMS inverse into `inv[r]` for r < rows (`inv`, `rows`, `t`, K and tree_sum
+ * in scope; `read` the element, WGSL in r and p) — rmsRowOpening's bits. A loop over the rows:
+ * one unrolled per row made lavapipe's compile of the 8-column float kernel 2.5× longer. */
 export function rowInvs(read: string): string {
   return `for (var r = 0u; r < rows; r++) {
-    var ss = 0.0;
-    for (var p = t; p < K; p += 64u) { let v = ${read}; ss = ss + v * v; }
-    let total = tree_sum(t, ss);
-    inv[r] = 1.0 / sqrt(total / f32(K) + pf(P_eps));
+    ${rmsInverse(read, 'K', 'inv[r]', true)}
+  }`;
+}
+
+/** Heads whose 64-wide trees sum side by side in a head norm's inverse pass (workgroup
+ * floats HEAD_TREES · 64: the same adds per head as one tree, fewer barriers). */
+export const HEAD_TREES = 8;
+
+/** Workgroup bytes of headInvDecls. */
+export function headInvBytes(heads: number, tm: number): number {
+  return (tm * heads + Math.min(heads, HEAD_TREES) * 64) * 4;
+}
+
+/** The workgroup memory of rowHeadInvs for `heads` heads and a tile of `tm` rows. */
+export function headInvDecls(heads: number, tm: number): string {
+  return `var<workgroup> gred: array<f32, ${Math.min(heads, HEAD_TREES) * 64}>;
+var<workgroup> ginv: array<f32, ${tm * heads}>;`;
+}
+
+/** Each tile row's inverse per head h into ginv[r · GH + h] (r < rows; GH heads of
+ * gdv = K / GH elements; headInvDecls' memory; `read` the element at offset o of row r, WGSL
+ * in r and o), as the GDN gated norm forms it (wgsl/gdn-gated.ts gatedNormRow: thread t sums
+ * o² over p ≡ t mod 64 of the head, the halving tree, 1/√(Σ / gdv + eps)); HEAD_TREES heads'
+ * trees side by side. */
+export function rowHeadInvs(heads: number, read: (o: string) => string): string {
+  const hr = Math.min(heads, HEAD_TREES);
+  return `let gdv = K / GH;
+  for (var r = 0u; r < rows; r++) {
+    for (var h0 = 0u; h0 < GH; h0 += ${hr}u) {
+      for (var hh = 0u; hh < ${hr}u; hh++) {
+        var sq2 = 0.0;
+        if (h0 + hh < GH) { for (var p = t; p < gdv; p += 64u) { let v = ${read('(h0 + hh) * gdv + p')}; sq2 = sq2 + v * v; } }
+        gred[hh * 64u + t] = sq2;
+      }
+      workgroupBarrier();
+      ${sideBySideTrees('gred', `${hr}u`)}
+      if (t < ${hr}u && h0 + t < GH) { ginv[r * GH + h0 + t] = 1.0 / sqrt(gred[t * 64u] / f32(gdv) + pf(P_eps)); }
+      workgroupBarrier();
+    }
   }`;
 }
 
@@ -92,9 +136,6 @@ export function rmsRowOpening(rows: string, dim: string, src = 'row', rowOf = 'g
   if (row >= pu(${rows})) { return; }
   let d = pu(${dim});
   let xo = pu(P_xOff) + (${src}) * d;
-  var ss = 0.0;
-  for (var p = t; p < d; p += 64u) { let v = X[xo + p]; ss = ss + v * v; }
-  let total = tree_sum(t, ss);
-  let inv = 1.0 / sqrt(total / f32(d) + pf(P_eps));
+  ${rmsInverse('X[xo + p]', 'd', 'inv')}
   let oo = pu(P_outOff) + row * d;`;
 }

@@ -7,7 +7,7 @@
 // element values `wf` and the scalar reads give (the same bits); only the width of the load
 // instructions differs.
 
-import { sideBySideTrees } from './common.js';
+import { headInvDecls, rowHeadInvs } from './common.js';
 
 export type FloatDType = 'f32' | 'bf16' | 'f16';
 
@@ -130,31 +130,21 @@ export function chunkSumLoopHeadNorm(row = 'col'): string {
 /** The gated-norm input's bindings and helpers (`heads` = HV, `tm` rows a tile, bindings
  * from `binding`: NW (f32 [dv] as vec4), Z (the gate, as X), ORD (i32 [HV]: out_proj's head
  * order at gnOrderOff)), and ginv: per tile row r and head h, 1/√(mean(o²) + eps) summed as
- * gatedNormRow sums (thread t < 64: columns ≡ t mod 64 in order; the halving tree) — all
- * heads' trees side by side (head h's partials at gred[h·64 ..]), the same adds per head. */
+ * gatedNormRow sums (common.ts rowHeadInvs: HEAD_TREES heads' trees side by side, the same
+ * adds per head). */
 export function headNormDecls(heads: number, tm: number, binding: number, vec: boolean): string {
   return `@group(0) @binding(${binding}) var<storage, read_write> NW: array<vec4<f32>>;
 ${f32Input('Z', 'z', binding + 1, vec)}
 @group(0) @binding(${binding + 2}) var<storage, read> ORD: array<i32>;
 const GH = ${heads}u;
-var<workgroup> gred: array<f32, ${heads * 64}>;
-var<workgroup> ginv: array<f32, ${tm * heads}>;
+${headInvDecls(heads, tm)}
 fn head_src(k: u32, gdv: u32) -> u32 { return u32(ORD[pu(P_gnOrderOff) + k / gdv]) * gdv + k % gdv; }`;
 }
 
 /** WGSL: ginv of the tile's rows (headNormDecls; in scope: t, K, xb, rows, xs). */
-export const HEAD_NORM_INV = `let gdv = K / GH;
-  for (var r = 0u; r < rows; r++) {
-    for (var h = 0u; h < GH; h++) {
-      var sq2 = 0.0;
-      for (var p = t; p < gdv; p += 64u) { let v = xs(xb + r * K + h * gdv + p); sq2 = sq2 + v * v; }
-      gred[h * 64u + t] = sq2;
-    }
-    workgroupBarrier();
-    ${sideBySideTrees('gred', 'GH')}
-    for (var h = t; h < GH; h += 64u) { ginv[r * GH + h] = 1.0 / sqrt(gred[h * 64u] / f32(gdv) + pf(P_eps)); }
-    workgroupBarrier();
-  }`;
+export function headNormInvs(heads: number): string {
+  return rowHeadInvs(heads, (o) => `xs(xb + r * K + ${o})`);
+}
 
 /** `whole`: this thread's units u ≡ t (mod 64) of weight row `row` into wreg (4 values each, at
  * (u / 64)·4). */

@@ -15,7 +15,7 @@
 // capped by the accumulators (floatColumnsTile). The norm's inverse RMS per row: the
 // one-column kernel's loop and tree. The head norm (out_proj after the GDN column launch,
 // `headNorm` = HV, 2 ≤ M ≤ 16): each tile row's per-head inverses formed once a workgroup by
-// the one-column kernel's HEAD_NORM_INV, the input element its (((o·inv)·w)·silu(z)) read
+// the one-column kernel's headNormInvs, the input element its (((o·inv)·w)·silu(z)) read
 // through out_proj's head order (float-chunks.ts chunkSumLoopHeadNorm's expression): the bits
 // of the gated norm pass then this kernel.
 // Only the weight loads and put_out (the binding a store goes to) branch on the segment; its
@@ -26,7 +26,7 @@
 // row (the last one) and is never stored.
 import { paramConsts } from '../params.js';
 import { HEADER, rowInvs, sideBySideTrees, treeSum } from './common.js';
-import { HEAD_NORM_INV, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType } from './float-chunks.js';
+import { headNormInvs, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType } from './float-chunks.js';
 import { MATMUL_TILES, TM } from './matmul.js';
 import { segmentPut } from './matmul-group.js';
 import { convFoldDecls, convFoldSteps, convFoldStore, convSegment, type ConvFoldShape } from './conv-fold.js';
@@ -178,7 +178,7 @@ ${floatMatmulEntry(subgroups)}
   var inv: array<f32, ${tm}>;
   ${rowInvs('xs(xb + r * K + p)')}
   ${range(tm).map((r) => `let inv${r} = inv[${r}u];`).join(' ')}` : ''}${headNorm > 0 ? `
-  ${HEAD_NORM_INV}` : ''}
+  ${headNormInvs(headNorm)}` : ''}
   // the segment's first column, last row and output fields
   var cb = 0u;
   var last = 0u;

@@ -29,7 +29,7 @@
 // CONV_FOLD_BINDINGS after X, the segments and NW / GB.
 import { paramConsts, type ParamValues } from '../params.js';
 import { HEADER, floatWeightReader, rowInvs, sideBySideTrees, treeSum } from './common.js';
-import { HEAD_NORM_INV, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
+import { headNormInvs, chunkSumLoop, chunkSumLoopHeadNorm, chunkWholeLoads, f32Input, floatChunkReader, floatMatmulEntry, headNormDecls, type FloatDType,
   type FloatLoads } from './float-chunks.js';
 import { convFoldDecls, convFoldStore, type ConvFoldShape } from './conv-fold.js';
 import { MATMUL_TILES, TM, moeExpertLine, moeOutRow, moePlanBinding, moeRowsPrelude, moeTileStart, moeWeightRow, type MoeRows } from './matmul.js';
@@ -156,7 +156,7 @@ ${floatMatmulEntry(subgroups)}
   let xb = pu(P_xOff) + (rb + m0) * K;${norm ? `
   var inv: array<f32, ${tm}>;
   ${rowInvs(chunked ? 'xs(xb + r * K + p)' : 'X[xb + r * K + p]')}` : ''}${headNorm > 0 ? `
-  ${HEAD_NORM_INV}` : ''}
+  ${headNormInvs(headNorm)}` : ''}
   ${sums}${reduce}
   ${store}${whole ? `
   workgroupBarrier();

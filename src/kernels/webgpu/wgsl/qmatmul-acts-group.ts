@@ -30,7 +30,7 @@
 // after X, the weights and the norm weight (wgsl/conv-fold.ts; PARAMS.qmatmul_acts_group_conv).
 import type { QuantType } from '../../quant/formats.js';
 import { paramConsts } from '../params.js';
-import { BYTES, HEADER, rowInvs, sideBySideTrees, treeSum } from './common.js';
+import { BYTES, HEADER, headInvDecls, rowHeadInvs, rowInvs, treeSum } from './common.js';
 import { convFoldDecls, convSegment, type ConvFoldShape } from './conv-fold.js';
 import { GROUP_SEGMENTS } from './matmul-group.js';
 import { ACTS_TILE, actsColumnSums, actsInputDecls, actsStore, actsWorkgroupDecls, plainOrGatedAct, plainOrGatedAct4 } from './qmatmul-acts.js';
@@ -55,10 +55,6 @@ const NORMED_AT4 = `let wv = WV[p >> 2u];
   y = x4(pu(P_xOff) + e) * inv[r] * select(wv, 1.0 + wv, pu(P_zeroCentered) == 1u);
   return y;`;
 
-/** Heads whose 64-wide trees sum side by side in the head norm's inv pass (workgroup floats
- * HEAD_TREES · 64: the same adds per head as one tree, fewer barriers). */
-const HEAD_TREES = 8;
-
 /** The gated norm's bindings from `binding` (GB, the gate z, comes with the input's): NW (f32
  * [dv]), ORD (i32 [HV]: out_proj's head order at orderOff), its inverses per (tile row, head)
  * and the side-by-side trees. head_src(p): the element of o (and z) column p of out_proj's
@@ -67,31 +63,8 @@ function headNormDecls(heads: number, binding: number, vec: boolean): string {
   return `@group(0) @binding(${binding}) var<storage, read_write> NW: array<${vec ? 'vec4<f32>' : 'f32'}>;
 @group(0) @binding(${binding + 1}) var<storage, read> ORD: array<i32>;
 const GH = ${heads}u;
-var<workgroup> gred: array<f32, ${Math.min(heads, HEAD_TREES) * 64}>;
-var<workgroup> ginv: array<f32, ${ACTS_TILE * heads}>;
+${headInvDecls(heads, ACTS_TILE)}
 fn head_of(p: u32, gdv: u32) -> u32 { return u32(ORD[pu(P_orderOff) + p / gdv]); }`;
-}
-
-/** Each tile row's inverse per head h as the GDN gated norm forms it (wgsl/gdn-gated.ts
- * gatedNormRow: thread t sums o² over p ≡ t mod 64 of the head in order, the halving tree,
- * 1 / √(Σ / dv + eps)), HEAD_TREES heads' trees side by side. */
-function rowHeadInvs(heads: number): string {
-  const hr = Math.min(heads, HEAD_TREES);
-  return `  let gdv = K / GH;
-  for (var r = 0u; r < rows; r++) {
-    let xo = pu(P_xOff) + (m0 + r) * K;
-    for (var h0 = 0u; h0 < GH; h0 += ${hr}u) {
-      for (var hh = 0u; hh < ${hr}u; hh++) {
-        var sq2 = 0.0;
-        if (h0 + hh < GH) { for (var p = t; p < gdv; p += 64u) { let v = xs(xo + (h0 + hh) * gdv + p); sq2 = sq2 + v * v; } }
-        gred[hh * 64u + t] = sq2;
-      }
-      workgroupBarrier();
-      ${sideBySideTrees('gred', `${hr}u`)}
-      if (t < ${hr}u && h0 + t < GH) { ginv[r * GH + h0 + t] = 1.0 / sqrt(gred[t * 64u] / f32(gdv) + pf(P_eps)); }
-      workgroupBarrier();
-    }
-  }`;
 }
 
 /** The gated norm's element of out_proj's input column p (GDN_GATED_NORM's o·inv·w·silu(z),
@@ -188,7 +161,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (sg == ${segments}u) { return; }
   let m0 = wid.z * TM;
   let rows = min(TM, pu(P_m) - m0);
-${norm ? ROW_INVS : headNorm ? rowHeadInvs(heads) : ''}
+${norm ? ROW_INVS : headNorm ? `  ${rowHeadInvs(heads, (o) => `xs(pu(P_xOff) + (m0 + r) * K + ${o})`)}` : ''}
   ${bodies}
 }`;
 }
