@@ -21,22 +21,24 @@
 /** @typedef {{ files: string[], env: Record<string, string> }} FileEnv */
 /** @typedef {{ name: string, what: string, concurrency: number, files: string[], alone?: string[], slowFirst?: string[], fileEnv?: FileEnv[] }} Tier */
 
-/** lavapipe (llvmpipe) compiles each compute pipeline once, on its first dispatch, with LLVM
- * over 8 invocations a vector (AVX2); with 4 (LP_NATIVE_VECTOR_WIDTH=128) the fully unrolled
- * quantized group kernels a GPU runs (8 columns × 8 blocks of per-lane atomics) compile 2.3–3×
- * faster (a file of them 1.2–2×), and run ~1.4× slower. A clean machine's shader cache is empty, so the files that
- * force a GPU's launch variants are bound by compiling (measured 2026-12-06 on this 2-core VM,
- * an empty cache: webgpu-conv-fold-quant's unit tests 675 → 235 s), while a file that runs
- * the engine for many steps is bound by running (webgpu-spec-match warm: 101 → 138 s). Only
- * the compile-bound files get the narrow vectors. Four-wide also hides AVX and FMA from the code
- * generator, so a shader's bits may differ from 8-wide's: each of these files compares two
- * paths bit for bit on one device, compiled alike (clean-clone CI passed at both widths). */
-const NARROW_LAVAPIPE = { LP_NATIVE_VECTOR_WIDTH: '128' };
-/** The files that force a GPU's quantized and folded launch variants on lavapipe (the group
- * kernels' cold compile, scripts/shader-compile-bench.mjs, 8 wide: a 4-part BF16 group of 8
- * columns ~40 s, its Q8_0 activation-quantizing twin ~15 s). */
-const COMPILE_BOUND = ['webgpu-conv-fold', 'webgpu-conv-fold-quant', 'webgpu-qmatmul-norm-fold', 'webgpu-quant-columns', 'webgpu-quant-group',
-  'webgpu-qmatmul-acts-cols*', 'webgpu-wide-fold', 'webgpu-gated-norm-fold', 'webgpu-float-columns'];
+/** The lavapipe files' environment. LP_NATIVE_VECTOR_WIDTH=128: lavapipe (llvmpipe) compiles
+ * each compute pipeline once, on its first dispatch, with LLVM over 8 invocations a vector
+ * (AVX2); with 4 the fully unrolled group kernels a GPU runs (8 columns × 8 blocks of per-lane
+ * atomics) compile 2.3–3× faster (a file of them 1.2–2×) and run ~1.4× slower, and a clean
+ * machine's shader cache is empty (measured 2026-12-06 on this 2-core VM, an empty cache:
+ * webgpu-conv-fold-quant's unit tests 675 → 235 s). DELTASERVE_LAUNCHES=gpu: the engine and
+ * kernel suites run the kernels a GPU runs (kernels/webgpu/launches.ts; files whose figures
+ * are the cpu profile's pin it), which on lavapipe also cost less to run than the cpu profile
+ * at M ≥ 2 — one workgroup per 8 output columns, the conv folded — (2026-12-07, warm cache,
+ * 8 wide: webgpu-spec-match 145 → 40 CPU-s, webgpu-dump-logits 127 → 32; 4 wide 58 and 44).
+ * One width and one profile for every lavapipe file: one shader cache they all share. Four-wide
+ * hides AVX and FMA from the code generator, so a shader's bits may differ from 8-wide's: each
+ * file compares two paths bit for bit on one device, compiled alike, and the goldens within
+ * their tolerance. A variable the caller set wins (DELTASERVE_LAUNCHES=cpu npm test). */
+const LAVAPIPE_ENV = { LP_NATIVE_VECTOR_WIDTH: '128', DELTASERVE_LAUNCHES: 'gpu' };
+/** The files that run the webgpu backend on lavapipe (the dry-run bench, gpu-bench-script, keeps
+ * the adapter's profile: docs/gpu-bench.md). */
+const LAVAPIPE_FILES = ['webgpu-*', 'vision-webgpu'];
 
 /** @type {Tier[]} */
 export const TIERS = [
@@ -87,7 +89,7 @@ export const TIERS = [
     ],
     // its time-boxed steps were sized with nothing beside it
     alone: ['gpu-bench-script'],
-    fileEnv: [{ files: COMPILE_BOUND, env: NARROW_LAVAPIPE }],
+    fileEnv: [{ files: LAVAPIPE_FILES, env: LAVAPIPE_ENV }],
     // a clean clone has no recorded times (and an empty shader cache): the longest first, so the
     // last files to run beside nothing are short. The five compile-bound files share many
     // pipelines (a GPU's launches of the same models; llvmpipe's cache keeps what one file

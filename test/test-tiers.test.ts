@@ -57,8 +57,11 @@ test('fileEnv: a tier gives some files environment variables; a stale or misplac
   assert.ok(stale.errors.some((e) => e.includes("fileEnv entry 'gpu-fold-q' matches no test file")), stale.errors.join('\n'));
   const misplaced = assignTiers(['gpu-fold', 'gpu-fold-q', 'other', 'x'], [{ ...main, fileEnv: [{ files: ['gpu-fold'], env: {} }] }, sys]);
   assert.ok(misplaced.errors.some((e) => e.includes("fileEnv entry 'gpu-fold' names a file of another tier")), misplaced.errors.join('\n'));
-  // the real table: the lavapipe files bound by compiling get llvmpipe's 4-wide vectors, the rest none
+  // the real table: every lavapipe file gets llvmpipe's 4-wide vectors and a GPU's launch
+  // profile (one shader cache); the dry-run bench keeps the adapter's; others get nothing
   const system = TIERS.find((t) => t.name === 'system')!;
-  assert.equal(fileEnvOf(system, 'webgpu-conv-fold-quant').LP_NATIVE_VECTOR_WIDTH, '128');
-  assert.deepEqual(fileEnvOf(system, 'webgpu-spec-match'), {});
+  const lavapipe = { LP_NATIVE_VECTOR_WIDTH: '128', DELTASERVE_LAUNCHES: 'gpu' };
+  for (const name of ['webgpu-conv-fold-quant', 'webgpu-spec-match', 'vision-webgpu']) assert.deepEqual(fileEnvOf(system, name), lavapipe, name);
+  assert.deepEqual(fileEnvOf(system, 'gpu-bench-script'), {});
+  assert.deepEqual(fileEnvOf(system, 'node-versions'), {});
 });

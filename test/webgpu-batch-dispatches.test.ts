@@ -26,6 +26,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Tensor } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
+import { CONV_FOLD_MAX_ROWS } from '../src/kernels/webgpu/conv-launch.js';
 import { benchOnce } from '../src/cli/bench-run.js';
 import { forwardHidden, lmHeadInto, type SeqInput } from '../src/model/forward.js';
 import { StepArena } from '../src/model/arena.js';
@@ -92,24 +93,29 @@ describe('webgpu dispatches per step vs streams (decode and prefill)', () => {
     }
   });
 
-  /** Dispatches of each engine step (prefill first) serving n concurrent requests. */
-  const engineSteps = async (n: number): Promise<number[]> =>
+  const PROMPT = [1, 2, 3, 4, 5, 6];
+  /** Dispatches of each engine step (prefill first) serving n concurrent requests, and the
+   * conv dispatches a prefill of n prompts keeps (the conv fold takes ≤ CONV_FOLD_MAX_ROWS rows). */
+  const engineSteps = async (n: number): Promise<{ steps: number[]; convs: number }> =>
     withEngine({ model: TINY_THINK(), kernels: 'webgpu', specAdaptive: false, kvCacheTokens: 1024, maxContext: 256, specTokens: 0, prefixCache: false, maxRunning: n }, async (e) => {
       const g = e.model.kernels as unknown as WebGpuBoundaryKernels;
       const perStep = dispatchesPerReadBack(g);
-      const req = { promptIds: [1, 2, 3, 4, 5, 6], maxTokens: 4, ignoreEos: true };
+      const req = { promptIds: PROMPT, maxTokens: 4, ignoreEos: true };
       await Promise.all(Array.from({ length: n }, () => e.complete(req)));
-      return perStep;
+      const folds = g.g.convFold && n * PROMPT.length <= CONV_FOLD_MAX_ROWS;
+      return { steps: perStep, convs: folds ? 0 : e.model.layout.linearLayers.length };
     });
 
   test('engine steps: 4 concurrent requests take the dispatches of 1 request, in the prefill step that admits them and in decode', async () => {
-    const [onePrefill, ...one] = await engineSteps(1);
-    const [fourPrefill, ...four] = await engineSteps(4);
+    const { steps: [onePrefill, ...one], convs: oneConvs } = await engineSteps(1);
+    const { steps: [fourPrefill, ...four], convs: fourConvs } = await engineSteps(4);
     assert.ok(one.length >= 2 && one.every((d) => d === one[0]), `1 request: ${one.join(', ')}`);
     assert.deepEqual(four, one, 'dispatches per decode step, 4 requests vs 1');
     // the lm_head reads one prompt's last row through a view (forward.ts lmHeadInto); the last rows
-    // of 4 prompts are not contiguous: one gather_rows more, whatever the number of prompts
-    assert.equal(fourPrefill, onePrefill! + 1, `dispatches of the prefill step: ${fourPrefill} at 4 requests vs ${onePrefill} at 1`);
+    // of 4 prompts are not contiguous: one gather_rows more, whatever the number of prompts. On the
+    // gpu launch profile 6 prompt rows fold the conv into in_proj and 24 do not: a conv dispatch
+    // a linear layer more.
+    assert.equal(fourPrefill, onePrefill! + 1 + fourConvs - oneConvs, `dispatches of the prefill step: ${fourPrefill} at 4 requests vs ${onePrefill} at 1`);
   });
 });
 

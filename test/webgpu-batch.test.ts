@@ -19,7 +19,9 @@ import { createRefKernels } from '../src/kernels/ref/index.js';
 import { quantizeRowsGgml } from '../src/kernels/quant/quantize-ggml.js';
 
 let k: WebGpuBoundaryKernels;
-before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
+// the cpu launch profile whatever DELTASERVE_LAUNCHES says: the dispatch counts below are its
+// (a GPU's folds and launches and their counts: the fold and launch suites, webgpu-*-fold, -columns)
+before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest({ launches: 'cpu' })); });
 after(() => k?.dispose());
 
 const [nH, nKV, hd, ps] = [4, 2, 16, 4];

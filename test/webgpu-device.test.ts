@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeAdapter, isCpuEmulation, probeAuto } from '../src/kernels/webgpu/device.js';
-import { nodeGpu } from '../src/kernels/webgpu-node.js';
+import { launchProfile, nodeGpu } from '../src/kernels/webgpu-node.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
 import { adapterProfile, launchesOf, type Launches } from '../src/kernels/webgpu/launches.js';
 import { gpuRowBytes, rowsPerPart } from '../src/kernels/webgpu/weights.js';
@@ -67,7 +67,8 @@ describe('webgpu device layer', () => {
   });
 
   test('launch profiles: a backend takes its adapter\'s, AcquireOptions.launches the other (foldQuantActs over it), useLaunches overrides single choices', async () => {
-    const own = adapterProfile(g.adapter.cpuEmulation);
+    const adapters = adapterProfile(g.adapter.cpuEmulation);
+    const own = launchProfile() ?? adapters; // DELTASERVE_LAUNCHES, as gpuUnderTest reads it
     const pick = (k: WebGpuKernels): Launches => Object.fromEntries(Object.keys(launchesOf('gpu')).map((n) => [n, k[n as keyof Launches]])) as unknown as Launches;
     assert.deepEqual(pick(g), launchesOf(own));
     const other = own === 'cpu' ? 'gpu' : 'cpu';
@@ -75,7 +76,7 @@ describe('webgpu device layer', () => {
     try {
       assert.deepEqual(pick(k), { ...launchesOf(other), foldQuantActs: own !== 'cpu' });
       k.useLaunches('adapter', { floatColumns: 4, gdnLaunch: 'columns' });
-      assert.deepEqual(pick(k), { ...launchesOf(own), floatColumns: 4, gdnLaunch: 'columns' });
+      assert.deepEqual(pick(k), { ...launchesOf(adapters), floatColumns: 4, gdnLaunch: 'columns' });
       // every choice differs between the two profiles (else it is no choice of the adapter's)
       for (const [n, v] of Object.entries(launchesOf('gpu'))) assert.notDeepEqual(v, launchesOf('cpu')[n as keyof Launches], n);
     } finally {

@@ -10,6 +10,7 @@
 // keeps the one-column kernel. The dispatch keys show the two runs took the two kernels.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { launchesOf } from '../src/kernels/webgpu/launches.js';
 import type { Weight } from '../src/kernels/types.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { f16ToF32, f32ToF16 } from '../src/kernels/quant/dequant.js';
@@ -22,7 +23,8 @@ import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest(); });
+// the cpu launch profile whatever DELTASERVE_LAUNCHES says; the columns compared are forced
+before(async () => { g = await gpuUnderTest({ launches: 'cpu' }); });
 after(() => g?.dispose());
 
 const fill = (n: number, f: () => number) => Float32Array.from({ length: n }, f);
@@ -67,8 +69,9 @@ async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<
 const SEG_ROWS = [13, 1, 8, 3];
 
 describe('webgpu multi-column float matmul', () => {
-  test('a CPU adapter defaults to one column a workgroup', () => {
+  test('the cpu launch profile runs one column a workgroup, the gpu one FLOAT_COLUMNS', () => {
     assert.equal(g.floatColumns, 1);
+    assert.equal(launchesOf('gpu').floatColumns, FLOAT_COLUMNS);
     assert.ok(FLOAT_COLUMNS >= 2);
   });
 

@@ -15,7 +15,9 @@ import { gpuUnderTest } from './webgpu-helpers.js';
 import { sameBits } from './engine-helpers.js';
 
 let k: WebGpuBoundaryKernels;
-before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
+// the cpu launch profile whatever DELTASERVE_LAUNCHES says: the dispatch counts below are its
+// (a GPU's folds and launches and their counts: the fold and launch suites, webgpu-*-fold, -columns)
+before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest({ launches: 'cpu' })); });
 after(() => k?.dispose());
 
 const ref = createRefKernels();

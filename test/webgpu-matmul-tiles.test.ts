@@ -20,7 +20,11 @@ import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest(); });
+// the cpu launch profile whatever DELTASERVE_LAUNCHES says: these are the one-column kernels'
+// tiles (a GPU's multi-column and activation-quantizing kernels take tiles of their own — 16
+// rows at 8 float columns, ACTS_TILE rows at M ≤ ACTS_FOLD_ROWS — and read the weights once per
+// such tile: webgpu-float-columns, webgpu-quant-columns, webgpu-qmatmul-acts-cols)
+before(async () => { g = await gpuUnderTest({ launches: 'cpu' }); });
 after(() => g?.dispose());
 
 const BATCHES = [16, 17, 32, 33, 48];

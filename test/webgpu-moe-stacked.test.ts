@@ -30,7 +30,8 @@ import { labelsPerStep } from './webgpu-step-labels.js';
 import { sharedPath } from './paths.js';
 
 let k: WebGpuBoundaryKernels;
-before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest()); });
+// the cpu launch profile whatever DELTASERVE_LAUNCHES says: the dispatch counts below are its
+before(async () => { k = new WebGpuBoundaryKernels(await gpuUnderTest({ launches: 'cpu' })); });
 after(() => k?.dispose());
 
 const ref = createRefKernels();

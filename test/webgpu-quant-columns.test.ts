@@ -17,6 +17,7 @@
 // for bit.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { launchesOf } from '../src/kernels/webgpu/launches.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import type { QuantType } from '../src/kernels/quant/formats.js';
 import type { WebGpuKernels } from '../src/kernels/webgpu/backend.js';
@@ -34,7 +35,9 @@ import { sharedPath } from './paths.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest({ readbackPacing: false }); g.quantLayout = 'lanes'; });
+// the cpu launch profile whatever DELTASERVE_LAUNCHES says (a GPU's would route M ≤ 8 to the
+// activation-quantizing kernels and change the counts below); the choices compared are forced
+before(async () => { g = await gpuUnderTest({ readbackPacing: false, launches: 'cpu' }); g.quantLayout = 'lanes'; });
 after(() => g?.dispose());
 
 const K = 2304;
@@ -80,8 +83,9 @@ async function allForms(columns: number, ws: readonly GpuWeight[], x: Float32Arr
 const FORMS = ['matmul', 'group accumulating'];
 
 describe('webgpu multi-column tiled quantized matmul', () => {
-  test('a CPU adapter defaults to one column; the tiles the sums\' memory allows', () => {
+  test('the cpu launch profile runs one column, the gpu one QUANT_COLUMNS; the tiles the sums\' memory allows', () => {
     assert.equal(g.quantColumns, 1);
+    assert.equal(launchesOf('gpu').quantColumns, QUANT_COLUMNS);
     assert.ok(QUANT_COLUMNS >= 2);
     assert.equal(quantColumnsTile(5, 'q8_0', 4, 32768), 8);
     assert.equal(quantColumnsTile(9, 'q8_0', 4, 32768), 16);
