@@ -101,7 +101,9 @@ export const TIERS = [
     // 217; CI8 (wide-fold beside quant-columns, then conv-fold-quant, conv-fold, gated-norm-fold)
     // 335, 310, 253, 154, 112; CI9 (this list's order) 396, 149, 186, 89, 109, 147, then
     // 143, 123, 121, 116, and CI7's for the rest: 124, 69, 107, 92, 84, 66, 86, 58, 49, 45, 45,
-    // 33, 26, 29, 29, 26, 22
+    // 33, 26, 29, 29, 26, 22. CI11 (every lavapipe file 4 wide on the gpu launch profile): 315,
+    // 245, 138, 77, 107, 86, then 49, 93, 66, 38, 90, 208 (qmatmul-norm-fold now compiles the
+    // GPU's activation-quantizing variants first), conformance 150, qmatmul-acts-cols-k 88
     slowFirst: ['webgpu-wide-fold', 'webgpu-qwen35-shape', 'webgpu-conv-fold-quant', 'webgpu-conv-fold', 'webgpu-gated-norm-fold', 'webgpu-quant-columns',
       'webgpu-spec-match', 'webgpu-overlap', 'webgpu-device-picks', 'webgpu-dump-logits', 'webgpu-moe',
       'webgpu-qmatmul-norm-fold', 'webgpu-conformance', 'webgpu-pending-drafts', 'webgpu-engine', 'webgpu-overlap-sampled',

@@ -56,7 +56,10 @@ export interface Launches {
   actsLayout: QuantLayout;
   /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes at
    * M ≥ 2 rows (wgsl/matmul-columns.ts: x loaded once per C columns); 1 (the one-column
-   * kernel) on a CPU adapter, where the L1 re-reads it saves are not the cost. */
+   * kernel) on a CPU adapter, where the L1 re-reads it saves are not the cost. (Unsettled
+   * there: the whole `gpu` profile ran lavapipe's engine tests with MTP 2.5–3.6× cheaper in
+   * CPU-s than this one, 2026-12-07, scripts/test-tiers.mjs LAVAPIPE_ENV; choice by choice
+   * unmeasured, and decode at M = 1 the same unpaced.) */
   floatColumns: number;
   /** Output columns a workgroup of a tiled quantized matmul computes at M ≥ 2 rows
    * (wgsl/qmatmul-columns.ts: each activation word loaded once per C columns); 1 on a CPU adapter. */
