@@ -72,7 +72,7 @@ describe('webgpu device layer', () => {
     const pick = (k: WebGpuKernels): Launches => Object.fromEntries(Object.keys(launchesOf('gpu')).map((n) => [n, k[n as keyof Launches]])) as unknown as Launches;
     assert.deepEqual(pick(g), launchesOf(own));
     const other = own === 'cpu' ? 'gpu' : 'cpu';
-    const k = await gpuUnderTest({ launches: other, foldQuantActs: own === 'cpu' ? false : true });
+    const k = await gpuUnderTest({ launches: other, foldQuantActs: own !== 'cpu' });
     try {
       assert.deepEqual(pick(k), { ...launchesOf(other), foldQuantActs: own !== 'cpu' });
       k.useLaunches('adapter', { floatColumns: 4, gdnLaunch: 'columns' });

@@ -15,7 +15,7 @@ import { floatMatmulGroupShader } from './wgsl/matmul-group.js';
 import { floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
-import { grid, headInvBytes } from './wgsl/common.js';
+import { grid, headInvBytes, headTreeBytes } from './wgsl/common.js';
 import { GATED_NORM_PERM } from './wgsl/gated-norm.js';
 import { packParams } from './params.js';
 import { headNormActsBytes, quantActsGroupDispatches } from './qmatmul-group.js';
@@ -123,7 +123,7 @@ function headNormColumns(g: WebGpuKernels, m: number): number {
 /** The folded out_proj's tile: the one-column kernel's within the workgroup memory, capped by
  * the accumulators for C columns (floatColumnsTile, as floatSegments caps it). */
 function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
-  const tm = matmulTile(m, 64 * 4 + hv * 4, headInvBytes(hv, 0), g.device.limits.maxComputeWorkgroupStorageSize);
+  const tm = matmulTile(m, 64 * 4 + hv * 4, headTreeBytes(hv), g.device.limits.maxComputeWorkgroupStorageSize);
   const columns = headNormColumns(g, m);
   return columns > 1 ? floatColumnsTile(tm, columns) : tm;
 }

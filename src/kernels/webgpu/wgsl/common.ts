@@ -68,9 +68,14 @@ export function rowInvs(read: string): string {
  * floats HEAD_TREES · 64: the same adds per head as one tree, fewer barriers). */
 export const HEAD_TREES = 8;
 
-/** Workgroup bytes of headInvDecls. */
+/** Workgroup bytes of headInvDecls' reduction trees alone (whatever the tile). */
+export function headTreeBytes(heads: number): number {
+  return Math.min(heads, HEAD_TREES) * 64 * 4;
+}
+
+/** Workgroup bytes of headInvDecls: the trees and a tile of `tm` rows' inverses. */
 export function headInvBytes(heads: number, tm: number): number {
-  return (tm * heads + Math.min(heads, HEAD_TREES) * 64) * 4;
+  return tm * heads * 4 + headTreeBytes(heads);
 }
 
 /** The workgroup memory of rowHeadInvs for `heads` heads and a tile of `tm` rows. */
