@@ -6,8 +6,9 @@
 // segments of 1, 3 (fewer rows than a workgroup's columns), 13 and 8 rows (13: not a multiple
 // of the columns), bf16 (x vector and scalar loads) and f32, plain, accumulating, with the folded norm and
 // with a gated input (8 columns over tiles of 16 rows: M = 17 and 33 take 2 and 3 tiles where
-// the one-column kernel takes lavapipe's one tile of 64); and M = 1
-// keeps the one-column kernel. The dispatch keys show the two runs took the two kernels.
+// the one-column kernel takes lavapipe's one tile of 64); and M = 1 keeps the one-column
+// kernel from 2 rows on (a GPU's floatColumnsFromRows) and takes C columns from 1 (a CPU
+// adapter's), the same bits. The dispatch keys show the two runs took the two kernels.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { launchesOf } from '../src/kernels/webgpu/launches.js';
@@ -69,9 +70,10 @@ async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<
 const SEG_ROWS = [13, 1, 8, 3];
 
 describe('webgpu multi-column float matmul', () => {
-  test('the cpu launch profile runs one column a workgroup, the gpu one FLOAT_COLUMNS', () => {
-    assert.equal(g.floatColumns, 1);
-    assert.equal(launchesOf('gpu').floatColumns, FLOAT_COLUMNS);
+  test('the cpu launch profile runs one column a workgroup (C columns, forced, from 1 row), the gpu one FLOAT_COLUMNS from 2 rows', () => {
+    assert.deepEqual([g.floatColumns, g.floatColumnsFromRows], [1, 1]);
+    assert.deepEqual([1, 2, 3].map((m) => g.floatColumnsAt(m)), [1, 1, 1]);
+    assert.deepEqual([launchesOf('gpu').floatColumns, launchesOf('gpu').floatColumnsFromRows], [FLOAT_COLUMNS, 2]);
     assert.ok(FLOAT_COLUMNS >= 2);
   });
 
@@ -170,18 +172,26 @@ describe('webgpu multi-column float matmul', () => {
     }
   });
 
-  test('M = 1 keeps the one-column kernel with columns allowed; the same bits', async () => {
+  test('M = 1: the one-column kernel from 2 rows on (a GPU), C columns from 1 (a CPU adapter); the same bits', async () => {
     const r = rng(113);
     const [n, k] = [10, 64];
     const { gw } = weights('bf16', n, k, r);
     const x = fill(k, () => 2 * r() - 1);
     const got: Float32Array[] = [];
-    for (const columns of [1, FLOAT_COLUMNS]) {
-      const out = g.alloc.tensor([1, n]);
-      const res = await withColumns(columns, [out], (e) => g.matmul(e, out, uploadAt(x, 0), gw, 1));
-      assert.deepEqual(res.keys.map((key) => key.includes('_cols')), [false], res.keys.join(' '));
-      got.push(res.got[0]!);
+    const was = g.floatColumnsFromRows;
+    try {
+      for (const fromRows of [2, 1]) {
+        g.floatColumnsFromRows = fromRows;
+        for (const columns of [1, FLOAT_COLUMNS]) {
+          const out = g.alloc.tensor([1, n]);
+          const res = await withColumns(columns, [out], (e) => g.matmul(e, out, uploadAt(x, 0), gw, 1));
+          assert.deepEqual(res.keys.map((key) => key.includes('_cols')), [fromRows === 1 && columns > 1], `from ${fromRows} rows, ${columns} columns: ${res.keys.join(' ')}`);
+          got.push(res.got[0]!);
+        }
+      }
+    } finally {
+      g.floatColumnsFromRows = was;
     }
-    assertSameBits(got[1]!, got[0]!, 'bf16 M=1');
+    got.forEach((v, i) => assertSameBits(v, got[0]!, `bf16 M=1, run ${i}`));
   });
 });

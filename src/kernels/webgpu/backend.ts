@@ -68,6 +68,7 @@ export class WebGpuKernels implements Launches {
   quantLayout!: QuantLayout;
   actsLayout!: QuantLayout;
   floatColumns!: number;
+  floatColumnsFromRows!: number;
   quantColumns!: number;
   /** How each step's dispatches are split into submits (submit-chunks.ts; the same bits):
    * chunked on GPUs, one submit on a CPU adapter, unless AcquireOptions.submitChunks says
@@ -102,6 +103,12 @@ export class WebGpuKernels implements Launches {
   useLaunches(profile: LaunchProfile | 'adapter', overrides: Partial<Launches> = {}): void {
     const launches = launchesOf(profile === 'adapter' ? adapterProfile(this.adapter.cpuEmulation) : profile);
     Object.assign(this, launches, overrides);
+  }
+
+  /** Output columns a workgroup of a chunked (4-element loads) non-MoE float matmul of `m`
+   * rows: the multi-column kernel's from floatColumnsFromRows rows, else 1. */
+  floatColumnsAt(m: number): number {
+    return this.floatColumns > 1 && m >= this.floatColumnsFromRows ? this.floatColumns : 1;
   }
 
   dispose(): void {
@@ -261,8 +268,8 @@ export class WebGpuKernels implements Launches {
     // 4-element weight units where K allows (float-chunks.ts; from K and offsets only, not M)
     const aliased = segs.some((s) => s.out.buffer === x.buffer || s.out.buffer === gate?.b.buffer);
     const loads = floatLoadsFor(dtype, k, x.offset, gate ? gate.b.offset : null, aliased);
-    // several output columns a workgroup: chunked non-MoE matmuls of ≥ 2 rows (matmul-columns.ts)
-    const columns = this.floatColumns > 1 && m >= 2 && !moe && loads !== 'element' ? this.floatColumns : 1;
+    // several output columns a workgroup: chunked non-MoE matmuls (matmul-columns.ts)
+    const columns = !moe && loads !== 'element' ? this.floatColumnsAt(m) : 1;
     // its tile keeps columns × rows accumulators within the budget (matmul-columns.ts floatColumnsTile)
     if (columns > 1) { tm = floatColumnsTile(tm, columns); tiles = Math.ceil(m / tm); }
     if (conv?.steps && (columns === 1 || tiles !== 1)) throw new Error('matmulGroup: the conv fold\'s steps need the multi-column launch and one tile (convFoldPlan)');

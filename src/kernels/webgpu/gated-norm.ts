@@ -52,7 +52,7 @@ function headNormTileBytes(tm: number, hv: number): number {
   return tm * 64 * 4 + headInvBytes(hv, tm);
 }
 
-/** Rows up to which the multi-column float out_proj (g.floatColumns > 1, M ≥ 2) takes the
+/** Rows up to which the multi-column float out_proj (g.floatColumnsAt(M) > 1) takes the
  * head norm (verifies, up to 16 streams); above, the norm keeps its pass. Every workgroup of
  * the folded kernel forms its tile's inverses and loads z: at M rows that is N ÷ C × M rows
  * read twice more, against one dispatch saved. The batch model (qwen3.5-4b BF16, 8 columns,
@@ -68,7 +68,7 @@ export const COLUMNS_HEAD_NORM_ROWS = 16;
 export function headNormFolds(g: WebGpuKernels, w: GpuWeight, m: number, dims: GdnDims): boolean {
   const { numValueHeads: hv, valueDim: dv } = dims;
   if (g.gdnLaunch !== 'columns' || isQuantType(w.dtype) || w.parts.length !== 1 || w.cols !== hv * dv || dv % 4 !== 0) return false;
-  if (headNormColumns(g, m) > 1 && m > COLUMNS_HEAD_NORM_ROWS) return false;
+  if (g.floatColumnsAt(m) > 1 && m > COLUMNS_HEAD_NORM_ROWS) return false;
   const lim = g.device.limits;
   return headNormTileBytes(headNormTile(g, m, hv), hv) <= lim.maxComputeWorkgroupStorageSize && lim.maxStorageBuffersPerShaderStage >= 6;
 }
@@ -115,16 +115,11 @@ export function outProjNormQuant(g: WebGpuKernels, enc: StepEncoder, x: GpuTenso
   g.quantMatmuls(enc, acts, m, w.cols, [{ out: x, w }], true);
 }
 
-/** Output columns a workgroup of the folded out_proj: floatSegments' choice at this M. */
-function headNormColumns(g: WebGpuKernels, m: number): number {
-  return g.floatColumns > 1 && m >= 2 ? g.floatColumns : 1;
-}
-
 /** The folded out_proj's tile: the one-column kernel's within the workgroup memory, capped by
  * the accumulators for C columns (floatColumnsTile, as floatSegments caps it). */
 function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
   const tm = matmulTile(m, 64 * 4 + hv * 4, headTreeBytes(hv), g.device.limits.maxComputeWorkgroupStorageSize);
-  const columns = headNormColumns(g, m);
+  const columns = g.floatColumnsAt(m);
   return columns > 1 ? floatColumnsTile(tm, columns) : tm;
 }
 
@@ -145,7 +140,7 @@ export function outProjHeadNorm(g: WebGpuKernels, enc: StepEncoder, out: GpuTens
   if (loads === 'element') throw new RangeError('out_proj head norm: K is not whole 4-element units');
   const tm = headNormTile(g, m, gn.hv);
   const tiles = Math.ceil(m / tm);
-  const columns = headNormColumns(g, m);
+  const columns = g.floatColumnsAt(m);
   g.countWeightReads(w, tiles);
   const params = packParams('matmul_head_norm', { k, m, xOff: o.offset, segments: 1, seg0Start: 0, seg0Rows: part.rows, seg0OutOff: out.offset,
     seg0OutStride: w.rows, seg0Col0: part.row0, eps: gn.eps, gnZOff: gn.z.offset, gnOrderOff: gn.order.offset });

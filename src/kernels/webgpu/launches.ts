@@ -54,13 +54,20 @@ export interface Launches {
    * workgroup a row): 'block' on a CPU adapter (lavapipe, tiny-think Q8_0 decode: 17.9 vs
    * 17.5 process CPU-s, 214 vs 157 ms a step, medians of 5 alternating). */
   actsLayout: QuantLayout;
-  /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes at
-   * M ≥ 2 rows (wgsl/matmul-columns.ts: x loaded once per C columns); 1 (the one-column
-   * kernel) on a CPU adapter, where the L1 re-reads it saves are not the cost. (Unsettled
-   * there: the whole `gpu` profile ran lavapipe's engine tests with MTP 2.5–3.6× cheaper in
-   * CPU-s than this one, 2026-12-07, scripts/test-tiers.mjs LAVAPIPE_ENV; choice by choice
-   * unmeasured, and decode at M = 1 the same unpaced.) */
+  /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes
+   * (wgsl/matmul-columns.ts: x loaded once per C columns) from `floatColumnsFromRows` rows
+   * on; 1 (the one-column kernel) on a CPU adapter. There the 8-column kernel runs faster
+   * (lavapipe, tiny-think BF16, same run, ms a step paced: decode 117 → 46–50 with it from 1
+   * row, a 4-token verify 273–319 → 78; MTP off 7.9 → 20.5 tok/s end to end) but costs its
+   * compile: 128 unrolled accumulators, 7–13 s a pipeline on lavapipe, so a first `generate`
+   * with an empty shader cache took 103 s against 24 s (warm 4.1 against 7.2 s), and the
+   * suite's adapter-profile gpu-bench dry run 98 → 306 CPU-s (docs/kernels.md, 2026-12-07).
+   * Not the default until a CPU adapter's variant compiles in seconds. */
   floatColumns: number;
+  /** The fewest rows a float matmul takes the multi-column kernel at (when floatColumns > 1):
+   * 2 on GPUs (at one row the one-column kernel's N workgroups spread the weight reads over
+   * every SM); 1 on a CPU adapter (C columns a workgroup share each x load: the figures above). */
+  floatColumnsFromRows: number;
   /** Output columns a workgroup of a tiled quantized matmul computes at M ≥ 2 rows
    * (wgsl/qmatmul-columns.ts: each activation word loaded once per C columns); 1 on a CPU adapter. */
   quantColumns: number;
@@ -69,11 +76,11 @@ export interface Launches {
 const PROFILES: Readonly<Record<LaunchProfile, Readonly<Launches>>> = {
   gpu: {
     gdnLaunch: 'columns', convLaunch: 'channels', convFold: true, foldQuantActs: true, actsColumns: ACTS_COLUMNS,
-    quantLayout: 'lanes', actsLayout: 'lanes', floatColumns: FLOAT_COLUMNS, quantColumns: QUANT_COLUMNS,
+    quantLayout: 'lanes', actsLayout: 'lanes', floatColumns: FLOAT_COLUMNS, floatColumnsFromRows: 2, quantColumns: QUANT_COLUMNS,
   },
   cpu: {
     gdnLaunch: 'head', convLaunch: 'thread', convFold: false, foldQuantActs: false, actsColumns: 1,
-    quantLayout: 'block', actsLayout: 'block', floatColumns: 1, quantColumns: 1,
+    quantLayout: 'block', actsLayout: 'block', floatColumns: 1, floatColumnsFromRows: 1, quantColumns: 1,
   },
 };
 
