@@ -23,7 +23,7 @@ import assert from 'node:assert/strict';
 import type { ConvSeq, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
-import { FLOAT_COLUMNS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
+import { FLOAT_COLUMNS, COLUMN_ACCUMULATORS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import { createRefKernels } from '../src/kernels/ref/index.js';
 import { type AnyModel, loadModel } from '../src/model/model.js';
 import { checkFoldEqualsCalls, convFoldForward, convFoldKernels, groupOutputs } from './conv-fold-forward.js';
@@ -61,7 +61,7 @@ interface Result { keys: string[]; outs: Float32Array[] }
 /** gdnMixer's group (qkv, z, b, a) with the input norm and the conv of `c`, fold `on`;
  * returns the dispatch keys and [conv out, windows (both buffers), scratch, z, b, a, qkv]. */
 async function runGroup(c: Case, on: boolean, seed: number): Promise<Result> {
-  k.g.useLaunches('cpu', { convFold: on, floatColumns: c.columns });
+  k.g.useLaunches('cpu', { convFold: on, floatColumns: c.columns, floatColumnsFromRows: 2, floatColumnAccumulators: COLUMN_ACCUMULATORS });
   const r = rng(seed);
   const sym = (n: number, s = 2) => Float32Array.from({ length: n }, () => s * (2 * r() - 1));
   const m = c.seqs.reduce((a, s) => a + s.t, 0) + (c.spare ?? 0);

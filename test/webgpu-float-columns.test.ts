@@ -50,11 +50,13 @@ function weights(dtype: DType, n: number, k: number, r: () => number): { gw: Gpu
 
 /** The outputs of `body` (one tensor a weight) and its float matmul dispatch keys, with
  * `columns` output columns a workgroup allowed. */
-async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<typeof run>[1], kk = g): Promise<{ keys: string[]; got: Float32Array[] }> {
+async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<typeof run>[1], kk = g, accumulators = COLUMN_ACCUMULATORS): Promise<{ keys: string[]; got: Float32Array[] }> {
   const keys: string[] = [];
   const plain = kk.run;
   const was = kk.floatColumns;
+  const wasAcc = kk.floatColumnAccumulators;
   kk.floatColumns = columns;
+  kk.floatColumnAccumulators = accumulators;
   kk.run = function (this: WebGpuKernels, ...args: Parameters<WebGpuKernels['run']>) {
     if (args[1].startsWith('matmul_group_')) keys.push(args[1]);
     return plain.apply(this, args);
@@ -64,16 +66,19 @@ async function withColumns(columns: number, outs: GpuTensor[], body: Parameters<
   } finally {
     kk.run = plain;
     kk.floatColumns = was;
+    kk.floatColumnAccumulators = wasAcc;
   }
 }
 
 const SEG_ROWS = [13, 1, 8, 3];
 
 describe('webgpu multi-column float matmul', () => {
-  test('the cpu launch profile runs one column a workgroup (C columns, forced, from 1 row), the gpu one FLOAT_COLUMNS from 2 rows', () => {
-    assert.deepEqual([g.floatColumns, g.floatColumnsFromRows], [1, 1]);
-    assert.deepEqual([1, 2, 3].map((m) => g.floatColumnsAt(m)), [1, 1, 1]);
-    assert.deepEqual([launchesOf('gpu').floatColumns, launchesOf('gpu').floatColumnsFromRows], [FLOAT_COLUMNS, 2]);
+  test('both launch profiles run FLOAT_COLUMNS columns a workgroup: the gpu one from 2 rows in tiles of 16, the cpu one from 1 in tiles of 4', () => {
+    const gpu = launchesOf('gpu');
+    assert.deepEqual([gpu.floatColumns, gpu.floatColumnsFromRows, gpu.floatColumnAccumulators], [FLOAT_COLUMNS, 2, COLUMN_ACCUMULATORS]);
+    assert.deepEqual([g.floatColumns, g.floatColumnsFromRows, g.floatColumnAccumulators], [FLOAT_COLUMNS, 1, 32]);
+    assert.deepEqual([1, 2, 3].map((m) => g.floatColumnsAt(m)), [FLOAT_COLUMNS, FLOAT_COLUMNS, FLOAT_COLUMNS]);
+    assert.deepEqual([floatColumnsTile(16, FLOAT_COLUMNS), g.floatColumnsTile(16), g.floatColumnsTile(64)], [16, 4, 4]);
     assert.ok(FLOAT_COLUMNS >= 2);
   });
 
@@ -87,13 +92,15 @@ describe('webgpu multi-column float matmul', () => {
         const x = fill(m * k, () => 2 * r() - 1);
         for (const [at, loads] of loadsOf) {
           const runs: Float32Array[][] = [];
-          for (const columns of [1, FLOAT_COLUMNS]) {
+          // one column; C columns within a GPU's accumulators (tiles of 16) and a CPU adapter's (tiles of 4)
+          for (const [columns, acc] of [[1, COLUMN_ACCUMULATORS], [FLOAT_COLUMNS, COLUMN_ACCUMULATORS], [FLOAT_COLUMNS, 32]] as const) {
             const outs = SEG_ROWS.map((n) => g.alloc.tensor([m, n]));
-            const { keys, got } = await withColumns(columns, outs, (e) => g.matmulGroup(e, uploadAt(x, at), m, ws.map((w, i) => ({ out: outs[i]!, w: w.gw }))));
+            const { keys, got } = await withColumns(columns, outs, (e) => g.matmulGroup(e, uploadAt(x, at), m, ws.map((w, i) => ({ out: outs[i]!, w: w.gw }))), g, acc);
             const multi = columns > 1;
             assert.deepEqual(keys.map((key) => [key.endsWith(multi ? `_${loads}_cols${columns}` : `_${loads}`), key.includes('_cols')]), [[true, multi]], keys.join(' '));
-            // C columns × the tile's rows within the accumulator budget: 8 columns, tiles of 16 rows (M = 17, 33: 2, 3 tiles)
-            if (multi) assert.ok(keys.every((key) => key.includes(`_tm${floatColumnsTile(64, columns)}_`) && floatColumnsTile(64, columns) * columns <= COLUMN_ACCUMULATORS), keys.join(' '));
+            // C columns × the tile's rows within the accumulator budget: 8 columns, tiles of 16 rows (M = 17, 33: 2, 3 tiles), or of 4
+            const tile = floatColumnsTile(64, columns, acc);
+            if (multi) assert.ok(keys.every((key) => key.includes(`_tm${tile}_`) && tile * columns <= acc), keys.join(' '));
             runs.push(got);
           }
           SEG_ROWS.forEach((n, i) => {
@@ -101,6 +108,7 @@ describe('webgpu multi-column float matmul', () => {
             ref.matmul(want, x, ws[i]!.wr, m);
             assert.ok(relErr(runs[1]![i]!, want) <= 1e-5, `${dtype} M=${m} segment ${i}: rel err ${relErr(runs[1]![i]!, want)}`);
             assertSameBits(runs[1]![i]!, runs[0]![i]!, `${dtype} M=${m} ${loads} segment ${i} (${n} rows)`);
+            assertSameBits(runs[2]![i]!, runs[0]![i]!, `${dtype} M=${m} ${loads} segment ${i} (${n} rows), tiles of 4`);
           });
         }
       }
@@ -184,7 +192,7 @@ describe('webgpu multi-column float matmul', () => {
         g.floatColumnsFromRows = fromRows;
         for (const columns of [1, FLOAT_COLUMNS]) {
           const out = g.alloc.tensor([1, n]);
-          const res = await withColumns(columns, [out], (e) => g.matmul(e, out, uploadAt(x, 0), gw, 1));
+          const res = await withColumns(columns, [out], (e) => g.matmul(e, out, uploadAt(x, 0), gw, 1), g, fromRows === 1 ? 32 : COLUMN_ACCUMULATORS);
           assert.deepEqual(res.keys.map((key) => key.includes('_cols')), [fromRows === 1 && columns > 1], `from ${fromRows} rows, ${columns} columns: ${res.keys.join(' ')}`);
           got.push(res.got[0]!);
         }

@@ -17,6 +17,7 @@
 //   == the model on the unfolded path (head-order-oracle.ts formerHeadPath), ids and logits.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { COLUMN_ACCUMULATORS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import type { GdnDims, Kernels, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
@@ -86,7 +87,7 @@ async function recurrentThenOutProj(c: Case, launch: GdnLaunch, form: 'separate'
   const out = padded(m * hv * dv);
   const normed = order ? k.alloc(m * hv * dv) : out;
   const seqs = Array.from({ length: m }, (_, i) => ({ row: i, t: 1, state: k.view(states, i * ss, ss) }));
-  k.g.useLaunches('cpu', { gdnLaunch: launch, floatColumns: columns, ...(c.acts ? { foldQuantActs: true, actsColumns: c.acts } : {}) });
+  k.g.useLaunches('cpu', { gdnLaunch: launch, floatColumns: columns, floatColumnsFromRows: 2, floatColumnAccumulators: COLUMN_ACCUMULATORS, ...(c.acts ? { foldQuantActs: true, actsColumns: c.acts } : {}) });
   const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
   return await runGatedStep(k, inputs, dims, seqs, form === 'project' ? 'project' : 'pass', () => read(x, 1), (t) => read(t));
 }

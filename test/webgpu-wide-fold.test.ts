@@ -13,6 +13,7 @@
 //   logits, and == each request alone.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { COLUMN_ACCUMULATORS } from '../src/kernels/webgpu/wgsl/matmul-columns.js';
 import type { GdnDims, Tensor, Weight, WeightDType } from '../src/kernels/types.js';
 import { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 import type { GpuTensor } from '../src/kernels/webgpu/tensor.js';
@@ -69,7 +70,7 @@ async function stepThenOutProj(c: Case, form: 'pass' | 'project') {
   let row = 0;
   const seqs = c.seqs.map((t, i) => ({ row: (row += t) - t, t, state: k.view(states, i * ss, ss) }));
   const g = k.g;
-  g.useLaunches('cpu', { gdnLaunch: 'columns', floatColumns: c.columns ?? 8, foldQuantActs: c.foldActs ?? false, actsLayout: c.lanes ? 'lanes' : 'block',
+  g.useLaunches('cpu', { gdnLaunch: 'columns', floatColumns: c.columns ?? 8, floatColumnsFromRows: 2, floatColumnAccumulators: COLUMN_ACCUMULATORS, foldQuantActs: c.foldActs ?? false, actsLayout: c.lanes ? 'lanes' : 'block',
     quantLayout: 'lanes', quantColumns: QUANT_COLUMNS });
   const inputs = { x, out, normed, order, qkv, a, b, z, states, aLog, dtBias, norm, w, m, h };
   return await runGatedStep(k, inputs, dims, seqs, form, () => read(k.view(x, 0, 1)), read);

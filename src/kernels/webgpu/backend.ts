@@ -69,6 +69,7 @@ export class WebGpuKernels implements Launches {
   actsLayout!: QuantLayout;
   floatColumns!: number;
   floatColumnsFromRows!: number;
+  floatColumnAccumulators!: number;
   quantColumns!: number;
   /** How each step's dispatches are split into submits (submit-chunks.ts; the same bits):
    * chunked on GPUs, one submit on a CPU adapter, unless AcquireOptions.submitChunks says
@@ -109,6 +110,11 @@ export class WebGpuKernels implements Launches {
    * rows: the multi-column kernel's from floatColumnsFromRows rows, else 1. */
   floatColumnsAt(m: number): number {
     return this.floatColumns > 1 && m >= this.floatColumnsFromRows ? this.floatColumns : 1;
+  }
+
+  /** The tile of rows of a `columns`-column float workgroup whose dense tile is `tm`. */
+  floatColumnsTile(tm: number, columns = this.floatColumns): number {
+    return floatColumnsTile(tm, columns, this.floatColumnAccumulators);
   }
 
   dispose(): void {
@@ -271,7 +277,7 @@ export class WebGpuKernels implements Launches {
     // several output columns a workgroup: chunked non-MoE matmuls (matmul-columns.ts)
     const columns = !moe && loads !== 'element' ? this.floatColumnsAt(m) : 1;
     // its tile keeps columns × rows accumulators within the budget (matmul-columns.ts floatColumnsTile)
-    if (columns > 1) { tm = floatColumnsTile(tm, columns); tiles = Math.ceil(m / tm); }
+    if (columns > 1) { tm = this.floatColumnsTile(tm, columns); tiles = Math.ceil(m / tm); }
     if (conv?.steps && (columns === 1 || tiles !== 1)) throw new Error('matmulGroup: the conv fold\'s steps need the multi-column launch and one tile (convFoldPlan)');
     const cols = segs.reduce((a, s) => a + Math.ceil(s.part.rows / columns), 0);
     const segments = groupSegmentParams(segs.map((s) => ({ rows: s.part.rows, outOff: s.out.offset, outStride: s.n, col0: s.part.row0 })), columns);

@@ -25,7 +25,8 @@ export function convLaunchFor(g: WebGpuKernels, taps: number): ConvLaunch {
 export const CONV_FOLD_MAX_TAPS = CONV_CHANNELS_MAX_TAPS;
 
 /** The most rows a steps fold takes (a verify of k + 1 ≤ 5 rows, or a few sequences'):
- * within one tile of the 8-column kernel (floatColumnsTile ≥ 16 rows). */
+ * within one tile of the 8-column kernel (floatColumnsTile: 16 rows on a GPU; a CPU
+ * adapter's 4-row tiles fold up to 4). */
 export const CONV_FOLD_MAX_ROWS = 8;
 
 /** The fold of a matmulGroup's conv into the float matmul writing `x` (the qkv rows [M, C]),
@@ -70,7 +71,8 @@ export function convFoldPlan(g: WebGpuKernels, put: (data: ArrayLike<number>, el
   // its workgroup's tile — float, the 8-column launch (matmulGroup's choice at M ≥ 2 with
   // chunked loads) in one tile; quantized, the activation-quantizing kernel's ACTS_TILE rows, or
   // where a sequence crosses them every row in one tile of CONV_STEPS_TILE (M ≤ 8)
-  if (!quant && (g.floatColumns <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0)) return null;
+  if (!quant && (g.floatColumnsAt(m) <= 1 || m < 2 || m > CONV_FOLD_MAX_ROWS || g.floatColumnsTile(g.matmulTile(m, true)) < m
+    || w.cols % floatChunkElems(w.dtype as FloatDType) !== 0)) return null;
   const crosses = live.some((s) => Math.floor(s.row / ACTS_TILE) !== Math.floor((s.row + s.t - 1) / ACTS_TILE));
   // per row: window offset (−1: starts no sequence), t, scratch offset, use scratch
   const table = new Int32Array(m * CONV_STEP_WORDS).fill(-1);

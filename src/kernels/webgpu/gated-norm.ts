@@ -12,7 +12,7 @@ import type { GpuWeight } from './weights.js';
 import { floatLoadsFor, type FloatDType } from './wgsl/float-chunks.js';
 import { matmulTile } from './wgsl/matmul.js';
 import { floatMatmulGroupShader } from './wgsl/matmul-group.js';
-import { floatColumnsShader, floatColumnsTile } from './wgsl/matmul-columns.js';
+import { floatColumnsShader } from './wgsl/matmul-columns.js';
 import type { StepEncoder } from './encoder.js';
 import type { GpuTensor } from './tensor.js';
 import { grid, headInvBytes, headTreeBytes } from './wgsl/common.js';
@@ -120,7 +120,7 @@ export function outProjNormQuant(g: WebGpuKernels, enc: StepEncoder, x: GpuTenso
 function headNormTile(g: WebGpuKernels, m: number, hv: number): number {
   const tm = matmulTile(m, 64 * 4 + hv * 4, headTreeBytes(hv), g.device.limits.maxComputeWorkgroupStorageSize);
   const columns = g.floatColumnsAt(m);
-  return columns > 1 ? floatColumnsTile(tm, columns) : tm;
+  return columns > 1 ? g.floatColumnsTile(tm, columns) : tm;
 }
 
 /** out += gatedNorm(o)·wᵀ, the normed rows formed in the matmul (wgsl/matmul-group.ts or, C

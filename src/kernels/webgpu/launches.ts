@@ -6,7 +6,7 @@
 // pick the other (lavapipe running what a GPU runs: tests, scripts/gpu-bench.sh --dry-run,
 // the access-model scripts), and tests override single choices to compare two variants.
 import { ACTS_COLUMNS } from './wgsl/qmatmul-acts.js';
-import { FLOAT_COLUMNS } from './wgsl/matmul-columns.js';
+import { COLUMN_ACCUMULATORS, FLOAT_COLUMNS } from './wgsl/matmul-columns.js';
 import { QUANT_COLUMNS } from './wgsl/qmatmul-columns.js';
 import type { QuantLayout } from './wgsl/matmul.js';
 
@@ -56,18 +56,20 @@ export interface Launches {
   actsLayout: QuantLayout;
   /** Output columns a workgroup of a non-MoE float matmul with 4-element loads computes
    * (wgsl/matmul-columns.ts: x loaded once per C columns) from `floatColumnsFromRows` rows
-   * on; 1 (the one-column kernel) on a CPU adapter. There the 8-column kernel runs faster
-   * (lavapipe, tiny-think BF16, same run, ms a step paced: decode 117 → 46–50 with it from 1
-   * row, a 4-token verify 273–319 → 78; MTP off 7.9 → 20.5 tok/s end to end) but costs its
-   * compile: 128 unrolled accumulators, 7–13 s a pipeline on lavapipe, so a first `generate`
-   * with an empty shader cache took 103 s against 24 s (warm 4.1 against 7.2 s), and the
-   * suite's adapter-profile gpu-bench dry run 98 → 306 CPU-s (docs/kernels.md, 2026-12-07).
-   * Not the default until a CPU adapter's variant compiles in seconds. */
+   * on: FLOAT_COLUMNS on both kinds of adapter (1 is the one-column kernel: tests compare the
+   * two); the rows it starts from and its accumulators are the adapter's choices. */
   floatColumns: number;
-  /** The fewest rows a float matmul takes the multi-column kernel at (when floatColumns > 1):
-   * 2 on GPUs (at one row the one-column kernel's N workgroups spread the weight reads over
-   * every SM); 1 on a CPU adapter (C columns a workgroup share each x load: the figures above). */
+  /** The fewest rows a float matmul takes the multi-column kernel at: 2 on GPUs (at one row
+   * the one-column kernel's N workgroups spread the weight reads over every SM); 1 on a CPU
+   * adapter, where C columns a workgroup share each x load and the loop's overhead. */
   floatColumnsFromRows: number;
+  /** The f32 sums a multi-column thread keeps (columns × its tile of rows): COLUMN_ACCUMULATORS
+   * (8 × 16) on GPUs; 32 (8 × 4) on a CPU adapter, whose compile grows with them (8 × 16:
+   * 7–13 s a pipeline on lavapipe, a first `generate` with an empty shader cache 103 s). On
+   * lavapipe, tiny-think BF16, paced, the one-column kernel → 8 × 4 from 1 row: a decode step
+   * 135 → 47 ms, a 4-token verify 273–319 → 63 ms; a 24-token `generate` 6.1 → 2.9 s warm,
+   * 19 → 28 s cold (docs/kernels.md, 2026-12-07). */
+  floatColumnAccumulators: number;
   /** Output columns a workgroup of a tiled quantized matmul computes at M ≥ 2 rows
    * (wgsl/qmatmul-columns.ts: each activation word loaded once per C columns); 1 on a CPU adapter. */
   quantColumns: number;
@@ -76,11 +78,13 @@ export interface Launches {
 const PROFILES: Readonly<Record<LaunchProfile, Readonly<Launches>>> = {
   gpu: {
     gdnLaunch: 'columns', convLaunch: 'channels', convFold: true, foldQuantActs: true, actsColumns: ACTS_COLUMNS,
-    quantLayout: 'lanes', actsLayout: 'lanes', floatColumns: FLOAT_COLUMNS, floatColumnsFromRows: 2, quantColumns: QUANT_COLUMNS,
+    quantLayout: 'lanes', actsLayout: 'lanes', floatColumns: FLOAT_COLUMNS, floatColumnsFromRows: 2, floatColumnAccumulators: COLUMN_ACCUMULATORS,
+    quantColumns: QUANT_COLUMNS,
   },
   cpu: {
     gdnLaunch: 'head', convLaunch: 'thread', convFold: false, foldQuantActs: false, actsColumns: 1,
-    quantLayout: 'block', actsLayout: 'block', floatColumns: 1, floatColumnsFromRows: 1, quantColumns: 1,
+    quantLayout: 'block', actsLayout: 'block', floatColumns: FLOAT_COLUMNS, floatColumnsFromRows: 1, floatColumnAccumulators: 32,
+    quantColumns: 1,
   },
 };
 

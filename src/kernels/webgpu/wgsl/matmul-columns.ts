@@ -35,16 +35,21 @@ import { convFoldDecls, convFoldSteps, convFoldStore, convSegment, type ConvFold
 export const FLOAT_COLUMNS = 8;
 
 /** The f32 accumulators a thread of a multi-column workgroup keeps, columns × tile rows, at
- * most (a register budget: 4 columns × 32 rows before, 8 × 16 now). */
+ * most, on a GPU (a register budget: 4 columns × 32 rows before, 8 × 16 now); a CPU adapter
+ * takes fewer (launches.ts floatColumnAccumulators: its compile grows with them). */
 export const COLUMN_ACCUMULATORS = 128;
 
+/** The tiles of rows a multi-column workgroup may take: the dense matmul's, and below them
+ * the small ones a smaller accumulator budget needs. */
+export const COLUMN_TILES: readonly number[] = [4, 8, ...MATMUL_TILES];
+
 /** The tile of rows of a `columns`-column workgroup: the dense matmul's tile `tm`
- * (matmulTile), or the largest tile of MATMUL_TILES that keeps columns × tile within
- * COLUMN_ACCUMULATORS (8 columns: 16 rows, so M = 32 runs two tiles, each reading the
+ * (matmulTile), or the largest tile of COLUMN_TILES that keeps columns × tile within
+ * `accumulators` (8 columns within 128: 16 rows, so M = 32 runs two tiles, each reading the
  * weights: twice the weight traffic for half the x re-reads of 4 columns × 32 rows). */
-export function floatColumnsTile(tm: number, columns: number): number {
-  const tile = [...MATMUL_TILES].reverse().find((t) => t <= tm && t * columns <= COLUMN_ACCUMULATORS);
-  if (tile === undefined) throw new RangeError(`matmul columns: no tile of ≤ ${tm} rows for ${columns} columns within ${COLUMN_ACCUMULATORS} accumulators`);
+export function floatColumnsTile(tm: number, columns: number, accumulators = COLUMN_ACCUMULATORS): number {
+  const tile = [...COLUMN_TILES].reverse().find((t) => t <= tm && t * columns <= accumulators);
+  if (tile === undefined) throw new RangeError(`matmul columns: no tile of ≤ ${tm} rows for ${columns} columns within ${accumulators} accumulators`);
   return tile;
 }
 
@@ -111,7 +116,7 @@ export function floatColumnsShader(dtype: FloatDType, segments: number, subgroup
   if (norm && gate) throw new Error('matmul columns: a norm and a gated input together');
   if (headNorm > 0 && (norm || gate || conv || segments !== 1)) throw new Error('matmul columns: the head norm input is alone, one segment');
   if (conv && accumulate) throw new Error('matmul columns: the conv fold is for a plain (not accumulating) group');
-  if (!(MATMUL_TILES as readonly number[]).includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
+  if (!COLUMN_TILES.includes(tm)) throw new RangeError(`matmul columns: a tile of ${tm} rows`);
   if (!Number.isInteger(columns) || columns < 2) throw new RangeError(`matmul columns: ${columns} columns`);
   if (columns * tm > COLUMN_ACCUMULATORS) throw new RangeError(`matmul columns: ${columns} columns × ${tm} rows exceed ${COLUMN_ACCUMULATORS} accumulators`);
   const seg = (s: number, body: string): string => body.replace(/\bOUT\b/g, `OUT${s}`).replace(/\bwu\(/g, `wu${s}(`).replace(/\bSEG_/g, `P_seg${s}`);
