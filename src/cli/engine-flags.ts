@@ -77,8 +77,7 @@ export const ENGINE_FLAGS_HELP = `  --model PATH|ORG/NAME[@REV][:QUANT]  model d
   --overlap on|off          GPU: record each decode step while the one before it runs (its
                             greedy picks and top-k draws stay on the device), and read
                             a greedy or seeded sampled MTP round's drafts back with its
-                            verify (the same outputs; default on, off on a CPU-emulated
-                            adapter)
+                            verify (the same outputs; default on, lavapipe's included)
   --draft-vocab N           MTP drafts among token ids < N only: a cheaper draft lm_head,
                             lossless for any N (default 32768)
   --no-prefix-cache         disable the prefix cache (radix tree + recurrent-state snapshots)

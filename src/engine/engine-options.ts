@@ -66,8 +66,8 @@ export interface EngineOptions {
    * (top-k) decode steps are recorded and submitted while the step before them runs,
    * its picks and draws feeding their embedding on the device. With it, a greedy or matched sampled MTP round's drafts stay on the device
    * until the verify that reads them back with its picks: one read-back a round
-   * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap,
-   * CPU-emulated adapters (lavapipe) only when this is true (overlapsSteps). */
+   * (speculative/pending-drafts.ts). The same outputs either way; CPU backends never overlap
+   * (overlapsSteps). */
   readonly overlapSteps?: boolean;
   /** Operational messages (default: stderr, prefixed "deltaserve: "). */
   readonly log?: (msg: string) => void;
@@ -150,13 +150,16 @@ export function planEngineMemory(opts: EngineOptions, model: AnyModel, k: number
 }
 
 /** Does the engine record a step ahead (overlap.ts) and read MTP drafts back with their verify
- * (pending-drafts.ts)? --overlap, by default on a GPU; never on a CPU backend, which computes
- * while it records; by default not on a CPU-emulated adapter (lavapipe), whose "GPU" shares the
- * host's cores: there overlap measured 0.95–0.98 × the plain loop (scripts/ab-overlap.mjs,
- * tiny-think, 2-core EPYC, Node 24). */
+ * (pending-drafts.ts)? --overlap, by default on any WebGPU adapter; never on a CPU backend,
+ * which computes while it records. A CPU-emulated adapter (lavapipe) overlaps too since its
+ * read-backs are paced (readback-pacer.ts) and its float matmuls take 8 columns a workgroup:
+ * there overlap measured 1.15 × the plain loop at 1 stream, 1.07 × at 4 (greedy; sampled 1.14
+ * / 1.03; MTP k = 3 with the drafts read back with their verify 1.01 / 1.08), the same outputs
+ * (scripts/ab-overlap.mjs, tiny-think, 2-core EPYC, Node 24, 2026-12-07; it was 0.95–0.98 ×
+ * before the pacer). */
 export function overlapsSteps(opts: EngineOptions, kernels: AnyKernels): boolean {
   if (kernels.limits.deviceMemoryBytes === null) return false;
-  return opts.overlapSteps ?? !(gpuAdapterOf(kernels)?.cpuEmulation ?? false);
+  return opts.overlapSteps ?? true;
 }
 
 /** The kernels' argmax as the sampler's Argmax (one reusable output slot). */
