@@ -16,6 +16,7 @@ if (dir) {
   // run-tests.mjs names each file's CPU log after the file
   const file = process.env.RUN_TESTS_CPU_LOG ? basename(process.env.RUN_TESTS_CPU_LOG, '.txt') : basename(process.argv[1] ?? 'node');
   const compile = PipelineCache.prototype.compile;
+  if (typeof compile !== 'function') throw new Error('pipeline-log.mjs: PipelineCache.compile(label, code) is gone (src/kernels/webgpu/pipelines.ts): update the hook');
   PipelineCache.prototype.compile = function logged(label, code) {
     const hash = createHash('sha1').update(code).digest('hex').slice(0, 12);
     appendFileSync(join(dir, 'pipelines.log'), `${hash} ${file} ${label}\n`);
