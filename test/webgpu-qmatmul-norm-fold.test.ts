@@ -114,8 +114,9 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
     }
   });
 
-  // (against each weight's own activation-quantizing matmul, itself == quant_acts + the tiled
-  // qmatmul in webgpu-quant-group: the tiled 3-output q4_1 kernel would be a 20 s lavapipe compile)
+  // (against each weight's own activation-quantizing matmul, itself the ref's integer arithmetic
+  // bit for bit in webgpu-conformance, every type: the tiled 3-output q4_1 kernel of the fold off
+  // would be a 20 s lavapipe compile)
   test('unnormed group (q4_1 ×3, M = 2): one dispatch == each weight\'s own matmul', async () => {
     const m = 2;
     const c = makeQuantCase(g, ref, K, ['q4_1', 'q4_1', 'q4_1'], m, 88, false);
