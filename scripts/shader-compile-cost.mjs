@@ -12,6 +12,7 @@ import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { nodeGpu } from '../dist/src/kernels/webgpu-node.js';
 import { acquireGpu } from '../dist/src/kernels/webgpu/device.js';
+import { layoutEntriesOf } from '../dist/src/kernels/webgpu/pipelines.js';
 
 const { values: v, positionals } = parseArgs({ allowPositionals: true, options: { shard: { type: 'string', default: '0/1' }, costs: { type: 'string' } } });
 const dir = positionals[0];
@@ -25,8 +26,6 @@ const have = readCosts(costsFile);
 const sources = readdirSync(join(dir, 'src')).filter((f) => f.endsWith('.wgsl')).map((f) => f.slice(0, -5)).sort()
   .filter((_, i) => i % shards === shard).filter((h) => have[h] === undefined);
 
-const STORAGE = /@group\(0\) @binding\((\d+)\) var<storage, read_write>/g;
-const READ = /@group\(0\) @binding\((\d+)\) var<storage, read>/g;
 const { device } = await acquireGpu(await nodeGpu(), { allowCpuEmulation: true });
 const uniform = device.createBuffer({ size: 256, usage: GPUBufferUsage.UNIFORM });
 // written and read-only bindings in two buffers (WebGPU forbids one buffer in both in a dispatch), 4 KiB windows
@@ -34,10 +33,11 @@ const rwBuffer = device.createBuffer({ size: 1 << 16, usage: GPUBufferUsage.STOR
 const roBuffer = device.createBuffer({ size: 1 << 16, usage: GPUBufferUsage.STORAGE });
 for (const hash of sources) {
   const code = readFileSync(join(dir, 'src', `${hash}.wgsl`), 'utf8');
-  const rw = [...code.matchAll(STORAGE)].map((m) => Number(m[1]));
-  const ro = [...code.matchAll(READ)].map((m) => Number(m[1]));
-  const layout = device.createBindGroupLayout({ entries: [{ binding: 0, visibility: 4, buffer: { type: 'uniform', hasDynamicOffset: true } },
-    ...rw.map((binding) => ({ binding, visibility: 4, buffer: { type: 'storage' } })), ...ro.map((binding) => ({ binding, visibility: 4, buffer: { type: 'read-only-storage' } }))] });
+  // the backend's layout rule (pipelines.ts); bind each storage binding by its kind
+  const entries = layoutEntriesOf(code);
+  const rw = entries.filter((e) => e.buffer.type === 'storage').map((e) => e.binding);
+  const ro = entries.filter((e) => e.buffer.type === 'read-only-storage').map((e) => e.binding);
+  const layout = device.createBindGroupLayout({ entries });
   const t0 = performance.now();
   const pipeline = device.createComputePipeline({ layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }), compute: { module: device.createShaderModule({ code }), entryPoint: 'main' } });
   const group = device.createBindGroup({ layout, entries: [{ binding: 0, resource: { buffer: uniform, size: 256 } },

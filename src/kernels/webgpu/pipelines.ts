@@ -60,16 +60,7 @@ export class PipelineCache {
   }
 
   private compile(label: string, code: string): CompiledPipeline {
-    const bindings = [...code.matchAll(STORAGE_DECL)].map((m) => Number(m[1]));
-    const readOnly = [...code.matchAll(READ_DECL)].map((m) => Number(m[1]));
-    const layout = this.device.createBindGroupLayout({
-      label,
-      entries: [
-        { binding: 0, visibility: 4 /* COMPUTE */, buffer: { type: 'uniform', hasDynamicOffset: true } },
-        ...bindings.map((binding) => ({ binding, visibility: 4, buffer: { type: 'storage' as const } })),
-        ...readOnly.map((binding) => ({ binding, visibility: 4, buffer: { type: 'read-only-storage' as const } })),
-      ],
-    });
+    const layout = this.device.createBindGroupLayout({ label, entries: layoutEntriesOf(code) });
     const module = this.device.createShaderModule({ code, label });
     const pipeline = this.device.createComputePipeline({
       label,
@@ -85,6 +76,18 @@ export class PipelineCache {
     const info = await module.getCompilationInfo();
     return info.messages.filter((m) => m.type === 'error').map((m) => `${key}:${m.lineNum}:${m.linePos} ${m.message}`);
   }
+}
+
+/** The bind-group layout of a source: binding 0 the parameter uniform (a dynamic offset),
+ * then every declared storage binding, written or read-only. */
+export function layoutEntriesOf(code: string): GPUBindGroupLayoutEntry[] {
+  const bindings = [...code.matchAll(STORAGE_DECL)].map((m) => Number(m[1]));
+  const readOnly = [...code.matchAll(READ_DECL)].map((m) => Number(m[1]));
+  return [
+    { binding: 0, visibility: 4 /* COMPUTE */, buffer: { type: 'uniform', hasDynamicOffset: true } },
+    ...bindings.map((binding) => ({ binding, visibility: 4, buffer: { type: 'storage' as const } })),
+    ...readOnly.map((binding) => ({ binding, visibility: 4, buffer: { type: 'read-only-storage' as const } })),
+  ];
 }
 
 /** Some buffer appears twice (an aliased operand). */
