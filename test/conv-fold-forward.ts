@@ -90,14 +90,13 @@ export function groupOutputs(k: WebGpuBoundaryKernels, m: number, dims: { c: num
   return { qkv, conv, z, b, a, group: [{ out: qkv, w: ws[0]! }, { out: z, w: ws[1]! }, { out: b, w: ws[2]! }, { out: a, w: ws[3]! }] };
 }
 
-/** The suites' kernels, made before the file's tests (`use` receives them) with no read-back
- * pacing (a shader's first compile, minutes on lavapipe, would teach the pacer to sleep), each
+/** The suites' kernels, made before the file's tests (`use` receives them), each
  * dispatch's pipeline key passed to `dispatched` (so a test can see what ran); disposed after
  * the tests. */
 export function convFoldKernels(use: (k: WebGpuBoundaryKernels) => void, dispatched: (key: string) => void): void {
   let k: WebGpuBoundaryKernels | null = null;
   before(async () => {
-    k = new WebGpuBoundaryKernels(await gpuUnderTest({ readbackPacing: false }));
+    k = new WebGpuBoundaryKernels(await gpuUnderTest());
     const run = k.g.run;
     k.g.run = function (...args: Parameters<typeof run>) {
       dispatched(args[1]);

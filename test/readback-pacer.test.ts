@@ -8,23 +8,23 @@
 // time is taken from when the queue reached it, and a late timer teaches nothing.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FRACTION, GROW, HALVE_AFTER, MIN_SLEEP_MS, NO_TIMES, ReadbackPacer, SHRINK, type ShapeTimes, learn, sleepOf, submitShape } from '../src/kernels/webgpu/readback-pacer.js';
+import { FRACTION, GROW, HALVE_AFTER, MIN_SLEEP_MS, NO_TIMES, PROBE_MIN_MS, PROBE_SHARE, ReadbackPacer, SHRINK, type ShapeTimes, learn, sleepOf, submitShape } from '../src/kernels/webgpu/readback-pacer.js';
 import { foldQuantActs, launchProfile, readbackPacing } from '../src/kernels/webgpu-node.js';
 
 const POLL_LATENCY_MS = 0.05;
 
 /** A simulated device and clock: `submit(gpuMs)` runs one paced read-back. */
-function simulated(): { pacer: ReadbackPacer; submit: (shape: string, gpuMs: number) => Promise<{ polled: number; total: number; slept: number }> } {
+function simulated(): { pacer: ReadbackPacer; submit: (shape: string, gpuMs: number, compiles?: boolean) => Promise<{ polled: number; total: number; slept: number }> } {
   let clock = 0;
   const pacer = new ReadbackPacer(async (ms) => { clock += ms; }, () => clock);
-  const submit = async (shape: string, gpuMs: number): Promise<{ polled: number; total: number; slept: number }> => {
+  const submit = async (shape: string, gpuMs: number, compiles = false): Promise<{ polled: number; total: number; slept: number }> => {
     const start = clock;
     const sleptBefore = pacer.sleptMs;
     let mapCalled = NaN;
     await pacer.wait(shape, async () => {
       mapCalled = clock;
       clock = Math.max(clock, start + gpuMs) + POLL_LATENCY_MS;
-    });
+    }, compiles ? { probe: async () => clock >= start + gpuMs } : null);
     return { polled: clock - mapCalled, total: clock - start, slept: pacer.sleptMs - sleptBefore };
   };
   return { pacer, submit };
@@ -105,6 +105,25 @@ describe('read-back pacer (simulated clock)', () => {
       assert.ok(r.total <= 300 + 1, `submit ${i + 2}: no oversleep on a steady shape (${r.total} ms)`);
     }
     assert.equal(pacer.sleeps, 5);
+  });
+
+  test('a step that compiles (a pipeline\'s first dispatch) is probed, not polled, and teaches nothing: a 30 s compile, then 100 ms steps, sleep ≤ 100 ms each', async () => {
+    const { pacer, submit } = simulated();
+    const compile = await submit('s', 30_000, true);
+    assert.ok(compile.polled < 1, `the compile is slept through, not polled (${compile.polled} ms polled)`);
+    assert.ok(compile.total <= (1 + PROBE_SHARE) * 30_000 + PROBE_MIN_MS, `≤ ${PROBE_SHARE} past the work's end: ${compile.total} ms`);
+    assert.ok(pacer.probes > 10 && pacer.probes < 120, `${pacer.probes} probes`);
+    const totals: number[] = [];
+    for (let i = 0; i < 8; i++) totals.push((await submit('s', 100)).total);
+    assert.ok(totals.every((t) => t <= 101), `no oversleep after the compile: ${totals.map((t) => t.toFixed(0)).join(' ')}`);
+    assert.ok(pacer.sleeps >= 6, 'the warm steps are slept on');
+    // a pipeline first dispatched in a learnt shape's step: that step teaches nothing either
+    const before = (await submit('s', 100)).slept;
+    await submit('s', 5_000, true);
+    assert.ok(Math.abs((await submit('s', 100)).slept - before) < 20, 'the estimate after the compiling step is the warm one');
+    const p = {};
+    assert.equal(pacer.firstDispatch(p), true);
+    assert.equal(pacer.firstDispatch(p), false, 'a pipeline compiles once');
   });
 
   test('a shape whose time drops 10×: oversleeps shrink the sleep, back to ≤ 1.05× the GPU time within 7 submits', async () => {

@@ -13,9 +13,8 @@ import { idsOf } from '../src/engine/device-picks.js';
 import type { WebGpuBoundaryKernels } from '../src/kernels/webgpu/kernels.js';
 
 /** `workgroupStorage`: a device with at most that much workgroup memory (webgpu-limits.ts). */
-/** `readbackPacing: false`: no sleep before a read-back (AcquireOptions; on by default). */
 export async function gpuUnderTest(opts: { maxBindingOverride?: number; disable?: AcquireOptions['disable']; workgroupStorage?: number;
-  readbackPacing?: boolean; launches?: AcquireOptions['launches']; foldQuantActs?: boolean } = {}): Promise<WebGpuKernels> {
+  launches?: AcquireOptions['launches']; foldQuantActs?: boolean } = {}): Promise<WebGpuKernels> {
   try {
     const gpu = opts.workgroupStorage === undefined ? await nodeGpu() : gpuWithWorkgroupStorage(await nodeGpu(), opts.workgroupStorage);
     // DELTASERVE_SUBMIT_CHUNK and DELTASERVE_LAUNCHES as the engine reads them: kernel suites can

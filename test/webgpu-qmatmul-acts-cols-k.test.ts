@@ -13,7 +13,7 @@ import { gpuUnderTest } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest({ readbackPacing: false }); });
+before(async () => { g = await gpuUnderTest(); });
 after(() => g?.dispose());
 
 describe(`webgpu activation-quantizing quantized matmuls, ${ACTS_COLUMNS} output columns a workgroup == the unfolded path (K-quants)`, () => {

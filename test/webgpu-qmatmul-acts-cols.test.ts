@@ -24,7 +24,7 @@ import { gpuUnderTest } from './webgpu-helpers.js';
 
 const ref = createRefKernels();
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest({ readbackPacing: false }); });
+before(async () => { g = await gpuUnderTest(); });
 after(() => g?.dispose());
 
 const zeros = (n: number): Float32Array => new Float32Array(n);

@@ -29,7 +29,7 @@ import { gpuUnderTest, run } from './webgpu-helpers.js';
 const ref = createRefKernels();
 let g: WebGpuKernels;
 // no read-back pacing: its sleeps learn per submit shape, and this file's shapes vary
-before(async () => { g = await gpuUnderTest({ readbackPacing: false }); g.quantLayout = 'lanes'; });
+before(async () => { g = await gpuUnderTest(); g.quantLayout = 'lanes'; });
 after(() => g?.dispose());
 
 const K = 2304; // 72 blocks of 32 (two 64-block chunks), 9 super-blocks of 256
@@ -142,7 +142,7 @@ describe('webgpu quantized matmul group: the RMS norm folded into the activation
     g.foldQuantActs = true;
     for (const [i, [dtype, act]] of ([['q4_k', 'silu'], ['q8_0', 'sigmoid']] as const).entries()) {
       const probe = anyWeight(g, dtype, 1, rng(5));
-      const split = await gpuUnderTest({ maxBindingOverride: 8 * probe.rowBytes, readbackPacing: false });
+      const split = await gpuUnderTest({ maxBindingOverride: 8 * probe.rowBytes });
       try {
         split.quantLayout = 'lanes';
         split.foldQuantActs = true;

@@ -13,7 +13,7 @@ import { rng } from './numeric.js';
 import { gpuUnderTest, run } from './webgpu-helpers.js';
 
 let g: WebGpuKernels;
-before(async () => { g = await gpuUnderTest({ readbackPacing: false }); });
+before(async () => { g = await gpuUnderTest(); });
 after(() => g?.dispose());
 
 const KS = [256, 32 * 13, 2560, 4096];

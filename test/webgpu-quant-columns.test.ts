@@ -37,7 +37,7 @@ const ref = createRefKernels();
 let g: WebGpuKernels;
 // the cpu launch profile whatever DELTASERVE_LAUNCHES says (a GPU's would route M ≤ 8 to the
 // activation-quantizing kernels and change the counts below); the choices compared are forced
-before(async () => { g = await gpuUnderTest({ readbackPacing: false, launches: 'cpu' }); g.quantLayout = 'lanes'; });
+before(async () => { g = await gpuUnderTest({ launches: 'cpu' }); g.quantLayout = 'lanes'; });
 after(() => g?.dispose());
 
 const K = 2304;

@@ -19,7 +19,7 @@
 import type { GpuTensor } from './tensor.js';
 import { type EncoderTiming, type PassWrites, passTimestamps, stepGpuTimes, timingQueries } from './timing.js';
 import { type BindGroupCache, PARAM_SLOT_BYTES, type ParamMemory } from './dispatch-memory.js';
-import { type ReadbackPacer, submitShape } from './readback-pacer.js';
+import { mapProbe, type ReadbackPacer, submitShape } from './readback-pacer.js';
 import { chunkLimit, SINGLE_SUBMIT, type SubmitChunks } from './submit-chunks.js';
 export type { EncoderTiming };
 export { PARAM_SLOT_BYTES };
@@ -92,6 +92,8 @@ export class StepEncoder {
   private stepSubmits = 0;
   private stepDispatches = 0;
   private stepWorkgroups = 0;
+  /** The step being recorded holds a pipeline's first dispatch (the pacer learns nothing from it). */
+  private stepCompiles = false;
   private stamps: PendingTimestamps[] = [];
   /** Timings of the last timed step: one per dispatch ('dispatch'), one 'step' ('step': its
    * span from the first submit's first pass to the last submit's last pass). */
@@ -142,6 +144,7 @@ export class StepEncoder {
     for (let i = 0; i < params.length; i++) words[base + i] = params[i]! >>> 0;
     this.ops.push({ kind: 'dispatch', pipeline, layout, slot, buffers, groups, label });
     this.dispatchCount++;
+    if (this.memory.pacer?.firstDispatch(pipeline)) this.stepCompiles = true;
   }
 
   /** Record a buffer-to-buffer copy of `elems` 4-byte elements between tensors. */
@@ -202,8 +205,10 @@ export class StepEncoder {
     this.stepSubmits = 0;
     this.stepDispatches = 0;
     this.stepWorkgroups = 0;
-    const paced = (done: () => Promise<unknown>): Promise<unknown> => memory.pacer?.wait(shape, done) ?? done();
     const staged = [...reads.map((r) => r.staging), ...stamps.map((s) => s.read)];
+    const compiling = this.stepCompiles ? { probe: staged[0] ? mapProbe(staged[0]) : null } : null;
+    this.stepCompiles = false;
+    const paced = (done: () => Promise<unknown>): Promise<unknown> => memory.pacer?.wait(shape, done, compiling) ?? done();
     if (staged.length > 0) await paced(() => Promise.all(staged.map((b) => b.mapAsync(MAP_READ))));
     this.doneMs = performance.now() - t1;
     for (const r of reads) {

@@ -16,8 +16,16 @@
 // overlap and a step's time never counts the work queued before it.
 //
 // The sleep of a shape is a controller's output (`learn`), per submit shape, from `start`:
-// - a shape's first step is not slept on; the next sleeps FRACTION of its time (a step's
-//   pipelines compile while it is recorded, before its submit: not in the time measured);
+// - a shape's first step is not slept on; the next sleeps FRACTION of its time;
+// - a step that dispatches a pipeline for the first time teaches nothing: llvmpipe compiles a
+//   pipeline at its first dispatch, on the queue, so that step's time is mostly the compile's
+//   (seconds for a GPU's unrolled kernels on a cold shader cache). Learnt as a first step, a
+//   30 s compile made the next steps of a 100 ms shape sleep 24 s, then 20, 17, 15, 7, …:
+//   ~90 s asleep (a test file spent 180 s of wall time on 74 CPU-seconds). Nor is it
+//   polled through: Dawn's busy-poll doubled a compile's CPU (a 4.7 s compile: 9.4 CPU-s
+//   polled, 4.8 slept through). The step is probed instead (`probe`: a map of one read-back
+//   given PROBE_WINDOW_MS, aborted if still pending), sleeping PROBE_SHARE of the time so
+//   far between probes: ≤ ~10 % past the work's end, ~0.2 s of main-thread CPU for a 5 s compile;
 // - a wait after the sleep longer than OVERSLEPT_MS means the work outlasted the sleep: the
 //   next sleep is GROW of the whole measured time (sleep + wait), at most twice this sleep, so
 //   one slow step (a preemption: 1.8 s among 100 ms steps) costs at most one sleep's oversleep;
@@ -48,6 +56,12 @@ export const LATE = 1.25;
 export const OVERSLEPT_MS = 1;
 /** Sleeps below this (ms) are not worth a timer. */
 export const MIN_SLEEP_MS = 2;
+/** Between probes of a compiling step: this share of its time so far ... */
+export const PROBE_SHARE = 0.1;
+/** ... and at least this (ms). */
+export const PROBE_MIN_MS = 5;
+/** How long a probe's map may stay pending (ms) before it is aborted. */
+export const PROBE_WINDOW_MS = 1;
 /** Shapes remembered (a step's dispatch count and workgroup scale); past it, forget all. */
 const MAX_SHAPES = 512;
 
@@ -95,15 +109,40 @@ export function submitShape(dispatches: number, workgroups: number, submits = 1)
 
 const ignore = (): void => {};
 
+/** A step holding a pipeline's first dispatch (ReadbackPacer.firstDispatch): `probe` (null
+ * when the step has no read-back to probe) resolves true once the step's work is done, false
+ * while it runs, leaving nothing pending (nothing polls) either way. */
+export interface CompilingStep {
+  readonly probe: (() => Promise<boolean>) | null;
+}
+
+/** A CompilingStep's probe of `staging` (a read-back of the step, copied at its end): its
+ * map, given PROBE_WINDOW_MS to complete; one still pending is aborted (unmap: the promise
+ * rejects, Dawn stops polling). Either way the buffer is left unmapped for the real map. */
+export function mapProbe(staging: GPUBuffer, window: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms))): () => Promise<boolean> {
+  return async () => {
+    let done = false;
+    const map = staging.mapAsync(1 /* GPUMapMode.READ */).then(() => { done = true; }, ignore);
+    await window(PROBE_WINDOW_MS);
+    staging.unmap(); // aborts a pending map; undoes a completed one
+    await map;
+    return done;
+  };
+}
+
 export class ReadbackPacer {
   private readonly times = new Map<string, ShapeTimes>();
   /** The last paced wait (settled or not): the next one begins after it. */
   private tail: Promise<void> = Promise.resolve();
   /** When the last paced wait saw its work done (`now` ms). */
   private lastDone = -Infinity;
+  /** Pipelines dispatched at least once on this device (firstDispatch). */
+  private readonly dispatched = new WeakSet<object>();
   /** Sleeps taken, and their total (ms): what the pacer did, for benches and tests. */
   sleeps = 0;
   sleptMs = 0;
+  /** Probes of compiling steps. */
+  probes = 0;
 
   /** `sleep` and `now` (ms): a timer and the clock (tests pass a simulated pair). */
   constructor(
@@ -111,14 +150,39 @@ export class ReadbackPacer {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
+  /** Whether this is `pipeline`'s first dispatch on the device (it compiles there). */
+  firstDispatch(pipeline: object): boolean {
+    if (this.dispatched.has(pipeline)) return false;
+    this.dispatched.add(pipeline);
+    return true;
+  }
+
   /** Awaits `mapped()` (the read-backs' mapAsync of the submit just made) after sleeping
    * through most of the expected GPU time of a submit of this shape, once every earlier
-   * paced wait has resolved; learns from how long it took. */
-  wait(shape: string, mapped: () => Promise<unknown>): Promise<void> {
+   * paced wait has resolved; learns from how long it took. A `compiling` step is probed
+   * until done instead, and teaches nothing. */
+  wait(shape: string, mapped: () => Promise<unknown>, compiling: CompilingStep | null = null): Promise<void> {
     const submitted = this.now();
-    const mine = this.tail.then(() => this.paced(shape, submitted, mapped));
+    const mine = this.tail.then(() => compiling ? this.probed(submitted, mapped, compiling) : this.paced(shape, submitted, mapped));
     this.tail = mine.then(ignore, ignore);
     return mine;
+  }
+
+  /** A compiling step: sleep, probe, until its work is done; then map. */
+  private async probed(submitted: number, mapped: () => Promise<unknown>, { probe }: CompilingStep): Promise<void> {
+    const start = Math.max(submitted, this.lastDone);
+    if (probe) {
+      for (;;) {
+        const t0 = this.now();
+        await this.sleep(Math.max(PROBE_MIN_MS, PROBE_SHARE * (t0 - start)));
+        this.sleeps++;
+        this.sleptMs += this.now() - t0;
+        this.probes++;
+        if (await probe()) break;
+      }
+    }
+    await mapped();
+    this.lastDone = this.now();
   }
 
   private async paced(shape: string, submitted: number, mapped: () => Promise<unknown>): Promise<void> {
