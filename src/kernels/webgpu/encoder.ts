@@ -206,7 +206,9 @@ export class StepEncoder {
     this.stepDispatches = 0;
     this.stepWorkgroups = 0;
     const staged = [...reads.map((r) => r.staging), ...stamps.map((s) => s.read)];
-    const compiling = this.stepCompiles ? { probe: staged[0] ? mapProbe(staged[0]) : null } : null;
+    // probed: a read-back copied after every op (a readNow copy may precede later work)
+    const last = reads.find((r) => !r.copied)?.staging ?? stamps[stamps.length - 1]?.read ?? staged[staged.length - 1];
+    const compiling = this.stepCompiles ? { probe: last ? mapProbe(last) : null } : null;
     this.stepCompiles = false;
     const paced = (done: () => Promise<unknown>): Promise<unknown> => memory.pacer?.wait(shape, done, compiling) ?? done();
     if (staged.length > 0) await paced(() => Promise.all(staged.map((b) => b.mapAsync(MAP_READ))));

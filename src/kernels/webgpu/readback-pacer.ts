@@ -116,14 +116,14 @@ export interface CompilingStep {
   readonly probe: (() => Promise<boolean>) | null;
 }
 
-/** A CompilingStep's probe of `staging` (a read-back of the step, copied at its end): its
+/** A CompilingStep's probe of `staging` (a read-back copied at the step's end): its
  * map, given PROBE_WINDOW_MS to complete; one still pending is aborted (unmap: the promise
  * rejects, Dawn stops polling). Either way the buffer is left unmapped for the real map. */
-export function mapProbe(staging: GPUBuffer, window: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms))): () => Promise<boolean> {
+export function mapProbe(staging: GPUBuffer): () => Promise<boolean> {
   return async () => {
     let done = false;
     const map = staging.mapAsync(1 /* GPUMapMode.READ */).then(() => { done = true; }, ignore);
-    await window(PROBE_WINDOW_MS);
+    await new Promise((r) => setTimeout(r, PROBE_WINDOW_MS));
     staging.unmap(); // aborts a pending map; undoes a completed one
     await map;
     return done;
