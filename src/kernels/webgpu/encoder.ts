@@ -19,7 +19,7 @@
 import type { GpuTensor } from './tensor.js';
 import { type EncoderTiming, type PassWrites, passTimestamps, stepGpuTimes, timingQueries } from './timing.js';
 import { type BindGroupCache, PARAM_SLOT_BYTES, type ParamMemory } from './dispatch-memory.js';
-import { mapProbe, type ReadbackPacer, submitShape } from './readback-pacer.js';
+import { type CompilingStep, PROBE_WINDOW_MS, type ReadbackPacer, submitShape } from './readback-pacer.js';
 import { chunkLimit, SINGLE_SUBMIT, type SubmitChunks } from './submit-chunks.js';
 export type { EncoderTiming };
 export { PARAM_SLOT_BYTES };
@@ -53,6 +53,29 @@ interface CopyOp {
   readonly src: GPUBuffer; readonly srcOffset: number;
   readonly dst: GPUBuffer; readonly dstOffset: number;
   readonly bytes: number;
+}
+
+/** A step holding a pipeline's first dispatch, for the pacer: probed through a read-back
+ * copied after every op (a readNow copy may precede later work; a chunked step's first
+ * timestamps belong to an earlier submit). */
+function compilingStep(reads: readonly { staging: GPUBuffer; copied: boolean }[], stamps: readonly PendingTimestamps[],
+  staged: readonly GPUBuffer[]): CompilingStep {
+  const last = reads.find((r) => !r.copied)?.staging ?? stamps[stamps.length - 1]?.read ?? staged[staged.length - 1];
+  return { probe: last ? mapProbe(last) : null };
+}
+
+/** The probe of `staging`: its map, given PROBE_WINDOW_MS to complete; one still pending is
+ * aborted (unmap: the promise rejects, Dawn stops polling). Either way the buffer is left
+ * unmapped for the real map. */
+function mapProbe(staging: GPUBuffer): () => Promise<boolean> {
+  return async () => {
+    let done = false;
+    const map = staging.mapAsync(MAP_READ).then(() => { done = true; }, () => {});
+    await new Promise((r) => setTimeout(r, PROBE_WINDOW_MS));
+    staging.unmap(); // aborts a pending map; undoes a completed one
+    await map;
+    return done;
+  };
 }
 
 /** Read-back of a tensor; `data` is filled once the submit that carries it resolved. */
@@ -206,9 +229,7 @@ export class StepEncoder {
     this.stepDispatches = 0;
     this.stepWorkgroups = 0;
     const staged = [...reads.map((r) => r.staging), ...stamps.map((s) => s.read)];
-    // probed: a read-back copied after every op (a readNow copy may precede later work)
-    const last = reads.find((r) => !r.copied)?.staging ?? stamps[stamps.length - 1]?.read ?? staged[staged.length - 1];
-    const compiling = this.stepCompiles ? { probe: last ? mapProbe(last) : null } : null;
+    const compiling = this.stepCompiles ? compilingStep(reads, stamps, staged) : null;
     this.stepCompiles = false;
     const paced = (done: () => Promise<unknown>): Promise<unknown> => memory.pacer?.wait(shape, done, compiling) ?? done();
     if (staged.length > 0) await paced(() => Promise.all(staged.map((b) => b.mapAsync(MAP_READ))));

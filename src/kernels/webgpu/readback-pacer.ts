@@ -23,7 +23,7 @@
 //   30 s compile made the next steps of a 100 ms shape sleep 24 s, then 20, 17, 15, 7, …:
 //   ~90 s asleep (a test file spent 180 s of wall time on 74 CPU-seconds). Nor is it
 //   polled through: Dawn's busy-poll doubled a compile's CPU (a 4.7 s compile: 9.4 CPU-s
-//   polled, 4.8 slept through). The step is probed instead (`probe`: a map of one read-back
+//   polled, 4.8 slept through). The step is probed instead (`probe`, encoder.ts: a map of one read-back
 //   given PROBE_WINDOW_MS, aborted if still pending), sleeping PROBE_SHARE of the time so
 //   far between probes: ≤ ~10 % past the work's end, ~0.2 s of main-thread CPU for a 5 s compile;
 // - a wait after the sleep longer than OVERSLEPT_MS means the work outlasted the sleep: the
@@ -114,20 +114,6 @@ const ignore = (): void => {};
  * while it runs, leaving nothing pending (nothing polls) either way. */
 export interface CompilingStep {
   readonly probe: (() => Promise<boolean>) | null;
-}
-
-/** A CompilingStep's probe of `staging` (a read-back copied at the step's end): its
- * map, given PROBE_WINDOW_MS to complete; one still pending is aborted (unmap: the promise
- * rejects, Dawn stops polling). Either way the buffer is left unmapped for the real map. */
-export function mapProbe(staging: GPUBuffer): () => Promise<boolean> {
-  return async () => {
-    let done = false;
-    const map = staging.mapAsync(1 /* GPUMapMode.READ */).then(() => { done = true; }, ignore);
-    await new Promise((r) => setTimeout(r, PROBE_WINDOW_MS));
-    staging.unmap(); // aborts a pending map; undoes a completed one
-    await map;
-    return done;
-  };
 }
 
 export class ReadbackPacer {
