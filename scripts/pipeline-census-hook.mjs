@@ -15,6 +15,7 @@ if (dir) {
   const here = new URL('..', import.meta.url).pathname;
   const { PipelineCache } = await import(pathToFileURL(join(here, 'dist/src/kernels/webgpu/pipelines.js')).href);
   const compile = PipelineCache.prototype.compile;
+  if (typeof compile !== 'function') throw new Error('pipeline census: PipelineCache has no compile method any more (kernels/webgpu/pipelines.ts): mend scripts/pipeline-census-hook.mjs');
   const file = basename(process.argv[1] ?? 'node');
   PipelineCache.prototype.compile = function (label, code) {
     const hash = createHash('sha1').update(code).digest('hex').slice(0, 16);
