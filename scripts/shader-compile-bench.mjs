@@ -6,16 +6,13 @@
 // same process, alternately: a same-run A/B of a kernel source change. Prints one JSON object.
 // Usage: node scripts/shader-compile-bench.mjs [--base DIR] [--runs 3] [--only 'SUBSTRING|SUBSTRING']
 // (llvmpipe's vector width, LP_NATIVE_VECTOR_WIDTH, changes the figures: it is reported.)
-// `--census DIR` times instead every pipeline a pipeline census logged (scripts/pipeline-census-hook.mjs:
-// what a set of test files compiles), each source once, and sums them by kernel family and by file.
-import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { cpus } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 process.env.MESA_SHADER_CACHE_DISABLE = 'true';
-const { values: v } = parseArgs({ options: { base: { type: 'string' }, runs: { type: 'string', default: '3' }, only: { type: 'string' }, census: { type: 'string' } } });
+const { values: v } = parseArgs({ options: { base: { type: 'string' }, runs: { type: 'string', default: '3' }, only: { type: 'string' } } });
 const here = resolve(new URL('..', import.meta.url).pathname);
 
 /** The variants, as the tree at `root` generates them (sg: subgroups, dot4: the packed builtin). */
@@ -85,69 +82,25 @@ const dot4 = gpu.wgslLanguageFeatures?.has('packed_4x8_integer_dot_product') ?? 
 const device = await adapter.requestDevice({ requiredFeatures: sg ? ['subgroups'] : [],
   requiredLimits: { maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage,
     maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize } });
-
-/** Every source of the census in `dir`, timed once; totals by family (a label's numbers as #)
- * and by file (`exclusive`: compiled by no other file; `share`: each source's time split among
- * the files compiling it). */
-async function census(dir) {
-  const log = readFileSync(`${dir}/log.jsonl`, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-  const files = new Map(); // hash -> files compiling it
-  const labels = new Map();
-  for (const { file, label, hash } of log) {
-    if (!files.has(hash)) files.set(hash, new Set());
-    files.get(hash).add(file);
-    labels.set(hash, label);
-  }
-  const ms = new Map();
-  for (const f of readdirSync(dir).filter((n) => n.endsWith('.wgsl'))) {
-    const hash = f.slice(0, -'.wgsl'.length);
-    if (files.has(hash)) ms.set(hash, Math.round(await compileMs(device, readFileSync(`${dir}/${f}`, 'utf8'))));
-  }
-  const add = (m, k, t) => { const e = m.get(k) ?? { n: 0, s: 0 }; e.n++; e.s += t / 1000; m.set(k, e); };
-  const byFamily = new Map();
-  const byFile = new Map();
-  for (const [hash, t] of ms) {
-    add(byFamily, labels.get(hash).split('|')[0].replace(/\d+/g, '#'), t);
-    const users = files.get(hash);
-    for (const f of users) {
-      const e = byFile.get(f) ?? { file: f, pipelines: 0, exclusive: 0, exclusive_s: 0, share_s: 0 };
-      e.pipelines++;
-      e.share_s += t / 1000 / users.size;
-      if (users.size === 1) { e.exclusive++; e.exclusive_s += t / 1000; }
-      byFile.set(f, e);
-    }
-  }
-  const r1 = (x) => +x.toFixed(1);
-  return { compiles: log.length, unique: ms.size, compile_s: r1([...ms.values()].reduce((a, b) => a + b, 0) / 1000),
-    families: [...byFamily].map(([family, e]) => ({ family, pipelines: e.n, s: r1(e.s) })).sort((a, b) => b.s - a.s),
-    files: [...byFile.values()].map((e) => ({ ...e, exclusive_s: r1(e.exclusive_s), share_s: r1(e.share_s) })).sort((a, b) => b.share_s - a.share_s),
-    costliest: [...ms].sort((a, b) => b[1] - a[1]).slice(0, 30).map(([hash, t]) => ({ label: labels.get(hash), ms: t, files: files.get(hash).size })) };
-}
-
+const trees = { tree: await variants(here, sg, dot4), ...(v.base ? { base: await variants(resolve(v.base), sg, dot4) } : {}) };
+const names = Object.keys(trees.tree).filter((n) => !v.only || v.only.split('|').some((o) => n.includes(o)));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const rows = [];
-let censusResult = null;
-if (v.census) {
-  censusResult = await census(resolve(v.census));
-} else {
-  const trees = { tree: await variants(here, sg, dot4), ...(v.base ? { base: await variants(resolve(v.base), sg, dot4) } : {}) };
-  const names = Object.keys(trees.tree).filter((n) => !v.only || v.only.split('|').some((o) => n.includes(o)));
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  for (const name of names) {
-    const ms = Object.fromEntries(Object.keys(trees).map((t) => [t, []]));
-    const bytes = Object.fromEntries(Object.keys(trees).map((t) => [t, trees[t][name]().length]));
-    for (let r = 0; r < Number(v.runs); r++) {
-      // a distinct comment a compile: Dawn would hand back its own pipeline for a source it has seen
-      for (const t of Object.keys(trees)) ms[t].push(Math.round(await compileMs(device, `${trees[t][name]()}\n// ${t} ${r}`)));
-    }
-    const row = { variant: name, wgsl_bytes: bytes.tree, ms: median(ms.tree), runs: ms.tree };
-    if (v.base) Object.assign(row, { base_wgsl_bytes: bytes.base, base_ms: median(ms.base), base_runs: ms.base, base_over_tree: +(median(ms.base) / median(ms.tree)).toFixed(2) });
-    rows.push(row);
-    console.error(JSON.stringify(row));
+for (const name of names) {
+  const ms = Object.fromEntries(Object.keys(trees).map((t) => [t, []]));
+  const bytes = Object.fromEntries(Object.keys(trees).map((t) => [t, trees[t][name]().length]));
+  for (let r = 0; r < Number(v.runs); r++) {
+    // a distinct comment a compile: Dawn would hand back its own pipeline for a source it has seen
+    for (const t of Object.keys(trees)) ms[t].push(Math.round(await compileMs(device, `${trees[t][name]()}\n// ${t} ${r}`)));
   }
+  const row = { variant: name, wgsl_bytes: bytes.tree, ms: median(ms.tree), runs: ms.tree };
+  if (v.base) Object.assign(row, { base_wgsl_bytes: bytes.base, base_ms: median(ms.base), base_runs: ms.base, base_over_tree: +(median(ms.base) / median(ms.tree)).toFixed(2) });
+  rows.push(row);
+  console.error(JSON.stringify(row));
 }
 const info = adapter.info ?? {};
 console.log(JSON.stringify({ bench: 'shader-compile', date: new Date().toISOString(), cpu: cpus()[0]?.model, cores: cpus().length, node: process.version,
   adapter: `${info.vendor ?? ''} ${info.architecture ?? ''} ${info.description ?? ''}`.trim(), lp_native_vector_width: process.env.LP_NATIVE_VECTOR_WIDTH ?? null,
-  subgroups: sg, dot4, base: v.base ?? null, ...(censusResult ? { census: censusResult } : { rows }) }, null, 1));
+  subgroups: sg, dot4, base: v.base ?? null, rows }, null, 1));
 device.destroy();
 process.exit(0);

@@ -52,7 +52,7 @@ export const TIERS = [
       'json-stream', 'log', 'radix-cache', 'request-rules', 'sampler', 'greedy-finish', 'penalty-picks', 'rng-fork', 'readback-pacer', 'candidate-draws', 'sampled-candidates', 'sparse-accept', 'tool-parser', 'tool-stream',
       'tool-template', 'frontend-golden', 'frontend-boundary', 'structured', 'structured-schema', 'json-schema-suite', 'prefix-points', 'pools',
       'scheduler', 'overlap-chain', 'think-mask-run', 'request-ownership', 'memory-plan', 'weights-fit', 'quant-formats', 'tokenizer', 'kernel-commands', 'wgsl-params', 'gpu-access-model', 'gpu-batch-model',
-      'test-tiers', 'pipeline-census', 'docs-links', 'docs-performance', 'gpu-bench-report', 'step-timing', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',
+      'test-tiers', 'docs-links', 'docs-performance', 'gpu-bench-report', 'step-timing', 'answer-view', 'structured-conditionals', 'structured-unique', 'constrain-imports', 'import-graph',
       'vision-fixture', 'vision-image', 'vision-kernels', 'vision-mmproj', 'vision-pipeline', 'vision-positions', 'vision-tower',
       'vision-frontend', 'vision-mrope', 'vision-memory', 'checkpoint-layering', 'webui-history',
       // kernel conformance: wasm (and its variants) against the ref twin
